@@ -1,0 +1,186 @@
+// Shared helpers of the CPU kernels: checked inputs/outputs, shapes, axes.
+//
+// Everything here validates user-controlled data (shapes read from tensors,
+// axes from attributes) before a kernel indexes memory with it, so that bad
+// input ends in an mpc::Error naming the node rather than a crash.
+#include "kernels/cpu/cpu_util.h"
+
+#include <algorithm>
+
+namespace mpc {
+namespace cpu {
+
+namespace {
+// Refuse single tensors above this many bytes: a corrupt shape must be an
+// error message, not an out-of-memory kill.
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 38;
+} // namespace
+
+float loadFloat(const Tensor &t, int64_t i) {
+  switch (t.dtype) {
+  case DType::F32:
+    return t.data<float>()[i];
+  case DType::F16:
+    return halfToFloat(t.data<uint16_t>()[i]);
+  case DType::BF16:
+    return bf16ToFloat(t.data<uint16_t>()[i]);
+  default:
+    return float(t.getAsDouble(i));
+  }
+}
+
+int64_t loadInt(const Tensor &t, int64_t i) {
+  switch (t.dtype) {
+  case DType::I64:
+    return t.data<int64_t>()[i];
+  case DType::I32:
+    return t.data<int32_t>()[i];
+  default:
+    return int64_t(t.getAsDouble(i));
+  }
+}
+
+bool flagSet(const Node &node, const Tensor &t, const char *what) {
+  if (t.numel() != 1)
+    fail(node, what, " must hold one element, got shape ",
+         shapeString(t.dims));
+  return t.getAsDouble(0) != 0;
+}
+
+const Tensor &input(const KernelContext &ctx, size_t i, const char *what) {
+  if (!ctx.hasInput(i))
+    fail(ctx.node, "missing input ", i, " (", what, ")");
+  return *ctx.inputs[i];
+}
+
+void requireInputs(const KernelContext &ctx, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (!ctx.hasInput(i))
+      fail(ctx.node, "expects at least ", n, " inputs, input ", i,
+           " is missing");
+}
+
+int64_t checkedCount(const Node &node, const std::vector<int64_t> &dims) {
+  int64_t n = elementCount(dims);
+  if (n < 0)
+    fail(node, "invalid output shape ", shapeString(dims));
+  return n;
+}
+
+Tensor &output(const KernelContext &ctx, size_t i, DType t,
+               const std::vector<int64_t> &dims) {
+  if (!ctx.hasOutput(i))
+    fail(ctx.node, "output ", i, " is required but omitted");
+  int64_t n = checkedCount(ctx.node, dims);
+  if (n > kMaxTensorBytes / int64_t(std::max<size_t>(dtypeSize(t), 1)))
+    fail(ctx.node, "output shape ", shapeString(dims), " is too large");
+  return ctx.out(i, t, dims);
+}
+
+Tensor *optionalOutput(const KernelContext &ctx, size_t i, DType t,
+                       const std::vector<int64_t> &dims) {
+  if (!ctx.hasOutput(i))
+    return nullptr;
+  return &output(ctx, i, t, dims);
+}
+
+std::vector<int64_t> readInts(const Node &node, const Tensor &t,
+                              const char *what) {
+  if (t.dims.size() > 1)
+    fail(node, what, " must be a 1-D tensor, got shape ", shapeString(t.dims));
+  if (t.dtype != DType::I64 && t.dtype != DType::I32)
+    fail(node, what, " must be int64 or int32, got ", dtypeName(t.dtype));
+  std::vector<int64_t> v(size_t(t.numel()));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = loadInt(t, int64_t(i));
+  return v;
+}
+
+int64_t normalizeAxis(const Node &node, int64_t axis, int64_t rank,
+                      const char *what) {
+  if (axis < -rank || axis >= rank)
+    fail(node, what, " ", axis, " is out of range for rank ", rank);
+  return axis < 0 ? axis + rank : axis;
+}
+
+AxisSplit splitAt(const std::vector<int64_t> &dims, int64_t axis) {
+  AxisSplit s;
+  for (int64_t d = 0; d < int64_t(dims.size()); ++d) {
+    int64_t v = dims[size_t(d)];
+    if (d < axis)
+      s.outer *= v;
+    else if (d == axis)
+      s.len = v;
+    else
+      s.inner *= v;
+  }
+  return s;
+}
+
+std::vector<bool> reducedAxes(const KernelContext &ctx, size_t axesInput,
+                              int64_t rank) {
+  std::vector<int64_t> axes;
+  if (const Tensor *t = optionalInput(ctx, axesInput))
+    axes = readInts(ctx.node, *t, "axes");
+  else
+    axes = ctx.node.attrInts("axes");
+  std::vector<bool> reduced(size_t(rank), axes.empty());
+  if (axes.empty() && ctx.node.attrInt("noop_with_empty_axes", 0) != 0)
+    return std::vector<bool>(size_t(rank), false);
+  for (int64_t a : axes) {
+    size_t i = size_t(normalizeAxis(ctx.node, a, rank));
+    if (reduced[i])
+      fail(ctx.node, "axes contain axis ", i, " twice");
+    reduced[i] = true;
+  }
+  return reduced;
+}
+
+std::string shapeString(const std::vector<int64_t> &dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i)
+      s += ",";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+std::vector<int64_t> broadcastShapes(const Node &node,
+                                     const std::vector<int64_t> &a,
+                                     const std::vector<int64_t> &b) {
+  size_t r = std::max(a.size(), b.size());
+  std::vector<int64_t> out(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail(node, "shapes ", shapeString(a), " and ", shapeString(b),
+           " do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &dims) {
+  std::vector<int64_t> s(dims.size());
+  int64_t acc = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    s[i] = acc;
+    acc *= dims[i];
+  }
+  return s;
+}
+
+std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &in,
+                                      const std::vector<int64_t> &out) {
+  std::vector<int64_t> own = rowMajorStrides(in);
+  std::vector<int64_t> s(out.size(), 0);
+  size_t lead = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i)
+    s[lead + i] = in[i] == 1 ? 0 : own[i];
+  return s;
+}
+
+} // namespace cpu
+} // namespace mpc

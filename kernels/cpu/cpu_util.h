@@ -1,0 +1,368 @@
+// Shared helpers of the CPU kernels: dtype dispatch, broadcasting, checks.
+//
+// Every CPU kernel follows the GPU's numerics: fp16/bf16 are storage types
+// only, each element is loaded into fp32, computed on, and rounded to
+// nearest-even when stored (kernels/common/half.h); fp64 computes in double
+// (the float64 finite-difference gradient checks rely on it). The `Io`
+// structs below capture that: `Io::Storage` is what the tensor holds,
+// `Io::Compute` is what the arithmetic runs in, and load/store convert.
+// Kernels are templates over an Io and are instantiated by the dispatch
+// helpers, which turn an unsupported dtype into an mpc::Error naming the node.
+#pragma once
+
+#include "kernels/common/half.h"
+#include "passes/support/diagnostics.h"
+#include "runtime/cpu/cpu_kernels.h"
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mpc {
+namespace cpu {
+
+// --- errors ------------------------------------------------------------------
+
+/// Throws mpc::Error "node '...' (Op): <args...>".
+template <typename... Args>
+[[noreturn]] void fail(const Node &node, const Args &...args) {
+  ErrorBuilder b(node);
+  (b << ... << args);
+  b.raise();
+}
+
+// --- element types -------------------------------------------------------------
+
+/// fp32 storage, fp32 compute.
+struct F32Io {
+  using Storage = float;
+  using Compute = float;
+  static constexpr DType dtype = DType::F32;
+  static Compute load(const Storage *p, int64_t i) { return p[i]; }
+  static void store(Storage *p, int64_t i, Compute v) { p[i] = v; }
+};
+
+/// fp16 storage (bit patterns), fp32 compute, round-to-nearest-even store.
+struct F16Io {
+  using Storage = uint16_t;
+  using Compute = float;
+  static constexpr DType dtype = DType::F16;
+  static Compute load(const Storage *p, int64_t i) { return halfToFloat(p[i]); }
+  static void store(Storage *p, int64_t i, Compute v) {
+    p[i] = floatToHalf(v);
+  }
+};
+
+/// bf16 storage (bit patterns), fp32 compute, round-to-nearest-even store.
+struct BF16Io {
+  using Storage = uint16_t;
+  using Compute = float;
+  static constexpr DType dtype = DType::BF16;
+  static Compute load(const Storage *p, int64_t i) { return bf16ToFloat(p[i]); }
+  static void store(Storage *p, int64_t i, Compute v) {
+    p[i] = floatToBf16(v);
+  }
+};
+
+/// fp64 storage and compute.
+struct F64Io {
+  using Storage = double;
+  using Compute = double;
+  static constexpr DType dtype = DType::F64;
+  static Compute load(const Storage *p, int64_t i) { return p[i]; }
+  static void store(Storage *p, int64_t i, Compute v) { p[i] = v; }
+};
+
+/// Integer types compute in their own type (shape arithmetic must be exact).
+template <typename T, DType D> struct IntIo {
+  using Storage = T;
+  using Compute = T;
+  static constexpr DType dtype = D;
+  static Compute load(const Storage *p, int64_t i) { return p[i]; }
+  static void store(Storage *p, int64_t i, Compute v) { p[i] = v; }
+};
+using I64Io = IntIo<int64_t, DType::I64>;
+using I32Io = IntIo<int32_t, DType::I32>;
+using I8Io = IntIo<int8_t, DType::I8>;
+using U8Io = IntIo<uint8_t, DType::U8>;
+
+/// bool is stored as one byte, 0 or 1.
+struct BoolIo {
+  using Storage = uint8_t;
+  using Compute = bool;
+  static constexpr DType dtype = DType::Bool;
+  static Compute load(const Storage *p, int64_t i) { return p[i] != 0; }
+  static void store(Storage *p, int64_t i, Compute v) { p[i] = v ? 1 : 0; }
+};
+
+template <typename Io> const typename Io::Storage *ptr(const Tensor &t) {
+  return t.data<typename Io::Storage>();
+}
+template <typename Io> typename Io::Storage *ptr(Tensor &t) {
+  return t.data<typename Io::Storage>();
+}
+
+/// Calls f(Io{}) for a floating dtype (fp32, fp16, bf16, fp64).
+template <typename F> void dispatchFloat(const Node &node, DType t, F &&f) {
+  switch (t) {
+  case DType::F32:
+    return f(F32Io{});
+  case DType::F16:
+    return f(F16Io{});
+  case DType::BF16:
+    return f(BF16Io{});
+  case DType::F64:
+    return f(F64Io{});
+  default:
+    fail(node, "unsupported element type ", dtypeName(t),
+         " (expects fp32, fp16, bf16 or fp64)");
+  }
+}
+
+/// Calls f(Io{}) for a floating or integer dtype (not bool).
+template <typename F> void dispatchNumeric(const Node &node, DType t, F &&f) {
+  switch (t) {
+  case DType::I64:
+    return f(I64Io{});
+  case DType::I32:
+    return f(I32Io{});
+  case DType::I8:
+    return f(I8Io{});
+  case DType::U8:
+    return f(U8Io{});
+  default:
+    return dispatchFloat(node, t, std::forward<F>(f));
+  }
+}
+
+/// Calls f(Io{}) for any dtype the IR knows.
+template <typename F> void dispatchAll(const Node &node, DType t, F &&f) {
+  if (t == DType::Bool)
+    return f(BoolIo{});
+  return dispatchNumeric(node, t, std::forward<F>(f));
+}
+
+/// Element i of a floating tensor of any floating dtype, in fp32 (fp64 is
+/// rounded). For kernels whose operands may differ in precision.
+float loadFloat(const Tensor &t, int64_t i);
+/// Element i of any tensor as double (exact for every dtype but huge int64).
+inline double loadDouble(const Tensor &t, int64_t i) {
+  return t.getAsDouble(i);
+}
+/// Element i of an integer tensor (labels, indices, shapes) as int64.
+int64_t loadInt(const Tensor &t, int64_t i);
+
+/// Whether a one-element flag tensor (found_inf) is set.
+bool flagSet(const Node &node, const Tensor &t, const char *what);
+
+// --- inputs, outputs, sizes ------------------------------------------------------
+
+/// Input i; throws if it is missing.
+const Tensor &input(const KernelContext &ctx, size_t i, const char *what);
+/// Input i or nullptr when omitted.
+inline const Tensor *optionalInput(const KernelContext &ctx, size_t i) {
+  return ctx.hasInput(i) ? ctx.inputs[i] : nullptr;
+}
+/// Requires the node to have at least n inputs present at indices < n.
+void requireInputs(const KernelContext &ctx, size_t n);
+
+/// Allocates output i (throws if the node omits it or the shape is too big).
+Tensor &output(const KernelContext &ctx, size_t i, DType t,
+               const std::vector<int64_t> &dims);
+/// Allocates output i when the node has it; nullptr otherwise.
+Tensor *optionalOutput(const KernelContext &ctx, size_t i, DType t,
+                       const std::vector<int64_t> &dims);
+
+/// Element count of dims; throws (naming the node) on overflow or a
+/// negative dim, so that bad shapes never reach an allocation.
+int64_t checkedCount(const Node &node, const std::vector<int64_t> &dims);
+
+/// Values of a 1-D (or scalar) integer tensor: shapes, axes, starts...
+std::vector<int64_t> readInts(const Node &node, const Tensor &t,
+                              const char *what);
+
+/// Maps axis in [-rank, rank) to [0, rank); throws otherwise.
+int64_t normalizeAxis(const Node &node, int64_t axis, int64_t rank,
+                      const char *what = "axis");
+
+/// "[2,3,4]" for messages.
+std::string shapeString(const std::vector<int64_t> &dims);
+
+/// A shape seen as [outer, len, inner] around one axis: element (o, j, i) is
+/// at (o * len + j) * inner + i.
+struct AxisSplit {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+/// Splits dims around `axis` (already normalised).
+AxisSplit splitAt(const std::vector<int64_t> &dims, int64_t axis);
+
+// --- broadcasting ---------------------------------------------------------------
+
+/// The numpy broadcast of shapes a and b; throws if they do not broadcast.
+std::vector<int64_t> broadcastShapes(const Node &node,
+                                     const std::vector<int64_t> &a,
+                                     const std::vector<int64_t> &b);
+
+/// Element strides of a tensor of shape `in` viewed as shape `out` under numpy
+/// broadcasting (right-aligned; 0 on broadcast dims). `in` must broadcast to
+/// `out`.
+std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &in,
+                                      const std::vector<int64_t> &out);
+
+/// Row-major strides of dims.
+std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &dims);
+
+/// Walks the elements of an output shape in row-major order, keeping the
+/// element offset of each of K operands (given their strides over that
+/// shape) up to date in O(1) amortised per step.
+template <size_t K> class StridedWalker {
+public:
+  StridedWalker(const std::vector<int64_t> &dims,
+                const std::vector<int64_t> (&strides)[K])
+      : dims_(dims), index_(dims.size(), 0) {
+    for (size_t k = 0; k < K; ++k) {
+      strides_[k] = strides[k];
+      offset_[k] = 0;
+    }
+  }
+  int64_t offset(size_t k) const { return offset_[k]; }
+  void next() {
+    for (size_t d = dims_.size(); d-- > 0;) {
+      ++index_[d];
+      for (size_t k = 0; k < K; ++k)
+        offset_[k] += strides_[k][d];
+      if (index_[d] < dims_[d])
+        return;
+      for (size_t k = 0; k < K; ++k)
+        offset_[k] -= strides_[k][d] * dims_[d];
+      index_[d] = 0;
+    }
+  }
+
+private:
+  std::vector<int64_t> dims_;
+  std::vector<int64_t> index_;
+  std::vector<int64_t> strides_[K];
+  int64_t offset_[K];
+};
+
+/// Calls f(i, offsets) for every element i (row-major) of the broadcast shape
+/// `out`, where offsets[k] is the element offset into operand k of shape
+/// in[k] (each must broadcast to `out`). Operands with out's element count
+/// or a single element skip the index arithmetic.
+template <size_t K, typename F>
+void forEachBroadcast(const std::vector<int64_t> &out,
+                      const std::vector<int64_t> (&in)[K], F &&f) {
+  int64_t n = elementCount(out);
+  if (n <= 0)
+    return;
+  bool simple = true;
+  bool full[K];
+  for (size_t k = 0; k < K; ++k) {
+    int64_t nk = elementCount(in[k]);
+    full[k] = nk == n;
+    simple = simple && (nk == n || nk == 1);
+  }
+  int64_t off[K];
+  if (simple) {
+    for (int64_t i = 0; i < n; ++i) {
+      for (size_t k = 0; k < K; ++k)
+        off[k] = full[k] ? i : 0;
+      f(i, static_cast<const int64_t *>(off));
+    }
+    return;
+  }
+  std::vector<int64_t> strides[K];
+  for (size_t k = 0; k < K; ++k)
+    strides[k] = broadcastStrides(in[k], out);
+  StridedWalker<K> w(out, strides);
+  for (int64_t i = 0; i < n; ++i, w.next()) {
+    for (size_t k = 0; k < K; ++k)
+      off[k] = w.offset(k);
+    f(i, static_cast<const int64_t *>(off));
+  }
+}
+
+/// Copies one element of `size` bytes (1, 2, 4 or 8).
+inline void copyElement(uint8_t *dst, int64_t di, const uint8_t *src,
+                        int64_t si, size_t size) {
+  switch (size) {
+  case 1:
+    dst[di] = src[si];
+    break;
+  case 2:
+    reinterpret_cast<uint16_t *>(dst)[di] =
+        reinterpret_cast<const uint16_t *>(src)[si];
+    break;
+  case 4:
+    reinterpret_cast<uint32_t *>(dst)[di] =
+        reinterpret_cast<const uint32_t *>(src)[si];
+    break;
+  default:
+    std::memcpy(dst + di * int64_t(size), src + si * int64_t(size), size);
+    break;
+  }
+}
+
+// --- reductions ------------------------------------------------------------------
+
+/// The axes a Reduce* node (or ReduceGrad) reduces over an input of `rank`:
+/// the int64 tensor at input `axesInput` when present (ReduceSum-13 and every
+/// reduce of opset 18+), else attribute "axes". No axes means every axis,
+/// or none at all (an identity) when noop_with_empty_axes=1.
+std::vector<bool> reducedAxes(const KernelContext &ctx, size_t axesInput,
+                              int64_t rank);
+
+// --- losses ------------------------------------------------------------------------
+
+/// The validated labels and weights of a loss node (forward or backward):
+/// scores [N, C, d1...] (D = d1 * ...), labels [N, d1...].
+struct LossSetup {
+  enum Reduction { None, Sum, Mean } reduction = Mean;
+  bool hasIgnore = false;
+  int64_t ignoreIndex = 0;
+  int64_t n = 0, c = 0, d = 0;
+  /// Shape of a per-position loss: [N, d1...].
+  std::vector<int64_t> perPosition;
+  /// Label of each position (n * D + d).
+  std::vector<int64_t> labels;
+  /// w[label] of each position; 0 where the label is ignore_index.
+  std::vector<double> weight;
+
+  bool ignored(size_t pos) const {
+    return hasIgnore && labels[pos] == ignoreIndex;
+  }
+};
+
+/// Reads attributes reduction/ignore_index and checks shapes, label range
+/// (an out-of-range label that is not ignore_index is an Error naming it)
+/// and weights ([C], optional).
+LossSetup lossSetup(const KernelContext &ctx, const Tensor &scores,
+                    const Tensor &labels, const Tensor *weights);
+
+// --- kernel families ---------------------------------------------------------------
+
+/// One entry of the kernel table.
+struct KernelEntry {
+  const char *domain;
+  const char *opType;
+  CpuKernel kernel;
+};
+
+// Each family file lists its kernels; cpu_backend.cpp builds the table from
+// these (explicit lists rather than static registration, which a static
+// library would silently drop).
+std::vector<KernelEntry> elementwiseKernels();
+std::vector<KernelEntry> gemmKernels();
+std::vector<KernelEntry> shapeKernels();
+std::vector<KernelEntry> softmaxKernels();
+std::vector<KernelEntry> lossKernels();
+std::vector<KernelEntry> reduceKernels();
+std::vector<KernelEntry> mpcGradKernels();
+std::vector<KernelEntry> mpcTrainKernels();
+
+} // namespace cpu
+} // namespace mpc

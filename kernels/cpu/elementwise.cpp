@@ -1,0 +1,411 @@
+// Elementwise CPU kernels: arithmetic, comparisons, activations, Cast, Where.
+//
+// Binary ops broadcast numpy-style. Floating ops load every element into
+// fp32 (fp64 for fp64 tensors), compute there and round once on store, which
+// is what the GPU's fp16/bf16 kernels do; integer ops compute exactly in
+// their own type (fold-constants runs shape arithmetic through them).
+// Integer division by zero is an error, not a trap.
+#include "kernels/cpu/cpu_util.h"
+
+#include <cmath>
+#include <type_traits>
+
+namespace mpc {
+namespace cpu {
+namespace {
+
+// --- shared loops ----------------------------------------------------------------
+
+/// y = op(a, b) with broadcasting; a and b share the dtype of Io, y has
+/// OutIo's dtype.
+template <typename Io, typename OutIo, typename Op>
+void binaryLoop(KernelContext &ctx, Op op) {
+  const Tensor &a = input(ctx, 0, "A"), &b = input(ctx, 1, "B");
+  std::vector<int64_t> dims = broadcastShapes(ctx.node, a.dims, b.dims);
+  Tensor &y = output(ctx, 0, OutIo::dtype, dims);
+  const auto *pa = ptr<Io>(a);
+  const auto *pb = ptr<Io>(b);
+  auto *py = ptr<OutIo>(y);
+  const std::vector<int64_t> shapes[2] = {a.dims, b.dims};
+  forEachBroadcast(dims, shapes, [&](int64_t i, const int64_t *o) {
+    OutIo::store(py, i, op(Io::load(pa, o[0]), Io::load(pb, o[1])));
+  });
+}
+
+void requireSameType(const KernelContext &ctx) {
+  const Tensor &a = input(ctx, 0, "A"), &b = input(ctx, 1, "B");
+  if (a.dtype != b.dtype)
+    fail(ctx.node, "operands have different element types (",
+         dtypeName(a.dtype), " and ", dtypeName(b.dtype), ")");
+}
+
+/// y = op(x), same dtype.
+template <typename Io, typename Op> void unaryLoop(KernelContext &ctx, Op op) {
+  const Tensor &x = input(ctx, 0, "X");
+  Tensor &y = output(ctx, 0, x.dtype, x.dims);
+  const auto *px = ptr<Io>(x);
+  auto *py = ptr<Io>(y);
+  int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i)
+    Io::store(py, i, op(Io::load(px, i)));
+}
+
+// --- arithmetic --------------------------------------------------------------------
+
+template <typename Op> void arithmetic(KernelContext &ctx, Op op) {
+  requireSameType(ctx);
+  dispatchNumeric(ctx.node, ctx.in(0).dtype, [&](auto io) {
+    using Io = decltype(io);
+    binaryLoop<Io, Io>(ctx, [&](auto a, auto b) { return op(a, b); });
+  });
+}
+
+// Integer + - * wrap around like the GPU's and numpy's; computing through the
+// unsigned type keeps that defined behaviour in C++.
+template <typename T> T wrapAdd(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return T(U(a) + U(b));
+}
+template <typename T> T wrapSub(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return T(U(a) - U(b));
+}
+template <typename T> T wrapMul(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return T(U(a) * U(b));
+}
+
+void kernelAdd(KernelContext &ctx) {
+  arithmetic(ctx, [](auto a, auto b) {
+    using T = decltype(a);
+    if constexpr (std::is_integral_v<T>)
+      return wrapAdd(a, b);
+    else
+      return T(a + b);
+  });
+}
+
+void kernelSub(KernelContext &ctx) {
+  arithmetic(ctx, [](auto a, auto b) {
+    using T = decltype(a);
+    if constexpr (std::is_integral_v<T>)
+      return wrapSub(a, b);
+    else
+      return T(a - b);
+  });
+}
+
+void kernelMul(KernelContext &ctx) {
+  arithmetic(ctx, [](auto a, auto b) {
+    using T = decltype(a);
+    if constexpr (std::is_integral_v<T>)
+      return wrapMul(a, b);
+    else
+      return T(a * b);
+  });
+}
+
+void kernelDiv(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  arithmetic(ctx, [&](auto a, auto b) {
+    using T = decltype(a);
+    if constexpr (std::is_integral_v<T>) {
+      // Integer division truncates toward zero (C, ONNX Runtime).
+      if (b == 0)
+        fail(node, "integer division by zero");
+      if (std::is_signed_v<T> && b == T(-1))
+        return wrapSub(T(0), a); // MIN / -1 wraps instead of trapping
+      return T(a / b);
+    } else {
+      return T(a / b);
+    }
+  });
+}
+
+// --- Pow ------------------------------------------------------------------------------
+
+template <typename T> T intPow(T base, int64_t e) {
+  if (e < 0) // integer reciprocal: only +-1 survive truncation
+    return base == 1 ? T(1) : base == T(-1) ? T(e % 2 ? -1 : 1) : T(0);
+  T r = 1;
+  while (e) {
+    if (e & 1)
+      r = wrapMul(r, base);
+    base = wrapMul(base, base);
+    e >>= 1;
+  }
+  return r;
+}
+
+template <typename C> C floatPow(C x, C e) { return std::pow(x, e); }
+
+/// Pow(X, Y): Y may have any numeric dtype; the result has X's dtype. A
+/// scalar exponent takes PyTorch's exact special cases (x*x for 2, sqrt for
+/// 0.5, ...), so that exported `x ** 2` computes what PyTorch computed.
+void kernelPow(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "X"), &ey = input(ctx, 1, "Y");
+  if (ey.dtype == DType::Bool)
+    fail(ctx.node, "exponent must be numeric, got bool");
+  dispatchNumeric(ctx.node, x.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    std::vector<int64_t> dims = broadcastShapes(ctx.node, x.dims, ey.dims);
+    Tensor &y = output(ctx, 0, x.dtype, dims);
+    const auto *px = ptr<Io>(x);
+    auto *py = ptr<Io>(y);
+    if constexpr (std::is_integral_v<C>) {
+      const std::vector<int64_t> shapes[2] = {x.dims, ey.dims};
+      forEachBroadcast(dims, shapes, [&](int64_t i, const int64_t *o) {
+        Io::store(py, i,
+                  intPow(Io::load(px, o[0]), int64_t(loadDouble(ey, o[1]))));
+      });
+    } else {
+      if (ey.numel() == 1 && dims == x.dims) {
+        C e = C(loadDouble(ey, 0));
+        int64_t n = x.numel();
+        auto apply = [&](auto f) {
+          for (int64_t i = 0; i < n; ++i)
+            Io::store(py, i, f(Io::load(px, i)));
+        };
+        if (e == C(2))
+          apply([](C v) { return v * v; });
+        else if (e == C(3))
+          apply([](C v) { return v * v * v; });
+        else if (e == C(0.5))
+          apply([](C v) { return std::sqrt(v); });
+        else if (e == C(-0.5))
+          apply([](C v) { return C(1) / std::sqrt(v); });
+        else if (e == C(-1))
+          apply([](C v) { return C(1) / v; });
+        else if (e == C(-2))
+          apply([](C v) { return C(1) / (v * v); });
+        else
+          apply([&](C v) { return floatPow(v, e); });
+        return;
+      }
+      const std::vector<int64_t> shapes[2] = {x.dims, ey.dims};
+      forEachBroadcast(dims, shapes, [&](int64_t i, const int64_t *o) {
+        Io::store(py, i,
+                  floatPow(Io::load(px, o[0]), C(loadDouble(ey, o[1]))));
+      });
+    }
+  });
+}
+
+// --- comparisons -----------------------------------------------------------------------
+
+template <typename Op> void compare(KernelContext &ctx, Op op, bool allowBool) {
+  requireSameType(ctx);
+  DType t = ctx.in(0).dtype;
+  if (t == DType::Bool && !allowBool)
+    fail(ctx.node, "does not support bool operands");
+  dispatchAll(ctx.node, t, [&](auto io) {
+    using Io = decltype(io);
+    binaryLoop<Io, BoolIo>(ctx, [&](auto a, auto b) { return op(a, b); });
+  });
+}
+
+void kernelEqual(KernelContext &ctx) {
+  compare(
+      ctx, [](auto a, auto b) { return a == b; }, true);
+}
+void kernelGreater(KernelContext &ctx) {
+  compare(
+      ctx, [](auto a, auto b) { return a > b; }, false);
+}
+void kernelLess(KernelContext &ctx) {
+  compare(
+      ctx, [](auto a, auto b) { return a < b; }, false);
+}
+
+void kernelNot(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "X");
+  if (x.dtype != DType::Bool)
+    fail(ctx.node, "expects a bool input, got ", dtypeName(x.dtype));
+  unaryLoop<BoolIo>(ctx, [](bool v) { return !v; });
+}
+
+// --- unary math --------------------------------------------------------------------------
+
+template <typename Op> void floatUnary(KernelContext &ctx, Op op) {
+  dispatchFloat(ctx.node, input(ctx, 0, "X").dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    unaryLoop<Io>(ctx, [&](C v) { return C(op(v)); });
+  });
+}
+
+template <typename Op> void numericUnary(KernelContext &ctx, Op op) {
+  dispatchNumeric(ctx.node, input(ctx, 0, "X").dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    unaryLoop<Io>(ctx, [&](C v) { return C(op(v)); });
+  });
+}
+
+void kernelNeg(KernelContext &ctx) {
+  numericUnary(ctx, [](auto v) {
+    using T = decltype(v);
+    if constexpr (std::is_integral_v<T>)
+      return wrapSub(T(0), v);
+    else
+      return -v;
+  });
+}
+
+void kernelAbs(KernelContext &ctx) {
+  numericUnary(ctx, [](auto v) {
+    using T = decltype(v);
+    if constexpr (std::is_integral_v<T>)
+      return v < 0 ? wrapSub(T(0), v) : v;
+    else
+      return std::abs(v);
+  });
+}
+
+void kernelRelu(KernelContext &ctx) {
+  // NaN propagates (as PyTorch's relu does); everything else clamps at 0.
+  numericUnary(ctx, [](auto v) {
+    using T = decltype(v);
+    return v > T(0) || v != v ? v : T(0);
+  });
+}
+
+void kernelSqrt(KernelContext &ctx) {
+  floatUnary(ctx, [](auto v) { return std::sqrt(v); });
+}
+void kernelExp(KernelContext &ctx) {
+  floatUnary(ctx, [](auto v) { return std::exp(v); });
+}
+void kernelLog(KernelContext &ctx) {
+  floatUnary(ctx, [](auto v) { return std::log(v); });
+}
+void kernelTanh(KernelContext &ctx) {
+  floatUnary(ctx, [](auto v) { return std::tanh(v); });
+}
+void kernelErf(KernelContext &ctx) {
+  floatUnary(ctx, [](auto v) { return std::erf(v); });
+}
+void kernelSigmoid(KernelContext &ctx) {
+  floatUnary(ctx, [](auto v) {
+    using T = decltype(v);
+    return T(1) / (T(1) + std::exp(-v));
+  });
+}
+
+// --- Cast ------------------------------------------------------------------------------------
+
+/// double -> float rounding to odd: truncate toward zero and set the last
+/// bit when inexact. Rounding that to fp16/bf16 (RNE) then equals rounding
+/// the double directly, because fp32 keeps more than two extra bits.
+float roundToOddFloat(double d) {
+  float f = float(d);
+  if (std::isnan(d) || double(f) == d)
+    return f;
+  if (std::fabs(double(f)) > std::fabs(d))
+    f = std::nextafter(f, 0.0f); // float(d) rounded away from zero: truncate
+  uint32_t bits = floatBits(f) | 1u;
+  return bitsToFloat(bits);
+}
+
+/// Float -> integer: truncation toward zero as ONNX specifies; values out of
+/// the target range saturate and NaN becomes 0 (ONNX leaves both undefined;
+/// this keeps them defined and deterministic).
+template <typename T> T floatToInt(double v) {
+  if (std::isnan(v))
+    return 0;
+  const double hi = std::ldexp(1.0, std::numeric_limits<T>::digits);
+  if (v >= hi)
+    return std::numeric_limits<T>::max();
+  if (std::is_signed_v<T> ? v < -hi : v < 0)
+    return std::numeric_limits<T>::min();
+  return T(v);
+}
+
+template <typename DstIo, typename SrcIo>
+void castLoop(const Tensor &x, Tensor &y) {
+  using S = typename SrcIo::Compute;
+  using D = typename DstIo::Compute;
+  const auto *px = ptr<SrcIo>(x);
+  auto *py = ptr<DstIo>(y);
+  int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    S v = SrcIo::load(px, i);
+    if constexpr (std::is_same_v<D, bool>) {
+      DstIo::store(py, i, v != S(0));
+    } else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<S>) {
+      DstIo::store(py, i, floatToInt<D>(double(v)));
+    } else if constexpr ((DstIo::dtype == DType::F16 ||
+                          DstIo::dtype == DType::BF16) &&
+                         !std::is_same_v<S, float>) {
+      // fp64 and integer sources: one rounding from the exact value.
+      DstIo::store(py, i, roundToOddFloat(double(v)));
+    } else {
+      DstIo::store(py, i, D(v));
+    }
+  }
+}
+
+void kernelCast(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "input");
+  const Attribute *to = ctx.node.attr("to");
+  if (!to || to->kind != Attribute::Kind::Int)
+    fail(ctx.node, "missing int attribute 'to'");
+  std::optional<DType> dst = fromOnnxDataType(int(to->i));
+  if (!dst)
+    fail(ctx.node, "unsupported target type ", to->i);
+  Tensor &y = output(ctx, 0, *dst, x.dims);
+  if (*dst == x.dtype) {
+    y.bytes = x.bytes;
+    return;
+  }
+  dispatchAll(ctx.node, x.dtype, [&](auto src) {
+    dispatchAll(ctx.node, *dst, [&](auto dstIo) {
+      castLoop<decltype(dstIo), decltype(src)>(x, y);
+    });
+  });
+}
+
+// --- Where --------------------------------------------------------------------------------------
+
+void kernelWhere(KernelContext &ctx) {
+  const Tensor &c = input(ctx, 0, "condition"), &a = input(ctx, 1, "X"),
+               &b = input(ctx, 2, "Y");
+  if (c.dtype != DType::Bool)
+    fail(ctx.node, "condition must be bool, got ", dtypeName(c.dtype));
+  if (a.dtype != b.dtype)
+    fail(ctx.node, "X and Y have different element types (",
+         dtypeName(a.dtype), " and ", dtypeName(b.dtype), ")");
+  std::vector<int64_t> dims = broadcastShapes(
+      ctx.node, broadcastShapes(ctx.node, c.dims, a.dims), b.dims);
+  Tensor &y = output(ctx, 0, a.dtype, dims);
+  size_t size = dtypeSize(a.dtype);
+  const uint8_t *pc = c.data<uint8_t>();
+  const std::vector<int64_t> shapes[3] = {c.dims, a.dims, b.dims};
+  forEachBroadcast(dims, shapes, [&](int64_t i, const int64_t *o) {
+    if (pc[o[0]])
+      copyElement(y.bytes.data(), i, a.bytes.data(), o[1], size);
+    else
+      copyElement(y.bytes.data(), i, b.bytes.data(), o[2], size);
+  });
+}
+
+} // namespace
+
+std::vector<KernelEntry> elementwiseKernels() {
+  return {
+      {"", "Add", kernelAdd},         {"", "Sub", kernelSub},
+      {"", "Mul", kernelMul},         {"", "Div", kernelDiv},
+      {"", "Pow", kernelPow},         {"", "Neg", kernelNeg},
+      {"", "Abs", kernelAbs},         {"", "Relu", kernelRelu},
+      {"", "Sqrt", kernelSqrt},       {"", "Exp", kernelExp},
+      {"", "Log", kernelLog},         {"", "Tanh", kernelTanh},
+      {"", "Sigmoid", kernelSigmoid}, {"", "Erf", kernelErf},
+      {"", "Equal", kernelEqual},     {"", "Greater", kernelGreater},
+      {"", "Less", kernelLess},       {"", "Not", kernelNot},
+      {"", "Cast", kernelCast},       {"", "Where", kernelWhere},
+  };
+}
+
+} // namespace cpu
+} // namespace mpc

@@ -1,0 +1,195 @@
+// Matrix-product CPU kernels: Gemm and MatMul on OpenBLAS.
+//
+// fp32 and fp64 go straight to cblas_sgemm / cblas_dgemm. fp16 and bf16
+// emulate Tensor Core math: the operands are widened to fp32, multiplied with
+// fp32 accumulation (sgemm), and the result (alpha*AB + beta*C, all in fp32)
+// is rounded to the output dtype once, as cuBLAS does with an fp32 compute
+// type.
+#include "kernels/cpu/cpu_util.h"
+
+#include <cblas.h>
+
+#include <type_traits>
+
+namespace mpc {
+namespace cpu {
+namespace {
+
+/// A matrix operand in its compute type: the input's own buffer for
+/// fp32/fp64, a widened copy for fp16/bf16.
+template <typename Io> class ComputeView {
+public:
+  using C = typename Io::Compute;
+  explicit ComputeView(const Tensor &t) {
+    if constexpr (std::is_same_v<typename Io::Storage, C>) {
+      data_ = ptr<Io>(t);
+    } else {
+      int64_t n = t.numel();
+      copy_.resize(size_t(n));
+      const auto *p = ptr<Io>(t);
+      for (int64_t i = 0; i < n; ++i)
+        copy_[size_t(i)] = Io::load(p, i);
+      data_ = copy_.data();
+    }
+  }
+  const C *data() const { return data_; }
+
+private:
+  const C *data_ = nullptr;
+  std::vector<C> copy_;
+};
+
+int blasDim(const Node &node, int64_t v) {
+  if (v > int64_t(std::numeric_limits<int>::max()))
+    fail(node, "matrix dimension ", v, " is too large for BLAS");
+  return int(v);
+}
+
+/// Row-major C = alpha * op(A) op(B) + beta * C. K == 0 is handled here
+/// because BLAS rejects a zero leading dimension.
+template <typename T>
+void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T *a,
+          const T *b, T beta, T *c) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    for (int64_t i = 0; i < int64_t(m) * n; ++i)
+      c[i] = beta == T(0) ? T(0) : beta * c[i];
+    return;
+  }
+  int lda = ta ? m : k, ldb = tb ? k : n;
+  auto transA = ta ? CblasTrans : CblasNoTrans;
+  auto transB = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, transA, transB, m, n, k, alpha, a, lda, b, ldb,
+                beta, c, n);
+  else
+    cblas_dgemm(CblasRowMajor, transA, transB, m, n, k, alpha, a, lda, b, ldb,
+                beta, c, n);
+}
+
+/// Stores a compute-type result into y (a no-op copy for fp32/fp64 when the
+/// result was computed in place).
+template <typename Io>
+void storeResult(const std::vector<typename Io::Compute> &r, Tensor &y) {
+  auto *py = ptr<Io>(y);
+  for (size_t i = 0; i < r.size(); ++i)
+    Io::store(py, int64_t(i), r[i]);
+}
+
+// --- Gemm -----------------------------------------------------------------------
+
+void kernelGemm(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &a = input(ctx, 0, "A"), &b = input(ctx, 1, "B");
+  const Tensor *c = optionalInput(ctx, 2);
+  if (a.dims.size() != 2 || b.dims.size() != 2)
+    fail(node, "A and B must be 2-D, got ", shapeString(a.dims), " and ",
+         shapeString(b.dims));
+  if (a.dtype != b.dtype || (c && c->dtype != a.dtype))
+    fail(node, "operands have different element types");
+  bool ta = node.attrInt("transA", 0) != 0, tb = node.attrInt("transB", 0) != 0;
+  int64_t m = ta ? a.dims[1] : a.dims[0], k = ta ? a.dims[0] : a.dims[1];
+  int64_t kb = tb ? b.dims[1] : b.dims[0], n = tb ? b.dims[0] : b.dims[1];
+  if (k != kb)
+    fail(node, "inner dimensions differ: A ", shapeString(a.dims),
+         (ta ? " (transposed)" : ""), ", B ", shapeString(b.dims),
+         (tb ? " (transposed)" : ""));
+  std::vector<int64_t> dims = {m, n};
+  if (c) {
+    if (c->dims.size() > 2)
+      fail(node, "C must have rank <= 2, got ", shapeString(c->dims));
+    for (size_t i = 0; i < c->dims.size(); ++i) {
+      int64_t want = dims[2 - c->dims.size() + i];
+      if (c->dims[i] != 1 && c->dims[i] != want)
+        fail(node, "C of shape ", shapeString(c->dims),
+             " does not broadcast to ", shapeString(dims));
+    }
+  }
+  double alpha = node.attrFloat("alpha", 1.0f);
+  double beta = c ? node.attrFloat("beta", 1.0f) : 0.0;
+  Tensor &y = output(ctx, 0, a.dtype, dims);
+  dispatchFloat(node, a.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using T = typename Io::Compute;
+    ComputeView<Io> va(a), vb(b);
+    std::vector<T> r(size_t(m * n), T(0));
+    if (c && beta != 0.0) {
+      const auto *pc = ptr<Io>(*c);
+      const std::vector<int64_t> shapes[1] = {c->dims};
+      forEachBroadcast(dims, shapes, [&](int64_t i, const int64_t *o) {
+        r[size_t(i)] = Io::load(pc, o[0]);
+      });
+    }
+    gemm<T>(ta, tb, blasDim(node, m), blasDim(node, n), blasDim(node, k),
+            T(alpha), va.data(), vb.data(), T(beta), r.data());
+    storeResult<Io>(r, y);
+  });
+}
+
+// --- MatMul ----------------------------------------------------------------------
+
+void kernelMatMul(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &a = input(ctx, 0, "A"), &b = input(ctx, 1, "B");
+  if (a.dtype != b.dtype)
+    fail(node, "operands have different element types (", dtypeName(a.dtype),
+         " and ", dtypeName(b.dtype), ")");
+  if (a.dims.empty() || b.dims.empty())
+    fail(node, "operands must have rank >= 1");
+  // numpy: a 1-D A is a row vector, a 1-D B a column vector; the added dim is
+  // dropped from the result.
+  std::vector<int64_t> da = a.dims, db = b.dims;
+  bool vecA = da.size() == 1, vecB = db.size() == 1;
+  if (vecA)
+    da.insert(da.begin(), 1);
+  if (vecB)
+    db.push_back(1);
+  int64_t m = da[da.size() - 2], k = da.back();
+  int64_t kb = db[db.size() - 2], n = db.back();
+  if (k != kb)
+    fail(node, "inner dimensions differ: ", shapeString(a.dims), " x ",
+         shapeString(b.dims));
+  std::vector<int64_t> batchA(da.begin(), da.end() - 2);
+  std::vector<int64_t> batchB(db.begin(), db.end() - 2);
+  std::vector<int64_t> batch = broadcastShapes(node, batchA, batchB);
+  std::vector<int64_t> dims = batch;
+  if (!vecA)
+    dims.push_back(m);
+  if (!vecB)
+    dims.push_back(n);
+  Tensor &y = output(ctx, 0, a.dtype, dims);
+  int64_t numBatch = checkedCount(node, batch);
+  dispatchFloat(node, a.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using T = typename Io::Compute;
+    ComputeView<Io> va(a), vb(b);
+    std::vector<T> r(size_t(numBatch * m * n), T(0));
+    if (elementCount(batchB) == 1) {
+      // B is shared by every batch: one product with the batches stacked
+      // into the rows of A (A is contiguous row-major).
+      gemm<T>(false, false, blasDim(node, numBatch * m), blasDim(node, n),
+              blasDim(node, k), T(1), va.data(), vb.data(), T(0), r.data());
+      storeResult<Io>(r, y);
+      return;
+    }
+    std::vector<int64_t> sa = broadcastStrides(batchA, batch);
+    std::vector<int64_t> sb = broadcastStrides(batchB, batch);
+    const std::vector<int64_t> strides[2] = {sa, sb};
+    StridedWalker<2> w(batch, strides);
+    for (int64_t i = 0; i < numBatch; ++i, w.next())
+      gemm<T>(false, false, blasDim(node, m), blasDim(node, n),
+              blasDim(node, k), T(1), va.data() + w.offset(0) * m * k,
+              vb.data() + w.offset(1) * k * n, T(0), r.data() + i * m * n);
+    storeResult<Io>(r, y);
+  });
+}
+
+} // namespace
+
+std::vector<KernelEntry> gemmKernels() {
+  return {{"", "Gemm", kernelGemm}, {"", "MatMul", kernelMatMul}};
+}
+
+} // namespace cpu
+} // namespace mpc

@@ -1,0 +1,147 @@
+// Loss CPU kernels: SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss.
+//
+// Scores are [N, C] or [N, C, d1, ...] and labels [N] or [N, d1, ...]
+// (int64 or int32). Each position's loss is -w[label] * logp[n, label, d];
+// positions whose label equals ignore_index contribute neither loss nor
+// weight. "mean" divides the weighted sum by the summed weights, as ONNX and
+// PyTorch do. Everything is computed in fp32 (fp64 for fp64 scores), and a
+// label outside [0, C) that is not ignore_index is a user error naming the
+// node and the label. lossSetup() (declared in cpu_util.h) is shared with
+// the backward kernels in mpc_grad.cpp so both validate labels alike.
+#include "kernels/cpu/cpu_util.h"
+
+#include <cmath>
+
+namespace mpc {
+namespace cpu {
+
+LossSetup lossSetup(const KernelContext &ctx, const Tensor &scores,
+                    const Tensor &labels, const Tensor *weights) {
+  const Node &node = ctx.node;
+  LossSetup s;
+  std::string red = node.attrString("reduction", "mean");
+  if (red == "none")
+    s.reduction = LossSetup::None;
+  else if (red == "sum")
+    s.reduction = LossSetup::Sum;
+  else if (red == "mean")
+    s.reduction = LossSetup::Mean;
+  else
+    fail(node, "unknown reduction '", red, "' (expects none, sum or mean)");
+  s.hasIgnore = node.hasAttr("ignore_index");
+  s.ignoreIndex = node.attrInt("ignore_index", 0);
+  if (scores.dims.size() < 2)
+    fail(node, "scores must be [N, C, ...], got ", shapeString(scores.dims));
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
+    fail(node, "labels must be int64 or int32, got ", dtypeName(labels.dtype));
+  std::vector<int64_t> want = scores.dims;
+  want.erase(want.begin() + 1);
+  if (labels.dims != want)
+    fail(node, "labels of shape ", shapeString(labels.dims),
+         " do not match scores of shape ", shapeString(scores.dims),
+         " (expects ", shapeString(want), ")");
+  s.n = scores.dims[0];
+  s.c = scores.dims[1];
+  s.d = s.n ? labels.numel() / s.n : 0;
+  s.perPosition = want;
+  if (weights) {
+    if (weights->dims != std::vector<int64_t>{s.c})
+      fail(node, "weights must be [", s.c, "], got ",
+           shapeString(weights->dims));
+    if (!isFloating(weights->dtype))
+      fail(node, "weights must be floating point, got ",
+           dtypeName(weights->dtype));
+  }
+  s.labels.resize(size_t(labels.numel()));
+  s.weight.resize(s.labels.size());
+  for (int64_t i = 0; i < labels.numel(); ++i) {
+    int64_t t = loadInt(labels, i);
+    s.labels[size_t(i)] = t;
+    if (s.hasIgnore && t == s.ignoreIndex) {
+      s.weight[size_t(i)] = 0;
+      continue;
+    }
+    if (t < 0 || t >= s.c)
+      fail(node, "label ", t, " at position ", i, " is out of range [0, ",
+           s.c, ")");
+    s.weight[size_t(i)] = weights ? loadDouble(*weights, t) : 1.0;
+  }
+  return s;
+}
+
+namespace {
+
+/// Shared forward: log_prob is computed (Softmax) or read (NLL) per position.
+template <bool Softmax> void lossKernel(KernelContext &ctx) {
+  const Tensor &scores = input(ctx, 0, Softmax ? "scores" : "input");
+  const Tensor &labels = input(ctx, 1, "target");
+  LossSetup s = lossSetup(ctx, scores, labels, optionalInput(ctx, 2));
+  std::vector<int64_t> lossDims;
+  if (s.reduction == LossSetup::None)
+    lossDims = s.perPosition;
+  Tensor &loss = output(ctx, 0, scores.dtype, lossDims);
+  Tensor *logProb =
+      Softmax ? optionalOutput(ctx, 1, scores.dtype, scores.dims) : nullptr;
+  dispatchFloat(ctx.node, scores.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    const auto *px = ptr<Io>(scores);
+    // lp[(n * C + c) * D + d]: log-probabilities in the compute type.
+    std::vector<C> lp;
+    if (Softmax) {
+      lp.resize(size_t(scores.numel()));
+      std::vector<C> row(size_t(s.c));
+      for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t d = 0; d < s.d; ++d) {
+          int64_t base = n * s.c * s.d + d;
+          C mx = -std::numeric_limits<C>::infinity();
+          for (int64_t c = 0; c < s.c; ++c) {
+            row[size_t(c)] = Io::load(px, base + c * s.d);
+            mx = std::max(mx, row[size_t(c)]);
+          }
+          C sum = 0;
+          for (int64_t c = 0; c < s.c; ++c)
+            sum += std::exp(row[size_t(c)] - mx);
+          C logSum = std::log(sum);
+          for (int64_t c = 0; c < s.c; ++c)
+            lp[size_t(base + c * s.d)] = row[size_t(c)] - mx - logSum;
+        }
+      if (logProb) {
+        auto *pl = ptr<Io>(*logProb);
+        for (size_t i = 0; i < lp.size(); ++i)
+          Io::store(pl, int64_t(i), lp[i]);
+      }
+    }
+    auto logProbAt = [&](int64_t i) {
+      return Softmax ? lp[size_t(i)] : Io::load(px, i);
+    };
+    auto *pout = ptr<Io>(loss);
+    C total = 0, totalWeight = 0;
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t d = 0; d < s.d; ++d) {
+        size_t pos = size_t(n * s.d + d);
+        C w = C(s.weight[pos]);
+        C l = s.ignored(pos)
+                  ? C(0)
+                  : -logProbAt((n * s.c + s.labels[pos]) * s.d + d) * w;
+        if (s.reduction == LossSetup::None)
+          Io::store(pout, int64_t(pos), l);
+        total += l;
+        totalWeight += w;
+      }
+    if (s.reduction == LossSetup::Sum)
+      Io::store(pout, 0, total);
+    else if (s.reduction == LossSetup::Mean)
+      Io::store(pout, 0, total / totalWeight);
+  });
+}
+
+} // namespace
+
+std::vector<KernelEntry> lossKernels() {
+  return {{"", "SoftmaxCrossEntropyLoss", lossKernel<true>},
+          {"", "NegativeLogLikelihoodLoss", lossKernel<false>}};
+}
+
+} // namespace cpu
+} // namespace mpc

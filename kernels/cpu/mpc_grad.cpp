@@ -1,0 +1,243 @@
+// CPU kernels of the mpc-domain backward ops that autodiff emits.
+//
+// Semantics are exactly those of passes/ir/mpc_ops.h. Gradient and forward
+// operands may have different precisions (autocast can leave a fp32
+// gradient flowing into a fp16 activation's rule); the arithmetic then runs
+// in the wider compute type (double if either operand is fp64, else fp32)
+// and the result takes the gradient's dtype, except for the loss rules whose
+// result takes the dtype of the forward tensor (log_prob / X) it is the
+// gradient of. Sums over an axis accumulate in that compute type.
+#include "kernels/cpu/cpu_util.h"
+#include "passes/ir/mpc_ops.h"
+
+#include <cmath>
+
+namespace mpc {
+namespace cpu {
+namespace {
+
+/// Calls f(GradIo{}, FwdIo{}) for two floating dtypes.
+template <typename F>
+void dispatchFloat2(const Node &node, DType a, DType b, F &&f) {
+  dispatchFloat(node, a, [&](auto ia) {
+    dispatchFloat(node, b, [&](auto ib) { f(ia, ib); });
+  });
+}
+
+template <typename A, typename B>
+using Wider = decltype(typename A::Compute() * typename B::Compute());
+
+void requireSameShape(const Node &node, const Tensor &a, const Tensor &b,
+                      const char *what) {
+  if (a.dims != b.dims)
+    fail(node, "dY of shape ", shapeString(a.dims), " does not match ", what,
+         " of shape ", shapeString(b.dims));
+}
+
+void kernelReluGrad(KernelContext &ctx) {
+  const Tensor &dy = input(ctx, 0, "dY"), &y = input(ctx, 1, "Y");
+  requireSameShape(ctx.node, dy, y, "Y");
+  Tensor &dx = output(ctx, 0, dy.dtype, dy.dims);
+  dispatchFloat2(ctx.node, dy.dtype, y.dtype, [&](auto gio, auto fio) {
+    using G = decltype(gio);
+    using Fw = decltype(fio);
+    const auto *pg = ptr<G>(dy);
+    const auto *pf = ptr<Fw>(y);
+    auto *px = ptr<G>(dx);
+    using C = typename G::Compute;
+    for (int64_t i = 0, n = dy.numel(); i < n; ++i)
+      G::store(px, i, Fw::load(pf, i) > 0 ? G::load(pg, i) : C(0));
+  });
+}
+
+/// SoftmaxGrad (dX = Y * (dY - sum(dY * Y))) and LogSoftmaxGrad
+/// (dX = dY - exp(Y) * sum(dY)) over one axis.
+template <bool Log> void softmaxGradKernel(KernelContext &ctx) {
+  const Tensor &dy = input(ctx, 0, "dY"), &y = input(ctx, 1, "Y");
+  requireSameShape(ctx.node, dy, y, "Y");
+  int64_t axis = normalizeAxis(ctx.node, ctx.node.attrInt("axis", -1),
+                               int64_t(dy.dims.size()));
+  AxisSplit s = splitAt(dy.dims, axis);
+  Tensor &dx = output(ctx, 0, dy.dtype, dy.dims);
+  dispatchFloat2(ctx.node, dy.dtype, y.dtype, [&](auto gio, auto fio) {
+    using G = decltype(gio);
+    using Fw = decltype(fio);
+    using C = Wider<G, Fw>;
+    const auto *pg = ptr<G>(dy);
+    const auto *pf = ptr<Fw>(y);
+    auto *px = ptr<G>(dx);
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        int64_t base = o * s.len * s.inner + i;
+        C sum = 0;
+        for (int64_t j = 0; j < s.len; ++j) {
+          int64_t k = base + j * s.inner;
+          sum += Log ? C(G::load(pg, k)) : C(G::load(pg, k)) * C(Fw::load(pf, k));
+        }
+        for (int64_t j = 0; j < s.len; ++j) {
+          int64_t k = base + j * s.inner;
+          C g = G::load(pg, k), v = Fw::load(pf, k);
+          G::store(px, k,
+                   typename G::Compute(Log ? g - std::exp(v) * sum
+                                           : v * (g - sum)));
+        }
+      }
+  });
+}
+
+/// The per-position scale s of a loss gradient: dL / sum(w) for mean, dL for
+/// sum, dL[pos] for none.
+template <typename C>
+std::vector<C> lossGradScale(const KernelContext &ctx, const LossSetup &s,
+                             const Tensor &dl) {
+  size_t positions = s.labels.size();
+  std::vector<C> scale(positions);
+  if (s.reduction == LossSetup::None) {
+    if (dl.dims != s.perPosition)
+      fail(ctx.node, "dL must have shape ", shapeString(s.perPosition),
+           " for reduction 'none', got ", shapeString(dl.dims));
+    for (size_t p = 0; p < positions; ++p)
+      scale[p] = C(loadDouble(dl, int64_t(p)));
+    return scale;
+  }
+  if (dl.numel() != 1)
+    fail(ctx.node, "dL must be a scalar, got shape ", shapeString(dl.dims));
+  C g = C(loadDouble(dl, 0));
+  if (s.reduction == LossSetup::Mean) {
+    C total = 0;
+    for (size_t p = 0; p < positions; ++p)
+      total += C(s.weight[p]);
+    g = g / total;
+  }
+  scale.assign(positions, g);
+  return scale;
+}
+
+void kernelSoftmaxCrossEntropyLossGrad(KernelContext &ctx) {
+  const Tensor &dl = input(ctx, 0, "dL"), &lp = input(ctx, 1, "log_prob"),
+               &labels = input(ctx, 2, "labels");
+  if (!isFloating(dl.dtype))
+    fail(ctx.node, "dL must be floating point, got ", dtypeName(dl.dtype));
+  LossSetup s = lossSetup(ctx, lp, labels, optionalInput(ctx, 3));
+  Tensor &dx = output(ctx, 0, lp.dtype, lp.dims);
+  dispatchFloat(ctx.node, lp.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    std::vector<C> scale = lossGradScale<C>(ctx, s, dl);
+    const auto *pl = ptr<Io>(lp);
+    auto *px = ptr<Io>(dx);
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t d = 0; d < s.d; ++d) {
+        size_t pos = size_t(n * s.d + d);
+        bool ignored = s.ignored(pos);
+        C w = C(s.weight[pos]);
+        for (int64_t c = 0; c < s.c; ++c) {
+          int64_t k = (n * s.c + c) * s.d + d;
+          C v = 0;
+          if (!ignored) {
+            C hot = c == s.labels[pos] ? C(1) : C(0);
+            v = (std::exp(Io::load(pl, k)) - hot) * w * scale[pos];
+          }
+          Io::store(px, k, v);
+        }
+      }
+  });
+}
+
+void kernelNegativeLogLikelihoodLossGrad(KernelContext &ctx) {
+  const Tensor &dl = input(ctx, 0, "dL"), &x = input(ctx, 1, "X"),
+               &labels = input(ctx, 2, "labels");
+  if (!isFloating(dl.dtype))
+    fail(ctx.node, "dL must be floating point, got ", dtypeName(dl.dtype));
+  LossSetup s = lossSetup(ctx, x, labels, optionalInput(ctx, 3));
+  Tensor &dx = output(ctx, 0, x.dtype, x.dims); // zero-filled
+  dispatchFloat(ctx.node, x.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    std::vector<C> scale = lossGradScale<C>(ctx, s, dl);
+    auto *px = ptr<Io>(dx);
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t d = 0; d < s.d; ++d) {
+        size_t pos = size_t(n * s.d + d);
+        if (s.ignored(pos))
+          continue;
+        int64_t k = (n * s.c + s.labels[pos]) * s.d + d;
+        Io::store(px, k, -C(s.weight[pos]) * scale[pos]);
+      }
+  });
+}
+
+void kernelSumToShape(KernelContext &ctx) {
+  const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X");
+  if (x.dims.size() > dy.dims.size() ||
+      broadcastShapes(ctx.node, x.dims, dy.dims) != dy.dims)
+    fail(ctx.node, "shape ", shapeString(x.dims), " does not broadcast to dY ",
+         shapeString(dy.dims));
+  Tensor &dx = output(ctx, 0, dy.dtype, x.dims);
+  dispatchFloat(ctx.node, dy.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    std::vector<C> acc(size_t(dx.numel()), C(0));
+    const auto *pg = ptr<Io>(dy);
+    const std::vector<int64_t> shapes[1] = {x.dims};
+    forEachBroadcast(dy.dims, shapes, [&](int64_t i, const int64_t *o) {
+      acc[size_t(o[0])] += Io::load(pg, i);
+    });
+    auto *px = ptr<Io>(dx);
+    for (size_t i = 0; i < acc.size(); ++i)
+      Io::store(px, int64_t(i), acc[i]);
+  });
+}
+
+void kernelReduceGrad(KernelContext &ctx) {
+  const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X");
+  int64_t rank = int64_t(x.dims.size());
+  std::vector<bool> reduced = reducedAxes(ctx, 2, rank);
+  bool keepDims = ctx.node.attrInt("keepdims", 1) != 0;
+  bool mean = ctx.node.attrInt("mean", 0) != 0;
+  std::vector<int64_t> kept = x.dims, squeezed;
+  int64_t count = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduced[size_t(d)]) {
+      count *= x.dims[size_t(d)];
+      kept[size_t(d)] = 1;
+    } else {
+      squeezed.push_back(x.dims[size_t(d)]);
+    }
+  }
+  if (dy.dims != (keepDims ? kept : squeezed))
+    fail(ctx.node, "dY of shape ", shapeString(dy.dims),
+         " is not the reduction of X of shape ", shapeString(x.dims),
+         " (expects ", shapeString(keepDims ? kept : squeezed), ")");
+  Tensor &dx = output(ctx, 0, dy.dtype, x.dims);
+  dispatchFloat(ctx.node, dy.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    const auto *pg = ptr<Io>(dy);
+    auto *px = ptr<Io>(dx);
+    const std::vector<int64_t> shapes[1] = {kept};
+    forEachBroadcast(x.dims, shapes, [&](int64_t i, const int64_t *o) {
+      C g = Io::load(pg, o[0]);
+      Io::store(px, i, mean ? g / C(count) : g);
+    });
+  });
+}
+
+} // namespace
+
+std::vector<KernelEntry> mpcGradKernels() {
+  return {
+      {kMpcDomain, "ReluGrad", kernelReluGrad},
+      {kMpcDomain, "SoftmaxGrad", softmaxGradKernel<false>},
+      {kMpcDomain, "LogSoftmaxGrad", softmaxGradKernel<true>},
+      {kMpcDomain, "SoftmaxCrossEntropyLossGrad",
+       kernelSoftmaxCrossEntropyLossGrad},
+      {kMpcDomain, "NegativeLogLikelihoodLossGrad",
+       kernelNegativeLogLikelihoodLossGrad},
+      {kMpcDomain, "SumToShape", kernelSumToShape},
+      {kMpcDomain, "ReduceGrad", kernelReduceGrad},
+  };
+}
+
+} // namespace cpu
+} // namespace mpc

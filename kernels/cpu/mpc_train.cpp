@@ -1,0 +1,270 @@
+// CPU kernels of the mpc-domain training-step ops: loss scaling, gradient
+// clipping, SGD, Adam/AdamW and the step counter.
+//
+// The per-element arithmetic is the shared MPC_HD code of
+// kernels/common/loss_scale_math.h and kernels/common/optimizer_math.h, so
+// the CPU reference and the CUDA kernels compute bit-identical updates.
+// Optimizer ops work on fp32 master parameters and moments. When found_inf
+// (an optional bool scalar input) is set, every output is a byte copy of the
+// corresponding input: a skipped step leaves the state exactly as it was.
+#include "kernels/common/loss_scale_math.h"
+#include "kernels/common/optimizer_math.h"
+#include "kernels/cpu/cpu_util.h"
+#include "passes/ir/mpc_ops.h"
+
+#include <cmath>
+
+namespace mpc {
+namespace cpu {
+namespace {
+
+/// found_inf at input i, false when omitted.
+bool foundInf(const KernelContext &ctx, size_t i) {
+  const Tensor *t = optionalInput(ctx, i);
+  return t && flagSet(ctx.node, *t, "found_inf");
+}
+
+/// Output i := a byte copy of t (when the node has output i).
+void copyTo(const KernelContext &ctx, size_t i, const Tensor &t) {
+  if (Tensor *y = optionalOutput(ctx, i, t.dtype, t.dims))
+    y->bytes = t.bytes;
+}
+
+/// Checks that an optimizer operand is fp32 with the parameter's shape.
+void requireLikeParam(const Node &node, const Tensor &t, const Tensor &p,
+                      const char *what) {
+  if (t.dtype != DType::F32)
+    fail(node, what, " must be fp32 (master weights), got ",
+         dtypeName(t.dtype));
+  if (t.dims != p.dims)
+    fail(node, what, " of shape ", shapeString(t.dims),
+         " does not match the parameter's shape ", shapeString(p.dims));
+}
+
+int64_t readStep(const Node &node, const Tensor &t) {
+  if (t.numel() != 1)
+    fail(node, "step must be a scalar, got shape ", shapeString(t.dims));
+  int64_t step = isFloating(t.dtype) ? int64_t(loadDouble(t, 0)) : loadInt(t, 0);
+  if (step < 0)
+    fail(node, "step must be >= 0, got ", step);
+  return step;
+}
+
+// --- loss scaling ---------------------------------------------------------------
+
+void kernelUnscaleGradients(KernelContext &ctx) {
+  const Tensor &scale = input(ctx, 0, "scale");
+  if (scale.numel() != 1 || !isFloating(scale.dtype))
+    fail(ctx.node, "scale must be a floating-point scalar");
+  float inv = inverseLossScale(loadFloat(scale, 0));
+  bool anyInf = false;
+  for (size_t i = 1; i < ctx.inputs.size(); ++i) {
+    const Tensor &g = input(ctx, i, "gradient");
+    // Unscaled gradients are fp32 whatever the gradient's storage type (the
+    // unscale is the first fp32 operation on them); fp64 stays fp64.
+    Tensor *out = optionalOutput(
+        ctx, i, g.dtype == DType::F64 ? DType::F64 : DType::F32, g.dims);
+    int64_t n = g.numel();
+    if (g.dtype == DType::F64) {
+      // fp64 gradients (gradient checks) unscale in double by the same inv.
+      const double *pg = g.data<double>();
+      for (int64_t k = 0; k < n; ++k) {
+        anyInf = anyInf || !std::isfinite(pg[k]);
+        if (out)
+          out->data<double>()[k] = inv == 1.0f ? pg[k] : pg[k] * double(inv);
+      }
+      continue;
+    }
+    dispatchFloat(ctx.node, g.dtype, [&](auto io) {
+      using Io = decltype(io);
+      const auto *pg = ptr<Io>(g);
+      float *po = out ? out->data<float>() : nullptr;
+      for (int64_t k = 0; k < n; ++k) {
+        float v;
+        anyInf = !unscaleElement(float(Io::load(pg, k)), inv, v) || anyInf;
+        if (po)
+          po[k] = v;
+      }
+    });
+  }
+  output(ctx, 0, DType::Bool, {}).data<uint8_t>()[0] = anyInf ? 1 : 0;
+}
+
+void kernelUpdateLossScale(KernelContext &ctx) {
+  const Tensor &scale = input(ctx, 0, "scale");
+  const Tensor &tracker = input(ctx, 1, "growth_tracker");
+  if (scale.dtype != DType::F32 || scale.numel() != 1)
+    fail(ctx.node, "scale must be an fp32 scalar");
+  if (tracker.numel() != 1 || isFloating(tracker.dtype))
+    fail(ctx.node, "growth_tracker must be an integer scalar");
+  const Node &node = ctx.node;
+  float s = scale.data<float>()[0];
+  int64_t t = loadInt(tracker, 0);
+  updateLossScale(s, t, foundInf(ctx, 2), node.attrFloat("growth_factor", 2.0f),
+                  node.attrFloat("backoff_factor", 0.5f),
+                  node.attrInt("growth_interval", 2000));
+  output(ctx, 0, DType::F32, scale.dims).data<float>()[0] = s;
+  if (Tensor *y = optionalOutput(ctx, 1, tracker.dtype, tracker.dims))
+    y->setFromDouble(0, double(t));
+}
+
+// --- gradient clipping --------------------------------------------------------------
+
+/// torch.nn.utils.clip_grad_norm_: per-tensor 2-norms, the 2-norm of those,
+/// coef = max_norm * reciprocal(total + 1e-6) (Python's float / Tensor is
+/// reciprocal-then-multiply), clamped to 1, every gradient multiplied by it.
+void kernelClipGradNorm(KernelContext &ctx) {
+  size_t n = ctx.inputs.size();
+  if (n == 0)
+    fail(ctx.node, "expects at least one gradient");
+  float sumOfNormSquares = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor &g = input(ctx, i, "gradient");
+    float sq = 0;
+    dispatchFloat(ctx.node, g.dtype, [&](auto io) {
+      using Io = decltype(io);
+      const auto *pg = ptr<Io>(g);
+      for (int64_t k = 0, e = g.numel(); k < e; ++k) {
+        float v = float(Io::load(pg, k));
+        sq += v * v;
+      }
+    });
+    float norm = std::sqrt(sq);
+    sumOfNormSquares += norm * norm;
+  }
+  float total = std::sqrt(sumOfNormSquares);
+  float maxNorm = ctx.node.attrFloat("max_norm", 1.0f);
+  float coef = maxNorm * (1.0f / (total + float(1e-6)));
+  coef = std::min(coef, 1.0f); // NaN stays NaN, as torch.clamp keeps it
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor &g = ctx.in(i);
+    Tensor *out = optionalOutput(ctx, i, g.dtype, g.dims);
+    if (!out)
+      continue;
+    dispatchFloat(ctx.node, g.dtype, [&](auto io) {
+      using Io = decltype(io);
+      using C = typename Io::Compute;
+      const auto *pg = ptr<Io>(g);
+      auto *po = ptr<Io>(*out);
+      for (int64_t k = 0, e = g.numel(); k < e; ++k)
+        Io::store(po, k, Io::load(pg, k) * C(coef));
+    });
+  }
+  output(ctx, n, DType::F32, {}).data<float>()[0] = total;
+}
+
+// --- optimizers ------------------------------------------------------------------------
+
+void kernelSGD(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &stepT = input(ctx, 1, "step"), &p = input(ctx, 2, "param"),
+               &g = input(ctx, 3, "gradient");
+  const Tensor *buf = optionalInput(ctx, 4);
+  requireLikeParam(node, p, p, "param");
+  requireLikeParam(node, g, p, "gradient");
+  double momentum = node.attrFloat("momentum", 0.0f);
+  if (buf)
+    requireLikeParam(node, *buf, p, "momentum buffer");
+  else if (momentum != 0.0)
+    fail(node, "momentum ", momentum, " needs a momentum buffer (input 4)");
+  if (ctx.hasOutput(1) && !buf)
+    fail(node, "has a momentum buffer output but no buffer input");
+  if (foundInf(ctx, 0)) {
+    copyTo(ctx, 0, p);
+    if (buf)
+      copyTo(ctx, 1, *buf);
+    return;
+  }
+  SgdScalars s = sgdScalars(node.attrFloat("lr", 1e-3f), momentum,
+                            node.attrFloat("dampening", 0.0f),
+                            node.attrFloat("weight_decay", 0.0f),
+                            node.attrInt("nesterov", 0) != 0,
+                            readStep(node, stepT));
+  Tensor &pOut = output(ctx, 0, DType::F32, p.dims);
+  pOut.bytes = p.bytes;
+  Tensor *bufOut = buf ? optionalOutput(ctx, 1, DType::F32, p.dims) : nullptr;
+  // Without a buffer output the updated buffer goes to scratch.
+  std::vector<float> scratch;
+  float *pb = nullptr;
+  if (bufOut) {
+    bufOut->bytes = buf->bytes;
+    pb = bufOut->data<float>();
+  } else if (buf) {
+    scratch.assign(buf->data<float>(), buf->data<float>() + p.numel());
+    pb = scratch.data();
+  }
+  float *pp = pOut.data<float>();
+  const float *pg = g.data<float>();
+  float unused = 0;
+  for (int64_t k = 0, e = p.numel(); k < e; ++k)
+    sgdUpdate(pp[k], pg[k], pb ? pb[k] : unused, s);
+}
+
+void kernelAdam(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &stepT = input(ctx, 1, "step"), &p = input(ctx, 2, "param"),
+               &g = input(ctx, 3, "gradient"), &m = input(ctx, 4, "exp_avg"),
+               &v = input(ctx, 5, "exp_avg_sq");
+  requireLikeParam(node, p, p, "param");
+  requireLikeParam(node, g, p, "gradient");
+  requireLikeParam(node, m, p, "exp_avg");
+  requireLikeParam(node, v, p, "exp_avg_sq");
+  if (foundInf(ctx, 0)) {
+    copyTo(ctx, 0, p);
+    copyTo(ctx, 1, m);
+    copyTo(ctx, 2, v);
+    return;
+  }
+  AdamScalars s = adamScalars(
+      node.attrFloat("lr", 1e-3f), node.attrFloat("beta1", 0.9f),
+      node.attrFloat("beta2", 0.999f), node.attrFloat("epsilon", 1e-8f),
+      node.attrFloat("weight_decay", 0.0f), node.attrInt("decoupled", 0) != 0,
+      readStep(node, stepT));
+  Tensor &pOut = output(ctx, 0, DType::F32, p.dims);
+  pOut.bytes = p.bytes;
+  // Moments whose outputs are omitted are updated in scratch copies.
+  Tensor mScratch, vScratch;
+  Tensor *mOut = optionalOutput(ctx, 1, DType::F32, p.dims);
+  Tensor *vOut = optionalOutput(ctx, 2, DType::F32, p.dims);
+  if (!mOut)
+    mOut = &mScratch;
+  if (!vOut)
+    vOut = &vScratch;
+  mOut->bytes = m.bytes;
+  vOut->bytes = v.bytes;
+  float *pp = pOut.data<float>(), *pm = mOut->data<float>(),
+        *pv = vOut->data<float>();
+  const float *pg = g.data<float>();
+  for (int64_t k = 0, e = p.numel(); k < e; ++k)
+    adamUpdate(pp[k], pg[k], pm[k], pv[k], s);
+}
+
+void kernelIncrementStep(KernelContext &ctx) {
+  const Tensor &step = input(ctx, 0, "step");
+  if (step.numel() != 1)
+    fail(ctx.node, "step must be a scalar, got shape ", shapeString(step.dims));
+  bool skip = foundInf(ctx, 1);
+  Tensor &y = output(ctx, 0, step.dtype, step.dims);
+  dispatchNumeric(ctx.node, step.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    C v = Io::load(ptr<Io>(step), 0);
+    Io::store(ptr<Io>(y), 0, skip ? v : C(v + C(1)));
+  });
+}
+
+} // namespace
+
+std::vector<KernelEntry> mpcTrainKernels() {
+  return {
+      {kMpcDomain, "UnscaleGradients", kernelUnscaleGradients},
+      {kMpcDomain, "UpdateLossScale", kernelUpdateLossScale},
+      {kMpcDomain, "ClipGradNorm", kernelClipGradNorm},
+      {kMpcDomain, "SGD", kernelSGD},
+      {kMpcDomain, "Adam", kernelAdam},
+      {kMpcDomain, "IncrementStep", kernelIncrementStep},
+  };
+}
+
+} // namespace cpu
+} // namespace mpc

@@ -1,0 +1,81 @@
+// Reduction CPU kernels: ReduceSum, ReduceMean, ReduceMax.
+//
+// Axes come from the axes input (ReduceSum opset 13+, all reduces opset 18+)
+// or the attribute (older opsets); keepdims and noop_with_empty_axes follow
+// ONNX. fp16/bf16 inputs accumulate in fp32 and round once per output
+// element, as the GPU's reductions do; fp64 accumulates in double and
+// integers in int64. An empty ReduceMax yields the type's lowest value.
+#include "kernels/cpu/cpu_util.h"
+
+#include <cmath>
+#include <type_traits>
+
+namespace mpc {
+namespace cpu {
+namespace {
+
+enum class Reduce { Sum, Mean, Max };
+
+template <Reduce R> void reduceKernel(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "data");
+  int64_t rank = int64_t(x.dims.size());
+  std::vector<bool> reduced = reducedAxes(ctx, 1, rank);
+  bool keepDims = ctx.node.attrInt("keepdims", 1) != 0;
+  std::vector<int64_t> kept = x.dims, dims;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduced[size_t(d)])
+      kept[size_t(d)] = 1;
+    if (keepDims || !reduced[size_t(d)])
+      dims.push_back(kept[size_t(d)]);
+  }
+  Tensor &y = output(ctx, 0, x.dtype, dims);
+  dispatchNumeric(ctx.node, x.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    using Acc = std::conditional_t<std::is_integral_v<C>, int64_t, C>;
+    int64_t outN = y.numel(), inN = x.numel();
+    Acc init = R == Reduce::Max ? (std::is_integral_v<C>
+                                       ? Acc(std::numeric_limits<C>::min())
+                                       : -std::numeric_limits<Acc>::infinity())
+                                : Acc(0);
+    std::vector<Acc> acc(size_t(outN), init);
+    const auto *px = ptr<Io>(x);
+    std::vector<int64_t> strides[1] = {broadcastStrides(kept, x.dims)};
+    StridedWalker<1> w(x.dims, strides);
+    for (int64_t i = 0; i < inN; ++i, w.next()) {
+      Acc v = Acc(Io::load(px, i));
+      Acc &a = acc[size_t(w.offset(0))];
+      if constexpr (R == Reduce::Max) {
+        if (v > a || v != v) // NaN wins and then stays
+          a = a != a ? a : v;
+      } else if constexpr (std::is_integral_v<Acc>) {
+        a = Acc(uint64_t(a) + uint64_t(v)); // wraps like the GPU
+      } else {
+        a += v;
+      }
+    }
+    auto *py = ptr<Io>(y);
+    int64_t count = outN ? inN / outN : 0;
+    for (int64_t i = 0; i < outN; ++i) {
+      Acc v = acc[size_t(i)];
+      if (R == Reduce::Mean) {
+        if constexpr (std::is_integral_v<Acc>)
+          v = count ? v / count : 0;
+        else
+          v = v / Acc(count);
+      }
+      Io::store(py, i, C(v));
+    }
+  });
+}
+
+} // namespace
+
+std::vector<KernelEntry> reduceKernels() {
+  return {{"", "ReduceSum", reduceKernel<Reduce::Sum>},
+          {"", "ReduceMean", reduceKernel<Reduce::Mean>},
+          {"", "ReduceMax", reduceKernel<Reduce::Max>}};
+}
+
+} // namespace cpu
+} // namespace mpc

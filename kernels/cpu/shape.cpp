@@ -1,0 +1,440 @@
+// Shape and data-movement CPU kernels: Reshape, Transpose, Slice, Gather, ...
+//
+// These move elements without arithmetic, so they work on raw element bytes
+// for every dtype. They also carry the shape arithmetic that the PyTorch
+// exporter writes (Shape -> Gather -> Concat -> Reshape), which
+// fold-constants evaluates through these same kernels; every size, axis and
+// index read from a tensor or attribute is validated first.
+#include "kernels/cpu/cpu_util.h"
+
+#include <algorithm>
+
+namespace mpc {
+namespace cpu {
+namespace {
+
+/// Output 0 := x's bytes under new dims (the element count must match).
+void copyWithDims(KernelContext &ctx, const Tensor &x,
+                  const std::vector<int64_t> &dims) {
+  Tensor &y = output(ctx, 0, x.dtype, dims);
+  if (y.numel() != x.numel())
+    fail(ctx.node, "cannot reshape ", shapeString(x.dims), " to ",
+         shapeString(dims));
+  y.bytes = x.bytes;
+}
+
+/// Axes from input `index` when present (opset 13+), else from attribute
+/// "axes" (older opsets). `given` says whether either was present.
+std::vector<int64_t> axesFrom(const KernelContext &ctx, size_t index,
+                              bool &given) {
+  if (const Tensor *t = optionalInput(ctx, index)) {
+    given = true;
+    return readInts(ctx.node, *t, "axes");
+  }
+  given = ctx.node.hasAttr("axes");
+  return ctx.node.attrInts("axes");
+}
+
+/// Normalises axes against rank and rejects duplicates.
+std::vector<int64_t> uniqueAxes(const Node &node, std::vector<int64_t> axes,
+                                int64_t rank) {
+  for (int64_t &a : axes)
+    a = normalizeAxis(node, a, rank);
+  std::vector<int64_t> sorted = axes;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    fail(node, "axes contain a duplicate");
+  return axes;
+}
+
+void kernelIdentity(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "input");
+  copyWithDims(ctx, x, x.dims);
+}
+
+void kernelReshape(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &x = input(ctx, 0, "data");
+  std::vector<int64_t> shape =
+      readInts(node, input(ctx, 1, "shape"), "shape");
+  bool allowZero = node.attrInt("allowzero", 0) != 0;
+  int64_t inferred = -1, known = 1;
+  std::vector<int64_t> dims(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) {
+    int64_t s = shape[i];
+    if (s == 0 && !allowZero) {
+      if (i >= x.dims.size())
+        fail(node, "shape ", shapeString(shape), " copies dim ", i,
+             " but the input ", shapeString(x.dims), " has rank ",
+             x.dims.size());
+      s = x.dims[i];
+    } else if (s == -1) {
+      if (inferred >= 0)
+        fail(node, "shape ", shapeString(shape), " has more than one -1");
+      inferred = int64_t(i);
+      continue;
+    } else if (s < -1) {
+      fail(node, "shape ", shapeString(shape), " has a negative dim");
+    }
+    dims[i] = s;
+    known = elementCount({known, s});
+    if (known < 0)
+      fail(node, "shape ", shapeString(shape), " is too large");
+  }
+  if (inferred >= 0) {
+    if (allowZero && std::count(shape.begin(), shape.end(), 0))
+      fail(node, "shape ", shapeString(shape),
+           " has both 0 and -1 with allowzero=1");
+    if (known == 0 || x.numel() % known != 0)
+      fail(node, "cannot reshape ", shapeString(x.dims), " to ",
+           shapeString(shape));
+    dims[size_t(inferred)] = x.numel() / known;
+  }
+  copyWithDims(ctx, x, dims);
+}
+
+void kernelFlatten(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "input");
+  int64_t r = int64_t(x.dims.size());
+  int64_t axis = ctx.node.attrInt("axis", 1);
+  if (axis < -r || axis > r)
+    fail(ctx.node, "axis ", axis, " is out of range for rank ", r);
+  if (axis < 0)
+    axis += r;
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < r; ++i)
+    (i < axis ? outer : inner) *= x.dims[size_t(i)];
+  copyWithDims(ctx, x, {outer, inner});
+}
+
+void kernelTranspose(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &x = input(ctx, 0, "data");
+  size_t r = x.dims.size();
+  std::vector<int64_t> perm = node.attrInts("perm");
+  if (!node.hasAttr("perm")) {
+    perm.resize(r);
+    for (size_t i = 0; i < r; ++i)
+      perm[i] = int64_t(r - 1 - i);
+  }
+  if (perm.size() != r)
+    fail(node, "perm has ", perm.size(), " entries for an input of rank ", r);
+  perm = uniqueAxes(node, perm, int64_t(r));
+  std::vector<int64_t> inStrides = rowMajorStrides(x.dims);
+  std::vector<int64_t> dims(r), strides(r);
+  for (size_t i = 0; i < r; ++i) {
+    dims[i] = x.dims[size_t(perm[i])];
+    strides[i] = inStrides[size_t(perm[i])];
+  }
+  Tensor &y = output(ctx, 0, x.dtype, dims);
+  size_t size = dtypeSize(x.dtype);
+  const std::vector<int64_t> walk[1] = {strides};
+  StridedWalker<1> w(dims, walk);
+  int64_t n = y.numel();
+  for (int64_t i = 0; i < n; ++i, w.next())
+    copyElement(y.bytes.data(), i, x.bytes.data(), w.offset(0), size);
+}
+
+void kernelShape(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "data");
+  int64_t r = int64_t(x.dims.size());
+  auto clampIndex = [&](int64_t v) {
+    if (v < 0)
+      v += r;
+    return std::min(std::max<int64_t>(v, 0), r);
+  };
+  int64_t start = clampIndex(ctx.node.attrInt("start", 0));
+  int64_t end = clampIndex(ctx.node.attrInt("end", r));
+  int64_t len = std::max<int64_t>(end - start, 0);
+  Tensor &y = output(ctx, 0, DType::I64, {len});
+  for (int64_t i = 0; i < len; ++i)
+    y.data<int64_t>()[i] = x.dims[size_t(start + i)];
+}
+
+void kernelUnsqueeze(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "data");
+  bool given = false;
+  std::vector<int64_t> axes = axesFrom(ctx, 1, given);
+  if (!given || axes.empty())
+    fail(ctx.node, "requires axes");
+  int64_t outRank = int64_t(x.dims.size() + axes.size());
+  axes = uniqueAxes(ctx.node, axes, outRank);
+  std::vector<bool> isNew(size_t(outRank), false);
+  for (int64_t a : axes)
+    isNew[size_t(a)] = true;
+  std::vector<int64_t> dims;
+  size_t next = 0;
+  for (int64_t i = 0; i < outRank; ++i)
+    dims.push_back(isNew[size_t(i)] ? 1 : x.dims[next++]);
+  copyWithDims(ctx, x, dims);
+}
+
+void kernelSqueeze(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "data");
+  int64_t r = int64_t(x.dims.size());
+  bool given = false;
+  std::vector<int64_t> axes = axesFrom(ctx, 1, given);
+  std::vector<bool> drop(size_t(r), false);
+  if (!given || axes.empty()) {
+    for (int64_t i = 0; i < r; ++i)
+      drop[size_t(i)] = x.dims[size_t(i)] == 1;
+  } else {
+    for (int64_t a : uniqueAxes(ctx.node, axes, r)) {
+      if (x.dims[size_t(a)] != 1)
+        fail(ctx.node, "cannot squeeze axis ", a, " of size ",
+             x.dims[size_t(a)], " (input ", shapeString(x.dims), ")");
+      drop[size_t(a)] = true;
+    }
+  }
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < r; ++i)
+    if (!drop[size_t(i)])
+      dims.push_back(x.dims[size_t(i)]);
+  copyWithDims(ctx, x, dims);
+}
+
+void kernelConcat(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  if (ctx.inputs.empty())
+    fail(node, "expects at least one input");
+  if (!node.hasAttr("axis"))
+    fail(node, "requires attribute 'axis'");
+  const Tensor &first = input(ctx, 0, "inputs");
+  int64_t r = int64_t(first.dims.size());
+  if (r == 0)
+    fail(node, "cannot concatenate scalars");
+  int64_t axis = normalizeAxis(node, node.attrInt("axis", 0), r);
+  std::vector<int64_t> dims = first.dims;
+  dims[size_t(axis)] = 0;
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    const Tensor &t = input(ctx, i, "inputs");
+    if (t.dtype != first.dtype)
+      fail(node, "input ", i, " is ", dtypeName(t.dtype), ", input 0 is ",
+           dtypeName(first.dtype));
+    bool ok = int64_t(t.dims.size()) == r;
+    for (int64_t d = 0; ok && d < r; ++d)
+      ok = d == axis || t.dims[size_t(d)] == first.dims[size_t(d)];
+    if (!ok)
+      fail(node, "input ", i, " of shape ", shapeString(t.dims),
+           " does not match input 0 of shape ", shapeString(first.dims),
+           " outside axis ", axis);
+    dims[size_t(axis)] += t.dims[size_t(axis)];
+  }
+  Tensor &y = output(ctx, 0, first.dtype, dims);
+  size_t size = dtypeSize(first.dtype);
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= dims[size_t(d)];
+  size_t rowBytes = size_t(y.numel() / std::max<int64_t>(outer, 1)) * size;
+  size_t offset = 0;
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    const Tensor &t = ctx.in(i);
+    size_t chunk = size_t(t.numel() / std::max<int64_t>(outer, 1)) * size;
+    for (int64_t o = 0; o < outer && chunk; ++o)
+      std::memcpy(y.bytes.data() + size_t(o) * rowBytes + offset,
+                  t.bytes.data() + size_t(o) * chunk, chunk);
+    offset += chunk;
+  }
+}
+
+void kernelGather(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &x = input(ctx, 0, "data"), &idx = input(ctx, 1, "indices");
+  if (idx.dtype != DType::I64 && idx.dtype != DType::I32)
+    fail(node, "indices must be int64 or int32, got ", dtypeName(idx.dtype));
+  int64_t r = int64_t(x.dims.size());
+  if (r == 0)
+    fail(node, "cannot gather from a scalar");
+  int64_t axis = normalizeAxis(node, node.attrInt("axis", 0), r);
+  std::vector<int64_t> dims(x.dims.begin(), x.dims.begin() + axis);
+  dims.insert(dims.end(), idx.dims.begin(), idx.dims.end());
+  dims.insert(dims.end(), x.dims.begin() + axis + 1, x.dims.end());
+  Tensor &y = output(ctx, 0, x.dtype, dims);
+  int64_t outer = 1, inner = 1, s = x.dims[size_t(axis)];
+  for (int64_t d = 0; d < r; ++d)
+    if (d < axis)
+      outer *= x.dims[size_t(d)];
+    else if (d > axis)
+      inner *= x.dims[size_t(d)];
+  int64_t numIdx = idx.numel();
+  size_t block = size_t(inner) * dtypeSize(x.dtype);
+  for (int64_t j = 0; j < numIdx; ++j) {
+    int64_t v = loadInt(idx, j);
+    if (v < -s || v >= s)
+      fail(node, "index ", v, " is out of range for axis ", axis, " of size ",
+           s);
+    if (v < 0)
+      v += s;
+    for (int64_t o = 0; o < outer && block; ++o)
+      std::memcpy(y.bytes.data() + size_t(o * numIdx + j) * block,
+                  x.bytes.data() + size_t(o * s + v) * block, block);
+  }
+}
+
+void kernelSlice(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &x = input(ctx, 0, "data");
+  int64_t r = int64_t(x.dims.size());
+  std::vector<int64_t> starts, ends, axes, steps;
+  bool haveAxes = false;
+  if (ctx.hasInput(1) || !node.hasAttr("starts")) {
+    // Opset 10+: starts, ends, [axes], [steps] are inputs.
+    starts = readInts(node, input(ctx, 1, "starts"), "starts");
+    ends = readInts(node, input(ctx, 2, "ends"), "ends");
+    if (const Tensor *t = optionalInput(ctx, 3)) {
+      axes = readInts(node, *t, "axes");
+      haveAxes = true;
+    }
+    if (const Tensor *t = optionalInput(ctx, 4))
+      steps = readInts(node, *t, "steps");
+  } else {
+    // Opset 1: attributes, step 1.
+    starts = node.attrInts("starts");
+    ends = node.attrInts("ends");
+    haveAxes = node.hasAttr("axes");
+    axes = node.attrInts("axes");
+  }
+  if (!haveAxes)
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(int64_t(i));
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    fail(node, "starts, ends, axes and steps must have the same length");
+  axes = uniqueAxes(node, axes, r);
+
+  std::vector<int64_t> dims = x.dims, first(size_t(r), 0), step(size_t(r), 1);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    size_t a = size_t(axes[i]);
+    int64_t d = x.dims[a], s = starts[i], e = ends[i], p = steps[i];
+    if (p == 0)
+      fail(node, "step of axis ", a, " is 0");
+    // A step longer than the axis takes at most one element; clamping it
+    // keeps the count and stride arithmetic below free of overflow.
+    p = std::clamp<int64_t>(p, -(d + 1), d + 1);
+    if (s < 0)
+      s += d;
+    if (e < 0)
+      e += d;
+    int64_t count;
+    if (p > 0) {
+      s = std::clamp<int64_t>(s, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+      count = e > s ? (e - s - 1) / p + 1 : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, d - 1);
+      e = std::clamp<int64_t>(e, -1, d - 1);
+      count = s > e ? (s - e - 1) / (-p) + 1 : 0;
+    }
+    dims[a] = count;
+    first[a] = s;
+    step[a] = p;
+  }
+  Tensor &y = output(ctx, 0, x.dtype, dims);
+  int64_t n = y.numel();
+  if (n == 0)
+    return;
+  std::vector<int64_t> inStrides = rowMajorStrides(x.dims);
+  std::vector<int64_t> strides(x.dims.size());
+  int64_t base = 0;
+  for (size_t a = 0; a < size_t(r); ++a) {
+    strides[a] = inStrides[a] * step[a];
+    base += first[a] * inStrides[a];
+  }
+  size_t size = dtypeSize(x.dtype);
+  const std::vector<int64_t> walk[1] = {strides};
+  StridedWalker<1> w(dims, walk);
+  for (int64_t i = 0; i < n; ++i, w.next())
+    copyElement(y.bytes.data(), i, x.bytes.data(), base + w.offset(0), size);
+}
+
+void kernelExpand(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "input");
+  std::vector<int64_t> shape =
+      readInts(ctx.node, input(ctx, 1, "shape"), "shape");
+  std::vector<int64_t> dims = broadcastShapes(ctx.node, x.dims, shape);
+  Tensor &y = output(ctx, 0, x.dtype, dims);
+  size_t size = dtypeSize(x.dtype);
+  const std::vector<int64_t> shapes[1] = {x.dims};
+  forEachBroadcast(dims, shapes, [&](int64_t i, const int64_t *o) {
+    copyElement(y.bytes.data(), i, x.bytes.data(), o[0], size);
+  });
+}
+
+/// Fills output 0 (of value's dtype and the given dims) with value's element.
+void fillWith(KernelContext &ctx, const Tensor &value,
+              const std::vector<int64_t> &dims) {
+  if (value.numel() != 1)
+    fail(ctx.node, "value must hold exactly one element, got shape ",
+         shapeString(value.dims));
+  Tensor &y = output(ctx, 0, value.dtype, dims);
+  size_t size = dtypeSize(value.dtype);
+  int64_t n = y.numel();
+  for (int64_t i = 0; i < n; ++i)
+    copyElement(y.bytes.data(), i, value.bytes.data(), 0, size);
+}
+
+void kernelConstantOfShape(KernelContext &ctx) {
+  std::vector<int64_t> dims =
+      readInts(ctx.node, input(ctx, 0, "input"), "shape");
+  for (int64_t d : dims)
+    if (d < 0)
+      fail(ctx.node, "shape ", shapeString(dims), " has a negative dim");
+  const Attribute *value = ctx.node.attr("value");
+  if (value && (value->kind != Attribute::Kind::Tensor || !value->t))
+    fail(ctx.node, "attribute 'value' must be a tensor");
+  fillWith(ctx, value ? *value->t : Tensor::scalar(DType::F32, 0), dims);
+}
+
+void kernelConstant(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  int kinds = 0;
+  for (const char *name : {"value", "value_float", "value_floats", "value_int",
+                           "value_ints", "value_string", "value_strings",
+                           "sparse_value"})
+    kinds += node.hasAttr(name);
+  if (kinds != 1)
+    fail(node, "must have exactly one value attribute, has ", kinds);
+  if (const Attribute *a = node.attr("value")) {
+    if (a->kind != Attribute::Kind::Tensor || !a->t)
+      fail(node, "attribute 'value' must be a tensor");
+    checkedCount(node, a->t->dims);
+    output(ctx, 0, a->t->dtype, a->t->dims).bytes = a->t->bytes;
+  } else if (const Attribute *a = node.attr("value_float")) {
+    output(ctx, 0, DType::F32, {}).data<float>()[0] = a->f;
+  } else if (const Attribute *a = node.attr("value_floats")) {
+    Tensor &y = output(ctx, 0, DType::F32, {int64_t(a->floats.size())});
+    std::copy(a->floats.begin(), a->floats.end(), y.data<float>());
+  } else if (const Attribute *a = node.attr("value_int")) {
+    output(ctx, 0, DType::I64, {}).data<int64_t>()[0] = a->i;
+  } else if (const Attribute *a = node.attr("value_ints")) {
+    Tensor &y = output(ctx, 0, DType::I64, {int64_t(a->ints.size())});
+    std::copy(a->ints.begin(), a->ints.end(), y.data<int64_t>());
+  } else {
+    fail(node, "string and sparse constants are not supported");
+  }
+}
+
+} // namespace
+
+std::vector<KernelEntry> shapeKernels() {
+  return {
+      {"", "Identity", kernelIdentity},
+      {"", "Reshape", kernelReshape},
+      {"", "Flatten", kernelFlatten},
+      {"", "Transpose", kernelTranspose},
+      {"", "Shape", kernelShape},
+      {"", "Unsqueeze", kernelUnsqueeze},
+      {"", "Squeeze", kernelSqueeze},
+      {"", "Concat", kernelConcat},
+      {"", "Gather", kernelGather},
+      {"", "Slice", kernelSlice},
+      {"", "Expand", kernelExpand},
+      {"", "ConstantOfShape", kernelConstantOfShape},
+      {"", "Constant", kernelConstant},
+  };
+}
+
+} // namespace cpu
+} // namespace mpc

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""make_mlp_seed.py -- generate the mpc "MLP seed" test artifacts in models/.
+
+The classic PyTorch AMP-tutorial MLP, with its loss, exported in training mode:
+    Linear(10,20) -> ReLU -> Linear(20,2) -> CrossEntropyLoss(mean), batch 64,
+    initial weights from torch.manual_seed(0).
+
+Artifacts (all written next to this script):
+  mlp_seed.onnx / mlp_seed.onnxtext   model, forward(x float[64,10], y int64[64]) -> loss float[]
+                                      (TorchScript exporter, dynamo=False, opset 17, TRAINING)
+  mlp_seed_data.npz                   x float32[1024,10] ~ N(0,1), y int64[1024] =
+  mlp_seed_data_compressed.npz          (x0 + 0.5*x1 - x2 > 0); np.random.default_rng(0)
+  mlp_seed_ref_<run>.csv              30-step fp32 CPU loss trajectories, "step,loss"; step i uses
+                                      samples [(i*64) % 1024, +64); loss is taken before step i's
+                                      optimizer.step() (zero_grad, loss=model(x,y), backward, step)
+  mlp_seed_ref_adam_final.npz         parameters after the 30 "adam" steps, keyed by initializer name
+
+Runs (hyperparameters):
+  sgd           SGD(lr=0.05, momentum=0.9, weight_decay=1e-4, nesterov=False)
+  sgd_nesterov  SGD(lr=0.05, momentum=0.9, weight_decay=0, nesterov=True)
+  adam          Adam(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)
+  adamw         AdamW(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+  adam_clip     Adam(lr=1e-2, defaults otherwise), clip_grad_norm_(params, max_norm=0.1) before step
+
+Regenerate:  python3 models/make_mlp_seed.py   (deterministic: re-running gives identical files)
+"""
+import copy
+import os
+import types
+import unittest.mock
+import warnings
+import zipfile
+
+import numpy as np
+import onnx
+import onnx.printer
+import onnxruntime as ort
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BATCH, N, STEPS = 64, 1024, 30
+RUNS = {
+    "sgd": (torch.optim.SGD, dict(lr=0.05, momentum=0.9, weight_decay=1e-4, nesterov=False), None),
+    "sgd_nesterov": (torch.optim.SGD, dict(lr=0.05, momentum=0.9, weight_decay=0.0, nesterov=True), None),
+    "adam": (torch.optim.Adam, dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0), None),
+    "adamw": (torch.optim.AdamW, dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01), None),
+    "adam_clip": (torch.optim.Adam, dict(lr=1e-2), 0.1),
+}
+
+
+class MLPWithLoss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(10, 20)
+        self.relu = torch.nn.ReLU()
+        self.fc2 = torch.nn.Linear(20, 2)
+        self.loss_fn = torch.nn.CrossEntropyLoss()  # reduction="mean"
+
+    def forward(self, x, y):
+        return self.loss_fn(self.fc2(self.relu(self.fc1(x))), y)
+
+
+def out(name):
+    return os.path.join(HERE, name)
+
+
+def savez(name, fn, **arrays):
+    # np.savez stamps zip entries with the wall clock; pin it so files are reproducible.
+    fixed = types.SimpleNamespace(time=lambda: 0.0, localtime=lambda t=None: (1980, 1, 1, 0, 0, 0, 0, 1, -1))
+    with unittest.mock.patch.object(zipfile, "time", fixed):
+        fn(out(name), **arrays)
+
+
+def batch(data, i):
+    idx = (np.arange(BATCH) + i * BATCH) % N
+    return torch.from_numpy(data["x"][idx]), torch.from_numpy(data["y"][idx])
+
+
+def main():
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+
+    # ---- data ----
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((N, 10)).astype(np.float32)
+    y = (x[:, 0] + 0.5 * x[:, 1] - x[:, 2] > 0).astype(np.int64)
+    data = {"x": x, "y": y}
+    savez("mlp_seed_data.npz", np.savez, **data)
+    savez("mlp_seed_data_compressed.npz", np.savez_compressed, **data)
+    print(f"data: x {x.shape} {x.dtype}, y {y.shape} {y.dtype}, mean(y)={y.mean():.4f}")
+
+    # ---- model + export ----
+    torch.manual_seed(0)
+    model = MLPWithLoss()
+    init_state = copy.deepcopy(model.state_dict())
+    xb, yb = batch(data, 0)
+    path = out("mlp_seed.onnx")
+    warnings.filterwarnings("ignore", "You are using the legacy TorchScript", DeprecationWarning)
+    torch.onnx.export(model, (xb, yb), path, dynamo=False, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, opset_version=17, input_names=["x", "y"], output_names=["loss"])
+    m = onnx.load(path)
+    onnx.checker.check_model(m, full_check=True)
+    with open(out("mlp_seed.onnxtext"), "w") as f:
+        f.write(onnx.printer.to_text(m) + "\n")
+
+    opset = {o.domain: o.version for o in m.opset_import}
+    print("opset_import:", opset)
+    assert opset.get("", 0) == 17
+    vi = lambda v: (v.name, onnx.TensorProto.DataType.Name(v.type.tensor_type.elem_type),
+                    [d.dim_value if d.HasField("dim_value") else d.dim_param for d in v.type.tensor_type.shape.dim])
+    inits = {t.name: list(t.dims) for t in m.graph.initializer}
+    print("inputs:", [vi(v) for v in m.graph.input])
+    print("outputs:", [vi(v) for v in m.graph.output])
+    print("initializers:", inits)
+    print("nodes:")
+    for n in m.graph.node:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        print(f"  {n.op_type:<24} name={n.name!r} in={list(n.input)} out={list(n.output)} attrs={attrs}")
+    assert [vi(v) for v in m.graph.input] == [("x", "FLOAT", [64, 10]), ("y", "INT64", [64])]
+    assert [vi(v) for v in m.graph.output] == [("loss", "FLOAT", [])]
+    assert inits == {k: list(v.shape) for k, v in init_state.items()}, "initializers != torch parameters"
+    assert not any(n.op_type in ("Constant", "Identity", "Dropout") for n in m.graph.node)
+
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    ort_loss = float(sess.run(["loss"], {"x": xb.numpy(), "y": yb.numpy()})[0])
+    with torch.no_grad():
+        pt_loss = model(xb, yb).item()
+    print(f"first-batch loss: torch={pt_loss!r} ort={ort_loss!r} |diff|={abs(pt_loss - ort_loss):.3g}")
+    assert abs(pt_loss - ort_loss) <= 1e-6 * max(1.0, abs(pt_loss))
+
+    # ---- reference trajectories ----
+    for run, (opt_cls, hp, clip) in RUNS.items():
+        model.load_state_dict(init_state)
+        opt = opt_cls(model.parameters(), **hp)
+        losses = []
+        for i in range(STEPS):
+            xb, yb = batch(data, i)
+            opt.zero_grad()
+            loss = model(xb, yb)
+            loss.backward()
+            if clip is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=clip)
+            opt.step()
+            losses.append(loss.item())
+        with open(out(f"mlp_seed_ref_{run}.csv"), "w") as f:
+            f.write("step,loss\n" + "".join(f"{i},{l!r}\n" for i, l in enumerate(losses)))
+        print(f"{run:<13} first3={losses[:3]} last={losses[-1]!r}")
+        if run == "adam":
+            savez("mlp_seed_ref_adam_final.npz", np.savez,
+                  **{k: v.detach().numpy().copy() for k, v in model.state_dict().items()})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,490 @@
+// autocast: runs every node in fp16/bf16 or fp32 by policy, with shared Casts.
+//
+// Runs after infer-shapes (it needs every value's dtype) and, when training,
+// after autodiff: it rewrites workingGraph(model), so forward and backward
+// are cast together. loss-scale and master-weights come after it. The policy
+// (passes/autocast_policy.h) gives each node a class; the pass then
+//
+//  1. decides each node's dtype in graph (topological) order: Lower -> the
+//     target T, Fp32 -> fp32, Follow -> the promotion of its float inputs'
+//     decided dtypes (PyTorch's rule: compile-time constants do not count,
+//     rank-0 values count only when no tensor input does; when they differ
+//     the widest wins), so a Reshape or Transpose between two fp16 MatMuls
+//     stays fp16 and adds no cast pair. Keep/AnyType nodes are untouched.
+//  2. converts constants (Constant outputs, non-state initializers) to the
+//     dtype their users want at compile time: in place when every user
+//     agrees, else one converted copy per dtype.
+//  3. inserts runtime Casts where a node reads a value in another dtype:
+//     one Cast per (value, dtype), shared by all users and placed before the
+//     first; an existing Cast of the value is reused; a value that is itself
+//     an exact Cast of a value of the wanted dtype is read at its source
+//     (no ping-pong). Parameters (state) always get a runtime Cast: the
+//     master-weights pass relies on "fp32 state, one Cast to fp16".
+//  4. keeps graph inputs and outputs (update_binding and users read them by
+//     name) in their dtypes, and the loss (mpc.loss) in fp32: the value
+//     keeps its name and becomes a Cast of the low-precision result.
+//
+// Integer and bool values are never cast; nodes touching fp64 are left as
+// they are. --precision=fp32 changes nothing.
+#include "passes/autocast_policy.h"
+#include "passes/pass.h"
+#include "passes/shape_inference.h"
+#include "passes/support/diagnostics.h"
+
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace mpc {
+namespace {
+
+constexpr const char *kPass = "autocast";
+
+bool isConstantNode(const Node *n) {
+  return n && n->domain().empty() && n->opType() == "Constant";
+}
+
+/// True when casting `from` to `to` loses nothing, so that casting the result
+/// back to `from` gives the original value exactly.
+bool isExactWidening(DType from, DType to) {
+  if (from == DType::F16 || from == DType::BF16)
+    return to == DType::F32 || to == DType::F64;
+  return from == DType::F32 && to == DType::F64;
+}
+
+/// The dtype a set of float dtypes promotes to: the common one, else fp32
+/// (fp16 and bf16 meet in fp32), or fp64 if any is fp64.
+DType promote(const std::vector<DType> &types) {
+  if (types.empty())
+    return DType::Undefined;
+  bool allSame = true, anyF64 = false;
+  for (DType t : types) {
+    allSame = allSame && t == types[0];
+    anyF64 = anyF64 || t == DType::F64;
+  }
+  if (allSame)
+    return types[0];
+  return anyF64 ? DType::F64 : DType::F32;
+}
+
+class Autocast {
+public:
+  /// What the pass did, for the statistics.
+  struct Stats {
+    int64_t castsInserted = 0, nodesLowered = 0, constantsConverted = 0;
+  };
+
+  Autocast(Model &model, const CompileOptions &options, DType target)
+      : model_(model), g_(workingGraph(model)), target_(target),
+        policy_(AutocastPolicy::fromOptions(options)) {
+    if (const std::string *seed = model.meta("mpc.grad_seed"))
+      gradSeed_ = g_.findValue(*seed);
+    if (const std::string *loss = model.meta("mpc.loss"))
+      loss_ = g_.findValue(*loss);
+  }
+
+  void run() {
+    recordOriginalTypes();
+    for (Node *n : g_.nodeList())
+      decide(*n);
+    sinkCasts();
+    convertConstants();
+    insertCasts();
+    keepLossFp32();
+    keepOutputTypes();
+    reinfer();
+  }
+
+  const Stats &stats() const { return stats_; }
+
+private:
+  /// What node n reads: the dtype wanted for each input (Undefined: any).
+  struct Decision {
+    DType dtype = DType::Undefined; ///< what the node runs in; Undefined: as is
+    std::vector<DType> wants;
+  };
+
+  void recordOriginalTypes() {
+    for (Value *v : g_.inputs())
+      original_[v] = v->dtype;
+    for (Value *v : g_.initializers())
+      original_[v] = v->dtype;
+    for (Node *n : g_.nodeList()) {
+      for (size_t i = 0; i < n->numInputs(); ++i)
+        if (Value *v = n->input(i); v && v->dtype == DType::Undefined)
+          errorAt(*n) << "input '" << v->name()
+                      << "' has no type; autocast needs typed values (run "
+                         "infer-shapes first)";
+      for (Value *o : n->outputs()) {
+        if (!o)
+          continue;
+        if (o->dtype == DType::Undefined)
+          errorAt(*n) << "output '" << o->name()
+                      << "' has no type; autocast needs typed values (run "
+                         "infer-shapes first)";
+        original_[o] = o->dtype;
+      }
+    }
+  }
+
+  /// A value whose data is known at compile time and that is no model state:
+  /// converting it costs nothing at run time. The grad seed is excluded: the
+  /// loss-scale pass replaces it at run time and must find all its uses.
+  bool isCompileTimeConstant(const Value *v) const {
+    if (!isFloating(v->dtype) || v == gradSeed_)
+      return false;
+    if (v->isInitializer())
+      return !v->isState;
+    return isConstantNode(v->producer());
+  }
+
+  void decide(Node &n) {
+    Decision d;
+    d.wants.assign(n.numInputs(), DType::Undefined);
+    PrecisionClass cls = policy_.classify(n);
+    std::vector<size_t> floatInputs;
+    bool touchesF64 = false;
+    for (size_t i = 0; i < n.numInputs(); ++i) {
+      Value *v = n.input(i);
+      if (!v || !isFloating(v->dtype) || policy_.isUncastInput(n, i))
+        continue;
+      floatInputs.push_back(i);
+      touchesF64 = touchesF64 || v->dtype == DType::F64;
+    }
+    for (Value *o : n.outputs())
+      touchesF64 = touchesF64 || (o && o->dtype == DType::F64);
+
+    // Nodes without float inputs (Shape arithmetic, ConstantOfShape, int
+    // ops) make their output dtype from attributes: nothing to decide.
+    if (floatInputs.empty() || cls == PrecisionClass::AnyType) {
+      decisions_[&n] = std::move(d);
+      return;
+    }
+    if (touchesF64)
+      cls = PrecisionClass::Keep;
+
+    switch (cls) {
+    case PrecisionClass::Lower:
+      d.dtype = target_;
+      break;
+    case PrecisionClass::Fp32:
+      d.dtype = DType::F32;
+      break;
+    case PrecisionClass::Follow:
+      d.dtype = followDType(n, floatInputs);
+      break;
+    case PrecisionClass::Keep:
+    case PrecisionClass::AnyType:
+      break;
+    }
+
+    if (d.dtype == DType::Undefined) {
+      // Untouched: read every float input as it was before autocast.
+      for (size_t i : floatInputs)
+        d.wants[i] = original_.at(n.input(i));
+    } else {
+      for (size_t i : floatInputs)
+        d.wants[i] = d.dtype;
+      for (Value *o : n.outputs())
+        if (o && isFloating(o->dtype))
+          o->dtype = d.dtype;
+      if (d.dtype == target_)
+        ++stats_.nodesLowered;
+    }
+    decisions_[&n] = std::move(d);
+  }
+
+  /// Follow: the promotion of the inputs' decided dtypes, where tensors
+  /// outrank rank-0 values and constants do not count (they adapt at
+  /// compile time), as in PyTorch's type promotion. Undefined when only
+  /// constants are read: the node then runs as it did.
+  DType followDType(const Node &n, const std::vector<size_t> &floatInputs) {
+    std::vector<DType> tensors, scalars;
+    for (size_t i : floatInputs) {
+      const Value *v = n.input(i);
+      if (isCompileTimeConstant(v))
+        continue;
+      bool rank0 = v->hasShape && v->dims.empty();
+      (rank0 ? scalars : tensors).push_back(v->dtype);
+    }
+    return promote(tensors.empty() ? scalars : tensors);
+  }
+
+  /// A use that does not care about the value's dtype: it reads the shape.
+  bool readsOnlyShape(const Use &u) const {
+    const Node *user = u.user;
+    if (user->domain().empty() &&
+        (user->opType() == "Shape" || user->opType() == "Size"))
+      return true;
+    return policy_.isUncastInput(*user, size_t(u.index));
+  }
+
+  /// Moves a Cast to T from after a cast-commuting Follow node (Transpose,
+  /// Reshape, Relu, ...) to before it when every user wants T: the result is
+  /// the same bits, and the input's Cast is usually shared (a weight's one
+  /// fp16 copy feeds both the forward MatMul and the backward's Transpose).
+  /// Reverse order lets a whole chain of such nodes flip, last first.
+  void sinkCasts() {
+    std::vector<Node *> nodes = g_.nodeList();
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+      Node &n = **it;
+      Decision &d = decisions_[&n];
+      if (d.dtype == DType::Undefined || d.dtype == target_ ||
+          !policy_.castCommutes(n) ||
+          policy_.classify(n) != PrecisionClass::Follow)
+        continue;
+      size_t floatInputs = 0;
+      for (DType w : d.wants)
+        floatInputs += w != DType::Undefined;
+      bool allWantTarget = floatInputs == 1;
+      for (Value *o : n.outputs()) {
+        if (!allWantTarget || !o || !isFloating(o->dtype))
+          continue;
+        if (o->uses().empty() || o->isGraphOutput() || o == loss_)
+          allWantTarget = false;
+        for (const Use &u : o->uses())
+          if (!readsOnlyShape(u) && wantAt(u) != target_)
+            allWantTarget = false;
+      }
+      if (!allWantTarget)
+        continue;
+      d.dtype = target_;
+      for (DType &w : d.wants)
+        if (w != DType::Undefined)
+          w = target_;
+      for (Value *o : n.outputs())
+        if (o && isFloating(o->dtype))
+          o->dtype = target_;
+      ++stats_.nodesLowered;
+    }
+  }
+
+  /// The wanted dtype at a use, or the value's own dtype when the user takes
+  /// any dtype (so a Cast or Shape of a constant sees the same data).
+  DType wantAt(const Use &u) const {
+    auto it = decisions_.find(u.user);
+    DType w =
+        it == decisions_.end() || size_t(u.index) >= it->second.wants.size()
+            ? DType::Undefined
+            : it->second.wants[size_t(u.index)];
+    return w == DType::Undefined ? u.user->input(size_t(u.index))->dtype : w;
+  }
+
+  void convertConstants() {
+    std::vector<Value *> constants;
+    for (Value *v : g_.initializers())
+      if (isCompileTimeConstant(v))
+        constants.push_back(v);
+    for (Node *n : g_.nodeList())
+      if (isConstantNode(n) && n->output(0) &&
+          isCompileTimeConstant(n->output(0)))
+        constants.push_back(n->output(0));
+
+    for (Value *c : constants) {
+      std::set<DType> wanted;
+      for (const Use &u : c->uses())
+        wanted.insert(wantAt(u));
+      if (c->isGraphOutput())
+        wanted.insert(c->dtype);
+      wanted.erase(DType::Undefined);
+      if (wanted.size() == 1 && *wanted.begin() == c->dtype)
+        continue;
+      TensorPtr data = constantValue(*c);
+      if (wanted.size() == 1) {
+        convertInPlace(c, *data, *wanted.begin());
+        continue;
+      }
+      std::map<DType, Value *> copies;
+      std::vector<Use> uses = c->uses();
+      for (const Use &u : uses) {
+        DType w = wantAt(u);
+        if (w == c->dtype)
+          continue;
+        Value *&copy = copies[w];
+        if (!copy) {
+          copy = g_.addInitializer(c->name() + "_" + dtypeName(w),
+                                   data->castTo(w));
+          copy->isState = false;
+          ++stats_.constantsConverted;
+        }
+        u.user->setInput(size_t(u.index), copy);
+      }
+    }
+  }
+
+  void convertInPlace(Value *c, const Tensor &data, DType to) {
+    auto converted = std::make_shared<Tensor>(data.castTo(to));
+    if (c->isInitializer()) {
+      c->setInitializer(converted);
+    } else {
+      Node *k = c->producer();
+      k->removeAttr("value_float");
+      k->removeAttr("value_floats");
+      Attribute a;
+      a.kind = Attribute::Kind::Tensor;
+      a.t = converted;
+      k->setAttr("value", a);
+    }
+    c->dtype = to;
+    ++stats_.constantsConverted;
+  }
+
+  void insertCasts() {
+    for (Node *n : g_.nodeList()) {
+      auto it = decisions_.find(n);
+      if (it != decisions_.end()) {
+        const std::vector<DType> &wants = it->second.wants;
+        for (size_t i = 0; i < wants.size() && i < n->numInputs(); ++i) {
+          Value *v = n->input(i);
+          if (v && wants[i] != DType::Undefined && v->dtype != wants[i])
+            n->setInput(i, castOf(v, wants[i], n));
+        }
+      }
+      placed_.insert(n);
+    }
+  }
+
+  /// v in dtype `to`, readable just before `user`.
+  Value *castOf(Value *v, DType to, Node *user) {
+    auto key = std::make_pair(v, to);
+    if (auto it = casts_.find(key); it != casts_.end())
+      return it->second;
+    Value *result = nullptr;
+    // No ping-pong: read the source of an exact (or our own) Cast instead of
+    // casting its result back. A user's narrowing Cast is respected: its
+    // rounding is part of what the model computes.
+    Node *p = v->producer();
+    if (p && p->domain().empty() && p->opType() == "Cast" && p->input(0) &&
+        p->input(0)->dtype == to &&
+        (created_.count(p) || isExactWidening(to, v->dtype)))
+      result = p->input(0);
+    for (const Use &u : v->uses()) {
+      if (result)
+        break;
+      Node *c = u.user;
+      if (c->domain().empty() && c->opType() == "Cast" && c->output(0) &&
+          c->attrInt("to", 0) == toOnnxDataType(to)) {
+        // A Cast placed after `user` must move up to be readable by it; its
+        // input v is defined before `user`, so that keeps the order valid.
+        if (!placed_.count(c))
+          g_.moveBefore(c, user);
+        placed_.insert(c);
+        result = c->output(0);
+      }
+    }
+    if (!result) {
+      Node *c = makeCast(v, to, v->name() + "_" + dtypeName(to), user);
+      result = c->output(0);
+    }
+    casts_[key] = result;
+    return result;
+  }
+
+  Node *makeCast(Value *v, DType to, const std::string &outputName,
+                 Node *before) {
+    Node *c = g_.createNodeWithOutputs(
+        "Cast", {v}, {g_.uniqueValueName(outputName)},
+        g_.uniqueNodeName("autocast_" + v->name()), "", before);
+    c->setAttr("to", Attribute::ofInt(toOnnxDataType(to)));
+    c->output(0)->copyTypeFrom(*v);
+    c->output(0)->dtype = to;
+    created_.insert(c);
+    placed_.insert(c);
+    ++stats_.castsInserted;
+    return c;
+  }
+
+  /// Gives v's name to a Cast of v to `to`, so that whoever reads the value
+  /// by name (graph outputs, update_binding, mpc.loss) sees `to`; users
+  /// inside the graph keep reading v. The Cast already made for v's users in
+  /// that dtype is the one renamed, so no duplicate appears.
+  Value *castKeepingName(Value *v, DType to) {
+    std::string name = v->name();
+    auto it = casts_.find({v, to});
+    Value *out = it != casts_.end() && created_.count(it->second->producer())
+                     ? it->second
+                     : nullptr;
+    g_.renameValue(v, g_.uniqueValueName(name + "_" + dtypeName(v->dtype)));
+    if (out) {
+      g_.renameValue(out, name);
+    } else {
+      out = makeCast(v, to, name, nullptr)->output(0);
+      casts_[{v, to}] = out;
+    }
+    for (size_t i = 0; i < g_.outputs().size(); ++i)
+      if (g_.outputs()[i] == v)
+        g_.setOutput(i, out);
+    return out;
+  }
+
+  void keepLossFp32() {
+    if (loss_ && isFloating(loss_->dtype) && loss_->dtype != DType::F32 &&
+        loss_->dtype != DType::F64)
+      castKeepingName(loss_, DType::F32);
+  }
+
+  void keepOutputTypes() {
+    std::vector<Value *> outs = g_.outputs();
+    for (Value *v : outs) {
+      auto it = original_.find(v);
+      // Values created by this pass (the fp32 loss) are already right.
+      if (it == original_.end() || !isFloating(it->second) ||
+          v->dtype == it->second)
+        continue;
+      castKeepingName(v, it->second);
+    }
+  }
+
+  /// Re-runs type inference on the nodes whose dtype changed, in order, so
+  /// that every output is what the op really produces from its new inputs.
+  void reinfer() {
+    int64_t opset = model_.opsetVersion("");
+    for (Node *n : g_.nodeList()) {
+      auto it = decisions_.find(n);
+      if (it == decisions_.end() || it->second.dtype == DType::Undefined ||
+          !isSupportedOp(n->domain(), n->opType()))
+        continue;
+      inferNode(*n, opset);
+    }
+  }
+
+  Model &model_;
+  Graph &g_;
+  DType target_;
+  AutocastPolicy policy_;
+  Value *gradSeed_ = nullptr, *loss_ = nullptr;
+
+  std::unordered_map<const Value *, DType> original_;
+  std::unordered_map<const Node *, Decision> decisions_;
+  std::map<std::pair<Value *, DType>, Value *> casts_;
+  std::unordered_set<const Node *> created_, placed_;
+  Stats stats_;
+};
+
+} // namespace
+
+void runAutocast(Model &model, PassContext &ctx) {
+  DType target = ctx.options.precision;
+  if (target != DType::F16 && target != DType::BF16 && target != DType::F32)
+    throw Error(std::string(kPass) +
+                ": --precision must be fp16, bf16 or "
+                "fp32, got " +
+                dtypeName(target));
+  model.setMeta("mpc.precision", dtypeName(target));
+  if (target == DType::F32) {
+    // Full precision: validate the overrides anyway, so a typo in a flag is
+    // reported whatever the precision.
+    AutocastPolicy::fromOptions(ctx.options);
+    ctx.stats["casts-inserted"] += 0;
+    ctx.stats["nodes-lowered"] += 0;
+    return;
+  }
+  Autocast pass(model, ctx.options, target);
+  pass.run();
+  ctx.stats["casts-inserted"] += pass.stats().castsInserted;
+  ctx.stats["nodes-lowered"] += pass.stats().nodesLowered;
+  ctx.stats["constants-converted"] += pass.stats().constantsConverted;
+}
+
+} // namespace mpc

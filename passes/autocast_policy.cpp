@@ -1,0 +1,386 @@
+// The autocast policy table and the user's overrides on top of it.
+//
+// Each row says how one op runs under mixed precision and why. The sources:
+// PyTorch autocast's "lower precision" and "float32" op lists (CUDA), the
+// allow/deny/infer lists of TensorFlow's auto_mixed_precision_lists.h, and
+// TVM's ToMixedPrecision ALWAYS/FOLLOW/NEVER lists. Where they disagree the
+// reason says which one we follow. Data movement and element-wise ops
+// Follow, so that runs of them between two Lower ops stay in fp16 with no
+// cast of their own; anything that exponentiates, sums many terms or
+// normalises is an Fp32 island (SPEC: "fp32 islands for softmax, log-softmax,
+// losses, normalisations, reductions, exp/log/pow").
+#include "passes/autocast_policy.h"
+
+#include "passes/ir/mpc_ops.h"
+#include "passes/support/diagnostics.h"
+
+#include <algorithm>
+
+namespace mpc {
+namespace {
+
+using PC = PrecisionClass;
+
+/// Bit mask of uncast inputs.
+constexpr uint32_t input(int i) { return uint32_t(1) << i; }
+
+const char *const kTraining = "ai.onnx.preview.training";
+
+const std::vector<PolicyEntry> &table() {
+  static const std::vector<PolicyEntry> rows = {
+      // --- Lower: matrix products (all three lists agree) -----------------
+      {"", "Gemm", PC::Lower, 0,
+       "matrix product on Tensor Cores, fp32 accumulation (torch addmm/linear, "
+       "TF MatMul, TVM dense)"},
+      {"", "MatMul", PC::Lower, 0,
+       "matrix product on Tensor Cores, fp32 accumulation (torch matmul/bmm, "
+       "TF BatchMatMul, TVM batch_matmul)"},
+      {"", "Conv", PC::Lower, 0,
+       "convolution on Tensor Cores, fp32 accumulation (torch conv*d, TF "
+       "Conv2D, TVM conv*d)"},
+      {"", "ConvTranspose", PC::Lower, 0,
+       "transposed convolution, same kernels as Conv's backward (torch "
+       "conv_transpose*d, TVM conv*d_transpose)"},
+
+      // --- Fp32: softmax and losses ----------------------------------------
+      {"", "Softmax", PC::Fp32, 0,
+       "exp of the inputs and a normalising sum: overflows fp16 (torch "
+       "softmax, "
+       "TVM softmax)"},
+      {"", "LogSoftmax", PC::Fp32, 0,
+       "log of a sum of exps, needs fp32 near 0 (torch log_softmax)"},
+      {"", "SoftmaxCrossEntropyLoss", PC::Fp32, 0,
+       "loss: log-softmax plus a mean over the batch (torch cross_entropy, TF "
+       "SoftmaxCrossEntropyWithLogits, TVM cross_entropy)"},
+      {"", "NegativeLogLikelihoodLoss", PC::Fp32, 0,
+       "loss: a weighted mean over the batch (torch nll_loss)"},
+      {"", "Hardmax", PC::Follow, 0,
+       "one-hot of the arg max: a comparison, exact in any precision"},
+
+      // --- Fp32: reductions ------------------------------------------------
+      {"", "ReduceSum", PC::Fp32, 0,
+       "long sums overflow fp16 and lose low bits (torch sum, TF Sum, TVM "
+       "sum)"},
+      {"", "ReduceMean", PC::Fp32, 0,
+       "a long sum before the division (TF Mean, TVM mean)"},
+      {"", "ReduceProd", PC::Fp32, 0,
+       "products over many terms overflow (torch prod)"},
+      {"", "ReduceSumSquare", PC::Fp32, 0,
+       "squares overflow fp16 before they are summed (torch norm)"},
+      {"", "ReduceL1", PC::Fp32, 0, "a long sum (torch norm)"},
+      {"", "ReduceL2", PC::Fp32, 0,
+       "sum of squares then sqrt (torch norm, TVM l2_normalize)"},
+      {"", "ReduceLogSum", PC::Fp32, 0, "log of a long sum (torch logsumexp)"},
+      {"", "ReduceLogSumExp", PC::Fp32, 0,
+       "exp, long sum and log (torch logsumexp)"},
+      {"", "ReduceMax", PC::Follow, 0,
+       "picks one element, exact in any precision (TF Max, TVM max)"},
+      {"", "ReduceMin", PC::Follow, 0,
+       "picks one element, exact in any precision (TF Min, TVM min)"},
+      {"", "ArgMax", PC::Follow, 0,
+       "index of the largest element, int64 output (TF/TVM argmax)"},
+      {"", "ArgMin", PC::Follow, 0,
+       "index of the smallest element, int64 output (TF/TVM argmin)"},
+      {"", "CumSum", PC::Fp32, 0, "a running sum over an axis (torch cumsum)"},
+      {"", "GlobalAveragePool", PC::Fp32, 0,
+       "mean over the whole spatial extent, a large sum (TVM global_avg_pool)"},
+
+      // --- Fp32: normalisations --------------------------------------------
+      {"", "BatchNormalization", PC::Fp32, 0,
+       "batch statistics are means of squares; running mean/var are fp32 "
+       "state (SPEC: normalisations are fp32 islands)"},
+      {"", "LayerNormalization", PC::Fp32, 0,
+       "mean and variance over the feature axis (torch layer_norm, TVM "
+       "layer_norm)"},
+      {"", "InstanceNormalization", PC::Fp32, 0,
+       "mean and variance per channel (torch instance_norm via batch_norm "
+       "statistics in fp32)"},
+      {"", "GroupNormalization", PC::Fp32, 0,
+       "mean and variance per group (torch group_norm)"},
+      {"", "LpNormalization", PC::Fp32, 0,
+       "divides by a norm, a sum of powers (torch normalize, TVM "
+       "l2_normalize)"},
+
+      // --- Fp32: functions whose result outgrows their input ---------------
+      {"", "Exp", PC::Fp32, 0,
+       "overflows fp16 above 11 (torch exp, TF Exp, TVM exp)"},
+      {"", "Log", PC::Fp32, 0,
+       "needs fp32 resolution near 0 and 1 (torch log, TF Log)"},
+      {"", "Pow", PC::Fp32, 0,
+       "grows or shrinks fast with the exponent (torch pow, TF Pow, TVM "
+       "power)"},
+      {"", "Sqrt", PC::Fp32, 0,
+       "in training graphs it takes a variance or a sum of squares, which is "
+       "fp32 already (torch rsqrt/norm); keeping it fp32 avoids a cast pair"},
+      {"", "Reciprocal", PC::Fp32, 0,
+       "1/x overflows fp16 for |x| < 6e-5 (torch reciprocal)"},
+      {"", "Softplus", PC::Fp32, 0, "log(1 + exp(x)) (torch softplus)"},
+      {"", "Range", PC::Fp32, 0,
+       "a float limit may not be representable in fp16 (TVM arange)"},
+      {"", "Erf", PC::Follow, 0,
+       "bounded in [-1, 1], safe in fp16 (TF infer list, torch runs erf in "
+       "the input type; TVM's never-listing is an LLVM lowering gap, not "
+       "numerics)"},
+
+      // --- Follow: element-wise arithmetic and activations -----------------
+      {"", "Add", PC::Follow, 0,
+       "element-wise, one rounding (TF infer Add, TVM add)"},
+      {"", "Sub", PC::Follow, 0,
+       "element-wise, one rounding (TF infer Sub, TVM subtract)"},
+      {"", "Mul", PC::Follow, 0,
+       "element-wise, one rounding (TF infer Mul, TVM multiply)"},
+      {"", "Div", PC::Follow, 0,
+       "element-wise, one rounding (TF infer RealDiv, TVM divide)"},
+      {"", "Neg", PC::Follow, 0, "exact in any precision (TF clear Neg)", true},
+      {"", "Abs", PC::Follow, 0, "exact in any precision (TF clear Abs)", true},
+      {"", "Sign", PC::Follow, 0, "exact in any precision (TF clear Sign)"},
+      {"", "Floor", PC::Follow, 0, "exact in any precision (TF clear Floor)"},
+      {"", "Ceil", PC::Follow, 0, "exact in any precision (TF clear Ceil)"},
+      {"", "Round", PC::Follow, 0, "exact in any precision (TF clear Round)"},
+      {"", "Max", PC::Follow, 0,
+       "picks one input, exact (TF clear Maximum, TVM maximum)"},
+      {"", "Min", PC::Follow, 0,
+       "picks one input, exact (TF clear Minimum, TVM minimum)"},
+      {"", "Sum", PC::Follow, 0,
+       "element-wise sum of a few tensors (gradient accumulation), TF infer "
+       "AddN"},
+      {"", "Mean", PC::Follow, 0,
+       "element-wise mean of a few tensors, not a reduction"},
+      {"", "Clip", PC::Follow, 0,
+       "exact in any precision; bounds take the input's dtype (TF clear "
+       "ClipByValue, TVM clip)"},
+      {"", "Relu", PC::Follow, 0, "exact in any precision (TF clear Relu)",
+       true},
+      {"", "LeakyRelu", PC::Follow, 0,
+       "one multiply (TF infer LeakyRelu, TVM leaky_relu)"},
+      {"", "PRelu", PC::Follow, 0, "one multiply (TVM prelu)"},
+      {"", "Elu", PC::Follow, 0, "bounded below by -alpha (TF infer Elu)"},
+      {"", "Selu", PC::Follow, 0, "bounded below (TF infer Selu)"},
+      {"", "Gelu", PC::Follow, 0,
+       "x times a bounded factor (torch runs gelu in the input type)"},
+      {"", "HardSigmoid", PC::Follow, 0, "piecewise linear, bounded"},
+      {"", "HardSwish", PC::Follow, 0, "piecewise, x times a bounded factor"},
+      {"", "Softsign", PC::Follow, 0, "bounded in [-1, 1] (TF infer Softsign)"},
+      {"", "Sigmoid", PC::Follow, 0,
+       "saturates in a narrow range (TF infer Sigmoid, TVM sigmoid)"},
+      {"", "Tanh", PC::Follow, 0,
+       "saturates in a narrow range (TF infer Tanh, TVM tanh)"},
+      {"", "Sin", PC::Follow, 0, "bounded in [-1, 1]"},
+      {"", "Cos", PC::Follow, 0, "bounded in [-1, 1]"},
+      {"", "Dropout", PC::Follow, input(1),
+       "a mask and one multiply (TVM dropout); the ratio keeps its own dtype"},
+
+      // --- Follow: comparisons and selection -------------------------------
+      {"", "Where", PC::Follow, 0,
+       "selects elements, exact (TF clear SelectV2, TVM where)"},
+      {"", "Equal", PC::Follow, 0, "comparison, bool output (TF clear Equal)"},
+      {"", "Less", PC::Follow, 0, "comparison, bool output (TF clear Less)"},
+      {"", "LessOrEqual", PC::Follow, 0,
+       "comparison, bool output (TF clear LessEqual)"},
+      {"", "Greater", PC::Follow, 0,
+       "comparison, bool output (TF clear Greater)"},
+      {"", "GreaterOrEqual", PC::Follow, 0,
+       "comparison, bool output (TF clear GreaterEqual)"},
+      {"", "IsNaN", PC::Follow, 0, "classification, bool output (TF IsNan)"},
+      {"", "IsInf", PC::Follow, 0, "classification, bool output (TF IsInf)"},
+
+      // --- Follow: data movement -------------------------------------------
+      {"", "Identity", PC::Follow, 0, "moves data (TF clear Identity)", true},
+      {"", "Reshape", PC::Follow, 0, "moves data (TF clear, TVM reshape)",
+       true},
+      {"", "Flatten", PC::Follow, 0, "moves data (TVM batch_flatten)", true},
+      {"", "Transpose", PC::Follow, 0, "moves data (TF clear, TVM transpose)",
+       true},
+      {"", "Squeeze", PC::Follow, 0, "moves data (TF clear, TVM squeeze)",
+       true},
+      {"", "Unsqueeze", PC::Follow, 0,
+       "moves data (TF clear ExpandDims, TVM expand_dims)", true},
+      {"", "Concat", PC::Follow, 0,
+       "moves data; mixed inputs promote (TF clear ConcatV2, TVM concatenate)"},
+      {"", "Split", PC::Follow, 0, "moves data (TF clear Split, TVM split)"},
+      {"", "Gather", PC::Follow, 0,
+       "moves data; an fp32 embedding table stays fp32 (TF clear GatherV2, "
+       "TVM take)"},
+      {"", "GatherElements", PC::Follow, 0, "moves data (TVM gather)"},
+      {"", "Slice", PC::Follow, 0,
+       "moves data (TF clear StridedSlice, TVM strided_slice)"},
+      {"", "Expand", PC::Follow, 0,
+       "moves data (TF clear BroadcastTo, TVM broadcast_to)", true},
+      {"", "Tile", PC::Follow, 0, "moves data (TF clear Tile, TVM tile)", true},
+      {"", "Pad", PC::Follow, 0,
+       "moves data; the pad value takes the input's dtype (TF clear Pad, TVM "
+       "pad)"},
+      {"", "MaxPool", PC::Follow, 0,
+       "picks one element per window, exact (TF clear MaxPool, TVM "
+       "max_pool*d)"},
+      {"", "GlobalMaxPool", PC::Follow, 0,
+       "picks one element, exact (TVM global_max_pool2d)"},
+      {"", "AveragePool", PC::Follow, 0,
+       "a mean over a small window (TF infer AvgPool, TVM avg_pool*d)"},
+
+      // --- untouched ONNX ops ----------------------------------------------
+      {"", "Shape", PC::AnyType, 0, "reads only the shape of its input"},
+      {"", "Size", PC::AnyType, 0, "reads only the shape of its input"},
+      {"", "Cast", PC::AnyType, 0,
+       "converts explicitly; its output dtype is its 'to' attribute"},
+      {"", "Constant", PC::AnyType, 0,
+       "no inputs; its consumers convert it at compile time when needed"},
+      {"", "ConstantOfShape", PC::AnyType, 0,
+       "int64 shape input; output dtype from its attribute"},
+      {"", "CastLike", PC::Keep, 0,
+       "its output dtype is its second input's: changing that would change "
+       "what the op means"},
+
+      // --- mpc backward ops (passes/ir/mpc_ops.h) ---------------------------
+      {kMpcDomain, "ReluGrad", PC::Follow, 0,
+       "selects dY where Y > 0, exact (TF clear ReluGrad)"},
+      {kMpcDomain, "SoftmaxGrad", PC::Fp32, 0,
+       "sum over the softmax axis of dY * Y, like Softmax itself"},
+      {kMpcDomain, "LogSoftmaxGrad", PC::Fp32, 0,
+       "exp(Y) times a sum over the axis, like LogSoftmax itself"},
+      {kMpcDomain, "SoftmaxCrossEntropyLossGrad", PC::Fp32, 0,
+       "exp of the log-probabilities and the loss's normalisation"},
+      {kMpcDomain, "NegativeLogLikelihoodLossGrad", PC::Fp32, 0,
+       "the loss's weighted normalisation"},
+      {kMpcDomain, "ReduceGrad", PC::Fp32, input(1),
+       "gradient of an fp32 reduction, a division by the reduced count for a "
+       "mean; X is read for its shape only"},
+      {kMpcDomain, "SumToShape", PC::Fp32, input(1),
+       "a reduction over broadcast axes (bias gradients sum over the batch); "
+       "the kernel accumulates in fp32 either way, an fp32 result also keeps "
+       "the sum's range; X is read for its shape only"},
+
+      // --- mpc loss-scale and optimizer ops: run after autocast, on fp32 ---
+      {kMpcDomain, "UnscaleGradients", PC::Keep, 0,
+       "loss-scale: unscales in fp32 by contract"},
+      {kMpcDomain, "UpdateLossScale", PC::Keep, 0,
+       "loss-scale: fp32 scale, int64 tracker"},
+      {kMpcDomain, "ClipGradNorm", PC::Keep, 0,
+       "optimizer: the norm is accumulated in fp32 by contract"},
+      {kMpcDomain, "SGD", PC::Keep, 0,
+       "optimizer: updates fp32 master weights"},
+      {kMpcDomain, "Adam", PC::Keep, 0,
+       "optimizer: updates fp32 master weights and moments"},
+      {kMpcDomain, "IncrementStep", PC::Keep, 0, "optimizer: int64 counter"},
+
+      // --- ONNX training ops (input form 2, replaced by autodiff/optimizer) -
+      {kTraining, "Gradient", PC::Keep, 0,
+       "replaced by autodiff before autocast runs"},
+      {kTraining, "Adam", PC::Keep, 0, "optimizer state stays as given"},
+      {kTraining, "Momentum", PC::Keep, 0, "optimizer state stays as given"},
+      {kTraining, "Adagrad", PC::Keep, 0, "optimizer state stays as given"},
+  };
+  return rows;
+}
+
+/// The op name a user writes in --fp32-ops, with an optional "mpc." prefix.
+std::string stripMpcPrefix(const std::string &name) {
+  const std::string prefix = std::string(kMpcDomain) + ".";
+  return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+}
+
+/// Rows of the ONNX or mpc domain named `op` (the names never collide).
+const PolicyEntry *findOverridable(const std::string &op) {
+  for (const PolicyEntry &e : table())
+    if (op == e.op &&
+        (e.domain[0] == '\0' || e.domain == std::string(kMpcDomain)))
+      return &e;
+  return nullptr;
+}
+
+std::set<std::string> parseOpList(const char *flag,
+                                  const std::vector<std::string> &names) {
+  std::set<std::string> out;
+  for (const std::string &raw : names) {
+    std::string op = stripMpcPrefix(raw);
+    const PolicyEntry *e = findOverridable(op);
+    if (!e)
+      error() << flag << ": unknown op '" << raw
+              << "' (not in the autocast policy table)";
+    if (e->cls == PC::Keep || e->cls == PC::AnyType)
+      error() << flag << ": op '" << raw
+              << "' is never cast by autocast, its precision cannot be set";
+    out.insert(op);
+  }
+  return out;
+}
+
+} // namespace
+
+const char *precisionClassName(PrecisionClass c) {
+  switch (c) {
+  case PC::Lower:
+    return "lower";
+  case PC::Fp32:
+    return "fp32";
+  case PC::Follow:
+    return "follow";
+  case PC::Keep:
+    return "keep";
+  case PC::AnyType:
+    return "any";
+  }
+  return "?";
+}
+
+const std::vector<PolicyEntry> &autocastPolicyTable() { return table(); }
+
+const PolicyEntry *findPolicyEntry(const std::string &domain,
+                                   const std::string &op) {
+  std::string d = domain == "ai.onnx" ? "" : domain;
+  for (const PolicyEntry &e : table())
+    if (d == e.domain && op == e.op)
+      return &e;
+  return nullptr;
+}
+
+AutocastPolicy AutocastPolicy::fromOptions(const CompileOptions &options) {
+  AutocastPolicy p;
+  p.fp32Ops_ = parseOpList("--fp32-ops", options.fp32Ops);
+  p.fp16Ops_ = parseOpList("--fp16-ops", options.fp16Ops);
+  for (const std::string &op : p.fp32Ops_)
+    if (p.fp16Ops_.count(op))
+      error() << "op '" << op << "' is given in both --fp32-ops and --fp16-ops";
+  if (!options.fp32Nodes.empty()) {
+    try {
+      p.nodeRegex_ = std::regex(options.fp32Nodes, std::regex::ECMAScript);
+    } catch (const std::regex_error &e) {
+      error() << "--fp32-nodes: invalid regular expression '"
+              << options.fp32Nodes << "': " << e.what();
+    }
+    p.hasNodeRegex_ = true;
+  }
+  return p;
+}
+
+PrecisionClass AutocastPolicy::classify(const Node &n) const {
+  const PolicyEntry *e = findPolicyEntry(n.domain(), n.opType());
+  PrecisionClass cls =
+      e ? e->cls
+        : (n.domain().empty() || n.domain() == "ai.onnx" ? PC::Fp32 : PC::Keep);
+  // Untouched ops stay untouched: forcing Adam or Shape to a precision means
+  // nothing, and the regex may match them by accident.
+  if (cls == PC::Keep || cls == PC::AnyType)
+    return cls;
+  bool overridable =
+      e && (e->domain[0] == '\0' || e->domain == std::string(kMpcDomain));
+  if (hasNodeRegex_ && std::regex_search(n.name(), nodeRegex_))
+    return PC::Fp32;
+  if (overridable && fp16Ops_.count(n.opType()))
+    return PC::Lower;
+  if (overridable && fp32Ops_.count(n.opType()))
+    return PC::Fp32;
+  return cls;
+}
+
+bool AutocastPolicy::castCommutes(const Node &n) const {
+  const PolicyEntry *e = findPolicyEntry(n.domain(), n.opType());
+  return e && e->castCommutes;
+}
+
+bool AutocastPolicy::isUncastInput(const Node &n, size_t i) const {
+  const PolicyEntry *e = findPolicyEntry(n.domain(), n.opType());
+  return e && i < 32 && (e->uncastInputs & input(int(i)));
+}
+
+} // namespace mpc

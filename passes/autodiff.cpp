@@ -1,0 +1,371 @@
+// The autodiff pass: builds the backward graph of the loss w.r.t. the
+// trainable parameters.
+//
+// It clones the main graph into the training algorithm ("train_step"), seeds
+// the backward with dLoss = 1 (a non-state scalar initializer the loss-scale
+// pass later replaces with the scale), and walks the nodes on a path from a
+// parameter to the loss in reverse topological order, calling each op's
+// gradient rule (passes/gradients/). Fan-out gradients are summed with one
+// Add chain per value. The algorithm outputs the loss, then one gradient per
+// parameter; metadata mpc.loss, mpc.params, mpc.grads and mpc.grad_seed tell
+// later passes which values those are. infer-shapes must run first: the
+// rules read static ranks and shapes, and type every value they create.
+#include "passes/gradients/gradient_rules.h"
+#include "passes/ir/mpc_ops.h"
+#include "passes/pass.h"
+#include "passes/shape_inference.h"
+#include "passes/support/diagnostics.h"
+
+#include <algorithm>
+#include <regex>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace mpc {
+namespace {
+
+/// A compiled --trainable/--frozen pattern; empty when not given.
+std::optional<std::regex> compilePattern(const std::string &pattern,
+                                         const char *flag) {
+  if (pattern.empty())
+    return std::nullopt;
+  try {
+    return std::regex(pattern);
+  } catch (const std::regex_error &e) {
+    error() << "--" << flag << ": invalid regular expression '" << pattern
+            << "': " << e.what();
+  }
+  return std::nullopt;
+}
+
+/// Floating-point state initializers selected by --trainable / --frozen, in
+/// initializer order.
+std::vector<Value *> trainableParameters(Graph &g, const CompileOptions &opts,
+                                         size_t &frozenCount) {
+  auto trainable = compilePattern(opts.trainable, "trainable");
+  auto frozen = compilePattern(opts.frozen, "frozen");
+  std::vector<Value *> params;
+  frozenCount = 0;
+  for (Value *init : g.initializers()) {
+    if (!init->isState || !isFloating(init->dtype))
+      continue;
+    bool selected = !trainable || std::regex_search(init->name(), *trainable);
+    if (frozen && std::regex_search(init->name(), *frozen))
+      selected = false;
+    if (selected)
+      params.push_back(init);
+    else
+      ++frozenCount;
+  }
+  return params;
+}
+
+/// The loss: pass option loss=NAME, else the graph's single output.
+Value *findLoss(Graph &g, const PassContext &ctx) {
+  auto it = ctx.passOptions.find("loss");
+  if (it != ctx.passOptions.end()) {
+    Value *v = g.findValue(it->second);
+    if (!v)
+      error() << "autodiff: the loss '" << it->second
+              << "' (option loss=) is not a value of graph '" << g.name()
+              << "'";
+    return v;
+  }
+  if (g.outputs().size() != 1)
+    error() << "autodiff: graph '" << g.name() << "' has " << g.outputs().size()
+            << " outputs; name the loss with --passes=autodiff{loss=NAME}";
+  return g.outputs()[0];
+}
+
+void checkLoss(const Value &loss) {
+  const Node *p = loss.producer();
+  if (!p)
+    error() << "autodiff: the loss '" << loss.name()
+            << "' is a graph input or initializer, not computed by any node";
+  if (loss.dtype == DType::Undefined || !loss.hasShape)
+    errorAt(*p) << "the type of the loss '" << loss.name()
+                << "' is unknown; run infer-shapes before autodiff";
+  bool scalar = true;
+  for (const Dim &d : loss.dims)
+    scalar &= d.value == 1;
+  if (!isFloating(loss.dtype) || !scalar)
+    errorAt(*p) << "the loss '" << loss.name()
+                << "' must be a scalar float (rank 0 or all dims 1), got "
+                << loss.typeString();
+}
+
+bool isDifferentiableInput(const GradientRuleInfo *info, size_t i) {
+  if (!info)
+    return true; // unknown ops: assume so, to report them
+  const auto &nd = info->nonDifferentiableInputs;
+  return std::find(nd.begin(), nd.end(), int(i)) == nd.end();
+}
+
+/// A value may carry a gradient unless it is known not to be floating point
+/// (untyped values are caught by the type check).
+bool mayBeFloating(const Value *v) {
+  return v && (v->dtype == DType::Undefined || isFloating(v->dtype));
+}
+
+/// Which values lie on a path from a parameter to the loss.
+struct Activity {
+  std::unordered_set<const Value *> fromParams, toLoss;
+
+  bool active(const Value *v) const {
+    return v && fromParams.count(v) && toLoss.count(v);
+  }
+  /// Input i gets a gradient from this node.
+  bool wantsInput(const Node &n, size_t i) const {
+    return active(n.input(i)) &&
+           isDifferentiableInput(findGradientRule(n.opType(), n.domain()), i);
+  }
+  bool activeNode(const Node &n) const {
+    bool out = false;
+    for (const Value *o : n.outputs())
+      out |= o && toLoss.count(o);
+    if (!out)
+      return false;
+    for (size_t i = 0; i < n.numInputs(); ++i)
+      if (wantsInput(n, i))
+        return true;
+    return false;
+  }
+};
+
+Activity analyze(const Graph &g, const Value *loss,
+                 const std::vector<Value *> &params) {
+  Activity a;
+  for (const Value *p : params)
+    a.fromParams.insert(p);
+  std::vector<Node *> nodes = g.nodeList();
+  for (const Node *n : nodes) {
+    const GradientRuleInfo *info = findGradientRule(n->opType(), n->domain());
+    bool reached = false;
+    for (size_t i = 0; i < n->numInputs(); ++i)
+      reached |= n->input(i) && a.fromParams.count(n->input(i)) &&
+                 isDifferentiableInput(info, i);
+    if (reached)
+      for (const Value *o : n->outputs())
+        if (mayBeFloating(o))
+          a.fromParams.insert(o);
+  }
+  a.toLoss.insert(loss);
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    const Node *n = *it;
+    bool feeds = false;
+    for (const Value *o : n->outputs())
+      feeds |= o && a.toLoss.count(o);
+    if (!feeds)
+      continue;
+    const GradientRuleInfo *info = findGradientRule(n->opType(), n->domain());
+    for (size_t i = 0; i < n->numInputs(); ++i)
+      if (mayBeFloating(n->input(i)) && isDifferentiableInput(info, i))
+        a.toLoss.insert(n->input(i));
+  }
+  return a;
+}
+
+std::string opName(const Node &n) {
+  return n.domain().empty() ? n.opType() : n.domain() + "." + n.opType();
+}
+
+/// Every node on the path has a rule and typed values.
+void checkDifferentiable(const Graph &g, const Activity &a) {
+  std::string opList;
+  for (const std::string &op : opsWithGradients())
+    opList += (opList.empty() ? "" : ", ") + op;
+  for (const Node *n : g.nodeList()) {
+    if (!a.activeNode(*n))
+      continue;
+    if (!findGradientRule(n->opType(), n->domain()))
+      error() << "no gradient rule for op '" << opName(*n) << "' (node '"
+              << n->name() << "'); ops with gradients: " << opList;
+    auto checkTyped = [&](const Value *v) {
+      if (v->dtype == DType::Undefined || !v->hasShape)
+        errorAt(*n) << "the type of '" << v->name()
+                    << "' is unknown; run infer-shapes before autodiff";
+    };
+    for (size_t i = 0; i < n->numInputs(); ++i)
+      if (a.wantsInput(*n, i))
+        checkTyped(n->input(i));
+    for (const Value *o : n->outputs())
+      if (o && a.toLoss.count(o))
+        checkTyped(o);
+  }
+}
+
+/// Accumulates gradient contributions: one Add chain per value.
+class GradientMap {
+public:
+  GradientMap(Graph &g, int64_t opset) : g_(g), opset_(opset) {}
+
+  Value *get(const Value *v) const {
+    auto it = grads_.find(v);
+    return it == grads_.end() ? nullptr : it->second;
+  }
+
+  void add(const Value *v, Value *grad, Statistics &stats) {
+    Value *&slot = grads_[v];
+    if (!slot) {
+      slot = grad;
+      return;
+    }
+    std::string base = sanitizeIdentifier(v->name()) + "_grad";
+    Node *sum = g_.createNodeWithOutputs("Add", {slot, grad},
+                                         {g_.uniqueValueName(base + "_sum")},
+                                         g_.uniqueNodeName(base + "_accum"));
+    sum->output(0)->copyTypeFrom(*v);
+    sum->output(0)->dtype = grad->dtype;
+    inferNode(*sum, opset_);
+    ++stats["gradient-sums"];
+    slot = sum->output(0);
+  }
+
+private:
+  Graph &g_;
+  int64_t opset_;
+  std::unordered_map<const Value *, Value *> grads_;
+};
+
+} // namespace
+
+void runAutodiff(Model &model, PassContext &ctx) {
+  if (model.meta("mpc.grads"))
+    error() << "autodiff: the model already has gradients (metadata "
+               "mpc.grads); run autodiff once";
+  // Work on a clone of the main graph (or on an existing algorithm) and
+  // attach it only once it is complete, so an error leaves the model as it
+  // was.
+  std::unique_ptr<Graph> fresh;
+  if (!model.training)
+    fresh = model.graph->clone();
+  Graph &g = fresh ? *fresh : *model.training->algorithm;
+  int64_t opset = model.opsetVersion("");
+  if (opset < 0)
+    opset = 17;
+
+  std::string lossName = findLoss(g, ctx)->name();
+  checkLoss(*g.findValue(lossName));
+
+  size_t frozenCount = 0;
+  std::vector<Value *> params =
+      trainableParameters(g, ctx.options, frozenCount);
+
+  Activity activity = analyze(g, g.findValue(lossName), params);
+  // Forward nodes whose rules need an extra forward output get it now; a
+  // replaced node invalidates the analysis, so redo it.
+  bool replaced = false;
+  for (Node *n : g.nodeList())
+    if (activity.activeNode(*n))
+      replaced |= prepareForwardNode(g, n, opset) != n;
+  Value *loss = g.findValue(lossName);
+  if (replaced)
+    activity = analyze(g, loss, params);
+
+  std::vector<Value *> reaching;
+  for (Value *p : params)
+    if (activity.active(p))
+      reaching.push_back(p);
+  if (reaching.empty()) {
+    auto err = errorAt(*loss->producer());
+    err << "no trainable parameter reaches the loss '" << loss->name() << "' ("
+        << params.size() << " trainable";
+    if (frozenCount)
+      err << ", " << frozenCount << " excluded by --trainable/--frozen";
+    err << ")";
+  }
+  checkDifferentiable(g, activity);
+
+  // The seed dLoss = 1, shaped like the loss.
+  std::vector<int64_t> lossDims = *concreteDims(loss->dims);
+  Tensor one(loss->dtype, lossDims);
+  one.setFromDouble(0, 1.0);
+  Value *seed = g.addInitializer(
+      g.uniqueValueName(sanitizeIdentifier(loss->name()) + "_grad_seed"),
+      std::move(one));
+
+  GradientMap grads(g, opset);
+  grads.add(loss, seed, ctx.stats);
+  size_t nodesBefore = g.numNodes();
+  std::vector<Node *> forward = g.nodeList();
+  std::unordered_set<const Node *> forwardNodes(forward.begin(), forward.end());
+  for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
+    Node *n = *it;
+    if (!activity.activeNode(*n))
+      continue;
+    std::vector<Value *> outGrads;
+    for (const Value *o : n->outputs())
+      outGrads.push_back(o ? grads.get(o) : nullptr);
+    std::vector<bool> wanted;
+    for (size_t i = 0; i < n->numInputs(); ++i)
+      wanted.push_back(activity.wantsInput(*n, i));
+    GradientContext gc(g, *n, opset, outGrads, wanted);
+    findGradientRule(n->opType(), n->domain())->rule(gc);
+    for (size_t i = 0; i < n->numInputs(); ++i) {
+      if (!wanted[i])
+        continue;
+      Value *gi = gc.inputGrads()[i];
+      if (!gi)
+        errorAt(*n) << "internal: the gradient rule of " << n->opType()
+                    << " built no gradient for input " << i;
+      grads.add(n->input(i), gi, ctx.stats);
+    }
+  }
+
+  // Outputs: the loss, then one gradient per parameter, named <param>_grad.
+  g.clearOutputs();
+  g.addOutput(loss);
+  std::unordered_set<const Value *> claimed;
+  std::vector<std::string> paramNames, gradNames;
+  for (Value *p : reaching) {
+    Value *grad = grads.get(p);
+    std::string desired = sanitizeIdentifier(p->name()) + "_grad";
+    // A parameter's gradient must be a value of its own that nothing else
+    // reads: later passes rewrite gradients (unscale, cast, clip) and must
+    // not change the backward of other values by doing so.
+    bool ownable = grad->producer() && !grad->isInitializer() &&
+                   !grad->isGraphInput() && grad->uses().empty() &&
+                   !claimed.count(grad);
+    // A partial gradient may hold the name <param>_grad: move it aside.
+    Value *holder = g.findValue(desired);
+    if (holder && holder != grad && !claimed.count(holder) &&
+        holder->producer() && !forwardNodes.count(holder->producer()))
+      g.renameValue(holder, g.uniqueValueName(desired + "_part"));
+    if (!ownable) {
+      Node *id = g.createNodeWithOutputs("Identity", {grad},
+                                         {g.uniqueValueName(desired)},
+                                         g.uniqueNodeName(desired));
+      id->output(0)->copyTypeFrom(*grad);
+      inferNode(*id, opset);
+      grad = id->output(0);
+    } else if (grad->name() != desired) {
+      g.renameValue(grad, g.uniqueValueName(desired));
+    }
+    claimed.insert(grad);
+    g.addOutput(grad);
+    paramNames.push_back(p->name());
+    gradNames.push_back(grad->name());
+  }
+
+  if (fresh) {
+    fresh->setName("train_step");
+    TrainingInfo info;
+    info.algorithm = std::move(fresh);
+    model.training = std::move(info);
+  }
+
+  bool usesMpc = false;
+  for (const Node *n : g.nodeList())
+    usesMpc |= n->domain() == kMpcDomain;
+  if (usesMpc && model.opsetVersion(kMpcDomain) < 0)
+    model.setOpsetVersion(kMpcDomain, 1);
+
+  model.setMeta("mpc.loss", loss->name());
+  model.setMeta("mpc.params", joinList(paramNames, ','));
+  model.setMeta("mpc.grads", joinList(gradNames, ','));
+  model.setMeta("mpc.grad_seed", seed->name());
+  ctx.stats["parameters"] = int64_t(reaching.size());
+  ctx.stats["backward-nodes"] = int64_t(g.numNodes() - nodesBefore);
+}
+
+} // namespace mpc

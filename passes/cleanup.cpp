@@ -1,0 +1,105 @@
+// cleanup: dead-code elimination, duplicate casts merged, identity casts gone.
+//
+// Runs last (any pass order is valid: correctness never depends on it). Works
+// on the main graph and the training algorithm. Values that are graph outputs
+// are never renamed or removed, because update_binding refers to them by name.
+// State initializers are kept even when unused: they are the model's state.
+#include "passes/pass.h"
+
+#include <map>
+#include <tuple>
+
+namespace mpc {
+namespace {
+
+bool outputsAreGraphOutputs(const Node &n) {
+  for (const Value *o : n.outputs())
+    if (o && o->isGraphOutput())
+      return true;
+  return false;
+}
+
+bool isDead(const Node &n) {
+  for (const Value *o : n.outputs())
+    if (o && (!o->uses().empty() || o->isGraphOutput()))
+      return false;
+  return true;
+}
+
+/// Removes Casts to the dtype their input already has.
+int64_t removeIdentityCasts(Graph &g) {
+  int64_t removed = 0;
+  for (Node *n : g.nodeList()) {
+    if (n->opType() != "Cast" || !n->domain().empty() || !n->input(0))
+      continue;
+    Value *in = n->input(0);
+    auto to = fromOnnxDataType(int(n->attrInt("to", 0)));
+    if (!to || in->dtype != *to || outputsAreGraphOutputs(*n))
+      continue;
+    g.replaceAllUsesWith(n->output(0), in);
+    g.removeNode(n);
+    ++removed;
+  }
+  return removed;
+}
+
+/// Merges Casts of the same value to the same type into the first one.
+int64_t mergeDuplicateCasts(Graph &g) {
+  int64_t merged = 0;
+  std::map<std::pair<Value *, int64_t>, Node *> first;
+  for (Node *n : g.nodeList()) {
+    if (n->opType() != "Cast" || !n->domain().empty() || !n->input(0))
+      continue;
+    auto key = std::make_pair(n->input(0), n->attrInt("to", 0));
+    auto it = first.find(key);
+    if (it == first.end()) {
+      first.emplace(key, n);
+      continue;
+    }
+    if (outputsAreGraphOutputs(*n))
+      continue;
+    g.replaceAllUsesWith(n->output(0), it->second->output(0));
+    g.removeNode(n);
+    ++merged;
+  }
+  return merged;
+}
+
+/// Removes nodes whose outputs nobody reads, last to first.
+int64_t removeDeadNodes(Graph &g) {
+  int64_t removed = 0;
+  auto nodes = g.nodeList();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
+    if (isDead(**it)) {
+      g.removeNode(*it);
+      ++removed;
+    }
+  return removed;
+}
+
+int64_t removeUnusedConstants(Graph &g) {
+  int64_t removed = 0;
+  for (Value *init : std::vector<Value *>(g.initializers()))
+    if (!init->isState && init->uses().empty() && !init->isGraphOutput()) {
+      g.removeInitializer(init);
+      ++removed;
+    }
+  return removed;
+}
+
+void cleanupGraph(Graph &g, Statistics &stats) {
+  stats["identity-casts-removed"] += removeIdentityCasts(g);
+  stats["casts-merged"] += mergeDuplicateCasts(g);
+  stats["dead-nodes-removed"] += removeDeadNodes(g);
+  stats["unused-constants-removed"] += removeUnusedConstants(g);
+}
+
+} // namespace
+
+void runCleanup(Model &model, PassContext &ctx) {
+  cleanupGraph(*model.graph, ctx.stats);
+  if (model.training)
+    cleanupGraph(*model.training->algorithm, ctx.stats);
+}
+
+} // namespace mpc

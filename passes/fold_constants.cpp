@@ -1,0 +1,201 @@
+// fold-constants: evaluates shape arithmetic and other constant subgraphs.
+//
+// Constant nodes become (non-state) initializers; Shape of a value whose
+// selected dims are static becomes a constant; then every node of the fold
+// list whose inputs are all constants and whose output is small is run on
+// the CPU reference kernels (runtime/cpu/cpu_kernels.h, so a folded value is
+// bit-identical to what mpc-run would compute) and replaced by an
+// initializer of the same name. This turns the exporter's
+// Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains into a constant
+// Reshape shape once the input shapes are known. Unused non-state
+// initializers are dropped and shapes re-inferred. Runs after infer-shapes
+// (it needs the input shapes, e.g. from --input-shape) on the main graph and
+// the training algorithm.
+#include "passes/pass.h"
+#include "passes/shape_inference.h"
+#include "passes/support/diagnostics.h"
+#include "runtime/cpu/cpu_kernels.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_set>
+
+namespace mpc {
+namespace {
+
+/// Ops evaluated at compile time when all their inputs are constants.
+const std::set<std::string> kFoldableOps = {
+    "Add",       "Cast",   "Concat", "ConstantOfShape", "Div",
+    "Equal",     "Expand", "Gather", "Identity",        "Mul",
+    "Reshape",   "Shape",  "Slice",  "Squeeze",         "Sub",
+    "Unsqueeze", "Where"};
+
+/// Outputs larger than this stay computed at run time: folding them would
+/// bloat the model for no gain (they are not shape arithmetic).
+constexpr int64_t kMaxFoldedElements = 65536;
+
+class Folder {
+public:
+  Folder(const Model &model, Graph &g, int64_t opset, Statistics &stats)
+      : g_(g), opset_(opset), stats_(stats) {
+    if (model.training)
+      for (const auto &kv : model.training->updateBinding) {
+        bound_.insert(kv.first);
+        keep_.insert(kv.second);
+      }
+    // Values the metadata names (e.g. mpc.grad_seed) must survive.
+    for (const auto &kv : model.metadata)
+      for (const std::string &name : splitNames(kv.second))
+        keep_.insert(name);
+  }
+
+  void run() {
+    for (Node *n : g_.nodeList())
+      if (n->domain().empty() && n->opType() == "Constant") {
+        replaceWithConstant(n, constantNodeTensor(*n));
+        ++stats_["constants-to-initializers"];
+      }
+    for (Node *n : g_.nodeList()) {
+      // Earlier folds may have made this node's inputs constant and its
+      // output shape static.
+      inferNode(*n, opset_);
+      if (!n->domain().empty() || !kFoldableOps.count(n->opType()) ||
+          n->numOutputs() != 1 || !n->output(0))
+        continue;
+      if (n->opType() == "Shape") {
+        if (TensorPtr t = staticShape(*n)) {
+          replaceWithConstant(n, t);
+          ++stats_["shapes-folded"];
+          ++stats_["folded"];
+        }
+        continue;
+      }
+      if (TensorPtr t = evaluate(*n)) {
+        replaceWithConstant(n, t);
+        ++stats_["folded"];
+      }
+    }
+    for (Value *init : std::vector<Value *>(g_.initializers()))
+      if (!init->isState && init->uses().empty() && !init->isGraphOutput() &&
+          !keep_.count(init->name())) {
+        g_.removeInitializer(init);
+        ++stats_["initializers-removed"];
+      }
+    inferGraph(g_, opset_);
+  }
+
+private:
+  static std::vector<std::string> splitNames(const std::string &s) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (char c : s + ",") {
+      if (c != ',') {
+        cur += c;
+      } else if (!cur.empty()) {
+        out.push_back(cur);
+        cur.clear();
+      }
+    }
+    return out;
+  }
+
+  /// Whether a value's data is fixed for the model's lifetime.
+  bool isFixed(const Value &v) const {
+    if (!v.isInitializer())
+      return false;
+    if (!v.isState)
+      return true;
+    // The importer marks every initializer as state; integer ones that no
+    // update binding rewrites (shape constants the exporter stored as
+    // initializers) never change. Floating state may be trained.
+    return !isFloating(v.dtype) && !bound_.count(v.name());
+  }
+
+  /// Shape's output when the dims it selects are all static.
+  TensorPtr staticShape(const Node &n) const {
+    const Value *x = n.input(0);
+    if (!x || !x->hasShape)
+      return nullptr;
+    int64_t r = x->rank();
+    int64_t start = 0, end = r;
+    if (opset_ >= 15) {
+      start = n.attrInt("start", 0);
+      end = n.attrInt("end", r);
+    }
+    auto clampAxis = [r](int64_t a) {
+      return std::clamp<int64_t>(a < 0 ? a + r : a, 0, r);
+    };
+    start = clampAxis(start);
+    end = clampAxis(end);
+    std::vector<int64_t> dims;
+    for (int64_t i = start; i < end; ++i) {
+      if (!x->dims[size_t(i)].isKnown())
+        return nullptr;
+      dims.push_back(x->dims[size_t(i)].value);
+    }
+    return std::make_shared<Tensor>(
+        Tensor::fromInt64s({int64_t(dims.size())}, dims));
+  }
+
+  /// Runs a foldable node whose inputs are fixed; nullptr when it is not.
+  TensorPtr evaluate(const Node &n) const {
+    std::vector<const Tensor *> inputs;
+    for (const Value *in : n.inputs()) {
+      if (in && !isFixed(*in))
+        return nullptr;
+      inputs.push_back(in ? in->initializer().get() : nullptr);
+    }
+    if (inputs.empty())
+      return nullptr;
+    // Inference (just run) says how big the result is: never materialise a
+    // large Expand or ConstantOfShape only to throw it away.
+    const Value *out = n.output(0);
+    auto dims = out->hasShape ? concreteDims(out->dims) : std::nullopt;
+    if (!dims || elementCount(*dims) < 0 ||
+        elementCount(*dims) > kMaxFoldedElements)
+      return nullptr;
+    std::vector<Tensor> outputs;
+    runCpuNode(n, inputs, outputs);
+    if (outputs.size() != 1 || outputs[0].numel() > kMaxFoldedElements)
+      return nullptr;
+    return std::make_shared<Tensor>(std::move(outputs[0]));
+  }
+
+  /// Replaces n's single output by an initializer holding t, same name.
+  void replaceWithConstant(Node *n, TensorPtr t) {
+    Value *out = n->output(0);
+    if (!out) {
+      g_.removeNode(n);
+      return;
+    }
+    std::string name = out->name();
+    Value *c = g_.addInitializer(name + "_folded", std::move(t));
+    c->isState = false;
+    g_.replaceAllUsesWith(out, c);
+    g_.removeNode(n);
+    g_.renameValue(c, name);
+  }
+
+  Graph &g_;
+  int64_t opset_;
+  Statistics &stats_;
+  std::unordered_set<std::string> bound_; ///< state rewritten by a binding
+  std::unordered_set<std::string> keep_;  ///< names bindings/metadata use
+};
+
+} // namespace
+
+void runFoldConstants(Model &model, PassContext &ctx) {
+  int64_t opset = model.opsetVersion("");
+  if (opset < 0)
+    opset = 17;
+  // Make sure every stat appears, zero or not, so reports are comparable.
+  for (const char *key : {"constants-to-initializers", "shapes-folded",
+                          "folded", "initializers-removed"})
+    ctx.stats[key] += 0;
+  Folder(model, *model.graph, opset, ctx.stats).run();
+  if (model.training)
+    Folder(model, *model.training->algorithm, opset, ctx.stats).run();
+}
+
+} // namespace mpc

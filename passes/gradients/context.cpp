@@ -1,0 +1,277 @@
+// GradientContext: typed node emission and the helpers every rule shares.
+//
+// Rules never create raw nodes: they go through emit*() so that every
+// backward value has a readable name, a dtype and a shape, and every backward
+// node is named after the forward node it differentiates.
+#include "passes/gradients/gradient_rules.h"
+
+#include "passes/ir/mpc_ops.h"
+#include "passes/shape_inference.h"
+#include "passes/support/diagnostics.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cctype>
+
+namespace mpc {
+
+GradientContext::GradientContext(Graph &graph, Node &node, int64_t opset,
+                                 std::vector<Value *> outputGrads,
+                                 std::vector<bool> wanted)
+    : graph_(graph), node_(node), opset_(opset),
+      outputGrads_(std::move(outputGrads)), wanted_(std::move(wanted)),
+      inputGrads_(node.numInputs(), nullptr) {
+  nodeHint_ = node.name().empty() ? node.opType() : node.name();
+}
+
+void GradientContext::setInputGrad(size_t i, Value *grad) {
+  assert(i < inputGrads_.size());
+  assert(wants(i));
+  inputGrads_[i] = grad;
+}
+
+std::string GradientContext::gradName(size_t i) const {
+  const Value *v = in(i);
+  return sanitizeIdentifier(v ? v->name() : nodeHint_) + "_grad";
+}
+
+std::string GradientContext::tempName(const std::string &what) const {
+  return sanitizeIdentifier(nodeHint_) + "_grad_" + what;
+}
+
+Value *GradientContext::emitNode(const std::string &opType,
+                                 const std::vector<Value *> &inputs,
+                                 const Attrs &attrs, DType dtype, bool hasShape,
+                                 const Dims &dims, const std::string &nameHint,
+                                 const std::string &domain) {
+  std::string nodeName = graph_.uniqueNodeName(nodeHint_ + "_grad");
+  std::string valueName = graph_.uniqueValueName(sanitizeIdentifier(nameHint));
+  Node *n = graph_.createNodeWithOutputs(opType, inputs, {valueName}, nodeName,
+                                         domain);
+  for (const auto &kv : attrs)
+    n->setAttr(kv.first, kv.second);
+  Value *y = n->output(0);
+  // The rule's own type is the fallback; shape inference refines it (and
+  // rejects a malformed backward node at once, naming it).
+  y->setType(dtype, dims);
+  y->hasShape = hasShape;
+  inferNode(*n, opset_);
+  return y;
+}
+
+Value *GradientContext::emit(const std::string &opType,
+                             const std::vector<Value *> &inputs,
+                             const Attrs &attrs, DType dtype, const Dims &dims,
+                             const std::string &nameHint,
+                             const std::string &domain) {
+  return emitNode(opType, inputs, attrs, dtype, true, dims, nameHint, domain);
+}
+
+Value *GradientContext::emitLike(const std::string &opType,
+                                 const std::vector<Value *> &inputs,
+                                 const Attrs &attrs, const Value &typeOf,
+                                 const std::string &nameHint,
+                                 const std::string &domain) {
+  return emitShapedLike(opType, inputs, attrs, typeOf.dtype, typeOf, nameHint,
+                        domain);
+}
+
+Value *GradientContext::emitShapedLike(const std::string &opType,
+                                       const std::vector<Value *> &inputs,
+                                       const Attrs &attrs, DType t,
+                                       const Value &shapeOf,
+                                       const std::string &nameHint,
+                                       const std::string &domain) {
+  return emitNode(opType, inputs, attrs, t, shapeOf.hasShape, shapeOf.dims,
+                  nameHint, domain);
+}
+
+Value *GradientContext::emitMpc(const std::string &opType,
+                                const std::vector<Value *> &inputs,
+                                const Attrs &attrs, const Value &typeOf,
+                                const std::string &nameHint) {
+  return emitLike(opType, inputs, attrs, typeOf, nameHint, kMpcDomain);
+}
+
+Value *GradientContext::scalarConstant(DType t, double v,
+                                       const std::string &what) {
+  return graph_.addInitializer(graph_.uniqueValueName(tempName(what)),
+                               Tensor::scalar(t, v));
+}
+
+Value *GradientContext::int64Constant(const std::vector<int64_t> &v,
+                                      const std::string &what) {
+  return graph_.addInitializer(graph_.uniqueValueName(tempName(what)),
+                               Tensor::fromInt64s({int64_t(v.size())}, v));
+}
+
+Value *GradientContext::sumToShape(Value *g, Value *x,
+                                   const std::string &nameHint) {
+  if (g->hasShape && x->hasShape && g->dims == x->dims)
+    return g;
+  return emitShapedLike("SumToShape", {g, x}, {}, g->dtype, *x, nameHint,
+                        kMpcDomain);
+}
+
+Value *GradientContext::shapeOf(Value *x) {
+  rankOf(*x);
+  if (auto dims = concreteDims(x->dims))
+    return int64Constant(*dims, "shape");
+  return emit("Shape", {x}, {}, DType::I64, {Dim(x->rank())},
+              tempName("shape"));
+}
+
+Value *GradientContext::reshapeLike(Value *g, Value *x,
+                                    const std::string &nameHint) {
+  if (g->hasShape && x->hasShape && g->dims == x->dims)
+    return g;
+  Attrs attrs;
+  // A static target shape with a zero-sized dim means "size 0", not "copy".
+  auto dims = concreteDims(x->dims);
+  if (opset_ >= 14 && dims &&
+      std::find(dims->begin(), dims->end(), 0) != dims->end())
+    attrs.push_back({"allowzero", Attribute::ofInt(1)});
+  return emitShapedLike("Reshape", {g, shapeOf(x)}, attrs, g->dtype, *x,
+                        nameHint);
+}
+
+Value *GradientContext::transposeLastTwo(Value *v,
+                                         const std::string &nameHint) {
+  int64_t r = rankOf(*v);
+  assert(r >= 2);
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < r; ++i)
+    perm.push_back(i);
+  std::swap(perm[r - 1], perm[r - 2]);
+  Dims dims = v->dims;
+  std::swap(dims[r - 1], dims[r - 2]);
+  return emit("Transpose", {v}, {{"perm", Attribute::ofInts(perm)}}, v->dtype,
+              dims, nameHint);
+}
+
+Value *GradientContext::unsqueeze(Value *v, const std::vector<int64_t> &axes,
+                                  const std::string &nameHint) {
+  std::vector<int64_t> sorted = axes;
+  std::sort(sorted.begin(), sorted.end());
+  Dims dims = v->dims;
+  for (int64_t a : sorted)
+    dims.insert(dims.begin() + a, Dim(1));
+  if (opset_ >= 13)
+    return emit("Unsqueeze", {v, int64Constant(sorted, "axes")}, {}, v->dtype,
+                dims, nameHint);
+  return emit("Unsqueeze", {v}, {{"axes", Attribute::ofInts(sorted)}}, v->dtype,
+              dims, nameHint);
+}
+
+Value *GradientContext::mul(Value *a, Value *b, const std::string &nameHint) {
+  return binary("Mul", a, b, nameHint);
+}
+
+Value *GradientContext::binary(const std::string &opType, Value *a, Value *b,
+                               const std::string &nameHint) {
+  return emit(opType, {a, b}, {}, a->dtype, broadcastDims(a->dims, b->dims),
+              nameHint);
+}
+
+Value *GradientContext::unary(const std::string &opType, Value *a,
+                              const std::string &nameHint) {
+  return emitLike(opType, {a}, {}, *a, nameHint);
+}
+
+std::string GradientContext::preSumName(size_t i, const Dims &fullDims) const {
+  const Value *x = in(i);
+  if (x && x->hasShape && x->dims == fullDims)
+    return gradName(i);
+  return tempName(std::to_string(i) + "_full");
+}
+
+int64_t GradientContext::rankOf(const Value &v) const {
+  if (!v.hasShape)
+    errorAt(node_) << "the rank of '" << v.name()
+                   << "' is unknown; run infer-shapes before autodiff";
+  return v.rank();
+}
+
+// --- free helpers ----------------------------------------------------------
+
+std::string sanitizeIdentifier(const std::string &name) {
+  std::string s;
+  for (char c : name)
+    s += std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '_';
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0])))
+    s = "_" + s;
+  return s;
+}
+
+Dims broadcastDims(const Dims &a, const Dims &b) {
+  size_t r = std::max(a.size(), b.size());
+  Dims out(r);
+  for (size_t i = 0; i < r; ++i) {
+    // Align trailing axes; a missing axis acts as size 1.
+    Dim da = i + a.size() >= r ? a[i + a.size() - r] : Dim(1);
+    Dim db = i + b.size() >= r ? b[i + b.size() - r] : Dim(1);
+    if (da == db)
+      out[i] = da;
+    else if (da.value == 1)
+      out[i] = db;
+    else if (db.value == 1)
+      out[i] = da;
+    else if (da.isKnown())
+      out[i] = da; // the symbol on the other side must equal it
+    else if (db.isKnown())
+      out[i] = db;
+    else
+      out[i] = Dim();
+  }
+  return out;
+}
+
+namespace {
+
+const Tensor *constantTensor(const Value *v) {
+  if (!v)
+    return nullptr;
+  if (v->isInitializer())
+    return v->initializer().get();
+  const Node *p = v->producer();
+  if (p && p->opType() == "Constant" && p->domain().empty()) {
+    const Attribute *a = p->attr("value");
+    if (a && a->kind == Attribute::Kind::Tensor)
+      return a->t.get();
+  }
+  return nullptr;
+}
+
+} // namespace
+
+std::optional<std::vector<int64_t>> constantInt64s(const Value *v) {
+  if (const Tensor *t = constantTensor(v))
+    return t->toInt64s();
+  const Node *p = v ? v->producer() : nullptr;
+  if (p && p->opType() == "Constant" && p->domain().empty()) {
+    if (const Attribute *a = p->attr("value_ints"))
+      return a->ints;
+    if (const Attribute *a = p->attr("value_int"))
+      return std::vector<int64_t>{a->i};
+  }
+  return std::nullopt;
+}
+
+std::optional<std::vector<double>> constantDoubles(const Value *v) {
+  if (const Tensor *t = constantTensor(v)) {
+    std::vector<double> out;
+    for (int64_t i = 0; i < t->numel(); ++i)
+      out.push_back(t->getAsDouble(i));
+    return out;
+  }
+  const Node *p = v ? v->producer() : nullptr;
+  if (p && p->opType() == "Constant" && p->domain().empty()) {
+    if (const Attribute *a = p->attr("value_float"))
+      return std::vector<double>{a->f};
+    if (const Attribute *a = p->attr("value_int"))
+      return std::vector<double>{double(a->i)};
+  }
+  return std::nullopt;
+}
+
+} // namespace mpc

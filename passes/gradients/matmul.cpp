@@ -1,0 +1,194 @@
+// Gradient rules of the matrix products: Gemm (every alpha/beta/transA/transB
+// and a broadcast C) and MatMul (numpy semantics: 1-D operands, batches and
+// batch broadcasting).
+//
+// Gemm's gradients are Gemms again, with the transposes folded into their
+// transA/transB flags rather than materialised. MatMul's gradients are
+// MatMuls with a Transpose of the last two axes, summed back over broadcast
+// batch axes with mpc.SumToShape.
+#include "passes/gradients/gradient_rules.h"
+
+#include "passes/support/diagnostics.h"
+
+namespace mpc {
+namespace {
+
+/// Output dims of MatMul(a, b) for operands of rank >= 2.
+Dims matmulDims(const Value &a, const Value &b) {
+  Dims batchA(a.dims.begin(), a.dims.end() - 2);
+  Dims batchB(b.dims.begin(), b.dims.end() - 2);
+  Dims out = broadcastDims(batchA, batchB);
+  out.push_back(a.dims[a.dims.size() - 2]);
+  out.push_back(b.dims.back());
+  return out;
+}
+
+/// The product of all but the last dim (unknown unless all are static).
+Dim rowCount(const Value &v) {
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < v.dims.size(); ++i) {
+    if (!v.dims[i].isKnown())
+      return Dim();
+    rows *= v.dims[i].value;
+  }
+  return Dim(rows);
+}
+
+Value *matmul(GradientContext &ctx, Value *a, Value *b,
+              const std::string &nameHint) {
+  return ctx.emit("MatMul", {a, b}, {}, a->dtype, matmulDims(*a, *b), nameHint);
+}
+
+} // namespace
+
+void gradGemm(GradientContext &ctx) {
+  // Y = alpha * A' * B' + beta * C with A' = transA ? A^T : A (B' alike).
+  Node &n = ctx.node();
+  float alpha = n.attrFloat("alpha", 1.0f);
+  float beta = n.attrFloat("beta", 1.0f);
+  bool transA = n.attrInt("transA", 0) != 0;
+  bool transB = n.attrInt("transB", 0) != 0;
+  Value *dY = ctx.outGrad(0);
+  Value *a = ctx.in(0);
+  Value *b = ctx.in(1);
+
+  auto gemm = [&](Value *x, Value *y, bool tx, bool ty, size_t input) {
+    GradientContext::Attrs attrs;
+    if (alpha != 1.0f)
+      attrs.push_back({"alpha", Attribute::ofFloat(alpha)});
+    if (tx)
+      attrs.push_back({"transA", Attribute::ofInt(1)});
+    if (ty)
+      attrs.push_back({"transB", Attribute::ofInt(1)});
+    return ctx.emitLike("Gemm", {x, y}, attrs, *ctx.in(input),
+                        ctx.gradName(input));
+  };
+
+  // dA' = alpha dY B'^T, dB' = alpha A'^T dY; each case writes dA (dB)
+  // directly in A's (B's) layout.
+  if (ctx.wants(0)) {
+    Value *dA = !transA ? (transB ? gemm(dY, b, false, false, 0)
+                                  : gemm(dY, b, false, true, 0))
+                        : (transB ? gemm(b, dY, true, true, 0)
+                                  : gemm(b, dY, false, true, 0));
+    ctx.setInputGrad(0, dA);
+  }
+  if (ctx.wants(1)) {
+    Value *dB = !transB ? (transA ? gemm(a, dY, false, false, 1)
+                                  : gemm(a, dY, true, false, 1))
+                        : (transA ? gemm(dY, a, true, true, 1)
+                                  : gemm(dY, a, true, false, 1));
+    ctx.setInputGrad(1, dB);
+  }
+  if (ctx.wants(2)) {
+    Value *c = ctx.in(2);
+    bool scaled = beta != 1.0f;
+    Value *s =
+        ctx.sumToShape(dY, c, scaled ? ctx.tempName("c_sum") : ctx.gradName(2));
+    if (scaled)
+      s = ctx.mul(s, ctx.scalarConstant(c->dtype, beta, "beta"),
+                  ctx.gradName(2));
+    ctx.setInputGrad(2, s);
+  }
+}
+
+void gradMatMul(GradientContext &ctx) {
+  Value *dY = ctx.outGrad(0);
+  Value *a = ctx.in(0);
+  Value *b = ctx.in(1);
+  int64_t ra = ctx.rankOf(*a);
+  int64_t rb = ctx.rankOf(*b);
+  if (ra == 0 || rb == 0)
+    errorAt(ctx.node()) << "MatMul operands must have rank >= 1, got "
+                        << a->typeString() << " and " << b->typeString();
+
+  if (ra == 1 && rb == 1) {
+    // A dot product: Y is a scalar.
+    if (ctx.wants(0))
+      ctx.setInputGrad(0, ctx.mul(dY, b, ctx.gradName(0)));
+    if (ctx.wants(1))
+      ctx.setInputGrad(1, ctx.mul(dY, a, ctx.gradName(1)));
+    return;
+  }
+
+  if (ra == 1) {
+    // A [K] is a row [1,K] whose axis is dropped: Y [...,N].
+    if (ctx.wants(0)) {
+      Value *dA = nullptr;
+      if (rb == 2) {
+        dA = ctx.emitLike("MatMul", {b, dY}, {}, *a, ctx.gradName(0));
+      } else {
+        Value *dYRow = ctx.unsqueeze(dY, {rb - 2}, ctx.tempName("dy_row"));
+        Value *bT = ctx.transposeLastTwo(b, ctx.tempName("b_t"));
+        Value *full = matmul(ctx, dYRow, bT, ctx.tempName("0_full"));
+        dA = ctx.sumToShape(full, a, ctx.gradName(0));
+      }
+      ctx.setInputGrad(0, dA);
+    }
+    if (ctx.wants(1)) {
+      Value *aCol = ctx.unsqueeze(a, {1}, ctx.tempName("a_col"));
+      Value *dYRow = ctx.unsqueeze(dY, {rb - 2}, ctx.tempName("dy_row"));
+      Value *full = matmul(ctx, aCol, dYRow,
+                           ctx.preSumName(1, matmulDims(*aCol, *dYRow)));
+      ctx.setInputGrad(1, ctx.sumToShape(full, b, ctx.gradName(1)));
+    }
+    return;
+  }
+
+  if (rb == 1) {
+    // B [K] is a column [K,1] whose axis is dropped: Y [...,M].
+    if (ctx.wants(0)) {
+      Value *dYCol = ctx.unsqueeze(dY, {ra - 1}, ctx.tempName("dy_col"));
+      Value *bRow = ctx.unsqueeze(b, {0}, ctx.tempName("b_row"));
+      Value *full = matmul(ctx, dYCol, bRow,
+                           ctx.preSumName(0, matmulDims(*dYCol, *bRow)));
+      ctx.setInputGrad(0, ctx.sumToShape(full, a, ctx.gradName(0)));
+    }
+    if (ctx.wants(1)) {
+      Value *dB = nullptr;
+      if (ra == 2) {
+        dB = ctx.emitLike("MatMul", {dY, a}, {}, *b, ctx.gradName(1));
+      } else {
+        Value *dYRow = ctx.unsqueeze(dY, {ra - 2}, ctx.tempName("dy_row"));
+        Value *full = matmul(ctx, dYRow, a, ctx.tempName("1_full"));
+        dB = ctx.sumToShape(full, b, ctx.gradName(1));
+      }
+      ctx.setInputGrad(1, dB);
+    }
+    return;
+  }
+
+  // Both operands are (batches of) matrices.
+  if (ctx.wants(0)) {
+    Value *bT = ctx.transposeLastTwo(b, ctx.tempName("b_t"));
+    Dims fullDims = matmulDims(*dY, *bT);
+    Value *full = matmul(ctx, dY, bT, ctx.preSumName(0, fullDims));
+    ctx.setInputGrad(0, ctx.sumToShape(full, a, ctx.gradName(0)));
+  }
+  if (ctx.wants(1)) {
+    const Dim &k = a->dims.back();
+    const Dim &nDim = dY->dims.back();
+    if (rb == 2 && ra > 2 && k.isKnown() && nDim.isKnown()) {
+      // A batch of rows times one matrix (a Linear layer on [B,S,K]): fold
+      // the batch into the rows and take one Gemm instead of a batched
+      // product summed over the batch.
+      Dim rows = rowCount(*a);
+      Value *a2 = ctx.emit(
+          "Reshape", {a, ctx.int64Constant({-1, k.value}, "a_rows_shape")}, {},
+          a->dtype, {rows, k}, ctx.tempName("a_rows"));
+      Value *dY2 = ctx.emit(
+          "Reshape", {dY, ctx.int64Constant({-1, nDim.value}, "dy_rows_shape")},
+          {}, dY->dtype, {rows, nDim}, ctx.tempName("dy_rows"));
+      ctx.setInputGrad(1, ctx.emitLike("Gemm", {a2, dY2},
+                                       {{"transA", Attribute::ofInt(1)}}, *b,
+                                       ctx.gradName(1)));
+    } else {
+      Value *aT = ctx.transposeLastTwo(a, ctx.tempName("a_t"));
+      Dims fullDims = matmulDims(*aT, *dY);
+      Value *full = matmul(ctx, aT, dY, ctx.preSumName(1, fullDims));
+      ctx.setInputGrad(1, ctx.sumToShape(full, b, ctx.gradName(1)));
+    }
+  }
+}
+
+} // namespace mpc

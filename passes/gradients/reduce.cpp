@@ -1,0 +1,54 @@
+// Gradient rules of ReduceSum and ReduceMean: mpc.ReduceGrad, which
+// broadcasts the output gradient back over the reduced axes (divided by the
+// reduced count for the mean).
+//
+// The axes come from the attribute (ReduceSum before opset 13, ReduceMean
+// before 18) or from the optional second input; a constant input becomes an
+// attribute of the backward op, a computed one is passed through.
+#include "passes/gradients/gradient_rules.h"
+
+#include "passes/ir/mpc_ops.h"
+#include "passes/support/diagnostics.h"
+
+namespace mpc {
+namespace {
+
+void gradReduce(GradientContext &ctx, bool mean) {
+  Node &n = ctx.node();
+  Value *x = ctx.in(0);
+  Value *dY = ctx.outGrad(0);
+  int64_t r = ctx.rankOf(*x);
+  std::vector<Value *> inputs = {dY, x};
+  std::optional<std::vector<int64_t>> axes;
+  if (n.hasAttr("axes"))
+    axes = n.attrInts("axes");
+  else if (ctx.in(1)) {
+    axes = constantInt64s(ctx.in(1));
+    if (!axes)
+      inputs.push_back(ctx.in(1));
+  }
+  GradientContext::Attrs attrs;
+  if (axes && !axes->empty()) {
+    for (int64_t &a : *axes) {
+      if (a < -r || a >= r)
+        errorAt(n) << "axis " << a << " is out of range for rank " << r;
+      if (a < 0)
+        a += r;
+    }
+    attrs.push_back({"axes", Attribute::ofInts(*axes)});
+  }
+  attrs.push_back({"keepdims", Attribute::ofInt(n.attrInt("keepdims", 1))});
+  if (int64_t noop = n.attrInt("noop_with_empty_axes", 0))
+    attrs.push_back({"noop_with_empty_axes", Attribute::ofInt(noop)});
+  attrs.push_back({"mean", Attribute::ofInt(mean ? 1 : 0)});
+  ctx.setInputGrad(0, ctx.emitShapedLike("ReduceGrad", inputs, attrs, dY->dtype,
+                                         *x, ctx.gradName(0), kMpcDomain));
+}
+
+} // namespace
+
+void gradReduceSum(GradientContext &ctx) { gradReduce(ctx, false); }
+
+void gradReduceMean(GradientContext &ctx) { gradReduce(ctx, true); }
+
+} // namespace mpc

@@ -1,0 +1,74 @@
+// The one table of gradient rules: op type -> rule (and the inputs it never
+// differentiates).
+//
+// autodiff reads only this table; an op missing here is reported as "no
+// gradient rule" with the list below, so coverage is visible in one place.
+// Every rule listed here is checked against finite differences in
+// tests/unit/gradcheck_test.cpp.
+#include "passes/gradients/gradient_rules.h"
+
+#include <algorithm>
+#include <map>
+
+namespace mpc {
+namespace {
+
+const std::map<std::string, GradientRuleInfo> &ruleTable() {
+  static const std::map<std::string, GradientRuleInfo> table = {
+      // elementwise.cpp
+      {"Add", {gradAdd, {}}},
+      {"Sub", {gradSub, {}}},
+      {"Mul", {gradMul, {}}},
+      {"Div", {gradDiv, {}}},
+      {"Neg", {gradNeg, {}}},
+      {"Relu", {gradRelu, {}}},
+      {"Sqrt", {gradSqrt, {}}},
+      {"Exp", {gradExp, {}}},
+      {"Log", {gradLog, {}}},
+      {"Pow", {gradPow, {}}},
+      {"Tanh", {gradTanh, {}}},
+      {"Sigmoid", {gradSigmoid, {}}},
+      {"Erf", {gradErf, {}}},
+      {"Identity", {gradIdentity, {}}},
+      {"Cast", {gradCast, {}}},
+      // matmul.cpp
+      {"Gemm", {gradGemm, {}}},
+      {"MatMul", {gradMatMul, {}}},
+      // shape.cpp
+      {"Reshape", {gradReshapeLike, {1}}},
+      {"Flatten", {gradReshapeLike, {}}},
+      {"Squeeze", {gradReshapeLike, {1}}},
+      {"Unsqueeze", {gradReshapeLike, {1}}},
+      {"Transpose", {gradTranspose, {}}},
+      {"Concat", {gradConcat, {}}},
+      // softmax.cpp
+      {"Softmax", {gradSoftmax, {}}},
+      {"LogSoftmax", {gradLogSoftmax, {}}},
+      // loss.cpp
+      {"SoftmaxCrossEntropyLoss", {gradSoftmaxCrossEntropyLoss, {1, 2}}},
+      {"NegativeLogLikelihoodLoss", {gradNegativeLogLikelihoodLoss, {1, 2}}},
+      // reduce.cpp
+      {"ReduceSum", {gradReduceSum, {1}}},
+      {"ReduceMean", {gradReduceMean, {1}}},
+  };
+  return table;
+}
+
+} // namespace
+
+const GradientRuleInfo *findGradientRule(const std::string &opType,
+                                         const std::string &domain) {
+  if (!domain.empty() && domain != "ai.onnx")
+    return nullptr;
+  auto it = ruleTable().find(opType);
+  return it == ruleTable().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> opsWithGradients() {
+  std::vector<std::string> ops;
+  for (const auto &kv : ruleTable())
+    ops.push_back(kv.first);
+  return ops; // std::map keeps them sorted
+}
+
+} // namespace mpc

@@ -1,0 +1,516 @@
+// Graph IR implementation: value/node ownership, use lists, mutation, cloning.
+#include "passes/ir/graph.h"
+
+#include <algorithm>
+#include <cassert>
+#include <unordered_set>
+
+namespace mpc {
+
+std::string dimsToString(const Dims &dims) {
+  if (dims.empty())
+    return "scalar";
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i)
+      s += "x";
+    if (dims[i].isKnown())
+      s += std::to_string(dims[i].value);
+    else if (!dims[i].symbol.empty())
+      s += dims[i].symbol;
+    else
+      s += "?";
+  }
+  return s;
+}
+
+std::optional<std::vector<int64_t>> concreteDims(const Dims &dims) {
+  std::vector<int64_t> out;
+  out.reserve(dims.size());
+  for (const Dim &d : dims) {
+    if (!d.isKnown())
+      return std::nullopt;
+    out.push_back(d.value);
+  }
+  return out;
+}
+
+Dims toDims(const std::vector<int64_t> &dims) {
+  return Dims(dims.begin(), dims.end());
+}
+
+// --- Value -----------------------------------------------------------------
+
+void Value::setInitializer(TensorPtr t) { initializer_ = std::move(t); }
+
+bool Value::isGraphOutput() const {
+  const auto &outs = owner_->outputs();
+  return std::find(outs.begin(), outs.end(), this) != outs.end();
+}
+
+std::string Value::typeString() const {
+  std::string s = dtypeName(dtype);
+  if (hasShape)
+    s += "[" + dimsToString(dims) + "]";
+  return s;
+}
+
+// --- Attribute ---------------------------------------------------------------
+
+Attribute Attribute::ofInt(int64_t v) {
+  Attribute a;
+  a.kind = Kind::Int;
+  a.i = v;
+  return a;
+}
+Attribute Attribute::ofFloat(float v) {
+  Attribute a;
+  a.kind = Kind::Float;
+  a.f = v;
+  return a;
+}
+Attribute Attribute::ofString(std::string v) {
+  Attribute a;
+  a.kind = Kind::String;
+  a.s = std::move(v);
+  return a;
+}
+Attribute Attribute::ofInts(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Kind::Ints;
+  a.ints = std::move(v);
+  return a;
+}
+Attribute Attribute::ofFloats(std::vector<float> v) {
+  Attribute a;
+  a.kind = Kind::Floats;
+  a.floats = std::move(v);
+  return a;
+}
+Attribute Attribute::ofStrings(std::vector<std::string> v) {
+  Attribute a;
+  a.kind = Kind::Strings;
+  a.strings = std::move(v);
+  return a;
+}
+Attribute Attribute::ofTensor(Tensor v) {
+  Attribute a;
+  a.kind = Kind::Tensor;
+  a.t = std::make_shared<Tensor>(std::move(v));
+  return a;
+}
+
+// --- Node ------------------------------------------------------------------
+
+std::string Node::describe() const {
+  std::string op = domain_.empty() ? opType_ : domain_ + "." + opType_;
+  return op + " '" + name_ + "'";
+}
+
+void Node::setInput(size_t i, Value *v) {
+  if (i >= inputs_.size())
+    inputs_.resize(i + 1, nullptr);
+  if (inputs_[i])
+    owner_->removeUse(inputs_[i], this, int(i));
+  inputs_[i] = v;
+  if (v)
+    v->uses_.push_back({this, int(i)});
+}
+
+void Node::addInput(Value *v) { setInput(inputs_.size(), v); }
+
+void Node::truncateInputs(size_t n) {
+  while (inputs_.size() > n) {
+    setInput(inputs_.size() - 1, nullptr);
+    inputs_.pop_back();
+  }
+}
+
+Value *Node::addOutput(const std::string &nameHint) {
+  Value *v = owner_->createValue(nameHint);
+  v->producer_ = this;
+  v->producerIndex_ = int(outputs_.size());
+  outputs_.push_back(v);
+  return v;
+}
+
+bool Node::hasAttr(const std::string &name) const {
+  return attr(name) != nullptr;
+}
+
+const Attribute *Node::attr(const std::string &name) const {
+  for (const auto &kv : attrs_)
+    if (kv.first == name)
+      return &kv.second;
+  return nullptr;
+}
+
+void Node::setAttr(const std::string &name, Attribute a) {
+  for (auto &kv : attrs_)
+    if (kv.first == name) {
+      kv.second = std::move(a);
+      return;
+    }
+  attrs_.emplace_back(name, std::move(a));
+}
+
+void Node::removeAttr(const std::string &name) {
+  attrs_.erase(std::remove_if(attrs_.begin(), attrs_.end(),
+                              [&](const auto &kv) { return kv.first == name; }),
+               attrs_.end());
+}
+
+int64_t Node::attrInt(const std::string &name, int64_t dflt) const {
+  const Attribute *a = attr(name);
+  return a && a->kind == Attribute::Kind::Int ? a->i : dflt;
+}
+
+float Node::attrFloat(const std::string &name, float dflt) const {
+  const Attribute *a = attr(name);
+  if (!a)
+    return dflt;
+  if (a->kind == Attribute::Kind::Float)
+    return a->f;
+  if (a->kind == Attribute::Kind::Int)
+    return float(a->i);
+  return dflt;
+}
+
+std::string Node::attrString(const std::string &name,
+                             const std::string &dflt) const {
+  const Attribute *a = attr(name);
+  return a && a->kind == Attribute::Kind::String ? a->s : dflt;
+}
+
+std::vector<int64_t> Node::attrInts(const std::string &name,
+                                    std::vector<int64_t> dflt) const {
+  const Attribute *a = attr(name);
+  return a && a->kind == Attribute::Kind::Ints ? a->ints : dflt;
+}
+
+std::vector<float> Node::attrFloats(const std::string &name,
+                                    std::vector<float> dflt) const {
+  const Attribute *a = attr(name);
+  return a && a->kind == Attribute::Kind::Floats ? a->floats : dflt;
+}
+
+// --- Graph -----------------------------------------------------------------
+
+std::string Graph::uniqueValueName(const std::string &hint) const {
+  std::string base = hint.empty() ? "v" : hint;
+  if (!valuesByName_.count(base))
+    return base;
+  for (int i = 1;; ++i) {
+    std::string candidate = base + "_" + std::to_string(i);
+    if (!valuesByName_.count(candidate))
+      return candidate;
+  }
+}
+
+Value *Graph::newValueNamed(const std::string &name) {
+  assert(!valuesByName_.count(name));
+  auto v = std::make_unique<Value>();
+  v->name_ = name;
+  v->owner_ = this;
+  Value *raw = v.get();
+  values_.push_back(std::move(v));
+  valuesByName_[name] = raw;
+  return raw;
+}
+
+Value *Graph::createValue(const std::string &nameHint) {
+  return newValueNamed(uniqueValueName(nameHint));
+}
+
+Value *Graph::findValue(const std::string &name) const {
+  auto it = valuesByName_.find(name);
+  return it == valuesByName_.end() ? nullptr : it->second;
+}
+
+void Graph::renameValue(Value *v, const std::string &newName) {
+  if (v->name_ == newName)
+    return;
+  assert(!valuesByName_.count(newName));
+  valuesByName_.erase(v->name_);
+  v->name_ = newName;
+  valuesByName_[newName] = v;
+}
+
+Value *Graph::addInput(const std::string &name, DType t, const Dims &dims) {
+  Value *v = createValue(name);
+  v->setType(t, dims);
+  v->isGraphInput_ = true;
+  inputs_.push_back(v);
+  return v;
+}
+
+Value *Graph::addInitializer(const std::string &name, Tensor data) {
+  return addInitializer(name, std::make_shared<Tensor>(std::move(data)));
+}
+
+Value *Graph::addInitializer(const std::string &name, TensorPtr data) {
+  Value *v = createValue(name);
+  v->setType(data->dtype, toDims(data->dims));
+  v->initializer_ = std::move(data);
+  initializers_.push_back(v);
+  return v;
+}
+
+void Graph::addOutput(Value *v) { outputs_.push_back(v); }
+void Graph::setOutput(size_t i, Value *v) { outputs_.at(i) = v; }
+void Graph::removeOutput(size_t i) { outputs_.erase(outputs_.begin() + i); }
+
+void Graph::removeInitializer(Value *v) {
+  initializers_.erase(
+      std::remove(initializers_.begin(), initializers_.end(), v),
+      initializers_.end());
+  v->initializer_.reset();
+}
+
+void Graph::makeInitializerAnInput(Value *v) {
+  auto it = std::find(initializers_.begin(), initializers_.end(), v);
+  if (it != initializers_.end()) {
+    initializers_.erase(it);
+    v->initializer_.reset();
+    v->isGraphInput_ = true;
+    inputs_.push_back(v);
+  }
+}
+
+std::string Graph::uniqueNodeName(const std::string &hint) {
+  std::string base = hint.empty() ? "node" : hint;
+  int &count = nodeNames_[base];
+  std::string name = count == 0 ? base : base + "_" + std::to_string(count);
+  ++count;
+  // A generated name could collide with an imported "x_1"; keep going.
+  while (count > 1 && nodeNames_.count(name) && name != base) {
+    name = base + "_" + std::to_string(count++);
+  }
+  nodeNames_.emplace(name, 1);
+  return name;
+}
+
+Node *Graph::createNode(const std::string &opType,
+                        const std::vector<Value *> &inputs, size_t numOutputs,
+                        const std::string &nameHint, const std::string &domain,
+                        Node *before) {
+  std::string nodeName = uniqueNodeName(nameHint.empty() ? opType : nameHint);
+  std::vector<std::string> outs;
+  for (size_t i = 0; i < numOutputs; ++i)
+    outs.push_back(uniqueValueName(nodeName + (numOutputs > 1
+                                                   ? "_out" + std::to_string(i)
+                                                   : "_out")));
+  // uniqueValueName does not reserve, so reserve one at a time.
+  auto n = std::make_unique<Node>();
+  n->opType_ = opType;
+  n->domain_ = domain;
+  n->name_ = nodeName;
+  n->owner_ = this;
+  Node *raw = n.get();
+  auto pos = before ? before->self_ : nodes_.end();
+  raw->self_ = nodes_.insert(pos, std::move(n));
+  for (Value *v : inputs)
+    raw->addInput(v);
+  for (size_t i = 0; i < numOutputs; ++i)
+    raw->addOutput(nodeName + (numOutputs > 1 ? "_out" + std::to_string(i)
+                                              : "_out"));
+  return raw;
+}
+
+Node *Graph::createNodeWithOutputs(const std::string &opType,
+                                   const std::vector<Value *> &inputs,
+                                   const std::vector<std::string> &outputNames,
+                                   const std::string &nodeName,
+                                   const std::string &domain, Node *before) {
+  auto n = std::make_unique<Node>();
+  n->opType_ = opType;
+  n->domain_ = domain;
+  n->name_ = nodeName;
+  nodeNames_.emplace(nodeName, 1);
+  n->owner_ = this;
+  Node *raw = n.get();
+  auto pos = before ? before->self_ : nodes_.end();
+  raw->self_ = nodes_.insert(pos, std::move(n));
+  for (Value *v : inputs)
+    raw->addInput(v);
+  for (const std::string &outName : outputNames) {
+    if (outName.empty()) {
+      raw->outputs_.push_back(nullptr); // omitted optional output
+      continue;
+    }
+    Value *v = newValueNamed(outName);
+    v->producer_ = raw;
+    v->producerIndex_ = int(raw->outputs_.size());
+    raw->outputs_.push_back(v);
+  }
+  return raw;
+}
+
+void Graph::removeUse(Value *v, Node *user, int index) {
+  auto &uses = v->uses_;
+  auto it = std::find(uses.begin(), uses.end(), Use{user, index});
+  if (it != uses.end())
+    uses.erase(it);
+}
+
+void Graph::removeNode(Node *n) {
+  for (size_t i = 0; i < n->inputs_.size(); ++i)
+    if (n->inputs_[i])
+      removeUse(n->inputs_[i], n, int(i));
+  for (Value *out : n->outputs_) {
+    if (!out)
+      continue;
+    assert(out->uses_.empty());
+    out->producer_ = nullptr;
+    out->producerIndex_ = -1;
+    valuesByName_.erase(out->name_);
+    out->name_ += ".dead";
+    // Values stay owned (pointers remain valid) but are no longer findable.
+  }
+  nodes_.erase(n->self_);
+}
+
+void Graph::replaceAllUsesWith(Value *from, Value *to) {
+  if (from == to)
+    return;
+  std::vector<Use> uses = from->uses_;
+  for (const Use &u : uses)
+    u.user->setInput(size_t(u.index), to);
+  for (Value *&o : outputs_)
+    if (o == from)
+      o = to;
+}
+
+void Graph::moveBefore(Node *n, Node *before) {
+  auto pos = before ? before->self_ : nodes_.end();
+  nodes_.splice(pos, nodes_, n->self_);
+}
+
+std::vector<Node *> Graph::nodeList() const {
+  std::vector<Node *> out;
+  out.reserve(nodes_.size());
+  for (const auto &n : nodes_)
+    out.push_back(n.get());
+  return out;
+}
+
+bool Graph::topologicalSort() {
+  // Kahn's algorithm, picking ready nodes in their current order.
+  std::vector<Node *> order = nodeList();
+  std::unordered_map<Node *, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i)
+    position[order[i]] = i;
+  std::vector<int> pending(order.size(), 0);
+  for (size_t i = 0; i < order.size(); ++i)
+    for (Value *in : order[i]->inputs_)
+      if (in && in->producer_)
+        ++pending[i];
+  std::vector<size_t> ready;
+  for (size_t i = 0; i < order.size(); ++i)
+    if (pending[i] == 0)
+      ready.push_back(i);
+  std::vector<Node *> sorted;
+  // A min-heap by position keeps the original order where possible.
+  auto cmp = [](size_t a, size_t b) { return a > b; };
+  std::make_heap(ready.begin(), ready.end(), cmp);
+  while (!ready.empty()) {
+    std::pop_heap(ready.begin(), ready.end(), cmp);
+    size_t i = ready.back();
+    ready.pop_back();
+    sorted.push_back(order[i]);
+    for (Value *out : order[i]->outputs_) {
+      if (!out)
+        continue;
+      for (const Use &u : out->uses_) {
+        size_t j = position[u.user];
+        // A node may use the same value twice: count each use.
+        if (--pending[j] == 0) {
+          ready.push_back(j);
+          std::push_heap(ready.begin(), ready.end(), cmp);
+        }
+      }
+    }
+  }
+  if (sorted.size() != order.size())
+    return false;
+  for (Node *n : sorted)
+    nodes_.splice(nodes_.end(), nodes_, n->self_);
+  return true;
+}
+
+std::unique_ptr<Graph> Graph::clone() const {
+  auto g = std::make_unique<Graph>(name_);
+  std::unordered_map<const Value *, Value *> map;
+  auto mapped = [&](const Value *v) -> Value * {
+    if (!v)
+      return nullptr;
+    auto it = map.find(v);
+    return it == map.end() ? nullptr : it->second;
+  };
+  for (const Value *in : inputs_) {
+    Value *v = g->addInput(in->name(), in->dtype, in->dims);
+    v->hasShape = in->hasShape;
+    map[in] = v;
+  }
+  for (const Value *init : initializers_) {
+    Value *v = g->addInitializer(init->name(), init->initializer());
+    v->copyTypeFrom(*init);
+    v->isState = init->isState;
+    map[init] = v;
+  }
+  for (const auto &n : nodes_) {
+    std::vector<Value *> ins;
+    for (const Value *in : n->inputs_)
+      ins.push_back(mapped(in));
+    std::vector<std::string> outs;
+    for (const Value *out : n->outputs_)
+      outs.push_back(out ? out->name() : "");
+    Node *c = g->createNodeWithOutputs(n->opType_, ins, outs, n->name_,
+                                       n->domain_);
+    c->attrs_ = n->attrs_;
+    for (size_t i = 0; i < n->outputs_.size(); ++i)
+      if (n->outputs_[i]) {
+        c->outputs_[i]->copyTypeFrom(*n->outputs_[i]);
+        map[n->outputs_[i]] = c->outputs_[i];
+      }
+  }
+  for (const Value *out : outputs_)
+    g->addOutput(mapped(out));
+  return g;
+}
+
+// --- Model -----------------------------------------------------------------
+
+int64_t Model::opsetVersion(const std::string &domain) const {
+  for (const auto &kv : opsets)
+    if (kv.first == domain)
+      return kv.second;
+  return -1;
+}
+
+void Model::setOpsetVersion(const std::string &domain, int64_t version) {
+  for (auto &kv : opsets)
+    if (kv.first == domain) {
+      kv.second = version;
+      return;
+    }
+  opsets.emplace_back(domain, version);
+}
+
+const std::string *Model::meta(const std::string &key) const {
+  for (const auto &kv : metadata)
+    if (kv.first == key)
+      return &kv.second;
+  return nullptr;
+}
+
+void Model::setMeta(const std::string &key, const std::string &value) {
+  for (auto &kv : metadata)
+    if (kv.first == key) {
+      kv.second = value;
+      return;
+    }
+  metadata.emplace_back(key, value);
+}
+
+} // namespace mpc

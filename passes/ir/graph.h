@@ -1,0 +1,306 @@
+// The in-memory graph IR every pass works on: Graph, Node, Value, Attribute.
+//
+// A Graph owns its Values and Nodes. Values know their producer and their uses
+// (kept up to date by the mutation API below, never edited by hand), so passes
+// can walk def-use chains and rewrite safely. Nodes are kept in a list that is
+// a topological order; insertion points are explicit. Names are unique within
+// a graph: createValue() makes a fresh name from a hint.
+#pragma once
+
+#include "passes/ir/tensor.h"
+#include "passes/ir/types.h"
+
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace mpc {
+
+class Graph;
+class Node;
+
+/// One dimension: a known size, or a symbol (e.g. "N"), or unknown (-1, "").
+struct Dim {
+  int64_t value = -1;
+  std::string symbol;
+
+  Dim() = default;
+  Dim(int64_t v) : value(v) {}
+  static Dim symbolic(std::string s) {
+    Dim d;
+    d.symbol = std::move(s);
+    return d;
+  }
+  bool isKnown() const { return value >= 0; }
+  bool operator==(const Dim &o) const {
+    return value == o.value && symbol == o.symbol;
+  }
+  bool operator!=(const Dim &o) const { return !(*this == o); }
+};
+
+using Dims = std::vector<Dim>;
+
+/// "64x10", "Nx10", "?x10".
+std::string dimsToString(const Dims &dims);
+/// Known dims as int64 (nullopt if any dim is unknown or symbolic).
+std::optional<std::vector<int64_t>> concreteDims(const Dims &dims);
+Dims toDims(const std::vector<int64_t> &dims);
+
+/// A use of a value: `user->inputs()[index] == value`.
+struct Use {
+  Node *user;
+  int index;
+  bool operator==(const Use &o) const {
+    return user == o.user && index == o.index;
+  }
+};
+
+/// An SSA value: a graph input, an initializer or a node output.
+class Value {
+public:
+  const std::string &name() const { return name_; }
+
+  DType dtype = DType::Undefined;
+  /// False when the rank is unknown.
+  bool hasShape = false;
+  Dims dims;
+
+  Node *producer() const { return producer_; }
+  int producerIndex() const { return producerIndex_; }
+  const std::vector<Use> &uses() const { return uses_; }
+
+  bool isInitializer() const { return initializer_ != nullptr; }
+  const TensorPtr &initializer() const { return initializer_; }
+  void setInitializer(TensorPtr t);
+  bool isGraphInput() const { return isGraphInput_; }
+  bool isGraphOutput() const;
+
+  /// True for model state (persistent initializers living in the main graph):
+  /// parameters, optimizer moments, loss-scale state, batch-norm statistics.
+  bool isState = false;
+
+  int64_t rank() const { return int64_t(dims.size()); }
+  /// Sets dtype and concrete dims at once.
+  void setType(DType t, const Dims &d) {
+    dtype = t;
+    dims = d;
+    hasShape = true;
+  }
+  void copyTypeFrom(const Value &o) {
+    dtype = o.dtype;
+    hasShape = o.hasShape;
+    dims = o.dims;
+  }
+  std::string typeString() const; ///< "fp32[64x10]"
+
+  Graph *owner() const { return owner_; }
+
+private:
+  friend class Graph;
+  friend class Node;
+  std::string name_;
+  Graph *owner_ = nullptr;
+  Node *producer_ = nullptr;
+  int producerIndex_ = -1;
+  std::vector<Use> uses_;
+  TensorPtr initializer_;
+  bool isGraphInput_ = false;
+};
+
+/// A node attribute (the ONNX attribute kinds the supported ops use).
+struct Attribute {
+  enum class Kind { Float, Int, String, Tensor, Floats, Ints, Strings };
+  Kind kind = Kind::Int;
+  float f = 0;
+  int64_t i = 0;
+  std::string s;
+  TensorPtr t;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+  std::vector<std::string> strings;
+
+  static Attribute ofInt(int64_t v);
+  static Attribute ofFloat(float v);
+  static Attribute ofString(std::string v);
+  static Attribute ofInts(std::vector<int64_t> v);
+  static Attribute ofFloats(std::vector<float> v);
+  static Attribute ofStrings(std::vector<std::string> v);
+  static Attribute ofTensor(Tensor v);
+};
+
+class Node {
+public:
+  const std::string &opType() const { return opType_; }
+  const std::string &domain() const { return domain_; }
+  const std::string &name() const { return name_; }
+  void setName(std::string n) { name_ = std::move(n); }
+  /// "Gemm 'fc1'" (op and name, for diagnostics).
+  std::string describe() const;
+
+  const std::vector<Value *> &inputs() const { return inputs_; }
+  const std::vector<Value *> &outputs() const { return outputs_; }
+  /// Input i or nullptr when omitted / out of range.
+  Value *input(size_t i) const {
+    return i < inputs_.size() ? inputs_[i] : nullptr;
+  }
+  Value *output(size_t i) const {
+    return i < outputs_.size() ? outputs_[i] : nullptr;
+  }
+  size_t numInputs() const { return inputs_.size(); }
+  size_t numOutputs() const { return outputs_.size(); }
+
+  /// Rewires input i (keeps use lists right). v may be nullptr.
+  void setInput(size_t i, Value *v);
+  void addInput(Value *v);
+  /// Drops trailing inputs after the first n.
+  void truncateInputs(size_t n);
+  /// Adds a fresh output value named from the hint.
+  Value *addOutput(const std::string &nameHint);
+
+  // Attributes, in insertion order (printing is deterministic).
+  const std::vector<std::pair<std::string, Attribute>> &attributes() const {
+    return attrs_;
+  }
+  bool hasAttr(const std::string &name) const;
+  const Attribute *attr(const std::string &name) const;
+  void setAttr(const std::string &name, Attribute a);
+  void removeAttr(const std::string &name);
+  int64_t attrInt(const std::string &name, int64_t dflt) const;
+  float attrFloat(const std::string &name, float dflt) const;
+  std::string attrString(const std::string &name,
+                         const std::string &dflt = "") const;
+  std::vector<int64_t> attrInts(const std::string &name,
+                                std::vector<int64_t> dflt = {}) const;
+  std::vector<float> attrFloats(const std::string &name,
+                                std::vector<float> dflt = {}) const;
+
+  Graph *owner() const { return owner_; }
+
+private:
+  friend class Graph;
+  std::string opType_, domain_, name_;
+  std::vector<Value *> inputs_;
+  std::vector<Value *> outputs_;
+  std::vector<std::pair<std::string, Attribute>> attrs_;
+  Graph *owner_ = nullptr;
+  std::list<std::unique_ptr<Node>>::iterator self_;
+};
+
+/// A graph: inputs, initializers, nodes in topological order, outputs.
+class Graph {
+public:
+  explicit Graph(std::string name = "graph") : name_(std::move(name)) {}
+  Graph(const Graph &) = delete;
+  Graph &operator=(const Graph &) = delete;
+
+  const std::string &name() const { return name_; }
+  void setName(std::string n) { name_ = std::move(n); }
+
+  // --- values -------------------------------------------------------------
+  /// A new value with a unique name derived from the hint.
+  Value *createValue(const std::string &nameHint);
+  /// The value with exactly this name, or nullptr.
+  Value *findValue(const std::string &name) const;
+  /// A fresh unique name derived from the hint (not yet used by any value).
+  std::string uniqueValueName(const std::string &hint) const;
+  /// Renames a value (the new name must be unused).
+  void renameValue(Value *v, const std::string &newName);
+
+  const std::vector<Value *> &inputs() const { return inputs_; }
+  const std::vector<Value *> &outputs() const { return outputs_; }
+  const std::vector<Value *> &initializers() const { return initializers_; }
+
+  Value *addInput(const std::string &name, DType t, const Dims &dims);
+  /// Adds an initializer holding `data` (name made unique if taken).
+  Value *addInitializer(const std::string &name, Tensor data);
+  Value *addInitializer(const std::string &name, TensorPtr data);
+  void addOutput(Value *v);
+  void setOutput(size_t i, Value *v);
+  void removeOutput(size_t i);
+  void clearOutputs() { outputs_.clear(); }
+  /// Removes an initializer with no uses (and not a graph output).
+  void removeInitializer(Value *v);
+  /// Turns an initializer into a graph input (for --emit=step) or back.
+  void makeInitializerAnInput(Value *v);
+
+  // --- nodes --------------------------------------------------------------
+  /// Appends a node at the end of the node list (or before `before`).
+  Node *createNode(const std::string &opType,
+                   const std::vector<Value *> &inputs, size_t numOutputs,
+                   const std::string &nameHint = "",
+                   const std::string &domain = "", Node *before = nullptr);
+  /// Like createNode but the outputs use the given exact (unique) names.
+  Node *createNodeWithOutputs(const std::string &opType,
+                              const std::vector<Value *> &inputs,
+                              const std::vector<std::string> &outputNames,
+                              const std::string &nodeName,
+                              const std::string &domain = "",
+                              Node *before = nullptr);
+  /// Removes a node whose outputs have no uses and are not graph outputs.
+  void removeNode(Node *n);
+  /// Points every use of `from` (and graph outputs) at `to`.
+  void replaceAllUsesWith(Value *from, Value *to);
+  /// Moves node n to just before `before` (nullptr: the end).
+  void moveBefore(Node *n, Node *before);
+
+  /// Iteration over nodes in order. Safe against removal of the current node
+  /// when using nodeList() copies.
+  const std::list<std::unique_ptr<Node>> &nodes() const { return nodes_; }
+  std::vector<Node *> nodeList() const;
+  size_t numNodes() const { return nodes_.size(); }
+  /// A unique node name derived from the hint.
+  std::string uniqueNodeName(const std::string &hint);
+
+  /// Re-sorts nodes topologically (stable: keeps the current order where it
+  /// is already valid). Returns false if there is a cycle.
+  bool topologicalSort();
+
+  /// Deep copy of this graph (initializer data shared, not copied).
+  std::unique_ptr<Graph> clone() const;
+
+private:
+  friend class Node;
+  Value *newValueNamed(const std::string &name);
+  void removeUse(Value *v, Node *user, int index);
+
+  std::string name_;
+  std::vector<std::unique_ptr<Value>> values_;
+  std::unordered_map<std::string, Value *> valuesByName_;
+  std::unordered_map<std::string, int> nodeNames_;
+  std::list<std::unique_ptr<Node>> nodes_;
+  std::vector<Value *> inputs_, outputs_, initializers_;
+};
+
+/// A training step attached to a model (ONNX TrainingInfoProto).
+struct TrainingInfo {
+  std::unique_ptr<Graph> algorithm;
+  /// (state name, algorithm output name): after a step, state := output.
+  std::vector<std::pair<std::string, std::string>> updateBinding;
+};
+
+/// A model: the main (inference) graph, optional training step, opsets.
+class Model {
+public:
+  int64_t irVersion = 8;
+  std::vector<std::pair<std::string, int64_t>> opsets = {{"", 17}};
+  std::string producerName = "mpc";
+  std::string producerVersion = "0.1";
+  std::unique_ptr<Graph> graph = std::make_unique<Graph>("main");
+  std::optional<TrainingInfo> training;
+  /// Key/value metadata (ONNX metadata_props), e.g. "mpc.loss".
+  std::vector<std::pair<std::string, std::string>> metadata;
+  /// Where the model came from, for diagnostics ("model.onnx").
+  std::string sourcePath = "<input>";
+
+  /// Version of an imported opset domain ("" for the default), or -1.
+  int64_t opsetVersion(const std::string &domain) const;
+  void setOpsetVersion(const std::string &domain, int64_t version);
+  const std::string *meta(const std::string &key) const;
+  void setMeta(const std::string &key, const std::string &value);
+};
+
+} // namespace mpc

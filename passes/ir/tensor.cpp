@@ -1,0 +1,169 @@
+// Host tensor helpers: element access in any dtype, casts, small constructors.
+#include "passes/ir/tensor.h"
+
+#include "kernels/common/half.h"
+
+#include <cmath>
+#include <limits>
+
+namespace mpc {
+
+int64_t elementCount(const std::vector<int64_t> &dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0)
+      return -1;
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
+      return -1;
+    n *= d;
+  }
+  return n;
+}
+
+std::string dimsToString(const std::vector<int64_t> &dims) {
+  if (dims.empty())
+    return "scalar";
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i)
+      s += "x";
+    s += std::to_string(dims[i]);
+  }
+  return s;
+}
+
+Tensor::Tensor(DType t, std::vector<int64_t> d) : dtype(t), dims(std::move(d)) {
+  int64_t n = numel();
+  bytes.assign(n > 0 ? size_t(n) * dtypeSize(t) : 0, 0);
+}
+
+double Tensor::getAsDouble(int64_t i) const {
+  switch (dtype) {
+  case DType::F32:
+    return data<float>()[i];
+  case DType::F16:
+    return halfToFloat(data<uint16_t>()[i]);
+  case DType::BF16:
+    return bf16ToFloat(data<uint16_t>()[i]);
+  case DType::F64:
+    return data<double>()[i];
+  case DType::I64:
+    return double(data<int64_t>()[i]);
+  case DType::I32:
+    return data<int32_t>()[i];
+  case DType::I8:
+    return data<int8_t>()[i];
+  case DType::U8:
+  case DType::Bool:
+    return data<uint8_t>()[i];
+  case DType::Undefined:
+    break;
+  }
+  return 0;
+}
+
+void Tensor::setFromDouble(int64_t i, double v) {
+  switch (dtype) {
+  case DType::F32:
+    data<float>()[i] = float(v);
+    break;
+  case DType::F16:
+    data<uint16_t>()[i] = floatToHalf(float(v));
+    break;
+  case DType::BF16:
+    data<uint16_t>()[i] = floatToBf16(float(v));
+    break;
+  case DType::F64:
+    data<double>()[i] = v;
+    break;
+  case DType::I64:
+    data<int64_t>()[i] = int64_t(v);
+    break;
+  case DType::I32:
+    data<int32_t>()[i] = int32_t(v);
+    break;
+  case DType::I8:
+    data<int8_t>()[i] = int8_t(v);
+    break;
+  case DType::U8:
+    data<uint8_t>()[i] = uint8_t(v);
+    break;
+  case DType::Bool:
+    data<uint8_t>()[i] = v != 0;
+    break;
+  case DType::Undefined:
+    break;
+  }
+}
+
+Tensor Tensor::castTo(DType t) const {
+  Tensor out(t, dims);
+  int64_t n = numel();
+  if (t == dtype) {
+    out.bytes = bytes;
+    return out;
+  }
+  // Integer to integer casts must not pass through double for large int64.
+  bool srcInt = !isFloating(dtype), dstInt = !isFloating(t);
+  for (int64_t i = 0; i < n; ++i) {
+    if (srcInt && dstInt && dtype == DType::I64) {
+      int64_t v = data<int64_t>()[i];
+      if (t == DType::Bool)
+        out.data<uint8_t>()[i] = v != 0;
+      else if (t == DType::I32)
+        out.data<int32_t>()[i] = int32_t(v);
+      else
+        out.setFromDouble(i, double(v));
+      continue;
+    }
+    // fp32 -> fp16/bf16 must round once, from the fp32 value.
+    if (dtype == DType::F32 && t == DType::F16) {
+      out.data<uint16_t>()[i] = floatToHalf(data<float>()[i]);
+      continue;
+    }
+    if (dtype == DType::F32 && t == DType::BF16) {
+      out.data<uint16_t>()[i] = floatToBf16(data<float>()[i]);
+      continue;
+    }
+    out.setFromDouble(i, getAsDouble(i));
+  }
+  return out;
+}
+
+Tensor Tensor::scalar(DType t, double v) {
+  Tensor out(t, {});
+  out.setFromDouble(0, v);
+  return out;
+}
+
+Tensor Tensor::fromFloats(const std::vector<int64_t> &dims,
+                          const std::vector<float> &v) {
+  Tensor out(DType::F32, dims);
+  std::memcpy(out.bytes.data(), v.data(), v.size() * sizeof(float));
+  return out;
+}
+
+Tensor Tensor::fromInt64s(const std::vector<int64_t> &dims,
+                          const std::vector<int64_t> &v) {
+  Tensor out(DType::I64, dims);
+  std::memcpy(out.bytes.data(), v.data(), v.size() * sizeof(int64_t));
+  return out;
+}
+
+std::vector<int64_t> Tensor::toInt64s() const {
+  int64_t n = numel();
+  std::vector<int64_t> v(size_t(n > 0 ? n : 0));
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = dtype == DType::I64 ? data<int64_t>()[i] : int64_t(getAsDouble(i));
+  return v;
+}
+
+std::vector<float> Tensor::toFloats() const {
+  int64_t n = numel();
+  std::vector<float> v(size_t(n > 0 ? n : 0));
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = float(getAsDouble(i));
+  return v;
+}
+
+} // namespace mpc

@@ -1,0 +1,64 @@
+// Host tensors: dense, row-major data with a dtype and concrete dims.
+//
+// Tensor is what initializers, constants, checkpoints, data files and the CPU
+// backend's buffers hold. Storage is raw bytes; fp16/bf16 are stored as their
+// 16-bit patterns (see kernels/common/half.h for conversions).
+#pragma once
+
+#include "passes/ir/types.h"
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+/// Number of elements of a shape; -1 if a dim is negative or the count
+/// overflows int64 (callers treat that as bad input).
+int64_t elementCount(const std::vector<int64_t> &dims);
+
+/// "2x3x4" ("scalar" for rank 0).
+std::string dimsToString(const std::vector<int64_t> &dims);
+
+struct Tensor {
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> bytes;
+
+  Tensor() = default;
+  Tensor(DType t, std::vector<int64_t> d);
+
+  int64_t numel() const { return elementCount(dims); }
+  size_t byteSize() const { return bytes.size(); }
+
+  template <typename T> T *data() { return reinterpret_cast<T *>(bytes.data()); }
+  template <typename T> const T *data() const {
+    return reinterpret_cast<const T *>(bytes.data());
+  }
+
+  /// Element i converted to double (any dtype).
+  double getAsDouble(int64_t i) const;
+  /// Stores v into element i, converting (and rounding) to the dtype.
+  void setFromDouble(int64_t i, double v);
+
+  /// Returns a copy converted to another dtype (round-to-nearest-even for
+  /// fp16/bf16).
+  Tensor castTo(DType t) const;
+
+  static Tensor scalar(DType t, double v);
+  static Tensor fromFloats(const std::vector<int64_t> &dims,
+                           const std::vector<float> &v);
+  static Tensor fromInt64s(const std::vector<int64_t> &dims,
+                           const std::vector<int64_t> &v);
+
+  /// Values as int64 (for shape/axes tensors); any integer or float dtype.
+  std::vector<int64_t> toInt64s() const;
+  /// Values as float (any dtype).
+  std::vector<float> toFloats() const;
+};
+
+using TensorPtr = std::shared_ptr<Tensor>;
+
+} // namespace mpc

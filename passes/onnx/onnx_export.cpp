@@ -1,0 +1,366 @@
+// IR -> ONNX: ModelProto with training_info, the --emit=step functional
+// model, the deterministic text form, and atomic file writes.
+#include "passes/onnx/onnx_io.h"
+
+#include "passes/onnx/mpc_functions.h"
+#include "passes/support/diagnostics.h"
+#include "runtime/data/tensor_pb.h"
+
+#include "onnx/defs/printer.h"
+#include "onnx/onnx_pb.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <unistd.h>
+#include <unordered_set>
+
+namespace mpc {
+namespace {
+
+void setType(onnx::ValueInfoProto &vi, const Value &v) {
+  vi.set_name(v.name());
+  if (v.dtype == DType::Undefined)
+    return;
+  auto *tt = vi.mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(toOnnxDataType(v.dtype));
+  if (!v.hasShape)
+    return;
+  auto *shape = tt->mutable_shape();
+  for (const Dim &d : v.dims) {
+    auto *pd = shape->add_dim();
+    if (d.isKnown())
+      pd->set_dim_value(d.value);
+    else if (!d.symbol.empty())
+      pd->set_dim_param(d.symbol);
+  }
+}
+
+void exportAttribute(const std::string &name, const Attribute &a,
+                     onnx::AttributeProto &p) {
+  p.set_name(name);
+  switch (a.kind) {
+  case Attribute::Kind::Float:
+    p.set_type(onnx::AttributeProto::FLOAT);
+    p.set_f(a.f);
+    break;
+  case Attribute::Kind::Int:
+    p.set_type(onnx::AttributeProto::INT);
+    p.set_i(a.i);
+    break;
+  case Attribute::Kind::String:
+    p.set_type(onnx::AttributeProto::STRING);
+    p.set_s(a.s);
+    break;
+  case Attribute::Kind::Floats:
+    p.set_type(onnx::AttributeProto::FLOATS);
+    for (float f : a.floats)
+      p.add_floats(f);
+    break;
+  case Attribute::Kind::Ints:
+    p.set_type(onnx::AttributeProto::INTS);
+    for (int64_t i : a.ints)
+      p.add_ints(i);
+    break;
+  case Attribute::Kind::Strings:
+    p.set_type(onnx::AttributeProto::STRINGS);
+    for (const auto &s : a.strings)
+      p.add_strings(s);
+    break;
+  case Attribute::Kind::Tensor:
+    p.set_type(onnx::AttributeProto::TENSOR);
+    tensorToProto(*a.t, "", *p.mutable_t());
+    break;
+  }
+}
+
+void exportNode(const Node &n, onnx::NodeProto &np) {
+  np.set_op_type(n.opType());
+  np.set_name(n.name());
+  if (!n.domain().empty())
+    np.set_domain(n.domain());
+  // Trailing omitted inputs are dropped; inner ones are written as "".
+  size_t last = n.numInputs();
+  while (last > 0 && !n.input(last - 1))
+    --last;
+  for (size_t i = 0; i < last; ++i)
+    np.add_input(n.input(i) ? n.input(i)->name() : "");
+  for (const Value *o : n.outputs())
+    np.add_output(o ? o->name() : "");
+  for (const auto &kv : n.attributes())
+    exportAttribute(kv.first, kv.second, *np.add_attribute());
+}
+
+/// Writes a graph. State initializers are written only when `withState`.
+void exportGraph(const Graph &g, onnx::GraphProto &gp, bool withState,
+                 bool withValueInfo = true) {
+  gp.set_name(g.name());
+  for (const Value *in : g.inputs())
+    setType(*gp.add_input(), *in);
+  for (const Value *init : g.initializers())
+    if (withState || !init->isState)
+      tensorToProto(*init->initializer(), init->name(),
+                    *gp.add_initializer());
+  for (const auto &n : g.nodes()) {
+    exportNode(*n, *gp.add_node());
+    if (!withValueInfo)
+      continue;
+    for (const Value *o : n->outputs())
+      if (o && o->dtype != DType::Undefined && !o->isGraphOutput())
+        setType(*gp.add_value_info(), *o);
+  }
+  for (const Value *out : g.outputs())
+    setType(*gp.add_output(), *out);
+}
+
+void exportHeader(const Model &model, onnx::ModelProto &proto) {
+  proto.set_ir_version(model.irVersion);
+  proto.set_producer_name(model.producerName);
+  proto.set_producer_version(model.producerVersion);
+  for (const auto &kv : model.opsets) {
+    auto *op = proto.add_opset_import();
+    op->set_domain(kv.first);
+    op->set_version(kv.second);
+  }
+  for (const auto &kv : model.metadata) {
+    auto *p = proto.add_metadata_props();
+    p->set_key(kv.first);
+    p->set_value(kv.second);
+  }
+}
+
+/// Ops of domain `mpc` used anywhere in the model.
+std::vector<std::string> mpcOpsUsed(const Model &model) {
+  std::vector<std::string> ops;
+  std::unordered_set<std::string> seen;
+  auto scan = [&](const Graph &g) {
+    for (const auto &n : g.nodes())
+      if (n->domain() == "mpc" && seen.insert(n->opType()).second)
+        ops.push_back(n->opType());
+  };
+  scan(*model.graph);
+  if (model.training)
+    scan(*model.training->algorithm);
+  return ops;
+}
+
+std::string formatFloat(double v) {
+  if (std::isnan(v))
+    return "nan";
+  if (std::isinf(v))
+    return v > 0 ? "inf" : "-inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  std::string s = buf;
+  if (s.find_first_of(".eE") == std::string::npos)
+    s += ".0";
+  return s;
+}
+
+const char *onnxTypeKeyword(DType t) {
+  switch (t) {
+  case DType::F32:
+    return "float";
+  case DType::F16:
+    return "float16";
+  case DType::BF16:
+    return "bfloat16";
+  case DType::F64:
+    return "double";
+  case DType::I64:
+    return "int64";
+  case DType::I32:
+    return "int32";
+  case DType::I8:
+    return "int8";
+  case DType::U8:
+    return "uint8";
+  case DType::Bool:
+    return "bool";
+  case DType::Undefined:
+    break;
+  }
+  return "undefined";
+}
+
+std::string typeText(const Value &v) {
+  std::string s = onnxTypeKeyword(v.dtype);
+  if (v.hasShape) {
+    s += "[";
+    for (size_t i = 0; i < v.dims.size(); ++i) {
+      if (i)
+        s += ",";
+      const Dim &d = v.dims[i];
+      s += d.isKnown() ? std::to_string(d.value)
+                       : (d.symbol.empty() ? "?" : d.symbol);
+    }
+    s += "]";
+  }
+  return s;
+}
+
+void printGraphText(std::ostream &os, const Graph &g, bool withState) {
+  os << g.name() << " (";
+  for (size_t i = 0; i < g.inputs().size(); ++i)
+    os << (i ? ", " : "") << typeText(*g.inputs()[i]) << " "
+       << g.inputs()[i]->name();
+  os << ") => (";
+  for (size_t i = 0; i < g.outputs().size(); ++i)
+    os << (i ? ", " : "") << typeText(*g.outputs()[i]) << " "
+       << g.outputs()[i]->name();
+  os << ")";
+  bool first = true;
+  for (const Value *init : g.initializers()) {
+    if (init->isState && !withState)
+      continue;
+    os << (first ? "\n  <" : ",\n   ");
+    first = false;
+    const Tensor &t = *init->initializer();
+    os << typeText(*init) << " " << init->name() << " = {";
+    int64_t n = t.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      os << (i ? ", " : "");
+      if (isFloating(t.dtype))
+        os << formatFloat(t.getAsDouble(i));
+      else
+        os << (t.dtype == DType::I64 ? t.data<int64_t>()[i]
+                                     : int64_t(t.getAsDouble(i)));
+    }
+    os << "}";
+  }
+  if (!first)
+    os << ">";
+  os << "\n{\n";
+  for (const auto &n : g.nodes()) {
+    onnx::NodeProto np;
+    exportNode(*n, np);
+    std::ostringstream line;
+    line << np;
+    std::string text = line.str();
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+      text.pop_back();
+    os << "  " << text << "\n";
+  }
+  os << "}\n";
+}
+
+} // namespace
+
+void exportModel(const Model &model, onnx::ModelProto &proto) {
+  exportHeader(model, proto);
+  exportGraph(*model.graph, *proto.mutable_graph(), true);
+  if (model.training) {
+    // State that only the training step reads (optimizer moments, loss
+    // scale, ...) is persistent too: it lives in the main graph.
+    auto *mainGraph = proto.mutable_graph();
+    for (const Value *init : model.training->algorithm->initializers())
+      if (init->isState && !model.graph->findValue(init->name()))
+        tensorToProto(*init->initializer(), init->name(),
+                      *mainGraph->add_initializer());
+    auto *ti = proto.add_training_info();
+    exportGraph(*model.training->algorithm, *ti->mutable_algorithm(), false);
+    for (const auto &kv : model.training->updateBinding) {
+      auto *b = ti->add_update_binding();
+      b->set_key(kv.first);
+      b->set_value(kv.second);
+    }
+  }
+  appendMpcFunctions(mpcOpsUsed(model), model, proto);
+}
+
+void exportStepModel(const Model &model, onnx::ModelProto &proto) {
+  if (!model.training)
+    throw Error("--emit=step needs a compiled training step (run autodiff "
+                "and optimizer first)");
+  exportHeader(model, proto);
+  auto step = model.training->algorithm->clone();
+  step->setName("train_step");
+  // State becomes leading inputs: (state..., batch...) -> (loss, state'...).
+  std::vector<Value *> state;
+  for (Value *init : step->initializers())
+    if (init->isState)
+      state.push_back(init);
+  std::vector<Value *> batch = step->inputs();
+  for (Value *s : state)
+    step->makeInitializerAnInput(s);
+  onnx::GraphProto &gp = *proto.mutable_graph();
+  gp.set_name(step->name());
+  for (Value *s : state)
+    setType(*gp.add_input(), *s);
+  for (Value *b : batch)
+    setType(*gp.add_input(), *b);
+  onnx::GraphProto body;
+  exportGraph(*step, body, false);
+  for (const auto &init : body.initializer())
+    *gp.add_initializer() = init;
+  for (const auto &n : body.node())
+    *gp.add_node() = n;
+  for (const auto &vi : body.value_info())
+    *gp.add_value_info() = vi;
+  // Outputs: the loss first, then each bound state's new value (named
+  // after the algorithm output), in binding order.
+  for (const auto &vi : body.output())
+    *gp.add_output() = vi;
+  appendMpcFunctions(mpcOpsUsed(model), model, proto);
+}
+
+std::string printModelText(const Model &model) {
+  std::ostringstream os;
+  os << "<ir_version: " << model.irVersion << ", opset_import: [";
+  for (size_t i = 0; i < model.opsets.size(); ++i)
+    os << (i ? ", " : "") << "\"" << model.opsets[i].first
+       << "\" : " << model.opsets[i].second;
+  os << "]>\n";
+  printGraphText(os, *model.graph, true);
+  if (model.training) {
+    os << "// training_info[0].algorithm\n";
+    printGraphText(os, *model.training->algorithm, false);
+    for (const auto &kv : model.training->updateBinding)
+      os << "// update_binding: " << kv.first << " <- " << kv.second << "\n";
+  }
+  for (const auto &kv : model.metadata)
+    os << "// metadata: " << kv.first << " = " << kv.second << "\n";
+  onnx::ModelProto fns;
+  appendMpcFunctions(mpcOpsUsed(model), model, fns);
+  for (const auto &f : fns.functions()) {
+    std::ostringstream fs;
+    fs << f;
+    os << "// function " << f.domain() << "." << f.name() << "\n" << fs.str();
+    if (fs.str().empty() || fs.str().back() != '\n')
+      os << "\n";
+  }
+  return os.str();
+}
+
+void writeFileAtomically(const std::string &path, const std::string &bytes) {
+  if (path == "-") {
+    std::cout.write(bytes.data(), std::streamsize(bytes.size()));
+    std::cout.flush();
+    return;
+  }
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      throw Error(path + ": cannot write file");
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw Error(path + ": write failed (disk full?)");
+    }
+  }
+  // fsync so that a crash right after the rename cannot leave an empty file.
+  if (FILE *f = std::fopen(tmp.c_str(), "rb")) {
+    fsync(fileno(f));
+    std::fclose(f);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw Error(path + ": cannot rename temporary file into place");
+  }
+}
+
+} // namespace mpc

@@ -1,0 +1,437 @@
+// ONNX -> IR: binary protobuf (with external data), ONNX text, training_info.
+//
+// The importer is the first line of defence against bad input: it checks what
+// protobuf alone cannot (types, dims, tensor sizes, external data bounds,
+// duplicate names, cycles) and reports each problem as one clear line.
+#include "passes/onnx/onnx_io.h"
+
+#include "passes/support/diagnostics.h"
+#include "runtime/data/tensor_pb.h"
+
+#include "onnx/defs/parser.h"
+#include "onnx/onnx_pb.h"
+
+#include <fstream>
+#include <sstream>
+#include <unordered_set>
+
+namespace mpc {
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error(path + ": cannot open file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad())
+    throw Error(path + ": read error");
+  return ss.str();
+}
+
+namespace {
+
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string dirName(const std::string &path) {
+  auto pos = path.find_last_of('/');
+  return pos == std::string::npos ? "." : path.substr(0, pos);
+}
+
+/// Strips `//` comments (to end of line), keeping line structure. Leaves
+/// string literals alone.
+std::string stripComments(const std::string &text) {
+  std::string out;
+  out.reserve(text.size());
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (inString) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size())
+        out += text[++i];
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (c == '"') {
+      inString = true;
+      out += c;
+      continue;
+    }
+    if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
+      while (i < text.size() && text[i] != '\n')
+        ++i;
+      out += '\n';
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+class GraphImporter {
+public:
+  GraphImporter(const std::string &baseDir, const Graph *outerState)
+      : baseDir_(baseDir), outer_(outerState) {}
+
+  std::unique_ptr<Graph> run(const onnx::GraphProto &gp) {
+    auto g = std::make_unique<Graph>(gp.name().empty() ? "graph" : gp.name());
+    graph_ = g.get();
+    std::unordered_set<std::string> initNames;
+    for (const auto &t : gp.initializer()) {
+      if (t.name().empty())
+        throw Error("initializer with an empty name");
+      if (!initNames.insert(t.name()).second)
+        throw Error("initializer '" + t.name() + "' is defined twice");
+      Tensor data = loadTensor(t, "initializer '" + t.name() + "'");
+      graph_->addInitializer(t.name(), std::move(data));
+    }
+    if (gp.sparse_initializer_size() > 0)
+      throw Error("sparse initializers are not supported");
+    for (const auto &vi : gp.input()) {
+      if (initNames.count(vi.name()))
+        continue; // old-style model listing initializers as inputs too
+      if (graph_->findValue(vi.name()))
+        throw Error("graph input '" + vi.name() + "' is defined twice");
+      DType t;
+      Dims dims;
+      bool hasShape = readType(vi, t, dims);
+      Value *v = graph_->addInput(vi.name(), t, dims);
+      v->hasShape = hasShape;
+    }
+    // Create node outputs first so that a node may appear before the
+    // producer of its input (ONNX requires topological order; we sort).
+    std::vector<Node *> nodes;
+    for (int i = 0; i < gp.node_size(); ++i)
+      nodes.push_back(importNodeShell(gp.node(i), i));
+    for (int i = 0; i < gp.node_size(); ++i)
+      wireInputs(gp.node(i), nodes[size_t(i)]);
+    for (const auto &vi : gp.value_info())
+      applyValueInfo(vi);
+    for (const auto &vi : gp.output()) {
+      Value *v = graph_->findValue(vi.name());
+      if (!v)
+        throw Error("graph output '" + vi.name() +
+                    "' is not produced by any node, input or initializer");
+      applyValueInfo(vi);
+      graph_->addOutput(v);
+    }
+    if (!graph_->topologicalSort())
+      throw Error("graph '" + graph_->name() + "' has a cycle");
+    return g;
+  }
+
+private:
+  Tensor loadTensor(const onnx::TensorProto &tp, const std::string &what) {
+    onnx::TensorProto resolved;
+    const onnx::TensorProto *src = &tp;
+    if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
+      resolved = tp;
+      readExternalData(resolved, what);
+      src = &resolved;
+    }
+    Tensor t;
+    std::string err;
+    if (!tensorFromProto(*src, t, err))
+      throw Error(what + ": " + err);
+    return t;
+  }
+
+  void readExternalData(onnx::TensorProto &tp, const std::string &what) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto &kv : tp.external_data()) {
+      try {
+        if (kv.key() == "location")
+          location = kv.value();
+        else if (kv.key() == "offset")
+          offset = std::stoll(kv.value());
+        else if (kv.key() == "length")
+          length = std::stoll(kv.value());
+      } catch (const std::exception &) {
+        throw Error(what + ": external data '" + kv.key() +
+                    "' is not a number: '" + kv.value() + "'");
+      }
+    }
+    if (location.empty())
+      throw Error(what + ": external data without a location");
+    if (location.find("..") != std::string::npos || location[0] == '/')
+      throw Error(what + ": external data location '" + location +
+                  "' must be a relative path inside the model's folder");
+    std::string path = baseDir_ + "/" + location;
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in)
+      throw Error(what + ": cannot open external data file '" + path + "'");
+    int64_t fileSize = int64_t(in.tellg());
+    if (offset < 0 || offset > fileSize)
+      throw Error(what + ": external data offset " + std::to_string(offset) +
+                  " is outside '" + path + "' (" + std::to_string(fileSize) +
+                  " bytes)");
+    if (length < 0)
+      length = fileSize - offset;
+    if (length > fileSize - offset)
+      throw Error(what + ": external data range [" + std::to_string(offset) +
+                  ", +" + std::to_string(length) + ") is past the end of '" +
+                  path + "' (" + std::to_string(fileSize) + " bytes)");
+    std::string bytes(size_t(length), '\0');
+    in.seekg(offset);
+    in.read(bytes.data(), length);
+    if (!in)
+      throw Error(what + ": cannot read external data from '" + path + "'");
+    tp.set_raw_data(std::move(bytes));
+    tp.clear_external_data();
+    tp.set_data_location(onnx::TensorProto::DEFAULT);
+  }
+
+  /// Reads a ValueInfoProto's tensor type. Returns whether it has a shape.
+  bool readType(const onnx::ValueInfoProto &vi, DType &t, Dims &dims) {
+    t = DType::Undefined;
+    dims.clear();
+    if (!vi.has_type())
+      return false;
+    if (!vi.type().has_tensor_type())
+      throw Error("value '" + vi.name() +
+                  "' is not a tensor (sequences, maps and optionals are not "
+                  "supported)");
+    const auto &tt = vi.type().tensor_type();
+    if (tt.elem_type() != 0) {
+      auto dt = fromOnnxDataType(tt.elem_type());
+      if (!dt)
+        throw Error("value '" + vi.name() + "' has unsupported element type " +
+                    std::to_string(tt.elem_type()));
+      t = *dt;
+    }
+    if (!tt.has_shape())
+      return false;
+    if (tt.shape().dim_size() > 64)
+      throw Error("value '" + vi.name() + "' has rank " +
+                  std::to_string(tt.shape().dim_size()) +
+                  " (at most 64 is supported)");
+    for (const auto &d : tt.shape().dim()) {
+      if (d.has_dim_value()) {
+        if (d.dim_value() < 0)
+          throw Error("value '" + vi.name() + "' has a negative dimension " +
+                      std::to_string(d.dim_value()));
+        dims.push_back(Dim(d.dim_value()));
+      } else if (d.has_dim_param()) {
+        dims.push_back(Dim::symbolic(d.dim_param()));
+      } else {
+        dims.push_back(Dim());
+      }
+    }
+    return true;
+  }
+
+  void applyValueInfo(const onnx::ValueInfoProto &vi) {
+    Value *v = graph_->findValue(vi.name());
+    if (!v || v->isInitializer() || v->isGraphInput())
+      return;
+    DType t;
+    Dims dims;
+    bool hasShape = readType(vi, t, dims);
+    if (t != DType::Undefined)
+      v->dtype = t;
+    if (hasShape) {
+      v->hasShape = true;
+      v->dims = dims;
+    }
+  }
+
+  Attribute convertAttribute(const onnx::AttributeProto &a, const Node &n) {
+    switch (a.type()) {
+    case onnx::AttributeProto::FLOAT:
+      return Attribute::ofFloat(a.f());
+    case onnx::AttributeProto::INT:
+      return Attribute::ofInt(a.i());
+    case onnx::AttributeProto::STRING:
+      return Attribute::ofString(a.s());
+    case onnx::AttributeProto::FLOATS:
+      return Attribute::ofFloats({a.floats().begin(), a.floats().end()});
+    case onnx::AttributeProto::INTS:
+      return Attribute::ofInts({a.ints().begin(), a.ints().end()});
+    case onnx::AttributeProto::STRINGS:
+      return Attribute::ofStrings({a.strings().begin(), a.strings().end()});
+    case onnx::AttributeProto::TENSOR:
+      return Attribute::ofTensor(
+          loadTensor(a.t(), describeNode(n) + ": attribute '" + a.name() + "'"));
+    default:
+      break;
+    }
+    if (!a.ref_attr_name().empty())
+      throw Error(describeNode(n) + ": attribute '" + a.name() +
+                  "' refers to a function attribute outside a function");
+    throw Error(describeNode(n) + ": attribute '" + a.name() +
+                "' has a kind mpc does not support (graphs, sparse tensors, "
+                "type protos)");
+  }
+
+  Node *importNodeShell(const onnx::NodeProto &np, int index) {
+    std::string name = np.name();
+    if (name.empty())
+      name = np.op_type() + "_" + std::to_string(index);
+    name = graph_->uniqueNodeName(name);
+    std::vector<std::string> outs;
+    for (const auto &o : np.output()) {
+      if (!o.empty() && graph_->findValue(o))
+        throw Error("node '" + name + "' (" + np.op_type() + "): output '" +
+                    o + "' is already defined (values must be assigned once)");
+      for (const auto &prev : outs)
+        if (!o.empty() && prev == o)
+          throw Error("node '" + name + "' (" + np.op_type() + "): output '" +
+                      o + "' is listed twice");
+      outs.push_back(o);
+    }
+    std::string domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    Node *n = graph_->createNodeWithOutputs(np.op_type(), {}, outs, name,
+                                            domain);
+    for (const auto &a : np.attribute())
+      n->setAttr(a.name(), convertAttribute(a, *n));
+    return n;
+  }
+
+  void wireInputs(const onnx::NodeProto &np, Node *n) {
+    for (const auto &in : np.input()) {
+      if (in.empty()) {
+        n->addInput(nullptr);
+        continue;
+      }
+      Value *v = graph_->findValue(in);
+      if (!v && outer_) {
+        // The training algorithm may read the main graph's initializers.
+        Value *outerValue = outer_->findValue(in);
+        if (outerValue && outerValue->isInitializer()) {
+          v = graph_->addInitializer(in, outerValue->initializer());
+          v->isState = true;
+        }
+      }
+      if (!v)
+        throw Error(describeNode(*n) + ": input '" + in +
+                    "' is not defined by any node, graph input or "
+                    "initializer");
+      n->addInput(v);
+    }
+  }
+
+  std::string baseDir_;
+  const Graph *outer_;
+  Graph *graph_ = nullptr;
+};
+
+} // namespace
+
+std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
+                                   const std::string &sourceName,
+                                   const std::string &baseDir) {
+  auto model = std::make_unique<Model>();
+  model->sourcePath = sourceName;
+  if (!proto.has_graph())
+    throw Error("not an ONNX model (no graph)");
+  model->irVersion = proto.ir_version() > 0 ? proto.ir_version() : 8;
+  model->opsets.clear();
+  for (const auto &op : proto.opset_import()) {
+    std::string domain = op.domain() == "ai.onnx" ? "" : op.domain();
+    model->opsets.emplace_back(domain, op.version());
+    if (domain.empty() && op.version() > kMaxSupportedOpset)
+      throw Error("opset " + std::to_string(op.version()) +
+                  " is newer than the newest supported (" +
+                  std::to_string(kMaxSupportedOpset) + ")");
+    if (domain.empty() && op.version() < 7)
+      throw Error("opset " + std::to_string(op.version()) +
+                  " is older than the oldest supported (7)");
+  }
+  if (model->opsetVersion("") < 0)
+    model->opsets.insert(model->opsets.begin(), {"", 17});
+  if (!proto.producer_name().empty())
+    model->producerName = proto.producer_name();
+  if (!proto.producer_version().empty())
+    model->producerVersion = proto.producer_version();
+  for (const auto &kv : proto.metadata_props())
+    model->metadata.emplace_back(kv.key(), kv.value());
+
+  GraphImporter mainImporter(baseDir, nullptr);
+  model->graph = mainImporter.run(proto.graph());
+  for (Value *init : model->graph->initializers())
+    init->isState = true;
+
+  if (proto.training_info_size() > 1)
+    throw Error("more than one training_info entry is not supported");
+  if (proto.training_info_size() == 1) {
+    const auto &ti = proto.training_info(0);
+    TrainingInfo info;
+    GraphImporter stepImporter(baseDir, model->graph.get());
+    info.algorithm = stepImporter.run(ti.algorithm());
+    for (const auto &kv : ti.update_binding()) {
+      if (!model->graph->findValue(kv.key()) ||
+          !model->graph->findValue(kv.key())->isInitializer())
+        throw Error("training_info update_binding key '" + kv.key() +
+                    "' is not an initializer of the main graph");
+      if (!info.algorithm->findValue(kv.value()))
+        throw Error("training_info update_binding value '" + kv.value() +
+                    "' is not a value of the training algorithm");
+      info.updateBinding.emplace_back(kv.key(), kv.value());
+    }
+    // State that the algorithm does not read still belongs to it (it may be
+    // bound); make every bound state visible in the algorithm graph.
+    for (const auto &kv : info.updateBinding) {
+      if (!info.algorithm->findValue(kv.first)) {
+        Value *v = info.algorithm->addInitializer(
+            kv.first, model->graph->findValue(kv.first)->initializer());
+        v->isState = true;
+      }
+    }
+    model->training = std::move(info);
+  }
+  return model;
+}
+
+std::unique_ptr<Model> parseModelText(const std::string &text,
+                                      const std::string &sourceName) {
+  onnx::ModelProto proto;
+  std::string clean = stripComments(text);
+  auto status = onnx::OnnxParser::Parse(proto, clean.c_str());
+  if (!status.IsOK()) {
+    std::string msg = status.ErrorMessage();
+    for (char &c : msg)
+      if (c == '\n')
+        c = ' ';
+    throw Error(sourceName + ": cannot parse ONNX text: " + msg);
+  }
+  if (proto.ir_version() == 0)
+    proto.set_ir_version(8);
+  try {
+    return importModel(proto, sourceName, ".");
+  } catch (const Error &e) {
+    throw Error(sourceName + ": " + e.what());
+  }
+}
+
+std::unique_ptr<Model> loadModel(const std::string &path) {
+  std::string bytes = readFile(path);
+  bool looksText = endsWith(path, ".onnxtext") || endsWith(path, ".txt");
+  if (looksText)
+    return parseModelText(bytes, path);
+  onnx::ModelProto proto;
+  if (bytes.empty())
+    throw Error(path + ": empty file, not an ONNX model");
+  if (!proto.ParseFromString(bytes)) {
+    // Text that does not end in .onnxtext, or a truncated/corrupt protobuf.
+    size_t i = 0;
+    while (i < bytes.size() && isspace((unsigned char)bytes[i]))
+      ++i;
+    if (i < bytes.size() && (bytes[i] == '<' || isalpha((unsigned char)bytes[i])))
+      return parseModelText(bytes, path);
+    throw Error(path +
+                ": not an ONNX model (protobuf parse failed: truncated or "
+                "corrupt file)");
+  }
+  try {
+    return importModel(proto, path, dirName(path));
+  } catch (const Error &e) {
+    throw Error(path + ": " + e.what());
+  }
+}
+
+} // namespace mpc

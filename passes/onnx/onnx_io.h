@@ -1,0 +1,49 @@
+// Reading and writing models: binary ONNX (external data too) and ONNX text.
+//
+// Import converts protobuf into the IR (passes never see protobuf); export
+// converts back. Both are strict about bad input: every problem is an
+// mpc::Error naming the node or tensor and what is wrong.
+#pragma once
+
+#include "passes/ir/graph.h"
+
+#include <memory>
+#include <string>
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace mpc {
+
+/// Highest default-domain opset the importer accepts (our own inference covers
+/// the supported ops up to it, beyond what ONNX 1.12's checker knows).
+constexpr int64_t kMaxSupportedOpset = 23;
+
+/// Loads a model from a file: binary ONNX, or ONNX text when the file name
+/// ends in .onnxtext/.txt or the content does not parse as protobuf.
+std::unique_ptr<Model> loadModel(const std::string &path);
+/// Parses ONNX text (`//` comments allowed) into a model.
+std::unique_ptr<Model> parseModelText(const std::string &text,
+                                      const std::string &sourceName);
+/// Converts a ModelProto (baseDir resolves external data).
+std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
+                                   const std::string &sourceName,
+                                   const std::string &baseDir);
+
+/// Builds a ModelProto. Training state lives in the main graph's initializers.
+void exportModel(const Model &model, onnx::ModelProto &proto);
+/// The model as --emit=step writes it: one functional graph
+/// (state..., batch...) -> (loss, state'...), no training_info.
+void exportStepModel(const Model &model, onnx::ModelProto &proto);
+
+/// Deterministic text: model header, main graph, training algorithm, update
+/// bindings, local functions (ONNX text syntax, `//` comments between).
+std::string printModelText(const Model &model);
+
+/// Writes bytes to path atomically (temp file + rename); "-" is stdout.
+void writeFileAtomically(const std::string &path, const std::string &bytes);
+/// Reads a whole file; throws Error naming the file if it cannot.
+std::string readFile(const std::string &path);
+
+} // namespace mpc

@@ -1,0 +1,266 @@
+// optimizer: appends the parameter update (SGD, Adam or AdamW with PyTorch's
+// semantics, optional global-norm clipping) to the training step.
+//
+// Runs last among the training passes: after autodiff (mpc.params,
+// mpc.grads), loss-scale (mpc.found_inf, when there is loss scaling) and
+// master-weights (every parameter is fp32 state and its gradient has its
+// dtype; the pass checks this and says which pass is missing).
+//
+// New state: `optimizer_step` int64 [] = 0 (mpc.step), and per parameter P of
+// its shape and dtype, zero-initialised: `P_momentum` (SGD with momentum) or
+// `P_exp_avg`, `P_exp_avg_sq` (Adam/AdamW). With --max-grad-norm one
+// mpc.ClipGradNorm rescales all (unscaled) gradients together; then one
+// mpc.SGD / mpc.Adam per parameter and one mpc.IncrementStep. All of them take
+// found_inf (omitted without loss scaling), so an overflowing step leaves
+// every parameter, moment and the step counter as they were.
+//
+// The algorithm's outputs become [loss, state bound earlier (loss scale, ...),
+// new parameter and moment values, new step]: the gradients are no longer
+// outputs. update_binding maps every new value onto its state.
+#include "passes/ir/mpc_ops.h"
+#include "passes/pass.h"
+#include "passes/support/diagnostics.h"
+#include "passes/training_support.h"
+
+#include <cmath>
+#include <unordered_set>
+
+namespace mpc {
+namespace {
+
+constexpr const char *kPass = "optimizer";
+
+enum class Kind { Sgd, Adam, AdamW };
+
+/// The optimizer's hyper-parameters after defaults and validation.
+struct OptimizerConfig {
+  Kind kind = Kind::Sgd;
+  std::string name;
+  double lr = 0, momentum = 0, dampening = 0, weightDecay = 0;
+  bool nesterov = false;
+  double beta1 = 0, beta2 = 0, epsilon = 0;
+  double maxGradNorm = 0;
+};
+
+void requireAtLeast(const char *flag, double v, double lo) {
+  if (!(v >= lo) || !std::isfinite(v))
+    throw Error(std::string(flag) + ": must be a finite number >= " +
+                formatNumber(lo) + ", got " + formatNumber(v));
+}
+
+void requireBeta(const char *flag, double v) {
+  if (!(v >= 0 && v < 1))
+    throw Error(std::string(flag) + ": must be in [0, 1), got " +
+                formatNumber(v));
+}
+
+/// Validates the flags the way torch.optim's constructors do, plus flags that
+/// do not apply to the chosen optimizer (silently ignoring them would train
+/// something else than the user asked for).
+OptimizerConfig configure(const CompileOptions &o) {
+  OptimizerConfig c;
+  c.name = o.optimizer;
+  if (o.optimizer == "sgd")
+    c.kind = Kind::Sgd;
+  else if (o.optimizer == "adam")
+    c.kind = Kind::Adam;
+  else if (o.optimizer == "adamw")
+    c.kind = Kind::AdamW;
+  else
+    throw Error("--optimizer: unknown '" + o.optimizer +
+                "' (expected sgd, adam, adamw)");
+  c.lr = o.lr;
+  c.momentum = o.momentum;
+  c.dampening = o.dampening;
+  c.nesterov = o.nesterov;
+  c.beta1 = o.beta1;
+  c.beta2 = o.beta2;
+  c.epsilon = o.epsilon;
+  c.maxGradNorm = o.maxGradNorm;
+  // torch.optim.AdamW's default weight decay is 1e-2; SGD's and Adam's is 0.
+  c.weightDecay =
+      c.kind == Kind::AdamW && !o.weightDecaySet ? 1e-2 : o.weightDecay;
+
+  requireAtLeast("--lr", c.lr, 0);
+  requireAtLeast("--weight-decay", c.weightDecay, 0);
+  requireAtLeast("--max-grad-norm", c.maxGradNorm, 0);
+  if (c.kind == Kind::Sgd) {
+    requireAtLeast("--momentum", c.momentum, 0);
+    requireAtLeast("--dampening", c.dampening, 0);
+    if (c.nesterov && c.momentum <= 0)
+      throw Error("--nesterov: Nesterov momentum requires --momentum > 0");
+    if (c.nesterov && c.dampening != 0)
+      throw Error("--nesterov: Nesterov momentum requires zero dampening, "
+                  "got --dampening=" +
+                  formatNumber(c.dampening));
+  } else {
+    if (c.nesterov)
+      throw Error("--nesterov: only applies to --optimizer=sgd, not '" +
+                  c.name + "'");
+    if (c.momentum != 0 || c.dampening != 0)
+      throw Error(std::string(c.momentum != 0 ? "--momentum" : "--dampening") +
+                  ": only applies to --optimizer=sgd ('" + c.name +
+                  "' uses --beta1 and --beta2)");
+    requireBeta("--beta1", c.beta1);
+    requireBeta("--beta2", c.beta2);
+    requireAtLeast("--eps", c.epsilon, 0);
+  }
+  return c;
+}
+
+/// "adam lr=0.001 beta1=0.9 ...": mpc.optimizer, for people and mpc-run.
+std::string summary(const OptimizerConfig &c) {
+  std::string s = c.name + " lr=" + formatNumber(c.lr);
+  if (c.kind == Kind::Sgd)
+    s += " momentum=" + formatNumber(c.momentum) +
+         " dampening=" + formatNumber(c.dampening) +
+         " weight_decay=" + formatNumber(c.weightDecay) +
+         " nesterov=" + (c.nesterov ? "1" : "0");
+  else
+    s += " beta1=" + formatNumber(c.beta1) + " beta2=" + formatNumber(c.beta2) +
+         " eps=" + formatNumber(c.epsilon) +
+         " weight_decay=" + formatNumber(c.weightDecay);
+  if (c.maxGradNorm > 0)
+    s += " max_grad_norm=" + formatNumber(c.maxGradNorm);
+  return s;
+}
+
+/// The update works on master weights: fp32 (or fp64) state, gradients of
+/// the same dtype and shape.
+void checkParameter(const Value &p, const Value &grad) {
+  if (p.dtype != DType::F32 && p.dtype != DType::F64)
+    throw Error(std::string(kPass) + ": parameter '" + p.name() + "' is " +
+                dtypeName(p.dtype) +
+                "; the optimizer updates fp32 master weights (run "
+                "master-weights first)");
+  if (grad.dtype != p.dtype)
+    throw Error(
+        std::string(kPass) + ": gradient '" + grad.name() + "' of parameter '" +
+        p.name() + "' is " + dtypeName(grad.dtype) + " but the parameter is " +
+        dtypeName(p.dtype) + " (run loss-scale and master-weights first)");
+  if (grad.hasShape && grad.dims != p.dims)
+    throw Error(std::string(kPass) + ": gradient '" + grad.name() +
+                "' has shape " + dimsToString(grad.dims) + " but parameter '" +
+                p.name() + "' has shape " + dimsToString(p.dims));
+}
+
+/// Zeros of p's dtype and shape: a fresh moment buffer.
+Tensor zerosLike(const Value &p) {
+  return Tensor(p.dtype, p.initializer()->dims);
+}
+
+Attribute floatAttr(double v) { return Attribute::ofFloat(float(v)); }
+
+} // namespace
+
+void runOptimizer(Model &model, PassContext &ctx) {
+  OptimizerConfig c = configure(ctx.options);
+  refuseIfMeta(model, kPass, "mpc.optimizer", "already applied");
+  TrainingValues tv = requireGradients(model, kPass);
+  Graph &g = *tv.algorithm;
+  for (size_t i = 0; i < tv.params.size(); ++i)
+    checkParameter(*tv.params[i], *tv.grads[i]);
+
+  Value *foundInf = nullptr;
+  if (const std::string *name = model.meta("mpc.found_inf")) {
+    foundInf = g.findValue(*name);
+    if (!foundInf)
+      throw Error(std::string(kPass) + ": found_inf '" + *name +
+                  "' (mpc.found_inf) is not a value of the training algorithm");
+  }
+
+  // The gradients stop being outputs; everything else already produced
+  // (the loss, state bound by earlier passes) stays, in its order.
+  std::unordered_set<const Value *> gradSet(tv.grads.begin(), tv.grads.end());
+  std::vector<Value *> kept;
+  for (Value *out : g.outputs())
+    if (!gradSet.count(out))
+      kept.push_back(out);
+  g.clearOutputs();
+  for (Value *out : kept)
+    g.addOutput(out);
+
+  Value *step =
+      addState(model, "optimizer_step", Tensor::scalar(DType::I64, 0));
+  std::vector<Value *> grads = tv.grads;
+  if (c.maxGradNorm > 0) {
+    std::vector<std::string> hints;
+    for (Value *grad : grads)
+      hints.push_back(grad->name() + "_clipped");
+    hints.push_back("grad_total_norm");
+    Node *clip = createNamedNode(g, "ClipGradNorm", kMpcDomain, grads, hints,
+                                 "clip_grad_norm");
+    clip->setAttr("max_norm", floatAttr(c.maxGradNorm));
+    for (size_t i = 0; i < grads.size(); ++i) {
+      clip->output(i)->copyTypeFrom(*grads[i]);
+      grads[i] = clip->output(i);
+    }
+    clip->output(grads.size())->setType(DType::F32, {});
+  }
+
+  std::vector<std::string> moments;
+  for (size_t i = 0; i < tv.params.size(); ++i) {
+    Value *p = tv.params[i];
+    std::vector<Value *> stateIn; // moments, in the op's input order
+    Node *update = nullptr;
+    if (c.kind == Kind::Sgd) {
+      if (c.momentum != 0)
+        stateIn.push_back(
+            addState(model, p->name() + "_momentum", zerosLike(*p)));
+    } else {
+      stateIn.push_back(addState(model, p->name() + "_exp_avg", zerosLike(*p)));
+      stateIn.push_back(
+          addState(model, p->name() + "_exp_avg_sq", zerosLike(*p)));
+    }
+    std::vector<Value *> inputs = {foundInf, step, p, grads[i]};
+    inputs.insert(inputs.end(), stateIn.begin(), stateIn.end());
+    std::vector<std::string> hints = {p->name() + "_new"};
+    for (Value *m : stateIn)
+      hints.push_back(m->name() + "_new");
+    if (c.kind == Kind::Sgd) {
+      update = createNamedNode(g, "SGD", kMpcDomain, inputs, hints,
+                               "sgd_" + p->name());
+      update->setAttr("lr", floatAttr(c.lr));
+      update->setAttr("momentum", floatAttr(c.momentum));
+      update->setAttr("dampening", floatAttr(c.dampening));
+      update->setAttr("weight_decay", floatAttr(c.weightDecay));
+      update->setAttr("nesterov", Attribute::ofInt(c.nesterov ? 1 : 0));
+    } else {
+      update = createNamedNode(g, "Adam", kMpcDomain, inputs, hints,
+                               "adam_" + p->name());
+      update->setAttr("lr", floatAttr(c.lr));
+      update->setAttr("beta1", floatAttr(c.beta1));
+      update->setAttr("beta2", floatAttr(c.beta2));
+      update->setAttr("epsilon", floatAttr(c.epsilon));
+      update->setAttr("weight_decay", floatAttr(c.weightDecay));
+      update->setAttr("decoupled",
+                      Attribute::ofInt(c.kind == Kind::AdamW ? 1 : 0));
+    }
+    update->output(0)->copyTypeFrom(*p);
+    bindState(model, p, update->output(0));
+    for (size_t k = 0; k < stateIn.size(); ++k) {
+      update->output(k + 1)->copyTypeFrom(*stateIn[k]);
+      bindState(model, stateIn[k], update->output(k + 1));
+      moments.push_back(stateIn[k]->name());
+    }
+  }
+
+  std::vector<Value *> incInputs = {step};
+  if (foundInf)
+    incInputs.push_back(foundInf);
+  Node *inc = createNamedNode(g, "IncrementStep", kMpcDomain, incInputs,
+                              {step->name() + "_new"}, "increment_step");
+  inc->output(0)->copyTypeFrom(*step);
+  bindState(model, step, inc->output(0));
+
+  model.setMeta("mpc.step", step->name());
+  model.setMeta("mpc.optimizer", summary(c));
+  if (!moments.empty())
+    model.setMeta("mpc.optimizer_state", joinList(moments));
+  ensureMpcOpset(model);
+  ctx.stats["parameters-updated"] += int64_t(tv.params.size());
+  ctx.stats["moment-buffers"] += int64_t(moments.size());
+  ctx.stats["clip-grad-norm"] += c.maxGradNorm > 0 ? 1 : 0;
+}
+
+} // namespace mpc

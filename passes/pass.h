@@ -1,0 +1,97 @@
+// What every pass sees: the model, the compile options and its statistics.
+//
+// A pass is one function `void runX(Model &, PassContext &)` declared here and
+// listed once in passes/registry.cpp (name, summary, options, entry point);
+// mpc-opt builds pipelines from that table only.
+//
+// Passes hand facts to later passes (and to mpc-run) through the model's
+// metadata, which is written into the ONNX file:
+//   mpc.loss        the loss value of the training algorithm
+//   mpc.params      trainable parameters (state names), comma separated
+//   mpc.grads       their gradient values in the algorithm, same order
+//   mpc.grad_seed   the initializer autodiff seeds the backward with (1.0)
+//   mpc.found_inf   the bool value "this step's gradients overflowed"
+//   mpc.loss_scale  state holding the loss scale (fp32 [])
+//   mpc.growth_tracker, mpc.step   state of the scaler and the optimizer
+//   mpc.precision   fp16 | bf16 | fp32
+#pragma once
+
+#include "passes/ir/graph.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+/// Options of the whole compilation (mpc-opt's flags).
+struct CompileOptions {
+  DType precision = DType::F16; ///< --precision=fp16|bf16|fp32
+
+  // --optimizer=sgd|adam|adamw and its hyper-parameters.
+  std::string optimizer = "sgd";
+  double lr = 1e-3; ///< PyTorch 2.x default for SGD, Adam and AdamW
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weightDecay = 0.0;
+  bool weightDecaySet = false; ///< AdamW defaults to 1e-2 unless given
+  bool nesterov = false;
+  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
+  double maxGradNorm = 0.0; ///< --max-grad-norm (0: no clipping)
+
+  // --loss-scale=dynamic|static:F|none (empty: dynamic for fp16, else none)
+  std::string lossScale;
+  double initScale = 65536.0;
+  double growthFactor = 2.0;
+  double backoffFactor = 0.5;
+  int64_t growthInterval = 2000;
+
+  // Precision policy overrides.
+  std::vector<std::string> fp32Ops; ///< --fp32-ops=Op,Op
+  std::vector<std::string> fp16Ops; ///< --fp16-ops=Op,Op
+  std::string fp32Nodes;            ///< --fp32-nodes=REGEX (node names)
+
+  // Which initializers train (regex on names; empty: all floating ones).
+  std::string trainable; ///< --trainable=REGEX
+  std::string frozen;    ///< --frozen=REGEX
+
+  /// --input-shape=x:64x10 (repeatable) and --batch=B for symbolic batch.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> inputShapes;
+  int64_t batch = 0;
+
+  /// The loss-scale mode after defaults: "dynamic", "static" or "none".
+  std::string effectiveLossScaleMode() const;
+  /// The static scale when mode is "static".
+  double staticScale() const;
+};
+
+/// Per-pass counters, printed by mpc-opt --stats.
+using Statistics = std::map<std::string, int64_t>;
+
+struct PassContext {
+  const CompileOptions &options;
+  /// Options given to this pass in --passes=name{key=value,...}.
+  std::map<std::string, std::string> passOptions;
+  Statistics stats;
+};
+
+// The passes, in pipeline order. Each is documented in its own file.
+void runVerify(Model &model, PassContext &ctx);
+void runInferShapes(Model &model, PassContext &ctx);
+void runFoldConstants(Model &model, PassContext &ctx);
+void runAutodiff(Model &model, PassContext &ctx);
+void runAutocast(Model &model, PassContext &ctx);
+void runLossScale(Model &model, PassContext &ctx);
+void runMasterWeights(Model &model, PassContext &ctx);
+void runOptimizer(Model &model, PassContext &ctx);
+void runCleanup(Model &model, PassContext &ctx);
+
+/// The graph a pass works on: the training algorithm when there is one,
+/// else the main graph.
+Graph &workingGraph(Model &model);
+
+/// Splits "a,b,c" (empty items dropped).
+std::vector<std::string> splitList(const std::string &s, char sep = ',');
+std::string joinList(const std::vector<std::string> &items, char sep = ',');
+
+} // namespace mpc

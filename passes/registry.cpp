@@ -1,0 +1,84 @@
+// The pass table and pipeline parsing.
+#include "passes/registry.h"
+
+#include "passes/support/diagnostics.h"
+
+namespace mpc {
+
+const std::vector<PassInfo> &passRegistry() {
+  static const std::vector<PassInfo> table = {
+      {"verify", "structural and type checks of every graph", "", runVerify},
+      {"infer-shapes", "static dtypes and shapes for every value", "",
+       runInferShapes},
+      {"fold-constants", "fold Constant nodes and shape arithmetic", "",
+       runFoldConstants},
+      {"autodiff", "backward graph of the loss w.r.t. trainable parameters",
+       "loss=NAME", runAutodiff},
+      {"autocast", "fp16/bf16 by policy, fp32 islands, shared casts", "",
+       runAutocast},
+      {"loss-scale",
+       "scale the loss, unscale and check gradients, update the scale", "",
+       runLossScale},
+      {"master-weights", "fp32 master parameters, fp32 gradients", "",
+       runMasterWeights},
+      {"optimizer", "SGD/Adam/AdamW updates (PyTorch semantics), clipping", "",
+       runOptimizer},
+      {"cleanup", "dead code, duplicate casts and identity casts removed", "",
+       runCleanup},
+  };
+  return table;
+}
+
+const PassInfo *findPass(const std::string &name) {
+  for (const PassInfo &p : passRegistry())
+    if (name == p.name)
+      return &p;
+  return nullptr;
+}
+
+std::vector<PipelineEntry> parsePipeline(const std::string &text) {
+  std::vector<PipelineEntry> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = i;
+    while (j < text.size() && text[j] != ',' && text[j] != '{')
+      ++j;
+    std::string name = text.substr(i, j - i);
+    std::map<std::string, std::string> opts;
+    if (j < text.size() && text[j] == '{') {
+      size_t close = text.find('}', j);
+      if (close == std::string::npos)
+        throw Error("--passes: missing '}' after '" + name + "{'");
+      for (const std::string &kv : splitList(text.substr(j + 1, close - j - 1))) {
+        size_t eq = kv.find('=');
+        if (eq == std::string::npos)
+          throw Error("--passes: option '" + kv + "' of pass '" + name +
+                      "' is not key=value");
+        opts[kv.substr(0, eq)] = kv.substr(eq + 1);
+      }
+      j = close + 1;
+    }
+    if (!name.empty()) {
+      const PassInfo *p = findPass(name);
+      if (!p) {
+        std::string names;
+        for (const PassInfo &q : passRegistry())
+          names += (names.empty() ? "" : ", ") + std::string(q.name);
+        throw Error("--passes: unknown pass '" + name + "' (passes: " + names +
+                    ")");
+      }
+      out.push_back({p, std::move(opts)});
+    }
+    i = j < text.size() && text[j] == ',' ? j + 1 : j;
+  }
+  return out;
+}
+
+std::vector<PipelineEntry> defaultPipeline() {
+  std::vector<PipelineEntry> out;
+  for (const PassInfo &p : passRegistry())
+    out.push_back({&p, {}});
+  return out;
+}
+
+} // namespace mpc

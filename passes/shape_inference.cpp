@@ -1,0 +1,1467 @@
+// Type and shape inference: one rule per supported op, in one table.
+//
+// Every rule reads the node's inputs (dtype, dims, constant data) and sets its
+// outputs. Rules are written against ONNX's operator specs for opsets 13-23
+// (where an op changed inside that range, e.g. axes becoming an input, both
+// forms are handled by opset) and against passes/ir/mpc_ops.h for domain
+// "mpc". Unknown facts stay unknown: a rule never invents a dim it cannot
+// prove, so verify can run inference on any graph without false errors.
+#include "passes/shape_inference.h"
+
+#include "passes/ir/mpc_ops.h"
+#include "passes/support/diagnostics.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace mpc {
+namespace {
+
+/// What a rule infers for one output; dtype Undefined / !hasShape = unknown.
+struct TypeInfo {
+  DType dtype = DType::Undefined;
+  bool hasShape = false;
+  Dims dims;
+};
+
+TypeInfo shaped(DType t, Dims d) { return {t, true, std::move(d)}; }
+TypeInfo unranked(DType t) { return {t, false, {}}; }
+
+/// Dims of a value, or nullopt when its rank is unknown (or it is omitted).
+const Dims *dimsOf(const Value *v) {
+  return v && v->hasShape ? &v->dims : nullptr;
+}
+
+/// A value's type as text for messages: "fp32[64x10]", "fp32[?]" if unranked.
+std::string typeText(const Value *v) {
+  std::string s = dtypeName(v->dtype);
+  s += "[" + (v->hasShape ? dimsToString(v->dims) : std::string("?")) + "]";
+  return s;
+}
+
+std::string intsText(const std::vector<int64_t> &v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+/// The more informative of two dims that must be equal (known beats symbolic
+/// beats unknown).
+Dim unifyDim(const Dim &a, const Dim &b) {
+  if (a.isKnown())
+    return a;
+  if (b.isKnown())
+    return b;
+  return a.symbol.empty() ? b : a;
+}
+
+/// True when two dims are provably different sizes.
+bool dimsConflict(const Dim &a, const Dim &b) {
+  return a.isKnown() && b.isKnown() && a.value != b.value;
+}
+
+/// Product of dims: known if all are known, a symbol if exactly one symbol
+/// remains and everything else is 1, else unknown.
+Dim dimProduct(const Dims &dims, size_t begin, size_t end) {
+  int64_t known = 1;
+  const Dim *symbolic = nullptr;
+  int unknowns = 0;
+  for (size_t i = begin; i < end; ++i) {
+    if (dims[i].isKnown()) {
+      if (__builtin_mul_overflow(known, dims[i].value, &known))
+        return Dim(); // absurd sizes: claim nothing
+    } else if (!dims[i].symbol.empty() && !symbolic)
+      symbolic = &dims[i];
+    else
+      ++unknowns;
+  }
+  if (unknowns == 0 && !symbolic)
+    return Dim(known);
+  if (unknowns == 0 && symbolic && known == 1)
+    return *symbolic;
+  if (unknowns == 0 && symbolic && known == 0)
+    return Dim(0);
+  return Dim();
+}
+
+/// The node being inferred and helpers that validate its inputs and
+/// attributes with messages that name it.
+class Ctx {
+public:
+  Ctx(Node &n, int64_t opset) : n(n), opset(opset) {}
+  Node &n;
+  int64_t opset;
+
+  /// Input i that the op requires (error when omitted).
+  Value *req(size_t i) const {
+    Value *v = n.input(i);
+    if (!v)
+      errorAt(n) << "required input " << i << " is missing";
+    return v;
+  }
+  /// Input i when given, else nullptr.
+  Value *opt(size_t i) const { return n.input(i); }
+
+  /// Sets output i (when the node has it) to `t`, keeping what the output
+  /// already knew where `t` is unknown.
+  void set(size_t i, const TypeInfo &t) const {
+    Value *o = n.output(i);
+    if (!o)
+      return;
+    if (t.dtype != DType::Undefined)
+      o->dtype = t.dtype;
+    if (!t.hasShape)
+      return;
+    if (o->hasShape && o->dims.size() == t.dims.size()) {
+      // Known beats symbolic beats unknown, whichever side it comes from.
+      for (size_t d = 0; d < t.dims.size(); ++d) {
+        const Dim &inferred = t.dims[d];
+        Dim &held = o->dims[d];
+        if (inferred.isKnown() || (!held.isKnown() && !inferred.symbol.empty()))
+          held = inferred;
+      }
+    } else {
+      o->dims = t.dims;
+    }
+    o->hasShape = true;
+  }
+  /// Output i gets input v's type.
+  void setLike(size_t i, const Value *v) const {
+    set(i, v->hasShape ? shaped(v->dtype, v->dims) : unranked(v->dtype));
+  }
+
+  // --- attributes ------------------------------------------------------
+  const Attribute *attrOfKind(const std::string &name, Attribute::Kind kind,
+                              const char *what) const {
+    const Attribute *a = n.attr(name);
+    if (a && a->kind != kind)
+      errorAt(n) << "attribute '" << name << "' must be " << what;
+    return a;
+  }
+  int64_t intAttr(const std::string &name, int64_t dflt) const {
+    const Attribute *a = attrOfKind(name, Attribute::Kind::Int, "an int");
+    return a ? a->i : dflt;
+  }
+  int64_t requiredIntAttr(const std::string &name) const {
+    if (!n.hasAttr(name))
+      errorAt(n) << "requires attribute '" << name << "'";
+    return intAttr(name, 0);
+  }
+  /// A 0/1 flag attribute.
+  bool flagAttr(const std::string &name, bool dflt) const {
+    int64_t v = intAttr(name, dflt ? 1 : 0);
+    if (v != 0 && v != 1)
+      errorAt(n) << "attribute '" << name << "' must be 0 or 1, got " << v;
+    return v == 1;
+  }
+  float floatAttr(const std::string &name, float dflt) const {
+    const Attribute *a = n.attr(name);
+    if (!a)
+      return dflt;
+    if (a->kind == Attribute::Kind::Int)
+      return float(a->i);
+    if (a->kind != Attribute::Kind::Float)
+      errorAt(n) << "attribute '" << name << "' must be a float";
+    return a->f;
+  }
+  std::vector<int64_t> intsAttr(const std::string &name) const {
+    const Attribute *a =
+        attrOfKind(name, Attribute::Kind::Ints, "a list of ints");
+    return a ? a->ints : std::vector<int64_t>{};
+  }
+  std::string stringAttr(const std::string &name,
+                         const std::string &dflt) const {
+    const Attribute *a = attrOfKind(name, Attribute::Kind::String, "a string");
+    return a ? a->s : dflt;
+  }
+
+  // --- input checks ----------------------------------------------------
+  std::string inputText(size_t i) const {
+    return "input " + std::to_string(i) + " ('" + n.input(i)->name() + "')";
+  }
+  /// All given inputs among `idx` have the same dtype (when known).
+  void sameDType(std::initializer_list<size_t> idx) const {
+    const Value *first = nullptr;
+    size_t firstIdx = 0;
+    for (size_t i : idx) {
+      const Value *v = n.input(i);
+      if (!v || v->dtype == DType::Undefined)
+        continue;
+      if (!first) {
+        first = v;
+        firstIdx = i;
+      } else if (v->dtype != first->dtype) {
+        errorAt(n) << inputText(i) << " is " << dtypeName(v->dtype) << " but "
+                   << inputText(firstIdx) << " is " << dtypeName(first->dtype)
+                   << " (the inputs must have the same type)";
+      }
+    }
+  }
+  void requireFloat(size_t i) const {
+    const Value *v = n.input(i);
+    if (v && v->dtype != DType::Undefined && !isFloating(v->dtype))
+      errorAt(n) << inputText(i) << " must be floating point, got "
+                 << dtypeName(v->dtype);
+  }
+  /// Numbers (not bool).
+  void requireNumeric(size_t i) const {
+    const Value *v = n.input(i);
+    if (v && v->dtype == DType::Bool)
+      errorAt(n) << inputText(i) << " must be numeric, got bool";
+  }
+  void requireIndex(size_t i, const char *what) const {
+    const Value *v = n.input(i);
+    if (v && v->dtype != DType::Undefined && v->dtype != DType::I64 &&
+        v->dtype != DType::I32)
+      errorAt(n) << what << " (" << inputText(i)
+                 << ") must be int64 or int32, got " << dtypeName(v->dtype);
+  }
+  void requireDType(size_t i, DType t) const {
+    const Value *v = n.input(i);
+    if (v && v->dtype != DType::Undefined && v->dtype != t)
+      errorAt(n) << inputText(i) << " must be " << dtypeName(t) << ", got "
+                 << dtypeName(v->dtype);
+  }
+  void requireRank(size_t i, int64_t rank) const {
+    const Value *v = n.input(i);
+    if (v && v->hasShape && v->rank() != rank)
+      errorAt(n) << inputText(i) << " must have rank " << rank << ", got "
+                 << typeText(v);
+  }
+  /// A 1-D int64 shape/axes input's values when known at compile time.
+  std::optional<std::vector<int64_t>> constInts(size_t i,
+                                                const char *what) const {
+    const Value *v = n.input(i);
+    if (!v)
+      return std::nullopt;
+    requireDType(i, DType::I64);
+    if (v->hasShape && v->rank() > 1)
+      errorAt(n) << what << " (" << inputText(i) << ") must be 1-D, got "
+                 << typeText(v);
+    TensorPtr t = constantValue(*v);
+    if (!t)
+      return std::nullopt;
+    return t->toInt64s();
+  }
+  /// Number of elements of a 1-D input when its dim is known.
+  std::optional<int64_t> length1D(size_t i) const {
+    const Value *v = n.input(i);
+    if (v && v->hasShape && v->rank() == 1 && v->dims[0].isKnown())
+      return v->dims[0].value;
+    return std::nullopt;
+  }
+
+  /// Normalises an axis into [0, rank) (or [0, rank] when `inclusive`).
+  int64_t axis(int64_t a, int64_t rank, const char *what = "axis",
+               bool inclusive = false) const {
+    int64_t hi = inclusive ? rank : rank - 1;
+    if (a < -rank || a > hi)
+      errorAt(n) << what << " " << a << " is out of range for rank " << rank
+                 << " (valid: " << -rank << " to " << hi << ")";
+    return a < 0 ? a + rank : a;
+  }
+  /// Normalised axes, each at most once.
+  std::vector<int64_t> axes(const std::vector<int64_t> &in,
+                            int64_t rank) const {
+    std::vector<int64_t> out;
+    for (int64_t a : in) {
+      int64_t x = axis(a, rank, "axis");
+      if (std::find(out.begin(), out.end(), x) != out.end())
+        errorAt(n) << "axis " << a << " is listed twice in axes "
+                   << intsText(in);
+      out.push_back(x);
+    }
+    return out;
+  }
+
+  /// Numpy (multidirectional) broadcasting of two shapes.
+  Dims broadcast(const Dims &a, const Dims &b) const {
+    size_t rank = std::max(a.size(), b.size());
+    Dims out(rank);
+    for (size_t i = 0; i < rank; ++i) {
+      const Dim one(1);
+      const Dim &x = i + a.size() >= rank ? a[i + a.size() - rank] : one;
+      const Dim &y = i + b.size() >= rank ? b[i + b.size() - rank] : one;
+      if (x == Dim(1))
+        out[i] = y;
+      else if (y == Dim(1))
+        out[i] = x;
+      else if (x.isKnown() && y.isKnown()) {
+        if (x.value != y.value)
+          errorAt(n) << "shapes " << dimsToString(a) << " and "
+                     << dimsToString(b) << " cannot be broadcast together";
+        out[i] = x;
+      } else if (x.isKnown())
+        out[i] = x; // the symbolic side must be 1 or equal to x
+      else if (y.isKnown())
+        out[i] = y;
+      else if (!x.symbol.empty() && x.symbol == y.symbol)
+        out[i] = x;
+      else
+        out[i] = Dim();
+    }
+    return out;
+  }
+  /// Broadcast shape of the given inputs, or nullopt if one is unranked.
+  std::optional<Dims> broadcastInputs(std::initializer_list<size_t> idx) const {
+    Dims out;
+    for (size_t i : idx) {
+      const Dims *d = dimsOf(n.input(i));
+      if (!d)
+        return std::nullopt;
+      out = broadcast(out, *d);
+    }
+    return out;
+  }
+};
+
+TypeInfo maybeShaped(DType t, const std::optional<Dims> &d) {
+  return d ? shaped(t, *d) : unranked(t);
+}
+
+// --- elementwise ------------------------------------------------------------
+
+void inferIdentity(Ctx &c) { c.setLike(0, c.req(0)); }
+
+void inferUnaryNumeric(Ctx &c) {
+  c.requireNumeric(0);
+  c.setLike(0, c.req(0));
+}
+
+void inferUnaryFloat(Ctx &c) {
+  c.requireFloat(0);
+  c.setLike(0, c.req(0));
+}
+
+void inferNot(Ctx &c) {
+  c.requireDType(0, DType::Bool);
+  c.setLike(0, c.req(0));
+}
+
+void inferBinaryArith(Ctx &c) {
+  Value *a = c.req(0);
+  c.req(1);
+  c.sameDType({0, 1});
+  c.requireNumeric(0);
+  c.requireNumeric(1);
+  c.set(0, maybeShaped(a->dtype, c.broadcastInputs({0, 1})));
+}
+
+void inferPow(Ctx &c) {
+  Value *base = c.req(0);
+  c.req(1);
+  c.requireNumeric(0);
+  c.requireNumeric(1);
+  c.set(0, maybeShaped(base->dtype, c.broadcastInputs({0, 1})));
+}
+
+void inferCompare(Ctx &c) {
+  c.req(0);
+  c.req(1);
+  c.sameDType({0, 1});
+  if (c.n.opType() != "Equal") {
+    c.requireNumeric(0);
+    c.requireNumeric(1);
+  }
+  c.set(0, maybeShaped(DType::Bool, c.broadcastInputs({0, 1})));
+}
+
+void inferWhere(Ctx &c) {
+  c.req(0);
+  Value *x = c.req(1);
+  c.req(2);
+  c.requireDType(0, DType::Bool);
+  c.sameDType({1, 2});
+  c.set(0, maybeShaped(x->dtype, c.broadcastInputs({0, 1, 2})));
+}
+
+void inferCast(Ctx &c) {
+  c.req(0);
+  int64_t to = c.requiredIntAttr("to");
+  auto t = fromOnnxDataType(int(to));
+  if (!t)
+    errorAt(c.n) << "attribute 'to' = " << to
+                 << " is not a data type mpc supports (float, float16, "
+                    "bfloat16, double, int64, int32, int8, uint8, bool)";
+  const Value *x = c.n.input(0);
+  c.set(0, x->hasShape ? shaped(*t, x->dims) : unranked(*t));
+}
+
+// --- matrix products --------------------------------------------------------
+
+void inferGemm(Ctx &c) {
+  Value *a = c.req(0);
+  Value *b = c.req(1);
+  c.sameDType({0, 1, 2});
+  c.requireNumeric(0);
+  bool transA = c.flagAttr("transA", false);
+  bool transB = c.flagAttr("transB", false);
+  c.floatAttr("alpha", 1.0f);
+  c.floatAttr("beta", 1.0f);
+  c.requireRank(0, 2);
+  c.requireRank(1, 2);
+  if (!a->hasShape || !b->hasShape) {
+    Dims out = {Dim(), Dim()};
+    if (a->hasShape)
+      out[0] = a->dims[transA ? 1 : 0];
+    if (b->hasShape)
+      out[1] = b->dims[transB ? 0 : 1];
+    c.set(0, shaped(a->dtype, out));
+    return;
+  }
+  Dim m = a->dims[transA ? 1 : 0], ka = a->dims[transA ? 0 : 1];
+  Dim kb = b->dims[transB ? 1 : 0], nn = b->dims[transB ? 0 : 1];
+  if (dimsConflict(ka, kb))
+    errorAt(c.n) << "inner dimensions differ: A is " << typeText(a)
+                 << (transA ? " (transposed)" : "") << ", B is " << typeText(b)
+                 << (transB ? " (transposed)" : "") << " (" << ka.value
+                 << " vs " << kb.value << ")";
+  Dims out = {m, nn};
+  if (const Value *cv = c.opt(2)) {
+    if (cv->hasShape) {
+      if (cv->rank() > 2)
+        errorAt(c.n) << "C (" << c.inputText(2) << ") must have rank <= 2, got "
+                     << typeText(cv);
+      // C broadcasts one way onto [M, N].
+      for (size_t i = 0; i < cv->dims.size(); ++i) {
+        const Dim &d = cv->dims[i];
+        const Dim &target = out[2 - cv->dims.size() + i];
+        if (d.isKnown() && d.value != 1 && dimsConflict(d, target))
+          errorAt(c.n) << "C (" << typeText(cv)
+                       << ") does not broadcast to the product's shape "
+                       << dimsToString(out);
+      }
+    }
+  }
+  c.set(0, shaped(a->dtype, out));
+}
+
+void inferMatMul(Ctx &c) {
+  Value *a = c.req(0);
+  Value *b = c.req(1);
+  c.sameDType({0, 1});
+  c.requireNumeric(0);
+  if ((a->hasShape && a->rank() == 0) || (b->hasShape && b->rank() == 0))
+    errorAt(c.n) << "inputs must have rank >= 1, got " << typeText(a) << " and "
+                 << typeText(b);
+  if (!a->hasShape || !b->hasShape) {
+    c.set(0, unranked(a->dtype));
+    return;
+  }
+  Dims ad = a->dims, bd = b->dims;
+  bool aVec = ad.size() == 1, bVec = bd.size() == 1;
+  if (aVec)
+    ad.insert(ad.begin(), Dim(1));
+  if (bVec)
+    bd.push_back(Dim(1));
+  const Dim &ka = ad.back(), &kb = bd[bd.size() - 2];
+  if (dimsConflict(ka, kb))
+    errorAt(c.n) << "inner dimensions differ: " << typeText(a) << " x "
+                 << typeText(b) << " (" << ka.value << " vs " << kb.value
+                 << ")";
+  Dims batch = c.broadcast(Dims(ad.begin(), ad.end() - 2),
+                           Dims(bd.begin(), bd.end() - 2));
+  if (!aVec)
+    batch.push_back(ad[ad.size() - 2]);
+  if (!bVec)
+    batch.push_back(bd.back());
+  c.set(0, shaped(a->dtype, batch));
+}
+
+// --- shape manipulation -----------------------------------------------------
+
+/// Known product and symbols of a list of dims (for Reshape's -1).
+struct DimCount {
+  int64_t known = 1;
+  std::multiset<std::string> symbols;
+  bool unknown = false;
+  void add(const Dim &d) {
+    if (d.isKnown())
+      unknown |= __builtin_mul_overflow(known, d.value, &known);
+    else if (!d.symbol.empty())
+      symbols.insert(d.symbol);
+    else
+      unknown = true;
+  }
+};
+
+void inferReshape(Ctx &c) {
+  Value *x = c.req(0);
+  c.req(1);
+  bool allowZero = c.opset >= 14 && c.flagAttr("allowzero", false);
+  auto shape = c.constInts(1, "shape");
+  if (!shape) {
+    auto len = c.length1D(1);
+    c.set(0, len ? shaped(x->dtype, Dims(size_t(*len), Dim()))
+                 : unranked(x->dtype));
+    return;
+  }
+  Dims out;
+  int inferIdx = -1;
+  bool hasZero = false;
+  for (size_t i = 0; i < shape->size(); ++i) {
+    int64_t v = (*shape)[i];
+    if (v == -1) {
+      if (inferIdx >= 0)
+        errorAt(c.n) << "shape " << intsText(*shape) << " has more than one -1";
+      inferIdx = int(i);
+      out.push_back(Dim());
+    } else if (v < -1) {
+      errorAt(c.n) << "shape " << intsText(*shape) << " has invalid entry "
+                   << v;
+    } else if (v == 0 && !allowZero) {
+      if (x->hasShape && int64_t(i) >= x->rank())
+        errorAt(c.n) << "shape " << intsText(*shape) << " copies dim " << i
+                     << " (0) but the input " << typeText(x) << " has rank "
+                     << x->rank();
+      out.push_back(x->hasShape ? x->dims[i] : Dim());
+    } else {
+      hasZero |= v == 0;
+      out.push_back(Dim(v));
+    }
+  }
+  if (allowZero && hasZero && inferIdx >= 0)
+    errorAt(c.n) << "shape " << intsText(*shape)
+                 << " has both 0 and -1 while allowzero=1";
+  if (!x->hasShape) {
+    c.set(0, shaped(x->dtype, out));
+    return;
+  }
+  DimCount in, rest;
+  for (const Dim &d : x->dims)
+    in.add(d);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (int(i) != inferIdx)
+      rest.add(out[i]);
+  // Symbols copied through (batch dim "N" kept by a 0) cancel out.
+  for (auto it = rest.symbols.begin(); it != rest.symbols.end();) {
+    auto match = in.symbols.find(*it);
+    if (match == in.symbols.end()) {
+      ++it;
+      continue;
+    }
+    in.symbols.erase(match);
+    it = rest.symbols.erase(it);
+  }
+  bool exact = !in.unknown && !rest.unknown && in.symbols.empty() &&
+               rest.symbols.empty();
+  std::string mismatch =
+      "cannot reshape " + typeText(x) + " to shape " + intsText(*shape);
+  if (inferIdx >= 0) {
+    if (exact) {
+      if (rest.known == 0) {
+        if (in.known != 0)
+          errorAt(c.n) << mismatch;
+      } else if (in.known % rest.known != 0) {
+        errorAt(c.n) << mismatch << " (" << in.known
+                     << " elements do not divide by " << rest.known << ")";
+      } else {
+        out[size_t(inferIdx)] = Dim(in.known / rest.known);
+      }
+    } else if (!in.unknown && !rest.unknown && rest.symbols.empty() &&
+               in.symbols.size() == 1 && in.known == rest.known) {
+      out[size_t(inferIdx)] = Dim::symbolic(*in.symbols.begin());
+    }
+  } else if (exact && in.known != rest.known) {
+    errorAt(c.n) << mismatch << " (" << in.known << " vs " << rest.known
+                 << " elements)";
+  }
+  c.set(0, shaped(x->dtype, out));
+}
+
+void inferFlatten(Ctx &c) {
+  Value *x = c.req(0);
+  int64_t axis = c.intAttr("axis", 1);
+  if (!x->hasShape) {
+    c.set(0, shaped(x->dtype, {Dim(), Dim()}));
+    return;
+  }
+  int64_t a = c.axis(axis, x->rank(), "axis", true);
+  c.set(0, shaped(x->dtype, {dimProduct(x->dims, 0, size_t(a)),
+                             dimProduct(x->dims, size_t(a), x->dims.size())}));
+}
+
+void inferTranspose(Ctx &c) {
+  Value *x = c.req(0);
+  bool hasPerm = c.n.hasAttr("perm");
+  std::vector<int64_t> perm = c.intsAttr("perm");
+  if (!x->hasShape) {
+    c.set(0, hasPerm ? shaped(x->dtype, Dims(perm.size(), Dim()))
+                     : unranked(x->dtype));
+    return;
+  }
+  int64_t r = x->rank();
+  if (!hasPerm)
+    for (int64_t i = r - 1; i >= 0; --i)
+      perm.push_back(i);
+  if (int64_t(perm.size()) != r)
+    errorAt(c.n) << "perm " << intsText(perm) << " has " << perm.size()
+                 << " entries but the input " << typeText(x) << " has rank "
+                 << r;
+  std::vector<bool> seen(size_t(r), false);
+  Dims out;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= r || seen[size_t(p)])
+      errorAt(c.n) << "perm " << intsText(perm)
+                   << " is not a permutation of 0.." << r - 1;
+    seen[size_t(p)] = true;
+    out.push_back(x->dims[size_t(p)]);
+  }
+  c.set(0, shaped(x->dtype, out));
+}
+
+void inferSoftmax(Ctx &c) {
+  Value *x = c.req(0);
+  c.requireFloat(0);
+  int64_t axis = c.intAttr("axis", c.opset >= 13 ? -1 : 1);
+  if (x->hasShape)
+    c.axis(axis, x->rank());
+  c.setLike(0, x);
+}
+
+/// Checks the [N, C, d1...] scores / [N, d1...] labels / [C] weights of the
+/// loss ops and returns the per-element loss shape [N, d1...].
+std::optional<Dims> lossShape(Ctx &c) {
+  Value *scores = c.req(0);
+  Value *labels = c.req(1);
+  c.requireFloat(0);
+  c.requireIndex(1, "labels");
+  c.sameDType({0, 2});
+  std::string reduction = c.stringAttr("reduction", "mean");
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    errorAt(c.n) << "attribute 'reduction' must be \"mean\", \"sum\" or "
+                    "\"none\", got \""
+                 << reduction << "\"";
+  c.intAttr("ignore_index", 0);
+  if (scores->hasShape && scores->rank() < 2)
+    errorAt(c.n) << "scores (" << c.inputText(0)
+                 << ") must have rank >= 2 ([N, C, ...]), got "
+                 << typeText(scores);
+  if (const Value *w = c.opt(2)) {
+    c.requireRank(2, 1);
+    if (w->hasShape && scores->hasShape &&
+        dimsConflict(w->dims[0], scores->dims[1]))
+      errorAt(c.n) << "weights " << typeText(w) << " must have one entry per "
+                   << "class (" << scores->dims[1].value << ")";
+  }
+  std::optional<Dims> out;
+  if (scores->hasShape) {
+    Dims d = scores->dims;
+    d.erase(d.begin() + 1);
+    out = d;
+  }
+  if (labels->hasShape) {
+    if (out && labels->dims.size() != out->size())
+      errorAt(c.n) << "labels " << typeText(labels)
+                   << " must have the shape of scores " << typeText(scores)
+                   << " without the class dim (" << dimsToString(*out) << ")";
+    if (!out)
+      out = labels->dims;
+    for (size_t i = 0; i < out->size(); ++i) {
+      if (dimsConflict((*out)[i], labels->dims[i]))
+        errorAt(c.n) << "labels " << typeText(labels)
+                     << " must have the shape of scores " << typeText(scores)
+                     << " without the class dim (" << dimsToString(*out) << ")";
+      (*out)[i] = unifyDim((*out)[i], labels->dims[i]);
+    }
+  }
+  return out;
+}
+
+void inferSoftmaxCrossEntropyLoss(Ctx &c) {
+  auto perElement = lossShape(c);
+  const Value *scores = c.n.input(0);
+  bool none = c.stringAttr("reduction", "mean") == "none";
+  c.set(0, none ? maybeShaped(scores->dtype, perElement)
+                : shaped(scores->dtype, {}));
+  c.setLike(1, scores);
+}
+
+void inferNegativeLogLikelihoodLoss(Ctx &c) {
+  auto perElement = lossShape(c);
+  const Value *x = c.n.input(0);
+  bool none = c.stringAttr("reduction", "mean") == "none";
+  c.set(0, none ? maybeShaped(x->dtype, perElement) : shaped(x->dtype, {}));
+}
+
+/// The opset from which a reduction takes axes as an input.
+int64_t axesInputOpset(const std::string &op) {
+  return op == "ReduceSum" ? 13 : 18;
+}
+
+void inferReduce(Ctx &c) {
+  Value *x = c.req(0);
+  if (c.n.opType() != "ReduceMax") // ReduceMax takes bool from opset 20
+    c.requireNumeric(0);
+  int64_t since = axesInputOpset(c.n.opType());
+  bool keepDims = c.flagAttr("keepdims", true);
+  std::optional<std::vector<int64_t>> axes;
+  bool noop = false;
+  if (c.opset >= since) {
+    if (c.n.hasAttr("axes"))
+      errorAt(c.n) << "'axes' is an input since opset " << since
+                   << ", not an attribute (model opset " << c.opset << ")";
+    noop = c.flagAttr("noop_with_empty_axes", false);
+    axes = std::vector<int64_t>{};
+    if (c.opt(1))
+      axes = c.constInts(1, "axes");
+  } else {
+    if (c.n.numInputs() > 1)
+      errorAt(c.n) << "takes 'axes' as an attribute before opset " << since
+                   << ", not as an input (model opset " << c.opset << ")";
+    axes = c.intsAttr("axes");
+  }
+  if (!x->hasShape) {
+    c.set(0, unranked(x->dtype));
+    return;
+  }
+  if (!axes) {
+    // Which axes is only known at run time.
+    c.set(0, keepDims ? shaped(x->dtype, Dims(x->dims.size(), Dim()))
+                      : unranked(x->dtype));
+    return;
+  }
+  if (axes->empty()) {
+    if (noop) {
+      c.setLike(0, x);
+      return;
+    }
+    for (int64_t i = 0; i < x->rank(); ++i)
+      axes->push_back(i);
+  }
+  std::vector<int64_t> norm = c.axes(*axes, x->rank());
+  Dims out;
+  for (int64_t i = 0; i < x->rank(); ++i) {
+    bool reduced = std::find(norm.begin(), norm.end(), i) != norm.end();
+    if (!reduced)
+      out.push_back(x->dims[size_t(i)]);
+    else if (keepDims)
+      out.push_back(Dim(1));
+  }
+  c.set(0, shaped(x->dtype, out));
+}
+
+void inferConstant(Ctx &c) {
+  TensorPtr t = constantNodeTensor(c.n);
+  c.set(0, shaped(t->dtype, toDims(t->dims)));
+}
+
+void inferShape(Ctx &c) {
+  Value *x = c.req(0);
+  int64_t start = c.opset >= 15 ? c.intAttr("start", 0) : 0;
+  bool hasEnd = c.opset >= 15 && c.n.hasAttr("end");
+  int64_t end = hasEnd ? c.intAttr("end", 0) : 0;
+  if (!x->hasShape) {
+    c.set(0, shaped(DType::I64, {Dim()}));
+    return;
+  }
+  int64_t r = x->rank();
+  if (!hasEnd)
+    end = r;
+  auto clampAxis = [r](int64_t a) {
+    if (a < 0)
+      a += r;
+    return std::clamp<int64_t>(a, 0, r);
+  };
+  c.set(0,
+        shaped(DType::I64,
+               {Dim(std::max<int64_t>(0, clampAxis(end) - clampAxis(start)))}));
+}
+
+void inferGather(Ctx &c) {
+  Value *data = c.req(0);
+  Value *indices = c.req(1);
+  c.requireIndex(1, "indices");
+  int64_t axis = c.intAttr("axis", 0);
+  if (!data->hasShape || !indices->hasShape) {
+    if (data->hasShape)
+      c.axis(axis, data->rank());
+    c.set(0, unranked(data->dtype));
+    return;
+  }
+  if (data->rank() == 0)
+    errorAt(c.n) << "data (" << c.inputText(0) << ") must have rank >= 1";
+  int64_t a = c.axis(axis, data->rank());
+  const Dim &size = data->dims[size_t(a)];
+  if (TensorPtr idx = constantValue(*indices); idx && size.isKnown()) {
+    for (int64_t i : idx->toInt64s())
+      if (i < -size.value || i >= size.value)
+        errorAt(c.n) << "index " << i << " is out of range for axis " << a
+                     << " of size " << size.value << " (input "
+                     << typeText(data) << ")";
+  }
+  Dims out(data->dims.begin(), data->dims.begin() + a);
+  out.insert(out.end(), indices->dims.begin(), indices->dims.end());
+  out.insert(out.end(), data->dims.begin() + a + 1, data->dims.end());
+  c.set(0, shaped(data->dtype, out));
+}
+
+void inferConcat(Ctx &c) {
+  if (c.n.numInputs() == 0)
+    errorAt(c.n) << "needs at least one input";
+  for (size_t i = 0; i < c.n.numInputs(); ++i)
+    c.req(i);
+  for (size_t i = 1; i < c.n.numInputs(); ++i)
+    c.sameDType({0, i});
+  int64_t axis = c.requiredIntAttr("axis");
+  DType t = DType::Undefined;
+  const Value *ref = nullptr;
+  for (const Value *v : c.n.inputs()) {
+    if (t == DType::Undefined)
+      t = v->dtype;
+    if (v->hasShape && !ref)
+      ref = v;
+  }
+  if (!ref) {
+    c.set(0, unranked(t));
+    return;
+  }
+  int64_t r = ref->rank();
+  if (r == 0)
+    errorAt(c.n) << "inputs must have rank >= 1, got " << typeText(ref);
+  int64_t a = c.axis(axis, r);
+  Dims out = ref->dims;
+  bool sumKnown = true;
+  int64_t sum = 0;
+  for (size_t i = 0; i < c.n.numInputs(); ++i) {
+    const Value *v = c.n.input(i);
+    if (!v->hasShape) {
+      sumKnown = false;
+      continue;
+    }
+    if (v->rank() != r)
+      errorAt(c.n) << c.inputText(i) << " " << typeText(v)
+                   << " has a different rank than " << typeText(ref);
+    for (int64_t d = 0; d < r; ++d) {
+      if (d == a)
+        continue;
+      if (dimsConflict(out[size_t(d)], v->dims[size_t(d)]))
+        errorAt(c.n) << c.inputText(i) << " " << typeText(v) << " differs from "
+                     << typeText(ref) << " in dim " << d
+                     << " (only the concat axis " << a << " may differ)";
+      out[size_t(d)] = unifyDim(out[size_t(d)], v->dims[size_t(d)]);
+    }
+    if (v->dims[size_t(a)].isKnown())
+      sum += v->dims[size_t(a)].value;
+    else
+      sumKnown = false;
+  }
+  out[size_t(a)] = sumKnown ? Dim(sum) : Dim();
+  c.set(0, shaped(t, out));
+}
+
+/// Axes of Squeeze/Unsqueeze: an input from opset 13, an attribute before.
+/// nullopt when given as an input whose value is not known.
+std::optional<std::vector<int64_t>> squeezeAxes(Ctx &c, bool &given) {
+  if (c.opset >= 13) {
+    if (c.n.hasAttr("axes"))
+      errorAt(c.n) << "'axes' is an input since opset 13, not an attribute "
+                      "(model opset "
+                   << c.opset << ")";
+    given = c.opt(1) != nullptr;
+    if (!given)
+      return std::vector<int64_t>{};
+    return c.constInts(1, "axes");
+  }
+  if (c.n.numInputs() > 1)
+    errorAt(c.n) << "takes 'axes' as an attribute before opset 13, not as an "
+                    "input (model opset "
+                 << c.opset << ")";
+  given = c.n.hasAttr("axes");
+  return c.intsAttr("axes");
+}
+
+void inferUnsqueeze(Ctx &c) {
+  Value *x = c.req(0);
+  bool given = false;
+  auto axes = squeezeAxes(c, given);
+  if (!given)
+    errorAt(c.n) << (c.opset >= 13 ? "requires the 'axes' input"
+                                   : "requires attribute 'axes'");
+  if (!axes || !x->hasShape) {
+    auto len = c.length1D(1);
+    if (x->hasShape && !axes && len)
+      c.set(0, shaped(x->dtype, Dims(size_t(x->rank() + *len), Dim())));
+    else
+      c.set(0, unranked(x->dtype));
+    return;
+  }
+  int64_t outRank = x->rank() + int64_t(axes->size());
+  std::vector<int64_t> norm = c.axes(*axes, outRank);
+  Dims out;
+  size_t next = 0;
+  for (int64_t i = 0; i < outRank; ++i) {
+    if (std::find(norm.begin(), norm.end(), i) != norm.end())
+      out.push_back(Dim(1));
+    else
+      out.push_back(x->dims[next++]);
+  }
+  c.set(0, shaped(x->dtype, out));
+}
+
+void inferSqueeze(Ctx &c) {
+  Value *x = c.req(0);
+  bool given = false;
+  auto axes = squeezeAxes(c, given);
+  if (!x->hasShape || !axes) {
+    c.set(0, unranked(x->dtype));
+    return;
+  }
+  Dims out;
+  if (!given || axes->empty()) {
+    for (const Dim &d : x->dims) {
+      if (!d.isKnown()) {
+        // A symbolic dim might be 1 and squeezed away: rank unknown.
+        c.set(0, unranked(x->dtype));
+        return;
+      }
+      if (d.value != 1)
+        out.push_back(d);
+    }
+    c.set(0, shaped(x->dtype, out));
+    return;
+  }
+  std::vector<int64_t> norm = c.axes(*axes, x->rank());
+  for (int64_t i = 0; i < x->rank(); ++i) {
+    const Dim &d = x->dims[size_t(i)];
+    if (std::find(norm.begin(), norm.end(), i) == norm.end()) {
+      out.push_back(d);
+    } else if (d.isKnown() && d.value != 1) {
+      errorAt(c.n) << "cannot squeeze axis " << i << " of size " << d.value
+                   << " (input " << typeText(x) << ")";
+    }
+  }
+  c.set(0, shaped(x->dtype, out));
+}
+
+void inferSlice(Ctx &c) {
+  Value *x = c.req(0);
+  std::optional<std::vector<int64_t>> starts, ends, axes, steps;
+  bool axesKnown = true;
+  if (c.opset >= 10) {
+    c.req(1);
+    c.req(2);
+    c.requireIndex(1, "starts");
+    c.requireIndex(2, "ends");
+    auto readInts = [&](size_t i) -> std::optional<std::vector<int64_t>> {
+      const Value *v = c.n.input(i);
+      if (!v)
+        return std::nullopt;
+      if (v->hasShape && v->rank() != 1)
+        errorAt(c.n) << c.inputText(i) << " must be 1-D, got " << typeText(v);
+      TensorPtr t = constantValue(*v);
+      return t ? std::optional(t->toInt64s()) : std::nullopt;
+    };
+    starts = readInts(1);
+    ends = readInts(2);
+    axes = readInts(3);
+    steps = readInts(4);
+    axesKnown = !c.opt(3) || axes;
+    if (c.opt(4) && !steps) {
+      c.set(0, x->hasShape ? shaped(x->dtype, Dims(x->dims.size(), Dim()))
+                           : unranked(x->dtype));
+      return;
+    }
+  } else {
+    starts = c.intsAttr("starts");
+    ends = c.intsAttr("ends");
+    if (c.n.hasAttr("axes"))
+      axes = c.intsAttr("axes");
+  }
+  if (!x->hasShape) {
+    c.set(0, unranked(x->dtype));
+    return;
+  }
+  int64_t r = x->rank();
+  if (!axesKnown) {
+    c.set(0, shaped(x->dtype, Dims(size_t(r), Dim())));
+    return;
+  }
+  size_t k = starts ? starts->size() : ends ? ends->size() : 0;
+  if (!axes) {
+    if (!starts && !ends) {
+      auto len = c.length1D(1);
+      if (!len) {
+        c.set(0, shaped(x->dtype, Dims(size_t(r), Dim())));
+        return;
+      }
+      k = size_t(*len);
+    }
+    axes = std::vector<int64_t>();
+    for (size_t i = 0; i < k; ++i)
+      axes->push_back(int64_t(i));
+  }
+  k = axes->size();
+  if ((starts && starts->size() != k) || (ends && ends->size() != k) ||
+      (steps && steps->size() != k))
+    errorAt(c.n) << "starts, ends, axes and steps must have the same length";
+  std::vector<int64_t> norm = c.axes(*axes, r);
+  Dims out = x->dims;
+  for (size_t j = 0; j < k; ++j) {
+    Dim &d = out[size_t(norm[j])];
+    int64_t step = steps ? (*steps)[j] : 1;
+    if (step == 0)
+      errorAt(c.n) << "steps must not be 0";
+    if (!starts || !ends) {
+      d = Dim();
+      continue;
+    }
+    int64_t s = (*starts)[j], e = (*ends)[j];
+    if (!d.isKnown()) {
+      // Only "the whole axis" is provable without the size.
+      bool whole =
+          step == 1 && s == 0 && e >= std::numeric_limits<int32_t>::max();
+      if (!whole)
+        d = Dim();
+      continue;
+    }
+    int64_t size = d.value;
+    if (s < 0)
+      s += size;
+    if (e < 0)
+      e += size;
+    int64_t count;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, size);
+      e = std::clamp<int64_t>(e, 0, size);
+      count = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, size - 1);
+      e = std::clamp<int64_t>(e, -1, size - 1);
+      count = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+    }
+    d = Dim(count);
+  }
+  c.set(0, shaped(x->dtype, out));
+}
+
+void inferExpand(Ctx &c) {
+  Value *x = c.req(0);
+  c.req(1);
+  auto shape = c.constInts(1, "shape");
+  if (!x->hasShape) {
+    c.set(0, unranked(x->dtype));
+    return;
+  }
+  if (!shape) {
+    auto len = c.length1D(1);
+    c.set(0,
+          len ? shaped(x->dtype, Dims(size_t(std::max(*len, x->rank())), Dim()))
+              : unranked(x->dtype));
+    return;
+  }
+  for (int64_t v : *shape)
+    if (v < 0)
+      errorAt(c.n) << "shape " << intsText(*shape) << " has a negative entry";
+  c.set(0, shaped(x->dtype, c.broadcast(x->dims, toDims(*shape))));
+}
+
+void inferConstantOfShape(Ctx &c) {
+  c.req(0);
+  DType t = DType::F32;
+  if (const Attribute *a =
+          c.attrOfKind("value", Attribute::Kind::Tensor, "a tensor")) {
+    if (a->t->numel() != 1)
+      errorAt(c.n) << "attribute 'value' must hold exactly one element, got "
+                   << dimsToString(a->t->dims);
+    t = a->t->dtype;
+  }
+  auto shape = c.constInts(0, "shape");
+  if (shape) {
+    for (int64_t v : *shape)
+      if (v < 0)
+        errorAt(c.n) << "shape " << intsText(*shape) << " has a negative entry";
+    c.set(0, shaped(t, toDims(*shape)));
+    return;
+  }
+  auto len = c.length1D(0);
+  c.set(0, len ? shaped(t, Dims(size_t(*len), Dim())) : unranked(t));
+}
+
+// --- mpc domain (passes/ir/mpc_ops.h) ---------------------------------------
+
+/// Two inputs that must have the same shape (a gradient and its forward value).
+void requireSameShape(Ctx &c, size_t i, size_t j) {
+  const Value *a = c.n.input(i), *b = c.n.input(j);
+  if (!a || !b || !a->hasShape || !b->hasShape)
+    return;
+  bool ok = a->rank() == b->rank();
+  for (size_t d = 0; ok && d < a->dims.size(); ++d)
+    ok = !dimsConflict(a->dims[d], b->dims[d]);
+  if (!ok)
+    errorAt(c.n) << c.inputText(i) << " " << typeText(a) << " and "
+                 << c.inputText(j) << " " << typeText(b)
+                 << " must have the same shape";
+}
+
+/// dX typed like dY (input 0), shaped like dY unified with input 1.
+void inferElementwiseGrad(Ctx &c) {
+  Value *dy = c.req(0);
+  Value *y = c.req(1);
+  c.requireFloat(0);
+  requireSameShape(c, 0, 1);
+  if (c.n.hasAttr("axis") && dy->hasShape)
+    c.axis(c.intAttr("axis", -1), dy->rank());
+  const Value *ref = dy->hasShape ? dy : y;
+  c.set(0, ref->hasShape ? shaped(dy->dtype, ref->dims) : unranked(dy->dtype));
+}
+
+/// The loss gradients: dScores/dX typed and shaped like input 1.
+void inferLossGrad(Ctx &c) {
+  c.req(0);
+  Value *x = c.req(1);
+  c.req(2);
+  c.requireFloat(0);
+  c.requireFloat(1);
+  c.requireIndex(2, "labels");
+  std::string reduction = c.stringAttr("reduction", "mean");
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    errorAt(c.n) << "attribute 'reduction' must be \"mean\", \"sum\" or "
+                    "\"none\", got \""
+                 << reduction << "\"";
+  const Value *dl = c.n.input(0);
+  if (reduction != "none" && dl->hasShape && dl->rank() != 0)
+    errorAt(c.n) << "dL (" << c.inputText(0) << ") must be a scalar for "
+                 << "reduction \"" << reduction << "\", got " << typeText(dl);
+  if (x->hasShape && x->rank() < 2)
+    errorAt(c.n) << c.inputText(1) << " must have rank >= 2 ([N, C, ...]), got "
+                 << typeText(x);
+  c.setLike(0, x);
+}
+
+void inferSumToShape(Ctx &c) {
+  Value *dy = c.req(0);
+  Value *x = c.req(1);
+  if (dy->hasShape && x->hasShape) {
+    // X must broadcast one way onto dY's shape.
+    bool ok = x->rank() <= dy->rank();
+    size_t offset = ok ? dy->dims.size() - x->dims.size() : 0;
+    for (size_t i = 0; ok && i < x->dims.size(); ++i)
+      ok = x->dims[i] == Dim(1) ||
+           !dimsConflict(x->dims[i], dy->dims[offset + i]);
+    if (!ok)
+      errorAt(c.n) << "shape " << dimsToString(x->dims)
+                   << " does not broadcast to " << dimsToString(dy->dims);
+  }
+  c.set(0, x->hasShape ? shaped(dy->dtype, x->dims) : unranked(dy->dtype));
+}
+
+void inferReduceGrad(Ctx &c) {
+  Value *dy = c.req(0);
+  Value *x = c.req(1);
+  c.flagAttr("keepdims", true);
+  c.flagAttr("mean", false);
+  if (c.opt(2))
+    c.requireIndex(2, "axes");
+  c.set(0, x->hasShape ? shaped(dy->dtype, x->dims) : unranked(dy->dtype));
+}
+
+void requireScalar(Ctx &c, size_t i, DType t, const char *what) {
+  const Value *v = c.n.input(i);
+  if (!v)
+    return;
+  c.requireDType(i, t);
+  if (v->hasShape && v->rank() != 0 &&
+      !(v->rank() == 1 && v->dims[0] == Dim(1)))
+    errorAt(c.n) << what << " (" << c.inputText(i) << ") must be a scalar, got "
+                 << typeText(v);
+}
+
+void inferUnscaleGradients(Ctx &c) {
+  c.req(0);
+  requireScalar(c, 0, DType::F32, "scale");
+  if (c.n.numOutputs() != c.n.numInputs())
+    errorAt(c.n) << "has " << c.n.numInputs() - 1 << " gradients but "
+                 << c.n.numOutputs() << " outputs (expected found_inf and one "
+                 << "per gradient)";
+  c.set(0, shaped(DType::Bool, {}));
+  for (size_t i = 1; i < c.n.numInputs(); ++i) {
+    Value *g = c.req(i);
+    c.requireFloat(i);
+    c.set(i, g->hasShape ? shaped(DType::F32, g->dims) : unranked(DType::F32));
+  }
+}
+
+void inferUpdateLossScale(Ctx &c) {
+  c.req(0);
+  c.req(1);
+  c.req(2);
+  requireScalar(c, 0, DType::F32, "scale");
+  requireScalar(c, 1, DType::I64, "growth_tracker");
+  requireScalar(c, 2, DType::Bool, "found_inf");
+  if (c.floatAttr("growth_factor", 2.0f) <= 0 ||
+      c.floatAttr("backoff_factor", 0.5f) <= 0)
+    errorAt(c.n) << "growth_factor and backoff_factor must be positive";
+  if (c.intAttr("growth_interval", 2000) <= 0)
+    errorAt(c.n) << "growth_interval must be positive";
+  c.set(0, shaped(DType::F32, {}));
+  c.set(1, shaped(DType::I64, {}));
+}
+
+void inferClipGradNorm(Ctx &c) {
+  if (c.n.numOutputs() != c.n.numInputs() + 1)
+    errorAt(c.n) << "has " << c.n.numInputs() << " gradients but "
+                 << c.n.numOutputs() << " outputs (expected one per gradient "
+                 << "and total_norm)";
+  float maxNorm = c.floatAttr("max_norm", 0.0f);
+  if (!(maxNorm > 0))
+    errorAt(c.n) << "attribute 'max_norm' must be positive, got " << maxNorm;
+  for (size_t i = 0; i < c.n.numInputs(); ++i) {
+    c.requireFloat(i);
+    c.setLike(i, c.req(i));
+  }
+  c.set(c.n.numInputs(), shaped(DType::F32, {}));
+}
+
+/// found_inf (optional) and step of the optimizer ops.
+void checkOptimizerControls(Ctx &c) {
+  requireScalar(c, 0, DType::Bool, "found_inf");
+  c.req(1);
+  requireScalar(c, 1, DType::I64, "step");
+  if (c.floatAttr("lr", 0.0f) < 0)
+    errorAt(c.n) << "attribute 'lr' must not be negative";
+}
+
+void inferSGD(Ctx &c) {
+  checkOptimizerControls(c);
+  Value *p = c.req(2);
+  c.req(3);
+  c.requireFloat(2);
+  requireSameShape(c, 2, 3);
+  if (c.opt(4))
+    requireSameShape(c, 2, 4);
+  if (c.n.numOutputs() == 2 && !c.opt(4))
+    errorAt(c.n) << "has a momentum output but no momentum input";
+  c.flagAttr("nesterov", false);
+  c.setLike(0, p);
+  if (Value *buf = c.opt(4))
+    c.setLike(1, buf);
+}
+
+void inferAdam(Ctx &c) {
+  checkOptimizerControls(c);
+  Value *p = c.req(2);
+  c.req(3);
+  Value *m = c.req(4);
+  Value *v = c.req(5);
+  c.requireFloat(2);
+  for (size_t i = 3; i <= 5; ++i)
+    requireSameShape(c, 2, i);
+  c.flagAttr("decoupled", false);
+  c.setLike(0, p);
+  c.setLike(1, m);
+  c.setLike(2, v);
+}
+
+void inferIncrementStep(Ctx &c) {
+  c.req(0);
+  requireScalar(c, 0, DType::I64, "step");
+  requireScalar(c, 1, DType::Bool, "found_inf");
+  c.set(0, shaped(DType::I64, {}));
+}
+
+// --- the table --------------------------------------------------------------
+
+using InferFn = void (*)(Ctx &);
+
+/// One supported op: input/output count ranges (-1: any number) and its rule.
+struct OpRule {
+  const char *domain;
+  const char *op;
+  int minInputs, maxInputs;
+  int minOutputs, maxOutputs;
+  InferFn infer;
+};
+
+constexpr int kAny = -1;
+
+const OpRule kRules[] = {
+    // Elementwise.
+    {"", "Abs", 1, 1, 1, 1, inferUnaryNumeric},
+    {"", "Add", 2, 2, 1, 1, inferBinaryArith},
+    {"", "Cast", 1, 1, 1, 1, inferCast},
+    {"", "Div", 2, 2, 1, 1, inferBinaryArith},
+    {"", "Equal", 2, 2, 1, 1, inferCompare},
+    {"", "Erf", 1, 1, 1, 1, inferUnaryNumeric},
+    {"", "Exp", 1, 1, 1, 1, inferUnaryFloat},
+    {"", "Greater", 2, 2, 1, 1, inferCompare},
+    {"", "Identity", 1, 1, 1, 1, inferIdentity},
+    {"", "Less", 2, 2, 1, 1, inferCompare},
+    {"", "Log", 1, 1, 1, 1, inferUnaryFloat},
+    {"", "Mul", 2, 2, 1, 1, inferBinaryArith},
+    {"", "Neg", 1, 1, 1, 1, inferUnaryNumeric},
+    {"", "Not", 1, 1, 1, 1, inferNot},
+    {"", "Pow", 2, 2, 1, 1, inferPow},
+    {"", "Relu", 1, 1, 1, 1, inferUnaryNumeric},
+    {"", "Sigmoid", 1, 1, 1, 1, inferUnaryFloat},
+    {"", "Sqrt", 1, 1, 1, 1, inferUnaryFloat},
+    {"", "Sub", 2, 2, 1, 1, inferBinaryArith},
+    {"", "Tanh", 1, 1, 1, 1, inferUnaryFloat},
+    {"", "Where", 3, 3, 1, 1, inferWhere},
+    // Matrix products, normalisation, losses, reductions.
+    {"", "Gemm", 2, 3, 1, 1, inferGemm},
+    {"", "MatMul", 2, 2, 1, 1, inferMatMul},
+    {"", "Softmax", 1, 1, 1, 1, inferSoftmax},
+    {"", "LogSoftmax", 1, 1, 1, 1, inferSoftmax},
+    {"", "SoftmaxCrossEntropyLoss", 2, 3, 1, 2, inferSoftmaxCrossEntropyLoss},
+    {"", "NegativeLogLikelihoodLoss", 2, 3, 1, 1,
+     inferNegativeLogLikelihoodLoss},
+    {"", "ReduceMax", 1, 2, 1, 1, inferReduce},
+    {"", "ReduceMean", 1, 2, 1, 1, inferReduce},
+    {"", "ReduceSum", 1, 2, 1, 1, inferReduce},
+    // Shapes and constants.
+    {"", "Concat", 1, kAny, 1, 1, inferConcat},
+    {"", "Constant", 0, 0, 1, 1, inferConstant},
+    {"", "ConstantOfShape", 1, 1, 1, 1, inferConstantOfShape},
+    {"", "Expand", 2, 2, 1, 1, inferExpand},
+    {"", "Flatten", 1, 1, 1, 1, inferFlatten},
+    {"", "Gather", 2, 2, 1, 1, inferGather},
+    {"", "Reshape", 2, 2, 1, 1, inferReshape},
+    {"", "Shape", 1, 1, 1, 1, inferShape},
+    {"", "Slice", 1, 5, 1, 1, inferSlice},
+    {"", "Squeeze", 1, 2, 1, 1, inferSqueeze},
+    {"", "Transpose", 1, 1, 1, 1, inferTranspose},
+    {"", "Unsqueeze", 1, 2, 1, 1, inferUnsqueeze},
+    // mpc domain.
+    {kMpcDomain, "Adam", 6, 6, 3, 3, inferAdam},
+    {kMpcDomain, "ClipGradNorm", 1, kAny, 2, kAny, inferClipGradNorm},
+    {kMpcDomain, "IncrementStep", 1, 2, 1, 1, inferIncrementStep},
+    {kMpcDomain, "LogSoftmaxGrad", 2, 2, 1, 1, inferElementwiseGrad},
+    {kMpcDomain, "NegativeLogLikelihoodLossGrad", 3, 4, 1, 1, inferLossGrad},
+    {kMpcDomain, "ReduceGrad", 2, 3, 1, 1, inferReduceGrad},
+    {kMpcDomain, "ReluGrad", 2, 2, 1, 1, inferElementwiseGrad},
+    {kMpcDomain, "SGD", 4, 5, 1, 2, inferSGD},
+    {kMpcDomain, "SoftmaxCrossEntropyLossGrad", 3, 4, 1, 1, inferLossGrad},
+    {kMpcDomain, "SoftmaxGrad", 2, 2, 1, 1, inferElementwiseGrad},
+    {kMpcDomain, "SumToShape", 2, 2, 1, 1, inferSumToShape},
+    {kMpcDomain, "UnscaleGradients", 1, kAny, 1, kAny, inferUnscaleGradients},
+    {kMpcDomain, "UpdateLossScale", 3, 3, 2, 2, inferUpdateLossScale},
+};
+
+const OpRule *findRule(const std::string &domain, const std::string &op) {
+  // "ai.onnx" is the default domain spelled out.
+  std::string d = domain == "ai.onnx" ? std::string() : domain;
+  for (const OpRule &r : kRules)
+    if (d == r.domain && op == r.op)
+      return &r;
+  return nullptr;
+}
+
+std::string joinNames(const std::vector<std::string> &names) {
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i)
+    s += (i ? ", " : "") + names[i];
+  return s;
+}
+
+std::string countText(int lo, int hi) {
+  if (hi == kAny)
+    return "at least " + std::to_string(lo);
+  if (lo == hi)
+    return std::to_string(lo);
+  return std::to_string(lo) + " to " + std::to_string(hi);
+}
+
+} // namespace
+
+bool isSupportedOp(const std::string &domain, const std::string &op) {
+  return findRule(domain, op) != nullptr;
+}
+
+std::vector<std::string> supportedOpNames() {
+  std::vector<std::string> names;
+  for (const OpRule &r : kRules)
+    names.push_back(std::string(r.domain).empty()
+                        ? std::string(r.op)
+                        : std::string(r.domain) + "." + r.op);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TensorPtr constantNodeTensor(const Node &n) {
+  const Attribute *found = nullptr;
+  std::string foundName;
+  for (const auto &kv : n.attributes()) {
+    if (kv.first.rfind("value", 0) != 0 && kv.first != "sparse_value")
+      continue;
+    if (found)
+      errorAt(n) << "has both '" << foundName << "' and '" << kv.first
+                 << "' (exactly one value attribute is allowed)";
+    found = &kv.second;
+    foundName = kv.first;
+  }
+  if (!found)
+    errorAt(n) << "has no 'value' attribute";
+  using K = Attribute::Kind;
+  auto expect = [&](K kind, const char *what) {
+    if (found->kind != kind)
+      errorAt(n) << "attribute '" << foundName << "' must be " << what;
+  };
+  if (foundName == "value") {
+    expect(K::Tensor, "a tensor");
+    return found->t;
+  }
+  if (foundName == "value_float") {
+    expect(K::Float, "a float");
+    return std::make_shared<Tensor>(Tensor::scalar(DType::F32, found->f));
+  }
+  if (foundName == "value_floats") {
+    expect(K::Floats, "a list of floats");
+    return std::make_shared<Tensor>(
+        Tensor::fromFloats({int64_t(found->floats.size())}, found->floats));
+  }
+  if (foundName == "value_int") {
+    expect(K::Int, "an int");
+    return std::make_shared<Tensor>(
+        Tensor::fromInt64s({}, std::vector<int64_t>{found->i}));
+  }
+  if (foundName == "value_ints") {
+    expect(K::Ints, "a list of ints");
+    return std::make_shared<Tensor>(
+        Tensor::fromInt64s({int64_t(found->ints.size())}, found->ints));
+  }
+  errorAt(n) << "attribute '" << foundName
+             << "' is not supported (mpc has no string or sparse tensors)";
+  return nullptr;
+}
+
+TensorPtr constantValue(const Value &v) {
+  if (v.isInitializer())
+    return v.initializer();
+  const Node *p = v.producer();
+  if (p && p->domain().empty() && p->opType() == "Constant")
+    return constantNodeTensor(*p);
+  return nullptr;
+}
+
+void inferNode(Node &n, int64_t opset) {
+  const OpRule *rule = findRule(n.domain(), n.opType());
+  if (!rule) {
+    std::string op =
+        n.domain().empty() ? n.opType() : n.domain() + "." + n.opType();
+    error() << "unsupported op '" << op << "' (node '" << n.name()
+            << "'); supported: " << joinNames(supportedOpNames());
+  }
+  int ins = int(n.numInputs()), outs = int(n.numOutputs());
+  if (ins < rule->minInputs ||
+      (rule->maxInputs != kAny && ins > rule->maxInputs))
+    errorAt(n) << "has " << ins << " inputs, expected "
+               << countText(rule->minInputs, rule->maxInputs);
+  if (outs < rule->minOutputs ||
+      (rule->maxOutputs != kAny && outs > rule->maxOutputs))
+    errorAt(n) << "has " << outs << " outputs, expected "
+               << countText(rule->minOutputs, rule->maxOutputs);
+  Ctx c(n, opset);
+  rule->infer(c);
+}
+
+void inferGraph(Graph &g, int64_t opset) {
+  for (Node *n : g.nodeList())
+    inferNode(*n, opset);
+}
+
+} // namespace mpc

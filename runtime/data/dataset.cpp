@@ -1,0 +1,220 @@
+// Dataset: validation of npz data against the step's inputs, batching,
+// shuffling and synthetic data.
+#include "runtime/data/dataset.h"
+
+#include "passes/support/diagnostics.h"
+#include "runtime/data/npz.h"
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+namespace mpc {
+
+namespace {
+
+bool isLossOp(const Node &n) {
+  return n.domain().empty() && (n.opType() == "SoftmaxCrossEntropyLoss" ||
+                                n.opType() == "NegativeLogLikelihoodLoss");
+}
+
+/// Deterministic per-epoch permutation of [0, n).
+std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  std::iota(p.begin(), p.end(), 0);
+  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + uint64_t(epoch));
+  for (int64_t i = n - 1; i > 0; --i) {
+    int64_t j = int64_t(rng() % uint64_t(i + 1));
+    std::swap(p[size_t(i)], p[size_t(j)]);
+  }
+  return p;
+}
+
+} // namespace
+
+std::vector<DataInputSpec> describeDataInputs(const Graph &step,
+                                              int64_t &batch) {
+  std::vector<DataInputSpec> specs;
+  int64_t graphBatch = -1;
+  for (const Value *in : step.inputs()) {
+    DataInputSpec s;
+    s.name = in->name();
+    s.dtype = in->dtype;
+    if (!in->hasShape || in->dims.empty())
+      throw Error("data input '" + in->name() +
+                  "' has no batch dimension (its shape is " + in->typeString() +
+                  ")");
+    for (size_t i = 1; i < in->dims.size(); ++i) {
+      if (!in->dims[i].isKnown())
+        throw Error("data input '" + in->name() + "' has a dynamic dimension " +
+                    std::to_string(i) + " (" + in->typeString() +
+                    "); compile with mpc-opt --input-shape");
+      s.sampleDims.push_back(in->dims[i].value);
+    }
+    if (in->dims[0].isKnown()) {
+      if (graphBatch >= 0 && graphBatch != in->dims[0].value)
+        throw Error("data inputs disagree on the batch size (" +
+                    std::to_string(graphBatch) + " vs " +
+                    std::to_string(in->dims[0].value) + " of '" + in->name() +
+                    "')");
+      graphBatch = in->dims[0].value;
+    }
+    // Labels: the second input of a classification loss.
+    for (const Use &u : in->uses()) {
+      if (!isLossOp(*u.user) || u.index != 1)
+        continue;
+      const Value *logits = u.user->input(0);
+      if (logits && logits->hasShape && logits->dims.size() >= 2 &&
+          logits->dims[1].isKnown())
+        s.numClasses = logits->dims[1].value;
+      if (u.user->hasAttr("ignore_index"))
+        s.ignoreIndex = u.user->attrInt("ignore_index", 0);
+    }
+    specs.push_back(s);
+  }
+  if (graphBatch >= 0) {
+    if (batch > 0 && batch != graphBatch)
+      throw Error("--batch=" + std::to_string(batch) +
+                  " but the step was compiled for batch " +
+                  std::to_string(graphBatch) +
+                  " (recompile with mpc-opt --batch or --input-shape)");
+    batch = graphBatch;
+  }
+  if (batch <= 0)
+    throw Error("the batch size is symbolic in the model: give --batch=B");
+  return specs;
+}
+
+Dataset Dataset::fromNpz(const std::string &path,
+                         const std::vector<DataInputSpec> &specs) {
+  std::vector<std::pair<std::string, Tensor>> arrays;
+  std::string err;
+  if (!readNpz(path, arrays, err))
+    throw Error(err);
+  Dataset d;
+  d.specs_ = specs;
+  d.numSamples_ = -1;
+  for (const DataInputSpec &s : specs) {
+    Tensor *found = nullptr;
+    for (auto &kv : arrays)
+      if (kv.first == s.name)
+        found = &kv.second;
+    if (!found) {
+      std::string names;
+      for (auto &kv : arrays)
+        names += (names.empty() ? "" : ", ") + kv.first;
+      throw Error(path + ": no array named '" + s.name +
+                  "' (the model's data input); the file has: " + names);
+    }
+    Tensor &t = *found;
+    std::string where = path + ": array '" + s.name + "'";
+    if (t.dims.empty())
+      throw Error(where + ": is a scalar; expected samples along axis 0");
+    std::vector<int64_t> sample(t.dims.begin() + 1, t.dims.end());
+    if (sample != s.sampleDims)
+      throw Error(where + ": samples have shape " + dimsToString(sample) +
+                  ", the model expects " + dimsToString(s.sampleDims));
+    if (t.dtype != s.dtype) {
+      // Labels saved as int32 are common; convert losslessly.
+      bool intToInt = !isFloating(t.dtype) && !isFloating(s.dtype) &&
+                      t.dtype != DType::Bool && s.dtype != DType::Bool;
+      if (!intToInt)
+        throw Error(where + ": dtype " + dtypeName(t.dtype) +
+                    ", the model expects " + dtypeName(s.dtype));
+      t = t.castTo(s.dtype);
+    }
+    if (d.numSamples_ >= 0 && t.dims[0] != d.numSamples_)
+      throw Error(where + ": has " + std::to_string(t.dims[0]) +
+                  " samples, other arrays have " +
+                  std::to_string(d.numSamples_));
+    d.numSamples_ = t.dims[0];
+    int64_t perSample = elementCount(s.sampleDims);
+    int64_t n = t.numel();
+    if (isFloating(t.dtype)) {
+      for (int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(t.getAsDouble(i)))
+          throw Error(where + ": sample " +
+                      std::to_string(perSample ? i / perSample : 0) +
+                      " holds a non-finite value (" +
+                      std::to_string(t.getAsDouble(i)) + ")");
+    } else if (s.numClasses > 0) {
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t label = int64_t(t.getAsDouble(i));
+        if (label == s.ignoreIndex)
+          continue;
+        if (label < 0 || label >= s.numClasses)
+          throw Error(where + ": sample " +
+                      std::to_string(perSample ? i / perSample : 0) +
+                      " has label " + std::to_string(label) + ", outside [0, " +
+                      std::to_string(s.numClasses) + ")");
+      }
+    }
+    d.arrays_.push_back(std::move(t));
+  }
+  if (d.numSamples_ <= 0)
+    throw Error(path + ": holds no samples");
+  return d;
+}
+
+Dataset Dataset::synthetic(const std::vector<DataInputSpec> &specs,
+                           int64_t numSamples, uint64_t seed) {
+  Dataset d;
+  d.specs_ = specs;
+  d.numSamples_ = numSamples;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (const DataInputSpec &s : specs) {
+    std::vector<int64_t> dims = {numSamples};
+    dims.insert(dims.end(), s.sampleDims.begin(), s.sampleDims.end());
+    Tensor t(s.dtype, dims);
+    int64_t n = t.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      if (isFloating(s.dtype))
+        t.setFromDouble(i, normal(rng));
+      else if (s.numClasses > 0)
+        t.setFromDouble(i, double(rng() % uint64_t(s.numClasses)));
+      else if (s.dtype == DType::Bool)
+        t.setFromDouble(i, double(rng() & 1));
+      else
+        t.setFromDouble(i, double(rng() % 2));
+    }
+    d.arrays_.push_back(std::move(t));
+  }
+  return d;
+}
+
+std::vector<std::pair<std::string, Tensor>>
+Dataset::batch(int64_t step, int64_t batchSize, bool shuffle,
+               uint64_t seed) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  int64_t first = step * batchSize;
+  int64_t epoch = -1;
+  std::vector<int64_t> perm;
+  for (size_t a = 0; a < specs_.size(); ++a) {
+    const Tensor &src = arrays_[a];
+    std::vector<int64_t> dims = src.dims;
+    dims[0] = batchSize;
+    Tensor t(src.dtype, dims);
+    size_t sampleBytes =
+        size_t(elementCount(specs_[a].sampleDims)) * dtypeSize(src.dtype);
+    for (int64_t i = 0; i < batchSize; ++i) {
+      int64_t global = first + i;
+      int64_t index = global % numSamples_;
+      if (shuffle) {
+        int64_t e = global / numSamples_;
+        if (e != epoch) {
+          perm = permutation(numSamples_, seed, e);
+          epoch = e;
+        }
+        index = perm[size_t(index)];
+      }
+      std::memcpy(t.bytes.data() + size_t(i) * sampleBytes,
+                  src.bytes.data() + size_t(index) * sampleBytes, sampleBytes);
+    }
+    out.emplace_back(specs_[a].name, std::move(t));
+  }
+  return out;
+}
+
+} // namespace mpc

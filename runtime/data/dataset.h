@@ -1,0 +1,56 @@
+// Training data for mpc-run: npz arrays or synthetic, cut into batches.
+//
+// Arrays are named after the step's data inputs, first axis = samples. Step i
+// takes the next B samples in order, wrapping (or a per-epoch permutation with
+// --shuffle --seed=S). Batches are a pure function of (step, seed), so a
+// resumed run sees exactly the data the uninterrupted run would have seen.
+#pragma once
+
+#include "passes/ir/graph.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mpc {
+
+/// What a data input must look like: name, dtype, per-sample dims, and for
+/// class labels the number of classes and the ignore_index (if any).
+struct DataInputSpec {
+  std::string name;
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> sampleDims;
+  int64_t numClasses = 0; ///< > 0 for labels of a classification loss
+  int64_t ignoreIndex = INT64_MIN;
+};
+
+/// Reads the data inputs of a training step: its graph inputs with static
+/// per-sample dims, the batch (first dim, or `batch` where it is symbolic) and
+/// label ranges from the loss nodes that read them.
+std::vector<DataInputSpec> describeDataInputs(const Graph &step,
+                                              int64_t &batch);
+
+class Dataset {
+public:
+  /// Loads and validates an npz (names, dtypes, shapes, label range, NaN/Inf
+  /// with the sample index): throws Error naming the file and array.
+  static Dataset fromNpz(const std::string &path,
+                         const std::vector<DataInputSpec> &specs);
+  /// Random data of the right shapes: N(0,1) floats, labels in range.
+  static Dataset synthetic(const std::vector<DataInputSpec> &specs,
+                           int64_t numSamples, uint64_t seed);
+
+  int64_t numSamples() const { return numSamples_; }
+
+  /// The batch of step `step` (0-based), as (input name, tensor) pairs.
+  std::vector<std::pair<std::string, Tensor>>
+  batch(int64_t step, int64_t batchSize, bool shuffle, uint64_t seed) const;
+
+private:
+  std::vector<DataInputSpec> specs_;
+  std::vector<Tensor> arrays_; ///< one per spec, [numSamples, sampleDims...]
+  int64_t numSamples_ = 0;
+};
+
+} // namespace mpc

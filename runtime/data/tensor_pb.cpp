@@ -1,0 +1,237 @@
+// ONNX TensorProto conversion (raw_data and typed fields) and .pb file I/O.
+#include "runtime/data/tensor_pb.h"
+
+#include "runtime/data/npy.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sys/stat.h>
+
+namespace mpc {
+namespace {
+
+std::string describe(const onnx::TensorProto &p) {
+  return p.name().empty() ? std::string("tensor") : "tensor '" + p.name() + "'";
+}
+
+std::string typeName(int t) {
+  if (onnx::TensorProto_DataType_IsValid(t))
+    return onnx::TensorProto_DataType_Name(
+               static_cast<onnx::TensorProto_DataType>(t)) +
+           " (" + std::to_string(t) + ")";
+  return std::to_string(t);
+}
+
+struct FileCloser {
+  void operator()(std::FILE *f) const { std::fclose(f); }
+};
+
+} // namespace
+
+bool tensorFromProto(const onnx::TensorProto &p, Tensor &out,
+                     std::string &error) {
+  try {
+    std::optional<DType> dt = fromOnnxDataType(p.data_type());
+    if (!dt) {
+      error =
+          describe(p) + ": unsupported data type " + typeName(p.data_type());
+      return false;
+    }
+    if (p.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
+      error = describe(p) + ": external data is not supported here";
+      return false;
+    }
+    if (p.has_segment()) {
+      error = describe(p) + ": segmented tensors are not supported";
+      return false;
+    }
+    std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
+    for (int64_t d : dims) {
+      if (d < 0) {
+        error = describe(p) + ": negative dimension " + std::to_string(d);
+        return false;
+      }
+    }
+    int64_t n = elementCount(dims);
+    size_t es = dtypeSize(*dt);
+    if (n < 0 || uint64_t(n) > kMaxTensorProtoBytes / es) {
+      error = describe(p) + ": shape " + dimsToString(dims) +
+              " is too large (limit " +
+              std::to_string(kMaxTensorProtoBytes >> 30) + " GiB)";
+      return false;
+    }
+    uint64_t nbytes = uint64_t(n) * es;
+    Tensor t;
+    t.dtype = *dt;
+    t.dims = dims;
+
+    if (p.has_raw_data()) {
+      const std::string &raw = p.raw_data();
+      if (raw.size() != nbytes) {
+        error = describe(p) + ": raw_data has " + std::to_string(raw.size()) +
+                " bytes, expected " + std::to_string(nbytes) + " for " +
+                dtypeName(*dt) + "[" + dimsToString(dims) + "]";
+        return false;
+      }
+      t.bytes.assign(raw.begin(), raw.end());
+      if (*dt == DType::Bool)
+        for (uint8_t &b : t.bytes)
+          b = b != 0;
+      out = std::move(t);
+      return true;
+    }
+
+    // Check the typed field's length before allocating anything.
+    int64_t have;
+    const char *field;
+    switch (*dt) {
+    case DType::F32:
+      have = p.float_data_size(), field = "float_data";
+      break;
+    case DType::F64:
+      have = p.double_data_size(), field = "double_data";
+      break;
+    case DType::I64:
+      have = p.int64_data_size(), field = "int64_data";
+      break;
+    default: // int32, int8, uint8, bool and fp16/bf16 bit patterns
+      have = p.int32_data_size(), field = "int32_data";
+      break;
+    }
+    if (have != n) {
+      error = describe(p) + ": " + std::to_string(have) + " values in " +
+              field + ", expected " + std::to_string(n) + " for shape " +
+              dimsToString(dims);
+      return false;
+    }
+    t.bytes.assign(size_t(nbytes), 0);
+    switch (*dt) {
+    case DType::F32:
+      if (n)
+        std::memcpy(t.bytes.data(), p.float_data().data(), size_t(nbytes));
+      break;
+    case DType::F64:
+      if (n)
+        std::memcpy(t.bytes.data(), p.double_data().data(), size_t(nbytes));
+      break;
+    case DType::I64:
+      if (n)
+        std::memcpy(t.bytes.data(), p.int64_data().data(), size_t(nbytes));
+      break;
+    case DType::I32:
+      if (n)
+        std::memcpy(t.bytes.data(), p.int32_data().data(), size_t(nbytes));
+      break;
+    case DType::F16:
+    case DType::BF16: {
+      uint16_t *dst = t.data<uint16_t>();
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = uint16_t(uint32_t(p.int32_data(int(i))) & 0xffffu);
+      break;
+    }
+    case DType::I8:
+    case DType::U8:
+    case DType::Bool: {
+      uint8_t *dst = t.data<uint8_t>();
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t v = p.int32_data(int(i));
+        dst[i] = *dt == DType::Bool ? uint8_t(v != 0) : uint8_t(v);
+      }
+      break;
+    }
+    case DType::Undefined:
+      error = describe(p) + ": undefined data type";
+      return false;
+    }
+    out = std::move(t);
+    return true;
+  } catch (const std::exception &e) {
+    error = describe(p) + ": " + e.what();
+    return false;
+  }
+}
+
+void tensorToProto(const Tensor &t, const std::string &name,
+                   onnx::TensorProto &p) {
+  p.Clear();
+  p.set_name(name);
+  p.set_data_type(toOnnxDataType(t.dtype));
+  for (int64_t d : t.dims)
+    p.add_dims(d);
+  p.set_raw_data(t.bytes.data(), t.bytes.size());
+}
+
+bool readTensorProtoFile(const std::string &path, Tensor &out,
+                         std::string *name, std::string &error) {
+  try {
+    std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
+    if (!f) {
+      error = path + ": cannot open: " + std::strerror(errno);
+      return false;
+    }
+    struct stat st;
+    if (fstat(fileno(f.get()), &st) == 0 && S_ISDIR(st.st_mode)) {
+      error = path + ": is a directory";
+      return false;
+    }
+    if (fseeko(f.get(), 0, SEEK_END) != 0) {
+      error = path + ": cannot seek: " + std::strerror(errno);
+      return false;
+    }
+    off_t size = ftello(f.get());
+    if (size < 0 || fseeko(f.get(), 0, SEEK_SET) != 0) {
+      error = path + ": cannot seek: " + std::strerror(errno);
+      return false;
+    }
+    if (size > off_t(INT_MAX)) {
+      error = path + ": file is too large for a protobuf message (over 2 GiB)";
+      return false;
+    }
+    std::string buf(size_t(size), '\0');
+    if (size > 0 && std::fread(&buf[0], 1, buf.size(), f.get()) != buf.size()) {
+      error = path + ": read error";
+      return false;
+    }
+    onnx::TensorProto p;
+    if (!p.ParseFromArray(buf.data(), int(buf.size()))) {
+      error = path + ": not a valid serialized TensorProto";
+      return false;
+    }
+    buf.clear();
+    buf.shrink_to_fit();
+    std::string err;
+    if (!tensorFromProto(p, out, err)) {
+      error = path + ": " + err;
+      return false;
+    }
+    if (name)
+      *name = p.name();
+    return true;
+  } catch (const std::exception &e) {
+    error = path + ": " + e.what();
+    return false;
+  }
+}
+
+bool writeTensorProtoFile(const std::string &path, const Tensor &t,
+                          const std::string &name, std::string &error) {
+  try {
+    onnx::TensorProto p;
+    tensorToProto(t, name, p);
+    std::string buf;
+    if (!p.SerializeToString(&buf)) {
+      error = path + ": cannot serialize TensorProto (over 2 GiB?)";
+      return false;
+    }
+    return writeFileAtomically(
+        path, reinterpret_cast<const uint8_t *>(buf.data()), buf.size(), error);
+  } catch (const std::exception &e) {
+    error = path + ": " + e.what();
+    return false;
+  }
+}
+
+} // namespace mpc

@@ -1,0 +1,69 @@
+// Trainer: runs a compiled model's training step repeatedly on a backend.
+//
+// The compiled model (mpc-opt's output) carries the step as
+// training_info[0].algorithm and the state as main-graph initializers. Each
+// step binds a batch, runs the algorithm, then applies update_binding
+// (state := new value). Checkpoints are the same model with the state and the
+// run's counters (step, data order) written back, so --resume continues
+// bit-for-bit.
+#pragma once
+
+#include "runtime/backend.h"
+#include "runtime/data/dataset.h"
+#include "runtime/executor.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace mpc {
+
+struct StepRecord {
+  int64_t step = 0;       ///< 1-based index of the step in the whole run
+  double loss = 0;        ///< unscaled fp32 loss, before this step's update
+  double lossScale = 1;   ///< the scale this step used
+  bool skipped = false;   ///< gradients overflowed: no parameter changed
+  double ms = 0;          ///< wall time of the step
+};
+
+class Trainer {
+public:
+  /// Takes a compiled model (throws Error if it has no training step).
+  Trainer(std::unique_ptr<Model> model, Backend &backend);
+
+  /// The step's data inputs; `batch` is filled with the batch size.
+  std::vector<DataInputSpec> dataInputs(int64_t &batch) const;
+
+  /// Runs one step on this batch and applies the state updates.
+  StepRecord step(const std::vector<std::pair<std::string, Tensor>> &batch);
+
+  /// Loads state and counters from a checkpoint written by saveCheckpoint;
+  /// refuses one from a different model (state names, dtypes, shapes).
+  void resumeFrom(const std::string &path);
+  /// Writes the model with the current state (atomically).
+  void saveCheckpoint(const std::string &path);
+  /// Writes the main (inference) graph with the trained parameters.
+  void exportInference(const std::string &path);
+
+  int64_t stepsDone() const { return stepsDone_; }
+  /// Run counters stored in checkpoints besides the state.
+  uint64_t seed = 0;
+  bool shuffle = false;
+
+  /// Current value of a state tensor (master weights, moments, scale...).
+  const Tensor &state(const std::string &name) const;
+  size_t peakBytes() const { return peakBytes_; }
+  const Model &model() const { return *model_; }
+
+private:
+  void writeStateBack();
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Graph> step_; ///< the algorithm plus extra outputs we read
+  std::unique_ptr<Executor> exec_;
+  std::string lossName_, foundInfName_, lossScaleName_;
+  int64_t stepsDone_ = 0;
+  size_t peakBytes_ = 0;
+};
+
+} // namespace mpc

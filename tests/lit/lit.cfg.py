@@ -1,0 +1,14 @@
+# lit configuration for mpc's FileCheck tests (one .onnxtext graph per file).
+import os
+import lit.formats
+
+config.name = "mpc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".onnxtext", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.mpc_build_dir, "tests", "lit-out")
+config.excludes = ["Inputs"]
+config.environment["PATH"] = os.pathsep.join(
+    [config.mpc_bin_dir, config.filecheck_dir, config.environment.get("PATH", "/usr/bin:/bin")])
+config.substitutions.append(("%models", os.path.join(config.mpc_source_dir, "models")))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))

@@ -1,0 +1,590 @@
+// Gradient check of every autodiff rule against central finite differences
+// in float64 on the CPU backend.
+//
+// Each case is a tiny graph in ONNX text whose parameters are fp64
+// initializers; unless the op is itself a loss, the loss is
+// ReduceSum(op(...) * R) with a fixed random R (a non-trainable constant).
+// infer-shapes and autodiff run on it, the training algorithm is executed
+// for the analytic gradients, and each parameter element is perturbed by
+// +-h in the main graph for (L(p+h) - L(p-h)) / 2h.
+#include "passes/gradients/gradient_rules.h"
+#include "passes/onnx/onnx_io.h"
+#include "passes/pass.h"
+#include "passes/shape_inference.h"
+#include "passes/support/diagnostics.h"
+#include "runtime/executor.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace mpc;
+
+namespace {
+
+/// A trainable fp64 initializer with values drawn uniformly from [lo, hi].
+struct Param {
+  std::string name;
+  std::vector<int64_t> dims;
+  double lo = -1.0, hi = 1.0;
+};
+
+/// Any other initializer (labels, frozen weights), written as given.
+struct Data {
+  std::string decl; ///< e.g. "int64[4] y = {0, 2, 1, 1}"
+};
+
+struct GradCase {
+  std::string name;
+  std::vector<Param> params;
+  std::vector<Data> data;
+  /// Nodes in ONNX text; they compute `y`.
+  std::string body;
+  /// y is the loss itself (a loss op with reduction); else ReduceSum(y * R).
+  bool yIsLoss = false;
+  int64_t opset = 17;
+  std::string frozen;
+  double h = 1e-6;
+  double tol = 1e-6;
+};
+
+std::string formatDims(const std::vector<int64_t> &dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+std::string caseText(const GradCase &c, std::mt19937_64 &rng) {
+  std::ostringstream os;
+  os << "<ir_version: 8, opset_import: [\"\" : " << c.opset << "]>\n"
+     << "gradcheck () => (double y)\n  <";
+  bool first = true;
+  char buf[40];
+  for (const Param &p : c.params) {
+    // A rank-0 initializer is written without brackets ("double c = {v}").
+    os << (first ? "" : ",\n   ") << "double"
+       << (p.dims.empty() ? "" : formatDims(p.dims)) << " "
+       << p.name << " = {";
+    first = false;
+    std::uniform_real_distribution<double> dist(p.lo, p.hi);
+    int64_t n = elementCount(p.dims);
+    for (int64_t i = 0; i < n; ++i) {
+      std::snprintf(buf, sizeof buf, "%.17g", dist(rng));
+      os << (i ? ", " : "") << buf;
+    }
+    os << "}";
+  }
+  for (const Data &d : c.data) {
+    os << (first ? "" : ",\n   ") << d.decl;
+    first = false;
+  }
+  os << ">\n{\n" << c.body << "\n}\n";
+  return os.str();
+}
+
+/// Appends loss = ReduceSum(y * R) with a random non-state R shaped like y.
+void wrapInWeightedSum(Graph &g, int64_t opset, std::mt19937_64 &rng) {
+  Value *y = g.outputs().at(0);
+  auto dims = concreteDims(y->dims);
+  ASSERT_TRUE(dims.has_value()) << "y has no static shape";
+  Tensor r(DType::F64, *dims);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  for (int64_t i = 0; i < r.numel(); ++i)
+    r.setFromDouble(i, dist(rng));
+  Value *rv = g.addInitializer("R", std::move(r));
+  Node *mul = g.createNode("Mul", {y, rv}, 1, "weight_by_R");
+  Node *sum = g.createNode("ReduceSum", {mul->output(0)}, 1, "loss_sum");
+  sum->setAttr("keepdims", Attribute::ofInt(0));
+  inferNode(*mul, opset);
+  inferNode(*sum, opset);
+  g.setOutput(0, sum->output(0));
+}
+
+double scalarOf(const Tensor &t) { return t.getAsDouble(0); }
+
+/// Builds the case, runs autodiff and compares every gradient element.
+void checkGradients(const GradCase &c) {
+  SCOPED_TRACE(c.name);
+  std::mt19937_64 rng(std::hash<std::string>{}(c.name));
+  std::string text = caseText(c, rng);
+  SCOPED_TRACE(text);
+  std::unique_ptr<Model> model;
+  try {
+    model = parseModelText(text, c.name);
+    CompileOptions opts;
+    opts.frozen = c.frozen;
+    PassContext ctx{opts, {}, {}};
+    runInferShapes(*model, ctx);
+    if (!c.yIsLoss) {
+      wrapInWeightedSum(*model->graph, c.opset, rng);
+      if (testing::Test::HasFatalFailure())
+        return;
+    }
+    runAutodiff(*model, ctx);
+  } catch (const Error &e) {
+    FAIL() << "compile failed: " << e.what();
+  }
+
+  std::vector<std::string> params = splitList(*model->meta("mpc.params"));
+  std::vector<std::string> expected;
+  for (const Param &p : c.params)
+    if (c.frozen.empty() || !std::regex_search(p.name, std::regex(c.frozen)))
+      expected.push_back(p.name);
+  EXPECT_EQ(params, expected) << "parameters that received a gradient";
+
+  auto backend = createCpuBackend();
+  try {
+    Executor step(*model->training->algorithm, *backend);
+    step.run();
+    Executor forward(*model->graph, *backend);
+    forward.run();
+    EXPECT_NEAR(scalarOf(step.output(0)), scalarOf(forward.output(0)), 1e-12)
+        << "the step's loss differs from the forward graph's";
+
+    for (size_t k = 0; k < params.size(); ++k) {
+      const std::string &p = params[k];
+      const Tensor &grad = step.output(1 + k);
+      const Tensor base = *model->graph->findValue(p)->initializer();
+      ASSERT_EQ(grad.dims, base.dims) << "gradient shape of " << p;
+      ASSERT_EQ(grad.dtype, DType::F64) << "gradient dtype of " << p;
+      int bad = 0;
+      for (int64_t j = 0; j < base.numel(); ++j) {
+        Tensor t = base;
+        t.setFromDouble(j, base.getAsDouble(j) + c.h);
+        forward.setInitializer(p, t);
+        forward.run();
+        double plus = scalarOf(forward.output(0));
+        t.setFromDouble(j, base.getAsDouble(j) - c.h);
+        forward.setInitializer(p, t);
+        forward.run();
+        double minus = scalarOf(forward.output(0));
+        double fd = (plus - minus) / (2 * c.h);
+        double an = grad.getAsDouble(j);
+        double allowed = c.tol * (1.0 + std::abs(fd) + std::abs(an));
+        if (std::abs(fd - an) > allowed && bad++ < 5)
+          ADD_FAILURE() << "d loss / d " << p << "[" << j << "]: autodiff "
+                        << an << ", finite difference " << fd;
+      }
+      forward.setInitializer(p, base);
+    }
+  } catch (const Error &e) {
+    FAIL() << "execution failed: " << e.what();
+  }
+}
+
+void checkAll(const std::vector<GradCase> &cases) {
+  for (const GradCase &c : cases)
+    checkGradients(c);
+}
+
+GradCase binaryCase(const std::string &op, std::vector<int64_t> a,
+                    std::vector<int64_t> b, double lo = -1, double hi = 1) {
+  GradCase c;
+  c.name = op + formatDims(a) + formatDims(b);
+  c.params = {{"a", a}, {"b", b, lo, hi}};
+  c.body = "y = " + op + "(a, b)";
+  return c;
+}
+
+GradCase unaryCase(const std::string &op, double lo = -1, double hi = 1) {
+  GradCase c;
+  c.name = op;
+  c.params = {{"x", {2, 3}, lo, hi}};
+  c.body = "y = " + op + "(x)";
+  return c;
+}
+
+// --- elementwise -----------------------------------------------------------
+
+TEST(GradCheck, BroadcastingArithmetic) {
+  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{2, 3}, {2, 3}},      {{2, 3, 4}, {3, 1}}, {{2, 3, 4}, {4}},
+      {{2, 3, 4}, {}},       {{1, 3}, {2, 1}},    {{3}, {2, 1, 3}},
+      {{2, 1, 4}, {1, 3, 1}}};
+  std::vector<GradCase> cases;
+  for (const char *op : {"Add", "Sub", "Mul"})
+    for (const auto &s : shapes)
+      cases.push_back(binaryCase(op, s.first, s.second));
+  for (const auto &s : shapes)
+    cases.push_back(binaryCase("Div", s.first, s.second, 0.5, 2.0));
+  checkAll(cases);
+}
+
+TEST(GradCheck, SameOperandTwice) {
+  // x * x and x + x: both uses of x contribute (fan-out inside one node).
+  GradCase sq;
+  sq.name = "x*x";
+  sq.params = {{"x", {2, 3}}};
+  sq.body = "y = Mul(x, x)";
+  GradCase twice = sq;
+  twice.name = "x+x";
+  twice.body = "y = Add(x, x)";
+  checkAll({sq, twice});
+}
+
+TEST(GradCheck, UnaryMath) {
+  checkAll({unaryCase("Relu"), unaryCase("Neg"), unaryCase("Sqrt", 0.5, 2.0),
+            unaryCase("Exp"), unaryCase("Log", 0.5, 2.0), unaryCase("Tanh"),
+            unaryCase("Sigmoid"), unaryCase("Erf"), unaryCase("Identity")});
+}
+
+TEST(GradCheck, Pow) {
+  GradCase square;
+  square.name = "Pow const 2";
+  square.params = {{"x", {2, 3}}};
+  square.body = "e = Constant <value = double {2.0}> ()\n y = Pow(x, e)";
+  GradCase cube = square;
+  cube.name = "Pow const 3";
+  cube.body = "e = Constant <value = double {3.0}> ()\n y = Pow(x, e)";
+  GradCase frac = square;
+  frac.name = "Pow const 1.5";
+  frac.params = {{"x", {2, 3}, 0.5, 2.0}};
+  frac.body = "e = Constant <value = double {1.5}> ()\n y = Pow(x, e)";
+  GradCase intExp = square;
+  intExp.name = "Pow int64 exponent";
+  intExp.body = "e = Constant <value = int64 {3}> ()\n y = Pow(x, e)";
+  GradCase tensor = binaryCase("Pow", {2, 3}, {3}, -1.0, 2.0);
+  tensor.params[0].lo = 0.5;
+  tensor.params[0].hi = 2.0;
+  checkAll({square, cube, frac, intExp, tensor});
+}
+
+TEST(GradCheck, Cast) {
+  // Through fp32 and back: the fp32 rounding limits the finite difference.
+  GradCase c;
+  c.name = "Cast f64->f32->f64";
+  c.params = {{"x", {2, 3}}};
+  c.body = "f = Cast <to = 1> (x)\n t = Tanh(f)\n y = Cast <to = 11> (t)";
+  c.h = 1e-2;
+  c.tol = 2e-3;
+  GradCase same = c;
+  same.name = "Cast f64->f64";
+  same.body = "y = Cast <to = 11> (x)";
+  same.h = 1e-6;
+  same.tol = 1e-6;
+  checkAll({c, same});
+}
+
+// --- matrix products
+// ----------------------------------------------------------
+
+TEST(GradCheck, GemmEveryAttributeCombination) {
+  const int64_t M = 3, K = 4, N = 2;
+  std::vector<std::vector<int64_t>> cShapes = {{},     {N},    {M, N},
+                                               {1, N}, {M, 1}, {1, 1}};
+  std::vector<GradCase> cases;
+  for (int transA = 0; transA < 2; ++transA)
+    for (int transB = 0; transB < 2; ++transB)
+      for (double alpha : {1.0, 0.7})
+        for (double beta : {1.0, -1.5})
+          for (int ci = -1; ci < int(cShapes.size()); ++ci) {
+            GradCase c;
+            std::vector<int64_t> a = transA ? std::vector<int64_t>{K, M}
+                                            : std::vector<int64_t>{M, K};
+            std::vector<int64_t> b = transB ? std::vector<int64_t>{N, K}
+                                            : std::vector<int64_t>{K, N};
+            c.params = {{"a", a}, {"b", b}};
+            std::ostringstream attrs, name;
+            char scale[64];
+            std::snprintf(scale, sizeof scale, "alpha = %.1f, beta = %.1f",
+                          alpha, beta);
+            attrs << "<transA = " << transA << ", transB = " << transB << ", "
+                  << scale << ">";
+            name << "Gemm" << attrs.str();
+            std::string inputs = "(a, b)";
+            if (ci >= 0) {
+              c.params.push_back({"c", cShapes[size_t(ci)]});
+              inputs = "(a, b, c)";
+              name << " C" << formatDims(cShapes[size_t(ci)]);
+            }
+            c.name = name.str();
+            c.body = "y = Gemm " + attrs.str() + " " + inputs;
+            cases.push_back(c);
+          }
+  checkAll(cases);
+}
+
+TEST(GradCheck, MatMulBatchedAndBroadcast) {
+  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{3, 4}, {4, 2}},
+      {{2, 3, 4}, {4, 5}},
+      {{2, 3, 4}, {2, 4, 5}},
+      {{2, 1, 3, 4}, {3, 4, 2}},
+      {{1, 3, 4}, {2, 4, 5}},
+      {{3, 4}, {2, 4, 5}},
+      {{4}, {4, 5}},
+      {{4}, {2, 4, 5}},
+      {{3, 4}, {4}},
+      {{2, 3, 4}, {4}},
+      {{4}, {4}}};
+  std::vector<GradCase> cases;
+  for (const auto &s : shapes)
+    cases.push_back(binaryCase("MatMul", s.first, s.second));
+  checkAll(cases);
+}
+
+// --- shapes ------------------------------------------------------------------
+
+TEST(GradCheck, ReshapeFlattenTransposeSqueeze) {
+  std::vector<GradCase> cases;
+  auto add = [&](const std::string &name, const std::string &body,
+                 std::vector<int64_t> dims = {2, 3, 4},
+                 std::vector<Data> data = {}) {
+    GradCase c;
+    c.name = name;
+    c.params = {{"x", dims}};
+    c.data = data;
+    c.body = body;
+    cases.push_back(c);
+  };
+  add("Reshape 6x4", "y = Reshape(x, s)", {2, 3, 4}, {{"int64[2] s = {6, 4}"}});
+  add("Reshape -1", "y = Reshape(x, s)", {2, 3, 4}, {{"int64[1] s = {-1}"}});
+  add("Reshape 0", "y = Reshape(x, s)", {2, 3, 4},
+      {{"int64[3] s = {0, 4, 3}"}});
+  add("Flatten 0", "y = Flatten <axis = 0> (x)");
+  add("Flatten 1", "y = Flatten <axis = 1> (x)");
+  add("Flatten 2", "y = Flatten <axis = 2> (x)");
+  add("Flatten -1", "y = Flatten <axis = -1> (x)");
+  add("Transpose default", "y = Transpose(x)");
+  add("Transpose 2,0,1", "y = Transpose <perm = [2, 0, 1]> (x)");
+  add("Transpose 1,0,2", "y = Transpose <perm = [1, 0, 2]> (x)");
+  add("Unsqueeze", "y = Unsqueeze(x, ax)", {2, 3, 4},
+      {{"int64[2] ax = {0, 3}"}});
+  add("Squeeze", "y = Squeeze(x, ax)", {2, 1, 4}, {{"int64[1] ax = {1}"}});
+  add("Squeeze all", "y = Squeeze(x)", {1, 3, 1});
+  checkAll(cases);
+}
+
+TEST(GradCheck, Concat) {
+  std::vector<GradCase> cases;
+  for (int axis : {0, 1, -1}) {
+    GradCase c;
+    c.name = "Concat axis " + std::to_string(axis);
+    std::vector<int64_t> a = {2, 3}, b = {2, 3}, d = {2, 3};
+    size_t ax = size_t(axis < 0 ? axis + 2 : axis);
+    a[ax] = 1;
+    b[ax] = 2;
+    d[ax] = 3;
+    c.params = {{"a", a}, {"b", b}, {"d", d}};
+    c.body = "y = Concat <axis = " + std::to_string(axis) + "> (a, b, d)";
+    cases.push_back(c);
+  }
+  // Only the middle input trains: the other slices are not built.
+  GradCase partial = cases[0];
+  partial.name = "Concat frozen ends";
+  partial.frozen = "^[ad]$";
+  cases.push_back(partial);
+  checkAll(cases);
+}
+
+// --- softmax
+// -------------------------------------------------------------------
+
+TEST(GradCheck, SoftmaxAndLogSoftmaxEveryAxis) {
+  std::vector<GradCase> cases;
+  for (const char *op : {"Softmax", "LogSoftmax"})
+    for (int axis : {0, 1, 2, -1, -3}) {
+      GradCase c;
+      c.name = std::string(op) + " axis " + std::to_string(axis);
+      c.params = {{"x", {2, 3, 4}}};
+      c.body = "y = " + std::string(op) + " <axis = " + std::to_string(axis) +
+               "> (x)";
+      cases.push_back(c);
+    }
+  GradCase dflt = cases[0];
+  dflt.name = "Softmax default axis";
+  dflt.body = "y = Softmax(x)";
+  cases.push_back(dflt);
+  checkAll(cases);
+}
+
+// --- losses
+// --------------------------------------------------------------------
+
+GradCase lossCase(const std::string &op, const std::string &attrs, bool weights,
+                  bool higherRank) {
+  GradCase c;
+  c.name =
+      op + attrs + (weights ? " weights" : "") + (higherRank ? " [N,C,D]" : "");
+  std::vector<int64_t> scores =
+      higherRank ? std::vector<int64_t>{3, 4, 2} : std::vector<int64_t>{5, 4};
+  c.params = {{"x", scores}};
+  if (higherRank)
+    c.data = {{"int64[3,2] labels = {0, 3, 1, 1, 2, 0}"}};
+  else
+    c.data = {{"int64[5] labels = {0, 3, 1, 1, 2}"}};
+  std::string inputs = "(x, labels)";
+  if (weights) {
+    // Class weights are constants of the loss: frozen, never differentiated.
+    c.data.push_back({"double[4] cw = {0.5, 2.0, 1.0, 1.5}"});
+    inputs = "(x, labels, cw)";
+  }
+  c.body = "y = " + op + " " + attrs + " " + inputs;
+  c.yIsLoss = attrs.find("none") == std::string::npos;
+  return c;
+}
+
+TEST(GradCheck, SoftmaxCrossEntropyLoss) {
+  std::vector<GradCase> cases;
+  for (const char *red : {"mean", "sum", "none"})
+    for (bool weights : {false, true})
+      for (bool higher : {false, true}) {
+        std::string attrs = std::string("<reduction = \"") + red + "\">";
+        cases.push_back(
+            lossCase("SoftmaxCrossEntropyLoss", attrs, weights, higher));
+        std::string ignore =
+            std::string("<reduction = \"") + red + "\", ignore_index = 1>";
+        cases.push_back(
+            lossCase("SoftmaxCrossEntropyLoss", ignore, weights, higher));
+      }
+  // log_prob used downstream too: both outputs carry gradients.
+  GradCase both = lossCase("SoftmaxCrossEntropyLoss", "<reduction = \"mean\">",
+                           false, false);
+  both.name = "SCE loss and log_prob";
+  both.body = "l, lp = SoftmaxCrossEntropyLoss <reduction = \"mean\"> (x, "
+              "labels)\n m = ReduceMean <keepdims = 0> (lp)\n y = Add(l, m)";
+  cases.push_back(both);
+  checkAll(cases);
+}
+
+TEST(GradCheck, NegativeLogLikelihoodLoss) {
+  std::vector<GradCase> cases;
+  for (const char *red : {"mean", "sum", "none"})
+    for (bool weights : {false, true})
+      for (bool higher : {false, true}) {
+        std::string attrs = std::string("<reduction = \"") + red + "\">";
+        cases.push_back(
+            lossCase("NegativeLogLikelihoodLoss", attrs, weights, higher));
+        std::string ignore =
+            std::string("<reduction = \"") + red + "\", ignore_index = 3>";
+        cases.push_back(
+            lossCase("NegativeLogLikelihoodLoss", ignore, weights, higher));
+      }
+  GradCase composed = lossCase("NegativeLogLikelihoodLoss",
+                               "<reduction = \"mean\">", false, false);
+  composed.name = "LogSoftmax -> NLL";
+  composed.body = "lp = LogSoftmax <axis = 1> (x)\n y = "
+                  "NegativeLogLikelihoodLoss <reduction = \"mean\"> (lp, "
+                  "labels)";
+  cases.push_back(composed);
+  checkAll(cases);
+}
+
+// --- reductions
+// ----------------------------------------------------------------
+
+TEST(GradCheck, ReduceSumAndMean) {
+  std::vector<std::vector<int64_t>> axesList = {{},   {0},    {1},      {2},
+                                                {-1}, {0, 2}, {0, 1, 2}};
+  std::vector<GradCase> cases;
+  for (const char *op : {"ReduceSum", "ReduceMean"})
+    for (int keep = 0; keep < 2; ++keep)
+      for (const auto &axes : axesList)
+        for (int64_t opset : {13, 17, 18}) {
+          GradCase c;
+          std::string name = op;
+          c.opset = opset;
+          c.params = {{"x", {2, 3, 4}}};
+          // ReduceSum takes axes as an input from 13, ReduceMean from 18.
+          bool axesInput = std::string(op) == "ReduceSum" || opset >= 18;
+          std::string keepAttr = "keepdims = " + std::to_string(keep);
+          std::string axesText;
+          for (size_t i = 0; i < axes.size(); ++i)
+            axesText += (i ? ", " : "") + std::to_string(axes[i]);
+          if (axes.empty())
+            c.body = "y = " + name + " <" + keepAttr + "> (x)";
+          else if (axesInput) {
+            c.data = {{"int64[" + std::to_string(axes.size()) + "] ax = {" +
+                       axesText + "}"}};
+            c.body = "y = " + name + " <" + keepAttr + "> (x, ax)";
+          } else {
+            c.body = "y = " + name + " <" + keepAttr + ", axes = [" + axesText +
+                     "]> (x)";
+          }
+          c.name = name + " opset " + std::to_string(opset) + " " + keepAttr +
+                   " axes [" + axesText + "]";
+          cases.push_back(c);
+        }
+  GradCase noop;
+  noop.name = "ReduceSum noop_with_empty_axes";
+  noop.params = {{"x", {2, 3}}};
+  noop.body = "y = ReduceSum <noop_with_empty_axes = 1> (x)";
+  cases.push_back(noop);
+  checkAll(cases);
+}
+
+// --- whole graphs
+// ----------------------------------------------------------------
+
+TEST(GradCheck, FanOutSumsGradients) {
+  GradCase c;
+  c.name = "w used by Mul and Add";
+  c.params = {{"w", {2, 3}}, {"x", {2, 3}}};
+  c.body = "a = Mul(w, x)\n t = Tanh(a)\n y = Add(t, w)";
+  GradCase three = c;
+  three.name = "h used three times";
+  three.body = "h = Tanh(w)\n a = Mul(h, x)\n b = Sub(a, h)\n c = Mul(b, h)\n"
+               " y = Add(c, x)";
+  checkAll({c, three});
+}
+
+TEST(GradCheck, MlpWithSoftmaxCrossEntropy) {
+  GradCase c;
+  c.name = "Gemm-Relu-Gemm-SCE";
+  c.params = {{"w1", {5, 3}}, {"b1", {5}}, {"w2", {2, 5}}, {"b2", {2}}};
+  c.data = {{"double[4,3] x = {0.5, -1.0, 0.3, 1.2, 0.1, -0.7, -0.4, 0.9, "
+             "0.2, 0.0, -0.3, 1.1}"},
+            {"int64[4] labels = {0, 1, 1, 0}"}};
+  c.frozen = "^x$";
+  c.body = "h = Gemm <transB = 1> (x, w1, b1)\n r = Relu(h)\n z = Gemm "
+           "<transB = 1> (r, w2, b2)\n y = SoftmaxCrossEntropyLoss "
+           "<reduction = \"mean\"> (z, labels)";
+  c.yIsLoss = true;
+  checkAll({c});
+}
+
+TEST(GradCheck, EveryRuleIsCovered) {
+  // The cases above cover every op in the rule table; a new rule must add
+  // a case here too.
+  std::set<std::string> covered = {"Add",
+                                   "Sub",
+                                   "Mul",
+                                   "Div",
+                                   "Neg",
+                                   "Relu",
+                                   "Sqrt",
+                                   "Exp",
+                                   "Log",
+                                   "Pow",
+                                   "Tanh",
+                                   "Sigmoid",
+                                   "Erf",
+                                   "Identity",
+                                   "Cast",
+                                   "Gemm",
+                                   "MatMul",
+                                   "Reshape",
+                                   "Flatten",
+                                   "Squeeze",
+                                   "Unsqueeze",
+                                   "Transpose",
+                                   "Concat",
+                                   "Softmax",
+                                   "LogSoftmax",
+                                   "SoftmaxCrossEntropyLoss",
+                                   "NegativeLogLikelihoodLoss",
+                                   "ReduceSum",
+                                   "ReduceMean"};
+  for (const std::string &op : opsWithGradients())
+    EXPECT_TRUE(covered.count(op)) << "no gradient check for " << op;
+}
+
+} // namespace

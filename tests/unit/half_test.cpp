@@ -1,0 +1,173 @@
+// Tests of the fp16/bf16 conversions in kernels/common/half.h.
+//
+// Every one of the 65536 half (and bf16) bit patterns must survive
+// half -> float -> half (NaNs stay NaN); float -> half must round to nearest
+// with ties to even, including at subnormals and at the overflow threshold
+// 65520; a wide sample of float bit patterns is checked against an
+// independent reference (nearest value in the sorted list of all halves).
+#include "kernels/common/half.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+using namespace mpc;
+
+namespace {
+
+bool isHalfNaN(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu); }
+bool isBf16NaN(uint16_t b) { return (b & 0x7f80u) == 0x7f80u && (b & 0x7fu); }
+
+/// The exact value of a finite half, from its fields.
+double halfValue(uint16_t h) {
+  int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  double v = exp == 0 ? std::ldexp(double(mant), -24)
+                      : std::ldexp(1.0 + mant / 1024.0, exp - 15);
+  return sign ? -v : v;
+}
+
+/// Reference float -> half by search: the nearest finite half, ties to the
+/// even pattern, and inf at or beyond 65520 (where the next "half" would be
+/// 65536). Independent of the bit tricks in half.h.
+uint16_t referenceFloatToHalf(float f, const std::vector<double> &positives) {
+  if (std::isnan(f))
+    return 0x7e00;
+  double a = std::fabs(double(f));
+  uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  if (a >= 65520.0)
+    return sign | 0x7c00;
+  // positives[i] is the value of pattern i for i in [0, 0x7bff].
+  auto it = std::lower_bound(positives.begin(), positives.end(), a);
+  size_t hi = size_t(it - positives.begin());
+  if (hi < positives.size() && positives[hi] == a)
+    return uint16_t(sign | hi);
+  size_t lo = hi - 1;
+  double dlo = a - positives[lo], dhi = positives[hi] - a;
+  size_t pick = dlo < dhi ? lo : dhi < dlo ? hi : (lo % 2 == 0 ? lo : hi);
+  return uint16_t(sign | pick);
+}
+
+} // namespace
+
+TEST(Half, EveryHalfPatternRoundTrips) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    uint16_t bits = uint16_t(h);
+    float f = halfToFloat(bits);
+    uint16_t back = floatToHalf(f);
+    if (isHalfNaN(bits)) {
+      EXPECT_TRUE(std::isnan(f)) << std::hex << h;
+      EXPECT_TRUE(isHalfNaN(back)) << std::hex << h;
+      continue;
+    }
+    ASSERT_EQ(back, bits) << std::hex << h;
+    if ((bits & 0x7c00u) != 0x7c00u)
+      ASSERT_EQ(double(f), halfValue(bits)) << std::hex << h;
+  }
+}
+
+TEST(Half, EveryBf16PatternRoundTrips) {
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    uint16_t bits = uint16_t(b);
+    float f = bf16ToFloat(bits);
+    uint16_t back = floatToBf16(f);
+    if (isBf16NaN(bits)) {
+      EXPECT_TRUE(std::isnan(f));
+      EXPECT_TRUE(isBf16NaN(back)) << std::hex << b;
+      continue;
+    }
+    ASSERT_EQ(back, bits) << std::hex << b;
+  }
+}
+
+TEST(Half, TiesToEvenNormals) {
+  // 1 + 2^-11 is halfway between 1 (0x3c00, even) and 1 + 2^-10 (0x3c01).
+  EXPECT_EQ(floatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
+  // 1 + 3 * 2^-11 is halfway between 0x3c01 (odd) and 0x3c02 (even).
+  EXPECT_EQ(floatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
+  // Just above a tie rounds up, just below rounds down.
+  EXPECT_EQ(floatToHalf(std::nextafter(1.0f + std::ldexp(1.0f, -11), 2.0f)),
+            0x3c01);
+  EXPECT_EQ(floatToHalf(std::nextafter(1.0f + 3 * std::ldexp(1.0f, -11), 0.f)),
+            0x3c01);
+  EXPECT_EQ(floatToHalf(-(1.0f + std::ldexp(1.0f, -11))), 0xbc00);
+  // A tie that carries into the exponent: 2 - 2^-11 -> 2.0 (0x4000).
+  EXPECT_EQ(floatToHalf(2.0f - std::ldexp(1.0f, -11)), 0x4000);
+}
+
+TEST(Half, TiesToEvenSubnormals) {
+  float tiny = std::ldexp(1.0f, -24); // smallest half subnormal, 0x0001
+  EXPECT_EQ(floatToHalf(tiny), 0x0001);
+  EXPECT_EQ(floatToHalf(tiny / 2), 0x0000);     // tie with 0 -> 0 (even)
+  EXPECT_EQ(floatToHalf(-tiny / 2), 0x8000);    // -0
+  EXPECT_EQ(floatToHalf(std::nextafter(tiny / 2, 1.0f)), 0x0001);
+  EXPECT_EQ(floatToHalf(tiny * 1.5f), 0x0002);  // tie 1|2 -> 2
+  EXPECT_EQ(floatToHalf(tiny * 2.5f), 0x0002);  // tie 2|3 -> 2
+  EXPECT_EQ(floatToHalf(tiny * 3.5f), 0x0004);  // tie 3|4 -> 4
+  EXPECT_EQ(floatToHalf(tiny / 4), 0x0000);
+  // Largest subnormal 0x03ff and smallest normal 0x0400: the tie -> 0x0400.
+  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -14) - std::ldexp(1.0f, -25)),
+            0x0400);
+  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -14) - 3 * std::ldexp(1.0f, -25)),
+            0x03fe);
+  // fp32 subnormals are far below half's range.
+  EXPECT_EQ(floatToHalf(std::numeric_limits<float>::denorm_min()), 0x0000);
+}
+
+TEST(Half, OverflowThreshold) {
+  EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
+  EXPECT_EQ(floatToHalf(std::nextafter(65520.0f, 0.0f)), 0x7bff);
+  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00); // tie with "65536" -> inf
+  EXPECT_EQ(floatToHalf(-65520.0f), 0xfc00);
+  EXPECT_EQ(floatToHalf(1e10f), 0x7c00);
+  EXPECT_EQ(floatToHalf(std::numeric_limits<float>::infinity()), 0x7c00);
+  EXPECT_EQ(floatToHalf(-std::numeric_limits<float>::infinity()), 0xfc00);
+  EXPECT_TRUE(isHalfNaN(floatToHalf(std::nanf(""))));
+  EXPECT_TRUE(isHalfNaN(floatToHalf(-std::nanf(""))));
+}
+
+TEST(Half, FloatSampleMatchesReference) {
+  std::vector<double> positives;
+  for (uint32_t h = 0; h <= 0x7bff; ++h)
+    positives.push_back(halfValue(uint16_t(h)));
+  // Every 2503rd float pattern (about 1.7M): the prime stride lands in every
+  // exponent and all over the mantissas, including the dropped bits.
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 2503) {
+    float f = bitsToFloat(uint32_t(u));
+    uint16_t got = floatToHalf(f), want = referenceFloatToHalf(f, positives);
+    if (std::isnan(f)) {
+      ASSERT_TRUE(isHalfNaN(got));
+      continue;
+    }
+    ASSERT_EQ(got, want) << "float bits 0x" << std::hex << u;
+  }
+  // Exact ties between consecutive halves, all of them.
+  for (uint32_t h = 0; h < 0x7bff; ++h) {
+    double mid = (halfValue(uint16_t(h)) + halfValue(uint16_t(h + 1))) / 2;
+    float f = float(mid); // exact: a half tie needs only 12 bits
+    ASSERT_EQ(double(f), mid);
+    ASSERT_EQ(floatToHalf(f), uint16_t(h % 2 == 0 ? h : h + 1))
+        << std::hex << h;
+  }
+}
+
+TEST(Bf16, TiesToEvenAndNaN) {
+  // 1 + 2^-8 is halfway between 1 (0x3f80) and 1 + 2^-7 (0x3f81).
+  EXPECT_EQ(floatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
+  EXPECT_EQ(floatToBf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
+  EXPECT_EQ(floatToBf16(std::nextafter(1.0f + std::ldexp(1.0f, -8), 2.f)),
+            0x3f81);
+  EXPECT_EQ(floatToBf16(-(1.0f + std::ldexp(1.0f, -8))), 0xbf80);
+  EXPECT_EQ(floatToBf16(1.0f), 0x3f80);
+  // The largest float rounds past bf16's largest finite value to inf.
+  EXPECT_EQ(floatToBf16(std::numeric_limits<float>::max()), 0x7f80);
+  EXPECT_EQ(floatToBf16(std::numeric_limits<float>::infinity()), 0x7f80);
+  // NaN stays NaN even when its payload lives only in the low 16 bits
+  // (truncation would turn it into inf).
+  EXPECT_TRUE(isBf16NaN(floatToBf16(bitsToFloat(0x7f800001u))));
+  EXPECT_TRUE(isBf16NaN(floatToBf16(bitsToFloat(0xff800001u))));
+  EXPECT_TRUE(isBf16NaN(floatToBf16(std::nanf(""))));
+  EXPECT_EQ(roundToBf16(3.0f), 3.0f);
+}

@@ -1,0 +1,237 @@
+// Tests for the verify and fold-constants passes on IR that ONNX text cannot
+// express: graphs broken the way a buggy pass would break them, training
+// algorithms with update bindings, and metadata.
+#include "passes/pass.h"
+#include "passes/shape_inference.h"
+#include "passes/support/diagnostics.h"
+
+#include <gtest/gtest.h>
+
+using namespace mpc;
+
+namespace {
+
+#define EXPECT_CONTAINS(haystack, needle)                                      \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)             \
+      << "message: " << (haystack)
+
+/// The message runVerify throws (empty when the model verifies).
+std::string verifyError(Model &m) {
+  CompileOptions opts;
+  PassContext ctx{opts, {}, {}};
+  try {
+    runVerify(m, ctx);
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// x[4] -> Relu -> a -> Relu -> y, in the main graph.
+struct ReluChain {
+  Model m;
+  Value *x, *a, *y;
+  Node *first, *second;
+  ReluChain() {
+    Graph &g = *m.graph;
+    x = g.addInput("x", DType::F32, {Dim(4)});
+    first = g.createNode("Relu", {x}, 1, "first");
+    a = first->output(0);
+    second = g.createNode("Relu", {a}, 1, "second");
+    y = second->output(0);
+    g.addOutput(y);
+  }
+};
+
+TEST(Verify, AcceptsAWellFormedGraphAndLeavesTypesAlone) {
+  ReluChain c;
+  EXPECT_EQ(verifyError(c.m), "");
+  // Verify infers on a copy: the model's unknown types stay unknown.
+  EXPECT_EQ(c.a->dtype, DType::Undefined);
+  EXPECT_FALSE(c.y->hasShape);
+}
+
+TEST(Verify, NodesOutOfOrder) {
+  ReluChain c;
+  c.m.graph->moveBefore(c.second, c.first);
+  std::string msg = verifyError(c.m);
+  EXPECT_CONTAINS(msg, "node 'second' (Relu): input 0 'first_out' is used "
+                       "before the node that defines it");
+}
+
+TEST(Verify, Cycle) {
+  ReluChain c;
+  c.first->setInput(0, c.y);
+  EXPECT_CONTAINS(verifyError(c.m), "is part of a cycle");
+}
+
+TEST(Verify, UseOfARemovedInitializer) {
+  ReluChain c;
+  Graph &g = *c.m.graph;
+  Value *w = g.addInitializer("w", Tensor::fromFloats({4}, {1, 2, 3, 4}));
+  Node *add = g.createNode("Add", {c.y, w}, 1, "add");
+  g.setOutput(0, add->output(0));
+  g.removeInitializer(w); // a buggy pass: w is still used
+  EXPECT_CONTAINS(verifyError(c.m),
+                  "node 'add' (Add): input 1 'w' is not defined");
+}
+
+TEST(Verify, ValueOfAnotherGraph) {
+  ReluChain c;
+  Graph other("other");
+  Value *foreign = other.addInput("z", DType::F32, {Dim(4)});
+  c.second->setInput(0, foreign);
+  EXPECT_CONTAINS(verifyError(c.m), "belongs to another graph");
+}
+
+TEST(Verify, NoOutputs) {
+  ReluChain c;
+  c.m.graph->clearOutputs();
+  EXPECT_CONTAINS(verifyError(c.m), "graph 'main': has no outputs");
+}
+
+TEST(Verify, InitializerTypeMustMatchItsData) {
+  ReluChain c;
+  Value *w = c.m.graph->addInitializer("w", Tensor::fromFloats({2}, {1, 2}));
+  w->dtype = DType::F16;
+  EXPECT_CONTAINS(verifyError(c.m),
+                  "initializer 'w' is declared fp16[2] but holds fp32[2]");
+}
+
+TEST(Verify, UnsupportedOpListsSupported) {
+  ReluChain c;
+  c.m.graph->createNode("Conv", {c.x}, 1, "conv");
+  std::string msg = verifyError(c.m);
+  EXPECT_CONTAINS(msg, "unsupported op 'Conv' (node 'conv'); supported: Abs, "
+                       "Add, Cast,");
+}
+
+/// A main graph with state w (fp32[2]) and step (int64 []), and a training
+/// algorithm producing their new values.
+struct TrainingModel {
+  Model m;
+  Graph *alg;
+  Value *wNew, *stepNew;
+  TrainingModel() {
+    Graph &g = *m.graph;
+    Value *x = g.addInput("x", DType::F32, {Dim(2)});
+    Value *w = g.addInitializer("w", Tensor::fromFloats({2}, {1, 2}));
+    w->isState = true;
+    Value *step = g.addInitializer("step", Tensor::scalar(DType::I64, 0));
+    step->isState = true;
+    g.addOutput(g.createNode("Mul", {x, w}, 1, "mul")->output(0));
+
+    m.training.emplace();
+    m.training->algorithm = std::make_unique<Graph>("step_graph");
+    alg = m.training->algorithm.get();
+    Value *ax = alg->addInput("x", DType::F32, {Dim(2)});
+    Value *aw = alg->addInitializer("w", w->initializer());
+    aw->isState = true;
+    Value *astep = alg->addInitializer("step", step->initializer());
+    astep->isState = true;
+    Node *upd = alg->createNode("Sub", {aw, ax}, 1, "update");
+    wNew = upd->output(0);
+    wNew->setType(DType::F32, {Dim(2)});
+    Value *one = alg->addInitializer("one", Tensor::scalar(DType::I64, 1));
+    Node *inc = alg->createNode("Add", {astep, one}, 1, "inc");
+    stepNew = inc->output(0);
+    stepNew->setType(DType::I64, {});
+    alg->addOutput(wNew);
+    alg->addOutput(stepNew);
+    m.training->updateBinding = {{"w", wNew->name()},
+                                 {"step", stepNew->name()}};
+  }
+};
+
+TEST(Verify, UpdateBindings) {
+  TrainingModel t;
+  EXPECT_EQ(verifyError(t.m), "");
+
+  t.m.training->updateBinding.push_back({"nope", t.wNew->name()});
+  EXPECT_CONTAINS(verifyError(t.m),
+                  "update_binding: key 'nope' is not a state initializer");
+  t.m.training->updateBinding.pop_back();
+
+  t.m.training->updateBinding.push_back({"w", t.wNew->name()});
+  EXPECT_CONTAINS(verifyError(t.m), "state 'w' is bound twice");
+  t.m.training->updateBinding.pop_back();
+
+  t.m.training->updateBinding[1].second = "missing";
+  EXPECT_CONTAINS(verifyError(t.m), "value 'missing' (for state 'step') is "
+                                    "not a value of the training algorithm");
+  t.m.training->updateBinding[1].second = t.wNew->name();
+  EXPECT_CONTAINS(verifyError(t.m), "state 'step' is int64[scalar] but its "
+                                    "new value 'update_out' is fp32[2]");
+}
+
+TEST(Verify, Metadata) {
+  TrainingModel t;
+  t.m.setMeta("mpc.loss", "no_such_value");
+  EXPECT_CONTAINS(verifyError(t.m), "metadata mpc.loss: 'no_such_value' is "
+                                    "not a value of graph 'step_graph'");
+  t.m.setMeta("mpc.loss", t.wNew->name());
+  t.m.setMeta("mpc.params", "w,x");
+  EXPECT_CONTAINS(verifyError(t.m),
+                  "metadata mpc.params: 'x' is not a state initializer");
+  t.m.setMeta("mpc.params", "w");
+  t.m.setMeta("mpc.grads", "update_out,inc_out");
+  EXPECT_CONTAINS(verifyError(t.m), "mpc.params lists 1 parameters but "
+                                    "mpc.grads lists 2 gradients");
+  t.m.setMeta("mpc.grads", "update_out");
+  t.m.setMeta("mpc.step", "step");
+  EXPECT_EQ(verifyError(t.m), "");
+}
+
+TEST(Verify, DeclaredTypeContradictsInference) {
+  TrainingModel t;
+  t.wNew->dtype = DType::F16;
+  EXPECT_CONTAINS(verifyError(t.m), "node 'update' (Sub): output "
+                                    "'update_out' is declared fp16[2] but the "
+                                    "op produces fp32[2]");
+}
+
+// --- fold-constants
+// ------------------------------------------------------------
+
+void fold(Model &m) {
+  CompileOptions opts;
+  PassContext ctx{opts, {}, {}};
+  runFoldConstants(m, ctx);
+}
+
+TEST(FoldConstants, AlgorithmGraphAndBoundState) {
+  TrainingModel t;
+  // A shape computation in the algorithm folds; the bound step counter
+  // (int64 state) must not be folded into "step + 1".
+  Graph &alg = *t.alg;
+  Value *shape = alg.addInitializer("shape", Tensor::fromInt64s({1}, {2}));
+  shape->isState = false;
+  Node *sh = alg.createNode("Shape", {alg.findValue("x")}, 1, "shape_of_x");
+  Node *eq = alg.createNode("Equal", {sh->output(0), shape}, 1, "eq");
+  alg.addOutput(eq->output(0));
+  fold(t.m);
+  EXPECT_EQ(alg.findValue("inc_out")->producer()->opType(), "Add");
+  Value *folded = alg.findValue("eq_out");
+  ASSERT_TRUE(folded && folded->isInitializer());
+  EXPECT_FALSE(folded->isState);
+  EXPECT_EQ(folded->typeString(), "bool[1]");
+  EXPECT_EQ(folded->initializer()->getAsDouble(0), 1.0);
+  EXPECT_EQ(verifyError(t.m), "");
+}
+
+TEST(FoldConstants, KeepsInitializersTheMetadataNames) {
+  ReluChain c;
+  Value *seed =
+      c.m.graph->addInitializer("seed", Tensor::scalar(DType::F32, 1));
+  seed->isState = false;
+  Value *unused =
+      c.m.graph->addInitializer("unused", Tensor::scalar(DType::F32, 1));
+  unused->isState = false;
+  c.m.setMeta("mpc.grad_seed", "seed");
+  fold(c.m);
+  EXPECT_TRUE(c.m.graph->findValue("seed")->isInitializer());
+  EXPECT_FALSE(c.m.graph->findValue("unused") &&
+               c.m.graph->findValue("unused")->isInitializer());
+}
+
+} // namespace

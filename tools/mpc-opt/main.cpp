@@ -1,0 +1,317 @@
+// mpc-opt: compiles an ONNX model (with its loss) into one mixed-precision
+// training step, or runs chosen passes on it (--passes=) for tests.
+//
+// A thin main: flags in, pipeline from passes/registry.h, model out. Bad input
+// of any kind is one line on stderr and exit code 1, and no output file.
+#include "passes/onnx/onnx_io.h"
+#include "passes/pipeline.h"
+#include "passes/support/diagnostics.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+using namespace mpc;
+
+namespace {
+
+const char *kUsage =
+    R"(usage: mpc-opt MODEL [-o OUT] [options]
+
+Compiles MODEL (binary ONNX or ONNX text, a forward graph with a scalar loss)
+into one mixed-precision training step and writes it as ONNX.
+
+output:
+  -o FILE                 output file ("-": stdout; default stdout for text)
+  --emit=onnx|text|step   binary ONNX (default), text of every graph, or the
+                          step as a plain functional model
+  --passes=a,b{k=v},c     run exactly these passes (default: all, in order)
+  --list-passes           print the pass table
+  --print-after-all       print the model (text) after every pass, on stderr
+  --print-after=PASS      print the model after PASS, on stderr
+  --print-types           append "// type: NAME : TYPE" lines to text output
+  --no-verify-each        do not verify the graph after every pass
+  --split-input-file      process chunks separated by "// -----" separately
+  --stats                 print pass statistics on stderr
+precision:
+  --precision=fp16|bf16|fp32   (default fp16)
+  --fp32-ops=Op,Op  --fp16-ops=Op,Op  --fp32-nodes=REGEX
+  --loss-scale=dynamic|static:F|none   (default: dynamic for fp16, else none)
+  --init-scale=F --growth-factor=F --backoff-factor=F --growth-interval=N
+optimizer:
+  --optimizer=sgd|adam|adamw  --lr=F  --momentum=F  --dampening=F  --nesterov
+  --weight-decay=F  --beta1=F  --beta2=F  --eps=F  --max-grad-norm=F
+parameters and shapes:
+  --trainable=REGEX  --frozen=REGEX  --input-shape=NAME:AxBxC  --batch=B
+)";
+
+struct Flags {
+  std::string input;
+  std::string output;
+  bool outputGiven = false;
+  std::string emit = "onnx";
+  std::string passes;
+  bool passesGiven = false;
+  bool printAfterAll = false;
+  std::string printAfter;
+  bool printTypes = false;
+  bool verifyEach = true;
+  bool splitInputFile = false;
+  bool stats = false;
+  CompileOptions options;
+};
+
+double parseDouble(const std::string &flag, const std::string &v) {
+  char *end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0')
+    throw Error(flag + ": expected a number, got '" + v + "'");
+  return d;
+}
+
+int64_t parseInt(const std::string &flag, const std::string &v) {
+  char *end = nullptr;
+  long long i = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0')
+    throw Error(flag + ": expected an integer, got '" + v + "'");
+  return i;
+}
+
+std::pair<std::string, std::vector<int64_t>>
+parseInputShape(const std::string &v) {
+  size_t colon = v.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    throw Error("--input-shape: expected NAME:AxBxC, got '" + v + "'");
+  std::vector<int64_t> dims;
+  for (const std::string &d : splitList(v.substr(colon + 1), 'x')) {
+    int64_t n = parseInt("--input-shape", d);
+    if (n < 0)
+      throw Error("--input-shape: negative dimension in '" + v + "'");
+    dims.push_back(n);
+  }
+  return {v.substr(0, colon), dims};
+}
+
+Flags parseFlags(int argc, char **argv) {
+  Flags f;
+  CompileOptions &o = f.options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string key = arg, val;
+    bool hasVal = false;
+    size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      key = arg.substr(0, eq);
+      val = arg.substr(eq + 1);
+      hasVal = true;
+    }
+    auto need = [&]() -> const std::string & {
+      if (!hasVal)
+        throw Error(key + ": expects a value (" + key + "=...)");
+      return val;
+    };
+    if (arg == "-h" || arg == "--help") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (arg == "--list-passes") {
+      for (const PassInfo &p : passRegistry())
+        std::cout << p.name << "\t" << p.summary
+                  << (*p.options ? std::string("  {") + p.options + "}" : "")
+                  << "\n";
+      std::exit(0);
+    } else if (arg == "-o") {
+      if (i + 1 >= argc)
+        throw Error("-o: expects a file name");
+      f.output = argv[++i];
+      f.outputGiven = true;
+    } else if (key == "--emit") {
+      f.emit = need();
+      if (f.emit != "onnx" && f.emit != "text" && f.emit != "step")
+        throw Error("--emit: expected onnx, text or step, got '" + f.emit +
+                    "'");
+    } else if (key == "--passes") {
+      f.passes = need();
+      f.passesGiven = true;
+    } else if (arg == "--print-after-all") {
+      f.printAfterAll = true;
+    } else if (key == "--print-after") {
+      f.printAfter = need();
+    } else if (arg == "--print-types") {
+      f.printTypes = true;
+    } else if (arg == "--no-verify-each") {
+      f.verifyEach = false;
+    } else if (arg == "--split-input-file") {
+      f.splitInputFile = true;
+    } else if (arg == "--stats") {
+      f.stats = true;
+    } else if (key == "--precision") {
+      auto t = parseDType(need());
+      if (!t || (*t != DType::F16 && *t != DType::BF16 && *t != DType::F32))
+        throw Error("--precision: expected fp16, bf16 or fp32, got '" + val +
+                    "'");
+      o.precision = *t;
+    } else if (key == "--fp32-ops") {
+      o.fp32Ops = splitList(need());
+    } else if (key == "--fp16-ops") {
+      o.fp16Ops = splitList(need());
+    } else if (key == "--fp32-nodes") {
+      o.fp32Nodes = need();
+    } else if (key == "--loss-scale") {
+      o.lossScale = need();
+    } else if (key == "--init-scale") {
+      o.initScale = parseDouble(key, need());
+    } else if (key == "--growth-factor") {
+      o.growthFactor = parseDouble(key, need());
+    } else if (key == "--backoff-factor") {
+      o.backoffFactor = parseDouble(key, need());
+    } else if (key == "--growth-interval") {
+      o.growthInterval = parseInt(key, need());
+    } else if (key == "--optimizer") {
+      o.optimizer = need();
+    } else if (key == "--lr") {
+      o.lr = parseDouble(key, need());
+    } else if (key == "--momentum") {
+      o.momentum = parseDouble(key, need());
+    } else if (key == "--dampening") {
+      o.dampening = parseDouble(key, need());
+    } else if (arg == "--nesterov") {
+      o.nesterov = true;
+    } else if (key == "--weight-decay") {
+      o.weightDecay = parseDouble(key, need());
+      o.weightDecaySet = true;
+    } else if (key == "--beta1") {
+      o.beta1 = parseDouble(key, need());
+    } else if (key == "--beta2") {
+      o.beta2 = parseDouble(key, need());
+    } else if (key == "--eps") {
+      o.epsilon = parseDouble(key, need());
+    } else if (key == "--max-grad-norm") {
+      o.maxGradNorm = parseDouble(key, need());
+    } else if (key == "--trainable") {
+      o.trainable = need();
+    } else if (key == "--frozen") {
+      o.frozen = need();
+    } else if (key == "--input-shape") {
+      o.inputShapes.push_back(parseInputShape(need()));
+    } else if (key == "--batch") {
+      o.batch = parseInt(key, need());
+      if (o.batch <= 0)
+        throw Error("--batch: must be positive, got '" + val + "'");
+    } else if (!arg.empty() && arg[0] == '-' && arg != "-") {
+      throw Error("unknown flag '" + arg + "' (see mpc-opt --help)");
+    } else if (f.input.empty()) {
+      f.input = arg;
+    } else {
+      throw Error("unexpected argument '" + arg + "' (one model at a time)");
+    }
+  }
+  if (f.input.empty())
+    throw Error("no input model (usage: mpc-opt MODEL -o OUT)");
+  if (!f.outputGiven) {
+    if (f.emit != "text")
+      throw Error("missing -o OUT (binary output is not written to a "
+                  "terminal; use -o - to force stdout)");
+    f.output = "-";
+  }
+  return f;
+}
+
+/// Compiles one model; returns the bytes to write.
+std::string compile(std::unique_ptr<Model> model, const Flags &f) {
+  std::vector<PipelineEntry> pipeline =
+      f.passesGiven ? parsePipeline(f.passes) : defaultPipeline();
+  if (!f.printAfter.empty() && !findPass(f.printAfter))
+    throw Error("--print-after: unknown pass '" + f.printAfter + "'");
+  PipelineConfig config;
+  config.verifyEach = f.verifyEach;
+  config.afterPass = [&](const std::string &pass, const Model &m) {
+    if (f.printAfterAll || pass == f.printAfter)
+      std::cerr << "// ----- after " << pass << "\n" << printModelText(m);
+  };
+  Statistics stats;
+  runPipeline(*model, pipeline, f.options, config, stats);
+  if (f.stats)
+    for (const auto &kv : stats)
+      std::cerr << kv.first << ": " << kv.second << "\n";
+
+  if (f.emit == "text") {
+    std::string text = printModelText(*model);
+    if (f.printTypes)
+      text += printValueTypes(*model);
+    return text;
+  }
+  onnx::ModelProto proto;
+  if (f.emit == "step")
+    exportStepModel(*model, proto);
+  else
+    exportModel(*model, proto);
+  std::string bytes;
+  if (!proto.SerializeToString(&bytes))
+    throw Error("cannot serialize the output model (over 2 GiB?)");
+  return bytes;
+}
+
+/// Splits text on lines starting with "// -----".
+std::vector<std::string> splitChunks(const std::string &text) {
+  std::vector<std::string> chunks(1);
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("// -----", 0) == 0) {
+      chunks.emplace_back();
+      continue;
+    }
+    chunks.back() += line + "\n";
+  }
+  return chunks;
+}
+
+std::string withFile(const std::string &file, const std::string &msg) {
+  return msg.rfind(file, 0) == 0 ? msg : file + ": " + msg;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Flags flags;
+  try {
+    flags = parseFlags(argc, argv);
+  } catch (const Error &e) {
+    std::cerr << "mpc-opt: " << e.what() << "\n";
+    return 1;
+  }
+  try {
+    if (!flags.splitInputFile) {
+      std::string out = compile(loadModel(flags.input), flags);
+      writeFileAtomically(flags.output, out);
+      return 0;
+    }
+    std::string text = readFile(flags.input);
+    std::string combined;
+    bool failed = false;
+    auto chunks = splitChunks(text);
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      try {
+        if (i)
+          combined += "// -----\n";
+        combined += compile(parseModelText(chunks[i], flags.input), flags);
+      } catch (const Error &e) {
+        std::cerr << "mpc-opt: " << withFile(flags.input, e.what()) << "\n";
+        failed = true;
+      }
+    }
+    if (failed)
+      return 1;
+    writeFileAtomically(flags.output, combined);
+    return 0;
+  } catch (const Error &e) {
+    std::cerr << "mpc-opt: " << withFile(flags.input, e.what()) << "\n";
+    return 1;
+  } catch (const std::exception &e) {
+    std::cerr << "mpc-opt: " << flags.input << ": internal error: " << e.what()
+              << "\n";
+    return 1;
+  }
+}

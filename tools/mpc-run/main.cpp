@@ -1,0 +1,226 @@
+// mpc-run: trains a compiled model (mpc-opt's output) on the CPU or GPU.
+//
+// A thin main: flags, data, the Trainer loop, progress, log CSV, summary,
+// checkpoints. Bad input (flags, data, checkpoints) is one line and exit 1.
+#include "passes/onnx/onnx_io.h"
+#include "passes/support/diagnostics.h"
+#include "runtime/trainer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+using namespace mpc;
+
+namespace {
+
+const char *kUsage =
+    R"(usage: mpc-run MODEL [options]
+
+Trains MODEL, a training step compiled by mpc-opt.
+
+  --device=cpu|cuda       backend (default: cpu in this build)
+  --steps=N               steps to run (default 100; after --resume: N more)
+  --data=FILE.npz         arrays named after the step's data inputs
+  --synthetic             random data of the right shapes instead
+  --batch=B               batch size (must match a static batch dim)
+  --shuffle --seed=S      per-epoch shuffled order (default: in order)
+  --log=FILE.csv          step,loss,loss_scale,skipped,ms per step
+  --save=CKPT.onnx        checkpoint at the end (and every --save-every=N)
+  --resume=CKPT.onnx      continue bit-for-bit from a checkpoint
+  --export-inference=F    write the inference graph with trained weights
+  --quiet                 no progress lines
+)";
+
+struct Flags {
+  std::string model;
+  std::string device = "cpu";
+  int64_t steps = 100;
+  std::string data;
+  bool synthetic = false;
+  int64_t batch = 0;
+  bool shuffle = false;
+  bool seedGiven = false;
+  uint64_t seed = 0;
+  std::string log, save, resume, exportInference;
+  int64_t saveEvery = 0;
+  bool quiet = false;
+};
+
+int64_t parseInt(const std::string &flag, const std::string &v, int64_t min) {
+  char *end = nullptr;
+  long long i = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || i < min)
+    throw Error(flag + ": expected an integer >= " + std::to_string(min) +
+                ", got '" + v + "'");
+  return i;
+}
+
+Flags parseFlags(int argc, char **argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], key = arg, val;
+    bool hasVal = false;
+    size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      key = arg.substr(0, eq);
+      val = arg.substr(eq + 1);
+      hasVal = true;
+    }
+    auto need = [&]() -> const std::string & {
+      if (!hasVal || val.empty())
+        throw Error(key + ": expects a value (" + key + "=...)");
+      return val;
+    };
+    if (arg == "-h" || arg == "--help") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (key == "--device") {
+      f.device = need();
+      if (f.device != "cpu" && f.device != "cuda")
+        throw Error("--device: expected cpu or cuda, got '" + f.device + "'");
+    } else if (key == "--steps") {
+      f.steps = parseInt(key, need(), 0);
+    } else if (key == "--data") {
+      f.data = need();
+    } else if (arg == "--synthetic") {
+      f.synthetic = true;
+    } else if (key == "--batch") {
+      f.batch = parseInt(key, need(), 1);
+    } else if (arg == "--shuffle") {
+      f.shuffle = true;
+    } else if (key == "--seed") {
+      f.seed = uint64_t(parseInt(key, need(), 0));
+      f.seedGiven = true;
+    } else if (key == "--log") {
+      f.log = need();
+    } else if (key == "--save") {
+      f.save = need();
+    } else if (key == "--save-every") {
+      f.saveEvery = parseInt(key, need(), 1);
+    } else if (key == "--resume") {
+      f.resume = need();
+    } else if (key == "--export-inference") {
+      f.exportInference = need();
+    } else if (arg == "--quiet") {
+      f.quiet = true;
+    } else if (!arg.empty() && arg[0] == '-') {
+      throw Error("unknown flag '" + arg + "' (see mpc-run --help)");
+    } else if (f.model.empty()) {
+      f.model = arg;
+    } else {
+      throw Error("unexpected argument '" + arg + "'");
+    }
+  }
+  if (f.model.empty())
+    throw Error("no model (usage: mpc-run MODEL --data=FILE.npz --steps=N)");
+  if (f.data.empty() && !f.synthetic)
+    throw Error("no data: give --data=FILE.npz or --synthetic");
+  if (!f.data.empty() && f.synthetic)
+    throw Error("--data and --synthetic are exclusive");
+  if (f.saveEvery > 0 && f.save.empty())
+    throw Error("--save-every needs --save=CKPT.onnx");
+  return f;
+}
+
+std::string formatBytes(size_t bytes) {
+  char buf[64];
+  if (bytes >= (size_t(1) << 20))
+    std::snprintf(buf, sizeof buf, "%.2f MiB", double(bytes) / (1 << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f KiB", double(bytes) / 1024);
+  return buf;
+}
+
+int run(const Flags &f) {
+  if (f.device == "cuda")
+    throw Error("--device=cuda: this build has no CUDA backend yet (use "
+                "--device=cpu)");
+  std::unique_ptr<Backend> backend = createCpuBackend();
+  Trainer trainer(loadModel(f.model), *backend);
+  if (!f.resume.empty())
+    trainer.resumeFrom(f.resume);
+  if (f.seedGiven)
+    trainer.seed = f.seed;
+  if (f.shuffle)
+    trainer.shuffle = true;
+
+  int64_t batch = f.batch;
+  std::vector<DataInputSpec> specs = trainer.dataInputs(batch);
+  Dataset data = f.synthetic ? Dataset::synthetic(specs, batch * 16, trainer.seed)
+                             : Dataset::fromNpz(f.data, specs);
+
+  std::ofstream log;
+  if (!f.log.empty()) {
+    // Appending after --resume keeps one log for the whole run.
+    log.open(f.log, f.resume.empty() ? std::ios::trunc : std::ios::app);
+    if (!log)
+      throw Error(f.log + ": cannot write the log");
+    if (f.resume.empty())
+      log << "step,loss,loss_scale,skipped,ms\n";
+  }
+
+  int64_t skipped = 0;
+  double totalMs = 0, lastLoss = 0, lastScale = 1;
+  int64_t every = f.steps >= 10 ? f.steps / 10 : 1;
+  for (int64_t i = 0; i < f.steps; ++i) {
+    auto batchData = data.batch(trainer.stepsDone(), batch, trainer.shuffle,
+                                trainer.seed);
+    StepRecord r = trainer.step(batchData);
+    skipped += r.skipped;
+    totalMs += r.ms;
+    lastLoss = r.loss;
+    lastScale = r.lossScale;
+    if (log) {
+      char line[160];
+      std::snprintf(line, sizeof line, "%lld,%.9g,%.9g,%d,%.3f\n",
+                    (long long)r.step, r.loss, r.lossScale, int(r.skipped),
+                    r.ms);
+      log << line;
+    }
+    if (!f.quiet && ((i + 1) % every == 0 || i + 1 == f.steps))
+      std::fprintf(stderr,
+                   "step %lld/%lld  loss %.6f  scale %g  skipped %lld  "
+                   "%.2f ms/step\n",
+                   (long long)(i + 1), (long long)f.steps, r.loss, r.lossScale,
+                   (long long)skipped, totalMs / double(i + 1));
+    if (f.saveEvery > 0 && (i + 1) % f.saveEvery == 0)
+      trainer.saveCheckpoint(f.save);
+  }
+  if (!f.save.empty())
+    trainer.saveCheckpoint(f.save);
+  if (!f.exportInference.empty())
+    trainer.exportInference(f.exportInference);
+
+  double samplesPerSec =
+      totalMs > 0 ? double(f.steps * batch) / (totalMs / 1000.0) : 0;
+  std::printf("summary: steps %lld  skipped %lld  final loss %.6f  loss scale "
+              "%g  %.0f samples/s  peak memory %s (%s)\n",
+              (long long)f.steps, (long long)skipped, lastLoss, lastScale,
+              samplesPerSec, formatBytes(trainer.peakBytes()).c_str(),
+              backend->name().c_str());
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Flags flags;
+  try {
+    flags = parseFlags(argc, argv);
+    return run(flags);
+  } catch (const Error &e) {
+    std::string msg = e.what();
+    if (!flags.model.empty() && msg.rfind(flags.model, 0) != 0 &&
+        msg.find(".npz") == std::string::npos &&
+        msg.find(".onnx") == std::string::npos && msg.rfind("--", 0) != 0)
+      msg = flags.model + ": " + msg;
+    std::cerr << "mpc-run: " << msg << "\n";
+    return 1;
+  } catch (const std::exception &e) {
+    std::cerr << "mpc-run: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}

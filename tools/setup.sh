@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages mpc builds and tests with (idempotent, quiet when
+# everything is already there). Called by `make`, so a fresh machine needs no
+# other step.
+set -euo pipefail
+
+packages=(
+  cmake g++ make pkg-config
+  libonnx-dev libprotobuf-dev protobuf-compiler  # ONNX 1.12 schema, checker, parser
+  libgtest-dev googletest                         # unit tests
+  llvm-14-tools                                   # lit and FileCheck
+  libopenblas-dev                                 # CPU matrix products
+  zlib1g-dev                                      # deflate for .npz
+  libonnx-testdata                                # ONNX's backend node tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "setup: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
