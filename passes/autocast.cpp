@@ -22,7 +22,8 @@
 //     master-weights pass relies on "fp32 state, one Cast to fp16".
 //  4. keeps graph inputs and outputs (update_binding and users read them by
 //     name) in their dtypes, and the loss (mpc.loss) in fp32: the value
-//     keeps its name and becomes a Cast of the low-precision result.
+//     keeps its name and becomes a Cast of the low-precision result. A
+//     gradient output (mpc.grads) that became wider than it was stays wide.
 //
 // Integer and bool values are never cast; nodes touching fp64 are left as
 // they are. --precision=fp32 changes nothing.
@@ -82,6 +83,10 @@ public:
       gradSeed_ = g_.findValue(*seed);
     if (const std::string *loss = model.meta("mpc.loss"))
       loss_ = g_.findValue(*loss);
+    if (const std::string *grads = model.meta("mpc.grads"))
+      for (const std::string &name : splitList(*grads))
+        if (Value *v = g_.findValue(name))
+          grads_.insert(v);
   }
 
   void run() {
@@ -111,7 +116,13 @@ private:
     for (Value *v : g_.initializers())
       original_[v] = v->dtype;
     for (Node *n : g_.nodeList()) {
-      for (size_t i = 0; i < n->numInputs(); ++i)
+      // Only the nodes autocast decides need types; untouched ones (ops of
+      // other domains, Shape) may stay untyped.
+      PrecisionClass cls = policy_.classify(*n);
+      bool decided = cls == PrecisionClass::Lower ||
+                     cls == PrecisionClass::Fp32 ||
+                     cls == PrecisionClass::Follow;
+      for (size_t i = 0; decided && i < n->numInputs(); ++i)
         if (Value *v = n->input(i); v && v->dtype == DType::Undefined)
           errorAt(*n) << "input '" << v->name()
                       << "' has no type; autocast needs typed values (run "
@@ -119,7 +130,7 @@ private:
       for (Value *o : n->outputs()) {
         if (!o)
           continue;
-        if (o->dtype == DType::Undefined)
+        if (decided && o->dtype == DType::Undefined)
           errorAt(*n) << "output '" << o->name()
                       << "' has no type; autocast needs typed values (run "
                          "infer-shapes first)";
@@ -432,6 +443,11 @@ private:
       if (it == original_.end() || !isFloating(it->second) ||
           v->dtype == it->second)
         continue;
+      // A gradient that became wider (an fp16 parameter's gradient summed
+      // in fp32) stays wide: loss-scale and master-weights cast every
+      // gradient to fp32, so narrowing it here would only round it.
+      if (grads_.count(v) && isExactWidening(it->second, v->dtype))
+        continue;
       castKeepingName(v, it->second);
     }
   }
@@ -454,6 +470,7 @@ private:
   DType target_;
   AutocastPolicy policy_;
   Value *gradSeed_ = nullptr, *loss_ = nullptr;
+  std::unordered_set<const Value *> grads_;
 
   std::unordered_map<const Value *, DType> original_;
   std::unordered_map<const Node *, Decision> decisions_;

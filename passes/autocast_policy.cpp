@@ -14,7 +14,7 @@
 #include "passes/ir/mpc_ops.h"
 #include "passes/support/diagnostics.h"
 
-#include <algorithm>
+#include <unordered_map>
 
 namespace mpc {
 namespace {
@@ -22,7 +22,7 @@ namespace {
 using PC = PrecisionClass;
 
 /// Bit mask of uncast inputs.
-constexpr uint32_t input(int i) { return uint32_t(1) << i; }
+constexpr uint32_t inputBit(int i) { return uint32_t(1) << i; }
 
 const char *const kTraining = "ai.onnx.preview.training";
 
@@ -167,7 +167,7 @@ const std::vector<PolicyEntry> &table() {
        "saturates in a narrow range (TF infer Tanh, TVM tanh)"},
       {"", "Sin", PC::Follow, 0, "bounded in [-1, 1]"},
       {"", "Cos", PC::Follow, 0, "bounded in [-1, 1]"},
-      {"", "Dropout", PC::Follow, input(1),
+      {"", "Dropout", PC::Follow, inputBit(1),
        "a mask and one multiply (TVM dropout); the ratio keeps its own dtype"},
 
       // --- Follow: comparisons and selection -------------------------------
@@ -242,10 +242,10 @@ const std::vector<PolicyEntry> &table() {
        "exp of the log-probabilities and the loss's normalisation"},
       {kMpcDomain, "NegativeLogLikelihoodLossGrad", PC::Fp32, 0,
        "the loss's weighted normalisation"},
-      {kMpcDomain, "ReduceGrad", PC::Fp32, input(1),
+      {kMpcDomain, "ReduceGrad", PC::Fp32, inputBit(1),
        "gradient of an fp32 reduction, a division by the reduced count for a "
        "mean; X is read for its shape only"},
-      {kMpcDomain, "SumToShape", PC::Fp32, input(1),
+      {kMpcDomain, "SumToShape", PC::Fp32, inputBit(1),
        "a reduction over broadcast axes (bias gradients sum over the batch); "
        "the kernel accumulates in fp32 either way, an fp32 result also keeps "
        "the sum's range; X is read for its shape only"},
@@ -327,11 +327,15 @@ const std::vector<PolicyEntry> &autocastPolicyTable() { return table(); }
 
 const PolicyEntry *findPolicyEntry(const std::string &domain,
                                    const std::string &op) {
-  std::string d = domain == "ai.onnx" ? "" : domain;
-  for (const PolicyEntry &e : table())
-    if (d == e.domain && op == e.op)
-      return &e;
-  return nullptr;
+  // Looked up several times per node: index the table once.
+  static const std::unordered_map<std::string, const PolicyEntry *> index = [] {
+    std::unordered_map<std::string, const PolicyEntry *> m;
+    for (const PolicyEntry &e : table())
+      m.emplace(std::string(e.domain) + ":" + e.op, &e);
+    return m;
+  }();
+  auto it = index.find((domain == "ai.onnx" ? "" : domain) + ":" + op);
+  return it == index.end() ? nullptr : it->second;
 }
 
 AutocastPolicy AutocastPolicy::fromOptions(const CompileOptions &options) {
@@ -380,7 +384,7 @@ bool AutocastPolicy::castCommutes(const Node &n) const {
 
 bool AutocastPolicy::isUncastInput(const Node &n, size_t i) const {
   const PolicyEntry *e = findPolicyEntry(n.domain(), n.opType());
-  return e && i < 32 && (e->uncastInputs & input(int(i)));
+  return e && i < 32 && (e->uncastInputs & inputBit(int(i)));
 }
 
 } // namespace mpc

@@ -211,12 +211,11 @@ void checkStructure(const Graph &g) {
   }
 }
 
-/// Supported ops and consistent types, inferred on a copy of the graph.
+/// Supported ops and consistent types, inferred on a copy of the graph
+/// (inferNode reports unsupported ops with the list of supported ones).
 void checkTypes(const Graph &g, int64_t opset) {
   std::unique_ptr<Graph> scratch = g.clone();
   for (Node *n : scratch->nodeList()) {
-    if (!isSupportedOp(n->domain(), n->opType()))
-      inferNode(*n, opset); // throws the "unsupported op" error
     std::vector<TypeFacts> declared;
     for (const Value *o : n->outputs())
       declared.push_back(o ? TypeFacts::of(*o) : TypeFacts());

@@ -39,9 +39,9 @@ MPC_HD bool unscaleElement(float g, float inv, float &out) {
 /// torch's _amp_update_scale_: on overflow, back off and reset the tracker;
 /// otherwise count the clean step and, every growthInterval clean steps,
 /// grow the scale unless that would make it infinite.
-MPC_HD void updateLossScale(float &scale, int64_t &growthTracker,
-                            bool foundInf, double growthFactor,
-                            double backoffFactor, int64_t growthInterval) {
+MPC_HD void updateLossScale(float &scale, int64_t &growthTracker, bool foundInf,
+                            double growthFactor, double backoffFactor,
+                            int64_t growthInterval) {
   if (foundInf) {
     scale = float(double(scale) * backoffFactor);
     growthTracker = 0;

@@ -27,7 +27,7 @@
 
 namespace mpc {
 
-// --- IEEE fp32 operations that are never fused -----------------------------------
+// --- IEEE fp32 operations that are never fused -------------------------------
 
 #if defined(__CUDA_ARCH__)
 MPC_HD float mulRn(float a, float b) { return __fmul_rn(a, b); }
@@ -36,8 +36,8 @@ MPC_HD float subRn(float a, float b) { return __fsub_rn(a, b); }
 MPC_HD float divRn(float a, float b) { return __fdiv_rn(a, b); }
 MPC_HD float sqrtRn(float a) { return __fsqrt_rn(a); }
 #else
-// The host build does not enable FMA contraction (no -mfma/-march=native,
-// see CMakeLists.txt), so plain operators are single IEEE operations.
+// The project's host flags enable no FMA instructions (no -mfma or
+// -march=native), so plain operators are single IEEE operations.
 MPC_HD float mulRn(float a, float b) { return a * b; }
 MPC_HD float addRn(float a, float b) { return a + b; }
 MPC_HD float subRn(float a, float b) { return a - b; }
@@ -45,18 +45,18 @@ MPC_HD float divRn(float a, float b) { return a / b; }
 MPC_HD float sqrtRn(float a) { return std::sqrt(a); }
 #endif
 
-// --- SGD ----------------------------------------------------------------------------
+// --- SGD ---------------------------------------------------------------------
 
 /// SGD's scalars for one step, converted as torch converts them.
 struct SgdScalars {
-  float negLr = 0;                ///< -lr
-  float momentum = 0;             ///< used when hasMomentum
-  float oneMinusDampening = 1;    ///< 1 - dampening, computed in double
-  float weightDecay = 0;          ///< used when hasWeightDecay
-  bool hasMomentum = false;       ///< momentum != 0 (tested in double)
-  bool hasWeightDecay = false;    ///< weight_decay != 0 (tested in double)
+  float negLr = 0;             ///< -lr
+  float momentum = 0;          ///< used when hasMomentum
+  float oneMinusDampening = 1; ///< 1 - dampening, computed in double
+  float weightDecay = 0;       ///< used when hasWeightDecay
+  bool hasMomentum = false;    ///< momentum != 0 (tested in double)
+  bool hasWeightDecay = false; ///< weight_decay != 0 (tested in double)
   bool nesterov = false;
-  bool firstStep = true;          ///< no momentum buffer yet: buf := d_p
+  bool firstStep = true; ///< no momentum buffer yet: buf := d_p
 };
 
 /// `step` is the number of updates applied before this one.
@@ -82,7 +82,7 @@ MPC_HD void sgdUpdate(float &p, float g, float &buf, const SgdScalars &s) {
   if (s.hasMomentum) {
     if (s.firstStep)
       buf = d; // torch.clone(grad)
-    else // buf.mul_(momentum).add_(grad, alpha=1 - dampening)
+    else       // buf.mul_(momentum).add_(grad, alpha=1 - dampening)
       buf = addRn(mulRn(buf, s.momentum), mulRn(s.oneMinusDampening, d));
     // nesterov: grad.add(buf, alpha=momentum); else grad = buf
     d = s.nesterov ? addRn(d, mulRn(s.momentum, buf)) : buf;
@@ -90,18 +90,18 @@ MPC_HD void sgdUpdate(float &p, float g, float &buf, const SgdScalars &s) {
   p = addRn(p, mulRn(s.negLr, d)); // param.add_(grad, alpha=-lr)
 }
 
-// --- Adam / AdamW -------------------------------------------------------------------
+// --- Adam / AdamW ------------------------------------------------------------
 
 /// Adam's scalars for one step (t = step + 1), as torch computes them.
 struct AdamScalars {
-  float weightDecay = 0;        ///< coupled decay: g += wd * p
-  float decayFactor = 1;        ///< decoupled decay: p *= 1 - lr * wd
-  bool hasWeightDecay = false;  ///< weight_decay != 0 (tested in double)
-  bool decoupled = false;       ///< AdamW
-  float lerpWeight = 0;         ///< 1 - beta1
+  float weightDecay = 0;       ///< coupled decay: g += wd * p
+  float decayFactor = 1;       ///< decoupled decay: p *= 1 - lr * wd
+  bool hasWeightDecay = false; ///< weight_decay != 0 (tested in double)
+  bool decoupled = false;      ///< AdamW
+  float lerpWeight = 0;        ///< 1 - beta1
   float beta2 = 0;
-  float oneMinusBeta2 = 0;      ///< 1 - beta2
-  float negStepSize = 0;        ///< -(lr / (1 - beta1^t))
+  float oneMinusBeta2 = 0;       ///< 1 - beta2
+  float negStepSize = 0;         ///< -(lr / (1 - beta1^t))
   float biasCorrection2Sqrt = 1; ///< sqrt(1 - beta2^t)
   float eps = 0;
 };

@@ -42,8 +42,7 @@ int64_t loadInt(const Tensor &t, int64_t i) {
 
 bool flagSet(const Node &node, const Tensor &t, const char *what) {
   if (t.numel() != 1)
-    fail(node, what, " must hold one element, got shape ",
-         shapeString(t.dims));
+    fail(node, what, " must hold one element, got shape ", shapeString(t.dims));
   return t.getAsDouble(0) != 0;
 }
 

@@ -34,7 +34,7 @@ template <typename... Args>
   b.raise();
 }
 
-// --- element types -------------------------------------------------------------
+// --- element types -----------------------------------------------------------
 
 /// fp32 storage, fp32 compute.
 struct F32Io {
@@ -51,9 +51,7 @@ struct F16Io {
   using Compute = float;
   static constexpr DType dtype = DType::F16;
   static Compute load(const Storage *p, int64_t i) { return halfToFloat(p[i]); }
-  static void store(Storage *p, int64_t i, Compute v) {
-    p[i] = floatToHalf(v);
-  }
+  static void store(Storage *p, int64_t i, Compute v) { p[i] = floatToHalf(v); }
 };
 
 /// bf16 storage (bit patterns), fp32 compute, round-to-nearest-even store.
@@ -62,9 +60,7 @@ struct BF16Io {
   using Compute = float;
   static constexpr DType dtype = DType::BF16;
   static Compute load(const Storage *p, int64_t i) { return bf16ToFloat(p[i]); }
-  static void store(Storage *p, int64_t i, Compute v) {
-    p[i] = floatToBf16(v);
-  }
+  static void store(Storage *p, int64_t i, Compute v) { p[i] = floatToBf16(v); }
 };
 
 /// fp64 storage and compute.
@@ -158,7 +154,7 @@ int64_t loadInt(const Tensor &t, int64_t i);
 /// Whether a one-element flag tensor (found_inf) is set.
 bool flagSet(const Node &node, const Tensor &t, const char *what);
 
-// --- inputs, outputs, sizes ------------------------------------------------------
+// --- inputs, outputs, sizes --------------------------------------------------
 
 /// Input i; throws if it is missing.
 const Tensor &input(const KernelContext &ctx, size_t i, const char *what);
@@ -199,7 +195,7 @@ struct AxisSplit {
 /// Splits dims around `axis` (already normalised).
 AxisSplit splitAt(const std::vector<int64_t> &dims, int64_t axis);
 
-// --- broadcasting ---------------------------------------------------------------
+// --- broadcasting ------------------------------------------------------------
 
 /// The numpy broadcast of shapes a and b; throws if they do not broadcast.
 std::vector<int64_t> broadcastShapes(const Node &node,
@@ -307,7 +303,7 @@ inline void copyElement(uint8_t *dst, int64_t di, const uint8_t *src,
   }
 }
 
-// --- reductions ------------------------------------------------------------------
+// --- reductions --------------------------------------------------------------
 
 /// The axes a Reduce* node (or ReduceGrad) reduces over an input of `rank`:
 /// the int64 tensor at input `axesInput` when present (ReduceSum-13 and every
@@ -316,7 +312,7 @@ inline void copyElement(uint8_t *dst, int64_t di, const uint8_t *src,
 std::vector<bool> reducedAxes(const KernelContext &ctx, size_t axesInput,
                               int64_t rank);
 
-// --- losses ------------------------------------------------------------------------
+// --- losses ------------------------------------------------------------------
 
 /// The validated labels and weights of a loss node (forward or backward):
 /// scores [N, C, d1...] (D = d1 * ...), labels [N, d1...].
@@ -343,7 +339,7 @@ struct LossSetup {
 LossSetup lossSetup(const KernelContext &ctx, const Tensor &scores,
                     const Tensor &labels, const Tensor *weights);
 
-// --- kernel families ---------------------------------------------------------------
+// --- kernel families ---------------------------------------------------------
 
 /// One entry of the kernel table.
 struct KernelEntry {

@@ -14,7 +14,7 @@ namespace mpc {
 namespace cpu {
 namespace {
 
-// --- shared loops ----------------------------------------------------------------
+// --- shared loops ------------------------------------------------------------
 
 /// y = op(a, b) with broadcasting; a and b share the dtype of Io, y has
 /// OutIo's dtype.
@@ -50,7 +50,7 @@ template <typename Io, typename Op> void unaryLoop(KernelContext &ctx, Op op) {
     Io::store(py, i, op(Io::load(px, i)));
 }
 
-// --- arithmetic --------------------------------------------------------------------
+// --- arithmetic --------------------------------------------------------------
 
 template <typename Op> void arithmetic(KernelContext &ctx, Op op) {
   requireSameType(ctx);
@@ -122,7 +122,7 @@ void kernelDiv(KernelContext &ctx) {
   });
 }
 
-// --- Pow ------------------------------------------------------------------------------
+// --- Pow ---------------------------------------------------------------------
 
 template <typename T> T intPow(T base, int64_t e) {
   if (e < 0) // integer reciprocal: only +-1 survive truncation
@@ -185,16 +185,15 @@ void kernelPow(KernelContext &ctx) {
       }
       const std::vector<int64_t> shapes[2] = {x.dims, ey.dims};
       forEachBroadcast(dims, shapes, [&](int64_t i, const int64_t *o) {
-        Io::store(py, i,
-                  floatPow(Io::load(px, o[0]), C(loadDouble(ey, o[1]))));
+        Io::store(py, i, floatPow(Io::load(px, o[0]), C(loadDouble(ey, o[1]))));
       });
     }
   });
 }
 
-// --- comparisons -----------------------------------------------------------------------
+// --- comparisons -------------------------------------------------------------
 
-template <typename Op> void compare(KernelContext &ctx, Op op, bool allowBool) {
+template <typename Op> void compare(KernelContext &ctx, bool allowBool, Op op) {
   requireSameType(ctx);
   DType t = ctx.in(0).dtype;
   if (t == DType::Bool && !allowBool)
@@ -206,16 +205,13 @@ template <typename Op> void compare(KernelContext &ctx, Op op, bool allowBool) {
 }
 
 void kernelEqual(KernelContext &ctx) {
-  compare(
-      ctx, [](auto a, auto b) { return a == b; }, true);
+  compare(ctx, true, [](auto a, auto b) { return a == b; });
 }
 void kernelGreater(KernelContext &ctx) {
-  compare(
-      ctx, [](auto a, auto b) { return a > b; }, false);
+  compare(ctx, false, [](auto a, auto b) { return a > b; });
 }
 void kernelLess(KernelContext &ctx) {
-  compare(
-      ctx, [](auto a, auto b) { return a < b; }, false);
+  compare(ctx, false, [](auto a, auto b) { return a < b; });
 }
 
 void kernelNot(KernelContext &ctx) {
@@ -225,7 +221,7 @@ void kernelNot(KernelContext &ctx) {
   unaryLoop<BoolIo>(ctx, [](bool v) { return !v; });
 }
 
-// --- unary math --------------------------------------------------------------------------
+// --- unary math --------------------------------------------------------------
 
 template <typename Op> void floatUnary(KernelContext &ctx, Op op) {
   dispatchFloat(ctx.node, input(ctx, 0, "X").dtype, [&](auto io) {
@@ -293,7 +289,7 @@ void kernelSigmoid(KernelContext &ctx) {
   });
 }
 
-// --- Cast ------------------------------------------------------------------------------------
+// --- Cast --------------------------------------------------------------------
 
 /// double -> float rounding to odd: truncate toward zero and set the last
 /// bit when inexact. Rounding that to fp16/bf16 (RNE) then equals rounding
@@ -366,7 +362,7 @@ void kernelCast(KernelContext &ctx) {
   });
 }
 
-// --- Where --------------------------------------------------------------------------------------
+// --- Where -------------------------------------------------------------------
 
 void kernelWhere(KernelContext &ctx) {
   const Tensor &c = input(ctx, 0, "condition"), &a = input(ctx, 1, "X"),
@@ -374,8 +370,8 @@ void kernelWhere(KernelContext &ctx) {
   if (c.dtype != DType::Bool)
     fail(ctx.node, "condition must be bool, got ", dtypeName(c.dtype));
   if (a.dtype != b.dtype)
-    fail(ctx.node, "X and Y have different element types (",
-         dtypeName(a.dtype), " and ", dtypeName(b.dtype), ")");
+    fail(ctx.node, "X and Y have different element types (", dtypeName(a.dtype),
+         " and ", dtypeName(b.dtype), ")");
   std::vector<int64_t> dims = broadcastShapes(
       ctx.node, broadcastShapes(ctx.node, c.dims, a.dims), b.dims);
   Tensor &y = output(ctx, 0, a.dtype, dims);

@@ -77,7 +77,7 @@ void storeResult(const std::vector<typename Io::Compute> &r, Tensor &y) {
     Io::store(py, int64_t(i), r[i]);
 }
 
-// --- Gemm -----------------------------------------------------------------------
+// --- Gemm --------------------------------------------------------------------
 
 void kernelGemm(KernelContext &ctx) {
   const Node &node = ctx.node;
@@ -127,7 +127,7 @@ void kernelGemm(KernelContext &ctx) {
   });
 }
 
-// --- MatMul ----------------------------------------------------------------------
+// --- MatMul ------------------------------------------------------------------
 
 void kernelMatMul(KernelContext &ctx) {
   const Node &node = ctx.node;

@@ -62,8 +62,8 @@ LossSetup lossSetup(const KernelContext &ctx, const Tensor &scores,
       continue;
     }
     if (t < 0 || t >= s.c)
-      fail(node, "label ", t, " at position ", i, " is out of range [0, ",
-           s.c, ")");
+      fail(node, "label ", t, " at position ", i, " is out of range [0, ", s.c,
+           ")");
     s.weight[size_t(i)] = weights ? loadDouble(*weights, t) : 1.0;
   }
   return s;

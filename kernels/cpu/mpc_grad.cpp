@@ -72,14 +72,15 @@ template <bool Log> void softmaxGradKernel(KernelContext &ctx) {
         C sum = 0;
         for (int64_t j = 0; j < s.len; ++j) {
           int64_t k = base + j * s.inner;
-          sum += Log ? C(G::load(pg, k)) : C(G::load(pg, k)) * C(Fw::load(pf, k));
+          sum +=
+              Log ? C(G::load(pg, k)) : C(G::load(pg, k)) * C(Fw::load(pf, k));
         }
         for (int64_t j = 0; j < s.len; ++j) {
           int64_t k = base + j * s.inner;
           C g = G::load(pg, k), v = Fw::load(pf, k);
-          G::store(px, k,
-                   typename G::Compute(Log ? g - std::exp(v) * sum
-                                           : v * (g - sum)));
+          G::store(
+              px, k,
+              typename G::Compute(Log ? g - std::exp(v) * sum : v * (g - sum)));
         }
       }
   });

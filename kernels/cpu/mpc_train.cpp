@@ -44,13 +44,14 @@ void requireLikeParam(const Node &node, const Tensor &t, const Tensor &p,
 int64_t readStep(const Node &node, const Tensor &t) {
   if (t.numel() != 1)
     fail(node, "step must be a scalar, got shape ", shapeString(t.dims));
-  int64_t step = isFloating(t.dtype) ? int64_t(loadDouble(t, 0)) : loadInt(t, 0);
+  int64_t step =
+      isFloating(t.dtype) ? int64_t(loadDouble(t, 0)) : loadInt(t, 0);
   if (step < 0)
     fail(node, "step must be >= 0, got ", step);
   return step;
 }
 
-// --- loss scaling ---------------------------------------------------------------
+// --- loss scaling ------------------------------------------------------------
 
 void kernelUnscaleGradients(KernelContext &ctx) {
   const Tensor &scale = input(ctx, 0, "scale");
@@ -108,7 +109,7 @@ void kernelUpdateLossScale(KernelContext &ctx) {
     y->setFromDouble(0, double(t));
 }
 
-// --- gradient clipping --------------------------------------------------------------
+// --- gradient clipping -------------------------------------------------------
 
 /// torch.nn.utils.clip_grad_norm_: per-tensor 2-norms, the 2-norm of those,
 /// coef = max_norm * reciprocal(total + 1e-6) (Python's float / Tensor is
@@ -153,7 +154,7 @@ void kernelClipGradNorm(KernelContext &ctx) {
   output(ctx, n, DType::F32, {}).data<float>()[0] = total;
 }
 
-// --- optimizers ------------------------------------------------------------------------
+// --- optimizers --------------------------------------------------------------
 
 void kernelSGD(KernelContext &ctx) {
   const Node &node = ctx.node;
@@ -175,11 +176,10 @@ void kernelSGD(KernelContext &ctx) {
       copyTo(ctx, 1, *buf);
     return;
   }
-  SgdScalars s = sgdScalars(node.attrFloat("lr", 1e-3f), momentum,
-                            node.attrFloat("dampening", 0.0f),
-                            node.attrFloat("weight_decay", 0.0f),
-                            node.attrInt("nesterov", 0) != 0,
-                            readStep(node, stepT));
+  SgdScalars s = sgdScalars(
+      node.attrFloat("lr", 1e-3f), momentum, node.attrFloat("dampening", 0.0f),
+      node.attrFloat("weight_decay", 0.0f), node.attrInt("nesterov", 0) != 0,
+      readStep(node, stepT));
   Tensor &pOut = output(ctx, 0, DType::F32, p.dims);
   pOut.bytes = p.bytes;
   Tensor *bufOut = buf ? optionalOutput(ctx, 1, DType::F32, p.dims) : nullptr;

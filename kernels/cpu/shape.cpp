@@ -55,8 +55,7 @@ void kernelIdentity(KernelContext &ctx) {
 void kernelReshape(KernelContext &ctx) {
   const Node &node = ctx.node;
   const Tensor &x = input(ctx, 0, "data");
-  std::vector<int64_t> shape =
-      readInts(node, input(ctx, 1, "shape"), "shape");
+  std::vector<int64_t> shape = readInts(node, input(ctx, 1, "shape"), "shape");
   bool allowZero = node.attrInt("allowzero", 0) != 0;
   int64_t inferred = -1, known = 1;
   std::vector<int64_t> dims(shape.size());
@@ -390,9 +389,9 @@ void kernelConstantOfShape(KernelContext &ctx) {
 void kernelConstant(KernelContext &ctx) {
   const Node &node = ctx.node;
   int kinds = 0;
-  for (const char *name : {"value", "value_float", "value_floats", "value_int",
-                           "value_ints", "value_string", "value_strings",
-                           "sparse_value"})
+  for (const char *name :
+       {"value", "value_float", "value_floats", "value_int", "value_ints",
+        "value_string", "value_strings", "sparse_value"})
     kinds += node.hasAttr(name);
   if (kinds != 1)
     fail(node, "must have exactly one value attribute, has ", kinds);

@@ -88,9 +88,13 @@ void gradConcat(GradientContext &ctx) {
     int64_t offset = 0;
     for (size_t i = 0; i <= last; ++i) {
       int64_t len = ctx.in(i)->dims[size_t(axis)].value;
-      if (ctx.wants(i))
-        slice(i, ctx.int64Constant({offset}, "starts"),
-              ctx.int64Constant({offset + len}, "ends"));
+      if (ctx.wants(i)) {
+        // Separate statements: argument order would make the output order
+        // of the constants compiler-dependent.
+        Value *starts = ctx.int64Constant({offset}, "starts");
+        Value *ends = ctx.int64Constant({offset + len}, "ends");
+        slice(i, starts, ends);
+      }
       offset += len;
     }
     return;

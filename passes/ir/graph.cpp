@@ -265,6 +265,9 @@ void Graph::removeInitializer(Value *v) {
       std::remove(initializers_.begin(), initializers_.end(), v),
       initializers_.end());
   v->initializer_.reset();
+  // Like a removed node's outputs: the value stays owned (pointers remain
+  // valid) but its name is free again and findValue no longer returns it.
+  valuesByName_.erase(v->name_);
 }
 
 void Graph::makeInitializerAnInput(Value *v) {
@@ -364,7 +367,6 @@ void Graph::removeNode(Node *n) {
     out->producer_ = nullptr;
     out->producerIndex_ = -1;
     valuesByName_.erase(out->name_);
-    out->name_ += ".dead";
     // Values stay owned (pointers remain valid) but are no longer findable.
   }
   nodes_.erase(n->self_);

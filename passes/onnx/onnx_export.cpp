@@ -3,6 +3,7 @@
 #include "passes/onnx/onnx_io.h"
 
 #include "passes/onnx/mpc_functions.h"
+#include "passes/support/file_io.h"
 #include "passes/support/diagnostics.h"
 #include "runtime/data/tensor_pb.h"
 
@@ -14,7 +15,6 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <unistd.h>
 #include <unordered_set>
 
 namespace mpc {
@@ -340,27 +340,9 @@ void writeFileAtomically(const std::string &path, const std::string &bytes) {
     std::cout.flush();
     return;
   }
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw Error(path + ": cannot write file");
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw Error(path + ": write failed (disk full?)");
-    }
-  }
-  // fsync so that a crash right after the rename cannot leave an empty file.
-  if (FILE *f = std::fopen(tmp.c_str(), "rb")) {
-    fsync(fileno(f));
-    std::fclose(f);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error(path + ": cannot rename temporary file into place");
-  }
+  std::string error;
+  if (!writeFileAtomically(path, bytes.data(), bytes.size(), error))
+    throw Error(error);
 }
 
 } // namespace mpc

@@ -6,6 +6,7 @@
 #include "passes/onnx/onnx_io.h"
 
 #include "passes/support/diagnostics.h"
+#include "passes/support/file_io.h"
 #include "runtime/data/tensor_pb.h"
 
 #include "onnx/defs/parser.h"
@@ -18,14 +19,10 @@
 namespace mpc {
 
 std::string readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(path + ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad())
-    throw Error(path + ": read error");
-  return ss.str();
+  std::string bytes, error;
+  if (!readWholeFile(path, bytes, error))
+    throw Error(error);
+  return bytes;
 }
 
 namespace {

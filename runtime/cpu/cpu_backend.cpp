@@ -82,9 +82,9 @@ const CpuKernel *findCpuKernel(const std::string &domain,
 std::vector<std::string> cpuKernelOps() {
   std::vector<std::string> ops;
   for (const auto &kv : kernelTable())
-    ops.push_back(kv.first.first.empty() ? kv.first.second
-                                         : kv.first.first + "." +
-                                               kv.first.second);
+    ops.push_back(kv.first.first.empty()
+                      ? kv.first.second
+                      : kv.first.first + "." + kv.first.second);
   std::sort(ops.begin(), ops.end());
   return ops;
 }

@@ -1,6 +1,8 @@
 // NumPy .npy reader/writer: header dict parsing, dtype mapping, atomic writes.
 #include "runtime/data/npy.h"
 
+#include "passes/support/file_io.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -610,31 +612,6 @@ bool serializeNpy(const Tensor &tIn, std::vector<uint8_t> &out,
     error = std::string("cannot serialize tensor: ") + e.what();
     return false;
   }
-}
-
-bool writeFileAtomically(const std::string &path, const uint8_t *data,
-                         size_t size, std::string &error) {
-  std::string tmp = path + ".tmp";
-  std::FILE *f = std::fopen(tmp.c_str(), "wb");
-  if (!f) {
-    error = path + ": cannot create " + tmp + ": " + std::strerror(errno);
-    return false;
-  }
-  bool ok = size == 0 || std::fwrite(data, 1, size, f) == size;
-  ok = std::fflush(f) == 0 && ok;
-  int savedErrno = errno;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok) {
-    error = path + ": write error: " + std::strerror(savedErrno);
-    std::remove(tmp.c_str());
-    return false;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = path + ": cannot rename " + tmp + ": " + std::strerror(errno);
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
 }
 
 bool writeNpy(const std::string &path, const Tensor &t, std::string &error) {

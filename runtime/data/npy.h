@@ -45,9 +45,4 @@ bool serializeNpy(const Tensor &t, std::vector<uint8_t> &out,
 /// interrupted write never leaves a partial file at `path`.
 bool writeNpy(const std::string &path, const Tensor &t, std::string &error);
 
-/// Writes `size` bytes to `path` via `path + ".tmp"` and a rename (shared by
-/// the npy/npz writers).
-bool writeFileAtomically(const std::string &path, const uint8_t *data,
-                         size_t size, std::string &error);
-
 } // namespace mpc

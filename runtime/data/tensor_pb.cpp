@@ -2,6 +2,7 @@
 #include "runtime/data/tensor_pb.h"
 
 #include "runtime/data/npy.h"
+#include "passes/support/file_io.h"
 
 #include <cerrno>
 #include <climits>

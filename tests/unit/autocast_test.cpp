@@ -375,6 +375,30 @@ TEST(Autocast, LossComputedInFp16IsCastBackUnderItsName) {
   EXPECT_NE(loss->name(), "loss_out");
 }
 
+TEST(Autocast, WidenedGradientOutputStaysWide) {
+  // The gradient of an fp16 parameter summed by the fp32 SumToShape: later
+  // passes want fp32 gradients, so it is not rounded back to fp16.
+  Fixture f;
+  f.model.setOpsetVersion(kMpcDomain, 1);
+  Value *dy = f.input("dy", {4, 3}, DType::F16);
+  Value *bias = f.param("b", {3}, DType::F16);
+  Builder b(f.g());
+  Value *grad = b.mpcOp("SumToShape", {dy, bias}, {}, "b_grad");
+  Value *other = b.op("Relu", {dy}, {}, "not_a_grad");
+  Value *wide = b.op("Softmax", {other}, {}, "wide");
+  f.g().addOutput(grad);
+  f.g().addOutput(wide);
+  f.model.setMeta("mpc.grads", grad->name());
+  f.run();
+
+  EXPECT_EQ(f.g().outputs()[0], grad);
+  EXPECT_EQ(grad->dtype, DType::F32);
+  EXPECT_TRUE(castsOf(bias).empty()); // X is read for its shape only
+  // Any other output is cast back to the dtype it had.
+  EXPECT_EQ(f.g().outputs()[1]->dtype, DType::F16);
+  EXPECT_EQ(f.g().outputs()[1]->name(), "wide_out");
+}
+
 TEST(Autocast, GradSeedGetsARuntimeCast) {
   // loss-scale replaces every use of the seed at run time, so the seed must
   // stay one value with all its uses, not a compile-time copy.

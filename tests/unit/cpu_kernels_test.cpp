@@ -30,7 +30,7 @@ namespace {
 
 using Attrs = Builder::Attrs;
 
-// --- tensor helpers ---------------------------------------------------------------
+// --- tensor helpers ----------------------------------------------------------
 
 Tensor F(std::vector<int64_t> dims, std::vector<float> v) {
   return Tensor::fromFloats(dims, v);
@@ -96,7 +96,7 @@ void expectNear(const Tensor &t, const std::vector<double> &want, double tol,
         << what << " element " << i;
 }
 
-// --- running one node -------------------------------------------------------------
+// --- running one node --------------------------------------------------------
 
 /// Runs a one-node graph; nullptr inputs are omitted optional inputs.
 std::vector<Tensor> runNode(const std::string &op,
@@ -106,10 +106,10 @@ std::vector<Tensor> runNode(const std::string &op,
   Graph g;
   std::vector<Value *> vals;
   for (size_t i = 0; i < inputs.size(); ++i)
-    vals.push_back(inputs[i] ? g.addInput("in" + std::to_string(i),
-                                          inputs[i]->dtype,
-                                          toDims(inputs[i]->dims))
-                             : nullptr);
+    vals.push_back(inputs[i]
+                       ? g.addInput("in" + std::to_string(i), inputs[i]->dtype,
+                                    toDims(inputs[i]->dims))
+                       : nullptr);
   Node *n = g.createNode(op, vals, numOutputs, "test_node", domain);
   for (const auto &kv : attrs)
     n->setAttr(kv.first, kv.second);
@@ -150,23 +150,65 @@ Attribute str(std::string v) { return Attribute::ofString(v); }
 
 } // namespace
 
-// --- the table and the backend -------------------------------------------------------
+// --- the table and the backend -----------------------------------------------
 
 TEST(CpuBackend, TableHasEveryOp) {
   std::vector<std::string> ops = cpuKernelOps();
-  for (const char *op :
-       {"Add", "Sub", "Mul", "Div", "Neg", "Relu", "Identity", "Cast", "Abs",
-        "Sqrt", "Exp", "Log", "Pow", "Tanh", "Sigmoid", "Erf", "Equal",
-        "Greater", "Less", "Not", "Where", "Gemm", "MatMul", "Reshape",
-        "Flatten", "Transpose", "Shape", "Unsqueeze", "Squeeze", "Concat",
-        "Gather", "Slice", "Expand", "ConstantOfShape", "Constant", "Softmax",
-        "LogSoftmax", "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss",
-        "ReduceMean", "ReduceSum", "ReduceMax", "mpc.ReluGrad",
-        "mpc.SoftmaxGrad", "mpc.LogSoftmaxGrad",
-        "mpc.SoftmaxCrossEntropyLossGrad", "mpc.NegativeLogLikelihoodLossGrad",
-        "mpc.SumToShape", "mpc.ReduceGrad", "mpc.UnscaleGradients",
-        "mpc.UpdateLossScale", "mpc.ClipGradNorm", "mpc.SGD", "mpc.Adam",
-        "mpc.IncrementStep"})
+  for (const char *op : {"Add",
+                         "Sub",
+                         "Mul",
+                         "Div",
+                         "Neg",
+                         "Relu",
+                         "Identity",
+                         "Cast",
+                         "Abs",
+                         "Sqrt",
+                         "Exp",
+                         "Log",
+                         "Pow",
+                         "Tanh",
+                         "Sigmoid",
+                         "Erf",
+                         "Equal",
+                         "Greater",
+                         "Less",
+                         "Not",
+                         "Where",
+                         "Gemm",
+                         "MatMul",
+                         "Reshape",
+                         "Flatten",
+                         "Transpose",
+                         "Shape",
+                         "Unsqueeze",
+                         "Squeeze",
+                         "Concat",
+                         "Gather",
+                         "Slice",
+                         "Expand",
+                         "ConstantOfShape",
+                         "Constant",
+                         "Softmax",
+                         "LogSoftmax",
+                         "SoftmaxCrossEntropyLoss",
+                         "NegativeLogLikelihoodLoss",
+                         "ReduceMean",
+                         "ReduceSum",
+                         "ReduceMax",
+                         "mpc.ReluGrad",
+                         "mpc.SoftmaxGrad",
+                         "mpc.LogSoftmaxGrad",
+                         "mpc.SoftmaxCrossEntropyLossGrad",
+                         "mpc.NegativeLogLikelihoodLossGrad",
+                         "mpc.SumToShape",
+                         "mpc.ReduceGrad",
+                         "mpc.UnscaleGradients",
+                         "mpc.UpdateLossScale",
+                         "mpc.ClipGradNorm",
+                         "mpc.SGD",
+                         "mpc.Adam",
+                         "mpc.IncrementStep"})
     EXPECT_TRUE(std::count(ops.begin(), ops.end(), op)) << op;
   EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
   EXPECT_NE(findCpuKernel("ai.onnx", "Add"), nullptr);
@@ -218,7 +260,7 @@ TEST(CpuBackend, MalformedInputTensorIsAnError) {
   EXPECT_NE(errorOf("Relu", {bad}).find("malformed"), std::string::npos);
 }
 
-// --- elementwise ---------------------------------------------------------------------
+// --- elementwise -------------------------------------------------------------
 
 TEST(CpuElementwise, AddBroadcasting) {
   Tensor a = F({2, 3}, {1, 2, 3, 4, 5, 6});
@@ -230,11 +272,11 @@ TEST(CpuElementwise, AddBroadcasting) {
   EXPECT_EQ(s.dims, (std::vector<int64_t>{2, 3}));
   expectNear(s, {1.5, 2.5, 3.5, 4.5, 5.5, 6.5}, 0);
   // [2,1,3] + [4,1]: both sides broadcast.
-  Tensor c = run1("Add", {F({2, 1, 3}, {0, 1, 2, 3, 4, 5}),
-                          F({4, 1}, {0, 10, 20, 30})});
+  Tensor c = run1(
+      "Add", {F({2, 1, 3}, {0, 1, 2, 3, 4, 5}), F({4, 1}, {0, 10, 20, 30})});
   EXPECT_EQ(c.dims, (std::vector<int64_t>{2, 4, 3}));
-  EXPECT_EQ(c.getAsDouble(3 * 3 + 2), 32);           // [0,3,2]
-  EXPECT_EQ(c.getAsDouble(12 + 1 * 3 + 0), 13);      // [1,1,0]
+  EXPECT_EQ(c.getAsDouble(3 * 3 + 2), 32);      // [0,3,2]
+  EXPECT_EQ(c.getAsDouble(12 + 1 * 3 + 0), 13); // [1,1,0]
   EXPECT_NE(errorOf("Add", {a, F({2}, {1, 2})}).find("do not broadcast"),
             std::string::npos);
   EXPECT_NE(errorOf("Add", {a, I({3}, {1, 2, 3})}).find("different element"),
@@ -243,7 +285,8 @@ TEST(CpuElementwise, AddBroadcasting) {
 
 TEST(CpuElementwise, ArithmeticInt64AndDivision) {
   Tensor a = I({4}, {7, -7, 9, 1}), b = I({4}, {2, 2, -4, 3});
-  EXPECT_EQ(values(run1("Mul", {a, b})), (std::vector<double>{14, -14, -36, 3}));
+  EXPECT_EQ(values(run1("Mul", {a, b})),
+            (std::vector<double>{14, -14, -36, 3}));
   EXPECT_EQ(values(run1("Sub", {a, b})), (std::vector<double>{5, -9, 13, -2}));
   // Integer division truncates toward zero.
   EXPECT_EQ(values(run1("Div", {a, b})), (std::vector<double>{3, -3, -2, 0}));
@@ -257,12 +300,14 @@ TEST(CpuElementwise, ArithmeticInt64AndDivision) {
 TEST(CpuElementwise, Fp16ResultsAreRoundedFp32Results) {
   std::vector<float> av = randomFloats(64, 1, -4, 4), bv = randomFloats(64, 2);
   for (DType t : {DType::F16, DType::BF16}) {
-    Tensor a = F({8, 8}, av).castTo(t), b = F({8}, {bv.begin(), bv.begin() + 8})
-                                                .castTo(t);
+    Tensor a = F({8, 8}, av).castTo(t),
+           b = F({8}, {bv.begin(), bv.begin() + 8}).castTo(t);
     auto rnd = [&](float v) {
       return t == DType::F16 ? roundToHalf(v) : roundToBf16(v);
     };
-    auto ld = [&](const Tensor &x, int64_t i) { return float(x.getAsDouble(i)); };
+    auto ld = [&](const Tensor &x, int64_t i) {
+      return float(x.getAsDouble(i));
+    };
     Tensor add = run1("Add", {a, b}), mul = run1("Mul", {a, b}),
            div = run1("Div", {a, b}), ex = run1("Exp", {b}),
            sg = run1("Sigmoid", {a}), th = run1("Tanh", {a});
@@ -334,23 +379,24 @@ TEST(CpuElementwise, ComparisonsNotWhere) {
             (std::vector<double>{1, 1, 0, 0}));
   EXPECT_EQ(values(run1("Equal", {I({3}, {1, 5, -2}), I({3}, {1, 4, -2})})),
             (std::vector<double>{1, 0, 1}));
-  EXPECT_EQ(values(run1("Equal", {B({2}, {true, false}), B({2}, {true, true})})),
-            (std::vector<double>{1, 0}));
+  EXPECT_EQ(
+      values(run1("Equal", {B({2}, {true, false}), B({2}, {true, true})})),
+      (std::vector<double>{1, 0}));
   EXPECT_EQ(values(run1("Not", {B({2}, {true, false})})),
             (std::vector<double>{0, 1}));
   Tensor w = run1("Where", {B({2, 1}, {true, false}), a, F({}, {-1})});
   EXPECT_EQ(values(w), (std::vector<double>{1, 2, -1, -1}));
-  Tensor wi = run1("Where", {B({3}, {false, true, false}), I({3}, {1, 2, 3}),
-                             I({1}, {9})});
+  Tensor wi = run1(
+      "Where", {B({3}, {false, true, false}), I({3}, {1, 2, 3}), I({1}, {9})});
   EXPECT_EQ(values(wi), (std::vector<double>{9, 2, 9}));
   EXPECT_NE(errorOf("Where", {a, a, a}).find("condition must be bool"),
             std::string::npos);
 }
 
 TEST(CpuElementwise, CastFp32ToFp16TiesToEven) {
-  float tieDown = 1.0f + std::ldexp(1.0f, -11);    // 0x3c00 | 0x3c01 -> 0x3c00
-  float tieUp = 1.0f + 3 * std::ldexp(1.0f, -11);  // 0x3c01 | 0x3c02 -> 0x3c02
-  float sub = std::ldexp(1.0f, -25) * 3;           // subnormal tie -> 0x0002
+  float tieDown = 1.0f + std::ldexp(1.0f, -11);   // 0x3c00 | 0x3c01 -> 0x3c00
+  float tieUp = 1.0f + 3 * std::ldexp(1.0f, -11); // 0x3c01 | 0x3c02 -> 0x3c02
+  float sub = std::ldexp(1.0f, -25) * 3;          // subnormal tie -> 0x0002
   Tensor x = F({6}, {tieDown, tieUp, sub, 65504, 65520, -65520});
   Tensor h = run1("Cast", {x}, {{"to", i64(10)}});
   ASSERT_EQ(h.dtype, DType::F16);
@@ -361,9 +407,10 @@ TEST(CpuElementwise, CastFp32ToFp16TiesToEven) {
   EXPECT_EQ(p[3], 0x7bff);
   EXPECT_EQ(p[4], 0x7c00);
   EXPECT_EQ(p[5], 0xfc00);
-  Tensor b = run1("Cast", {F({2}, {1.0f + std::ldexp(1.0f, -8),
-                                   1.0f + 3 * std::ldexp(1.0f, -8)})},
-                  {{"to", i64(16)}});
+  Tensor b = run1(
+      "Cast",
+      {F({2}, {1.0f + std::ldexp(1.0f, -8), 1.0f + 3 * std::ldexp(1.0f, -8)})},
+      {{"to", i64(16)}});
   EXPECT_EQ(b.data<uint16_t>()[0], 0x3f80);
   EXPECT_EQ(b.data<uint16_t>()[1], 0x3f82);
   // fp16 -> fp32 is exact.
@@ -374,9 +421,9 @@ TEST(CpuElementwise, CastFp32ToFp16TiesToEven) {
 TEST(CpuElementwise, CastOtherPairs) {
   // float -> int truncates toward zero; NaN -> 0 and out of range saturates.
   Tensor x = F({6}, {2.7f, -2.7f, -0.5f, NAN, 1e30f, -1e30f});
-  EXPECT_EQ(values(run1("Cast", {x}, {{"to", i64(7)}})),
-            (std::vector<double>{2, -2, 0, 0, double(INT64_MAX),
-                                 double(INT64_MIN)}));
+  EXPECT_EQ(
+      values(run1("Cast", {x}, {{"to", i64(7)}})),
+      (std::vector<double>{2, -2, 0, 0, double(INT64_MAX), double(INT64_MIN)}));
   EXPECT_EQ(values(run1("Cast", {x}, {{"to", i64(6)}})),
             (std::vector<double>{2, -2, 0, 0, 2147483647.0, -2147483648.0}));
   EXPECT_EQ(values(run1("Cast", {x}, {{"to", i64(9)}})),
@@ -398,15 +445,15 @@ TEST(CpuElementwise, CastOtherPairs) {
   double justAbove = 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40);
   Tensor h = run1("Cast", {D({1}, {justAbove})}, {{"to", i64(10)}});
   EXPECT_EQ(h.data<uint16_t>()[0], 0x3c01);
-  Tensor bf = run1("Cast", {D({1}, {1.0 + std::ldexp(1.0, -8) +
-                                    std::ldexp(1.0, -40)})},
-                   {{"to", i64(16)}});
+  Tensor bf =
+      run1("Cast", {D({1}, {1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40)})},
+           {{"to", i64(16)}});
   EXPECT_EQ(bf.data<uint16_t>()[0], 0x3f81);
   EXPECT_NE(errorOf("Cast", {x}, {{"to", i64(8)}}).find("unsupported target"),
             std::string::npos);
 }
 
-// --- Gemm / MatMul ---------------------------------------------------------------------
+// --- Gemm / MatMul -----------------------------------------------------------
 
 namespace {
 
@@ -440,36 +487,40 @@ std::vector<double> naiveGemm(const Tensor &a, const Tensor &b, const Tensor *c,
 
 TEST(CpuGemm, EveryAttributeCombination) {
   const int64_t m = 3, k = 4, n = 5;
-  std::vector<std::vector<int64_t>> cShapes = {{}, {n}, {1, n}, {m, 1}, {m, n},
-                                               {1}};
+  std::vector<std::vector<int64_t>> cShapes = {{},     {n},    {1, n},
+                                               {m, 1}, {m, n}, {1}};
   unsigned seed = 0;
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb)
       for (int withC = 0; withC <= int(cShapes.size()); ++withC)
-        for (auto [alpha, beta] : {std::pair<float, float>{1, 1},
-                                   {0.5f, 2}, {-1.5f, 0}}) {
-          Tensor a = F(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k},
-                       randomFloats(size_t(m * k), ++seed));
-          Tensor b = F(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n},
-                       randomFloats(size_t(k * n), ++seed));
+        for (auto [alpha, beta] :
+             {std::pair<float, float>{1, 1}, {0.5f, 2}, {-1.5f, 0}}) {
+          Tensor a =
+              F(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k},
+                randomFloats(size_t(m * k), ++seed));
+          Tensor b =
+              F(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n},
+                randomFloats(size_t(k * n), ++seed));
           std::optional<Tensor> c;
           if (withC < int(cShapes.size())) {
             std::vector<int64_t> cd = cShapes[size_t(withC)];
             c = F(cd, randomFloats(size_t(elementCount(cd)), ++seed));
           }
-          Attrs attrs = {{"alpha", f32(alpha)}, {"beta", f32(beta)},
-                         {"transA", i64(ta)}, {"transB", i64(tb)}};
+          Attrs attrs = {{"alpha", f32(alpha)},
+                         {"beta", f32(beta)},
+                         {"transA", i64(ta)},
+                         {"transB", i64(tb)}};
           std::vector<const Tensor *> in = {&a, &b};
           if (c)
             in.push_back(&*c);
           Tensor y = runNode("Gemm", in, attrs)[0];
           ASSERT_EQ(y.dims, (std::vector<int64_t>{m, n}));
-          expectNear(y, naiveGemm(a, b, c ? &*c : nullptr, ta, tb, alpha,
-                                  c ? beta : 0),
-                     1e-5,
-                     "transA=" + std::to_string(ta) +
-                         " transB=" + std::to_string(tb) +
-                         " C=" + std::to_string(withC));
+          expectNear(
+              y,
+              naiveGemm(a, b, c ? &*c : nullptr, ta, tb, alpha, c ? beta : 0),
+              1e-5,
+              "transA=" + std::to_string(ta) + " transB=" + std::to_string(tb) +
+                  " C=" + std::to_string(withC));
         }
 }
 
@@ -528,7 +579,8 @@ TEST(CpuMatMul, BatchedBroadcastAndVectors) {
         }
     return y;
   };
-  Tensor a = F({2, 3, 4}, randomFloats(24, 1)), w = F({4, 5}, randomFloats(20, 2));
+  Tensor a = F({2, 3, 4}, randomFloats(24, 1)),
+         w = F({4, 5}, randomFloats(20, 2));
   Tensor y = run1("MatMul", {a, w});
   EXPECT_EQ(y.dims, (std::vector<int64_t>{2, 3, 5}));
   expectNear(y, naive(a, w, 2, 1, 3, 4, 5), 1e-5);
@@ -568,7 +620,7 @@ TEST(CpuMatMul, BatchedBroadcastAndVectors) {
             std::string::npos);
 }
 
-// --- shape ops -------------------------------------------------------------------------
+// --- shape ops ---------------------------------------------------------------
 
 TEST(CpuShape, ReshapeZeroAndMinusOne) {
   Tensor x = F({2, 3, 4}, std::vector<float>(24, 1));
@@ -579,9 +631,9 @@ TEST(CpuShape, ReshapeZeroAndMinusOne) {
   EXPECT_EQ(run1("Reshape", {x, I({1}, {-1})}).dims,
             (std::vector<int64_t>{24}));
   Tensor empty = F({0, 3}, {});
-  EXPECT_EQ(run1("Reshape", {empty, I({2}, {3, 0})}, {{"allowzero", i64(1)}})
-                .dims,
-            (std::vector<int64_t>{3, 0}));
+  EXPECT_EQ(
+      run1("Reshape", {empty, I({2}, {3, 0})}, {{"allowzero", i64(1)}}).dims,
+      (std::vector<int64_t>{3, 0}));
   EXPECT_EQ(run1("Reshape", {empty, I({2}, {0, 3})}).dims,
             (std::vector<int64_t>{0, 3}));
   std::string e = errorOf("Reshape", {x, I({2}, {5, -1})});
@@ -611,12 +663,14 @@ TEST(CpuShape, FlattenTransposeShape) {
   std::vector<float> seq(24);
   for (int i = 0; i < 24; ++i)
     seq[size_t(i)] = float(i);
-  Tensor t3 = run1("Transpose", {F({2, 3, 4}, seq)}, {{"perm", ints({1, 2, 0})}});
+  Tensor t3 =
+      run1("Transpose", {F({2, 3, 4}, seq)}, {{"perm", ints({1, 2, 0})}});
   EXPECT_EQ(t3.dims, (std::vector<int64_t>{3, 4, 2}));
   // y[i,j,k] = x[k,i,j]: y[1,2,1] = x[1,1,2] = 12 + 4 + 2.
   EXPECT_EQ(t3.getAsDouble((1 * 4 + 2) * 2 + 1), 18);
-  EXPECT_NE(errorOf("Transpose", {m}, {{"perm", ints({0, 0})}}).find("duplicate"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf("Transpose", {m}, {{"perm", ints({0, 0})}}).find("duplicate"),
+      std::string::npos);
   Tensor s = run1("Shape", {x});
   EXPECT_EQ(s.dtype, DType::I64);
   EXPECT_EQ(values(s), (std::vector<double>{2, 3, 4}));
@@ -654,8 +708,9 @@ TEST(CpuShape, ConcatGather) {
   Tensor c0 = run1("Concat", {I({1}, {4}), I({2}, {-1, 7}), I({0}, {})},
                    {{"axis", i64(0)}});
   EXPECT_EQ(values(c0), (std::vector<double>{4, -1, 7}));
-  EXPECT_NE(errorOf("Concat", {a, b}, {{"axis", i64(0)}}).find("does not match"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf("Concat", {a, b}, {{"axis", i64(0)}}).find("does not match"),
+      std::string::npos);
   Tensor x = F({3, 2}, {1, 2, 3, 4, 5, 6});
   Tensor g = run1("Gather", {x, I({2}, {2, -3})});
   EXPECT_EQ(g.dims, (std::vector<int64_t>{2, 2}));
@@ -683,28 +738,29 @@ TEST(CpuShape, Slice) {
   Tensor r = run1("Slice", {x, I({2}, {-1, 0}), I({2}, {INT64_MIN, 5}),
                             I({2}, {0, 1}), I({2}, {-1, 2})});
   EXPECT_EQ(r.dims, (std::vector<int64_t>{4, 3}));
-  EXPECT_EQ(values(r), (std::vector<double>{15, 17, 19, 10, 12, 14, 5, 7, 9, 0,
-                                            2, 4}));
+  EXPECT_EQ(values(r),
+            (std::vector<double>{15, 17, 19, 10, 12, 14, 5, 7, 9, 0, 2, 4}));
   // Ends past the dim clamp; empty results are fine.
-  EXPECT_EQ(run1("Slice", {x, I({1}, {2}), I({1}, {INT64_MAX}), I({1}, {1})})
-                .dims,
-            (std::vector<int64_t>{4, 3}));
+  EXPECT_EQ(
+      run1("Slice", {x, I({1}, {2}), I({1}, {INT64_MAX}), I({1}, {1})}).dims,
+      (std::vector<int64_t>{4, 3}));
   EXPECT_EQ(run1("Slice", {x, I({1}, {3}), I({1}, {1}), I({1}, {0})}).numel(),
             0);
   // Opset-1 attributes.
   EXPECT_EQ(values(run1("Slice", {F({4}, {1, 2, 3, 4})},
                         {{"starts", ints({1})}, {"ends", ints({-1})}})),
             (std::vector<double>{2, 3}));
-  EXPECT_NE(errorOf("Slice", {x, I({1}, {0}), I({1}, {2}), I({1}, {0}),
-                              I({1}, {0})})
-                .find("step"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf("Slice", {x, I({1}, {0}), I({1}, {2}), I({1}, {0}), I({1}, {0})})
+          .find("step"),
+      std::string::npos);
 }
 
 TEST(CpuShape, ExpandConstants) {
   Tensor e = run1("Expand", {F({3, 1}, {1, 2, 3}), I({3}, {2, 1, 2})});
   EXPECT_EQ(e.dims, (std::vector<int64_t>{2, 3, 2}));
-  EXPECT_EQ(values(e), (std::vector<double>{1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3}));
+  EXPECT_EQ(values(e),
+            (std::vector<double>{1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3}));
   Tensor z = run1("ConstantOfShape", {I({2}, {2, 3})});
   EXPECT_EQ(z.dtype, DType::F32);
   EXPECT_EQ(values(z), std::vector<double>(6, 0));
@@ -714,23 +770,24 @@ TEST(CpuShape, ExpandConstants) {
   EXPECT_EQ(values(seven), (std::vector<double>{7, 7}));
   EXPECT_NE(errorOf("ConstantOfShape", {I({1}, {-2})}).find("negative"),
             std::string::npos);
-  Tensor c = run1("Constant", {}, {{"value", Attribute::ofTensor(F({2}, {1, 2}))}});
+  Tensor c =
+      run1("Constant", {}, {{"value", Attribute::ofTensor(F({2}, {1, 2}))}});
   EXPECT_EQ(values(c), (std::vector<double>{1, 2}));
   EXPECT_EQ(run1("Constant", {}, {{"value_float", f32(2.5f)}}).getAsDouble(0),
             2.5);
   EXPECT_EQ(values(run1("Constant", {}, {{"value_ints", ints({3, -1})}})),
             (std::vector<double>{3, -1}));
   EXPECT_EQ(run1("Constant", {}, {{"value_int", i64(4)}}).dtype, DType::I64);
-  EXPECT_EQ(run1("Constant", {},
-                 {{"value_floats", Attribute::ofFloats({1, 2, 3})}})
-                .dims,
-            (std::vector<int64_t>{3}));
+  EXPECT_EQ(
+      run1("Constant", {}, {{"value_floats", Attribute::ofFloats({1, 2, 3})}})
+          .dims,
+      (std::vector<int64_t>{3}));
   EXPECT_NE(errorOf("Constant", {}).find("exactly one"), std::string::npos);
   Tensor id = run1("Identity", {I({2}, {5, 6})});
   EXPECT_EQ(values(id), (std::vector<double>{5, 6}));
 }
 
-// --- softmax -------------------------------------------------------------------------------
+// --- softmax -----------------------------------------------------------------
 
 TEST(CpuSoftmax, SoftmaxAndLogSoftmax) {
   std::vector<float> v = randomFloats(24, 11, -3, 3);
@@ -769,7 +826,7 @@ TEST(CpuSoftmax, SoftmaxAndLogSoftmax) {
             std::string::npos);
 }
 
-// --- losses --------------------------------------------------------------------------------
+// --- losses ------------------------------------------------------------------
 
 namespace {
 
@@ -801,7 +858,7 @@ TEST(CpuLoss, SoftmaxCrossEntropyReductionsIgnoreIndexWeights) {
   Tensor w = F({c}, {0.5, 2, 1.5});
   std::vector<double> lp = logSoftmaxRef(xv, n, c, 1);
   for (bool weighted : {false, true}) {
-    std::vector<double> per(size_t(n));
+    std::vector<double> per(static_cast<size_t>(n));
     double sum = 0, wsum = 0;
     for (int64_t i = 0; i < n; ++i) {
       int64_t t = labels.data<int64_t>()[i];
@@ -817,7 +874,8 @@ TEST(CpuLoss, SoftmaxCrossEntropyReductionsIgnoreIndexWeights) {
       std::vector<const Tensor *> in = {&x, &labels};
       if (weighted)
         in.push_back(&w);
-      std::vector<Tensor> outs = runNode("SoftmaxCrossEntropyLoss", in, attrs, 2);
+      std::vector<Tensor> outs =
+          runNode("SoftmaxCrossEntropyLoss", in, attrs, 2);
       std::string what = red + (weighted ? " weighted" : "");
       if (red == "none") {
         EXPECT_EQ(outs[0].dims, (std::vector<int64_t>{n}));
@@ -878,18 +936,19 @@ TEST(CpuLoss, NegativeLogLikelihood) {
   Tensor x = F({3, 2}, {-0.5f, -1, -2, -0.25f, -3, -4});
   Tensor t = I({3}, {1, 0, 1});
   Tensor w = F({2}, {2, 0.5});
-  expectNear(run1("NegativeLogLikelihoodLoss", {x, t}), {(1 + 2 + 4) / 3.0}, 1e-7);
+  expectNear(run1("NegativeLogLikelihoodLoss", {x, t}), {(1 + 2 + 4) / 3.0},
+             1e-7);
   expectNear(run1("NegativeLogLikelihoodLoss", {x, t, w}),
              {(0.5 * 1 + 2 * 2 + 0.5 * 4) / 3.0}, 1e-7);
   expectNear(run1("NegativeLogLikelihoodLoss", {x, t},
                   {{"reduction", str("none")}, {"ignore_index", i64(0)}}),
              {1, 0, 4}, 0);
-  expectNear(run1("NegativeLogLikelihoodLoss", {x, t},
-                  {{"ignore_index", i64(0)}}),
-             {2.5}, 0);
+  expectNear(
+      run1("NegativeLogLikelihoodLoss", {x, t}, {{"ignore_index", i64(0)}}),
+      {2.5}, 0);
 }
 
-// --- reductions --------------------------------------------------------------------------------
+// --- reductions --------------------------------------------------------------
 
 TEST(CpuReduce, AxesKeepdimsNegativeAxes) {
   std::vector<float> seq(24);
@@ -910,17 +969,20 @@ TEST(CpuReduce, AxesKeepdimsNegativeAxes) {
   EXPECT_EQ(values(run1("ReduceSum", {x}, {{"noop_with_empty_axes", i64(1)}})),
             values(x));
   // ReduceMean / ReduceMax with the attribute (opset < 18).
-  Tensor m = run1("ReduceMean", {x}, {{"axes", ints({1})}, {"keepdims", i64(0)}});
+  Tensor m =
+      run1("ReduceMean", {x}, {{"axes", ints({1})}, {"keepdims", i64(0)}});
   EXPECT_EQ(m.dims, (std::vector<int64_t>{2, 4}));
   EXPECT_EQ(values(m), (std::vector<double>{4, 5, 6, 7, 16, 17, 18, 19}));
   Tensor mx = run1("ReduceMax", {x}, {{"axes", ints({-3, -1})}});
   EXPECT_EQ(mx.dims, (std::vector<int64_t>{1, 3, 1}));
   EXPECT_EQ(values(mx), (std::vector<double>{15, 19, 23}));
   // ReduceMean-18: axes as input.
-  EXPECT_EQ(values(run1("ReduceMean", {x, I({1}, {0})}, {{"keepdims", i64(0)}})),
-            values(run1("ReduceMean", {x}, {{"axes", ints({0})}, {"keepdims", i64(0)}})));
-  EXPECT_TRUE(std::isnan(
-      run1("ReduceMax", {F({3}, {1, NAN, 2})}).getAsDouble(0)));
+  EXPECT_EQ(
+      values(run1("ReduceMean", {x, I({1}, {0})}, {{"keepdims", i64(0)}})),
+      values(run1("ReduceMean", {x},
+                  {{"axes", ints({0})}, {"keepdims", i64(0)}})));
+  EXPECT_TRUE(
+      std::isnan(run1("ReduceMax", {F({3}, {1, NAN, 2})}).getAsDouble(0)));
   EXPECT_NE(errorOf("ReduceSum", {x, I({1}, {3})}).find("out of range"),
             std::string::npos);
   EXPECT_NE(errorOf("ReduceSum", {x, I({2}, {1, -2})}).find("twice"),
@@ -943,7 +1005,7 @@ TEST(CpuReduce, HalfAccumulatesInFp32) {
             roundToHalf(acc / 100.0f));
 }
 
-// --- mpc backward ops ------------------------------------------------------------------------
+// --- mpc backward ops --------------------------------------------------------
 
 TEST(CpuMpcGrad, ReluGradAndSoftmaxGrads) {
   Tensor dy = F({4}, {1, 2, 3, 4}), y = F({4}, {0, 0.5, -1, 2});
@@ -969,8 +1031,8 @@ TEST(CpuMpcGrad, ReluGradAndSoftmaxGrads) {
   for (int col = 0; col < 3; ++col) {
     double sum = g.getAsDouble(col) + g.getAsDouble(3 + col);
     for (int r = 0; r < 2; ++r)
-      want[size_t(r * 3 + col)] =
-          g.getAsDouble(r * 3 + col) - std::exp(ly.getAsDouble(r * 3 + col)) * sum;
+      want[size_t(r * 3 + col)] = g.getAsDouble(r * 3 + col) -
+                                  std::exp(ly.getAsDouble(r * 3 + col)) * sum;
   }
   expectNear(ldx, want, 1e-6);
   EXPECT_NE(errorOf("ReluGrad", {dy, F({3}, {1, 2, 3})}, {}, kMpcDomain)
@@ -999,17 +1061,17 @@ TEST(CpuMpcGrad, LossGradsMatchFiniteDifferencesInFp64) {
       std::vector<const Tensor *> gin = {&dl, &fwd[1], &labels};
       if (weighted)
         gin.push_back(&w);
-      Tensor dx = runNode("SoftmaxCrossEntropyLossGrad", gin, attrs, 1,
-                          kMpcDomain)[0];
+      Tensor dx =
+          runNode("SoftmaxCrossEntropyLossGrad", gin, attrs, 1, kMpcDomain)[0];
       ASSERT_EQ(dx.dims, (std::vector<int64_t>{n, c}));
       for (int64_t i = 0; i < n * c; ++i) {
         std::vector<double> plus = xv, minus = xv;
         plus[size_t(i)] += 1e-6;
         minus[size_t(i)] -= 1e-6;
-        double fd = 1.5 *
-                    (lossAt(plus)[0].getAsDouble(0) -
-                     lossAt(minus)[0].getAsDouble(0)) /
-                    2e-6;
+        double fd =
+            1.5 *
+            (lossAt(plus)[0].getAsDouble(0) - lossAt(minus)[0].getAsDouble(0)) /
+            2e-6;
         EXPECT_NEAR(dx.getAsDouble(i), fd, 1e-7)
             << red << (weighted ? " weighted" : "") << " element " << i;
       }
@@ -1027,12 +1089,12 @@ TEST(CpuMpcGrad, LossGradsMatchFiniteDifferencesInFp64) {
         lp[size_t(i)] += 1e-6;
         Tensor lpt = D({n, c}, lp);
         nin[0] = &lpt;
-        double up = runNode("NegativeLogLikelihoodLoss", nin, attrs)[0]
-                        .getAsDouble(0);
+        double up =
+            runNode("NegativeLogLikelihoodLoss", nin, attrs)[0].getAsDouble(0);
         lp[size_t(i)] -= 2e-6;
         lpt = D({n, c}, lp);
-        double down = runNode("NegativeLogLikelihoodLoss", nin, attrs)[0]
-                          .getAsDouble(0);
+        double down =
+            runNode("NegativeLogLikelihoodLoss", nin, attrs)[0].getAsDouble(0);
         EXPECT_NEAR(ndx.getAsDouble(i), 1.5 * (up - down) / 2e-6, 1e-7);
       }
     }
@@ -1067,16 +1129,17 @@ TEST(CpuMpcGrad, SumToShapeAndReduceGrad) {
   Tensor same = runMpc("SumToShape", {dy, dy});
   EXPECT_EQ(values(same), values(dy));
   // fp16 dY: fp32 accumulation, one rounding.
-  Tensor h = runMpc("SumToShape", {H({4096, 1}, std::vector<float>(4096, 1)),
-                                   F({1}, {0})});
+  Tensor h = runMpc("SumToShape",
+                    {H({4096, 1}, std::vector<float>(4096, 1)), F({1}, {0})});
   EXPECT_EQ(h.dtype, DType::F16);
   EXPECT_EQ(h.getAsDouble(0), 4096);
   EXPECT_NE(errorOf("SumToShape", {dy, F({3}, {0, 0, 0})}, {}, kMpcDomain), "");
 
   Tensor x = F({2, 3}, std::vector<float>(6));
   // ReduceMean over axis 1 without keepdims: dY [2] spreads, divided by 3.
-  Tensor g = runMpc("ReduceGrad", {F({2}, {3, 6}), x},
-                    {{"axes", ints({-1})}, {"keepdims", i64(0)}, {"mean", i64(1)}});
+  Tensor g =
+      runMpc("ReduceGrad", {F({2}, {3, 6}), x},
+             {{"axes", ints({-1})}, {"keepdims", i64(0)}, {"mean", i64(1)}});
   EXPECT_EQ(values(g), (std::vector<double>{1, 1, 1, 2, 2, 2}));
   // ReduceSum-13 style: axes as input 2, keepdims.
   Tensor g2 = runMpc("ReduceGrad", {F({1, 3}, {1, 2, 3}), x, I({1}, {0})});
@@ -1091,7 +1154,7 @@ TEST(CpuMpcGrad, SumToShapeAndReduceGrad) {
             std::string::npos);
 }
 
-// --- mpc training ops ---------------------------------------------------------------------------
+// --- mpc training ops --------------------------------------------------------
 
 TEST(CpuMpcTrain, UnscaleGradients) {
   Tensor scale = F({}, {1024});
@@ -1118,8 +1181,8 @@ TEST(CpuMpcTrain, UpdateLossScale) {
   Tensor scale = F({}, {65536}), tracker = I({}, {0});
   auto step = [&](bool inf) {
     Tensor fi = B({}, {inf});
-    std::vector<Tensor> out = runNode("UpdateLossScale", {&scale, &tracker, &fi},
-                                      attrs, 2, kMpcDomain);
+    std::vector<Tensor> out = runNode(
+        "UpdateLossScale", {&scale, &tracker, &fi}, attrs, 2, kMpcDomain);
     scale = out[0];
     tracker = out[1];
   };
@@ -1180,8 +1243,8 @@ TEST(CpuMpcTrain, SgdAndAdamMatchSharedMathAndSkipOnInf) {
                 kMpcDomain);
   EXPECT_EQ(out[0].data<float>()[0], pv[0] + float(-double(0.5f)) * gv[0]);
 
-  Attrs adam = {{"lr", f32(1e-3f)},      {"beta1", f32(0.9f)},
-                {"beta2", f32(0.999f)},  {"epsilon", f32(1e-8f)},
+  Attrs adam = {{"lr", f32(1e-3f)},           {"beta1", f32(0.9f)},
+                {"beta2", f32(0.999f)},       {"epsilon", f32(1e-8f)},
                 {"weight_decay", f32(0.01f)}, {"decoupled", i64(1)}};
   out = runNode("Adam", {&clean, &step, &p, &g, &buf, &v}, adam, 3, kMpcDomain);
   AdamScalars as = adamScalars(1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, 3);

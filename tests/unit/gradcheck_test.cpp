@@ -41,10 +41,18 @@ struct Data {
   std::string decl; ///< e.g. "int64[4] y = {0, 2, 1, 1}"
 };
 
+/// A graph input (for symbolic shapes) and the value it is run with.
+struct Input {
+  std::string decl; ///< e.g. "double[N,3] x"
+  std::string name;
+  Tensor value;
+};
+
 struct GradCase {
   std::string name;
   std::vector<Param> params;
   std::vector<Data> data;
+  std::vector<Input> inputs;
   /// Nodes in ONNX text; they compute `y`.
   std::string body;
   /// y is the loss itself (a loss op with reduction); else ReduceSum(y * R).
@@ -65,14 +73,16 @@ std::string formatDims(const std::vector<int64_t> &dims) {
 std::string caseText(const GradCase &c, std::mt19937_64 &rng) {
   std::ostringstream os;
   os << "<ir_version: 8, opset_import: [\"\" : " << c.opset << "]>\n"
-     << "gradcheck () => (double y)\n  <";
+     << "gradcheck (";
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    os << (i ? ", " : "") << c.inputs[i].decl;
+  os << ") => (double y)\n  <";
   bool first = true;
   char buf[40];
   for (const Param &p : c.params) {
     // A rank-0 initializer is written without brackets ("double c = {v}").
     os << (first ? "" : ",\n   ") << "double"
-       << (p.dims.empty() ? "" : formatDims(p.dims)) << " "
-       << p.name << " = {";
+       << (p.dims.empty() ? "" : formatDims(p.dims)) << " " << p.name << " = {";
     first = false;
     std::uniform_real_distribution<double> dist(p.lo, p.hi);
     int64_t n = elementCount(p.dims);
@@ -143,8 +153,12 @@ void checkGradients(const GradCase &c) {
   auto backend = createCpuBackend();
   try {
     Executor step(*model->training->algorithm, *backend);
-    step.run();
     Executor forward(*model->graph, *backend);
+    for (const Input &in : c.inputs) {
+      step.setInput(in.name, in.value);
+      forward.setInput(in.name, in.value);
+    }
+    step.run();
     forward.run();
     EXPECT_NEAR(scalarOf(step.output(0)), scalarOf(forward.output(0)), 1e-12)
         << "the step's loss differs from the forward graph's";
@@ -383,6 +397,67 @@ TEST(GradCheck, Concat) {
   partial.frozen = "^[ad]$";
   cases.push_back(partial);
   checkAll(cases);
+}
+
+/// A random fp64 tensor for a graph input.
+Tensor randomTensor(std::vector<int64_t> dims, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  Tensor t(DType::F64, std::move(dims));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.setFromDouble(i, dist(rng));
+  return t;
+}
+
+TEST(GradCheck, SymbolicShapes) {
+  // With a symbolic batch the backward reads shapes at run time (Shape,
+  // Gather and Add for Concat offsets) instead of constants.
+  GradCase reshape;
+  reshape.name = "Reshape, symbolic batch";
+  reshape.params = {{"w", {6}}};
+  reshape.data = {{"int64[3] s = {-1, 2, 3}"}};
+  reshape.inputs = {{"double[N,6] x", "x", randomTensor({4, 6}, 1)},
+                    {"double[N,3,2] r", "r", randomTensor({4, 3, 2}, 2)}};
+  reshape.body = "a = Mul(x, w)\n b = Reshape(a, s)\n c = Transpose <perm = "
+                 "[0, 2, 1]> (b)\n d = Softmax <axis = 1> (c)\n m = Mul(d, "
+                 "r)\n y = ReduceSum <keepdims = 0> (m)";
+  reshape.yIsLoss = true;
+  GradCase concat;
+  concat.name = "Concat, symbolic sizes";
+  concat.params = {{"w", {2, 3}}};
+  concat.inputs = {{"double[2,K] x", "x", randomTensor({2, 4}, 3)},
+                   {"double[2,M] r", "r", randomTensor({2, 11}, 4)}};
+  concat.body = "c = Concat <axis = 1> (x, w, x)\n t = Tanh(c)\n m = Mul(t, "
+                "r)\n y = ReduceSum <keepdims = 0> (m)";
+  concat.yIsLoss = true;
+  GradCase linear;
+  linear.name = "MatMul [B,S,K] x [K,N], symbolic batch";
+  linear.params = {{"w", {4, 3}}, {"b", {3}}};
+  linear.inputs = {{"double[B,S,4] x", "x", randomTensor({2, 3, 4}, 5)},
+                   {"double[B,S,3] r", "r", randomTensor({2, 3, 3}, 6)}};
+  linear.body = "h = MatMul(x, w)\n z = Add(h, b)\n m = Mul(z, r)\n y = "
+                "ReduceMean <keepdims = 0> (m)";
+  linear.yIsLoss = true;
+  GradCase sce;
+  sce.name = "SCE, symbolic batch";
+  sce.params = {{"w", {3, 4}}};
+  sce.inputs = {{"double[N,3] x", "x", randomTensor({5, 3}, 7)}};
+  sce.data = {{"int64[5] labels = {0, 3, 1, 1, 2}"}};
+  sce.body = "z = MatMul(x, w)\n y = SoftmaxCrossEntropyLoss <reduction = "
+             "\"mean\"> (z, labels)";
+  sce.yIsLoss = true;
+  checkAll({reshape, concat, linear, sce});
+}
+
+TEST(GradCheck, LossOfShapeOneByOne) {
+  // A loss of shape [1,1] (all dims 1) is a scalar too; the seed has its
+  // shape.
+  GradCase c;
+  c.name = "ReduceSum keepdims=1 loss";
+  c.params = {{"x", {2, 3}}};
+  c.body = "t = Tanh(x)\n y = ReduceSum <keepdims = 1> (t)";
+  c.yIsLoss = true;
+  checkAll({c});
 }
 
 // --- softmax

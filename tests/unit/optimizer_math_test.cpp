@@ -51,8 +51,9 @@ void checkSgd(const SgdCase &c) {
   for (int i = 0; i < numElems; ++i) {
     EXPECT_NEAR(p[i], pd[i], 1e-6 * std::max(1.0, std::fabs(pd[i])))
         << "element " << i;
-    if (c.momentum != 0)
+    if (c.momentum != 0) {
       EXPECT_NEAR(buf[i], bufd[i], 1e-6 * std::max(1.0, std::fabs(bufd[i])));
+    }
   }
 }
 
@@ -69,8 +70,8 @@ void checkAdam(const AdamCase &c) {
   for (int i = 0; i < numElems; ++i)
     p[i] = float(0.4 - 0.2 * i), pd[i] = p[i], p0[i] = p[i];
   for (int step = 0; step < numSteps; ++step) {
-    AdamScalars s = adamScalars(c.lr, c.beta1, c.beta2, c.eps, c.wd,
-                                c.decoupled, step);
+    AdamScalars s =
+        adamScalars(c.lr, c.beta1, c.beta2, c.eps, c.wd, c.decoupled, step);
     double t = step + 1;
     for (int i = 0; i < numElems; ++i) {
       float g = float(gradAt(step, i));
@@ -145,7 +146,8 @@ TEST(OptimizerMath, AdamFirstStepIsSignedLr) {
 
 TEST(OptimizerMath, AdamWDecaysParamNotGradient) {
   float pw = 2.0f, mw = 0, vw = 0, pc = 2.0f, mc = 0, vc = 0;
-  adamUpdate(pw, 1.0f, mw, vw, adamScalars(0.1, 0.9, 0.999, 1e-8, 0.5, true, 0));
+  adamUpdate(pw, 1.0f, mw, vw,
+             adamScalars(0.1, 0.9, 0.999, 1e-8, 0.5, true, 0));
   adamUpdate(pc, 1.0f, mc, vc,
              adamScalars(0.1, 0.9, 0.999, 1e-8, 0.5, false, 0));
   EXPECT_FLOAT_EQ(mw, 0.1f);        // AdamW: m from the raw gradient
@@ -158,14 +160,15 @@ TEST(OptimizerMath, LerpMatchesBothTorchBranches) {
     for (float a : {-2.0f, 0.0f, 0.3f})
       for (float b : {1.5f, -0.25f}) {
         double want = double(a) + double(w) * (double(b) - double(a));
-        EXPECT_NEAR(torchLerp(a, b, w), want, 4e-7) << a << " " << b << " " << w;
+        EXPECT_NEAR(torchLerp(a, b, w), want, 4e-7)
+            << a << " " << b << " " << w;
       }
   // The endpoints are exact in the branch that anchors them.
   EXPECT_EQ(torchLerp(0.3f, 1.7f, 1.0f), 1.7f);
   EXPECT_EQ(torchLerp(0.3f, 1.7f, 0.0f), 0.3f);
 }
 
-// --- loss scaling -------------------------------------------------------------
+// --- loss scaling ------------------------------------------------------------
 
 TEST(LossScaleMath, GrowthBackoffSequence) {
   float scale = 65536.0f;
@@ -221,8 +224,8 @@ TEST(LossScaleMath, InverseAndUnscale) {
   float out = 0;
   EXPECT_TRUE(unscaleElement(131072.0f, inverseLossScale(65536.0f), out));
   EXPECT_EQ(out, 2.0f);
-  EXPECT_FALSE(unscaleElement(std::numeric_limits<float>::infinity(), 0.5f,
-                              out));
+  EXPECT_FALSE(
+      unscaleElement(std::numeric_limits<float>::infinity(), 0.5f, out));
   EXPECT_FALSE(unscaleElement(std::nanf(""), 0.5f, out));
   EXPECT_TRUE(std::isnan(out));
   EXPECT_TRUE(unscaleElement(-0.0f, 1.0f, out));

@@ -1,0 +1,77 @@
+// Whole-file reads and atomic (temp + fsync + rename) writes.
+#include "passes/support/file_io.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace mpc {
+
+bool writeFileAtomically(const std::string &path, const void *data,
+                         size_t size, std::string &error) {
+  // The pid keeps two processes writing the same target from sharing a temp.
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = path + ": cannot create " + tmp + ": " + std::strerror(errno);
+    return false;
+  }
+  const char *p = static_cast<const char *>(data);
+  size_t left = size;
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      error = path + ": write error: " + std::strerror(errno);
+      ::close(fd);
+      std::remove(tmp.c_str());
+      return false;
+    }
+    p += n;
+    left -= size_t(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    error = path + ": write error: " + std::strerror(errno);
+    std::remove(tmp.c_str());
+    return false;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = path + ": cannot rename " + tmp + ": " + std::strerror(errno);
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool readWholeFile(const std::string &path, std::string &bytes,
+                   std::string &error) {
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    error = path + ": cannot open: " + std::strerror(errno);
+    return false;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    std::fclose(f);
+    error = path + ": is a directory";
+    return false;
+  }
+  bytes.clear();
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+    bytes.append(buf, n);
+  bool bad = std::ferror(f);
+  std::fclose(f);
+  if (bad) {
+    error = path + ": read error";
+    return false;
+  }
+  return true;
+}
+
+} // namespace mpc
