@@ -316,16 +316,20 @@ void runAutodiff(Model &model, PassContext &ctx) {
   g.clearOutputs();
   g.addOutput(loss);
   std::unordered_set<const Value *> claimed;
+  std::unordered_map<const Value *, int> sharedBy;
+  for (Value *p : reaching)
+    ++sharedBy[grads.get(p)];
   std::vector<std::string> paramNames, gradNames;
   for (Value *p : reaching) {
     Value *grad = grads.get(p);
     std::string desired = sanitizeIdentifier(p->name()) + "_grad";
     // A parameter's gradient must be a value of its own that nothing else
-    // reads: later passes rewrite gradients (unscale, cast, clip) and must
-    // not change the backward of other values by doing so.
+    // reads (not even another parameter's gradient): later passes rewrite
+    // gradients (unscale, cast, clip) and must not change anything else by
+    // doing so.
     bool ownable = grad->producer() && !grad->isInitializer() &&
                    !grad->isGraphInput() && grad->uses().empty() &&
-                   !claimed.count(grad);
+                   sharedBy[grad] == 1;
     // A partial gradient may hold the name <param>_grad: move it aside.
     Value *holder = g.findValue(desired);
     if (holder && holder != grad && !claimed.count(holder) &&

@@ -13,7 +13,7 @@ namespace cpu {
 namespace {
 // Refuse single tensors above this many bytes: a corrupt shape must be an
 // error message, not an out-of-memory kill.
-constexpr int64_t kMaxTensorBytes = int64_t(1) << 38;
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 36; // 64 GiB
 } // namespace
 
 float loadFloat(const Tensor &t, int64_t i) {

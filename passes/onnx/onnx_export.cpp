@@ -201,7 +201,10 @@ std::string typeText(const Value &v) {
   return s;
 }
 
-void printGraphText(std::ostream &os, const Graph &g, bool withState) {
+/// Prints a graph. For the training algorithm, `mainGraph` is the model's
+/// main graph: state it already shows is not repeated, state only the step
+/// has (optimizer moments, loss scale) is printed with its initial value.
+void printGraphText(std::ostream &os, const Graph &g, const Graph *mainGraph) {
   os << g.name() << " (";
   for (size_t i = 0; i < g.inputs().size(); ++i)
     os << (i ? ", " : "") << typeText(*g.inputs()[i]) << " "
@@ -213,7 +216,7 @@ void printGraphText(std::ostream &os, const Graph &g, bool withState) {
   os << ")";
   bool first = true;
   for (const Value *init : g.initializers()) {
-    if (init->isState && !withState)
+    if (init->isState && mainGraph && mainGraph->findValue(init->name()))
       continue;
     os << (first ? "\n  <" : ",\n   ");
     first = false;
@@ -241,6 +244,13 @@ void printGraphText(std::ostream &os, const Graph &g, bool withState) {
     std::string text = line.str();
     while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
       text.pop_back();
+    // ONNX 1.12's printer drops the domain; show it as the parser spells it.
+    if (!n->domain().empty()) {
+      size_t eq = text.find("= ");
+      size_t at = text.find(n->opType(), eq == std::string::npos ? 0 : eq);
+      if (at != std::string::npos)
+        text.insert(at, n->domain() + ".");
+    }
     os << "  " << text << "\n";
   }
   os << "}\n";
@@ -313,10 +323,10 @@ std::string printModelText(const Model &model) {
     os << (i ? ", " : "") << "\"" << model.opsets[i].first
        << "\" : " << model.opsets[i].second;
   os << "]>\n";
-  printGraphText(os, *model.graph, true);
+  printGraphText(os, *model.graph, nullptr);
   if (model.training) {
     os << "// training_info[0].algorithm\n";
-    printGraphText(os, *model.training->algorithm, false);
+    printGraphText(os, *model.training->algorithm, model.graph.get());
     for (const auto &kv : model.training->updateBinding)
       os << "// update_binding: " << kv.first << " <- " << kv.second << "\n";
   }

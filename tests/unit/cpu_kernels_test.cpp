@@ -630,7 +630,7 @@ TEST(CpuShape, ReshapeZeroAndMinusOne) {
             (std::vector<int64_t>{4, 3, 2}));
   EXPECT_EQ(run1("Reshape", {x, I({1}, {-1})}).dims,
             (std::vector<int64_t>{24}));
-  Tensor empty = F({0, 3}, {});
+  Tensor empty(DType::F32, {0, 3});
   EXPECT_EQ(
       run1("Reshape", {empty, I({2}, {3, 0})}, {{"allowzero", i64(1)}}).dims,
       (std::vector<int64_t>{3, 0}));
@@ -705,8 +705,9 @@ TEST(CpuShape, ConcatGather) {
   Tensor c = run1("Concat", {a, b}, {{"axis", i64(-1)}});
   EXPECT_EQ(c.dims, (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(values(c), (std::vector<double>{1, 2, 9, 3, 4, 8}));
-  Tensor c0 = run1("Concat", {I({1}, {4}), I({2}, {-1, 7}), I({0}, {})},
-                   {{"axis", i64(0)}});
+  Tensor c0 =
+      run1("Concat", {I({1}, {4}), I({2}, {-1, 7}), Tensor(DType::I64, {0})},
+           {{"axis", i64(0)}});
   EXPECT_EQ(values(c0), (std::vector<double>{4, -1, 7}));
   EXPECT_NE(
       errorOf("Concat", {a, b}, {{"axis", i64(0)}}).find("does not match"),
@@ -746,6 +747,13 @@ TEST(CpuShape, Slice) {
       (std::vector<int64_t>{4, 3}));
   EXPECT_EQ(run1("Slice", {x, I({1}, {3}), I({1}, {1}), I({1}, {0})}).numel(),
             0);
+  // Steps longer than the axis take one element, without overflow.
+  Tensor big = run1("Slice", {x, I({1}, {0}), I({1}, {INT64_MAX}), I({1}, {1}),
+                              I({1}, {INT64_MAX})});
+  EXPECT_EQ(values(big), (std::vector<double>{0, 5, 10, 15}));
+  Tensor bigNeg = run1("Slice", {x, I({1}, {-1}), I({1}, {INT64_MIN}),
+                                 I({1}, {1}), I({1}, {INT64_MIN})});
+  EXPECT_EQ(values(bigNeg), (std::vector<double>{4, 9, 14, 19}));
   // Opset-1 attributes.
   EXPECT_EQ(values(run1("Slice", {F({4}, {1, 2, 3, 4})},
                         {{"starts", ints({1})}, {"ends", ints({-1})}})),
@@ -770,6 +778,14 @@ TEST(CpuShape, ExpandConstants) {
   EXPECT_EQ(values(seven), (std::vector<double>{7, 7}));
   EXPECT_NE(errorOf("ConstantOfShape", {I({1}, {-2})}).find("negative"),
             std::string::npos);
+  // Absurd shapes are errors, not allocations.
+  EXPECT_NE(errorOf("ConstantOfShape", {I({2}, {1 << 30, 1 << 30})})
+                .find("too large"),
+            std::string::npos);
+  EXPECT_NE(errorOf("ConstantOfShape", {I({3}, {INT64_MAX, 4, 4})})
+                .find("invalid output shape"),
+            std::string::npos);
+  EXPECT_NE(errorOf("Expand", {F({1}, {1}), I({2}, {INT64_MAX, 2})}), "");
   Tensor c =
       run1("Constant", {}, {{"value", Attribute::ofTensor(F({2}, {1, 2}))}});
   EXPECT_EQ(values(c), (std::vector<double>{1, 2}));
