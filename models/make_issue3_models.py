@@ -13,7 +13,11 @@ torch.manual_seed(0):
                no mask); x + MLP(LN(x)) (Linear(32,64) -> GELU(erf) -> Linear(64,32)); LN;
                Linear(32,64); CrossEntropyLoss over (B*T, vocab).
                                                     tokens int64[4,16], targets int64[4,16]; opset 17
-  transformer_gelu20  the same model (same weights) at opset 20, where GELU is the Gelu op
+               Exported with a dynamic batch axis, then input dim 0 pinned to 4, so that the inputs are
+               static and the graph keeps the exporter's Shape->Gather->Unsqueeze->Concat->Reshape
+               chains (a plain static export folds x.size(i) into Constants).
+  transformer_gelu20   the same model (same weights) at opset 20, where GELU is the Gelu op
+  transformer_dynbatch the same opset-17 model with input dim 0 left dynamic ("batch")
   resmlp       h = Linear(16,32)(x); h = h + tanh(Linear(32,32)(h)); h = h + sigmoid(Linear(32,32)(h));
                loss = mean((Linear(32,4)(h) - y) ** 2).  x float[16,16], y float[16,4]; opset 17
 
@@ -25,7 +29,15 @@ Artifacts (next to this script), for <name> in cnn, transformer, resmlp:
   <name>_ref_adam.csv        fp32 CPU loss trajectory, 30 steps, Adam(lr=1e-3)
   cnn_ref_adam_final.npz     parameters and BatchNorm running_mean/running_var after the 30 adam
                              steps, keyed by ONNX initializer name
-  transformer_gelu20.onnx    (uses transformer_data.npz and transformer_ref_*.csv)
+  transformer_gelu20.onnx, transformer_dynbatch.onnx  (use transformer_data.npz and transformer_ref_*.csv)
+
+Data: cnn x float32[256,3,16,16] (class k brightens quadrant k//3 of channel k%3; pixels multiples of
+1/4 in [-2,2]), y = argmax of the 10 (channel, quadrant) means; transformer tokens int64[64,16] walk a
+fixed permutation perm, targets = perm[tokens] (the next token); resmlp x float32[256,16] ~ N(0,1),
+y = 0.5*(x@A) + tanh(x@B). All from np.random.default_rng(0).
+
+BatchNorm: the exporter traces one training-mode forward on batch 0, which updates the running stats
+in place before they are written; the PyTorch references start from exactly the file's initializers.
 
 Step i (0-based) takes samples [(i*B) % N, +B) (wrapping); the loop is
 zero_grad; loss = model(*batch); backward; step, and the logged loss of step i is taken before
@@ -140,10 +152,19 @@ class ResMLPWithLoss(nn.Module):
 # ----------------------------------------------------------------------------- data
 def make_cnn_data():
     rng = np.random.default_rng(0)
-    # Pixels quantised to multiples of 1/4 in [-2, 2] so that the compressed npz stays small.
-    x = np.clip(np.round(rng.standard_normal((256, 3, 16, 16)) * 4.0) / 4.0, -2.0, 2.0).astype(np.float32)
-    teacher = rng.standard_normal((10, 3 * 16 * 16)).astype(np.float32)
-    y = np.argmax(x.reshape(256, -1) @ teacher.T, axis=1).astype(np.int64)  # a fixed linear teacher
+    n = 256
+    # Class k brightens one 8x8 quadrant (k // 3) of one channel (k % 3); the label is then the fixed
+    # rule "argmax over the 10 (channel, quadrant) means". Pixels are quantised to multiples of 1/4
+    # in [-2, 2] so that the (compressed) npz stays small.
+    k = rng.integers(0, 10, size=n)
+    x = rng.standard_normal((n, 3, 16, 16))
+    for i in range(n):
+        c, q = k[i] % 3, k[i] // 3
+        x[i, c, (q // 2) * 8:(q // 2) * 8 + 8, (q % 2) * 8:(q % 2) * 8 + 8] += 0.75
+    x = (np.clip(np.round(x * 4.0), -8, 8) / 4.0).astype(np.float32)
+    region_means = np.stack([x[:, c % 3, (c // 3 // 2) * 8:(c // 3 // 2) * 8 + 8,
+                               (c // 3 % 2) * 8:(c // 3 % 2) * 8 + 8].mean(axis=(1, 2)) for c in range(10)], 1)
+    y = np.argmax(region_means, axis=1).astype(np.int64)
     return {"x": x, "y": y}
 
 
@@ -250,12 +271,26 @@ def describe(m, label):
     return counts
 
 
-def export(model, args, fname, input_names, opset):
+def export(model, args, fname, input_names, opset, batch_dim="static"):
+    """batch_dim: "static" -- plain export, input shapes from `args`;
+    "dynamic" -- dynamic_axes makes axis 0 of every input the dim_param "batch";
+    "pinned" -- exported as "dynamic", then axis 0 of every input is pinned back to the batch size
+    (what onnxruntime.tools.make_dynamic_shape_fixed does): static input shapes, while the graph keeps
+    the exporter's Shape->Gather->Unsqueeze->Concat->Reshape arithmetic (a static export has
+    the exporter fold x.size(i) into Constants instead)."""
     path = out(fname)
+    dyn = None if batch_dim == "static" else {k: {0: "batch"} for k in input_names}
     torch.onnx.export(model, args, path, dynamo=False, training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, opset_version=opset, input_names=input_names,
-                      output_names=["loss"])
+                      output_names=["loss"], dynamic_axes=dyn)
     m = onnx.load(path)
+    if batch_dim == "pinned":
+        for v, a in zip(m.graph.input, args):
+            d = v.type.tensor_type.shape.dim[0]
+            assert d.dim_param == "batch"
+            d.Clear()
+            d.dim_value = a.shape[0]
+        onnx.save(m, path)
     onnx.checker.check_model(m, full_check=True)
     assert {o.domain: o.version for o in m.opset_import}.get("", 0) == opset
     return path, m
@@ -296,30 +331,81 @@ def trajectories(name, model, init_state, data, input_names, bsz, final_npz_keys
     model.load_state_dict(init_state)
 
 
-def family(name, model_cls, data, input_names, bsz, savez_fn, final_npz=False, extra_opsets=()):
+def family(name, model_cls, data, input_names, bsz, savez_fn, final_npz=False, batch_dim="static",
+           extra=()):
     savez(f"{name}_data.npz", savez_fn, **data)
     print(f"--- {name}: data " + ", ".join(f"{k} {v.dtype}{list(v.shape)}" for k, v in data.items()))
     torch.manual_seed(0)
     model = model_cls()
     model.train()
-    init_state = copy.deepcopy(model.state_dict())
+    seed_state = copy.deepcopy(model.state_dict())
     args = batch(data, input_names, bsz, 0)
     results = {}
-    for fname, opset in [(f"{name}.onnx", 17)] + list(extra_opsets):
-        path, m = export(model, args, fname, input_names, opset)
-        model.load_state_dict(init_state)  # the export's traced forward ran in training mode
+    for fname, opset, bd in [(f"{name}.onnx", 17, batch_dim)] + list(extra):
+        model.load_state_dict(seed_state)
+        path, m = export(model, args, fname, input_names, opset, bd)
+        # The exporter traces one training-mode forward on `args`, which updates BatchNorm's running
+        # stats in place before they are written as initializers: the file holds the model *after*
+        # that forward, and the PyTorch references start from exactly the file's initializers.
+        state = copy.deepcopy(model.state_dict())
         results[fname] = describe(m, fname)
-        inits = {t.name: list(t.dims) for t in m.graph.initializer}
+        inits = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
         params = {k: list(v.shape) for k, v in model.named_parameters()}
-        assert all(inits.get(k) == s for k, s in params.items()), "a parameter is not an initializer"
+        assert all(k in inits and list(inits[k].shape) == s for k, s in params.items()), \
+            "a parameter is not an initializer"
+        assert all(np.array_equal(v, state[k].numpy()) for k, v in inits.items()), "initializer != torch state"
         print("  initializers that are not parameters:", sorted(set(inits) - set(params)))
+        print("  initializers changed by the export's traced forward:",
+              [k for k in inits if not torch.equal(seed_state[k], state[k])])
         assert [v.name for v in m.graph.input] == input_names
         assert [vi(v) for v in m.graph.output] == [("loss", "FLOAT", [])]
         ort_check(path, model, args, input_names)
+        if bd == "dynamic":  # another batch size through the same file
+            ort_check(path, model, batch(data, input_names, 2 * bsz, 0), input_names)
         if fname == f"{name}.onnx":
-            final_keys = [t.name for t in m.graph.initializer] if final_npz else None
-    trajectories(name, model, init_state, data, input_names, bsz, final_keys)
+            start_state, final_keys = state, ([t.name for t in m.graph.initializer] if final_npz else None)
+        else:
+            assert all(torch.equal(start_state[k], v) for k, v in state.items())
+    trajectories(name, model, start_state, data, input_names, bsz, final_keys)
     return results
+
+
+def bn_check(data):
+    """What the exporter wrote for BatchNormalization's running statistics, and how they compare."""
+    m = onnx.load(out("cnn.onnx"))
+    bn = [n for n in m.graph.node if n.op_type == "BatchNormalization"]
+    assert len(bn) == 1 and any(a.name == "training_mode" and a.i == 1 for a in bn[0].attribute)
+    bn = bn[0]
+    assert len(bn.output) == 3, "BatchNormalization has no running mean/var outputs"
+    graph_outs = {o.name for o in m.graph.output}
+    consumed = {i for n in m.graph.node for i in n.input}
+    print(f"  BatchNormalization running-stat outputs {list(bn.output[1:])}: graph outputs="
+          f"{[o in graph_outs for o in bn.output[1:]]}, consumed by a node={[o in consumed for o in bn.output[1:]]};"
+          f" state inputs {list(bn.input[3:])}")
+    init = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy()) for t in m.graph.initializer}
+    xb, yb = batch(data, ["x", "y"], 8, 0)
+    torch.manual_seed(0)
+    model = CNNWithLoss().train()
+    with torch.no_grad():
+        model(xb, yb)
+    print("  exported bn.running_mean/var == torch's after one forward on batch 0 (the export's trace):",
+          torch.equal(init["bn.running_mean"], model.bn.running_mean),
+          torch.equal(init["bn.running_var"], model.bn.running_var))
+    # One more step from the file's state, in onnxruntime (running stats exposed) and in torch.
+    for o in bn.output[1:]:
+        m.graph.output.append(onnx.helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, [8]))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    _, rm, rv = sess.run(None, {"x": xb.numpy(), "y": yb.numpy()})
+    model.load_state_dict(init, strict=False)
+    with torch.no_grad():
+        h = model.conv1(xb)
+        model(xb, yb)
+    n = h.numel() // h.shape[1]
+    pop = init["bn.running_var"] * 0.9 + 0.1 * h.var(dim=(0, 2, 3), unbiased=False)
+    print(f"  one step, |ort - torch|: running_mean {np.abs(rm - model.bn.running_mean.numpy()).max():.3g},"
+          f" running_var {np.abs(rv - model.bn.running_var.numpy()).max():.3g}; |ort - (0.9*var + 0.1*population"
+          f" var)| {np.abs(rv - pop.numpy()).max():.3g}. torch uses the unbiased batch variance (factor N/(N-1),"
+          f" N={n}); the ONNX spec and onnxruntime the population variance")
 
 
 def main():
@@ -329,13 +415,15 @@ def main():
     warnings.filterwarnings("ignore", "You are using the legacy TorchScript", DeprecationWarning)
 
     r = family("cnn", CNNWithLoss, make_cnn_data(), ["x", "y"], 8, np.savez_compressed, final_npz=True)
-    m = onnx.load(out("cnn.onnx"))
-    bn = [n for n in m.graph.node if n.op_type == "BatchNormalization"]
-    assert len(bn) == 1 and any(a.name == "training_mode" and a.i == 1 for a in bn[0].attribute)
-    assert len(bn[0].output) == 3, "BatchNormalization has no running mean/var outputs"
+    bn_check(make_cnn_data())
 
     r = family("transformer", TransformerWithLoss, make_transformer_data(), ["tokens", "targets"], 4,
-               np.savez, extra_opsets=[("transformer_gelu20.onnx", 20)])
+               np.savez, batch_dim="pinned",
+               extra=[("transformer_gelu20.onnx", 20, "pinned"), ("transformer_dynbatch.onnx", 17, "dynamic")])
+    for f in r:
+        assert len(shape_chains(onnx.load(out(f)))) == 6, f"{f}: no Shape->...->Reshape chains"
+    assert [vi(v) for v in onnx.load(out("transformer.onnx")).graph.input] == \
+        [("tokens", "INT64", [4, 16]), ("targets", "INT64", [4, 16])]
     assert r["transformer.onnx"]["Erf"] == 1 and r["transformer.onnx"]["Gelu"] == 0
     assert r["transformer_gelu20.onnx"]["Gelu"] == 1 and r["transformer_gelu20.onnx"]["Erf"] == 0
 
