@@ -88,7 +88,9 @@ const std::vector<PolicyEntry> &table() {
       // --- Fp32: normalisations --------------------------------------------
       {"", "BatchNormalization", PC::Fp32, 0,
        "batch statistics are means of squares; running mean/var are fp32 "
-       "state (SPEC: normalisations are fp32 islands)"},
+       "state (SPEC: normalisations are fp32 islands). The op itself also "
+       "runs fp16/bf16 X with fp32 scale/B/statistics (Y in X's dtype, "
+       "statistics fp32, as cuDNN and torch batch_norm under autocast)"},
       {"", "LayerNormalization", PC::Fp32, 0,
        "mean and variance over the feature axis (torch layer_norm, TVM "
        "layer_norm)"},
@@ -249,6 +251,46 @@ const std::vector<PolicyEntry> &table() {
        "a reduction over broadcast axes (bias gradients sum over the batch); "
        "the kernel accumulates in fp32 either way, an fp32 result also keeps "
        "the sum's range; X is read for its shape only"},
+      // Transformer and residual-MLP family (passes/gradients/transformer.cpp).
+      {kMpcDomain, "LayerNormalizationGrad", PC::Fp32, 0,
+       "sums over the normalised axes and the batch, like LayerNormalization "
+       "itself (torch layer_norm backward runs in fp32 under autocast)"},
+      {kMpcDomain, "GatherGrad", PC::Fp32, inputBit(2),
+       "scatter-add of an embedding's gradient: repeated tokens accumulate, "
+       "an fp32 result keeps the small contributions; data is read for its "
+       "shape only"},
+      {kMpcDomain, "SliceGrad", PC::Follow, inputBit(1),
+       "moves dY into zeros, exact; data is read for its shape only",
+       true},
+      {kMpcDomain, "GeluGrad", PC::Follow, 0,
+       "dY times a bounded derivative, like Gelu itself"},
+      {kMpcDomain, "LeakyReluGrad", PC::Follow, 0,
+       "dY or alpha * dY, one multiply, like LeakyRelu"},
+      {kMpcDomain, "ClipGrad", PC::Follow, 0,
+       "selects dY or 0 by a comparison, exact"},
+      {kMpcDomain, "ExtremumGrad", PC::Follow, 0,
+       "selects dY (split among a few ties), like Max/Min"},
+      {kMpcDomain, "ReduceExtremumGrad", PC::Follow, 0,
+       "selects dY (split among ties), like ReduceMax"},
+      {kMpcDomain, "DropoutGrad", PC::Follow, inputBit(2),
+       "the forward's mask and one multiply, like Dropout; the ratio keeps "
+       "its own dtype"},
+      // CNN family (passes/gradients/conv.cpp, pool.cpp, batch_norm.cpp).
+      {kMpcDomain, "ConvGradInput", PC::Lower, 0,
+       "convolution data gradient on Tensor Cores, fp32 accumulation, like "
+       "Conv (torch conv backward under autocast, cuDNN dgrad)"},
+      {kMpcDomain, "ConvGradWeight", PC::Lower, 0,
+       "convolution weight gradient on Tensor Cores, fp32 accumulation "
+       "(cuDNN wgrad); the result is cast to the fp32 master like any fp16 "
+       "parameter gradient"},
+      {kMpcDomain, "MaxPoolGrad", PC::Follow, 0,
+       "routes dY to each window's maximum, exact (TF clear MaxPoolGrad); X "
+       "widened to dY's dtype keeps its order, so the same element wins"},
+      {kMpcDomain, "AveragePoolGrad", PC::Follow, 0,
+       "dY divided by a small window count, like AveragePool"},
+      {kMpcDomain, "BatchNormalizationGrad", PC::Fp32, 0,
+       "sums over the batch and the spatial axes and the batch statistics, "
+       "like BatchNormalization itself"},
 
       // --- mpc loss-scale and optimizer ops: run after autocast, on fp32 ---
       {kMpcDomain, "UnscaleGradients", PC::Keep, 0,

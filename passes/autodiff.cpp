@@ -7,8 +7,10 @@
 // parameter to the loss in reverse topological order, calling each op's
 // gradient rule (passes/gradients/). Fan-out gradients are summed with one
 // Add chain per value. The algorithm outputs the loss, then one gradient per
-// parameter; metadata mpc.loss, mpc.params, mpc.grads and mpc.grad_seed tell
-// later passes which values those are. infer-shapes must run first: the
+// parameter, then the new running statistics of training-mode
+// BatchNormalizations (bound onto their state in update_binding); metadata
+// mpc.loss, mpc.params, mpc.grads and mpc.grad_seed tell later passes which
+// values those are. infer-shapes must run first: the
 // rules read static ranks and shapes, and type every value they create.
 #include "passes/gradients/gradient_rules.h"
 #include "passes/ir/mpc_ops.h"
@@ -39,15 +41,17 @@ std::optional<std::regex> compilePattern(const std::string &pattern,
 }
 
 /// Floating-point state initializers selected by --trainable / --frozen, in
-/// initializer order.
+/// initializer order. Batch-norm running statistics are state the forward
+/// updates, never parameters, whatever the patterns say (SPEC).
 std::vector<Value *> trainableParameters(Graph &g, const CompileOptions &opts,
                                          size_t &frozenCount) {
   auto trainable = compilePattern(opts.trainable, "trainable");
   auto frozen = compilePattern(opts.frozen, "frozen");
+  std::unordered_set<const Value *> runningStats = batchNormRunningStats(g);
   std::vector<Value *> params;
   frozenCount = 0;
   for (Value *init : g.initializers()) {
-    if (!init->isState || !isFloating(init->dtype))
+    if (!init->isState || !isFloating(init->dtype) || runningStats.count(init))
       continue;
     bool selected = !trainable || std::regex_search(init->name(), *trainable);
     if (frozen && std::regex_search(init->name(), *frozen))
@@ -351,12 +355,29 @@ void runAutodiff(Model &model, PassContext &ctx) {
     gradNames.push_back(grad->name());
   }
 
+  // Batch-norm running statistics: the forward's new values are step
+  // outputs bound onto the state. Like PyTorch's forward they apply on every
+  // step, also one the loss scaler skips (mpc_ops.h).
+  std::vector<std::pair<std::string, std::string>> statUpdates;
+  for (const auto &u : batchNormStateUpdates(g)) {
+    bool bound = false; // by a training_info the model came with
+    if (model.training)
+      for (const auto &existing : model.training->updateBinding)
+        bound |= existing.first == u.first->name();
+    if (bound)
+      continue;
+    g.addOutput(u.second);
+    statUpdates.emplace_back(u.first->name(), u.second->name());
+  }
+
   if (fresh) {
     fresh->setName("train_step");
     TrainingInfo info;
     info.algorithm = std::move(fresh);
     model.training = std::move(info);
   }
+  for (const auto &b : statUpdates)
+    model.training->updateBinding.push_back(b);
 
   bool usesMpc = false;
   for (const Node *n : g.nodeList())

@@ -8,7 +8,9 @@
 // prove, so verify can run inference on any graph without false errors.
 #include "passes/shape_inference.h"
 
+#include "passes/ir/batch_norm_mode.h"
 #include "passes/ir/mpc_ops.h"
+#include "passes/ir/window_geometry.h"
 #include "passes/support/diagnostics.h"
 
 #include <algorithm>
@@ -1264,6 +1266,11 @@ void inferIncrementStep(Ctx &c) {
   c.set(0, shaped(DType::I64, {}));
 }
 
+// The transformer and residual-MLP family's rules (issue 3).
+#include "passes/shape_inference_transformer.inc"
+// The convolution, pooling and batch-norm family's rules (issue 3).
+#include "passes/shape_inference_conv.inc"
+
 // --- the table --------------------------------------------------------------
 
 using InferFn = void (*)(Ctx &);
@@ -1326,6 +1333,44 @@ const OpRule kRules[] = {
     {"", "Squeeze", 1, 2, 1, 1, inferSqueeze},
     {"", "Transpose", 1, 1, 1, 1, inferTranspose},
     {"", "Unsqueeze", 1, 2, 1, 1, inferUnsqueeze},
+    // Transformer and residual-MLP family (shape_inference_transformer.inc).
+    {"", "CastLike", 2, 2, 1, 1, inferCastLike},
+    {"", "Clip", 1, 3, 1, 1, inferClip},
+    {"", "Dropout", 1, 3, 1, 2, inferDropout},
+    {"", "Gelu", 1, 1, 1, 1, inferGelu},
+    {"", "LayerNormalization", 2, 3, 1, 3, inferLayerNormalization},
+    {"", "LeakyRelu", 1, 1, 1, 1, inferLeakyRelu},
+    {"", "Max", 1, kAny, 1, 1, inferVariadic},
+    {"", "Min", 1, kAny, 1, 1, inferVariadic},
+    {"", "Split", 1, 2, 1, kAny, inferSplit},
+    {"", "Sum", 1, kAny, 1, 1, inferVariadic},
+    {kMpcDomain, "ClipGrad", 2, 4, 1, 1, inferClipGrad},
+    {kMpcDomain, "DropoutGrad", 2, 4, 1, 1, inferDropoutGrad},
+    {kMpcDomain, "ExtremumGrad", 3, kAny, 1, 1, inferExtremumGrad},
+    {kMpcDomain, "GatherGrad", 3, 3, 1, 1, inferGatherGrad},
+    {kMpcDomain, "GeluGrad", 2, 2, 1, 1, inferGeluGrad},
+    {kMpcDomain, "LayerNormalizationGrad", 5, 5, 1, 3,
+     inferLayerNormalizationGrad},
+    {kMpcDomain, "LeakyReluGrad", 2, 2, 1, 1, inferElementwiseGrad},
+    {kMpcDomain, "ReduceExtremumGrad", 3, 4, 1, 1, inferReduceExtremumGrad},
+    {kMpcDomain, "SliceGrad", 2, 6, 1, 1, inferSliceGrad},
+    // Convolution, pooling and batch-norm family (shape_inference_conv.inc).
+    {"", "AveragePool", 1, 1, 1, 1, conv_shapes::inferPool},
+    {"", "BatchNormalization", 5, 5, 1, 5,
+     conv_shapes::inferBatchNormalization},
+    {"", "Conv", 2, 3, 1, 1, conv_shapes::inferConv},
+    {"", "ConvTranspose", 2, 3, 1, 1, conv_shapes::inferConvTranspose},
+    {"", "GlobalAveragePool", 1, 1, 1, 1, conv_shapes::inferGlobalPool},
+    {"", "MaxPool", 1, 1, 1, 2, conv_shapes::inferPool},
+    {kMpcDomain, "AveragePoolGrad", 2, 2, 1, 1,
+     conv_shapes::inferWindowGradFromShape},
+    {kMpcDomain, "BatchNormalizationGrad", 3, 5, 1, 3,
+     conv_shapes::inferBatchNormalizationGrad},
+    {kMpcDomain, "ConvGradInput", 3, 3, 1, 1,
+     conv_shapes::inferWindowGradFromShape},
+    {kMpcDomain, "ConvGradWeight", 2, 2, 1, 1,
+     conv_shapes::inferConvGradWeight},
+    {kMpcDomain, "MaxPoolGrad", 2, 2, 1, 1, conv_shapes::inferMaxPoolGrad},
     // mpc domain.
     {kMpcDomain, "Adam", 6, 6, 3, 3, inferAdam},
     {kMpcDomain, "ClipGradNorm", 1, kAny, 2, kAny, inferClipGradNorm},

@@ -13,7 +13,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <optional>
 #include <set>
 #include <unistd.h>
 
@@ -77,9 +76,10 @@ std::vector<size_t> bindInputs(const Graph &g,
       continue;
     auto it = indexOf.find(in.name);
     if (it == indexOf.end()) {
-      std::string why = g.findValue(in.name) && g.findValue(in.name)->isInitializer()
-                            ? " (it is an initializer, not a graph input)"
-                            : "";
+      std::string why =
+          g.findValue(in.name) && g.findValue(in.name)->isInitializer()
+              ? " (it is an initializer, not a graph input)"
+              : "";
       error() << "no graph input named '" << in.name << "'" << why
               << "; the inputs are: " << inputList(g);
     }
@@ -94,8 +94,8 @@ std::vector<size_t> bindInputs(const Graph &g,
     while (next < bound.size() && bound[next] != kUnbound)
       ++next;
     if (next == bound.size())
-      error() << "too many inputs: the graph has " << g.inputs().size()
-              << " (" << inputList(g) << ") and "
+      error() << "too many inputs: the graph has " << g.inputs().size() << " ("
+              << inputList(g) << ") and "
               << (inputs[k].source.empty() ? "an extra one"
                                            : "'" + inputs[k].source + "'")
               << " is left over";
@@ -106,8 +106,9 @@ std::vector<size_t> bindInputs(const Graph &g,
     if (bound[i] == kUnbound)
       missing += (missing.empty() ? "'" : ", '") + g.inputs()[i]->name() + "'";
   if (!missing.empty())
-    error() << "missing input" << (missing.find(',') != std::string::npos ? "s" : "")
-            << " " << missing << " (give NAME=FILE, or files in graph input order)";
+    error() << "missing input"
+            << (missing.find(',') != std::string::npos ? "s" : "") << " "
+            << missing << " (give NAME=FILE, or files in graph input order)";
   return bound;
 }
 
@@ -164,11 +165,13 @@ Tensor readTensorFile(const std::string &path) {
   bool isNpy = got == sizeof magic && std::memcmp(magic, kNpyMagic, 6) == 0;
   bool ok = isNpy ? readNpy(path, t, err)
                   : readTensorProtoFile(path, t, nullptr, err);
-  if (!ok) {
-    if (!isNpy && err.find("parse") != std::string::npos)
-      err += " (neither a .npy file nor a serialized ONNX TensorProto)";
+  if (!ok && !isNpy &&
+      (got == 0 || err.find("not a valid serialized") != std::string::npos ||
+       err.find("data type UNDEFINED") != std::string::npos))
+    throw Error(path + ": neither a .npy file nor a serialized ONNX "
+                       "TensorProto");
+  if (!ok)
     throw Error(err);
-  }
   return t;
 }
 
@@ -227,8 +230,8 @@ void prepareOutputDir(const std::string &dir) {
   if (!std::filesystem::exists(dir, ec)) {
     std::filesystem::create_directories(dir, ec);
     if (ec)
-      throw Error(dir + ": cannot create the output directory: " +
-                  ec.message());
+      throw Error(dir +
+                  ": cannot create the output directory: " + ec.message());
   }
   if (!isDirectory(dir))
     throw Error(dir + ": is not a directory");
@@ -248,8 +251,7 @@ writeInferenceOutputs(const std::string &dir,
     for (int k = 2; taken.count(file); ++k)
       file = base + "_" + std::to_string(k);
     taken.insert(file);
-    std::string path =
-        (std::filesystem::path(dir) / (file + ".npy")).string();
+    std::string path = (std::filesystem::path(dir) / (file + ".npy")).string();
     std::string err;
     if (!writeNpy(path, out.value, err))
       throw Error("output '" + out.name + "': " + err);

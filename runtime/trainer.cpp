@@ -107,6 +107,12 @@ const Tensor &Trainer::state(const std::string &name) const {
   return exec_->initializer(name);
 }
 
+double Trainer::lossScale() const {
+  return lossScaleName_.empty()
+             ? 1.0
+             : exec_->initializer(lossScaleName_).getAsDouble(0);
+}
+
 void Trainer::writeStateBack() {
   // The algorithm's state initializers share their tensors with the main
   // graph, so writing them updates the inference graph too.

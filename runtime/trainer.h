@@ -53,6 +53,8 @@ public:
   /// Current value of a state tensor (master weights, moments, scale...).
   const Tensor &state(const std::string &name) const;
   size_t peakBytes() const { return peakBytes_; }
+  /// The loss scale the next step will use (1 without loss scaling).
+  double lossScale() const;
   const Model &model() const { return *model_; }
 
 private:

@@ -13,6 +13,7 @@
 
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -195,5 +196,40 @@ void gradNegativeLogLikelihoodLoss(GradientContext &ctx);
 // reduce.cpp
 void gradReduceSum(GradientContext &ctx);
 void gradReduceMean(GradientContext &ctx);
+
+// conv.cpp, pool.cpp, batch_norm.cpp (issue 3: CNN family)
+void gradConv(GradientContext &ctx);
+void gradConvTranspose(GradientContext &ctx);
+void gradMaxPool(GradientContext &ctx);
+void gradAveragePool(GradientContext &ctx);
+void gradGlobalAveragePool(GradientContext &ctx);
+void gradBatchNormalization(GradientContext &ctx);
+/// Initializers read as running mean/var (inputs 3, 4) of a
+/// BatchNormalization: model state, never trainable parameters (SPEC).
+std::unordered_set<const Value *> batchNormRunningStats(const Graph &g);
+/// (running-statistic state, its new value) for every training-mode
+/// BatchNormalization whose running mean/var input is a state initializer
+/// and whose matching output is present: the step's update_binding entries.
+std::vector<std::pair<Value *, Value *>> batchNormStateUpdates(const Graph &g);
+
+// transformer.cpp (issue 3: transformer block, residual MLP)
+void gradLayerNormalization(GradientContext &ctx);
+void gradGather(GradientContext &ctx);
+void gradSlice(GradientContext &ctx);
+void gradSplit(GradientContext &ctx);
+void gradWhere(GradientContext &ctx);
+void gradExpand(GradientContext &ctx);
+void gradGelu(GradientContext &ctx);
+void gradLeakyRelu(GradientContext &ctx);
+void gradClip(GradientContext &ctx);
+void gradMaxMin(GradientContext &ctx); ///< Max and Min
+void gradSum(GradientContext &ctx);
+void gradReduceMax(GradientContext &ctx);
+void gradCastLike(GradientContext &ctx);
+void gradDropout(GradientContext &ctx);
+/// prepareForwardNode's part for this family: LayerNormalization gets its
+/// Mean/InvStdDev outputs, a Dropout that may train its mask output. Returns
+/// the node to use, or nullptr when the op is not one of these.
+Node *prepareTransformerForwardNode(Graph &graph, Node *node, int64_t opset);
 
 } // namespace mpc

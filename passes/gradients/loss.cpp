@@ -35,6 +35,8 @@ std::vector<Value *> lossGradInputs(GradientContext &ctx, Value *dL,
 } // namespace
 
 Node *prepareForwardNode(Graph &graph, Node *node, int64_t opset) {
+  if (Node *prepared = prepareTransformerForwardNode(graph, node, opset))
+    return prepared;
   if (node->opType() != "SoftmaxCrossEntropyLoss" || !node->domain().empty())
     return node;
   if (node->numOutputs() >= 2 && node->output(1))

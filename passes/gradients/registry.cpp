@@ -50,6 +50,30 @@ const std::map<std::string, GradientRuleInfo> &ruleTable() {
       // reduce.cpp
       {"ReduceSum", {gradReduceSum, {1}}},
       {"ReduceMean", {gradReduceMean, {1}}},
+      // conv.cpp, pool.cpp, batch_norm.cpp: running mean/var (inputs 3, 4)
+      // are state updated by the forward, never trained.
+      {"Conv", {gradConv, {}}},
+      {"ConvTranspose", {gradConvTranspose, {}}},
+      {"MaxPool", {gradMaxPool, {}}},
+      {"AveragePool", {gradAveragePool, {}}},
+      {"GlobalAveragePool", {gradGlobalAveragePool, {}}},
+      {"BatchNormalization", {gradBatchNormalization, {3, 4}}},
+      // transformer.cpp
+      {"LayerNormalization", {gradLayerNormalization, {}}},
+      {"Gather", {gradGather, {1}}},
+      {"Slice", {gradSlice, {1, 2, 3, 4}}},
+      {"Split", {gradSplit, {1}}},
+      {"Where", {gradWhere, {0}}},
+      {"Expand", {gradExpand, {1}}},
+      {"Gelu", {gradGelu, {}}},
+      {"LeakyRelu", {gradLeakyRelu, {}}},
+      {"Clip", {gradClip, {1, 2}}},
+      {"Max", {gradMaxMin, {}}},
+      {"Min", {gradMaxMin, {}}},
+      {"Sum", {gradSum, {}}},
+      {"ReduceMax", {gradReduceMax, {1}}},
+      {"CastLike", {gradCastLike, {1}}},
+      {"Dropout", {gradDropout, {1, 2}}},
   };
   return table;
 }

@@ -261,13 +261,16 @@ void Graph::setOutput(size_t i, Value *v) { outputs_.at(i) = v; }
 void Graph::removeOutput(size_t i) { outputs_.erase(outputs_.begin() + i); }
 
 void Graph::removeInitializer(Value *v) {
-  initializers_.erase(
-      std::remove(initializers_.begin(), initializers_.end(), v),
-      initializers_.end());
+  auto it = std::find(initializers_.begin(), initializers_.end(), v);
+  if (it == initializers_.end())
+    return; // already removed: its name may belong to a newer value now
+  initializers_.erase(it);
   v->initializer_.reset();
   // Like a removed node's outputs: the value stays owned (pointers remain
   // valid) but its name is free again and findValue no longer returns it.
-  valuesByName_.erase(v->name_);
+  auto byName = valuesByName_.find(v->name_);
+  if (byName != valuesByName_.end() && byName->second == v)
+    valuesByName_.erase(byName);
 }
 
 void Graph::makeInitializerAnInput(Value *v) {
@@ -460,21 +463,28 @@ std::unique_ptr<Graph> Graph::clone() const {
     v->isState = init->isState;
     map[init] = v;
   }
+  // Outputs first, inputs second: a node may use a value that a later node
+  // defines (a graph that is not sorted yet) and must keep that edge.
+  std::vector<Node *> copies;
   for (const auto &n : nodes_) {
-    std::vector<Value *> ins;
-    for (const Value *in : n->inputs_)
-      ins.push_back(mapped(in));
     std::vector<std::string> outs;
     for (const Value *out : n->outputs_)
       outs.push_back(out ? out->name() : "");
-    Node *c = g->createNodeWithOutputs(n->opType_, ins, outs, n->name_,
-                                       n->domain_);
+    Node *c =
+        g->createNodeWithOutputs(n->opType_, {}, outs, n->name_, n->domain_);
     c->attrs_ = n->attrs_;
     for (size_t i = 0; i < n->outputs_.size(); ++i)
       if (n->outputs_[i]) {
         c->outputs_[i]->copyTypeFrom(*n->outputs_[i]);
         map[n->outputs_[i]] = c->outputs_[i];
       }
+    copies.push_back(c);
+  }
+  size_t k = 0;
+  for (const auto &n : nodes_) {
+    for (const Value *in : n->inputs_)
+      copies[k]->addInput(mapped(in));
+    ++k;
   }
   for (const Value *out : outputs_)
     g->addOutput(mapped(out));

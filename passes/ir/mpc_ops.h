@@ -24,8 +24,111 @@
 //   ReduceGrad(dY, X [, axes]) <axes, keepdims, noop_with_empty_axes, mean>
 //       -> dX                                  broadcasts dY back over the
 //       reduced axes to X's shape; divides by the reduced count when mean=1.
+//   Transformer and residual-MLP family (passes/gradients/transformer.cpp,
+//   kernels/cpu/transformer.cpp); every sum accumulates in fp32 for
+//   fp16/bf16 (fp64 for fp64), results take dY's dtype:
+//   LayerNormalizationGrad(dY, X, scale, mean, inv_std) <axis>
+//       -> (dX [, dScale, dBias])      mean, inv_std: the forward node's
+//       outputs 1 and 2 (X's shape with 1s from `axis` on). Over the
+//       normalised axes [axis, rank) of N elements, with xhat = (X - mean) *
+//       inv_std and g = dY * scale: dX = inv_std * (g - mean(g) - xhat *
+//       mean(g * xhat)); dScale = sum of dY * xhat and dBias = sum of dY over
+//       the leading axes, both shaped X.dims[axis:]. Omitted outputs are not
+//       computed.
+//   GatherGrad(dY, indices, data) <axis> -> dData
+//       zeros of data's shape, then every slice of dY added at the position
+//       its index names (negative indices count from the end, repeated
+//       indices accumulate); data is read for its shape only.
+//   SliceGrad(dY, data, starts, ends [, axes, steps]) -> dData
+//       zeros of data's shape with dY written where Slice(data, starts, ends,
+//       axes, steps) reads (bounds clamped as Slice clamps them; before opset
+//       10 starts/ends/axes are attributes); data is read for its shape only.
+//   GeluGrad(dY, X) <approximate> -> dX      dX = dY * Gelu'(X): "none":
+//       Phi(x) + x phi(x); "tanh": the derivative of 0.5 x (1 + tanh(u)),
+//       u = sqrt(2/pi) (x + 0.044715 x^3).
+//   LeakyReluGrad(dY, X) <alpha> -> dX       dX = X > 0 ? dY : alpha * dY
+//       (PyTorch's leaky_relu_backward, so X = 0 takes alpha).
+//   ClipGrad(dY, X [, min, max]) -> dX       dX = min <= X <= max ? dY : 0
+//       (PyTorch's clamp backward); an omitted bound does not bound.
+//   ExtremumGrad(dY, Y, X0 .. Xn-1) <index> -> dXi
+//       gradient of Max/Min (Y) w.r.t. input `index`, in dY's (the broadcast)
+//       shape: dY * [Xi == Y] / #{j : Xj == Y}. Ties split evenly, which is
+//       PyTorch's rule for maximum/minimum (half each) extended to n inputs.
+//   ReduceExtremumGrad(dY, X, Y [, axes]) <axes, keepdims,
+//       noop_with_empty_axes> -> dX    gradient of ReduceMax/ReduceMin: each
+//       reduced group's dY is split evenly among the elements of X equal to
+//       the group's Y (PyTorch's amax/amin backward); others get 0.
+//   DropoutGrad(dY, mask [, ratio, training_mode]) -> dX
+//       training_mode true: dX = mask ? dY / (1 - ratio) : 0 (all 0 for
+//       ratio 1); otherwise dX = dY. mask is the forward Dropout's second
+//       output, so the backward reuses the forward's mask bit for bit. The
+//       CPU kernel draws the mask as keep(i) = u(i) >= ratio, where u(i) is
+//       the top 24 bits of splitmix64(step seed ^ hash(node name, seed
+//       attribute) + i) / 2^24: counter-based, so any element is
+//       reproducible from (seed, i) alone.
+//   Convolution, pooling and batch-norm family (passes/gradients/conv.cpp,
+//   pool.cpp, batch_norm.cpp; kernels/cpu/conv.cpp, pool.cpp,
+//   batch_norm.cpp). The window ops carry the forward node's attributes
+//   (auto_pad, pads, strides, dilations, kernel_shape, group, ceil_mode,
+//   count_include_pad) and resolve the window from them exactly as the
+//   forward does (passes/ir/window_geometry.h); X is [N, C, D1..Dr], o and
+//   i are spatial positions, k kernel offsets, and input coordinate
+//   i = o * stride - pad_begin + k * dilation (outside X: zero / no
+//   element). Sums accumulate in fp32 for fp16/bf16 (fp64 for fp64) and are
+//   rounded once; results take dY's dtype.
+//   ConvGradInput(dY, W, x_shape) -> dX        gradient of Conv's X; x_shape
+//       (int64 [r+2]) is X's shape. dX[n, g*Cg+c, i] = sum over m < Mg, o,
+//       k with o*stride - pad_begin + k*dilation = i of
+//       dY[n, g*Mg+m, o] * W[g*Mg+m, c, k] (group g, Cg = C/group,
+//       Mg = M/group): ConvTranspose's arithmetic, positions no window
+//       reads get 0.
+//   ConvGradWeight(dY, X) -> dW                dW[g*Mg+m, c, k] = sum over
+//       n, o of dY[n, g*Mg+m, o] * X[n, g*Cg+c, o*stride - pad_begin +
+//       k*dilation], shape [M, C/group, kernel...]. ConvTranspose's weight
+//       gradient is the same op with the roles swapped: ConvGradWeight(X,
+//       dY) with the ConvTranspose's resolved pads.
+//   MaxPoolGrad(dY, X) -> dX                   each window's dY goes to the
+//       element MaxPool took: the first maximum in row-major window order
+//       (a NaN wins, the first one), as PyTorch's max_pool backward; windows
+//       that overlap add up. Only X's elements are candidates, never pads.
+//   AveragePoolGrad(dY, x_shape) -> dX         each window's dY / count
+//       added to every X element of the window; count is the forward's
+//       divisor: the window positions inside X (count_include_pad = 0) or
+//       inside X plus its pads (1; with ceil_mode the part of a window past
+//       the end pad never counts, as in PyTorch).
+//   BatchNormalizationGrad(dY, X, scale [, mean, var]) <epsilon>
+//       -> (dX, dScale, dBias)                 per channel c (axis 1), over
+//       the count elements of all other axes, xhat = (X - mean) * inv_std,
+//       inv_std = 1 / sqrt(var + epsilon): dBias = sum(dY), dScale =
+//       sum(dY * xhat). Without mean/var (training mode) mean and var are
+//       X's batch mean and biased variance, computed by the same code as
+//       the forward's, and dX = scale * inv_std * (dY - (dBias + xhat *
+//       dScale) / count); with them (inference mode, constant statistics)
+//       dX = scale * inv_std * dY. dScale/dBias take scale's dtype; omitted
+//       outputs are not computed. Recomputing the statistics costs one pass
+//       over X and needs no extra forward outputs (ONNX's BatchNormalization
+//       has none from opset 14).
 //   (Other rules use standard ops: Gemm, MatMul, Transpose, Reshape, Mul,
 //   Div, Neg, Cast, ... .)
+//
+// Standard ops whose semantics mpc pins down where ONNX leaves a choice:
+//   BatchNormalization in training mode (training_mode = 1, or before opset
+//       14 asking for the running-statistics outputs; passes/ir/
+//       batch_norm_mode.h): Y normalises with the batch mean and the BIASED
+//       batch variance; running_mean' = mean_in * momentum + batch_mean *
+//       (1 - momentum) and running_var' = var_in * momentum +
+//       UNBIASED_batch_var * (1 - momentum) (default momentum 0.9). The
+//       unbiased variance (count / (count - 1)) is PyTorch's rule, which
+//       torch.onnx exports of BatchNorm*d are compared against; ONNX's
+//       reference implementation uses the biased one. count must be > 1.
+//       X may be fp16/bf16 with fp32 scale/B/mean/var: Y has X's dtype,
+//       the running statistics the statistics' dtype; the arithmetic runs
+//       in fp32 (fp64 when any operand is fp64).
+//       autodiff binds running_mean'/running_var' onto the running-mean/var
+//       state (update_binding) and never trains those initializers; like
+//       PyTorch's forward they update on every step, also on a step the
+//       loss scaler skips. saved_mean / saved_var (outputs 3, 4 before
+//       opset 14) are the batch mean and biased variance.
 //
 // Loss scaling (emitted by loss-scale):
 //   UnscaleGradients(scale, g1..gn) -> (found_inf, g1'..gn')

@@ -1,70 +1,956 @@
-// Function bodies for mpc ops (standard ONNX ops), parsed from ONNX text.
+// Function bodies of mpc's ops in standard ONNX ops, their export as
+// model-local functions, and their inlining into the IR.
 //
-// Bodies are written in the ONNX text syntax and parsed once with ONNX's own
-// parser, so they read like the spec in passes/ir/mpc_ops.h.
+// Bodies are written in the ONNX text syntax and parsed with ONNX's own
+// parser, so they read like the formulas of passes/ir/mpc_ops.h. They follow
+// the CPU reference kernels (kernels/cpu/mpc_grad.cpp, mpc_train.cpp):
+//  - Backward ops compute in double and round once to the kernel's result
+//    type (CastLike), so a body is at least as precise as the kernel, whose
+//    compute type is fp32 (fp64 for fp64 operands); mixed-precision operands
+//    (an fp32 gradient into an fp16 activation's rule) are fine.
+//  - Optimizer and loss-scale ops repeat the kernels' fp32 operations one by
+//    one (scalars computed in double where torch computes them in double), so
+//    on an IEEE runtime without fused multiply-adds they give the kernels'
+//    bits; a skipped step (found_inf) selects the inputs with Where, which
+//    copies them bit for bit.
+// Variadic ops (UnscaleGradients, ClipGradNorm) have no body: a FunctionProto
+// has a fixed list of formal inputs and outputs.
+// tests/unit/mpc_functions_test.cpp runs every body against its kernel.
 #include "passes/onnx/mpc_functions.h"
+
+#include "passes/ir/mpc_ops.h"
+#include "passes/support/diagnostics.h"
+#include "runtime/data/tensor_pb.h"
 
 #include "onnx/defs/parser.h"
 #include "onnx/onnx_pb.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace mpc {
 namespace {
 
-/// op -> function text. Filled in op by op; ops without an entry are written
-/// without a body (documented in README as a known gap).
-const std::map<std::string, const char *> &functionTexts() {
-  static const std::map<std::string, const char *> texts = {
-      {"ReluGrad", R"(<domain: "mpc", opset_import: ["" : 17]>
+/// Oldest default-domain opset the bodies can import: CastLike, Pow with
+/// bf16 and Shape's start/end are opset 15.
+constexpr int64_t kMinFunctionOpset = 15;
+
+/// How an omitted optional input is completed so that the fixed-arity body
+/// computes what the kernel computes without it.
+enum class Fill {
+  FalseFlag,    ///< found_inf: a Constant false (never skip).
+  SameAs,       ///< another input of the node (one the body then ignores).
+  AxesFromAttr, ///< ReduceGrad: the `axes` attribute as an int64 tensor.
+  UnitWeights,  ///< loss gradients: ones [C] in the scores' dtype.
+};
+
+struct InputFill {
+  size_t index;
+  Fill fill;
+  size_t source = 0; ///< SameAs: the input to repeat; UnitWeights: scores.
+};
+
+struct FunctionDef {
+  std::string text;
+  /// The kernels' defaults of the attributes the body reads.
+  std::vector<std::pair<std::string, Attribute>> defaults;
+  std::vector<InputFill> fills;
+};
+
+const char *kHeader = R"(<domain: "mpc", opset_import: ["" : 17]>
+)";
+
+// dX = Y > 0 ? dY : 0.
+const char *kReluGrad = R"(
 ReluGrad (dY, Y) => (dX) {
-  zero = Constant <value = float {0.0}> ()
-  zero_t = CastLike (zero, Y)
-  pos = Greater (Y, zero_t)
-  zeros = Mul (dY, zero_t)
-  dX = Where (pos, dY, zeros)
+  zero_f = Constant <value = float {0.0}> ()
+  zero_y = CastLike (zero_f, Y)
+  positive = Greater (Y, zero_y)
+  zero = CastLike (zero_f, dY)
+  dX = Where (positive, dY, zero)
 }
-)"},
+)";
+
+// dX = Y * (dY - sum_axis(dY * Y)).
+const char *kSoftmaxGrad = R"(
+SoftmaxGrad <axis> (dY, Y) => (dX) {
+  g = Cast <to = 11> (dY)
+  y = Cast <to = 11> (Y)
+  axis_i = Constant <value_int: int = @axis> ()
+  axis0 = Constant <value = int64[1] {0}> ()
+  axes = Unsqueeze (axis_i, axis0)
+  gy = Mul (g, y)
+  gy_sum = ReduceSum <keepdims = 1> (gy, axes)
+  centered = Sub (g, gy_sum)
+  dx = Mul (y, centered)
+  dX = CastLike (dx, dY)
+}
+)";
+
+// dX = dY - exp(Y) * sum_axis(dY).
+const char *kLogSoftmaxGrad = R"(
+LogSoftmaxGrad <axis> (dY, Y) => (dX) {
+  g = Cast <to = 11> (dY)
+  y = Cast <to = 11> (Y)
+  axis_i = Constant <value_int: int = @axis> ()
+  axis0 = Constant <value = int64[1] {0}> ()
+  axes = Unsqueeze (axis_i, axis0)
+  g_sum = ReduceSum <keepdims = 1> (g, axes)
+  p = Exp (y)
+  p_sum = Mul (p, g_sum)
+  dx = Sub (g, p_sum)
+  dX = CastLike (dx, dY)
+}
+)";
+
+// The part both loss gradients share; $S is the scores input [N, C, d...].
+//  - w [N, d...]: w[label] per position, 0 where the label is ignore_index,
+//    from NegativeLogLikelihoodLoss itself on all -1 scores, which also
+//    checks the labels and treats `weights` and `ignore_index` as optional
+//    exactly as the kernel does. kept: the position is not ignored.
+//  - is_mean: the reduction attribute, decoded by a probe: the loss of two
+//    positions of score -1 is 1 only when reduction is "mean".
+//  - coef = w * s, s = dL / sum(w) for "mean", dL for "sum" and "none" (then
+//    dL is [N, d...]); shaped [N, 1, d...] to broadcast over the classes.
+//  - hot [N, C, d...]: labels == class index.
+const char *kLossCommon = R"(
+  neg_one_f = Constant <value = float {-1.0}> ()
+  neg_one = CastLike (neg_one_f, $S)
+  scores_shape = Shape ($S)
+  neg_ones = Expand (neg_one, scores_shape)
+  w = NegativeLogLikelihoodLoss <reduction = "none", ignore_index: int = @ignore_index> (neg_ones, labels, weights)
+  counted = NegativeLogLikelihoodLoss <reduction = "none", ignore_index: int = @ignore_index> (neg_ones, labels)
+  zero_f = Constant <value = float {0.0}> ()
+  zero_s = CastLike (zero_f, $S)
+  kept = Greater (counted, zero_s)
+  probe_x = Constant <value = float[2,1] {-1.0, -1.0}> ()
+  probe_t = Constant <value = int64[2] {0, 0}> ()
+  probe = NegativeLogLikelihoodLoss <reduction: string = @reduction> (probe_x, probe_t)
+  probe_sum = ReduceSum <keepdims = 0> (probe)
+  one_f = Constant <value = float {1.0}> ()
+  is_mean = Equal (probe_sum, one_f)
+  wd = Cast <to = 11> (w)
+  total = ReduceSum <keepdims = 0> (wd)
+  dl = Cast <to = 11> (dL)
+  dl_mean = Div (dl, total)
+  s = Where (is_mean, dl_mean, dl)
+  coef = Mul (wd, s)
+  one_1d = Constant <value = int64[1] {1}> ()
+  coef_c = Unsqueeze (coef, one_1d)
+  kept_c = Unsqueeze (kept, one_1d)
+  zero_i = Constant <value = int64 {0}> ()
+  one_i = Constant <value = int64 {1}> ()
+  axis0 = Constant <value = int64[1] {0}> ()
+  classes_1d = Shape <start = 1, end = 2> ($S)
+  num_classes = Squeeze (classes_1d, axis0)
+  classes = Range (zero_i, num_classes, one_i)
+  tail = Shape <start = 2> ($S)
+  tail_rank = Shape (tail)
+  tail_ones = ConstantOfShape <value = int64[1] {1}> (tail_rank)
+  classes_shape = Concat <axis = 0> (one_1d, classes_1d, tail_ones)
+  classes_c = Reshape (classes, classes_shape)
+  labels64 = Cast <to = 7> (labels)
+  labels_c = Unsqueeze (labels64, one_1d)
+  hot = Equal (labels_c, classes_c)
+  zero_d = Constant <value = double {0.0}> ()
+)";
+
+// dLogits = (exp(log_prob) - onehot(labels)) * w[label] * s; 0 if ignored.
+const char *kSoftmaxCrossEntropyLossGrad = R"(
+SoftmaxCrossEntropyLossGrad <reduction, ignore_index> (dL, log_prob, labels, weights) => (dLogits) {$COMMON
+  lp = Cast <to = 11> (log_prob)
+  p = Exp (lp)
+  hot_d = Cast <to = 11> (hot)
+  diff = Sub (p, hot_d)
+  v = Mul (diff, coef_c)
+  masked = Where (kept_c, v, zero_d)
+  dLogits = CastLike (masked, log_prob)
+}
+)";
+
+// dX = -w[label] * s at [n, label, d...], 0 elsewhere and where ignored.
+const char *kNegativeLogLikelihoodLossGrad = R"(
+NegativeLogLikelihoodLossGrad <reduction, ignore_index> (dL, X, labels, weights) => (dX) {$COMMON
+  neg_coef = Neg (coef_c)
+  target = Where (kept_c, hot, kept_c)
+  masked = Where (target, neg_coef, zero_d)
+  dX = CastLike (masked, X)
+}
+)";
+
+// Sums dY over the axes where X, its shape left-padded with 1s to dY's
+// rank, has size 1 (summing where dY has size 1 too changes nothing).
+// ReduceSum wants a list of distinct axes: axis i stands for itself where
+// it is summed and for the spare size-1 axis r + i (dY gets r trailing 1s)
+// where it is not, so no compaction (NonZero) is needed.
+const char *kSumToShape = R"(
+SumToShape (dY, X) => (dX) {
+  y_shape = Shape (dY)
+  x_shape = Shape (X)
+  y_rank = Shape (y_shape)
+  x_rank = Shape (x_shape)
+  pad_rank = Sub (y_rank, x_rank)
+  pad = ConstantOfShape <value = int64[1] {1}> (pad_rank)
+  x_aligned = Concat <axis = 0> (pad, x_shape)
+  one_i = Constant <value = int64 {1}> ()
+  summed_axis = Equal (x_aligned, one_i)
+  axis0 = Constant <value = int64[1] {0}> ()
+  rank = Squeeze (y_rank, axis0)
+  zero_i = Constant <value = int64 {0}> ()
+  all_axes = Range (zero_i, rank, one_i)
+  spare_axes = Add (all_axes, rank)
+  axes = Where (summed_axis, all_axes, spare_axes)
+  spare_ones = ConstantOfShape <value = int64[1] {1}> (y_rank)
+  y_spare_shape = Concat <axis = 0> (y_shape, spare_ones)
+  g = Cast <to = 11> (dY)
+  g_spare = Reshape <allowzero = 1> (g, y_spare_shape)
+  g_sum = ReduceSum <keepdims = 1, noop_with_empty_axes = 1> (g_spare, axes)
+  dx = Reshape <allowzero = 1> (g_sum, x_shape)
+  dX = CastLike (dx, dY)
+}
+)";
+
+// dY brought back to X's shape: counts = the reduction of ones of X's shape
+// over the same axes (its shape is X's with 1s on the reduced axes, its
+// entries the reduced counts), so keepdims needs no case of its own.
+// `axes` is the input (appendMpcFunctions turns the attribute into it);
+// omitted, it reduces every axis, or none with noop_with_empty_axes.
+const char *kReduceGrad = R"(
+ReduceGrad <keepdims, noop_with_empty_axes, mean> (dY, X, axes) => (dX) {
+  x_shape = Shape (X)
+  ones = ConstantOfShape <value = double[1] {1.0}> (x_shape)
+  counts = ReduceSum <keepdims = 1, noop_with_empty_axes: int = @noop_with_empty_axes> (ones, axes)
+  kept_shape = Shape (counts)
+  g = Cast <to = 11> (dY)
+  g_kept = Reshape <allowzero = 1> (g, kept_shape)
+  g_mean = Div (g_kept, counts)
+  mean_i = Constant <value_int: int = @mean> ()
+  is_mean = Cast <to = 9> (mean_i)
+  g_scaled = Where (is_mean, g_mean, g_kept)
+  dx = Expand (g_scaled, x_shape)
+  dX = CastLike (dx, dY)
+}
+)";
+
+// torch's _amp_update_scale_: the products are float * double rounded to
+// float; grown - grown == 0 is the finiteness test (false for inf and NaN).
+const char *kUpdateLossScale = R"(
+UpdateLossScale <growth_factor, backoff_factor, growth_interval> (scale, growth_tracker, found_inf) => (new_scale, new_growth_tracker) {
+  s = Cast <to = 11> (scale)
+  growth_f = Constant <value_float: float = @growth_factor> ()
+  growth = Cast <to = 11> (growth_f)
+  backoff_f = Constant <value_float: float = @backoff_factor> ()
+  backoff = Cast <to = 11> (backoff_f)
+  backed_off_d = Mul (s, backoff)
+  backed_off = Cast <to = 1> (backed_off_d)
+  grown_d = Mul (s, growth)
+  grown = Cast <to = 1> (grown_d)
+  grown_diff = Sub (grown, grown)
+  zero_f = Constant <value = float {0.0}> ()
+  grown_finite = Equal (grown_diff, zero_f)
+  grown_or_kept = Where (grown_finite, grown, scale)
+  one_i = Constant <value = int64 {1}> ()
+  one = CastLike (one_i, growth_tracker)
+  successful = Add (growth_tracker, one)
+  interval_i = Constant <value_int: int = @growth_interval> ()
+  interval = CastLike (interval_i, growth_tracker)
+  at_interval = Equal (successful, interval)
+  zero_i = Constant <value = int64 {0}> ()
+  zero = CastLike (zero_i, growth_tracker)
+  clean_scale = Where (at_interval, grown_or_kept, scale)
+  clean_tracker = Where (at_interval, zero, successful)
+  new_scale = Where (found_inf, backed_off, clean_scale)
+  new_growth_tracker = Where (found_inf, zero, clean_tracker)
+}
+)";
+
+// torch's _single_tensor_sgd (kernels/common/optimizer_math.h sgdUpdate).
+// Without momentum the buffer is neither read nor written.
+const char *kSGD = R"(
+SGD <lr, momentum, dampening, weight_decay, nesterov> (found_inf, step, param, grad, momentum_buffer) => (new_param, new_momentum_buffer) {
+  lr_f = Constant <value_float: float = @lr> ()
+  neg_lr = Neg (lr_f)
+  mom = Constant <value_float: float = @momentum> ()
+  dampening_f = Constant <value_float: float = @dampening> ()
+  dampening = Cast <to = 11> (dampening_f)
+  one_d = Constant <value = double {1.0}> ()
+  keep_d = Sub (one_d, dampening)
+  keep = Cast <to = 1> (keep_d)
+  wd = Constant <value_float: float = @weight_decay> ()
+  nesterov_i = Constant <value_int: int = @nesterov> ()
+  nesterov = Cast <to = 9> (nesterov_i)
+  zero_f = Constant <value = float {0.0}> ()
+  no_momentum = Equal (mom, zero_f)
+  no_wd = Equal (wd, zero_f)
+  zero_i = Constant <value = int64 {0}> ()
+  zero_step = CastLike (zero_i, step)
+  first_step = Equal (step, zero_step)
+  decay = Mul (wd, param)
+  grad_wd = Add (grad, decay)
+  d = Where (no_wd, grad, grad_wd)
+  buf_scaled = Mul (momentum_buffer, mom)
+  d_kept = Mul (keep, d)
+  buf_next = Add (buf_scaled, d_kept)
+  buf = Where (first_step, d, buf_next)
+  buf_mom = Mul (mom, buf)
+  d_nesterov = Add (d, buf_mom)
+  d_momentum = Where (nesterov, d_nesterov, buf)
+  d_final = Where (no_momentum, d, d_momentum)
+  delta = Mul (neg_lr, d_final)
+  updated = Add (param, delta)
+  buf_updated = Where (no_momentum, momentum_buffer, buf)
+  new_param = Where (found_inf, param, updated)
+  new_momentum_buffer = Where (found_inf, momentum_buffer, buf_updated)
+}
+)";
+
+// torch's _single_tensor_adam (kernels/common/optimizer_math.h adamUpdate):
+// the step scalars in double, then one fp32 op per ATen op; lerp_ takes
+// ATen's two formulas by |weight| < 0.5.
+const char *kAdam = R"(
+Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled> (found_inf, step, param, grad, exp_avg, exp_avg_sq) => (new_param, new_exp_avg, new_exp_avg_sq) {
+  one_d = Constant <value = double {1.0}> ()
+  lr_f = Constant <value_float: float = @lr> ()
+  lr = Cast <to = 11> (lr_f)
+  beta1_f = Constant <value_float: float = @beta1> ()
+  beta1 = Cast <to = 11> (beta1_f)
+  beta2_f = Constant <value_float: float = @beta2> ()
+  beta2 = Cast <to = 11> (beta2_f)
+  eps = Constant <value_float: float = @epsilon> ()
+  wd_f = Constant <value_float: float = @weight_decay> ()
+  wd = Cast <to = 11> (wd_f)
+  decoupled_i = Constant <value_int: int = @decoupled> ()
+  decoupled = Cast <to = 9> (decoupled_i)
+  step_d = Cast <to = 11> (step)
+  t = Add (step_d, one_d)
+  beta1_t = Pow (beta1, t)
+  bias_correction1 = Sub (one_d, beta1_t)
+  beta2_t = Pow (beta2, t)
+  bias_correction2 = Sub (one_d, beta2_t)
+  step_size = Div (lr, bias_correction1)
+  neg_step_size_d = Neg (step_size)
+  neg_step_size = Cast <to = 1> (neg_step_size_d)
+  bc2_sqrt_d = Sqrt (bias_correction2)
+  bc2_sqrt = Cast <to = 1> (bc2_sqrt_d)
+  lr_wd = Mul (lr, wd)
+  decay_factor_d = Sub (one_d, lr_wd)
+  decay_factor = Cast <to = 1> (decay_factor_d)
+  lerp_weight_d = Sub (one_d, beta1)
+  lerp_weight = Cast <to = 1> (lerp_weight_d)
+  one_minus_beta2_d = Sub (one_d, beta2)
+  one_minus_beta2 = Cast <to = 1> (one_minus_beta2_d)
+  zero_f = Constant <value = float {0.0}> ()
+  no_wd = Equal (wd_f, zero_f)
+  param_decayed = Mul (param, decay_factor)
+  wd_param = Mul (wd_f, param)
+  grad_wd = Add (grad, wd_param)
+  p_decay = Where (decoupled, param_decayed, param)
+  g_decay = Where (decoupled, grad, grad_wd)
+  p = Where (no_wd, param, p_decay)
+  g = Where (no_wd, grad, g_decay)
+  diff = Sub (g, exp_avg)
+  abs_weight = Abs (lerp_weight)
+  half = Constant <value = float {0.5}> ()
+  small_weight = Less (abs_weight, half)
+  w_diff = Mul (lerp_weight, diff)
+  lerp_small = Add (exp_avg, w_diff)
+  one_f = Constant <value = float {1.0}> ()
+  one_minus_weight = Sub (one_f, lerp_weight)
+  diff_w = Mul (diff, one_minus_weight)
+  lerp_large = Sub (g, diff_w)
+  m = Where (small_weight, lerp_small, lerp_large)
+  v_scaled = Mul (exp_avg_sq, beta2_f)
+  g_scaled = Mul (one_minus_beta2, g)
+  g_sq = Mul (g_scaled, g)
+  v = Add (v_scaled, g_sq)
+  v_sqrt = Sqrt (v)
+  v_corrected = Div (v_sqrt, bc2_sqrt)
+  denom = Add (v_corrected, eps)
+  m_step = Mul (neg_step_size, m)
+  delta = Div (m_step, denom)
+  updated = Add (p, delta)
+  new_param = Where (found_inf, param, updated)
+  new_exp_avg = Where (found_inf, exp_avg, m)
+  new_exp_avg_sq = Where (found_inf, exp_avg_sq, v)
+}
+)";
+
+// step + (found_inf ? 0 : 1).
+const char *kIncrementStep = R"(
+IncrementStep (step, found_inf) => (new_step) {
+  one_i = Constant <value = int64 {1}> ()
+  one = CastLike (one_i, step)
+  incremented = Add (step, one)
+  new_step = Where (found_inf, step, incremented)
+}
+)";
+
+std::string replaceAll(std::string s, const std::string &from,
+                       const std::string &to) {
+  for (size_t at = s.find(from); at != std::string::npos;
+       at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+std::string lossText(const char *body, const char *scores) {
+  std::string common = replaceAll(kLossCommon, "$S", scores);
+  if (!common.empty() && common.back() == '\n')
+    common.pop_back();
+  return kHeader + replaceAll(body, "$COMMON", common);
+}
+
+/// op -> body. UnscaleGradients and ClipGradNorm are variadic (any number
+/// of gradients) and so have no entry: a FunctionProto's inputs are fixed.
+const std::map<std::string, FunctionDef> &functionTable() {
+  static const std::map<std::string, FunctionDef> table = [] {
+    using A = Attribute;
+    std::map<std::string, FunctionDef> t;
+    auto plain = [](const char *body) { return kHeader + std::string(body); };
+    const std::vector<std::pair<std::string, Attribute>> lossDefaults = {
+        {"reduction", A::ofString("mean")}};
+    const std::vector<InputFill> lossFills = {{3, Fill::UnitWeights, 1}};
+    t["ReluGrad"] = {plain(kReluGrad), {}, {}};
+    t["SoftmaxGrad"] = {plain(kSoftmaxGrad), {{"axis", A::ofInt(-1)}}, {}};
+    t["LogSoftmaxGrad"] = {
+        plain(kLogSoftmaxGrad), {{"axis", A::ofInt(-1)}}, {}};
+    t["SoftmaxCrossEntropyLossGrad"] = {
+        lossText(kSoftmaxCrossEntropyLossGrad, "log_prob"), lossDefaults,
+        lossFills};
+    t["NegativeLogLikelihoodLossGrad"] = {
+        lossText(kNegativeLogLikelihoodLossGrad, "X"), lossDefaults, lossFills};
+    t["SumToShape"] = {plain(kSumToShape), {}, {}};
+    t["ReduceGrad"] = {plain(kReduceGrad),
+                       {{"keepdims", A::ofInt(1)},
+                        {"noop_with_empty_axes", A::ofInt(0)},
+                        {"mean", A::ofInt(0)}},
+                       {{2, Fill::AxesFromAttr}}};
+    t["UpdateLossScale"] = {plain(kUpdateLossScale),
+                            {{"growth_factor", A::ofFloat(2.0f)},
+                             {"backoff_factor", A::ofFloat(0.5f)},
+                             {"growth_interval", A::ofInt(2000)}},
+                            {{2, Fill::FalseFlag}}};
+    t["SGD"] = {plain(kSGD),
+                {{"lr", A::ofFloat(1e-3f)},
+                 {"momentum", A::ofFloat(0.0f)},
+                 {"dampening", A::ofFloat(0.0f)},
+                 {"weight_decay", A::ofFloat(0.0f)},
+                 {"nesterov", A::ofInt(0)}},
+                {{0, Fill::FalseFlag}, {4, Fill::SameAs, 2}}};
+    t["Adam"] = {plain(kAdam),
+                 {{"lr", A::ofFloat(1e-3f)},
+                  {"beta1", A::ofFloat(0.9f)},
+                  {"beta2", A::ofFloat(0.999f)},
+                  {"epsilon", A::ofFloat(1e-8f)},
+                  {"weight_decay", A::ofFloat(0.0f)},
+                  {"decoupled", A::ofInt(0)}},
+                 {{0, Fill::FalseFlag}}};
+    t["IncrementStep"] = {plain(kIncrementStep), {}, {{1, Fill::FalseFlag}}};
+    return t;
+  }();
+  return table;
+}
+
+const FunctionDef *findDef(const std::string &op) {
+  auto it = functionTable().find(op);
+  return it == functionTable().end() ? nullptr : &it->second;
+}
+
+/// Every body, parsed once; a body that does not parse keeps its error.
+struct ParsedFunction {
+  onnx::FunctionProto fn;
+  std::string error;
+};
+
+const ParsedFunction &parsed(const std::string &op) {
+  static const std::map<std::string, ParsedFunction> all = [] {
+    std::map<std::string, ParsedFunction> m;
+    for (const auto &kv : functionTable()) {
+      ParsedFunction &p = m[kv.first];
+      auto status = onnx::OnnxParser::Parse(p.fn, kv.second.text.c_str());
+      if (!status.IsOK())
+        p.error = status.ErrorMessage();
+      else if (p.fn.name() != kv.first || p.fn.domain() != kMpcDomain)
+        p.error = "the text defines " + p.fn.domain() + "." + p.fn.name();
+    }
+    return m;
+  }();
+  auto it = all.find(op);
+  if (it == all.end())
+    throw Error("mpc op '" + op + "' has no function body");
+  return it->second;
+}
+
+/// The node's value of each attribute the body reads: its own, else the
+/// kernels' default, converted to the default's kind (an int lr is a float).
+std::map<std::string, Attribute>
+effectiveAttributes(const FunctionDef &def,
+                    const std::vector<std::pair<std::string, Attribute>> &own) {
+  std::map<std::string, Attribute> attrs(own.begin(), own.end());
+  for (const auto &d : def.defaults) {
+    auto it = attrs.find(d.first);
+    if (it == attrs.end()) {
+      attrs.emplace(d.first, d.second);
+    } else if (d.second.kind == Attribute::Kind::Float &&
+               it->second.kind == Attribute::Kind::Int) {
+      it->second = Attribute::ofFloat(float(it->second.i));
+    }
+  }
+  return attrs;
+}
+
+// --- export ------------------------------------------------------------------
+
+onnx::AttributeProto attributeProto(const std::string &name,
+                                    const Attribute &a) {
+  onnx::AttributeProto p;
+  p.set_name(name);
+  switch (a.kind) {
+  case Attribute::Kind::Float:
+    p.set_type(onnx::AttributeProto::FLOAT);
+    p.set_f(a.f);
+    break;
+  case Attribute::Kind::Int:
+    p.set_type(onnx::AttributeProto::INT);
+    p.set_i(a.i);
+    break;
+  case Attribute::Kind::String:
+    p.set_type(onnx::AttributeProto::STRING);
+    p.set_s(a.s);
+    break;
+  default: // the defaults table holds scalars only
+    break;
+  }
+  return p;
+}
+
+/// Names used in a graph, for making fresh ones.
+class NameSet {
+public:
+  explicit NameSet(const onnx::GraphProto &g) {
+    for (const auto &v : g.input())
+      used_.insert(v.name());
+    for (const auto &v : g.output())
+      used_.insert(v.name());
+    for (const auto &v : g.value_info())
+      used_.insert(v.name());
+    for (const auto &t : g.initializer())
+      used_.insert(t.name());
+    for (const auto &n : g.node()) {
+      used_.insert(n.name());
+      for (const auto &o : n.output())
+        used_.insert(o);
+    }
+  }
+  std::string fresh(const std::string &hint) {
+    std::string name = hint;
+    for (int i = 1; used_.count(name); ++i)
+      name = hint + "_" + std::to_string(i);
+    used_.insert(name);
+    return name;
+  }
+
+private:
+  std::unordered_set<std::string> used_;
+};
+
+/// Element type of a value of the graph (FLOAT when unknown).
+int elemTypeOf(const onnx::GraphProto &g, const std::string &name) {
+  auto fromInfo = [&](const auto &list) -> int {
+    for (const auto &vi : list)
+      if (vi.name() == name && vi.type().has_tensor_type())
+        return vi.type().tensor_type().elem_type();
+    return 0;
   };
-  return texts;
+  int t = fromInfo(g.value_info());
+  if (!t)
+    t = fromInfo(g.input());
+  if (!t)
+    t = fromInfo(g.output());
+  for (const auto &init : g.initializer())
+    if (!t && init.name() == name)
+      t = init.data_type();
+  return t ? t : onnx::TensorProto::FLOAT;
+}
+
+onnx::NodeProto constantNode(const std::string &output, const Tensor &value) {
+  onnx::NodeProto n;
+  n.set_op_type("Constant");
+  n.set_name(output);
+  n.add_output(output);
+  auto *a = n.add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  tensorToProto(value, "", *a->mutable_t());
+  return n;
+}
+
+/// Completes the mpc nodes of `g` whose ops have functions (see
+/// appendMpcFunctions), inserting the nodes that make the missing inputs
+/// just before their users.
+void completeGraph(onnx::GraphProto &g, const std::set<std::string> &ops) {
+  NameSet names(g);
+  std::string falseFlag;
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  nodes.Swap(g.mutable_node());
+  for (onnx::NodeProto &n : nodes) {
+    const FunctionDef *def = n.domain() == kMpcDomain && ops.count(n.op_type())
+                                 ? findDef(n.op_type())
+                                 : nullptr;
+    if (!def) {
+      *g.add_node() = std::move(n);
+      continue;
+    }
+    const onnx::FunctionProto &fn = parsed(n.op_type()).fn;
+    const std::string base = n.output_size() ? n.output(0) : n.op_type();
+    for (const auto &d : def->defaults) {
+      auto it = std::find_if(
+          n.mutable_attribute()->begin(), n.mutable_attribute()->end(),
+          [&](const onnx::AttributeProto &a) { return a.name() == d.first; });
+      if (it == n.mutable_attribute()->end())
+        *n.add_attribute() = attributeProto(d.first, d.second);
+      else if (d.second.kind == Attribute::Kind::Float &&
+               it->type() == onnx::AttributeProto::INT)
+        *it = attributeProto(d.first, Attribute::ofFloat(float(it->i())));
+    }
+    for (const InputFill &f : def->fills) {
+      while (n.input_size() <= int(f.index))
+        n.add_input("");
+      if (!n.input(int(f.index)).empty())
+        continue;
+      std::string value;
+      switch (f.fill) {
+      case Fill::FalseFlag:
+        if (falseFlag.empty()) {
+          falseFlag = names.fresh("mpc_found_inf_false");
+          *g.add_node() = constantNode(falseFlag, Tensor(DType::Bool, {}));
+        }
+        value = falseFlag;
+        break;
+      case Fill::SameAs:
+        value = n.input(int(f.source));
+        break;
+      case Fill::AxesFromAttr: {
+        std::vector<int64_t> axes;
+        auto *attrs = n.mutable_attribute();
+        for (auto it = attrs->begin(); it != attrs->end(); ++it)
+          if (it->name() == "axes") {
+            axes.assign(it->ints().begin(), it->ints().end());
+            attrs->erase(it);
+            break;
+          }
+        value = names.fresh(base + "_axes");
+        *g.add_node() = constantNode(
+            value, Tensor::fromInt64s({int64_t(axes.size())}, axes));
+        break;
+      }
+      case Fill::UnitWeights: {
+        const std::string &scores = n.input(int(f.source));
+        std::string classes = names.fresh(base + "_num_classes");
+        onnx::NodeProto shape;
+        shape.set_op_type("Shape");
+        shape.set_name(classes);
+        shape.add_input(scores);
+        shape.add_output(classes);
+        for (auto [attr, v] : {std::pair("start", 1), std::pair("end", 2)}) {
+          auto *a = shape.add_attribute();
+          a->set_name(attr);
+          a->set_type(onnx::AttributeProto::INT);
+          a->set_i(v);
+        }
+        *g.add_node() = std::move(shape);
+        value = names.fresh(base + "_unit_weights");
+        onnx::NodeProto ones;
+        ones.set_op_type("ConstantOfShape");
+        ones.set_name(value);
+        ones.add_input(classes);
+        ones.add_output(value);
+        auto *a = ones.add_attribute();
+        a->set_name("value");
+        a->set_type(onnx::AttributeProto::TENSOR);
+        DType t = fromOnnxDataType(elemTypeOf(g, scores)).value_or(DType::F32);
+        Tensor one(t, {1});
+        one.setFromDouble(0, 1.0);
+        tensorToProto(one, "", *a->mutable_t());
+        *g.add_node() = std::move(ones);
+        break;
+      }
+      }
+      n.set_input(int(f.index), value);
+    }
+    // Outputs the node omits (SGD's buffer without momentum) get names that
+    // nothing reads.
+    for (int j = 0; j < fn.output_size(); ++j) {
+      if (n.output_size() <= j)
+        n.add_output("");
+      if (n.output(j).empty())
+        n.set_output(j, names.fresh(base + "_unused_" + fn.output(j)));
+    }
+    *g.add_node() = std::move(n);
+  }
+}
+
+int64_t defaultOpset(const onnx::ModelProto &proto) {
+  for (const auto &op : proto.opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx")
+      return op.version();
+  return -1;
+}
+
+// --- inlining ----------------------------------------------------------------
+
+std::optional<Attribute>
+bodyAttribute(const onnx::AttributeProto &a,
+              const std::map<std::string, Attribute> &nodeAttrs) {
+  if (!a.ref_attr_name().empty()) {
+    auto it = nodeAttrs.find(a.ref_attr_name());
+    if (it == nodeAttrs.end())
+      return std::nullopt; // an optional attribute the node does not set
+    Attribute v = it->second;
+    if (a.type() == onnx::AttributeProto::FLOAT &&
+        v.kind == Attribute::Kind::Int)
+      v = Attribute::ofFloat(float(v.i));
+    return v;
+  }
+  switch (a.type()) {
+  case onnx::AttributeProto::FLOAT:
+    return Attribute::ofFloat(a.f());
+  case onnx::AttributeProto::INT:
+    return Attribute::ofInt(a.i());
+  case onnx::AttributeProto::STRING:
+    return Attribute::ofString(a.s());
+  case onnx::AttributeProto::FLOATS:
+    return Attribute::ofFloats({a.floats().begin(), a.floats().end()});
+  case onnx::AttributeProto::INTS:
+    return Attribute::ofInts({a.ints().begin(), a.ints().end()});
+  case onnx::AttributeProto::STRINGS:
+    return Attribute::ofStrings({a.strings().begin(), a.strings().end()});
+  case onnx::AttributeProto::TENSOR: {
+    Tensor t;
+    std::string error;
+    if (!tensorFromProto(a.t(), t, error))
+      throw Error("mpc function body: attribute '" + a.name() + "': " + error);
+    return Attribute::ofTensor(std::move(t));
+  }
+  default:
+    throw Error("mpc function body: attribute '" + a.name() +
+                "' has an unsupported type");
+  }
 }
 
 } // namespace
 
 std::vector<std::string> mpcOpsWithFunctions() {
   std::vector<std::string> ops;
-  for (const auto &kv : functionTexts())
+  for (const auto &kv : functionTable())
     ops.push_back(kv.first);
   return ops;
 }
 
+const char *mpcFunctionText(const std::string &op) {
+  const FunctionDef *def = findDef(op);
+  return def ? def->text.c_str() : nullptr;
+}
+
+void parseMpcFunction(const std::string &op, onnx::FunctionProto &fn) {
+  const ParsedFunction &p = parsed(op);
+  if (!p.error.empty())
+    throw Error("the function body of mpc." + op +
+                " does not parse: " + p.error);
+  fn = p.fn;
+}
+
 void appendMpcFunctions(const std::vector<std::string> &ops, const Model &model,
                         onnx::ModelProto &proto) {
-  (void)model;
-  bool any = false;
-  for (const std::string &op : ops) {
-    auto it = functionTexts().find(op);
-    if (it == functionTexts().end())
-      continue;
-    onnx::FunctionProto fn;
-    auto status = onnx::OnnxParser::Parse(fn, it->second);
-    if (!status.IsOK())
-      continue; // a bug in the table; tests/unit/mpc_functions_test checks it
-    *proto.add_functions() = fn;
-    any = true;
-  }
-  (void)any;
-  // Any mpc op, with or without a body, needs the domain imported.
   if (ops.empty())
     return;
+  // Any mpc op, with or without a body, needs the domain imported.
   bool hasMpc = false;
   for (const auto &op : proto.opset_import())
-    hasMpc |= op.domain() == "mpc";
+    hasMpc |= op.domain() == kMpcDomain;
   if (!hasMpc) {
     auto *op = proto.add_opset_import();
-    op->set_domain("mpc");
+    op->set_domain(kMpcDomain);
     op->set_version(1);
   }
+  // A proto without imports (printModelText collects functions in one) uses
+  // the model's.
+  int64_t opset = defaultOpset(proto);
+  if (opset < 0)
+    opset = model.opsetVersion("");
+  if (opset < kMinFunctionOpset)
+    return;
+  std::set<std::string> written;
+  for (const std::string &op : ops) {
+    if (!findDef(op) || !written.insert(op).second)
+      continue;
+    onnx::FunctionProto fn;
+    parseMpcFunction(op, fn);
+    // Same version as the model: ONNX's checker requires that a function's
+    // ops resolve to the model's versions of them.
+    fn.mutable_opset_import(0)->set_version(opset);
+    *proto.add_functions() = std::move(fn);
+  }
+  if (written.empty())
+    return;
+  if (proto.ir_version() < 8)
+    proto.set_ir_version(8);
+  if (proto.has_graph())
+    completeGraph(*proto.mutable_graph(), written);
+  for (auto &ti : *proto.mutable_training_info()) {
+    if (ti.has_algorithm())
+      completeGraph(*ti.mutable_algorithm(), written);
+    if (ti.has_initialization())
+      completeGraph(*ti.mutable_initialization(), written);
+  }
+}
+
+std::unique_ptr<Graph> inlineMpcFunction(const Node &node) {
+  const FunctionDef *def =
+      node.domain() == kMpcDomain ? findDef(node.opType()) : nullptr;
+  if (!def)
+    throw Error(node.describe() + ": mpc op has no function body");
+  onnx::FunctionProto fn;
+  parseMpcFunction(node.opType(), fn);
+  auto g = std::make_unique<Graph>(node.opType() + "_body");
+  const std::string prefix =
+      (node.name().empty() ? node.opType() : node.name()) + "/";
+
+  std::unordered_map<const Value *, Value *> inputOf;
+  auto graphInput = [&](const Value *v) -> Value * {
+    if (!v)
+      return nullptr;
+    auto it = inputOf.find(v);
+    if (it != inputOf.end())
+      return it->second;
+    Value *in = g->addInput(v->name(), v->dtype, v->dims);
+    in->hasShape = v->hasShape;
+    return inputOf[v] = in;
+  };
+  auto constant = [&](const std::string &hint, Tensor t) {
+    Node *c = g->createNode("Constant", {}, 1, prefix + hint);
+    c->setAttr("value", Attribute::ofTensor(t));
+    c->output(0)->setType(t.dtype, toDims(t.dims));
+    return c->output(0);
+  };
+
+  std::unordered_map<std::string, Value *> env;
+  for (int i = 0; i < fn.input_size(); ++i)
+    env[fn.input(i)] = graphInput(node.input(size_t(i)));
+  for (const InputFill &f : def->fills) {
+    Value *&v = env[fn.input(int(f.index))];
+    if (v)
+      continue;
+    switch (f.fill) {
+    case Fill::FalseFlag:
+      v = constant("found_inf_false", Tensor(DType::Bool, {}));
+      break;
+    case Fill::SameAs:
+      v = env[fn.input(int(f.source))];
+      break;
+    case Fill::AxesFromAttr:
+      if (const Attribute *a = node.attr("axes"))
+        v = constant("axes",
+                     Tensor::fromInt64s({int64_t(a->ints.size())}, a->ints));
+      break;
+    case Fill::UnitWeights:
+      break; // the body treats omitted weights as the kernel does
+    }
+  }
+
+  std::map<std::string, std::string> outputName;
+  for (int j = 0; j < fn.output_size(); ++j)
+    if (const Value *o = node.output(size_t(j)))
+      outputName[fn.output(j)] = o->name();
+
+  std::map<std::string, Attribute> attrs =
+      effectiveAttributes(*def, node.attributes());
+  for (const onnx::NodeProto &bn : fn.node()) {
+    std::vector<Value *> ins;
+    for (const std::string &name : bn.input()) {
+      if (name.empty()) {
+        ins.push_back(nullptr);
+        continue;
+      }
+      auto it = env.find(name);
+      if (it == env.end())
+        throw Error("the function body of mpc." + node.opType() + " reads '" +
+                    name + "' before defining it");
+      ins.push_back(it->second);
+    }
+    std::vector<std::string> outs;
+    for (const std::string &name : bn.output()) {
+      auto it = outputName.find(name);
+      outs.push_back(it != outputName.end()
+                         ? it->second
+                         : g->uniqueValueName(prefix + name));
+    }
+    Node *m = g->createNodeWithOutputs(bn.op_type(), ins, outs,
+                                       g->uniqueNodeName(prefix + bn.op_type()),
+                                       bn.domain());
+    for (const onnx::AttributeProto &a : bn.attribute())
+      if (auto v = bodyAttribute(a, attrs))
+        m->setAttr(a.name(), *v);
+    for (int k = 0; k < bn.output_size(); ++k)
+      env[bn.output(k)] = m->output(size_t(k));
+  }
+  for (int j = 0; j < fn.output_size(); ++j) {
+    const Value *o = node.output(size_t(j));
+    if (!o)
+      continue;
+    Value *v = env.at(fn.output(j));
+    v->copyTypeFrom(*o);
+    g->addOutput(v);
+  }
+  return g;
+}
+
+size_t inlineMpcFunctions(Graph &graph) {
+  size_t replaced = 0;
+  for (Node *n : graph.nodeList()) {
+    if (n->domain() != kMpcDomain || !findDef(n->opType()))
+      continue;
+    std::unique_ptr<Graph> body = inlineMpcFunction(*n);
+    std::unordered_map<const Value *, Value *> map;
+    for (Value *in : body->inputs())
+      map[in] = graph.findValue(in->name());
+    for (const auto &bn : body->nodes()) {
+      std::vector<Value *> ins;
+      for (Value *v : bn->inputs())
+        ins.push_back(v ? map.at(v) : nullptr);
+      std::vector<std::string> outs;
+      for (Value *o : bn->outputs())
+        outs.push_back(o ? graph.uniqueValueName(o->name()) : "");
+      Node *m = graph.createNodeWithOutputs(bn->opType(), ins, outs,
+                                            graph.uniqueNodeName(bn->name()),
+                                            bn->domain(), n);
+      for (const auto &kv : bn->attributes())
+        m->setAttr(kv.first, kv.second);
+      for (size_t k = 0; k < bn->numOutputs(); ++k)
+        if (Value *o = bn->output(k)) {
+          m->output(k)->copyTypeFrom(*o);
+          map[o] = m->output(k);
+        }
+    }
+    // The body's outputs take over the node's outputs and their names.
+    std::vector<std::pair<Value *, std::string>> renames;
+    for (Value *o : n->outputs()) {
+      if (!o)
+        continue;
+      Value *v = map.at(body->findValue(o->name()));
+      graph.replaceAllUsesWith(o, v);
+      renames.emplace_back(v, o->name());
+    }
+    graph.removeNode(n);
+    for (auto &[v, name] : renames)
+      graph.renameValue(v, name);
+    ++replaced;
+  }
+  return replaced;
 }
 
 } // namespace mpc

@@ -288,9 +288,18 @@ void exportStepModel(const Model &model, onnx::ModelProto &proto) {
   auto step = model.training->algorithm->clone();
   step->setName("train_step");
   // State becomes leading inputs: (state..., batch...) -> (loss, state'...).
+  // Bound state comes first, in update_binding order (the order of the new
+  // values among the outputs, so a runtime can feed state' back as state),
+  // then any state the step only reads.
   std::vector<Value *> state;
+  std::unordered_set<const Value *> placed;
+  for (const auto &kv : model.training->updateBinding) {
+    Value *v = step->findValue(kv.first);
+    if (v && v->isInitializer() && v->isState && placed.insert(v).second)
+      state.push_back(v);
+  }
   for (Value *init : step->initializers())
-    if (init->isState)
+    if (init->isState && placed.insert(init).second)
       state.push_back(init);
   std::vector<Value *> batch = step->inputs();
   for (Value *s : state)
@@ -307,11 +316,42 @@ void exportStepModel(const Model &model, onnx::ModelProto &proto) {
     *gp.add_initializer() = init;
   for (const auto &n : body.node())
     *gp.add_node() = n;
-  for (const auto &vi : body.value_info())
-    *gp.add_value_info() = vi;
   // Outputs: the loss first, then each bound state's new value (named
-  // after the algorithm output), in binding order.
+  // after the algorithm output), in binding order, then any other outputs
+  // of the step. The algorithm's own output order need not match the
+  // bindings (passes append outputs as they add state), and a bound value
+  // need not be an algorithm output at all.
+  std::vector<onnx::ValueInfoProto> outputs;
+  std::unordered_set<std::string> placedOutputs;
+  auto place = [&](const onnx::ValueInfoProto &vi) {
+    if (placedOutputs.insert(vi.name()).second)
+      outputs.push_back(vi);
+  };
+  if (body.output_size() > 0)
+    place(body.output(0));
+  for (const auto &kv : model.training->updateBinding) {
+    if (placedOutputs.count(kv.second))
+      continue;
+    bool found = false;
+    for (const auto &vi : body.output())
+      if (vi.name() == kv.second) {
+        place(vi);
+        found = true;
+        break;
+      }
+    if (!found)
+      if (const Value *v = step->findValue(kv.second)) {
+        onnx::ValueInfoProto vi;
+        setType(vi, *v);
+        place(vi);
+      }
+  }
   for (const auto &vi : body.output())
+    place(vi);
+  for (const auto &vi : body.value_info())
+    if (!placedOutputs.count(vi.name()))
+      *gp.add_value_info() = vi;
+  for (const auto &vi : outputs)
     *gp.add_output() = vi;
   appendMpcFunctions(mpcOpsUsed(model), model, proto);
 }

@@ -14,6 +14,8 @@
 
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace mpc {
@@ -38,7 +40,8 @@ std::string dirName(const std::string &path) {
 }
 
 /// Strips `//` comments (to end of line), keeping line structure. Leaves
-/// string literals alone.
+/// string literals alone; like ONNX's parser, a string ends at the next `"`
+/// (there are no escapes), so `"dir\"` is the string `dir\`.
 std::string stripComments(const std::string &text) {
   std::string out;
   out.reserve(text.size());
@@ -47,9 +50,7 @@ std::string stripComments(const std::string &text) {
     char c = text[i];
     if (inString) {
       out += c;
-      if (c == '\\' && i + 1 < text.size())
-        out += text[++i];
-      else if (c == '"')
+      if (c == '"')
         inString = false;
       continue;
     }
@@ -88,7 +89,10 @@ public:
     }
     if (gp.sparse_initializer_size() > 0)
       throw Error("sparse initializers are not supported");
-    for (const auto &vi : gp.input()) {
+    for (int i = 0; i < gp.input_size(); ++i) {
+      const auto &vi = gp.input(i);
+      if (vi.name().empty())
+        throw Error("graph input " + std::to_string(i) + " has an empty name");
       if (initNames.count(vi.name()))
         continue; // old-style model listing initializers as inputs too
       if (graph_->findValue(vi.name()))
@@ -108,20 +112,69 @@ public:
       wireInputs(gp.node(i), nodes[size_t(i)]);
     for (const auto &vi : gp.value_info())
       applyValueInfo(vi);
+    std::unordered_set<std::string> outNames;
     for (const auto &vi : gp.output()) {
       Value *v = graph_->findValue(vi.name());
       if (!v)
         throw Error("graph output '" + vi.name() +
                     "' is not produced by any node, input or initializer");
+      if (!outNames.insert(vi.name()).second)
+        throw Error("graph output '" + vi.name() + "' is listed twice");
       applyValueInfo(vi);
       graph_->addOutput(v);
     }
-    if (!graph_->topologicalSort())
-      throw Error("graph '" + graph_->name() + "' has a cycle");
+    if (!graph_->topologicalSort()) {
+      const Node *onCycle = nodeOnCycle();
+      throw Error("graph '" + graph_->name() + "' has a cycle" +
+                  (onCycle ? " through " + describeNode(*onCycle) : ""));
+    }
     return g;
   }
 
 private:
+  /// After a failed sort: a node on a cycle (not merely behind one).
+  const Node *nodeOnCycle() const {
+    // Nodes Kahn's algorithm cannot order are on or behind a cycle; walking
+    // back through their unordered producers must revisit a node.
+    std::unordered_map<const Node *, int> pending;
+    std::vector<const Node *> ready;
+    for (const auto &n : graph_->nodes()) {
+      int count = 0;
+      for (const Value *in : n->inputs())
+        if (in && in->producer())
+          ++count;
+      pending[n.get()] = count;
+      if (count == 0)
+        ready.push_back(n.get());
+    }
+    while (!ready.empty()) {
+      const Node *n = ready.back();
+      ready.pop_back();
+      for (const Value *o : n->outputs())
+        if (o)
+          for (const Use &u : o->uses())
+            if (--pending[u.user] == 0)
+              ready.push_back(u.user);
+    }
+    const Node *n = nullptr;
+    for (const auto &node : graph_->nodes())
+      if (pending[node.get()] > 0) {
+        n = node.get();
+        break;
+      }
+    std::unordered_set<const Node *> seen;
+    while (n && seen.insert(n).second) {
+      const Node *next = nullptr;
+      for (const Value *in : n->inputs())
+        if (in && in->producer() && pending[in->producer()] > 0) {
+          next = in->producer();
+          break;
+        }
+      n = next;
+    }
+    return n;
+  }
+
   Tensor loadTensor(const onnx::TensorProto &tp, const std::string &what) {
     onnx::TensorProto resolved;
     const onnx::TensorProto *src = &tp;
@@ -140,25 +193,44 @@ private:
   void readExternalData(onnx::TensorProto &tp, const std::string &what) {
     std::string location;
     int64_t offset = 0, length = -1;
-    for (const auto &kv : tp.external_data()) {
+    bool hasLength = false;
+    // The whole value must be a number ("8junk" is not 8).
+    auto number = [&](const onnx::StringStringEntryProto &kv) -> int64_t {
+      size_t used = 0;
+      int64_t v = 0;
       try {
-        if (kv.key() == "location")
-          location = kv.value();
-        else if (kv.key() == "offset")
-          offset = std::stoll(kv.value());
-        else if (kv.key() == "length")
-          length = std::stoll(kv.value());
+        v = std::stoll(kv.value(), &used);
       } catch (const std::exception &) {
+        used = 0;
+      }
+      if (used == 0 || used != kv.value().size())
         throw Error(what + ": external data '" + kv.key() +
                     "' is not a number: '" + kv.value() + "'");
+      return v;
+    };
+    for (const auto &kv : tp.external_data()) {
+      if (kv.key() == "location")
+        location = kv.value();
+      else if (kv.key() == "offset")
+        offset = number(kv);
+      else if (kv.key() == "length") {
+        length = number(kv);
+        hasLength = true;
       }
     }
+    if (hasLength && length < 0)
+      throw Error(what + ": external data length " + std::to_string(length) +
+                  " is negative");
     if (location.empty())
       throw Error(what + ": external data without a location");
     if (location.find("..") != std::string::npos || location[0] == '/')
       throw Error(what + ": external data location '" + location +
                   "' must be a relative path inside the model's folder");
     std::string path = baseDir_ + "/" + location;
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      throw Error(what + ": external data file '" + path +
+                  "' is a directory or not a regular file");
     std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in)
       throw Error(what + ": cannot open external data file '" + path + "'");
@@ -238,6 +310,10 @@ private:
   }
 
   Attribute convertAttribute(const onnx::AttributeProto &a, const Node &n) {
+    // A reference has no value of its own, whatever its declared type.
+    if (!a.ref_attr_name().empty())
+      throw Error(describeNode(n) + ": attribute '" + a.name() +
+                  "' refers to a function attribute outside a function");
     switch (a.type()) {
     case onnx::AttributeProto::FLOAT:
       return Attribute::ofFloat(a.f());
@@ -257,9 +333,6 @@ private:
     default:
       break;
     }
-    if (!a.ref_attr_name().empty())
-      throw Error(describeNode(n) + ": attribute '" + a.name() +
-                  "' refers to a function attribute outside a function");
     throw Error(describeNode(n) + ": attribute '" + a.name() +
                 "' has a kind mpc does not support (graphs, sparse tensors, "
                 "type protos)");
@@ -388,7 +461,17 @@ std::unique_ptr<Model> parseModelText(const std::string &text,
                                       const std::string &sourceName) {
   onnx::ModelProto proto;
   std::string clean = stripComments(text);
-  auto status = onnx::OnnxParser::Parse(proto, clean.c_str());
+  onnx::Common::Status status;
+  try {
+    status = onnx::OnnxParser::Parse(proto, clean.c_str());
+  } catch (const std::exception &e) {
+    // ONNX 1.12's parser converts numbers with std::stoll/std::stof, which
+    // throw on out-of-range or malformed literals.
+    throw Error(sourceName +
+                ": cannot parse ONNX text: a numeric literal is malformed or "
+                "out of range (" +
+                e.what() + ")");
+  }
   if (!status.IsOK()) {
     std::string msg = status.ErrorMessage();
     for (char &c : msg)

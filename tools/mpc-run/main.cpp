@@ -1,9 +1,13 @@
-// mpc-run: trains a compiled model (mpc-opt's output) on the CPU or GPU.
+// mpc-run: trains a compiled model (mpc-opt's output) on the CPU or GPU, or
+// runs any supported model forward (--infer).
 //
 // A thin main: flags, data, the Trainer loop, progress, log CSV, summary,
-// checkpoints. Bad input (flags, data, checkpoints) is one line and exit 1.
+// checkpoints; for --infer, input files in and one .npy per output out
+// (runtime/inference.h). Bad input (flags, data, checkpoints, input files) is
+// one line and exit 1.
 #include "passes/onnx/onnx_io.h"
 #include "passes/support/diagnostics.h"
+#include "runtime/inference.h"
 #include "runtime/trainer.h"
 
 #include <chrono>
@@ -18,6 +22,7 @@ namespace {
 
 const char *kUsage =
     R"(usage: mpc-run MODEL [options]
+       mpc-run MODEL --infer --input NAME=FILE... --output-dir=DIR
 
 Trains MODEL, a training step compiled by mpc-opt.
 
@@ -32,6 +37,18 @@ Trains MODEL, a training step compiled by mpc-opt.
   --resume=CKPT.onnx      continue bit-for-bit from a checkpoint
   --export-inference=F    write the inference graph with trained weights
   --quiet                 no progress lines
+
+Inference (--infer) runs MODEL's main graph forward, on any supported model
+(for a compiled model: the inference graph on its current parameters).
+
+  --input NAME=FILE       a graph input from FILE: .npy, or a serialized ONNX
+                          TensorProto (.pb); also --input=NAME=FILE. Repeatable.
+  --input FILE            the next graph input in graph order not given by
+                          name (a path holding '=' is written --input =PATH)
+  --output-dir=DIR        writes each graph output as DIR/NAME.npy (DIR is
+                          created if missing). Characters of NAME other than
+                          letters, digits, '.', '-' and '_' become '_'; a name
+                          taken twice gets _2, _3, ... appended.
 )";
 
 struct Flags {
@@ -47,6 +64,13 @@ struct Flags {
   std::string log, save, resume, exportInference;
   int64_t saveEvery = 0;
   bool quiet = false;
+
+  bool infer = false;
+  /// --input values as given: "NAME=FILE" or "FILE".
+  std::vector<std::string> inputs;
+  std::string outputDir;
+  /// Training-only flags given, to reject them with --infer.
+  std::vector<std::string> trainingFlags;
 };
 
 int64_t parseInt(const std::string &flag, const std::string &v, int64_t min) {
@@ -74,6 +98,32 @@ Flags parseFlags(int argc, char **argv) {
         throw Error(key + ": expects a value (" + key + "=...)");
       return val;
     };
+    // --input and --output-dir also take their value as the next argument.
+    auto needOrNext = [&]() -> const std::string & {
+      if (!hasVal) {
+        if (i + 1 >= argc)
+          throw Error(key + ": expects a value (" + key + " VALUE)");
+        val = argv[++i];
+        hasVal = true;
+      }
+      if (val.empty())
+        throw Error(key + ": expects a value");
+      return val;
+    };
+    static const char *kTrainingFlags[] = {"--steps",
+                                           "--data",
+                                           "--synthetic",
+                                           "--batch",
+                                           "--shuffle",
+                                           "--seed",
+                                           "--log",
+                                           "--save",
+                                           "--save-every",
+                                           "--resume",
+                                           "--export-inference"};
+    for (const char *t : kTrainingFlags)
+      if (key == t)
+        f.trainingFlags.push_back(key);
     if (arg == "-h" || arg == "--help") {
       std::cout << kUsage;
       std::exit(0);
@@ -106,6 +156,12 @@ Flags parseFlags(int argc, char **argv) {
       f.exportInference = need();
     } else if (arg == "--quiet") {
       f.quiet = true;
+    } else if (arg == "--infer") {
+      f.infer = true;
+    } else if (key == "--input") {
+      f.inputs.push_back(needOrNext());
+    } else if (key == "--output-dir") {
+      f.outputDir = needOrNext();
     } else if (!arg.empty() && arg[0] == '-') {
       throw Error("unknown flag '" + arg + "' (see mpc-run --help)");
     } else if (f.model.empty()) {
@@ -116,6 +172,18 @@ Flags parseFlags(int argc, char **argv) {
   }
   if (f.model.empty())
     throw Error("no model (usage: mpc-run MODEL --data=FILE.npz --steps=N)");
+  if (f.infer) {
+    if (!f.trainingFlags.empty())
+      throw Error(f.trainingFlags[0] + ": is a training flag; --infer does "
+                                       "not take it");
+    if (f.outputDir.empty())
+      throw Error("--infer needs --output-dir=DIR (where the outputs go)");
+    return f;
+  }
+  if (!f.inputs.empty())
+    throw Error("--input: only with --infer (training reads --data=FILE.npz)");
+  if (!f.outputDir.empty())
+    throw Error("--output-dir: only with --infer");
   if (f.data.empty() && !f.synthetic)
     throw Error("no data: give --data=FILE.npz or --synthetic");
   if (!f.data.empty() && f.synthetic)
@@ -134,6 +202,41 @@ std::string formatBytes(size_t bytes) {
   return buf;
 }
 
+/// --infer: reads the input files, runs the main graph, writes the outputs.
+int runInfer(const Flags &f) {
+  if (f.device == "cuda")
+    throw Error("--device=cuda: this build has no CUDA backend yet (use "
+                "--device=cpu)");
+  // Fail on a bad output directory before any work is done.
+  prepareOutputDir(f.outputDir);
+  std::vector<InferenceInput> inputs;
+  for (const std::string &spec : f.inputs) {
+    InferenceInput in;
+    size_t eq = spec.find('=');
+    in.source = spec;
+    if (eq != std::string::npos) {
+      in.name = spec.substr(0, eq);
+      in.source = spec.substr(eq + 1);
+    }
+    if (in.source.empty())
+      throw Error("--input " + spec + ": expects a file (NAME=FILE or FILE)");
+    in.value = readTensorFile(in.source);
+    inputs.push_back(std::move(in));
+  }
+  std::unique_ptr<Backend> backend = createCpuBackend();
+  std::unique_ptr<Model> model = loadModel(f.model);
+  std::vector<InferenceOutput> outputs =
+      runInference(*model, std::move(inputs), *backend);
+  std::vector<std::string> paths = writeInferenceOutputs(f.outputDir, outputs);
+  if (!f.quiet)
+    for (size_t i = 0; i < outputs.size(); ++i)
+      std::printf("output '%s' %s[%s] -> %s\n", outputs[i].name.c_str(),
+                  dtypeName(outputs[i].value.dtype),
+                  dimsToString(outputs[i].value.dims).c_str(),
+                  paths[i].c_str());
+  return 0;
+}
+
 int run(const Flags &f) {
   if (f.device == "cuda")
     throw Error("--device=cuda: this build has no CUDA backend yet (use "
@@ -149,8 +252,9 @@ int run(const Flags &f) {
 
   int64_t batch = f.batch;
   std::vector<DataInputSpec> specs = trainer.dataInputs(batch);
-  Dataset data = f.synthetic ? Dataset::synthetic(specs, batch * 16, trainer.seed)
-                             : Dataset::fromNpz(f.data, specs);
+  Dataset data = f.synthetic
+                     ? Dataset::synthetic(specs, batch * 16, trainer.seed)
+                     : Dataset::fromNpz(f.data, specs);
 
   std::ofstream log;
   if (!f.log.empty()) {
@@ -166,8 +270,8 @@ int run(const Flags &f) {
   double totalMs = 0, lastLoss = 0, lastScale = 1;
   int64_t every = f.steps >= 10 ? f.steps / 10 : 1;
   for (int64_t i = 0; i < f.steps; ++i) {
-    auto batchData = data.batch(trainer.stepsDone(), batch, trainer.shuffle,
-                                trainer.seed);
+    auto batchData =
+        data.batch(trainer.stepsDone(), batch, trainer.shuffle, trainer.seed);
     StepRecord r = trainer.step(batchData);
     skipped += r.skipped;
     totalMs += r.ms;
@@ -210,10 +314,18 @@ int main(int argc, char **argv) {
   Flags flags;
   try {
     flags = parseFlags(argc, argv);
-    return run(flags);
+    return flags.infer ? runInfer(flags) : run(flags);
   } catch (const Error &e) {
     std::string msg = e.what();
-    if (!flags.model.empty() && msg.rfind(flags.model, 0) != 0 &&
+    // Messages about an input file or the output directory already start
+    // with that path; they are not about the model.
+    auto startsWithPath = [&](const std::string &path) {
+      return !path.empty() && msg.rfind(path + ":", 0) == 0;
+    };
+    bool aboutAFile = startsWithPath(flags.outputDir);
+    for (const std::string &spec : flags.inputs)
+      aboutAFile |= startsWithPath(spec.substr(spec.find('=') + 1));
+    if (!flags.model.empty() && !aboutAFile && msg.rfind(flags.model, 0) != 0 &&
         msg.find(".npz") == std::string::npos &&
         msg.find(".onnx") == std::string::npos && msg.rfind("--", 0) != 0)
       msg = flags.model + ": " + msg;

@@ -1,0 +1,884 @@
+// CPU kernels of the transformer and residual-MLP family: LayerNormalization,
+// Gelu, LeakyRelu, Clip, Max, Min, Sum, Split, Dropout, CastLike, and the mpc
+// backward ops their gradient rules emit (semantics in passes/ir/mpc_ops.h).
+//
+// Numerics as everywhere in kernels/cpu: fp16/bf16 are storage types, each
+// element is computed on in fp32 and rounded to nearest-even once when
+// stored; fp64 computes in double, which the float64 finite-difference
+// checks of the gradient rules rely on. Layer-norm statistics and every sum
+// (dScale, dBias, Sum, GatherGrad's scatter-add, the tie counts of the
+// Max/Min gradients) accumulate in that compute type, never in fp16. The
+// backward kernels may see operands of different precisions (autocast can
+// leave an fp32 gradient meeting an fp16 activation): they compute in double
+// when any operand is fp64, else in fp32, and store in dY's dtype.
+#include "kernels/cpu/cpu_util.h"
+#include "passes/ir/mpc_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+namespace mpc {
+namespace cpu {
+namespace {
+
+// --- shared helpers ----------------------------------------------------------
+
+/// Calls f(float{}) or f(double{}): the compute type for floating operands
+/// of the given dtypes (double as soon as one is fp64).
+template <typename F>
+void withCompute(const Node &node, std::initializer_list<const Tensor *> ts,
+                 F &&f) {
+  bool f64 = false;
+  for (const Tensor *t : ts) {
+    if (!t)
+      continue;
+    if (!isFloating(t->dtype))
+      fail(node, "expects floating-point operands, got ", dtypeName(t->dtype));
+    f64 = f64 || t->dtype == DType::F64;
+  }
+  if (f64)
+    f(double{});
+  else
+    f(float{});
+}
+
+/// Every element of a floating tensor in the compute type C.
+template <typename C> std::vector<C> loadAll(const Tensor &t) {
+  std::vector<C> v(size_t(t.numel()));
+  if (t.dtype == DType::F64) {
+    const double *p = t.data<double>();
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = C(p[i]);
+  } else {
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = C(loadFloat(t, int64_t(i)));
+  }
+  return v;
+}
+
+/// Stores compute-type values into a floating tensor, rounding once.
+template <typename C> void storeAll(Tensor &t, const std::vector<C> &v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    int64_t k = int64_t(i);
+    switch (t.dtype) {
+    case DType::F64:
+      t.data<double>()[k] = double(v[i]);
+      break;
+    case DType::F32:
+      t.data<float>()[k] = float(v[i]);
+      break;
+    case DType::F16:
+      t.data<uint16_t>()[k] = floatToHalf(float(v[i]));
+      break;
+    default: // BF16: callers only pass floating tensors
+      t.data<uint16_t>()[k] = floatToBf16(float(v[i]));
+      break;
+    }
+  }
+}
+
+/// The product of dims[begin, end).
+int64_t product(const std::vector<int64_t> &dims, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i)
+    p *= dims[i];
+  return p;
+}
+
+/// `v` (of shape `from`, which must broadcast to `to`) expanded to shape
+/// `to`, row-major.
+template <typename C>
+std::vector<C> broadcastTo(const std::vector<C> &v,
+                           const std::vector<int64_t> &from,
+                           const std::vector<int64_t> &to) {
+  std::vector<C> out(size_t(elementCount(to)));
+  const std::vector<int64_t> shapes[1] = {from};
+  forEachBroadcast(to, shapes, [&](int64_t i, const int64_t *o) {
+    out[size_t(i)] = v[size_t(o[0])];
+  });
+  return out;
+}
+
+/// Requires `t` (scale or bias of a layer norm) to broadcast onto the
+/// normalised shape without adding axes of its own.
+void requireBroadcastsTo(const Node &node, const Tensor &t,
+                         const std::vector<int64_t> &norm, const char *what) {
+  bool ok = t.dims.size() <= norm.size();
+  for (size_t i = 0; ok && i < t.dims.size(); ++i) {
+    int64_t d = t.dims[t.dims.size() - 1 - i];
+    ok = d == 1 || d == norm[norm.size() - 1 - i];
+  }
+  if (!ok)
+    fail(node, what, " of shape ", shapeString(t.dims),
+         " does not broadcast to the normalised shape ", shapeString(norm));
+}
+
+// --- LayerNormalization ------------------------------------------------------
+
+/// The layer-norm geometry: X viewed as [outer, n] around `axis`.
+struct LayerNormShape {
+  int64_t axis = 0, outer = 1, n = 1;
+  std::vector<int64_t> norm;  ///< X.dims[axis:]
+  std::vector<int64_t> stats; ///< X.dims with 1s from axis on
+};
+
+LayerNormShape layerNormShape(const Node &node, const Tensor &x) {
+  int64_t rank = int64_t(x.dims.size());
+  if (rank == 0)
+    fail(node, "X must have rank >= 1");
+  LayerNormShape s;
+  s.axis = normalizeAxis(node, node.attrInt("axis", -1), rank);
+  s.norm.assign(x.dims.begin() + s.axis, x.dims.end());
+  s.outer = product(x.dims, 0, size_t(s.axis));
+  s.n = product(x.dims, size_t(s.axis), x.dims.size());
+  s.stats = x.dims;
+  for (size_t i = size_t(s.axis); i < s.stats.size(); ++i)
+    s.stats[i] = 1;
+  return s;
+}
+
+/// Y = (X - mean) * inv_std * scale + bias over the axes [axis, rank), the
+/// statistics in fp32 (fp64 for fp64 X) whatever X's storage type; the
+/// variance is the biased one (divided by N), as in PyTorch.
+void kernelLayerNormalization(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &x = input(ctx, 0, "X"), &scale = input(ctx, 1, "Scale");
+  const Tensor *bias = optionalInput(ctx, 2);
+  if (node.attrInt("stash_type", 1) != 1)
+    fail(node, "stash_type ", node.attrInt("stash_type", 1),
+         " is not supported (mpc computes layer-norm statistics in fp32)");
+  if (scale.dtype != x.dtype || (bias && bias->dtype != x.dtype))
+    fail(node, "Scale and B must have X's element type ", dtypeName(x.dtype));
+  LayerNormShape s = layerNormShape(node, x);
+  requireBroadcastsTo(node, scale, s.norm, "Scale");
+  if (bias)
+    requireBroadcastsTo(node, *bias, s.norm, "B");
+  double eps = node.attrFloat("epsilon", 1e-5f);
+  DType statType = x.dtype == DType::F64 ? DType::F64 : DType::F32;
+  Tensor &y = output(ctx, 0, x.dtype, x.dims);
+  Tensor *meanOut = optionalOutput(ctx, 1, statType, s.stats);
+  Tensor *invOut = optionalOutput(ctx, 2, statType, s.stats);
+  withCompute(node, {&x}, [&](auto c) {
+    using C = decltype(c);
+    std::vector<C> xv = loadAll<C>(x);
+    std::vector<C> sc = broadcastTo(loadAll<C>(scale), scale.dims, s.norm);
+    std::vector<C> bi(size_t(s.n), C(0));
+    if (bias)
+      bi = broadcastTo(loadAll<C>(*bias), bias->dims, s.norm);
+    std::vector<C> yv(xv.size()), means(size_t(s.outer)), invs(size_t(s.outer));
+    for (int64_t o = 0; o < s.outer; ++o) {
+      const C *row = xv.data() + o * s.n;
+      C sum = 0;
+      for (int64_t j = 0; j < s.n; ++j)
+        sum += row[j];
+      C mean = sum / C(s.n);
+      C sq = 0;
+      for (int64_t j = 0; j < s.n; ++j)
+        sq += (row[j] - mean) * (row[j] - mean);
+      C inv = C(1) / std::sqrt(sq / C(s.n) + C(eps));
+      for (int64_t j = 0; j < s.n; ++j)
+        yv[size_t(o * s.n + j)] =
+            (row[j] - mean) * inv * sc[size_t(j)] + bi[size_t(j)];
+      means[size_t(o)] = mean;
+      invs[size_t(o)] = inv;
+    }
+    storeAll(y, yv);
+    if (meanOut)
+      storeAll(*meanOut, means);
+    if (invOut)
+      storeAll(*invOut, invs);
+  });
+}
+
+void kernelLayerNormalizationGrad(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X"),
+               &scale = input(ctx, 2, "scale"), &mean = input(ctx, 3, "mean"),
+               &inv = input(ctx, 4, "inv_std");
+  if (dy.dims != x.dims)
+    fail(node, "dY of shape ", shapeString(dy.dims), " does not match X of ",
+         "shape ", shapeString(x.dims));
+  LayerNormShape s = layerNormShape(node, x);
+  requireBroadcastsTo(node, scale, s.norm, "scale");
+  if (mean.numel() != s.outer || inv.numel() != s.outer)
+    fail(node, "mean and inv_std must hold one value per normalised row (",
+         s.outer, "), got shapes ", shapeString(mean.dims), " and ",
+         shapeString(inv.dims));
+  // Each output is optional: a frozen input's gradient is not computed.
+  Tensor *dx = optionalOutput(ctx, 0, dy.dtype, dy.dims);
+  Tensor *dScale = optionalOutput(ctx, 1, dy.dtype, s.norm);
+  Tensor *dBias = optionalOutput(ctx, 2, dy.dtype, s.norm);
+  withCompute(node, {&dy, &x, &scale, &mean, &inv}, [&](auto c) {
+    using C = decltype(c);
+    std::vector<C> g = loadAll<C>(dy), xv = loadAll<C>(x);
+    std::vector<C> sc = broadcastTo(loadAll<C>(scale), scale.dims, s.norm);
+    std::vector<C> mv = loadAll<C>(mean), iv = loadAll<C>(inv);
+    std::vector<C> dxv(g.size()), ds(size_t(s.n), C(0)), db(size_t(s.n), C(0));
+    std::vector<C> xhat(size_t(s.n)), gs(size_t(s.n));
+    for (int64_t o = 0; o < s.outer; ++o) {
+      C m = mv[size_t(o)], is = iv[size_t(o)];
+      C sumG = 0, sumGX = 0;
+      for (int64_t j = 0; j < s.n; ++j) {
+        size_t k = size_t(o * s.n + j);
+        xhat[size_t(j)] = (xv[k] - m) * is;
+        gs[size_t(j)] = g[k] * sc[size_t(j)];
+        sumG += gs[size_t(j)];
+        sumGX += gs[size_t(j)] * xhat[size_t(j)];
+        ds[size_t(j)] += g[k] * xhat[size_t(j)];
+        db[size_t(j)] += g[k];
+      }
+      C meanG = sumG / C(s.n), meanGX = sumGX / C(s.n);
+      for (int64_t j = 0; j < s.n; ++j)
+        dxv[size_t(o * s.n + j)] =
+            is * (gs[size_t(j)] - meanG - xhat[size_t(j)] * meanGX);
+    }
+    if (dx)
+      storeAll(*dx, dxv);
+    if (dScale)
+      storeAll(*dScale, ds);
+    if (dBias)
+      storeAll(*dBias, db);
+  });
+}
+
+// --- activations -------------------------------------------------------------
+
+/// y = op(x) for a floating x, same dtype.
+template <typename Op> void floatMap(KernelContext &ctx, Op op) {
+  const Tensor &x = input(ctx, 0, "X");
+  Tensor &y = output(ctx, 0, x.dtype, x.dims);
+  dispatchFloat(ctx.node, x.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    const auto *px = ptr<Io>(x);
+    auto *py = ptr<Io>(y);
+    for (int64_t i = 0, n = x.numel(); i < n; ++i)
+      Io::store(py, i, C(op(Io::load(px, i))));
+  });
+}
+
+/// "none" or "tanh" (Gelu's approximate attribute); anything else is an error.
+bool geluTanh(const Node &node) {
+  std::string a = node.attrString("approximate", "none");
+  if (a != "none" && a != "tanh")
+    fail(node, "attribute 'approximate' must be \"none\" or \"tanh\", got \"",
+         a, "\"");
+  return a == "tanh";
+}
+
+// The constants of PyTorch's gelu kernels (aten/src/ATen/native/cpu).
+template <typename C> C geluForward(C x, bool tanhForm) {
+  if (tanhForm) {
+    const C beta = C(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = C(0.044715);
+    C inner = beta * (x + kappa * x * x * x);
+    return C(0.5) * x * (C(1) + std::tanh(inner));
+  }
+  return x * C(0.5) * (C(1) + std::erf(x * C(M_SQRT1_2)));
+}
+
+template <typename C> C geluDerivative(C x, bool tanhForm) {
+  if (tanhForm) {
+    const C beta = C(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = C(0.044715);
+    C xSq = x * x;
+    C inner = beta * (x + kappa * xSq * x);
+    C t = std::tanh(inner);
+    C left = C(0.5) * x, right = C(1) + t;
+    C innerDerivative = beta * (C(1) + C(3) * kappa * xSq);
+    return C(0.5) * right + left * (C(1) - t * t) * innerDerivative;
+  }
+  const C alpha = C(M_SQRT1_2), pdfScale = C(M_2_SQRTPI * M_SQRT1_2 * 0.5);
+  C cdf = C(0.5) * (C(1) + std::erf(x * alpha));
+  C pdf = pdfScale * std::exp(C(-0.5) * x * x);
+  return cdf + x * pdf;
+}
+
+void kernelGelu(KernelContext &ctx) {
+  bool tanhForm = geluTanh(ctx.node);
+  floatMap(ctx, [&](auto v) { return geluForward(v, tanhForm); });
+}
+
+void kernelLeakyRelu(KernelContext &ctx) {
+  float alpha = ctx.node.attrFloat("alpha", 0.01f);
+  floatMap(ctx, [&](auto v) {
+    using C = decltype(v);
+    return v > C(0) ? v : C(alpha) * v;
+  });
+}
+
+// --- Clip --------------------------------------------------------------------
+
+/// Clip: min/max are optional scalar inputs (opset 11+) or float attributes
+/// (opset 6); an absent bound does not bound. min(max(x, lo), hi), so lo >
+/// hi gives hi everywhere, as in PyTorch's clamp; NaN stays NaN.
+void kernelClip(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &x = input(ctx, 0, "input");
+  const Tensor *lo = optionalInput(ctx, 1), *hi = optionalInput(ctx, 2);
+  for (const Tensor *b : {lo, hi})
+    if (b && (b->numel() != 1 || b->dtype != x.dtype))
+      fail(node, "min and max must be single elements of the input's type ",
+           dtypeName(x.dtype), ", got ", dtypeName(b->dtype), " ",
+           shapeString(b->dims));
+  Tensor &y = output(ctx, 0, x.dtype, x.dims);
+  dispatchNumeric(node, x.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    bool hasLo = lo || node.hasAttr("min"), hasHi = hi || node.hasAttr("max");
+    C vlo = lo ? Io::load(ptr<Io>(*lo), 0) : C(node.attrFloat("min", 0));
+    C vhi = hi ? Io::load(ptr<Io>(*hi), 0) : C(node.attrFloat("max", 0));
+    const auto *px = ptr<Io>(x);
+    auto *py = ptr<Io>(y);
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) {
+      C v = Io::load(px, i);
+      if (hasLo && v < vlo)
+        v = vlo;
+      if (hasHi && v > vhi)
+        v = vhi;
+      Io::store(py, i, v);
+    }
+  });
+}
+
+// --- Max, Min, Sum -----------------------------------------------------------
+
+/// The broadcast shape of every input of a variadic op, all of one dtype.
+std::vector<int64_t> variadicShape(const KernelContext &ctx) {
+  if (ctx.inputs.empty())
+    fail(ctx.node, "expects at least one input");
+  const Tensor &first = input(ctx, 0, "data_0");
+  std::vector<int64_t> dims = first.dims;
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    const Tensor &t = input(ctx, i, "data");
+    if (t.dtype != first.dtype)
+      fail(ctx.node, "input ", i, " is ", dtypeName(t.dtype),
+           " but input 0 is ", dtypeName(first.dtype));
+    dims = broadcastShapes(ctx.node, dims, t.dims);
+  }
+  return dims;
+}
+
+enum class Fold { Max, Min, Sum };
+
+/// Max/Min/Sum of n broadcast inputs: combined in the compute type, stored
+/// once. NaN wins in Max and Min (PyTorch's maximum/minimum propagate it).
+template <Fold F> void variadicKernel(KernelContext &ctx) {
+  std::vector<int64_t> dims = variadicShape(ctx);
+  DType t = ctx.in(0).dtype;
+  Tensor &y = output(ctx, 0, t, dims);
+  dispatchNumeric(ctx.node, t, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    std::vector<C> acc(size_t(y.numel()));
+    for (size_t k = 0; k < ctx.inputs.size(); ++k) {
+      const Tensor &in = ctx.in(k);
+      const auto *p = ptr<Io>(in);
+      const std::vector<int64_t> shapes[1] = {in.dims};
+      forEachBroadcast(dims, shapes, [&](int64_t i, const int64_t *o) {
+        C v = Io::load(p, o[0]);
+        C &a = acc[size_t(i)];
+        if (k == 0) {
+          a = v;
+        } else if constexpr (F == Fold::Sum) {
+          if constexpr (std::is_integral_v<C>)
+            a = C(std::make_unsigned_t<C>(a) + std::make_unsigned_t<C>(v));
+          else
+            a += v;
+        } else {
+          bool take = F == Fold::Max ? v > a : v < a;
+          if (take || v != v)
+            a = a != a ? a : v;
+        }
+      });
+    }
+    auto *py = ptr<Io>(y);
+    for (size_t i = 0; i < acc.size(); ++i)
+      Io::store(py, int64_t(i), acc[i]);
+  });
+}
+
+// --- Split -------------------------------------------------------------------
+
+/// The sizes Split cuts `len` into: the split input (opset 13+) or attribute
+/// (older), else num_outputs pieces of ceil(len / num_outputs) with a
+/// smaller last one (opset 18), else equal pieces, one per output.
+std::vector<int64_t> splitSizes(const KernelContext &ctx, int64_t len) {
+  const Node &node = ctx.node;
+  size_t outs = ctx.outputs.size();
+  std::vector<int64_t> sizes;
+  if (const Tensor *t = optionalInput(ctx, 1))
+    sizes = readInts(node, *t, "split");
+  else if (node.hasAttr("split"))
+    sizes = node.attrInts("split");
+  if (!sizes.empty() || optionalInput(ctx, 1)) {
+    int64_t total = 0;
+    for (int64_t v : sizes) {
+      if (v < 0)
+        fail(node, "split ", shapeString(sizes), " has a negative size");
+      total += v;
+    }
+    if (sizes.size() != outs || total != len)
+      fail(node, "split ", shapeString(sizes), " must have one size per ",
+           "output (", outs, ") summing to the axis length ", len);
+    return sizes;
+  }
+  if (node.hasAttr("num_outputs")) {
+    int64_t num = node.attrInt("num_outputs", 0);
+    if (num <= 0 || size_t(num) != outs)
+      fail(node, "num_outputs ", num, " must be positive and equal the ",
+           "number of outputs (", outs, ")");
+    int64_t chunk = (len + num - 1) / num;
+    for (int64_t i = 0; i < num; ++i)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, len - i * chunk)));
+    if (sizes.back() == 0 && len > 0)
+      fail(node, "cannot split an axis of length ", len, " into ", num,
+           " non-empty pieces");
+    return sizes;
+  }
+  if (outs == 0 || len % int64_t(outs) != 0)
+    fail(node, "cannot split an axis of length ", len, " into ", outs,
+         " equal pieces");
+  return std::vector<int64_t>(outs, len / int64_t(outs));
+}
+
+void kernelSplit(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "input");
+  int64_t rank = int64_t(x.dims.size());
+  if (rank == 0)
+    fail(ctx.node, "cannot split a scalar");
+  int64_t axis = normalizeAxis(ctx.node, ctx.node.attrInt("axis", 0), rank);
+  AxisSplit s = splitAt(x.dims, axis);
+  std::vector<int64_t> sizes = splitSizes(ctx, s.len);
+  size_t esize = dtypeSize(x.dtype);
+  int64_t offset = 0;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    std::vector<int64_t> dims = x.dims;
+    dims[size_t(axis)] = sizes[k];
+    if (Tensor *y = optionalOutput(ctx, k, x.dtype, dims)) {
+      size_t chunk = size_t(sizes[k] * s.inner) * esize;
+      for (int64_t o = 0; o < s.outer && chunk; ++o)
+        std::memcpy(y->bytes.data() + size_t(o) * chunk,
+                    x.bytes.data() +
+                        size_t((o * s.len + offset) * s.inner) * esize,
+                    chunk);
+    }
+    offset += sizes[k];
+  }
+}
+
+// --- Dropout -----------------------------------------------------------------
+
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/// What makes two Dropout nodes of one step draw different masks: FNV-1a of
+/// the node name, mixed with the node's seed attribute when it has one.
+uint64_t dropoutKey(const Node &node) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char ch : node.name())
+    h = (h ^ ch) * 0x100000001b3ull;
+  if (node.hasAttr("seed"))
+    h = splitmix64(h ^ uint64_t(node.attrInt("seed", 0)));
+  return h;
+}
+
+/// ratio (input 1, opset 12+; attribute before; default 0.5) and
+/// training_mode (input 2; false when absent) of a Dropout or DropoutGrad,
+/// whose ratio/training_mode sit at inputs `ratioAt` and `ratioAt + 1`.
+struct DropoutMode {
+  double ratio = 0.5;
+  bool training = false;
+};
+
+DropoutMode dropoutMode(const KernelContext &ctx, size_t ratioAt) {
+  DropoutMode m;
+  if (const Tensor *r = optionalInput(ctx, ratioAt)) {
+    if (r->numel() != 1 || !isFloating(r->dtype))
+      fail(ctx.node, "ratio must be one floating-point element, got ",
+           dtypeName(r->dtype), " ", shapeString(r->dims));
+    m.ratio = r->getAsDouble(0);
+  } else {
+    m.ratio = ctx.node.attrFloat("ratio", 0.5f);
+  }
+  if (const Tensor *t = optionalInput(ctx, ratioAt + 1))
+    m.training = flagSet(ctx.node, *t, "training_mode");
+  if (m.training && !(m.ratio >= 0 && m.ratio <= 1))
+    fail(ctx.node, "ratio must be in [0, 1], got ", m.ratio);
+  return m;
+}
+
+/// Training mode: keep(i) = u(i) >= ratio with u(i) the top 24 bits of
+/// splitmix64((seed ^ key) + i) over 2^24 (mpc_ops.h), Y = keep ? X * scale
+/// : 0 with scale = 1 / (1 - ratio) rounded to fp32 as PyTorch's is.
+/// Inference mode: Y = X, mask all true.
+void kernelDropout(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "data");
+  DropoutMode m = dropoutMode(ctx, 1);
+  Tensor &y = output(ctx, 0, x.dtype, x.dims);
+  Tensor *mask = optionalOutput(ctx, 1, DType::Bool, x.dims);
+  int64_t n = x.numel();
+  if (!m.training || m.ratio == 0) {
+    y.bytes = x.bytes;
+    if (mask)
+      std::fill(mask->bytes.begin(), mask->bytes.end(), uint8_t(1));
+    return;
+  }
+  uint64_t base = ctx.seed ^ dropoutKey(ctx.node);
+  const double threshold = m.ratio * double(1 << 24);
+  std::vector<uint8_t> keep(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    keep[size_t(i)] = double(splitmix64(base + uint64_t(i)) >> 40) >= threshold;
+  if (mask)
+    std::copy(keep.begin(), keep.end(), mask->bytes.begin());
+  dispatchFloat(ctx.node, x.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    C scale = m.ratio == 1 ? C(0) : C(float(1.0 / (1.0 - m.ratio)));
+    const auto *px = ptr<Io>(x);
+    auto *py = ptr<Io>(y);
+    for (int64_t i = 0; i < n; ++i)
+      Io::store(py, i, keep[size_t(i)] ? Io::load(px, i) * scale : C(0));
+  });
+}
+
+void kernelDropoutGrad(KernelContext &ctx) {
+  const Tensor &dy = input(ctx, 0, "dY"), &mask = input(ctx, 1, "mask");
+  if (mask.dtype != DType::Bool || mask.dims != dy.dims)
+    fail(ctx.node, "mask must be bool of dY's shape ", shapeString(dy.dims),
+         ", got ", dtypeName(mask.dtype), " ", shapeString(mask.dims));
+  DropoutMode m = dropoutMode(ctx, 2);
+  Tensor &dx = output(ctx, 0, dy.dtype, dy.dims);
+  if (!m.training) {
+    dx.bytes = dy.bytes;
+    return;
+  }
+  dispatchFloat(ctx.node, dy.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    C scale = m.ratio == 1 ? C(0) : C(float(1.0 / (1.0 - m.ratio)));
+    const auto *pg = ptr<Io>(dy);
+    const uint8_t *pm = mask.data<uint8_t>();
+    auto *px = ptr<Io>(dx);
+    for (int64_t i = 0, n = dy.numel(); i < n; ++i)
+      Io::store(px, i, pm[i] ? Io::load(pg, i) * scale : C(0));
+  });
+}
+
+// --- CastLike ----------------------------------------------------------------
+
+/// CastLike(x, like) is Cast(x) <to = like's dtype>: run through the Cast
+/// kernel itself, so both convert bit for bit alike.
+void kernelCastLike(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "input");
+  const Tensor &like = input(ctx, 1, "target_type");
+  Graph g;
+  Node *cast = g.createNode("Cast", {g.addInput("input", x.dtype, {})}, 1,
+                            ctx.node.name());
+  cast->setAttr("to", Attribute::ofInt(toOnnxDataType(like.dtype)));
+  const CpuKernel *k = findCpuKernel("", "Cast");
+  if (!k)
+    fail(ctx.node, "internal: no Cast kernel to delegate to");
+  KernelContext castCtx{*cast, {&x}, {ctx.outputs.at(0)}, ctx.seed};
+  (*k)(castCtx);
+}
+
+// --- Gather and Slice gradients ----------------------------------------------
+
+void kernelGatherGrad(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &dy = input(ctx, 0, "dY"), &idx = input(ctx, 1, "indices"),
+               &data = input(ctx, 2, "data");
+  if (idx.dtype != DType::I64 && idx.dtype != DType::I32)
+    fail(node, "indices must be int64 or int32, got ", dtypeName(idx.dtype));
+  int64_t r = int64_t(data.dims.size());
+  if (r == 0)
+    fail(node, "data must have rank >= 1");
+  int64_t axis = normalizeAxis(node, node.attrInt("axis", 0), r);
+  std::vector<int64_t> want(data.dims.begin(), data.dims.begin() + axis);
+  want.insert(want.end(), idx.dims.begin(), idx.dims.end());
+  want.insert(want.end(), data.dims.begin() + axis + 1, data.dims.end());
+  if (dy.dims != want)
+    fail(node, "dY of shape ", shapeString(dy.dims), " is not the shape ",
+         shapeString(want), " Gather produces from data ",
+         shapeString(data.dims), " and indices ", shapeString(idx.dims));
+  AxisSplit s = splitAt(data.dims, axis);
+  int64_t numIdx = idx.numel();
+  std::vector<int64_t> rows(static_cast<size_t>(numIdx));
+  for (int64_t j = 0; j < numIdx; ++j) {
+    int64_t v = loadInt(idx, j);
+    if (v < -s.len || v >= s.len)
+      fail(node, "index ", v, " is out of range for axis ", axis, " of size ",
+           s.len);
+    rows[size_t(j)] = v < 0 ? v + s.len : v;
+  }
+  Tensor &dd = output(ctx, 0, dy.dtype, data.dims);
+  withCompute(node, {&dy}, [&](auto c) {
+    using C = decltype(c);
+    std::vector<C> g = loadAll<C>(dy), acc(size_t(dd.numel()), C(0));
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t j = 0; j < numIdx; ++j) {
+        const C *src = g.data() + (o * numIdx + j) * s.inner;
+        C *dst = acc.data() + (o * s.len + rows[size_t(j)]) * s.inner;
+        for (int64_t i = 0; i < s.inner; ++i)
+          dst[i] += src[i];
+      }
+    storeAll(dd, acc);
+  });
+}
+
+/// Where Slice(data, ...) reads: per axis the first index and the step, and
+/// the output's dims. Same clamping as the Slice kernel (ONNX's rules).
+struct SliceGeometry {
+  std::vector<int64_t> dims, first, step;
+};
+
+SliceGeometry sliceGeometry(const KernelContext &ctx,
+                            const std::vector<int64_t> &in) {
+  const Node &node = ctx.node;
+  int64_t r = int64_t(in.size());
+  std::vector<int64_t> starts, ends, axes, steps;
+  bool haveAxes = false;
+  if (ctx.hasInput(2) || !node.hasAttr("starts")) {
+    starts = readInts(node, input(ctx, 2, "starts"), "starts");
+    ends = readInts(node, input(ctx, 3, "ends"), "ends");
+    if (const Tensor *t = optionalInput(ctx, 4)) {
+      axes = readInts(node, *t, "axes");
+      haveAxes = true;
+    }
+    if (const Tensor *t = optionalInput(ctx, 5))
+      steps = readInts(node, *t, "steps");
+  } else {
+    starts = node.attrInts("starts");
+    ends = node.attrInts("ends");
+    haveAxes = node.hasAttr("axes");
+    axes = node.attrInts("axes");
+  }
+  if (!haveAxes)
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(int64_t(i));
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    fail(node, "starts, ends, axes and steps must have the same length");
+  SliceGeometry g{in, std::vector<int64_t>(size_t(r), 0),
+                  std::vector<int64_t>(size_t(r), 1)};
+  std::vector<bool> seen(size_t(r), false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    size_t a = size_t(normalizeAxis(node, axes[i], r));
+    if (seen[a])
+      fail(node, "axes contain a duplicate");
+    seen[a] = true;
+    int64_t d = in[a], s = starts[i], e = ends[i], p = steps[i];
+    if (p == 0)
+      fail(node, "step of axis ", a, " is 0");
+    p = std::clamp<int64_t>(p, -(d + 1), d + 1);
+    if (s < 0)
+      s += d;
+    if (e < 0)
+      e += d;
+    int64_t count;
+    if (p > 0) {
+      s = std::clamp<int64_t>(s, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+      count = e > s ? (e - s - 1) / p + 1 : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, d - 1);
+      e = std::clamp<int64_t>(e, -1, d - 1);
+      count = s > e ? (s - e - 1) / (-p) + 1 : 0;
+    }
+    g.dims[a] = count;
+    g.first[a] = s;
+    g.step[a] = p;
+  }
+  return g;
+}
+
+void kernelSliceGrad(KernelContext &ctx) {
+  const Tensor &dy = input(ctx, 0, "dY"), &data = input(ctx, 1, "data");
+  SliceGeometry g = sliceGeometry(ctx, data.dims);
+  if (dy.dims != g.dims)
+    fail(ctx.node, "dY of shape ", shapeString(dy.dims), " is not the shape ",
+         shapeString(g.dims), " the slice of data ", shapeString(data.dims),
+         " has");
+  Tensor &dx = output(ctx, 0, dy.dtype, data.dims); // zero-filled
+  int64_t n = dy.numel();
+  if (n == 0)
+    return;
+  std::vector<int64_t> inStrides = rowMajorStrides(data.dims);
+  std::vector<int64_t> strides(data.dims.size());
+  int64_t base = 0;
+  for (size_t a = 0; a < data.dims.size(); ++a) {
+    strides[a] = inStrides[a] * g.step[a];
+    base += g.first[a] * inStrides[a];
+  }
+  // Slice reads each position at most once: a plain copy, no accumulation.
+  size_t size = dtypeSize(dy.dtype);
+  const std::vector<int64_t> walk[1] = {strides};
+  StridedWalker<1> w(dy.dims, walk);
+  for (int64_t i = 0; i < n; ++i, w.next())
+    copyElement(dx.bytes.data(), base + w.offset(0), dy.bytes.data(), i, size);
+}
+
+// --- elementwise gradients ---------------------------------------------------
+
+/// dX = dY * f(X) for same-shape dY and X.
+template <typename Op> void unaryGrad(KernelContext &ctx, Op op) {
+  const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X");
+  if (dy.dims != x.dims)
+    fail(ctx.node, "dY of shape ", shapeString(dy.dims),
+         " does not match X of shape ", shapeString(x.dims));
+  Tensor &dx = output(ctx, 0, dy.dtype, dy.dims);
+  withCompute(ctx.node, {&dy, &x}, [&](auto c) {
+    using C = decltype(c);
+    std::vector<C> g = loadAll<C>(dy), xv = loadAll<C>(x);
+    for (size_t i = 0; i < g.size(); ++i)
+      g[i] = op(g[i], xv[i]);
+    storeAll(dx, g);
+  });
+}
+
+void kernelGeluGrad(KernelContext &ctx) {
+  bool tanhForm = geluTanh(ctx.node);
+  unaryGrad(ctx,
+            [&](auto g, auto x) { return g * geluDerivative(x, tanhForm); });
+}
+
+void kernelLeakyReluGrad(KernelContext &ctx) {
+  float alpha = ctx.node.attrFloat("alpha", 0.01f);
+  unaryGrad(ctx, [&](auto g, auto x) {
+    using C = decltype(g);
+    return x > C(0) ? g : C(alpha) * g;
+  });
+}
+
+void kernelClipGrad(KernelContext &ctx) {
+  const Tensor *lo = optionalInput(ctx, 2), *hi = optionalInput(ctx, 3);
+  for (const Tensor *b : {lo, hi})
+    if (b && (b->numel() != 1 || !isFloating(b->dtype)))
+      fail(ctx.node, "min and max must be single floating-point elements, got ",
+           dtypeName(b->dtype), " ", shapeString(b->dims));
+  // The opset-6 form carries its bounds as attributes.
+  const Node &node = ctx.node;
+  double vlo = lo ? lo->getAsDouble(0) : node.attrFloat("min", -INFINITY);
+  double vhi = hi ? hi->getAsDouble(0) : node.attrFloat("max", INFINITY);
+  unaryGrad(ctx, [&](auto g, auto x) {
+    using C = decltype(g);
+    return x >= C(vlo) && x <= C(vhi) ? g : C(0);
+  });
+}
+
+/// ExtremumGrad(dY, Y, X0..Xn-1) <index>: dY split evenly among the inputs
+/// equal to Y at each position.
+void kernelExtremumGrad(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  requireInputs(ctx, 3);
+  const Tensor &dy = input(ctx, 0, "dY"), &y = input(ctx, 1, "Y");
+  if (dy.dims != y.dims)
+    fail(node, "dY of shape ", shapeString(dy.dims),
+         " does not match Y of shape ", shapeString(y.dims));
+  size_t count = ctx.inputs.size() - 2;
+  int64_t index = node.attrInt("index", 0);
+  if (index < 0 || size_t(index) >= count)
+    fail(node, "index ", index, " is out of range for ", count, " inputs");
+  for (size_t k = 2; k < ctx.inputs.size(); ++k) {
+    const Tensor &xk = input(ctx, k, "X");
+    if (xk.dims.size() > dy.dims.size() ||
+        broadcastShapes(node, xk.dims, dy.dims) != dy.dims)
+      fail(node, "input ", k, " of shape ", shapeString(xk.dims),
+           " does not broadcast to dY ", shapeString(dy.dims));
+  }
+  Tensor &dx = output(ctx, 0, dy.dtype, dy.dims);
+  withCompute(node, {&dy, &y}, [&](auto c) {
+    using C = decltype(c);
+    std::vector<C> g = loadAll<C>(dy), yv = loadAll<C>(y);
+    std::vector<C> ties(g.size(), C(0));
+    std::vector<bool> mine(g.size(), false);
+    for (size_t k = 2; k < ctx.inputs.size(); ++k) {
+      const Tensor &xk = ctx.in(k);
+      std::vector<C> xv = loadAll<C>(xk);
+      const std::vector<int64_t> shapes[1] = {xk.dims};
+      forEachBroadcast(dy.dims, shapes, [&](int64_t i, const int64_t *o) {
+        bool eq = xv[size_t(o[0])] == yv[size_t(i)];
+        ties[size_t(i)] += eq ? C(1) : C(0);
+        if (k - 2 == size_t(index))
+          mine[size_t(i)] = eq;
+      });
+    }
+    for (size_t i = 0; i < g.size(); ++i)
+      g[i] = mine[i] ? g[i] / ties[i] : C(0);
+    storeAll(dx, g);
+  });
+}
+
+/// ReduceExtremumGrad(dY, X, Y [, axes]): each group's dY split evenly among
+/// the elements of X equal to the group's Y.
+void kernelReduceExtremumGrad(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X"),
+               &y = input(ctx, 2, "Y");
+  int64_t rank = int64_t(x.dims.size());
+  std::vector<bool> reduced = reducedAxes(ctx, 3, rank);
+  bool keepDims = node.attrInt("keepdims", 1) != 0;
+  std::vector<int64_t> kept = x.dims, squeezed;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduced[size_t(d)])
+      kept[size_t(d)] = 1;
+    else
+      squeezed.push_back(x.dims[size_t(d)]);
+  }
+  const std::vector<int64_t> &want = keepDims ? kept : squeezed;
+  if (dy.dims != want || y.dims != want)
+    fail(node, "dY ", shapeString(dy.dims), " and Y ", shapeString(y.dims),
+         " must have the reduced shape ", shapeString(want), " of X ",
+         shapeString(x.dims));
+  Tensor &dx = output(ctx, 0, dy.dtype, x.dims);
+  withCompute(node, {&dy, &x, &y}, [&](auto c) {
+    using C = decltype(c);
+    std::vector<C> g = loadAll<C>(dy), xv = loadAll<C>(x), yv = loadAll<C>(y);
+    std::vector<C> ties(g.size(), C(0)), out(xv.size(), C(0));
+    const std::vector<int64_t> shapes[1] = {kept};
+    forEachBroadcast(x.dims, shapes, [&](int64_t i, const int64_t *o) {
+      if (xv[size_t(i)] == yv[size_t(o[0])])
+        ties[size_t(o[0])] += C(1);
+    });
+    forEachBroadcast(x.dims, shapes, [&](int64_t i, const int64_t *o) {
+      if (xv[size_t(i)] == yv[size_t(o[0])])
+        out[size_t(i)] = g[size_t(o[0])] / ties[size_t(o[0])];
+    });
+    storeAll(dx, out);
+  });
+}
+
+} // namespace
+
+std::vector<KernelEntry> transformerKernels() {
+  return {
+      {"", "LayerNormalization", kernelLayerNormalization},
+      {"", "Gelu", kernelGelu},
+      {"", "LeakyRelu", kernelLeakyRelu},
+      {"", "Clip", kernelClip},
+      {"", "Max", variadicKernel<Fold::Max>},
+      {"", "Min", variadicKernel<Fold::Min>},
+      {"", "Sum", variadicKernel<Fold::Sum>},
+      {"", "Split", kernelSplit},
+      {"", "Dropout", kernelDropout},
+      {"", "CastLike", kernelCastLike},
+      {kMpcDomain, "LayerNormalizationGrad", kernelLayerNormalizationGrad},
+      {kMpcDomain, "GatherGrad", kernelGatherGrad},
+      {kMpcDomain, "SliceGrad", kernelSliceGrad},
+      {kMpcDomain, "GeluGrad", kernelGeluGrad},
+      {kMpcDomain, "LeakyReluGrad", kernelLeakyReluGrad},
+      {kMpcDomain, "ClipGrad", kernelClipGrad},
+      {kMpcDomain, "ExtremumGrad", kernelExtremumGrad},
+      {kMpcDomain, "ReduceExtremumGrad", kernelReduceExtremumGrad},
+      {kMpcDomain, "DropoutGrad", kernelDropoutGrad},
+  };
+}
+
+} // namespace cpu
+} // namespace mpc

@@ -1,0 +1,285 @@
+// Float64 finite-difference checks of the CNN family's gradient rules
+// (passes/gradients/conv.cpp, pool.cpp, batch_norm.cpp): Conv over every
+// window attribute, ConvTranspose, BatchNormalization in training and
+// inference mode, the pools, and a small CNN differentiated end to end.
+//
+// Every op here is declared to GradCheck.EveryRuleIsCovered through
+// coverGradientRules; the procedure is gradcheck_harness.h's.
+#include "tests/unit/gradcheck_harness.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using namespace mpc;
+using namespace mpc::gradcheck;
+
+namespace {
+
+const bool kCovered =
+    coverGradientRules({"Conv", "ConvTranspose", "BatchNormalization",
+                        "MaxPool", "AveragePool", "GlobalAveragePool"});
+
+GradCase one(const std::string &name, std::vector<Param> params,
+             const std::string &body, std::vector<Data> data = {},
+             int64_t opset = 17) {
+  GradCase c;
+  c.name = name;
+  c.params = std::move(params);
+  c.body = body;
+  c.data = std::move(data);
+  c.opset = opset;
+  return c;
+}
+
+std::string ints(const std::vector<int64_t> &v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+} // namespace
+
+// --- Conv
+// ----------------------------------------------------------------------
+
+TEST(GradCheckConv, Conv2dStridesPadsDilationsGroups) {
+  std::vector<GradCase> cases;
+  for (int64_t stride : {1, 2})
+    for (const auto &pads : std::vector<std::vector<int64_t>>{
+             {0, 0, 0, 0}, {1, 1, 1, 1}, {0, 1, 2, 0}})
+      for (int64_t dilation : {1, 2})
+        for (int64_t group : {1, 2}) {
+          std::string attrs = "<strides = " + ints({stride, stride}) +
+                              ", pads = " + ints(pads) +
+                              ", dilations = " + ints({dilation, dilation}) +
+                              ", group = " + std::to_string(group) + ">";
+          // C = 4 input channels, M = 4 output channels; W is [M, C/g, 3, 2]
+          // (a non-square kernel catches swapped spatial dims).
+          bool bias = group == 1;
+          cases.push_back(
+              one("Conv" + attrs + (bias ? " bias" : ""),
+                  bias ? std::vector<Param>{{"x", {2, 4, 6, 5}},
+                                            {"w", {4, 4 / group, 3, 2}},
+                                            {"b", {4}}}
+                       : std::vector<Param>{{"x", {2, 4, 6, 5}},
+                                            {"w", {4, 4 / group, 3, 2}}},
+                  "y = Conv " + attrs + (bias ? " (x, w, b)" : " (x, w)")));
+        }
+  checkAll(cases);
+}
+
+TEST(GradCheckConv, ConvAutoPad) {
+  // SAME_* with stride 2 on an even and an odd size (the odd pad goes to
+  // the end for UPPER, the beginning for LOWER); VALID drops the rest.
+  std::vector<GradCase> cases;
+  for (const char *pad : {"SAME_UPPER", "SAME_LOWER", "VALID"})
+    for (int64_t size : {6, 7}) {
+      std::string attrs = std::string("<auto_pad = \"") + pad +
+                          "\", strides = [2, 2], kernel_shape = [3, 3]>";
+      cases.push_back(
+          one("Conv " + std::string(pad) + " size " + std::to_string(size),
+              {{"x", {1, 2, size, size}}, {"w", {3, 2, 3, 3}}, {"b", {3}}},
+              "y = Conv " + attrs + " (x, w, b)"));
+    }
+  checkAll(cases);
+}
+
+TEST(GradCheckConv, Conv1dAnd3d) {
+  checkAll(
+      {one("Conv 1-D stride 2 pad 1 dilation 2",
+           {{"x", {2, 3, 9}}, {"w", {2, 3, 3}}, {"b", {2}}},
+           "y = Conv <strides = [2], pads = [1, 1], dilations = [2]> (x, w, "
+           "b)"),
+       one("Conv 3-D stride 1x2x1 pads",
+           {{"x", {1, 2, 4, 5, 3}}, {"w", {2, 2, 2, 3, 2}}},
+           "y = Conv <strides = [1, 2, 1], pads = [1, 0, 1, 0, 1, 1]> (x, "
+           "w)"),
+       one("Conv depthwise", {{"x", {2, 3, 5, 5}}, {"w", {6, 1, 3, 3}}},
+           "y = Conv <group = 3, pads = [1, 1, 1, 1]> (x, w)")});
+}
+
+TEST(GradCheckConv, ConvOnlyWeightsTrain) {
+  // X frozen: no ConvGradInput is built, the weight and bias still check.
+  GradCase c = one("Conv frozen x",
+                   {{"x", {2, 2, 5, 5}}, {"w", {3, 2, 3, 3}}, {"b", {3}}},
+                   "y = Conv <strides = [2, 2]> (x, w, b)");
+  c.frozen = "^x$";
+  checkAll({c});
+}
+
+// --- ConvTranspose
+// -------------------------------------------------------------
+
+TEST(GradCheckConv, ConvTranspose) {
+  std::vector<GradCase> cases;
+  cases.push_back(one("ConvTranspose default",
+                      {{"x", {2, 3, 4, 4}}, {"w", {3, 2, 3, 3}}, {"b", {2}}},
+                      "y = ConvTranspose (x, w, b)"));
+  cases.push_back(
+      one("ConvTranspose stride 2 pads output_padding",
+          {{"x", {2, 2, 3, 4}}, {"w", {2, 3, 3, 2}}, {"b", {3}}},
+          "y = ConvTranspose <strides = [2, 2], pads = [1, 0, 1, 1], "
+          "output_padding = [1, 1]> (x, w, b)"));
+  cases.push_back(one("ConvTranspose dilation 2 group 2",
+                      {{"x", {1, 4, 3, 3}}, {"w", {4, 1, 2, 2}}},
+                      "y = ConvTranspose <dilations = [2, 2], group = 2, "
+                      "strides = [2, 1]> (x, w)"));
+  cases.push_back(one("ConvTranspose SAME_UPPER stride 2",
+                      {{"x", {1, 2, 3, 3}}, {"w", {2, 2, 3, 3}}},
+                      "y = ConvTranspose <auto_pad = \"SAME_UPPER\", strides "
+                      "= [2, 2]> (x, w)"));
+  cases.push_back(one("ConvTranspose output_shape",
+                      {{"x", {1, 2, 3, 3}}, {"w", {2, 1, 3, 3}}},
+                      "y = ConvTranspose <strides = [2, 2], output_shape = "
+                      "[6, 7]> (x, w)"));
+  cases.push_back(one("ConvTranspose 1-D",
+                      {{"x", {2, 2, 5}}, {"w", {2, 3, 3}}, {"b", {3}}},
+                      "y = ConvTranspose <strides = [3], pads = [2, 1]> (x, "
+                      "w, b)"));
+  checkAll(cases);
+}
+
+// --- BatchNormalization
+// --------------------------------------------------------
+
+TEST(GradCheckConv, BatchNormalizationTrainingMode) {
+  std::vector<Data> stats = {{"double[3] rm = {0.1, -0.2, 0.3}"},
+                             {"double[3] rv = {1.0, 0.5, 2.0}"}};
+  std::vector<GradCase> cases;
+  cases.push_back(one("BN training NCHW, running stats outputs",
+                      {{"x", {4, 3, 2, 3}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
+                      "y, m, v = BatchNormalization <training_mode = 1, "
+                      "momentum = 0.8> (x, s, b, rm, rv)",
+                      stats));
+  cases.push_back(one("BN training [N, C], Y only, epsilon 0.1",
+                      {{"x", {5, 3}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
+                      "y = BatchNormalization <training_mode = 1, epsilon = "
+                      "0.1> (x, s, b, rm, rv)",
+                      stats));
+  // Opset 13 (BatchNormalization-9): training means asking for the running
+  // statistics.
+  cases.push_back(one("BN opset 13 training",
+                      {{"x", {3, 3, 4}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
+                      "y, m, v = BatchNormalization (x, s, b, rm, rv)", stats,
+                      13));
+  // Only X trains: the backward still needs the batch statistics.
+  GradCase onlyX = one("BN training, scale and bias frozen",
+                       {{"x", {4, 3, 2, 2}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
+                       "y = BatchNormalization <training_mode = 1> (x, s, b, "
+                       "rm, rv)",
+                       stats);
+  onlyX.frozen = "^[sb]$";
+  cases.push_back(onlyX);
+  checkAll(cases);
+}
+
+TEST(GradCheckConv, BatchNormalizationInferenceMode) {
+  checkAll({one("BN inference", {{"x", {2, 3, 2, 2}}, {"s", {3}}, {"b", {3}}},
+                "y = BatchNormalization (x, s, b, rm, rv)",
+                {{"double[3] rm = {0.1, -0.2, 0.3}"},
+                 {"double[3] rv = {1.0, 0.5, 2.0}"}})});
+}
+
+// --- pools
+// ---------------------------------------------------------------------
+
+TEST(GradCheckConv, MaxPool) {
+  std::vector<GradCase> cases;
+  auto add = [&](const std::string &attrs, std::vector<int64_t> x) {
+    cases.push_back(
+        one("MaxPool" + attrs, {{"x", x}}, "y = MaxPool " + attrs + " (x)"));
+  };
+  add("<kernel_shape = [2, 2], strides = [2, 2]>", {2, 2, 4, 6});
+  // Overlapping windows: an element that wins two windows gets both dY.
+  add("<kernel_shape = [3, 3]>", {1, 2, 5, 5});
+  add("<kernel_shape = [3, 2], strides = [2, 2], pads = [1, 0, 1, 1], "
+      "ceil_mode = 1>",
+      {1, 2, 6, 5});
+  add("<kernel_shape = [2, 2], dilations = [2, 2], strides = [1, 2]>",
+      {1, 1, 5, 6});
+  add("<kernel_shape = [3, 3], strides = [2, 2], auto_pad = \"SAME_UPPER\">",
+      {1, 2, 6, 6});
+  add("<kernel_shape = [3], strides = [2]>", {2, 3, 7});
+  checkAll(cases);
+}
+
+TEST(GradCheckConv, MaxPoolWithIndicesOutput) {
+  checkAll({one("MaxPool with Indices", {{"x", {1, 2, 4, 4}}},
+                "y, i = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> "
+                "(x)")});
+}
+
+TEST(GradCheckConv, AveragePool) {
+  std::vector<GradCase> cases;
+  for (int include = 0; include < 2; ++include)
+    for (const char *rest :
+         {"kernel_shape = [2, 2], strides = [2, 2]",
+          "kernel_shape = [3, 3], pads = [1, 1, 1, 1]",
+          "kernel_shape = [3, 2], strides = [2, 2], pads = [1, 0, 0, 1], "
+          "ceil_mode = 1",
+          "kernel_shape = [3, 3], strides = [2, 2], auto_pad = "
+          "\"SAME_LOWER\""}) {
+      std::string attrs =
+          "<count_include_pad = " + std::to_string(include) + ", " + rest + ">";
+      cases.push_back(one("AveragePool" + attrs, {{"x", {2, 2, 5, 6}}},
+                          "y = AveragePool " + attrs + " (x)"));
+    }
+  cases.push_back(one("AveragePool 1-D", {{"x", {2, 2, 7}}},
+                      "y = AveragePool <kernel_shape = [3], strides = [2], "
+                      "pads = [1, 1]> (x)"));
+  checkAll(cases);
+}
+
+TEST(GradCheckConv, GlobalAveragePool) {
+  checkAll({one("GlobalAveragePool 2-D", {{"x", {2, 3, 4, 5}}},
+                "y = GlobalAveragePool (x)"),
+            one("GlobalAveragePool 1-D", {{"x", {2, 3, 4}}},
+                "y = GlobalAveragePool (x)")});
+}
+
+// --- a whole CNN
+// ---------------------------------------------------------------
+
+TEST(GradCheckConv, SmallCnnWithBatchNormAndLoss) {
+  // The issue-3 CNN in miniature: Conv -> BatchNormalization(training) ->
+  // Relu -> MaxPool -> Conv (stride 2, groups) -> Relu -> Flatten -> Gemm ->
+  // SoftmaxCrossEntropyLoss.
+  GradCase c = one(
+      "Conv-BN-Relu-MaxPool-Conv-Flatten-Gemm-SCE",
+      {{"w1", {4, 2, 3, 3}},
+       {"b1", {4}},
+       {"s", {4}, 0.5, 1.5},
+       {"bb", {4}},
+       {"w2", {4, 2, 3, 3}},
+       {"b2", {4}},
+       {"fw", {3, 16}},
+       {"fb", {3}}},
+      "h = Conv <pads = [1, 1, 1, 1]> (x, w1, b1)\n"
+      " n, rm2, rv2 = BatchNormalization <training_mode = 1> (h, s, bb, rm, "
+      "rv)\n"
+      " r = Relu (n)\n"
+      " p = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (r)\n"
+      " k = Conv <strides = [2, 2], pads = [1, 1, 1, 1], group = 2> (p, w2, "
+      "b2)\n"
+      " r2 = Relu (k)\n"
+      " f = Flatten (r2)\n"
+      " z = Gemm <transB = 1> (f, fw, fb)\n"
+      " y = SoftmaxCrossEntropyLoss <reduction = \"mean\"> (z, labels)",
+      {{"double[2,2,8,8] x = {" +
+        [] {
+          std::string s;
+          for (int i = 0; i < 256; ++i)
+            s += (i ? ", " : "") + std::to_string(((i * 37) % 17 - 8) / 8.0);
+          return s;
+        }() +
+        "}"},
+       {"int64[2] labels = {2, 0}"},
+       {"double[4] rm = {0, 0, 0, 0}"},
+       {"double[4] rv = {1, 1, 1, 1}"}});
+  c.frozen = "^x$";
+  c.yIsLoss = true;
+  checkAll({c});
+}

@@ -1,0 +1,956 @@
+// Tests of the model-local functions of mpc's ops
+// (passes/onnx/mpc_functions.cpp): every body parses, computes what the op's
+// CPU kernel computes, and makes compiled models that ONNX's checker accepts.
+//
+// Correctness: each case builds one mpc node, runs its kernel (runCpuNode)
+// and its inlined body (inlineMpcFunction + Executor on the CPU backend) on
+// the same random inputs, and compares: 1e-5 relative for fp32 (fp64:
+// 1e-12, fp16/bf16: two ulps of the result), exactly for selections
+// (ReluGrad), UpdateLossScale, IncrementStep and the skipped step of SGD and
+// Adam. Standard ops a body uses that the CPU backend has no kernel for are
+// run by a small reference here (kTestFallbackOps); the test that lists
+// them fails when a body needs any other.
+//
+// Models: models/mlp_seed.onnx through the full pipeline (sgd, momentum,
+// adam, adamw, clipping; fp16/bf16/fp32), exported with exportModel and
+// exportStepModel, must pass onnx::checker::check_model plus strict type
+// inference (what onnx.checker.check_model(full_check=True) runs), and the
+// written model must train exactly as the compiled one, and the step lowered
+// to standard ops (inlineMpcFunctions) closely.
+#include "passes/ir/mpc_ops.h"
+#include "passes/onnx/mpc_functions.h"
+#include "passes/onnx/onnx_io.h"
+#include "passes/pipeline.h"
+#include "passes/support/diagnostics.h"
+#include "runtime/cpu/cpu_kernels.h"
+#include "runtime/executor.h"
+#include "runtime/trainer.h"
+
+#include "onnx/checker.h"
+#include "onnx/onnx_pb.h"
+#include "onnx/shape_inference/implementation.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace mpc;
+
+namespace {
+
+// --- a CPU backend plus references for standard ops it may lack -------------
+
+/// Standard ops the bodies use that kernels/cpu may not have (yet). Each is
+/// run here only while the CPU backend does not support it.
+const std::set<std::string> kTestFallbackOps = {"Range", "CastLike"};
+
+class CpuWithFallbacks final : public Backend {
+public:
+  CpuWithFallbacks() : cpu_(createCpuBackend()) {}
+
+  std::string name() const override { return "cpu"; }
+
+  bool supports(const Node &node, std::string &why) const override {
+    return cpu_->supports(node, why) ||
+           (node.domain().empty() && kTestFallbackOps.count(node.opType()));
+  }
+
+  void run(KernelContext &ctx) override {
+    std::string why;
+    if (cpu_->supports(ctx.node, why))
+      return cpu_->run(ctx);
+    if (ctx.node.opType() == "Range")
+      return runRange(ctx);
+    runCastLike(ctx);
+  }
+
+private:
+  /// Range(start, limit, delta): ceil((limit - start) / delta) elements.
+  static void runRange(KernelContext &ctx) {
+    const Tensor &start = ctx.in(0), &limit = ctx.in(1), &delta = ctx.in(2);
+    double s = start.getAsDouble(0), d = delta.getAsDouble(0);
+    double count = std::ceil((limit.getAsDouble(0) - s) / d);
+    int64_t n = count > 0 ? int64_t(count) : 0;
+    Tensor &y = ctx.out(0, start.dtype, {n});
+    for (int64_t i = 0; i < n; ++i)
+      y.setFromDouble(i, s + double(i) * d);
+  }
+
+  /// CastLike(x, like) is Cast<to = like's type>(x): run the CPU's Cast.
+  static void runCastLike(KernelContext &ctx) {
+    Graph g;
+    Value *x = g.addInput("x", ctx.in(0).dtype, toDims(ctx.in(0).dims));
+    Node *cast = g.createNode("Cast", {x}, 1);
+    cast->setAttr("to", Attribute::ofInt(toOnnxDataType(ctx.in(1).dtype)));
+    std::vector<Tensor> out;
+    runCpuNode(*cast, {&ctx.in(0)}, out);
+    *ctx.outputs.at(0) = std::move(out.at(0));
+  }
+
+  std::unique_ptr<Backend> cpu_;
+};
+
+// --- tensors -----------------------------------------------------------------
+
+std::mt19937 &rng() {
+  static std::mt19937 r(1234);
+  return r;
+}
+
+/// Uniform in [lo, hi), drawn in double and rounded to the dtype.
+Tensor uniform(DType t, std::vector<int64_t> dims, double lo, double hi) {
+  Tensor d(DType::F64, dims);
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (int64_t i = 0; i < d.numel(); ++i)
+    d.data<double>()[i] = u(rng());
+  return t == DType::F64 ? d : d.castTo(t);
+}
+
+Tensor integers(DType t, std::vector<int64_t> dims, int64_t lo, int64_t hi) {
+  Tensor r(t, dims);
+  std::uniform_int_distribution<int64_t> u(lo, hi - 1);
+  for (int64_t i = 0; i < r.numel(); ++i)
+    r.setFromDouble(i, double(u(rng())));
+  return r;
+}
+
+Tensor scalarOf(DType t, double v) { return Tensor::scalar(t, v); }
+Tensor flag(bool v) { return Tensor::scalar(DType::Bool, v ? 1 : 0); }
+
+/// How close a body's result must be to the kernel's.
+struct Tol {
+  bool exact = false;
+  double rel = 0;
+  static Tol bits() { return {true, 0}; }
+  static Tol relative(double r) { return {false, r}; }
+  /// 1e-5 for fp32, 1e-12 for fp64, two ulps for fp16 (2^-10) and bf16.
+  static Tol forType(DType t) {
+    switch (t) {
+    case DType::F64:
+      return relative(1e-12);
+    case DType::F16:
+      return relative(2e-3);
+    case DType::BF16:
+      return relative(1.6e-2);
+    default:
+      return relative(1e-5);
+    }
+  }
+};
+
+/// Elements are within tol.rel of the kernel's, relative to the element and
+/// (so cancellation in a sum is not held to the element) to a hundredth of
+/// the tensor's largest magnitude; NaN matches NaN, infinities match exactly.
+void expectMatches(const Tensor &got, const Tensor &want, Tol tol,
+                   const std::string &what) {
+  ASSERT_EQ(dtypeName(got.dtype), dtypeName(want.dtype)) << what;
+  ASSERT_EQ(got.dims, want.dims) << what;
+  if (tol.exact) {
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      size_t size = dtypeSize(want.dtype);
+      if (std::memcmp(got.bytes.data() + i * size, want.bytes.data() + i * size,
+                      size) != 0) {
+        ADD_FAILURE() << what << ": element " << i << " is "
+                      << got.getAsDouble(i) << ", the kernel's is "
+                      << want.getAsDouble(i) << " (bits differ)";
+        return;
+      }
+    }
+    return;
+  }
+  double maxAbs = 0;
+  for (int64_t i = 0; i < want.numel(); ++i)
+    if (std::isfinite(want.getAsDouble(i)))
+      maxAbs = std::max(maxAbs, std::fabs(want.getAsDouble(i)));
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double a = got.getAsDouble(i), b = want.getAsDouble(i);
+    if (std::isnan(a) && std::isnan(b))
+      continue;
+    if (std::isinf(b) || std::isnan(b)) {
+      if (a != b) {
+        ADD_FAILURE() << what << ": element " << i << " is " << a
+                      << ", the kernel's is " << b;
+        return;
+      }
+      continue;
+    }
+    double bound = tol.rel * (std::fabs(b) + 1e-2 * maxAbs);
+    if (!(std::fabs(a - b) <= bound)) {
+      ADD_FAILURE() << what << ": element " << i << " is " << a
+                    << ", the kernel's is " << b << " (|diff| "
+                    << std::fabs(a - b) << " > " << bound << ")";
+      return;
+    }
+  }
+}
+
+// --- one node: kernel vs inlined body ----------------------------------------
+
+struct Case {
+  using Inputs = std::vector<std::pair<std::string, std::optional<Tensor>>>;
+  using Attrs = std::vector<std::pair<std::string, Attribute>>;
+  using Tols = std::vector<std::optional<Tol>>;
+
+  Case() = default;
+  Case(std::string label, std::string op, Inputs inputs, Attrs attrs = {},
+       size_t numOutputs = 1, Tols tols = {})
+      : label(std::move(label)), op(std::move(op)), inputs(std::move(inputs)),
+        attrs(std::move(attrs)), numOutputs(numOutputs), tols(std::move(tols)) {
+  }
+
+  std::string label;
+  std::string op;
+  /// (name, value); nullopt: omitted (an inner optional input).
+  Inputs inputs;
+  Attrs attrs;
+  size_t numOutputs = 1;
+  /// Per output; missing entries use Tol::forType of the kernel's result.
+  Tols tols;
+};
+
+void runCase(const Case &c) {
+  SCOPED_TRACE(c.label);
+  Graph g("case");
+  std::vector<Value *> ins;
+  std::vector<const Tensor *> tensors;
+  std::map<std::string, const Tensor *> byName;
+  for (const auto &[name, t] : c.inputs) {
+    if (!t) {
+      ins.push_back(nullptr);
+      tensors.push_back(nullptr);
+      continue;
+    }
+    ins.push_back(g.addInput(name, t->dtype, toDims(t->dims)));
+    tensors.push_back(&*t);
+    byName[name] = &*t;
+  }
+  Node *n = g.createNode(c.op, ins, c.numOutputs, c.op, kMpcDomain);
+  for (const auto &[name, a] : c.attrs)
+    n->setAttr(name, a);
+
+  std::vector<Tensor> want;
+  ASSERT_NO_THROW(runCpuNode(*n, tensors, want));
+
+  std::unique_ptr<Graph> body;
+  ASSERT_NO_THROW(body = inlineMpcFunction(*n));
+  ASSERT_EQ(body->outputs().size(), c.numOutputs);
+  CpuWithFallbacks backend;
+  std::unique_ptr<Executor> exec;
+  try {
+    exec = std::make_unique<Executor>(*body, backend);
+    for (Value *in : body->inputs())
+      exec->setInput(in->name(), *byName.at(in->name()));
+    exec->run();
+  } catch (const std::exception &e) {
+    FAIL() << "the body of mpc." << c.op << " failed to run: " << e.what();
+  }
+  for (size_t j = 0; j < c.numOutputs; ++j) {
+    Tol tol = j < c.tols.size() && c.tols[j] ? *c.tols[j]
+                                             : Tol::forType(want[j].dtype);
+    expectMatches(exec->output(n->output(j)->name()), want[j], tol,
+                  c.label + " output " + std::to_string(j));
+  }
+}
+
+void runCases(const std::vector<Case> &cases) {
+  for (const Case &c : cases)
+    runCase(c);
+}
+
+using A = Attribute;
+
+// --- parsing and coverage ----------------------------------------------------
+
+TEST(MpcFunctions, EveryFixedArityOpHasABodyThatParses) {
+  const std::vector<std::string> expected = {
+      "Adam",
+      "IncrementStep",
+      "LogSoftmaxGrad",
+      "NegativeLogLikelihoodLossGrad",
+      "ReduceGrad",
+      "ReluGrad",
+      "SGD",
+      "SoftmaxCrossEntropyLossGrad",
+      "SoftmaxGrad",
+      "SumToShape",
+      "UpdateLossScale",
+  };
+  EXPECT_EQ(mpcOpsWithFunctions(), expected);
+  for (const std::string &op : mpcOpsWithFunctions()) {
+    SCOPED_TRACE(op);
+    ASSERT_NE(mpcFunctionText(op), nullptr);
+    onnx::FunctionProto fn;
+    ASSERT_NO_THROW(parseMpcFunction(op, fn));
+    EXPECT_EQ(fn.name(), op);
+    EXPECT_EQ(fn.domain(), kMpcDomain);
+    ASSERT_EQ(fn.opset_import_size(), 1);
+    EXPECT_EQ(fn.opset_import(0).domain(), "");
+    EXPECT_EQ(fn.opset_import(0).version(), 17);
+    EXPECT_GT(fn.node_size(), 0);
+    // Every attribute reference names a declared attribute and has a type
+    // (ONNX 1.12 checks a reference's type against the caller's attribute).
+    std::set<std::string> declared(fn.attribute().begin(),
+                                   fn.attribute().end());
+    for (const auto &n : fn.node())
+      for (const auto &a : n.attribute())
+        if (!a.ref_attr_name().empty()) {
+          EXPECT_TRUE(declared.count(a.ref_attr_name())) << a.ref_attr_name();
+          EXPECT_NE(a.type(), onnx::AttributeProto::UNDEFINED) << a.name();
+        }
+  }
+  // Variadic ops cannot be FunctionProtos.
+  EXPECT_EQ(mpcFunctionText("UnscaleGradients"), nullptr);
+  EXPECT_EQ(mpcFunctionText("ClipGradNorm"), nullptr);
+  EXPECT_THROW(
+      {
+        onnx::FunctionProto fn;
+        parseMpcFunction("ClipGradNorm", fn);
+      },
+      Error);
+}
+
+TEST(MpcFunctions, BodiesUseOnlyOpsTheTestCanRun) {
+  std::set<std::string> missing;
+  for (const std::string &op : mpcOpsWithFunctions()) {
+    onnx::FunctionProto fn;
+    parseMpcFunction(op, fn);
+    for (const auto &n : fn.node()) {
+      EXPECT_EQ(n.domain(), "")
+          << op << " uses " << n.domain() << "." << n.op_type();
+      if (!findCpuKernel("", n.op_type()))
+        missing.insert(n.op_type());
+    }
+  }
+  for (const std::string &op : missing)
+    EXPECT_TRUE(kTestFallbackOps.count(op))
+        << "a body uses " << op
+        << ", which neither the CPU backend nor this test can run";
+  std::string list;
+  for (const std::string &op : missing)
+    list += (list.empty() ? "" : ", ") + op;
+  RecordProperty("cpu_backend_lacks", list);
+  if (!missing.empty())
+    std::cout << "[ note     ] standard ops the bodies use that the CPU "
+                 "backend has no kernel for (run by the test's reference): "
+              << list << "\n";
+}
+
+// --- backward ops ------------------------------------------------------------
+
+TEST(MpcFunctions, ReluGradMatchesKernel) {
+  std::vector<Case> cases;
+  for (auto [g, f] :
+       {std::pair(DType::F32, DType::F32), std::pair(DType::F16, DType::F16),
+        std::pair(DType::BF16, DType::BF16), std::pair(DType::F32, DType::F16),
+        std::pair(DType::F64, DType::F64)}) {
+    Tensor y = uniform(f, {4, 6}, -1, 1);
+    y.setFromDouble(0, 0.0);
+    y.setFromDouble(1, -0.0);
+    cases.push_back({std::string("relu ") + dtypeName(g) + "/" + dtypeName(f),
+                     "ReluGrad",
+                     {{"dY", uniform(g, {4, 6}, -2, 2)}, {"Y", y}},
+                     {},
+                     1,
+                     {Tol::bits()}});
+  }
+  runCases(cases);
+}
+
+TEST(MpcFunctions, SoftmaxGradAndLogSoftmaxGradMatchKernel) {
+  std::vector<Case> cases;
+  for (const char *op : {"SoftmaxGrad", "LogSoftmaxGrad"}) {
+    bool log = std::string(op) == "LogSoftmaxGrad";
+    for (auto [g, f] :
+         {std::pair(DType::F32, DType::F32), std::pair(DType::F16, DType::F16),
+          std::pair(DType::F32, DType::F16), std::pair(DType::F16, DType::F32),
+          std::pair(DType::F64, DType::F64)})
+      for (int64_t axis : {-1, 0, 1}) {
+        Tensor y = log ? uniform(f, {2, 3, 5}, -4, -0.05)
+                       : uniform(f, {2, 3, 5}, 0.01, 1);
+        cases.push_back({std::string(op) + " " + dtypeName(g) + "/" +
+                             dtypeName(f) + " axis " + std::to_string(axis),
+                         op,
+                         {{"dY", uniform(g, {2, 3, 5}, -1, 1)}, {"Y", y}},
+                         {{"axis", A::ofInt(axis)}}});
+      }
+    // The default axis (-1) when the node has none.
+    cases.push_back({std::string(op) + " default axis",
+                     op,
+                     {{"dY", uniform(DType::F32, {3, 4}, -1, 1)},
+                      {"Y", uniform(DType::F32, {3, 4}, -2, -0.1)}},
+                     {}});
+  }
+  runCases(cases);
+}
+
+/// Loss-gradient cases over reductions, weights, ignore_index, ranks and
+/// label types, for either op (scores: log-probabilities or NLL input).
+std::vector<Case> lossCases(const std::string &op) {
+  std::vector<Case> cases;
+  struct Shape {
+    std::vector<int64_t> scores, positions;
+  };
+  for (const Shape &s : {Shape{{6, 4}, {6}}, Shape{{3, 5, 2}, {3, 2}}})
+    for (const char *reduction : {"mean", "sum", "none"})
+      for (bool weights : {false, true})
+        for (std::optional<int64_t> ignore :
+             {std::optional<int64_t>(), std::optional<int64_t>(1),
+              std::optional<int64_t>(-100)}) {
+          int64_t c = s.scores[1];
+          Tensor labels = integers(DType::I64, s.positions, 0, c);
+          if (ignore == -100)
+            for (int64_t i = 0; i < labels.numel(); i += 3)
+              labels.setFromDouble(i, -100);
+          bool none = std::string(reduction) == "none";
+          Case k;
+          k.label = op + " " + reduction + (weights ? " weighted" : "") +
+                    (ignore ? " ignore " + std::to_string(*ignore) : "") +
+                    " rank " + std::to_string(s.scores.size());
+          k.op = op;
+          k.inputs = {{"dL", none ? uniform(DType::F32, s.positions, -2, 2)
+                                  : scalarOf(DType::F32, 0.75)},
+                      {"scores", uniform(DType::F32, s.scores, -4, -0.05)},
+                      {"labels", labels}};
+          if (weights)
+            k.inputs.push_back({"weights", uniform(DType::F32, {c}, 0.2, 2)});
+          k.attrs = {{"reduction", A::ofString(reduction)}};
+          if (ignore)
+            k.attrs.push_back({"ignore_index", A::ofInt(*ignore)});
+          cases.push_back(k);
+        }
+  // int32 labels, fp16 scores (weights share the scores' type), an fp16 dL.
+  cases.push_back({op + " fp16 int32 labels",
+                   op,
+                   {{"dL", scalarOf(DType::F16, 1.5)},
+                    {"scores", uniform(DType::F16, {5, 3}, -3, -0.1)},
+                    {"labels", integers(DType::I32, {5}, 0, 3)},
+                    {"weights", uniform(DType::F16, {3}, 0.5, 1.5)}},
+                   {{"reduction", A::ofString("sum")}}});
+  // No reduction attribute: "mean".
+  cases.push_back({op + " default reduction",
+                   op,
+                   {{"dL", scalarOf(DType::F32, 1.0)},
+                    {"scores", uniform(DType::F32, {4, 3}, -3, -0.1)},
+                    {"labels", integers(DType::I64, {4}, 0, 3)}},
+                   {}});
+  // Every position ignored under "mean": the kernel's 0 / 0 gives zeros.
+  cases.push_back(
+      {op + " all ignored",
+       op,
+       {{"dL", scalarOf(DType::F32, 1.0)},
+        {"scores", uniform(DType::F32, {3, 2}, -3, -0.1)},
+        {"labels", Tensor::fromInt64s({3}, {0, 0, 0})}},
+       {{"reduction", A::ofString("mean")}, {"ignore_index", A::ofInt(0)}}});
+  // A class of weight 0, and ignore_index among the real classes.
+  cases.push_back(
+      {op + " zero weight",
+       op,
+       {{"dL", scalarOf(DType::F32, 2.0)},
+        {"scores", uniform(DType::F32, {6, 3}, -3, -0.1)},
+        {"labels", Tensor::fromInt64s({6}, {0, 1, 2, 0, 1, 2})},
+        {"weights", Tensor::fromFloats({3}, {0.0f, 1.5f, 0.5f})}},
+       {{"reduction", A::ofString("mean")}, {"ignore_index", A::ofInt(2)}}});
+  return cases;
+}
+
+TEST(MpcFunctions, SoftmaxCrossEntropyLossGradMatchesKernel) {
+  runCases(lossCases("SoftmaxCrossEntropyLossGrad"));
+}
+
+TEST(MpcFunctions, NegativeLogLikelihoodLossGradMatchesKernel) {
+  runCases(lossCases("NegativeLogLikelihoodLossGrad"));
+}
+
+TEST(MpcFunctions, SumToShapeMatchesKernel) {
+  struct Shapes {
+    std::vector<int64_t> dy, x;
+  };
+  std::vector<Case> cases;
+  for (const Shapes &s :
+       {Shapes{{4, 3}, {3}}, Shapes{{4, 3}, {1, 3}}, Shapes{{4, 3}, {4, 1}},
+        Shapes{{4, 3}, {}}, Shapes{{4, 3}, {4, 3}}, Shapes{{2, 3, 4}, {3, 1}},
+        Shapes{{2, 3, 4}, {2, 1, 4}}, Shapes{{2, 3, 4}, {1}},
+        Shapes{{4, 1, 3}, {1, 1, 3}}, Shapes{{}, {}}})
+    for (DType t : {DType::F32, DType::F16, DType::F64})
+      cases.push_back({"SumToShape " + dimsToString(s.dy) + " to " +
+                           dimsToString(s.x) + " " + dtypeName(t),
+                       "SumToShape",
+                       {{"dY", uniform(t, s.dy, -1, 1)},
+                        {"X", uniform(DType::F32, s.x, -1, 1)}}});
+  runCases(cases);
+}
+
+TEST(MpcFunctions, ReduceGradMatchesKernel) {
+  std::vector<Case> cases;
+  Tensor x = uniform(DType::F32, {2, 3, 4}, -1, 1);
+  for (int64_t mean : {0, 1}) {
+    std::string m = mean ? " mean" : " sum";
+    auto attrs = [&](std::vector<std::pair<std::string, Attribute>> a) {
+      a.push_back({"mean", A::ofInt(mean)});
+      return a;
+    };
+    cases.push_back({"axes attr [1] keepdims" + m,
+                     "ReduceGrad",
+                     {{"dY", uniform(DType::F32, {2, 1, 4}, -1, 1)}, {"X", x}},
+                     attrs({{"axes", A::ofInts({1})}})});
+    cases.push_back(
+        {"axes attr [0,2] no keepdims" + m,
+         "ReduceGrad",
+         {{"dY", uniform(DType::F32, {3}, -1, 1)}, {"X", x}},
+         attrs({{"axes", A::ofInts({0, 2})}, {"keepdims", A::ofInt(0)}})});
+    cases.push_back({"axes input [-1] no keepdims" + m,
+                     "ReduceGrad",
+                     {{"dY", uniform(DType::F32, {2, 3}, -1, 1)},
+                      {"X", x},
+                      {"axes", Tensor::fromInt64s({1}, {-1})}},
+                     attrs({{"keepdims", A::ofInt(0)}})});
+    cases.push_back({"no axes: all, no keepdims" + m,
+                     "ReduceGrad",
+                     {{"dY", uniform(DType::F32, {}, -1, 1)}, {"X", x}},
+                     attrs({{"keepdims", A::ofInt(0)}})});
+    cases.push_back({"empty axes input, noop" + m,
+                     "ReduceGrad",
+                     {{"dY", uniform(DType::F32, {2, 3, 4}, -1, 1)},
+                      {"X", x},
+                      {"axes", Tensor::fromInt64s({0}, {})}},
+                     attrs({{"noop_with_empty_axes", A::ofInt(1)}})});
+    cases.push_back({"no axes, noop" + m,
+                     "ReduceGrad",
+                     {{"dY", uniform(DType::F32, {2, 3, 4}, -1, 1)}, {"X", x}},
+                     attrs({{"noop_with_empty_axes", A::ofInt(1)}})});
+    cases.push_back({"fp16 axes attr [0,1]" + m,
+                     "ReduceGrad",
+                     {{"dY", uniform(DType::F16, {1, 1, 4}, -1, 1)},
+                      {"X", x.castTo(DType::F16)}},
+                     attrs({{"axes", A::ofInts({0, 1})}})});
+  }
+  runCases(cases);
+}
+
+// --- loss scaling and optimizers
+// -----------------------------------------------
+
+TEST(MpcFunctions, UpdateLossScaleMatchesKernelExactly) {
+  std::vector<Case> cases;
+  struct S {
+    float scale;
+    int64_t tracker;
+    bool found;
+  };
+  const std::vector<std::pair<std::string, Attribute>> attrs = {
+      {"growth_factor", A::ofFloat(2.0f)},
+      {"backoff_factor", A::ofFloat(0.5f)},
+      {"growth_interval", A::ofInt(2000)}};
+  for (const S &s :
+       {S{65536.0f, 0, false}, S{65536.0f, 1998, false},
+        S{65536.0f, 1999, false}, S{65536.0f, 1999, true},
+        S{3.0e38f, 1999, false}, S{1.1f, 17, true}, S{1.0e-30f, 5, false}})
+    cases.push_back(
+        {"scale " + std::to_string(s.scale) + " tracker " +
+             std::to_string(s.tracker) + (s.found ? " inf" : " finite"),
+         "UpdateLossScale",
+         {{"scale", scalarOf(DType::F32, s.scale)},
+          {"growth_tracker", scalarOf(DType::I64, double(s.tracker))},
+          {"found_inf", flag(s.found)}},
+         attrs,
+         2,
+         {Tol::bits(), Tol::bits()}});
+  // Odd factors (float * double rounding) and the defaults.
+  cases.push_back({"odd factors",
+                   "UpdateLossScale",
+                   {{"scale", scalarOf(DType::F32, 3.3f)},
+                    {"growth_tracker", scalarOf(DType::I64, 2)},
+                    {"found_inf", flag(false)}},
+                   {{"growth_factor", A::ofFloat(1.7f)},
+                    {"backoff_factor", A::ofFloat(0.3f)},
+                    {"growth_interval", A::ofInt(3)}},
+                   2,
+                   {Tol::bits(), Tol::bits()}});
+  cases.push_back({"defaults",
+                   "UpdateLossScale",
+                   {{"scale", scalarOf(DType::F32, 1024)},
+                    {"growth_tracker", scalarOf(DType::I64, 1999)},
+                    {"found_inf", flag(false)}},
+                   {},
+                   2,
+                   {Tol::bits(), Tol::bits()}});
+  runCases(cases);
+}
+
+TEST(MpcFunctions, SGDMatchesKernel) {
+  std::vector<Case> cases;
+  const std::vector<int64_t> dims = {3, 5};
+  struct SgdConfig {
+    std::string label;
+    float momentum, dampening, weightDecay;
+    int64_t nesterov;
+  };
+  for (const SgdConfig &cfg :
+       {SgdConfig{"plain", 0, 0, 0, 0},
+        SgdConfig{"weight decay", 0, 0, 0.01f, 0},
+        SgdConfig{"momentum", 0.9f, 0, 0, 0},
+        SgdConfig{"momentum dampening wd", 0.8f, 0.1f, 0.02f, 0},
+        SgdConfig{"nesterov", 0.9f, 0, 0.01f, 1}})
+    for (int64_t step : {0, 4})
+      for (int found : {-1, 0, 1}) { // -1: found_inf omitted
+        bool buffer = cfg.momentum != 0;
+        Case k;
+        k.label = "SGD " + cfg.label + " step " + std::to_string(step) +
+                  (found < 0 ? " no found_inf"
+                   : found   ? " skipped"
+                             : " finite");
+        k.op = "SGD";
+        k.inputs = {{"found_inf",
+                     found < 0 ? std::optional<Tensor>() : flag(found == 1)},
+                    {"step", scalarOf(DType::I64, double(step))},
+                    {"param", uniform(DType::F32, dims, -1, 1)},
+                    {"grad", uniform(DType::F32, dims, -0.5, 0.5)}};
+        if (buffer)
+          k.inputs.push_back(
+              {"momentum_buffer", uniform(DType::F32, dims, -0.2, 0.2)});
+        k.attrs = {{"lr", A::ofFloat(0.1f)},
+                   {"momentum", A::ofFloat(cfg.momentum)},
+                   {"dampening", A::ofFloat(cfg.dampening)},
+                   {"weight_decay", A::ofFloat(cfg.weightDecay)},
+                   {"nesterov", A::ofInt(cfg.nesterov)}};
+        k.numOutputs = buffer ? 2 : 1;
+        k.tols = {Tol::bits(), Tol::bits()};
+        cases.push_back(k);
+      }
+  cases.push_back({"SGD defaults",
+                   "SGD",
+                   {{"found_inf", flag(false)},
+                    {"step", scalarOf(DType::I64, 3)},
+                    {"param", uniform(DType::F32, dims, -1, 1)},
+                    {"grad", uniform(DType::F32, dims, -1, 1)}},
+                   {}});
+  runCases(cases);
+}
+
+TEST(MpcFunctions, AdamMatchesKernel) {
+  std::vector<Case> cases;
+  const std::vector<int64_t> dims = {4, 3};
+  struct AdamConfig {
+    std::string label;
+    float beta1, weightDecay;
+    int64_t decoupled;
+  };
+  for (const AdamConfig &cfg :
+       {AdamConfig{"adam", 0.9f, 0, 0}, AdamConfig{"adam wd", 0.9f, 0.01f, 0},
+        AdamConfig{"adamw", 0.9f, 0.01f, 1},
+        AdamConfig{"beta1 0.3 (lerp's other formula)", 0.3f, 0, 0}})
+    for (int64_t step : {0, 1, 2, 7}) // t = 2, 3: Pow's squaring, cubing
+      for (int found : {-1, 0, 1}) {
+        Case k;
+        k.label = "Adam " + cfg.label + " step " + std::to_string(step) +
+                  (found < 0 ? " no found_inf"
+                   : found   ? " skipped"
+                             : " finite");
+        k.op = "Adam";
+        k.inputs = {{"found_inf",
+                     found < 0 ? std::optional<Tensor>() : flag(found == 1)},
+                    {"step", scalarOf(DType::I64, double(step))},
+                    {"param", uniform(DType::F32, dims, -1, 1)},
+                    {"grad", uniform(DType::F32, dims, -0.5, 0.5)},
+                    {"exp_avg", uniform(DType::F32, dims, -0.1, 0.1)},
+                    {"exp_avg_sq", uniform(DType::F32, dims, 0, 0.05)}};
+        k.attrs = {{"lr", A::ofFloat(1e-2f)},
+                   {"beta1", A::ofFloat(cfg.beta1)},
+                   {"beta2", A::ofFloat(0.999f)},
+                   {"epsilon", A::ofFloat(1e-8f)},
+                   {"weight_decay", A::ofFloat(cfg.weightDecay)},
+                   {"decoupled", A::ofInt(cfg.decoupled)}};
+        k.numOutputs = 3;
+        k.tols = {Tol::bits(), Tol::bits(), Tol::bits()};
+        cases.push_back(k);
+      }
+  cases.push_back({"Adam defaults",
+                   "Adam",
+                   {{"found_inf", flag(false)},
+                    {"step", scalarOf(DType::I64, 2)},
+                    {"param", uniform(DType::F32, dims, -1, 1)},
+                    {"grad", uniform(DType::F32, dims, -1, 1)},
+                    {"exp_avg", uniform(DType::F32, dims, -0.1, 0.1)},
+                    {"exp_avg_sq", uniform(DType::F32, dims, 0, 0.05)}},
+                   {},
+                   3});
+  runCases(cases);
+}
+
+TEST(MpcFunctions, IncrementStepMatchesKernelExactly) {
+  std::vector<Case> cases;
+  for (int found : {-1, 0, 1}) {
+    Case k;
+    k.label = found < 0 ? "no found_inf" : found ? "skipped" : "finite";
+    k.op = "IncrementStep";
+    k.inputs = {{"step", scalarOf(DType::I64, 41)}};
+    if (found >= 0)
+      k.inputs.push_back({"found_inf", flag(found == 1)});
+    k.tols = {Tol::bits()};
+    cases.push_back(k);
+  }
+  runCases(cases);
+}
+
+// --- inlining a whole graph --------------------------------------------------
+
+TEST(MpcFunctions, InlineMpcFunctionsKeepsNamesAndReplacesOnlyOpsWithBodies) {
+  Graph g("g");
+  Value *scale = g.addInput("scale", DType::F32, {});
+  Value *grad = g.addInput("grad", DType::F16, toDims({2, 3}));
+  Value *y = g.addInput("y", DType::F16, toDims({2, 3}));
+  Node *relu = g.createNode("ReluGrad", {grad, y}, 1, "relu_grad", kMpcDomain);
+  relu->output(0)->setType(DType::F16, toDims({2, 3}));
+  Node *unscale = g.createNode("UnscaleGradients", {scale, relu->output(0)}, 2,
+                               "unscale", kMpcDomain);
+  g.addOutput(unscale->output(0));
+  g.addOutput(relu->output(0));
+  std::string reluOut = relu->output(0)->name();
+  EXPECT_EQ(inlineMpcFunctions(g), 1u);
+  for (const auto &n : g.nodes())
+    EXPECT_NE(n->opType(), "ReluGrad");
+  ASSERT_NE(g.findValue(reluOut), nullptr);
+  EXPECT_EQ(g.outputs()[1]->name(), reluOut);
+  EXPECT_EQ(g.outputs()[1]->dtype, DType::F16);
+  EXPECT_EQ(g.findValue(reluOut)->uses().size(), 1u);
+  EXPECT_EQ(g.findValue(reluOut)->uses()[0].user->opType(), "UnscaleGradients");
+  EXPECT_TRUE(g.topologicalSort());
+
+  CpuWithFallbacks backend;
+  Executor exec(g, backend);
+  Tensor gt = uniform(DType::F16, {2, 3}, -1, 1),
+         yt = uniform(DType::F16, {2, 3}, -1, 1);
+  exec.setInput("scale", scalarOf(DType::F32, 1));
+  exec.setInput("grad", gt);
+  exec.setInput("y", yt);
+  exec.run();
+  const Tensor &out = exec.output(reluOut);
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_EQ(out.getAsDouble(i),
+              yt.getAsDouble(i) > 0 ? gt.getAsDouble(i) : 0);
+}
+
+TEST(MpcFunctions, InlineRejectsOpsWithoutBodies) {
+  Graph g("g");
+  Value *a = g.addInput("a", DType::F32, toDims({2}));
+  Node *clip = g.createNode("ClipGradNorm", {a}, 2, "clip", kMpcDomain);
+  EXPECT_THROW(inlineMpcFunction(*clip), Error);
+  Node *relu = g.createNode("Relu", {a}, 1, "relu");
+  EXPECT_THROW(inlineMpcFunction(*relu), Error);
+}
+
+// --- compiled models ---------------------------------------------------------
+
+struct Config {
+  std::string label;
+  std::string optimizer;
+  DType precision;
+  double momentum = 0;
+  bool nesterov = false;
+  double weightDecay = 0;
+  double maxGradNorm = 0;
+};
+
+void PrintTo(const Config &c, std::ostream *os) { *os << c.label; }
+
+std::unique_ptr<Model> compileSeed(const Config &c) {
+  auto model = loadModel(std::string(MPC_SOURCE_DIR) + "/models/mlp_seed.onnx");
+  CompileOptions opts;
+  opts.optimizer = c.optimizer;
+  opts.precision = c.precision;
+  opts.momentum = c.momentum;
+  opts.nesterov = c.nesterov;
+  if (c.weightDecay != 0) {
+    opts.weightDecay = c.weightDecay;
+    opts.weightDecaySet = true;
+  }
+  opts.maxGradNorm = c.maxGradNorm;
+  Statistics stats;
+  runPipeline(*model, defaultPipeline(), opts, PipelineConfig{}, stats);
+  return model;
+}
+
+/// What onnx.checker.check_model(model, full_check=True) runs in ONNX 1.12:
+/// the checker, then type and shape inference with type checks, strict.
+void fullCheck(const onnx::ModelProto &proto) {
+  onnx::checker::check_model(proto);
+  onnx::ModelProto inferred = proto;
+  onnx::shape_inference::InferShapes(inferred,
+                                     onnx::OpSchemaRegistry::Instance(),
+                                     onnx::ShapeInferenceOptions(true, 1));
+}
+
+/// Every mpc node of a written graph carries all its function's formal
+/// inputs and declared attributes (ignore_index is optional).
+void expectComplete(const onnx::GraphProto &g,
+                    const std::map<std::string, onnx::FunctionProto> &fns,
+                    std::set<std::string> &seen) {
+  for (const auto &n : g.node()) {
+    if (n.domain() != kMpcDomain)
+      continue;
+    auto it = fns.find(n.op_type());
+    if (it == fns.end()) {
+      EXPECT_EQ(mpcFunctionText(n.op_type()), nullptr)
+          << "mpc." << n.op_type() << " has a body but no function";
+      continue;
+    }
+    seen.insert(n.op_type());
+    const onnx::FunctionProto &fn = it->second;
+    ASSERT_EQ(n.input_size(), fn.input_size()) << n.op_type();
+    for (const auto &in : n.input())
+      EXPECT_FALSE(in.empty()) << n.op_type() << " has an omitted input";
+    ASSERT_EQ(n.output_size(), fn.output_size()) << n.op_type();
+    for (const auto &out : n.output())
+      EXPECT_FALSE(out.empty()) << n.op_type() << " has an omitted output";
+    std::set<std::string> attrs;
+    for (const auto &a : n.attribute())
+      attrs.insert(a.name());
+    for (const auto &a : fn.attribute())
+      if (a != "ignore_index") {
+        EXPECT_TRUE(attrs.count(a)) << n.op_type() << " lacks " << a;
+      }
+  }
+}
+
+/// A fixed batch for the seed MLP (x [64, 10], y [64] in {0, 1}).
+std::vector<std::pair<std::string, Tensor>> seedBatch(int i) {
+  std::mt19937 r(100 + i);
+  std::normal_distribution<double> n(0, 1);
+  Tensor x(DType::F32, {64, 10});
+  for (int64_t k = 0; k < x.numel(); ++k)
+    x.data<float>()[k] = float(n(r));
+  Tensor y(DType::I64, {64});
+  for (int64_t k = 0; k < 64; ++k)
+    y.data<int64_t>()[k] = int64_t(r() % 2);
+  return {{"x", x}, {"y", y}};
+}
+
+class CompiledModels : public ::testing::TestWithParam<Config> {};
+
+TEST_P(CompiledModels, WrittenModelPassesCheckerAndTrainsLikeTheKernels) {
+  const Config &c = GetParam();
+  std::unique_ptr<Model> model;
+  ASSERT_NO_THROW(model = compileSeed(c));
+  ASSERT_TRUE(model->training);
+
+  onnx::ModelProto proto;
+  exportModel(*model, proto);
+  std::map<std::string, onnx::FunctionProto> fns;
+  for (const auto &f : proto.functions()) {
+    EXPECT_EQ(f.domain(), kMpcDomain);
+    fns[f.name()] = f;
+  }
+  std::set<std::string> seen;
+  ASSERT_EQ(proto.training_info_size(), 1);
+  expectComplete(proto.training_info(0).algorithm(), fns, seen);
+  // Every op with a body used by the step got its function, and the seed
+  // MLP's backward and optimizer ops are among them.
+  for (const auto &kv : fns)
+    EXPECT_TRUE(seen.count(kv.first)) << kv.first << " written but unused";
+  for (const char *op : {"ReluGrad", "SumToShape", "IncrementStep",
+                         "SoftmaxCrossEntropyLossGrad"})
+    EXPECT_TRUE(fns.count(op)) << op;
+  EXPECT_TRUE(fns.count(c.optimizer == "sgd" ? "SGD" : "Adam"));
+  if (c.precision == DType::F16) {
+    EXPECT_TRUE(fns.count("UpdateLossScale"));
+  }
+  try {
+    fullCheck(proto);
+  } catch (const std::exception &e) {
+    FAIL() << "exportModel: " << e.what();
+  }
+  // --emit=text shows the same functions.
+  std::string text = printModelText(*model);
+  for (const auto &kv : fns)
+    EXPECT_NE(text.find("// function mpc." + kv.first + "\n"),
+              std::string::npos)
+        << kv.first;
+
+  // The step as a plain model: its mpc nodes are in the main graph, so the
+  // strict inference type-checks every body against the real operand types.
+  onnx::ModelProto step;
+  exportStepModel(*model, step);
+  std::set<std::string> stepSeen;
+  expectComplete(step.graph(), fns, stepSeen);
+  EXPECT_EQ(stepSeen, seen);
+  try {
+    fullCheck(step);
+  } catch (const std::exception &e) {
+    FAIL() << "exportStepModel: " << e.what();
+  }
+
+  // The written model (its nodes completed) trains bit for bit like the
+  // compiled one; the step lowered to standard ops trains like it closely.
+  std::unique_ptr<Model> written = importModel(proto, "written.onnx", ".");
+  std::unique_ptr<Model> lowered = compileSeed(c);
+  size_t inlined = inlineMpcFunctions(*lowered->training->algorithm);
+  EXPECT_EQ(inlined, [&] {
+    size_t n = 0;
+    for (const auto &node : model->training->algorithm->nodes())
+      n += node->domain() == kMpcDomain && mpcFunctionText(node->opType());
+    return n;
+  }());
+  CpuWithFallbacks backend;
+  std::vector<std::string> state;
+  for (const auto &kv : model->training->updateBinding)
+    state.push_back(kv.first);
+  Trainer reference(std::move(model), backend);
+  Trainer fromFile(std::move(written), backend);
+  Trainer throughBodies(std::move(lowered), backend);
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("step " + std::to_string(i + 1));
+    auto batch = seedBatch(i);
+    StepRecord want = reference.step(batch);
+    StepRecord got = fromFile.step(batch);
+    StepRecord low = throughBodies.step(batch);
+    EXPECT_EQ(got.loss, want.loss);
+    EXPECT_EQ(got.skipped, want.skipped);
+    EXPECT_EQ(low.skipped, want.skipped);
+    EXPECT_NEAR(low.loss, want.loss, 1e-5 * std::fabs(want.loss));
+    for (const std::string &name : state) {
+      expectMatches(fromFile.state(name), reference.state(name), Tol::bits(),
+                    "written model, state " + name);
+      // The bodies' backward computes in double: the gradients, and so the
+      // updated state, may differ in the last bits (fp16: a rounding).
+      expectMatches(throughBodies.state(name), reference.state(name),
+                    Tol::relative(1e-4), "lowered step, state " + name);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Seed, CompiledModels,
+    ::testing::Values(
+        Config{"sgd_fp16", "sgd", DType::F16},
+        Config{"sgd_fp32", "sgd", DType::F32},
+        Config{"sgd_momentum_fp16", "sgd", DType::F16, 0.9},
+        Config{"sgd_momentum_fp32", "sgd", DType::F32, 0.9},
+        Config{"sgd_nesterov_wd_fp32", "sgd", DType::F32, 0.9, true, 1e-2},
+        Config{"adam_fp16", "adam", DType::F16},
+        Config{"adam_fp32", "adam", DType::F32},
+        Config{"adamw_bf16", "adamw", DType::BF16},
+        Config{"adam_clip_fp16", "adam", DType::F16, 0, false, 0, 1.0}),
+    [](const auto &info) { return info.param.label; });
+
+TEST(MpcFunctions, OldDefaultOpsetGetsNoFunctions) {
+  Model model;
+  model.setOpsetVersion("", 14);
+  onnx::ModelProto proto;
+  proto.add_opset_import()->set_version(14);
+  appendMpcFunctions({"ReluGrad"}, model, proto);
+  EXPECT_EQ(proto.functions_size(), 0);
+  bool hasMpc = false;
+  for (const auto &op : proto.opset_import())
+    hasMpc |= op.domain() == kMpcDomain;
+  EXPECT_TRUE(hasMpc);
+}
+
+} // namespace
