@@ -1084,6 +1084,27 @@ void inferConstantOfShape(Ctx &c) {
   c.set(0, len ? shaped(t, Dims(size_t(*len), Dim())) : unranked(t));
 }
 
+/// Range: a 1-D tensor of start's dtype; its length when all three are known.
+void inferRange(Ctx &c) {
+  Value *start = c.req(0);
+  c.req(1);
+  c.req(2);
+  // constInts reads int64 constants only; other dtypes get an unknown length.
+  if (start->dtype != DType::I64) {
+    c.set(0, shaped(start->dtype, Dims{Dim()}));
+    return;
+  }
+  auto s = c.constInts(0, "start"), l = c.constInts(1, "limit"),
+       d = c.constInts(2, "delta");
+  if (s && l && d && s->size() == 1 && l->size() == 1 && d->size() == 1 &&
+      (*d)[0] != 0) {
+    int64_t n = ((*l)[0] - (*s)[0] + (*d)[0] - ((*d)[0] > 0 ? 1 : -1)) / (*d)[0];
+    c.set(0, shaped(start->dtype, Dims{Dim(std::max<int64_t>(n, 0))}));
+    return;
+  }
+  c.set(0, shaped(start->dtype, Dims{Dim()}));
+}
+
 // --- mpc domain (passes/ir/mpc_ops.h) ---------------------------------------
 
 /// Two inputs that must have the same shape (a gradient and its forward value).
@@ -1325,6 +1346,7 @@ const OpRule kRules[] = {
     {"", "Constant", 0, 0, 1, 1, inferConstant},
     {"", "ConstantOfShape", 1, 1, 1, 1, inferConstantOfShape},
     {"", "Expand", 2, 2, 1, 1, inferExpand},
+    {"", "Range", 3, 3, 1, 1, inferRange},
     {"", "Flatten", 1, 1, 1, 1, inferFlatten},
     {"", "Gather", 2, 2, 1, 1, inferGather},
     {"", "Reshape", 2, 2, 1, 1, inferReshape},

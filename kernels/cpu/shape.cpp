@@ -8,6 +8,7 @@
 #include "kernels/cpu/cpu_util.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace mpc {
 namespace cpu {
@@ -386,6 +387,39 @@ void kernelConstantOfShape(KernelContext &ctx) {
   fillWith(ctx, value ? *value->t : Tensor::scalar(DType::F32, 0), dims);
 }
 
+/// Range(start, limit, delta): ceil((limit - start) / delta) elements, in the
+/// inputs' dtype (ONNX computes the count in the input type; doing it in
+/// double is exact for every count that fits in memory).
+void kernelRange(KernelContext &ctx) {
+  const Tensor &start = input(ctx, 0, "start");
+  const Tensor &limit = input(ctx, 1, "limit");
+  const Tensor &delta = input(ctx, 2, "delta");
+  for (const Tensor *t : {&start, &limit, &delta})
+    if (t->numel() != 1)
+      fail(ctx.node, "start, limit and delta must be scalars, got ",
+           shapeString(t->dims));
+  if (start.dtype != limit.dtype || start.dtype != delta.dtype)
+    fail(ctx.node, "start, limit and delta must have one dtype");
+  double d = delta.getAsDouble(0), s0 = start.getAsDouble(0);
+  if (d == 0)
+    fail(ctx.node, "delta must not be zero");
+  double count = std::ceil((limit.getAsDouble(0) - s0) / d);
+  if (!(count >= 0))
+    count = 0;
+  if (count > double(int64_t(1) << 40))
+    fail(ctx.node, "would produce ", count, " elements");
+  Tensor &y = output(ctx, 0, start.dtype, {int64_t(count)});
+  bool integer = !isFloating(start.dtype);
+  int64_t si = integer ? start.toInt64s()[0] : 0,
+          di = integer ? delta.toInt64s()[0] : 0;
+  for (int64_t i = 0; i < int64_t(count); ++i) {
+    if (start.dtype == DType::I64)
+      y.data<int64_t>()[i] = si + i * di;
+    else
+      y.setFromDouble(i, integer ? double(si + i * di) : s0 + double(i) * d);
+  }
+}
+
 void kernelConstant(KernelContext &ctx) {
   const Node &node = ctx.node;
   int kinds = 0;
@@ -432,6 +466,7 @@ std::vector<KernelEntry> shapeKernels() {
       {"", "Expand", kernelExpand},
       {"", "ConstantOfShape", kernelConstantOfShape},
       {"", "Constant", kernelConstant},
+      {"", "Range", kernelRange},
   };
 }
 

@@ -115,7 +115,12 @@ void exportGraph(const Graph &g, onnx::GraphProto &gp, bool withState,
     setType(*gp.add_output(), *out);
 }
 
-void exportHeader(const Model &model, onnx::ModelProto &proto) {
+/// Writes ir_version, producer, opsets and metadata. The step model has no
+/// training_info and its state are inputs, so the metadata naming training
+/// state (mpc.params, mpc.loss_scale, ...) would be wrong there; it keeps only
+/// the descriptive keys.
+void exportHeader(const Model &model, onnx::ModelProto &proto,
+                  bool forStepModel = false) {
   proto.set_ir_version(model.irVersion);
   proto.set_producer_name(model.producerName);
   proto.set_producer_version(model.producerVersion);
@@ -125,6 +130,9 @@ void exportHeader(const Model &model, onnx::ModelProto &proto) {
     op->set_version(kv.second);
   }
   for (const auto &kv : model.metadata) {
+    if (forStepModel && kv.first != "mpc.precision" &&
+        kv.first != "mpc.optimizer" && kv.first.rfind("mpc.", 0) == 0)
+      continue;
     auto *p = proto.add_metadata_props();
     p->set_key(kv.first);
     p->set_value(kv.second);
@@ -284,7 +292,7 @@ void exportStepModel(const Model &model, onnx::ModelProto &proto) {
   if (!model.training)
     throw Error("--emit=step needs a compiled training step (run autodiff "
                 "and optimizer first)");
-  exportHeader(model, proto);
+  exportHeader(model, proto, /*forStepModel=*/true);
   auto step = model.training->algorithm->clone();
   step->setName("train_step");
   // State becomes leading inputs: (state..., batch...) -> (loss, state'...).

@@ -283,3 +283,29 @@ TEST(GradCheckConv, SmallCnnWithBatchNormAndLoss) {
   c.yIsLoss = true;
   checkAll({c});
 }
+
+TEST(GradCheckConv, SymbolicBatch) {
+  // With a symbolic batch the backward reads X's shape at run time (Shape)
+  // for ConvGradInput and AveragePoolGrad, and BatchNormalizationGrad counts
+  // the batch at run time.
+  GradCase c;
+  c.name = "Conv-BN-AveragePool-MaxPool, symbolic batch";
+  c.params = {{"q", {2, 1, 1}},
+              {"w", {3, 2, 3, 3}},
+              {"s", {3}, 0.5, 1.5},
+              {"b", {3}}};
+  c.data = {{"double[3] rm = {0, 0, 0}"}, {"double[3] rv = {1, 1, 1}"}};
+  c.inputs = {{"double[N,2,6,6] x", "x", randomTensor({3, 2, 6, 6}, 11)},
+              {"double[N,3,2,2] r", "r", randomTensor({3, 3, 2, 2}, 12)}};
+  // q makes the Conv's input depend on a parameter: dX is needed.
+  c.body = "xq = Mul (x, q)\n"
+           " h = Conv <pads = [1, 1, 1, 1]> (xq, w)\n"
+           " n = BatchNormalization <training_mode = 1> (h, s, b, rm, rv)\n"
+           " a = AveragePool <kernel_shape = [2, 2], strides = [2, 2]> (n)\n"
+           " p = MaxPool <kernel_shape = [2, 2], strides = [2, 2], ceil_mode "
+           "= 1> (a)\n"
+           " m = Mul (p, r)\n"
+           " y = ReduceSum <keepdims = 0> (m)";
+  c.yIsLoss = true;
+  checkAll({c});
+}
