@@ -11,6 +11,7 @@
 #include "runtime/trainer.h"
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -237,6 +238,12 @@ int runInfer(const Flags &f) {
   return 0;
 }
 
+/// Set by SIGINT/SIGTERM: the loop finishes the current step, saves the
+/// checkpoint (with --save) and exits cleanly instead of losing the run.
+volatile std::sig_atomic_t gStopRequested = 0;
+
+void requestStop(int) { gStopRequested = 1; }
+
 int run(const Flags &f) {
   if (f.device == "cuda")
     throw Error("--device=cuda: this build has no CUDA backend yet (use "
@@ -266,17 +273,19 @@ int run(const Flags &f) {
       log << "step,loss,loss_scale,skipped,ms\n";
   }
 
-  int64_t skipped = 0;
-  double totalMs = 0, lastLoss = 0, lastScale = 1;
+  std::signal(SIGINT, requestStop);
+  std::signal(SIGTERM, requestStop);
+  int64_t skipped = 0, done = 0;
+  double totalMs = 0, lastLoss = 0;
   int64_t every = f.steps >= 10 ? f.steps / 10 : 1;
-  for (int64_t i = 0; i < f.steps; ++i) {
+  for (int64_t i = 0; i < f.steps && !gStopRequested; ++i) {
     auto batchData =
         data.batch(trainer.stepsDone(), batch, trainer.shuffle, trainer.seed);
     StepRecord r = trainer.step(batchData);
     skipped += r.skipped;
     totalMs += r.ms;
     lastLoss = r.loss;
-    lastScale = r.lossScale;
+    ++done;
     if (log) {
       char line[160];
       std::snprintf(line, sizeof line, "%lld,%.9g,%.9g,%d,%.3f\n",
@@ -293,19 +302,26 @@ int run(const Flags &f) {
     if (f.saveEvery > 0 && (i + 1) % f.saveEvery == 0)
       trainer.saveCheckpoint(f.save);
   }
+  if (log)
+    log.flush();
+  if (gStopRequested)
+    std::fprintf(stderr, "mpc-run: interrupted after step %lld%s\n",
+                 (long long)trainer.stepsDone(),
+                 f.save.empty() ? "" : ", saving the checkpoint");
   if (!f.save.empty())
     trainer.saveCheckpoint(f.save);
   if (!f.exportInference.empty())
     trainer.exportInference(f.exportInference);
 
   double samplesPerSec =
-      totalMs > 0 ? double(f.steps * batch) / (totalMs / 1000.0) : 0;
+      totalMs > 0 ? double(done * batch) / (totalMs / 1000.0) : 0;
   std::printf("summary: steps %lld  skipped %lld  final loss %.6f  loss scale "
               "%g  %.0f samples/s  peak memory %s (%s)\n",
-              (long long)f.steps, (long long)skipped, lastLoss, lastScale,
+              (long long)done, (long long)skipped, lastLoss,
+              trainer.lossScale(),
               samplesPerSec, formatBytes(trainer.peakBytes()).c_str(),
               backend->name().c_str());
-  return 0;
+  return gStopRequested ? 130 : 0;
 }
 
 } // namespace
