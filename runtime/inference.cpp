@@ -1,6 +1,8 @@
 // Inference: input binding and checks, the forward pipeline, output files.
 #include "runtime/inference.h"
 
+#include "passes/inference_mode.h"
+
 #include "passes/pipeline.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
@@ -44,6 +46,8 @@ void dropTrainingStep(Model &model) {
   if (!model.training)
     return;
   model.training.reset();
+  // The main graph is the training forward: normalise with running stats.
+  switchToInferenceMode(*model.graph);
   std::vector<std::pair<std::string, std::string>> kept;
   for (auto &kv : model.metadata)
     if (kv.first.rfind("mpc.", 0) != 0)

@@ -1,6 +1,7 @@
 // Trainer implementation: step loop state, update bindings, checkpoints.
 #include "runtime/trainer.h"
 
+#include "passes/inference_mode.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/support/diagnostics.h"
 
@@ -181,6 +182,7 @@ void Trainer::exportInference(const std::string &path) {
   inference.producerName = model_->producerName;
   inference.producerVersion = model_->producerVersion;
   inference.graph = model_->graph->clone();
+  switchToInferenceMode(*inference.graph);
   // Only the state the inference graph reads (parameters, statistics).
   for (Value *init : std::vector<Value *>(inference.graph->initializers()))
     if (init->uses().empty() && !init->isGraphOutput())

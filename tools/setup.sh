@@ -11,6 +11,7 @@ packages=(
   llvm-14-tools                                   # lit and FileCheck
   libopenblas-dev                                 # CPU matrix products
   zlib1g-dev                                      # deflate for .npz
+  python3-numpy                                   # lit tests make .npy inputs
   libonnx-testdata                                # ONNX's backend node tests
 )
 

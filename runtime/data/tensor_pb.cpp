@@ -4,11 +4,8 @@
 #include "runtime/data/npy.h"
 #include "passes/support/file_io.h"
 
-#include <cerrno>
 #include <climits>
-#include <cstdio>
 #include <cstring>
-#include <memory>
 #include <sys/stat.h>
 
 namespace mpc {
@@ -25,10 +22,6 @@ std::string typeName(int t) {
            " (" + std::to_string(t) + ")";
   return std::to_string(t);
 }
-
-struct FileCloser {
-  void operator()(std::FILE *f) const { std::fclose(f); }
-};
 
 } // namespace
 
@@ -168,32 +161,22 @@ void tensorToProto(const Tensor &t, const std::string &name,
 bool readTensorProtoFile(const std::string &path, Tensor &out,
                          std::string *name, std::string &error) {
   try {
-    std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
-    if (!f) {
-      error = path + ": cannot open: " + std::strerror(errno);
-      return false;
-    }
+    // Reject a file over protobuf's 2 GiB limit before reading it; only a
+    // regular file's size is known up front (an unopenable path or a
+    // directory is reported by readWholeFile below).
+    const char *tooLarge =
+        ": file is too large for a protobuf message (over 2 GiB)";
     struct stat st;
-    if (fstat(fileno(f.get()), &st) == 0 && S_ISDIR(st.st_mode)) {
-      error = path + ": is a directory";
+    if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        st.st_size > off_t(INT_MAX)) {
+      error = path + tooLarge;
       return false;
     }
-    if (fseeko(f.get(), 0, SEEK_END) != 0) {
-      error = path + ": cannot seek: " + std::strerror(errno);
+    std::string buf;
+    if (!readWholeFile(path, buf, error))
       return false;
-    }
-    off_t size = ftello(f.get());
-    if (size < 0 || fseeko(f.get(), 0, SEEK_SET) != 0) {
-      error = path + ": cannot seek: " + std::strerror(errno);
-      return false;
-    }
-    if (size > off_t(INT_MAX)) {
-      error = path + ": file is too large for a protobuf message (over 2 GiB)";
-      return false;
-    }
-    std::string buf(size_t(size), '\0');
-    if (size > 0 && std::fread(&buf[0], 1, buf.size(), f.get()) != buf.size()) {
-      error = path + ": read error";
+    if (buf.size() > size_t(INT_MAX)) {
+      error = path + tooLarge;
       return false;
     }
     onnx::TensorProto p;

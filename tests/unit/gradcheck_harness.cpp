@@ -1,5 +1,5 @@
 // The float64 finite-difference gradient check shared by the per-family
-// gradcheck tests (see gradcheck_harness.h); the procedure is that of
+// gradcheck tests (see gradcheck_harness.h) and by
 // tests/unit/gradcheck_test.cpp.
 #include "tests/unit/gradcheck_harness.h"
 

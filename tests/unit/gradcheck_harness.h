@@ -7,7 +7,7 @@
 // infer-shapes and autodiff run on it, the training algorithm is executed
 // on the CPU backend for the analytic gradients, and each parameter element
 // is perturbed by +-h in the main graph for (L(p+h) - L(p-h)) / 2h. This is
-// the procedure of tests/unit/gradcheck_test.cpp, which checks the seed's
+// the procedure tests/unit/gradcheck_test.cpp uses to check the seed's
 // rules; GradCheck.EveryRuleIsCovered there also accepts the ops a family
 // file declares with coverGradientRules().
 #pragma once

@@ -6,21 +6,14 @@
 // ReduceSum(op(...) * R) with a fixed random R (a non-trainable constant).
 // infer-shapes and autodiff run on it, the training algorithm is executed
 // for the analytic gradients, and each parameter element is perturbed by
-// +-h in the main graph for (L(p+h) - L(p-h)) / 2h.
+// +-h in the main graph for (L(p+h) - L(p-h)) / 2h. The procedure lives in
+// tests/unit/gradcheck_harness.{h,cpp}, shared with the family files.
 #include "passes/gradients/gradient_rules.h"
-#include "passes/onnx/onnx_io.h"
-#include "passes/pass.h"
-#include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/executor.h"
 #include "tests/unit/gradcheck_harness.h"
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdio>
-#include <random>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -30,175 +23,11 @@ using namespace mpc;
 
 namespace {
 
-/// A trainable fp64 initializer with values drawn uniformly from [lo, hi].
-struct Param {
-  std::string name;
-  std::vector<int64_t> dims;
-  double lo = -1.0, hi = 1.0;
-};
-
-/// Any other initializer (labels, frozen weights), written as given.
-struct Data {
-  std::string decl; ///< e.g. "int64[4] y = {0, 2, 1, 1}"
-};
-
-/// A graph input (for symbolic shapes) and the value it is run with.
-struct Input {
-  std::string decl; ///< e.g. "double[N,3] x"
-  std::string name;
-  Tensor value;
-};
-
-struct GradCase {
-  std::string name;
-  std::vector<Param> params;
-  std::vector<Data> data;
-  std::vector<Input> inputs;
-  /// Nodes in ONNX text; they compute `y`.
-  std::string body;
-  /// y is the loss itself (a loss op with reduction); else ReduceSum(y * R).
-  bool yIsLoss = false;
-  int64_t opset = 17;
-  std::string frozen;
-  double h = 1e-6;
-  double tol = 1e-6;
-};
-
-std::string formatDims(const std::vector<int64_t> &dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i)
-    s += (i ? "," : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
-std::string caseText(const GradCase &c, std::mt19937_64 &rng) {
-  std::ostringstream os;
-  os << "<ir_version: 8, opset_import: [\"\" : " << c.opset << "]>\n"
-     << "gradcheck (";
-  for (size_t i = 0; i < c.inputs.size(); ++i)
-    os << (i ? ", " : "") << c.inputs[i].decl;
-  os << ") => (double y)\n  <";
-  bool first = true;
-  char buf[40];
-  for (const Param &p : c.params) {
-    // A rank-0 initializer is written without brackets ("double c = {v}").
-    os << (first ? "" : ",\n   ") << "double"
-       << (p.dims.empty() ? "" : formatDims(p.dims)) << " " << p.name << " = {";
-    first = false;
-    std::uniform_real_distribution<double> dist(p.lo, p.hi);
-    int64_t n = elementCount(p.dims);
-    for (int64_t i = 0; i < n; ++i) {
-      std::snprintf(buf, sizeof buf, "%.17g", dist(rng));
-      os << (i ? ", " : "") << buf;
-    }
-    os << "}";
-  }
-  for (const Data &d : c.data) {
-    os << (first ? "" : ",\n   ") << d.decl;
-    first = false;
-  }
-  os << ">\n{\n" << c.body << "\n}\n";
-  return os.str();
-}
-
-/// Appends loss = ReduceSum(y * R) with a random non-state R shaped like y.
-void wrapInWeightedSum(Graph &g, int64_t opset, std::mt19937_64 &rng) {
-  Value *y = g.outputs().at(0);
-  auto dims = concreteDims(y->dims);
-  ASSERT_TRUE(dims.has_value()) << "y has no static shape";
-  Tensor r(DType::F64, *dims);
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  for (int64_t i = 0; i < r.numel(); ++i)
-    r.setFromDouble(i, dist(rng));
-  Value *rv = g.addInitializer("R", std::move(r));
-  Node *mul = g.createNode("Mul", {y, rv}, 1, "weight_by_R");
-  Node *sum = g.createNode("ReduceSum", {mul->output(0)}, 1, "loss_sum");
-  sum->setAttr("keepdims", Attribute::ofInt(0));
-  inferNode(*mul, opset);
-  inferNode(*sum, opset);
-  g.setOutput(0, sum->output(0));
-}
-
-double scalarOf(const Tensor &t) { return t.getAsDouble(0); }
-
-/// Builds the case, runs autodiff and compares every gradient element.
-void checkGradients(const GradCase &c) {
-  SCOPED_TRACE(c.name);
-  std::mt19937_64 rng(std::hash<std::string>{}(c.name));
-  std::string text = caseText(c, rng);
-  SCOPED_TRACE(text);
-  std::unique_ptr<Model> model;
-  try {
-    model = parseModelText(text, c.name);
-    CompileOptions opts;
-    opts.frozen = c.frozen;
-    PassContext ctx{opts, {}, {}};
-    runInferShapes(*model, ctx);
-    if (!c.yIsLoss) {
-      wrapInWeightedSum(*model->graph, c.opset, rng);
-      if (testing::Test::HasFatalFailure())
-        return;
-    }
-    runAutodiff(*model, ctx);
-  } catch (const Error &e) {
-    FAIL() << "compile failed: " << e.what();
-  }
-
-  std::vector<std::string> params = splitList(*model->meta("mpc.params"));
-  std::vector<std::string> expected;
-  for (const Param &p : c.params)
-    if (c.frozen.empty() || !std::regex_search(p.name, std::regex(c.frozen)))
-      expected.push_back(p.name);
-  EXPECT_EQ(params, expected) << "parameters that received a gradient";
-
-  auto backend = createCpuBackend();
-  try {
-    Executor step(*model->training->algorithm, *backend);
-    Executor forward(*model->graph, *backend);
-    for (const Input &in : c.inputs) {
-      step.setInput(in.name, in.value);
-      forward.setInput(in.name, in.value);
-    }
-    step.run();
-    forward.run();
-    EXPECT_NEAR(scalarOf(step.output(0)), scalarOf(forward.output(0)), 1e-12)
-        << "the step's loss differs from the forward graph's";
-
-    for (size_t k = 0; k < params.size(); ++k) {
-      const std::string &p = params[k];
-      const Tensor &grad = step.output(1 + k);
-      const Tensor base = *model->graph->findValue(p)->initializer();
-      ASSERT_EQ(grad.dims, base.dims) << "gradient shape of " << p;
-      ASSERT_EQ(grad.dtype, DType::F64) << "gradient dtype of " << p;
-      int bad = 0;
-      for (int64_t j = 0; j < base.numel(); ++j) {
-        Tensor t = base;
-        t.setFromDouble(j, base.getAsDouble(j) + c.h);
-        forward.setInitializer(p, t);
-        forward.run();
-        double plus = scalarOf(forward.output(0));
-        t.setFromDouble(j, base.getAsDouble(j) - c.h);
-        forward.setInitializer(p, t);
-        forward.run();
-        double minus = scalarOf(forward.output(0));
-        double fd = (plus - minus) / (2 * c.h);
-        double an = grad.getAsDouble(j);
-        double allowed = c.tol * (1.0 + std::abs(fd) + std::abs(an));
-        if (std::abs(fd - an) > allowed && bad++ < 5)
-          ADD_FAILURE() << "d loss / d " << p << "[" << j << "]: autodiff "
-                        << an << ", finite difference " << fd;
-      }
-      forward.setInitializer(p, base);
-    }
-  } catch (const Error &e) {
-    FAIL() << "execution failed: " << e.what();
-  }
-}
-
-void checkAll(const std::vector<GradCase> &cases) {
-  for (const GradCase &c : cases)
-    checkGradients(c);
-}
+using gradcheck::checkAll;
+using gradcheck::Data;
+using gradcheck::formatDims;
+using gradcheck::GradCase;
+using gradcheck::randomTensor;
 
 GradCase binaryCase(const std::string &op, std::vector<int64_t> a,
                     std::vector<int64_t> b, double lo = -1, double hi = 1) {
@@ -398,16 +227,6 @@ TEST(GradCheck, Concat) {
   partial.frozen = "^[ad]$";
   cases.push_back(partial);
   checkAll(cases);
-}
-
-/// A random fp64 tensor for a graph input.
-Tensor randomTensor(std::vector<int64_t> dims, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  Tensor t(DType::F64, std::move(dims));
-  for (int64_t i = 0; i < t.numel(); ++i)
-    t.setFromDouble(i, dist(rng));
-  return t;
 }
 
 TEST(GradCheck, SymbolicShapes) {
