@@ -195,17 +195,21 @@ const char *onnxTypeKeyword(DType t) {
 
 std::string typeText(const Value &v) {
   std::string s = onnxTypeKeyword(v.dtype);
-  if (v.hasShape) {
-    s += "[";
-    for (size_t i = 0; i < v.dims.size(); ++i) {
-      if (i)
-        s += ",";
-      const Dim &d = v.dims[i];
-      s += d.isKnown() ? std::to_string(d.value)
-                       : (d.symbol.empty() ? "?" : d.symbol);
-    }
-    s += "]";
+  // ONNX 1.12's parser reads `float` as rank 0 and `float[]` as "no shape",
+  // so scalars are written without brackets to parse back the same.
+  if (!v.hasShape)
+    return s + "[]";
+  if (v.dims.empty())
+    return s;
+  s += "[";
+  for (size_t i = 0; i < v.dims.size(); ++i) {
+    if (i)
+      s += ",";
+    const Dim &d = v.dims[i];
+    s += d.isKnown() ? std::to_string(d.value)
+                     : (d.symbol.empty() ? "?" : d.symbol);
   }
+  s += "]";
   return s;
 }
 
