@@ -25,7 +25,7 @@ demo: build
 	@tools/demo.sh $(BUILD)
 
 format:
-	find passes runtime kernels tools tests -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' | xargs clang-format -i
+	find passes runtime kernels tools tests \( -name '*.h' -o -name '*.cpp' -o -name '*.inc' -o -name '*.cu' -o -name '*.cuh' \) | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD)

@@ -260,8 +260,7 @@ const std::vector<PolicyEntry> &table() {
        "an fp32 result keeps the small contributions; data is read for its "
        "shape only"},
       {kMpcDomain, "SliceGrad", PC::Follow, inputBit(1),
-       "moves dY into zeros, exact; data is read for its shape only",
-       true},
+       "moves dY into zeros, exact; data is read for its shape only", true},
       {kMpcDomain, "GeluGrad", PC::Follow, 0,
        "dY times a bounded derivative, like Gelu itself"},
       {kMpcDomain, "LeakyReluGrad", PC::Follow, 0,

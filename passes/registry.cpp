@@ -49,7 +49,8 @@ std::vector<PipelineEntry> parsePipeline(const std::string &text) {
       size_t close = text.find('}', j);
       if (close == std::string::npos)
         throw Error("--passes: missing '}' after '" + name + "{'");
-      for (const std::string &kv : splitList(text.substr(j + 1, close - j - 1))) {
+      for (const std::string &kv :
+           splitList(text.substr(j + 1, close - j - 1))) {
         size_t eq = kv.find('=');
         if (eq == std::string::npos)
           throw Error("--passes: option '" + kv + "' of pass '" + name +

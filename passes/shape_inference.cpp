@@ -1098,7 +1098,8 @@ void inferRange(Ctx &c) {
        d = c.constInts(2, "delta");
   if (s && l && d && s->size() == 1 && l->size() == 1 && d->size() == 1 &&
       (*d)[0] != 0) {
-    int64_t n = ((*l)[0] - (*s)[0] + (*d)[0] - ((*d)[0] > 0 ? 1 : -1)) / (*d)[0];
+    int64_t n =
+        ((*l)[0] - (*s)[0] + (*d)[0] - ((*d)[0] > 0 ? 1 : -1)) / (*d)[0];
     c.set(0, shaped(start->dtype, Dims{Dim(std::max<int64_t>(n, 0))}));
     return;
   }

@@ -75,8 +75,8 @@ std::vector<DataInputSpec> Trainer::dataInputs(int64_t &batch) const {
   return describeDataInputs(*step_, batch);
 }
 
-StepRecord Trainer::step(
-    const std::vector<std::pair<std::string, Tensor>> &batch) {
+StepRecord
+Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
   auto start = std::chrono::steady_clock::now();
   StepRecord rec;
   rec.step = stepsDone_ + 1;
@@ -146,8 +146,9 @@ void Trainer::resumeFrom(const std::string &path) {
       continue;
     const Value *other = theirs.findValue(init->name());
     if (!other || !other->isInitializer())
-      throw Error(path + ": checkpoint does not match the model: it has no "
-                         "state '" +
+      throw Error(path +
+                  ": checkpoint does not match the model: it has no "
+                  "state '" +
                   init->name() + "'");
     const Tensor &t = *other->initializer();
     if (t.dtype != init->initializer()->dtype ||

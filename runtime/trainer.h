@@ -19,11 +19,11 @@
 namespace mpc {
 
 struct StepRecord {
-  int64_t step = 0;       ///< 1-based index of the step in the whole run
-  double loss = 0;        ///< unscaled fp32 loss, before this step's update
-  double lossScale = 1;   ///< the scale this step used
-  bool skipped = false;   ///< gradients overflowed: no parameter changed
-  double ms = 0;          ///< wall time of the step
+  int64_t step = 0;     ///< 1-based index of the step in the whole run
+  double loss = 0;      ///< unscaled fp32 loss, before this step's update
+  double lossScale = 1; ///< the scale this step used
+  bool skipped = false; ///< gradients overflowed: no parameter changed
+  double ms = 0;        ///< wall time of the step
 };
 
 class Trainer {

@@ -1,9 +1,9 @@
 // IEEE fp16 and bfloat16 <-> fp32 conversions, round-to-nearest-even.
 //
 // Bit-exact with the GPU's __float2half_rn / __float2bfloat16_rn: NaN stays NaN
-// (quiet), overflow goes to inf, subnormals are kept. Shared by the CPU backend,
-// the CUDA kernels and the tests (every one of the 65536 half patterns is
-// round-tripped in tests/unit/half_test.cpp).
+// (quiet), overflow goes to inf, subnormals are kept. Shared by the CPU
+// backend, the CUDA kernels and the tests (every one of the 65536 half patterns
+// is round-tripped in tests/unit/half_test.cpp).
 #pragma once
 
 #include "kernels/common/host_device.h"

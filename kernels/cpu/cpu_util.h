@@ -359,7 +359,8 @@ std::vector<KernelEntry> lossKernels();
 std::vector<KernelEntry> reduceKernels();
 std::vector<KernelEntry> mpcGradKernels();
 std::vector<KernelEntry> mpcTrainKernels();
-/// kernels/cpu/transformer.cpp: layer norm, Gelu, Dropout, Split, ... (issue 3).
+/// kernels/cpu/transformer.cpp: layer norm, Gelu, Dropout, Split, ... (issue
+/// 3).
 std::vector<KernelEntry> transformerKernels();
 /// kernels/cpu/conv.cpp, pool.cpp, batch_norm.cpp: the CNN family (issue 3).
 std::vector<KernelEntry> convKernels();

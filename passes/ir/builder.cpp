@@ -7,7 +7,8 @@ Node *Builder::node(const std::string &opType,
                     const std::vector<Value *> &inputs, size_t numOutputs,
                     const Attrs &attrs, const std::string &nameHint,
                     const std::string &domain) {
-  Node *n = g_.createNode(opType, inputs, numOutputs, nameHint, domain, before_);
+  Node *n =
+      g_.createNode(opType, inputs, numOutputs, nameHint, domain, before_);
   for (const auto &kv : attrs)
     n->setAttr(kv.first, kv.second);
   return n;
@@ -40,10 +41,10 @@ Value *Builder::constant(Tensor t, const std::string &nameHint) {
 }
 
 Value *Builder::cast(Value *x, DType t, const std::string &nameHint) {
-  std::string hint = nameHint.empty() ? x->name() + "_" + dtypeName(t)
-                                      : nameHint;
-  Node *n = node("Cast", {x}, 1, {{"to", Attribute::ofInt(toOnnxDataType(t))}},
-                 hint);
+  std::string hint =
+      nameHint.empty() ? x->name() + "_" + dtypeName(t) : nameHint;
+  Node *n =
+      node("Cast", {x}, 1, {{"to", Attribute::ofInt(toOnnxDataType(t))}}, hint);
   Value *y = n->output(0);
   y->copyTypeFrom(*x);
   y->dtype = t;

@@ -28,8 +28,7 @@ public:
   /// A node with numOutputs outputs named "<nameHint>_out...".
   Node *node(const std::string &opType, const std::vector<Value *> &inputs,
              size_t numOutputs, const Attrs &attrs = {},
-             const std::string &nameHint = "",
-             const std::string &domain = "");
+             const std::string &nameHint = "", const std::string &domain = "");
   /// A single-output node; returns its output.
   Value *op(const std::string &opType, const std::vector<Value *> &inputs,
             const Attrs &attrs = {}, const std::string &nameHint = "",

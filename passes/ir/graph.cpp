@@ -303,9 +303,8 @@ Node *Graph::createNode(const std::string &opType,
   std::string nodeName = uniqueNodeName(nameHint.empty() ? opType : nameHint);
   std::vector<std::string> outs;
   for (size_t i = 0; i < numOutputs; ++i)
-    outs.push_back(uniqueValueName(nodeName + (numOutputs > 1
-                                                   ? "_out" + std::to_string(i)
-                                                   : "_out")));
+    outs.push_back(uniqueValueName(
+        nodeName + (numOutputs > 1 ? "_out" + std::to_string(i) : "_out")));
   // uniqueValueName does not reserve, so reserve one at a time.
   auto n = std::make_unique<Node>();
   n->opType_ = opType;
@@ -318,8 +317,8 @@ Node *Graph::createNode(const std::string &opType,
   for (Value *v : inputs)
     raw->addInput(v);
   for (size_t i = 0; i < numOutputs; ++i)
-    raw->addOutput(nodeName + (numOutputs > 1 ? "_out" + std::to_string(i)
-                                              : "_out"));
+    raw->addOutput(nodeName +
+                   (numOutputs > 1 ? "_out" + std::to_string(i) : "_out"));
   return raw;
 }
 

@@ -136,10 +136,10 @@
 //       found_inf (bool scalar) = some element of some gi is not finite.
 //   UpdateLossScale(scale, growth_tracker, found_inf)
 //       <growth_factor, backoff_factor, growth_interval>
-//       -> (scale', growth_tracker')          exactly torch's _amp_update_scale_:
-//       found_inf: scale *= backoff, tracker = 0; else tracker+1 ==
-//       growth_interval: scale *= growth (kept only if finite), tracker = 0;
-//       else tracker += 1. scale fp32 [], tracker int64 [].
+//       -> (scale', growth_tracker')          exactly torch's
+//       _amp_update_scale_: found_inf: scale *= backoff, tracker = 0; else
+//       tracker+1 == growth_interval: scale *= growth (kept only if finite),
+//       tracker = 0; else tracker += 1. scale fp32 [], tracker int64 [].
 //
 // Optimizer (emitted by optimizer); `found_inf` may be omitted (""), then no
 // step is ever skipped. When found_inf is true every output equals its input.

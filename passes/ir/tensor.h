@@ -33,7 +33,9 @@ struct Tensor {
   int64_t numel() const { return elementCount(dims); }
   size_t byteSize() const { return bytes.size(); }
 
-  template <typename T> T *data() { return reinterpret_cast<T *>(bytes.data()); }
+  template <typename T> T *data() {
+    return reinterpret_cast<T *>(bytes.data());
+  }
   template <typename T> const T *data() const {
     return reinterpret_cast<const T *>(bytes.data());
   }

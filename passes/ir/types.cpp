@@ -50,6 +50,32 @@ const char *dtypeName(DType t) {
   return "undefined";
 }
 
+const char *onnxTypeName(DType t) {
+  switch (t) {
+  case DType::F32:
+    return "float";
+  case DType::F16:
+    return "float16";
+  case DType::BF16:
+    return "bfloat16";
+  case DType::F64:
+    return "double";
+  case DType::I64:
+    return "int64";
+  case DType::I32:
+    return "int32";
+  case DType::I8:
+    return "int8";
+  case DType::U8:
+    return "uint8";
+  case DType::Bool:
+    return "bool";
+  case DType::Undefined:
+    break;
+  }
+  return "undefined";
+}
+
 bool isFloating(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 ||
          t == DType::F64;

@@ -1,7 +1,8 @@
 // Element types of the IR and their mapping onto ONNX's TensorProto data types.
 //
-// The IR knows the floating types mpc trains in (fp32, fp16, bf16, fp64) and the
-// integer/bool types that index, count and mask. Everything else is rejected at import.
+// The IR knows the floating types mpc trains in (fp32, fp16, bf16, fp64) and
+// the integer/bool types that index, count and mask. Everything else is
+// rejected at import.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +31,9 @@ size_t dtypeSize(DType t);
 
 /// Short lowercase name: "fp32", "fp16", "bf16", "fp64", "int64", ...
 const char *dtypeName(DType t);
+
+/// The ONNX text syntax keyword: "float", "float16", "bfloat16", "int64", ...
+const char *onnxTypeName(DType t);
 
 /// True for fp32/fp16/bf16/fp64.
 bool isFloating(DType t);

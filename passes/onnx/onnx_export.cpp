@@ -3,8 +3,8 @@
 #include "passes/onnx/onnx_io.h"
 
 #include "passes/onnx/mpc_functions.h"
-#include "passes/support/file_io.h"
 #include "passes/support/diagnostics.h"
+#include "passes/support/file_io.h"
 #include "runtime/data/tensor_pb.h"
 
 #include "onnx/defs/printer.h"
@@ -101,8 +101,7 @@ void exportGraph(const Graph &g, onnx::GraphProto &gp, bool withState,
     setType(*gp.add_input(), *in);
   for (const Value *init : g.initializers())
     if (withState || !init->isState)
-      tensorToProto(*init->initializer(), init->name(),
-                    *gp.add_initializer());
+      tensorToProto(*init->initializer(), init->name(), *gp.add_initializer());
   for (const auto &n : g.nodes()) {
     exportNode(*n, *gp.add_node());
     if (!withValueInfo)
@@ -167,34 +166,8 @@ std::string formatFloat(double v) {
   return s;
 }
 
-const char *onnxTypeKeyword(DType t) {
-  switch (t) {
-  case DType::F32:
-    return "float";
-  case DType::F16:
-    return "float16";
-  case DType::BF16:
-    return "bfloat16";
-  case DType::F64:
-    return "double";
-  case DType::I64:
-    return "int64";
-  case DType::I32:
-    return "int32";
-  case DType::I8:
-    return "int8";
-  case DType::U8:
-    return "uint8";
-  case DType::Bool:
-    return "bool";
-  case DType::Undefined:
-    break;
-  }
-  return "undefined";
-}
-
 std::string typeText(const Value &v) {
-  std::string s = onnxTypeKeyword(v.dtype);
+  std::string s = onnxTypeName(v.dtype);
   // ONNX 1.12's parser reads `float` as rank 0 and `float[]` as "no shape",
   // so scalars are written without brackets to parse back the same.
   if (!v.hasShape)

@@ -328,8 +328,8 @@ private:
     case onnx::AttributeProto::STRINGS:
       return Attribute::ofStrings({a.strings().begin(), a.strings().end()});
     case onnx::AttributeProto::TENSOR:
-      return Attribute::ofTensor(
-          loadTensor(a.t(), describeNode(n) + ": attribute '" + a.name() + "'"));
+      return Attribute::ofTensor(loadTensor(
+          a.t(), describeNode(n) + ": attribute '" + a.name() + "'"));
     default:
       break;
     }
@@ -346,8 +346,8 @@ private:
     std::vector<std::string> outs;
     for (const auto &o : np.output()) {
       if (!o.empty() && graph_->findValue(o))
-        throw Error("node '" + name + "' (" + np.op_type() + "): output '" +
-                    o + "' is already defined (values must be assigned once)");
+        throw Error("node '" + name + "' (" + np.op_type() + "): output '" + o +
+                    "' is already defined (values must be assigned once)");
       for (const auto &prev : outs)
         if (!o.empty() && prev == o)
           throw Error("node '" + name + "' (" + np.op_type() + "): output '" +
@@ -355,8 +355,8 @@ private:
       outs.push_back(o);
     }
     std::string domain = np.domain() == "ai.onnx" ? "" : np.domain();
-    Node *n = graph_->createNodeWithOutputs(np.op_type(), {}, outs, name,
-                                            domain);
+    Node *n =
+        graph_->createNodeWithOutputs(np.op_type(), {}, outs, name, domain);
     for (const auto &a : np.attribute())
       n->setAttr(a.name(), convertAttribute(a, *n));
     return n;
@@ -501,7 +501,8 @@ std::unique_ptr<Model> loadModel(const std::string &path) {
     size_t i = 0;
     while (i < bytes.size() && isspace((unsigned char)bytes[i]))
       ++i;
-    if (i < bytes.size() && (bytes[i] == '<' || isalpha((unsigned char)bytes[i])))
+    if (i < bytes.size() &&
+        (bytes[i] == '<' || isalpha((unsigned char)bytes[i])))
       return parseModelText(bytes, path);
     throw Error(path +
                 ": not an ONNX model (protobuf parse failed: truncated or "

@@ -6,7 +6,8 @@
 namespace mpc {
 
 std::string describeNode(const Node &n) {
-  std::string op = n.domain().empty() ? n.opType() : n.domain() + "." + n.opType();
+  std::string op =
+      n.domain().empty() ? n.opType() : n.domain() + "." + n.opType();
   return "node '" + n.name() + "' (" + op + ")";
 }
 

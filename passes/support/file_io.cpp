@@ -10,8 +10,8 @@
 
 namespace mpc {
 
-bool writeFileAtomically(const std::string &path, const void *data,
-                         size_t size, std::string &error) {
+bool writeFileAtomically(const std::string &path, const void *data, size_t size,
+                         std::string &error) {
   // The pid keeps two processes writing the same target from sharing a temp.
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

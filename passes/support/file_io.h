@@ -12,8 +12,8 @@ namespace mpc {
 
 /// Writes `size` bytes to `path` atomically. On failure sets `error` (one
 /// line naming the file) and leaves `path` as it was.
-bool writeFileAtomically(const std::string &path, const void *data,
-                         size_t size, std::string &error);
+bool writeFileAtomically(const std::string &path, const void *data, size_t size,
+                         std::string &error);
 
 /// Reads a whole regular file. On failure sets `error` ("PATH: cannot open:
 /// No such file or directory", "PATH: is a directory").

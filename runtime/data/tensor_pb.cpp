@@ -1,8 +1,8 @@
 // ONNX TensorProto conversion (raw_data and typed fields) and .pb file I/O.
 #include "runtime/data/tensor_pb.h"
 
-#include "runtime/data/npy.h"
 #include "passes/support/file_io.h"
+#include "runtime/data/npy.h"
 
 #include <climits>
 #include <cstring>

@@ -6,8 +6,8 @@
 // touching any parameter; a resumed run must continue bit for bit.
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
-#include "runtime/data/npz.h"
 #include "passes/support/diagnostics.h"
+#include "runtime/data/npz.h"
 #include "runtime/trainer.h"
 
 #include <gtest/gtest.h>
@@ -55,15 +55,16 @@ struct TrainingRun {
   std::unique_ptr<Trainer> trainer;
 };
 
-TrainingRun train(std::unique_ptr<Model> model, Backend &backend, int64_t steps) {
+TrainingRun train(std::unique_ptr<Model> model, Backend &backend,
+                  int64_t steps) {
   TrainingRun run;
   run.trainer = std::make_unique<Trainer>(std::move(model), backend);
   int64_t batch = 0;
   auto specs = run.trainer->dataInputs(batch);
   Dataset data = Dataset::fromNpz(kModels + "mlp_seed_data.npz", specs);
   for (int64_t i = 0; i < steps; ++i)
-    run.steps.push_back(
-        run.trainer->step(data.batch(run.trainer->stepsDone(), batch, false, 0)));
+    run.steps.push_back(run.trainer->step(
+        data.batch(run.trainer->stepsDone(), batch, false, 0)));
   return run;
 }
 
@@ -154,8 +155,8 @@ TEST(MlpSeedMixedPrecision, Fp16AndBf16FollowFp32) {
     TrainingRun run = train(compileSeed(o), *backend, 100);
     double tolerance = t == DType::F16 ? 0.01 : 0.03;
     for (size_t i = 0; i < ref.steps.size(); ++i) {
-      double rel = std::fabs(run.steps[i].loss - ref.steps[i].loss) /
-                   ref.steps[i].loss;
+      double rel =
+          std::fabs(run.steps[i].loss - ref.steps[i].loss) / ref.steps[i].loss;
       EXPECT_LT(rel, tolerance) << dtypeName(t) << " step " << i;
     }
     EXPECT_LT(run.steps.back().loss, 0.5 * run.steps.front().loss)
@@ -267,7 +268,8 @@ TEST(MlpSeedCheckpoint, ResumeContinuesBitForBit) {
   auto specs = resumed->dataInputs(batch);
   Dataset data = Dataset::fromNpz(kModels + "mlp_seed_data.npz", specs);
   for (int i = 10; i < 20; ++i) {
-    StepRecord r = resumed->step(data.batch(resumed->stepsDone(), batch, false, 0));
+    StepRecord r =
+        resumed->step(data.batch(resumed->stepsDone(), batch, false, 0));
     EXPECT_EQ(r.step, straight.steps[size_t(i)].step);
     EXPECT_EQ(r.loss, straight.steps[size_t(i)].loss) << "step " << i + 1;
     EXPECT_EQ(r.lossScale, straight.steps[size_t(i)].lossScale);

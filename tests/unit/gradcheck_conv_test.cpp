@@ -290,10 +290,8 @@ TEST(GradCheckConv, SymbolicBatch) {
   // the batch at run time.
   GradCase c;
   c.name = "Conv-BN-AveragePool-MaxPool, symbolic batch";
-  c.params = {{"q", {2, 1, 1}},
-              {"w", {3, 2, 3, 3}},
-              {"s", {3}, 0.5, 1.5},
-              {"b", {3}}};
+  c.params = {
+      {"q", {2, 1, 1}}, {"w", {3, 2, 3, 3}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}};
   c.data = {{"double[3] rm = {0, 0, 0}"}, {"double[3] rv = {1, 1, 1}"}};
   c.inputs = {{"double[N,2,6,6] x", "x", randomTensor({3, 2, 6, 6}, 11)},
               {"double[N,3,2,2] r", "r", randomTensor({3, 3, 2, 2}, 12)}};

@@ -318,8 +318,8 @@ int run(const Flags &f) {
   std::printf("summary: steps %lld  skipped %lld  final loss %.6f  loss scale "
               "%g  %.0f samples/s  peak memory %s (%s)\n",
               (long long)done, (long long)skipped, lastLoss,
-              trainer.lossScale(),
-              samplesPerSec, formatBytes(trainer.peakBytes()).c_str(),
+              trainer.lossScale(), samplesPerSec,
+              formatBytes(trainer.peakBytes()).c_str(),
               backend->name().c_str());
   return gStopRequested ? 130 : 0;
 }
