@@ -181,5 +181,71 @@ std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &in,
   return s;
 }
 
+SliceGeometry sliceGeometry(const KernelContext &ctx,
+                            const std::vector<int64_t> &in, size_t firstParam) {
+  const Node &node = ctx.node;
+  int64_t r = int64_t(in.size());
+  std::vector<int64_t> starts, ends, axes, steps;
+  bool haveAxes = false;
+  if (ctx.hasInput(firstParam) || !node.hasAttr("starts")) {
+    // Opset 10+: starts, ends, [axes], [steps] are inputs.
+    starts = readInts(node, input(ctx, firstParam, "starts"), "starts");
+    ends = readInts(node, input(ctx, firstParam + 1, "ends"), "ends");
+    if (const Tensor *t = optionalInput(ctx, firstParam + 2)) {
+      axes = readInts(node, *t, "axes");
+      haveAxes = true;
+    }
+    if (const Tensor *t = optionalInput(ctx, firstParam + 3))
+      steps = readInts(node, *t, "steps");
+  } else {
+    // Opset 1: attributes, step 1.
+    starts = node.attrInts("starts");
+    ends = node.attrInts("ends");
+    haveAxes = node.hasAttr("axes");
+    axes = node.attrInts("axes");
+  }
+  if (!haveAxes)
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(int64_t(i));
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    fail(node, "starts, ends, axes and steps must have the same length");
+  SliceGeometry g{in, std::vector<int64_t>(size_t(r), 0),
+                  std::vector<int64_t>(size_t(r), 1)};
+  std::vector<bool> seen(size_t(r), false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    size_t a = size_t(normalizeAxis(node, axes[i], r));
+    if (seen[a])
+      fail(node, "axes contain a duplicate");
+    seen[a] = true;
+    int64_t d = in[a], s = starts[i], e = ends[i], p = steps[i];
+    if (p == 0)
+      fail(node, "step of axis ", a, " is 0");
+    // A step longer than the axis takes at most one element; clamping it
+    // keeps the count and stride arithmetic free of overflow.
+    p = std::clamp<int64_t>(p, -(d + 1), d + 1);
+    if (s < 0)
+      s += d;
+    if (e < 0)
+      e += d;
+    int64_t count;
+    if (p > 0) {
+      s = std::clamp<int64_t>(s, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+      count = e > s ? (e - s - 1) / p + 1 : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, d - 1);
+      e = std::clamp<int64_t>(e, -1, d - 1);
+      count = s > e ? (s - e - 1) / (-p) + 1 : 0;
+    }
+    g.dims[a] = count;
+    g.first[a] = s;
+    g.step[a] = p;
+  }
+  return g;
+}
+
 } // namespace cpu
 } // namespace mpc

@@ -156,6 +156,17 @@ bool flagSet(const Node &node, const Tensor &t, const char *what);
 
 // --- inputs, outputs, sizes --------------------------------------------------
 
+/// Where a Slice reads: the output dims and, per axis, the first index and
+/// the step (negative steps walk backwards).
+struct SliceGeometry {
+  std::vector<int64_t> dims, first, step;
+};
+/// Resolves Slice's starts/ends/axes/steps (inputs from `firstParam` on,
+/// opset 10+, or the opset-1 attributes) against a tensor of dims `in`:
+/// negative indices, clamping, duplicate axes, zero steps (errors).
+SliceGeometry sliceGeometry(const KernelContext &ctx,
+                            const std::vector<int64_t> &in, size_t firstParam);
+
 /// Input i; throws if it is missing.
 const Tensor &input(const KernelContext &ctx, size_t i, const char *what);
 /// Input i or nullptr when omitted.
@@ -366,6 +377,9 @@ std::vector<KernelEntry> transformerKernels();
 std::vector<KernelEntry> convKernels();
 std::vector<KernelEntry> poolKernels();
 std::vector<KernelEntry> batchNormKernels();
+/// kernels/cpu/preview_training.cpp: ONNX's ai.onnx.preview.training ops
+/// Adagrad, Momentum, Adam (issue 5).
+std::vector<KernelEntry> previewTrainingKernels();
 
 } // namespace cpu
 } // namespace mpc

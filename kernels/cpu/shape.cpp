@@ -272,65 +272,10 @@ void kernelGather(KernelContext &ctx) {
 }
 
 void kernelSlice(KernelContext &ctx) {
-  const Node &node = ctx.node;
   const Tensor &x = input(ctx, 0, "data");
   int64_t r = int64_t(x.dims.size());
-  std::vector<int64_t> starts, ends, axes, steps;
-  bool haveAxes = false;
-  if (ctx.hasInput(1) || !node.hasAttr("starts")) {
-    // Opset 10+: starts, ends, [axes], [steps] are inputs.
-    starts = readInts(node, input(ctx, 1, "starts"), "starts");
-    ends = readInts(node, input(ctx, 2, "ends"), "ends");
-    if (const Tensor *t = optionalInput(ctx, 3)) {
-      axes = readInts(node, *t, "axes");
-      haveAxes = true;
-    }
-    if (const Tensor *t = optionalInput(ctx, 4))
-      steps = readInts(node, *t, "steps");
-  } else {
-    // Opset 1: attributes, step 1.
-    starts = node.attrInts("starts");
-    ends = node.attrInts("ends");
-    haveAxes = node.hasAttr("axes");
-    axes = node.attrInts("axes");
-  }
-  if (!haveAxes)
-    for (size_t i = 0; i < starts.size(); ++i)
-      axes.push_back(int64_t(i));
-  if (steps.empty())
-    steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() ||
-      steps.size() != starts.size())
-    fail(node, "starts, ends, axes and steps must have the same length");
-  axes = uniqueAxes(node, axes, r);
-
-  std::vector<int64_t> dims = x.dims, first(size_t(r), 0), step(size_t(r), 1);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    size_t a = size_t(axes[i]);
-    int64_t d = x.dims[a], s = starts[i], e = ends[i], p = steps[i];
-    if (p == 0)
-      fail(node, "step of axis ", a, " is 0");
-    // A step longer than the axis takes at most one element; clamping it
-    // keeps the count and stride arithmetic below free of overflow.
-    p = std::clamp<int64_t>(p, -(d + 1), d + 1);
-    if (s < 0)
-      s += d;
-    if (e < 0)
-      e += d;
-    int64_t count;
-    if (p > 0) {
-      s = std::clamp<int64_t>(s, 0, d);
-      e = std::clamp<int64_t>(e, 0, d);
-      count = e > s ? (e - s - 1) / p + 1 : 0;
-    } else {
-      s = std::clamp<int64_t>(s, 0, d - 1);
-      e = std::clamp<int64_t>(e, -1, d - 1);
-      count = s > e ? (s - e - 1) / (-p) + 1 : 0;
-    }
-    dims[a] = count;
-    first[a] = s;
-    step[a] = p;
-  }
+  SliceGeometry g = sliceGeometry(ctx, x.dims, 1);
+  const std::vector<int64_t> &dims = g.dims, &first = g.first, &step = g.step;
   Tensor &y = output(ctx, 0, x.dtype, dims);
   int64_t n = y.numel();
   if (n == 0)
