@@ -1292,6 +1292,8 @@ void inferIncrementStep(Ctx &c) {
 #include "passes/shape_inference_transformer.inc"
 // The convolution, pooling and batch-norm family's rules (issue 3).
 #include "passes/shape_inference_conv.inc"
+// ONNX's training operators (ai.onnx.preview.training, issue 5).
+#include "passes/shape_inference_training_ops.inc"
 
 // --- the table --------------------------------------------------------------
 
@@ -1394,6 +1396,12 @@ const OpRule kRules[] = {
     {kMpcDomain, "ConvGradWeight", 2, 2, 1, 1,
      conv_shapes::inferConvGradWeight},
     {kMpcDomain, "MaxPoolGrad", 2, 2, 1, 1, conv_shapes::inferMaxPoolGrad},
+    // ONNX training operators (shape_inference_training_ops.inc).
+    {kOnnxTrainingDomain, "Adagrad", 5, kAny, 1, kAny,
+     training_shapes::inferAdagrad},
+    {kOnnxTrainingDomain, "Adam", 6, kAny, 1, kAny, training_shapes::inferAdam},
+    {kOnnxTrainingDomain, "Momentum", 5, kAny, 1, kAny,
+     training_shapes::inferMomentum},
     // mpc domain.
     {kMpcDomain, "Adam", 6, 6, 3, 3, inferAdam},
     {kMpcDomain, "ClipGradNorm", 1, kAny, 2, kAny, inferClipGradNorm},

@@ -23,7 +23,8 @@ const std::map<Key, CpuKernel> &kernelTable() {
          {cpu::elementwiseKernels, cpu::gemmKernels, cpu::shapeKernels,
           cpu::softmaxKernels, cpu::lossKernels, cpu::reduceKernels,
           cpu::mpcGradKernels, cpu::mpcTrainKernels, cpu::transformerKernels,
-          cpu::convKernels, cpu::poolKernels, cpu::batchNormKernels})
+          cpu::convKernels, cpu::poolKernels, cpu::batchNormKernels,
+          cpu::previewTrainingKernels})
       for (const cpu::KernelEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e.kernel);
     return t;
