@@ -84,10 +84,15 @@ Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
     rec.lossScale = exec_->initializer(lossScaleName_).getAsDouble(0);
   for (const auto &kv : batch)
     exec_->setInput(kv.first, kv.second);
-  exec_->run(seed * 1000003u + uint64_t(stepsDone_));
+  uint64_t runSeed = seed * 1000003u + uint64_t(stepsDone_);
+  exec_->run(runSeed);
   rec.loss = exec_->output(lossName_).getAsDouble(0);
   if (!foundInfName_.empty())
     rec.skipped = exec_->output(foundInfName_).getAsDouble(0) != 0;
+  // No state has changed yet (updates are applied below), so the re-run sees
+  // the same state, batch and seed, and recomputes the same outputs.
+  if (rec.skipped && debugOverflow)
+    rec.overflow = findFirstOverflow(*exec_, *step_, lossName_, runSeed);
   // Read every new value before writing any: a state may be bound to a value
   // that another binding also reads.
   std::vector<Tensor> updates;

@@ -11,6 +11,7 @@
 #include "runtime/backend.h"
 #include "runtime/data/dataset.h"
 #include "runtime/executor.h"
+#include "runtime/overflow_provenance.h"
 
 #include <functional>
 #include <memory>
@@ -24,6 +25,9 @@ struct StepRecord {
   double lossScale = 1; ///< the scale this step used
   bool skipped = false; ///< gradients overflowed: no parameter changed
   double ms = 0;        ///< wall time of the step
+  /// With Trainer::debugOverflow, on a skipped step: the first node whose
+  /// output held an inf/nan (runtime/overflow_provenance.h).
+  OverflowReport overflow;
 };
 
 class Trainer {
@@ -49,6 +53,10 @@ public:
   /// Run counters stored in checkpoints besides the state.
   uint64_t seed = 0;
   bool shuffle = false;
+  /// On a step that overflows, re-run it (before any state update, so on the
+  /// same state and batch) checking every node's output, and fill
+  /// StepRecord::overflow.
+  bool debugOverflow = false;
 
   /// Current value of a state tensor (master weights, moments, scale...).
   const Tensor &state(const std::string &name) const;

@@ -11,6 +11,7 @@
 #include "runtime/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +39,12 @@ Trains MODEL, a training step compiled by mpc-opt.
   --resume=CKPT.onnx      continue bit-for-bit from a checkpoint
   --export-inference=F    write the inference graph with trained weights
   --quiet                 no progress lines
+  --debug-overflow        on a step that overflows, re-run it checking every
+                          node's output and report the first inf/nan node
+  --min-loss-scale=F      loss-scale floor (default 1): after
+  --max-skipped-steps=N   N (default 100) consecutive skipped steps with the
+                          scale below the floor, stop with exit 1 and name
+                          the node that overflowed (0: never stop)
 
 Inference (--infer) runs MODEL's main graph forward, on any supported model
 (for a compiled model: the inference graph on its current parameters).
@@ -65,6 +72,9 @@ struct Flags {
   std::string log, save, resume, exportInference;
   int64_t saveEvery = 0;
   bool quiet = false;
+  bool debugOverflow = false;
+  double minLossScale = 1;
+  int64_t maxSkippedSteps = 100;
 
   bool infer = false;
   /// --input values as given: "NAME=FILE" or "FILE".
@@ -121,7 +131,10 @@ Flags parseFlags(int argc, char **argv) {
                                            "--save",
                                            "--save-every",
                                            "--resume",
-                                           "--export-inference"};
+                                           "--export-inference",
+                                           "--debug-overflow",
+                                           "--min-loss-scale",
+                                           "--max-skipped-steps"};
     for (const char *t : kTrainingFlags)
       if (key == t)
         f.trainingFlags.push_back(key);
@@ -155,6 +168,17 @@ Flags parseFlags(int argc, char **argv) {
       f.resume = need();
     } else if (key == "--export-inference") {
       f.exportInference = need();
+    } else if (arg == "--debug-overflow") {
+      f.debugOverflow = true;
+    } else if (key == "--min-loss-scale") {
+      const std::string &v = need();
+      char *end = nullptr;
+      f.minLossScale = std::strtod(v.c_str(), &end);
+      if (*end != '\0' || !(f.minLossScale >= 0) || std::isinf(f.minLossScale))
+        throw Error("--min-loss-scale: expected a number >= 0, got '" + v +
+                    "'");
+    } else if (key == "--max-skipped-steps") {
+      f.maxSkippedSteps = parseInt(key, need(), 0);
     } else if (arg == "--quiet") {
       f.quiet = true;
     } else if (arg == "--infer") {
@@ -275,13 +299,22 @@ int run(const Flags &f) {
 
   std::signal(SIGINT, requestStop);
   std::signal(SIGTERM, requestStop);
-  int64_t skipped = 0, done = 0;
+  int64_t skipped = 0, done = 0, skippedBelowFloor = 0;
   double totalMs = 0, lastLoss = 0;
   int64_t every = f.steps >= 10 ? f.steps / 10 : 1;
   for (int64_t i = 0; i < f.steps && !gStopRequested; ++i) {
     auto batchData =
         data.batch(trainer.stepsDone(), batch, trainer.shuffle, trainer.seed);
+    // Provenance costs a second run of a skipped step: only when asked, or
+    // when the scale is below the floor (a stop may need the diagnosis).
+    trainer.debugOverflow =
+        f.debugOverflow ||
+        (f.maxSkippedSteps > 0 && trainer.lossScale() < f.minLossScale);
     StepRecord r = trainer.step(batchData);
+    if (r.skipped && f.debugOverflow)
+      std::fprintf(stderr, "mpc-run: %s\n", r.overflow.line(r.step).c_str());
+    skippedBelowFloor =
+        r.skipped && r.lossScale < f.minLossScale ? skippedBelowFloor + 1 : 0;
     skipped += r.skipped;
     totalMs += r.ms;
     lastLoss = r.loss;
@@ -301,6 +334,21 @@ int run(const Flags &f) {
                    (long long)skipped, totalMs / double(i + 1));
     if (f.saveEvery > 0 && (i + 1) % f.saveEvery == 0)
       trainer.saveCheckpoint(f.save);
+    if (f.maxSkippedSteps > 0 && skippedBelowFloor >= f.maxSkippedSteps) {
+      if (log)
+        log.flush();
+      char scale[64], floor[64];
+      std::snprintf(scale, sizeof scale, "%g", r.lossScale);
+      std::snprintf(floor, sizeof floor, "%g", f.minLossScale);
+      std::fprintf(stderr,
+                   "mpc-run: %s: step %lld: %lld consecutive skipped steps "
+                   "with the loss scale below --min-loss-scale=%s (last %s); "
+                   "%s\n",
+                   f.model.c_str(), (long long)r.step,
+                   (long long)skippedBelowFloor, floor, scale,
+                   r.overflow.line(r.step).c_str());
+      return 1;
+    }
   }
   if (log)
     log.flush();
