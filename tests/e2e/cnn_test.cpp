@@ -140,8 +140,9 @@ TEST(CnnMixedPrecision, CompiledStepShowsFp16ConvolutionsAndFp32BatchNorm) {
       for (DType t : in)
         EXPECT_EQ(t, DType::F32) << n->describe();
       for (const Value *o : n->outputs())
-        if (o)
+        if (o) {
           EXPECT_EQ(o->dtype, DType::F32) << o->name();
+        }
     }
   }
   EXPECT_EQ(seen["Conv"], 2);

@@ -275,10 +275,11 @@ TEST(MlpSeedCheckpoint, ResumeContinuesBitForBit) {
     EXPECT_EQ(r.lossScale, straight.steps[size_t(i)].lossScale);
   }
   for (const Value *init : resumed->model().training->algorithm->initializers())
-    if (init->isState)
+    if (init->isState) {
       EXPECT_EQ(stateBytes(*resumed, init->name()),
                 stateBytes(*straight.trainer, init->name()))
           << init->name();
+    }
 }
 
 TEST(MlpSeedCheckpoint, CheckpointOfAnotherModelIsRefused) {

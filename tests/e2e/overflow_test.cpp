@@ -73,10 +73,11 @@ TEST(OverflowProvenance, DiagnosisLeavesTheStepUnchanged) {
     EXPECT_EQ(b.overflow.found, b.skipped);
   }
   for (const Value *init : plain.model().training->algorithm->initializers())
-    if (init->isState)
+    if (init->isState) {
       EXPECT_EQ(plain.state(init->name()).bytes,
                 debug.state(init->name()).bytes)
           << init->name();
+    }
 }
 
 TEST(OverflowProvenance, HugeInputOverflowsTheForwardCast) {

@@ -49,9 +49,10 @@ TEST(ResMlpMixedPrecision, CompiledStepShowsFp16RegionsAndFp32Loss) {
       // (the backward's Sub in Sigmoid' is elementwise and follows).
       bool forward = n->output(0) && n->output(0)->name().rfind("/", 0) == 0;
       loss += forward || op != "Sub";
-      if (forward || op != "Sub")
+      if (forward || op != "Sub") {
         for (DType t : in)
           EXPECT_EQ(t, DType::F32) << n->describe();
+      }
     }
   }
   EXPECT_EQ(gemms, 4 * 3 - 1); // forward, dX (not for x), dW
