@@ -3,6 +3,7 @@
 
 #include "kernels/common/half.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -136,17 +137,29 @@ Tensor Tensor::scalar(DType t, double v) {
   return out;
 }
 
+namespace {
+
+/// Copies at most the tensor's size (a shorter list leaves zeros); memcpy
+/// must not see the null data() of an empty vector.
+void copyValues(Tensor &out, const void *src, size_t bytes) {
+  size_t n = std::min(bytes, out.bytes.size());
+  if (n)
+    std::memcpy(out.bytes.data(), src, n);
+}
+
+} // namespace
+
 Tensor Tensor::fromFloats(const std::vector<int64_t> &dims,
                           const std::vector<float> &v) {
   Tensor out(DType::F32, dims);
-  std::memcpy(out.bytes.data(), v.data(), v.size() * sizeof(float));
+  copyValues(out, v.data(), v.size() * sizeof(float));
   return out;
 }
 
 Tensor Tensor::fromInt64s(const std::vector<int64_t> &dims,
                           const std::vector<int64_t> &v) {
   Tensor out(DType::I64, dims);
-  std::memcpy(out.bytes.data(), v.data(), v.size() * sizeof(int64_t));
+  copyValues(out, v.data(), v.size() * sizeof(int64_t));
   return out;
 }
 
