@@ -156,6 +156,11 @@ Dims broadcastDims(const Dims &a, const Dims &b);
 std::optional<std::vector<int64_t>> constantInt64s(const Value *v);
 /// The values of a constant as doubles.
 std::optional<std::vector<double>> constantDoubles(const Value *v);
+/// The attributes a reduction's backward op needs (axes normalised from the
+/// attribute or a constant axes input, keepdims, noop_with_empty_axes). A
+/// non-constant axes input is appended to `inputs` instead (reduce.cpp).
+GradientContext::Attrs reductionGradAttrs(GradientContext &ctx,
+                                          std::vector<Value *> &inputs);
 
 // --- the rules (one file per family) --------------------------------------
 

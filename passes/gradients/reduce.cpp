@@ -11,14 +11,11 @@
 #include "passes/support/diagnostics.h"
 
 namespace mpc {
-namespace {
 
-void gradReduce(GradientContext &ctx, bool mean) {
+GradientContext::Attrs reductionGradAttrs(GradientContext &ctx,
+                                          std::vector<Value *> &inputs) {
   Node &n = ctx.node();
-  Value *x = ctx.in(0);
-  Value *dY = ctx.outGrad(0);
-  int64_t r = ctx.rankOf(*x);
-  std::vector<Value *> inputs = {dY, x};
+  int64_t r = ctx.rankOf(*ctx.in(0));
   std::optional<std::vector<int64_t>> axes;
   if (n.hasAttr("axes"))
     axes = n.attrInts("axes");
@@ -40,6 +37,16 @@ void gradReduce(GradientContext &ctx, bool mean) {
   attrs.push_back({"keepdims", Attribute::ofInt(n.attrInt("keepdims", 1))});
   if (int64_t noop = n.attrInt("noop_with_empty_axes", 0))
     attrs.push_back({"noop_with_empty_axes", Attribute::ofInt(noop)});
+  return attrs;
+}
+
+namespace {
+
+void gradReduce(GradientContext &ctx, bool mean) {
+  Value *x = ctx.in(0);
+  Value *dY = ctx.outGrad(0);
+  std::vector<Value *> inputs = {dY, x};
+  GradientContext::Attrs attrs = reductionGradAttrs(ctx, inputs);
   attrs.push_back({"mean", Attribute::ofInt(mean ? 1 : 0)});
   ctx.setInputGrad(0, ctx.emitShapedLike("ReduceGrad", inputs, attrs, dY->dtype,
                                          *x, ctx.gradName(0), kMpcDomain));

@@ -322,32 +322,10 @@ void gradSum(GradientContext &ctx) {
 
 void gradReduceMax(GradientContext &ctx) {
   // The same axes handling as ReduceSum/ReduceMean's rule (reduce.cpp).
-  Node &n = ctx.node();
   Value *x = ctx.in(0);
   Value *dY = ctx.outGrad(0);
-  int64_t r = ctx.rankOf(*x);
   std::vector<Value *> inputs = {dY, x, ctx.out(0)};
-  std::optional<std::vector<int64_t>> axes;
-  if (n.hasAttr("axes"))
-    axes = n.attrInts("axes");
-  else if (ctx.in(1)) {
-    axes = constantInt64s(ctx.in(1));
-    if (!axes)
-      inputs.push_back(ctx.in(1));
-  }
-  GradientContext::Attrs attrs;
-  if (axes && !axes->empty()) {
-    for (int64_t &a : *axes) {
-      if (a < -r || a >= r)
-        errorAt(n) << "axis " << a << " is out of range for rank " << r;
-      if (a < 0)
-        a += r;
-    }
-    attrs.push_back({"axes", Attribute::ofInts(*axes)});
-  }
-  attrs.push_back({"keepdims", Attribute::ofInt(n.attrInt("keepdims", 1))});
-  if (int64_t noop = n.attrInt("noop_with_empty_axes", 0))
-    attrs.push_back({"noop_with_empty_axes", Attribute::ofInt(noop)});
+  GradientContext::Attrs attrs = reductionGradAttrs(ctx, inputs);
   ctx.setInputGrad(0, ctx.emitShapedLike("ReduceExtremumGrad", inputs, attrs,
                                          dY->dtype, *x, ctx.gradName(0),
                                          kMpcDomain));

@@ -18,6 +18,8 @@
 // tests/unit/mpc_functions_test.cpp runs every body against its kernel.
 #include "passes/onnx/mpc_functions.h"
 
+#include "passes/onnx/onnx_io.h"
+
 #include "passes/ir/mpc_ops.h"
 #include "passes/support/diagnostics.h"
 #include "runtime/data/tensor_pb.h"
@@ -508,23 +510,7 @@ effectiveAttributes(const FunctionDef &def,
 onnx::AttributeProto attributeProto(const std::string &name,
                                     const Attribute &a) {
   onnx::AttributeProto p;
-  p.set_name(name);
-  switch (a.kind) {
-  case Attribute::Kind::Float:
-    p.set_type(onnx::AttributeProto::FLOAT);
-    p.set_f(a.f);
-    break;
-  case Attribute::Kind::Int:
-    p.set_type(onnx::AttributeProto::INT);
-    p.set_i(a.i);
-    break;
-  case Attribute::Kind::String:
-    p.set_type(onnx::AttributeProto::STRING);
-    p.set_s(a.s);
-    break;
-  default: // the defaults table holds scalars only
-    break;
-  }
+  exportAttribute(name, a, p);
   return p;
 }
 

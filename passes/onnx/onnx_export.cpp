@@ -38,6 +38,8 @@ void setType(onnx::ValueInfoProto &vi, const Value &v) {
   }
 }
 
+} // namespace
+
 void exportAttribute(const std::string &name, const Attribute &a,
                      onnx::AttributeProto &p) {
   p.set_name(name);
@@ -75,6 +77,8 @@ void exportAttribute(const std::string &name, const Attribute &a,
     break;
   }
 }
+
+namespace {
 
 void exportNode(const Node &n, onnx::NodeProto &np) {
   np.set_op_type(n.opType());

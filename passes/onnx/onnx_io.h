@@ -12,7 +12,8 @@
 
 namespace onnx {
 class ModelProto;
-}
+class AttributeProto;
+} // namespace onnx
 
 namespace mpc {
 
@@ -36,6 +37,10 @@ void exportModel(const Model &model, onnx::ModelProto &proto);
 /// The model as --emit=step writes it: one functional graph
 /// (state..., batch...) -> (loss, state'...), no training_info.
 void exportStepModel(const Model &model, onnx::ModelProto &proto);
+
+/// Writes one IR attribute as an AttributeProto (every kind).
+void exportAttribute(const std::string &name, const Attribute &a,
+                     onnx::AttributeProto &p);
 
 /// Deterministic text: model header, main graph, training algorithm, update
 /// bindings, local functions (ONNX text syntax, `//` comments between).
