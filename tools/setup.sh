@@ -11,7 +11,7 @@ packages=(
   llvm-14-tools                                   # lit and FileCheck
   libopenblas-dev                                 # CPU matrix products
   zlib1g-dev                                      # deflate for .npz
-  python3-numpy                                   # lit tests make .npy inputs
+  python3-numpy python3-onnx                      # lit tests make .npy and .onnx inputs
   libonnx-testdata                                # ONNX's backend node tests
 )
 

@@ -12,3 +12,7 @@ config.environment["PATH"] = os.pathsep.join(
     [config.mpc_bin_dir, config.filecheck_dir, config.environment.get("PATH", "/usr/bin:/bin")])
 config.substitutions.append(("%models", os.path.join(config.mpc_source_dir, "models")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+# The interpreter lit runs under (Debian's /usr/bin/python3, which has
+# python3-numpy and python3-onnx); the python3 first on PATH may be another.
+import sys
+config.substitutions.append(("%python", sys.executable))
