@@ -27,8 +27,34 @@ test-asan: setup
 	cmake --build build-asan -j$(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
 
+# libFuzzer targets (tests/fuzz) under ASan + UBSan, built with clang into
+# build-fuzz/ with assertions on; FUZZ_SECONDS per target, findings in
+# build-fuzz/findings/. Not part of make test (which replays the corpus).
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz: setup
+	@tools/setup-fuzz.sh
+	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+	  -DMPC_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g" $(CMAKE_FLAGS)
+	cmake --build build-fuzz -j$(JOBS) --target mpc-fuzzers
+	tests/fuzz/run_fuzz.sh build-fuzz $(FUZZ_SECONDS)
+
+# On a machine with an NVIDIA GPU: build for sm_90 into build-gpu/, run
+# backend-ops, train the seed MLP on CUDA against the CPU, time cuBLAS GEMM
+# (tools/gpu-check.sh; logs under build-gpu/results/). Not part of make test.
+.PHONY: gpu-check
+gpu-check:
+	@tools/gpu-check.sh
+
 demo: build
 	@tools/demo.sh $(BUILD)
+
+# Benchmarks (bench/run_all.sh): compile time, memory plan, CPU step against PyTorch,
+# parity; tables on stdout, JSON in bench/results/. Not part of make test. PyTorch and
+# onnxconverter-common columns need `pip install torch onnxconverter-common`.
+bench: build
+	@bench/run_all.sh $(BUILD)
 
 format:
 	find passes runtime kernels tools tests \( -name '*.h' -o -name '*.cpp' -o -name '*.inc' -o -name '*.cu' -o -name '*.cuh' \) | xargs clang-format -i

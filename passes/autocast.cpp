@@ -26,9 +26,12 @@
 //     gradient output (mpc.grads) that became wider than it was stays wide.
 //
 // Integer and bool values are never cast; nodes touching fp64 are left as
-// they are. --precision=fp32 changes nothing.
+// they are. --precision=fp32 changes nothing. Every decision, and every Cast
+// inserted, is recorded with its rule in the model's precision map
+// (passes/precision_map.h) for mpc-opt --explain and --dot.
 #include "passes/autocast_policy.h"
 #include "passes/pass.h"
+#include "passes/precision_map.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
 
@@ -87,6 +90,7 @@ public:
       for (const std::string &name : splitList(*grads))
         if (Value *v = g_.findValue(name))
           grads_.insert(v);
+    map_ = &startPrecisionMap(model, g_);
   }
 
   void run() {
@@ -99,6 +103,7 @@ public:
     keepLossFp32();
     keepOutputTypes();
     reinfer();
+    recordInsertedCasts();
   }
 
   const Stats &stats() const { return stats_; }
@@ -153,7 +158,8 @@ private:
   void decide(Node &n) {
     Decision d;
     d.wants.assign(n.numInputs(), DType::Undefined);
-    PrecisionClass cls = policy_.classify(n);
+    Classification how = policy_.explain(n);
+    PrecisionClass cls = how.cls;
     std::vector<size_t> floatInputs;
     bool touchesF64 = false;
     for (size_t i = 0; i < n.numInputs(); ++i) {
@@ -169,11 +175,16 @@ private:
     // Nodes without float inputs (Shape arithmetic, ConstantOfShape, int
     // ops) make their output dtype from attributes: nothing to decide.
     if (floatInputs.empty() || cls == PrecisionClass::AnyType) {
+      map_->record(n, untouchedRecord(n, how,
+                                      cls == PrecisionClass::AnyType
+                                          ? Untouched::AnyType
+                                          : Untouched::NoFloatInputs));
       decisions_[&n] = std::move(d);
       return;
     }
     if (touchesF64)
       cls = PrecisionClass::Keep;
+    std::vector<DType> promoted;
 
     switch (cls) {
     case PrecisionClass::Lower:
@@ -183,7 +194,7 @@ private:
       d.dtype = DType::F32;
       break;
     case PrecisionClass::Follow:
-      d.dtype = followDType(n, floatInputs);
+      d.dtype = followDType(n, floatInputs, &promoted);
       break;
     case PrecisionClass::Keep:
     case PrecisionClass::AnyType:
@@ -203,6 +214,12 @@ private:
       if (d.dtype == target_)
         ++stats_.nodesLowered;
     }
+    map_->record(
+        n, cls == PrecisionClass::Keep
+               ? untouchedRecord(n, how,
+                                 touchesF64 ? Untouched::Fp64 : Untouched::Keep)
+               : decidedRecord(n, how, d.dtype, target_,
+                               policy_.fp32NodesPattern(), promoted));
     decisions_[&n] = std::move(d);
   }
 
@@ -210,7 +227,9 @@ private:
   /// outrank rank-0 values and constants do not count (they adapt at
   /// compile time), as in PyTorch's type promotion. Undefined when only
   /// constants are read: the node then runs as it did.
-  DType followDType(const Node &n, const std::vector<size_t> &floatInputs) {
+  /// `promoted` (optional) receives the dtypes that were promoted.
+  DType followDType(const Node &n, const std::vector<size_t> &floatInputs,
+                    std::vector<DType> *promoted = nullptr) {
     std::vector<DType> tensors, scalars;
     for (size_t i : floatInputs) {
       const Value *v = n.input(i);
@@ -219,6 +238,8 @@ private:
       bool rank0 = v->hasShape && v->dims.empty();
       (rank0 ? scalars : tensors).push_back(v->dtype);
     }
+    if (promoted)
+      *promoted = tensors.empty() ? scalars : tensors;
     return promote(tensors.empty() ? scalars : tensors);
   }
 
@@ -268,6 +289,7 @@ private:
         if (o && isFloating(o->dtype))
           o->dtype = target_;
       ++stats_.nodesLowered;
+      map_->record(n, followUsersRecord(target_));
     }
   }
 
@@ -336,6 +358,7 @@ private:
       a.kind = Attribute::Kind::Tensor;
       a.t = converted;
       k->setAttr("value", a);
+      map_->record(*k, constantConvertedRecord(to));
     }
     c->dtype = to;
     ++stats_.constantsConverted;
@@ -452,6 +475,14 @@ private:
     }
   }
 
+  /// Describes every Cast this pass made, now that its users are final.
+  void recordInsertedCasts() {
+    const std::string *loss = model_.meta("mpc.loss");
+    for (Node *n : g_.nodeList())
+      if (created_.count(n))
+        map_->record(*n, insertedCastRecord(*n, loss ? *loss : ""));
+  }
+
   /// Re-runs type inference on the nodes whose dtype changed, in order, so
   /// that every output is what the op really produces from its new inputs.
   void reinfer() {
@@ -477,6 +508,7 @@ private:
   std::map<std::pair<Value *, DType>, Value *> casts_;
   std::unordered_set<const Node *> created_, placed_;
   Stats stats_;
+  PrecisionMap *map_ = nullptr;
 };
 
 } // namespace
@@ -493,6 +525,7 @@ void runAutocast(Model &model, PassContext &ctx) {
     // Full precision: validate the overrides anyway, so a typo in a flag is
     // reported whatever the precision.
     AutocastPolicy::fromOptions(ctx.options);
+    recordFullPrecision(model, workingGraph(model));
     ctx.stats["casts-inserted"] += 0;
     ctx.stats["nodes-lowered"] += 0;
     return;

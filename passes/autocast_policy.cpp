@@ -394,28 +394,35 @@ AutocastPolicy AutocastPolicy::fromOptions(const CompileOptions &options) {
               << options.fp32Nodes << "': " << e.what();
     }
     p.hasNodeRegex_ = true;
+    p.nodePattern_ = options.fp32Nodes;
   }
   return p;
 }
 
-PrecisionClass AutocastPolicy::classify(const Node &n) const {
+Classification AutocastPolicy::explain(const Node &n) const {
   const PolicyEntry *e = findPolicyEntry(n.domain(), n.opType());
   PrecisionClass cls =
       e ? e->cls
         : (n.domain().empty() || n.domain() == "ai.onnx" ? PC::Fp32 : PC::Keep);
+  Classification c{cls, e ? ClassSource::Table : ClassSource::UnlistedOp, e,
+                   cls};
   // Untouched ops stay untouched: forcing Adam or Shape to a precision means
   // nothing, and the regex may match them by accident.
   if (cls == PC::Keep || cls == PC::AnyType)
-    return cls;
+    return c;
   bool overridable =
       e && (e->domain[0] == '\0' || e->domain == std::string(kMpcDomain));
-  if (hasNodeRegex_ && std::regex_search(n.name(), nodeRegex_))
-    return PC::Fp32;
-  if (overridable && fp16Ops_.count(n.opType()))
-    return PC::Lower;
-  if (overridable && fp32Ops_.count(n.opType()))
-    return PC::Fp32;
-  return cls;
+  if (hasNodeRegex_ && std::regex_search(n.name(), nodeRegex_)) {
+    c.cls = PC::Fp32;
+    c.source = ClassSource::Fp32Nodes;
+  } else if (overridable && fp16Ops_.count(n.opType())) {
+    c.cls = PC::Lower;
+    c.source = ClassSource::Fp16Ops;
+  } else if (overridable && fp32Ops_.count(n.opType())) {
+    c.cls = PC::Fp32;
+    c.source = ClassSource::Fp32Ops;
+  }
+  return c;
 }
 
 bool AutocastPolicy::castCommutes(const Node &n) const {

@@ -63,6 +63,23 @@ const std::vector<PolicyEntry> &autocastPolicyTable();
 const PolicyEntry *findPolicyEntry(const std::string &domain,
                                    const std::string &op);
 
+/// Which rule gave a node its class (mpc-opt --explain shows it).
+enum class ClassSource : uint8_t {
+  Table,      ///< the node's row in the policy table
+  UnlistedOp, ///< not in the table: Fp32 (ONNX domain) or Keep (others)
+  Fp32Nodes,  ///< --fp32-nodes matched the node name
+  Fp16Ops,    ///< --fp16-ops named the op
+  Fp32Ops,    ///< --fp32-ops named the op
+};
+
+/// A node's class, where it came from, and what the table alone says.
+struct Classification {
+  PrecisionClass cls;
+  ClassSource source;
+  const PolicyEntry *entry; ///< the table row, nullptr for unlisted ops
+  PrecisionClass tableCls;  ///< the class without the overrides
+};
+
 /// The table plus the user's overrides, ready to classify nodes.
 class AutocastPolicy {
 public:
@@ -79,7 +96,12 @@ public:
   /// --fp32-ops and the table. Ops not in the table: Fp32 in the ONNX domain
   /// (unknown numerics stay in full precision, as in TVM and TF AMP), Keep in
   /// any other domain.
-  PrecisionClass classify(const Node &n) const;
+  PrecisionClass classify(const Node &n) const { return explain(n).cls; }
+  /// classify() with the rule that decided it.
+  Classification explain(const Node &n) const;
+
+  /// The --fp32-nodes regular expression as given ("" when none).
+  const std::string &fp32NodesPattern() const { return nodePattern_; }
 
   /// True when input i of n must keep its dtype whatever the node runs in.
   bool isUncastInput(const Node &n, size_t i) const;
@@ -91,6 +113,7 @@ private:
   std::set<std::string> fp32Ops_, fp16Ops_;
   bool hasNodeRegex_ = false;
   std::regex nodeRegex_;
+  std::string nodePattern_;
 };
 
 } // namespace mpc

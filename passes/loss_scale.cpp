@@ -23,6 +23,10 @@
 // algorithm's gradient outputs; mpc.found_inf, mpc.loss_scale,
 // mpc.growth_tracker name the new values; mpc.grad_seed names the value that
 // now seeds the backward; mpc.loss_scale_mode records the mode.
+//
+// With --grad-accum=K the seed is loss_scale / K (mpc.grad_accum = K records
+// it; passes/grad_accum.h): the optimizer pass accumulates the K micro-batches.
+#include "passes/grad_accum.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/pass.h"
 #include "passes/support/diagnostics.h"
@@ -51,9 +55,11 @@ void checkDynamicOptions(const CompileOptions &o) {
                 std::to_string(o.growthInterval));
 }
 
-/// Points every use of the grad seed at the loss scale; returns the value
-/// that now seeds the backward.
-Value *scaleSeed(Model &model, Graph &g, Value *scale, int64_t &castsInserted) {
+/// Points every use of the grad seed at the loss scale (divided by the
+/// micro-batch count under --grad-accum); returns the value that now seeds
+/// the backward.
+Value *scaleSeed(Model &model, Graph &g, Value *scale, int64_t gradAccum,
+                 int64_t &castsInserted) {
   const std::string *seedName = model.meta("mpc.grad_seed");
   if (!seedName)
     throw Error(std::string(kPass) +
@@ -68,11 +74,13 @@ Value *scaleSeed(Model &model, Graph &g, Value *scale, int64_t &castsInserted) {
     throw Error(std::string(kPass) + ": grad seed '" + *seedName +
                 "' (mpc.grad_seed) is not used by the backward graph");
   Value *scaled = scale;
+  if (gradAccum > 1) // in fp32, before any cast to the seed's dtype
+    scaled = divideScaledSeed(model, g, scale, gradAccum, user);
   if (seed->dtype != DType::F32) {
     // The scale is runtime state, so the cast cannot be folded into a
     // constant. (An fp16 seed overflows at the default 65536; the dynamic
     // scaler then backs off on the first step, as GradScaler would.)
-    scaled = castOrReuse(g, scale, seed->dtype, user, castsInserted);
+    scaled = castOrReuse(g, scaled, seed->dtype, user, castsInserted);
   }
   g.replaceAllUsesWith(seed, scaled);
   if (seed->uses().empty() && !seed->isGraphOutput() && !seed->isState)
@@ -104,6 +112,7 @@ std::vector<Value *> gradientsInFp32(Graph &g, const TrainingValues &tv,
 void runLossScale(Model &model, PassContext &ctx) {
   const CompileOptions &o = ctx.options;
   std::string mode = o.effectiveLossScaleMode();
+  checkGradAccum(o);
   refuseIfMeta(model, kPass, "mpc.loss_scale_mode", "already applied");
   refuseIfMeta(model, kPass, "mpc.master_params",
                "must run before "
@@ -125,7 +134,7 @@ void runLossScale(Model &model, PassContext &ctx) {
     checkDynamicOptions(o);
   Value *scale =
       addState(model, "loss_scale", Tensor::scalar(DType::F32, initial));
-  scaleSeed(model, g, scale, castsInserted);
+  scaleSeed(model, g, scale, o.gradAccum, castsInserted);
 
   std::vector<Value *> grads = gradientsInFp32(g, tv, false, castsInserted);
   std::vector<Value *> inputs = {scale};

@@ -17,6 +17,11 @@
 // The algorithm's outputs become [loss, state bound earlier (loss scale, ...),
 // new parameter and moment values, new step]: the gradients are no longer
 // outputs. update_binding maps every new value onto its state.
+//
+// --grad-accum=K (passes/grad_accum.h) first adds the accumulation buffers
+// and micro-step counter; the updates then take skip = found_inf OR "not the
+// K-th micro-batch" where they took found_inf.
+#include "passes/grad_accum.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/pass.h"
 #include "passes/support/diagnostics.h"
@@ -156,6 +161,13 @@ Attribute floatAttr(double v) { return Attribute::ofFloat(float(v)); }
 void runOptimizer(Model &model, PassContext &ctx) {
   OptimizerConfig c = configure(ctx.options);
   refuseIfMeta(model, kPass, "mpc.optimizer", "already applied");
+  checkGradAccum(ctx.options);
+  const int64_t k = ctx.options.gradAccum;
+  if (const std::string *divided = model.meta("mpc.grad_accum"))
+    if (*divided != std::to_string(k))
+      throw Error(std::string(kPass) + ": --grad-accum=" + std::to_string(k) +
+                  " but loss-scale divided the loss for --grad-accum=" +
+                  *divided + " (mpc.grad_accum is set)");
   TrainingValues tv = requireGradients(model, kPass);
   Graph &g = *tv.algorithm;
   for (size_t i = 0; i < tv.params.size(); ++i)
@@ -179,6 +191,10 @@ void runOptimizer(Model &model, PassContext &ctx) {
   g.clearOutputs();
   for (Value *out : kept)
     g.addOutput(out);
+
+  Value *skip = foundInf; // omitted: never skip
+  if (k > 1)
+    skip = accumulateGradients(model, tv, foundInf, k, ctx.stats);
 
   Value *step =
       addState(model, "optimizer_step", Tensor::scalar(DType::I64, 0));
@@ -212,7 +228,7 @@ void runOptimizer(Model &model, PassContext &ctx) {
       stateIn.push_back(
           addState(model, p->name() + "_exp_avg_sq", zerosLike(*p)));
     }
-    std::vector<Value *> inputs = {foundInf, step, p, grads[i]};
+    std::vector<Value *> inputs = {skip, step, p, grads[i]};
     inputs.insert(inputs.end(), stateIn.begin(), stateIn.end());
     std::vector<std::string> hints = {p->name() + "_new"};
     for (Value *m : stateIn)
@@ -246,8 +262,8 @@ void runOptimizer(Model &model, PassContext &ctx) {
   }
 
   std::vector<Value *> incInputs = {step};
-  if (foundInf)
-    incInputs.push_back(foundInf);
+  if (skip)
+    incInputs.push_back(skip);
   Node *inc = createNamedNode(g, "IncrementStep", kMpcDomain, incInputs,
                               {step->name() + "_new"}, "increment_step");
   inc->output(0)->copyTypeFrom(*step);

@@ -14,6 +14,8 @@
 //   mpc.loss_scale  state holding the loss scale (fp32 [])
 //   mpc.growth_tracker, mpc.step   state of the scaler and the optimizer
 //   mpc.precision   fp16 | bf16 | fp32
+//   mpc.grad_accum  K of --grad-accum (absent for 1): micro-batches per
+//                   optimizer step; mpc.grad_accum_counter, _buffers its state
 #pragma once
 
 #include "passes/ir/graph.h"
@@ -38,6 +40,8 @@ struct CompileOptions {
   bool nesterov = false;
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
   double maxGradNorm = 0.0; ///< --max-grad-norm (0: no clipping)
+  /// --grad-accum=K: micro-batches per optimizer step (1: no accumulation).
+  int64_t gradAccum = 1;
 
   // --loss-scale=dynamic|static:F|none (empty: dynamic for fp16, else none)
   std::string lossScale;
@@ -58,6 +62,12 @@ struct CompileOptions {
   /// --input-shape=x:64x10 (repeatable) and --batch=B for symbolic batch.
   std::vector<std::pair<std::string, std::vector<int64_t>>> inputShapes;
   int64_t batch = 0;
+
+  /// --recompute=none|auto|NODE,NODE: activation checkpointing; with auto,
+  /// --memory-budget=BYTES stops once the planned peak fits (0: recompute
+  /// every cheap candidate).
+  std::string recompute = "none";
+  int64_t memoryBudget = 0;
 
   /// The loss-scale mode after defaults: "dynamic", "static" or "none".
   std::string effectiveLossScaleMode() const;
@@ -85,6 +95,8 @@ void runLossScale(Model &model, PassContext &ctx);
 void runMasterWeights(Model &model, PassContext &ctx);
 void runOptimizer(Model &model, PassContext &ctx);
 void runCleanup(Model &model, PassContext &ctx);
+void runRecompute(Model &model, PassContext &ctx);
+void runPlanMemory(Model &model, PassContext &ctx); // memory_report.cpp
 
 /// The graph a pass works on: the training algorithm when there is one,
 /// else the main graph.

@@ -25,6 +25,13 @@ const std::vector<PassInfo> &passRegistry() {
        runOptimizer},
       {"cleanup", "dead code, duplicate casts and identity casts removed", "",
        runCleanup},
+      {"recompute",
+       "activation checkpointing: recompute chosen saved activations in the "
+       "backward (--recompute)",
+       "", runRecompute},
+      {"plan-memory",
+       "liveness-based buffer plan of the step, in-place updates (--stats)",
+       "", runPlanMemory},
   };
   return table;
 }

@@ -23,6 +23,9 @@ struct KernelContext {
   std::vector<Tensor *> outputs;
   /// Seed for ops that draw random numbers (dropout), fixed per step.
   uint64_t seed = 0;
+  /// Per output: true when the memory plan put it in place over an input
+  /// (out() then keeps the bytes: the input is still being read).
+  std::vector<bool> inPlace;
 
   bool hasInput(size_t i) const {
     return i < inputs.size() && inputs[i] != nullptr;
@@ -31,10 +34,13 @@ struct KernelContext {
   bool hasOutput(size_t i) const {
     return i < outputs.size() && outputs[i] != nullptr;
   }
-  /// Allocates output i with the given type and returns it.
+  /// Allocates output i with the given type and returns it, zeroed. Where
+  /// the executor bound the output to its planned place in the arena, a
+  /// fitting request is served there; otherwise the tensor owns its bytes.
   Tensor &out(size_t i, DType t, const std::vector<int64_t> &dims) const {
-    *outputs.at(i) = Tensor(t, dims);
-    return *outputs[i];
+    Tensor &o = *outputs.at(i);
+    o.allocate(t, dims, !(i < inPlace.size() && inPlace[i]));
+    return o;
   }
 };
 

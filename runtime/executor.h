@@ -1,22 +1,41 @@
-// Executor: runs a graph node by node on a backend.
+// Executor: runs a graph node by node on a backend, in one planned arena.
 //
-// Values live in slots; a value is freed after its last use (so the measured
-// peak reflects liveness). Initializers are bound from the graph at
-// construction; inputs are set per run; outputs stay until the next run.
+// Before the first run (and again when the inputs' shapes change) the
+// executor infers every value's shape from the bound inputs and plans the
+// step's memory (passes/memory_plan.h): one arena holds state, inputs and
+// every intermediate at its planned offset, and kernels write their outputs
+// in place there. Values whose size the graph does not tell (data-dependent
+// shapes) get their own allocations, counted apart. A value is released
+// after its last use, so the measured peak follows liveness, and equals the
+// plan's when the plan is complete. Outputs stay until the next run.
 #pragma once
 
+#include "passes/memory_plan.h"
 #include "runtime/backend.h"
 
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 namespace mpc {
 
+struct ExecutorOptions {
+  /// ONNX opset of the graph (shape inference when planning).
+  int64_t opset = 17;
+  /// Plan one arena (false: every tensor allocated on its own).
+  bool useArena = true;
+  size_t alignment = 256;
+  /// The training step's update binding (state, new value): lets the plan
+  /// write an optimizer update over its state.
+  std::vector<std::pair<std::string, std::string>> updateBinding;
+};
+
 class Executor {
 public:
   /// Checks every node is supported by the backend (throws Error if not).
-  Executor(const Graph &graph, Backend &backend);
+  Executor(const Graph &graph, Backend &backend, ExecutorOptions options = {});
+  ~Executor();
 
   /// Sets a graph input by name (throws Error on unknown name or a dtype
   /// mismatch). Shapes are checked by the kernels.
@@ -35,8 +54,18 @@ public:
   size_t numOutputs() const { return graph_.outputs().size(); }
 
   /// Bytes of all live tensors at the worst point of the last run,
-  /// initializers and inputs included.
+  /// initializers and inputs included; a tensor written in place over
+  /// another is counted once. Comparable to MemoryPlan::livePeakBytes.
   size_t peakBytes() const { return peakBytes_; }
+  /// The arena's size (0 without a plan).
+  size_t arenaBytes() const { return plan_ ? plan_->arenaBytes : 0; }
+  /// The most bytes held outside the arena at once in the last run (values
+  /// the plan could not size, outputs a kernel did not write in place).
+  size_t fallbackPeakBytes() const { return fallbackPeak_; }
+  /// Values of the last run whose bytes were not where the plan put them.
+  const std::vector<std::string> &outsideArena() const { return outside_; }
+  /// The plan of the last run, or nullptr.
+  const MemoryPlan *plan() const { return plan_.get(); }
 
   /// Optional hook called after each node (overflow provenance, tracing).
   using NodeHook = void (*)(void *user, const Node &, const KernelContext &);
@@ -46,15 +75,41 @@ public:
   }
 
 private:
+  bool planIsCurrent() const;
+  void makePlan();
+  /// Copies slot s into its planned place and makes it a view there.
+  void moveIntoArena(size_t s);
+
   const Graph &graph_;
   Backend &backend_;
+  ExecutorOptions options_;
+  std::vector<const Node *> nodes_;
   std::unordered_map<const Value *, size_t> slotOf_;
+  std::vector<const Value *> valueOf_;
   std::vector<Tensor> slots_;
   std::vector<bool> persistent_;
   /// For each node (in order), the slots whose last use it is.
   std::vector<std::vector<size_t>> freeAfter_;
   std::vector<size_t> outputSlots_;
-  size_t peakBytes_ = 0;
+
+  // The plan (for the graph with the shapes the inputs had when planned).
+  std::unique_ptr<MemoryPlan> plan_;
+  std::unique_ptr<Graph> planned_; ///< the graph the plan's values belong to
+  std::vector<std::vector<int64_t>> plannedInputDims_;
+  struct Arena;
+  std::unique_ptr<Arena> arena_;
+  struct SlotPlan {
+    bool planned = false;
+    size_t offset = 0, bytes = 0;
+    size_t buffer = 0;   ///< values sharing bytes in place share a buffer
+    bool counted = true; ///< false: lives in a state's bytes (not counted)
+  };
+  std::vector<SlotPlan> slotPlan_;
+  /// Per node, per output: written in place over an input.
+  std::vector<std::vector<bool>> inPlace_;
+
+  size_t peakBytes_ = 0, fallbackPeak_ = 0;
+  std::vector<std::string> outside_;
   NodeHook hook_ = nullptr;
   void *hookUser_ = nullptr;
 };

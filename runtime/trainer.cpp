@@ -3,6 +3,7 @@
 
 #include "passes/inference_mode.h"
 #include "passes/onnx/onnx_io.h"
+#include "passes/step_graph.h"
 #include "passes/support/diagnostics.h"
 
 #include "onnx/onnx_pb.h"
@@ -23,50 +24,55 @@ std::string metaOr(const Model &m, const std::string &key,
   return v ? *v : dflt;
 }
 
+/// A run counter of a checkpoint's metadata (steps done, seed): a whole
+/// non-negative decimal number up to `max`, or `dflt` when absent. The
+/// metadata is input like any other, so anything else is an Error.
+uint64_t runCounter(const Model &m, const char *key, uint64_t max,
+                    uint64_t dflt) {
+  const std::string *v = m.meta(key);
+  if (!v)
+    return dflt;
+  uint64_t n = 0;
+  bool ok = !v->empty() && v->size() <= 20;
+  for (char c : *v) {
+    if (!ok || c < '0' || c > '9' || n > (max - uint64_t(c - '0')) / 10) {
+      ok = false;
+      break;
+    }
+    n = n * 10 + uint64_t(c - '0');
+  }
+  if (!ok)
+    throw Error(std::string("checkpoint metadata '") + key +
+                "' is not a number from 0 to " + std::to_string(max) +
+                ": '" + *v + "'");
+  return n;
+}
+
+/// Steps a run may count: far more than any run takes, small enough that
+/// step x batch (the data position) cannot overflow.
+constexpr uint64_t kMaxStepsDone = uint64_t(1) << 40;
+
 } // namespace
 
 Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend)
     : model_(std::move(model)) {
-  if (!model_->training)
-    throw Error("has no training step (training_info); compile it with "
-                "mpc-opt first");
-  step_ = model_->training->algorithm->clone();
-  lossName_ = metaOr(*model_, "mpc.loss", "");
-  if (lossName_.empty()) {
-    if (step_->outputs().empty())
-      throw Error("training step has no outputs");
-    lossName_ = step_->outputs()[0]->name();
-  }
+  step_ = runnableStep(*model_);
+  lossName_ = stepLossName(*model_, *step_);
   foundInfName_ = metaOr(*model_, "mpc.found_inf", "");
   lossScaleName_ = metaOr(*model_, "mpc.loss_scale", "");
-  // Expose the values the trainer reports as outputs of its own copy.
-  for (const std::string &name : {lossName_, foundInfName_}) {
-    if (name.empty())
-      continue;
-    Value *v = step_->findValue(name);
-    if (!v)
-      throw Error("training step has no value '" + name +
-                  "' named by its metadata");
-    if (!v->isGraphOutput())
-      step_->addOutput(v);
+  if (const std::string *k = model_->meta("mpc.grad_accum")) {
+    char *end = nullptr;
+    microBatches_ = std::strtoll(k->c_str(), &end, 10);
+    if (k->empty() || *end != '\0' || microBatches_ < 1)
+      throw Error("mpc.grad_accum: expected an integer >= 1, got '" + *k + "'");
+    counterName_ = metaOr(*model_, "mpc.grad_accum_counter", "");
   }
-  for (const auto &kv : model_->training->updateBinding) {
-    Value *state = step_->findValue(kv.first);
-    if (!state || !state->isInitializer())
-      throw Error("update_binding: '" + kv.first +
-                  "' is not state of the training step");
-    Value *out = step_->findValue(kv.second);
-    if (!out)
-      throw Error("update_binding: '" + kv.second +
-                  "' is not a value of the training step");
-    if (!out->isGraphOutput())
-      step_->addOutput(out);
-  }
-  exec_ = std::make_unique<Executor>(*step_, backend);
-  if (const std::string *s = model_->meta(kStepsDoneKey))
-    stepsDone_ = std::stoll(*s);
-  if (const std::string *s = model_->meta(kSeedKey))
-    seed = std::stoull(*s);
+  ExecutorOptions options;
+  options.opset = std::max<int64_t>(model_->opsetVersion(""), 1);
+  options.updateBinding = model_->training->updateBinding;
+  exec_ = std::make_unique<Executor>(*step_, backend, options);
+  stepsDone_ = int64_t(runCounter(*model_, kStepsDoneKey, kMaxStepsDone, 0));
+  seed = runCounter(*model_, kSeedKey, UINT64_MAX, 0);
   if (const std::string *s = model_->meta(kShuffleKey))
     shuffle = *s == "1";
 }
@@ -78,13 +84,24 @@ std::vector<DataInputSpec> Trainer::dataInputs(int64_t &batch) const {
 StepRecord
 Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
   auto start = std::chrono::steady_clock::now();
+  // A window starts with the counter at 0; anything else (a model saved
+  // mid-window by another tool) would put the boundary elsewhere.
+  if (microDone_ == 0 && !counterName_.empty()) {
+    int64_t counter = int64_t(exec_->initializer(counterName_).getAsDouble(0));
+    if (counter != 0)
+      throw Error("state '" + counterName_ + "' is " + std::to_string(counter) +
+                  ", not 0: the model was saved inside a --grad-accum window");
+  }
   StepRecord rec;
   rec.step = stepsDone_ + 1;
   if (!lossScaleName_.empty())
     rec.lossScale = exec_->initializer(lossScaleName_).getAsDouble(0);
   for (const auto &kv : batch)
     exec_->setInput(kv.first, kv.second);
-  uint64_t runSeed = seed * 1000003u + uint64_t(stepsDone_);
+  // One seed per run of the step (per micro-batch): dropout masks differ
+  // between the micro-batches of a window.
+  uint64_t runSeed =
+      seed * 1000003u + uint64_t(stepsDone_ * microBatches_ + microDone_);
   exec_->run(runSeed);
   rec.loss = exec_->output(lossName_).getAsDouble(0);
   if (!foundInfName_.empty())
@@ -95,18 +112,65 @@ Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
     rec.overflow = findFirstOverflow(*exec_, *step_, lossName_, runSeed);
   // Read every new value before writing any: a state may be bound to a value
   // that another binding also reads.
-  std::vector<Tensor> updates;
-  for (const auto &kv : model_->training->updateBinding)
-    updates.push_back(exec_->output(kv.second));
-  for (size_t i = 0; i < updates.size(); ++i)
-    exec_->setInitializer(model_->training->updateBinding[i].first,
-                          std::move(updates[i]));
-  ++stepsDone_;
+  // An update the plan wrote over its state is already in place.
+  const auto &binding = model_->training->updateBinding;
+  std::vector<Tensor> updates(binding.size());
+  std::vector<bool> inPlace(binding.size());
+  for (size_t i = 0; i < binding.size(); ++i) {
+    const Tensor &now = exec_->output(binding[i].second);
+    inPlace[i] = now.bytes.data() ==
+                     exec_->initializer(binding[i].first).bytes.data() &&
+                 !now.bytes.empty();
+    if (!inPlace[i])
+      updates[i] = now;
+  }
+  for (size_t i = 0; i < binding.size(); ++i)
+    if (!inPlace[i])
+      exec_->setInitializer(binding[i].first, std::move(updates[i]));
+  if (++microDone_ == microBatches_) {
+    microDone_ = 0;
+    ++stepsDone_;
+  }
   peakBytes_ = std::max(peakBytes_, exec_->peakBytes());
+  arenaPeakBytes_ = std::max(arenaPeakBytes_,
+                             exec_->arenaBytes() + exec_->fallbackPeakBytes());
   rec.ms = std::chrono::duration<double, std::milli>(
                std::chrono::steady_clock::now() - start)
                .count();
   return rec;
+}
+
+StepRecord Trainer::optimizerStep(const std::vector<Batch> &microBatches) {
+  if (int64_t(microBatches.size()) != microBatches_)
+    throw Error("an optimizer step of this model takes " +
+                std::to_string(microBatches_) +
+                " micro-batches (--grad-accum), got " +
+                std::to_string(microBatches.size()));
+  if (microDone_ != 0)
+    throw Error("optimizerStep inside an accumulation window (after " +
+                std::to_string(microDone_) + " of " +
+                std::to_string(microBatches_) + " micro-batches)");
+  StepRecord window;
+  double lossSum = 0;
+  bool diagnose = debugOverflow;
+  for (const Batch &batch : microBatches) {
+    // Diagnose the first micro-batch that overflows: the sums stay
+    // non-finite after it, so later ones report found_inf too.
+    debugOverflow = diagnose && !window.overflow.found;
+    StepRecord r = step(batch);
+    if (r.overflow.found)
+      window.overflow = r.overflow;
+    if (window.step == 0) {
+      window.step = r.step;
+      window.lossScale = r.lossScale;
+    }
+    lossSum += r.loss;
+    window.skipped = r.skipped; // the K-th run checks the accumulated sums
+    window.ms += r.ms;
+  }
+  debugOverflow = diagnose;
+  window.loss = lossSum / double(microBatches_);
+  return window;
 }
 
 const Tensor &Trainer::state(const std::string &name) const {
@@ -131,6 +195,10 @@ void Trainer::writeStateBack() {
 }
 
 void Trainer::saveCheckpoint(const std::string &path) {
+  if (microDone_ != 0)
+    throw Error(path + ": cannot checkpoint inside an accumulation window (" +
+                std::to_string(microDone_) + " of " +
+                std::to_string(microBatches_) + " micro-batches run)");
   writeStateBack();
   onnx::ModelProto proto;
   exportModel(*model_, proto);
@@ -146,6 +214,15 @@ void Trainer::resumeFrom(const std::string &path) {
     throw Error(path + ": not an mpc checkpoint (no training step)");
   const Graph &mine = *model_->training->algorithm;
   const Graph &theirs = *ckpt->training->algorithm;
+  // Every check before any change: a refused checkpoint leaves the run as
+  // it was.
+  uint64_t steps, newSeed;
+  try {
+    steps = runCounter(*ckpt, kStepsDoneKey, kMaxStepsDone, 0);
+    newSeed = runCounter(*ckpt, kSeedKey, UINT64_MAX, seed);
+  } catch (const Error &e) {
+    throw Error(path + ": " + e.what());
+  }
   for (const Value *init : mine.initializers()) {
     if (!init->isState)
       continue;
@@ -172,10 +249,9 @@ void Trainer::resumeFrom(const std::string &path) {
     if (init->isState)
       exec_->setInitializer(init->name(),
                             *theirs.findValue(init->name())->initializer());
-  const std::string *done = ckpt->meta(kStepsDoneKey);
-  stepsDone_ = done ? std::stoll(*done) : 0;
-  if (const std::string *s = ckpt->meta(kSeedKey))
-    seed = std::stoull(*s);
+  stepsDone_ = int64_t(steps);
+  microDone_ = 0; // checkpoints are taken at optimizer-step boundaries
+  seed = newSeed;
   if (const std::string *s = ckpt->meta(kShuffleKey))
     shuffle = *s == "1";
 }

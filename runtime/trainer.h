@@ -38,13 +38,26 @@ public:
   /// The step's data inputs; `batch` is filled with the batch size.
   std::vector<DataInputSpec> dataInputs(int64_t &batch) const;
 
-  /// Runs one step on this batch and applies the state updates.
-  StepRecord step(const std::vector<std::pair<std::string, Tensor>> &batch);
+  using Batch = std::vector<std::pair<std::string, Tensor>>;
+
+  /// Runs the compiled step once on this batch and applies the state
+  /// updates: one optimizer step, or one micro-batch of a model compiled
+  /// with --grad-accum (stepsDone() then counts the K-th only).
+  StepRecord step(const Batch &batch);
+  /// One optimizer step on microBatches() micro-batches (step() on each, in
+  /// order, from the start of an accumulation window): the record's loss is
+  /// the mean of their losses, lossScale the scale all of them used, skipped
+  /// whether the accumulated gradients overflowed, ms the total, overflow
+  /// the first micro-batch's diagnosis (with debugOverflow).
+  StepRecord optimizerStep(const std::vector<Batch> &microBatches);
+  /// Micro-batches per optimizer step (mpc.grad_accum; 1 by default).
+  int64_t microBatches() const { return microBatches_; }
 
   /// Loads state and counters from a checkpoint written by saveCheckpoint;
   /// refuses one from a different model (state names, dtypes, shapes).
   void resumeFrom(const std::string &path);
-  /// Writes the model with the current state (atomically).
+  /// Writes the model with the current state (atomically); refuses inside
+  /// an accumulation window, whose buffers a resume would not continue.
   void saveCheckpoint(const std::string &path);
   /// Writes the main (inference) graph with the trained parameters.
   void exportInference(const std::string &path);
@@ -60,7 +73,13 @@ public:
 
   /// Current value of a state tensor (master weights, moments, scale...).
   const Tensor &state(const std::string &name) const;
+  /// Most bytes live at once in any step so far (the executor's measure,
+  /// comparable to MemoryPlan::livePeakBytes).
   size_t peakBytes() const { return peakBytes_; }
+  /// The memory the steps needed: the planned arena plus anything the plan
+  /// could not place (comparable to MemoryPlan::arenaBytes).
+  size_t arenaPeakBytes() const { return arenaPeakBytes_; }
+  const Executor &executor() const { return *exec_; }
   /// The loss scale the next step will use (1 without loss scaling).
   double lossScale() const;
   const Model &model() const { return *model_; }
@@ -73,7 +92,11 @@ private:
   std::unique_ptr<Executor> exec_;
   std::string lossName_, foundInfName_, lossScaleName_;
   int64_t stepsDone_ = 0;
-  size_t peakBytes_ = 0;
+  /// --grad-accum: K, the micro-batches run in the current window, and the
+  /// micro-step counter state (mpc.grad_accum_counter).
+  int64_t microBatches_ = 1, microDone_ = 0;
+  std::string counterName_;
+  size_t peakBytes_ = 0, arenaPeakBytes_ = 0;
 };
 
 } // namespace mpc

@@ -582,7 +582,7 @@ void kernelCastLike(KernelContext &ctx) {
   const CpuKernel *k = findCpuKernel("", "Cast");
   if (!k)
     fail(ctx.node, "internal: no Cast kernel to delegate to");
-  KernelContext castCtx{*cast, {&x}, {ctx.outputs.at(0)}, ctx.seed};
+  KernelContext castCtx{*cast, {&x}, {ctx.outputs.at(0)}, ctx.seed, {}};
   (*k)(castCtx);
 }
 

@@ -22,6 +22,7 @@ namespace mpc {
 
 class Graph;
 class Node;
+class PrecisionMap; // passes/precision_map.h
 
 /// One dimension: a known size, or a symbol (e.g. "N"), or unknown (-1, "").
 struct Dim {
@@ -295,6 +296,11 @@ public:
   std::vector<std::pair<std::string, std::string>> metadata;
   /// Where the model came from, for diagnostics ("model.onnx").
   std::string sourcePath = "<input>";
+  /// Why autocast gave each node its precision (mpc-opt --explain, --dot).
+  /// A side table, never exported: the written model does not depend on it.
+  /// Shared so that recording stays possible through a const Model (the
+  /// pipeline's afterPass hook); it is no part of the model's content.
+  std::shared_ptr<PrecisionMap> precisionMap;
 
   /// Version of an imported opset domain ("" for the default), or -1.
   int64_t opsetVersion(const std::string &domain) const;

@@ -38,6 +38,16 @@ Tensor::Tensor(DType t, std::vector<int64_t> d) : dtype(t), dims(std::move(d)) {
   bytes.assign(n > 0 ? size_t(n) * dtypeSize(t) : 0, 0);
 }
 
+void Tensor::allocate(DType t, std::vector<int64_t> d, bool zero) {
+  dtype = t;
+  dims = std::move(d);
+  int64_t n = numel();
+  size_t size = n > 0 ? size_t(n) * dtypeSize(t) : 0;
+  if (!zero && bytes.isView() && bytes.size() == size)
+    return;
+  bytes.assign(size, 0);
+}
+
 double Tensor::getAsDouble(int64_t i) const {
   switch (dtype) {
   case DType::F32:

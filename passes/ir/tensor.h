@@ -1,10 +1,12 @@
 // Host tensors: dense, row-major data with a dtype and concrete dims.
 //
 // Tensor is what initializers, constants, checkpoints, data files and the CPU
-// backend's buffers hold. Storage is raw bytes; fp16/bf16 are stored as their
+// backend's buffers hold. Storage is raw bytes, owned or a view into the
+// executor's arena (passes/ir/byte_buffer.h); fp16/bf16 are stored as their
 // 16-bit patterns (see kernels/common/half.h for conversions).
 #pragma once
 
+#include "passes/ir/byte_buffer.h"
 #include "passes/ir/types.h"
 
 #include <cstdint>
@@ -25,10 +27,16 @@ std::string dimsToString(const std::vector<int64_t> &dims);
 struct Tensor {
   DType dtype = DType::Undefined;
   std::vector<int64_t> dims;
-  std::vector<uint8_t> bytes;
+  ByteBuffer bytes;
 
   Tensor() = default;
   Tensor(DType t, std::vector<int64_t> d);
+
+  /// Gives the tensor this type and shape with zeroed bytes. A view of
+  /// exactly the right size keeps its place (filled in place); otherwise the
+  /// bytes become owned. With zero=false a fitting view keeps its contents
+  /// (an output computed in place over its input).
+  void allocate(DType t, std::vector<int64_t> d, bool zero = true);
 
   int64_t numel() const { return elementCount(dims); }
   size_t byteSize() const { return bytes.size(); }

@@ -563,6 +563,18 @@ int elemTypeOf(const onnx::GraphProto &g, const std::string &name) {
   return t ? t : onnx::TensorProto::FLOAT;
 }
 
+/// Size of dimension `axis` of a value of the graph, or -1 when unknown.
+int64_t dimOf(const onnx::GraphProto &g, const std::string &name, int axis) {
+  for (const auto *list : {&g.value_info(), &g.input(), &g.output()})
+    for (const auto &vi : *list)
+      if (vi.name() == name && vi.type().has_tensor_type()) {
+        const auto &shape = vi.type().tensor_type().shape();
+        if (axis < shape.dim_size() && shape.dim(axis).has_dim_value())
+          return shape.dim(axis).dim_value();
+      }
+  return -1;
+}
+
 onnx::NodeProto constantNode(const std::string &output, const Tensor &value) {
   onnx::NodeProto n;
   n.set_op_type("Constant");
@@ -636,6 +648,18 @@ void completeGraph(onnx::GraphProto &g, const std::set<std::string> &ops) {
       }
       case Fill::UnitWeights: {
         const std::string &scores = n.input(int(f.source));
+        DType type =
+            fromOnnxDataType(elemTypeOf(g, scores)).value_or(DType::F32);
+        // A known class count gives a constant, which keeps every tensor of
+        // the step sized at compile time (the memory plan needs that).
+        if (int64_t numClasses = dimOf(g, scores, 1); numClasses > 0) {
+          value = names.fresh(base + "_unit_weights");
+          Tensor ones(type, {numClasses});
+          for (int64_t k = 0; k < numClasses; ++k)
+            ones.setFromDouble(k, 1.0);
+          *g.add_node() = constantNode(value, ones);
+          break;
+        }
         std::string classes = names.fresh(base + "_num_classes");
         onnx::NodeProto shape;
         shape.set_op_type("Shape");

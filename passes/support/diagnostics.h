@@ -13,10 +13,17 @@ namespace mpc {
 
 class Node;
 
-/// A user-input error (bad model, flag, data file or checkpoint).
+/// `message` with line breaks and other control characters escaped ("\n",
+/// "\x01"), so that names taken from the input cannot split an error line.
+std::string oneLine(const std::string &message);
+
+/// A user-input error (bad model, flag, data file or checkpoint). Its
+/// message is always one line (see oneLine).
 class Error : public std::runtime_error {
 public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string &message)
+      : std::runtime_error(oneLine(message)) {}
+  explicit Error(const char *message) : Error(std::string(message)) {}
 };
 
 /// "node '/fc1/Gemm' (Gemm)".

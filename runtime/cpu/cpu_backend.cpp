@@ -97,7 +97,7 @@ void runCpuNode(const Node &node, const std::vector<const Tensor *> &inputs,
   if (!k)
     cpu::fail(node, "the cpu backend has no kernel for op ", opName(node));
   outputs.assign(node.numOutputs(), Tensor());
-  KernelContext ctx{node, inputs, {}, 0};
+  KernelContext ctx{node, inputs, {}, 0, {}};
   for (size_t i = 0; i < outputs.size(); ++i)
     ctx.outputs.push_back(node.output(i) ? &outputs[i] : nullptr);
   checkInputs(ctx);

@@ -18,6 +18,9 @@ const uint8_t kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 // headers over 10000 bytes by default).
 constexpr size_t kMaxHeaderLen = size_t(1) << 20;
 
+// Header text quoted in errors (control bytes shown as '?'; one line).
+std::string printable(const std::string &s);
+
 // ---- A small parser for the Python literal in the .npy header ----
 
 struct PyValue {
@@ -173,7 +176,7 @@ private:
         if (!parseString(key, err))
           return false;
         if (!accept(':')) {
-          err = "expected ':' after key '" + key + "' in header";
+          err = "expected ':' after key '" + printable(key) + "' in header";
           return false;
         }
         v.entries.emplace_back(key, PyValue());
@@ -186,7 +189,8 @@ private:
       }
       return true;
     }
-    err = std::string("unexpected character '") + c + "' in header";
+    err = "unexpected character '" + printable(std::string(1, c)) +
+          "' in header";
     return false;
   }
 };

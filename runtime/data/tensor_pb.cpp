@@ -1,6 +1,7 @@
 // ONNX TensorProto conversion (raw_data and typed fields) and .pb file I/O.
 #include "runtime/data/tensor_pb.h"
 
+#include "passes/support/diagnostics.h"
 #include "passes/support/file_io.h"
 #include "runtime/data/npy.h"
 
@@ -12,7 +13,10 @@ namespace mpc {
 namespace {
 
 std::string describe(const onnx::TensorProto &p) {
-  return p.name().empty() ? std::string("tensor") : "tensor '" + p.name() + "'";
+  // The name comes from the file: oneLine keeps a line break in it from
+  // splitting the error line.
+  return p.name().empty() ? std::string("tensor")
+                          : "tensor '" + oneLine(p.name()) + "'";
 }
 
 std::string typeName(int t) {

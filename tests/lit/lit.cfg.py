@@ -16,3 +16,10 @@ config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "I
 # python3-numpy and python3-onnx); the python3 first on PATH may be another.
 import sys
 config.substitutions.append(("%python", sys.executable))
+# Graphviz renders mpc-opt --dot files; tests that run it say REQUIRES: dot.
+import shutil
+if shutil.which("dot"):
+    config.available_features.add("dot")
+# A CUDA device is present (tests that expect "no GPU" mark UNSUPPORTED).
+if os.path.exists("/dev/nvidiactl"):
+    config.available_features.add("cuda-device")

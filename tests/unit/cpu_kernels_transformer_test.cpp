@@ -83,7 +83,7 @@ std::vector<Tensor> runNode(const std::string &op,
   for (const auto &kv : attrs)
     n->setAttr(kv.first, kv.second);
   std::vector<Tensor> outs(n->numOutputs());
-  KernelContext ctx{*n, inputs, {}, seed};
+  KernelContext ctx{*n, inputs, {}, seed, {}};
   for (size_t i = 0; i < outs.size(); ++i)
     ctx.outputs.push_back(n->output(i) ? &outs[i] : nullptr);
   const CpuKernel *k = findCpuKernel(domain, op);

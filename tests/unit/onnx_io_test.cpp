@@ -94,7 +94,7 @@ std::string hexBytes(const std::vector<uint8_t> &bytes) {
 std::string tensorText(const Tensor &t) {
   std::ostringstream os;
   os << dtypeName(t.dtype) << "[" << dimsToString(t.dims) << "]"
-     << hexBytes(t.bytes);
+     << hexBytes(std::vector<uint8_t>(t.bytes.begin(), t.bytes.end()));
   return os.str();
 }
 

@@ -3,9 +3,12 @@
 //
 // A thin main: flags in, pipeline from passes/registry.h, model out. Bad input
 // of any kind is one line on stderr and exit code 1, and no output file.
+#include "passes/memory_report.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
+#include "passes/precision_map.h"
 #include "passes/support/diagnostics.h"
+#include "passes/support/file_io.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -35,6 +38,19 @@ output:
   --no-verify-each        do not verify the graph after every pass
   --split-input-file      process chunks separated by "// -----" separately
   --stats                 print pass statistics on stderr
+  --explain               print each node's precision and the rule that chose
+                          it (stdout; stderr when -o - writes the model)
+  --dot=FILE              write the step graph as Graphviz, coloured by
+                          precision, Casts marked (dot -Tsvg FILE)
+  --report=memory         print the step's memory plan by class, next to the
+                          fp32 baseline (stdout; stderr when -o - is the model)
+  --report-json=FILE      write the same plan as JSON
+memory:
+  --recompute=none|auto|NODE,NODE   recompute saved activations in the
+                          backward instead of keeping them (auto: cheap
+                          elementwise ones; NODE: those nodes' outputs)
+  --memory-budget=BYTES   with --recompute=auto: stop once the planned peak
+                          fits (needs concrete shapes)
 precision:
   --precision=fp16|bf16|fp32   (default fp16)
   --fp32-ops=Op,Op  --fp16-ops=Op,Op  --fp32-nodes=REGEX
@@ -43,6 +59,8 @@ precision:
 optimizer:
   --optimizer=sgd|adam|adamw  --lr=F  --momentum=F  --dampening=F  --nesterov
   --weight-decay=F  --beta1=F  --beta2=F  --eps=F  --max-grad-norm=F
+  --grad-accum=K          K micro-batches per optimizer step (default 1): mpc-run
+                          runs the step K times, the update applies on the K-th
 parameters and shapes:
   --trainable=REGEX  --frozen=REGEX  --input-shape=NAME:AxBxC  --batch=B
 )";
@@ -60,6 +78,10 @@ struct Flags {
   bool verifyEach = true;
   bool splitInputFile = false;
   bool stats = false;
+  bool explain = false;
+  std::string dotFile;
+  bool reportMemory = false; ///< --report=memory
+  std::string reportJson;    ///< --report-json=FILE
   CompileOptions options;
 };
 
@@ -146,6 +168,20 @@ Flags parseFlags(int argc, char **argv) {
       f.splitInputFile = true;
     } else if (arg == "--stats") {
       f.stats = true;
+    } else if (arg == "--explain") {
+      f.explain = true;
+    } else if (key == "--report") {
+      if (val != "memory")
+        throw Error("--report: expected 'memory', got '" + val + "'");
+      f.reportMemory = true;
+    } else if (key == "--report-json") {
+      if (val.empty())
+        throw Error("--report-json: expects a file name (--report-json=FILE)");
+      f.reportJson = val;
+    } else if (key == "--dot") {
+      if (val.empty())
+        throw Error("--dot: expects a file name (--dot=FILE)");
+      f.dotFile = val;
     } else if (key == "--precision") {
       auto t = parseDType(need());
       if (!t || (*t != DType::F16 && *t != DType::BF16 && *t != DType::F32))
@@ -187,6 +223,10 @@ Flags parseFlags(int argc, char **argv) {
       o.beta2 = parseDouble(key, need());
     } else if (key == "--eps") {
       o.epsilon = parseDouble(key, need());
+    } else if (key == "--grad-accum") {
+      o.gradAccum = parseInt(key, need());
+      if (o.gradAccum < 1)
+        throw Error("--grad-accum: must be an integer >= 1, got '" + val + "'");
     } else if (key == "--max-grad-norm") {
       o.maxGradNorm = parseDouble(key, need());
     } else if (key == "--trainable") {
@@ -195,6 +235,15 @@ Flags parseFlags(int argc, char **argv) {
       o.frozen = need();
     } else if (key == "--input-shape") {
       o.inputShapes.push_back(parseInputShape(need()));
+    } else if (key == "--recompute") {
+      o.recompute = need();
+      if (o.recompute.empty())
+        throw Error("--recompute: expected none, auto or node names");
+    } else if (key == "--memory-budget") {
+      o.memoryBudget = parseInt(key, need());
+      if (o.memoryBudget <= 0)
+        throw Error("--memory-budget: must be a positive byte count, got '" +
+                    val + "'");
     } else if (key == "--batch") {
       o.batch = parseInt(key, need());
       if (o.batch <= 0)
@@ -209,6 +258,13 @@ Flags parseFlags(int argc, char **argv) {
   }
   if (f.input.empty())
     throw Error("no input model (usage: mpc-opt MODEL -o OUT)");
+  if (f.options.memoryBudget > 0 && f.options.recompute != "auto")
+    throw Error("--memory-budget: only with --recompute=auto");
+  if ((f.reportMemory || !f.reportJson.empty()) && f.splitInputFile)
+    throw Error("--report: cannot be combined with --split-input-file");
+  if (!f.dotFile.empty() && f.splitInputFile)
+    throw Error("--dot: cannot be combined with --split-input-file (one "
+                "graph per file)");
   if (!f.outputGiven) {
     if (f.emit != "text")
       throw Error("missing -o OUT (binary output is not written to a "
@@ -216,6 +272,31 @@ Flags parseFlags(int argc, char **argv) {
     f.output = "-";
   }
   return f;
+}
+
+/// --report=memory / --report-json: the compiled step's plan next to the
+/// same model compiled in fp32 (no casts, no loss scaling).
+void reportMemory(const Model &model, const Flags &f) {
+  MemoryPlan chosen = planCompiledModel(model);
+  std::unique_ptr<Model> base = loadModel(f.input);
+  CompileOptions fp32 = f.options;
+  fp32.precision = DType::F32;
+  fp32.lossScale = "none";
+  PipelineConfig config;
+  config.verifyEach = false;
+  Statistics stats;
+  runPipeline(*base, f.passesGiven ? parsePipeline(f.passes) : defaultPipeline(),
+              fp32, config, stats);
+  MemoryPlan baseline = planCompiledModel(*base);
+  std::string label = dtypeName(f.options.precision);
+  if (f.reportMemory)
+    (f.output == "-" ? std::cerr : std::cout)
+        << memoryReportTable(chosen, label, baseline);
+  if (!f.reportJson.empty()) {
+    std::string json = memoryReportJson(chosen, label, baseline), error;
+    if (!writeFileAtomically(f.reportJson, json.data(), json.size(), error))
+      throw Error("--report-json: " + error);
+  }
 }
 
 /// Compiles one model; returns the bytes to write.
@@ -227,6 +308,7 @@ std::string compile(std::unique_ptr<Model> model, const Flags &f) {
   PipelineConfig config;
   config.verifyEach = f.verifyEach;
   config.afterPass = [&](const std::string &pass, const Model &m) {
+    recordNodesAddedBy(m, pass);
     if (f.printAfterAll || pass == f.printAfter)
       std::cerr << "// ----- after " << pass << "\n" << printModelText(m);
   };
@@ -235,6 +317,17 @@ std::string compile(std::unique_ptr<Model> model, const Flags &f) {
   if (f.stats)
     for (const auto &kv : stats)
       std::cerr << kv.first << ": " << kv.second << "\n";
+  if (f.explain)
+    (f.output == "-" ? std::cerr : std::cout) << explainPrecision(*model);
+  if (!f.dotFile.empty()) {
+    // Before the model is written: a failed --dot leaves no output file.
+    std::string dot = precisionDot(*model), error;
+    if (!writeFileAtomically(f.dotFile, dot.data(), dot.size(), error))
+      throw Error("--dot: " + error);
+  }
+
+  if (f.reportMemory || !f.reportJson.empty())
+    reportMemory(*model, f);
 
   if (f.emit == "text") {
     std::string text = printModelText(*model);

@@ -7,6 +7,7 @@
 // one line and exit 1.
 #include "passes/onnx/onnx_io.h"
 #include "passes/support/diagnostics.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "runtime/inference.h"
 #include "runtime/trainer.h"
 
@@ -28,11 +29,15 @@ const char *kUsage =
 
 Trains MODEL, a training step compiled by mpc-opt.
 
-  --device=cpu|cuda       backend (default: cpu in this build)
-  --steps=N               steps to run (default 100; after --resume: N more)
+  --device=cpu|cuda       backend (default: cpu; cuda needs a CUDA build and
+                          a GPU, and fails naming why when there is none)
+  --steps=N               steps to run (default 100; after --resume: N more);
+                          optimizer steps of K micro-batches each for a model
+                          compiled with --grad-accum=K
   --data=FILE.npz         arrays named after the step's data inputs
   --synthetic             random data of the right shapes instead
-  --batch=B               batch size (must match a static batch dim)
+  --batch=B               batch size (must match a static batch dim); the
+                          micro-batch size with --grad-accum
   --shuffle --seed=S      per-epoch shuffled order (default: in order)
   --log=FILE.csv          step,loss,loss_scale,skipped,ms per step
   --save=CKPT.onnx        checkpoint at the end (and every --save-every=N)
@@ -227,11 +232,21 @@ std::string formatBytes(size_t bytes) {
   return buf;
 }
 
+/// The backend --device names; for cuda, an error saying why there is none
+/// (no CUDA in this build, no driver, no device).
+std::unique_ptr<Backend> makeBackend(const std::string &device) {
+  if (device != "cuda")
+    return createCpuBackend();
+  std::string whyNot;
+  std::unique_ptr<Backend> backend = createCudaBackend(whyNot);
+  if (!backend)
+    throw Error("--device=cuda: " + whyNot + " (use --device=cpu)");
+  return backend;
+}
+
 /// --infer: reads the input files, runs the main graph, writes the outputs.
 int runInfer(const Flags &f) {
-  if (f.device == "cuda")
-    throw Error("--device=cuda: this build has no CUDA backend yet (use "
-                "--device=cpu)");
+  std::unique_ptr<Backend> backend = makeBackend(f.device);
   // Fail on a bad output directory before any work is done.
   prepareOutputDir(f.outputDir);
   std::vector<InferenceInput> inputs;
@@ -248,7 +263,6 @@ int runInfer(const Flags &f) {
     in.value = readTensorFile(in.source);
     inputs.push_back(std::move(in));
   }
-  std::unique_ptr<Backend> backend = createCpuBackend();
   std::unique_ptr<Model> model = loadModel(f.model);
   std::vector<InferenceOutput> outputs =
       runInference(*model, std::move(inputs), *backend);
@@ -269,10 +283,7 @@ volatile std::sig_atomic_t gStopRequested = 0;
 void requestStop(int) { gStopRequested = 1; }
 
 int run(const Flags &f) {
-  if (f.device == "cuda")
-    throw Error("--device=cuda: this build has no CUDA backend yet (use "
-                "--device=cpu)");
-  std::unique_ptr<Backend> backend = createCpuBackend();
+  std::unique_ptr<Backend> backend = makeBackend(f.device);
   Trainer trainer(loadModel(f.model), *backend);
   if (!f.resume.empty())
     trainer.resumeFrom(f.resume);
@@ -303,14 +314,19 @@ int run(const Flags &f) {
   double totalMs = 0, lastLoss = 0;
   int64_t every = f.steps >= 10 ? f.steps / 10 : 1;
   for (int64_t i = 0; i < f.steps && !gStopRequested; ++i) {
-    auto batchData =
-        data.batch(trainer.stepsDone(), batch, trainer.shuffle, trainer.seed);
+    // Micro-batch j of optimizer step s is batch s*K + j: the same samples,
+    // in the same order, as batch s of size K*B.
+    std::vector<Trainer::Batch> microBatches;
+    for (int64_t j = 0; j < trainer.microBatches(); ++j)
+      microBatches.push_back(
+          data.batch(trainer.stepsDone() * trainer.microBatches() + j, batch,
+                     trainer.shuffle, trainer.seed));
     // Provenance costs a second run of a skipped step: only when asked, or
     // when the scale is below the floor (a stop may need the diagnosis).
     trainer.debugOverflow =
         f.debugOverflow ||
         (f.maxSkippedSteps > 0 && trainer.lossScale() < f.minLossScale);
-    StepRecord r = trainer.step(batchData);
+    StepRecord r = trainer.optimizerStep(microBatches);
     if (r.skipped && f.debugOverflow)
       std::fprintf(stderr, "mpc-run: %s\n", r.overflow.line(r.step).c_str());
     skippedBelowFloor =
@@ -362,13 +378,17 @@ int run(const Flags &f) {
     trainer.exportInference(f.exportInference);
 
   double samplesPerSec =
-      totalMs > 0 ? double(done * batch) / (totalMs / 1000.0) : 0;
+      totalMs > 0
+          ? double(done * batch * trainer.microBatches()) / (totalMs / 1000.0)
+          : 0;
   std::printf("summary: steps %lld  skipped %lld  final loss %.6f  loss scale "
-              "%g  %.0f samples/s  peak memory %s (%s)\n",
+              "%g  %.0f samples/s  peak memory %s (%s; %zu bytes, live "
+              "%zu)\n",
               (long long)done, (long long)skipped, lastLoss,
               trainer.lossScale(), samplesPerSec,
-              formatBytes(trainer.peakBytes()).c_str(),
-              backend->name().c_str());
+              formatBytes(trainer.arenaPeakBytes()).c_str(),
+              backend->name().c_str(), trainer.arenaPeakBytes(),
+              trainer.peakBytes());
   return gStopRequested ? 130 : 0;
 }
 

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# make bench: runs every benchmark (bench/*.sh) against BUILD_DIR's tools, prints their tables
+# and writes each one's JSON to bench/results/<name>-<date>.json. parity.sh (a few seconds)
+# prints a table only; its rows are written as JSON here.
+# Usage: bench/run_all.sh [BUILD_DIR]
+set -euo pipefail
+build=${1:-build}
+cd "$(dirname "$0")/.."
+date=$(date +%F)
+status=0
+for script in bench/compile_time.sh bench/memory.sh bench/cpu_step.sh; do
+  echo "######## $script"
+  "$script" "$build" "bench/results/$(basename "$script" .sh)-$date.json" || status=1
+  echo
+done
+
+echo "######## bench/parity.sh"
+parity=$(mktemp)
+trap 'rm -f "$parity"' EXIT
+if bench/parity.sh "$build" | tee "$parity"; then
+  /usr/bin/python3 - "$parity" "bench/results/parity-$date.json" <<'EOF'
+import datetime, json, os, sys
+lines = [l.split() for l in open(sys.argv[1]) if l.strip()]
+head, rows = lines[0], lines[1:]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown")
+doc = {"benchmark": "parity", "date": datetime.date.today().isoformat(),
+       "machine": {"nproc": os.cpu_count(), "cpu": cpu},
+       "results": [dict(zip(head, r)) if len(r) == len(head) else {"line": " ".join(r)} for r in rows]}
+with open(sys.argv[2], "w") as f:
+    json.dump(doc, f, indent=1)
+    f.write("\n")
+print(f"results: {sys.argv[2]}")
+EOF
+else
+  status=1
+fi
+exit $status

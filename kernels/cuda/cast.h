@@ -1,0 +1,25 @@
+// Host entry point of the CUDA Cast kernel (kernels/cuda/cast.cu).
+//
+// Converts n elements between fp32, fp16 and bf16 (the same dtype is a
+// device copy) with the CPU backend's rounding: through fp32, round to
+// nearest-even on store (kernels/common/half.h), NaN kept quiet. Raw device
+// pointers, as every kernel entry point takes.
+#pragma once
+
+#include "passes/ir/types.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace mpc {
+namespace cuda {
+
+/// Whether launchCast takes this pair (fp32/fp16/bf16 both ways).
+bool castSupported(DType from, DType to);
+
+void launchCast(DType from, DType to, const void *x, void *y, int64_t n,
+                cudaStream_t stream);
+
+} // namespace cuda
+} // namespace mpc

@@ -1,0 +1,78 @@
+// Element access of the CUDA kernels: fp16/bf16 are storage types only.
+//
+// Each element is loaded into fp32, computed on and rounded to nearest-even
+// on store with the shared conversions of kernels/common/half.h, exactly as
+// the CPU backend's F32Io/F16Io/BF16Io do (kernels/cpu/cpu_util.h), so an
+// elementwise kernel built from the same fp32 operations gives the same bits
+// on both backends. The dispatch helper turns a dtype the GPU kernels do not
+// take into an mpc::Error (the backend checks dtypes first; reaching it is a
+// bug or an unsupported model the backend let through).
+#pragma once
+
+#include "kernels/common/half.h"
+#include "passes/ir/types.h"
+#include "passes/support/diagnostics.h"
+
+#include <cstdint>
+#include <string>
+
+namespace mpc {
+namespace cuda {
+
+struct F32Dev {
+  using Storage = float;
+  static constexpr DType dtype = DType::F32;
+  __device__ static float toFloat(float s) { return s; }
+  __device__ static float fromFloat(float v) { return v; }
+};
+
+struct F16Dev {
+  using Storage = uint16_t;
+  static constexpr DType dtype = DType::F16;
+  __device__ static float toFloat(uint16_t s) { return halfToFloat(s); }
+  __device__ static uint16_t fromFloat(float v) { return floatToHalf(v); }
+};
+
+struct BF16Dev {
+  using Storage = uint16_t;
+  static constexpr DType dtype = DType::BF16;
+  __device__ static float toFloat(uint16_t s) { return bf16ToFloat(s); }
+  __device__ static uint16_t fromFloat(float v) { return floatToBf16(v); }
+};
+
+/// Calls f(F32Dev{}), f(F16Dev{}) or f(BF16Dev{}) on the host.
+template <typename F>
+void dispatchDeviceFloat(DType t, const char *what, F &&f) {
+  switch (t) {
+  case DType::F32:
+    return f(F32Dev{});
+  case DType::F16:
+    return f(F16Dev{});
+  case DType::BF16:
+    return f(BF16Dev{});
+  default:
+    throw Error(std::string(what) +
+                ": the cuda kernels take fp32, fp16 or "
+                "bf16, got " +
+                dtypeName(t));
+  }
+}
+
+/// Grid size of a grid-stride loop over `work` items with 256 threads a
+/// block: enough blocks to fill any current GPU, never more than needed.
+inline unsigned gridFor(int64_t work) {
+  int64_t blocks = (work + 255) / 256;
+  return unsigned(blocks < 1 ? 1 : blocks > 8192 ? 8192 : blocks);
+}
+constexpr unsigned kBlock = 256;
+
+/// The global index and stride of a grid-stride loop.
+__device__ inline int64_t globalIndex() {
+  return int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline int64_t globalStride() {
+  return int64_t(gridDim.x) * blockDim.x;
+}
+
+} // namespace cuda
+} // namespace mpc

@@ -1,0 +1,321 @@
+// CUDA elementwise kernels: unary math, broadcasting arithmetic, Pow,
+// ReluGrad, broadcast copy.
+//
+// Each kernel is a grid-stride loop over the output; operands are loaded
+// into fp32 and the result rounded once on store (device_io.cuh). The fp32
+// operations are the CPU kernels' (kernels/cpu/elementwise.cpp): + - * /,
+// sqrt and the comparisons are IEEE and give the same bits there; exp, log,
+// tanh, erf, pow come from CUDA's math library and differ from glibc's in
+// the last ulp or two (tests/backend-ops compares those with a tolerance).
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_io.cuh"
+#include "kernels/cuda/elementwise.h"
+
+namespace mpc {
+namespace cuda {
+namespace {
+
+// --- ops ---------------------------------------------------------------------
+
+// NaN propagates (as PyTorch's relu does); everything else clamps at 0.
+struct ReluOp {
+  __device__ float operator()(float v) const {
+    return v > 0.0f || v != v ? v : 0.0f;
+  }
+};
+struct NegOp {
+  __device__ float operator()(float v) const { return -v; }
+};
+struct AbsOp {
+  __device__ float operator()(float v) const { return fabsf(v); }
+};
+struct ExpOp {
+  __device__ float operator()(float v) const { return expf(v); }
+};
+struct LogOp {
+  __device__ float operator()(float v) const { return logf(v); }
+};
+struct SqrtOp {
+  __device__ float operator()(float v) const { return sqrtf(v); }
+};
+struct TanhOp {
+  __device__ float operator()(float v) const { return tanhf(v); }
+};
+struct SigmoidOp {
+  __device__ float operator()(float v) const {
+    return 1.0f / (1.0f + expf(-v));
+  }
+};
+struct ErfOp {
+  __device__ float operator()(float v) const { return erff(v); }
+};
+
+struct AddOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct SubOp {
+  __device__ float operator()(float a, float b) const { return a - b; }
+};
+struct MulOp {
+  __device__ float operator()(float a, float b) const { return a * b; }
+};
+struct DivOp {
+  __device__ float operator()(float a, float b) const { return a / b; }
+};
+
+// --- kernels -----------------------------------------------------------------
+
+template <typename Io, typename Op>
+__global__ void unaryKernel(const typename Io::Storage *__restrict__ x,
+                            typename Io::Storage *__restrict__ y, int64_t n,
+                            Op op) {
+  for (int64_t i = globalIndex(); i < n; i += globalStride())
+    y[i] = Io::fromFloat(op(Io::toFloat(x[i])));
+}
+
+template <typename Io, typename Op>
+__global__ void binaryKernel(const typename Io::Storage *__restrict__ a,
+                             const typename Io::Storage *__restrict__ b,
+                             typename Io::Storage *__restrict__ y,
+                             BroadcastGeometry<2> g, Op op) {
+  for (int64_t i = globalIndex(); i < g.count; i += globalStride()) {
+    int64_t off[2];
+    g.offsets(i, off);
+    y[i] = Io::fromFloat(op(Io::toFloat(a[off[0]]), Io::toFloat(b[off[1]])));
+  }
+}
+
+template <typename Io>
+__global__ void powScalarKernel(const typename Io::Storage *__restrict__ x,
+                                typename Io::Storage *__restrict__ y, int64_t n,
+                                PowScalarMode mode, float e) {
+  for (int64_t i = globalIndex(); i < n; i += globalStride()) {
+    float v = Io::toFloat(x[i]), r;
+    switch (mode) {
+    case PowScalarMode::Square:
+      r = v * v;
+      break;
+    case PowScalarMode::Cube:
+      r = v * v * v;
+      break;
+    case PowScalarMode::Sqrt:
+      r = sqrtf(v);
+      break;
+    case PowScalarMode::RSqrt:
+      r = 1.0f / sqrtf(v);
+      break;
+    case PowScalarMode::Reciprocal:
+      r = 1.0f / v;
+      break;
+    case PowScalarMode::ReciprocalSq:
+      r = 1.0f / (v * v);
+      break;
+    default:
+      r = powf(v, e);
+      break;
+    }
+    y[i] = Io::fromFloat(r);
+  }
+}
+
+/// An exponent element as fp32, the way the CPU kernel reads it
+/// (float(double(value))).
+__device__ float loadExponent(const void *e, DType t, int64_t i) {
+  switch (t) {
+  case DType::F16:
+    return halfToFloat(static_cast<const uint16_t *>(e)[i]);
+  case DType::BF16:
+    return bf16ToFloat(static_cast<const uint16_t *>(e)[i]);
+  case DType::I64:
+    return float(double(static_cast<const int64_t *>(e)[i]));
+  case DType::I32:
+    return float(static_cast<const int32_t *>(e)[i]);
+  default:
+    return static_cast<const float *>(e)[i];
+  }
+}
+
+template <typename Io>
+__global__ void powBroadcastKernel(const typename Io::Storage *__restrict__ x,
+                                   const void *__restrict__ e, DType et,
+                                   typename Io::Storage *__restrict__ y,
+                                   BroadcastGeometry<2> g) {
+  for (int64_t i = globalIndex(); i < g.count; i += globalStride()) {
+    int64_t off[2];
+    g.offsets(i, off);
+    y[i] = Io::fromFloat(
+        powf(Io::toFloat(x[off[0]]), loadExponent(e, et, off[1])));
+  }
+}
+
+template <typename G, typename F>
+__global__ void reluGradKernel(const typename G::Storage *__restrict__ dy,
+                               const typename F::Storage *__restrict__ y,
+                               typename G::Storage *__restrict__ dx,
+                               int64_t n) {
+  for (int64_t i = globalIndex(); i < n; i += globalStride())
+    dx[i] = G::fromFloat(F::toFloat(y[i]) > 0.0f ? G::toFloat(dy[i]) : 0.0f);
+}
+
+template <typename Io>
+__global__ void scaleKernel(typename Io::Storage *y, int64_t n, float factor) {
+  for (int64_t i = globalIndex(); i < n; i += globalStride())
+    y[i] = Io::fromFloat(factor * Io::toFloat(y[i]));
+}
+
+template <typename T>
+__global__ void broadcastCopyKernel(const T *__restrict__ x, T *__restrict__ y,
+                                    BroadcastGeometry<1> g) {
+  for (int64_t i = globalIndex(); i < g.count; i += globalStride()) {
+    int64_t off[1];
+    g.offsets(i, off);
+    y[i] = x[off[0]];
+  }
+}
+
+template <typename Op>
+void unary(DType t, const void *x, void *y, int64_t n, cudaStream_t s, Op op) {
+  dispatchDeviceFloat(t, "unary op", [&](auto io) {
+    using Io = decltype(io);
+    using S = typename Io::Storage;
+    unaryKernel<Io><<<gridFor(n), kBlock, 0, s>>>(static_cast<const S *>(x),
+                                                  static_cast<S *>(y), n, op);
+  });
+  MPC_CUDA_CHECK_LAUNCH("unaryKernel");
+}
+
+template <typename Op>
+void binary(DType t, const void *a, const void *b, void *y,
+            const BroadcastGeometry<2> &g, cudaStream_t s, Op op) {
+  dispatchDeviceFloat(t, "binary op", [&](auto io) {
+    using Io = decltype(io);
+    using S = typename Io::Storage;
+    binaryKernel<Io><<<gridFor(g.count), kBlock, 0, s>>>(
+        static_cast<const S *>(a), static_cast<const S *>(b),
+        static_cast<S *>(y), g, op);
+  });
+  MPC_CUDA_CHECK_LAUNCH("binaryKernel");
+}
+
+} // namespace
+
+void launchUnary(UnaryOp op, DType t, const void *x, void *y, int64_t n,
+                 cudaStream_t s) {
+  if (n == 0)
+    return;
+  switch (op) {
+  case UnaryOp::Relu:
+    return unary(t, x, y, n, s, ReluOp{});
+  case UnaryOp::Neg:
+    return unary(t, x, y, n, s, NegOp{});
+  case UnaryOp::Abs:
+    return unary(t, x, y, n, s, AbsOp{});
+  case UnaryOp::Exp:
+    return unary(t, x, y, n, s, ExpOp{});
+  case UnaryOp::Log:
+    return unary(t, x, y, n, s, LogOp{});
+  case UnaryOp::Sqrt:
+    return unary(t, x, y, n, s, SqrtOp{});
+  case UnaryOp::Tanh:
+    return unary(t, x, y, n, s, TanhOp{});
+  case UnaryOp::Sigmoid:
+    return unary(t, x, y, n, s, SigmoidOp{});
+  case UnaryOp::Erf:
+    return unary(t, x, y, n, s, ErfOp{});
+  }
+}
+
+void launchBinary(BinaryOp op, DType t, const void *a, const void *b, void *y,
+                  const BroadcastGeometry<2> &g, cudaStream_t s) {
+  if (g.count == 0)
+    return;
+  switch (op) {
+  case BinaryOp::Add:
+    return binary(t, a, b, y, g, s, AddOp{});
+  case BinaryOp::Sub:
+    return binary(t, a, b, y, g, s, SubOp{});
+  case BinaryOp::Mul:
+    return binary(t, a, b, y, g, s, MulOp{});
+  case BinaryOp::Div:
+    return binary(t, a, b, y, g, s, DivOp{});
+  }
+}
+
+void launchPowScalar(DType t, const void *x, void *y, int64_t n,
+                     PowScalarMode mode, float exponent, cudaStream_t s) {
+  if (n == 0)
+    return;
+  dispatchDeviceFloat(t, "Pow", [&](auto io) {
+    using Io = decltype(io);
+    using S = typename Io::Storage;
+    powScalarKernel<Io><<<gridFor(n), kBlock, 0, s>>>(
+        static_cast<const S *>(x), static_cast<S *>(y), n, mode, exponent);
+  });
+  MPC_CUDA_CHECK_LAUNCH("powScalarKernel");
+}
+
+void launchPowBroadcast(DType xt, const void *x, DType yt, const void *e,
+                        void *y, const BroadcastGeometry<2> &g,
+                        cudaStream_t s) {
+  if (g.count == 0)
+    return;
+  if (yt != DType::F32 && yt != DType::F16 && yt != DType::BF16 &&
+      yt != DType::I64 && yt != DType::I32)
+    throw Error(std::string("Pow: the cuda kernel takes an fp32, fp16, bf16, "
+                            "int64 or int32 exponent, got ") +
+                dtypeName(yt));
+  dispatchDeviceFloat(xt, "Pow", [&](auto io) {
+    using Io = decltype(io);
+    using S = typename Io::Storage;
+    powBroadcastKernel<Io><<<gridFor(g.count), kBlock, 0, s>>>(
+        static_cast<const S *>(x), e, yt, static_cast<S *>(y), g);
+  });
+  MPC_CUDA_CHECK_LAUNCH("powBroadcastKernel");
+}
+
+void launchReluGrad(DType gradT, const void *dy, DType fwdT, const void *y,
+                    void *dx, int64_t n, cudaStream_t s) {
+  if (n == 0)
+    return;
+  dispatchDeviceFloat(gradT, "ReluGrad", [&](auto gio) {
+    dispatchDeviceFloat(fwdT, "ReluGrad", [&](auto fio) {
+      using G = decltype(gio);
+      using F = decltype(fio);
+      reluGradKernel<G, F><<<gridFor(n), kBlock, 0, s>>>(
+          static_cast<const typename G::Storage *>(dy),
+          static_cast<const typename F::Storage *>(y),
+          static_cast<typename G::Storage *>(dx), n);
+    });
+  });
+  MPC_CUDA_CHECK_LAUNCH("reluGradKernel");
+}
+
+void launchScale(DType t, void *y, int64_t n, float factor, cudaStream_t s) {
+  if (n == 0)
+    return;
+  dispatchDeviceFloat(t, "scale", [&](auto io) {
+    using Io = decltype(io);
+    scaleKernel<Io><<<gridFor(n), kBlock, 0, s>>>(
+        static_cast<typename Io::Storage *>(y), n, factor);
+  });
+  MPC_CUDA_CHECK_LAUNCH("scaleKernel");
+}
+
+void launchBroadcastCopy(size_t elementSize, const void *x, void *y,
+                         const BroadcastGeometry<1> &g, cudaStream_t s) {
+  if (g.count == 0)
+    return;
+  if (elementSize == 2)
+    broadcastCopyKernel<<<gridFor(g.count), kBlock, 0, s>>>(
+        static_cast<const uint16_t *>(x), static_cast<uint16_t *>(y), g);
+  else if (elementSize == 4)
+    broadcastCopyKernel<<<gridFor(g.count), kBlock, 0, s>>>(
+        static_cast<const uint32_t *>(x), static_cast<uint32_t *>(y), g);
+  else
+    throw Error("broadcast copy: element size " + std::to_string(elementSize) +
+                " is not 2 or 4");
+  MPC_CUDA_CHECK_LAUNCH("broadcastCopyKernel");
+}
+
+} // namespace cuda
+} // namespace mpc

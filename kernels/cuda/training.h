@@ -1,0 +1,81 @@
+// Host entry points of the CUDA training-step kernels (kernels/cuda/
+// training.cu): loss-scale unscale + found-inf, the scale update, the fused
+// SGD and Adam/AdamW updates and the step counter.
+//
+// None of them needs the host to look at a device value: the unscale kernel
+// writes found_inf on the device, and every later kernel reads that flag
+// there and skips its update, so a step can run (and later be captured as a
+// CUDA graph) without a synchronisation. The per-element math is the shared
+// MPC_HD code of kernels/common/{loss_scale_math.h,optimizer_math.h}, the
+// CPU backend's, so both compute identical bits. Raw device pointers;
+// `foundInf` may be nullptr (never skip).
+#pragma once
+
+#include "kernels/common/optimizer_math.h"
+#include "passes/ir/types.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace mpc {
+namespace cuda {
+
+/// One gradient of the multi-tensor unscale: n elements of dtype (fp32,
+/// fp16 or bf16) at src, written as fp32 to dst (nullptr: checked only).
+struct UnscaleTensor {
+  const void *src = nullptr;
+  float *dst = nullptr;
+  int64_t n = 0;
+  DType dtype = DType::F32;
+};
+
+/// Elements one block of the multi-tensor kernels covers.
+constexpr int64_t kUnscaleChunk = 16384;
+
+/// One block's work: elements [begin, begin + kUnscaleChunk) of a tensor.
+struct UnscaleChunk {
+  int32_t tensor = 0;
+  int64_t begin = 0;
+};
+
+/// The chunks covering every element of `tensors` (empty tensors have none).
+std::vector<UnscaleChunk>
+unscaleChunks(const std::vector<UnscaleTensor> &tensors);
+
+/// found_inf := some element of some gradient is inf/NaN; every dst :=
+/// src * float(1 / double(*scale)), checked before the multiply as torch
+/// does. `tensors` and `chunks` are device copies (the caller uploads the
+/// host tables). foundInf is one byte (bool).
+void launchUnscaleGradients(const float *scale, const UnscaleTensor *tensors,
+                            const UnscaleChunk *chunks, int64_t numChunks,
+                            uint8_t *foundInf, cudaStream_t stream);
+
+/// torch's _amp_update_scale_ on one fp32 scale and an int64 or int32
+/// tracker; outputs may alias inputs. trackerOut may be nullptr.
+void launchUpdateLossScale(const float *scale, const void *tracker,
+                           bool tracker64, const uint8_t *foundInf,
+                           float *scaleOut, void *trackerOut,
+                           double growthFactor, double backoffFactor,
+                           int64_t growthInterval, cudaStream_t stream);
+
+/// SGD on fp32 master weights: pOut := p updated, bufOut := buf updated;
+/// with found_inf set, outputs are copies of the inputs. buf/bufOut may be
+/// nullptr (no momentum buffer / not written).
+void launchSgd(const uint8_t *foundInf, const float *p, const float *g,
+               const float *buf, float *pOut, float *bufOut, int64_t n,
+               const SgdScalars &scalars, cudaStream_t stream);
+
+/// Adam/AdamW on fp32 master weights and moments; mOut/vOut may be nullptr.
+void launchAdam(const uint8_t *foundInf, const float *p, const float *g,
+                const float *m, const float *v, float *pOut, float *mOut,
+                float *vOut, int64_t n, const AdamScalars &scalars,
+                cudaStream_t stream);
+
+/// stepOut := step + (found_inf ? 0 : 1) for an int64, int32 or fp32 scalar.
+void launchIncrementStep(DType t, const void *step, const uint8_t *foundInf,
+                         void *stepOut, cudaStream_t stream);
+
+} // namespace cuda
+} // namespace mpc

@@ -1,0 +1,151 @@
+// ByteBuffer: a tensor's bytes, either owned or a view into memory someone
+// else owns (the executor's arena, runtime/arena.h).
+//
+// It has the std::vector<uint8_t> calls tensors have always used (data, size,
+// resize, assign, begin/end, []), so code that fills a tensor does not care
+// where the bytes live. The one difference is on purpose: assigning bytes of
+// the same size to a view copies them into the view, so a kernel writing
+// `y.bytes = x.bytes` into an arena-backed output stays in its planned place.
+// Anything that changes a view's size detaches it into owned storage (the
+// executor notices such an output and moves it back into the arena).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+namespace mpc {
+
+class ByteBuffer {
+public:
+  ByteBuffer() = default;
+  ByteBuffer(std::vector<uint8_t> v) : owned_(std::move(v)) { sync(); }
+
+  /// A view of `size` bytes at `p` (not owned; the owner outlives the view).
+  static ByteBuffer view(uint8_t *p, size_t size) {
+    ByteBuffer b;
+    b.data_ = p;
+    b.size_ = size;
+    b.isView_ = true;
+    return b;
+  }
+
+  ByteBuffer(const ByteBuffer &o)
+      : owned_(o.data_, o.data_ + o.size_) { // copies are always owned
+    sync();
+  }
+  ByteBuffer(ByteBuffer &&o) noexcept { *this = std::move(o); }
+
+  ByteBuffer &operator=(const ByteBuffer &o) {
+    if (this == &o)
+      return *this;
+    if (isView_ && o.size_ == size_) {
+      if (size_)
+        std::memmove(data_, o.data_, size_);
+      return *this;
+    }
+    owned_.assign(o.data_, o.data_ + o.size_);
+    isView_ = false;
+    sync();
+    return *this;
+  }
+  ByteBuffer &operator=(ByteBuffer &&o) noexcept {
+    if (this == &o)
+      return *this;
+    owned_ = std::move(o.owned_);
+    data_ = o.data_;
+    size_ = o.size_;
+    isView_ = o.isView_;
+    if (!isView_)
+      sync();
+    o.owned_.clear();
+    o.data_ = nullptr;
+    o.size_ = 0;
+    o.isView_ = false;
+    return *this;
+  }
+
+  /// The bytes as a vector (a copy).
+  operator std::vector<uint8_t>() const { return {begin(), end()}; }
+  friend bool operator==(const ByteBuffer &a, const ByteBuffer &b) {
+    return a.size_ == b.size_ &&
+           (a.size_ == 0 || std::memcmp(a.data_, b.data_, a.size_) == 0);
+  }
+  friend bool operator!=(const ByteBuffer &a, const ByteBuffer &b) {
+    return !(a == b);
+  }
+  friend bool operator==(const ByteBuffer &a, const std::vector<uint8_t> &b) {
+    return a.size_ == b.size() &&
+           (a.size_ == 0 || std::memcmp(a.data_, b.data(), a.size_) == 0);
+  }
+
+  bool isView() const { return isView_; }
+  uint8_t *data() { return data_; }
+  const uint8_t *data() const { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  uint8_t *begin() { return data_; }
+  uint8_t *end() { return data_ + size_; }
+  const uint8_t *begin() const { return data_; }
+  const uint8_t *end() const { return data_ + size_; }
+  uint8_t &operator[](size_t i) { return data_[i]; }
+  const uint8_t &operator[](size_t i) const { return data_[i]; }
+
+  /// n bytes of value v; a view of exactly n bytes is filled in place.
+  void assign(size_t n, uint8_t v) {
+    if (isView_ && n == size_) {
+      if (n)
+        std::memset(data_, v, n);
+      return;
+    }
+    detach();
+    owned_.assign(n, v);
+    sync();
+  }
+  template <typename It> void assign(It first, It last) {
+    std::vector<uint8_t> tmp(first, last); // the range may alias our bytes
+    if (isView_ && tmp.size() == size_) {
+      if (size_)
+        std::memcpy(data_, tmp.data(), size_);
+      return;
+    }
+    detach();
+    owned_ = std::move(tmp);
+    sync();
+  }
+  void resize(size_t n, uint8_t v = 0) {
+    if (isView_ && n == size_)
+      return;
+    detach();
+    owned_.resize(n, v);
+    sync();
+  }
+  void clear() {
+    detach();
+    owned_.clear();
+    sync();
+  }
+
+private:
+  /// A view becomes owned storage holding the same bytes.
+  void detach() {
+    if (!isView_)
+      return;
+    owned_.assign(data_, data_ + size_);
+    isView_ = false;
+    sync();
+  }
+  void sync() {
+    data_ = owned_.data();
+    size_ = owned_.size();
+  }
+
+  std::vector<uint8_t> owned_;
+  uint8_t *data_ = nullptr;
+  size_t size_ = 0;
+  bool isView_ = false;
+};
+
+} // namespace mpc

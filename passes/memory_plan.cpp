@@ -1,0 +1,418 @@
+// Memory plan: classification, lifetimes, in-place writes, offsets.
+#include "passes/memory_plan.h"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+#include <unordered_set>
+
+namespace mpc {
+
+const char *memoryClassName(MemoryClass c) {
+  switch (c) {
+  case MemoryClass::Parameters:
+    return "parameters";
+  case MemoryClass::WorkingCopies:
+    return "working_copies";
+  case MemoryClass::Gradients:
+    return "gradients";
+  case MemoryClass::OptimizerState:
+    return "optimizer_state";
+  case MemoryClass::OtherState:
+    return "other_state";
+  case MemoryClass::Inputs:
+    return "inputs";
+  case MemoryClass::Activations:
+    return "activations";
+  case MemoryClass::Temporaries:
+  case MemoryClass::Count:
+    break;
+  }
+  return "temporaries";
+}
+
+namespace {
+
+std::vector<std::string> splitList(const std::string *s) {
+  std::vector<std::string> out;
+  if (!s)
+    return out;
+  std::stringstream in(*s);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty())
+      out.push_back(item);
+  return out;
+}
+
+size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+/// Size in bytes when dtype and dims are known.
+bool knownSize(const Value &v, size_t &bytes) {
+  if (v.dtype == DType::Undefined || !v.hasShape)
+    return false;
+  auto dims = concreteDims(v.dims);
+  if (!dims)
+    return false;
+  int64_t n = elementCount(*dims);
+  if (n < 0)
+    return false;
+  bytes = size_t(n) * dtypeSize(v.dtype);
+  return true;
+}
+
+/// Elementwise ops whose CPU and GPU kernels read element i of an input of
+/// the output's shape before writing element i of the output, so the output
+/// may take that input's bytes.
+bool isInPlaceElementwise(const Node &n) {
+  static const std::unordered_set<std::string> ops = {
+      "Add", "Sub",  "Mul",  "Div", "Neg", "Abs",     "Relu",
+      "Exp", "Sqrt", "Tanh", "Erf", "Log", "Sigmoid",
+  };
+  return n.domain().empty() && ops.count(n.opType());
+}
+
+/// Ops whose output is the input's bytes under other dims: the output shares
+/// the input's buffer even while the input stays live (neither is written
+/// again), so a Reshape costs no copy.
+bool isAlias(const Node &n) {
+  static const std::unordered_set<std::string> ops = {
+      "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+  return n.domain().empty() && ops.count(n.opType());
+}
+
+/// (output, input) pairs an optimizer update writes over its state operand.
+std::vector<std::pair<size_t, size_t>> stateUpdatePairs(const Node &n) {
+  if (n.domain() != "mpc")
+    return {};
+  if (n.opType() == "SGD")
+    return {{0, 2}, {1, 4}};
+  if (n.opType() == "Adam")
+    return {{0, 2}, {1, 4}, {2, 5}};
+  return {};
+}
+
+struct Buffer {
+  size_t bytes = 0;
+  int64_t first = 0, last = 0;
+  std::vector<const Value *> members; ///< in lifetime order
+  size_t offset = 0;
+};
+
+} // namespace
+
+PlanInputs planInputsFor(const Model &model, const Graph &graph) {
+  PlanInputs in;
+  in.graph = &graph;
+  if (const std::string *s = model.meta("mpc.loss"))
+    in.loss = *s;
+  in.params = splitList(model.meta("mpc.params"));
+  in.grads = splitList(model.meta("mpc.grads"));
+  in.optimizerState = splitList(model.meta("mpc.optimizer_state"));
+  in.gradBuffers = splitList(model.meta("mpc.grad_accum_buffers"));
+  for (const char *key : {"mpc.loss_scale", "mpc.growth_tracker", "mpc.step"})
+    if (const std::string *s = model.meta(key))
+      in.scalerState.push_back(*s);
+  // The step (the algorithm or its runnable copy), not the main graph.
+  if (model.training && &graph != model.graph.get())
+    in.updateBinding = model.training->updateBinding;
+  return in;
+}
+
+MemoryPlan planMemory(const PlanInputs &in) {
+  const Graph &g = *in.graph;
+  MemoryPlan plan;
+  plan.alignment = std::max<size_t>(in.alignment, 1);
+  std::vector<const Node *> nodes;
+  for (const auto &n : g.nodes())
+    nodes.push_back(n.get());
+  const int64_t numNodes = int64_t(nodes.size());
+  const int64_t end = std::max<int64_t>(numNodes - 1, 0);
+
+  auto nameSet = [](const std::vector<std::string> &v) {
+    return std::unordered_set<std::string>(v.begin(), v.end());
+  };
+  const auto params = nameSet(in.params), optState = nameSet(in.optimizerState),
+             gradBuffers = nameSet(in.gradBuffers),
+             scaler = nameSet(in.scalerState);
+
+  // --- liveness --------------------------------------------------------------
+  std::unordered_map<const Value *, int64_t> firstOf, lastOf;
+  std::unordered_map<const Value *, int64_t> lastRead; // any value, state too
+  int64_t lossIndex = -1;
+  for (int64_t i = 0; i < numNodes; ++i) {
+    for (const Value *o : nodes[i]->outputs())
+      if (o) {
+        firstOf[o] = i;
+        lastOf[o] = i; // unused outputs die where they are made
+        if (o->name() == in.loss)
+          lossIndex = i;
+      }
+    for (const Value *v : nodes[i]->inputs())
+      if (v) {
+        lastRead[v] = i;
+        if (firstOf.count(v))
+          lastOf[v] = std::max(lastOf[v], i);
+      }
+  }
+  for (const Value *o : g.outputs())
+    if (firstOf.count(o))
+      lastOf[o] = end;
+
+  // --- gradients: the named ones, what the scaler and clip read and write,
+  // and the Casts that feed them -----------------------------------------
+  std::unordered_set<const Value *> gradients;
+  for (const std::string &name : in.grads)
+    if (const Value *v = g.findValue(name))
+      gradients.insert(v);
+  for (const Node *n : nodes) {
+    bool unscale = n->domain() == "mpc" && n->opType() == "UnscaleGradients";
+    bool clip = n->domain() == "mpc" && n->opType() == "ClipGradNorm";
+    if (!unscale && !clip)
+      continue;
+    for (size_t i = unscale ? 1 : 0; i < n->numInputs(); ++i)
+      if (n->input(i) && firstOf.count(n->input(i)))
+        gradients.insert(n->input(i));
+    size_t outBegin = unscale ? 1 : 0;
+    size_t outEnd = clip ? n->numOutputs() - 1 : n->numOutputs();
+    for (size_t i = outBegin; i < outEnd; ++i)
+      if (n->output(i))
+        gradients.insert(n->output(i));
+  }
+  for (bool grew = true; grew;) { // walk up through Casts
+    grew = false;
+    for (const Value *v :
+         std::vector<const Value *>(gradients.begin(), gradients.end())) {
+      const Node *p = v->producer();
+      if (p && p->opType() == "Cast" && p->domain().empty() && p->input(0) &&
+          firstOf.count(p->input(0)) && gradients.insert(p->input(0)).second)
+        grew = true;
+    }
+  }
+
+  auto classify = [&](const Value *v) {
+    if (v->isGraphInput())
+      return MemoryClass::Inputs;
+    if (v->isInitializer()) {
+      if (params.count(v->name()))
+        return MemoryClass::Parameters;
+      if (optState.count(v->name()) || scaler.count(v->name()))
+        return MemoryClass::OptimizerState;
+      if (gradBuffers.count(v->name()))
+        return MemoryClass::Gradients;
+      return MemoryClass::OtherState;
+    }
+    if (gradients.count(v))
+      return MemoryClass::Gradients;
+    const Node *p = v->producer();
+    if (p && p->opType() == "Cast" && p->domain().empty() && p->input(0) &&
+        params.count(p->input(0)->name()))
+      return MemoryClass::WorkingCopies;
+    if (lossIndex >= 0 && firstOf.at(v) <= lossIndex &&
+        lastOf.at(v) > lossIndex)
+      return MemoryClass::Activations;
+    return MemoryClass::Temporaries;
+  };
+
+  // --- persistent values: the arena's front ----------------------------------
+  size_t offset = 0;
+  auto placePersistent = [&](const Value *v) {
+    size_t bytes = 0;
+    if (!knownSize(*v, bytes)) {
+      plan.unplanned.push_back(v);
+      return;
+    }
+    ValuePlacement p;
+    p.offset = offset;
+    p.bytes = bytes;
+    p.cls = classify(v);
+    p.persistent = true;
+    p.first = 0;
+    p.last = end;
+    plan.placement[v] = p;
+    offset = alignUp(offset + bytes, plan.alignment);
+  };
+  for (const Value *v : g.inputs())
+    placePersistent(v);
+  for (const Value *v : g.initializers())
+    if (!v->isGraphInput())
+      placePersistent(v);
+  plan.persistentBytes = offset;
+
+  // --- transient values, grouped into buffers by in-place writes -------------
+  std::vector<Buffer> buffers;
+  std::unordered_map<const Value *, size_t> bufferOf;
+  std::unordered_map<std::string, std::string> boundState; // new value -> state
+  for (const auto &kv : in.updateBinding)
+    boundState[kv.second] = kv.first;
+  for (int64_t i = 0; i < numNodes; ++i) {
+    const Node &n = *nodes[i];
+    std::unordered_set<const Value *> taken; // inputs given away at this node
+    for (size_t oi = 0; oi < n.numOutputs(); ++oi) {
+      const Value *o = n.output(oi);
+      if (!o)
+        continue;
+      size_t bytes = 0;
+      if (!knownSize(*o, bytes)) {
+        plan.unplanned.push_back(o);
+        continue;
+      }
+      ValuePlacement p;
+      p.bytes = bytes;
+      p.cls = classify(o);
+      p.first = i;
+      p.last = lastOf.at(o);
+      // An optimizer update written over the state it is bound to.
+      bool placed = false;
+      if (in.inPlace)
+        for (auto [out, inIdx] : stateUpdatePairs(n)) {
+          const Value *s = n.input(inIdx);
+          auto bound = boundState.find(o->name());
+          if (out != oi || !s || taken.count(s) || bound == boundState.end() ||
+              bound->second != s->name() || !plan.find(s) ||
+              !plan.find(s)->persistent || plan.find(s)->bytes != bytes)
+            continue;
+          // Every other reader of the state must have run already.
+          if (lastRead.at(s) != i || s->isGraphOutput())
+            continue;
+          p.offset = plan.find(s)->offset;
+          p.persistent = true;
+          plan.placement[o] = p;
+          plan.inPlace.push_back({size_t(i), oi, inIdx});
+          taken.insert(s);
+          placed = true;
+          break;
+        }
+      if (placed)
+        continue;
+      // An elementwise output over an input that dies here (with every
+      // other value in its bytes), or a reshape sharing its input's bytes.
+      bool alias = isAlias(n);
+      if (in.inPlace && (isInPlaceElementwise(n) || alias) && oi == 0)
+        for (size_t ii = 0; ii < (alias ? 1 : n.numInputs()) && !placed;
+             ++ii) {
+          const Value *x = n.input(ii);
+          if (!x || taken.count(x) || !bufferOf.count(x) ||
+              x->dtype != o->dtype || x->isGraphOutput())
+            continue;
+          Buffer &b = buffers[bufferOf.at(x)];
+          if (b.bytes != bytes)
+            continue;
+          if (!alias && (x->dims != o->dims || b.last != i))
+            continue;
+          b.last = std::max(b.last, p.last);
+          b.members.push_back(o);
+          bufferOf[o] = bufferOf.at(x);
+          plan.placement[o] = p;
+          plan.inPlace.push_back({size_t(i), oi, ii});
+          taken.insert(x);
+          placed = true;
+        }
+      if (placed)
+        continue;
+      Buffer b;
+      b.bytes = bytes;
+      b.first = p.first;
+      b.last = p.last;
+      b.members.push_back(o);
+      bufferOf[o] = buffers.size();
+      buffers.push_back(b);
+      plan.placement[o] = p;
+    }
+  }
+
+  // --- offsets: greedy by size, lowest gap among overlapping lifetimes
+  // --------
+  std::vector<size_t> order(buffers.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return buffers[a].bytes > buffers[b].bytes;
+  });
+  std::vector<size_t> placedSoFar;
+  size_t transientEnd = 0;
+  for (size_t bi : order) {
+    Buffer &b = buffers[bi];
+    std::vector<std::pair<size_t, size_t>> busy; // [offset, end) overlapping
+    for (size_t oj : placedSoFar) {
+      const Buffer &o = buffers[oj];
+      if (o.first <= b.last && b.first <= o.last)
+        busy.push_back({o.offset, o.offset + o.bytes});
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t at = 0;
+    for (const auto &r : busy) {
+      if (r.first >= at + b.bytes)
+        break;
+      at = std::max(at, alignUp(r.second, plan.alignment));
+    }
+    b.offset = at;
+    transientEnd = std::max(transientEnd, at + b.bytes);
+    placedSoFar.push_back(bi);
+  }
+  for (size_t bi = 0; bi < buffers.size(); ++bi)
+    for (const Value *v : buffers[bi].members) {
+      plan.placement[v].offset = plan.persistentBytes + buffers[bi].offset;
+      plan.placement[v].buffer = bi;
+    }
+  plan.arenaBytes =
+      plan.persistentBytes + alignUp(transientEnd, plan.alignment);
+
+  // --- live bytes over the step, and by class at the peak
+  // ---------------------
+  size_t persistentLive = 0;
+  ClassBytes persistentByClass{};
+  for (const auto &kv : plan.placement) {
+    const ValuePlacement &p = kv.second;
+    plan.noReuseBytes += p.bytes;
+    plan.total[size_t(p.cls)] += p.bytes;
+    bool aliasOfState = p.persistent && firstOf.count(kv.first);
+    if (p.persistent && !aliasOfState) {
+      persistentLive += p.bytes;
+      persistentByClass[size_t(p.cls)] += p.bytes;
+    }
+  }
+  std::vector<int64_t> delta(size_t(numNodes) + 1, 0);
+  for (const Buffer &b : buffers) {
+    delta[size_t(b.first)] += int64_t(b.bytes);
+    delta[size_t(b.last) + 1] -= int64_t(b.bytes);
+  }
+  int64_t live = 0;
+  plan.livePeakBytes = persistentLive;
+  for (int64_t i = 0; i < numNodes; ++i) {
+    live += delta[size_t(i)];
+    if (persistentLive + size_t(live) > plan.livePeakBytes ||
+        plan.livePeakNode < 0) {
+      plan.livePeakBytes = persistentLive + size_t(live);
+      plan.livePeakNode = i;
+    }
+  }
+  plan.atPeak = persistentByClass;
+  if (plan.livePeakNode >= 0)
+    for (const Buffer &b : buffers) {
+      if (b.first > plan.livePeakNode || b.last < plan.livePeakNode)
+        continue;
+      // The member occupying the buffer at the peak (the latest one made).
+      const Value *occupant = b.members.front();
+      for (const Value *v : b.members)
+        if (firstOf.at(v) <= plan.livePeakNode)
+          occupant = v;
+      plan.atPeak[size_t(plan.placement.at(occupant).cls)] += b.bytes;
+      plan.largestAtPeak.push_back(
+          {occupant->name(), plan.placement.at(occupant).cls, b.bytes});
+    }
+  for (const auto &kv : plan.placement)
+    if (kv.second.persistent && !firstOf.count(kv.first))
+      plan.largestAtPeak.push_back(
+          {kv.first->name(), kv.second.cls, kv.second.bytes});
+  std::stable_sort(plan.largestAtPeak.begin(), plan.largestAtPeak.end(),
+                   [](const MemoryPlan::Resident &a,
+                      const MemoryPlan::Resident &b) {
+                     return a.bytes != b.bytes ? a.bytes > b.bytes
+                                               : a.name < b.name;
+                   });
+  if (plan.largestAtPeak.size() > 10)
+    plan.largestAtPeak.resize(10);
+  return plan;
+}
+
+} // namespace mpc

@@ -1,0 +1,162 @@
+// Memory report: the step's plan by class, as a table and as JSON.
+#include "passes/memory_report.h"
+
+#include "passes/onnx/onnx_io.h"
+#include "passes/shape_inference.h"
+#include "passes/step_graph.h"
+
+#include "onnx/onnx_pb.h"
+#include "passes/support/diagnostics.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+namespace mpc {
+
+namespace {
+
+/// Bytes in the table's unit (MiB, or KiB for small models).
+double gUnit = 1024.0 * 1024.0;
+std::string mib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", double(bytes) / gUnit);
+  return buf;
+}
+
+std::string ratio(size_t a, size_t b) {
+  if (b == 0)
+    return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", double(a) / double(b));
+  return buf;
+}
+
+void jsonPlan(std::ostringstream &os, const MemoryPlan &p,
+              const std::string &label) {
+  os << "{\"precision\": \"" << label << "\", \"peak_bytes\": " << p.arenaBytes
+     << ", \"live_peak_bytes\": " << p.livePeakBytes
+     << ", \"no_reuse_bytes\": " << p.noReuseBytes
+     << ", \"persistent_bytes\": " << p.persistentBytes
+     << ", \"in_place_writes\": " << p.inPlace.size() << ", \"by_class\": {";
+  for (size_t c = 0; c < kNumMemoryClasses; ++c)
+    os << (c ? ", " : "") << "\"" << memoryClassName(MemoryClass(c))
+       << "\": " << p.atPeak[c];
+  os << "}, \"total_by_class\": {";
+  for (size_t c = 0; c < kNumMemoryClasses; ++c)
+    os << (c ? ", " : "") << "\"" << memoryClassName(MemoryClass(c))
+       << "\": " << p.total[c];
+  os << "}}";
+}
+
+} // namespace
+
+MemoryPlan planCompiledModel(const Model &compiled, bool asWritten) {
+  // The exporter completes mpc nodes' optional inputs with small constants;
+  // planning the model as mpc-run will load it counts those too.
+  std::unique_ptr<Model> written;
+  if (asWritten) {
+    onnx::ModelProto proto;
+    exportModel(compiled, proto);
+    written = importModel(proto, compiled.sourcePath, ".");
+  }
+  const Model &model = asWritten ? *written : compiled;
+  std::unique_ptr<Graph> step;
+  const Graph *g = model.graph.get();
+  if (model.training) {
+    step = runnableStep(model);
+    g = step.get();
+  } else {
+    step = model.graph->clone();
+    g = step.get();
+  }
+  // Types of what the importer could not read from value_info, inferred as
+  // the executor infers them before it plans.
+  inferGraph(*step, std::max<int64_t>(model.opsetVersion(""), 1));
+  MemoryPlan plan = planMemory(planInputsFor(model, *g));
+  if (!plan.unplanned.empty()) {
+    const Value *v = plan.unplanned.front();
+    throw Error("cannot plan memory: value '" + v->name() +
+                "' has no known size (" + v->typeString() +
+                "); give concrete shapes with --batch=B or "
+                "--input-shape=NAME:AxB");
+  }
+  // The placements point into `step`, which dies here.
+  plan.placement.clear();
+  plan.unplanned.clear();
+  return plan;
+}
+
+std::string memoryReportTable(const MemoryPlan &chosen,
+                              const std::string &chosenLabel,
+                              const MemoryPlan &baseline) {
+  std::ostringstream os;
+  char line[160];
+  bool small = std::max(chosen.arenaBytes, baseline.arenaBytes) < (10u << 20);
+  gUnit = small ? 1024.0 : 1024.0 * 1024.0;
+  std::snprintf(line, sizeof line, "%-34s %12s %12s %8s\n",
+                small ? "memory plan (KiB, live at peak)"
+                      : "memory plan (MiB, live at peak)",
+                chosenLabel.c_str(), "fp32", "ratio");
+  os << line;
+  for (size_t c = 0; c < kNumMemoryClasses; ++c) {
+    std::snprintf(line, sizeof line, "  %-32s %12s %12s %8s\n",
+                  memoryClassName(MemoryClass(c)),
+                  mib(chosen.atPeak[c]).c_str(),
+                  mib(baseline.atPeak[c]).c_str(),
+                  ratio(chosen.atPeak[c], baseline.atPeak[c]).c_str());
+    os << line;
+  }
+  auto row = [&](const char *name, size_t a, size_t b) {
+    std::snprintf(line, sizeof line, "%-34s %12s %12s %8s\n", name,
+                  mib(a).c_str(), mib(b).c_str(), ratio(a, b).c_str());
+    os << line;
+  };
+  row("peak (planned arena)", chosen.arenaBytes, baseline.arenaBytes);
+  row("live peak (lower bound)", chosen.livePeakBytes, baseline.livePeakBytes);
+  row("all tensors, no reuse", chosen.noReuseBytes, baseline.noReuseBytes);
+  std::snprintf(line, sizeof line,
+                "peak / no-reuse: %s (%s), %s (fp32); in-place writes: %zu "
+                "(%s), %zu (fp32)\n",
+                ratio(chosen.arenaBytes, chosen.noReuseBytes).c_str(),
+                chosenLabel.c_str(),
+                ratio(baseline.arenaBytes, baseline.noReuseBytes).c_str(),
+                chosen.inPlace.size(), chosenLabel.c_str(),
+                baseline.inPlace.size());
+  os << line;
+  os << "largest at the " << chosenLabel << " peak:\n";
+  for (const auto &r : chosen.largestAtPeak) {
+    std::snprintf(line, sizeof line, "  %10s  %-16s %s\n",
+                  mib(r.bytes).c_str(), memoryClassName(r.cls), r.name.c_str());
+    os << line;
+  }
+  return os.str();
+}
+
+std::string memoryReportJson(const MemoryPlan &chosen,
+                             const std::string &chosenLabel,
+                             const MemoryPlan &baseline) {
+  std::ostringstream os;
+  os << "{\"planned\": ";
+  jsonPlan(os, chosen, chosenLabel);
+  os << ", \"fp32_baseline\": ";
+  jsonPlan(os, baseline, "fp32");
+  os << ", \"ratio\": " << ratio(chosen.arenaBytes, baseline.arenaBytes)
+     << "}\n";
+  return os.str();
+}
+
+void runPlanMemory(Model &model, PassContext &ctx) {
+  try {
+    MemoryPlan plan = planCompiledModel(model, /*asWritten=*/false);
+    ctx.stats["peak_bytes"] = int64_t(plan.arenaBytes);
+    ctx.stats["live_peak_bytes"] = int64_t(plan.livePeakBytes);
+    ctx.stats["no_reuse_bytes"] = int64_t(plan.noReuseBytes);
+    ctx.stats["in_place_writes"] = int64_t(plan.inPlace.size());
+  } catch (const Error &) {
+    // Symbolic shapes: the runtime plans once the batch is known.
+    ctx.stats["skipped_symbolic_shapes"] = 1;
+  }
+}
+
+} // namespace mpc

@@ -1,0 +1,56 @@
+// The CUDA backend: the Backend interface (runtime/backend.h) on one GPU.
+//
+// This first increment keeps the executor's host tensors: for each node the
+// backend copies the inputs into device buffers (from a caching allocator),
+// runs device code (cuBLAS for matrix products with fp32 accumulation, the
+// kernels of kernels/cuda/ for everything else), and copies the outputs
+// back. The device code takes raw device pointers and sizes, never Tensors,
+// so moving the backend onto device-resident buffers later changes only the
+// staging. Ops without device code are refused by supports(), with why;
+// shape and view ops (Shape, Reshape, ...) run on the host, where their
+// inputs already are.
+#pragma once
+
+#include "runtime/backend.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+struct CudaBackendOptions {
+  /// Device ordinal.
+  int device = 0;
+  /// Fill every device output buffer with 0xFF bytes (NaN in fp32, fp16 and
+  /// bf16) before its kernel runs, so an element a kernel forgets to write
+  /// shows up as NaN (tests/backend-ops).
+  bool poisonOutputs = false;
+};
+
+/// The CUDA backend, or nullptr with `whyNot` set to one line saying why
+/// there is none: no driver, no device, a GPU older than the build's
+/// targets, or a build without CUDA.
+std::unique_ptr<Backend>
+createCudaBackend(std::string &whyNot, const CudaBackendOptions &options = {});
+
+/// Whether the CUDA backend runs `node`, with why not; the same answer its
+/// supports() gives, available without a GPU (and false in a build without
+/// CUDA).
+bool cudaBackendSupports(const Node &node, std::string &why);
+
+/// The ops the CUDA backend runs with device code ("Op", "mpc.Op"), sorted.
+std::vector<std::string> cudaDeviceOps();
+/// The shape and view ops it runs on the host.
+std::vector<std::string> cudaHostOps();
+
+/// Device-memory statistics of a CUDA backend (for tests and reports).
+struct CudaMemoryStats {
+  size_t deviceAllocations = 0; ///< cudaMalloc calls so far
+  size_t cacheHits = 0;         ///< buffers served from the cache
+  size_t peakReservedBytes = 0; ///< most device bytes held at once
+};
+/// The stats of `backend` if it is a CUDA backend (else all zero).
+CudaMemoryStats cudaMemoryStats(const Backend &backend);
+
+} // namespace mpc

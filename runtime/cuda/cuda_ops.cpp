@@ -1,0 +1,123 @@
+// The CUDA op table, built once from the families, and the shared checks.
+#include "runtime/cuda/cuda_ops.h"
+
+#include "kernels/cpu/cpu_util.h"
+#include "runtime/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <map>
+
+namespace mpc {
+namespace cuda {
+
+namespace {
+
+using Key = std::pair<std::string, std::string>;
+
+const std::map<Key, CudaOpEntry> &opTable() {
+  static const std::map<Key, CudaOpEntry> table = [] {
+    std::map<Key, CudaOpEntry> t;
+    for (auto family : {elementwiseOps, gemmOps, lossOps, trainingOps, hostOps})
+      for (const CudaOpEntry &e : family())
+        t.emplace(Key(e.domain, e.opType), e);
+    return t;
+  }();
+  return table;
+}
+
+std::vector<std::string> opNames(bool device) {
+  std::vector<std::string> ops;
+  for (const auto &kv : opTable())
+    if ((kv.second.run != nullptr) == device)
+      ops.push_back(kv.first.first.empty()
+                        ? kv.first.second
+                        : kv.first.first + "." + kv.first.second);
+  std::sort(ops.begin(), ops.end());
+  return ops;
+}
+
+} // namespace
+
+const CudaOpEntry *findCudaOp(const std::string &domain,
+                              const std::string &op) {
+  const auto &table = opTable();
+  auto it = table.find(Key(domain == "ai.onnx" ? "" : domain, op));
+  return it == table.end() ? nullptr : &it->second;
+}
+
+std::string cudaOpName(const Node &node) {
+  return node.domain().empty() ? node.opType()
+                               : node.domain() + "." + node.opType();
+}
+
+bool isDeviceFloat(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
+std::string requireDeviceFloat(const Node &node,
+                               std::initializer_list<size_t> inputs) {
+  for (size_t i : inputs) {
+    const Value *v = node.input(i);
+    if (v && v->dtype != DType::Undefined && !isDeviceFloat(v->dtype))
+      return "its device kernel takes fp32, fp16 or bf16, input " +
+             std::to_string(i) + " is " + dtypeName(v->dtype);
+  }
+  return "";
+}
+
+std::string requireDeviceFloatFrom(const Node &node, size_t first) {
+  for (size_t i = first; i < node.numInputs(); ++i) {
+    std::string why = requireDeviceFloat(node, {i});
+    if (!why.empty())
+      return why;
+  }
+  return "";
+}
+
+std::string noCheck(const Node &) { return ""; }
+
+std::vector<CudaOpEntry> hostOps() {
+  // Shapes and views: their outputs are shapes or the input's bytes under
+  // another shape; the CPU kernel computes them where the data is.
+  return {
+      {"", "Shape", nullptr, noCheck},
+      {"", "ConstantOfShape", nullptr, noCheck},
+      {"", "Constant", nullptr, noCheck},
+      {"", "Reshape", nullptr, noCheck},
+      {"", "Flatten", nullptr, noCheck},
+      {"", "Squeeze", nullptr, noCheck},
+      {"", "Unsqueeze", nullptr, noCheck},
+      {"", "Identity", nullptr, noCheck},
+  };
+}
+
+void requireDeviceFloat(const Node &node, const Tensor &t, const char *what) {
+  if (!isDeviceFloat(t.dtype))
+    cpu::fail(node, what,
+              " must be fp32, fp16 or bf16 on the cuda backend, "
+              "got ",
+              dtypeName(t.dtype));
+}
+
+} // namespace cuda
+
+bool cudaBackendSupports(const Node &node, std::string &why) {
+  const cuda::CudaOpEntry *e = cuda::findCudaOp(node.domain(), node.opType());
+  if (!e) {
+    why = "the cuda backend has no kernel for op " + cuda::cudaOpName(node) +
+          " yet";
+    return false;
+  }
+  std::string no = e->check(node);
+  if (!no.empty()) {
+    why = "the cuda backend cannot run this " + cuda::cudaOpName(node) + ": " +
+          no;
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::string> cudaDeviceOps() { return cuda::opNames(true); }
+std::vector<std::string> cudaHostOps() { return cuda::opNames(false); }
+
+} // namespace mpc

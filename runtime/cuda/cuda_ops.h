@@ -1,0 +1,65 @@
+// The CUDA backend's op table: one entry per (domain, op type).
+//
+// Each family file (run_elementwise.cpp, run_gemm.cpp, run_loss.cpp,
+// run_training.cpp) lists its entries, like the CPU kernel families; the
+// backend's supports() and run() read only this table (cuda_ops.cpp), so
+// what it claims and what it runs cannot drift apart. An entry's check
+// looks at what the graph already says (dtypes, attributes) and refuses,
+// with why, nodes the device code does not take; an entry without a runner
+// is a shape or view op the backend runs on the host with the CPU kernel.
+#pragma once
+
+#include "passes/ir/graph.h"
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace mpc {
+namespace cuda {
+
+class NodeStaging;
+
+/// Runs one node: reads inputs, allocates outputs, launches device code.
+using CudaRunner = void (*)(NodeStaging &);
+/// "" when the node can run on the GPU, else why not (one clause).
+using CudaCheck = std::string (*)(const Node &);
+
+struct CudaOpEntry {
+  const char *domain;
+  const char *opType;
+  CudaRunner run; ///< nullptr: runs on the host (shape/view ops)
+  CudaCheck check;
+};
+
+std::vector<CudaOpEntry> elementwiseOps();
+std::vector<CudaOpEntry> gemmOps();
+std::vector<CudaOpEntry> lossOps();
+std::vector<CudaOpEntry> trainingOps();
+std::vector<CudaOpEntry> hostOps();
+
+/// The entry for (domain, op), or nullptr ("ai.onnx" is the default domain).
+const CudaOpEntry *findCudaOp(const std::string &domain, const std::string &op);
+
+/// "Op" or "mpc.Op".
+std::string cudaOpName(const Node &node);
+
+// --- checks shared by the families
+// --------------------------------------------
+
+/// True for the dtypes the device kernels take (fp32, fp16, bf16).
+bool isDeviceFloat(DType t);
+/// "" unless one of the listed inputs has a known dtype the kernels do not
+/// take.
+std::string requireDeviceFloat(const Node &node,
+                               std::initializer_list<size_t> inputs);
+/// The same for inputs first..end of the node.
+std::string requireDeviceFloatFrom(const Node &node, size_t first);
+/// Always "" (ops whose operands are checked when they run).
+std::string noCheck(const Node &node);
+
+/// Throws mpc::Error naming the node unless t is fp32, fp16 or bf16.
+void requireDeviceFloat(const Node &node, const Tensor &t, const char *what);
+
+} // namespace cuda
+} // namespace mpc

@@ -1,0 +1,60 @@
+// How row-major Gemm and MatMul map onto column-major cuBLAS calls.
+//
+// Pure host arithmetic with no CUDA types, so the CPU tests check it
+// (tests/backend-ops/gemm_plan_test.cpp runs the planned calls through a
+// plain column-major reference and compares with the CPU backend).
+//
+// A row-major matrix X[r, c] is, read column-major, X^T with leading
+// dimension c. So the row-major C = op(A) op(B) is computed as the
+// column-major C^T = op(B)^T op(A)^T: cuBLAS's first operand is B, its
+// second is A, and m and n swap.
+#pragma once
+
+#include "passes/ir/graph.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace mpc {
+namespace cuda {
+
+/// Row-major C[m, n] = alpha op(A) op(B) + beta C, repeated over `batch`
+/// matrices at element strides strideA/B/C (0: the same matrix each time).
+struct GemmProblem {
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1, strideA = 0, strideB = 0, strideC = 0;
+};
+
+/// The column-major call (cublasGemmStridedBatchedEx's arguments) that
+/// computes a GemmProblem; "first" is the problem's B, "second" its A.
+struct ColumnMajorGemm {
+  bool transFirst = false, transSecond = false;
+  int64_t m = 0, n = 0, k = 0; ///< of the column-major product
+  int64_t ldFirst = 1, ldSecond = 1, ldc = 1;
+  int64_t strideFirst = 0, strideSecond = 0, strideC = 0;
+  int64_t batch = 1;
+};
+
+ColumnMajorGemm toColumnMajor(const GemmProblem &p);
+
+/// A MatMul's output shape and its products (numpy semantics: 1-D operands
+/// are promoted and the added dim dropped; batch dims broadcast).
+struct MatMulPlan {
+  std::vector<int64_t> outDims;
+  int64_t m = 0, n = 0, k = 0;
+  /// Element offsets of each product's A and B matrices; product i writes
+  /// C at i * m * n.
+  std::vector<int64_t> offsetA, offsetB;
+  /// True when offsets are i * strideA and i * strideB (one batched call).
+  bool uniform = true;
+  int64_t strideA = 0, strideB = 0;
+};
+
+/// Throws mpc::Error naming the node on shapes that do not multiply (the
+/// CPU backend's messages).
+MatMulPlan planMatMul(const Node &node, const std::vector<int64_t> &a,
+                      const std::vector<int64_t> &b);
+
+} // namespace cuda
+} // namespace mpc

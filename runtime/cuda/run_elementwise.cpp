@@ -1,0 +1,224 @@
+// CUDA runners of the elementwise family: arithmetic with broadcasting,
+// unary math, Pow, Cast, ReluGrad and SumToShape.
+//
+// Each runner validates its operands the way the CPU kernel does (the same
+// helpers, so the same messages), allocates the outputs and hands device
+// pointers to kernels/cuda/. Integer and fp64 operands are refused: on the
+// GPU they would only ever be shape arithmetic, which fold-constants has
+// already removed from compiled steps.
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/cuda/cast.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/reduce.h"
+#include "passes/ir/mpc_ops.h"
+#include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/node_staging.h"
+
+#include <stdexcept>
+
+namespace mpc {
+namespace cuda {
+namespace {
+
+using cpu::fail;
+
+template <int K>
+BroadcastGeometry<K> geometry(const Node &node, const std::vector<int64_t> &out,
+                              const std::vector<int64_t> (&in)[K]) {
+  try {
+    return makeBroadcastGeometry<K>(out, in);
+  } catch (const std::length_error &) {
+    fail(node, "rank ", out.size(), " is above the cuda kernels' limit of ",
+         kMaxKernelRank);
+  }
+}
+
+// --- binary arithmetic
+// ---------------------------------------------------------
+
+template <BinaryOp Op> void runBinary(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &a = s.in(0, "A"), &b = s.in(1, "B");
+  if (a.dtype != b.dtype)
+    fail(node, "operands have different element types (", dtypeName(a.dtype),
+         " and ", dtypeName(b.dtype), ")");
+  requireDeviceFloat(node, a, "A");
+  std::vector<int64_t> dims = cpu::broadcastShapes(node, a.dims, b.dims);
+  const std::vector<int64_t> shapes[2] = {a.dims, b.dims};
+  BroadcastGeometry<2> g = geometry<2>(node, dims, shapes);
+  void *y = s.out(0, a.dtype, dims);
+  launchBinary(Op, a.dtype, s.device(0), s.device(1), y, g, s.stream());
+}
+
+std::string checkBinary(const Node &node) {
+  return requireDeviceFloat(node, {0, 1});
+}
+
+// --- unary math
+// ----------------------------------------------------------------
+
+template <UnaryOp Op> void runUnary(NodeStaging &s) {
+  const Tensor &x = s.in(0, "X");
+  requireDeviceFloat(s.node(), x, "X");
+  void *y = s.out(0, x.dtype, x.dims);
+  launchUnary(Op, x.dtype, s.device(0), y, x.numel(), s.stream());
+}
+
+std::string checkUnary(const Node &node) {
+  return requireDeviceFloat(node, {0});
+}
+
+// --- Pow
+// -----------------------------------------------------------------------
+
+/// PyTorch's special cases of a scalar exponent, as the CPU kernel picks
+/// them. The exponent is read on the host: it is a graph constant in every
+/// model mpc compiles.
+PowScalarMode powMode(float e) {
+  if (e == 2.0f)
+    return PowScalarMode::Square;
+  if (e == 3.0f)
+    return PowScalarMode::Cube;
+  if (e == 0.5f)
+    return PowScalarMode::Sqrt;
+  if (e == -0.5f)
+    return PowScalarMode::RSqrt;
+  if (e == -1.0f)
+    return PowScalarMode::Reciprocal;
+  if (e == -2.0f)
+    return PowScalarMode::ReciprocalSq;
+  return PowScalarMode::General;
+}
+
+void runPow(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "X"), &e = s.in(1, "Y");
+  if (e.dtype == DType::Bool)
+    fail(node, "exponent must be numeric, got bool");
+  requireDeviceFloat(node, x, "X");
+  std::vector<int64_t> dims = cpu::broadcastShapes(node, x.dims, e.dims);
+  if (e.numel() == 1 && dims == x.dims) {
+    float v = float(cpu::loadDouble(e, 0));
+    void *y = s.out(0, x.dtype, dims);
+    launchPowScalar(x.dtype, s.device(0), y, x.numel(), powMode(v), v,
+                    s.stream());
+    return;
+  }
+  const std::vector<int64_t> shapes[2] = {x.dims, e.dims};
+  BroadcastGeometry<2> g = geometry<2>(node, dims, shapes);
+  void *y = s.out(0, x.dtype, dims);
+  launchPowBroadcast(x.dtype, s.device(0), e.dtype, s.device(1), y, g,
+                     s.stream());
+}
+
+std::string checkPow(const Node &node) {
+  std::string why = requireDeviceFloat(node, {0});
+  const Value *e = node.input(1);
+  if (why.empty() && e && e->dtype != DType::Undefined &&
+      !isDeviceFloat(e->dtype) && e->dtype != DType::I64 &&
+      e->dtype != DType::I32)
+    why = std::string("its exponent must be fp32, fp16, bf16, int64 or "
+                      "int32, got ") +
+          dtypeName(e->dtype);
+  return why;
+}
+
+// --- Cast
+// ----------------------------------------------------------------------
+
+DType castTarget(const Node &node) {
+  const Attribute *to = node.attr("to");
+  if (!to || to->kind != Attribute::Kind::Int)
+    fail(node, "missing int attribute 'to'");
+  std::optional<DType> dst = fromOnnxDataType(int(to->i));
+  if (!dst)
+    fail(node, "unsupported target type ", to->i);
+  return *dst;
+}
+
+void runCast(NodeStaging &s) {
+  const Tensor &x = s.in(0, "input");
+  DType dst = castTarget(s.node());
+  if (dst != x.dtype && !castSupported(x.dtype, dst))
+    fail(s.node(),
+         "the cuda backend casts between fp32, fp16 and bf16 only, "
+         "not ",
+         dtypeName(x.dtype), " to ", dtypeName(dst));
+  void *y = s.out(0, dst, x.dims);
+  launchCast(x.dtype, dst, s.device(0), y, x.numel(), s.stream());
+}
+
+std::string checkCast(const Node &node) {
+  const Attribute *to = node.attr("to");
+  const Value *x = node.input(0);
+  if (!to || !x || x->dtype == DType::Undefined)
+    return "";
+  std::optional<DType> dst = fromOnnxDataType(int(to->i));
+  if (!dst || *dst == x->dtype || castSupported(x->dtype, *dst))
+    return "";
+  return std::string("it casts between fp32, fp16 and bf16 only, not ") +
+         dtypeName(x->dtype) + " to " + dtypeName(*dst);
+}
+
+// --- backward ops
+// ----------------------------------------------------------------
+
+void runReluGrad(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &y = s.in(1, "Y");
+  if (dy.dims != y.dims)
+    fail(node, "dY of shape ", cpu::shapeString(dy.dims),
+         " does not match Y of shape ", cpu::shapeString(y.dims));
+  requireDeviceFloat(node, dy, "dY");
+  requireDeviceFloat(node, y, "Y");
+  void *dx = s.out(0, dy.dtype, dy.dims);
+  launchReluGrad(dy.dtype, s.device(0), y.dtype, s.device(1), dx, dy.numel(),
+                 s.stream());
+}
+
+void runSumToShape(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X");
+  if (x.dims.size() > dy.dims.size() ||
+      cpu::broadcastShapes(node, x.dims, dy.dims) != dy.dims)
+    fail(node, "shape ", cpu::shapeString(x.dims), " does not broadcast to dY ",
+         cpu::shapeString(dy.dims));
+  requireDeviceFloat(node, dy, "dY");
+  if (dy.dims.size() > size_t(kMaxKernelRank))
+    fail(node, "rank ", dy.dims.size(), " is above the cuda kernels' limit of ",
+         kMaxKernelRank);
+  SumToShapeGeometry g = makeSumToShapeGeometry(dy.dims, x.dims);
+  void *dx = s.out(0, dy.dtype, x.dims);
+  launchSumToShape(dy.dtype, s.device(0), dx, g, s.stream());
+}
+
+} // namespace
+
+std::vector<CudaOpEntry> elementwiseOps() {
+  return {
+      {"", "Add", runBinary<BinaryOp::Add>, checkBinary},
+      {"", "Sub", runBinary<BinaryOp::Sub>, checkBinary},
+      {"", "Mul", runBinary<BinaryOp::Mul>, checkBinary},
+      {"", "Div", runBinary<BinaryOp::Div>, checkBinary},
+      {"", "Pow", runPow, checkPow},
+      {"", "Relu", runUnary<UnaryOp::Relu>, checkUnary},
+      {"", "Neg", runUnary<UnaryOp::Neg>, checkUnary},
+      {"", "Abs", runUnary<UnaryOp::Abs>, checkUnary},
+      {"", "Exp", runUnary<UnaryOp::Exp>, checkUnary},
+      {"", "Log", runUnary<UnaryOp::Log>, checkUnary},
+      {"", "Sqrt", runUnary<UnaryOp::Sqrt>, checkUnary},
+      {"", "Tanh", runUnary<UnaryOp::Tanh>, checkUnary},
+      {"", "Sigmoid", runUnary<UnaryOp::Sigmoid>, checkUnary},
+      {"", "Erf", runUnary<UnaryOp::Erf>, checkUnary},
+      {"", "Cast", runCast, checkCast},
+      {kMpcDomain, "ReluGrad", runReluGrad,
+       [](const Node &n) {
+         return requireDeviceFloat(n, {0, 1});
+       }},
+      {kMpcDomain, "SumToShape", runSumToShape,
+       [](const Node &n) { return requireDeviceFloat(n, {0}); }},
+  };
+}
+
+} // namespace cuda
+} // namespace mpc

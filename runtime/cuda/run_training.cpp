@@ -1,0 +1,196 @@
+// CUDA runners of the mpc training-step ops: UnscaleGradients,
+// UpdateLossScale, SGD, Adam/AdamW, IncrementStep.
+//
+// Operands are validated as the CPU kernels validate them (kernels/cpu/
+// mpc_train.cpp). found_inf goes to the kernels as a device byte and is
+// read there: nothing here looks at its value. The optimizer's per-step
+// scalars (bias corrections, -lr) are computed on the host from the step
+// counter by the shared sgdScalars/adamScalars, exactly as the CPU does; on
+// device-resident state that read of the step becomes the one host value a
+// step needs, or moves into the kernel.
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/cuda/training.h"
+#include "passes/ir/mpc_ops.h"
+#include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/node_staging.h"
+
+namespace mpc {
+namespace cuda {
+namespace {
+
+using cpu::fail;
+
+/// Device pointer of the found_inf input at i (a one-element bool), or
+/// nullptr when omitted.
+const uint8_t *foundInf(NodeStaging &s, size_t i) {
+  const Tensor *t = s.optionalIn(i);
+  if (!t)
+    return nullptr;
+  if (t->numel() != 1)
+    fail(s.node(), "found_inf must hold one element, got shape ",
+         cpu::shapeString(t->dims));
+  if (t->dtype != DType::Bool)
+    fail(s.node(), "found_inf must be bool on the cuda backend, got ",
+         dtypeName(t->dtype));
+  return static_cast<const uint8_t *>(s.device(i));
+}
+
+void requireLikeParam(const Node &node, const Tensor &t, const Tensor &p,
+                      const char *what) {
+  if (t.dtype != DType::F32)
+    fail(node, what, " must be fp32 (master weights), got ",
+         dtypeName(t.dtype));
+  if (t.dims != p.dims)
+    fail(node, what, " of shape ", cpu::shapeString(t.dims),
+         " does not match the parameter's shape ", cpu::shapeString(p.dims));
+}
+
+/// The step counter, read on the host (see the file comment).
+int64_t readStep(const Node &node, const Tensor &t) {
+  if (t.numel() != 1)
+    fail(node, "step must be a scalar, got shape ", cpu::shapeString(t.dims));
+  int64_t step =
+      isFloating(t.dtype) ? int64_t(cpu::loadDouble(t, 0)) : cpu::loadInt(t, 0);
+  if (step < 0)
+    fail(node, "step must be >= 0, got ", step);
+  return step;
+}
+
+const float *f32(NodeStaging &s, size_t i) {
+  return static_cast<const float *>(s.device(i));
+}
+
+// --- loss scaling
+// ----------------------------------------------------------------
+
+void runUnscaleGradients(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &scale = s.in(0, "scale");
+  if (scale.numel() != 1 || !isFloating(scale.dtype))
+    fail(node, "scale must be a floating-point scalar");
+  std::vector<UnscaleTensor> tensors;
+  for (size_t i = 1; i < s.ctx().inputs.size(); ++i) {
+    const Tensor &g = s.in(i, "gradient");
+    requireDeviceFloat(node, g, "gradient");
+    UnscaleTensor t;
+    t.src = s.device(i);
+    t.dst = static_cast<float *>(s.optionalOut(i, DType::F32, g.dims));
+    t.n = g.numel();
+    t.dtype = g.dtype;
+    tensors.push_back(t);
+  }
+  auto *found = static_cast<uint8_t *>(s.out(0, DType::Bool, {}));
+  std::vector<UnscaleChunk> chunks = unscaleChunks(tensors);
+  launchUnscaleGradients(s.deviceF32(0), s.upload(tensors), s.upload(chunks),
+                         int64_t(chunks.size()), found, s.stream());
+}
+
+void runUpdateLossScale(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &scale = s.in(0, "scale");
+  const Tensor &tracker = s.in(1, "growth_tracker");
+  if (scale.dtype != DType::F32 || scale.numel() != 1)
+    fail(node, "scale must be an fp32 scalar");
+  if (tracker.numel() != 1 || isFloating(tracker.dtype))
+    fail(node, "growth_tracker must be an integer scalar");
+  if (tracker.dtype != DType::I64 && tracker.dtype != DType::I32)
+    fail(node,
+         "growth_tracker must be int64 or int32 on the cuda backend, "
+         "got ",
+         dtypeName(tracker.dtype));
+  const uint8_t *found = foundInf(s, 2);
+  auto *scaleOut = static_cast<float *>(s.out(0, DType::F32, scale.dims));
+  void *trackerOut = s.optionalOut(1, tracker.dtype, tracker.dims);
+  launchUpdateLossScale(f32(s, 0), s.device(1), tracker.dtype == DType::I64,
+                        found, scaleOut, trackerOut,
+                        node.attrFloat("growth_factor", 2.0f),
+                        node.attrFloat("backoff_factor", 0.5f),
+                        node.attrInt("growth_interval", 2000), s.stream());
+}
+
+// --- optimizers
+// --------------------------------------------------------------------
+
+void runSgd(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &stepT = s.in(1, "step"), &p = s.in(2, "param"),
+               &g = s.in(3, "gradient");
+  const Tensor *buf = s.optionalIn(4);
+  requireLikeParam(node, p, p, "param");
+  requireLikeParam(node, g, p, "gradient");
+  double momentum = node.attrFloat("momentum", 0.0f);
+  if (buf)
+    requireLikeParam(node, *buf, p, "momentum buffer");
+  else if (momentum != 0.0)
+    fail(node, "momentum ", momentum, " needs a momentum buffer (input 4)");
+  if (s.ctx().hasOutput(1) && !buf)
+    fail(node, "has a momentum buffer output but no buffer input");
+  SgdScalars scalars = sgdScalars(
+      node.attrFloat("lr", 1e-3f), momentum, node.attrFloat("dampening", 0.0f),
+      node.attrFloat("weight_decay", 0.0f), node.attrInt("nesterov", 0) != 0,
+      readStep(node, stepT));
+  const uint8_t *found = foundInf(s, 0);
+  auto *pOut = static_cast<float *>(s.out(0, DType::F32, p.dims));
+  auto *bufOut =
+      buf ? static_cast<float *>(s.optionalOut(1, DType::F32, p.dims))
+          : nullptr;
+  launchSgd(found, f32(s, 2), f32(s, 3), buf ? f32(s, 4) : nullptr, pOut,
+            bufOut, p.numel(), scalars, s.stream());
+}
+
+void runAdam(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &stepT = s.in(1, "step"), &p = s.in(2, "param"),
+               &g = s.in(3, "gradient"), &m = s.in(4, "exp_avg"),
+               &v = s.in(5, "exp_avg_sq");
+  requireLikeParam(node, p, p, "param");
+  requireLikeParam(node, g, p, "gradient");
+  requireLikeParam(node, m, p, "exp_avg");
+  requireLikeParam(node, v, p, "exp_avg_sq");
+  AdamScalars scalars = adamScalars(
+      node.attrFloat("lr", 1e-3f), node.attrFloat("beta1", 0.9f),
+      node.attrFloat("beta2", 0.999f), node.attrFloat("epsilon", 1e-8f),
+      node.attrFloat("weight_decay", 0.0f), node.attrInt("decoupled", 0) != 0,
+      readStep(node, stepT));
+  const uint8_t *found = foundInf(s, 0);
+  auto *pOut = static_cast<float *>(s.out(0, DType::F32, p.dims));
+  auto *mOut = static_cast<float *>(s.optionalOut(1, DType::F32, p.dims));
+  auto *vOut = static_cast<float *>(s.optionalOut(2, DType::F32, p.dims));
+  launchAdam(found, f32(s, 2), f32(s, 3), f32(s, 4), f32(s, 5), pOut, mOut,
+             vOut, p.numel(), scalars, s.stream());
+}
+
+void runIncrementStep(NodeStaging &s) {
+  const Tensor &step = s.in(0, "step");
+  if (step.numel() != 1)
+    fail(s.node(), "step must be a scalar, got shape ",
+         cpu::shapeString(step.dims));
+  const uint8_t *found = foundInf(s, 1);
+  void *out = s.out(0, step.dtype, step.dims);
+  launchIncrementStep(step.dtype, s.device(0), found, out, s.stream());
+}
+
+std::string checkIncrementStep(const Node &node) {
+  const Value *v = node.input(0);
+  if (v && v->dtype != DType::Undefined && v->dtype != DType::I64 &&
+      v->dtype != DType::I32 && v->dtype != DType::F32)
+    return std::string("its step must be int64, int32 or fp32, got ") +
+           dtypeName(v->dtype);
+  return "";
+}
+
+} // namespace
+
+std::vector<CudaOpEntry> trainingOps() {
+  return {
+      {kMpcDomain, "UnscaleGradients", runUnscaleGradients,
+       [](const Node &n) { return requireDeviceFloatFrom(n, 1); }},
+      {kMpcDomain, "UpdateLossScale", runUpdateLossScale, noCheck},
+      {kMpcDomain, "SGD", runSgd, noCheck},
+      {kMpcDomain, "Adam", runAdam, noCheck},
+      {kMpcDomain, "IncrementStep", runIncrementStep, checkIncrementStep},
+  };
+}
+
+} // namespace cuda
+} // namespace mpc

@@ -1,0 +1,231 @@
+// The CUDA backend's host-side index planning, on the CPU.
+//
+// The cuBLAS calls that Gemm/MatMul plan (gemm_plan.h) are executed by a
+// plain column-major reference with cuBLAS's argument semantics, and the
+// broadcast and SumToShape geometries the kernels use are walked on the
+// host; each result is compared with the CPU backend's kernel. What the GPU
+// adds on top (cuBLAS itself, the kernels' arithmetic) is backend-ops'.
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/cuda/broadcast_geometry.h"
+#include "op_cases.h"
+#include "passes/ir/mpc_ops.h"
+#include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cuda/gemm_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace mpc;
+using namespace mpc::cuda;
+using namespace mpc::backend_ops;
+
+namespace {
+
+/// cublasGemmStridedBatchedEx's semantics on fp32 host arrays.
+void referenceColumnMajorGemm(const ColumnMajorGemm &g, float alpha,
+                              const float *first, const float *second,
+                              float beta, float *c) {
+  for (int64_t b = 0; b < g.batch; ++b) {
+    const float *f = first + b * g.strideFirst;
+    const float *s = second + b * g.strideSecond;
+    float *cb = c + b * g.strideC;
+    for (int64_t j = 0; j < g.n; ++j)
+      for (int64_t i = 0; i < g.m; ++i) {
+        double sum = 0;
+        for (int64_t l = 0; l < g.k; ++l) {
+          float x = g.transFirst ? f[l + i * g.ldFirst] : f[i + l * g.ldFirst];
+          float y =
+              g.transSecond ? s[j + l * g.ldSecond] : s[l + j * g.ldSecond];
+          sum += double(x) * double(y);
+        }
+        float &out = cb[i + j * g.ldc];
+        out = float(alpha * sum + (beta == 0 ? 0.0 : double(beta) * out));
+      }
+  }
+}
+
+std::unique_ptr<Graph> oneNode(const std::string &op,
+                               const std::vector<const Tensor *> &in,
+                               const Builder::Attrs &attrs, Node *&node,
+                               const std::string &domain = "") {
+  auto g = std::make_unique<Graph>();
+  std::vector<Value *> values;
+  for (size_t i = 0; i < in.size(); ++i)
+    values.push_back(g->addInput("in" + std::to_string(i), in[i]->dtype,
+                                 toDims(in[i]->dims)));
+  node = g->createNode(op, values, 1, "node", domain);
+  for (const auto &kv : attrs)
+    node->setAttr(kv.first, kv.second);
+  return g;
+}
+
+void expectClose(const Tensor &got, const Tensor &want,
+                 const std::string &what) {
+  ASSERT_EQ(got.dims, want.dims) << what;
+  for (int64_t k = 0; k < want.numel(); ++k)
+    EXPECT_NEAR(got.getAsDouble(k), want.getAsDouble(k),
+                1e-5 * std::max(1.0, std::fabs(want.getAsDouble(k))))
+        << what << " element " << k;
+}
+
+TEST(CudaGemmPlan, GemmMatchesTheCpuBackend) {
+  std::mt19937 rng(1);
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (int bias = 0; bias < 3; ++bias) {
+        int64_t m = 7, n = 5, k = 11;
+        Tensor a = randomTensor(rng, DType::F32,
+                                ta ? std::vector<int64_t>{k, m}
+                                   : std::vector<int64_t>{m, k});
+        Tensor b = randomTensor(rng, DType::F32,
+                                tb ? std::vector<int64_t>{n, k}
+                                   : std::vector<int64_t>{k, n});
+        std::vector<int64_t> cDims = bias == 0   ? std::vector<int64_t>{n}
+                                     : bias == 1 ? std::vector<int64_t>{m, 1}
+                                                 : std::vector<int64_t>{m, n};
+        Tensor c = randomTensor(rng, DType::F32, cDims);
+        float alpha = 0.75f, beta = -1.5f;
+        Node *node = nullptr;
+        auto g = oneNode("Gemm", {&a, &b, &c},
+                         {{"transA", Attribute::ofInt(ta)},
+                          {"transB", Attribute::ofInt(tb)},
+                          {"alpha", Attribute::ofFloat(alpha)},
+                          {"beta", Attribute::ofFloat(beta)}},
+                         node);
+        std::vector<Tensor> want;
+        runCpuNode(*node, {&a, &b, &c}, want);
+        // What runGemm does: C broadcast into the output, then the call.
+        Tensor y(DType::F32, {m, n});
+        const std::vector<int64_t> shapes[1] = {cDims};
+        BroadcastGeometry<1> bg = makeBroadcastGeometry<1>({m, n}, shapes);
+        for (int64_t i = 0; i < bg.count; ++i) {
+          int64_t off[1];
+          bg.offsets(i, off);
+          y.data<float>()[i] = c.data<float>()[off[0]];
+        }
+        GemmProblem p;
+        p.transA = ta;
+        p.transB = tb;
+        p.m = m;
+        p.n = n;
+        p.k = k;
+        referenceColumnMajorGemm(toColumnMajor(p), alpha, b.data<float>(),
+                                 a.data<float>(), beta, y.data<float>());
+        expectClose(y, want[0],
+                    "Gemm transA=" + std::to_string(ta) + " transB=" +
+                        std::to_string(tb) + " bias " + std::to_string(bias));
+      }
+}
+
+TEST(CudaGemmPlan, MatMulMatchesTheCpuBackend) {
+  std::mt19937 rng(2);
+  struct Shapes {
+    std::vector<int64_t> a, b;
+    bool uniform;
+  };
+  for (const Shapes &s :
+       {Shapes{{5, 7}, {7, 3}, true}, Shapes{{4, 5, 7}, {4, 7, 3}, true},
+        Shapes{{4, 5, 7}, {7, 3}, true}, Shapes{{5, 7}, {2, 7, 3}, true},
+        Shapes{{2, 1, 5, 7}, {3, 7, 4}, false},
+        Shapes{{2, 3, 5, 7}, {2, 1, 7, 4}, false}, Shapes{{7}, {7, 3}, true},
+        Shapes{{4, 5, 7}, {7}, true}, Shapes{{7}, {7}, true}}) {
+    Tensor a = randomTensor(rng, DType::F32, s.a);
+    Tensor b = randomTensor(rng, DType::F32, s.b);
+    Node *node = nullptr;
+    auto g = oneNode("MatMul", {&a, &b}, {}, node);
+    std::vector<Tensor> want;
+    runCpuNode(*node, {&a, &b}, want);
+    MatMulPlan plan = planMatMul(*node, a.dims, b.dims);
+    EXPECT_EQ(plan.outDims, want[0].dims);
+    EXPECT_EQ(plan.uniform, s.uniform) << dimsToString(s.a);
+    Tensor y(DType::F32, plan.outDims);
+    GemmProblem p;
+    p.m = plan.m;
+    p.n = plan.n;
+    p.k = plan.k;
+    p.strideC = p.m * p.n;
+    if (plan.uniform) {
+      p.batch = int64_t(plan.offsetA.size());
+      p.strideA = plan.strideA;
+      p.strideB = plan.strideB;
+      referenceColumnMajorGemm(toColumnMajor(p), 1, b.data<float>(),
+                               a.data<float>(), 0, y.data<float>());
+    } else {
+      for (size_t i = 0; i < plan.offsetA.size(); ++i)
+        referenceColumnMajorGemm(toColumnMajor(p), 1,
+                                 b.data<float>() + plan.offsetB[i],
+                                 a.data<float>() + plan.offsetA[i], 0,
+                                 y.data<float>() + int64_t(i) * p.strideC);
+    }
+    expectClose(y, want[0],
+                "MatMul " + dimsToString(s.a) + " x " + dimsToString(s.b));
+  }
+}
+
+TEST(CudaGemmPlan, LeadingDimensionsNeverZero) {
+  GemmProblem p;
+  p.m = 5;
+  p.n = 0;
+  p.k = 0;
+  ColumnMajorGemm g = toColumnMajor(p);
+  EXPECT_GE(g.ldFirst, 1);
+  EXPECT_GE(g.ldSecond, 1);
+  EXPECT_GE(g.ldc, 1);
+}
+
+TEST(CudaGeometry, BroadcastOffsetsMatchTheCpuWalk) {
+  struct Shapes {
+    std::vector<int64_t> out, a, b;
+  };
+  for (const Shapes &s :
+       {Shapes{{4, 3, 5}, {4, 1, 5}, {3, 1}}, Shapes{{6, 9}, {6, 9}, {9}},
+        Shapes{{5, 6}, {5, 6}, {}},
+        Shapes{{2, 3, 4, 5}, {2, 1, 4, 1}, {3, 1, 5}}, Shapes{{7}, {1}, {7}}}) {
+    const std::vector<int64_t> shapes[2] = {s.a, s.b};
+    BroadcastGeometry<2> g = makeBroadcastGeometry<2>(s.out, shapes);
+    std::vector<std::pair<int64_t, int64_t>> want;
+    cpu::forEachBroadcast(s.out, shapes, [&](int64_t, const int64_t *o) {
+      want.emplace_back(o[0], o[1]);
+    });
+    ASSERT_EQ(g.count, int64_t(want.size()));
+    for (int64_t i = 0; i < g.count; ++i) {
+      int64_t off[2];
+      g.offsets(i, off);
+      EXPECT_EQ(off[0], want[size_t(i)].first)
+          << dimsToString(s.out) << " " << i;
+      EXPECT_EQ(off[1], want[size_t(i)].second)
+          << dimsToString(s.out) << " " << i;
+    }
+  }
+}
+
+TEST(CudaGeometry, SumToShapeAddsInTheCpuOrder) {
+  std::mt19937 rng(3);
+  struct Shapes {
+    std::vector<int64_t> from, to;
+  };
+  for (const Shapes &s :
+       {Shapes{{64, 20}, {20}}, Shapes{{8, 5, 6}, {5, 1}},
+        Shapes{{3, 4, 5}, {}}, Shapes{{4, 3}, {4, 3}},
+        Shapes{{2, 3, 4, 5}, {3, 1, 1}}, Shapes{{2, 1, 4}, {1, 4}}}) {
+    Tensor dy = randomTensor(rng, DType::F32, s.from);
+    Tensor x = randomTensor(rng, DType::F32, s.to);
+    Node *node = nullptr;
+    auto g = oneNode("SumToShape", {&dy, &x}, {}, node, kMpcDomain);
+    std::vector<Tensor> want;
+    runCpuNode(*node, {&dy, &x}, want);
+    SumToShapeGeometry geo = makeSumToShapeGeometry(s.from, s.to);
+    ASSERT_EQ(geo.outCount, want[0].numel());
+    for (int64_t o = 0; o < geo.outCount; ++o) {
+      float acc = 0;
+      for (int64_t r = 0; r < geo.reducedCount; ++r)
+        acc += dy.data<float>()[geo.base(o) + geo.reduced(r)];
+      // Same terms in the same order: the same float, bit for bit.
+      EXPECT_EQ(acc, want[0].data<float>()[o])
+          << dimsToString(s.from) << " -> " << dimsToString(s.to) << " " << o;
+    }
+  }
+}
+
+} // namespace

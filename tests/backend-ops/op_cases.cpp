@@ -1,0 +1,557 @@
+// The backend-ops cases: elementwise, casts, matrix products, the loss and
+// the training-step ops, in fp32, fp16 and bf16.
+#include "op_cases.h"
+
+#include "kernels/common/half.h"
+#include "passes/ir/mpc_ops.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace mpc {
+namespace backend_ops {
+
+Tensor randomTensor(std::mt19937 &rng, DType t, std::vector<int64_t> dims,
+                    float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(size_t(elementCount(dims)));
+  for (float &x : v)
+    x = d(rng);
+  Tensor f = Tensor::fromFloats(dims, v);
+  return t == DType::F32 ? f : f.castTo(t);
+}
+
+Tensor randomLabels(std::mt19937 &rng, std::vector<int64_t> dims,
+                    int64_t classes) {
+  std::uniform_int_distribution<int64_t> d(0, classes - 1);
+  std::vector<int64_t> v(size_t(elementCount(dims)));
+  for (int64_t &x : v)
+    x = d(rng);
+  return Tensor::fromInt64s(dims, v);
+}
+
+Tensor boolScalar(bool v) {
+  Tensor t(DType::Bool, {});
+  t.data<uint8_t>()[0] = v ? 1 : 0;
+  return t;
+}
+Tensor int64Scalar(int64_t v) { return Tensor::fromInt64s({}, {v}); }
+Tensor f32Scalar(float v) { return Tensor::fromFloats({}, {v}); }
+
+std::string sourceDir() {
+  const char *env = std::getenv("MPC_SOURCE_DIR");
+  return env && *env ? env : MPC_SOURCE_DIR;
+}
+
+std::string caseOpName(const OpCase &c) {
+  return c.domain.empty() ? c.op : c.domain + "." + c.op;
+}
+
+namespace {
+
+const std::vector<DType> kFloats = {DType::F32, DType::F16, DType::BF16};
+const std::vector<DType> kF32 = {DType::F32};
+
+Attribute f(float v) { return Attribute::ofFloat(v); }
+Attribute i(int64_t v) { return Attribute::ofInt(v); }
+
+/// Random fp32 bit patterns (every class: normal, subnormal, inf, NaN with
+/// payloads) after the listed special values.
+Tensor floatPatterns(std::mt19937 &rng, int64_t n) {
+  const float specials[] = {0.0f,          -0.0f,          INFINITY, -INFINITY,
+                            NAN,           65504.0f,       65519.0f, 65520.0f,
+                            -65520.0f,     5.96e-8f,       2.98e-8f, 1e-40f,
+                            1.0009765625f, 1.00048828125f, 3.0e38f,  -1.5f};
+  Tensor t(DType::F32, {n});
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int64_t k = 0; k < n; ++k) {
+    float v =
+        size_t(k) < std::size(specials) ? specials[k] : bitsToFloat(bits(rng));
+    t.data<float>()[k] = v;
+  }
+  // Two NaNs with payloads (quiet and signalling bit patterns).
+  t.data<uint32_t>()[16] = 0x7f800001u;
+  t.data<uint32_t>()[17] = 0xffc01234u;
+  return t;
+}
+
+/// Every 16-bit pattern, as an fp16 or bf16 tensor.
+Tensor allPatterns(DType t) {
+  Tensor x(t, {65536});
+  for (uint32_t k = 0; k < 65536; ++k)
+    x.data<uint16_t>()[k] = uint16_t(k);
+  return x;
+}
+
+void addElementwise(std::vector<OpCase> &cases) {
+  struct Binary {
+    const char *op;
+    float lo, hi;
+  };
+  for (Binary b : {Binary{"Add", -1, 1}, Binary{"Sub", -1, 1},
+                   Binary{"Mul", -2, 2}, Binary{"Div", 0.5f, 2}}) {
+    std::string op = b.op;
+    float lo = b.lo, hi = b.hi;
+    struct Shapes {
+      const char *name;
+      std::vector<int64_t> a, b;
+    };
+    for (const Shapes &sh :
+         {Shapes{"same", {7, 33}, {7, 33}}, Shapes{"bcast", {4, 1, 5}, {3, 1}},
+          Shapes{"row", {6, 9}, {9}}, Shapes{"scalar", {5, 6}, {}}}) {
+      std::vector<int64_t> da = sh.a, db = sh.b;
+      cases.push_back({op + "_" + sh.name,
+                       "",
+                       op,
+                       {},
+                       1,
+                       kFloats,
+                       [=](DType t, std::mt19937 &rng) -> Inputs {
+                         return {randomTensor(rng, t, da, lo, hi),
+                                 randomTensor(rng, t, db, lo, hi)};
+                       }});
+    }
+  }
+  struct Unary {
+    const char *op;
+    float lo, hi;
+    Compare compare;
+  };
+  for (Unary u : {Unary{"Relu", -1, 1, Compare::Exact},
+                  Unary{"Neg", -1, 1, Compare::Exact},
+                  Unary{"Abs", -1, 1, Compare::Exact},
+                  Unary{"Sqrt", 0, 4, Compare::Exact},
+                  Unary{"Exp", -4, 4, Compare::Tolerance},
+                  Unary{"Log", 0.01f, 8, Compare::Tolerance},
+                  Unary{"Tanh", -3, 3, Compare::Tolerance},
+                  Unary{"Sigmoid", -6, 6, Compare::Tolerance},
+                  Unary{"Erf", -2, 2, Compare::Tolerance}}) {
+    float lo = u.lo, hi = u.hi;
+    cases.push_back({u.op,
+                     "",
+                     u.op,
+                     {},
+                     1,
+                     kFloats,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       return {randomTensor(rng, t, {3, 1001}, lo, hi)};
+                     },
+                     u.compare});
+  }
+  // Pow: the scalar special cases are IEEE operations (exact); a general
+  // exponent goes through powf (tolerance).
+  struct PowCase {
+    const char *name;
+    float e;
+    Compare compare;
+  };
+  for (PowCase p :
+       {PowCase{"sq", 2, Compare::Exact}, PowCase{"cube", 3, Compare::Exact},
+        PowCase{"sqrt", 0.5f, Compare::Exact},
+        PowCase{"rsqrt", -0.5f, Compare::Exact},
+        PowCase{"recip", -1, Compare::Exact},
+        PowCase{"recip_sq", -2, Compare::Exact},
+        PowCase{"general", 1.7f, Compare::Tolerance}}) {
+    float e = p.e;
+    cases.push_back({std::string("Pow_") + p.name,
+                     "",
+                     "Pow",
+                     {},
+                     1,
+                     kFloats,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       return {randomTensor(rng, t, {17, 31}, 0.25f, 3),
+                               Tensor::fromFloats({}, {e})};
+                     },
+                     p.compare});
+  }
+  cases.push_back({"Pow_int_exponent",
+                   "",
+                   "Pow",
+                   {},
+                   1,
+                   kFloats,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, t, {40}, -2, 2), int64Scalar(2)};
+                   }});
+  cases.push_back({"Pow_bcast",
+                   "",
+                   "Pow",
+                   {},
+                   1,
+                   kFloats,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, t, {6, 5}, 0.25f, 3),
+                             randomTensor(rng, DType::F32, {5}, -2, 2)};
+                   },
+                   Compare::Tolerance});
+}
+
+void addCasts(std::vector<OpCase> &cases) {
+  for (DType from : kFloats)
+    for (DType to : kFloats) {
+      if (from == to)
+        continue;
+      std::string name =
+          std::string("Cast_") + dtypeName(from) + "_to_" + dtypeName(to);
+      // Random bit patterns of the source type, 4099 elements: the vector
+      // path and a scalar tail.
+      cases.push_back({name,
+                       "",
+                       "Cast",
+                       {{"to", i(toOnnxDataType(to))}},
+                       1,
+                       {from},
+                       [=](DType, std::mt19937 &rng) -> Inputs {
+                         Tensor x = floatPatterns(rng, 4099);
+                         if (from == DType::F32)
+                           return {x};
+                         Tensor h(from, {4099});
+                         for (int64_t k = 0; k < 4099; ++k)
+                           h.data<uint16_t>()[k] =
+                               uint16_t(x.data<uint32_t>()[k] >> 16);
+                         return {h};
+                       }});
+      if (from != DType::F32)
+        cases.push_back({name + "_every_pattern",
+                         "",
+                         "Cast",
+                         {{"to", i(toOnnxDataType(to))}},
+                         1,
+                         {from},
+                         [=](DType, std::mt19937 &) -> Inputs {
+                           return {allPatterns(from)};
+                         }});
+    }
+  cases.push_back({"Cast_identity",
+                   "",
+                   "Cast",
+                   {{"to", i(toOnnxDataType(DType::F32))}},
+                   1,
+                   kF32,
+                   [](DType, std::mt19937 &rng) -> Inputs {
+                     return {floatPatterns(rng, 100)};
+                   }});
+}
+
+void addBackward(std::vector<OpCase> &cases) {
+  for (DType fwd : kFloats)
+    cases.push_back({std::string("ReluGrad_fwd_") + dtypeName(fwd),
+                     kMpcDomain,
+                     "ReluGrad",
+                     {},
+                     1,
+                     kFloats,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       return {randomTensor(rng, t, {9, 57}),
+                               randomTensor(rng, fwd, {9, 57})};
+                     }});
+  struct Sum {
+    const char *name;
+    std::vector<int64_t> from, to;
+  };
+  for (const Sum &s :
+       {Sum{"bias", {64, 20}, {20}}, Sum{"inner", {8, 5, 6}, {5, 1}},
+        Sum{"all", {3, 4, 5}, {}}, Sum{"none", {4, 3}, {4, 3}}}) {
+    std::vector<int64_t> from = s.from, to = s.to;
+    cases.push_back(
+        {std::string("SumToShape_") + s.name,
+         kMpcDomain,
+         "SumToShape",
+         {},
+         1,
+         kFloats,
+         [=](DType t, std::mt19937 &rng) -> Inputs {
+           return {randomTensor(rng, t, from), randomTensor(rng, t, to)};
+         }});
+  }
+}
+
+void addMatrixProducts(std::vector<OpCase> &cases) {
+  struct GemmCase {
+    const char *name;
+    std::vector<int64_t> a, b;
+    std::optional<std::vector<int64_t>> c;
+    Builder::Attrs attrs;
+  };
+  std::vector<GemmCase> gemms = {
+      {"plain", {13, 17}, {17, 9}, std::nullopt, {}},
+      {"transA", {17, 13}, {17, 9}, std::nullopt, {{"transA", i(1)}}},
+      {"transB", {13, 17}, {9, 17}, std::nullopt, {{"transB", i(1)}}},
+      {"transAB",
+       {17, 13},
+       {9, 17},
+       std::nullopt,
+       {{"transA", i(1)}, {"transB", i(1)}}},
+      {"bias_row",
+       {13, 17},
+       {9, 17},
+       std::vector<int64_t>{9},
+       {{"transB", i(1)}}},
+      {"bias_col", {13, 17}, {17, 9}, std::vector<int64_t>{13, 1}, {}},
+      {"bias_scalar",
+       {13, 17},
+       {17, 9},
+       std::vector<int64_t>{},
+       {{"alpha", f(0.5f)}, {"beta", f(2.0f)}}},
+      {"c_full",
+       {13, 17},
+       {17, 9},
+       std::vector<int64_t>{13, 9},
+       {{"beta", f(-1.0f)}}},
+      {"tensor_cores",
+       {128, 256},
+       {64, 256},
+       std::vector<int64_t>{64},
+       {{"transB", i(1)}}},
+      {"empty_k", {5, 0}, {0, 4}, std::vector<int64_t>{4}, {{"beta", f(0.5f)}}},
+  };
+  for (const GemmCase &g : gemms) {
+    GemmCase c = g;
+    cases.push_back(
+        {std::string("Gemm_") + g.name, "", "Gemm", g.attrs, 1, kFloats,
+         [=](DType t, std::mt19937 &rng) -> Inputs {
+           Inputs in = {randomTensor(rng, t, c.a), randomTensor(rng, t, c.b)};
+           if (c.c)
+             in.push_back(randomTensor(rng, t, *c.c));
+           return in;
+         },
+         Compare::Tolerance});
+  }
+  struct MatMulCase {
+    const char *name;
+    std::vector<int64_t> a, b;
+  };
+  for (const MatMulCase &m :
+       {MatMulCase{"2d", {5, 7}, {7, 3}},
+        MatMulCase{"batched", {4, 5, 7}, {4, 7, 3}},
+        MatMulCase{"shared_b", {4, 5, 7}, {7, 3}},
+        MatMulCase{"shared_a", {5, 7}, {2, 7, 3}},
+        MatMulCase{"bcast", {2, 1, 5, 7}, {3, 7, 4}},
+        MatMulCase{"vec_mat", {7}, {7, 3}},
+        MatMulCase{"mat_vec", {4, 5, 7}, {7}},
+        MatMulCase{"large", {2, 96, 160}, {2, 160, 72}}}) {
+    std::vector<int64_t> a = m.a, b = m.b;
+    cases.push_back(
+        {std::string("MatMul_") + m.name,
+         "",
+         "MatMul",
+         {},
+         1,
+         kFloats,
+         [=](DType t, std::mt19937 &rng) -> Inputs {
+           return {randomTensor(rng, t, a), randomTensor(rng, t, b)};
+         },
+         Compare::Tolerance});
+  }
+}
+
+void addLosses(std::vector<OpCase> &cases) {
+  struct LossCase {
+    const char *name;
+    std::vector<int64_t> scores;
+    Builder::Attrs attrs;
+    bool weights;
+  };
+  for (const LossCase &l :
+       {LossCase{"mean", {64, 2}, {}, false},
+        LossCase{"ignore",
+                 {16, 5},
+                 {{"ignore_index", i(1)},
+                  {"reduction", Attribute::ofString("mean")}},
+                 false},
+        LossCase{
+            "sum", {16, 5}, {{"reduction", Attribute::ofString("sum")}}, false},
+        LossCase{"none_weighted_3d",
+                 {4, 3, 6},
+                 {{"reduction", Attribute::ofString("none")}},
+                 true}}) {
+    LossCase c = l;
+    int64_t classes = l.scores[1];
+    std::vector<int64_t> labelDims = l.scores;
+    labelDims.erase(labelDims.begin() + 1);
+    cases.push_back({std::string("SoftmaxCrossEntropyLoss_") + l.name, "",
+                     "SoftmaxCrossEntropyLoss", l.attrs, 2, kFloats,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       Inputs in = {randomTensor(rng, t, c.scores, -3, 3),
+                                    randomLabels(rng, labelDims, classes)};
+                       if (c.weights)
+                         in.push_back(randomTensor(rng, t, {classes}, 0.5f, 2));
+                       return in;
+                     },
+                     Compare::Tolerance});
+    // The gradient takes log-probabilities: log_softmax of random scores,
+    // computed here in double (the kernel only reads them).
+    std::vector<int64_t> dLDims;
+    bool none = l.attrs.size() == 1 && l.attrs[0].second.s == "none";
+    if (none)
+      dLDims = labelDims;
+    cases.push_back(
+        {std::string("SoftmaxCrossEntropyLossGrad_") + l.name, kMpcDomain,
+         "SoftmaxCrossEntropyLossGrad", l.attrs, 1, kFloats,
+         [=](DType t, std::mt19937 &rng) -> Inputs {
+           Tensor x = randomTensor(rng, DType::F32, c.scores, -3, 3);
+           int64_t n = c.scores[0], d = x.numel() / (n * classes);
+           Tensor lp(DType::F32, c.scores);
+           for (int64_t a = 0; a < n; ++a)
+             for (int64_t e = 0; e < d; ++e) {
+               double sum = 0;
+               for (int64_t k = 0; k < classes; ++k)
+                 sum += std::exp(
+                     double(x.data<float>()[(a * classes + k) * d + e]));
+               for (int64_t k = 0; k < classes; ++k) {
+                 int64_t at = (a * classes + k) * d + e;
+                 lp.data<float>()[at] =
+                     float(double(x.data<float>()[at]) - std::log(sum));
+               }
+             }
+           Inputs in = {randomTensor(rng, DType::F32, dLDims, 0.5f, 2),
+                        t == DType::F32 ? lp : lp.castTo(t),
+                        randomLabels(rng, labelDims, classes)};
+           if (c.weights)
+             in.push_back(randomTensor(rng, t, {classes}, 0.5f, 2));
+           return in;
+         },
+         Compare::Tolerance});
+  }
+}
+
+void addTraining(std::vector<OpCase> &cases) {
+  // UnscaleGradients over gradients of three dtypes, one spanning several
+  // chunks of the multi-tensor kernel; with and without an overflow.
+  for (int variant = 0; variant < 3; ++variant) {
+    const char *names[] = {"clean", "overflow", "scale_one"};
+    cases.push_back(
+        {std::string("UnscaleGradients_") + names[variant],
+         kMpcDomain,
+         "UnscaleGradients",
+         {},
+         4,
+         kF32,
+         [=](DType, std::mt19937 &rng) -> Inputs {
+           Tensor big = randomTensor(rng, DType::F32, {40000}, -3e4f, 3e4f);
+           if (variant == 1)
+             big.data<float>()[33333] = INFINITY;
+           return {f32Scalar(variant == 2 ? 1.0f : 65536.0f),
+                   randomTensor(rng, DType::F16, {100}, -6e4f, 6e4f), big,
+                   randomTensor(rng, DType::BF16, {3, 7}, -1e3f, 1e3f)};
+         }});
+  }
+  for (int variant = 0; variant < 3; ++variant) {
+    const char *names[] = {"count", "grow", "backoff"};
+    cases.push_back({std::string("UpdateLossScale_") + names[variant],
+                     kMpcDomain,
+                     "UpdateLossScale",
+                     {{"growth_factor", f(2)},
+                      {"backoff_factor", f(0.5f)},
+                      {"growth_interval", i(5)}},
+                     2,
+                     kF32,
+                     [=](DType, std::mt19937 &) -> Inputs {
+                       return {f32Scalar(32768.0f),
+                               int64Scalar(variant == 1 ? 4 : 2),
+                               boolScalar(variant == 2)};
+                     }});
+  }
+  struct SgdCase {
+    const char *name;
+    Builder::Attrs attrs;
+    int64_t step;
+    bool skip;
+  };
+  for (const SgdCase &s :
+       {SgdCase{"plain", {{"lr", f(0.1f)}}, 0, false},
+        SgdCase{"momentum_first",
+                {{"lr", f(0.05f)}, {"momentum", f(0.9f)}},
+                0,
+                false},
+        SgdCase{"momentum_wd",
+                {{"lr", f(0.05f)},
+                 {"momentum", f(0.9f)},
+                 {"weight_decay", f(1e-4f)},
+                 {"dampening", f(0.1f)}},
+                3,
+                false},
+        SgdCase{"nesterov",
+                {{"lr", f(0.05f)}, {"momentum", f(0.9f)}, {"nesterov", i(1)}},
+                7,
+                false},
+        SgdCase{
+            "skipped", {{"lr", f(0.05f)}, {"momentum", f(0.9f)}}, 7, true}}) {
+    bool withBuf = s.attrs.size() > 1;
+    int64_t step = s.step;
+    bool skip = s.skip;
+    cases.push_back({std::string("SGD_") + s.name, kMpcDomain, "SGD", s.attrs,
+                     size_t(withBuf ? 2 : 1), kF32,
+                     [=](DType, std::mt19937 &rng) -> Inputs {
+                       Inputs in = {boolScalar(skip), int64Scalar(step),
+                                    randomTensor(rng, DType::F32, {33, 65}),
+                                    randomTensor(rng, DType::F32, {33, 65})};
+                       if (withBuf)
+                         in.push_back(randomTensor(rng, DType::F32, {33, 65}));
+                       return in;
+                     }});
+  }
+  struct AdamCase {
+    const char *name;
+    Builder::Attrs attrs;
+    int64_t step;
+    bool skip;
+  };
+  for (const AdamCase &a :
+       {AdamCase{"first", {{"lr", f(1e-3f)}}, 0, false},
+        AdamCase{"later_wd",
+                 {{"lr", f(1e-2f)}, {"weight_decay", f(0.01f)}},
+                 5,
+                 false},
+        AdamCase{
+            "adamw",
+            {{"lr", f(1e-3f)}, {"weight_decay", f(0.01f)}, {"decoupled", i(1)}},
+            9,
+            false},
+        AdamCase{"skipped", {{"lr", f(1e-3f)}}, 9, true}}) {
+    int64_t step = a.step;
+    bool skip = a.skip;
+    cases.push_back({std::string("Adam_") + a.name, kMpcDomain, "Adam", a.attrs,
+                     3, kF32, [=](DType, std::mt19937 &rng) -> Inputs {
+                       return {
+                           boolScalar(skip),
+                           int64Scalar(step),
+                           randomTensor(rng, DType::F32, {1000}),
+                           randomTensor(rng, DType::F32, {1000}),
+                           randomTensor(rng, DType::F32, {1000}, -0.1f, 0.1f),
+                           randomTensor(rng, DType::F32, {1000}, 0, 0.01f)};
+                     }});
+  }
+  for (bool skip : {false, true})
+    cases.push_back(
+        {std::string("IncrementStep_") + (skip ? "skipped" : "clean"),
+         kMpcDomain,
+         "IncrementStep",
+         {},
+         1,
+         kF32,
+         [=](DType, std::mt19937 &) -> Inputs {
+           return {int64Scalar(41), boolScalar(skip)};
+         }});
+}
+
+} // namespace
+
+const std::vector<OpCase> &opCases() {
+  static const std::vector<OpCase> cases = [] {
+    std::vector<OpCase> c;
+    addElementwise(c);
+    addCasts(c);
+    addBackward(c);
+    addMatrixProducts(c);
+    addLosses(c);
+    addTraining(c);
+    return c;
+  }();
+  return cases;
+}
+
+} // namespace backend_ops
+} // namespace mpc

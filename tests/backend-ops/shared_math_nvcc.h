@@ -1,0 +1,24 @@
+// Host functions compiled by nvcc from the shared MPC_HD headers
+// (shared_math_nvcc.cu), for shared_math_test.cpp to compare with the host
+// compiler's build of the same headers.
+#pragma once
+
+#include "kernels/common/optimizer_math.h"
+
+#include <cstdint>
+
+namespace mpc {
+namespace nvcc {
+
+uint16_t floatToHalfHost(float f);
+float halfToFloatHost(uint16_t h);
+uint16_t floatToBf16Host(float f);
+float bf16ToFloatHost(uint16_t b);
+bool unscaleHost(float g, float inv, float &out);
+/// growth 2, backoff 0.5, interval 3.
+void updateLossScaleHost(float &scale, int64_t &tracker, bool foundInf);
+void adamHost(float &p, float g, float &m, float &v, const AdamScalars &s);
+void sgdHost(float &p, float g, float &buf, const SgdScalars &s);
+
+} // namespace nvcc
+} // namespace mpc

@@ -1,0 +1,86 @@
+// The shared MPC_HD math as nvcc compiles it agrees with the host
+// compiler's build, bit for bit, on the CPU.
+//
+// kernels/common/{half.h,loss_scale_math.h,optimizer_math.h} are included
+// by the CUDA kernels and by the CPU kernels. shared_math_nvcc.cu compiles
+// them with nvcc (for the device, which is checked by its building, and for
+// the host); here every fp16/bf16 pattern, a million random fp32 patterns
+// and random optimizer states go through both builds.
+#include "kernels/common/half.h"
+#include "kernels/common/loss_scale_math.h"
+#include "kernels/common/optimizer_math.h"
+#include "shared_math_nvcc.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace mpc;
+
+namespace {
+
+uint32_t bitsOf(float f) { return floatBits(f); }
+
+TEST(SharedMathUnderNvcc, HalfAndBf16Conversions) {
+  for (uint32_t k = 0; k < 65536; ++k) {
+    ASSERT_EQ(bitsOf(nvcc::halfToFloatHost(uint16_t(k))),
+              bitsOf(halfToFloat(uint16_t(k))))
+        << k;
+    ASSERT_EQ(bitsOf(nvcc::bf16ToFloatHost(uint16_t(k))),
+              bitsOf(bf16ToFloat(uint16_t(k))))
+        << k;
+  }
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int k = 0; k < 1000000; ++k) {
+    float f = bitsToFloat(bits(rng));
+    ASSERT_EQ(nvcc::floatToHalfHost(f), floatToHalf(f)) << floatBits(f);
+    ASSERT_EQ(nvcc::floatToBf16Host(f), floatToBf16(f)) << floatBits(f);
+  }
+}
+
+TEST(SharedMathUnderNvcc, LossScaling) {
+  std::mt19937 rng(12);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int k = 0; k < 100000; ++k) {
+    float g = bitsToFloat(bits(rng)), inv = inverseLossScale(65536.0f);
+    float a = 0, b = 0;
+    ASSERT_EQ(nvcc::unscaleHost(g, inv, a), unscaleElement(g, inv, b));
+    ASSERT_EQ(floatBits(a), floatBits(b));
+  }
+  float s1 = 65536, s2 = 65536;
+  int64_t t1 = 0, t2 = 0;
+  for (int step = 0; step < 50; ++step) {
+    bool inf = step % 7 == 3;
+    nvcc::updateLossScaleHost(s1, t1, inf);
+    updateLossScale(s2, t2, inf, 2.0, 0.5, 3);
+    ASSERT_EQ(floatBits(s1), floatBits(s2)) << step;
+    ASSERT_EQ(t1, t2) << step;
+  }
+}
+
+TEST(SharedMathUnderNvcc, OptimizerUpdates) {
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (int64_t step : {0, 1, 10}) {
+    AdamScalars adam =
+        adamScalars(1e-3, 0.9, 0.999, 1e-8, 0.01, step % 2, step);
+    SgdScalars sgd = sgdScalars(0.05, 0.9, 0.1, 1e-4, step == 10, step);
+    for (int k = 0; k < 10000; ++k) {
+      float p1 = d(rng), g = d(rng), m1 = d(rng) * 0.1f, v1 = std::abs(d(rng));
+      float p2 = p1, m2 = m1, v2 = v1;
+      nvcc::adamHost(p1, g, m1, v1, adam);
+      adamUpdate(p2, g, m2, v2, adam);
+      ASSERT_EQ(floatBits(p1), floatBits(p2));
+      ASSERT_EQ(floatBits(m1), floatBits(m2));
+      ASSERT_EQ(floatBits(v1), floatBits(v2));
+      float q1 = d(rng), b1 = d(rng), q2 = q1, b2 = b1;
+      nvcc::sgdHost(q1, g, b1, sgd);
+      sgdUpdate(q2, g, b2, sgd);
+      ASSERT_EQ(floatBits(q1), floatBits(q2));
+      ASSERT_EQ(floatBits(b1), floatBits(b2));
+    }
+  }
+}
+
+} // namespace

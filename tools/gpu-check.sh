@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# tools/gpu-check.sh (make gpu-check): the CUDA backend's checks on a machine
+# with an NVIDIA GPU, in one run that ends well inside 10 minutes.
+#
+#   build        configure for sm_90 only (CMAKE_CUDA_ARCHITECTURES=90) into
+#                build-gpu/ and build the four binaries it needs on all cores,
+#                or unpack prebuilt ones (--prebuilt, see below)
+#   backend-ops  every op of the CUDA backend against the CPU backend
+#   mlp-fp16/32  models/mlp_seed.onnx compiled for fp16 and fp32 (Adam 1e-2),
+#                50 steps with --device=cuda and --device=cpu; the largest
+#                relative loss difference (limits: fp32 1e-4, fp16 1e-2)
+#   gemm-bench   cuBLAS fp16/bf16 TFLOP/s at 4096^3 and 8192^3
+#
+# Every stage has a time limit and its own log under the results folder
+# (default build-gpu/results/DATE); a short table is printed last, and also
+# written to summary.txt there. Exit code 0 only when every stage passed.
+#
+# The GPU machine may lack the host build's packages (ONNX, protobuf, gtest,
+# OpenBLAS). Then build on a machine that has them and carry the result:
+#   tools/gpu-check.sh --bundle gpu-bundle.tar.xz   # here: sm_90 binaries +
+#                                                   # the shared libraries the
+#                                                   # GPU machine lacks
+#   tools/gpu-check.sh --prebuilt gpu-bundle.tar.xz # there: skip the build
+#
+# Through this workplace's device tool (which brings back at most 8 files
+# from $OUT): run with --results /tmp/gc, then copy /tmp/gc/summary.txt and
+# /tmp/gc/gpu-check.log (every stage's log in one file) into $OUT. A bundle
+# travels in a folder that .git/info/exclude ignores, named in `carry`.
+#
+# Usage: tools/gpu-check.sh [--prebuilt BUNDLE] [--results DIR] [--jobs N]
+#        tools/gpu-check.sh --bundle BUNDLE
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${GPU_CHECK_BUILD:-$root/build-gpu}
+jobs=$(nproc 2>/dev/null || echo 4)
+results=""
+prebuilt=""
+bundle=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --prebuilt) prebuilt=${2:?--prebuilt needs a bundle}; shift 2 ;;
+  --results) results=${2:?--results needs a folder}; shift 2 ;;
+  --jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
+  --bundle) bundle=${2:?--bundle needs a file name}; shift 2 ;;
+  -h | --help) sed -n '/^set -euo/q; 2,$p' "$0"; exit 0 ;;
+  *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+targets=(mpc-opt mpc-run mpc-backend-ops mpc-gpu-gemm)
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+
+configure_and_build() { # build-dir log
+  cmake -S "$root" -B "$1" -DCMAKE_BUILD_TYPE=Release -DMPC_ENABLE_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 >"$2" 2>&1 &&
+    cmake --build "$1" -j"$jobs" --target "${targets[@]}" >>"$2" 2>&1
+}
+
+# --- --bundle: build here, pack the binaries and their libraries ------------
+if [ -n "$bundle" ]; then
+  dir=$(mktemp -d)
+  trap 'rm -rf "$dir"' EXIT
+  echo "gpu-check: building ${targets[*]} for sm_90 in $build-bundle"
+  if ! configure_and_build "$build-bundle" "$dir/build.log"; then
+    tail -n 30 "$dir/build.log" >&2
+    echo "gpu-check: the bundle build failed (log above)" >&2
+    exit 1
+  fi
+  mkdir -p "$dir/mpc/bin" "$dir/mpc/lib"
+  for t in "${targets[@]}"; do
+    cp "$build-bundle/bin/$t" "$dir/mpc/bin/"
+    strip "$dir/mpc/bin/$t"
+  done
+  # Libraries a stock CUDA machine may lack; never the C/C++ runtime, the
+  # driver or the CUDA toolkit's own (cuBLASLt alone is half a gigabyte).
+  for t in "${targets[@]}"; do ldd "$build-bundle/bin/$t"; done |
+    awk '$3 ~ /^\// {print $3}' | sort -u |
+    grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt)\.so' |
+    while read -r lib; do cp -L "$lib" "$dir/mpc/lib/"; done
+  tar -C "$dir" -cJf "$bundle" mpc
+  echo "gpu-check: wrote $bundle ($(du -h "$bundle" | cut -f1)): $(ls "$dir/mpc/lib" | tr '\n' ' ')"
+  exit 0
+fi
+
+# --- the checks ---------------------------------------------------------------
+[ -n "$results" ] || results=$build/results/$(date +%Y%m%d-%H%M%S)
+mkdir -p "$results"
+deadline=$((SECONDS + 570)) # 9.5 minutes for everything
+failed=0
+table=()
+notes=()
+
+# run_stage NAME LIMIT_S CMD...: runs CMD with its output in NAME.log, under
+# the smaller of LIMIT_S and the time left; records a row of the table.
+run_stage() {
+  local name=$1 limit=$2 left=$((deadline - SECONDS)) rc=0 status start=$SECONDS
+  shift 2
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -lt 5 ]; then
+    table+=("$(printf '%-14s %-9s %5s  %s' "$name" SKIPPED - "no time left")")
+    failed=1
+    return 1
+  fi
+  echo "== $name (up to ${limit}s)"
+  timeout --kill-after=5 "$limit" "$@" >"$results/$name.log" 2>&1 || rc=$?
+  case $rc in
+  0) status=ok ;;
+  124 | 137) status=TIMEOUT ;;
+  *) status="FAIL($rc)" ;;
+  esac
+  table+=("$(printf '%-14s %-9s %4ss  %s' "$name" "$status" $((SECONDS - start)) "$name.log")")
+  if [ $rc -ne 0 ]; then
+    failed=1
+    tail -n 15 "$results/$name.log" | sed 's/^/   | /'
+  fi
+  return $rc
+}
+
+finish() {
+  # Every log in one file too (the device tool brings back only a few files).
+  for f in "$results"/*.log "$results"/*.csv; do
+    [ -e "$f" ] && [ "$(basename "$f")" != gpu-check.log ] || continue
+    echo "===== $(basename "$f")"
+    cat "$f"
+  done >"$results/gpu-check.log"
+  {
+    echo
+    echo "gpu-check $(date -u +%Y-%m-%dT%H:%MZ) on ${gpu:-unknown GPU}, $((SECONDS))s in all"
+    printf '%-14s %-9s %5s  %s\n' stage status time log
+    printf '%s\n' "${table[@]}"
+    [ ${#notes[@]} -eq 0 ] || printf '%s\n' "${notes[@]}"
+    echo "logs: $results"
+  } | tee "$results/summary.txt"
+  exit $failed
+}
+
+gpu=$(timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total \
+  --format=csv,noheader 2>/dev/null | head -n 1 || true)
+if [ -z "$gpu" ]; then
+  echo "gpu-check: nvidia-smi sees no GPU here; these checks need one" >&2
+  table+=("$(printf '%-14s %-9s %5s  %s' gpu FAIL - "nvidia-smi found no GPU")")
+  failed=1
+  finish
+fi
+echo "gpu-check: $gpu; results in $results"
+
+# --- build or unpack ----------------------------------------------------------
+if [ -n "$prebuilt" ]; then
+  unpack=$(mktemp -d)
+  run_stage unpack 60 tar -C "$unpack" -xJf "$prebuilt" || finish
+  bin=$unpack/mpc/bin
+  cudalibs=/usr/local/cuda/lib64
+  # pip's CUDA wheels, where the image has them instead of a toolkit.
+  pylibs=$(python3 -c 'import nvidia, os; r = list(nvidia.__path__)[0]; print(":".join(os.path.join(r, d, "lib") for d in os.listdir(r) if os.path.isdir(os.path.join(r, d, "lib"))))' 2>/dev/null || true)
+  export LD_LIBRARY_PATH=$unpack/mpc/lib:$cudalibs${pylibs:+:$pylibs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  missing=$(for t in "${targets[@]}"; do ldd "$bin/$t"; done | grep 'not found' | sort -u || true)
+  if [ -n "$missing" ]; then
+    echo "gpu-check: the prebuilt binaries miss libraries here:" >&2
+    echo "$missing" >&2
+    table+=("$(printf '%-14s %-9s %5s  %s' libraries FAIL - "missing: $(echo "$missing" | awk '{print $1}' | tr '\n' ' ')")")
+    failed=1
+    finish
+  fi
+else
+  if ! run_stage configure 180 cmake -S "$root" -B "$build" \
+    -DCMAKE_BUILD_TYPE=Release -DMPC_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90; then
+    if grep -qE 'Could NOT find|Could not find a package' "$results/configure.log"; then
+      notes+=("configure: this machine lacks the host packages; run 'tools/gpu-check.sh --bundle B.tar.xz' where they are, carry B.tar.xz, and run '--prebuilt B.tar.xz' here")
+    fi
+    finish
+  fi
+  run_stage build 420 cmake --build "$build" -j"$jobs" --target "${targets[@]}" || finish
+  bin=$build/bin
+fi
+export MPC_SOURCE_DIR=$root
+
+# --- backend-ops --------------------------------------------------------------
+run_stage backend-ops 180 "$bin/mpc-backend-ops" --gtest_color=no || true
+count() { # gtest's "[  PASSED  ] 12 tests" line -> 12
+  grep -Eo "\[  $1 *\] [0-9]+ tests?" "$results/backend-ops.log" | grep -Eo '[0-9]+' | head -n 1 || true
+}
+passed=$(count PASSED) skipped=$(count SKIPPED) failures=$(count FAILED)
+notes+=("backend-ops: ${passed:-0} passed, ${skipped:-0} skipped, ${failures:-0} failed")
+if [ -n "$skipped" ] && [ "$skipped" != 0 ]; then
+  notes+=("backend-ops: $(grep -m1 -o 'backend-ops skipped:.*' "$results/backend-ops.log" || echo 'tests were skipped')")
+  table[${#table[@]} - 1]=$(printf '%-14s %-9s %5s  %s' backend-ops SKIPPED - "GPU unusable (see notes)")
+  failed=1
+fi
+
+# --- the seed MLP on CUDA against the CPU --------------------------------------
+maxrel() { # two step,loss,... CSVs -> the largest |a - b| / |b| of the losses
+  paste -d, <(tail -n +2 "$1" | cut -d, -f2) <(tail -n +2 "$2" | cut -d, -f2) |
+    awk -F, '{d = ($1 - $2) / ($2 == 0 ? 1 : $2); if (d < 0) d = -d; if (d > m) m = d; n++}
+             END {if (n == 0) print "nan"; else printf "%.2e", m}'
+}
+for precision in fp16 fp32; do
+  limit=1e-2
+  [ $precision = fp32 ] && limit=1e-4
+  model=$results/mlp_seed.$precision.onnx
+  run_stage mlp-$precision-opt 60 "$bin/mpc-opt" "$root/models/mlp_seed.onnx" \
+    -o "$model" --precision=$precision --optimizer=adam --lr=1e-2 || continue
+  ok=1
+  for device in cpu cuda; do
+    run_stage mlp-$precision-$device 120 "$bin/mpc-run" "$model" \
+      --data="$root/models/mlp_seed_data.npz" --steps=50 --device=$device \
+      --log="$results/mlp_seed.$precision.$device.csv" || ok=0
+  done
+  [ $ok = 1 ] || continue
+  d=$(maxrel "$results/mlp_seed.$precision.cuda.csv" "$results/mlp_seed.$precision.cpu.csv")
+  skips_cpu=$(awk -F, 'NR > 1 {s += $4} END {print s + 0}' "$results/mlp_seed.$precision.cpu.csv")
+  skips_gpu=$(awk -F, 'NR > 1 {s += $4} END {print s + 0}' "$results/mlp_seed.$precision.cuda.csv")
+  verdict=ok
+  if ! awk -v d="$d" -v l="$limit" 'BEGIN {exit !(d != "nan" && d + 0 <= l + 0)}' ||
+    [ "$skips_cpu" != "$skips_gpu" ]; then
+    verdict=FAIL
+    failed=1
+  fi
+  notes+=("mlp_seed $precision, 50 Adam steps: max relative loss difference cuda vs cpu $d (limit $limit), skipped steps cpu $skips_cpu cuda $skips_gpu: $verdict")
+done
+
+# --- cuBLAS throughput ---------------------------------------------------------
+if run_stage gemm-bench 120 "$bin/mpc-gpu-gemm"; then
+  while read -r line; do notes+=("$line"); done < <(grep -E '^(gpu|gemm)' "$results/gemm-bench.log")
+fi
+
+finish
