@@ -33,25 +33,25 @@ runs=(
   "stack $stack $bench_tmp/stack_data.npz"
 )
 
-# "median-step-ms first-loss" of mpc-run on MODEL DATA PRECISION.
+# "median-step-ms first-loss last-loss" of mpc-run on MODEL DATA PRECISION.
 mpc_step() {
   local step=$bench_tmp/$(basename "$1" .onnx).$3.onnx log=$bench_tmp/log.csv
   "$bin/mpc-opt" "$1" -o "$step" --precision="$3" --optimizer=adam --lr=1e-3
   "$bin/mpc-run" "$step" --data="$2" --steps=$((warmup + steps)) --log="$log" --quiet >/dev/null
-  echo "$(median_log_ms "$log" "$warmup") $(sed -n 2p "$log" | cut -d, -f2)"
+  echo "$(median_log_ms "$log" "$warmup") $(sed -n 2p "$log" | cut -d, -f2) $(tail -1 "$log" | cut -d, -f2)"
 }
 
 echo "== CPU step, Adam, median ms of $steps steps after $warmup ($(bench_machine_line))"
 printf "%-12s %6s %10s %10s %9s %10s %10s %9s %9s %s\n" model batch mpc-fp32 torch-fp32 mpc/torch \
-  mpc-fp16 mpc-bf16 fp16/32 bf16/32 "first loss mpc / torch"
+  mpc-fp16 mpc-bf16 fp16/32 bf16/32 "first loss mpc / torch, mpc fp32 last"
 all_faster=PASS
 all_within=PASS
 for run in "${runs[@]}"; do
   read -r family model data <<<"$run"
   batch=$("$DEBIAN_PY" -c 'import onnx, sys; print(onnx.load(sys.argv[1]).graph.input[0].type.tensor_type.shape.dim[0].dim_value)' "$model")
-  read -r fp32 mpc_first < <(mpc_step "$model" "$data" fp32)
-  read -r fp16 _ < <(mpc_step "$model" "$data" fp16)
-  read -r bf16 _ < <(mpc_step "$model" "$data" bf16)
+  read -r fp32 mpc_first mpc_last < <(mpc_step "$model" "$data" fp32)
+  read -r fp16 _ fp16_last < <(mpc_step "$model" "$data" fp16)
+  read -r bf16 _ bf16_last < <(mpc_step "$model" "$data" bf16)
   torch_ms=n/a
   torch_first=n/a
   if [ $have_torch = 1 ]; then
@@ -66,10 +66,11 @@ for run in "${runs[@]}"; do
   [ "$(verdict "$r16" 1.5 'a <= b')" = FAIL ] && all_within=FAIL
   [ "$(verdict "$rb16" 1.5 'a <= b')" = FAIL ] && all_within=FAIL
   printf "%-12s %6s %10s %10s %9s %10s %10s %9s %9s %s\n" "$family" "$batch" "$fp32" "$torch_ms" "$vs_torch" \
-    "$fp16" "$bf16" "$r16" "$rb16" "$mpc_first / $torch_first"
+    "$fp16" "$bf16" "$r16" "$rb16" "$mpc_first / $torch_first, $mpc_last"
   bench_record model="$family" batch="$batch" mpc_fp32_ms="$fp32" torch_fp32_ms="$([ $have_torch = 1 ] && echo "$torch_ms" || echo null)" \
     mpc_vs_torch="$vs_torch" mpc_fp16_ms="$fp16" mpc_bf16_ms="$bf16" fp16_vs_fp32="$r16" bf16_vs_fp32="$rb16" \
-    mpc_first_loss="$mpc_first" torch_first_loss="$torch_first"
+    mpc_first_loss="$mpc_first" torch_first_loss="$torch_first" mpc_fp32_last_loss="$mpc_last" \
+    mpc_fp16_last_loss="$fp16_last" mpc_bf16_last_loss="$bf16_last" steps=$((warmup + steps))
 done
 echo "(mpc/torch < 1: mpc is faster; the first losses agree when both train the same model on the same batch)"
 if [ $have_torch = 1 ]; then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make bench: runs every benchmark (bench/*.sh) against BUILD_DIR's tools, prints their tables
-# and writes each one's JSON to bench/results/<name>-<date>.json. parity.sh (a few seconds)
+# (also to bench/results/tables-<date>.txt) and writes each one's JSON to
+# bench/results/<name>-<date>.json. parity.sh (a few seconds)
 # prints a table only; its rows are written as JSON here.
 # Usage: bench/run_all.sh [BUILD_DIR]
 set -euo pipefail
@@ -8,6 +9,9 @@ build=${1:-build}
 cd "$(dirname "$0")/.."
 date=$(date +%F)
 status=0
+# The tables also go to bench/results/tables-<date>.txt, next to the JSON.
+mkdir -p bench/results
+exec > >(tee "bench/results/tables-$date.txt") 2>&1
 for script in bench/compile_time.sh bench/memory.sh bench/cpu_step.sh; do
   echo "######## $script"
   "$script" "$build" "bench/results/$(basename "$script" .sh)-$date.json" || status=1
