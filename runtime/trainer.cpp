@@ -43,8 +43,8 @@ uint64_t runCounter(const Model &m, const char *key, uint64_t max,
   }
   if (!ok)
     throw Error(std::string("checkpoint metadata '") + key +
-                "' is not a number from 0 to " + std::to_string(max) +
-                ": '" + *v + "'");
+                "' is not a number from 0 to " + std::to_string(max) + ": '" +
+                *v + "'");
   return n;
 }
 

@@ -189,8 +189,8 @@ private:
       }
       return true;
     }
-    err = "unexpected character '" + printable(std::string(1, c)) +
-          "' in header";
+    err =
+        "unexpected character '" + printable(std::string(1, c)) + "' in header";
     return false;
   }
 };

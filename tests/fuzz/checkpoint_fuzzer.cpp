@@ -5,9 +5,10 @@
 // `mpc-opt` writes), exported and re-imported as mpc-run would load it. Each
 // input is a checkpoint file: resumeFrom must refuse it with a one-line
 // error naming the file, or accept it; an accepted checkpoint must then run
-// a step on the batch mpc-run would cut from its data order, save, and
-// resume again. The same bytes are also given to mpc-run as the model:
-// Trainer construction, the data inputs and synthetic data for them.
+// a step on the batch mpc-run would cut from its data order (or stop with a
+// clean error), save, and resume again. The same bytes are also given to
+// mpc-run as the model: Trainer construction, the data inputs and synthetic
+// data for them.
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
 #include "passes/support/diagnostics.h"
@@ -68,8 +69,8 @@ void continueRun(Trainer &trainer, const std::string &savePath) {
   int64_t batch = 0;
   std::vector<DataInputSpec> specs = trainer.dataInputs(batch);
   Dataset data = Dataset::synthetic(specs, batch * 4, trainer.seed);
-  trainer.step(data.batch(trainer.stepsDone(), batch, trainer.shuffle,
-                          trainer.seed));
+  trainer.step(
+      data.batch(trainer.stepsDone(), batch, trainer.shuffle, trainer.seed));
   trainer.saveCheckpoint(savePath);
 }
 
@@ -82,7 +83,14 @@ void resumeIntoFixture(const std::string &path) {
     return;
   }
   const std::string saved = fuzz::scratchDir() + "/saved.onnx";
-  continueRun(*trainer, saved);
+  try {
+    continueRun(*trainer, saved);
+  } catch (const Error &e) {
+    // State of the right names and shapes may still hold values a kernel
+    // refuses (a negative optimizer step): a clean error is fine.
+    fuzz::checkErrorMessage(e.what(), "");
+    return;
+  }
   // What we wrote ourselves must always resume.
   std::unique_ptr<Trainer> again = freshTrainer();
   again->resumeFrom(saved);

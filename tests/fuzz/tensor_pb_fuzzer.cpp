@@ -40,8 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         fileName == proto.name(),
                     "tensorFromProto and readTensorProtoFile differ");
       fuzz::require(int64_t(fromProto.bytes.size()) ==
-                        fromProto.numel() *
-                            int64_t(dtypeSize(fromProto.dtype)),
+                        fromProto.numel() * int64_t(dtypeSize(fromProto.dtype)),
                     "tensor size does not match its dims");
       onnx::TensorProto again;
       tensorToProto(fromProto, proto.name(), again);
