@@ -1,6 +1,8 @@
 // Memory plan: classification, lifetimes, in-place writes, offsets.
 #include "passes/memory_plan.h"
 
+#include "passes/pass.h"
+
 #include <algorithm>
 #include <numeric>
 #include <sstream>
@@ -33,33 +35,13 @@ const char *memoryClassName(MemoryClass c) {
 
 namespace {
 
-std::vector<std::string> splitList(const std::string *s) {
-  std::vector<std::string> out;
-  if (!s)
-    return out;
-  std::stringstream in(*s);
-  std::string item;
-  while (std::getline(in, item, ','))
-    if (!item.empty())
-      out.push_back(item);
-  return out;
+/// A comma-separated metadata list (empty when the key is absent).
+std::vector<std::string> metaList(const Model &m, const char *key) {
+  const std::string *s = m.meta(key);
+  return s && !s->empty() ? splitList(*s, ',') : std::vector<std::string>{};
 }
 
 size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
-
-/// Size in bytes when dtype and dims are known.
-bool knownSize(const Value &v, size_t &bytes) {
-  if (v.dtype == DType::Undefined || !v.hasShape)
-    return false;
-  auto dims = concreteDims(v.dims);
-  if (!dims)
-    return false;
-  int64_t n = elementCount(*dims);
-  if (n < 0)
-    return false;
-  bytes = size_t(n) * dtypeSize(v.dtype);
-  return true;
-}
 
 /// Elementwise ops whose CPU and GPU kernels read element i of an input of
 /// the output's shape before writing element i of the output, so the output
@@ -101,15 +83,28 @@ struct Buffer {
 
 } // namespace
 
+bool valueByteSize(const Value &v, size_t &bytes) {
+  if (v.dtype == DType::Undefined || !v.hasShape)
+    return false;
+  auto dims = concreteDims(v.dims);
+  if (!dims)
+    return false;
+  int64_t n = elementCount(*dims);
+  if (n < 0)
+    return false;
+  bytes = size_t(n) * dtypeSize(v.dtype);
+  return true;
+}
+
 PlanInputs planInputsFor(const Model &model, const Graph &graph) {
   PlanInputs in;
   in.graph = &graph;
   if (const std::string *s = model.meta("mpc.loss"))
     in.loss = *s;
-  in.params = splitList(model.meta("mpc.params"));
-  in.grads = splitList(model.meta("mpc.grads"));
-  in.optimizerState = splitList(model.meta("mpc.optimizer_state"));
-  in.gradBuffers = splitList(model.meta("mpc.grad_accum_buffers"));
+  in.params = metaList(model, "mpc.params");
+  in.grads = metaList(model, "mpc.grads");
+  in.optimizerState = metaList(model, "mpc.optimizer_state");
+  in.gradBuffers = metaList(model, "mpc.grad_accum_buffers");
   for (const char *key : {"mpc.loss_scale", "mpc.growth_tracker", "mpc.step"})
     if (const std::string *s = model.meta(key))
       in.scalerState.push_back(*s);
@@ -218,7 +213,7 @@ MemoryPlan planMemory(const PlanInputs &in) {
   size_t offset = 0;
   auto placePersistent = [&](const Value *v) {
     size_t bytes = 0;
-    if (!knownSize(*v, bytes)) {
+    if (!valueByteSize(*v, bytes)) {
       plan.unplanned.push_back(v);
       return;
     }
@@ -253,7 +248,7 @@ MemoryPlan planMemory(const PlanInputs &in) {
       if (!o)
         continue;
       size_t bytes = 0;
-      if (!knownSize(*o, bytes)) {
+      if (!valueByteSize(*o, bytes)) {
         plan.unplanned.push_back(o);
         continue;
       }
@@ -289,8 +284,7 @@ MemoryPlan planMemory(const PlanInputs &in) {
       // other value in its bytes), or a reshape sharing its input's bytes.
       bool alias = isAlias(n);
       if (in.inPlace && (isInPlaceElementwise(n) || alias) && oi == 0)
-        for (size_t ii = 0; ii < (alias ? 1 : n.numInputs()) && !placed;
-             ++ii) {
+        for (size_t ii = 0; ii < (alias ? 1 : n.numInputs()) && !placed; ++ii) {
           const Value *x = n.input(ii);
           if (!x || taken.count(x) || !bufferOf.count(x) ||
               x->dtype != o->dtype || x->isGraphOutput())
@@ -349,6 +343,7 @@ MemoryPlan planMemory(const PlanInputs &in) {
     transientEnd = std::max(transientEnd, at + b.bytes);
     placedSoFar.push_back(bi);
   }
+  plan.numBuffers = buffers.size();
   for (size_t bi = 0; bi < buffers.size(); ++bi)
     for (const Value *v : buffers[bi].members) {
       plan.placement[v].offset = plan.persistentBytes + buffers[bi].offset;
@@ -404,12 +399,11 @@ MemoryPlan planMemory(const PlanInputs &in) {
     if (kv.second.persistent && !firstOf.count(kv.first))
       plan.largestAtPeak.push_back(
           {kv.first->name(), kv.second.cls, kv.second.bytes});
-  std::stable_sort(plan.largestAtPeak.begin(), plan.largestAtPeak.end(),
-                   [](const MemoryPlan::Resident &a,
-                      const MemoryPlan::Resident &b) {
-                     return a.bytes != b.bytes ? a.bytes > b.bytes
-                                               : a.name < b.name;
-                   });
+  std::stable_sort(
+      plan.largestAtPeak.begin(), plan.largestAtPeak.end(),
+      [](const MemoryPlan::Resident &a, const MemoryPlan::Resident &b) {
+        return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
+      });
   if (plan.largestAtPeak.size() > 10)
     plan.largestAtPeak.resize(10);
   return plan;

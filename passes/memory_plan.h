@@ -110,6 +110,8 @@ struct MemoryPlan {
   std::vector<Resident> largestAtPeak;
   std::unordered_map<const Value *, ValuePlacement> placement;
   std::vector<InPlaceWrite> inPlace;
+  /// Transient buffers (ValuePlacement::buffer indexes them).
+  size_t numBuffers = 0;
   /// Values whose size is not known from the graph's shapes (the executor
   /// allocates them on their own; the report names them).
   std::vector<const Value *> unplanned;
@@ -119,6 +121,9 @@ struct MemoryPlan {
     return it == placement.end() ? nullptr : &it->second;
   }
 };
+
+/// The value's size in bytes when its dtype and dims are known.
+bool valueByteSize(const Value &v, size_t &bytes);
 
 /// Plans the graph's memory. Every value needs a known dtype and concrete
 /// dims to be placed; the others are listed in `unplanned`.

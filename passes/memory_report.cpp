@@ -17,10 +17,9 @@ namespace mpc {
 namespace {
 
 /// Bytes in the table's unit (MiB, or KiB for small models).
-double gUnit = 1024.0 * 1024.0;
-std::string mib(size_t bytes) {
+std::string inUnit(size_t bytes, double unit) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", double(bytes) / gUnit);
+  std::snprintf(buf, sizeof buf, "%.2f", double(bytes) / unit);
   return buf;
 }
 
@@ -38,15 +37,16 @@ void jsonPlan(std::ostringstream &os, const MemoryPlan &p,
      << ", \"live_peak_bytes\": " << p.livePeakBytes
      << ", \"no_reuse_bytes\": " << p.noReuseBytes
      << ", \"persistent_bytes\": " << p.persistentBytes
-     << ", \"in_place_writes\": " << p.inPlace.size() << ", \"by_class\": {";
-  for (size_t c = 0; c < kNumMemoryClasses; ++c)
-    os << (c ? ", " : "") << "\"" << memoryClassName(MemoryClass(c))
-       << "\": " << p.atPeak[c];
-  os << "}, \"total_by_class\": {";
-  for (size_t c = 0; c < kNumMemoryClasses; ++c)
-    os << (c ? ", " : "") << "\"" << memoryClassName(MemoryClass(c))
-       << "\": " << p.total[c];
-  os << "}}";
+     << ", \"in_place_writes\": " << p.inPlace.size();
+  for (const auto &[key, bytes] : {std::pair{"by_class", &p.atPeak},
+                                   std::pair{"total_by_class", &p.total}}) {
+    os << ", \"" << key << "\": {";
+    for (size_t c = 0; c < kNumMemoryClasses; ++c)
+      os << (c ? ", " : "") << "\"" << memoryClassName(MemoryClass(c))
+         << "\": " << (*bytes)[c];
+    os << "}";
+  }
+  os << "}";
 }
 
 } // namespace
@@ -93,7 +93,8 @@ std::string memoryReportTable(const MemoryPlan &chosen,
   std::ostringstream os;
   char line[160];
   bool small = std::max(chosen.arenaBytes, baseline.arenaBytes) < (10u << 20);
-  gUnit = small ? 1024.0 : 1024.0 * 1024.0;
+  const double unit = small ? 1024.0 : 1024.0 * 1024.0;
+  auto mib = [unit](size_t bytes) { return inUnit(bytes, unit); };
   std::snprintf(line, sizeof line, "%-34s %12s %12s %8s\n",
                 small ? "memory plan (KiB, live at peak)"
                       : "memory plan (MiB, live at peak)",
@@ -126,8 +127,8 @@ std::string memoryReportTable(const MemoryPlan &chosen,
   os << line;
   os << "largest at the " << chosenLabel << " peak:\n";
   for (const auto &r : chosen.largestAtPeak) {
-    std::snprintf(line, sizeof line, "  %10s  %-16s %s\n",
-                  mib(r.bytes).c_str(), memoryClassName(r.cls), r.name.c_str());
+    std::snprintf(line, sizeof line, "  %10s  %-16s %s\n", mib(r.bytes).c_str(),
+                  memoryClassName(r.cls), r.name.c_str());
     os << line;
   }
   return os.str();

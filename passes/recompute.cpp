@@ -84,12 +84,10 @@ struct Schedule {
   }
 };
 
+/// Bytes of a value (0 when its size is not known).
 size_t byteSize(const Value &v) {
-  auto dims = concreteDims(v.dims);
-  if (!v.hasShape || !dims || v.dtype == DType::Undefined)
-    return 0;
-  int64_t n = elementCount(*dims);
-  return n > 0 ? size_t(n) * dtypeSize(v.dtype) : 0;
+  size_t bytes = 0;
+  return valueByteSize(v, bytes) ? bytes : 0;
 }
 
 /// Recomputes `chosen` (forward values) in the backward; returns how many.

@@ -104,11 +104,7 @@ void Executor::setInitializer(const std::string &name, Tensor value) {
   if (!v || !v->isInitializer())
     throw Error("'" + name + "' is not an initializer of graph '" +
                 graph_.name() + "'");
-  Tensor &slot = slots_[slotOf_.at(v)];
-  if (value.bytes.data() == slot.bytes.data() &&
-      value.byteSize() == slot.byteSize())
-    return; // already there (an update written over its state)
-  slot = std::move(value);
+  slots_[slotOf_.at(v)] = std::move(value); // moved into the arena by run()
 }
 
 const Tensor &Executor::initializer(const std::string &name) const {
@@ -223,7 +219,7 @@ void Executor::run(uint64_t seed) {
   for (size_t s = 0; s < slots_.size(); ++s)
     if (persistent_[s])
       live += slots_[s].byteSize();
-  std::vector<int> bufferUsers(arena ? plan_->placement.size() : 0, 0);
+  std::vector<int> bufferUsers(arena ? plan_->numBuffers : 0, 0);
   std::vector<bool> inArena(slots_.size(), false);
   peakBytes_ = live;
   fallbackPeak_ = 0;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages mpc builds and tests with (idempotent, quiet when
 # everything is already there). Called by `make`, so a fresh machine needs no
-# other step.
+# other step. Extra package names given as arguments are installed too
+# (tools/setup-fuzz.sh passes clang's).
 set -euo pipefail
 
 packages=(
@@ -13,6 +14,7 @@ packages=(
   zlib1g-dev                                      # deflate for .npz
   python3-numpy python3-onnx                      # lit tests make .npy and .onnx inputs
   libonnx-testdata                                # ONNX's backend node tests
+  "$@"
 )
 
 missing=()
