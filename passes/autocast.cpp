@@ -185,6 +185,7 @@ private:
     if (touchesF64)
       cls = PrecisionClass::Keep;
     std::vector<DType> promoted;
+    bool paramsAdapted = false;
 
     switch (cls) {
     case PrecisionClass::Lower:
@@ -194,7 +195,7 @@ private:
       d.dtype = DType::F32;
       break;
     case PrecisionClass::Follow:
-      d.dtype = followDType(n, floatInputs, &promoted);
+      d.dtype = followDType(n, floatInputs, &promoted, &paramsAdapted);
       break;
     case PrecisionClass::Keep:
     case PrecisionClass::AnyType:
@@ -219,28 +220,46 @@ private:
                ? untouchedRecord(n, how,
                                  touchesF64 ? Untouched::Fp64 : Untouched::Keep)
                : decidedRecord(n, how, d.dtype, target_,
-                               policy_.fp32NodesPattern(), promoted));
+                               policy_.fp32NodesPattern(), promoted,
+                               paramsAdapted));
     decisions_[&n] = std::move(d);
   }
 
   /// Follow: the promotion of the inputs' decided dtypes, where tensors
   /// outrank rank-0 values and constants do not count (they adapt at
-  /// compile time), as in PyTorch's type promotion. Undefined when only
-  /// constants are read: the node then runs as it did.
-  /// `promoted` (optional) receives the dtypes that were promoted.
+  /// compile time), as in PyTorch's type promotion. Parameters (fp32 state)
+  /// adapt too when the node also reads a computed tensor: in PyTorch a
+  /// Linear's bias joins its fp16 matrix product, and the exporter's
+  /// MatMul + Add(bias) must not widen the activation back to fp32 (the
+  /// parameter gets its one runtime Cast, shared with its other users).
+  /// Undefined when only constants are read: the node then runs as it did.
+  /// `promoted` (optional) receives the dtypes that were promoted;
+  /// `paramsAdapted` (optional) whether parameters were left out.
   DType followDType(const Node &n, const std::vector<size_t> &floatInputs,
-                    std::vector<DType> *promoted = nullptr) {
-    std::vector<DType> tensors, scalars;
+                    std::vector<DType> *promoted = nullptr,
+                    bool *paramsAdapted = nullptr) {
+    std::vector<DType> computed, computedScalars, params, paramScalars;
     for (size_t i : floatInputs) {
       const Value *v = n.input(i);
       if (isCompileTimeConstant(v))
         continue;
       bool rank0 = v->hasShape && v->dims.empty();
-      (rank0 ? scalars : tensors).push_back(v->dtype);
+      bool param = v->isState && v->isInitializer();
+      if (param)
+        (rank0 ? paramScalars : params).push_back(v->dtype);
+      else
+        (rank0 ? computedScalars : computed).push_back(v->dtype);
     }
+    bool anyComputed = !computed.empty() || !computedScalars.empty();
+    if (paramsAdapted)
+      *paramsAdapted =
+          anyComputed && (!params.empty() || !paramScalars.empty());
+    std::vector<DType> tensors = anyComputed ? computed : params;
+    std::vector<DType> scalars = anyComputed ? computedScalars : paramScalars;
+    const std::vector<DType> &counted = tensors.empty() ? scalars : tensors;
     if (promoted)
-      *promoted = tensors.empty() ? scalars : tensors;
-    return promote(tensors.empty() ? scalars : tensors);
+      *promoted = counted;
+    return promote(counted);
   }
 
   /// A use that does not care about the value's dtype: it reads the shape.

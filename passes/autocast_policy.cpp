@@ -261,6 +261,9 @@ const std::vector<PolicyEntry> &table() {
        "shape only"},
       {kMpcDomain, "SliceGrad", PC::Follow, inputBit(1),
        "moves dY into zeros, exact; data is read for its shape only", true},
+      {kMpcDomain, "ErfGrad", PC::Follow, 0,
+       "dY times 2/sqrt(pi) exp(-x^2), a factor in (0, 1.13]: no overflow, "
+       "like Erf itself"},
       {kMpcDomain, "GeluGrad", PC::Follow, 0,
        "dY times a bounded derivative, like Gelu itself"},
       {kMpcDomain, "LeakyReluGrad", PC::Follow, 0,

@@ -10,11 +10,15 @@
 // parameter, then the new running statistics of training-mode
 // BatchNormalizations (bound onto their state in update_binding); metadata
 // mpc.loss, mpc.params, mpc.grads and mpc.grad_seed tell later passes which
-// values those are. infer-shapes must run first: the
+// values those are. A model with its own training algorithm names the loss
+// and the parameters itself (mpc.user_loss, mpc.user_params;
+// passes/training_info.h). The backward itself is buildBackward
+// (passes/autodiff.h), shared with ONNX's Gradient operator. infer-shapes
+// must run first: the
 // rules read static ranks and shapes, and type every value they create.
+#include "passes/autodiff.h"
 #include "passes/gradients/gradient_rules.h"
 #include "passes/ir/mpc_ops.h"
-#include "passes/pass.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
 
@@ -233,29 +237,23 @@ private:
 
 } // namespace
 
-void runAutodiff(Model &model, PassContext &ctx) {
-  if (model.meta("mpc.grads"))
-    error() << "autodiff: the model already has gradients (metadata "
-               "mpc.grads); run autodiff once";
-  // Work on a clone of the main graph (or on an existing algorithm) and
-  // attach it only once it is complete, so an error leaves the model as it
-  // was.
-  std::unique_ptr<Graph> fresh;
-  if (!model.training)
-    fresh = model.graph->clone();
-  Graph &g = fresh ? *fresh : *model.training->algorithm;
-  int64_t opset = model.opsetVersion("");
-  if (opset < 0)
-    opset = 17;
-
-  std::string lossName = findLoss(g, ctx)->name();
+Backward buildBackward(Graph &g, const std::string &lossName,
+                       const std::vector<std::string> &xNames, int64_t opset,
+                       Statistics &stats) {
+  auto lookUp = [&](const std::vector<std::string> &names) {
+    std::vector<Value *> values;
+    for (const std::string &name : names) {
+      Value *v = g.findValue(name);
+      if (!v)
+        error() << "autodiff: '" << name << "' is not a value of graph '"
+                << g.name() << "'";
+      values.push_back(v);
+    }
+    return values;
+  };
   checkLoss(*g.findValue(lossName));
-
-  size_t frozenCount = 0;
-  std::vector<Value *> params =
-      trainableParameters(g, ctx.options, frozenCount);
-
-  Activity activity = analyze(g, g.findValue(lossName), params);
+  std::vector<Value *> xs = lookUp(xNames);
+  Activity activity = analyze(g, g.findValue(lossName), xs);
   // Forward nodes whose rules need an extra forward output get it now; a
   // replaced node invalidates the analysis, so redo it.
   bool replaced = false;
@@ -263,36 +261,28 @@ void runAutodiff(Model &model, PassContext &ctx) {
     if (activity.activeNode(*n))
       replaced |= prepareForwardNode(g, n, opset) != n;
   Value *loss = g.findValue(lossName);
-  if (replaced)
-    activity = analyze(g, loss, params);
-
-  std::vector<Value *> reaching;
-  for (Value *p : params)
-    if (activity.active(p))
-      reaching.push_back(p);
-  if (reaching.empty()) {
-    auto err = errorAt(*loss->producer());
-    err << "no trainable parameter reaches the loss '" << loss->name() << "' ("
-        << params.size() << " trainable";
-    if (frozenCount)
-      err << ", " << frozenCount << " excluded by --trainable/--frozen";
-    err << ")";
+  if (replaced) {
+    xs = lookUp(xNames);
+    activity = analyze(g, loss, xs);
   }
   checkDifferentiable(g, activity);
 
+  Backward bw;
+  bw.loss = loss;
+  bw.xs = xs;
   // The seed dLoss = 1, shaped like the loss.
   std::vector<int64_t> lossDims = *concreteDims(loss->dims);
   Tensor one(loss->dtype, lossDims);
   one.setFromDouble(0, 1.0);
-  Value *seed = g.addInitializer(
+  bw.seed = g.addInitializer(
       g.uniqueValueName(sanitizeIdentifier(loss->name()) + "_grad_seed"),
       std::move(one));
 
   GradientMap grads(g, opset);
-  grads.add(loss, seed, ctx.stats);
-  size_t nodesBefore = g.numNodes();
+  grads.add(loss, bw.seed, stats);
+  bw.nodesBefore = g.numNodes();
   std::vector<Node *> forward = g.nodeList();
-  std::unordered_set<const Node *> forwardNodes(forward.begin(), forward.end());
+  bw.forwardNodes.insert(forward.begin(), forward.end());
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
     Node *n = *it;
     if (!activity.activeNode(*n))
@@ -312,8 +302,75 @@ void runAutodiff(Model &model, PassContext &ctx) {
       if (!gi)
         errorAt(*n) << "internal: the gradient rule of " << n->opType()
                     << " built no gradient for input " << i;
-      grads.add(n->input(i), gi, ctx.stats);
+      grads.add(n->input(i), gi, stats);
     }
+  }
+  for (Value *x : xs)
+    bw.grads.push_back(activity.active(x) ? grads.get(x) : nullptr);
+  return bw;
+}
+
+void runAutodiff(Model &model, PassContext &ctx) {
+  if (model.meta("mpc.grads"))
+    error() << "autodiff: the model already has gradients (metadata "
+               "mpc.grads); run autodiff once";
+  // Work on a clone of the main graph (or on an existing algorithm) and
+  // attach it only once it is complete, so an error leaves the model as it
+  // was.
+  std::unique_ptr<Graph> fresh;
+  if (!model.training)
+    fresh = model.graph->clone();
+  Graph &g = fresh ? *fresh : *model.training->algorithm;
+  int64_t opset = model.opsetVersion("");
+  if (opset < 0)
+    opset = 17;
+
+  // A model's own training algorithm names its loss and parameters in its
+  // Gradient node (passes/training_info.h); otherwise the loss is the
+  // graph's output and the parameters are chosen by --trainable/--frozen.
+  const std::string *userLoss = model.meta("mpc.user_loss");
+  std::string lossName = userLoss ? *userLoss : findLoss(g, ctx)->name();
+  if (!g.findValue(lossName))
+    error() << "autodiff: the loss '" << lossName << "' (mpc.user_loss) is "
+            << "not a value of graph '" << g.name() << "'";
+  checkLoss(*g.findValue(lossName));
+
+  size_t frozenCount = 0;
+  std::vector<Value *> params;
+  if (const std::string *userParams = model.meta("mpc.user_params")) {
+    for (const std::string &name : splitList(*userParams)) {
+      Value *p = g.findValue(name);
+      if (!p || !p->isInitializer() || !p->isState)
+        error() << "autodiff: parameter '" << name << "' (mpc.user_params) "
+                << "is not a state initializer of graph '" << g.name() << "'";
+      params.push_back(p);
+    }
+  } else {
+    params = trainableParameters(g, ctx.options, frozenCount);
+  }
+  std::vector<std::string> requested;
+  for (Value *p : params)
+    requested.push_back(p->name());
+
+  Backward bw = buildBackward(g, lossName, requested, opset, ctx.stats);
+  Value *loss = bw.loss;
+  Value *seed = bw.seed;
+  size_t nodesBefore = bw.nodesBefore;
+  const std::unordered_set<const Node *> &forwardNodes = bw.forwardNodes;
+  std::unordered_map<const Value *, Value *> gradOf;
+  std::vector<Value *> reaching;
+  for (size_t i = 0; i < bw.xs.size(); ++i)
+    if (bw.grads[i]) {
+      reaching.push_back(bw.xs[i]);
+      gradOf[bw.xs[i]] = bw.grads[i];
+    }
+  if (reaching.empty()) {
+    auto err = errorAt(*loss->producer());
+    err << "no trainable parameter reaches the loss '" << loss->name() << "' ("
+        << params.size() << " trainable";
+    if (frozenCount)
+      err << ", " << frozenCount << " excluded by --trainable/--frozen";
+    err << ")";
   }
 
   // Outputs: the loss, then one gradient per parameter, named <param>_grad.
@@ -322,10 +379,10 @@ void runAutodiff(Model &model, PassContext &ctx) {
   std::unordered_set<const Value *> claimed;
   std::unordered_map<const Value *, int> sharedBy;
   for (Value *p : reaching)
-    ++sharedBy[grads.get(p)];
+    ++sharedBy[gradOf[p]];
   std::vector<std::string> paramNames, gradNames;
   for (Value *p : reaching) {
-    Value *grad = grads.get(p);
+    Value *grad = gradOf[p];
     std::string desired = sanitizeIdentifier(p->name()) + "_grad";
     // A parameter's gradient must be a value of its own that nothing else
     // reads (not even another parameter's gradient): later passes rewrite

@@ -161,6 +161,11 @@ Attribute floatAttr(double v) { return Attribute::ofFloat(float(v)); }
 void runOptimizer(Model &model, PassContext &ctx) {
   OptimizerConfig c = configure(ctx.options);
   refuseIfMeta(model, kPass, "mpc.optimizer", "already applied");
+  // A model with its own training_info algorithm brings its optimizer
+  // (passes/training_info.h): ours on top would update twice.
+  refuseIfMeta(model, kPass, "mpc.user_grads",
+               "the model's training_info has its own optimizer; run "
+               "user-optimizer instead");
   checkGradAccum(ctx.options);
   const int64_t k = ctx.options.gradAccum;
   if (const std::string *divided = model.meta("mpc.grad_accum"))

@@ -48,17 +48,21 @@ std::string tableRule(const Node &n, const Classification &how, DType target) {
 }
 
 /// What a Follow node's inputs made it: "its float inputs are fp16",
-/// "float inputs fp16, fp32 promote to fp32".
-std::string followDetail(DType runsIn, const std::vector<DType> &promoted) {
+/// "float inputs fp16, fp32 promote to fp32"; with `paramsAdapted`, "its
+/// computed inputs are fp16; its parameters adapt".
+std::string followDetail(DType runsIn, const std::vector<DType> &promoted,
+                         bool paramsAdapted) {
   if (runsIn == DType::Undefined)
     return "reads only compile-time constants: runs as before";
+  std::string inputs = paramsAdapted ? "computed inputs" : "float inputs";
+  std::string adapt = paramsAdapted ? "; its parameters adapt" : "";
   std::set<DType> distinct(promoted.begin(), promoted.end());
   if (distinct.size() <= 1)
-    return std::string("its float inputs are ") + dtypeName(runsIn);
+    return "its " + inputs + " are " + dtypeName(runsIn) + adapt;
   std::string names;
   for (DType t : distinct)
     names += (names.empty() ? "" : ", ") + std::string(dtypeName(t));
-  return "float inputs " + names + " promote to " + dtypeName(runsIn);
+  return inputs + " " + names + " promote to " + dtypeName(runsIn) + adapt;
 }
 
 /// "fp32->fp16".
@@ -166,7 +170,8 @@ PrecisionRecord untouchedRecord(const Node &n, const Classification &how,
 PrecisionRecord decidedRecord(const Node &n, const Classification &how,
                               DType runsIn, DType target,
                               const std::string &fp32NodesPattern,
-                              const std::vector<DType> &promoted) {
+                              const std::vector<DType> &promoted,
+                              bool paramsAdapted) {
   PrecisionRecord r;
   r.dtype = runsIn;
   std::string tableSays = tableRule(n, how, target);
@@ -177,7 +182,7 @@ PrecisionRecord decidedRecord(const Node &n, const Classification &how,
   case ClassSource::Table:
     r.rule = tableSays;
     r.detail = how.cls == PrecisionClass::Follow
-                   ? followDetail(runsIn, promoted)
+                   ? followDetail(runsIn, promoted, paramsAdapted)
                    : how.entry->reason;
     break;
   case ClassSource::UnlistedOp:

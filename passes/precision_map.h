@@ -71,11 +71,13 @@ PrecisionRecord untouchedRecord(const Node &n, const Classification &how,
 
 /// A node autocast decided: `runsIn` is what it runs in (Undefined: a Follow
 /// node reading only compile-time constants), `target` the --precision,
-/// `promoted` the input dtypes a Follow node promoted.
+/// `promoted` the input dtypes a Follow node promoted, `paramsAdapted`
+/// whether its parameters took the computed inputs' dtype.
 PrecisionRecord decidedRecord(const Node &n, const Classification &how,
                               DType runsIn, DType target,
                               const std::string &fp32NodesPattern,
-                              const std::vector<DType> &promoted);
+                              const std::vector<DType> &promoted,
+                              bool paramsAdapted = false);
 
 /// A cast-commuting Follow node moved to the target so that it reads its
 /// input's shared low-precision copy (autocast's sinkCasts).

@@ -2,6 +2,7 @@
 #include "passes/registry.h"
 
 #include "passes/support/diagnostics.h"
+#include "passes/training_info.h"
 
 namespace mpc {
 
@@ -21,6 +22,10 @@ const std::vector<PassInfo> &passRegistry() {
        runLossScale},
       {"master-weights", "fp32 master parameters, fp32 gradients", "",
        runMasterWeights},
+      {"user-optimizer",
+       "a training_info model's own optimizer on fp32 unscaled gradients, "
+       "skipped on overflow (instead of optimizer)",
+       "", runUserOptimizer},
       {"optimizer", "SGD/Adam/AdamW updates (PyTorch semantics), clipping", "",
        runOptimizer},
       {"cleanup", "dead code, duplicate casts and identity casts removed", "",

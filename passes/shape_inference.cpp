@@ -1373,6 +1373,7 @@ const OpRule kRules[] = {
     {kMpcDomain, "DropoutGrad", 2, 4, 1, 1, inferDropoutGrad},
     {kMpcDomain, "ExtremumGrad", 3, kAny, 1, 1, inferExtremumGrad},
     {kMpcDomain, "GatherGrad", 3, 3, 1, 1, inferGatherGrad},
+    {kMpcDomain, "ErfGrad", 2, 2, 1, 1, inferElementwiseGrad},
     {kMpcDomain, "GeluGrad", 2, 2, 1, 1, inferGeluGrad},
     {kMpcDomain, "LayerNormalizationGrad", 5, 5, 1, 3,
      inferLayerNormalizationGrad},

@@ -1,6 +1,7 @@
 // CPU kernels of the transformer and residual-MLP family: LayerNormalization,
 // Gelu, LeakyRelu, Clip, Max, Min, Sum, Split, Dropout, CastLike, and the mpc
-// backward ops their gradient rules emit (semantics in passes/ir/mpc_ops.h).
+// backward ops their gradient rules emit (ErfGrad for the Erf form of GELU)
+// (semantics in passes/ir/mpc_ops.h).
 //
 // Numerics as everywhere in kernels/cpu: fp16/bf16 are storage types, each
 // element is computed on in fp32 and rounded to nearest-even once when
@@ -682,6 +683,14 @@ void kernelGeluGrad(KernelContext &ctx) {
             [&](auto g, auto x) { return g * geluDerivative(x, tanhForm); });
 }
 
+void kernelErfGrad(KernelContext &ctx) {
+  unaryGrad(ctx, [](auto g, auto x) {
+    using C = decltype(g);
+    const C twoOverSqrtPi = C(1.1283791670955126);
+    return g * twoOverSqrtPi * std::exp(-x * x);
+  });
+}
+
 void kernelLeakyReluGrad(KernelContext &ctx) {
   float alpha = ctx.node.attrFloat("alpha", 0.01f);
   unaryGrad(ctx, [&](auto g, auto x) {
@@ -805,6 +814,7 @@ std::vector<KernelEntry> transformerKernels() {
       {kMpcDomain, "LayerNormalizationGrad", kernelLayerNormalizationGrad},
       {kMpcDomain, "GatherGrad", kernelGatherGrad},
       {kMpcDomain, "SliceGrad", kernelSliceGrad},
+      {kMpcDomain, "ErfGrad", kernelErfGrad},
       {kMpcDomain, "GeluGrad", kernelGeluGrad},
       {kMpcDomain, "LeakyReluGrad", kernelLeakyReluGrad},
       {kMpcDomain, "ClipGrad", kernelClipGrad},

@@ -160,16 +160,11 @@ void gradSigmoid(GradientContext &ctx) {
 }
 
 void gradErf(GradientContext &ctx) {
-  // d erf(x) = 2 / sqrt(pi) * exp(-x^2).
-  Value *x = ctx.in(0);
-  Value *xx = ctx.mul(x, x, ctx.tempName("x_sq"));
-  Value *e = ctx.unary("Exp", ctx.unary("Neg", xx, ctx.tempName("neg_x_sq")),
-                       ctx.tempName("exp"));
-  const double twoOverSqrtPi = 1.1283791670955126;
-  setUnaryGrad(ctx, ctx.mul(e,
-                            ctx.scalarConstant(x->dtype, twoOverSqrtPi,
-                                               "two_over_sqrt_pi"),
-                            ctx.tempName("deriv")));
+  // d erf(x) = 2 / sqrt(pi) * exp(-x^2), as one mpc.ErfGrad: spelled as
+  // Mul/Neg/Exp, autocast would make the Exp an fp32 island (exp overflows
+  // fp16 in general) and widen the GELU backward of fp16 models to fp32.
+  ctx.setInputGrad(0, ctx.emitMpc("ErfGrad", {ctx.outGrad(0), ctx.in(0)}, {},
+                                  *ctx.in(0), ctx.gradName(0)));
 }
 
 void gradIdentity(GradientContext &ctx) { ctx.setInputGrad(0, ctx.outGrad(0)); }

@@ -46,6 +46,9 @@
 //   GeluGrad(dY, X) <approximate> -> dX      dX = dY * Gelu'(X): "none":
 //       Phi(x) + x phi(x); "tanh": the derivative of 0.5 x (1 + tanh(u)),
 //       u = sqrt(2/pi) (x + 0.044715 x^3).
+//   ErfGrad(dY, X) -> dX                     dX = dY * 2/sqrt(pi) * exp(-X^2):
+//       one op, not Mul/Neg/Exp, so that the exp of a non-positive number
+//       (at most 1, it cannot overflow) is not taken for an fp32 island.
 //   LeakyReluGrad(dY, X) <alpha> -> dX       dX = X > 0 ? dY : alpha * dY
 //       (PyTorch's leaky_relu_backward, so X = 0 takes alpha).
 //   ClipGrad(dY, X [, min, max]) -> dX       dX = min <= X <= max ? dY : 0

@@ -5,7 +5,9 @@
 // duplicate names, cycles) and reports each problem as one clear line.
 #include "passes/onnx/onnx_io.h"
 
+#include "passes/onnx/gradient_op.h"
 #include "passes/support/diagnostics.h"
+#include "passes/training_info.h"
 #include "passes/support/file_io.h"
 #include "runtime/data/tensor_pb.h"
 
@@ -425,11 +427,25 @@ std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
   model->graph = mainImporter.run(proto.graph());
   for (Value *init : model->graph->initializers())
     init->isState = true;
+  // ONNX's Gradient operator has no kernel: it becomes the backward
+  // subgraph it names (passes/onnx/gradient_op.h).
+  if (!gradientOps(*model->graph).empty())
+    expandGradientOps(*model->graph, model->opsetVersion(""));
 
   if (proto.training_info_size() > 1)
     throw Error("more than one training_info entry is not supported");
   if (proto.training_info_size() == 1) {
     const auto &ti = proto.training_info(0);
+    if (ti.initialization().node_size() > 0 ||
+        ti.initialization_binding_size() > 0) {
+      // Runs once, before the algorithm reads the state it initialises.
+      GraphImporter initImporter(baseDir, model->graph.get());
+      std::unique_ptr<Graph> init = initImporter.run(ti.initialization());
+      std::vector<std::pair<std::string, std::string>> binding;
+      for (const auto &kv : ti.initialization_binding())
+        binding.emplace_back(kv.key(), kv.value());
+      applyInitialization(*model, *init, binding);
+    }
     TrainingInfo info;
     GraphImporter stepImporter(baseDir, model->graph.get());
     info.algorithm = stepImporter.run(ti.algorithm());
@@ -453,6 +469,9 @@ std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
       }
     }
     model->training = std::move(info);
+    // A Gradient node in the algorithm: the model trains with its own
+    // optimizer on mpc's gradients (passes/training_info.h).
+    lowerTrainingAlgorithm(*model);
   }
   return model;
 }

@@ -304,22 +304,44 @@ TEST(Autocast, ConstantNodeIsConvertedInPlace) {
 TEST(Autocast, FollowPromotesToTheWidestInput) {
   Fixture f;
   Value *x = f.input("x", {4, 8});
-  Value *w = f.param("w", {8, 3});
-  Value *bias = f.param("b", {3});
-  Value *scale = f.param("scale", {}); // rank 0: does not promote
+  Value *w = f.param("w", {8, 8});
+  Value *scale = f.input("scale", {}); // rank 0: does not promote
   Builder b(f.g());
   Value *z = b.op("MatMul", {x, w});
   Value *scaled = b.op("Mul", {z, scale});
-  Value *y = b.op("Add", {scaled, bias});
+  Value *y = b.op("Add", {scaled, x}); // a residual: x is computed, fp32
   f.g().addOutput(y);
   f.run();
 
   EXPECT_EQ(scaled->dtype, DType::F16);
   EXPECT_EQ(castsOf(scale).size(), 1u);
-  // The fp32 bias tensor wins over the fp16 activation, as in PyTorch.
+  // The fp32 residual tensor wins over the fp16 activation, as in PyTorch.
   EXPECT_EQ(y->dtype, DType::F32);
-  EXPECT_TRUE(castsOf(bias).empty());
   EXPECT_EQ(producerInput(y, 0)->producer()->opType(), "Cast");
+}
+
+TEST(Autocast, FollowParametersAdaptToComputedInputs) {
+  Fixture f;
+  Value *x = f.input("x", {4, 8});
+  Value *w = f.param("w", {8, 3});
+  Value *bias = f.param("b", {3});
+  Value *gain = f.param("g", {3});
+  Builder b(f.g());
+  Value *z = b.op("MatMul", {x, w});
+  // The exporter's Linear: MatMul + Add(bias). In PyTorch the bias joins
+  // the fp16 product, so the fp32 parameter must not widen it back.
+  Value *y = b.op("Add", {z, bias});
+  // A node that reads only parameters keeps their dtype.
+  Value *gb = b.op("Mul", {gain, bias});
+  f.g().addOutput(b.op("Relu", {y}));
+  f.g().addOutput(gb);
+  f.run();
+
+  EXPECT_EQ(y->dtype, DType::F16);
+  ASSERT_EQ(castsOf(bias).size(), 1u); // one runtime Cast, fp32 master kept
+  EXPECT_EQ(bias->dtype, DType::F32);
+  EXPECT_EQ(gb->dtype, DType::F32);
+  EXPECT_EQ(gb->producer()->input(1), bias); // reads the fp32 parameter
 }
 
 TEST(Autocast, GraphInterfaceKeepsItsTypesAndNames) {

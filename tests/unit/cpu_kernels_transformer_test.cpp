@@ -135,12 +135,26 @@ float rnd(DType t, float v) {
 
 TEST(CpuTransformer, TableHasTheFamily) {
   std::vector<std::string> ops = cpuKernelOps();
-  for (const char *op :
-       {"LayerNormalization", "Gelu", "LeakyRelu", "Clip", "Max", "Min", "Sum",
-        "Split", "Dropout", "CastLike", "mpc.LayerNormalizationGrad",
-        "mpc.GatherGrad", "mpc.SliceGrad", "mpc.GeluGrad", "mpc.LeakyReluGrad",
-        "mpc.ClipGrad", "mpc.ExtremumGrad", "mpc.ReduceExtremumGrad",
-        "mpc.DropoutGrad"})
+  for (const char *op : {"LayerNormalization",
+                         "Gelu",
+                         "LeakyRelu",
+                         "Clip",
+                         "Max",
+                         "Min",
+                         "Sum",
+                         "Split",
+                         "Dropout",
+                         "CastLike",
+                         "mpc.LayerNormalizationGrad",
+                         "mpc.GatherGrad",
+                         "mpc.SliceGrad",
+                         "mpc.GeluGrad",
+                         "mpc.ErfGrad",
+                         "mpc.LeakyReluGrad",
+                         "mpc.ClipGrad",
+                         "mpc.ExtremumGrad",
+                         "mpc.ReduceExtremumGrad",
+                         "mpc.DropoutGrad"})
     EXPECT_TRUE(std::count(ops.begin(), ops.end(), op)) << op;
 }
 
@@ -286,6 +300,31 @@ TEST(CpuTransformer, GeluBothFormsAndTheirDerivatives) {
   Tensor fy = run1("Gelu", {h.castTo(DType::F32)});
   for (int64_t i = 0; i < 32; ++i)
     EXPECT_EQ(float(hy.getAsDouble(i)), roundToHalf(float(fy.getAsDouble(i))));
+}
+
+TEST(CpuTransformer, ErfGradIsTheErfDerivativeComputedInFp32) {
+  Tensor x = D({5}, {-3, -1, 0, 0.5, 2});
+  Tensor g = D({5}, {1, -2, 3, 0.25, 10});
+  std::vector<double> want;
+  for (int64_t i = 0; i < 5; ++i) {
+    double v = x.getAsDouble(i);
+    want.push_back(g.getAsDouble(i) * 2 / std::sqrt(M_PI) * std::exp(-v * v));
+  }
+  expectNear(runMpc("ErfGrad", {g, x}), want, 1e-15, "fp64");
+  // fp16 operands: the product is formed in fp32 and rounded once, so a
+  // large x gives an exact 0 or a subnormal, never an inf or a NaN.
+  std::vector<float> xv = randomFloats(64, 7, -6, 6);
+  std::vector<float> gv = randomFloats(64, 8, -30000, 30000);
+  Tensor hx = F({64}, xv).castTo(DType::F16);
+  Tensor hg = F({64}, gv).castTo(DType::F16);
+  Tensor hd = runMpc("ErfGrad", {hg, hx});
+  ASSERT_EQ(hd.dtype, DType::F16);
+  Tensor fd = runMpc("ErfGrad", {hg.castTo(DType::F32), hx.castTo(DType::F32)});
+  for (int64_t i = 0; i < 64; ++i) {
+    EXPECT_TRUE(std::isfinite(hd.getAsDouble(i))) << i;
+    EXPECT_EQ(float(hd.getAsDouble(i)), roundToHalf(float(fd.getAsDouble(i))))
+        << i;
+  }
 }
 
 TEST(CpuTransformer, LeakyReluAndClipWithTheirGradients) {

@@ -9,6 +9,7 @@
 #include "passes/precision_map.h"
 #include "passes/support/diagnostics.h"
 #include "passes/support/file_io.h"
+#include "passes/training_info.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -285,7 +286,8 @@ void reportMemory(const Model &model, const Flags &f) {
   PipelineConfig config;
   config.verifyEach = false;
   Statistics stats;
-  runPipeline(*base, f.passesGiven ? parsePipeline(f.passes) : defaultPipeline(),
+  runPipeline(*base,
+              f.passesGiven ? parsePipeline(f.passes) : defaultPipelineFor(*base),
               fp32, config, stats);
   MemoryPlan baseline = planCompiledModel(*base);
   std::string label = dtypeName(f.options.precision);
@@ -302,7 +304,7 @@ void reportMemory(const Model &model, const Flags &f) {
 /// Compiles one model; returns the bytes to write.
 std::string compile(std::unique_ptr<Model> model, const Flags &f) {
   std::vector<PipelineEntry> pipeline =
-      f.passesGiven ? parsePipeline(f.passes) : defaultPipeline();
+      f.passesGiven ? parsePipeline(f.passes) : defaultPipelineFor(*model);
   if (!f.printAfter.empty() && !findPass(f.printAfter))
     throw Error("--print-after: unknown pass '" + f.printAfter + "'");
   PipelineConfig config;

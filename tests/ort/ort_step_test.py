@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Runs mpc-opt --emit=step models in ONNX Runtime and compares the loss of
+every step with mpc-run's.
+
+The step model is (state..., batch...) -> (loss, state'...), with the bound
+state first and its new values in the same order (passes/onnx/onnx_export.cpp),
+so the runtime feeds outputs 1..k back as inputs 1..k. The initial state is
+the compiled training model's (mpc-opt without --emit=step), batch i is
+samples [i*B, (i+1)*B) of the data file, as mpc-run takes them.
+
+  ort_step_test.py --bin=DIR --model=mlp_seed.onnx --data=mlp_seed_data.npz
+                   --work=DIR [--steps=N]
+
+Exit 77 (ctest: skipped) when onnxruntime cannot be imported: it is an
+optional check (pip install onnxruntime), never a dependency of make test.
+"""
+import argparse
+import csv
+import os
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    import onnxruntime as ort
+except ImportError as e:
+    print("ort-step: SKIPPED: %s cannot import onnxruntime/onnx/numpy (%s); "
+          "pip install onnxruntime to enable this test" % (sys.executable, e))
+    sys.exit(77)
+
+# (precision, mpc-opt flags, relative loss tolerance). fp16: ORT's CPU
+# kernels accumulate fp16 products in their own order and round differently.
+CASES = [
+    ("fp32", ["--precision=fp32", "--optimizer=adam", "--lr=0.01"], 1e-5),
+    ("fp16", ["--precision=fp16", "--optimizer=adam", "--lr=0.01"], 2e-3),
+]
+
+
+def mpc_losses(args, train_model, batch, tag):
+    log = os.path.join(args.work, tag + ".csv")
+    subprocess.run([os.path.join(args.bin, "mpc-run"), train_model,
+                    "--data=" + args.data, "--batch=%d" % batch,
+                    "--steps=%d" % args.steps, "--quiet", "--log=" + log],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(log) as f:
+        return [float(r["loss"]) for r in csv.DictReader(f)]
+
+
+def expand_unscale_gradients(path):
+    """mpc.UnscaleGradients is variadic, and the exporter writes no function
+    body for it (ONNX functions have fixed arity), so ORT cannot run it.
+    Until it does, the test writes it in standard ops, as passes/ir/mpc_ops.h
+    defines it: g' = g * (1 / scale) in fp32; found_inf = some element of
+    some g is NaN or infinite."""
+    m = onnx.load(path)
+    g = m.graph
+    nodes = []
+    h = onnx.helper
+    for n in g.node:
+        if n.domain != "mpc" or n.op_type != "UnscaleGradients":
+            nodes.append(n)
+            continue
+        p = n.name + "_"
+        scale, grads = n.input[0], list(n.input[1:])
+        one = numpy_helper.from_array(np.array(1.0, np.float32), p + "one")
+        g.initializer.append(one)
+        nodes.append(h.make_node("Div", [p + "one", scale], [p + "inv"]))
+        flags = []
+        for i, gi in enumerate(grads):
+            q = p + str(i)
+            nodes += [
+                h.make_node("IsNaN", [gi], [q + "nan"]),
+                h.make_node("IsInf", [gi], [q + "inf"]),
+                h.make_node("Or", [q + "nan", q + "inf"], [q + "bad"]),
+                h.make_node("Cast", [q + "bad"], [q + "badf"], to=1),
+                h.make_node("ReduceMax", [q + "badf"], [q + "any"],
+                            keepdims=0),
+                h.make_node("Mul", [gi, p + "inv"], [n.output[1 + i]]),
+            ]
+            flags.append(q + "any")
+        nodes.append(h.make_node("Max", flags, [p + "anyf"]))
+        nodes.append(h.make_node("Cast", [p + "anyf"], [n.output[0]], to=9))
+    del g.node[:]
+    g.node.extend(nodes)
+    out = path[:-5] + ".ort.onnx"
+    onnx.save(m, out)
+    return out
+
+
+def ort_losses(args, step_model, train_model):
+    step_model = expand_unscale_gradients(step_model)
+    state0 = {i.name: numpy_helper.to_array(i)
+              for i in onnx.load(train_model).graph.initializer}
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    sess = ort.InferenceSession(step_model, options,
+                                providers=["CPUExecutionProvider"])
+    inputs = sess.get_inputs()
+    outputs = sess.get_outputs()
+    data = np.load(args.data)
+    state_inputs = [i.name for i in inputs if i.name in state0]
+    batch_inputs = [i.name for i in inputs if i.name not in state0]
+    fed_back = len(outputs) - 1
+    batch = inputs[len(state_inputs)].shape[0]
+    feed = {n: state0[n] for n in state_inputs}
+    n_samples = len(data[batch_inputs[0]])
+    losses = []
+    for step in range(args.steps):
+        idx = [(step * batch + k) % n_samples for k in range(batch)]
+        for n in batch_inputs:
+            feed[n] = data[n][idx]
+        out = sess.run(None, feed)
+        losses.append(float(out[0]))
+        for k in range(fed_back):
+            feed[inputs[k].name] = out[1 + k]
+    return losses, batch
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--steps", type=int, default=10)
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    failed = False
+    for tag, flags, rtol in CASES:
+        train_model = os.path.join(args.work, tag + ".train.onnx")
+        step_model = os.path.join(args.work, tag + ".step.onnx")
+        opt = os.path.join(args.bin, "mpc-opt")
+        subprocess.run([opt, args.model, "-o", train_model] + flags,
+                       check=True)
+        subprocess.run([opt, args.model, "-o", step_model, "--emit=step"] +
+                       flags, check=True)
+        got, batch = ort_losses(args, step_model, train_model)
+        want = mpc_losses(args, train_model, batch, tag)
+        worst = max(abs(g - w) / abs(w) for g, w in zip(got, want))
+        ok = len(got) == len(want) and worst <= rtol
+        for i, (g, w) in enumerate(zip(got, want)):
+            if abs(g - w) > rtol * abs(w):
+                print("%s step %d: onnxruntime loss %.9g, mpc-run %.9g"
+                      % (tag, i + 1, g, w))
+        print("ort-step: %s: %d steps, worst relative loss difference %.3g "
+              "(tolerance %g): %s" % (tag, len(got), worst, rtol,
+                                      "OK" if ok else "FAILED"))
+        failed |= not ok
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
