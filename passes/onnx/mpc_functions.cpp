@@ -14,7 +14,8 @@
 //    bits; a skipped step (found_inf) selects the inputs with Where, which
 //    copies them bit for bit.
 // Variadic ops (UnscaleGradients, ClipGradNorm) have no body: a FunctionProto
-// has a fixed list of formal inputs and outputs.
+// has a fixed list of formal inputs and outputs; the --emit=step model writes
+// them inline instead (passes/onnx/expand_variadic.h).
 // tests/unit/mpc_functions_test.cpp runs every body against its kernel.
 #include "passes/onnx/mpc_functions.h"
 

@@ -2,6 +2,7 @@
 // model, the deterministic text form, and atomic file writes.
 #include "passes/onnx/onnx_io.h"
 
+#include "passes/onnx/expand_variadic.h"
 #include "passes/onnx/mpc_functions.h"
 #include "passes/support/diagnostics.h"
 #include "passes/support/file_io.h"
@@ -276,6 +277,9 @@ void exportStepModel(const Model &model, onnx::ModelProto &proto) {
   exportHeader(model, proto, /*forStepModel=*/true);
   auto step = model.training->algorithm->clone();
   step->setName("train_step");
+  // Variadic mpc ops have no function body: other runtimes get them in
+  // standard ops.
+  expandVariadicMpcOps(*step);
   // State becomes leading inputs: (state..., batch...) -> (loss, state'...).
   // Bound state comes first, in update_binding order (the order of the new
   // values among the outputs, so a runtime can feed state' back as state),

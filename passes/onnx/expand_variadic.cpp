@@ -1,0 +1,166 @@
+// Writes mpc's variadic ops (UnscaleGradients, ClipGradNorm) in standard ONNX
+// ops, for the --emit=step model that any ONNX runtime must execute.
+//
+// The fixed-arity mpc ops travel as model-local functions
+// (passes/onnx/mpc_functions.cpp), but a FunctionProto has a fixed list of
+// formal inputs, so the two variadic ops are expanded inline instead, one
+// group of nodes per gradient. The expansion follows passes/ir/mpc_ops.h and
+// the CPU kernels (kernels/cpu/mpc_train.cpp):
+//  - UnscaleGradients: inv = float(1 / double(scale)); g' = float(g) * inv,
+//    the kernel's single fp32 multiply, so the unscaled gradients are the
+//    same bits. found_inf: g * 0 is +-0 for a finite element and NaN for an
+//    inf or a NaN, so the sum over all gradients is NaN exactly when some
+//    element is not finite; x != x tests NaN (no IsNaN: the CPU backend,
+//    which tests the expansion, runs Equal and Not).
+//  - ClipGradNorm: per gradient the fp32 sum of squares, its square root
+//    squared back (as the kernel forms the total from per-tensor norms),
+//    total = sqrt(sum), coef = min(1, max_norm * (1 / (total + 1e-6))),
+//    g' = g * coef in fp32, rounded once to g's type. Only the order of the
+//    fp32 sums may differ from the kernel's.
+// The mpc-run training model keeps the fused ops: they read each gradient
+// once, the expansion several times.
+#include "passes/onnx/expand_variadic.h"
+
+#include "passes/ir/builder.h"
+#include "passes/ir/mpc_ops.h"
+#include "passes/support/diagnostics.h"
+
+#include <string>
+#include <vector>
+
+namespace mpc {
+namespace {
+
+/// x in fp32 (fp64 stays fp64: gradient checks unscale in double).
+Value *asComputeType(Builder &b, const Node &n, Value *x) {
+  if (!isFloating(x->dtype))
+    throw Error("node '" + n.name() + "' (mpc." + n.opType() + "): input '" +
+                x->name() + "' is not a typed floating-point tensor (run "
+                "infer-shapes first)");
+  if (x->dtype == DType::F32 || x->dtype == DType::F64)
+    return x;
+  return b.cast(x, DType::F32);
+}
+
+/// A sum over all of x's elements, as a rank-0 value (keepdims 0).
+Value *sumAll(Builder &b, Value *x, const std::string &hint) {
+  return b.op("ReduceSum", {x}, {{"keepdims", Attribute::ofInt(0)}}, hint);
+}
+
+/// Makes `replacement` take over `original`'s uses, graph-output slots, type
+/// and name, so the rest of the step (and the update bindings, which name
+/// values) read the expansion where they read the op.
+void takeOver(Graph &g, Value *original, Value *replacement,
+              std::vector<std::pair<Value *, std::string>> &renames) {
+  replacement->copyTypeFrom(*original);
+  g.replaceAllUsesWith(original, replacement);
+  renames.emplace_back(replacement, original->name());
+}
+
+void expandUnscaleGradients(Graph &g, Node &n,
+                            std::vector<std::pair<Value *, std::string>> &r) {
+  if (n.numInputs() < 2)
+    throw Error("node '" + n.name() +
+                "' (mpc.UnscaleGradients): expects a scale and at least one "
+                "gradient");
+  Builder b(g, &n);
+  const std::string p = n.name();
+  Value *scale64 = b.cast(n.input(0), DType::F64, p + "_scale_f64");
+  Value *inv64 = b.op("Div", {b.scalar(DType::F64, 1.0, p + "_one"), scale64},
+                      {}, p + "_inv_f64");
+  Value *inv = b.cast(inv64, DType::F32, p + "_inv");
+  std::vector<Value *> sums;
+  for (size_t i = 1; i < n.numInputs(); ++i) {
+    Value *grad = n.input(i);
+    Value *gc = asComputeType(b, n, grad);
+    Value *scaleOfGrad =
+        gc->dtype == DType::F64 ? b.cast(inv, DType::F64, p + "_inv64") : inv;
+    if (Value *out = n.output(i))
+      takeOver(g, out, b.op("Mul", {gc, scaleOfGrad}, {}, p + "_unscaled"), r);
+    Value *zeros = b.op("Mul", {gc, b.scalar(gc->dtype, 0.0, p + "_zero")}, {},
+                        p + "_times_zero");
+    Value *s = sumAll(b, zeros, p + "_nonfinite_sum");
+    sums.push_back(s->dtype == DType::F64 ? b.cast(s, DType::F32) : s);
+  }
+  if (Value *found = n.output(0)) {
+    Value *total =
+        sums.size() == 1 ? sums[0] : b.op("Sum", sums, {}, p + "_all_sums");
+    Value *same = b.op("Equal", {total, total}, {}, p + "_is_number");
+    takeOver(g, found, b.op("Not", {same}, {}, p + "_found_inf"), r);
+  }
+}
+
+void expandClipGradNorm(Graph &g, Node &n,
+                        std::vector<std::pair<Value *, std::string>> &r) {
+  size_t count = n.numInputs();
+  if (count == 0)
+    throw Error("node '" + n.name() +
+                "' (mpc.ClipGradNorm): expects at least one gradient");
+  Builder b(g, &n);
+  const std::string p = n.name();
+  std::vector<Value *> normSquares;
+  std::vector<Value *> computed;
+  for (size_t i = 0; i < count; ++i) {
+    Value *gc = asComputeType(b, n, n.input(i));
+    if (gc->dtype != DType::F32)
+      throw Error("node '" + n.name() +
+                  "' (mpc.ClipGradNorm): fp64 gradients have no expansion");
+    computed.push_back(gc);
+    Value *sq = sumAll(b, b.op("Mul", {gc, gc}, {}, p + "_sq"), p + "_sum_sq");
+    Value *norm = b.op("Sqrt", {sq}, {}, p + "_norm");
+    normSquares.push_back(b.op("Mul", {norm, norm}, {}, p + "_norm_sq"));
+  }
+  Value *sumSq = normSquares.size() == 1
+                     ? normSquares[0]
+                     : b.op("Sum", normSquares, {}, p + "_sum_norm_sq");
+  Value *total = b.op("Sqrt", {sumSq}, {}, p + "_total_norm");
+  Value *denominator = b.op(
+      "Add", {total, b.scalar(DType::F32, double(float(1e-6)), p + "_eps")}, {},
+      p + "_denominator");
+  Value *reciprocal =
+      b.op("Div", {b.scalar(DType::F32, 1.0, p + "_one"), denominator}, {},
+           p + "_reciprocal");
+  float maxNorm = n.attrFloat("max_norm", 1.0f);
+  Value *coef = b.op(
+      "Min",
+      {b.op("Mul",
+            {b.scalar(DType::F32, double(maxNorm), p + "_max"), reciprocal}, {},
+            p + "_ratio"),
+       b.scalar(DType::F32, 1.0, p + "_one_cap")},
+      {}, p + "_coef");
+  for (size_t i = 0; i < count; ++i) {
+    Value *out = n.output(i);
+    if (!out)
+      continue;
+    Value *scaled = b.op("Mul", {computed[i], coef}, {}, p + "_clipped");
+    if (n.input(i)->dtype != DType::F32)
+      scaled = b.cast(scaled, n.input(i)->dtype, p + "_clipped_cast");
+    takeOver(g, out, scaled, r);
+  }
+  if (Value *norm = n.output(count))
+    takeOver(g, norm, total, r);
+}
+
+} // namespace
+
+size_t expandVariadicMpcOps(Graph &g) {
+  size_t expanded = 0;
+  for (Node *n : g.nodeList()) {
+    if (n->domain() != kMpcDomain)
+      continue;
+    std::vector<std::pair<Value *, std::string>> renames;
+    if (n->opType() == "UnscaleGradients")
+      expandUnscaleGradients(g, *n, renames);
+    else if (n->opType() == "ClipGradNorm")
+      expandClipGradNorm(g, *n, renames);
+    else
+      continue;
+    g.removeNode(n);
+    for (auto &[value, name] : renames)
+      g.renameValue(value, name);
+    ++expanded;
+  }
+  return expanded;
+}
+
+} // namespace mpc
