@@ -3,18 +3,26 @@
 // A forward value the backward reads is normally kept alive from the forward
 // to its backward use ("saved"), which is what makes training memory grow
 // with depth and batch. This pass instead recomputes chosen saved values in
-// the backward, just before their first backward use, from inputs the
+// the backward, just before their first backward use, from values the
 // backward keeps anyway, and points the backward at the copy; the forward
-// value then dies in the forward. The copy is the same op with the same
-// attributes on the same inputs, so the numbers are bit-identical.
+// value then dies in the forward. The copies are the same ops with the same
+// attributes on the same inputs, so the numbers are bit-identical. Each
+// chosen value gets its own copy of its chain, made where it is needed, so
+// no recomputed value lives longer than its backward use needs (a chain
+// member used at several places is recomputed at each: cheap ops only).
 //
-//   --recompute=auto      every saved output of a cheap elementwise node
-//                         (activations, casts, the pieces of GELU) whose
-//                         inputs are saved anyway, largest first; with
-//                         --memory-budget=BYTES only until the planned peak
-//                         fits the budget
-//   --recompute=A,B       the outputs of the nodes named A and B (chains of
-//                         named nodes are recomputed together)
+//   --recompute=auto      every saved value a chain of cheap elementwise
+//                         nodes (activations, casts, the pieces of GELU)
+//                         computes from values the backward keeps anyway;
+//                         and every saved output of an fp32 softmax island
+//                         whose input is a Cast from a narrower (fp16/bf16)
+//                         value, recomputed from that value, which costs
+//                         half the bytes to keep (with the fp16 copy of the
+//                         island's output that the next matrix product
+//                         reads); largest first; with --memory-budget=BYTES
+//                         only until the planned peak fits the budget
+//   --recompute=A,B       the outputs of the nodes named A and B (a chain of
+//                         named nodes is recomputed together)
 //
 // Runs after cleanup (so no cast merging undoes the copies) and before
 // plan-memory.
@@ -23,6 +31,7 @@
 #include "passes/support/diagnostics.h"
 
 #include <algorithm>
+#include <functional>
 #include <iostream>
 #include <unordered_map>
 #include <unordered_set>
@@ -39,6 +48,16 @@ bool isCheapElementwise(const Node &n) {
       "Gelu", "Cast",      "Identity", "Pow",  "Clip",
   };
   return n.domain().empty() && ops.count(n.opType()) && n.numOutputs() == 1;
+}
+
+/// Longest chain of cheap nodes recomputed for one saved value.
+constexpr int kMaxChainDepth = 8;
+
+/// Softmax and LogSoftmax: the fp32 islands autocast widens its fp16 input
+/// for, and whose backward reads the island's own fp32 output.
+bool isRecomputableIsland(const Node &n) {
+  return n.domain().empty() && n.numOutputs() == 1 &&
+         (n.opType() == "Softmax" || n.opType() == "LogSoftmax");
 }
 
 /// The step in schedule order, with where the forward ends.
@@ -90,54 +109,127 @@ size_t byteSize(const Value &v) {
   return valueByteSize(v, bytes) ? bytes : 0;
 }
 
-/// Recomputes `chosen` (forward values) in the backward; returns how many.
+/// Recomputes each of `chosen` (saved forward values) in the backward just
+/// before its first backward use, from a private copy of its chain: the
+/// producer of a value in `chain` is copied (once per chosen value), any
+/// other value is read as it is. Returns how many values were recomputed.
 size_t recompute(Graph &g, const Schedule &s,
-                 const std::vector<const Value *> &chosen) {
-  std::unordered_set<const Value *> set(chosen.begin(), chosen.end());
-  // Where each copy is needed: before its first backward use, or before the
-  // copy of a chosen value computed from it, whichever is earlier.
-  std::vector<const Value *> order(chosen);
-  std::sort(order.begin(), order.end(), [&](const Value *a, const Value *b) {
-    return s.index.at(a->producer()) < s.index.at(b->producer());
-  });
-  std::unordered_map<const Value *, int64_t> needAt;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    const Value *v = *it;
+                 const std::vector<const Value *> &chosen,
+                 const std::unordered_set<const Value *> &chain) {
+  std::vector<std::pair<const Value *, Value *>> copies;
+  for (const Value *v : chosen) {
     int64_t at = s.firstBackwardUse(v);
-    for (const Use &u : v->uses())
-      for (const Value *w : u.user->outputs())
-        if (w && set.count(w) && needAt.count(w) &&
-            (at < 0 || needAt.at(w) < at))
-          at = needAt.at(w);
-    needAt[v] = at;
+    if (at < 0)
+      continue;
+    Node *before = s.nodes.at(size_t(at));
+    std::unordered_map<const Value *, Value *> copyOf;
+    std::function<Value *(Value *)> copy = [&](Value *u) -> Value * {
+      if (!u || !chain.count(u))
+        return u;
+      auto it = copyOf.find(u);
+      if (it != copyOf.end())
+        return it->second;
+      const Node &n = *u->producer();
+      std::vector<Value *> inputs;
+      for (Value *in : n.inputs())
+        inputs.push_back(copy(in));
+      Node *c = g.createNode(n.opType(), inputs, 1, n.name() + "_recompute",
+                             n.domain(), before);
+      for (const auto &kv : n.attributes())
+        c->setAttr(kv.first, kv.second);
+      c->output(0)->copyTypeFrom(*u);
+      return copyOf[u] = c->output(0);
+    };
+    copies.emplace_back(v, copy(const_cast<Value *>(v)));
   }
-  std::unordered_map<const Value *, Value *> copyOf;
-  for (const Value *v : order) {
-    const Node &n = *v->producer();
-    std::vector<Value *> inputs;
-    for (Value *in : n.inputs())
-      inputs.push_back(in && copyOf.count(in) ? copyOf.at(in) : in);
-    Node *before = s.nodes.at(size_t(needAt.at(v)));
-    Node *copy = g.createNode(n.opType(), inputs, 1, n.name() + "_recompute",
-                              n.domain(), before);
-    for (const auto &kv : n.attributes())
-      copy->setAttr(kv.first, kv.second);
-    copy->output(0)->copyTypeFrom(*v);
-    copyOf[v] = copy->output(0);
-  }
-  for (const Value *v : order) {
-    Value *mutableV = const_cast<Value *>(v);
-    std::vector<Use> uses = mutableV->uses();
+  // Only the step's own backward nodes are pointed at the copies (the
+  // copies are not in the schedule, and read the originals' chains).
+  for (const auto &vc : copies) {
+    std::vector<Use> uses = vc.first->uses();
     for (const Use &u : uses) {
       auto idx = s.index.find(u.user);
-      bool backward = idx == s.index.end() // a copy made above
-                          ? false
-                          : int64_t(idx->second) > s.lossIndex;
-      if (backward)
-        u.user->setInput(size_t(u.index), copyOf.at(v));
+      if (idx != s.index.end() && int64_t(idx->second) > s.lossIndex)
+        u.user->setInput(size_t(u.index), vc.second);
     }
   }
-  return order.size();
+  return copies.size();
+}
+
+/// What --recompute=auto takes: the saved values, largest first, and every
+/// value their chains recompute.
+struct AutoChoice {
+  std::vector<const Value *> chosen;
+  std::unordered_set<const Value *> chain;
+};
+
+AutoChoice chooseAuto(const Schedule &s) {
+  AutoChoice a;
+  auto isConstant = [](const Value *v) {
+    return v->isInitializer() || v->isGraphInput() ||
+           (v->producer() && v->producer()->domain().empty() &&
+            v->producer()->opType() == "Constant");
+  };
+  // fp32 islands fed by a widening Cast: keeping the narrow value and
+  // recomputing Cast + island in the backward replaces the island's saved
+  // fp32 output (4 bytes an element) by the fp16 input (2 bytes). The
+  // Cast's output must have no backward use of its own.
+  std::unordered_set<const Value *> narrowRoots;
+  for (const Node *n : s.nodes) {
+    if (!s.inForward(n) || !isRecomputableIsland(*n) || !n->output(0))
+      continue;
+    const Value *out = n->output(0);
+    const Value *wide = n->input(0);
+    const Node *cast = wide ? wide->producer() : nullptr;
+    if (!s.isSaved(out) || out->isGraphOutput() || !cast ||
+        !cast->domain().empty() || cast->opType() != "Cast" ||
+        s.isSaved(wide) || wide->isGraphOutput() || !cast->input(0))
+      continue;
+    const Value *narrow = cast->input(0);
+    size_t keepCost = s.keptAnyway(narrow) ? 0 : byteSize(*narrow);
+    if (byteSize(*out) == 0 || byteSize(*narrow) == 0 ||
+        keepCost >= byteSize(*out))
+      continue;
+    a.chain.insert(out);
+    a.chain.insert(wide);
+    narrowRoots.insert(narrow);
+  }
+  // Values a chain of cheap nodes computes from values the backward keeps
+  // anyway (saved outputs of other ops, parameters, inputs, constants) or
+  // from an island's output. A saved chain member is recomputed too, so a
+  // value never stays saved only because another chain reads it.
+  std::unordered_map<const Value *, bool> memo;
+  std::function<bool(const Value *, int)> cheap = [&](const Value *v,
+                                                      int depth) -> bool {
+    if (a.chain.count(v))
+      return true;
+    auto it = memo.find(v);
+    if (it != memo.end())
+      return it->second;
+    const Node *p = v->producer();
+    bool ok = depth < kMaxChainDepth && p && s.inForward(p) &&
+              isCheapElementwise(*p) && !v->isGraphOutput() &&
+              byteSize(*v) > 0 && !narrowRoots.count(v);
+    for (size_t i = 0; ok && i < p->numInputs(); ++i) {
+      const Value *in = p->input(i);
+      ok = !in || isConstant(in) || cheap(in, depth + 1) || s.isSaved(in);
+    }
+    // A "no" from the depth limit may be a "yes" from a shallower start.
+    if (ok || depth == 0)
+      memo[v] = ok;
+    return ok;
+  };
+  for (const Node *n : s.nodes)
+    if (s.inForward(n) && n->output(0) && s.isSaved(n->output(0)) &&
+        cheap(n->output(0), 0))
+      a.chosen.push_back(n->output(0));
+  for (const auto &kv : memo)
+    if (kv.second)
+      a.chain.insert(kv.first);
+  std::stable_sort(a.chosen.begin(), a.chosen.end(),
+                   [](const Value *x, const Value *y) {
+                     return byteSize(*x) > byteSize(*y);
+                   });
+  return a;
 }
 
 } // namespace
@@ -154,6 +246,7 @@ void runRecompute(Model &model, PassContext &ctx) {
     throw Error("--recompute: the step has no loss (mpc.loss) to tell the "
                 "forward from the backward");
   std::vector<const Value *> chosen;
+  std::unordered_set<const Value *> chain;
   if (o.recompute != "auto") {
     std::unordered_set<std::string> seen;
     for (const std::string &name : splitList(o.recompute, ',')) {
@@ -180,39 +273,12 @@ void runRecompute(Model &model, PassContext &ctx) {
                     "): the backward does not read its output, so there is "
                     "nothing to recompute");
       chosen.push_back(n->output(0));
+      chain.insert(n->output(0));
     }
   } else {
-    // Saved outputs of cheap nodes whose inputs the backward keeps anyway;
-    // the inputs of a chosen value stay (so are not chosen themselves).
-    std::vector<const Value *> candidates;
-    for (const Node *n : s.nodes)
-      if (s.inForward(n) && isCheapElementwise(*n) && n->output(0) &&
-          s.isSaved(n->output(0)) && !n->output(0)->isGraphOutput() &&
-          byteSize(*n->output(0)) > 0) {
-        bool inputsKept = true;
-        for (const Value *in : n->inputs())
-          inputsKept = inputsKept && (!in || s.keptAnyway(in));
-        if (inputsKept)
-          candidates.push_back(n->output(0));
-      }
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [](const Value *a, const Value *b) {
-                       return byteSize(*a) > byteSize(*b);
-                     });
-    std::unordered_set<const Value *> pinned;
-    for (const Value *v : candidates) {
-      if (pinned.count(v))
-        continue;
-      chosen.push_back(v);
-      for (const Value *in : v->producer()->inputs())
-        if (in)
-          pinned.insert(in);
-    }
-    // Every chosen input must stay: drop choices another choice reads.
-    chosen.erase(
-        std::remove_if(chosen.begin(), chosen.end(),
-                       [&](const Value *v) { return pinned.count(v); }),
-        chosen.end());
+    AutoChoice a = chooseAuto(s);
+    chosen = std::move(a.chosen);
+    chain = std::move(a.chain);
   }
 
   if (o.memoryBudget > 0 && o.recompute == "auto") {
@@ -228,12 +294,15 @@ void runRecompute(Model &model, PassContext &ctx) {
         trial->training.emplace();
         trial->training->algorithm = g.clone();
         trial->training->updateBinding = model.training->updateBinding;
-        Schedule ts(*trial, *trial->training->algorithm);
+        Graph &tg = *trial->training->algorithm;
+        Schedule ts(*trial, tg);
         std::vector<const Value *> prefix;
         for (size_t k = 0; k < taken; ++k)
-          prefix.push_back(
-              trial->training->algorithm->findValue(chosen[k]->name()));
-        recompute(*trial->training->algorithm, ts, prefix);
+          prefix.push_back(tg.findValue(chosen[k]->name()));
+        std::unordered_set<const Value *> trialChain;
+        for (const Value *v : chain)
+          trialChain.insert(tg.findValue(v->name()));
+        recompute(tg, ts, prefix, trialChain);
         if (planCompiledModel(*trial, false).arenaBytes <=
             size_t(o.memoryBudget))
           break;
@@ -253,7 +322,7 @@ void runRecompute(Model &model, PassContext &ctx) {
   size_t bytes = 0;
   for (const Value *v : chosen)
     bytes += byteSize(*v);
-  ctx.stats["recomputed_values"] += int64_t(recompute(g, s, chosen));
+  ctx.stats["recomputed_values"] += int64_t(recompute(g, s, chosen, chain));
   ctx.stats["recomputed_bytes"] += int64_t(bytes);
 }
 
