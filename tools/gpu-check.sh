@@ -6,9 +6,13 @@
 #                build-gpu/ and build the four binaries it needs on all cores,
 #                or unpack prebuilt ones (--prebuilt, see below)
 #   backend-ops  every op of the CUDA backend against the CPU backend
-#   mlp-fp16/32  models/mlp_seed.onnx compiled for fp16 and fp32 (Adam 1e-2),
-#                50 steps with --device=cuda and --device=cpu; the largest
-#                relative loss difference (limits: fp32 1e-4, fp16 1e-2)
+#   trajectories models/mlp_seed.onnx (Adam 1e-2), transformer.onnx and
+#                resmlp.onnx (Adam 1e-3) compiled for fp16 and fp32, plus
+#                the opset-20 Gelu transformer and the transformer with
+#                --max-grad-norm=1 in fp16: 50 steps each with
+#                --device=cuda and --device=cpu, the largest relative loss
+#                difference (limits: fp32 1e-4, fp16 1e-2) and the skipped
+#                steps (must match); about 2 s of GPU time per run
 #   gemm-bench   cuBLAS fp16/bf16 TFLOP/s at 4096^3 and 8192^3
 #
 # Every stage has a time limit and its own log under the results folder
@@ -100,7 +104,7 @@ run_stage() {
   shift 2
   [ "$left" -lt "$limit" ] && limit=$left
   if [ "$limit" -lt 5 ]; then
-    table+=("$(printf '%-14s %-9s %5s  %s' "$name" SKIPPED - "no time left")")
+    table+=("$(printf '%-30s %-9s %5s  %s' "$name" SKIPPED - "no time left")")
     failed=1
     return 1
   fi
@@ -111,7 +115,7 @@ run_stage() {
   124 | 137) status=TIMEOUT ;;
   *) status="FAIL($rc)" ;;
   esac
-  table+=("$(printf '%-14s %-9s %4ss  %s' "$name" "$status" $((SECONDS - start)) "$name.log")")
+  table+=("$(printf '%-30s %-9s %4ss  %s' "$name" "$status" $((SECONDS - start)) "$name.log")")
   if [ $rc -ne 0 ]; then
     failed=1
     tail -n 15 "$results/$name.log" | sed 's/^/   | /'
@@ -129,7 +133,7 @@ finish() {
   {
     echo
     echo "gpu-check $(date -u +%Y-%m-%dT%H:%MZ) on ${gpu:-unknown GPU}, $((SECONDS))s in all"
-    printf '%-14s %-9s %5s  %s\n' stage status time log
+    printf '%-30s %-9s %5s  %s\n' stage status time log
     printf '%s\n' "${table[@]}"
     [ ${#notes[@]} -eq 0 ] || printf '%s\n' "${notes[@]}"
     echo "logs: $results"
@@ -141,7 +145,7 @@ gpu=$(timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total \
   --format=csv,noheader 2>/dev/null | head -n 1 || true)
 if [ -z "$gpu" ]; then
   echo "gpu-check: nvidia-smi sees no GPU here; these checks need one" >&2
-  table+=("$(printf '%-14s %-9s %5s  %s' gpu FAIL - "nvidia-smi found no GPU")")
+  table+=("$(printf '%-30s %-9s %5s  %s' gpu FAIL - "nvidia-smi found no GPU")")
   failed=1
   finish
 fi
@@ -160,7 +164,7 @@ if [ -n "$prebuilt" ]; then
   if [ -n "$missing" ]; then
     echo "gpu-check: the prebuilt binaries miss libraries here:" >&2
     echo "$missing" >&2
-    table+=("$(printf '%-14s %-9s %5s  %s' libraries FAIL - "missing: $(echo "$missing" | awk '{print $1}' | tr '\n' ' ')")")
+    table+=("$(printf '%-30s %-9s %5s  %s' libraries FAIL - "missing: $(echo "$missing" | awk '{print $1}' | tr '\n' ' ')")")
     failed=1
     finish
   fi
@@ -186,40 +190,52 @@ passed=$(count PASSED) skipped=$(count SKIPPED) failures=$(count FAILED)
 notes+=("backend-ops: ${passed:-0} passed, ${skipped:-0} skipped, ${failures:-0} failed")
 if [ -n "$skipped" ] && [ "$skipped" != 0 ]; then
   notes+=("backend-ops: $(grep -m1 -o 'backend-ops skipped:.*' "$results/backend-ops.log" || echo 'tests were skipped')")
-  table[${#table[@]} - 1]=$(printf '%-14s %-9s %5s  %s' backend-ops SKIPPED - "GPU unusable (see notes)")
+  table[${#table[@]} - 1]=$(printf '%-30s %-9s %5s  %s' backend-ops SKIPPED - "GPU unusable (see notes)")
   failed=1
 fi
 
-# --- the seed MLP on CUDA against the CPU --------------------------------------
+# --- model trajectories on CUDA against the CPU -----------------------------
 maxrel() { # two step,loss,... CSVs -> the largest |a - b| / |b| of the losses
   paste -d, <(tail -n +2 "$1" | cut -d, -f2) <(tail -n +2 "$2" | cut -d, -f2) |
     awk -F, '{d = ($1 - $2) / ($2 == 0 ? 1 : $2); if (d < 0) d = -d; if (d > m) m = d; n++}
              END {if (n == 0) print "nan"; else printf "%.2e", m}'
 }
-for precision in fp16 fp32; do
-  limit=1e-2
-  [ $precision = fp32 ] && limit=1e-4
-  model=$results/mlp_seed.$precision.onnx
-  run_stage mlp-$precision-opt 60 "$bin/mpc-opt" "$root/models/mlp_seed.onnx" \
-    -o "$model" --precision=$precision --optimizer=adam --lr=1e-2 || continue
-  ok=1
+# trajectory NAME MODEL DATA LR PRECISION [MPC-OPT FLAGS...]: compiles MODEL,
+# runs 50 Adam steps on both devices, compares the losses and the skipped
+# steps (limits: fp32 1e-4, fp16 1e-2 relative).
+trajectory() {
+  local name=$1 onnx=$2 data=$3 lr=$4 precision=$5 limit=1e-2 ok=1 device
+  shift 5
+  [ "$precision" = fp32 ] && limit=1e-4
+  local tag=$name-$precision model=$results/$name.$precision.onnx
+  run_stage "$tag-opt" 60 "$bin/mpc-opt" "$root/models/$onnx" -o "$model" \
+    --precision="$precision" --optimizer=adam --lr="$lr" "$@" || return 0
   for device in cpu cuda; do
-    run_stage mlp-$precision-$device 120 "$bin/mpc-run" "$model" \
-      --data="$root/models/mlp_seed_data.npz" --steps=50 --device=$device \
-      --log="$results/mlp_seed.$precision.$device.csv" || ok=0
+    run_stage "$tag-$device" 120 "$bin/mpc-run" "$model" \
+      --data="$root/models/$data" --steps=50 --device=$device \
+      --log="$results/$name.$precision.$device.csv" || ok=0
   done
-  [ $ok = 1 ] || continue
-  d=$(maxrel "$results/mlp_seed.$precision.cuda.csv" "$results/mlp_seed.$precision.cpu.csv")
-  skips_cpu=$(awk -F, 'NR > 1 {s += $4} END {print s + 0}' "$results/mlp_seed.$precision.cpu.csv")
-  skips_gpu=$(awk -F, 'NR > 1 {s += $4} END {print s + 0}' "$results/mlp_seed.$precision.cuda.csv")
-  verdict=ok
+  [ $ok = 1 ] || return 0
+  local d skips_cpu skips_gpu verdict=ok
+  d=$(maxrel "$results/$name.$precision.cuda.csv" "$results/$name.$precision.cpu.csv")
+  skips_cpu=$(awk -F, 'NR > 1 {s += $4} END {print s + 0}' "$results/$name.$precision.cpu.csv")
+  skips_gpu=$(awk -F, 'NR > 1 {s += $4} END {print s + 0}' "$results/$name.$precision.cuda.csv")
   if ! awk -v d="$d" -v l="$limit" 'BEGIN {exit !(d != "nan" && d + 0 <= l + 0)}' ||
     [ "$skips_cpu" != "$skips_gpu" ]; then
     verdict=FAIL
     failed=1
   fi
-  notes+=("mlp_seed $precision, 50 Adam steps: max relative loss difference cuda vs cpu $d (limit $limit), skipped steps cpu $skips_cpu cuda $skips_gpu: $verdict")
+  notes+=("$name $precision, 50 Adam steps: max relative loss difference cuda vs cpu $d (limit $limit), skipped steps cpu $skips_cpu cuda $skips_gpu: $verdict")
+}
+for precision in fp16 fp32; do
+  trajectory mlp_seed mlp_seed.onnx mlp_seed_data.npz 1e-2 $precision
+  trajectory transformer transformer.onnx transformer_data.npz 1e-3 $precision
+  trajectory resmlp resmlp.onnx resmlp_data.npz 1e-3 $precision
 done
+# The opset-20 Gelu variant, and gradient clipping (ClipGradNorm on the
+# device), in fp16 only: the same kernels otherwise.
+trajectory transformer_gelu20 transformer_gelu20.onnx transformer_data.npz 1e-3 fp16
+trajectory transformer_clip transformer.onnx transformer_data.npz 1e-3 fp16 --max-grad-norm=1.0
 
 # --- cuBLAS throughput ---------------------------------------------------------
 if run_stage gemm-bench 120 "$bin/mpc-gpu-gemm"; then

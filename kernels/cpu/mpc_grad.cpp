@@ -7,6 +7,7 @@
 // and the result takes the gradient's dtype, except for the loss rules whose
 // result takes the dtype of the forward tensor (log_prob / X) it is the
 // gradient of. Sums over an axis accumulate in that compute type.
+#include "kernels/common/softmax_math.h"
 #include "kernels/cpu/cpu_util.h"
 #include "passes/ir/mpc_ops.h"
 
@@ -72,15 +73,13 @@ template <bool Log> void softmaxGradKernel(KernelContext &ctx) {
         C sum = 0;
         for (int64_t j = 0; j < s.len; ++j) {
           int64_t k = base + j * s.inner;
-          sum +=
-              Log ? C(G::load(pg, k)) : C(G::load(pg, k)) * C(Fw::load(pf, k));
+          sum += softmaxGradTerm<Log>(C(G::load(pg, k)), C(Fw::load(pf, k)));
         }
         for (int64_t j = 0; j < s.len; ++j) {
           int64_t k = base + j * s.inner;
           C g = G::load(pg, k), v = Fw::load(pf, k);
-          G::store(
-              px, k,
-              typename G::Compute(Log ? g - std::exp(v) * sum : v * (g - sum)));
+          G::store(px, k,
+                   typename G::Compute(softmaxGradValue<Log>(g, v, sum)));
         }
       }
   });

@@ -7,6 +7,7 @@
 // Optimizer ops work on fp32 master parameters and moments. When found_inf
 // (an optional bool scalar input) is set, every output is a byte copy of the
 // corresponding input: a skipped step leaves the state exactly as it was.
+#include "kernels/common/clip_grad_norm_math.h"
 #include "kernels/common/loss_scale_math.h"
 #include "kernels/common/optimizer_math.h"
 #include "kernels/cpu/cpu_util.h"
@@ -130,13 +131,11 @@ void kernelClipGradNorm(KernelContext &ctx) {
         sq += v * v;
       }
     });
-    float norm = std::sqrt(sq);
-    sumOfNormSquares += norm * norm;
+    clipAddTensorNorm(sumOfNormSquares, sq);
   }
   float total = std::sqrt(sumOfNormSquares);
-  float maxNorm = ctx.node.attrFloat("max_norm", 1.0f);
-  float coef = maxNorm * (1.0f / (total + float(1e-6)));
-  coef = std::min(coef, 1.0f); // NaN stays NaN, as torch.clamp keeps it
+  float coef =
+      clipGradNormCoefficient(total, ctx.node.attrFloat("max_norm", 1.0f));
   for (size_t i = 0; i < n; ++i) {
     const Tensor &g = ctx.in(i);
     Tensor *out = optionalOutput(ctx, i, g.dtype, g.dims);

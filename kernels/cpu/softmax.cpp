@@ -8,6 +8,7 @@
 // applies the opset-13 rule. The two agree for 2-D inputs with axis 1 (what
 // the PyTorch exporter writes for classification heads); the importer is
 // where an old-opset model with another layout must be rewritten.
+#include "kernels/common/softmax_math.h"
 #include "kernels/cpu/cpu_util.h"
 
 #include <cmath>
@@ -31,22 +32,19 @@ template <bool Log> void softmaxKernel(KernelContext &ctx) {
     for (int64_t o = 0; o < s.outer; ++o)
       for (int64_t i = 0; i < s.inner; ++i) {
         int64_t base = o * s.len * s.inner + i;
-        C mx = -std::numeric_limits<C>::infinity();
-        for (int64_t j = 0; j < s.len; ++j) {
-          row[size_t(j)] = Io::load(px, base + j * s.inner);
-          mx = std::max(mx, row[size_t(j)]);
-        }
-        C sum = 0;
         for (int64_t j = 0; j < s.len; ++j)
-          sum += std::exp(row[size_t(j)] - mx);
+          row[size_t(j)] = Io::load(px, base + j * s.inner);
+        SoftmaxRowStats<C> st = softmaxRowStats<C>(
+            s.len, [&](int64_t j) { return row[size_t(j)]; });
         if (Log) {
-          C logSum = std::log(sum);
+          C logSum = logOf(st.sum);
           for (int64_t j = 0; j < s.len; ++j)
-            Io::store(py, base + j * s.inner, row[size_t(j)] - mx - logSum);
+            Io::store(py, base + j * s.inner,
+                      logSoftmaxValue(row[size_t(j)], st.max, logSum));
         } else {
           for (int64_t j = 0; j < s.len; ++j)
             Io::store(py, base + j * s.inner,
-                      std::exp(row[size_t(j)] - mx) / sum);
+                      softmaxValue(row[size_t(j)], st.max, st.sum));
         }
       }
   });

@@ -12,6 +12,9 @@
 // backward kernels may see operands of different precisions (autocast can
 // leave an fp32 gradient meeting an fp16 activation): they compute in double
 // when any operand is fp64, else in fp32, and store in dY's dtype.
+#include "kernels/common/dropout_rng.h"
+#include "kernels/common/gelu_math.h"
+#include "kernels/common/layer_norm_math.h"
 #include "kernels/cpu/cpu_util.h"
 #include "passes/ir/mpc_ops.h"
 
@@ -170,19 +173,13 @@ void kernelLayerNormalization(KernelContext &ctx) {
     std::vector<C> yv(xv.size()), means(size_t(s.outer)), invs(size_t(s.outer));
     for (int64_t o = 0; o < s.outer; ++o) {
       const C *row = xv.data() + o * s.n;
-      C sum = 0;
+      LayerNormRowStats<C> st =
+          layerNormRowStats<C>(s.n, eps, [&](int64_t j) { return row[j]; });
       for (int64_t j = 0; j < s.n; ++j)
-        sum += row[j];
-      C mean = sum / C(s.n);
-      C sq = 0;
-      for (int64_t j = 0; j < s.n; ++j)
-        sq += (row[j] - mean) * (row[j] - mean);
-      C inv = C(1) / std::sqrt(sq / C(s.n) + C(eps));
-      for (int64_t j = 0; j < s.n; ++j)
-        yv[size_t(o * s.n + j)] =
-            (row[j] - mean) * inv * sc[size_t(j)] + bi[size_t(j)];
-      means[size_t(o)] = mean;
-      invs[size_t(o)] = inv;
+        yv[size_t(o * s.n + j)] = layerNormValue(row[j], st.mean, st.invStd,
+                                                 sc[size_t(j)], bi[size_t(j)]);
+      means[size_t(o)] = st.mean;
+      invs[size_t(o)] = st.invStd;
     }
     storeAll(y, yv);
     if (meanOut)
@@ -222,7 +219,7 @@ void kernelLayerNormalizationGrad(KernelContext &ctx) {
       C sumG = 0, sumGX = 0;
       for (int64_t j = 0; j < s.n; ++j) {
         size_t k = size_t(o * s.n + j);
-        xhat[size_t(j)] = (xv[k] - m) * is;
+        xhat[size_t(j)] = layerNormXhat(xv[k], m, is);
         gs[size_t(j)] = g[k] * sc[size_t(j)];
         sumG += gs[size_t(j)];
         sumGX += gs[size_t(j)] * xhat[size_t(j)];
@@ -231,8 +228,8 @@ void kernelLayerNormalizationGrad(KernelContext &ctx) {
       }
       C meanG = sumG / C(s.n), meanGX = sumGX / C(s.n);
       for (int64_t j = 0; j < s.n; ++j)
-        dxv[size_t(o * s.n + j)] =
-            is * (gs[size_t(j)] - meanG - xhat[size_t(j)] * meanGX);
+        dxv[size_t(o * s.n + j)] = layerNormGradInput(is, gs[size_t(j)], meanG,
+                                                      xhat[size_t(j)], meanGX);
     }
     if (dx)
       storeAll(*dx, dxv);
@@ -266,32 +263,6 @@ bool geluTanh(const Node &node) {
     fail(node, "attribute 'approximate' must be \"none\" or \"tanh\", got \"",
          a, "\"");
   return a == "tanh";
-}
-
-// The constants of PyTorch's gelu kernels (aten/src/ATen/native/cpu).
-template <typename C> C geluForward(C x, bool tanhForm) {
-  if (tanhForm) {
-    const C beta = C(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = C(0.044715);
-    C inner = beta * (x + kappa * x * x * x);
-    return C(0.5) * x * (C(1) + std::tanh(inner));
-  }
-  return x * C(0.5) * (C(1) + std::erf(x * C(M_SQRT1_2)));
-}
-
-template <typename C> C geluDerivative(C x, bool tanhForm) {
-  if (tanhForm) {
-    const C beta = C(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = C(0.044715);
-    C xSq = x * x;
-    C inner = beta * (x + kappa * xSq * x);
-    C t = std::tanh(inner);
-    C left = C(0.5) * x, right = C(1) + t;
-    C innerDerivative = beta * (C(1) + C(3) * kappa * xSq);
-    return C(0.5) * right + left * (C(1) - t * t) * innerDerivative;
-  }
-  const C alpha = C(M_SQRT1_2), pdfScale = C(M_2_SQRTPI * M_SQRT1_2 * 0.5);
-  C cdf = C(0.5) * (C(1) + std::erf(x * alpha));
-  C pdf = pdfScale * std::exp(C(-0.5) * x * x);
-  return cdf + x * pdf;
 }
 
 void kernelGelu(KernelContext &ctx) {
@@ -469,22 +440,10 @@ void kernelSplit(KernelContext &ctx) {
 
 // --- Dropout -----------------------------------------------------------------
 
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/// What makes two Dropout nodes of one step draw different masks: FNV-1a of
-/// the node name, mixed with the node's seed attribute when it has one.
+/// The node's mask key (kernels/common/dropout_rng.h, shared with CUDA).
 uint64_t dropoutKey(const Node &node) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char ch : node.name())
-    h = (h ^ ch) * 0x100000001b3ull;
-  if (node.hasAttr("seed"))
-    h = splitmix64(h ^ uint64_t(node.attrInt("seed", 0)));
-  return h;
+  return mpc::dropoutKey(node.name(), node.hasAttr("seed"),
+                         node.attrInt("seed", 0));
 }
 
 /// ratio (input 1, opset 12+; attribute before; default 0.5) and
@@ -529,10 +488,10 @@ void kernelDropout(KernelContext &ctx) {
     return;
   }
   uint64_t base = ctx.seed ^ dropoutKey(ctx.node);
-  const double threshold = m.ratio * double(1 << 24);
+  const uint32_t threshold = dropoutThreshold(m.ratio);
   std::vector<uint8_t> keep(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
-    keep[size_t(i)] = double(splitmix64(base + uint64_t(i)) >> 40) >= threshold;
+    keep[size_t(i)] = dropoutKeep(base, i, threshold);
   if (mask)
     std::copy(keep.begin(), keep.end(), mask->bytes.begin());
   dispatchFloat(ctx.node, x.dtype, [&](auto io) {
@@ -684,11 +643,7 @@ void kernelGeluGrad(KernelContext &ctx) {
 }
 
 void kernelErfGrad(KernelContext &ctx) {
-  unaryGrad(ctx, [](auto g, auto x) {
-    using C = decltype(g);
-    const C twoOverSqrtPi = C(1.1283791670955126);
-    return g * twoOverSqrtPi * std::exp(-x * x);
-  });
+  unaryGrad(ctx, [](auto g, auto x) { return erfGradValue(g, x); });
 }
 
 void kernelLeakyReluGrad(KernelContext &ctx) {

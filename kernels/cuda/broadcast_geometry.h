@@ -79,6 +79,30 @@ makeBroadcastGeometry(const std::vector<int64_t> &out,
   return g;
 }
 
+/// Transpose as a strided copy: output element i (row-major over the
+/// permuted dims) reads input offset sum c_d * inputStride[perm[d]], which
+/// is a BroadcastGeometry<1> whose strides are the input's, permuted (never
+/// `simple`). perm must be a permutation of [0, rank) (the caller checked).
+inline BroadcastGeometry<1>
+makeTransposeGeometry(const std::vector<int64_t> &in,
+                      const std::vector<int64_t> &perm) {
+  if (in.size() > size_t(kMaxKernelRank))
+    throw std::length_error("rank above the cuda kernels' limit");
+  BroadcastGeometry<1> g;
+  g.rank = int(in.size());
+  g.simple = false;
+  std::vector<int64_t> stride(in.size(), 1);
+  for (int d = g.rank - 2; d >= 0; --d)
+    stride[size_t(d)] = stride[size_t(d + 1)] * in[size_t(d + 1)];
+  g.count = 1;
+  for (int d = 0; d < g.rank; ++d) {
+    g.dims[d] = in[size_t(perm[size_t(d)])];
+    g.strides[0][d] = stride[size_t(perm[size_t(d)])];
+    g.count *= g.dims[d];
+  }
+  return g;
+}
+
 /// SumToShape's geometry: each output element (of the target shape) sums
 /// the input elements that broadcasting copied it to, in the input's
 /// row-major order (the CPU backend's order, so fp32 sums agree bit for bit).

@@ -40,6 +40,45 @@ struct BF16Dev {
   __device__ static uint16_t fromFloat(float v) { return floatToBf16(v); }
 };
 
+/// Element i of an fp32, fp16 or bf16 buffer as fp32, the dtype chosen at
+/// run time: for kernels whose operands may differ in precision (autocast
+/// can meet an fp32 gradient with an fp16 activation). The switch is the
+/// same for every thread, so it does not diverge.
+__device__ inline float loadAs(DType t, const void *p, int64_t i) {
+  switch (t) {
+  case DType::F16:
+    return halfToFloat(static_cast<const uint16_t *>(p)[i]);
+  case DType::BF16:
+    return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  default:
+    return static_cast<const float *>(p)[i];
+  }
+}
+
+/// Stores v rounded once to dtype t (fp32, fp16 or bf16).
+__device__ inline void storeAs(DType t, void *p, int64_t i, float v) {
+  switch (t) {
+  case DType::F16:
+    static_cast<uint16_t *>(p)[i] = floatToHalf(v);
+    break;
+  case DType::BF16:
+    static_cast<uint16_t *>(p)[i] = floatToBf16(v);
+    break;
+  default:
+    static_cast<float *>(p)[i] = v;
+    break;
+  }
+}
+
+/// Throws mpc::Error unless t is fp32, fp16 or bf16 (for kernels that
+/// take the dtype at run time).
+inline void requireDeviceFloat(DType t, const char *what) {
+  if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
+    throw Error(std::string(what) +
+                ": the cuda kernels take fp32, fp16 or bf16, got " +
+                dtypeName(t));
+}
+
 /// Calls f(F32Dev{}), f(F16Dev{}) or f(BF16Dev{}) on the host.
 template <typename F>
 void dispatchDeviceFloat(DType t, const char *what, F &&f) {

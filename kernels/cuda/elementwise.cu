@@ -305,15 +305,21 @@ void launchBroadcastCopy(size_t elementSize, const void *x, void *y,
                          const BroadcastGeometry<1> &g, cudaStream_t s) {
   if (g.count == 0)
     return;
-  if (elementSize == 2)
+  if (elementSize == 1)
+    broadcastCopyKernel<<<gridFor(g.count), kBlock, 0, s>>>(
+        static_cast<const uint8_t *>(x), static_cast<uint8_t *>(y), g);
+  else if (elementSize == 2)
     broadcastCopyKernel<<<gridFor(g.count), kBlock, 0, s>>>(
         static_cast<const uint16_t *>(x), static_cast<uint16_t *>(y), g);
   else if (elementSize == 4)
     broadcastCopyKernel<<<gridFor(g.count), kBlock, 0, s>>>(
         static_cast<const uint32_t *>(x), static_cast<uint32_t *>(y), g);
+  else if (elementSize == 8)
+    broadcastCopyKernel<<<gridFor(g.count), kBlock, 0, s>>>(
+        static_cast<const uint64_t *>(x), static_cast<uint64_t *>(y), g);
   else
     throw Error("broadcast copy: element size " + std::to_string(elementSize) +
-                " is not 2 or 4");
+                " is not 1, 2, 4 or 8");
   MPC_CUDA_CHECK_LAUNCH("broadcastCopyKernel");
 }
 

@@ -59,7 +59,9 @@ void launchReluGrad(DType gradT, const void *dy, DType fwdT, const void *y,
 void launchScale(DType t, void *y, int64_t n, float factor,
                  cudaStream_t stream);
 
-/// y[i] = x[off(i)] for elements of `elementSize` bytes (2 or 4).
+/// y[i] = x[off(i)] for elements of `elementSize` bytes (1, 2, 4 or 8):
+/// Gemm's broadcast C operand, and Transpose with a permuted geometry
+/// (makeTransposeGeometry).
 void launchBroadcastCopy(size_t elementSize, const void *x, void *y,
                          const BroadcastGeometry<1> &geometry,
                          cudaStream_t stream);

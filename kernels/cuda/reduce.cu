@@ -1,9 +1,12 @@
-// The CUDA SumToShape kernel: one thread per output element.
+// The CUDA reduction kernels: SumToShape, ReduceSum/Mean/Max, ReduceGrad.
 //
-// Each thread walks its contributions in dY's row-major order and adds them
-// in fp32, which is the order the CPU backend adds them in, so the sums are
+// One thread per output element: it walks its contributions in the input's
+// row-major order and combines them in fp32, which is the order the CPU
+// backend uses (kernels/cpu/reduce.cpp, mpc_grad.cpp), so the results are
 // the same bits. Adjacent threads read adjacent elements (coalesced) when
-// the kept axes are the inner ones, as for a bias gradient.
+// the kept axes are the inner ones, as for a bias gradient; a reduction
+// over the innermost axis of a large tensor is slow this way, which a
+// later increment can split per warp if a model needs it.
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/reduce.h"
@@ -25,7 +28,70 @@ __global__ void sumToShapeKernel(const typename Io::Storage *__restrict__ dy,
   }
 }
 
+template <ReduceKind K>
+__global__ void reduceKernel(DType t, const void *__restrict__ x,
+                             void *__restrict__ y, SumToShapeGeometry g) {
+  for (int64_t o = globalIndex(); o < g.outCount; o += globalStride()) {
+    int64_t base = g.base(o);
+    float acc = K == ReduceKind::Max ? -INFINITY : 0.0f;
+    for (int64_t r = 0; r < g.reducedCount; ++r) {
+      float v = loadAs(t, x, base + g.reduced(r));
+      if (K == ReduceKind::Max) {
+        if (v > acc || v != v) // NaN wins and then stays
+          acc = acc != acc ? acc : v;
+      } else {
+        acc += v;
+      }
+    }
+    if (K == ReduceKind::Mean)
+      acc = acc / float(g.reducedCount);
+    storeAs(t, y, o, acc);
+  }
+}
+
+__global__ void reduceGradKernel(DType t, const void *__restrict__ dy,
+                                 void *__restrict__ dx, BroadcastGeometry<1> g,
+                                 bool mean, float count) {
+  for (int64_t i = globalIndex(); i < g.count; i += globalStride()) {
+    int64_t off[1];
+    g.offsets(i, off);
+    float v = loadAs(t, dy, off[0]);
+    storeAs(t, dx, i, mean ? v / count : v);
+  }
+}
+
 } // namespace
+
+void launchReduce(ReduceKind kind, DType t, const void *x, void *y,
+                  const SumToShapeGeometry &g, cudaStream_t s) {
+  if (g.outCount == 0)
+    return;
+  requireDeviceFloat(t, "Reduce");
+  unsigned grid = gridFor(g.outCount);
+  switch (kind) {
+  case ReduceKind::Sum:
+    reduceKernel<ReduceKind::Sum><<<grid, kBlock, 0, s>>>(t, x, y, g);
+    break;
+  case ReduceKind::Mean:
+    reduceKernel<ReduceKind::Mean><<<grid, kBlock, 0, s>>>(t, x, y, g);
+    break;
+  case ReduceKind::Max:
+    reduceKernel<ReduceKind::Max><<<grid, kBlock, 0, s>>>(t, x, y, g);
+    break;
+  }
+  MPC_CUDA_CHECK_LAUNCH("reduceKernel");
+}
+
+void launchReduceGrad(DType t, const void *dy, void *dx,
+                      const BroadcastGeometry<1> &g, bool mean, int64_t count,
+                      cudaStream_t s) {
+  if (g.count == 0)
+    return;
+  requireDeviceFloat(t, "ReduceGrad");
+  reduceGradKernel<<<gridFor(g.count), kBlock, 0, s>>>(t, dy, dx, g, mean,
+                                                       float(count));
+  MPC_CUDA_CHECK_LAUNCH("reduceGradKernel");
+}
 
 void launchSumToShape(DType t, const void *dy, void *dx,
                       const SumToShapeGeometry &g, cudaStream_t s) {

@@ -1,5 +1,11 @@
-// Host entry point of the CUDA SumToShape kernel (kernels/cuda/reduce.cu):
-// the gradient of a broadcast, summing dY back onto the operand's shape.
+// Host entry points of the CUDA reduction kernels (kernels/cuda/reduce.cu):
+// SumToShape (the gradient of a broadcast), ReduceSum / ReduceMean /
+// ReduceMax over any axes, and mpc.ReduceGrad (the reduction's gradient,
+// a broadcast back).
+//
+// One thread per output element walks its inputs in the input's row-major
+// order and accumulates in fp32: the CPU backend's order, so sums are the
+// same bits on both backends. Raw device pointers; dtypes fp32, fp16, bf16.
 #pragma once
 
 #include "kernels/cuda/broadcast_geometry.h"
@@ -14,6 +20,21 @@ namespace cuda {
 /// accumulated in fp32 in dY's row-major order; dy and dx of dtype t.
 void launchSumToShape(DType t, const void *dy, void *dx,
                       const SumToShapeGeometry &geometry, cudaStream_t stream);
+
+enum class ReduceKind { Sum, Mean, Max };
+
+/// y (geometry.outCount elements) := the sum, mean or maximum of x over the
+/// reduced axes (geometry from makeSumToShapeGeometry(x dims, kept dims)).
+/// A mean over no elements is 0/0 (NaN) and a maximum -inf, as on the CPU;
+/// a NaN wins a maximum.
+void launchReduce(ReduceKind kind, DType t, const void *x, void *y,
+                  const SumToShapeGeometry &geometry, cudaStream_t stream);
+
+/// dx[i] := dy[off(i)] (divided by `count` when mean), dy broadcast over
+/// X's shape (geometry from makeBroadcastGeometry<1>(X dims, {kept dims})).
+void launchReduceGrad(DType t, const void *dy, void *dx,
+                      const BroadcastGeometry<1> &geometry, bool mean,
+                      int64_t count, cudaStream_t stream);
 
 } // namespace cuda
 } // namespace mpc

@@ -1,7 +1,8 @@
 // The CUDA backend's op table: one entry per (domain, op type).
 //
 // Each family file (run_elementwise.cpp, run_gemm.cpp, run_loss.cpp,
-// run_training.cpp) lists its entries, like the CPU kernel families; the
+// run_training.cpp, run_softmax.cpp, run_reduce.cpp, run_gather.cpp,
+// run_transformer.cpp) lists its entries, like the CPU kernel families; the
 // backend's supports() and run() read only this table (cuda_ops.cpp), so
 // what it claims and what it runs cannot drift apart. An entry's check
 // looks at what the graph already says (dtypes, attributes) and refuses,
@@ -36,6 +37,10 @@ std::vector<CudaOpEntry> elementwiseOps();
 std::vector<CudaOpEntry> gemmOps();
 std::vector<CudaOpEntry> lossOps();
 std::vector<CudaOpEntry> trainingOps();
+std::vector<CudaOpEntry> softmaxOps();
+std::vector<CudaOpEntry> reduceOps();
+std::vector<CudaOpEntry> gatherOps();
+std::vector<CudaOpEntry> transformerOps();
 std::vector<CudaOpEntry> hostOps();
 
 /// The entry for (domain, op), or nullptr ("ai.onnx" is the default domain).

@@ -1,5 +1,5 @@
 // CUDA runners of the mpc training-step ops: UnscaleGradients,
-// UpdateLossScale, SGD, Adam/AdamW, IncrementStep.
+// UpdateLossScale, ClipGradNorm, SGD, Adam/AdamW, IncrementStep.
 //
 // Operands are validated as the CPU kernels validate them (kernels/cpu/
 // mpc_train.cpp). found_inf goes to the kernels as a device byte and is
@@ -9,6 +9,7 @@
 // device-resident state that read of the step becomes the one host value a
 // step needs, or moves into the kernel.
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cuda/clip_grad_norm.h"
 #include "kernels/cuda/training.h"
 #include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
@@ -108,6 +109,41 @@ void runUpdateLossScale(NodeStaging &s) {
                         node.attrInt("growth_interval", 2000), s.stream());
 }
 
+// --- gradient clipping
+// -------------------------------------------------------------
+
+/// ClipGradNorm(g1..gn) -> (g1'..gn', total_norm): the norm, the
+/// coefficient and the scaling all on the device (clip_grad_norm.h).
+void runClipGradNorm(NodeStaging &s) {
+  const Node &node = s.node();
+  size_t n = s.ctx().inputs.size();
+  if (n == 0)
+    fail(node, "expects at least one gradient");
+  std::vector<ClipTensor> tensors;
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor &g = s.in(i, "gradient");
+    requireDeviceFloat(node, g, "gradient");
+    ClipTensor t;
+    t.src = s.device(i);
+    t.dst = s.optionalOut(i, g.dtype, g.dims);
+    t.n = g.numel();
+    t.dtype = g.dtype;
+    tensors.push_back(t);
+  }
+  ClipPlan plan = clipPlan(tensors);
+  ClipLaunch l;
+  l.tensors = s.upload(tensors);
+  l.numTensors = int32_t(tensors.size());
+  l.chunks = s.upload(plan.chunks);
+  l.numChunks = int64_t(plan.chunks.size());
+  l.firstChunk = s.upload(plan.firstChunk);
+  l.scratch =
+      static_cast<float *>(s.scratch((plan.chunks.size() + 1) * sizeof(float)));
+  l.totalNorm = static_cast<float *>(s.out(n, DType::F32, {}));
+  l.maxNorm = node.attrFloat("max_norm", 1.0f);
+  launchClipGradNorm(l, s.stream());
+}
+
 // --- optimizers
 // --------------------------------------------------------------------
 
@@ -186,6 +222,8 @@ std::vector<CudaOpEntry> trainingOps() {
       {kMpcDomain, "UnscaleGradients", runUnscaleGradients,
        [](const Node &n) { return requireDeviceFloatFrom(n, 1); }},
       {kMpcDomain, "UpdateLossScale", runUpdateLossScale, noCheck},
+      {kMpcDomain, "ClipGradNorm", runClipGradNorm,
+       [](const Node &n) { return requireDeviceFloatFrom(n, 0); }},
       {kMpcDomain, "SGD", runSgd, noCheck},
       {kMpcDomain, "Adam", runAdam, noCheck},
       {kMpcDomain, "IncrementStep", runIncrementStep, checkIncrementStep},

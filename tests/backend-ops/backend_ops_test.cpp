@@ -187,41 +187,81 @@ TEST(BackendOpsDevice, SecondRunAllocatesNothing) {
   EXPECT_GT(after.cacheHits, before.cacheHits);
 }
 
+/// Trains `model` (compiled for `precision`, Adam lr 1e-3, clipping at
+/// `maxGradNorm` when > 0) 20 steps on the CPU and on the GPU from the
+/// same data: the losses agree to `lossTol` relative, the skipped steps
+/// are the same, and the final values of parameter `param` agree to
+/// `paramTol`.
+void trainsLikeTheCpu(Backend &cuda, const std::string &model, DType precision,
+                      double lr, double maxGradNorm, const std::string &param,
+                      double lossTol, double paramTol) {
+  auto compiled = [&] {
+    auto m = loadModel(sourceDir() + "/models/" + model + ".onnx");
+    CompileOptions o;
+    o.precision = precision;
+    o.optimizer = "adam";
+    o.lr = lr;
+    o.maxGradNorm = maxGradNorm;
+    Statistics stats;
+    runPipeline(*m, defaultPipeline(), o, PipelineConfig{}, stats);
+    return m;
+  };
+  std::string what = model + " " + dtypeName(precision);
+  std::unique_ptr<Backend> cpu = createCpuBackend();
+  Trainer onCpu(compiled(), *cpu), onGpu(compiled(), cuda);
+  int64_t batch = 0;
+  std::vector<DataInputSpec> specs = onCpu.dataInputs(batch);
+  // The Gelu variant reads the transformer's data.
+  std::string dataName = model == "transformer_gelu20" ? "transformer" : model;
+  Dataset data = Dataset::fromNpz(
+      sourceDir() + "/models/" + dataName + "_data.npz", specs);
+  for (int step = 0; step < 20; ++step) {
+    auto b = data.batch(step, batch, false, 0);
+    StepRecord c = onCpu.step(b), d = onGpu.step(b);
+    EXPECT_EQ(c.skipped, d.skipped) << what << " step " << step;
+    EXPECT_NEAR(d.loss, c.loss, lossTol * std::fabs(c.loss))
+        << what << " step " << step;
+  }
+  const Tensor &wc = onCpu.state(param), &wg = onGpu.state(param);
+  ASSERT_EQ(wc.numel(), wg.numel()) << what;
+  for (int64_t k = 0; k < wc.numel(); ++k)
+    EXPECT_NEAR(wg.getAsDouble(k), wc.getAsDouble(k), paramTol)
+        << what << " " << param << "[" << k << "]";
+}
+
 // The seed MLP compiled for fp16 trains on the GPU along the CPU's
 // trajectory: the losses of 20 Adam steps agree to 1e-3 relative, and so
 // do the final weights.
 TEST(BackendOpsModel, MlpSeedTrainsLikeTheCpu) {
   REQUIRE_CUDA(cuda);
+  for (DType precision : {DType::F16, DType::F32})
+    trainsLikeTheCpu(*cuda, "mlp_seed", precision, 1e-2, 0, "fc1.weight", 1e-3,
+                     1e-3);
+}
+
+// The transformer (erf GELU; the opset-20 Gelu variant; with gradient
+// clipping) and the residual MLP: every node on the device, 20 Adam steps
+// along the CPU's losses. Softmax, layer-norm and norm sums are added in
+// another order on the GPU, so fp32 agrees to 1e-4 and fp16 to 1e-2.
+TEST(BackendOpsModel, TransformerTrainsLikeTheCpu) {
+  REQUIRE_CUDA(cuda);
   for (DType precision : {DType::F16, DType::F32}) {
-    auto compiled = [&] {
-      auto model = loadModel(sourceDir() + "/models/mlp_seed.onnx");
-      CompileOptions o;
-      o.precision = precision;
-      o.optimizer = "adam";
-      o.lr = 1e-2;
-      Statistics stats;
-      runPipeline(*model, defaultPipeline(), o, PipelineConfig{}, stats);
-      return model;
-    };
-    std::unique_ptr<Backend> cpu = createCpuBackend();
-    Trainer onCpu(compiled(), *cpu), onGpu(compiled(), *cuda);
-    int64_t batch = 0;
-    std::vector<DataInputSpec> specs = onCpu.dataInputs(batch);
-    Dataset data =
-        Dataset::fromNpz(sourceDir() + "/models/mlp_seed_data.npz", specs);
-    for (int step = 0; step < 20; ++step) {
-      auto b = data.batch(step, batch, false, 0);
-      StepRecord c = onCpu.step(b), d = onGpu.step(b);
-      EXPECT_EQ(c.skipped, d.skipped) << "step " << step;
-      EXPECT_NEAR(d.loss, c.loss, 1e-3 * std::fabs(c.loss))
-          << dtypeName(precision) << " step " << step;
-    }
-    const Tensor &wc = onCpu.state("fc1.weight"),
-                 &wg = onGpu.state("fc1.weight");
-    ASSERT_EQ(wc.numel(), wg.numel());
-    for (int64_t k = 0; k < wc.numel(); ++k)
-      EXPECT_NEAR(wg.getAsDouble(k), wc.getAsDouble(k), 1e-3)
-          << dtypeName(precision) << " fc1.weight[" << k << "]";
+    double tol = precision == DType::F32 ? 1e-4 : 1e-2;
+    trainsLikeTheCpu(*cuda, "transformer", precision, 1e-3, 0, "fc1.weight",
+                     tol, tol);
+    trainsLikeTheCpu(*cuda, "transformer_gelu20", precision, 1e-3, 0,
+                     "fc1.weight", tol, tol);
+    trainsLikeTheCpu(*cuda, "transformer", precision, 1e-3, 1.0, "tok.weight",
+                     tol, tol);
+  }
+}
+
+TEST(BackendOpsModel, ResMlpTrainsLikeTheCpu) {
+  REQUIRE_CUDA(cuda);
+  for (DType precision : {DType::F16, DType::F32}) {
+    double tol = precision == DType::F32 ? 1e-4 : 1e-2;
+    trainsLikeTheCpu(*cuda, "resmlp", precision, 1e-3, 0, "fc1.weight", tol,
+                     tol);
   }
 }
 

@@ -1,46 +1,129 @@
 // Which graphs the CUDA backend takes, decided without a GPU.
 //
 // supports() reads a table (runtime/cuda/cuda_ops.cpp) and the graph's
-// dtypes, so these run on any machine: every node of the compiled seed MLP
-// (what tools/gpu-check.sh trains on the GPU) must be supported, and a node
-// the device code does not take must be refused with a reason naming it.
+// dtypes, so these run on any machine: every node of the compiled seed MLP,
+// transformer and residual MLP (what tools/gpu-check.sh trains on the GPU)
+// must be supported, and a node the device code does not take must be
+// refused with a reason naming it.
 #include "op_cases.h"
 #include "passes/ir/builder.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
+#include "passes/support/diagnostics.h"
+#include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cuda/cuda_backend.h"
 
 #include <gtest/gtest.h>
+
+#include <set>
 
 using namespace mpc;
 
 namespace {
 
-std::unique_ptr<Model> compiledSeed(DType precision,
-                                    const std::string &optimizer) {
-  auto model = loadModel(backend_ops::sourceDir() + "/models/mlp_seed.onnx");
+std::unique_ptr<Model> compiled(const std::string &name, DType precision,
+                                const std::string &optimizer,
+                                double maxGradNorm = 0) {
+  auto model =
+      loadModel(backend_ops::sourceDir() + "/models/" + name + ".onnx");
   CompileOptions o;
   o.precision = precision;
   o.optimizer = optimizer;
   o.momentum = optimizer == "sgd" ? 0.9 : 0.0;
+  o.maxGradNorm = maxGradNorm;
   Statistics stats;
   runPipeline(*model, defaultPipeline(), o, PipelineConfig{}, stats);
   return model;
 }
 
+/// Every node of the compiled step is supported; returns the op names.
+std::set<std::string> expectAllSupported(const Model &model,
+                                         const std::string &what) {
+  std::set<std::string> ops;
+  EXPECT_TRUE(model.training) << what;
+  if (!model.training)
+    return ops;
+  for (const auto &n : model.training->algorithm->nodes()) {
+    std::string why;
+    EXPECT_TRUE(cudaBackendSupports(*n, why)) << what << ": " << why;
+    ops.insert(n->domain().empty() ? n->opType()
+                                   : n->domain() + "." + n->opType());
+  }
+  EXPECT_GT(model.training->algorithm->nodes().size(), 10u) << what;
+  return ops;
+}
+
 TEST(CudaCoverage, EveryNodeOfTheCompiledSeedMlpIsSupported) {
   for (DType precision : {DType::F16, DType::BF16, DType::F32})
-    for (const char *optimizer : {"adam", "adamw", "sgd"}) {
-      auto model = compiledSeed(precision, optimizer);
-      ASSERT_TRUE(model->training);
-      size_t nodes = 0;
-      for (const auto &n : model->training->algorithm->nodes()) {
-        std::string why;
-        EXPECT_TRUE(cudaBackendSupports(*n, why))
-            << dtypeName(precision) << " " << optimizer << ": " << why;
-        ++nodes;
+    for (const char *optimizer : {"adam", "adamw", "sgd"})
+      expectAllSupported(*compiled("mlp_seed", precision, optimizer),
+                         std::string("mlp_seed ") + dtypeName(precision) + " " +
+                             optimizer);
+}
+
+// The transformer (erf GELU, and the opset-20 Gelu variant) and the
+// residual MLP, as tools/gpu-check.sh compiles them, with and without
+// gradient clipping: what this increment's device code is for.
+TEST(CudaCoverage, EveryNodeOfTheTransformerAndResMlpStepsIsSupported) {
+  std::set<std::string> ops;
+  for (const char *model : {"transformer", "transformer_gelu20", "resmlp"})
+    for (DType precision : {DType::F16, DType::BF16, DType::F32})
+      for (double clip : {0.0, 1.0}) {
+        std::string what = std::string(model) + " " + dtypeName(precision) +
+                           " adam" + (clip ? " clip" : "");
+        for (const std::string &op : expectAllSupported(
+                 *compiled(model, precision, "adam", clip), what))
+          ops.insert(op);
       }
-      EXPECT_GT(nodes, 10u);
+  // The ops the device code of this increment exists for are really there.
+  for (const char *op :
+       {"Softmax", "mpc.SoftmaxGrad", "LayerNormalization",
+        "mpc.LayerNormalizationGrad", "Gather", "mpc.GatherGrad", "Transpose",
+        "mpc.ErfGrad", "Gelu", "mpc.GeluGrad", "ReduceMean", "mpc.ReduceGrad",
+        "mpc.ClipGradNorm"})
+    EXPECT_TRUE(ops.count(op)) << op << " is not in any compiled step";
+}
+
+// backend-ops' own coverage check, which skips without a GPU, run here
+// too: every op with device code has a case for the first GPU session.
+TEST(CudaCoverage, EveryDeviceOpHasABackendOpsCase) {
+  std::set<std::string> covered;
+  for (const backend_ops::OpCase &c : backend_ops::opCases())
+    covered.insert(backend_ops::caseOpName(c));
+  for (const std::string &op : cudaDeviceOps())
+    EXPECT_TRUE(covered.count(op)) << op << " has no backend-ops case";
+}
+
+// Every backend-ops case, in every dtype, is a node the CUDA backend
+// claims and the CPU reference runs: a case that is malformed fails here,
+// not in the first GPU session's short time.
+TEST(CudaCoverage, EveryBackendOpsCaseRunsOnTheCpu) {
+  for (const backend_ops::OpCase &c : backend_ops::opCases())
+    for (DType t : c.dtypes) {
+      std::string what = c.name + " " + dtypeName(t);
+      std::mt19937 rng(1);
+      backend_ops::Inputs inputs = c.make(t, rng);
+      Graph g;
+      std::vector<Value *> values;
+      std::vector<const Tensor *> ptrs;
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        values.push_back(inputs[i] ? g.addInput("in" + std::to_string(i),
+                                                inputs[i]->dtype,
+                                                toDims(inputs[i]->dims))
+                                   : nullptr);
+        ptrs.push_back(inputs[i] ? &*inputs[i] : nullptr);
+      }
+      Node *node = g.createNode(c.op, values, c.numOutputs, c.name, c.domain);
+      for (const auto &kv : c.attrs)
+        node->setAttr(kv.first, kv.second);
+      std::string why;
+      EXPECT_TRUE(cudaBackendSupports(*node, why)) << what << ": " << why;
+      std::vector<Tensor> out;
+      try {
+        runCpuNode(*node, ptrs, out);
+      } catch (const Error &e) {
+        ADD_FAILURE() << what << ": " << e.what();
+      }
     }
 }
 
@@ -50,8 +133,15 @@ TEST(CudaCoverage, RefusesWhatTheDeviceCodeDoesNotTake) {
   Value *x = g.addInput("x", DType::F32, toDims({4, 8}));
   Value *i = g.addInput("i", DType::I64, toDims({4}));
   std::string why;
-  EXPECT_FALSE(cudaBackendSupports(*b.op("Softmax", {x})->producer(), why));
-  EXPECT_NE(why.find("no kernel for op Softmax"), std::string::npos) << why;
+  EXPECT_FALSE(cudaBackendSupports(*b.op("Conv", {x, x})->producer(), why));
+  EXPECT_NE(why.find("no kernel for op Conv"), std::string::npos) << why;
+  Value *d = g.addInput("d", DType::F64, toDims({4, 8}));
+  EXPECT_FALSE(cudaBackendSupports(*b.op("Softmax", {d})->producer(), why));
+  EXPECT_NE(why.find("fp64"), std::string::npos) << why;
+  Value *fi = g.addInput("fi", DType::F32, toDims({4}));
+  EXPECT_FALSE(cudaBackendSupports(*b.op("Gather", {x, fi})->producer(), why));
+  EXPECT_NE(why.find("indices must be int64 or int32"), std::string::npos)
+      << why;
   EXPECT_FALSE(cudaBackendSupports(*b.op("Add", {i, i})->producer(), why));
   EXPECT_NE(why.find("int64"), std::string::npos) << why;
   Value *c = b.cast(i, DType::F32);

@@ -1,5 +1,7 @@
-// The backend-ops cases: elementwise, casts, matrix products, the loss and
-// the training-step ops, in fp32, fp16 and bf16.
+// The backend-ops cases: elementwise, casts, matrix products, the loss, the
+// training-step ops and the transformer / residual-MLP family (softmax,
+// layer norm, GELU, reductions, gather, transpose, dropout, gradient
+// clipping), forward and backward, in fp32, fp16 and bf16.
 #include "op_cases.h"
 
 #include "kernels/common/half.h"
@@ -537,6 +539,399 @@ void addTraining(std::vector<OpCase> &cases) {
          }});
 }
 
+// --- the transformer / residual-MLP family -----------------------------------
+
+Tensor int64Tensor(std::vector<int64_t> dims, std::vector<int64_t> v) {
+  return Tensor::fromInt64s(dims, v);
+}
+
+Tensor int32Tensor(std::vector<int64_t> dims, const std::vector<int32_t> &v) {
+  Tensor t(DType::I32, dims);
+  for (size_t k = 0; k < v.size(); ++k)
+    t.data<int32_t>()[k] = v[k];
+  return t;
+}
+
+Tensor randomBools(std::mt19937 &rng, std::vector<int64_t> dims) {
+  Tensor t(DType::Bool, dims);
+  std::bernoulli_distribution d(0.7);
+  for (int64_t k = 0; k < t.numel(); ++k)
+    t.data<uint8_t>()[k] = d(rng) ? 1 : 0;
+  return t;
+}
+
+/// Softmax of random scores along the last axis, computed in double and
+/// stored as t (the Y a SoftmaxGrad reads); log-softmax when `log`.
+Tensor softmaxOf(std::mt19937 &rng, DType t, std::vector<int64_t> dims,
+                 bool log) {
+  Tensor x = randomTensor(rng, DType::F32, dims, -3, 3);
+  int64_t len = dims.back(), rows = x.numel() / len;
+  Tensor y(DType::F32, dims);
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (int64_t j = 0; j < len; ++j)
+      sum += std::exp(double(x.data<float>()[r * len + j]));
+    for (int64_t j = 0; j < len; ++j) {
+      double v = double(x.data<float>()[r * len + j]);
+      y.data<float>()[r * len + j] =
+          float(log ? v - std::log(sum) : std::exp(v) / sum);
+    }
+  }
+  return t == DType::F32 ? y : y.castTo(t);
+}
+
+void addSoftmax(std::vector<OpCase> &cases) {
+  struct Shape {
+    const char *name;
+    std::vector<int64_t> dims;
+    int64_t axis;
+  };
+  // A row shorter than a warp, one spanning several lane strides, and an
+  // inner axis (rows strided in memory).
+  for (const Shape &sh :
+       {Shape{"short", {4, 2, 16, 16}, -1}, Shape{"long", {5, 1000}, -1},
+        Shape{"inner", {3, 7, 5}, 1}})
+    for (bool log : {false, true}) {
+      std::vector<int64_t> dims = sh.dims;
+      std::string op = log ? "LogSoftmax" : "Softmax";
+      cases.push_back({op + "_" + sh.name,
+                       "",
+                       op,
+                       {{"axis", i(sh.axis)}},
+                       1,
+                       kFloats,
+                       [=](DType t, std::mt19937 &rng) -> Inputs {
+                         return {randomTensor(rng, t, dims, -4, 4)};
+                       },
+                       Compare::Tolerance});
+    }
+  for (bool log : {false, true}) {
+    std::string op = log ? "LogSoftmaxGrad" : "SoftmaxGrad";
+    // Same dtypes, and an fp32 Y meeting the case's dY (autocast's island).
+    for (bool fwd32 : {false, true})
+      cases.push_back(
+          {op + (fwd32 ? "_fwd_fp32" : "_same"),
+           kMpcDomain,
+           op,
+           {{"axis", i(-1)}},
+           1,
+           kFloats,
+           [=](DType t, std::mt19937 &rng) -> Inputs {
+             return {randomTensor(rng, t, {6, 4, 37}),
+                     softmaxOf(rng, fwd32 ? DType::F32 : t, {6, 4, 37}, log)};
+           },
+           Compare::Tolerance});
+  }
+}
+
+/// mean and inv_std (fp32, shape `stats`) of x over its last n elements
+/// per row, in double, for a LayerNormalizationGrad case.
+std::pair<Tensor, Tensor>
+layerNormStats(const Tensor &x, std::vector<int64_t> stats, int64_t n) {
+  int64_t rows = x.numel() / n;
+  std::vector<float> mean(static_cast<size_t>(rows)),
+      inv(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0, sq = 0;
+    for (int64_t j = 0; j < n; ++j)
+      sum += x.getAsDouble(r * n + j);
+    double m = sum / double(n);
+    for (int64_t j = 0; j < n; ++j)
+      sq += (x.getAsDouble(r * n + j) - m) * (x.getAsDouble(r * n + j) - m);
+    mean[size_t(r)] = float(m);
+    inv[size_t(r)] = float(1 / std::sqrt(sq / double(n) + 1e-5));
+  }
+  return {Tensor::fromFloats(stats, mean), Tensor::fromFloats(stats, inv)};
+}
+
+void addLayerNorm(std::vector<OpCase> &cases) {
+  // The transformer's shape (rows of 32), a long row with a large mean
+  // (two-pass statistics), and a 2-axis normalisation with a scale that
+  // broadcasts and no bias.
+  cases.push_back({"LayerNormalization_rows",
+                   "",
+                   "LayerNormalization",
+                   {{"axis", i(-1)}, {"epsilon", f(1e-5f)}},
+                   3,
+                   kFloats,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, t, {4, 16, 32}, -2, 2),
+                             randomTensor(rng, t, {32}, 0.5f, 1.5f),
+                             randomTensor(rng, t, {32}, -0.5f, 0.5f)};
+                   },
+                   Compare::Tolerance});
+  cases.push_back({"LayerNormalization_long_offset",
+                   "",
+                   "LayerNormalization",
+                   {{"axis", i(-1)}},
+                   3,
+                   kFloats,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, t, {3, 777}, 90, 110),
+                             randomTensor(rng, t, {777}, 0.5f, 1.5f),
+                             randomTensor(rng, t, {777}, -0.5f, 0.5f)};
+                   },
+                   Compare::Tolerance});
+  cases.push_back({"LayerNormalization_two_axes_no_bias",
+                   "",
+                   "LayerNormalization",
+                   {{"axis", i(1)}},
+                   3,
+                   kFloats,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, t, {3, 4, 5}),
+                             randomTensor(rng, t, {5}, 0.5f, 1.5f),
+                             std::nullopt};
+                   },
+                   Compare::Tolerance});
+  struct GradCase {
+    const char *name;
+    std::vector<int64_t> x, stats, scale;
+    int64_t axis, n;
+    bool onlyDx;
+  };
+  for (const GradCase &gc :
+       {GradCase{"rows", {4, 16, 32}, {4, 16, 1}, {32}, -1, 32, false},
+        GradCase{"two_axes", {3, 4, 5}, {3, 1, 1}, {1, 5}, 1, 20, false},
+        GradCase{"dx_only", {6, 50}, {6, 1}, {50}, -1, 50, true}}) {
+    GradCase c = gc;
+    cases.push_back({std::string("LayerNormalizationGrad_") + gc.name,
+                     kMpcDomain,
+                     "LayerNormalizationGrad",
+                     {{"axis", i(gc.axis)}},
+                     size_t(gc.onlyDx ? 1 : 3),
+                     kFloats,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       Tensor x = randomTensor(rng, t, c.x, -2, 2);
+                       auto [mean, inv] = layerNormStats(x, c.stats, c.n);
+                       return {randomTensor(rng, t, c.x), x,
+                               randomTensor(rng, t, c.scale, 0.5f, 1.5f), mean,
+                               inv};
+                     },
+                     Compare::Tolerance});
+  }
+}
+
+void addGeluFamily(std::vector<OpCase> &cases) {
+  for (const char *approx : {"none", "tanh"}) {
+    Builder::Attrs attrs = {{"approximate", Attribute::ofString(approx)}};
+    cases.push_back({std::string("Gelu_") + approx, "", "Gelu", attrs, 1,
+                     kFloats,
+                     [](DType t, std::mt19937 &rng) -> Inputs {
+                       return {randomTensor(rng, t, {7, 301}, -5, 5)};
+                     },
+                     Compare::Tolerance});
+    cases.push_back({std::string("GeluGrad_") + approx, kMpcDomain, "GeluGrad",
+                     attrs, 1, kFloats,
+                     [](DType t, std::mt19937 &rng) -> Inputs {
+                       return {randomTensor(rng, t, {7, 301}),
+                               randomTensor(rng, t, {7, 301}, -5, 5)};
+                     },
+                     Compare::Tolerance});
+  }
+  for (bool fwd32 : {false, true})
+    cases.push_back(
+        {std::string("ErfGrad") + (fwd32 ? "_fwd_fp32" : "_same"),
+         kMpcDomain,
+         "ErfGrad",
+         {},
+         1,
+         kFloats,
+         [=](DType t, std::mt19937 &rng) -> Inputs {
+           return {randomTensor(rng, t, {5, 211}),
+                   randomTensor(rng, fwd32 ? DType::F32 : t, {5, 211}, -3, 3)};
+         },
+         Compare::Tolerance});
+}
+
+void addReductions(std::vector<OpCase> &cases) {
+  struct ReduceCase {
+    const char *name;
+    std::vector<int64_t> axes;
+    int64_t keepdims;
+    std::vector<int64_t> kept, out; ///< X [4, 5, 6] with 1s where reduced
+  };
+  const std::vector<int64_t> x = {4, 5, 6};
+  for (const ReduceCase &rc :
+       {ReduceCase{"middle", {1}, 1, {4, 1, 6}, {4, 1, 6}},
+        ReduceCase{"outer_inner", {0, -1}, 0, {1, 5, 1}, {5}},
+        ReduceCase{"last", {2}, 1, {4, 5, 1}, {4, 5, 1}},
+        ReduceCase{"all", {0, 1, 2}, 0, {1, 1, 1}, {}}})
+    for (const char *op : {"ReduceSum", "ReduceMean", "ReduceMax"}) {
+      ReduceCase c = rc;
+      cases.push_back({std::string(op) + "_" + rc.name,
+                       "",
+                       op,
+                       {{"keepdims", i(rc.keepdims)}},
+                       1,
+                       kFloats,
+                       [=](DType t, std::mt19937 &rng) -> Inputs {
+                         return {randomTensor(rng, t, x, -2, 2),
+                                 int64Tensor({int64_t(c.axes.size())}, c.axes)};
+                       }});
+      if (std::string(op) == "ReduceMax")
+        continue;
+      bool mean = std::string(op) == "ReduceMean";
+      cases.push_back(
+          {std::string("ReduceGrad_") + (mean ? "mean_" : "sum_") + rc.name,
+           kMpcDomain,
+           "ReduceGrad",
+           {{"keepdims", i(rc.keepdims)}, {"mean", i(mean)}},
+           1,
+           kFloats,
+           [=](DType t, std::mt19937 &rng) -> Inputs {
+             return {randomTensor(rng, t, c.out), randomTensor(rng, t, x),
+                     int64Tensor({int64_t(c.axes.size())}, c.axes)};
+           }});
+    }
+  // A NaN wins a maximum.
+  cases.push_back(
+      {"ReduceMax_nan",
+       "",
+       "ReduceMax",
+       {{"keepdims", i(0)}},
+       1,
+       kFloats,
+       [](DType t, std::mt19937 &rng) -> Inputs {
+         Tensor x = randomTensor(rng, DType::F32, {3, 8});
+         x.data<float>()[10] = NAN;
+         return {t == DType::F32 ? x : x.castTo(t), int64Tensor({1}, {1})};
+       }});
+}
+
+void addGather(std::vector<OpCase> &cases) {
+  // The embedding lookup: rows of a table by int64 indices (repeats and a
+  // negative one); and an inner axis with int32 indices.
+  cases.push_back({"Gather_embedding",
+                   "",
+                   "Gather",
+                   {},
+                   1,
+                   kFloats,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, t, {10, 32}),
+                             int64Tensor({2, 4}, {3, 0, 9, 3, -1, 5, 3, 0})};
+                   }});
+  cases.push_back({"Gather_axis1_int32",
+                   "",
+                   "Gather",
+                   {{"axis", i(1)}},
+                   1,
+                   kFloats,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, t, {3, 7, 2}),
+                             int32Tensor({5}, {6, 0, -7, 2, 2})};
+                   }});
+  // The embedding gradient: repeated indices add up (in index order on
+  // both backends, so exactly); rows no index names are 0.
+  cases.push_back({"GatherGrad_embedding",
+                   kMpcDomain,
+                   "GatherGrad",
+                   {},
+                   1,
+                   kFloats,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     std::uniform_int_distribution<int64_t> d(-12, 11);
+                     std::vector<int64_t> idx(64);
+                     for (int64_t &v : idx)
+                       v = d(rng);
+                     return {randomTensor(rng, t, {4, 16, 32}),
+                             int64Tensor({4, 16}, idx),
+                             randomTensor(rng, t, {12, 32})};
+                   }});
+  cases.push_back({"GatherGrad_axis1_int32",
+                   kMpcDomain,
+                   "GatherGrad",
+                   {{"axis", i(1)}},
+                   1,
+                   kFloats,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, t, {3, 5, 2}),
+                             int32Tensor({5}, {6, 0, -7, 2, 2}),
+                             randomTensor(rng, t, {3, 7, 2})};
+                   }});
+  struct TransposeCase {
+    const char *name;
+    std::vector<int64_t> dims;
+    std::optional<std::vector<int64_t>> perm;
+  };
+  for (const TransposeCase &tc :
+       {TransposeCase{"weights", {40, 24}, std::nullopt},
+        TransposeCase{
+            "heads", {4, 16, 2, 16}, std::vector<int64_t>{0, 2, 1, 3}},
+        TransposeCase{"keys", {4, 16, 2, 16}, std::vector<int64_t>{0, 2, 3, 1}},
+        TransposeCase{
+            "rank5", {2, 3, 1, 4, 5}, std::vector<int64_t>{4, 0, 3, 1, 2}}}) {
+    std::vector<int64_t> dims = tc.dims;
+    Builder::Attrs attrs;
+    if (tc.perm)
+      attrs.push_back({"perm", Attribute::ofInts(*tc.perm)});
+    cases.push_back({std::string("Transpose_") + tc.name, "", "Transpose",
+                     attrs, 1, kFloats,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       return {randomTensor(rng, t, dims)};
+                     }});
+  }
+}
+
+void addDropout(std::vector<OpCase> &cases) {
+  // The mask comes from the shared counter-based generator: the same bits
+  // on both backends, and y = x * scale rounded once.
+  for (float ratio : {0.1f, 0.5f, 1.0f}) {
+    std::string name =
+        "Dropout_train_" + std::to_string(int(std::lround(ratio * 100)));
+    cases.push_back({name,
+                     "",
+                     "Dropout",
+                     {{"seed", i(42)}},
+                     2,
+                     kFloats,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       return {randomTensor(rng, t, {9, 1003}),
+                               f32Scalar(ratio), boolScalar(true)};
+                     }});
+  }
+  cases.push_back({"Dropout_inference",
+                   "",
+                   "Dropout",
+                   {},
+                   2,
+                   kFloats,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, t, {5, 17}), f32Scalar(0.5f),
+                             boolScalar(false)};
+                   }});
+  for (bool training : {true, false})
+    cases.push_back(
+        {std::string("DropoutGrad_") + (training ? "train" : "inference"),
+         kMpcDomain,
+         "DropoutGrad",
+         {},
+         1,
+         kFloats,
+         [=](DType t, std::mt19937 &rng) -> Inputs {
+           return {randomTensor(rng, t, {6, 77}), randomBools(rng, {6, 77}),
+                   f32Scalar(0.3f), boolScalar(training)};
+         }});
+}
+
+void addClipGradNorm(std::vector<OpCase> &cases) {
+  // Three gradients, one spanning several chunks; a max_norm that clips and
+  // one that does not (coefficient 1).
+  for (bool clips : {true, false})
+    cases.push_back(
+        {std::string("ClipGradNorm_") + (clips ? "clips" : "within"),
+         kMpcDomain,
+         "ClipGradNorm",
+         {{"max_norm", f(clips ? 1.0f : 1e6f)}},
+         4,
+         kFloats,
+         [](DType t, std::mt19937 &rng) -> Inputs {
+           return {randomTensor(rng, t, {100}), randomTensor(rng, t, {40000}),
+                   randomTensor(rng, t, {3, 7})};
+         },
+         Compare::Tolerance});
+}
 } // namespace
 
 const std::vector<OpCase> &opCases() {
@@ -548,6 +943,13 @@ const std::vector<OpCase> &opCases() {
     addMatrixProducts(c);
     addLosses(c);
     addTraining(c);
+    addSoftmax(c);
+    addLayerNorm(c);
+    addGeluFamily(c);
+    addReductions(c);
+    addGather(c);
+    addDropout(c);
+    addClipGradNorm(c);
     return c;
   }();
   return cases;

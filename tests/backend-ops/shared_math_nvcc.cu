@@ -5,9 +5,14 @@
 // every architecture of the build). The host wrappers expose nvcc's own
 // host compilation of the same functions, which shared_math_test.cpp
 // compares with the host compiler's on the CPU.
+#include "kernels/common/clip_grad_norm_math.h"
+#include "kernels/common/dropout_rng.h"
+#include "kernels/common/gelu_math.h"
 #include "kernels/common/half.h"
+#include "kernels/common/layer_norm_math.h"
 #include "kernels/common/loss_scale_math.h"
 #include "kernels/common/optimizer_math.h"
+#include "kernels/common/softmax_math.h"
 #include "shared_math_nvcc.h"
 
 namespace mpc {
@@ -32,6 +37,62 @@ __global__ void everySharedFunction(const float *x, uint16_t *h, float *y,
   sgdUpdate(p, v, buf, ss);
   y[i] = p + m + s + buf + scale + torchLerp(v, p, 0.3f) +
          sqrtRn(divRn(subRn(addRn(v, 1.0f), mulRn(v, v)), 3.0f));
+}
+
+/// The row and activation math (softmax_math.h, layer_norm_math.h,
+/// gelu_math.h, dropout_rng.h, clip_grad_norm_math.h) in device code.
+__global__ void everyRowFunction(const float *x, float *y, uint8_t *keep,
+                                 int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n)
+    return;
+  float v = x[i], m = softmaxMax(v, 0.5f);
+  float s = softmaxExpTerm(v, m) + softmaxValue(v, m, 2.0f) +
+            logSoftmaxValue(v, m, 0.3f) + softmaxGradTerm<false>(v, m) +
+            softmaxGradValue<true>(v, m, 0.1f);
+  float l = layerNormMean(v, 7) + layerNormSquaredDeviation(v, m) +
+            layerNormInvStd(v * v, 7, 1e-5) +
+            layerNormValue(v, m, 0.9f, 1.1f, 0.1f) + layerNormXhat(v, m, 2.0f) +
+            layerNormGradInput(1.5f, v, m, 0.2f, 0.3f);
+  float g = geluForward(v, false) + geluForward(v, true) +
+            geluDerivative(v, false) + geluDerivative(v, true) +
+            erfGradValue(v, m);
+  float total = 0;
+  clipAddTensorNorm(total, v * v);
+  y[i] = s + l + g + clipGradNormCoefficient(total, 1.0f);
+  keep[i] = dropoutKeep(splitmix64(uint64_t(i)), i, 1u << 23);
+}
+
+float softmaxValueHost(float x, float max, float sum) {
+  return softmaxValue(x, max, sum);
+}
+float softmaxGradValueHost(bool log, float g, float y, float sum) {
+  return log ? softmaxGradValue<true>(g, y, sum)
+             : softmaxGradValue<false>(g, y, sum);
+}
+float layerNormInvStdHost(float squares, int64_t n, double epsilon) {
+  return layerNormInvStd(squares, n, epsilon);
+}
+float layerNormValueHost(float x, float mean, float inv, float scale,
+                         float bias) {
+  return layerNormValue(x, mean, inv, scale, bias);
+}
+float layerNormGradInputHost(float inv, float g, float meanG, float xhat,
+                             float meanGX) {
+  return layerNormGradInput(inv, g, meanG, xhat, meanGX);
+}
+float geluForwardHost(float x, bool tanhForm) {
+  return geluForward(x, tanhForm);
+}
+float geluDerivativeHost(float x, bool tanhForm) {
+  return geluDerivative(x, tanhForm);
+}
+float erfGradHost(float g, float x) { return erfGradValue(g, x); }
+bool dropoutKeepHost(uint64_t base, int64_t i, uint32_t threshold) {
+  return dropoutKeep(base, i, threshold);
+}
+float clipCoefficientHost(float total, float maxNorm) {
+  return clipGradNormCoefficient(total, maxNorm);
 }
 
 uint16_t floatToHalfHost(float f) { return floatToHalf(f); }

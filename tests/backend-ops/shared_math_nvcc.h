@@ -19,6 +19,18 @@ bool unscaleHost(float g, float inv, float &out);
 void updateLossScaleHost(float &scale, int64_t &tracker, bool foundInf);
 void adamHost(float &p, float g, float &m, float &v, const AdamScalars &s);
 void sgdHost(float &p, float g, float &buf, const SgdScalars &s);
+float softmaxValueHost(float x, float max, float sum);
+float softmaxGradValueHost(bool log, float g, float y, float sum);
+float layerNormInvStdHost(float squares, int64_t n, double epsilon);
+float layerNormValueHost(float x, float mean, float inv, float scale,
+                         float bias);
+float layerNormGradInputHost(float inv, float g, float meanG, float xhat,
+                             float meanGX);
+float geluForwardHost(float x, bool tanhForm);
+float geluDerivativeHost(float x, bool tanhForm);
+float erfGradHost(float g, float x);
+bool dropoutKeepHost(uint64_t base, int64_t i, uint32_t threshold);
+float clipCoefficientHost(float total, float maxNorm);
 
 } // namespace nvcc
 } // namespace mpc

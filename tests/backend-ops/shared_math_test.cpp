@@ -1,14 +1,21 @@
 // The shared MPC_HD math as nvcc compiles it agrees with the host
 // compiler's build, bit for bit, on the CPU.
 //
-// kernels/common/{half.h,loss_scale_math.h,optimizer_math.h} are included
-// by the CUDA kernels and by the CPU kernels. shared_math_nvcc.cu compiles
-// them with nvcc (for the device, which is checked by its building, and for
-// the host); here every fp16/bf16 pattern, a million random fp32 patterns
-// and random optimizer states go through both builds.
+// kernels/common/{half.h,loss_scale_math.h,optimizer_math.h} and the row
+// and activation math (softmax_math.h, layer_norm_math.h, gelu_math.h,
+// dropout_rng.h, clip_grad_norm_math.h) are included by the CUDA kernels
+// and by the CPU kernels. shared_math_nvcc.cu compiles them with nvcc (for
+// the device, which is checked by its building, and for the host); here
+// every fp16/bf16 pattern, a million random fp32 patterns, random optimizer
+// states and random row/activation operands go through both builds.
+#include "kernels/common/clip_grad_norm_math.h"
+#include "kernels/common/dropout_rng.h"
+#include "kernels/common/gelu_math.h"
 #include "kernels/common/half.h"
+#include "kernels/common/layer_norm_math.h"
 #include "kernels/common/loss_scale_math.h"
 #include "kernels/common/optimizer_math.h"
+#include "kernels/common/softmax_math.h"
 #include "shared_math_nvcc.h"
 
 #include <gtest/gtest.h>
@@ -80,6 +87,41 @@ TEST(SharedMathUnderNvcc, OptimizerUpdates) {
       ASSERT_EQ(floatBits(q1), floatBits(q2));
       ASSERT_EQ(floatBits(b1), floatBits(b2));
     }
+  }
+}
+
+TEST(SharedMathUnderNvcc, RowAndActivationMath) {
+  std::mt19937 rng(14);
+  std::uniform_real_distribution<float> d(-6, 6);
+  std::uniform_int_distribution<uint64_t> bits;
+  for (int k = 0; k < 100000; ++k) {
+    float a = d(rng), b = d(rng), c = std::abs(d(rng)) + 0.1f, e = d(rng),
+          f = d(rng);
+    ASSERT_EQ(floatBits(nvcc::softmaxValueHost(a, b, c)),
+              floatBits(softmaxValue(a, b, c)));
+    ASSERT_EQ(floatBits(nvcc::softmaxGradValueHost(false, a, b, e)),
+              floatBits(softmaxGradValue<false>(a, b, e)));
+    ASSERT_EQ(floatBits(nvcc::softmaxGradValueHost(true, a, b, e)),
+              floatBits(softmaxGradValue<true>(a, b, e)));
+    ASSERT_EQ(floatBits(nvcc::layerNormInvStdHost(c, 37, 1e-5)),
+              floatBits(layerNormInvStd(c, 37, 1e-5)));
+    ASSERT_EQ(floatBits(nvcc::layerNormValueHost(a, b, c, e, f)),
+              floatBits(layerNormValue(a, b, c, e, f)));
+    ASSERT_EQ(floatBits(nvcc::layerNormGradInputHost(c, a, b, e, f)),
+              floatBits(layerNormGradInput(c, a, b, e, f)));
+    for (bool t : {false, true}) {
+      ASSERT_EQ(floatBits(nvcc::geluForwardHost(a, t)),
+                floatBits(geluForward(a, t)));
+      ASSERT_EQ(floatBits(nvcc::geluDerivativeHost(a, t)),
+                floatBits(geluDerivative(a, t)));
+    }
+    ASSERT_EQ(floatBits(nvcc::erfGradHost(a, b)),
+              floatBits(erfGradValue(a, b)));
+    uint64_t base = bits(rng);
+    uint32_t thr = uint32_t(bits(rng) & 0xffffff);
+    ASSERT_EQ(nvcc::dropoutKeepHost(base, k, thr), dropoutKeep(base, k, thr));
+    ASSERT_EQ(floatBits(nvcc::clipCoefficientHost(c, 1.0f)),
+              floatBits(clipGradNormCoefficient(c, 1.0f)));
   }
 }
 

@@ -1,0 +1,70 @@
+// LayerNormalization forward and backward: the per-element formulas and the
+// row statistics, shared by the CPU kernels (kernels/cpu/transformer.cpp)
+// and the CUDA kernels (kernels/cuda/layer_norm.cu).
+//
+// The statistics are two-pass in fp32 (fp64 for fp64 X): the mean, then the
+// mean of squared deviations (the biased variance, as PyTorch), so a large
+// mean does not cancel the variance away as a one-pass sum of squares
+// would. The CPU adds in index order (layerNormRowStats); the GPU adds a
+// warp's lane partials in a fixed tree, so its statistics may differ in the
+// last bits, but given the same mean and inv_std every element below is
+// the same operations in the same order on both (nvcc builds with
+// --fmad=false, sqrt and division are IEEE on both).
+#pragma once
+
+#include "kernels/common/float_math.h"
+
+#include <cstdint>
+
+namespace mpc {
+
+/// The mean of a row from its sum.
+template <typename T> MPC_HD T layerNormMean(T sum, int64_t n) {
+  return sum / T(n);
+}
+
+/// A term of the row's sum of squared deviations.
+template <typename T> MPC_HD T layerNormSquaredDeviation(T x, T mean) {
+  return (x - mean) * (x - mean);
+}
+
+/// 1 / sqrt(biased variance + epsilon) from the sum of squared deviations.
+template <typename T>
+MPC_HD T layerNormInvStd(T squares, int64_t n, double epsilon) {
+  return T(1) / sqrtOf(squares / T(n) + T(epsilon));
+}
+
+/// Y = (X - mean) * inv_std * scale + bias.
+template <typename T>
+MPC_HD T layerNormValue(T x, T mean, T invStd, T scale, T bias) {
+  return (x - mean) * invStd * scale + bias;
+}
+
+/// The normalised input xhat = (X - mean) * inv_std (the backward's).
+template <typename T> MPC_HD T layerNormXhat(T x, T mean, T invStd) {
+  return (x - mean) * invStd;
+}
+
+/// dX = inv_std * (g - mean(g) - xhat * mean(g * xhat)), g = dY * scale.
+template <typename T>
+MPC_HD T layerNormGradInput(T invStd, T g, T meanG, T xhat, T meanGXhat) {
+  return invStd * (g - meanG - xhat * meanGXhat);
+}
+
+/// mean and inv_std of one row of n elements read through load(j), in the
+/// CPU backend's order (index order, two passes).
+template <typename T> struct LayerNormRowStats { T mean, invStd; };
+template <typename T, typename Load>
+MPC_HD LayerNormRowStats<T> layerNormRowStats(int64_t n, double epsilon,
+                                              const Load &load) {
+  T sum = 0;
+  for (int64_t j = 0; j < n; ++j)
+    sum += T(load(j));
+  T mean = layerNormMean(sum, n);
+  T squares = 0;
+  for (int64_t j = 0; j < n; ++j)
+    squares += layerNormSquaredDeviation(T(load(j)), mean);
+  return {mean, layerNormInvStd(squares, n, epsilon)};
+}
+
+} // namespace mpc

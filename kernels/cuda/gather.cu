@@ -1,0 +1,102 @@
+// CUDA Gather and GatherGrad kernels: one thread per output element.
+//
+// Gather copies elements as raw bytes. GatherGrad's thread for dData
+// element (o, r, i) walks the positions that gathered row r, in increasing
+// order (GatherRowLists), adding dY's elements in fp32: the CPU kernel adds
+// the same values in the same order, so the sums agree bit for bit, and
+// since no two threads write one element no atomics are needed.
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_io.cuh"
+#include "kernels/cuda/gather.h"
+
+namespace mpc {
+namespace cuda {
+namespace {
+
+template <typename T>
+__global__ void gatherKernel(const T *__restrict__ data,
+                             const int64_t *__restrict__ rows,
+                             T *__restrict__ y, GatherShape s) {
+  int64_t count = s.outer * s.numIndices * s.inner;
+  for (int64_t k = globalIndex(); k < count; k += globalStride()) {
+    int64_t i = k % s.inner, j = (k / s.inner) % s.numIndices,
+            o = k / (s.inner * s.numIndices);
+    y[k] = data[(o * s.len + rows[j]) * s.inner + i];
+  }
+}
+
+__global__ void gatherGradKernel(DType t, const void *__restrict__ dy,
+                                 const int64_t *__restrict__ start,
+                                 const int64_t *__restrict__ positions,
+                                 void *__restrict__ dData, GatherShape s) {
+  int64_t count = s.outer * s.len * s.inner;
+  for (int64_t k = globalIndex(); k < count; k += globalStride()) {
+    int64_t i = k % s.inner, r = (k / s.inner) % s.len,
+            o = k / (s.inner * s.len);
+    float acc = 0.0f;
+    for (int64_t p = start[r]; p < start[r + 1]; ++p)
+      acc += loadAs(t, dy, (o * s.numIndices + positions[p]) * s.inner + i);
+    storeAs(t, dData, k, acc);
+  }
+}
+
+} // namespace
+
+GatherRowLists gatherRowLists(const std::vector<int64_t> &rows, int64_t len) {
+  GatherRowLists l;
+  l.start.assign(size_t(len) + 1, 0);
+  for (int64_t r : rows)
+    ++l.start[size_t(r) + 1];
+  for (size_t r = 0; r < size_t(len); ++r)
+    l.start[r + 1] += l.start[r];
+  l.positions.resize(rows.size());
+  std::vector<int64_t> next(l.start.begin(), l.start.end() - 1);
+  for (size_t j = 0; j < rows.size(); ++j)
+    l.positions[size_t(next[size_t(rows[j])]++)] = int64_t(j);
+  return l;
+}
+
+void launchGather(size_t elementSize, const void *data, const int64_t *rows,
+                  void *y, const GatherShape &s, cudaStream_t st) {
+  int64_t count = s.outer * s.numIndices * s.inner;
+  if (count == 0)
+    return;
+  unsigned grid = gridFor(count);
+  switch (elementSize) {
+  case 1:
+    gatherKernel<<<grid, kBlock, 0, st>>>(static_cast<const uint8_t *>(data),
+                                          rows, static_cast<uint8_t *>(y), s);
+    break;
+  case 2:
+    gatherKernel<<<grid, kBlock, 0, st>>>(static_cast<const uint16_t *>(data),
+                                          rows, static_cast<uint16_t *>(y), s);
+    break;
+  case 4:
+    gatherKernel<<<grid, kBlock, 0, st>>>(static_cast<const uint32_t *>(data),
+                                          rows, static_cast<uint32_t *>(y), s);
+    break;
+  case 8:
+    gatherKernel<<<grid, kBlock, 0, st>>>(static_cast<const uint64_t *>(data),
+                                          rows, static_cast<uint64_t *>(y), s);
+    break;
+  default:
+    throw Error("Gather: element size " + std::to_string(elementSize) +
+                " is not 1, 2, 4 or 8");
+  }
+  MPC_CUDA_CHECK_LAUNCH("gatherKernel");
+}
+
+void launchGatherGrad(DType t, const void *dy, const int64_t *start,
+                      const int64_t *positions, void *dData,
+                      const GatherShape &s, cudaStream_t st) {
+  int64_t count = s.outer * s.len * s.inner;
+  if (count == 0)
+    return;
+  requireDeviceFloat(t, "GatherGrad");
+  gatherGradKernel<<<gridFor(count), kBlock, 0, st>>>(t, dy, start, positions,
+                                                      dData, s);
+  MPC_CUDA_CHECK_LAUNCH("gatherGradKernel");
+}
+
+} // namespace cuda
+} // namespace mpc

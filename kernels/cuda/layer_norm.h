@@ -1,0 +1,46 @@
+// Host entry points of the CUDA LayerNormalization kernels (kernels/cuda/
+// layer_norm.cu): the forward, saving mean and inv_std, and
+// mpc.LayerNormalizationGrad.
+//
+// X is seen as [outer, n] (n = the product of the normalised axes); scale
+// and bias arrive already expanded to n elements (the runner broadcasts a
+// smaller one on the device first). Statistics are fp32, two-pass, with the
+// formulas of kernels/common/layer_norm_math.h (the CPU backend's). Raw
+// device pointers; dtypes fp32, fp16 or bf16, chosen per operand.
+#pragma once
+
+#include "passes/ir/types.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace mpc {
+namespace cuda {
+
+/// y := (x - mean) * inv_std * scale + bias per row; mean/invStd (fp32,
+/// `outer` each) may be nullptr; bias may be nullptr (no bias). x, scale,
+/// bias and y of dtype t.
+void launchLayerNorm(DType t, const void *x, const void *scale,
+                     const void *bias, void *y, float *mean, float *invStd,
+                     int64_t outer, int64_t n, double epsilon,
+                     cudaStream_t stream);
+
+/// The operands of the backward, each with its own dtype.
+struct LayerNormGradArgs {
+  DType dyType = DType::F32, xType = DType::F32, scaleType = DType::F32,
+        statType = DType::F32;
+  const void *dy = nullptr, *x = nullptr, *scale = nullptr;
+  const void *mean = nullptr, *invStd = nullptr;
+  /// Outputs in dY's dtype; any may be nullptr (not computed).
+  void *dx = nullptr, *dScale = nullptr, *dBias = nullptr;
+  int64_t outer = 0, n = 0;
+};
+
+/// dX per row (one warp a row); dScale and dBias per column, each summed
+/// over the rows in row order by one thread, which is the CPU backend's
+/// order, so those two are the same bits on both backends.
+void launchLayerNormGrad(const LayerNormGradArgs &args, cudaStream_t stream);
+
+} // namespace cuda
+} // namespace mpc

@@ -1,0 +1,38 @@
+// Host entry points of the CUDA softmax kernels (kernels/cuda/softmax.cu):
+// Softmax / LogSoftmax along one axis and their gradients (mpc.SoftmaxGrad,
+// mpc.LogSoftmaxGrad).
+//
+// A tensor is seen as rows around the axis ([outer, len, inner], element j
+// of row (o, i) at (o * len + j) * inner + i); one warp takes one row, with
+// fp32 statistics whatever the storage type (kernels/common/softmax_math.h
+// holds the formulas, shared with the CPU backend). Raw device pointers;
+// dtypes fp32, fp16 or bf16.
+#pragma once
+
+#include "kernels/common/host_device.h"
+#include "passes/ir/types.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace mpc {
+namespace cuda {
+
+struct AxisRows {
+  int64_t outer = 1, len = 1, inner = 1;
+  MPC_HD int64_t rows() const { return outer * inner; }
+};
+
+/// y := softmax (or log-softmax) of x along the axis; x and y of dtype t.
+void launchSoftmax(bool log, DType t, const void *x, void *y,
+                   const AxisRows &rows, cudaStream_t stream);
+
+/// dx := SoftmaxGrad (Y * (dY - sum(dY * Y))) or LogSoftmaxGrad
+/// (dY - exp(Y) * sum(dY)); dy and dx of dtype gradT, y of dtype fwdT.
+void launchSoftmaxGrad(bool log, DType gradT, const void *dy, DType fwdT,
+                       const void *y, void *dx, const AxisRows &rows,
+                       cudaStream_t stream);
+
+} // namespace cuda
+} // namespace mpc

@@ -1,0 +1,84 @@
+// CUDA runners of ReduceSum, ReduceMean, ReduceMax and mpc.ReduceGrad.
+//
+// The reduced axes come from the CPU backend's own reducedAxes (axes input
+// or attribute, noop_with_empty_axes), so both backends reduce the same
+// axes; the kernels walk each output's inputs in the CPU's order.
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/cuda/reduce.h"
+#include "passes/ir/mpc_ops.h"
+#include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/node_staging.h"
+
+#include <stdexcept>
+
+namespace mpc {
+namespace cuda {
+namespace {
+
+/// X's dims with 1 on the reduced axes, and the output's dims (keepdims).
+struct ReducedShape {
+  std::vector<int64_t> kept, out;
+  int64_t count = 1; ///< elements reduced into each output
+};
+
+ReducedShape reducedShape(NodeStaging &s, size_t axesInput,
+                          const std::vector<int64_t> &dims) {
+  int64_t rank = int64_t(dims.size());
+  if (rank > kMaxKernelRank)
+    cpu::fail(s.node(), "rank ", rank, " is above the cuda kernels' limit of ",
+              kMaxKernelRank);
+  std::vector<bool> reduced = cpu::reducedAxes(s.ctx(), axesInput, rank);
+  bool keepDims = s.node().attrInt("keepdims", 1) != 0;
+  ReducedShape r;
+  r.kept = dims;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduced[size_t(d)]) {
+      r.kept[size_t(d)] = 1;
+      r.count *= dims[size_t(d)];
+    }
+    if (keepDims || !reduced[size_t(d)])
+      r.out.push_back(r.kept[size_t(d)]);
+  }
+  return r;
+}
+
+template <ReduceKind K> void runReduce(NodeStaging &s) {
+  const Tensor &x = s.in(0, "data");
+  requireDeviceFloat(s.node(), x, "data");
+  ReducedShape r = reducedShape(s, 1, x.dims);
+  void *y = s.out(0, x.dtype, r.out);
+  launchReduce(K, x.dtype, s.device(0), y,
+               makeSumToShapeGeometry(x.dims, r.kept), s.stream());
+}
+
+void runReduceGrad(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X");
+  requireDeviceFloat(node, dy, "dY");
+  ReducedShape r = reducedShape(s, 2, x.dims);
+  if (dy.dims != r.out)
+    cpu::fail(node, "dY of shape ", cpu::shapeString(dy.dims),
+              " is not the reduction of X of shape ", cpu::shapeString(x.dims),
+              " (expects ", cpu::shapeString(r.out), ")");
+  void *dx = s.out(0, dy.dtype, x.dims);
+  const std::vector<int64_t> from[1] = {r.kept};
+  launchReduceGrad(dy.dtype, s.device(0), dx,
+                   makeBroadcastGeometry<1>(x.dims, from),
+                   node.attrInt("mean", 0) != 0, r.count, s.stream());
+}
+
+std::string checkReduce(const Node &n) { return requireDeviceFloat(n, {0}); }
+
+} // namespace
+
+std::vector<CudaOpEntry> reduceOps() {
+  return {
+      {"", "ReduceSum", runReduce<ReduceKind::Sum>, checkReduce},
+      {"", "ReduceMean", runReduce<ReduceKind::Mean>, checkReduce},
+      {"", "ReduceMax", runReduce<ReduceKind::Max>, checkReduce},
+      {kMpcDomain, "ReduceGrad", runReduceGrad, checkReduce},
+  };
+}
+
+} // namespace cuda
+} // namespace mpc

@@ -1,0 +1,276 @@
+// CUDA runners of the transformer family: LayerNormalization and its
+// gradient, Gelu, mpc.GeluGrad, mpc.ErfGrad, Dropout and mpc.DropoutGrad.
+//
+// Operands are validated with the CPU kernels' rules and messages
+// (kernels/cpu/transformer.cpp). A layer norm's scale and bias that are
+// smaller than the normalised shape are broadcast to it on the device
+// first, so the kernels index them per column. Dropout's ratio and
+// training_mode are read on the host (graph constants in compiled steps);
+// its mask is drawn on the device from the shared generator.
+#include "kernels/common/dropout_rng.h"
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dropout.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/gelu.h"
+#include "kernels/cuda/layer_norm.h"
+#include "passes/ir/mpc_ops.h"
+#include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/node_staging.h"
+
+namespace mpc {
+namespace cuda {
+namespace {
+
+using cpu::fail;
+
+// --- LayerNormalization
+// ------------------------------------------------------------
+
+struct LayerNormShape {
+  int64_t outer = 1, n = 1;
+  std::vector<int64_t> norm, stats;
+};
+
+LayerNormShape layerNormShape(const Node &node, const Tensor &x) {
+  int64_t rank = int64_t(x.dims.size());
+  if (rank == 0)
+    fail(node, "X must have rank >= 1");
+  int64_t axis = cpu::normalizeAxis(node, node.attrInt("axis", -1), rank);
+  LayerNormShape s;
+  s.norm.assign(x.dims.begin() + axis, x.dims.end());
+  for (int64_t d = 0; d < rank; ++d)
+    (d < axis ? s.outer : s.n) *= x.dims[size_t(d)];
+  s.stats = x.dims;
+  for (size_t i = size_t(axis); i < s.stats.size(); ++i)
+    s.stats[i] = 1;
+  return s;
+}
+
+void requireBroadcastsTo(const Node &node, const Tensor &t,
+                         const std::vector<int64_t> &norm, const char *what) {
+  bool ok = t.dims.size() <= norm.size();
+  for (size_t i = 0; ok && i < t.dims.size(); ++i) {
+    int64_t d = t.dims[t.dims.size() - 1 - i];
+    ok = d == 1 || d == norm[norm.size() - 1 - i];
+  }
+  if (!ok)
+    fail(node, what, " of shape ", cpu::shapeString(t.dims),
+         " does not broadcast to the normalised shape ",
+         cpu::shapeString(norm));
+}
+
+/// Device pointer to input i expanded to the normalised shape (n elements).
+const void *perColumn(NodeStaging &s, size_t i, const Tensor &t,
+                      const std::vector<int64_t> &norm, int64_t n) {
+  if (t.numel() == n)
+    return s.device(i);
+  if (norm.size() > size_t(kMaxKernelRank))
+    fail(s.node(), "rank ", norm.size(),
+         " is above the cuda kernels' limit of ", kMaxKernelRank);
+  size_t size = dtypeSize(t.dtype);
+  void *full = s.scratch(size_t(n) * size);
+  const std::vector<int64_t> from[1] = {t.dims};
+  launchBroadcastCopy(size, s.device(i), full,
+                      makeBroadcastGeometry<1>(norm, from), s.stream());
+  return full;
+}
+
+void runLayerNorm(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "X"), &scale = s.in(1, "Scale");
+  const Tensor *bias = s.optionalIn(2);
+  if (node.attrInt("stash_type", 1) != 1)
+    fail(node, "stash_type ", node.attrInt("stash_type", 1),
+         " is not supported (mpc computes layer-norm statistics in fp32)");
+  if (scale.dtype != x.dtype || (bias && bias->dtype != x.dtype))
+    fail(node, "Scale and B must have X's element type ", dtypeName(x.dtype));
+  requireDeviceFloat(node, x, "X");
+  LayerNormShape sh = layerNormShape(node, x);
+  requireBroadcastsTo(node, scale, sh.norm, "Scale");
+  if (bias)
+    requireBroadcastsTo(node, *bias, sh.norm, "B");
+  const void *sc = perColumn(s, 1, scale, sh.norm, sh.n);
+  const void *bi = bias ? perColumn(s, 2, *bias, sh.norm, sh.n) : nullptr;
+  void *y = s.out(0, x.dtype, x.dims);
+  auto *mean = static_cast<float *>(s.optionalOut(1, DType::F32, sh.stats));
+  auto *inv = static_cast<float *>(s.optionalOut(2, DType::F32, sh.stats));
+  launchLayerNorm(x.dtype, s.device(0), sc, bi, y, mean, inv, sh.outer, sh.n,
+                  node.attrFloat("epsilon", 1e-5f), s.stream());
+}
+
+void runLayerNormGrad(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X"),
+               &scale = s.in(2, "scale"), &mean = s.in(3, "mean"),
+               &inv = s.in(4, "inv_std");
+  if (dy.dims != x.dims)
+    fail(node, "dY of shape ", cpu::shapeString(dy.dims),
+         " does not match X of shape ", cpu::shapeString(x.dims));
+  LayerNormShape sh = layerNormShape(node, x);
+  requireBroadcastsTo(node, scale, sh.norm, "scale");
+  if (mean.numel() != sh.outer || inv.numel() != sh.outer)
+    fail(node, "mean and inv_std must hold one value per normalised row (",
+         sh.outer, "), got shapes ", cpu::shapeString(mean.dims), " and ",
+         cpu::shapeString(inv.dims));
+  requireDeviceFloat(node, dy, "dY");
+  requireDeviceFloat(node, x, "X");
+  requireDeviceFloat(node, scale, "scale");
+  requireDeviceFloat(node, mean, "mean");
+  if (inv.dtype != mean.dtype)
+    fail(node,
+         "mean and inv_std must have one element type on the cuda "
+         "backend, got ",
+         dtypeName(mean.dtype), " and ", dtypeName(inv.dtype));
+  LayerNormGradArgs a;
+  a.dyType = dy.dtype;
+  a.xType = x.dtype;
+  a.scaleType = scale.dtype;
+  a.statType = mean.dtype;
+  a.dy = s.device(0);
+  a.x = s.device(1);
+  a.scale = perColumn(s, 2, scale, sh.norm, sh.n);
+  a.mean = s.device(3);
+  a.invStd = s.device(4);
+  a.dx = s.optionalOut(0, dy.dtype, dy.dims);
+  a.dScale = s.optionalOut(1, dy.dtype, sh.norm);
+  a.dBias = s.optionalOut(2, dy.dtype, sh.norm);
+  a.outer = sh.outer;
+  a.n = sh.n;
+  launchLayerNormGrad(a, s.stream());
+}
+
+// --- GELU
+// ------------------------------------------------------------------------
+
+bool geluTanh(const Node &node) {
+  std::string a = node.attrString("approximate", "none");
+  if (a != "none" && a != "tanh")
+    fail(node, "attribute 'approximate' must be \"none\" or \"tanh\", got \"",
+         a, "\"");
+  return a == "tanh";
+}
+
+void runGelu(NodeStaging &s) {
+  const Tensor &x = s.in(0, "X");
+  requireDeviceFloat(s.node(), x, "X");
+  bool tanhForm = geluTanh(s.node());
+  void *y = s.out(0, x.dtype, x.dims);
+  launchGelu(x.dtype, s.device(0), y, x.numel(), tanhForm, s.stream());
+}
+
+template <GeluGradKind K> void runGeluGrad(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X");
+  if (dy.dims != x.dims)
+    fail(node, "dY of shape ", cpu::shapeString(dy.dims),
+         " does not match X of shape ", cpu::shapeString(x.dims));
+  requireDeviceFloat(node, dy, "dY");
+  requireDeviceFloat(node, x, "X");
+  GeluGradKind kind = K;
+  if (K != GeluGradKind::Erf && geluTanh(node))
+    kind = GeluGradKind::GeluTanh;
+  void *dx = s.out(0, dy.dtype, dy.dims);
+  launchGeluGrad(kind, dy.dtype, s.device(0), x.dtype, s.device(1), dx,
+                 dy.numel(), s.stream());
+}
+
+// --- Dropout
+// ---------------------------------------------------------------------
+
+struct DropoutMode {
+  double ratio = 0.5;
+  bool training = false;
+};
+
+/// ratio (input ratioAt, else the attribute, default 0.5) and
+/// training_mode (input ratioAt + 1, false when absent), as the CPU reads
+/// them.
+DropoutMode dropoutMode(NodeStaging &s, size_t ratioAt) {
+  DropoutMode m;
+  if (const Tensor *r = s.optionalIn(ratioAt)) {
+    if (r->numel() != 1 || !isFloating(r->dtype))
+      fail(s.node(), "ratio must be one floating-point element, got ",
+           dtypeName(r->dtype), " ", cpu::shapeString(r->dims));
+    m.ratio = r->getAsDouble(0);
+  } else {
+    m.ratio = s.node().attrFloat("ratio", 0.5f);
+  }
+  if (const Tensor *t = s.optionalIn(ratioAt + 1))
+    m.training = cpu::flagSet(s.node(), *t, "training_mode");
+  if (m.training && !(m.ratio >= 0 && m.ratio <= 1))
+    fail(s.node(), "ratio must be in [0, 1], got ", m.ratio);
+  return m;
+}
+
+void copyOnDevice(NodeStaging &s, void *dst, size_t i, const Tensor &t) {
+  if (t.byteSize())
+    MPC_CUDA_CHECK(cudaMemcpyAsync(dst, s.device(i), t.byteSize(),
+                                   cudaMemcpyDeviceToDevice, s.stream()));
+}
+
+void runDropout(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "data");
+  requireDeviceFloat(node, x, "data");
+  DropoutMode m = dropoutMode(s, 1);
+  void *y = s.out(0, x.dtype, x.dims);
+  auto *mask = static_cast<uint8_t *>(s.optionalOut(1, DType::Bool, x.dims));
+  if (!m.training || m.ratio == 0) {
+    copyOnDevice(s, y, 0, x);
+    if (mask && x.numel())
+      MPC_CUDA_CHECK(cudaMemsetAsync(mask, 1, size_t(x.numel()), s.stream()));
+    return;
+  }
+  uint64_t key =
+      dropoutKey(node.name(), node.hasAttr("seed"), node.attrInt("seed", 0));
+  launchDropout(x.dtype, s.device(0), y, mask, x.numel(), s.ctx().seed ^ key,
+                dropoutThreshold(m.ratio), dropoutScale(m.ratio), s.stream());
+}
+
+void runDropoutGrad(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &mask = s.in(1, "mask");
+  if (mask.dtype != DType::Bool || mask.dims != dy.dims)
+    fail(node, "mask must be bool of dY's shape ", cpu::shapeString(dy.dims),
+         ", got ", dtypeName(mask.dtype), " ", cpu::shapeString(mask.dims));
+  requireDeviceFloat(node, dy, "dY");
+  DropoutMode m = dropoutMode(s, 2);
+  void *dx = s.out(0, dy.dtype, dy.dims);
+  if (!m.training) {
+    copyOnDevice(s, dx, 0, dy);
+    return;
+  }
+  launchDropoutGrad(dy.dtype, s.device(0),
+                    static_cast<const uint8_t *>(s.device(1)), dx, dy.numel(),
+                    dropoutScale(m.ratio), s.stream());
+}
+
+std::string checkLayerNormGrad(const Node &n) {
+  return requireDeviceFloat(n, {0, 1, 2, 3, 4});
+}
+std::string checkInput0(const Node &n) { return requireDeviceFloat(n, {0}); }
+std::string checkInputs01(const Node &n) {
+  return requireDeviceFloat(n, {0, 1});
+}
+
+} // namespace
+
+std::vector<CudaOpEntry> transformerOps() {
+  return {
+      {"", "LayerNormalization", runLayerNorm,
+       [](const Node &n) {
+         return requireDeviceFloat(n, {0, 1, 2});
+       }},
+      {kMpcDomain, "LayerNormalizationGrad", runLayerNormGrad,
+       checkLayerNormGrad},
+      {"", "Gelu", runGelu, checkInput0},
+      {kMpcDomain, "GeluGrad", runGeluGrad<GeluGradKind::Gelu>, checkInputs01},
+      {kMpcDomain, "ErfGrad", runGeluGrad<GeluGradKind::Erf>, checkInputs01},
+      {"", "Dropout", runDropout, checkInput0},
+      {kMpcDomain, "DropoutGrad", runDropoutGrad, checkInput0},
+  };
+}
+
+} // namespace cuda
+} // namespace mpc
