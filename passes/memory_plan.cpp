@@ -1,6 +1,7 @@
 // Memory plan: classification, lifetimes, in-place writes, offsets.
 #include "passes/memory_plan.h"
 
+#include "passes/lifetime_offsets.h"
 #include "passes/pass.h"
 
 #include <algorithm>
@@ -322,26 +323,13 @@ MemoryPlan planMemory(const PlanInputs &in) {
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return buffers[a].bytes > buffers[b].bytes;
   });
-  std::vector<size_t> placedSoFar;
+  LifetimeOffsets placed(numNodes);
   size_t transientEnd = 0;
   for (size_t bi : order) {
     Buffer &b = buffers[bi];
-    std::vector<std::pair<size_t, size_t>> busy; // [offset, end) overlapping
-    for (size_t oj : placedSoFar) {
-      const Buffer &o = buffers[oj];
-      if (o.first <= b.last && b.first <= o.last)
-        busy.push_back({o.offset, o.offset + o.bytes});
-    }
-    std::sort(busy.begin(), busy.end());
-    size_t at = 0;
-    for (const auto &r : busy) {
-      if (r.first >= at + b.bytes)
-        break;
-      at = std::max(at, alignUp(r.second, plan.alignment));
-    }
-    b.offset = at;
-    transientEnd = std::max(transientEnd, at + b.bytes);
-    placedSoFar.push_back(bi);
+    b.offset = placed.lowestFit(b.first, b.last, b.bytes, plan.alignment);
+    placed.place(b.first, b.last, b.offset, b.bytes);
+    transientEnd = std::max(transientEnd, b.offset + b.bytes);
   }
   plan.numBuffers = buffers.size();
   for (size_t bi = 0; bi < buffers.size(); ++bi)

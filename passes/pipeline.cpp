@@ -3,29 +3,95 @@
 
 #include "passes/support/diagnostics.h"
 
+#include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <sstream>
 
 namespace mpc {
+
+TimePoint TimePoint::now() {
+  using Clock = std::chrono::steady_clock;
+  timespec cpu{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+  return {
+      std::chrono::duration<double>(Clock::now().time_since_epoch()).count(),
+      double(cpu.tv_sec) + double(cpu.tv_nsec) * 1e-9};
+}
+
+void PassTimings::add(const std::string &name, const TimePoint &start) {
+  TimePoint end = TimePoint::now();
+  for (PassTiming &row : rows_)
+    if (row.name == name) {
+      row.wall += end.wall - start.wall;
+      row.cpu += end.cpu - start.cpu;
+      return;
+    }
+  rows_.push_back({name, end.wall - start.wall, end.cpu - start.cpu});
+}
+
+std::string PassTimings::report() const {
+  PassTiming total{"Total"};
+  for (const PassTiming &row : rows_) {
+    total.wall += row.wall;
+    total.cpu += row.cpu;
+  }
+  std::ostringstream os;
+  char line[200];
+  os << "===-------------------------------------------------------------"
+        "------------===\n"
+     << "                      ... Pass execution timing report ...\n"
+     << "===-------------------------------------------------------------"
+        "------------===\n";
+  std::snprintf(line, sizeof line,
+                "  Total Execution Time: %.4f seconds (%.4f wall clock)\n\n",
+                total.cpu, total.wall);
+  os << line << "   ---User+System---   ---Wall Time---  --- Name ---\n";
+  auto share = [](double part, double whole) {
+    return whole > 0 ? 100.0 * part / whole : 0.0;
+  };
+  auto row = [&](const PassTiming &r) {
+    std::snprintf(line, sizeof line,
+                  "   %7.4f (%5.1f%%)   %7.4f (%5.1f%%)  %s\n", r.cpu,
+                  share(r.cpu, total.cpu), r.wall, share(r.wall, total.wall),
+                  r.name.c_str());
+    os << line;
+  };
+  for (const PassTiming &r : rows_)
+    row(r);
+  row(total);
+  return os.str();
+}
 
 void runPipeline(Model &model, const std::vector<PipelineEntry> &pipeline,
                  const CompileOptions &options, const PipelineConfig &config,
                  Statistics &stats) {
   for (const PipelineEntry &entry : pipeline) {
     PassContext ctx{options, entry.options, {}};
+    TimePoint start = TimePoint::now();
     entry.pass->run(model, ctx);
+    if (config.timings)
+      config.timings->add(entry.pass->name, start);
     for (const auto &kv : ctx.stats)
       stats[std::string(entry.pass->name) + "." + kv.first] += kv.second;
     if (config.verifyEach && std::string(entry.pass->name) != "verify") {
       PassContext vctx{options, {}, {}};
+      start = TimePoint::now();
       try {
         runVerify(model, vctx);
       } catch (const Error &e) {
         throw Error(std::string("verifier failed after pass '") +
                     entry.pass->name + "' (a bug in that pass): " + e.what());
       }
+      if (config.timings)
+        config.timings->add("verify-each", start);
     }
-    if (config.afterPass)
+    if (config.afterPass) {
+      start = TimePoint::now();
       config.afterPass(entry.pass->name, model);
+      if (config.timings)
+        config.timings->add("after-pass hooks", start);
+    }
   }
 }
 

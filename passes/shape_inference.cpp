@@ -18,6 +18,8 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
+#include <unordered_map>
 
 namespace mpc {
 namespace {
@@ -1420,11 +1422,22 @@ const OpRule kRules[] = {
 };
 
 const OpRule *findRule(const std::string &domain, const std::string &op) {
+  // Rules by op name, in table order: verify infers every node after every
+  // pass, and a scan of the table per node was a measurable share of that.
+  static const auto byOp = [] {
+    std::unordered_map<std::string_view, std::vector<const OpRule *>> m;
+    for (const OpRule &r : kRules)
+      m[r.op].push_back(&r);
+    return m;
+  }();
+  auto it = byOp.find(op);
+  if (it == byOp.end())
+    return nullptr;
   // "ai.onnx" is the default domain spelled out.
-  std::string d = domain == "ai.onnx" ? std::string() : domain;
-  for (const OpRule &r : kRules)
-    if (d == r.domain && op == r.op)
-      return &r;
+  std::string_view d = domain == "ai.onnx" ? std::string_view() : domain;
+  for (const OpRule *r : it->second)
+    if (d == r->domain)
+      return r;
   return nullptr;
 }
 

@@ -4,11 +4,13 @@
 // is defined once, by a graph input, an initializer or one node; nodes are in
 // topological order (and a violation that is a cycle is reported as one);
 // every op is supported with the right number of inputs; types are
-// consistent, by running shape inference on a scratch copy (the model itself
-// is never changed) and comparing with what values already declare; the
+// consistent, by running shape inference over the graph in order and
+// comparing with what values already declare (the declared types are put back
+// afterwards, so the model is left as it was); the
 // update bindings pair state with algorithm values of the same type; and the
 // mpc.* metadata names existing values. Runs first, and after every pass
-// (--verify-each), so it needs nothing before it.
+// (--verify-each), so it needs nothing before it. It costs O(nodes + edges)
+// with no copies: side tables are indexed by Value::id().
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
@@ -37,7 +39,8 @@ struct TypeFacts {
 };
 
 /// Two type facts about one value disagree (both known and different).
-bool typesConflict(const TypeFacts &a, const TypeFacts &b) {
+/// Templated so that Values compare without copying their dims.
+template <typename A, typename B> bool typesConflict(const A &a, const B &b) {
   if (a.dtype != DType::Undefined && b.dtype != DType::Undefined &&
       a.dtype != b.dtype)
     return true;
@@ -50,6 +53,16 @@ bool typesConflict(const TypeFacts &a, const TypeFacts &b) {
         a.dims[i].value != b.dims[i].value)
       return true;
   return false;
+}
+
+/// dims == toDims(concrete), without building the Dims.
+bool sameDims(const Dims &dims, const std::vector<int64_t> &concrete) {
+  if (dims.size() != concrete.size())
+    return false;
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i].value != concrete[i] || !dims[i].symbol.empty())
+      return false;
+  return true;
 }
 
 std::vector<std::string> splitNames(const std::string &s) {
@@ -114,20 +127,33 @@ const Node *nodeOnCycle(const Graph &g) {
 
 /// Every value is defined once and used only after its definition.
 void checkStructure(const Graph &g) {
-  std::unordered_set<const Value *> defined;
-  auto define = [&](const Value *v, const std::string &what) {
+  // defined[v->id()] for the values of g defined so far.
+  std::vector<char> defined(g.numValueIds(), 0);
+  auto isDefined = [&](const Value *v) {
+    return v && v->owner() == &g && defined[v->id()];
+  };
+  // `what` names the definition in errors; for a node output it is built
+  // only when one is reported (it is needed for every output of every node).
+  auto define = [&](const Value *v, const char *kind,
+                    const Node *producer = nullptr) {
+    auto what = [&] {
+      return producer ? "output of " + describeNode(*producer)
+                      : std::string(kind);
+    };
     if (!v)
-      error() << where(g) << what << " is missing";
+      error() << where(g) << what() << " is missing";
     if (v->owner() != &g)
-      error() << where(g) << what << " '" << v->name()
+      error() << where(g) << what() << " '" << v->name()
               << "' belongs to another graph";
-    if (g.findValue(v->name()) != v)
-      error() << where(g) << what << " '" << v->name()
+    // isLive() is findValue(v->name()) == v, kept by the graph as it changes.
+    if (!v->isLive())
+      error() << where(g) << what() << " '" << v->name()
               << "' is not a live value of the graph (removed, or its name "
                  "is taken by another value)";
-    if (!defined.insert(v).second)
+    if (defined[v->id()])
       error() << where(g) << "value '" << v->name()
               << "' is defined more than once";
+    defined[v->id()] = 1;
   };
   for (const Value *in : g.inputs()) {
     define(in, "graph input");
@@ -151,19 +177,21 @@ void checkStructure(const Graph &g) {
               << t->bytes.size() << " bytes, its type " << dtypeName(t->dtype)
               << "[" << dimsToString(t->dims) << "] needs " << need;
     if (init->dtype != t->dtype || !init->hasShape ||
-        init->dims != toDims(t->dims))
+        !sameDims(init->dims, t->dims))
       error() << where(g) << "initializer '" << init->name() << "' is declared "
               << init->typeString() << " but holds " << dtypeName(t->dtype)
               << "[" << dimsToString(t->dims) << "]";
   }
 
-  // Producers of values defined later in the list: a use of one is an
-  // ordering bug, or a cycle.
-  std::unordered_set<const Value *> producedLater;
-  for (const auto &n : g.nodes())
-    for (const Value *o : n->outputs())
-      if (o)
-        producedLater.insert(o);
+  // Outputs of the graph's nodes, for the error path only: a use of one
+  // that is not defined yet is an ordering bug, or a cycle.
+  auto producedLater = [&](const Value *v) {
+    for (const auto &n : g.nodes())
+      for (const Value *o : n->outputs())
+        if (o == v)
+          return true;
+    return false;
+  };
 
   for (const auto &np : g.nodes()) {
     const Node &n = *np;
@@ -171,12 +199,12 @@ void checkStructure(const Graph &g) {
       errorAt(n) << "belongs to another graph";
     for (size_t i = 0; i < n.numInputs(); ++i) {
       const Value *v = n.input(i);
-      if (!v || defined.count(v))
+      if (!v || isDefined(v))
         continue; // omitted optional inputs are the op rules' business
       if (v->owner() != &g)
         errorAt(n) << "input " << i << " '" << v->name()
                    << "' belongs to another graph (not '" << g.name() << "')";
-      if (producedLater.count(v)) {
+      if (producedLater(v)) {
         if (const Node *c = nodeOnCycle(g))
           errorAt(*c) << "is part of a cycle (graph '" << g.name() << "')";
         errorAt(n) << "input " << i << " '" << v->name()
@@ -195,7 +223,7 @@ void checkStructure(const Graph &g) {
       if (o->producer() != &n || o->producerIndex() != int(i))
         errorAt(n) << "output " << i << " '" << o->name()
                    << "' does not record this node as its producer";
-      define(o, "output of " + describeNode(n));
+      define(o, nullptr, &n);
     }
   }
 
@@ -205,27 +233,82 @@ void checkStructure(const Graph &g) {
     const Value *o = g.outputs()[i];
     if (!o)
       error() << where(g) << "output " << i << " is missing";
-    if (!defined.count(o))
+    if (!isDefined(o))
       error() << where(g) << "output '" << o->name()
               << "' is not defined by any node, graph input or initializer";
   }
 }
 
-/// Supported ops and consistent types, inferred on a copy of the graph
-/// (inferNode reports unsupported ops with the list of supported ones).
-void checkTypes(const Graph &g, int64_t opset) {
-  std::unique_ptr<Graph> scratch = g.clone();
-  for (Node *n : scratch->nodeList()) {
-    std::vector<TypeFacts> declared;
-    for (const Value *o : n->outputs())
-      declared.push_back(o ? TypeFacts::of(*o) : TypeFacts());
-    inferNode(*n, opset);
-    for (size_t i = 0; i < n->numOutputs(); ++i) {
-      const Value *o = n->output(i);
-      if (o && typesConflict(declared[i], TypeFacts::of(*o)))
-        errorAt(*n) << "output '" << o->name() << "' is declared "
-                    << declared[i].text() << " but the op produces "
-                    << o->typeString();
+/// Puts back the declared types of the values checkTypes inferred over, in
+/// reverse (a value listed twice gets its first, declared, type back), also
+/// when a check throws. The saved types live in one pool kept between runs:
+/// copying dims into vectors that already have the room allocates nothing,
+/// and verify runs after every pass.
+class RestoreTypes {
+public:
+  RestoreTypes() : base_(top()) {}
+  RestoreTypes(const RestoreTypes &) = delete;
+  RestoreTypes &operator=(const RestoreTypes &) = delete;
+  ~RestoreTypes() {
+    auto &p = pool();
+    for (size_t k = top(); k-- > base_;) {
+      Value &v = *p[k].first;
+      v.dtype = p[k].second.dtype;
+      v.hasShape = p[k].second.hasShape;
+      v.dims = p[k].second.dims;
+    }
+    top() = base_;
+  }
+  /// Saves v's type; returns its index for declared().
+  size_t save(Value *v) {
+    auto &p = pool();
+    size_t k = top()++;
+    if (k == p.size())
+      p.emplace_back();
+    p[k].first = v;
+    p[k].second.dtype = v->dtype;
+    p[k].second.hasShape = v->hasShape;
+    p[k].second.dims = v->dims;
+    return k;
+  }
+  size_t size() const { return top(); }
+  const TypeFacts &declared(size_t index) const { return pool()[index].second; }
+
+private:
+  static std::vector<std::pair<Value *, TypeFacts>> &pool() {
+    static thread_local std::vector<std::pair<Value *, TypeFacts>> p;
+    return p;
+  }
+  static size_t &top() {
+    static thread_local size_t t = 0;
+    return t;
+  }
+  size_t base_;
+};
+
+/// Supported ops and consistent types (inferNode reports unsupported ops with
+/// the list of supported ones). Inference runs over the graph itself, in
+/// order, so that later nodes see the inferred types of earlier ones as they
+/// would on a copy of the graph; every output's declared type is restored
+/// afterwards (the checks compare with the type saved before inference).
+void checkTypes(Graph &g, int64_t opset) {
+  RestoreTypes restore;
+  for (const auto &np : g.nodes()) {
+    Node &n = *np;
+    size_t k = restore.size(); // this node's outputs are saved from here on
+    for (Value *o : n.outputs())
+      if (o)
+        restore.save(o);
+    inferNode(n, opset);
+    for (size_t i = 0; i < n.numOutputs(); ++i) {
+      const Value *o = n.output(i);
+      if (!o)
+        continue;
+      const TypeFacts &declared = restore.declared(k++);
+      if (typesConflict(declared, *o))
+        errorAt(n) << "output '" << o->name() << "' is declared "
+                   << declared.text() << " but the op produces "
+                   << o->typeString();
     }
   }
 }
@@ -261,7 +344,7 @@ void checkBindings(const Model &model) {
     if (!v)
       error() << "update_binding: value '" << value << "' (for state '" << key
               << "') is not a value of the training algorithm";
-    if (typesConflict(TypeFacts::of(*state), TypeFacts::of(*v)))
+    if (typesConflict(*state, *v))
       error() << "update_binding: state '" << key << "' is "
               << state->typeString() << " but its new value '" << value
               << "' is " << v->typeString();
@@ -323,7 +406,7 @@ void runVerify(Model &model, PassContext &ctx) {
     if (!g)
       continue;
     checkStructure(*g);
-    checkTypes(*g, opset);
+    checkTypes(*const_cast<Graph *>(g), opset);
     nodes += int64_t(g->numNodes());
   }
   checkBindings(model);

@@ -43,11 +43,6 @@ Dims toDims(const std::vector<int64_t> &dims) {
 
 void Value::setInitializer(TensorPtr t) { initializer_ = std::move(t); }
 
-bool Value::isGraphOutput() const {
-  const auto &outs = owner_->outputs();
-  return std::find(outs.begin(), outs.end(), this) != outs.end();
-}
-
 std::string Value::typeString() const {
   std::string s = dtypeName(dtype);
   if (hasShape)
@@ -212,9 +207,14 @@ Value *Graph::newValueNamed(const std::string &name) {
   auto v = std::make_unique<Value>();
   v->name_ = name;
   v->owner_ = this;
+  v->id_ = values_.size();
   Value *raw = v.get();
   values_.push_back(std::move(v));
-  valuesByName_[name] = raw;
+  Value *&slot = valuesByName_[name];
+  if (slot) // only when a pass broke the unique-name rule; verify reports it
+    slot->live_ = false;
+  slot = raw;
+  raw->live_ = true;
   return raw;
 }
 
@@ -231,9 +231,21 @@ void Graph::renameValue(Value *v, const std::string &newName) {
   if (v->name_ == newName)
     return;
   assert(!valuesByName_.count(newName));
-  valuesByName_.erase(v->name_);
+  forgetName(v->name_);
   v->name_ = newName;
-  valuesByName_[newName] = v;
+  Value *&slot = valuesByName_[newName];
+  if (slot)
+    slot->live_ = false;
+  slot = v;
+  v->live_ = true;
+}
+
+void Graph::forgetName(const std::string &name) {
+  auto it = valuesByName_.find(name);
+  if (it == valuesByName_.end())
+    return;
+  it->second->live_ = false;
+  valuesByName_.erase(it);
 }
 
 Value *Graph::addInput(const std::string &name, DType t, const Dims &dims) {
@@ -256,9 +268,28 @@ Value *Graph::addInitializer(const std::string &name, TensorPtr data) {
   return v;
 }
 
-void Graph::addOutput(Value *v) { outputs_.push_back(v); }
-void Graph::setOutput(size_t i, Value *v) { outputs_.at(i) = v; }
-void Graph::removeOutput(size_t i) { outputs_.erase(outputs_.begin() + i); }
+void Graph::addOutput(Value *v) {
+  outputs_.push_back(v);
+  countOutput(v, +1);
+}
+
+void Graph::setOutput(size_t i, Value *v) {
+  Value *&slot = outputs_.at(i);
+  countOutput(slot, -1);
+  slot = v;
+  countOutput(v, +1);
+}
+
+void Graph::removeOutput(size_t i) {
+  countOutput(outputs_.at(i), -1);
+  outputs_.erase(outputs_.begin() + i);
+}
+
+void Graph::clearOutputs() {
+  for (Value *v : outputs_)
+    countOutput(v, -1);
+  outputs_.clear();
+}
 
 void Graph::removeInitializer(Value *v) {
   auto it = std::find(initializers_.begin(), initializers_.end(), v);
@@ -269,8 +300,10 @@ void Graph::removeInitializer(Value *v) {
   // Like a removed node's outputs: the value stays owned (pointers remain
   // valid) but its name is free again and findValue no longer returns it.
   auto byName = valuesByName_.find(v->name_);
-  if (byName != valuesByName_.end() && byName->second == v)
+  if (byName != valuesByName_.end() && byName->second == v) {
+    v->live_ = false;
     valuesByName_.erase(byName);
+  }
 }
 
 void Graph::makeInitializerAnInput(Value *v) {
@@ -368,7 +401,7 @@ void Graph::removeNode(Node *n) {
     assert(out->uses_.empty());
     out->producer_ = nullptr;
     out->producerIndex_ = -1;
-    valuesByName_.erase(out->name_);
+    forgetName(out->name_);
     // Values stay owned (pointers remain valid) but are no longer findable.
   }
   nodes_.erase(n->self_);
@@ -381,8 +414,11 @@ void Graph::replaceAllUsesWith(Value *from, Value *to) {
   for (const Use &u : uses)
     u.user->setInput(size_t(u.index), to);
   for (Value *&o : outputs_)
-    if (o == from)
+    if (o == from) {
+      countOutput(from, -1);
       o = to;
+      countOutput(to, +1);
+    }
 }
 
 void Graph::moveBefore(Node *n, Node *before) {

@@ -78,7 +78,15 @@ public:
   const TensorPtr &initializer() const { return initializer_; }
   void setInitializer(TensorPtr t);
   bool isGraphInput() const { return isGraphInput_; }
-  bool isGraphOutput() const;
+  /// True when the value is among its own graph's outputs (O(1): the graph
+  /// counts how often each of its values is listed).
+  bool isGraphOutput() const { return outputCount_ > 0; }
+  /// True while findValue(name()) on the owner returns this value: false once
+  /// its node or initializer is removed or another value took its name.
+  bool isLive() const { return live_; }
+  /// Dense index within the owning graph (0 .. Graph::numValueIds()-1), for
+  /// side tables indexed by value instead of hash maps. Never reused.
+  size_t id() const { return id_; }
 
   /// True for model state (persistent initializers living in the main graph):
   /// parameters, optimizer moments, loss-scale state, batch-norm statistics.
@@ -110,6 +118,9 @@ private:
   std::vector<Use> uses_;
   TensorPtr initializer_;
   bool isGraphInput_ = false;
+  bool live_ = false;
+  int outputCount_ = 0;
+  size_t id_ = 0;
 };
 
 /// A node attribute (the ONNX attribute kinds the supported ops use).
@@ -210,6 +221,8 @@ public:
   std::string uniqueValueName(const std::string &hint) const;
   /// Renames a value (the new name must be unused).
   void renameValue(Value *v, const std::string &newName);
+  /// One past the largest Value::id() of this graph (removed values included).
+  size_t numValueIds() const { return values_.size(); }
 
   const std::vector<Value *> &inputs() const { return inputs_; }
   const std::vector<Value *> &outputs() const { return outputs_; }
@@ -222,7 +235,7 @@ public:
   void addOutput(Value *v);
   void setOutput(size_t i, Value *v);
   void removeOutput(size_t i);
-  void clearOutputs() { outputs_.clear(); }
+  void clearOutputs();
   /// Removes an initializer with no uses (and not a graph output).
   void removeInitializer(Value *v);
   /// Turns an initializer into a graph input (for --emit=step) or back.
@@ -267,6 +280,13 @@ private:
   friend class Node;
   Value *newValueNamed(const std::string &name);
   void removeUse(Value *v, Node *user, int index);
+  /// Drops `name` from the name table (its holder stops being live).
+  void forgetName(const std::string &name);
+  /// Keeps Value::outputCount_ in step with outputs_ (own values only).
+  void countOutput(Value *v, int delta) {
+    if (v && v->owner_ == this)
+      v->outputCount_ += delta;
+  }
 
   std::string name_;
   std::vector<std::unique_ptr<Value>> values_;

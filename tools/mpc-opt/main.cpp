@@ -39,6 +39,8 @@ output:
   --no-verify-each        do not verify the graph after every pass
   --split-input-file      process chunks separated by "// -----" separately
   --stats                 print pass statistics on stderr
+  --time-passes           print the CPU and wall time of every pass, the
+                          verifier, import and export on stderr (a table)
   --explain               print each node's precision and the rule that chose
                           it (stdout; stderr when -o - writes the model)
   --dot=FILE              write the step graph as Graphviz, coloured by
@@ -79,6 +81,7 @@ struct Flags {
   bool verifyEach = true;
   bool splitInputFile = false;
   bool stats = false;
+  bool timePasses = false;
   bool explain = false;
   std::string dotFile;
   bool reportMemory = false; ///< --report=memory
@@ -169,6 +172,8 @@ Flags parseFlags(int argc, char **argv) {
       f.splitInputFile = true;
     } else if (arg == "--stats") {
       f.stats = true;
+    } else if (arg == "--time-passes") {
+      f.timePasses = true;
     } else if (arg == "--explain") {
       f.explain = true;
     } else if (key == "--report") {
@@ -287,7 +292,8 @@ void reportMemory(const Model &model, const Flags &f) {
   config.verifyEach = false;
   Statistics stats;
   runPipeline(*base,
-              f.passesGiven ? parsePipeline(f.passes) : defaultPipelineFor(*base),
+              f.passesGiven ? parsePipeline(f.passes)
+                            : defaultPipelineFor(*base),
               fp32, config, stats);
   MemoryPlan baseline = planCompiledModel(*base);
   std::string label = dtypeName(f.options.precision);
@@ -301,14 +307,31 @@ void reportMemory(const Model &model, const Flags &f) {
   }
 }
 
+/// Runs fn and adds its wall time to `timings` under name (when timing).
+template <typename Fn>
+auto timed(PassTimings *timings, const std::string &name, Fn &&fn) {
+  struct Add {
+    PassTimings *timings;
+    const std::string &name;
+    TimePoint start;
+    ~Add() {
+      if (timings)
+        timings->add(name, start);
+    }
+  } add{timings, name, TimePoint::now()};
+  return fn();
+}
+
 /// Compiles one model; returns the bytes to write.
-std::string compile(std::unique_ptr<Model> model, const Flags &f) {
+std::string compile(std::unique_ptr<Model> model, const Flags &f,
+                    PassTimings *timings) {
   std::vector<PipelineEntry> pipeline =
       f.passesGiven ? parsePipeline(f.passes) : defaultPipelineFor(*model);
   if (!f.printAfter.empty() && !findPass(f.printAfter))
     throw Error("--print-after: unknown pass '" + f.printAfter + "'");
   PipelineConfig config;
   config.verifyEach = f.verifyEach;
+  config.timings = timings;
   config.afterPass = [&](const std::string &pass, const Model &m) {
     recordNodesAddedBy(m, pass);
     if (f.printAfterAll || pass == f.printAfter)
@@ -329,7 +352,7 @@ std::string compile(std::unique_ptr<Model> model, const Flags &f) {
   }
 
   if (f.reportMemory || !f.reportJson.empty())
-    reportMemory(*model, f);
+    timed(timings, "report=memory", [&] { reportMemory(*model, f); });
 
   if (f.emit == "text") {
     std::string text = printModelText(*model);
@@ -338,13 +361,17 @@ std::string compile(std::unique_ptr<Model> model, const Flags &f) {
     return text;
   }
   onnx::ModelProto proto;
-  if (f.emit == "step")
-    exportStepModel(*model, proto);
-  else
-    exportModel(*model, proto);
+  timed(timings, "export", [&] {
+    if (f.emit == "step")
+      exportStepModel(*model, proto);
+    else
+      exportModel(*model, proto);
+  });
   std::string bytes;
-  if (!proto.SerializeToString(&bytes))
-    throw Error("cannot serialize the output model (over 2 GiB?)");
+  timed(timings, "serialize", [&] {
+    if (!proto.SerializeToString(&bytes))
+      throw Error("cannot serialize the output model (over 2 GiB?)");
+  });
   return bytes;
 }
 
@@ -377,10 +404,19 @@ int main(int argc, char **argv) {
     std::cerr << "mpc-opt: " << e.what() << "\n";
     return 1;
   }
+  PassTimings timingTable;
+  PassTimings *timings = flags.timePasses ? &timingTable : nullptr;
+  auto printTimings = [&] {
+    if (timings)
+      std::cerr << timings->report();
+  };
   try {
     if (!flags.splitInputFile) {
-      std::string out = compile(loadModel(flags.input), flags);
-      writeFileAtomically(flags.output, out);
+      std::string out = compile(
+          timed(timings, "import", [&] { return loadModel(flags.input); }),
+          flags, timings);
+      timed(timings, "write", [&] { writeFileAtomically(flags.output, out); });
+      printTimings();
       return 0;
     }
     std::string text = readFile(flags.input);
@@ -391,7 +427,10 @@ int main(int argc, char **argv) {
       try {
         if (i)
           combined += "// -----\n";
-        combined += compile(parseModelText(chunks[i], flags.input), flags);
+        combined += compile(
+            timed(timings, "import",
+                  [&] { return parseModelText(chunks[i], flags.input); }),
+            flags, timings);
       } catch (const Error &e) {
         std::cerr << "mpc-opt: " << withFile(flags.input, e.what()) << "\n";
         failed = true;
@@ -399,7 +438,9 @@ int main(int argc, char **argv) {
     }
     if (failed)
       return 1;
-    writeFileAtomically(flags.output, combined);
+    timed(timings, "write",
+          [&] { writeFileAtomically(flags.output, combined); });
+    printTimings();
     return 0;
   } catch (const Error &e) {
     std::cerr << "mpc-opt: " << withFile(flags.input, e.what()) << "\n";
