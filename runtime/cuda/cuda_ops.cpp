@@ -19,7 +19,7 @@ const std::map<Key, CudaOpEntry> &opTable() {
     std::map<Key, CudaOpEntry> t;
     for (auto family :
          {elementwiseOps, gemmOps, lossOps, trainingOps, softmaxOps, reduceOps,
-          gatherOps, transformerOps, hostOps})
+          gatherOps, transformerOps, compareOps, hostOps})
       for (const CudaOpEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e);
     return t;

@@ -2,12 +2,13 @@
 //
 // Each family file (run_elementwise.cpp, run_gemm.cpp, run_loss.cpp,
 // run_training.cpp, run_softmax.cpp, run_reduce.cpp, run_gather.cpp,
-// run_transformer.cpp) lists its entries, like the CPU kernel families; the
-// backend's supports() and run() read only this table (cuda_ops.cpp), so
-// what it claims and what it runs cannot drift apart. An entry's check
-// looks at what the graph already says (dtypes, attributes) and refuses,
-// with why, nodes the device code does not take; an entry without a runner
-// is a shape or view op the backend runs on the host with the CPU kernel.
+// run_transformer.cpp, run_compare.cpp) lists its entries, like the CPU kernel
+// families; the backend's supports() and run() read only this table
+// (cuda_ops.cpp), so what it claims and what it runs cannot drift apart. An
+// entry's check looks at what the graph already says (dtypes, attributes) and
+// refuses, with why, nodes the device code does not take; an entry without a
+// runner is a shape or view op the backend runs on the host with the CPU
+// kernel.
 #pragma once
 
 #include "passes/ir/graph.h"
@@ -41,6 +42,7 @@ std::vector<CudaOpEntry> softmaxOps();
 std::vector<CudaOpEntry> reduceOps();
 std::vector<CudaOpEntry> gatherOps();
 std::vector<CudaOpEntry> transformerOps();
+std::vector<CudaOpEntry> compareOps();
 std::vector<CudaOpEntry> hostOps();
 
 /// The entry for (domain, op), or nullptr ("ai.onnx" is the default domain).

@@ -1,7 +1,8 @@
 // The backend-ops cases: elementwise, casts, matrix products, the loss, the
 // training-step ops and the transformer / residual-MLP family (softmax,
 // layer norm, GELU, reductions, gather, transpose, dropout, gradient
-// clipping), forward and backward, in fp32, fp16 and bf16.
+// clipping, comparisons and Where), forward and backward, in fp32, fp16 and
+// bf16 (and int64 where the op takes it).
 #include "op_cases.h"
 
 #include "kernels/common/half.h"
@@ -932,6 +933,61 @@ void addClipGradNorm(std::vector<OpCase> &cases) {
          },
          Compare::Tolerance});
 }
+
+void addCompare(std::vector<OpCase> &cases) {
+  // Values on a coarse grid, so that equal pairs occur; a NaN compares
+  // unequal and unordered on both backends.
+  auto grid = [](std::mt19937 &rng, DType t, std::vector<int64_t> dims) {
+    Tensor x = randomTensor(rng, DType::F32, dims, -2, 2);
+    for (int64_t k = 0; k < x.numel(); ++k)
+      x.data<float>()[k] = std::round(x.data<float>()[k] * 2) / 2;
+    x.data<float>()[0] = NAN;
+    return t == DType::F32 ? x : x.castTo(t);
+  };
+  for (const char *op : {"Equal", "Less", "Greater"}) {
+    cases.push_back({std::string(op) + "_bcast",
+                     "",
+                     op,
+                     {},
+                     1,
+                     kFloats,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       return {grid(rng, t, {4, 1, 9}), grid(rng, t, {3, 9})};
+                     }});
+    cases.push_back(
+        {std::string(op) + "_int64",
+         "",
+         op,
+         {},
+         1,
+         {DType::I64},
+         [](DType, std::mt19937 &rng) -> Inputs {
+           return {randomLabels(rng, {5, 6}, 4), randomLabels(rng, {6}, 4)};
+         }});
+  }
+  cases.push_back({"Where_bcast",
+                   "",
+                   "Where",
+                   {},
+                   1,
+                   kFloats,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     return {randomBools(rng, {4, 1, 9}),
+                             randomTensor(rng, t, {3, 9}),
+                             randomTensor(rng, t, {})};
+                   }});
+  cases.push_back({"Where_int64",
+                   "",
+                   "Where",
+                   {},
+                   1,
+                   {DType::I64},
+                   [](DType, std::mt19937 &rng) -> Inputs {
+                     return {randomBools(rng, {7, 5}),
+                             randomLabels(rng, {7, 5}, 100),
+                             randomLabels(rng, {5}, 100)};
+                   }});
+}
 } // namespace
 
 const std::vector<OpCase> &opCases() {
@@ -950,6 +1006,7 @@ const std::vector<OpCase> &opCases() {
     addGather(c);
     addDropout(c);
     addClipGradNorm(c);
+    addCompare(c);
     return c;
   }();
   return cases;
