@@ -3,6 +3,7 @@
 
 #include "passes/lifetime_offsets.h"
 #include "passes/pass.h"
+#include "passes/support/diagnostics.h"
 
 #include <algorithm>
 #include <numeric>
@@ -132,58 +133,77 @@ MemoryPlan planMemory(const PlanInputs &in) {
              gradBuffers = nameSet(in.gradBuffers),
              scaler = nameSet(in.scalerState);
 
+  // Side tables are indexed by Value::id(): every value the nodes read or
+  // write is one of g's own in a graph that verify accepts.
+  const size_t numIds = g.numValueIds();
+  auto id = [&](const Value *v) {
+    if (v->owner() != &g)
+      throw Error("plan-memory: value '" + v->name() +
+                  "' belongs to another graph than '" + g.name() + "'");
+    return v->id();
+  };
+
+  plan.placement.reserve(numIds);
+
   // --- liveness --------------------------------------------------------------
-  std::unordered_map<const Value *, int64_t> firstOf, lastOf;
-  std::unordered_map<const Value *, int64_t> lastRead; // any value, state too
+  // -1: not made by a node of the graph (state, inputs, constants).
+  std::vector<int64_t> firstOf(numIds, -1), lastOf(numIds, -1);
+  std::vector<int64_t> lastRead(numIds, -1); // any value, state too
+  auto madeHere = [&](const Value *v) { return firstOf[id(v)] >= 0; };
   int64_t lossIndex = -1;
   for (int64_t i = 0; i < numNodes; ++i) {
     for (const Value *o : nodes[i]->outputs())
       if (o) {
-        firstOf[o] = i;
-        lastOf[o] = i; // unused outputs die where they are made
+        firstOf[id(o)] = i;
+        lastOf[id(o)] = i; // unused outputs die where they are made
         if (o->name() == in.loss)
           lossIndex = i;
       }
     for (const Value *v : nodes[i]->inputs())
       if (v) {
-        lastRead[v] = i;
-        if (firstOf.count(v))
-          lastOf[v] = std::max(lastOf[v], i);
+        lastRead[id(v)] = i;
+        if (madeHere(v))
+          lastOf[id(v)] = std::max(lastOf[id(v)], i);
       }
   }
   for (const Value *o : g.outputs())
-    if (firstOf.count(o))
-      lastOf[o] = end;
+    if (o && madeHere(o))
+      lastOf[id(o)] = end;
 
   // --- gradients: the named ones, what the scaler and clip read and write,
   // and the Casts that feed them -----------------------------------------
-  std::unordered_set<const Value *> gradients;
+  std::vector<char> isGradient(numIds, 0);
+  std::vector<const Value *> gradients; // each once
+  auto addGradient = [&](const Value *v) {
+    if (isGradient[id(v)])
+      return false;
+    isGradient[id(v)] = 1;
+    gradients.push_back(v);
+    return true;
+  };
   for (const std::string &name : in.grads)
     if (const Value *v = g.findValue(name))
-      gradients.insert(v);
+      addGradient(v);
   for (const Node *n : nodes) {
     bool unscale = n->domain() == "mpc" && n->opType() == "UnscaleGradients";
     bool clip = n->domain() == "mpc" && n->opType() == "ClipGradNorm";
     if (!unscale && !clip)
       continue;
     for (size_t i = unscale ? 1 : 0; i < n->numInputs(); ++i)
-      if (n->input(i) && firstOf.count(n->input(i)))
-        gradients.insert(n->input(i));
+      if (n->input(i) && madeHere(n->input(i)))
+        addGradient(n->input(i));
     size_t outBegin = unscale ? 1 : 0;
     size_t outEnd = clip ? n->numOutputs() - 1 : n->numOutputs();
     for (size_t i = outBegin; i < outEnd; ++i)
       if (n->output(i))
-        gradients.insert(n->output(i));
+        addGradient(n->output(i));
   }
-  for (bool grew = true; grew;) { // walk up through Casts
-    grew = false;
-    for (const Value *v :
-         std::vector<const Value *>(gradients.begin(), gradients.end())) {
-      const Node *p = v->producer();
-      if (p && p->opType() == "Cast" && p->domain().empty() && p->input(0) &&
-          firstOf.count(p->input(0)) && gradients.insert(p->input(0)).second)
-        grew = true;
-    }
+  // Walk up through Casts (the list grows as it is walked).
+  for (size_t k = 0; k < gradients.size(); ++k) {
+    const Node *p = gradients[k]->producer();
+    if (p && p->opType() == "Cast" && p->domain().empty() && p->input(0) &&
+        madeHere(p->input(0)))
+      addGradient(p->input(0));
   }
 
   auto classify = [&](const Value *v) {
@@ -198,14 +218,14 @@ MemoryPlan planMemory(const PlanInputs &in) {
         return MemoryClass::Gradients;
       return MemoryClass::OtherState;
     }
-    if (gradients.count(v))
+    if (isGradient[id(v)])
       return MemoryClass::Gradients;
     const Node *p = v->producer();
     if (p && p->opType() == "Cast" && p->domain().empty() && p->input(0) &&
         params.count(p->input(0)->name()))
       return MemoryClass::WorkingCopies;
-    if (lossIndex >= 0 && firstOf.at(v) <= lossIndex &&
-        lastOf.at(v) > lossIndex)
+    if (lossIndex >= 0 && firstOf[id(v)] <= lossIndex &&
+        lastOf[id(v)] > lossIndex)
       return MemoryClass::Activations;
     return MemoryClass::Temporaries;
   };
@@ -237,13 +257,17 @@ MemoryPlan planMemory(const PlanInputs &in) {
 
   // --- transient values, grouped into buffers by in-place writes -------------
   std::vector<Buffer> buffers;
-  std::unordered_map<const Value *, size_t> bufferOf;
+  constexpr size_t kNone = size_t(-1);
+  std::vector<size_t> bufferOf(numIds, kNone);
   std::unordered_map<std::string, std::string> boundState; // new value -> state
   for (const auto &kv : in.updateBinding)
     boundState[kv.second] = kv.first;
   for (int64_t i = 0; i < numNodes; ++i) {
     const Node &n = *nodes[i];
-    std::unordered_set<const Value *> taken; // inputs given away at this node
+    std::vector<const Value *> taken; // inputs given away at this node
+    auto isTaken = [&](const Value *v) {
+      return std::find(taken.begin(), taken.end(), v) != taken.end();
+    };
     for (size_t oi = 0; oi < n.numOutputs(); ++oi) {
       const Value *o = n.output(oi);
       if (!o)
@@ -257,25 +281,25 @@ MemoryPlan planMemory(const PlanInputs &in) {
       p.bytes = bytes;
       p.cls = classify(o);
       p.first = i;
-      p.last = lastOf.at(o);
+      p.last = lastOf[id(o)];
       // An optimizer update written over the state it is bound to.
       bool placed = false;
       if (in.inPlace)
         for (auto [out, inIdx] : stateUpdatePairs(n)) {
           const Value *s = n.input(inIdx);
           auto bound = boundState.find(o->name());
-          if (out != oi || !s || taken.count(s) || bound == boundState.end() ||
+          if (out != oi || !s || isTaken(s) || bound == boundState.end() ||
               bound->second != s->name() || !plan.find(s) ||
               !plan.find(s)->persistent || plan.find(s)->bytes != bytes)
             continue;
           // Every other reader of the state must have run already.
-          if (lastRead.at(s) != i || s->isGraphOutput())
+          if (lastRead[id(s)] != i || s->isGraphOutput())
             continue;
           p.offset = plan.find(s)->offset;
           p.persistent = true;
           plan.placement[o] = p;
           plan.inPlace.push_back({size_t(i), oi, inIdx});
-          taken.insert(s);
+          taken.push_back(s);
           placed = true;
           break;
         }
@@ -287,20 +311,20 @@ MemoryPlan planMemory(const PlanInputs &in) {
       if (in.inPlace && (isInPlaceElementwise(n) || alias) && oi == 0)
         for (size_t ii = 0; ii < (alias ? 1 : n.numInputs()) && !placed; ++ii) {
           const Value *x = n.input(ii);
-          if (!x || taken.count(x) || !bufferOf.count(x) ||
+          if (!x || isTaken(x) || bufferOf[id(x)] == kNone ||
               x->dtype != o->dtype || x->isGraphOutput())
             continue;
-          Buffer &b = buffers[bufferOf.at(x)];
+          Buffer &b = buffers[bufferOf[id(x)]];
           if (b.bytes != bytes)
             continue;
           if (!alias && (x->dims != o->dims || b.last != i))
             continue;
           b.last = std::max(b.last, p.last);
           b.members.push_back(o);
-          bufferOf[o] = bufferOf.at(x);
+          bufferOf[id(o)] = bufferOf[id(x)];
           plan.placement[o] = p;
           plan.inPlace.push_back({size_t(i), oi, ii});
-          taken.insert(x);
+          taken.push_back(x);
           placed = true;
         }
       if (placed)
@@ -310,7 +334,7 @@ MemoryPlan planMemory(const PlanInputs &in) {
       b.first = p.first;
       b.last = p.last;
       b.members.push_back(o);
-      bufferOf[o] = buffers.size();
+      bufferOf[id(o)] = buffers.size();
       buffers.push_back(b);
       plan.placement[o] = p;
     }
@@ -348,7 +372,7 @@ MemoryPlan planMemory(const PlanInputs &in) {
     const ValuePlacement &p = kv.second;
     plan.noReuseBytes += p.bytes;
     plan.total[size_t(p.cls)] += p.bytes;
-    bool aliasOfState = p.persistent && firstOf.count(kv.first);
+    bool aliasOfState = p.persistent && madeHere(kv.first);
     if (p.persistent && !aliasOfState) {
       persistentLive += p.bytes;
       persistentByClass[size_t(p.cls)] += p.bytes;
@@ -377,14 +401,14 @@ MemoryPlan planMemory(const PlanInputs &in) {
       // The member occupying the buffer at the peak (the latest one made).
       const Value *occupant = b.members.front();
       for (const Value *v : b.members)
-        if (firstOf.at(v) <= plan.livePeakNode)
+        if (firstOf[id(v)] <= plan.livePeakNode)
           occupant = v;
       plan.atPeak[size_t(plan.placement.at(occupant).cls)] += b.bytes;
       plan.largestAtPeak.push_back(
           {occupant->name(), plan.placement.at(occupant).cls, b.bytes});
     }
   for (const auto &kv : plan.placement)
-    if (kv.second.persistent && !firstOf.count(kv.first))
+    if (kv.second.persistent && !madeHere(kv.first))
       plan.largestAtPeak.push_back(
           {kv.first->name(), kv.second.cls, kv.second.bytes});
   std::stable_sort(

@@ -553,15 +553,17 @@ void inferReshape(Ctx &c) {
   }
   bool exact = !in.unknown && !rest.unknown && in.symbols.empty() &&
                rest.symbols.empty();
-  std::string mismatch =
-      "cannot reshape " + typeText(x) + " to shape " + intsText(*shape);
+  // Built only when reported: verify infers every Reshape after every pass.
+  auto mismatch = [&] {
+    return "cannot reshape " + typeText(x) + " to shape " + intsText(*shape);
+  };
   if (inferIdx >= 0) {
     if (exact) {
       if (rest.known == 0) {
         if (in.known != 0)
-          errorAt(c.n) << mismatch;
+          errorAt(c.n) << mismatch();
       } else if (in.known % rest.known != 0) {
-        errorAt(c.n) << mismatch << " (" << in.known
+        errorAt(c.n) << mismatch() << " (" << in.known
                      << " elements do not divide by " << rest.known << ")";
       } else {
         out[size_t(inferIdx)] = Dim(in.known / rest.known);
@@ -571,7 +573,7 @@ void inferReshape(Ctx &c) {
       out[size_t(inferIdx)] = Dim::symbolic(*in.symbols.begin());
     }
   } else if (exact && in.known != rest.known) {
-    errorAt(c.n) << mismatch << " (" << in.known << " vs " << rest.known
+    errorAt(c.n) << mismatch() << " (" << in.known << " vs " << rest.known
                  << " elements)";
   }
   c.set(0, shaped(x->dtype, out));

@@ -67,15 +67,13 @@ bool sameDims(const Dims &dims, const std::vector<int64_t> &concrete) {
 
 std::vector<std::string> splitNames(const std::string &s) {
   std::vector<std::string> out;
-  std::string cur;
-  for (char c : s + ",") {
-    if (c != ',') {
-      cur += c;
-      continue;
-    }
-    if (!cur.empty())
-      out.push_back(cur);
-    cur.clear();
+  for (size_t begin = 0; begin <= s.size();) {
+    size_t end = s.find(',', begin);
+    if (end == std::string::npos)
+      end = s.size();
+    if (end > begin)
+      out.emplace_back(s, begin, end - begin);
+    begin = end + 1;
   }
   return out;
 }
@@ -252,6 +250,8 @@ public:
   ~RestoreTypes() {
     auto &p = pool();
     for (size_t k = top(); k-- > base_;) {
+      if (!p[k].first)
+        continue; // inference left it as declared
       Value &v = *p[k].first;
       v.dtype = p[k].second.dtype;
       v.hasShape = p[k].second.hasShape;
@@ -273,6 +273,8 @@ public:
   }
   size_t size() const { return top(); }
   const TypeFacts &declared(size_t index) const { return pool()[index].second; }
+  /// The value still holds its declared type: nothing to put back.
+  void unchanged(size_t index) { pool()[index].first = nullptr; }
 
 private:
   static std::vector<std::pair<Value *, TypeFacts>> &pool() {
@@ -304,11 +306,15 @@ void checkTypes(Graph &g, int64_t opset) {
       const Value *o = n.output(i);
       if (!o)
         continue;
-      const TypeFacts &declared = restore.declared(k++);
+      const TypeFacts &declared = restore.declared(k);
       if (typesConflict(declared, *o))
         errorAt(n) << "output '" << o->name() << "' is declared "
                    << declared.text() << " but the op produces "
                    << o->typeString();
+      if (declared.dtype == o->dtype && declared.hasShape == o->hasShape &&
+          declared.dims == o->dims)
+        restore.unchanged(k);
+      ++k;
     }
   }
 }

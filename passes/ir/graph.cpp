@@ -480,46 +480,57 @@ bool Graph::topologicalSort() {
 
 std::unique_ptr<Graph> Graph::clone() const {
   auto g = std::make_unique<Graph>(name_);
-  std::unordered_map<const Value *, Value *> map;
+  g->values_.reserve(valuesByName_.size());
+  g->valuesByName_.reserve(valuesByName_.size());
+  g->nodeNames_.reserve(nodes_.size());
+  // The copy of each value, by Value::id() (nullptr: not copied).
+  std::vector<Value *> map(values_.size(), nullptr);
   auto mapped = [&](const Value *v) -> Value * {
-    if (!v)
-      return nullptr;
-    auto it = map.find(v);
-    return it == map.end() ? nullptr : it->second;
+    return v && v->owner_ == this ? map[v->id_] : nullptr;
   };
   for (const Value *in : inputs_) {
     Value *v = g->addInput(in->name(), in->dtype, in->dims);
     v->hasShape = in->hasShape;
-    map[in] = v;
+    map[in->id_] = v;
   }
   for (const Value *init : initializers_) {
     Value *v = g->addInitializer(init->name(), init->initializer());
     v->copyTypeFrom(*init);
     v->isState = init->isState;
-    map[init] = v;
+    map[init->id_] = v;
   }
   // Outputs first, inputs second: a node may use a value that a later node
   // defines (a graph that is not sorted yet) and must keep that edge.
-  std::vector<Node *> copies;
   for (const auto &n : nodes_) {
-    std::vector<std::string> outs;
-    for (const Value *out : n->outputs_)
-      outs.push_back(out ? out->name() : "");
-    Node *c =
-        g->createNodeWithOutputs(n->opType_, {}, outs, n->name_, n->domain_);
+    auto c = std::make_unique<Node>();
+    c->opType_ = n->opType_;
+    c->domain_ = n->domain_;
+    c->name_ = n->name_;
+    c->owner_ = g.get();
     c->attrs_ = n->attrs_;
-    for (size_t i = 0; i < n->outputs_.size(); ++i)
-      if (n->outputs_[i]) {
-        c->outputs_[i]->copyTypeFrom(*n->outputs_[i]);
-        map[n->outputs_[i]] = c->outputs_[i];
+    g->nodeNames_.emplace(n->name_, 1);
+    Node *raw = c.get();
+    raw->self_ = g->nodes_.insert(g->nodes_.end(), std::move(c));
+    raw->outputs_.reserve(n->outputs_.size());
+    for (const Value *out : n->outputs_) {
+      if (!out || out->name().empty()) {
+        raw->outputs_.push_back(nullptr); // omitted optional output
+        continue;
       }
-    copies.push_back(c);
+      Value *v = g->newValueNamed(out->name());
+      v->producer_ = raw;
+      v->producerIndex_ = int(raw->outputs_.size());
+      v->copyTypeFrom(*out);
+      raw->outputs_.push_back(v);
+      map[out->id_] = v;
+    }
   }
-  size_t k = 0;
+  auto copy = g->nodes_.begin();
   for (const auto &n : nodes_) {
+    Node &c = **copy++;
+    c.inputs_.reserve(n->inputs_.size());
     for (const Value *in : n->inputs_)
-      copies[k]->addInput(mapped(in));
-    ++k;
+      c.addInput(mapped(in));
   }
   for (const Value *out : outputs_)
     g->addOutput(mapped(out));
