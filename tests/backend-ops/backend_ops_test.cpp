@@ -241,27 +241,32 @@ TEST(BackendOpsModel, MlpSeedTrainsLikeTheCpu) {
 
 // The transformer (erf GELU; the opset-20 Gelu variant; with gradient
 // clipping) and the residual MLP: every node on the device, 20 Adam steps
-// along the CPU's losses. Softmax, layer-norm and norm sums are added in
-// another order on the GPU, so fp32 agrees to 1e-4 and fp16 to 1e-2.
+// along the CPU's losses. Matrix products, softmax, layer-norm and norm sums
+// are added in another order on the GPU, so the losses agree to 1e-4 (fp32)
+// and 1e-2 (fp16) relative; the weights to 1e-3 and 2e-2 absolute, since
+// Adam turns a last-bit difference in a near-zero gradient into up to lr
+// per step.
 TEST(BackendOpsModel, TransformerTrainsLikeTheCpu) {
   REQUIRE_CUDA(cuda);
   for (DType precision : {DType::F16, DType::F32}) {
-    double tol = precision == DType::F32 ? 1e-4 : 1e-2;
+    double loss = precision == DType::F32 ? 1e-4 : 1e-2;
+    double param = precision == DType::F32 ? 1e-3 : 2e-2;
     trainsLikeTheCpu(*cuda, "transformer", precision, 1e-3, 0, "fc1.weight",
-                     tol, tol);
+                     loss, param);
     trainsLikeTheCpu(*cuda, "transformer_gelu20", precision, 1e-3, 0,
-                     "fc1.weight", tol, tol);
+                     "fc1.weight", loss, param);
     trainsLikeTheCpu(*cuda, "transformer", precision, 1e-3, 1.0, "tok.weight",
-                     tol, tol);
+                     loss, param);
   }
 }
 
 TEST(BackendOpsModel, ResMlpTrainsLikeTheCpu) {
   REQUIRE_CUDA(cuda);
   for (DType precision : {DType::F16, DType::F32}) {
-    double tol = precision == DType::F32 ? 1e-4 : 1e-2;
-    trainsLikeTheCpu(*cuda, "resmlp", precision, 1e-3, 0, "fc1.weight", tol,
-                     tol);
+    double loss = precision == DType::F32 ? 1e-4 : 1e-2;
+    double param = precision == DType::F32 ? 1e-3 : 2e-2;
+    trainsLikeTheCpu(*cuda, "resmlp", precision, 1e-3, 0, "fc1.weight", loss,
+                     param);
   }
 }
 
