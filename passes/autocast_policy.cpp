@@ -259,6 +259,9 @@ const std::vector<PolicyEntry> &table() {
        "scatter-add of an embedding's gradient: repeated tokens accumulate, "
        "an fp32 result keeps the small contributions; data is read for its "
        "shape only"},
+      {kMpcDomain, "GatherElementsGrad", PC::Fp32, inputBit(2),
+       "scatter-add of GatherElements' gradient: repeated indices accumulate "
+       "(as GatherGrad); data is read for its shape only"},
       {kMpcDomain, "SliceGrad", PC::Follow, inputBit(1),
        "moves dY into zeros, exact; data is read for its shape only", true},
       {kMpcDomain, "ErfGrad", PC::Follow, 0,

@@ -1298,6 +1298,8 @@ void inferIncrementStep(Ctx &c) {
 #include "passes/shape_inference_conv.inc"
 // ONNX's training operators (ai.onnx.preview.training, issue 5).
 #include "passes/shape_inference_training_ops.inc"
+// GatherElements and its gradient (issue 5).
+#include "passes/shape_inference_gather_elements.inc"
 
 // --- the table --------------------------------------------------------------
 
@@ -1356,6 +1358,10 @@ const OpRule kRules[] = {
     {"", "Range", 3, 3, 1, 1, inferRange},
     {"", "Flatten", 1, 1, 1, 1, inferFlatten},
     {"", "Gather", 2, 2, 1, 1, inferGather},
+    {"", "GatherElements", 2, 2, 1, 1,
+     gather_elements_shapes::inferGatherElements},
+    {kMpcDomain, "GatherElementsGrad", 3, 3, 1, 1,
+     gather_elements_shapes::inferGatherElementsGrad},
     {"", "Reshape", 2, 2, 1, 1, inferReshape},
     {"", "Shape", 1, 1, 1, 1, inferShape},
     {"", "Slice", 1, 5, 1, 1, inferSlice},

@@ -380,6 +380,9 @@ std::vector<KernelEntry> batchNormKernels();
 /// kernels/cpu/preview_training.cpp: ONNX's ai.onnx.preview.training ops
 /// Adagrad, Momentum, Adam (issue 5).
 std::vector<KernelEntry> previewTrainingKernels();
+/// kernels/cpu/gather_elements.cpp: GatherElements and mpc.GatherElementsGrad
+/// (issue 5).
+std::vector<KernelEntry> gatherElementsKernels();
 
 } // namespace cpu
 } // namespace mpc

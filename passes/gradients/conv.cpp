@@ -89,12 +89,22 @@ void gradConvTranspose(GradientContext &ctx) {
   WindowGeometry g = resolveTransposedWindow(n, a, in);
   std::vector<int64_t> pads = g.padBegin;
   pads.insert(pads.end(), g.padEnd.begin(), g.padEnd.end());
-  for (int64_t p : pads)
-    if (p < 0)
+  bool derivedPads = a.autoPad == "SAME_UPPER" || a.autoPad == "SAME_LOWER" ||
+                     n.hasAttr("output_shape");
+  for (size_t d = 0; d < r; ++d)
+    if (derivedPads && (in[d] < 0 || kernel[d] < 0))
       errorAt(n) << "the spatial sizes of '" << x->name()
                  << "' must be static to differentiate a ConvTranspose with "
                     "auto_pad or output_shape, got "
                  << x->typeString();
+  // Negative pads (an output larger than the computed values, zero-filled)
+  // have no Conv to express the data gradient with.
+  for (size_t d = 0; d < r; ++d)
+    if (g.padBegin[d] < 0 || g.padEnd[d] < 0)
+      errorAt(n) << "no gradient for an output size beyond what the input, "
+                    "kernel and output_padding produce (negative padding in "
+                    "spatial dim "
+                 << d << ")";
   // The gradients are convolutions over the output: their window must map
   // the output size back onto exactly the input size, which output_padding
   // >= stride (allowed when smaller than the dilation) breaks.

@@ -232,6 +232,9 @@ void gradSum(GradientContext &ctx);
 void gradReduceMax(GradientContext &ctx);
 void gradCastLike(GradientContext &ctx);
 void gradDropout(GradientContext &ctx);
+
+// gather_elements.cpp (issue 5)
+void gradGatherElements(GradientContext &ctx);
 /// prepareForwardNode's part for this family: LayerNormalization gets its
 /// Mean/InvStdDev outputs, a Dropout that may train its mask output. Returns
 /// the node to use, or nullptr when the op is not one of these.

@@ -74,6 +74,8 @@ const std::map<std::string, GradientRuleInfo> &ruleTable() {
       {"ReduceMax", {gradReduceMax, {1}}},
       {"CastLike", {gradCastLike, {1}}},
       {"Dropout", {gradDropout, {1, 2}}},
+      // gather_elements.cpp
+      {"GatherElements", {gradGatherElements, {1}}},
   };
   return table;
 }

@@ -39,6 +39,11 @@
 //       zeros of data's shape, then every slice of dY added at the position
 //       its index names (negative indices count from the end, repeated
 //       indices accumulate); data is read for its shape only.
+//   GatherElementsGrad(dY, indices, data) <axis> -> dData
+//       zeros of data's shape, then dY[i] added at data[i with i[axis] =
+//       indices[i]] for every index position i (negative indices count from
+//       the end, repeated indices accumulate); dY has the indices' shape,
+//       data is read for its shape only.
 //   SliceGrad(dY, data, starts, ends [, axes, steps]) -> dData
 //       zeros of data's shape with dY written where Slice(data, starts, ends,
 //       axes, steps) reads (bounds clamped as Slice clamps them; before opset

@@ -6,6 +6,7 @@
 #include "passes/onnx/onnx_io.h"
 
 #include "passes/onnx/gradient_op.h"
+#include "passes/onnx/old_opsets.h"
 #include "passes/support/diagnostics.h"
 #include "passes/training_info.h"
 #include "passes/support/file_io.h"
@@ -410,9 +411,6 @@ std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
       throw Error("opset " + std::to_string(op.version()) +
                   " is newer than the newest supported (" +
                   std::to_string(kMaxSupportedOpset) + ")");
-    if (domain.empty() && op.version() < 7)
-      throw Error("opset " + std::to_string(op.version()) +
-                  " is older than the oldest supported (7)");
   }
   if (model->opsetVersion("") < 0)
     model->opsets.insert(model->opsets.begin(), {"", 17});
@@ -425,6 +423,17 @@ std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
 
   GraphImporter mainImporter(baseDir, nullptr);
   model->graph = mainImporter.run(proto.graph());
+  // An older opset is accepted when its ops are the same operators as at
+  // kMinSupportedOpset; the model then is that opset's model, which is what
+  // the passes (and nodes they add, such as Cast) and the export assume.
+  int64_t importedOpset = model->opsetVersion("");
+  bool oldOpset = importedOpset < kMinSupportedOpset;
+  if (oldOpset) {
+    requireSemanticsUnchangedSince(*model->graph, importedOpset);
+    for (auto &o : model->opsets)
+      if (o.first.empty())
+        o.second = kMinSupportedOpset;
+  }
   for (Value *init : model->graph->initializers())
     init->isState = true;
   // ONNX's Gradient operator has no kernel: it becomes the backward
@@ -441,6 +450,8 @@ std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
       // Runs once, before the algorithm reads the state it initialises.
       GraphImporter initImporter(baseDir, model->graph.get());
       std::unique_ptr<Graph> init = initImporter.run(ti.initialization());
+      if (oldOpset)
+        requireSemanticsUnchangedSince(*init, importedOpset);
       std::vector<std::pair<std::string, std::string>> binding;
       for (const auto &kv : ti.initialization_binding())
         binding.emplace_back(kv.key(), kv.value());
@@ -449,6 +460,8 @@ std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
     TrainingInfo info;
     GraphImporter stepImporter(baseDir, model->graph.get());
     info.algorithm = stepImporter.run(ti.algorithm());
+    if (oldOpset)
+      requireSemanticsUnchangedSince(*info.algorithm, importedOpset);
     for (const auto &kv : ti.update_binding()) {
       if (!model->graph->findValue(kv.key()) ||
           !model->graph->findValue(kv.key())->isInitializer())

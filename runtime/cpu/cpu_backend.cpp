@@ -24,7 +24,7 @@ const std::map<Key, CpuKernel> &kernelTable() {
           cpu::softmaxKernels, cpu::lossKernels, cpu::reduceKernels,
           cpu::mpcGradKernels, cpu::mpcTrainKernels, cpu::transformerKernels,
           cpu::convKernels, cpu::poolKernels, cpu::batchNormKernels,
-          cpu::previewTrainingKernels})
+          cpu::previewTrainingKernels, cpu::gatherElementsKernels})
       for (const cpu::KernelEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e.kernel);
     return t;

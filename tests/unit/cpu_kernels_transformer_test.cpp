@@ -560,6 +560,49 @@ TEST(CpuTransformer, GatherGradScatterAddsRepeatedAndNegativeIndices) {
   EXPECT_EQ(dh.getAsDouble(0), 1.0078125);
 }
 
+// --- GatherElements and its gradient -------------------------------------
+
+TEST(CpuTransformer, GatherElementsReadsOneElementPerIndex) {
+  // data [2, 3]; axis 1, int32 indices [2, 2] with a negative one.
+  Tensor data = F({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor idx32 = I({2, 2}, {2, -3, 1, 1}).castTo(DType::I32);
+  Tensor y = run1("GatherElements", {data, idx32}, {{"axis", i64(1)}});
+  EXPECT_EQ(y.dims, (std::vector<int64_t>{2, 2}));
+  expectNear(y, {3, 1, 5, 5}, 0);
+  // Axis 0 (the default): more index rows than data rows, fewer columns.
+  expectNear(run1("GatherElements", {data, I({3, 1}, {1, 0, -1})}), {4, 1, 4},
+             0);
+  EXPECT_CONTAINS(errorOf("GatherElements", {data, I({1, 2}, {0, 2})}),
+                  "index 2 is out of range for axis 0 of size 2");
+  EXPECT_CONTAINS(errorOf("GatherElements", {data, I({2}, {0, 1})}),
+                  "must have the rank of data");
+  EXPECT_CONTAINS(errorOf("GatherElements", {data, I({1, 4}, {0, 0, 0, 0})}),
+                  "exceed data of shape [2,3] in dim 1");
+}
+
+TEST(CpuTransformer, GatherElementsGradScatterAddsInFp32) {
+  Tensor data = F({2, 3}, std::vector<float>(6, 0));
+  Tensor idx = I({2, 2}, {2, -1, 0, 0});
+  Tensor dd = runMpc("GatherElementsGrad", {F({2, 2}, {1, 2, 3, 4}), idx, data},
+                     {{"axis", i64(1)}});
+  EXPECT_EQ(dd.dims, (std::vector<int64_t>{2, 3}));
+  expectNear(dd, {0, 0, 1 + 2, 3 + 4, 0, 0}, 0);
+  EXPECT_CONTAINS(errorOf("GatherElementsGrad", {F({1, 2}, {1, 2}), idx, data},
+                          {}, kMpcDomain),
+                  "must have the shape of indices");
+  // 1 + 16 * 2^-11 = 1.0078125 exactly in fp32 accumulation; fp16 adds
+  // would stay at 1.
+  std::vector<float> gv = {1};
+  for (int i = 0; i < 16; ++i)
+    gv.push_back(std::ldexp(1.0f, -11));
+  Tensor gh = F({17, 1}, gv).castTo(DType::F16);
+  Tensor dh =
+      runMpc("GatherElementsGrad",
+             {gh, I({17, 1}, std::vector<int64_t>(17, 0)), F({1, 1}, {0})});
+  EXPECT_EQ(dh.dtype, DType::F16);
+  EXPECT_EQ(dh.getAsDouble(0), 1.0078125);
+}
+
 TEST(CpuTransformer, SliceGradPlacesDyWhereSliceRead) {
   Tensor data = F({3, 4}, std::vector<float>(12, 0));
   // Rows 2, 0 (step -2) and columns 1..2.

@@ -16,10 +16,10 @@ using namespace mpc::gradcheck;
 
 namespace {
 
-const bool kCovered =
-    coverGradientRules({"LayerNormalization", "Gather", "Slice", "Split",
-                        "Where", "Expand", "Gelu", "LeakyRelu", "Clip", "Max",
-                        "Min", "Sum", "ReduceMax", "CastLike", "Dropout"});
+const bool kCovered = coverGradientRules(
+    {"LayerNormalization", "Gather", "Slice", "Split", "Where", "Expand",
+     "Gelu", "LeakyRelu", "Clip", "Max", "Min", "Sum", "ReduceMax", "CastLike",
+     "Dropout", "GatherElements"});
 
 GradCase one(const std::string &name, std::vector<Param> params,
              const std::string &body, std::vector<Data> data = {},
@@ -84,6 +84,22 @@ TEST(GradCheckTransformer, GatherEmbeddingAndAxes) {
                       {{"int32[2,2] idx = {3, 0, -1, 2}"}}));
   cases.push_back(one("Gather scalar index", {{"w", {4, 3}}},
                       "y = Gather (w, idx)", {{"int64 idx = {2}"}}));
+  checkAll(cases);
+}
+
+TEST(GradCheckTransformer, GatherElements) {
+  std::vector<GradCase> cases;
+  // Repeated and negative indices accumulate into the same element; an
+  // element no index names gets a zero gradient.
+  cases.push_back(one("GatherElements axis 0", {{"x", {3, 2}}},
+                      "y = GatherElements (x, idx)",
+                      {{"int64[4,2] idx = {0, 2, -1, 1, 2, 2, 0, -2}"}}));
+  cases.push_back(one("GatherElements axis -1, fewer rows", {{"x", {3, 4}}},
+                      "y = GatherElements <axis = -1> (x, idx)",
+                      {{"int32[2,3] idx = {3, 0, 3, -4, 1, 1}"}}));
+  cases.push_back(one("GatherElements axis 1 of rank 3", {{"x", {2, 3, 2}}},
+                      "y = GatherElements <axis = 1> (x, idx)",
+                      {{"int64[2,1,2] idx = {2, 0, 1, 1}"}}));
   checkAll(cases);
 }
 

@@ -793,9 +793,17 @@ TEST(OnnxErrors, Opsets) {
   auto newest = tinyModel();
   newest.mutable_opset_import(0)->set_version(23);
   EXPECT_EQ(loadError(newest), "<loaded>");
+  // Before opset 7 a model loads when its ops did not change since: Relu-6
+  // is opset 7's Relu, Relu-1 (opset 5) is not.
+  auto relu6 = tinyModel();
+  relu6.mutable_opset_import(0)->set_version(6);
+  EXPECT_EQ(loadError(relu6), "<loaded>");
   auto tooOld = tinyModel();
-  tooOld.mutable_opset_import(0)->set_version(6);
-  EXPECT_CONTAINS(loadError(tooOld), "opset 6 is older than the oldest");
+  tooOld.mutable_opset_import(0)->set_version(5);
+  EXPECT_CONTAINS(loadError(tooOld),
+                  "node 'relu' (Relu): the model imports opset 5, older than "
+                  "the oldest supported (7), and Relu changed since (Relu-1 "
+                  "at opset 5, Relu-6 at opset 7)");
   auto aiOnnx = tinyModel();
   aiOnnx.mutable_opset_import(0)->set_domain("ai.onnx");
   aiOnnx.mutable_opset_import(0)->set_version(99);

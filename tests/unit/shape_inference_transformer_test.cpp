@@ -216,6 +216,27 @@ TEST_F(InferTransformer, DropoutAndCastLike) {
   EXPECT_CONTAINS(inferError("CastLike", {x, like}, {}, 13), "from opset 15");
 }
 
+TEST_F(InferTransformer, GatherElements) {
+  Value *data = input("data", DType::F16, "Nx8");
+  Value *idx = input("idx", DType::I32, "Nx3");
+  EXPECT_EQ(infer("GatherElements", {data, idx}, {{"axis", I(-1)}}, 13),
+            "fp16[Nx3]");
+  Value *big = input("big", DType::I64, "4x9");
+  EXPECT_CONTAINS(inferError("GatherElements", {data, big}, {}, 13),
+                  "exceed data fp16[Nx8] in dim 1 (only axis 0 may differ)");
+  Value *flat = input("flat", DType::I64, "8");
+  EXPECT_CONTAINS(inferError("GatherElements", {data, flat}, {}, 13),
+                  "must have the rank of data");
+  EXPECT_CONTAINS(inferError("GatherElements", {data, idx}, {}, 10),
+                  "from opset 11");
+  Value *dy = input("dy", DType::F32, "Nx3");
+  EXPECT_EQ(inferMpc("GatherElementsGrad", {dy, idx, data}, {{"axis", I(1)}}),
+            "fp32[Nx8]");
+  EXPECT_CONTAINS(inferError("GatherElementsGrad", {data, idx, data}, {}, 17, 1,
+                             kMpcDomain),
+                  "must have the same shape");
+}
+
 TEST_F(InferTransformer, MpcBackwardOps) {
   Value *dy = input("dy", DType::F32, "Bx4x8");
   Value *x = input("x", DType::F32, "Bx4x8");
