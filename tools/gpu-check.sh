@@ -141,8 +141,13 @@ finish() {
   exit $failed
 }
 
-gpu=$(timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total \
-  --format=csv,noheader 2>/dev/null | head -n 1 || true)
+# nvidia-smi without a usable driver prints its complaint on stdout and
+# fails: only a successful query names a GPU.
+gpu=""
+if smi=$(timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total \
+  --format=csv,noheader 2>/dev/null); then
+  gpu=$(printf '%s\n' "$smi" | head -n 1)
+fi
 if [ -z "$gpu" ]; then
   echo "gpu-check: nvidia-smi sees no GPU here; these checks need one" >&2
   table+=("$(printf '%-30s %-9s %5s  %s' gpu FAIL - "nvidia-smi found no GPU")")
