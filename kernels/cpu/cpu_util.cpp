@@ -66,14 +66,30 @@ int64_t checkedCount(const Node &node, const std::vector<int64_t> &dims) {
   return n;
 }
 
-Tensor &output(const KernelContext &ctx, size_t i, DType t,
-               const std::vector<int64_t> &dims) {
+namespace {
+/// The checks output() and overwrittenOutput() share.
+void checkOutput(const KernelContext &ctx, size_t i, DType t,
+                 const std::vector<int64_t> &dims) {
   if (!ctx.hasOutput(i))
     fail(ctx.node, "output ", i, " is required but omitted");
   int64_t n = checkedCount(ctx.node, dims);
   if (n > kMaxTensorBytes / int64_t(std::max<size_t>(dtypeSize(t), 1)))
     fail(ctx.node, "output shape ", shapeString(dims), " is too large");
+}
+} // namespace
+
+Tensor &output(const KernelContext &ctx, size_t i, DType t,
+               const std::vector<int64_t> &dims) {
+  checkOutput(ctx, i, t, dims);
   return ctx.out(i, t, dims);
+}
+
+Tensor &overwrittenOutput(const KernelContext &ctx, size_t i, DType t,
+                          const std::vector<int64_t> &dims) {
+  checkOutput(ctx, i, t, dims);
+  Tensor &o = *ctx.outputs[i];
+  o.allocate(t, dims, /*zero=*/false);
+  return o;
 }
 
 Tensor *optionalOutput(const KernelContext &ctx, size_t i, DType t,

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "kernels/common/half.h"
+#include "kernels/cpu/half_convert.h"
 #include "passes/support/diagnostics.h"
 #include "runtime/cpu/cpu_kernels.h"
 
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -93,6 +95,39 @@ struct BoolIo {
   static Compute load(const Storage *p, int64_t i) { return p[i] != 0; }
   static void store(Storage *p, int64_t i, Compute v) { p[i] = v ? 1 : 0; }
 };
+
+/// dst[j] = Io::load(p, j) for j < n, a whole run at once (F16C for fp16
+/// where the CPU has it; kernels/cpu/half_convert.h), bit for bit the same.
+template <typename Io>
+void loadRun(const typename Io::Storage *p, int64_t n,
+             typename Io::Compute *dst) {
+  if constexpr (Io::dtype == DType::F16) {
+    halfToFloatN(p, dst, n);
+  } else if constexpr (std::is_same_v<typename Io::Storage,
+                                      typename Io::Compute>) {
+    if (n > 0)
+      std::memcpy(dst, p, size_t(n) * sizeof *dst);
+  } else {
+    for (int64_t j = 0; j < n; ++j)
+      dst[j] = Io::load(p, j);
+  }
+}
+
+/// Io::store(p, j, src[j]) for j < n, a whole run at once.
+template <typename Io>
+void storeRun(typename Io::Storage *p, int64_t n,
+              const typename Io::Compute *src) {
+  if constexpr (Io::dtype == DType::F16) {
+    floatToHalfN(src, p, n);
+  } else if constexpr (std::is_same_v<typename Io::Storage,
+                                      typename Io::Compute>) {
+    if (n > 0)
+      std::memmove(p, src, size_t(n) * sizeof *src);
+  } else {
+    for (int64_t j = 0; j < n; ++j)
+      Io::store(p, j, src[j]);
+  }
+}
 
 template <typename Io> const typename Io::Storage *ptr(const Tensor &t) {
   return t.data<typename Io::Storage>();
@@ -179,6 +214,11 @@ void requireInputs(const KernelContext &ctx, size_t n);
 /// Allocates output i (throws if the node omits it or the shape is too big).
 Tensor &output(const KernelContext &ctx, size_t i, DType t,
                const std::vector<int64_t> &dims);
+/// Like output(), for a kernel that writes every element: where the executor
+/// bound the output to the arena its bytes are left as they are (not zeroed
+/// first), which saves a pass over memory per node.
+Tensor &overwrittenOutput(const KernelContext &ctx, size_t i, DType t,
+                          const std::vector<int64_t> &dims);
 /// Allocates output i when the node has it; nullptr otherwise.
 Tensor *optionalOutput(const KernelContext &ctx, size_t i, DType t,
                        const std::vector<int64_t> &dims);
@@ -256,41 +296,85 @@ private:
   int64_t offset_[K];
 };
 
-/// Calls f(i, offsets) for every element i (row-major) of the broadcast shape
-/// `out`, where offsets[k] is the element offset into operand k of shape
-/// in[k] (each must broadcast to `out`). Operands with out's element count
-/// or a single element skip the index arithmetic.
+/// Calls f(i, len, off, step) for each run of output elements i .. i+len-1
+/// of the broadcast shape `out`, in row-major order: element j of the run
+/// reads operand k (of shape in[k], which must broadcast to `out`) at
+/// off[k] + j * step[k], where step[k] is 0 along a broadcast dim. Adjacent
+/// dims that every operand walks the same way are merged first, so runs are
+/// as long as the shapes allow (the whole tensor when every operand has out's
+/// element count or one element) and per-element work stays in tight loops.
 template <size_t K, typename F>
-void forEachBroadcast(const std::vector<int64_t> &out,
-                      const std::vector<int64_t> (&in)[K], F &&f) {
+void forEachBroadcastRun(const std::vector<int64_t> &out,
+                         const std::vector<int64_t> (&in)[K], F &&f) {
   int64_t n = elementCount(out);
   if (n <= 0)
     return;
+  int64_t off[K], step[K];
   bool simple = true;
-  bool full[K];
   for (size_t k = 0; k < K; ++k) {
     int64_t nk = elementCount(in[k]);
-    full[k] = nk == n;
     simple = simple && (nk == n || nk == 1);
+    off[k] = 0;
+    step[k] = nk == n ? 1 : 0;
   }
-  int64_t off[K];
   if (simple) {
-    for (int64_t i = 0; i < n; ++i) {
-      for (size_t k = 0; k < K; ++k)
-        off[k] = full[k] ? i : 0;
-      f(i, static_cast<const int64_t *>(off));
-    }
+    f(int64_t(0), n, static_cast<const int64_t *>(off),
+      static_cast<const int64_t *>(step));
     return;
   }
   std::vector<int64_t> strides[K];
   for (size_t k = 0; k < K; ++k)
     strides[k] = broadcastStrides(in[k], out);
-  StridedWalker<K> w(out, strides);
-  for (int64_t i = 0; i < n; ++i, w.next()) {
+  // Merge dim d into the one before when every operand's stride there is
+  // stride(d) * size(d); drop size-1 dims.
+  std::vector<int64_t> dims, merged[K];
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] == 1)
+      continue;
+    bool join = !dims.empty();
+    for (size_t k = 0; k < K && join; ++k)
+      join = merged[k].back() == strides[k][d] * out[d];
+    if (join) {
+      dims.back() *= out[d];
+      for (size_t k = 0; k < K; ++k)
+        merged[k].back() = strides[k][d];
+    } else {
+      dims.push_back(out[d]);
+      for (size_t k = 0; k < K; ++k)
+        merged[k].push_back(strides[k][d]);
+    }
+  }
+  int64_t len = dims.back();
+  dims.pop_back();
+  for (size_t k = 0; k < K; ++k) {
+    step[k] = merged[k].back();
+    merged[k].pop_back();
+  }
+  StridedWalker<K> w(dims, merged);
+  for (int64_t i = 0; i < n; i += len, w.next()) {
     for (size_t k = 0; k < K; ++k)
       off[k] = w.offset(k);
-    f(i, static_cast<const int64_t *>(off));
+    f(i, len, static_cast<const int64_t *>(off),
+      static_cast<const int64_t *>(step));
   }
+}
+
+/// Calls f(i, offsets) for every element i (row-major) of the broadcast shape
+/// `out`, where offsets[k] is the element offset into operand k of shape
+/// in[k] (each must broadcast to `out`).
+template <size_t K, typename F>
+void forEachBroadcast(const std::vector<int64_t> &out,
+                      const std::vector<int64_t> (&in)[K], F &&f) {
+  forEachBroadcastRun(
+      out, in,
+      [&](int64_t i, int64_t len, const int64_t *off, const int64_t *step) {
+        int64_t o[K];
+        for (int64_t j = 0; j < len; ++j) {
+          for (size_t k = 0; k < K; ++k)
+            o[k] = off[k] + j * step[k];
+          f(i + j, static_cast<const int64_t *>(o));
+        }
+      });
 }
 
 /// Copies one element of `size` bytes (1, 2, 4 or 8).

@@ -7,6 +7,7 @@
 // Integer division by zero is an error, not a trap.
 #include "kernels/cpu/cpu_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -16,20 +17,73 @@ namespace {
 
 // --- shared loops ------------------------------------------------------------
 
+/// Elements per block of the floating loops below: operands are widened into
+/// fp32 (fp64) blocks of this size, the op runs over whole blocks, and the
+/// result is rounded back in one call.
+constexpr int64_t kBlock = 512;
+
+/// The n elements of a run starting at p with the given step, in the
+/// compute type: p itself where the storage is already that type and the
+/// run is contiguous, else widened into buf.
+template <typename Io>
+const typename Io::Compute *runValues(const typename Io::Storage *p,
+                                      int64_t step, int64_t n,
+                                      typename Io::Compute *buf) {
+  using C = typename Io::Compute;
+  if (step == 1) {
+    if constexpr (std::is_same_v<typename Io::Storage, C>)
+      return p;
+    loadRun<Io>(p, n, buf);
+  } else if (step == 0) {
+    C v = Io::load(p, 0);
+    for (int64_t j = 0; j < n; ++j)
+      buf[j] = v;
+  } else {
+    for (int64_t j = 0; j < n; ++j)
+      buf[j] = Io::load(p, j * step);
+  }
+  return buf;
+}
+
 /// y = op(a, b) with broadcasting; a and b share the dtype of Io, y has
 /// OutIo's dtype.
 template <typename Io, typename OutIo, typename Op>
 void binaryLoop(KernelContext &ctx, Op op) {
   const Tensor &a = input(ctx, 0, "A"), &b = input(ctx, 1, "B");
   std::vector<int64_t> dims = broadcastShapes(ctx.node, a.dims, b.dims);
-  Tensor &y = output(ctx, 0, OutIo::dtype, dims);
+  Tensor &y = overwrittenOutput(ctx, 0, OutIo::dtype, dims);
   const auto *pa = ptr<Io>(a);
   const auto *pb = ptr<Io>(b);
   auto *py = ptr<OutIo>(y);
   const std::vector<int64_t> shapes[2] = {a.dims, b.dims};
-  forEachBroadcast(dims, shapes, [&](int64_t i, const int64_t *o) {
-    OutIo::store(py, i, op(Io::load(pa, o[0]), Io::load(pb, o[1])));
-  });
+  using C = typename Io::Compute;
+  using OutC = typename OutIo::Compute;
+  if constexpr (std::is_floating_point_v<C> && std::is_floating_point_v<OutC>) {
+    // Block by block: the same op on the same fp32 (fp64) values as one
+    // element at a time, but the widening and rounding run over whole
+    // blocks and the op loop vectorises. y may be in place over a or b:
+    // each block is read before it is written.
+    C bufA[kBlock], bufB[kBlock];
+    OutC bufY[kBlock];
+    forEachBroadcastRun(
+        dims, shapes,
+        [&](int64_t i, int64_t len, const int64_t *off, const int64_t *step) {
+          for (int64_t c = 0; c < len; c += kBlock) {
+            int64_t m = std::min(kBlock, len - c);
+            const C *va =
+                runValues<Io>(pa + off[0] + c * step[0], step[0], m, bufA);
+            const C *vb =
+                runValues<Io>(pb + off[1] + c * step[1], step[1], m, bufB);
+            for (int64_t j = 0; j < m; ++j)
+              bufY[j] = op(va[j], vb[j]);
+            storeRun<OutIo>(py + i + c, m, bufY);
+          }
+        });
+  } else {
+    forEachBroadcast(dims, shapes, [&](int64_t i, const int64_t *o) {
+      OutIo::store(py, i, op(Io::load(pa, o[0]), Io::load(pb, o[1])));
+    });
+  }
 }
 
 void requireSameType(const KernelContext &ctx) {
@@ -42,12 +96,24 @@ void requireSameType(const KernelContext &ctx) {
 /// y = op(x), same dtype.
 template <typename Io, typename Op> void unaryLoop(KernelContext &ctx, Op op) {
   const Tensor &x = input(ctx, 0, "X");
-  Tensor &y = output(ctx, 0, x.dtype, x.dims);
+  Tensor &y = overwrittenOutput(ctx, 0, x.dtype, x.dims);
   const auto *px = ptr<Io>(x);
   auto *py = ptr<Io>(y);
   int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i)
-    Io::store(py, i, op(Io::load(px, i)));
+  using C = typename Io::Compute;
+  if constexpr (std::is_floating_point_v<C>) {
+    C bufX[kBlock], bufY[kBlock]; // as in binaryLoop
+    for (int64_t c = 0; c < n; c += kBlock) {
+      int64_t m = std::min(kBlock, n - c);
+      const C *vx = runValues<Io>(px + c, 1, m, bufX);
+      for (int64_t j = 0; j < m; ++j)
+        bufY[j] = op(vx[j]);
+      storeRun<Io>(py + c, m, bufY);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      Io::store(py, i, op(Io::load(px, i)));
+  }
 }
 
 // --- arithmetic --------------------------------------------------------------
@@ -325,6 +391,15 @@ void castLoop(const Tensor &x, Tensor &y) {
   const auto *px = ptr<SrcIo>(x);
   auto *py = ptr<DstIo>(y);
   int64_t n = x.numel();
+  // The casts autocast inserts, over whole buffers (F16C where available).
+  if constexpr (SrcIo::dtype == DType::F32 && DstIo::dtype == DType::F16) {
+    floatToHalfN(px, py, n);
+    return;
+  } else if constexpr (SrcIo::dtype == DType::F16 &&
+                       DstIo::dtype == DType::F32) {
+    halfToFloatN(px, py, n);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     S v = SrcIo::load(px, i);
     if constexpr (std::is_same_v<D, bool>) {
@@ -350,7 +425,7 @@ void kernelCast(KernelContext &ctx) {
   std::optional<DType> dst = fromOnnxDataType(int(to->i));
   if (!dst)
     fail(ctx.node, "unsupported target type ", to->i);
-  Tensor &y = output(ctx, 0, *dst, x.dims);
+  Tensor &y = overwrittenOutput(ctx, 0, *dst, x.dims);
   if (*dst == x.dtype) {
     y.bytes = x.bytes;
     return;

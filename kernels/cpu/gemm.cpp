@@ -9,6 +9,7 @@
 
 #include <cblas.h>
 
+#include <initializer_list>
 #include <type_traits>
 
 namespace mpc {
@@ -26,9 +27,7 @@ public:
     } else {
       int64_t n = t.numel();
       copy_.resize(size_t(n));
-      const auto *p = ptr<Io>(t);
-      for (int64_t i = 0; i < n; ++i)
-        copy_[size_t(i)] = Io::load(p, i);
+      loadRun<Io>(ptr<Io>(t), n, copy_.data());
       data_ = copy_.data();
     }
   }
@@ -68,14 +67,40 @@ void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T *a,
                 beta, c, n);
 }
 
-/// Stores a compute-type result into y (a no-op copy for fp32/fp64 when the
-/// result was computed in place).
-template <typename Io>
-void storeResult(const std::vector<typename Io::Compute> &r, Tensor &y) {
-  auto *py = ptr<Io>(y);
-  for (size_t i = 0; i < r.size(); ++i)
-    Io::store(py, int64_t(i), r[i]);
-}
+/// Where a product is computed: straight into y when y holds the compute
+/// type and shares no bytes with an operand (an output the memory plan put
+/// in place), else a zeroed scratch buffer that store() rounds into y once.
+template <typename Io> class ResultBuffer {
+public:
+  using C = typename Io::Compute;
+  ResultBuffer(Tensor &y, std::initializer_list<const Tensor *> operands)
+      : y_(y) {
+    bool direct = std::is_same_v<typename Io::Storage, C>;
+    for (const Tensor *t : operands)
+      direct = direct && !(t && overlaps(*t, y));
+    if (direct) {
+      data_ = reinterpret_cast<C *>(ptr<Io>(y)); // zeroed by output()
+    } else {
+      scratch_.assign(size_t(y.numel()), C(0));
+      data_ = scratch_.data();
+    }
+  }
+  C *data() { return data_; }
+  void store() {
+    if (data_ == scratch_.data())
+      storeRun<Io>(ptr<Io>(y_), int64_t(scratch_.size()), scratch_.data());
+  }
+
+private:
+  static bool overlaps(const Tensor &a, const Tensor &b) {
+    const uint8_t *pa = a.bytes.data(), *pb = b.bytes.data();
+    return a.byteSize() && b.byteSize() && pa < pb + b.byteSize() &&
+           pb < pa + a.byteSize();
+  }
+  Tensor &y_;
+  C *data_ = nullptr;
+  std::vector<C> scratch_;
+};
 
 // --- Gemm --------------------------------------------------------------------
 
@@ -113,17 +138,17 @@ void kernelGemm(KernelContext &ctx) {
     using Io = decltype(io);
     using T = typename Io::Compute;
     ComputeView<Io> va(a), vb(b);
-    std::vector<T> r(size_t(m * n), T(0));
+    ResultBuffer<Io> r(y, {&a, &b, c});
     if (c && beta != 0.0) {
       const auto *pc = ptr<Io>(*c);
       const std::vector<int64_t> shapes[1] = {c->dims};
       forEachBroadcast(dims, shapes, [&](int64_t i, const int64_t *o) {
-        r[size_t(i)] = Io::load(pc, o[0]);
+        r.data()[i] = Io::load(pc, o[0]);
       });
     }
     gemm<T>(ta, tb, blasDim(node, m), blasDim(node, n), blasDim(node, k),
             T(alpha), va.data(), vb.data(), T(beta), r.data());
-    storeResult<Io>(r, y);
+    r.store();
   });
 }
 
@@ -164,13 +189,13 @@ void kernelMatMul(KernelContext &ctx) {
     using Io = decltype(io);
     using T = typename Io::Compute;
     ComputeView<Io> va(a), vb(b);
-    std::vector<T> r(size_t(numBatch * m * n), T(0));
+    ResultBuffer<Io> r(y, {&a, &b});
     if (elementCount(batchB) == 1) {
       // B is shared by every batch: one product with the batches stacked
       // into the rows of A (A is contiguous row-major).
       gemm<T>(false, false, blasDim(node, numBatch * m), blasDim(node, n),
               blasDim(node, k), T(1), va.data(), vb.data(), T(0), r.data());
-      storeResult<Io>(r, y);
+      r.store();
       return;
     }
     std::vector<int64_t> sa = broadcastStrides(batchA, batch);
@@ -181,7 +206,7 @@ void kernelMatMul(KernelContext &ctx) {
       gemm<T>(false, false, blasDim(node, m), blasDim(node, n),
               blasDim(node, k), T(1), va.data() + w.offset(0) * m * k,
               vb.data() + w.offset(1) * k * n, T(0), r.data() + i * m * n);
-    storeResult<Io>(r, y);
+    r.store();
   });
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace mpc {
 namespace cpu {
@@ -17,7 +18,7 @@ namespace {
 /// Output 0 := x's bytes under new dims (the element count must match).
 void copyWithDims(KernelContext &ctx, const Tensor &x,
                   const std::vector<int64_t> &dims) {
-  Tensor &y = output(ctx, 0, x.dtype, dims);
+  Tensor &y = overwrittenOutput(ctx, 0, x.dtype, dims);
   if (y.numel() != x.numel())
     fail(ctx.node, "cannot reshape ", shapeString(x.dims), " to ",
          shapeString(dims));
@@ -107,6 +108,50 @@ void kernelFlatten(KernelContext &ctx) {
   copyWithDims(ctx, x, {outer, inner});
 }
 
+/// y[i] = x[offset of output element i], where output dims `dims` walk x
+/// with element strides `strides` (T: an unsigned type of the element size).
+/// Output dims that stay adjacent in x are merged, so the inner loop copies
+/// a whole run (contiguous when the innermost axis stays innermost).
+template <typename T>
+void transposeCopy(const Tensor &x, Tensor &y, const std::vector<int64_t> &dims,
+                   const std::vector<int64_t> &strides) {
+  int64_t n = y.numel();
+  if (n <= 0)
+    return;
+  std::vector<int64_t> md, ms;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] == 1)
+      continue;
+    if (!md.empty() && ms.back() == strides[d] * dims[d]) {
+      md.back() *= dims[d];
+      ms.back() = strides[d];
+    } else {
+      md.push_back(dims[d]);
+      ms.push_back(strides[d]);
+    }
+  }
+  if (md.empty()) { // one element
+    md.push_back(1);
+    ms.push_back(1);
+  }
+  int64_t len = md.back(), step = ms.back();
+  md.pop_back();
+  ms.pop_back();
+  const T *px = x.data<T>();
+  T *py = y.data<T>();
+  const std::vector<int64_t> walk[1] = {ms};
+  StridedWalker<1> w(md, walk);
+  for (int64_t i = 0; i < n; i += len, w.next()) {
+    const T *src = px + w.offset(0);
+    if (step == 1) {
+      std::memcpy(py + i, src, size_t(len) * sizeof(T));
+    } else {
+      for (int64_t j = 0; j < len; ++j)
+        py[i + j] = src[j * step];
+    }
+  }
+}
+
 void kernelTranspose(KernelContext &ctx) {
   const Node &node = ctx.node;
   const Tensor &x = input(ctx, 0, "data");
@@ -126,13 +171,17 @@ void kernelTranspose(KernelContext &ctx) {
     dims[i] = x.dims[size_t(perm[i])];
     strides[i] = inStrides[size_t(perm[i])];
   }
-  Tensor &y = output(ctx, 0, x.dtype, dims);
-  size_t size = dtypeSize(x.dtype);
-  const std::vector<int64_t> walk[1] = {strides};
-  StridedWalker<1> w(dims, walk);
-  int64_t n = y.numel();
-  for (int64_t i = 0; i < n; ++i, w.next())
-    copyElement(y.bytes.data(), i, x.bytes.data(), w.offset(0), size);
+  Tensor &y = overwrittenOutput(ctx, 0, x.dtype, dims);
+  switch (dtypeSize(x.dtype)) {
+  case 1:
+    return transposeCopy<uint8_t>(x, y, dims, strides);
+  case 2:
+    return transposeCopy<uint16_t>(x, y, dims, strides);
+  case 4:
+    return transposeCopy<uint32_t>(x, y, dims, strides);
+  default:
+    return transposeCopy<uint64_t>(x, y, dims, strides);
+  }
 }
 
 void kernelShape(KernelContext &ctx) {

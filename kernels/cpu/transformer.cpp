@@ -50,6 +50,17 @@ void withCompute(const Node &node, std::initializer_list<const Tensor *> ts,
 /// Every element of a floating tensor in the compute type C.
 template <typename C> std::vector<C> loadAll(const Tensor &t) {
   std::vector<C> v(size_t(t.numel()));
+  int64_t n = int64_t(v.size());
+  if constexpr (std::is_same_v<C, float>) {
+    if (t.dtype == DType::F32) {
+      loadRun<F32Io>(t.data<float>(), n, v.data());
+      return v;
+    }
+    if (t.dtype == DType::F16) {
+      loadRun<F16Io>(t.data<uint16_t>(), n, v.data());
+      return v;
+    }
+  }
   if (t.dtype == DType::F64) {
     const double *p = t.data<double>();
     for (size_t i = 0; i < v.size(); ++i)
@@ -63,20 +74,27 @@ template <typename C> std::vector<C> loadAll(const Tensor &t) {
 
 /// Stores compute-type values into a floating tensor, rounding once.
 template <typename C> void storeAll(Tensor &t, const std::vector<C> &v) {
-  for (size_t i = 0; i < v.size(); ++i) {
-    int64_t k = int64_t(i);
+  int64_t n = int64_t(v.size());
+  if constexpr (std::is_same_v<C, float>) {
+    if (t.dtype == DType::F32)
+      return storeRun<F32Io>(t.data<float>(), n, v.data());
+    if (t.dtype == DType::F16)
+      return storeRun<F16Io>(t.data<uint16_t>(), n, v.data());
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    C x = v[size_t(k)];
     switch (t.dtype) {
     case DType::F64:
-      t.data<double>()[k] = double(v[i]);
+      t.data<double>()[k] = double(x);
       break;
     case DType::F32:
-      t.data<float>()[k] = float(v[i]);
+      t.data<float>()[k] = float(x);
       break;
     case DType::F16:
-      t.data<uint16_t>()[k] = floatToHalf(float(v[i]));
+      t.data<uint16_t>()[k] = floatToHalf(float(x));
       break;
     default: // BF16: callers only pass floating tensors
-      t.data<uint16_t>()[k] = floatToBf16(float(v[i]));
+      t.data<uint16_t>()[k] = floatToBf16(float(x));
       break;
     }
   }

@@ -1,4 +1,5 @@
-// Tests of the fp16/bf16 conversions in kernels/common/half.h.
+// Tests of the fp16/bf16 conversions in kernels/common/half.h and of the
+// bulk fp16 conversions (F16C or software) in kernels/cpu/half_convert.h.
 //
 // Every one of the 65536 half (and bf16) bit patterns must survive
 // half -> float -> half (NaNs stay NaN); float -> half must round to nearest
@@ -6,11 +7,14 @@
 // 65520; a wide sample of float bit patterns is checked against an
 // independent reference (nearest value in the sorted list of all halves).
 #include "kernels/common/half.h"
+#include "kernels/cpu/half_convert.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -172,4 +176,107 @@ TEST(Bf16, TiesToEvenAndNaN) {
   EXPECT_TRUE(isBf16NaN(floatToBf16(bitsToFloat(0xff800001u))));
   EXPECT_TRUE(isBf16NaN(floatToBf16(std::nanf(""))));
   EXPECT_EQ(roundToBf16(3.0f), 3.0f);
+}
+
+// --- the bulk conversions of kernels/cpu/half_convert.h ----------------------
+//
+// The F16C path must give the software path's bits for every input. Every
+// half is checked; for floats, every pattern of sign, exponent and the 10
+// kept mantissa bits is combined with the dropped-bit patterns that decide
+// rounding (0, 1, just below/at/above the tie, all ones, a random one), every
+// float whose half is subnormal is sampled densely, and NaNs with every
+// payload position sit at every lane of a vector block. Set
+// MPC_HALF_EXHAUSTIVE=1 to compare all 2^32 floats (about 30 s).
+
+namespace {
+
+/// Converts `in` with both paths, in one call (so that the vector loop and
+/// its scalar tail both run), and compares bit patterns.
+void expectSameHalves(const std::vector<float> &in) {
+  std::vector<uint16_t> fast(in.size()), soft(in.size());
+  cpu::floatToHalfN(in.data(), fast.data(), int64_t(in.size()));
+  cpu::floatToHalfNSoftware(in.data(), soft.data(), int64_t(in.size()));
+  for (size_t i = 0; i < in.size(); ++i)
+    ASSERT_EQ(fast[i], soft[i])
+        << "float bits 0x" << std::hex << floatBits(in[i]);
+}
+
+} // namespace
+
+TEST(HalfBulk, EveryHalfWidensLikeSoftware) {
+  std::vector<uint16_t> h(0x10000 + 5); // + 5: a scalar tail too
+  for (size_t i = 0; i < h.size(); ++i)
+    h[i] = uint16_t(i);
+  std::vector<float> fast(h.size()), soft(h.size());
+  cpu::halfToFloatN(h.data(), fast.data(), int64_t(h.size()));
+  cpu::halfToFloatNSoftware(h.data(), soft.data(), int64_t(h.size()));
+  for (size_t i = 0; i < h.size(); ++i)
+    ASSERT_EQ(floatBits(fast[i]), floatBits(soft[i]))
+        << "half 0x" << std::hex << h[i];
+  // Same through the per-element function of half.h.
+  for (size_t i = 0; i < h.size(); ++i)
+    ASSERT_EQ(floatBits(fast[i]), floatBits(halfToFloat(h[i])));
+  // A NaN in any lane of a block of 8 leaves the other lanes exact.
+  for (int lane = 0; lane < 8; ++lane) {
+    uint16_t block[8] = {0x3c00, 0x0001, 0x83ff, 0x7c00,
+                         0xfc00, 0x7bff, 0x8000, 0x0400};
+    block[lane] = 0x7c01; // signalling NaN: halfToFloat keeps it signalling
+    float f[8], s[8];
+    cpu::halfToFloatN(block, f, 8);
+    cpu::halfToFloatNSoftware(block, s, 8);
+    for (int i = 0; i < 8; ++i)
+      ASSERT_EQ(floatBits(f[i]), floatBits(s[i])) << lane << " " << i;
+  }
+}
+
+TEST(HalfBulk, FloatsRoundLikeSoftware) {
+  const uint32_t dropped[] = {0x0000, 0x0001, 0x0fff, 0x1000,
+                              0x1001, 0x1fff, 0x0a5b};
+  std::vector<float> in;
+  in.reserve(size_t(1) << 22);
+  // Sign, exponent and kept mantissa: all 2^19 patterns.
+  for (uint32_t top = 0; top < (1u << 19); ++top)
+    for (uint32_t low : dropped)
+      in.push_back(bitsToFloat((top << 13) | low));
+  expectSameHalves(in);
+  in.clear();
+  // Floats whose half is subnormal or zero (exponents 101..113), both
+  // signs, every 61st mantissa, plus each exponent's extreme mantissas.
+  for (uint32_t sign : {0u, 0x80000000u})
+    for (uint32_t exp = 101; exp <= 113; ++exp) {
+      for (uint32_t m = 0; m < (1u << 23); m += 61)
+        in.push_back(bitsToFloat(sign | (exp << 23) | m));
+      in.push_back(bitsToFloat(sign | (exp << 23) | 0x7fffffu));
+    }
+  expectSameHalves(in);
+  in.clear();
+  // Every 997th float pattern: the whole range, NaNs and float subnormals.
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 997)
+    in.push_back(bitsToFloat(uint32_t(u)));
+  expectSameHalves(in);
+}
+
+TEST(HalfBulk, NaNsAndSpecialsInEveryLane) {
+  const uint32_t nans[] = {0x7f800001u, 0x7fc00000u, 0xffffffffu,
+                           0x7fbfe000u, 0xff802000u, 0x7fffe001u};
+  const float specials[] = {0.0f,     -0.0f,     65504.0f, 65520.0f,
+                            -1e-8f,   6.1e-5f,   1.0f,     -2.5f,
+                            INFINITY, -INFINITY, 5.96e-8f, 2.98e-8f};
+  for (uint32_t nan : nans)
+    for (int lane = 0; lane < 8; ++lane) {
+      std::vector<float> in(std::begin(specials), std::end(specials));
+      in.insert(in.begin() + lane, bitsToFloat(nan));
+      expectSameHalves(in);
+    }
+}
+
+TEST(HalfBulk, EveryFloatWhenAsked) {
+  if (!std::getenv("MPC_HALF_EXHAUSTIVE"))
+    GTEST_SKIP() << "set MPC_HALF_EXHAUSTIVE=1 to compare all 2^32 floats";
+  std::vector<float> in(size_t(1) << 20);
+  for (uint64_t base = 0; base < (uint64_t(1) << 32); base += in.size()) {
+    for (size_t i = 0; i < in.size(); ++i)
+      in[i] = bitsToFloat(uint32_t(base + i));
+    expectSameHalves(in);
+  }
 }

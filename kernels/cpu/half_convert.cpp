@@ -1,0 +1,113 @@
+// Bulk fp16 <-> fp32 conversion: F16C where the CPU has it, software else.
+//
+// The F16C functions are compiled for that instruction set alone (target
+// attribute) and chosen once at run time, so the build stays portable. Both
+// paths give the bits of kernels/common/half.h: a block of 8 holding a NaN
+// is converted in software (F16C's NaN results differ, see half_convert.h);
+// every other value, subnormals and infinities included, converts the same
+// with VCVTPS2PH in round-to-nearest-even mode and with VCVTPH2PS.
+#include "kernels/cpu/half_convert.h"
+
+#include "kernels/common/half.h"
+
+#include <cstdlib>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MPC_HAVE_X86 1
+#endif
+
+namespace mpc {
+namespace cpu {
+
+void halfToFloatNSoftware(const uint16_t *src, float *dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = halfToFloat(src[i]);
+}
+
+void floatToHalfNSoftware(const float *src, uint16_t *dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = floatToHalf(src[i]);
+}
+
+#ifdef MPC_HAVE_X86
+namespace {
+
+__attribute__((target("avx,f16c"))) void
+halfToFloatNF16c(const uint16_t *src, float *dst, int64_t n) {
+  const __m128i absMask = _mm_set1_epi16(0x7fff);
+  const __m128i infBits = _mm_set1_epi16(0x7c00);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i));
+    // |h| > inf as signed 16-bit (|h| <= 0x7fff): a NaN lane.
+    __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, absMask), infBits);
+    if (_mm_movemask_epi8(nan) != 0) {
+      halfToFloatNSoftware(src + i, dst + i, 8);
+      continue;
+    }
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  halfToFloatNSoftware(src + i, dst + i, n - i);
+}
+
+__attribute__((target("avx,f16c"))) void
+floatToHalfNF16c(const float *src, uint16_t *dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 f = _mm256_loadu_ps(src + i);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)) != 0) {
+      floatToHalfNSoftware(src + i, dst + i, 8);
+      continue;
+    }
+    __m128i h =
+        _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + i), h);
+  }
+  floatToHalfNSoftware(src + i, dst + i, n - i);
+}
+
+bool detectF16c() {
+  if (std::getenv("MPC_NO_F16C"))
+    return false;
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+}
+
+} // namespace
+
+bool haveF16c() {
+  static const bool have = detectF16c();
+  return have;
+}
+
+void halfToFloatN(const uint16_t *src, float *dst, int64_t n) {
+  if (haveF16c())
+    halfToFloatNF16c(src, dst, n);
+  else
+    halfToFloatNSoftware(src, dst, n);
+}
+
+void floatToHalfN(const float *src, uint16_t *dst, int64_t n) {
+  if (haveF16c())
+    floatToHalfNF16c(src, dst, n);
+  else
+    floatToHalfNSoftware(src, dst, n);
+}
+
+#else // not x86: the software loops only
+
+bool haveF16c() { return false; }
+
+void halfToFloatN(const uint16_t *src, float *dst, int64_t n) {
+  halfToFloatNSoftware(src, dst, n);
+}
+
+void floatToHalfN(const float *src, uint16_t *dst, int64_t n) {
+  floatToHalfNSoftware(src, dst, n);
+}
+
+#endif
+
+} // namespace cpu
+} // namespace mpc
