@@ -43,6 +43,8 @@ void LifetimeOffsets::addSpan(Spans &spans, size_t begin, size_t end) {
   auto it = std::partition_point(
       spans.begin(), spans.end(),
       [&](const std::pair<size_t, size_t> &s) { return s.second < begin; });
+  if (it != spans.end() && it->first <= begin && end <= it->second)
+    return; // already covered (the common case in the sets near the root)
   auto last = it;
   while (last != spans.end() && last->first <= end) {
     begin = std::min(begin, last->first);

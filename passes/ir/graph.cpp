@@ -325,7 +325,8 @@ std::string Graph::uniqueNodeName(const std::string &hint) {
   while (count > 1 && nodeNames_.count(name) && name != base) {
     name = base + "_" + std::to_string(count++);
   }
-  nodeNames_.emplace(name, 1);
+  if (name != base) // base is a key already (operator[] above)
+    nodeNames_.emplace(name, 1);
   return name;
 }
 

@@ -90,6 +90,8 @@ void exportNode(const Node &n, onnx::NodeProto &np) {
   size_t last = n.numInputs();
   while (last > 0 && !n.input(last - 1))
     --last;
+  np.mutable_input()->Reserve(int(last));
+  np.mutable_output()->Reserve(int(n.numOutputs()));
   for (size_t i = 0; i < last; ++i)
     np.add_input(n.input(i) ? n.input(i)->name() : "");
   for (const Value *o : n.outputs())
