@@ -58,6 +58,13 @@ public:
   /// Runs one node. Throws mpc::Error on bad runtime input (e.g. a label out
   /// of range, a shape that does not reshape).
   virtual void run(KernelContext &ctx) = 0;
+
+  /// The device's free and total memory, where the device has its own (a
+  /// GPU: cudaMemGetInfo); false where it does not know or shares the host's
+  /// (runtime/memory_limit.h then reads the host's available memory).
+  virtual bool deviceMemory(size_t &freeBytes, size_t &totalBytes) const {
+    return false;
+  }
 };
 
 /// The CPU reference backend (always available).

@@ -5,10 +5,32 @@
 #include "passes/support/diagnostics.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 namespace mpc {
+
+std::string formatByteSize(size_t bytes) {
+  char buf[64];
+  double b = double(bytes);
+  if (bytes >= (size_t(1) << 30))
+    std::snprintf(buf, sizeof buf, "%.1f GiB", b / double(1 << 30));
+  else if (bytes >= (size_t(1) << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / double(1 << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
+  return buf;
+}
+
+MemoryLimitError::MemoryLimitError(size_t planned, size_t persistent,
+                                   const MemoryLimit &limit)
+    : Error("planned peak " + formatByteSize(planned) + " (" +
+            formatByteSize(persistent) +
+            " of state and batch, the rest per step) exceeds the memory "
+            "limit " +
+            formatByteSize(limit.bytes) + " (" + limit.source + ")"),
+      planned(planned), persistent(persistent), limit(limit.bytes) {}
 
 /// The arena's bytes (aligned; zeroed once so no kernel ever sees garbage
 /// it did not write).
@@ -141,28 +163,71 @@ void Executor::moveIntoArena(size_t s) {
   t.bytes = ByteBuffer::view(at, p.bytes);
 }
 
-void Executor::makePlan() {
-  // Shapes as this run's inputs make them.
-  std::unique_ptr<Graph> g = graph_.clone();
-  plannedInputDims_.clear();
-  for (size_t i = 0; i < graph_.inputs().size(); ++i) {
-    const Tensor &t = slots_[slotOf_.at(graph_.inputs()[i])];
-    plannedInputDims_.push_back(t.dims);
-    if (t.dtype != DType::Undefined)
-      g->inputs()[i]->setType(t.dtype, toDims(t.dims));
-  }
+std::unique_ptr<MemoryPlan> Executor::planFor(
+    const std::vector<std::pair<DType, std::vector<int64_t>>> &inputs,
+    std::unique_ptr<Graph> &g) const {
+  g = graph_.clone();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].first != DType::Undefined)
+      g->inputs()[i]->setType(inputs[i].first, toDims(inputs[i].second));
   try {
     inferGraph(*g, options_.opset);
   } catch (const Error &) {
     // The kernels will say what is wrong, with the node's actual data.
-    plan_.reset();
-    return;
+    return nullptr;
   }
   PlanInputs in;
   in.graph = g.get();
   in.updateBinding = options_.updateBinding;
   in.alignment = options_.alignment;
   auto plan = std::make_unique<MemoryPlan>(planMemory(in));
+  if (options_.memoryLimit.bytes &&
+      plan->arenaBytes > options_.memoryLimit.bytes)
+    throw MemoryLimitError(plan->arenaBytes, plan->persistentBytes,
+                           options_.memoryLimit);
+  return plan;
+}
+
+size_t Executor::checkMemory(
+    const std::vector<std::vector<int64_t>> &inputDims) const {
+  if (inputDims.size() != graph_.inputs().size())
+    throw Error("checkMemory: " + std::to_string(inputDims.size()) +
+                " input shapes for " + std::to_string(graph_.inputs().size()) +
+                " inputs");
+  std::vector<std::pair<DType, std::vector<int64_t>>> inputs;
+  for (size_t i = 0; i < inputDims.size(); ++i) {
+    const Value *v = graph_.inputs()[i];
+    int64_t n = elementCount(inputDims[i]);
+    size_t es = v->dtype == DType::Undefined ? 1 : dtypeSize(v->dtype);
+    // The planner leaves a value it cannot size out of the arena; an input
+    // no memory can hold is refused here instead.
+    if (n < 0 || uint64_t(n) > (uint64_t(1) << 63) / es)
+      throw Error("input '" + v->name() + "' of " + dtypeName(v->dtype) + "[" +
+                  dimsToString(inputDims[i]) +
+                  "] is larger than any memory (over 2^63 bytes)");
+    inputs.emplace_back(v->dtype, inputDims[i]);
+  }
+  std::unique_ptr<Graph> g;
+  std::unique_ptr<MemoryPlan> plan = planFor(inputs, g);
+  return plan ? plan->arenaBytes : 0;
+}
+
+void Executor::makePlan() {
+  // Shapes as this run's inputs make them.
+  std::vector<std::pair<DType, std::vector<int64_t>>> inputs;
+  plannedInputDims_.clear();
+  for (size_t i = 0; i < graph_.inputs().size(); ++i) {
+    const Tensor &t = slots_[slotOf_.at(graph_.inputs()[i])];
+    plannedInputDims_.push_back(t.dims);
+    inputs.emplace_back(t.dtype, t.dims);
+  }
+  std::unique_ptr<Graph> g;
+  // Above the limit it throws before allocating: the last plan is intact.
+  std::unique_ptr<MemoryPlan> plan = planFor(inputs, g);
+  if (!plan) {
+    plan_.reset();
+    return;
+  }
 
   std::vector<SlotPlan> slotPlan(slots_.size());
   for (size_t s = 0; s < slots_.size(); ++s) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "passes/memory_plan.h"
+#include "passes/support/diagnostics.h"
 #include "runtime/backend.h"
 
 #include <memory>
@@ -19,6 +20,24 @@
 #include <vector>
 
 namespace mpc {
+
+/// The most bytes a step's planned arena may take, and where that number
+/// comes from ("cpu, --memory-limit", "cuda, free device memory").
+struct MemoryLimit {
+  size_t bytes = 0; ///< 0: no limit
+  std::string source;
+};
+
+/// A plan whose arena exceeds the memory limit: refused before the arena is
+/// allocated (so before any kernel runs), with the plan's numbers.
+class MemoryLimitError : public Error {
+public:
+  MemoryLimitError(size_t planned, size_t persistent, const MemoryLimit &limit);
+  size_t planned, persistent, limit;
+};
+
+/// "412.4 MiB" (KiB below 1 MiB, GiB from 1 GiB).
+std::string formatByteSize(size_t bytes);
 
 struct ExecutorOptions {
   /// ONNX opset of the graph (shape inference when planning).
@@ -29,6 +48,8 @@ struct ExecutorOptions {
   /// The training step's update binding (state, new value): lets the plan
   /// write an optimizer update over its state.
   std::vector<std::pair<std::string, std::string>> updateBinding;
+  /// A plan above it throws MemoryLimitError (see setMemoryLimit).
+  MemoryLimit memoryLimit;
 };
 
 class Executor {
@@ -47,6 +68,16 @@ public:
 
   /// Runs every node. `seed` is passed to random ops.
   void run(uint64_t seed = 0);
+  /// Plans the step for these input dims (one per graph input, in order)
+  /// as run() would, without binding or allocating anything: throws
+  /// MemoryLimitError when the plan exceeds the memory limit, Error when an
+  /// input's byte size does not fit in 64 bits. Returns the planned arena
+  /// bytes (0 when the shapes cannot be inferred: run() then says why).
+  size_t checkMemory(const std::vector<std::vector<int64_t>> &inputDims) const;
+  /// Sets the limit the next plan is checked against (0 bytes: none).
+  void setMemoryLimit(MemoryLimit limit) {
+    options_.memoryLimit = std::move(limit);
+  }
 
   /// Output i of the last run, or by name.
   const Tensor &output(size_t i) const;
@@ -76,6 +107,12 @@ public:
 
 private:
   bool planIsCurrent() const;
+  /// The plan for the graph with input i of type inputs[i] (Undefined dtype:
+  /// as declared), into `g`; nullptr when shapes cannot be inferred. Throws
+  /// MemoryLimitError above the limit.
+  std::unique_ptr<MemoryPlan>
+  planFor(const std::vector<std::pair<DType, std::vector<int64_t>>> &inputs,
+          std::unique_ptr<Graph> &g) const;
   void makePlan();
   /// Copies slot s into its planned place and makes it a view there.
   void moveIntoArena(size_t s);

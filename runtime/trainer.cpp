@@ -81,6 +81,18 @@ std::vector<DataInputSpec> Trainer::dataInputs(int64_t &batch) const {
   return describeDataInputs(*step_, batch);
 }
 
+void Trainer::checkMemory(int64_t batch, const MemoryLimit &limit) {
+  // Every input of the step is a data input, in this order.
+  std::vector<std::vector<int64_t>> dims;
+  for (const DataInputSpec &s : describeDataInputs(*step_, batch)) {
+    dims.push_back({batch});
+    dims.back().insert(dims.back().end(), s.sampleDims.begin(),
+                       s.sampleDims.end());
+  }
+  exec_->setMemoryLimit(limit);
+  exec_->checkMemory(dims);
+}
+
 StepRecord
 Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
   auto start = std::chrono::steady_clock::now();
@@ -118,9 +130,9 @@ Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
   std::vector<bool> inPlace(binding.size());
   for (size_t i = 0; i < binding.size(); ++i) {
     const Tensor &now = exec_->output(binding[i].second);
-    inPlace[i] = now.bytes.data() ==
-                     exec_->initializer(binding[i].first).bytes.data() &&
-                 !now.bytes.empty();
+    inPlace[i] =
+        now.bytes.data() == exec_->initializer(binding[i].first).bytes.data() &&
+        !now.bytes.empty();
     if (!inPlace[i])
       updates[i] = now;
   }

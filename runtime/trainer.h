@@ -40,6 +40,11 @@ public:
 
   using Batch = std::vector<std::pair<std::string, Tensor>>;
 
+  /// Plans the step for (micro-)batches of `batch` samples against `limit`
+  /// before any data is made or loaded: throws MemoryLimitError, with the
+  /// plan's numbers, when it does not fit (so does a later re-plan).
+  void checkMemory(int64_t batch, const MemoryLimit &limit);
+
   /// Runs the compiled step once on this batch and applies the state
   /// updates: one optimizer step, or one micro-batch of a model compiled
   /// with --grad-accum (stepsDone() then counts the K-th only).

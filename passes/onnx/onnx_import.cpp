@@ -8,8 +8,8 @@
 #include "passes/onnx/gradient_op.h"
 #include "passes/onnx/old_opsets.h"
 #include "passes/support/diagnostics.h"
-#include "passes/training_info.h"
 #include "passes/support/file_io.h"
+#include "passes/training_info.h"
 #include "runtime/data/tensor_pb.h"
 
 #include "onnx/defs/parser.h"
@@ -71,6 +71,33 @@ std::string stripComments(const std::string &text) {
     out += c;
   }
   return out;
+}
+
+/// ONNX's text parser recurses once per nested graph, type or list, and
+/// overflows the stack a few thousand levels deep (a crash found by issue 7's
+/// absurd inputs): refuse text nested deeper than any real model is first.
+/// `text` is without comments; strings are skipped.
+void checkNesting(const std::string &text, const std::string &sourceName) {
+  constexpr int kMaxDepth = 256;
+  int depth = 0, line = 1;
+  bool inString = false;
+  for (char c : text) {
+    if (c == '\n')
+      ++line;
+    if (c == '"')
+      inString = !inString;
+    if (inString)
+      continue;
+    if (c == '{' || c == '(' || c == '[') {
+      if (++depth > kMaxDepth)
+        throw Error(sourceName +
+                    ": cannot parse ONNX text: brackets nest deeper than " +
+                    std::to_string(kMaxDepth) + " levels (line " +
+                    std::to_string(line) + ")");
+    } else if ((c == '}' || c == ')' || c == ']') && depth > 0) {
+      --depth;
+    }
+  }
 }
 
 class GraphImporter {
@@ -493,6 +520,7 @@ std::unique_ptr<Model> parseModelText(const std::string &text,
                                       const std::string &sourceName) {
   onnx::ModelProto proto;
   std::string clean = stripComments(text);
+  checkNesting(clean, sourceName);
   onnx::Common::Status status;
   try {
     status = onnx::OnnxParser::Parse(proto, clean.c_str());

@@ -112,6 +112,16 @@ public:
     staging.finish();
   }
 
+  /// cudaMemGetInfo on this backend's device (false if the query fails).
+  bool deviceMemory(size_t &freeBytes, size_t &totalBytes) const override {
+    if (cudaSetDevice(device_.options.device) != cudaSuccess ||
+        cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return true;
+  }
+
   CudaMemoryStats memoryStats() const {
     const DeviceAllocator::Stats &s = device_.allocator->stats();
     return {s.rawAllocations, s.cacheHits, s.peakReservedBytes};

@@ -9,6 +9,7 @@
 #include "passes/support/diagnostics.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/inference.h"
+#include "runtime/memory_limit.h"
 #include "runtime/trainer.h"
 
 #include <chrono>
@@ -50,6 +51,10 @@ Trains MODEL, a training step compiled by mpc-opt.
   --max-skipped-steps=N   N (default 100) consecutive skipped steps with the
                           scale below the floor, stop with exit 1 and name
                           the node that overflowed (0: never stop)
+  --memory-limit=BYTES    refuse, before the first step, a model whose
+                          planned peak exceeds BYTES (K, M, G suffixes;
+                          0: no check). Default: the device's free memory
+                          (cpu: MemAvailable, cuda: cudaMemGetInfo)
 
 Inference (--infer) runs MODEL's main graph forward, on any supported model
 (for a compiled model: the inference graph on its current parameters).
@@ -80,6 +85,8 @@ struct Flags {
   bool debugOverflow = false;
   double minLossScale = 1;
   int64_t maxSkippedSteps = 100;
+  bool memoryLimitGiven = false;
+  size_t memoryLimit = 0;
 
   bool infer = false;
   /// --input values as given: "NAME=FILE" or "FILE".
@@ -139,7 +146,8 @@ Flags parseFlags(int argc, char **argv) {
                                            "--export-inference",
                                            "--debug-overflow",
                                            "--min-loss-scale",
-                                           "--max-skipped-steps"};
+                                           "--max-skipped-steps",
+                                           "--memory-limit"};
     for (const char *t : kTrainingFlags)
       if (key == t)
         f.trainingFlags.push_back(key);
@@ -184,6 +192,9 @@ Flags parseFlags(int argc, char **argv) {
                     "'");
     } else if (key == "--max-skipped-steps") {
       f.maxSkippedSteps = parseInt(key, need(), 0);
+    } else if (key == "--memory-limit") {
+      f.memoryLimit = parseByteSize(key, need());
+      f.memoryLimitGiven = true;
     } else if (arg == "--quiet") {
       f.quiet = true;
     } else if (arg == "--infer") {
@@ -294,6 +305,17 @@ int run(const Flags &f) {
 
   int64_t batch = f.batch;
   std::vector<DataInputSpec> specs = trainer.dataInputs(batch);
+  // The step's memory plan against the device before any data is made or
+  // read: a model that cannot fit is refused now, not by the allocator.
+  MemoryLimit limit =
+      memoryLimitFor(*backend, f.memoryLimitGiven, f.memoryLimit);
+  try {
+    trainer.checkMemory(batch, limit);
+  } catch (const MemoryLimitError &e) {
+    throw Error(std::string(e.what()) +
+                "; try --recompute=auto at mpc-opt, --grad-accum=K with a "
+                "smaller --batch");
+  }
   Dataset data = f.synthetic
                      ? Dataset::synthetic(specs, batch * 16, trainer.seed)
                      : Dataset::fromNpz(f.data, specs);
@@ -381,14 +403,13 @@ int run(const Flags &f) {
       totalMs > 0
           ? double(done * batch * trainer.microBatches()) / (totalMs / 1000.0)
           : 0;
-  std::printf("summary: steps %lld  skipped %lld  final loss %.6f  loss scale "
-              "%g  %.0f samples/s  peak memory %s (%s; %zu bytes, live "
-              "%zu)\n",
-              (long long)done, (long long)skipped, lastLoss,
-              trainer.lossScale(), samplesPerSec,
-              formatBytes(trainer.arenaPeakBytes()).c_str(),
-              backend->name().c_str(), trainer.arenaPeakBytes(),
-              trainer.peakBytes());
+  std::printf(
+      "summary: steps %lld  skipped %lld  final loss %.6f  loss scale "
+      "%g  %.0f samples/s  peak memory %s (%s; %zu bytes, live "
+      "%zu)\n",
+      (long long)done, (long long)skipped, lastLoss, trainer.lossScale(),
+      samplesPerSec, formatBytes(trainer.arenaPeakBytes()).c_str(),
+      backend->name().c_str(), trainer.arenaPeakBytes(), trainer.peakBytes());
   return gStopRequested ? 130 : 0;
 }
 

@@ -1,0 +1,33 @@
+// The memory a training run may plan for: --memory-limit, or what the device
+// has free (the CPU's available physical memory, a GPU's free device memory).
+//
+// mpc-run checks the step's planned peak (the memory plan's arena) against it
+// before the first step, so a model that cannot fit is refused with the
+// plan's numbers instead of dying of an allocation failure (or the OOM
+// killer) hours into a run.
+#pragma once
+
+#include "runtime/backend.h"
+#include "runtime/executor.h"
+
+#include <string>
+
+namespace mpc {
+
+/// "268435456", "256M", "1.5G": bytes with an optional K, M or G suffix
+/// (KiB, MiB, GiB; a trailing "iB" or "B" is accepted). Throws Error naming
+/// `flag` on anything else or on a size beyond 2^63.
+size_t parseByteSize(const std::string &flag, const std::string &text);
+
+/// The CPU's available physical memory: MemAvailable of /proc/meminfo (what
+/// the kernel can give without swapping), else sysconf's free pages; 0 when
+/// neither is known.
+size_t cpuAvailableBytes();
+
+/// The limit for a run on `backend`: `explicitBytes` when the user gave one
+/// (source "<device>, --memory-limit"), else the device's free memory; a
+/// limit of 0 bytes means unknown or switched off (no check).
+MemoryLimit memoryLimitFor(const Backend &backend, bool given,
+                           size_t explicitBytes);
+
+} // namespace mpc
