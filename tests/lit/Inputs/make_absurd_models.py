@@ -110,3 +110,17 @@ text += "}, else_branch = e () => (float[4] out) { out = Identity(x) }>" * depth
 text += "\n}\n"
 with open(os.path.join(out, "nested_if_deep.onnxtext"), "w") as f:
     f.write(text)
+
+# A model-local function that calls itself: mpc does not expand model-local
+# functions, so the node is an unsupported op, not an endless expansion.
+fn = helper.make_function(
+    "local", "F", ["a"], ["b"],
+    [helper.make_node("F", ["a"], ["b"], domain="local")],
+    [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+graph = helper.make_graph(
+    [helper.make_node("F", ["x"], ["y"], domain="local")], "g",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+save(helper.make_model(graph, functions=[fn], opset_imports=[
+    helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]),
+    "recursive_function.onnx")
