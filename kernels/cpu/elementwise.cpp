@@ -74,9 +74,17 @@ void binaryLoop(KernelContext &ctx, Op op) {
                 runValues<Io>(pa + off[0] + c * step[0], step[0], m, bufA);
             const C *vb =
                 runValues<Io>(pb + off[1] + c * step[1], step[1], m, bufB);
-            for (int64_t j = 0; j < m; ++j)
-              bufY[j] = op(va[j], vb[j]);
-            storeRun<OutIo>(py + i + c, m, bufY);
+            if constexpr (std::is_same_v<typename OutIo::Storage, OutC>) {
+              // Straight into y: element j of a block is read before it is
+              // written, and y in place over an operand has its layout.
+              OutC *dst = py + i + c;
+              for (int64_t j = 0; j < m; ++j)
+                dst[j] = op(va[j], vb[j]);
+            } else {
+              for (int64_t j = 0; j < m; ++j)
+                bufY[j] = op(va[j], vb[j]);
+              storeRun<OutIo>(py + i + c, m, bufY);
+            }
           }
         });
   } else {
@@ -106,9 +114,13 @@ template <typename Io, typename Op> void unaryLoop(KernelContext &ctx, Op op) {
     for (int64_t c = 0; c < n; c += kBlock) {
       int64_t m = std::min(kBlock, n - c);
       const C *vx = runValues<Io>(px + c, 1, m, bufX);
+      C *dst = std::is_same_v<typename Io::Storage, C>
+                   ? reinterpret_cast<C *>(py + c)
+                   : bufY;
       for (int64_t j = 0; j < m; ++j)
-        bufY[j] = op(vx[j]);
-      storeRun<Io>(py + c, m, bufY);
+        dst[j] = op(vx[j]);
+      if (dst == bufY)
+        storeRun<Io>(py + c, m, bufY);
     }
   } else {
     for (int64_t i = 0; i < n; ++i)

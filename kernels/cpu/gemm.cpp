@@ -79,7 +79,9 @@ public:
     for (const Tensor *t : operands)
       direct = direct && !(t && overlaps(*t, y));
     if (direct) {
-      data_ = reinterpret_cast<C *>(ptr<Io>(y)); // zeroed by output()
+      // Not zeroed: every element is written (a BLAS call with beta 0 never
+      // reads C, and gemm() writes the K == 0 case itself).
+      data_ = reinterpret_cast<C *>(ptr<Io>(y));
     } else {
       scratch_.assign(size_t(y.numel()), C(0));
       data_ = scratch_.data();
@@ -133,7 +135,7 @@ void kernelGemm(KernelContext &ctx) {
   }
   double alpha = node.attrFloat("alpha", 1.0f);
   double beta = c ? node.attrFloat("beta", 1.0f) : 0.0;
-  Tensor &y = output(ctx, 0, a.dtype, dims);
+  Tensor &y = overwrittenOutput(ctx, 0, a.dtype, dims);
   dispatchFloat(node, a.dtype, [&](auto io) {
     using Io = decltype(io);
     using T = typename Io::Compute;
@@ -183,7 +185,7 @@ void kernelMatMul(KernelContext &ctx) {
     dims.push_back(m);
   if (!vecB)
     dims.push_back(n);
-  Tensor &y = output(ctx, 0, a.dtype, dims);
+  Tensor &y = overwrittenOutput(ctx, 0, a.dtype, dims);
   int64_t numBatch = checkedCount(node, batch);
   dispatchFloat(node, a.dtype, [&](auto io) {
     using Io = decltype(io);

@@ -25,10 +25,18 @@ bool foundInf(const KernelContext &ctx, size_t i) {
   return t && flagSet(ctx.node, *t, "found_inf");
 }
 
-/// Output i := a byte copy of t (when the node has output i).
-void copyTo(const KernelContext &ctx, size_t i, const Tensor &t) {
-  if (Tensor *y = optionalOutput(ctx, i, t.dtype, t.dims))
-    y->bytes = t.bytes;
+/// Output i := a byte copy of t.
+Tensor &copiedOutput(const KernelContext &ctx, size_t i, const Tensor &t) {
+  // Not zeroed first, and not copied where the plan put it over t already.
+  Tensor &y = overwrittenOutput(ctx, i, t.dtype, t.dims);
+  if (y.bytes.data() != t.bytes.data())
+    y.bytes = t.bytes;
+  return y;
+}
+
+/// copiedOutput() where the node has output i; nullptr otherwise.
+Tensor *copyTo(const KernelContext &ctx, size_t i, const Tensor &t) {
+  return ctx.hasOutput(i) ? &copiedOutput(ctx, i, t) : nullptr;
 }
 
 /// Checks that an optimizer operand is fp32 with the parameter's shape.
@@ -179,14 +187,12 @@ void kernelSGD(KernelContext &ctx) {
       node.attrFloat("lr", 1e-3f), momentum, node.attrFloat("dampening", 0.0f),
       node.attrFloat("weight_decay", 0.0f), node.attrInt("nesterov", 0) != 0,
       readStep(node, stepT));
-  Tensor &pOut = output(ctx, 0, DType::F32, p.dims);
-  pOut.bytes = p.bytes;
-  Tensor *bufOut = buf ? optionalOutput(ctx, 1, DType::F32, p.dims) : nullptr;
+  Tensor &pOut = copiedOutput(ctx, 0, p);
+  Tensor *bufOut = buf ? copyTo(ctx, 1, *buf) : nullptr;
   // Without a buffer output the updated buffer goes to scratch.
   std::vector<float> scratch;
   float *pb = nullptr;
   if (bufOut) {
-    bufOut->bytes = buf->bytes;
     pb = bufOut->data<float>();
   } else if (buf) {
     scratch.assign(buf->data<float>(), buf->data<float>() + p.numel());
@@ -219,18 +225,19 @@ void kernelAdam(KernelContext &ctx) {
       node.attrFloat("beta2", 0.999f), node.attrFloat("epsilon", 1e-8f),
       node.attrFloat("weight_decay", 0.0f), node.attrInt("decoupled", 0) != 0,
       readStep(node, stepT));
-  Tensor &pOut = output(ctx, 0, DType::F32, p.dims);
-  pOut.bytes = p.bytes;
+  Tensor &pOut = copiedOutput(ctx, 0, p);
   // Moments whose outputs are omitted are updated in scratch copies.
   Tensor mScratch, vScratch;
-  Tensor *mOut = optionalOutput(ctx, 1, DType::F32, p.dims);
-  Tensor *vOut = optionalOutput(ctx, 2, DType::F32, p.dims);
-  if (!mOut)
+  Tensor *mOut = copyTo(ctx, 1, m);
+  Tensor *vOut = copyTo(ctx, 2, v);
+  if (!mOut) {
     mOut = &mScratch;
-  if (!vOut)
+    mOut->bytes = m.bytes;
+  }
+  if (!vOut) {
     vOut = &vScratch;
-  mOut->bytes = m.bytes;
-  vOut->bytes = v.bytes;
+    vOut->bytes = v.bytes;
+  }
   float *pp = pOut.data<float>(), *pm = mOut->data<float>(),
         *pv = vOut->data<float>();
   const float *pg = g.data<float>();

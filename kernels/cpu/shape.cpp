@@ -11,6 +11,10 @@
 #include <cmath>
 #include <cstring>
 
+#ifdef __SSE2__
+#include <immintrin.h>
+#endif
+
 namespace mpc {
 namespace cpu {
 namespace {
@@ -108,6 +112,44 @@ void kernelFlatten(KernelContext &ctx) {
   copyWithDims(ctx, x, {outer, inner});
 }
 
+/// out[p * cols + q] = in[q * step + p] for p < rows, q < cols, in tiles
+/// that keep the rows read in L1 (4x4 SSE shuffles for 4-byte elements:
+/// they move bits, so NaN payloads survive).
+template <typename T>
+void transpose2d(const T *in, int64_t step, T *out, int64_t rows,
+                 int64_t cols) {
+  constexpr int64_t kTile = 32;
+  for (int64_t q0 = 0; q0 < cols; q0 += kTile) {
+    int64_t q1 = std::min(cols, q0 + kTile);
+    int64_t p = 0;
+#ifdef __SSE2__
+    if constexpr (sizeof(T) == 4) {
+      for (; p + 4 <= rows; p += 4) {
+        int64_t q = q0;
+        for (; q + 4 <= q1; q += 4) {
+          const float *src = reinterpret_cast<const float *>(in + q * step + p);
+          __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + step),
+                 r2 = _mm_loadu_ps(src + 2 * step),
+                 r3 = _mm_loadu_ps(src + 3 * step);
+          _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+          float *dst = reinterpret_cast<float *>(out + p * cols + q);
+          _mm_storeu_ps(dst, r0);
+          _mm_storeu_ps(dst + cols, r1);
+          _mm_storeu_ps(dst + 2 * cols, r2);
+          _mm_storeu_ps(dst + 3 * cols, r3);
+        }
+        for (; q < q1; ++q)
+          for (int64_t k = 0; k < 4; ++k)
+            out[(p + k) * cols + q] = in[q * step + p + k];
+      }
+    }
+#endif
+    for (; p < rows; ++p)
+      for (int64_t q = q0; q < q1; ++q)
+        out[p * cols + q] = in[q * step + p];
+  }
+}
+
 /// y[i] = x[offset of output element i], where output dims `dims` walk x
 /// with element strides `strides` (T: an unsigned type of the element size).
 /// Output dims that stay adjacent in x are merged, so the inner loop copies
@@ -139,6 +181,18 @@ void transposeCopy(const Tensor &x, Tensor &y, const std::vector<int64_t> &dims,
   ms.pop_back();
   const T *px = x.data<T>();
   T *py = y.data<T>();
+  if (step != 1 && !md.empty() && ms.back() == 1) {
+    // A batch of 2-D transposes: out[p][q] = in[q][p] for p < rows, q <
+    // len, in[q][p] at q * step + p.
+    int64_t rows = md.back();
+    md.pop_back();
+    ms.pop_back();
+    const std::vector<int64_t> outer[1] = {ms};
+    StridedWalker<1> w(md, outer);
+    for (int64_t i = 0; i < n; i += rows * len, w.next())
+      transpose2d(px + w.offset(0), step, py + i, rows, len);
+    return;
+  }
   const std::vector<int64_t> walk[1] = {ms};
   StridedWalker<1> w(md, walk);
   for (int64_t i = 0; i < n; i += len, w.next()) {

@@ -644,9 +644,20 @@ template <typename Op> void unaryGrad(KernelContext &ctx, Op op) {
   if (dy.dims != x.dims)
     fail(ctx.node, "dY of shape ", shapeString(dy.dims),
          " does not match X of shape ", shapeString(x.dims));
-  Tensor &dx = output(ctx, 0, dy.dtype, dy.dims);
+  Tensor &dx = overwrittenOutput(ctx, 0, dy.dtype, dy.dims);
   withCompute(ctx.node, {&dy, &x}, [&](auto c) {
     using C = decltype(c);
+    if constexpr (std::is_same_v<C, float>) {
+      if (dy.dtype == DType::F32 && x.dtype == DType::F32) {
+        // No widened copies: element i is read before it is written (dX
+        // may be in place over dY or X).
+        const float *pg = dy.data<float>(), *px = x.data<float>();
+        float *pd = dx.data<float>();
+        for (int64_t i = 0, n = dy.numel(); i < n; ++i)
+          pd[i] = op(pg[i], px[i]);
+        return;
+      }
+    }
     std::vector<C> g = loadAll<C>(dy), xv = loadAll<C>(x);
     for (size_t i = 0; i < g.size(); ++i)
       g[i] = op(g[i], xv[i]);
