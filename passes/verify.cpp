@@ -5,12 +5,12 @@
 // topological order (and a violation that is a cycle is reported as one);
 // every op is supported with the right number of inputs; types are
 // consistent, by running shape inference over the graph in order and
-// comparing with what values already declare (the declared types are put back
-// afterwards, so the model is left as it was); the
-// update bindings pair state with algorithm values of the same type; and the
-// mpc.* metadata names existing values. Runs first, and after every pass
-// (--verify-each), so it needs nothing before it. It costs O(nodes + edges)
-// with no copies: side tables are indexed by Value::id().
+// comparing with what values already declare (the declared types are put
+// back afterwards, so the model is left as it was); the update bindings pair
+// state with algorithm values of the same type; and the mpc.* metadata names
+// existing values. Runs first, and after every pass (--verify-each), so it
+// needs nothing before it, and it costs O(nodes + edges) without copying the
+// graph: side tables are indexed by Value::id().
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
@@ -406,13 +406,13 @@ void runVerify(Model &model, PassContext &ctx) {
   if (opset < 0)
     opset = 17;
   int64_t nodes = 0;
-  for (const Graph *g :
+  for (Graph *g :
        {model.graph.get(),
         model.training ? model.training->algorithm.get() : nullptr}) {
     if (!g)
       continue;
     checkStructure(*g);
-    checkTypes(*const_cast<Graph *>(g), opset);
+    checkTypes(*g, opset);
     nodes += int64_t(g->numNodes());
   }
   checkBindings(model);
