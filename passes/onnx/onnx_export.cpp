@@ -92,10 +92,12 @@ void exportNode(const Node &n, onnx::NodeProto &np) {
     --last;
   np.mutable_input()->Reserve(int(last));
   np.mutable_output()->Reserve(int(n.numOutputs()));
+  // No `v ? v->name() : ""`: that makes a temporary copy of every name.
+  static const std::string omitted;
   for (size_t i = 0; i < last; ++i)
-    np.add_input(n.input(i) ? n.input(i)->name() : "");
+    np.add_input(n.input(i) ? n.input(i)->name() : omitted);
   for (const Value *o : n.outputs())
-    np.add_output(o ? o->name() : "");
+    np.add_output(o ? o->name() : omitted);
   for (const auto &kv : n.attributes())
     exportAttribute(kv.first, kv.second, *np.add_attribute());
 }
