@@ -144,9 +144,16 @@ void kernelGemm(KernelContext &ctx) {
     if (c && beta != 0.0) {
       const auto *pc = ptr<Io>(*c);
       const std::vector<int64_t> shapes[1] = {c->dims};
-      forEachBroadcast(dims, shapes, [&](int64_t i, const int64_t *o) {
-        r.data()[i] = Io::load(pc, o[0]);
-      });
+      forEachBroadcastRun(
+          dims, shapes,
+          [&](int64_t i, int64_t len, const int64_t *off, const int64_t *step) {
+            if (step[0] == 1) {
+              loadRun<Io>(pc + off[0], len, r.data() + i);
+              return;
+            }
+            for (int64_t j = 0; j < len; ++j)
+              r.data()[i + j] = Io::load(pc, off[0] + j * step[0]);
+          });
     }
     gemm<T>(ta, tb, blasDim(node, m), blasDim(node, n), blasDim(node, k),
             T(alpha), va.data(), vb.data(), T(beta), r.data());

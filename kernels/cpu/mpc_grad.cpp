@@ -11,6 +11,8 @@
 #include "kernels/cpu/cpu_util.h"
 #include "passes/ir/mpc_ops.h"
 
+#include <algorithm>
+
 #include <cmath>
 
 namespace mpc {
@@ -38,7 +40,7 @@ void requireSameShape(const Node &node, const Tensor &a, const Tensor &b,
 void kernelReluGrad(KernelContext &ctx) {
   const Tensor &dy = input(ctx, 0, "dY"), &y = input(ctx, 1, "Y");
   requireSameShape(ctx.node, dy, y, "Y");
-  Tensor &dx = output(ctx, 0, dy.dtype, dy.dims);
+  Tensor &dx = overwrittenOutput(ctx, 0, dy.dtype, dy.dims);
   dispatchFloat2(ctx.node, dy.dtype, y.dtype, [&](auto gio, auto fio) {
     using G = decltype(gio);
     using Fw = decltype(fio);
@@ -46,8 +48,20 @@ void kernelReluGrad(KernelContext &ctx) {
     const auto *pf = ptr<Fw>(y);
     auto *px = ptr<G>(dx);
     using C = typename G::Compute;
-    for (int64_t i = 0, n = dy.numel(); i < n; ++i)
-      G::store(px, i, Fw::load(pf, i) > 0 ? G::load(pg, i) : C(0));
+    using CF = typename Fw::Compute;
+    // Block by block (whole-run fp16 conversions); dX may be in place over
+    // dY or Y: each block is read before it is written.
+    constexpr int64_t kBlock = 512;
+    C g[kBlock];
+    CF f[kBlock];
+    for (int64_t i = 0, n = dy.numel(); i < n; i += kBlock) {
+      int64_t m = std::min(kBlock, n - i);
+      loadRun<G>(pg + i, m, g);
+      loadRun<Fw>(pf + i, m, f);
+      for (int64_t j = 0; j < m; ++j)
+        g[j] = f[j] > 0 ? g[j] : C(0);
+      storeRun<G>(px + i, m, g);
+    }
   });
 }
 
