@@ -414,7 +414,7 @@ void inferGemm(Ctx &c) {
       out[0] = a->dims[transA ? 1 : 0];
     if (b->hasShape)
       out[1] = b->dims[transB ? 0 : 1];
-    c.set(0, shaped(a->dtype, out));
+    c.set(0, shaped(a->dtype, std::move(out)));
     return;
   }
   Dim m = a->dims[transA ? 1 : 0], ka = a->dims[transA ? 0 : 1];
@@ -441,7 +441,7 @@ void inferGemm(Ctx &c) {
       }
     }
   }
-  c.set(0, shaped(a->dtype, out));
+  c.set(0, shaped(a->dtype, std::move(out)));
 }
 
 void inferMatMul(Ctx &c) {
@@ -473,7 +473,7 @@ void inferMatMul(Ctx &c) {
     batch.push_back(ad[ad.size() - 2]);
   if (!bVec)
     batch.push_back(bd.back());
-  c.set(0, shaped(a->dtype, batch));
+  c.set(0, shaped(a->dtype, std::move(batch)));
 }
 
 // --- shape manipulation -----------------------------------------------------
@@ -532,7 +532,7 @@ void inferReshape(Ctx &c) {
     errorAt(c.n) << "shape " << intsText(*shape)
                  << " has both 0 and -1 while allowzero=1";
   if (!x->hasShape) {
-    c.set(0, shaped(x->dtype, out));
+    c.set(0, shaped(x->dtype, std::move(out)));
     return;
   }
   DimCount in, rest;
@@ -576,7 +576,7 @@ void inferReshape(Ctx &c) {
     errorAt(c.n) << mismatch() << " (" << in.known << " vs " << rest.known
                  << " elements)";
   }
-  c.set(0, shaped(x->dtype, out));
+  c.set(0, shaped(x->dtype, std::move(out)));
 }
 
 void inferFlatten(Ctx &c) {
@@ -617,7 +617,7 @@ void inferTranspose(Ctx &c) {
     seen[size_t(p)] = true;
     out.push_back(x->dims[size_t(p)]);
   }
-  c.set(0, shaped(x->dtype, out));
+  c.set(0, shaped(x->dtype, std::move(out)));
 }
 
 void inferSoftmax(Ctx &c) {
@@ -748,7 +748,7 @@ void inferReduce(Ctx &c) {
     else if (keepDims)
       out.push_back(Dim(1));
   }
-  c.set(0, shaped(x->dtype, out));
+  c.set(0, shaped(x->dtype, std::move(out)));
 }
 
 void inferConstant(Ctx &c) {
@@ -803,7 +803,7 @@ void inferGather(Ctx &c) {
   Dims out(data->dims.begin(), data->dims.begin() + a);
   out.insert(out.end(), indices->dims.begin(), indices->dims.end());
   out.insert(out.end(), data->dims.begin() + a + 1, data->dims.end());
-  c.set(0, shaped(data->dtype, out));
+  c.set(0, shaped(data->dtype, std::move(out)));
 }
 
 void inferConcat(Ctx &c) {
@@ -857,7 +857,7 @@ void inferConcat(Ctx &c) {
       sumKnown = false;
   }
   out[size_t(a)] = sumKnown ? Dim(sum) : Dim();
-  c.set(0, shaped(t, out));
+  c.set(0, shaped(t, std::move(out)));
 }
 
 /// Axes of Squeeze/Unsqueeze: an input from opset 13, an attribute before.
@@ -906,7 +906,7 @@ void inferUnsqueeze(Ctx &c) {
     else
       out.push_back(x->dims[next++]);
   }
-  c.set(0, shaped(x->dtype, out));
+  c.set(0, shaped(x->dtype, std::move(out)));
 }
 
 void inferSqueeze(Ctx &c) {
@@ -928,7 +928,7 @@ void inferSqueeze(Ctx &c) {
       if (d.value != 1)
         out.push_back(d);
     }
-    c.set(0, shaped(x->dtype, out));
+    c.set(0, shaped(x->dtype, std::move(out)));
     return;
   }
   std::vector<int64_t> norm = c.axes(*axes, x->rank());
@@ -941,7 +941,7 @@ void inferSqueeze(Ctx &c) {
                    << " (input " << typeText(x) << ")";
     }
   }
-  c.set(0, shaped(x->dtype, out));
+  c.set(0, shaped(x->dtype, std::move(out)));
 }
 
 void inferSlice(Ctx &c) {
@@ -1042,7 +1042,7 @@ void inferSlice(Ctx &c) {
     }
     d = Dim(count);
   }
-  c.set(0, shaped(x->dtype, out));
+  c.set(0, shaped(x->dtype, std::move(out)));
 }
 
 void inferExpand(Ctx &c) {
