@@ -6,6 +6,9 @@
 #                build-gpu/ and build the four binaries it needs on all cores,
 #                or unpack prebuilt ones (--prebuilt, see below)
 #   backend-ops  every op of the CUDA backend against the CPU backend
+#   onnx-node    ONNX's node test cases claimed in tests/onnx-node/claimed.txt
+#                on the CUDA backend (those whose ops all have device code),
+#                when Debian's libonnx-testdata is installed
 #   trajectories models/mlp_seed.onnx (Adam 1e-2), transformer.onnx and
 #                resmlp.onnx (Adam 1e-3) compiled for fp16 and fp32, plus
 #                the opset-20 Gelu transformer and the transformer with
@@ -52,7 +55,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-targets=(mpc-opt mpc-run mpc-backend-ops mpc-gpu-gemm)
+targets=(mpc-opt mpc-run mpc-backend-ops mpc-gpu-gemm mpc-onnx-node)
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
@@ -197,6 +200,17 @@ if [ -n "$skipped" ] && [ "$skipped" != 0 ]; then
   notes+=("backend-ops: $(grep -m1 -o 'backend-ops skipped:.*' "$results/backend-ops.log" || echo 'tests were skipped')")
   table[${#table[@]} - 1]=$(printf '%-30s %-9s %5s  %s' backend-ops SKIPPED - "GPU unusable (see notes)")
   failed=1
+fi
+
+# --- ONNX's node tests (the claimed cases) on the device ----------------------
+node_data=/usr/share/libonnx-testdata/data/node
+if [ -d "$node_data" ]; then
+  run_stage onnx-node 180 "$bin/mpc-onnx-node" --data-dir="$node_data" --device=cuda \
+    --claimed="$root/tests/onnx-node/claimed.txt" \
+    --known-failing="$root/tests/onnx-node/known-failing.txt" --jobs="$jobs" || failed=1
+  while read -r line; do notes+=("$line"); done < <(grep -E '^onnx-node: ' "$results/onnx-node.log")
+else
+  notes+=("onnx-node: skipped, no ONNX test data at $node_data (apt-get install libonnx-testdata)")
 fi
 
 # --- model trajectories on CUDA against the CPU -----------------------------

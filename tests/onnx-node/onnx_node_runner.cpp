@@ -1,4 +1,4 @@
-// mpc-onnx-node: runs ONNX's backend node tests on the CPU backend.
+// mpc-onnx-node: runs ONNX's backend node tests on the CPU backend (or CUDA).
 //
 // Every case directory under the data dir (Debian's libonnx-testdata:
 // /usr/share/libonnx-testdata/data/node/<case>/) holds model.onnx and
@@ -24,11 +24,20 @@
 // a child process (with a time and memory limit), so a crash, a hang or any
 // other exception is caught and reported as a failure.
 //
+// --device=cuda runs the claimed cases on the CUDA backend instead (against
+// the same expected data and tolerances): a claimed case with a node the
+// CUDA backend has no device code for is counted "not on the device", not
+// failed; the unclaimed and no-crash suites are the CPU's business and are
+// not run. Each case's child process makes its own CUDA context (a context
+// does not survive fork), and the address-space cap is off (the driver maps
+// far more than it uses).
+//
 // Exit status: 0 when nothing failed, 1 otherwise, 77 (ctest SKIP) when the
-// data dir is missing.
+// data dir is missing or --device=cuda finds no GPU.
 #include "passes/onnx/onnx_io.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "runtime/data/tensor_pb.h"
 #include "runtime/inference.h"
 
@@ -269,7 +278,10 @@ void readKnownFailing(const std::string &path, Lists &lists) {
 // ---- Running one case
 // --------------------------------------------------------
 
-enum class Status { Pass, Mismatch, MpcError, Crash };
+enum class Status { Pass, Mismatch, MpcError, Crash, NotOnDevice };
+
+/// The backend the cases run on (--device).
+bool gOnCuda = false;
 
 struct CaseResult {
   Status status = Status::Crash;
@@ -371,8 +383,27 @@ CaseResult runCase(const fs::path &caseDir) {
         e.path().filename().string().rfind("test_data_set_", 0) == 0)
       sets.push_back(e.path());
   std::sort(sets.begin(), sets.end());
-  std::unique_ptr<Backend> backend = createCpuBackend();
+  std::unique_ptr<Backend> backend;
   try {
+    if (gOnCuda) {
+      // Nodes without device code: the case is not the device's to pass.
+      std::unique_ptr<Model> model =
+          loadModel((caseDir / "model.onnx").string());
+      for (const Node *n : model->graph->nodeList()) {
+        std::string why;
+        if (!cudaBackendSupports(*n, why)) {
+          r.status = Status::NotOnDevice;
+          r.message = "node '" + n->name() + "' (" + n->opType() + "): " + why;
+          return r;
+        }
+      }
+      std::string whyNot;
+      backend = createCudaBackend(whyNot);
+      if (!backend)
+        throw Error("--device=cuda: " + whyNot);
+    } else {
+      backend = createCpuBackend();
+    }
     if (sets.empty())
       throw Error("no test_data_set_* directory");
     for (const fs::path &set : sets) {
@@ -504,9 +535,12 @@ std::map<std::string, CaseResult> runAll(const fs::path &dataDir,
         alarm(kCaseTimeoutSeconds);
 #ifndef __SANITIZE_ADDRESS__
         // (AddressSanitizer reserves terabytes of shadow address space, so
-        // an address-space cap would kill every case under make test-asan.)
-        struct rlimit lim = {kCaseMemoryBytes, kCaseMemoryBytes};
-        setrlimit(RLIMIT_AS, &lim);
+        // an address-space cap would kill every case under make test-asan;
+        // so does the CUDA driver.)
+        if (!gOnCuda) {
+          struct rlimit lim = {kCaseMemoryBytes, kCaseMemoryBytes};
+          setrlimit(RLIMIT_AS, &lim);
+        }
 #endif
         std::string out = serialize(runCase(dataDir / name));
         size_t off = 0;
@@ -546,17 +580,20 @@ struct Options {
   std::vector<std::string> noCrashDirs;
   int jobs = 2;
   bool verbose = false;
+  std::string device = "cpu"; ///< --device=cpu|cuda
 };
 
 const char *kUsage =
     R"(usage: mpc-onnx-node --claimed=claimed.txt [--known-failing=FILE]
                      [--data-dir=DIR] [--no-crash-dir=DIR...] [--jobs=N]
-                     [--verbose] [--case=NAME...]
+                     [--verbose] [--case=NAME...] [--device=cpu|cuda]
 
 Runs ONNX's backend node tests (DIR/<case>/model.onnx and test_data_set_*)
 on mpc's CPU backend and checks the claimed cases pass. --no-crash-dir adds
 suites of the same layout whose cases must only not crash. --case runs only
 the named cases of DIR, in this process, and prints each verdict.
+--device=cuda runs the claimed cases on the CUDA backend (skipped, exit 77,
+without a GPU); cases with ops it has no device code for are counted apart.
 )";
 
 Options parseArgs(int argc, char **argv) {
@@ -584,6 +621,13 @@ Options parseArgs(int argc, char **argv) {
       o.jobs = std::max(1, std::atoi(value("--jobs").c_str()));
     } else if (a == "--verbose") {
       o.verbose = true;
+    } else if (a.rfind("--device=", 0) == 0) {
+      o.device = value("--device");
+      if (o.device != "cpu" && o.device != "cuda") {
+        std::cerr << "mpc-onnx-node: --device: expected cpu or cuda, got '"
+                  << o.device << "'\n";
+        std::exit(2);
+      }
     } else {
       std::cerr << "mpc-onnx-node: unknown argument '" << a << "'\n" << kUsage;
       std::exit(2);
@@ -606,6 +650,8 @@ const char *statusName(Status s) {
     return "mpc::Error";
   case Status::Crash:
     return "crash";
+  case Status::NotOnDevice:
+    return "not on the device";
   }
   return "?";
 }
@@ -633,6 +679,42 @@ int runOnly(const Options &o) {
   return bad ? 1 : 0;
 }
 
+/// Whether a CUDA backend can be made, asked in a child process so this
+/// process never holds a CUDA context across the forks that follow.
+bool cudaAvailable(std::string &whyNot) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    whyNot = "pipe failed";
+    return false;
+  }
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string why;
+    bool ok = createCudaBackend(why) != nullptr;
+    if (!ok && write(fds[1], why.data(), why.size()) < 0)
+      _exit(2);
+    _exit(ok ? 0 : 1);
+  }
+  close(fds[1]);
+  char buf[1024];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0)
+    whyNot.append(buf, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) < 0) {
+    whyNot = "fork failed";
+    return false;
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return true;
+  if (whyNot.empty())
+    whyNot = "the CUDA probe process failed";
+  return false;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -646,6 +728,14 @@ int main(int argc, char **argv) {
   if (!comparatorSelfTest(why)) {
     std::cout << "mpc-onnx-node: " << why << "\n";
     return 1;
+  }
+  if (o.device == "cuda") {
+    std::string whyNot;
+    if (!cudaAvailable(whyNot)) {
+      std::cout << "mpc-onnx-node: SKIPPED: --device=cuda: " << whyNot << "\n";
+      return kSkipExitCode;
+    }
+    gOnCuda = true;
   }
   if (!o.only.empty())
     return runOnly(o);
@@ -667,6 +757,14 @@ int main(int argc, char **argv) {
                              " (given a reason) does not exist in " +
                              o.dataDir);
 
+  if (gOnCuda) {
+    // On the device only the claims are checked.
+    std::vector<std::string> claimedCases;
+    for (const std::string &name : cases)
+      if (lists.claimed.count(name))
+        claimedCases.push_back(name);
+    cases = std::move(claimedCases);
+  }
   std::map<std::string, CaseResult> results = runAll(o.dataDir, cases, o.jobs);
 
   struct OpRow {
@@ -674,7 +772,7 @@ int main(int argc, char **argv) {
   };
   std::map<std::string, OpRow> rows;
   int passed = 0, failed = 0, known = 0, xpass = 0, notClaimed = 0, crashes = 0,
-      unaccounted = 0, wouldPass = 0;
+      unaccounted = 0, wouldPass = 0, notOnDevice = 0;
   std::vector<std::string> lines;
   /// Unaccounted cases by op: a claimed.txt snippet for whoever added the op.
   std::map<std::string, std::vector<std::string>> suggestions;
@@ -714,6 +812,12 @@ int main(int argc, char **argv) {
       continue;
     }
     OpRow &row = rows[claim->second];
+    if (r.status == Status::NotOnDevice) {
+      ++notOnDevice;
+      if (o.verbose)
+        lines.push_back("not on the device " + name + ": " + r.message);
+      continue;
+    }
     ++row.claimed;
     if (r.status == Status::Pass) {
       ++passed;
@@ -739,6 +843,10 @@ int main(int argc, char **argv) {
   // The extra suites: any crash fails the run; the rest is information.
   std::vector<std::string> noCrashSummaries;
   for (const std::string &dir : o.noCrashDirs) {
+    if (gOnCuda) {
+      noCrashSummaries.push_back(dir + ": not run on the device");
+      continue;
+    }
     if (!fs::is_directory(dir)) {
       noCrashSummaries.push_back(dir + ": absent, skipped");
       continue;
@@ -800,6 +908,11 @@ int main(int argc, char **argv) {
   }
   for (const std::string &line : noCrashSummaries)
     std::cout << "no-crash: " << line << "\n";
+  if (gOnCuda)
+    std::printf("onnx-node: on cuda: %d claimed cases have a node without "
+                "device code (--verbose lists them); the table counts the "
+                "rest\n",
+                notOnDevice);
   std::printf("onnx-node: %zu cases: passed %d / failed %d / not claimed %d "
               "(known failing %d, unexpectedly passing %d, crashes %d, "
               "unaccounted %d, list errors %zu; %d unclaimed cases would "
