@@ -39,8 +39,12 @@ std::vector<C> widen(const Node &node, const Tensor &t, const char *what) {
   dispatchFloat(node, t.dtype, [&](auto io) {
     using Io = decltype(io);
     const auto *p = ptr<Io>(t);
-    for (size_t i = 0; i < out.size(); ++i)
-      out[i] = C(Io::load(p, int64_t(i)));
+    if constexpr (std::is_same_v<typename Io::Compute, C>) {
+      loadRun<Io>(p, int64_t(out.size()), out.data()); // whole buffer at once
+    } else {
+      for (size_t i = 0; i < out.size(); ++i)
+        out[i] = C(Io::load(p, int64_t(i)));
+    }
   });
   return out;
 }
@@ -52,8 +56,12 @@ void storeAll(const Node &node, Tensor &out, const std::vector<C> &v) {
   dispatchFloat(node, out.dtype, [&](auto io) {
     using Io = decltype(io);
     auto *p = ptr<Io>(out);
-    for (size_t i = 0; i < v.size(); ++i)
-      Io::store(p, int64_t(i), typename Io::Compute(v[i]));
+    if constexpr (std::is_same_v<typename Io::Compute, C>) {
+      storeRun<Io>(p, int64_t(v.size()), v.data()); // whole buffer at once
+    } else {
+      for (size_t i = 0; i < v.size(); ++i)
+        Io::store(p, int64_t(i), typename Io::Compute(v[i]));
+    }
   });
 }
 

@@ -7,6 +7,7 @@
 // integers in int64. An empty ReduceMax yields the type's lowest value.
 #include "kernels/cpu/cpu_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -40,20 +41,31 @@ template <Reduce R> void reduceKernel(KernelContext &ctx) {
                                 : Acc(0);
     std::vector<Acc> acc(size_t(outN), init);
     const auto *px = ptr<Io>(x);
-    std::vector<int64_t> strides[1] = {broadcastStrides(kept, x.dims)};
-    StridedWalker<1> w(x.dims, strides);
-    for (int64_t i = 0; i < inN; ++i, w.next()) {
-      Acc v = Acc(Io::load(px, i));
-      Acc &a = acc[size_t(w.offset(0))];
-      if constexpr (R == Reduce::Max) {
-        if (v > a || v != v) // NaN wins and then stays
-          a = a != a ? a : v;
-      } else if constexpr (std::is_integral_v<Acc>) {
-        a = Acc(uint64_t(a) + uint64_t(v)); // wraps like the GPU
-      } else {
-        a += v;
-      }
-    }
+    // X in row-major order (each output's terms are added in that order),
+    // run by run, widened a block at a time.
+    constexpr int64_t kBlock = 512;
+    C buf[kBlock];
+    const std::vector<int64_t> shapes[1] = {kept};
+    forEachBroadcastRun(
+        x.dims, shapes,
+        [&](int64_t i, int64_t len, const int64_t *off, const int64_t *step) {
+          for (int64_t c = 0; c < len; c += kBlock) {
+            int64_t m = std::min(kBlock, len - c);
+            loadRun<Io>(px + i + c, m, buf);
+            for (int64_t j = 0; j < m; ++j) {
+              Acc v = Acc(buf[j]);
+              Acc &a = acc[size_t(off[0] + (c + j) * step[0])];
+              if constexpr (R == Reduce::Max) {
+                if (v > a || v != v) // NaN wins and then stays
+                  a = a != a ? a : v;
+              } else if constexpr (std::is_integral_v<Acc>) {
+                a = Acc(uint64_t(a) + uint64_t(v)); // wraps like the GPU
+              } else {
+                a += v;
+              }
+            }
+          }
+        });
     auto *py = ptr<Io>(y);
     int64_t count = outN ? inN / outN : 0;
     for (int64_t i = 0; i < outN; ++i) {
