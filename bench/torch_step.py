@@ -3,7 +3,7 @@
 The step is what mpc-run's step does and what the models' reference trajectories used:
 zero_grad; loss = model(*batch); backward; optimizer.step(), batches in mpc-run's order.
 Prints one JSON line: {"family", "threads", "batch", "warmup", "steps", "median_ms",
-"first_loss"}; first_loss is step 1's loss, which must equal mpc-run's (same weights, same
+"mean_cpu_ms", "first_loss"}; first_loss is step 1's loss, which must equal mpc-run's (same weights, same
 batch) -- a check that the PyTorch mirror is the same model.
 
 Usage: python3 bench/torch_step.py FAMILY MODEL.onnx DATA.npz [--steps=N --warmup=W
@@ -47,21 +47,26 @@ def main():
     batch = first_input.type.tensor_type.shape.dim[0].dim_value
     data = torch_models.batches(a.data, names, batch)
 
-    times, first_loss = [], None
+    times, cpu_ms, first_loss = [], 0.0, None
     for i in range(a.warmup + a.steps):
         inputs = next(data)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
         loss = module(*inputs)
         loss.backward()
         opt.step()
         elapsed = (time.perf_counter() - start) * 1e3
+        cpu = (time.process_time() - cpu_start) * 1e3
         if first_loss is None:
             first_loss = loss.item()
         if i >= a.warmup:
             times.append(elapsed)
+            cpu_ms += cpu
+    # mean_cpu_ms: the process's CPU time per timed step (user + system), which the other
+    # processes of a shared machine disturb far less than the wall clock.
     print(json.dumps({"family": a.family, "threads": a.threads, "batch": batch, "warmup": a.warmup,
-                      "steps": a.steps, "median_ms": statistics.median(times), "first_loss": first_loss}))
+                      "steps": a.steps, "median_ms": statistics.median(times),
+                      "mean_cpu_ms": cpu_ms / a.steps, "first_loss": first_loss}))
 
 
 if __name__ == "__main__":
