@@ -289,9 +289,17 @@ void Executor::run(uint64_t seed) {
   peakBytes_ = live;
   fallbackPeak_ = 0;
   outside_.clear();
+  // The context's vectors go from node to node: no allocation per node.
+  std::vector<const Tensor *> inputs;
+  std::vector<Tensor *> outputs;
+  std::vector<bool> inPlace;
   for (size_t index = 0; index < nodes_.size(); ++index) {
     const Node &n = *nodes_[index];
-    KernelContext ctx{n, {}, {}, seed, {}};
+    inputs.clear();
+    outputs.clear();
+    inPlace.clear();
+    KernelContext ctx{n, std::move(inputs), std::move(outputs), seed,
+                      std::move(inPlace)};
     if (arena)
       ctx.inPlace = inPlace_[index];
     for (const Value *in : n.inputs())
@@ -334,6 +342,9 @@ void Executor::run(uint64_t seed) {
     fallbackPeak_ = std::max(fallbackPeak_, fallbackLive);
     if (hook_)
       hook_(hookUser_, n, ctx);
+    inputs = std::move(ctx.inputs);
+    outputs = std::move(ctx.outputs);
+    inPlace = std::move(ctx.inPlace);
     for (size_t s : freeAfter_[index]) {
       if (inArena[s]) {
         const SlotPlan &p = slotPlan_[s];
