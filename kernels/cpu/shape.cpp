@@ -6,6 +6,7 @@
 // fold-constants evaluates through these same kernels; every size, axis and
 // index read from a tensor or attribute is validated first.
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/node_geometry.h"
 
 #include <algorithm>
 #include <cmath>
@@ -210,15 +211,7 @@ void kernelTranspose(KernelContext &ctx) {
   const Node &node = ctx.node;
   const Tensor &x = input(ctx, 0, "data");
   size_t r = x.dims.size();
-  std::vector<int64_t> perm = node.attrInts("perm");
-  if (!node.hasAttr("perm")) {
-    perm.resize(r);
-    for (size_t i = 0; i < r; ++i)
-      perm[i] = int64_t(r - 1 - i);
-  }
-  if (perm.size() != r)
-    fail(node, "perm has ", perm.size(), " entries for an input of rank ", r);
-  perm = uniqueAxes(node, perm, int64_t(r));
+  std::vector<int64_t> perm = transposePerm(node, r);
   std::vector<int64_t> inStrides = rowMajorStrides(x.dims);
   std::vector<int64_t> dims(r), strides(r);
   for (size_t i = 0; i < r; ++i) {

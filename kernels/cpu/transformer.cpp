@@ -16,6 +16,7 @@
 #include "kernels/common/gelu_math.h"
 #include "kernels/common/layer_norm_math.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/node_geometry.h"
 #include "passes/ir/mpc_ops.h"
 
 #include <algorithm>
@@ -100,14 +101,6 @@ template <typename C> void storeAll(Tensor &t, const std::vector<C> &v) {
   }
 }
 
-/// The product of dims[begin, end).
-int64_t product(const std::vector<int64_t> &dims, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i)
-    p *= dims[i];
-  return p;
-}
-
 /// `v` (of shape `from`, which must broadcast to `to`) expanded to shape
 /// `to`, row-major.
 template <typename C>
@@ -120,44 +113,6 @@ std::vector<C> broadcastTo(const std::vector<C> &v,
     out[size_t(i)] = v[size_t(o[0])];
   });
   return out;
-}
-
-/// Requires `t` (scale or bias of a layer norm) to broadcast onto the
-/// normalised shape without adding axes of its own.
-void requireBroadcastsTo(const Node &node, const Tensor &t,
-                         const std::vector<int64_t> &norm, const char *what) {
-  bool ok = t.dims.size() <= norm.size();
-  for (size_t i = 0; ok && i < t.dims.size(); ++i) {
-    int64_t d = t.dims[t.dims.size() - 1 - i];
-    ok = d == 1 || d == norm[norm.size() - 1 - i];
-  }
-  if (!ok)
-    fail(node, what, " of shape ", shapeString(t.dims),
-         " does not broadcast to the normalised shape ", shapeString(norm));
-}
-
-// --- LayerNormalization ------------------------------------------------------
-
-/// The layer-norm geometry: X viewed as [outer, n] around `axis`.
-struct LayerNormShape {
-  int64_t axis = 0, outer = 1, n = 1;
-  std::vector<int64_t> norm;  ///< X.dims[axis:]
-  std::vector<int64_t> stats; ///< X.dims with 1s from axis on
-};
-
-LayerNormShape layerNormShape(const Node &node, const Tensor &x) {
-  int64_t rank = int64_t(x.dims.size());
-  if (rank == 0)
-    fail(node, "X must have rank >= 1");
-  LayerNormShape s;
-  s.axis = normalizeAxis(node, node.attrInt("axis", -1), rank);
-  s.norm.assign(x.dims.begin() + s.axis, x.dims.end());
-  s.outer = product(x.dims, 0, size_t(s.axis));
-  s.n = product(x.dims, size_t(s.axis), x.dims.size());
-  s.stats = x.dims;
-  for (size_t i = size_t(s.axis); i < s.stats.size(); ++i)
-    s.stats[i] = 1;
-  return s;
 }
 
 /// Y = (X - mean) * inv_std * scale + bias over the axes [axis, rank), the

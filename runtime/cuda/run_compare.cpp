@@ -7,6 +7,7 @@
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cuda/compare.h"
 #include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/node_broadcast.h"
 #include "runtime/cuda/node_staging.h"
 
 #include <stdexcept>
@@ -16,17 +17,6 @@ namespace cuda {
 namespace {
 
 using cpu::fail;
-
-template <int K>
-BroadcastGeometry<K> geometry(const Node &node, const std::vector<int64_t> &out,
-                              const std::vector<int64_t> (&in)[K]) {
-  try {
-    return makeBroadcastGeometry<K>(out, in);
-  } catch (const std::length_error &) {
-    fail(node, "rank ", out.size(), " is above the cuda kernels' limit of ",
-         kMaxKernelRank);
-  }
-}
 
 template <CompareOp Op> void runCompare(NodeStaging &s) {
   const Node &node = s.node();
@@ -43,7 +33,7 @@ template <CompareOp Op> void runCompare(NodeStaging &s) {
          dtypeName(a.dtype));
   std::vector<int64_t> dims = cpu::broadcastShapes(node, a.dims, b.dims);
   const std::vector<int64_t> shapes[2] = {a.dims, b.dims};
-  BroadcastGeometry<2> g = geometry<2>(node, dims, shapes);
+  BroadcastGeometry<2> g = nodeBroadcastGeometry<2>(node, dims, shapes);
   auto *y = static_cast<uint8_t *>(s.out(0, DType::Bool, dims));
   launchCompare(Op, a.dtype, s.device(0), s.device(1), y, g, s.stream());
 }
@@ -71,7 +61,7 @@ void runWhere(NodeStaging &s) {
   std::vector<int64_t> dims = cpu::broadcastShapes(
       node, cpu::broadcastShapes(node, c.dims, a.dims), b.dims);
   const std::vector<int64_t> shapes[3] = {c.dims, a.dims, b.dims};
-  BroadcastGeometry<3> g = geometry<3>(node, dims, shapes);
+  BroadcastGeometry<3> g = nodeBroadcastGeometry<3>(node, dims, shapes);
   void *y = s.out(0, a.dtype, dims);
   launchWhere(size, static_cast<const uint8_t *>(s.device(0)), s.device(1),
               s.device(2), y, g, s.stream());

@@ -12,6 +12,7 @@
 #include "kernels/cuda/reduce.h"
 #include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/node_broadcast.h"
 #include "runtime/cuda/node_staging.h"
 
 #include <stdexcept>
@@ -21,17 +22,6 @@ namespace cuda {
 namespace {
 
 using cpu::fail;
-
-template <int K>
-BroadcastGeometry<K> geometry(const Node &node, const std::vector<int64_t> &out,
-                              const std::vector<int64_t> (&in)[K]) {
-  try {
-    return makeBroadcastGeometry<K>(out, in);
-  } catch (const std::length_error &) {
-    fail(node, "rank ", out.size(), " is above the cuda kernels' limit of ",
-         kMaxKernelRank);
-  }
-}
 
 // --- binary arithmetic
 // ---------------------------------------------------------
@@ -45,7 +35,7 @@ template <BinaryOp Op> void runBinary(NodeStaging &s) {
   requireDeviceFloat(node, a, "A");
   std::vector<int64_t> dims = cpu::broadcastShapes(node, a.dims, b.dims);
   const std::vector<int64_t> shapes[2] = {a.dims, b.dims};
-  BroadcastGeometry<2> g = geometry<2>(node, dims, shapes);
+  BroadcastGeometry<2> g = nodeBroadcastGeometry<2>(node, dims, shapes);
   void *y = s.out(0, a.dtype, dims);
   launchBinary(Op, a.dtype, s.device(0), s.device(1), y, g, s.stream());
 }
@@ -105,7 +95,7 @@ void runPow(NodeStaging &s) {
     return;
   }
   const std::vector<int64_t> shapes[2] = {x.dims, e.dims};
-  BroadcastGeometry<2> g = geometry<2>(node, dims, shapes);
+  BroadcastGeometry<2> g = nodeBroadcastGeometry<2>(node, dims, shapes);
   void *y = s.out(0, x.dtype, dims);
   launchPowBroadcast(x.dtype, s.device(0), e.dtype, s.device(1), y, g,
                      s.stream());

@@ -7,6 +7,7 @@
 // staged increment the indices are on the host anyway, and GatherGrad's
 // per-row position lists (a counting sort, gather.h) are built there too.
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/node_geometry.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gather.h"
 #include "passes/ir/mpc_ops.h"
@@ -33,21 +34,7 @@ void runTranspose(NodeStaging &s) {
   const Tensor &x = s.in(0, "data");
   requireCopyable(node, x);
   size_t r = x.dims.size();
-  std::vector<int64_t> perm = node.attrInts("perm");
-  if (!node.hasAttr("perm")) {
-    perm.resize(r);
-    for (size_t i = 0; i < r; ++i)
-      perm[i] = int64_t(r - 1 - i);
-  }
-  if (perm.size() != r)
-    fail(node, "perm has ", perm.size(), " entries for an input of rank ", r);
-  std::vector<bool> seen(r, false);
-  for (int64_t &p : perm) {
-    p = cpu::normalizeAxis(node, p, int64_t(r));
-    if (seen[size_t(p)])
-      fail(node, "axes contain a duplicate"); // the CPU kernel's message
-    seen[size_t(p)] = true;
-  }
+  std::vector<int64_t> perm = cpu::transposePerm(node, r);
   if (r > size_t(kMaxKernelRank))
     fail(node, "rank ", r, " is above the cuda kernels' limit of ",
          kMaxKernelRank);

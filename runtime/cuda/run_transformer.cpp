@@ -9,6 +9,7 @@
 // its mask is drawn on the device from the shared generator.
 #include "kernels/common/dropout_rng.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/node_geometry.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/elementwise.h"
@@ -27,38 +28,9 @@ using cpu::fail;
 // --- LayerNormalization
 // ------------------------------------------------------------
 
-struct LayerNormShape {
-  int64_t outer = 1, n = 1;
-  std::vector<int64_t> norm, stats;
-};
-
-LayerNormShape layerNormShape(const Node &node, const Tensor &x) {
-  int64_t rank = int64_t(x.dims.size());
-  if (rank == 0)
-    fail(node, "X must have rank >= 1");
-  int64_t axis = cpu::normalizeAxis(node, node.attrInt("axis", -1), rank);
-  LayerNormShape s;
-  s.norm.assign(x.dims.begin() + axis, x.dims.end());
-  for (int64_t d = 0; d < rank; ++d)
-    (d < axis ? s.outer : s.n) *= x.dims[size_t(d)];
-  s.stats = x.dims;
-  for (size_t i = size_t(axis); i < s.stats.size(); ++i)
-    s.stats[i] = 1;
-  return s;
-}
-
-void requireBroadcastsTo(const Node &node, const Tensor &t,
-                         const std::vector<int64_t> &norm, const char *what) {
-  bool ok = t.dims.size() <= norm.size();
-  for (size_t i = 0; ok && i < t.dims.size(); ++i) {
-    int64_t d = t.dims[t.dims.size() - 1 - i];
-    ok = d == 1 || d == norm[norm.size() - 1 - i];
-  }
-  if (!ok)
-    fail(node, what, " of shape ", cpu::shapeString(t.dims),
-         " does not broadcast to the normalised shape ",
-         cpu::shapeString(norm));
-}
+using cpu::LayerNormShape;
+using cpu::layerNormShape;
+using cpu::requireBroadcastsTo;
 
 /// Device pointer to input i expanded to the normalised shape (n elements).
 const void *perColumn(NodeStaging &s, size_t i, const Tensor &t,

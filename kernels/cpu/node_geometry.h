@@ -1,0 +1,36 @@
+// Checked geometry that the CPU kernels and the CUDA runners both read off a
+// node: Transpose's permutation and LayerNormalization's view of X. One
+// definition, so both backends accept the same nodes with the same messages.
+#pragma once
+
+#include "passes/ir/graph.h"
+#include "passes/ir/tensor.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace mpc {
+namespace cpu {
+
+/// Transpose's `perm` for an input of rank `rank` (reversed axes when the
+/// attribute is absent), normalised; an error on the node for a wrong length
+/// or a repeated axis.
+std::vector<int64_t> transposePerm(const Node &node, size_t rank);
+
+/// The layer-norm geometry: X viewed as [outer, n] around `axis`.
+struct LayerNormShape {
+  int64_t axis = 0, outer = 1, n = 1;
+  std::vector<int64_t> norm;  ///< X.dims[axis:]
+  std::vector<int64_t> stats; ///< X.dims with 1s from axis on
+};
+
+/// The geometry of `node` (a LayerNormalization or its gradient) for X.
+LayerNormShape layerNormShape(const Node &node, const Tensor &x);
+
+/// Requires `t` (scale or bias of a layer norm) to broadcast onto the
+/// normalised shape without adding axes of its own.
+void requireBroadcastsTo(const Node &node, const Tensor &t,
+                         const std::vector<int64_t> &norm, const char *what);
+
+} // namespace cpu
+} // namespace mpc
