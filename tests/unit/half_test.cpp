@@ -14,8 +14,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <iterator>
 #include <limits>
+#include <string>
 #include <vector>
 
 using namespace mpc;
@@ -202,6 +204,24 @@ void expectSameHalves(const std::vector<float> &in) {
 }
 
 } // namespace
+
+// The fast path must really be taken where the CPU has it (else the
+// comparisons below compare the software path with itself): the detection
+// once broke under clang, which does not know __builtin_cpu_supports("f16c").
+TEST(HalfBulk, F16cIsUsedWhereTheCpuHasIt) {
+#if defined(__x86_64__) || defined(__i386__)
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string text((std::istreambuf_iterator<char>(cpuinfo)),
+                   std::istreambuf_iterator<char>());
+  bool listed = text.find(" f16c") != std::string::npos &&
+                text.find(" avx") != std::string::npos;
+  if (!listed || std::getenv("MPC_NO_F16C"))
+    GTEST_SKIP() << "no f16c in /proc/cpuinfo, or MPC_NO_F16C is set";
+  EXPECT_TRUE(mpc::cpu::haveF16c());
+#else
+  EXPECT_FALSE(mpc::cpu::haveF16c());
+#endif
+}
 
 TEST(HalfBulk, EveryHalfWidensLikeSoftware) {
   std::vector<uint16_t> h(0x10000 + 5); // + 5: a scalar tail too
