@@ -54,5 +54,13 @@ void requireBroadcastsTo(const Node &node, const Tensor &t,
          " does not broadcast to the normalised shape ", shapeString(norm));
 }
 
+bool geluTanh(const Node &node) {
+  std::string a = node.attrString("approximate", "none");
+  if (a != "none" && a != "tanh")
+    fail(node, "attribute 'approximate' must be \"none\" or \"tanh\", got \"",
+         a, "\"");
+  return a == "tanh";
+}
+
 } // namespace cpu
 } // namespace mpc

@@ -1,5 +1,6 @@
 // Checked geometry that the CPU kernels and the CUDA runners both read off a
-// node: Transpose's permutation and LayerNormalization's view of X. One
+// node: Transpose's permutation, LayerNormalization's view of X and Gelu's
+// approximation. One
 // definition, so both backends accept the same nodes with the same messages.
 #pragma once
 
@@ -31,6 +32,10 @@ LayerNormShape layerNormShape(const Node &node, const Tensor &x);
 /// normalised shape without adding axes of its own.
 void requireBroadcastsTo(const Node &node, const Tensor &t,
                          const std::vector<int64_t> &norm, const char *what);
+
+/// Whether Gelu (or its gradient) uses the tanh approximation: its
+/// `approximate` attribute, "none" or "tanh"; anything else is an error.
+bool geluTanh(const Node &node);
 
 } // namespace cpu
 } // namespace mpc

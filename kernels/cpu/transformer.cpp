@@ -229,15 +229,6 @@ template <typename Op> void floatMap(KernelContext &ctx, Op op) {
   });
 }
 
-/// "none" or "tanh" (Gelu's approximate attribute); anything else is an error.
-bool geluTanh(const Node &node) {
-  std::string a = node.attrString("approximate", "none");
-  if (a != "none" && a != "tanh")
-    fail(node, "attribute 'approximate' must be \"none\" or \"tanh\", got \"",
-         a, "\"");
-  return a == "tanh";
-}
-
 void kernelGelu(KernelContext &ctx) {
   bool tanhForm = geluTanh(ctx.node);
   floatMap(ctx, [&](auto v) { return geluForward(v, tanhForm); });

@@ -28,6 +28,7 @@ using cpu::fail;
 // --- LayerNormalization
 // ------------------------------------------------------------
 
+using cpu::geluTanh;
 using cpu::LayerNormShape;
 using cpu::layerNormShape;
 using cpu::requireBroadcastsTo;
@@ -114,14 +115,6 @@ void runLayerNormGrad(NodeStaging &s) {
 
 // --- GELU
 // ------------------------------------------------------------------------
-
-bool geluTanh(const Node &node) {
-  std::string a = node.attrString("approximate", "none");
-  if (a != "none" && a != "tanh")
-    fail(node, "attribute 'approximate' must be \"none\" or \"tanh\", got \"",
-         a, "\"");
-  return a == "tanh";
-}
 
 void runGelu(NodeStaging &s) {
   const Tensor &x = s.in(0, "X");
