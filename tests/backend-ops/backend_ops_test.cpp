@@ -128,18 +128,8 @@ TEST_P(CudaVsCpu, Matches) {
   std::mt19937 rng(std::hash<std::string>()(c.name) ^ unsigned(t));
   Inputs inputs = c.make(t, rng);
   Graph g;
-  std::vector<Value *> values;
   std::vector<const Tensor *> ptrs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    values.push_back(inputs[i]
-                         ? g.addInput("in" + std::to_string(i),
-                                      inputs[i]->dtype, toDims(inputs[i]->dims))
-                         : nullptr);
-    ptrs.push_back(inputs[i] ? &*inputs[i] : nullptr);
-  }
-  Node *node = g.createNode(c.op, values, c.numOutputs, c.name, c.domain);
-  for (const auto &kv : c.attrs)
-    node->setAttr(kv.first, kv.second);
+  Node *node = buildCaseNode(g, c, inputs, ptrs);
   std::string why;
   ASSERT_TRUE(cuda->supports(*node, why)) << why;
   std::vector<Tensor> want;

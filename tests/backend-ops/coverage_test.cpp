@@ -104,18 +104,8 @@ TEST(CudaCoverage, EveryBackendOpsCaseRunsOnTheCpu) {
       std::mt19937 rng(1);
       backend_ops::Inputs inputs = c.make(t, rng);
       Graph g;
-      std::vector<Value *> values;
       std::vector<const Tensor *> ptrs;
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        values.push_back(inputs[i] ? g.addInput("in" + std::to_string(i),
-                                                inputs[i]->dtype,
-                                                toDims(inputs[i]->dims))
-                                   : nullptr);
-        ptrs.push_back(inputs[i] ? &*inputs[i] : nullptr);
-      }
-      Node *node = g.createNode(c.op, values, c.numOutputs, c.name, c.domain);
-      for (const auto &kv : c.attrs)
-        node->setAttr(kv.first, kv.second);
+      Node *node = backend_ops::buildCaseNode(g, c, inputs, ptrs);
       std::string why;
       EXPECT_TRUE(cudaBackendSupports(*node, why)) << what << ": " << why;
       std::vector<Tensor> out;

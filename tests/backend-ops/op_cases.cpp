@@ -42,6 +42,23 @@ Tensor boolScalar(bool v) {
 Tensor int64Scalar(int64_t v) { return Tensor::fromInt64s({}, {v}); }
 Tensor f32Scalar(float v) { return Tensor::fromFloats({}, {v}); }
 
+Node *buildCaseNode(Graph &g, const OpCase &c, const Inputs &inputs,
+                    std::vector<const Tensor *> &ptrs) {
+  std::vector<Value *> values;
+  ptrs.clear();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    values.push_back(inputs[i]
+                         ? g.addInput("in" + std::to_string(i),
+                                      inputs[i]->dtype, toDims(inputs[i]->dims))
+                         : nullptr);
+    ptrs.push_back(inputs[i] ? &*inputs[i] : nullptr);
+  }
+  Node *node = g.createNode(c.op, values, c.numOutputs, c.name, c.domain);
+  for (const auto &kv : c.attrs)
+    node->setAttr(kv.first, kv.second);
+  return node;
+}
+
 std::string sourceDir() {
   const char *env = std::getenv("MPC_SOURCE_DIR");
   return env && *env ? env : MPC_SOURCE_DIR;

@@ -41,6 +41,11 @@ struct OpCase {
 /// All cases.
 const std::vector<OpCase> &opCases();
 
+/// The case's node in `g`, one graph input per given input (absent optional
+/// inputs stay empty); `ptrs` gets the tensors in the node's input order.
+Node *buildCaseNode(Graph &g, const OpCase &c, const Inputs &inputs,
+                    std::vector<const Tensor *> &ptrs);
+
 /// "Op" or "mpc.Op" of a case (what cudaDeviceOps() lists).
 std::string caseOpName(const OpCase &c);
 
