@@ -76,15 +76,16 @@ bench_write_json() {
 import datetime, json, os, subprocess, sys
 name, out, records, threads, load_start = sys.argv[1:]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown")
-try:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-except OSError:
-    commit = ""
+def git(*args):  # "" where there is no git or no repository (the GPU machine's copy)
+    try:
+        return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return ""
+commit = git("rev-parse", "--short", "HEAD")
 doc = {"benchmark": name, "date": datetime.date.today().isoformat(),
        "machine": {"nproc": os.cpu_count(), "cpu": cpu, "threads": int(threads),
                    "loadavg_start": load_start, "loadavg_end": " ".join(open("/proc/loadavg").read().split()[:3])},
-       "commit": commit, "working_tree_dirty": bool(subprocess.run(
-           ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()),
+       "commit": commit, "working_tree_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
        "results": [json.loads(l) for l in open(records) if l.strip()]}
 tmp = out + ".tmp"
 with open(tmp, "w") as f:

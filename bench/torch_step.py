@@ -1,13 +1,20 @@
-"""torch_step.py -- times PyTorch eager fp32 training steps on the CPU for one of the benchmark models.
+"""torch_step.py -- times PyTorch eager training steps for one of the benchmark models.
 
 The step is what mpc-run's step does and what the models' reference trajectories used:
 zero_grad; loss = model(*batch); backward; optimizer.step(), batches in mpc-run's order.
-Prints one JSON line: {"family", "threads", "batch", "warmup", "steps", "median_ms",
-"mean_cpu_ms", "first_loss"}; first_loss is step 1's loss, which must equal mpc-run's (same weights, same
-batch) -- a check that the PyTorch mirror is the same model.
+On the CPU (default) the step is fp32. With --device=cuda the batch is copied to the GPU
+inside the step (as mpc-run copies it), Adam is torch's fused CUDA Adam, and --amp=fp16|bf16
+is PyTorch AMP as its docs write it: autocast around the forward and the loss, a GradScaler
+(fp16 only: bf16 needs none) around backward and step; each step ends with
+torch.cuda.synchronize() so the wall clock covers the GPU's work.
+Prints one JSON line: {"family", "device", "amp", "threads", "batch", "warmup", "steps",
+"median_ms", "mean_cpu_ms", "first_loss", "max_memory_allocated"}; first_loss is step 1's loss,
+which must equal mpc-run's (same weights, same batch) -- a check that the PyTorch mirror is the
+same model; max_memory_allocated is torch.cuda.max_memory_allocated() over the whole run
+(null on the CPU).
 
 Usage: python3 bench/torch_step.py FAMILY MODEL.onnx DATA.npz [--steps=N --warmup=W
-           --threads=T --optimizer=adam|sgd --lr=F]
+           --threads=T --optimizer=adam|sgd --lr=F --device=cpu|cuda --amp=none|fp16|bf16]
 """
 import argparse
 import json
@@ -32,14 +39,26 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
     ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--amp", choices=["none", "fp16", "bf16"], default="none")
     a = ap.parse_args()
+    cuda = a.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        sys.exit("torch_step.py: --device=cuda but torch sees no GPU")
+    if a.amp != "none" and not cuda:
+        sys.exit("torch_step.py: --amp needs --device=cuda (PyTorch AMP on the GPU)")
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    module = torch_models.load_model(a.family, a.model)
+    module = torch_models.load_model(a.family, a.model).to(a.device)
     module.train()
     params = [p for p in module.parameters() if p.requires_grad]
-    opt = torch.optim.Adam(params, lr=a.lr) if a.optimizer == "adam" else torch.optim.SGD(params, lr=a.lr, momentum=0.9)
+    if a.optimizer == "adam":
+        opt = torch.optim.Adam(params, lr=a.lr, fused=True) if cuda else torch.optim.Adam(params, lr=a.lr)
+    else:
+        opt = torch.optim.SGD(params, lr=a.lr, momentum=0.9)
+    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.amp)
+    scaler = torch.amp.GradScaler("cuda") if a.amp == "fp16" else None
     names = torch_models.input_names(a.model)
     import onnx  # the batch is the model's static first input dimension
 
@@ -50,11 +69,25 @@ def main():
     times, cpu_ms, first_loss = [], 0.0, None
     for i in range(a.warmup + a.steps):
         inputs = next(data)
+        if cuda:
+            torch.cuda.synchronize()
         start, cpu_start = time.perf_counter(), time.process_time()
+        inputs = [t.to(a.device, non_blocking=True) for t in inputs]
         opt.zero_grad(set_to_none=True)
-        loss = module(*inputs)
-        loss.backward()
-        opt.step()
+        if amp_dtype is not None:
+            with torch.autocast("cuda", dtype=amp_dtype):
+                loss = module(*inputs)
+        else:
+            loss = module(*inputs)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        if cuda:
+            torch.cuda.synchronize()
         elapsed = (time.perf_counter() - start) * 1e3
         cpu = (time.process_time() - cpu_start) * 1e3
         if first_loss is None:
@@ -64,9 +97,11 @@ def main():
             cpu_ms += cpu
     # mean_cpu_ms: the process's CPU time per timed step (user + system), which the other
     # processes of a shared machine disturb far less than the wall clock.
-    print(json.dumps({"family": a.family, "threads": a.threads, "batch": batch, "warmup": a.warmup,
-                      "steps": a.steps, "median_ms": statistics.median(times),
-                      "mean_cpu_ms": cpu_ms / a.steps, "first_loss": first_loss}))
+    print(json.dumps({"family": a.family, "device": a.device, "amp": a.amp, "threads": a.threads,
+                      "batch": batch, "warmup": a.warmup, "steps": a.steps,
+                      "median_ms": statistics.median(times), "mean_cpu_ms": cpu_ms / a.steps,
+                      "first_loss": first_loss,
+                      "max_memory_allocated": torch.cuda.max_memory_allocated() if cuda else None}))
 
 
 if __name__ == "__main__":

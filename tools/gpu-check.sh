@@ -17,6 +17,12 @@
 #                difference (limits: fp32 1e-4, fp16 1e-2) and the skipped
 #                steps (must match); about 2 s of GPU time per run
 #   gemm-bench   cuBLAS fp16/bf16 TFLOP/s at 4096^3 and 8192^3
+#   step-bench   bench/gpu_step.sh: mpc-run --device=cuda against PyTorch AMP
+#                (autocast + GradScaler + fused Adam) on a 12-block d768 seq512
+#                batch16 transformer stack, fp16: step ms, the step's matmul
+#                TFLOP/s against the cuBLAS peak, the unscale+Adam kernels'
+#                bytes/s against a device copy, and peak memory (planned,
+#                measured, torch.cuda.max_memory_allocated); gpu_step.json
 #
 # Every stage has a time limit and its own log under the results folder
 # (default build-gpu/results/DATE); a short table is printed last, and also
@@ -55,7 +61,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-targets=(mpc-opt mpc-run mpc-backend-ops mpc-gpu-gemm mpc-onnx-node)
+targets=(mpc-opt mpc-run mpc-backend-ops mpc-gpu-gemm mpc-gpu-optimizer mpc-onnx-node)
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
@@ -259,6 +265,12 @@ trajectory transformer_clip transformer.onnx transformer_data.npz 1e-3 fp16 --ma
 # --- cuBLAS throughput ---------------------------------------------------------
 if run_stage gemm-bench 120 "$bin/mpc-gpu-gemm"; then
   while read -r line; do notes+=("$line"); done < <(grep -E '^(gpu|gemm)' "$results/gemm-bench.log")
+fi
+
+# --- the training step against PyTorch AMP (issue 8 parts 3 and 4) -------------
+if run_stage step-bench 240 env DEBIAN_PY=python3 PY=python3 "$root/bench/gpu_step.sh" "$bin" \
+  "$results/gpu_step.json"; then
+  while read -r line; do notes+=("step-bench: $line"); done < <(sed -n '/^ *mpc  *torch/,$p' "$results/step-bench.log" | grep -v '^results:')
 fi
 
 finish

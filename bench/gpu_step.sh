@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# GPU training step (issue 8 parts 3 and 4), run by tools/gpu-check.sh on a machine with a GPU:
+# mpc-run --device=cuda against PyTorch AMP (autocast + GradScaler + fused Adam, CUDA) on the
+# same transformer stack with the same weights and batches, at a size that fills the chip
+# (default 12 blocks, d 768, 12 heads, hidden 3072, seq 512, batch 16, vocab 8192).
+#
+#   step      median ms of STEPS steps after WARMUP, fp16, Adam lr 1e-4, both sides; the ratio
+#             mpc / torch (goal: below 1, faster than PyTorch AMP eager)
+#   matmul    the step's matrix-product FLOPs (3x the forward's: the backward computes both
+#             operand gradients; counted from the model's sizes) over the step time, against
+#             the cuBLAS fp16 peak that mpc-gpu-gemm measures at 8192^3 on the same GPU: the
+#             share of the peak the whole step reaches (a lower bound on the products' own rate)
+#   optimizer mpc's unscale + Adam kernels over the model's parameters, bytes/s against a
+#             device copy (mpc-gpu-optimizer)
+#   memory    mpc's planned peak (mpc-opt --report-json) and measured peak (mpc-run's summary)
+#             against torch.cuda.max_memory_allocated() of the same step
+#
+# Prints a table and writes RESULTS.json. A missing PyTorch (or a PyTorch without CUDA) skips
+# its column with a line. Usage: bench/gpu_step.sh BIN_DIR [RESULTS.json]
+#   env: LAYERS D HEADS HIDDEN SEQ BATCH VOCAB STEPS WARMUP PRECISION (fp16|bf16); DEVICE=cpu
+#   runs both sides on the CPU (mpc's emulated precision against torch fp32) to try the
+#   script on a machine without a GPU, at small sizes.
+set -euo pipefail
+name=gpu_step
+bin=$(cd "${1:?usage: bench/gpu_step.sh BIN_DIR [RESULTS.json]}" && pwd)
+json=$(realpath -m "${2:-bench/results/$name-$(date +%F).json}")
+cd "$(dirname "$0")/.."
+# On the GPU machine the python3 first on PATH holds numpy, onnx and torch.
+DEBIAN_PY=${DEBIAN_PY:-python3}
+source bench/lib.sh
+layers=${LAYERS:-12} d=${D:-768} heads=${HEADS:-12} hidden=${HIDDEN:-3072}
+seq=${SEQ:-512} batch=${BATCH:-16} vocab=${VOCAB:-8192}
+steps=${STEPS:-20} warmup=${WARMUP:-5} precision=${PRECISION:-fp16} device=${DEVICE:-cuda}
+amp=$precision
+[ "$device" = cuda ] || amp=none
+
+model=$bench_tmp/stack.onnx data=$bench_tmp/stack_data.npz step=$bench_tmp/stack.$precision.onnx
+"$DEBIAN_PY" bench/make_transformer_stack.py --layers="$layers" --d="$d" --heads="$heads" \
+  --hidden="$hidden" --seq="$seq" --batch="$batch" --vocab="$vocab" -o "$model" \
+  --data-out="$data" --samples=$((batch * 4))
+"$bin/mpc-opt" "$model" -o "$step" --precision="$precision" --optimizer=adam --lr=1e-4 \
+  --report-json="$bench_tmp/memory.json" >/dev/null
+planned=$("$DEBIAN_PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["planned"]["peak_bytes"])' \
+  "$bench_tmp/memory.json")
+
+echo "== GPU step: transformer stack, $layers blocks, d $d, $heads heads, hidden $hidden, seq $seq," \
+  "batch $batch, vocab $vocab; $precision, Adam; median of $steps steps after $warmup"
+log=$bench_tmp/mpc.csv
+if ! run=$("$bin/mpc-run" "$step" --device="$device" --data="$data" --steps=$((warmup + steps)) \
+  --log="$log" --quiet 2>&1); then
+  echo "gpu_step: mpc-run failed: $(tail -n 1 <<<"$run")" >&2
+  exit 1
+fi
+summary=$(grep '^summary:' <<<"$run" || true)
+mpc_ms=$(median_log_ms "$log" "$warmup")
+mpc_first=$(sed -n 2p "$log" | cut -d, -f2)
+# "peak memory 1.2 GiB (cuda; 1288490188 bytes, live ...)" -> the bytes
+measured=$(sed -nE 's/.*peak memory [^(]*\([a-z]+; ([0-9]+) bytes.*/\1/p' <<<"$summary")
+
+torch_ms=n/a torch_first=n/a torch_mem=n/a
+if "$PY" -c 'import sys, torch, onnx; sys.exit(0 if sys.argv[1] == "cpu" or torch.cuda.is_available() else 1)' "$device" 2>/dev/null; then
+  out=$("$PY" bench/torch_step.py stack "$model" "$data" --device="$device" --amp="$amp" \
+    --steps="$steps" --warmup="$warmup" --optimizer=adam --lr=1e-4)
+  read -r torch_ms torch_first torch_mem < <("$DEBIAN_PY" -c 'import json, sys; r = json.loads(sys.argv[1]); m = r["max_memory_allocated"]; print("%.3f %.8g %s" % (r["median_ms"], r["first_loss"], "n/a" if m is None else m))' "$out")
+else
+  echo "PyTorch with CUDA is not importable by $PY: its column is skipped"
+fi
+
+# Matrix-product FLOPs of one step: per block q, k, v, o (4 d x d), the two attention
+# products (B H T T dh each), fc1 and fc2 (d x hidden); the head (d x vocab); x3 for the
+# backward's two operand gradients.
+flops=$(awk -v L="$layers" -v d="$d" -v h="$hidden" -v T="$seq" -v B="$batch" -v V="$vocab" \
+  'BEGIN{N = B * T; f = L * (2*N*d*d*4 + 2*2*B*T*T*d + 2*N*d*h*2) + 2*N*d*V; printf "%.0f", 3 * f}')
+peak_tflops=n/a
+if gemm=$("$bin/mpc-gpu-gemm" 2>/dev/null); then
+  peak_tflops=$(awk -v p="$precision" '$1 == "gemm" && $2 == p && $3 == "8192^3" {print $4}' <<<"$gemm" | head -n 1)
+  [ -n "$peak_tflops" ] || peak_tflops=n/a
+fi
+mpc_tflops=$(awk -v f="$flops" -v ms="$mpc_ms" 'BEGIN{if (ms + 0 > 0) printf "%.3g", f / (ms * 1e-3) / 1e12; else print "n/a"}')
+torch_tflops=$(awk -v f="$flops" -v ms="$torch_ms" 'BEGIN{if (ms != "n/a" && ms + 0 > 0) printf "%.3g", f / (ms * 1e-3) / 1e12; else print "n/a"}')
+opt=$("$bin/mpc-gpu-optimizer" --layers="$layers" --d="$d" --hidden="$hidden" --seq="$seq" \
+  --vocab="$vocab" 2>&1 || true)
+
+vs_torch=$(ratio "$mpc_ms" "$torch_ms")
+goal=$(verdict "$vs_torch" 1 'a < b')
+printf "%-26s %12s %12s %9s\n" "" mpc torch mpc/torch
+printf "%-26s %12s %12s %9s\n" "step ms" "$mpc_ms" "$torch_ms" "$vs_torch"
+printf "%-26s %12s %12s\n" "first loss" "$mpc_first" "$torch_first"
+printf "%-26s %12s %12s %9s\n" "matmul TFLOP/s (step)" "$mpc_tflops" "$torch_tflops" \
+  "$(ratio "$mpc_tflops" "$torch_tflops")"
+printf "%-26s %12s %12s %9s\n" "peak memory MiB (measured)" \
+  "$(awk -v b="$measured" 'BEGIN{if (b == "") print "n/a"; else printf "%.1f", b / 1048576}')" \
+  "$(awk -v b="$torch_mem" 'BEGIN{if (b == "n/a") print "n/a"; else printf "%.1f", b / 1048576}')" \
+  "$(ratio "$measured" "$torch_mem")"
+printf "%-26s %12s\n" "peak memory MiB (planned)" "$(awk -v b="$planned" 'BEGIN{printf "%.1f", b / 1048576}')"
+echo "cuBLAS $precision peak at 8192^3: $peak_tflops TFLOP/s; the step reaches $(ratio "$mpc_tflops" "$peak_tflops") of it" \
+  "(torch $(ratio "$torch_tflops" "$peak_tflops")); $(awk -v f="$flops" 'BEGIN{printf "%.2f", f / 1e12}') TFLOP of products a step"
+grep '^optimizer' <<<"$opt" || echo "mpc-gpu-optimizer failed: $(tail -n 1 <<<"$opt")"
+echo "goal mpc faster than PyTorch AMP eager: $goal"
+
+bench_record model=stack layers="$layers" d="$d" heads="$heads" hidden="$hidden" seq="$seq" \
+  batch="$batch" vocab="$vocab" precision="$precision" steps="$steps" warmup="$warmup" \
+  mpc_ms="$mpc_ms" torch_amp_ms="$torch_ms" mpc_vs_torch="$vs_torch" verdict="$goal" \
+  mpc_first_loss="$mpc_first" torch_first_loss="$torch_first" matmul_flops_per_step="$flops" \
+  mpc_step_tflops="$mpc_tflops" torch_step_tflops="$torch_tflops" cublas_peak_tflops="$peak_tflops" \
+  mpc_planned_peak_bytes="$planned" mpc_measured_peak_bytes="${measured:-null}" \
+  torch_max_memory_allocated="$torch_mem" \
+  optimizer="$(grep '^optimizer' <<<"$opt" | tr '\n' ';' || true)"
+bench_write_json "$json"
