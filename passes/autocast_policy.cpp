@@ -236,10 +236,13 @@ const std::vector<PolicyEntry> &table() {
       // --- mpc backward ops (passes/ir/mpc_ops.h) ---------------------------
       {kMpcDomain, "ReluGrad", PC::Follow, 0,
        "selects dY where Y > 0, exact (TF clear ReluGrad)"},
-      {kMpcDomain, "SoftmaxGrad", PC::Fp32, 0,
-       "sum over the softmax axis of dY * Y, like Softmax itself"},
-      {kMpcDomain, "LogSoftmaxGrad", PC::Fp32, 0,
-       "exp(Y) times a sum over the axis, like LogSoftmax itself"},
+      {kMpcDomain, "SoftmaxGrad", PC::Fp32, inputBit(1),
+       "sum over the softmax axis of dY * Y, like Softmax itself; Y is read "
+       "as stored (the kernel widens it exactly, so an fp16 Y needs no fp32 "
+       "copy)"},
+      {kMpcDomain, "LogSoftmaxGrad", PC::Fp32, inputBit(1),
+       "exp(Y) times a sum over the axis, like LogSoftmax itself; Y is read "
+       "as stored (the kernel widens it exactly)"},
       {kMpcDomain, "SoftmaxCrossEntropyLossGrad", PC::Fp32, 0,
        "exp of the log-probabilities and the loss's normalisation"},
       {kMpcDomain, "NegativeLogLikelihoodLossGrad", PC::Fp32, 0,

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <random>
@@ -1054,6 +1055,33 @@ TEST(CpuMpcGrad, ReluGradAndSoftmaxGrads) {
   EXPECT_NE(errorOf("ReluGrad", {dy, F({3}, {1, 2, 3})}, {}, kMpcDomain)
                 .find("does not match"),
             std::string::npos);
+}
+
+// autocast lets SoftmaxGrad and LogSoftmaxGrad read a low-precision Y as it
+// is stored (no fp32 copy): the kernels widen it exactly, so the result must
+// be bit for bit the one with Y cast up to fp32 first.
+TEST(CpuMpcGrad, SoftmaxGradsReadAHalfYAsTheirFp32Copy) {
+  std::vector<float> logits(4 * 37), grad(4 * 37);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    logits[i] = float(std::sin(0.7 * double(i))) * 3.0f;
+    grad[i] = float(std::cos(1.3 * double(i))) * 1e-3f;
+  }
+  Tensor g = F({4, 37}, grad);
+  for (DType half : {DType::F16, DType::BF16})
+    for (const char *op : {"SoftmaxGrad", "LogSoftmaxGrad"}) {
+      const char *fwd =
+          std::string(op) == "SoftmaxGrad" ? "Softmax" : "LogSoftmax";
+      Tensor y = run1(fwd, {F({4, 37}, logits).castTo(half)});
+      Tensor direct = runMpc(op, {g, y}, {{"axis", i64(-1)}});
+      Tensor widened =
+          runMpc(op, {g, y.castTo(DType::F32)}, {{"axis", i64(-1)}});
+      ASSERT_EQ(direct.dtype, DType::F32) << op;
+      EXPECT_EQ(direct.bytes.size(), widened.bytes.size());
+      EXPECT_EQ(std::memcmp(direct.bytes.data(), widened.bytes.data(),
+                            direct.bytes.size()),
+                0)
+          << op << " with a " << dtypeName(half) << " Y";
+    }
 }
 
 TEST(CpuMpcGrad, LossGradsMatchFiniteDifferencesInFp64) {
