@@ -254,6 +254,9 @@ const std::vector<PolicyEntry> &table() {
        "a reduction over broadcast axes (bias gradients sum over the batch); "
        "the kernel accumulates in fp32 either way, an fp32 result also keeps "
        "the sum's range; X is read for its shape only"},
+      {kMpcDomain, "SumToShapeAs", PC::Keep, 0,
+       "reads dY as stored and writes X's (wider) dtype, the precision "
+       "autocast chose for the SumToShape it replaces"},
       // Transformer and residual-MLP family (passes/gradients/transformer.cpp).
       {kMpcDomain, "LayerNormalizationGrad", PC::Fp32, 0,
        "sums over the normalised axes and the batch, like LayerNormalization "

@@ -94,6 +94,7 @@ void runAutocast(Model &model, PassContext &ctx);
 void runLossScale(Model &model, PassContext &ctx);
 void runMasterWeights(Model &model, PassContext &ctx);
 void runOptimizer(Model &model, PassContext &ctx);
+void runFoldWideningCasts(Model &model, PassContext &ctx);
 void runCleanup(Model &model, PassContext &ctx);
 void runRecompute(Model &model, PassContext &ctx);
 void runPlanMemory(Model &model, PassContext &ctx); // memory_report.cpp

@@ -28,6 +28,10 @@ const std::vector<PassInfo> &passRegistry() {
        "", runUserOptimizer},
       {"optimizer", "SGD/Adam/AdamW updates (PyTorch semantics), clipping", "",
        runOptimizer},
+      {"fold-widening-casts",
+       "a gradient cast up only to be summed (bias gradients) is summed as "
+       "stored: mpc.SumToShapeAs",
+       "", runFoldWideningCasts},
       {"cleanup", "dead code, duplicate casts and identity casts removed", "",
        runCleanup},
       {"recompute",
@@ -35,8 +39,8 @@ const std::vector<PassInfo> &passRegistry() {
        "backward (--recompute)",
        "", runRecompute},
       {"plan-memory",
-       "liveness-based buffer plan of the step, in-place updates (--stats)",
-       "", runPlanMemory},
+       "liveness-based buffer plan of the step, in-place updates (--stats)", "",
+       runPlanMemory},
   };
   return table;
 }

@@ -1178,6 +1178,26 @@ void inferSumToShape(Ctx &c) {
   c.set(0, x->hasShape ? shaped(dy->dtype, x->dims) : unranked(dy->dtype));
 }
 
+void inferSumToShapeAs(Ctx &c) {
+  inferSumToShape(c);
+  Value *dy = c.req(0);
+  Value *x = c.req(1);
+  // dY's elements are widened to X's dtype: it must hold them exactly.
+  auto rank = [](DType t) {
+    return t == DType::F16 || t == DType::BF16 ? 1
+           : t == DType::F32                   ? 2
+           : t == DType::F64                   ? 3
+                                               : 0;
+  };
+  if (dy->dtype != DType::Undefined && x->dtype != DType::Undefined &&
+      dy->dtype != x->dtype &&
+      (rank(dy->dtype) == 0 || rank(x->dtype) <= rank(dy->dtype)))
+    errorAt(c.n) << "X (" << dtypeName(x->dtype)
+                 << ") must be a float type at least as wide as dY ("
+                 << dtypeName(dy->dtype) << ")";
+  c.set(0, x->hasShape ? shaped(x->dtype, x->dims) : unranked(x->dtype));
+}
+
 void inferReduceGrad(Ctx &c) {
   Value *dy = c.req(0);
   Value *x = c.req(1);
@@ -1425,6 +1445,7 @@ const OpRule kRules[] = {
     {kMpcDomain, "SoftmaxCrossEntropyLossGrad", 3, 4, 1, 1, inferLossGrad},
     {kMpcDomain, "SoftmaxGrad", 2, 2, 1, 1, inferElementwiseGrad},
     {kMpcDomain, "SumToShape", 2, 2, 1, 1, inferSumToShape},
+    {kMpcDomain, "SumToShapeAs", 2, 2, 1, 1, inferSumToShapeAs},
     {kMpcDomain, "UnscaleGradients", 1, kAny, 1, kAny, inferUnscaleGradients},
     {kMpcDomain, "UpdateLossScale", 3, 3, 2, 2, inferUpdateLossScale},
 };

@@ -181,26 +181,50 @@ void kernelNegativeLogLikelihoodLossGrad(KernelContext &ctx) {
   });
 }
 
-void kernelSumToShape(KernelContext &ctx) {
+/// SumToShape with the result in dtype `to`: sums in the wider compute type
+/// of dY's and to's, in dY's row-major order. With `to` wider than dY that is
+/// the same arithmetic, hence the same bits, as widening dY first.
+void sumToShape(KernelContext &ctx, DType to) {
   const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X");
   if (x.dims.size() > dy.dims.size() ||
       broadcastShapes(ctx.node, x.dims, dy.dims) != dy.dims)
     fail(ctx.node, "shape ", shapeString(x.dims), " does not broadcast to dY ",
          shapeString(dy.dims));
-  Tensor &dx = output(ctx, 0, dy.dtype, x.dims);
-  dispatchFloat(ctx.node, dy.dtype, [&](auto io) {
-    using Io = decltype(io);
-    using C = typename Io::Compute;
+  Tensor &dx = output(ctx, 0, to, x.dims);
+  dispatchFloat2(ctx.node, dy.dtype, to, [&](auto gio, auto oio) {
+    using G = decltype(gio);
+    using O = decltype(oio);
+    using C = Wider<G, O>;
     std::vector<C> acc(size_t(dx.numel()), C(0));
-    const auto *pg = ptr<Io>(dy);
+    const auto *pg = ptr<G>(dy);
     const std::vector<int64_t> shapes[1] = {x.dims};
     forEachBroadcast(dy.dims, shapes, [&](int64_t i, const int64_t *o) {
-      acc[size_t(o[0])] += Io::load(pg, i);
+      acc[size_t(o[0])] += C(G::load(pg, i));
     });
-    auto *px = ptr<Io>(dx);
+    auto *px = ptr<O>(dx);
     for (size_t i = 0; i < acc.size(); ++i)
-      Io::store(px, int64_t(i), acc[i]);
+      O::store(px, int64_t(i), typename O::Compute(acc[i]));
   });
+}
+
+void kernelSumToShape(KernelContext &ctx) {
+  sumToShape(ctx, input(ctx, 0, "dY").dtype);
+}
+
+void kernelSumToShapeAs(KernelContext &ctx) {
+  const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X");
+  auto width = [](DType t) {
+    return t == DType::F16 || t == DType::BF16 ? 1
+           : t == DType::F32                   ? 2
+           : t == DType::F64                   ? 3
+                                               : 0;
+  };
+  if (dy.dtype != x.dtype &&
+      (width(dy.dtype) == 0 || width(x.dtype) <= width(dy.dtype)))
+    fail(ctx.node, "X (", dtypeName(x.dtype),
+         ") must be a float type at least as wide as dY (", dtypeName(dy.dtype),
+         ")");
+  sumToShape(ctx, x.dtype);
 }
 
 void kernelReduceGrad(KernelContext &ctx) {
@@ -249,6 +273,7 @@ std::vector<KernelEntry> mpcGradKernels() {
       {kMpcDomain, "NegativeLogLikelihoodLossGrad",
        kernelNegativeLogLikelihoodLossGrad},
       {kMpcDomain, "SumToShape", kernelSumToShape},
+      {kMpcDomain, "SumToShapeAs", kernelSumToShapeAs},
       {kMpcDomain, "ReduceGrad", kernelReduceGrad},
   };
 }

@@ -28,6 +28,18 @@ __global__ void sumToShapeKernel(const typename Io::Storage *__restrict__ dy,
   }
 }
 
+__global__ void sumToShapeAsKernel(DType gt, const void *__restrict__ dy,
+                                   DType ot, void *__restrict__ dx,
+                                   SumToShapeGeometry g) {
+  for (int64_t o = globalIndex(); o < g.outCount; o += globalStride()) {
+    int64_t base = g.base(o);
+    float acc = 0.0f;
+    for (int64_t r = 0; r < g.reducedCount; ++r)
+      acc += loadAs(gt, dy, base + g.reduced(r));
+    storeAs(ot, dx, o, acc);
+  }
+}
+
 template <ReduceKind K>
 __global__ void reduceKernel(DType t, const void *__restrict__ x,
                              void *__restrict__ y, SumToShapeGeometry g) {
@@ -104,6 +116,17 @@ void launchSumToShape(DType t, const void *dy, void *dx,
         static_cast<const S *>(dy), static_cast<S *>(dx), g);
   });
   MPC_CUDA_CHECK_LAUNCH("sumToShapeKernel");
+}
+
+void launchSumToShapeAs(DType dyType, const void *dy, DType dxType, void *dx,
+                        const SumToShapeGeometry &g, cudaStream_t s) {
+  if (g.outCount == 0)
+    return;
+  requireDeviceFloat(dyType, "SumToShapeAs");
+  requireDeviceFloat(dxType, "SumToShapeAs");
+  sumToShapeAsKernel<<<gridFor(g.outCount), kBlock, 0, s>>>(dyType, dy, dxType,
+                                                            dx, g);
+  MPC_CUDA_CHECK_LAUNCH("sumToShapeAsKernel");
 }
 
 } // namespace cuda

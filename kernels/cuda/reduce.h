@@ -21,6 +21,12 @@ namespace cuda {
 void launchSumToShape(DType t, const void *dy, void *dx,
                       const SumToShapeGeometry &geometry, cudaStream_t stream);
 
+/// mpc.SumToShapeAs: the same sums of dy (dtype dyType) written as dxType
+/// (fp32 for an fp16/bf16 dy: each element widened exactly, summed in fp32).
+void launchSumToShapeAs(DType dyType, const void *dy, DType dxType, void *dx,
+                        const SumToShapeGeometry &geometry,
+                        cudaStream_t stream);
+
 enum class ReduceKind { Sum, Mean, Max };
 
 /// y (geometry.outCount elements) := the sum, mean or maximum of x over the

@@ -21,6 +21,10 @@
 //   SumToShape(dY, X) -> dX                   sums dY over the axes that
 //       numpy broadcasting expanded to reach dY's shape from X's shape; dX has
 //       X's shape and dY's dtype (accumulation in fp32 for fp16/bf16).
+//   SumToShapeAs(dY, X) -> dX                 SumToShape with dX of X's
+//       dtype: dY's elements are widened exactly to it and summed in it, the
+//       same bits as SumToShape(Cast(dY, X's dtype), X) without the cast
+//       copy (passes/fold_widening_casts.cpp); X must be at least as wide.
 //   ReduceGrad(dY, X [, axes]) <axes, keepdims, noop_with_empty_axes, mean>
 //       -> dX                                  broadcasts dY back over the
 //       reduced axes to X's shape; divides by the reduced count when mean=1.

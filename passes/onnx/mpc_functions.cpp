@@ -427,6 +427,13 @@ const std::map<std::string, FunctionDef> &functionTable() {
     t["NegativeLogLikelihoodLossGrad"] = {
         lossText(kNegativeLogLikelihoodLossGrad, "X"), lossDefaults, lossFills};
     t["SumToShape"] = {plain(kSumToShape), {}, {}};
+    // The same sum, its result in X's dtype instead of dY's.
+    t["SumToShapeAs"] = {
+        replaceAll(replaceAll(plain(kSumToShape), "SumToShape (dY, X)",
+                              "SumToShapeAs (dY, X)"),
+                   "dX = CastLike (dx, dY)", "dX = CastLike (dx, X)"),
+        {},
+        {}};
     t["ReduceGrad"] = {plain(kReduceGrad),
                        {{"keepdims", A::ofInt(1)},
                         {"noop_with_empty_axes", A::ofInt(0)},

@@ -1,5 +1,5 @@
 // CUDA runners of the elementwise family: arithmetic with broadcasting,
-// unary math, Pow, Cast, ReluGrad and SumToShape.
+// unary math, Pow, Cast, ReluGrad, SumToShape and SumToShapeAs.
 //
 // Each runner validates its operands the way the CPU kernel does (the same
 // helpers, so the same messages), allocates the outputs and hands device
@@ -182,6 +182,23 @@ void runSumToShape(NodeStaging &s) {
   launchSumToShape(dy.dtype, s.device(0), dx, g, s.stream());
 }
 
+void runSumToShapeAs(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X");
+  if (x.dims.size() > dy.dims.size() ||
+      cpu::broadcastShapes(node, x.dims, dy.dims) != dy.dims)
+    fail(node, "shape ", cpu::shapeString(x.dims), " does not broadcast to dY ",
+         cpu::shapeString(dy.dims));
+  requireDeviceFloat(node, dy, "dY");
+  requireDeviceFloat(node, x, "X");
+  if (dy.dims.size() > size_t(kMaxKernelRank))
+    fail(node, "rank ", dy.dims.size(), " is above the cuda kernels' limit of ",
+         kMaxKernelRank);
+  SumToShapeGeometry g = makeSumToShapeGeometry(dy.dims, x.dims);
+  void *dx = s.out(0, x.dtype, x.dims);
+  launchSumToShapeAs(dy.dtype, s.device(0), x.dtype, dx, g, s.stream());
+}
+
 } // namespace
 
 std::vector<CudaOpEntry> elementwiseOps() {
@@ -207,6 +224,10 @@ std::vector<CudaOpEntry> elementwiseOps() {
        }},
       {kMpcDomain, "SumToShape", runSumToShape,
        [](const Node &n) { return requireDeviceFloat(n, {0}); }},
+      {kMpcDomain, "SumToShapeAs", runSumToShapeAs,
+       [](const Node &n) {
+         return requireDeviceFloat(n, {0, 1});
+       }},
   };
 }
 

@@ -285,6 +285,18 @@ void addBackward(std::vector<OpCase> &cases) {
          [=](DType t, std::mt19937 &rng) -> Inputs {
            return {randomTensor(rng, t, from), randomTensor(rng, t, to)};
          }});
+    // The bias gradient as fold-widening-casts writes it: dY as stored,
+    // the sum in X's fp32.
+    cases.push_back({std::string("SumToShapeAs_") + s.name,
+                     kMpcDomain,
+                     "SumToShapeAs",
+                     {},
+                     1,
+                     kFloats,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       return {randomTensor(rng, t, from),
+                               randomTensor(rng, DType::F32, to)};
+                     }});
   }
 }
 

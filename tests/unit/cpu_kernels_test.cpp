@@ -1084,6 +1084,37 @@ TEST(CpuMpcGrad, SoftmaxGradsReadAHalfYAsTheirFp32Copy) {
     }
 }
 
+// fold-widening-casts turns SumToShape(Cast(dY16 -> fp32), b) into
+// SumToShapeAs(dY16, b): the same bits, without the fp32 copy of dY.
+TEST(CpuMpcGrad, SumToShapeAsIsTheSumOfTheWidenedGradient) {
+  std::vector<float> grad(6 * 5 * 7);
+  for (size_t i = 0; i < grad.size(); ++i)
+    grad[i] = float(std::sin(0.37 * double(i))) * 300.0f;
+  Tensor dy32 = F({6, 5, 7}, grad);
+  for (DType half : {DType::F16, DType::BF16})
+    for (std::vector<int64_t> to :
+         {std::vector<int64_t>{7}, {5, 1}, {1, 5, 7}, {}}) {
+      Tensor dy = dy32.castTo(half);
+      Tensor x = F(to, std::vector<float>(size_t(elementCount(to)), 1.0f));
+      Tensor folded = runMpc("SumToShapeAs", {dy, x});
+      Tensor widened = runMpc("SumToShape", {dy.castTo(DType::F32), x});
+      ASSERT_EQ(folded.dtype, DType::F32);
+      EXPECT_EQ(folded.dims, to);
+      ASSERT_EQ(folded.bytes.size(), widened.bytes.size());
+      EXPECT_EQ(std::memcmp(folded.bytes.data(), widened.bytes.data(),
+                            folded.bytes.size()),
+                0)
+          << dtypeName(half) << " to " << dimsToString(to);
+    }
+  // X narrower than dY: the widening would round.
+  EXPECT_NE(
+      errorOf("SumToShapeAs",
+              {dy32, F({7}, std::vector<float>(7, 1.0f)).castTo(DType::F16)},
+              {}, kMpcDomain)
+          .find("at least as wide as dY"),
+      std::string::npos);
+}
+
 TEST(CpuMpcGrad, LossGradsMatchFiniteDifferencesInFp64) {
   const int64_t n = 3, c = 4;
   std::vector<float> xf = randomFloats(size_t(n * c), 31, -2, 2);

@@ -281,6 +281,7 @@ TEST(MpcFunctions, EveryFixedArityOpHasABodyThatParses) {
       "SoftmaxCrossEntropyLossGrad",
       "SoftmaxGrad",
       "SumToShape",
+      "SumToShapeAs",
       "UpdateLossScale",
   };
   EXPECT_EQ(mpcOpsWithFunctions(), expected);
@@ -485,6 +486,19 @@ TEST(MpcFunctions, SumToShapeMatchesKernel) {
                        "SumToShape",
                        {{"dY", uniform(t, s.dy, -1, 1)},
                         {"X", uniform(DType::F32, s.x, -1, 1)}}});
+  runCases(cases);
+}
+
+TEST(MpcFunctions, SumToShapeAsMatchesKernel) {
+  std::vector<Case> cases;
+  for (DType t : {DType::F16, DType::BF16, DType::F32})
+    for (auto to : {std::vector<int64_t>{4}, std::vector<int64_t>{2, 1, 4},
+                    std::vector<int64_t>{}})
+      cases.push_back({"SumToShapeAs 2x3x4 " + std::string(dtypeName(t)) +
+                           " to fp32 " + dimsToString(to),
+                       "SumToShapeAs",
+                       {{"dY", uniform(t, {2, 3, 4}, -1, 1)},
+                        {"X", uniform(DType::F32, to, -1, 1)}}});
   runCases(cases);
 }
 

@@ -1,0 +1,97 @@
+// fold-widening-casts: a gradient widened only to be summed is summed as it is
+// stored.
+//
+// After autocast, the gradient of a Linear's bias is
+//   dY32 = Cast<to = FLOAT>(dY16);  db = mpc.SumToShape(dY32, bias)
+// because SumToShape is an fp32 reduction and the bias is an fp32 master
+// parameter. The Cast materialises an fp32 copy of dY (batch x tokens x
+// features, twice dY's bytes) only for the sum to read it once. SumToShapeAs
+// (passes/ir/mpc_ops.h) reads dY16, widens each element exactly and
+// accumulates in the wide type in the same order, and writes X's dtype: the
+// same bits, with neither the copy nor the pass over it. So
+//
+//   SumToShape(Cast<to = T>(h), X)  ->  mpc.SumToShapeAs(h, X)
+//
+// when the Cast widens exactly (fp16/bf16 -> fp32/fp64, fp32 -> fp64) and X
+// has dtype T. The Cast is removed once nothing else reads it. Runs after
+// autocast and master-weights (which make these Casts) and before
+// plan-memory; with --precision=fp32 there is nothing to fold.
+#include "passes/ir/mpc_ops.h"
+#include "passes/pass.h"
+#include "passes/precision_map.h"
+
+namespace mpc {
+namespace {
+
+bool isOp(const Node &n, const char *domain, const char *op) {
+  return n.domain() == domain && n.opType() == op;
+}
+
+/// True when every value of `from` is exactly representable in `to`.
+bool widensExactly(DType from, DType to) {
+  if (from == DType::F16 || from == DType::BF16)
+    return to == DType::F32 || to == DType::F64;
+  return from == DType::F32 && to == DType::F64;
+}
+
+/// The low-precision source of `v` when v is an exact widening Cast of it
+/// to `to`, else nullptr.
+Value *widenedSource(const Value *v, DType to) {
+  const Node *cast = v ? v->producer() : nullptr;
+  if (!cast || !isOp(*cast, "", "Cast") || v->dtype != to)
+    return nullptr;
+  Value *src = cast->input(0);
+  return src && widensExactly(src->dtype, to) ? src : nullptr;
+}
+
+/// Replaces SumToShape node n by SumToShapeAs(h, X), keeping its names, and
+/// says so in the precision map (mpc-opt --explain).
+void foldIntoSumToShapeAs(Model &model, Graph &g, Node *n, Value *h) {
+  std::string nodeName = n->name();
+  Value *x = n->input(1);
+  Value *out = n->output(0);
+  Value *widened = n->input(0);
+  Node *cast = widened->producer();
+  std::string outName = out->name();
+  Node *folded =
+      g.createNode("SumToShapeAs", {h, x}, 1, nodeName, kMpcDomain, n);
+  folded->output(0)->copyTypeFrom(*out);
+  g.replaceAllUsesWith(out, folded->output(0));
+  g.removeNode(n);
+  g.renameValue(folded->output(0), outName);
+  folded->setName(nodeName);
+  if (model.precisionMap && model.precisionMap->graph() == &g)
+    model.precisionMap->record(
+        *folded,
+        {x->dtype, "fold-widening-casts",
+         "mpc.SumToShape reading its " + std::string(dtypeName(h->dtype)) +
+             " dY as stored, summing in " + dtypeName(x->dtype) +
+             " (the Cast up folded in)"});
+  if (widened->uses().empty() && !widened->isGraphOutput())
+    g.removeNode(cast);
+}
+
+int64_t foldGraph(Model &model, Graph &g) {
+  int64_t folded = 0;
+  for (Node *n : g.nodeList()) {
+    if (!isOp(*n, kMpcDomain, "SumToShape") || n->numInputs() != 2 ||
+        !n->input(0) || !n->input(1) || !n->output(0))
+      continue;
+    Value *x = n->input(1);
+    if (n->output(0)->dtype != x->dtype)
+      continue;
+    if (Value *h = widenedSource(n->input(0), x->dtype)) {
+      foldIntoSumToShapeAs(model, g, n, h);
+      ++folded;
+    }
+  }
+  return folded;
+}
+
+} // namespace
+
+void runFoldWideningCasts(Model &model, PassContext &ctx) {
+  ctx.stats["sums-folded"] += foldGraph(model, workingGraph(model));
+}
+
+} // namespace mpc
