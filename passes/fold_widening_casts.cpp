@@ -13,8 +13,17 @@
 //   SumToShape(Cast<to = T>(h), X)  ->  mpc.SumToShapeAs(h, X)
 //
 // when the Cast widens exactly (fp16/bf16 -> fp32/fp64, fp32 -> fp64) and X
-// has dtype T. The Cast is removed once nothing else reads it. Runs after
-// autocast and master-weights (which make these Casts) and before
+// has dtype T. Likewise the weight gradients: autocast keeps each gradient
+// output in its parameter's fp32 with a Cast of the fp16 product, which
+// mpc.UnscaleGradients then reads once; it reads fp16/bf16 gradients itself
+// (widening exactly, writing fp32), so
+//
+//   UnscaleGradients(scale, ..., Cast<to = FLOAT>(g16), ...)
+//     ->  UnscaleGradients(scale, ..., g16, ...)
+//
+// and no fp32 copy of every weight gradient exists next to the unscaled ones
+// at the end of the backward. A Cast is removed once nothing else reads it.
+// Runs after loss-scale (which makes UnscaleGradients) and before
 // plan-memory; with --precision=fp32 there is nothing to fold.
 #include "passes/ir/mpc_ops.h"
 #include "passes/pass.h"
@@ -71,9 +80,30 @@ void foldIntoSumToShapeAs(Model &model, Graph &g, Node *n, Value *h) {
     g.removeNode(cast);
 }
 
-int64_t foldGraph(Model &model, Graph &g) {
+/// Points UnscaleGradients' gradient inputs that are exact fp16/bf16 -> fp32
+/// Casts at the Casts' sources. Returns how many.
+int64_t foldUnscaleInputs(Graph &g, Node *n) {
+  int64_t folded = 0;
+  for (size_t i = 1; i < n->numInputs(); ++i) {
+    Value *widened = n->input(i);
+    Value *h = widenedSource(widened, DType::F32);
+    if (!h)
+      continue;
+    n->setInput(i, h);
+    if (widened->uses().empty() && !widened->isGraphOutput())
+      g.removeNode(widened->producer());
+    ++folded;
+  }
+  return folded;
+}
+
+int64_t foldGraph(Model &model, Graph &g, int64_t &gradients) {
   int64_t folded = 0;
   for (Node *n : g.nodeList()) {
+    if (isOp(*n, kMpcDomain, "UnscaleGradients")) {
+      gradients += foldUnscaleInputs(g, n);
+      continue;
+    }
     if (!isOp(*n, kMpcDomain, "SumToShape") || n->numInputs() != 2 ||
         !n->input(0) || !n->input(1) || !n->output(0))
       continue;
@@ -91,7 +121,9 @@ int64_t foldGraph(Model &model, Graph &g) {
 } // namespace
 
 void runFoldWideningCasts(Model &model, PassContext &ctx) {
-  ctx.stats["sums-folded"] += foldGraph(model, workingGraph(model));
+  int64_t gradients = 0;
+  ctx.stats["sums-folded"] += foldGraph(model, workingGraph(model), gradients);
+  ctx.stats["unscale-inputs-folded"] += gradients;
 }
 
 } // namespace mpc

@@ -29,8 +29,8 @@ const std::vector<PassInfo> &passRegistry() {
       {"optimizer", "SGD/Adam/AdamW updates (PyTorch semantics), clipping", "",
        runOptimizer},
       {"fold-widening-casts",
-       "a gradient cast up only to be summed (bias gradients) is summed as "
-       "stored: mpc.SumToShapeAs",
+       "gradients cast up to fp32 only to be summed (bias gradients: "
+       "mpc.SumToShapeAs) or unscaled (UnscaleGradients) are read as stored",
        "", runFoldWideningCasts},
       {"cleanup", "dead code, duplicate casts and identity casts removed", "",
        runCleanup},
