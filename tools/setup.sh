@@ -17,6 +17,15 @@ packages=(
   "$@"
 )
 
+# ONNX Runtime runs the --emit=step model in tests/ort (ctest ort-step, which
+# skips without it): from PyPI for the python3 on PATH, once; a machine that
+# cannot reach PyPI only loses that test.
+if command -v python3 >/dev/null && ! python3 -c 'import onnxruntime' 2>/dev/null; then
+  echo "setup: pip install onnxruntime (for the ort-step test)"
+  python3 -m pip install -q --disable-pip-version-check onnxruntime >/dev/null 2>&1 ||
+    echo "setup: could not install onnxruntime; ort-step will be skipped"
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
