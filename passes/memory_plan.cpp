@@ -45,14 +45,22 @@ std::vector<std::string> metaList(const Model &m, const char *key) {
 
 size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-/// Elementwise ops whose CPU and GPU kernels read element i of an input of
-/// the output's shape before writing element i of the output, so the output
-/// may take that input's bytes.
+/// Ops whose CPU and GPU kernels read element i of an input of the output's
+/// shape before writing element i of the output, so the output may take that
+/// input's bytes: elementwise ops; Softmax / LogSoftmax and their gradients,
+/// whose kernels read a whole row (max, sum) before writing any of it, then
+/// write element i after reading it, rows never overlapping (the fp32
+/// island's Cast up dies into its Softmax, the gradient's into SoftmaxGrad);
+/// ReluGrad, whose kernels read each block before writing it.
 bool isInPlaceElementwise(const Node &n) {
   static const std::unordered_set<std::string> ops = {
-      "Add", "Sub",  "Mul",  "Div", "Neg", "Abs",     "Relu",
-      "Exp", "Sqrt", "Tanh", "Erf", "Log", "Sigmoid",
+      "Add",  "Sub",  "Mul", "Div", "Neg",     "Abs",     "Relu",       "Exp",
+      "Sqrt", "Tanh", "Erf", "Log", "Sigmoid", "Softmax", "LogSoftmax",
   };
+  static const std::unordered_set<std::string> mpcOps = {
+      "SoftmaxGrad", "LogSoftmaxGrad", "ReluGrad"};
+  if (n.domain() == "mpc")
+    return mpcOps.count(n.opType()) > 0;
   return n.domain().empty() && ops.count(n.opType());
 }
 

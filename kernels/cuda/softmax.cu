@@ -22,9 +22,12 @@ __device__ int64_t rowBase(const AxisRows &r, int64_t row) {
   return o * r.len * r.inner + i;
 }
 
+// x and y may be the same bytes (plan-memory runs Softmax in place over an
+// input that dies there), hence no __restrict__: a row is read whole (max,
+// sum) before any of it is written, and each element is read before the
+// thread that reads it writes it.
 template <bool Log>
-__global__ void softmaxKernel(DType t, const void *__restrict__ x,
-                              void *__restrict__ y, AxisRows r) {
+__global__ void softmaxKernel(DType t, const void *x, void *y, AxisRows r) {
   int64_t lane = threadIdx.x % kWarp;
   int64_t stride = int64_t(gridDim.x) * kRowsPerBlock;
   for (int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
@@ -48,10 +51,10 @@ __global__ void softmaxKernel(DType t, const void *__restrict__ x,
   }
 }
 
+// dx may be dy's or y's bytes (in place, as for softmaxKernel).
 template <bool Log>
-__global__ void softmaxGradKernel(DType gt, const void *__restrict__ dy,
-                                  DType ft, const void *__restrict__ y,
-                                  void *__restrict__ dx, AxisRows r) {
+__global__ void softmaxGradKernel(DType gt, const void *dy, DType ft,
+                                  const void *y, void *dx, AxisRows r) {
   int64_t lane = threadIdx.x % kWarp;
   int64_t stride = int64_t(gridDim.x) * kRowsPerBlock;
   for (int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
