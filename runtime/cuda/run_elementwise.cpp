@@ -166,9 +166,9 @@ void runReluGrad(NodeStaging &s) {
                  s.stream());
 }
 
-void runSumToShape(NodeStaging &s) {
-  const Node &node = s.node();
-  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X");
+/// The geometry of summing dY to X's shape, after the checks both sums share.
+SumToShapeGeometry sumToShapeGeometry(const Node &node, const Tensor &dy,
+                                      const Tensor &x) {
   if (x.dims.size() > dy.dims.size() ||
       cpu::broadcastShapes(node, x.dims, dy.dims) != dy.dims)
     fail(node, "shape ", cpu::shapeString(x.dims), " does not broadcast to dY ",
@@ -177,24 +177,21 @@ void runSumToShape(NodeStaging &s) {
   if (dy.dims.size() > size_t(kMaxKernelRank))
     fail(node, "rank ", dy.dims.size(), " is above the cuda kernels' limit of ",
          kMaxKernelRank);
-  SumToShapeGeometry g = makeSumToShapeGeometry(dy.dims, x.dims);
+  return makeSumToShapeGeometry(dy.dims, x.dims);
+}
+
+void runSumToShape(NodeStaging &s) {
+  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X");
+  SumToShapeGeometry g = sumToShapeGeometry(s.node(), dy, x);
   void *dx = s.out(0, dy.dtype, x.dims);
   launchSumToShape(dy.dtype, s.device(0), dx, g, s.stream());
 }
 
+/// mpc.SumToShapeAs: the sum written in X's (wider) dtype.
 void runSumToShapeAs(NodeStaging &s) {
-  const Node &node = s.node();
   const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X");
-  if (x.dims.size() > dy.dims.size() ||
-      cpu::broadcastShapes(node, x.dims, dy.dims) != dy.dims)
-    fail(node, "shape ", cpu::shapeString(x.dims), " does not broadcast to dY ",
-         cpu::shapeString(dy.dims));
-  requireDeviceFloat(node, dy, "dY");
-  requireDeviceFloat(node, x, "X");
-  if (dy.dims.size() > size_t(kMaxKernelRank))
-    fail(node, "rank ", dy.dims.size(), " is above the cuda kernels' limit of ",
-         kMaxKernelRank);
-  SumToShapeGeometry g = makeSumToShapeGeometry(dy.dims, x.dims);
+  SumToShapeGeometry g = sumToShapeGeometry(s.node(), dy, x);
+  requireDeviceFloat(s.node(), x, "X");
   void *dx = s.out(0, x.dtype, x.dims);
   launchSumToShapeAs(dy.dtype, s.device(0), x.dtype, dx, g, s.stream());
 }
