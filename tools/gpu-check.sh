@@ -9,8 +9,10 @@
 #   onnx-node    ONNX's node test cases claimed in tests/onnx-node/claimed.txt
 #                on the CUDA backend (those whose ops all have device code),
 #                when Debian's libonnx-testdata is installed
-#   trajectories models/mlp_seed.onnx (Adam 1e-2), transformer.onnx and
-#                resmlp.onnx (Adam 1e-3) compiled for fp16 and fp32, plus
+#   trajectories models/mlp_seed.onnx (Adam 1e-2), transformer.onnx,
+#                resmlp.onnx and cnn.onnx (Conv, BatchNormalization, MaxPool
+#                on cuDNN and the pooling kernels; Adam 1e-3) compiled for
+#                fp16 and fp32, plus
 #                the opset-20 Gelu transformer and the transformer with
 #                --max-grad-norm=1 in fp16: 50 steps each with
 #                --device=cuda and --device=cpu, the largest relative loss
@@ -88,10 +90,12 @@ if [ -n "$bundle" ]; then
     strip "$dir/mpc/bin/$t"
   done
   # Libraries a stock CUDA machine may lack; never the C/C++ runtime, the
-  # driver or the CUDA toolkit's own (cuBLASLt alone is half a gigabyte).
+  # driver or the CUDA toolkit's own (cuBLASLt alone is half a gigabyte),
+  # nor cuDNN: libcudnn.so.9 is a small loader of sub-libraries (half a
+  # gigabyte) that ldd does not list, so the GPU machine needs cuDNN 9.
   for t in "${targets[@]}"; do ldd "$build-bundle/bin/$t"; done |
     awk '$3 ~ /^\// {print $3}' | sort -u |
-    grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt)\.so' |
+    grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libcudnn)\.so' |
     while read -r lib; do cp -L "$lib" "$dir/mpc/lib/"; done
   tar -C "$dir" -cJf "$bundle" mpc
   echo "gpu-check: wrote $bundle ($(du -h "$bundle" | cut -f1)): $(ls "$dir/mpc/lib" | tr '\n' ' ')"
@@ -256,6 +260,7 @@ for precision in fp16 fp32; do
   trajectory mlp_seed mlp_seed.onnx mlp_seed_data.npz 1e-2 $precision
   trajectory transformer transformer.onnx transformer_data.npz 1e-3 $precision
   trajectory resmlp resmlp.onnx resmlp_data.npz 1e-3 $precision
+  trajectory cnn cnn.onnx cnn_data.npz 1e-3 $precision
 done
 # The opset-20 Gelu variant, and gradient clipping (ClipGradNorm on the
 # device), in fp16 only: the same kernels otherwise.

@@ -16,6 +16,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <mutex>
+
 namespace mpc {
 namespace cuda {
 
@@ -39,7 +42,46 @@ void *rawDeviceAlloc(size_t bytes, void *) {
 
 void rawDeviceFree(void *p, void *) { cudaFree(p); }
 
+/// The live devices by stream (deviceForStream).
+std::mutex &registryMutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<cudaStream_t, CudaDevice *> &registry() {
+  static std::map<cudaStream_t, CudaDevice *> r;
+  return r;
+}
+
 } // namespace
+
+CudaDevice &deviceForStream(cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  auto it = registry().find(stream);
+  if (it == registry().end())
+    throw Error("internal error: no cuda device owns this stream");
+  return *it->second;
+}
+
+cudnnHandle_t CudaDevice::cudnnHandle() {
+  if (cudnn_)
+    return cudnn_;
+  MPC_CUDA_CHECK(cudaSetDevice(options.device));
+  cudnnHandle_t h = nullptr;
+  cudnnStatus_t st = cudnnCreate(&h);
+  if (st != CUDNN_STATUS_SUCCESS)
+    throw Error(std::string("cuDNN error: cudnnCreate failed: ") +
+                cudnnGetErrorString(st) +
+                " (the cuda backend needs cuDNN 9 for convolution, pooling "
+                "and batch norm)");
+  st = cudnnSetStream(h, stream);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    cudnnDestroy(h);
+    throw Error(std::string("cuDNN error: cudnnSetStream failed: ") +
+                cudnnGetErrorString(st));
+  }
+  cudnn_ = h;
+  return cudnn_;
+}
 
 CudaDevice::CudaDevice(const CudaBackendOptions &opts) : options(opts) {
   MPC_CUDA_CHECK(cudaSetDevice(opts.device));
@@ -55,12 +97,20 @@ CudaDevice::CudaDevice(const CudaBackendOptions &opts) : options(opts) {
       "cublasSetMathMode");
   allocator =
       std::make_unique<DeviceAllocator>(rawDeviceAlloc, rawDeviceFree, nullptr);
+  std::lock_guard<std::mutex> lock(registryMutex());
+  registry()[stream] = this;
 }
 
 CudaDevice::~CudaDevice() {
+  {
+    std::lock_guard<std::mutex> lock(registryMutex());
+    registry().erase(stream);
+  }
   if (stream)
     cudaStreamSynchronize(stream);
   allocator.reset();
+  if (cudnn_)
+    cudnnDestroy(cudnn_);
   if (cublas)
     cublasDestroy(cublas);
   if (stream)

@@ -17,9 +17,9 @@ using Key = std::pair<std::string, std::string>;
 const std::map<Key, CudaOpEntry> &opTable() {
   static const std::map<Key, CudaOpEntry> table = [] {
     std::map<Key, CudaOpEntry> t;
-    for (auto family :
-         {elementwiseOps, gemmOps, lossOps, trainingOps, softmaxOps, reduceOps,
-          gatherOps, transformerOps, compareOps, hostOps})
+    for (auto family : {elementwiseOps, gemmOps, lossOps, trainingOps,
+                        softmaxOps, reduceOps, gatherOps, transformerOps,
+                        compareOps, convOps, batchNormOps, poolOps, hostOps})
       for (const CudaOpEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e);
     return t;

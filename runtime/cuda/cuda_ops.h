@@ -2,7 +2,8 @@
 //
 // Each family file (run_elementwise.cpp, run_gemm.cpp, run_loss.cpp,
 // run_training.cpp, run_softmax.cpp, run_reduce.cpp, run_gather.cpp,
-// run_transformer.cpp, run_compare.cpp) lists its entries, like the CPU kernel
+// run_transformer.cpp, run_compare.cpp, run_conv.cpp, run_batch_norm.cpp,
+// run_pool.cpp) lists its entries, like the CPU kernel
 // families; the backend's supports() and run() read only this table
 // (cuda_ops.cpp), so what it claims and what it runs cannot drift apart. An
 // entry's check looks at what the graph already says (dtypes, attributes) and
@@ -43,6 +44,9 @@ std::vector<CudaOpEntry> reduceOps();
 std::vector<CudaOpEntry> gatherOps();
 std::vector<CudaOpEntry> transformerOps();
 std::vector<CudaOpEntry> compareOps();
+std::vector<CudaOpEntry> convOps();
+std::vector<CudaOpEntry> batchNormOps();
+std::vector<CudaOpEntry> poolOps();
 std::vector<CudaOpEntry> hostOps();
 
 /// The entry for (domain, op), or nullptr ("ai.onnx" is the default domain).

@@ -260,4 +260,22 @@ TEST(BackendOpsModel, ResMlpTrainsLikeTheCpu) {
   }
 }
 
+// The CNN (Conv, BatchNormalization in training mode, MaxPool and their
+// gradients on cuDNN and the pooling kernels): 20 Adam steps along the
+// CPU's losses, with the transformer's tolerances (convolution sums and the
+// batch statistics are added in another order on the GPU); the weights of
+// the first convolution and the batch norm's running variance (updated on
+// the device by the CPU's momentum rule) agree too.
+TEST(BackendOpsModel, CnnTrainsLikeTheCpu) {
+  REQUIRE_CUDA(cuda);
+  for (DType precision : {DType::F16, DType::F32}) {
+    double loss = precision == DType::F32 ? 1e-4 : 1e-2;
+    double param = precision == DType::F32 ? 1e-3 : 2e-2;
+    trainsLikeTheCpu(*cuda, "cnn", precision, 1e-3, 0, "conv1.weight", loss,
+                     param);
+    trainsLikeTheCpu(*cuda, "cnn", precision, 1e-3, 0, "bn.running_var", loss,
+                     param);
+  }
+}
+
 } // namespace

@@ -2,8 +2,8 @@
 //
 // supports() reads a table (runtime/cuda/cuda_ops.cpp) and the graph's
 // dtypes, so these run on any machine: every node of the compiled seed MLP,
-// transformer and residual MLP (what tools/gpu-check.sh trains on the GPU)
-// must be supported, and a node the device code does not take must be
+// transformer, residual MLP and CNN (what tools/gpu-check.sh trains on the
+// GPU) must be supported, and a node the device code does not take must be
 // refused with a reason naming it.
 #include "op_cases.h"
 #include "passes/ir/builder.h"
@@ -84,6 +84,23 @@ TEST(CudaCoverage, EveryNodeOfTheTransformerAndResMlpStepsIsSupported) {
     EXPECT_TRUE(ops.count(op)) << op << " is not in any compiled step";
 }
 
+// The CNN (Conv, training-mode BatchNormalization, MaxPool and their
+// gradients; tests/e2e/cnn_test.cpp) as tools/gpu-check.sh compiles it, and
+// with SGD: every node on the device, the cuDNN and pooling ops included.
+TEST(CudaCoverage, EveryNodeOfTheCnnStepIsSupported) {
+  std::set<std::string> ops;
+  for (DType precision : {DType::F16, DType::BF16, DType::F32})
+    for (const char *optimizer : {"adam", "sgd"})
+      for (const std::string &op : expectAllSupported(
+               *compiled("cnn", precision, optimizer),
+               std::string("cnn ") + dtypeName(precision) + " " + optimizer))
+        ops.insert(op);
+  for (const char *op :
+       {"Conv", "mpc.ConvGradInput", "mpc.ConvGradWeight", "BatchNormalization",
+        "mpc.BatchNormalizationGrad", "MaxPool", "mpc.MaxPoolGrad"})
+    EXPECT_TRUE(ops.count(op)) << op << " is not in the compiled CNN step";
+}
+
 // backend-ops' own coverage check, which skips without a GPU, run here
 // too: every op with device code has a case for the first GPU session.
 TEST(CudaCoverage, EveryDeviceOpHasABackendOpsCase) {
@@ -123,8 +140,26 @@ TEST(CudaCoverage, RefusesWhatTheDeviceCodeDoesNotTake) {
   Value *x = g.addInput("x", DType::F32, toDims({4, 8}));
   Value *i = g.addInput("i", DType::I64, toDims({4}));
   std::string why;
-  EXPECT_FALSE(cudaBackendSupports(*b.op("Conv", {x, x})->producer(), why));
-  EXPECT_NE(why.find("no kernel for op Conv"), std::string::npos) << why;
+  EXPECT_FALSE(cudaBackendSupports(*b.op("Concat", {x, x})->producer(), why));
+  EXPECT_NE(why.find("no kernel for op Concat"), std::string::npos) << why;
+  // cuDNN's convolutions take 1 to 3 spatial dims; cuDNN's batch norm an
+  // epsilon of at least CUDNN_BN_MIN_EPSILON.
+  Value *x4 = g.addInput("x4", DType::F32, toDims({1, 1, 2, 2, 2, 2}));
+  EXPECT_FALSE(cudaBackendSupports(*b.op("Conv", {x4, x4})->producer(), why));
+  EXPECT_NE(why.find("1 to 3 spatial dims"), std::string::npos) << why;
+  EXPECT_FALSE(cudaBackendSupports(
+      *b.op("MaxPool", {x4},
+            {{"kernel_shape", Attribute::ofInts({1, 1, 1, 1})}})
+           ->producer(),
+      why));
+  EXPECT_NE(why.find("1 to 3 spatial dims"), std::string::npos) << why;
+  Value *c = g.addInput("c", DType::F32, toDims({8}));
+  EXPECT_FALSE(
+      cudaBackendSupports(*b.op("BatchNormalization", {x, c, c, c, c},
+                                {{"epsilon", Attribute::ofFloat(-1.0f)}})
+                               ->producer(),
+                          why));
+  EXPECT_NE(why.find("epsilon"), std::string::npos) << why;
   Value *d = g.addInput("d", DType::F64, toDims({4, 8}));
   EXPECT_FALSE(cudaBackendSupports(*b.op("Softmax", {d})->producer(), why));
   EXPECT_NE(why.find("fp64"), std::string::npos) << why;
@@ -134,8 +169,8 @@ TEST(CudaCoverage, RefusesWhatTheDeviceCodeDoesNotTake) {
       << why;
   EXPECT_FALSE(cudaBackendSupports(*b.op("Add", {i, i})->producer(), why));
   EXPECT_NE(why.find("int64"), std::string::npos) << why;
-  Value *c = b.cast(i, DType::F32);
-  EXPECT_FALSE(cudaBackendSupports(*c->producer(), why));
+  Value *ci = b.cast(i, DType::F32);
+  EXPECT_FALSE(cudaBackendSupports(*ci->producer(), why));
   EXPECT_NE(why.find("int64 to fp32"), std::string::npos) << why;
   EXPECT_TRUE(cudaBackendSupports(*b.op("Relu", {x})->producer(), why)) << why;
   EXPECT_TRUE(cudaBackendSupports(*b.op("Shape", {i})->producer(), why)) << why;

@@ -1,12 +1,14 @@
 // The backend-ops cases: elementwise, casts, matrix products, the loss, the
 // training-step ops and the transformer / residual-MLP family (softmax,
 // layer norm, GELU, reductions, gather, transpose, dropout, gradient
-// clipping, comparisons and Where), forward and backward, in fp32, fp16 and
-// bf16 (and int64 where the op takes it).
+// clipping, comparisons and Where) and the CNN family (convolutions, batch
+// norm, pooling), forward and backward, in fp32, fp16 and bf16 (and int64
+// where the op takes it).
 #include "op_cases.h"
 
 #include "kernels/common/half.h"
 #include "passes/ir/mpc_ops.h"
+#include "passes/ir/window_geometry.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -1017,6 +1019,347 @@ void addCompare(std::vector<OpCase> &cases) {
                              randomLabels(rng, {5}, 100)};
                    }});
 }
+// --- convolution, batch norm and pooling (cuDNN and the pool kernels) -----
+
+/// The output spatial sizes of a Conv with `attrs` over x and w (the
+/// window resolver the kernels use), as [N, M, out...].
+std::vector<int64_t> convOutputDims(const Builder::Attrs &attrs,
+                                    const std::vector<int64_t> &x,
+                                    const std::vector<int64_t> &w) {
+  Graph g;
+  Node *node = g.createNode("Conv", {}, 1, "conv");
+  for (const auto &kv : attrs)
+    node->setAttr(kv.first, kv.second);
+  std::vector<int64_t> wk(w.begin() + 2, w.end());
+  WindowAttrs a = readWindowAttrs(*node, WindowKind::Conv, x.size() - 2, wk);
+  WindowGeometry geo =
+      resolveWindow(*node, a, std::vector<int64_t>(x.begin() + 2, x.end()));
+  std::vector<int64_t> dims = {x[0], w[0]};
+  dims.insert(dims.end(), geo.out.begin(), geo.out.end());
+  return dims;
+}
+
+Attribute is(std::vector<int64_t> v) { return Attribute::ofInts(v); }
+
+/// The output dims of a pool with `attrs` over x.
+std::vector<int64_t> poolOutputDims(const Builder::Attrs &attrs,
+                                    const std::vector<int64_t> &x) {
+  Graph g;
+  Node *node = g.createNode("MaxPool", {}, 1, "pool");
+  for (const auto &kv : attrs)
+    node->setAttr(kv.first, kv.second);
+  WindowAttrs a = readWindowAttrs(*node, WindowKind::Pool, x.size() - 2);
+  WindowGeometry geo =
+      resolveWindow(*node, a, std::vector<int64_t>(x.begin() + 2, x.end()));
+  std::vector<int64_t> dims = {x[0], x[1]};
+  dims.insert(dims.end(), geo.out.begin(), geo.out.end());
+  return dims;
+}
+
+void addConvolutions(std::vector<OpCase> &cases) {
+  struct ConvCase {
+    const char *name;
+    std::vector<int64_t> x, w;
+    Builder::Attrs attrs;
+    bool bias;
+  };
+  // The CNN's two convolutions (pads 1; stride 2 with 2 groups), dilation
+  // with uneven strides, pads that differ at the two ends (explicit and
+  // SAME_UPPER with an even kernel: padded on the device first), depthwise,
+  // 1-D (run as 2-D) and 3-D.
+  const std::vector<ConvCase> convs = {
+      {"cnn1",
+       {2, 3, 16, 16},
+       {8, 3, 3, 3},
+       {{"pads", is({1, 1, 1, 1})}},
+       true},
+      {"cnn2_groups_stride",
+       {2, 8, 8, 8},
+       {16, 4, 3, 3},
+       {{"pads", is({1, 1, 1, 1})}, {"strides", is({2, 2})}, {"group", i(2)}},
+       true},
+      {"dilated",
+       {2, 4, 11, 10},
+       {6, 4, 3, 3},
+       {{"strides", is({2, 1})},
+        {"dilations", is({1, 2})},
+        {"pads", is({1, 2, 1, 2})}},
+       false},
+      {"asymmetric_pads",
+       {1, 3, 8, 7},
+       {5, 3, 2, 3},
+       {{"pads", is({0, 1, 1, 2})}},
+       true},
+      {"same_upper",
+       {2, 2, 7, 6},
+       {3, 2, 2, 2},
+       {{"auto_pad", Attribute::ofString("SAME_UPPER")}},
+       false},
+      {"depthwise",
+       {2, 6, 9, 9},
+       {6, 1, 3, 3},
+       {{"group", i(6)}, {"pads", is({1, 1, 1, 1})}},
+       true},
+      {"conv1d",
+       {3, 3, 20},
+       {4, 3, 5},
+       {{"strides", is({2})}, {"pads", is({2, 2})}},
+       true},
+      {"conv3d",
+       {1, 2, 5, 6, 7},
+       {3, 2, 2, 3, 3},
+       {{"pads", is({0, 1, 1, 0, 1, 1})}},
+       false},
+  };
+  for (const ConvCase &cc : convs) {
+    ConvCase c = cc;
+    std::vector<int64_t> y = convOutputDims(c.attrs, c.x, c.w);
+    cases.push_back({std::string("Conv_") + c.name, "", "Conv", c.attrs, 1,
+                     kFloats,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       Inputs in = {randomTensor(rng, t, c.x),
+                                    randomTensor(rng, t, c.w, -0.5f, 0.5f)};
+                       if (c.bias)
+                         in.push_back(randomTensor(rng, t, {c.w[0]}));
+                       return in;
+                     },
+                     Compare::Tolerance});
+    Builder::Attrs withKernel = c.attrs;
+    withKernel.push_back(
+        {"kernel_shape", is(std::vector<int64_t>(c.w.begin() + 2, c.w.end()))});
+    // The gradients, and the same with an fp32 dY meeting the case's
+    // weights or activations (widened to fp32 on the device).
+    for (bool dy32 : {false, true}) {
+      if (dy32 && std::string(c.name) != "cnn2_groups_stride" &&
+          std::string(c.name) != "asymmetric_pads")
+        continue;
+      std::string suffix = std::string(c.name) + (dy32 ? "_dy_fp32" : "");
+      cases.push_back({"ConvGradInput_" + suffix, kMpcDomain, "ConvGradInput",
+                       c.attrs, 1, kFloats,
+                       [=](DType t, std::mt19937 &rng) -> Inputs {
+                         return {randomTensor(rng, dy32 ? DType::F32 : t, y),
+                                 randomTensor(rng, t, c.w, -0.5f, 0.5f),
+                                 int64Tensor({int64_t(c.x.size())}, c.x)};
+                       },
+                       Compare::Tolerance});
+      cases.push_back({"ConvGradWeight_" + suffix, kMpcDomain, "ConvGradWeight",
+                       withKernel, 1, kFloats,
+                       [=](DType t, std::mt19937 &rng) -> Inputs {
+                         return {randomTensor(rng, dy32 ? DType::F32 : t, y),
+                                 randomTensor(rng, t, c.x)};
+                       },
+                       Compare::Tolerance});
+    }
+  }
+  // ConvTranspose: stride 2 with output_padding (a data gradient whose
+  // output is one larger than the convolution reaches), groups, and an
+  // output_shape that makes the pads uneven.
+  struct TransposeCase {
+    const char *name;
+    std::vector<int64_t> x, w;
+    Builder::Attrs attrs;
+  };
+  for (const TransposeCase &tc :
+       {TransposeCase{"stride_output_padding",
+                      {2, 4, 5, 5},
+                      {4, 3, 3, 3},
+                      {{"strides", is({2, 2})},
+                       {"pads", is({1, 1, 1, 1})},
+                       {"output_padding", is({1, 1})}}},
+        TransposeCase{"groups", {1, 4, 6, 5}, {4, 2, 3, 2}, {{"group", i(2)}}},
+        TransposeCase{
+            "output_shape",
+            {1, 3, 4, 4},
+            {3, 2, 3, 3},
+            {{"strides", is({2, 2})}, {"output_shape", is({10, 9})}}}}) {
+    TransposeCase c = tc;
+    cases.push_back({std::string("ConvTranspose_") + c.name, "",
+                     "ConvTranspose", c.attrs, 1, kFloats,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       int64_t group = 1;
+                       for (const auto &kv : c.attrs)
+                         if (kv.first == "group")
+                           group = kv.second.i;
+                       return {randomTensor(rng, t, c.x),
+                               randomTensor(rng, t, c.w, -0.5f, 0.5f),
+                               randomTensor(rng, t, {c.w[1] * group})};
+                     },
+                     Compare::Tolerance});
+  }
+}
+
+void addBatchNorm(std::vector<OpCase> &cases) {
+  // Training mode as the CNN has it (X of the case's dtype, fp32
+  // statistics), with the saved batch mean and variance of the 5-output
+  // form, with statistics of X's own dtype, a rank-2 X, and inference mode.
+  struct BnCase {
+    const char *name;
+    std::vector<int64_t> x;
+    bool training, statsOfX;
+    size_t outputs;
+  };
+  for (const BnCase &bc :
+       {BnCase{"train", {8, 8, 16, 16}, true, false, 3},
+        BnCase{"train_saved_stats", {4, 3, 5, 7}, true, false, 5},
+        BnCase{"train_stats_of_x", {4, 5, 6}, true, true, 3},
+        BnCase{"train_rank2", {16, 10}, true, false, 3},
+        BnCase{"inference", {4, 3, 5, 5}, false, false, 1}}) {
+    BnCase c = bc;
+    int64_t ch = c.x[1];
+    cases.push_back({std::string("BatchNormalization_") + c.name,
+                     "",
+                     "BatchNormalization",
+                     {{"training_mode", i(c.training)},
+                      {"momentum", f(0.8f)},
+                      {"epsilon", f(1e-5f)}},
+                     c.outputs,
+                     kFloats,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       DType st = c.statsOfX ? t : DType::F32;
+                       return {randomTensor(rng, t, c.x, -1, 3),
+                               randomTensor(rng, st, {ch}, 0.5f, 1.5f),
+                               randomTensor(rng, st, {ch}, -0.5f, 0.5f),
+                               randomTensor(rng, st, {ch}, -0.5f, 0.5f),
+                               randomTensor(rng, st, {ch}, 0.5f, 2)};
+                     },
+                     Compare::Tolerance});
+  }
+  struct GradCase {
+    const char *name;
+    std::vector<int64_t> x;
+    bool dy32, given;
+    size_t outputs;
+  };
+  for (const GradCase &gc :
+       {GradCase{"batch", {8, 8, 16, 16}, false, false, 3},
+        GradCase{"batch_dy_fp32", {4, 3, 5, 7}, true, false, 3},
+        GradCase{"batch_dx_only", {6, 4, 9}, false, false, 1},
+        GradCase{"given_stats", {4, 3, 5, 7}, false, true, 3}}) {
+    GradCase c = gc;
+    int64_t ch = c.x[1];
+    cases.push_back(
+        {std::string("BatchNormalizationGrad_") + c.name,
+         kMpcDomain,
+         "BatchNormalizationGrad",
+         {{"epsilon", f(1e-5f)}},
+         c.outputs,
+         kFloats,
+         [=](DType t, std::mt19937 &rng) -> Inputs {
+           Inputs in = {randomTensor(rng, c.dy32 ? DType::F32 : t, c.x),
+                        randomTensor(rng, t, c.x, -1, 3),
+                        randomTensor(rng, DType::F32, {ch}, 0.5f, 1.5f)};
+           if (c.given) {
+             in.push_back(randomTensor(rng, DType::F32, {ch}, 0, 1));
+             in.push_back(randomTensor(rng, DType::F32, {ch}, 0.5f, 2));
+           }
+           return in;
+         },
+         // With given statistics it is mpc's own kernel, in the CPU's order.
+         c.given ? Compare::Exact : Compare::Tolerance});
+  }
+}
+
+/// Values on a coarse grid, so that max windows hold ties.
+Tensor gridTensor(std::mt19937 &rng, DType t, std::vector<int64_t> dims) {
+  Tensor x = randomTensor(rng, DType::F32, dims, -2, 2);
+  for (int64_t k = 0; k < x.numel(); ++k)
+    x.data<float>()[k] = std::round(x.data<float>()[k] * 4) / 4;
+  return t == DType::F32 ? x : x.castTo(t);
+}
+
+void addPools(std::vector<OpCase> &cases) {
+  // The pooling kernels walk windows in the CPU's order: exact bytes.
+  struct PoolCase {
+    const char *name;
+    std::vector<int64_t> x;
+    Builder::Attrs attrs;
+  };
+  const std::vector<PoolCase> pools = {
+      {"cnn_2x2",
+       {8, 8, 16, 16},
+       {{"kernel_shape", is({2, 2})}, {"strides", is({2, 2})}}},
+      {"overlap_pads",
+       {2, 3, 9, 7},
+       {{"kernel_shape", is({3, 3})},
+        {"strides", is({2, 2})},
+        {"pads", is({1, 1, 1, 1})}}},
+      {"ceil_dilated",
+       {1, 2, 10, 9},
+       {{"kernel_shape", is({3, 2})},
+        {"strides", is({2, 3})},
+        {"dilations", is({2, 1})},
+        {"ceil_mode", i(1)}}},
+      {"pool1d", {3, 2, 11}, {{"kernel_shape", is({3})}, {"pads", is({1, 1})}}},
+      {"pool3d",
+       {1, 2, 4, 5, 6},
+       {{"kernel_shape", is({2, 2, 3})},
+        {"strides", is({1, 2, 2})},
+        {"pads", is({0, 1, 1, 1, 0, 1})}}},
+  };
+  for (const PoolCase &pc : pools) {
+    PoolCase c = pc;
+    std::vector<int64_t> y = poolOutputDims(c.attrs, c.x);
+    cases.push_back(
+        {std::string("MaxPool_") + c.name, "", "MaxPool", c.attrs,
+         std::string(c.name) == "overlap_pads" ? size_t(2) : size_t(1), kFloats,
+         [=](DType t, std::mt19937 &rng) -> Inputs {
+           return {gridTensor(rng, t, c.x)};
+         }});
+    cases.push_back(
+        {std::string("MaxPoolGrad_") + c.name, kMpcDomain, "MaxPoolGrad",
+         c.attrs, 1, kFloats, [=](DType t, std::mt19937 &rng) -> Inputs {
+           return {randomTensor(rng, t, y), gridTensor(rng, t, c.x)};
+         }});
+    Builder::Attrs avg = c.attrs;
+    if (std::string(c.name) == "overlap_pads")
+      avg.push_back({"count_include_pad", i(1)});
+    cases.push_back({std::string("AveragePool_") + c.name, "", "AveragePool",
+                     avg, 1, kFloats,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       return {randomTensor(rng, t, c.x)};
+                     }});
+    cases.push_back({std::string("AveragePoolGrad_") + c.name, kMpcDomain,
+                     "AveragePoolGrad", avg, 1, kFloats,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       return {randomTensor(rng, t, y),
+                               int64Tensor({int64_t(c.x.size())}, c.x)};
+                     }});
+  }
+  // MaxPool's Indices in column-major storage order, and an fp32 dY
+  // meeting the case's X in MaxPoolGrad (the CNN's fp16 step has it).
+  cases.push_back({"MaxPool_indices_column_major",
+                   "",
+                   "MaxPool",
+                   {{"kernel_shape", is({2, 3})},
+                    {"strides", is({1, 2})},
+                    {"storage_order", i(1)}},
+                   2,
+                   kFloats,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     return {gridTensor(rng, t, {2, 2, 5, 7})};
+                   }});
+  cases.push_back({"MaxPoolGrad_dy_fp32",
+                   kMpcDomain,
+                   "MaxPoolGrad",
+                   {{"kernel_shape", is({2, 2})}, {"strides", is({2, 2})}},
+                   1,
+                   kFloats,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, DType::F32, {2, 3, 4, 4}),
+                             gridTensor(rng, t, {2, 3, 8, 8})};
+                   }});
+  for (const auto &dims :
+       {std::vector<int64_t>{4, 6, 7, 7}, std::vector<int64_t>{3, 5, 9}})
+    cases.push_back({"GlobalAveragePool_rank" + std::to_string(dims.size()),
+                     "",
+                     "GlobalAveragePool",
+                     {},
+                     1,
+                     kFloats,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       return {randomTensor(rng, t, dims)};
+                     }});
+}
 } // namespace
 
 const std::vector<OpCase> &opCases() {
@@ -1036,6 +1379,9 @@ const std::vector<OpCase> &opCases() {
     addDropout(c);
     addClipGradNorm(c);
     addCompare(c);
+    addConvolutions(c);
+    addBatchNorm(c);
+    addPools(c);
     return c;
   }();
   return cases;

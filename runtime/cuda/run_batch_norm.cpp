@@ -1,0 +1,256 @@
+// CUDA runners of BatchNormalization (training and inference mode) and
+// mpc.BatchNormalizationGrad, on cuDNN 9's spatial batch norm.
+//
+// Semantics are the CPU kernel's (kernels/cpu/batch_norm.cpp): X is
+// [N, C, ...] (seen by cuDNN as [N, C, inner, 1]); training mode normalises
+// with the batch mean and biased variance, and the running statistics
+// become input * momentum + batch * (1 - momentum) with the unbiased batch
+// variance (PyTorch's rule, which is also cuDNN's). cuDNN's own running
+// average weights the new value by its exponentialAverageFactor, in its own
+// rounding; instead the forward asks cuDNN for the batch statistics alone
+// (factor 1 over zeroed buffers gives the batch mean and unbiased variance)
+// and launchBatchNormStats applies the CPU's formula and writes the
+// statistics in their own dtype, with the saved batch mean and biased
+// variance (outputs 3 and 4) where the node has them.
+//
+// Dtypes: cuDNN takes fp16 or fp32 X with fp32 scale, bias and statistics
+// (which are widened on the device when they are fp16/bf16). bf16 X, and a
+// backward whose dY and X differ in dtype, run in fp32 on widened copies,
+// the results rounded once to their dtype: the CPU computes in fp32 too.
+// The backward with given statistics (mean and var inputs: the gradient of
+// an inference-mode batch norm) is mpc's own kernel, since cuDNN's backward
+// always differentiates through the batch statistics. Epsilon must be at
+// least CUDNN_BN_MIN_EPSILON (the check refuses others).
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/cuda/batch_norm.h"
+#include "kernels/cuda/cast.h"
+#include "kernels/cuda/cuda_check.h"
+#include "passes/ir/batch_norm_mode.h"
+#include "passes/ir/mpc_ops.h"
+#include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/cudnn_util.h"
+#include "runtime/cuda/node_staging.h"
+
+namespace mpc {
+namespace cuda {
+namespace {
+
+using cpu::fail;
+using cpu::shapeString;
+
+/// X as [N, C, inner].
+struct ChannelLayout {
+  int64_t n = 0, c = 0, inner = 1;
+  int64_t count() const { return n * inner; }
+  std::vector<int64_t> cudnnDims() const { return {n, c, inner, 1}; }
+};
+
+ChannelLayout channelLayout(const Node &node, const Tensor &x) {
+  if (x.dims.size() < 2)
+    fail(node, "X must have rank >= 2 ([N, C, ...]), got shape ",
+         shapeString(x.dims));
+  ChannelLayout l;
+  l.n = x.dims[0];
+  l.c = x.dims[1];
+  for (size_t d = 2; d < x.dims.size(); ++d)
+    l.inner *= x.dims[d];
+  return l;
+}
+
+/// Per-channel input i ([C]) as fp32 on the device.
+const float *channelInput(NodeStaging &s, size_t i, const char *what,
+                          int64_t channels) {
+  const Tensor &t = s.in(i, what);
+  if (t.dims.size() != 1 || t.dims[0] != channels)
+    fail(s.node(), what, " of shape ", shapeString(t.dims), " must be [",
+         channels, "] (one entry per channel)");
+  requireDeviceFloat(s.node(), t, what);
+  return s.deviceF32(i);
+}
+
+float *floats(NodeStaging &s, int64_t n) {
+  return static_cast<float *>(s.scratch(size_t(n) * sizeof(float)));
+}
+
+/// cuDNN runs fp16 and fp32 X natively; bf16 through fp32.
+DType cudnnDataType(DType t) { return t == DType::F16 ? t : DType::F32; }
+
+const float kOne = 1.0f, kZero = 0.0f;
+
+void runBatchNorm(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "X");
+  requireDeviceFloat(node, x, "X");
+  ChannelLayout l = channelLayout(node, x);
+  const float *scale = channelInput(s, 1, "scale", l.c);
+  const float *bias = channelInput(s, 2, "B", l.c);
+  const float *inMean = channelInput(s, 3, "input_mean", l.c);
+  const float *inVar = channelInput(s, 4, "input_var", l.c);
+  DType statType = s.in(3, "input_mean").dtype;
+  bool training = isBatchNormTraining(node);
+  if (training && l.count() < 2)
+    fail(node,
+         "training mode needs more than one value per channel, X has "
+         "shape ",
+         shapeString(x.dims), " (as in PyTorch)");
+  double epsilon = node.attrFloat("epsilon", 1e-5f);
+  DType t = cudnnDataType(x.dtype);
+  void *yOut = s.out(0, x.dtype, x.dims);
+  void *y = t == x.dtype ? yOut : floats(s, x.numel());
+  float *batchMean = nullptr, *batchVar = nullptr;
+  if (x.numel() > 0 && l.c > 0) {
+    cudnnHandle_t h = cudnnFor(s);
+    TensorDesc xDesc(node, t, l.cudnnDims());
+    TensorDesc bnDesc(node, DType::F32, {1, l.c, 1, 1});
+    const void *xIn = deviceAs(s, 0, x, t);
+    if (training) {
+      // Factor 1 over zeroed buffers: cuDNN's "running" outputs are then
+      // the batch mean and unbiased variance themselves.
+      batchMean = floats(s, 2 * l.c);
+      batchVar = batchMean + l.c;
+      MPC_CUDA_CHECK(cudaMemsetAsync(
+          batchMean, 0, size_t(2 * l.c) * sizeof(float), s.stream()));
+      checkCudnn(cudnnBatchNormalizationForwardTraining(
+                     h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xDesc.get(),
+                     xIn, xDesc.get(), y, bnDesc.get(), scale, bias, 1.0,
+                     batchMean, batchVar, epsilon, nullptr, nullptr),
+                 node, "cudnnBatchNormalizationForwardTraining");
+    } else {
+      checkCudnn(cudnnBatchNormalizationForwardInference(
+                     h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xDesc.get(),
+                     xIn, xDesc.get(), y, bnDesc.get(), scale, bias, inMean,
+                     inVar, epsilon),
+                 node, "cudnnBatchNormalizationForwardInference");
+    }
+    if (y != yOut)
+      launchCast(t, x.dtype, y, yOut, x.numel(), s.stream());
+  }
+  if (!training)
+    return;
+  BatchNormStatsArgs a;
+  a.batchMean = batchMean;
+  a.batchVarUnbiased = batchVar;
+  a.inMean = inMean;
+  a.inVar = inVar;
+  a.statType = statType;
+  a.runMean = s.optionalOut(1, statType, {l.c});
+  a.runVar = s.optionalOut(2, statType, {l.c});
+  a.savedMean = s.optionalOut(3, statType, {l.c});
+  a.savedVar = s.optionalOut(4, statType, {l.c});
+  a.channels = l.c;
+  a.count = l.count();
+  a.momentum = node.attrFloat("momentum", 0.9f);
+  if (batchMean)
+    launchBatchNormStats(a, s.stream());
+}
+
+void runBatchNormGradGiven(NodeStaging &s, const ChannelLayout &l,
+                           const Tensor &dy, const Tensor &x,
+                           const float *scale, DType paramType) {
+  BatchNormGradGivenArgs a;
+  a.dyType = dy.dtype;
+  a.xType = x.dtype;
+  a.paramType = paramType;
+  a.dy = s.device(0);
+  a.x = s.device(1);
+  a.scale = scale;
+  a.mean = channelInput(s, 3, "mean", l.c);
+  a.var = channelInput(s, 4, "var", l.c);
+  a.epsilon = s.node().attrFloat("epsilon", 1e-5f);
+  a.dx = s.optionalOut(0, dy.dtype, x.dims);
+  a.dScale = s.optionalOut(1, paramType, {l.c});
+  a.dBias = s.optionalOut(2, paramType, {l.c});
+  a.rowSumDy = floats(s, 2 * l.n * l.c);
+  a.rowSumDyXhat = a.rowSumDy + l.n * l.c;
+  a.n = l.n;
+  a.channels = l.c;
+  a.inner = l.inner;
+  launchBatchNormGradGiven(a, s.stream());
+}
+
+void runBatchNormGrad(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X");
+  if (dy.dims != x.dims)
+    fail(node, "dY of shape ", shapeString(dy.dims), " must have X's shape ",
+         shapeString(x.dims));
+  requireDeviceFloat(node, dy, "dY");
+  requireDeviceFloat(node, x, "X");
+  ChannelLayout l = channelLayout(node, x);
+  const float *scale = channelInput(s, 2, "scale", l.c);
+  DType paramType = s.in(2, "scale").dtype;
+  if (s.optionalIn(3) || s.optionalIn(4)) {
+    runBatchNormGradGiven(s, l, dy, x, scale, paramType);
+    return;
+  }
+  if (l.count() < 2)
+    fail(node,
+         "batch statistics need more than one value per channel, X has "
+         "shape ",
+         shapeString(x.dims));
+  DType t = dy.dtype == x.dtype ? cudnnDataType(x.dtype) : DType::F32;
+  void *dxOut = s.optionalOut(0, dy.dtype, x.dims);
+  void *dScaleOut = s.optionalOut(1, paramType, {l.c});
+  void *dBiasOut = s.optionalOut(2, paramType, {l.c});
+  if (l.c == 0)
+    return;
+  // cuDNN writes every result: those the node omits, or wants in another
+  // dtype, go to scratch first.
+  void *dx = dxOut && t == dy.dtype
+                 ? dxOut
+                 : s.scratch(size_t(x.numel()) * dtypeSize(t));
+  float *dScale = dScaleOut && paramType == DType::F32
+                      ? static_cast<float *>(dScaleOut)
+                      : floats(s, l.c);
+  float *dBias = dBiasOut && paramType == DType::F32
+                     ? static_cast<float *>(dBiasOut)
+                     : floats(s, l.c);
+  if (x.numel() == 0) { // sums over nothing
+    MPC_CUDA_CHECK(
+        cudaMemsetAsync(dScale, 0, size_t(l.c) * sizeof(float), s.stream()));
+    MPC_CUDA_CHECK(
+        cudaMemsetAsync(dBias, 0, size_t(l.c) * sizeof(float), s.stream()));
+  } else {
+    cudnnHandle_t h = cudnnFor(s);
+    TensorDesc xDesc(node, t, l.cudnnDims());
+    TensorDesc bnDesc(node, DType::F32, {1, l.c, 1, 1});
+    checkCudnn(cudnnBatchNormalizationBackward(
+                   h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kZero,
+                   xDesc.get(), deviceAs(s, 1, x, t), xDesc.get(),
+                   deviceAs(s, 0, dy, t), xDesc.get(), dx, bnDesc.get(), scale,
+                   dScale, dBias, node.attrFloat("epsilon", 1e-5f), nullptr,
+                   nullptr),
+               node, "cudnnBatchNormalizationBackward");
+  }
+  if (dxOut && dx != dxOut)
+    launchCast(t, dy.dtype, dx, dxOut, x.numel(), s.stream());
+  if (dScaleOut && dScale != dScaleOut)
+    launchCast(DType::F32, paramType, dScale, dScaleOut, l.c, s.stream());
+  if (dBiasOut && dBias != dBiasOut)
+    launchCast(DType::F32, paramType, dBias, dBiasOut, l.c, s.stream());
+}
+
+std::string checkEpsilon(const Node &n) {
+  float epsilon = n.attrFloat("epsilon", 1e-5f);
+  if (!(double(epsilon) >= CUDNN_BN_MIN_EPSILON))
+    return "epsilon " + std::to_string(epsilon) + " is below cuDNN's minimum " +
+           std::to_string(CUDNN_BN_MIN_EPSILON);
+  return "";
+}
+
+std::string checkBatchNorm(const Node &n) {
+  std::string why = requireDeviceFloat(n, {0, 1, 2, 3, 4});
+  return why.empty() ? checkEpsilon(n) : why;
+}
+
+} // namespace
+
+std::vector<CudaOpEntry> batchNormOps() {
+  return {
+      {"", "BatchNormalization", runBatchNorm, checkBatchNorm},
+      {kMpcDomain, "BatchNormalizationGrad", runBatchNormGrad, checkBatchNorm},
+  };
+}
+
+} // namespace cuda
+} // namespace mpc

@@ -1,0 +1,590 @@
+// CUDA runners of the convolution family on cuDNN 9: Conv, ConvTranspose,
+// mpc.ConvGradInput and mpc.ConvGradWeight, 1-D to 3-D, with groups,
+// strides, dilations and any pads.
+//
+// Why cuDNN's descriptor API and not its graph API: each node is one plain
+// convolution (forward, data gradient or weight gradient) with nothing to
+// fuse, which is exactly what cudnnConvolutionForward / BackwardData /
+// BackwardFilter do in a few calls, and what PyTorch has run for years;
+// the graph API would add an operation graph, engine heuristics and
+// execution plans per geometry for the same kernels. cuDNN 9 deprecates
+// the descriptor API but still ships it; moving to the graph API later
+// changes this file only.
+//
+// Algorithms: cudnnGet*Algorithm_v7 (cuDNN's heuristics, no timing runs)
+// ranks them per geometry, once; the first that is deterministic, allowed
+// by the precision rule below and needs at most kMaxWorkspace bytes is
+// cached per (direction, dtype, geometry, device). Heuristics rather than
+// cudnnFind*: the choice does not depend on timing noise, so two runs (and
+// a --resume) pick the same kernels; Find's benchmark runs also allocate
+// their own memory outside the caching allocator. Deterministic algorithms
+// first, for the same reason: the data and weight gradients of the others
+// add with atomics in a varying order. The workspace comes from the
+// staging's scratch.
+//
+// Precision: fp16 and bf16 tensors with an fp32 compute type (fp32
+// accumulation) and Tensor Core math allowed; fp32 tensors fully in fp32
+// (CUDNN_FMA_MATH: no TF32, whose 10-bit mantissa would miss the CPU
+// reference by far more than the backend-ops tolerance). Operands of
+// different dtypes (an fp32 gradient meeting an fp16 weight) are widened
+// to fp32 on the device first and the result rounded to the output's dtype.
+//
+// Pads: cuDNN pads both ends of a dim alike. Where a node's pads differ
+// (auto_pad SAME_* with an even kernel, explicit asymmetric pads, a
+// ConvTranspose's output_shape), the runner zero-pads the input into
+// scratch and convolves without pads, or lets the data gradient fill a
+// padded buffer and crops it (kernels/cuda/conv_support.h). A 1-D
+// convolution runs as a 2-D one over a height of 1 (cuDNN's convolutions
+// take 4-D and 5-D tensors); windows of more than 3 spatial dims are
+// refused by the check. The bias is added by a small kernel in fp32.
+#include "kernels/cpu/conv_util.h"
+#include "kernels/cuda/cast.h"
+#include "kernels/cuda/conv_support.h"
+#include "kernels/cuda/cuda_check.h"
+#include "passes/ir/mpc_ops.h"
+#include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/cudnn_util.h"
+#include "runtime/cuda/node_staging.h"
+
+#include <map>
+#include <mutex>
+#include <sstream>
+
+namespace mpc {
+namespace cuda {
+namespace {
+
+using cpu::fail;
+using cpu::shapeString;
+using cpu::spatialDims;
+
+/// The largest workspace an algorithm may ask for.
+constexpr size_t kMaxWorkspace = size_t(512) << 20;
+
+/// Spatial dims the runners take (cuDNN's 5-D tensors).
+constexpr size_t kMaxConvSpatial = 3;
+
+/// One convolution in cuDNN's terms: input x [N, C, in...], filter w
+/// [M, C/groups, k...], output y [N, M, out...], all 4-D or 5-D.
+struct ConvProblem {
+  DType type = DType::F32; ///< of x, w and y
+  std::vector<int64_t> x, w, y;
+  std::vector<int64_t> pads, strides, dilations; ///< symmetric, per dim
+  int64_t groups = 1;
+  /// Asymmetric pads: x is the zero-padded input (pads all 0) and xUnpadded
+  /// the node's; offset = the padding in front, per dim of x.
+  bool explicitPad = false;
+  std::vector<int64_t> xUnpadded, offset;
+};
+
+/// The problem of window g over an input of n images of c channels and an
+/// output of m channels, for tensors of dtype t.
+ConvProblem convProblem(const Node &node, const WindowGeometry &g, int64_t n,
+                        int64_t c, int64_t m, int64_t groups, DType t) {
+  size_t r = g.rank();
+  if (r == 0 || r > kMaxConvSpatial)
+    fail(node, "the cuda backend's convolutions take 1 to ", kMaxConvSpatial,
+         " spatial dims, got ", r);
+  WindowGeometry w = g;
+  if (r == 1) { // 1-D as 2-D over a height of 1, without pads
+    for (auto *v : {&w.in, &w.out, &w.kernel, &w.strides, &w.dilations})
+      v->insert(v->begin(), 1);
+    for (auto *v : {&w.padBegin, &w.padEnd})
+      v->insert(v->begin(), 0);
+  }
+  ConvProblem p;
+  p.type = t;
+  p.groups = groups;
+  p.x = {n, c};
+  p.w = {m, groups ? c / groups : 0};
+  p.y = {n, m};
+  p.offset = {0, 0};
+  p.xUnpadded = p.x;
+  for (size_t d = 0; d < w.rank(); ++d) {
+    p.x.push_back(w.in[d]);
+    p.xUnpadded.push_back(w.in[d]);
+    p.w.push_back(w.kernel[d]);
+    p.y.push_back(w.out[d]);
+    p.strides.push_back(w.strides[d]);
+    p.dilations.push_back(w.dilations[d]);
+    p.explicitPad |= w.padBegin[d] != w.padEnd[d];
+  }
+  for (size_t d = 0; d < w.rank(); ++d) {
+    if (p.explicitPad) {
+      p.x[d + 2] = w.in[d] + w.padBegin[d] + w.padEnd[d];
+      if (p.x[d + 2] < 1)
+        fail(node, "pads leave an empty input in spatial dim ", d);
+      p.pads.push_back(0);
+      p.offset.push_back(w.padBegin[d]);
+    } else {
+      p.pads.push_back(w.padBegin[d]);
+      p.offset.push_back(0);
+    }
+  }
+  return p;
+}
+
+enum class Direction { Forward, BackwardData, BackwardFilter };
+
+struct AlgoChoice {
+  int algo = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  size_t workspace = 0;
+};
+
+std::string problemKey(Direction dir, const ConvProblem &p) {
+  int device = -1;
+  cudaGetDevice(&device);
+  std::ostringstream k;
+  k << int(dir) << ' ' << int(p.type) << ' ' << device << ' ' << p.groups;
+  for (const auto *v : {&p.x, &p.w, &p.y, &p.pads, &p.strides, &p.dilations}) {
+    k << " |";
+    for (int64_t d : *v)
+      k << ' ' << d;
+  }
+  return k.str();
+}
+
+/// The cuDNN descriptors of a problem.
+struct ConvDescs {
+  TensorDesc x, y;
+  FilterDesc w;
+  ConvDesc conv;
+  ConvDescs(const Node &node, const ConvProblem &p)
+      : x(node, p.type, p.x), y(node, p.type, p.y), w(node, p.type, p.w),
+        conv(node, p.pads, p.strides, p.dilations, p.groups, CUDNN_DATA_FLOAT) {
+  }
+};
+
+/// The math the precision rule runs an algorithm cuDNN ranked with `math`
+/// in, or false when the rule forbids it (Tensor Core math on fp32).
+bool allowedMath(DType t, cudnnMathType_t ranked, cudnnMathType_t &run) {
+  if (t != DType::F32) {
+    run = ranked;
+    return true;
+  }
+  run = CUDNN_FMA_MATH;
+  return ranked == CUDNN_DEFAULT_MATH || ranked == CUDNN_FMA_MATH;
+}
+
+/// Picks the algorithm of `dir` for problem p (cached). Perf is cuDNN's
+/// perf-result struct of that direction; rank() fills a vector of them;
+/// workspace(algo, &bytes) asks the size under the descriptors' current
+/// math type.
+template <typename Perf, typename Rank, typename Workspace>
+AlgoChoice chooseAlgo(const Node &node, Direction dir, const ConvProblem &p,
+                      ConvDescs &d, Rank rank, Workspace workspace) {
+  static std::mutex mutex;
+  static std::map<std::string, AlgoChoice> cache;
+  std::string key = problemKey(dir, p);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it != cache.end())
+      return it->second;
+  }
+  d.conv.setMathType(node, p.type == DType::F32 ? CUDNN_FMA_MATH
+                                                : CUDNN_TENSOR_OP_MATH);
+  std::vector<Perf> perfs = rank();
+  // Deterministic algorithms first; any other only when none fits.
+  for (bool deterministicOnly : {true, false})
+    for (const Perf &perf : perfs) {
+      cudnnMathType_t math;
+      if (perf.status != CUDNN_STATUS_SUCCESS ||
+          (deterministicOnly && perf.determinism != CUDNN_DETERMINISTIC) ||
+          !allowedMath(p.type, perf.mathType, math))
+        continue;
+      d.conv.setMathType(node, math);
+      size_t bytes = 0;
+      if (workspace(perf.algo, &bytes) != CUDNN_STATUS_SUCCESS ||
+          bytes > kMaxWorkspace)
+        continue;
+      AlgoChoice c{int(perf.algo), math, bytes};
+      std::lock_guard<std::mutex> lock(mutex);
+      cache[key] = c;
+      return c;
+    }
+  fail(node, "cuDNN offers no usable algorithm for this convolution (",
+       dtypeName(p.type), " x ", shapeString(p.x), ", w ", shapeString(p.w),
+       ", y ", shapeString(p.y), ", groups ", p.groups, ")");
+}
+
+const float kOne = 1.0f, kZero = 0.0f;
+
+/// y := conv(x, w) on the stream.
+void runForward(NodeStaging &s, const ConvProblem &p, const void *x,
+                const void *w, void *y) {
+  const Node &node = s.node();
+  cudnnHandle_t h = cudnnFor(s);
+  ConvDescs d(node, p);
+  AlgoChoice c = chooseAlgo<cudnnConvolutionFwdAlgoPerf_t>(
+      node, Direction::Forward, p, d,
+      [&] {
+        int max = 0, got = 0;
+        checkCudnn(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max), node,
+                   "cudnnGetConvolutionForwardAlgorithmMaxCount");
+        std::vector<cudnnConvolutionFwdAlgoPerf_t> v(size_t(std::max(max, 1)));
+        checkCudnn(cudnnGetConvolutionForwardAlgorithm_v7(
+                       h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
+                       int(v.size()), &got, v.data()),
+                   node, "cudnnGetConvolutionForwardAlgorithm_v7");
+        v.resize(size_t(got));
+        return v;
+      },
+      [&](cudnnConvolutionFwdAlgo_t a, size_t *bytes) {
+        return cudnnGetConvolutionForwardWorkspaceSize(
+            h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), a, bytes);
+      });
+  d.conv.setMathType(node, c.math);
+  checkCudnn(cudnnConvolutionForward(
+                 h, &kOne, d.x.get(), x, d.w.get(), w, d.conv.get(),
+                 cudnnConvolutionFwdAlgo_t(c.algo), s.scratch(c.workspace),
+                 c.workspace, &kZero, d.y.get(), y),
+             node, "cudnnConvolutionForward");
+}
+
+/// dx := the data gradient of conv for dy (x of p's padded dims).
+void runBackwardData(NodeStaging &s, const ConvProblem &p, const void *w,
+                     const void *dy, void *dx) {
+  const Node &node = s.node();
+  cudnnHandle_t h = cudnnFor(s);
+  ConvDescs d(node, p);
+  AlgoChoice c = chooseAlgo<cudnnConvolutionBwdDataAlgoPerf_t>(
+      node, Direction::BackwardData, p, d,
+      [&] {
+        int max = 0, got = 0;
+        checkCudnn(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max),
+                   node, "cudnnGetConvolutionBackwardDataAlgorithmMaxCount");
+        std::vector<cudnnConvolutionBwdDataAlgoPerf_t> v(
+            size_t(std::max(max, 1)));
+        checkCudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                       h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(),
+                       int(v.size()), &got, v.data()),
+                   node, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+        v.resize(size_t(got));
+        return v;
+      },
+      [&](cudnnConvolutionBwdDataAlgo_t a, size_t *bytes) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+            h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), a, bytes);
+      });
+  d.conv.setMathType(node, c.math);
+  checkCudnn(cudnnConvolutionBackwardData(
+                 h, &kOne, d.w.get(), w, d.y.get(), dy, d.conv.get(),
+                 cudnnConvolutionBwdDataAlgo_t(c.algo), s.scratch(c.workspace),
+                 c.workspace, &kZero, d.x.get(), dx),
+             node, "cudnnConvolutionBackwardData");
+}
+
+/// dw := the weight gradient of conv for x (padded dims) and dy.
+void runBackwardFilter(NodeStaging &s, const ConvProblem &p, const void *x,
+                       const void *dy, void *dw) {
+  const Node &node = s.node();
+  cudnnHandle_t h = cudnnFor(s);
+  ConvDescs d(node, p);
+  AlgoChoice c = chooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t>(
+      node, Direction::BackwardFilter, p, d,
+      [&] {
+        int max = 0, got = 0;
+        checkCudnn(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max),
+                   node, "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount");
+        std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> v(
+            size_t(std::max(max, 1)));
+        checkCudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                       h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(),
+                       int(v.size()), &got, v.data()),
+                   node, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+        v.resize(size_t(got));
+        return v;
+      },
+      [&](cudnnConvolutionBwdFilterAlgo_t a, size_t *bytes) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), a, bytes);
+      });
+  d.conv.setMathType(node, c.math);
+  checkCudnn(cudnnConvolutionBackwardFilter(
+                 h, &kOne, d.x.get(), x, d.y.get(), dy, d.conv.get(),
+                 cudnnConvolutionBwdFilterAlgo_t(c.algo),
+                 s.scratch(c.workspace), c.workspace, &kZero, d.w.get(), dw),
+             node, "cudnnConvolutionBackwardFilter");
+}
+
+// --- operands and results in the compute dtype ---------------------------
+
+/// The dtype a node computes in: its operands' when they agree, else fp32.
+DType computeType(std::initializer_list<const Tensor *> operands) {
+  DType t = (*operands.begin())->dtype;
+  for (const Tensor *o : operands)
+    if (o->dtype != t)
+      return DType::F32;
+  return t;
+}
+
+/// An output of `dims` computed in dtype t and delivered in dtype `want`.
+struct Result {
+  void *compute = nullptr, *out = nullptr;
+  DType t = DType::F32, want = DType::F32;
+  int64_t n = 0;
+  void finish(NodeStaging &s) {
+    if (compute != out && n)
+      launchCast(t, want, compute, out, n, s.stream());
+  }
+};
+
+Result result(NodeStaging &s, size_t i, DType t, DType want,
+              const std::vector<int64_t> &dims) {
+  Result r;
+  r.t = t;
+  r.want = want;
+  r.n = elementCount(dims);
+  r.out = s.out(i, want, dims);
+  r.compute = t == want ? r.out : s.scratch(size_t(r.n) * dtypeSize(t));
+  return r;
+}
+
+/// A buffer of p's padded input dims where the pads are explicit.
+void *paddedBuffer(NodeStaging &s, const ConvProblem &p) {
+  return s.scratch(size_t(elementCount(p.x)) * dtypeSize(p.type));
+}
+
+/// x of the node's (unpadded) dims, padded as p needs it.
+const void *padInput(NodeStaging &s, const ConvProblem &p, const void *x) {
+  if (!p.explicitPad)
+    return x;
+  void *padded = paddedBuffer(s, p);
+  launchShiftCopy(dtypeSize(p.type), x, p.xUnpadded, padded, p.x, p.offset,
+                  s.stream());
+  return padded;
+}
+
+/// The data gradient of p into dx (the node's unpadded dims).
+void dataGradient(NodeStaging &s, const ConvProblem &p, const void *w,
+                  const void *dy, void *dx) {
+  if (!p.explicitPad) {
+    runBackwardData(s, p, w, dy, dx);
+    return;
+  }
+  void *padded = paddedBuffer(s, p);
+  runBackwardData(s, p, w, dy, padded);
+  std::vector<int64_t> crop(p.offset.size());
+  for (size_t d = 0; d < crop.size(); ++d)
+    crop[d] = -p.offset[d];
+  launchShiftCopy(dtypeSize(p.type), padded, p.x, dx, p.xUnpadded, crop,
+                  s.stream());
+}
+
+bool anyEmpty(std::initializer_list<const std::vector<int64_t> *> dims) {
+  for (const auto *d : dims)
+    if (elementCount(*d) == 0)
+      return true;
+  return false;
+}
+
+void zero(NodeStaging &s, void *p, int64_t n, DType t) {
+  if (n)
+    MPC_CUDA_CHECK(cudaMemsetAsync(p, 0, size_t(n) * dtypeSize(t), s.stream()));
+}
+
+// --- the checks the CPU kernels make (kernels/cpu/conv.cpp) ---------------
+
+void requireSameDTypes(NodeStaging &s, size_t count) {
+  for (size_t i = 1; i < count; ++i)
+    if (const Tensor *t = s.optionalIn(i))
+      if (t->dtype != s.in(0, "X").dtype)
+        fail(s.node(), "input ", i, " is ", dtypeName(t->dtype),
+             " but input 0 is ", dtypeName(s.in(0, "X").dtype),
+             " (the inputs must have the same type)");
+}
+
+void requireBias(const Node &node, const Tensor *b, int64_t m) {
+  if (b && (b->dims.size() != 1 || b->dims[0] != m))
+    fail(node, "B of shape ", shapeString(b->dims), " must be [", m, "]");
+}
+
+WindowAttrs convAttrs(const Node &node, const Tensor &x, const Tensor &w) {
+  cpu::requireWindowRank(node, x, "X");
+  if (w.dims.size() != x.dims.size())
+    fail(node, "W of shape ", shapeString(w.dims),
+         " must have the rank of X of shape ", shapeString(x.dims));
+  return readWindowAttrs(node, WindowKind::Conv, x.dims.size() - 2,
+                         spatialDims(w.dims));
+}
+
+void addBias(NodeStaging &s, const Tensor *b, void *y, DType yType,
+             const std::vector<int64_t> &dims) {
+  if (!b)
+    return;
+  int64_t inner = 1;
+  for (size_t d = 2; d < dims.size(); ++d)
+    inner *= dims[d];
+  launchChannelBias(yType, y, b->dtype, s.device(2), dims[0], dims[1], inner,
+                    s.stream());
+}
+
+// --- the runners ------------------------------------------------------------
+
+void runConv(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "X"), &w = s.in(1, "W");
+  const Tensor *b = s.optionalIn(2);
+  requireSameDTypes(s, 3);
+  requireDeviceFloat(node, x, "X");
+  WindowAttrs a = convAttrs(node, x, w);
+  int64_t c = x.dims[1], m = w.dims[0];
+  if (c != w.dims[1] * a.group || m % a.group != 0)
+    fail(node, "X of shape ", shapeString(x.dims), " and W of shape ",
+         shapeString(w.dims), " do not match group ", a.group,
+         " (X needs W.dims[1] * group channels, W.dims[0] must divide by it)");
+  requireBias(node, b, m);
+  WindowGeometry g = resolveWindow(node, a, spatialDims(x.dims));
+  std::vector<int64_t> dims = {x.dims[0], m};
+  dims.insert(dims.end(), g.out.begin(), g.out.end());
+  void *y = s.out(0, x.dtype, dims);
+  if (anyEmpty({&dims}))
+    return;
+  if (anyEmpty({&x.dims, &w.dims})) {
+    zero(s, y, elementCount(dims), x.dtype);
+  } else {
+    ConvProblem p = convProblem(node, g, x.dims[0], c, m, a.group, x.dtype);
+    runForward(s, p, padInput(s, p, s.device(0)), s.device(1), y);
+  }
+  addBias(s, b, y, x.dtype, dims);
+}
+
+void runConvTranspose(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "X"), &w = s.in(1, "W");
+  const Tensor *b = s.optionalIn(2);
+  requireSameDTypes(s, 3);
+  requireDeviceFloat(node, x, "X");
+  WindowAttrs a = convAttrs(node, x, w);
+  int64_t c = x.dims[1], m = w.dims[1] * a.group;
+  if (c != w.dims[0] || c % a.group != 0)
+    fail(node, "X of shape ", shapeString(x.dims), " and W of shape ",
+         shapeString(w.dims), " do not match group ", a.group,
+         " (W is [C, M/group, k...] and C must divide by group)");
+  requireBias(node, b, m);
+  WindowGeometry g = resolveTransposedWindow(node, a, spatialDims(x.dims));
+  std::vector<int64_t> dims = {x.dims[0], m};
+  dims.insert(dims.end(), g.in.begin(), g.in.end());
+  void *y = s.out(0, x.dtype, dims);
+  if (anyEmpty({&dims}))
+    return;
+  if (anyEmpty({&x.dims, &w.dims})) {
+    zero(s, y, elementCount(dims), x.dtype);
+  } else {
+    // The data gradient of the convolution from Y's M channels and size to
+    // X's C channels and size, whose filter W is ([C, M/group, k...]).
+    ConvProblem p = convProblem(node, g, x.dims[0], m, c, a.group, x.dtype);
+    dataGradient(s, p, s.device(1), s.device(0), y);
+  }
+  addBias(s, b, y, x.dtype, dims);
+}
+
+void runConvGradInput(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &w = s.in(1, "W");
+  // x_shape is a shape (an int64 vector a host-run Shape or Constant made),
+  // read on the host like Reshape's.
+  std::vector<int64_t> xs = cpu::readInts(node, s.in(2, "x_shape"), "x_shape");
+  if (xs.size() != dy.dims.size())
+    fail(node, "x_shape ", shapeString(xs), " must have the rank of dY ",
+         shapeString(dy.dims));
+  cpu::checkedCount(node, xs);
+  if (xs.size() < 3 || w.dims.size() != xs.size())
+    fail(node, "x_shape ", shapeString(xs), " and W of shape ",
+         shapeString(w.dims), " must have the same rank >= 3");
+  requireDeviceFloat(node, dy, "dY");
+  requireDeviceFloat(node, w, "W");
+  WindowAttrs a = readWindowAttrs(node, WindowKind::Conv, xs.size() - 2,
+                                  spatialDims(w.dims));
+  int64_t c = xs[1], m = w.dims[0];
+  if (c != w.dims[1] * a.group || m % a.group != 0 || dy.dims[1] != m ||
+      dy.dims[0] != xs[0])
+    fail(node, "dY of shape ", shapeString(dy.dims), ", W of shape ",
+         shapeString(w.dims), " and x_shape ", shapeString(xs),
+         " do not match (group ", a.group, ")");
+  WindowGeometry g = resolveWindow(node, a, spatialDims(xs));
+  cpu::requireWindowOutput(node, g, dy);
+  DType t = computeType({&dy, &w});
+  Result dx = result(s, 0, t, dy.dtype, xs);
+  if (anyEmpty({&xs}))
+    return;
+  if (anyEmpty({&dy.dims, &w.dims})) {
+    zero(s, dx.out, dx.n, dy.dtype);
+    return;
+  }
+  ConvProblem p = convProblem(node, g, xs[0], c, m, a.group, t);
+  dataGradient(s, p, deviceAs(s, 1, w, t), deviceAs(s, 0, dy, t), dx.compute);
+  dx.finish(s);
+}
+
+void runConvGradWeight(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X");
+  cpu::requireWindowRank(node, x, "X");
+  if (dy.dims.size() != x.dims.size())
+    fail(node, "dY of shape ", shapeString(dy.dims),
+         " must have the rank of X of shape ", shapeString(x.dims));
+  if (!node.hasAttr("kernel_shape"))
+    fail(node, "requires attribute 'kernel_shape'");
+  requireDeviceFloat(node, dy, "dY");
+  requireDeviceFloat(node, x, "X");
+  WindowAttrs a = readWindowAttrs(node, WindowKind::Conv, x.dims.size() - 2);
+  int64_t c = x.dims[1], m = dy.dims[1];
+  if (c % a.group != 0 || m % a.group != 0 || dy.dims[0] != x.dims[0])
+    fail(node, "dY of shape ", shapeString(dy.dims), " and X of shape ",
+         shapeString(x.dims), " do not match group ", a.group);
+  WindowGeometry g = resolveWindow(node, a, spatialDims(x.dims));
+  cpu::requireWindowOutput(node, g, dy);
+  std::vector<int64_t> dims = {m, c / a.group};
+  dims.insert(dims.end(), a.kernel.begin(), a.kernel.end());
+  DType t = computeType({&dy, &x});
+  Result dw = result(s, 0, t, dy.dtype, dims);
+  if (anyEmpty({&dims}))
+    return;
+  if (anyEmpty({&dy.dims, &x.dims})) { // a sum over nothing
+    zero(s, dw.out, dw.n, dy.dtype);
+    return;
+  }
+  ConvProblem p = convProblem(node, g, x.dims[0], c, m, a.group, t);
+  runBackwardFilter(s, p, padInput(s, p, deviceAs(s, 1, x, t)),
+                    deviceAs(s, 0, dy, t), dw.compute);
+  dw.finish(s);
+}
+
+// --- the checks of supports() -----------------------------------------------
+
+/// "" unless input i has a known rank with more than kMaxConvSpatial
+/// spatial dims.
+std::string checkSpatialRank(const Node &node, size_t i) {
+  const Value *v = i < node.numInputs() ? node.input(i) : nullptr;
+  if (v && v->hasShape && v->dims.size() > kMaxConvSpatial + 2)
+    return "cuDNN's convolutions take 1 to 3 spatial dims, input " +
+           std::to_string(i) + " has " + std::to_string(v->dims.size() - 2);
+  return "";
+}
+
+std::string checkConv(const Node &n) {
+  std::string why = requireDeviceFloat(n, {0, 1, 2});
+  return why.empty() ? checkSpatialRank(n, 0) : why;
+}
+
+std::string checkConvGradInput(const Node &n) {
+  std::string why = requireDeviceFloat(n, {0, 1});
+  return why.empty() ? checkSpatialRank(n, 0) : why;
+}
+
+} // namespace
+
+std::vector<CudaOpEntry> convOps() {
+  return {
+      {"", "Conv", runConv, checkConv},
+      {"", "ConvTranspose", runConvTranspose, checkConv},
+      {kMpcDomain, "ConvGradInput", runConvGradInput, checkConvGradInput},
+      {kMpcDomain, "ConvGradWeight", runConvGradWeight, checkConvGradInput},
+  };
+}
+
+} // namespace cuda
+} // namespace mpc
