@@ -1,33 +1,21 @@
 // The kernels around cuDNN's convolutions: a shifted N-d copy (pad or
 // crop) and the per-channel bias. One thread per output element.
-#include "kernels/cuda/broadcast_geometry.h"
 #include "kernels/cuda/conv_support.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
+
+#include <string>
 
 namespace mpc {
 namespace cuda {
 namespace {
 
-struct ShiftGeometry {
-  int rank = 0;
-  int64_t src[kMaxKernelRank], dst[kMaxKernelRank], offset[kMaxKernelRank];
-};
-
 template <typename T>
 __global__ void shiftCopyKernel(const T *__restrict__ src, T *__restrict__ dst,
                                 int64_t total, ShiftGeometry g) {
   for (int64_t i = globalIndex(); i < total; i += globalStride()) {
-    int64_t rest = i, from = 0, scale = 1;
-    bool inside = true;
-    for (int d = g.rank - 1; d >= 0; --d) {
-      int64_t c = rest % g.dst[d] - g.offset[d];
-      rest /= g.dst[d];
-      inside = inside && c >= 0 && c < g.src[d];
-      from += c * scale;
-      scale *= g.src[d];
-    }
-    dst[i] = inside ? src[from] : T(0);
+    int64_t from = shiftSource(g, i);
+    dst[i] = from >= 0 ? src[from] : T(0);
   }
 }
 
@@ -43,22 +31,30 @@ __global__ void channelBiasKernel(DType yType, void *__restrict__ y,
 
 } // namespace
 
-void launchShiftCopy(size_t elementSize, const void *src,
-                     const std::vector<int64_t> &srcDims, void *dst,
-                     const std::vector<int64_t> &dstDims,
-                     const std::vector<int64_t> &offset, cudaStream_t stream) {
+ShiftGeometry makeShiftGeometry(const std::vector<int64_t> &srcDims,
+                                const std::vector<int64_t> &dstDims,
+                                const std::vector<int64_t> &offset) {
   if (srcDims.size() != dstDims.size() || offset.size() != dstDims.size() ||
       dstDims.size() > size_t(kMaxKernelRank))
-    throw Error("internal error: launchShiftCopy of mismatched ranks");
+    throw Error("internal error: a shifted copy of mismatched ranks");
   ShiftGeometry g;
   g.rank = int(dstDims.size());
-  int64_t total = 1;
   for (int d = 0; d < g.rank; ++d) {
     g.src[d] = srcDims[size_t(d)];
     g.dst[d] = dstDims[size_t(d)];
     g.offset[d] = offset[size_t(d)];
-    total *= g.dst[d];
   }
+  return g;
+}
+
+void launchShiftCopy(size_t elementSize, const void *src,
+                     const std::vector<int64_t> &srcDims, void *dst,
+                     const std::vector<int64_t> &dstDims,
+                     const std::vector<int64_t> &offset, cudaStream_t stream) {
+  ShiftGeometry g = makeShiftGeometry(srcDims, dstDims, offset);
+  int64_t total = 1;
+  for (int64_t d : dstDims)
+    total *= d;
   if (total == 0)
     return;
   if (elementSize == 4)
@@ -70,7 +66,7 @@ void launchShiftCopy(size_t elementSize, const void *src,
         static_cast<const uint16_t *>(src), static_cast<uint16_t *>(dst), total,
         g);
   else
-    throw Error("internal error: launchShiftCopy of " +
+    throw Error("internal error: a shifted copy of " +
                 std::to_string(elementSize) + "-byte elements");
   MPC_CUDA_CHECK_LAUNCH("shiftCopyKernel");
 }

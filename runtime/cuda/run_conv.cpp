@@ -42,6 +42,7 @@
 #include "kernels/cuda/conv_support.h"
 #include "kernels/cuda/cuda_check.h"
 #include "passes/ir/mpc_ops.h"
+#include "runtime/cuda/conv_plan.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cudnn_util.h"
 #include "runtime/cuda/node_staging.h"
@@ -60,69 +61,6 @@ using cpu::spatialDims;
 
 /// The largest workspace an algorithm may ask for.
 constexpr size_t kMaxWorkspace = size_t(512) << 20;
-
-/// Spatial dims the runners take (cuDNN's 5-D tensors).
-constexpr size_t kMaxConvSpatial = 3;
-
-/// One convolution in cuDNN's terms: input x [N, C, in...], filter w
-/// [M, C/groups, k...], output y [N, M, out...], all 4-D or 5-D.
-struct ConvProblem {
-  DType type = DType::F32; ///< of x, w and y
-  std::vector<int64_t> x, w, y;
-  std::vector<int64_t> pads, strides, dilations; ///< symmetric, per dim
-  int64_t groups = 1;
-  /// Asymmetric pads: x is the zero-padded input (pads all 0) and xUnpadded
-  /// the node's; offset = the padding in front, per dim of x.
-  bool explicitPad = false;
-  std::vector<int64_t> xUnpadded, offset;
-};
-
-/// The problem of window g over an input of n images of c channels and an
-/// output of m channels, for tensors of dtype t.
-ConvProblem convProblem(const Node &node, const WindowGeometry &g, int64_t n,
-                        int64_t c, int64_t m, int64_t groups, DType t) {
-  size_t r = g.rank();
-  if (r == 0 || r > kMaxConvSpatial)
-    fail(node, "the cuda backend's convolutions take 1 to ", kMaxConvSpatial,
-         " spatial dims, got ", r);
-  WindowGeometry w = g;
-  if (r == 1) { // 1-D as 2-D over a height of 1, without pads
-    for (auto *v : {&w.in, &w.out, &w.kernel, &w.strides, &w.dilations})
-      v->insert(v->begin(), 1);
-    for (auto *v : {&w.padBegin, &w.padEnd})
-      v->insert(v->begin(), 0);
-  }
-  ConvProblem p;
-  p.type = t;
-  p.groups = groups;
-  p.x = {n, c};
-  p.w = {m, groups ? c / groups : 0};
-  p.y = {n, m};
-  p.offset = {0, 0};
-  p.xUnpadded = p.x;
-  for (size_t d = 0; d < w.rank(); ++d) {
-    p.x.push_back(w.in[d]);
-    p.xUnpadded.push_back(w.in[d]);
-    p.w.push_back(w.kernel[d]);
-    p.y.push_back(w.out[d]);
-    p.strides.push_back(w.strides[d]);
-    p.dilations.push_back(w.dilations[d]);
-    p.explicitPad |= w.padBegin[d] != w.padEnd[d];
-  }
-  for (size_t d = 0; d < w.rank(); ++d) {
-    if (p.explicitPad) {
-      p.x[d + 2] = w.in[d] + w.padBegin[d] + w.padEnd[d];
-      if (p.x[d + 2] < 1)
-        fail(node, "pads leave an empty input in spatial dim ", d);
-      p.pads.push_back(0);
-      p.offset.push_back(w.padBegin[d]);
-    } else {
-      p.pads.push_back(w.padBegin[d]);
-      p.offset.push_back(0);
-    }
-  }
-  return p;
-}
 
 enum class Direction { Forward, BackwardData, BackwardFilter };
 
@@ -366,11 +304,8 @@ void dataGradient(NodeStaging &s, const ConvProblem &p, const void *w,
   }
   void *padded = paddedBuffer(s, p);
   runBackwardData(s, p, w, dy, padded);
-  std::vector<int64_t> crop(p.offset.size());
-  for (size_t d = 0; d < crop.size(); ++d)
-    crop[d] = -p.offset[d];
-  launchShiftCopy(dtypeSize(p.type), padded, p.x, dx, p.xUnpadded, crop,
-                  s.stream());
+  launchShiftCopy(dtypeSize(p.type), padded, p.x, dx, p.xUnpadded,
+                  cropOffset(p), s.stream());
 }
 
 bool anyEmpty(std::initializer_list<const std::vector<int64_t> *> dims) {
