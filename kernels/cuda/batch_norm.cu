@@ -3,6 +3,7 @@
 // statistics (one thread per row for the partial sums, one per channel to
 // add them in batch order, one per element for dX).
 #include "kernels/cuda/batch_norm.h"
+#include "kernels/cuda/batch_norm_math.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 
@@ -11,44 +12,36 @@ namespace cuda {
 namespace {
 
 __global__ void statsKernel(BatchNormStatsArgs a) {
-  float m = a.momentum, count = float(a.count);
   for (int64_t c = globalIndex(); c < a.channels; c += globalStride()) {
     float mean = a.batchMean[c], unbiased = a.batchVarUnbiased[c];
-    // The CPU's formulas: running = input * m + batch * (1 - m), with the
-    // unbiased variance (PyTorch's rule); the saved variance is biased.
     if (a.runMean)
-      storeAs(a.statType, a.runMean, c, a.inMean[c] * m + mean * (1.0f - m));
+      storeAs(a.statType, a.runMean, c,
+              batchNormRunning(a.inMean[c], mean, a.momentum));
     if (a.runVar)
-      storeAs(a.statType, a.runVar, c, a.inVar[c] * m + unbiased * (1.0f - m));
+      storeAs(a.statType, a.runVar, c,
+              batchNormRunning(a.inVar[c], unbiased, a.momentum));
     if (a.savedMean)
       storeAs(a.statType, a.savedMean, c, mean);
     if (a.savedVar)
-      storeAs(a.statType, a.savedVar, c, unbiased * (count - 1.0f) / count);
+      storeAs(a.statType, a.savedVar, c, batchNormBiasedVar(unbiased, a.count));
   }
-}
-
-__device__ inline float invStd(float var, float epsilon) {
-  return 1.0f / sqrtf(var + epsilon);
 }
 
 __global__ void gradGivenRowsKernel(BatchNormGradGivenArgs a) {
   int64_t rows = a.n * a.channels;
   for (int64_t r = globalIndex(); r < rows; r += globalStride()) {
     int64_t c = r % a.channels, base = r * a.inner;
-    float m = a.mean[c], k = invStd(a.var[c], a.epsilon);
-    float s1 = 0.0f, s2 = 0.0f;
-    for (int64_t i = 0; i < a.inner; ++i) {
-      float g = loadAs(a.dyType, a.dy, base + i);
-      s1 += g;
-      s2 += g * (loadAs(a.xType, a.x, base + i) - m) * k;
-    }
-    a.rowSumDy[r] = s1;
-    a.rowSumDyXhat[r] = s2;
+    auto dy = [&](int64_t i) { return loadAs(a.dyType, a.dy, base + i); };
+    auto x = [&](int64_t i) { return loadAs(a.xType, a.x, base + i); };
+    batchNormGivenRowSums(dy, x, a.inner, a.mean[c],
+                          batchNormInvStd(a.var[c], a.epsilon), a.rowSumDy[r],
+                          a.rowSumDyXhat[r]);
   }
 }
 
 __global__ void gradGivenChannelsKernel(BatchNormGradGivenArgs a) {
   for (int64_t c = globalIndex(); c < a.channels; c += globalStride()) {
+    // The rows in batch order, as the CPU adds them.
     float sumDy = 0.0f, sumDyXhat = 0.0f;
     for (int64_t n = 0; n < a.n; ++n) {
       sumDy += a.rowSumDy[n * a.channels + c];
@@ -65,8 +58,9 @@ __global__ void gradGivenInputKernel(BatchNormGradGivenArgs a) {
   int64_t total = a.n * a.channels * a.inner;
   for (int64_t i = globalIndex(); i < total; i += globalStride()) {
     int64_t c = (i / a.inner) % a.channels;
-    float f = a.scale[c] * invStd(a.var[c], a.epsilon);
-    storeAs(a.dyType, a.dx, i, f * loadAs(a.dyType, a.dy, i));
+    storeAs(a.dyType, a.dx, i,
+            batchNormGivenDx(a.scale[c], batchNormInvStd(a.var[c], a.epsilon),
+                             loadAs(a.dyType, a.dy, i)));
   }
 }
 
