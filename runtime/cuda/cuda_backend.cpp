@@ -71,8 +71,8 @@ cudnnHandle_t CudaDevice::cudnnHandle() {
   if (st != CUDNN_STATUS_SUCCESS)
     throw Error(std::string("cuDNN error: cudnnCreate failed: ") +
                 cudnnGetErrorString(st) +
-                " (the cuda backend needs cuDNN 9 for convolution, pooling "
-                "and batch norm)");
+                " (the cuda backend needs cuDNN 9 for convolutions and "
+                "batch norm)");
   st = cudnnSetStream(h, stream);
   if (st != CUDNN_STATUS_SUCCESS) {
     cudnnDestroy(h);
