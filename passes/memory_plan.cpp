@@ -174,9 +174,20 @@ MemoryPlan planMemory(const PlanInputs &in) {
           lastOf[id(v)] = std::max(lastOf[id(v)], i);
       }
   }
-  for (const Value *o : g.outputs())
-    if (o && madeHere(o))
+  // Graph outputs and the extra ones live to the end and are never written
+  // over.
+  std::vector<char> isOutput(numIds, 0);
+  auto markOutput = [&](const Value *o) {
+    if (!o)
+      return;
+    isOutput[id(o)] = 1;
+    if (madeHere(o))
       lastOf[id(o)] = end;
+  };
+  for (const Value *o : g.outputs())
+    markOutput(o);
+  for (const Value *o : in.extraOutputs)
+    markOutput(o);
 
   // --- gradients: the named ones, what the scaler and clip read and write,
   // and the Casts that feed them -----------------------------------------
@@ -301,7 +312,7 @@ MemoryPlan planMemory(const PlanInputs &in) {
               !plan.find(s)->persistent || plan.find(s)->bytes != bytes)
             continue;
           // Every other reader of the state must have run already.
-          if (lastRead[id(s)] != i || s->isGraphOutput())
+          if (lastRead[id(s)] != i || isOutput[id(s)])
             continue;
           p.offset = plan.find(s)->offset;
           p.persistent = true;
@@ -320,7 +331,7 @@ MemoryPlan planMemory(const PlanInputs &in) {
         for (size_t ii = 0; ii < (alias ? 1 : n.numInputs()) && !placed; ++ii) {
           const Value *x = n.input(ii);
           if (!x || isTaken(x) || bufferOf[id(x)] == kNone ||
-              x->dtype != o->dtype || x->isGraphOutput())
+              x->dtype != o->dtype || isOutput[id(x)])
             continue;
           Buffer &b = buffers[bufferOf[id(x)]];
           if (b.bytes != bytes)

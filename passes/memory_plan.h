@@ -56,6 +56,10 @@ struct PlanInputs {
   /// (state, new value): the step's update binding. An optimizer update whose
   /// output is bound to the state it reads may be written over that state.
   std::vector<std::pair<std::string, std::string>> updateBinding;
+  /// Values of `graph` that count as its outputs too (live to the step's
+  /// end, never written over): runnableStep's additions, so the algorithm
+  /// itself can be planned as the executor runs it, without a copy.
+  std::vector<const Value *> extraOutputs;
   size_t alignment = 256;
   bool inPlace = true;
 };

@@ -51,6 +51,44 @@ void jsonPlan(std::ostringstream &os, const MemoryPlan &p,
 
 } // namespace
 
+namespace {
+
+/// Infers the types of every node output of `g` in place, as the executor
+/// infers them before it plans, and puts the types the outputs held back
+/// when it goes out of scope (also when inference or planning throws): the
+/// plan is made on the graph itself instead of on a copy, and the graph is
+/// left as it was.
+class InferredTypesScope {
+public:
+  InferredTypesScope(Graph &g, int64_t opset) {
+    for (const auto &n : g.nodes())
+      for (Value *o : n->outputs())
+        if (o)
+          saved_.push_back({o, o->dtype, o->hasShape, o->dims});
+    inferGraph(g, opset);
+  }
+  InferredTypesScope(const InferredTypesScope &) = delete;
+  InferredTypesScope &operator=(const InferredTypesScope &) = delete;
+  ~InferredTypesScope() {
+    for (Saved &s : saved_) {
+      s.value->dtype = s.dtype;
+      s.value->hasShape = s.hasShape;
+      s.value->dims = std::move(s.dims);
+    }
+  }
+
+private:
+  struct Saved {
+    Value *value;
+    DType dtype;
+    bool hasShape;
+    Dims dims;
+  };
+  std::vector<Saved> saved_;
+};
+
+} // namespace
+
 MemoryPlan planCompiledModel(const Model &compiled, bool asWritten) {
   // The exporter completes mpc nodes' optional inputs with small constants;
   // planning the model as mpc-run will load it counts those too.
@@ -61,19 +99,19 @@ MemoryPlan planCompiledModel(const Model &compiled, bool asWritten) {
     written = importModel(proto, compiled.sourcePath, ".");
   }
   const Model &model = asWritten ? *written : compiled;
-  std::unique_ptr<Graph> step;
-  const Graph *g = model.graph.get();
-  if (model.training) {
-    step = runnableStep(model);
-    g = step.get();
-  } else {
-    step = model.graph->clone();
-    g = step.get();
-  }
+  // The step as mpc-run runs it: the algorithm with runnableStep's extra
+  // outputs, planned in place (the types inference changes are put back, so
+  // the model is left as it was; a Model's graphs are not const through it).
+  Graph &g = model.training ? *model.training->algorithm : *model.graph;
+  std::vector<Value *> extra;
+  if (model.training)
+    extra = runnableStepExtraOutputs(model, g);
   // Types of what the importer could not read from value_info, inferred as
   // the executor infers them before it plans.
-  inferGraph(*step, std::max<int64_t>(model.opsetVersion(""), 1));
-  MemoryPlan plan = planMemory(planInputsFor(model, *g));
+  InferredTypesScope inferred(g, std::max<int64_t>(model.opsetVersion(""), 1));
+  PlanInputs in = planInputsFor(model, g);
+  in.extraOutputs.assign(extra.begin(), extra.end());
+  MemoryPlan plan = planMemory(in);
   if (!plan.unplanned.empty()) {
     const Value *v = plan.unplanned.front();
     throw Error("cannot plan memory: value '" + v->name() +
@@ -81,7 +119,7 @@ MemoryPlan planCompiledModel(const Model &compiled, bool asWritten) {
                 "); give concrete shapes with --batch=B or "
                 "--input-shape=NAME:AxB");
   }
-  // The placements point into `step`, which dies here.
+  // The placements point into the graph, whose types are put back here.
   plan.placement.clear();
   plan.unplanned.clear();
   return plan;

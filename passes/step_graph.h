@@ -10,6 +10,7 @@
 #include "passes/ir/graph.h"
 
 #include <memory>
+#include <vector>
 
 namespace mpc {
 
@@ -17,6 +18,12 @@ namespace mpc {
 /// outputs. Throws Error when the model has no step, or its metadata or
 /// update binding names values the step does not have.
 std::unique_ptr<Graph> runnableStep(const Model &model);
+
+/// The values runnableStep adds as outputs of `step` (the algorithm or a copy
+/// of it), each once, in the order it adds them; throws the same errors. Lets
+/// a caller treat them as outputs without copying the step (plan-memory).
+std::vector<Value *> runnableStepExtraOutputs(const Model &model,
+                                              const Graph &step);
 
 /// The loss value's name (mpc.loss, else the step's first output).
 std::string stepLossName(const Model &model, const Graph &step);
