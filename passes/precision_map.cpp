@@ -132,8 +132,14 @@ void PrecisionMap::record(const Node &n, PrecisionRecord r) {
 const PrecisionRecord *PrecisionMap::find(const Node &n) const {
   if (n.owner() != graph_)
     return nullptr;
+  const Entry *&memo = found_[&n];
+  if (memo && memo->first == n.name())
+    return &memo->second;
   auto it = byName_.find(n.name());
-  return it == byName_.end() ? nullptr : &it->second;
+  if (it == byName_.end())
+    return nullptr;
+  memo = &*it;
+  return &it->second;
 }
 
 PrecisionMap &startPrecisionMap(Model &model, const Graph &g) {

@@ -48,8 +48,16 @@ public:
   size_t size() const { return byName_.size(); }
 
 private:
+  using Entry = std::pair<const std::string, PrecisionRecord>;
   const Graph *graph_;
   std::unordered_map<std::string, PrecisionRecord> byName_;
+  /// Where find() last found each node's record. mpc-opt asks for every node
+  /// after every pass (recordNodesAddedBy); hashing a pointer and comparing
+  /// the name is cheaper than hashing the name. A node renamed, or a new node
+  /// at a freed one's address, fails the name check and is looked up again.
+  /// Entries stay put: records are never erased, and unordered_map elements
+  /// do not move when it grows.
+  mutable std::unordered_map<const Node *, const Entry *> found_;
 };
 
 /// Starts a fresh map for graph g of the model (replacing any earlier one).
