@@ -11,8 +11,11 @@
 #include "onnx/defs/printer.h"
 #include "onnx/onnx_pb.h"
 
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -389,6 +392,28 @@ void writeFileAtomically(const std::string &path, const std::string &bytes) {
   }
   std::string error;
   if (!writeFileAtomically(path, bytes.data(), bytes.size(), error))
+    throw Error(error);
+}
+
+void writeModelAtomically(const std::string &path,
+                          const onnx::ModelProto &proto) {
+  std::string error;
+  bool ok = writeFileAtomically(
+      path,
+      [&](int fd, std::string &err) {
+        // Blocks of 1 MiB: a few hundred writes for a large model, each
+        // filled by the serializer (tensor bytes are copied once, into it).
+        google::protobuf::io::FileOutputStream out(fd, 1 << 20);
+        if (!proto.SerializeToZeroCopyStream(&out) || !out.Flush()) {
+          err = path + ": write error: " +
+                (out.GetErrno() ? std::strerror(out.GetErrno())
+                                : "cannot serialize the model (over 2 GiB?)");
+          return false;
+        }
+        return true;
+      },
+      error);
+  if (!ok)
     throw Error(error);
 }
 

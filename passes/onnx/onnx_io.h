@@ -48,6 +48,11 @@ std::string printModelText(const Model &model);
 
 /// Writes bytes to path atomically (temp file + rename); "-" is stdout.
 void writeFileAtomically(const std::string &path, const std::string &bytes);
+/// Serializes `proto` straight into `path` (temp file + rename, as above; not
+/// "-"): the same bytes as SerializeToString, without the whole model held
+/// in memory a second time. Throws Error naming the file on failure.
+void writeModelAtomically(const std::string &path,
+                          const onnx::ModelProto &proto);
 /// Reads a whole file; throws Error naming the file if it cannot.
 std::string readFile(const std::string &path);
 

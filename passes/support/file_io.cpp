@@ -10,15 +10,8 @@
 
 namespace mpc {
 
-bool writeFileAtomically(const std::string &path, const void *data, size_t size,
-                         std::string &error) {
-  // The pid keeps two processes writing the same target from sharing a temp.
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    error = path + ": cannot create " + tmp + ": " + std::strerror(errno);
-    return false;
-  }
+bool writeAll(int fd, const void *data, size_t size, const std::string &path,
+              std::string &error) {
   const char *p = static_cast<const char *>(data);
   size_t left = size;
   while (left > 0) {
@@ -27,12 +20,29 @@ bool writeFileAtomically(const std::string &path, const void *data, size_t size,
       continue;
     if (n <= 0) {
       error = path + ": write error: " + std::strerror(errno);
-      ::close(fd);
-      std::remove(tmp.c_str());
       return false;
     }
     p += n;
     left -= size_t(n);
+  }
+  return true;
+}
+
+bool writeFileAtomically(
+    const std::string &path,
+    const std::function<bool(int fd, std::string &error)> &fill,
+    std::string &error) {
+  // The pid keeps two processes writing the same target from sharing a temp.
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = path + ": cannot create " + tmp + ": " + std::strerror(errno);
+    return false;
+  }
+  if (!fill(fd, error)) {
+    ::close(fd);
+    std::remove(tmp.c_str());
+    return false;
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     error = path + ": write error: " + std::strerror(errno);
@@ -47,6 +57,16 @@ bool writeFileAtomically(const std::string &path, const void *data, size_t size,
   return true;
 }
 
+bool writeFileAtomically(const std::string &path, const void *data, size_t size,
+                         std::string &error) {
+  return writeFileAtomically(
+      path,
+      [&](int fd, std::string &err) {
+        return writeAll(fd, data, size, path, err);
+      },
+      error);
+}
+
 bool readWholeFile(const std::string &path, std::string &bytes,
                    std::string &error) {
   std::FILE *f = std::fopen(path.c_str(), "rb");
@@ -54,16 +74,24 @@ bool readWholeFile(const std::string &path, std::string &bytes,
     error = path + ": cannot open: " + std::strerror(errno);
     return false;
   }
-  struct stat st;
+  struct stat st {};
   if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
     std::fclose(f);
     error = path + ": is a directory";
     return false;
   }
-  bytes.clear();
+  // A regular file is read straight into a string of its size (one
+  // allocation, no copy through a buffer); anything left after that (a
+  // growing file, a pipe) is appended in blocks.
+  size_t got = 0;
+  if (S_ISREG(st.st_mode) && st.st_size > 0) {
+    bytes.resize(size_t(st.st_size));
+    got = std::fread(bytes.data(), 1, bytes.size(), f);
+  }
+  bytes.resize(got);
   char buf[1 << 16];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+  while (!std::ferror(f) && (n = std::fread(buf, 1, sizeof buf, f)) > 0)
     bytes.append(buf, n);
   bool bad = std::ferror(f);
   std::fclose(f);

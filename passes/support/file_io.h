@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 namespace mpc {
@@ -14,6 +15,19 @@ namespace mpc {
 /// line naming the file) and leaves `path` as it was.
 bool writeFileAtomically(const std::string &path, const void *data, size_t size,
                          std::string &error);
+
+/// Writes `path` atomically with what `fill` writes to the temporary file's
+/// descriptor (it returns false with `error` set on failure), so a large
+/// output can be streamed into the file without first being built in memory.
+bool writeFileAtomically(
+    const std::string &path,
+    const std::function<bool(int fd, std::string &error)> &fill,
+    std::string &error);
+
+/// Writes all `size` bytes to `fd` (retrying short writes); on failure sets
+/// `error` to "PATH: write error: ...".
+bool writeAll(int fd, const void *data, size_t size, const std::string &path,
+              std::string &error);
 
 /// Reads a whole regular file. On failure sets `error` ("PATH: cannot open:
 /// No such file or directory", "PATH: is a directory").

@@ -332,9 +332,12 @@ auto timed(PassTimings *timings, const std::string &name, Fn &&fn) {
   return fn();
 }
 
-/// Compiles one model; returns the bytes to write.
+/// Compiles one model; returns the bytes to write, or, with `writeTo` and a
+/// binary output, serializes the model straight into that file (atomically)
+/// and returns "".
 std::string compile(std::unique_ptr<Model> model, const Flags &f,
-                    PassTimings *timings) {
+                    PassTimings *timings,
+                    const std::string *writeTo = nullptr) {
   std::vector<PipelineEntry> pipeline =
       f.passesGiven ? parsePipeline(f.passes) : defaultPipelineFor(*model);
   if (!f.printAfter.empty() && !findPass(f.printAfter))
@@ -378,6 +381,13 @@ std::string compile(std::unique_ptr<Model> model, const Flags &f,
     else
       exportModel(*model, proto);
   });
+  if (writeTo) {
+    timed(timings, "serialize+write",
+          [&] { writeModelAtomically(*writeTo, proto); });
+    keepUntilExit(std::move(model));
+    keepUntilExit(std::move(protoOwner));
+    return {};
+  }
   std::string bytes;
   timed(timings, "serialize", [&] {
     if (!proto.SerializeToString(&bytes))
@@ -425,10 +435,15 @@ int main(int argc, char **argv) {
   };
   try {
     if (!flags.splitInputFile) {
+      // A binary model goes straight into its file; text and "-" are
+      // written from the returned bytes.
+      bool direct = flags.output != "-" && flags.emit != "text";
       std::string out = compile(
           timed(timings, "import", [&] { return loadModel(flags.input); }),
-          flags, timings);
-      timed(timings, "write", [&] { writeFileAtomically(flags.output, out); });
+          flags, timings, direct ? &flags.output : nullptr);
+      if (!direct)
+        timed(timings, "write",
+              [&] { writeFileAtomically(flags.output, out); });
       printTimings();
       return 0;
     }
