@@ -3,9 +3,26 @@
 
 #include <algorithm>
 #include <cassert>
+#include <mutex>
 #include <unordered_set>
 
 namespace mpc {
+
+DimSymbol::DimSymbol(const std::string &name) {
+  if (name.empty())
+    return;
+  // Node-based: an element never moves, so its address is the symbol. The
+  // names are few (a model's dim_params) and live until the process ends.
+  static std::mutex mutex;
+  static auto *names = new std::unordered_set<std::string>;
+  std::lock_guard<std::mutex> lock(mutex);
+  name_ = &*names->insert(name).first;
+}
+
+const std::string &DimSymbol::str() const {
+  static const std::string none;
+  return name_ ? *name_ : none;
+}
 
 std::string dimsToString(const Dims &dims) {
   if (dims.empty())

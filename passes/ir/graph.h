@@ -24,16 +24,51 @@ class Graph;
 class Node;
 class PrecisionMap; // passes/precision_map.h
 
+/// A dim's symbol ("N", "batch"), interned: one shared copy of each name for
+/// the whole process. Dims are copied and compared after every pass (verify,
+/// shape inference); with the name behind a pointer a Dim is 16 plain bytes
+/// and two symbols compare by address. The empty symbol is a null pointer.
+class DimSymbol {
+public:
+  DimSymbol() = default;
+  /// The shared copy of `name` ("" gives the empty symbol).
+  explicit DimSymbol(const std::string &name);
+  bool empty() const { return name_ == nullptr; }
+  const std::string &str() const;
+  operator const std::string &() const { return str(); }
+  friend bool operator==(DimSymbol a, DimSymbol b) {
+    return a.name_ == b.name_;
+  }
+  friend bool operator!=(DimSymbol a, DimSymbol b) {
+    return a.name_ != b.name_;
+  }
+  friend std::string operator+(const std::string &a, DimSymbol b) {
+    return a + b.str();
+  }
+  friend std::string operator+(const char *a, DimSymbol b) {
+    return a + b.str();
+  }
+  friend std::string operator+(DimSymbol a, const std::string &b) {
+    return a.str() + b;
+  }
+  friend std::string operator+(DimSymbol a, const char *b) {
+    return a.str() + b;
+  }
+
+private:
+  const std::string *name_ = nullptr;
+};
+
 /// One dimension: a known size, or a symbol (e.g. "N"), or unknown (-1, "").
 struct Dim {
   int64_t value = -1;
-  std::string symbol;
+  DimSymbol symbol;
 
   Dim() = default;
   Dim(int64_t v) : value(v) {}
-  static Dim symbolic(std::string s) {
+  static Dim symbolic(const std::string &s) {
     Dim d;
-    d.symbol = std::move(s);
+    d.symbol = DimSymbol(s);
     return d;
   }
   bool isKnown() const { return value >= 0; }

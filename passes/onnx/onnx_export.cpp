@@ -38,7 +38,7 @@ void setType(onnx::ValueInfoProto &vi, const Value &v) {
     if (d.isKnown())
       pd->set_dim_value(d.value);
     else if (!d.symbol.empty())
-      pd->set_dim_param(d.symbol);
+      pd->set_dim_param(d.symbol.str());
   }
 }
 
@@ -192,7 +192,7 @@ std::string typeText(const Value &v) {
       s += ",";
     const Dim &d = v.dims[i];
     s += d.isKnown() ? std::to_string(d.value)
-                     : (d.symbol.empty() ? "?" : d.symbol);
+                     : (d.symbol.empty() ? "?" : d.symbol.str());
   }
   s += "]";
   return s;

@@ -558,6 +558,24 @@ TEST(Attributes, TypedAccessorsFallBackToTheDefault) {
   EXPECT_EQ(n->attributes().size(), 4u);
 }
 
+// A symbol is interned: equal names share one copy (so Dims compare by
+// address), the empty name is the empty symbol, and it reads back as text.
+TEST(Dims, SymbolsAreInterned) {
+  std::string name = "batch";
+  Dim a = Dim::symbolic(name), b = Dim::symbolic("batch");
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(&a.symbol.str(), &b.symbol.str());
+  EXPECT_NE(a, Dim::symbolic("seq"));
+  EXPECT_EQ(a.symbol.str(), "batch");
+  EXPECT_EQ("dim '" + a.symbol + "'", "dim 'batch'");
+  EXPECT_TRUE(Dim::symbolic("").symbol.empty());
+  EXPECT_EQ(Dim::symbolic(""), Dim());
+  EXPECT_TRUE(Dim().symbol.empty());
+  EXPECT_EQ(Dim().symbol.str(), "");
+  const std::string &asText = a.symbol;
+  EXPECT_EQ(asText, "batch");
+}
+
 TEST(Dims, Strings) {
   EXPECT_EQ(dimsToString(Dims{}), "scalar");
   EXPECT_EQ(dimsToString(Dims{Dim::symbolic("N"), Dim(10), Dim()}), "Nx10x?");
