@@ -15,6 +15,7 @@
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
 
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -123,8 +124,92 @@ const Node *nodeOnCycle(const Graph &g) {
   return n ? n : start;
 }
 
-/// Every value is defined once and used only after its definition.
-void checkStructure(const Graph &g) {
+/// Puts back the declared types of the values checkGraph inferred over, in
+/// reverse (a value listed twice gets its first, declared, type back), also
+/// when a check throws. The saved types live in one pool kept between runs:
+/// copying dims into vectors that already have the room allocates nothing,
+/// and verify runs after every pass.
+class RestoreTypes {
+public:
+  RestoreTypes() : base_(top()) {}
+  RestoreTypes(const RestoreTypes &) = delete;
+  RestoreTypes &operator=(const RestoreTypes &) = delete;
+  ~RestoreTypes() {
+    auto &p = pool();
+    for (size_t k = top(); k-- > base_;) {
+      if (!p[k].first)
+        continue; // inference left it as declared
+      Value &v = *p[k].first;
+      v.dtype = p[k].second.dtype;
+      v.hasShape = p[k].second.hasShape;
+      v.dims = p[k].second.dims;
+    }
+    top() = base_;
+  }
+  /// Saves v's type; returns its index for declared().
+  size_t save(Value *v) {
+    auto &p = pool();
+    size_t k = top()++;
+    if (k == p.size())
+      p.emplace_back();
+    p[k].first = v;
+    p[k].second.dtype = v->dtype;
+    p[k].second.hasShape = v->hasShape;
+    p[k].second.dims = v->dims;
+    return k;
+  }
+  size_t size() const { return top(); }
+  const TypeFacts &declared(size_t index) const { return pool()[index].second; }
+  /// The value still holds its declared type: nothing to put back.
+  void unchanged(size_t index) { pool()[index].first = nullptr; }
+
+private:
+  static std::vector<std::pair<Value *, TypeFacts>> &pool() {
+    static thread_local std::vector<std::pair<Value *, TypeFacts>> p;
+    return p;
+  }
+  static size_t &top() {
+    static thread_local size_t t = 0;
+    return t;
+  }
+  size_t base_;
+};
+
+/// Supported op and consistent types of one node (inferNode reports
+/// unsupported ops with the list of supported ones). Inference runs on the
+/// graph itself, in order, so that later nodes see the inferred types of
+/// earlier ones as they would on a copy of the graph; every output's
+/// declared type is put back by `restore` (the checks compare with the type
+/// saved before inference).
+void checkNodeTypes(Node &n, int64_t opset, RestoreTypes &restore) {
+  size_t k = restore.size(); // this node's outputs are saved from here on
+  for (Value *o : n.outputs())
+    if (o)
+      restore.save(o);
+  inferNode(n, opset);
+  for (size_t i = 0; i < n.numOutputs(); ++i) {
+    const Value *o = n.output(i);
+    if (!o)
+      continue;
+    const TypeFacts &declared = restore.declared(k);
+    if (typesConflict(declared, *o))
+      errorAt(n) << "output '" << o->name() << "' is declared "
+                 << declared.text() << " but the op produces "
+                 << o->typeString();
+    if (declared.dtype == o->dtype && declared.hasShape == o->hasShape &&
+        declared.dims == o->dims)
+      restore.unchanged(k);
+    ++k;
+  }
+}
+
+/// Every value is defined once and used only after its definition, and the
+/// types are consistent (checkNodeTypes). One walk over the nodes does both:
+/// each node's types are checked once its structure is, and the first type
+/// error is kept until the whole graph's structure has passed, so a
+/// structural error anywhere is still the one reported (as when the two were
+/// separate walks), and the graph is read once per verify, not twice.
+void checkGraph(Graph &g, int64_t opset) {
   // defined[v->id()] for the values of g defined so far.
   std::vector<char> defined(g.numValueIds(), 0);
   auto isDefined = [&](const Value *v) {
@@ -191,8 +276,10 @@ void checkStructure(const Graph &g) {
     return false;
   };
 
+  RestoreTypes restore;
+  std::optional<Error> typeError;
   for (const auto &np : g.nodes()) {
-    const Node &n = *np;
+    Node &n = *np;
     if (n.owner() != &g)
       errorAt(n) << "belongs to another graph";
     for (size_t i = 0; i < n.numInputs(); ++i) {
@@ -223,6 +310,13 @@ void checkStructure(const Graph &g) {
                    << "' does not record this node as its producer";
       define(o, nullptr, &n);
     }
+    if (!typeError) {
+      try {
+        checkNodeTypes(n, opset, restore);
+      } catch (const Error &e) {
+        typeError = e;
+      }
+    }
   }
 
   if (g.outputs().empty())
@@ -235,88 +329,8 @@ void checkStructure(const Graph &g) {
       error() << where(g) << "output '" << o->name()
               << "' is not defined by any node, graph input or initializer";
   }
-}
-
-/// Puts back the declared types of the values checkTypes inferred over, in
-/// reverse (a value listed twice gets its first, declared, type back), also
-/// when a check throws. The saved types live in one pool kept between runs:
-/// copying dims into vectors that already have the room allocates nothing,
-/// and verify runs after every pass.
-class RestoreTypes {
-public:
-  RestoreTypes() : base_(top()) {}
-  RestoreTypes(const RestoreTypes &) = delete;
-  RestoreTypes &operator=(const RestoreTypes &) = delete;
-  ~RestoreTypes() {
-    auto &p = pool();
-    for (size_t k = top(); k-- > base_;) {
-      if (!p[k].first)
-        continue; // inference left it as declared
-      Value &v = *p[k].first;
-      v.dtype = p[k].second.dtype;
-      v.hasShape = p[k].second.hasShape;
-      v.dims = p[k].second.dims;
-    }
-    top() = base_;
-  }
-  /// Saves v's type; returns its index for declared().
-  size_t save(Value *v) {
-    auto &p = pool();
-    size_t k = top()++;
-    if (k == p.size())
-      p.emplace_back();
-    p[k].first = v;
-    p[k].second.dtype = v->dtype;
-    p[k].second.hasShape = v->hasShape;
-    p[k].second.dims = v->dims;
-    return k;
-  }
-  size_t size() const { return top(); }
-  const TypeFacts &declared(size_t index) const { return pool()[index].second; }
-  /// The value still holds its declared type: nothing to put back.
-  void unchanged(size_t index) { pool()[index].first = nullptr; }
-
-private:
-  static std::vector<std::pair<Value *, TypeFacts>> &pool() {
-    static thread_local std::vector<std::pair<Value *, TypeFacts>> p;
-    return p;
-  }
-  static size_t &top() {
-    static thread_local size_t t = 0;
-    return t;
-  }
-  size_t base_;
-};
-
-/// Supported ops and consistent types (inferNode reports unsupported ops with
-/// the list of supported ones). Inference runs over the graph itself, in
-/// order, so that later nodes see the inferred types of earlier ones as they
-/// would on a copy of the graph; every output's declared type is restored
-/// afterwards (the checks compare with the type saved before inference).
-void checkTypes(Graph &g, int64_t opset) {
-  RestoreTypes restore;
-  for (const auto &np : g.nodes()) {
-    Node &n = *np;
-    size_t k = restore.size(); // this node's outputs are saved from here on
-    for (Value *o : n.outputs())
-      if (o)
-        restore.save(o);
-    inferNode(n, opset);
-    for (size_t i = 0; i < n.numOutputs(); ++i) {
-      const Value *o = n.output(i);
-      if (!o)
-        continue;
-      const TypeFacts &declared = restore.declared(k);
-      if (typesConflict(declared, *o))
-        errorAt(n) << "output '" << o->name() << "' is declared "
-                   << declared.text() << " but the op produces "
-                   << o->typeString();
-      if (declared.dtype == o->dtype && declared.hasShape == o->hasShape &&
-          declared.dims == o->dims)
-        restore.unchanged(k);
-      ++k;
-    }
-  }
+  if (typeError)
+    throw *typeError;
 }
 
 /// The state initializer named `name` (the algorithm's copy, else the main
@@ -338,11 +352,15 @@ void checkBindings(const Model &model) {
   if (!model.training)
     return;
   const Graph &alg = *model.training->algorithm;
-  std::unordered_set<std::string> keys;
+  // A key bound twice finds the same state both times (the first time it
+  // was found, or the check below had failed then): sets of state values,
+  // not of names, tell the second binding apart without copying a name.
+  std::unordered_set<const Value *> bound;
+  bound.reserve(model.training->updateBinding.size());
   for (const auto &[key, value] : model.training->updateBinding) {
-    if (!keys.insert(key).second)
-      error() << "update_binding: state '" << key << "' is bound twice";
     const Value *state = findState(model, key);
+    if (state && !bound.insert(state).second)
+      error() << "update_binding: state '" << key << "' is bound twice";
     if (!state)
       error() << "update_binding: key '" << key
               << "' is not a state initializer";
@@ -360,39 +378,41 @@ void checkBindings(const Model &model) {
 void checkMetadata(const Model &model) {
   const Graph &working =
       model.training ? *model.training->algorithm : *model.graph;
-  auto valueList = [&](const char *key) {
+  // Each returns how many names its key lists (0 when absent).
+  auto valueList = [&](const char *key) -> size_t {
     const std::string *m = model.meta(key);
     if (!m)
-      return;
-    for (const std::string &name : splitNames(*m))
+      return 0;
+    std::vector<std::string> names = splitNames(*m);
+    for (const std::string &name : names)
       if (!working.findValue(name))
         error() << "metadata " << key << ": '" << name
                 << "' is not a value of graph '" << working.name() << "'";
+    return names.size();
   };
-  auto stateList = [&](const char *key) {
+  auto stateList = [&](const char *key) -> size_t {
     const std::string *m = model.meta(key);
     if (!m)
-      return;
-    for (const std::string &name : splitNames(*m))
+      return 0;
+    std::vector<std::string> names = splitNames(*m);
+    for (const std::string &name : names)
       if (!findState(model, name))
         error() << "metadata " << key << ": '" << name
                 << "' is not a state initializer";
+    return names.size();
   };
   valueList("mpc.loss");
-  valueList("mpc.grads");
+  size_t numGrads = valueList("mpc.grads");
   valueList("mpc.grad_seed");
   valueList("mpc.found_inf");
-  stateList("mpc.params");
+  size_t numParams = stateList("mpc.params");
   stateList("mpc.loss_scale");
   stateList("mpc.growth_tracker");
   stateList("mpc.step");
-  const std::string *params = model.meta("mpc.params");
-  const std::string *grads = model.meta("mpc.grads");
-  if (params && grads &&
-      splitNames(*params).size() != splitNames(*grads).size())
-    error() << "metadata mpc.params lists " << splitNames(*params).size()
-            << " parameters but mpc.grads lists " << splitNames(*grads).size()
-            << " gradients";
+  if (model.meta("mpc.params") && model.meta("mpc.grads") &&
+      numParams != numGrads)
+    error() << "metadata mpc.params lists " << numParams
+            << " parameters but mpc.grads lists " << numGrads << " gradients";
   if (const std::string *p = model.meta("mpc.precision"))
     if (*p != "fp16" && *p != "bf16" && *p != "fp32")
       error() << "metadata mpc.precision is '" << *p
@@ -411,8 +431,7 @@ void runVerify(Model &model, PassContext &ctx) {
         model.training ? model.training->algorithm.get() : nullptr}) {
     if (!g)
       continue;
-    checkStructure(*g);
-    checkTypes(*g, opset);
+    checkGraph(*g, opset);
     nodes += int64_t(g->numNodes());
   }
   checkBindings(model);
