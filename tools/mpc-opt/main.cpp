@@ -375,6 +375,14 @@ std::string compile(std::unique_ptr<Model> model, const Flags &f,
   }
   auto protoOwner = std::make_unique<onnx::ModelProto>();
   onnx::ModelProto &proto = *protoOwner;
+  if (writeTo && f.emit != "step") {
+    // Tensor bytes go from the IR straight into the file.
+    timed(timings, "export+write",
+          [&] { writeModelFile(*model, *writeTo, proto); });
+    keepUntilExit(std::move(model));
+    keepUntilExit(std::move(protoOwner));
+    return {};
+  }
   timed(timings, "export", [&] {
     if (f.emit == "step")
       exportStepModel(*model, proto);
