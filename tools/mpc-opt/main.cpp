@@ -345,8 +345,12 @@ std::string compile(std::unique_ptr<Model> model, const Flags &f,
   PipelineConfig config;
   config.verifyEach = f.verifyEach;
   config.timings = timings;
+  // Only --explain and --dot read the precision map's records (they are
+  // never exported), so the nodes later passes add are recorded only then.
+  const bool recordPrecision = f.explain || !f.dotFile.empty();
   config.afterPass = [&](const std::string &pass, const Model &m) {
-    recordNodesAddedBy(m, pass);
+    if (recordPrecision)
+      recordNodesAddedBy(m, pass);
     if (f.printAfterAll || pass == f.printAfter)
       std::cerr << "// ----- after " << pass << "\n" << printModelText(m);
   };
