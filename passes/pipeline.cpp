@@ -66,6 +66,9 @@ std::string PassTimings::report() const {
 void runPipeline(Model &model, const std::vector<PipelineEntry> &pipeline,
                  const CompileOptions &options, const PipelineConfig &config,
                  Statistics &stats) {
+  // The model as it stands has passed the verifier (the verify pass, or the
+  // check after the pass before).
+  bool verified = false;
   for (const PipelineEntry &entry : pipeline) {
     PassContext ctx{options, entry.options, {}};
     TimePoint start = TimePoint::now();
@@ -74,7 +77,16 @@ void runPipeline(Model &model, const std::vector<PipelineEntry> &pipeline,
       config.timings->add(entry.pass->name, start);
     for (const auto &kv : ctx.stats)
       stats[std::string(entry.pass->name) + "." + kv.first] += kv.second;
-    if (config.verifyEach && std::string(entry.pass->name) != "verify") {
+    // Not after verify itself (it throws unless the model passes), nor
+    // after an analysis that left a verified model as it was.
+    if (std::string(entry.pass->name) == "verify") {
+      verified = true;
+    } else if (entry.pass->preservesModel && verified) {
+      // unchanged since it passed
+    } else if (!config.verifyEach) {
+      verified = false;
+    } else {
+      verified = true; // below, or it throws
       PassContext vctx{options, {}, {}};
       start = TimePoint::now();
       try {

@@ -40,7 +40,7 @@ const std::vector<PassInfo> &passRegistry() {
        "", runRecompute},
       {"plan-memory",
        "liveness-based buffer plan of the step, in-place updates (--stats)", "",
-       runPlanMemory},
+       runPlanMemory, /*preservesModel=*/true},
   };
   return table;
 }

@@ -16,6 +16,10 @@ struct PassInfo {
   const char *summary; ///< one line for --list-passes
   const char *options; ///< pass options accepted in name{...}, "" if none
   void (*run)(Model &, PassContext &);
+  /// An analysis: the pass reads the model and leaves it as it was (it may
+  /// only report statistics), so the verifier, which passed before it, is
+  /// not run again after it.
+  bool preservesModel = false;
 };
 
 /// Every pass, in default pipeline order.
