@@ -7,6 +7,7 @@
 #include "passes/pipeline.h"
 #include "passes/registry.h"
 #include "passes/shape_inference.h"
+#include "passes/step_graph.h"
 
 #include <gtest/gtest.h>
 
@@ -177,6 +178,38 @@ TEST(MemoryPlan, OptimizerUpdatesAreWrittenOverTheirState) {
   // Parameters and both Adam moments of the 4 parameters; the scalars
   // (scale, tracker, step) are made by ops that are not updates in place.
   EXPECT_EQ(overState, 12);
+}
+
+// plan-memory plans the algorithm in place, with runnableStep's outputs
+// passed as extraOutputs: the same plan as on runnableStep's copy, and the
+// algorithm's types are left as they were.
+TEST(MemoryPlan, InPlacePlanEqualsThePlanOfTheRunnableCopy) {
+  for (DType precision : {DType::F16, DType::F32}) {
+    auto m = compiledMlp(precision);
+    const Graph &alg = *m->training->algorithm;
+    std::vector<std::string> before;
+    for (const auto &n : alg.nodes())
+      for (const Value *o : n->outputs())
+        if (o)
+          before.push_back(o->name() + ":" + o->typeString());
+    MemoryPlan inPlace = planCompiledModel(*m, /*asWritten=*/false);
+    std::unique_ptr<Graph> step = runnableStep(*m);
+    inferGraph(*step, m->opsetVersion(""));
+    MemoryPlan copy = planMemory(planInputsFor(*m, *step));
+    EXPECT_EQ(inPlace.arenaBytes, copy.arenaBytes);
+    EXPECT_EQ(inPlace.livePeakBytes, copy.livePeakBytes);
+    EXPECT_EQ(inPlace.noReuseBytes, copy.noReuseBytes);
+    EXPECT_EQ(inPlace.atPeak, copy.atPeak);
+    EXPECT_EQ(inPlace.total, copy.total);
+    EXPECT_EQ(inPlace.inPlace.size(), copy.inPlace.size());
+    EXPECT_EQ(inPlace.numBuffers, copy.numBuffers);
+    std::vector<std::string> after;
+    for (const auto &n : alg.nodes())
+      for (const Value *o : n->outputs())
+        if (o)
+          after.push_back(o->name() + ":" + o->typeString());
+    EXPECT_EQ(before, after);
+  }
 }
 
 TEST(MemoryPlan, ClassesAddUpAndFp16HalvesTheActivations) {

@@ -74,6 +74,36 @@ struct SmallModel {
   }
 };
 
+// find() remembers where it found a node's record; the records stay keyed
+// by name: a renamed node (or a new node at a freed one's address) is looked
+// up again, a node renamed back finds its record again.
+TEST(PrecisionMap, FindFollowsRenamesAndRemovedNodes) {
+  Graph g;
+  Value *x = g.addInput("x", DType::F32, {Dim(2)});
+  Node *a = g.createNode("Relu", {x}, 1, "a");
+  g.addOutput(a->output(0));
+  PrecisionMap m(g);
+  m.record(*a, {DType::F16, "policy:fp16-op", "a"});
+  ASSERT_NE(m.find(*a), nullptr);
+  EXPECT_EQ(m.find(*a)->detail, "a");
+  a->setName("renamed");
+  EXPECT_EQ(m.find(*a), nullptr);
+  m.record(*a, {DType::F32, "island:Softmax", "renamed"});
+  EXPECT_EQ(m.find(*a)->detail, "renamed");
+  a->setName("a");
+  EXPECT_EQ(m.find(*a)->detail, "a");
+  g.clearOutputs();
+  g.removeNode(a);
+  for (int i = 0; i < 50; ++i) { // some land at the freed address
+    Node *b = g.createNode("Relu", {x}, 1, "b" + std::to_string(i));
+    EXPECT_EQ(m.find(*b), nullptr) << b->name();
+  }
+  Node *again = g.createNode("Relu", {x}, 1, "again");
+  again->setName("a"); // a new node under the recorded name
+  ASSERT_NE(m.find(*again), nullptr);
+  EXPECT_EQ(m.find(*again)->detail, "a");
+}
+
 TEST(PrecisionMap, RecordsThePolicyRuleOfEveryNode) {
   SmallModel m;
   m.autocast();
