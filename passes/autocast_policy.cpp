@@ -275,6 +275,14 @@ const std::vector<PolicyEntry> &table() {
        "like Erf itself"},
       {kMpcDomain, "GeluGrad", PC::Follow, 0,
        "dY times a bounded derivative, like Gelu itself"},
+      {kMpcDomain, "Gelu", PC::Follow, 0,
+       "ONNX's Gelu for opset < 20 (fuse-gelu): x times a bounded factor"},
+      {kMpcDomain, "GeluTanh", PC::Follow, 0,
+       "ONNX's Gelu approximate=tanh for opset < 20 (fuse-gelu): x times a "
+       "bounded factor"},
+      {kMpcDomain, "FusedMatMul", PC::Lower, 0,
+       "MatMul of transposed operands (fold-transpose): matrix product on "
+       "Tensor Cores, fp32 accumulation, like MatMul"},
       {kMpcDomain, "LeakyReluGrad", PC::Follow, 0,
        "dY or alpha * dY, one multiply, like LeakyRelu"},
       {kMpcDomain, "ClipGrad", PC::Follow, 0,

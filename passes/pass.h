@@ -89,12 +89,14 @@ struct PassContext {
 void runVerify(Model &model, PassContext &ctx);
 void runInferShapes(Model &model, PassContext &ctx);
 void runFoldConstants(Model &model, PassContext &ctx);
+void runFuseGelu(Model &model, PassContext &ctx);
 void runAutodiff(Model &model, PassContext &ctx);
 void runAutocast(Model &model, PassContext &ctx);
 void runLossScale(Model &model, PassContext &ctx);
 void runMasterWeights(Model &model, PassContext &ctx);
 void runOptimizer(Model &model, PassContext &ctx);
 void runFoldWideningCasts(Model &model, PassContext &ctx);
+void runFoldTranspose(Model &model, PassContext &ctx);
 void runCleanup(Model &model, PassContext &ctx);
 void runRecompute(Model &model, PassContext &ctx);
 void runPlanMemory(Model &model, PassContext &ctx); // memory_report.cpp

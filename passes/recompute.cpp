@@ -26,6 +26,7 @@
 //
 // Runs after cleanup (so no cast merging undoes the copies) and before
 // plan-memory.
+#include "passes/ir/mpc_ops.h"
 #include "passes/memory_report.h"
 #include "passes/pass.h"
 #include "passes/support/diagnostics.h"
@@ -47,7 +48,12 @@ bool isCheapElementwise(const Node &n) {
       "Abs",  "Exp",       "Log",      "Sqrt", "Tanh", "Sigmoid", "Erf",
       "Gelu", "Cast",      "Identity", "Pow",  "Clip",
   };
-  return n.domain().empty() && ops.count(n.opType()) && n.numOutputs() == 1;
+  // mpc.Gelu / mpc.GeluTanh: the GELU that fuse-gelu makes of an opset < 20
+  // export, as cheap as Gelu.
+  bool fusedGelu = n.domain() == kMpcDomain &&
+                   (n.opType() == "Gelu" || n.opType() == "GeluTanh");
+  return (fusedGelu || (n.domain().empty() && ops.count(n.opType()))) &&
+         n.numOutputs() == 1;
 }
 
 /// Longest chain of cheap nodes recomputed for one saved value.

@@ -13,6 +13,10 @@ const std::vector<PassInfo> &passRegistry() {
        runInferShapes},
       {"fold-constants", "fold Constant nodes and shape arithmetic", "",
        runFoldConstants},
+      {"fuse-gelu",
+       "one Gelu node for the GELU arithmetic of opset < 20 exports (before "
+       "autodiff)",
+       "", runFuseGelu},
       {"autodiff", "backward graph of the loss w.r.t. trainable parameters",
        "loss=NAME", runAutodiff},
       {"autocast", "fp16/bf16 by policy, fp32 islands, shared casts", "",
@@ -32,6 +36,10 @@ const std::vector<PassInfo> &passRegistry() {
        "gradients cast up to fp32 only to be summed (bias gradients: "
        "mpc.SumToShapeAs) or unscaled (UnscaleGradients) are read as stored",
        "", runFoldWideningCasts},
+      {"fold-transpose",
+       "last-two-axes Transposes folded into mpc.FusedMatMul / Gemm "
+       "transA/transB (after autocast)",
+       "", runFoldTranspose},
       {"cleanup", "dead code, duplicate casts and identity casts removed", "",
        runCleanup},
       {"recompute",

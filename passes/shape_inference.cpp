@@ -1320,6 +1320,8 @@ void inferIncrementStep(Ctx &c) {
 #include "passes/shape_inference_training_ops.inc"
 // GatherElements and its gradient (issue 5).
 #include "passes/shape_inference_gather_elements.inc"
+// The fusion passes' ops (fuse-gelu, fold-transpose).
+#include "passes/shape_inference_fused.inc"
 
 // --- the table --------------------------------------------------------------
 
@@ -1405,6 +1407,9 @@ const OpRule kRules[] = {
     {kMpcDomain, "GatherGrad", 3, 3, 1, 1, inferGatherGrad},
     {kMpcDomain, "ErfGrad", 2, 2, 1, 1, inferElementwiseGrad},
     {kMpcDomain, "GeluGrad", 2, 2, 1, 1, inferGeluGrad},
+    {kMpcDomain, "Gelu", 1, 1, 1, 1, fused_shapes::inferGelu},
+    {kMpcDomain, "GeluTanh", 1, 1, 1, 1, fused_shapes::inferGelu},
+    {kMpcDomain, "FusedMatMul", 2, 2, 1, 1, fused_shapes::inferFusedMatMul},
     {kMpcDomain, "LayerNormalizationGrad", 5, 5, 1, 3,
      inferLayerNormalizationGrad},
     {kMpcDomain, "LeakyReluGrad", 2, 2, 1, 1, inferElementwiseGrad},

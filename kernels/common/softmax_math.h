@@ -26,9 +26,14 @@ template <typename T> MPC_HD T softmaxExpTerm(T x, T max) {
   return expOf(x - max);
 }
 
+/// Softmax from a row's term e = softmaxExpTerm(x, max) and the sum of its
+/// terms. A kernel that kept the terms (the CPU's) divides them instead of
+/// taking every exponential twice; the bits are softmaxValue's.
+template <typename T> MPC_HD T softmaxFromTerm(T e, T sum) { return e / sum; }
+
 /// Softmax of x given the row's maximum and sum of exp(x - max).
 template <typename T> MPC_HD T softmaxValue(T x, T max, T sum) {
-  return expOf(x - max) / sum;
+  return softmaxFromTerm(softmaxExpTerm(x, max), sum);
 }
 
 /// Log-softmax of x given the row's maximum and log(sum of exp(x - max)).
@@ -59,6 +64,22 @@ MPC_HD SoftmaxRowStats<T> softmaxRowStats(int64_t len, const Load &load) {
   T sum = 0;
   for (int64_t j = 0; j < len; ++j)
     sum += softmaxExpTerm(T(load(j)), mx);
+  return {mx, sum};
+}
+
+/// Softmax's statistics of a row held in `row` (compute type), which is
+/// overwritten with the terms exp(x - max): the same maximum and the same
+/// sum, added in the same order, as softmaxRowStats.
+template <typename T>
+MPC_HD SoftmaxRowStats<T> softmaxRowTerms(int64_t len, T *row) {
+  T mx = -T(INFINITY);
+  for (int64_t j = 0; j < len; ++j)
+    mx = softmaxMax(mx, row[j]);
+  T sum = 0;
+  for (int64_t j = 0; j < len; ++j) {
+    row[j] = softmaxExpTerm(row[j], mx);
+    sum += row[j];
+  }
   return {mx, sum};
 }
 

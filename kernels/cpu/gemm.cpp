@@ -1,4 +1,4 @@
-// Matrix-product CPU kernels: Gemm and MatMul on OpenBLAS.
+// Matrix-product CPU kernels: Gemm, MatMul and mpc.FusedMatMul on OpenBLAS.
 //
 // fp32 and fp64 go straight to cblas_sgemm / cblas_dgemm. fp16 and bf16
 // emulate Tensor Core math: the operands are widened to fp32, multiplied with
@@ -6,6 +6,7 @@
 // is rounded to the output dtype once, as cuBLAS does with an fp32 compute
 // type.
 #include "kernels/cpu/cpu_util.h"
+#include "passes/ir/mpc_ops.h"
 
 #include <cblas.h>
 
@@ -161,9 +162,14 @@ void kernelGemm(KernelContext &ctx) {
   });
 }
 
-// --- MatMul ------------------------------------------------------------------
+// --- MatMul, mpc.FusedMatMul -------------------------------------------------
 
-void kernelMatMul(KernelContext &ctx) {
+/// MatMul(op(A), op(B)) with numpy batching, where op swaps the last two
+/// axes when its flag is set. MatMul is the unflagged case; mpc.FusedMatMul
+/// passes the flags to BLAS instead of reading a transposed copy, which
+/// gives the same bits: BLAS packs either layout into the same panels and
+/// accumulates over K in the same order.
+void matMul(KernelContext &ctx, bool ta, bool tb) {
   const Node &node = ctx.node;
   const Tensor &a = input(ctx, 0, "A"), &b = input(ctx, 1, "B");
   if (a.dtype != b.dtype)
@@ -171,6 +177,9 @@ void kernelMatMul(KernelContext &ctx) {
          " and ", dtypeName(b.dtype), ")");
   if (a.dims.empty() || b.dims.empty())
     fail(node, "operands must have rank >= 1");
+  if ((ta && a.dims.size() < 2) || (tb && b.dims.size() < 2))
+    fail(node, "a transposed operand must have rank >= 2, got ",
+         shapeString(a.dims), " and ", shapeString(b.dims));
   // numpy: a 1-D A is a row vector, a 1-D B a column vector; the added dim is
   // dropped from the result.
   std::vector<int64_t> da = a.dims, db = b.dims;
@@ -179,11 +188,13 @@ void kernelMatMul(KernelContext &ctx) {
     da.insert(da.begin(), 1);
   if (vecB)
     db.push_back(1);
-  int64_t m = da[da.size() - 2], k = da.back();
-  int64_t kb = db[db.size() - 2], n = db.back();
+  size_t ra = da.size(), rb = db.size();
+  int64_t m = da[ta ? ra - 1 : ra - 2], k = da[ta ? ra - 2 : ra - 1];
+  int64_t kb = db[tb ? rb - 1 : rb - 2], n = db[tb ? rb - 2 : rb - 1];
   if (k != kb)
-    fail(node, "inner dimensions differ: ", shapeString(a.dims), " x ",
-         shapeString(b.dims));
+    fail(node, "inner dimensions differ: ", shapeString(a.dims),
+         (ta ? " (transposed)" : ""), " x ", shapeString(b.dims),
+         (tb ? " (transposed)" : ""));
   std::vector<int64_t> batchA(da.begin(), da.end() - 2);
   std::vector<int64_t> batchB(db.begin(), db.end() - 2);
   std::vector<int64_t> batch = broadcastShapes(node, batchA, batchB);
@@ -199,10 +210,10 @@ void kernelMatMul(KernelContext &ctx) {
     using T = typename Io::Compute;
     ComputeView<Io> va(a), vb(b);
     ResultBuffer<Io> r(y, {&a, &b});
-    if (elementCount(batchB) == 1) {
+    if (elementCount(batchB) == 1 && !ta) {
       // B is shared by every batch: one product with the batches stacked
       // into the rows of A (A is contiguous row-major).
-      gemm<T>(false, false, blasDim(node, numBatch * m), blasDim(node, n),
+      gemm<T>(false, tb, blasDim(node, numBatch * m), blasDim(node, n),
               blasDim(node, k), T(1), va.data(), vb.data(), T(0), r.data());
       r.store();
       return;
@@ -212,17 +223,33 @@ void kernelMatMul(KernelContext &ctx) {
     const std::vector<int64_t> strides[2] = {sa, sb};
     StridedWalker<2> w(batch, strides);
     for (int64_t i = 0; i < numBatch; ++i, w.next())
-      gemm<T>(false, false, blasDim(node, m), blasDim(node, n),
-              blasDim(node, k), T(1), va.data() + w.offset(0) * m * k,
+      gemm<T>(ta, tb, blasDim(node, m), blasDim(node, n), blasDim(node, k),
+              T(1), va.data() + w.offset(0) * m * k,
               vb.data() + w.offset(1) * k * n, T(0), r.data() + i * m * n);
     r.store();
   });
 }
 
+void kernelMatMul(KernelContext &ctx) { matMul(ctx, false, false); }
+
+void kernelFusedMatMul(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &a = input(ctx, 0, "A"), &b = input(ctx, 1, "B");
+  if (a.dims.size() < 2 || b.dims.size() < 2)
+    fail(node, "operands must have rank >= 2, got ", shapeString(a.dims),
+         " and ", shapeString(b.dims));
+  int64_t ta = node.attrInt("transA", 0), tb = node.attrInt("transB", 0);
+  if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
+    fail(node, "transA and transB must be 0 or 1, got ", ta, " and ", tb);
+  matMul(ctx, ta != 0, tb != 0);
+}
+
 } // namespace
 
 std::vector<KernelEntry> gemmKernels() {
-  return {{"", "Gemm", kernelGemm}, {"", "MatMul", kernelMatMul}};
+  return {{"", "Gemm", kernelGemm},
+          {"", "MatMul", kernelMatMul},
+          {kMpcDomain, "FusedMatMul", kernelFusedMatMul}};
 }
 
 } // namespace cpu

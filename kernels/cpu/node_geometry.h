@@ -35,6 +35,7 @@ void requireBroadcastsTo(const Node &node, const Tensor &t,
 
 /// Whether Gelu (or its gradient) uses the tanh approximation: its
 /// `approximate` attribute, "none" or "tanh"; anything else is an error.
+/// mpc.GeluTanh is always the tanh form, mpc.Gelu never.
 bool geluTanh(const Node &node);
 
 } // namespace cpu

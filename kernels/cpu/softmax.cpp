@@ -32,20 +32,30 @@ template <bool Log> void softmaxKernel(KernelContext &ctx) {
     for (int64_t o = 0; o < s.outer; ++o)
       for (int64_t i = 0; i < s.inner; ++i) {
         int64_t base = o * s.len * s.inner + i;
-        for (int64_t j = 0; j < s.len; ++j)
-          row[size_t(j)] = Io::load(px, base + j * s.inner);
-        SoftmaxRowStats<C> st = softmaxRowStats<C>(
-            s.len, [&](int64_t j) { return row[size_t(j)]; });
+        if (s.inner == 1)
+          loadRun<Io>(px + base, s.len, row.data());
+        else
+          for (int64_t j = 0; j < s.len; ++j)
+            row[size_t(j)] = Io::load(px, base + j * s.inner);
         if (Log) {
+          SoftmaxRowStats<C> st = softmaxRowStats<C>(
+              s.len, [&](int64_t j) { return row[size_t(j)]; });
           C logSum = logOf(st.sum);
           for (int64_t j = 0; j < s.len; ++j)
             Io::store(py, base + j * s.inner,
                       logSoftmaxValue(row[size_t(j)], st.max, logSum));
-        } else {
-          for (int64_t j = 0; j < s.len; ++j)
-            Io::store(py, base + j * s.inner,
-                      softmaxValue(row[size_t(j)], st.max, st.sum));
+          continue;
         }
+        // The row's exponentials are kept and divided: exp is taken once
+        // per element, with softmaxValue's bits.
+        SoftmaxRowStats<C> st = softmaxRowTerms<C>(s.len, row.data());
+        for (int64_t j = 0; j < s.len; ++j)
+          row[size_t(j)] = softmaxFromTerm(row[size_t(j)], st.sum);
+        if (s.inner == 1)
+          storeRun<Io>(py + base, s.len, row.data());
+        else
+          for (int64_t j = 0; j < s.len; ++j)
+            Io::store(py, base + j * s.inner, row[size_t(j)]);
       }
   });
 }

@@ -746,6 +746,9 @@ std::vector<KernelEntry> transformerKernels() {
       {kMpcDomain, "SliceGrad", kernelSliceGrad},
       {kMpcDomain, "ErfGrad", kernelErfGrad},
       {kMpcDomain, "GeluGrad", kernelGeluGrad},
+      // What fuse-gelu makes of an opset < 20 model's GELU arithmetic.
+      {kMpcDomain, "Gelu", kernelGelu},
+      {kMpcDomain, "GeluTanh", kernelGelu},
       {kMpcDomain, "LeakyReluGrad", kernelLeakyReluGrad},
       {kMpcDomain, "ClipGrad", kernelClipGrad},
       {kMpcDomain, "ExtremumGrad", kernelExtremumGrad},

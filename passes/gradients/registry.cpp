@@ -6,6 +6,7 @@
 // Every rule listed here is checked against finite differences in
 // tests/unit/gradcheck_test.cpp.
 #include "passes/gradients/gradient_rules.h"
+#include "passes/ir/mpc_ops.h"
 
 #include <algorithm>
 #include <map>
@@ -80,21 +81,35 @@ const std::map<std::string, GradientRuleInfo> &ruleTable() {
   return table;
 }
 
+/// mpc ops that appear before autodiff: what fuse-gelu makes of the GELU
+/// arithmetic of opset < 20 exports.
+const std::map<std::string, GradientRuleInfo> &mpcRuleTable() {
+  static const std::map<std::string, GradientRuleInfo> table = {
+      {"Gelu", {gradGelu, {}}},
+      {"GeluTanh", {gradGelu, {}}},
+  };
+  return table;
+}
+
 } // namespace
 
 const GradientRuleInfo *findGradientRule(const std::string &opType,
                                          const std::string &domain) {
-  if (!domain.empty() && domain != "ai.onnx")
+  if (!domain.empty() && domain != "ai.onnx" && domain != kMpcDomain)
     return nullptr;
-  auto it = ruleTable().find(opType);
-  return it == ruleTable().end() ? nullptr : &it->second;
+  const auto &table = domain == kMpcDomain ? mpcRuleTable() : ruleTable();
+  auto it = table.find(opType);
+  return it == table.end() ? nullptr : &it->second;
 }
 
 std::vector<std::string> opsWithGradients() {
   std::vector<std::string> ops;
   for (const auto &kv : ruleTable())
     ops.push_back(kv.first);
-  return ops; // std::map keeps them sorted
+  for (const auto &kv : mpcRuleTable())
+    ops.push_back(std::string(kMpcDomain) + "." + kv.first);
+  std::sort(ops.begin(), ops.end());
+  return ops;
 }
 
 } // namespace mpc

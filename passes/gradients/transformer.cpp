@@ -259,13 +259,15 @@ void gradExpand(GradientContext &ctx) {
 }
 
 void gradGelu(GradientContext &ctx) {
+  // Gelu, and mpc.Gelu / mpc.GeluTanh (fuse-gelu), whose name is the form.
   Node &n = ctx.node();
+  std::string approximate = n.domain() == kMpcDomain
+                                ? (n.opType() == "GeluTanh" ? "tanh" : "none")
+                                : n.attrString("approximate", "none");
   ctx.setInputGrad(
-      0,
-      ctx.emitMpc("GeluGrad", {ctx.outGrad(0), ctx.in(0)},
-                  {{"approximate",
-                    Attribute::ofString(n.attrString("approximate", "none"))}},
-                  *ctx.in(0), ctx.gradName(0)));
+      0, ctx.emitMpc("GeluGrad", {ctx.outGrad(0), ctx.in(0)},
+                     {{"approximate", Attribute::ofString(approximate)}},
+                     *ctx.in(0), ctx.gradName(0)));
 }
 
 void gradLeakyRelu(GradientContext &ctx) {

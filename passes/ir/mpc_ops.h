@@ -5,6 +5,22 @@
 // the written model is self-describing. This header is the contract between
 // those three; a change here changes all of them.
 //
+// Fused forward ops (emitted by the fusion passes):
+//   Gelu(X) -> Y                 Y = 0.5 X (1 + erf(X / sqrt(2))): ONNX's
+//       Gelu (approximate = "none") for models importing opset < 20, made
+//       by fuse-gelu from the exported arithmetic; computed in fp32 for
+//       fp16/bf16 (fp64 for fp64), like Gelu.
+//   GeluTanh(X) -> Y             Y = 0.5 X (1 + tanh(sqrt(2/pi) (X +
+//       0.044715 X^3))): Gelu's approximate = "tanh" likewise. Two ops, not
+//       one with an attribute: each needs a function body, and a body cannot
+//       branch on a string attribute.
+//   FusedMatMul(A, B) <transA, transB> -> Y    Y = MatMul(op(A), op(B)),
+//       op swapping the last two axes where its flag (int 0/1, default 0) is
+//       1, numpy batch broadcasting; A and B have rank >= 2 and one dtype;
+//       fp16/bf16 multiply with fp32 accumulation and round once, like
+//       MatMul, with MatMul-of-a-Transpose's bits (ONNX Runtime's
+//       com.microsoft.FusedMatMul without alpha). Made by fold-transpose.
+//
 // Backward ops (emitted by autodiff):
 //   ReluGrad(dY, Y) -> dX                     dX = Y > 0 ? dY : 0
 //   SoftmaxGrad(dY, Y) <axis> -> dX           dX = Y * (dY - sum_axis(dY * Y))

@@ -392,12 +392,95 @@ IncrementStep (step, found_inf) => (new_step) {
 }
 )";
 
+// --- fused forward ops (fuse-gelu, fold-transpose) ---------------------------
+// Like the backward ops they compute in double and round once.
+
+// Y = 0.5 X (1 + erf(X / sqrt(2))).
+const char *kGelu = R"(
+Gelu (X) => (Y) {
+  x = Cast <to = 11> (X)
+  inv_sqrt2 = Constant <value = double {0.7071067811865476}> ()
+  half = Constant <value = double {0.5}> ()
+  one = Constant <value = double {1.0}> ()
+  scaled = Mul (x, inv_sqrt2)
+  erf = Erf (scaled)
+  one_plus = Add (erf, one)
+  half_x = Mul (x, half)
+  y = Mul (half_x, one_plus)
+  Y = CastLike (y, X)
+}
+)";
+
+// Y = 0.5 X (1 + tanh(sqrt(2/pi) (X + 0.044715 X^3))).
+const char *kGeluTanh = R"(
+GeluTanh (X) => (Y) {
+  x = Cast <to = 11> (X)
+  beta = Constant <value = double {0.7978845608028654}> ()
+  kappa = Constant <value = double {0.044715}> ()
+  half = Constant <value = double {0.5}> ()
+  one = Constant <value = double {1.0}> ()
+  square = Mul (x, x)
+  cube = Mul (square, x)
+  kappa_cube = Mul (kappa, cube)
+  inner = Add (x, kappa_cube)
+  scaled = Mul (beta, inner)
+  tanh = Tanh (scaled)
+  one_plus = Add (tanh, one)
+  half_x = Mul (x, half)
+  y = Mul (half_x, one_plus)
+  Y = CastLike (y, X)
+}
+)";
+
+// op(X) for FusedMatMul, $X the operand, $x its result, $FLAG the
+// attribute: the last two axes swapped when the flag is 1. A body cannot
+// branch on an attribute and Transpose's perm cannot depend on the rank, so
+// both layouts are computed through a 3-D view [batch, rows, cols] and the
+// flag selects one, flattened (both have the same element count).
+const char *kTransposeOperand = R"(
+  $x_batch = Shape <end = -2> ($X)
+  $x_rows = Shape <start = -2, end = -1> ($X)
+  $x_cols = Shape <start = -1> ($X)
+  $x_d = Cast <to = 11> ($X)
+  $x_flat = Constant <value = int64[1] {-1}> ()
+  $x_3d_shape = Concat <axis = 0> ($x_flat, $x_rows, $x_cols)
+  $x_3d = Reshape ($x_d, $x_3d_shape)
+  $x_swapped = Transpose <perm = [0, 2, 1]> ($x_3d)
+  $x_swapped_flat = Reshape ($x_swapped, $x_flat)
+  $x_plain_flat = Reshape ($x_d, $x_flat)
+  $x_flag_i = Constant <value_int: int = @$FLAG> ()
+  $x_flag = Cast <to = 9> ($x_flag_i)
+  $x_sel = Where ($x_flag, $x_swapped_flat, $x_plain_flat)
+  $x_r = Where ($x_flag, $x_cols, $x_rows)
+  $x_c = Where ($x_flag, $x_rows, $x_cols)
+  $x_shape = Concat <axis = 0> ($x_batch, $x_r, $x_c)
+  $x = Reshape ($x_sel, $x_shape))";
+
+// Y = MatMul(op(A), op(B)), the product in double rounded once to A's type.
+const char *kFusedMatMul = R"(
+FusedMatMul <transA, transB> (A, B) => (Y) {$OPERAND_A$OPERAND_B
+  y = MatMul (a, b)
+  Y = CastLike (y, A)
+}
+)";
+
 std::string replaceAll(std::string s, const std::string &from,
                        const std::string &to) {
   for (size_t at = s.find(from); at != std::string::npos;
        at = s.find(from, at + to.size()))
     s.replace(at, from.size(), to);
   return s;
+}
+
+std::string fusedMatMulText() {
+  auto operand = [](const char *input, const char *out, const char *flag) {
+    std::string t = replaceAll(kTransposeOperand, "$X", input);
+    t = replaceAll(t, "$FLAG", flag);
+    return replaceAll(t, "$x", out);
+  };
+  std::string body =
+      replaceAll(kFusedMatMul, "$OPERAND_A", operand("A", "a", "transA"));
+  return kHeader + replaceAll(body, "$OPERAND_B", operand("B", "b", "transB"));
 }
 
 std::string lossText(const char *body, const char *scores) {
@@ -460,6 +543,11 @@ const std::map<std::string, FunctionDef> &functionTable() {
                   {"decoupled", A::ofInt(0)}},
                  {{0, Fill::FalseFlag}}};
     t["IncrementStep"] = {plain(kIncrementStep), {}, {{1, Fill::FalseFlag}}};
+    t["Gelu"] = {plain(kGelu), {}, {}};
+    t["GeluTanh"] = {plain(kGeluTanh), {}, {}};
+    t["FusedMatMul"] = {fusedMatMulText(),
+                        {{"transA", A::ofInt(0)}, {"transB", A::ofInt(0)}},
+                        {}};
     return t;
   }();
   return table;

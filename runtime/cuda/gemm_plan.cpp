@@ -1,4 +1,5 @@
-// Gemm/MatMul planning: the column-major mapping and MatMul's batches.
+// Gemm/MatMul planning: the column-major mapping and MatMul's (and
+// mpc.FusedMatMul's) batches.
 #include "runtime/cuda/gemm_plan.h"
 
 #include "kernels/cpu/cpu_util.h"
@@ -26,11 +27,14 @@ ColumnMajorGemm toColumnMajor(const GemmProblem &p) {
 }
 
 MatMulPlan planMatMul(const Node &node, const std::vector<int64_t> &a,
-                      const std::vector<int64_t> &b) {
+                      const std::vector<int64_t> &b, bool transA, bool transB) {
   using cpu::fail;
   using cpu::shapeString;
   if (a.empty() || b.empty())
     fail(node, "operands must have rank >= 1");
+  if ((transA && a.size() < 2) || (transB && b.size() < 2))
+    fail(node, "a transposed operand must have rank >= 2, got ", shapeString(a),
+         " and ", shapeString(b));
   std::vector<int64_t> da = a, db = b;
   bool vecA = da.size() == 1, vecB = db.size() == 1;
   if (vecA)
@@ -38,13 +42,17 @@ MatMulPlan planMatMul(const Node &node, const std::vector<int64_t> &a,
   if (vecB)
     db.push_back(1);
   MatMulPlan p;
-  p.m = da[da.size() - 2];
-  p.k = da.back();
-  int64_t kb = db[db.size() - 2];
-  p.n = db.back();
+  p.transA = transA;
+  p.transB = transB;
+  size_t ra = da.size(), rb = db.size();
+  p.m = da[transA ? ra - 1 : ra - 2];
+  p.k = da[transA ? ra - 2 : ra - 1];
+  int64_t kb = db[transB ? rb - 1 : rb - 2];
+  p.n = db[transB ? rb - 2 : rb - 1];
   if (p.k != kb)
-    fail(node, "inner dimensions differ: ", shapeString(a), " x ",
-         shapeString(b));
+    fail(node, "inner dimensions differ: ", shapeString(a),
+         (transA ? " (transposed)" : ""), " x ", shapeString(b),
+         (transB ? " (transposed)" : ""));
   std::vector<int64_t> batchA(da.begin(), da.end() - 2);
   std::vector<int64_t> batchB(db.begin(), db.end() - 2);
   std::vector<int64_t> batch = cpu::broadcastShapes(node, batchA, batchB);

@@ -1,4 +1,5 @@
-// How row-major Gemm and MatMul map onto column-major cuBLAS calls.
+// How row-major Gemm, MatMul and mpc.FusedMatMul map onto column-major
+// cuBLAS calls.
 //
 // Pure host arithmetic with no CUDA types, so the CPU tests check it
 // (tests/backend-ops/gemm_plan_test.cpp runs the planned calls through a
@@ -39,9 +40,13 @@ struct ColumnMajorGemm {
 ColumnMajorGemm toColumnMajor(const GemmProblem &p);
 
 /// A MatMul's output shape and its products (numpy semantics: 1-D operands
-/// are promoted and the added dim dropped; batch dims broadcast).
+/// are promoted and the added dim dropped; batch dims broadcast). With
+/// transA/transB (mpc.FusedMatMul) an operand of rank >= 2 enters the
+/// product with its last two axes swapped; its matrices keep their size, so
+/// only m, n, k and the flags change.
 struct MatMulPlan {
   std::vector<int64_t> outDims;
+  bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0;
   /// Element offsets of each product's A and B matrices; product i writes
   /// C at i * m * n.
@@ -54,7 +59,8 @@ struct MatMulPlan {
 /// Throws mpc::Error naming the node on shapes that do not multiply (the
 /// CPU backend's messages).
 MatMulPlan planMatMul(const Node &node, const std::vector<int64_t> &a,
-                      const std::vector<int64_t> &b);
+                      const std::vector<int64_t> &b, bool transA = false,
+                      bool transB = false);
 
 } // namespace cuda
 } // namespace mpc

@@ -1,4 +1,4 @@
-// CUDA runners of Gemm and MatMul on cuBLAS.
+// CUDA runners of Gemm, MatMul and mpc.FusedMatMul on cuBLAS.
 //
 // fp16/bf16 operands multiply on the Tensor Cores with fp32 accumulation
 // (CUBLAS_COMPUTE_32F, reduced-precision split-K reductions disallowed on
@@ -11,6 +11,7 @@
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
+#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/gemm_plan.h"
 #include "runtime/cuda/node_staging.h"
@@ -126,6 +127,8 @@ void runGemm(NodeStaging &s) {
   runGemmProblem(s, a.dtype, p, alpha, beta, s.device(0), s.device(1), y);
 }
 
+/// MatMul, and mpc.FusedMatMul (transA/transB: the operand's last two axes
+/// swapped, passed to cuBLAS as an op flag instead of a transposed copy).
 void runMatMul(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &a = s.in(0, "A"), &b = s.in(1, "B");
@@ -133,10 +136,18 @@ void runMatMul(NodeStaging &s) {
     fail(node, "operands have different element types (", dtypeName(a.dtype),
          " and ", dtypeName(b.dtype), ")");
   requireDeviceFloat(node, a, "A");
-  MatMulPlan plan = planMatMul(node, a.dims, b.dims);
+  bool fused = node.domain() == kMpcDomain;
+  if (fused && (a.dims.size() < 2 || b.dims.size() < 2))
+    fail(node, "operands must have rank >= 2, got ", cpu::shapeString(a.dims),
+         " and ", cpu::shapeString(b.dims));
+  MatMulPlan plan =
+      planMatMul(node, a.dims, b.dims, fused && node.attrInt("transA", 0) != 0,
+                 fused && node.attrInt("transB", 0) != 0);
   void *y = s.out(0, a.dtype, plan.outDims);
   const void *da = s.device(0), *db = s.device(1);
   GemmProblem p;
+  p.transA = plan.transA;
+  p.transB = plan.transB;
   p.m = plan.m;
   p.n = plan.n;
   p.k = plan.k;
@@ -164,7 +175,8 @@ std::string checkGemm(const Node &node) {
 
 std::vector<CudaOpEntry> gemmOps() {
   return {{"", "Gemm", runGemm, checkGemm},
-          {"", "MatMul", runMatMul, checkGemm}};
+          {"", "MatMul", runMatMul, checkGemm},
+          {kMpcDomain, "FusedMatMul", runMatMul, checkGemm}};
 }
 
 } // namespace cuda

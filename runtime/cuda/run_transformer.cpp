@@ -230,6 +230,8 @@ std::vector<CudaOpEntry> transformerOps() {
       {kMpcDomain, "LayerNormalizationGrad", runLayerNormGrad,
        checkLayerNormGrad},
       {"", "Gelu", runGelu, checkInput0},
+      {kMpcDomain, "Gelu", runGelu, checkInput0},     // fuse-gelu, opset < 20
+      {kMpcDomain, "GeluTanh", runGelu, checkInput0}, // (cpu::geluTanh)
       {kMpcDomain, "GeluGrad", runGeluGrad<GeluGradKind::Gelu>, checkInputs01},
       {kMpcDomain, "ErfGrad", runGeluGrad<GeluGradKind::Erf>, checkInputs01},
       {"", "Dropout", runDropout, checkInput0},

@@ -379,6 +379,35 @@ void addMatrixProducts(std::vector<OpCase> &cases) {
          },
          Compare::Tolerance});
   }
+  // mpc.FusedMatMul (fold-transpose): the transposed operand is stored with
+  // its last two axes swapped; the flags go to cuBLAS.
+  struct FusedCase {
+    const char *name;
+    std::vector<int64_t> a, b;
+    int64_t transA, transB;
+  };
+  for (const FusedCase &m :
+       {FusedCase{"transA", {7, 5}, {7, 3}, 1, 0},
+        FusedCase{"transB", {5, 7}, {3, 7}, 0, 1},
+        FusedCase{"transAB", {7, 5}, {3, 7}, 1, 1},
+        FusedCase{"batched_transB", {4, 5, 7}, {4, 3, 7}, 0, 1},
+        FusedCase{"shared_b_transA", {4, 7, 5}, {7, 3}, 1, 0},
+        FusedCase{"shared_b_transB", {4, 5, 7}, {3, 7}, 0, 1},
+        FusedCase{"bcast_transAB", {2, 1, 7, 5}, {3, 4, 7}, 1, 1},
+        FusedCase{"large_transA", {2, 160, 96}, {2, 160, 72}, 1, 0}}) {
+    std::vector<int64_t> a = m.a, b = m.b;
+    cases.push_back(
+        {std::string("FusedMatMul_") + m.name,
+         kMpcDomain,
+         "FusedMatMul",
+         {{"transA", i(m.transA)}, {"transB", i(m.transB)}},
+         1,
+         kFloats,
+         [=](DType t, std::mt19937 &rng) -> Inputs {
+           return {randomTensor(rng, t, a), randomTensor(rng, t, b)};
+         },
+         Compare::Tolerance});
+  }
 }
 
 void addLosses(std::vector<OpCase> &cases) {
@@ -745,6 +774,18 @@ void addLayerNorm(std::vector<OpCase> &cases) {
 }
 
 void addGeluFamily(std::vector<OpCase> &cases) {
+  // What fuse-gelu makes of an opset < 20 export's GELU arithmetic.
+  for (const char *op : {"Gelu", "GeluTanh"})
+    cases.push_back({std::string("mpc_") + op,
+                     kMpcDomain,
+                     op,
+                     {},
+                     1,
+                     kFloats,
+                     [](DType t, std::mt19937 &rng) -> Inputs {
+                       return {randomTensor(rng, t, {7, 301}, -5, 5)};
+                     },
+                     Compare::Tolerance});
   for (const char *approx : {"none", "tanh"}) {
     Builder::Attrs attrs = {{"approximate", Attribute::ofString(approx)}};
     cases.push_back({std::string("Gelu_") + approx, "", "Gelu", attrs, 1,

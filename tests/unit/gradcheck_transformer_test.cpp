@@ -19,7 +19,7 @@ namespace {
 const bool kCovered = coverGradientRules(
     {"LayerNormalization", "Gather", "Slice", "Split", "Where", "Expand",
      "Gelu", "LeakyRelu", "Clip", "Max", "Min", "Sum", "ReduceMax", "CastLike",
-     "Dropout", "GatherElements"});
+     "Dropout", "GatherElements", "mpc.Gelu", "mpc.GeluTanh"});
 
 GradCase one(const std::string &name, std::vector<Param> params,
              const std::string &body, std::vector<Data> data = {},
@@ -176,6 +176,10 @@ TEST(GradCheckTransformer, Activations) {
       one("Gelu exact", {{"x", {2, 3}, -3, 3}}, "y = Gelu (x)", {}, 20));
   cases.push_back(one("Gelu tanh", {{"x", {2, 3}, -3, 3}},
                       "y = Gelu <approximate = \"tanh\"> (x)", {}, 20));
+  // What fuse-gelu makes of an opset < 20 export's GELU arithmetic.
+  cases.push_back(one("mpc.Gelu", {{"x", {2, 3}, -3, 3}}, "y = mpc.Gelu (x)"));
+  cases.push_back(
+      one("mpc.GeluTanh", {{"x", {2, 3}, -3, 3}}, "y = mpc.GeluTanh (x)"));
   cases.push_back(one("LeakyRelu", {{"x", {2, 3}}}, "y = LeakyRelu (x)"));
   cases.push_back(one("LeakyRelu alpha", {{"x", {2, 3}}},
                       "y = LeakyRelu <alpha = -0.3> (x)"));

@@ -272,6 +272,9 @@ using A = Attribute;
 TEST(MpcFunctions, EveryFixedArityOpHasABodyThatParses) {
   const std::vector<std::string> expected = {
       "Adam",
+      "FusedMatMul",
+      "Gelu",
+      "GeluTanh",
       "IncrementStep",
       "LogSoftmaxGrad",
       "NegativeLogLikelihoodLossGrad",
@@ -715,6 +718,40 @@ TEST(MpcFunctions, IncrementStepMatchesKernelExactly) {
 }
 
 // --- inlining a whole graph --------------------------------------------------
+
+// --- fused forward ops
+// ---------------------------------------------------------
+
+TEST(MpcFunctions, GeluAndGeluTanhMatchKernel) {
+  std::vector<Case> cases;
+  for (const char *op : {"Gelu", "GeluTanh"})
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64})
+      cases.push_back({std::string(op) + " " + dtypeName(t),
+                       op,
+                       {{"X", uniform(t, {3, 17}, -6, 6)}}});
+  runCases(cases);
+}
+
+TEST(MpcFunctions, FusedMatMulMatchesKernel) {
+  struct Shapes {
+    std::vector<int64_t> a, b;
+    int64_t ta, tb;
+  };
+  std::vector<Case> cases;
+  for (const Shapes &s :
+       {Shapes{{5, 4}, {4, 3}, 0, 0}, Shapes{{4, 5}, {4, 3}, 1, 0},
+        Shapes{{5, 4}, {3, 4}, 0, 1}, Shapes{{2, 4, 5}, {3, 4}, 1, 1},
+        Shapes{{2, 1, 5, 4}, {3, 6, 4}, 0, 1},
+        Shapes{{6, 4, 5}, {6, 4, 2}, 1, 0}})
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64})
+      cases.push_back(
+          {std::string("FusedMatMul ") + dtypeName(t) + " transA=" +
+               std::to_string(s.ta) + " transB=" + std::to_string(s.tb),
+           "FusedMatMul",
+           {{"A", uniform(t, s.a, -1, 1)}, {"B", uniform(t, s.b, -1, 1)}},
+           {{"transA", A::ofInt(s.ta)}, {"transB", A::ofInt(s.tb)}}});
+  runCases(cases);
+}
 
 TEST(MpcFunctions, InlineMpcFunctionsKeepsNamesAndReplacesOnlyOpsWithBodies) {
   Graph g("g");

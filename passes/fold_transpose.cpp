@@ -1,0 +1,258 @@
+// fold-transpose: matrix products read transposed operands through BLAS
+// flags instead of a materialised Transpose.
+//
+// autodiff's MatMul rule writes dA = dY Transpose(B) and dB = Transpose(A) dY
+// (the transposes swap the last two axes), and exports write a Linear as
+// MatMul(x, Transpose(W)). Each Transpose is a full copy of its input. This
+// pass rewrites, until nothing changes:
+//  - MatMul / mpc.FusedMatMul whose operand is a Transpose that swaps the
+//    last two axes: the product reads the Transpose's input with its
+//    transA / transB flag toggled (mpc.FusedMatMul, passes/ir/mpc_ops.h; a
+//    product whose flags end up both 0 is a plain MatMul again);
+//  - Gemm whose A or B is a 2-D Transpose: transA / transB toggled;
+//  - a swap Transpose of a product that only the Transpose reads (a
+//    weight gradient computed in the forward's layout): (op(A) op(B))^T =
+//    op'(B) op'(A), the product with its operands exchanged and both flags
+//    toggled (Gemm only without C, or with a single-element C).
+// A Transpose that other nodes still read stays for them; one left without
+// readers is removed. Products keep their node names (the precision map's
+// records) and their output names.
+//
+// Runs after autodiff and autocast (operands already have their dtypes;
+// FusedMatMul computes in the dtype MatMul would), before recompute and
+// plan-memory. The CPU kernel gives the bits MatMul gives on the
+// materialised transpose (tests/unit/fused_matmul_test.cpp).
+#include "passes/ir/mpc_ops.h"
+#include "passes/pass.h"
+
+#include <unordered_set>
+
+namespace mpc {
+namespace {
+
+bool isOp(const Node &n, const char *domain, const char *op) {
+  return n.domain() == domain && n.opType() == op;
+}
+
+/// The input of a Transpose producing v that swaps exactly the last two
+/// axes of an operand of rank >= 2, else nullptr.
+Value *swappedFrom(const Value *v) {
+  const Node *t = v ? v->producer() : nullptr;
+  if (!t || !isOp(*t, "", "Transpose") || !t->input(0))
+    return nullptr;
+  const Value *x = t->input(0);
+  if (!x->hasShape || x->rank() < 2)
+    return nullptr;
+  int64_t r = x->rank();
+  std::vector<int64_t> swap;
+  for (int64_t i = 0; i < r - 2; ++i)
+    swap.push_back(i);
+  swap.push_back(r - 1);
+  swap.push_back(r - 2);
+  // No perm reverses every axis: a swap only for rank 2.
+  std::vector<int64_t> perm =
+      t->hasAttr("perm") ? t->attrInts("perm") : std::vector<int64_t>{1, 0};
+  if (!t->hasAttr("perm") && r != 2)
+    return nullptr;
+  return perm == swap ? t->input(0) : nullptr;
+}
+
+class TransposeFolder {
+public:
+  TransposeFolder(Graph &g, Statistics &stats) : g_(g), stats_(stats) {}
+
+  void run() {
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      // A removed node's address may come back for a node made later; the
+      // set only guards this round's list.
+      removed_.clear();
+      for (Node *n : g_.nodeList()) {
+        if (removed_.count(n))
+          continue;
+        if (isProduct(*n))
+          changed |= foldOperands(n);
+        else if (isOp(*n, "", "Gemm"))
+          changed |= foldGemmOperands(*n);
+        else if (isOp(*n, "", "Transpose"))
+          changed |= foldIntoProducer(n);
+      }
+    }
+  }
+
+private:
+  static bool isProduct(const Node &n) {
+    return isOp(n, "", "MatMul") || isOp(n, kMpcDomain, "FusedMatMul");
+  }
+
+  static bool ranked2(const Value *v) {
+    return v && v->hasShape && v->rank() >= 2;
+  }
+
+  /// Replaces product n by MatMul / FusedMatMul(a, b) with the given flags,
+  /// keeping n's node name and output name. Returns the new node.
+  Node *replaceProduct(Node *n, Value *a, Value *b, bool ta, bool tb) {
+    bool fused = ta || tb;
+    std::string nodeName = n->name();
+    Node *p = g_.createNode(fused ? "FusedMatMul" : "MatMul", {a, b}, 1,
+                            nodeName, fused ? kMpcDomain : "", n);
+    if (fused) {
+      p->setAttr("transA", Attribute::ofInt(ta ? 1 : 0));
+      p->setAttr("transB", Attribute::ofInt(tb ? 1 : 0));
+    }
+    Value *out = n->output(0);
+    std::string outName = out->name();
+    p->output(0)->copyTypeFrom(*out);
+    g_.replaceAllUsesWith(out, p->output(0));
+    erase(n);
+    g_.renameValue(p->output(0), outName);
+    p->setName(nodeName);
+    return p;
+  }
+
+  /// Removes n (its outputs unread) and any Transpose it leaves unread.
+  void erase(Node *n) {
+    std::vector<Value *> inputs = n->inputs();
+    g_.removeNode(n);
+    removed_.insert(n);
+    for (Value *v : inputs) {
+      Node *t = v ? v->producer() : nullptr;
+      if (t && isOp(*t, "", "Transpose") && v->uses().empty() &&
+          !v->isGraphOutput() && !removed_.count(t)) {
+        g_.removeNode(t);
+        removed_.insert(t);
+        ++stats_["transposes-removed"];
+      }
+    }
+  }
+
+  bool flag(const Node &n, const char *name) { return n.attrInt(name, 0) != 0; }
+
+  /// MatMul / FusedMatMul reading a swap Transpose.
+  bool foldOperands(Node *n) {
+    Value *a = n->input(0), *b = n->input(1);
+    if (!ranked2(a) || !ranked2(b))
+      return false;
+    bool ta = flag(*n, "transA"), tb = flag(*n, "transB");
+    Value *fa = swappedFrom(a), *fb = swappedFrom(b);
+    if (!fa && !fb)
+      return false;
+    if (fa) {
+      a = fa;
+      ta = !ta;
+    }
+    if (fb) {
+      b = fb;
+      tb = !tb;
+    }
+    replaceProduct(n, a, b, ta, tb);
+    ++stats_["matmul-operands-folded"];
+    return true;
+  }
+
+  /// Gemm reading a 2-D swap Transpose as A or B.
+  bool foldGemmOperands(Node &n) {
+    bool changed = false;
+    const char *flags[2] = {"transA", "transB"};
+    for (size_t i = 0; i < 2; ++i) {
+      Value *in = n.input(i);
+      Value *from = swappedFrom(in);
+      if (!from || from->rank() != 2)
+        continue;
+      n.setInput(i, from);
+      n.setAttr(flags[i], Attribute::ofInt(flag(n, flags[i]) ? 0 : 1));
+      Node *t = in->producer();
+      if (in->uses().empty() && !in->isGraphOutput()) {
+        g_.removeNode(t);
+        removed_.insert(t);
+        ++stats_["transposes-removed"];
+      }
+      ++stats_["gemm-operands-folded"];
+      changed = true;
+    }
+    return changed;
+  }
+
+  /// A swap Transpose of a product only it reads: the product computes the
+  /// transposed result itself.
+  bool foldIntoProducer(Node *t) {
+    Value *y = t->input(0);
+    if (!swappedFrom(t->output(0)) || !y || y->uses().size() != 1 ||
+        y->isGraphOutput())
+      return false;
+    Node *p = y->producer();
+    if (!p)
+      return false;
+    Value *out = t->output(0);
+    if (isProduct(*p)) {
+      if (!ranked2(p->input(0)) || !ranked2(p->input(1)))
+        return false;
+      bool ta = flag(*p, "transA"), tb = flag(*p, "transB");
+      Value *a = p->input(0), *b = p->input(1);
+      // The product moves to the Transpose's place, under its own name.
+      std::string nodeName = p->name();
+      Node *q =
+          g_.createNode("FusedMatMul", {b, a}, 1, nodeName, kMpcDomain, t);
+      q->setAttr("transA", Attribute::ofInt(tb ? 0 : 1));
+      q->setAttr("transB", Attribute::ofInt(ta ? 0 : 1));
+      finishProducerFold(t, p, q, out);
+      if (ta && tb) // both flags now cleared: a plain MatMul
+        replaceProduct(q, q->input(0), q->input(1), false, false);
+      ++stats_["products-transposed"];
+      return true;
+    }
+    if (!isOp(*p, "", "Gemm") || p->numOutputs() != 1)
+      return false;
+    Value *c = p->input(2);
+    if (c && !(c->hasShape && allOnes(c->dims)))
+      return false;
+    std::string nodeName = p->name();
+    Node *q =
+        g_.createNode("Gemm", {p->input(1), p->input(0)}, 1, nodeName, "", t);
+    for (const auto &kv : p->attributes())
+      q->setAttr(kv.first, kv.second);
+    if (c)
+      q->addInput(c);
+    q->setAttr("transA", Attribute::ofInt(flag(*p, "transB") ? 0 : 1));
+    q->setAttr("transB", Attribute::ofInt(flag(*p, "transA") ? 0 : 1));
+    finishProducerFold(t, p, q, out);
+    ++stats_["products-transposed"];
+    return true;
+  }
+
+  static bool allOnes(const Dims &dims) {
+    for (const Dim &d : dims)
+      if (d.value != 1)
+        return false;
+    return true;
+  }
+
+  /// q (placed at the Transpose t) now computes t's output: takes over its
+  /// readers and name, and t and the old product p go.
+  void finishProducerFold(Node *t, Node *p, Node *q, Value *out) {
+    std::string outName = out->name();
+    q->output(0)->copyTypeFrom(*out);
+    g_.replaceAllUsesWith(out, q->output(0));
+    g_.removeNode(t);
+    removed_.insert(t);
+    std::string nodeName = p->name();
+    g_.removeNode(p);
+    removed_.insert(p);
+    g_.renameValue(q->output(0), outName);
+    q->setName(nodeName);
+    ++stats_["transposes-removed"];
+  }
+
+  Graph &g_;
+  Statistics &stats_;
+  std::unordered_set<Node *> removed_;
+};
+
+} // namespace
+
+void runFoldTranspose(Model &model, PassContext &ctx) {
+  TransposeFolder(workingGraph(model), ctx.stats).run();
+}
+
+} // namespace mpc
