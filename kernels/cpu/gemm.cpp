@@ -22,13 +22,38 @@ namespace {
 template <typename Io> class ComputeView {
 public:
   using C = typename Io::Compute;
+  /// Whether the operand's storage is its compute type (no copy is made).
+  static constexpr bool kDirect = std::is_same_v<typename Io::Storage, C>;
+
   explicit ComputeView(const Tensor &t) {
-    if constexpr (std::is_same_v<typename Io::Storage, C>) {
+    if constexpr (kDirect) {
       data_ = ptr<Io>(t);
     } else {
       int64_t n = t.numel();
       copy_.resize(size_t(n));
       loadRun<Io>(ptr<Io>(t), n, copy_.data());
+      data_ = copy_.data();
+    }
+  }
+  /// With `swap`, a widened copy whose matrices (the last two axes, `rows`
+  /// x `cols`) are transposed: what MatMul reads after a Transpose node, so
+  /// the product is computed exactly as there. Only for copies (!kDirect).
+  ComputeView(const Tensor &t, bool swap, int64_t rows, int64_t cols)
+      : ComputeView(t) {
+    if constexpr (!kDirect) {
+      if (!swap || rows * cols == 0)
+        return;
+      std::vector<C> widened = std::move(copy_);
+      copy_.resize(widened.size());
+      int64_t size = rows * cols;
+      constexpr int64_t kTile = 32;
+      for (int64_t m = 0; m < int64_t(widened.size()); m += size)
+        for (int64_t i0 = 0; i0 < rows; i0 += kTile)
+          for (int64_t j0 = 0; j0 < cols; j0 += kTile)
+            for (int64_t i = i0; i < std::min(rows, i0 + kTile); ++i)
+              for (int64_t j = j0; j < std::min(cols, j0 + kTile); ++j)
+                copy_[size_t(m + j * rows + i)] =
+                    widened[size_t(m + i * cols + j)];
       data_ = copy_.data();
     }
   }
@@ -165,10 +190,14 @@ void kernelGemm(KernelContext &ctx) {
 // --- MatMul, mpc.FusedMatMul -------------------------------------------------
 
 /// MatMul(op(A), op(B)) with numpy batching, where op swaps the last two
-/// axes when its flag is set. MatMul is the unflagged case; mpc.FusedMatMul
-/// passes the flags to BLAS instead of reading a transposed copy, which
-/// gives the same bits: BLAS packs either layout into the same panels and
-/// accumulates over K in the same order.
+/// axes when its flag is set. MatMul is the unflagged case. For fp16/bf16
+/// the operands are widened into fp32 copies anyway; a flagged one is
+/// transposed while it is copied, so mpc.FusedMatMul calls BLAS exactly as
+/// MatMul after a Transpose node does and gives its bits. fp32/fp64 pass
+/// the flag to BLAS instead of copying: the same products, summed in the
+/// order of BLAS's kernel for that layout, which for some shapes (OpenBLAS's
+/// small-matrix kernels) differs from the untransposed kernel's in the last
+/// bit.
 void matMul(KernelContext &ctx, bool ta, bool tb) {
   const Node &node = ctx.node;
   const Tensor &a = input(ctx, 0, "A"), &b = input(ctx, 1, "B");
@@ -208,7 +237,9 @@ void matMul(KernelContext &ctx, bool ta, bool tb) {
   dispatchFloat(node, a.dtype, [&](auto io) {
     using Io = decltype(io);
     using T = typename Io::Compute;
-    ComputeView<Io> va(a), vb(b);
+    ComputeView<Io> va(a, ta, k, m), vb(b, tb, n, k);
+    if constexpr (!ComputeView<Io>::kDirect)
+      ta = tb = false; // the copies are in op()'s layout
     ResultBuffer<Io> r(y, {&a, &b});
     if (elementCount(batchB) == 1 && !ta) {
       // B is shared by every batch: one product with the batches stacked

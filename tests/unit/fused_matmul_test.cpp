@@ -1,10 +1,13 @@
-// mpc.FusedMatMul's CPU kernel against MatMul of materialised Transposes,
-// bit for bit: fold-transpose (passes/fold_transpose.cpp) may only change
-// where the transposition happens, never a result. fp32 and fp64 go to BLAS
-// with trans flags; fp16/bf16 widen to fp32, accumulate in fp32 and round
-// once, like MatMul. Shapes cover plain, batched, shared-B (MatMul stacks
-// the batches into one product there), broadcast batches and a K past
-// OpenBLAS's blocking.
+// mpc.FusedMatMul's CPU kernel against MatMul of materialised Transposes:
+// fold-transpose (passes/fold_transpose.cpp) may only change where the
+// transposition happens. fp16/bf16 (emulated: widened to fp32, fp32
+// accumulation, one rounding) transpose while widening and must give
+// MatMul's bits exactly. fp32/fp64 hand the flags to BLAS, whose kernel for
+// a transposed layout may sum in another order (OpenBLAS's small-matrix
+// kernels do, e.g. at K = 600): equal to a few ulps of the sum, and the test
+// says how many elements differ at all. Shapes cover plain, batched,
+// shared-B (MatMul stacks the batches into one product there), broadcast
+// batches and a K past OpenBLAS's blocking.
 #include "passes/ir/graph.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/support/diagnostics.h"
@@ -12,7 +15,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <iostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -68,7 +73,7 @@ std::vector<int64_t> swapped(std::vector<int64_t> d) {
   return d;
 }
 
-TEST(FusedMatMul, EqualsMatMulOfTransposesBitForBit) {
+TEST(FusedMatMul, EqualsMatMulOfTransposes) {
   const std::vector<Shapes> shapes = {
       {"2d", {5, 7}, {7, 3}},
       {"batched", {4, 5, 7}, {4, 7, 3}},
@@ -97,9 +102,29 @@ TEST(FusedMatMul, EqualsMatMulOfTransposesBitForBit) {
           ASSERT_EQ(got.dtype, want.dtype);
           ASSERT_EQ(got.dims, want.dims);
           ASSERT_EQ(got.byteSize(), want.byteSize());
-          EXPECT_EQ(
-              std::memcmp(got.bytes.data(), want.bytes.data(), got.byteSize()),
-              0);
+          if (t == DType::F16 || t == DType::BF16) {
+            EXPECT_EQ(std::memcmp(got.bytes.data(), want.bytes.data(),
+                                  got.byteSize()),
+                      0);
+            continue;
+          }
+          // Each element sums K products of magnitude <= 1: another order
+          // moves it by at most about K ulps of K.
+          int64_t k = s.a.back();
+          double eps = t == DType::F32 ? 0x1p-23 : 0x1p-52;
+          double bound = double(k) * double(k) * eps;
+          int64_t differing = 0;
+          for (int64_t i = 0; i < want.numel(); ++i) {
+            double g = got.getAsDouble(i), w = want.getAsDouble(i);
+            differing += g != w;
+            EXPECT_LE(std::fabs(g - w), bound) << "element " << i;
+          }
+          if (differing)
+            std::cout << "[ note     ] " << dtypeName(t) << " " << s.name
+                      << " transA=" << ta << " transB=" << tb << ": "
+                      << differing << " of " << want.numel()
+                      << " elements differ from MatMul's in the last bits "
+                         "(BLAS's summation order)\n";
         }
 }
 
