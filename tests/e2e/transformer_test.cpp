@@ -67,7 +67,8 @@ TEST(TransformerMixedPrecision, CompiledStepShowsFp16RegionsAndFp32Islands) {
   for (const Node *n : g.nodeList()) {
     const std::string &op = n->opType();
     std::vector<DType> in = floatInputTypes(*n);
-    if (op == "MatMul" || op == "Gemm") {
+    // fold-transpose makes MatMuls that read a Transpose mpc.FusedMatMul.
+    if (op == "MatMul" || op == "Gemm" || op == "FusedMatMul") {
       ++matmuls;
       for (DType t : in)
         EXPECT_EQ(t, DType::F16) << n->describe();
