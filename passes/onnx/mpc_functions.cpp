@@ -395,7 +395,9 @@ IncrementStep (step, found_inf) => (new_step) {
 // --- fused forward ops (fuse-gelu, fold-transpose) ---------------------------
 // Like the backward ops they compute in double and round once.
 
-// Y = 0.5 X (1 + erf(X / sqrt(2))).
+// Y = 0.5 X (1 + erf(X / sqrt(2))). Erf is taken in fp32: ONNX Runtime's
+// CPU Erf has no double kernel (so an fp64 GELU is only as precise as an
+// fp32 one).
 const char *kGelu = R"(
 Gelu (X) => (Y) {
   x = Cast <to = 11> (X)
@@ -403,7 +405,9 @@ Gelu (X) => (Y) {
   half = Constant <value = double {0.5}> ()
   one = Constant <value = double {1.0}> ()
   scaled = Mul (x, inv_sqrt2)
-  erf = Erf (scaled)
+  scaled_f = Cast <to = 1> (scaled)
+  erf_f = Erf (scaled_f)
+  erf = Cast <to = 11> (erf_f)
   one_plus = Add (erf, one)
   half_x = Mul (x, half)
   y = Mul (half_x, one_plus)
