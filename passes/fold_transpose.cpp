@@ -20,8 +20,10 @@
 //
 // Runs after autodiff and autocast (operands already have their dtypes;
 // FusedMatMul computes in the dtype MatMul would), before recompute and
-// plan-memory. The CPU kernel gives the bits MatMul gives on the
-// materialised transpose (tests/unit/fused_matmul_test.cpp).
+// plan-memory. On the CPU, fp16/bf16 products have the bits MatMul gives on
+// the materialised transpose; fp32/fp64 ones may differ in the last bits
+// where BLAS's kernel for the transposed layout sums in another order
+// (tests/unit/fused_matmul_test.cpp).
 #include "passes/ir/mpc_ops.h"
 #include "passes/pass.h"
 

@@ -18,7 +18,9 @@
 //       op swapping the last two axes where its flag (int 0/1, default 0) is
 //       1, numpy batch broadcasting; A and B have rank >= 2 and one dtype;
 //       fp16/bf16 multiply with fp32 accumulation and round once, like
-//       MatMul, with MatMul-of-a-Transpose's bits (ONNX Runtime's
+//       MatMul, with MatMul-of-a-Transpose's bits on the CPU; fp32/fp64
+//       pass the flags to BLAS, whose summation order for a transposed
+//       layout may differ in the last bits (ONNX Runtime's
 //       com.microsoft.FusedMatMul without alpha). Made by fold-transpose.
 //
 // Backward ops (emitted by autodiff):
