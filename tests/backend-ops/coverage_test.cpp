@@ -61,9 +61,11 @@ TEST(CudaCoverage, EveryNodeOfTheCompiledSeedMlpIsSupported) {
                              optimizer);
 }
 
-// The transformer (erf GELU, and the opset-20 Gelu variant) and the
-// residual MLP, as tools/gpu-check.sh compiles them, with and without
-// gradient clipping: what this increment's device code is for.
+// The transformer (erf GELU, which fuse-gelu makes one mpc.Gelu, and the
+// opset-20 Gelu variant) and the residual MLP, as tools/gpu-check.sh
+// compiles them, with and without gradient clipping: what this increment's
+// device code is for. fold-transpose turns the MatMuls that read a
+// Transpose into mpc.FusedMatMul.
 TEST(CudaCoverage, EveryNodeOfTheTransformerAndResMlpStepsIsSupported) {
   std::set<std::string> ops;
   for (const char *model : {"transformer", "transformer_gelu20", "resmlp"})
@@ -79,8 +81,8 @@ TEST(CudaCoverage, EveryNodeOfTheTransformerAndResMlpStepsIsSupported) {
   for (const char *op :
        {"Softmax", "mpc.SoftmaxGrad", "LayerNormalization",
         "mpc.LayerNormalizationGrad", "Gather", "mpc.GatherGrad", "Transpose",
-        "mpc.ErfGrad", "Gelu", "mpc.GeluGrad", "ReduceMean", "mpc.ReduceGrad",
-        "mpc.ClipGradNorm"})
+        "mpc.Gelu", "Gelu", "mpc.GeluGrad", "mpc.FusedMatMul", "ReduceMean",
+        "mpc.ReduceGrad", "mpc.ClipGradNorm"})
     EXPECT_TRUE(ops.count(op)) << op << " is not in any compiled step";
 }
 
