@@ -93,6 +93,30 @@ std::vector<CudaOpEntry> hostOps() {
   };
 }
 
+bool supportsResident(const Node &node, const std::vector<bool> &hostKnown,
+                      std::string &why) {
+  const CudaOpEntry *e = findCudaOp(node.domain(), node.opType());
+  if (!e) {
+    why = "no kernel for op " + cudaOpName(node);
+    return false;
+  }
+  uint32_t mask = e->hostInputs;
+  if (!e->run && node.domain().empty() && node.opType() == "ConstantOfShape")
+    mask |= 1u; // its output's value comes from the shape's
+  for (size_t i = 0; i < node.numInputs() && i < 32; ++i) {
+    const Value *in = node.input(i);
+    if (!(mask >> i & 1u) || !in)
+      continue;
+    if (i >= hostKnown.size() || !hostKnown[i]) {
+      why = "its input " + std::to_string(i) + " ('" + in->name() +
+            "') is read on the host, and here it is computed from data "
+            "during the step (not a constant or a shape)";
+      return false;
+    }
+  }
+  return true;
+}
+
 void requireDeviceFloat(const Node &node, const Tensor &t, const char *what) {
   if (!isDeviceFloat(t.dtype))
     cpu::fail(node, what,

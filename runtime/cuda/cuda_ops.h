@@ -14,6 +14,7 @@
 
 #include "passes/ir/graph.h"
 
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -33,6 +34,10 @@ struct CudaOpEntry {
   const char *opType;
   CudaRunner run; ///< nullptr: runs on the host (shape/view ops)
   CudaCheck check;
+  /// Bit i: the runner reads input i's value on the host (an axes list, a
+  /// ratio). A device-resident step runs the node only when the executor
+  /// knows that value before the step (cudaBackendSupportsResident).
+  uint32_t hostInputs = 0;
 };
 
 std::vector<CudaOpEntry> elementwiseOps();
@@ -48,6 +53,12 @@ std::vector<CudaOpEntry> convOps();
 std::vector<CudaOpEntry> batchNormOps();
 std::vector<CudaOpEntry> poolOps();
 std::vector<CudaOpEntry> hostOps();
+
+/// Whether a device-resident step can run `node` when the executor knows
+/// the values of its inputs where hostKnown[i] (the op table's hostInputs;
+/// host ops: ConstantOfShape needs its shape).
+bool supportsResident(const Node &node, const std::vector<bool> &hostKnown,
+                      std::string &why);
 
 /// The entry for (domain, op), or nullptr ("ai.onnx" is the default domain).
 const CudaOpEntry *findCudaOp(const std::string &domain, const std::string &op);
