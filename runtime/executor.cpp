@@ -7,6 +7,7 @@
 #include "runtime/cpu/cpu_kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -679,7 +680,10 @@ void Executor::makeResidentPlan() {
   plannedInputDims_ = std::move(inputDims);
   plan_ = std::move(plan);
   planned_ = std::move(g);
-  ++planId_;
+  // Unique across executors: a backend serving two of them must never
+  // replay one's recording for the other.
+  static std::atomic<uint64_t> nextPlanId{1};
+  planId_ = nextPlanId++;
 }
 
 void Executor::runResident(uint64_t seed) {

@@ -29,6 +29,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -233,6 +234,10 @@ public:
 
   ~CudaBackend() override {
     dropGraph();
+    if (pinned_) {
+      cudaStreamSynchronize(device_.stream);
+      cudaFreeHost(pinned_);
+    }
     if (arena_) {
       cudaStreamSynchronize(device_.stream);
       cudaFree(arena_);
@@ -309,9 +314,21 @@ public:
                                      device_.stream));
   }
   void copyToHost(void *dst, const void *src, size_t bytes) override {
-    if (bytes)
-      MPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
-                                     device_.stream));
+    if (!bytes)
+      return;
+    // A copy into pageable memory returns only when it is done (a sync per
+    // copy); the step's few scalars go through pinned memory instead and
+    // reach `dst` in synchronize(), after the step's one wait.
+    if (pinnedUsed_ + bytes <= pinnedBytes_) {
+      MPC_CUDA_CHECK(cudaMemcpyAsync(pinned_ + pinnedUsed_, src, bytes,
+                                     cudaMemcpyDeviceToHost, device_.stream));
+      pending_.push_back({dst, pinnedUsed_, bytes});
+      pinnedUsed_ += (bytes + 15) / 16 * 16;
+      return;
+    }
+    pinnedWanted_ = std::max(pinnedWanted_, pinnedUsed_ + bytes);
+    MPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
+                                   device_.stream));
   }
   void copyOnDevice(void *dst, const void *src, size_t bytes) override {
     if (bytes)
@@ -321,6 +338,22 @@ public:
 
   void synchronize() override {
     MPC_CUDA_CHECK(cudaStreamSynchronize(device_.stream));
+    for (const Pending &p : pending_)
+      std::memcpy(p.dst, pinned_ + p.offset, p.bytes);
+    pending_.clear();
+    pinnedUsed_ = 0;
+    if (pinnedWanted_ > pinnedBytes_ && pinnedWanted_ <= kMaxPinned) {
+      // Grown between steps, when no copy is in flight.
+      cudaFreeHost(pinned_);
+      pinned_ = nullptr;
+      pinnedBytes_ = 0;
+      size_t want = pinnedWanted_ * 2;
+      if (cudaMallocHost(reinterpret_cast<void **>(&pinned_), want) ==
+          cudaSuccess)
+        pinnedBytes_ = want;
+      else
+        cudaGetLastError();
+    }
     int32_t code = *device_.errorHost;
     if (code > 0) {
       *device_.errorHost = 0;
@@ -432,6 +465,16 @@ private:
     graphPlan_ = 0;
     stepsOfPlan_ = 0;
   }
+
+  struct Pending {
+    void *dst;
+    size_t offset, bytes;
+  };
+  /// Pinned staging of downloads (the fetched scalars), at most kMaxPinned.
+  static constexpr size_t kMaxPinned = size_t(1) << 20;
+  uint8_t *pinned_ = nullptr;
+  size_t pinnedBytes_ = 0, pinnedUsed_ = 0, pinnedWanted_ = 4096;
+  std::vector<Pending> pending_;
 
   CudaDevice device_;
   bool graphs_;

@@ -60,8 +60,12 @@ int32_t *NodeStaging::errorWord() const {
 int32_t NodeStaging::errorCode() {
   if (!memo_)
     return 0;
-  if (memo_->errorCode == 0) { // once per node: replays keep the codes
-    device_.errorNodes.push_back(describeNode(ctx_.node));
+  // Once per node (replays keep the codes); again if the memo's node is
+  // gone and another node now has its address.
+  std::string where = describeNode(ctx_.node);
+  if (memo_->errorCode == 0 ||
+      device_.errorNodes[size_t(memo_->errorCode) - 1] != where) {
+    device_.errorNodes.push_back(std::move(where));
     memo_->errorCode = int32_t(device_.errorNodes.size());
   }
   return memo_->errorCode;
