@@ -19,7 +19,8 @@ const std::map<Key, CudaOpEntry> &opTable() {
     std::map<Key, CudaOpEntry> t;
     for (auto family : {elementwiseOps, gemmOps, lossOps, trainingOps,
                         softmaxOps, reduceOps, gatherOps, transformerOps,
-                        compareOps, convOps, batchNormOps, poolOps, hostOps})
+                        compareOps, convOps, batchNormOps, poolOps, shapeOps,
+                        hostOps})
       for (const CudaOpEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e);
     return t;

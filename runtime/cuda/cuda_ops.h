@@ -3,7 +3,7 @@
 // Each family file (run_elementwise.cpp, run_gemm.cpp, run_loss.cpp,
 // run_training.cpp, run_softmax.cpp, run_reduce.cpp, run_gather.cpp,
 // run_transformer.cpp, run_compare.cpp, run_conv.cpp, run_batch_norm.cpp,
-// run_pool.cpp) lists its entries, like the CPU kernel
+// run_pool.cpp, run_shape.cpp) lists its entries, like the CPU kernel
 // families; the backend's supports() and run() read only this table
 // (cuda_ops.cpp), so what it claims and what it runs cannot drift apart. An
 // entry's check looks at what the graph already says (dtypes, attributes) and
@@ -52,6 +52,7 @@ std::vector<CudaOpEntry> compareOps();
 std::vector<CudaOpEntry> convOps();
 std::vector<CudaOpEntry> batchNormOps();
 std::vector<CudaOpEntry> poolOps();
+std::vector<CudaOpEntry> shapeOps();
 std::vector<CudaOpEntry> hostOps();
 
 /// Whether a device-resident step can run `node` when the executor knows
