@@ -23,6 +23,15 @@ namespace mpc {
 
 /// Inputs and outputs of one node as the backend sees them.
 struct KernelContext {
+  /// The usual brace form {node, inputs, outputs, seed, inPlace}; a
+  /// constructor (not an aggregate) so the resident fields below need not
+  /// be spelled out where a context is made.
+  KernelContext(const Node &node, std::vector<const Tensor *> inputs = {},
+                std::vector<Tensor *> outputs = {}, uint64_t seed = 0,
+                std::vector<bool> inPlace = {})
+      : node(node), inputs(std::move(inputs)), outputs(std::move(outputs)),
+        seed(seed), inPlace(std::move(inPlace)) {}
+
   const Node &node;
   /// One per node input; nullptr where an optional input is omitted.
   std::vector<const Tensor *> inputs;

@@ -72,11 +72,13 @@ TEST_P(ResidentTrajectory, MatchesTheCpuBackendBitForBit) {
   // Fetched: the loss (and found_inf, scale with loss scaling).
   EXPECT_LE(dev.counts.downloads - before.downloads, later * 4);
   // The state, downloaded on demand, is the CPU backend's.
-  for (const Value *init : ref.model().training->algorithm->initializers())
-    if (init->isState)
+  for (const Value *init : ref.model().training->algorithm->initializers()) {
+    if (init->isState) {
       EXPECT_EQ(bytesOf(ref.state(init->name())),
                 bytesOf(res.state(init->name())))
           << init->name();
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
