@@ -83,12 +83,14 @@ int rowBits(int64_t len) {
   return bits;
 }
 
-size_t sortTempBytes(int64_t n) {
+/// cub's temporary bytes for the sort launchGatherRowLists runs (the same
+/// item count and bit range: the size may depend on both).
+size_t sortTempBytes(int64_t n, int64_t len) {
   size_t bytes = 0;
   MPC_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
       nullptr, bytes, static_cast<const int64_t *>(nullptr),
       static_cast<int64_t *>(nullptr), static_cast<const int64_t *>(nullptr),
-      static_cast<int64_t *>(nullptr), int(n)));
+      static_cast<int64_t *>(nullptr), int(n), 0, rowBits(len)));
   return bytes;
 }
 
@@ -107,11 +109,12 @@ void launchNormalizeIndices(const void *idx, bool idx64, int64_t n, int64_t len,
 }
 
 size_t gatherRowListsScratch(int64_t n, int64_t len) {
-  (void)len;
   if (n == 0)
     return 0;
+  if (n > INT32_MAX)
+    throw Error("GatherGrad: more than 2^31 indices on the cuda backend");
   // Sorted keys, the identity values, then cub's own temporary storage.
-  return 2 * align256(size_t(n) * sizeof(int64_t)) + sortTempBytes(n);
+  return 2 * align256(size_t(n) * sizeof(int64_t)) + sortTempBytes(n, len);
 }
 
 void launchGatherRowLists(const int64_t *rows, int64_t n, int64_t len,

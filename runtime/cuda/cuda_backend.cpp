@@ -399,12 +399,21 @@ public:
     if (device_.capturing) {
       device_.capturing = false;
       cudaGraph_t graph = nullptr;
-      MPC_CUDA_CHECK(cudaStreamEndCapture(device_.stream, &graph));
-      cudaError_t e = cudaGraphInstantiate(&graphExec_, graph, 0);
-      cudaGraphDestroy(graph);
+      cudaError_t e = cudaStreamEndCapture(device_.stream, &graph);
+      if (e == cudaSuccess) {
+        e = cudaGraphInstantiate(&graphExec_, graph, 0);
+        cudaGraphDestroy(graph);
+      }
       if (e != cudaSuccess) {
+        // Something in the step could not be captured: say so, with the
+        // way to run without graphs (the step's work has not run).
         graphExec_ = nullptr;
-        MPC_CUDA_CHECK(e);
+        graphPlan_ = 0;
+        std::string what =
+            std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+        cudaGetLastError();
+        throw Error("cuda: capturing the step as a CUDA graph failed (" + what +
+                    "); run with --cuda-graphs=off (or MPC_CUDA_GRAPHS=0)");
       }
       ++graphCaptures_;
       replaying_ = true; // the capture ran nothing: launch it now
