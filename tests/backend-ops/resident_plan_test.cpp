@@ -39,7 +39,8 @@ TEST(ResidentPlanCuda, TheCompiledModelsRunResidentUnderTheCudaRules) {
   for (const Case &c : {Case{"mlp_seed.onnx", "mlp_seed_data.npz"},
                         Case{"transformer.onnx", "transformer_data.npz"},
                         Case{"transformer_gelu20.onnx", "transformer_data.npz"},
-                        Case{"resmlp.onnx", "resmlp_data.npz"}})
+                        Case{"resmlp.onnx", "resmlp_data.npz"},
+                        Case{"cnn.onnx", "cnn_data.npz"}})
     for (DType precision : {DType::F16, DType::F32})
       for (double clip : {0.0, 1.0}) { // gpu-check also runs --max-grad-norm
         SCOPED_TRACE(std::string(c.model) + " " + dtypeName(precision) +

@@ -1,12 +1,12 @@
 // The device-resident CUDA step end to end (ctest cuda-resident; skipped,
 // with the reason, where there is no usable GPU).
 //
-// Trains the e2e models 20 steps on the CUDA backend with the step resident
-// on the device and captured as a CUDA graph, against the CPU backend's
-// trajectory (relative loss difference: fp16 1e-2, fp32 1e-4; skipped steps
-// equal); the same 20 steps with graphs off give the same bits (losses and
-// every state tensor); after the first step nothing is allocated on the
-// device (cudaMemoryStats), one graph is captured and replayed every step
+// Trains the e2e models (the CNN on cuDNN too) 20 steps on the CUDA backend
+// with the step resident on the device and captured as a CUDA graph, against
+// the CPU backend's trajectory (relative loss difference: fp16 1e-2, fp32 1e-4;
+// skipped steps equal); the same 20 steps with graphs off give the same bits
+// (losses and every state tensor); after the first step nothing is allocated on
+// the device (cudaMemoryStats), one graph is captured and replayed every step
 // after. A label out of range is found on the device and reported naming
 // the loss node. The executor logic under all this is tested without a GPU
 // in tests/e2e/resident_executor_test.cpp.
@@ -107,7 +107,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"mlp_seed.onnx", "mlp_seed_data.npz", "adam", DType::F16},
         Case{"mlp_seed.onnx", "mlp_seed_data.npz", "sgd", DType::F32},
         Case{"transformer.onnx", "transformer_data.npz", "adam", DType::F16},
-        Case{"resmlp.onnx", "resmlp_data.npz", "sgd", DType::F16}),
+        Case{"resmlp.onnx", "resmlp_data.npz", "sgd", DType::F16},
+        Case{"cnn.onnx", "cnn_data.npz", "adam", DType::F16}),
     [](const ::testing::TestParamInfo<Case> &info) {
       std::string n = info.param.model;
       return n.substr(0, n.find('.')) + "_" + info.param.optimizer + "_" +
