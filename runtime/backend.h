@@ -3,6 +3,14 @@
 // Modelled on ggml's backend: one interface, a CPU reference that is always
 // built, other devices (CUDA) behind the same calls. The executor owns the
 // schedule and the values; a backend owns buffers and runs one node at a time.
+//
+// A backend with memory of its own (a GPU) may also be device-resident
+// (deviceResident()): the executor then keeps the whole step in one arena
+// the backend allocates, binds tensors to addresses in it without touching
+// their bytes, and moves bytes only through the copy calls below. The
+// executor keeps the planning (shared with the CPU backend and tested
+// there); the backend keeps its device, stream and any recording of the
+// step (a CUDA graph), bracketed by beginStep/endStep.
 #pragma once
 
 #include "passes/ir/graph.h"
@@ -15,6 +23,15 @@ namespace mpc {
 
 /// Inputs and outputs of one node as the backend sees them.
 struct KernelContext {
+  /// The usual brace form {node, inputs, outputs, seed, inPlace}; a
+  /// constructor (not an aggregate) so the resident fields below need not
+  /// be spelled out where a context is made.
+  KernelContext(const Node &node, std::vector<const Tensor *> inputs = {},
+                std::vector<Tensor *> outputs = {}, uint64_t seed = 0,
+                std::vector<bool> inPlace = {})
+      : node(node), inputs(std::move(inputs)), outputs(std::move(outputs)),
+        seed(seed), inPlace(std::move(inPlace)) {}
+
   const Node &node;
   /// One per node input; nullptr where an optional input is omitted.
   std::vector<const Tensor *> inputs;
@@ -26,6 +43,20 @@ struct KernelContext {
   /// Per output: true when the memory plan put it in place over an input
   /// (out() then keeps the bytes: the input is still being read).
   std::vector<bool> inPlace;
+  /// Device-resident steps only (empty otherwise): per input, the address
+  /// of its bytes in the backend's arena (nullptr where omitted or empty).
+  /// inputs[i] is then either a host mirror of a value the executor knows
+  /// before the step (a constant, a shape), whose bytes the host may read,
+  /// or a tensor whose bytes are the device address: dtype and dims only.
+  /// Outputs arrive bound to their planned place with the plan's dtype and
+  /// dims; a kernel must produce exactly those.
+  std::vector<const void *> deviceInputs;
+  /// Device-resident steps only: per input, whether inputs[i] is a host
+  /// mirror (its bytes readable on the host).
+  std::vector<bool> hostKnown;
+
+  /// True in a device-resident step (then the two vectors above are sized).
+  bool resident = false;
 
   bool hasInput(size_t i) const {
     return i < inputs.size() && inputs[i] != nullptr;
@@ -58,6 +89,48 @@ public:
   /// Runs one node. Throws mpc::Error on bad runtime input (e.g. a label out
   /// of range, a shape that does not reshape).
   virtual void run(KernelContext &ctx) = 0;
+
+  // --- Device-resident steps (optional; all defaults say "not resident").
+
+  /// True when the executor should keep the step in this backend's memory
+  /// (the calls below are then used instead of the host's).
+  virtual bool deviceResident() const { return false; }
+  /// Whether `node` can run in a device-resident step, given which of its
+  /// inputs the executor knows on the host before the step (hostKnown[i]);
+  /// when not, `why` says what it would need (the executor refuses the
+  /// step naming the node: falling back to host reads is never silent).
+  virtual bool supportsResident(const Node &node,
+                                const std::vector<bool> &hostKnown,
+                                std::string &why) const {
+    why = "the " + name() + " backend keeps no memory of its own";
+    return false;
+  }
+  /// The step's arena: `bytes` of zeroed device memory, once per plan.
+  virtual uint8_t *allocateArena(size_t bytes) { return nullptr; }
+  virtual void freeArena(uint8_t *arena) {}
+  /// Enqueue copies in stream order (host memory must stay valid until
+  /// synchronize()).
+  virtual void copyToDevice(void *dst, const void *src, size_t bytes) {}
+  virtual void copyToHost(void *dst, const void *src, size_t bytes) {}
+  virtual void copyOnDevice(void *dst, const void *src, size_t bytes) {}
+  /// Waits for every enqueued copy and kernel; throws mpc::Error naming the
+  /// node when a kernel flagged bad data (an index out of range) on the
+  /// device during the step.
+  virtual void synchronize() {}
+
+  /// What the executor tells the backend about the step it is starting.
+  struct StepInfo {
+    uint64_t seed = 0;   ///< as KernelContext::seed, for every node
+    uint64_t planId = 0; ///< changes whenever the arena or shapes change
+  };
+  /// Starts a device-resident step. Returns true when the backend replays
+  /// a recording of an earlier step with the same planId (a CUDA graph): the
+  /// executor then runs no node and calls endStep() at once.
+  virtual bool beginStep(const StepInfo &info) { return false; }
+  /// Ends the step started by beginStep (a recording ends and is launched).
+  virtual void endStep() {}
+  /// Ends a step a node's error interrupted: nothing recorded is kept.
+  virtual void abortStep() {}
 
   /// The device's free and total memory, where the device has its own (a
   /// GPU: cudaMemGetInfo); false where it does not know or shares the host's

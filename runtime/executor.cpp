@@ -1,10 +1,13 @@
-// Executor: slots, the planned arena, node-by-node dispatch, measured peak.
+// Executor: slots, the planned arena, node-by-node dispatch, measured peak;
+// and the device-resident variant of the same plan (the second half).
 #include "runtime/executor.h"
 
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
+#include "runtime/cpu/cpu_kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -106,9 +109,37 @@ Executor::Executor(const Graph &graph, Backend &backend,
   for (size_t s = 0; s < slots_.size(); ++s)
     if (!keep[s] && lastUse[s] >= 0)
       freeAfter_[size_t(lastUse[s])].push_back(s);
+
+  resident_ = backend.deviceResident() && options_.useArena;
+  if (resident_) {
+    host_.assign(slots_.size(), Tensor());
+    hostValid_.assign(slots_.size(), false);
+    dirty_.assign(slots_.size(), false);
+    updated_.assign(slots_.size(), false);
+    for (size_t s = 0; s < slots_.size(); ++s)
+      if (persistent_[s] && valueOf_[s]->isInitializer()) {
+        host_[s] = slots_[s];
+        hostValid_[s] = dirty_[s] = true;
+      }
+    for (const auto &b : options_.updateBinding) {
+      const Value *v = graph_.findValue(b.first);
+      if (v && slotOf_.count(v))
+        updated_[slotOf_.at(v)] = true;
+    }
+    for (const std::string &name : options_.fetchAfterRun) {
+      const Value *v = graph_.findValue(name);
+      if (!v || !slotOf_.count(v))
+        throw Error("'" + name + "' is not a value of graph '" + graph_.name() +
+                    "' (fetchAfterRun)");
+      fetchSlots_.push_back(slotOf_.at(v));
+    }
+  }
 }
 
-Executor::~Executor() = default;
+Executor::~Executor() {
+  if (deviceArena_)
+    backend_.freeArena(deviceArena_);
+}
 
 void Executor::setInput(const std::string &name, Tensor value) {
   const Value *v = graph_.findValue(name);
@@ -118,7 +149,13 @@ void Executor::setInput(const std::string &name, Tensor value) {
   if (v->dtype != DType::Undefined && v->dtype != value.dtype)
     throw Error("input '" + name + "': expected " + dtypeName(v->dtype) +
                 ", got " + dtypeName(value.dtype));
-  slots_[slotOf_.at(v)] = std::move(value); // moved into the arena by run()
+  size_t s = slotOf_.at(v);
+  if (resident_) { // uploaded by run(); the slot keeps its device binding
+    host_[s] = std::move(value);
+    hostValid_[s] = dirty_[s] = true;
+    return;
+  }
+  slots_[s] = std::move(value); // moved into the arena by run()
 }
 
 void Executor::setInitializer(const std::string &name, Tensor value) {
@@ -126,7 +163,15 @@ void Executor::setInitializer(const std::string &name, Tensor value) {
   if (!v || !v->isInitializer())
     throw Error("'" + name + "' is not an initializer of graph '" +
                 graph_.name() + "'");
-  slots_[slotOf_.at(v)] = std::move(value); // moved into the arena by run()
+  size_t s = slotOf_.at(v);
+  if (resident_) {
+    host_[s] = std::move(value);
+    hostValid_[s] = dirty_[s] = true;
+    if (s < hasMirror_.size() && hasMirror_[s]) // a constant's new value
+      mirror_[s] = host_[s];
+    return;
+  }
+  slots_[s] = std::move(value); // moved into the arena by run()
 }
 
 const Tensor &Executor::initializer(const std::string &name) const {
@@ -134,7 +179,7 @@ const Tensor &Executor::initializer(const std::string &name) const {
   if (!v || !v->isInitializer())
     throw Error("'" + name + "' is not an initializer of graph '" +
                 graph_.name() + "'");
-  return slots_[slotOf_.at(v)];
+  return resident_ ? hostCopy(slotOf_.at(v)) : slots_[slotOf_.at(v)];
 }
 
 bool Executor::planIsCurrent() const {
@@ -165,15 +210,17 @@ void Executor::moveIntoArena(size_t s) {
 
 std::unique_ptr<MemoryPlan> Executor::planFor(
     const std::vector<std::pair<DType, std::vector<int64_t>>> &inputs,
-    std::unique_ptr<Graph> &g) const {
+    std::unique_ptr<Graph> &g, std::string *whyNot) const {
   g = graph_.clone();
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].first != DType::Undefined)
       g->inputs()[i]->setType(inputs[i].first, toDims(inputs[i].second));
   try {
     inferGraph(*g, options_.opset);
-  } catch (const Error &) {
+  } catch (const Error &e) {
     // The kernels will say what is wrong, with the node's actual data.
+    if (whyNot)
+      *whyNot = e.what();
     return nullptr;
   }
   PlanInputs in;
@@ -266,6 +313,10 @@ void Executor::makePlan() {
 }
 
 void Executor::run(uint64_t seed) {
+  if (resident_) {
+    runResident(seed);
+    return;
+  }
   if (options_.useArena) {
     if (!planIsCurrent())
       makePlan();
@@ -361,7 +412,7 @@ void Executor::run(uint64_t seed) {
 }
 
 const Tensor &Executor::output(size_t i) const {
-  return slots_[outputSlots_.at(i)];
+  return resident_ ? hostCopy(outputSlots_.at(i)) : slots_[outputSlots_.at(i)];
 }
 
 const Tensor &Executor::output(const std::string &name) const {
@@ -370,6 +421,373 @@ const Tensor &Executor::output(const std::string &name) const {
       return output(i);
   throw Error("'" + name + "' is not an output of graph '" + graph_.name() +
               "'");
+}
+
+// --- device-resident ---------------------------------------------------------
+//
+// The plan's shapes are static for the bound input shapes, so every value
+// gets its dtype, dims and address once per plan; a run only uploads what
+// the host changed, runs the nodes (or lets the backend replay them) and
+// downloads what it was asked for.
+
+namespace {
+
+/// The most bytes of one value the executor mirrors on the host: shapes,
+/// axes, exponents and ratios are tiny; anything larger is data.
+constexpr size_t kMirrorLimit = 64 * 1024;
+
+/// Ops whose output is not a function of their inputs alone.
+bool isRandom(const Node &n) {
+  const std::string &op = n.opType();
+  return op == "Dropout" || op.rfind("Random", 0) == 0 || op == "Multinomial" ||
+         op == "Bernoulli";
+}
+
+} // namespace
+
+std::string Executor::whereIs(size_t s) const {
+  const Value *v = valueOf_[s];
+  if (const Node *p = v->producer())
+    return describeNode(*p) + ": output '" + v->name() + "'";
+  if (v->isGraphInput())
+    return "graph input '" + v->name() + "'";
+  return "initializer '" + v->name() + "'";
+}
+
+const std::vector<int64_t> &
+Executor::plannedDims(const std::string &name) const {
+  const Value *v = graph_.findValue(name);
+  if (!v || !slotOf_.count(v))
+    throw Error("'" + name + "' is not a value of graph '" + graph_.name() +
+                "'");
+  return slots_[slotOf_.at(v)].dims;
+}
+
+bool Executor::residentPlanIsCurrent() const {
+  if (!plan_)
+    return false;
+  for (size_t i = 0; i < graph_.inputs().size(); ++i) {
+    size_t s = slotOf_.at(graph_.inputs()[i]);
+    if (host_[s].dims != plannedInputDims_[i] ||
+        host_[s].dtype != slots_[s].dtype)
+      return false;
+  }
+  for (size_t s = 0; s < slots_.size(); ++s)
+    if (persistent_[s] && dirty_[s] &&
+        (host_[s].dtype != slots_[s].dtype || host_[s].dims != slots_[s].dims))
+      return false;
+  return true;
+}
+
+void Executor::computeMirrors() {
+  mirror_.assign(slots_.size(), Tensor());
+  hasMirror_.assign(slots_.size(), false);
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    const Value *v = valueOf_[s];
+    // Initializers the step never rewrites (no update binding) are
+    // constants for the step; isState is no guide (an import marks every
+    // main-graph initializer).
+    if (v->isInitializer() && !updated_[s] &&
+        host_[s].byteSize() <= kMirrorLimit) {
+      mirror_[s] = host_[s];
+      hasMirror_[s] = true;
+    }
+  }
+  // Evaluate on the host every node whose inputs are all known (or which
+  // only reads its input's dims: Shape), so shape arithmetic the compiler
+  // did not fold is still known before the step.
+  for (const Node *n : nodes_) {
+    if (isRandom(*n))
+      continue;
+    bool known = true,
+         shapeOnly = n->domain().empty() && n->opType() == "Shape";
+    for (const Value *in : n->inputs())
+      if (in && !shapeOnly && !hasMirror_[slotOf_.at(in)])
+        known = false;
+    size_t bytes = 0;
+    for (const Value *o : n->outputs())
+      if (o) {
+        const Tensor &t = slots_[slotOf_.at(o)];
+        bytes += size_t(std::max<int64_t>(t.numel(), 0)) *
+                 (t.dtype == DType::Undefined ? 1 : dtypeSize(t.dtype));
+      }
+    const CpuKernel *k = findCpuKernel(n->domain(), n->opType());
+    if (!known || !k || bytes > kMirrorLimit)
+      continue;
+    std::vector<Tensor> outs(n->numOutputs());
+    KernelContext ctx{*n, {}, {}, 0, {}};
+    for (const Value *in : n->inputs())
+      ctx.inputs.push_back(
+          in ? (shapeOnly ? &slots_[slotOf_.at(in)] : &mirror_[slotOf_.at(in)])
+             : nullptr);
+    for (size_t i = 0; i < outs.size(); ++i)
+      ctx.outputs.push_back(n->output(i) ? &outs[i] : nullptr);
+    try {
+      (*k)(ctx);
+    } catch (const Error &) {
+      continue; // the device kernel will report it with the step's data
+    }
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const Value *o = n->output(i);
+      if (!o)
+        continue;
+      size_t s = slotOf_.at(o);
+      // A mirror the plan disagrees with would be a wrong shape: no mirror.
+      if (outs[i].dtype != slots_[s].dtype || outs[i].dims != slots_[s].dims)
+        continue;
+      mirror_[s] = std::move(outs[i]);
+      hasMirror_[s] = true;
+    }
+  }
+}
+
+void Executor::makeResidentPlan() {
+  std::vector<std::pair<DType, std::vector<int64_t>>> inputs;
+  std::vector<std::vector<int64_t>> inputDims;
+  for (size_t i = 0; i < graph_.inputs().size(); ++i) {
+    const Value *v = graph_.inputs()[i];
+    const Tensor &t = host_[slotOf_.at(v)];
+    if (t.dtype == DType::Undefined)
+      throw Error("input '" + v->name() + "' of graph '" + graph_.name() +
+                  "' is not set");
+    inputDims.push_back(t.dims);
+    inputs.emplace_back(t.dtype, t.dims);
+  }
+  std::unique_ptr<Graph> g;
+  std::string why;
+  std::unique_ptr<MemoryPlan> plan = planFor(inputs, g, &why);
+  if (!plan)
+    throw Error("the device-resident step needs every shape known before "
+                "it runs, and shape inference failed: " +
+                why);
+
+  // Every value gets static dims and a place; anything else is refused
+  // here, naming where it comes from.
+  std::vector<SlotPlan> slotPlan(slots_.size());
+  std::vector<Tensor> bound(slots_.size());
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    const Value *mine = g->findValue(valueOf_[s]->name());
+    bool used = !valueOf_[s]->uses().empty() || valueOf_[s]->producer() ||
+                valueOf_[s]->isGraphOutput();
+    if (!used && !persistent_[s])
+      continue;
+    const ValuePlacement *p = mine ? plan->find(mine) : nullptr;
+    std::optional<std::vector<int64_t>> dims =
+        mine ? concreteDims(mine->dims) : std::nullopt;
+    if (persistent_[s] && !p && valueOf_[s]->uses().empty() &&
+        !valueOf_[s]->isGraphOutput())
+      continue; // an unused initializer or input: nothing reads it
+    if (!p || !dims || mine->dtype == DType::Undefined)
+      throw Error(whereIs(s) +
+                  ": its shape is not known before the step (it depends on "
+                  "data), so it has no place in the device-resident arena "
+                  "(mpc-run --cuda-resident=off runs the step node by node)");
+    size_t bytes = size_t(std::max<int64_t>(elementCount(*dims), 0)) *
+                   dtypeSize(mine->dtype);
+    if (bytes != p->bytes ||
+        (persistent_[s] && host_[s].byteSize() != p->bytes))
+      throw Error(whereIs(s) + ": " + dtypeName(mine->dtype) + "[" +
+                  dimsToString(*dims) + "] does not match its planned " +
+                  std::to_string(p->bytes) + " bytes");
+    slotPlan[s] = {true, p->offset, p->bytes, p->buffer, true};
+    bound[s].dtype = mine->dtype;
+    bound[s].dims = *dims;
+  }
+  for (size_t s = 0; s < slots_.size(); ++s)
+    if (persistent_[s] && slotPlan[s].planned)
+      bound[s].dims = host_[s].dims; // equal in count; keep the host's form
+
+  // The update binding, applied on the device after the last node: copies
+  // from each new value's place to its state's, unless planned in place.
+  std::vector<DeviceCopy> copies;
+  for (const auto &b : options_.updateBinding) {
+    const Value *st = graph_.findValue(b.first),
+                *nv = graph_.findValue(b.second);
+    if (!st || !nv || !slotOf_.count(st) || !slotOf_.count(nv))
+      throw Error("update binding '" + b.first + "' := '" + b.second +
+                  "' names a value graph '" + graph_.name() + "' lacks");
+    const SlotPlan &d = slotPlan[slotOf_.at(st)],
+                   &sp = slotPlan[slotOf_.at(nv)];
+    if (!d.planned || !sp.planned || d.bytes != sp.bytes)
+      throw Error("update binding '" + b.first + "' := '" + b.second +
+                  "': the new value does not fit the state's planned place");
+    if (d.offset != sp.offset && d.bytes)
+      copies.push_back({d.offset, sp.offset, d.bytes});
+  }
+  for (const DeviceCopy &c : copies)
+    for (const DeviceCopy &o : copies)
+      if (&c != &o && c.src < o.dst + o.bytes && o.dst < c.src + c.bytes)
+        throw Error("the update binding reads a state that it also rewrites "
+                    "(arena bytes " +
+                    std::to_string(c.src) +
+                    "); the device-resident step applies updates in place "
+                    "and cannot order them");
+
+  // Mirrors need the bound dims (Shape reads them), then the backend says
+  // whether each node can run on device data with these mirrors.
+  for (size_t s = 0; s < slots_.size(); ++s)
+    if (slotPlan[s].planned) {
+      slots_[s] = Tensor();
+      slots_[s].dtype = bound[s].dtype;
+      slots_[s].dims = bound[s].dims;
+    }
+  computeMirrors();
+  for (const Node *n : nodes_) {
+    std::vector<bool> known;
+    for (const Value *in : n->inputs())
+      known.push_back(in && hasMirror_[slotOf_.at(in)]);
+    std::string no;
+    if (!backend_.supportsResident(*n, known, no))
+      throw Error(describeNode(*n) + ": the " + backend_.name() +
+                  " backend cannot run it in the device-resident step: " + no +
+                  " (mpc-run --cuda-resident=off runs the step node by node)");
+  }
+
+  // The arena, once per plan; every persistent value is uploaded into it
+  // by the next run.
+  if (deviceArena_) {
+    backend_.freeArena(deviceArena_);
+    deviceArena_ = nullptr;
+  }
+  deviceArena_ = backend_.allocateArena(plan->arenaBytes);
+  if (!deviceArena_ && plan->arenaBytes)
+    throw Error("the " + backend_.name() +
+                " backend could not allocate the "
+                "step's arena of " +
+                formatByteSize(plan->arenaBytes));
+  ++arenaAllocations_;
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    if (!slotPlan[s].planned)
+      continue;
+    slots_[s].bytes =
+        ByteBuffer::view(deviceArena_ + slotPlan[s].offset, slotPlan[s].bytes);
+    if (persistent_[s]) {
+      if (!hostValid_[s] && !dirty_[s])
+        throw Error("internal error: " + whereIs(s) +
+                    " has no host copy to upload into the new arena");
+      dirty_[s] = true;
+    } else {
+      hostValid_[s] = false;
+    }
+  }
+  inPlace_.assign(nodes_.size(), {});
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    inPlace_[i].assign(nodes_[i]->numOutputs(), false);
+  for (const InPlaceWrite &w : plan->inPlace)
+    inPlace_[w.node][w.output] = true;
+  updateCopies_ = std::move(copies);
+  slotPlan_ = std::move(slotPlan);
+  plannedInputDims_ = std::move(inputDims);
+  plan_ = std::move(plan);
+  planned_ = std::move(g);
+  // Unique across executors: a backend serving two of them must never
+  // replay one's recording for the other.
+  static std::atomic<uint64_t> nextPlanId{1};
+  planId_ = nextPlanId++;
+}
+
+void Executor::runResident(uint64_t seed) {
+  if (hook_)
+    throw Error("node hooks read every output on the host; the " +
+                backend_.name() + " backend keeps the step on the device");
+  // State the last run rewrote on the device: a download before any
+  // re-plan, so that the new arena starts from it.
+  if (!residentPlanIsCurrent()) {
+    if (plan_)
+      for (size_t s = 0; s < slots_.size(); ++s)
+        if (persistent_[s] && slotPlan_[s].planned && !dirty_[s])
+          hostCopy(s);
+    makeResidentPlan();
+  }
+  for (size_t s = 0; s < slots_.size(); ++s)
+    if (persistent_[s] && dirty_[s] && slotPlan_[s].planned) {
+      if (host_[s].byteSize() != slotPlan_[s].bytes)
+        throw Error(whereIs(s) + ": " + std::to_string(host_[s].byteSize()) +
+                    " bytes do not fit its planned " +
+                    std::to_string(slotPlan_[s].bytes));
+      if (slotPlan_[s].bytes)
+        backend_.copyToDevice(deviceArena_ + slotPlan_[s].offset,
+                              host_[s].bytes.data(), slotPlan_[s].bytes);
+      dirty_[s] = false;
+    }
+  for (size_t s = 0; s < slots_.size(); ++s)
+    if (!persistent_[s] || updated_[s])
+      hostValid_[s] = false;
+
+  Backend::StepInfo info;
+  info.seed = seed;
+  info.planId = planId_;
+  if (!backend_.beginStep(info)) {
+    try {
+      std::vector<Tensor> expected(1);
+      for (size_t index = 0; index < nodes_.size(); ++index) {
+        const Node &n = *nodes_[index];
+        KernelContext ctx{n, {}, {}, seed, inPlace_[index]};
+        ctx.resident = true;
+        for (const Value *in : n.inputs()) {
+          if (!in) {
+            ctx.inputs.push_back(nullptr);
+            ctx.deviceInputs.push_back(nullptr);
+            ctx.hostKnown.push_back(false);
+            continue;
+          }
+          size_t s = slotOf_.at(in);
+          ctx.inputs.push_back(hasMirror_[s] ? &mirror_[s] : &slots_[s]);
+          ctx.deviceInputs.push_back(slots_[s].bytes.data());
+          ctx.hostKnown.push_back(hasMirror_[s]);
+        }
+        for (const Value *o : n.outputs())
+          ctx.outputs.push_back(o ? &slots_[slotOf_.at(o)] : nullptr);
+        backend_.run(ctx);
+        // A kernel must leave its outputs where and as the plan put them.
+        for (const Value *o : n.outputs()) {
+          if (!o)
+            continue;
+          size_t s = slotOf_.at(o);
+          const Tensor &t = slots_[s];
+          const SlotPlan &p = slotPlan_[s];
+          if (!t.bytes.isView() || t.bytes.data() != deviceArena_ + p.offset ||
+              t.byteSize() != p.bytes)
+            throw Error(describeNode(n) + ": output '" + o->name() +
+                        "' left its planned place in the device arena");
+        }
+      }
+      for (const DeviceCopy &c : updateCopies_)
+        backend_.copyOnDevice(deviceArena_ + c.dst, deviceArena_ + c.src,
+                              c.bytes);
+    } catch (...) {
+      backend_.abortStep(); // drops a recording the failure interrupted
+      throw;
+    }
+  }
+  backend_.endStep();
+  for (size_t s : fetchSlots_) {
+    Tensor &h = host_[s];
+    h = Tensor();
+    h.allocate(slots_[s].dtype, slots_[s].dims, /*zero=*/false);
+    if (h.byteSize())
+      backend_.copyToHost(h.bytes.data(), slots_[s].bytes.data(), h.byteSize());
+  }
+  backend_.synchronize();
+  for (size_t s : fetchSlots_)
+    hostValid_[s] = true;
+  peakBytes_ = plan_->livePeakBytes;
+  fallbackPeak_ = 0;
+  outside_.clear();
+}
+
+const Tensor &Executor::hostCopy(size_t s) const {
+  if (!plan_ || hostValid_[s] || (persistent_[s] && dirty_[s]) ||
+      !slotPlan_[s].planned)
+    return host_[s];
+  Tensor &h = host_[s];
+  h = Tensor();
+  h.allocate(slots_[s].dtype, slots_[s].dims, /*zero=*/false);
+  if (h.byteSize())
+    backend_.copyToHost(h.bytes.data(), slots_[s].bytes.data(), h.byteSize());
+  backend_.synchronize();
+  hostValid_[s] = true;
+  return h;
 }
 
 } // namespace mpc

@@ -8,6 +8,22 @@
 // shapes) get their own allocations, counted apart. A value is released
 // after its last use, so the measured peak follows liveness, and equals the
 // plan's when the plan is complete. Outputs stay until the next run.
+//
+// On a device-resident backend (Backend::deviceResident(), the CUDA
+// backend) the same plan places every value in one arena the backend
+// allocates once per plan; the executor binds each value to its address
+// with the plan's static dtype and dims and never touches the bytes. The
+// host keeps copies of the state and batch (uploaded when set), host
+// mirrors of the values it can compute before the step (constants, shapes:
+// the values an op must read on the host), and downloads only what it is
+// asked for: the values named in fetchAfterRun, in the step's single
+// synchronisation, and initializer()/output() on demand (checkpoints,
+// exports). The update binding is applied on the device at the end of the
+// step, so state never leaves the device. A step whose shapes the plan does
+// not fix, or a node the backend cannot run on device data, is refused with
+// a line naming the node, before any kernel runs: nothing falls back to the
+// host silently. This logic is backend-agnostic and tested on the CPU with a
+// resident test backend (tests/e2e/resident_executor_test.cpp).
 #pragma once
 
 #include "passes/memory_plan.h"
@@ -50,6 +66,10 @@ struct ExecutorOptions {
   std::vector<std::pair<std::string, std::string>> updateBinding;
   /// A plan above it throws MemoryLimitError (see setMemoryLimit).
   MemoryLimit memoryLimit;
+  /// Device-resident runs: graph outputs or initializers downloaded at the
+  /// end of every run, in its one synchronisation (the loss, found_inf, the
+  /// loss scale); others are downloaded when asked for.
+  std::vector<std::string> fetchAfterRun;
 };
 
 class Executor {
@@ -78,6 +98,14 @@ public:
   void setMemoryLimit(MemoryLimit limit) {
     options_.memoryLimit = std::move(limit);
   }
+
+  /// True when the step lives in the backend's memory (see the banner):
+  /// run() then applies the update binding itself, on the device.
+  bool resident() const { return resident_; }
+  /// Device-resident: how many arenas were allocated so far (one per plan).
+  size_t arenaAllocations() const { return arenaAllocations_; }
+  /// Device-resident: the plan's dims of a value (static by construction).
+  const std::vector<int64_t> &plannedDims(const std::string &name) const;
 
   /// Output i of the last run, or by name.
   const Tensor &output(size_t i) const;
@@ -110,12 +138,23 @@ private:
   /// The plan for the graph with input i of type inputs[i] (Undefined dtype:
   /// as declared), into `g`; nullptr when shapes cannot be inferred. Throws
   /// MemoryLimitError above the limit.
+  /// `whyNot` (optional) receives the shape inference error.
   std::unique_ptr<MemoryPlan>
   planFor(const std::vector<std::pair<DType, std::vector<int64_t>>> &inputs,
-          std::unique_ptr<Graph> &g) const;
+          std::unique_ptr<Graph> &g, std::string *whyNot = nullptr) const;
   void makePlan();
   /// Copies slot s into its planned place and makes it a view there.
   void moveIntoArena(size_t s);
+
+  // Device-resident runs (executor.cpp, "device-resident").
+  bool residentPlanIsCurrent() const;
+  void makeResidentPlan();
+  void computeMirrors();
+  void runResident(uint64_t seed);
+  /// The host copy of slot s, downloaded when it is not current.
+  const Tensor &hostCopy(size_t s) const;
+  /// "node 'n' (Op)" for the producer of slot s, or "graph input 'x'".
+  std::string whereIs(size_t s) const;
 
   const Graph &graph_;
   Backend &backend_;
@@ -144,6 +183,26 @@ private:
   std::vector<SlotPlan> slotPlan_;
   /// Per node, per output: written in place over an input.
   std::vector<std::vector<bool>> inPlace_;
+
+  bool resident_ = false;
+  uint8_t *deviceArena_ = nullptr;
+  size_t arenaAllocations_ = 0;
+  uint64_t planId_ = 0;
+  /// Per slot: the host copy (state, batch, downloads), whether it equals
+  /// the device bytes, whether it must be uploaded before the next run.
+  mutable std::vector<Tensor> host_;
+  mutable std::vector<bool> hostValid_;
+  std::vector<bool> dirty_;
+  /// Per slot: a host mirror of a value known before the step, if any.
+  std::vector<Tensor> mirror_;
+  std::vector<bool> hasMirror_;
+  /// Per slot: state the update binding rewrites each run.
+  std::vector<bool> updated_;
+  struct DeviceCopy {
+    size_t dst, src, bytes; ///< arena offsets
+  };
+  std::vector<DeviceCopy> updateCopies_;
+  std::vector<size_t> fetchSlots_;
 
   size_t peakBytes_ = 0, fallbackPeak_ = 0;
   std::vector<std::string> outside_;

@@ -70,6 +70,14 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend)
   ExecutorOptions options;
   options.opset = std::max<int64_t>(model_->opsetVersion(""), 1);
   options.updateBinding = model_->training->updateBinding;
+  // On a device-resident backend the step's one synchronisation brings back
+  // what every step reads: the loss, the overflow flag, the scale the next
+  // step uses and the accumulation counter (state the device rewrote).
+  if (backend.deviceResident())
+    for (const std::string *name :
+         {&lossName_, &foundInfName_, &lossScaleName_, &counterName_})
+      if (!name->empty())
+        options.fetchAfterRun.push_back(*name);
   exec_ = std::make_unique<Executor>(*step_, backend, options);
   stepsDone_ = int64_t(runCounter(*model_, kStepsDoneKey, kMaxStepsDone, 0));
   seed = runCounter(*model_, kSeedKey, UINT64_MAX, 0);
@@ -119,9 +127,17 @@ Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
   if (!foundInfName_.empty())
     rec.skipped = exec_->output(foundInfName_).getAsDouble(0) != 0;
   // No state has changed yet (updates are applied below), so the re-run sees
-  // the same state, batch and seed, and recomputes the same outputs.
-  if (rec.skipped && debugOverflow)
+  // the same state, batch and seed, and recomputes the same outputs. A
+  // device-resident step has applied its updates on the device already.
+  // A device-resident step has applied its updates already (a skipped
+  // step still backs the scale off), so it is not re-run: rec.overflow
+  // stays empty (mpc-run --debug-overflow runs the cuda backend staged).
+  if (rec.skipped && debugOverflow && !exec_->resident())
     rec.overflow = findFirstOverflow(*exec_, *step_, lossName_, runSeed);
+  if (exec_->resident()) { // the executor applied the binding on the device
+    finishStep(rec, start);
+    return rec;
+  }
   // Read every new value before writing any: a state may be bound to a value
   // that another binding also reads.
   // An update the plan wrote over its state is already in place.
@@ -139,6 +155,12 @@ Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
   for (size_t i = 0; i < binding.size(); ++i)
     if (!inPlace[i])
       exec_->setInitializer(binding[i].first, std::move(updates[i]));
+  finishStep(rec, start);
+  return rec;
+}
+
+void Trainer::finishStep(StepRecord &rec,
+                         std::chrono::steady_clock::time_point start) {
   if (++microDone_ == microBatches_) {
     microDone_ = 0;
     ++stepsDone_;
@@ -149,7 +171,6 @@ Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
   rec.ms = std::chrono::duration<double, std::milli>(
                std::chrono::steady_clock::now() - start)
                .count();
-  return rec;
 }
 
 StepRecord Trainer::optimizerStep(const std::vector<Batch> &microBatches) {

@@ -13,6 +13,7 @@
 #include "runtime/executor.h"
 #include "runtime/overflow_provenance.h"
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -91,6 +92,8 @@ public:
 
 private:
   void writeStateBack();
+  /// Counters, peaks and the step's time, after its state updates.
+  void finishStep(StepRecord &rec, std::chrono::steady_clock::time_point start);
 
   std::unique_ptr<Model> model_;
   std::unique_ptr<Graph> step_; ///< the algorithm plus extra outputs we read

@@ -18,6 +18,11 @@
 #                --device=cuda and --device=cpu, the largest relative loss
 #                difference (limits: fp32 1e-4, fp16 1e-2) and the skipped
 #                steps (must match); about 2 s of GPU time per run
+#   graphs       the device-resident step (mpc-run's default on cuda) with
+#                CUDA graphs on and off and staged (--cuda-resident=off),
+#                200 steps of the fp16 MLP and transformer: the loss
+#                columns of graphs on/off must be identical; ms/step of each
+#                (mean after step 2) goes in the table's notes
 #   gemm-bench   cuBLAS fp16/bf16 TFLOP/s at 4096^3 and 8192^3
 #   step-bench   bench/gpu_step.sh: mpc-run --device=cuda against PyTorch AMP
 #                (autocast + GradScaler + fused Adam) on a 12-block d768 seq512
@@ -266,6 +271,30 @@ done
 # device), in fp16 only: the same kernels otherwise.
 trajectory transformer_gelu20 transformer_gelu20.onnx transformer_data.npz 1e-3 fp16
 trajectory transformer_clip transformer.onnx transformer_data.npz 1e-3 fp16 --max-grad-norm=1.0
+
+# --- device-resident step: CUDA graphs on/off, staged; step times -----------
+msPerStep() { # a step,loss,loss_scale,skipped,ms CSV -> mean ms after step 2
+  awk -F, 'NR > 3 {s += $5; n++} END {if (n == 0) print "nan"; else printf "%.3f", s / n}' "$1"
+}
+graphs_check() {
+  local name=$1 model=$results/$1.fp16.onnx data=$2 mode ok=1
+  [ -f "$model" ] || return 0 # its trajectory stage did not compile it
+  for mode in on off staged; do
+    local flags=(--cuda-graphs=$mode)
+    [ $mode = staged ] && flags=(--cuda-resident=off)
+    run_stage "graphs-$name-$mode" 120 "$bin/mpc-run" "$model"       --data="$root/models/$data" --steps=200 --device=cuda "${flags[@]}"       --log="$results/graphs.$name.$mode.csv" || ok=0
+  done
+  [ $ok = 1 ] || return 0
+  local same=identical
+  if ! cmp -s <(cut -d, -f1-4 "$results/graphs.$name.on.csv") \
+    <(cut -d, -f1-4 "$results/graphs.$name.off.csv"); then
+    same=DIFFERENT
+    failed=1
+  fi
+  notes+=("graphs $name fp16, 200 steps: losses graphs on vs off $same; ms/step graphs $(msPerStep "$results/graphs.$name.on.csv"), no graphs $(msPerStep "$results/graphs.$name.off.csv"), staged $(msPerStep "$results/graphs.$name.staged.csv")")
+}
+graphs_check mlp_seed mlp_seed_data.npz
+graphs_check transformer transformer_data.npz
 
 # --- cuBLAS throughput ---------------------------------------------------------
 if run_stage gemm-bench 120 "$bin/mpc-gpu-gemm"; then

@@ -14,7 +14,9 @@ namespace {
 __global__ void dropoutKernel(DType t, const void *__restrict__ x,
                               void *__restrict__ y, uint8_t *__restrict__ mask,
                               int64_t n, uint64_t base, uint32_t threshold,
-                              float scale) {
+                              float scale, const uint64_t *seedOnDevice) {
+  if (seedOnDevice)
+    base ^= *seedOnDevice;
   for (int64_t i = globalIndex(); i < n; i += globalStride()) {
     bool keep = dropoutKeep(base, i, threshold);
     if (mask)
@@ -35,12 +37,12 @@ __global__ void dropoutGradKernel(DType t, const void *__restrict__ dy,
 
 void launchDropout(DType t, const void *x, void *y, uint8_t *mask, int64_t n,
                    uint64_t base, uint32_t threshold, float scale,
-                   cudaStream_t s) {
+                   cudaStream_t s, const uint64_t *seedOnDevice) {
   if (n == 0)
     return;
   requireDeviceFloat(t, "Dropout");
   dropoutKernel<<<gridFor(n), kBlock, 0, s>>>(t, x, y, mask, n, base, threshold,
-                                              scale);
+                                              scale, seedOnDevice);
   MPC_CUDA_CHECK_LAUNCH("dropoutKernel");
 }
 

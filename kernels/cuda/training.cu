@@ -83,6 +83,82 @@ __global__ void sgdKernel(const uint8_t *__restrict__ foundInf,
   }
 }
 
+__device__ inline int64_t readDeviceStep(DeviceStep step) {
+  switch (step.type) {
+  case DType::I64:
+    return *static_cast<const int64_t *>(step.value);
+  case DType::I32:
+    return *static_cast<const int32_t *>(step.value);
+  case DType::F32:
+    return int64_t(*static_cast<const float *>(step.value));
+  default:
+    return int64_t(*static_cast<const double *>(step.value));
+  }
+}
+
+__global__ void sgdDeviceStepKernel(const uint8_t *__restrict__ foundInf,
+                                    DeviceStep step,
+                                    const float *__restrict__ p,
+                                    const float *__restrict__ g,
+                                    const float *__restrict__ buf, float *pOut,
+                                    float *bufOut, int64_t n, SgdScalars s) {
+  bool skip = flagSet(foundInf);
+  s.firstStep = readDeviceStep(step) == 0;
+  for (int64_t i = globalIndex(); i < n; i += globalStride()) {
+    float pv = p[i], bv = buf ? buf[i] : 0.0f;
+    if (!skip)
+      sgdUpdate(pv, g[i], bv, s);
+    pOut[i] = pv;
+    if (bufOut)
+      bufOut[i] = bv;
+  }
+}
+
+/// adamScalars (kernels/common/optimizer_math.h) on the device: the same
+/// expressions in the same order, in double.
+__device__ AdamScalars adamScalarsOnDevice(const AdamHyper &h, int64_t step) {
+  AdamScalars s;
+  double t = double(step + 1);
+  double bc1 = 1.0 - ::pow(h.beta1, t);
+  double bc2 = 1.0 - ::pow(h.beta2, t);
+  s.weightDecay = float(h.weightDecay);
+  s.decayFactor = float(1.0 - h.lr * h.weightDecay);
+  s.hasWeightDecay = h.weightDecay != 0.0;
+  s.decoupled = h.decoupled;
+  s.lerpWeight = float(1.0 - h.beta1);
+  s.beta2 = float(h.beta2);
+  s.oneMinusBeta2 = float(1.0 - h.beta2);
+  s.negStepSize = float(-(h.lr / bc1));
+  s.biasCorrection2Sqrt = float(::sqrt(bc2));
+  s.eps = float(h.eps);
+  return s;
+}
+
+__global__ void
+adamDeviceStepKernel(const uint8_t *__restrict__ foundInf, DeviceStep step,
+                     const float *__restrict__ p, const float *__restrict__ g,
+                     const float *__restrict__ m, const float *__restrict__ v,
+                     float *pOut, float *mOut, float *vOut, int64_t n,
+                     AdamHyper h) {
+  // One thread per block computes the step's scalars (two pow in double).
+  __shared__ AdamScalars shared;
+  if (threadIdx.x == 0)
+    shared = adamScalarsOnDevice(h, readDeviceStep(step));
+  __syncthreads();
+  AdamScalars s = shared;
+  bool skip = flagSet(foundInf);
+  for (int64_t i = globalIndex(); i < n; i += globalStride()) {
+    float pv = p[i], mv = m[i], vv = v[i];
+    if (!skip)
+      adamUpdate(pv, g[i], mv, vv, s);
+    pOut[i] = pv;
+    if (mOut)
+      mOut[i] = mv;
+    if (vOut)
+      vOut[i] = vv;
+  }
+}
+
 __global__ void adamKernel(const uint8_t *__restrict__ foundInf,
                            const float *__restrict__ p,
                            const float *__restrict__ g,
@@ -167,6 +243,38 @@ void launchSgd(const uint8_t *foundInf, const float *p, const float *g,
   sgdKernel<<<gridFor(n), kBlock, 0, s>>>(foundInf, p, g, buf, pOut, bufOut, n,
                                           scalars);
   MPC_CUDA_CHECK_LAUNCH("sgdKernel");
+}
+
+static void requireStepType(DType t, const char *op) {
+  if (t != DType::I64 && t != DType::I32 && t != DType::F32 && t != DType::F64)
+    throw Error(std::string(op) +
+                ": the cuda kernel reads an int64, int32, fp32 or fp64 step "
+                "counter, got " +
+                dtypeName(t));
+}
+
+void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
+                         const float *p, const float *g, const float *buf,
+                         float *pOut, float *bufOut, int64_t n,
+                         const SgdScalars &scalars, cudaStream_t s) {
+  requireStepType(step.type, "SGD");
+  if (n == 0)
+    return;
+  sgdDeviceStepKernel<<<gridFor(n), kBlock, 0, s>>>(foundInf, step, p, g, buf,
+                                                    pOut, bufOut, n, scalars);
+  MPC_CUDA_CHECK_LAUNCH("sgdDeviceStepKernel");
+}
+
+void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
+                          const float *p, const float *g, const float *m,
+                          const float *v, float *pOut, float *mOut, float *vOut,
+                          int64_t n, const AdamHyper &hyper, cudaStream_t s) {
+  requireStepType(step.type, "Adam");
+  if (n == 0)
+    return;
+  adamDeviceStepKernel<<<gridFor(n), kBlock, 0, s>>>(
+      foundInf, step, p, g, m, v, pOut, mOut, vOut, n, hyper);
+  MPC_CUDA_CHECK_LAUNCH("adamDeviceStepKernel");
 }
 
 void launchAdam(const uint8_t *foundInf, const float *p, const float *g,

@@ -73,6 +73,34 @@ void launchAdam(const uint8_t *foundInf, const float *p, const float *g,
                 float *vOut, int64_t n, const AdamScalars &scalars,
                 cudaStream_t stream);
 
+/// The step counter as the device-resident step passes it: a device scalar
+/// of dtype `type` (int64, int32, fp32 or fp64) read by the kernel.
+struct DeviceStep {
+  const void *value = nullptr;
+  DType type = DType::I64;
+};
+
+/// launchSgd with firstStep taken from the device step counter (== 0), the
+/// other scalars from `scalars`: nothing is read on the host.
+void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
+                         const float *p, const float *g, const float *buf,
+                         float *pOut, float *bufOut, int64_t n,
+                         const SgdScalars &scalars, cudaStream_t stream);
+
+/// Adam's hyper-parameters, from which the kernel computes AdamScalars for
+/// the device step counter with adamScalars' formulas in double (the
+/// device's pow, within 2 ulp of the host's in double, so the fp32 scalars
+/// agree with the CPU backend's except on a rounding tie).
+struct AdamHyper {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0;
+  bool decoupled = false;
+};
+void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
+                          const float *p, const float *g, const float *m,
+                          const float *v, float *pOut, float *mOut, float *vOut,
+                          int64_t n, const AdamHyper &hyper,
+                          cudaStream_t stream);
+
 /// stepOut := step + (found_inf ? 0 : 1) for an int64, int32 or fp32 scalar.
 void launchIncrementStep(DType t, const void *step, const uint8_t *foundInf,
                          void *stepOut, cudaStream_t stream);

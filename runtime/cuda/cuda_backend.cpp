@@ -6,6 +6,18 @@
 // the build, and the first with bf16 Tensor Cores). run() looks the node up
 // in the table: shape/view ops run on the host with the CPU kernel, every
 // other op is staged (node_staging.h) and launched on the backend's stream.
+//
+// Device-resident steps (CudaBackendOptions::resident, the default for the
+// executor): the executor's arena is one cudaMalloc per plan, runners work
+// on it in place, shape/view ops become device copies with the plan's dims
+// (or nothing, where the plan put the output over its input), and the step
+// ends with one synchronisation that also brings back the error word
+// kernels set on bad data. With graphs on, the second step of a plan runs
+// under cudaStreamBeginCapture (global capture would forbid nothing we do;
+// thread-local keeps other threads' CUDA calls legal), and later steps with
+// the same plan only upload the batch and seed and launch the graph. The
+// first step of a plan is never captured: it sizes every scratch block and
+// lets cuBLAS pick its algorithms, so the capture allocates nothing.
 #include "runtime/cuda/cuda_backend.h"
 
 #include "kernels/cpu/cpu_util.h"
@@ -13,9 +25,13 @@
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
+#include "runtime/executor.h"
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -99,6 +115,22 @@ CudaDevice::CudaDevice(const CudaBackendOptions &opts) : options(opts) {
       std::make_unique<DeviceAllocator>(rawDeviceAlloc, rawDeviceFree, nullptr);
   std::lock_guard<std::mutex> lock(registryMutex());
   registry()[stream] = this;
+  // cuBLAS allocates its workspace lazily unless given one; inside a graph
+  // capture it must not, so it gets a fixed one (32 MiB: what NVIDIA
+  // recommends for Hopper).
+  MPC_CUDA_CHECK(cudaMalloc(&cublasWorkspace, kCublasWorkspace));
+  checkCublas(cublasSetWorkspace(cublas, cublasWorkspace, kCublasWorkspace),
+              "cublasSetWorkspace");
+  MPC_CUDA_CHECK(
+      cudaMalloc(reinterpret_cast<void **>(&seedDevice), sizeof(uint64_t)));
+  MPC_CUDA_CHECK(
+      cudaMalloc(reinterpret_cast<void **>(&errorDevice), sizeof(int32_t)));
+  MPC_CUDA_CHECK(
+      cudaMallocHost(reinterpret_cast<void **>(&seedHost), sizeof(uint64_t)));
+  MPC_CUDA_CHECK(
+      cudaMallocHost(reinterpret_cast<void **>(&errorHost), sizeof(int32_t)));
+  *seedHost = 0;
+  *errorHost = 0;
 }
 
 CudaDevice::~CudaDevice() {
@@ -108,9 +140,19 @@ CudaDevice::~CudaDevice() {
   }
   if (stream)
     cudaStreamSynchronize(stream);
+  for (auto &kv : memo)
+    for (auto *blocks : {&kv.second.scratch, &kv.second.tables})
+      for (Block &b : *blocks)
+        if (b.device)
+          allocator->release(b.device);
   allocator.reset();
   if (cudnn_)
     cudnnDestroy(cudnn_);
+  cudaFree(cublasWorkspace);
+  cudaFree(seedDevice);
+  cudaFree(errorDevice);
+  cudaFreeHost(seedHost);
+  cudaFreeHost(errorHost);
   if (cublas)
     cublasDestroy(cublas);
   if (stream)
@@ -134,9 +176,73 @@ void checkInputs(const KernelContext &ctx) {
   }
 }
 
+/// Shape and view ops in a device-resident step: their outputs are bound
+/// with the plan's dims. Views copy the input's bytes (nothing to do where
+/// the plan put the output over the input); Shape, Constant and
+/// ConstantOfShape are computed on the host from dims and mirrored values
+/// and copied from a device table uploaded once.
+void runHostOpResident(KernelContext &ctx, CudaDevice &device,
+                       const CpuKernel &kernel) {
+  const std::string &op = ctx.node.opType();
+  NodeStaging s(ctx, device);
+  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" ||
+      op == "Unsqueeze" || op == "Identity") {
+    const Tensor &x = s.in(0, "data");
+    if (!ctx.hasOutput(0))
+      cpu::fail(ctx.node, "missing output 0");
+    Tensor &y = *ctx.outputs[0];
+    if (x.dtype != y.dtype || x.numel() != y.numel())
+      cpu::fail(ctx.node, "input ", dtypeName(x.dtype), " ",
+                cpu::shapeString(x.dims), " does not become the plan's ",
+                dtypeName(y.dtype), " ", cpu::shapeString(y.dims));
+    const void *src = s.device(0);
+    if (y.byteSize() && y.bytes.data() != src)
+      MPC_CUDA_CHECK(cudaMemcpyAsync(y.bytes.data(), src, y.byteSize(),
+                                     cudaMemcpyDeviceToDevice, s.stream()));
+    return;
+  }
+  KernelContext host{ctx.node, ctx.inputs, {}, ctx.seed, {}};
+  std::vector<Tensor> outs(ctx.outputs.size());
+  for (size_t i = 0; i < outs.size(); ++i)
+    host.outputs.push_back(ctx.outputs[i] ? &outs[i] : nullptr);
+  kernel(host);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!ctx.outputs[i])
+      continue;
+    void *dst = s.out(i, outs[i].dtype, outs[i].dims);
+    size_t bytes = outs[i].byteSize();
+    if (!bytes)
+      continue;
+    const void *table = s.upload(std::vector<uint8_t>(
+        outs[i].bytes.data(), outs[i].bytes.data() + bytes));
+    MPC_CUDA_CHECK(cudaMemcpyAsync(dst, table, bytes, cudaMemcpyDeviceToDevice,
+                                   s.stream()));
+  }
+}
+
+bool graphsFromEnvironment(bool dflt) {
+  const char *v = std::getenv("MPC_CUDA_GRAPHS");
+  if (!v || !*v)
+    return dflt;
+  return !(std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0);
+}
+
 class CudaBackend final : public Backend {
 public:
-  explicit CudaBackend(const CudaBackendOptions &options) : device_(options) {}
+  explicit CudaBackend(const CudaBackendOptions &options)
+      : device_(options), graphs_(graphsFromEnvironment(options.graphs)) {}
+
+  ~CudaBackend() override {
+    dropGraph();
+    if (pinned_) {
+      cudaStreamSynchronize(device_.stream);
+      cudaFreeHost(pinned_);
+    }
+    if (arena_) {
+      cudaStreamSynchronize(device_.stream);
+      cudaFree(arena_);
+    }
+  }
 
   std::string name() const override { return "cuda"; }
 
@@ -149,17 +255,191 @@ public:
     if (!op)
       cpu::fail(ctx.node, "the cuda backend has no kernel for op ",
                 cudaOpName(ctx.node));
-    checkInputs(ctx);
+    if (!ctx.resident)
+      checkInputs(ctx);
     if (!op->run) {
       const CpuKernel *k = findCpuKernel(ctx.node.domain(), ctx.node.opType());
       if (!k)
         cpu::fail(ctx.node, "no host kernel for op ", cudaOpName(ctx.node));
-      (*k)(ctx);
+      if (ctx.resident)
+        runHostOpResident(ctx, device_, *k);
+      else
+        (*k)(ctx);
       return;
     }
     NodeStaging staging(ctx, device_);
     op->run(staging);
     staging.finish();
+  }
+
+  // --- device-resident steps
+
+  bool deviceResident() const override { return device_.options.resident; }
+
+  bool supportsResident(const Node &node, const std::vector<bool> &hostKnown,
+                        std::string &why) const override {
+    return cuda::supportsResident(node, hostKnown, why);
+  }
+
+  uint8_t *allocateArena(size_t bytes) override {
+    void *p = nullptr;
+    // At least one byte, so that an empty plan still has an address.
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+      cudaGetLastError();
+      throw Error("cuda: out of device memory allocating the step's arena "
+                  "of " +
+                  formatByteSize(bytes));
+    }
+    ++arenaAllocations_;
+    // Zeroed once, so no kernel ever reads bytes nobody wrote.
+    MPC_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, device_.stream));
+    arena_ = static_cast<uint8_t *>(p);
+    arenaBytes_ = bytes;
+    return arena_;
+  }
+
+  void freeArena(uint8_t *arena) override {
+    dropGraph(); // it holds the old arena's addresses
+    MPC_CUDA_CHECK(cudaStreamSynchronize(device_.stream));
+    cudaFree(arena);
+    if (arena == arena_) {
+      arena_ = nullptr;
+      arenaBytes_ = 0;
+    }
+  }
+
+  void copyToDevice(void *dst, const void *src, size_t bytes) override {
+    if (bytes)
+      MPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                     device_.stream));
+  }
+  void copyToHost(void *dst, const void *src, size_t bytes) override {
+    if (!bytes)
+      return;
+    // A copy into pageable memory returns only when it is done (a sync per
+    // copy); the step's few scalars go through pinned memory instead and
+    // reach `dst` in synchronize(), after the step's one wait.
+    if (pinnedUsed_ + bytes <= pinnedBytes_) {
+      MPC_CUDA_CHECK(cudaMemcpyAsync(pinned_ + pinnedUsed_, src, bytes,
+                                     cudaMemcpyDeviceToHost, device_.stream));
+      pending_.push_back({dst, pinnedUsed_, bytes});
+      pinnedUsed_ += (bytes + 15) / 16 * 16;
+      return;
+    }
+    pinnedWanted_ = std::max(pinnedWanted_, pinnedUsed_ + bytes);
+    MPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
+                                   device_.stream));
+  }
+  void copyOnDevice(void *dst, const void *src, size_t bytes) override {
+    if (bytes)
+      MPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                     device_.stream));
+  }
+
+  void synchronize() override {
+    MPC_CUDA_CHECK(cudaStreamSynchronize(device_.stream));
+    for (const Pending &p : pending_)
+      std::memcpy(p.dst, pinned_ + p.offset, p.bytes);
+    pending_.clear();
+    pinnedUsed_ = 0;
+    if (pinnedWanted_ > pinnedBytes_ && pinnedWanted_ <= kMaxPinned) {
+      // Grown between steps, when no copy is in flight.
+      cudaFreeHost(pinned_);
+      pinned_ = nullptr;
+      pinnedBytes_ = 0;
+      size_t want = pinnedWanted_ * 2;
+      if (cudaMallocHost(reinterpret_cast<void **>(&pinned_), want) ==
+          cudaSuccess)
+        pinnedBytes_ = want;
+      else
+        cudaGetLastError();
+    }
+    int32_t code = *device_.errorHost;
+    if (code > 0) {
+      *device_.errorHost = 0;
+      std::string where = size_t(code) <= device_.errorNodes.size()
+                              ? device_.errorNodes[size_t(code) - 1]
+                              : "a node";
+      throw Error(where + ": an index or label is out of range (found on "
+                          "the device during the step)");
+    }
+  }
+
+  bool beginStep(const StepInfo &info) override {
+    ++steps_;
+    // The seed and a clean error word, before any recorded work: neither
+    // copy is part of the graph, both are in stream order before it.
+    *device_.seedHost = info.seed;
+    MPC_CUDA_CHECK(cudaMemcpyAsync(device_.seedDevice, device_.seedHost,
+                                   sizeof(uint64_t), cudaMemcpyHostToDevice,
+                                   device_.stream));
+    MPC_CUDA_CHECK(cudaMemsetAsync(device_.errorDevice, 0, sizeof(int32_t),
+                                   device_.stream));
+    if (!graphs_)
+      return false;
+    if (info.planId != graphPlan_) {
+      dropGraph();
+      graphPlan_ = info.planId;
+      stepsOfPlan_ = 0;
+    }
+    ++stepsOfPlan_;
+    if (graphExec_) {
+      replaying_ = true;
+      return true;
+    }
+    if (stepsOfPlan_ == 2) {
+      MPC_CUDA_CHECK(cudaStreamBeginCapture(device_.stream,
+                                            cudaStreamCaptureModeThreadLocal));
+      device_.capturing = true;
+    }
+    return false;
+  }
+
+  void endStep() override {
+    if (device_.capturing) {
+      device_.capturing = false;
+      cudaGraph_t graph = nullptr;
+      cudaError_t e = cudaStreamEndCapture(device_.stream, &graph);
+      if (e == cudaSuccess) {
+        e = cudaGraphInstantiate(&graphExec_, graph, 0);
+        cudaGraphDestroy(graph);
+      }
+      if (e != cudaSuccess) {
+        // Something in the step could not be captured: say so, with the
+        // way to run without graphs (the step's work has not run).
+        graphExec_ = nullptr;
+        graphPlan_ = 0;
+        std::string what =
+            std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+        cudaGetLastError();
+        throw Error("cuda: capturing the step as a CUDA graph failed (" + what +
+                    "); run with --cuda-graphs=off (or MPC_CUDA_GRAPHS=0)");
+      }
+      ++graphCaptures_;
+      replaying_ = true; // the capture ran nothing: launch it now
+    }
+    if (replaying_) {
+      replaying_ = false;
+      MPC_CUDA_CHECK(cudaGraphLaunch(graphExec_, device_.stream));
+      ++graphLaunches_;
+    }
+    MPC_CUDA_CHECK(cudaMemcpyAsync(device_.errorHost, device_.errorDevice,
+                                   sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                   device_.stream));
+  }
+
+  void abortStep() override {
+    replaying_ = false;
+    if (device_.capturing) {
+      device_.capturing = false;
+      cudaGraph_t graph = nullptr;
+      cudaStreamEndCapture(device_.stream, &graph);
+      if (graph)
+        cudaGraphDestroy(graph);
+      cudaGetLastError(); // an invalidated capture is not this error
+    }
+    graphPlan_ = 0; // capture again from a warm-up
+    cudaStreamSynchronize(device_.stream);
   }
 
   /// cudaMemGetInfo on this backend's device (false if the query fails).
@@ -174,11 +454,46 @@ public:
 
   CudaMemoryStats memoryStats() const {
     const DeviceAllocator::Stats &s = device_.allocator->stats();
-    return {s.rawAllocations, s.cacheHits, s.peakReservedBytes};
+    CudaMemoryStats m;
+    m.deviceAllocations = s.rawAllocations + arenaAllocations_;
+    m.cacheHits = s.cacheHits;
+    m.peakReservedBytes = s.peakReservedBytes + arenaBytes_;
+    m.arenaBytes = arenaBytes_;
+    m.graphCaptures = graphCaptures_;
+    m.graphLaunches = graphLaunches_;
+    m.steps = steps_;
+    return m;
   }
 
 private:
+  void dropGraph() {
+    if (graphExec_) {
+      cudaGraphExecDestroy(graphExec_);
+      graphExec_ = nullptr;
+    }
+    graphPlan_ = 0;
+    stepsOfPlan_ = 0;
+  }
+
+  struct Pending {
+    void *dst;
+    size_t offset, bytes;
+  };
+  /// Pinned staging of downloads (the fetched scalars), at most kMaxPinned.
+  static constexpr size_t kMaxPinned = size_t(1) << 20;
+  uint8_t *pinned_ = nullptr;
+  size_t pinnedBytes_ = 0, pinnedUsed_ = 0, pinnedWanted_ = 4096;
+  std::vector<Pending> pending_;
+
   CudaDevice device_;
+  bool graphs_;
+  uint8_t *arena_ = nullptr;
+  size_t arenaBytes_ = 0, arenaAllocations_ = 0;
+  cudaGraphExec_t graphExec_ = nullptr;
+  uint64_t graphPlan_ = 0;
+  int stepsOfPlan_ = 0;
+  bool replaying_ = false;
+  size_t graphCaptures_ = 0, graphLaunches_ = 0, steps_ = 0;
 };
 
 /// Why the runtime cannot use device `ordinal`, or "".

@@ -26,6 +26,15 @@ struct CudaBackendOptions {
   /// bf16) before its kernel runs, so an element a kernel forgets to write
   /// shows up as NaN (tests/backend-ops).
   bool poisonOutputs = false;
+  /// Keep the executor's whole step on the device (Backend::deviceResident):
+  /// one arena, no host round trip per node, one synchronisation per step.
+  /// false: the staged backend (every node copies in and out; for
+  /// debugging, and what backend-ops exercises per op).
+  bool resident = true;
+  /// Resident steps: capture the step as a CUDA graph on its second run for
+  /// given shapes (the first sizes scratch and lets cuBLAS choose) and
+  /// replay it after; MPC_CUDA_GRAPHS=0 in the environment turns it off too.
+  bool graphs = true;
 };
 
 /// The CUDA backend, or nullptr with `whyNot` set to one line saying why
@@ -46,9 +55,13 @@ std::vector<std::string> cudaHostOps();
 
 /// Device-memory statistics of a CUDA backend (for tests and reports).
 struct CudaMemoryStats {
-  size_t deviceAllocations = 0; ///< cudaMalloc calls so far
+  size_t deviceAllocations = 0; ///< cudaMalloc calls so far (arenas too)
   size_t cacheHits = 0;         ///< buffers served from the cache
   size_t peakReservedBytes = 0; ///< most device bytes held at once
+  size_t arenaBytes = 0;        ///< the current step arena
+  size_t graphCaptures = 0;     ///< CUDA graphs captured and instantiated
+  size_t graphLaunches = 0;     ///< replays of a captured step
+  size_t steps = 0;             ///< device-resident steps started
 };
 /// The stats of `backend` if it is a CUDA backend (else all zero).
 CudaMemoryStats cudaMemoryStats(const Backend &backend);

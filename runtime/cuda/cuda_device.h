@@ -5,7 +5,13 @@
 // cuDNN handle bound to that stream, and the caching allocator. The cuDNN
 // handle is made on first use: cudnnCreate loads cuDNN's sub-libraries
 // (hundreds of megabytes), which a step without convolutions or batch norm
-// never needs, and a machine without them can still run such steps.
+// never needs, and a machine without them can still run such steps. For
+// device-resident steps it also keeps what lives from step to step: each
+// node's scratch and device tables (sized on the first step, reused after,
+// so no step after the first allocates and a CUDA graph can hold their
+// addresses), a fixed cuBLAS workspace (cuBLAS must not allocate while a
+// graph is being captured), the step's seed and error word in device memory
+// with pinned host twins.
 #pragma once
 
 #include "runtime/cuda/cuda_backend.h"
@@ -16,6 +22,9 @@
 #include <cudnn.h>
 
 #include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
 
 namespace mpc {
 namespace cuda {
@@ -25,6 +34,31 @@ struct CudaDevice {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   std::unique_ptr<DeviceAllocator> allocator;
+
+  /// Per node of a device-resident step: scratch blocks and uploaded
+  /// tables in the order the runner asks for them.
+  struct Block {
+    void *device = nullptr;
+    size_t capacity = 0;
+    std::vector<uint8_t> host; ///< tables: the bytes last uploaded
+  };
+  struct NodeMemo {
+    std::vector<Block> scratch, tables;
+    int32_t errorCode = 0; ///< its code in errorNodes, once it has one
+  };
+  std::unordered_map<const Node *, NodeMemo> memo;
+  /// True while the stream is being captured into a CUDA graph: nothing
+  /// may be allocated or uploaded from pageable memory then.
+  bool capturing = false;
+  /// Bytes of the cuBLAS workspace (cublasSetWorkspace).
+  static constexpr size_t kCublasWorkspace = size_t(32) << 20;
+  void *cublasWorkspace = nullptr;
+  /// The step's seed on the device and its pinned host twin.
+  uint64_t *seedDevice = nullptr, *seedHost = nullptr;
+  /// The step's error word (0: fine, k: node k - 1 of errorNodes flagged
+  /// bad data) and its pinned host twin.
+  int32_t *errorDevice = nullptr, *errorHost = nullptr;
+  std::vector<std::string> errorNodes;
 
   explicit CudaDevice(const CudaBackendOptions &opts);
   ~CudaDevice();

@@ -2,6 +2,7 @@
 #include "runtime/cuda/cuda_ops.h"
 
 #include "kernels/cpu/cpu_util.h"
+#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_backend.h"
 
 #include <algorithm>
@@ -17,9 +18,10 @@ using Key = std::pair<std::string, std::string>;
 const std::map<Key, CudaOpEntry> &opTable() {
   static const std::map<Key, CudaOpEntry> table = [] {
     std::map<Key, CudaOpEntry> t;
-    for (auto family : {elementwiseOps, gemmOps, lossOps, trainingOps,
-                        softmaxOps, reduceOps, gatherOps, transformerOps,
-                        compareOps, convOps, batchNormOps, poolOps, hostOps})
+    for (auto family :
+         {elementwiseOps, gemmOps, lossOps, trainingOps, softmaxOps, reduceOps,
+          gatherOps, transformerOps, compareOps, convOps, batchNormOps, poolOps,
+          shapeOps, hostOps})
       for (const CudaOpEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e);
     return t;
@@ -91,6 +93,36 @@ std::vector<CudaOpEntry> hostOps() {
       {"", "Unsqueeze", nullptr, noCheck},
       {"", "Identity", nullptr, noCheck},
   };
+}
+
+bool supportsResident(const Node &node, const std::vector<bool> &hostKnown,
+                      std::string &why) {
+  const CudaOpEntry *e = findCudaOp(node.domain(), node.opType());
+  if (!e) {
+    why = "no kernel for op " + cudaOpName(node);
+    return false;
+  }
+  uint32_t mask = e->hostInputs;
+  if (!e->run && node.domain().empty() && node.opType() == "ConstantOfShape")
+    mask |= 1u; // its output's value comes from the shape's
+  // Runners whose entries predate hostInputs and read a shape input on the
+  // host (run_conv.cpp, run_pool.cpp): their x_shape.
+  if (node.domain() == kMpcDomain && node.opType() == "ConvGradInput")
+    mask |= 1u << 2;
+  if (node.domain() == kMpcDomain && node.opType() == "AveragePoolGrad")
+    mask |= 1u << 1;
+  for (size_t i = 0; i < node.numInputs() && i < 32; ++i) {
+    const Value *in = node.input(i);
+    if (!(mask >> i & 1u) || !in)
+      continue;
+    if (i >= hostKnown.size() || !hostKnown[i]) {
+      why = "its input " + std::to_string(i) + " ('" + in->name() +
+            "') is read on the host, and here it is computed from data "
+            "during the step (not a constant or a shape)";
+      return false;
+    }
+  }
+  return true;
 }
 
 void requireDeviceFloat(const Node &node, const Tensor &t, const char *what) {

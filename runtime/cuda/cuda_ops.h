@@ -3,7 +3,7 @@
 // Each family file (run_elementwise.cpp, run_gemm.cpp, run_loss.cpp,
 // run_training.cpp, run_softmax.cpp, run_reduce.cpp, run_gather.cpp,
 // run_transformer.cpp, run_compare.cpp, run_conv.cpp, run_batch_norm.cpp,
-// run_pool.cpp) lists its entries, like the CPU kernel
+// run_pool.cpp, run_shape.cpp) lists its entries, like the CPU kernel
 // families; the backend's supports() and run() read only this table
 // (cuda_ops.cpp), so what it claims and what it runs cannot drift apart. An
 // entry's check looks at what the graph already says (dtypes, attributes) and
@@ -14,6 +14,7 @@
 
 #include "passes/ir/graph.h"
 
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -33,6 +34,10 @@ struct CudaOpEntry {
   const char *opType;
   CudaRunner run; ///< nullptr: runs on the host (shape/view ops)
   CudaCheck check;
+  /// Bit i: the runner reads input i's value on the host (an axes list, a
+  /// ratio). A device-resident step runs the node only when the executor
+  /// knows that value before the step (cudaBackendSupportsResident).
+  uint32_t hostInputs = 0;
 };
 
 std::vector<CudaOpEntry> elementwiseOps();
@@ -47,7 +52,14 @@ std::vector<CudaOpEntry> compareOps();
 std::vector<CudaOpEntry> convOps();
 std::vector<CudaOpEntry> batchNormOps();
 std::vector<CudaOpEntry> poolOps();
+std::vector<CudaOpEntry> shapeOps();
 std::vector<CudaOpEntry> hostOps();
+
+/// Whether a device-resident step can run `node` when the executor knows
+/// the values of its inputs where hostKnown[i] (the op table's hostInputs;
+/// host ops: ConstantOfShape needs its shape).
+bool supportsResident(const Node &node, const std::vector<bool> &hostKnown,
+                      std::string &why);
 
 /// The entry for (domain, op), or nullptr ("ai.onnx" is the default domain).
 const CudaOpEntry *findCudaOp(const std::string &domain, const std::string &op);

@@ -8,6 +8,16 @@
 // backend's caching allocator and returns to it when the staging ends. This
 // is the one place that knows tensors live on the host: the runners pass
 // raw device pointers on to the kernels.
+//
+// In a device-resident step (KernelContext::resident) the same calls mean
+// the same things without any copy: device(i) is the input's place in the
+// executor's arena, out() checks the runner's dtype and size against the
+// plan and returns the output's place, scratch() and upload() hand out the
+// node's blocks kept in CudaDevice::memo (allocated on the first step, the
+// same addresses after, so a captured CUDA graph stays valid), and finish()
+// neither copies nor waits. Runners keep one code path for both modes; the
+// values they read on the host come from hostValue(), which in a resident
+// step exists only for values the executor mirrors (constants, shapes).
 #pragma once
 
 #include "runtime/backend.h"
@@ -36,6 +46,24 @@ public:
   /// Host input i, or nullptr when omitted.
   const Tensor *optionalIn(size_t i) const;
 
+  /// True in a device-resident step.
+  bool resident() const { return ctx_.resident; }
+  /// Input i whose value the runner reads on the host: the input itself
+  /// when staged, its host mirror in a resident step; throws naming the
+  /// node when a resident step has no mirror (the value is data). Runners
+  /// list such inputs in their op entry (CudaOpEntry::hostInputs) so the
+  /// executor refuses the step before it starts.
+  const Tensor &hostValue(size_t i, const char *what) const;
+  /// Whether hostValue(i) would succeed.
+  bool hasHostValue(size_t i) const;
+
+  /// The step's seed on the device (resident) or a device copy of ctx.seed.
+  const uint64_t *deviceSeed();
+  /// Where kernels flag bad data (resident steps; nullptr when staged, where
+  /// the runner checks on the host) and this node's code for it.
+  int32_t *errorWord() const;
+  int32_t errorCode();
+
   /// Device copy of input i (uploaded once; nullptr for an empty tensor).
   const void *device(size_t i);
   /// Device fp32 copy of input i, which must be fp32, fp16 or bf16.
@@ -61,6 +89,9 @@ public:
 private:
   void *allocate(size_t bytes);
   void *uploadBytes(const void *p, size_t bytes);
+  /// The node's next memo block of at least `bytes` (resident steps).
+  CudaDevice::Block &memoBlock(std::vector<CudaDevice::Block> &blocks,
+                               size_t &used, size_t bytes);
 
   KernelContext &ctx_;
   CudaDevice &device_;
@@ -73,6 +104,8 @@ private:
     size_t bytes;
   };
   std::vector<Output> outputs_;
+  CudaDevice::NodeMemo *memo_ = nullptr;
+  size_t scratchUsed_ = 0, tablesUsed_ = 0;
 };
 
 } // namespace cuda

@@ -87,8 +87,11 @@ void runPow(NodeStaging &s) {
     fail(node, "exponent must be numeric, got bool");
   requireDeviceFloat(node, x, "X");
   std::vector<int64_t> dims = cpu::broadcastShapes(node, x.dims, e.dims);
-  if (e.numel() == 1 && dims == x.dims) {
-    float v = float(cpu::loadDouble(e, 0));
+  // A scalar exponent known on the host (always when staged; a constant in
+  // a device-resident step) picks a specialised kernel; otherwise the
+  // broadcast kernel reads it on the device.
+  if (e.numel() == 1 && dims == x.dims && s.hasHostValue(1)) {
+    float v = float(cpu::loadDouble(s.hostValue(1, "exponent"), 0));
     void *y = s.out(0, x.dtype, dims);
     launchPowScalar(x.dtype, s.device(0), y, x.numel(), powMode(v), v,
                     s.stream());

@@ -2,14 +2,17 @@
 // Gather and mpc.GatherGrad (the embedding gradient).
 //
 // Transpose and Gather copy elements as bytes, so they take any dtype.
-// Gather's indices are validated on the host like the CPU kernel's (an
-// index out of range is the same error) and uploaded non-negative; in this
-// staged increment the indices are on the host anyway, and GatherGrad's
-// per-row position lists (a counting sort, gather.h) are built there too.
+// Staged, Gather's indices are validated on the host like the CPU kernel's
+// (an index out of range is the same error) and uploaded non-negative, and
+// GatherGrad's per-row position lists (a counting sort, gather.h) are built
+// there too. In a device-resident step the indices never leave the device:
+// the same normalisation and a stable sort by row run there (resident.h),
+// and an index out of range is reported, naming the node, after the step.
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gather.h"
+#include "kernels/cuda/resident.h"
 #include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
@@ -63,6 +66,21 @@ std::vector<int64_t> gatherRows(const Node &node, const Tensor &idx,
   return rows;
 }
 
+/// Device rows of a resident step: idx normalised into node scratch.
+const int64_t *deviceRows(NodeStaging &s, const Tensor &idx, size_t at,
+                          int64_t len) {
+  if (idx.dtype != DType::I64 && idx.dtype != DType::I32)
+    fail(s.node(), "indices must be int64 or int32, got ",
+         dtypeName(idx.dtype));
+  int64_t n = idx.numel();
+  if (n == 0)
+    return nullptr;
+  auto *rows = static_cast<int64_t *>(s.scratch(size_t(n) * sizeof(int64_t)));
+  launchNormalizeIndices(s.device(at), idx.dtype == DType::I64, n, len, rows,
+                         s.errorWord(), s.errorCode(), s.stream());
+  return rows;
+}
+
 void runGather(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &x = s.in(0, "data"), &idx = s.in(1, "indices");
@@ -72,12 +90,18 @@ void runGather(NodeStaging &s) {
     fail(node, "cannot gather from a scalar");
   int64_t axis = cpu::normalizeAxis(node, node.attrInt("axis", 0), r);
   cpu::AxisSplit a = cpu::splitAt(x.dims, axis);
-  std::vector<int64_t> rows = gatherRows(node, idx, axis, a.len);
   std::vector<int64_t> dims(x.dims.begin(), x.dims.begin() + axis);
   dims.insert(dims.end(), idx.dims.begin(), idx.dims.end());
   dims.insert(dims.end(), x.dims.begin() + axis + 1, x.dims.end());
+  GatherShape shape{a.outer, a.len, a.inner, idx.numel()};
+  if (s.resident()) {
+    const int64_t *rows = deviceRows(s, idx, 1, a.len);
+    void *y = s.out(0, x.dtype, dims);
+    launchGather(dtypeSize(x.dtype), s.device(0), rows, y, shape, s.stream());
+    return;
+  }
+  std::vector<int64_t> rows = gatherRows(node, idx, axis, a.len);
   void *y = s.out(0, x.dtype, dims);
-  GatherShape shape{a.outer, a.len, a.inner, int64_t(rows.size())};
   launchGather(dtypeSize(x.dtype), s.device(0), s.upload(rows), y, shape,
                s.stream());
 }
@@ -100,10 +124,26 @@ void runGatherGrad(NodeStaging &s) {
          cpu::shapeString(data.dims), " and indices ",
          cpu::shapeString(idx.dims));
   cpu::AxisSplit a = cpu::splitAt(data.dims, axis);
+  GatherShape shape{a.outer, a.len, a.inner, idx.numel()};
+  if (s.resident()) {
+    const int64_t *rows = deviceRows(s, idx, 1, a.len);
+    int64_t n = idx.numel();
+    auto *start =
+        static_cast<int64_t *>(s.scratch(size_t(a.len + 1) * sizeof(int64_t)));
+    auto *positions = static_cast<int64_t *>(
+        s.scratch(size_t(std::max<int64_t>(n, 1)) * sizeof(int64_t)));
+    size_t tempBytes = gatherRowListsScratch(n, a.len);
+    void *temp = s.scratch(tempBytes);
+    launchGatherRowLists(rows, n, a.len, start, positions, temp, tempBytes,
+                         s.stream());
+    void *dd = s.out(0, dy.dtype, data.dims);
+    launchGatherGrad(dy.dtype, s.device(0), start, positions, dd, shape,
+                     s.stream());
+    return;
+  }
   std::vector<int64_t> rows = gatherRows(node, idx, axis, a.len);
   GatherRowLists lists = gatherRowLists(rows, a.len);
   void *dd = s.out(0, dy.dtype, data.dims);
-  GatherShape shape{a.outer, a.len, a.inner, int64_t(rows.size())};
   launchGatherGrad(dy.dtype, s.device(0), s.upload(lists.start),
                    s.upload(lists.positions), dd, shape, s.stream());
 }

@@ -3,10 +3,14 @@
 // The labels are validated on the host with the CPU backend's lossSetup
 // (a label out of range is the same error, naming the same position) and
 // go to the device as one int64 per position (-1 where ignored) with the
-// position's fp32 weight. In this staged increment the labels are on the
-// host anyway; on device-resident buffers the check becomes a device flag.
+// position's fp32 weight. In a device-resident step the labels stay on the
+// device: the same per-position labels and weights are made there
+// (resident.h), after the same shape checks (lossShapes, the shape half of
+// lossSetup), and a label out of range sets the step's error word, reported
+// naming the node after the step.
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cuda/loss.h"
+#include "kernels/cuda/resident.h"
 #include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
@@ -41,13 +45,82 @@ DeviceLabels uploadLabels(NodeStaging &s, const cpu::LossSetup &setup) {
   return d;
 }
 
+/// lossSetup's checks of attributes and shapes, without reading a label.
+cpu::LossSetup lossShapes(const Node &node, const Tensor &scores,
+                          const Tensor &labels, const Tensor *weights) {
+  cpu::LossSetup s;
+  std::string red = node.attrString("reduction", "mean");
+  if (red == "none")
+    s.reduction = cpu::LossSetup::None;
+  else if (red == "sum")
+    s.reduction = cpu::LossSetup::Sum;
+  else if (red == "mean")
+    s.reduction = cpu::LossSetup::Mean;
+  else
+    fail(node, "unknown reduction '", red, "' (expects none, sum or mean)");
+  s.hasIgnore = node.hasAttr("ignore_index");
+  s.ignoreIndex = node.attrInt("ignore_index", 0);
+  if (scores.dims.size() < 2)
+    fail(node, "scores must be [N, C, ...], got ",
+         cpu::shapeString(scores.dims));
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
+    fail(node, "labels must be int64 or int32, got ", dtypeName(labels.dtype));
+  std::vector<int64_t> want = scores.dims;
+  want.erase(want.begin() + 1);
+  if (labels.dims != want)
+    fail(node, "labels of shape ", cpu::shapeString(labels.dims),
+         " do not match scores of shape ", cpu::shapeString(scores.dims),
+         " (expects ", cpu::shapeString(want), ")");
+  s.n = scores.dims[0];
+  s.c = scores.dims[1];
+  s.d = s.n ? labels.numel() / s.n : 0;
+  s.perPosition = want;
+  if (weights) {
+    if (weights->dims != std::vector<int64_t>{s.c})
+      fail(node, "weights must be [", s.c, "], got ",
+           cpu::shapeString(weights->dims));
+    if (!isDeviceFloat(weights->dtype))
+      fail(node, "weights must be fp32, fp16 or bf16 on the cuda backend, got ",
+           dtypeName(weights->dtype));
+  }
+  return s;
+}
+
+/// The resident step's labels and weights, made on the device from the
+/// labels input (at) and the optional class weights (weightsAt).
+DeviceLabels deviceLabels(NodeStaging &s, const cpu::LossSetup &setup,
+                          size_t at, size_t weightsAt) {
+  DeviceLabels d;
+  d.shape = {setup.n, setup.c, setup.d};
+  d.reduction = setup.reduction == cpu::LossSetup::None  ? LossReduction::None
+                : setup.reduction == cpu::LossSetup::Sum ? LossReduction::Sum
+                                                         : LossReduction::Mean;
+  int64_t positions = d.shape.positions();
+  const Tensor &labels = s.in(at, "labels");
+  const Tensor *w = s.optionalIn(weightsAt);
+  auto *l = static_cast<int64_t *>(
+      s.scratch(size_t(std::max<int64_t>(positions, 1)) * sizeof(int64_t)));
+  auto *wt = static_cast<float *>(
+      s.scratch(size_t(std::max<int64_t>(positions, 1)) * sizeof(float)));
+  launchLossLabels(s.device(at), labels.dtype == DType::I64, positions, setup.c,
+                   setup.hasIgnore, setup.ignoreIndex,
+                   w ? s.device(weightsAt) : nullptr, w ? w->dtype : DType::F32,
+                   l, wt, s.errorWord(), s.errorCode(), s.stream());
+  d.labels = l;
+  d.weights = wt;
+  return d;
+}
+
 void runSoftmaxCrossEntropyLoss(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &scores = s.in(0, "scores"), &labels = s.in(1, "target");
   const Tensor *weights = s.optionalIn(2);
-  cpu::LossSetup setup = cpu::lossSetup(s.ctx(), scores, labels, weights);
+  cpu::LossSetup setup = s.resident()
+                             ? lossShapes(node, scores, labels, weights)
+                             : cpu::lossSetup(s.ctx(), scores, labels, weights);
   requireDeviceFloat(node, scores, "scores");
-  DeviceLabels d = uploadLabels(s, setup);
+  DeviceLabels d =
+      s.resident() ? deviceLabels(s, setup, 1, 2) : uploadLabels(s, setup);
   std::vector<int64_t> lossDims;
   if (d.reduction == LossReduction::None)
     lossDims = setup.perPosition;
@@ -66,7 +139,9 @@ void runSoftmaxCrossEntropyLossGrad(NodeStaging &s) {
                &labels = s.in(2, "labels");
   if (!isFloating(dl.dtype))
     fail(node, "dL must be floating point, got ", dtypeName(dl.dtype));
-  cpu::LossSetup setup = cpu::lossSetup(s.ctx(), lp, labels, s.optionalIn(3));
+  cpu::LossSetup setup =
+      s.resident() ? lossShapes(node, lp, labels, s.optionalIn(3))
+                   : cpu::lossSetup(s.ctx(), lp, labels, s.optionalIn(3));
   requireDeviceFloat(node, lp, "log_prob");
   requireDeviceFloat(node, dl, "dL");
   if (setup.reduction == cpu::LossSetup::None) {
@@ -76,7 +151,8 @@ void runSoftmaxCrossEntropyLossGrad(NodeStaging &s) {
   } else if (dl.numel() != 1) {
     fail(node, "dL must be a scalar, got shape ", cpu::shapeString(dl.dims));
   }
-  DeviceLabels d = uploadLabels(s, setup);
+  DeviceLabels d =
+      s.resident() ? deviceLabels(s, setup, 2, 3) : uploadLabels(s, setup);
   void *dx = s.out(0, lp.dtype, lp.dims);
   auto *scale = static_cast<float *>(s.scratch(sizeof(float)));
   launchSoftmaxCrossEntropyGrad(lp.dtype, s.deviceF32(0), s.device(1), d.labels,

@@ -73,10 +73,11 @@ std::string checkReduce(const Node &n) { return requireDeviceFloat(n, {0}); }
 
 std::vector<CudaOpEntry> reduceOps() {
   return {
-      {"", "ReduceSum", runReduce<ReduceKind::Sum>, checkReduce},
-      {"", "ReduceMean", runReduce<ReduceKind::Mean>, checkReduce},
-      {"", "ReduceMax", runReduce<ReduceKind::Max>, checkReduce},
-      {kMpcDomain, "ReduceGrad", runReduceGrad, checkReduce},
+      // The axes input (1; 2 for ReduceGrad) is read on the host.
+      {"", "ReduceSum", runReduce<ReduceKind::Sum>, checkReduce, 1u << 1},
+      {"", "ReduceMean", runReduce<ReduceKind::Mean>, checkReduce, 1u << 1},
+      {"", "ReduceMax", runReduce<ReduceKind::Max>, checkReduce, 1u << 1},
+      {kMpcDomain, "ReduceGrad", runReduceGrad, checkReduce, 1u << 2},
   };
 }
 

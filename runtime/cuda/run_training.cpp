@@ -5,9 +5,10 @@
 // mpc_train.cpp). found_inf goes to the kernels as a device byte and is
 // read there: nothing here looks at its value. The optimizer's per-step
 // scalars (bias corrections, -lr) are computed on the host from the step
-// counter by the shared sgdScalars/adamScalars, exactly as the CPU does; on
-// device-resident state that read of the step becomes the one host value a
-// step needs, or moves into the kernel.
+// counter by the shared sgdScalars/adamScalars, exactly as the CPU does,
+// when staged; in a device-resident step the step counter is state on the
+// device, so the kernels read it there (launch*DeviceStep) and nothing in
+// this file reads a value on the host.
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cuda/clip_grad_norm.h"
 #include "kernels/cuda/training.h"
@@ -55,6 +56,18 @@ int64_t readStep(const Node &node, const Tensor &t) {
   if (step < 0)
     fail(node, "step must be >= 0, got ", step);
   return step;
+}
+
+/// The step counter where it lives in a device-resident step (input 1).
+DeviceStep deviceStep(NodeStaging &s, const Tensor &t) {
+  if (t.numel() != 1)
+    fail(s.node(), "step must be a scalar, got shape ",
+         cpu::shapeString(t.dims));
+  if (t.dtype != DType::I64 && t.dtype != DType::I32 && t.dtype != DType::F32 &&
+      t.dtype != DType::F64)
+    fail(s.node(), "step must be int64, int32, fp32 or fp64, got ",
+         dtypeName(t.dtype));
+  return {s.device(1), t.dtype};
 }
 
 const float *f32(NodeStaging &s, size_t i) {
@@ -161,17 +174,23 @@ void runSgd(NodeStaging &s) {
     fail(node, "momentum ", momentum, " needs a momentum buffer (input 4)");
   if (s.ctx().hasOutput(1) && !buf)
     fail(node, "has a momentum buffer output but no buffer input");
+  bool resident = s.resident();
   SgdScalars scalars = sgdScalars(
       node.attrFloat("lr", 1e-3f), momentum, node.attrFloat("dampening", 0.0f),
       node.attrFloat("weight_decay", 0.0f), node.attrInt("nesterov", 0) != 0,
-      readStep(node, stepT));
+      resident ? 0 : readStep(node, stepT));
   const uint8_t *found = foundInf(s, 0);
   auto *pOut = static_cast<float *>(s.out(0, DType::F32, p.dims));
   auto *bufOut =
       buf ? static_cast<float *>(s.optionalOut(1, DType::F32, p.dims))
           : nullptr;
-  launchSgd(found, f32(s, 2), f32(s, 3), buf ? f32(s, 4) : nullptr, pOut,
-            bufOut, p.numel(), scalars, s.stream());
+  if (resident)
+    launchSgdDeviceStep(found, deviceStep(s, stepT), f32(s, 2), f32(s, 3),
+                        buf ? f32(s, 4) : nullptr, pOut, bufOut, p.numel(),
+                        scalars, s.stream());
+  else
+    launchSgd(found, f32(s, 2), f32(s, 3), buf ? f32(s, 4) : nullptr, pOut,
+              bufOut, p.numel(), scalars, s.stream());
 }
 
 void runAdam(NodeStaging &s) {
@@ -183,15 +202,26 @@ void runAdam(NodeStaging &s) {
   requireLikeParam(node, g, p, "gradient");
   requireLikeParam(node, m, p, "exp_avg");
   requireLikeParam(node, v, p, "exp_avg_sq");
-  AdamScalars scalars = adamScalars(
-      node.attrFloat("lr", 1e-3f), node.attrFloat("beta1", 0.9f),
-      node.attrFloat("beta2", 0.999f), node.attrFloat("epsilon", 1e-8f),
-      node.attrFloat("weight_decay", 0.0f), node.attrInt("decoupled", 0) != 0,
-      readStep(node, stepT));
+  AdamHyper h;
+  h.lr = node.attrFloat("lr", 1e-3f);
+  h.beta1 = node.attrFloat("beta1", 0.9f);
+  h.beta2 = node.attrFloat("beta2", 0.999f);
+  h.eps = node.attrFloat("epsilon", 1e-8f);
+  h.weightDecay = node.attrFloat("weight_decay", 0.0f);
+  h.decoupled = node.attrInt("decoupled", 0) != 0;
   const uint8_t *found = foundInf(s, 0);
   auto *pOut = static_cast<float *>(s.out(0, DType::F32, p.dims));
   auto *mOut = static_cast<float *>(s.optionalOut(1, DType::F32, p.dims));
   auto *vOut = static_cast<float *>(s.optionalOut(2, DType::F32, p.dims));
+  if (s.resident()) {
+    launchAdamDeviceStep(found, deviceStep(s, stepT), f32(s, 2), f32(s, 3),
+                         f32(s, 4), f32(s, 5), pOut, mOut, vOut, p.numel(), h,
+                         s.stream());
+    return;
+  }
+  AdamScalars scalars =
+      adamScalars(h.lr, h.beta1, h.beta2, h.eps, h.weightDecay, h.decoupled,
+                  readStep(node, stepT));
   launchAdam(found, f32(s, 2), f32(s, 3), f32(s, 4), f32(s, 5), pOut, mOut,
              vOut, p.numel(), scalars, s.stream());
 }

@@ -189,8 +189,15 @@ void runDropout(NodeStaging &s) {
   }
   uint64_t key =
       dropoutKey(node.name(), node.hasAttr("seed"), node.attrInt("seed", 0));
-  launchDropout(x.dtype, s.device(0), y, mask, x.numel(), s.ctx().seed ^ key,
-                dropoutThreshold(m.ratio), dropoutScale(m.ratio), s.stream());
+  // Resident: the seed is read on the device (a graph replays with the
+  // step's seed); staged: the host's, as before.
+  if (s.resident())
+    launchDropout(x.dtype, s.device(0), y, mask, x.numel(), key,
+                  dropoutThreshold(m.ratio), dropoutScale(m.ratio), s.stream(),
+                  s.deviceSeed());
+  else
+    launchDropout(x.dtype, s.device(0), y, mask, x.numel(), s.ctx().seed ^ key,
+                  dropoutThreshold(m.ratio), dropoutScale(m.ratio), s.stream());
 }
 
 void runDropoutGrad(NodeStaging &s) {
@@ -234,8 +241,11 @@ std::vector<CudaOpEntry> transformerOps() {
       {kMpcDomain, "GeluTanh", runGelu, checkInput0}, // (cpu::geluTanh)
       {kMpcDomain, "GeluGrad", runGeluGrad<GeluGradKind::Gelu>, checkInputs01},
       {kMpcDomain, "ErfGrad", runGeluGrad<GeluGradKind::Erf>, checkInputs01},
-      {"", "Dropout", runDropout, checkInput0},
-      {kMpcDomain, "DropoutGrad", runDropoutGrad, checkInput0},
+      // ratio and training_mode are read on the host (constants in
+      // every exported model; a data-dependent ratio is refused).
+      {"", "Dropout", runDropout, checkInput0, (1u << 1) | (1u << 2)},
+      {kMpcDomain, "DropoutGrad", runDropoutGrad, checkInput0,
+       (1u << 2) | (1u << 3)},
   };
 }
 

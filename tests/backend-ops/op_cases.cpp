@@ -1006,6 +1006,55 @@ void addClipGradNorm(std::vector<OpCase> &cases) {
          Compare::Tolerance});
 }
 
+void addShapeMoves(std::vector<OpCase> &cases) {
+  // Byte copies: exact. Expand broadcasts a row and a column; Slice takes
+  // steps both ways with negative and clamped bounds; Concat and Split
+  // move blocks along an inner axis.
+  cases.push_back({"Expand_broadcast",
+                   "",
+                   "Expand",
+                   {},
+                   1,
+                   kFloats,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, t, {4, 1, 8}),
+                             int64Tensor({4}, {3, 4, 5, 8})};
+                   }});
+  cases.push_back(
+      {"Slice_steps",
+       "",
+       "Slice",
+       {},
+       1,
+       kFloats,
+       [](DType t, std::mt19937 &rng) -> Inputs {
+         return {randomTensor(rng, t, {6, 10, 3}), int64Tensor({2}, {1, -2}),
+                 int64Tensor({2}, {100, -11}), int64Tensor({2}, {0, 1}),
+                 int64Tensor({2}, {2, -3})};
+       }});
+  cases.push_back({"Concat_axis1",
+                   "",
+                   "Concat",
+                   {{"axis", i(1)}},
+                   1,
+                   kFloats,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, t, {2, 3, 4}),
+                             randomTensor(rng, t, {2, 1, 4}),
+                             randomTensor(rng, t, {2, 5, 4})};
+                   }});
+  cases.push_back(
+      {"Split_sizes",
+       "",
+       "Split",
+       {{"axis", i(-1)}},
+       2,
+       kFloats,
+       [](DType t, std::mt19937 &rng) -> Inputs {
+         return {randomTensor(rng, t, {4, 3, 10}), int64Tensor({2}, {3, 7})};
+       }});
+}
+
 void addCompare(std::vector<OpCase> &cases) {
   // Values on a coarse grid, so that equal pairs occur; a NaN compares
   // unequal and unordered on both backends.
@@ -1423,6 +1472,7 @@ const std::vector<OpCase> &opCases() {
     addConvolutions(c);
     addBatchNorm(c);
     addPools(c);
+    addShapeMoves(c);
     return c;
   }();
   return cases;

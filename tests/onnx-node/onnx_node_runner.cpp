@@ -398,7 +398,11 @@ CaseResult runCase(const fs::path &caseDir) {
         }
       }
       std::string whyNot;
-      backend = createCudaBackend(whyNot);
+      // Staged: a node test is one op on given data, and many take shapes
+      // as data inputs, which a device-resident step refuses.
+      CudaBackendOptions staged;
+      staged.resident = false;
+      backend = createCudaBackend(whyNot, staged);
       if (!backend)
         throw Error("--device=cuda: " + whyNot);
     } else {

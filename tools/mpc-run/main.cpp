@@ -47,6 +47,13 @@ Trains MODEL, a training step compiled by mpc-opt.
   --quiet                 no progress lines
   --debug-overflow        on a step that overflows, re-run it checking every
                           node's output and report the first inf/nan node
+                          (with --device=cuda: runs the step staged)
+  --cuda-resident=on|off  cuda: keep the whole step on the GPU, one arena,
+                          one synchronisation per step (default on); off:
+                          copy every node's inputs and outputs (debugging)
+  --cuda-graphs=on|off    cuda, resident: capture the step as a CUDA graph
+                          on its second run and replay it (default on;
+                          MPC_CUDA_GRAPHS=0 also turns it off)
   --min-loss-scale=F      loss-scale floor (default 1): after
   --max-skipped-steps=N   N (default 100) consecutive skipped steps with the
                           scale below the floor, stop with exit 1 and name
@@ -87,6 +94,7 @@ struct Flags {
   int64_t maxSkippedSteps = 100;
   bool memoryLimitGiven = false;
   size_t memoryLimit = 0;
+  bool cudaResident = true, cudaGraphs = true;
 
   bool infer = false;
   /// --input values as given: "NAME=FILE" or "FILE".
@@ -147,7 +155,9 @@ Flags parseFlags(int argc, char **argv) {
                                            "--debug-overflow",
                                            "--min-loss-scale",
                                            "--max-skipped-steps",
-                                           "--memory-limit"};
+                                           "--memory-limit",
+                                           "--cuda-resident",
+                                           "--cuda-graphs"};
     for (const char *t : kTrainingFlags)
       if (key == t)
         f.trainingFlags.push_back(key);
@@ -158,6 +168,11 @@ Flags parseFlags(int argc, char **argv) {
       f.device = need();
       if (f.device != "cpu" && f.device != "cuda")
         throw Error("--device: expected cpu or cuda, got '" + f.device + "'");
+    } else if (key == "--cuda-resident" || key == "--cuda-graphs") {
+      std::string v = need();
+      if (v != "on" && v != "off")
+        throw Error(key + ": expected on or off, got '" + v + "'");
+      (key == "--cuda-resident" ? f.cudaResident : f.cudaGraphs) = v == "on";
     } else if (key == "--steps") {
       f.steps = parseInt(key, need(), 0);
     } else if (key == "--data") {
@@ -245,11 +260,12 @@ std::string formatBytes(size_t bytes) {
 
 /// The backend --device names; for cuda, an error saying why there is none
 /// (no CUDA in this build, no driver, no device).
-std::unique_ptr<Backend> makeBackend(const std::string &device) {
+std::unique_ptr<Backend> makeBackend(const std::string &device,
+                                     const CudaBackendOptions &options = {}) {
   if (device != "cuda")
     return createCpuBackend();
   std::string whyNot;
-  std::unique_ptr<Backend> backend = createCudaBackend(whyNot);
+  std::unique_ptr<Backend> backend = createCudaBackend(whyNot, options);
   if (!backend)
     throw Error("--device=cuda: " + whyNot + " (use --device=cpu)");
   return backend;
@@ -257,7 +273,12 @@ std::unique_ptr<Backend> makeBackend(const std::string &device) {
 
 /// --infer: reads the input files, runs the main graph, writes the outputs.
 int runInfer(const Flags &f) {
-  std::unique_ptr<Backend> backend = makeBackend(f.device);
+  // One forward pass: the staged cuda backend (per-node copies cost little
+  // here, and inference graphs often compute shapes from data, which the
+  // device-resident step refuses).
+  CudaBackendOptions staged;
+  staged.resident = false;
+  std::unique_ptr<Backend> backend = makeBackend(f.device, staged);
   // Fail on a bad output directory before any work is done.
   prepareOutputDir(f.outputDir);
   std::vector<InferenceInput> inputs;
@@ -294,7 +315,15 @@ volatile std::sig_atomic_t gStopRequested = 0;
 void requestStop(int) { gStopRequested = 1; }
 
 int run(const Flags &f) {
-  std::unique_ptr<Backend> backend = makeBackend(f.device);
+  CudaBackendOptions cuda;
+  // The overflow diagnosis re-runs a step on the state before it, node by
+  // node on the host: the staged backend.
+  cuda.resident = f.cudaResident && !f.debugOverflow;
+  cuda.graphs = f.cudaGraphs;
+  if (f.device == "cuda" && f.cudaResident && f.debugOverflow && !f.quiet)
+    std::fprintf(stderr, "mpc-run: --debug-overflow: the cuda backend runs "
+                         "the step staged (node by node)\n");
+  std::unique_ptr<Backend> backend = makeBackend(f.device, cuda);
   Trainer trainer(loadModel(f.model), *backend);
   if (!f.resume.empty())
     trainer.resumeFrom(f.resume);
@@ -384,7 +413,10 @@ int run(const Flags &f) {
                    "%s\n",
                    f.model.c_str(), (long long)r.step,
                    (long long)skippedBelowFloor, floor, scale,
-                   r.overflow.line(r.step).c_str());
+                   trainer.executor().resident() && !r.overflow.found
+                       ? "the device-resident step does not trace overflows "
+                         "(re-run with --debug-overflow)"
+                       : r.overflow.line(r.step).c_str());
       return 1;
     }
   }
@@ -410,6 +442,14 @@ int run(const Flags &f) {
       (long long)done, (long long)skipped, lastLoss, trainer.lossScale(),
       samplesPerSec, formatBytes(trainer.arenaPeakBytes()).c_str(),
       backend->name().c_str(), trainer.arenaPeakBytes(), trainer.peakBytes());
+  if (f.device == "cuda" && !f.quiet) {
+    CudaMemoryStats s = cudaMemoryStats(*backend);
+    std::fprintf(stderr,
+                 "cuda: %s step, %zu device allocations, %zu graph captures, "
+                 "%zu graph replays\n",
+                 trainer.executor().resident() ? "device-resident" : "staged",
+                 s.deviceAllocations, s.graphCaptures, s.graphLaunches);
+  }
   return gStopRequested ? 130 : 0;
 }
 

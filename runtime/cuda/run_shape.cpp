@@ -1,0 +1,244 @@
+// CUDA runners of the shape-moving ops with device code: Expand, Slice,
+// Concat and Split.
+//
+// They move elements as bytes, so they take any dtype of 1, 2, 4 or 8
+// bytes. Expand and Slice are strided copies (launchBroadcastCopy with a
+// broadcast or a stepped geometry); Concat and Split copy one contiguous
+// block per outer index with cudaMemcpy2DAsync, which a CUDA graph captures
+// like a kernel. Their output shapes depend on values (Expand's shape,
+// Slice's starts/ends/axes/steps, Split's sizes): staged, those are read on
+// the host as the CPU kernels read them; in a device-resident step the
+// outputs come bound with the plan's static dims, so Expand and Split read
+// nothing, and Slice reads its parameters from the executor's host mirrors
+// (they are constants in every exported model; the op table lists them, so
+// a Slice whose parameters are data is refused before the step starts).
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/cuda/broadcast_geometry.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/elementwise.h"
+#include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/node_staging.h"
+
+#include <algorithm>
+
+namespace mpc {
+namespace cuda {
+namespace {
+
+using cpu::fail;
+
+void requireBytes(const Node &node, const Tensor &t) {
+  size_t size = dtypeSize(t.dtype);
+  if (size != 1 && size != 2 && size != 4 && size != 8)
+    fail(node, "the cuda backend copies elements of 1, 2, 4 or 8 bytes, not ",
+         dtypeName(t.dtype));
+}
+
+void requireRank(const Node &node, size_t rank) {
+  if (rank > size_t(kMaxKernelRank))
+    fail(node, "rank ", rank, " is above the cuda kernels' limit of ",
+         kMaxKernelRank);
+}
+
+/// The dims the plan bound output i to (resident steps).
+const std::vector<int64_t> &plannedDims(NodeStaging &s, size_t i) {
+  if (!s.ctx().hasOutput(i))
+    fail(s.node(), "missing output ", i);
+  return s.ctx().outputs[i]->dims;
+}
+
+void runExpand(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "input");
+  requireBytes(node, x);
+  std::vector<int64_t> dims =
+      s.resident()
+          ? plannedDims(s, 0)
+          : cpu::broadcastShapes(
+                node, x.dims, cpu::readInts(node, s.in(1, "shape"), "shape"));
+  if (dims.size() < x.dims.size())
+    fail(node, "cannot expand ", cpu::shapeString(x.dims), " to ",
+         cpu::shapeString(dims));
+  requireRank(node, dims.size());
+  void *y = s.out(0, x.dtype, dims);
+  const std::vector<int64_t> from[1] = {x.dims};
+  BroadcastGeometry<1> g = makeBroadcastGeometry<1>(dims, from);
+  if (g.count)
+    launchBroadcastCopy(dtypeSize(x.dtype), s.device(0), y, g, s.stream());
+}
+
+void runSlice(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "data");
+  requireBytes(node, x);
+  requireRank(node, x.dims.size());
+  // Reads inputs 1..4 (host mirrors in a resident step, see the op entry).
+  cpu::SliceGeometry sg = cpu::sliceGeometry(s.ctx(), x.dims, 1);
+  void *y = s.out(0, x.dtype, sg.dims);
+  std::vector<int64_t> inStrides = cpu::rowMajorStrides(x.dims);
+  BroadcastGeometry<1> g;
+  g.rank = int(sg.dims.size());
+  g.simple = false;
+  g.count = 1;
+  int64_t base = 0;
+  for (size_t a = 0; a < sg.dims.size(); ++a) {
+    g.dims[a] = sg.dims[a];
+    g.strides[0][a] = inStrides[a] * sg.step[a];
+    g.count *= sg.dims[a];
+    base += sg.first[a] * inStrides[a];
+  }
+  if (g.count == 0)
+    return;
+  const auto *src = static_cast<const uint8_t *>(s.device(0)) +
+                    base * int64_t(dtypeSize(x.dtype));
+  launchBroadcastCopy(dtypeSize(x.dtype), src, y, g, s.stream());
+}
+
+void runConcat(NodeStaging &s) {
+  const Node &node = s.node();
+  size_t n = s.ctx().inputs.size();
+  if (n == 0)
+    fail(node, "expects at least one input");
+  if (!node.hasAttr("axis"))
+    fail(node, "requires attribute 'axis'");
+  const Tensor &first = s.in(0, "inputs");
+  requireBytes(node, first);
+  int64_t r = int64_t(first.dims.size());
+  if (r == 0)
+    fail(node, "cannot concatenate scalars");
+  int64_t axis = cpu::normalizeAxis(node, node.attrInt("axis", 0), r);
+  std::vector<int64_t> dims = first.dims;
+  dims[size_t(axis)] = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor &t = s.in(i, "inputs");
+    if (t.dtype != first.dtype)
+      fail(node, "input ", i, " is ", dtypeName(t.dtype), ", input 0 is ",
+           dtypeName(first.dtype));
+    bool ok = int64_t(t.dims.size()) == r;
+    for (int64_t d = 0; ok && d < r; ++d)
+      ok = d == axis || t.dims[size_t(d)] == first.dims[size_t(d)];
+    if (!ok)
+      fail(node, "input ", i, " of shape ", cpu::shapeString(t.dims),
+           " does not match input 0 of shape ", cpu::shapeString(first.dims),
+           " outside axis ", axis);
+    dims[size_t(axis)] += t.dims[size_t(axis)];
+  }
+  auto *y = static_cast<uint8_t *>(s.out(0, first.dtype, dims));
+  cpu::AxisSplit out = cpu::splitAt(dims, axis);
+  size_t es = dtypeSize(first.dtype);
+  size_t rowBytes = size_t(out.len * out.inner) * es, offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor &t = s.in(i, "inputs");
+    size_t chunk = size_t(t.dims[size_t(axis)] * out.inner) * es;
+    if (chunk && out.outer)
+      MPC_CUDA_CHECK(cudaMemcpy2DAsync(y + offset, rowBytes, s.device(i), chunk,
+                                       chunk, size_t(out.outer),
+                                       cudaMemcpyDeviceToDevice, s.stream()));
+    offset += chunk;
+  }
+}
+
+/// Split's sizes when staged: the CPU kernel's rule (the 'split' input or
+/// attribute, num_outputs, else equal pieces).
+std::vector<int64_t> stagedSplitSizes(NodeStaging &s, int64_t len) {
+  const Node &node = s.node();
+  size_t outs = s.ctx().outputs.size();
+  std::vector<int64_t> sizes;
+  const Tensor *given = s.optionalIn(1);
+  if (given)
+    sizes = cpu::readInts(node, *given, "split");
+  else if (node.hasAttr("split"))
+    sizes = node.attrInts("split");
+  if (!sizes.empty() || given) {
+    int64_t total = 0;
+    for (int64_t v : sizes) {
+      if (v < 0)
+        fail(node, "split ", cpu::shapeString(sizes), " has a negative size");
+      total += v;
+    }
+    if (sizes.size() != outs || total != len)
+      fail(node, "split ", cpu::shapeString(sizes), " must have one size per ",
+           "output (", outs, ") summing to the axis length ", len);
+    return sizes;
+  }
+  if (node.hasAttr("num_outputs")) {
+    int64_t num = node.attrInt("num_outputs", 0);
+    if (num <= 0 || size_t(num) != outs)
+      fail(node, "num_outputs ", num, " must be positive and equal the ",
+           "number of outputs (", outs, ")");
+    int64_t chunk = (len + num - 1) / num;
+    for (int64_t i = 0; i < num; ++i)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, len - i * chunk)));
+    if (sizes.back() == 0 && len > 0)
+      fail(node, "cannot split an axis of length ", len, " into ", num,
+           " non-empty pieces");
+    return sizes;
+  }
+  if (outs == 0 || len % int64_t(outs) != 0)
+    fail(node, "cannot split an axis of length ", len, " into ", outs,
+         " equal pieces");
+  return std::vector<int64_t>(outs, len / int64_t(outs));
+}
+
+void runSplit(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "input");
+  requireBytes(node, x);
+  int64_t rank = int64_t(x.dims.size());
+  if (rank == 0)
+    fail(node, "cannot split a scalar");
+  int64_t axis = cpu::normalizeAxis(node, node.attrInt("axis", 0), rank);
+  cpu::AxisSplit in = cpu::splitAt(x.dims, axis);
+  std::vector<int64_t> sizes;
+  if (s.resident()) {
+    // The plan's output dims say the sizes; an omitted output would hide
+    // one, so every output must be there.
+    int64_t total = 0;
+    for (size_t k = 0; k < s.ctx().outputs.size(); ++k) {
+      if (!s.ctx().hasOutput(k))
+        fail(node, "omits output ", k,
+             "; the device-resident step takes Split's sizes from its "
+             "outputs' planned shapes");
+      const std::vector<int64_t> &d = plannedDims(s, k);
+      if (int64_t(d.size()) != rank)
+        fail(node, "output ", k, " is planned as ", cpu::shapeString(d));
+      sizes.push_back(d[size_t(axis)]);
+      total += sizes.back();
+    }
+    if (total != in.len)
+      fail(node, "planned outputs ", cpu::shapeString(sizes),
+           " do not add up to the axis length ", in.len);
+  } else {
+    sizes = stagedSplitSizes(s, in.len);
+  }
+  size_t es = dtypeSize(x.dtype);
+  size_t rowBytes = size_t(in.len * in.inner) * es, offset = 0;
+  const auto *src = static_cast<const uint8_t *>(s.device(0));
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    std::vector<int64_t> dims = x.dims;
+    dims[size_t(axis)] = sizes[k];
+    size_t chunk = size_t(sizes[k] * in.inner) * es;
+    void *y = s.optionalOut(k, x.dtype, dims);
+    if (y && chunk && in.outer)
+      MPC_CUDA_CHECK(cudaMemcpy2DAsync(y, chunk, src + offset, rowBytes, chunk,
+                                       size_t(in.outer),
+                                       cudaMemcpyDeviceToDevice, s.stream()));
+    offset += chunk;
+  }
+}
+
+} // namespace
+
+std::vector<CudaOpEntry> shapeOps() {
+  return {
+      {"", "Expand", runExpand, noCheck},
+      // starts, ends, axes, steps: read on the host.
+      {"", "Slice", runSlice, noCheck,
+       (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4)},
+      {"", "Concat", runConcat, noCheck},
+      {"", "Split", runSplit, noCheck},
+  };
+}
+
+} // namespace cuda
+} // namespace mpc
