@@ -9,6 +9,7 @@
 // product W^T x dY scattered back through the window (col2im). Operands are
 // widened to fp32 (fp64 for fp64) and each result is rounded once: the
 // Tensor Core numerics of cuDNN with an fp32 compute type.
+#include "kernels/cpu/conv_geometry.h"
 #include "kernels/cpu/conv_util.h"
 #include "passes/ir/mpc_ops.h"
 
@@ -127,43 +128,18 @@ void requireSameDTypes(const KernelContext &ctx, size_t count) {
            " (the inputs must have the same type)");
 }
 
-/// Checks a 1-D bias of `m` entries.
-void requireBias(const Node &node, const Tensor *b, int64_t m) {
-  if (b && (b->dims.size() != 1 || b->dims[0] != m))
-    fail(node, "B of shape ", shapeString(b->dims), " must be [", m, "]");
-}
-
-/// Checks X and W of a Conv-family node and returns the window attributes.
-WindowAttrs convAttrs(const Node &node, const Tensor &x, const Tensor &w) {
-  requireWindowRank(node, x, "X");
-  if (w.dims.size() != x.dims.size())
-    fail(node, "W of shape ", shapeString(w.dims),
-         " must have the rank of X of shape ", shapeString(x.dims));
-  return readWindowAttrs(node, WindowKind::Conv, x.dims.size() - 2,
-                         spatialDims(w.dims));
-}
-
 template <typename C> void runConv(KernelContext &ctx) {
   const Node &node = ctx.node;
   const Tensor &x = input(ctx, 0, "X"), &w = input(ctx, 1, "W");
   const Tensor *b = optionalInput(ctx, 2);
-  WindowAttrs a = convAttrs(node, x, w);
-  int64_t c = x.dims[1], m = w.dims[0];
-  if (c != w.dims[1] * a.group || m % a.group != 0)
-    fail(node, "X of shape ", shapeString(x.dims), " and W of shape ",
-         shapeString(w.dims), " do not match group ", a.group,
-         " (X needs W.dims[1] * group channels, W.dims[0] must divide by it)");
-  requireBias(node, b, m);
-  WindowGeometry g = resolveWindow(node, a, spatialDims(x.dims));
-  ConvShape cs = convShape(node, x.dims[0], c, m, a.group, g);
-  std::vector<int64_t> dims = {x.dims[0], m};
-  dims.insert(dims.end(), g.out.begin(), g.out.end());
-  Tensor &y = output(ctx, 0, x.dtype, dims);
+  ConvNodeGeometry k = convGeometry(node, x, w, b);
+  ConvShape cs = convShape(node, k.batch, k.c, k.m, k.attrs.group, k.window);
+  Tensor &y = output(ctx, 0, x.dtype, k.outDims);
   std::vector<C> xv = widen<C>(node, x, "X"), wv = widen<C>(node, w, "W");
   std::vector<C> yv(size_t(y.numel()));
   convForward(cs, xv.data(), wv.data(), yv.data());
   if (b)
-    addBias(yv, widen<C>(node, *b, "B"), cs.n, m, cs.p);
+    addBias(yv, widen<C>(node, *b, "B"), cs.n, k.m, cs.p);
   storeAll(node, y, yv);
 }
 
@@ -171,25 +147,16 @@ template <typename C> void runConvTranspose(KernelContext &ctx) {
   const Node &node = ctx.node;
   const Tensor &x = input(ctx, 0, "X"), &w = input(ctx, 1, "W");
   const Tensor *b = optionalInput(ctx, 2);
-  WindowAttrs a = convAttrs(node, x, w);
-  int64_t c = x.dims[1], m = w.dims[1] * a.group;
-  if (c != w.dims[0] || c % a.group != 0)
-    fail(node, "X of shape ", shapeString(x.dims), " and W of shape ",
-         shapeString(w.dims), " do not match group ", a.group,
-         " (W is [C, M/group, k...] and C must divide by group)");
-  requireBias(node, b, m);
-  WindowGeometry g = resolveTransposedWindow(node, a, spatialDims(x.dims));
+  ConvNodeGeometry k = convTransposeGeometry(node, x, w, b);
   // The convolution this is the data gradient of: its input has the
   // ConvTranspose's M channels and output size, its output X's C and size.
-  ConvShape cs = convShape(node, x.dims[0], m, c, a.group, g);
-  std::vector<int64_t> dims = {x.dims[0], m};
-  dims.insert(dims.end(), g.in.begin(), g.in.end());
-  Tensor &y = output(ctx, 0, x.dtype, dims);
+  ConvShape cs = convShape(node, k.batch, k.m, k.c, k.attrs.group, k.window);
+  Tensor &y = output(ctx, 0, x.dtype, k.outDims);
   std::vector<C> xv = widen<C>(node, x, "X"), wv = widen<C>(node, w, "W");
   std::vector<C> yv(size_t(y.numel()), C(0));
   convTransposed(cs, xv.data(), wv.data(), yv.data());
   if (b)
-    addBias(yv, widen<C>(node, *b, "B"), cs.n, m, cs.s);
+    addBias(yv, widen<C>(node, *b, "B"), cs.n, k.m, cs.s);
   storeAll(node, y, yv);
 }
 
@@ -197,25 +164,9 @@ template <typename C> void runConvGradInput(KernelContext &ctx) {
   const Node &node = ctx.node;
   const Tensor &dy = input(ctx, 0, "dY"), &w = input(ctx, 1, "W");
   std::vector<int64_t> xs = readInts(node, input(ctx, 2, "x_shape"), "x_shape");
-  if (xs.size() != dy.dims.size())
-    fail(node, "x_shape ", shapeString(xs), " must have the rank of dY ",
-         shapeString(dy.dims));
-  checkedCount(node, xs);
-  if (xs.size() < 3 || w.dims.size() != xs.size())
-    fail(node, "x_shape ", shapeString(xs), " and W of shape ",
-         shapeString(w.dims), " must have the same rank >= 3");
-  WindowAttrs a = readWindowAttrs(node, WindowKind::Conv, xs.size() - 2,
-                                  spatialDims(w.dims));
-  int64_t c = xs[1], m = w.dims[0];
-  if (c != w.dims[1] * a.group || m % a.group != 0 || dy.dims[1] != m ||
-      dy.dims[0] != xs[0])
-    fail(node, "dY of shape ", shapeString(dy.dims), ", W of shape ",
-         shapeString(w.dims), " and x_shape ", shapeString(xs),
-         " do not match (group ", a.group, ")");
-  WindowGeometry g = resolveWindow(node, a, spatialDims(xs));
-  requireWindowOutput(node, g, dy);
-  ConvShape cs = convShape(node, xs[0], c, m, a.group, g);
-  Tensor &dx = output(ctx, 0, dy.dtype, xs);
+  ConvNodeGeometry k = convGradInputGeometry(node, dy, w, xs);
+  ConvShape cs = convShape(node, k.batch, k.c, k.m, k.attrs.group, k.window);
+  Tensor &dx = output(ctx, 0, dy.dtype, k.outDims);
   std::vector<C> dyv = widen<C>(node, dy, "dY"), wv = widen<C>(node, w, "W");
   std::vector<C> dxv(size_t(dx.numel()), C(0));
   convTransposed(cs, dyv.data(), wv.data(), dxv.data());
@@ -225,23 +176,9 @@ template <typename C> void runConvGradInput(KernelContext &ctx) {
 template <typename C> void runConvGradWeight(KernelContext &ctx) {
   const Node &node = ctx.node;
   const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X");
-  requireWindowRank(node, x, "X");
-  if (dy.dims.size() != x.dims.size())
-    fail(node, "dY of shape ", shapeString(dy.dims),
-         " must have the rank of X of shape ", shapeString(x.dims));
-  if (!node.hasAttr("kernel_shape"))
-    fail(node, "requires attribute 'kernel_shape'");
-  WindowAttrs a = readWindowAttrs(node, WindowKind::Conv, x.dims.size() - 2);
-  int64_t c = x.dims[1], m = dy.dims[1];
-  if (c % a.group != 0 || m % a.group != 0 || dy.dims[0] != x.dims[0])
-    fail(node, "dY of shape ", shapeString(dy.dims), " and X of shape ",
-         shapeString(x.dims), " do not match group ", a.group);
-  WindowGeometry g = resolveWindow(node, a, spatialDims(x.dims));
-  requireWindowOutput(node, g, dy);
-  ConvShape cs = convShape(node, x.dims[0], c, m, a.group, g);
-  std::vector<int64_t> dims = {m, c / a.group};
-  dims.insert(dims.end(), a.kernel.begin(), a.kernel.end());
-  Tensor &dw = output(ctx, 0, dy.dtype, dims);
+  ConvNodeGeometry k = convGradWeightGeometry(node, dy, x);
+  ConvShape cs = convShape(node, k.batch, k.c, k.m, k.attrs.group, k.window);
+  Tensor &dw = output(ctx, 0, dy.dtype, k.outDims);
   std::vector<C> dyv = widen<C>(node, dy, "dY"), xv = widen<C>(node, x, "X");
   std::vector<C> dwv(size_t(dw.numel()), C(0));
   convWeightGrad(cs, dyv.data(), xv.data(), dwv.data());

@@ -67,5 +67,46 @@ bool geluTanh(const Node &node) {
   return a == "tanh";
 }
 
+// The sizes Split cuts `len` into: the split input (opset 13+) or attribute
+// (older), else num_outputs pieces of ceil(len / num_outputs) with a
+// smaller last one (opset 18), else equal pieces, one per output.
+std::vector<int64_t> splitSizes(const Node &node, const Tensor *given,
+                                size_t outs, int64_t len) {
+  std::vector<int64_t> sizes;
+  if (given)
+    sizes = readInts(node, *given, "split");
+  else if (node.hasAttr("split"))
+    sizes = node.attrInts("split");
+  if (!sizes.empty() || given) {
+    int64_t total = 0;
+    for (int64_t v : sizes) {
+      if (v < 0)
+        fail(node, "split ", shapeString(sizes), " has a negative size");
+      total += v;
+    }
+    if (sizes.size() != outs || total != len)
+      fail(node, "split ", shapeString(sizes), " must have one size per ",
+           "output (", outs, ") summing to the axis length ", len);
+    return sizes;
+  }
+  if (node.hasAttr("num_outputs")) {
+    int64_t num = node.attrInt("num_outputs", 0);
+    if (num <= 0 || size_t(num) != outs)
+      fail(node, "num_outputs ", num, " must be positive and equal the ",
+           "number of outputs (", outs, ")");
+    int64_t chunk = (len + num - 1) / num;
+    for (int64_t i = 0; i < num; ++i)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, len - i * chunk)));
+    if (sizes.back() == 0 && len > 0)
+      fail(node, "cannot split an axis of length ", len, " into ", num,
+           " non-empty pieces");
+    return sizes;
+  }
+  if (outs == 0 || len % int64_t(outs) != 0)
+    fail(node, "cannot split an axis of length ", len, " into ", outs,
+         " equal pieces");
+  return std::vector<int64_t>(outs, len / int64_t(outs));
+}
+
 } // namespace cpu
 } // namespace mpc

@@ -1,7 +1,7 @@
 // Checked geometry that the CPU kernels and the CUDA runners both read off a
-// node: Transpose's permutation, LayerNormalization's view of X and Gelu's
-// approximation. One
-// definition, so both backends accept the same nodes with the same messages.
+// node: Transpose's permutation, LayerNormalization's view of X, Gelu's
+// approximation and Split's sizes. One definition, so both backends accept
+// the same nodes with the same messages.
 #pragma once
 
 #include "passes/ir/graph.h"
@@ -37,6 +37,14 @@ void requireBroadcastsTo(const Node &node, const Tensor &t,
 /// `approximate` attribute, "none" or "tanh"; anything else is an error.
 /// mpc.GeluTanh is always the tanh form, mpc.Gelu never.
 bool geluTanh(const Node &node);
+
+/// The sizes Split cuts an axis of length `len` into, for `outs` outputs:
+/// `given` (the opset-13 'split' input, nullptr when omitted) or the older
+/// attribute, else num_outputs pieces of ceil(len / num_outputs) with a
+/// smaller last one (opset 18), else equal pieces; an error on the node when
+/// they do not fit.
+std::vector<int64_t> splitSizes(const Node &node, const Tensor *given,
+                                size_t outs, int64_t len);
 
 } // namespace cpu
 } // namespace mpc

@@ -37,6 +37,7 @@
 // convolution runs as a 2-D one over a height of 1 (cuDNN's convolutions
 // take 4-D and 5-D tensors); windows of more than 3 spatial dims are
 // refused by the check. The bias is added by a small kernel in fp32.
+#include "kernels/cpu/conv_geometry.h"
 #include "kernels/cpu/conv_util.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/conv_support.h"
@@ -331,20 +332,6 @@ void requireSameDTypes(NodeStaging &s, size_t count) {
              " (the inputs must have the same type)");
 }
 
-void requireBias(const Node &node, const Tensor *b, int64_t m) {
-  if (b && (b->dims.size() != 1 || b->dims[0] != m))
-    fail(node, "B of shape ", shapeString(b->dims), " must be [", m, "]");
-}
-
-WindowAttrs convAttrs(const Node &node, const Tensor &x, const Tensor &w) {
-  cpu::requireWindowRank(node, x, "X");
-  if (w.dims.size() != x.dims.size())
-    fail(node, "W of shape ", shapeString(w.dims),
-         " must have the rank of X of shape ", shapeString(x.dims));
-  return readWindowAttrs(node, WindowKind::Conv, x.dims.size() - 2,
-                         spatialDims(w.dims));
-}
-
 void addBias(NodeStaging &s, const Tensor *b, void *y, DType yType,
              const std::vector<int64_t> &dims) {
   if (!b)
@@ -364,26 +351,18 @@ void runConv(NodeStaging &s) {
   const Tensor *b = s.optionalIn(2);
   requireSameDTypes(s, 3);
   requireDeviceFloat(node, x, "X");
-  WindowAttrs a = convAttrs(node, x, w);
-  int64_t c = x.dims[1], m = w.dims[0];
-  if (c != w.dims[1] * a.group || m % a.group != 0)
-    fail(node, "X of shape ", shapeString(x.dims), " and W of shape ",
-         shapeString(w.dims), " do not match group ", a.group,
-         " (X needs W.dims[1] * group channels, W.dims[0] must divide by it)");
-  requireBias(node, b, m);
-  WindowGeometry g = resolveWindow(node, a, spatialDims(x.dims));
-  std::vector<int64_t> dims = {x.dims[0], m};
-  dims.insert(dims.end(), g.out.begin(), g.out.end());
-  void *y = s.out(0, x.dtype, dims);
-  if (anyEmpty({&dims}))
+  cpu::ConvNodeGeometry k = cpu::convGeometry(node, x, w, b);
+  void *y = s.out(0, x.dtype, k.outDims);
+  if (anyEmpty({&k.outDims}))
     return;
   if (anyEmpty({&x.dims, &w.dims})) {
-    zero(s, y, elementCount(dims), x.dtype);
+    zero(s, y, elementCount(k.outDims), x.dtype);
   } else {
-    ConvProblem p = convProblem(node, g, x.dims[0], c, m, a.group, x.dtype);
+    ConvProblem p =
+        convProblem(node, k.window, k.batch, k.c, k.m, k.attrs.group, x.dtype);
     runForward(s, p, padInput(s, p, s.device(0)), s.device(1), y);
   }
-  addBias(s, b, y, x.dtype, dims);
+  addBias(s, b, y, x.dtype, k.outDims);
 }
 
 void runConvTranspose(NodeStaging &s) {
@@ -392,28 +371,20 @@ void runConvTranspose(NodeStaging &s) {
   const Tensor *b = s.optionalIn(2);
   requireSameDTypes(s, 3);
   requireDeviceFloat(node, x, "X");
-  WindowAttrs a = convAttrs(node, x, w);
-  int64_t c = x.dims[1], m = w.dims[1] * a.group;
-  if (c != w.dims[0] || c % a.group != 0)
-    fail(node, "X of shape ", shapeString(x.dims), " and W of shape ",
-         shapeString(w.dims), " do not match group ", a.group,
-         " (W is [C, M/group, k...] and C must divide by group)");
-  requireBias(node, b, m);
-  WindowGeometry g = resolveTransposedWindow(node, a, spatialDims(x.dims));
-  std::vector<int64_t> dims = {x.dims[0], m};
-  dims.insert(dims.end(), g.in.begin(), g.in.end());
-  void *y = s.out(0, x.dtype, dims);
-  if (anyEmpty({&dims}))
+  cpu::ConvNodeGeometry k = cpu::convTransposeGeometry(node, x, w, b);
+  void *y = s.out(0, x.dtype, k.outDims);
+  if (anyEmpty({&k.outDims}))
     return;
   if (anyEmpty({&x.dims, &w.dims})) {
-    zero(s, y, elementCount(dims), x.dtype);
+    zero(s, y, elementCount(k.outDims), x.dtype);
   } else {
     // The data gradient of the convolution from Y's M channels and size to
     // X's C channels and size, whose filter W is ([C, M/group, k...]).
-    ConvProblem p = convProblem(node, g, x.dims[0], m, c, a.group, x.dtype);
+    ConvProblem p =
+        convProblem(node, k.window, k.batch, k.m, k.c, k.attrs.group, x.dtype);
     dataGradient(s, p, s.device(1), s.device(0), y);
   }
-  addBias(s, b, y, x.dtype, dims);
+  addBias(s, b, y, x.dtype, k.outDims);
 }
 
 void runConvGradInput(NodeStaging &s) {
@@ -422,25 +393,9 @@ void runConvGradInput(NodeStaging &s) {
   // x_shape is a shape (an int64 vector a host-run Shape or Constant made),
   // read on the host like Reshape's.
   std::vector<int64_t> xs = cpu::readInts(node, s.in(2, "x_shape"), "x_shape");
-  if (xs.size() != dy.dims.size())
-    fail(node, "x_shape ", shapeString(xs), " must have the rank of dY ",
-         shapeString(dy.dims));
-  cpu::checkedCount(node, xs);
-  if (xs.size() < 3 || w.dims.size() != xs.size())
-    fail(node, "x_shape ", shapeString(xs), " and W of shape ",
-         shapeString(w.dims), " must have the same rank >= 3");
   requireDeviceFloat(node, dy, "dY");
   requireDeviceFloat(node, w, "W");
-  WindowAttrs a = readWindowAttrs(node, WindowKind::Conv, xs.size() - 2,
-                                  spatialDims(w.dims));
-  int64_t c = xs[1], m = w.dims[0];
-  if (c != w.dims[1] * a.group || m % a.group != 0 || dy.dims[1] != m ||
-      dy.dims[0] != xs[0])
-    fail(node, "dY of shape ", shapeString(dy.dims), ", W of shape ",
-         shapeString(w.dims), " and x_shape ", shapeString(xs),
-         " do not match (group ", a.group, ")");
-  WindowGeometry g = resolveWindow(node, a, spatialDims(xs));
-  cpu::requireWindowOutput(node, g, dy);
+  cpu::ConvNodeGeometry k = cpu::convGradInputGeometry(node, dy, w, xs);
   DType t = computeType({&dy, &w});
   Result dx = result(s, 0, t, dy.dtype, xs);
   if (anyEmpty({&xs}))
@@ -449,7 +404,8 @@ void runConvGradInput(NodeStaging &s) {
     zero(s, dx.out, dx.n, dy.dtype);
     return;
   }
-  ConvProblem p = convProblem(node, g, xs[0], c, m, a.group, t);
+  ConvProblem p =
+      convProblem(node, k.window, k.batch, k.c, k.m, k.attrs.group, t);
   dataGradient(s, p, deviceAs(s, 1, w, t), deviceAs(s, 0, dy, t), dx.compute);
   dx.finish(s);
 }
@@ -457,32 +413,19 @@ void runConvGradInput(NodeStaging &s) {
 void runConvGradWeight(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X");
-  cpu::requireWindowRank(node, x, "X");
-  if (dy.dims.size() != x.dims.size())
-    fail(node, "dY of shape ", shapeString(dy.dims),
-         " must have the rank of X of shape ", shapeString(x.dims));
-  if (!node.hasAttr("kernel_shape"))
-    fail(node, "requires attribute 'kernel_shape'");
   requireDeviceFloat(node, dy, "dY");
   requireDeviceFloat(node, x, "X");
-  WindowAttrs a = readWindowAttrs(node, WindowKind::Conv, x.dims.size() - 2);
-  int64_t c = x.dims[1], m = dy.dims[1];
-  if (c % a.group != 0 || m % a.group != 0 || dy.dims[0] != x.dims[0])
-    fail(node, "dY of shape ", shapeString(dy.dims), " and X of shape ",
-         shapeString(x.dims), " do not match group ", a.group);
-  WindowGeometry g = resolveWindow(node, a, spatialDims(x.dims));
-  cpu::requireWindowOutput(node, g, dy);
-  std::vector<int64_t> dims = {m, c / a.group};
-  dims.insert(dims.end(), a.kernel.begin(), a.kernel.end());
+  cpu::ConvNodeGeometry k = cpu::convGradWeightGeometry(node, dy, x);
   DType t = computeType({&dy, &x});
-  Result dw = result(s, 0, t, dy.dtype, dims);
-  if (anyEmpty({&dims}))
+  Result dw = result(s, 0, t, dy.dtype, k.outDims);
+  if (anyEmpty({&k.outDims}))
     return;
   if (anyEmpty({&dy.dims, &x.dims})) { // a sum over nothing
     zero(s, dw.out, dw.n, dy.dtype);
     return;
   }
-  ConvProblem p = convProblem(node, g, x.dims[0], c, m, a.group, t);
+  ConvProblem p =
+      convProblem(node, k.window, k.batch, k.c, k.m, k.attrs.group, t);
   runBackwardFilter(s, p, padInput(s, p, deviceAs(s, 1, x, t)),
                     deviceAs(s, 0, dy, t), dw.compute);
   dw.finish(s);

@@ -13,6 +13,7 @@
 // (they are constants in every exported model; the op table lists them, so
 // a Slice whose parameters are data is refused before the step starts).
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/node_geometry.h"
 #include "kernels/cuda/broadcast_geometry.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
@@ -138,48 +139,6 @@ void runConcat(NodeStaging &s) {
   }
 }
 
-/// Split's sizes when staged: the CPU kernel's rule (the 'split' input or
-/// attribute, num_outputs, else equal pieces).
-std::vector<int64_t> stagedSplitSizes(NodeStaging &s, int64_t len) {
-  const Node &node = s.node();
-  size_t outs = s.ctx().outputs.size();
-  std::vector<int64_t> sizes;
-  const Tensor *given = s.optionalIn(1);
-  if (given)
-    sizes = cpu::readInts(node, *given, "split");
-  else if (node.hasAttr("split"))
-    sizes = node.attrInts("split");
-  if (!sizes.empty() || given) {
-    int64_t total = 0;
-    for (int64_t v : sizes) {
-      if (v < 0)
-        fail(node, "split ", cpu::shapeString(sizes), " has a negative size");
-      total += v;
-    }
-    if (sizes.size() != outs || total != len)
-      fail(node, "split ", cpu::shapeString(sizes), " must have one size per ",
-           "output (", outs, ") summing to the axis length ", len);
-    return sizes;
-  }
-  if (node.hasAttr("num_outputs")) {
-    int64_t num = node.attrInt("num_outputs", 0);
-    if (num <= 0 || size_t(num) != outs)
-      fail(node, "num_outputs ", num, " must be positive and equal the ",
-           "number of outputs (", outs, ")");
-    int64_t chunk = (len + num - 1) / num;
-    for (int64_t i = 0; i < num; ++i)
-      sizes.push_back(std::max<int64_t>(0, std::min(chunk, len - i * chunk)));
-    if (sizes.back() == 0 && len > 0)
-      fail(node, "cannot split an axis of length ", len, " into ", num,
-           " non-empty pieces");
-    return sizes;
-  }
-  if (outs == 0 || len % int64_t(outs) != 0)
-    fail(node, "cannot split an axis of length ", len, " into ", outs,
-         " equal pieces");
-  return std::vector<int64_t>(outs, len / int64_t(outs));
-}
-
 void runSplit(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &x = s.in(0, "input");
@@ -209,7 +168,8 @@ void runSplit(NodeStaging &s) {
       fail(node, "planned outputs ", cpu::shapeString(sizes),
            " do not add up to the axis length ", in.len);
   } else {
-    sizes = stagedSplitSizes(s, in.len);
+    sizes = cpu::splitSizes(s.node(), s.optionalIn(1), s.ctx().outputs.size(),
+                            in.len);
   }
   size_t es = dtypeSize(x.dtype);
   size_t rowBytes = size_t(in.len * in.inner) * es, offset = 0;
