@@ -49,14 +49,6 @@ bool isConstantNode(const Node *n) {
   return n && n->domain().empty() && n->opType() == "Constant";
 }
 
-/// True when casting `from` to `to` loses nothing, so that casting the result
-/// back to `from` gives the original value exactly.
-bool isExactWidening(DType from, DType to) {
-  if (from == DType::F16 || from == DType::BF16)
-    return to == DType::F32 || to == DType::F64;
-  return from == DType::F32 && to == DType::F64;
-}
-
 /// The dtype a set of float dtypes promotes to: the common one, else fp32
 /// (fp16 and bf16 meet in fp32), or fp64 if any is fp64.
 DType promote(const std::vector<DType> &types) {
@@ -410,7 +402,7 @@ private:
     Node *p = v->producer();
     if (p && p->domain().empty() && p->opType() == "Cast" && p->input(0) &&
         p->input(0)->dtype == to &&
-        (created_.count(p) || isExactWidening(to, v->dtype)))
+        (created_.count(p) || widensExactly(to, v->dtype)))
       result = p->input(0);
     for (const Use &u : v->uses()) {
       if (result)
@@ -488,7 +480,7 @@ private:
       // A gradient that became wider (an fp16 parameter's gradient summed
       // in fp32) stays wide: loss-scale and master-weights cast every
       // gradient to fp32, so narrowing it here would only round it.
-      if (grads_.count(v) && isExactWidening(it->second, v->dtype))
+      if (grads_.count(v) && widensExactly(it->second, v->dtype))
         continue;
       castKeepingName(v, it->second);
     }

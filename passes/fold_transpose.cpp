@@ -32,15 +32,11 @@
 namespace mpc {
 namespace {
 
-bool isOp(const Node &n, const char *domain, const char *op) {
-  return n.domain() == domain && n.opType() == op;
-}
-
 /// The input of a Transpose producing v that swaps exactly the last two
 /// axes of an operand of rank >= 2, else nullptr.
 Value *swappedFrom(const Value *v) {
   const Node *t = v ? v->producer() : nullptr;
-  if (!t || !isOp(*t, "", "Transpose") || !t->input(0))
+  if (!t || !t->isOp("", "Transpose") || !t->input(0))
     return nullptr;
   const Value *x = t->input(0);
   if (!x->hasShape || x->rank() < 2)
@@ -75,9 +71,9 @@ public:
           continue;
         if (isProduct(*n))
           changed |= foldOperands(n);
-        else if (isOp(*n, "", "Gemm"))
+        else if (n->isOp("", "Gemm"))
           changed |= foldGemmOperands(*n);
-        else if (isOp(*n, "", "Transpose"))
+        else if (n->isOp("", "Transpose"))
           changed |= foldIntoProducer(n);
       }
     }
@@ -85,7 +81,7 @@ public:
 
 private:
   static bool isProduct(const Node &n) {
-    return isOp(n, "", "MatMul") || isOp(n, kMpcDomain, "FusedMatMul");
+    return n.isOp("", "MatMul") || n.isOp(kMpcDomain, "FusedMatMul");
   }
 
   static bool ranked2(const Value *v) {
@@ -120,7 +116,7 @@ private:
     removed_.insert(n);
     for (Value *v : inputs) {
       Node *t = v ? v->producer() : nullptr;
-      if (t && isOp(*t, "", "Transpose") && v->uses().empty() &&
+      if (t && t->isOp("", "Transpose") && v->uses().empty() &&
           !v->isGraphOutput() && !removed_.count(t)) {
         g_.removeNode(t);
         removed_.insert(t);
@@ -204,7 +200,7 @@ private:
       ++stats_["products-transposed"];
       return true;
     }
-    if (!isOp(*p, "", "Gemm") || p->numOutputs() != 1)
+    if (!p->isOp("", "Gemm") || p->numOutputs() != 1)
       return false;
     Value *c = p->input(2);
     if (c && !(c->hasShape && allOnes(c->dims)))

@@ -32,22 +32,11 @@
 namespace mpc {
 namespace {
 
-bool isOp(const Node &n, const char *domain, const char *op) {
-  return n.domain() == domain && n.opType() == op;
-}
-
-/// True when every value of `from` is exactly representable in `to`.
-bool widensExactly(DType from, DType to) {
-  if (from == DType::F16 || from == DType::BF16)
-    return to == DType::F32 || to == DType::F64;
-  return from == DType::F32 && to == DType::F64;
-}
-
 /// The low-precision source of `v` when v is an exact widening Cast of it
 /// to `to`, else nullptr.
 Value *widenedSource(const Value *v, DType to) {
   const Node *cast = v ? v->producer() : nullptr;
-  if (!cast || !isOp(*cast, "", "Cast") || v->dtype != to)
+  if (!cast || !cast->isOp("", "Cast") || v->dtype != to)
     return nullptr;
   Value *src = cast->input(0);
   return src && widensExactly(src->dtype, to) ? src : nullptr;
@@ -100,11 +89,11 @@ int64_t foldUnscaleInputs(Graph &g, Node *n) {
 int64_t foldGraph(Model &model, Graph &g, int64_t &gradients) {
   int64_t folded = 0;
   for (Node *n : g.nodeList()) {
-    if (isOp(*n, kMpcDomain, "UnscaleGradients")) {
+    if (n->isOp(kMpcDomain, "UnscaleGradients")) {
       gradients += foldUnscaleInputs(g, n);
       continue;
     }
-    if (!isOp(*n, kMpcDomain, "SumToShape") || n->numInputs() != 2 ||
+    if (!n->isOp(kMpcDomain, "SumToShape") || n->numInputs() != 2 ||
         !n->input(0) || !n->input(1) || !n->output(0))
       continue;
     Value *x = n->input(1);

@@ -1183,15 +1183,8 @@ void inferSumToShapeAs(Ctx &c) {
   Value *dy = c.req(0);
   Value *x = c.req(1);
   // dY's elements are widened to X's dtype: it must hold them exactly.
-  auto rank = [](DType t) {
-    return t == DType::F16 || t == DType::BF16 ? 1
-           : t == DType::F32                   ? 2
-           : t == DType::F64                   ? 3
-                                               : 0;
-  };
   if (dy->dtype != DType::Undefined && x->dtype != DType::Undefined &&
-      dy->dtype != x->dtype &&
-      (rank(dy->dtype) == 0 || rank(x->dtype) <= rank(dy->dtype)))
+      dy->dtype != x->dtype && !widensExactly(dy->dtype, x->dtype))
     errorAt(c.n) << "X (" << dtypeName(x->dtype)
                  << ") must be a float type at least as wide as dY ("
                  << dtypeName(dy->dtype) << ")";

@@ -213,14 +213,7 @@ void kernelSumToShape(KernelContext &ctx) {
 
 void kernelSumToShapeAs(KernelContext &ctx) {
   const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X");
-  auto width = [](DType t) {
-    return t == DType::F16 || t == DType::BF16 ? 1
-           : t == DType::F32                   ? 2
-           : t == DType::F64                   ? 3
-                                               : 0;
-  };
-  if (dy.dtype != x.dtype &&
-      (width(dy.dtype) == 0 || width(x.dtype) <= width(dy.dtype)))
+  if (dy.dtype != x.dtype && !widensExactly(dy.dtype, x.dtype))
     fail(ctx.node, "X (", dtypeName(x.dtype),
          ") must be a float type at least as wide as dY (", dtypeName(dy.dtype),
          ")");

@@ -187,6 +187,10 @@ public:
   void setName(std::string n) { name_ = std::move(n); }
   /// "Gemm 'fc1'" (op and name, for diagnostics).
   std::string describe() const;
+  /// Whether the node is `op` of `domain` ("" for ONNX, "mpc").
+  bool isOp(const char *domain, const char *op) const {
+    return domain_ == domain && opType_ == op;
+  }
 
   const std::vector<Value *> &inputs() const { return inputs_; }
   const std::vector<Value *> &outputs() const { return outputs_; }

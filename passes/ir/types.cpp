@@ -81,6 +81,12 @@ bool isFloating(DType t) {
          t == DType::F64;
 }
 
+bool widensExactly(DType from, DType to) {
+  if (from == DType::F16 || from == DType::BF16)
+    return to == DType::F32 || to == DType::F64;
+  return from == DType::F32 && to == DType::F64;
+}
+
 // Values from onnx.proto's TensorProto.DataType; kept here so that code which
 // only needs the mapping does not pull in the protobuf headers.
 int toOnnxDataType(DType t) {

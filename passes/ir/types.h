@@ -38,6 +38,11 @@ const char *onnxTypeName(DType t);
 /// True for fp32/fp16/bf16/fp64.
 bool isFloating(DType t);
 
+/// True when every value of float type `from` is exactly a value of `to`, a
+/// different float type: fp16/bf16 -> fp32/fp64, fp32 -> fp64 (so casting up
+/// and back gives the original, and a kernel may widen instead of a Cast).
+bool widensExactly(DType from, DType to);
+
 /// ONNX TensorProto::DataType value for this dtype.
 int toOnnxDataType(DType t);
 
