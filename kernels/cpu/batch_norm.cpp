@@ -9,6 +9,7 @@
 // own. The backward recomputes the batch statistics with the very function
 // the forward used, so both see bit-identical mean and variance.
 #include "kernels/cpu/conv_util.h"
+#include "kernels/cpu/node_geometry.h"
 #include "passes/ir/batch_norm_mode.h"
 #include "passes/ir/mpc_ops.h"
 
@@ -17,25 +18,6 @@
 namespace mpc {
 namespace cpu {
 namespace {
-
-/// X as [N, C, inner]: channel c of image n is the inner elements at
-/// (n * C + c) * inner.
-struct ChannelLayout {
-  int64_t n = 0, c = 0, inner = 1;
-  int64_t count() const { return n * inner; }
-};
-
-ChannelLayout channelLayout(const Node &node, const Tensor &x) {
-  if (x.dims.size() < 2)
-    fail(node, "X must have rank >= 2 ([N, C, ...]), got shape ",
-         shapeString(x.dims));
-  ChannelLayout l;
-  l.n = x.dims[0];
-  l.c = x.dims[1];
-  for (size_t d = 2; d < x.dims.size(); ++d)
-    l.inner *= x.dims[d];
-  return l;
-}
 
 /// A [C] per-channel input, widened.
 template <typename C>

@@ -108,5 +108,17 @@ std::vector<int64_t> splitSizes(const Node &node, const Tensor *given,
   return std::vector<int64_t>(outs, len / int64_t(outs));
 }
 
+ChannelLayout channelLayout(const Node &node, const Tensor &x) {
+  if (x.dims.size() < 2)
+    fail(node, "X must have rank >= 2 ([N, C, ...]), got shape ",
+         shapeString(x.dims));
+  ChannelLayout l;
+  l.n = x.dims[0];
+  l.c = x.dims[1];
+  for (size_t d = 2; d < x.dims.size(); ++d)
+    l.inner *= x.dims[d];
+  return l;
+}
+
 } // namespace cpu
 } // namespace mpc

@@ -1,7 +1,7 @@
 // Checked geometry that the CPU kernels and the CUDA runners both read off a
 // node: Transpose's permutation, LayerNormalization's view of X, Gelu's
-// approximation and Split's sizes. One definition, so both backends accept
-// the same nodes with the same messages.
+// approximation, Split's sizes and a batch norm's channels. One definition, so
+// both backends accept the same nodes with the same messages.
 #pragma once
 
 #include "passes/ir/graph.h"
@@ -45,6 +45,16 @@ bool geluTanh(const Node &node);
 /// they do not fit.
 std::vector<int64_t> splitSizes(const Node &node, const Tensor *given,
                                 size_t outs, int64_t len);
+
+/// X of a batch norm as [N, C, inner]: channel c of image n is the inner
+/// elements at (n * C + c) * inner.
+struct ChannelLayout {
+  int64_t n = 0, c = 0, inner = 1;
+  int64_t count() const { return n * inner; }
+};
+
+/// X's layout; an error on the node below rank 2.
+ChannelLayout channelLayout(const Node &node, const Tensor &x);
 
 } // namespace cpu
 } // namespace mpc

@@ -67,12 +67,13 @@ __global__ void updateLossScaleKernel(const float *scale, const void *tracker,
   }
 }
 
-__global__ void sgdKernel(const uint8_t *__restrict__ foundInf,
-                          const float *__restrict__ p,
-                          const float *__restrict__ g,
-                          const float *__restrict__ buf, float *pOut,
-                          float *bufOut, int64_t n, SgdScalars s) {
-  bool skip = flagSet(foundInf);
+/// This thread's elements of an SGD update (copies when `skip`); the body of
+/// both SGD kernels, which differ only in where the step count comes from.
+__device__ inline void sgdElements(bool skip, const float *__restrict__ p,
+                                   const float *__restrict__ g,
+                                   const float *__restrict__ buf, float *pOut,
+                                   float *bufOut, int64_t n,
+                                   const SgdScalars &s) {
   for (int64_t i = globalIndex(); i < n; i += globalStride()) {
     float pv = p[i], bv = buf ? buf[i] : 0.0f;
     if (!skip)
@@ -81,6 +82,14 @@ __global__ void sgdKernel(const uint8_t *__restrict__ foundInf,
     if (bufOut)
       bufOut[i] = bv;
   }
+}
+
+__global__ void sgdKernel(const uint8_t *__restrict__ foundInf,
+                          const float *__restrict__ p,
+                          const float *__restrict__ g,
+                          const float *__restrict__ buf, float *pOut,
+                          float *bufOut, int64_t n, SgdScalars s) {
+  sgdElements(flagSet(foundInf), p, g, buf, pOut, bufOut, n, s);
 }
 
 __device__ inline int64_t readDeviceStep(DeviceStep step) {
@@ -102,16 +111,8 @@ __global__ void sgdDeviceStepKernel(const uint8_t *__restrict__ foundInf,
                                     const float *__restrict__ g,
                                     const float *__restrict__ buf, float *pOut,
                                     float *bufOut, int64_t n, SgdScalars s) {
-  bool skip = flagSet(foundInf);
   s.firstStep = readDeviceStep(step) == 0;
-  for (int64_t i = globalIndex(); i < n; i += globalStride()) {
-    float pv = p[i], bv = buf ? buf[i] : 0.0f;
-    if (!skip)
-      sgdUpdate(pv, g[i], bv, s);
-    pOut[i] = pv;
-    if (bufOut)
-      bufOut[i] = bv;
-  }
+  sgdElements(flagSet(foundInf), p, g, buf, pOut, bufOut, n, s);
 }
 
 /// adamScalars (kernels/common/optimizer_math.h) on the device: the same
@@ -134,19 +135,14 @@ __device__ AdamScalars adamScalarsOnDevice(const AdamHyper &h, int64_t step) {
   return s;
 }
 
-__global__ void
-adamDeviceStepKernel(const uint8_t *__restrict__ foundInf, DeviceStep step,
-                     const float *__restrict__ p, const float *__restrict__ g,
-                     const float *__restrict__ m, const float *__restrict__ v,
-                     float *pOut, float *mOut, float *vOut, int64_t n,
-                     AdamHyper h) {
-  // One thread per block computes the step's scalars (two pow in double).
-  __shared__ AdamScalars shared;
-  if (threadIdx.x == 0)
-    shared = adamScalarsOnDevice(h, readDeviceStep(step));
-  __syncthreads();
-  AdamScalars s = shared;
-  bool skip = flagSet(foundInf);
+/// This thread's elements of an Adam/AdamW update (copies when `skip`); the
+/// body of both Adam kernels.
+__device__ inline void adamElements(bool skip, const float *__restrict__ p,
+                                    const float *__restrict__ g,
+                                    const float *__restrict__ m,
+                                    const float *__restrict__ v, float *pOut,
+                                    float *mOut, float *vOut, int64_t n,
+                                    const AdamScalars &s) {
   for (int64_t i = globalIndex(); i < n; i += globalStride()) {
     float pv = p[i], mv = m[i], vv = v[i];
     if (!skip)
@@ -159,23 +155,28 @@ adamDeviceStepKernel(const uint8_t *__restrict__ foundInf, DeviceStep step,
   }
 }
 
+__global__ void
+adamDeviceStepKernel(const uint8_t *__restrict__ foundInf, DeviceStep step,
+                     const float *__restrict__ p, const float *__restrict__ g,
+                     const float *__restrict__ m, const float *__restrict__ v,
+                     float *pOut, float *mOut, float *vOut, int64_t n,
+                     AdamHyper h) {
+  // One thread per block computes the step's scalars (two pow in double).
+  __shared__ AdamScalars shared;
+  if (threadIdx.x == 0)
+    shared = adamScalarsOnDevice(h, readDeviceStep(step));
+  __syncthreads();
+  AdamScalars s = shared; // registers, not a shared-memory read per element
+  adamElements(flagSet(foundInf), p, g, m, v, pOut, mOut, vOut, n, s);
+}
+
 __global__ void adamKernel(const uint8_t *__restrict__ foundInf,
                            const float *__restrict__ p,
                            const float *__restrict__ g,
                            const float *__restrict__ m,
                            const float *__restrict__ v, float *pOut,
                            float *mOut, float *vOut, int64_t n, AdamScalars s) {
-  bool skip = flagSet(foundInf);
-  for (int64_t i = globalIndex(); i < n; i += globalStride()) {
-    float pv = p[i], mv = m[i], vv = v[i];
-    if (!skip)
-      adamUpdate(pv, g[i], mv, vv, s);
-    pOut[i] = pv;
-    if (mOut)
-      mOut[i] = mv;
-    if (vOut)
-      vOut[i] = vv;
-  }
+  adamElements(flagSet(foundInf), p, g, m, v, pOut, mOut, vOut, n, s);
 }
 
 __global__ void incrementStepKernel(DType t, const void *step,

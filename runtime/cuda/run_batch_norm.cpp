@@ -22,6 +22,7 @@
 // always differentiates through the batch statistics. Epsilon must be at
 // least CUDNN_BN_MIN_EPSILON (the check refuses others).
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/node_geometry.h"
 #include "kernels/cuda/batch_norm.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/cuda_check.h"
@@ -38,23 +39,12 @@ namespace {
 using cpu::fail;
 using cpu::shapeString;
 
-/// X as [N, C, inner].
-struct ChannelLayout {
-  int64_t n = 0, c = 0, inner = 1;
-  int64_t count() const { return n * inner; }
-  std::vector<int64_t> cudnnDims() const { return {n, c, inner, 1}; }
-};
+using cpu::ChannelLayout;
+using cpu::channelLayout;
 
-ChannelLayout channelLayout(const Node &node, const Tensor &x) {
-  if (x.dims.size() < 2)
-    fail(node, "X must have rank >= 2 ([N, C, ...]), got shape ",
-         shapeString(x.dims));
-  ChannelLayout l;
-  l.n = x.dims[0];
-  l.c = x.dims[1];
-  for (size_t d = 2; d < x.dims.size(); ++d)
-    l.inner *= x.dims[d];
-  return l;
+/// X's [N, C, inner] as the 4-D NCHW shape cuDNN's descriptors take.
+std::vector<int64_t> cudnnDims(const ChannelLayout &l) {
+  return {l.n, l.c, l.inner, 1};
 }
 
 /// Per-channel input i ([C]) as fp32 on the device.
@@ -100,7 +90,7 @@ void runBatchNorm(NodeStaging &s) {
   float *batchMean = nullptr, *batchVar = nullptr;
   if (x.numel() > 0 && l.c > 0) {
     cudnnHandle_t h = cudnnFor(s);
-    TensorDesc xDesc(node, t, l.cudnnDims());
+    TensorDesc xDesc(node, t, cudnnDims(l));
     TensorDesc bnDesc(node, DType::F32, {1, l.c, 1, 1});
     const void *xIn = deviceAs(s, 0, x, t);
     if (training) {
@@ -212,7 +202,7 @@ void runBatchNormGrad(NodeStaging &s) {
         cudaMemsetAsync(dBias, 0, size_t(l.c) * sizeof(float), s.stream()));
   } else {
     cudnnHandle_t h = cudnnFor(s);
-    TensorDesc xDesc(node, t, l.cudnnDims());
+    TensorDesc xDesc(node, t, cudnnDims(l));
     TensorDesc bnDesc(node, DType::F32, {1, l.c, 1, 1});
     checkCudnn(cudnnBatchNormalizationBackward(
                    h, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kZero,
