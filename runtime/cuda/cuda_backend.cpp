@@ -25,6 +25,7 @@
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
+#include "runtime/cuda/pinned_buffer.h"
 #include "runtime/executor.h"
 
 #include <cuda_runtime_api.h>
@@ -32,8 +33,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 
 namespace mpc {
 namespace cuda {
@@ -58,25 +57,7 @@ void *rawDeviceAlloc(size_t bytes, void *) {
 
 void rawDeviceFree(void *p, void *) { cudaFree(p); }
 
-/// The live devices by stream (deviceForStream).
-std::mutex &registryMutex() {
-  static std::mutex m;
-  return m;
-}
-std::map<cudaStream_t, CudaDevice *> &registry() {
-  static std::map<cudaStream_t, CudaDevice *> r;
-  return r;
-}
-
 } // namespace
-
-CudaDevice &deviceForStream(cudaStream_t stream) {
-  std::lock_guard<std::mutex> lock(registryMutex());
-  auto it = registry().find(stream);
-  if (it == registry().end())
-    throw Error("internal error: no cuda device owns this stream");
-  return *it->second;
-}
 
 cudnnHandle_t CudaDevice::cudnnHandle() {
   if (cudnn_)
@@ -111,10 +92,9 @@ CudaDevice::CudaDevice(const CudaBackendOptions &opts) : options(opts) {
           cublasMath_t(CUBLAS_DEFAULT_MATH |
                        CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
       "cublasSetMathMode");
+  checkCublas(cublasLtCreate(&cublasLt), "cublasLtCreate");
   allocator =
       std::make_unique<DeviceAllocator>(rawDeviceAlloc, rawDeviceFree, nullptr);
-  std::lock_guard<std::mutex> lock(registryMutex());
-  registry()[stream] = this;
   // cuBLAS allocates its workspace lazily unless given one; inside a graph
   // capture it must not, so it gets a fixed one (32 MiB: what NVIDIA
   // recommends for Hopper).
@@ -134,10 +114,6 @@ CudaDevice::CudaDevice(const CudaBackendOptions &opts) : options(opts) {
 }
 
 CudaDevice::~CudaDevice() {
-  {
-    std::lock_guard<std::mutex> lock(registryMutex());
-    registry().erase(stream);
-  }
   if (stream)
     cudaStreamSynchronize(stream);
   for (auto &kv : memo)
@@ -153,6 +129,8 @@ CudaDevice::~CudaDevice() {
   cudaFree(errorDevice);
   cudaFreeHost(seedHost);
   cudaFreeHost(errorHost);
+  if (cublasLt)
+    cublasLtDestroy(cublasLt);
   if (cublas)
     cublasDestroy(cublas);
   if (stream)
@@ -234,14 +212,9 @@ public:
 
   ~CudaBackend() override {
     dropGraph();
-    if (pinned_) {
-      cudaStreamSynchronize(device_.stream);
-      cudaFreeHost(pinned_);
-    }
-    if (arena_) {
-      cudaStreamSynchronize(device_.stream);
+    cudaStreamSynchronize(device_.stream); // nothing in flight to or from
+    if (arena_)                            // the arena or pinned memory
       cudaFree(arena_);
-    }
   }
 
   std::string name() const override { return "cuda"; }
@@ -309,9 +282,17 @@ public:
   }
 
   void copyToDevice(void *dst, const void *src, size_t bytes) override {
-    if (bytes)
-      MPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
-                                     device_.stream));
+    if (!bytes)
+      return;
+    // The batch (and state the host changed) through pinned memory: the
+    // copy queues behind the previous step's work instead of waiting for
+    // it, which a copy from pageable memory does.
+    if (uint8_t *staged = uploads_.take(bytes)) {
+      std::memcpy(staged, src, bytes);
+      src = staged;
+    }
+    MPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                   device_.stream));
   }
   void copyToHost(void *dst, const void *src, size_t bytes) override {
     if (!bytes)
@@ -319,14 +300,12 @@ public:
     // A copy into pageable memory returns only when it is done (a sync per
     // copy); the step's few scalars go through pinned memory instead and
     // reach `dst` in synchronize(), after the step's one wait.
-    if (pinnedUsed_ + bytes <= pinnedBytes_) {
-      MPC_CUDA_CHECK(cudaMemcpyAsync(pinned_ + pinnedUsed_, src, bytes,
-                                     cudaMemcpyDeviceToHost, device_.stream));
-      pending_.push_back({dst, pinnedUsed_, bytes});
-      pinnedUsed_ += (bytes + 15) / 16 * 16;
+    if (uint8_t *staged = downloads_.take(bytes)) {
+      MPC_CUDA_CHECK(cudaMemcpyAsync(staged, src, bytes, cudaMemcpyDeviceToHost,
+                                     device_.stream));
+      pending_.push_back({dst, staged, bytes});
       return;
     }
-    pinnedWanted_ = std::max(pinnedWanted_, pinnedUsed_ + bytes);
     MPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
                                    device_.stream));
   }
@@ -339,21 +318,10 @@ public:
   void synchronize() override {
     MPC_CUDA_CHECK(cudaStreamSynchronize(device_.stream));
     for (const Pending &p : pending_)
-      std::memcpy(p.dst, pinned_ + p.offset, p.bytes);
+      std::memcpy(p.dst, p.staged, p.bytes);
     pending_.clear();
-    pinnedUsed_ = 0;
-    if (pinnedWanted_ > pinnedBytes_ && pinnedWanted_ <= kMaxPinned) {
-      // Grown between steps, when no copy is in flight.
-      cudaFreeHost(pinned_);
-      pinned_ = nullptr;
-      pinnedBytes_ = 0;
-      size_t want = pinnedWanted_ * 2;
-      if (cudaMallocHost(reinterpret_cast<void **>(&pinned_), want) ==
-          cudaSuccess)
-        pinnedBytes_ = want;
-      else
-        cudaGetLastError();
-    }
+    downloads_.recycle();
+    uploads_.recycle();
     int32_t code = *device_.errorHost;
     if (code > 0) {
       *device_.errorHost = 0;
@@ -475,14 +443,17 @@ private:
     stepsOfPlan_ = 0;
   }
 
+  /// A download waiting in pinned memory for synchronize().
   struct Pending {
     void *dst;
-    size_t offset, bytes;
+    const uint8_t *staged;
+    size_t bytes;
   };
-  /// Pinned staging of downloads (the fetched scalars), at most kMaxPinned.
-  static constexpr size_t kMaxPinned = size_t(1) << 20;
-  uint8_t *pinned_ = nullptr;
-  size_t pinnedBytes_ = 0, pinnedUsed_ = 0, pinnedWanted_ = 4096;
+  /// Pinned staging of downloads (the fetched scalars, up to 1 MiB) and of
+  /// uploads (the batch and host-changed state, up to 256 MiB; the state's
+  /// first upload, which may be larger, goes the pageable way once).
+  PinnedBuffer downloads_{size_t(1) << 20, 4096};
+  PinnedBuffer uploads_{size_t(256) << 20, size_t(64) << 10};
   std::vector<Pending> pending_;
 
   CudaDevice device_;

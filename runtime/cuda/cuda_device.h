@@ -2,7 +2,9 @@
 //
 // One stream orders all of the backend's work (so buffers recycled by the
 // allocator are never in use by earlier work), one cuBLAS handle and one
-// cuDNN handle bound to that stream, and the caching allocator. The cuDNN
+// cuDNN handle bound to that stream, a cuBLASLt handle (Gemm with its bias
+// in the epilogue; the stream is passed per call) with the algorithms its
+// heuristic chose per problem, and the caching allocator. The cuDNN
 // handle is made on first use: cudnnCreate loads cuDNN's sub-libraries
 // (hundreds of megabytes), which a step without convolutions or batch norm
 // never needs, and a machine without them can still run such steps. For
@@ -17,10 +19,12 @@
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/device_allocator.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -33,7 +37,18 @@ struct CudaDevice {
   CudaBackendOptions options;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  cublasLtHandle_t cublasLt = nullptr;
   std::unique_ptr<DeviceAllocator> allocator;
+
+  /// cuBLASLt's choice per Gemm problem (gemm_bias_epilogue.cpp's key:
+  /// dtype, shapes, operand alignments); `found` false when its heuristic
+  /// offered nothing and the runner takes the cuBLAS path instead. Asking
+  /// once keeps the heuristic off the per-step path of staged steps.
+  struct LtChoice {
+    bool found = false;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  std::map<std::vector<int64_t>, LtChoice> ltChoices;
 
   /// Per node of a device-resident step: scratch blocks and uploaded
   /// tables in the order the runner asks for them.
@@ -50,7 +65,8 @@ struct CudaDevice {
   /// True while the stream is being captured into a CUDA graph: nothing
   /// may be allocated or uploaded from pageable memory then.
   bool capturing = false;
-  /// Bytes of the cuBLAS workspace (cublasSetWorkspace).
+  /// Bytes of the cuBLAS workspace (cublasSetWorkspace), which cuBLASLt
+  /// calls share (both run in order on the one stream).
   static constexpr size_t kCublasWorkspace = size_t(32) << 20;
   void *cublasWorkspace = nullptr;
   /// The step's seed on the device and its pinned host twin.
@@ -75,12 +91,6 @@ private:
 
 /// Throws mpc::Error naming the cuBLAS call when status is not success.
 void checkCublas(cublasStatus_t status, const char *what);
-
-/// The live CudaDevice whose stream is `stream`. A runner sees only its
-/// node's NodeStaging, which hands out the stream and the cuBLAS handle;
-/// the cuDNN runners reach their device's cuDNN handle through this.
-/// Throws when no device owns the stream (a bug).
-CudaDevice &deviceForStream(cudaStream_t stream);
 
 } // namespace cuda
 } // namespace mpc

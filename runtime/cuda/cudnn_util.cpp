@@ -1,4 +1,4 @@
-// cuDNN status checks, descriptors and the handle lookup.
+// cuDNN status checks, descriptors and operand casts.
 #include "runtime/cuda/cudnn_util.h"
 
 #include "kernels/cpu/cpu_util.h"
@@ -11,10 +11,6 @@
 
 namespace mpc {
 namespace cuda {
-
-cudnnHandle_t cudnnFor(NodeStaging &s) {
-  return deviceForStream(s.stream()).cudnnHandle();
-}
 
 const void *deviceAs(NodeStaging &s, size_t i, const Tensor &v, DType t) {
   if (v.dtype == t)

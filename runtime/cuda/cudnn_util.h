@@ -1,6 +1,6 @@
 // cuDNN plumbing shared by the convolution and batch-norm runners: status
 // checks that name the node, descriptors that clean up after themselves,
-// and the way from a NodeStaging to its device's cuDNN handle.
+// and operands cast to the dtype of a call.
 //
 // The runners use cuDNN's descriptor API (cudnnConvolution*,
 // cudnnBatchNormalization*). cuDNN 9 marks it deprecated in favour of the
@@ -20,9 +20,6 @@ namespace mpc {
 namespace cuda {
 
 class NodeStaging;
-
-/// The cuDNN handle of the device running `s` (bound to its stream).
-cudnnHandle_t cudnnFor(NodeStaging &s);
 
 /// Throws mpc::Error naming the node and the cuDNN call unless success.
 void checkCudnn(cudnnStatus_t status, const Node &node, const char *call);

@@ -26,6 +26,12 @@ ColumnMajorGemm toColumnMajor(const GemmProblem &p) {
   return c;
 }
 
+bool isEpilogueBias(const std::vector<int64_t> &c, float beta, int64_t n) {
+  if (beta != 1.0f || c.empty() || c.size() > 2 || c.back() != n)
+    return false;
+  return c.size() == 1 || c[0] == 1;
+}
+
 MatMulPlan planMatMul(const Node &node, const std::vector<int64_t> &a,
                       const std::vector<int64_t> &b, bool transA, bool transB) {
   using cpu::fail;

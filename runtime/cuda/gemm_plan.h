@@ -39,6 +39,15 @@ struct ColumnMajorGemm {
 
 ColumnMajorGemm toColumnMajor(const GemmProblem &p);
 
+/// Whether Gemm's C operand (dims `c`, scaled by `beta`) is a bias vector
+/// cuBLASLt can add in its epilogue: beta == 1 and C one row of n elements
+/// ([n] or [1, n]), broadcast down the m rows. In the column-major call
+/// that row is a vector along D's rows, which is what CUBLASLT_EPILOGUE_BIAS
+/// adds (to alpha op(A) op(B), in fp32 before the one rounding, as the CPU
+/// backend does). Other C shapes or betas go through a broadcast copy and
+/// cuBLAS's beta.
+bool isEpilogueBias(const std::vector<int64_t> &c, float beta, int64_t n);
+
 /// A MatMul's output shape and its products (numpy semantics: 1-D operands
 /// are promoted and the added dim dropped; batch dims broadcast). With
 /// transA/transB (mpc.FusedMatMul) an operand of rank >= 2 enters the

@@ -40,6 +40,11 @@ public:
   KernelContext &ctx() { return ctx_; }
   cudaStream_t stream() const { return device_.stream; }
   cublasHandle_t cublas() const { return device_.cublas; }
+  /// The device's cuBLASLt handle, its fixed workspace (shared with cuBLAS:
+  /// both run in order on the one stream) and its Gemm plan cache.
+  CudaDevice &cudaDevice() const { return device_; }
+  /// The device's cuDNN handle, bound to stream() (created on first use).
+  cudnnHandle_t cudnn() const { return device_.cudnnHandle(); }
 
   /// Host input i (throws naming `what` if the node omits it).
   const Tensor &in(size_t i, const char *what) const;

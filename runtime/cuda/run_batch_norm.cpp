@@ -89,7 +89,7 @@ void runBatchNorm(NodeStaging &s) {
   void *y = t == x.dtype ? yOut : floats(s, x.numel());
   float *batchMean = nullptr, *batchVar = nullptr;
   if (x.numel() > 0 && l.c > 0) {
-    cudnnHandle_t h = cudnnFor(s);
+    cudnnHandle_t h = s.cudnn();
     TensorDesc xDesc(node, t, cudnnDims(l));
     TensorDesc bnDesc(node, DType::F32, {1, l.c, 1, 1});
     const void *xIn = deviceAs(s, 0, x, t);
@@ -201,7 +201,7 @@ void runBatchNormGrad(NodeStaging &s) {
     MPC_CUDA_CHECK(
         cudaMemsetAsync(dBias, 0, size_t(l.c) * sizeof(float), s.stream()));
   } else {
-    cudnnHandle_t h = cudnnFor(s);
+    cudnnHandle_t h = s.cudnn();
     TensorDesc xDesc(node, t, cudnnDims(l));
     TensorDesc bnDesc(node, DType::F32, {1, l.c, 1, 1});
     checkCudnn(cudnnBatchNormalizationBackward(

@@ -154,7 +154,7 @@ const float kOne = 1.0f, kZero = 0.0f;
 void runForward(NodeStaging &s, const ConvProblem &p, const void *x,
                 const void *w, void *y) {
   const Node &node = s.node();
-  cudnnHandle_t h = cudnnFor(s);
+  cudnnHandle_t h = s.cudnn();
   ConvDescs d(node, p);
   AlgoChoice c = chooseAlgo<cudnnConvolutionFwdAlgoPerf_t>(
       node, Direction::Forward, p, d,
@@ -186,7 +186,7 @@ void runForward(NodeStaging &s, const ConvProblem &p, const void *x,
 void runBackwardData(NodeStaging &s, const ConvProblem &p, const void *w,
                      const void *dy, void *dx) {
   const Node &node = s.node();
-  cudnnHandle_t h = cudnnFor(s);
+  cudnnHandle_t h = s.cudnn();
   ConvDescs d(node, p);
   AlgoChoice c = chooseAlgo<cudnnConvolutionBwdDataAlgoPerf_t>(
       node, Direction::BackwardData, p, d,
@@ -219,7 +219,7 @@ void runBackwardData(NodeStaging &s, const ConvProblem &p, const void *w,
 void runBackwardFilter(NodeStaging &s, const ConvProblem &p, const void *x,
                        const void *dy, void *dw) {
   const Node &node = s.node();
-  cudnnHandle_t h = cudnnFor(s);
+  cudnnHandle_t h = s.cudnn();
   ConvDescs d(node, p);
   AlgoChoice c = chooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t>(
       node, Direction::BackwardFilter, p, d,

@@ -4,8 +4,10 @@
 // (CUBLAS_COMPUTE_32F, reduced-precision split-K reductions disallowed on
 // the handle) and round once to the output dtype, which is what the CPU
 // backend emulates; fp32 stays fp32 (the handle's default math mode uses no
-// TF32). Gemm's C is broadcast into the output first and folded in by
-// cuBLAS's beta, in fp32 like the CPU's. Batched MatMul with uniformly
+// TF32). A Gemm whose C is a bias row with beta 1 (a Linear layer) adds
+// it in cuBLASLt's epilogue (gemm_bias_epilogue.h); any other C is
+// broadcast into the output first and folded in by cuBLAS's beta, in fp32
+// like the CPU's. Batched MatMul with uniformly
 // strided batches is one cublasGemmStridedBatchedEx call; other broadcasts
 // loop over the batches.
 #include "kernels/cpu/cpu_util.h"
@@ -13,6 +15,7 @@
 #include "kernels/cuda/elementwise.h"
 #include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/gemm_bias_epilogue.h"
 #include "runtime/cuda/gemm_plan.h"
 #include "runtime/cuda/node_staging.h"
 
@@ -117,6 +120,11 @@ void runGemm(NodeStaging &s) {
   float alpha = node.attrFloat("alpha", 1.0f);
   float beta = c ? node.attrFloat("beta", 1.0f) : 0.0f;
   void *y = s.out(0, a.dtype, dims);
+  if (c && isEpilogueBias(c->dims, beta, p.n) && p.m > 0 && p.n > 0 &&
+      p.k > 0 &&
+      runGemmBiasEpilogue(s, a.dtype, p, alpha, s.device(0), s.device(1),
+                          s.device(2), y))
+    return;
   if (c && beta != 0.0f) {
     const std::vector<int64_t> shapes[1] = {c->dims};
     launchBroadcastCopy(dtypeSize(a.dtype), s.device(2), y,

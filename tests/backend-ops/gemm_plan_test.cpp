@@ -118,6 +118,69 @@ TEST(CudaGemmPlan, GemmMatchesTheCpuBackend) {
       }
 }
 
+// A bias row C ([n] or [1, n], beta 1) goes to cuBLASLt's bias epilogue:
+// the column-major product with beta 0, then the vector added along D's
+// rows. That equals the CPU's Gemm for every transpose and alpha.
+TEST(CudaGemmPlan, BiasEpilogueMatchesTheCpuBackend) {
+  std::mt19937 rng(3);
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (bool rowMatrix : {false, true}) {
+        int64_t m = 6, n = 9, k = 4;
+        Tensor a = randomTensor(rng, DType::F32,
+                                ta ? std::vector<int64_t>{k, m}
+                                   : std::vector<int64_t>{m, k});
+        Tensor b = randomTensor(rng, DType::F32,
+                                tb ? std::vector<int64_t>{n, k}
+                                   : std::vector<int64_t>{k, n});
+        std::vector<int64_t> cDims =
+            rowMatrix ? std::vector<int64_t>{1, n} : std::vector<int64_t>{n};
+        ASSERT_TRUE(isEpilogueBias(cDims, 1.0f, n));
+        Tensor c = randomTensor(rng, DType::F32, cDims);
+        float alpha = -0.625f;
+        Node *node = nullptr;
+        auto g = oneNode("Gemm", {&a, &b, &c},
+                         {{"transA", Attribute::ofInt(ta)},
+                          {"transB", Attribute::ofInt(tb)},
+                          {"alpha", Attribute::ofFloat(alpha)}},
+                         node);
+        std::vector<Tensor> want;
+        runCpuNode(*node, {&a, &b, &c}, want);
+        GemmProblem p;
+        p.transA = ta;
+        p.transB = tb;
+        p.m = m;
+        p.n = n;
+        p.k = k;
+        ColumnMajorGemm cm = toColumnMajor(p);
+        Tensor y(DType::F32, {m, n});
+        referenceColumnMajorGemm(cm, alpha, b.data<float>(), a.data<float>(),
+                                 0.0f, y.data<float>());
+        ASSERT_EQ(cm.m, n); // the bias runs along the column-major rows
+        for (int64_t j = 0; j < cm.n; ++j)
+          for (int64_t i = 0; i < cm.m; ++i)
+            y.data<float>()[i + j * cm.ldc] += c.data<float>()[i];
+        expectClose(y, want[0],
+                    "Gemm bias epilogue transA=" + std::to_string(ta) +
+                        " transB=" + std::to_string(tb));
+      }
+}
+
+// What the epilogue cannot add: a scaled C, a column, a full matrix, a
+// scalar broadcast over several columns.
+TEST(CudaGemmPlan, OnlyABiasRowWithBetaOneIsAnEpilogue) {
+  EXPECT_TRUE(isEpilogueBias({9}, 1.0f, 9));
+  EXPECT_TRUE(isEpilogueBias({1, 9}, 1.0f, 9));
+  EXPECT_TRUE(isEpilogueBias({1}, 1.0f, 1));
+  EXPECT_FALSE(isEpilogueBias({9}, 0.5f, 9));
+  EXPECT_FALSE(isEpilogueBias({9}, 0.0f, 9));
+  EXPECT_FALSE(isEpilogueBias({6, 1}, 1.0f, 9));
+  EXPECT_FALSE(isEpilogueBias({6, 9}, 1.0f, 9));
+  EXPECT_FALSE(isEpilogueBias({1}, 1.0f, 9));
+  EXPECT_FALSE(isEpilogueBias({}, 1.0f, 9));
+  EXPECT_FALSE(isEpilogueBias({1, 1, 9}, 1.0f, 9));
+}
+
 TEST(CudaGemmPlan, MatMulMatchesTheCpuBackend) {
   std::mt19937 rng(2);
   struct Shapes {

@@ -323,6 +323,12 @@ void addMatrixProducts(std::vector<OpCase> &cases) {
        {9, 17},
        std::vector<int64_t>{9},
        {{"transB", i(1)}}},
+      // A bias row with beta 1 goes to cuBLASLt's bias epilogue.
+      {"bias_row_matrix_alpha",
+       {17, 13},
+       {17, 9},
+       std::vector<int64_t>{1, 9},
+       {{"transA", i(1)}, {"alpha", f(-0.5f)}}},
       {"bias_col", {13, 17}, {17, 9}, std::vector<int64_t>{13, 1}, {}},
       {"bias_scalar",
        {13, 17},

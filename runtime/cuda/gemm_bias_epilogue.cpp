@@ -1,0 +1,163 @@
+// Gemm with its bias row in cuBLASLt's epilogue (CUBLASLT_EPILOGUE_BIAS).
+//
+// The call is the column-major one of gemm_plan.h (first operand B, second
+// A); the bias, a row of the row-major output, runs along the rows of the
+// column-major D, which is the vector the epilogue adds. The numerics are
+// those of the cuBLAS path: CUBLAS_COMPUTE_32F, fp32 scale, and split-K
+// partial sums kept in fp32 (the reduction-scheme preference allows only
+// the compute-type scheme, like CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_
+// REDUCTION does for cuBLAS, and rules out the in-place scheme, whose
+// atomics would make results run-to-run different). The workspace is the
+// device's fixed cuBLAS one, so a captured CUDA graph holds its address
+// and nothing is allocated inside a step.
+#include "runtime/cuda/gemm_bias_epilogue.h"
+
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/node_staging.h"
+
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+
+namespace mpc {
+namespace cuda {
+namespace {
+
+cudaDataType_t ltType(DType t) {
+  switch (t) {
+  case DType::F16:
+    return CUDA_R_16F;
+  case DType::BF16:
+    return CUDA_R_16BF;
+  default:
+    return CUDA_R_32F;
+  }
+}
+
+/// The largest power of two (at most 256, cuBLASLt's default demand) that
+/// divides the address: what an operand can promise the heuristic.
+uint32_t alignmentOf(const void *p) {
+  uintptr_t v = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 1 && v % a != 0)
+    a /= 2;
+  return a;
+}
+
+struct DescDeleter {
+  void operator()(cublasLtMatmulDescOpaque_t *d) const {
+    cublasLtMatmulDescDestroy(d);
+  }
+  void operator()(cublasLtMatrixLayoutOpaque_t *l) const {
+    cublasLtMatrixLayoutDestroy(l);
+  }
+  void operator()(cublasLtMatmulPreferenceOpaque_t *p) const {
+    cublasLtMatmulPreferenceDestroy(p);
+  }
+};
+using MatmulDesc = std::unique_ptr<cublasLtMatmulDescOpaque_t, DescDeleter>;
+using Layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, DescDeleter>;
+using Preference =
+    std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, DescDeleter>;
+
+template <typename T>
+void setAttr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
+             const T &v) {
+  checkCublas(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)),
+              "cublasLtMatmulDescSetAttribute");
+}
+
+template <typename T>
+void setPref(cublasLtMatmulPreference_t p,
+             cublasLtMatmulPreferenceAttributes_t attr, const T &v) {
+  checkCublas(cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof(v)),
+              "cublasLtMatmulPreferenceSetAttribute");
+}
+
+/// A column-major rows x cols matrix with leading dimension ld.
+Layout layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) {
+  cublasLtMatrixLayout_t l = nullptr;
+  checkCublas(
+      cublasLtMatrixLayoutCreate(&l, type, uint64_t(rows), uint64_t(cols), ld),
+      "cublasLtMatrixLayoutCreate");
+  return Layout(l);
+}
+
+} // namespace
+
+bool runGemmBiasEpilogue(NodeStaging &s, DType t, const GemmProblem &p,
+                         float alpha, const void *a, const void *b,
+                         const void *bias, void *y) {
+  CudaDevice &dev = s.cudaDevice();
+  ColumnMajorGemm g = toColumnMajor(p);
+  cudaDataType_t type = ltType(t);
+  uint32_t alignFirst = alignmentOf(b), alignSecond = alignmentOf(a);
+  uint32_t alignBias = alignmentOf(bias), alignD = alignmentOf(y);
+
+  cublasLtMatmulDesc_t rawDesc = nullptr;
+  checkCublas(
+      cublasLtMatmulDescCreate(&rawDesc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+      "cublasLtMatmulDescCreate");
+  MatmulDesc desc(rawDesc);
+  setAttr(rawDesc, CUBLASLT_MATMUL_DESC_TRANSA,
+          int32_t(g.transFirst ? CUBLAS_OP_T : CUBLAS_OP_N));
+  setAttr(rawDesc, CUBLASLT_MATMUL_DESC_TRANSB,
+          int32_t(g.transSecond ? CUBLAS_OP_T : CUBLAS_OP_N));
+  setAttr(rawDesc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+          uint32_t(CUBLASLT_EPILOGUE_BIAS));
+  setAttr(rawDesc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  setAttr(rawDesc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(type));
+
+  // Stored shapes: op(first) is m x k, op(second) k x n, D m x n.
+  Layout first = g.transFirst ? layout(type, g.k, g.m, g.ldFirst)
+                              : layout(type, g.m, g.k, g.ldFirst);
+  Layout second = g.transSecond ? layout(type, g.n, g.k, g.ldSecond)
+                                : layout(type, g.k, g.n, g.ldSecond);
+  Layout out = layout(type, g.m, g.n, g.ldc);
+
+  std::vector<int64_t> key = {
+      int64_t(t),  g.transFirst, g.transSecond, g.m,   g.n,
+      g.k,         g.ldFirst,    g.ldSecond,    g.ldc, alignFirst,
+      alignSecond, alignBias,    alignD};
+  auto found = dev.ltChoices.find(key);
+  if (found == dev.ltChoices.end()) {
+    cublasLtMatmulPreference_t rawPref = nullptr;
+    checkCublas(cublasLtMatmulPreferenceCreate(&rawPref),
+                "cublasLtMatmulPreferenceCreate");
+    Preference pref(rawPref);
+    setPref(rawPref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+            uint64_t(CudaDevice::kCublasWorkspace));
+    setPref(rawPref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+            uint32_t(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+    setPref(rawPref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignFirst);
+    setPref(rawPref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignSecond);
+    setPref(rawPref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignD);
+    setPref(rawPref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignD);
+    cublasLtMatmulHeuristicResult_t result{};
+    int count = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+        dev.cublasLt, rawDesc, first.get(), second.get(), out.get(), out.get(),
+        rawPref, 1, &result, &count);
+    CudaDevice::LtChoice choice;
+    choice.found = st == CUBLAS_STATUS_SUCCESS && count > 0 &&
+                   result.state == CUBLAS_STATUS_SUCCESS &&
+                   result.workspaceSize <= CudaDevice::kCublasWorkspace;
+    if (choice.found)
+      choice.algo = result.algo;
+    found = dev.ltChoices.emplace(key, choice).first;
+  }
+  if (!found->second.found)
+    return false;
+  const float beta = 0.0f;
+  checkCublas(cublasLtMatmul(dev.cublasLt, rawDesc, &alpha, b, first.get(), a,
+                             second.get(), &beta, y, out.get(), y, out.get(),
+                             &found->second.algo, dev.cublasWorkspace,
+                             CudaDevice::kCublasWorkspace, s.stream()),
+              "cublasLtMatmul");
+  return true;
+}
+
+} // namespace cuda
+} // namespace mpc
