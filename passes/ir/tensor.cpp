@@ -2,6 +2,7 @@
 #include "passes/ir/tensor.h"
 
 #include "kernels/common/half.h"
+#include "passes/support/diagnostics.h"
 
 #include <algorithm>
 #include <cmath>
@@ -33,16 +34,31 @@ std::string dimsToString(const std::vector<int64_t> &dims) {
   return s;
 }
 
+namespace {
+
+/// Bytes of a dense tensor; throws on a negative dim or a size past 64 bits
+/// (allocating 0 bytes for it would let element loops run off the end).
+size_t checkedByteSize(DType t, const std::vector<int64_t> &dims) {
+  int64_t n = elementCount(dims);
+  size_t element = dtypeSize(t);
+  if (n < 0 ||
+      (element && uint64_t(n) > std::numeric_limits<size_t>::max() / element))
+    throw Error("a tensor of dims " + dimsToString(dims) + " and dtype " +
+                dtypeName(t) + " has no valid size (a negative dim, or " +
+                "more bytes than 64 bits count)");
+  return size_t(n) * element;
+}
+
+} // namespace
+
 Tensor::Tensor(DType t, std::vector<int64_t> d) : dtype(t), dims(std::move(d)) {
-  int64_t n = numel();
-  bytes.assign(n > 0 ? size_t(n) * dtypeSize(t) : 0, 0);
+  bytes.assign(checkedByteSize(dtype, dims), 0);
 }
 
 void Tensor::allocate(DType t, std::vector<int64_t> d, bool zero) {
   dtype = t;
   dims = std::move(d);
-  int64_t n = numel();
-  size_t size = n > 0 ? size_t(n) * dtypeSize(t) : 0;
+  size_t size = checkedByteSize(dtype, dims);
   if (!zero && bytes.isView() && bytes.size() == size)
     return;
   bytes.assign(size, 0);

@@ -8,6 +8,7 @@
 #include "passes/registry.h"
 #include "passes/shape_inference.h"
 #include "passes/step_graph.h"
+#include "passes/support/diagnostics.h"
 
 #include <gtest/gtest.h>
 
@@ -58,6 +59,19 @@ TEST(Tensor, AllocateServesAFittingViewInPlace) {
   EXPECT_EQ(arena[0], 1);
   t.allocate(DType::F32, {3}); // does not fit: owned
   EXPECT_NE(t.bytes.data(), arena);
+}
+
+// A size that cannot be allocated is an error, never an empty buffer that
+// element loops would then run past.
+TEST(Tensor, SizesPastSixtyFourBitsOrNegativeDimsThrow) {
+  const int64_t big = int64_t(1) << 40;
+  EXPECT_THROW(Tensor(DType::F32, {big, big}), Error);
+  EXPECT_THROW(Tensor(DType::F64, {int64_t(1) << 61}), Error);
+  EXPECT_THROW(Tensor(DType::F32, {2, -1}), Error);
+  Tensor t;
+  EXPECT_THROW(t.allocate(DType::F16, {big, big}), Error);
+  EXPECT_EQ(Tensor(DType::F32, {0, big}).byteSize(), 0u); // empty is fine
+  EXPECT_EQ(Tensor(DType::F16, {3, 5}).byteSize(), 30u);
 }
 
 std::unique_ptr<Model> parse(const std::string &text) {
