@@ -289,6 +289,24 @@ std::string nodePrecision(const Node &n, const PrecisionRecord *r) {
   return anyTyped ? "int" : "-";
 }
 
+namespace {
+
+/// n's record as printed: an inserted Cast is described from its users as
+/// they are now, since passes after autocast (fold-transpose folding the
+/// Transpose it fed, say) may have changed who reads it.
+const PrecisionRecord *printedRecord(const Model &model, const Node &n,
+                                     const PrecisionRecord *r,
+                                     PrecisionRecord &scratch) {
+  if (!r || r->rule != "cast-inserted")
+    return r;
+  const std::string *loss = model.meta("mpc.loss");
+  scratch = insertedCastRecord(n, loss ? *loss : "");
+  scratch.dtype = r->dtype;
+  return &scratch;
+}
+
+} // namespace
+
 std::string explainPrecision(const Model &model) {
   const PrecisionMap *m = model.precisionMap.get();
   const Graph *mapped = mappedGraph(model);
@@ -304,8 +322,9 @@ std::string explainPrecision(const Model &model) {
     std::map<std::string, int> perPrecision;
     int castsInserted = 0;
     for (const auto &n : g.nodes()) {
-      const PrecisionRecord *r = &g == mapped ? m->find(*n) : nullptr;
       PrecisionRecord described;
+      const PrecisionRecord *r = printedRecord(
+          model, *n, &g == mapped ? m->find(*n) : nullptr, described);
       if (!r && model.training && &g == model.graph.get())
         described = {DType::Undefined, "inference",
                      "the inference graph runs as exported; autocast "
@@ -442,7 +461,9 @@ std::string precisionDot(const Model &model) {
   };
 
   for (const auto &n : g.nodes()) {
-    const PrecisionRecord *r = &g == mapped ? m->find(*n) : nullptr;
+    PrecisionRecord current;
+    const PrecisionRecord *r =
+        printedRecord(model, *n, &g == mapped ? m->find(*n) : nullptr, current);
     std::string p = nodePrecision(*n, r);
     std::string rule = r ? r->rule : "none";
     os << "  " << nodeIds.at(n.get()) << " [label=\"" << dotEscape(n->name())
