@@ -89,7 +89,7 @@ std::vector<DataInputSpec> Trainer::dataInputs(int64_t &batch) const {
   return describeDataInputs(*step_, batch);
 }
 
-void Trainer::checkMemory(int64_t batch, const MemoryLimit &limit) {
+size_t Trainer::checkMemory(int64_t batch, const MemoryLimit &limit) {
   // Every input of the step is a data input, in this order.
   std::vector<std::vector<int64_t>> dims;
   for (const DataInputSpec &s : describeDataInputs(*step_, batch)) {
@@ -98,7 +98,7 @@ void Trainer::checkMemory(int64_t batch, const MemoryLimit &limit) {
                        s.sampleDims.end());
   }
   exec_->setMemoryLimit(limit);
-  exec_->checkMemory(dims);
+  return exec_->checkMemory(dims);
 }
 
 StepRecord

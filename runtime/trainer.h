@@ -44,7 +44,8 @@ public:
   /// Plans the step for (micro-)batches of `batch` samples against `limit`
   /// before any data is made or loaded: throws MemoryLimitError, with the
   /// plan's numbers, when it does not fit (so does a later re-plan).
-  void checkMemory(int64_t batch, const MemoryLimit &limit);
+  /// Returns the planned peak (the arena's bytes).
+  size_t checkMemory(int64_t batch, const MemoryLimit &limit);
 
   /// Runs the compiled step once on this batch and applies the state
   /// updates: one optimizer step, or one micro-batch of a model compiled

@@ -6,6 +6,7 @@
 #include "runtime/data/npz.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -155,6 +156,21 @@ Dataset Dataset::fromNpz(const std::string &path,
   if (d.numSamples_ <= 0)
     throw Error(path + ": holds no samples");
   return d;
+}
+
+size_t Dataset::syntheticBytes(const std::vector<DataInputSpec> &specs,
+                               int64_t numSamples) {
+  size_t total = 0;
+  for (const DataInputSpec &s : specs) {
+    std::vector<int64_t> dims = {numSamples};
+    dims.insert(dims.end(), s.sampleDims.begin(), s.sampleDims.end());
+    int64_t n = elementCount(dims);
+    size_t element = dtypeSize(s.dtype);
+    if (n < 0 || (element && uint64_t(n) > (SIZE_MAX - total) / element))
+      return SIZE_MAX;
+    total += size_t(n) * element;
+  }
+  return total;
 }
 
 Dataset Dataset::synthetic(const std::vector<DataInputSpec> &specs,

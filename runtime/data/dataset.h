@@ -40,6 +40,10 @@ public:
   /// Random data of the right shapes: N(0,1) floats, labels in range.
   static Dataset synthetic(const std::vector<DataInputSpec> &specs,
                            int64_t numSamples, uint64_t seed);
+  /// The host bytes synthetic() would hold (SIZE_MAX past 64 bits), for
+  /// the memory check before it is made.
+  static size_t syntheticBytes(const std::vector<DataInputSpec> &specs,
+                               int64_t numSamples);
 
   int64_t numSamples() const { return numSamples_; }
 

@@ -338,15 +338,30 @@ int run(const Flags &f) {
   // read: a model that cannot fit is refused now, not by the allocator.
   MemoryLimit limit =
       memoryLimitFor(*backend, f.memoryLimitGiven, f.memoryLimit);
+  const int64_t syntheticSamples = batch * 16;
+  size_t planned = 0;
   try {
-    trainer.checkMemory(batch, limit);
+    planned = trainer.checkMemory(batch, limit);
   } catch (const MemoryLimitError &e) {
     throw Error(std::string(e.what()) +
                 "; try --recompute=auto at mpc-opt, --grad-accum=K with a "
                 "smaller --batch");
   }
+  // --synthetic makes 16 batches of samples up front; on the CPU they share
+  // the host memory with the step's arena, so they count against the limit.
+  if (f.synthetic && limit.bytes && backend->name() == "cpu") {
+    size_t dataBytes = Dataset::syntheticBytes(specs, syntheticSamples);
+    if (dataBytes > limit.bytes - planned)
+      throw Error("planned peak " + formatByteSize(planned) +
+                  " and the 16 batches of --synthetic samples (" +
+                  (dataBytes == SIZE_MAX ? std::string("over 2^64 bytes")
+                                         : formatByteSize(dataBytes)) +
+                  ") together exceed the memory limit " +
+                  formatByteSize(limit.bytes) + " (" + limit.source +
+                  "); try a smaller --batch");
+  }
   Dataset data = f.synthetic
-                     ? Dataset::synthetic(specs, batch * 16, trainer.seed)
+                     ? Dataset::synthetic(specs, syntheticSamples, trainer.seed)
                      : Dataset::fromNpz(f.data, specs);
 
   std::ofstream log;
