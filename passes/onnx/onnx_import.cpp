@@ -16,6 +16,7 @@
 #include "onnx/onnx_pb.h"
 
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <sys/stat.h>
 #include <unordered_map>
@@ -269,8 +270,31 @@ private:
       throw Error(what + ": external data offset " + std::to_string(offset) +
                   " is outside '" + path + "' (" + std::to_string(fileSize) +
                   " bytes)");
-    if (length < 0)
+    // The bytes the tensor's dtype and dims need, when both are known: a
+    // range of any other size is refused here, before it is read (without
+    // a length the range runs to the end of the file, which may be large).
+    int64_t needed = -1;
+    if (auto dt = fromOnnxDataType(tp.data_type())) {
+      std::vector<int64_t> dims(tp.dims().begin(), tp.dims().end());
+      int64_t count = elementCount(dims);
+      int64_t element = int64_t(dtypeSize(*dt));
+      if (count >= 0 && element > 0 &&
+          count <= std::numeric_limits<int64_t>::max() / element)
+        needed = count * element;
+    }
+    if (length < 0) {
       length = fileSize - offset;
+      if (needed >= 0 && length != needed)
+        throw Error(
+            what + ": external data without a length runs from offset " +
+            std::to_string(offset) + " to the end of '" + path + "', " +
+            std::to_string(length) + " bytes; its dtype and dims need " +
+            std::to_string(needed));
+    }
+    if (needed >= 0 && length != needed && length <= fileSize - offset)
+      throw Error(what + ": external data length " + std::to_string(length) +
+                  " does not match the " + std::to_string(needed) +
+                  " bytes its dtype and dims need");
     if (length > fileSize - offset)
       throw Error(what + ": external data range [" + std::to_string(offset) +
                   ", +" + std::to_string(length) + ") is past the end of '" +

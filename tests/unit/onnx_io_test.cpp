@@ -694,9 +694,18 @@ TEST(OnnxExternalData, BadReferencesAreClearErrors) {
   EXPECT_CONTAINS(
       err({{"location", "w.bin"}, {"offset", "99999999999999999999999"}}),
       "is not a number");
-  // The range is inside the file but holds the wrong number of bytes.
+  // The range is inside the file but holds the wrong number of bytes:
+  // refused before anything is read.
   EXPECT_CONTAINS(err({{"location", "w.bin"}, {"length", "12"}}),
-                  "raw_data has 12 bytes, expected 16");
+                  "external data length 12 does not match the 16 bytes its "
+                  "dtype and dims need");
+  // Without a length the range is the rest of the file (ONNX's rule), and
+  // the rest of a 32-byte file from offset 8 is not the tensor's 16 bytes.
+  EXPECT_CONTAINS(err({{"location", "w.bin"}, {"offset", "8"}}),
+                  "external data without a length runs from offset 8 to the "
+                  "end of");
+  EXPECT_CONTAINS(err({{"location", "w.bin"}, {"offset", "8"}}),
+                  "24 bytes; its dtype and dims need 16");
   std::filesystem::create_directories(dir.file("adir"));
   EXPECT_CONTAINS(err({{"location", "adir"}}), "adir' is a directory");
 }
