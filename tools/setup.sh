@@ -11,6 +11,7 @@ packages=(
   libgtest-dev googletest                         # unit tests
   llvm-14-tools                                   # lit and FileCheck
   libopenblas-dev                                 # CPU matrix products
+  libsleef-dev                                    # CPU vector erf/exp (GELU)
   zlib1g-dev                                      # deflate for .npz
   python3-numpy python3-onnx                      # lit tests make .npy and .onnx inputs
   libonnx-testdata                                # ONNX's backend node tests

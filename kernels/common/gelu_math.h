@@ -3,13 +3,35 @@
 // and the CUDA kernels (kernels/cuda/gelu.cu).
 //
 // The constants and operation order are PyTorch's CPU gelu kernels'
-// (aten/src/ATen/native/cpu); on the GPU only erf, tanh and exp come from
-// CUDA's math library (float_math.h) and may differ in the last ulp.
+// (aten/src/ATen/native/cpu). Only erf, tanh and exp come from elsewhere and
+// may differ in the last ulp: CUDA's math library on the GPU (float_math.h),
+// and for the CPU's fp32 erf form SLEEF's vector erf and exp
+// (kernels/cpu/vector_math.h).
 #pragma once
 
 #include "kernels/common/float_math.h"
 
 namespace mpc {
+
+// The erf form in pieces, so that a caller can take erf and exp of whole
+// arrays at once (kernels/cpu/vector_math.h) and finish with the same
+// expressions: geluForward(x) is geluFromErf(x, erf(geluErfArgument(x))).
+
+/// What the erf form takes erf of: x / sqrt(2).
+template <typename T> MPC_HD T geluErfArgument(T x) { return x * T(M_SQRT1_2); }
+/// What its derivative takes exp of: -x^2 / 2.
+template <typename T> MPC_HD T geluExpArgument(T x) { return T(-0.5) * x * x; }
+/// x Phi(x), given e = erf(x / sqrt(2)).
+template <typename T> MPC_HD T geluFromErf(T x, T e) {
+  return x * T(0.5) * (T(1) + e);
+}
+/// Phi(x) + x phi(x), given e = erf(x / sqrt(2)) and p = exp(-x^2 / 2).
+template <typename T> MPC_HD T geluDerivativeFromErfExp(T x, T e, T p) {
+  const T pdfScale = T(M_2_SQRTPI * M_SQRT1_2 * 0.5);
+  T cdf = T(0.5) * (T(1) + e);
+  T pdf = pdfScale * p;
+  return cdf + x * pdf;
+}
 
 template <typename T> MPC_HD T geluForward(T x, bool tanhForm) {
   if (tanhForm) {
@@ -17,7 +39,7 @@ template <typename T> MPC_HD T geluForward(T x, bool tanhForm) {
     T inner = beta * (x + kappa * x * x * x);
     return T(0.5) * x * (T(1) + tanhOf(inner));
   }
-  return x * T(0.5) * (T(1) + erfOf(x * T(M_SQRT1_2)));
+  return geluFromErf(x, erfOf(geluErfArgument(x)));
 }
 
 template <typename T> MPC_HD T geluDerivative(T x, bool tanhForm) {
@@ -30,10 +52,8 @@ template <typename T> MPC_HD T geluDerivative(T x, bool tanhForm) {
     T innerDerivative = beta * (T(1) + T(3) * kappa * xSq);
     return T(0.5) * right + left * (T(1) - t * t) * innerDerivative;
   }
-  const T alpha = T(M_SQRT1_2), pdfScale = T(M_2_SQRTPI * M_SQRT1_2 * 0.5);
-  T cdf = T(0.5) * (T(1) + erfOf(x * alpha));
-  T pdf = pdfScale * expOf(T(-0.5) * x * x);
-  return cdf + x * pdf;
+  return geluDerivativeFromErfExp(x, erfOf(geluErfArgument(x)),
+                                  expOf(geluExpArgument(x)));
 }
 
 /// mpc.ErfGrad: dY * 2/sqrt(pi) * exp(-X^2).

@@ -17,6 +17,7 @@
 #include "kernels/common/layer_norm_math.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
+#include "kernels/cpu/vector_math.h"
 #include "passes/ir/mpc_ops.h"
 
 #include <algorithm>
@@ -244,8 +245,67 @@ template <typename Op> void floatMap(KernelContext &ctx, Op op) {
   });
 }
 
+/// fp32, fp16 and bf16 compute in fp32.
+bool isFloat32Compute(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
+/// Elements [i, i + n) of an fp32, fp16 or bf16 tensor as floats.
+void loadFloats(const Tensor &t, int64_t i, int64_t n, float *dst) {
+  if (t.dtype == DType::F16)
+    loadRun<F16Io>(t.data<uint16_t>() + i, n, dst);
+  else if (t.dtype == DType::BF16)
+    loadRun<BF16Io>(t.data<uint16_t>() + i, n, dst);
+  else
+    loadRun<F32Io>(t.data<float>() + i, n, dst);
+}
+
+/// Stores floats as elements [i, i + n) of such a tensor, rounding once.
+void storeFloats(Tensor &t, int64_t i, int64_t n, const float *src) {
+  if (t.dtype == DType::F16)
+    storeRun<F16Io>(t.data<uint16_t>() + i, n, src);
+  else if (t.dtype == DType::BF16)
+    storeRun<BF16Io>(t.data<uint16_t>() + i, n, src);
+  else
+    storeRun<F32Io>(t.data<float>() + i, n, src);
+}
+
+/// The erf-form GELU and its derivative in fp32 compute, a block at a time:
+/// erf (and exp) of the whole block through SLEEF's vector functions, the
+/// rest with gelu_math.h's expressions. `x` is the block's input, `g` the
+/// incoming gradient (nullptr forward); the result replaces `out`.
+constexpr int64_t kGeluBlock = 512;
+void geluErfBlock(const float *x, const float *g, float *out, int64_t n) {
+  float e[kGeluBlock], p[kGeluBlock];
+  for (int64_t j = 0; j < n; ++j)
+    e[j] = geluErfArgument(x[j]);
+  erfInPlace(e, n);
+  if (!g) {
+    for (int64_t j = 0; j < n; ++j)
+      out[j] = geluFromErf(x[j], e[j]);
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j)
+    p[j] = geluExpArgument(x[j]);
+  expInPlace(p, n);
+  for (int64_t j = 0; j < n; ++j)
+    out[j] = g[j] * geluDerivativeFromErfExp(x[j], e[j], p[j]);
+}
+
 void kernelGelu(KernelContext &ctx) {
   bool tanhForm = geluTanh(ctx.node);
+  const Tensor &x = input(ctx, 0, "X");
+  if (!tanhForm && isFloat32Compute(x.dtype)) {
+    Tensor &y = output(ctx, 0, x.dtype, x.dims);
+    float in[kGeluBlock], out[kGeluBlock];
+    for (int64_t i = 0, n = x.numel(); i < n; i += kGeluBlock) {
+      int64_t len = std::min(kGeluBlock, n - i);
+      loadFloats(x, i, len, in);
+      geluErfBlock(in, nullptr, out, len);
+      storeFloats(y, i, len, out);
+    }
+    return;
+  }
   floatMap(ctx, [&](auto v) { return geluForward(v, tanhForm); });
 }
 
@@ -587,6 +647,22 @@ template <typename Op> void unaryGrad(KernelContext &ctx, Op op) {
 
 void kernelGeluGrad(KernelContext &ctx) {
   bool tanhForm = geluTanh(ctx.node);
+  const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X");
+  if (!tanhForm && dy.dims == x.dims && isFloat32Compute(dy.dtype) &&
+      isFloat32Compute(x.dtype)) {
+    Tensor &dx = overwrittenOutput(ctx, 0, dy.dtype, dy.dims);
+    // Blocks are read whole before they are written: dX may be in place
+    // over dY or X.
+    float g[kGeluBlock], in[kGeluBlock], out[kGeluBlock];
+    for (int64_t i = 0, n = dy.numel(); i < n; i += kGeluBlock) {
+      int64_t len = std::min(kGeluBlock, n - i);
+      loadFloats(dy, i, len, g);
+      loadFloats(x, i, len, in);
+      geluErfBlock(in, g, out, len);
+      storeFloats(dx, i, len, out);
+    }
+    return;
+  }
   unaryGrad(ctx,
             [&](auto g, auto x) { return g * geluDerivative(x, tanhForm); });
 }

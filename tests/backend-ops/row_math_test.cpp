@@ -15,6 +15,7 @@
 #include "kernels/common/gelu_math.h"
 #include "kernels/common/layer_norm_math.h"
 #include "kernels/common/softmax_math.h"
+#include "kernels/cpu/vector_math.h"
 #include "kernels/cuda/broadcast_geometry.h"
 #include "kernels/cuda/gather.h"
 #include "op_cases.h"
@@ -217,9 +218,20 @@ TEST(SharedRowMath, GeluAndItsGradientsAreTheCpuKernels) {
       Tensor dy = randomTensor(rng, t, {1000});
       std::vector<float> v = asFloats(x), g = asFloats(dy), y(1000), dx(1000),
                          de(1000);
+      // The erf form's erf and exp come from the CPU's vector math
+      // (kernels/cpu/vector_math.h; the GPU's from CUDA), the rest is the
+      // shared expressions.
+      std::vector<float> e(1000), p(1000);
       for (size_t k = 0; k < 1000; ++k) {
-        y[k] = geluForward(v[k], tanhForm);
-        dx[k] = g[k] * geluDerivative(v[k], tanhForm);
+        e[k] = geluErfArgument(v[k]);
+        p[k] = geluExpArgument(v[k]);
+      }
+      cpu::erfInPlace(e.data(), 1000);
+      cpu::expInPlace(p.data(), 1000);
+      for (size_t k = 0; k < 1000; ++k) {
+        y[k] = tanhForm ? geluForward(v[k], true) : geluFromErf(v[k], e[k]);
+        dx[k] = g[k] * (tanhForm ? geluDerivative(v[k], true)
+                                 : geluDerivativeFromErfExp(v[k], e[k], p[k]));
         de[k] = erfGradValue(g[k], v[k]);
       }
       std::string what = std::string(dtypeName(t)) + (tanhForm ? " tanh" : "");

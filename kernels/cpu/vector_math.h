@@ -1,0 +1,34 @@
+// erf and exp over arrays of floats with SLEEF's vector functions.
+//
+// glibc's erff is scalar (tens of ns an element), and the erf-form GELU takes
+// it once forward and once more, with an exp, in its backward: a fifth of the
+// CPU step of a transformer went there. SLEEF's 1-ulp vector variants (u10)
+// give 4 or 8 elements per call. What the kernels need from them besides
+// speed is determinism: every element goes through the vector code (a tail
+// is padded to a full vector), so its result does not depend on where it
+// sits or how long the array is, and SLEEF's SSE2, AVX2 and AVX-512 variants
+// return the same bits (tests/unit/vector_math_test.cpp checks them), so
+// neither does it depend on the CPU. The results may differ from glibc's in the
+// last ulp; the GPU's erff/expf may too (gelu_math.h).
+#pragma once
+
+#include <cstdint>
+
+namespace mpc {
+namespace cpu {
+
+/// v[i] := erf(v[i]) for i < n.
+void erfInPlace(float *v, int64_t n);
+/// v[i] := exp(v[i]) for i < n.
+void expInPlace(float *v, int64_t n);
+
+/// The vector width in floats the two functions above use on this CPU (16
+/// with AVX-512, 8 with AVX2, else 4), and the same with a width forced (4,
+/// 8 or 16; a width the CPU lacks runs as the widest below it), for the
+/// tests that hold the widths to the same bits.
+int vectorMathWidth();
+void erfInPlaceWidth(float *v, int64_t n, int width);
+void expInPlaceWidth(float *v, int64_t n, int width);
+
+} // namespace cpu
+} // namespace mpc
