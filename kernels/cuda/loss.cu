@@ -1,10 +1,13 @@
-// CUDA kernels of SoftmaxCrossEntropyLoss and SoftmaxCrossEntropyLossGrad.
+// CUDA kernels of SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and
+// their gradients.
 //
 // The forward runs one thread per position: the max, the sum of
 // exponentials and the log-softmax in fp32, as kernels/cpu/loss.cpp does
 // them (expf/logf are CUDA's, within an ulp or two of glibc's). The
 // reduction over positions and the gradient's weight total are one thread
-// each, in position order, so they add exactly what the CPU adds.
+// each, in position order, so they add exactly what the CPU adds. The
+// negative log-likelihood reads log-probabilities where the softmax cross
+// entropy computes them and shares the reduction and the gradient's scale.
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/loss.h"
@@ -98,6 +101,64 @@ __global__ void sceGradKernel(const float *__restrict__ dL,
   }
 }
 
+template <typename Io>
+__global__ void nllForwardKernel(const typename Io::Storage *__restrict__ x,
+                                 const int64_t *__restrict__ labels,
+                                 const float *__restrict__ weights,
+                                 LossShape sh, float *__restrict__ posLoss,
+                                 typename Io::Storage *__restrict__ lossNone) {
+  for (int64_t pos = globalIndex(); pos < sh.positions();
+       pos += globalStride()) {
+    int64_t n = pos / sh.d, d = pos % sh.d;
+    int64_t label = labels[pos];
+    float l = 0.0f;
+    if (label >= 0)
+      l = -Io::toFloat(x[(n * sh.c + label) * sh.d + d]) * weights[pos];
+    posLoss[pos] = l;
+    if (lossNone)
+      lossNone[pos] = Io::fromFloat(l);
+  }
+}
+
+template <typename Io>
+__global__ void nllGradKernel(const float *__restrict__ dL,
+                              const int64_t *__restrict__ labels,
+                              const float *__restrict__ weights, LossShape sh,
+                              bool perPosition, const float *__restrict__ scale,
+                              typename Io::Storage *__restrict__ dx) {
+  int64_t total = sh.n * sh.c * sh.d;
+  for (int64_t k = globalIndex(); k < total; k += globalStride()) {
+    int64_t d = k % sh.d, c = (k / sh.d) % sh.c, n = k / (sh.c * sh.d);
+    int64_t pos = n * sh.d + d;
+    float v = 0.0f;
+    if (labels[pos] == c) // never for an ignored position (-1)
+      v = -weights[pos] * (perPosition ? dL[pos] : *scale);
+    dx[k] = Io::fromFloat(v);
+  }
+}
+
+/// The gradient's scale (none: per position, read in the kernel).
+void launchGradScale(const float *dL, const float *weights, LossShape sh,
+                     LossReduction reduction, float *scale, cudaStream_t s) {
+  if (reduction == LossReduction::None)
+    return;
+  sceGradScaleKernel<<<1, 1, 0, s>>>(dL, weights, sh.positions(),
+                                     reduction == LossReduction::Mean, scale);
+  MPC_CUDA_CHECK_LAUNCH("sceGradScaleKernel");
+}
+
+/// The sum or weighted mean of the per-position losses (none: nothing).
+template <typename Io>
+void launchLossReduce(const float *posLoss, const float *weights, LossShape sh,
+                      LossReduction reduction, void *lossOut, cudaStream_t s) {
+  if (reduction == LossReduction::None)
+    return;
+  sceReduceKernel<Io><<<1, 1, 0, s>>>(
+      posLoss, weights, sh.positions(), reduction == LossReduction::Mean,
+      static_cast<typename Io::Storage *>(lossOut));
+  MPC_CUDA_CHECK_LAUNCH("sceReduceKernel");
+}
+
 } // namespace
 
 void launchSoftmaxCrossEntropy(DType t, const void *scores,
@@ -116,12 +177,7 @@ void launchSoftmaxCrossEntropy(DType t, const void *scores,
                                            : nullptr);
       MPC_CUDA_CHECK_LAUNCH("sceForwardKernel");
     }
-    if (reduction != LossReduction::None) {
-      sceReduceKernel<Io><<<1, 1, 0, s>>>(posLoss, weights, sh.positions(),
-                                          reduction == LossReduction::Mean,
-                                          static_cast<S *>(lossOut));
-      MPC_CUDA_CHECK_LAUNCH("sceReduceKernel");
-    }
+    launchLossReduce<Io>(posLoss, weights, sh, reduction, lossOut, s);
   });
 }
 
@@ -131,11 +187,7 @@ void launchSoftmaxCrossEntropyGrad(DType t, const float *dL,
                                    LossReduction reduction, float *scale,
                                    void *dLogits, cudaStream_t s) {
   bool perPosition = reduction == LossReduction::None;
-  if (!perPosition) {
-    sceGradScaleKernel<<<1, 1, 0, s>>>(dL, weights, sh.positions(),
-                                       reduction == LossReduction::Mean, scale);
-    MPC_CUDA_CHECK_LAUNCH("sceGradScaleKernel");
-  }
+  launchGradScale(dL, weights, sh, reduction, scale, s);
   int64_t total = sh.n * sh.c * sh.d;
   if (total == 0)
     return;
@@ -147,6 +199,43 @@ void launchSoftmaxCrossEntropyGrad(DType t, const float *dL,
         scale, static_cast<S *>(dLogits));
   });
   MPC_CUDA_CHECK_LAUNCH("sceGradKernel");
+}
+
+void launchNegativeLogLikelihood(DType t, const void *input,
+                                 const int64_t *labels, const float *weights,
+                                 LossShape sh, LossReduction reduction,
+                                 float *posLoss, void *lossOut,
+                                 cudaStream_t s) {
+  dispatchDeviceFloat(t, "NegativeLogLikelihoodLoss", [&](auto io) {
+    using Io = decltype(io);
+    using S = typename Io::Storage;
+    if (sh.positions() > 0) {
+      nllForwardKernel<Io><<<gridFor(sh.positions()), kBlock, 0, s>>>(
+          static_cast<const S *>(input), labels, weights, sh, posLoss,
+          reduction == LossReduction::None ? static_cast<S *>(lossOut)
+                                           : nullptr);
+      MPC_CUDA_CHECK_LAUNCH("nllForwardKernel");
+    }
+    launchLossReduce<Io>(posLoss, weights, sh, reduction, lossOut, s);
+  });
+}
+
+void launchNegativeLogLikelihoodGrad(DType t, const float *dL,
+                                     const int64_t *labels,
+                                     const float *weights, LossShape sh,
+                                     LossReduction reduction, float *scale,
+                                     void *dInput, cudaStream_t s) {
+  launchGradScale(dL, weights, sh, reduction, scale, s);
+  int64_t total = sh.n * sh.c * sh.d;
+  if (total == 0)
+    return;
+  dispatchDeviceFloat(t, "NegativeLogLikelihoodLossGrad", [&](auto io) {
+    using Io = decltype(io);
+    nllGradKernel<Io><<<gridFor(total), kBlock, 0, s>>>(
+        dL, labels, weights, sh, reduction == LossReduction::None, scale,
+        static_cast<typename Io::Storage *>(dInput));
+  });
+  MPC_CUDA_CHECK_LAUNCH("nllGradKernel");
 }
 
 } // namespace cuda
