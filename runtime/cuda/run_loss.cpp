@@ -157,55 +157,46 @@ void *lossOutput(NodeStaging &s, const cpu::LossSetup &setup, DType t) {
   return s.out(0, t, dims);
 }
 
-float *positionScratch(NodeStaging &s, const DeviceLabels &d) {
-  return static_cast<float *>(
+/// SoftmaxCrossEntropyLoss (scores, labels [, weights]) -> (loss [,
+/// log_prob]) and NegativeLogLikelihoodLoss (input, labels [, weights]) ->
+/// loss.
+template <bool Softmax> void runLoss(NodeStaging &s) {
+  const char *what = Softmax ? "scores" : "input";
+  cpu::LossSetup setup;
+  DeviceLabels d = lossLabels(s, 0, what, setup);
+  const Tensor &x = s.in(0, what);
+  void *loss = lossOutput(s, setup, x.dtype);
+  auto *posLoss = static_cast<float *>(
       s.scratch(size_t(d.shape.positions()) * sizeof(float)));
-}
-
-void runSoftmaxCrossEntropyLoss(NodeStaging &s) {
-  cpu::LossSetup setup;
-  DeviceLabels d = lossLabels(s, 0, "scores", setup);
-  const Tensor &scores = s.in(0, "scores");
-  void *loss = lossOutput(s, setup, scores.dtype);
-  void *logProb = s.optionalOut(1, scores.dtype, scores.dims);
-  launchSoftmaxCrossEntropy(scores.dtype, s.device(0), d.labels, d.weights,
-                            d.shape, d.reduction, logProb,
-                            positionScratch(s, d), loss, s.stream());
-}
-
-void runSoftmaxCrossEntropyLossGrad(NodeStaging &s) {
-  requireFloatingGradient(s);
-  cpu::LossSetup setup;
-  DeviceLabels d = lossLabels(s, 1, "log_prob", setup);
-  requireLossGradient(s, setup);
-  const Tensor &lp = s.in(1, "log_prob");
-  void *dx = s.out(0, lp.dtype, lp.dims);
-  auto *scale = static_cast<float *>(s.scratch(sizeof(float)));
-  launchSoftmaxCrossEntropyGrad(lp.dtype, s.deviceF32(0), s.device(1), d.labels,
-                                d.weights, d.shape, d.reduction, scale, dx,
+  if (Softmax)
+    launchSoftmaxCrossEntropy(
+        x.dtype, s.device(0), d.labels, d.weights, d.shape, d.reduction,
+        s.optionalOut(1, x.dtype, x.dims), posLoss, loss, s.stream());
+  else
+    launchNegativeLogLikelihood(x.dtype, s.device(0), d.labels, d.weights,
+                                d.shape, d.reduction, posLoss, loss,
                                 s.stream());
 }
 
-void runNegativeLogLikelihoodLoss(NodeStaging &s) {
-  cpu::LossSetup setup;
-  DeviceLabels d = lossLabels(s, 0, "input", setup);
-  const Tensor &x = s.in(0, "input");
-  void *loss = lossOutput(s, setup, x.dtype);
-  launchNegativeLogLikelihood(x.dtype, s.device(0), d.labels, d.weights,
-                              d.shape, d.reduction, positionScratch(s, d), loss,
-                              s.stream());
-}
-
-void runNegativeLogLikelihoodLossGrad(NodeStaging &s) {
+/// Their gradients: (dL, log_prob or X, labels [, weights]) -> the
+/// gradient of the forward tensor, in its dtype.
+template <bool Softmax> void runLossGrad(NodeStaging &s) {
+  const char *what = Softmax ? "log_prob" : "X";
   requireFloatingGradient(s);
   cpu::LossSetup setup;
-  DeviceLabels d = lossLabels(s, 1, "X", setup);
+  DeviceLabels d = lossLabels(s, 1, what, setup);
   requireLossGradient(s, setup);
-  const Tensor &x = s.in(1, "X");
+  const Tensor &x = s.in(1, what);
   void *dx = s.out(0, x.dtype, x.dims);
   auto *scale = static_cast<float *>(s.scratch(sizeof(float)));
-  launchNegativeLogLikelihoodGrad(x.dtype, s.deviceF32(0), d.labels, d.weights,
-                                  d.shape, d.reduction, scale, dx, s.stream());
+  if (Softmax)
+    launchSoftmaxCrossEntropyGrad(x.dtype, s.deviceF32(0), s.device(1),
+                                  d.labels, d.weights, d.shape, d.reduction,
+                                  scale, dx, s.stream());
+  else
+    launchNegativeLogLikelihoodGrad(x.dtype, s.deviceF32(0), d.labels,
+                                    d.weights, d.shape, d.reduction, scale, dx,
+                                    s.stream());
 }
 
 } // namespace
@@ -214,12 +205,11 @@ std::vector<CudaOpEntry> lossOps() {
   auto forward = [](const Node &n) { return requireDeviceFloat(n, {0}); };
   auto backward = [](const Node &n) { return requireDeviceFloat(n, {0, 1}); };
   return {
-      {"", "SoftmaxCrossEntropyLoss", runSoftmaxCrossEntropyLoss, forward},
-      {kMpcDomain, "SoftmaxCrossEntropyLossGrad",
-       runSoftmaxCrossEntropyLossGrad, backward},
-      {"", "NegativeLogLikelihoodLoss", runNegativeLogLikelihoodLoss, forward},
-      {kMpcDomain, "NegativeLogLikelihoodLossGrad",
-       runNegativeLogLikelihoodLossGrad, backward},
+      {"", "SoftmaxCrossEntropyLoss", runLoss<true>, forward},
+      {kMpcDomain, "SoftmaxCrossEntropyLossGrad", runLossGrad<true>, backward},
+      {"", "NegativeLogLikelihoodLoss", runLoss<false>, forward},
+      {kMpcDomain, "NegativeLogLikelihoodLossGrad", runLossGrad<false>,
+       backward},
   };
 }
 
