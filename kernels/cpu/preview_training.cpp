@@ -119,7 +119,7 @@ template <PreviewOptimizer Kind> void kernelPreview(KernelContext &ctx) {
         if (Tensor *y = optionalOutput(ctx, g * o.n + i, o.dtype, x.dims))
           dst[g] = ptr<Io>(*y);
       for (int64_t k = 0, e = x.numel(); k < e; ++k) {
-        C in[groups], out[outGroups];
+        C in[4] = {}, out[3] = {}; // previewUpdate takes any kind's runs
         for (size_t g = 0; g < groups; ++g)
           in[g] = Io::load(src[g], k);
         previewUpdate<C>(h, step, in, out);
