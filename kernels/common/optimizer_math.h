@@ -29,12 +29,19 @@ namespace mpc {
 
 // --- IEEE fp32 operations that are never fused -------------------------------
 
+// The fp64 overloads serve the ONNX training operators on fp64 tensors
+// (preview_optimizer_math.h).
 #if defined(__CUDA_ARCH__)
 MPC_HD float mulRn(float a, float b) { return __fmul_rn(a, b); }
 MPC_HD float addRn(float a, float b) { return __fadd_rn(a, b); }
 MPC_HD float subRn(float a, float b) { return __fsub_rn(a, b); }
 MPC_HD float divRn(float a, float b) { return __fdiv_rn(a, b); }
 MPC_HD float sqrtRn(float a) { return __fsqrt_rn(a); }
+MPC_HD double mulRn(double a, double b) { return __dmul_rn(a, b); }
+MPC_HD double addRn(double a, double b) { return __dadd_rn(a, b); }
+MPC_HD double subRn(double a, double b) { return __dsub_rn(a, b); }
+MPC_HD double divRn(double a, double b) { return __ddiv_rn(a, b); }
+MPC_HD double sqrtRn(double a) { return __dsqrt_rn(a); }
 #else
 // The project's host flags enable no FMA instructions (no -mfma or
 // -march=native), so plain operators are single IEEE operations.
@@ -43,6 +50,11 @@ MPC_HD float addRn(float a, float b) { return a + b; }
 MPC_HD float subRn(float a, float b) { return a - b; }
 MPC_HD float divRn(float a, float b) { return a / b; }
 MPC_HD float sqrtRn(float a) { return std::sqrt(a); }
+MPC_HD double mulRn(double a, double b) { return a * b; }
+MPC_HD double addRn(double a, double b) { return a + b; }
+MPC_HD double subRn(double a, double b) { return a - b; }
+MPC_HD double divRn(double a, double b) { return a / b; }
+MPC_HD double sqrtRn(double a) { return std::sqrt(a); }
 #endif
 
 // --- SGD ---------------------------------------------------------------------

@@ -120,5 +120,48 @@ ChannelLayout channelLayout(const Node &node, const Tensor &x) {
   return l;
 }
 
+GatherElementsShape gatherElementsShape(const Node &node,
+                                        const std::vector<int64_t> &data,
+                                        const Tensor &idx) {
+  if (idx.dtype != DType::I64 && idx.dtype != DType::I32)
+    fail(node, "indices must be int64 or int32, got ", dtypeName(idx.dtype));
+  int64_t r = int64_t(data.size());
+  if (r == 0)
+    fail(node, "cannot gather from a scalar");
+  if (int64_t(idx.dims.size()) != r)
+    fail(node, "indices of shape ", shapeString(idx.dims),
+         " must have the rank of data of shape ", shapeString(data));
+  GatherElementsShape s;
+  s.axis = normalizeAxis(node, node.attrInt("axis", 0), r);
+  for (int64_t d = 0; d < r; ++d)
+    if (d != s.axis && idx.dims[size_t(d)] > data[size_t(d)])
+      fail(node, "indices of shape ", shapeString(idx.dims),
+           " exceed data of shape ", shapeString(data), " in dim ", d,
+           " (only the axis ", s.axis, " may differ)");
+  s.walkStrides = rowMajorStrides(data);
+  s.axisStride = s.walkStrides[size_t(s.axis)];
+  s.len = data[size_t(s.axis)];
+  s.walkStrides[size_t(s.axis)] = 0; // the index supplies this coordinate
+  return s;
+}
+
+std::vector<int64_t> gatherElementsOffsets(const Node &node,
+                                           const GatherElementsShape &s,
+                                           const Tensor &idx) {
+  const std::vector<int64_t> walkStrides[1] = {s.walkStrides};
+  StridedWalker<1> walker(idx.dims, walkStrides);
+  int64_t n = idx.numel();
+  std::vector<int64_t> offsets(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i, walker.next()) {
+    int64_t v = loadInt(idx, i);
+    if (v < -s.len || v >= s.len)
+      fail(node, "index ", v, " is out of range for axis ", s.axis, " of size ",
+           s.len);
+    offsets[size_t(i)] =
+        walker.offset(0) + (v < 0 ? v + s.len : v) * s.axisStride;
+  }
+  return offsets;
+}
+
 } // namespace cpu
 } // namespace mpc

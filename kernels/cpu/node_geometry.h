@@ -1,7 +1,8 @@
 // Checked geometry that the CPU kernels and the CUDA runners both read off a
 // node: Transpose's permutation, LayerNormalization's view of X, Gelu's
-// approximation, Split's sizes and a batch norm's channels. One definition, so
-// both backends accept the same nodes with the same messages.
+// approximation, Split's sizes, a batch norm's channels and where a
+// GatherElements reads. One definition, so both backends accept the same
+// nodes with the same messages.
 #pragma once
 
 #include "passes/ir/graph.h"
@@ -55,6 +56,30 @@ struct ChannelLayout {
 
 /// X's layout; an error on the node below rank 2.
 ChannelLayout channelLayout(const Node &node, const Tensor &x);
+
+/// Where GatherElements(data, indices) <axis> (and its gradient) reads:
+/// index position i (row-major over the indices' dims) names the data
+/// element at offset walk(i) + index * axisStride, where walk(i) is i's
+/// offset over `walkStrides` (data's row-major strides with 0 on the axis,
+/// whose coordinate the index supplies).
+struct GatherElementsShape {
+  int64_t axis = 0;
+  int64_t len = 0;        ///< data's length along the axis
+  int64_t axisStride = 0; ///< data's stride along the axis
+  std::vector<int64_t> walkStrides;
+};
+
+/// Checks the indices' dtype (int64 or int32), rank and dims against data
+/// of dims `data`; reads no index.
+GatherElementsShape gatherElementsShape(const Node &node,
+                                        const std::vector<int64_t> &data,
+                                        const Tensor &idx);
+
+/// The data offset of every index position; an index outside [-len, len)
+/// is an error on the node (negative ones count from the end).
+std::vector<int64_t> gatherElementsOffsets(const Node &node,
+                                           const GatherElementsShape &shape,
+                                           const Tensor &idx);
 
 } // namespace cpu
 } // namespace mpc

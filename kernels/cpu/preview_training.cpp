@@ -8,36 +8,59 @@
 // (X1_new..Xn_new, the new state); trailing output runs may be omitted. The
 // scalar coefficients derived from R, T and the attributes are computed in
 // double; the per-element update runs in the tensors' own precision (fp32 or
-// fp64).
-#include "kernels/cpu/cpu_util.h"
+// fp64). Both are the shared MPC_HD code of kernels/common/
+// preview_optimizer_math.h, which the CUDA kernels run too; the operand
+// checks (preview_training.h) are shared with the CUDA runner.
+#include "kernels/cpu/preview_training.h"
 
-#include <cmath>
+#include "kernels/cpu/cpu_util.h"
+#include "passes/onnx/gradient_op.h"
+
 #include <string>
-#include <type_traits>
 
 namespace mpc {
 namespace cpu {
-namespace {
 
-const char *const kOnnxTrainingDomain = "ai.onnx.preview.training";
+PreviewHyper previewHyper(const Node &node, PreviewOptimizer kind) {
+  PreviewHyper h;
+  h.kind = kind;
+  h.norm = node.attrFloat("norm_coefficient", 0.0f);
+  switch (kind) {
+  case PreviewOptimizer::Adagrad:
+    h.decayFactor = node.attrFloat("decay_factor", 0.0f);
+    h.epsilon = node.attrFloat("epsilon", 1e-6f);
+    break;
+  case PreviewOptimizer::Momentum: {
+    h.alpha = node.attrFloat("alpha", 0.0f);
+    h.beta = node.attrFloat("beta", 0.0f);
+    std::string mode = node.attrString("mode", "standard");
+    if (mode != "standard" && mode != "nesterov")
+      fail(node,
+           "attribute 'mode' must be \"standard\" or \"nesterov\", got \"",
+           mode, "\"");
+    h.nesterov = mode == "nesterov";
+    break;
+  }
+  case PreviewOptimizer::Adam:
+    h.alpha = node.attrFloat("alpha", 0.9f);
+    h.beta = node.attrFloat("beta", 0.999f);
+    h.epsilon = node.attrFloat("epsilon", 1e-6f);
+    h.normPost = node.attrFloat("norm_coefficient_post", 0.0f);
+    break;
+  }
+  return h;
+}
 
-/// The operands of one optimizer node: n tensors per run.
-struct OptimizerOperands {
-  size_t n = 0;
-  double r = 0;
-  int64_t t = 0;
-  DType dtype = DType::Undefined;
-};
-
-/// Checks the input/output counts, R, T and the operand shapes and dtypes.
-OptimizerOperands optimizerOperands(const KernelContext &ctx, size_t groups,
-                                    size_t outGroups) {
+PreviewOperands previewOperands(const KernelContext &ctx,
+                                PreviewOptimizer kind) {
   const Node &node = ctx.node;
+  size_t groups = size_t(previewInputRuns(kind));
+  size_t outGroups = size_t(previewOutputRuns(kind));
   size_t nin = ctx.inputs.size();
   if (nin < 2 + groups || (nin - 2) % groups != 0)
     fail(node, "has ", nin, " inputs; expected R, T and ", groups,
          " runs of n tensors");
-  OptimizerOperands o;
+  PreviewOperands o;
   o.n = (nin - 2) / groups;
   size_t nout = ctx.outputs.size();
   if (nout == 0 || nout % o.n != 0 || nout / o.n > outGroups)
@@ -49,8 +72,6 @@ OptimizerOperands optimizerOperands(const KernelContext &ctx, size_t groups,
   if (t.numel() != 1 || t.dtype != DType::I64)
     fail(node, "T must be an int64 scalar, got ", dtypeName(t.dtype), " ",
          shapeString(t.dims));
-  o.r = loadDouble(r, 0);
-  o.t = loadInt(t, 0);
   for (size_t i = 0; i < o.n; ++i) {
     const Tensor &x = input(ctx, 2 + i, "X");
     if (x.dtype != DType::F32 && x.dtype != DType::F64)
@@ -73,13 +94,18 @@ OptimizerOperands optimizerOperands(const KernelContext &ctx, size_t groups,
   return o;
 }
 
-/// Runs `update(k, in, out)` over every element of every tensor i: `in`
-/// holds the `groups` inputs' elements (X, G, state...) and `out` receives
-/// the `outGroups` results (X_new, new state...), stored where the node has
+namespace {
+
+/// Runs the shared per-element update (preview_optimizer_math.h) over every
+/// element of every tensor i, storing each result run where the node has
 /// that output.
-template <size_t groups, size_t outGroups, typename Update>
-void runOptimizer(KernelContext &ctx, Update &&update) {
-  OptimizerOperands o = optimizerOperands(ctx, groups, outGroups);
+template <PreviewOptimizer Kind> void kernelPreview(KernelContext &ctx) {
+  constexpr size_t groups = size_t(Kind == PreviewOptimizer::Adam ? 4 : 3);
+  constexpr size_t outGroups = groups - 1;
+  PreviewHyper h = previewHyper(ctx.node, Kind);
+  PreviewOperands o = previewOperands(ctx, Kind);
+  PreviewStep step =
+      previewStep(h, loadDouble(*ctx.inputs[0], 0), loadInt(*ctx.inputs[1], 0));
   dispatchFloat(ctx.node, o.dtype, [&](auto io) {
     using Io = decltype(io);
     using C = typename Io::Compute;
@@ -93,10 +119,10 @@ void runOptimizer(KernelContext &ctx, Update &&update) {
         if (Tensor *y = optionalOutput(ctx, g * o.n + i, o.dtype, x.dims))
           dst[g] = ptr<Io>(*y);
       for (int64_t k = 0, e = x.numel(); k < e; ++k) {
-        C in[groups], out[outGroups];
+        C in[4] = {}, out[3] = {}; // previewUpdate takes any kind's runs
         for (size_t g = 0; g < groups; ++g)
           in[g] = Io::load(src[g], k);
-        update(o, in, out);
+        previewUpdate<C>(h, step, in, out);
         for (size_t g = 0; g < outGroups; ++g)
           if (dst[g])
             Io::store(dst[g], k, out[g]);
@@ -105,80 +131,16 @@ void runOptimizer(KernelContext &ctx, Update &&update) {
   });
 }
 
-void kernelAdagrad(KernelContext &ctx) {
-  const Node &node = ctx.node;
-  double decay = node.attrFloat("decay_factor", 0.0f);
-  double eps = node.attrFloat("epsilon", 1e-6f);
-  double norm = node.attrFloat("norm_coefficient", 0.0f);
-  runOptimizer<3, 2>(ctx, [&](const OptimizerOperands &o, auto *in, auto *out) {
-    using C = std::remove_reference_t<decltype(in[0])>;
-    // r = R / (1 + T * decay_factor)
-    C r = C(o.r / (1.0 + double(o.t) * decay));
-    C x = in[0], g = in[1], h = in[2];
-    C gReg = C(norm) * x + g;
-    C hNew = h + gReg * gReg;
-    C hAdaptive = std::sqrt(hNew) + C(eps);
-    out[0] = x - r * gReg / hAdaptive;
-    out[1] = hNew;
-  });
-}
-
-void kernelMomentum(KernelContext &ctx) {
-  const Node &node = ctx.node;
-  double alpha = node.attrFloat("alpha", 0.0f);
-  double beta = node.attrFloat("beta", 0.0f);
-  double norm = node.attrFloat("norm_coefficient", 0.0f);
-  std::string mode = node.attrString("mode", "standard");
-  if (mode != "standard" && mode != "nesterov")
-    fail(node, "attribute 'mode' must be \"standard\" or \"nesterov\", got \"",
-         mode, "\"");
-  bool nesterov = mode == "nesterov";
-  runOptimizer<3, 2>(ctx, [&](const OptimizerOperands &o, auto *in, auto *out) {
-    using C = std::remove_reference_t<decltype(in[0])>;
-    // The first update (T == 0) does not scale the gradient by beta.
-    C betaAdjusted = C(o.t > 0 ? beta : 1.0);
-    C r = C(o.r);
-    C x = in[0], g = in[1], v = in[2];
-    C gReg = C(norm) * x + g;
-    C vNew = C(alpha) * v + betaAdjusted * gReg;
-    out[0] = nesterov ? x - r * (gReg + C(alpha) * vNew) : x - r * vNew;
-    out[1] = vNew;
-  });
-}
-
-void kernelAdam(KernelContext &ctx) {
-  const Node &node = ctx.node;
-  double alpha = node.attrFloat("alpha", 0.9f);
-  double beta = node.attrFloat("beta", 0.999f);
-  double eps = node.attrFloat("epsilon", 1e-6f);
-  double norm = node.attrFloat("norm_coefficient", 0.0f);
-  double normPost = node.attrFloat("norm_coefficient_post", 0.0f);
-  runOptimizer<4, 3>(ctx, [&](const OptimizerOperands &o, auto *in, auto *out) {
-    using C = std::remove_reference_t<decltype(in[0])>;
-    // Bias correction of the learning rate (none on the first update).
-    double t = double(o.t);
-    C r = C(o.t > 0 ? o.r * std::sqrt(1.0 - std::pow(beta, t)) /
-                          (1.0 - std::pow(alpha, t))
-                    : o.r);
-    C x = in[0], g = in[1], v = in[2], h = in[3];
-    C gReg = C(norm) * x + g;
-    C vNew = C(alpha) * v + C(1.0 - alpha) * gReg;
-    C hNew = C(beta) * h + C(1.0 - beta) * (gReg * gReg);
-    C hSqrt = std::sqrt(hNew) + C(eps);
-    C xNew = x - r * (vNew / hSqrt);
-    out[0] = C(1.0 - normPost) * xNew;
-    out[1] = vNew;
-    out[2] = hNew;
-  });
-}
-
 } // namespace
 
 std::vector<KernelEntry> previewTrainingKernels() {
   return {
-      {kOnnxTrainingDomain, "Adagrad", kernelAdagrad},
-      {kOnnxTrainingDomain, "Adam", kernelAdam},
-      {kOnnxTrainingDomain, "Momentum", kernelMomentum},
+      {kOnnxPreviewTrainingDomain, "Adagrad",
+       kernelPreview<PreviewOptimizer::Adagrad>},
+      {kOnnxPreviewTrainingDomain, "Adam",
+       kernelPreview<PreviewOptimizer::Adam>},
+      {kOnnxPreviewTrainingDomain, "Momentum",
+       kernelPreview<PreviewOptimizer::Momentum>},
   };
 }
 

@@ -1,10 +1,14 @@
-// CUDA kernels of SoftmaxCrossEntropyLoss and SoftmaxCrossEntropyLossGrad.
+// CUDA kernels of SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and
+// their gradients.
 //
-// The forward runs one thread per position: the max, the sum of
-// exponentials and the log-softmax in fp32, as kernels/cpu/loss.cpp does
-// them (expf/logf are CUDA's, within an ulp or two of glibc's). The
-// reduction over positions and the gradient's weight total are one thread
-// each, in position order, so they add exactly what the CPU adds.
+// The forward runs one thread per position: for the softmax cross entropy
+// the max, the sum of exponentials and the log-softmax in fp32, as
+// kernels/cpu/loss.cpp does them (expf/logf are CUDA's, within an ulp or
+// two of glibc's); the negative log-likelihood reads the log-probabilities
+// it is given (subtracting a max and a log-sum of 0 leaves every value as
+// it is, so one kernel serves both). The reduction over positions and the
+// gradient's weight total are one thread each, in position order, so they
+// add exactly what the CPU adds.
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/loss.h"
@@ -13,32 +17,35 @@ namespace mpc {
 namespace cuda {
 namespace {
 
-template <typename Io>
-__global__ void sceForwardKernel(const typename Io::Storage *__restrict__ x,
-                                 const int64_t *__restrict__ labels,
-                                 const float *__restrict__ weights,
-                                 LossShape sh,
-                                 typename Io::Storage *__restrict__ logProb,
-                                 float *__restrict__ posLoss,
-                                 typename Io::Storage *__restrict__ lossNone) {
+template <typename Io, bool Softmax>
+__global__ void lossForwardKernel(const typename Io::Storage *__restrict__ x,
+                                  const int64_t *__restrict__ labels,
+                                  const float *__restrict__ weights,
+                                  LossShape sh,
+                                  typename Io::Storage *__restrict__ logProb,
+                                  float *__restrict__ posLoss,
+                                  typename Io::Storage *__restrict__ lossNone) {
   for (int64_t pos = globalIndex(); pos < sh.positions();
        pos += globalStride()) {
     int64_t n = pos / sh.d, d = pos % sh.d;
     int64_t base = n * sh.c * sh.d + d;
-    // std::max(mx, v) keeps mx unless mx < v: a NaN never wins.
-    float mx = -INFINITY;
-    for (int64_t c = 0; c < sh.c; ++c) {
-      float v = Io::toFloat(x[base + c * sh.d]);
-      mx = mx < v ? v : mx;
-    }
-    float sum = 0.0f;
-    for (int64_t c = 0; c < sh.c; ++c)
-      sum += expf(Io::toFloat(x[base + c * sh.d]) - mx);
-    float logSum = logf(sum);
-    if (logProb)
+    float mx = 0.0f, logSum = 0.0f;
+    if (Softmax) {
+      // std::max(mx, v) keeps mx unless mx < v: a NaN never wins.
+      mx = -INFINITY;
+      for (int64_t c = 0; c < sh.c; ++c) {
+        float v = Io::toFloat(x[base + c * sh.d]);
+        mx = mx < v ? v : mx;
+      }
+      float sum = 0.0f;
       for (int64_t c = 0; c < sh.c; ++c)
-        logProb[base + c * sh.d] =
-            Io::fromFloat(Io::toFloat(x[base + c * sh.d]) - mx - logSum);
+        sum += expf(Io::toFloat(x[base + c * sh.d]) - mx);
+      logSum = logf(sum);
+      if (logProb)
+        for (int64_t c = 0; c < sh.c; ++c)
+          logProb[base + c * sh.d] =
+              Io::fromFloat(Io::toFloat(x[base + c * sh.d]) - mx - logSum);
+    }
     int64_t label = labels[pos];
     float l = 0.0f;
     if (label >= 0)
@@ -50,10 +57,10 @@ __global__ void sceForwardKernel(const typename Io::Storage *__restrict__ x,
 }
 
 template <typename Io>
-__global__ void sceReduceKernel(const float *__restrict__ posLoss,
-                                const float *__restrict__ weights,
-                                int64_t positions, bool mean,
-                                typename Io::Storage *__restrict__ lossOut) {
+__global__ void lossReduceKernel(const float *__restrict__ posLoss,
+                                 const float *__restrict__ weights,
+                                 int64_t positions, bool mean,
+                                 typename Io::Storage *__restrict__ lossOut) {
   float total = 0.0f, totalWeight = 0.0f;
   for (int64_t p = 0; p < positions; ++p) {
     total += posLoss[p];
@@ -62,10 +69,10 @@ __global__ void sceReduceKernel(const float *__restrict__ posLoss,
   *lossOut = Io::fromFloat(mean ? total / totalWeight : total);
 }
 
-__global__ void sceGradScaleKernel(const float *__restrict__ dL,
-                                   const float *__restrict__ weights,
-                                   int64_t positions, bool mean,
-                                   float *__restrict__ scale) {
+__global__ void gradScaleKernel(const float *__restrict__ dL,
+                                const float *__restrict__ weights,
+                                int64_t positions, bool mean,
+                                float *__restrict__ scale) {
   float g = *dL;
   if (mean) {
     float total = 0.0f;
@@ -76,13 +83,16 @@ __global__ void sceGradScaleKernel(const float *__restrict__ dL,
   *scale = g;
 }
 
-template <typename Io>
-__global__ void sceGradKernel(const float *__restrict__ dL,
-                              const typename Io::Storage *__restrict__ logProb,
-                              const int64_t *__restrict__ labels,
-                              const float *__restrict__ weights, LossShape sh,
-                              bool perPosition, const float *__restrict__ scale,
-                              typename Io::Storage *__restrict__ dx) {
+/// The softmax cross entropy's gradient is (exp(logProb) - onehot) * w * s,
+/// the negative log-likelihood's -w * s at the label and 0 elsewhere.
+template <typename Io, bool Softmax>
+__global__ void lossGradKernel(const float *__restrict__ dL,
+                               const typename Io::Storage *__restrict__ logProb,
+                               const int64_t *__restrict__ labels,
+                               const float *__restrict__ weights, LossShape sh,
+                               bool perPosition,
+                               const float *__restrict__ scale,
+                               typename Io::Storage *__restrict__ dx) {
   int64_t total = sh.n * sh.c * sh.d;
   for (int64_t k = globalIndex(); k < total; k += globalStride()) {
     int64_t d = k % sh.d, c = (k / sh.d) % sh.c, n = k / (sh.c * sh.d);
@@ -91,11 +101,68 @@ __global__ void sceGradKernel(const float *__restrict__ dL,
     float v = 0.0f;
     if (label >= 0) {
       float s = perPosition ? dL[pos] : *scale;
-      float hot = c == label ? 1.0f : 0.0f;
-      v = (expf(Io::toFloat(logProb[k])) - hot) * weights[pos] * s;
+      if (Softmax) {
+        float hot = c == label ? 1.0f : 0.0f;
+        v = (expf(Io::toFloat(logProb[k])) - hot) * weights[pos] * s;
+      } else if (c == label) {
+        v = -weights[pos] * s;
+      }
     }
     dx[k] = Io::fromFloat(v);
   }
+}
+
+/// Per-position losses, then their sum or weighted mean (none: the
+/// per-position losses are the output).
+template <bool Softmax>
+void launchLossForward(DType t, const char *what, const void *x,
+                       const int64_t *labels, const float *weights,
+                       LossShape sh, LossReduction reduction, void *logProb,
+                       float *posLoss, void *lossOut, cudaStream_t s) {
+  dispatchDeviceFloat(t, what, [&](auto io) {
+    using Io = decltype(io);
+    using S = typename Io::Storage;
+    if (sh.positions() > 0) {
+      lossForwardKernel<Io, Softmax><<<gridFor(sh.positions()), kBlock, 0, s>>>(
+          static_cast<const S *>(x), labels, weights, sh,
+          static_cast<S *>(logProb), posLoss,
+          reduction == LossReduction::None ? static_cast<S *>(lossOut)
+                                           : nullptr);
+      MPC_CUDA_CHECK_LAUNCH("lossForwardKernel");
+    }
+    if (reduction != LossReduction::None) {
+      lossReduceKernel<Io><<<1, 1, 0, s>>>(posLoss, weights, sh.positions(),
+                                           reduction == LossReduction::Mean,
+                                           static_cast<S *>(lossOut));
+      MPC_CUDA_CHECK_LAUNCH("lossReduceKernel");
+    }
+  });
+}
+
+/// The gradient's scale (none: dL per position, read by the kernel), then
+/// the gradient.
+template <bool Softmax>
+void launchLossGrad(DType t, const char *what, const float *dL,
+                    const void *logProb, const int64_t *labels,
+                    const float *weights, LossShape sh, LossReduction reduction,
+                    float *scale, void *dx, cudaStream_t s) {
+  bool perPosition = reduction == LossReduction::None;
+  if (!perPosition) {
+    gradScaleKernel<<<1, 1, 0, s>>>(dL, weights, sh.positions(),
+                                    reduction == LossReduction::Mean, scale);
+    MPC_CUDA_CHECK_LAUNCH("gradScaleKernel");
+  }
+  int64_t total = sh.n * sh.c * sh.d;
+  if (total == 0)
+    return;
+  dispatchDeviceFloat(t, what, [&](auto io) {
+    using Io = decltype(io);
+    using S = typename Io::Storage;
+    lossGradKernel<Io, Softmax><<<gridFor(total), kBlock, 0, s>>>(
+        dL, static_cast<const S *>(logProb), labels, weights, sh, perPosition,
+        scale, static_cast<S *>(dx));
+  });
+  MPC_CUDA_CHECK_LAUNCH("lossGradKernel");
 }
 
 } // namespace
@@ -105,24 +172,8 @@ void launchSoftmaxCrossEntropy(DType t, const void *scores,
                                LossShape sh, LossReduction reduction,
                                void *logProb, float *posLoss, void *lossOut,
                                cudaStream_t s) {
-  dispatchDeviceFloat(t, "SoftmaxCrossEntropyLoss", [&](auto io) {
-    using Io = decltype(io);
-    using S = typename Io::Storage;
-    if (sh.positions() > 0) {
-      sceForwardKernel<Io><<<gridFor(sh.positions()), kBlock, 0, s>>>(
-          static_cast<const S *>(scores), labels, weights, sh,
-          static_cast<S *>(logProb), posLoss,
-          reduction == LossReduction::None ? static_cast<S *>(lossOut)
-                                           : nullptr);
-      MPC_CUDA_CHECK_LAUNCH("sceForwardKernel");
-    }
-    if (reduction != LossReduction::None) {
-      sceReduceKernel<Io><<<1, 1, 0, s>>>(posLoss, weights, sh.positions(),
-                                          reduction == LossReduction::Mean,
-                                          static_cast<S *>(lossOut));
-      MPC_CUDA_CHECK_LAUNCH("sceReduceKernel");
-    }
-  });
+  launchLossForward<true>(t, "SoftmaxCrossEntropyLoss", scores, labels, weights,
+                          sh, reduction, logProb, posLoss, lossOut, s);
 }
 
 void launchSoftmaxCrossEntropyGrad(DType t, const float *dL,
@@ -130,23 +181,27 @@ void launchSoftmaxCrossEntropyGrad(DType t, const float *dL,
                                    const float *weights, LossShape sh,
                                    LossReduction reduction, float *scale,
                                    void *dLogits, cudaStream_t s) {
-  bool perPosition = reduction == LossReduction::None;
-  if (!perPosition) {
-    sceGradScaleKernel<<<1, 1, 0, s>>>(dL, weights, sh.positions(),
-                                       reduction == LossReduction::Mean, scale);
-    MPC_CUDA_CHECK_LAUNCH("sceGradScaleKernel");
-  }
-  int64_t total = sh.n * sh.c * sh.d;
-  if (total == 0)
-    return;
-  dispatchDeviceFloat(t, "SoftmaxCrossEntropyLossGrad", [&](auto io) {
-    using Io = decltype(io);
-    using S = typename Io::Storage;
-    sceGradKernel<Io><<<gridFor(total), kBlock, 0, s>>>(
-        dL, static_cast<const S *>(logProb), labels, weights, sh, perPosition,
-        scale, static_cast<S *>(dLogits));
-  });
-  MPC_CUDA_CHECK_LAUNCH("sceGradKernel");
+  launchLossGrad<true>(t, "SoftmaxCrossEntropyLossGrad", dL, logProb, labels,
+                       weights, sh, reduction, scale, dLogits, s);
+}
+
+void launchNegativeLogLikelihood(DType t, const void *input,
+                                 const int64_t *labels, const float *weights,
+                                 LossShape sh, LossReduction reduction,
+                                 float *posLoss, void *lossOut,
+                                 cudaStream_t s) {
+  launchLossForward<false>(t, "NegativeLogLikelihoodLoss", input, labels,
+                           weights, sh, reduction, nullptr, posLoss, lossOut,
+                           s);
+}
+
+void launchNegativeLogLikelihoodGrad(DType t, const float *dL,
+                                     const int64_t *labels,
+                                     const float *weights, LossShape sh,
+                                     LossReduction reduction, float *scale,
+                                     void *dInput, cudaStream_t s) {
+  launchLossGrad<false>(t, "NegativeLogLikelihoodLossGrad", dL, nullptr, labels,
+                        weights, sh, reduction, scale, dInput, s);
 }
 
 } // namespace cuda

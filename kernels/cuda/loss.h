@@ -1,5 +1,6 @@
 // Host entry points of the CUDA loss kernels (kernels/cuda/loss.cu):
-// SoftmaxCrossEntropyLoss forward and its mpc gradient.
+// SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss forward and their
+// mpc gradients.
 //
 // Scores / log-probabilities are [N, C, D] (D = the product of the trailing
 // dims) of dtype fp32, fp16 or bf16, with fp32 math. Labels arrive already
@@ -44,6 +45,23 @@ void launchSoftmaxCrossEntropyGrad(DType t, const float *dL,
                                    const float *weights, LossShape shape,
                                    LossReduction reduction, float *scale,
                                    void *dLogits, cudaStream_t stream);
+
+/// NegativeLogLikelihoodLoss: the per-position loss -input[n, label, d] * w
+/// (0 where ignored) reduced as launchSoftmaxCrossEntropy reduces it; input
+/// is the [N, C, D] log-probabilities of dtype t.
+void launchNegativeLogLikelihood(DType t, const void *input,
+                                 const int64_t *labels, const float *weights,
+                                 LossShape shape, LossReduction reduction,
+                                 float *posLoss, void *lossOut,
+                                 cudaStream_t stream);
+
+/// dInput := -w * s at each position's label, 0 elsewhere and where
+/// ignored; s as in launchSoftmaxCrossEntropyGrad.
+void launchNegativeLogLikelihoodGrad(DType t, const float *dL,
+                                     const int64_t *labels,
+                                     const float *weights, LossShape shape,
+                                     LossReduction reduction, float *scale,
+                                     void *dInput, cudaStream_t stream);
 
 } // namespace cuda
 } // namespace mpc

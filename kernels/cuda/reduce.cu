@@ -1,4 +1,5 @@
-// The CUDA reduction kernels: SumToShape, ReduceSum/Mean/Max, ReduceGrad.
+// The CUDA reduction kernels: SumToShape, ReduceSum/Mean/Max, ReduceGrad,
+// ReduceExtremumGrad.
 //
 // One thread per output element: it walks its contributions in the input's
 // row-major order and combines them in fp32, which is the order the CPU
@@ -72,7 +73,43 @@ __global__ void reduceGradKernel(DType t, const void *__restrict__ dy,
   }
 }
 
+/// One thread per group: counts the group's elements equal to its
+/// extremum, then writes every element of the group (each element of X is
+/// in one group, so each is written once).
+__global__ void reduceExtremumGradKernel(DType gt, const void *__restrict__ dy,
+                                         DType xt, const void *__restrict__ x,
+                                         DType yt, const void *__restrict__ y,
+                                         void *__restrict__ dx,
+                                         SumToShapeGeometry g) {
+  for (int64_t o = globalIndex(); o < g.outCount; o += globalStride()) {
+    int64_t base = g.base(o);
+    float extremum = loadAs(yt, y, o), ties = 0.0f;
+    for (int64_t r = 0; r < g.reducedCount; ++r)
+      if (loadAs(xt, x, base + g.reduced(r)) == extremum)
+        ties += 1.0f;
+    float share = loadAs(gt, dy, o) / ties;
+    for (int64_t r = 0; r < g.reducedCount; ++r) {
+      int64_t k = base + g.reduced(r);
+      storeAs(gt, dx, k, loadAs(xt, x, k) == extremum ? share : 0.0f);
+    }
+  }
+}
+
 } // namespace
+
+void launchReduceExtremumGrad(DType dyType, const void *dy, DType xType,
+                              const void *x, DType yType, const void *y,
+                              void *dx, const SumToShapeGeometry &g,
+                              cudaStream_t s) {
+  if (g.outCount == 0 || g.reducedCount == 0)
+    return;
+  requireDeviceFloat(dyType, "ReduceExtremumGrad");
+  requireDeviceFloat(xType, "ReduceExtremumGrad");
+  requireDeviceFloat(yType, "ReduceExtremumGrad");
+  reduceExtremumGradKernel<<<gridFor(g.outCount), kBlock, 0, s>>>(
+      dyType, dy, xType, x, yType, y, dx, g);
+  MPC_CUDA_CHECK_LAUNCH("reduceExtremumGradKernel");
+}
 
 void launchReduce(ReduceKind kind, DType t, const void *x, void *y,
                   const SumToShapeGeometry &g, cudaStream_t s) {

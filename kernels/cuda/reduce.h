@@ -1,7 +1,8 @@
 // Host entry points of the CUDA reduction kernels (kernels/cuda/reduce.cu):
 // SumToShape (the gradient of a broadcast), ReduceSum / ReduceMean /
-// ReduceMax over any axes, and mpc.ReduceGrad (the reduction's gradient,
-// a broadcast back).
+// ReduceMax over any axes, mpc.ReduceGrad (the reduction's gradient, a
+// broadcast back) and mpc.ReduceExtremumGrad (ReduceMax's / ReduceMin's
+// gradient).
 //
 // One thread per output element walks its inputs in the input's row-major
 // order and accumulates in fp32: the CPU backend's order, so sums are the
@@ -41,6 +42,16 @@ void launchReduce(ReduceKind kind, DType t, const void *x, void *y,
 void launchReduceGrad(DType t, const void *dy, void *dx,
                       const BroadcastGeometry<1> &geometry, bool mean,
                       int64_t count, cudaStream_t stream);
+
+/// ReduceExtremumGrad: dx (X's shape, dtype dyType) := dy[group] / ties at
+/// the elements of X equal to their group's y, 0 elsewhere; ties counts
+/// those elements (compared and divided in fp32, as the CPU kernel does).
+/// The geometry is makeSumToShapeGeometry(X dims, kept dims): one group
+/// per output element; dy and y hold one element per group.
+void launchReduceExtremumGrad(DType dyType, const void *dy, DType xType,
+                              const void *x, DType yType, const void *y,
+                              void *dx, const SumToShapeGeometry &geometry,
+                              cudaStream_t stream);
 
 } // namespace cuda
 } // namespace mpc

@@ -33,6 +33,20 @@ __global__ void normalizeIndicesKernel(const void *idx, bool idx64, int64_t n,
   }
 }
 
+__global__ void gatherElementsOffsetsKernel(const void *idx, bool idx64,
+                                            GatherElementsWalk w,
+                                            int64_t *offsets, int32_t *error,
+                                            int32_t code) {
+  for (int64_t i = globalIndex(); i < w.walk.count; i += globalStride()) {
+    int64_t v = loadIndex(idx, idx64, i);
+    if (v < -w.len || v >= w.len) {
+      flagError(error, code);
+      v = 0; // stays inside the data; the step is reported as failed
+    }
+    offsets[i] = w.offset(i, v);
+  }
+}
+
 __global__ void iotaKernel(int64_t *v, int64_t n) {
   for (int64_t j = globalIndex(); j < n; j += globalStride())
     v[j] = j;
@@ -106,6 +120,16 @@ void launchNormalizeIndices(const void *idx, bool idx64, int64_t n, int64_t len,
   normalizeIndicesKernel<<<gridFor(n), kBlock, 0, s>>>(idx, idx64, n, len, rows,
                                                        error, code);
   MPC_CUDA_CHECK_LAUNCH("normalizeIndicesKernel");
+}
+
+void launchGatherElementsOffsets(const void *idx, bool idx64,
+                                 const GatherElementsWalk &w, int64_t *offsets,
+                                 int32_t *error, int32_t code, cudaStream_t s) {
+  if (w.walk.count == 0)
+    return;
+  gatherElementsOffsetsKernel<<<gridFor(w.walk.count), kBlock, 0, s>>>(
+      idx, idx64, w, offsets, error, code);
+  MPC_CUDA_CHECK_LAUNCH("gatherElementsOffsetsKernel");
 }
 
 size_t gatherRowListsScratch(int64_t n, int64_t len) {

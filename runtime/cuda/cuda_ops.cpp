@@ -21,7 +21,7 @@ const std::map<Key, CudaOpEntry> &opTable() {
     for (auto family :
          {elementwiseOps, gemmOps, lossOps, trainingOps, softmaxOps, reduceOps,
           gatherOps, transformerOps, compareOps, convOps, batchNormOps, poolOps,
-          shapeOps, hostOps})
+          shapeOps, gatherElementsOps, previewTrainingOps, hostOps})
       for (const CudaOpEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e);
     return t;
@@ -75,6 +75,15 @@ std::string requireDeviceFloatFrom(const Node &node, size_t first) {
     if (!why.empty())
       return why;
   }
+  return "";
+}
+
+std::string requireIndices(const Node &node, size_t i) {
+  const Value *idx = node.input(i);
+  if (idx && idx->dtype != DType::Undefined && idx->dtype != DType::I64 &&
+      idx->dtype != DType::I32)
+    return std::string("its indices must be int64 or int32, got ") +
+           dtypeName(idx->dtype);
   return "";
 }
 

@@ -3,7 +3,8 @@
 // Each family file (run_elementwise.cpp, run_gemm.cpp, run_loss.cpp,
 // run_training.cpp, run_softmax.cpp, run_reduce.cpp, run_gather.cpp,
 // run_transformer.cpp, run_compare.cpp, run_conv.cpp, run_batch_norm.cpp,
-// run_pool.cpp, run_shape.cpp) lists its entries, like the CPU kernel
+// run_pool.cpp, run_shape.cpp, run_gather_elements.cpp,
+// run_preview_training.cpp) lists its entries, like the CPU kernel
 // families; the backend's supports() and run() read only this table
 // (cuda_ops.cpp), so what it claims and what it runs cannot drift apart. An
 // entry's check looks at what the graph already says (dtypes, attributes) and
@@ -53,6 +54,8 @@ std::vector<CudaOpEntry> convOps();
 std::vector<CudaOpEntry> batchNormOps();
 std::vector<CudaOpEntry> poolOps();
 std::vector<CudaOpEntry> shapeOps();
+std::vector<CudaOpEntry> gatherElementsOps();
+std::vector<CudaOpEntry> previewTrainingOps();
 std::vector<CudaOpEntry> hostOps();
 
 /// Whether a device-resident step can run `node` when the executor knows
@@ -78,6 +81,8 @@ std::string requireDeviceFloat(const Node &node,
                                std::initializer_list<size_t> inputs);
 /// The same for inputs first..end of the node.
 std::string requireDeviceFloatFrom(const Node &node, size_t first);
+/// "" unless input i has a known dtype other than int64 or int32 (indices).
+std::string requireIndices(const Node &node, size_t i);
 /// Always "" (ops whose operands are checked when they run).
 std::string noCheck(const Node &node);
 

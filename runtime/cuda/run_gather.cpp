@@ -148,14 +148,7 @@ void runGatherGrad(NodeStaging &s) {
                    s.upload(lists.positions), dd, shape, s.stream());
 }
 
-std::string checkGather(const Node &node) {
-  const Value *idx = node.input(1);
-  if (idx && idx->dtype != DType::Undefined && idx->dtype != DType::I64 &&
-      idx->dtype != DType::I32)
-    return std::string("its indices must be int64 or int32, got ") +
-           dtypeName(idx->dtype);
-  return "";
-}
+std::string checkGather(const Node &node) { return requireIndices(node, 1); }
 
 std::string checkGatherGrad(const Node &node) {
   std::string why = requireDeviceFloat(node, {0});

@@ -1,4 +1,5 @@
-// CUDA runners of SoftmaxCrossEntropyLoss and its mpc gradient.
+// CUDA runners of SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and
+// their mpc gradients.
 //
 // The labels are validated on the host with the CPU backend's lossSetup
 // (a label out of range is the same error, naming the same position) and
@@ -111,38 +112,33 @@ DeviceLabels deviceLabels(NodeStaging &s, const cpu::LossSetup &setup,
   return d;
 }
 
-void runSoftmaxCrossEntropyLoss(NodeStaging &s) {
-  const Node &node = s.node();
-  const Tensor &scores = s.in(0, "scores"), &labels = s.in(1, "target");
-  const Tensor *weights = s.optionalIn(2);
-  cpu::LossSetup setup = s.resident()
-                             ? lossShapes(node, scores, labels, weights)
-                             : cpu::lossSetup(s.ctx(), scores, labels, weights);
-  requireDeviceFloat(node, scores, "scores");
-  DeviceLabels d =
-      s.resident() ? deviceLabels(s, setup, 1, 2) : uploadLabels(s, setup);
-  std::vector<int64_t> lossDims;
-  if (d.reduction == LossReduction::None)
-    lossDims = setup.perPosition;
-  void *loss = s.out(0, scores.dtype, lossDims);
-  void *logProb = s.optionalOut(1, scores.dtype, scores.dims);
-  auto *posLoss = static_cast<float *>(
-      s.scratch(size_t(d.shape.positions()) * sizeof(float)));
-  launchSoftmaxCrossEntropy(scores.dtype, s.device(0), d.labels, d.weights,
-                            d.shape, d.reduction, logProb, posLoss, loss,
-                            s.stream());
+/// A loss node's checked labels on the device: scores (or log-probabilities)
+/// at input `scoresAt`, then the labels, then the optional class weights.
+DeviceLabels lossLabels(NodeStaging &s, size_t scoresAt, const char *what,
+                        cpu::LossSetup &setup) {
+  const Tensor &scores = s.in(scoresAt, what),
+               &labels = s.in(scoresAt + 1, "labels");
+  const Tensor *weights = s.optionalIn(scoresAt + 2);
+  setup = s.resident() ? lossShapes(s.node(), scores, labels, weights)
+                       : cpu::lossSetup(s.ctx(), scores, labels, weights);
+  requireDeviceFloat(s.node(), scores, what);
+  return s.resident() ? deviceLabels(s, setup, scoresAt + 1, scoresAt + 2)
+                      : uploadLabels(s, setup);
 }
 
-void runSoftmaxCrossEntropyLossGrad(NodeStaging &s) {
-  const Node &node = s.node();
-  const Tensor &dl = s.in(0, "dL"), &lp = s.in(1, "log_prob"),
-               &labels = s.in(2, "labels");
+/// dL of a loss gradient (input 0), checked before the labels as the CPU
+/// kernels check it.
+void requireFloatingGradient(NodeStaging &s) {
+  const Tensor &dl = s.in(0, "dL");
   if (!isFloating(dl.dtype))
-    fail(node, "dL must be floating point, got ", dtypeName(dl.dtype));
-  cpu::LossSetup setup =
-      s.resident() ? lossShapes(node, lp, labels, s.optionalIn(3))
-                   : cpu::lossSetup(s.ctx(), lp, labels, s.optionalIn(3));
-  requireDeviceFloat(node, lp, "log_prob");
+    fail(s.node(), "dL must be floating point, got ", dtypeName(dl.dtype));
+}
+
+/// dL holds one element, or one per position for reduction 'none' (the CPU
+/// kernels' lossGradScale checks).
+void requireLossGradient(NodeStaging &s, const cpu::LossSetup &setup) {
+  const Node &node = s.node();
+  const Tensor &dl = s.in(0, "dL");
   requireDeviceFloat(node, dl, "dL");
   if (setup.reduction == cpu::LossSetup::None) {
     if (dl.dims != setup.perPosition)
@@ -151,26 +147,69 @@ void runSoftmaxCrossEntropyLossGrad(NodeStaging &s) {
   } else if (dl.numel() != 1) {
     fail(node, "dL must be a scalar, got shape ", cpu::shapeString(dl.dims));
   }
-  DeviceLabels d =
-      s.resident() ? deviceLabels(s, setup, 2, 3) : uploadLabels(s, setup);
-  void *dx = s.out(0, lp.dtype, lp.dims);
-  auto *scale = static_cast<float *>(s.scratch(sizeof(float)));
-  launchSoftmaxCrossEntropyGrad(lp.dtype, s.deviceF32(0), s.device(1), d.labels,
-                                d.weights, d.shape, d.reduction, scale, dx,
+}
+
+/// The loss output: per position for 'none', else a scalar.
+void *lossOutput(NodeStaging &s, const cpu::LossSetup &setup, DType t) {
+  std::vector<int64_t> dims;
+  if (setup.reduction == cpu::LossSetup::None)
+    dims = setup.perPosition;
+  return s.out(0, t, dims);
+}
+
+/// SoftmaxCrossEntropyLoss (scores, labels [, weights]) -> (loss [,
+/// log_prob]) and NegativeLogLikelihoodLoss (input, labels [, weights]) ->
+/// loss.
+template <bool Softmax> void runLoss(NodeStaging &s) {
+  const char *what = Softmax ? "scores" : "input";
+  cpu::LossSetup setup;
+  DeviceLabels d = lossLabels(s, 0, what, setup);
+  const Tensor &x = s.in(0, what);
+  void *loss = lossOutput(s, setup, x.dtype);
+  auto *posLoss = static_cast<float *>(
+      s.scratch(size_t(d.shape.positions()) * sizeof(float)));
+  if (Softmax)
+    launchSoftmaxCrossEntropy(
+        x.dtype, s.device(0), d.labels, d.weights, d.shape, d.reduction,
+        s.optionalOut(1, x.dtype, x.dims), posLoss, loss, s.stream());
+  else
+    launchNegativeLogLikelihood(x.dtype, s.device(0), d.labels, d.weights,
+                                d.shape, d.reduction, posLoss, loss,
                                 s.stream());
+}
+
+/// Their gradients: (dL, log_prob or X, labels [, weights]) -> the
+/// gradient of the forward tensor, in its dtype.
+template <bool Softmax> void runLossGrad(NodeStaging &s) {
+  const char *what = Softmax ? "log_prob" : "X";
+  requireFloatingGradient(s);
+  cpu::LossSetup setup;
+  DeviceLabels d = lossLabels(s, 1, what, setup);
+  requireLossGradient(s, setup);
+  const Tensor &x = s.in(1, what);
+  void *dx = s.out(0, x.dtype, x.dims);
+  auto *scale = static_cast<float *>(s.scratch(sizeof(float)));
+  if (Softmax)
+    launchSoftmaxCrossEntropyGrad(x.dtype, s.deviceF32(0), s.device(1),
+                                  d.labels, d.weights, d.shape, d.reduction,
+                                  scale, dx, s.stream());
+  else
+    launchNegativeLogLikelihoodGrad(x.dtype, s.deviceF32(0), d.labels,
+                                    d.weights, d.shape, d.reduction, scale, dx,
+                                    s.stream());
 }
 
 } // namespace
 
 std::vector<CudaOpEntry> lossOps() {
+  auto forward = [](const Node &n) { return requireDeviceFloat(n, {0}); };
+  auto backward = [](const Node &n) { return requireDeviceFloat(n, {0, 1}); };
   return {
-      {"", "SoftmaxCrossEntropyLoss", runSoftmaxCrossEntropyLoss,
-       [](const Node &n) { return requireDeviceFloat(n, {0}); }},
-      {kMpcDomain, "SoftmaxCrossEntropyLossGrad",
-       runSoftmaxCrossEntropyLossGrad,
-       [](const Node &n) {
-         return requireDeviceFloat(n, {0, 1});
-       }},
+      {"", "SoftmaxCrossEntropyLoss", runLoss<true>, forward},
+      {kMpcDomain, "SoftmaxCrossEntropyLossGrad", runLossGrad<true>, backward},
+      {"", "NegativeLogLikelihoodLoss", runLoss<false>, forward},
+      {kMpcDomain, "NegativeLogLikelihoodLossGrad", runLossGrad<false>,
+       backward},
   };
 }
 

@@ -1,4 +1,5 @@
-// CUDA runners of ReduceSum, ReduceMean, ReduceMax and mpc.ReduceGrad.
+// CUDA runners of ReduceSum, ReduceMean, ReduceMax, mpc.ReduceGrad and
+// mpc.ReduceExtremumGrad.
 //
 // The reduced axes come from the CPU backend's own reducedAxes (axes input
 // or attribute, noop_with_empty_axes), so both backends reduce the same
@@ -67,17 +68,42 @@ void runReduceGrad(NodeStaging &s) {
                    node.attrInt("mean", 0) != 0, r.count, s.stream());
 }
 
+/// ReduceExtremumGrad(dY, X, Y [, axes]): dY split evenly among the
+/// elements of X equal to their group's Y (the CPU kernel's ties rule).
+void runReduceExtremumGrad(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X"), &y = s.in(2, "Y");
+  ReducedShape r = reducedShape(s, 3, x.dims);
+  if (dy.dims != r.out || y.dims != r.out)
+    cpu::fail(node, "dY ", cpu::shapeString(dy.dims), " and Y ",
+              cpu::shapeString(y.dims), " must have the reduced shape ",
+              cpu::shapeString(r.out), " of X ", cpu::shapeString(x.dims));
+  requireDeviceFloat(node, dy, "dY");
+  requireDeviceFloat(node, x, "X");
+  requireDeviceFloat(node, y, "Y");
+  void *dx = s.out(0, dy.dtype, x.dims);
+  launchReduceExtremumGrad(dy.dtype, s.device(0), x.dtype, s.device(1), y.dtype,
+                           s.device(2), dx,
+                           makeSumToShapeGeometry(x.dims, r.kept), s.stream());
+}
+
 std::string checkReduce(const Node &n) { return requireDeviceFloat(n, {0}); }
 
 } // namespace
 
 std::vector<CudaOpEntry> reduceOps() {
   return {
-      // The axes input (1; 2 for ReduceGrad) is read on the host.
+      // The axes input (1; 2 for ReduceGrad, 3 for ReduceExtremumGrad) is
+      // read on the host.
       {"", "ReduceSum", runReduce<ReduceKind::Sum>, checkReduce, 1u << 1},
       {"", "ReduceMean", runReduce<ReduceKind::Mean>, checkReduce, 1u << 1},
       {"", "ReduceMax", runReduce<ReduceKind::Max>, checkReduce, 1u << 1},
       {kMpcDomain, "ReduceGrad", runReduceGrad, checkReduce, 1u << 2},
+      {kMpcDomain, "ReduceExtremumGrad", runReduceExtremumGrad,
+       [](const Node &n) {
+         return requireDeviceFloat(n, {0, 1, 2});
+       },
+       1u << 3},
   };
 }
 

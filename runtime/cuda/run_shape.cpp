@@ -1,22 +1,26 @@
 // CUDA runners of the shape-moving ops with device code: Expand, Slice,
-// Concat and Split.
+// its gradient mpc.SliceGrad, Concat and Split.
 //
 // They move elements as bytes, so they take any dtype of 1, 2, 4 or 8
 // bytes. Expand and Slice are strided copies (launchBroadcastCopy with a
-// broadcast or a stepped geometry); Concat and Split copy one contiguous
-// block per outer index with cudaMemcpy2DAsync, which a CUDA graph captures
-// like a kernel. Their output shapes depend on values (Expand's shape,
-// Slice's starts/ends/axes/steps, Split's sizes): staged, those are read on
-// the host as the CPU kernels read them; in a device-resident step the
-// outputs come bound with the plan's static dims, so Expand and Split read
-// nothing, and Slice reads its parameters from the executor's host mirrors
-// (they are constants in every exported model; the op table lists them, so
-// a Slice whose parameters are data is refused before the step starts).
+// broadcast or a stepped geometry), SliceGrad the same stepped geometry
+// scattered into zeros (launchScatterCopy); Concat and Split copy one
+// contiguous block per outer index with cudaMemcpy2DAsync, which a CUDA graph
+// captures like a kernel. Their output shapes depend on values (Expand's shape,
+// Slice's and SliceGrad's starts/ends/axes/steps, Split's sizes): staged, those
+// are read on the host as the CPU kernels read them; in a device-resident step
+// the outputs come bound with the plan's static dims, so Expand and Split read
+// nothing, and Slice and SliceGrad read their parameters from the executor's
+// host mirrors (they are constants in every exported model; the op table lists
+// them, so a Slice whose parameters are data is refused before the step
+// starts).
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
 #include "kernels/cuda/broadcast_geometry.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/scatter_copy.h"
+#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
 
@@ -68,6 +72,25 @@ void runExpand(NodeStaging &s) {
     launchBroadcastCopy(dtypeSize(x.dtype), s.device(0), y, g, s.stream());
 }
 
+/// Where a Slice of data of dims `in` reads: the geometry of its output
+/// over data (strides stepped) and the element offset of its first element.
+BroadcastGeometry<1> sliceWalk(const std::vector<int64_t> &in,
+                               const cpu::SliceGeometry &sg, int64_t &base) {
+  std::vector<int64_t> inStrides = cpu::rowMajorStrides(in);
+  BroadcastGeometry<1> g;
+  g.rank = int(sg.dims.size());
+  g.simple = false;
+  g.count = 1;
+  base = 0;
+  for (size_t a = 0; a < sg.dims.size(); ++a) {
+    g.dims[a] = sg.dims[a];
+    g.strides[0][a] = inStrides[a] * sg.step[a];
+    g.count *= sg.dims[a];
+    base += sg.first[a] * inStrides[a];
+  }
+  return g;
+}
+
 void runSlice(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &x = s.in(0, "data");
@@ -76,23 +99,37 @@ void runSlice(NodeStaging &s) {
   // Reads inputs 1..4 (host mirrors in a resident step, see the op entry).
   cpu::SliceGeometry sg = cpu::sliceGeometry(s.ctx(), x.dims, 1);
   void *y = s.out(0, x.dtype, sg.dims);
-  std::vector<int64_t> inStrides = cpu::rowMajorStrides(x.dims);
-  BroadcastGeometry<1> g;
-  g.rank = int(sg.dims.size());
-  g.simple = false;
-  g.count = 1;
   int64_t base = 0;
-  for (size_t a = 0; a < sg.dims.size(); ++a) {
-    g.dims[a] = sg.dims[a];
-    g.strides[0][a] = inStrides[a] * sg.step[a];
-    g.count *= sg.dims[a];
-    base += sg.first[a] * inStrides[a];
-  }
+  BroadcastGeometry<1> g = sliceWalk(x.dims, sg, base);
   if (g.count == 0)
     return;
   const auto *src = static_cast<const uint8_t *>(s.device(0)) +
                     base * int64_t(dtypeSize(x.dtype));
   launchBroadcastCopy(dtypeSize(x.dtype), src, y, g, s.stream());
+}
+
+/// SliceGrad(dY, data, starts, ends [, axes, steps]): zeros of data's
+/// shape with dY written where the Slice read (each position at most once,
+/// so a byte copy: any dtype, exact).
+void runSliceGrad(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &data = s.in(1, "data");
+  requireBytes(node, dy);
+  requireRank(node, data.dims.size());
+  // Reads inputs 2..5 (host mirrors in a resident step, see the op entry).
+  cpu::SliceGeometry sg = cpu::sliceGeometry(s.ctx(), data.dims, 2);
+  if (dy.dims != sg.dims)
+    fail(node, "dY of shape ", cpu::shapeString(dy.dims), " is not the shape ",
+         cpu::shapeString(sg.dims), " the slice of data ",
+         cpu::shapeString(data.dims), " has");
+  auto *dx = static_cast<uint8_t *>(s.out(0, dy.dtype, data.dims));
+  size_t es = dtypeSize(dy.dtype);
+  if (data.numel() == 0)
+    return;
+  MPC_CUDA_CHECK(cudaMemsetAsync(dx, 0, size_t(data.numel()) * es, s.stream()));
+  int64_t base = 0;
+  BroadcastGeometry<1> g = sliceWalk(data.dims, sg, base);
+  launchScatterCopy(es, s.device(0), dx + base * int64_t(es), g, s.stream());
 }
 
 void runConcat(NodeStaging &s) {
@@ -195,6 +232,9 @@ std::vector<CudaOpEntry> shapeOps() {
       // starts, ends, axes, steps: read on the host.
       {"", "Slice", runSlice, noCheck,
        (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4)},
+      // dY, data, then starts, ends, axes, steps: read on the host.
+      {kMpcDomain, "SliceGrad", runSliceGrad, noCheck,
+       (1u << 2) | (1u << 3) | (1u << 4) | (1u << 5)},
       {"", "Concat", runConcat, noCheck},
       {"", "Split", runSplit, noCheck},
   };

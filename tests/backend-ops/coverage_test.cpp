@@ -7,6 +7,7 @@
 // refused with a reason naming it.
 #include "op_cases.h"
 #include "passes/ir/builder.h"
+#include "passes/ir/mpc_ops.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
 #include "passes/support/diagnostics.h"
@@ -134,6 +135,45 @@ TEST(CudaCoverage, EveryBackendOpsCaseRunsOnTheCpu) {
         ADD_FAILURE() << what << ": " << e.what();
       }
     }
+}
+
+// GatherElements, the NLL loss, the extremum and slice gradients and ONNX's
+// training operators have device code (run_gather_elements.cpp,
+// run_loss.cpp, run_reduce.cpp, run_shape.cpp, run_preview_training.cpp):
+// a model using them runs on --device=cuda. The device code refuses, with
+// a reason, dtypes the CPU kernels do not take either or it does not.
+TEST(CudaCoverage, GatherLossAndOptimizerOpsAreDeviceOps) {
+  std::set<std::string> device;
+  for (const std::string &op : cudaDeviceOps())
+    device.insert(op);
+  for (const char *op :
+       {"GatherElements", "mpc.GatherElementsGrad", "NegativeLogLikelihoodLoss",
+        "mpc.NegativeLogLikelihoodLossGrad", "mpc.ReduceExtremumGrad",
+        "mpc.SliceGrad", "ai.onnx.preview.training.Adagrad",
+        "ai.onnx.preview.training.Adam", "ai.onnx.preview.training.Momentum"})
+    EXPECT_TRUE(device.count(op)) << op << " has no device code";
+
+  Graph g;
+  Builder b(g);
+  std::string why;
+  Value *h = g.addInput("h", DType::F16, toDims({4}));
+  Value *r = g.addInput("r", DType::F32, toDims({}));
+  Value *t = g.addInput("t", DType::I64, toDims({}));
+  Node *adagrad = g.createNode("Adagrad", {r, t, h, h, h}, 2, "adagrad",
+                               "ai.onnx.preview.training");
+  EXPECT_FALSE(cudaBackendSupports(*adagrad, why));
+  EXPECT_NE(why.find("fp32 or fp64"), std::string::npos) << why;
+  Value *d = g.addInput("d", DType::F64, toDims({4}));
+  Value *i = g.addInput("i", DType::I64, toDims({4}));
+  Node *grad =
+      g.createNode("GatherElementsGrad", {d, i, d}, 1, "grad", kMpcDomain);
+  EXPECT_FALSE(cudaBackendSupports(*grad, why));
+  EXPECT_NE(why.find("fp64"), std::string::npos) << why;
+  Value *fi = g.addInput("fi", DType::F32, toDims({4}));
+  EXPECT_FALSE(
+      cudaBackendSupports(*b.op("GatherElements", {d, fi})->producer(), why));
+  EXPECT_NE(why.find("indices must be int64 or int32"), std::string::npos)
+      << why;
 }
 
 TEST(CudaCoverage, RefusesWhatTheDeviceCodeDoesNotTake) {

@@ -1479,6 +1479,7 @@ const std::vector<OpCase> &opCases() {
     addBatchNorm(c);
     addPools(c);
     addShapeMoves(c);
+    addGatherLossOptim(c);
     return c;
   }();
   return cases;

@@ -40,6 +40,8 @@ struct OpCase {
 
 /// All cases.
 const std::vector<OpCase> &opCases();
+/// GatherElements, NLL loss, extremum/slice gradients, ONNX optimizers.
+void addGatherLossOptim(std::vector<OpCase> &cases);
 
 /// The case's node in `g`, one graph input per given input (absent optional
 /// inputs stay empty); `ptrs` gets the tensors in the node's input order.

@@ -15,9 +15,11 @@
 #include "kernels/common/gelu_math.h"
 #include "kernels/common/layer_norm_math.h"
 #include "kernels/common/softmax_math.h"
+#include "kernels/cpu/node_geometry.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cuda/broadcast_geometry.h"
 #include "kernels/cuda/gather.h"
+#include "kernels/cuda/resident.h"
 #include "op_cases.h"
 #include "passes/ir/mpc_ops.h"
 #include "runtime/cpu/cpu_kernels.h"
@@ -351,6 +353,67 @@ TEST(SharedRowMath, GatherGradPositionListsAreTheCpuOrder) {
     expectSameBytes(floatsLike(t, data.dims, out), want,
                     std::string("GatherGrad ") + dtypeName(t));
   }
+}
+
+// GatherElements on the device: the resident step's per-position walk
+// (GatherElementsWalk, as gatherElementsOffsetsKernel runs it) names the
+// data offsets the CPU kernel reads, and GatherGrad's row lists over those
+// offsets, summed as gatherGradKernel sums them, give the CPU's
+// GatherElementsGrad bits.
+TEST(SharedRowMath, GatherElementsOffsetsAndScatterAddAreTheCpuKernel) {
+  std::mt19937 rng(31);
+  struct Shape {
+    std::vector<int64_t> data, idx;
+    int64_t axis;
+  };
+  for (const Shape &sh :
+       {Shape{{5, 4}, {30, 4}, 0}, Shape{{3, 6, 4}, {2, 20, 3}, 1},
+        Shape{{2, 3, 8}, {2, 3, 17}, -1}})
+    for (DType t : kStorage) {
+      int64_t r = int64_t(sh.data.size());
+      int64_t len = sh.data[size_t(sh.axis < 0 ? sh.axis + r : sh.axis)];
+      std::uniform_int_distribution<int64_t> d(-len, len - 1);
+      std::vector<int64_t> iv(size_t(elementCount(sh.idx)));
+      for (int64_t &v : iv)
+        v = d(rng);
+      Tensor ind = Tensor::fromInt64s(sh.idx, iv);
+      Tensor data = randomTensor(rng, t, sh.data);
+      Tensor dy = randomTensor(rng, t, sh.idx);
+      Builder::Attrs attrs = {{"axis", Attribute::ofInt(sh.axis)}};
+      std::string what = "axis " + std::to_string(sh.axis) + " " + dtypeName(t);
+
+      Graph g;
+      Node *node = g.createNode("GatherElements", {}, 1, "ge");
+      node->setAttr("axis", Attribute::ofInt(sh.axis));
+      cpu::GatherElementsShape s =
+          cpu::gatherElementsShape(*node, sh.data, ind);
+      std::vector<int64_t> want = cpu::gatherElementsOffsets(*node, s, ind);
+      GatherElementsWalk w =
+          makeGatherElementsWalk(sh.idx, s.walkStrides, s.len, s.axisStride);
+      ASSERT_EQ(w.walk.count, int64_t(iv.size())) << what;
+      for (size_t k = 0; k < iv.size(); ++k)
+        ASSERT_EQ(w.offset(int64_t(k), iv[k]), want[k]) << what << " " << k;
+
+      Tensor gathered = runCpu("GatherElements", {&data, &ind}, attrs)[0];
+      std::vector<float> dv = asFloats(data), gv(iv.size());
+      for (size_t k = 0; k < iv.size(); ++k)
+        gv[k] = dv[size_t(want[k])];
+      expectSameBytes(floatsLike(t, sh.idx, gv), gathered,
+                      "GatherElements " + what);
+
+      Tensor grad = runCpu("GatherElementsGrad", {&dy, &ind, &data}, attrs, 1,
+                           kMpcDomain)[0];
+      GatherRowLists l = gatherRowLists(want, data.numel());
+      std::vector<float> yv = asFloats(dy), out(size_t(data.numel()));
+      for (size_t e = 0; e < out.size(); ++e) {
+        float acc = 0;
+        for (int64_t p = l.start[e]; p < l.start[e + 1]; ++p)
+          acc += yv[size_t(l.positions[size_t(p)])];
+        out[e] = acc;
+      }
+      expectSameBytes(floatsLike(t, sh.data, out), grad,
+                      "GatherElementsGrad " + what);
+    }
 }
 
 TEST(SharedRowMath, TransposeGeometryIsTheCpuKernel) {

@@ -12,6 +12,7 @@
 #include "kernels/common/layer_norm_math.h"
 #include "kernels/common/loss_scale_math.h"
 #include "kernels/common/optimizer_math.h"
+#include "kernels/common/preview_optimizer_math.h"
 #include "kernels/common/softmax_math.h"
 #include "shared_math_nvcc.h"
 
@@ -37,6 +38,21 @@ __global__ void everySharedFunction(const float *x, uint16_t *h, float *y,
   sgdUpdate(p, v, buf, ss);
   y[i] = p + m + s + buf + scale + torchLerp(v, p, 0.3f) +
          sqrtRn(divRn(subRn(addRn(v, 1.0f), mulRn(v, v)), 3.0f));
+}
+
+/// ONNX's training operators (preview_optimizer_math.h) in device code, in
+/// fp32 and fp64.
+__global__ void everyPreviewFunction(const float *x, double *y, int n,
+                                     PreviewHyper h) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n)
+    return;
+  PreviewStep s = previewStep(h, 0.01, i);
+  float in[4] = {x[i], x[i], 0.5f, 0.25f}, out[3];
+  double ind[4] = {x[i], x[i], 0.5, 0.25}, outd[3];
+  previewUpdate<float>(h, s, in, out);
+  previewUpdate<double>(h, s, ind, outd);
+  y[i] = out[0] + out[1] + outd[0] + outd[1];
 }
 
 /// The row and activation math (softmax_math.h, layer_norm_math.h,
@@ -93,6 +109,17 @@ bool dropoutKeepHost(uint64_t base, int64_t i, uint32_t threshold) {
 }
 float clipCoefficientHost(float total, float maxNorm) {
   return clipGradNormCoefficient(total, maxNorm);
+}
+PreviewStep previewStepHost(const PreviewHyper &h, double r, int64_t t) {
+  return previewStep(h, r, t);
+}
+void previewUpdateHost(const PreviewHyper &h, const PreviewStep &s,
+                       const float *in, float *out) {
+  previewUpdate<float>(h, s, in, out);
+}
+void previewUpdateHost(const PreviewHyper &h, const PreviewStep &s,
+                       const double *in, double *out) {
+  previewUpdate<double>(h, s, in, out);
 }
 
 uint16_t floatToHalfHost(float f) { return floatToHalf(f); }

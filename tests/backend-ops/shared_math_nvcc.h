@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/common/optimizer_math.h"
+#include "kernels/common/preview_optimizer_math.h"
 
 #include <cstdint>
 
@@ -31,6 +32,11 @@ float geluDerivativeHost(float x, bool tanhForm);
 float erfGradHost(float g, float x);
 bool dropoutKeepHost(uint64_t base, int64_t i, uint32_t threshold);
 float clipCoefficientHost(float total, float maxNorm);
+PreviewStep previewStepHost(const PreviewHyper &h, double r, int64_t t);
+void previewUpdateHost(const PreviewHyper &h, const PreviewStep &s,
+                       const float *in, float *out);
+void previewUpdateHost(const PreviewHyper &h, const PreviewStep &s,
+                       const double *in, double *out);
 
 } // namespace nvcc
 } // namespace mpc

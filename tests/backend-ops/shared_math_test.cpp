@@ -7,7 +7,8 @@
 // and by the CPU kernels. shared_math_nvcc.cu compiles them with nvcc (for
 // the device, which is checked by its building, and for the host); here
 // every fp16/bf16 pattern, a million random fp32 patterns, random optimizer
-// states and random row/activation operands go through both builds.
+// states (ONNX's Adagrad, Momentum and Adam in fp32 and fp64 too) and
+// random row/activation operands go through both builds.
 #include "kernels/common/clip_grad_norm_math.h"
 #include "kernels/common/dropout_rng.h"
 #include "kernels/common/gelu_math.h"
@@ -15,11 +16,14 @@
 #include "kernels/common/layer_norm_math.h"
 #include "kernels/common/loss_scale_math.h"
 #include "kernels/common/optimizer_math.h"
+#include "kernels/common/preview_optimizer_math.h"
 #include "kernels/common/softmax_math.h"
 #include "shared_math_nvcc.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <random>
 
 using namespace mpc;
@@ -88,6 +92,54 @@ TEST(SharedMathUnderNvcc, OptimizerUpdates) {
       ASSERT_EQ(floatBits(b1), floatBits(b2));
     }
   }
+}
+
+template <typename C> uint64_t bitsOfAny(C v) {
+  uint64_t b = 0;
+  std::memcpy(&b, &v, sizeof(C));
+  return b;
+}
+
+TEST(SharedMathUnderNvcc, OnnxTrainingOperators) {
+  std::mt19937 rng(15);
+  std::uniform_real_distribution<double> d(-1, 1);
+  PreviewHyper adagrad, momentum, nesterov, adam;
+  adagrad.kind = PreviewOptimizer::Adagrad;
+  adagrad.decayFactor = 0.1;
+  adagrad.epsilon = 1e-6;
+  adagrad.norm = 0.01;
+  momentum.kind = nesterov.kind = PreviewOptimizer::Momentum;
+  momentum.alpha = nesterov.alpha = 0.9;
+  momentum.beta = nesterov.beta = 0.5;
+  nesterov.nesterov = true;
+  adam.kind = PreviewOptimizer::Adam;
+  adam.alpha = 0.9;
+  adam.beta = 0.999;
+  adam.epsilon = 1e-6;
+  adam.normPost = 0.001;
+  for (const PreviewHyper &h : {adagrad, momentum, nesterov, adam})
+    for (int64_t t : {0, 1, 7}) {
+      PreviewStep a = nvcc::previewStepHost(h, 0.05, t),
+                  b = previewStep(h, 0.05, t);
+      ASSERT_EQ(bitsOfAny(a.rate), bitsOfAny(b.rate));
+      ASSERT_EQ(bitsOfAny(a.beta), bitsOfAny(b.beta));
+      for (int k = 0; k < 2000; ++k) {
+        double in[4] = {d(rng), d(rng), d(rng), std::abs(d(rng))};
+        if (h.kind == PreviewOptimizer::Adagrad)
+          in[2] = std::abs(in[2]);
+        float inf[4] = {float(in[0]), float(in[1]), float(in[2]), float(in[3])};
+        double o1[3] = {}, o2[3] = {};
+        float f1[3] = {}, f2[3] = {};
+        nvcc::previewUpdateHost(h, a, in, o1);
+        previewUpdate<double>(h, b, in, o2);
+        nvcc::previewUpdateHost(h, a, inf, f1);
+        previewUpdate<float>(h, b, inf, f2);
+        for (int g = 0; g < previewOutputRuns(h.kind); ++g) {
+          ASSERT_EQ(bitsOfAny(o1[g]), bitsOfAny(o2[g])) << g;
+          ASSERT_EQ(bitsOfAny(f1[g]), bitsOfAny(f2[g])) << g;
+        }
+      }
+    }
 }
 
 TEST(SharedMathUnderNvcc, RowAndActivationMath) {
