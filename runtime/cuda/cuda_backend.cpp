@@ -44,6 +44,17 @@ void checkCublas(cublasStatus_t status, const char *what) {
                 cublasGetStatusString(status) + ")");
 }
 
+cudaDataType_t cublasDataType(DType t) {
+  switch (t) {
+  case DType::F16:
+    return CUDA_R_16F;
+  case DType::BF16:
+    return CUDA_R_16BF;
+  default:
+    return CUDA_R_32F;
+  }
+}
+
 namespace {
 
 void *rawDeviceAlloc(size_t bytes, void *) {

@@ -92,5 +92,9 @@ private:
 /// Throws mpc::Error naming the cuBLAS call when status is not success.
 void checkCublas(cublasStatus_t status, const char *what);
 
+/// cuBLAS's name for fp16 and bf16; fp32 for anything else (the runners
+/// check dtypes before they ask).
+cudaDataType_t cublasDataType(DType t);
+
 } // namespace cuda
 } // namespace mpc

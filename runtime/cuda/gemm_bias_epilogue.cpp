@@ -25,17 +25,6 @@ namespace mpc {
 namespace cuda {
 namespace {
 
-cudaDataType_t ltType(DType t) {
-  switch (t) {
-  case DType::F16:
-    return CUDA_R_16F;
-  case DType::BF16:
-    return CUDA_R_16BF;
-  default:
-    return CUDA_R_32F;
-  }
-}
-
 /// The largest power of two (at most 256, cuBLASLt's default demand) that
 /// divides the address: what an operand can promise the heuristic.
 uint32_t alignmentOf(const void *p) {
@@ -92,7 +81,7 @@ bool runGemmBiasEpilogue(NodeStaging &s, DType t, const GemmProblem &p,
                          const void *bias, void *y) {
   CudaDevice &dev = s.cudaDevice();
   ColumnMajorGemm g = toColumnMajor(p);
-  cudaDataType_t type = ltType(t);
+  cudaDataType_t type = cublasDataType(t);
   uint32_t alignFirst = alignmentOf(b), alignSecond = alignmentOf(a);
   uint32_t alignBias = alignmentOf(bias), alignD = alignmentOf(y);
 

@@ -27,17 +27,6 @@ namespace {
 
 using cpu::fail;
 
-cudaDataType_t cudaType(DType t) {
-  switch (t) {
-  case DType::F16:
-    return CUDA_R_16F;
-  case DType::BF16:
-    return CUDA_R_16BF;
-  default:
-    return CUDA_R_32F;
-  }
-}
-
 int cublasInt(const Node &node, int64_t v) {
   if (v > int64_t(INT_MAX))
     fail(node, "matrix dimension ", v, " is too large for cuBLAS");
@@ -61,7 +50,7 @@ void runGemmProblem(NodeStaging &s, DType t, const GemmProblem &p, float alpha,
     return;
   }
   ColumnMajorGemm g = toColumnMajor(p);
-  cudaDataType_t type = cudaType(t);
+  cudaDataType_t type = cublasDataType(t);
   cublasOperation_t opFirst = g.transFirst ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opSecond = g.transSecond ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (g.batch == 1) {
