@@ -19,6 +19,8 @@
 // tests/unit/mpc_functions_test.cpp runs every body against its kernel.
 #include "passes/onnx/mpc_functions.h"
 
+#include "passes/onnx/mpc_function_defs.h"
+
 #include "passes/onnx/onnx_io.h"
 
 #include "passes/ir/mpc_ops.h"
@@ -41,28 +43,6 @@ namespace {
 /// Oldest default-domain opset the bodies can import: CastLike, Pow with
 /// bf16 and Shape's start/end are opset 15.
 constexpr int64_t kMinFunctionOpset = 15;
-
-/// How an omitted optional input is completed so that the fixed-arity body
-/// computes what the kernel computes without it.
-enum class Fill {
-  FalseFlag,    ///< found_inf: a Constant false (never skip).
-  SameAs,       ///< another input of the node (one the body then ignores).
-  AxesFromAttr, ///< ReduceGrad: the `axes` attribute as an int64 tensor.
-  UnitWeights,  ///< loss gradients: ones [C] in the scores' dtype.
-};
-
-struct InputFill {
-  size_t index;
-  Fill fill;
-  size_t source = 0; ///< SameAs: the input to repeat; UnitWeights: scores.
-};
-
-struct FunctionDef {
-  std::string text;
-  /// The kernels' defaults of the attributes the body reads.
-  std::vector<std::pair<std::string, Attribute>> defaults;
-  std::vector<InputFill> fills;
-};
 
 const char *kHeader = R"(<domain: "mpc", opset_import: ["" : 17]>
 )";
@@ -468,14 +448,6 @@ FusedMatMul <transA, transB> (A, B) => (Y) {$OPERAND_A$OPERAND_B
 }
 )";
 
-std::string replaceAll(std::string s, const std::string &from,
-                       const std::string &to) {
-  for (size_t at = s.find(from); at != std::string::npos;
-       at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
-}
-
 std::string fusedMatMulText() {
   auto operand = [](const char *input, const char *out, const char *flag) {
     std::string t = replaceAll(kTransposeOperand, "$X", input);
@@ -552,6 +524,7 @@ const std::map<std::string, FunctionDef> &functionTable() {
     t["FusedMatMul"] = {fusedMatMulText(),
                         {{"transA", A::ofInt(0)}, {"transB", A::ofInt(0)}},
                         {}};
+    addLayerGradientFunctions(t);
     return t;
   }();
   return table;
@@ -603,6 +576,33 @@ effectiveAttributes(const FunctionDef &def,
     }
   }
   return attrs;
+}
+
+/// The value of an attribute written in a body or on a node (no reference).
+Attribute attributeFromProto(const onnx::AttributeProto &a) {
+  switch (a.type()) {
+  case onnx::AttributeProto::FLOAT:
+    return Attribute::ofFloat(a.f());
+  case onnx::AttributeProto::INT:
+    return Attribute::ofInt(a.i());
+  case onnx::AttributeProto::STRING:
+    return Attribute::ofString(a.s());
+  case onnx::AttributeProto::FLOATS:
+    return Attribute::ofFloats({a.floats().begin(), a.floats().end()});
+  case onnx::AttributeProto::INTS:
+    return Attribute::ofInts({a.ints().begin(), a.ints().end()});
+  case onnx::AttributeProto::STRINGS:
+    return Attribute::ofStrings({a.strings().begin(), a.strings().end()});
+  case onnx::AttributeProto::TENSOR: {
+    Tensor t;
+    std::string error;
+    if (!tensorFromProto(a.t(), t, error))
+      throw Error("attribute '" + a.name() + "': " + error);
+    return Attribute::ofTensor(std::move(t));
+  }
+  default:
+    throw Error("attribute '" + a.name() + "' has an unsupported type");
+  }
 }
 
 // --- export ------------------------------------------------------------------
@@ -663,16 +663,47 @@ int elemTypeOf(const onnx::GraphProto &g, const std::string &name) {
   return t ? t : onnx::TensorProto::FLOAT;
 }
 
-/// Size of dimension `axis` of a value of the graph, or -1 when unknown.
-int64_t dimOf(const onnx::GraphProto &g, const std::string &name, int axis) {
+/// Dims of a value of the graph (-1 where unknown), empty when its rank is
+/// unknown.
+std::vector<int64_t> dimsOf(const onnx::GraphProto &g,
+                            const std::string &name) {
   for (const auto *list : {&g.value_info(), &g.input(), &g.output()})
     for (const auto &vi : *list)
-      if (vi.name() == name && vi.type().has_tensor_type()) {
-        const auto &shape = vi.type().tensor_type().shape();
-        if (axis < shape.dim_size() && shape.dim(axis).has_dim_value())
-          return shape.dim(axis).dim_value();
+      if (vi.name() == name && vi.type().has_tensor_type() &&
+          vi.type().tensor_type().has_shape()) {
+        std::vector<int64_t> dims;
+        for (const auto &d : vi.type().tensor_type().shape().dim())
+          dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+        return dims;
       }
-  return -1;
+  return {};
+}
+
+/// Size of dimension `axis` of a value of the graph, or -1 when unknown.
+int64_t dimOf(const onnx::GraphProto &g, const std::string &name, int axis) {
+  std::vector<int64_t> dims = dimsOf(g, name);
+  return axis < int(dims.size()) ? dims[size_t(axis)] : -1;
+}
+
+/// A ScalarFromAttr fill: the node's attribute `f.attr` when set (the
+/// opset-6 forms), else the kernel's default, as a scalar of `type`.
+Tensor scalarFill(const InputFill &f, DType type,
+                  const std::map<std::string, Attribute> &attrs) {
+  double v = f.value;
+  if (auto it = attrs.find(f.attr); it != attrs.end())
+    v = it->second.kind == Attribute::Kind::Int ? double(it->second.i)
+                                                : double(it->second.f);
+  return Tensor::scalar(type, v);
+}
+
+/// Throws when the node sets an input its body has no formal input for.
+void requireFormalInputs(const FunctionDef &def, const std::string &what,
+                         size_t formal, size_t count,
+                         const std::function<bool(size_t)> &given) {
+  for (size_t i = formal; i < count; ++i)
+    if (given(i))
+      throw Error(what + ": no function body for it in standard ONNX ops: " +
+                  def.extraInputs);
 }
 
 onnx::NodeProto constantNode(const std::string &output, const Tensor &value) {
@@ -705,16 +736,27 @@ void completeGraph(onnx::GraphProto &g, const std::set<std::string> &ops) {
     }
     const onnx::FunctionProto &fn = parsed(n.op_type()).fn;
     const std::string base = n.output_size() ? n.output(0) : n.op_type();
-    for (const auto &d : def->defaults) {
-      auto it = std::find_if(
-          n.mutable_attribute()->begin(), n.mutable_attribute()->end(),
-          [&](const onnx::AttributeProto &a) { return a.name() == d.first; });
-      if (it == n.mutable_attribute()->end())
-        *n.add_attribute() = attributeProto(d.first, d.second);
-      else if (d.second.kind == Attribute::Kind::Float &&
-               it->type() == onnx::AttributeProto::INT)
-        *it = attributeProto(d.first, Attribute::ofFloat(float(it->i())));
-    }
+    const std::string what = "mpc." + n.op_type() + " '" + n.name() + "'";
+    requireFormalInputs(*def, what, size_t(fn.input_size()),
+                        size_t(n.input_size()),
+                        [&](size_t i) { return !n.input(int(i)).empty(); });
+    // The node carries every attribute its body reads: the kernels'
+    // defaults where it has none, and what the completion makes explicit.
+    std::vector<std::pair<std::string, Attribute>> own;
+    for (const auto &a : n.attribute())
+      own.emplace_back(a.name(), attributeFromProto(a));
+    NodeView view{
+        what, effectiveAttributes(*def, own), [&](bool output, size_t i) {
+          int size = output ? n.output_size() : n.input_size();
+          if (int(i) >= size)
+            return std::vector<int64_t>();
+          return dimsOf(g, output ? n.output(int(i)) : n.input(int(i)));
+        }};
+    if (def->complete)
+      def->complete(view);
+    n.clear_attribute();
+    for (const auto &[name, a] : view.attrs)
+      *n.add_attribute() = attributeProto(name, a);
     for (const InputFill &f : def->fills) {
       while (n.input_size() <= int(f.index))
         n.add_input("");
@@ -732,6 +774,15 @@ void completeGraph(onnx::GraphProto &g, const std::set<std::string> &ops) {
       case Fill::SameAs:
         value = n.input(int(f.source));
         break;
+      case Fill::ScalarFromAttr: {
+        DType type = DType::F32;
+        if (f.source != InputFill::kNoSource)
+          type = fromOnnxDataType(elemTypeOf(g, n.input(int(f.source))))
+                     .value_or(DType::F32);
+        value = names.fresh(base + "_" + fn.input(int(f.index)));
+        *g.add_node() = constantNode(value, scalarFill(f, type, view.attrs));
+        break;
+      }
       case Fill::AxesFromAttr: {
         std::vector<int64_t> axes;
         auto *attrs = n.mutable_attribute();
@@ -816,43 +867,28 @@ int64_t defaultOpset(const onnx::ModelProto &proto) {
 std::optional<Attribute>
 bodyAttribute(const onnx::AttributeProto &a,
               const std::map<std::string, Attribute> &nodeAttrs) {
-  if (!a.ref_attr_name().empty()) {
-    auto it = nodeAttrs.find(a.ref_attr_name());
-    if (it == nodeAttrs.end())
-      return std::nullopt; // an optional attribute the node does not set
-    Attribute v = it->second;
-    if (a.type() == onnx::AttributeProto::FLOAT &&
-        v.kind == Attribute::Kind::Int)
-      v = Attribute::ofFloat(float(v.i));
-    return v;
-  }
-  switch (a.type()) {
-  case onnx::AttributeProto::FLOAT:
-    return Attribute::ofFloat(a.f());
-  case onnx::AttributeProto::INT:
-    return Attribute::ofInt(a.i());
-  case onnx::AttributeProto::STRING:
-    return Attribute::ofString(a.s());
-  case onnx::AttributeProto::FLOATS:
-    return Attribute::ofFloats({a.floats().begin(), a.floats().end()});
-  case onnx::AttributeProto::INTS:
-    return Attribute::ofInts({a.ints().begin(), a.ints().end()});
-  case onnx::AttributeProto::STRINGS:
-    return Attribute::ofStrings({a.strings().begin(), a.strings().end()});
-  case onnx::AttributeProto::TENSOR: {
-    Tensor t;
-    std::string error;
-    if (!tensorFromProto(a.t(), t, error))
-      throw Error("mpc function body: attribute '" + a.name() + "': " + error);
-    return Attribute::ofTensor(std::move(t));
-  }
-  default:
-    throw Error("mpc function body: attribute '" + a.name() +
-                "' has an unsupported type");
-  }
+  if (a.ref_attr_name().empty())
+    return attributeFromProto(a);
+  auto it = nodeAttrs.find(a.ref_attr_name());
+  if (it == nodeAttrs.end())
+    return std::nullopt; // an optional attribute the node does not set
+  Attribute v = it->second;
+  if (a.type() == onnx::AttributeProto::FLOAT && v.kind == Attribute::Kind::Int)
+    v = Attribute::ofFloat(float(v.i));
+  return v;
 }
 
 } // namespace
+
+std::string replaceAll(std::string s, const std::string &from,
+                       const std::string &to) {
+  for (size_t at = s.find(from); at != std::string::npos;
+       at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+const char *mpcFunctionHeader() { return kHeader; }
 
 std::vector<std::string> mpcOpsWithFunctions() {
   std::vector<std::string> ops;
@@ -896,7 +932,10 @@ void appendMpcFunctions(const std::vector<std::string> &ops, const Model &model,
     return;
   std::set<std::string> written;
   for (const std::string &op : ops) {
-    if (!findDef(op) || !written.insert(op).second)
+    // A body needing newer ops than the model imports is left out: the
+    // node then names an op no runtime knows, which fails loudly.
+    const FunctionDef *def = findDef(op);
+    if (!def || opset < def->minOpset || !written.insert(op).second)
       continue;
     onnx::FunctionProto fn;
     parseMpcFunction(op, fn);
@@ -948,6 +987,22 @@ std::unique_ptr<Graph> inlineMpcFunction(const Node &node) {
     return c->output(0);
   };
 
+  requireFormalInputs(*def, node.describe(), size_t(fn.input_size()),
+                      node.numInputs(),
+                      [&](size_t i) { return node.input(i) != nullptr; });
+  NodeView view{node.describe(), effectiveAttributes(*def, node.attributes()),
+                [&](bool output, size_t i) {
+                  const Value *v = output ? node.output(i) : node.input(i);
+                  std::vector<int64_t> dims;
+                  if (v && v->hasShape)
+                    for (const Dim &d : v->dims)
+                      dims.push_back(d.isKnown() ? d.value : -1);
+                  return dims;
+                }};
+  if (def->complete)
+    def->complete(view);
+  const std::map<std::string, Attribute> &attrs = view.attrs;
+
   std::unordered_map<std::string, Value *> env;
   for (int i = 0; i < fn.input_size(); ++i)
     env[fn.input(i)] = graphInput(node.input(size_t(i)));
@@ -962,6 +1017,13 @@ std::unique_ptr<Graph> inlineMpcFunction(const Node &node) {
     case Fill::SameAs:
       v = env[fn.input(int(f.source))];
       break;
+    case Fill::ScalarFromAttr: {
+      DType type = DType::F32;
+      if (f.source != InputFill::kNoSource)
+        type = env[fn.input(int(f.source))]->dtype;
+      v = constant(fn.input(int(f.index)), scalarFill(f, type, attrs));
+      break;
+    }
     case Fill::AxesFromAttr:
       if (const Attribute *a = node.attr("axes"))
         v = constant("axes",
@@ -977,8 +1039,6 @@ std::unique_ptr<Graph> inlineMpcFunction(const Node &node) {
     if (const Value *o = node.output(size_t(j)))
       outputName[fn.output(j)] = o->name();
 
-  std::map<std::string, Attribute> attrs =
-      effectiveAttributes(*def, node.attributes());
   for (const onnx::NodeProto &bn : fn.node()) {
     std::vector<Value *> ins;
     for (const std::string &name : bn.input()) {

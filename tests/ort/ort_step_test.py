@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Runs mpc-opt --emit=step models in ONNX Runtime and compares the loss of
-every step with mpc-run's.
+every step with mpc-run's: the seed MLP, the transformer (GatherGrad,
+GeluGrad, LayerNormalizationGrad) and the CNN (ConvGradInput,
+ConvGradWeight, MaxPoolGrad, BatchNormalizationGrad), whose mpc ops run as
+their model-local function bodies (passes/onnx/mpc_functions*.cpp).
 
 The step model is (state..., batch...) -> (loss, state'...), with the bound
 state first and its new values in the same order (passes/onnx/onnx_export.cpp),
@@ -8,8 +11,8 @@ so the runtime feeds outputs 1..k back as inputs 1..k. The initial state is
 the compiled training model's (mpc-opt without --emit=step), batch i is
 samples [i*B, (i+1)*B) of the data file, as mpc-run takes them.
 
-  ort_step_test.py --bin=DIR --model=mlp_seed.onnx --data=mlp_seed_data.npz
-                   --work=DIR [--steps=N]
+  ort_step_test.py --bin=DIR --models-dir=models --work=DIR
+                   [--models=mlp_seed,transformer,cnn]
 
 Exit 77 (ctest: skipped) when onnxruntime cannot be imported: it is an
 optional check (pip install onnxruntime), never a dependency of make test.
@@ -30,27 +33,41 @@ except ImportError as e:
           "pip install onnxruntime to enable this test" % (sys.executable, e))
     sys.exit(77)
 
-# (precision, mpc-opt flags, relative loss tolerance). fp16: ORT's CPU
-# kernels accumulate fp16 products in their own order and round differently.
-CASES = [
-    ("fp32", ["--precision=fp32", "--optimizer=adam", "--lr=0.01"], 1e-5),
-    ("fp16", ["--precision=fp16", "--optimizer=adam", "--lr=0.01"], 2e-3),
-    ("fp16-clip", ["--precision=fp16", "--optimizer=sgd", "--lr=0.05",
-                   "--momentum=0.9", "--max-grad-norm=0.5"], 2e-3),
-]
+# model -> (data file, steps, cases); a case is (tag, mpc-opt flags, relative
+# loss tolerance). fp16: ORT's CPU kernels accumulate fp16 products in their
+# own order and round differently. The transformer and the CNN run fewer
+# steps (their steps cost more; the ctest budget is a minute on two cores).
+FP32_ADAM = ["--precision=fp32", "--optimizer=adam", "--lr=0.01"]
+FP16_ADAM = ["--precision=fp16", "--optimizer=adam", "--lr=0.01"]
+MODELS = {
+    "mlp_seed": ("mlp_seed_data.npz", 10, [
+        ("fp32", FP32_ADAM, 1e-5),
+        ("fp16", FP16_ADAM, 2e-3),
+        ("fp16-clip", ["--precision=fp16", "--optimizer=sgd", "--lr=0.05",
+                       "--momentum=0.9", "--max-grad-norm=0.5"], 2e-3),
+    ]),
+    "transformer": ("transformer_data.npz", 5, [
+        ("fp32", FP32_ADAM, 1e-5),
+        ("fp16", FP16_ADAM, 2e-3),
+    ]),
+    "cnn": ("cnn_data.npz", 5, [
+        ("fp32", FP32_ADAM, 1e-5),
+        ("fp16", FP16_ADAM, 2e-3),
+    ]),
+}
 
 
-def mpc_losses(args, train_model, batch, tag):
+def mpc_losses(args, train_model, data, steps, batch, tag):
     log = os.path.join(args.work, tag + ".csv")
     subprocess.run([os.path.join(args.bin, "mpc-run"), train_model,
-                    "--data=" + args.data, "--batch=%d" % batch,
-                    "--steps=%d" % args.steps, "--quiet", "--log=" + log],
+                    "--data=" + data, "--batch=%d" % batch,
+                    "--steps=%d" % steps, "--quiet", "--log=" + log],
                    check=True, stdout=subprocess.DEVNULL)
     with open(log) as f:
         return [float(r["loss"]) for r in csv.DictReader(f)]
 
 
-def ort_losses(args, step_model, train_model):
+def ort_losses(step_model, train_model, data_file, steps):
     state0 = {i.name: numpy_helper.to_array(i)
               for i in onnx.load(train_model).graph.initializer}
     options = ort.SessionOptions()
@@ -59,7 +76,7 @@ def ort_losses(args, step_model, train_model):
                                 providers=["CPUExecutionProvider"])
     inputs = sess.get_inputs()
     outputs = sess.get_outputs()
-    data = np.load(args.data)
+    data = np.load(data_file)
     state_inputs = [i.name for i in inputs if i.name in state0]
     batch_inputs = [i.name for i in inputs if i.name not in state0]
     fed_back = len(outputs) - 1
@@ -67,7 +84,7 @@ def ort_losses(args, step_model, train_model):
     feed = {n: state0[n] for n in state_inputs}
     n_samples = len(data[batch_inputs[0]])
     losses = []
-    for step in range(args.steps):
+    for step in range(steps):
         idx = [(step * batch + k) % n_samples for k in range(batch)]
         for n in batch_inputs:
             feed[n] = data[n][idx]
@@ -81,34 +98,42 @@ def ort_losses(args, step_model, train_model):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--data", required=True)
+    ap.add_argument("--models-dir", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--models", default=",".join(MODELS))
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
+    print("ort-step: onnxruntime %s" % ort.__version__)
     failed = False
-    for tag, flags, rtol in CASES:
-        train_model = os.path.join(args.work, tag + ".train.onnx")
-        step_model = os.path.join(args.work, tag + ".step.onnx")
-        opt = os.path.join(args.bin, "mpc-opt")
-        subprocess.run([opt, args.model, "-o", train_model] + flags,
-                       check=True)
-        subprocess.run([opt, args.model, "-o", step_model, "--emit=step"] +
-                       flags, check=True)
-        got, batch = ort_losses(args, step_model, train_model)
-        want = mpc_losses(args, train_model, batch, tag)
-        worst = max(abs(g - w) / abs(w) for g, w in zip(got, want))
-        ok = len(got) == len(want) and worst <= rtol
-        for i, (g, w) in enumerate(zip(got, want)):
-            if abs(g - w) > rtol * abs(w):
-                print("%s step %d: onnxruntime loss %.9g, mpc-run %.9g"
-                      % (tag, i + 1, g, w))
-        print("ort-step: %s: %d steps, worst relative loss difference %.3g "
-              "(tolerance %g): %s" % (tag, len(got), worst, rtol,
-                                      "OK" if ok else "FAILED"))
-        failed |= not ok
+    for name in args.models.split(","):
+        data_name, steps, cases = MODELS[name]
+        model = os.path.join(args.models_dir, name + ".onnx")
+        data = os.path.join(args.models_dir, data_name)
+        for case, flags, rtol in cases:
+            failed |= not run_case(args, name + "-" + case, model, data, steps,
+                                   flags, rtol)
     sys.exit(1 if failed else 0)
+
+
+def run_case(args, tag, model, data, steps, flags, rtol):
+    train_model = os.path.join(args.work, tag + ".train.onnx")
+    step_model = os.path.join(args.work, tag + ".step.onnx")
+    opt = os.path.join(args.bin, "mpc-opt")
+    subprocess.run([opt, model, "-o", train_model] + flags, check=True)
+    subprocess.run([opt, model, "-o", step_model, "--emit=step"] + flags,
+                   check=True)
+    got, batch = ort_losses(step_model, train_model, data, steps)
+    want = mpc_losses(args, train_model, data, steps, batch, tag)
+    worst = max(abs(g - w) / abs(w) for g, w in zip(got, want))
+    ok = len(got) == len(want) and worst <= rtol
+    for i, (g, w) in enumerate(zip(got, want)):
+        if abs(g - w) > rtol * abs(w):
+            print("%s step %d: onnxruntime loss %.9g, mpc-run %.9g"
+                  % (tag, i + 1, g, w))
+    print("ort-step: %s: %d steps, worst relative loss difference %.3g "
+          "(tolerance %g): %s" % (tag, len(got), worst, rtol,
+                                  "OK" if ok else "FAILED"))
+    return ok
 
 
 if __name__ == "__main__":

@@ -50,7 +50,8 @@ namespace {
 
 /// Standard ops the bodies use that kernels/cpu may not have (yet). Each is
 /// run here only while the CPU backend does not support it.
-const std::set<std::string> kTestFallbackOps = {"Range", "CastLike"};
+const std::set<std::string> kTestFallbackOps = {"Range", "CastLike",
+                                                "ScatterElements", "Pad"};
 
 class CpuWithFallbacks final : public Backend {
 public:
@@ -69,6 +70,10 @@ public:
       return cpu_->run(ctx);
     if (ctx.node.opType() == "Range")
       return runRange(ctx);
+    if (ctx.node.opType() == "ScatterElements")
+      return runScatterAdd(ctx);
+    if (ctx.node.opType() == "Pad")
+      return runPad(ctx);
     runCastLike(ctx);
   }
 
@@ -82,6 +87,49 @@ private:
     Tensor &y = ctx.out(0, start.dtype, {n});
     for (int64_t i = 0; i < n; ++i)
       y.setFromDouble(i, s + double(i) * d);
+  }
+
+  /// ScatterElements <axis = 0, reduction = "add"> on 1-D data, the only
+  /// form the bodies use: out = data, out[indices[i]] += updates[i].
+  static void runScatterAdd(KernelContext &ctx) {
+    const Tensor &data = ctx.in(0), &idx = ctx.in(1), &upd = ctx.in(2);
+    if (data.dims.size() != 1 || ctx.node.attrInt("axis", 0) != 0 ||
+        ctx.node.attrString("reduction", "none") != "add" ||
+        idx.numel() != upd.numel())
+      throw Error("test ScatterElements: only 1-D reduction=add");
+    Tensor &out = ctx.out(0, data.dtype, data.dims);
+    out.bytes = data.bytes;
+    for (int64_t i = 0; i < idx.numel(); ++i) {
+      int64_t at = int64_t(idx.getAsDouble(i));
+      if (at < 0)
+        at += data.dims[0];
+      out.setFromDouble(at, out.getAsDouble(at) + upd.getAsDouble(i));
+    }
+  }
+
+  /// Pad (mode constant, value 0) with non-negative pads.
+  static void runPad(KernelContext &ctx) {
+    const Tensor &x = ctx.in(0), &pads = ctx.in(1);
+    size_t r = x.dims.size();
+    std::vector<int64_t> dims = x.dims, begin(r);
+    for (size_t d = 0; d < r; ++d) {
+      begin[d] = int64_t(pads.getAsDouble(int64_t(d)));
+      int64_t end = int64_t(pads.getAsDouble(int64_t(d + r)));
+      if (begin[d] < 0 || end < 0)
+        throw Error("test Pad: only non-negative pads");
+      dims[d] += begin[d] + end;
+    }
+    Tensor &y = ctx.out(0, x.dtype, dims);
+    std::fill(y.bytes.begin(), y.bytes.end(), uint8_t(0));
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      int64_t rest = i, at = 0, stride = 1;
+      for (size_t d = r; d-- > 0;) {
+        at += (rest % x.dims[d] + begin[d]) * stride;
+        rest /= x.dims[d];
+        stride *= dims[d];
+      }
+      y.setFromDouble(at, x.getAsDouble(i));
+    }
   }
 
   /// CastLike(x, like) is Cast<to = like's type>(x): run the CPU's Cast.
@@ -272,12 +320,25 @@ using A = Attribute;
 TEST(MpcFunctions, EveryFixedArityOpHasABodyThatParses) {
   const std::vector<std::string> expected = {
       "Adam",
+      "BatchNormalizationGrad",
+      "ClipGrad",
+      "ConvGradInput",
+      "ConvGradWeight",
+      "DropoutGrad",
+      "ErfGrad",
       "FusedMatMul",
+      "GatherElementsGrad",
+      "GatherGrad",
       "Gelu",
+      "GeluGrad",
       "GeluTanh",
       "IncrementStep",
+      "LayerNormalizationGrad",
+      "LeakyReluGrad",
       "LogSoftmaxGrad",
+      "MaxPoolGrad",
       "NegativeLogLikelihoodLossGrad",
+      "ReduceExtremumGrad",
       "ReduceGrad",
       "ReluGrad",
       "SGD",
@@ -761,6 +822,480 @@ TEST(MpcFunctions, FusedMatMulMatchesKernel) {
   runCases(cases);
 }
 
+// --- layer gradients
+// -----------------------------------------------------------
+
+TEST(MpcFunctions, ElementwiseGradsMatchKernel) {
+  std::vector<Case> cases;
+  for (auto [g, f] :
+       {std::pair(DType::F32, DType::F32), std::pair(DType::F16, DType::F16),
+        std::pair(DType::BF16, DType::BF16), std::pair(DType::F32, DType::F16),
+        std::pair(DType::F64, DType::F64)}) {
+    std::string types = std::string(dtypeName(g)) + "/" + dtypeName(f);
+    Tensor x = uniform(f, {3, 11}, -4, 4);
+    x.setFromDouble(0, 0.0);
+    Tensor dy = uniform(g, {3, 11}, -2, 2);
+    cases.push_back({"ErfGrad " + types, "ErfGrad", {{"dY", dy}, {"X", x}}});
+    cases.push_back({"LeakyReluGrad default " + types,
+                     "LeakyReluGrad",
+                     {{"dY", dy}, {"X", x}}});
+    cases.push_back({"LeakyReluGrad alpha 0.2 " + types,
+                     "LeakyReluGrad",
+                     {{"dY", dy}, {"X", x}},
+                     {{"alpha", A::ofFloat(0.2f)}}});
+    // GeluGrad "none" takes erf in fp32, like Gelu's body.
+    Case::Tols erfTols;
+    if (g == DType::F64)
+      erfTols = {Tol::forType(DType::F32)};
+    for (const char *form : {"none", "tanh"})
+      cases.push_back({std::string("GeluGrad ") + form + " " + types,
+                       "GeluGrad",
+                       {{"dY", dy}, {"X", x}},
+                       {{"approximate", A::ofString(form)}},
+                       1,
+                       std::string(form) == "none" ? erfTols : Case::Tols{}});
+    // ClipGrad selects dY: bits. Bounds at existing values test <= and >=.
+    Tensor lo = scalarOf(f, x.getAsDouble(1)),
+           hi = scalarOf(f, x.getAsDouble(2));
+    if (lo.getAsDouble(0) > hi.getAsDouble(0))
+      std::swap(lo, hi);
+    cases.push_back({"ClipGrad both " + types,
+                     "ClipGrad",
+                     {{"dY", dy}, {"X", x}, {"min", lo}, {"max", hi}},
+                     {},
+                     1,
+                     {Tol::bits()}});
+    cases.push_back({"ClipGrad min only " + types,
+                     "ClipGrad",
+                     {{"dY", dy}, {"X", x}, {"min", lo}},
+                     {},
+                     1,
+                     {Tol::bits()}});
+    cases.push_back({"ClipGrad max only " + types,
+                     "ClipGrad",
+                     {{"dY", dy}, {"X", x}, {"min", std::nullopt}, {"max", hi}},
+                     {},
+                     1,
+                     {Tol::bits()}});
+    cases.push_back({"ClipGrad unbounded " + types,
+                     "ClipGrad",
+                     {{"dY", dy}, {"X", x}},
+                     {},
+                     1,
+                     {Tol::bits()}});
+  }
+  // The opset-6 form: bounds as attributes.
+  cases.push_back({"ClipGrad attribute bounds",
+                   "ClipGrad",
+                   {{"dY", uniform(DType::F32, {4, 5}, -1, 1)},
+                    {"X", uniform(DType::F32, {4, 5}, -2, 2)}},
+                   {{"min", A::ofFloat(-0.5f)}, {"max", A::ofFloat(1.0f)}},
+                   1,
+                   {Tol::bits()}});
+  runCases(cases);
+}
+
+TEST(MpcFunctions, DropoutGradMatchesKernel) {
+  std::vector<Case> cases;
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    Tensor dy = uniform(t, {4, 7}, -2, 2);
+    Tensor mask = integers(DType::Bool, {4, 7}, 0, 2);
+    std::string type = dtypeName(t);
+    for (double ratio : {0.0, 0.3, 1.0})
+      for (bool training : {false, true})
+        cases.push_back({"DropoutGrad " + type + " ratio " +
+                             std::to_string(ratio) +
+                             (training ? " training" : " inference"),
+                         "DropoutGrad",
+                         {{"dY", dy},
+                          {"mask", mask},
+                          {"ratio", scalarOf(DType::F32, ratio)},
+                          {"training_mode", flag(training)}}});
+    cases.push_back({"DropoutGrad " + type + " default ratio",
+                     "DropoutGrad",
+                     {{"dY", dy},
+                      {"mask", mask},
+                      {"ratio", std::nullopt},
+                      {"training_mode", flag(true)}}});
+    cases.push_back({"DropoutGrad " + type + " attribute ratio",
+                     "DropoutGrad",
+                     {{"dY", dy},
+                      {"mask", mask},
+                      {"ratio", std::nullopt},
+                      {"training_mode", flag(true)}},
+                     {{"ratio", A::ofFloat(0.25f)}}});
+    cases.push_back({"DropoutGrad " + type + " no training_mode",
+                     "DropoutGrad",
+                     {{"dY", dy}, {"mask", mask}}});
+  }
+  runCases(cases);
+}
+
+TEST(MpcFunctions, GatherGradAndGatherElementsGradMatchKernel) {
+  std::vector<Case> cases;
+  for (DType t : {DType::F32, DType::F16, DType::F64})
+    for (DType it : {DType::I64, DType::I32})
+      for (int64_t axis : {0, 1, -1}) {
+        std::string label = std::string(dtypeName(t)) + " " + dtypeName(it) +
+                            " axis " + std::to_string(axis);
+        std::vector<int64_t> data = {5, 4, 3};
+        int64_t a = axis < 0 ? axis + 3 : axis;
+        // Repeated and negative indices: both accumulate.
+        Tensor idx = integers(it, {2, 3}, -data[size_t(a)], data[size_t(a)]);
+        idx.setFromDouble(1, idx.getAsDouble(0));
+        std::vector<int64_t> dy(data.begin(), data.begin() + a);
+        dy.insert(dy.end(), {2, 3});
+        dy.insert(dy.end(), data.begin() + a + 1, data.end());
+        cases.push_back({"GatherGrad " + label,
+                         "GatherGrad",
+                         {{"dY", uniform(t, dy, -1, 1)},
+                          {"indices", idx},
+                          {"data", uniform(t, data, -1, 1)}},
+                         {{"axis", A::ofInt(axis)}}});
+        std::vector<int64_t> shape = {4, 3, 2};
+        shape[size_t(a)] = 6;
+        Tensor eidx = integers(it, shape, -data[size_t(a)], data[size_t(a)]);
+        cases.push_back({"GatherElementsGrad " + label,
+                         "GatherElementsGrad",
+                         {{"dY", uniform(t, shape, -1, 1)},
+                          {"indices", eidx},
+                          {"data", uniform(t, {5, 4, 3}, -1, 1)}},
+                         {{"axis", A::ofInt(axis)}}});
+      }
+  // The default axis (0).
+  cases.push_back({"GatherGrad default axis",
+                   "GatherGrad",
+                   {{"dY", uniform(DType::F32, {3, 4}, -1, 1)},
+                    {"indices", integers(DType::I64, {3}, 0, 6)},
+                    {"data", uniform(DType::F32, {6, 4}, -1, 1)}}});
+  runCases(cases);
+}
+
+TEST(MpcFunctions, LayerNormalizationGradMatchesKernel) {
+  std::vector<Case> cases;
+  for (auto [g, f] :
+       {std::pair(DType::F32, DType::F32), std::pair(DType::F16, DType::F16),
+        std::pair(DType::F32, DType::F16), std::pair(DType::F64, DType::F64)})
+    for (int64_t axis : {-1, 1, 0, 2}) {
+      std::vector<int64_t> x = {3, 4, 5};
+      int64_t a = axis < 0 ? axis + 3 : axis;
+      std::vector<int64_t> norm(x.begin() + a, x.end()), stats = x;
+      for (int64_t d = a; d < 3; ++d)
+        stats[size_t(d)] = 1;
+      DType statType = f == DType::F64 ? DType::F64 : DType::F32;
+      cases.push_back({std::string("LayerNormalizationGrad ") + dtypeName(g) +
+                           "/" + dtypeName(f) + " axis " + std::to_string(axis),
+                       "LayerNormalizationGrad",
+                       {{"dY", uniform(g, x, -1, 1)},
+                        {"X", uniform(f, x, -2, 2)},
+                        {"scale", uniform(f, norm, 0.5, 1.5)},
+                        {"mean", uniform(statType, stats, -0.2, 0.2)},
+                        {"inv_std", uniform(statType, stats, 0.5, 2)}},
+                       {{"axis", A::ofInt(axis)}},
+                       3});
+    }
+  // The default axis (-1), scale broadcast from fewer dims.
+  cases.push_back({"LayerNormalizationGrad default axis",
+                   "LayerNormalizationGrad",
+                   {{"dY", uniform(DType::F32, {2, 6}, -1, 1)},
+                    {"X", uniform(DType::F32, {2, 6}, -1, 1)},
+                    {"scale", uniform(DType::F32, {6}, 0.5, 1.5)},
+                    {"mean", uniform(DType::F32, {2, 1}, -0.1, 0.1)},
+                    {"inv_std", uniform(DType::F32, {2, 1}, 0.5, 2)}},
+                   {},
+                   3});
+  runCases(cases);
+}
+
+TEST(MpcFunctions, BatchNormalizationGradMatchesKernel) {
+  std::vector<Case> cases;
+  for (auto [x, p] :
+       {std::pair(DType::F32, DType::F32), std::pair(DType::F16, DType::F32),
+        std::pair(DType::F16, DType::F16), std::pair(DType::F64, DType::F64)})
+    for (const std::vector<int64_t> &dims :
+         {std::vector<int64_t>{4, 3, 5, 2}, std::vector<int64_t>{6, 3},
+          std::vector<int64_t>{2, 3, 7}})
+      for (float eps : {1e-5f, 0.1f}) {
+        Tensor xt = uniform(x, dims, -2, 3);
+        cases.push_back({std::string("BatchNormalizationGrad ") + dtypeName(x) +
+                             "/" + dtypeName(p) + " rank " +
+                             std::to_string(dims.size()) + " eps " +
+                             std::to_string(eps),
+                         "BatchNormalizationGrad",
+                         {{"dY", uniform(x, dims, -1, 1)},
+                          {"X", xt},
+                          {"scale", uniform(p, {3}, 0.5, 1.5)}},
+                         {{"epsilon", A::ofFloat(eps)}},
+                         3});
+      }
+  runCases(cases);
+}
+
+/// Conv's output size for one spatial dim.
+int64_t convOut(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pads) {
+  return (in + pads - d * (k - 1) - 1) / s + 1;
+}
+
+struct WindowCase {
+  std::string label;
+  std::vector<int64_t> x = {}, kernel = {}, strides = {}, dilations = {},
+                       pads = {};
+  int64_t group = 1;
+  std::string autoPad = "NOTSET";
+  int64_t ceil = 0;
+};
+
+/// The attributes of a window case, as the gradient rules copy them.
+Case::Attrs windowAttrs(const WindowCase &w, bool conv) {
+  Case::Attrs attrs = {{"kernel_shape", A::ofInts(w.kernel)}};
+  if (!w.strides.empty())
+    attrs.push_back({"strides", A::ofInts(w.strides)});
+  if (!w.dilations.empty())
+    attrs.push_back({"dilations", A::ofInts(w.dilations)});
+  if (!w.pads.empty())
+    attrs.push_back({"pads", A::ofInts(w.pads)});
+  if (w.autoPad != "NOTSET")
+    attrs.push_back({"auto_pad", A::ofString(w.autoPad)});
+  if (conv && w.group != 1)
+    attrs.push_back({"group", A::ofInt(w.group)});
+  if (!conv && w.ceil)
+    attrs.push_back({"ceil_mode", A::ofInt(w.ceil)});
+  return attrs;
+}
+
+/// The output dims of a window case (SAME_*: ceil(in / stride)).
+std::vector<int64_t> windowOut(const WindowCase &w, int64_t channels) {
+  std::vector<int64_t> out = {w.x[0], channels};
+  size_t r = w.kernel.size();
+  for (size_t d = 0; d < r; ++d) {
+    int64_t s = w.strides.empty() ? 1 : w.strides[d];
+    int64_t dil = w.dilations.empty() ? 1 : w.dilations[d];
+    int64_t in = w.x[d + 2];
+    if (w.autoPad == "SAME_UPPER" || w.autoPad == "SAME_LOWER") {
+      out.push_back((in + s - 1) / s);
+      continue;
+    }
+    int64_t pads = w.pads.empty() ? 0 : w.pads[d] + w.pads[d + r];
+    int64_t span = in + pads - dil * (w.kernel[d] - 1) - 1;
+    int64_t o = (w.ceil ? (span + s - 1) / s : span / s) + 1;
+    // PyTorch's rule: the last window starts inside X or its left pad.
+    if (w.ceil && (o - 1) * s >= in + (w.pads.empty() ? 0 : w.pads[d]))
+      --o;
+    out.push_back(o);
+  }
+  return out;
+}
+
+const std::vector<WindowCase> &convCases() {
+  static const std::vector<WindowCase> cases = {
+      {"3x3 pad 1", {2, 4, 7, 6}, {3, 3}, {}, {}, {1, 1, 1, 1}},
+      {"3x3 stride 2 pad 1 group 2",
+       {2, 4, 7, 6},
+       {3, 3},
+       {2, 2},
+       {},
+       {1, 1, 1, 1},
+       2},
+      {"stride 3 uneven pads (unread tail)",
+       {2, 2, 9, 7},
+       {2, 3},
+       {3, 2},
+       {},
+       {0, 1, 1, 0}},
+      {"dilation 2 stride 2",
+       {1, 3, 9, 8},
+       {3, 2},
+       {2, 1},
+       {2, 3},
+       {1, 0, 2, 1}},
+      {"depthwise group 4", {2, 4, 5, 5}, {3, 3}, {1, 1}, {}, {1, 1, 1, 1}, 4},
+      {"1-D stride 2", {3, 2, 11}, {4}, {2}, {}, {1, 2}},
+      {"3-D", {1, 2, 4, 5, 3}, {2, 3, 2}, {1, 2, 1}, {}, {0, 1, 1, 1, 0, 0}},
+      {"SAME_UPPER stride 2",
+       {2, 3, 7, 6},
+       {3, 2},
+       {2, 2},
+       {},
+       {},
+       1,
+       "SAME_UPPER"},
+      {"SAME_LOWER", {1, 2, 5, 6}, {4, 3}, {1, 1}, {}, {}, 1, "SAME_LOWER"},
+      {"VALID stride 2", {1, 2, 7, 6}, {3, 3}, {2, 2}, {}, {}, 1, "VALID"},
+  };
+  return cases;
+}
+
+TEST(MpcFunctions, ConvGradInputAndConvGradWeightMatchKernel) {
+  std::vector<Case> cases;
+  for (const WindowCase &w : convCases())
+    for (DType t : {DType::F32, DType::F16, DType::F64}) {
+      // The convolution bodies compute in fp32 (ONNX Runtime's CPU Conv has
+      // no double kernel): an fp64 one is as precise as an fp32 one.
+      Case::Tols tols;
+      if (t == DType::F64)
+        tols = {Tol::forType(DType::F32)};
+      int64_t m = w.group == 4 ? 8 : 6;
+      std::vector<int64_t> wDims = {m, w.x[1] / w.group};
+      wDims.insert(wDims.end(), w.kernel.begin(), w.kernel.end());
+      std::vector<int64_t> yDims = windowOut(w, m);
+      std::string label = w.label + " " + dtypeName(t);
+      cases.push_back(
+          {"ConvGradInput " + label,
+           "ConvGradInput",
+           {{"dY", uniform(t, yDims, -1, 1)},
+            {"W", uniform(t, wDims, -1, 1)},
+            {"x_shape", Tensor::fromInt64s({int64_t(w.x.size())}, w.x)}},
+           windowAttrs(w, true),
+           1,
+           tols});
+      cases.push_back(
+          {"ConvGradWeight " + label,
+           "ConvGradWeight",
+           {{"dY", uniform(t, yDims, -1, 1)}, {"X", uniform(t, w.x, -1, 1)}},
+           windowAttrs(w, true),
+           1,
+           tols});
+    }
+  runCases(cases);
+}
+
+TEST(MpcFunctions, MaxPoolGradMatchesKernel) {
+  const std::vector<WindowCase> pools = {
+      {"2x2 stride 2", {2, 3, 6, 6}, {2, 2}, {2, 2}},
+      {"3x3 stride 2 pad 1 overlapping",
+       {2, 2, 7, 6},
+       {3, 3},
+       {2, 2},
+       {},
+       {1, 1, 1, 1}},
+      {"dilation 2", {1, 2, 8, 7}, {2, 3}, {1, 2}, {2, 1}, {1, 0, 0, 1}},
+      {"ceil_mode",
+       {2, 2, 7, 8},
+       {3, 2},
+       {2, 3},
+       {},
+       {1, 0, 1, 1},
+       1,
+       "NOTSET",
+       1},
+      {"ceil_mode, last window dropped",
+       {1, 1, 5, 5},
+       {2, 2},
+       {2, 2},
+       {},
+       {1, 1, 1, 1},
+       1,
+       "NOTSET",
+       1},
+      {"1-D", {2, 3, 10}, {3}, {2}, {}, {1, 1}},
+      {"3-D", {1, 2, 4, 5, 4}, {2, 2, 2}, {2, 2, 1}},
+      {"SAME_UPPER", {2, 2, 7, 5}, {3, 2}, {2, 2}, {}, {}, 1, "SAME_UPPER"},
+      {"SAME_LOWER", {1, 2, 6, 5}, {2, 3}, {1, 2}, {}, {}, 1, "SAME_LOWER"},
+  };
+  std::vector<Case> cases;
+  for (const WindowCase &w : pools)
+    for (auto [g, f] :
+         {std::pair(DType::F32, DType::F32), std::pair(DType::F16, DType::F16),
+          std::pair(DType::F32, DType::F16), std::pair(DType::F64, DType::F64)})
+      for (bool ties : {false, true}) {
+        // Small integers make ties: the first maximum takes the gradient.
+        Tensor x = ties ? integers(f, w.x, -2, 3) : uniform(f, w.x, -1, 1);
+        cases.push_back(
+            {"MaxPoolGrad " + w.label + " " + dtypeName(g) + "/" +
+                 dtypeName(f) + (ties ? " ties" : ""),
+             "MaxPoolGrad",
+             {{"dY", uniform(g, windowOut(w, w.x[1]), -1, 1)}, {"X", x}},
+             windowAttrs(w, false)});
+      }
+  runCases(cases);
+}
+
+TEST(MpcFunctions, ReduceExtremumGradMatchesKernel) {
+  std::vector<Case> cases;
+  for (DType t : {DType::F32, DType::F16, DType::F64})
+    for (bool keep : {true, false})
+      for (const std::vector<int64_t> &axes :
+           {std::vector<int64_t>{1}, std::vector<int64_t>{0, 2},
+            std::vector<int64_t>{-1}, std::vector<int64_t>{}})
+        for (bool asInput : {false, true}) {
+          // Small integers make ties; Y is the max over the axes.
+          std::vector<int64_t> dims = {3, 4, 2};
+          Tensor x = integers(t, dims, -2, 3);
+          std::vector<bool> reduced(3, axes.empty());
+          for (int64_t a : axes)
+            reduced[size_t(a < 0 ? a + 3 : a)] = true;
+          std::vector<int64_t> kept = dims, out;
+          for (size_t d = 0; d < 3; ++d) {
+            if (reduced[d])
+              kept[d] = 1;
+            else
+              out.push_back(dims[d]);
+          }
+          if (keep)
+            out = kept;
+          Tensor y(t, out);
+          std::vector<double> best(size_t(elementCount(kept)), -1e9);
+          for (int64_t i = 0; i < x.numel(); ++i) {
+            int64_t rest = i, at = 0, stride = 1;
+            for (size_t d = 3; d-- > 0;) {
+              at += (reduced[d] ? 0 : rest % dims[d]) * stride;
+              rest /= dims[d];
+              stride *= kept[d];
+            }
+            best[size_t(at)] = std::max(best[size_t(at)], x.getAsDouble(i));
+          }
+          for (int64_t i = 0; i < y.numel(); ++i)
+            y.setFromDouble(i, best[size_t(i)]);
+          Case c;
+          c.label = std::string("ReduceExtremumGrad ") + dtypeName(t) +
+                    (keep ? " keepdims" : "") + " axes " +
+                    std::to_string(axes.size()) +
+                    (asInput ? " input" : " attribute");
+          c.op = "ReduceExtremumGrad";
+          c.inputs = {{"dY", uniform(t, out, -1, 1)}, {"X", x}, {"Y", y}};
+          if (asInput && !axes.empty())
+            c.inputs.push_back(
+                {"axes", Tensor::fromInt64s({int64_t(axes.size())}, axes)});
+          else if (!axes.empty())
+            c.attrs.push_back({"axes", A::ofInts(axes)});
+          c.attrs.push_back({"keepdims", A::ofInt(keep ? 1 : 0)});
+          cases.push_back(c);
+        }
+  runCases(cases);
+}
+
+TEST(MpcFunctions, LayerBodiesRejectWhatTheyCannotExpress) {
+  Graph g("g");
+  Value *dy = g.addInput("dy", DType::F32, toDims({4, 3, 2}));
+  Value *x = g.addInput("x", DType::F32, toDims({4, 3, 2}));
+  Value *scale = g.addInput("scale", DType::F32, toDims({3}));
+  Value *stats = g.addInput("stats", DType::F32, toDims({3}));
+  // Running statistics (inference-mode batch norm): another dX rule.
+  Node *bn =
+      g.createNode("BatchNormalizationGrad", {dy, x, scale, stats, stats}, 3,
+                   "bn_grad", kMpcDomain);
+  try {
+    inlineMpcFunction(*bn);
+    ADD_FAILURE() << "BatchNormalizationGrad with mean/var was inlined";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("bn_grad"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("inference-mode"), std::string::npos);
+  }
+  // SAME_UPPER without static sizes: no explicit pads to write.
+  Value *dynX = g.addInput("dyn_x", DType::F32, {});
+  Node *pool =
+      g.createNode("MaxPoolGrad", {dy, dynX}, 1, "pool_grad", kMpcDomain);
+  pool->setAttr("kernel_shape", A::ofInts({2}));
+  pool->setAttr("auto_pad", A::ofString("SAME_UPPER"));
+  try {
+    inlineMpcFunction(*pool);
+    ADD_FAILURE() << "MaxPoolGrad with SAME_UPPER of unknown sizes was inlined";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("pool_grad"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("SAME_UPPER"), std::string::npos);
+  }
+}
+
 TEST(MpcFunctions, InlineMpcFunctionsKeepsNamesAndReplacesOnlyOpsWithBodies) {
   Graph g("g");
   Value *scale = g.addInput("scale", DType::F32, {});
@@ -998,6 +1533,53 @@ INSTANTIATE_TEST_SUITE_P(
         Config{"adamw_bf16", "adamw", DType::BF16},
         Config{"adam_clip_fp16", "adam", DType::F16, 0, false, 0, 1.0}),
     [](const auto &info) { return info.param.label; });
+
+/// The transformer's and the CNN's steps (gather, GELU, layer-norm, conv,
+/// pool and batch-norm gradients): every mpc node of the --emit=step model
+/// has its function, the model passes the checker with strict type
+/// inference (every body type-checked against the real operand types), and
+/// the written training model reads back.
+TEST(MpcFunctions, TransformerAndCnnStepsNeedOnlyTheirFunctions) {
+  for (const char *name : {"transformer", "cnn"})
+    for (DType precision : {DType::F32, DType::F16}) {
+      SCOPED_TRACE(std::string(name) + " " + dtypeName(precision));
+      auto model =
+          loadModel(std::string(MPC_SOURCE_DIR) + "/models/" + name + ".onnx");
+      CompileOptions opts;
+      opts.optimizer = "adam";
+      opts.precision = precision;
+      Statistics stats;
+      runPipeline(*model, defaultPipeline(), opts, PipelineConfig{}, stats);
+      onnx::ModelProto step;
+      exportStepModel(*model, step);
+      std::map<std::string, onnx::FunctionProto> fns;
+      for (const auto &f : step.functions())
+        fns[f.name()] = f;
+      for (const auto &n : step.graph().node())
+        if (n.domain() == kMpcDomain) {
+          EXPECT_TRUE(fns.count(n.op_type()))
+              << "mpc." << n.op_type() << " has no function";
+        }
+      std::set<std::string> seen;
+      expectComplete(step.graph(), fns, seen);
+      for (const char *op :
+           std::string(name) == "cnn"
+               ? std::vector<const char *>{"ConvGradInput", "ConvGradWeight",
+                                           "MaxPoolGrad",
+                                           "BatchNormalizationGrad"}
+               : std::vector<const char *>{"GatherGrad", "GeluGrad",
+                                           "LayerNormalizationGrad"})
+        EXPECT_TRUE(seen.count(op)) << op;
+      try {
+        fullCheck(step);
+      } catch (const std::exception &e) {
+        FAIL() << "exportStepModel: " << e.what();
+      }
+      onnx::ModelProto written;
+      exportModel(*model, written);
+      EXPECT_NO_THROW(importModel(written, "written.onnx", "."));
+    }
+}
 
 TEST(MpcFunctions, OldDefaultOpsetGetsNoFunctions) {
   Model model;
