@@ -22,17 +22,23 @@ namespace mpc {
 /// How an omitted optional input is completed so that the fixed-arity body
 /// computes what the kernel computes without it.
 enum class Fill {
-  FalseFlag,     ///< found_inf: a Constant false (never skip).
-  SameAs,        ///< another input of the node (one the body then ignores).
-  AxesFromAttr,  ///< ReduceGrad: the `axes` attribute as an int64 tensor.
-  UnitWeights,   ///< loss gradients: ones [C] in the scores' dtype.
-  ScalarFromAttr ///< a scalar: the attribute `attr` if set, else `value`.
+  FalseFlag,      ///< found_inf: a Constant false (never skip).
+  SameAs,         ///< another input of the node (one the body then ignores).
+  AxesFromAttr,   ///< ReduceGrad: the `axes` attribute as an int64 tensor.
+  UnitWeights,    ///< loss gradients: ones [C] in the scores' dtype.
+  ScalarFromAttr, ///< a scalar: the attribute `attr` if set, else `value`.
+  /// Slice's axes / steps: 0..n-1 / n ones, n the (static) length of input
+  /// `source` (starts), in its dtype.
+  RangeOfLength,
+  OnesOfLength,
 };
 
 struct InputFill {
   size_t index;
   Fill fill;
-  size_t source = 0; ///< SameAs: the input to repeat; UnitWeights: scores.
+  /// SameAs: the input to repeat; UnitWeights: scores; *OfLength: the
+  /// input whose length and dtype the fill takes.
+  size_t source = 0;
   /// ScalarFromAttr: the attribute the opset-6 forms carry the value in,
   /// the kernel's default, and the input whose dtype the scalar takes
   /// (kNoSource: fp32).

@@ -696,6 +696,21 @@ Tensor scalarFill(const InputFill &f, DType type,
   return Tensor::scalar(type, v);
 }
 
+/// A RangeOfLength / OnesOfLength fill for a node `what` whose input
+/// `source` has `dims` (empty: unknown rank) and dtype `type`.
+Tensor lengthFill(const InputFill &f, const std::string &what,
+                  const std::vector<int64_t> &dims, DType type) {
+  if (dims.size() != 1 || dims[0] < 0)
+    throw Error(what + ": the omitted optional input " +
+                std::to_string(f.index) +
+                " is written for its function body from the length of input " +
+                std::to_string(f.source) + ", which is not static");
+  Tensor t(type, {dims[0]});
+  for (int64_t i = 0; i < dims[0]; ++i)
+    t.setFromDouble(i, f.fill == Fill::RangeOfLength ? double(i) : 1.0);
+  return t;
+}
+
 /// Throws when the node sets an input its body has no formal input for.
 void requireFormalInputs(const FunctionDef &def, const std::string &what,
                          size_t formal, size_t count,
@@ -783,6 +798,16 @@ void completeGraph(onnx::GraphProto &g, const std::set<std::string> &ops) {
         *g.add_node() = constantNode(value, scalarFill(f, type, view.attrs));
         break;
       }
+      case Fill::RangeOfLength:
+      case Fill::OnesOfLength: {
+        const std::string &source = n.input(int(f.source));
+        DType type =
+            fromOnnxDataType(elemTypeOf(g, source)).value_or(DType::I64);
+        value = names.fresh(base + "_" + fn.input(int(f.index)));
+        *g.add_node() =
+            constantNode(value, lengthFill(f, what, dimsOf(g, source), type));
+        break;
+      }
       case Fill::AxesFromAttr: {
         std::vector<int64_t> axes;
         auto *attrs = n.mutable_attribute();
@@ -862,6 +887,56 @@ int64_t defaultOpset(const onnx::ModelProto &proto) {
   return -1;
 }
 
+/// Whether a default-domain node of `g` or of a graph nested in it has
+/// op type `op`.
+bool usesOp(const onnx::GraphProto &g, const std::string &op) {
+  for (const auto &n : g.node()) {
+    if ((n.domain().empty() || n.domain() == "ai.onnx") && n.op_type() == op)
+      return true;
+    for (const auto &a : n.attribute()) {
+      if (a.has_g() && usesOp(a.g(), op))
+        return true;
+      for (const auto &sub : a.graphs())
+        if (usesOp(sub, op))
+          return true;
+    }
+  }
+  return false;
+}
+
+/// Raises an opset-15 proto to 16 for bodies that need 16 (ScatterElements'
+/// reduction) when that changes no node's meaning: of the ops opset 16
+/// revised, only RoiAlign computes something else (its default
+/// coordinate_transformation_mode); Where, LeakyRelu, PRelu,
+/// GreaterOrEqual, LessOrEqual, ScatterND, ScatterElements, Identity, If
+/// and Loop only gained types or attributes whose defaults keep opset 15's
+/// behaviour. Returns the default opset the functions then import.
+int64_t raiseOpsetForBodies(const std::vector<std::string> &ops,
+                            onnx::ModelProto &proto, int64_t opset) {
+  int64_t needed = opset;
+  for (const std::string &op : ops)
+    if (const FunctionDef *def = findDef(op))
+      needed = std::max(needed, def->minOpset);
+  if (opset != 15 || needed != 16)
+    return opset;
+  std::vector<const onnx::GraphProto *> graphs;
+  if (proto.has_graph())
+    graphs.push_back(&proto.graph());
+  for (const auto &ti : proto.training_info()) {
+    graphs.push_back(&ti.algorithm());
+    graphs.push_back(&ti.initialization());
+  }
+  for (const onnx::GraphProto *g : graphs)
+    if (usesOp(*g, "RoiAlign"))
+      return opset;
+  for (auto &op : *proto.mutable_opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx") {
+      op.set_version(needed);
+      return needed;
+    }
+  return opset; // no import to raise (printModelText's collection)
+}
+
 // --- inlining ----------------------------------------------------------------
 
 std::optional<Attribute>
@@ -930,6 +1005,7 @@ void appendMpcFunctions(const std::vector<std::string> &ops, const Model &model,
     opset = model.opsetVersion("");
   if (opset < kMinFunctionOpset)
     return;
+  opset = raiseOpsetForBodies(ops, proto, opset);
   std::set<std::string> written;
   for (const std::string &op : ops) {
     // A body needing newer ops than the model imports is left out: the
@@ -1029,6 +1105,18 @@ std::unique_ptr<Graph> inlineMpcFunction(const Node &node) {
         v = constant("axes",
                      Tensor::fromInt64s({int64_t(a->ints.size())}, a->ints));
       break;
+    case Fill::RangeOfLength:
+    case Fill::OnesOfLength: {
+      const Value *source = env[fn.input(int(f.source))];
+      std::vector<int64_t> dims;
+      if (source && source->hasShape)
+        for (const Dim &d : source->dims)
+          dims.push_back(d.isKnown() ? d.value : -1);
+      v = constant(fn.input(int(f.index)),
+                   lengthFill(f, node.describe(), dims,
+                              source ? source->dtype : DType::I64));
+      break;
+    }
     case Fill::UnitWeights:
       break; // the body treats omitted weights as the kernel does
     }

@@ -34,6 +34,7 @@ namespace mpc {
 std::vector<std::string> mpcOpsWithFunctions();
 
 /// The body of `op` in ONNX text syntax, or nullptr when it has none.
+/// Bodies of the layer gradients are in mpc_functions_layers.cpp.
 const char *mpcFunctionText(const std::string &op);
 
 /// Parses the body of `op` into `fn`. Throws Error when the op has no body or
@@ -63,8 +64,11 @@ void parseMpcFunction(const std::string &op, onnx::FunctionProto &fn);
 /// Functions import the model's default-domain opset (the bodies use opset
 /// 15-17 ops whose semantics have not changed since); a model importing an
 /// older default opset gets no functions, as ONNX's checker would reject
-/// bodies written in newer ops. The IR version is raised to 8 (local
-/// functions) when needed.
+/// bodies written in newer ops. The scatter bodies (GatherGrad,
+/// GatherElementsGrad, MaxPoolGrad) need opset 16: an opset-15 model is
+/// raised to 16 when no node's meaning changes (no RoiAlign), else those
+/// ops get no function. The IR version is raised to 8 (local functions)
+/// when needed.
 void appendMpcFunctions(const std::vector<std::string> &ops, const Model &model,
                         onnx::ModelProto &proto);
 

@@ -12,11 +12,12 @@
 //    ConvTranspose have no double kernel): fp16/bf16 widen exactly, products
 //    accumulate in fp32 and round once, the kernel's numerics; an fp64
 //    convolution's body is only as precise as an fp32 one, as Gelu's Erf is;
-//  - scatter-adds (GatherGrad, GatherElementsGrad, MaxPoolGrad) go through a
-//    flat position map: the op's own forward applied to an iota of the
-//    data's shape (Gather, GatherElements) or MaxPool's Indices says where
-//    each dY element goes, and ScatterElements (reduction "add", opset 16)
-//    accumulates repeated positions in double.
+//  - scatters (GatherGrad, GatherElementsGrad, SliceGrad, MaxPoolGrad) go
+//    through a flat position map: the op's own forward applied to an iota
+//    of the data's shape (Gather, GatherElements, Slice) or MaxPool's
+//    Indices says where each dY element goes, and ScatterElements
+//    (reduction "add", opset 16, where positions repeat) accumulates in
+//    double.
 // A body cannot branch on a string attribute or on the input's rank, so a
 // completion makes such attributes explicit on the node before it is
 // written: auto_pad becomes explicit pads (from X's static sizes for SAME_*),
@@ -215,6 +216,33 @@ $OP <axis> (dY, indices, data) => (dData) {
   sums = ScatterElements <axis = 0, reduction = "add"> (zeros, read_flat, g_flat)
   dd = Reshape (sums, data_shape)
   dData = CastLike (dd, dY)
+}
+)";
+
+// dData: zeros of data's shape with dY written where Slice reads (Slice
+// applied to an iota of data's shape, with its own clamping), a copy: Slice
+// reads each position at most once. Omitted axes and steps are filled as
+// Slice defaults them (0..n-1, ones).
+const char *kSliceGrad = R"(
+SliceGrad (dY, data, starts, ends, axes, steps) => (dData) {
+  data_shape = Shape (data)
+  flat = Constant <value = int64[1] {-1}> ()
+  data_flat = Reshape (data, flat)
+  numel_1d = Shape (data_flat)
+  axis0 = Constant <value = int64[1] {0}> ()
+  numel = Squeeze (numel_1d, axis0)
+  zero_i = Constant <value = int64 {0}> ()
+  one_i = Constant <value = int64 {1}> ()
+  positions = Range (zero_i, numel, one_i)
+  iota = Reshape (positions, data_shape)
+  read = Slice (iota, starts, ends, axes, steps)
+  read_flat = Reshape (read, flat)
+  g_flat = Reshape (dY, flat)
+  zero_f = Constant <value = float {0.0}> ()
+  zero = CastLike (zero_f, dY)
+  zeros = Expand (zero, numel_1d)
+  written = ScatterElements <axis = 0> (zeros, read_flat, g_flat)
+  dData = Reshape (written, data_shape)
 }
 )";
 
@@ -533,6 +561,11 @@ void addLayerGradientFunctions(std::map<std::string, FunctionDef> &t) {
   t["ReduceExtremumGrad"] = {plain(kReduceExtremumGrad),
                              {{"noop_with_empty_axes", A::ofInt(0)}},
                              {{3, Fill::AxesFromAttr}}};
+
+  FunctionDef slice{plain(kSliceGrad),
+                    {},
+                    {{4, Fill::RangeOfLength, 2}, {5, Fill::OnesOfLength, 2}}};
+  t["SliceGrad"] = slice;
 
   FunctionDef gatherGrad{
       gather("GatherGrad", "Gather"), {{"axis", A::ofInt(0)}}, {}};

@@ -89,21 +89,24 @@ private:
       y.setFromDouble(i, s + double(i) * d);
   }
 
-  /// ScatterElements <axis = 0, reduction = "add"> on 1-D data, the only
-  /// form the bodies use: out = data, out[indices[i]] += updates[i].
+  /// ScatterElements <axis = 0> on 1-D data, the only form the bodies use:
+  /// out = data, out[indices[i]] = (or += for reduction "add") updates[i].
   static void runScatterAdd(KernelContext &ctx) {
     const Tensor &data = ctx.in(0), &idx = ctx.in(1), &upd = ctx.in(2);
+    std::string reduction = ctx.node.attrString("reduction", "none");
     if (data.dims.size() != 1 || ctx.node.attrInt("axis", 0) != 0 ||
-        ctx.node.attrString("reduction", "none") != "add" ||
+        (reduction != "add" && reduction != "none") ||
         idx.numel() != upd.numel())
-      throw Error("test ScatterElements: only 1-D reduction=add");
+      throw Error("test ScatterElements: only 1-D, reduction none or add");
+    bool add = reduction == "add";
     Tensor &out = ctx.out(0, data.dtype, data.dims);
     out.bytes = data.bytes;
     for (int64_t i = 0; i < idx.numel(); ++i) {
       int64_t at = int64_t(idx.getAsDouble(i));
       if (at < 0)
         at += data.dims[0];
-      out.setFromDouble(at, out.getAsDouble(at) + upd.getAsDouble(i));
+      out.setFromDouble(at,
+                        (add ? out.getAsDouble(at) : 0.0) + upd.getAsDouble(i));
     }
   }
 
@@ -286,6 +289,10 @@ void runCase(const Case &c) {
 
   std::vector<Tensor> want;
   ASSERT_NO_THROW(runCpuNode(*n, tensors, want));
+  // As in a compiled graph, the outputs have their inferred types (the
+  // window completions read X's sizes from ConvGradInput's dX).
+  for (size_t j = 0; j < want.size() && j < n->numOutputs(); ++j)
+    n->output(j)->setType(want[j].dtype, toDims(want[j].dims));
 
   std::unique_ptr<Graph> body;
   ASSERT_NO_THROW(body = inlineMpcFunction(*n));
@@ -342,6 +349,7 @@ TEST(MpcFunctions, EveryFixedArityOpHasABodyThatParses) {
       "ReduceGrad",
       "ReluGrad",
       "SGD",
+      "SliceGrad",
       "SoftmaxCrossEntropyLossGrad",
       "SoftmaxGrad",
       "SumToShape",
@@ -843,17 +851,21 @@ TEST(MpcFunctions, ElementwiseGradsMatchKernel) {
                      "LeakyReluGrad",
                      {{"dY", dy}, {"X", x}},
                      {{"alpha", A::ofFloat(0.2f)}}});
-    // GeluGrad "none" takes erf in fp32, like Gelu's body.
-    Case::Tols erfTols;
+    // GeluGrad "none" takes erf in fp32, like Gelu's body. The kernel's
+    // fp32 "tanh" derivative cancels for x < -2 (0.5 (1 + t) with t near
+    // -1 against the sech^2 term): the double body is the closer one there.
+    Case::Tols erfTols, tanhTols;
     if (g == DType::F64)
       erfTols = {Tol::forType(DType::F32)};
+    if (g == DType::F32)
+      tanhTols = {Tol::relative(1e-4)};
     for (const char *form : {"none", "tanh"})
       cases.push_back({std::string("GeluGrad ") + form + " " + types,
                        "GeluGrad",
                        {{"dY", dy}, {"X", x}},
                        {{"approximate", A::ofString(form)}},
                        1,
-                       std::string(form) == "none" ? erfTols : Case::Tols{}});
+                       std::string(form) == "none" ? erfTols : tanhTols});
     // ClipGrad selects dY: bits. Bounds at existing values test <= and >=.
     Tensor lo = scalarOf(f, x.getAsDouble(1)),
            hi = scalarOf(f, x.getAsDouble(2));
@@ -1029,11 +1041,6 @@ TEST(MpcFunctions, BatchNormalizationGradMatchesKernel) {
                          3});
       }
   runCases(cases);
-}
-
-/// Conv's output size for one spatial dim.
-int64_t convOut(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pads) {
-  return (in + pads - d * (k - 1) - 1) / s + 1;
 }
 
 struct WindowCase {
@@ -1261,6 +1268,76 @@ TEST(MpcFunctions, ReduceExtremumGradMatchesKernel) {
           c.attrs.push_back({"keepdims", A::ofInt(keep ? 1 : 0)});
           cases.push_back(c);
         }
+  runCases(cases);
+}
+
+TEST(MpcFunctions, SliceGradMatchesKernelExactly) {
+  struct SliceCase {
+    std::string label;
+    std::vector<int64_t> starts, ends;
+    std::optional<std::vector<int64_t>> axes, steps;
+  };
+  const std::vector<SliceCase> slices = {
+      {"all axes", {1, 0, 2}, {4, 3, 5}, std::nullopt, std::nullopt},
+      {"one axis", {1}, {3}, std::vector<int64_t>{1}, std::nullopt},
+      {"negative axis and bounds, clamped",
+       {-4, 0},
+       {100, -1},
+       std::vector<int64_t>{-1, 0},
+       std::nullopt},
+      {"steps",
+       {0, 4},
+       {5, 0},
+       std::vector<int64_t>{0, 2},
+       std::vector<int64_t>{2, -2}},
+      {"negative step from the end",
+       {-1},
+       {-100},
+       std::vector<int64_t>{1},
+       std::vector<int64_t>{-1}},
+  };
+  std::vector<Case> cases;
+  for (const SliceCase &sc : slices)
+    for (DType t : {DType::F32, DType::F16, DType::BF16})
+      for (DType it : {DType::I64, DType::I32}) {
+        std::vector<int64_t> data = {5, 4, 6};
+        auto ints = [&](const std::vector<int64_t> &v) {
+          Tensor r(it, {int64_t(v.size())});
+          for (size_t i = 0; i < v.size(); ++i)
+            r.setFromDouble(int64_t(i), double(v[i]));
+          return r;
+        };
+        Case c;
+        c.label =
+            "SliceGrad " + sc.label + " " + dtypeName(t) + " " + dtypeName(it);
+        c.op = "SliceGrad";
+        c.inputs = {{"dY", std::nullopt},
+                    {"data", uniform(t, data, -1, 1)},
+                    {"starts", ints(sc.starts)},
+                    {"ends", ints(sc.ends)}};
+        if (sc.axes || sc.steps)
+          c.inputs.push_back(
+              {"axes",
+               sc.axes ? std::optional<Tensor>(ints(*sc.axes)) : std::nullopt});
+        if (sc.steps)
+          c.inputs.push_back({"steps", ints(*sc.steps)});
+        // dY has the slice's shape: run Slice on data to get it.
+        Graph sg("slice");
+        std::vector<Value *> ins;
+        std::vector<const Tensor *> ts;
+        for (size_t i = 1; i < c.inputs.size(); ++i) {
+          const auto &[name, v] = c.inputs[i];
+          ins.push_back(v ? sg.addInput(name, v->dtype, toDims(v->dims))
+                          : nullptr);
+          ts.push_back(v ? &*v : nullptr);
+        }
+        Node *slice = sg.createNode("Slice", ins, 1, "slice");
+        std::vector<Tensor> out;
+        runCpuNode(*slice, ts, out);
+        c.inputs[0].second = uniform(t, out.at(0).dims, -1, 1);
+        c.tols = {Tol::bits()};
+        cases.push_back(c);
+      }
   runCases(cases);
 }
 
@@ -1579,6 +1656,29 @@ TEST(MpcFunctions, TransformerAndCnnStepsNeedOnlyTheirFunctions) {
       exportModel(*model, written);
       EXPECT_NO_THROW(importModel(written, "written.onnx", "."));
     }
+}
+
+TEST(MpcFunctions, Opset15IsRaisedFor16BodiesUnlessAMeaningChanges) {
+  Model model;
+  model.setOpsetVersion("", 15);
+  onnx::ModelProto proto;
+  proto.add_opset_import()->set_version(15);
+  proto.mutable_graph()->add_node()->set_op_type("Relu");
+  appendMpcFunctions({"GatherGrad", "ReluGrad"}, model, proto);
+  EXPECT_EQ(proto.opset_import(0).version(), 16);
+  ASSERT_EQ(proto.functions_size(), 2);
+  for (const auto &f : proto.functions())
+    EXPECT_EQ(f.opset_import(0).version(), 16);
+
+  // RoiAlign's default changed at 16: the model keeps 15, GatherGrad gets
+  // no function.
+  onnx::ModelProto roi;
+  roi.add_opset_import()->set_version(15);
+  roi.mutable_graph()->add_node()->set_op_type("RoiAlign");
+  appendMpcFunctions({"GatherGrad", "ReluGrad"}, model, roi);
+  EXPECT_EQ(roi.opset_import(0).version(), 15);
+  ASSERT_EQ(roi.functions_size(), 1);
+  EXPECT_EQ(roi.functions(0).name(), "ReluGrad");
 }
 
 TEST(MpcFunctions, OldDefaultOpsetGetsNoFunctions) {
