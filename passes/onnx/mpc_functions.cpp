@@ -769,9 +769,22 @@ void completeGraph(onnx::GraphProto &g, const std::set<std::string> &ops) {
         }};
     if (def->complete)
       def->complete(view);
+    // Written back in the node's order, then the defaults' order, then what
+    // the completion added.
+    std::vector<std::string> order;
+    for (const auto &a : n.attribute())
+      order.push_back(a.name());
+    for (const auto &d : def->defaults)
+      order.push_back(d.first);
+    for (const auto &kv : view.attrs)
+      order.push_back(kv.first);
+    std::map<std::string, Attribute> pending = view.attrs;
     n.clear_attribute();
-    for (const auto &[name, a] : view.attrs)
-      *n.add_attribute() = attributeProto(name, a);
+    for (const std::string &name : order)
+      if (auto it = pending.find(name); it != pending.end()) {
+        *n.add_attribute() = attributeProto(name, it->second);
+        pending.erase(it);
+      }
     for (const InputFill &f : def->fills) {
       while (n.input_size() <= int(f.index))
         n.add_input("");

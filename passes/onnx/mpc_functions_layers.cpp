@@ -278,17 +278,58 @@ MaxPoolGrad <kernel_shape, pads, strides, dilations, ceil_mode> (dY, X) => (dX) 
 }
 )";
 
+// Each window's dY / count added to every X element of the window, in fp32
+// as the convolutions. count is a Conv of ones over X (count_include_pad =
+// 0: zeros in the pads) or over X and its pads (1), extended by `strides`
+// zeros so that ceil_mode's extra windows exist (the part of a window past
+// the end pad never counts), cut to dY's size. The spread is a ConvTranspose
+// with a ones kernel per [N C] plane, cut to X and zero-padded where no
+// window reaches, as in ConvGradInput.
+const char *kAveragePoolGrad = R"(
+AveragePoolGrad <kernel_shape, pads, strides, dilations, count_include_pad> (dY, x_shape) => (dX) {$WINDOW_ON_X
+  g = Cast <to = 1> (dY)
+  strides = Constant <value_ints: ints = @strides> ()
+  kernel = Constant <value_ints: ints = @kernel_shape> ()
+  ends = Slice (pads, spatial, pads_len)
+  one_one = Constant <value = int64[2] {1, 1}> ()
+  zero_zero = Constant <value = int64[2] {0, 0}> ()
+  plane_shape = Concat <axis = 0> (one_one, x_spatial)
+  ones_x = ConstantOfShape <value = float[1] {1.0}> (plane_shape)
+  around_x = Concat <axis = 0> (zero_zero, begins, zero_zero, ends)
+  inside = Pad (ones_x, around_x)
+  region_shape = Shape (inside)
+  region = ConstantOfShape <value = float[1] {1.0}> (region_shape)
+  include_pad_i = Constant <value_int: int = @count_include_pad> ()
+  include_pad = Cast <to = 9> (include_pad_i)
+  cover = Where (include_pad, region, inside)
+  tail = Concat <axis = 0> (zero_zero, strides)
+  past_end = Concat <axis = 0> (no_pad, tail)
+  cover_ext = Pad (cover, past_end)
+  kernel_dims = Concat <axis = 0> (one_one, kernel)
+  ones_k = ConstantOfShape <value = float[1] {1.0}> (kernel_dims)
+  counts_all = Conv <strides: ints = @strides, dilations: ints = @dilations> (cover_ext, ones_k)
+  y_spatial = Shape <start = 2> (dY)
+  window_starts = ConstantOfShape <value = int64[1] {0}> (spatial)
+  counts = Slice (counts_all, window_starts, y_spatial, axes)
+  share = Div (g, counts)
+  rest = Constant <value = int64[1] {-1}> ()
+  one_1d = Constant <value = int64[1] {1}> ()
+  planes_shape = Concat <axis = 0> (rest, one_1d, y_spatial)
+  planes = Reshape (share, planes_shape)
+  full = ConvTranspose <kernel_shape: ints = @kernel_shape, strides: ints = @strides, dilations: ints = @dilations> (planes, ones_k)
+  plane_count = Shape <end = 1> (planes)
+  planes_x_shape = Concat <axis = 0> (plane_count, one_1d, x_spatial)$CROP_TO_X
+  dx = Reshape (spread, x_shape)
+  dX = CastLike (dx, dY)
+}
+)";
+
 // --- convolution -------------------------------------------------------------
 
-// ConvTranspose without pads computes every position a window reaches,
-// s (o - 1) + d (k - 1) + 1 per spatial dim; dX is that from pad_begin on,
-// cut to X's size, and zero where no window reaches (the last positions
-// when (X + pads - d (k - 1) - 1) is not a multiple of s).
-const char *kConvGradInput = R"(
-ConvGradInput <kernel_shape, pads, strides, dilations, group> (dY, W, x_shape) => (dX) {
-  dy = Cast <to = 1> (dY)
-  w = Cast <to = 1> (W)
-  full = ConvTranspose <kernel_shape: ints = @kernel_shape, strides: ints = @strides, dilations: ints = @dilations, group: int = @group> (dy, w)
+// The window's begin pads and X's spatial sizes, for the bodies that spread
+// dY through a ConvTranspose without pads ($CROP_TO_X cuts its result to X):
+// begins [r], x_spatial [r], axes = 2..rank-1, no_pad = zeros [rank].
+const char *kWindowOnX = R"(
   pads = Constant <value_ints: ints = @pads> ()
   pads_len = Shape (pads)
   two_1d = Constant <value = int64[1] {2}> ()
@@ -297,19 +338,32 @@ ConvGradInput <kernel_shape, pads, strides, dilations, group> (dY, W, x_shape) =
   begins = Slice (pads, zero_1d, spatial)
   rank_1d = Shape (x_shape)
   x_spatial = Slice (x_shape, two_1d, rank_1d)
-  ends = Add (begins, x_spatial)
   axis0 = Constant <value = int64[1] {0}> ()
   rank = Squeeze (rank_1d, axis0)
   two_i = Constant <value = int64 {2}> ()
   one_i = Constant <value = int64 {1}> ()
   axes = Range (two_i, rank, one_i)
-  cropped = Slice (full, begins, ends, axes)
+  no_pad = ConstantOfShape <value = int64[1] {0}> (rank_1d))";
+
+// A ConvTranspose without pads reaches s (o - 1) + d (k - 1) + 1 positions
+// per spatial dim, from -pad_begin on: `full` from pad_begin on, cut to X's
+// size and zero-padded to $TARGET where no window reaches (the last
+// positions when X + pads - d (k - 1) - 1 is not a multiple of s).
+const char *kCropToX = R"(
+  x_ends = Add (begins, x_spatial)
+  cropped = Slice (full, begins, x_ends, axes)
   cropped_shape = Shape (cropped)
-  missing = Sub (x_shape, cropped_shape)
-  no_pad = ConstantOfShape <value = int64[1] {0}> (rank_1d)
+  missing = Sub ($TARGET, cropped_shape)
   pad_amounts = Concat <axis = 0> (no_pad, missing)
-  dx = Pad (cropped, pad_amounts)
-  dX = CastLike (dx, dY)
+  spread = Pad (cropped, pad_amounts))";
+
+// dX: dY spread back through the window by ConvTranspose, cut to X.
+const char *kConvGradInput = R"(
+ConvGradInput <kernel_shape, pads, strides, dilations, group> (dY, W, x_shape) => (dX) {$WINDOW_ON_X
+  dy = Cast <to = 1> (dY)
+  w = Cast <to = 1> (W)
+  full = ConvTranspose <kernel_shape: ints = @kernel_shape, strides: ints = @strides, dilations: ints = @dilations, group: int = @group> (dy, w)$CROP_TO_X
+  dX = CastLike (spread, dY)
 }
 )";
 
@@ -538,6 +592,11 @@ void addLayerGradientFunctions(std::map<std::string, FunctionDef> &t) {
   auto plain = [](const char *body) {
     return mpcFunctionHeader() + std::string(body);
   };
+  // The bodies that spread dY through a ConvTranspose and cut it to X.
+  auto spread = [&](const char *body, const char *target) {
+    return replaceAll(replaceAll(plain(body), "$WINDOW_ON_X", kWindowOnX),
+                      "$CROP_TO_X", replaceAll(kCropToX, "$TARGET", target));
+  };
   auto gather = [&](const char *op, const char *forward) {
     return replaceAll(replaceAll(plain(kGatherGrad), "$OP", op), "$GATHER",
                       forward);
@@ -579,9 +638,15 @@ void addLayerGradientFunctions(std::map<std::string, FunctionDef> &t) {
                       }};
   maxPool.minOpset = 16;
   t["MaxPoolGrad"] = maxPool;
-  t["ConvGradInput"] = {plain(kConvGradInput), {}, {}, [](NodeView &v) {
-                          completeWindow(v, WindowKind::Conv, true, 0);
-                        }};
+  t["AveragePoolGrad"] = {
+      spread(kAveragePoolGrad, "planes_x_shape"),
+      {{"count_include_pad", A::ofInt(0)}},
+      {},
+      [](NodeView &v) { completeWindow(v, WindowKind::Pool, true, 0); }};
+  t["ConvGradInput"] = {
+      spread(kConvGradInput, "x_shape"), {}, {}, [](NodeView &v) {
+        completeWindow(v, WindowKind::Conv, true, 0);
+      }};
   t["ConvGradWeight"] = {plain(kConvGradWeight), {}, {}, [](NodeView &v) {
                            completeWindow(v, WindowKind::Conv, false, 1);
                          }};

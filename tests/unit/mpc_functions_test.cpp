@@ -327,6 +327,7 @@ using A = Attribute;
 TEST(MpcFunctions, EveryFixedArityOpHasABodyThatParses) {
   const std::vector<std::string> expected = {
       "Adam",
+      "AveragePoolGrad",
       "BatchNormalizationGrad",
       "ClipGrad",
       "ConvGradInput",
@@ -856,9 +857,9 @@ TEST(MpcFunctions, ElementwiseGradsMatchKernel) {
     // -1 against the sech^2 term): the double body is the closer one there.
     Case::Tols erfTols, tanhTols;
     if (g == DType::F64)
-      erfTols = {Tol::forType(DType::F32)};
+      erfTols.push_back(Tol::forType(DType::F32));
     if (g == DType::F32)
-      tanhTols = {Tol::relative(1e-4)};
+      tanhTols.push_back(Tol::relative(1e-4));
     for (const char *form : {"none", "tanh"})
       cases.push_back({std::string("GeluGrad ") + form + " " + types,
                        "GeluGrad",
@@ -1140,7 +1141,7 @@ TEST(MpcFunctions, ConvGradInputAndConvGradWeightMatchKernel) {
       // no double kernel): an fp64 one is as precise as an fp32 one.
       Case::Tols tols;
       if (t == DType::F64)
-        tols = {Tol::forType(DType::F32)};
+        tols.push_back(Tol::forType(DType::F32));
       int64_t m = w.group == 4 ? 8 : 6;
       std::vector<int64_t> wDims = {m, w.x[1] / w.group};
       wDims.insert(wDims.end(), w.kernel.begin(), w.kernel.end());
@@ -1166,8 +1167,8 @@ TEST(MpcFunctions, ConvGradInputAndConvGradWeightMatchKernel) {
   runCases(cases);
 }
 
-TEST(MpcFunctions, MaxPoolGradMatchesKernel) {
-  const std::vector<WindowCase> pools = {
+const std::vector<WindowCase> &poolCases() {
+  static const std::vector<WindowCase> pools = {
       {"2x2 stride 2", {2, 3, 6, 6}, {2, 2}, {2, 2}},
       {"3x3 stride 2 pad 1 overlapping",
        {2, 2, 7, 6},
@@ -1199,8 +1200,12 @@ TEST(MpcFunctions, MaxPoolGradMatchesKernel) {
       {"SAME_UPPER", {2, 2, 7, 5}, {3, 2}, {2, 2}, {}, {}, 1, "SAME_UPPER"},
       {"SAME_LOWER", {1, 2, 6, 5}, {2, 3}, {1, 2}, {}, {}, 1, "SAME_LOWER"},
   };
+  return pools;
+}
+
+TEST(MpcFunctions, MaxPoolGradMatchesKernel) {
   std::vector<Case> cases;
-  for (const WindowCase &w : pools)
+  for (const WindowCase &w : poolCases())
     for (auto [g, f] :
          {std::pair(DType::F32, DType::F32), std::pair(DType::F16, DType::F16),
           std::pair(DType::F32, DType::F16), std::pair(DType::F64, DType::F64)})
@@ -1213,6 +1218,30 @@ TEST(MpcFunctions, MaxPoolGradMatchesKernel) {
              "MaxPoolGrad",
              {{"dY", uniform(g, windowOut(w, w.x[1]), -1, 1)}, {"X", x}},
              windowAttrs(w, false)});
+      }
+  runCases(cases);
+}
+
+TEST(MpcFunctions, AveragePoolGradMatchesKernel) {
+  std::vector<Case> cases;
+  for (const WindowCase &w : poolCases())
+    for (DType t : {DType::F32, DType::F16, DType::F64})
+      for (int64_t includePad : {0, 1}) {
+        // The body spreads in fp32, as the convolutions.
+        Case::Tols tols;
+        if (t == DType::F64)
+          tols.push_back(Tol::forType(DType::F32));
+        Case::Attrs attrs = windowAttrs(w, false);
+        attrs.push_back({"count_include_pad", A::ofInt(includePad)});
+        cases.push_back(
+            {"AveragePoolGrad " + w.label + " " + dtypeName(t) +
+                 (includePad ? " count_include_pad" : ""),
+             "AveragePoolGrad",
+             {{"dY", uniform(t, windowOut(w, w.x[1]), -1, 1)},
+              {"x_shape", Tensor::fromInt64s({int64_t(w.x.size())}, w.x)}},
+             attrs,
+             1,
+             tols});
       }
   runCases(cases);
 }
@@ -1335,7 +1364,7 @@ TEST(MpcFunctions, SliceGradMatchesKernelExactly) {
         std::vector<Tensor> out;
         runCpuNode(*slice, ts, out);
         c.inputs[0].second = uniform(t, out.at(0).dims, -1, 1);
-        c.tols = {Tol::bits()};
+        c.tols.push_back(Tol::bits());
         cases.push_back(c);
       }
   runCases(cases);
