@@ -13,9 +13,11 @@
 //    on an IEEE runtime without fused multiply-adds they give the kernels'
 //    bits; a skipped step (found_inf) selects the inputs with Where, which
 //    copies them bit for bit.
-// Variadic ops (UnscaleGradients, ClipGradNorm) have no body: a FunctionProto
-// has a fixed list of formal inputs and outputs; the --emit=step model writes
-// them inline instead (passes/onnx/expand_variadic.h).
+// Variadic ops (UnscaleGradients, ClipGradNorm, ExtremumGrad) have no body: a
+// FunctionProto has a fixed list of formal inputs and outputs; the
+// --emit=step model writes the first two inline instead
+// (passes/onnx/expand_variadic.h). The layer gradients' bodies are in
+// mpc_functions_layers.cpp.
 // tests/unit/mpc_functions_test.cpp runs every body against its kernel.
 #include "passes/onnx/mpc_functions.h"
 
@@ -155,12 +157,14 @@ SoftmaxCrossEntropyLossGrad <reduction, ignore_index> (dL, log_prob, labels, wei
 }
 )";
 
-// dX = -w[label] * s at [n, label, d...], 0 elsewhere and where ignored.
+// dX = -w[label] * s at [n, label, d...], 0 elsewhere and where ignored
+// (two selections of doubles: ONNX Runtime's Where has no bool kernel to
+// combine the masks with).
 const char *kNegativeLogLikelihoodLossGrad = R"(
 NegativeLogLikelihoodLossGrad <reduction, ignore_index> (dL, X, labels, weights) => (dX) {$COMMON
   neg_coef = Neg (coef_c)
-  target = Where (kept_c, hot, kept_c)
-  masked = Where (target, neg_coef, zero_d)
+  at_label = Where (hot, neg_coef, zero_d)
+  masked = Where (kept_c, at_label, zero_d)
   dX = CastLike (masked, X)
 }
 )";
@@ -466,8 +470,9 @@ std::string lossText(const char *body, const char *scores) {
   return kHeader + replaceAll(body, "$COMMON", common);
 }
 
-/// op -> body. UnscaleGradients and ClipGradNorm are variadic (any number
-/// of gradients) and so have no entry: a FunctionProto's inputs are fixed.
+/// op -> body. UnscaleGradients, ClipGradNorm and ExtremumGrad are variadic
+/// (any number of inputs) and so have no entry: a FunctionProto's inputs
+/// are fixed.
 const std::map<std::string, FunctionDef> &functionTable() {
   static const std::map<std::string, FunctionDef> table = [] {
     using A = Attribute;

@@ -2,9 +2,11 @@
 //
 // SPEC: every op of domain "mpc" in a written model is also a function of the
 // model, so any ONNX runtime (and a reader) knows what it computes. Every
-// fixed-arity mpc op of passes/ir/mpc_ops.h has a body here; the variadic
-// ones (UnscaleGradients, ClipGradNorm) cannot be FunctionProtos, whose
-// formal inputs and outputs are a fixed list, and are written without one.
+// fixed-arity mpc op of passes/ir/mpc_ops.h has a body here (the layer
+// gradients in mpc_functions_layers.cpp); the variadic ones
+// (UnscaleGradients, ClipGradNorm, ExtremumGrad) cannot be FunctionProtos,
+// whose formal inputs and outputs are a fixed list, and are written without
+// one.
 //
 // A FunctionProto of ONNX 1.12 has no default attribute values and no way to
 // test whether an optional input was given, so a written mpc node must carry
@@ -56,11 +58,20 @@ void parseMpcFunction(const std::string &op, onnx::FunctionProto &fn);
 ///    empty one when there are neither), as ReduceSum-13 takes it;
 ///  - the loss gradients without `weights` get all-ones weights [C] (Shape +
 ///    ConstantOfShape);
+///  - ClipGrad's omitted bounds become -inf / +inf (or the opset-6
+///    attributes), DropoutGrad's ratio its attribute or 0.5 and its
+///    training_mode false, SliceGrad's axes / steps 0..n-1 / ones (n the
+///    static length of starts);
+///  - the window ops (ConvGradInput, ConvGradWeight, MaxPoolGrad,
+///    AveragePoolGrad) get every window attribute explicit, auto_pad
+///    resolved into pads (SAME_* from X's static sizes); GeluGrad gets
+///    approximate_tanh (1 for approximate = "tanh");
 ///  - an omitted output (SGD's buffer without momentum) gets a name nothing
 ///    reads.
 /// (ONNX 1.12 type-infers a function node only when it has every formal
 /// input and output, so the nodes are written with exactly their function's
-/// signature.)
+/// signature.) A node no body can express throws Error naming it and why
+/// (BatchNormalizationGrad with mean/var, SAME_* pads of unknown sizes).
 /// Functions import the model's default-domain opset (the bodies use opset
 /// 15-17 ops whose semantics have not changed since); a model importing an
 /// older default opset gets no functions, as ONNX's checker would reject

@@ -35,8 +35,8 @@ except ImportError as e:
 
 # model -> (data file, steps, cases); a case is (tag, mpc-opt flags, relative
 # loss tolerance). fp16: ORT's CPU kernels accumulate fp16 products in their
-# own order and round differently. The transformer and the CNN run fewer
-# steps (their steps cost more; the ctest budget is a minute on two cores).
+# own order and round differently. 10 steps of each: about 15 s in all on
+# two cores (the ctest budget is a minute).
 FP32_ADAM = ["--precision=fp32", "--optimizer=adam", "--lr=0.01"]
 FP16_ADAM = ["--precision=fp16", "--optimizer=adam", "--lr=0.01"]
 MODELS = {
@@ -46,11 +46,11 @@ MODELS = {
         ("fp16-clip", ["--precision=fp16", "--optimizer=sgd", "--lr=0.05",
                        "--momentum=0.9", "--max-grad-norm=0.5"], 2e-3),
     ]),
-    "transformer": ("transformer_data.npz", 5, [
+    "transformer": ("transformer_data.npz", 10, [
         ("fp32", FP32_ADAM, 1e-5),
         ("fp16", FP16_ADAM, 2e-3),
     ]),
-    "cnn": ("cnn_data.npz", 5, [
+    "cnn": ("cnn_data.npz", 10, [
         ("fp32", FP32_ADAM, 1e-5),
         ("fp16", FP16_ADAM, 2e-3),
     ]),

@@ -383,6 +383,7 @@ TEST(MpcFunctions, EveryFixedArityOpHasABodyThatParses) {
   // Variadic ops cannot be FunctionProtos.
   EXPECT_EQ(mpcFunctionText("UnscaleGradients"), nullptr);
   EXPECT_EQ(mpcFunctionText("ClipGradNorm"), nullptr);
+  EXPECT_EQ(mpcFunctionText("ExtremumGrad"), nullptr);
   EXPECT_THROW(
       {
         onnx::FunctionProto fn;
