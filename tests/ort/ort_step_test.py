@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Runs mpc-opt --emit=step models in ONNX Runtime and compares the loss of
 every step with mpc-run's: the seed MLP, the transformer (GatherGrad,
-GeluGrad, LayerNormalizationGrad) and the CNN (ConvGradInput,
-ConvGradWeight, MaxPoolGrad, BatchNormalizationGrad), whose mpc ops run as
-their model-local function bodies (passes/onnx/mpc_functions*.cpp).
+GeluGrad, LayerNormalizationGrad), the CNN (ConvGradInput, ConvGradWeight,
+MaxPoolGrad, BatchNormalizationGrad) and a CNN built here with the window
+attributes the CNN lacks (window_cnn; AveragePoolGrad, LeakyReluGrad), whose
+mpc ops run as their model-local function bodies
+(passes/onnx/mpc_functions*.cpp).
 
 The step model is (state..., batch...) -> (loss, state'...), with the bound
 state first and its new values in the same order (passes/onnx/onnx_export.cpp),
@@ -54,7 +56,54 @@ MODELS = {
         ("fp32", FP32_ADAM, 1e-5),
         ("fp16", FP16_ADAM, 2e-3),
     ]),
+    # Built here (window_cnn): the window attributes the exporter must make
+    # explicit or express, which the CNN above does not use.
+    "window_cnn": (None, 10, [
+        ("fp32", FP32_ADAM, 1e-5),
+        ("fp16", FP16_ADAM, 2e-3),
+    ]),
 }
+
+
+def window_cnn(work):
+    """A CNN with a SAME_UPPER strided Conv, LeakyRelu, a ceil_mode MaxPool
+    with pads, a grouped Conv with uneven pads and an AveragePool with
+    count_include_pad, and its data; returns (model path, data path)."""
+    from onnx import helper as oh
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(v.astype(np.float32), n) for n, v in [
+        ("w1", rng.standard_normal([6, 3, 3, 3]) * 0.3),
+        ("b1", np.zeros([6])),
+        ("w2", rng.standard_normal([4, 3, 2, 2]) * 0.3),
+        ("wf", rng.standard_normal([64, 5]) * 0.3),
+        ("bf", np.zeros([5]))]]
+    inits.append(numpy_helper.from_array(np.array([-1, 64], np.int64),
+                                         "flat"))
+    nodes = [
+        oh.make_node("Conv", ["x", "w1", "b1"], ["c1"], auto_pad="SAME_UPPER",
+                     strides=[2, 2]),
+        oh.make_node("LeakyRelu", ["c1"], ["r1"], alpha=0.1),
+        oh.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[3, 3],
+                     strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1),
+        oh.make_node("Conv", ["p1", "w2"], ["c2"], kernel_shape=[2, 2],
+                     pads=[1, 0, 0, 1], group=2),
+        oh.make_node("AveragePool", ["c2"], ["p2"], kernel_shape=[2, 2],
+                     pads=[1, 1, 0, 0], count_include_pad=1),
+        oh.make_node("Reshape", ["p2", "flat"], ["f"]),
+        oh.make_node("Gemm", ["f", "wf", "bf"], ["logits"]),
+        oh.make_node("SoftmaxCrossEntropyLoss", ["logits", "y"], ["loss"])]
+    graph = oh.make_graph(
+        nodes, "window_cnn",
+        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [8, 3, 13, 11]),
+         oh.make_tensor_value_info("y", onnx.TensorProto.INT64, [8])],
+        [oh.make_tensor_value_info("loss", onnx.TensorProto.FLOAT, [])], inits)
+    model = os.path.join(work, "window_cnn.onnx")
+    data = os.path.join(work, "window_cnn_data.npz")
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]),
+              model)
+    np.savez(data, x=rng.standard_normal([64, 3, 13, 11]).astype(np.float32),
+             y=rng.integers(0, 5, [64]).astype(np.int64))
+    return model, data
 
 
 def mpc_losses(args, train_model, data, steps, batch, tag):
@@ -107,8 +156,11 @@ def main():
     failed = False
     for name in args.models.split(","):
         data_name, steps, cases = MODELS[name]
-        model = os.path.join(args.models_dir, name + ".onnx")
-        data = os.path.join(args.models_dir, data_name)
+        if data_name:
+            model = os.path.join(args.models_dir, name + ".onnx")
+            data = os.path.join(args.models_dir, data_name)
+        else:
+            model, data = window_cnn(args.work)
         for case, flags, rtol in cases:
             failed |= not run_case(args, name + "-" + case, model, data, steps,
                                    flags, rtol)
