@@ -738,6 +738,50 @@ onnx::NodeProto constantNode(const std::string &output, const Tensor &value) {
   return n;
 }
 
+/// The attributes node `n` of `g` is written with for its body `def`
+/// (defaults, then the completion). Throws Error naming the node when the
+/// body cannot express it.
+NodeView completedView(const onnx::NodeProto &n, const onnx::GraphProto &g,
+                       const FunctionDef &def) {
+  const onnx::FunctionProto &fn = parsed(n.op_type()).fn;
+  const std::string what = "mpc." + n.op_type() + " '" + n.name() + "'";
+  requireFormalInputs(def, what, size_t(fn.input_size()),
+                      size_t(n.input_size()),
+                      [&](size_t i) { return !n.input(int(i)).empty(); });
+  std::vector<std::pair<std::string, Attribute>> own;
+  for (const auto &a : n.attribute())
+    own.emplace_back(a.name(), attributeFromProto(a));
+  NodeView view{what, effectiveAttributes(def, own),
+                [&n, &g](bool output, size_t i) {
+                  int size = output ? n.output_size() : n.input_size();
+                  if (int(i) >= size)
+                    return std::vector<int64_t>();
+                  return dimsOf(g, output ? n.output(int(i)) : n.input(int(i)));
+                }};
+  if (def.complete)
+    def.complete(view);
+  for (const InputFill &f : def.fills)
+    if ((f.fill == Fill::RangeOfLength || f.fill == Fill::OnesOfLength) &&
+        (n.input_size() <= int(f.index) || n.input(int(f.index)).empty()))
+      lengthFill(f, what, dimsOf(g, n.input(int(f.source))), DType::I64);
+  return view;
+}
+
+/// Every graph of the proto that holds nodes (main graph, training
+/// algorithm and initialization).
+std::vector<onnx::GraphProto *> protoGraphs(onnx::ModelProto &proto) {
+  std::vector<onnx::GraphProto *> graphs;
+  if (proto.has_graph())
+    graphs.push_back(proto.mutable_graph());
+  for (auto &ti : *proto.mutable_training_info()) {
+    if (ti.has_algorithm())
+      graphs.push_back(ti.mutable_algorithm());
+    if (ti.has_initialization())
+      graphs.push_back(ti.mutable_initialization());
+  }
+  return graphs;
+}
+
 /// Completes the mpc nodes of `g` whose ops have functions (see
 /// appendMpcFunctions), inserting the nodes that make the missing inputs
 /// just before their users.
@@ -756,24 +800,10 @@ void completeGraph(onnx::GraphProto &g, const std::set<std::string> &ops) {
     }
     const onnx::FunctionProto &fn = parsed(n.op_type()).fn;
     const std::string base = n.output_size() ? n.output(0) : n.op_type();
-    const std::string what = "mpc." + n.op_type() + " '" + n.name() + "'";
-    requireFormalInputs(*def, what, size_t(fn.input_size()),
-                        size_t(n.input_size()),
-                        [&](size_t i) { return !n.input(int(i)).empty(); });
     // The node carries every attribute its body reads: the kernels'
     // defaults where it has none, and what the completion makes explicit.
-    std::vector<std::pair<std::string, Attribute>> own;
-    for (const auto &a : n.attribute())
-      own.emplace_back(a.name(), attributeFromProto(a));
-    NodeView view{
-        what, effectiveAttributes(*def, own), [&](bool output, size_t i) {
-          int size = output ? n.output_size() : n.input_size();
-          if (int(i) >= size)
-            return std::vector<int64_t>();
-          return dimsOf(g, output ? n.output(int(i)) : n.input(int(i)));
-        }};
-    if (def->complete)
-      def->complete(view);
+    NodeView view = completedView(n, g, *def);
+    const std::string &what = view.what;
     // Written back in the node's order, then the defaults' order, then what
     // the completion added.
     std::vector<std::string> order;
@@ -1024,12 +1054,33 @@ void appendMpcFunctions(const std::vector<std::string> &ops, const Model &model,
   if (opset < kMinFunctionOpset)
     return;
   opset = raiseOpsetForBodies(ops, proto, opset);
+  // A node its op's body cannot express: the step model, written for any
+  // runtime, fails with the node's error; the training model, which mpc
+  // runs on its own kernels, keeps that op without a function (the node
+  // cannot call one of another signature).
+  const bool stepModel = proto.has_graph() && proto.training_info_size() == 0;
+  std::set<std::string> inexpressible;
+  for (onnx::GraphProto *g : protoGraphs(proto))
+    for (const onnx::NodeProto &n : g->node()) {
+      const FunctionDef *def =
+          n.domain() == kMpcDomain ? findDef(n.op_type()) : nullptr;
+      if (!def || inexpressible.count(n.op_type()))
+        continue;
+      try {
+        completedView(n, *g, *def);
+      } catch (const Error &) {
+        if (stepModel)
+          throw;
+        inexpressible.insert(n.op_type());
+      }
+    }
   std::set<std::string> written;
   for (const std::string &op : ops) {
     // A body needing newer ops than the model imports is left out: the
     // node then names an op no runtime knows, which fails loudly.
     const FunctionDef *def = findDef(op);
-    if (!def || opset < def->minOpset || !written.insert(op).second)
+    if (!def || opset < def->minOpset || inexpressible.count(op) ||
+        !written.insert(op).second)
       continue;
     onnx::FunctionProto fn;
     parseMpcFunction(op, fn);
@@ -1042,14 +1093,8 @@ void appendMpcFunctions(const std::vector<std::string> &ops, const Model &model,
     return;
   if (proto.ir_version() < 8)
     proto.set_ir_version(8);
-  if (proto.has_graph())
-    completeGraph(*proto.mutable_graph(), written);
-  for (auto &ti : *proto.mutable_training_info()) {
-    if (ti.has_algorithm())
-      completeGraph(*ti.mutable_algorithm(), written);
-    if (ti.has_initialization())
-      completeGraph(*ti.mutable_initialization(), written);
-  }
+  for (onnx::GraphProto *g : protoGraphs(proto))
+    completeGraph(*g, written);
 }
 
 std::unique_ptr<Graph> inlineMpcFunction(const Node &node) {

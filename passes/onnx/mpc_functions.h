@@ -70,8 +70,11 @@ void parseMpcFunction(const std::string &op, onnx::FunctionProto &fn);
 ///    reads.
 /// (ONNX 1.12 type-infers a function node only when it has every formal
 /// input and output, so the nodes are written with exactly their function's
-/// signature.) A node no body can express throws Error naming it and why
-/// (BatchNormalizationGrad with mean/var, SAME_* pads of unknown sizes).
+/// signature.) A node no body can express (BatchNormalizationGrad with
+/// mean/var, SAME_* pads of unknown sizes) makes a step model (a main graph
+/// and no training_info: exportStepModel's) throw Error naming the node and
+/// why; a training model then keeps that op without a function, as mpc's
+/// kernels run it.
 /// Functions import the model's default-domain opset (the bodies use opset
 /// 15-17 ops whose semantics have not changed since); a model importing an
 /// older default opset gets no functions, as ONNX's checker would reject

@@ -1711,6 +1711,42 @@ TEST(MpcFunctions, Opset15IsRaisedFor16BodiesUnlessAMeaningChanges) {
   EXPECT_EQ(roi.functions(0).name(), "ReluGrad");
 }
 
+/// A node its body cannot express (running statistics): the step model's
+/// export fails naming it; the training model keeps the op function-less.
+TEST(MpcFunctions, InexpressibleNodeFailsTheStepExportOnly) {
+  Model model;
+  model.setOpsetVersion("", 17);
+  auto addNode = [](onnx::GraphProto &g) {
+    onnx::NodeProto *n = g.add_node();
+    n->set_op_type("BatchNormalizationGrad");
+    n->set_domain(kMpcDomain);
+    n->set_name("frozen_bn_grad");
+    for (const char *in : {"dy", "x", "scale", "mean", "var"})
+      n->add_input(in);
+    for (const char *out : {"dx", "dscale", "dbias"})
+      n->add_output(out);
+  };
+  onnx::ModelProto step;
+  step.add_opset_import()->set_version(17);
+  addNode(*step.mutable_graph());
+  try {
+    appendMpcFunctions({"BatchNormalizationGrad", "ReluGrad"}, model, step);
+    ADD_FAILURE() << "the step export did not fail";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("frozen_bn_grad"), std::string::npos);
+  }
+
+  onnx::ModelProto training;
+  training.add_opset_import()->set_version(17);
+  training.mutable_graph();
+  addNode(*training.add_training_info()->mutable_algorithm());
+  ASSERT_NO_THROW(appendMpcFunctions({"BatchNormalizationGrad", "ReluGrad"},
+                                     model, training));
+  ASSERT_EQ(training.functions_size(), 1);
+  EXPECT_EQ(training.functions(0).name(), "ReluGrad");
+  EXPECT_EQ(training.training_info(0).algorithm().node(0).input_size(), 5);
+}
+
 TEST(MpcFunctions, OldDefaultOpsetGetsNoFunctions) {
   Model model;
   model.setOpsetVersion("", 14);
