@@ -8,8 +8,9 @@
 //  - element-wise rules, sums and statistics compute in double and round once
 //    to the kernel's result type, so a body is at least as precise as the
 //    kernel's fp32 (fp64 for fp64) arithmetic; selections (ClipGrad) copy dY;
-//  - the convolutions compute in fp32 (ONNX Runtime's CPU Conv and
-//    ConvTranspose have no double kernel): fp16/bf16 widen exactly, products
+//  - the convolutions (ConvGradInput, ConvGradWeight, AveragePoolGrad's
+//    spread) compute in fp32 (ONNX Runtime's CPU Conv and ConvTranspose
+//    have no double kernel): fp16/bf16 widen exactly, products
 //    accumulate in fp32 and round once, the kernel's numerics; an fp64
 //    convolution's body is only as precise as an fp32 one, as Gelu's Erf is;
 //  - scatters (GatherGrad, GatherElementsGrad, SliceGrad, MaxPoolGrad) go
@@ -22,9 +23,11 @@
 // completion makes such attributes explicit on the node before it is
 // written: auto_pad becomes explicit pads (from X's static sizes for SAME_*),
 // every window attribute is written, and GeluGrad's approximate is mirrored
-// by the int attribute approximate_tanh. Nodes a body cannot express
+// by the int attribute approximate_tanh. A node a body cannot express
 // (BatchNormalizationGrad with running statistics, SAME_* pads of unknown
-// sizes) make the export fail with an error naming the node.
+// sizes) makes the completion throw an error naming it: the step export
+// fails with it, a training model keeps the op without a function
+// (appendMpcFunctions).
 // tests/unit/mpc_functions_test.cpp runs every body against its kernel.
 #include "passes/onnx/mpc_function_defs.h"
 
