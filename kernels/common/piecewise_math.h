@@ -11,6 +11,8 @@
 
 #include "kernels/common/host_device.h"
 
+#include <type_traits>
+
 namespace mpc {
 
 /// LeakyRelu: v for v > 0, else alpha * v (NaN * alpha stays NaN).
@@ -46,6 +48,16 @@ template <typename C> MPC_HD C extremumFold(bool isMax, C a, C v) {
   if (take || v != v)
     a = a != a ? a : v;
   return a;
+}
+
+/// Sum's step: integers wrap (two's complement, no undefined overflow),
+/// floating values add in C.
+template <typename C> MPC_HD C sumFold(C a, C v) {
+  if constexpr (std::is_integral<C>::value)
+    return C(typename std::make_unsigned<C>::type(a) +
+             typename std::make_unsigned<C>::type(v));
+  else
+    return a + v;
 }
 
 /// ExtremumGrad's share of dY for one input: dY split evenly among the

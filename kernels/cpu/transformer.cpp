@@ -370,10 +370,7 @@ template <Fold F> void variadicKernel(KernelContext &ctx) {
         if (k == 0) {
           a = v;
         } else if constexpr (F == Fold::Sum) {
-          if constexpr (std::is_integral_v<C>)
-            a = C(std::make_unsigned_t<C>(a) + std::make_unsigned_t<C>(v));
-          else
-            a += v;
+          a = sumFold(a, v);
         } else {
           a = extremumFold(F == Fold::Max, a, v);
         }

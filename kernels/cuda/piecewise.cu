@@ -4,8 +4,11 @@
 // vector loops of vector_access.cuh. Max/Min/Sum and ExtremumGrad walk a
 // device table of operands, each broadcasting to the output on its own, so
 // any number of inputs is one kernel: every output element folds its
-// operands in order in fp32 (the CPU kernel's order and compute type) and
-// is rounded once.
+// operands in input order in the compute type (the CPU kernel's order) and
+// is stored once. Clip, Max, Min and Sum take every numeric dtype the CPU
+// kernels take: fp16/bf16 compute in fp32, fp32, fp64 and the integers in
+// their own type (SelfDev), as the CPU's Io types do; the rest take fp32,
+// fp16 and bf16.
 #include "kernels/common/piecewise_math.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
@@ -17,6 +20,34 @@
 namespace mpc {
 namespace cuda {
 namespace {
+
+/// Storage computed on as itself (fp64 and the integers in Clip, Max, Min
+/// and Sum, whose CPU Io types compute in the storage type): the
+/// device_io.cuh interface, its fp32 conversions here the identity.
+template <typename T> struct SelfDev {
+  using Storage = T;
+  __device__ static T toFloat(T v) { return v; }
+  __device__ static T fromFloat(T v) { return v; }
+};
+
+/// dispatchDeviceFloat extended to the numeric dtypes of Clip/Max/Min/Sum.
+template <typename F>
+void dispatchNumericDev(DType t, const char *what, F &&f) {
+  switch (t) {
+  case DType::F64:
+    return f(SelfDev<double>{});
+  case DType::I64:
+    return f(SelfDev<int64_t>{});
+  case DType::I32:
+    return f(SelfDev<int32_t>{});
+  case DType::I8:
+    return f(SelfDev<int8_t>{});
+  case DType::U8:
+    return f(SelfDev<uint8_t>{});
+  default:
+    return dispatchDeviceFloat(t, what, f);
+  }
+}
 
 struct LeakyReluOp {
   float alpha;
@@ -37,10 +68,19 @@ __device__ inline float boundValue(const ClipBound &b) {
   return b.element ? loadAs(b.dtype, b.element, 0) : b.value;
 }
 
-struct ClipOp {
+/// Clip on storage values of Io; the bounds' device elements have x's
+/// dtype (the runner checks), a host bound converts as the CPU's C(value).
+template <typename Io> struct ClipMap {
+  using S = typename Io::Storage;
   ClipBound lo, hi;
-  __device__ float operator()(float v) const {
-    return clipValue(v, lo.present, boundValue(lo), hi.present, boundValue(hi));
+  __device__ S operator()(S s) const {
+    using C = decltype(Io::toFloat(s));
+    C l = lo.element ? Io::toFloat(*static_cast<const S *>(lo.element))
+                     : C(lo.value);
+    C h = hi.element ? Io::toFloat(*static_cast<const S *>(hi.element))
+                     : C(hi.value);
+    return Io::fromFloat(
+        clipValue(Io::toFloat(s), lo.present, l, hi.present, h));
   }
 };
 
@@ -70,15 +110,16 @@ __global__ void variadicKernel(const VariadicOperand *__restrict__ ops,
                                int count, typename Io::Storage *__restrict__ y,
                                VariadicShape shape) {
   using S = typename Io::Storage;
+  using C = decltype(Io::toFloat(S()));
   for (int64_t i = globalIndex(); i < shape.count; i += globalStride()) {
-    float acc = 0;
+    C acc = C(0);
     for (int k = 0; k < count; ++k) {
-      float v = Io::toFloat(
+      C v = Io::toFloat(
           static_cast<const S *>(ops[k].data)[operandOffset(ops[k], shape, i)]);
       if (k == 0)
         acc = v;
       else if (F == VariadicFold::Sum)
-        acc += v;
+        acc = sumFold(acc, v);
       else
         acc = extremumFold(F == VariadicFold::Max, acc, v);
     }
@@ -141,7 +182,7 @@ void gradZip(DType gradT, const void *dy, DType fwdT, const void *x, void *dx,
 template <VariadicFold F>
 void variadic(DType t, const VariadicOperand *ops, int count, void *y,
               const VariadicShape &shape, cudaStream_t s) {
-  dispatchDeviceFloat(t, "Max/Min/Sum", [&](auto io) {
+  dispatchNumericDev(t, "Max/Min/Sum", [&](auto io) {
     using Io = decltype(io);
     variadicKernel<Io, F><<<gridFor(shape.count), kBlock, 0, s>>>(
         ops, count, static_cast<typename Io::Storage *>(y), shape);
@@ -162,9 +203,22 @@ void launchLeakyReluGrad(DType gradT, const void *dy, DType fwdT, const void *x,
           LeakyReluGradOp{alpha});
 }
 
+bool piecewiseNumeric(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 ||
+         t == DType::F64 || t == DType::I64 || t == DType::I32 ||
+         t == DType::I8 || t == DType::U8;
+}
+
 void launchClip(DType t, const void *x, void *y, int64_t n, ClipBound lo,
                 ClipBound hi, cudaStream_t s) {
-  map(t, x, y, n, s, "Clip", ClipOp{lo, hi});
+  if (n == 0)
+    return;
+  dispatchNumericDev(t, "Clip", [&](auto io) {
+    using Io = decltype(io);
+    using S = typename Io::Storage;
+    launchMap(static_cast<const S *>(x), static_cast<S *>(y), n, s,
+              ClipMap<Io>{lo, hi});
+  });
 }
 
 void launchClipGrad(DType gradT, const void *dy, DType fwdT, const void *x,

@@ -4,8 +4,9 @@
 //
 // The per-element rules are kernels/common/piecewise_math.h's, the CPU
 // kernels' own; fp16/bf16 compute in fp32 and round once on store. dtypes
-// are fp32, fp16 or bf16 (others raise mpc::Error). Raw device pointers,
-// as every kernel entry point takes; n == 0 launches nothing.
+// are fp32, fp16 or bf16 (others raise mpc::Error), and for Clip, Max, Min
+// and Sum also the CPU's other numeric dtypes (piecewiseNumeric). Raw device
+// pointers, as every kernel entry point takes; n == 0 launches nothing.
 #pragma once
 
 #include "kernels/cuda/broadcast_geometry.h"
@@ -38,7 +39,12 @@ struct ClipBound {
   float value = 0;
 };
 
-/// y[i] = clipValue(x[i], lo, hi); x, y and the device bounds of dtype t.
+/// Whether Clip, Max, Min and Sum take dtype t on the device: fp32, fp16,
+/// bf16, fp64, int64, int32, int8, uint8 (what the CPU kernels take).
+bool piecewiseNumeric(DType t);
+
+/// y[i] = clipValue(x[i], lo, hi); x, y and the device bounds of dtype t
+/// (piecewiseNumeric).
 void launchClip(DType t, const void *x, void *y, int64_t n, ClipBound lo,
                 ClipBound hi, cudaStream_t stream);
 
@@ -76,7 +82,8 @@ VariadicShape makeVariadicShape(const std::vector<int64_t> &out);
 enum class VariadicFold { Max, Min, Sum };
 
 /// y[i] = the fold of operand 0..count-1 at i, in operand order (NaN wins
-/// in Max and Min: extremumFold); every operand of dtype t. `operands` is
+/// in Max and Min: extremumFold; integers wrap in Sum: sumFold); every
+/// operand of dtype t (piecewiseNumeric). `operands` is
 /// a device table of `count` entries.
 void launchVariadic(VariadicFold fold, DType t, const VariadicOperand *operands,
                     int count, void *y, const VariadicShape &shape,

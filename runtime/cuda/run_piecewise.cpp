@@ -5,10 +5,10 @@
 // transformer.cpp; the shared checks of kernels/cpu/node_geometry.h). Only
 // dtypes and shapes are read on the host: Clip's bounds are read by the
 // kernel, so a device-resident step runs these nodes whatever computes
-// their inputs. The device code takes fp32, fp16 and bf16; the CPU also
-// takes fp64 (and integers for Clip, Max, Min and Sum), which in the
-// compiled steps here is only shape arithmetic that fold-constants has
-// already removed, so the entries refuse those nodes, saying why.
+// their inputs. Clip, Max, Min and Sum take every numeric dtype the CPU
+// kernels take (integers and fp64 too: shape arithmetic a graph keeps);
+// LeakyRelu and the gradients take fp32, fp16 and bf16, and their entries
+// refuse fp64 (which serves the CPU's float64 gradient checks) saying why.
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
 #include "kernels/cuda/piecewise.h"
@@ -24,6 +24,27 @@ namespace {
 
 using cpu::fail;
 using cpu::shapeString;
+
+/// Throws naming the node unless Clip/Max/Min/Sum take t on the device.
+void requireNumeric(const Node &node, const Tensor &t, const char *what) {
+  if (!piecewiseNumeric(t.dtype))
+    fail(node, what,
+         " must be numeric (fp32, fp16, bf16, fp64, int64, int32, int8 or "
+         "uint8) on the cuda backend, got ",
+         dtypeName(t.dtype));
+}
+
+/// The entries' check of Clip/Max/Min/Sum: every known input numeric.
+std::string checkNumeric(const Node &node) {
+  for (size_t i = 0; i < node.numInputs(); ++i) {
+    const Value *v = node.input(i);
+    if (v && v->dtype != DType::Undefined && !piecewiseNumeric(v->dtype))
+      return "its device kernel takes fp32, fp16, bf16, fp64, int64, int32, "
+             "int8 or uint8, input " +
+             std::to_string(i) + " is " + dtypeName(v->dtype);
+  }
+  return "";
+}
 
 /// Throws naming the node unless dY and X have one shape (unaryGrad's rule).
 void requireSameShape(const Node &node, const Tensor &dy, const Tensor &x) {
@@ -81,7 +102,7 @@ void runClip(NodeStaging &s) {
       fail(node, "min and max must be single elements of the input's type ",
            dtypeName(x.dtype), ", got ", dtypeName(b->dtype), " ",
            shapeString(b->dims));
-  requireDeviceFloat(node, x, "input");
+  requireNumeric(node, x, "input");
   void *y = s.out(0, x.dtype, x.dims);
   launchClip(x.dtype, s.device(0), y, x.numel(), clipBound(s, 1, "min"),
              clipBound(s, 2, "max"), s.stream());
@@ -126,7 +147,7 @@ const VariadicOperand *operandTable(NodeStaging &s, size_t first,
 template <VariadicFold F> void runVariadic(NodeStaging &s) {
   std::vector<int64_t> dims = cpu::variadicShape(s.ctx());
   DType t = s.in(0, "data_0").dtype;
-  requireDeviceFloat(s.node(), s.in(0, "data_0"), "data_0");
+  requireNumeric(s.node(), s.in(0, "data_0"), "data_0");
   const VariadicOperand *ops = operandTable(s, 0, dims);
   void *y = s.out(0, t, dims);
   launchVariadic(F, t, ops, int(s.ctx().inputs.size()), y,
@@ -154,10 +175,10 @@ std::vector<CudaOpEntry> piecewiseOps() {
   auto floatInputs = [](const Node &n) { return requireDeviceFloatFrom(n, 0); };
   return {
       {"", "LeakyRelu", runLeakyRelu, floatInputs},
-      {"", "Clip", runClip, floatInputs},
-      {"", "Max", runVariadic<VariadicFold::Max>, floatInputs},
-      {"", "Min", runVariadic<VariadicFold::Min>, floatInputs},
-      {"", "Sum", runVariadic<VariadicFold::Sum>, floatInputs},
+      {"", "Clip", runClip, checkNumeric},
+      {"", "Max", runVariadic<VariadicFold::Max>, checkNumeric},
+      {"", "Min", runVariadic<VariadicFold::Min>, checkNumeric},
+      {"", "Sum", runVariadic<VariadicFold::Sum>, checkNumeric},
       {kMpcDomain, "LeakyReluGrad", runLeakyReluGrad, floatInputs},
       {kMpcDomain, "ClipGrad", runClipGrad, floatInputs},
       {kMpcDomain, "ExtremumGrad", runExtremumGrad, floatInputs},

@@ -216,11 +216,19 @@ TEST(CudaCoverage, RefusesWhatTheDeviceCodeDoesNotTake) {
   Value *ci = b.cast(i, DType::F32);
   EXPECT_FALSE(cudaBackendSupports(*ci->producer(), why));
   EXPECT_NE(why.find("int64 to fp32"), std::string::npos) << why;
-  // The piecewise family takes fp32, fp16 and bf16 only; Not takes bool;
+  // Clip, Max, Min and Sum take the CPU's numeric dtypes, not bool;
+  // LeakyRelu and the gradients fp32, fp16 and bf16; Not takes bool;
   // CastLike converts what Cast converts.
-  EXPECT_FALSE(cudaBackendSupports(*b.op("Clip", {i})->producer(), why));
+  EXPECT_TRUE(cudaBackendSupports(*b.op("Clip", {i})->producer(), why)) << why;
+  EXPECT_TRUE(cudaBackendSupports(*b.op("Max", {d, d})->producer(), why))
+      << why;
+  Value *flag = g.addInput("flag", DType::Bool, toDims({4}));
+  EXPECT_FALSE(cudaBackendSupports(*b.op("Sum", {flag})->producer(), why));
+  EXPECT_NE(why.find("bool"), std::string::npos) << why;
+  EXPECT_FALSE(cudaBackendSupports(*b.op("LeakyRelu", {i})->producer(), why));
   EXPECT_NE(why.find("int64"), std::string::npos) << why;
-  EXPECT_FALSE(cudaBackendSupports(*b.op("Max", {x, d})->producer(), why));
+  EXPECT_FALSE(
+      cudaBackendSupports(*b.mpcOp("LeakyReluGrad", {d, d})->producer(), why));
   EXPECT_NE(why.find("fp64"), std::string::npos) << why;
   EXPECT_FALSE(cudaBackendSupports(*b.op("Not", {x})->producer(), why));
   EXPECT_NE(why.find("bool"), std::string::npos) << why;

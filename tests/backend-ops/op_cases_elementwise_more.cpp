@@ -17,6 +17,12 @@ namespace backend_ops {
 namespace {
 
 const std::vector<DType> kFloats = {DType::F32, DType::F16, DType::BF16};
+/// What Clip, Max, Min and Sum take on both backends.
+const std::vector<DType> kNumeric = {DType::F32, DType::F16, DType::BF16,
+                                     DType::F64, DType::I64, DType::I32,
+                                     DType::I8,  DType::U8};
+const std::vector<DType> kFloatsF64 = {DType::F32, DType::F16, DType::BF16,
+                                       DType::F64};
 
 /// Elements of the vector cases: whole 16-byte groups and a tail.
 constexpr int64_t kVectorCount = 4096 + 7;
@@ -37,12 +43,22 @@ Tensor tiedTensor(std::mt19937 &rng, DType t, std::vector<int64_t> dims,
   return x;
 }
 
+/// Values of dtype t for the numeric ops: floats from randomTensor with
+/// NaN, +inf and -inf first; integers in [0, 100] (uint8 has no negatives).
+Tensor numericTensor(std::mt19937 &rng, DType t, std::vector<int64_t> dims);
+
 /// randomTensor with NaN, +inf and -inf at its first three elements.
 Tensor withSpecials(Tensor x) {
   x.setFromDouble(0, NAN);
   x.setFromDouble(1, INFINITY);
   x.setFromDouble(2, -INFINITY);
   return x;
+}
+
+Tensor numericTensor(std::mt19937 &rng, DType t, std::vector<int64_t> dims) {
+  if (isFloating(t))
+    return withSpecials(randomTensor(rng, t, dims));
+  return tiedTensor(rng, t, dims, 0, 100);
 }
 
 void addUnaryMore(std::vector<OpCase> &c) {
@@ -102,13 +118,17 @@ void addUnaryMore(std::vector<OpCase> &c) {
                  "Clip",
                  {},
                  1,
-                 kFloats,
+                 kNumeric,
                  [=](DType t, std::mt19937 &rng) -> Inputs {
-                   Inputs in = {withSpecials(randomTensor(rng, t, {7, 33}))};
-                   in.push_back(k.lo ? std::optional<Tensor>(scalarOf(t, k.vlo))
+                   // Integer bounds inside [0, 100], in the same order.
+                   auto bound = [&](float v) {
+                     return scalarOf(t, isFloating(t) ? v : 50 + 40 * v);
+                   };
+                   Inputs in = {numericTensor(rng, t, {7, 33})};
+                   in.push_back(k.lo ? std::optional<Tensor>(bound(k.vlo))
                                      : std::nullopt);
                    if (k.hi)
-                     in.push_back(scalarOf(t, k.vhi));
+                     in.push_back(bound(k.vhi));
                    return in;
                  }});
   }
@@ -117,7 +137,7 @@ void addUnaryMore(std::vector<OpCase> &c) {
                "Clip",
                {{"min", f(-0.5f)}, {"max", f(0.75f)}},
                1,
-               kFloats,
+               kFloatsF64,
                [](DType t, std::mt19937 &rng) -> Inputs {
                  return {randomTensor(rng, t, {kVectorCount})};
                }});
@@ -202,12 +222,17 @@ void addVariadic(std::vector<OpCase> &c) {
                    op,
                    {},
                    1,
-                   kFloats,
+                   kNumeric,
                    [=](DType t, std::mt19937 &rng) -> Inputs {
+                     // Max/Min: few values, many ties; integer Sums wrap
+                     // in int8 and uint8.
+                     bool sum = name == "Sum", fp = isFloating(t);
                      Inputs in;
                      for (const auto &d : dims)
-                       in.push_back(name == "Sum" ? randomTensor(rng, t, d)
-                                                  : tiedTensor(rng, t, d));
+                       in.push_back(sum && fp ? randomTensor(rng, t, d)
+                                    : sum     ? tiedTensor(rng, t, d, 0, 100)
+                                    : fp      ? tiedTensor(rng, t, d)
+                                              : tiedTensor(rng, t, d, 0, 4));
                      return in;
                    }});
     }
@@ -218,7 +243,7 @@ void addVariadic(std::vector<OpCase> &c) {
                  op,
                  {},
                  1,
-                 kFloats,
+                 kFloatsF64,
                  [](DType t, std::mt19937 &rng) -> Inputs {
                    Tensor a = withSpecials(randomTensor(rng, t, {8}));
                    Tensor b = randomTensor(rng, t, {8});
