@@ -5,6 +5,8 @@
 #include "kernels/cpu/cpu_util.h"
 #include "passes/ir/mpc_ops.h"
 
+#include <cmath>
+
 namespace mpc {
 namespace cpu {
 
@@ -161,6 +163,70 @@ std::vector<int64_t> gatherElementsOffsets(const Node &node,
         walker.offset(0) + (v < 0 ? v + s.len : v) * s.axisStride;
   }
   return offsets;
+}
+
+std::vector<int64_t> variadicShape(const KernelContext &ctx) {
+  if (ctx.inputs.empty())
+    fail(ctx.node, "expects at least one input");
+  const Tensor &first = input(ctx, 0, "data_0");
+  std::vector<int64_t> dims = first.dims;
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    const Tensor &t = input(ctx, i, "data");
+    if (t.dtype != first.dtype)
+      fail(ctx.node, "input ", i, " is ", dtypeName(t.dtype),
+           " but input 0 is ", dtypeName(first.dtype));
+    dims = broadcastShapes(ctx.node, dims, t.dims);
+  }
+  return dims;
+}
+
+int64_t extremumGradIndex(const KernelContext &ctx) {
+  const Node &node = ctx.node;
+  requireInputs(ctx, 3);
+  const Tensor &dy = input(ctx, 0, "dY"), &y = input(ctx, 1, "Y");
+  if (dy.dims != y.dims)
+    fail(node, "dY of shape ", shapeString(dy.dims),
+         " does not match Y of shape ", shapeString(y.dims));
+  size_t count = ctx.inputs.size() - 2;
+  int64_t index = node.attrInt("index", 0);
+  if (index < 0 || size_t(index) >= count)
+    fail(node, "index ", index, " is out of range for ", count, " inputs");
+  for (size_t k = 2; k < ctx.inputs.size(); ++k) {
+    const Tensor &xk = input(ctx, k, "X");
+    if (xk.dims.size() > dy.dims.size() ||
+        broadcastShapes(node, xk.dims, dy.dims) != dy.dims)
+      fail(node, "input ", k, " of shape ", shapeString(xk.dims),
+           " does not broadcast to dY ", shapeString(dy.dims));
+  }
+  return index;
+}
+
+RangeSpec rangeSpec(const Node &node, const Tensor &start, const Tensor &limit,
+                    const Tensor &delta) {
+  for (const Tensor *t : {&start, &limit, &delta})
+    if (t->numel() != 1)
+      fail(node, "start, limit and delta must be scalars, got ",
+           shapeString(t->dims));
+  if (start.dtype != limit.dtype || start.dtype != delta.dtype)
+    fail(node, "start, limit and delta must have one dtype");
+  RangeSpec r;
+  r.dtype = start.dtype;
+  r.delta = delta.getAsDouble(0);
+  r.start = start.getAsDouble(0);
+  if (r.delta == 0)
+    fail(node, "delta must not be zero");
+  double count = std::ceil((limit.getAsDouble(0) - r.start) / r.delta);
+  if (!(count >= 0))
+    count = 0;
+  if (count > double(int64_t(1) << 40))
+    fail(node, "would produce ", count, " elements");
+  r.count = int64_t(count);
+  r.integer = !isFloating(start.dtype);
+  if (r.integer) {
+    r.startInt = start.toInt64s()[0];
+    r.deltaInt = delta.toInt64s()[0];
+  }
+  return r;
 }
 
 } // namespace cpu

@@ -1,12 +1,14 @@
 // Checked geometry that the CPU kernels and the CUDA runners both read off a
 // node: Transpose's permutation, LayerNormalization's view of X, Gelu's
-// approximation, Split's sizes, a batch norm's channels and where a
-// GatherElements reads. One definition, so both backends accept the same
-// nodes with the same messages.
+// approximation, Split's sizes, a batch norm's channels, where a
+// GatherElements reads, the operands of Max/Min/Sum and ExtremumGrad, and
+// Range's sequence. One definition, so both backends accept the same nodes
+// with the same messages.
 #pragma once
 
 #include "passes/ir/graph.h"
 #include "passes/ir/tensor.h"
+#include "runtime/backend.h"
 
 #include <cstdint>
 #include <vector>
@@ -80,6 +82,33 @@ GatherElementsShape gatherElementsShape(const Node &node,
 std::vector<int64_t> gatherElementsOffsets(const Node &node,
                                            const GatherElementsShape &shape,
                                            const Tensor &idx);
+
+/// The shape every input of a variadic op (Max, Min, Sum) broadcasts to;
+/// an error on the node for no inputs, a missing one or mixed dtypes.
+std::vector<int64_t> variadicShape(const KernelContext &ctx);
+
+/// ExtremumGrad(dY, Y, X0..Xn-1) <index>: checks that dY and Y have one
+/// shape and every X broadcasts to it; returns `index`, an error on the
+/// node unless it names one of the Xs.
+int64_t extremumGradIndex(const KernelContext &ctx);
+
+/// Range(start, limit, delta) read off its three scalar inputs (one dtype):
+/// ceil((limit - start) / delta) elements, none when that is negative
+/// (ONNX computes the count in the input type; doing it in double is exact
+/// for every count that fits in memory). Element i is start + i * delta,
+/// in int64 for integer dtypes, else in double, then stored in the dtype.
+struct RangeSpec {
+  DType dtype = DType::Undefined;
+  int64_t count = 0;
+  bool integer = false;
+  double start = 0, delta = 0;        ///< floating dtypes
+  int64_t startInt = 0, deltaInt = 0; ///< integer dtypes
+};
+
+/// The sequence; an error on the node for non-scalars, mixed dtypes, a zero
+/// delta or an absurd count.
+RangeSpec rangeSpec(const Node &node, const Tensor &start, const Tensor &limit,
+                    const Tensor &delta);
 
 } // namespace cpu
 } // namespace mpc

@@ -428,36 +428,18 @@ void kernelConstantOfShape(KernelContext &ctx) {
   fillWith(ctx, value ? *value->t : Tensor::scalar(DType::F32, 0), dims);
 }
 
-/// Range(start, limit, delta): ceil((limit - start) / delta) elements, in the
-/// inputs' dtype (ONNX computes the count in the input type; doing it in
-/// double is exact for every count that fits in memory).
+/// Range(start, limit, delta): the sequence of rangeSpec (node_geometry.h,
+/// which the CUDA runner reads too).
 void kernelRange(KernelContext &ctx) {
-  const Tensor &start = input(ctx, 0, "start");
-  const Tensor &limit = input(ctx, 1, "limit");
-  const Tensor &delta = input(ctx, 2, "delta");
-  for (const Tensor *t : {&start, &limit, &delta})
-    if (t->numel() != 1)
-      fail(ctx.node, "start, limit and delta must be scalars, got ",
-           shapeString(t->dims));
-  if (start.dtype != limit.dtype || start.dtype != delta.dtype)
-    fail(ctx.node, "start, limit and delta must have one dtype");
-  double d = delta.getAsDouble(0), s0 = start.getAsDouble(0);
-  if (d == 0)
-    fail(ctx.node, "delta must not be zero");
-  double count = std::ceil((limit.getAsDouble(0) - s0) / d);
-  if (!(count >= 0))
-    count = 0;
-  if (count > double(int64_t(1) << 40))
-    fail(ctx.node, "would produce ", count, " elements");
-  Tensor &y = output(ctx, 0, start.dtype, {int64_t(count)});
-  bool integer = !isFloating(start.dtype);
-  int64_t si = integer ? start.toInt64s()[0] : 0,
-          di = integer ? delta.toInt64s()[0] : 0;
-  for (int64_t i = 0; i < int64_t(count); ++i) {
-    if (start.dtype == DType::I64)
-      y.data<int64_t>()[i] = si + i * di;
+  RangeSpec r = rangeSpec(ctx.node, input(ctx, 0, "start"),
+                          input(ctx, 1, "limit"), input(ctx, 2, "delta"));
+  Tensor &y = output(ctx, 0, r.dtype, {r.count});
+  for (int64_t i = 0; i < r.count; ++i) {
+    if (r.dtype == DType::I64)
+      y.data<int64_t>()[i] = r.startInt + i * r.deltaInt;
     else
-      y.setFromDouble(i, integer ? double(si + i * di) : s0 + double(i) * d);
+      y.setFromDouble(i, r.integer ? double(r.startInt + i * r.deltaInt)
+                                   : r.start + double(i) * r.delta);
   }
 }
 

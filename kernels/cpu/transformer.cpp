@@ -15,6 +15,7 @@
 #include "kernels/common/dropout_rng.h"
 #include "kernels/common/gelu_math.h"
 #include "kernels/common/layer_norm_math.h"
+#include "kernels/common/piecewise_math.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
 #include "kernels/cpu/vector_math.h"
@@ -313,7 +314,7 @@ void kernelLeakyRelu(KernelContext &ctx) {
   float alpha = ctx.node.attrFloat("alpha", 0.01f);
   floatMap(ctx, [&](auto v) {
     using C = decltype(v);
-    return v > C(0) ? v : C(alpha) * v;
+    return leakyReluValue(v, C(alpha));
   });
 }
 
@@ -340,34 +341,12 @@ void kernelClip(KernelContext &ctx) {
     C vhi = hi ? Io::load(ptr<Io>(*hi), 0) : C(node.attrFloat("max", 0));
     const auto *px = ptr<Io>(x);
     auto *py = ptr<Io>(y);
-    for (int64_t i = 0, n = x.numel(); i < n; ++i) {
-      C v = Io::load(px, i);
-      if (hasLo && v < vlo)
-        v = vlo;
-      if (hasHi && v > vhi)
-        v = vhi;
-      Io::store(py, i, v);
-    }
+    for (int64_t i = 0, n = x.numel(); i < n; ++i)
+      Io::store(py, i, clipValue(Io::load(px, i), hasLo, vlo, hasHi, vhi));
   });
 }
 
 // --- Max, Min, Sum -----------------------------------------------------------
-
-/// The broadcast shape of every input of a variadic op, all of one dtype.
-std::vector<int64_t> variadicShape(const KernelContext &ctx) {
-  if (ctx.inputs.empty())
-    fail(ctx.node, "expects at least one input");
-  const Tensor &first = input(ctx, 0, "data_0");
-  std::vector<int64_t> dims = first.dims;
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
-    const Tensor &t = input(ctx, i, "data");
-    if (t.dtype != first.dtype)
-      fail(ctx.node, "input ", i, " is ", dtypeName(t.dtype),
-           " but input 0 is ", dtypeName(first.dtype));
-    dims = broadcastShapes(ctx.node, dims, t.dims);
-  }
-  return dims;
-}
 
 enum class Fold { Max, Min, Sum };
 
@@ -391,14 +370,9 @@ template <Fold F> void variadicKernel(KernelContext &ctx) {
         if (k == 0) {
           a = v;
         } else if constexpr (F == Fold::Sum) {
-          if constexpr (std::is_integral_v<C>)
-            a = C(std::make_unsigned_t<C>(a) + std::make_unsigned_t<C>(v));
-          else
-            a += v;
+          a = sumFold(a, v);
         } else {
-          bool take = F == Fold::Max ? v > a : v < a;
-          if (take || v != v)
-            a = a != a ? a : v;
+          a = extremumFold(F == Fold::Max, a, v);
         }
       });
     }
@@ -675,7 +649,7 @@ void kernelLeakyReluGrad(KernelContext &ctx) {
   float alpha = ctx.node.attrFloat("alpha", 0.01f);
   unaryGrad(ctx, [&](auto g, auto x) {
     using C = decltype(g);
-    return x > C(0) ? g : C(alpha) * g;
+    return leakyReluGradValue(g, x, C(alpha));
   });
 }
 
@@ -691,7 +665,7 @@ void kernelClipGrad(KernelContext &ctx) {
   double vhi = hi ? hi->getAsDouble(0) : node.attrFloat("max", INFINITY);
   unaryGrad(ctx, [&](auto g, auto x) {
     using C = decltype(g);
-    return x >= C(vlo) && x <= C(vhi) ? g : C(0);
+    return clipGradValue(g, x, C(vlo), C(vhi));
   });
 }
 
@@ -699,22 +673,8 @@ void kernelClipGrad(KernelContext &ctx) {
 /// equal to Y at each position.
 void kernelExtremumGrad(KernelContext &ctx) {
   const Node &node = ctx.node;
-  requireInputs(ctx, 3);
-  const Tensor &dy = input(ctx, 0, "dY"), &y = input(ctx, 1, "Y");
-  if (dy.dims != y.dims)
-    fail(node, "dY of shape ", shapeString(dy.dims),
-         " does not match Y of shape ", shapeString(y.dims));
-  size_t count = ctx.inputs.size() - 2;
-  int64_t index = node.attrInt("index", 0);
-  if (index < 0 || size_t(index) >= count)
-    fail(node, "index ", index, " is out of range for ", count, " inputs");
-  for (size_t k = 2; k < ctx.inputs.size(); ++k) {
-    const Tensor &xk = input(ctx, k, "X");
-    if (xk.dims.size() > dy.dims.size() ||
-        broadcastShapes(node, xk.dims, dy.dims) != dy.dims)
-      fail(node, "input ", k, " of shape ", shapeString(xk.dims),
-           " does not broadcast to dY ", shapeString(dy.dims));
-  }
+  int64_t index = extremumGradIndex(ctx);
+  const Tensor &dy = ctx.in(0), &y = ctx.in(1);
   Tensor &dx = output(ctx, 0, dy.dtype, dy.dims);
   withCompute(node, {&dy, &y}, [&](auto c) {
     using C = decltype(c);
@@ -733,7 +693,7 @@ void kernelExtremumGrad(KernelContext &ctx) {
       });
     }
     for (size_t i = 0; i < g.size(); ++i)
-      g[i] = mine[i] ? g[i] / ties[i] : C(0);
+      g[i] = extremumGradShare(g[i], bool(mine[i]), ties[i]);
     storeAll(dx, g);
   });
 }

@@ -1,8 +1,11 @@
-// CUDA elementwise kernels: unary math, broadcasting arithmetic, Pow,
+// CUDA elementwise kernels: unary math, Not, broadcasting arithmetic, Pow,
 // ReluGrad, broadcast copy.
 //
 // Each kernel is a grid-stride loop over the output; operands are loaded
-// into fp32 and the result rounded once on store (device_io.cuh). The fp32
+// into fp32 and the result rounded once on store (device_io.cuh). Unary
+// math, ReluGrad and binary arithmetic whose operands are full-size or a
+// single element take the 16-byte vector loops of vector_access.cuh; only
+// real broadcasting walks a BroadcastGeometry per element. The fp32
 // operations are the CPU kernels' (kernels/cpu/elementwise.cpp): + - * /,
 // sqrt and the comparisons are IEEE and give the same bits there; exp, log,
 // tanh, erf, pow come from CUDA's math library and differ from glibc's in
@@ -10,6 +13,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/vector_access.cuh"
 
 namespace mpc {
 namespace cuda {
@@ -64,14 +68,6 @@ struct DivOp {
 };
 
 // --- kernels -----------------------------------------------------------------
-
-template <typename Io, typename Op>
-__global__ void unaryKernel(const typename Io::Storage *__restrict__ x,
-                            typename Io::Storage *__restrict__ y, int64_t n,
-                            Op op) {
-  for (int64_t i = globalIndex(); i < n; i += globalStride())
-    y[i] = Io::fromFloat(op(Io::toFloat(x[i])));
-}
 
 template <typename Io, typename Op>
 __global__ void binaryKernel(const typename Io::Storage *__restrict__ a,
@@ -148,14 +144,18 @@ __global__ void powBroadcastKernel(const typename Io::Storage *__restrict__ x,
   }
 }
 
-template <typename G, typename F>
-__global__ void reluGradKernel(const typename G::Storage *__restrict__ dy,
-                               const typename F::Storage *__restrict__ y,
-                               typename G::Storage *__restrict__ dx,
-                               int64_t n) {
-  for (int64_t i = globalIndex(); i < n; i += globalStride())
-    dx[i] = G::fromFloat(F::toFloat(y[i]) > 0.0f ? G::toFloat(dy[i]) : 0.0f);
-}
+/// Not on bool bytes, as the CPU's BoolIo reads and writes them.
+struct NotOp {
+  __device__ uint8_t operator()(uint8_t v) const { return v != 0 ? 0 : 1; }
+};
+
+/// ReluGrad's rule on fp32 values: the gradient where the output is
+/// positive.
+struct ReluGradOp {
+  __device__ float operator()(float dy, float y) const {
+    return y > 0.0f ? dy : 0.0f;
+  }
+};
 
 template <typename Io>
 __global__ void scaleKernel(typename Io::Storage *y, int64_t n, float factor) {
@@ -178,10 +178,9 @@ void unary(DType t, const void *x, void *y, int64_t n, cudaStream_t s, Op op) {
   dispatchDeviceFloat(t, "unary op", [&](auto io) {
     using Io = decltype(io);
     using S = typename Io::Storage;
-    unaryKernel<Io><<<gridFor(n), kBlock, 0, s>>>(static_cast<const S *>(x),
-                                                  static_cast<S *>(y), n, op);
+    launchMap(static_cast<const S *>(x), static_cast<S *>(y), n, s,
+              FloatMap<Io, Op>{op});
   });
-  MPC_CUDA_CHECK_LAUNCH("unaryKernel");
 }
 
 template <typename Op>
@@ -190,11 +189,16 @@ void binary(DType t, const void *a, const void *b, void *y,
   dispatchDeviceFloat(t, "binary op", [&](auto io) {
     using Io = decltype(io);
     using S = typename Io::Storage;
+    const S *pa = static_cast<const S *>(a), *pb = static_cast<const S *>(b);
+    if (g.simple) {
+      launchZip(pa, g.full[0], pb, g.full[1], static_cast<S *>(y), g.count, s,
+                FloatZip<Io, Io, Io, Op>{op});
+      return;
+    }
     binaryKernel<Io><<<gridFor(g.count), kBlock, 0, s>>>(
-        static_cast<const S *>(a), static_cast<const S *>(b),
-        static_cast<S *>(y), g, op);
+        pa, pb, static_cast<S *>(y), g, op);
+    MPC_CUDA_CHECK_LAUNCH("binaryKernel");
   });
-  MPC_CUDA_CHECK_LAUNCH("binaryKernel");
 }
 
 } // namespace
@@ -223,6 +227,10 @@ void launchUnary(UnaryOp op, DType t, const void *x, void *y, int64_t n,
   case UnaryOp::Erf:
     return unary(t, x, y, n, s, ErfOp{});
   }
+}
+
+void launchNot(const uint8_t *x, uint8_t *y, int64_t n, cudaStream_t s) {
+  launchMap(x, y, n, s, NotOp{});
 }
 
 void launchBinary(BinaryOp op, DType t, const void *a, const void *b, void *y,
@@ -281,13 +289,12 @@ void launchReluGrad(DType gradT, const void *dy, DType fwdT, const void *y,
     dispatchDeviceFloat(fwdT, "ReluGrad", [&](auto fio) {
       using G = decltype(gio);
       using F = decltype(fio);
-      reluGradKernel<G, F><<<gridFor(n), kBlock, 0, s>>>(
-          static_cast<const typename G::Storage *>(dy),
-          static_cast<const typename F::Storage *>(y),
-          static_cast<typename G::Storage *>(dx), n);
+      using GS = typename G::Storage;
+      launchZip(static_cast<const GS *>(dy), true,
+                static_cast<const typename F::Storage *>(y), true,
+                static_cast<GS *>(dx), n, s, FloatZip<G, F, G, ReluGradOp>{});
     });
   });
-  MPC_CUDA_CHECK_LAUNCH("reluGradKernel");
 }
 
 void launchScale(DType t, void *y, int64_t n, float factor, cudaStream_t s) {

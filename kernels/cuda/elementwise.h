@@ -1,6 +1,6 @@
 // Host entry points of the CUDA elementwise kernels (kernels/cuda/
-// elementwise.cu): unary math, broadcasting binary arithmetic, Pow, ReluGrad
-// and the broadcast copy Gemm's C operand needs.
+// elementwise.cu): unary math, Not, broadcasting binary arithmetic, Pow,
+// ReluGrad and the broadcast copy Gemm's C operand needs.
 //
 // Every entry takes raw device pointers, element counts and a stream, never
 // host Tensors, so the same kernels serve the staged backend of today and
@@ -49,6 +49,9 @@ void launchPowScalar(DType t, const void *x, void *y, int64_t n,
 void launchPowBroadcast(DType xt, const void *x, DType yt, const void *e,
                         void *y, const BroadcastGeometry<2> &geometry,
                         cudaStream_t stream);
+
+/// y[i] = !x[i] over bool bytes (any nonzero byte is true; 1 or 0 out).
+void launchNot(const uint8_t *x, uint8_t *y, int64_t n, cudaStream_t stream);
 
 /// dx[i] = y[i] > 0 ? dy[i] : 0; dy/dx of dtype gradT, y of dtype fwdT.
 void launchReluGrad(DType gradT, const void *dy, DType fwdT, const void *y,

@@ -4,8 +4,8 @@
 // run_training.cpp, run_softmax.cpp, run_reduce.cpp, run_gather.cpp,
 // run_transformer.cpp, run_compare.cpp, run_conv.cpp, run_batch_norm.cpp,
 // run_pool.cpp, run_shape.cpp, run_gather_elements.cpp,
-// run_preview_training.cpp) lists its entries, like the CPU kernel
-// families; the backend's supports() and run() read only this table
+// run_preview_training.cpp, run_piecewise.cpp) lists its entries, like the
+// CPU kernel families; the backend's supports() and run() read only this table
 // (cuda_ops.cpp), so what it claims and what it runs cannot drift apart. An
 // entry's check looks at what the graph already says (dtypes, attributes) and
 // refuses, with why, nodes the device code does not take; an entry without a
@@ -56,6 +56,7 @@ std::vector<CudaOpEntry> poolOps();
 std::vector<CudaOpEntry> shapeOps();
 std::vector<CudaOpEntry> gatherElementsOps();
 std::vector<CudaOpEntry> previewTrainingOps();
+std::vector<CudaOpEntry> piecewiseOps();
 std::vector<CudaOpEntry> hostOps();
 
 /// Whether a device-resident step can run `node` when the executor knows

@@ -1,5 +1,6 @@
 // CUDA runners of the elementwise family: arithmetic with broadcasting,
-// unary math, Pow, Cast, ReluGrad, SumToShape and SumToShapeAs.
+// unary math, Not, Pow, Cast, CastLike, ReluGrad, SumToShape and
+// SumToShapeAs.
 //
 // Each runner validates its operands the way the CPU kernel does (the same
 // helpers, so the same messages), allocates the outputs and hands device
@@ -56,6 +57,22 @@ template <UnaryOp Op> void runUnary(NodeStaging &s) {
 
 std::string checkUnary(const Node &node) {
   return requireDeviceFloat(node, {0});
+}
+
+void runNot(NodeStaging &s) {
+  const Tensor &x = s.in(0, "X");
+  if (x.dtype != DType::Bool)
+    cpu::fail(s.node(), "expects a bool input, got ", dtypeName(x.dtype));
+  auto *y = static_cast<uint8_t *>(s.out(0, DType::Bool, x.dims));
+  launchNot(static_cast<const uint8_t *>(s.device(0)), y, x.numel(),
+            s.stream());
+}
+
+std::string checkNot(const Node &node) {
+  const Value *x = node.input(0);
+  if (!x || x->dtype == DType::Undefined || x->dtype == DType::Bool)
+    return "";
+  return std::string("it takes a bool input, not ") + dtypeName(x->dtype);
 }
 
 // --- Pow
@@ -129,9 +146,9 @@ DType castTarget(const Node &node) {
   return *dst;
 }
 
-void runCast(NodeStaging &s) {
+/// Cast (or CastLike) of input 0 to dst.
+void castTo(NodeStaging &s, DType dst) {
   const Tensor &x = s.in(0, "input");
-  DType dst = castTarget(s.node());
   if (dst != x.dtype && !castSupported(x.dtype, dst))
     fail(s.node(),
          "the cuda backend casts between fp32, fp16 and bf16 only, "
@@ -141,16 +158,34 @@ void runCast(NodeStaging &s) {
   launchCast(x.dtype, dst, s.device(0), y, x.numel(), s.stream());
 }
 
+/// Why a cast from `from` to `to` cannot run, or "" (unknown dtypes pass:
+/// the runner checks them).
+std::string castRefusal(DType from, DType to) {
+  if (from == DType::Undefined || to == DType::Undefined || to == from ||
+      castSupported(from, to))
+    return "";
+  return std::string("it casts between fp32, fp16 and bf16 only, not ") +
+         dtypeName(from) + " to " + dtypeName(to);
+}
+
+void runCast(NodeStaging &s) { castTo(s, castTarget(s.node())); }
+
 std::string checkCast(const Node &node) {
   const Attribute *to = node.attr("to");
   const Value *x = node.input(0);
-  if (!to || !x || x->dtype == DType::Undefined)
+  if (!to || !x)
     return "";
   std::optional<DType> dst = fromOnnxDataType(int(to->i));
-  if (!dst || *dst == x->dtype || castSupported(x->dtype, *dst))
-    return "";
-  return std::string("it casts between fp32, fp16 and bf16 only, not ") +
-         dtypeName(x->dtype) + " to " + dtypeName(*dst);
+  return dst ? castRefusal(x->dtype, *dst) : "";
+}
+
+/// CastLike(input, target_type): Cast to target_type's dtype, whose
+/// values are never read (so never uploaded).
+void runCastLike(NodeStaging &s) { castTo(s, s.in(1, "target_type").dtype); }
+
+std::string checkCastLike(const Node &node) {
+  const Value *x = node.input(0), *like = node.input(1);
+  return x && like ? castRefusal(x->dtype, like->dtype) : "";
 }
 
 // --- backward ops
@@ -217,7 +252,9 @@ std::vector<CudaOpEntry> elementwiseOps() {
       {"", "Tanh", runUnary<UnaryOp::Tanh>, checkUnary},
       {"", "Sigmoid", runUnary<UnaryOp::Sigmoid>, checkUnary},
       {"", "Erf", runUnary<UnaryOp::Erf>, checkUnary},
+      {"", "Not", runNot, checkNot},
       {"", "Cast", runCast, checkCast},
+      {"", "CastLike", runCastLike, checkCastLike},
       {kMpcDomain, "ReluGrad", runReluGrad,
        [](const Node &n) {
          return requireDeviceFloat(n, {0, 1});

@@ -1,5 +1,6 @@
 // CUDA runners of the shape-moving ops with device code: Expand, Slice,
-// its gradient mpc.SliceGrad, Concat and Split.
+// its gradient mpc.SliceGrad, Concat and Split, and Range, which the CPU
+// backend keeps beside them.
 //
 // They move elements as bytes, so they take any dtype of 1, 2, 4 or 8
 // bytes. Expand and Slice are strided copies (launchBroadcastCopy with a
@@ -14,11 +15,15 @@
 // host mirrors (they are constants in every exported model; the op table lists
 // them, so a Slice whose parameters are data is refused before the step
 // starts).
+// Range's three scalars decide its length, so they are read on the host in
+// both modes (listed in the op table the same way); the kernel writes the
+// sequence.
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
 #include "kernels/cuda/broadcast_geometry.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/range.h"
 #include "kernels/cuda/scatter_copy.h"
 #include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
@@ -224,6 +229,30 @@ void runSplit(NodeStaging &s) {
   }
 }
 
+void runRange(NodeStaging &s) {
+  cpu::RangeSpec r =
+      cpu::rangeSpec(s.node(), s.hostValue(0, "start"), s.hostValue(1, "limit"),
+                     s.hostValue(2, "delta"));
+  if (!rangeSupported(r.dtype))
+    fail(s.node(),
+         "the cuda backend writes Range in int64, int32, fp64, fp32, fp16 "
+         "or bf16, not ",
+         dtypeName(r.dtype));
+  void *y = s.out(0, r.dtype, {r.count});
+  launchRange(r.dtype, y, r.count, r.start, r.delta, r.startInt, r.deltaInt,
+              s.stream());
+}
+
+std::string checkRange(const Node &node) {
+  const Value *start = node.input(0);
+  if (!start || start->dtype == DType::Undefined ||
+      rangeSupported(start->dtype))
+    return "";
+  return std::string("it writes int64, int32, fp64, fp32, fp16 or bf16, "
+                     "not ") +
+         dtypeName(start->dtype);
+}
+
 } // namespace
 
 std::vector<CudaOpEntry> shapeOps() {
@@ -237,6 +266,8 @@ std::vector<CudaOpEntry> shapeOps() {
        (1u << 2) | (1u << 3) | (1u << 4) | (1u << 5)},
       {"", "Concat", runConcat, noCheck},
       {"", "Split", runSplit, noCheck},
+      // start, limit, delta: read on the host.
+      {"", "Range", runRange, checkRange, (1u << 0) | (1u << 1) | (1u << 2)},
   };
 }
 

@@ -1480,6 +1480,7 @@ const std::vector<OpCase> &opCases() {
     addPools(c);
     addShapeMoves(c);
     addGatherLossOptim(c);
+    addElementwiseMore(c);
     return c;
   }();
   return cases;

@@ -79,6 +79,16 @@ __global__ void everyRowFunction(const float *x, float *y, uint8_t *keep,
   keep[i] = dropoutKeep(splitmix64(uint64_t(i)), i, 1u << 23);
 }
 
+__global__ void everyPiecewiseFunction(const float *x, float *y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i + 2 < n)
+    y[i] = piecewiseCombination(x[i], x[i + 1], x[i + 2], i % 2 == 0);
+}
+
+float piecewiseHost(float a, float b, float c, bool flag) {
+  return piecewiseCombination(a, b, c, flag);
+}
+
 float softmaxValueHost(float x, float max, float sum) {
   return softmaxValue(x, max, sum);
 }

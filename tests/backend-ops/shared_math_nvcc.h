@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/common/optimizer_math.h"
+#include "kernels/common/piecewise_math.h"
 #include "kernels/common/preview_optimizer_math.h"
 
 #include <cstdint>
@@ -37,6 +38,18 @@ void previewUpdateHost(const PreviewHyper &h, const PreviewStep &s,
                        const float *in, float *out);
 void previewUpdateHost(const PreviewHyper &h, const PreviewStep &s,
                        const double *in, double *out);
+/// piecewiseCombination as nvcc's host compilation computes it.
+float piecewiseHost(float a, float b, float c, bool flag);
+
+/// Every rule of piecewise_math.h (LeakyRelu, Clip, Max/Min and their
+/// gradients) in one value: built by nvcc for the device and the host
+/// (shared_math_nvcc.cu) and by the host compiler (shared_math_test.cpp).
+MPC_HD float piecewiseCombination(float a, float b, float c, bool flag) {
+  return leakyReluValue(a, c) + leakyReluGradValue(a, b, c) +
+         clipValue(a, flag, b, !flag, c) + clipGradValue(a, b, -c, c) +
+         extremumFold(flag, a, b) + extremumGradShare(a, flag, c) +
+         sumFold(a, b) + float(sumFold(int8_t(100), int8_t(flag ? 100 : 27)));
+}
 
 } // namespace nvcc
 } // namespace mpc

@@ -3,12 +3,12 @@
 //
 // kernels/common/{half.h,loss_scale_math.h,optimizer_math.h} and the row
 // and activation math (softmax_math.h, layer_norm_math.h, gelu_math.h,
-// dropout_rng.h, clip_grad_norm_math.h) are included by the CUDA kernels
-// and by the CPU kernels. shared_math_nvcc.cu compiles them with nvcc (for
-// the device, which is checked by its building, and for the host); here
-// every fp16/bf16 pattern, a million random fp32 patterns, random optimizer
-// states (ONNX's Adagrad, Momentum and Adam in fp32 and fp64 too) and
-// random row/activation operands go through both builds.
+// dropout_rng.h, clip_grad_norm_math.h, piecewise_math.h) are included by the
+// CUDA kernels and by the CPU kernels. shared_math_nvcc.cu compiles them with
+// nvcc (for the device, which is checked by its building, and for the host);
+// here every fp16/bf16 pattern, a million random fp32 patterns, random
+// optimizer states (ONNX's Adagrad, Momentum and Adam in fp32 and fp64 too)
+// and random row/activation operands go through both builds.
 #include "kernels/common/clip_grad_norm_math.h"
 #include "kernels/common/dropout_rng.h"
 #include "kernels/common/gelu_math.h"
@@ -174,6 +174,27 @@ TEST(SharedMathUnderNvcc, RowAndActivationMath) {
     ASSERT_EQ(nvcc::dropoutKeepHost(base, k, thr), dropoutKeep(base, k, thr));
     ASSERT_EQ(floatBits(nvcc::clipCoefficientHost(c, 1.0f)),
               floatBits(clipGradNormCoefficient(c, 1.0f)));
+  }
+}
+
+// nvcc's and the host compiler's builds of the piecewise rules; ties, NaN
+// and infinities drawn on purpose.
+TEST(SharedMathUnderNvcc, PiecewiseRules) {
+  std::mt19937 rng(15);
+  const float specials[] = {0.0f, -0.0f,    1.0f,      -1.0f,
+                            NAN,  INFINITY, -INFINITY, 0.5f};
+  std::uniform_real_distribution<float> d(-3, 3);
+  std::uniform_int_distribution<int> pick(0, 9);
+  auto draw = [&] {
+    int k = pick(rng);
+    return k < 8 ? specials[k] : d(rng);
+  };
+  for (int k = 0; k < 100000; ++k) {
+    float a = draw(), b = draw(), c = draw();
+    for (bool flag : {false, true})
+      ASSERT_EQ(floatBits(nvcc::piecewiseHost(a, b, c, flag)),
+                floatBits(nvcc::piecewiseCombination(a, b, c, flag)))
+          << a << " " << b << " " << c << " " << flag;
   }
 }
 
