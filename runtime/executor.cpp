@@ -58,15 +58,18 @@ struct Executor::Arena {
 Executor::Executor(const Graph &graph, Backend &backend,
                    ExecutorOptions options)
     : graph_(graph), backend_(backend), options_(std::move(options)) {
+  slotById_.assign(graph.numValueIds(), kNoSlot);
   auto slotFor = [&](const Value *v) {
-    auto it = slotOf_.find(v);
-    if (it != slotOf_.end())
-      return it->second;
+    if (hasSlot(v))
+      return slotById_[v->id()];
+    if (v->owner() != &graph_ || v->id() >= slotById_.size())
+      throw Error("internal error: value '" + v->name() +
+                  "' is not of the executed graph");
     size_t s = slots_.size();
     slots_.emplace_back();
     persistent_.push_back(false);
     valueOf_.push_back(v);
-    slotOf_[v] = s;
+    slotById_[v->id()] = s;
     return s;
   };
   for (const Value *in : graph.inputs())
@@ -100,10 +103,10 @@ Executor::Executor(const Graph &graph, Backend &backend,
   for (size_t i = 0; i < nodes_.size(); ++i) {
     for (const Value *in : nodes_[i]->inputs())
       if (in)
-        lastUse[slotOf_.at(in)] = int64_t(i);
+        lastUse[slotOf(in)] = int64_t(i);
     for (const Value *o : nodes_[i]->outputs())
-      if (o && lastUse[slotOf_.at(o)] < int64_t(i))
-        lastUse[slotOf_.at(o)] = int64_t(i); // unused outputs die at once
+      if (o && lastUse[slotOf(o)] < int64_t(i))
+        lastUse[slotOf(o)] = int64_t(i); // unused outputs die at once
   }
   freeAfter_.assign(nodes_.size(), {});
   for (size_t s = 0; s < slots_.size(); ++s)
@@ -123,15 +126,15 @@ Executor::Executor(const Graph &graph, Backend &backend,
       }
     for (const auto &b : options_.updateBinding) {
       const Value *v = graph_.findValue(b.first);
-      if (v && slotOf_.count(v))
-        updated_[slotOf_.at(v)] = true;
+      if (v && hasSlot(v))
+        updated_[slotOf(v)] = true;
     }
     for (const std::string &name : options_.fetchAfterRun) {
       const Value *v = graph_.findValue(name);
-      if (!v || !slotOf_.count(v))
+      if (!v || !hasSlot(v))
         throw Error("'" + name + "' is not a value of graph '" + graph_.name() +
                     "' (fetchAfterRun)");
-      fetchSlots_.push_back(slotOf_.at(v));
+      fetchSlots_.push_back(slotOf(v));
     }
   }
 }
@@ -149,7 +152,7 @@ void Executor::setInput(const std::string &name, Tensor value) {
   if (v->dtype != DType::Undefined && v->dtype != value.dtype)
     throw Error("input '" + name + "': expected " + dtypeName(v->dtype) +
                 ", got " + dtypeName(value.dtype));
-  size_t s = slotOf_.at(v);
+  size_t s = slotOf(v);
   if (resident_) { // uploaded by run(); the slot keeps its device binding
     host_[s] = std::move(value);
     hostValid_[s] = dirty_[s] = true;
@@ -163,7 +166,7 @@ void Executor::setInitializer(const std::string &name, Tensor value) {
   if (!v || !v->isInitializer())
     throw Error("'" + name + "' is not an initializer of graph '" +
                 graph_.name() + "'");
-  size_t s = slotOf_.at(v);
+  size_t s = slotOf(v);
   if (resident_) {
     host_[s] = std::move(value);
     hostValid_[s] = dirty_[s] = true;
@@ -179,14 +182,21 @@ const Tensor &Executor::initializer(const std::string &name) const {
   if (!v || !v->isInitializer())
     throw Error("'" + name + "' is not an initializer of graph '" +
                 graph_.name() + "'");
-  return resident_ ? hostCopy(slotOf_.at(v)) : slots_[slotOf_.at(v)];
+  return resident_ ? hostCopy(slotOf(v)) : slots_[slotOf(v)];
+}
+
+size_t Executor::slotOf(const Value *v) const {
+  if (!hasSlot(v))
+    throw Error("internal error: value '" + (v ? v->name() : "?") +
+                "' has no slot in the executor");
+  return slotById_[v->id()];
 }
 
 bool Executor::planIsCurrent() const {
   if (!plan_)
     return false;
   for (size_t i = 0; i < graph_.inputs().size(); ++i) {
-    const Tensor &t = slots_[slotOf_.at(graph_.inputs()[i])];
+    const Tensor &t = slots_[slotOf(graph_.inputs()[i])];
     if (t.dims != plannedInputDims_[i])
       return false;
   }
@@ -264,7 +274,7 @@ void Executor::makePlan() {
   std::vector<std::pair<DType, std::vector<int64_t>>> inputs;
   plannedInputDims_.clear();
   for (size_t i = 0; i < graph_.inputs().size(); ++i) {
-    const Tensor &t = slots_[slotOf_.at(graph_.inputs()[i])];
+    const Tensor &t = slots_[slotOf(graph_.inputs()[i])];
     plannedInputDims_.push_back(t.dims);
     inputs.emplace_back(t.dtype, t.dims);
   }
@@ -354,13 +364,13 @@ void Executor::run(uint64_t seed) {
     if (arena)
       ctx.inPlace = inPlace_[index];
     for (const Value *in : n.inputs())
-      ctx.inputs.push_back(in ? &slots_[slotOf_.at(in)] : nullptr);
+      ctx.inputs.push_back(in ? &slots_[slotOf(in)] : nullptr);
     for (const Value *o : n.outputs()) {
       if (!o) {
         ctx.outputs.push_back(nullptr);
         continue;
       }
-      size_t s = slotOf_.at(o);
+      size_t s = slotOf(o);
       Tensor &t = slots_[s];
       t = Tensor();
       if (arena && slotPlan_[s].planned)
@@ -372,7 +382,7 @@ void Executor::run(uint64_t seed) {
     for (const Value *o : n.outputs()) {
       if (!o)
         continue;
-      size_t s = slotOf_.at(o);
+      size_t s = slotOf(o);
       const Tensor &t = slots_[s];
       const SlotPlan *p = arena ? &slotPlan_[s] : nullptr;
       inArena[s] = p && p->planned && t.bytes.isView() &&
@@ -457,17 +467,17 @@ std::string Executor::whereIs(size_t s) const {
 const std::vector<int64_t> &
 Executor::plannedDims(const std::string &name) const {
   const Value *v = graph_.findValue(name);
-  if (!v || !slotOf_.count(v))
+  if (!v || !hasSlot(v))
     throw Error("'" + name + "' is not a value of graph '" + graph_.name() +
                 "'");
-  return slots_[slotOf_.at(v)].dims;
+  return slots_[slotOf(v)].dims;
 }
 
 bool Executor::residentPlanIsCurrent() const {
   if (!plan_)
     return false;
   for (size_t i = 0; i < graph_.inputs().size(); ++i) {
-    size_t s = slotOf_.at(graph_.inputs()[i]);
+    size_t s = slotOf(graph_.inputs()[i]);
     if (host_[s].dims != plannedInputDims_[i] ||
         host_[s].dtype != slots_[s].dtype)
       return false;
@@ -502,12 +512,12 @@ void Executor::computeMirrors() {
     bool known = true,
          shapeOnly = n->domain().empty() && n->opType() == "Shape";
     for (const Value *in : n->inputs())
-      if (in && !shapeOnly && !hasMirror_[slotOf_.at(in)])
+      if (in && !shapeOnly && !hasMirror_[slotOf(in)])
         known = false;
     size_t bytes = 0;
     for (const Value *o : n->outputs())
       if (o) {
-        const Tensor &t = slots_[slotOf_.at(o)];
+        const Tensor &t = slots_[slotOf(o)];
         bytes += size_t(std::max<int64_t>(t.numel(), 0)) *
                  (t.dtype == DType::Undefined ? 1 : dtypeSize(t.dtype));
       }
@@ -518,7 +528,7 @@ void Executor::computeMirrors() {
     KernelContext ctx{*n, {}, {}, 0, {}};
     for (const Value *in : n->inputs())
       ctx.inputs.push_back(
-          in ? (shapeOnly ? &slots_[slotOf_.at(in)] : &mirror_[slotOf_.at(in)])
+          in ? (shapeOnly ? &slots_[slotOf(in)] : &mirror_[slotOf(in)])
              : nullptr);
     for (size_t i = 0; i < outs.size(); ++i)
       ctx.outputs.push_back(n->output(i) ? &outs[i] : nullptr);
@@ -531,7 +541,7 @@ void Executor::computeMirrors() {
       const Value *o = n->output(i);
       if (!o)
         continue;
-      size_t s = slotOf_.at(o);
+      size_t s = slotOf(o);
       // A mirror the plan disagrees with would be a wrong shape: no mirror.
       if (outs[i].dtype != slots_[s].dtype || outs[i].dims != slots_[s].dims)
         continue;
@@ -546,7 +556,7 @@ void Executor::makeResidentPlan() {
   std::vector<std::vector<int64_t>> inputDims;
   for (size_t i = 0; i < graph_.inputs().size(); ++i) {
     const Value *v = graph_.inputs()[i];
-    const Tensor &t = host_[slotOf_.at(v)];
+    const Tensor &t = host_[slotOf(v)];
     if (t.dtype == DType::Undefined)
       throw Error("input '" + v->name() + "' of graph '" + graph_.name() +
                   "' is not set");
@@ -603,11 +613,10 @@ void Executor::makeResidentPlan() {
   for (const auto &b : options_.updateBinding) {
     const Value *st = graph_.findValue(b.first),
                 *nv = graph_.findValue(b.second);
-    if (!st || !nv || !slotOf_.count(st) || !slotOf_.count(nv))
+    if (!st || !nv || !hasSlot(st) || !hasSlot(nv))
       throw Error("update binding '" + b.first + "' := '" + b.second +
                   "' names a value graph '" + graph_.name() + "' lacks");
-    const SlotPlan &d = slotPlan[slotOf_.at(st)],
-                   &sp = slotPlan[slotOf_.at(nv)];
+    const SlotPlan &d = slotPlan[slotOf(st)], &sp = slotPlan[slotOf(nv)];
     if (!d.planned || !sp.planned || d.bytes != sp.bytes)
       throw Error("update binding '" + b.first + "' := '" + b.second +
                   "': the new value does not fit the state's planned place");
@@ -635,7 +644,7 @@ void Executor::makeResidentPlan() {
   for (const Node *n : nodes_) {
     std::vector<bool> known;
     for (const Value *in : n->inputs())
-      known.push_back(in && hasMirror_[slotOf_.at(in)]);
+      known.push_back(in && hasMirror_[slotOf(in)]);
     std::string no;
     if (!backend_.supportsResident(*n, known, no))
       throw Error(describeNode(*n) + ": the " + backend_.name() +
@@ -731,19 +740,19 @@ void Executor::runResident(uint64_t seed) {
             ctx.hostKnown.push_back(false);
             continue;
           }
-          size_t s = slotOf_.at(in);
+          size_t s = slotOf(in);
           ctx.inputs.push_back(hasMirror_[s] ? &mirror_[s] : &slots_[s]);
           ctx.deviceInputs.push_back(slots_[s].bytes.data());
           ctx.hostKnown.push_back(hasMirror_[s]);
         }
         for (const Value *o : n.outputs())
-          ctx.outputs.push_back(o ? &slots_[slotOf_.at(o)] : nullptr);
+          ctx.outputs.push_back(o ? &slots_[slotOf(o)] : nullptr);
         backend_.run(ctx);
         // A kernel must leave its outputs where and as the plan put them.
         for (const Value *o : n.outputs()) {
           if (!o)
             continue;
-          size_t s = slotOf_.at(o);
+          size_t s = slotOf(o);
           const Tensor &t = slots_[s];
           const SlotPlan &p = slotPlan_[s];
           if (!t.bytes.isView() || t.bytes.data() != deviceArena_ + p.offset ||

@@ -160,7 +160,17 @@ private:
   Backend &backend_;
   ExecutorOptions options_;
   std::vector<const Node *> nodes_;
-  std::unordered_map<const Value *, size_t> slotOf_;
+  /// Each value's slot by Value::id() (kNoSlot: none): a vector, not a
+  /// hash map, because the run loop looks up every input and output of
+  /// every node of every step.
+  static constexpr size_t kNoSlot = size_t(-1);
+  std::vector<size_t> slotById_;
+  /// Whether v (of any graph) has a slot, and which (throws if none).
+  bool hasSlot(const Value *v) const {
+    return v && v->owner() == &graph_ && v->id() < slotById_.size() &&
+           slotById_[v->id()] != kNoSlot;
+  }
+  size_t slotOf(const Value *v) const;
   std::vector<const Value *> valueOf_;
   std::vector<Tensor> slots_;
   std::vector<bool> persistent_;
