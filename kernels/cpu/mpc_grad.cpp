@@ -181,6 +181,27 @@ void kernelNegativeLogLikelihoodLossGrad(KernelContext &ctx) {
   });
 }
 
+/// Whether x's dims, leading 1s dropped, are dY's trailing dims: then the
+/// sum to x's shape adds dY's [rows, inner] view down its columns.
+bool sumsWholeRows(const std::vector<int64_t> &dy,
+                   const std::vector<int64_t> &x, int64_t &rows,
+                   int64_t &inner) {
+  size_t lead = 0;
+  while (lead < x.size() && x[lead] == 1)
+    ++lead;
+  size_t kept = x.size() - lead;
+  if (kept > dy.size() || !std::equal(x.begin() + std::ptrdiff_t(lead), x.end(),
+                                      dy.end() - std::ptrdiff_t(kept)))
+    return false;
+  inner = 1;
+  for (size_t i = lead; i < x.size(); ++i)
+    inner *= x[i];
+  rows = 1;
+  for (size_t i = 0; i + kept < dy.size(); ++i)
+    rows *= dy[i];
+  return inner > 0 && rows > 0;
+}
+
 /// SumToShape with the result in dtype `to`: sums in the wider compute type
 /// of dY's and to's, in dY's row-major order. With `to` wider than dY that is
 /// the same arithmetic, hence the same bits, as widening dY first.
@@ -197,10 +218,24 @@ void sumToShape(KernelContext &ctx, DType to) {
     using C = Wider<G, O>;
     std::vector<C> acc(size_t(dx.numel()), C(0));
     const auto *pg = ptr<G>(dy);
-    const std::vector<int64_t> shapes[1] = {x.dims};
-    forEachBroadcast(dy.dims, shapes, [&](int64_t i, const int64_t *o) {
-      acc[size_t(o[0])] += C(G::load(pg, i));
-    });
+    int64_t rows = 0, inner = 0;
+    if (sumsWholeRows(dy.dims, x.dims, rows, inner)) {
+      // A bias gradient: X is dY's trailing dims, so each sum runs down a
+      // column of dY seen as [rows, inner]. Row by row, each acc[j] adds
+      // the same terms in the same order as the broadcast walk below (the
+      // same bits), with a contiguous inner loop the compiler vectorises.
+      std::vector<typename G::Compute> row(static_cast<size_t>(inner));
+      for (int64_t r = 0; r < rows; ++r) {
+        loadRun<G>(pg + r * inner, inner, row.data());
+        for (int64_t j = 0; j < inner; ++j)
+          acc[size_t(j)] += C(row[size_t(j)]);
+      }
+    } else {
+      const std::vector<int64_t> shapes[1] = {x.dims};
+      forEachBroadcast(dy.dims, shapes, [&](int64_t i, const int64_t *o) {
+        acc[size_t(o[0])] += C(G::load(pg, i));
+      });
+    }
     auto *px = ptr<O>(dx);
     for (size_t i = 0; i < acc.size(); ++i)
       O::store(px, int64_t(i), typename O::Compute(acc[i]));

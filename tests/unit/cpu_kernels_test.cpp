@@ -1084,6 +1084,48 @@ TEST(CpuMpcGrad, SoftmaxGradsReadAHalfYAsTheirFp32Copy) {
     }
 }
 
+// SumToShape adds each output's terms in dY's row-major order, whether the
+// kernel walks the broadcast or (X being dY's trailing dims, a bias
+// gradient) runs down the rows: the same bits as a plain sequential sum.
+TEST(CpuMpcGrad, SumToShapeAddsInRowMajorOrder) {
+  std::vector<float> grad(6 * 5 * 7);
+  for (size_t i = 0; i < grad.size(); ++i)
+    grad[i] = float(std::sin(0.61 * double(i))) * 1000.0f + 1e-3f * float(i);
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (std::vector<int64_t> to : {std::vector<int64_t>{7},
+                                    {1, 7},
+                                    {5, 7},
+                                    {1, 1, 7},
+                                    {6, 5, 7},
+                                    {5, 1},
+                                    {6, 1, 7},
+                                    {}}) {
+      Tensor dy = F({6, 5, 7}, grad).castTo(t);
+      std::vector<float> v = dy.castTo(DType::F32).toFloats();
+      // Sequential float sums in row-major order of dY.
+      std::vector<int64_t> full = {6, 5, 7};
+      std::vector<int64_t> x(full.size(), 1);
+      std::copy(to.begin(), to.end(), x.end() - std::ptrdiff_t(to.size()));
+      std::vector<float> want(size_t(elementCount(to)), 0.0f);
+      for (int64_t a = 0; a < 6; ++a)
+        for (int64_t b = 0; b < 5; ++b)
+          for (int64_t c = 0; c < 7; ++c) {
+            int64_t o =
+                ((x[0] == 1 ? 0 : a) * x[1] + (x[1] == 1 ? 0 : b)) * x[2] +
+                (x[2] == 1 ? 0 : c);
+            want[size_t(o)] += v[size_t((a * 5 + b) * 7 + c)];
+          }
+      Tensor xt = F(to, std::vector<float>(want.size(), 1.0f)).castTo(t);
+      Tensor got = runMpc("SumToShape", {dy, xt});
+      Tensor expected = F(to, want).castTo(t);
+      ASSERT_EQ(got.bytes.size(), expected.bytes.size());
+      EXPECT_EQ(std::memcmp(got.bytes.data(), expected.bytes.data(),
+                            got.bytes.size()),
+                0)
+          << dtypeName(t) << " to " << dimsToString(to);
+    }
+}
+
 // fold-widening-casts turns SumToShape(Cast(dY16 -> fp32), b) into
 // SumToShapeAs(dY16, b): the same bits, without the fp32 copy of dY.
 TEST(CpuMpcGrad, SumToShapeAsIsTheSumOfTheWidenedGradient) {
