@@ -11,6 +11,15 @@
 // existing values. Runs first, and after every pass (--verify-each), so it
 // needs nothing before it, and it costs O(nodes + edges) without copying the
 // graph: side tables are indexed by Value::id().
+//
+// Most passes change a few nodes of a big graph, and shape inference of every
+// node was most of what verify cost. So the type check is memoised
+// (VerifyMemo, kept on the Model): a node whose revision, input values, their
+// types and constant data, and declared output types are all what they were
+// when it last passed would infer what it inferred then; it gets that result
+// without running its rule. Anything else (a changed node, an input retyped
+// by hand or by inference upstream) runs the rule as before. The structural
+// checks run in full every time.
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
@@ -175,18 +184,123 @@ private:
   size_t base_;
 };
 
+/// What one node's last passing type check saw and inferred.
+struct NodeTypeMemo {
+  uint64_t revision = 0;
+  int64_t opset = 0;
+  /// The verify that last looked at the node (stale entries are dropped).
+  uint64_t epoch = 0;
+  /// Per input: the value, its type as inference saw it, and what its
+  /// constant data came from (initializer tensor, or the Constant node's
+  /// revision), since rules read shape and axes tensors.
+  struct Input {
+    const Value *value = nullptr;
+    TypeFacts type;
+    const Tensor *data = nullptr;
+    uint64_t constantRevision = 0;
+  };
+  struct Output {
+    TypeFacts declared, inferred;
+  };
+  std::vector<Input> inputs;
+  std::vector<Output> outputs;
+};
+
+} // namespace
+
+/// Every node's last passing type check, by node (Model::verifyMemo).
+struct VerifyMemo {
+  std::unordered_map<const Node *, NodeTypeMemo> nodes;
+  /// Counts verifies, to tell the records of nodes no longer in the model.
+  uint64_t epoch = 0;
+};
+
+namespace {
+
+/// Assigns without reallocating when `to` already has the room.
+void copyType(TypeFacts &to, const Value &from) {
+  to.dtype = from.dtype;
+  to.hasShape = from.hasShape;
+  to.dims = from.dims;
+}
+
+bool sameType(const TypeFacts &a, const Value &b) {
+  return a.dtype == b.dtype && a.hasShape == b.hasShape && a.dims == b.dims;
+}
+
+/// The data source constantValue() would read for input v.
+void constantSource(const Value *v, const Tensor *&data, uint64_t &revision) {
+  data = v && v->isInitializer() ? v->initializer().get() : nullptr;
+  const Node *p = v ? v->producer() : nullptr;
+  revision =
+      p && p->domain().empty() && p->opType() == "Constant" ? p->revision() : 0;
+}
+
+/// True when `n` is as it was when `m` was recorded: inference would give
+/// the same outputs and the same verdict.
+bool memoMatches(const NodeTypeMemo &m, const Node &n, int64_t opset) {
+  if (m.revision != n.revision() || m.opset != opset ||
+      m.inputs.size() != n.numInputs() || m.outputs.size() != n.numOutputs())
+    return false;
+  for (size_t i = 0; i < m.inputs.size(); ++i) {
+    const NodeTypeMemo::Input &in = m.inputs[i];
+    const Value *v = n.input(i);
+    if (in.value != v)
+      return false;
+    if (!v)
+      continue;
+    if (!sameType(in.type, *v))
+      return false;
+    const Tensor *data = v->isInitializer() ? v->initializer().get() : nullptr;
+    if (in.data != data)
+      return false;
+    // A value's producer is set when the value is made (and only cleared
+    // when its node goes), so an input that was no Constant's output then
+    // is none now: only a Constant's revision needs comparing.
+    if (in.constantRevision != 0 &&
+        (!v->producer() || v->producer()->revision() != in.constantRevision))
+      return false;
+  }
+  for (size_t i = 0; i < m.outputs.size(); ++i) {
+    const Value *o = n.output(i);
+    if (o && !sameType(m.outputs[i].declared, *o))
+      return false;
+  }
+  return true;
+}
+
 /// Supported op and consistent types of one node (inferNode reports
 /// unsupported ops with the list of supported ones). Inference runs on the
 /// graph itself, in order, so that later nodes see the inferred types of
 /// earlier ones as they would on a copy of the graph; every output's
 /// declared type is put back by `restore` (the checks compare with the type
 /// saved before inference).
-void checkNodeTypes(Node &n, int64_t opset, RestoreTypes &restore) {
+void checkNodeTypes(Node &n, int64_t opset, RestoreTypes &restore,
+                    VerifyMemo &memo) {
+  NodeTypeMemo &m = memo.nodes[&n];
+  m.epoch = memo.epoch;
+  if (memoMatches(m, n, opset)) {
+    // Passed before with these inputs: give the outputs what inference gave
+    // them then (later nodes see inferred types, as on a full run).
+    for (size_t i = 0; i < n.numOutputs(); ++i) {
+      Value *o = n.output(i);
+      const TypeFacts &inferred = m.outputs[i].inferred;
+      if (!o || sameType(inferred, *o))
+        continue;
+      restore.save(o);
+      o->dtype = inferred.dtype;
+      o->hasShape = inferred.hasShape;
+      o->dims = inferred.dims;
+    }
+    return;
+  }
+  m.revision = 0;            // not a valid record until the check below passes
   size_t k = restore.size(); // this node's outputs are saved from here on
   for (Value *o : n.outputs())
     if (o)
       restore.save(o);
   inferNode(n, opset);
+  m.outputs.resize(n.numOutputs());
   for (size_t i = 0; i < n.numOutputs(); ++i) {
     const Value *o = n.output(i);
     if (!o)
@@ -199,8 +313,21 @@ void checkNodeTypes(Node &n, int64_t opset, RestoreTypes &restore) {
     if (declared.dtype == o->dtype && declared.hasShape == o->hasShape &&
         declared.dims == o->dims)
       restore.unchanged(k);
+    m.outputs[i].declared = declared;
+    copyType(m.outputs[i].inferred, *o);
     ++k;
   }
+  m.inputs.resize(n.numInputs());
+  for (size_t i = 0; i < n.numInputs(); ++i) {
+    NodeTypeMemo::Input &in = m.inputs[i];
+    const Value *v = n.input(i);
+    in.value = v;
+    if (v)
+      copyType(in.type, *v);
+    constantSource(v, in.data, in.constantRevision);
+  }
+  m.opset = opset;
+  m.revision = n.revision();
 }
 
 /// Every value is defined once and used only after its definition, and the
@@ -209,7 +336,7 @@ void checkNodeTypes(Node &n, int64_t opset, RestoreTypes &restore) {
 /// error is kept until the whole graph's structure has passed, so a
 /// structural error anywhere is still the one reported (as when the two were
 /// separate walks), and the graph is read once per verify, not twice.
-void checkGraph(Graph &g, int64_t opset) {
+void checkGraph(Graph &g, int64_t opset, VerifyMemo &memo) {
   // defined[v->id()] for the values of g defined so far.
   std::vector<char> defined(g.numValueIds(), 0);
   auto isDefined = [&](const Value *v) {
@@ -312,7 +439,7 @@ void checkGraph(Graph &g, int64_t opset) {
     }
     if (!typeError) {
       try {
-        checkNodeTypes(n, opset, restore);
+        checkNodeTypes(n, opset, restore, memo);
       } catch (const Error &e) {
         typeError = e;
       }
@@ -425,15 +552,26 @@ void runVerify(Model &model, PassContext &ctx) {
   int64_t opset = model.opsetVersion("");
   if (opset < 0)
     opset = 17;
+  if (!model.verifyMemo)
+    model.verifyMemo = std::make_shared<VerifyMemo>();
+  VerifyMemo &memo = *model.verifyMemo;
+  ++memo.epoch;
   int64_t nodes = 0;
   for (Graph *g :
        {model.graph.get(),
         model.training ? model.training->algorithm.get() : nullptr}) {
     if (!g)
       continue;
-    checkGraph(*g, opset);
+    checkGraph(*g, opset, memo);
     nodes += int64_t(g->numNodes());
   }
+  // Drop the records of nodes this verify did not reach (removed ones, whose
+  // memory a new node may reuse: its revision differs, so a record would
+  // never match, but it would take room) once they outnumber the live ones.
+  if (memo.nodes.size() > 2 * size_t(nodes) + 64)
+    for (auto it = memo.nodes.begin(); it != memo.nodes.end();)
+      it =
+          it->second.epoch == memo.epoch ? std::next(it) : memo.nodes.erase(it);
   checkBindings(model);
   checkMetadata(model);
   ctx.stats["verified-nodes"] = nodes;

@@ -2,6 +2,7 @@
 #include "passes/ir/graph.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <mutex>
 #include <unordered_set>
@@ -114,6 +115,11 @@ Attribute Attribute::ofTensor(Tensor v) {
 
 // --- Node ------------------------------------------------------------------
 
+uint64_t Node::newRevision() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 std::string Node::describe() const {
   std::string op = domain_.empty() ? opType_ : domain_ + "." + opType_;
   return op + " '" + name_ + "'";
@@ -127,6 +133,7 @@ void Node::setInput(size_t i, Value *v) {
   inputs_[i] = v;
   if (v)
     v->uses_.push_back({this, int(i)});
+  touch();
 }
 
 void Node::addInput(Value *v) { setInput(inputs_.size(), v); }
@@ -143,6 +150,7 @@ Value *Node::addOutput(const std::string &nameHint) {
   v->producer_ = this;
   v->producerIndex_ = int(outputs_.size());
   outputs_.push_back(v);
+  touch();
   return v;
 }
 
@@ -161,15 +169,18 @@ void Node::setAttr(const std::string &name, Attribute a) {
   for (auto &kv : attrs_)
     if (kv.first == name) {
       kv.second = std::move(a);
+      touch();
       return;
     }
   attrs_.emplace_back(name, std::move(a));
+  touch();
 }
 
 void Node::removeAttr(const std::string &name) {
   attrs_.erase(std::remove_if(attrs_.begin(), attrs_.end(),
                               [&](const auto &kv) { return kv.first == name; }),
                attrs_.end());
+  touch();
 }
 
 int64_t Node::attrInt(const std::string &name, int64_t dflt) const {

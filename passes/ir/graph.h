@@ -23,6 +23,7 @@ namespace mpc {
 class Graph;
 class Node;
 class PrecisionMap; // passes/precision_map.h
+struct VerifyMemo;  // passes/verify.cpp
 
 /// A dim's symbol ("N", "batch"), interned: one shared copy of each name for
 /// the whole process. Dims are copied and compared after every pass (verify,
@@ -231,8 +232,18 @@ public:
 
   Graph *owner() const { return owner_; }
 
+  /// A stamp renewed whenever the node's inputs, outputs or attributes
+  /// change, unique among all nodes of the process: (node, revision) names
+  /// one state of one node even after a removed node's memory is reused.
+  /// It lets an analysis that ran before skip the nodes that did not change
+  /// (verify's memo of inferred types, passes/verify.cpp).
+  uint64_t revision() const { return revision_; }
+
 private:
   friend class Graph;
+  static uint64_t newRevision();
+  void touch() { revision_ = newRevision(); }
+  uint64_t revision_ = newRevision();
   std::string opType_, domain_, name_;
   std::vector<Value *> inputs_;
   std::vector<Value *> outputs_;
@@ -360,6 +371,10 @@ public:
   /// Shared so that recording stays possible through a const Model (the
   /// pipeline's afterPass hook); it is no part of the model's content.
   std::shared_ptr<PrecisionMap> precisionMap;
+  /// What the last verify inferred for each node (passes/verify.cpp), so the
+  /// next one re-infers only the nodes a pass changed. A side table like
+  /// precisionMap: never exported, made by the first verify.
+  std::shared_ptr<VerifyMemo> verifyMemo;
 
   /// Version of an imported opset domain ("" for the default), or -1.
   int64_t opsetVersion(const std::string &domain) const;

@@ -191,6 +191,99 @@ TEST(Verify, DeclaredTypeContradictsInference) {
                                     "op produces fp32[2]");
 }
 
+// Verify remembers what each node inferred (passes/verify.cpp's VerifyMemo):
+// after a verify that passed, whatever a pass changes must still be checked.
+
+/// x[2x3] -> Transpose -> t -> Relu -> y, declared types and all.
+struct TransposeChain {
+  Model m;
+  Value *x, *t, *y;
+  Node *transpose, *relu;
+  TransposeChain() {
+    Graph &g = *m.graph;
+    x = g.addInput("x", DType::F32, {Dim(2), Dim(3)});
+    transpose = g.createNode("Transpose", {x}, 1, "transpose");
+    transpose->setAttr("perm", Attribute::ofInts({1, 0}));
+    t = transpose->output(0);
+    t->setType(DType::F32, {Dim(3), Dim(2)});
+    relu = g.createNode("Relu", {t}, 1, "relu");
+    y = relu->output(0);
+    y->setType(DType::F32, {Dim(3), Dim(2)});
+    g.addOutput(y);
+  }
+};
+
+TEST(VerifyMemo, AnInputRetypedByHandIsChecked) {
+  TransposeChain c;
+  ASSERT_EQ(verifyError(c.m), "");
+  c.x->dims = {Dim(4), Dim(3)};
+  EXPECT_CONTAINS(verifyError(c.m), "node 'transpose' (Transpose): output "
+                                    "'transpose_out' is declared fp32[3x2] "
+                                    "but the op produces fp32[3x4]");
+}
+
+TEST(VerifyMemo, AChangedAttributeIsChecked) {
+  TransposeChain c;
+  ASSERT_EQ(verifyError(c.m), "");
+  c.transpose->setAttr("perm", Attribute::ofInts({0, 1}));
+  EXPECT_CONTAINS(verifyError(c.m), "is declared fp32[3x2] but the op "
+                                    "produces fp32[2x3]");
+}
+
+TEST(VerifyMemo, ARetypedOutputIsChecked) {
+  TransposeChain c;
+  ASSERT_EQ(verifyError(c.m), "");
+  c.y->dtype = DType::F16;
+  EXPECT_CONTAINS(verifyError(c.m), "node 'relu' (Relu): output 'relu_out' "
+                                    "is declared fp16[3x2] but the op "
+                                    "produces fp32[3x2]");
+  // Put back, it passes again; then the upstream output is retyped: the
+  // unchanged Relu downstream sees the new inferred input and is checked.
+  c.y->dtype = DType::F32;
+  ASSERT_EQ(verifyError(c.m), "");
+  c.t->dims = {Dim(2), Dim(3)};
+  EXPECT_CONTAINS(verifyError(c.m), "node 'transpose' (Transpose)");
+}
+
+TEST(VerifyMemo, InferredTypesStillFlowDownstream) {
+  // Undeclared middle value: each verify infers it for the Relu after it
+  // (from the memo the second time) and leaves it undeclared.
+  TransposeChain c;
+  c.t->dtype = DType::Undefined;
+  c.t->hasShape = false;
+  c.t->dims.clear();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(verifyError(c.m), "");
+    EXPECT_EQ(c.t->dtype, DType::Undefined);
+    EXPECT_FALSE(c.t->hasShape);
+  }
+  c.y->dtype = DType::F16;
+  EXPECT_CONTAINS(verifyError(c.m), "is declared fp16[3x2] but the op "
+                                    "produces fp32[3x2]");
+}
+
+TEST(VerifyMemo, AReplacedConstantIsChecked) {
+  // Reshape reads its shape input's data: a new Constant feeding it (same
+  // type, other data) must be seen.
+  Model m;
+  Graph &g = *m.graph;
+  Value *x = g.addInput("x", DType::F32, {Dim(6)});
+  auto constant = [&](std::vector<int64_t> v) {
+    Node *c = g.createNode("Constant", {}, 1, "shape");
+    c->setAttr("value", Attribute::ofTensor(Tensor::fromInt64s({2}, v)));
+    c->output(0)->setType(DType::I64, {Dim(2)});
+    return c;
+  };
+  Node *c23 = constant({2, 3});
+  Node *reshape = g.createNode("Reshape", {x, c23->output(0)}, 1, "reshape");
+  reshape->output(0)->setType(DType::F32, {Dim(2), Dim(3)});
+  g.addOutput(reshape->output(0));
+  ASSERT_EQ(verifyError(m), "");
+  c23->setAttr("value", Attribute::ofTensor(Tensor::fromInt64s({2}, {3, 2})));
+  EXPECT_CONTAINS(verifyError(m), "is declared fp32[2x3] but the op "
+                                  "produces fp32[3x2]");
+}
+
 // --- fold-constants
 // ------------------------------------------------------------
 
