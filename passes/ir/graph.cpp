@@ -442,6 +442,10 @@ void Graph::replaceAllUsesWith(Value *from, Value *to) {
   std::vector<Use> uses = from->uses_;
   for (const Use &u : uses)
     u.user->setInput(size_t(u.index), to);
+  // A training step lists every state update among its outputs: scan them
+  // only for a value that is one (replacing values is what passes do most).
+  if (from->owner_ == this && !from->isGraphOutput())
+    return;
   for (Value *&o : outputs_)
     if (o == from) {
       countOutput(from, -1);
