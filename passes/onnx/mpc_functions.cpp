@@ -622,22 +622,16 @@ onnx::AttributeProto attributeProto(const std::string &name,
 /// Names used in a graph, for making fresh ones.
 class NameSet {
 public:
-  explicit NameSet(const onnx::GraphProto &g) {
-    for (const auto &v : g.input())
-      used_.insert(v.name());
-    for (const auto &v : g.output())
-      used_.insert(v.name());
-    for (const auto &v : g.value_info())
-      used_.insert(v.name());
-    for (const auto &t : g.initializer())
-      used_.insert(t.name());
-    for (const auto &n : g.node()) {
-      used_.insert(n.name());
-      for (const auto &o : n.output())
-        used_.insert(o);
-    }
-  }
+  /// The names of `g` and of `pending`, nodes taken out of `g` to be put
+  /// back. The set is built on the first fresh(): most graphs need no new
+  /// name, and hashing every name of a big step cost more than the rest of
+  /// completing it.
+  NameSet(const onnx::GraphProto &g,
+          const google::protobuf::RepeatedPtrField<onnx::NodeProto> &pending)
+      : graph_(g), pending_(pending) {}
   std::string fresh(const std::string &hint) {
+    if (!built_)
+      build();
     std::string name = hint;
     for (int i = 1; used_.count(name); ++i)
       name = hint + "_" + std::to_string(i);
@@ -646,6 +640,29 @@ public:
   }
 
 private:
+  void build() {
+    built_ = true;
+    const onnx::GraphProto &g = graph_;
+    for (const auto &v : g.input())
+      used_.insert(v.name());
+    for (const auto &v : g.output())
+      used_.insert(v.name());
+    for (const auto &v : g.value_info())
+      used_.insert(v.name());
+    for (const auto &t : g.initializer())
+      used_.insert(t.name());
+    // A node moved back into g left an empty message in pending_.
+    for (const auto *nodes : {&g.node(), &pending_})
+      for (const auto &n : *nodes) {
+        used_.insert(n.name());
+        for (const auto &o : n.output())
+          used_.insert(o);
+      }
+  }
+
+  const onnx::GraphProto &graph_;
+  const google::protobuf::RepeatedPtrField<onnx::NodeProto> &pending_;
+  bool built_ = false;
   std::unordered_set<std::string> used_;
 };
 
@@ -786,10 +803,10 @@ std::vector<onnx::GraphProto *> protoGraphs(onnx::ModelProto &proto) {
 /// appendMpcFunctions), inserting the nodes that make the missing inputs
 /// just before their users.
 void completeGraph(onnx::GraphProto &g, const std::set<std::string> &ops) {
-  NameSet names(g);
   std::string falseFlag;
   google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
   nodes.Swap(g.mutable_node());
+  NameSet names(g, nodes);
   for (onnx::NodeProto &n : nodes) {
     const FunctionDef *def = n.domain() == kMpcDomain && ops.count(n.op_type())
                                  ? findDef(n.op_type())
