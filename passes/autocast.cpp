@@ -82,7 +82,10 @@ public:
       for (const std::string &name : splitList(*grads))
         if (Value *v = g_.findValue(name))
           grads_.insert(v);
-    map_ = &startPrecisionMap(model, g_);
+    if (options.recordPrecision)
+      map_ = &startPrecisionMap(model, g_);
+    else
+      model.precisionMap.reset(); // would describe a graph autocast changed
   }
 
   void run() {
@@ -167,10 +170,11 @@ private:
     // Nodes without float inputs (Shape arithmetic, ConstantOfShape, int
     // ops) make their output dtype from attributes: nothing to decide.
     if (floatInputs.empty() || cls == PrecisionClass::AnyType) {
-      map_->record(n, untouchedRecord(n, how,
-                                      cls == PrecisionClass::AnyType
-                                          ? Untouched::AnyType
-                                          : Untouched::NoFloatInputs));
+      if (map_)
+        map_->record(n, untouchedRecord(n, how,
+                                        cls == PrecisionClass::AnyType
+                                            ? Untouched::AnyType
+                                            : Untouched::NoFloatInputs));
       decisions_[&n] = std::move(d);
       return;
     }
@@ -207,13 +211,14 @@ private:
       if (d.dtype == target_)
         ++stats_.nodesLowered;
     }
-    map_->record(
-        n, cls == PrecisionClass::Keep
-               ? untouchedRecord(n, how,
-                                 touchesF64 ? Untouched::Fp64 : Untouched::Keep)
-               : decidedRecord(n, how, d.dtype, target_,
-                               policy_.fp32NodesPattern(), promoted,
-                               paramsAdapted));
+    if (map_)
+      map_->record(n, cls == PrecisionClass::Keep
+                          ? untouchedRecord(n, how,
+                                            touchesF64 ? Untouched::Fp64
+                                                       : Untouched::Keep)
+                          : decidedRecord(n, how, d.dtype, target_,
+                                          policy_.fp32NodesPattern(), promoted,
+                                          paramsAdapted));
     decisions_[&n] = std::move(d);
   }
 
@@ -300,7 +305,8 @@ private:
         if (o && isFloating(o->dtype))
           o->dtype = target_;
       ++stats_.nodesLowered;
-      map_->record(n, followUsersRecord(target_));
+      if (map_)
+        map_->record(n, followUsersRecord(target_));
     }
   }
 
@@ -369,7 +375,8 @@ private:
       a.kind = Attribute::Kind::Tensor;
       a.t = converted;
       k->setAttr("value", a);
-      map_->record(*k, constantConvertedRecord(to));
+      if (map_)
+        map_->record(*k, constantConvertedRecord(to));
     }
     c->dtype = to;
     ++stats_.constantsConverted;
@@ -488,6 +495,8 @@ private:
 
   /// Describes every Cast this pass made, now that its users are final.
   void recordInsertedCasts() {
+    if (!map_)
+      return;
     const std::string *loss = model_.meta("mpc.loss");
     for (Node *n : g_.nodeList())
       if (created_.count(n))
@@ -519,6 +528,7 @@ private:
   std::map<std::pair<Value *, DType>, Value *> casts_;
   std::unordered_set<const Node *> created_, placed_;
   Stats stats_;
+  /// Null unless CompileOptions::recordPrecision.
   PrecisionMap *map_ = nullptr;
 };
 
@@ -536,7 +546,10 @@ void runAutocast(Model &model, PassContext &ctx) {
     // Full precision: validate the overrides anyway, so a typo in a flag is
     // reported whatever the precision.
     AutocastPolicy::fromOptions(ctx.options);
-    recordFullPrecision(model, workingGraph(model));
+    if (ctx.options.recordPrecision)
+      recordFullPrecision(model, workingGraph(model));
+    else
+      model.precisionMap.reset();
     ctx.stats["casts-inserted"] += 0;
     ctx.stats["nodes-lowered"] += 0;
     return;

@@ -69,6 +69,12 @@ struct CompileOptions {
   std::string recompute = "none";
   int64_t memoryBudget = 0;
 
+  /// Whether autocast records why each node got its precision (the model's
+  /// precision map). Only --explain and --dot read it and it is never
+  /// exported, so mpc-opt turns it off without them: describing every node
+  /// was a tenth of autocast's time.
+  bool recordPrecision = true;
+
   /// The loss-scale mode after defaults: "dynamic", "static" or "none".
   std::string effectiveLossScaleMode() const;
   /// The static scale when mode is "static".

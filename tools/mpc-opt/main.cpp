@@ -277,6 +277,8 @@ Flags parseFlags(int argc, char **argv) {
                   "terminal; use -o - to force stdout)");
     f.output = "-";
   }
+  // Only --explain and --dot read the precision map (never exported).
+  f.options.recordPrecision = f.explain || !f.dotFile.empty();
   return f;
 }
 
@@ -345,11 +347,10 @@ std::string compile(std::unique_ptr<Model> model, const Flags &f,
   PipelineConfig config;
   config.verifyEach = f.verifyEach;
   config.timings = timings;
-  // Only --explain and --dot read the precision map's records (they are
-  // never exported), so the nodes later passes add are recorded only then.
-  const bool recordPrecision = f.explain || !f.dotFile.empty();
+  // The nodes later passes add are recorded only when the precision map is
+  // kept (--explain, --dot).
   config.afterPass = [&](const std::string &pass, const Model &m) {
-    if (recordPrecision)
+    if (f.options.recordPrecision)
       recordNodesAddedBy(m, pass);
     if (f.printAfterAll || pass == f.printAfter)
       std::cerr << "// ----- after " << pass << "\n" << printModelText(m);
