@@ -34,10 +34,12 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace mpc {
 namespace {
@@ -627,7 +629,7 @@ public:
   /// name, and hashing every name of a big step cost more than the rest of
   /// completing it.
   NameSet(const onnx::GraphProto &g,
-          const google::protobuf::RepeatedPtrField<onnx::NodeProto> &pending)
+          const std::vector<std::unique_ptr<onnx::NodeProto>> &pending)
       : graph_(g), pending_(pending) {}
   std::string fresh(const std::string &hint) {
     if (!built_)
@@ -651,17 +653,20 @@ private:
       used_.insert(v.name());
     for (const auto &t : g.initializer())
       used_.insert(t.name());
-    // A node moved back into g left an empty message in pending_.
-    for (const auto *nodes : {&g.node(), &pending_})
-      for (const auto &n : *nodes) {
-        used_.insert(n.name());
-        for (const auto &o : n.output())
-          used_.insert(o);
-      }
+    auto addNode = [&](const onnx::NodeProto &n) {
+      used_.insert(n.name());
+      for (const auto &o : n.output())
+        used_.insert(o);
+    };
+    for (const auto &n : g.node())
+      addNode(n);
+    for (const auto &n : pending_)
+      if (n) // null once moved back into g
+        addNode(*n);
   }
 
   const onnx::GraphProto &graph_;
-  const google::protobuf::RepeatedPtrField<onnx::NodeProto> &pending_;
+  const std::vector<std::unique_ptr<onnx::NodeProto>> &pending_;
   bool built_ = false;
   std::unordered_set<std::string> used_;
 };
@@ -804,15 +809,24 @@ std::vector<onnx::GraphProto *> protoGraphs(onnx::ModelProto &proto) {
 /// just before their users.
 void completeGraph(onnx::GraphProto &g, const std::set<std::string> &ops) {
   std::string falseFlag;
-  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
-  nodes.Swap(g.mutable_node());
+  // The nodes are taken out and put back in order, the inserted ones before
+  // their users. They move as pointers (a proto without an arena owns
+  // heap-allocated messages): moving each message was a copy of the graph.
+  std::vector<std::unique_ptr<onnx::NodeProto>> nodes(size_t(g.node_size()));
+  {
+    std::vector<onnx::NodeProto *> taken(nodes.size());
+    g.mutable_node()->ExtractSubrange(0, g.node_size(), taken.data());
+    for (size_t i = 0; i < taken.size(); ++i)
+      nodes[i].reset(taken[i]);
+  }
   NameSet names(g, nodes);
-  for (onnx::NodeProto &n : nodes) {
+  for (std::unique_ptr<onnx::NodeProto> &owned : nodes) {
+    onnx::NodeProto &n = *owned;
     const FunctionDef *def = n.domain() == kMpcDomain && ops.count(n.op_type())
                                  ? findDef(n.op_type())
                                  : nullptr;
     if (!def) {
-      *g.add_node() = std::move(n);
+      g.mutable_node()->AddAllocated(owned.release());
       continue;
     }
     const onnx::FunctionProto &fn = parsed(n.op_type()).fn;
@@ -941,7 +955,7 @@ void completeGraph(onnx::GraphProto &g, const std::set<std::string> &ops) {
       if (n.output(j).empty())
         n.set_output(j, names.fresh(base + "_unused_" + fn.output(j)));
     }
-    *g.add_node() = std::move(n);
+    g.mutable_node()->AddAllocated(owned.release());
   }
 }
 
