@@ -51,8 +51,8 @@ mpc_step() {
   local step=$bench_tmp/$(basename "$1" .onnx).$3.onnx log=$bench_tmp/log.csv
   "$bin/mpc-opt" "$1" -o "$step" --precision="$3" --optimizer=adam --lr=1e-3
   local c0 c1
-  c0=$(cpu_s "$bin/mpc-run" "$step" --data="$2" --steps="$warmup" --quiet)
-  c1=$(cpu_s "$bin/mpc-run" "$step" --data="$2" --steps=$((warmup + steps)) --log="$log" --quiet)
+  c0=$(cpu_s "$bin/mpc-run" "$step" --device=cpu --data="$2" --steps="$warmup" --quiet)
+  c1=$(cpu_s "$bin/mpc-run" "$step" --device=cpu --data="$2" --steps=$((warmup + steps)) --log="$log" --quiet)
   echo "$(median_log_ms "$log" "$warmup") $(sed -n 2p "$log" | cut -d, -f2) $(tail -1 "$log" | cut -d, -f2)" \
     "$(awk -v a="$c0" -v b="$c1" -v n="$steps" 'BEGIN{if (b - a < 0.1) print "n/a"; else printf "%.3f", (b - a) * 1000 / n}')"
 }

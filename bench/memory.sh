@@ -68,7 +68,7 @@ printf "%-12s %14s %14s %14s %14s %7s\n" model planned-bytes measured-bytes plan
 for model in mlp_seed cnn transformer; do
   step=$bench_tmp/$model.train.onnx
   "$bin/mpc-opt" "models/$model.onnx" -o "$step" --precision=fp16 --optimizer=adam --report-json="$bench_tmp/$model.json"
-  summary=$("$bin/mpc-run" "$step" --data="models/${model}_data.npz" --steps=3 --quiet | grep '^summary:')
+  summary=$("$bin/mpc-run" "$step" --device=cpu --data="models/${model}_data.npz" --steps=3 --quiet | grep '^summary:')
   # "... peak memory X (cpu; N bytes, live M)"
   measured=$(sed -n 's/.*(cpu; \([0-9]*\) bytes, live \([0-9]*\)).*/\1 \2/p' <<<"$summary")
   read -r measured_peak measured_live <<<"${measured:-n/a n/a}"

@@ -38,11 +38,11 @@ for run in "${runs[@]}"; do
     printf "%-12s %-30s %s\n" "$model" "$ref" "does not compile yet: $(head -c 100 "$tmp/err")"
     continue
   fi
-  "$bin/mpc-run" "$tmp/$model.onnx" --data="models/${model}_data.npz" --steps=30 --log="$tmp/fp32.csv" --quiet >/dev/null
+  "$bin/mpc-run" "$tmp/$model.onnx" --device=cpu --data="models/${model}_data.npz" --steps=30 --log="$tmp/fp32.csv" --quiet >/dev/null
   cols=("$(maxrel "$tmp/fp32.csv" "models/$ref")")
   for p in fp16 bf16; do
     "$bin/mpc-opt" "models/$model.onnx" -o "$tmp/$model.$p.onnx" --precision=$p $flags
-    "$bin/mpc-run" "$tmp/$model.$p.onnx" --data="models/${model}_data.npz" --steps=30 --log="$tmp/$p.csv" --quiet >/dev/null
+    "$bin/mpc-run" "$tmp/$model.$p.onnx" --device=cpu --data="models/${model}_data.npz" --steps=30 --log="$tmp/$p.csv" --quiet >/dev/null
     cols+=("$(maxrel "$tmp/$p.csv" "$tmp/fp32.csv")")
   done
   printf "%-12s %-30s %-10s %-10s %-10s\n" "$model" "$ref" "${cols[@]}"

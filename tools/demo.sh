@@ -11,7 +11,7 @@ echo "== mpc-opt: models/mlp_seed.onnx -> fp16 step (dynamic loss scaling, fp32 
   --precision=fp16 --optimizer=adam --lr=1e-2 --stats
 echo
 echo "== mpc-run: 300 steps, batch 64, CPU backend (fp16 numerics emulated)"
-"$bin/mpc-run" "$out/mlp_seed.train.onnx" --data=models/mlp_seed_data.npz \
+"$bin/mpc-run" "$out/mlp_seed.train.onnx" --device=cpu --data=models/mlp_seed_data.npz \
   --steps=300 --log="$out/mlp_seed.log.csv" --save="$out/mlp_seed.ckpt.onnx" \
   --export-inference="$out/mlp_seed.trained.onnx"
 echo

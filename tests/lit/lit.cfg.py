@@ -8,6 +8,9 @@ config.suffixes = [".onnxtext", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.mpc_build_dir, "tests", "lit-out")
 config.excludes = ["Inputs"]
+# mpc-run's default device is auto (cuda where a GPU is); the tests expect
+# the CPU unless they ask for a device, on every machine.
+config.environment["MPC_DEVICE"] = "cpu"
 config.environment["PATH"] = os.pathsep.join(
     [config.mpc_bin_dir, config.filecheck_dir, config.environment.get("PATH", "/usr/bin:/bin")])
 config.substitutions.append(("%models", os.path.join(config.mpc_source_dir, "models")))

@@ -30,8 +30,10 @@ const char *kUsage =
 
 Trains MODEL, a training step compiled by mpc-opt.
 
-  --device=cpu|cuda       backend (default: cpu; cuda needs a CUDA build and
-                          a GPU, and fails naming why when there is none)
+  --device=cpu|cuda|auto  backend (default auto, or $MPC_DEVICE when set:
+                          cuda when this build has the CUDA backend and a
+                          usable GPU is there, else cpu); cuda needs a CUDA
+                          build and a GPU, and fails naming why otherwise
   --steps=N               steps to run (default 100; after --resume: N more);
                           optimizer steps of K micro-batches each for a model
                           compiled with --grad-accum=K
@@ -78,7 +80,7 @@ Inference (--infer) runs MODEL's main graph forward, on any supported model
 
 struct Flags {
   std::string model;
-  std::string device = "cpu";
+  std::string device; ///< cpu, cuda or auto; "" until resolved
   int64_t steps = 100;
   std::string data;
   bool synthetic = false;
@@ -166,8 +168,9 @@ Flags parseFlags(int argc, char **argv) {
       std::exit(0);
     } else if (key == "--device") {
       f.device = need();
-      if (f.device != "cpu" && f.device != "cuda")
-        throw Error("--device: expected cpu or cuda, got '" + f.device + "'");
+      if (f.device != "cpu" && f.device != "cuda" && f.device != "auto")
+        throw Error("--device: expected cpu, cuda or auto, got '" + f.device +
+                    "'");
     } else if (key == "--cuda-resident" || key == "--cuda-graphs") {
       std::string v = need();
       if (v != "on" && v != "off")
@@ -256,6 +259,22 @@ std::string formatBytes(size_t bytes) {
   else
     std::snprintf(buf, sizeof buf, "%.1f KiB", double(bytes) / 1024);
   return buf;
+}
+
+/// The device a run uses: --device, else $MPC_DEVICE, else auto; auto is
+/// cuda when this build has the CUDA backend and a usable GPU is there
+/// (what a user of a GPU machine expects), else cpu.
+std::string resolveDevice(std::string device) {
+  if (device.empty()) {
+    const char *env = std::getenv("MPC_DEVICE");
+    device = env && *env ? env : "auto";
+    if (device != "cpu" && device != "cuda" && device != "auto")
+      throw Error("MPC_DEVICE: expected cpu, cuda or auto, got '" + device +
+                  "'");
+  }
+  if (device == "auto")
+    return cudaDeviceProblem().empty() ? "cuda" : "cpu";
+  return device;
 }
 
 /// The backend --device names; for cuda, an error saying why there is none
@@ -474,6 +493,7 @@ int main(int argc, char **argv) {
   Flags flags;
   try {
     flags = parseFlags(argc, argv);
+    flags.device = resolveDevice(flags.device);
     return flags.infer ? runInfer(flags) : run(flags);
   } catch (const Error &e) {
     std::string msg = e.what();
