@@ -357,7 +357,6 @@ int run(const Flags &f) {
   // read: a model that cannot fit is refused now, not by the allocator.
   MemoryLimit limit =
       memoryLimitFor(*backend, f.memoryLimitGiven, f.memoryLimit);
-  const int64_t syntheticSamples = batch * 16;
   size_t planned = 0;
   try {
     planned = trainer.checkMemory(batch, limit);
@@ -368,6 +367,11 @@ int run(const Flags &f) {
   }
   // --synthetic makes 16 batches of samples up front; on the CPU they share
   // the host memory with the step's arena, so they count against the limit.
+  int64_t syntheticSamples = 0;
+  if (f.synthetic &&
+      __builtin_mul_overflow(batch, int64_t(16), &syntheticSamples))
+    throw Error("--synthetic: 16 batches of " + std::to_string(batch) +
+                " samples are more than 64 bits count");
   if (f.synthetic && limit.bytes && backend->name() == "cpu") {
     size_t dataBytes = Dataset::syntheticBytes(specs, syntheticSamples);
     if (dataBytes > limit.bytes - planned)
