@@ -35,7 +35,8 @@ namespace {
 Value *asComputeType(Builder &b, const Node &n, Value *x) {
   if (!isFloating(x->dtype))
     throw Error("node '" + n.name() + "' (mpc." + n.opType() + "): input '" +
-                x->name() + "' is not a typed floating-point tensor (run "
+                x->name() +
+                "' is not a typed floating-point tensor (run "
                 "infer-shapes first)");
   if (x->dtype == DType::F32 || x->dtype == DType::F64)
     return x;

@@ -587,29 +587,15 @@ effectiveAttributes(const FunctionDef &def,
 
 /// The value of an attribute written in a body or on a node (no reference).
 Attribute attributeFromProto(const onnx::AttributeProto &a) {
-  switch (a.type()) {
-  case onnx::AttributeProto::FLOAT:
-    return Attribute::ofFloat(a.f());
-  case onnx::AttributeProto::INT:
-    return Attribute::ofInt(a.i());
-  case onnx::AttributeProto::STRING:
-    return Attribute::ofString(a.s());
-  case onnx::AttributeProto::FLOATS:
-    return Attribute::ofFloats({a.floats().begin(), a.floats().end()});
-  case onnx::AttributeProto::INTS:
-    return Attribute::ofInts({a.ints().begin(), a.ints().end()});
-  case onnx::AttributeProto::STRINGS:
-    return Attribute::ofStrings({a.strings().begin(), a.strings().end()});
-  case onnx::AttributeProto::TENSOR: {
-    Tensor t;
-    std::string error;
-    if (!tensorFromProto(a.t(), t, error))
-      throw Error("attribute '" + a.name() + "': " + error);
-    return Attribute::ofTensor(std::move(t));
-  }
-  default:
+  if (std::optional<Attribute> plain = plainAttributeFromProto(a))
+    return std::move(*plain);
+  if (a.type() != onnx::AttributeProto::TENSOR)
     throw Error("attribute '" + a.name() + "' has an unsupported type");
-  }
+  Tensor t;
+  std::string error;
+  if (!tensorFromProto(a.t(), t, error))
+    throw Error("attribute '" + a.name() + "': " + error);
+  return Attribute::ofTensor(std::move(t));
 }
 
 // --- export ------------------------------------------------------------------

@@ -368,25 +368,11 @@ private:
     if (!a.ref_attr_name().empty())
       throw Error(describeNode(n) + ": attribute '" + a.name() +
                   "' refers to a function attribute outside a function");
-    switch (a.type()) {
-    case onnx::AttributeProto::FLOAT:
-      return Attribute::ofFloat(a.f());
-    case onnx::AttributeProto::INT:
-      return Attribute::ofInt(a.i());
-    case onnx::AttributeProto::STRING:
-      return Attribute::ofString(a.s());
-    case onnx::AttributeProto::FLOATS:
-      return Attribute::ofFloats({a.floats().begin(), a.floats().end()});
-    case onnx::AttributeProto::INTS:
-      return Attribute::ofInts({a.ints().begin(), a.ints().end()});
-    case onnx::AttributeProto::STRINGS:
-      return Attribute::ofStrings({a.strings().begin(), a.strings().end()});
-    case onnx::AttributeProto::TENSOR:
+    if (std::optional<Attribute> plain = plainAttributeFromProto(a))
+      return std::move(*plain);
+    if (a.type() == onnx::AttributeProto::TENSOR)
       return Attribute::ofTensor(loadTensor(
           a.t(), describeNode(n) + ": attribute '" + a.name() + "'"));
-    default:
-      break;
-    }
     throw Error(describeNode(n) + ": attribute '" + a.name() +
                 "' has a kind mpc does not support (graphs, sparse tensors, "
                 "type protos)");
@@ -445,6 +431,26 @@ private:
 };
 
 } // namespace
+
+std::optional<Attribute>
+plainAttributeFromProto(const onnx::AttributeProto &a) {
+  switch (a.type()) {
+  case onnx::AttributeProto::FLOAT:
+    return Attribute::ofFloat(a.f());
+  case onnx::AttributeProto::INT:
+    return Attribute::ofInt(a.i());
+  case onnx::AttributeProto::STRING:
+    return Attribute::ofString(a.s());
+  case onnx::AttributeProto::FLOATS:
+    return Attribute::ofFloats({a.floats().begin(), a.floats().end()});
+  case onnx::AttributeProto::INTS:
+    return Attribute::ofInts({a.ints().begin(), a.ints().end()});
+  case onnx::AttributeProto::STRINGS:
+    return Attribute::ofStrings({a.strings().begin(), a.strings().end()});
+  default:
+    return std::nullopt;
+  }
+}
 
 std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
                                    const std::string &sourceName,

@@ -8,6 +8,7 @@
 #include "passes/ir/graph.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace onnx {
@@ -41,6 +42,11 @@ void exportStepModel(const Model &model, onnx::ModelProto &proto);
 /// Writes one IR attribute as an AttributeProto (every kind).
 void exportAttribute(const std::string &name, const Attribute &a,
                      onnx::AttributeProto &p);
+
+/// The value of an AttributeProto of a plain kind (float, int, string and
+/// their lists); nullopt for a tensor or any other kind, which each caller
+/// reads its own way (external data, the error's context).
+std::optional<Attribute> plainAttributeFromProto(const onnx::AttributeProto &a);
 
 /// Deterministic text: model header, main graph, training algorithm, update
 /// bindings, local functions (ONNX text syntax, `//` comments between).

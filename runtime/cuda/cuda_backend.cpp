@@ -513,10 +513,6 @@ std::string deviceProblem(int ordinal) {
 } // namespace
 } // namespace cuda
 
-std::string cudaDeviceProblem(int ordinal) {
-  return cuda::deviceProblem(ordinal);
-}
-
 std::unique_ptr<Backend> createCudaBackend(std::string &whyNot,
                                            const CudaBackendOptions &options) {
   whyNot = cuda::deviceProblem(options.device);

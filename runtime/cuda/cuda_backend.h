@@ -43,11 +43,6 @@ struct CudaBackendOptions {
 std::unique_ptr<Backend>
 createCudaBackend(std::string &whyNot, const CudaBackendOptions &options = {});
 
-/// "" when createCudaBackend would find a usable GPU `ordinal`, else the
-/// same one-line reason (for mpc-run's default device), without creating
-/// a backend.
-std::string cudaDeviceProblem(int ordinal = 0);
-
 /// Whether the CUDA backend runs `node`, with why not; the same answer its
 /// supports() gives, available without a GPU (and false in a build without
 /// CUDA).

@@ -15,8 +15,6 @@ std::unique_ptr<Backend> createCudaBackend(std::string &whyNot,
   return nullptr;
 }
 
-std::string cudaDeviceProblem(int) { return kNoCuda; }
-
 bool cudaBackendSupports(const Node &, std::string &why) {
   why = kNoCuda;
   return false;

@@ -261,9 +261,7 @@ std::string formatBytes(size_t bytes) {
   return buf;
 }
 
-/// The device a run uses: --device, else $MPC_DEVICE, else auto; auto is
-/// cuda when this build has the CUDA backend and a usable GPU is there
-/// (what a user of a GPU machine expects), else cpu.
+/// The device asked for: --device, else $MPC_DEVICE, else auto.
 std::string resolveDevice(std::string device) {
   if (device.empty()) {
     const char *env = std::getenv("MPC_DEVICE");
@@ -272,22 +270,24 @@ std::string resolveDevice(std::string device) {
       throw Error("MPC_DEVICE: expected cpu, cuda or auto, got '" + device +
                   "'");
   }
-  if (device == "auto")
-    return cudaDeviceProblem().empty() ? "cuda" : "cpu";
   return device;
 }
 
-/// The backend --device names; for cuda, an error saying why there is none
-/// (no CUDA in this build, no driver, no device).
+/// The backend the device names; auto is cuda when this build has the CUDA
+/// backend and a usable GPU is there (what a user of a GPU machine
+/// expects), else cpu; cuda that cannot be had is an error saying why (no
+/// CUDA in this build, no driver, no device).
 std::unique_ptr<Backend> makeBackend(const std::string &device,
                                      const CudaBackendOptions &options = {}) {
-  if (device != "cuda")
+  if (device == "cpu")
     return createCpuBackend();
   std::string whyNot;
   std::unique_ptr<Backend> backend = createCudaBackend(whyNot, options);
-  if (!backend)
-    throw Error("--device=cuda: " + whyNot + " (use --device=cpu)");
-  return backend;
+  if (backend)
+    return backend;
+  if (device == "auto")
+    return createCpuBackend();
+  throw Error("--device=cuda: " + whyNot + " (use --device=cpu)");
 }
 
 /// --infer: reads the input files, runs the main graph, writes the outputs.
@@ -339,10 +339,11 @@ int run(const Flags &f) {
   // node on the host: the staged backend.
   cuda.resident = f.cudaResident && !f.debugOverflow;
   cuda.graphs = f.cudaGraphs;
-  if (f.device == "cuda" && f.cudaResident && f.debugOverflow && !f.quiet)
+  std::unique_ptr<Backend> backend = makeBackend(f.device, cuda);
+  const bool onCuda = backend->name() == "cuda";
+  if (onCuda && f.cudaResident && f.debugOverflow && !f.quiet)
     std::fprintf(stderr, "mpc-run: --debug-overflow: the cuda backend runs "
                          "the step staged (node by node)\n");
-  std::unique_ptr<Backend> backend = makeBackend(f.device, cuda);
   Trainer trainer(loadModel(f.model), *backend);
   if (!f.resume.empty())
     trainer.resumeFrom(f.resume);
@@ -480,7 +481,7 @@ int run(const Flags &f) {
       (long long)done, (long long)skipped, lastLoss, trainer.lossScale(),
       samplesPerSec, formatBytes(trainer.arenaPeakBytes()).c_str(),
       backend->name().c_str(), trainer.arenaPeakBytes(), trainer.peakBytes());
-  if (f.device == "cuda" && !f.quiet) {
+  if (onCuda && !f.quiet) {
     CudaMemoryStats s = cudaMemoryStats(*backend);
     std::fprintf(stderr,
                  "cuda: %s step, %zu device allocations, %zu graph captures, "
