@@ -12,6 +12,7 @@ packages=(
   llvm-14-tools                                   # lit and FileCheck
   libopenblas-dev                                 # CPU matrix products
   libsleef-dev                                    # CPU vector erf/exp (GELU)
+  libmimalloc-dev                                 # the tools' heap (many small IR objects)
   zlib1g-dev                                      # deflate for .npz
   python3-numpy python3-onnx                      # lit tests make .npy and .onnx inputs
   libonnx-testdata                                # ONNX's backend node tests

@@ -10,6 +10,7 @@
 #include "passes/support/diagnostics.h"
 #include "passes/support/file_io.h"
 #include "passes/training_info.h"
+#include "tools/common/process_allocator.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -433,6 +434,7 @@ std::string withFile(const std::string &file, const std::string &msg) {
 } // namespace
 
 int main(int argc, char **argv) {
+  configureProcessAllocator();
   Flags flags;
   try {
     flags = parseFlags(argc, argv);

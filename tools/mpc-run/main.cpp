@@ -11,6 +11,7 @@
 #include "runtime/inference.h"
 #include "runtime/memory_limit.h"
 #include "runtime/trainer.h"
+#include "tools/common/process_allocator.h"
 
 #include <chrono>
 #include <cmath>
@@ -495,6 +496,7 @@ int run(const Flags &f) {
 } // namespace
 
 int main(int argc, char **argv) {
+  configureProcessAllocator();
   Flags flags;
   try {
     flags = parseFlags(argc, argv);
