@@ -42,17 +42,19 @@ Value *swappedFrom(const Value *v) {
   if (!x->hasShape || x->rank() < 2)
     return nullptr;
   int64_t r = x->rank();
-  std::vector<int64_t> swap;
-  for (int64_t i = 0; i < r - 2; ++i)
-    swap.push_back(i);
-  swap.push_back(r - 1);
-  swap.push_back(r - 2);
   // No perm reverses every axis: a swap only for rank 2.
-  std::vector<int64_t> perm =
-      t->hasAttr("perm") ? t->attrInts("perm") : std::vector<int64_t>{1, 0};
-  if (!t->hasAttr("perm") && r != 2)
+  const Attribute *permAttr = t->attr("perm");
+  if (!permAttr)
+    return r == 2 ? t->input(0) : nullptr;
+  // The swap is (0, 1, ..., r-3, r-1, r-2).
+  const std::vector<int64_t> &perm = permAttr->ints;
+  if (permAttr->kind != Attribute::Kind::Ints ||
+      static_cast<int64_t>(perm.size()) != r)
     return nullptr;
-  return perm == swap ? t->input(0) : nullptr;
+  for (int64_t i = 0; i < r - 2; ++i)
+    if (perm[i] != i)
+      return nullptr;
+  return perm[r - 2] == r - 1 && perm[r - 1] == r - 2 ? t->input(0) : nullptr;
 }
 
 class TransposeFolder {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <unordered_map>
 
 namespace mpc {
 
@@ -110,12 +111,24 @@ Node *createNamedNode(Graph &g, const std::string &opType,
 void replaceGradients(Model &model, TrainingValues &tv,
                       const std::vector<Value *> &newGrads) {
   Graph &g = *tv.algorithm;
+  // Where each value is a graph output, kept up to date as outputs are
+  // replaced (a scan of the outputs per gradient was quadratic).
+  std::unordered_map<const Value *, std::vector<size_t>> outputAt;
+  for (size_t k = 0; k < g.outputs().size(); ++k)
+    outputAt[g.outputs()[k]].push_back(k);
   std::vector<std::string> names;
   for (size_t i = 0; i < tv.grads.size(); ++i) {
-    if (newGrads[i] != tv.grads[i])
-      for (size_t k = 0; k < g.outputs().size(); ++k)
-        if (g.outputs()[k] == tv.grads[i])
+    if (newGrads[i] != tv.grads[i]) {
+      auto it = outputAt.find(tv.grads[i]);
+      if (it != outputAt.end()) {
+        std::vector<size_t> positions = std::move(it->second);
+        outputAt.erase(it);
+        for (size_t k : positions)
           g.setOutput(k, newGrads[i]);
+        auto &now = outputAt[newGrads[i]];
+        now.insert(now.end(), positions.begin(), positions.end());
+      }
+    }
     tv.grads[i] = newGrads[i];
     names.push_back(newGrads[i]->name());
   }

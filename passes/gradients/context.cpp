@@ -195,11 +195,13 @@ int64_t GradientContext::rankOf(const Value &v) const {
 // --- free helpers ----------------------------------------------------------
 
 std::string sanitizeIdentifier(const std::string &name) {
-  std::string s;
-  for (char c : name)
-    s += std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '_';
+  // In place on one copy: autodiff names every node it makes through this.
+  std::string s = name;
+  for (char &c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
+      c = '_';
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0])))
-    s = "_" + s;
+    s.insert(s.begin(), '_');
   return s;
 }
 

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -189,8 +190,10 @@ public:
   /// "Gemm 'fc1'" (op and name, for diagnostics).
   std::string describe() const;
   /// Whether the node is `op` of `domain` ("" for ONNX, "mpc").
-  bool isOp(const char *domain, const char *op) const {
-    return domain_ == domain && opType_ == op;
+  /// (string_view: a literal's length is known at compile time, so a node of
+  /// another op is told apart by its length, without strlen or memcmp.)
+  bool isOp(std::string_view domain, std::string_view op) const {
+    return opType_ == op && domain_ == domain;
   }
 
   const std::vector<Value *> &inputs() const { return inputs_; }
