@@ -14,7 +14,9 @@
 #include "passes/ir/mpc_ops.h"
 #include "passes/support/diagnostics.h"
 
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 namespace mpc {
 namespace {
@@ -388,15 +390,23 @@ const std::vector<PolicyEntry> &autocastPolicyTable() { return table(); }
 
 const PolicyEntry *findPolicyEntry(const std::string &domain,
                                    const std::string &op) {
-  // Looked up several times per node: index the table once.
-  static const std::unordered_map<std::string, const PolicyEntry *> index = [] {
-    std::unordered_map<std::string, const PolicyEntry *> m;
+  // Looked up several times per node: index the table once, by op name (no
+  // key string built per lookup), then match the domain.
+  static const auto byOp = [] {
+    std::unordered_map<std::string_view, std::vector<const PolicyEntry *>> m;
     for (const PolicyEntry &e : table())
-      m.emplace(std::string(e.domain) + ":" + e.op, &e);
+      m[e.op].push_back(&e);
     return m;
   }();
-  auto it = index.find((domain == "ai.onnx" ? "" : domain) + ":" + op);
-  return it == index.end() ? nullptr : it->second;
+  auto it = byOp.find(op);
+  if (it == byOp.end())
+    return nullptr;
+  // "ai.onnx" is the default domain spelled out.
+  std::string_view d = domain == "ai.onnx" ? std::string_view() : domain;
+  for (const PolicyEntry *e : it->second)
+    if (d == e->domain)
+      return e;
+  return nullptr;
 }
 
 AutocastPolicy AutocastPolicy::fromOptions(const CompileOptions &options) {

@@ -9,13 +9,13 @@
 #include "passes/ir/mpc_ops.h"
 
 #include <algorithm>
-#include <map>
+#include <unordered_map>
 
 namespace mpc {
 namespace {
 
-const std::map<std::string, GradientRuleInfo> &ruleTable() {
-  static const std::map<std::string, GradientRuleInfo> table = {
+const std::unordered_map<std::string, GradientRuleInfo> &ruleTable() {
+  static const std::unordered_map<std::string, GradientRuleInfo> table = {
       // elementwise.cpp
       {"Add", {gradAdd, {}}},
       {"Sub", {gradSub, {}}},
@@ -83,8 +83,8 @@ const std::map<std::string, GradientRuleInfo> &ruleTable() {
 
 /// mpc ops that appear before autodiff: what fuse-gelu makes of the GELU
 /// arithmetic of opset < 20 exports.
-const std::map<std::string, GradientRuleInfo> &mpcRuleTable() {
-  static const std::map<std::string, GradientRuleInfo> table = {
+const std::unordered_map<std::string, GradientRuleInfo> &mpcRuleTable() {
+  static const std::unordered_map<std::string, GradientRuleInfo> table = {
       {"Gelu", {gradGelu, {}}},
       {"GeluTanh", {gradGelu, {}}},
   };
