@@ -607,28 +607,96 @@ onnx::AttributeProto attributeProto(const std::string &name,
   return p;
 }
 
-/// Names used in a graph, for making fresh ones.
-class NameSet {
+/// A GraphProto as WrittenGraph. completeGraph takes its nodes out while it
+/// completes them (takeNodes); they still count as the graph's.
+class ProtoGraph : public WrittenGraph {
 public:
-  /// The names of `g` and of `pending`, nodes taken out of `g` to be put
-  /// back. The set is built on the first fresh(): most graphs need no new
-  /// name, and hashing every name of a big step cost more than the rest of
+  explicit ProtoGraph(onnx::GraphProto &g) : graph_(g) {}
+
+  onnx::GraphProto &graph() { return graph_; }
+  /// The nodes, taken out of the graph to be put back one by one. They move
+  /// as pointers (a proto without an arena owns heap-allocated messages):
+  /// moving each message was a copy of the graph.
+  std::vector<std::unique_ptr<onnx::NodeProto>> &takeNodes() {
+    std::vector<onnx::NodeProto *> taken(size_t(graph_.node_size()));
+    graph_.mutable_node()->ExtractSubrange(0, graph_.node_size(), taken.data());
+    pending_.resize(taken.size());
+    for (size_t i = 0; i < taken.size(); ++i)
+      pending_[i].reset(taken[i]);
+    return pending_;
+  }
+
+  int elemType(const std::string &name) const override {
+    auto fromInfo = [&](const auto &list) -> int {
+      for (const auto &vi : list)
+        if (vi.name() == name && vi.type().has_tensor_type())
+          return vi.type().tensor_type().elem_type();
+      return 0;
+    };
+    int t = fromInfo(graph_.value_info());
+    if (!t)
+      t = fromInfo(graph_.input());
+    if (!t)
+      t = fromInfo(graph_.output());
+    for (const auto &init : graph_.initializer())
+      if (!t && init.name() == name)
+        t = init.data_type();
+    return t;
+  }
+
+  std::vector<int64_t> dims(const std::string &name) const override {
+    for (const auto *list :
+         {&graph_.value_info(), &graph_.input(), &graph_.output()})
+      for (const auto &vi : *list)
+        if (vi.name() == name && vi.type().has_tensor_type() &&
+            vi.type().tensor_type().has_shape()) {
+          std::vector<int64_t> dims;
+          for (const auto &d : vi.type().tensor_type().shape().dim())
+            dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+          return dims;
+        }
+    return {};
+  }
+
+  /// The set is built on the first question: most graphs need no new name,
+  /// and hashing every name of a big step cost more than the rest of
   /// completing it.
-  NameSet(const onnx::GraphProto &g,
-          const std::vector<std::unique_ptr<onnx::NodeProto>> &pending)
-      : graph_(g), pending_(pending) {}
-  std::string fresh(const std::string &hint) {
+  bool uses(const std::string &name) const override {
     if (!built_)
       build();
-    std::string name = hint;
-    for (int i = 1; used_.count(name); ++i)
-      name = hint + "_" + std::to_string(i);
-    used_.insert(name);
-    return name;
+    return used_.count(name) > 0;
+  }
+
+  void forEachMpcNode(
+      const std::function<void(const onnx::NodeProto &)> &f) override {
+    for (const onnx::NodeProto &n : graph_.node())
+      if (n.domain() == kMpcDomain)
+        f(n);
+  }
+
+  bool usesDefaultOp(const std::string &op) const override {
+    return usesOp(graph_, op);
   }
 
 private:
-  void build() {
+  /// Whether a default-domain node of `g` or of a graph nested in it has
+  /// op type `op`.
+  static bool usesOp(const onnx::GraphProto &g, const std::string &op) {
+    for (const auto &n : g.node()) {
+      if ((n.domain().empty() || n.domain() == "ai.onnx") && n.op_type() == op)
+        return true;
+      for (const auto &a : n.attribute()) {
+        if (a.has_g() && usesOp(a.g(), op))
+          return true;
+        for (const auto &sub : a.graphs())
+          if (usesOp(sub, op))
+            return true;
+      }
+    }
+    return false;
+  }
+
+  void build() const {
     built_ = true;
     const onnx::GraphProto &g = graph_;
     for (const auto &v : g.input())
@@ -651,50 +719,21 @@ private:
         addNode(*n);
   }
 
-  const onnx::GraphProto &graph_;
-  const std::vector<std::unique_ptr<onnx::NodeProto>> &pending_;
-  bool built_ = false;
-  std::unordered_set<std::string> used_;
+  onnx::GraphProto &graph_;
+  std::vector<std::unique_ptr<onnx::NodeProto>> pending_;
+  mutable bool built_ = false;
+  mutable std::unordered_set<std::string> used_;
 };
 
 /// Element type of a value of the graph (FLOAT when unknown).
-int elemTypeOf(const onnx::GraphProto &g, const std::string &name) {
-  auto fromInfo = [&](const auto &list) -> int {
-    for (const auto &vi : list)
-      if (vi.name() == name && vi.type().has_tensor_type())
-        return vi.type().tensor_type().elem_type();
-    return 0;
-  };
-  int t = fromInfo(g.value_info());
-  if (!t)
-    t = fromInfo(g.input());
-  if (!t)
-    t = fromInfo(g.output());
-  for (const auto &init : g.initializer())
-    if (!t && init.name() == name)
-      t = init.data_type();
+int elemTypeOf(const WrittenGraph &g, const std::string &name) {
+  int t = g.elemType(name);
   return t ? t : onnx::TensorProto::FLOAT;
 }
 
-/// Dims of a value of the graph (-1 where unknown), empty when its rank is
-/// unknown.
-std::vector<int64_t> dimsOf(const onnx::GraphProto &g,
-                            const std::string &name) {
-  for (const auto *list : {&g.value_info(), &g.input(), &g.output()})
-    for (const auto &vi : *list)
-      if (vi.name() == name && vi.type().has_tensor_type() &&
-          vi.type().tensor_type().has_shape()) {
-        std::vector<int64_t> dims;
-        for (const auto &d : vi.type().tensor_type().shape().dim())
-          dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
-        return dims;
-      }
-  return {};
-}
-
 /// Size of dimension `axis` of a value of the graph, or -1 when unknown.
-int64_t dimOf(const onnx::GraphProto &g, const std::string &name, int axis) {
-  std::vector<int64_t> dims = dimsOf(g, name);
+int64_t dimOf(const WrittenGraph &g, const std::string &name, int axis) {
+  std::vector<int64_t> dims = g.dims(name);
   return axis < int(dims.size()) ? dims[size_t(axis)] : -1;
 }
 
@@ -724,6 +763,11 @@ Tensor lengthFill(const InputFill &f, const std::string &what,
   return t;
 }
 
+/// "mpc.Op 'name'", for errors.
+std::string describeNode(const onnx::NodeProto &n) {
+  return "mpc." + n.op_type() + " '" + n.name() + "'";
+}
+
 /// Throws when the node sets an input its body has no formal input for.
 void requireFormalInputs(const FunctionDef &def, const std::string &what,
                          size_t formal, size_t count,
@@ -732,6 +776,16 @@ void requireFormalInputs(const FunctionDef &def, const std::string &what,
     if (given(i))
       throw Error(what + ": no function body for it in standard ONNX ops: " +
                   def.extraInputs);
+}
+
+/// requireFormalInputs for a written node (its description made only to
+/// throw).
+void requireFormalInputs(const FunctionDef &def, const onnx::NodeProto &n,
+                         size_t formal) {
+  for (size_t i = formal; i < size_t(n.input_size()); ++i)
+    if (!n.input(int(i)).empty())
+      requireFormalInputs(def, describeNode(n), formal, size_t(n.input_size()),
+                          [&n](size_t j) { return !n.input(int(j)).empty(); });
 }
 
 onnx::NodeProto constantNode(const std::string &output, const Tensor &value) {
@@ -749,13 +803,11 @@ onnx::NodeProto constantNode(const std::string &output, const Tensor &value) {
 /// The attributes node `n` of `g` is written with for its body `def`
 /// (defaults, then the completion). Throws Error naming the node when the
 /// body cannot express it.
-NodeView completedView(const onnx::NodeProto &n, const onnx::GraphProto &g,
+NodeView completedView(const onnx::NodeProto &n, const WrittenGraph &g,
                        const FunctionDef &def) {
   const onnx::FunctionProto &fn = parsed(n.op_type()).fn;
-  const std::string what = "mpc." + n.op_type() + " '" + n.name() + "'";
-  requireFormalInputs(def, what, size_t(fn.input_size()),
-                      size_t(n.input_size()),
-                      [&](size_t i) { return !n.input(int(i)).empty(); });
+  requireFormalInputs(def, n, size_t(fn.input_size()));
+  const std::string what = describeNode(n);
   std::vector<std::pair<std::string, Attribute>> own;
   for (const auto &a : n.attribute())
     own.emplace_back(a.name(), attributeFromProto(a));
@@ -764,183 +816,98 @@ NodeView completedView(const onnx::NodeProto &n, const onnx::GraphProto &g,
                   int size = output ? n.output_size() : n.input_size();
                   if (int(i) >= size)
                     return std::vector<int64_t>();
-                  return dimsOf(g, output ? n.output(int(i)) : n.input(int(i)));
+                  return g.dims(output ? n.output(int(i)) : n.input(int(i)));
                 }};
   if (def.complete)
     def.complete(view);
   for (const InputFill &f : def.fills)
     if ((f.fill == Fill::RangeOfLength || f.fill == Fill::OnesOfLength) &&
         (n.input_size() <= int(f.index) || n.input(int(f.index)).empty()))
-      lengthFill(f, what, dimsOf(g, n.input(int(f.source))), DType::I64);
+      lengthFill(f, what, g.dims(n.input(int(f.source))), DType::I64);
   return view;
 }
 
-/// Every graph of the proto that holds nodes (main graph, training
-/// algorithm and initialization).
-std::vector<onnx::GraphProto *> protoGraphs(onnx::ModelProto &proto) {
-  std::vector<onnx::GraphProto *> graphs;
-  if (proto.has_graph())
-    graphs.push_back(proto.mutable_graph());
-  for (auto &ti : *proto.mutable_training_info()) {
-    if (ti.has_algorithm())
-      graphs.push_back(ti.mutable_algorithm());
-    if (ti.has_initialization())
-      graphs.push_back(ti.mutable_initialization());
-  }
-  return graphs;
+/// Whether the completion of a node's attributes depends only on its op and
+/// attributes (its body's completion reads no shapes).
+bool dependsOnAttributesOnly(const FunctionDef &def) {
+  if (def.complete)
+    return false;
+  for (const InputFill &f : def.fills)
+    if (f.fill == Fill::RangeOfLength || f.fill == Fill::OnesOfLength)
+      return false;
+  return true;
 }
 
-/// Completes the mpc nodes of `g` whose ops have functions (see
-/// appendMpcFunctions), inserting the nodes that make the missing inputs
-/// just before their users.
-void completeGraph(onnx::GraphProto &g, const std::set<std::string> &ops) {
-  std::string falseFlag;
-  // The nodes are taken out and put back in order, the inserted ones before
-  // their users. They move as pointers (a proto without an arena owns
-  // heap-allocated messages): moving each message was a copy of the graph.
-  std::vector<std::unique_ptr<onnx::NodeProto>> nodes(size_t(g.node_size()));
-  {
-    std::vector<onnx::NodeProto *> taken(nodes.size());
-    g.mutable_node()->ExtractSubrange(0, g.node_size(), taken.data());
-    for (size_t i = 0; i < taken.size(); ++i)
-      nodes[i].reset(taken[i]);
-  }
-  NameSet names(g, nodes);
-  for (std::unique_ptr<onnx::NodeProto> &owned : nodes) {
-    onnx::NodeProto &n = *owned;
-    const FunctionDef *def = n.domain() == kMpcDomain && ops.count(n.op_type())
-                                 ? findDef(n.op_type())
-                                 : nullptr;
-    if (!def) {
-      g.mutable_node()->AddAllocated(owned.release());
-      continue;
+} // namespace
+
+/// The completed attributes of each signature seen (op and attributes, for
+/// the ops whose completion reads nothing else).
+struct MpcNodeCompleter::Memo {
+  struct Entry {
+    /// The node's attributes as written, in order.
+    std::vector<onnx::AttributeProto> attrs;
+    /// The values its body reads (for the fills).
+    std::map<std::string, Attribute> view;
+  };
+  std::unordered_map<std::string, Entry> bySignature;
+  Entry scratch; ///< the entry of a node whose completion reads shapes
+  std::string key;
+
+  /// The completed attributes of `n` of `g` (throws as completedView).
+  const Entry &completed(const onnx::NodeProto &n, const WrittenGraph &g,
+                         const FunctionDef &def) {
+    if (dependsOnAttributesOnly(def)) {
+      // Inputs are checked per node: they are no part of the signature.
+      requireFormalInputs(def, n, size_t(parsed(n.op_type()).fn.input_size()));
+      key = n.op_type();
+      for (const auto &a : n.attribute()) {
+        size_t size = a.ByteSizeLong();
+        key += '\0';
+        key.append(reinterpret_cast<const char *>(&size), sizeof size);
+        a.AppendToString(&key);
+      }
+      auto found = bySignature.find(key);
+      if (found != bySignature.end())
+        return found->second;
     }
-    const onnx::FunctionProto &fn = parsed(n.op_type()).fn;
-    const std::string base = n.output_size() ? n.output(0) : n.op_type();
-    // The node carries every attribute its body reads: the kernels'
-    // defaults where it has none, and what the completion makes explicit.
-    NodeView view = completedView(n, g, *def);
-    const std::string &what = view.what;
-    // Written back in the node's order, then the defaults' order, then what
-    // the completion added.
+    // Made in scratch and kept only once made: a node that cannot be
+    // completed throws, and its signature must not look done.
+    NodeView view = completedView(n, g, def);
+    // Written in the node's order, then the defaults' order, then what the
+    // completion added.
     std::vector<std::string> order;
     for (const auto &a : n.attribute())
       order.push_back(a.name());
-    for (const auto &d : def->defaults)
+    for (const auto &d : def.defaults)
       order.push_back(d.first);
     for (const auto &kv : view.attrs)
       order.push_back(kv.first);
     std::map<std::string, Attribute> pending = view.attrs;
-    n.clear_attribute();
+    scratch.attrs.clear();
     for (const std::string &name : order)
       if (auto it = pending.find(name); it != pending.end()) {
-        *n.add_attribute() = attributeProto(name, it->second);
+        scratch.attrs.push_back(attributeProto(name, it->second));
         pending.erase(it);
       }
-    for (const InputFill &f : def->fills) {
-      while (n.input_size() <= int(f.index))
-        n.add_input("");
-      if (!n.input(int(f.index)).empty())
-        continue;
-      std::string value;
-      switch (f.fill) {
-      case Fill::FalseFlag:
-        if (falseFlag.empty()) {
-          falseFlag = names.fresh("mpc_found_inf_false");
-          *g.add_node() = constantNode(falseFlag, Tensor(DType::Bool, {}));
-        }
-        value = falseFlag;
-        break;
-      case Fill::SameAs:
-        value = n.input(int(f.source));
-        break;
-      case Fill::ScalarFromAttr: {
-        DType type = DType::F32;
-        if (f.source != InputFill::kNoSource)
-          type = fromOnnxDataType(elemTypeOf(g, n.input(int(f.source))))
-                     .value_or(DType::F32);
-        value = names.fresh(base + "_" + fn.input(int(f.index)));
-        *g.add_node() = constantNode(value, scalarFill(f, type, view.attrs));
-        break;
-      }
-      case Fill::RangeOfLength:
-      case Fill::OnesOfLength: {
-        const std::string &source = n.input(int(f.source));
-        DType type =
-            fromOnnxDataType(elemTypeOf(g, source)).value_or(DType::I64);
-        value = names.fresh(base + "_" + fn.input(int(f.index)));
-        *g.add_node() =
-            constantNode(value, lengthFill(f, what, dimsOf(g, source), type));
-        break;
-      }
-      case Fill::AxesFromAttr: {
-        std::vector<int64_t> axes;
-        auto *attrs = n.mutable_attribute();
-        for (auto it = attrs->begin(); it != attrs->end(); ++it)
-          if (it->name() == "axes") {
-            axes.assign(it->ints().begin(), it->ints().end());
-            attrs->erase(it);
-            break;
-          }
-        value = names.fresh(base + "_axes");
-        *g.add_node() = constantNode(
-            value, Tensor::fromInt64s({int64_t(axes.size())}, axes));
-        break;
-      }
-      case Fill::UnitWeights: {
-        const std::string &scores = n.input(int(f.source));
-        DType type =
-            fromOnnxDataType(elemTypeOf(g, scores)).value_or(DType::F32);
-        // A known class count gives a constant, which keeps every tensor of
-        // the step sized at compile time (the memory plan needs that).
-        if (int64_t numClasses = dimOf(g, scores, 1); numClasses > 0) {
-          value = names.fresh(base + "_unit_weights");
-          Tensor ones(type, {numClasses});
-          for (int64_t k = 0; k < numClasses; ++k)
-            ones.setFromDouble(k, 1.0);
-          *g.add_node() = constantNode(value, ones);
-          break;
-        }
-        std::string classes = names.fresh(base + "_num_classes");
-        onnx::NodeProto shape;
-        shape.set_op_type("Shape");
-        shape.set_name(classes);
-        shape.add_input(scores);
-        shape.add_output(classes);
-        for (auto [attr, v] : {std::pair("start", 1), std::pair("end", 2)}) {
-          auto *a = shape.add_attribute();
-          a->set_name(attr);
-          a->set_type(onnx::AttributeProto::INT);
-          a->set_i(v);
-        }
-        *g.add_node() = std::move(shape);
-        value = names.fresh(base + "_unit_weights");
-        onnx::NodeProto ones;
-        ones.set_op_type("ConstantOfShape");
-        ones.set_name(value);
-        ones.add_input(classes);
-        ones.add_output(value);
-        auto *a = ones.add_attribute();
-        a->set_name("value");
-        a->set_type(onnx::AttributeProto::TENSOR);
-        DType t = fromOnnxDataType(elemTypeOf(g, scores)).value_or(DType::F32);
-        Tensor one(t, {1});
-        one.setFromDouble(0, 1.0);
-        tensorToProto(one, "", *a->mutable_t());
-        *g.add_node() = std::move(ones);
-        break;
-      }
-      }
-      n.set_input(int(f.index), value);
-    }
-    // Outputs the node omits (SGD's buffer without momentum) get names that
-    // nothing reads.
-    for (int j = 0; j < fn.output_size(); ++j) {
-      if (n.output_size() <= j)
-        n.add_output("");
-      if (n.output(j).empty())
-        n.set_output(j, names.fresh(base + "_unused_" + fn.output(j)));
-    }
+    scratch.view = std::move(view.attrs);
+    if (!dependsOnAttributesOnly(def))
+      return scratch;
+    return bySignature.emplace(key, scratch).first->second;
+  }
+};
+
+namespace {
+
+/// Completes the mpc nodes of `g` whose ops have functions (see
+/// appendMpcFunctions), inserting the nodes that make the missing inputs
+/// just before their users.
+void completeGraph(ProtoGraph &pg, MpcNodeCompleter &completer) {
+  onnx::GraphProto &g = pg.graph();
+  for (std::unique_ptr<onnx::NodeProto> &owned : pg.takeNodes()) {
+    if (completer.completes(*owned))
+      completer.complete(*owned, pg, [&g](const onnx::NodeProto &before) {
+        *g.add_node() = before;
+      });
     g.mutable_node()->AddAllocated(owned.release());
   }
 }
@@ -952,23 +919,6 @@ int64_t defaultOpset(const onnx::ModelProto &proto) {
   return -1;
 }
 
-/// Whether a default-domain node of `g` or of a graph nested in it has
-/// op type `op`.
-bool usesOp(const onnx::GraphProto &g, const std::string &op) {
-  for (const auto &n : g.node()) {
-    if ((n.domain().empty() || n.domain() == "ai.onnx") && n.op_type() == op)
-      return true;
-    for (const auto &a : n.attribute()) {
-      if (a.has_g() && usesOp(a.g(), op))
-        return true;
-      for (const auto &sub : a.graphs())
-        if (usesOp(sub, op))
-          return true;
-    }
-  }
-  return false;
-}
-
 /// Raises an opset-15 proto to 16 for bodies that need 16 (ScatterElements'
 /// reduction) when that changes no node's meaning: of the ops opset 16
 /// revised, only RoiAlign computes something else (its default
@@ -977,22 +927,17 @@ bool usesOp(const onnx::GraphProto &g, const std::string &op) {
 /// and Loop only gained types or attributes whose defaults keep opset 15's
 /// behaviour. Returns the default opset the functions then import.
 int64_t raiseOpsetForBodies(const std::vector<std::string> &ops,
-                            onnx::ModelProto &proto, int64_t opset) {
+                            onnx::ModelProto &proto,
+                            const std::vector<WrittenGraph *> &graphs,
+                            int64_t opset) {
   int64_t needed = opset;
   for (const std::string &op : ops)
     if (const FunctionDef *def = findDef(op))
       needed = std::max(needed, def->minOpset);
   if (opset != 15 || needed != 16)
     return opset;
-  std::vector<const onnx::GraphProto *> graphs;
-  if (proto.has_graph())
-    graphs.push_back(&proto.graph());
-  for (const auto &ti : proto.training_info()) {
-    graphs.push_back(&ti.algorithm());
-    graphs.push_back(&ti.initialization());
-  }
-  for (const onnx::GraphProto *g : graphs)
-    if (usesOp(*g, "RoiAlign"))
+  for (const WrittenGraph *g : graphs)
+    if (g->usesDefaultOp("RoiAlign"))
       return opset;
   for (auto &op : *proto.mutable_opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") {
@@ -1050,8 +995,19 @@ void parseMpcFunction(const std::string &op, onnx::FunctionProto &fn) {
   fn = p.fn;
 }
 
-void appendMpcFunctions(const std::vector<std::string> &ops, const Model &model,
-                        onnx::ModelProto &proto) {
+std::string WrittenGraph::fresh(const std::string &hint) {
+  std::string name = hint;
+  for (int i = 1; handedOut_.count(name) || uses(name); ++i)
+    name = hint + "_" + std::to_string(i);
+  handedOut_.insert(name);
+  return name;
+}
+
+MpcNodeCompleter::MpcNodeCompleter(const std::vector<std::string> &ops,
+                                   const Model &model, onnx::ModelProto &proto,
+                                   const std::vector<WrittenGraph *> &graphs,
+                                   bool stepModel)
+    : memo_(std::make_unique<Memo>()) {
   if (ops.empty())
     return;
   // Any mpc op, with or without a body, needs the domain imported.
@@ -1070,34 +1026,31 @@ void appendMpcFunctions(const std::vector<std::string> &ops, const Model &model,
     opset = model.opsetVersion("");
   if (opset < kMinFunctionOpset)
     return;
-  opset = raiseOpsetForBodies(ops, proto, opset);
+  opset = raiseOpsetForBodies(ops, proto, graphs, opset);
   // A node its op's body cannot express: the step model, written for any
   // runtime, fails with the node's error; the training model, which mpc
   // runs on its own kernels, keeps that op without a function (the node
   // cannot call one of another signature).
-  const bool stepModel = proto.has_graph() && proto.training_info_size() == 0;
   std::set<std::string> inexpressible;
-  for (onnx::GraphProto *g : protoGraphs(proto))
-    for (const onnx::NodeProto &n : g->node()) {
-      const FunctionDef *def =
-          n.domain() == kMpcDomain ? findDef(n.op_type()) : nullptr;
+  for (WrittenGraph *g : graphs)
+    g->forEachMpcNode([&](const onnx::NodeProto &n) {
+      const FunctionDef *def = findDef(n.op_type());
       if (!def || inexpressible.count(n.op_type()))
-        continue;
+        return;
       try {
-        completedView(n, *g, *def);
+        memo_->completed(n, *g, *def);
       } catch (const Error &) {
         if (stepModel)
           throw;
         inexpressible.insert(n.op_type());
       }
-    }
-  std::set<std::string> written;
+    });
   for (const std::string &op : ops) {
     // A body needing newer ops than the model imports is left out: the
     // node then names an op no runtime knows, which fails loudly.
     const FunctionDef *def = findDef(op);
     if (!def || opset < def->minOpset || inexpressible.count(op) ||
-        !written.insert(op).second)
+        !written_.insert(op).second)
       continue;
     onnx::FunctionProto fn;
     parseMpcFunction(op, fn);
@@ -1106,12 +1059,155 @@ void appendMpcFunctions(const std::vector<std::string> &ops, const Model &model,
     fn.mutable_opset_import(0)->set_version(opset);
     *proto.add_functions() = std::move(fn);
   }
-  if (written.empty())
+  if (written_.empty())
     return;
   if (proto.ir_version() < 8)
     proto.set_ir_version(8);
-  for (onnx::GraphProto *g : protoGraphs(proto))
-    completeGraph(*g, written);
+}
+
+MpcNodeCompleter::~MpcNodeCompleter() = default;
+
+bool MpcNodeCompleter::completes(const onnx::NodeProto &n) const {
+  return n.domain() == kMpcDomain && written_.count(n.op_type());
+}
+
+void MpcNodeCompleter::complete(
+    onnx::NodeProto &n, WrittenGraph &g,
+    const std::function<void(const onnx::NodeProto &)> &emit) {
+  const FunctionDef &def = *findDef(n.op_type());
+  const onnx::FunctionProto &fn = parsed(n.op_type()).fn;
+  const std::string base = n.output_size() ? n.output(0) : n.op_type();
+  // The node carries every attribute its body reads: the kernels' defaults
+  // where it has none, and what the completion makes explicit.
+  const Memo::Entry &done = memo_->completed(n, g, def);
+  n.clear_attribute();
+  for (const onnx::AttributeProto &a : done.attrs)
+    *n.add_attribute() = a;
+  for (const InputFill &f : def.fills) {
+    while (n.input_size() <= int(f.index))
+      n.add_input("");
+    if (!n.input(int(f.index)).empty())
+      continue;
+    std::string value;
+    switch (f.fill) {
+    case Fill::FalseFlag:
+      if (g.falseFlag.empty()) {
+        g.falseFlag = g.fresh("mpc_found_inf_false");
+        emit(constantNode(g.falseFlag, Tensor(DType::Bool, {})));
+      }
+      value = g.falseFlag;
+      break;
+    case Fill::SameAs:
+      value = n.input(int(f.source));
+      break;
+    case Fill::ScalarFromAttr: {
+      DType type = DType::F32;
+      if (f.source != InputFill::kNoSource)
+        type = fromOnnxDataType(elemTypeOf(g, n.input(int(f.source))))
+                   .value_or(DType::F32);
+      value = g.fresh(base + "_" + fn.input(int(f.index)));
+      emit(constantNode(value, scalarFill(f, type, done.view)));
+      break;
+    }
+    case Fill::RangeOfLength:
+    case Fill::OnesOfLength: {
+      const std::string &source = n.input(int(f.source));
+      DType type = fromOnnxDataType(elemTypeOf(g, source)).value_or(DType::I64);
+      value = g.fresh(base + "_" + fn.input(int(f.index)));
+      emit(constantNode(value,
+                        lengthFill(f, describeNode(n), g.dims(source), type)));
+      break;
+    }
+    case Fill::AxesFromAttr: {
+      std::vector<int64_t> axes;
+      auto *attrs = n.mutable_attribute();
+      for (auto it = attrs->begin(); it != attrs->end(); ++it)
+        if (it->name() == "axes") {
+          axes.assign(it->ints().begin(), it->ints().end());
+          attrs->erase(it);
+          break;
+        }
+      value = g.fresh(base + "_axes");
+      emit(constantNode(value,
+                        Tensor::fromInt64s({int64_t(axes.size())}, axes)));
+      break;
+    }
+    case Fill::UnitWeights: {
+      const std::string &scores = n.input(int(f.source));
+      DType type = fromOnnxDataType(elemTypeOf(g, scores)).value_or(DType::F32);
+      // A known class count gives a constant, which keeps every tensor of
+      // the step sized at compile time (the memory plan needs that).
+      if (int64_t numClasses = dimOf(g, scores, 1); numClasses > 0) {
+        value = g.fresh(base + "_unit_weights");
+        Tensor ones(type, {numClasses});
+        for (int64_t k = 0; k < numClasses; ++k)
+          ones.setFromDouble(k, 1.0);
+        emit(constantNode(value, ones));
+        break;
+      }
+      std::string classes = g.fresh(base + "_num_classes");
+      onnx::NodeProto shape;
+      shape.set_op_type("Shape");
+      shape.set_name(classes);
+      shape.add_input(scores);
+      shape.add_output(classes);
+      for (auto [attr, v] : {std::pair("start", 1), std::pair("end", 2)}) {
+        auto *a = shape.add_attribute();
+        a->set_name(attr);
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(v);
+      }
+      emit(shape);
+      value = g.fresh(base + "_unit_weights");
+      onnx::NodeProto ones;
+      ones.set_op_type("ConstantOfShape");
+      ones.set_name(value);
+      ones.add_input(classes);
+      ones.add_output(value);
+      auto *a = ones.add_attribute();
+      a->set_name("value");
+      a->set_type(onnx::AttributeProto::TENSOR);
+      DType t = fromOnnxDataType(elemTypeOf(g, scores)).value_or(DType::F32);
+      Tensor one(t, {1});
+      one.setFromDouble(0, 1.0);
+      tensorToProto(one, "", *a->mutable_t());
+      emit(ones);
+      break;
+    }
+    }
+    n.set_input(int(f.index), value);
+  }
+  // Outputs the node omits (SGD's buffer without momentum) get names that
+  // nothing reads.
+  for (int j = 0; j < fn.output_size(); ++j) {
+    if (n.output_size() <= j)
+      n.add_output("");
+    if (n.output(j).empty())
+      n.set_output(j, g.fresh(base + "_unused_" + fn.output(j)));
+  }
+}
+
+void appendMpcFunctions(const std::vector<std::string> &ops, const Model &model,
+                        onnx::ModelProto &proto) {
+  if (ops.empty())
+    return;
+  std::vector<std::unique_ptr<ProtoGraph>> graphs;
+  if (proto.has_graph())
+    graphs.push_back(std::make_unique<ProtoGraph>(*proto.mutable_graph()));
+  for (auto &ti : *proto.mutable_training_info()) {
+    if (ti.has_algorithm())
+      graphs.push_back(std::make_unique<ProtoGraph>(*ti.mutable_algorithm()));
+    if (ti.has_initialization())
+      graphs.push_back(
+          std::make_unique<ProtoGraph>(*ti.mutable_initialization()));
+  }
+  std::vector<WrittenGraph *> views;
+  for (auto &g : graphs)
+    views.push_back(g.get());
+  const bool stepModel = proto.has_graph() && proto.training_info_size() == 0;
+  MpcNodeCompleter completer(ops, model, proto, views, stepModel);
+  for (auto &g : graphs)
+    completeGraph(*g, completer);
 }
 
 std::unique_ptr<Graph> inlineMpcFunction(const Node &node) {

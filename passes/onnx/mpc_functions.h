@@ -21,13 +21,19 @@
 
 #include "passes/ir/graph.h"
 
+#include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace onnx {
+class AttributeProto;
 class FunctionProto;
 class ModelProto;
+class NodeProto;
 } // namespace onnx
 
 namespace mpc {
@@ -85,6 +91,66 @@ void parseMpcFunction(const std::string &op, onnx::FunctionProto &fn);
 /// when needed.
 void appendMpcFunctions(const std::vector<std::string> &ops, const Model &model,
                         onnx::ModelProto &proto);
+
+/// A graph as the written model holds it, as far as completing its mpc
+/// nodes reads it. appendMpcFunctions reads a GraphProto; the model file
+/// writer (writeModelFile), which writes each node as it goes and never
+/// holds the whole GraphProto, answers the same questions from the IR.
+class WrittenGraph {
+public:
+  virtual ~WrittenGraph() = default;
+  /// Element type of value `name` as the first of the graph's value_info,
+  /// inputs, outputs (with a tensor type) and initializers gives it; 0 when
+  /// none does.
+  virtual int elemType(const std::string &name) const = 0;
+  /// Dims (-1 where unknown) of value `name` from the first of value_info,
+  /// inputs and outputs that gives its shape; empty when none does.
+  virtual std::vector<int64_t> dims(const std::string &name) const = 0;
+  /// Whether a value (input, output, initializer, node output) or a node
+  /// of the graph has this name.
+  virtual bool uses(const std::string &name) const = 0;
+  /// Calls `f` with each node of domain mpc, in order, as written before
+  /// completion.
+  virtual void
+  forEachMpcNode(const std::function<void(const onnx::NodeProto &)> &f) = 0;
+  /// Whether a default-domain node (or one nested in it) has op type `op`.
+  virtual bool usesDefaultOp(const std::string &op) const = 0;
+
+  /// A name the graph does not use yet (the hint, else hint_1, hint_2, ...).
+  std::string fresh(const std::string &hint);
+  /// The graph's Constant `false` for omitted found_inf inputs, once made.
+  std::string falseFlag;
+
+private:
+  std::unordered_set<std::string> handedOut_;
+};
+
+/// appendMpcFunctions in two steps, for a writer that makes each node's
+/// NodeProto only as it writes it: the constructor adds the functions to
+/// `proto` (imports and versions as appendMpcFunctions; `proto` holds no
+/// graphs, `graphs` are the graphs it will hold, `stepModel` says that it
+/// has no training_info), and complete() completes one node. The attribute
+/// completion of a node depends only on its op and attributes unless its
+/// body's completion reads shapes, so it is made once per such signature.
+class MpcNodeCompleter {
+public:
+  MpcNodeCompleter(const std::vector<std::string> &ops, const Model &model,
+                   onnx::ModelProto &proto,
+                   const std::vector<WrittenGraph *> &graphs, bool stepModel);
+  ~MpcNodeCompleter();
+  /// Whether nodes of this op are completed (its function is written).
+  bool completes(const onnx::NodeProto &n) const;
+  /// Completes `n`, a node of `g` that completes() accepts; the nodes that
+  /// make its missing inputs go to `emit`, to be written just before it.
+  void complete(onnx::NodeProto &n, WrittenGraph &g,
+                const std::function<void(const onnx::NodeProto &)> &emit);
+
+  struct Memo;
+
+private:
+  std::set<std::string> written_;
+  std::unique_ptr<Memo> memo_;
+};
 
 /// A graph computing what `node` computes, from its function body: the
 /// node's inputs (names, types) are its inputs, its outputs (names) are its

@@ -59,12 +59,11 @@ void writeFileAtomically(const std::string &path, const std::string &bytes);
 /// in memory a second time. Throws Error naming the file on failure.
 void writeModelAtomically(const std::string &path,
                           const onnx::ModelProto &proto);
-/// exportModel into `proto` (empty) + writeModelAtomically in one: the same
-/// bytes, with each tensor's data written from the IR straight into the file
-/// instead of being copied into the proto first (the proto's initializers
-/// are left without raw_data). Throws Error naming the file on failure.
-void writeModelFile(const Model &model, const std::string &path,
-                    onnx::ModelProto &proto);
+/// exportModel + writeModelAtomically in one: the same bytes, written from
+/// the IR without building the model's ModelProto (each tensor's data goes
+/// from the IR straight into the file). Throws Error naming the file on
+/// failure (passes/onnx/model_file_writer.cpp).
+void writeModelFile(const Model &model, const std::string &path);
 /// Reads a whole file; throws Error naming the file if it cannot.
 std::string readFile(const std::string &path);
 

@@ -455,10 +455,10 @@ TEST(OnnxBinary, WriteModelFileGivesTheSerializedBytes) {
   big->graph->addInitializer("large", std::move(large));
   big->graph->addInitializer("empty", Tensor(DType::F32, {0}));
   for (const Model *m : {compiled.get(), big.get()}) {
-    onnx::ModelProto expected, written;
+    onnx::ModelProto expected;
     exportModel(*m, expected);
     std::string path = dir.file("written.onnx");
-    writeModelFile(*m, path, written);
+    writeModelFile(*m, path);
     EXPECT_EQ(fileBytes(path), serialize(expected));
   }
 }

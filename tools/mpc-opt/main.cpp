@@ -379,16 +379,14 @@ std::string compile(std::unique_ptr<Model> model, const Flags &f,
       text += printValueTypes(*model);
     return text;
   }
-  auto protoOwner = std::make_unique<onnx::ModelProto>();
-  onnx::ModelProto &proto = *protoOwner;
   if (writeTo && f.emit != "step") {
-    // Tensor bytes go from the IR straight into the file.
-    timed(timings, "export+write",
-          [&] { writeModelFile(*model, *writeTo, proto); });
+    // Written from the IR straight into the file, no ModelProto between.
+    timed(timings, "export+write", [&] { writeModelFile(*model, *writeTo); });
     keepUntilExit(std::move(model));
-    keepUntilExit(std::move(protoOwner));
     return {};
   }
+  auto protoOwner = std::make_unique<onnx::ModelProto>();
+  onnx::ModelProto &proto = *protoOwner;
   timed(timings, "export", [&] {
     if (f.emit == "step")
       exportStepModel(*model, proto);
