@@ -185,6 +185,8 @@ public:
     checkedSize(m);
     m.SerializeWithCachedSizes(out_.get());
   }
+  /// Bytes written so far.
+  size_t size() const { return size_t(out_->ByteCount()); }
   /// The bytes; the stream is done.
   std::string take() {
     out_.reset(); // gives back what it did not fill
@@ -263,13 +265,19 @@ public:
         return true;
     if (extraByName_.count(name))
       return true;
-    // Node names are hashed on the first question: most graphs need no
-    // fresh name.
-    if (!nodeNamesBuilt_) {
-      nodeNamesBuilt_ = true;
+    // Node names: a graph needs a few fresh names at most (a found_inf
+    // `false`, unused outputs of SGD without momentum), so the first
+    // questions scan the nodes; hashing every name costs more than that.
+    if (nodeNameQuestions_ < kScansBeforeHashing) {
+      ++nodeNameQuestions_;
+      for (const auto &n : graph_.nodes())
+        if (n->name() == name)
+          return true;
+      return false;
+    }
+    if (nodeNames_.empty())
       for (const auto &n : graph_.nodes())
         nodeNames_.insert(n->name());
-    }
     return nodeNames_.count(name) > 0;
   }
 
@@ -302,7 +310,8 @@ private:
   bool withState_;
   std::vector<const Value *> extraInits_;
   std::unordered_map<std::string, const Value *> extraByName_;
-  mutable bool nodeNamesBuilt_ = false;
+  static constexpr int kScansBeforeHashing = 8;
+  mutable int nodeNameQuestions_ = 0;
   mutable std::unordered_set<std::string> nodeNames_;
 };
 
@@ -310,11 +319,14 @@ private:
 /// raw_data comes from the IR. Its size is known before any of it is written.
 struct GraphPieces {
   std::string before; ///< node (1), name (2)
+  /// The initializers' TensorProtos without raw_data (fields 1-8), one
+  /// after the other.
+  std::string initHeaders;
   struct Init {
-    std::string header; ///< the TensorProto without raw_data (fields 1-8)
-    const Tensor *bytes = nullptr;
+    size_t headerAt, headerSize; ///< in initHeaders
+    const Tensor *bytes;
     size_t inner() const {
-      return header.size() + 1 + varintSize(bytes->bytes.size()) +
+      return headerSize + 1 + varintSize(bytes->bytes.size()) +
              bytes->bytes.size();
     }
     size_t size() const { return 1 + varintSize(inner()) + inner(); }
@@ -335,7 +347,7 @@ struct GraphPieces {
     for (const Init &i : inits) {
       out.put(&kGraphInitializerTag, 1);
       out.varint(i.inner());
-      out.put(i.header);
+      out.put(initHeaders.data() + i.headerAt, i.headerSize);
       out.put(&kTensorRawDataTag, 1);
       out.varint(i.bytes->bytes.size());
       out.putStable(i.bytes->bytes.data(), i.bytes->bytes.size());
@@ -345,17 +357,21 @@ struct GraphPieces {
   }
 };
 
-/// The initializer `init` as tensorToProto writes it, without raw_data (9),
-/// the highest field such a tensor sets (dims 1, data_type 2, name 8): the
-/// entry is this, then raw_data.
-GraphPieces::Init initializerPiece(const Value &init, onnx::TensorProto &p) {
+/// Adds the initializer `init` as tensorToProto writes it, without
+/// raw_data (9), the highest field such a tensor sets (dims 1, data_type 2,
+/// name 8): the entry is the header, then raw_data.
+void addInitializer(const Value &init, onnx::TensorProto &p,
+                    MessageStream &headers,
+                    std::vector<GraphPieces::Init> &inits) {
   const Tensor &t = *init.initializer();
   p.Clear();
   p.set_name(init.name());
   p.set_data_type(toOnnxDataType(t.dtype));
   for (int64_t d : t.dims)
     p.add_dims(d);
-  return {serialized(p), &t};
+  size_t at = headers.size();
+  headers.addFields(p);
+  inits.push_back({at, headers.size() - at, &t});
 }
 
 /// Writes graph `g` as exportGraph does (see IrGraph), completing its mpc
@@ -381,7 +397,6 @@ GraphPieces graphPieces(IrGraph &g, MpcNodeCompleter &completer) {
       nodes.add(kGraphNodeTag, np);
       for (const Value *o : n->outputs())
         if (o && o->dtype != DType::Undefined && !o->isGraphOutput()) {
-          vi.Clear();
           exportValueInfo(*o, vi);
           infos.add(kGraphValueInfoTag, vi);
         }
@@ -391,22 +406,24 @@ GraphPieces graphPieces(IrGraph &g, MpcNodeCompleter &completer) {
     nodes.addFields(named);
     pieces.before = nodes.take();
   }
-  onnx::TensorProto tp;
-  for (const Value *init : graph.initializers())
-    if (g.withState() || !init->isState)
-      pieces.inits.push_back(initializerPiece(*init, tp));
-  for (const Value *init : g.extraInits())
-    pieces.inits.push_back(initializerPiece(*init, tp));
+  {
+    MessageStream headers;
+    onnx::TensorProto tp;
+    for (const Value *init : graph.initializers())
+      if (g.withState() || !init->isState)
+        addInitializer(*init, tp, headers, pieces.inits);
+    for (const Value *init : g.extraInits())
+      addInitializer(*init, tp, headers, pieces.inits);
+    pieces.initHeaders = headers.take();
+  }
   {
     MessageStream io;
     onnx::ValueInfoProto vi;
     for (const Value *in : graph.inputs()) {
-      vi.Clear();
       exportValueInfo(*in, vi);
       io.add(kGraphInputTag, vi);
     }
     for (const Value *out : graph.outputs()) {
-      vi.Clear();
       exportValueInfo(*out, vi);
       io.add(kGraphOutputTag, vi);
     }

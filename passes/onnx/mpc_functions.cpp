@@ -844,6 +844,8 @@ bool dependsOnAttributesOnly(const FunctionDef &def) {
 /// the ops whose completion reads nothing else).
 struct MpcNodeCompleter::Memo {
   struct Entry {
+    const FunctionDef *def = nullptr;
+    const onnx::FunctionProto *fn = nullptr;
     /// The node's attributes as written, in order.
     std::vector<onnx::AttributeProto> attrs;
     /// The values its body reads (for the fills).
@@ -853,25 +855,29 @@ struct MpcNodeCompleter::Memo {
   Entry scratch; ///< the entry of a node whose completion reads shapes
   std::string key;
 
-  /// The completed attributes of `n` of `g` (throws as completedView).
-  const Entry &completed(const onnx::NodeProto &n, const WrittenGraph &g,
-                         const FunctionDef &def) {
-    if (dependsOnAttributesOnly(def)) {
+  /// The completed attributes of `n` of `g`, an mpc node of an op with a
+  /// body (throws as completedView).
+  const Entry &completed(const onnx::NodeProto &n, const WrittenGraph &g) {
+    // The signature: the op, then each attribute's size and bytes. Only
+    // ops whose completion reads nothing else are ever stored under it.
+    key = n.op_type();
+    for (const auto &a : n.attribute()) {
+      size_t size = a.ByteSizeLong();
+      key += '\0';
+      key.append(reinterpret_cast<const char *>(&size), sizeof size);
+      size_t at = key.size();
+      key.resize(at + size);
+      a.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t *>(&key[at]));
+    }
+    if (auto found = bySignature.find(key); found != bySignature.end()) {
       // Inputs are checked per node: they are no part of the signature.
-      requireFormalInputs(def, n, size_t(parsed(n.op_type()).fn.input_size()));
-      key = n.op_type();
-      for (const auto &a : n.attribute()) {
-        size_t size = a.ByteSizeLong();
-        key += '\0';
-        key.append(reinterpret_cast<const char *>(&size), sizeof size);
-        a.AppendToString(&key);
-      }
-      auto found = bySignature.find(key);
-      if (found != bySignature.end())
-        return found->second;
+      requireFormalInputs(*found->second.def, n,
+                          size_t(found->second.fn->input_size()));
+      return found->second;
     }
     // Made in scratch and kept only once made: a node that cannot be
     // completed throws, and its signature must not look done.
+    const FunctionDef &def = *findDef(n.op_type());
     NodeView view = completedView(n, g, def);
     // Written in the node's order, then the defaults' order, then what the
     // completion added.
@@ -883,6 +889,8 @@ struct MpcNodeCompleter::Memo {
     for (const auto &kv : view.attrs)
       order.push_back(kv.first);
     std::map<std::string, Attribute> pending = view.attrs;
+    scratch.def = &def;
+    scratch.fn = &parsed(n.op_type()).fn;
     scratch.attrs.clear();
     for (const std::string &name : order)
       if (auto it = pending.find(name); it != pending.end()) {
@@ -1038,7 +1046,7 @@ MpcNodeCompleter::MpcNodeCompleter(const std::vector<std::string> &ops,
       if (!def || inexpressible.count(n.op_type()))
         return;
       try {
-        memo_->completed(n, *g, *def);
+        memo_->completed(n, *g);
       } catch (const Error &) {
         if (stepModel)
           throw;
@@ -1074,12 +1082,12 @@ bool MpcNodeCompleter::completes(const onnx::NodeProto &n) const {
 void MpcNodeCompleter::complete(
     onnx::NodeProto &n, WrittenGraph &g,
     const std::function<void(const onnx::NodeProto &)> &emit) {
-  const FunctionDef &def = *findDef(n.op_type());
-  const onnx::FunctionProto &fn = parsed(n.op_type()).fn;
   const std::string base = n.output_size() ? n.output(0) : n.op_type();
   // The node carries every attribute its body reads: the kernels' defaults
   // where it has none, and what the completion makes explicit.
-  const Memo::Entry &done = memo_->completed(n, g, def);
+  const Memo::Entry &done = memo_->completed(n, g);
+  const FunctionDef &def = *done.def;
+  const onnx::FunctionProto &fn = *done.fn;
   n.clear_attribute();
   for (const onnx::AttributeProto &a : done.attrs)
     *n.add_attribute() = a;

@@ -25,14 +25,22 @@
 namespace mpc {
 
 void exportValueInfo(const Value &v, onnx::ValueInfoProto &vi) {
+  // `vi` may hold an earlier value (the file writer fills one message for
+  // every value): each field is set or cleared, and the type's messages are
+  // kept rather than cleared, as ValueInfoProto::Clear would free them.
   vi.set_name(v.name());
-  if (v.dtype == DType::Undefined)
+  if (v.dtype == DType::Undefined) {
+    vi.clear_type();
     return;
+  }
   auto *tt = vi.mutable_type()->mutable_tensor_type();
   tt->set_elem_type(toOnnxDataType(v.dtype));
-  if (!v.hasShape)
+  if (!v.hasShape) {
+    tt->clear_shape();
     return;
+  }
   auto *shape = tt->mutable_shape();
+  shape->clear_dim(); // keeps the cleared dims for add_dim
   for (const Dim &d : v.dims) {
     auto *pd = shape->add_dim();
     if (d.isKnown())

@@ -16,7 +16,9 @@ class ValueInfoProto;
 
 namespace mpc {
 
-/// A value's name and type (elem type, and shape when known).
+/// A value's name and type (elem type, and shape when known). `vi` may hold
+/// another value's: it is overwritten in place, without Clear(), which
+/// frees the type's messages.
 void exportValueInfo(const Value &v, onnx::ValueInfoProto &vi);
 
 /// A node: op, name, domain, inputs (trailing omitted ones dropped, inner
