@@ -281,15 +281,24 @@ public:
     return nodeNames_.count(name) > 0;
   }
 
-  void forEachMpcNode(
-      const std::function<void(const onnx::NodeProto &)> &f) override {
+  void forEachMpcNode(const std::function<void(const MpcNode &)> &f) override {
     onnx::NodeProto np;
-    for (const auto &n : graph_.nodes())
-      if (n->domain() == kMpcDomain) {
-        np.Clear();
-        exportNode(*n, np);
-        f(np);
-      }
+    for (const auto &owned : graph_.nodes()) {
+      const Node *n = owned.get();
+      if (n->domain() != kMpcDomain)
+        continue;
+      bool exported = false;
+      f({n->opType(), n->numInputs(),
+         [n](size_t i) { return n->input(i) != nullptr; },
+         [&]() -> const onnx::NodeProto & {
+           if (!exported) {
+             np.Clear();
+             exportNode(*n, np);
+             exported = true;
+           }
+           return np;
+         }});
+    }
   }
 
   bool usesDefaultOp(const std::string &op) const override {

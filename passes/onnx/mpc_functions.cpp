@@ -667,11 +667,12 @@ public:
     return used_.count(name) > 0;
   }
 
-  void forEachMpcNode(
-      const std::function<void(const onnx::NodeProto &)> &f) override {
+  void forEachMpcNode(const std::function<void(const MpcNode &)> &f) override {
     for (const onnx::NodeProto &n : graph_.node())
       if (n.domain() == kMpcDomain)
-        f(n);
+        f({n.op_type(), size_t(n.input_size()),
+           [&n](size_t i) { return !n.input(int(i)).empty(); },
+           [&n]() -> const onnx::NodeProto & { return n; }});
   }
 
   bool usesDefaultOp(const std::string &op) const override {
@@ -1041,16 +1042,25 @@ MpcNodeCompleter::MpcNodeCompleter(const std::vector<std::string> &ops,
   // cannot call one of another signature).
   std::set<std::string> inexpressible;
   for (WrittenGraph *g : graphs)
-    g->forEachMpcNode([&](const onnx::NodeProto &n) {
-      const FunctionDef *def = findDef(n.op_type());
-      if (!def || inexpressible.count(n.op_type()))
+    g->forEachMpcNode([&](const WrittenGraph::MpcNode &n) {
+      const FunctionDef *def = findDef(n.opType);
+      if (!def || inexpressible.count(n.opType))
         return;
       try {
-        memo_->completed(n, *g);
+        if (dependsOnAttributesOnly(*def)) {
+          // Only an input beyond the body's can fail such a node: its
+          // attributes complete the same way whatever they are.
+          size_t formal = size_t(parsed(n.opType).fn.input_size());
+          for (size_t i = formal; i < n.numInputs; ++i)
+            if (n.given(i))
+              requireFormalInputs(*def, n.proto(), formal);
+        } else {
+          memo_->completed(n.proto(), *g);
+        }
       } catch (const Error &) {
         if (stepModel)
           throw;
-        inexpressible.insert(n.op_type());
+        inexpressible.insert(n.opType);
       }
     });
   for (const std::string &op : ops) {

@@ -109,10 +109,18 @@ public:
   /// Whether a value (input, output, initializer, node output) or a node
   /// of the graph has this name.
   virtual bool uses(const std::string &name) const = 0;
-  /// Calls `f` with each node of domain mpc, in order, as written before
-  /// completion.
+  /// A node of domain mpc as the first look over the graphs reads it: its
+  /// op and which inputs it gives, and its whole NodeProto (as written
+  /// before completion) only when asked, as most ops need no more.
+  struct MpcNode {
+    const std::string &opType;
+    size_t numInputs;
+    std::function<bool(size_t)> given;
+    std::function<const onnx::NodeProto &()> proto;
+  };
+  /// Calls `f` with each node of domain mpc, in order.
   virtual void
-  forEachMpcNode(const std::function<void(const onnx::NodeProto &)> &f) = 0;
+  forEachMpcNode(const std::function<void(const MpcNode &)> &f) = 0;
   /// Whether a default-domain node (or one nested in it) has op type `op`.
   virtual bool usesDefaultOp(const std::string &op) const = 0;
 
