@@ -156,16 +156,17 @@ std::string serialized(const google::protobuf::MessageLite &m) {
 
 // Wire-format tags (field number << 3 | 2, length-delimited) of the fields
 // written piece by piece; the rest is serialized by protobuf in fragments.
-constexpr uint8_t kModelGraphTag = 7 << 3 | 2;        // ModelProto.graph
-constexpr uint8_t kModelTrainingInfoTag = 0xA2;       // field 20: 2 bytes
-constexpr uint8_t kModelTrainingInfoTag2 = 0x01;      //   (varint 162)
-constexpr uint8_t kTrainingAlgorithmTag = 2 << 3 | 2; // .algorithm
-constexpr uint32_t kGraphNodeTag = 1 << 3 | 2;        // GraphProto.node
-constexpr uint8_t kGraphInitializerTag = 5 << 3 | 2;  // .initializer
-constexpr uint32_t kGraphInputTag = 11 << 3 | 2;      // .input
-constexpr uint32_t kGraphOutputTag = 12 << 3 | 2;     // .output
-constexpr uint32_t kGraphValueInfoTag = 13 << 3 | 2;  // .value_info
-constexpr uint8_t kTensorRawDataTag = 9 << 3 | 2;     // TensorProto.raw_data
+constexpr uint8_t kModelGraphTag = 7 << 3 | 2;             // ModelProto.graph
+constexpr uint8_t kModelTrainingInfoTag = 0xA2;            // field 20: 2 bytes
+constexpr uint8_t kModelTrainingInfoTag2 = 0x01;           //   (varint 162)
+constexpr uint8_t kTrainingAlgorithmTag = 2 << 3 | 2;      // .algorithm
+constexpr uint32_t kTrainingUpdateBindingTag = 4 << 3 | 2; // .update_binding
+constexpr uint32_t kGraphNodeTag = 1 << 3 | 2;             // GraphProto.node
+constexpr uint8_t kGraphInitializerTag = 5 << 3 | 2;       // .initializer
+constexpr uint32_t kGraphInputTag = 11 << 3 | 2;           // .input
+constexpr uint32_t kGraphOutputTag = 12 << 3 | 2;          // .output
+constexpr uint32_t kGraphValueInfoTag = 13 << 3 | 2;       // .value_info
+constexpr uint8_t kTensorRawDataTag = 9 << 3 | 2; // TensorProto.raw_data
 
 /// Repeated message fields serialized one message at a time into a string.
 class MessageStream {
@@ -442,10 +443,11 @@ GraphPieces graphPieces(IrGraph &g, MpcNodeCompleter &completer) {
   return pieces;
 }
 
-/// Writes the model: `shell` holds exportModel's proto without its graphs'
-/// contents (header, opsets, metadata, bindings, functions).
-void writeModelPieces(onnx::ModelProto &shell, const GraphPieces &main,
-                      const GraphPieces *algorithm, FileSink &out) {
+/// Writes the model: `shell` holds exportModel's proto without its graphs
+/// and training_info (header, opsets, metadata, functions).
+void writeModelPieces(const Model &model, onnx::ModelProto &shell,
+                      const GraphPieces &main, const GraphPieces *algorithm,
+                      FileSink &out) {
   // ModelProto: 1-6 (header), 7 graph, 8 opset_import, 14 metadata_props,
   // 20 training_info, 25 functions.
   onnx::ModelProto head;
@@ -468,9 +470,16 @@ void writeModelPieces(onnx::ModelProto &shell, const GraphPieces &main,
   out.putStable(opsetsAndMetadata);
   std::string bindings;
   if (algorithm) {
-    // TrainingInfoProto: 2 algorithm, 4 update_binding.
-    onnx::TrainingInfoProto &ti = *shell.mutable_training_info(0);
-    bindings = serialized(ti);
+    // TrainingInfoProto: 2 algorithm, 4 update_binding. The bindings (a
+    // few per parameter) go through one reused entry.
+    MessageStream entries;
+    onnx::StringStringEntryProto entry;
+    for (const auto &kv : model.training->updateBinding) {
+      entry.set_key(kv.first);
+      entry.set_value(kv.second);
+      entries.add(kTrainingUpdateBindingTag, entry);
+    }
+    bindings = entries.take();
     size_t size =
         1 + varintSize(algorithm->size()) + algorithm->size() + bindings.size();
     const uint8_t tag[2] = {kModelTrainingInfoTag, kModelTrainingInfoTag2};
@@ -521,15 +530,8 @@ void writeModelFile(const Model &model, const std::string &path) {
   onnx::ModelProto shell;
   exportHeader(model, shell);
   std::vector<WrittenGraph *> graphs = {&main};
-  if (step) {
+  if (step)
     graphs.push_back(&*step);
-    auto *ti = shell.add_training_info();
-    for (const auto &kv : model.training->updateBinding) {
-      auto *b = ti->add_update_binding();
-      b->set_key(kv.first);
-      b->set_value(kv.second);
-    }
-  }
   MpcNodeCompleter completer(mpcOpsUsed(model), model, shell, graphs,
                              /*stepModel=*/!step);
   GraphPieces mainPieces = graphPieces(main, completer);
@@ -541,8 +543,8 @@ void writeModelFile(const Model &model, const std::string &path) {
       path,
       [&](int fd, std::string &err) {
         FileSink out(fd, path);
-        writeModelPieces(shell, mainPieces, stepPieces ? &*stepPieces : nullptr,
-                         out);
+        writeModelPieces(model, shell, mainPieces,
+                         stepPieces ? &*stepPieces : nullptr, out);
         if (!out.flush()) {
           err = out.error();
           return false;
