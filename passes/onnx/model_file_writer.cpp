@@ -5,16 +5,16 @@
 // exportModel builds a message for every node, value type and tensor of the
 // model and then serializes them, copying each tensor's bytes into the proto
 // first. For a large step that cost more than most passes. The writer instead
-// builds the small messages (the header, opsets, metadata, bindings,
-// functions) as exportModel does, and writes each graph as it goes: every
-// NodeProto and ValueInfoProto is made in one reused message and serialized
-// with protobuf's CodedOutputStream at once, each mpc node is completed for
-// its function as it is written (MpcNodeCompleter, reading the graph's types
-// and names from the IR), and each initializer's raw_data goes from the IR's
-// tensor into the file without a copy (writev). Protobuf writes a message's
-// known fields in field-number order, nested messages as tag, length and
-// bytes; the writer cuts and joins the pieces in that order, so the result
-// is the same bytes.
+// builds the few small messages (the header, opsets, metadata, functions) as
+// exportModel does, and writes each graph as it goes: every NodeProto,
+// ValueInfoProto and update binding is made in one reused message and
+// serialized with protobuf's CodedOutputStream at once, each mpc node is
+// completed for its function as it is written (MpcNodeCompleter, reading the
+// graph's types and names from the IR), and each initializer's raw_data goes
+// from the IR's tensor into the file without a copy (writev). Protobuf
+// writes a message's known fields in field-number order, nested messages as
+// tag, length and bytes; the writer cuts and joins the pieces in that order,
+// so the result is the same bytes.
 #include "passes/onnx/onnx_io.h"
 
 #include "passes/ir/mpc_ops.h"
@@ -224,16 +224,14 @@ public:
   bool withState() const { return withState_; }
   const std::vector<const Value *> &extraInits() const { return extraInits_; }
 
-  /// Whether every value the graph lists (inputs, outputs, node outputs) is
-  /// the one of its name, as the name lookups below assume.
+  /// Whether every input and output the graph lists is the graph's value
+  /// of that name, as the name lookups below assume (node outputs and
+  /// initializers are the graph's own values).
   bool namesAreConsistent() const {
     for (const auto *list : {&graph_.inputs(), &graph_.outputs()})
       for (const Value *v : *list)
         if (!v || graph_.findValue(v->name()) != v)
           return false;
-    for (const Value *v : extraInits_)
-      if (graph_.findValue(v->name()))
-        return false;
     return true;
   }
 
