@@ -2,90 +2,132 @@
 #include "passes/lifetime_offsets.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace mpc {
+
+namespace {
+
+constexpr size_t kPastEnd = ~size_t(0);
+
+} // namespace
 
 LifetimeOffsets::LifetimeOffsets(int64_t times) {
   while (int64_t(leaves_) < times)
     leaves_ *= 2;
-  tree_.resize(2 * leaves_);
-  seen_.assign(2 * leaves_, 0);
+  live_.resize(2 * leaves_);
+  starts_.resize(2 * leaves_);
 }
 
-void LifetimeOffsets::decompose(int64_t first, int64_t last,
-                                std::vector<size_t> &cover,
-                                std::vector<size_t> &ancestors) const {
-  cover.clear();
-  ancestors.clear();
-  // Bottom-up decomposition of the leaves [first, last + 1).
-  for (size_t l = size_t(first) + leaves_, r = size_t(last) + 1 + leaves_;
-       l < r; l /= 2, r /= 2) {
-    if (l & 1)
-      cover.push_back(l++);
-    if (r & 1)
-      cover.push_back(--r);
-  }
-  // Ancestors of the cover nodes: they hold buffers that span more than the
-  // interval but overlap it. Stop at one already listed (its ancestors are).
-  if (++stamp_ == 0) {
-    std::fill(seen_.begin(), seen_.end(), 0);
-    stamp_ = 1;
-  }
-  for (size_t c : cover)
-    for (size_t a = c / 2; a >= 1 && seen_[a] != stamp_; a /= 2) {
-      seen_[a] = stamp_;
-      ancestors.push_back(a);
-    }
-}
-
-void LifetimeOffsets::addSpan(Spans &spans, size_t begin, size_t end) {
+void LifetimeOffsets::addSpan(SpanSet &set, size_t begin, size_t end) {
+  Span *s = pool_.get() + set.at;
   // The first span ending at or after `begin` (touching spans merge too).
-  auto it = std::partition_point(
-      spans.begin(), spans.end(),
-      [&](const std::pair<size_t, size_t> &s) { return s.second < begin; });
-  if (it != spans.end() && it->first <= begin && end <= it->second)
-    return; // already covered (the common case in the sets near the root)
-  auto last = it;
-  while (last != spans.end() && last->first <= end) {
-    begin = std::min(begin, last->first);
-    end = std::max(end, last->second);
-    ++last;
+  size_t lo = 0, hi = set.size;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (s[mid].end < begin)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
-  it = spans.erase(it, last);
-  spans.insert(it, {begin, end});
+  if (lo < set.size && s[lo].begin <= end) {
+    // Overlaps or touches s[lo]: widen it over every span it now reaches.
+    if (begin < s[lo].begin)
+      s[lo].begin = begin;
+    if (end <= s[lo].end)
+      return; // already covered (the common case near the root)
+    size_t past = lo + 1;
+    while (past < set.size && s[past].begin <= end) {
+      if (s[past].end > end)
+        end = s[past].end;
+      ++past;
+    }
+    s[lo].end = end;
+    if (past > lo + 1) {
+      std::memmove(s + lo + 1, s + past, (set.size - past) * sizeof(Span));
+      set.size -= past - lo - 1;
+    }
+    return;
+  }
+  if (set.size == set.cap) {
+    // Move the set to the pool's end with twice the room; the old room is
+    // left unused (at most as much as the sets hold).
+    size_t cap = set.cap ? 2 * set.cap : 2;
+    if (poolSize_ + cap > poolCap_) {
+      size_t poolCap = std::max(2 * poolCap_, poolSize_ + cap);
+      poolCap = std::max<size_t>(poolCap, 1024);
+      std::unique_ptr<Span[]> pool(new Span[poolCap]);
+      if (poolSize_)
+        std::memcpy(pool.get(), pool_.get(), poolSize_ * sizeof(Span));
+      pool_ = std::move(pool);
+      poolCap_ = poolCap;
+    }
+    if (set.size)
+      std::memcpy(pool_.get() + poolSize_, pool_.get() + set.at,
+                  set.size * sizeof(Span));
+    set.at = poolSize_;
+    set.cap = cap;
+    poolSize_ += cap;
+    s = pool_.get() + set.at;
+  }
+  std::memmove(s + lo + 1, s + lo, (set.size - lo) * sizeof(Span));
+  s[lo] = {begin, end};
+  ++set.size;
 }
 
 size_t LifetimeOffsets::lowestFit(int64_t first, int64_t last, size_t bytes,
                                   size_t alignment) const {
   if (bytes == 0)
     return 0;
-  decompose(first, last, cover_, ancestors_);
-  auto alignUp = [&](size_t n) {
-    return (n + alignment - 1) / alignment * alignment;
+  cursors_.clear();
+  next_.clear();
+  auto read = [&](const SpanSet &set) {
+    if (!set.size)
+      return;
+    const Span *s = pool_.get() + set.at;
+    cursors_.push_back({s, s + set.size});
+    next_.push_back(s->begin);
   };
+  // Buffers live at `first`: the sets on its leaf's path to the root.
+  for (size_t n = size_t(first) + leaves_; n >= 1; n /= 2)
+    read(live_[n]);
+  // Buffers that start in (first, last]: the sets covering those leaves.
+  for (size_t l = size_t(first) + 1 + leaves_, r = size_t(last) + 1 + leaves_;
+       l < r; l /= 2, r /= 2) {
+    if (l & 1)
+      read(starts_[l++]);
+    if (r & 1)
+      read(starts_[--r]);
+  }
+  const size_t n = cursors_.size();
+  size_t *next = next_.data();
   // Invariant: no aligned offset below `at` fits. A span that overlaps
-  // [at, at + bytes) rules out every offset up to its end (spans are unions of
-  // non-empty buffers, so overlapping the span means overlapping one).
+  // [at, at + bytes) rules out every offset up to its end (spans are unions
+  // of non-empty buffers, so overlapping the span means overlapping one).
+  // The ranges below the answer are mostly one block split over the sets
+  // in many pieces, so the walk goes to whichever set has a span starting
+  // inside the window, and stops when a whole round of the sets has none.
   size_t at = 0;
-  auto jumpOver = [&](const Spans &spans) {
-    bool moved = false;
-    auto it = std::partition_point(
-        spans.begin(), spans.end(),
-        [&](const std::pair<size_t, size_t> &s) { return s.second <= at; });
-    while (it != spans.end() && it->first < at + bytes) {
-      at = alignUp(it->second);
-      moved = true;
-      while (it != spans.end() && it->second <= at)
-        ++it;
+  for (size_t i = 0;;) {
+    const size_t limit = at + bytes;
+    size_t j = i;
+    while (j < n && next[j] >= limit)
+      ++j;
+    if (j == n) {
+      j = 0;
+      while (j < i && next[j] >= limit)
+        ++j;
+      if (j == i)
+        break;
     }
-    return moved;
-  };
-  for (bool moved = true; moved;) {
-    moved = false;
-    for (size_t c : cover_)
-      moved |= jumpOver(tree_[c].below);
-    for (size_t a : ancestors_)
-      moved |= jumpOver(tree_[a].exact);
+    Cursor &c = cursors_[j];
+    if (c.span->end > at)
+      at = (c.span->end + alignment - 1) / alignment * alignment;
+    do
+      ++c.span;
+    while (c.span != c.stop && c.span->end <= at);
+    next[j] = c.span == c.stop ? kPastEnd : c.span->begin;
+    i = j;
   }
   return at;
 }
@@ -94,13 +136,15 @@ void LifetimeOffsets::place(int64_t first, int64_t last, size_t offset,
                             size_t bytes) {
   if (bytes == 0)
     return;
-  decompose(first, last, cover_, ancestors_);
-  for (size_t c : cover_) {
-    addSpan(tree_[c].exact, offset, offset + bytes);
-    addSpan(tree_[c].below, offset, offset + bytes);
+  for (size_t n = size_t(first) + leaves_; n >= 1; n /= 2)
+    addSpan(starts_[n], offset, offset + bytes);
+  for (size_t l = size_t(first) + leaves_, r = size_t(last) + 1 + leaves_;
+       l < r; l /= 2, r /= 2) {
+    if (l & 1)
+      addSpan(live_[l++], offset, offset + bytes);
+    if (r & 1)
+      addSpan(live_[--r], offset, offset + bytes);
   }
-  for (size_t a : ancestors_)
-    addSpan(tree_[a].below, offset, offset + bytes);
 }
 
 } // namespace mpc

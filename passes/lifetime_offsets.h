@@ -3,17 +3,22 @@
 // The memory planner gives each transient buffer the lowest aligned offset at
 // which it overlaps no buffer already placed whose lifetime overlaps its own
 // (first fit, buffers taken largest first). Asking that of every placed buffer
-// is quadratic: 8,229 buffers and 9.2M lifetime-overlapping pairs for a
+// is quadratic: 5,921 buffers and 6.3M lifetime-overlapping pairs for a
 // 64-layer transformer step. This structure answers it from a segment tree
-// over time instead: each tree node keeps the merged offset ranges of the
-// buffers whose lifetime covers the node's time range ("exact") and of those
-// placed anywhere in its subtree ("below"), so a query reads O(log T) sets of
-// merged ranges and jumps over whole occupied blocks.
+// over time instead. A buffer [f, l] overlaps a query [qf, ql] exactly when
+// it is live at qf or starts in (qf, ql], so each tree node keeps two sets
+// of merged offset ranges: of the buffers whose lifetime's canonical cover
+// holds the node ("live": a query reads them on qf's path to the root) and
+// of the buffers that start in the node's time range ("starts": a query
+// reads them on the cover of (qf, ql]). A query reads O(log T) sets and walks
+// their merged ranges upward from offset 0 together; a placement adds one
+// range to O(log T) sets. The ranges of all nodes live in one pool (no
+// allocation per node), since plan-memory runs on every compile.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <utility>
+#include <memory>
 #include <vector>
 
 namespace mpc {
@@ -33,24 +38,31 @@ public:
   void place(int64_t first, int64_t last, size_t offset, size_t bytes);
 
 private:
-  /// Disjoint, non-touching [begin, end) offset ranges, sorted.
-  using Spans = std::vector<std::pair<size_t, size_t>>;
-  struct TreeNode {
-    Spans exact, below;
+  struct Span {
+    size_t begin, end; ///< [begin, end) in bytes
+  };
+  /// One node's set: disjoint, non-touching spans sorted by offset, at
+  /// pool_[at, at + size), with room for `cap` before it must move.
+  struct SpanSet {
+    size_t at = 0, size = 0, cap = 0;
+  };
+  /// Where a query's walk is in one set: its first span ending above the
+  /// walk's offset, and the set's end.
+  struct Cursor {
+    const Span *span, *stop;
   };
 
-  /// Tree nodes whose time ranges exactly cover [first, last], and their
-  /// strict ancestors (each once).
-  void decompose(int64_t first, int64_t last, std::vector<size_t> &cover,
-                 std::vector<size_t> &ancestors) const;
-  static void addSpan(Spans &spans, size_t begin, size_t end);
+  void addSpan(SpanSet &set, size_t begin, size_t end);
 
   size_t leaves_ = 1; ///< a power of two >= times
-  std::vector<TreeNode> tree_;
-  // Scratch for decompose (reused: queries are hot).
-  mutable std::vector<size_t> cover_, ancestors_;
-  mutable std::vector<uint32_t> seen_;
-  mutable uint32_t stamp_ = 0;
+  std::vector<SpanSet> live_, starts_;
+  std::unique_ptr<Span[]> pool_;
+  size_t poolSize_ = 0, poolCap_ = 0;
+  // Scratch of lowestFit (reused: queries are hot). next_[i] is the begin of
+  // cursors_[i]'s span (or SIZE_MAX past its set's end), kept apart so the
+  // walk scans the sets for a conflict over one small array.
+  mutable std::vector<Cursor> cursors_;
+  mutable std::vector<size_t> next_;
 };
 
 } // namespace mpc

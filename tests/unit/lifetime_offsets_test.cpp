@@ -1,5 +1,6 @@
 // LifetimeOffsets (passes/lifetime_offsets.h) against the quadratic first fit
-// it replaced in the memory planner: the same offset for every buffer.
+// it replaced in the memory planner: the same offset for every buffer, on
+// random lifetimes and on lifetimes shaped like a training step's.
 #include "passes/lifetime_offsets.h"
 
 #include <gtest/gtest.h>
@@ -69,6 +70,43 @@ TEST(LifetimeOffsets, MatchesTheQuadraticFirstFitOnRandomLifetimes) {
     placeQuadratic(expected, alignment);
     placeTree(got, times, alignment);
     for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(got[i].offset, expected[i].offset)
+          << "trial " << trial << " buffer " << i << " [" << got[i].first
+          << ", " << got[i].last << "] bytes " << got[i].bytes;
+  }
+}
+
+TEST(LifetimeOffsets, MatchesTheQuadraticFirstFitOnStepLikeLifetimes) {
+  // What a training step looks like: forward values saved until their
+  // backward use (nested lifetimes, a few sizes), short temporaries between,
+  // and state updates at the end; sizes sorted as the planner sorts them or
+  // shuffled, across several alignments.
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 60; ++trial) {
+    int64_t layers = 1 + int64_t(rng() % 24), perLayer = 2 + rng() % 6;
+    int64_t times = 2 * layers * perLayer + 8;
+    const size_t sizes[] = {256, 1024, 4096, 8192, 32768, 65536, 4, 100};
+    size_t alignment = trial % 4 == 0 ? 1 : (trial % 4 == 1 ? 64 : 256);
+    std::vector<Buf> bufs;
+    for (int64_t t = 0; t < layers * perLayer; ++t) {
+      size_t bytes = sizes[rng() % 6];
+      bufs.push_back({t, times - 1 - t - int64_t(rng() % 3), bytes});
+      for (int k = int(rng() % 3); k > 0; --k) {
+        int64_t a = int64_t(rng() % times);
+        bufs.push_back(
+            {a, std::min<int64_t>(times - 1, a + rng() % 4), sizes[rng() % 8]});
+      }
+    }
+    if (trial % 3)
+      std::stable_sort(
+          bufs.begin(), bufs.end(),
+          [](const Buf &x, const Buf &y) { return x.bytes > y.bytes; });
+    else
+      std::shuffle(bufs.begin(), bufs.end(), rng);
+    std::vector<Buf> expected = bufs, got = bufs;
+    placeQuadratic(expected, alignment);
+    placeTree(got, times, alignment);
+    for (size_t i = 0; i < bufs.size(); ++i)
       ASSERT_EQ(got[i].offset, expected[i].offset)
           << "trial " << trial << " buffer " << i << " [" << got[i].first
           << ", " << got[i].last << "] bytes " << got[i].bytes;
