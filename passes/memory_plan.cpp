@@ -6,9 +6,10 @@
 #include "passes/support/diagnostics.h"
 
 #include <algorithm>
+#include <iterator>
+#include <limits>
 #include <numeric>
-#include <sstream>
-#include <unordered_set>
+#include <string_view>
 
 namespace mpc {
 
@@ -45,6 +46,16 @@ std::vector<std::string> metaList(const Model &m, const char *key) {
 
 size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+/// `op` is one of `ops` (short lists: a few length checks and compares, no
+/// hashing; the planner asks this of every node).
+bool isOneOf(const std::string &op,
+             std::initializer_list<std::string_view> ops) {
+  for (std::string_view o : ops)
+    if (op == o)
+      return true;
+  return false;
+}
+
 /// Ops whose CPU and GPU kernels read element i of an input of the output's
 /// shape before writing element i of the output, so the output may take that
 /// input's bytes: elementwise ops; Softmax / LogSoftmax and their gradients,
@@ -53,41 +64,44 @@ size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 /// island's Cast up dies into its Softmax, the gradient's into SoftmaxGrad);
 /// ReluGrad, whose kernels read each block before writing it.
 bool isInPlaceElementwise(const Node &n) {
-  static const std::unordered_set<std::string> ops = {
-      "Add",  "Sub",  "Mul", "Div", "Neg",     "Abs",     "Relu",       "Exp",
-      "Sqrt", "Tanh", "Erf", "Log", "Sigmoid", "Softmax", "LogSoftmax",
-  };
-  static const std::unordered_set<std::string> mpcOps = {
-      "SoftmaxGrad", "LogSoftmaxGrad", "ReluGrad"};
   if (n.domain() == "mpc")
-    return mpcOps.count(n.opType()) > 0;
-  return n.domain().empty() && ops.count(n.opType());
+    return isOneOf(n.opType(), {"SoftmaxGrad", "LogSoftmaxGrad", "ReluGrad"});
+  return n.domain().empty() &&
+         isOneOf(n.opType(), {"Add", "Sub", "Mul", "Div", "Neg", "Abs", "Relu",
+                              "Exp", "Sqrt", "Tanh", "Erf", "Log", "Sigmoid",
+                              "Softmax", "LogSoftmax"});
 }
 
 /// Ops whose output is the input's bytes under other dims: the output shares
 /// the input's buffer even while the input stays live (neither is written
 /// again), so a Reshape costs no copy.
 bool isAlias(const Node &n) {
-  static const std::unordered_set<std::string> ops = {
-      "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
-  return n.domain().empty() && ops.count(n.opType());
+  return n.domain().empty() &&
+         isOneOf(n.opType(),
+                 {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"});
 }
 
 /// (output, input) pairs an optimizer update writes over its state operand.
-std::vector<std::pair<size_t, size_t>> stateUpdatePairs(const Node &n) {
+struct StateUpdatePairs {
+  const std::pair<size_t, size_t> *begin = nullptr, *end = nullptr;
+};
+StateUpdatePairs stateUpdatePairs(const Node &n) {
+  static constexpr std::pair<size_t, size_t> sgd[] = {{0, 2}, {1, 4}};
+  static constexpr std::pair<size_t, size_t> adam[] = {{0, 2}, {1, 4}, {2, 5}};
   if (n.domain() != "mpc")
     return {};
   if (n.opType() == "SGD")
-    return {{0, 2}, {1, 4}};
+    return {std::begin(sgd), std::end(sgd)};
   if (n.opType() == "Adam")
-    return {{0, 2}, {1, 4}, {2, 5}};
+    return {std::begin(adam), std::end(adam)};
   return {};
 }
 
+/// Transient values written in place over one another. Its members are the
+/// placed values whose `buffer` is its index (in node order).
 struct Buffer {
   size_t bytes = 0;
   int64_t first = 0, last = 0;
-  std::vector<const Value *> members; ///< in lifetime order
   size_t offset = 0;
 };
 
@@ -96,12 +110,16 @@ struct Buffer {
 bool valueByteSize(const Value &v, size_t &bytes) {
   if (v.dtype == DType::Undefined || !v.hasShape)
     return false;
-  auto dims = concreteDims(v.dims);
-  if (!dims)
-    return false;
-  int64_t n = elementCount(*dims);
-  if (n < 0)
-    return false;
+  // elementCount(*concreteDims(v.dims)) without building the vector: the
+  // planner sizes every value of the step.
+  int64_t n = 1;
+  for (const Dim &d : v.dims) {
+    if (!d.isKnown())
+      return false;
+    if (d.value != 0 && n > std::numeric_limits<int64_t>::max() / d.value)
+      return false;
+    n *= d.value;
+  }
   bytes = size_t(n) * dtypeSize(v.dtype);
   return true;
 }
@@ -129,20 +147,15 @@ MemoryPlan planMemory(const PlanInputs &in) {
   MemoryPlan plan;
   plan.alignment = std::max<size_t>(in.alignment, 1);
   std::vector<const Node *> nodes;
+  nodes.reserve(g.nodes().size());
   for (const auto &n : g.nodes())
     nodes.push_back(n.get());
   const int64_t numNodes = int64_t(nodes.size());
   const int64_t end = std::max<int64_t>(numNodes - 1, 0);
 
-  auto nameSet = [](const std::vector<std::string> &v) {
-    return std::unordered_set<std::string>(v.begin(), v.end());
-  };
-  const auto params = nameSet(in.params), optState = nameSet(in.optimizerState),
-             gradBuffers = nameSet(in.gradBuffers),
-             scaler = nameSet(in.scalerState);
-
   // Side tables are indexed by Value::id(): every value the nodes read or
-  // write is one of g's own in a graph that verify accepts.
+  // write is one of g's own in a graph that verify accepts (so its names are
+  // unique, and a name the inputs give is looked up once, not per value).
   const size_t numIds = g.numValueIds();
   auto id = [&](const Value *v) {
     if (v->owner() != &g)
@@ -150,8 +163,36 @@ MemoryPlan planMemory(const PlanInputs &in) {
                   "' belongs to another graph than '" + g.name() + "'");
     return v->id();
   };
+  enum : uint8_t { kParam = 1, kOptState = 2, kGradBuffer = 4, kScaler = 8 };
+  std::vector<uint8_t> named(numIds, 0);
+  auto markNamed = [&](const std::vector<std::string> &names, uint8_t bit) {
+    for (const std::string &name : names)
+      if (const Value *v = g.findValue(name); v && v->owner() == &g)
+        named[v->id()] |= bit;
+  };
+  markNamed(in.params, kParam);
+  markNamed(in.optimizerState, kOptState);
+  markNamed(in.gradBuffers, kGradBuffer);
+  markNamed(in.scalerState, kScaler);
 
-  plan.placement.reserve(numIds);
+  // Placements in the order they are made (the map is filled from them at
+  // the end, only when the caller wants it), and where each value's is.
+  constexpr size_t kNone = size_t(-1);
+  std::vector<std::pair<const Value *, ValuePlacement>> placed;
+  std::vector<size_t> placementOf(numIds, kNone);
+  auto record = [&](const Value *v, const ValuePlacement &p) {
+    size_t &at = placementOf[id(v)];
+    if (at == kNone) {
+      at = placed.size();
+      placed.push_back({v, p});
+    } else {
+      placed[at].second = p;
+    }
+  };
+  auto findPlaced = [&](const Value *v) -> const ValuePlacement * {
+    size_t at = placementOf[id(v)];
+    return at == kNone ? nullptr : &placed[at].second;
+  };
 
   // --- liveness --------------------------------------------------------------
   // -1: not made by a node of the graph (state, inputs, constants).
@@ -204,8 +245,10 @@ MemoryPlan planMemory(const PlanInputs &in) {
     if (const Value *v = g.findValue(name))
       addGradient(v);
   for (const Node *n : nodes) {
-    bool unscale = n->domain() == "mpc" && n->opType() == "UnscaleGradients";
-    bool clip = n->domain() == "mpc" && n->opType() == "ClipGradNorm";
+    if (n->domain() != "mpc")
+      continue;
+    bool unscale = n->opType() == "UnscaleGradients";
+    bool clip = n->opType() == "ClipGradNorm";
     if (!unscale && !clip)
       continue;
     for (size_t i = unscale ? 1 : 0; i < n->numInputs(); ++i)
@@ -218,10 +261,12 @@ MemoryPlan planMemory(const PlanInputs &in) {
         addGradient(n->output(i));
   }
   // Walk up through Casts (the list grows as it is walked).
+  auto isCast = [](const Node *p) {
+    return p && p->opType() == "Cast" && p->domain().empty() && p->input(0);
+  };
   for (size_t k = 0; k < gradients.size(); ++k) {
     const Node *p = gradients[k]->producer();
-    if (p && p->opType() == "Cast" && p->domain().empty() && p->input(0) &&
-        madeHere(p->input(0)))
+    if (isCast(p) && madeHere(p->input(0)))
       addGradient(p->input(0));
   }
 
@@ -229,19 +274,20 @@ MemoryPlan planMemory(const PlanInputs &in) {
     if (v->isGraphInput())
       return MemoryClass::Inputs;
     if (v->isInitializer()) {
-      if (params.count(v->name()))
+      uint8_t bits = named[id(v)];
+      if (bits & kParam)
         return MemoryClass::Parameters;
-      if (optState.count(v->name()) || scaler.count(v->name()))
+      if (bits & (kOptState | kScaler))
         return MemoryClass::OptimizerState;
-      if (gradBuffers.count(v->name()))
+      if (bits & kGradBuffer)
         return MemoryClass::Gradients;
       return MemoryClass::OtherState;
     }
     if (isGradient[id(v)])
       return MemoryClass::Gradients;
     const Node *p = v->producer();
-    if (p && p->opType() == "Cast" && p->domain().empty() && p->input(0) &&
-        params.count(p->input(0)->name()))
+    if (isCast(p) && p->input(0)->owner() == &g &&
+        (named[p->input(0)->id()] & kParam))
       return MemoryClass::WorkingCopies;
     if (lossIndex >= 0 && firstOf[id(v)] <= lossIndex &&
         lastOf[id(v)] > lossIndex)
@@ -264,7 +310,7 @@ MemoryPlan planMemory(const PlanInputs &in) {
     p.persistent = true;
     p.first = 0;
     p.last = end;
-    plan.placement[v] = p;
+    record(v, p);
     offset = alignUp(offset + bytes, plan.alignment);
   };
   for (const Value *v : g.inputs())
@@ -276,17 +322,23 @@ MemoryPlan planMemory(const PlanInputs &in) {
 
   // --- transient values, grouped into buffers by in-place writes -------------
   std::vector<Buffer> buffers;
-  constexpr size_t kNone = size_t(-1);
   std::vector<size_t> bufferOf(numIds, kNone);
-  std::unordered_map<std::string, std::string> boundState; // new value -> state
+  // New value -> the state it is bound to (the last binding of a name wins).
+  std::vector<const Value *> boundState(numIds, nullptr);
   for (const auto &kv : in.updateBinding)
-    boundState[kv.second] = kv.first;
+    if (const Value *v = g.findValue(kv.second); v && v->owner() == &g)
+      boundState[v->id()] = g.findValue(kv.first);
+  std::vector<const Value *> taken; // inputs given away at the current node
   for (int64_t i = 0; i < numNodes; ++i) {
     const Node &n = *nodes[i];
-    std::vector<const Value *> taken; // inputs given away at this node
+    taken.clear();
     auto isTaken = [&](const Value *v) {
       return std::find(taken.begin(), taken.end(), v) != taken.end();
     };
+    const StateUpdatePairs updates =
+        in.inPlace ? stateUpdatePairs(n) : StateUpdatePairs{};
+    const bool alias = isAlias(n);
+    const bool overInput = in.inPlace && (alias || isInPlaceElementwise(n));
     for (size_t oi = 0; oi < n.numOutputs(); ++oi) {
       const Value *o = n.output(oi);
       if (!o)
@@ -303,31 +355,29 @@ MemoryPlan planMemory(const PlanInputs &in) {
       p.last = lastOf[id(o)];
       // An optimizer update written over the state it is bound to.
       bool placed = false;
-      if (in.inPlace)
-        for (auto [out, inIdx] : stateUpdatePairs(n)) {
-          const Value *s = n.input(inIdx);
-          auto bound = boundState.find(o->name());
-          if (out != oi || !s || isTaken(s) || bound == boundState.end() ||
-              bound->second != s->name() || !plan.find(s) ||
-              !plan.find(s)->persistent || plan.find(s)->bytes != bytes)
-            continue;
-          // Every other reader of the state must have run already.
-          if (lastRead[id(s)] != i || isOutput[id(s)])
-            continue;
-          p.offset = plan.find(s)->offset;
-          p.persistent = true;
-          plan.placement[o] = p;
-          plan.inPlace.push_back({size_t(i), oi, inIdx});
-          taken.push_back(s);
-          placed = true;
-          break;
-        }
+      for (auto u = updates.begin; u != updates.end; ++u) {
+        auto [out, inIdx] = *u;
+        const Value *s = n.input(inIdx);
+        const ValuePlacement *state = s ? findPlaced(s) : nullptr;
+        if (out != oi || !s || isTaken(s) || boundState[id(o)] != s || !state ||
+            !state->persistent || state->bytes != bytes)
+          continue;
+        // Every other reader of the state must have run already.
+        if (lastRead[id(s)] != i || isOutput[id(s)])
+          continue;
+        p.offset = state->offset;
+        p.persistent = true;
+        record(o, p);
+        plan.inPlace.push_back({size_t(i), oi, inIdx});
+        taken.push_back(s);
+        placed = true;
+        break;
+      }
       if (placed)
         continue;
       // An elementwise output over an input that dies here (with every
       // other value in its bytes), or a reshape sharing its input's bytes.
-      bool alias = isAlias(n);
-      if (in.inPlace && (isInPlaceElementwise(n) || alias) && oi == 0)
+      if (overInput && oi == 0)
         for (size_t ii = 0; ii < (alias ? 1 : n.numInputs()) && !placed; ++ii) {
           const Value *x = n.input(ii);
           if (!x || isTaken(x) || bufferOf[id(x)] == kNone ||
@@ -339,9 +389,9 @@ MemoryPlan planMemory(const PlanInputs &in) {
           if (!alias && (x->dims != o->dims || b.last != i))
             continue;
           b.last = std::max(b.last, p.last);
-          b.members.push_back(o);
           bufferOf[id(o)] = bufferOf[id(x)];
-          plan.placement[o] = p;
+          p.buffer = bufferOf[id(x)];
+          record(o, p);
           plan.inPlace.push_back({size_t(i), oi, ii});
           taken.push_back(x);
           placed = true;
@@ -352,10 +402,10 @@ MemoryPlan planMemory(const PlanInputs &in) {
       b.bytes = bytes;
       b.first = p.first;
       b.last = p.last;
-      b.members.push_back(o);
       bufferOf[id(o)] = buffers.size();
+      p.buffer = buffers.size();
       buffers.push_back(b);
-      plan.placement[o] = p;
+      record(o, p);
     }
   }
 
@@ -366,20 +416,18 @@ MemoryPlan planMemory(const PlanInputs &in) {
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return buffers[a].bytes > buffers[b].bytes;
   });
-  LifetimeOffsets placed(numNodes);
+  LifetimeOffsets offsets(numNodes);
   size_t transientEnd = 0;
   for (size_t bi : order) {
     Buffer &b = buffers[bi];
-    b.offset = placed.lowestFit(b.first, b.last, b.bytes, plan.alignment);
-    placed.place(b.first, b.last, b.offset, b.bytes);
+    b.offset = offsets.lowestFit(b.first, b.last, b.bytes, plan.alignment);
+    offsets.place(b.first, b.last, b.offset, b.bytes);
     transientEnd = std::max(transientEnd, b.offset + b.bytes);
   }
   plan.numBuffers = buffers.size();
-  for (size_t bi = 0; bi < buffers.size(); ++bi)
-    for (const Value *v : buffers[bi].members) {
-      plan.placement[v].offset = plan.persistentBytes + buffers[bi].offset;
-      plan.placement[v].buffer = bi;
-    }
+  for (auto &[v, p] : placed)
+    if (p.buffer != ValuePlacement::kNoBuffer)
+      p.offset = plan.persistentBytes + buffers[p.buffer].offset;
   plan.arenaBytes =
       plan.persistentBytes + alignUp(transientEnd, plan.alignment);
 
@@ -387,11 +435,10 @@ MemoryPlan planMemory(const PlanInputs &in) {
   // ---------------------
   size_t persistentLive = 0;
   ClassBytes persistentByClass{};
-  for (const auto &kv : plan.placement) {
-    const ValuePlacement &p = kv.second;
+  for (const auto &[v, p] : placed) {
     plan.noReuseBytes += p.bytes;
     plan.total[size_t(p.cls)] += p.bytes;
-    bool aliasOfState = p.persistent && madeHere(kv.first);
+    bool aliasOfState = p.persistent && madeHere(v);
     if (p.persistent && !aliasOfState) {
       persistentLive += p.bytes;
       persistentByClass[size_t(p.cls)] += p.bytes;
@@ -413,30 +460,52 @@ MemoryPlan planMemory(const PlanInputs &in) {
     }
   }
   plan.atPeak = persistentByClass;
-  if (plan.livePeakNode >= 0)
-    for (const Buffer &b : buffers) {
+  // The residents at the peak: each buffer live there, by the member that
+  // occupies it (the latest one made by then), and the state. Only the ten
+  // largest are named, so the names are copied for those alone.
+  struct Candidate {
+    const Value *value;
+    MemoryClass cls;
+    size_t bytes;
+  };
+  std::vector<Candidate> residents;
+  if (plan.livePeakNode >= 0) {
+    std::vector<const Value *> occupant(buffers.size(), nullptr);
+    for (const auto &[v, p] : placed)
+      if (p.buffer != ValuePlacement::kNoBuffer &&
+          (!occupant[p.buffer] || firstOf[id(v)] <= plan.livePeakNode))
+        occupant[p.buffer] = v;
+    for (size_t bi = 0; bi < buffers.size(); ++bi) {
+      const Buffer &b = buffers[bi];
       if (b.first > plan.livePeakNode || b.last < plan.livePeakNode)
         continue;
-      // The member occupying the buffer at the peak (the latest one made).
-      const Value *occupant = b.members.front();
-      for (const Value *v : b.members)
-        if (firstOf[id(v)] <= plan.livePeakNode)
-          occupant = v;
-      plan.atPeak[size_t(plan.placement.at(occupant).cls)] += b.bytes;
-      plan.largestAtPeak.push_back(
-          {occupant->name(), plan.placement.at(occupant).cls, b.bytes});
+      MemoryClass cls = findPlaced(occupant[bi])->cls;
+      plan.atPeak[size_t(cls)] += b.bytes;
+      residents.push_back({occupant[bi], cls, b.bytes});
     }
-  for (const auto &kv : plan.placement)
-    if (kv.second.persistent && !madeHere(kv.first))
-      plan.largestAtPeak.push_back(
-          {kv.first->name(), kv.second.cls, kv.second.bytes});
-  std::stable_sort(
-      plan.largestAtPeak.begin(), plan.largestAtPeak.end(),
-      [](const MemoryPlan::Resident &a, const MemoryPlan::Resident &b) {
-        return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
-      });
-  if (plan.largestAtPeak.size() > 10)
-    plan.largestAtPeak.resize(10);
+  }
+  for (const auto &[v, p] : placed)
+    if (p.persistent && !madeHere(v))
+      residents.push_back({v, p.cls, p.bytes});
+  // Sizes then names: value names are unique, so the order is total and the
+  // ten are the same whichever way they are picked.
+  size_t named10 = std::min<size_t>(residents.size(), 10);
+  std::partial_sort(residents.begin(), residents.begin() + named10,
+                    residents.end(),
+                    [](const Candidate &a, const Candidate &b) {
+                      return a.bytes != b.bytes
+                                 ? a.bytes > b.bytes
+                                 : a.value->name() < b.value->name();
+                    });
+  for (size_t k = 0; k < named10; ++k)
+    plan.largestAtPeak.push_back(
+        {residents[k].value->name(), residents[k].cls, residents[k].bytes});
+
+  if (in.keepPlacements) {
+    plan.placement.reserve(placed.size());
+    for (const auto &[v, p] : placed)
+      plan.placement[v] = p;
+  }
   return plan;
 }
 

@@ -62,6 +62,9 @@ struct PlanInputs {
   std::vector<const Value *> extraOutputs;
   size_t alignment = 256;
   bool inPlace = true;
+  /// Fill MemoryPlan::placement (off for callers that want only the
+  /// numbers: mpc-opt's pass and report, which plan the whole step).
+  bool keepPlacements = true;
 };
 
 /// Fills PlanInputs' names and binding from a compiled model's metadata and
@@ -112,6 +115,7 @@ struct MemoryPlan {
     size_t bytes;
   };
   std::vector<Resident> largestAtPeak;
+  /// Every planned value's place (empty unless PlanInputs::keepPlacements).
   std::unordered_map<const Value *, ValuePlacement> placement;
   std::vector<InPlaceWrite> inPlace;
   /// Transient buffers (ValuePlacement::buffer indexes them).

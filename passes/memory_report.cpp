@@ -61,19 +61,35 @@ namespace {
 class InferredTypesScope {
 public:
   InferredTypesScope(Graph &g, int64_t opset) {
+    // Every output's type goes into two flat arrays (one allocation, not
+    // one per output: the step has thousands).
+    size_t outputs = 0, dims = 0;
+    for (const auto &n : g.nodes())
+      for (const Value *o : n->outputs())
+        if (o) {
+          ++outputs;
+          dims += o->dims.size();
+        }
+    saved_.reserve(outputs);
+    dims_.reserve(dims);
     for (const auto &n : g.nodes())
       for (Value *o : n->outputs())
-        if (o)
-          saved_.push_back({o, o->dtype, o->hasShape, o->dims});
+        if (o) {
+          saved_.push_back(
+              {o, o->dtype, o->hasShape, dims_.size(), o->dims.size()});
+          dims_.insert(dims_.end(), o->dims.begin(), o->dims.end());
+        }
     inferGraph(g, opset);
   }
   InferredTypesScope(const InferredTypesScope &) = delete;
   InferredTypesScope &operator=(const InferredTypesScope &) = delete;
   ~InferredTypesScope() {
-    for (Saved &s : saved_) {
+    for (const Saved &s : saved_) {
       s.value->dtype = s.dtype;
       s.value->hasShape = s.hasShape;
-      s.value->dims = std::move(s.dims);
+      // In place when the rank held (inference refines dims in place).
+      s.value->dims.assign(dims_.begin() + s.dimsAt,
+                           dims_.begin() + s.dimsAt + s.numDims);
     }
   }
 
@@ -82,9 +98,10 @@ private:
     Value *value;
     DType dtype;
     bool hasShape;
-    Dims dims;
+    size_t dimsAt, numDims; ///< its dims in dims_
   };
   std::vector<Saved> saved_;
+  Dims dims_;
 };
 
 } // namespace
@@ -111,6 +128,8 @@ MemoryPlan planCompiledModel(const Model &compiled, bool asWritten) {
   InferredTypesScope inferred(g, std::max<int64_t>(model.opsetVersion(""), 1));
   PlanInputs in = planInputsFor(model, g);
   in.extraOutputs.assign(extra.begin(), extra.end());
+  // The placements would point into the graph, whose types are put back.
+  in.keepPlacements = false;
   MemoryPlan plan = planMemory(in);
   if (!plan.unplanned.empty()) {
     const Value *v = plan.unplanned.front();
@@ -119,8 +138,6 @@ MemoryPlan planCompiledModel(const Model &compiled, bool asWritten) {
                 "); give concrete shapes with --batch=B or "
                 "--input-shape=NAME:AxB");
   }
-  // The placements point into the graph, whose types are put back here.
-  plan.placement.clear();
   plan.unplanned.clear();
   return plan;
 }
