@@ -17,6 +17,10 @@ LifetimeOffsets::LifetimeOffsets(int64_t times) {
     leaves_ *= 2;
   live_.resize(2 * leaves_);
   starts_.resize(2 * leaves_);
+  // Room for what a training step's placements take (about 8 spans a time
+  // step on a 64-layer transformer), so the pool rarely moves.
+  poolCap_ = 8 * leaves_;
+  pool_.reset(new Span[poolCap_]);
 }
 
 void LifetimeOffsets::addSpan(SpanSet &set, size_t begin, size_t end) {
@@ -55,7 +59,6 @@ void LifetimeOffsets::addSpan(SpanSet &set, size_t begin, size_t end) {
     size_t cap = set.cap ? 2 * set.cap : 2;
     if (poolSize_ + cap > poolCap_) {
       size_t poolCap = std::max(2 * poolCap_, poolSize_ + cap);
-      poolCap = std::max<size_t>(poolCap, 1024);
       std::unique_ptr<Span[]> pool(new Span[poolCap]);
       if (poolSize_)
         std::memcpy(pool.get(), pool_.get(), poolSize_ * sizeof(Span));

@@ -46,6 +46,19 @@ std::vector<std::string> metaList(const Model &m, const char *key) {
 
 size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+/// The planner's error for a value of another graph (out of line: the
+/// check runs on every value the planner reads).
+[[noreturn]] void throwForeignValue(const Value &v, const Graph &g) {
+  throw Error("plan-memory: value '" + v.name() +
+              "' belongs to another graph than '" + g.name() + "'");
+}
+
+/// `s` is `literal` (compared as views: the size first, inline, where
+/// comparing a std::string with a char pointer calls compare()).
+bool is(const std::string &s, std::string_view literal) {
+  return std::string_view(s) == literal;
+}
+
 /// `op` is one of `ops` (short lists: a few length checks and compares, no
 /// hashing; the planner asks this of every node).
 bool isOneOf(const std::string &op,
@@ -64,7 +77,7 @@ bool isOneOf(const std::string &op,
 /// island's Cast up dies into its Softmax, the gradient's into SoftmaxGrad);
 /// ReluGrad, whose kernels read each block before writing it.
 bool isInPlaceElementwise(const Node &n) {
-  if (n.domain() == "mpc")
+  if (is(n.domain(), "mpc"))
     return isOneOf(n.opType(), {"SoftmaxGrad", "LogSoftmaxGrad", "ReluGrad"});
   return n.domain().empty() &&
          isOneOf(n.opType(), {"Add", "Sub", "Mul", "Div", "Neg", "Abs", "Relu",
@@ -88,11 +101,11 @@ struct StateUpdatePairs {
 StateUpdatePairs stateUpdatePairs(const Node &n) {
   static constexpr std::pair<size_t, size_t> sgd[] = {{0, 2}, {1, 4}};
   static constexpr std::pair<size_t, size_t> adam[] = {{0, 2}, {1, 4}, {2, 5}};
-  if (n.domain() != "mpc")
+  if (!is(n.domain(), "mpc"))
     return {};
-  if (n.opType() == "SGD")
+  if (is(n.opType(), "SGD"))
     return {std::begin(sgd), std::end(sgd)};
-  if (n.opType() == "Adam")
+  if (is(n.opType(), "Adam"))
     return {std::begin(adam), std::end(adam)};
   return {};
 }
@@ -159,8 +172,7 @@ MemoryPlan planMemory(const PlanInputs &in) {
   const size_t numIds = g.numValueIds();
   auto id = [&](const Value *v) {
     if (v->owner() != &g)
-      throw Error("plan-memory: value '" + v->name() +
-                  "' belongs to another graph than '" + g.name() + "'");
+      throwForeignValue(*v, g);
     return v->id();
   };
   enum : uint8_t { kParam = 1, kOptState = 2, kGradBuffer = 4, kScaler = 8 };
@@ -245,10 +257,10 @@ MemoryPlan planMemory(const PlanInputs &in) {
     if (const Value *v = g.findValue(name))
       addGradient(v);
   for (const Node *n : nodes) {
-    if (n->domain() != "mpc")
+    if (!is(n->domain(), "mpc"))
       continue;
-    bool unscale = n->opType() == "UnscaleGradients";
-    bool clip = n->opType() == "ClipGradNorm";
+    bool unscale = is(n->opType(), "UnscaleGradients");
+    bool clip = is(n->opType(), "ClipGradNorm");
     if (!unscale && !clip)
       continue;
     for (size_t i = unscale ? 1 : 0; i < n->numInputs(); ++i)
@@ -262,7 +274,7 @@ MemoryPlan planMemory(const PlanInputs &in) {
   }
   // Walk up through Casts (the list grows as it is walked).
   auto isCast = [](const Node *p) {
-    return p && p->opType() == "Cast" && p->domain().empty() && p->input(0);
+    return p && is(p->opType(), "Cast") && p->domain().empty() && p->input(0);
   };
   for (size_t k = 0; k < gradients.size(); ++k) {
     const Node *p = gradients[k]->producer();
