@@ -55,6 +55,7 @@ private:
   void addSpan(SpanSet &set, size_t begin, size_t end);
 
   size_t leaves_ = 1; ///< a power of two >= times
+  size_t levels_ = 0; ///< log2(leaves_)
   std::vector<SpanSet> live_, starts_;
   std::unique_ptr<Span[]> pool_;
   size_t poolSize_ = 0, poolCap_ = 0;
