@@ -58,6 +58,13 @@ struct KernelContext {
   /// True in a device-resident step (then the two vectors above are sized).
   bool resident = false;
 
+  /// Optional: where the backend may keep what it looked up for this node
+  /// (the CPU backend: its kernel). The executor keeps one context per node
+  /// for as long as it runs the graph, so the lookup is made once per node
+  /// rather than once per step; a context made for one call starts at
+  /// nullptr and the backend looks the node up again.
+  const void *backendCache = nullptr;
+
   bool hasInput(size_t i) const {
     return i < inputs.size() && inputs[i] != nullptr;
   }

@@ -55,6 +55,19 @@ struct Executor::Arena {
   Arena &operator=(const Arena &) = delete;
 };
 
+namespace {
+
+/// Makes t an empty Tensor() again, keeping the capacity of its dims: the
+/// kernel that next writes it (the same node, next step) then copies its
+/// dims in without allocating.
+void clearKeepingDims(Tensor &t, ByteBuffer bytes = ByteBuffer()) {
+  t.dtype = DType::Undefined;
+  t.dims.clear();
+  t.bytes = std::move(bytes);
+}
+
+} // namespace
+
 Executor::Executor(const Graph &graph, Backend &backend,
                    ExecutorOptions options)
     : graph_(graph), backend_(backend), options_(std::move(options)) {
@@ -112,6 +125,20 @@ Executor::Executor(const Graph &graph, Backend &backend,
   for (size_t s = 0; s < slots_.size(); ++s)
     if (!keep[s] && lastUse[s] >= 0)
       freeAfter_[size_t(lastUse[s])].push_back(s);
+  // slots_ is complete: the contexts may point into it.
+  nodeOutputSlots_.resize(nodes_.size());
+  contexts_.reserve(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node &n = *nodes_[i];
+    KernelContext ctx{n};
+    for (const Value *in : n.inputs())
+      ctx.inputs.push_back(in ? &slots_[slotOf(in)] : nullptr);
+    for (const Value *o : n.outputs()) {
+      nodeOutputSlots_[i].push_back(o ? slotOf(o) : kNoSlot);
+      ctx.outputs.push_back(o ? &slots_[slotOf(o)] : nullptr);
+    }
+    contexts_.push_back(std::move(ctx));
+  }
 
   resident_ = backend.deviceResident() && options_.useArena;
   if (resident_) {
@@ -283,6 +310,8 @@ void Executor::makePlan() {
   std::unique_ptr<MemoryPlan> plan = planFor(inputs, g);
   if (!plan) {
     plan_.reset();
+    for (KernelContext &ctx : contexts_)
+      ctx.inPlace.clear(); // no arena: every output owns its bytes
     return;
   }
 
@@ -305,6 +334,8 @@ void Executor::makePlan() {
     inPlace_[i].assign(nodes_[i]->numOutputs(), false);
   for (const InPlaceWrite &w : plan->inPlace)
     inPlace_[w.node][w.output] = true;
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    contexts_[i].inPlace = inPlace_[i];
 
   // Release last run's intermediates (they may be views of the old arena),
   // then move the persistent tensors into the new one.
@@ -338,85 +369,67 @@ void Executor::run(uint64_t seed) {
   const bool arena = plan_ != nullptr && options_.useArena;
   for (size_t s = 0; s < slots_.size(); ++s)
     if (!persistent_[s])
-      slots_[s] = Tensor(); // last run's outputs
+      clearKeepingDims(slots_[s]); // last run's outputs
   // Live bytes: in the arena counted per buffer (an in-place output shares
   // its input's bytes), outside it per tensor.
   size_t live = 0, fallbackLive = 0;
   for (size_t s = 0; s < slots_.size(); ++s)
     if (persistent_[s])
       live += slots_[s].byteSize();
-  std::vector<int> bufferUsers(arena ? plan_->numBuffers : 0, 0);
-  std::vector<bool> inArena(slots_.size(), false);
+  bufferUsers_.assign(arena ? plan_->numBuffers : 0, 0);
+  inArena_.assign(slots_.size(), false);
   peakBytes_ = live;
   fallbackPeak_ = 0;
   outside_.clear();
-  // The context's vectors go from node to node: no allocation per node.
-  std::vector<const Tensor *> inputs;
-  std::vector<Tensor *> outputs;
-  std::vector<bool> inPlace;
   for (size_t index = 0; index < nodes_.size(); ++index) {
     const Node &n = *nodes_[index];
-    inputs.clear();
-    outputs.clear();
-    inPlace.clear();
-    KernelContext ctx{n, std::move(inputs), std::move(outputs), seed,
-                      std::move(inPlace)};
-    if (arena)
-      ctx.inPlace = inPlace_[index];
-    for (const Value *in : n.inputs())
-      ctx.inputs.push_back(in ? &slots_[slotOf(in)] : nullptr);
-    for (const Value *o : n.outputs()) {
-      if (!o) {
-        ctx.outputs.push_back(nullptr);
+    KernelContext &ctx = contexts_[index];
+    ctx.seed = seed;
+    const std::vector<size_t> &outs = nodeOutputSlots_[index];
+    for (size_t s : outs) {
+      if (s == kNoSlot)
         continue;
-      }
-      size_t s = slotOf(o);
-      Tensor &t = slots_[s];
-      t = Tensor();
-      if (arena && slotPlan_[s].planned)
-        t.bytes = ByteBuffer::view(arena_->data + slotPlan_[s].offset,
-                                   slotPlan_[s].bytes);
-      ctx.outputs.push_back(&t);
+      const SlotPlan *p = arena ? &slotPlan_[s] : nullptr;
+      clearKeepingDims(
+          slots_[s], p && p->planned
+                         ? ByteBuffer::view(arena_->data + p->offset, p->bytes)
+                         : ByteBuffer());
     }
     backend_.run(ctx);
-    for (const Value *o : n.outputs()) {
-      if (!o)
+    for (size_t s : outs) {
+      if (s == kNoSlot)
         continue;
-      size_t s = slotOf(o);
       const Tensor &t = slots_[s];
       const SlotPlan *p = arena ? &slotPlan_[s] : nullptr;
-      inArena[s] = p && p->planned && t.bytes.isView() &&
-                   t.bytes.data() == arena_->data + p->offset &&
-                   t.byteSize() == p->bytes;
-      if (inArena[s]) {
+      inArena_[s] = p && p->planned && t.bytes.isView() &&
+                    t.bytes.data() == arena_->data + p->offset &&
+                    t.byteSize() == p->bytes;
+      if (inArena_[s]) {
         if (p->counted && p->buffer != ValuePlacement::kNoBuffer &&
-            bufferUsers.at(p->buffer)++ == 0)
+            bufferUsers_.at(p->buffer)++ == 0)
           live += p->bytes;
       } else {
         live += t.byteSize();
         fallbackLive += t.byteSize();
         if (arena)
-          outside_.push_back(o->name());
+          outside_.push_back(valueOf_[s]->name());
       }
     }
     peakBytes_ = std::max(peakBytes_, live);
     fallbackPeak_ = std::max(fallbackPeak_, fallbackLive);
     if (hook_)
       hook_(hookUser_, n, ctx);
-    inputs = std::move(ctx.inputs);
-    outputs = std::move(ctx.outputs);
-    inPlace = std::move(ctx.inPlace);
     for (size_t s : freeAfter_[index]) {
-      if (inArena[s]) {
+      if (inArena_[s]) {
         const SlotPlan &p = slotPlan_[s];
         if (p.counted && p.buffer != ValuePlacement::kNoBuffer &&
-            --bufferUsers.at(p.buffer) == 0)
+            --bufferUsers_.at(p.buffer) == 0)
           live -= p.bytes;
       } else {
         live -= slots_[s].byteSize();
         fallbackLive -= slots_[s].byteSize();
       }
-      slots_[s] = Tensor();
+      clearKeepingDims(slots_[s]);
     }
   }
 }

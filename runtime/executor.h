@@ -177,6 +177,17 @@ private:
   /// For each node (in order), the slots whose last use it is.
   std::vector<std::vector<size_t>> freeAfter_;
   std::vector<size_t> outputSlots_;
+  /// For each node (in order), the slots of its outputs (kNoSlot where an
+  /// optional output is omitted).
+  std::vector<std::vector<size_t>> nodeOutputSlots_;
+  /// One context per node, made once: its inputs and outputs point at slots
+  /// (which never move), so a step only sets the seed and resets the
+  /// outputs, and the backend keeps its per-node lookups in it. Only run()
+  /// (not the device-resident step) uses them.
+  std::vector<KernelContext> contexts_;
+  /// run()'s per-step scratch, kept to avoid allocating it every step.
+  std::vector<int> bufferUsers_;
+  std::vector<bool> inArena_;
 
   // The plan (for the graph with the shapes the inputs had when planned).
   std::unique_ptr<MemoryPlan> plan_;

@@ -55,9 +55,9 @@ Tensor::Tensor(DType t, std::vector<int64_t> d) : dtype(t), dims(std::move(d)) {
   bytes.assign(checkedByteSize(dtype, dims), 0);
 }
 
-void Tensor::allocate(DType t, std::vector<int64_t> d, bool zero) {
+void Tensor::allocate(DType t, const std::vector<int64_t> &d, bool zero) {
   dtype = t;
-  dims = std::move(d);
+  dims = d; // copy-assignment keeps the capacity (and allows d == dims)
   size_t size = checkedByteSize(dtype, dims);
   if (!zero && bytes.isView() && bytes.size() == size)
     return;

@@ -35,8 +35,10 @@ struct Tensor {
   /// Gives the tensor this type and shape with zeroed bytes. A view of
   /// exactly the right size keeps its place (filled in place); otherwise the
   /// bytes become owned. With zero=false a fitting view keeps its contents
-  /// (an output computed in place over its input).
-  void allocate(DType t, std::vector<int64_t> d, bool zero = true);
+  /// (an output computed in place over its input). `d` is copied into the
+  /// tensor's own dims, reusing their capacity: an executor that runs the
+  /// same node every step allocates no dims after the first.
+  void allocate(DType t, const std::vector<int64_t> &d, bool zero = true);
 
   int64_t numel() const { return elementCount(dims); }
   size_t byteSize() const { return bytes.size(); }

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <map>
 #include <string>
-#include <unordered_map>
 
 namespace mpc {
 
@@ -65,32 +64,19 @@ public:
   }
 
   void run(KernelContext &ctx) override {
-    CpuKernel k = kernelFor(ctx.node);
+    // The executor's contexts outlive the step (KernelContext::backendCache),
+    // so the table is searched once per node, not once per node and step.
+    const auto *k = static_cast<const CpuKernel *>(ctx.backendCache);
+    if (!k) {
+      k = findCpuKernel(ctx.node.domain(), ctx.node.opType());
+      if (!k)
+        cpu::fail(ctx.node, "the cpu backend has no kernel for op ",
+                  opName(ctx.node));
+      ctx.backendCache = k; // the table's entries never move
+    }
     checkInputs(ctx);
-    k(ctx);
+    (*k)(ctx);
   }
-
-private:
-  /// The node's kernel. The executor runs the same nodes every step, and a
-  /// table lookup compares strings, so each node's kernel is remembered
-  /// (checked against the node's op, in case a node's address is reused).
-  CpuKernel kernelFor(const Node &node) {
-    auto it = cache_.find(&node);
-    if (it != cache_.end() && it->second.op == node.opType() &&
-        it->second.domain == node.domain())
-      return it->second.kernel;
-    const CpuKernel *k = findCpuKernel(node.domain(), node.opType());
-    if (!k)
-      cpu::fail(node, "the cpu backend has no kernel for op ", opName(node));
-    cache_[&node] = {*k, node.domain(), node.opType()};
-    return *k;
-  }
-
-  struct Cached {
-    CpuKernel kernel;
-    std::string domain, op;
-  };
-  std::unordered_map<const Node *, Cached> cache_;
 };
 
 } // namespace
