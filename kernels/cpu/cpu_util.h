@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -188,6 +189,33 @@ int64_t loadInt(const Tensor &t, int64_t i);
 
 /// Whether a one-element flag tensor (found_inf) is set.
 bool flagSet(const Node &node, const Tensor &t, const char *what);
+
+/// A kernel's scratch array of n elements, left uninitialised: for buffers
+/// whose every element is written before it is read, where std::vector's
+/// zero-fill would be a wasted pass over memory (on a step of tiny tensors,
+/// a large share of the work).
+template <typename T> class ScratchArray {
+  static_assert(std::is_trivially_default_constructible_v<T>,
+                "ScratchArray leaves its elements uninitialised");
+
+public:
+  ScratchArray() = default;
+  explicit ScratchArray(size_t n) { resize(n); }
+  /// n elements, uninitialised (the old contents are dropped).
+  void resize(size_t n) {
+    data_.reset(n ? new T[n] : nullptr);
+    size_ = n;
+  }
+  T *data() { return data_.get(); }
+  const T *data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  T &operator[](size_t i) { return data_[i]; }
+  const T &operator[](size_t i) const { return data_[i]; }
+
+private:
+  std::unique_ptr<T[]> data_;
+  size_t size_ = 0;
+};
 
 // --- inputs, outputs, sizes --------------------------------------------------
 

@@ -30,7 +30,7 @@ public:
       data_ = ptr<Io>(t);
     } else {
       int64_t n = t.numel();
-      copy_.resize(size_t(n));
+      copy_.resize(size_t(n)); // every element written by loadRun
       loadRun<Io>(ptr<Io>(t), n, copy_.data());
       data_ = copy_.data();
     }
@@ -43,8 +43,8 @@ public:
     if constexpr (!kDirect) {
       if (!swap || rows * cols == 0)
         return;
-      std::vector<C> widened = std::move(copy_);
-      copy_.resize(widened.size());
+      ScratchArray<C> widened = std::move(copy_);
+      copy_.resize(widened.size()); // every element written below
       int64_t size = rows * cols;
       constexpr int64_t kTile = 32;
       for (int64_t m = 0; m < int64_t(widened.size()); m += size)
@@ -61,7 +61,7 @@ public:
 
 private:
   const C *data_ = nullptr;
-  std::vector<C> copy_;
+  ScratchArray<C> copy_;
 };
 
 int blasDim(const Node &node, int64_t v) {
@@ -95,7 +95,10 @@ void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T *a,
 
 /// Where a product is computed: straight into y when y holds the compute
 /// type and shares no bytes with an operand (an output the memory plan put
-/// in place), else a zeroed scratch buffer that store() rounds into y once.
+/// in place), else a scratch buffer that store() rounds into y once. Neither
+/// is zeroed: every element is written before it is read (C's broadcast
+/// where beta != 0; otherwise a BLAS call with beta 0, which never reads C,
+/// or gemm()'s own K == 0 loop).
 template <typename Io> class ResultBuffer {
 public:
   using C = typename Io::Compute;
@@ -105,11 +108,9 @@ public:
     for (const Tensor *t : operands)
       direct = direct && !(t && overlaps(*t, y));
     if (direct) {
-      // Not zeroed: every element is written (a BLAS call with beta 0 never
-      // reads C, and gemm() writes the K == 0 case itself).
       data_ = reinterpret_cast<C *>(ptr<Io>(y));
     } else {
-      scratch_.assign(size_t(y.numel()), C(0));
+      scratch_.resize(size_t(y.numel()));
       data_ = scratch_.data();
     }
   }
@@ -127,7 +128,7 @@ private:
   }
   Tensor &y_;
   C *data_ = nullptr;
-  std::vector<C> scratch_;
+  ScratchArray<C> scratch_;
 };
 
 // --- Gemm --------------------------------------------------------------------
@@ -168,17 +169,21 @@ void kernelGemm(KernelContext &ctx) {
     ComputeView<Io> va(a), vb(b);
     ResultBuffer<Io> r(y, {&a, &b, c});
     if (c && beta != 0.0) {
-      const auto *pc = ptr<Io>(*c);
+      // C widened once (a bias is one row, broadcast to every row of the
+      // product), then copied: the same values as widening it per row.
+      ComputeView<Io> vc(*c);
+      const T *pc = vc.data();
       const std::vector<int64_t> shapes[1] = {c->dims};
       forEachBroadcastRun(
           dims, shapes,
           [&](int64_t i, int64_t len, const int64_t *off, const int64_t *step) {
+            T *dst = r.data() + i;
             if (step[0] == 1) {
-              loadRun<Io>(pc + off[0], len, r.data() + i);
+              std::memcpy(dst, pc + off[0], size_t(len) * sizeof(T));
               return;
             }
             for (int64_t j = 0; j < len; ++j)
-              r.data()[i + j] = Io::load(pc, off[0] + j * step[0]);
+              dst[j] = pc[off[0] + j * step[0]];
           });
     }
     gemm<T>(ta, tb, blasDim(node, m), blasDim(node, n), blasDim(node, k),

@@ -5,7 +5,9 @@
 // paths give the bits of kernels/common/half.h: a block of 8 holding a NaN
 // is converted in software (F16C's NaN results differ, see half_convert.h);
 // every other value, subnormals and infinities included, converts the same
-// with VCVTPS2PH in round-to-nearest-even mode and with VCVTPH2PS.
+// with VCVTPS2PH in round-to-nearest-even mode and with VCVTPH2PS. A run's
+// last 1-7 elements are converted as one zero-padded block, so short rows
+// take the F16C path too.
 #include "kernels/cpu/half_convert.h"
 
 #include "kernels/common/half.h"
@@ -49,7 +51,24 @@ halfToFloatNF16c(const uint16_t *src, float *dst, int64_t n) {
     }
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
   }
-  halfToFloatNSoftware(src + i, dst + i, n - i);
+  if (i == n)
+    return;
+  // The last 1-7 elements as a block padded with zeros (no NaN), so short
+  // rows convert with F16C too; a NaN among them takes the software path.
+  alignas(16) uint16_t tail[8] = {};
+  alignas(32) float out[8];
+  const int64_t r = n - i;
+  for (int64_t j = 0; j < r; ++j)
+    tail[j] = src[i + j];
+  __m128i h = _mm_load_si128(reinterpret_cast<const __m128i *>(tail));
+  __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, absMask), infBits);
+  if (_mm_movemask_epi8(nan) != 0) {
+    halfToFloatNSoftware(src + i, dst + i, r);
+    return;
+  }
+  _mm256_store_ps(out, _mm256_cvtph_ps(h));
+  for (int64_t j = 0; j < r; ++j)
+    dst[i + j] = out[j];
 }
 
 __attribute__((target("avx,f16c"))) void
@@ -65,7 +84,24 @@ floatToHalfNF16c(const float *src, uint16_t *dst, int64_t n) {
         _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + i), h);
   }
-  floatToHalfNSoftware(src + i, dst + i, n - i);
+  if (i == n)
+    return;
+  // The last 1-7 elements as a zero-padded block, as in halfToFloatNF16c.
+  alignas(32) float tail[8] = {};
+  alignas(16) uint16_t out[8];
+  const int64_t r = n - i;
+  for (int64_t j = 0; j < r; ++j)
+    tail[j] = src[i + j];
+  __m256 f = _mm256_load_ps(tail);
+  if (_mm256_movemask_ps(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)) != 0) {
+    floatToHalfNSoftware(src + i, dst + i, r);
+    return;
+  }
+  _mm_store_si128(
+      reinterpret_cast<__m128i *>(out),
+      _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (int64_t j = 0; j < r; ++j)
+    dst[i + j] = out[j];
 }
 
 bool detectF16c() {

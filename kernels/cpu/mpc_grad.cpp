@@ -211,11 +211,14 @@ void sumToShape(KernelContext &ctx, DType to) {
       broadcastShapes(ctx.node, x.dims, dy.dims) != dy.dims)
     fail(ctx.node, "shape ", shapeString(x.dims), " does not broadcast to dY ",
          shapeString(dy.dims));
-  Tensor &dx = output(ctx, 0, to, x.dims);
+  // Every element is stored from acc below (after dY is read, so dX may
+  // also be planned in place over dY).
+  Tensor &dx = overwrittenOutput(ctx, 0, to, x.dims);
   dispatchFloat2(ctx.node, dy.dtype, to, [&](auto gio, auto oio) {
     using G = decltype(gio);
     using O = decltype(oio);
     using C = Wider<G, O>;
+    using GC = typename G::Compute;
     std::vector<C> acc(size_t(dx.numel()), C(0));
     const auto *pg = ptr<G>(dy);
     int64_t rows = 0, inner = 0;
@@ -224,11 +227,25 @@ void sumToShape(KernelContext &ctx, DType to) {
       // column of dY seen as [rows, inner]. Row by row, each acc[j] adds
       // the same terms in the same order as the broadcast walk below (the
       // same bits), with a contiguous inner loop the compiler vectorises.
-      std::vector<typename G::Compute> row(static_cast<size_t>(inner));
-      for (int64_t r = 0; r < rows; ++r) {
-        loadRun<G>(pg + r * inner, inner, row.data());
-        for (int64_t j = 0; j < inner; ++j)
-          acc[size_t(j)] += C(row[size_t(j)]);
+      auto addRows = [&](const GC *first, int64_t n) {
+        for (int64_t r = 0; r < n; ++r) {
+          const GC *row = first + r * inner;
+          for (int64_t j = 0; j < inner; ++j)
+            acc[size_t(j)] += C(row[j]);
+        }
+      };
+      if constexpr (std::is_same_v<typename G::Storage, GC>) {
+        addRows(pg, rows);
+      } else {
+        // Widened a block of whole rows at a time: one conversion call per
+        // block rather than per (often short) row.
+        const int64_t blockRows = std::max<int64_t>(1, 4096 / inner);
+        ScratchArray<GC> block(size_t(std::min(rows, blockRows) * inner));
+        for (int64_t r = 0; r < rows; r += blockRows) {
+          int64_t n = std::min(blockRows, rows - r);
+          loadRun<G>(pg + r * inner, n * inner, block.data());
+          addRows(block.data(), n);
+        }
       }
     } else {
       const std::vector<int64_t> shapes[1] = {x.dims};

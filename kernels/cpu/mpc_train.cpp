@@ -13,7 +13,9 @@
 #include "kernels/cpu/cpu_util.h"
 #include "passes/ir/mpc_ops.h"
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 namespace mpc {
 namespace cpu {
@@ -72,8 +74,13 @@ void kernelUnscaleGradients(KernelContext &ctx) {
     const Tensor &g = input(ctx, i, "gradient");
     // Unscaled gradients are fp32 whatever the gradient's storage type (the
     // unscale is the first fp32 operation on them); fp64 stays fp64.
-    Tensor *out = optionalOutput(
-        ctx, i, g.dtype == DType::F64 ? DType::F64 : DType::F32, g.dims);
+    // Every element of an output is written below (not zeroed first).
+    Tensor *out = ctx.hasOutput(i)
+                      ? &overwrittenOutput(ctx, i,
+                                           g.dtype == DType::F64 ? DType::F64
+                                                                 : DType::F32,
+                                           g.dims)
+                      : nullptr;
     int64_t n = g.numel();
     if (g.dtype == DType::F64) {
       // fp64 gradients (gradient checks) unscale in double by the same inv.
@@ -87,13 +94,29 @@ void kernelUnscaleGradients(KernelContext &ctx) {
     }
     dispatchFloat(ctx.node, g.dtype, [&](auto io) {
       using Io = decltype(io);
+      using C = typename Io::Compute;
       const auto *pg = ptr<Io>(g);
       float *po = out ? out->data<float>() : nullptr;
-      for (int64_t k = 0; k < n; ++k) {
-        float v;
-        anyInf = !unscaleElement(float(Io::load(pg, k)), inv, v) || anyInf;
-        if (po)
-          po[k] = v;
+      // A block at a time: fp16 gradients widen in one call per block (the
+      // values of Io::load), fp32 ones are read where they are. The output
+      // may be in place over the gradient: a block is read before written.
+      constexpr int64_t kBlock = 512;
+      C buf[kBlock];
+      for (int64_t k = 0; k < n; k += kBlock) {
+        int64_t m = std::min(kBlock, n - k);
+        const C *v = buf;
+        if constexpr (std::is_same_v<typename Io::Storage, C>)
+          v = pg + k;
+        else
+          loadRun<Io>(pg + k, m, buf);
+        bool finite = true;
+        for (int64_t j = 0; j < m; ++j) {
+          float u;
+          finite = unscaleElement(float(v[j]), inv, u) && finite;
+          if (po)
+            po[k + j] = u;
+        }
+        anyInf = anyInf || !finite;
       }
     });
   }

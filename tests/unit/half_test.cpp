@@ -290,6 +290,46 @@ TEST(HalfBulk, NaNsAndSpecialsInEveryLane) {
     }
 }
 
+// A run's last 1-7 elements take F16C as one zero-padded block: every half,
+// a sample of floats, and NaNs at every position of such a short run, in
+// runs of every length below 8.
+TEST(HalfBulk, ShortRunsConvertLikeSoftware) {
+  std::vector<uint16_t> h(0x10000);
+  for (size_t i = 0; i < h.size(); ++i)
+    h[i] = uint16_t(i);
+  for (int64_t len = 1; len < 8; ++len)
+    for (int64_t i = 0; i < int64_t(h.size()); i += len) {
+      int64_t m = std::min<int64_t>(len, int64_t(h.size()) - i);
+      float fast[8], soft[8];
+      cpu::halfToFloatN(h.data() + i, fast, m);
+      cpu::halfToFloatNSoftware(h.data() + i, soft, m);
+      for (int64_t j = 0; j < m; ++j)
+        ASSERT_EQ(floatBits(fast[j]), floatBits(soft[j]))
+            << "half 0x" << std::hex << h[size_t(i + j)] << " run " << len;
+    }
+  std::vector<float> sample;
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 99991)
+    sample.push_back(bitsToFloat(uint32_t(u)));
+  for (size_t len = 1; len < 8; ++len)
+    for (size_t i = 0; i < sample.size(); i += len)
+      expectSameHalves(std::vector<float>(
+          sample.begin() + std::ptrdiff_t(i),
+          sample.begin() + std::ptrdiff_t(std::min(sample.size(), i + len))));
+  for (size_t len = 1; len < 8; ++len)
+    for (size_t at = 0; at < len; ++at) {
+      std::vector<float> run(len, 1.5f);
+      run[at] = bitsToFloat(0x7f800001u);
+      expectSameHalves(run);
+      std::vector<uint16_t> half(len, 0x3c00);
+      half[at] = 0x7c01;
+      float fast[8], soft[8];
+      cpu::halfToFloatN(half.data(), fast, int64_t(len));
+      cpu::halfToFloatNSoftware(half.data(), soft, int64_t(len));
+      for (size_t j = 0; j < len; ++j)
+        ASSERT_EQ(floatBits(fast[j]), floatBits(soft[j])) << len << " " << at;
+    }
+}
+
 TEST(HalfBulk, EveryFloatWhenAsked) {
   if (!std::getenv("MPC_HALF_EXHAUSTIVE"))
     GTEST_SKIP() << "set MPC_HALF_EXHAUSTIVE=1 to compare all 2^32 floats";
