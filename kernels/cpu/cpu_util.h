@@ -98,12 +98,15 @@ struct BoolIo {
 };
 
 /// dst[j] = Io::load(p, j) for j < n, a whole run at once (F16C for fp16
-/// where the CPU has it; kernels/cpu/half_convert.h), bit for bit the same.
+/// where the CPU has it, vectorised loops for bf16; kernels/cpu/
+/// half_convert.h), bit for bit the same.
 template <typename Io>
 void loadRun(const typename Io::Storage *p, int64_t n,
              typename Io::Compute *dst) {
   if constexpr (Io::dtype == DType::F16) {
     halfToFloatN(p, dst, n);
+  } else if constexpr (Io::dtype == DType::BF16) {
+    bf16ToFloatN(p, dst, n);
   } else if constexpr (std::is_same_v<typename Io::Storage,
                                       typename Io::Compute>) {
     if (n > 0)
@@ -120,6 +123,8 @@ void storeRun(typename Io::Storage *p, int64_t n,
               const typename Io::Compute *src) {
   if constexpr (Io::dtype == DType::F16) {
     floatToHalfN(src, p, n);
+  } else if constexpr (Io::dtype == DType::BF16) {
+    floatToBf16N(src, p, n);
   } else if constexpr (std::is_same_v<typename Io::Storage,
                                       typename Io::Compute>) {
     if (n > 0)

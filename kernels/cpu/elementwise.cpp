@@ -403,13 +403,22 @@ void castLoop(const Tensor &x, Tensor &y) {
   const auto *px = ptr<SrcIo>(x);
   auto *py = ptr<DstIo>(y);
   int64_t n = x.numel();
-  // The casts autocast inserts, over whole buffers (F16C where available).
+  // The casts autocast inserts, over whole buffers (F16C where available,
+  // vectorised loops for bf16).
   if constexpr (SrcIo::dtype == DType::F32 && DstIo::dtype == DType::F16) {
     floatToHalfN(px, py, n);
     return;
   } else if constexpr (SrcIo::dtype == DType::F16 &&
                        DstIo::dtype == DType::F32) {
     halfToFloatN(px, py, n);
+    return;
+  } else if constexpr (SrcIo::dtype == DType::F32 &&
+                       DstIo::dtype == DType::BF16) {
+    floatToBf16N(px, py, n);
+    return;
+  } else if constexpr (SrcIo::dtype == DType::BF16 &&
+                       DstIo::dtype == DType::F32) {
+    bf16ToFloatN(px, py, n);
     return;
   }
   for (int64_t i = 0; i < n; ++i) {

@@ -7,12 +7,15 @@
 // every other value, subnormals and infinities included, converts the same
 // with VCVTPS2PH in round-to-nearest-even mode and with VCVTPH2PS. A run's
 // last 1-7 elements are converted as one zero-padded block, so short rows
-// take the F16C path too.
+// take the F16C path too. bf16 runs convert in plain loops (a shift one
+// way, a rounding add and a NaN select the other) that the compiler
+// vectorises.
 #include "kernels/cpu/half_convert.h"
 
 #include "kernels/common/half.h"
 
 #include <cstdlib>
+#include <cstring>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -31,6 +34,27 @@ void halfToFloatNSoftware(const uint16_t *src, float *dst, int64_t n) {
 void floatToHalfNSoftware(const float *src, uint16_t *dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     dst[i] = floatToHalf(src[i]);
+}
+
+void bf16ToFloatN(const uint16_t *src, float *dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t x = uint32_t(src[i]) << 16;
+    std::memcpy(dst + i, &x, sizeof x);
+  }
+}
+
+void floatToBf16N(const float *src, uint16_t *dst, int64_t n) {
+  // floatToBf16 (kernels/common/half.h) with its NaN branch as a select:
+  // both results are computed and the NaN test picks one. |x| fits in 31
+  // bits, so the test may compare as signed (SSE2 has no unsigned compare).
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t x;
+    std::memcpy(&x, src + i, sizeof x);
+    uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    uint32_t quiet = (x >> 16) | 0x40u;
+    bool nan = int32_t(x & 0x7fffffffu) > int32_t(0x7f800000u);
+    dst[i] = uint16_t(nan ? quiet : rounded);
+  }
 }
 
 #ifdef MPC_HAVE_X86

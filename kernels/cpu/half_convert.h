@@ -9,7 +9,8 @@
 // included (NaN lanes take the software path, since F16C would keep float
 // payloads that floatToHalf drops and quiet half sNaNs that halfToFloat
 // keeps). Without F16C the software functions run. tests/unit/half_test.cpp
-// compares both paths on every half and a dense set of floats.
+// compares both paths on every half and a dense set of floats. bf16 runs
+// convert here too, in loops the compiler vectorises.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,12 @@ namespace cpu {
 void halfToFloatN(const uint16_t *src, float *dst, int64_t n);
 /// dst[i] = floatToHalf(src[i]) for i < n.
 void floatToHalfN(const float *src, uint16_t *dst, int64_t n);
+
+/// dst[i] = bf16ToFloat(src[i]) for i < n.
+void bf16ToFloatN(const uint16_t *src, float *dst, int64_t n);
+/// dst[i] = floatToBf16(src[i]) for i < n: the same bits, in a branch-free
+/// loop the compiler vectorises (no instruction set beyond the baseline).
+void floatToBf16N(const float *src, uint16_t *dst, int64_t n);
 
 /// Whether the F16C paths are in use (the CPU has F16C and
 /// MPC_NO_F16C is unset in the environment).

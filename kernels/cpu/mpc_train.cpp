@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 namespace mpc {
@@ -109,14 +110,25 @@ void kernelUnscaleGradients(KernelContext &ctx) {
           v = pg + k;
         else
           loadRun<Io>(pg + k, m, buf);
-        bool finite = true;
+        // unscaleElement's arithmetic with its tests hoisted out of the
+        // loops (inv == 1: a copy; finiteness: any element's exponent all
+        // ones), so that they vectorise.
+        uint32_t allOnes = 0;
         for (int64_t j = 0; j < m; ++j) {
-          float u;
-          finite = unscaleElement(float(v[j]), inv, u) && finite;
-          if (po)
-            po[k + j] = u;
+          float g = float(v[j]);
+          uint32_t bits;
+          std::memcpy(&bits, &g, sizeof bits);
+          allOnes |= uint32_t((bits & 0x7f800000u) == 0x7f800000u);
         }
-        anyInf = anyInf || !finite;
+        if (po) {
+          if (inv == 1.0f)
+            for (int64_t j = 0; j < m; ++j)
+              po[k + j] = float(v[j]);
+          else
+            for (int64_t j = 0; j < m; ++j)
+              po[k + j] = float(v[j]) * inv;
+        }
+        anyInf = anyInf || allOnes != 0;
       }
     });
   }

@@ -330,6 +330,38 @@ TEST(HalfBulk, ShortRunsConvertLikeSoftware) {
     }
 }
 
+// The bf16 run conversions give floatToBf16 / bf16ToFloat's bits: every
+// bf16, and floats with every sign, exponent and kept mantissa combined
+// with the dropped bits that decide rounding, plus NaNs and a sample of
+// the whole range.
+TEST(HalfBulk, Bf16RunsConvertLikeOneByOne) {
+  std::vector<uint16_t> b(0x10000 + 5);
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = uint16_t(i);
+  std::vector<float> widened(b.size());
+  cpu::bf16ToFloatN(b.data(), widened.data(), int64_t(b.size()));
+  for (size_t i = 0; i < b.size(); ++i)
+    ASSERT_EQ(floatBits(widened[i]), floatBits(bf16ToFloat(b[i])))
+        << "bf16 0x" << std::hex << b[i];
+  const uint32_t dropped[] = {0x0000, 0x0001, 0x7fff, 0x8000,
+                              0x8001, 0xffff, 0x5a3c};
+  std::vector<float> in;
+  for (uint32_t top = 0; top < 0x10000u; ++top)
+    for (uint32_t low : dropped)
+      in.push_back(bitsToFloat((top << 16) | low));
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 9973)
+    in.push_back(bitsToFloat(uint32_t(u)));
+  in.push_back(bitsToFloat(0x7f800001u)); // signalling NaN: comes out quiet
+  in.push_back(bitsToFloat(0xffffffffu));
+  std::vector<uint16_t> rounded(in.size() + 3); // + 3: odd lengths too
+  for (int64_t tail : {0, 3}) {
+    cpu::floatToBf16N(in.data(), rounded.data(), int64_t(in.size()) - tail);
+    for (size_t i = 0; i + size_t(tail) < in.size(); ++i)
+      ASSERT_EQ(rounded[i], floatToBf16(in[i]))
+          << "float bits 0x" << std::hex << floatBits(in[i]);
+  }
+}
+
 TEST(HalfBulk, EveryFloatWhenAsked) {
   if (!std::getenv("MPC_HALF_EXHAUSTIVE"))
     GTEST_SKIP() << "set MPC_HALF_EXHAUSTIVE=1 to compare all 2^32 floats";
