@@ -7,9 +7,9 @@
 // every other value, subnormals and infinities included, converts the same
 // with VCVTPS2PH in round-to-nearest-even mode and with VCVTPH2PS. A run's
 // last 1-7 elements are converted as one zero-padded block, so short rows
-// take the F16C path too. bf16 runs convert in plain loops (a shift one
-// way, a rounding add and a NaN select the other) that the compiler
-// vectorises.
+// take the F16C path too. bf16 runs convert with AVX2 where the CPU has it
+// (a shift one way, a rounding add and a NaN select the other), else in
+// the same arithmetic as plain loops that the compiler vectorises.
 #include "kernels/cpu/half_convert.h"
 
 #include "kernels/common/half.h"
@@ -36,14 +36,14 @@ void floatToHalfNSoftware(const float *src, uint16_t *dst, int64_t n) {
     dst[i] = floatToHalf(src[i]);
 }
 
-void bf16ToFloatN(const uint16_t *src, float *dst, int64_t n) {
+void bf16ToFloatNPortable(const uint16_t *src, float *dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     uint32_t x = uint32_t(src[i]) << 16;
     std::memcpy(dst + i, &x, sizeof x);
   }
 }
 
-void floatToBf16N(const float *src, uint16_t *dst, int64_t n) {
+void floatToBf16NPortable(const float *src, uint16_t *dst, int64_t n) {
   // floatToBf16 (kernels/common/half.h) with its NaN branch as a select:
   // both results are computed and the NaN test picks one. |x| fits in 31
   // bits, so the test may compare as signed (SSE2 has no unsigned compare).
@@ -128,6 +128,49 @@ floatToHalfNF16c(const float *src, uint16_t *dst, int64_t n) {
     dst[i + j] = out[j];
 }
 
+__attribute__((target("avx2"))) void bf16ToFloatNAvx2(const uint16_t *src,
+                                                      float *dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i));
+    __m256i x = _mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16);
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + i), x);
+  }
+  bf16ToFloatNPortable(src + i, dst + i, n - i);
+}
+
+/// floatToBf16NPortable eight lanes at a time: the same rounding add and NaN
+/// select; every result fits in 16 bits, so the saturating pack is exact.
+__attribute__((target("avx2"))) void
+floatToBf16NAvx2(const float *src, uint16_t *dst, int64_t n) {
+  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
+  const __m256i quietBit = _mm256_set1_epi32(0x40);
+  const __m256i absMask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i infBits = _mm256_set1_epi32(0x7f800000);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(src + i));
+    __m256i high = _mm256_srli_epi32(x, 16);
+    __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, bias),
+                                           _mm256_and_si256(high, one)),
+                          16);
+    __m256i quiet = _mm256_or_si256(high, quietBit);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, absMask), infBits);
+    __m256i r = _mm256_blendv_epi8(rounded, quiet, nan);
+    // packus works within 128-bit halves: gather the two low quarters.
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + i),
+                     _mm256_castsi256_si128(packed));
+  }
+  floatToBf16NPortable(src + i, dst + i, n - i);
+}
+
+bool detectAvx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2");
+}
+
 bool detectF16c() {
   if (std::getenv("MPC_NO_F16C"))
     return false;
@@ -166,6 +209,27 @@ void floatToHalfN(const float *src, uint16_t *dst, int64_t n) {
     floatToHalfNSoftware(src, dst, n);
 }
 
+namespace {
+bool haveAvx2() {
+  static const bool have = detectAvx2();
+  return have;
+}
+} // namespace
+
+void bf16ToFloatN(const uint16_t *src, float *dst, int64_t n) {
+  if (haveAvx2())
+    bf16ToFloatNAvx2(src, dst, n);
+  else
+    bf16ToFloatNPortable(src, dst, n);
+}
+
+void floatToBf16N(const float *src, uint16_t *dst, int64_t n) {
+  if (haveAvx2())
+    floatToBf16NAvx2(src, dst, n);
+  else
+    floatToBf16NPortable(src, dst, n);
+}
+
 #else // not x86: the software loops only
 
 bool haveF16c() { return false; }
@@ -176,6 +240,14 @@ void halfToFloatN(const uint16_t *src, float *dst, int64_t n) {
 
 void floatToHalfN(const float *src, uint16_t *dst, int64_t n) {
   floatToHalfNSoftware(src, dst, n);
+}
+
+void bf16ToFloatN(const uint16_t *src, float *dst, int64_t n) {
+  bf16ToFloatNPortable(src, dst, n);
+}
+
+void floatToBf16N(const float *src, uint16_t *dst, int64_t n) {
+  floatToBf16NPortable(src, dst, n);
 }
 
 #endif

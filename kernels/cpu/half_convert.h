@@ -25,8 +25,8 @@ void floatToHalfN(const float *src, uint16_t *dst, int64_t n);
 
 /// dst[i] = bf16ToFloat(src[i]) for i < n.
 void bf16ToFloatN(const uint16_t *src, float *dst, int64_t n);
-/// dst[i] = floatToBf16(src[i]) for i < n: the same bits, in a branch-free
-/// loop the compiler vectorises (no instruction set beyond the baseline).
+/// dst[i] = floatToBf16(src[i]) for i < n: the same bits, branch-free, with
+/// AVX2 where the CPU has it.
 void floatToBf16N(const float *src, uint16_t *dst, int64_t n);
 
 /// Whether the F16C paths are in use (the CPU has F16C and
@@ -36,6 +36,8 @@ bool haveF16c();
 /// The portable software loops, whatever the CPU (for the tests).
 void halfToFloatNSoftware(const uint16_t *src, float *dst, int64_t n);
 void floatToHalfNSoftware(const float *src, uint16_t *dst, int64_t n);
+void bf16ToFloatNPortable(const uint16_t *src, float *dst, int64_t n);
+void floatToBf16NPortable(const float *src, uint16_t *dst, int64_t n);
 
 } // namespace cpu
 } // namespace mpc

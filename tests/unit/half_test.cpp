@@ -338,11 +338,18 @@ TEST(HalfBulk, Bf16RunsConvertLikeOneByOne) {
   std::vector<uint16_t> b(0x10000 + 5);
   for (size_t i = 0; i < b.size(); ++i)
     b[i] = uint16_t(i);
+  // The dispatched path (AVX2 where the CPU has it) and the portable one.
+  using Widen = void (*)(const uint16_t *, float *, int64_t);
+  using Round = void (*)(const float *, uint16_t *, int64_t);
+  const Widen widens[] = {cpu::bf16ToFloatN, cpu::bf16ToFloatNPortable};
+  const Round rounds[] = {cpu::floatToBf16N, cpu::floatToBf16NPortable};
   std::vector<float> widened(b.size());
-  cpu::bf16ToFloatN(b.data(), widened.data(), int64_t(b.size()));
-  for (size_t i = 0; i < b.size(); ++i)
-    ASSERT_EQ(floatBits(widened[i]), floatBits(bf16ToFloat(b[i])))
-        << "bf16 0x" << std::hex << b[i];
+  for (Widen widen : widens) {
+    widen(b.data(), widened.data(), int64_t(b.size()));
+    for (size_t i = 0; i < b.size(); ++i)
+      ASSERT_EQ(floatBits(widened[i]), floatBits(bf16ToFloat(b[i])))
+          << "bf16 0x" << std::hex << b[i];
+  }
   const uint32_t dropped[] = {0x0000, 0x0001, 0x7fff, 0x8000,
                               0x8001, 0xffff, 0x5a3c};
   std::vector<float> in;
@@ -354,12 +361,13 @@ TEST(HalfBulk, Bf16RunsConvertLikeOneByOne) {
   in.push_back(bitsToFloat(0x7f800001u)); // signalling NaN: comes out quiet
   in.push_back(bitsToFloat(0xffffffffu));
   std::vector<uint16_t> rounded(in.size() + 3); // + 3: odd lengths too
-  for (int64_t tail : {0, 3}) {
-    cpu::floatToBf16N(in.data(), rounded.data(), int64_t(in.size()) - tail);
-    for (size_t i = 0; i + size_t(tail) < in.size(); ++i)
-      ASSERT_EQ(rounded[i], floatToBf16(in[i]))
-          << "float bits 0x" << std::hex << floatBits(in[i]);
-  }
+  for (Round round : rounds)
+    for (int64_t tail : {0, 3}) {
+      round(in.data(), rounded.data(), int64_t(in.size()) - tail);
+      for (size_t i = 0; i + size_t(tail) < in.size(); ++i)
+        ASSERT_EQ(rounded[i], floatToBf16(in[i]))
+            << "float bits 0x" << std::hex << floatBits(in[i]);
+    }
 }
 
 TEST(HalfBulk, EveryFloatWhenAsked) {
