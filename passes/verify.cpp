@@ -13,18 +13,30 @@
 // graph: side tables are indexed by Value::id().
 //
 // Most passes change a few nodes of a big graph, and shape inference of every
-// node was most of what verify cost. So the type check is memoised
-// (VerifyMemo, kept on the Model): a node whose revision, input values, their
-// types and constant data, and declared output types are all what they were
-// when it last passed would infer what it inferred then; it gets that result
-// without running its rule. Anything else (a changed node, an input retyped
-// by hand or by inference upstream) runs the rule as before. The structural
-// checks run in full every time.
+// node was most of what verify cost. So what each verify saw is remembered
+// (VerifyMemo, kept on the Model): one record per value, by Value::id(),
+// saying when what consumers read of it (its type after inference upstream,
+// its constant data) last changed, and on a node's first output the node's
+// revision when its type check last passed. A node whose revision, opset and
+// declared output types are as recorded, and none of whose inputs changed
+// since, would infer what it inferred then: it gets that result without
+// running its rule. Anything else (a changed node, an input retyped by hand
+// or by inference upstream, new data) runs the rule as before. Types are
+// compared, not trusted to the mutation API, since passes set a value's
+// type directly. The structural checks run in full every time; the name
+// lookups of the update bindings and metadata are remembered while the
+// value a name found is still that name's live value.
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
 
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <functional>
+#include <iterator>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -184,35 +196,73 @@ private:
   size_t base_;
 };
 
-/// What one node's last passing type check saw and inferred.
-struct NodeTypeMemo {
-  uint64_t revision = 0;
+/// What verify last saw of one value of a graph (by Value::id()). Verify
+/// runs after every pass and most passes change a few nodes of a big graph:
+/// one record per value, in a vector, is what lets it tell in a few loads
+/// per node what changed, without a hash lookup or a copy of a node's inputs.
+struct ValueRecord {
+  /// The verify (VerifyMemo::epoch) whose walk last defined the value: the
+  /// structural check's "defined so far", without a table cleared per walk.
+  uint64_t definedAt = 0;
+  /// The verify in which what a consumer's inference reads of the value
+  /// (its type after inference upstream, its constant data) last changed;
+  /// 0 while nothing is recorded. A consumer last checked in that verify or
+  /// later saw what the value holds now.
+  uint64_t changedAt = 0;
+  /// On the first output of a node: the node's revision when its type check
+  /// last passed (0: no valid record), the opset and the verify it ran in.
+  uint64_t producerRevision = 0;
+  uint64_t checkedAt = 0;
   int64_t opset = 0;
-  /// The verify that last looked at the node (stale entries are dropped).
-  uint64_t epoch = 0;
-  /// Per input: the value, its type as inference saw it, and what its
-  /// constant data came from (initializer tensor, or the Constant node's
-  /// revision), since rules read shape and axes tensors.
-  struct Input {
-    const Value *value = nullptr;
-    TypeFacts type;
-    const Tensor *data = nullptr;
-    uint64_t constantRevision = 0;
-  };
-  struct Output {
-    TypeFacts declared, inferred;
-  };
-  std::vector<Input> inputs;
-  std::vector<Output> outputs;
+  /// An initializer's data (rules read shape and axes tensors).
+  const Tensor *data = nullptr;
+  /// The declared type, and what inference made of it where that differs.
+  TypeFacts declared, inferred;
+  bool inferredDiffers = false;
+
+  /// The type a consumer's inference sees.
+  const TypeFacts &seen() const {
+    return inferredDiffers ? inferred : declared;
+  }
+};
+
+/// The records of one graph's values.
+struct GraphRecords {
+  uint64_t graphUid = 0;
+  /// The verify that last used them (the records of a graph no longer in
+  /// the model are dropped).
+  uint64_t usedAt = 0;
+  std::vector<ValueRecord> values;
+};
+
+/// A remembered name lookup: the value is reused while it is still the live
+/// value of that name in that graph (then findValue would return it), else
+/// the name is looked up again. Only valid while the graphs are the ones it
+/// was filled for (LookupCache::graphUids), since it holds their values.
+struct NameSlot {
+  const Value *value = nullptr;
+};
+
+/// The name lookups of the update bindings and metadata lists, by position.
+struct LookupCache {
+  uint64_t graphUids[2] = {0, 0}; // main graph, training algorithm
+  /// Per binding: the key in the algorithm, the key in the main graph, the
+  /// value in the algorithm.
+  std::vector<std::array<NameSlot, 3>> bindings;
+  /// Per metadata list (kMetadataLists), per name: the algorithm or working
+  /// graph, the main graph.
+  std::vector<std::array<NameSlot, 2>> metadata[8];
+  std::vector<const Value *> states; // scratch: the bound states
 };
 
 } // namespace
 
-/// Every node's last passing type check, by node (Model::verifyMemo).
+/// What the last verifies saw (Model::verifyMemo).
 struct VerifyMemo {
-  std::unordered_map<const Node *, NodeTypeMemo> nodes;
-  /// Counts verifies, to tell the records of nodes no longer in the model.
+  /// Counts verifies; 0 is "never".
   uint64_t epoch = 0;
+  std::vector<GraphRecords> graphs;
+  LookupCache lookups;
 };
 
 namespace {
@@ -228,44 +278,44 @@ bool sameType(const TypeFacts &a, const Value &b) {
   return a.dtype == b.dtype && a.hasShape == b.hasShape && a.dims == b.dims;
 }
 
-/// The data source constantValue() would read for input v.
-void constantSource(const Value *v, const Tensor *&data, uint64_t &revision) {
-  data = v && v->isInitializer() ? v->initializer().get() : nullptr;
-  const Node *p = v ? v->producer() : nullptr;
-  revision =
-      p && p->domain().empty() && p->opType() == "Constant" ? p->revision() : 0;
+bool sameType(const TypeFacts &a, const TypeFacts &b) {
+  return a.dtype == b.dtype && a.hasShape == b.hasShape && a.dims == b.dims;
 }
 
-/// True when `n` is as it was when `m` was recorded: inference would give
-/// the same outputs and the same verdict.
-bool memoMatches(const NodeTypeMemo &m, const Node &n, int64_t opset) {
-  if (m.revision != n.revision() || m.opset != opset ||
-      m.inputs.size() != n.numInputs() || m.outputs.size() != n.numOutputs())
+bool isConstantNode(const Node &n) {
+  return n.domain().empty() && n.opType() == "Constant";
+}
+
+/// Records a graph input or initializer as the walk defines it: what its
+/// consumers read is its declared type and its data.
+void recordSource(ValueRecord &r, const Value &v, uint64_t epoch) {
+  const Tensor *data = v.isInitializer() ? v.initializer().get() : nullptr;
+  if (r.changedAt != 0 && r.data == data && !r.inferredDiffers &&
+      sameType(r.declared, v))
+    return;
+  r.changedAt = epoch;
+  r.data = data;
+  r.inferredDiffers = false;
+  r.producerRevision = 0;
+  copyType(r.declared, v);
+}
+
+/// True when inference of `n` would give what it gave when it last passed:
+/// same node (revision: inputs, outputs, attributes), same opset, inputs
+/// that read as they did then (none changed since: `inputsChangedAt` is the
+/// latest change among them), outputs declared as they were. `first` is the
+/// node's first output, which holds the record (nullptr: none, no record).
+bool recordMatches(const Node &n, const Value *first, uint64_t inputsChangedAt,
+                   int64_t opset, const std::vector<ValueRecord> &records) {
+  if (!first)
     return false;
-  for (size_t i = 0; i < m.inputs.size(); ++i) {
-    const NodeTypeMemo::Input &in = m.inputs[i];
-    const Value *v = n.input(i);
-    if (in.value != v)
+  const ValueRecord &r = records[first->id()];
+  if (r.producerRevision != n.revision() || r.opset != opset ||
+      inputsChangedAt > r.checkedAt)
+    return false;
+  for (const Value *o : n.outputs())
+    if (o && !sameType(records[o->id()].declared, *o))
       return false;
-    if (!v)
-      continue;
-    if (!sameType(in.type, *v))
-      return false;
-    const Tensor *data = v->isInitializer() ? v->initializer().get() : nullptr;
-    if (in.data != data)
-      return false;
-    // A value's producer is set when the value is made (and only cleared
-    // when its node goes), so an input that was no Constant's output then
-    // is none now: only a Constant's revision needs comparing.
-    if (in.constantRevision != 0 &&
-        (!v->producer() || v->producer()->revision() != in.constantRevision))
-      return false;
-  }
-  for (size_t i = 0; i < m.outputs.size(); ++i) {
-    const Value *o = n.output(i);
-    if (o && !sameType(m.outputs[i].declared, *o))
-      return false;
-  }
   return true;
 }
 
@@ -274,35 +324,35 @@ bool memoMatches(const NodeTypeMemo &m, const Node &n, int64_t opset) {
 /// graph itself, in order, so that later nodes see the inferred types of
 /// earlier ones as they would on a copy of the graph; every output's
 /// declared type is put back by `restore` (the checks compare with the type
-/// saved before inference).
-void checkNodeTypes(Node &n, int64_t opset, RestoreTypes &restore,
-                    VerifyMemo &memo) {
-  NodeTypeMemo &m = memo.nodes[&n];
-  m.epoch = memo.epoch;
-  if (memoMatches(m, n, opset)) {
-    // Passed before with these inputs: give the outputs what inference gave
-    // them then (later nodes see inferred types, as on a full run).
-    for (size_t i = 0; i < n.numOutputs(); ++i) {
-      Value *o = n.output(i);
-      const TypeFacts &inferred = m.outputs[i].inferred;
-      if (!o || sameType(inferred, *o))
+/// saved before inference). A node whose record matches gets what inference
+/// gave it last time without running its rule.
+void checkNodeTypes(Node &n, const Value *first, uint64_t inputsChangedAt,
+                    int64_t opset, uint64_t epoch, RestoreTypes &restore,
+                    std::vector<ValueRecord> &records) {
+  if (recordMatches(n, first, inputsChangedAt, opset, records)) {
+    // Later nodes see inferred types, as on a full run.
+    for (Value *o : n.outputs()) {
+      if (!o)
+        continue;
+      const ValueRecord &r = records[o->id()];
+      if (!r.inferredDiffers)
         continue;
       restore.save(o);
-      o->dtype = inferred.dtype;
-      o->hasShape = inferred.hasShape;
-      o->dims = inferred.dims;
+      o->dtype = r.inferred.dtype;
+      o->hasShape = r.inferred.hasShape;
+      o->dims = r.inferred.dims;
     }
     return;
   }
-  m.revision = 0;            // not a valid record until the check below passes
-  size_t k = restore.size(); // this node's outputs are saved from here on
+  if (first) // not a valid record until the check below passes
+    records[first->id()].producerRevision = 0;
+  size_t base = restore.size(); // this node's outputs are saved from here on
   for (Value *o : n.outputs())
     if (o)
       restore.save(o);
   inferNode(n, opset);
-  m.outputs.resize(n.numOutputs());
-  for (size_t i = 0; i < n.numOutputs(); ++i) {
-    const Value *o = n.output(i);
+  size_t k = base;
+  for (const Value *o : n.outputs()) {
     if (!o)
       continue;
     const TypeFacts &declared = restore.declared(k);
@@ -310,24 +360,85 @@ void checkNodeTypes(Node &n, int64_t opset, RestoreTypes &restore,
       errorAt(n) << "output '" << o->name() << "' is declared "
                  << declared.text() << " but the op produces "
                  << o->typeString();
-    if (declared.dtype == o->dtype && declared.hasShape == o->hasShape &&
-        declared.dims == o->dims)
+    if (sameType(declared, *o))
       restore.unchanged(k);
-    m.outputs[i].declared = declared;
-    copyType(m.outputs[i].inferred, *o);
     ++k;
   }
-  m.inputs.resize(n.numInputs());
-  for (size_t i = 0; i < n.numInputs(); ++i) {
-    NodeTypeMemo::Input &in = m.inputs[i];
-    const Value *v = n.input(i);
-    in.value = v;
-    if (v)
-      copyType(in.type, *v);
-    constantSource(v, in.data, in.constantRevision);
+  // Passed: record what the consumers will read. A Constant's data may have
+  // changed with its attributes even where its type did not.
+  bool constant = isConstantNode(n);
+  k = base;
+  for (const Value *o : n.outputs()) {
+    if (!o)
+      continue;
+    ValueRecord &r = records[o->id()];
+    const TypeFacts &declared = restore.declared(k++);
+    if (r.changedAt == 0 || constant || !sameType(r.seen(), *o))
+      r.changedAt = epoch;
+    if (!sameType(r.declared, declared))
+      r.declared = declared;
+    r.inferredDiffers = !sameType(declared, *o);
+    if (r.inferredDiffers)
+      copyType(r.inferred, *o);
+    r.data = nullptr;
   }
-  m.opset = opset;
-  m.revision = n.revision();
+  if (first) {
+    ValueRecord &r = records[first->id()];
+    r.producerRevision = n.revision();
+    r.opset = opset;
+    r.checkedAt = epoch;
+  }
+}
+
+/// Reports input i of n, which is not a value defined so far in g.
+[[noreturn]] void undefinedInput(const Graph &g, const Node &n, size_t i) {
+  const Value *v = n.input(i);
+  if (v->owner() != &g)
+    errorAt(n) << "input " << i << " '" << v->name()
+               << "' belongs to another graph (not '" << g.name() << "')";
+  // A use of an output of the graph's nodes that is not defined yet is an
+  // ordering bug, or a cycle.
+  for (const auto &other : g.nodes())
+    for (const Value *o : other->outputs())
+      if (o == v) {
+        if (const Node *c = nodeOnCycle(g))
+          errorAt(*c) << "is part of a cycle (graph '" << g.name() << "')";
+        errorAt(n) << "input " << i << " '" << v->name()
+                   << "' is used before the node that defines it (nodes are "
+                      "not in topological order)";
+      }
+  errorAt(n) << "input " << i << " '" << v->name()
+             << "' is not defined by any node, graph input or "
+                "initializer of graph '"
+             << g.name() << "'";
+  std::abort(); // errorAt throws
+}
+
+/// Reports why v, a graph input, initializer or output of `producer`,
+/// cannot be defined in g now. `kind` names the definition in errors; for a
+/// node output it is built only when one is reported.
+[[noreturn]] void badDefinition(const Graph &g, const Value *v,
+                                const char *kind, const Node *producer,
+                                const std::vector<ValueRecord> &records,
+                                uint64_t epoch) {
+  auto what = [&] {
+    return producer ? "output of " + describeNode(*producer)
+                    : std::string(kind);
+  };
+  if (!v)
+    error() << where(g) << what() << " is missing";
+  if (v->owner() != &g)
+    error() << where(g) << what() << " '" << v->name()
+            << "' belongs to another graph";
+  // isLive() is findValue(v->name()) == v, kept by the graph as it changes.
+  if (!v->isLive())
+    error() << where(g) << what() << " '" << v->name()
+            << "' is not a live value of the graph (removed, or its name "
+               "is taken by another value)";
+  if (records[v->id()].definedAt == epoch)
+    error() << where(g) << "value '" << v->name()
+            << "' is defined more than once";
+  std::abort(); // unreachable: define() calls this only on an error
 }
 
 /// Every value is defined once and used only after its definition, and the
@@ -335,41 +446,35 @@ void checkNodeTypes(Node &n, int64_t opset, RestoreTypes &restore,
 /// each node's types are checked once its structure is, and the first type
 /// error is kept until the whole graph's structure has passed, so a
 /// structural error anywhere is still the one reported (as when the two were
-/// separate walks), and the graph is read once per verify, not twice.
-void checkGraph(Graph &g, int64_t opset, VerifyMemo &memo) {
-  // defined[v->id()] for the values of g defined so far.
-  std::vector<char> defined(g.numValueIds(), 0);
+/// separate walks), and the graph is read once per verify, not twice. The
+/// structural checks run on every node and value every time; `records` (the
+/// graph's, indexed by Value::id()) spare only the inference of nodes whose
+/// inputs read as before.
+void checkGraph(Graph &g, int64_t opset, uint64_t epoch,
+                std::vector<ValueRecord> &records) {
+  records.resize(g.numValueIds()); // the values made since the last verify
   auto isDefined = [&](const Value *v) {
-    return v && v->owner() == &g && defined[v->id()];
+    return v && v->owner() == &g && records[v->id()].definedAt == epoch;
   };
-  // `what` names the definition in errors; for a node output it is built
-  // only when one is reported (it is needed for every output of every node).
+  // The checks inline, their report out of line: this runs for every value
+  // of the graph after every pass.
   auto define = [&](const Value *v, const char *kind,
                     const Node *producer = nullptr) {
-    auto what = [&] {
-      return producer ? "output of " + describeNode(*producer)
-                      : std::string(kind);
-    };
-    if (!v)
-      error() << where(g) << what() << " is missing";
-    if (v->owner() != &g)
-      error() << where(g) << what() << " '" << v->name()
-              << "' belongs to another graph";
-    // isLive() is findValue(v->name()) == v, kept by the graph as it changes.
-    if (!v->isLive())
-      error() << where(g) << what() << " '" << v->name()
-              << "' is not a live value of the graph (removed, or its name "
-                 "is taken by another value)";
-    if (defined[v->id()])
-      error() << where(g) << "value '" << v->name()
-              << "' is defined more than once";
-    defined[v->id()] = 1;
+    if (v && v->owner() == &g && v->isLive()) {
+      uint64_t &definedAt = records[v->id()].definedAt;
+      if (definedAt != epoch) {
+        definedAt = epoch;
+        return;
+      }
+    }
+    badDefinition(g, v, kind, producer, records, epoch);
   };
   for (const Value *in : g.inputs()) {
     define(in, "graph input");
     if (in->isInitializer() || in->producer())
       error() << where(g) << "graph input '" << in->name()
               << "' is also an initializer or a node output";
+    recordSource(records[in->id()], *in, epoch);
   }
   for (const Value *init : g.initializers()) {
     define(init, "initializer");
@@ -391,17 +496,8 @@ void checkGraph(Graph &g, int64_t opset, VerifyMemo &memo) {
       error() << where(g) << "initializer '" << init->name() << "' is declared "
               << init->typeString() << " but holds " << dtypeName(t->dtype)
               << "[" << dimsToString(t->dims) << "]";
+    recordSource(records[init->id()], *init, epoch);
   }
-
-  // Outputs of the graph's nodes, for the error path only: a use of one
-  // that is not defined yet is an ordering bug, or a cycle.
-  auto producedLater = [&](const Value *v) {
-    for (const auto &n : g.nodes())
-      for (const Value *o : n->outputs())
-        if (o == v)
-          return true;
-    return false;
-  };
 
   RestoreTypes restore;
   std::optional<Error> typeError;
@@ -409,25 +505,23 @@ void checkGraph(Graph &g, int64_t opset, VerifyMemo &memo) {
     Node &n = *np;
     if (n.owner() != &g)
       errorAt(n) << "belongs to another graph";
+    // Each input's record tells both that it is defined and when what it
+    // reads last changed.
+    uint64_t inputsChangedAt = 0;
     for (size_t i = 0; i < n.numInputs(); ++i) {
       const Value *v = n.input(i);
-      if (!v || isDefined(v))
+      if (!v)
         continue; // omitted optional inputs are the op rules' business
-      if (v->owner() != &g)
-        errorAt(n) << "input " << i << " '" << v->name()
-                   << "' belongs to another graph (not '" << g.name() << "')";
-      if (producedLater(v)) {
-        if (const Node *c = nodeOnCycle(g))
-          errorAt(*c) << "is part of a cycle (graph '" << g.name() << "')";
-        errorAt(n) << "input " << i << " '" << v->name()
-                   << "' is used before the node that defines it (nodes are "
-                      "not in topological order)";
+      if (v->owner() == &g) {
+        const ValueRecord &r = records[v->id()];
+        if (r.definedAt == epoch) {
+          inputsChangedAt = std::max(inputsChangedAt, r.changedAt);
+          continue;
+        }
       }
-      errorAt(n) << "input " << i << " '" << v->name()
-                 << "' is not defined by any node, graph input or "
-                    "initializer of graph '"
-                 << g.name() << "'";
+      undefinedInput(g, n, i);
     }
+    const Value *first = nullptr;
     for (size_t i = 0; i < n.numOutputs(); ++i) {
       const Value *o = n.output(i);
       if (!o)
@@ -436,10 +530,13 @@ void checkGraph(Graph &g, int64_t opset, VerifyMemo &memo) {
         errorAt(n) << "output " << i << " '" << o->name()
                    << "' does not record this node as its producer";
       define(o, nullptr, &n);
+      if (!first)
+        first = o;
     }
     if (!typeError) {
       try {
-        checkNodeTypes(n, opset, restore, memo);
+        checkNodeTypes(n, first, inputsChangedAt, opset, epoch, restore,
+                       records);
       } catch (const Error &e) {
         typeError = e;
       }
@@ -502,6 +599,26 @@ void checkBindings(const Model &model) {
   }
 }
 
+/// The metadata lists of value names, in the order checkMetadata checks
+/// them: the first four name values of the working graph, the rest state.
+constexpr const char *kMetadataLists[] = {
+    "mpc.loss",   "mpc.grads",      "mpc.grad_seed",      "mpc.found_inf",
+    "mpc.params", "mpc.loss_scale", "mpc.growth_tracker", "mpc.step"};
+constexpr size_t kValueLists = 4;
+
+/// The checks of the metadata that follow the names' (checkMetadata).
+void checkMetadataCounts(const Model &model, size_t numParams,
+                         size_t numGrads) {
+  if (model.meta("mpc.params") && model.meta("mpc.grads") &&
+      numParams != numGrads)
+    error() << "metadata mpc.params lists " << numParams
+            << " parameters but mpc.grads lists " << numGrads << " gradients";
+  if (const std::string *p = model.meta("mpc.precision"))
+    if (*p != "fp16" && *p != "bf16" && *p != "fp32")
+      error() << "metadata mpc.precision is '" << *p
+              << "' (expected fp16, bf16 or fp32)";
+}
+
 void checkMetadata(const Model &model) {
   const Graph &working =
       model.training ? *model.training->algorithm : *model.graph;
@@ -528,22 +645,118 @@ void checkMetadata(const Model &model) {
                 << "' is not a state initializer";
     return names.size();
   };
-  valueList("mpc.loss");
-  size_t numGrads = valueList("mpc.grads");
-  valueList("mpc.grad_seed");
-  valueList("mpc.found_inf");
-  size_t numParams = stateList("mpc.params");
-  stateList("mpc.loss_scale");
-  stateList("mpc.growth_tracker");
-  stateList("mpc.step");
-  if (model.meta("mpc.params") && model.meta("mpc.grads") &&
-      numParams != numGrads)
-    error() << "metadata mpc.params lists " << numParams
-            << " parameters but mpc.grads lists " << numGrads << " gradients";
-  if (const std::string *p = model.meta("mpc.precision"))
-    if (*p != "fp16" && *p != "bf16" && *p != "fp32")
-      error() << "metadata mpc.precision is '" << *p
-              << "' (expected fp16, bf16 or fp32)";
+  size_t counts[std::size(kMetadataLists)];
+  for (size_t i = 0; i < std::size(kMetadataLists); ++i)
+    counts[i] = i < kValueLists ? valueList(kMetadataLists[i])
+                                : stateList(kMetadataLists[i]);
+  checkMetadataCounts(model, counts[4], counts[1]);
+}
+
+// The update bindings and the metadata name values by name: about three
+// hash lookups per parameter, after every pass. The names rarely change,
+// so each lookup is remembered (NameSlot) and reused while the value it
+// found is still the live value of that name. A check that fails through
+// the cache is run again by checkBindings / checkMetadata, which report
+// the first error, as they always have.
+
+/// g.findValue(name), through `slot`.
+const Value *lookup(const Graph &g, std::string_view name, NameSlot &slot,
+                    std::string &scratch) {
+  const Value *v = slot.value;
+  // Live: findValue(v->name()) is v.
+  if (v && v->isLive() && v->owner() == &g && v->name() == name)
+    return v;
+  scratch.assign(name.data(), name.size());
+  v = g.findValue(scratch);
+  slot.value = v;
+  return v;
+}
+
+/// findState(model, name), through slots[0] (the algorithm) and slots[1]
+/// (the main graph).
+const Value *findState(const Model &model, std::string_view name,
+                       NameSlot *slots, std::string &scratch) {
+  if (const Graph *alg =
+          model.training ? model.training->algorithm.get() : nullptr) {
+    const Value *v = lookup(*alg, name, slots[0], scratch);
+    if (v && v->isInitializer() && v->isState)
+      return v;
+  }
+  const Value *v = lookup(*model.graph, name, slots[1], scratch);
+  return v && v->isInitializer() ? v : nullptr;
+}
+
+/// True when checkBindings would pass.
+bool bindingsPass(const Model &model, LookupCache &cache,
+                  std::string &scratch) {
+  if (!model.training)
+    return true;
+  const Graph &alg = *model.training->algorithm;
+  const auto &bindings = model.training->updateBinding;
+  cache.bindings.resize(bindings.size());
+  cache.states.clear();
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    std::array<NameSlot, 3> &slots = cache.bindings[i];
+    const Value *state =
+        findState(model, bindings[i].first, slots.data(), scratch);
+    const Value *v = lookup(alg, bindings[i].second, slots[2], scratch);
+    if (!state || !v || typesConflict(*state, *v))
+      return false;
+    cache.states.push_back(state);
+  }
+  // No state bound twice.
+  std::sort(cache.states.begin(), cache.states.end(),
+            std::less<const Value *>());
+  return std::adjacent_find(cache.states.begin(), cache.states.end()) ==
+         cache.states.end();
+}
+
+/// checkMetadata, through the cache.
+void checkMetadataCached(const Model &model, LookupCache &cache,
+                         std::string &scratch) {
+  const Graph &working =
+      model.training ? *model.training->algorithm : *model.graph;
+  size_t counts[std::size(kMetadataLists)] = {};
+  for (size_t i = 0; i < std::size(kMetadataLists); ++i) {
+    const std::string *m = model.meta(kMetadataLists[i]);
+    if (!m)
+      continue;
+    std::vector<std::array<NameSlot, 2>> &slots = cache.metadata[i];
+    // The names as splitNames gives them, without copying them.
+    std::string_view list = *m;
+    for (size_t begin = 0; begin <= list.size();) {
+      size_t end = list.find(',', begin);
+      if (end == std::string_view::npos)
+        end = list.size();
+      if (end > begin) {
+        std::string_view name = list.substr(begin, end - begin);
+        if (counts[i] == slots.size())
+          slots.emplace_back();
+        std::array<NameSlot, 2> &slot = slots[counts[i]++];
+        bool found =
+            i < kValueLists
+                ? lookup(working, name, slot[0], scratch) != nullptr
+                : findState(model, name, slot.data(), scratch) != nullptr;
+        if (!found)
+          return checkMetadata(model); // reports it
+      }
+      begin = end + 1;
+    }
+  }
+  checkMetadataCounts(model, counts[4], counts[1]);
+}
+
+/// The records of g's values, made on its first verify.
+std::vector<ValueRecord> &recordsOf(VerifyMemo &memo, const Graph &g) {
+  for (GraphRecords &r : memo.graphs)
+    if (r.graphUid == g.uid()) {
+      r.usedAt = memo.epoch;
+      return r.values;
+    }
+  memo.graphs.emplace_back();
+  memo.graphs.back().graphUid = g.uid();
+  memo.graphs.back().usedAt = memo.epoch;
+  return memo.graphs.back().values;
 }
 
 } // namespace
@@ -555,25 +768,33 @@ void runVerify(Model &model, PassContext &ctx) {
   if (!model.verifyMemo)
     model.verifyMemo = std::make_shared<VerifyMemo>();
   VerifyMemo &memo = *model.verifyMemo;
-  ++memo.epoch;
+  uint64_t epoch = ++memo.epoch;
+  Graph *alg = model.training ? model.training->algorithm.get() : nullptr;
   int64_t nodes = 0;
-  for (Graph *g :
-       {model.graph.get(),
-        model.training ? model.training->algorithm.get() : nullptr}) {
+  for (Graph *g : {model.graph.get(), alg}) {
     if (!g)
       continue;
-    checkGraph(*g, opset, memo);
+    checkGraph(*g, opset, epoch, recordsOf(memo, *g));
     nodes += int64_t(g->numNodes());
   }
-  // Drop the records of nodes this verify did not reach (removed ones, whose
-  // memory a new node may reuse: its revision differs, so a record would
-  // never match, but it would take room) once they outnumber the live ones.
-  if (memo.nodes.size() > 2 * size_t(nodes) + 64)
-    for (auto it = memo.nodes.begin(); it != memo.nodes.end();)
-      it =
-          it->second.epoch == memo.epoch ? std::next(it) : memo.nodes.erase(it);
-  checkBindings(model);
-  checkMetadata(model);
+  // Drop the records of graphs no longer in the model.
+  memo.graphs.erase(
+      std::remove_if(memo.graphs.begin(), memo.graphs.end(),
+                     [&](const GraphRecords &r) { return r.usedAt != epoch; }),
+      memo.graphs.end());
+  // The name slots hold values of these two graphs: forget them when either
+  // graph is another one now.
+  LookupCache &cache = memo.lookups;
+  uint64_t uids[2] = {model.graph->uid(), alg ? alg->uid() : 0};
+  if (uids[0] != cache.graphUids[0] || uids[1] != cache.graphUids[1]) {
+    cache = LookupCache();
+    cache.graphUids[0] = uids[0];
+    cache.graphUids[1] = uids[1];
+  }
+  static thread_local std::string scratch;
+  if (!bindingsPass(model, cache, scratch))
+    checkBindings(model); // reports the first error
+  checkMetadataCached(model, cache, scratch);
   ctx.stats["verified-nodes"] = nodes;
 }
 

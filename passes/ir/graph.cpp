@@ -219,6 +219,11 @@ std::vector<float> Node::attrFloats(const std::string &name,
 
 // --- Graph -----------------------------------------------------------------
 
+uint64_t Graph::newUid() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 std::string Graph::uniqueValueName(const std::string &hint) const {
   std::string base = hint.empty() ? "v" : hint;
   if (!valuesByName_.count(base))

@@ -264,6 +264,10 @@ public:
 
   const std::string &name() const { return name_; }
   void setName(std::string n) { name_ = std::move(n); }
+  /// Unique among all graphs of the process, never reused (a freed graph's
+  /// address may be): a side table that outlives a pass (verify's memo)
+  /// tells by it that a graph is the one it recorded.
+  uint64_t uid() const { return uid_; }
 
   // --- values -------------------------------------------------------------
   /// A new value with a unique name derived from the hint.
@@ -341,6 +345,8 @@ private:
       v->outputCount_ += delta;
   }
 
+  static uint64_t newUid();
+  const uint64_t uid_ = newUid();
   std::string name_;
   std::vector<std::unique_ptr<Value>> values_;
   std::unordered_map<std::string, Value *> valuesByName_;

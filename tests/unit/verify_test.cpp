@@ -284,6 +284,121 @@ TEST(VerifyMemo, AReplacedConstantIsChecked) {
                                   "produces fp32[3x2]");
 }
 
+// What a pass does between two verifies through the Graph API must be
+// checked by the second, however little of the graph it touched.
+
+TEST(VerifyMemo, ANewNodeWithAWrongTypeIsChecked) {
+  // A buggy pass inserts a Cast to fp16 whose output it declares fp32.
+  TransposeChain c;
+  ASSERT_EQ(verifyError(c.m), "");
+  Node *cast = c.m.graph->createNode("Cast", {c.t}, 1, "cast", "", c.relu);
+  cast->setAttr("to", Attribute::ofInt(10));
+  cast->output(0)->setType(DType::F32, {Dim(3), Dim(2)});
+  c.relu->setInput(0, cast->output(0));
+  EXPECT_CONTAINS(verifyError(c.m), "node 'cast' (Cast): output 'cast_out' "
+                                    "is declared fp32[3x2] but the op "
+                                    "produces fp16[3x2]");
+}
+
+TEST(VerifyMemo, ARewiredInputIsChecked) {
+  // The Relu is pointed at the untransposed input: its declared output no
+  // longer matches, though no type was edited.
+  TransposeChain c;
+  ASSERT_EQ(verifyError(c.m), "");
+  c.relu->setInput(0, c.x);
+  EXPECT_CONTAINS(verifyError(c.m), "node 'relu' (Relu): output 'relu_out' "
+                                    "is declared fp32[3x2] but the op "
+                                    "produces fp32[2x3]");
+}
+
+TEST(VerifyMemo, AReplacedInitializerIsChecked) {
+  // Reshape reads its shape from an initializer: new data of the same type.
+  Model m;
+  Graph &g = *m.graph;
+  Value *x = g.addInput("x", DType::F32, {Dim(6)});
+  Value *shape = g.addInitializer("shape", Tensor::fromInt64s({2}, {2, 3}));
+  Node *reshape = g.createNode("Reshape", {x, shape}, 1, "reshape");
+  reshape->output(0)->setType(DType::F32, {Dim(2), Dim(3)});
+  g.addOutput(reshape->output(0));
+  ASSERT_EQ(verifyError(m), "");
+  shape->setInitializer(
+      std::make_shared<Tensor>(Tensor::fromInt64s({2}, {3, 2})));
+  EXPECT_CONTAINS(verifyError(m), "is declared fp32[2x3] but the op "
+                                  "produces fp32[3x2]");
+}
+
+TEST(VerifyMemo, AChangeSeenByAnAbortedVerifyIsCheckedNextTime) {
+  // x feeds two Relus. Retyping x breaks both; the first error stops the
+  // type checks, so the second Relu is not checked by that verify. Once the
+  // first is mended, the next verify must still check the second, though x
+  // has not changed since the verify before.
+  Model m;
+  Graph &g = *m.graph;
+  Value *x = g.addInput("x", DType::F32, {Dim(4)});
+  Node *first = g.createNode("Relu", {x}, 1, "first");
+  first->output(0)->setType(DType::F32, {Dim(4)});
+  Node *second = g.createNode("Relu", {x}, 1, "second");
+  second->output(0)->setType(DType::F32, {Dim(4)});
+  g.addOutput(first->output(0));
+  g.addOutput(second->output(0));
+  ASSERT_EQ(verifyError(m), "");
+  x->dims = {Dim(5)};
+  EXPECT_CONTAINS(verifyError(m), "node 'first' (Relu)");
+  first->output(0)->dims = {Dim(5)};
+  EXPECT_CONTAINS(verifyError(m), "node 'second' (Relu): output "
+                                  "'second_out' is declared fp32[4] but the "
+                                  "op produces fp32[5]");
+  // The same after a structural error, which stops the walk itself.
+  second->output(0)->dims = {Dim(5)};
+  ASSERT_EQ(verifyError(m), "");
+  Value *w = g.addInitializer("w", Tensor::fromFloats({5}, {1, 2, 3, 4, 5}));
+  Node *bad = g.createNode("Relu", {w}, 1, "bad", "", first);
+  g.removeInitializer(w); // a buggy pass: w is still used
+  x->dims = {Dim(6)};
+  EXPECT_CONTAINS(verifyError(m), "node 'bad' (Relu): input 0 'w' is not "
+                                  "defined");
+  g.removeNode(bad);
+  EXPECT_CONTAINS(verifyError(m), "node 'first' (Relu)");
+}
+
+TEST(VerifyMemo, BindingsAndMetadataFollowTheGraph) {
+  // Verify remembers which value each binding and metadata name found: a
+  // removed, renamed or demoted value must be looked up again.
+  TrainingModel t;
+  t.m.setMeta("mpc.step", "step");
+  t.m.setMeta("mpc.loss", t.wNew->name());
+  ASSERT_EQ(verifyError(t.m), "");
+  // The algorithm's step is no longer state: the main graph's is found.
+  t.alg->findValue("step")->isState = false;
+  ASSERT_EQ(verifyError(t.m), "");
+  t.m.graph->removeInitializer(t.m.graph->findValue("step"));
+  EXPECT_CONTAINS(verifyError(t.m),
+                  "update_binding: key 'step' is not a state initializer");
+  t.m.training->updateBinding.pop_back();
+  EXPECT_CONTAINS(verifyError(t.m),
+                  "metadata mpc.step: 'step' is not a state initializer");
+  t.alg->findValue("step")->isState = true;
+  ASSERT_EQ(verifyError(t.m), "");
+  // Renamed: the old name finds nothing; renamed back, it passes again.
+  t.alg->renameValue(t.wNew, "renamed");
+  EXPECT_CONTAINS(verifyError(t.m), "value 'update_out' (for state 'w') is "
+                                    "not a value of the training algorithm");
+  t.m.training->updateBinding[0].second = "renamed";
+  EXPECT_CONTAINS(verifyError(t.m), "metadata mpc.loss: 'update_out' is not "
+                                    "a value of graph 'step_graph'");
+  t.alg->renameValue(t.wNew, "update_out");
+  t.m.training->updateBinding[0].second = "update_out";
+  ASSERT_EQ(verifyError(t.m), "");
+  // A new algorithm graph (a copy): nothing remembered of the old one is
+  // used.
+  t.m.training->algorithm = t.alg->clone();
+  t.alg = t.m.training->algorithm.get();
+  EXPECT_EQ(verifyError(t.m), "");
+  t.alg->renameValue(t.alg->findValue("update_out"), "renamed");
+  EXPECT_CONTAINS(verifyError(t.m), "value 'update_out' (for state 'w') is "
+                                    "not a value of the training algorithm");
+}
+
 // --- fold-constants
 // ------------------------------------------------------------
 
