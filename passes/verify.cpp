@@ -282,10 +282,6 @@ bool sameType(const TypeFacts &a, const TypeFacts &b) {
   return a.dtype == b.dtype && a.hasShape == b.hasShape && a.dims == b.dims;
 }
 
-bool isConstantNode(const Node &n) {
-  return n.domain().empty() && n.opType() == "Constant";
-}
-
 /// Records a graph input or initializer as the walk defines it: what its
 /// consumers read is its declared type and its data.
 void recordSource(ValueRecord &r, const Value &v, uint64_t epoch) {
@@ -366,7 +362,7 @@ void checkNodeTypes(Node &n, const Value *first, uint64_t inputsChangedAt,
   }
   // Passed: record what the consumers will read. A Constant's data may have
   // changed with its attributes even where its type did not.
-  bool constant = isConstantNode(n);
+  bool constant = n.isOp("", "Constant");
   k = base;
   for (const Value *o : n.outputs()) {
     if (!o)
