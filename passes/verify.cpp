@@ -214,8 +214,10 @@ struct ValueRecord {
   uint64_t producerRevision = 0;
   uint64_t checkedAt = 0;
   int64_t opset = 0;
-  /// An initializer's data (rules read shape and axes tensors).
-  const Tensor *data = nullptr;
+  /// An initializer's data (rules read shape and axes tensors). Held, not
+  /// only pointed at, so that no new tensor can take its address while the
+  /// record compares with it.
+  TensorPtr data;
   /// The declared type, and what inference made of it where that differs.
   TypeFacts declared, inferred;
   bool inferredDiffers = false;
@@ -233,6 +235,9 @@ struct GraphRecords {
   /// the model are dropped).
   uint64_t usedAt = 0;
   std::vector<ValueRecord> values;
+  /// The ids of the records that hold data: what a walk releases of the
+  /// values it no longer defines as initializers.
+  std::vector<size_t> withData;
 };
 
 /// A remembered name lookup: the value is reused while it is still the live
@@ -284,13 +289,16 @@ bool sameType(const TypeFacts &a, const TypeFacts &b) {
 
 /// Records a graph input or initializer as the walk defines it: what its
 /// consumers read is its declared type and its data.
-void recordSource(ValueRecord &r, const Value &v, uint64_t epoch) {
-  const Tensor *data = v.isInitializer() ? v.initializer().get() : nullptr;
-  if (r.changedAt != 0 && r.data == data && !r.inferredDiffers &&
+void recordSource(GraphRecords &records, const Value &v, uint64_t epoch) {
+  ValueRecord &r = records.values[v.id()];
+  // (An input's initializer() is null.)
+  if (r.changedAt != 0 && r.data == v.initializer() && !r.inferredDiffers &&
       sameType(r.declared, v))
     return;
   r.changedAt = epoch;
-  r.data = data;
+  if (!r.data && v.initializer())
+    records.withData.push_back(v.id());
+  r.data = v.initializer();
   r.inferredDiffers = false;
   r.producerRevision = 0;
   copyType(r.declared, v);
@@ -376,7 +384,8 @@ void checkNodeTypes(Node &n, const Value *first, uint64_t inputsChangedAt,
     r.inferredDiffers = !sameType(declared, *o);
     if (r.inferredDiffers)
       copyType(r.inferred, *o);
-    r.data = nullptr;
+    if (r.data)
+      r.data.reset();
   }
   if (first) {
     ValueRecord &r = records[first->id()];
@@ -447,7 +456,8 @@ void checkNodeTypes(Node &n, const Value *first, uint64_t inputsChangedAt,
 /// graph's, indexed by Value::id()) spare only the inference of nodes whose
 /// inputs read as before.
 void checkGraph(Graph &g, int64_t opset, uint64_t epoch,
-                std::vector<ValueRecord> &records) {
+                GraphRecords &graphRecords) {
+  std::vector<ValueRecord> &records = graphRecords.values;
   records.resize(g.numValueIds()); // the values made since the last verify
   auto isDefined = [&](const Value *v) {
     return v && v->owner() == &g && records[v->id()].definedAt == epoch;
@@ -470,7 +480,7 @@ void checkGraph(Graph &g, int64_t opset, uint64_t epoch,
     if (in->isInitializer() || in->producer())
       error() << where(g) << "graph input '" << in->name()
               << "' is also an initializer or a node output";
-    recordSource(records[in->id()], *in, epoch);
+    recordSource(graphRecords, *in, epoch);
   }
   for (const Value *init : g.initializers()) {
     define(init, "initializer");
@@ -492,7 +502,7 @@ void checkGraph(Graph &g, int64_t opset, uint64_t epoch,
       error() << where(g) << "initializer '" << init->name() << "' is declared "
               << init->typeString() << " but holds " << dtypeName(t->dtype)
               << "[" << dimsToString(t->dims) << "]";
-    recordSource(records[init->id()], *init, epoch);
+    recordSource(graphRecords, *init, epoch);
   }
 
   RestoreTypes restore;
@@ -549,6 +559,18 @@ void checkGraph(Graph &g, int64_t opset, uint64_t epoch,
       error() << where(g) << "output '" << o->name()
               << "' is not defined by any node, graph input or initializer";
   }
+  // Let go of the data of values that are no longer initializers (removed,
+  // or turned into inputs): the records would keep it alive.
+  std::vector<size_t> &withData = graphRecords.withData;
+  size_t kept = 0;
+  for (size_t id : withData) {
+    ValueRecord &r = records[id];
+    if (r.data && r.definedAt == epoch)
+      withData[kept++] = id;
+    else
+      r.data.reset();
+  }
+  withData.resize(kept);
   if (typeError)
     throw *typeError;
 }
@@ -743,16 +765,16 @@ void checkMetadataCached(const Model &model, LookupCache &cache,
 }
 
 /// The records of g's values, made on its first verify.
-std::vector<ValueRecord> &recordsOf(VerifyMemo &memo, const Graph &g) {
+GraphRecords &recordsOf(VerifyMemo &memo, const Graph &g) {
   for (GraphRecords &r : memo.graphs)
     if (r.graphUid == g.uid()) {
       r.usedAt = memo.epoch;
-      return r.values;
+      return r;
     }
   memo.graphs.emplace_back();
   memo.graphs.back().graphUid = g.uid();
   memo.graphs.back().usedAt = memo.epoch;
-  return memo.graphs.back().values;
+  return memo.graphs.back();
 }
 
 } // namespace

@@ -325,6 +325,15 @@ TEST(VerifyMemo, AReplacedInitializerIsChecked) {
       std::make_shared<Tensor>(Tensor::fromInt64s({2}, {3, 2})));
   EXPECT_CONTAINS(verifyError(m), "is declared fp32[2x3] but the op "
                                   "produces fp32[3x2]");
+  shape->setInitializer(
+      std::make_shared<Tensor>(Tensor::fromInt64s({2}, {2, 3})));
+  ASSERT_EQ(verifyError(m), "");
+  // The old data freed first, the new may be allocated where it was: the
+  // memo must not take it for the data it checked.
+  shape->setInitializer(nullptr);
+  shape->setInitializer(
+      std::make_shared<Tensor>(Tensor::fromInt64s({2}, {3, 2})));
+  EXPECT_CONTAINS(verifyError(m), "produces fp32[3x2]");
 }
 
 TEST(VerifyMemo, AChangeSeenByAnAbortedVerifyIsCheckedNextTime) {
