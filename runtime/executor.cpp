@@ -296,6 +296,16 @@ size_t Executor::checkMemory(
   return plan ? plan->arenaBytes : 0;
 }
 
+void Executor::recordInPlace(const MemoryPlan &plan) {
+  inPlace_.assign(nodes_.size(), {});
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    inPlace_[i].assign(nodes_[i]->numOutputs(), false);
+  for (const InPlaceWrite &w : plan.inPlace)
+    inPlace_[w.node][w.output] = true;
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    contexts_[i].inPlace = inPlace_[i];
+}
+
 void Executor::makePlan() {
   // Shapes as this run's inputs make them.
   std::vector<std::pair<DType, std::vector<int64_t>>> inputs;
@@ -329,13 +339,7 @@ void Executor::makePlan() {
     if (persistent_[s] && slots_[s].byteSize() != p->bytes)
       slotPlan[s].planned = false; // the bound tensor disagrees: own bytes
   }
-  inPlace_.assign(nodes_.size(), {});
-  for (size_t i = 0; i < nodes_.size(); ++i)
-    inPlace_[i].assign(nodes_[i]->numOutputs(), false);
-  for (const InPlaceWrite &w : plan->inPlace)
-    inPlace_[w.node][w.output] = true;
-  for (size_t i = 0; i < nodes_.size(); ++i)
-    contexts_[i].inPlace = inPlace_[i];
+  recordInPlace(*plan);
 
   // Release last run's intermediates (they may be views of the old arena),
   // then move the persistent tensors into the new one.
@@ -692,11 +696,7 @@ void Executor::makeResidentPlan() {
       hostValid_[s] = false;
     }
   }
-  inPlace_.assign(nodes_.size(), {});
-  for (size_t i = 0; i < nodes_.size(); ++i)
-    inPlace_[i].assign(nodes_[i]->numOutputs(), false);
-  for (const InPlaceWrite &w : plan->inPlace)
-    inPlace_[w.node][w.output] = true;
+  recordInPlace(*plan);
   updateCopies_ = std::move(copies);
   slotPlan_ = std::move(slotPlan);
   plannedInputDims_ = std::move(inputDims);

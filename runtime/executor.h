@@ -143,6 +143,9 @@ private:
   planFor(const std::vector<std::pair<DType, std::vector<int64_t>>> &inputs,
           std::unique_ptr<Graph> &g, std::string *whyNot = nullptr) const;
   void makePlan();
+  /// inPlace_ (and run()'s per-node contexts) from the plan's in-place
+  /// writes: which outputs a kernel may write over their input.
+  void recordInPlace(const MemoryPlan &plan);
   /// Copies slot s into its planned place and makes it a view there.
   void moveIntoArena(size_t s);
 

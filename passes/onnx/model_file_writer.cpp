@@ -536,22 +536,16 @@ void writeModelFile(const Model &model, const std::string &path) {
   std::optional<GraphPieces> stepPieces;
   if (step)
     stepPieces = graphPieces(*step, completer);
-  std::string error;
-  bool ok = writeFileAtomically(
-      path,
-      [&](int fd, std::string &err) {
-        FileSink out(fd, path);
-        writeModelPieces(model, shell, mainPieces,
-                         stepPieces ? &*stepPieces : nullptr, out);
-        if (!out.flush()) {
-          err = out.error();
-          return false;
-        }
-        return true;
-      },
-      error);
-  if (!ok)
-    throw Error(error);
+  writeFileStreamed(path, [&](int fd, std::string &err) {
+    FileSink out(fd, path);
+    writeModelPieces(model, shell, mainPieces,
+                     stepPieces ? &*stepPieces : nullptr, out);
+    if (!out.flush()) {
+      err = out.error();
+      return false;
+    }
+    return true;
+  });
 }
 
 } // namespace mpc

@@ -396,26 +396,28 @@ void writeFileAtomically(const std::string &path, const std::string &bytes) {
     throw Error(error);
 }
 
+void writeFileStreamed(
+    const std::string &path,
+    const std::function<bool(int fd, std::string &error)> &fill) {
+  std::string error;
+  if (!writeFileAtomically(path, fill, error))
+    throw Error(error);
+}
+
 void writeModelAtomically(const std::string &path,
                           const onnx::ModelProto &proto) {
-  std::string error;
-  bool ok = writeFileAtomically(
-      path,
-      [&](int fd, std::string &err) {
-        // Blocks of 1 MiB: a few hundred writes for a large model, each
-        // filled by the serializer (tensor bytes are copied once, into it).
-        google::protobuf::io::FileOutputStream out(fd, 1 << 20);
-        if (!proto.SerializeToZeroCopyStream(&out) || !out.Flush()) {
-          err = path + ": write error: " +
-                (out.GetErrno() ? std::strerror(out.GetErrno())
-                                : "cannot serialize the model (over 2 GiB?)");
-          return false;
-        }
-        return true;
-      },
-      error);
-  if (!ok)
-    throw Error(error);
+  writeFileStreamed(path, [&](int fd, std::string &err) {
+    // Blocks of 1 MiB: a few hundred writes for a large model, each
+    // filled by the serializer (tensor bytes are copied once, into it).
+    google::protobuf::io::FileOutputStream out(fd, 1 << 20);
+    if (!proto.SerializeToZeroCopyStream(&out) || !out.Flush()) {
+      err = path + ": write error: " +
+            (out.GetErrno() ? std::strerror(out.GetErrno())
+                            : "cannot serialize the model (over 2 GiB?)");
+      return false;
+    }
+    return true;
+  });
 }
 
 } // namespace mpc

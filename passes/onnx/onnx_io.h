@@ -7,6 +7,7 @@
 
 #include "passes/ir/graph.h"
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +60,12 @@ void writeFileAtomically(const std::string &path, const std::string &bytes);
 /// in memory a second time. Throws Error naming the file on failure.
 void writeModelAtomically(const std::string &path,
                           const onnx::ModelProto &proto);
+/// Writes `path` atomically with what `fill` writes to the temporary file's
+/// descriptor (passes/support/file_io.h); throws Error with the one-line
+/// reason on failure.
+void writeFileStreamed(
+    const std::string &path,
+    const std::function<bool(int fd, std::string &error)> &fill);
 /// exportModel + writeModelAtomically in one: the same bytes, written from
 /// the IR without building the model's ModelProto (each tensor's data goes
 /// from the IR straight into the file). Throws Error naming the file on
