@@ -499,15 +499,16 @@ void writeModelPieces(const Model &model, onnx::ModelProto &shell,
 
 /// exportModel + writeModelAtomically: the IR's names are not as the writer
 /// reads them (a graph lists a value that is not the one of its name).
-void writeThroughProto(const Model &model, const std::string &path) {
+void writeThroughProto(const Model &model, const std::string &path,
+                       Fsync fsync) {
   onnx::ModelProto proto;
   exportModel(model, proto);
-  writeModelAtomically(path, proto);
+  writeModelAtomically(path, proto, fsync);
 }
 
 } // namespace
 
-void writeModelFile(const Model &model, const std::string &path) {
+void writeModelFile(const Model &model, const std::string &path, Fsync fsync) {
   const Graph *algorithm =
       model.training ? model.training->algorithm.get() : nullptr;
   // State that only the training step reads (optimizer moments, loss
@@ -522,7 +523,7 @@ void writeModelFile(const Model &model, const std::string &path) {
   if (algorithm)
     step.emplace(*algorithm, false);
   if (!main.namesAreConsistent() || (step && !step->namesAreConsistent())) {
-    writeThroughProto(model, path);
+    writeThroughProto(model, path, fsync);
     return;
   }
   onnx::ModelProto shell;
@@ -536,16 +537,19 @@ void writeModelFile(const Model &model, const std::string &path) {
   std::optional<GraphPieces> stepPieces;
   if (step)
     stepPieces = graphPieces(*step, completer);
-  writeFileStreamed(path, [&](int fd, std::string &err) {
-    FileSink out(fd, path);
-    writeModelPieces(model, shell, mainPieces,
-                     stepPieces ? &*stepPieces : nullptr, out);
-    if (!out.flush()) {
-      err = out.error();
-      return false;
-    }
-    return true;
-  });
+  writeFileStreamed(
+      path,
+      [&](int fd, std::string &err) {
+        FileSink out(fd, path);
+        writeModelPieces(model, shell, mainPieces,
+                         stepPieces ? &*stepPieces : nullptr, out);
+        if (!out.flush()) {
+          err = out.error();
+          return false;
+        }
+        return true;
+      },
+      fsync);
 }
 
 } // namespace mpc

@@ -385,39 +385,43 @@ std::string printModelText(const Model &model) {
   return os.str();
 }
 
-void writeFileAtomically(const std::string &path, const std::string &bytes) {
+void writeFileAtomically(const std::string &path, const std::string &bytes,
+                         Fsync fsync) {
   if (path == "-") {
     std::cout.write(bytes.data(), std::streamsize(bytes.size()));
     std::cout.flush();
     return;
   }
   std::string error;
-  if (!writeFileAtomically(path, bytes.data(), bytes.size(), error))
+  if (!writeFileAtomically(path, bytes.data(), bytes.size(), error, fsync))
     throw Error(error);
 }
 
 void writeFileStreamed(
     const std::string &path,
-    const std::function<bool(int fd, std::string &error)> &fill) {
+    const std::function<bool(int fd, std::string &error)> &fill, Fsync fsync) {
   std::string error;
-  if (!writeFileAtomically(path, fill, error))
+  if (!writeFileAtomically(path, fill, error, fsync))
     throw Error(error);
 }
 
 void writeModelAtomically(const std::string &path,
-                          const onnx::ModelProto &proto) {
-  writeFileStreamed(path, [&](int fd, std::string &err) {
-    // Blocks of 1 MiB: a few hundred writes for a large model, each
-    // filled by the serializer (tensor bytes are copied once, into it).
-    google::protobuf::io::FileOutputStream out(fd, 1 << 20);
-    if (!proto.SerializeToZeroCopyStream(&out) || !out.Flush()) {
-      err = path + ": write error: " +
-            (out.GetErrno() ? std::strerror(out.GetErrno())
-                            : "cannot serialize the model (over 2 GiB?)");
-      return false;
-    }
-    return true;
-  });
+                          const onnx::ModelProto &proto, Fsync fsync) {
+  writeFileStreamed(
+      path,
+      [&](int fd, std::string &err) {
+        // Blocks of 1 MiB: a few hundred writes for a large model, each
+        // filled by the serializer (tensor bytes are copied once, into it).
+        google::protobuf::io::FileOutputStream out(fd, 1 << 20);
+        if (!proto.SerializeToZeroCopyStream(&out) || !out.Flush()) {
+          err = path + ": write error: " +
+                (out.GetErrno() ? std::strerror(out.GetErrno())
+                                : "cannot serialize the model (over 2 GiB?)");
+          return false;
+        }
+        return true;
+      },
+      fsync);
 }
 
 } // namespace mpc

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "passes/ir/graph.h"
+#include "passes/support/file_io.h"
 
 #include <functional>
 #include <memory>
@@ -53,24 +54,29 @@ std::optional<Attribute> plainAttributeFromProto(const onnx::AttributeProto &a);
 /// bindings, local functions (ONNX text syntax, `//` comments between).
 std::string printModelText(const Model &model);
 
-/// Writes bytes to path atomically (temp file + rename); "-" is stdout.
-void writeFileAtomically(const std::string &path, const std::string &bytes);
+/// Writes bytes to path atomically (temp file + rename, fsynced unless
+/// `fsync` says not: passes/support/file_io.h); "-" is stdout.
+void writeFileAtomically(const std::string &path, const std::string &bytes,
+                         Fsync fsync = Fsync::Yes);
 /// Serializes `proto` straight into `path` (temp file + rename, as above; not
 /// "-"): the same bytes as SerializeToString, without the whole model held
 /// in memory a second time. Throws Error naming the file on failure.
 void writeModelAtomically(const std::string &path,
-                          const onnx::ModelProto &proto);
+                          const onnx::ModelProto &proto,
+                          Fsync fsync = Fsync::Yes);
 /// Writes `path` atomically with what `fill` writes to the temporary file's
 /// descriptor (passes/support/file_io.h); throws Error with the one-line
 /// reason on failure.
 void writeFileStreamed(
     const std::string &path,
-    const std::function<bool(int fd, std::string &error)> &fill);
+    const std::function<bool(int fd, std::string &error)> &fill,
+    Fsync fsync = Fsync::Yes);
 /// exportModel + writeModelAtomically in one: the same bytes, written from
 /// the IR without building the model's ModelProto (each tensor's data goes
 /// from the IR straight into the file). Throws Error naming the file on
 /// failure (passes/onnx/model_file_writer.cpp).
-void writeModelFile(const Model &model, const std::string &path);
+void writeModelFile(const Model &model, const std::string &path,
+                    Fsync fsync = Fsync::Yes);
 /// Reads a whole file; throws Error naming the file if it cannot.
 std::string readFile(const std::string &path);
 

@@ -1,4 +1,4 @@
-// Whole-file reads and atomic (temp + fsync + rename) writes.
+// Whole-file reads and atomic (temp + optional fsync + rename) writes.
 #include "passes/support/file_io.h"
 
 #include <cerrno>
@@ -31,7 +31,7 @@ bool writeAll(int fd, const void *data, size_t size, const std::string &path,
 bool writeFileAtomically(
     const std::string &path,
     const std::function<bool(int fd, std::string &error)> &fill,
-    std::string &error) {
+    std::string &error, Fsync fsync) {
   // The pid keeps two processes writing the same target from sharing a temp.
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -44,7 +44,7 @@ bool writeFileAtomically(
     std::remove(tmp.c_str());
     return false;
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+  if ((fsync == Fsync::Yes && ::fsync(fd) != 0) || ::close(fd) != 0) {
     error = path + ": write error: " + std::strerror(errno);
     std::remove(tmp.c_str());
     return false;
@@ -58,13 +58,13 @@ bool writeFileAtomically(
 }
 
 bool writeFileAtomically(const std::string &path, const void *data, size_t size,
-                         std::string &error) {
+                         std::string &error, Fsync fsync) {
   return writeFileAtomically(
       path,
       [&](int fd, std::string &err) {
         return writeAll(fd, data, size, path, err);
       },
-      error);
+      error, fsync);
 }
 
 bool readWholeFile(const std::string &path, std::string &bytes,

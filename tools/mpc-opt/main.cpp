@@ -11,6 +11,7 @@
 #include "passes/support/file_io.h"
 #include "passes/training_info.h"
 #include "tools/common/process_allocator.h"
+#include "tools/mpc-opt/compiler_blas_threads.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -21,6 +22,10 @@
 using namespace mpc;
 
 namespace {
+
+// mpc-opt's outputs are renamed into place but not fsynced: like a compiler's
+// object files they are made again from the input (passes/support/file_io.h).
+constexpr Fsync kOutputSync = Fsync::No;
 
 const char *kUsage =
     R"(usage: mpc-opt MODEL [-o OUT] [options]
@@ -305,7 +310,8 @@ void reportMemory(const Model &model, const Flags &f) {
         << memoryReportTable(chosen, label, baseline);
   if (!f.reportJson.empty()) {
     std::string json = memoryReportJson(chosen, label, baseline), error;
-    if (!writeFileAtomically(f.reportJson, json.data(), json.size(), error))
+    if (!writeFileAtomically(f.reportJson, json.data(), json.size(), error,
+                             kOutputSync))
       throw Error("--report-json: " + error);
   }
 }
@@ -366,7 +372,8 @@ std::string compile(std::unique_ptr<Model> model, const Flags &f,
   if (!f.dotFile.empty()) {
     // Before the model is written: a failed --dot leaves no output file.
     std::string dot = precisionDot(*model), error;
-    if (!writeFileAtomically(f.dotFile, dot.data(), dot.size(), error))
+    if (!writeFileAtomically(f.dotFile, dot.data(), dot.size(), error,
+                             kOutputSync))
       throw Error("--dot: " + error);
   }
 
@@ -381,7 +388,8 @@ std::string compile(std::unique_ptr<Model> model, const Flags &f,
   }
   if (writeTo && f.emit != "step") {
     // Written from the IR straight into the file, no ModelProto between.
-    timed(timings, "export+write", [&] { writeModelFile(*model, *writeTo); });
+    timed(timings, "export+write",
+          [&] { writeModelFile(*model, *writeTo, kOutputSync); });
     keepUntilExit(std::move(model));
     return {};
   }
@@ -395,7 +403,7 @@ std::string compile(std::unique_ptr<Model> model, const Flags &f,
   });
   if (writeTo) {
     timed(timings, "serialize+write",
-          [&] { writeModelAtomically(*writeTo, proto); });
+          [&] { writeModelAtomically(*writeTo, proto, kOutputSync); });
     keepUntilExit(std::move(model));
     keepUntilExit(std::move(protoOwner));
     return {};
@@ -433,6 +441,7 @@ std::string withFile(const std::string &file, const std::string &msg) {
 
 int main(int argc, char **argv) {
   configureProcessAllocator();
+  useOneBlasThread();
   Flags flags;
   try {
     flags = parseFlags(argc, argv);
@@ -456,7 +465,7 @@ int main(int argc, char **argv) {
           flags, timings, direct ? &flags.output : nullptr);
       if (!direct)
         timed(timings, "write",
-              [&] { writeFileAtomically(flags.output, out); });
+              [&] { writeFileAtomically(flags.output, out, kOutputSync); });
       printTimings();
       return 0;
     }
@@ -480,7 +489,7 @@ int main(int argc, char **argv) {
     if (failed)
       return 1;
     timed(timings, "write",
-          [&] { writeFileAtomically(flags.output, combined); });
+          [&] { writeFileAtomically(flags.output, combined, kOutputSync); });
     printTimings();
     return 0;
   } catch (const Error &e) {

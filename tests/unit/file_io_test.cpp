@@ -1,0 +1,98 @@
+// Tests for passes/support/file_io: atomic writes, with and without fsync,
+// replace the target whole or leave it as it was, and never leave a temp.
+#include "passes/support/file_io.h"
+
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace mpc;
+
+namespace {
+
+// A fresh folder per test, removed with what is left in it.
+class FileIoTest : public ::testing::TestWithParam<Fsync> {
+protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/mpc-file-io-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    for (const std::string &name : entries())
+      ::unlink((dir_ + "/" + name).c_str());
+    ::rmdir(dir_.c_str());
+  }
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    if (DIR *d = ::opendir(dir_.c_str())) {
+      while (dirent *e = ::readdir(d))
+        if (std::string(e->d_name) != "." && std::string(e->d_name) != "..")
+          names.push_back(e->d_name);
+      ::closedir(d);
+    }
+    return names;
+  }
+  std::string read(const std::string &path) {
+    std::string bytes, error;
+    EXPECT_TRUE(readWholeFile(path, bytes, error)) << error;
+    return bytes;
+  }
+  std::string dir_;
+};
+
+TEST_P(FileIoTest, WritesAndReplacesWithoutLeavingATemp) {
+  std::string path = dir_ + "/out.bin", error;
+  std::string first(1 << 20, 'a');
+  ASSERT_TRUE(
+      writeFileAtomically(path, first.data(), first.size(), error, GetParam()))
+      << error;
+  EXPECT_EQ(read(path), first);
+  std::string second = "short";
+  ASSERT_TRUE(writeFileAtomically(path, second.data(), second.size(), error,
+                                  GetParam()))
+      << error;
+  EXPECT_EQ(read(path), second);
+  EXPECT_EQ(entries(), std::vector<std::string>{"out.bin"});
+}
+
+TEST_P(FileIoTest, AFailedFillLeavesThePreviousFile) {
+  std::string path = dir_ + "/out.bin", error;
+  std::string good = "the last good checkpoint";
+  ASSERT_TRUE(
+      writeFileAtomically(path, good.data(), good.size(), error, GetParam()));
+  bool ok = writeFileAtomically(
+      path,
+      [&](int fd, std::string &err) {
+        std::string half = "half of a";
+        EXPECT_TRUE(writeAll(fd, half.data(), half.size(), path, err));
+        err = path + ": write error: disk full";
+        return false;
+      },
+      error, GetParam());
+  EXPECT_FALSE(ok);
+  EXPECT_EQ(error, path + ": write error: disk full");
+  EXPECT_EQ(read(path), good);
+  EXPECT_EQ(entries(), std::vector<std::string>{"out.bin"});
+}
+
+TEST_P(FileIoTest, AMissingFolderIsOneLineNamingTheFile) {
+  std::string path = dir_ + "/no/such/out.bin", error;
+  EXPECT_FALSE(writeFileAtomically(path, "x", 1, error, GetParam()));
+  EXPECT_EQ(error.rfind(path + ": cannot create ", 0), 0u) << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos);
+  EXPECT_TRUE(entries().empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(SyncedAndNot, FileIoTest,
+                         ::testing::Values(Fsync::Yes, Fsync::No),
+                         [](const auto &info) {
+                           return info.param == Fsync::Yes ? "Fsync"
+                                                           : "NoFsync";
+                         });
+
+} // namespace
