@@ -8,6 +8,7 @@
 #include "passes/onnx/gradient_op.h"
 #include "passes/onnx/old_opsets.h"
 #include "passes/support/diagnostics.h"
+#include "passes/support/file_bytes.h"
 #include "passes/support/file_io.h"
 #include "passes/training_info.h"
 #include "runtime/data/tensor_pb.h"
@@ -579,21 +580,28 @@ std::unique_ptr<Model> parseModelText(const std::string &text,
 }
 
 std::unique_ptr<Model> loadModel(const std::string &path) {
-  std::string bytes = readFile(path);
+  FileBytes file;
+  std::string error;
+  if (!file.open(path, error))
+    throw Error(error);
+  std::string_view bytes = file.view();
   bool looksText = endsWith(path, ".onnxtext") || endsWith(path, ".txt");
   if (looksText)
-    return parseModelText(bytes, path);
+    return parseModelText(std::string(bytes), path);
   onnx::ModelProto proto;
   if (bytes.empty())
     throw Error(path + ": empty file, not an ONNX model");
-  if (!proto.ParseFromString(bytes)) {
+  if (bytes.size() > size_t(std::numeric_limits<int>::max()))
+    throw Error(path + ": file is too large for a protobuf message (over 2 "
+                       "GiB; keep large weights in external data)");
+  if (!proto.ParseFromArray(bytes.data(), int(bytes.size()))) {
     // Text that does not end in .onnxtext, or a truncated/corrupt protobuf.
     size_t i = 0;
     while (i < bytes.size() && isspace((unsigned char)bytes[i]))
       ++i;
     if (i < bytes.size() &&
         (bytes[i] == '<' || isalpha((unsigned char)bytes[i])))
-      return parseModelText(bytes, path);
+      return parseModelText(std::string(bytes), path);
     throw Error(path +
                 ": not an ONNX model (protobuf parse failed: truncated or "
                 "corrupt file)");

@@ -1,14 +1,24 @@
-// Tests for passes/support/file_io: atomic writes, with and without fsync,
-// replace the target whole or leave it as it was, and never leave a temp.
+// Tests for passes/support/file_io and file_bytes: atomic writes, with and
+// without fsync, replace the target whole or leave it as it was and never
+// leave a temp; FileBytes maps what it can and reports what it cannot read.
+#include "passes/support/file_bytes.h"
 #include "passes/support/file_io.h"
 
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <ostream>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
+
+namespace mpc {
+// Names the parameter in test listings (gtest prints unknown types as bytes).
+void PrintTo(Fsync f, std::ostream *os) {
+  *os << (f == Fsync::Yes ? "Fsync::Yes" : "Fsync::No");
+}
+} // namespace mpc
 
 using namespace mpc;
 
@@ -94,5 +104,43 @@ INSTANTIATE_TEST_SUITE_P(SyncedAndNot, FileIoTest,
                            return info.param == Fsync::Yes ? "Fsync"
                                                            : "NoFsync";
                          });
+
+TEST_P(FileIoTest, FileBytesHoldsTheFileAndOutlivesItsReplacement) {
+  std::string path = dir_ + "/model.onnx", error;
+  std::string first(3 << 20, 'm');
+  first[12345] = 'x';
+  ASSERT_TRUE(
+      writeFileAtomically(path, first.data(), first.size(), error, GetParam()));
+  FileBytes bytes;
+  ASSERT_TRUE(bytes.open(path, error)) << error;
+  EXPECT_EQ(bytes.view(), first);
+  // mpc-opt may write its output over its input: the rename leaves the
+  // mapped (old) file's bytes as they were.
+  std::string second = "replaced";
+  ASSERT_TRUE(writeFileAtomically(path, second.data(), second.size(), error,
+                                  GetParam()));
+  EXPECT_EQ(bytes.view(), first);
+  FileBytes moved = std::move(bytes);
+  EXPECT_EQ(moved.view(), first);
+  EXPECT_EQ(bytes.size(), 0u);
+}
+
+TEST(FileBytes, EmptyMissingAndFolderInputs) {
+  char tmpl[] = "/tmp/mpc-file-bytes-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl, error;
+  std::string empty = dir + "/empty.onnx";
+  ASSERT_TRUE(writeFileAtomically(empty, "", 0, error));
+  FileBytes bytes;
+  ASSERT_TRUE(bytes.open(empty, error)) << error;
+  EXPECT_EQ(bytes.size(), 0u);
+  EXPECT_FALSE(bytes.open(dir + "/missing.onnx", error));
+  EXPECT_EQ(error,
+            dir + "/missing.onnx: cannot open: No such file or directory");
+  EXPECT_FALSE(bytes.open(dir, error));
+  EXPECT_EQ(error, dir + ": is a directory");
+  ::unlink(empty.c_str());
+  ::rmdir(dir.c_str());
+}
 
 } // namespace
