@@ -34,10 +34,35 @@ median() {
   printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END{if(NR%2) printf "%.3f", v[(NR+1)/2]; else printf "%.3f", (v[NR/2]+v[NR/2+1])/2}'
 }
 
-# The median of the ms column (5th) of an mpc-run --log CSV, after the first WARMUP steps.
+# The median of the ms column (5th) of an mpc-run --log CSV, after the first WARMUP steps,
+# to 4 significant digits (a small model's step takes about 0.01 ms).
 median_log_ms() {
   tail -n +$((2 + $2)) "$1" | cut -d, -f5 | sort -g |
-    awk '{v[NR]=$1} END{if(NR%2) printf "%.3f", v[(NR+1)/2]; else printf "%.3f", (v[NR/2]+v[NR/2+1])/2}'
+    awk '{v[NR]=$1} END{if(NR%2) printf "%.4g", v[(NR+1)/2]; else printf "%.4g", (v[NR/2]+v[NR/2+1])/2}'
+}
+
+# "median min max" of the numbers given as arguments, to 4 significant digits ("n/a n/a n/a"
+# when any is "n/a"): the middle of several rounds of a measurement and their spread.
+median_min_max() {
+  case " $* " in *" n/a "*) echo "n/a n/a n/a"; return ;; esac
+  printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END{m = NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2;
+    printf "%.4g %.4g %.4g", m, v[1], v[NR]}'
+}
+
+# "median min max" of the paired ratios A[i] / B[i] of two space-separated lists of numbers
+# measured in the same rounds: a ratio within one round has both sides under the same load.
+paired_ratios() {
+  local -a a=($1) b=($2) r=()
+  local i
+  for i in "${!a[@]}"; do r+=("$(ratio "${a[i]}" "${b[i]:-n/a}")"); done
+  median_min_max "${r[@]}"
+}
+
+# The numbers given as arguments as a JSON list, for bench_record ("null" when any is "n/a").
+json_list() {
+  case " $* " in *" n/a "*) echo null; return ;; esac
+  local IFS=,
+  echo "[$*]"
 }
 
 # a / b to 3 digits ("n/a" when either is missing or b is 0).
@@ -51,14 +76,15 @@ verdict() {
 }
 
 # Appends one JSON object to the results; arguments are key=value, values that look like
-# numbers are written as numbers, true/false/null as themselves, anything else as a string.
+# numbers are written as numbers, true/false/null and [lists] as themselves (JSON), anything
+# else as a string.
 bench_record() {
   "$DEBIAN_PY" - "$@" >>"$bench_records" <<'EOF'
 import json, sys
 rec = {}
 for kv in sys.argv[1:]:
     k, v = kv.split("=", 1)
-    if v in ("true", "false", "null"):
+    if v in ("true", "false", "null") or v.startswith("["):
         rec[k] = json.loads(v)
     else:
         try:

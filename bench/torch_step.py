@@ -8,16 +8,24 @@ is PyTorch AMP as its docs write it: autocast around the forward and the loss, a
 (fp16 only: bf16 needs none) around backward and step; each step ends with
 torch.cuda.synchronize() so the wall clock covers the GPU's work.
 Prints one JSON line: {"family", "device", "amp", "threads", "batch", "warmup", "steps",
-"median_ms", "mean_cpu_ms", "first_loss", "max_memory_allocated"}; first_loss is step 1's loss,
+"median_ms", "mean_cpu_ms", "first_loss", "max_memory_allocated"}; steps is the number of timed
+steps, which --min-seconds=S raises (from the warm-up steps' median) so that they take at
+least S seconds: a step of a few hundred microseconds needs thousands of steps for a median
+and a CPU time that hold still from one process to the next. With --serve, one process (one
+`import torch`, which takes seconds) answers each line read from stdin with one such
+measurement (warm-up, then the timed steps, training on), so that a caller can interleave
+several of them with its own measurements. first_loss is step 1's loss,
 which must equal mpc-run's (same weights, same batch) -- a check that the PyTorch mirror is the
 same model; max_memory_allocated is torch.cuda.max_memory_allocated() over the whole run
 (null on the CPU).
 
 Usage: python3 bench/torch_step.py FAMILY MODEL.onnx DATA.npz [--steps=N --warmup=W
-           --threads=T --optimizer=adam|sgd --lr=F --device=cpu|cuda --amp=none|fp16|bf16]
+           --min-seconds=S --serve --threads=T --optimizer=adam|sgd --lr=F --device=cpu|cuda
+           --amp=none|fp16|bf16]
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -36,6 +44,8 @@ def main():
     ap.add_argument("data")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--min-seconds", type=float, default=0.0)
+    ap.add_argument("--serve", action="store_true")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -66,8 +76,10 @@ def main():
     batch = first_input.type.tensor_type.shape.dim[0].dim_value
     data = torch_models.batches(a.data, names, batch)
 
-    times, cpu_ms, first_loss = [], 0.0, None
-    for i in range(a.warmup + a.steps):
+    first_loss = []  # step 1's loss
+
+    def step():
+        """One training step: (wall ms, CPU ms)."""
         inputs = next(data)
         if cuda:
             torch.cuda.synchronize()
@@ -90,19 +102,30 @@ def main():
             torch.cuda.synchronize()
         elapsed = (time.perf_counter() - start) * 1e3
         cpu = (time.process_time() - cpu_start) * 1e3
-        if first_loss is None:
-            first_loss = loss.item()
-        if i >= a.warmup:
-            times.append(elapsed)
-            cpu_ms += cpu
-    # mean_cpu_ms: the process's CPU time per timed step (user + system), which the other
-    # processes of a shared machine disturb far less than the wall clock.
-    print(json.dumps({"family": a.family, "device": a.device, "amp": a.amp, "threads": a.threads,
-                      "batch": batch, "warmup": a.warmup, "steps": a.steps,
-                      "median_ms": statistics.median(times), "mean_cpu_ms": cpu_ms / a.steps,
-                      "first_loss": first_loss,
-                      "max_memory_allocated": torch.cuda.max_memory_allocated() if cuda else None}))
+        if not first_loss:
+            first_loss.append(loss.item())
+        return elapsed, cpu
 
+    def measure():
+        """The warm-up steps, then the timed ones: the JSON line."""
+        warm = [step()[0] for _ in range(a.warmup)]
+        steps = a.steps
+        if warm and a.min_seconds > 0:  # the warm-up's median sizes the timed run
+            steps = max(steps, math.ceil(a.min_seconds * 1e3 / statistics.median(warm)))
+        timed = [step() for _ in range(steps)]
+        # mean_cpu_ms: the process's CPU time per timed step (user + system), which the other
+        # processes of a shared machine disturb far less than the wall clock.
+        return json.dumps({"family": a.family, "device": a.device, "amp": a.amp, "threads": a.threads,
+                           "batch": batch, "warmup": a.warmup, "steps": steps,
+                           "median_ms": statistics.median(t[0] for t in timed),
+                           "mean_cpu_ms": sum(t[1] for t in timed) / steps, "first_loss": first_loss[0],
+                           "max_memory_allocated": torch.cuda.max_memory_allocated() if cuda else None})
+
+    if a.serve:
+        for _ in sys.stdin:
+            print(measure(), flush=True)
+    else:
+        print(measure())
 
 if __name__ == "__main__":
     main()

@@ -427,8 +427,10 @@ int run(const Flags &f) {
     lastLoss = r.loss;
     ++done;
     if (log) {
+      // ms to 0.1 us: a CPU step of the small models takes about 10 us, and
+      // bench/cpu_step.sh's medians must not move in 1 us (10%) quanta.
       char line[160];
-      std::snprintf(line, sizeof line, "%lld,%.9g,%.9g,%d,%.3f\n",
+      std::snprintf(line, sizeof line, "%lld,%.9g,%.9g,%d,%.4f\n",
                     (long long)r.step, r.loss, r.lossScale, int(r.skipped),
                     r.ms);
       log << line;
