@@ -6,8 +6,10 @@
 # (emulated on the CPU) against its own fp32 step.
 # Goals: mpc at least as fast as PyTorch on every family; fp16/bf16 within 1.5x of fp32.
 #
-# A small model's step takes 10-50 us, and one process's median of 30 such steps moved by
-# +-30% from one run to the next on this shared 2-core machine. So, per model:
+# A small model's step takes 10-50 us; on this shared 2-core machine a step's time jumps
+# between regimes about 1.5x apart that last 0.1-0.5 s, so one process's median of 30 steps
+# lay wholly in one of them (cnn fp16/fp32 read 1.54 in one run and 0.74 in the next). So,
+# per model:
 # - each process times enough steps to run STEP_SECONDS (a short fp32 calibration run sets
 #   the count, at least MIN_STEPS; tens of thousands for the small models), after WARMUP;
 # - ROUNDS rounds, each one process per precision and a PyTorch measurement, one after
@@ -19,14 +21,15 @@
 # Each value is the median over the rounds of each process's median step ms. A second table
 # gives CPU ms per step (user + system): for mpc, a process's CPU time less that of a process
 # of WARMUP steps only (the loading cancels out) over the timed steps, which with the step
-# counts above is well over the kernel's 1 ms reporting resolution; PyTorch's is measured in
+# counts above is well over the 1 ms resolution of bash's time; PyTorch's is measured in
 # process, around each step. The verdicts are on the medians of the paired ratios; each
 # names the worst single round beside it.
 # The PyTorch column is skipped with a line when torch is not importable.
 # Usage: bench/cpu_step.sh [BUILD_DIR] [RESULTS.json]
 #   env ROUNDS (5), WARMUP (5 steps), STEP_SECONDS (0.4: timed seconds per process),
 #   MIN_STEPS (30), STEPS (a fixed number of timed steps for every model instead of the
-#   calibration), BENCH_THREADS (lib.sh). About 3 minutes on the 2-core machine at load 1.
+#   calibration), BENCH_THREADS (lib.sh). 170-200 s on the shared 2-core machine at load
+#   3-7; ROUNDS=11 STEP_SECONDS=0.15 MIN_STEPS=10 (more, shorter rounds) took 260 s at load 7.
 set -euo pipefail
 name=cpu_step
 build=${1:-build}
