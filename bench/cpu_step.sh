@@ -88,7 +88,7 @@ mpc_measure() {
   c0=$(cpu_s "$bin/mpc-run" "$1" --device=cpu --data="$2" --steps="$warmup" --log="$4" --quiet)
   c1=$(cpu_s "$bin/mpc-run" "$1" --device=cpu --data="$2" --steps=$((warmup + $3)) --log="$4" --quiet)
   echo "$(median_log_ms "$4" "$warmup")" \
-    "$(awk -v a="$c0" -v b="$c1" -v n="$3" 'BEGIN{if (b - a < 0.1) print "n/a"; else printf "%.4g", (b - a) * 1000 / n}')"
+    "$(awk -v a="$c0" -v b="$c1" -v n="$3" "$bench_awk_fmt"'BEGIN{if (b - a < 0.1) print "n/a"; else print fmt((b - a) * 1000 / n)}')"
 }
 
 # The largest of the arguments that are numbers ("n/a" when none is).

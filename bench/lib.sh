@@ -34,26 +34,31 @@ median() {
   printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END{if(NR%2) printf "%.3f", v[(NR+1)/2]; else printf "%.3f", (v[NR/2]+v[NR/2+1])/2}'
 }
 
-# The median of the ms column (5th) of an mpc-run --log CSV, after the first WARMUP steps,
-# to 4 significant digits (a small model's step takes about 0.01 ms).
+# awk function: x to 4 significant digits below 100 (a small model's CPU step takes about
+# 0.01 ms), to 0.1 above (no exponent however large).
+bench_awk_fmt='function fmt(x) { return x < 100 ? sprintf("%.4g", x) : sprintf("%.1f", x) }'
+
+# The median of the ms column (5th) of an mpc-run --log CSV, after the first WARMUP steps.
 median_log_ms() {
   tail -n +$((2 + $2)) "$1" | cut -d, -f5 | sort -g |
-    awk '{v[NR]=$1} END{if(NR%2) printf "%.4g", v[(NR+1)/2]; else printf "%.4g", (v[NR/2]+v[NR/2+1])/2}'
+    awk "$bench_awk_fmt"'{v[NR]=$1} END{printf "%s", fmt(NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'
 }
 
-# "median min max" of the numbers given as arguments, to 4 significant digits ("n/a n/a n/a"
+# "median min max" of the numbers given as arguments, as fmt writes them ("n/a n/a n/a"
 # when any is "n/a"): the middle of several rounds of a measurement and their spread.
 median_min_max() {
   case " $* " in *" n/a "*) echo "n/a n/a n/a"; return ;; esac
-  printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END{m = NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2;
-    printf "%.4g %.4g %.4g", m, v[1], v[NR]}'
+  printf '%s\n' "$@" | sort -g | awk "$bench_awk_fmt"'{v[NR]=$1} END{m = NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2;
+    printf "%s %s %s", fmt(m), fmt(v[1]), fmt(v[NR])}'
 }
 
 # "median min max" of the paired ratios A[i] / B[i] of two space-separated lists of numbers
 # measured in the same rounds: a ratio within one round has both sides under the same load.
 paired_ratios() {
-  local -a a=($1) b=($2) r=()
+  local -a a b r=()
   local i
+  read -ra a <<<"$1"
+  read -ra b <<<"$2"
   for i in "${!a[@]}"; do r+=("$(ratio "${a[i]}" "${b[i]:-n/a}")"); done
   median_min_max "${r[@]}"
 }
