@@ -1,11 +1,13 @@
-// Writes mpc's variadic ops (UnscaleGradients, ClipGradNorm) in standard ONNX
-// ops, for the --emit=step model that any ONNX runtime must execute.
+// Writes mpc's variadic ops (UnscaleGradients, ClipGradNorm, ExtremumGrad)
+// in standard ONNX ops, for the --emit=step model that any ONNX runtime must
+// execute.
 //
 // The fixed-arity mpc ops travel as model-local functions
 // (passes/onnx/mpc_functions.cpp), but a FunctionProto has a fixed list of
-// formal inputs, so the two variadic ops are expanded inline instead, one
-// group of nodes per gradient. The expansion follows passes/ir/mpc_ops.h and
-// the CPU kernels (kernels/cpu/mpc_train.cpp):
+// formal inputs, so the variadic ops are expanded inline instead, one group
+// of nodes per op (per gradient for the first two). The expansion follows
+// passes/ir/mpc_ops.h and the CPU kernels (kernels/cpu/mpc_train.cpp,
+// kernels/cpu/transformer.cpp):
 //  - UnscaleGradients: inv = float(1 / double(scale)); g' = float(g) * inv,
 //    the kernel's single fp32 multiply, so the unscaled gradients are the
 //    same bits. found_inf: g * 0 is +-0 for a finite element and NaN for an
@@ -17,6 +19,16 @@
 //    total = sqrt(sum), coef = min(1, max_norm * (1 / (total + 1e-6))),
 //    g' = g * coef in fp32, rounded once to g's type. Only the order of the
 //    fp32 sums may differ from the kernel's.
+//  - ExtremumGrad(dY, Y, X0..Xn-1) <index>: in the kernel's compute type
+//    (fp64 when dY or Y is, else fp32), ties = Sum of Cast(Equal(Xk, Y)),
+//    dX = Where(Equal(X_index, Y), dY / ties, 0), rounded once to dY's type.
+//    Equal broadcasts each Xk to Y's shape (which is dY's) as the kernel
+//    does, is false for a NaN as the kernel's == is, and the counts are
+//    small integers, exact in any order, so the result is the kernel's bits.
+//    Where the Xs are converted, Y is the forward Max/Min taken again over
+//    the converted Xs (see extremumToCompare: a runtime may hold an X more
+//    precisely than the Y it rounded). The gradients of one Max/Min share
+//    its comparisons and tie count.
 // The mpc-run training model keeps the fused ops: they read each gradient
 // once, the expansion several times.
 #include "passes/onnx/expand_variadic.h"
@@ -25,19 +37,28 @@
 #include "passes/ir/mpc_ops.h"
 #include "passes/support/diagnostics.h"
 
+#include <algorithm>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mpc {
 namespace {
 
-/// x in fp32 (fp64 stays fp64: gradient checks unscale in double).
-Value *asComputeType(Builder &b, const Node &n, Value *x) {
+/// The expansion reads its operands' dtypes: an untyped or non-float
+/// operand is an error naming the node.
+void requireFloating(const Node &n, const Value *x) {
   if (!isFloating(x->dtype))
     throw Error("node '" + n.name() + "' (mpc." + n.opType() + "): input '" +
                 x->name() +
                 "' is not a typed floating-point tensor (run "
                 "infer-shapes first)");
+}
+
+/// x in fp32 (fp64 stays fp64: gradient checks unscale in double).
+Value *asComputeType(Builder &b, const Node &n, Value *x) {
+  requireFloating(n, x);
   if (x->dtype == DType::F32 || x->dtype == DType::F64)
     return x;
   return b.cast(x, DType::F32);
@@ -142,10 +163,102 @@ void expandClipGradNorm(Graph &g, Node &n,
     takeOver(g, norm, total, r);
 }
 
+/// Which inputs of a Max/Min equal its output, and how many do: the same
+/// for every gradient of one forward node, so the n gradients of a Max of n
+/// inputs share one set of n comparisons (keyed by compute type, Y and Xs).
+struct TieCount {
+  std::vector<Value *> equal; ///< Equal(Xk, Y), bool, Y's shape
+  Value *ties = nullptr;      ///< their count, in the compute type
+};
+using TieCounts =
+    std::map<std::pair<DType, std::vector<const Value *>>, TieCount>;
+
+/// What ExtremumGrad's Xs (xs: in the compute type) are compared with.
+/// Y itself when the Xs and Y already have the compute type. Otherwise,
+/// when Y is the Max or Min of exactly these Xs (as the gradient rule emits
+/// it), that Max/Min taken again over the converted Xs: the same values on
+/// an exact runtime (the extremum commutes with the widening Cast and both
+/// kernels let NaN win), and on a runtime that holds an fp16 X in fp32
+/// still one of the Xs. ONNX Runtime's CPU runs an fp16 MatMul in fp32 and
+/// drops the Cast pair that would round its result, so its X, compared with
+/// the rounded Y, would equal no input and the whole gradient would be lost.
+/// Any other Y is compared converted.
+Value *extremumToCompare(Builder &b, const Node &n,
+                         const std::vector<Value *> &xs, DType compute) {
+  Value *y = n.input(1);
+  bool converted = y->dtype != compute;
+  for (size_t k = 0; k < xs.size(); ++k)
+    converted = converted || xs[k] != n.input(2 + k);
+  if (!converted)
+    return y;
+  const Node *fwd = y->producer();
+  bool sameOperands = fwd && fwd->domain().empty() &&
+                      (fwd->opType() == "Max" || fwd->opType() == "Min") &&
+                      std::equal(fwd->inputs().begin(), fwd->inputs().end(),
+                                 n.inputs().begin() + 2, n.inputs().end());
+  if (sameOperands)
+    return b.op(fwd->opType(), xs, {}, n.name() + "_extremum");
+  return b.cast(y, compute, n.name() + "_y");
+}
+
+void expandExtremumGrad(Graph &g, Node &n, TieCounts &tieCounts,
+                        std::vector<std::pair<Value *, std::string>> &r) {
+  if (n.numInputs() < 3)
+    throw Error("node '" + n.name() +
+                "' (mpc.ExtremumGrad): expects dY, Y and at least one input");
+  size_t count = n.numInputs() - 2;
+  int64_t index = n.attrInt("index", 0);
+  if (index < 0 || size_t(index) >= count)
+    throw Error("node '" + n.name() + "' (mpc.ExtremumGrad): index " +
+                std::to_string(index) + " is out of range for " +
+                std::to_string(count) + " inputs");
+  for (size_t i = 0; i < n.numInputs(); ++i)
+    requireFloating(n, n.input(i));
+  Value *dY = n.input(0);
+  // The kernel's withCompute looks at dY and Y only and converts every X
+  // to that type (C(x): an fp64 X is rounded when dY and Y are not fp64).
+  DType compute = dY->dtype == DType::F64 || n.input(1)->dtype == DType::F64
+                      ? DType::F64
+                      : DType::F32;
+  Builder b(g, &n);
+  const std::string p = n.name();
+  auto inCompute = [&](Value *x, const std::string &hint) {
+    return x->dtype == compute ? x : b.cast(x, compute, p + hint);
+  };
+  std::vector<const Value *> operands(n.inputs().begin() + 1, n.inputs().end());
+  TieCount &tc = tieCounts[{compute, operands}];
+  if (!tc.ties) {
+    // Inserted before the first of the sibling gradients, so it dominates
+    // the others, which come later in the (topologically ordered) list.
+    std::vector<Value *> xs;
+    for (size_t k = 0; k < count; ++k)
+      xs.push_back(inCompute(n.input(2 + k), "_x"));
+    Value *y = extremumToCompare(b, n, xs, compute);
+    std::vector<Value *> hits;
+    for (size_t k = 0; k < count; ++k) {
+      tc.equal.push_back(b.op("Equal", {xs[k], y}, {}, p + "_is_extremum"));
+      hits.push_back(b.cast(tc.equal.back(), compute, p + "_hit"));
+    }
+    tc.ties = hits.size() == 1 ? hits[0] : b.op("Sum", hits, {}, p + "_ties");
+  }
+  // Where this input is not the extremum the quotient (dY / 0 where no
+  // input ties) is not selected; where it is, ties >= 1.
+  Value *share = b.op("Div", {inCompute(dY, "_dy"), tc.ties}, {}, p + "_share");
+  Value *dX = b.op(
+      "Where",
+      {tc.equal[size_t(index)], share, b.scalar(compute, 0.0, p + "_zero")}, {},
+      p + "_dx");
+  if (dY->dtype != compute)
+    dX = b.cast(dX, dY->dtype, p + "_dx_cast");
+  if (Value *out = n.output(0))
+    takeOver(g, out, dX, r);
+}
+
 } // namespace
 
 size_t expandVariadicMpcOps(Graph &g) {
   size_t expanded = 0;
+  TieCounts tieCounts;
   for (Node *n : g.nodeList()) {
     if (n->domain() != kMpcDomain)
       continue;
@@ -154,6 +267,8 @@ size_t expandVariadicMpcOps(Graph &g) {
       expandUnscaleGradients(g, *n, renames);
     else if (n->opType() == "ClipGradNorm")
       expandClipGradNorm(g, *n, renames);
+    else if (n->opType() == "ExtremumGrad")
+      expandExtremumGrad(g, *n, tieCounts, renames);
     else
       continue;
     g.removeNode(n);

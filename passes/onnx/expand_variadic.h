@@ -1,5 +1,6 @@
-// Expands mpc's variadic ops (UnscaleGradients, ClipGradNorm) into standard
-// ONNX ops in place, for models that other runtimes execute (--emit=step).
+// Expands mpc's variadic ops (UnscaleGradients, ClipGradNorm, ExtremumGrad)
+// into standard ONNX ops in place, for models that other runtimes execute
+// (--emit=step).
 #pragma once
 
 #include "passes/ir/graph.h"
@@ -8,9 +9,9 @@
 
 namespace mpc {
 
-/// Replaces every mpc.UnscaleGradients and mpc.ClipGradNorm node of g by
-/// standard ops computing the same outputs under the same names. Returns
-/// the number of nodes expanded.
+/// Replaces every mpc.UnscaleGradients, mpc.ClipGradNorm and
+/// mpc.ExtremumGrad node of g by standard ops computing the same outputs
+/// under the same names. Returns the number of nodes expanded.
 size_t expandVariadicMpcOps(Graph &g);
 
 } // namespace mpc

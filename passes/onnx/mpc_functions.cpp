@@ -15,7 +15,7 @@
 //    copies them bit for bit.
 // Variadic ops (UnscaleGradients, ClipGradNorm, ExtremumGrad) have no body: a
 // FunctionProto has a fixed list of formal inputs and outputs; the
-// --emit=step model writes the first two inline instead
+// --emit=step model writes all three inline in standard ops instead
 // (passes/onnx/expand_variadic.h). The layer gradients' bodies are in
 // mpc_functions_layers.cpp.
 // tests/unit/mpc_functions_test.cpp runs every body against its kernel.
@@ -474,7 +474,7 @@ std::string lossText(const char *body, const char *scores) {
 
 /// op -> body. UnscaleGradients, ClipGradNorm and ExtremumGrad are variadic
 /// (any number of inputs) and so have no entry: a FunctionProto's inputs
-/// are fixed.
+/// are fixed (--emit=step expands them inline, expand_variadic.h).
 const std::map<std::string, FunctionDef> &functionTable() {
   static const std::map<std::string, FunctionDef> table = [] {
     using A = Attribute;

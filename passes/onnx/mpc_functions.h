@@ -5,8 +5,9 @@
 // fixed-arity mpc op of passes/ir/mpc_ops.h has a body here (the layer
 // gradients in mpc_functions_layers.cpp); the variadic ones
 // (UnscaleGradients, ClipGradNorm, ExtremumGrad) cannot be FunctionProtos,
-// whose formal inputs and outputs are a fixed list, and are written without
-// one.
+// whose formal inputs and outputs are a fixed list: the training model
+// carries them without one, and the --emit=step model writes them inline in
+// standard ops (expand_variadic.h).
 //
 // A FunctionProto of ONNX 1.12 has no default attribute values and no way to
 // test whether an optional input was given, so a written mpc node must carry

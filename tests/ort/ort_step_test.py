@@ -5,7 +5,9 @@ GeluGrad, LayerNormalizationGrad), the CNN (ConvGradInput, ConvGradWeight,
 MaxPoolGrad, BatchNormalizationGrad) and a CNN built here with the window
 attributes the CNN lacks (window_cnn; AveragePoolGrad, LeakyReluGrad), whose
 mpc ops run as their model-local function bodies
-(passes/onnx/mpc_functions*.cpp).
+(passes/onnx/mpc_functions*.cpp), and an MLP built here with Max and Min of
+several inputs (extremum_mlp), whose gradient mpc.ExtremumGrad, variadic, the
+step model writes inline in standard ops (passes/onnx/expand_variadic.cpp).
 
 The step model is (state..., batch...) -> (loss, state'...), with the bound
 state first and its new values in the same order (passes/onnx/onnx_export.cpp),
@@ -62,6 +64,11 @@ MODELS = {
         ("fp32", FP32_ADAM, 1e-5),
         ("fp16", FP16_ADAM, 2e-3),
     ]),
+    # Built here (extremum_mlp): Max and Min of 2 and 3 inputs with ties.
+    "extremum_mlp": (None, 10, [
+        ("fp32", FP32_ADAM, 1e-5),
+        ("fp16", FP16_ADAM, 2e-3),
+    ]),
 }
 
 
@@ -104,6 +111,54 @@ def window_cnn(work):
     np.savez(data, x=rng.standard_normal([64, 3, 13, 11]).astype(np.float32),
              y=rng.integers(0, 5, [64]).astype(np.int64))
     return model, data
+
+
+def extremum_mlp(work):
+    """An MLP whose hidden layer is m + Min(m, a) with m = Max(a, h, floor):
+    Max of three inputs, one a trainable [1,16] row broadcast against
+    [16,16], and Min of two that tie wherever a is the maximum
+    (ExtremumGrad splits dY in half there); a Relu-like Max(z, 0) of two
+    inputs before the classifier. Returns (model path, data path)."""
+    from onnx import helper as oh
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(v.astype(np.float32), n) for n, v in [
+        ("w1", rng.standard_normal([8, 16]) * 0.4),
+        ("b1", np.zeros([16])),
+        ("w2", rng.standard_normal([8, 16]) * 0.4),
+        ("floor", np.full([1, 16], -0.1)),
+        ("w3", rng.standard_normal([16, 16]) * 0.3),
+        ("wf", rng.standard_normal([16, 4]) * 0.3),
+        ("bf", np.zeros([4]))]]
+    nodes = [
+        # A Constant, not an initializer: initializers are trainable.
+        oh.make_node("Constant", [], ["zero"],
+                     value=numpy_helper.from_array(np.zeros([], np.float32))),
+        oh.make_node("MatMul", ["x", "w1"], ["h1"]),
+        oh.make_node("Add", ["h1", "b1"], ["a"]),
+        oh.make_node("MatMul", ["x", "w2"], ["h"]),
+        oh.make_node("Max", ["a", "h", "floor"], ["m"]),
+        oh.make_node("Min", ["m", "a"], ["n"]),
+        oh.make_node("Add", ["n", "m"], ["s"]),
+        oh.make_node("MatMul", ["s", "w3"], ["z"]),
+        oh.make_node("Max", ["z", "zero"], ["r"]),
+        oh.make_node("Gemm", ["r", "wf", "bf"], ["logits"]),
+        oh.make_node("SoftmaxCrossEntropyLoss", ["logits", "y"], ["loss"])]
+    graph = oh.make_graph(
+        nodes, "extremum_mlp",
+        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [16, 8]),
+         oh.make_tensor_value_info("y", onnx.TensorProto.INT64, [16])],
+        [oh.make_tensor_value_info("loss", onnx.TensorProto.FLOAT, [])], inits)
+    model = os.path.join(work, "extremum_mlp.onnx")
+    data = os.path.join(work, "extremum_mlp_data.npz")
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]),
+              model)
+    np.savez(data, x=rng.standard_normal([64, 8]).astype(np.float32),
+             y=rng.integers(0, 4, [64]).astype(np.int64))
+    return model, data
+
+
+# Models the test builds itself: name -> builder(work) -> (model, data).
+BUILT = {"window_cnn": window_cnn, "extremum_mlp": extremum_mlp}
 
 
 def mpc_losses(args, train_model, data, steps, batch, tag):
@@ -160,7 +215,7 @@ def main():
             model = os.path.join(args.models_dir, name + ".onnx")
             data = os.path.join(args.models_dir, data_name)
         else:
-            model, data = window_cnn(args.work)
+            model, data = BUILT[name](args.work)
         for case, flags, rtol in cases:
             failed |= not run_case(args, name + "-" + case, model, data, steps,
                                    flags, rtol)

@@ -2,8 +2,10 @@
 // (passes/onnx/expand_variadic.h), the form --emit=step writes for other
 // runtimes: the same step, run on the CPU backend with the fused kernels and
 // with the expansion, gives the same unscaled gradients and found_inf bit
-// for bit (finite, inf and NaN gradients, fp16 and fp32), and the clipped
-// gradients and norm to fp32 rounding.
+// for bit (finite, inf and NaN gradients, fp16 and fp32), the clipped
+// gradients and norm to fp32 rounding, and the gradients of Max and Min of
+// several broadcasting inputs (ExtremumGrad) bit for bit, ties and NaNs
+// included.
 #include "passes/ir/mpc_ops.h"
 #include "passes/onnx/expand_variadic.h"
 #include "passes/support/diagnostics.h"
@@ -13,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -136,6 +139,178 @@ TEST(ExpandVariadic, RefusesAnUnscaleWithoutGradients) {
   Graph g("g");
   Value *scale = g.addInput("scale", DType::F32, {});
   Node *n = g.createNode("UnscaleGradients", {scale}, 1, "unscale", kMpcDomain);
+  g.addOutput(n->output(0));
+  EXPECT_THROW(expandVariadicMpcOps(g), Error);
+}
+
+/// X0..Xn-1 -> Y = op(X0..Xn-1) -> dXi = ExtremumGrad(dY, Y, X0..Xn-1)
+/// <index = i> for each of `indices`; the outputs are Y, then each dXi. Y
+/// and dXi have the inputs' broadcast shape (rank 2 here), Y the inputs'
+/// dtype, dXi dY's. `hideForward` passes Y through an Identity, so the
+/// expansion cannot see which Max/Min made it.
+std::unique_ptr<Graph>
+extremumGradStep(const std::string &op, DType gradType, DType fwdType,
+                 const std::vector<Dims> &shapes, const Dims &full,
+                 const std::vector<int64_t> &indices, bool hideForward) {
+  auto g = std::make_unique<Graph>("step");
+  Value *dY = g->addInput("dY", gradType, full);
+  std::vector<Value *> xs;
+  for (size_t k = 0; k < shapes.size(); ++k)
+    xs.push_back(g->addInput("x" + std::to_string(k), fwdType, shapes[k]));
+  Node *fwd = g->createNode(op, xs, 1, "extremum");
+  fwd->output(0)->setType(fwdType, full);
+  Value *y = fwd->output(0);
+  if (hideForward) {
+    y = g->createNode("Identity", {y}, 1, "hidden")->output(0);
+    y->setType(fwdType, full);
+  }
+  g->addOutput(y);
+  std::vector<Value *> inputs = {dY, y};
+  inputs.insert(inputs.end(), xs.begin(), xs.end());
+  for (int64_t index : indices) {
+    Node *grad =
+        g->createNode("ExtremumGrad", inputs, 1, "extremum_grad", kMpcDomain);
+    grad->setAttr("index", Attribute::ofInt(index));
+    grad->output(0)->setType(gradType, full);
+    g->addOutput(grad->output(0));
+  }
+  return g;
+}
+
+/// Values from a short list, so that the inputs tie often (-0 and +0 among
+/// them, which compare equal), and a NaN in input 1 at one element.
+Tensor tiedValues(DType t, const Dims &dims, size_t k) {
+  const double levels[] = {-1.0, 0.5, 2.0, 0.5, -0.0, 0.0, 2.0, 3.0};
+  std::vector<int64_t> sizes;
+  for (const auto &d : dims)
+    sizes.push_back(d.value);
+  Tensor x(t, sizes);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    x.setFromDouble(i, levels[size_t(i * int64_t(k + 2) + int64_t(k)) % 8]);
+  if (k == 1 && x.numel() > 2)
+    x.setFromDouble(2, std::numeric_limits<double>::quiet_NaN());
+  return x;
+}
+
+struct ExtremumGradCase {
+  std::string op;
+  DType gradType, fwdType;
+  std::vector<Dims> shapes;
+  std::vector<int64_t> indices;
+  bool hideForward = false;
+};
+
+/// Runs the fused ExtremumGrads and their expansion on the CPU backend and
+/// compares Y and every dXi byte for byte; returns how many elements of Y
+/// tie between two or more inputs, so a case can show it tests the split.
+int64_t expectSameExtremumGrad(const ExtremumGradCase &c) {
+  Dims full = toDims({4, 3});
+  auto fused = extremumGradStep(c.op, c.gradType, c.fwdType, c.shapes, full,
+                                c.indices, c.hideForward);
+  auto expanded = extremumGradStep(c.op, c.gradType, c.fwdType, c.shapes, full,
+                                   c.indices, c.hideForward);
+  std::string label =
+      c.op + " of " + std::to_string(c.shapes.size()) + " inputs, indices";
+  for (int64_t i : c.indices)
+    label += " " + std::to_string(i);
+  label += std::string(c.hideForward ? ", Y hidden" : "") + ", dY " +
+           dtypeName(c.gradType) + ", X " + dtypeName(c.fwdType);
+  EXPECT_EQ(expandVariadicMpcOps(*expanded), c.indices.size()) << label;
+  size_t comparisons = 0;
+  for (const auto &n : expanded->nodes()) {
+    EXPECT_NE(n->domain(), kMpcDomain) << label << ": " << n->opType();
+    comparisons += n->opType() == "Equal" ? 1 : 0;
+  }
+  // The gradients of one Max/Min share its comparisons.
+  EXPECT_EQ(comparisons, c.shapes.size()) << label;
+  Tensor dY(c.gradType, {4, 3});
+  for (int64_t i = 0; i < 12; ++i) // 1/3 and 1/2 shares round in fp16
+    dY.setFromDouble(i, std::sin(i + 1.0) * 7.0 + 0.001 * double(i));
+  std::vector<Tensor> xs;
+  for (size_t k = 0; k < c.shapes.size(); ++k)
+    xs.push_back(tiedValues(c.fwdType, c.shapes[k], k));
+  auto run = [&](const Graph &g) {
+    std::unique_ptr<Backend> cpu = createCpuBackend();
+    Executor exec(g, *cpu);
+    exec.setInput("dY", dY);
+    for (size_t k = 0; k < xs.size(); ++k)
+      exec.setInput("x" + std::to_string(k), xs[k]);
+    exec.run();
+    std::vector<Tensor> outputs;
+    for (const Value *v : g.outputs())
+      outputs.push_back(exec.output(v->name()));
+    return outputs;
+  };
+  std::vector<Tensor> want = run(*fused), got = run(*expanded);
+  for (size_t o = 0; o < want.size(); ++o) {
+    EXPECT_EQ(expanded->outputs()[o]->name(), fused->outputs()[o]->name())
+        << label; // the outputs keep their names
+    const Tensor &w = want[o], &h = got[o];
+    if (h.dtype != w.dtype || h.numel() != w.numel() || w.numel() != 12) {
+      ADD_FAILURE() << label << ": output " << o << " has another type";
+      return 0;
+    }
+    size_t size = w.byteSize() / size_t(w.numel());
+    for (int64_t i = 0; i < w.numel(); ++i)
+      EXPECT_EQ(std::memcmp(h.data<char>() + size_t(i) * size,
+                            w.data<char>() + size_t(i) * size, size),
+                0)
+          << label << ": output " << o << "[" << i << "] is "
+          << h.getAsDouble(i) << ", the kernel's " << w.getAsDouble(i);
+  }
+  // Ties: positions where two or more inputs (broadcast) equal Y.
+  int64_t tied = 0;
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t col = 0; col < 3; ++col) {
+      double y = want[0].getAsDouble(r * 3 + col);
+      int equal = 0;
+      for (size_t k = 0; k < xs.size(); ++k) {
+        int64_t rows = c.shapes[k][0].value, cols = c.shapes[k][1].value;
+        int64_t at = (rows == 1 ? 0 : r) * cols + (cols == 1 ? 0 : col);
+        equal += xs[k].getAsDouble(at) == y ? 1 : 0;
+      }
+      tied += equal >= 2 ? 1 : 0;
+    }
+  return tied;
+}
+
+TEST(ExpandVariadic, ExtremumGradSplitsTiesLikeTheKernel) {
+  const Dims nc = toDims({4, 3}), row = toDims({1, 3}), col = toDims({4, 1});
+  const DType f16 = DType::F16, f32 = DType::F32, f64 = DType::F64;
+  for (const char *op : {"Max", "Min"}) {
+    std::vector<ExtremumGradCase> cases = {
+        {op, f32, f32, {nc, row}, {0}},
+        {op, f32, f32, {nc, row}, {1}},
+        {op, f32, f32, {row, nc, col}, {0}},
+        {op, f32, f32, {row, nc, col}, {2}},
+        {op, f16, f16, {nc, row}, {0}},
+        {op, f16, f16, {nc, row}, {1}},
+        {op, f16, f16, {row, nc, col}, {0}},
+        {op, f16, f16, {row, nc, col}, {2}},
+        {op, f64, f64, {nc, row, col}, {0}},
+        {op, f64, f64, {nc, row, col}, {2}},
+        // Every input's gradient, as the gradient rule emits them.
+        {op, f32, f32, {row, nc, col}, {0, 1, 2}},
+        {op, f16, f16, {nc, row}, {0, 1}},
+        // autocast can leave an fp32 gradient meeting fp16 activations.
+        {op, f32, f16, {nc, row, col}, {1}},
+        // Y of unknown origin: compared as given, converted.
+        {op, f16, f16, {row, nc, col}, {0, 2}, true},
+        {op, f32, f32, {nc, row}, {0, 1}, true},
+    };
+    for (const auto &c : cases)
+      EXPECT_GT(expectSameExtremumGrad(c), 0)
+          << op << ": the data has no ties to split";
+  }
+}
+
+TEST(ExpandVariadic, RefusesAnExtremumGradIndexOutOfRange) {
+  Graph g("g");
+  Value *dY = g.addInput("dY", DType::F32, toDims({2}));
+  Value *y = g.addInput("y", DType::F32, toDims({2}));
+  Value *x = g.addInput("x", DType::F32, toDims({2}));
+  Node *n = g.createNode("ExtremumGrad", {dY, y, x, x}, 1, "grad", kMpcDomain);
+  n->setAttr("index", Attribute::ofInt(2));
   g.addOutput(n->output(0));
   EXPECT_THROW(expandVariadicMpcOps(g), Error);
 }
