@@ -69,6 +69,9 @@ while [ $# -gt 0 ]; do
 done
 
 targets=(mpc-opt mpc-run mpc-backend-ops mpc-gpu-gemm mpc-gpu-optimizer mpc-onnx-node)
+# mpc-run's CUDA backend, which it loads from beside itself (building mpc-run
+# builds it); it travels in the bundle with the binaries.
+plugin=libmpc_cuda_backend.so
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
@@ -90,7 +93,7 @@ if [ -n "$bundle" ]; then
     exit 1
   fi
   mkdir -p "$dir/mpc/bin" "$dir/mpc/lib"
-  for t in "${targets[@]}"; do
+  for t in "${targets[@]}" "$plugin"; do
     cp "$build-bundle/bin/$t" "$dir/mpc/bin/"
     strip "$dir/mpc/bin/$t"
   done
@@ -98,7 +101,7 @@ if [ -n "$bundle" ]; then
   # driver or the CUDA toolkit's own (cuBLASLt alone is half a gigabyte),
   # nor cuDNN: libcudnn.so.9 is a small loader of sub-libraries (half a
   # gigabyte) that ldd does not list, so the GPU machine needs cuDNN 9.
-  for t in "${targets[@]}"; do ldd "$build-bundle/bin/$t"; done |
+  for t in "${targets[@]}" "$plugin"; do ldd "$build-bundle/bin/$t"; done |
     awk '$3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libcudnn)\.so' |
     while read -r lib; do cp -L "$lib" "$dir/mpc/lib/"; done
@@ -183,7 +186,7 @@ if [ -n "$prebuilt" ]; then
   # pip's CUDA wheels, where the image has them instead of a toolkit.
   pylibs=$(python3 -c 'import nvidia, os; r = list(nvidia.__path__)[0]; print(":".join(os.path.join(r, d, "lib") for d in os.listdir(r) if os.path.isdir(os.path.join(r, d, "lib"))))' 2>/dev/null || true)
   export LD_LIBRARY_PATH=$unpack/mpc/lib:$cudalibs${pylibs:+:$pylibs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  missing=$(for t in "${targets[@]}"; do ldd "$bin/$t"; done | grep 'not found' | sort -u || true)
+  missing=$(for t in "${targets[@]}" "$plugin"; do ldd "$bin/$t"; done | grep 'not found' | sort -u || true)
   if [ -n "$missing" ]; then
     echo "gpu-check: the prebuilt binaries miss libraries here:" >&2
     echo "$missing" >&2

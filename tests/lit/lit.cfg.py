@@ -26,3 +26,8 @@ if shutil.which("dot"):
 # A CUDA device is present (tests that expect "no GPU" mark UNSUPPORTED).
 if os.path.exists("/dev/nvidiactl"):
     config.available_features.add("cuda-device")
+# A CUDA build: mpc-run loads its CUDA backend from a plugin; %cudatestlibs
+# holds a fake CUDA driver and a plugin of another build for its tests.
+if config.mpc_cuda_plugin:
+    config.available_features.add("cuda-plugin")
+config.substitutions.append(("%cudatestlibs", config.mpc_cuda_test_libs))

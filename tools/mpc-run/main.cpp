@@ -7,7 +7,7 @@
 // one line and exit 1.
 #include "passes/onnx/onnx_io.h"
 #include "passes/support/diagnostics.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/plugin_loader.h"
 #include "runtime/inference.h"
 #include "runtime/memory_limit.h"
 #include "runtime/trainer.h"
@@ -277,18 +277,24 @@ std::string resolveDevice(std::string device) {
 /// The backend the device names; auto is cuda when this build has the CUDA
 /// backend and a usable GPU is there (what a user of a GPU machine
 /// expects), else cpu; cuda that cannot be had is an error saying why (no
-/// CUDA in this build, no driver, no device).
+/// CUDA in this build, no driver, no device, no loadable plugin). cpu never
+/// loads the CUDA backend's plugin (runtime/cuda/plugin_loader.h).
 std::unique_ptr<Backend> makeBackend(const std::string &device,
                                      const CudaBackendOptions &options = {}) {
   if (device == "cpu")
     return createCpuBackend();
-  std::string whyNot;
-  std::unique_ptr<Backend> backend = createCudaBackend(whyNot, options);
-  if (backend)
-    return backend;
-  if (device == "auto")
-    return createCpuBackend();
-  throw Error("--device=cuda: " + whyNot + " (use --device=cpu)");
+  CudaBackendAttempt cuda = loadCudaBackend(options);
+  if (cuda.backend)
+    return std::move(cuda.backend);
+  if (device == "cuda")
+    throw Error("--device=cuda: " + cuda.whyNot + " (use --device=cpu)");
+  // auto: the CPU, silently where there is no usable GPU; a GPU whose
+  // plugin is missing or broken is an installation problem to point out.
+  if (cuda.pluginProblem)
+    std::fprintf(stderr,
+                 "mpc-run: note: --device=auto: %s; running on the cpu\n",
+                 cuda.whyNot.c_str());
+  return createCpuBackend();
 }
 
 /// --infer: reads the input files, runs the main graph, writes the outputs.
@@ -485,7 +491,7 @@ int run(const Flags &f) {
       samplesPerSec, formatBytes(trainer.arenaPeakBytes()).c_str(),
       backend->name().c_str(), trainer.arenaPeakBytes(), trainer.peakBytes());
   if (onCuda && !f.quiet) {
-    CudaMemoryStats s = cudaMemoryStats(*backend);
+    CudaMemoryStats s = loadedCudaMemoryStats(*backend);
     std::fprintf(stderr,
                  "cuda: %s step, %zu device allocations, %zu graph captures, "
                  "%zu graph replays\n",
