@@ -34,7 +34,10 @@ Trains MODEL, a training step compiled by mpc-opt.
   --device=cpu|cuda|auto  backend (default auto, or $MPC_DEVICE when set:
                           cuda when this build has the CUDA backend and a
                           usable GPU is there, else cpu); cuda needs a CUDA
-                          build and a GPU, and fails naming why otherwise
+                          build and a GPU, and fails naming why otherwise;
+                          a CUDA build's backend is the plugin
+                          libmpc_cuda_backend.so beside mpc-run (or
+                          $MPC_CUDA_PLUGIN), loaded only for cuda and auto
   --steps=N               steps to run (default 100; after --resume: N more);
                           optimizer steps of K micro-batches each for a model
                           compiled with --grad-accum=K
