@@ -72,6 +72,25 @@ MODELS = {
 }
 
 
+def save_classifier(work, name, nodes, inits, batch, x, y):
+    """Saves graph `name`: inputs x (float, a batch of x's samples) and y
+    (int64 labels), output the scalar loss; and the data set (x, y).
+    Returns (model path, data path)."""
+    from onnx import helper as oh
+    graph = oh.make_graph(
+        nodes, name,
+        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT,
+                                   [batch] + list(x.shape[1:])),
+         oh.make_tensor_value_info("y", onnx.TensorProto.INT64, [batch])],
+        [oh.make_tensor_value_info("loss", onnx.TensorProto.FLOAT, [])], inits)
+    model = os.path.join(work, name + ".onnx")
+    data = os.path.join(work, name + "_data.npz")
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]),
+              model)
+    np.savez(data, x=x, y=y)
+    return model, data
+
+
 def window_cnn(work):
     """A CNN with a SAME_UPPER strided Conv, LeakyRelu, a ceil_mode MaxPool
     with pads, a grouped Conv with uneven pads and an AveragePool with
@@ -99,18 +118,9 @@ def window_cnn(work):
         oh.make_node("Reshape", ["p2", "flat"], ["f"]),
         oh.make_node("Gemm", ["f", "wf", "bf"], ["logits"]),
         oh.make_node("SoftmaxCrossEntropyLoss", ["logits", "y"], ["loss"])]
-    graph = oh.make_graph(
-        nodes, "window_cnn",
-        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [8, 3, 13, 11]),
-         oh.make_tensor_value_info("y", onnx.TensorProto.INT64, [8])],
-        [oh.make_tensor_value_info("loss", onnx.TensorProto.FLOAT, [])], inits)
-    model = os.path.join(work, "window_cnn.onnx")
-    data = os.path.join(work, "window_cnn_data.npz")
-    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]),
-              model)
-    np.savez(data, x=rng.standard_normal([64, 3, 13, 11]).astype(np.float32),
-             y=rng.integers(0, 5, [64]).astype(np.int64))
-    return model, data
+    x = rng.standard_normal([64, 3, 13, 11]).astype(np.float32)
+    y = rng.integers(0, 5, [64]).astype(np.int64)
+    return save_classifier(work, "window_cnn", nodes, inits, 8, x, y)
 
 
 def extremum_mlp(work):
@@ -143,18 +153,9 @@ def extremum_mlp(work):
         oh.make_node("Max", ["z", "zero"], ["r"]),
         oh.make_node("Gemm", ["r", "wf", "bf"], ["logits"]),
         oh.make_node("SoftmaxCrossEntropyLoss", ["logits", "y"], ["loss"])]
-    graph = oh.make_graph(
-        nodes, "extremum_mlp",
-        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [16, 8]),
-         oh.make_tensor_value_info("y", onnx.TensorProto.INT64, [16])],
-        [oh.make_tensor_value_info("loss", onnx.TensorProto.FLOAT, [])], inits)
-    model = os.path.join(work, "extremum_mlp.onnx")
-    data = os.path.join(work, "extremum_mlp_data.npz")
-    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]),
-              model)
-    np.savez(data, x=rng.standard_normal([64, 8]).astype(np.float32),
-             y=rng.integers(0, 4, [64]).astype(np.int64))
-    return model, data
+    x = rng.standard_normal([64, 8]).astype(np.float32)
+    y = rng.integers(0, 4, [64]).astype(np.int64)
+    return save_classifier(work, "extremum_mlp", nodes, inits, 16, x, y)
 
 
 # Models the test builds itself: name -> builder(work) -> (model, data).
