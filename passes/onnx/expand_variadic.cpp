@@ -192,8 +192,7 @@ Value *extremumToCompare(Builder &b, const Node &n,
   if (!converted)
     return y;
   const Node *fwd = y->producer();
-  bool sameOperands = fwd && fwd->domain().empty() &&
-                      (fwd->opType() == "Max" || fwd->opType() == "Min") &&
+  bool sameOperands = fwd && (fwd->isOp("", "Max") || fwd->isOp("", "Min")) &&
                       std::equal(fwd->inputs().begin(), fwd->inputs().end(),
                                  n.inputs().begin() + 2, n.inputs().end());
   if (sameOperands)

@@ -6,7 +6,8 @@
 // checkpoint) survives. Writes that must also survive a power cut (training
 // state: checkpoints) are fsynced before the rename; a compiler's outputs,
 // which are made again from their inputs, are not (as clang's and LLVM's
-// tools do not): the fsync was ~15-20 ms of a 64-layer compile's ~250.
+// tools do not): on a new 64-layer step file the fsync took 17-26 ms
+// (`strace -T -e trace=fsync`) of a ~214 ms compile.
 #pragma once
 
 #include <cstddef>
