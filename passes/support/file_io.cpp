@@ -28,10 +28,38 @@ bool writeAll(int fd, const void *data, size_t size, const std::string &path,
   return true;
 }
 
+namespace {
+
+bool writeInPlace(const std::string &path,
+                  const std::function<bool(int fd, std::string &error)> &fill,
+                  std::string &error) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = path + ": cannot open for writing: " + std::strerror(errno);
+    return false;
+  }
+  bool ok = fill(fd, error);
+  if (::close(fd) != 0 && ok) {
+    error = path + ": write error: " + std::strerror(errno);
+    ok = false;
+  }
+  return ok;
+}
+
+} // namespace
+
 bool writeFileAtomically(
     const std::string &path,
     const std::function<bool(int fd, std::string &error)> &fill,
     std::string &error, Fsync fsync) {
+  // An existing target that is not a regular file (/dev/null, /dev/stdout, a
+  // FIFO) is written where it is: renaming a temp over it would replace the
+  // device or pipe with a plain file, and it has no previous contents to
+  // protect.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) &&
+      !S_ISDIR(st.st_mode))
+    return writeInPlace(path, fill, error);
   // The pid keeps two processes writing the same target from sharing a temp.
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -3,10 +3,12 @@
 // Writes go to a temporary file in the same folder, then are renamed over the
 // target: a failed or killed writer or a full disk never leaves a partial
 // file at the target path, and the previous file (e.g. the last good
-// checkpoint) survives. Writes that must also survive a power cut (training
-// state: checkpoints) are fsynced before the rename; a compiler's outputs,
-// which are made again from their inputs, are not (as clang's and LLVM's
-// tools do not): on a new 64-layer step file the fsync took 17-26 ms
+// checkpoint) survives. A target that exists and is not a regular file
+// (/dev/null, a FIFO) is written in place instead, so it stays what it is.
+// Writes that must also survive a power cut (training state: checkpoints) are
+// fsynced before the rename; a compiler's outputs, which are made again from
+// their inputs, are not (as clang's and LLVM's tools do not): on a new 64-layer
+// step file the fsync took 17-26 ms
 // (`strace -T -e trace=fsync`) of a ~214 ms compile.
 #pragma once
 

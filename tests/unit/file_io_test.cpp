@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <ostream>
 #include <string>
 #include <sys/stat.h>
@@ -96,6 +97,30 @@ TEST_P(FileIoTest, AMissingFolderIsOneLineNamingTheFile) {
   EXPECT_EQ(error.rfind(path + ": cannot create ", 0), 0u) << error;
   EXPECT_EQ(error.find('\n'), std::string::npos);
   EXPECT_TRUE(entries().empty());
+}
+
+// Renaming a temp over a FIFO (or /dev/null, as `mpc-opt -o /dev/null` once
+// did as root) would replace it with a plain file; it is written in place.
+TEST_P(FileIoTest, AFifoIsWrittenInPlaceAndStaysAFifo) {
+  std::string path = dir_ + "/pipe", error;
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  // The read end is opened first (without blocking) and the bytes fit in the
+  // pipe's buffer, so the write neither waits for a reader nor, when it goes
+  // elsewhere, leaves this test waiting.
+  int readEnd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(readEnd, 0);
+  std::string sent(1000, 'p');
+  bool ok =
+      writeFileAtomically(path, sent.data(), sent.size(), error, GetParam());
+  std::string received(2 * sent.size(), '\0');
+  ssize_t got = ::read(readEnd, received.data(), received.size());
+  ::close(readEnd);
+  ASSERT_TRUE(ok) << error;
+  EXPECT_EQ(received.substr(0, got > 0 ? size_t(got) : 0), sent);
+  struct stat st {};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(entries(), std::vector<std::string>{"pipe"});
 }
 
 INSTANTIATE_TEST_SUITE_P(SyncedAndNot, FileIoTest,
