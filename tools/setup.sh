@@ -22,10 +22,13 @@ packages=(
 # ONNX Runtime runs the --emit=step model in tests/ort (ctest ort-step, which
 # skips without it): from PyPI for the python3 on PATH, once; a machine that
 # cannot reach PyPI only loses that test.
-if command -v python3 >/dev/null && ! python3 -c 'import onnxruntime' 2>/dev/null; then
-  echo "setup: pip install onnxruntime (for the ort-step test)"
-  python3 -m pip install -q --disable-pip-version-check onnxruntime >/dev/null 2>&1 ||
-    echo "setup: could not install onnxruntime; ort-step will be skipped"
+# The test also builds its models with the onnx package and numpy, so all
+# three must import (onnxruntime alone left the test skipped on a fresh
+# machine: its wheel does not bring onnx).
+if command -v python3 >/dev/null && ! python3 -c 'import onnxruntime, onnx, numpy' 2>/dev/null; then
+  echo "setup: pip install onnxruntime onnx numpy (for the ort-step test)"
+  python3 -m pip install -q --disable-pip-version-check onnxruntime onnx numpy >/dev/null 2>&1 ||
+    echo "setup: could not install onnxruntime and onnx; ort-step will be skipped"
 fi
 
 missing=()
