@@ -149,9 +149,10 @@ void checkParameter(const Value &p, const Value &grad) {
                 p.name() + "' has shape " + dimsToString(p.dims));
 }
 
-/// Zeros of p's dtype and shape: a fresh moment buffer.
+/// Zeros of p's dtype and shape: a fresh moment buffer (untouched zero
+/// pages until something writes it: the export leaves holes for them).
 Tensor zerosLike(const Value &p) {
-  return Tensor(p.dtype, p.initializer()->dims);
+  return Tensor::zeros(p.dtype, p.initializer()->dims);
 }
 
 Attribute floatAttr(double v) { return Attribute::ofFloat(float(v)); }

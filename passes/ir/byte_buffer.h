@@ -1,18 +1,25 @@
-// ByteBuffer: a tensor's bytes, either owned or a view into memory someone
-// else owns (the executor's arena, runtime/arena.h).
+// ByteBuffer: a tensor's bytes, either owned, a view into memory someone
+// else owns (the executor's arena, runtime/arena.h), or held: memory kept
+// alive by a shared owner the buffer holds a reference to (a model's raw data
+// taken over from its parsed protobuf, untouched zero pages; see
+// passes/ir/zero_pages.h).
 //
 // It has the std::vector<uint8_t> calls tensors have always used (data, size,
 // resize, assign, begin/end, []), so code that fills a tensor does not care
 // where the bytes live. The one difference is on purpose: assigning bytes of
 // the same size to a view copies them into the view, so a kernel writing
 // `y.bytes = x.bytes` into an arena-backed output stays in its planned place.
-// Anything that changes a view's size detaches it into owned storage (the
-// executor notices such an output and moves it back into the arena).
+// Anything that changes a view's or held buffer's size detaches it into owned
+// storage (the executor notices such an output and moves it back into the
+// arena). Held bytes are this buffer's alone to write (the owner is shared
+// only to keep the memory mapped or allocated), so writing through data()
+// needs no detach.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -32,6 +39,17 @@ public:
     return b;
   }
 
+  /// `size` bytes at `p`, which `keeper` keeps valid (and no one else
+  /// writes) for as long as the buffer holds it.
+  static ByteBuffer held(uint8_t *p, size_t size,
+                         std::shared_ptr<const void> keeper) {
+    ByteBuffer b;
+    b.data_ = p;
+    b.size_ = size;
+    b.keeper_ = std::move(keeper);
+    return b;
+  }
+
   ByteBuffer(const ByteBuffer &o)
       : owned_(o.data_, o.data_ + o.size_) { // copies are always owned
     sync();
@@ -48,6 +66,7 @@ public:
     }
     owned_.assign(o.data_, o.data_ + o.size_);
     isView_ = false;
+    keeper_.reset();
     sync();
     return *this;
   }
@@ -55,12 +74,14 @@ public:
     if (this == &o)
       return *this;
     owned_ = std::move(o.owned_);
+    keeper_ = std::move(o.keeper_);
     data_ = o.data_;
     size_ = o.size_;
     isView_ = o.isView_;
-    if (!isView_)
+    if (!isView_ && !keeper_)
       sync();
     o.owned_.clear();
+    o.keeper_.reset();
     o.data_ = nullptr;
     o.size_ = 0;
     o.isView_ = false;
@@ -82,6 +103,8 @@ public:
   }
 
   bool isView() const { return isView_; }
+  /// True while the bytes are held through a shared owner (held()).
+  bool isHeld() const { return keeper_ != nullptr; }
   uint8_t *data() { return data_; }
   const uint8_t *data() const { return data_; }
   size_t size() const { return size_; }
@@ -100,7 +123,7 @@ public:
         std::memset(data_, v, n);
       return;
     }
-    detach();
+    forget();
     owned_.assign(n, v);
     sync();
   }
@@ -111,31 +134,38 @@ public:
         std::memcpy(data_, tmp.data(), size_);
       return;
     }
-    detach();
+    forget();
     owned_ = std::move(tmp);
     sync();
   }
   void resize(size_t n, uint8_t v = 0) {
-    if (isView_ && n == size_)
+    if ((isView_ || keeper_) && n == size_)
       return;
     detach();
     owned_.resize(n, v);
     sync();
   }
   void clear() {
-    detach();
+    forget();
     owned_.clear();
     sync();
   }
 
 private:
-  /// A view becomes owned storage holding the same bytes.
+  /// A view or held buffer becomes owned storage holding the same bytes.
   void detach() {
-    if (!isView_)
+    if (!isView_ && !keeper_)
       return;
     owned_.assign(data_, data_ + size_);
     isView_ = false;
+    keeper_.reset();
     sync();
+  }
+  /// Lets go of a view or held bytes without copying them (they are about
+  /// to be replaced); owned storage is left as it is.
+  void forget() {
+    isView_ = false;
+    keeper_.reset();
   }
   void sync() {
     data_ = owned_.data();
@@ -143,6 +173,7 @@ private:
   }
 
   std::vector<uint8_t> owned_;
+  std::shared_ptr<const void> keeper_; ///< set for held bytes only
   uint8_t *data_ = nullptr;
   size_t size_ = 0;
   bool isView_ = false;

@@ -1,5 +1,6 @@
 // Host tensor helpers: element access in any dtype, casts, small constructors.
 #include "passes/ir/tensor.h"
+#include "passes/ir/zero_pages.h"
 
 #include "kernels/common/half.h"
 #include "passes/support/diagnostics.h"
@@ -53,6 +54,14 @@ size_t checkedByteSize(DType t, const std::vector<int64_t> &dims) {
 
 Tensor::Tensor(DType t, std::vector<int64_t> d) : dtype(t), dims(std::move(d)) {
   bytes.assign(checkedByteSize(dtype, dims), 0);
+}
+
+Tensor Tensor::zeros(DType t, std::vector<int64_t> dims) {
+  Tensor z;
+  z.dtype = t;
+  z.dims = std::move(dims);
+  z.bytes = zeroBytes(checkedByteSize(t, z.dims));
+  return z;
 }
 
 void Tensor::allocate(DType t, const std::vector<int64_t> &d, bool zero) {

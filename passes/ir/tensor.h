@@ -59,6 +59,9 @@ struct Tensor {
   /// fp16/bf16).
   Tensor castTo(DType t) const;
 
+  /// Zeros of this type and shape whose large buffers cost no memory until
+  /// written (passes/ir/zero_pages.h): optimizer state a compiler writes out.
+  static Tensor zeros(DType t, std::vector<int64_t> dims);
   static Tensor scalar(DType t, double v);
   static Tensor fromFloats(const std::vector<int64_t> &dims,
                            const std::vector<float> &v);

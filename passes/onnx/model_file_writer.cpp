@@ -28,8 +28,11 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include <sys/stat.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -44,23 +47,40 @@ namespace {
 using google::protobuf::io::CodedOutputStream;
 using google::protobuf::io::StringOutputStream;
 
+/// True when all `size` bytes at p are zero.
+bool allZero(const uint8_t *p, size_t size) {
+  // Byte i equals byte i + 1 for all i, and the first is zero.
+  return size == 0 || (p[0] == 0 && std::memcmp(p, p + 1, size - 1) == 0);
+}
+
 /// Buffered writes to a file descriptor. Small pieces are copied into a
 /// buffer; large ones (the tensors' bytes, the serialized nodes) are only
 /// referenced and go to the file with the buffered ones in one writev.
+/// In a regular file, long runs of zero blocks in tensor data (optimizer
+/// moments that start at zero: most of an Adam step's bytes) are skipped
+/// with lseek instead of written, leaving holes that read back as zeros:
+/// the page cache gets no pages for them and the disk no blocks.
 class FileSink {
 public:
   FileSink(int fd, const std::string &path) : fd_(fd), path_(path) {
     buffer_.reserve(kBlock);
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        ::lseek(fd, 0, SEEK_CUR) == 0) {
+      holeBlock_ = st.st_blksize > 0 ? size_t(st.st_blksize) : 4096;
+      holes_ = true;
+    }
   }
   /// Copies the bytes.
   void put(const void *data, size_t size) {
     if (buffer_.size() + size > kBlock)
       flush();
-    if (pieces_.empty() || !pieces_.back().buffered)
-      pieces_.push_back({nullptr, buffer_.size(), 0, true});
+    if (pieces_.empty() || pieces_.back().kind != Piece::Buffered)
+      pieces_.push_back({nullptr, buffer_.size(), 0, Piece::Buffered});
     const char *p = static_cast<const char *>(data);
     buffer_.insert(buffer_.end(), p, p + size);
     pieces_.back().size += size;
+    queued_ += size;
   }
   void put(const std::string &bytes) { put(bytes.data(), bytes.size()); }
   /// Writes the bytes in place: they must stay as they are until the next
@@ -72,10 +92,42 @@ public:
     }
     if (pieces_.size() >= kMaxPieces)
       flush();
-    pieces_.push_back({static_cast<const char *>(data), 0, size, false});
+    pieces_.push_back(
+        {static_cast<const char *>(data), 0, size, Piece::Referenced});
+    queued_ += size;
   }
   void putStable(const std::string &bytes) {
     putStable(bytes.data(), bytes.size());
+  }
+  /// putStable for tensor data: zero bytes that cover whole blocks of the
+  /// file become holes where the file allows.
+  void putData(const uint8_t *data, size_t size) {
+    if (!holes_ || size < holeBlock_) {
+      putStable(data, size);
+      return;
+    }
+    size_t pending = 0; // start of the bytes not yet queued
+    // The first block boundary of the file within the data.
+    size_t b = (holeBlock_ - queued_ % holeBlock_) % holeBlock_;
+    while (b + holeBlock_ <= size) {
+      if (!allZero(data + b, holeBlock_)) {
+        b += holeBlock_;
+        continue;
+      }
+      size_t e = b + holeBlock_;
+      while (e + holeBlock_ <= size && allZero(data + e, holeBlock_))
+        e += holeBlock_;
+      if (b > pending)
+        putStable(data + pending, b - pending);
+      if (pieces_.size() >= kMaxPieces)
+        flush();
+      pieces_.push_back({nullptr, 0, e - b, Piece::Hole});
+      queued_ += e - b;
+      pending = e;
+      b = e;
+    }
+    if (size > pending)
+      putStable(data + pending, size - pending);
   }
   void varint(uint64_t v) {
     uint8_t b[10];
@@ -99,20 +151,49 @@ private:
   static constexpr size_t kMaxPieces = 1024;
 
   struct Piece {
-    const char *data; ///< nullptr: in the buffer, at `offset`
-    size_t offset;
+    enum Kind { Buffered, Referenced, Hole };
+    const char *data; ///< Referenced: the bytes
+    size_t offset;    ///< Buffered: where in buffer_
     size_t size;
-    bool buffered;
+    Kind kind;
   };
 
   bool writePieces() {
     std::vector<iovec> iov;
     iov.reserve(pieces_.size());
-    for (const Piece &p : pieces_)
-      if (p.size)
-        iov.push_back({const_cast<char *>(p.buffered ? buffer_.data() + p.offset
-                                                     : p.data),
+    bool endsInHole = false;
+    for (const Piece &p : pieces_) {
+      if (p.kind == Piece::Hole) {
+        if (!writeIov(iov))
+          return false;
+        iov.clear();
+        if (::lseek(fd_, off_t(p.size), SEEK_CUR) < 0) {
+          error_ = path_ + ": write error: " + std::strerror(errno);
+          return false;
+        }
+        endsInHole = true;
+        continue;
+      }
+      if (p.size) {
+        iov.push_back({const_cast<char *>(p.kind == Piece::Buffered
+                                              ? buffer_.data() + p.offset
+                                              : p.data),
                        p.size});
+        endsInHole = false;
+      }
+    }
+    if (!writeIov(iov))
+      return false;
+    // A hole at the end of what is written so far: the file must still be
+    // as long as what was queued (what follows, if anything, is appended).
+    if (endsInHole && ::ftruncate(fd_, off_t(queued_)) != 0) {
+      error_ = path_ + ": write error: " + std::strerror(errno);
+      return false;
+    }
+    return true;
+  }
+
+  bool writeIov(std::vector<iovec> &iov) {
     size_t at = 0;
     while (at < iov.size()) {
       ssize_t n = ::writev(fd_, iov.data() + at,
@@ -139,6 +220,11 @@ private:
   const std::string &path_;
   std::vector<char> buffer_;
   std::vector<Piece> pieces_;
+  /// Bytes queued since the start of the file: the file offset once all
+  /// pieces are written.
+  size_t queued_ = 0;
+  bool holes_ = false;
+  size_t holeBlock_ = 4096;
   bool ok_ = true;
   std::string error_;
 };
@@ -358,7 +444,7 @@ struct GraphPieces {
       out.put(initHeaders.data() + i.headerAt, i.headerSize);
       out.put(&kTensorRawDataTag, 1);
       out.varint(i.bytes->bytes.size());
-      out.putStable(i.bytes->bytes.data(), i.bytes->bytes.size());
+      out.putData(i.bytes->bytes.data(), i.bytes->bytes.size());
     }
     out.putStable(inputsOutputs);
     out.putStable(valueInfos);

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -27,6 +28,7 @@
 #include <set>
 #include <sstream>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -461,6 +463,37 @@ TEST(OnnxBinary, WriteModelFileGivesTheSerializedBytes) {
     writeModelFile(*m, path);
     EXPECT_EQ(fileBytes(path), serialize(expected));
   }
+}
+
+// Zero blocks of tensor data (optimizer moments start at zero) become holes
+// in the file: the bytes read back are the same, the disk holds none of
+// them. Zeros that do not cover a whole block of the file (the edges of a
+// run, a tensor smaller than a block) are written.
+TEST(OnnxBinary, WriteModelFileLeavesHolesForZeroBlocks) {
+  TempDir dir;
+  auto m = loadModel(kSeedModel);
+  Tensor moments = Tensor::zeros(DType::F32, {1 << 18}); // 1 MiB, held
+  EXPECT_TRUE(moments.bytes.isHeld());
+  m->graph->addInitializer("moments", std::move(moments));
+  // Zeros, one value, zeros: two runs, each cut at the file's blocks.
+  Tensor mixed(DType::F32, {3 << 14});
+  mixed.data<float>()[1 << 14] = 1.5f;
+  m->graph->addInitializer("mixed", std::move(mixed));
+  m->graph->addInitializer("small", Tensor(DType::F32, {100}));
+  onnx::ModelProto expected;
+  exportModel(*m, expected);
+  std::string path = dir.file("sparse.onnx");
+  writeModelFile(*m, path);
+  EXPECT_EQ(fileBytes(path), serialize(expected));
+  int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  off_t firstHole = ::lseek(fd, 0, SEEK_HOLE);
+  ::close(fd);
+  EXPECT_LT(firstHole, st.st_size);
+  // At least the 1 MiB of moments less a block at each edge is not stored.
+  EXPECT_LE(st.st_blocks * 512, st.st_size - (1 << 20) + 2 * 4096);
 }
 
 // writeModelFile completes the mpc nodes reading the graphs' types and names
