@@ -107,16 +107,25 @@ public:
   GraphImporter(const std::string &baseDir, const Graph *outerState)
       : baseDir_(baseDir), outer_(outerState) {}
 
-  std::unique_ptr<Graph> run(const onnx::GraphProto &gp) {
+  /// Imports `gp`. With `owned` (the same message, which the caller lets
+  /// go of afterwards) the initializers' raw_data strings become the
+  /// tensors' storage instead of being copied.
+  std::unique_ptr<Graph> run(const onnx::GraphProto &gp,
+                             onnx::GraphProto *owned = nullptr) {
     auto g = std::make_unique<Graph>(gp.name().empty() ? "graph" : gp.name());
     graph_ = g.get();
     std::unordered_set<std::string> initNames;
-    for (const auto &t : gp.initializer()) {
+    for (int i = 0; i < gp.initializer_size(); ++i) {
+      const onnx::TensorProto &t = gp.initializer(i);
       if (t.name().empty())
         throw Error("initializer with an empty name");
       if (!initNames.insert(t.name()).second)
         throw Error("initializer '" + t.name() + "' is defined twice");
-      Tensor data = loadTensor(t, "initializer '" + t.name() + "'");
+      std::string what = "initializer '" + t.name() + "'";
+      Tensor data =
+          owned && t.data_location() != onnx::TensorProto::EXTERNAL
+              ? takeTensor(std::move(*owned->mutable_initializer(i)), what)
+              : loadTensor(t, what);
       graph_->addInitializer(t.name(), std::move(data));
     }
     if (gp.sparse_initializer_size() > 0)
@@ -218,6 +227,14 @@ private:
     Tensor t;
     std::string err;
     if (!tensorFromProto(*src, t, err))
+      throw Error(what + ": " + err);
+    return t;
+  }
+
+  Tensor takeTensor(onnx::TensorProto &&tp, const std::string &what) {
+    Tensor t;
+    std::string err;
+    if (!tensorFromProto(std::move(tp), t, err))
       throw Error(what + ": " + err);
     return t;
   }
@@ -453,9 +470,14 @@ plainAttributeFromProto(const onnx::AttributeProto &a) {
   }
 }
 
-std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
-                                   const std::string &sourceName,
-                                   const std::string &baseDir) {
+namespace {
+
+/// importModel; with `owned` (the same message, let go of afterwards) the
+/// weights are taken over from it instead of copied (GraphImporter::run).
+std::unique_ptr<Model> importModelFrom(const onnx::ModelProto &proto,
+                                       onnx::ModelProto *owned,
+                                       const std::string &sourceName,
+                                       const std::string &baseDir) {
   auto model = std::make_unique<Model>();
   model->sourcePath = sourceName;
   if (!proto.has_graph())
@@ -480,7 +502,8 @@ std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
     model->metadata.emplace_back(kv.key(), kv.value());
 
   GraphImporter mainImporter(baseDir, nullptr);
-  model->graph = mainImporter.run(proto.graph());
+  model->graph =
+      mainImporter.run(proto.graph(), owned ? owned->mutable_graph() : nullptr);
   // An older opset is accepted when its ops are the same operators as at
   // kMinSupportedOpset; the model then is that opset's model, which is what
   // the passes (and nodes they add, such as Cast) and the export assume.
@@ -517,7 +540,9 @@ std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
     }
     TrainingInfo info;
     GraphImporter stepImporter(baseDir, model->graph.get());
-    info.algorithm = stepImporter.run(ti.algorithm());
+    info.algorithm = stepImporter.run(
+        ti.algorithm(),
+        owned ? owned->mutable_training_info(0)->mutable_algorithm() : nullptr);
     if (oldOpset)
       requireSemanticsUnchangedSince(*info.algorithm, importedOpset);
     for (const auto &kv : ti.update_binding()) {
@@ -545,6 +570,20 @@ std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
     lowerTrainingAlgorithm(*model);
   }
   return model;
+}
+
+} // namespace
+
+std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
+                                   const std::string &sourceName,
+                                   const std::string &baseDir) {
+  return importModelFrom(proto, nullptr, sourceName, baseDir);
+}
+
+std::unique_ptr<Model> importModel(onnx::ModelProto &&proto,
+                                   const std::string &sourceName,
+                                   const std::string &baseDir) {
+  return importModelFrom(proto, &proto, sourceName, baseDir);
 }
 
 std::unique_ptr<Model> parseModelText(const std::string &text,
@@ -607,7 +646,7 @@ std::unique_ptr<Model> loadModel(const std::string &path) {
                 "corrupt file)");
   }
   try {
-    return importModel(proto, path, dirName(path));
+    return importModel(std::move(proto), path, dirName(path));
   } catch (const Error &e) {
     throw Error(path + ": " + e.what());
   }

@@ -34,6 +34,12 @@ std::unique_ptr<Model> parseModelText(const std::string &text,
 std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
                                    const std::string &sourceName,
                                    const std::string &baseDir);
+/// The same, taking the initializers' bytes over from `proto` instead of
+/// copying them (the model's weights are not held twice); `proto` is left
+/// without them.
+std::unique_ptr<Model> importModel(onnx::ModelProto &&proto,
+                                   const std::string &sourceName,
+                                   const std::string &baseDir);
 
 /// Builds a ModelProto. Training state lives in the main graph's initializers.
 void exportModel(const Model &model, onnx::ModelProto &proto);

@@ -27,41 +27,71 @@ std::string typeName(int t) {
   return std::to_string(t);
 }
 
+/// What a TensorProto's header says, once checked.
+struct ProtoHeader {
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> dims;
+  int64_t count = 0;
+  uint64_t nbytes = 0;
+};
+
+/// Checks the data type, data location, dims and size of `p`.
+bool readHeader(const onnx::TensorProto &p, ProtoHeader &h,
+                std::string &error) {
+  std::optional<DType> dt = fromOnnxDataType(p.data_type());
+  if (!dt) {
+    error = describe(p) + ": unsupported data type " + typeName(p.data_type());
+    return false;
+  }
+  if (p.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
+    error = describe(p) + ": external data is not supported here";
+    return false;
+  }
+  if (p.has_segment()) {
+    error = describe(p) + ": segmented tensors are not supported";
+    return false;
+  }
+  std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
+  for (int64_t d : dims) {
+    if (d < 0) {
+      error = describe(p) + ": negative dimension " + std::to_string(d);
+      return false;
+    }
+  }
+  int64_t n = elementCount(dims);
+  size_t es = dtypeSize(*dt);
+  if (n < 0 || uint64_t(n) > kMaxTensorProtoBytes / es) {
+    error = describe(p) + ": shape " + dimsToString(dims) +
+            " is too large (limit " +
+            std::to_string(kMaxTensorProtoBytes >> 30) + " GiB)";
+    return false;
+  }
+  h.nbytes = uint64_t(n) * es;
+  h.dtype = *dt;
+  h.dims = std::move(dims);
+  h.count = n;
+  return true;
+}
+
+std::string rawSizeError(const onnx::TensorProto &p, const ProtoHeader &h,
+                         size_t have) {
+  return describe(p) + ": raw_data has " + std::to_string(have) +
+         " bytes, expected " + std::to_string(h.nbytes) + " for " +
+         dtypeName(h.dtype) + "[" + dimsToString(h.dims) + "]";
+}
+
 } // namespace
 
 bool tensorFromProto(const onnx::TensorProto &p, Tensor &out,
                      std::string &error) {
   try {
-    std::optional<DType> dt = fromOnnxDataType(p.data_type());
-    if (!dt) {
-      error =
-          describe(p) + ": unsupported data type " + typeName(p.data_type());
+    ProtoHeader h;
+    if (!readHeader(p, h, error))
       return false;
-    }
-    if (p.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
-      error = describe(p) + ": external data is not supported here";
-      return false;
-    }
-    if (p.has_segment()) {
-      error = describe(p) + ": segmented tensors are not supported";
-      return false;
-    }
-    std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
-    for (int64_t d : dims) {
-      if (d < 0) {
-        error = describe(p) + ": negative dimension " + std::to_string(d);
-        return false;
-      }
-    }
-    int64_t n = elementCount(dims);
-    size_t es = dtypeSize(*dt);
-    if (n < 0 || uint64_t(n) > kMaxTensorProtoBytes / es) {
-      error = describe(p) + ": shape " + dimsToString(dims) +
-              " is too large (limit " +
-              std::to_string(kMaxTensorProtoBytes >> 30) + " GiB)";
-      return false;
-    }
-    uint64_t nbytes = uint64_t(n) * es;
+    const std::optional<DType> dt = h.dtype;
+    const std::vector<int64_t> &dims = h.dims;
+    int64_t n = h.count;
+    uint64_t nbytes = h.nbytes;
     Tensor t;
     t.dtype = *dt;
     t.dims = dims;
@@ -69,9 +99,7 @@ bool tensorFromProto(const onnx::TensorProto &p, Tensor &out,
     if (p.has_raw_data()) {
       const std::string &raw = p.raw_data();
       if (raw.size() != nbytes) {
-        error = describe(p) + ": raw_data has " + std::to_string(raw.size()) +
-                " bytes, expected " + std::to_string(nbytes) + " for " +
-                dtypeName(*dt) + "[" + dimsToString(dims) + "]";
+        error = rawSizeError(p, h, raw.size());
         return false;
       }
       t.bytes.assign(raw.begin(), raw.end());
@@ -144,6 +172,37 @@ bool tensorFromProto(const onnx::TensorProto &p, Tensor &out,
       error = describe(p) + ": undefined data type";
       return false;
     }
+    out = std::move(t);
+    return true;
+  } catch (const std::exception &e) {
+    error = describe(p) + ": " + e.what();
+    return false;
+  }
+}
+
+bool tensorFromProto(onnx::TensorProto &&p, Tensor &out, std::string &error) {
+  if (!p.has_raw_data() || p.raw_data().size() < kHeldRawDataBytes)
+    return tensorFromProto(p, out, error);
+  try {
+    ProtoHeader h;
+    if (!readHeader(p, h, error))
+      return false;
+    if (p.raw_data().size() != h.nbytes) {
+      error = rawSizeError(p, h, p.raw_data().size());
+      return false;
+    }
+    // The message's string itself becomes the tensor's storage (the heap
+    // string protobuf parsed into; the model is not on an arena).
+    std::shared_ptr<std::string> raw(p.release_raw_data());
+    auto *bytes = reinterpret_cast<uint8_t *>(raw->data());
+    size_t size = raw->size();
+    if (h.dtype == DType::Bool)
+      for (size_t i = 0; i < size; ++i)
+        bytes[i] = bytes[i] != 0;
+    Tensor t;
+    t.dtype = h.dtype;
+    t.dims = std::move(h.dims);
+    t.bytes = ByteBuffer::held(bytes, size, std::move(raw));
     out = std::move(t);
     return true;
   } catch (const std::exception &e) {

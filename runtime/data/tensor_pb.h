@@ -26,6 +26,12 @@ constexpr uint64_t kMaxTensorProtoBytes = uint64_t(16) << 30;
 bool tensorFromProto(const onnx::TensorProto &p, Tensor &out,
                      std::string &error);
 
+/// The same, taking over `p`'s raw_data instead of copying it when it holds
+/// at least kHeldRawDataBytes (the tensor holds the string: no second copy
+/// of a model's weights). `p` is left without its raw_data.
+bool tensorFromProto(onnx::TensorProto &&p, Tensor &out, std::string &error);
+constexpr size_t kHeldRawDataBytes = 4096;
+
 /// Fills `p` (cleared first) with name, data_type, dims and raw_data.
 void tensorToProto(const Tensor &t, const std::string &name,
                    onnx::TensorProto &p);

@@ -675,6 +675,54 @@ TEST(TensorPb, RoundTrip) {
   std::remove(path.c_str());
 }
 
+// Taking a TensorProto over: large raw_data becomes the tensor's storage
+// (the same bytes, no copy), small raw_data and typed fields are copied as
+// before, bools are normalised either way, and the checks and their errors
+// are the same as for a copy.
+TEST(TensorPb, TakingOverRawDataHoldsTheProtosBytes) {
+  std::string err;
+  Tensor x = sample(DType::F32, {64, 33}); // 8448 bytes: held
+  onnx::TensorProto p;
+  tensorToProto(x, "w", p);
+  const char *at = p.raw_data().data();
+  Tensor y;
+  ASSERT_TRUE(tensorFromProto(std::move(p), y, err)) << err;
+  EXPECT_TRUE(y.bytes.isHeld());
+  EXPECT_EQ(reinterpret_cast<const char *>(y.bytes.data()), at);
+  EXPECT_EQ(y.bytes, x.bytes);
+  EXPECT_EQ(y.dims, x.dims);
+  EXPECT_FALSE(p.has_raw_data());
+
+  Tensor small = sample(DType::F32, {3}), z;
+  tensorToProto(small, "b", p);
+  ASSERT_TRUE(tensorFromProto(std::move(p), z, err)) << err;
+  EXPECT_FALSE(z.bytes.isHeld());
+  EXPECT_EQ(z.bytes, small.bytes);
+
+  onnx::TensorProto flags;
+  flags.set_name("mask");
+  flags.set_data_type(onnx::TensorProto_DataType_BOOL);
+  flags.add_dims(kHeldRawDataBytes);
+  std::string raw(kHeldRawDataBytes, '\0');
+  raw[7] = 2; // not a 0/1 byte: read as true
+  flags.set_raw_data(raw);
+  Tensor mask;
+  ASSERT_TRUE(tensorFromProto(std::move(flags), mask, err)) << err;
+  EXPECT_TRUE(mask.bytes.isHeld());
+  EXPECT_EQ(mask.bytes[7], 1);
+  EXPECT_EQ(mask.bytes[6], 0);
+
+  onnx::TensorProto bad;
+  bad.set_name("w");
+  bad.set_data_type(onnx::TensorProto_DataType_FLOAT);
+  bad.add_dims(2048);
+  bad.set_raw_data(std::string(8191, '\0'));
+  Tensor t;
+  EXPECT_FALSE(tensorFromProto(std::move(bad), t, err));
+  EXPECT_EQ(err, "tensor 'w': raw_data has 8191 bytes, expected 8192 for "
+                 "fp32[2048]");
+}
+
 TEST(TensorPb, Errors) {
   auto fails = [](const onnx::TensorProto &p) {
     Tensor t;

@@ -8,6 +8,7 @@
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
 #include "passes/support/diagnostics.h"
+#include "runtime/data/tensor_pb.h"
 
 #include "onnx/checker.h"
 #include "onnx/onnx_pb.h"
@@ -463,6 +464,34 @@ TEST(OnnxBinary, WriteModelFileGivesTheSerializedBytes) {
     writeModelFile(*m, path);
     EXPECT_EQ(fileBytes(path), serialize(expected));
   }
+}
+
+// loadModel lets its parsed message go, so the weights' bytes are taken
+// over from it rather than copied; importModel of a message the caller
+// keeps copies them and leaves the message as it was.
+TEST(OnnxBinary, LoadModelHoldsTheParsedWeightsWithoutACopy) {
+  const std::string path =
+      std::string(MPC_SOURCE_DIR) + "/models/transformer.onnx";
+  auto m = loadModel(path);
+  size_t large = 0;
+  for (const Value *init : m->graph->initializers()) {
+    const Tensor &t = *init->initializer();
+    EXPECT_EQ(t.bytes.isHeld(), t.byteSize() >= kHeldRawDataBytes)
+        << init->name();
+    large += t.byteSize() >= kHeldRawDataBytes;
+  }
+  EXPECT_GT(large, 0u);
+  onnx::ModelProto kept;
+  ASSERT_TRUE(kept.ParseFromString(fileBytes(path)));
+  std::string before = serialize(kept);
+  auto copied = importModel(kept, "transformer.onnx", ".");
+  EXPECT_EQ(serialize(kept), before);
+  for (const Value *init : copied->graph->initializers())
+    EXPECT_FALSE(init->initializer()->bytes.isHeld()) << init->name();
+  onnx::ModelProto a, b;
+  exportModel(*m, a);
+  exportModel(*copied, b);
+  EXPECT_EQ(serialize(a), serialize(b));
 }
 
 // Zero blocks of tensor data (optimizer moments start at zero) become holes
