@@ -11,7 +11,7 @@
 #include "kernels/cpu/cpu_util.h"
 #include "passes/ir/window_geometry.h"
 
-#include <cblas.h>
+#include "kernels/cpu/blas.h"
 
 #include <type_traits>
 #include <vector>
@@ -63,29 +63,6 @@ void storeAll(const Node &node, Tensor &out, const std::vector<C> &v) {
         Io::store(p, int64_t(i), typename Io::Compute(v[i]));
     }
   });
-}
-
-/// Row-major C = alpha * op(A) op(B) + beta * C on OpenBLAS (sgemm for
-/// float, dgemm for double); K == 0 leaves beta * C.
-template <typename T>
-void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,
-              const T *a, const T *b, T beta, T *c) {
-  if (m == 0 || n == 0)
-    return;
-  if (k == 0) {
-    for (int64_t i = 0; i < m * n; ++i)
-      c[i] = beta == T(0) ? T(0) : beta * c[i];
-    return;
-  }
-  int lda = int(ta ? m : k), ldb = int(tb ? k : n);
-  auto transA = ta ? CblasTrans : CblasNoTrans;
-  auto transB = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, transA, transB, int(m), int(n), int(k), alpha, a,
-                lda, b, ldb, beta, c, int(n));
-  else
-    cblas_dgemm(CblasRowMajor, transA, transB, int(m), int(n), int(k), alpha, a,
-                lda, b, ldb, beta, c, int(n));
 }
 
 /// Spatial dims (2...) of a shape.

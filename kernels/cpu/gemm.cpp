@@ -1,14 +1,14 @@
 // Matrix-product CPU kernels: Gemm, MatMul and mpc.FusedMatMul on OpenBLAS.
 //
-// fp32 and fp64 go straight to cblas_sgemm / cblas_dgemm. fp16 and bf16
-// emulate Tensor Core math: the operands are widened to fp32, multiplied with
-// fp32 accumulation (sgemm), and the result (alpha*AB + beta*C, all in fp32)
-// is rounded to the output dtype once, as cuBLAS does with an fp32 compute
-// type.
+// fp32 and fp64 go straight to sgemm / dgemm (kernels/cpu/blas.h). fp16 and
+// bf16 emulate Tensor Core math: the operands are widened to fp32, multiplied
+// with fp32 accumulation (sgemm), and the result (alpha*AB + beta*C, all in
+// fp32) is rounded to the output dtype once, as cuBLAS does with an fp32
+// compute type.
 #include "kernels/cpu/cpu_util.h"
 #include "passes/ir/mpc_ops.h"
 
-#include <cblas.h>
+#include "kernels/cpu/blas.h"
 
 #include <initializer_list>
 #include <type_traits>
@@ -70,35 +70,12 @@ int blasDim(const Node &node, int64_t v) {
   return int(v);
 }
 
-/// Row-major C = alpha * op(A) op(B) + beta * C. K == 0 is handled here
-/// because BLAS rejects a zero leading dimension.
-template <typename T>
-void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T *a,
-          const T *b, T beta, T *c) {
-  if (m == 0 || n == 0)
-    return;
-  if (k == 0) {
-    for (int64_t i = 0; i < int64_t(m) * n; ++i)
-      c[i] = beta == T(0) ? T(0) : beta * c[i];
-    return;
-  }
-  int lda = ta ? m : k, ldb = tb ? k : n;
-  auto transA = ta ? CblasTrans : CblasNoTrans;
-  auto transB = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, transA, transB, m, n, k, alpha, a, lda, b, ldb,
-                beta, c, n);
-  else
-    cblas_dgemm(CblasRowMajor, transA, transB, m, n, k, alpha, a, lda, b, ldb,
-                beta, c, n);
-}
-
 /// Where a product is computed: straight into y when y holds the compute
 /// type and shares no bytes with an operand (an output the memory plan put
 /// in place), else a scratch buffer that store() rounds into y once. Neither
 /// is zeroed: every element is written before it is read (C's broadcast
 /// where beta != 0; otherwise a BLAS call with beta 0, which never reads C,
-/// or gemm()'s own K == 0 loop).
+/// or blasGemm()'s own K == 0 loop).
 template <typename Io> class ResultBuffer {
 public:
   using C = typename Io::Compute;
@@ -186,8 +163,8 @@ void kernelGemm(KernelContext &ctx) {
               dst[j] = pc[off[0] + j * step[0]];
           });
     }
-    gemm<T>(ta, tb, blasDim(node, m), blasDim(node, n), blasDim(node, k),
-            T(alpha), va.data(), vb.data(), T(beta), r.data());
+    blasGemm<T>(ta, tb, blasDim(node, m), blasDim(node, n), blasDim(node, k),
+                T(alpha), va.data(), vb.data(), T(beta), r.data());
     r.store();
   });
 }
@@ -249,8 +226,8 @@ void matMul(KernelContext &ctx, bool ta, bool tb) {
     if (elementCount(batchB) == 1 && !ta) {
       // B is shared by every batch: one product with the batches stacked
       // into the rows of A (A is contiguous row-major).
-      gemm<T>(false, tb, blasDim(node, numBatch * m), blasDim(node, n),
-              blasDim(node, k), T(1), va.data(), vb.data(), T(0), r.data());
+      blasGemm<T>(false, tb, blasDim(node, numBatch * m), blasDim(node, n),
+                  blasDim(node, k), T(1), va.data(), vb.data(), T(0), r.data());
       r.store();
       return;
     }
@@ -259,9 +236,9 @@ void matMul(KernelContext &ctx, bool ta, bool tb) {
     const std::vector<int64_t> strides[2] = {sa, sb};
     StridedWalker<2> w(batch, strides);
     for (int64_t i = 0; i < numBatch; ++i, w.next())
-      gemm<T>(ta, tb, blasDim(node, m), blasDim(node, n), blasDim(node, k),
-              T(1), va.data() + w.offset(0) * m * k,
-              vb.data() + w.offset(1) * k * n, T(0), r.data() + i * m * n);
+      blasGemm<T>(ta, tb, blasDim(node, m), blasDim(node, n), blasDim(node, k),
+                  T(1), va.data() + w.offset(0) * m * k,
+                  vb.data() + w.offset(1) * k * n, T(0), r.data() + i * m * n);
     r.store();
   });
 }

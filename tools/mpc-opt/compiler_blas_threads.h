@@ -3,8 +3,8 @@
 
 namespace mpc {
 
-/// OpenBLAS uses one thread, and the workers its constructor started are
-/// stopped. Call first thing in main.
+/// OpenBLAS, if a constant product loads it, uses one thread. Call first
+/// thing in main, before anything could load it.
 void useOneBlasThread();
 
 } // namespace mpc
