@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Compile time (issue 8 part 1): mpc-opt's full training pipeline (fp16, dynamic loss
 # scaling, Adam) on synthetic stacks of 1, 4, 16 and 64 transformer blocks (d 64, seq 32,
-# batch 8), median of 3 runs of the whole tool (start-up and file I/O included), with the
+# batch 8), median of RUNS runs of the whole tool (start-up and file I/O included), with the
 # node counts in (forward graph) and out (training step). Goals: linear growth (64 layers
 # under 70x the 1-layer time) and over 100k nodes/s (step nodes written per second).
 # Side by side: onnxconverter-common's convert_float_to_float16 on the same forward models
 # when the package is importable. Besides the wall clock (the goal's measure) each run's CPU
 # time (user + system) is recorded: on a shared, loaded machine the wall clock includes
-# waiting for a core, the CPU time is what the tool itself costs.
+# waiting for a core, the CPU time is what the tool itself costs. Both swing by tens of
+# percent from run to run on a shared VM, so RUNS (default 7) runs give the median and the
+# fastest, and, where valgrind is installed, one callgrind run per model counts the
+# instructions the whole process executes: a number that repeats exactly, for comparing
+# builds (CALLGRIND=0 skips it; it takes ~15 s at 64 layers).
 # Usage: bench/compile_time.sh [BUILD_DIR] [RESULTS.json]
 set -euo pipefail
 name=compile_time
@@ -17,6 +21,18 @@ source "$(dirname "$0")/lib.sh"
 bin=$build/bin
 
 layers_list=(1 4 16 64)
+runs=${RUNS:-7}
+callgrind=${CALLGRIND:-1}
+if [ "$callgrind" = 1 ] && ! command -v valgrind >/dev/null; then
+  echo "valgrind is not installed: no instruction counts (apt-get install valgrind)"
+  callgrind=0
+fi
+
+# Instructions (millions) the whole process executes, counted by callgrind.
+instructions_m() {
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
+    awk '/Collected :/{printf "%.1f", $NF / 1e6}'
+}
 shape=(--d=64 --heads=4 --seq=32 --batch=8 --vocab=128 --hidden=256)
 
 # "WALL_MS CPU_MS" of one run of the command (its output is discarded): the child's user +
@@ -36,23 +52,29 @@ if ! "$PY" -c "import onnxconverter_common" 2>/dev/null; then
   have_converter=0
 fi
 
-echo "== compile time: mpc-opt --precision=fp16 --optimizer=adam, median of 3 ($(bench_machine_line))"
-printf "%-7s %10s %10s %12s %14s %14s %10s %14s %16s\n" layers in-nodes step-nodes mpc-opt-ms step-nodes/s in-nodes/s cpu-ms step-nodes/cpu-s fp16-convert-ms
+echo "== compile time: mpc-opt --precision=fp16 --optimizer=adam, median of $runs ($(bench_machine_line))"
+printf "%-7s %10s %10s %12s %10s %14s %14s %10s %14s %12s %16s\n" layers in-nodes step-nodes mpc-opt-ms min-ms step-nodes/s in-nodes/s cpu-ms step-nodes/cpu-s Minstr fp16-convert-ms
 declare -A ms cpu
 for layers in "${layers_list[@]}"; do
   model=$bench_tmp/stack$layers.onnx
   "$DEBIAN_PY" bench/make_transformer_stack.py --layers="$layers" "${shape[@]}" -o "$model"
-  runs=() cpu_runs=()
-  for _ in 1 2 3; do
+  times=() cpu_runs=()
+  for ((run = 0; run < runs; ++run)); do
     # Each run writes a new file, as a first compile does: replacing an existing
     # file on ext4 makes the rename wait for the new file's blocks to be
     # allocated and written back (its auto_da_alloc heuristic), ~20 ms at 64
     # layers that belong to the file system, not to mpc-opt.
     rm -f "$bench_tmp/stack$layers.train.onnx"
     read -r run_ms run_cpu_ms < <(time_wall_cpu_ms "$bin/mpc-opt" "$model" -o "$bench_tmp/stack$layers.train.onnx" --precision=fp16 --optimizer=adam)
-    runs+=("$run_ms") cpu_runs+=("$run_cpu_ms")
+    times+=("$run_ms") cpu_runs+=("$run_cpu_ms")
   done
-  ms[$layers]=$(median "${runs[@]}")
+  ms[$layers]=$(median "${times[@]}")
+  min_ms=$(printf '%s\n' "${times[@]}" | sort -g | head -1)
+  instr=n/a
+  if [ "$callgrind" = 1 ]; then
+    rm -f "$bench_tmp/stack$layers.train.onnx"
+    instr=$(instructions_m "$bin/mpc-opt" "$model" -o "$bench_tmp/stack$layers.train.onnx" --precision=fp16 --optimizer=adam)
+  fi
   cpu_ms=$(median "${cpu_runs[@]}")
   cpu[$layers]=$cpu_ms
   read -r in_nodes step_nodes < <("$DEBIAN_PY" -c '
@@ -66,9 +88,9 @@ print(len(fwd.graph.node), len(step.training_info[0].algorithm.node))' "$model" 
   if [ $have_converter = 1 ]; then
     conv=$("$PY" bench/fp16_convert_time.py "$model" --repeat=3)
   fi
-  printf "%-7s %10s %10s %12s %14s %14s %10s %14s %16s\n" "$layers" "$in_nodes" "$step_nodes" "${ms[$layers]}" "$step_rate" "$in_rate" "$cpu_ms" "$cpu_rate" "$conv"
+  printf "%-7s %10s %10s %12s %10s %14s %14s %10s %14s %12s %16s\n" "$layers" "$in_nodes" "$step_nodes" "${ms[$layers]}" "$min_ms" "$step_rate" "$in_rate" "$cpu_ms" "$cpu_rate" "$instr" "$conv"
   bench_record layers="$layers" input_nodes="$in_nodes" step_nodes="$step_nodes" mpc_opt_ms="${ms[$layers]}" \
-    mpc_opt_runs_ms="${runs[*]}" step_nodes_per_s="$step_rate" input_nodes_per_s="$in_rate" \
+    mpc_opt_runs_ms="${times[*]}" mpc_opt_min_ms="$min_ms" instructions_m="$instr" step_nodes_per_s="$step_rate" input_nodes_per_s="$in_rate" \
     mpc_opt_cpu_ms="$cpu_ms" mpc_opt_cpu_runs_ms="${cpu_runs[*]}" step_nodes_per_cpu_s="$cpu_rate" \
     onnxconverter_fp16_ms="$([ $have_converter = 1 ] && echo "$conv" || echo null)"
 done
