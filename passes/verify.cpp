@@ -17,11 +17,14 @@
 // (VerifyMemo, kept on the Model): one record per value, by Value::id(),
 // saying when what consumers read of it (its type after inference upstream,
 // its constant data) last changed, and on a node's first output the node's
-// revision when its type check last passed. A node whose revision, opset and
-// declared output types are as recorded, and none of whose inputs changed
-// since, would infer what it inferred then: it gets that result without
-// running its rule. Anything else (a changed node, an input retyped by hand
-// or by inference upstream, new data) runs the rule as before. Types are
+// revision when its type check last passed. A node whose revision and opset
+// are as recorded, whose outputs are declared as they were (or as what
+// inference made of them then, as infer-shapes leaves them), and none of
+// whose inputs changed since, would infer what it inferred then: it gets
+// that result without running its rule. Anything else (a changed node, an
+// input retyped by hand or by inference upstream, new data) runs the rule as
+// before; a Constant rerun at the revision it passed at has the same data,
+// so only its type tells its consumers whether to look again. Types are
 // compared, not trusted to the mutation API, since passes set a value's
 // type directly. The structural checks run in full every time; the name
 // lookups of the update bindings and metadata are remembered while the
@@ -307,8 +310,18 @@ void recordSource(GraphRecords &records, const Value &v, uint64_t epoch) {
 /// True when inference of `n` would give what it gave when it last passed:
 /// same node (revision: inputs, outputs, attributes), same opset, inputs
 /// that read as they did then (none changed since: `inputsChangedAt` is the
-/// latest change among them), outputs declared as they were. `first` is the
-/// node's first output, which holds the record (nullptr: none, no record).
+/// latest change among them), each output declared as it was or as what
+/// inference made of it then. `first` is the node's first output, which
+/// holds the record (nullptr: none, no record).
+///
+/// An output since declared as its inferred type (infer-shapes declares
+/// every output so, and verify runs right after it) infers that type again:
+/// what a rule passes to Ctx::set depends on what the record vouches for
+/// (the node's attributes and outputs present, the opset, its inputs), not
+/// on the outputs' types, and the merges Ctx::set makes into the declared
+/// type (known beats symbolic beats unknown, a rank change replaces the
+/// dims) give the same result when applied again to their own result. So
+/// the check passes as before and consumers see the same type.
 bool recordMatches(const Node &n, const Value *first, uint64_t inputsChangedAt,
                    int64_t opset, const std::vector<ValueRecord> &records) {
   if (!first)
@@ -317,9 +330,14 @@ bool recordMatches(const Node &n, const Value *first, uint64_t inputsChangedAt,
   if (r.producerRevision != n.revision() || r.opset != opset ||
       inputsChangedAt > r.checkedAt)
     return false;
-  for (const Value *o : n.outputs())
-    if (o && !sameType(records[o->id()].declared, *o))
+  for (const Value *o : n.outputs()) {
+    if (!o)
+      continue;
+    const ValueRecord &out = records[o->id()];
+    if (!sameType(out.declared, *o) &&
+        !(out.inferredDiffers && sameType(out.inferred, *o)))
       return false;
+  }
   return true;
 }
 
@@ -338,9 +356,16 @@ void checkNodeTypes(Node &n, const Value *first, uint64_t inputsChangedAt,
     for (Value *o : n.outputs()) {
       if (!o)
         continue;
-      const ValueRecord &r = records[o->id()];
+      ValueRecord &r = records[o->id()];
       if (!r.inferredDiffers)
         continue;
+      if (!sameType(r.declared, *o)) {
+        // Declared as inferred since (recordMatches): it holds what the
+        // consumers read, as it is; the record now says so.
+        std::swap(r.declared, r.inferred);
+        r.inferredDiffers = false;
+        continue;
+      }
       restore.save(o);
       o->dtype = r.inferred.dtype;
       o->hasShape = r.inferred.hasShape;
@@ -348,6 +373,11 @@ void checkNodeTypes(Node &n, const Value *first, uint64_t inputsChangedAt,
     }
     return;
   }
+  // A Constant checked last at this revision holds the data it held then
+  // (its attributes are unchanged): its consumers need not see new data.
+  bool newData =
+      n.isOp("", "Constant") &&
+      (!first || records[first->id()].producerRevision != n.revision());
   if (first) // not a valid record until the check below passes
     records[first->id()].producerRevision = 0;
   size_t base = restore.size(); // this node's outputs are saved from here on
@@ -369,15 +399,14 @@ void checkNodeTypes(Node &n, const Value *first, uint64_t inputsChangedAt,
     ++k;
   }
   // Passed: record what the consumers will read. A Constant's data may have
-  // changed with its attributes even where its type did not.
-  bool constant = n.isOp("", "Constant");
+  // changed with its attributes even where its type did not (newData).
   k = base;
   for (const Value *o : n.outputs()) {
     if (!o)
       continue;
     ValueRecord &r = records[o->id()];
     const TypeFacts &declared = restore.declared(k++);
-    if (r.changedAt == 0 || constant || !sameType(r.seen(), *o))
+    if (r.changedAt == 0 || newData || !sameType(r.seen(), *o))
       r.changedAt = epoch;
     if (!sameType(r.declared, declared))
       r.declared = declared;

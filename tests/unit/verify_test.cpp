@@ -284,6 +284,54 @@ TEST(VerifyMemo, AReplacedConstantIsChecked) {
                                   "produces fp32[3x2]");
 }
 
+TEST(VerifyMemo, OutputsDeclaredAsInferredAreStillChecked) {
+  // infer-shapes declares each output as inferred; the verify after it
+  // takes that from the memo without inferring again. What changes next
+  // must still be checked against the new declarations.
+  TransposeChain c;
+  c.t->dtype = DType::Undefined;
+  c.t->hasShape = false;
+  c.t->dims.clear();
+  ASSERT_EQ(verifyError(c.m), "");
+  c.t->setType(DType::F32, {Dim(3), Dim(2)});
+  ASSERT_EQ(verifyError(c.m), "");
+  EXPECT_EQ(c.t->dims, (Dims{Dim(3), Dim(2)})); // left as declared
+  c.x->dims = {Dim(4), Dim(3)};
+  EXPECT_CONTAINS(verifyError(c.m), "node 'transpose' (Transpose): output "
+                                    "'transpose_out' is declared fp32[3x2] "
+                                    "but the op produces fp32[3x4]");
+  // Undeclared again: inferred as before, and flows to the Relu.
+  c.x->dims = {Dim(2), Dim(3)};
+  c.t->dtype = DType::Undefined;
+  c.t->hasShape = false;
+  c.t->dims.clear();
+  ASSERT_EQ(verifyError(c.m), "");
+  EXPECT_EQ(c.t->dtype, DType::Undefined);
+  c.y->dims = {Dim(2), Dim(3)};
+  EXPECT_CONTAINS(verifyError(c.m), "node 'relu' (Relu): output 'relu_out' "
+                                    "is declared fp32[2x3] but the op "
+                                    "produces fp32[3x2]");
+}
+
+TEST(VerifyMemo, AConstantDeclaredAsInferredThenReplacedIsChecked) {
+  // A Constant's consumers see its data anew only when its attributes
+  // changed: declaring its output as inferred does not hide a later change.
+  Model m;
+  Graph &g = *m.graph;
+  Value *x = g.addInput("x", DType::F32, {Dim(6)});
+  Node *c = g.createNode("Constant", {}, 1, "shape");
+  c->setAttr("value", Attribute::ofTensor(Tensor::fromInt64s({2}, {2, 3})));
+  Node *reshape = g.createNode("Reshape", {x, c->output(0)}, 1, "reshape");
+  reshape->output(0)->setType(DType::F32, {Dim(2), Dim(3)});
+  g.addOutput(reshape->output(0));
+  ASSERT_EQ(verifyError(m), "");
+  c->output(0)->setType(DType::I64, {Dim(2)});
+  ASSERT_EQ(verifyError(m), "");
+  c->setAttr("value", Attribute::ofTensor(Tensor::fromInt64s({2}, {3, 2})));
+  EXPECT_CONTAINS(verifyError(m), "is declared fp32[2x3] but the op "
+                                  "produces fp32[3x2]");
+}
+
 // What a pass does between two verifies through the Graph API must be
 // checked by the second, however little of the graph it touched.
 
