@@ -1460,8 +1460,11 @@ const OpRule *findRule(const std::string &domain, const std::string &op) {
   auto it = byOp.find(op);
   if (it == byOp.end())
     return nullptr;
-  // "ai.onnx" is the default domain spelled out.
-  std::string_view d = domain == "ai.onnx" ? std::string_view() : domain;
+  // "ai.onnx" is the default domain spelled out. (Compared as string_views:
+  // std::string == const char * is a strlen and a library call per node.)
+  std::string_view d = domain;
+  if (d == std::string_view("ai.onnx"))
+    d = std::string_view();
   for (const OpRule *r : it->second)
     if (d == r->domain)
       return r;
