@@ -341,38 +341,39 @@ bool recordMatches(const Node &n, const Value *first, uint64_t inputsChangedAt,
   return true;
 }
 
-/// Supported op and consistent types of one node (inferNode reports
-/// unsupported ops with the list of supported ones). Inference runs on the
-/// graph itself, in order, so that later nodes see the inferred types of
-/// earlier ones as they would on a copy of the graph; every output's
-/// declared type is put back by `restore` (the checks compare with the type
-/// saved before inference). A node whose record matches gets what inference
-/// gave it last time without running its rule.
-void checkNodeTypes(Node &n, const Value *first, uint64_t inputsChangedAt,
-                    int64_t opset, uint64_t epoch, RestoreTypes &restore,
-                    std::vector<ValueRecord> &records) {
-  if (recordMatches(n, first, inputsChangedAt, opset, records)) {
-    // Later nodes see inferred types, as on a full run.
-    for (Value *o : n.outputs()) {
-      if (!o)
-        continue;
-      ValueRecord &r = records[o->id()];
-      if (!r.inferredDiffers)
-        continue;
-      if (!sameType(r.declared, *o)) {
-        // Declared as inferred since (recordMatches): it holds what the
-        // consumers read, as it is; the record now says so.
-        std::swap(r.declared, r.inferred);
-        r.inferredDiffers = false;
-        continue;
-      }
-      restore.save(o);
-      o->dtype = r.inferred.dtype;
-      o->hasShape = r.inferred.hasShape;
-      o->dims = r.inferred.dims;
+/// Gives n's outputs what inference made of them last time (the record
+/// matches): later nodes see inferred types, as on a full run. Out of line:
+/// most outputs are declared as inferred, and checkNodeTypes only calls
+/// this for one that is not.
+[[gnu::noinline]] void replayInferred(Node &n, RestoreTypes &restore,
+                                      std::vector<ValueRecord> &records) {
+  for (Value *o : n.outputs()) {
+    if (!o)
+      continue;
+    ValueRecord &r = records[o->id()];
+    if (!r.inferredDiffers)
+      continue;
+    if (!sameType(r.declared, *o)) {
+      // Declared as inferred since (recordMatches): it holds what the
+      // consumers read, as it is; the record now says so.
+      std::swap(r.declared, r.inferred);
+      r.inferredDiffers = false;
+      continue;
     }
-    return;
+    restore.save(o);
+    o->dtype = r.inferred.dtype;
+    o->hasShape = r.inferred.hasShape;
+    o->dims = r.inferred.dims;
   }
+}
+
+/// Runs n's rule and records what it gave (checkNodeTypes, no matching
+/// record). Out of line: most nodes of most verifies do not get here, and
+/// the walk that calls checkNodeTypes for every node stays small.
+[[gnu::noinline]] void inferAndRecord(Node &n, const Value *first,
+                                      int64_t opset, uint64_t epoch,
+                                      RestoreTypes &restore,
+                                      std::vector<ValueRecord> &records) {
   // A Constant checked last at this revision holds the data it held then
   // (its attributes are unchanged): its consumers need not see new data.
   bool newData =
@@ -422,6 +423,24 @@ void checkNodeTypes(Node &n, const Value *first, uint64_t inputsChangedAt,
     r.opset = opset;
     r.checkedAt = epoch;
   }
+}
+
+/// Supported op and consistent types of one node (inferNode reports
+/// unsupported ops with the list of supported ones). Inference runs on the
+/// graph itself, in order, so that later nodes see the inferred types of
+/// earlier ones as they would on a copy of the graph; every output's
+/// declared type is put back by `restore` (the checks compare with the type
+/// saved before inference). A node whose record matches gets what inference
+/// gave it last time without running its rule.
+inline void checkNodeTypes(Node &n, const Value *first,
+                           uint64_t inputsChangedAt, int64_t opset,
+                           uint64_t epoch, RestoreTypes &restore,
+                           std::vector<ValueRecord> &records) {
+  if (!recordMatches(n, first, inputsChangedAt, opset, records))
+    return inferAndRecord(n, first, opset, epoch, restore, records);
+  for (const Value *o : n.outputs())
+    if (o && records[o->id()].inferredDiffers)
+      return replayInferred(n, restore, records);
 }
 
 /// Reports input i of n, which is not a value defined so far in g.
