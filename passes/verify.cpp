@@ -186,6 +186,7 @@ public:
   const TypeFacts &declared(size_t index) const { return pool()[index].second; }
   /// The value still holds its declared type: nothing to put back.
   void unchanged(size_t index) { pool()[index].first = nullptr; }
+  bool isUnchanged(size_t index) const { return !pool()[index].first; }
 
 private:
   static std::vector<std::pair<Value *, TypeFacts>> &pool() {
@@ -411,7 +412,7 @@ bool recordMatches(const Node &n, const Value *first, uint64_t inputsChangedAt,
       r.changedAt = epoch;
     if (!sameType(r.declared, declared))
       r.declared = declared;
-    r.inferredDiffers = !sameType(declared, *o);
+    r.inferredDiffers = !restore.isUnchanged(k - 1); // compared above
     if (r.inferredDiffers)
       copyType(r.inferred, *o);
     if (r.data)
@@ -560,24 +561,29 @@ void checkGraph(Graph &g, int64_t opset, uint64_t epoch,
     if (n.owner() != &g)
       errorAt(n) << "belongs to another graph";
     // Each input's record tells both that it is defined and when what it
-    // reads last changed.
+    // reads last changed. (The loops keep the vectors' bounds in locals:
+    // with numInputs() and input(i) per step the compiler reloaded them, a
+    // few instructions per edge of every node of every verify.)
     uint64_t inputsChangedAt = 0;
-    for (size_t i = 0; i < n.numInputs(); ++i) {
-      const Value *v = n.input(i);
+    const ValueRecord *recordData = records.data();
+    const std::vector<Value *> &ins = n.inputs();
+    for (auto it = ins.begin(), end = ins.end(); it != end; ++it) {
+      const Value *v = *it;
       if (!v)
         continue; // omitted optional inputs are the op rules' business
       if (v->owner() == &g) {
-        const ValueRecord &r = records[v->id()];
+        const ValueRecord &r = recordData[v->id()];
         if (r.definedAt == epoch) {
           inputsChangedAt = std::max(inputsChangedAt, r.changedAt);
           continue;
         }
       }
-      undefinedInput(g, n, i);
+      undefinedInput(g, n, size_t(it - ins.begin()));
     }
     const Value *first = nullptr;
-    for (size_t i = 0; i < n.numOutputs(); ++i) {
-      const Value *o = n.output(i);
+    const std::vector<Value *> &outs = n.outputs();
+    for (size_t i = 0, count = outs.size(); i < count; ++i) {
+      const Value *o = outs[i];
       if (!o)
         continue;
       if (o->producer() != &n || o->producerIndex() != int(i))
