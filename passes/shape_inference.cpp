@@ -469,6 +469,7 @@ void inferMatMul(Ctx &c) {
                  << ")";
   Dims batch = c.broadcast(Dims(ad.begin(), ad.end() - 2),
                            Dims(bd.begin(), bd.end() - 2));
+  batch.reserve(batch.size() + 2); // one reallocation, not one per push_back
   if (!aVec)
     batch.push_back(ad[ad.size() - 2]);
   if (!bVec)
@@ -505,6 +506,7 @@ void inferReshape(Ctx &c) {
     return;
   }
   Dims out;
+  out.reserve(shape->size());
   int inferIdx = -1;
   bool hasZero = false;
   for (size_t i = 0; i < shape->size(); ++i) {
@@ -610,6 +612,7 @@ void inferTranspose(Ctx &c) {
                  << r;
   std::vector<bool> seen(size_t(r), false);
   Dims out;
+  out.reserve(perm.size()); // not grown dim by dim: verify reruns this a lot
   for (int64_t p : perm) {
     if (p < 0 || p >= r || seen[size_t(p)])
       errorAt(c.n) << "perm " << intsText(perm)
