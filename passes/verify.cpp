@@ -261,7 +261,11 @@ struct LookupCache {
   /// Per metadata list (kMetadataLists), per name: the algorithm or working
   /// graph, the main graph.
   std::vector<std::array<NameSlot, 2>> metadata[8];
-  std::vector<const Value *> states; // scratch: the bound states
+  /// The state each binding found last time, in binding order, and whether
+  /// they were distinct then: the same states are distinct now.
+  std::vector<const Value *> states;
+  bool statesDistinct = false;
+  std::vector<const Value *> sorted; // scratch
 };
 
 } // namespace
@@ -766,7 +770,12 @@ bool bindingsPass(const Model &model, LookupCache &cache,
   const Graph &alg = *model.training->algorithm;
   const auto &bindings = model.training->updateBinding;
   cache.bindings.resize(bindings.size());
-  cache.states.clear();
+  // Whether the states are those of last time, which were distinct. (Equal
+  // pointers are enough, whatever values they point at now: distinctness
+  // is about the pointers.)
+  bool same = cache.statesDistinct && cache.states.size() == bindings.size();
+  cache.statesDistinct = false; // until shown below
+  cache.states.resize(bindings.size());
   for (size_t i = 0; i < bindings.size(); ++i) {
     std::array<NameSlot, 3> &slots = cache.bindings[i];
     const Value *state =
@@ -774,13 +783,21 @@ bool bindingsPass(const Model &model, LookupCache &cache,
     const Value *v = lookup(alg, bindings[i].second, slots[2], scratch);
     if (!state || !v || typesConflict(*state, *v))
       return false;
-    cache.states.push_back(state);
+    if (cache.states[i] != state) {
+      cache.states[i] = state;
+      same = false;
+    }
   }
-  // No state bound twice.
-  std::sort(cache.states.begin(), cache.states.end(),
-            std::less<const Value *>());
-  return std::adjacent_find(cache.states.begin(), cache.states.end()) ==
-         cache.states.end();
+  // No state bound twice: sorted, when they are not last time's.
+  if (!same) {
+    std::vector<const Value *> &sorted = cache.sorted;
+    sorted.assign(cache.states.begin(), cache.states.end());
+    std::sort(sorted.begin(), sorted.end(), std::less<const Value *>());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      return false;
+  }
+  cache.statesDistinct = true;
+  return true;
 }
 
 /// checkMetadata, through the cache.

@@ -418,6 +418,21 @@ TEST(VerifyMemo, AChangeSeenByAnAbortedVerifyIsCheckedNextTime) {
   EXPECT_CONTAINS(verifyError(m), "node 'first' (Relu)");
 }
 
+TEST(VerifyMemo, ABindingRetargetedToABoundStateIsReported) {
+  // Verify skips the duplicate check while each binding finds the state it
+  // found last time: one that finds another binding's state must be seen,
+  // though the number of bindings is the same.
+  TrainingModel t;
+  ASSERT_EQ(verifyError(t.m), "");
+  ASSERT_EQ(verifyError(t.m), "");
+  t.m.training->updateBinding[1] = {"w", t.wNew->name()};
+  EXPECT_CONTAINS(verifyError(t.m), "state 'w' is bound twice");
+  EXPECT_CONTAINS(verifyError(t.m), "state 'w' is bound twice");
+  t.m.training->updateBinding[1] = {"step", t.stepNew->name()};
+  EXPECT_EQ(verifyError(t.m), "");
+  EXPECT_EQ(verifyError(t.m), "");
+}
+
 TEST(VerifyMemo, BindingsAndMetadataFollowTheGraph) {
   // Verify remembers which value each binding and metadata name found: a
   // removed, renamed or demoted value must be looked up again.
