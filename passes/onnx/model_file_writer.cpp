@@ -7,14 +7,15 @@
 // first. For a large step that cost more than most passes. The writer instead
 // builds the few small messages (the header, opsets, metadata, functions) as
 // exportModel does, and writes each graph as it goes: every NodeProto,
-// ValueInfoProto and update binding is made in one reused message and
-// serialized with protobuf's CodedOutputStream at once, each mpc node is
+// ValueInfoProto, initializer header and update binding is written by hand
+// from the IR in protobuf's wire format (namespace wire), each mpc node is
 // completed for its function as it is written (MpcNodeCompleter, reading the
-// graph's types and names from the IR), and each initializer's raw_data goes
-// from the IR's tensor into the file without a copy (writev). Protobuf
-// writes a message's known fields in field-number order, nested messages as
-// tag, length and bytes; the writer cuts and joins the pieces in that order,
-// so the result is the same bytes.
+// graph's types and names from the IR; a node with a tensor attribute, or
+// whose completion makes nodes or names, still goes through a NodeProto),
+// and each initializer's raw_data goes from the IR's tensor into the file
+// without a copy (writev). Protobuf writes a message's known fields in
+// field-number order, nested messages as tag, length and bytes; the writer
+// writes and joins the pieces in that order, so the result is the same bytes.
 #include "passes/onnx/onnx_io.h"
 
 #include "passes/ir/mpc_ops.h"
@@ -26,7 +27,6 @@
 #include "onnx/onnx_pb.h"
 
 #include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -45,7 +45,6 @@ namespace mpc {
 namespace {
 
 using google::protobuf::io::CodedOutputStream;
-using google::protobuf::io::StringOutputStream;
 
 /// True when all `size` bytes at p are zero.
 bool allZero(const uint8_t *p, size_t size) {
@@ -242,56 +241,378 @@ std::string serialized(const google::protobuf::MessageLite &m) {
 
 // Wire-format tags (field number << 3 | 2, length-delimited) of the fields
 // written piece by piece; the rest is serialized by protobuf in fragments.
-constexpr uint8_t kModelGraphTag = 7 << 3 | 2;             // ModelProto.graph
-constexpr uint8_t kModelTrainingInfoTag = 0xA2;            // field 20: 2 bytes
-constexpr uint8_t kModelTrainingInfoTag2 = 0x01;           //   (varint 162)
-constexpr uint8_t kTrainingAlgorithmTag = 2 << 3 | 2;      // .algorithm
-constexpr uint32_t kTrainingUpdateBindingTag = 4 << 3 | 2; // .update_binding
-constexpr uint32_t kGraphNodeTag = 1 << 3 | 2;             // GraphProto.node
-constexpr uint8_t kGraphInitializerTag = 5 << 3 | 2;       // .initializer
-constexpr uint32_t kGraphInputTag = 11 << 3 | 2;           // .input
-constexpr uint32_t kGraphOutputTag = 12 << 3 | 2;          // .output
-constexpr uint32_t kGraphValueInfoTag = 13 << 3 | 2;       // .value_info
+constexpr uint8_t kModelGraphTag = 7 << 3 | 2;            // ModelProto.graph
+constexpr uint8_t kModelTrainingInfoTag = 0xA2;           // field 20: 2 bytes
+constexpr uint8_t kModelTrainingInfoTag2 = 0x01;          //   (varint 162)
+constexpr uint8_t kTrainingAlgorithmTag = 2 << 3 | 2;     // .algorithm
+constexpr uint8_t kTrainingUpdateBindingTag = 4 << 3 | 2; // .update_binding
+constexpr uint8_t kGraphNodeTag = 1 << 3 | 2;             // GraphProto.node
+constexpr uint8_t kGraphNameTag = 2 << 3 | 2;             // .name
+constexpr uint8_t kGraphInitializerTag = 5 << 3 | 2;      // .initializer
+constexpr uint8_t kGraphInputTag = 11 << 3 | 2;           // .input
+constexpr uint8_t kGraphOutputTag = 12 << 3 | 2;          // .output
+constexpr uint8_t kGraphValueInfoTag = 13 << 3 | 2;       // .value_info
 constexpr uint8_t kTensorRawDataTag = 9 << 3 | 2; // TensorProto.raw_data
 
-/// Repeated message fields serialized one message at a time into a string.
-class MessageStream {
+// --- Nodes and value types, written by hand
+// -----------------------------------
+//
+// Nodes and value_infos are most of a graph's messages (a 64-block step has
+// about 10,000 of each). Filling a NodeProto copies every name into it, and
+// protobuf then walks the message twice (ByteSizeLong, serialize); that cost
+// more than the rest of the export. Their fields are plain (strings, varints,
+// fixed32 floats, nested messages), so they are written here straight from
+// the IR, in the bytes protobuf gives for exportNode's and exportValueInfo's
+// messages: fields in field-number order, every field proto2 holds as set
+// written even when empty or zero, a nested message as tag, length, bytes
+// (its size is computed first). Repeated scalars of these messages are not
+// packed in ONNX's proto2 schema: one tag per element. Every field number
+// here is below 16, so each tag is one byte (AttributeProto.type, field 20,
+// has two).
+namespace wire {
+
+using Attr = onnx::AttributeProto;
+
+// NodeProto
+constexpr uint8_t kNodeInput = 1 << 3 | 2;
+constexpr uint8_t kNodeOutput = 2 << 3 | 2;
+constexpr uint8_t kNodeName = 3 << 3 | 2;
+constexpr uint8_t kNodeOpType = 4 << 3 | 2;
+constexpr uint8_t kNodeAttribute = 5 << 3 | 2;
+constexpr uint8_t kNodeDomain = 7 << 3 | 2;
+// AttributeProto
+constexpr uint8_t kAttrName = 1 << 3 | 2;
+constexpr uint8_t kAttrF = 2 << 3 | 5; // fixed32
+constexpr uint8_t kAttrI = 3 << 3 | 0;
+constexpr uint8_t kAttrS = 4 << 3 | 2;
+constexpr uint8_t kAttrFloats = 7 << 3 | 5;
+constexpr uint8_t kAttrInts = 8 << 3 | 0;
+constexpr uint8_t kAttrStrings = 9 << 3 | 2;
+constexpr uint8_t kAttrType[2] = {0xA0, 0x01}; // 20 << 3 | 0 as a varint
+// ValueInfoProto, TypeProto, TypeProto.Tensor, TensorShapeProto(.Dimension)
+constexpr uint8_t kInfoName = 1 << 3 | 2;
+constexpr uint8_t kInfoType = 2 << 3 | 2;
+constexpr uint8_t kTypeTensor = 1 << 3 | 2;
+constexpr uint8_t kTensorElemType = 1 << 3 | 0;
+constexpr uint8_t kTensorShape = 2 << 3 | 2;
+constexpr uint8_t kShapeDim = 1 << 3 | 2;
+constexpr uint8_t kDimValue = 1 << 3 | 0;
+constexpr uint8_t kDimParam = 2 << 3 | 2;
+// TensorProto (an initializer's header)
+constexpr uint8_t kTensorDims = 1 << 3 | 0;
+constexpr uint8_t kTensorDataType = 2 << 3 | 0;
+constexpr uint8_t kTensorName = 8 << 3 | 2;
+// StringStringEntryProto
+constexpr uint8_t kEntryKey = 1 << 3 | 2;
+constexpr uint8_t kEntryValue = 2 << 3 | 2;
+
+/// Bytes of a length-delimited field of `size` bytes (one-byte tag).
+size_t field(size_t size) { return 1 + varintSize(size) + size; }
+/// Bytes of a varint field (one-byte tag); int32 and int64 values are
+/// written as their 64-bit two's complement, as protobuf does.
+size_t varintField(int64_t v) { return 1 + varintSize(uint64_t(v)); }
+
+uint8_t *varint(uint8_t *p, uint64_t v) {
+  return CodedOutputStream::WriteVarint64ToArray(v, p);
+}
+uint8_t *varintField(uint8_t *p, uint8_t tag, int64_t v) {
+  *p++ = tag;
+  return varint(p, uint64_t(v));
+}
+/// Tag and length of a nested message or string of `size` bytes.
+uint8_t *header(uint8_t *p, uint8_t tag, size_t size) {
+  *p++ = tag;
+  return varint(p, size);
+}
+uint8_t *bytes(uint8_t *p, const void *data, size_t size) {
+  std::memcpy(p, data, size);
+  return p + size;
+}
+uint8_t *stringField(uint8_t *p, uint8_t tag, const std::string &s) {
+  return bytes(header(p, tag, s.size()), s.data(), s.size());
+}
+uint8_t *floatField(uint8_t *p, uint8_t tag, float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  *p++ = tag;
+  return CodedOutputStream::WriteLittleEndian32ToArray(bits, p);
+}
+
+/// Bytes written by hand, in blocks that never move: each message gets
+/// room in the last block (a new one when it does not fit), and the blocks
+/// go to the file as they are (FileSink::putStable). Growing one string
+/// instead (resize per message, or copying it as it doubles) cost more than
+/// writing the messages.
+class Bytes {
 public:
-  MessageStream()
-      : strings_(&bytes_),
-        out_(std::make_unique<CodedOutputStream>(&strings_)) {}
-  /// Appends field `tag` holding `m`.
-  void add(uint32_t tag, const google::protobuf::MessageLite &m) {
-    size_t size = checkedSize(m);
-    out_->WriteTag(tag);
-    out_->WriteVarint32(uint32_t(size));
-    m.SerializeWithCachedSizes(out_.get());
+  /// `size` more bytes, to be written through the pointer; they stay where
+  /// they are.
+  uint8_t *grow(size_t size) {
+    if (blocks_.empty() || blocks_.back().capacity - blocks_.back().size < size)
+      blocks_.push_back(
+          {std::unique_ptr<uint8_t[]>(new uint8_t[std::max(size, kBlock)]), 0,
+           std::max(size, kBlock)});
+    Block &b = blocks_.back();
+    uint8_t *p = b.bytes.get() + b.size;
+    b.size += size;
+    size_ += size;
+    return p;
   }
-  /// Appends the fields `m` sets (a fragment of the message being written).
-  void addFields(const google::protobuf::MessageLite &m) {
-    checkedSize(m);
-    m.SerializeWithCachedSizes(out_.get());
-  }
-  /// Bytes written so far.
-  size_t size() const { return size_t(out_->ByteCount()); }
-  /// The bytes; the stream is done.
-  std::string take() {
-    out_.reset(); // gives back what it did not fill
-    return std::move(bytes_);
+  size_t size() const { return size_; }
+  /// Writes the bytes; they must stay as they are until `out` is flushed.
+  void write(FileSink &out) const {
+    for (const Block &b : blocks_)
+      out.putStable(b.bytes.get(), b.size);
   }
 
 private:
-  static size_t checkedSize(const google::protobuf::MessageLite &m) {
-    size_t size = m.ByteSizeLong();
-    if (size > size_t(INT_MAX))
-      throw Error("cannot serialize the output model (over 2 GiB?)");
-    return size;
-  }
-
-  std::string bytes_;
-  StringOutputStream strings_;
-  std::unique_ptr<CodedOutputStream> out_;
+  static constexpr size_t kBlock = size_t(256) << 10;
+  struct Block {
+    std::unique_ptr<uint8_t[]> bytes;
+    size_t size, capacity;
+  };
+  std::vector<Block> blocks_;
+  size_t size_ = 0;
 };
+
+/// Whether node() can write the node: every attribute but a tensor (a
+/// Constant's value: rare, and a TensorProto of its own) can be.
+bool writable(const Node &n) {
+  for (const auto &kv : n.attributes())
+    if (kv.second.kind == Attribute::Kind::Tensor)
+      return false;
+  return true;
+}
+
+/// Size of the AttributeProto exportAttribute makes (not a tensor).
+size_t attributeSize(const std::string &name, const Attribute &a) {
+  size_t size = field(name.size()) + sizeof kAttrType + 1; // type < 128
+  switch (a.kind) {
+  case Attribute::Kind::Float:
+    return size + 5;
+  case Attribute::Kind::Int:
+    return size + varintField(a.i);
+  case Attribute::Kind::String:
+    return size + field(a.s.size());
+  case Attribute::Kind::Floats:
+    return size + 5 * a.floats.size();
+  case Attribute::Kind::Ints:
+    for (int64_t i : a.ints)
+      size += varintField(i);
+    return size;
+  case Attribute::Kind::Strings:
+    for (const std::string &s : a.strings)
+      size += field(s.size());
+    return size;
+  case Attribute::Kind::Tensor:
+    break;
+  }
+  throw Error("internal: a tensor attribute is not written by hand");
+}
+
+uint8_t *attribute(uint8_t *p, const std::string &name, const Attribute &a) {
+  p = stringField(p, kAttrName, name);
+  Attr::AttributeType type = Attr::UNDEFINED;
+  switch (a.kind) {
+  case Attribute::Kind::Float:
+    p = floatField(p, kAttrF, a.f);
+    type = Attr::FLOAT;
+    break;
+  case Attribute::Kind::Int:
+    p = varintField(p, kAttrI, a.i);
+    type = Attr::INT;
+    break;
+  case Attribute::Kind::String:
+    p = stringField(p, kAttrS, a.s);
+    type = Attr::STRING;
+    break;
+  case Attribute::Kind::Floats:
+    for (float f : a.floats)
+      p = floatField(p, kAttrFloats, f);
+    type = Attr::FLOATS;
+    break;
+  case Attribute::Kind::Ints:
+    for (int64_t i : a.ints)
+      p = varintField(p, kAttrInts, i);
+    type = Attr::INTS;
+    break;
+  case Attribute::Kind::Strings:
+    for (const std::string &s : a.strings)
+      p = stringField(p, kAttrStrings, s);
+    type = Attr::STRINGS;
+    break;
+  case Attribute::Kind::Tensor:
+    break;
+  }
+  p = bytes(p, kAttrType, sizeof kAttrType);
+  *p++ = uint8_t(type);
+  return p;
+}
+
+const std::string kOmitted; ///< the name of an omitted input or output
+
+const std::string &nameOf(const Value *v) { return v ? v->name() : kOmitted; }
+
+/// The inputs exportNode writes for `n`: trailing omitted ones dropped,
+/// inner ones "".
+void nodeInputs(const Node &n, std::vector<const std::string *> &inputs) {
+  size_t last = n.numInputs();
+  while (last > 0 && !n.input(last - 1))
+    --last;
+  inputs.clear();
+  for (size_t i = 0; i < last; ++i)
+    inputs.push_back(&nameOf(n.input(i)));
+}
+
+/// Size of the NodeProto.attribute fields of `n`'s attributes (ones
+/// writable() accepts).
+size_t attributesSize(const Node &n) {
+  size_t size = 0;
+  for (const auto &kv : n.attributes())
+    size += field(attributeSize(kv.first, kv.second));
+  return size;
+}
+
+/// Writes those fields at p.
+uint8_t *attributes(uint8_t *p, const Node &n) {
+  for (const auto &kv : n.attributes()) {
+    p = header(p, kNodeAttribute, attributeSize(kv.first, kv.second));
+    p = attribute(p, kv.first, kv.second);
+  }
+  return p;
+}
+
+/// Appends field `tag` holding the NodeProto exportNode makes of `n` (a
+/// node writable() accepts), but with inputs `inputs` and, when
+/// `completed` is given, the attribute fields it holds instead of the
+/// node's (an mpc node as MpcNodeCompleter completes it).
+void node(Bytes &out, uint8_t tag, const Node &n,
+          const std::vector<const std::string *> &inputs,
+          const std::string *completed = nullptr) {
+  size_t size = field(n.name().size()) + field(n.opType().size()) +
+                (completed ? completed->size() : attributesSize(n));
+  for (const std::string *in : inputs)
+    size += field(in->size());
+  for (const Value *o : n.outputs())
+    size += field(nameOf(o).size());
+  if (!n.domain().empty())
+    size += field(n.domain().size());
+
+  uint8_t *p = header(out.grow(field(size)), tag, size);
+  for (const std::string *in : inputs)
+    p = stringField(p, kNodeInput, *in);
+  for (const Value *o : n.outputs())
+    p = stringField(p, kNodeOutput, nameOf(o));
+  p = stringField(p, kNodeName, n.name());
+  p = stringField(p, kNodeOpType, n.opType());
+  p = completed ? bytes(p, completed->data(), completed->size())
+                : attributes(p, n);
+  if (!n.domain().empty())
+    stringField(p, kNodeDomain, n.domain());
+}
+
+/// The op and attribute fields of `n` (one writable() accepts): what the
+/// attributes MpcNodeCompleter completes a node with depend on (when they
+/// depend on nothing else).
+void signature(std::string &key, const Node &n) {
+  key = n.opType();
+  key += '\0';
+  size_t at = key.size();
+  key.resize(at + attributesSize(n));
+  attributes(reinterpret_cast<uint8_t *>(&key[at]), n);
+}
+
+/// The attribute fields of `np`, serialized by protobuf.
+std::string attributeFields(const onnx::NodeProto &np) {
+  std::string fields;
+  for (const onnx::AttributeProto &a : np.attribute()) {
+    size_t size = a.ByteSizeLong();
+    size_t at = fields.size();
+    fields.resize(at + field(size));
+    uint8_t *p =
+        header(reinterpret_cast<uint8_t *>(&fields[at]), kNodeAttribute, size);
+    a.SerializeWithCachedSizesToArray(p);
+  }
+  return fields;
+}
+
+/// Size of a dimension's TensorShapeProto.Dimension.
+size_t dimSize(const Dim &d) {
+  if (d.isKnown())
+    return varintField(d.value);
+  return d.symbol.empty() ? 0 : field(d.symbol.str().size());
+}
+
+/// Appends field `tag` holding the ValueInfoProto exportValueInfo makes of
+/// `v`.
+void valueInfo(Bytes &out, uint8_t tag, const Value &v) {
+  size_t size = field(v.name().size());
+  size_t tensorSize = 0, shapeSize = 0;
+  if (v.dtype != DType::Undefined) {
+    tensorSize = varintField(toOnnxDataType(v.dtype));
+    if (v.hasShape) {
+      for (const Dim &d : v.dims)
+        shapeSize += field(dimSize(d));
+      tensorSize += field(shapeSize);
+    }
+    size += field(field(tensorSize)); // type { tensor_type { ... } }
+  }
+  uint8_t *p = header(out.grow(field(size)), tag, size);
+  p = stringField(p, kInfoName, v.name());
+  if (v.dtype == DType::Undefined)
+    return;
+  p = header(p, kInfoType, field(tensorSize));
+  p = header(p, kTypeTensor, tensorSize);
+  p = varintField(p, kTensorElemType, toOnnxDataType(v.dtype));
+  if (!v.hasShape)
+    return;
+  p = header(p, kTensorShape, shapeSize);
+  for (const Dim &d : v.dims) {
+    p = header(p, kShapeDim, dimSize(d));
+    if (d.isKnown())
+      p = varintField(p, kDimValue, d.value);
+    else if (!d.symbol.empty())
+      p = stringField(p, kDimParam, d.symbol.str());
+  }
+}
+
+/// Size of the fields tensorToProto writes for `t` named `name`, but
+/// raw_data: dims (1), data_type (2), name (8).
+size_t tensorHeaderSize(const std::string &name, const Tensor &t) {
+  size_t size = varintField(toOnnxDataType(t.dtype)) + field(name.size());
+  for (int64_t d : t.dims)
+    size += varintField(d);
+  return size;
+}
+
+/// Writes those fields at p.
+void tensorHeader(uint8_t *p, const std::string &name, const Tensor &t) {
+  for (int64_t d : t.dims)
+    p = varintField(p, kTensorDims, d);
+  p = varintField(p, kTensorDataType, toOnnxDataType(t.dtype));
+  stringField(p, kTensorName, name);
+}
+
+/// Appends field `tag` holding the StringStringEntryProto of `key` (1) and
+/// `value` (2).
+void stringPair(Bytes &out, uint8_t tag, const std::string &key,
+                const std::string &value) {
+  size_t size = field(key.size()) + field(value.size());
+  uint8_t *p = header(out.grow(field(size)), tag, size);
+  p = stringField(p, kEntryKey, key);
+  stringField(p, kEntryValue, value);
+}
+
+/// Appends field `tag` holding message `m`, serialized by protobuf.
+void message(Bytes &out, uint8_t tag, const google::protobuf::MessageLite &m) {
+  size_t size = m.ByteSizeLong();
+  if (size > size_t(INT_MAX))
+    throw Error("cannot serialize the output model (over 2 GiB?)");
+  uint8_t *p = header(out.grow(field(size)), tag, size);
+  m.SerializeWithCachedSizesToArray(p);
+}
+
+} // namespace wire
 
 /// A graph of the IR as exportGraph writes it, as WrittenGraph: the
 /// value_info, inputs and outputs describe the graph's inputs, outputs and
@@ -412,12 +733,13 @@ private:
 /// A graph as a list of pieces: serialized fields, and initializers whose
 /// raw_data comes from the IR. Its size is known before any of it is written.
 struct GraphPieces {
-  std::string before; ///< node (1), name (2)
+  wire::Bytes before; ///< node (1), name (2)
   /// The initializers' TensorProtos without raw_data (fields 1-8), one
   /// after the other.
-  std::string initHeaders;
+  wire::Bytes initHeaders;
   struct Init {
-    size_t headerAt, headerSize; ///< in initHeaders
+    const uint8_t *header; ///< in initHeaders
+    size_t headerSize;
     const Tensor *bytes;
     size_t inner() const {
       return headerSize + 1 + varintSize(bytes->bytes.size()) +
@@ -426,8 +748,8 @@ struct GraphPieces {
     size_t size() const { return 1 + varintSize(inner()) + inner(); }
   };
   std::vector<Init> inits;
-  std::string inputsOutputs; ///< input (11), output (12)
-  std::string valueInfos;    ///< value_info (13)
+  wire::Bytes inputsOutputs; ///< input (11), output (12)
+  wire::Bytes valueInfos;    ///< value_info (13)
 
   size_t size() const {
     size_t n = before.size() + inputsOutputs.size() + valueInfos.size();
@@ -437,35 +759,30 @@ struct GraphPieces {
   }
   /// Writes the pieces; they must stay as they are until `out` is flushed.
   void write(FileSink &out) const {
-    out.putStable(before);
+    before.write(out);
     for (const Init &i : inits) {
       out.put(&kGraphInitializerTag, 1);
       out.varint(i.inner());
-      out.put(initHeaders.data() + i.headerAt, i.headerSize);
+      out.put(i.header, i.headerSize);
       out.put(&kTensorRawDataTag, 1);
       out.varint(i.bytes->bytes.size());
       out.putData(i.bytes->bytes.data(), i.bytes->bytes.size());
     }
-    out.putStable(inputsOutputs);
-    out.putStable(valueInfos);
+    inputsOutputs.write(out);
+    valueInfos.write(out);
   }
 };
 
 /// Adds the initializer `init` as tensorToProto writes it, without
 /// raw_data (9), the highest field such a tensor sets (dims 1, data_type 2,
 /// name 8): the entry is the header, then raw_data.
-void addInitializer(const Value &init, onnx::TensorProto &p,
-                    MessageStream &headers,
+void addInitializer(const Value &init, wire::Bytes &headers,
                     std::vector<GraphPieces::Init> &inits) {
   const Tensor &t = *init.initializer();
-  p.Clear();
-  p.set_name(init.name());
-  p.set_data_type(toOnnxDataType(t.dtype));
-  for (int64_t d : t.dims)
-    p.add_dims(d);
-  size_t at = headers.size();
-  headers.addFields(p);
-  inits.push_back({at, headers.size() - at, &t});
+  size_t size = wire::tensorHeaderSize(init.name(), t);
+  uint8_t *p = headers.grow(size);
+  wire::tensorHeader(p, init.name(), t);
+  inits.push_back({p, size, &t});
 }
 
 /// Writes graph `g` as exportGraph does (see IrGraph), completing its mpc
@@ -473,57 +790,70 @@ void addInitializer(const Value &init, onnx::TensorProto &p,
 GraphPieces graphPieces(IrGraph &g, MpcNodeCompleter &completer) {
   const Graph &graph = g.graph();
   GraphPieces pieces;
-  MessageStream infos;
-  {
-    MessageStream nodes;
-    // One message of each kind, cleared and filled again: protobuf keeps
-    // the cleared strings and sub-messages for the next one.
-    onnx::NodeProto np;
-    onnx::ValueInfoProto vi;
-    auto writeBefore = [&nodes](const onnx::NodeProto &n) {
-      nodes.add(kGraphNodeTag, n);
-    };
-    for (const auto &n : graph.nodes()) {
+  wire::Bytes &nodes = pieces.before;
+  // Nodes are written by hand from the IR. A node with a tensor attribute,
+  // and an mpc node the completer changes in ways the writer does not
+  // repeat (see completesInPlace), is made as a NodeProto instead (and
+  // completed), in one message cleared and filled again (protobuf keeps
+  // the cleared strings and sub-messages for the next one).
+  onnx::NodeProto np;
+  auto writeBefore = [&nodes](const onnx::NodeProto &n) {
+    wire::message(nodes, kGraphNodeTag, n);
+  };
+  // The attribute fields complete() gave the first node of each signature
+  // (wire::signature) that it completes in place: the same for the others.
+  // Most mpc nodes of a step are a few ops with the same attributes (an
+  // Adam per parameter).
+  std::unordered_map<std::string, std::string> completedAttributes;
+  std::string key;
+  std::vector<const std::string *> inputs;
+  for (const auto &owned : graph.nodes()) {
+    const Node &n = *owned;
+    bool complete = completer.completes(n.domain(), n.opType());
+    bool writable = wire::writable(n);
+    if (writable)
+      wire::nodeInputs(n, inputs);
+    bool inPlace = false;
+    if (complete && writable) {
+      bool named = true;
+      for (const Value *o : n.outputs())
+        named = named && o && !o->name().empty();
+      inPlace = completer.completesInPlace(n.opType(), g, inputs,
+                                           n.numOutputs(), named);
+    }
+    auto known = completedAttributes.end();
+    if (inPlace) {
+      wire::signature(key, n);
+      known = completedAttributes.find(key);
+    }
+    if (!complete && writable) {
+      wire::node(nodes, kGraphNodeTag, n, inputs);
+    } else if (known != completedAttributes.end()) {
+      wire::node(nodes, kGraphNodeTag, n, inputs, &known->second);
+    } else {
       np.Clear();
-      exportNode(*n, np);
-      if (completer.completes(np))
+      exportNode(n, np);
+      if (complete)
         completer.complete(np, g, writeBefore);
-      nodes.add(kGraphNodeTag, np);
-      for (const Value *o : n->outputs())
-        if (o && o->dtype != DType::Undefined && !o->isGraphOutput()) {
-          exportValueInfo(*o, vi);
-          infos.add(kGraphValueInfoTag, vi);
-        }
+      wire::message(nodes, kGraphNodeTag, np);
+      if (inPlace)
+        completedAttributes.emplace(key, wire::attributeFields(np));
     }
-    onnx::GraphProto named;
-    named.set_name(graph.name());
-    nodes.addFields(named);
-    pieces.before = nodes.take();
+    for (const Value *o : n.outputs())
+      if (o && o->dtype != DType::Undefined && !o->isGraphOutput())
+        wire::valueInfo(pieces.valueInfos, kGraphValueInfoTag, *o);
   }
-  {
-    MessageStream headers;
-    onnx::TensorProto tp;
-    for (const Value *init : graph.initializers())
-      if (g.withState() || !init->isState)
-        addInitializer(*init, tp, headers, pieces.inits);
-    for (const Value *init : g.extraInits())
-      addInitializer(*init, tp, headers, pieces.inits);
-    pieces.initHeaders = headers.take();
-  }
-  {
-    MessageStream io;
-    onnx::ValueInfoProto vi;
-    for (const Value *in : graph.inputs()) {
-      exportValueInfo(*in, vi);
-      io.add(kGraphInputTag, vi);
-    }
-    for (const Value *out : graph.outputs()) {
-      exportValueInfo(*out, vi);
-      io.add(kGraphOutputTag, vi);
-    }
-    pieces.inputsOutputs = io.take();
-  }
-  pieces.valueInfos = infos.take();
+  wire::stringField(nodes.grow(wire::field(graph.name().size())), kGraphNameTag,
+                    graph.name());
+  for (const Value *init : graph.initializers())
+    if (g.withState() || !init->isState)
+      addInitializer(*init, pieces.initHeaders, pieces.inits);
+  for (const Value *init : g.extraInits())
+    addInitializer(*init, pieces.initHeaders, pieces.inits);
+  for (const Value *in : graph.inputs())
+    wire::valueInfo(pieces.inputsOutputs, kGraphInputTag, *in);
+  for (const Value *out : graph.outputs())
+    wire::valueInfo(pieces.inputsOutputs, kGraphOutputTag, *out);
   return pieces;
 }
 
@@ -552,18 +882,13 @@ void writeModelPieces(const Model &model, onnx::ModelProto &shell,
   mid.mutable_opset_import()->Swap(shell.mutable_opset_import());
   mid.mutable_metadata_props()->Swap(shell.mutable_metadata_props());
   out.putStable(opsetsAndMetadata);
-  std::string bindings;
+  wire::Bytes bindings;
   if (algorithm) {
-    // TrainingInfoProto: 2 algorithm, 4 update_binding. The bindings (a
-    // few per parameter) go through one reused entry.
-    MessageStream entries;
-    onnx::StringStringEntryProto entry;
-    for (const auto &kv : model.training->updateBinding) {
-      entry.set_key(kv.first);
-      entry.set_value(kv.second);
-      entries.add(kTrainingUpdateBindingTag, entry);
-    }
-    bindings = entries.take();
+    // TrainingInfoProto: 2 algorithm, 4 update_binding (a few per
+    // parameter, written by hand).
+    for (const auto &kv : model.training->updateBinding)
+      wire::stringPair(bindings, kTrainingUpdateBindingTag, kv.first,
+                       kv.second);
     size_t size =
         1 + varintSize(algorithm->size()) + algorithm->size() + bindings.size();
     const uint8_t tag[2] = {kModelTrainingInfoTag, kModelTrainingInfoTag2};
@@ -572,7 +897,7 @@ void writeModelPieces(const Model &model, onnx::ModelProto &shell,
     out.put(&kTrainingAlgorithmTag, 1);
     out.varint(algorithm->size());
     algorithm->write(out);
-    out.putStable(bindings);
+    bindings.write(out);
   }
   onnx::ModelProto tail;
   tail.mutable_functions()->Swap(shell.mutable_functions());

@@ -1086,7 +1086,49 @@ MpcNodeCompleter::MpcNodeCompleter(const std::vector<std::string> &ops,
 MpcNodeCompleter::~MpcNodeCompleter() = default;
 
 bool MpcNodeCompleter::completes(const onnx::NodeProto &n) const {
-  return n.domain() == kMpcDomain && written_.count(n.op_type());
+  return completes(n.domain(), n.op_type());
+}
+
+bool MpcNodeCompleter::completes(const std::string &domain,
+                                 const std::string &opType) const {
+  return domain == kMpcDomain && written_.count(opType);
+}
+
+bool MpcNodeCompleter::completesInPlace(
+    const std::string &opType, const WrittenGraph &g,
+    std::vector<const std::string *> &inputs, size_t numOutputs,
+    bool outputsNamed) const {
+  const FunctionDef *def = findDef(opType);
+  if (!def || !dependsOnAttributesOnly(*def))
+    return false;
+  const onnx::FunctionProto &fn = parsed(opType).fn;
+  // An input beyond the body's (complete() throws), an output to name.
+  if (inputs.size() > size_t(fn.input_size()) || !outputsNamed ||
+      numOutputs < size_t(fn.output_size()))
+    return false;
+  // As complete() fills them, in the same order.
+  static const std::string omitted;
+  for (const InputFill &f : def->fills) {
+    while (inputs.size() <= f.index)
+      inputs.push_back(&omitted);
+    if (!inputs[f.index]->empty())
+      continue;
+    switch (f.fill) {
+    case Fill::FalseFlag:
+      if (g.falseFlag.empty())
+        return false; // the Constant is made with the first such node
+      inputs[f.index] = &g.falseFlag;
+      break;
+    case Fill::SameAs:
+      if (f.source >= inputs.size())
+        return false;
+      inputs[f.index] = inputs[f.source];
+      break;
+    default:
+      return false; // makes a Constant (or more) for the node
+    }
+  }
+  return true;
 }
 
 void MpcNodeCompleter::complete(

@@ -149,6 +149,22 @@ public:
   ~MpcNodeCompleter();
   /// Whether nodes of this op are completed (its function is written).
   bool completes(const onnx::NodeProto &n) const;
+  /// completes() for a node of this domain and op.
+  bool completes(const std::string &domain, const std::string &opType) const;
+  /// For a writer that writes nodes itself: whether complete() would change
+  /// a node of `g` of op `opType` (one completes() accepts) only in ways a
+  /// writer can repeat. That is: its attributes become what they become on
+  /// any node of that op with the same attributes (the op's completion
+  /// reads nothing else), and its omitted inputs are filled with names
+  /// that exist already (the graph's `false` once made, another input);
+  /// complete() makes no node and no name for it, and throws nothing.
+  /// `inputs` are the node's inputs as written before completion (trailing
+  /// omitted ones dropped, "" for inner ones); on true they are the
+  /// completed node's. `outputsNamed` says that the node has all of its
+  /// function's outputs, named, out of `numOutputs`.
+  bool completesInPlace(const std::string &opType, const WrittenGraph &g,
+                        std::vector<const std::string *> &inputs,
+                        size_t numOutputs, bool outputsNamed) const;
   /// Completes `n`, a node of `g` that completes() accepts; the nodes that
   /// make its missing inputs go to `emit`, to be written just before it.
   void complete(onnx::NodeProto &n, WrittenGraph &g,
