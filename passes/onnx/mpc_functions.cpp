@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -549,22 +550,31 @@ struct ParsedFunction {
 };
 
 const ParsedFunction &parsed(const std::string &op) {
-  static const std::map<std::string, ParsedFunction> all = [] {
-    std::map<std::string, ParsedFunction> m;
-    for (const auto &kv : functionTable()) {
-      ParsedFunction &p = m[kv.first];
-      auto status = onnx::OnnxParser::Parse(p.fn, kv.second.text.c_str());
-      if (!status.IsOK())
-        p.error = status.ErrorMessage();
-      else if (p.fn.name() != kv.first || p.fn.domain() != kMpcDomain)
-        p.error = "the text defines " + p.fn.domain() + "." + p.fn.name();
-    }
+  // Each body is parsed on its first use: a model uses a few of the ops,
+  // and parsing every body cost more than writing a large step's nodes.
+  struct Lazy {
+    std::once_flag once;
+    ParsedFunction parsed;
+  };
+  static std::map<std::string, Lazy> all = [] {
+    std::map<std::string, Lazy> m;
+    for (const auto &kv : functionTable())
+      m[kv.first];
     return m;
   }();
   auto it = all.find(op);
   if (it == all.end())
     throw Error("mpc op '" + op + "' has no function body");
-  return it->second;
+  Lazy &lazy = it->second;
+  std::call_once(lazy.once, [&] {
+    ParsedFunction &p = lazy.parsed;
+    auto status = onnx::OnnxParser::Parse(p.fn, findDef(op)->text.c_str());
+    if (!status.IsOK())
+      p.error = status.ErrorMessage();
+    else if (p.fn.name() != op || p.fn.domain() != kMpcDomain)
+      p.error = "the text defines " + p.fn.domain() + "." + p.fn.name();
+  });
+  return lazy.parsed;
 }
 
 /// The node's value of each attribute the body reads: its own, else the
