@@ -115,17 +115,51 @@ bool mayBeFloating(const Value *v) {
   return v && (v->dtype == DType::Undefined || isFloating(v->dtype));
 }
 
+/// A set of values of one graph: a flag per Value::id() (no hashing; autodiff
+/// asks about every input of every node several times), with a hash set for
+/// the rare value owned by another graph.
+class ValueSet {
+public:
+  explicit ValueSet(const Graph &g) : g_(&g), flags_(g.numValueIds(), 0) {}
+  void insert(const Value *v) {
+    if (v->owner() != g_)
+      foreign_.insert(v);
+    else if (v->id() < flags_.size())
+      flags_[v->id()] = 1;
+    else
+      foreign_.insert(v); // created after the analysis began
+  }
+  bool count(const Value *v) const {
+    if (v->owner() == g_ && v->id() < flags_.size() && flags_[v->id()])
+      return true;
+    return !foreign_.empty() && foreign_.count(v);
+  }
+
+private:
+  const Graph *g_;
+  std::vector<char> flags_;
+  std::unordered_set<const Value *> foreign_;
+};
+
 /// Which values lie on a path from a parameter to the loss.
 struct Activity {
-  std::unordered_set<const Value *> fromParams, toLoss;
+  explicit Activity(const Graph &g) : fromParams(g), toLoss(g) {}
+  ValueSet fromParams, toLoss;
+  /// Each analysed node's gradient rule (nullptr: none), so the per-input
+  /// questions below do not look the op up by name again and again.
+  std::unordered_map<const Node *, const GradientRuleInfo *> rules;
 
+  const GradientRuleInfo *ruleOf(const Node &n) const {
+    auto it = rules.find(&n);
+    return it != rules.end() ? it->second
+                             : findGradientRule(n.opType(), n.domain());
+  }
   bool active(const Value *v) const {
     return v && fromParams.count(v) && toLoss.count(v);
   }
   /// Input i gets a gradient from this node.
   bool wantsInput(const Node &n, size_t i) const {
-    return active(n.input(i)) &&
-           isDifferentiableInput(findGradientRule(n.opType(), n.domain()), i);
+    return active(n.input(i)) && isDifferentiableInput(ruleOf(n), i);
   }
   bool activeNode(const Node &n) const {
     bool out = false;
@@ -142,12 +176,14 @@ struct Activity {
 
 Activity analyze(const Graph &g, const Value *loss,
                  const std::vector<Value *> &params) {
-  Activity a;
+  Activity a(g);
   for (const Value *p : params)
     a.fromParams.insert(p);
   std::vector<Node *> nodes = g.nodeList();
+  a.rules.reserve(nodes.size());
   for (const Node *n : nodes) {
     const GradientRuleInfo *info = findGradientRule(n->opType(), n->domain());
+    a.rules.emplace(n, info);
     bool reached = false;
     for (size_t i = 0; i < n->numInputs(); ++i)
       reached |= n->input(i) && a.fromParams.count(n->input(i)) &&
@@ -165,7 +201,7 @@ Activity analyze(const Graph &g, const Value *loss,
       feeds |= o && a.toLoss.count(o);
     if (!feeds)
       continue;
-    const GradientRuleInfo *info = findGradientRule(n->opType(), n->domain());
+    const GradientRuleInfo *info = a.ruleOf(*n);
     for (size_t i = 0; i < n->numInputs(); ++i)
       if (mayBeFloating(n->input(i)) && isDifferentiableInput(info, i))
         a.toLoss.insert(n->input(i));
@@ -185,7 +221,7 @@ void checkDifferentiable(const Graph &g, const Activity &a) {
   for (const Node *n : g.nodeList()) {
     if (!a.activeNode(*n))
       continue;
-    if (!findGradientRule(n->opType(), n->domain()))
+    if (!a.ruleOf(*n))
       error() << "no gradient rule for op '" << opName(*n) << "' (node '"
               << n->name() << "'); ops with gradients: " << opList;
     auto checkTyped = [&](const Value *v) {
@@ -205,15 +241,21 @@ void checkDifferentiable(const Graph &g, const Activity &a) {
 /// Accumulates gradient contributions: one Add chain per value.
 class GradientMap {
 public:
-  GradientMap(Graph &g, int64_t opset) : g_(g), opset_(opset) {}
+  /// Gradients are kept for the values that exist now (the forward's): by
+  /// Value::id(), with a hash map for any other.
+  GradientMap(Graph &g, int64_t opset)
+      : g_(g), opset_(opset), byId_(g.numValueIds(), nullptr) {}
 
   Value *get(const Value *v) const {
-    auto it = grads_.find(v);
-    return it == grads_.end() ? nullptr : it->second;
+    if (v->owner() == &g_ && v->id() < byId_.size())
+      return byId_[v->id()];
+    auto it = others_.find(v);
+    return it == others_.end() ? nullptr : it->second;
   }
 
   void add(const Value *v, Value *grad, Statistics &stats) {
-    Value *&slot = grads_[v];
+    Value *&slot = v->owner() == &g_ && v->id() < byId_.size() ? byId_[v->id()]
+                                                               : others_[v];
     if (!slot) {
       slot = grad;
       return;
@@ -232,7 +274,8 @@ public:
 private:
   Graph &g_;
   int64_t opset_;
-  std::unordered_map<const Value *, Value *> grads_;
+  std::vector<Value *> byId_;
+  std::unordered_map<const Value *, Value *> others_;
 };
 
 } // namespace
@@ -294,7 +337,7 @@ Backward buildBackward(Graph &g, const std::string &lossName,
     for (size_t i = 0; i < n->numInputs(); ++i)
       wanted.push_back(activity.wantsInput(*n, i));
     GradientContext gc(g, *n, opset, outGrads, wanted);
-    findGradientRule(n->opType(), n->domain())->rule(gc);
+    activity.ruleOf(*n)->rule(gc);
     for (size_t i = 0; i < n->numInputs(); ++i) {
       if (!wanted[i])
         continue;

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <cctype>
 
 namespace mpc {
 
@@ -22,6 +21,14 @@ GradientContext::GradientContext(Graph &graph, Node &node, int64_t opset,
       outputGrads_(std::move(outputGrads)), wanted_(std::move(wanted)),
       inputGrads_(node.numInputs(), nullptr) {
   nodeHint_ = node.name().empty() ? node.opType() : node.name();
+}
+
+const std::string &GradientContext::nodeGradHint() const {
+  // Built on first use (a pass-through rule emits nothing), then shared by
+  // every node the rule emits.
+  if (nodeGradHint_.empty())
+    nodeGradHint_ = nodeHint_ + "_grad";
+  return nodeGradHint_;
 }
 
 void GradientContext::setInputGrad(size_t i, Value *grad) {
@@ -36,7 +43,10 @@ std::string GradientContext::gradName(size_t i) const {
 }
 
 std::string GradientContext::tempName(const std::string &what) const {
-  return sanitizeIdentifier(nodeHint_) + "_grad_" + what;
+  // The sanitized prefix is built once per node, on first use.
+  if (tempPrefix_.empty())
+    tempPrefix_ = sanitizeIdentifier(nodeHint_) + "_grad_";
+  return tempPrefix_ + what;
 }
 
 Value *GradientContext::emitNode(const std::string &opType,
@@ -44,7 +54,7 @@ Value *GradientContext::emitNode(const std::string &opType,
                                  const Attrs &attrs, DType dtype, bool hasShape,
                                  const Dims &dims, const std::string &nameHint,
                                  const std::string &domain) {
-  std::string nodeName = graph_.uniqueNodeName(nodeHint_ + "_grad");
+  std::string nodeName = graph_.uniqueNodeName(nodeGradHint());
   std::string valueName = graph_.uniqueValueName(sanitizeIdentifier(nameHint));
   Node *n = graph_.createNodeWithOutputs(opType, inputs, {valueName}, nodeName,
                                          domain);
@@ -95,13 +105,14 @@ Value *GradientContext::emitMpc(const std::string &opType,
 
 Value *GradientContext::scalarConstant(DType t, double v,
                                        const std::string &what) {
-  return graph_.addInitializer(graph_.uniqueValueName(tempName(what)),
-                               Tensor::scalar(t, v));
+  // addInitializer makes the name unique itself.
+  return graph_.addInitializer(tempName(what), Tensor::scalar(t, v));
 }
 
 Value *GradientContext::int64Constant(const std::vector<int64_t> &v,
                                       const std::string &what) {
-  return graph_.addInitializer(graph_.uniqueValueName(tempName(what)),
+  // addInitializer makes the name unique itself.
+  return graph_.addInitializer(tempName(what),
                                Tensor::fromInt64s({int64_t(v.size())}, v));
 }
 
@@ -194,13 +205,33 @@ int64_t GradientContext::rankOf(const Value &v) const {
 
 // --- free helpers ----------------------------------------------------------
 
+namespace {
+
+// The "C" locale's isalnum/isdigit (mpc never sets a locale) as a table:
+// the library calls cost more than the rest of the loop, and autodiff names
+// every node it makes through sanitizeIdentifier.
+struct IdentifierChars {
+  bool keep[256] = {}; ///< [A-Za-z0-9_]
+  constexpr IdentifierChars() {
+    for (int c = 0; c < 256; ++c)
+      keep[c] = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                (c >= 'A' && c <= 'Z') || c == '_';
+  }
+};
+// constexpr: filled at compile time, so usable from any static initializer.
+constexpr IdentifierChars identifierChars;
+
+bool isAsciiDigit(char c) { return c >= '0' && c <= '9'; }
+
+} // namespace
+
 std::string sanitizeIdentifier(const std::string &name) {
   // In place on one copy: autodiff names every node it makes through this.
   std::string s = name;
   for (char &c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
+    if (!identifierChars.keep[static_cast<unsigned char>(c)])
       c = '_';
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0])))
+  if (s.empty() || isAsciiDigit(s[0]))
     s.insert(s.begin(), '_');
   return s;
 }

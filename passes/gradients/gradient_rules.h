@@ -119,7 +119,13 @@ private:
   std::vector<Value *> outputGrads_;
   std::vector<bool> wanted_;
   std::vector<Value *> inputGrads_;
+  /// nodeHint_ + "_grad": the name hint of every emitted node.
+  const std::string &nodeGradHint() const;
+
   std::string nodeHint_;
+  // Caches, filled on first use: a rule emits several nodes and temporaries.
+  mutable std::string nodeGradHint_; ///< nodeGradHint()
+  mutable std::string tempPrefix_;   ///< sanitized nodeHint_ + "_grad_"
 };
 
 /// Differentiates one node: reads ctx.outGrad(i), calls ctx.setInputGrad(i)

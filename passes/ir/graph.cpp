@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <charconv>
 #include <mutex>
 #include <unordered_set>
 
@@ -224,12 +225,28 @@ uint64_t Graph::newUid() {
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
+/// Rewrites the suffix of `name` after its first `stem` chars to the decimal
+/// `i`: one buffer for every candidate name instead of a new base + "_" +
+/// to_string(i) string per try.
+static void setSuffix(std::string &name, size_t stem, int i) {
+  char digits[16];
+  auto end = std::to_chars(digits, digits + sizeof digits, i).ptr;
+  name.resize(stem);
+  name.append(digits, end);
+}
+
 std::string Graph::uniqueValueName(const std::string &hint) const {
-  std::string base = hint.empty() ? "v" : hint;
+  static const std::string kDefault = "v";
+  const std::string &base = hint.empty() ? kDefault : hint;
   if (!valuesByName_.count(base))
     return base;
+  std::string candidate;
+  candidate.reserve(base.size() + 12);
+  candidate = base;
+  candidate += '_';
+  const size_t stem = candidate.size();
   for (int i = 1;; ++i) {
-    std::string candidate = base + "_" + std::to_string(i);
+    setSuffix(candidate, stem, i);
     if (!valuesByName_.count(candidate))
       return candidate;
   }
@@ -350,17 +367,26 @@ void Graph::makeInitializerAnInput(Value *v) {
 }
 
 std::string Graph::uniqueNodeName(const std::string &hint) {
-  std::string base = hint.empty() ? "node" : hint;
+  static const std::string kDefault = "node";
+  const std::string &base = hint.empty() ? kDefault : hint;
+  // The count of names handed out for base: base itself first, then
+  // base_<count>. (A reference into an unordered_map stays valid when the
+  // map grows below.)
   int &count = nodeNames_[base];
-  std::string name = count == 0 ? base : base + "_" + std::to_string(count);
-  ++count;
+  if (count++ == 0)
+    return base; // a key already (operator[] above)
+  std::string name;
+  name.reserve(base.size() + 12);
+  name = base;
+  name += '_';
+  const size_t stem = name.size();
   // A generated name could collide with an imported "x_1"; keep going.
-  while (count > 1 && nodeNames_.count(name) && name != base) {
-    name = base + "_" + std::to_string(count++);
+  // try_emplace tests and claims a candidate with one hash.
+  for (;; ++count) {
+    setSuffix(name, stem, count - 1);
+    if (nodeNames_.try_emplace(name, 1).second)
+      return name;
   }
-  if (name != base) // base is a key already (operator[] above)
-    nodeNames_.emplace(name, 1);
-  return name;
 }
 
 Node *Graph::createNode(const std::string &opType,
@@ -368,11 +394,8 @@ Node *Graph::createNode(const std::string &opType,
                         const std::string &nameHint, const std::string &domain,
                         Node *before) {
   std::string nodeName = uniqueNodeName(nameHint.empty() ? opType : nameHint);
-  std::vector<std::string> outs;
-  for (size_t i = 0; i < numOutputs; ++i)
-    outs.push_back(uniqueValueName(
-        nodeName + (numOutputs > 1 ? "_out" + std::to_string(i) : "_out")));
-  // uniqueValueName does not reserve, so reserve one at a time.
+  // Each output takes its unique name when addOutput creates it, one at a
+  // time (uniqueValueName does not reserve a name).
   auto n = std::make_unique<Node>();
   n->opType_ = opType;
   n->domain_ = domain;
@@ -398,13 +421,23 @@ Node *Graph::createNodeWithOutputs(const std::string &opType,
   n->opType_ = opType;
   n->domain_ = domain;
   n->name_ = nodeName;
-  nodeNames_.emplace(nodeName, 1);
+  // Usually uniqueNodeName claimed the name already: try_emplace then only
+  // finds it (emplace would build and free a map node first).
+  nodeNames_.try_emplace(nodeName, 1);
   n->owner_ = this;
   Node *raw = n.get();
   auto pos = before ? before->self_ : nodes_.end();
   raw->self_ = nodes_.insert(pos, std::move(n));
-  for (Value *v : inputs)
-    raw->addInput(v);
+  // The node is new (a fresh revision, no uses yet): wire the inputs
+  // directly rather than through setInput, which resizes and re-stamps the
+  // node once per input.
+  raw->inputs_.reserve(inputs.size());
+  for (Value *v : inputs) {
+    if (v)
+      v->uses_.push_back({raw, int(raw->inputs_.size())});
+    raw->inputs_.push_back(v);
+  }
+  raw->outputs_.reserve(outputNames.size());
   for (const std::string &outName : outputNames) {
     if (outName.empty()) {
       raw->outputs_.push_back(nullptr); // omitted optional output
