@@ -37,6 +37,7 @@
 
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -112,9 +113,9 @@ private:
 
   void recordOriginalTypes() {
     for (Value *v : g_.inputs())
-      original_[v] = v->dtype;
+      original_.set(v, v->dtype);
     for (Value *v : g_.initializers())
-      original_[v] = v->dtype;
+      original_.set(v, v->dtype);
     for (Node *n : g_.nodeList()) {
       // Only the nodes autocast decides need types; untouched ones (ops of
       // other domains, Shape) may stay untyped.
@@ -134,7 +135,7 @@ private:
           errorAt(*n) << "output '" << o->name()
                       << "' has no type; autocast needs typed values (run "
                          "infer-shapes first)";
-        original_[o] = o->dtype;
+        original_.set(o, o->dtype);
       }
     }
   }
@@ -156,10 +157,16 @@ private:
     Classification how = policy_.explain(n);
     PrecisionClass cls = how.cls;
     std::vector<size_t> floatInputs;
+    floatInputs.reserve(n.numInputs());
     bool touchesF64 = false;
+    // policy_.isUncastInput(n, i), from the table row explain() found
+    // already (rather than a lookup by op name per input).
+    auto uncast = [&](size_t i) {
+      return how.entry && i < 32 && (how.entry->uncastInputs >> i & 1u);
+    };
     for (size_t i = 0; i < n.numInputs(); ++i) {
       Value *v = n.input(i);
-      if (!v || !isFloating(v->dtype) || policy_.isUncastInput(n, i))
+      if (!v || !isFloating(v->dtype) || uncast(i))
         continue;
       floatInputs.push_back(i);
       touchesF64 = touchesF64 || v->dtype == DType::F64;
@@ -451,7 +458,14 @@ private:
   /// by name (graph outputs, update_binding, mpc.loss) sees `to`; users
   /// inside the graph keep reading v. The Cast already made for v's users in
   /// that dtype is the one renamed, so no duplicate appears.
-  Value *castKeepingName(Value *v, DType to) {
+  /// Where each value is listed among the graph outputs (its positions in
+  /// g_.outputs()), kept by keepOutputTypes so that castKeepingName re-points
+  /// a value's slots without scanning every output per value (a training
+  /// step lists one gradient per parameter).
+  using OutputSlots = std::unordered_map<const Value *, std::vector<size_t>>;
+
+  /// With `slots` (nullptr: scan the outputs) kept up to date.
+  Value *castKeepingName(Value *v, DType to, OutputSlots *slots = nullptr) {
     std::string name = v->name();
     auto it = casts_.find({v, to});
     Value *out = it != casts_.end() && created_.count(it->second->producer())
@@ -464,9 +478,21 @@ private:
       out = makeCast(v, to, name, nullptr)->output(0);
       casts_[{v, to}] = out;
     }
-    for (size_t i = 0; i < g_.outputs().size(); ++i)
-      if (g_.outputs()[i] == v)
+    if (!slots) {
+      for (size_t i = 0; i < g_.outputs().size(); ++i)
+        if (g_.outputs()[i] == v)
+          g_.setOutput(i, out);
+      return out;
+    }
+    auto at = slots->find(v);
+    if (at != slots->end()) {
+      std::vector<size_t> positions = std::move(at->second);
+      slots->erase(at);
+      for (size_t i : positions)
         g_.setOutput(i, out);
+      std::vector<size_t> &moved = (*slots)[out];
+      moved.insert(moved.end(), positions.begin(), positions.end());
+    }
     return out;
   }
 
@@ -478,18 +504,20 @@ private:
 
   void keepOutputTypes() {
     std::vector<Value *> outs = g_.outputs();
+    OutputSlots slots;
+    for (size_t i = 0; i < outs.size(); ++i)
+      slots[outs[i]].push_back(i);
     for (Value *v : outs) {
-      auto it = original_.find(v);
+      const DType *original = original_.find(v);
       // Values created by this pass (the fp32 loss) are already right.
-      if (it == original_.end() || !isFloating(it->second) ||
-          v->dtype == it->second)
+      if (!original || !isFloating(*original) || v->dtype == *original)
         continue;
       // A gradient that became wider (an fp16 parameter's gradient summed
       // in fp32) stays wide: loss-scale and master-weights cast every
       // gradient to fp32, so narrowing it here would only round it.
-      if (grads_.count(v) && widensExactly(it->second, v->dtype))
+      if (grads_.count(v) && widensExactly(*original, v->dtype))
         continue;
-      castKeepingName(v, it->second);
+      castKeepingName(v, *original, &slots);
     }
   }
 
@@ -523,7 +551,43 @@ private:
   Value *gradSeed_ = nullptr, *loss_ = nullptr;
   std::unordered_set<const Value *> grads_;
 
-  std::unordered_map<const Value *, DType> original_;
+  /// Each value's dtype before autocast, by Value::id() (every node's
+  /// inputs and outputs are looked up): a hash map only for a value of
+  /// another graph. Values created later have none.
+  class OriginalTypes {
+  public:
+    explicit OriginalTypes(const Graph &g) : g_(&g) {}
+    void set(const Value *v, DType t) {
+      if (v->owner() != g_) {
+        others_[v] = t;
+        return;
+      }
+      if (v->id() >= byId_.size())
+        byId_.resize(g_->numValueIds(), {false, DType::Undefined});
+      byId_[v->id()] = {true, t};
+    }
+    const DType *find(const Value *v) const {
+      if (v->owner() != g_) {
+        auto it = others_.find(v);
+        return it == others_.end() ? nullptr : &it->second;
+      }
+      if (v->id() >= byId_.size() || !byId_[v->id()].first)
+        return nullptr;
+      return &byId_[v->id()].second;
+    }
+    /// Like unordered_map::at: throws std::out_of_range when v has none.
+    DType at(const Value *v) const {
+      if (const DType *t = find(v))
+        return *t;
+      throw std::out_of_range("autocast: value without an original type");
+    }
+
+  private:
+    const Graph *g_;
+    std::vector<std::pair<bool, DType>> byId_;
+    std::unordered_map<const Value *, DType> others_;
+  };
+  OriginalTypes original_{g_};
   std::unordered_map<const Node *, Decision> decisions_;
   std::map<std::pair<Value *, DType>, Value *> casts_;
   std::unordered_set<const Node *> created_, placed_;

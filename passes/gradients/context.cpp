@@ -55,8 +55,10 @@ Value *GradientContext::emitNode(const std::string &opType,
                                  const Dims &dims, const std::string &nameHint,
                                  const std::string &domain) {
   std::string nodeName = graph_.uniqueNodeName(nodeGradHint());
-  std::string valueName = graph_.uniqueValueName(sanitizeIdentifier(nameHint));
-  Node *n = graph_.createNodeWithOutputs(opType, inputs, {valueName}, nodeName,
+  // Moved into the list (a braced list would copy the name).
+  std::vector<std::string> valueNames(1);
+  valueNames[0] = graph_.uniqueValueName(sanitizeIdentifier(nameHint));
+  Node *n = graph_.createNodeWithOutputs(opType, inputs, valueNames, nodeName,
                                          domain);
   for (const auto &kv : attrs)
     n->setAttr(kv.first, kv.second);

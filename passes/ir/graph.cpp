@@ -404,11 +404,26 @@ Node *Graph::createNode(const std::string &opType,
   Node *raw = n.get();
   auto pos = before ? before->self_ : nodes_.end();
   raw->self_ = nodes_.insert(pos, std::move(n));
-  for (Value *v : inputs)
-    raw->addInput(v);
-  for (size_t i = 0; i < numOutputs; ++i)
-    raw->addOutput(nodeName +
-                   (numOutputs > 1 ? "_out" + std::to_string(i) : "_out"));
+  // The node is new (a fresh revision, no uses yet): wire inputs and outputs
+  // directly rather than through setInput/addOutput, which resize and
+  // re-stamp the node once per input and output.
+  raw->inputs_.reserve(inputs.size());
+  for (Value *v : inputs) {
+    if (v)
+      v->uses_.push_back({raw, int(raw->inputs_.size())});
+    raw->inputs_.push_back(v);
+  }
+  raw->outputs_.reserve(numOutputs);
+  std::string hint = nodeName + "_out"; // "<node>_out", or "<node>_out<i>"
+  const size_t stem = hint.size();
+  for (size_t i = 0; i < numOutputs; ++i) {
+    if (numOutputs > 1)
+      setSuffix(hint, stem, int(i));
+    Value *v = createValue(hint);
+    v->producer_ = raw;
+    v->producerIndex_ = int(raw->outputs_.size());
+    raw->outputs_.push_back(v);
+  }
   return raw;
 }
 
