@@ -90,10 +90,18 @@ public:
   }
 
   void run() {
-    recordOriginalTypes();
-    for (Node *n : g_.nodeList())
-      decide(*n);
-    sinkCasts();
+    // The forward node list and each node's class, computed once: the
+    // steps up to sinkCasts neither add nor move nodes, and each asks for
+    // the class of every node.
+    std::vector<Node *> nodes = g_.nodeList();
+    std::vector<Classification> classes;
+    classes.reserve(nodes.size());
+    for (const Node *n : nodes)
+      classes.push_back(policy_.explain(*n));
+    recordOriginalTypes(nodes, classes);
+    for (size_t i = 0; i < nodes.size(); ++i)
+      decide(*nodes[i], classes[i]);
+    sinkCasts(nodes, classes);
     convertConstants();
     insertCasts();
     keepLossFp32();
@@ -111,15 +119,18 @@ private:
     std::vector<DType> wants;
   };
 
-  void recordOriginalTypes() {
+  /// `classes[i]` is policy_.explain(*nodes[i]).
+  void recordOriginalTypes(const std::vector<Node *> &nodes,
+                           const std::vector<Classification> &classes) {
     for (Value *v : g_.inputs())
       original_.set(v, v->dtype);
     for (Value *v : g_.initializers())
       original_.set(v, v->dtype);
-    for (Node *n : g_.nodeList()) {
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      Node *n = nodes[k];
       // Only the nodes autocast decides need types; untouched ones (ops of
       // other domains, Shape) may stay untyped.
-      PrecisionClass cls = policy_.classify(*n);
+      PrecisionClass cls = classes[k].cls;
       bool decided = cls == PrecisionClass::Lower ||
                      cls == PrecisionClass::Fp32 ||
                      cls == PrecisionClass::Follow;
@@ -151,10 +162,10 @@ private:
     return isConstantNode(v->producer());
   }
 
-  void decide(Node &n) {
+  /// `how` is policy_.explain(n).
+  void decide(Node &n, const Classification &how) {
     Decision d;
     d.wants.assign(n.numInputs(), DType::Undefined);
-    Classification how = policy_.explain(n);
     PrecisionClass cls = how.cls;
     std::vector<size_t> floatInputs;
     floatInputs.reserve(n.numInputs());
@@ -280,14 +291,17 @@ private:
   /// the same bits, and the input's Cast is usually shared (a weight's one
   /// fp16 copy feeds both the forward MatMul and the backward's Transpose).
   /// Reverse order lets a whole chain of such nodes flip, last first.
-  void sinkCasts() {
-    std::vector<Node *> nodes = g_.nodeList();
-    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
-      Node &n = **it;
+  /// `nodes` is the node list decide() saw, `classes[i]` the class of
+  /// nodes[i].
+  void sinkCasts(const std::vector<Node *> &nodes,
+                 const std::vector<Classification> &classes) {
+    for (size_t k = nodes.size(); k-- > 0;) {
+      Node &n = *nodes[k];
       Decision &d = decisions_[&n];
-      if (d.dtype == DType::Undefined || d.dtype == target_ ||
-          !policy_.castCommutes(n) ||
-          policy_.classify(n) != PrecisionClass::Follow)
+      // policy_.castCommutes(n), from the table row explain() found.
+      bool castCommutes = classes[k].entry && classes[k].entry->castCommutes;
+      if (d.dtype == DType::Undefined || d.dtype == target_ || !castCommutes ||
+          classes[k].cls != PrecisionClass::Follow)
         continue;
       size_t floatInputs = 0;
       for (DType w : d.wants)
