@@ -269,7 +269,20 @@ Value *Graph::newValueNamed(const std::string &name) {
 }
 
 Value *Graph::createValue(const std::string &nameHint) {
-  return newValueNamed(uniqueValueName(nameHint));
+  // Usually the hint itself is free: claim its table slot with one lookup
+  // (uniqueValueName then newValueNamed would hash it twice).
+  auto claimed = valuesByName_.try_emplace(nameHint.empty() ? "v" : nameHint);
+  if (!claimed.second)
+    return newValueNamed(uniqueValueName(nameHint));
+  auto v = std::make_unique<Value>();
+  v->name_ = claimed.first->first;
+  v->owner_ = this;
+  v->id_ = values_.size();
+  Value *raw = v.get();
+  values_.push_back(std::move(v));
+  claimed.first->second = raw;
+  raw->live_ = true;
+  return raw;
 }
 
 Value *Graph::findValue(const std::string &name) const {
@@ -614,9 +627,15 @@ std::unique_ptr<Graph> Graph::clone() const {
   auto copy = g->nodes_.begin();
   for (const auto &n : nodes_) {
     Node &c = **copy++;
+    // A new node (fresh revision, no inputs yet): wire the inputs directly
+    // rather than through setInput, which re-stamps the node per input.
     c.inputs_.reserve(n->inputs_.size());
-    for (const Value *in : n->inputs_)
-      c.addInput(mapped(in));
+    for (const Value *in : n->inputs_) {
+      Value *m = mapped(in);
+      if (m)
+        m->uses_.push_back({&c, int(c.inputs_.size())});
+      c.inputs_.push_back(m);
+    }
   }
   for (const Value *out : outputs_)
     g->addOutput(mapped(out));
