@@ -407,8 +407,8 @@ Node *Graph::createNode(const std::string &opType,
                         const std::string &nameHint, const std::string &domain,
                         Node *before) {
   std::string nodeName = uniqueNodeName(nameHint.empty() ? opType : nameHint);
-  // Each output takes its unique name when addOutput creates it, one at a
-  // time (uniqueValueName does not reserve a name).
+  // Each output takes its unique name when createValue makes it below, one
+  // at a time (a name is taken only once its value exists).
   auto n = std::make_unique<Node>();
   n->opType_ = opType;
   n->domain_ = domain;
