@@ -313,6 +313,14 @@ TEST(VerifyMemo, OutputsDeclaredAsInferredAreStillChecked) {
                                     "produces fp32[3x2]");
 }
 
+/// y = Reshape(x, shape) with y declared fp32[2x3], the graph's output; x is
+/// the graph's input fp32[6].
+void addReshapeTo2x3(Graph &g, Value *x, Value *shape) {
+  Node *reshape = g.createNode("Reshape", {x, shape}, 1, "reshape");
+  reshape->output(0)->setType(DType::F32, {Dim(2), Dim(3)});
+  g.addOutput(reshape->output(0));
+}
+
 TEST(VerifyMemo, AConstantDeclaredAsInferredThenReplacedIsChecked) {
   // A Constant's consumers see its data anew only when its attributes
   // changed: declaring its output as inferred does not hide a later change.
@@ -321,9 +329,7 @@ TEST(VerifyMemo, AConstantDeclaredAsInferredThenReplacedIsChecked) {
   Value *x = g.addInput("x", DType::F32, {Dim(6)});
   Node *c = g.createNode("Constant", {}, 1, "shape");
   c->setAttr("value", Attribute::ofTensor(Tensor::fromInt64s({2}, {2, 3})));
-  Node *reshape = g.createNode("Reshape", {x, c->output(0)}, 1, "reshape");
-  reshape->output(0)->setType(DType::F32, {Dim(2), Dim(3)});
-  g.addOutput(reshape->output(0));
+  addReshapeTo2x3(g, x, c->output(0));
   ASSERT_EQ(verifyError(m), "");
   c->output(0)->setType(DType::I64, {Dim(2)});
   ASSERT_EQ(verifyError(m), "");
@@ -365,9 +371,7 @@ TEST(VerifyMemo, AReplacedInitializerIsChecked) {
   Graph &g = *m.graph;
   Value *x = g.addInput("x", DType::F32, {Dim(6)});
   Value *shape = g.addInitializer("shape", Tensor::fromInt64s({2}, {2, 3}));
-  Node *reshape = g.createNode("Reshape", {x, shape}, 1, "reshape");
-  reshape->output(0)->setType(DType::F32, {Dim(2), Dim(3)});
-  g.addOutput(reshape->output(0));
+  addReshapeTo2x3(g, x, shape);
   ASSERT_EQ(verifyError(m), "");
   shape->setInitializer(
       std::make_shared<Tensor>(Tensor::fromInt64s({2}, {3, 2})));
