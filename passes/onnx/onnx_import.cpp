@@ -123,9 +123,7 @@ public:
         throw Error("initializer '" + t.name() + "' is defined twice");
       std::string what = "initializer '" + t.name() + "'";
       Tensor data =
-          owned && t.data_location() != onnx::TensorProto::EXTERNAL
-              ? takeTensor(std::move(*owned->mutable_initializer(i)), what)
-              : loadTensor(t, what);
+          loadTensor(t, what, owned ? owned->mutable_initializer(i) : nullptr);
       graph_->addInitializer(t.name(), std::move(data));
     }
     if (gp.sparse_initializer_size() > 0)
@@ -216,25 +214,23 @@ private:
     return n;
   }
 
-  Tensor loadTensor(const onnx::TensorProto &tp, const std::string &what) {
+  /// Loads `tp`. With `owned` (the same message, which the caller lets go
+  /// of afterwards) its raw_data string becomes the tensor's storage.
+  Tensor loadTensor(const onnx::TensorProto &tp, const std::string &what,
+                    onnx::TensorProto *owned = nullptr) {
     onnx::TensorProto resolved;
     const onnx::TensorProto *src = &tp;
     if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
       resolved = tp;
       readExternalData(resolved, what);
       src = &resolved;
+      owned = &resolved;
     }
     Tensor t;
     std::string err;
-    if (!tensorFromProto(*src, t, err))
-      throw Error(what + ": " + err);
-    return t;
-  }
-
-  Tensor takeTensor(onnx::TensorProto &&tp, const std::string &what) {
-    Tensor t;
-    std::string err;
-    if (!tensorFromProto(std::move(tp), t, err))
+    bool ok = owned ? tensorFromProto(std::move(*owned), t, err)
+                    : tensorFromProto(*src, t, err);
+    if (!ok)
       throw Error(what + ": " + err);
     return t;
   }

@@ -35,7 +35,8 @@ struct ProtoHeader {
   uint64_t nbytes = 0;
 };
 
-/// Checks the data type, data location, dims and size of `p`.
+/// Checks the data type, data location, dims and size of `p`, and the
+/// length of its raw_data when it has one.
 bool readHeader(const onnx::TensorProto &p, ProtoHeader &h,
                 std::string &error) {
   std::optional<DType> dt = fromOnnxDataType(p.data_type());
@@ -66,18 +67,25 @@ bool readHeader(const onnx::TensorProto &p, ProtoHeader &h,
             std::to_string(kMaxTensorProtoBytes >> 30) + " GiB)";
     return false;
   }
-  h.nbytes = uint64_t(n) * es;
+  uint64_t nbytes = uint64_t(n) * es;
+  if (p.has_raw_data() && p.raw_data().size() != nbytes) {
+    error = describe(p) + ": raw_data has " +
+            std::to_string(p.raw_data().size()) + " bytes, expected " +
+            std::to_string(nbytes) + " for " + dtypeName(*dt) + "[" +
+            dimsToString(dims) + "]";
+    return false;
+  }
+  h.nbytes = nbytes;
   h.dtype = *dt;
   h.dims = std::move(dims);
   h.count = n;
   return true;
 }
 
-std::string rawSizeError(const onnx::TensorProto &p, const ProtoHeader &h,
-                         size_t have) {
-  return describe(p) + ": raw_data has " + std::to_string(have) +
-         " bytes, expected " + std::to_string(h.nbytes) + " for " +
-         dtypeName(h.dtype) + "[" + dimsToString(h.dims) + "]";
+/// ONNX keeps a bool in a byte; any nonzero byte is true, stored as 1.
+void normaliseBools(uint8_t *bytes, size_t size) {
+  for (size_t i = 0; i < size; ++i)
+    bytes[i] = bytes[i] != 0;
 }
 
 } // namespace
@@ -88,24 +96,17 @@ bool tensorFromProto(const onnx::TensorProto &p, Tensor &out,
     ProtoHeader h;
     if (!readHeader(p, h, error))
       return false;
-    const std::optional<DType> dt = h.dtype;
-    const std::vector<int64_t> &dims = h.dims;
-    int64_t n = h.count;
-    uint64_t nbytes = h.nbytes;
+    const int64_t n = h.count;
+    const uint64_t nbytes = h.nbytes;
     Tensor t;
-    t.dtype = *dt;
-    t.dims = dims;
+    t.dtype = h.dtype;
+    t.dims = h.dims;
 
     if (p.has_raw_data()) {
       const std::string &raw = p.raw_data();
-      if (raw.size() != nbytes) {
-        error = rawSizeError(p, h, raw.size());
-        return false;
-      }
       t.bytes.assign(raw.begin(), raw.end());
-      if (*dt == DType::Bool)
-        for (uint8_t &b : t.bytes)
-          b = b != 0;
+      if (t.dtype == DType::Bool)
+        normaliseBools(t.bytes.data(), t.bytes.size());
       out = std::move(t);
       return true;
     }
@@ -113,7 +114,7 @@ bool tensorFromProto(const onnx::TensorProto &p, Tensor &out,
     // Check the typed field's length before allocating anything.
     int64_t have;
     const char *field;
-    switch (*dt) {
+    switch (t.dtype) {
     case DType::F32:
       have = p.float_data_size(), field = "float_data";
       break;
@@ -130,11 +131,11 @@ bool tensorFromProto(const onnx::TensorProto &p, Tensor &out,
     if (have != n) {
       error = describe(p) + ": " + std::to_string(have) + " values in " +
               field + ", expected " + std::to_string(n) + " for shape " +
-              dimsToString(dims);
+              dimsToString(h.dims);
       return false;
     }
     t.bytes.assign(size_t(nbytes), 0);
-    switch (*dt) {
+    switch (t.dtype) {
     case DType::F32:
       if (n)
         std::memcpy(t.bytes.data(), p.float_data().data(), size_t(nbytes));
@@ -164,7 +165,7 @@ bool tensorFromProto(const onnx::TensorProto &p, Tensor &out,
       uint8_t *dst = t.data<uint8_t>();
       for (int64_t i = 0; i < n; ++i) {
         int32_t v = p.int32_data(int(i));
-        dst[i] = *dt == DType::Bool ? uint8_t(v != 0) : uint8_t(v);
+        dst[i] = t.dtype == DType::Bool ? uint8_t(v != 0) : uint8_t(v);
       }
       break;
     }
@@ -187,18 +188,13 @@ bool tensorFromProto(onnx::TensorProto &&p, Tensor &out, std::string &error) {
     ProtoHeader h;
     if (!readHeader(p, h, error))
       return false;
-    if (p.raw_data().size() != h.nbytes) {
-      error = rawSizeError(p, h, p.raw_data().size());
-      return false;
-    }
     // The message's string itself becomes the tensor's storage (the heap
     // string protobuf parsed into; the model is not on an arena).
     std::shared_ptr<std::string> raw(p.release_raw_data());
     auto *bytes = reinterpret_cast<uint8_t *>(raw->data());
     size_t size = raw->size();
     if (h.dtype == DType::Bool)
-      for (size_t i = 0; i < size; ++i)
-        bytes[i] = bytes[i] != 0;
+      normaliseBools(bytes, size);
     Tensor t;
     t.dtype = h.dtype;
     t.dims = std::move(h.dims);
