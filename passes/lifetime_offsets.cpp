@@ -6,12 +6,6 @@
 
 namespace mpc {
 
-namespace {
-
-constexpr size_t kPastEnd = ~size_t(0);
-
-} // namespace
-
 LifetimeOffsets::LifetimeOffsets(int64_t times) {
   while (int64_t(leaves_) < times) {
     leaves_ *= 2;
@@ -25,7 +19,7 @@ LifetimeOffsets::LifetimeOffsets(int64_t times) {
   pool_.reset(new Span[poolCap_]);
 }
 
-void LifetimeOffsets::addSpan(SpanSet &set, size_t begin, size_t end) {
+bool LifetimeOffsets::addSpan(SpanSet &set, size_t begin, size_t end) {
   Span *s = pool_.get() + set.at;
   // The first span ending at or after `begin` (touching spans merge too).
   // Most placements land at or past a set's last span (8 in 10 on a
@@ -46,10 +40,11 @@ void LifetimeOffsets::addSpan(SpanSet &set, size_t begin, size_t end) {
   }
   if (lo < set.size && s[lo].begin <= end) {
     // Overlaps or touches s[lo]: widen it over every span it now reaches.
-    if (begin < s[lo].begin)
+    bool widened = begin < s[lo].begin;
+    if (widened)
       s[lo].begin = begin;
     if (end <= s[lo].end)
-      return; // already covered (the common case near the root)
+      return widened; // else covered already (the common case near the root)
     size_t past = lo + 1;
     while (past < set.size && s[past].begin <= end) {
       if (s[past].end > end)
@@ -61,7 +56,7 @@ void LifetimeOffsets::addSpan(SpanSet &set, size_t begin, size_t end) {
       std::memmove(s + lo + 1, s + past, (set.size - past) * sizeof(Span));
       set.size -= past - lo - 1;
     }
-    return;
+    return true;
   }
   if (set.size == set.cap) {
     // Move the set to the pool's end with twice the room; the old room is
@@ -83,9 +78,11 @@ void LifetimeOffsets::addSpan(SpanSet &set, size_t begin, size_t end) {
     poolSize_ += cap;
     s = pool_.get() + set.at;
   }
-  std::memmove(s + lo + 1, s + lo, (set.size - lo) * sizeof(Span));
+  if (lo < set.size) // not an append (most are)
+    std::memmove(s + lo + 1, s + lo, (set.size - lo) * sizeof(Span));
   s[lo] = {begin, end};
   ++set.size;
+  return true;
 }
 
 size_t LifetimeOffsets::lowestFit(int64_t first, int64_t last, size_t bytes,
@@ -114,19 +111,26 @@ size_t LifetimeOffsets::lowestFit(int64_t first, int64_t last, size_t bytes,
     if (r & 1)
       read(starts_[--r]);
   }
-  const size_t n = cursors_.size();
+  size_t n = cursors_.size();
+  // A sentinel past the sets: below every window's end (bytes > 0), it
+  // ends the scan for a conflict without a bounds check per set.
+  next_.push_back(0);
   size_t *next = next_.data();
+  Cursor *cursors = cursors_.data();
   // Invariant: no aligned offset below `at` fits. A span that overlaps
   // [at, at + bytes) rules out every offset up to its end (spans are unions
   // of non-empty buffers, so overlapping the span means overlapping one).
   // The ranges below the answer are mostly one block split over the sets
   // in many pieces, so the walk goes to whichever set has a span starting
   // inside the window, and stops when a whole round of the sets has none.
+  // A set walked to its end is dropped (the last one takes its place, and
+  // the sentinel moves down): the order the sets are visited in changes
+  // the walk, not the answer, which is the lowest offset no span rules out.
   size_t at = 0;
   for (size_t i = 0;;) {
     const size_t limit = at + bytes;
     size_t j = i;
-    while (j < n && next[j] >= limit)
+    while (next[j] >= limit)
       ++j;
     if (j == n) {
       j = 0;
@@ -135,13 +139,20 @@ size_t LifetimeOffsets::lowestFit(int64_t first, int64_t last, size_t bytes,
       if (j == i)
         break;
     }
-    Cursor &c = cursors_[j];
+    Cursor &c = cursors[j];
     if (c.span->end > at)
       at = (c.span->end + alignment - 1) / alignment * alignment;
     do
       ++c.span;
     while (c.span != c.stop && c.span->end <= at);
-    next[j] = c.span == c.stop ? kPastEnd : c.span->begin;
+    if (c.span != c.stop) {
+      next[j] = c.span->begin;
+    } else {
+      --n;
+      c = cursors[n];
+      next[j] = next[n];
+      next[n] = 0;
+    }
     i = j;
   }
   return at;
@@ -153,8 +164,11 @@ void LifetimeOffsets::place(int64_t first, int64_t last, size_t offset,
     return;
   // Not into the nodes whose range begins at time 0 (the powers of two):
   // (first, last] never covers time 0, so no query reads their starts.
+  // A node's starts hold its children's, so where the range was covered
+  // already it is in every set above too (most placements stop there).
   for (size_t n = size_t(first) + leaves_; n & (n - 1); n /= 2)
-    addSpan(starts_[n], offset, offset + bytes);
+    if (!addSpan(starts_[n], offset, offset + bytes))
+      break;
   for (size_t l = size_t(first) + leaves_, r = size_t(last) + 1 + leaves_;
        l < r; l /= 2, r /= 2) {
     if (l & 1)

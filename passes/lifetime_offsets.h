@@ -52,7 +52,8 @@ private:
     const Span *span, *stop;
   };
 
-  void addSpan(SpanSet &set, size_t begin, size_t end);
+  /// Adds [begin, end) to the set; false when the set held it already.
+  bool addSpan(SpanSet &set, size_t begin, size_t end);
 
   size_t leaves_ = 1; ///< a power of two >= times
   size_t levels_ = 0; ///< log2(leaves_)
@@ -60,8 +61,9 @@ private:
   std::unique_ptr<Span[]> pool_;
   size_t poolSize_ = 0, poolCap_ = 0;
   // Scratch of lowestFit (reused: queries are hot). next_[i] is the begin of
-  // cursors_[i]'s span (or SIZE_MAX past its set's end), kept apart so the
-  // walk scans the sets for a conflict over one small array.
+  // cursors_[i]'s span (sets walked to their end are dropped, and a 0 ends
+  // the array), kept apart so the walk scans the sets for a conflict over
+  // one small array.
   mutable std::vector<Cursor> cursors_;
   mutable std::vector<size_t> next_;
 };

@@ -4,11 +4,13 @@
 #include "passes/onnx/onnx_io.h"
 #include "passes/shape_inference.h"
 #include "passes/step_graph.h"
+#include "passes/verify.h"
 
 #include "onnx/onnx_pb.h"
 #include "passes/support/diagnostics.h"
 
 #include <algorithm>
+#include <optional>
 #include <cstdio>
 #include <sstream>
 
@@ -104,18 +106,14 @@ private:
   Dims dims_;
 };
 
-} // namespace
+/// The opset the step's types are inferred at (as the executor does).
+int64_t planningOpset(const Model &model) {
+  return std::max<int64_t>(model.opsetVersion(""), 1);
+}
 
-MemoryPlan planCompiledModel(const Model &compiled, bool asWritten) {
-  // The exporter completes mpc nodes' optional inputs with small constants;
-  // planning the model as mpc-run will load it counts those too.
-  std::unique_ptr<Model> written;
-  if (asWritten) {
-    onnx::ModelProto proto;
-    exportModel(compiled, proto);
-    written = importModel(proto, compiled.sourcePath, ".");
-  }
-  const Model &model = asWritten ? *written : compiled;
+/// Plans the step of `model` (planCompiledModel), whose types inference
+/// would leave as they are when `typesAsInferred`.
+MemoryPlan planStep(const Model &model, bool typesAsInferred) {
   // The step as mpc-run runs it: the algorithm with runnableStep's extra
   // outputs, planned in place (the types inference changes are put back, so
   // the model is left as it was; a Model's graphs are not const through it).
@@ -125,7 +123,9 @@ MemoryPlan planCompiledModel(const Model &compiled, bool asWritten) {
     extra = runnableStepExtraOutputs(model, g);
   // Types of what the importer could not read from value_info, inferred as
   // the executor infers them before it plans.
-  InferredTypesScope inferred(g, std::max<int64_t>(model.opsetVersion(""), 1));
+  std::optional<InferredTypesScope> inferred;
+  if (!typesAsInferred)
+    inferred.emplace(g, planningOpset(model));
   PlanInputs in = planInputsFor(model, g);
   in.extraOutputs.assign(extra.begin(), extra.end());
   // The placements would point into the graph, whose types are put back.
@@ -140,6 +140,20 @@ MemoryPlan planCompiledModel(const Model &compiled, bool asWritten) {
   }
   plan.unplanned.clear();
   return plan;
+}
+
+} // namespace
+
+MemoryPlan planCompiledModel(const Model &compiled, bool asWritten) {
+  // The exporter completes mpc nodes' optional inputs with small constants;
+  // planning the model as mpc-run will load it counts those too.
+  std::unique_ptr<Model> written;
+  if (asWritten) {
+    onnx::ModelProto proto;
+    exportModel(compiled, proto);
+    written = importModel(proto, compiled.sourcePath, ".");
+  }
+  return planStep(asWritten ? *written : compiled, /*typesAsInferred=*/false);
 }
 
 std::string memoryReportTable(const MemoryPlan &chosen,
@@ -203,8 +217,16 @@ std::string memoryReportJson(const MemoryPlan &chosen,
 }
 
 void runPlanMemory(Model &model, PassContext &ctx) {
+  // Right after a verify that found every type of the step as inference
+  // gives it (as infer-shapes leaves them), inferring them again for the
+  // plan would change nothing; the pipeline says whether the model is still
+  // as that verify left it (not so with --no-verify-each after a pass).
+  const Graph &step = model.training ? *model.training->algorithm : *model.graph;
+  bool typesAsInferred =
+      ctx.unchangedSinceVerify &&
+      lastVerifyFoundTypesAsInferred(model, step, planningOpset(model));
   try {
-    MemoryPlan plan = planCompiledModel(model, /*asWritten=*/false);
+    MemoryPlan plan = planStep(model, typesAsInferred);
     ctx.stats["peak_bytes"] = int64_t(plan.arenaBytes);
     ctx.stats["live_peak_bytes"] = int64_t(plan.livePeakBytes);
     ctx.stats["no_reuse_bytes"] = int64_t(plan.noReuseBytes);

@@ -89,6 +89,10 @@ struct PassContext {
   /// Options given to this pass in --passes=name{key=value,...}.
   std::map<std::string, std::string> passOptions;
   Statistics stats;
+  /// Set by the pipeline when the model is, as the pass starts, as the last
+  /// verify left it (verify passed, and only analyses ran since): what that
+  /// verify recorded still holds (passes/verify.h).
+  bool unchangedSinceVerify = false;
 };
 
 // The passes, in pipeline order. Each is documented in its own file.

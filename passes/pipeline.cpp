@@ -71,6 +71,7 @@ void runPipeline(Model &model, const std::vector<PipelineEntry> &pipeline,
   bool verified = false;
   for (const PipelineEntry &entry : pipeline) {
     PassContext ctx{options, entry.options, {}};
+    ctx.unchangedSinceVerify = verified;
     TimePoint start = TimePoint::now();
     entry.pass->run(model, ctx);
     if (config.timings)

@@ -29,6 +29,8 @@
 // type directly. The structural checks run in full every time; the name
 // lookups of the update bindings and metadata are remembered while the
 // value a name found is still that name's live value.
+#include "passes/verify.h"
+
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
@@ -885,6 +887,44 @@ void runVerify(Model &model, PassContext &ctx) {
     checkBindings(model); // reports the first error
   checkMetadataCached(model, cache, scratch);
   ctx.stats["verified-nodes"] = nodes;
+}
+
+} // namespace mpc
+
+namespace mpc {
+
+bool lastVerifyFoundTypesAsInferred(const Model &model, const Graph &g,
+                                    int64_t opset) {
+  if (!model.verifyMemo)
+    return false;
+  const VerifyMemo &memo = *model.verifyMemo;
+  for (const GraphRecords &graph : memo.graphs) {
+    if (graph.graphUid != g.uid())
+      continue;
+    // Checked by the last verify, with a record for every value.
+    if (graph.usedAt != memo.epoch || graph.values.size() != g.numValueIds())
+      return false;
+    const ValueRecord *records = graph.values.data();
+    for (const auto &n : g.nodes()) {
+      bool first = true;
+      for (const Value *o : n->outputs()) {
+        if (!o)
+          continue;
+        if (o->owner() != &g)
+          return false;
+        const ValueRecord &r = records[o->id()];
+        // The node's check passed at this revision and opset (the record
+        // sits on its first output), and inference kept the declared type.
+        if (first && (r.producerRevision != n->revision() || r.opset != opset))
+          return false;
+        first = false;
+        if (r.definedAt != memo.epoch || r.inferredDiffers)
+          return false;
+      }
+    }
+    return true;
+  }
+  return false;
 }
 
 } // namespace mpc
