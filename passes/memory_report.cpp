@@ -10,8 +10,8 @@
 #include "passes/support/diagnostics.h"
 
 #include <algorithm>
-#include <optional>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 namespace mpc {
@@ -221,7 +221,8 @@ void runPlanMemory(Model &model, PassContext &ctx) {
   // gives it (as infer-shapes leaves them), inferring them again for the
   // plan would change nothing; the pipeline says whether the model is still
   // as that verify left it (not so with --no-verify-each after a pass).
-  const Graph &step = model.training ? *model.training->algorithm : *model.graph;
+  const Graph &step =
+      model.training ? *model.training->algorithm : *model.graph;
   bool typesAsInferred =
       ctx.unchangedSinceVerify &&
       lastVerifyFoundTypesAsInferred(model, step, planningOpset(model));
