@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
-#include <numeric>
 #include <string_view>
 
 namespace mpc {
@@ -69,43 +68,67 @@ bool isOneOf(const std::string &op,
   return false;
 }
 
-/// Ops whose CPU and GPU kernels read element i of an input of the output's
-/// shape before writing element i of the output, so the output may take that
-/// input's bytes: elementwise ops; Softmax / LogSoftmax and their gradients,
-/// whose kernels read a whole row (max, sum) before writing any of it, then
-/// write element i after reading it, rows never overlapping (the fp32
-/// island's Cast up dies into its Softmax, the gradient's into SoftmaxGrad);
-/// ReluGrad, whose kernels read each block before writing it.
-bool isInPlaceElementwise(const Node &n) {
-  if (is(n.domain(), "mpc"))
-    return isOneOf(n.opType(), {"SoftmaxGrad", "LogSoftmaxGrad", "ReluGrad"});
-  return n.domain().empty() &&
-         isOneOf(n.opType(), {"Add", "Sub", "Mul", "Div", "Neg", "Abs", "Relu",
-                              "Exp", "Sqrt", "Tanh", "Erf", "Log", "Sigmoid",
-                              "Softmax", "LogSoftmax"});
-}
+/// What the planner needs to know of a node's op, worked out once per node
+/// (each node is asked several questions, and op names are strings).
+enum class OpKind : uint8_t {
+  Other,
+  /// CPU and GPU kernels read element i of an input of the output's shape
+  /// before writing element i of the output, so the output may take that
+  /// input's bytes: elementwise ops; Softmax / LogSoftmax and their
+  /// gradients, whose kernels read a whole row (max, sum) before writing any
+  /// of it, then write element i after reading it, rows never overlapping
+  /// (the fp32 island's Cast up dies into its Softmax, the gradient's into
+  /// SoftmaxGrad); ReluGrad, whose kernels read each block before writing it.
+  InPlaceElementwise,
+  /// The output is the input's bytes under other dims: it shares the
+  /// input's buffer even while the input stays live (neither is written
+  /// again), so a Reshape costs no copy.
+  Alias,
+  Cast,
+  Sgd,  ///< mpc.SGD: writes over its state operands
+  Adam, ///< mpc.Adam: writes over its state operands
+  UnscaleGradients,
+  ClipGradNorm,
+};
 
-/// Ops whose output is the input's bytes under other dims: the output shares
-/// the input's buffer even while the input stays live (neither is written
-/// again), so a Reshape costs no copy.
-bool isAlias(const Node &n) {
-  return n.domain().empty() &&
-         isOneOf(n.opType(),
-                 {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"});
+OpKind opKind(const Node &n) {
+  const std::string &op = n.opType();
+  if (n.domain().empty()) {
+    if (is(op, "Cast"))
+      return OpKind::Cast;
+    if (isOneOf(op, {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}))
+      return OpKind::Alias;
+    if (isOneOf(op, {"Add", "Sub", "Mul", "Div", "Neg", "Abs", "Relu", "Exp",
+                     "Sqrt", "Tanh", "Erf", "Log", "Sigmoid", "Softmax",
+                     "LogSoftmax"}))
+      return OpKind::InPlaceElementwise;
+    return OpKind::Other;
+  }
+  if (!is(n.domain(), "mpc"))
+    return OpKind::Other;
+  if (is(op, "SGD"))
+    return OpKind::Sgd;
+  if (is(op, "Adam"))
+    return OpKind::Adam;
+  if (is(op, "UnscaleGradients"))
+    return OpKind::UnscaleGradients;
+  if (is(op, "ClipGradNorm"))
+    return OpKind::ClipGradNorm;
+  if (isOneOf(op, {"SoftmaxGrad", "LogSoftmaxGrad", "ReluGrad"}))
+    return OpKind::InPlaceElementwise;
+  return OpKind::Other;
 }
 
 /// (output, input) pairs an optimizer update writes over its state operand.
 struct StateUpdatePairs {
   const std::pair<size_t, size_t> *begin = nullptr, *end = nullptr;
 };
-StateUpdatePairs stateUpdatePairs(const Node &n) {
+StateUpdatePairs stateUpdatePairs(OpKind kind) {
   static constexpr std::pair<size_t, size_t> sgd[] = {{0, 2}, {1, 4}};
   static constexpr std::pair<size_t, size_t> adam[] = {{0, 2}, {1, 4}, {2, 5}};
-  if (!is(n.domain(), "mpc"))
-    return {};
-  if (is(n.opType(), "SGD"))
+  if (kind == OpKind::Sgd)
     return {std::begin(sgd), std::end(sgd)};
-  if (is(n.opType(), "Adam"))
+  if (kind == OpKind::Adam)
     return {std::begin(adam), std::end(adam)};
   return {};
 }
@@ -164,6 +187,9 @@ MemoryPlan planMemory(const PlanInputs &in) {
   for (const auto &n : g.nodes())
     nodes.push_back(n.get());
   const int64_t numNodes = int64_t(nodes.size());
+  std::vector<OpKind> kinds(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    kinds[i] = opKind(*nodes[i]);
   const int64_t end = std::max<int64_t>(numNodes - 1, 0);
 
   // Side tables are indexed by Value::id(): every value the nodes read or
@@ -256,11 +282,10 @@ MemoryPlan planMemory(const PlanInputs &in) {
   for (const std::string &name : in.grads)
     if (const Value *v = g.findValue(name))
       addGradient(v);
-  for (const Node *n : nodes) {
-    if (!is(n->domain(), "mpc"))
-      continue;
-    bool unscale = is(n->opType(), "UnscaleGradients");
-    bool clip = is(n->opType(), "ClipGradNorm");
+  for (size_t ni = 0; ni < nodes.size(); ++ni) {
+    const Node *n = nodes[ni];
+    bool unscale = kinds[ni] == OpKind::UnscaleGradients;
+    bool clip = kinds[ni] == OpKind::ClipGradNorm;
     if (!unscale && !clip)
       continue;
     for (size_t i = unscale ? 1 : 0; i < n->numInputs(); ++i)
@@ -272,15 +297,23 @@ MemoryPlan planMemory(const PlanInputs &in) {
       if (n->output(i))
         addGradient(n->output(i));
   }
-  // Walk up through Casts (the list grows as it is walked).
-  auto isCast = [](const Node *p) {
-    return p && is(p->opType(), "Cast") && p->domain().empty() && p->input(0);
+  // Walk up through Casts (the list grows as it is walked). A value's
+  // producer is the node that made it here, whose kind is known by index.
+  auto madeByCast = [&](const Value *v) {
+    const Node *p = v->producer();
+    if (!p)
+      return false;
+    int64_t at = firstOf[id(v)];
+    OpKind kind =
+        at >= 0 && nodes[size_t(at)] == p ? kinds[size_t(at)] : opKind(*p);
+    return kind == OpKind::Cast && p->input(0);
   };
-  for (size_t k = 0; k < gradients.size(); ++k) {
-    const Node *p = gradients[k]->producer();
-    if (isCast(p) && madeHere(p->input(0)))
-      addGradient(p->input(0));
-  }
+  for (size_t k = 0; k < gradients.size(); ++k)
+    if (madeByCast(gradients[k])) {
+      const Value *x = gradients[k]->producer()->input(0);
+      if (madeHere(x))
+        addGradient(x);
+    }
 
   auto classify = [&](const Value *v) {
     if (v->isGraphInput())
@@ -297,10 +330,11 @@ MemoryPlan planMemory(const PlanInputs &in) {
     }
     if (isGradient[id(v)])
       return MemoryClass::Gradients;
-    const Node *p = v->producer();
-    if (isCast(p) && p->input(0)->owner() == &g &&
-        (named[p->input(0)->id()] & kParam))
-      return MemoryClass::WorkingCopies;
+    if (madeByCast(v)) {
+      const Value *x = v->producer()->input(0);
+      if (x->owner() == &g && (named[x->id()] & kParam))
+        return MemoryClass::WorkingCopies;
+    }
     if (lossIndex >= 0 && firstOf[id(v)] <= lossIndex &&
         lastOf[id(v)] > lossIndex)
       return MemoryClass::Activations;
@@ -348,9 +382,10 @@ MemoryPlan planMemory(const PlanInputs &in) {
       return std::find(taken.begin(), taken.end(), v) != taken.end();
     };
     const StateUpdatePairs updates =
-        in.inPlace ? stateUpdatePairs(n) : StateUpdatePairs{};
-    const bool alias = isAlias(n);
-    const bool overInput = in.inPlace && (alias || isInPlaceElementwise(n));
+        in.inPlace ? stateUpdatePairs(kinds[i]) : StateUpdatePairs{};
+    const bool alias = kinds[i] == OpKind::Alias;
+    const bool overInput =
+        in.inPlace && (alias || kinds[i] == OpKind::InPlaceElementwise);
     for (size_t oi = 0; oi < n.numOutputs(); ++oi) {
       const Value *o = n.output(oi);
       if (!o)
@@ -423,15 +458,21 @@ MemoryPlan planMemory(const PlanInputs &in) {
 
   // --- offsets: greedy by size, lowest gap among overlapping lifetimes
   // --------
-  std::vector<size_t> order(buffers.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return buffers[a].bytes > buffers[b].bytes;
+  // Largest first, in node order among equal sizes: a stable sort by size,
+  // done as a plain sort of (size, index) pairs, which are all distinct.
+  struct BySize {
+    size_t bytes, index;
+  };
+  std::vector<BySize> order(buffers.size());
+  for (size_t bi = 0; bi < buffers.size(); ++bi)
+    order[bi] = {buffers[bi].bytes, bi};
+  std::sort(order.begin(), order.end(), [](const BySize &a, const BySize &b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.index < b.index;
   });
   LifetimeOffsets offsets(numNodes);
   size_t transientEnd = 0;
-  for (size_t bi : order) {
-    Buffer &b = buffers[bi];
+  for (const BySize &entry : order) {
+    Buffer &b = buffers[entry.index];
     b.offset = offsets.lowestFit(b.first, b.last, b.bytes, plan.alignment);
     offsets.place(b.first, b.last, b.offset, b.bytes);
     transientEnd = std::max(transientEnd, b.offset + b.bytes);
