@@ -17,6 +17,8 @@ LifetimeOffsets::LifetimeOffsets(int64_t times) {
   // step on a 64-layer transformer), so the pool rarely moves.
   poolCap_ = 8 * leaves_;
   pool_.reset(new Span[poolCap_]);
+  cursors_.resize(3 * (levels_ + 1) + 1);
+  next_.resize(3 * (levels_ + 1) + 1);
 }
 
 bool LifetimeOffsets::addSpan(SpanSet &set, size_t begin, size_t end) {
@@ -89,14 +91,17 @@ size_t LifetimeOffsets::lowestFit(int64_t first, int64_t last, size_t bytes,
                                   size_t alignment) const {
   if (bytes == 0)
     return 0;
-  cursors_.clear();
-  next_.clear();
+  // At most one set per level on the path and two per level on the cover
+  // (the constructor sized the scratch for that and the sentinel).
+  Cursor *cursors = cursors_.data();
+  size_t *next = next_.data();
+  size_t n = 0;
   auto read = [&](const SpanSet &set) {
     if (!set.size)
       return;
     const Span *s = pool_.get() + set.at;
-    cursors_.push_back({s, s + set.size});
-    next_.push_back(s->begin);
+    cursors[n] = {s, s + set.size};
+    next[n++] = s->begin;
   };
   // Buffers live at `first`: the sets on its leaf's path, root first (the
   // order the walk visits the sets in; on a 64-layer step's placements this
@@ -111,12 +116,9 @@ size_t LifetimeOffsets::lowestFit(int64_t first, int64_t last, size_t bytes,
     if (r & 1)
       read(starts_[--r]);
   }
-  size_t n = cursors_.size();
   // A sentinel past the sets: below every window's end (bytes > 0), it
   // ends the scan for a conflict without a bounds check per set.
-  next_.push_back(0);
-  size_t *next = next_.data();
-  Cursor *cursors = cursors_.data();
+  next[n] = 0;
   // Invariant: no aligned offset below `at` fits. A span that overlaps
   // [at, at + bytes) rules out every offset up to its end (spans are unions
   // of non-empty buffers, so overlapping the span means overlapping one).
@@ -126,6 +128,14 @@ size_t LifetimeOffsets::lowestFit(int64_t first, int64_t last, size_t bytes,
   // A set walked to its end is dropped (the last one takes its place, and
   // the sentinel moves down): the order the sets are visited in changes
   // the walk, not the answer, which is the lowest offset no span rules out.
+  // Rounding up by a mask where the alignment is a power of two (the
+  // planner's 256): a division per step of the walk is slow.
+  const size_t mask = alignment - 1;
+  const bool powerOfTwo = (alignment & mask) == 0;
+  auto alignUp = [&](size_t offset) {
+    return powerOfTwo ? (offset + mask) & ~mask
+                      : (offset + mask) / alignment * alignment;
+  };
   size_t at = 0;
   for (size_t i = 0;;) {
     const size_t limit = at + bytes;
@@ -141,7 +151,7 @@ size_t LifetimeOffsets::lowestFit(int64_t first, int64_t last, size_t bytes,
     }
     Cursor &c = cursors[j];
     if (c.span->end > at)
-      at = (c.span->end + alignment - 1) / alignment * alignment;
+      at = alignUp(c.span->end);
     do
       ++c.span;
     while (c.span != c.stop && c.span->end <= at);

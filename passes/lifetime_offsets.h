@@ -60,8 +60,8 @@ private:
   std::vector<SpanSet> live_, starts_;
   std::unique_ptr<Span[]> pool_;
   size_t poolSize_ = 0, poolCap_ = 0;
-  // Scratch of lowestFit (reused: queries are hot). next_[i] is the begin of
-  // cursors_[i]'s span (sets walked to their end are dropped, and a 0 ends
+  // Scratch of lowestFit (sized once: queries are hot). next_[i] is the begin
+  // of cursors_[i]'s span (sets walked to their end are dropped, and a 0 ends
   // the array), kept apart so the walk scans the sets for a conflict over
   // one small array.
   mutable std::vector<Cursor> cursors_;

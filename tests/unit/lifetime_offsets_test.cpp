@@ -49,7 +49,9 @@ TEST(LifetimeOffsets, MatchesTheQuadraticFirstFitOnRandomLifetimes) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 300; ++trial) {
     int64_t times = 1 + int64_t(rng() % 200);
-    size_t alignment = (trial % 3 == 0) ? 1 : (trial % 3 == 1 ? 4 : 256);
+    // Powers of two (rounded up by a mask) and one that is not (divided).
+    static constexpr size_t kAlignments[] = {1, 4, 256, 48};
+    size_t alignment = kAlignments[trial % 4];
     size_t count = 1 + rng() % 300;
     std::vector<Buf> bufs;
     for (size_t i = 0; i < count; ++i) {
