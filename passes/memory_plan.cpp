@@ -37,10 +37,23 @@ const char *memoryClassName(MemoryClass c) {
 
 namespace {
 
-/// A comma-separated metadata list (empty when the key is absent).
-std::vector<std::string> metaList(const Model &m, const char *key) {
+/// A comma-separated metadata list (empty when the key is absent), as views
+/// of the metadata's string (splitList's items, without a copy of each).
+std::vector<std::string_view> metaList(const Model &m, const char *key) {
+  std::vector<std::string_view> items;
   const std::string *s = m.meta(key);
-  return s && !s->empty() ? splitList(*s, ',') : std::vector<std::string>{};
+  if (!s)
+    return items;
+  std::string_view list = *s;
+  for (size_t start = 0; start <= list.size();) {
+    size_t end = list.find(',', start);
+    if (end == std::string_view::npos)
+      end = list.size();
+    if (end > start)
+      items.push_back(list.substr(start, end - start));
+    start = end + 1;
+  }
+  return items;
 }
 
 size_t alignUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -174,7 +187,7 @@ PlanInputs planInputsFor(const Model &model, const Graph &graph) {
       in.scalerState.push_back(*s);
   // The step (the algorithm or its runnable copy), not the main graph.
   if (model.training && &graph != model.graph.get())
-    in.updateBinding = model.training->updateBinding;
+    in.updateBinding = &model.training->updateBinding;
   return in;
 }
 
@@ -202,10 +215,18 @@ MemoryPlan planMemory(const PlanInputs &in) {
     return v->id();
   };
   enum : uint8_t { kParam = 1, kOptState = 2, kGradBuffer = 4, kScaler = 8 };
+  // Names are looked up through one string (findValue takes a std::string;
+  // the names are views).
+  std::string nameScratch;
+  auto findNamed = [&](std::string_view name) {
+    nameScratch.assign(name.data(), name.size());
+    return g.findValue(nameScratch);
+  };
   std::vector<uint8_t> named(numIds, 0);
-  auto markNamed = [&](const std::vector<std::string> &names, uint8_t bit) {
-    for (const std::string &name : names)
-      if (const Value *v = g.findValue(name); v && v->owner() == &g)
+  auto markNamed = [&](const std::vector<std::string_view> &names,
+                       uint8_t bit) {
+    for (std::string_view name : names)
+      if (const Value *v = findNamed(name); v && v->owner() == &g)
         named[v->id()] |= bit;
   };
   markNamed(in.params, kParam);
@@ -279,8 +300,8 @@ MemoryPlan planMemory(const PlanInputs &in) {
     gradients.push_back(v);
     return true;
   };
-  for (const std::string &name : in.grads)
-    if (const Value *v = g.findValue(name))
+  for (std::string_view name : in.grads)
+    if (const Value *v = findNamed(name))
       addGradient(v);
   for (size_t ni = 0; ni < nodes.size(); ++ni) {
     const Node *n = nodes[ni];
@@ -371,9 +392,10 @@ MemoryPlan planMemory(const PlanInputs &in) {
   std::vector<size_t> bufferOf(numIds, kNone);
   // New value -> the state it is bound to (the last binding of a name wins).
   std::vector<const Value *> boundState(numIds, nullptr);
-  for (const auto &kv : in.updateBinding)
-    if (const Value *v = g.findValue(kv.second); v && v->owner() == &g)
-      boundState[v->id()] = g.findValue(kv.first);
+  if (in.updateBinding)
+    for (const auto &kv : *in.updateBinding)
+      if (const Value *v = g.findValue(kv.second); v && v->owner() == &g)
+        boundState[v->id()] = g.findValue(kv.first);
   std::vector<const Value *> taken; // inputs given away at the current node
   for (int64_t i = 0; i < numNodes; ++i) {
     const Node &n = *nodes[i];

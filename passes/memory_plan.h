@@ -20,6 +20,7 @@
 #include <array>
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -49,13 +50,18 @@ using ClassBytes = std::array<size_t, kNumMemoryClasses>;
 /// What the planner needs besides the graph: which values are what.
 struct PlanInputs {
   const Graph *graph = nullptr;
-  /// Names (from the model's mpc.* metadata) used to classify values.
-  std::string loss;
-  std::vector<std::string> params, grads, optimizerState, gradBuffers;
-  std::vector<std::string> scalerState; ///< loss scale, growth tracker, step
-  /// (state, new value): the step's update binding. An optimizer update whose
-  /// output is bound to the state it reads may be written over that state.
-  std::vector<std::pair<std::string, std::string>> updateBinding;
+  /// Names (from the model's mpc.* metadata) used to classify values. Views,
+  /// as planInputsFor takes them from the model's metadata lists without a
+  /// copy per name: what they view must outlive planMemory's call.
+  std::string_view loss;
+  std::vector<std::string_view> params, grads, optimizerState, gradBuffers;
+  std::vector<std::string_view>
+      scalerState; ///< loss scale, growth tracker, step
+  /// (state, new value): the step's update binding (none when null; not
+  /// owned, like `graph`). An optimizer update whose output is bound to the
+  /// state it reads may be written over that state.
+  const std::vector<std::pair<std::string, std::string>> *updateBinding =
+      nullptr;
   /// Values of `graph` that count as its outputs too (live to the step's
   /// end, never written over): runnableStep's additions, so the algorithm
   /// itself can be planned as the executor runs it, without a copy.
@@ -68,8 +74,9 @@ struct PlanInputs {
 };
 
 /// Fills PlanInputs' names and binding from a compiled model's metadata and
-/// training_info; `graph` is the step (the algorithm or a copy of it, such
-/// as runnableStep's) or the main graph.
+/// training_info (views of the model's: it must outlive the plan's making);
+/// `graph` is the step (the algorithm or a copy of it, such as
+/// runnableStep's) or the main graph.
 PlanInputs planInputsFor(const Model &model, const Graph &graph);
 
 struct ValuePlacement {
