@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <limits>
 #include <string_view>
 
 namespace mpc {
@@ -165,9 +164,10 @@ bool valueByteSize(const Value &v, size_t &bytes) {
   for (const Dim &d : v.dims) {
     if (!d.isKnown())
       return false;
-    if (d.value != 0 && n > std::numeric_limits<int64_t>::max() / d.value)
+    // Overflow past int64 (both factors are >= 0): the multiply's own
+    // check, not a division per dim.
+    if (__builtin_mul_overflow(n, d.value, &n))
       return false;
-    n *= d.value;
   }
   bytes = size_t(n) * dtypeSize(v.dtype);
   return true;

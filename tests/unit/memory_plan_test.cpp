@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace mpc {
 namespace {
 
@@ -90,6 +92,26 @@ const Value *value(const Model &m, const char *name) {
   const Value *v = m.graph->findValue(name);
   EXPECT_TRUE(v) << name;
   return v;
+}
+
+TEST(MemoryPlan, ValueByteSizeRefusesUnknownDimsAndElementCountsPastInt64) {
+  Graph g("g");
+  Value *v = g.addInput("v", DType::F32, {Dim(3), Dim(5)});
+  size_t bytes = 0;
+  ASSERT_TRUE(valueByteSize(*v, bytes));
+  EXPECT_EQ(bytes, 60u);
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  v->dims = {Dim(big), Dim(1)};
+  ASSERT_TRUE(valueByteSize(*v, bytes)) << "the largest count still fits";
+  v->dims = {Dim(0), Dim(big), Dim(big)};
+  ASSERT_TRUE(valueByteSize(*v, bytes)) << "an empty tensor";
+  EXPECT_EQ(bytes, 0u);
+  v->dims = {Dim(big / 2 + 1), Dim(2)};
+  EXPECT_FALSE(valueByteSize(*v, bytes));
+  v->dims = {Dim(int64_t(1) << 32), Dim(int64_t(1) << 31)};
+  EXPECT_FALSE(valueByteSize(*v, bytes));
+  v->dims = {Dim(4), Dim::symbolic("batch")};
+  EXPECT_FALSE(valueByteSize(*v, bytes));
 }
 
 TEST(MemoryPlan, ElementwiseChainRunsInPlace) {
