@@ -28,7 +28,9 @@
 // compared, not trusted to the mutation API, since passes set a value's
 // type directly. The structural checks run in full every time; the name
 // lookups of the update bindings and metadata are remembered while the
-// value a name found is still that name's live value.
+// value a name found is still that name's live value. The records also tell
+// plan-memory whether inferring the step again would change a type
+// (passes/verify.h).
 #include "passes/verify.h"
 
 #include "passes/pass.h"
@@ -888,10 +890,6 @@ void runVerify(Model &model, PassContext &ctx) {
   checkMetadataCached(model, cache, scratch);
   ctx.stats["verified-nodes"] = nodes;
 }
-
-} // namespace mpc
-
-namespace mpc {
 
 bool lastVerifyFoundTypesAsInferred(const Model &model, const Graph &g,
                                     int64_t opset) {
