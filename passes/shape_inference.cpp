@@ -11,18 +11,32 @@
 #include "passes/ir/batch_norm_mode.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/ir/window_geometry.h"
+#include "passes/shape_small_vector.h"
 #include "passes/support/diagnostics.h"
 
 #include <algorithm>
+#include <cstring>
+#include <iterator>
 #include <limits>
 #include <map>
-#include <set>
 #include <sstream>
 #include <string_view>
-#include <unordered_map>
 
 namespace mpc {
 namespace {
+
+/// Calls `report` (an errorAt(...) << ... that throws) out of line. Verify
+/// runs these checks on every node a pass changed: kept out of the rules,
+/// a message's stream and strings no longer weigh on each check's fast path
+/// (its registers and stack frame), which is only a compare and a branch.
+template <typename Report>
+[[gnu::cold, gnu::noinline]] void fail(const Report &report) {
+  report();
+}
+
+/// Dims a rule builds on its way to an output: ranks are small, so they stay
+/// off the heap (see passes/shape_small_vector.h).
+using InlineDims = SmallVector<Dim, 8>;
 
 /// What a rule infers for one output; dtype Undefined / !hasShape = unknown.
 struct TypeInfo {
@@ -52,6 +66,19 @@ std::string intsText(const std::vector<int64_t> &v) {
     s += (i ? ", " : "") + std::to_string(v[i]);
   return s + "]";
 }
+
+/// The int64 values of a constant input, read in place (Ctx::constIntsInPlace).
+struct ConstIntList {
+  TensorPtr tensor;          ///< keeps `data` alive
+  std::vector<int64_t> held; ///< the values converted, for non-int64 data
+  const int64_t *data = nullptr;
+  size_t size = 0;
+  int64_t operator[](size_t i) const { return data[i]; }
+  /// For messages: "[1, -1, 64]".
+  std::string text() const {
+    return intsText(std::vector<int64_t>(data, data + size));
+  }
+};
 
 /// The more informative of two dims that must be equal (known beats symbolic
 /// beats unknown).
@@ -104,7 +131,7 @@ public:
   Value *req(size_t i) const {
     Value *v = n.input(i);
     if (!v)
-      errorAt(n) << "required input " << i << " is missing";
+      fail([&] { errorAt(n) << "required input " << i << " is missing"; });
     return v;
   }
   /// Input i when given, else nullptr.
@@ -113,72 +140,106 @@ public:
   /// Sets output i (when the node has it) to `t`, keeping what the output
   /// already knew where `t` is unknown.
   void set(size_t i, const TypeInfo &t) const {
+    if (t.hasShape)
+      setShaped(i, t.dtype, t.dims.data(), t.dims.size());
+    else
+      setUnranked(i, t.dtype);
+  }
+  /// set() with dtype `t` (unless Undefined) and the dims
+  /// [dims, dims + rank): the hot rules pass dims they hold inline or an
+  /// input's own, so no Dims vector is built per node. `dims` may be the
+  /// output's own dims (a node whose output is its input): then the ranks
+  /// match and the merge below leaves them as they are.
+  void setShaped(size_t i, DType t, const Dim *dims, size_t rank) const {
     Value *o = n.output(i);
     if (!o)
       return;
-    if (t.dtype != DType::Undefined)
-      o->dtype = t.dtype;
-    if (!t.hasShape)
-      return;
-    if (o->hasShape && o->dims.size() == t.dims.size()) {
+    if (t != DType::Undefined)
+      o->dtype = t;
+    if (o->hasShape && o->dims.size() == rank) {
       // Known beats symbolic beats unknown, whichever side it comes from.
-      for (size_t d = 0; d < t.dims.size(); ++d) {
-        const Dim &inferred = t.dims[d];
+      for (size_t d = 0; d < rank; ++d) {
+        const Dim &inferred = dims[d];
         Dim &held = o->dims[d];
         if (inferred.isKnown() || (!held.isKnown() && !inferred.symbol.empty()))
           held = inferred;
       }
     } else {
-      o->dims = t.dims;
+      o->dims.assign(dims, dims + rank);
     }
     o->hasShape = true;
   }
+  template <size_t N>
+  void setShaped(size_t i, DType t, const SmallVector<Dim, N> &dims) const {
+    setShaped(i, t, dims.data(), dims.size());
+  }
+  /// set() with an unknown shape: only the dtype (unless Undefined) is set.
+  void setUnranked(size_t i, DType t) const {
+    Value *o = n.output(i);
+    if (o && t != DType::Undefined)
+      o->dtype = t;
+  }
   /// Output i gets input v's type.
-  void setLike(size_t i, const Value *v) const {
-    set(i, v->hasShape ? shaped(v->dtype, v->dims) : unranked(v->dtype));
+  void setLike(size_t i, const Value *v) const { setShapeOf(i, v->dtype, v); }
+  /// Output i gets dtype `t` and input v's shape.
+  void setShapeOf(size_t i, DType t, const Value *v) const {
+    if (v->hasShape)
+      setShaped(i, t, v->dims.data(), v->dims.size());
+    else
+      setUnranked(i, t);
   }
 
   // --- attributes ------------------------------------------------------
-  const Attribute *attrOfKind(const std::string &name, Attribute::Kind kind,
+  const Attribute *attrOfKind(std::string_view name, Attribute::Kind kind,
                               const char *what) const {
     const Attribute *a = n.attr(name);
     if (a && a->kind != kind)
-      errorAt(n) << "attribute '" << name << "' must be " << what;
+      fail(
+          [&] { errorAt(n) << "attribute '" << name << "' must be " << what; });
     return a;
   }
-  int64_t intAttr(const std::string &name, int64_t dflt) const {
+  int64_t intAttr(std::string_view name, int64_t dflt) const {
     const Attribute *a = attrOfKind(name, Attribute::Kind::Int, "an int");
     return a ? a->i : dflt;
   }
-  int64_t requiredIntAttr(const std::string &name) const {
-    if (!n.hasAttr(name))
-      errorAt(n) << "requires attribute '" << name << "'";
-    return intAttr(name, 0);
+  int64_t requiredIntAttr(std::string_view name) const {
+    const Attribute *a = n.attr(name);
+    if (!a)
+      fail([&] { errorAt(n) << "requires attribute '" << name << "'"; });
+    if (a->kind != Attribute::Kind::Int)
+      fail([&] { errorAt(n) << "attribute '" << name << "' must be an int"; });
+    return a->i;
   }
   /// A 0/1 flag attribute.
-  bool flagAttr(const std::string &name, bool dflt) const {
+  bool flagAttr(std::string_view name, bool dflt) const {
     int64_t v = intAttr(name, dflt ? 1 : 0);
     if (v != 0 && v != 1)
-      errorAt(n) << "attribute '" << name << "' must be 0 or 1, got " << v;
+      fail([&] {
+        errorAt(n) << "attribute '" << name << "' must be 0 or 1, got " << v;
+      });
     return v == 1;
   }
-  float floatAttr(const std::string &name, float dflt) const {
+  float floatAttr(std::string_view name, float dflt) const {
     const Attribute *a = n.attr(name);
     if (!a)
       return dflt;
     if (a->kind == Attribute::Kind::Int)
       return float(a->i);
     if (a->kind != Attribute::Kind::Float)
-      errorAt(n) << "attribute '" << name << "' must be a float";
+      fail([&] { errorAt(n) << "attribute '" << name << "' must be a float"; });
     return a->f;
   }
-  std::vector<int64_t> intsAttr(const std::string &name) const {
+  std::vector<int64_t> intsAttr(std::string_view name) const {
+    const std::vector<int64_t> *ints = intsAttrOrNull(name);
+    return ints ? *ints : std::vector<int64_t>{};
+  }
+  /// The list of ints attribute `name` in place, or nullptr when absent.
+  const std::vector<int64_t> *intsAttrOrNull(std::string_view name) const {
     const Attribute *a =
         attrOfKind(name, Attribute::Kind::Ints, "a list of ints");
-    return a ? a->ints : std::vector<int64_t>{};
+    return a ? &a->ints : nullptr;
   }
-  std::string stringAttr(const std::string &name,
-                         const std::string &dflt) const {
+  std::string stringAttr(std::string_view name, const std::string &dflt) const {
     const Attribute *a = attrOfKind(name, Attribute::Kind::String, "a string");
     return a ? a->s : dflt;
   }
@@ -199,42 +260,52 @@ public:
         first = v;
         firstIdx = i;
       } else if (v->dtype != first->dtype) {
-        errorAt(n) << inputText(i) << " is " << dtypeName(v->dtype) << " but "
-                   << inputText(firstIdx) << " is " << dtypeName(first->dtype)
-                   << " (the inputs must have the same type)";
+        fail([&] {
+          errorAt(n) << inputText(i) << " is " << dtypeName(v->dtype) << " but "
+                     << inputText(firstIdx) << " is " << dtypeName(first->dtype)
+                     << " (the inputs must have the same type)";
+        });
       }
     }
   }
   void requireFloat(size_t i) const {
     const Value *v = n.input(i);
     if (v && v->dtype != DType::Undefined && !isFloating(v->dtype))
-      errorAt(n) << inputText(i) << " must be floating point, got "
-                 << dtypeName(v->dtype);
+      fail([&] {
+        errorAt(n) << inputText(i) << " must be floating point, got "
+                   << dtypeName(v->dtype);
+      });
   }
   /// Numbers (not bool).
   void requireNumeric(size_t i) const {
     const Value *v = n.input(i);
     if (v && v->dtype == DType::Bool)
-      errorAt(n) << inputText(i) << " must be numeric, got bool";
+      fail([&] { errorAt(n) << inputText(i) << " must be numeric, got bool"; });
   }
   void requireIndex(size_t i, const char *what) const {
     const Value *v = n.input(i);
     if (v && v->dtype != DType::Undefined && v->dtype != DType::I64 &&
         v->dtype != DType::I32)
-      errorAt(n) << what << " (" << inputText(i)
-                 << ") must be int64 or int32, got " << dtypeName(v->dtype);
+      fail([&] {
+        errorAt(n) << what << " (" << inputText(i)
+                   << ") must be int64 or int32, got " << dtypeName(v->dtype);
+      });
   }
   void requireDType(size_t i, DType t) const {
     const Value *v = n.input(i);
     if (v && v->dtype != DType::Undefined && v->dtype != t)
-      errorAt(n) << inputText(i) << " must be " << dtypeName(t) << ", got "
-                 << dtypeName(v->dtype);
+      fail([&] {
+        errorAt(n) << inputText(i) << " must be " << dtypeName(t) << ", got "
+                   << dtypeName(v->dtype);
+      });
   }
   void requireRank(size_t i, int64_t rank) const {
     const Value *v = n.input(i);
     if (v && v->hasShape && v->rank() != rank)
-      errorAt(n) << inputText(i) << " must have rank " << rank << ", got "
-                 << typeText(v);
+      fail([&] {
+        errorAt(n) << inputText(i) << " must have rank " << rank << ", got "
+                   << typeText(v);
+      });
   }
   /// A 1-D int64 shape/axes input's values when known at compile time.
   std::optional<std::vector<int64_t>> constInts(size_t i,
@@ -244,12 +315,41 @@ public:
       return std::nullopt;
     requireDType(i, DType::I64);
     if (v->hasShape && v->rank() > 1)
-      errorAt(n) << what << " (" << inputText(i) << ") must be 1-D, got "
-                 << typeText(v);
+      fail([&] {
+        errorAt(n) << what << " (" << inputText(i) << ") must be 1-D, got "
+                   << typeText(v);
+      });
     TensorPtr t = constantValue(*v);
     if (!t)
       return std::nullopt;
     return t->toInt64s();
+  }
+  /// constInts() without the copy: the values of an int64 constant are read
+  /// where they lie (other dtypes are converted into `held`). Returns false
+  /// when the input is omitted or its value is not known at compile time.
+  bool constIntsInPlace(size_t i, const char *what, ConstIntList &out) const {
+    const Value *v = n.input(i);
+    if (!v)
+      return false;
+    requireDType(i, DType::I64);
+    if (v->hasShape && v->rank() > 1)
+      fail([&] {
+        errorAt(n) << what << " (" << inputText(i) << ") must be 1-D, got "
+                   << typeText(v);
+      });
+    out.tensor = constantValue(*v);
+    if (!out.tensor)
+      return false;
+    if (out.tensor->dtype == DType::I64) {
+      int64_t count = out.tensor->numel(); // as toInt64s() counts them
+      out.data = out.tensor->data<int64_t>();
+      out.size = size_t(count > 0 ? count : 0);
+    } else {
+      out.held = out.tensor->toInt64s();
+      out.data = out.held.data();
+      out.size = out.held.size();
+    }
+    return true;
   }
   /// Number of elements of a 1-D input when its dim is known.
   std::optional<int64_t> length1D(size_t i) const {
@@ -264,8 +364,10 @@ public:
                bool inclusive = false) const {
     int64_t hi = inclusive ? rank : rank - 1;
     if (a < -rank || a > hi)
-      errorAt(n) << what << " " << a << " is out of range for rank " << rank
-                 << " (valid: " << -rank << " to " << hi << ")";
+      fail([&] {
+        errorAt(n) << what << " " << a << " is out of range for rank " << rank
+                   << " (valid: " << -rank << " to " << hi << ")";
+      });
     return a < 0 ? a + rank : a;
   }
   /// Normalised axes, each at most once.
@@ -275,8 +377,10 @@ public:
     for (int64_t a : in) {
       int64_t x = axis(a, rank, "axis");
       if (std::find(out.begin(), out.end(), x) != out.end())
-        errorAt(n) << "axis " << a << " is listed twice in axes "
-                   << intsText(in);
+        fail([&] {
+          errorAt(n) << "axis " << a << " is listed twice in axes "
+                     << intsText(in);
+        });
       out.push_back(x);
     }
     return out;
@@ -284,42 +388,64 @@ public:
 
   /// Numpy (multidirectional) broadcasting of two shapes.
   Dims broadcast(const Dims &a, const Dims &b) const {
-    size_t rank = std::max(a.size(), b.size());
-    Dims out(rank);
+    InlineDims out;
+    broadcastInto(a.data(), a.size(), b.data(), b.size(), out);
+    return Dims(out.begin(), out.end());
+  }
+  /// broadcast() of [a, a + na) and [b, b + nb) into `out` (which must not
+  /// hold either): the hot rules' form, with no vector per call.
+  void broadcastInto(const Dim *a, size_t na, const Dim *b, size_t nb,
+                     InlineDims &out) const {
+    size_t rank = std::max(na, nb);
+    out.clear();
+    out.reserve(rank);
+    const Dim one(1);
     for (size_t i = 0; i < rank; ++i) {
-      const Dim one(1);
-      const Dim &x = i + a.size() >= rank ? a[i + a.size() - rank] : one;
-      const Dim &y = i + b.size() >= rank ? b[i + b.size() - rank] : one;
-      if (x == Dim(1))
-        out[i] = y;
-      else if (y == Dim(1))
-        out[i] = x;
+      const Dim &x = i + na >= rank ? a[i + na - rank] : one;
+      const Dim &y = i + nb >= rank ? b[i + nb - rank] : one;
+      if (x == one)
+        out.push_back(y);
+      else if (y == one)
+        out.push_back(x);
       else if (x.isKnown() && y.isKnown()) {
         if (x.value != y.value)
-          errorAt(n) << "shapes " << dimsToString(a) << " and "
-                     << dimsToString(b) << " cannot be broadcast together";
-        out[i] = x;
+          fail([&] {
+            errorAt(n) << "shapes " << dimsToString(Dims(a, a + na)) << " and "
+                       << dimsToString(Dims(b, b + nb))
+                       << " cannot be broadcast together";
+          });
+        out.push_back(x);
       } else if (x.isKnown())
-        out[i] = x; // the symbolic side must be 1 or equal to x
+        out.push_back(x); // the symbolic side must be 1 or equal to x
       else if (y.isKnown())
-        out[i] = y;
+        out.push_back(y);
       else if (!x.symbol.empty() && x.symbol == y.symbol)
-        out[i] = x;
+        out.push_back(x);
       else
-        out[i] = Dim();
+        out.push_back(Dim());
     }
-    return out;
   }
-  /// Broadcast shape of the given inputs, or nullopt if one is unranked.
-  std::optional<Dims> broadcastInputs(std::initializer_list<size_t> idx) const {
-    Dims out;
+  /// Sets output 0 to dtype `t` and the broadcast shape of the given inputs
+  /// (unranked if one of them is).
+  void setBroadcast(DType t, std::initializer_list<size_t> idx) const {
+    InlineDims out, next;
+    bool first = true;
     for (size_t i : idx) {
       const Dims *d = dimsOf(n.input(i));
-      if (!d)
-        return std::nullopt;
-      out = broadcast(out, *d);
+      if (!d) {
+        setUnranked(0, t);
+        return;
+      }
+      if (first) {
+        // Broadcasting onto no dims at all gives the dims themselves.
+        out.append(d->data(), d->size());
+        first = false;
+        continue;
+      }
+      broadcastInto(out.data(), out.size(), d->data(), d->size(), next);
+      out = next;
     }
-    return out;
+    setShaped(0, t, out);
   }
 };
 
@@ -352,7 +478,7 @@ void inferBinaryArith(Ctx &c) {
   c.sameDType({0, 1});
   c.requireNumeric(0);
   c.requireNumeric(1);
-  c.set(0, maybeShaped(a->dtype, c.broadcastInputs({0, 1})));
+  c.setBroadcast(a->dtype, {0, 1});
 }
 
 void inferPow(Ctx &c) {
@@ -360,7 +486,7 @@ void inferPow(Ctx &c) {
   c.req(1);
   c.requireNumeric(0);
   c.requireNumeric(1);
-  c.set(0, maybeShaped(base->dtype, c.broadcastInputs({0, 1})));
+  c.setBroadcast(base->dtype, {0, 1});
 }
 
 void inferCompare(Ctx &c) {
@@ -371,7 +497,7 @@ void inferCompare(Ctx &c) {
     c.requireNumeric(0);
     c.requireNumeric(1);
   }
-  c.set(0, maybeShaped(DType::Bool, c.broadcastInputs({0, 1})));
+  c.setBroadcast(DType::Bool, {0, 1});
 }
 
 void inferWhere(Ctx &c) {
@@ -380,19 +506,20 @@ void inferWhere(Ctx &c) {
   c.req(2);
   c.requireDType(0, DType::Bool);
   c.sameDType({1, 2});
-  c.set(0, maybeShaped(x->dtype, c.broadcastInputs({0, 1, 2})));
+  c.setBroadcast(x->dtype, {0, 1, 2});
 }
 
 void inferCast(Ctx &c) {
-  c.req(0);
+  const Value *x = c.req(0);
   int64_t to = c.requiredIntAttr("to");
   auto t = fromOnnxDataType(int(to));
   if (!t)
-    errorAt(c.n) << "attribute 'to' = " << to
-                 << " is not a data type mpc supports (float, float16, "
-                    "bfloat16, double, int64, int32, int8, uint8, bool)";
-  const Value *x = c.n.input(0);
-  c.set(0, x->hasShape ? shaped(*t, x->dims) : unranked(*t));
+    fail([&] {
+      errorAt(c.n) << "attribute 'to' = " << to
+                   << " is not a data type mpc supports (float, float16, "
+                      "bfloat16, double, int64, int32, int8, uint8, bool)";
+    });
+  c.setShapeOf(0, *t, x);
 }
 
 // --- matrix products --------------------------------------------------------
@@ -409,39 +536,45 @@ void inferGemm(Ctx &c) {
   c.requireRank(0, 2);
   c.requireRank(1, 2);
   if (!a->hasShape || !b->hasShape) {
-    Dims out = {Dim(), Dim()};
+    Dim out[2];
     if (a->hasShape)
       out[0] = a->dims[transA ? 1 : 0];
     if (b->hasShape)
       out[1] = b->dims[transB ? 0 : 1];
-    c.set(0, shaped(a->dtype, std::move(out)));
+    c.setShaped(0, a->dtype, out, 2);
     return;
   }
   Dim m = a->dims[transA ? 1 : 0], ka = a->dims[transA ? 0 : 1];
   Dim kb = b->dims[transB ? 1 : 0], nn = b->dims[transB ? 0 : 1];
   if (dimsConflict(ka, kb))
-    errorAt(c.n) << "inner dimensions differ: A is " << typeText(a)
-                 << (transA ? " (transposed)" : "") << ", B is " << typeText(b)
-                 << (transB ? " (transposed)" : "") << " (" << ka.value
-                 << " vs " << kb.value << ")";
-  Dims out = {m, nn};
+    fail([&] {
+      errorAt(c.n) << "inner dimensions differ: A is " << typeText(a)
+                   << (transA ? " (transposed)" : "") << ", B is "
+                   << typeText(b) << (transB ? " (transposed)" : "") << " ("
+                   << ka.value << " vs " << kb.value << ")";
+    });
+  const Dim out[2] = {m, nn};
   if (const Value *cv = c.opt(2)) {
     if (cv->hasShape) {
       if (cv->rank() > 2)
-        errorAt(c.n) << "C (" << c.inputText(2) << ") must have rank <= 2, got "
-                     << typeText(cv);
+        fail([&] {
+          errorAt(c.n) << "C (" << c.inputText(2)
+                       << ") must have rank <= 2, got " << typeText(cv);
+        });
       // C broadcasts one way onto [M, N].
       for (size_t i = 0; i < cv->dims.size(); ++i) {
         const Dim &d = cv->dims[i];
         const Dim &target = out[2 - cv->dims.size() + i];
         if (d.isKnown() && d.value != 1 && dimsConflict(d, target))
-          errorAt(c.n) << "C (" << typeText(cv)
-                       << ") does not broadcast to the product's shape "
-                       << dimsToString(out);
+          fail([&] {
+            errorAt(c.n) << "C (" << typeText(cv)
+                         << ") does not broadcast to the product's shape "
+                         << dimsToString(Dims(out, out + 2));
+          });
       }
     }
   }
-  c.set(0, shaped(a->dtype, std::move(out)));
+  c.setShaped(0, a->dtype, out, 2);
 }
 
 void inferMatMul(Ctx &c) {
@@ -450,31 +583,34 @@ void inferMatMul(Ctx &c) {
   c.sameDType({0, 1});
   c.requireNumeric(0);
   if ((a->hasShape && a->rank() == 0) || (b->hasShape && b->rank() == 0))
-    errorAt(c.n) << "inputs must have rank >= 1, got " << typeText(a) << " and "
-                 << typeText(b);
+    fail([&] {
+      errorAt(c.n) << "inputs must have rank >= 1, got " << typeText(a)
+                   << " and " << typeText(b);
+    });
   if (!a->hasShape || !b->hasShape) {
     c.set(0, unranked(a->dtype));
     return;
   }
-  Dims ad = a->dims, bd = b->dims;
+  // A 1-D a is [1, K] and a 1-D b is [K, 1] for the product (their extra
+  // dim is dropped again), so neither has batch dims. Read in place: verify
+  // re-infers every MatMul a pass touched.
+  const Dims &ad = a->dims, &bd = b->dims;
   bool aVec = ad.size() == 1, bVec = bd.size() == 1;
-  if (aVec)
-    ad.insert(ad.begin(), Dim(1));
-  if (bVec)
-    bd.push_back(Dim(1));
-  const Dim &ka = ad.back(), &kb = bd[bd.size() - 2];
+  const Dim &ka = ad.back(), &kb = bVec ? bd[0] : bd[bd.size() - 2];
   if (dimsConflict(ka, kb))
-    errorAt(c.n) << "inner dimensions differ: " << typeText(a) << " x "
-                 << typeText(b) << " (" << ka.value << " vs " << kb.value
-                 << ")";
-  Dims batch = c.broadcast(Dims(ad.begin(), ad.end() - 2),
-                           Dims(bd.begin(), bd.end() - 2));
-  batch.reserve(batch.size() + 2); // one reallocation, not one per push_back
+    fail([&] {
+      errorAt(c.n) << "inner dimensions differ: " << typeText(a) << " x "
+                   << typeText(b) << " (" << ka.value << " vs " << kb.value
+                   << ")";
+    });
+  InlineDims batch;
+  c.broadcastInto(ad.data(), aVec ? 0 : ad.size() - 2, bd.data(),
+                  bVec ? 0 : bd.size() - 2, batch);
   if (!aVec)
     batch.push_back(ad[ad.size() - 2]);
   if (!bVec)
     batch.push_back(bd.back());
-  c.set(0, shaped(a->dtype, std::move(batch)));
+  c.setShaped(0, a->dtype, batch);
 }
 
 // --- shape manipulation -----------------------------------------------------
@@ -482,13 +618,15 @@ void inferMatMul(Ctx &c) {
 /// Known product and symbols of a list of dims (for Reshape's -1).
 struct DimCount {
   int64_t known = 1;
-  std::multiset<std::string> symbols;
+  /// A multiset: only which symbols and how often counts, not their order.
+  /// (Interned, so equal names are equal symbols.)
+  SmallVector<DimSymbol, 8> symbols;
   bool unknown = false;
   void add(const Dim &d) {
     if (d.isKnown())
       unknown |= __builtin_mul_overflow(known, d.value, &known);
     else if (!d.symbol.empty())
-      symbols.insert(d.symbol);
+      symbols.push_back(d.symbol);
     else
       unknown = true;
   }
@@ -498,32 +636,39 @@ void inferReshape(Ctx &c) {
   Value *x = c.req(0);
   c.req(1);
   bool allowZero = c.opset >= 14 && c.flagAttr("allowzero", false);
-  auto shape = c.constInts(1, "shape");
-  if (!shape) {
+  ConstIntList shape;
+  if (!c.constIntsInPlace(1, "shape", shape)) {
     auto len = c.length1D(1);
-    c.set(0, len ? shaped(x->dtype, Dims(size_t(*len), Dim()))
-                 : unranked(x->dtype));
+    if (len)
+      c.setShaped(0, x->dtype, InlineDims(size_t(*len), Dim()));
+    else
+      c.setUnranked(0, x->dtype);
     return;
   }
-  Dims out;
-  out.reserve(shape->size());
+  InlineDims out;
+  out.reserve(shape.size);
   int inferIdx = -1;
   bool hasZero = false;
-  for (size_t i = 0; i < shape->size(); ++i) {
-    int64_t v = (*shape)[i];
+  for (size_t i = 0; i < shape.size; ++i) {
+    int64_t v = shape[i];
     if (v == -1) {
       if (inferIdx >= 0)
-        errorAt(c.n) << "shape " << intsText(*shape) << " has more than one -1";
+        fail([&] {
+          errorAt(c.n) << "shape " << shape.text() << " has more than one -1";
+        });
       inferIdx = int(i);
       out.push_back(Dim());
     } else if (v < -1) {
-      errorAt(c.n) << "shape " << intsText(*shape) << " has invalid entry "
-                   << v;
+      fail([&] {
+        errorAt(c.n) << "shape " << shape.text() << " has invalid entry " << v;
+      });
     } else if (v == 0 && !allowZero) {
       if (x->hasShape && int64_t(i) >= x->rank())
-        errorAt(c.n) << "shape " << intsText(*shape) << " copies dim " << i
-                     << " (0) but the input " << typeText(x) << " has rank "
-                     << x->rank();
+        fail([&] {
+          errorAt(c.n) << "shape " << shape.text() << " copies dim " << i
+                       << " (0) but the input " << typeText(x) << " has rank "
+                       << x->rank();
+        });
       out.push_back(x->hasShape ? x->dims[i] : Dim());
     } else {
       hasZero |= v == 0;
@@ -531,10 +676,12 @@ void inferReshape(Ctx &c) {
     }
   }
   if (allowZero && hasZero && inferIdx >= 0)
-    errorAt(c.n) << "shape " << intsText(*shape)
-                 << " has both 0 and -1 while allowzero=1";
+    fail([&] {
+      errorAt(c.n) << "shape " << shape.text()
+                   << " has both 0 and -1 while allowzero=1";
+    });
   if (!x->hasShape) {
-    c.set(0, shaped(x->dtype, std::move(out)));
+    c.setShaped(0, x->dtype, out);
     return;
   }
   DimCount in, rest;
@@ -544,41 +691,48 @@ void inferReshape(Ctx &c) {
     if (int(i) != inferIdx)
       rest.add(out[i]);
   // Symbols copied through (batch dim "N" kept by a 0) cancel out.
-  for (auto it = rest.symbols.begin(); it != rest.symbols.end();) {
-    auto match = in.symbols.find(*it);
+  for (size_t r = 0; r < rest.symbols.size();) {
+    const DimSymbol *match =
+        std::find(in.symbols.begin(), in.symbols.end(), rest.symbols[r]);
     if (match == in.symbols.end()) {
-      ++it;
+      ++r;
       continue;
     }
-    in.symbols.erase(match);
-    it = rest.symbols.erase(it);
+    in.symbols.erase(size_t(match - in.symbols.begin()));
+    rest.symbols.erase(r);
   }
   bool exact = !in.unknown && !rest.unknown && in.symbols.empty() &&
                rest.symbols.empty();
   // Built only when reported: verify infers every Reshape after every pass.
   auto mismatch = [&] {
-    return "cannot reshape " + typeText(x) + " to shape " + intsText(*shape);
+    return "cannot reshape " + typeText(x) + " to shape " + shape.text();
   };
   if (inferIdx >= 0) {
     if (exact) {
       if (rest.known == 0) {
         if (in.known != 0)
-          errorAt(c.n) << mismatch();
+          fail([&] { errorAt(c.n) << mismatch(); });
       } else if (in.known % rest.known != 0) {
-        errorAt(c.n) << mismatch() << " (" << in.known
-                     << " elements do not divide by " << rest.known << ")";
+        fail([&] {
+          errorAt(c.n) << mismatch() << " (" << in.known
+                       << " elements do not divide by " << rest.known << ")";
+        });
       } else {
         out[size_t(inferIdx)] = Dim(in.known / rest.known);
       }
     } else if (!in.unknown && !rest.unknown && rest.symbols.empty() &&
                in.symbols.size() == 1 && in.known == rest.known) {
-      out[size_t(inferIdx)] = Dim::symbolic(*in.symbols.begin());
+      Dim symbolic;
+      symbolic.symbol = in.symbols[0];
+      out[size_t(inferIdx)] = symbolic;
     }
   } else if (exact && in.known != rest.known) {
-    errorAt(c.n) << mismatch() << " (" << in.known << " vs " << rest.known
-                 << " elements)";
+    fail([&] {
+      errorAt(c.n) << mismatch() << " (" << in.known << " vs " << rest.known
+                   << " elements)";
+    });
   }
-  c.set(0, shaped(x->dtype, std::move(out)));
+  c.setShaped(0, x->dtype, out);
 }
 
 void inferFlatten(Ctx &c) {
@@ -595,32 +749,41 @@ void inferFlatten(Ctx &c) {
 
 void inferTranspose(Ctx &c) {
   Value *x = c.req(0);
-  bool hasPerm = c.n.hasAttr("perm");
-  std::vector<int64_t> perm = c.intsAttr("perm");
+  // Read in place (verify reruns this a lot); absent means reversed axes.
+  const std::vector<int64_t> *perm = c.intsAttrOrNull("perm");
   if (!x->hasShape) {
-    c.set(0, hasPerm ? shaped(x->dtype, Dims(perm.size(), Dim()))
-                     : unranked(x->dtype));
+    if (perm)
+      c.setShaped(0, x->dtype, InlineDims(perm->size(), Dim()));
+    else
+      c.setUnranked(0, x->dtype);
     return;
   }
   int64_t r = x->rank();
-  if (!hasPerm)
+  InlineDims out;
+  out.reserve(size_t(r));
+  if (!perm) {
     for (int64_t i = r - 1; i >= 0; --i)
-      perm.push_back(i);
-  if (int64_t(perm.size()) != r)
-    errorAt(c.n) << "perm " << intsText(perm) << " has " << perm.size()
-                 << " entries but the input " << typeText(x) << " has rank "
-                 << r;
-  std::vector<bool> seen(size_t(r), false);
-  Dims out;
-  out.reserve(perm.size()); // not grown dim by dim: verify reruns this a lot
-  for (int64_t p : perm) {
+      out.push_back(x->dims[size_t(i)]);
+    c.setShaped(0, x->dtype, out);
+    return;
+  }
+  if (int64_t(perm->size()) != r)
+    fail([&] {
+      errorAt(c.n) << "perm " << intsText(*perm) << " has " << perm->size()
+                   << " entries but the input " << typeText(x) << " has rank "
+                   << r;
+    });
+  SmallVector<bool, 16> seen(size_t(r), false);
+  for (int64_t p : *perm) {
     if (p < 0 || p >= r || seen[size_t(p)])
-      errorAt(c.n) << "perm " << intsText(perm)
-                   << " is not a permutation of 0.." << r - 1;
+      fail([&] {
+        errorAt(c.n) << "perm " << intsText(*perm)
+                     << " is not a permutation of 0.." << r - 1;
+      });
     seen[size_t(p)] = true;
     out.push_back(x->dims[size_t(p)]);
   }
-  c.set(0, shaped(x->dtype, std::move(out)));
+  c.setShaped(0, x->dtype, out);
 }
 
 void inferSoftmax(Ctx &c) {
@@ -642,20 +805,26 @@ std::optional<Dims> lossShape(Ctx &c) {
   c.sameDType({0, 2});
   std::string reduction = c.stringAttr("reduction", "mean");
   if (reduction != "mean" && reduction != "sum" && reduction != "none")
-    errorAt(c.n) << "attribute 'reduction' must be \"mean\", \"sum\" or "
-                    "\"none\", got \""
-                 << reduction << "\"";
+    fail([&] {
+      errorAt(c.n) << "attribute 'reduction' must be \"mean\", \"sum\" or "
+                      "\"none\", got \""
+                   << reduction << "\"";
+    });
   c.intAttr("ignore_index", 0);
   if (scores->hasShape && scores->rank() < 2)
-    errorAt(c.n) << "scores (" << c.inputText(0)
-                 << ") must have rank >= 2 ([N, C, ...]), got "
-                 << typeText(scores);
+    fail([&] {
+      errorAt(c.n) << "scores (" << c.inputText(0)
+                   << ") must have rank >= 2 ([N, C, ...]), got "
+                   << typeText(scores);
+    });
   if (const Value *w = c.opt(2)) {
     c.requireRank(2, 1);
     if (w->hasShape && scores->hasShape &&
         dimsConflict(w->dims[0], scores->dims[1]))
-      errorAt(c.n) << "weights " << typeText(w) << " must have one entry per "
-                   << "class (" << scores->dims[1].value << ")";
+      fail([&] {
+        errorAt(c.n) << "weights " << typeText(w) << " must have one entry per "
+                     << "class (" << scores->dims[1].value << ")";
+      });
   }
   std::optional<Dims> out;
   if (scores->hasShape) {
@@ -665,16 +834,21 @@ std::optional<Dims> lossShape(Ctx &c) {
   }
   if (labels->hasShape) {
     if (out && labels->dims.size() != out->size())
-      errorAt(c.n) << "labels " << typeText(labels)
-                   << " must have the shape of scores " << typeText(scores)
-                   << " without the class dim (" << dimsToString(*out) << ")";
+      fail([&] {
+        errorAt(c.n) << "labels " << typeText(labels)
+                     << " must have the shape of scores " << typeText(scores)
+                     << " without the class dim (" << dimsToString(*out) << ")";
+      });
     if (!out)
       out = labels->dims;
     for (size_t i = 0; i < out->size(); ++i) {
       if (dimsConflict((*out)[i], labels->dims[i]))
-        errorAt(c.n) << "labels " << typeText(labels)
-                     << " must have the shape of scores " << typeText(scores)
-                     << " without the class dim (" << dimsToString(*out) << ")";
+        fail([&] {
+          errorAt(c.n) << "labels " << typeText(labels)
+                       << " must have the shape of scores " << typeText(scores)
+                       << " without the class dim (" << dimsToString(*out)
+                       << ")";
+        });
       (*out)[i] = unifyDim((*out)[i], labels->dims[i]);
     }
   }
@@ -712,16 +886,20 @@ void inferReduce(Ctx &c) {
   bool noop = false;
   if (c.opset >= since) {
     if (c.n.hasAttr("axes"))
-      errorAt(c.n) << "'axes' is an input since opset " << since
-                   << ", not an attribute (model opset " << c.opset << ")";
+      fail([&] {
+        errorAt(c.n) << "'axes' is an input since opset " << since
+                     << ", not an attribute (model opset " << c.opset << ")";
+      });
     noop = c.flagAttr("noop_with_empty_axes", false);
     axes = std::vector<int64_t>{};
     if (c.opt(1))
       axes = c.constInts(1, "axes");
   } else {
     if (c.n.numInputs() > 1)
-      errorAt(c.n) << "takes 'axes' as an attribute before opset " << since
-                   << ", not as an input (model opset " << c.opset << ")";
+      fail([&] {
+        errorAt(c.n) << "takes 'axes' as an attribute before opset " << since
+                     << ", not as an input (model opset " << c.opset << ")";
+      });
     axes = c.intsAttr("axes");
   }
   if (!x->hasShape) {
@@ -793,15 +971,19 @@ void inferGather(Ctx &c) {
     return;
   }
   if (data->rank() == 0)
-    errorAt(c.n) << "data (" << c.inputText(0) << ") must have rank >= 1";
+    fail([&] {
+      errorAt(c.n) << "data (" << c.inputText(0) << ") must have rank >= 1";
+    });
   int64_t a = c.axis(axis, data->rank());
   const Dim &size = data->dims[size_t(a)];
   if (TensorPtr idx = constantValue(*indices); idx && size.isKnown()) {
     for (int64_t i : idx->toInt64s())
       if (i < -size.value || i >= size.value)
-        errorAt(c.n) << "index " << i << " is out of range for axis " << a
-                     << " of size " << size.value << " (input "
-                     << typeText(data) << ")";
+        fail([&] {
+          errorAt(c.n) << "index " << i << " is out of range for axis " << a
+                       << " of size " << size.value << " (input "
+                       << typeText(data) << ")";
+        });
   }
   Dims out(data->dims.begin(), data->dims.begin() + a);
   out.insert(out.end(), indices->dims.begin(), indices->dims.end());
@@ -811,7 +993,7 @@ void inferGather(Ctx &c) {
 
 void inferConcat(Ctx &c) {
   if (c.n.numInputs() == 0)
-    errorAt(c.n) << "needs at least one input";
+    fail([&] { errorAt(c.n) << "needs at least one input"; });
   for (size_t i = 0; i < c.n.numInputs(); ++i)
     c.req(i);
   for (size_t i = 1; i < c.n.numInputs(); ++i)
@@ -831,7 +1013,9 @@ void inferConcat(Ctx &c) {
   }
   int64_t r = ref->rank();
   if (r == 0)
-    errorAt(c.n) << "inputs must have rank >= 1, got " << typeText(ref);
+    fail([&] {
+      errorAt(c.n) << "inputs must have rank >= 1, got " << typeText(ref);
+    });
   int64_t a = c.axis(axis, r);
   Dims out = ref->dims;
   bool sumKnown = true;
@@ -843,15 +1027,19 @@ void inferConcat(Ctx &c) {
       continue;
     }
     if (v->rank() != r)
-      errorAt(c.n) << c.inputText(i) << " " << typeText(v)
-                   << " has a different rank than " << typeText(ref);
+      fail([&] {
+        errorAt(c.n) << c.inputText(i) << " " << typeText(v)
+                     << " has a different rank than " << typeText(ref);
+      });
     for (int64_t d = 0; d < r; ++d) {
       if (d == a)
         continue;
       if (dimsConflict(out[size_t(d)], v->dims[size_t(d)]))
-        errorAt(c.n) << c.inputText(i) << " " << typeText(v) << " differs from "
-                     << typeText(ref) << " in dim " << d
-                     << " (only the concat axis " << a << " may differ)";
+        fail([&] {
+          errorAt(c.n) << c.inputText(i) << " " << typeText(v)
+                       << " differs from " << typeText(ref) << " in dim " << d
+                       << " (only the concat axis " << a << " may differ)";
+        });
       out[size_t(d)] = unifyDim(out[size_t(d)], v->dims[size_t(d)]);
     }
     if (v->dims[size_t(a)].isKnown())
@@ -868,18 +1056,22 @@ void inferConcat(Ctx &c) {
 std::optional<std::vector<int64_t>> squeezeAxes(Ctx &c, bool &given) {
   if (c.opset >= 13) {
     if (c.n.hasAttr("axes"))
-      errorAt(c.n) << "'axes' is an input since opset 13, not an attribute "
-                      "(model opset "
-                   << c.opset << ")";
+      fail([&] {
+        errorAt(c.n) << "'axes' is an input since opset 13, not an attribute "
+                        "(model opset "
+                     << c.opset << ")";
+      });
     given = c.opt(1) != nullptr;
     if (!given)
       return std::vector<int64_t>{};
     return c.constInts(1, "axes");
   }
   if (c.n.numInputs() > 1)
-    errorAt(c.n) << "takes 'axes' as an attribute before opset 13, not as an "
-                    "input (model opset "
-                 << c.opset << ")";
+    fail([&] {
+      errorAt(c.n) << "takes 'axes' as an attribute before opset 13, not as an "
+                      "input (model opset "
+                   << c.opset << ")";
+    });
   given = c.n.hasAttr("axes");
   return c.intsAttr("axes");
 }
@@ -889,8 +1081,10 @@ void inferUnsqueeze(Ctx &c) {
   bool given = false;
   auto axes = squeezeAxes(c, given);
   if (!given)
-    errorAt(c.n) << (c.opset >= 13 ? "requires the 'axes' input"
-                                   : "requires attribute 'axes'");
+    fail([&] {
+      errorAt(c.n) << (c.opset >= 13 ? "requires the 'axes' input"
+                                     : "requires attribute 'axes'");
+    });
   if (!axes || !x->hasShape) {
     auto len = c.length1D(1);
     if (x->hasShape && !axes && len)
@@ -940,8 +1134,10 @@ void inferSqueeze(Ctx &c) {
     if (std::find(norm.begin(), norm.end(), i) == norm.end()) {
       out.push_back(d);
     } else if (d.isKnown() && d.value != 1) {
-      errorAt(c.n) << "cannot squeeze axis " << i << " of size " << d.value
-                   << " (input " << typeText(x) << ")";
+      fail([&] {
+        errorAt(c.n) << "cannot squeeze axis " << i << " of size " << d.value
+                     << " (input " << typeText(x) << ")";
+      });
     }
   }
   c.set(0, shaped(x->dtype, std::move(out)));
@@ -961,7 +1157,9 @@ void inferSlice(Ctx &c) {
       if (!v)
         return std::nullopt;
       if (v->hasShape && v->rank() != 1)
-        errorAt(c.n) << c.inputText(i) << " must be 1-D, got " << typeText(v);
+        fail([&] {
+          errorAt(c.n) << c.inputText(i) << " must be 1-D, got " << typeText(v);
+        });
       TensorPtr t = constantValue(*v);
       return t ? std::optional(t->toInt64s()) : std::nullopt;
     };
@@ -1007,14 +1205,16 @@ void inferSlice(Ctx &c) {
   k = axes->size();
   if ((starts && starts->size() != k) || (ends && ends->size() != k) ||
       (steps && steps->size() != k))
-    errorAt(c.n) << "starts, ends, axes and steps must have the same length";
+    fail([&] {
+      errorAt(c.n) << "starts, ends, axes and steps must have the same length";
+    });
   std::vector<int64_t> norm = c.axes(*axes, r);
   Dims out = x->dims;
   for (size_t j = 0; j < k; ++j) {
     Dim &d = out[size_t(norm[j])];
     int64_t step = steps ? (*steps)[j] : 1;
     if (step == 0)
-      errorAt(c.n) << "steps must not be 0";
+      fail([&] { errorAt(c.n) << "steps must not be 0"; });
     if (!starts || !ends) {
       d = Dim();
       continue;
@@ -1065,7 +1265,9 @@ void inferExpand(Ctx &c) {
   }
   for (int64_t v : *shape)
     if (v < 0)
-      errorAt(c.n) << "shape " << intsText(*shape) << " has a negative entry";
+      fail([&] {
+        errorAt(c.n) << "shape " << intsText(*shape) << " has a negative entry";
+      });
   c.set(0, shaped(x->dtype, c.broadcast(x->dims, toDims(*shape))));
 }
 
@@ -1075,15 +1277,20 @@ void inferConstantOfShape(Ctx &c) {
   if (const Attribute *a =
           c.attrOfKind("value", Attribute::Kind::Tensor, "a tensor")) {
     if (a->t->numel() != 1)
-      errorAt(c.n) << "attribute 'value' must hold exactly one element, got "
-                   << dimsToString(a->t->dims);
+      fail([&] {
+        errorAt(c.n) << "attribute 'value' must hold exactly one element, got "
+                     << dimsToString(a->t->dims);
+      });
     t = a->t->dtype;
   }
   auto shape = c.constInts(0, "shape");
   if (shape) {
     for (int64_t v : *shape)
       if (v < 0)
-        errorAt(c.n) << "shape " << intsText(*shape) << " has a negative entry";
+        fail([&] {
+          errorAt(c.n) << "shape " << intsText(*shape)
+                       << " has a negative entry";
+        });
     c.set(0, shaped(t, toDims(*shape)));
     return;
   }
@@ -1124,9 +1331,11 @@ void requireSameShape(Ctx &c, size_t i, size_t j) {
   for (size_t d = 0; ok && d < a->dims.size(); ++d)
     ok = !dimsConflict(a->dims[d], b->dims[d]);
   if (!ok)
-    errorAt(c.n) << c.inputText(i) << " " << typeText(a) << " and "
-                 << c.inputText(j) << " " << typeText(b)
-                 << " must have the same shape";
+    fail([&] {
+      errorAt(c.n) << c.inputText(i) << " " << typeText(a) << " and "
+                   << c.inputText(j) << " " << typeText(b)
+                   << " must have the same shape";
+    });
 }
 
 /// dX typed like dY (input 0), shaped like dY unified with input 1.
@@ -1138,7 +1347,7 @@ void inferElementwiseGrad(Ctx &c) {
   if (c.n.hasAttr("axis") && dy->hasShape)
     c.axis(c.intAttr("axis", -1), dy->rank());
   const Value *ref = dy->hasShape ? dy : y;
-  c.set(0, ref->hasShape ? shaped(dy->dtype, ref->dims) : unranked(dy->dtype));
+  c.setShapeOf(0, dy->dtype, ref);
 }
 
 /// The loss gradients: dScores/dX typed and shaped like input 1.
@@ -1151,16 +1360,22 @@ void inferLossGrad(Ctx &c) {
   c.requireIndex(2, "labels");
   std::string reduction = c.stringAttr("reduction", "mean");
   if (reduction != "mean" && reduction != "sum" && reduction != "none")
-    errorAt(c.n) << "attribute 'reduction' must be \"mean\", \"sum\" or "
-                    "\"none\", got \""
-                 << reduction << "\"";
+    fail([&] {
+      errorAt(c.n) << "attribute 'reduction' must be \"mean\", \"sum\" or "
+                      "\"none\", got \""
+                   << reduction << "\"";
+    });
   const Value *dl = c.n.input(0);
   if (reduction != "none" && dl->hasShape && dl->rank() != 0)
-    errorAt(c.n) << "dL (" << c.inputText(0) << ") must be a scalar for "
-                 << "reduction \"" << reduction << "\", got " << typeText(dl);
+    fail([&] {
+      errorAt(c.n) << "dL (" << c.inputText(0) << ") must be a scalar for "
+                   << "reduction \"" << reduction << "\", got " << typeText(dl);
+    });
   if (x->hasShape && x->rank() < 2)
-    errorAt(c.n) << c.inputText(1) << " must have rank >= 2 ([N, C, ...]), got "
-                 << typeText(x);
+    fail([&] {
+      errorAt(c.n) << c.inputText(1)
+                   << " must have rank >= 2 ([N, C, ...]), got " << typeText(x);
+    });
   c.setLike(0, x);
 }
 
@@ -1175,10 +1390,12 @@ void inferSumToShape(Ctx &c) {
       ok = x->dims[i] == Dim(1) ||
            !dimsConflict(x->dims[i], dy->dims[offset + i]);
     if (!ok)
-      errorAt(c.n) << "shape " << dimsToString(x->dims)
-                   << " does not broadcast to " << dimsToString(dy->dims);
+      fail([&] {
+        errorAt(c.n) << "shape " << dimsToString(x->dims)
+                     << " does not broadcast to " << dimsToString(dy->dims);
+      });
   }
-  c.set(0, x->hasShape ? shaped(dy->dtype, x->dims) : unranked(dy->dtype));
+  c.setShapeOf(0, dy->dtype, x);
 }
 
 void inferSumToShapeAs(Ctx &c) {
@@ -1188,10 +1405,12 @@ void inferSumToShapeAs(Ctx &c) {
   // dY's elements are widened to X's dtype: it must hold them exactly.
   if (dy->dtype != DType::Undefined && x->dtype != DType::Undefined &&
       dy->dtype != x->dtype && !widensExactly(dy->dtype, x->dtype))
-    errorAt(c.n) << "X (" << dtypeName(x->dtype)
-                 << ") must be a float type at least as wide as dY ("
-                 << dtypeName(dy->dtype) << ")";
-  c.set(0, x->hasShape ? shaped(x->dtype, x->dims) : unranked(x->dtype));
+    fail([&] {
+      errorAt(c.n) << "X (" << dtypeName(x->dtype)
+                   << ") must be a float type at least as wide as dY ("
+                   << dtypeName(dy->dtype) << ")";
+    });
+  c.setShapeOf(0, x->dtype, x);
 }
 
 void inferReduceGrad(Ctx &c) {
@@ -1201,7 +1420,7 @@ void inferReduceGrad(Ctx &c) {
   c.flagAttr("mean", false);
   if (c.opt(2))
     c.requireIndex(2, "axes");
-  c.set(0, x->hasShape ? shaped(dy->dtype, x->dims) : unranked(dy->dtype));
+  c.setShapeOf(0, dy->dtype, x);
 }
 
 void requireScalar(Ctx &c, size_t i, DType t, const char *what) {
@@ -1211,22 +1430,27 @@ void requireScalar(Ctx &c, size_t i, DType t, const char *what) {
   c.requireDType(i, t);
   if (v->hasShape && v->rank() != 0 &&
       !(v->rank() == 1 && v->dims[0] == Dim(1)))
-    errorAt(c.n) << what << " (" << c.inputText(i) << ") must be a scalar, got "
-                 << typeText(v);
+    fail([&] {
+      errorAt(c.n) << what << " (" << c.inputText(i)
+                   << ") must be a scalar, got " << typeText(v);
+    });
 }
 
 void inferUnscaleGradients(Ctx &c) {
   c.req(0);
   requireScalar(c, 0, DType::F32, "scale");
   if (c.n.numOutputs() != c.n.numInputs())
-    errorAt(c.n) << "has " << c.n.numInputs() - 1 << " gradients but "
-                 << c.n.numOutputs() << " outputs (expected found_inf and one "
-                 << "per gradient)";
+    fail([&] {
+      errorAt(c.n) << "has " << c.n.numInputs() - 1 << " gradients but "
+                   << c.n.numOutputs()
+                   << " outputs (expected found_inf and one "
+                   << "per gradient)";
+    });
   c.set(0, shaped(DType::Bool, {}));
   for (size_t i = 1; i < c.n.numInputs(); ++i) {
     Value *g = c.req(i);
     c.requireFloat(i);
-    c.set(i, g->hasShape ? shaped(DType::F32, g->dims) : unranked(DType::F32));
+    c.setShapeOf(i, DType::F32, g);
   }
 }
 
@@ -1239,21 +1463,27 @@ void inferUpdateLossScale(Ctx &c) {
   requireScalar(c, 2, DType::Bool, "found_inf");
   if (c.floatAttr("growth_factor", 2.0f) <= 0 ||
       c.floatAttr("backoff_factor", 0.5f) <= 0)
-    errorAt(c.n) << "growth_factor and backoff_factor must be positive";
+    fail([&] {
+      errorAt(c.n) << "growth_factor and backoff_factor must be positive";
+    });
   if (c.intAttr("growth_interval", 2000) <= 0)
-    errorAt(c.n) << "growth_interval must be positive";
+    fail([&] { errorAt(c.n) << "growth_interval must be positive"; });
   c.set(0, shaped(DType::F32, {}));
   c.set(1, shaped(DType::I64, {}));
 }
 
 void inferClipGradNorm(Ctx &c) {
   if (c.n.numOutputs() != c.n.numInputs() + 1)
-    errorAt(c.n) << "has " << c.n.numInputs() << " gradients but "
-                 << c.n.numOutputs() << " outputs (expected one per gradient "
-                 << "and total_norm)";
+    fail([&] {
+      errorAt(c.n) << "has " << c.n.numInputs() << " gradients but "
+                   << c.n.numOutputs() << " outputs (expected one per gradient "
+                   << "and total_norm)";
+    });
   float maxNorm = c.floatAttr("max_norm", 0.0f);
   if (!(maxNorm > 0))
-    errorAt(c.n) << "attribute 'max_norm' must be positive, got " << maxNorm;
+    fail([&] {
+      errorAt(c.n) << "attribute 'max_norm' must be positive, got " << maxNorm;
+    });
   for (size_t i = 0; i < c.n.numInputs(); ++i) {
     c.requireFloat(i);
     c.setLike(i, c.req(i));
@@ -1267,7 +1497,7 @@ void checkOptimizerControls(Ctx &c) {
   c.req(1);
   requireScalar(c, 1, DType::I64, "step");
   if (c.floatAttr("lr", 0.0f) < 0)
-    errorAt(c.n) << "attribute 'lr' must not be negative";
+    fail([&] { errorAt(c.n) << "attribute 'lr' must not be negative"; });
 }
 
 void inferSGD(Ctx &c) {
@@ -1279,7 +1509,8 @@ void inferSGD(Ctx &c) {
   if (c.opt(4))
     requireSameShape(c, 2, 4);
   if (c.n.numOutputs() == 2 && !c.opt(4))
-    errorAt(c.n) << "has a momentum output but no momentum input";
+    fail(
+        [&] { errorAt(c.n) << "has a momentum output but no momentum input"; });
   c.flagAttr("nesterov", false);
   c.setLike(0, p);
   if (Value *buf = c.opt(4))
@@ -1464,29 +1695,85 @@ struct OpNameHash {
   }
 };
 
-const OpRule *findRule(const std::string &domain, const std::string &op) {
-  // Rules by op name, in table order, with their domains measured once:
-  // verify infers every node a pass changed, and a scan of the table per
-  // node was a measurable share of that.
-  using Entry = std::pair<std::string_view, const OpRule *>; // domain, rule
-  static const auto byOp = [] {
-    std::unordered_map<std::string_view, std::vector<Entry>, OpNameHash> m;
-    for (const OpRule &r : kRules)
-      m[r.op].emplace_back(r.domain, &r);
-    return m;
-  }();
-  auto it = byOp.find(op);
-  if (it == byOp.end())
+/// The rules by (domain, op), open addressing with linear probing in a
+/// power-of-two table a few times larger than kRules: verify infers every
+/// node a pass changed, and a lookup here is one hash, usually one slot and
+/// one name comparison (a std::unordered_map cost a division, a bucket list
+/// and a memcmp more per node).
+class RuleTable {
+public:
+  RuleTable() {
+    for (const OpRule &r : kRules) {
+      Slot s{r.op, r.domain, &r};
+      size_t i = slotOf(s.op);
+      while (slots_[i].rule &&
+             !(slots_[i].op == s.op && slots_[i].domain == s.domain))
+        i = (i + 1) & kMask;
+      if (!slots_[i].rule) // the first of duplicate entries wins
+        slots_[i] = s;
+    }
+  }
+  const OpRule *find(std::string_view domain, std::string_view op) const {
+    // "ai.onnx" is the default domain spelled out.
+    if (!domain.empty() && domain == std::string_view("ai.onnx"))
+      domain = std::string_view();
+    for (size_t i = slotOf(op); slots_[i].rule; i = (i + 1) & kMask)
+      if (sameText(slots_[i].op, op) && sameText(slots_[i].domain, domain))
+        return slots_[i].rule;
     return nullptr;
-  // "ai.onnx" is the default domain spelled out. (Compared as string_views:
-  // std::string == const char * is a strlen and a library call per node.)
-  std::string_view d = domain;
-  if (d == std::string_view("ai.onnx"))
-    d = std::string_view();
-  for (const Entry &e : it->second)
-    if (d == e.first)
-      return e.second;
-  return nullptr;
+  }
+
+private:
+  static constexpr int kBits = 10;
+  static constexpr size_t kSize = size_t(1) << kBits, kMask = kSize - 1;
+  /// OpNameHash's top bits spread over the table (Fibonacci hashing).
+  /// a == b, inline: op names are short, and memcmp was a library call
+  /// per lookup.
+  static bool sameText(std::string_view a, std::string_view b) {
+    size_t n = a.size();
+    if (n != b.size())
+      return false;
+    auto word = [](const char *p) {
+      uint64_t w;
+      std::memcpy(&w, p, sizeof w);
+      return w;
+    };
+    auto half = [](const char *p) {
+      uint32_t w;
+      std::memcpy(&w, p, sizeof w);
+      return w;
+    };
+    const char *x = a.data(), *y = b.data();
+    if (n >= 8) {
+      // Whole words, the last one overlapping the one before.
+      for (size_t i = 0; i + 8 < n; i += 8)
+        if (word(x + i) != word(y + i))
+          return false;
+      return word(x + n - 8) == word(y + n - 8);
+    }
+    if (n >= 4) // two overlapping 4-byte halves
+      return half(x) == half(y) && half(x + n - 4) == half(y + n - 4);
+    // 0 to 3 characters: the first, middle and last cover them all.
+    return n == 0 ||
+           (x[0] == y[0] && x[n / 2] == y[n / 2] && x[n - 1] == y[n - 1]);
+  }
+  static size_t slotOf(std::string_view op) {
+    return size_t((uint64_t(OpNameHash()(op)) * 0x9E3779B97F4A7C15ull) >>
+                  (64 - kBits));
+  }
+  static_assert(std::size(kRules) * 2 < kSize, "keep the table sparse");
+  struct Slot {
+    std::string_view op, domain;
+    const OpRule *rule = nullptr;
+  };
+  Slot slots_[kSize];
+};
+
+const OpRule *findRule(const std::string &domain, const std::string &op) {
+  // Built on first use: another translation unit's static initializer may
+  // ask isSupportedOp before this one's would have run.
+  static const RuleTable table;
+  return table.find(domain, op);
 }
 
 std::string joinNames(const std::vector<std::string> &names) {
@@ -1527,17 +1814,21 @@ TensorPtr constantNodeTensor(const Node &n) {
     if (kv.first.rfind("value", 0) != 0 && kv.first != "sparse_value")
       continue;
     if (found)
-      errorAt(n) << "has both '" << foundName << "' and '" << kv.first
-                 << "' (exactly one value attribute is allowed)";
+      fail([&] {
+        errorAt(n) << "has both '" << foundName << "' and '" << kv.first
+                   << "' (exactly one value attribute is allowed)";
+      });
     found = &kv.second;
     foundName = kv.first;
   }
   if (!found)
-    errorAt(n) << "has no 'value' attribute";
+    fail([&] { errorAt(n) << "has no 'value' attribute"; });
   using K = Attribute::Kind;
   auto expect = [&](K kind, const char *what) {
     if (found->kind != kind)
-      errorAt(n) << "attribute '" << foundName << "' must be " << what;
+      fail([&] {
+        errorAt(n) << "attribute '" << foundName << "' must be " << what;
+      });
   };
   if (foundName == "value") {
     expect(K::Tensor, "a tensor");
@@ -1562,8 +1853,10 @@ TensorPtr constantNodeTensor(const Node &n) {
     return std::make_shared<Tensor>(
         Tensor::fromInt64s({int64_t(found->ints.size())}, found->ints));
   }
-  errorAt(n) << "attribute '" << foundName
-             << "' is not supported (mpc has no string or sparse tensors)";
+  fail([&] {
+    errorAt(n) << "attribute '" << foundName
+               << "' is not supported (mpc has no string or sparse tensors)";
+  });
   return nullptr;
 }
 
@@ -1581,18 +1874,24 @@ void inferNode(Node &n, int64_t opset) {
   if (!rule) {
     std::string op =
         n.domain().empty() ? n.opType() : n.domain() + "." + n.opType();
-    error() << "unsupported op '" << op << "' (node '" << n.name()
-            << "'); supported: " << joinNames(supportedOpNames());
+    fail([&] {
+      error() << "unsupported op '" << op << "' (node '" << n.name()
+              << "'); supported: " << joinNames(supportedOpNames());
+    });
   }
   int ins = int(n.numInputs()), outs = int(n.numOutputs());
   if (ins < rule->minInputs ||
       (rule->maxInputs != kAny && ins > rule->maxInputs))
-    errorAt(n) << "has " << ins << " inputs, expected "
-               << countText(rule->minInputs, rule->maxInputs);
+    fail([&] {
+      errorAt(n) << "has " << ins << " inputs, expected "
+                 << countText(rule->minInputs, rule->maxInputs);
+    });
   if (outs < rule->minOutputs ||
       (rule->maxOutputs != kAny && outs > rule->maxOutputs))
-    errorAt(n) << "has " << outs << " outputs, expected "
-               << countText(rule->minOutputs, rule->maxOutputs);
+    fail([&] {
+      errorAt(n) << "has " << outs << " outputs, expected "
+                 << countText(rule->minOutputs, rule->maxOutputs);
+    });
   Ctx c(n, opset);
   rule->infer(c);
 }

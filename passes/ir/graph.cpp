@@ -155,17 +155,6 @@ Value *Node::addOutput(const std::string &nameHint) {
   return v;
 }
 
-bool Node::hasAttr(const std::string &name) const {
-  return attr(name) != nullptr;
-}
-
-const Attribute *Node::attr(const std::string &name) const {
-  for (const auto &kv : attrs_)
-    if (kv.first == name)
-      return &kv.second;
-  return nullptr;
-}
-
 void Node::setAttr(const std::string &name, Attribute a) {
   for (auto &kv : attrs_)
     if (kv.first == name) {
@@ -184,12 +173,12 @@ void Node::removeAttr(const std::string &name) {
   touch();
 }
 
-int64_t Node::attrInt(const std::string &name, int64_t dflt) const {
+int64_t Node::attrInt(std::string_view name, int64_t dflt) const {
   const Attribute *a = attr(name);
   return a && a->kind == Attribute::Kind::Int ? a->i : dflt;
 }
 
-float Node::attrFloat(const std::string &name, float dflt) const {
+float Node::attrFloat(std::string_view name, float dflt) const {
   const Attribute *a = attr(name);
   if (!a)
     return dflt;
@@ -200,19 +189,19 @@ float Node::attrFloat(const std::string &name, float dflt) const {
   return dflt;
 }
 
-std::string Node::attrString(const std::string &name,
+std::string Node::attrString(std::string_view name,
                              const std::string &dflt) const {
   const Attribute *a = attr(name);
   return a && a->kind == Attribute::Kind::String ? a->s : dflt;
 }
 
-std::vector<int64_t> Node::attrInts(const std::string &name,
+std::vector<int64_t> Node::attrInts(std::string_view name,
                                     std::vector<int64_t> dflt) const {
   const Attribute *a = attr(name);
   return a && a->kind == Attribute::Kind::Ints ? a->ints : dflt;
 }
 
-std::vector<float> Node::attrFloats(const std::string &name,
+std::vector<float> Node::attrFloats(std::string_view name,
                                     std::vector<float> dflt) const {
   const Attribute *a = attr(name);
   return a && a->kind == Attribute::Kind::Floats ? a->floats : dflt;

@@ -220,17 +220,26 @@ public:
   const std::vector<std::pair<std::string, Attribute>> &attributes() const {
     return attrs_;
   }
-  bool hasAttr(const std::string &name) const;
-  const Attribute *attr(const std::string &name) const;
+  // Lookups take a string_view: callers name attributes with literals, and
+  // shape inference looks several up per node after every pass; a
+  // std::string parameter built (and freed) a string per lookup.
+  bool hasAttr(std::string_view name) const { return attr(name) != nullptr; }
+  /// The attribute called `name`, or nullptr.
+  const Attribute *attr(std::string_view name) const {
+    for (const auto &kv : attrs_)
+      if (std::string_view(kv.first) == name)
+        return &kv.second;
+    return nullptr;
+  }
   void setAttr(const std::string &name, Attribute a);
   void removeAttr(const std::string &name);
-  int64_t attrInt(const std::string &name, int64_t dflt) const;
-  float attrFloat(const std::string &name, float dflt) const;
-  std::string attrString(const std::string &name,
+  int64_t attrInt(std::string_view name, int64_t dflt) const;
+  float attrFloat(std::string_view name, float dflt) const;
+  std::string attrString(std::string_view name,
                          const std::string &dflt = "") const;
-  std::vector<int64_t> attrInts(const std::string &name,
+  std::vector<int64_t> attrInts(std::string_view name,
                                 std::vector<int64_t> dflt = {}) const;
-  std::vector<float> attrFloats(const std::string &name,
+  std::vector<float> attrFloats(std::string_view name,
                                 std::vector<float> dflt = {}) const;
 
   Graph *owner() const { return owner_; }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 
 using namespace mpc;
 
@@ -556,6 +557,26 @@ TEST(SupportedOps, SortedAndComplete) {
   }
   EXPECT_FALSE(isSupportedOp("", "ReluGrad"));
   EXPECT_FALSE(isSupportedOp("mpc", "Relu"));
+}
+
+// The rule lookup is a hash table of its own: every listed op must be found
+// under its own domain, and names that differ by a letter, a case or a
+// domain must not be.
+TEST(SupportedOps, LookupFindsEveryOpAndOnlyThem) {
+  for (const std::string &name : supportedOpNames()) {
+    size_t dot = name.rfind('.');
+    std::string domain = dot == std::string::npos ? "" : name.substr(0, dot);
+    std::string op = dot == std::string::npos ? name : name.substr(dot + 1);
+    EXPECT_TRUE(isSupportedOp(domain, op)) << name;
+    EXPECT_FALSE(isSupportedOp(domain, op + "x")) << name;
+    EXPECT_FALSE(isSupportedOp(domain, op.substr(0, op.size() - 1))) << name;
+    EXPECT_FALSE(isSupportedOp(domain + "x", op)) << name;
+    std::string lower = op;
+    lower[0] = char(std::tolower(static_cast<unsigned char>(lower[0])));
+    EXPECT_FALSE(isSupportedOp(domain, lower)) << name;
+  }
+  EXPECT_FALSE(isSupportedOp("", ""));
+  EXPECT_FALSE(isSupportedOp("ai.onnx.ml", "Add"));
 }
 
 TEST_F(InferTest, KeepsDeclaredDimsWhereInferenceCannotTell) {
