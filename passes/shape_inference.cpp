@@ -428,8 +428,14 @@ public:
   /// Sets output 0 to dtype `t` and the broadcast shape of the given inputs
   /// (unranked if one of them is).
   void setBroadcast(DType t, std::initializer_list<size_t> idx) const {
-    InlineDims out, next;
+    // The shape so far: the first input's own dims (broadcasting onto no
+    // dims at all gives the dims themselves), then each result in turn, in
+    // two buffers that take turns so a result never overwrites its operand.
+    const Dim *acc = nullptr;
+    size_t accRank = 0;
     bool first = true;
+    InlineDims results[2];
+    size_t turn = 0;
     for (size_t i : idx) {
       const Dims *d = dimsOf(n.input(i));
       if (!d) {
@@ -437,15 +443,18 @@ public:
         return;
       }
       if (first) {
-        // Broadcasting onto no dims at all gives the dims themselves.
-        out.append(d->data(), d->size());
+        acc = d->data();
+        accRank = d->size();
         first = false;
         continue;
       }
-      broadcastInto(out.data(), out.size(), d->data(), d->size(), next);
-      out = next;
+      InlineDims &out = results[turn];
+      turn ^= 1;
+      broadcastInto(acc, accRank, d->data(), d->size(), out);
+      acc = out.data();
+      accRank = out.size();
     }
-    setShaped(0, t, out);
+    setShaped(0, t, acc, accRank);
   }
 };
 
@@ -1713,7 +1722,8 @@ public:
         slots_[i] = s;
     }
   }
-  const OpRule *find(std::string_view domain, std::string_view op) const {
+  [[gnu::always_inline]] const OpRule *find(std::string_view domain,
+                                            std::string_view op) const {
     // "ai.onnx" is the default domain spelled out.
     if (!domain.empty() && domain == std::string_view("ai.onnx"))
       domain = std::string_view();
@@ -1769,7 +1779,8 @@ private:
   Slot slots_[kSize];
 };
 
-const OpRule *findRule(const std::string &domain, const std::string &op) {
+[[gnu::always_inline]] inline const OpRule *findRule(const std::string &domain,
+                                                     const std::string &op) {
   // Built on first use: another translation unit's static initializer may
   // ask isSupportedOp before this one's would have run.
   static const RuleTable table;
