@@ -227,7 +227,7 @@ static void setSuffix(std::string &name, size_t stem, int i) {
 std::string Graph::uniqueValueName(const std::string &hint) const {
   static const std::string kDefault = "v";
   const std::string &base = hint.empty() ? kDefault : hint;
-  if (!valuesByName_.count(base))
+  if (!valuesByName_.find(base))
     return base;
   std::string candidate;
   candidate.reserve(base.size() + 12);
@@ -236,68 +236,73 @@ std::string Graph::uniqueValueName(const std::string &hint) const {
   const size_t stem = candidate.size();
   for (int i = 1;; ++i) {
     setSuffix(candidate, stem, i);
-    if (!valuesByName_.count(candidate))
+    if (!valuesByName_.find(candidate))
       return candidate;
   }
 }
 
-Value *Graph::newValueNamed(const std::string &name) {
-  assert(!valuesByName_.count(name));
+Value *Graph::allocateValue(std::string_view name) {
   auto v = std::make_unique<Value>();
   v->name_ = name;
   v->owner_ = this;
   v->id_ = values_.size();
   Value *raw = v.get();
   values_.push_back(std::move(v));
-  Value *&slot = valuesByName_[name];
-  if (slot) // only when a pass broke the unique-name rule; verify reports it
-    slot->live_ = false;
-  slot = raw;
-  raw->live_ = true;
   return raw;
+}
+
+void Graph::claimName(Value *v) {
+  // A previous holder only when a pass broke the unique-name rule (verify
+  // reports it): v takes the name over.
+  if (Value *previous = valuesByName_.assign(v))
+    previous->live_ = false;
+  v->live_ = true;
+}
+
+Value *Graph::newValueNamed(const std::string &name) {
+  assert(!valuesByName_.find(name));
+  Value *v = allocateValue(name);
+  claimName(v);
+  return v;
 }
 
 Value *Graph::createValue(const std::string &nameHint) {
-  // Usually the hint itself is free: claim its table slot with one lookup
-  // (uniqueValueName then newValueNamed would hash it twice).
-  auto claimed = valuesByName_.try_emplace(nameHint.empty() ? "v" : nameHint);
-  if (!claimed.second)
-    return newValueNamed(uniqueValueName(nameHint));
-  auto v = std::make_unique<Value>();
-  v->name_ = claimed.first->first;
-  v->owner_ = this;
-  v->id_ = values_.size();
-  Value *raw = v.get();
-  values_.push_back(std::move(v));
-  claimed.first->second = raw;
-  raw->live_ = true;
-  return raw;
+  // The value first, so that the index can key it by its own name. The name
+  // is uniqueValueName(nameHint)'s: the hint when free (usually), else the
+  // first free hint_<i>; each try is one probe that also claims the name.
+  Value *v = allocateValue(nameHint.empty() ? std::string_view("v")
+                                            : std::string_view(nameHint));
+  if (!valuesByName_.insert(v).second) {
+    std::string &name = v->name_;
+    name.reserve(name.size() + 12);
+    name += '_';
+    const size_t stem = name.size();
+    for (int i = 1;; ++i) {
+      setSuffix(name, stem, i);
+      if (valuesByName_.insert(v).second)
+        break;
+    }
+  }
+  v->live_ = true;
+  return v;
 }
 
-Value *Graph::findValue(const std::string &name) const {
-  auto it = valuesByName_.find(name);
-  return it == valuesByName_.end() ? nullptr : it->second;
+Value *Graph::findValue(std::string_view name) const {
+  return valuesByName_.find(name);
 }
 
 void Graph::renameValue(Value *v, const std::string &newName) {
   if (v->name_ == newName)
     return;
-  assert(!valuesByName_.count(newName));
-  forgetName(v->name_);
+  assert(!valuesByName_.find(newName));
+  forgetName(v->name_); // before the name changes: the index reads it
   v->name_ = newName;
-  Value *&slot = valuesByName_[newName];
-  if (slot)
-    slot->live_ = false;
-  slot = v;
-  v->live_ = true;
+  claimName(v);
 }
 
-void Graph::forgetName(const std::string &name) {
-  auto it = valuesByName_.find(name);
-  if (it == valuesByName_.end())
-    return;
-  it->second->live_ = false;
-  valuesByName_.erase(it);
+void Graph::forgetName(std::string_view name) {
+  if (Value *holder = valuesByName_.erase(name))
+    holder->live_ = false;
 }
 
 Value *Graph::addInput(const std::string &name, DType t, const Dims &dims) {
@@ -351,10 +356,9 @@ void Graph::removeInitializer(Value *v) {
   v->initializer_.reset();
   // Like a removed node's outputs: the value stays owned (pointers remain
   // valid) but its name is free again and findValue no longer returns it.
-  auto byName = valuesByName_.find(v->name_);
-  if (byName != valuesByName_.end() && byName->second == v) {
+  if (valuesByName_.find(v->name_) == v) {
     v->live_ = false;
-    valuesByName_.erase(byName);
+    valuesByName_.erase(v->name_);
   }
 }
 
@@ -368,25 +372,35 @@ void Graph::makeInitializerAnInput(Value *v) {
   }
 }
 
+std::pair<Graph::NodeNameCount *, bool>
+Graph::claimNodeName(std::string_view name, int count) {
+  const uint64_t hash = hashName(name);
+  if (NodeNameCount *taken = nodeNames_.find(name, hash))
+    return {taken, false};
+  NodeNameCount &entry =
+      nodeNameCounts_.emplace_back(NodeNameCount{std::string(name), count});
+  nodeNames_.insert(&entry, hash);
+  return {&entry, true};
+}
+
 std::string Graph::uniqueNodeName(const std::string &hint) {
   static const std::string kDefault = "node";
   const std::string &base = hint.empty() ? kDefault : hint;
   // The count of names handed out for base: base itself first, then
-  // base_<count>. (A reference into an unordered_map stays valid when the
-  // map grows below.)
-  int &count = nodeNames_[base];
+  // base_<count>. (Entries live in a deque: the reference stays valid while
+  // names are added below.)
+  int &count = claimNodeName(base, 0).first->count;
   if (count++ == 0)
-    return base; // a key already (operator[] above)
+    return base; // taken already (claimNodeName above)
   std::string name;
   name.reserve(base.size() + 12);
   name = base;
   name += '_';
   const size_t stem = name.size();
   // A generated name could collide with an imported "x_1"; keep going.
-  // try_emplace tests and claims a candidate with one hash.
   for (;; ++count) {
     setSuffix(name, stem, count - 1);
-    if (nodeNames_.try_emplace(name, 1).second)
+    if (claimNodeName(name, 1).second)
       return name;
   }
 }
@@ -438,9 +452,8 @@ Node *Graph::createNodeWithOutputs(const std::string &opType,
   n->opType_ = opType;
   n->domain_ = domain;
   n->name_ = nodeName;
-  // Usually uniqueNodeName claimed the name already: try_emplace then only
-  // finds it (emplace would build and free a map node first).
-  nodeNames_.try_emplace(nodeName, 1);
+  // Usually uniqueNodeName claimed the name already: this only finds it.
+  claimNodeName(nodeName, 1);
   n->owner_ = this;
   Node *raw = n.get();
   auto pos = before ? before->self_ : nodes_.end();
@@ -596,7 +609,7 @@ std::unique_ptr<Graph> Graph::clone() const {
     c->name_ = n->name_;
     c->owner_ = g.get();
     c->attrs_ = n->attrs_;
-    g->nodeNames_.emplace(n->name_, 1);
+    g->claimNodeName(n->name_, 1);
     Node *raw = c.get();
     raw->self_ = g->nodes_.insert(g->nodes_.end(), std::move(c));
     raw->outputs_.reserve(n->outputs_.size());

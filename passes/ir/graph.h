@@ -7,9 +7,11 @@
 // a graph: createValue() makes a fresh name from a hint.
 #pragma once
 
+#include "passes/ir/name_index.h"
 #include "passes/ir/tensor.h"
 #include "passes/ir/types.h"
 
+#include <deque>
 #include <list>
 #include <memory>
 #include <optional>
@@ -282,7 +284,7 @@ public:
   /// A new value with a unique name derived from the hint.
   Value *createValue(const std::string &nameHint);
   /// The value with exactly this name, or nullptr.
-  Value *findValue(const std::string &name) const;
+  Value *findValue(std::string_view name) const;
   /// A fresh unique name derived from the hint (not yet used by any value).
   std::string uniqueValueName(const std::string &hint) const;
   /// Renames a value (the new name must be unused).
@@ -345,9 +347,24 @@ public:
 private:
   friend class Node;
   Value *newValueNamed(const std::string &name);
+  /// A new value named `name`, owned by this graph, not yet in the name table.
+  Value *allocateValue(std::string_view name);
+  /// Makes v the live holder of its name (an earlier holder stops being live).
+  void claimName(Value *v);
   void removeUse(Value *v, Node *user, int index);
   /// Drops `name` from the name table (its holder stops being live).
-  void forgetName(const std::string &name);
+  void forgetName(std::string_view name);
+
+  /// A node name taken, and how many names uniqueNodeName gave with it as
+  /// the base.
+  struct NodeNameCount {
+    std::string text;
+    int count = 0;
+    const std::string &name() const { return text; } // NameIndex's key
+  };
+  /// The entry for `name`, added with `count` when absent ({entry, added}).
+  std::pair<NodeNameCount *, bool> claimNodeName(std::string_view name,
+                                                 int count);
   /// Keeps Value::outputCount_ in step with outputs_ (own values only).
   void countOutput(Value *v, int delta) {
     if (v && v->owner_ == this)
@@ -358,8 +375,13 @@ private:
   const uint64_t uid_ = newUid();
   std::string name_;
   std::vector<std::unique_ptr<Value>> values_;
-  std::unordered_map<std::string, Value *> valuesByName_;
-  std::unordered_map<std::string, int> nodeNames_;
+  /// Each live value by its name (the key is the value's own name_: Values
+  /// never move, and a holder's name changes only in renameValue, which
+  /// takes the entry out first).
+  NameIndex<Value> valuesByName_;
+  /// The node names taken; a deque, so entries never move.
+  std::deque<NodeNameCount> nodeNameCounts_;
+  NameIndex<NodeNameCount> nodeNames_;
   std::list<std::unique_ptr<Node>> nodes_;
   std::vector<Value *> inputs_, outputs_, initializers_;
 };

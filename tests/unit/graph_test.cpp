@@ -328,6 +328,94 @@ TEST(GraphNames, UniqueNodeNamesNeverCollideWithImportedNames) {
   EXPECT_EQ(distinct.size(), all.size());
 }
 
+// The value table's keys view each holder's own name: lookups must keep
+// working while the table grows and entries are erased, for names short
+// enough to live inside the Value (SSO) and long ones on the heap.
+TEST(GraphNames, LookupsSurviveGrowthAndRemoval) {
+  Graph g;
+  auto hintOf = [](int i) {
+    return i % 2 ? "l" + std::to_string(i)
+                 : "layers." + std::to_string(i) + ".attention.query.weight";
+  };
+  std::vector<Node *> nodes;
+  std::vector<Value *> outs; // values outlive their removed node
+  for (int i = 0; i < 3000; ++i) {
+    nodes.push_back(g.createNode("Relu", {}, 1, hintOf(i)));
+    outs.push_back(nodes.back()->output(0));
+  }
+  for (int i = 0; i < 3000; i += 2)
+    g.removeNode(nodes[size_t(i)]);
+  for (int i = 0; i < 3000; ++i) {
+    const std::string name = hintOf(i) + "_out"; // a separate copy
+    Value *found = g.findValue(name);
+    if (i % 2 == 0) {
+      EXPECT_EQ(found, nullptr) << name;
+      EXPECT_FALSE(outs[size_t(i)]->isLive()) << name;
+    } else {
+      EXPECT_EQ(found, outs[size_t(i)]) << name;
+      EXPECT_TRUE(found && found->isLive()) << name;
+    }
+  }
+  // A freed name is given out again as it is, a taken one gets a suffix.
+  EXPECT_EQ(g.createValue(hintOf(0) + "_out")->name(), hintOf(0) + "_out");
+  EXPECT_EQ(g.createValue(hintOf(1) + "_out")->name(), hintOf(1) + "_out_1");
+  // A view that is not a whole string (no terminating NUL) finds too.
+  const std::string longer = "l1_out_and_more";
+  EXPECT_EQ(g.findValue(std::string_view(longer).substr(0, 6)), outs[1]);
+  EXPECT_EQ(g.findValue(std::string_view(longer).substr(0, 5)), nullptr);
+}
+
+// Renaming moves the entry to the new name (short to long and back), and a
+// value that takes over a name (a pass that broke the unique-name rule) is
+// the one findValue returns, until it is renamed away.
+TEST(GraphNames, RenameAndTakeOverKeepTheTableExact) {
+  Graph g;
+  Value *v = g.createValue("a");
+  const std::string longName(100, 'n');
+  g.renameValue(v, longName);
+  for (int i = 0; i < 1000; ++i) // grow the table: entries are rehashed
+    g.createValue("filler");
+  EXPECT_EQ(g.findValue("a"), nullptr);
+  EXPECT_EQ(g.findValue(longName), v);
+  g.renameValue(v, "b");
+  EXPECT_EQ(g.findValue(longName), nullptr);
+  EXPECT_EQ(g.findValue("b"), v);
+  EXPECT_EQ(g.createValue(longName)->name(), longName);
+
+  Node *first = g.createNodeWithOutputs("Relu", {}, {"dup"}, "first");
+  Node *second = g.createNodeWithOutputs("Relu", {}, {"dup"}, "second");
+  Value *older = first->output(0), *newer = second->output(0);
+  EXPECT_FALSE(older->isLive());
+  EXPECT_TRUE(newer->isLive());
+  EXPECT_EQ(g.findValue("dup"), newer);
+  g.renameValue(newer, "moved");
+  EXPECT_EQ(g.findValue("moved"), newer);
+  EXPECT_EQ(g.findValue("dup"), nullptr);
+  EXPECT_EQ(older->name(), "dup");
+  EXPECT_EQ(g.createValue("dup")->name(), "dup");
+}
+
+// Generated names are exactly base, base_1, base_2, ... in order, while the
+// node-name table grows under them (its count for a base is kept across
+// the growth).
+TEST(GraphNames, NodeNamesCountOnWhileTheTableGrows) {
+  Graph g;
+  for (int i = 0; i < 2000; ++i) {
+    std::string expected = i ? "h_" + std::to_string(i) : "h";
+    EXPECT_EQ(g.createNode("Relu", {}, 0, "h")->name(), expected);
+    EXPECT_EQ(g.uniqueNodeName("d" + std::to_string(i)),
+              "d" + std::to_string(i));
+    EXPECT_EQ(g.createNode("Neg", {}, 1)->name(),
+              i ? "Neg_" + std::to_string(i) : "Neg");
+  }
+  // An imported name in the way is skipped, and the count goes on after it.
+  g.createNodeWithOutputs("Relu", {}, {}, "h_2001");
+  EXPECT_EQ(g.uniqueNodeName("h"), "h_2000");
+  EXPECT_EQ(g.uniqueNodeName("h"), "h_2002");
+  EXPECT_EQ(g.uniqueNodeName(""), "node");
+  EXPECT_EQ(g.uniqueNodeName(""), "node_1");
+}
+
 TEST(GraphSort, KeepsAValidOrder) {
   Graph g;
   Value *x = g.addInput("x", DType::F32, {Dim(4)});
