@@ -87,19 +87,24 @@ int64_t removeUnusedConstants(Graph &g) {
   return removed;
 }
 
-void cleanupGraph(Graph &g, Statistics &stats) {
-  stats["identity-casts-removed"] += removeIdentityCasts(g);
-  stats["casts-merged"] += mergeDuplicateCasts(g);
-  stats["dead-nodes-removed"] += removeDeadNodes(g);
-  stats["unused-constants-removed"] += removeUnusedConstants(g);
+/// Returns how many changes it made (0: the graph is as it was).
+int64_t cleanupGraph(Graph &g, Statistics &stats) {
+  int64_t changes[] = {removeIdentityCasts(g), mergeDuplicateCasts(g),
+                       removeDeadNodes(g), removeUnusedConstants(g)};
+  stats["identity-casts-removed"] += changes[0];
+  stats["casts-merged"] += changes[1];
+  stats["dead-nodes-removed"] += changes[2];
+  stats["unused-constants-removed"] += changes[3];
+  return changes[0] + changes[1] + changes[2] + changes[3];
 }
 
 } // namespace
 
 void runCleanup(Model &model, PassContext &ctx) {
-  cleanupGraph(*model.graph, ctx.stats);
+  int64_t changes = cleanupGraph(*model.graph, ctx.stats);
   if (model.training)
-    cleanupGraph(*model.training->algorithm, ctx.stats);
+    changes += cleanupGraph(*model.training->algorithm, ctx.stats);
+  ctx.changedNothing = changes == 0;
 }
 
 } // namespace mpc

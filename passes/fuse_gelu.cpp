@@ -311,7 +311,10 @@ void rewrite(Graph &g, const GeluMatch &m, bool onnxGelu,
   }
 }
 
-void fuseGraph(Graph &g, bool onnxGelu, Statistics &stats) {
+/// Returns how many GELUs it fused (0: the graph is as it was; matching
+/// only reads it).
+int64_t fuseGraph(Graph &g, bool onnxGelu, Statistics &stats) {
+  int64_t fused = 0;
   std::unordered_set<Node *> removed;
   for (Node *n : g.nodeList()) {
     if (removed.count(n))
@@ -321,16 +324,19 @@ void fuseGraph(Graph &g, bool onnxGelu, Statistics &stats) {
       continue;
     rewrite(g, m, onnxGelu, removed);
     ++stats[m.tanhForm ? "fused-tanh" : "fused-erf"];
+    ++fused;
   }
+  return fused;
 }
 
 } // namespace
 
 void runFuseGelu(Model &model, PassContext &ctx) {
   bool onnxGelu = model.opsetVersion("") >= 20;
-  fuseGraph(*model.graph, onnxGelu, ctx.stats);
+  int64_t fused = fuseGraph(*model.graph, onnxGelu, ctx.stats);
   if (model.training)
-    fuseGraph(*model.training->algorithm, onnxGelu, ctx.stats);
+    fused += fuseGraph(*model.training->algorithm, onnxGelu, ctx.stats);
+  ctx.changedNothing = fused == 0;
 }
 
 } // namespace mpc

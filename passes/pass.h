@@ -93,6 +93,12 @@ struct PassContext {
   /// verify left it (verify passed, and only analyses ran since): what that
   /// verify recorded still holds (passes/verify.h).
   bool unchangedSinceVerify = false;
+  /// Set by a pass when it provably changed nothing in the model (it found
+  /// nothing to do). The pipeline then does not verify the model again when
+  /// it had passed before the pass, as MLIR skips the verifier after a pass
+  /// that preserves everything. Opt-in and only where certain: unset, the
+  /// pass is taken to have changed the model.
+  bool changedNothing = false;
 };
 
 // The passes, in pipeline order. Each is documented in its own file.

@@ -79,10 +79,11 @@ void runPipeline(Model &model, const std::vector<PipelineEntry> &pipeline,
     for (const auto &kv : ctx.stats)
       stats[std::string(entry.pass->name) + "." + kv.first] += kv.second;
     // Not after verify itself (it throws unless the model passes), nor
-    // after an analysis that left a verified model as it was.
+    // after an analysis, or a pass that found nothing to do, that left a
+    // verified model as it was.
     if (std::string(entry.pass->name) == "verify") {
       verified = true;
-    } else if (entry.pass->preservesModel && verified) {
+    } else if ((entry.pass->preservesModel || ctx.changedNothing) && verified) {
       // unchanged since it passed
     } else if (!config.verifyEach) {
       verified = false;

@@ -242,8 +242,10 @@ AutoChoice chooseAuto(const Schedule &s) {
 
 void runRecompute(Model &model, PassContext &ctx) {
   const CompileOptions &o = ctx.options;
-  if (o.recompute == "none")
+  if (o.recompute == "none") {
+    ctx.changedNothing = true;
     return;
+  }
   if (!model.training)
     throw Error("--recompute: the model has no training step to recompute in");
   Graph &g = *model.training->algorithm;

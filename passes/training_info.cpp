@@ -186,8 +186,10 @@ bool hasUserOptimizer(const Model &model) {
 }
 
 void runUserOptimizer(Model &model, PassContext &ctx) {
-  if (!hasUserOptimizer(model))
+  if (!hasUserOptimizer(model)) {
+    ctx.changedNothing = true;
     return;
+  }
   refuseIfMeta(model, kPass, "mpc.optimizer", "already applied");
   if (ctx.options.gradAccum > 1)
     throw Error("--grad-accum: not supported for a model that trains with "

@@ -740,14 +740,12 @@ void checkMetadata(const Model &model) {
 // the first error, as they always have.
 
 /// g.findValue(name), through `slot`.
-const Value *lookup(const Graph &g, std::string_view name, NameSlot &slot,
-                    std::string &scratch) {
+const Value *lookup(const Graph &g, std::string_view name, NameSlot &slot) {
   const Value *v = slot.value;
   // Live: findValue(v->name()) is v.
   if (v && v->isLive() && v->owner() == &g && v->name() == name)
     return v;
-  scratch.assign(name.data(), name.size());
-  v = g.findValue(scratch);
+  v = g.findValue(name);
   slot.value = v;
   return v;
 }
@@ -755,20 +753,19 @@ const Value *lookup(const Graph &g, std::string_view name, NameSlot &slot,
 /// findState(model, name), through slots[0] (the algorithm) and slots[1]
 /// (the main graph).
 const Value *findState(const Model &model, std::string_view name,
-                       NameSlot *slots, std::string &scratch) {
+                       NameSlot *slots) {
   if (const Graph *alg =
           model.training ? model.training->algorithm.get() : nullptr) {
-    const Value *v = lookup(*alg, name, slots[0], scratch);
+    const Value *v = lookup(*alg, name, slots[0]);
     if (v && v->isInitializer() && v->isState)
       return v;
   }
-  const Value *v = lookup(*model.graph, name, slots[1], scratch);
+  const Value *v = lookup(*model.graph, name, slots[1]);
   return v && v->isInitializer() ? v : nullptr;
 }
 
 /// True when checkBindings would pass.
-bool bindingsPass(const Model &model, LookupCache &cache,
-                  std::string &scratch) {
+bool bindingsPass(const Model &model, LookupCache &cache) {
   if (!model.training)
     return true;
   const Graph &alg = *model.training->algorithm;
@@ -782,9 +779,8 @@ bool bindingsPass(const Model &model, LookupCache &cache,
   cache.states.resize(bindings.size());
   for (size_t i = 0; i < bindings.size(); ++i) {
     std::array<NameSlot, 3> &slots = cache.bindings[i];
-    const Value *state =
-        findState(model, bindings[i].first, slots.data(), scratch);
-    const Value *v = lookup(alg, bindings[i].second, slots[2], scratch);
+    const Value *state = findState(model, bindings[i].first, slots.data());
+    const Value *v = lookup(alg, bindings[i].second, slots[2]);
     if (!state || !v || typesConflict(*state, *v))
       return false;
     if (cache.states[i] != state) {
@@ -805,8 +801,7 @@ bool bindingsPass(const Model &model, LookupCache &cache,
 }
 
 /// checkMetadata, through the cache.
-void checkMetadataCached(const Model &model, LookupCache &cache,
-                         std::string &scratch) {
+void checkMetadataCached(const Model &model, LookupCache &cache) {
   const Graph &working =
       model.training ? *model.training->algorithm : *model.graph;
   size_t counts[std::size(kMetadataLists)] = {};
@@ -826,10 +821,9 @@ void checkMetadataCached(const Model &model, LookupCache &cache,
         if (counts[i] == slots.size())
           slots.emplace_back();
         std::array<NameSlot, 2> &slot = slots[counts[i]++];
-        bool found =
-            i < kValueLists
-                ? lookup(working, name, slot[0], scratch) != nullptr
-                : findState(model, name, slot.data(), scratch) != nullptr;
+        bool found = i < kValueLists
+                         ? lookup(working, name, slot[0]) != nullptr
+                         : findState(model, name, slot.data()) != nullptr;
         if (!found)
           return checkMetadata(model); // reports it
       }
@@ -884,10 +878,9 @@ void runVerify(Model &model, PassContext &ctx) {
     cache.graphUids[0] = uids[0];
     cache.graphUids[1] = uids[1];
   }
-  static thread_local std::string scratch;
-  if (!bindingsPass(model, cache, scratch))
+  if (!bindingsPass(model, cache))
     checkBindings(model); // reports the first error
-  checkMetadataCached(model, cache, scratch);
+  checkMetadataCached(model, cache);
   ctx.stats["verified-nodes"] = nodes;
 }
 
