@@ -159,40 +159,39 @@ const Node *nodeOnCycle(const Graph &g) {
 /// and verify runs after every pass.
 class RestoreTypes {
 public:
-  RestoreTypes() : base_(top()) {}
+  RestoreTypes() : pool_(pool()), top_(top()), base_(top_) {}
   RestoreTypes(const RestoreTypes &) = delete;
   RestoreTypes &operator=(const RestoreTypes &) = delete;
   ~RestoreTypes() {
-    auto &p = pool();
-    for (size_t k = top(); k-- > base_;) {
-      if (!p[k].first)
+    for (size_t k = top_; k-- > base_;) {
+      if (!pool_[k].first)
         continue; // inference left it as declared
-      Value &v = *p[k].first;
-      v.dtype = p[k].second.dtype;
-      v.hasShape = p[k].second.hasShape;
-      v.dims = p[k].second.dims;
+      Value &v = *pool_[k].first;
+      v.dtype = pool_[k].second.dtype;
+      v.hasShape = pool_[k].second.hasShape;
+      v.dims = pool_[k].second.dims;
     }
-    top() = base_;
+    top_ = base_;
   }
   /// Saves v's type; returns its index for declared().
   size_t save(Value *v) {
-    auto &p = pool();
-    size_t k = top()++;
-    if (k == p.size())
-      p.emplace_back();
-    p[k].first = v;
-    p[k].second.dtype = v->dtype;
-    p[k].second.hasShape = v->hasShape;
-    p[k].second.dims = v->dims;
+    size_t k = top_++;
+    if (k == pool_.size())
+      pool_.emplace_back();
+    pool_[k].first = v;
+    pool_[k].second.dtype = v->dtype;
+    pool_[k].second.hasShape = v->hasShape;
+    pool_[k].second.dims = v->dims;
     return k;
   }
-  size_t size() const { return top(); }
-  const TypeFacts &declared(size_t index) const { return pool()[index].second; }
+  size_t size() const { return top_; }
+  const TypeFacts &declared(size_t index) const { return pool_[index].second; }
   /// The value still holds its declared type: nothing to put back.
-  void unchanged(size_t index) { pool()[index].first = nullptr; }
-  bool isUnchanged(size_t index) const { return !pool()[index].first; }
+  void unchanged(size_t index) { pool_[index].first = nullptr; }
+  bool isUnchanged(size_t index) const { return !pool_[index].first; }
 
 private:
+  // One pool per thread, looked up once per walk, not per saved value.
   static std::vector<std::pair<Value *, TypeFacts>> &pool() {
     static thread_local std::vector<std::pair<Value *, TypeFacts>> p;
     return p;
@@ -201,6 +200,8 @@ private:
     static thread_local size_t t = 0;
     return t;
   }
+  std::vector<std::pair<Value *, TypeFacts>> &pool_;
+  size_t &top_;
   size_t base_;
 };
 
