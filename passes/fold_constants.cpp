@@ -14,6 +14,7 @@
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
+#include "passes/verify.h"
 #include "runtime/cpu/cpu_kernels.h"
 
 #include <algorithm>
@@ -193,9 +194,20 @@ void runFoldConstants(Model &model, PassContext &ctx) {
   for (const char *key : {"constants-to-initializers", "shapes-folded",
                           "folded", "initializers-removed"})
     ctx.stats[key] += 0;
+  // Inference changes no type where the last verify found every type as
+  // inference gives it, on a model as that verify left it (passes/verify.h):
+  // then a run that folds and removes nothing changes nothing.
+  Graph *alg = model.training ? model.training->algorithm.get() : nullptr;
+  bool typesAsInferred =
+      ctx.unchangedSinceVerify &&
+      lastVerifyFoundTypesAsInferred(model, *model.graph, opset) &&
+      (!alg || lastVerifyFoundTypesAsInferred(model, *alg, opset));
   Folder(model, *model.graph, opset, ctx.stats).run();
-  if (model.training)
-    Folder(model, *model.training->algorithm, opset, ctx.stats).run();
+  if (alg)
+    Folder(model, *alg, opset, ctx.stats).run();
+  ctx.changedNothing =
+      typesAsInferred && ctx.stats["constants-to-initializers"] == 0 &&
+      ctx.stats["folded"] == 0 && ctx.stats["initializers-removed"] == 0;
 }
 
 } // namespace mpc

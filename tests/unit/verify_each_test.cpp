@@ -186,6 +186,41 @@ TEST(VerifyEach, FuseGeluSaysUnchangedOnlyWhenItFusedNothing) {
   EXPECT_EQ(g.numNodes(), 1u);
 }
 
+TEST(VerifyEach, FoldConstantsSaysUnchangedOnlyRightAfterAVerifyAndNoFold) {
+  // Right after a verify that found every type as inferred, a run that
+  // folds nothing changes nothing; it cannot tell otherwise.
+  auto verified = [](Model &m) {
+    CompileOptions opts;
+    PassContext ctx{opts, {}, {}};
+    runVerify(m, ctx);
+  };
+  auto fold = [](Model &m, bool unchangedSinceVerify) {
+    CompileOptions opts;
+    PassContext ctx{opts, {}, {}};
+    ctx.unchangedSinceVerify = unchangedSinceVerify;
+    runFoldConstants(m, ctx);
+    return ctx.changedNothing;
+  };
+  ReluChain c;
+  verified(c.m);
+  EXPECT_FALSE(fold(c.m, false));
+  EXPECT_TRUE(fold(c.m, true));
+  // Undeclared: inference gives a's type back.
+  c.a->dtype = DType::Undefined;
+  verified(c.m);
+  EXPECT_FALSE(fold(c.m, true));
+  EXPECT_EQ(c.a->dtype, DType::F32);
+  verified(c.m);
+  EXPECT_TRUE(fold(c.m, true));
+  // A Constant node becomes an initializer.
+  Node *k = c.m.graph->createNode("Constant", {}, 1, "k");
+  k->setAttr("value", Attribute::ofTensor(Tensor::fromFloats({}, {1.0f})));
+  k->output(0)->setType(DType::F32, {});
+  c.m.graph->addOutput(k->output(0));
+  verified(c.m);
+  EXPECT_FALSE(fold(c.m, true));
+}
+
 TEST(VerifyEach, RecomputeAndUserOptimizerSayUnchangedWhenOff) {
   ReluChain c;
   EXPECT_TRUE(saidUnchanged(c.m, "recompute")); // --recompute=none
