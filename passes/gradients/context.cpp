@@ -39,70 +39,83 @@ void GradientContext::setInputGrad(size_t i, Value *grad) {
 
 std::string GradientContext::gradName(size_t i) const {
   const Value *v = in(i);
-  return sanitizeIdentifier(v ? v->name() : nodeHint_) + "_grad";
+  const std::string &base = v ? v->name() : nodeHint_;
+  // One buffer: room for a leading '_' and the suffix.
+  std::string name;
+  name.reserve(base.size() + 6);
+  name = base;
+  sanitizeIdentifierInPlace(name);
+  name += "_grad";
+  return name;
 }
 
-std::string GradientContext::tempName(const std::string &what) const {
+std::string GradientContext::tempName(std::string_view what) const {
   // The sanitized prefix is built once per node, on first use.
-  if (tempPrefix_.empty())
-    tempPrefix_ = sanitizeIdentifier(nodeHint_) + "_grad_";
-  return tempPrefix_ + what;
+  if (tempPrefix_.empty()) {
+    tempPrefix_ = nodeHint_;
+    sanitizeIdentifierInPlace(tempPrefix_);
+    tempPrefix_ += "_grad_";
+  }
+  std::string name;
+  name.reserve(tempPrefix_.size() + what.size());
+  name = tempPrefix_;
+  name += what;
+  return name;
 }
 
 Value *GradientContext::emitNode(const std::string &opType,
                                  const std::vector<Value *> &inputs,
-                                 const Attrs &attrs, DType dtype, bool hasShape,
-                                 const Dims &dims, const std::string &nameHint,
+                                 Attrs attrs, DType dtype, bool hasShape,
+                                 Dims dims, std::string nameHint,
                                  const std::string &domain) {
-  std::string nodeName = graph_.uniqueNodeName(nodeGradHint());
-  // Moved into the list (a braced list would copy the name).
-  std::vector<std::string> valueNames(1);
-  valueNames[0] = graph_.uniqueValueName(sanitizeIdentifier(nameHint));
-  Node *n = graph_.createNodeWithOutputs(opType, inputs, valueNames, nodeName,
-                                         domain);
-  for (const auto &kv : attrs)
-    n->setAttr(kv.first, kv.second);
+  // The hint's buffer becomes the output's name, the attribute list the
+  // node's: nothing a rule built is copied again.
+  sanitizeIdentifierInPlace(nameHint);
+  Node *n = graph_.createNodeWithOutputHint(opType, inputs, nodeGradHint(),
+                                            std::move(nameHint), domain);
+  n->setAttrs(std::move(attrs));
   Value *y = n->output(0);
   // The rule's own type is the fallback; shape inference refines it (and
   // rejects a malformed backward node at once, naming it).
-  y->setType(dtype, dims);
+  y->dtype = dtype;
+  y->dims = std::move(dims);
   y->hasShape = hasShape;
   inferNode(*n, opset_);
   return y;
 }
 
 Value *GradientContext::emit(const std::string &opType,
-                             const std::vector<Value *> &inputs,
-                             const Attrs &attrs, DType dtype, const Dims &dims,
-                             const std::string &nameHint,
+                             const std::vector<Value *> &inputs, Attrs attrs,
+                             DType dtype, Dims dims, std::string nameHint,
                              const std::string &domain) {
-  return emitNode(opType, inputs, attrs, dtype, true, dims, nameHint, domain);
+  return emitNode(opType, inputs, std::move(attrs), dtype, true,
+                  std::move(dims), std::move(nameHint), domain);
 }
 
 Value *GradientContext::emitLike(const std::string &opType,
                                  const std::vector<Value *> &inputs,
-                                 const Attrs &attrs, const Value &typeOf,
-                                 const std::string &nameHint,
+                                 Attrs attrs, const Value &typeOf,
+                                 std::string nameHint,
                                  const std::string &domain) {
-  return emitShapedLike(opType, inputs, attrs, typeOf.dtype, typeOf, nameHint,
-                        domain);
+  return emitShapedLike(opType, inputs, std::move(attrs), typeOf.dtype, typeOf,
+                        std::move(nameHint), domain);
 }
 
 Value *GradientContext::emitShapedLike(const std::string &opType,
                                        const std::vector<Value *> &inputs,
-                                       const Attrs &attrs, DType t,
+                                       Attrs attrs, DType t,
                                        const Value &shapeOf,
-                                       const std::string &nameHint,
+                                       std::string nameHint,
                                        const std::string &domain) {
-  return emitNode(opType, inputs, attrs, t, shapeOf.hasShape, shapeOf.dims,
-                  nameHint, domain);
+  return emitNode(opType, inputs, std::move(attrs), t, shapeOf.hasShape,
+                  shapeOf.dims, std::move(nameHint), domain);
 }
 
 Value *GradientContext::emitMpc(const std::string &opType,
-                                const std::vector<Value *> &inputs,
-                                const Attrs &attrs, const Value &typeOf,
-                                const std::string &nameHint) {
-  return emitLike(opType, inputs, attrs, typeOf, nameHint, kMpcDomain);
+                                const std::vector<Value *> &inputs, Attrs attrs,
+                                const Value &typeOf, std::string nameHint) {
+  return emitLike(opType, inputs, std::move(attrs), typeOf, std::move(nameHint),
+                  kMpcDomain);
 }
 
 Value *GradientContext::scalarConstant(DType t, double v,
@@ -118,12 +131,11 @@ Value *GradientContext::int64Constant(const std::vector<int64_t> &v,
                                Tensor::fromInt64s({int64_t(v.size())}, v));
 }
 
-Value *GradientContext::sumToShape(Value *g, Value *x,
-                                   const std::string &nameHint) {
+Value *GradientContext::sumToShape(Value *g, Value *x, std::string nameHint) {
   if (g->hasShape && x->hasShape && g->dims == x->dims)
     return g;
-  return emitShapedLike("SumToShape", {g, x}, {}, g->dtype, *x, nameHint,
-                        kMpcDomain);
+  return emitShapedLike("SumToShape", {g, x}, {}, g->dtype, *x,
+                        std::move(nameHint), kMpcDomain);
 }
 
 Value *GradientContext::shapeOf(Value *x) {
@@ -134,8 +146,7 @@ Value *GradientContext::shapeOf(Value *x) {
               tempName("shape"));
 }
 
-Value *GradientContext::reshapeLike(Value *g, Value *x,
-                                    const std::string &nameHint) {
+Value *GradientContext::reshapeLike(Value *g, Value *x, std::string nameHint) {
   if (g->hasShape && x->hasShape && g->dims == x->dims)
     return g;
   Attrs attrs;
@@ -144,26 +155,27 @@ Value *GradientContext::reshapeLike(Value *g, Value *x,
   if (opset_ >= 14 && dims &&
       std::find(dims->begin(), dims->end(), 0) != dims->end())
     attrs.push_back({"allowzero", Attribute::ofInt(1)});
-  return emitShapedLike("Reshape", {g, shapeOf(x)}, attrs, g->dtype, *x,
-                        nameHint);
+  return emitShapedLike("Reshape", {g, shapeOf(x)}, std::move(attrs), g->dtype,
+                        *x, std::move(nameHint));
 }
 
-Value *GradientContext::transposeLastTwo(Value *v,
-                                         const std::string &nameHint) {
+Value *GradientContext::transposeLastTwo(Value *v, std::string nameHint) {
   int64_t r = rankOf(*v);
   assert(r >= 2);
-  std::vector<int64_t> perm;
+  std::vector<int64_t> perm(static_cast<size_t>(r));
   for (int64_t i = 0; i < r; ++i)
-    perm.push_back(i);
+    perm[i] = i;
   std::swap(perm[r - 1], perm[r - 2]);
   Dims dims = v->dims;
   std::swap(dims[r - 1], dims[r - 2]);
-  return emit("Transpose", {v}, {{"perm", Attribute::ofInts(perm)}}, v->dtype,
-              dims, nameHint);
+  Attrs attrs;
+  attrs.emplace_back("perm", Attribute::ofInts(std::move(perm)));
+  return emit("Transpose", {v}, std::move(attrs), v->dtype, std::move(dims),
+              std::move(nameHint));
 }
 
 Value *GradientContext::unsqueeze(Value *v, const std::vector<int64_t> &axes,
-                                  const std::string &nameHint) {
+                                  std::string nameHint) {
   std::vector<int64_t> sorted = axes;
   std::sort(sorted.begin(), sorted.end());
   Dims dims = v->dims;
@@ -171,24 +183,26 @@ Value *GradientContext::unsqueeze(Value *v, const std::vector<int64_t> &axes,
     dims.insert(dims.begin() + a, Dim(1));
   if (opset_ >= 13)
     return emit("Unsqueeze", {v, int64Constant(sorted, "axes")}, {}, v->dtype,
-                dims, nameHint);
-  return emit("Unsqueeze", {v}, {{"axes", Attribute::ofInts(sorted)}}, v->dtype,
-              dims, nameHint);
+                std::move(dims), std::move(nameHint));
+  Attrs attrs;
+  attrs.emplace_back("axes", Attribute::ofInts(std::move(sorted)));
+  return emit("Unsqueeze", {v}, std::move(attrs), v->dtype, std::move(dims),
+              std::move(nameHint));
 }
 
-Value *GradientContext::mul(Value *a, Value *b, const std::string &nameHint) {
-  return binary("Mul", a, b, nameHint);
+Value *GradientContext::mul(Value *a, Value *b, std::string nameHint) {
+  return binary("Mul", a, b, std::move(nameHint));
 }
 
 Value *GradientContext::binary(const std::string &opType, Value *a, Value *b,
-                               const std::string &nameHint) {
+                               std::string nameHint) {
   return emit(opType, {a, b}, {}, a->dtype, broadcastDims(a->dims, b->dims),
-              nameHint);
+              std::move(nameHint));
 }
 
 Value *GradientContext::unary(const std::string &opType, Value *a,
-                              const std::string &nameHint) {
-  return emitLike(opType, {a}, {}, *a, nameHint);
+                              std::string nameHint) {
+  return emitLike(opType, {a}, {}, *a, std::move(nameHint));
 }
 
 std::string GradientContext::preSumName(size_t i, const Dims &fullDims) const {
@@ -227,14 +241,18 @@ bool isAsciiDigit(char c) { return c >= '0' && c <= '9'; }
 
 } // namespace
 
-std::string sanitizeIdentifier(const std::string &name) {
-  // In place on one copy: autodiff names every node it makes through this.
-  std::string s = name;
+void sanitizeIdentifierInPlace(std::string &s) {
   for (char &c : s)
     if (!identifierChars.keep[static_cast<unsigned char>(c)])
       c = '_';
   if (s.empty() || isAsciiDigit(s[0]))
     s.insert(s.begin(), '_');
+}
+
+std::string sanitizeIdentifier(const std::string &name) {
+  // In place on one copy: autodiff names every node it makes through this.
+  std::string s = name;
+  sanitizeIdentifierInPlace(s);
   return s;
 }
 

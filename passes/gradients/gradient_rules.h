@@ -13,6 +13,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -21,6 +22,8 @@ namespace mpc {
 
 /// What a rule sees of one forward node and what it may emit. The backward
 /// nodes are appended at the end of the graph, named "<fwdnode>_grad".
+/// The emit helpers take attributes and name hints by value: a rule's
+/// temporaries move into the new node and value instead of being copied.
 class GradientContext {
 public:
   using Attrs = std::vector<std::pair<std::string, Attribute>>;
@@ -52,26 +55,24 @@ public:
   /// that ends the gradient of input i.
   std::string gradName(size_t i) const;
   /// "<node name>_grad_<what>": the name hint of an intermediate value.
-  std::string tempName(const std::string &what) const;
+  std::string tempName(std::string_view what) const;
 
   /// Emits a single-output node with the given output type.
   Value *emit(const std::string &opType, const std::vector<Value *> &inputs,
-              const Attrs &attrs, DType dtype, const Dims &dims,
-              const std::string &nameHint, const std::string &domain = "");
+              Attrs attrs, DType dtype, Dims dims, std::string nameHint,
+              const std::string &domain = "");
   /// Emits a single-output node whose output is typed like `typeOf`.
   Value *emitLike(const std::string &opType, const std::vector<Value *> &inputs,
-                  const Attrs &attrs, const Value &typeOf,
-                  const std::string &nameHint, const std::string &domain = "");
+                  Attrs attrs, const Value &typeOf, std::string nameHint,
+                  const std::string &domain = "");
   /// Emits a single-output node of dtype t shaped like `shapeOf`.
   Value *emitShapedLike(const std::string &opType,
-                        const std::vector<Value *> &inputs, const Attrs &attrs,
-                        DType t, const Value &shapeOf,
-                        const std::string &nameHint,
+                        const std::vector<Value *> &inputs, Attrs attrs,
+                        DType t, const Value &shapeOf, std::string nameHint,
                         const std::string &domain = "");
   /// Emits a node of domain "mpc" typed like `typeOf`.
   Value *emitMpc(const std::string &opType, const std::vector<Value *> &inputs,
-                 const Attrs &attrs, const Value &typeOf,
-                 const std::string &nameHint);
+                 Attrs attrs, const Value &typeOf, std::string nameHint);
 
   /// A scalar (rank 0) constant initializer of dtype t.
   Value *scalarConstant(DType t, double v, const std::string &what);
@@ -80,25 +81,24 @@ public:
 
   /// g reduced to x's shape over broadcast axes (mpc.SumToShape), or g
   /// itself when the shapes already agree. The result has g's dtype.
-  Value *sumToShape(Value *g, Value *x, const std::string &nameHint);
+  Value *sumToShape(Value *g, Value *x, std::string nameHint);
   /// x's shape as an int64 tensor: a constant when static, else Shape(x).
   Value *shapeOf(Value *x);
   /// g reshaped to x's shape (typed like x, g's dtype).
-  Value *reshapeLike(Value *g, Value *x, const std::string &nameHint);
+  Value *reshapeLike(Value *g, Value *x, std::string nameHint);
   /// Transpose swapping the last two axes (rank >= 2).
-  Value *transposeLastTwo(Value *v, const std::string &nameHint);
+  Value *transposeLastTwo(Value *v, std::string nameHint);
   /// Unsqueeze at the given (non-negative, output-rank) axes; the axes are an
   /// input from opset 13, an attribute before.
   Value *unsqueeze(Value *v, const std::vector<int64_t> &axes,
-                   const std::string &nameHint);
+                   std::string nameHint);
   /// a * b (numpy broadcasting; typed with the broadcast shape and a's dtype).
-  Value *mul(Value *a, Value *b, const std::string &nameHint);
+  Value *mul(Value *a, Value *b, std::string nameHint);
   /// Any binary elementwise op, typed like `mul`.
   Value *binary(const std::string &opType, Value *a, Value *b,
-                const std::string &nameHint);
+                std::string nameHint);
   /// Any unary elementwise op, typed like its input.
-  Value *unary(const std::string &opType, Value *a,
-               const std::string &nameHint);
+  Value *unary(const std::string &opType, Value *a, std::string nameHint);
 
   /// The name hint for a full-shape gradient of input i that may still be
   /// reduced by sumToShape: gradName(i) when no reduction will follow.
@@ -109,9 +109,8 @@ public:
 
 private:
   Value *emitNode(const std::string &opType, const std::vector<Value *> &inputs,
-                  const Attrs &attrs, DType dtype, bool hasShape,
-                  const Dims &dims, const std::string &nameHint,
-                  const std::string &domain);
+                  Attrs attrs, DType dtype, bool hasShape, Dims dims,
+                  std::string nameHint, const std::string &domain);
 
   Graph &graph_;
   Node &node_;
@@ -156,6 +155,8 @@ Node *prepareForwardNode(Graph &graph, Node *node, int64_t opset);
 /// A valid ONNX-text identifier made from any name: [A-Za-z0-9_], not
 /// starting with a digit.
 std::string sanitizeIdentifier(const std::string &name);
+/// sanitizeIdentifier on a string the caller owns, without a copy.
+void sanitizeIdentifierInPlace(std::string &name);
 /// numpy broadcasting of two shapes (symbols kept when they agree).
 Dims broadcastDims(const Dims &a, const Dims &b);
 /// The int64 values of a constant (initializer or Constant node output).

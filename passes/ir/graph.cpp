@@ -166,6 +166,28 @@ void Node::setAttr(const std::string &name, Attribute a) {
   touch();
 }
 
+void Node::setAttrs(std::vector<std::pair<std::string, Attribute>> attrs) {
+  if (attrs.empty())
+    return;
+  // A new node's attributes (the common case) arrive as one list: it becomes
+  // the node's own unless a name repeats (setAttr keeps the first place and
+  // the last value).
+  bool distinct = attrs_.empty();
+  for (size_t i = 1; distinct && i < attrs.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (attrs[i].first == attrs[j].first) {
+        distinct = false;
+        break;
+      }
+  if (distinct) {
+    attrs_ = std::move(attrs);
+    touch();
+    return;
+  }
+  for (auto &kv : attrs)
+    setAttr(kv.first, std::move(kv.second));
+}
+
 void Node::removeAttr(const std::string &name) {
   attrs_.erase(std::remove_if(attrs_.begin(), attrs_.end(),
                               [&](const auto &kv) { return kv.first == name; }),
@@ -241,9 +263,9 @@ std::string Graph::uniqueValueName(const std::string &hint) const {
   }
 }
 
-Value *Graph::allocateValue(std::string_view name) {
+Value *Graph::allocateValue(std::string name) {
   auto v = std::make_unique<Value>();
-  v->name_ = name;
+  v->name_ = std::move(name);
   v->owner_ = this;
   v->id_ = values_.size();
   Value *raw = v.get();
@@ -259,19 +281,24 @@ void Graph::claimName(Value *v) {
   v->live_ = true;
 }
 
-Value *Graph::newValueNamed(const std::string &name) {
+Value *Graph::newValueNamed(std::string name) {
   assert(!valuesByName_.find(name));
-  Value *v = allocateValue(name);
+  Value *v = allocateValue(std::move(name));
   claimName(v);
   return v;
 }
 
 Value *Graph::createValue(const std::string &nameHint) {
+  return createValueFrom(nameHint);
+}
+
+Value *Graph::createValueFrom(std::string nameHint) {
   // The value first, so that the index can key it by its own name. The name
   // is uniqueValueName(nameHint)'s: the hint when free (usually), else the
   // first free hint_<i>; each try is one probe that also claims the name.
-  Value *v = allocateValue(nameHint.empty() ? std::string_view("v")
-                                            : std::string_view(nameHint));
+  if (nameHint.empty())
+    nameHint = "v";
+  Value *v = allocateValue(std::move(nameHint));
   if (!valuesByName_.insert(v).second) {
     std::string &name = v->name_;
     name.reserve(name.size() + 12);
@@ -313,12 +340,13 @@ Value *Graph::addInput(const std::string &name, DType t, const Dims &dims) {
   return v;
 }
 
-Value *Graph::addInitializer(const std::string &name, Tensor data) {
-  return addInitializer(name, std::make_shared<Tensor>(std::move(data)));
+Value *Graph::addInitializer(std::string name, Tensor data) {
+  return addInitializer(std::move(name),
+                        std::make_shared<Tensor>(std::move(data)));
 }
 
-Value *Graph::addInitializer(const std::string &name, TensorPtr data) {
-  Value *v = createValue(name);
+Value *Graph::addInitializer(std::string name, TensorPtr data) {
+  Value *v = createValueFrom(std::move(name));
   v->setType(data->dtype, toDims(data->dims));
   v->initializer_ = std::move(data);
   initializers_.push_back(v);
@@ -405,17 +433,13 @@ std::string Graph::uniqueNodeName(const std::string &hint) {
   }
 }
 
-Node *Graph::createNode(const std::string &opType,
-                        const std::vector<Value *> &inputs, size_t numOutputs,
-                        const std::string &nameHint, const std::string &domain,
-                        Node *before) {
-  std::string nodeName = uniqueNodeName(nameHint.empty() ? opType : nameHint);
-  // Each output takes its unique name when createValue makes it below, one
-  // at a time (a name is taken only once its value exists).
+Node *Graph::insertNode(const std::string &opType, const std::string &domain,
+                        std::string name, const std::vector<Value *> &inputs,
+                        size_t numOutputs, Node *before) {
   auto n = std::make_unique<Node>();
   n->opType_ = opType;
   n->domain_ = domain;
-  n->name_ = nodeName;
+  n->name_ = std::move(name);
   n->owner_ = this;
   Node *raw = n.get();
   auto pos = before ? before->self_ : nodes_.end();
@@ -430,15 +454,59 @@ Node *Graph::createNode(const std::string &opType,
     raw->inputs_.push_back(v);
   }
   raw->outputs_.reserve(numOutputs);
-  std::string hint = nodeName + "_out"; // "<node>_out", or "<node>_out<i>"
+  return raw;
+}
+
+void Graph::appendOutput(Node *n, Value *v) {
+  if (v) {
+    v->producer_ = n;
+    v->producerIndex_ = int(n->outputs_.size());
+  }
+  n->outputs_.push_back(v);
+}
+
+Node *Graph::createNode(const std::string &opType,
+                        const std::vector<Value *> &inputs, size_t numOutputs,
+                        const std::string &nameHint, const std::string &domain,
+                        Node *before) {
+  std::string nodeName = uniqueNodeName(nameHint.empty() ? opType : nameHint);
+  // "<node>_out", or "<node>_out<i>", built before the node takes its name.
+  std::string hint;
+  hint.reserve(nodeName.size() + 16);
+  hint = nodeName;
+  hint += "_out";
+  Node *raw = insertNode(opType, domain, std::move(nodeName), inputs,
+                         numOutputs, before);
+  // Each output takes its unique name when createValue makes it below, one
+  // at a time (a name is taken only once its value exists).
+  if (numOutputs == 1) {
+    appendOutput(raw, createValueFrom(std::move(hint)));
+    return raw;
+  }
   const size_t stem = hint.size();
   for (size_t i = 0; i < numOutputs; ++i) {
-    if (numOutputs > 1)
-      setSuffix(hint, stem, int(i));
-    Value *v = createValue(hint);
-    v->producer_ = raw;
-    v->producerIndex_ = int(raw->outputs_.size());
-    raw->outputs_.push_back(v);
+    setSuffix(hint, stem, int(i));
+    appendOutput(raw, createValue(hint));
+  }
+  return raw;
+}
+
+template <class Names>
+Node *Graph::createNodeWithNames(const std::string &opType,
+                                 const std::vector<Value *> &inputs,
+                                 Names &&outputNames, std::string nodeName,
+                                 const std::string &domain, Node *before) {
+  // Usually uniqueNodeName claimed the name already: this only finds it.
+  claimNodeName(nodeName, 1);
+  Node *raw = insertNode(opType, domain, std::move(nodeName), inputs,
+                         outputNames.size(), before);
+  for (auto &outName : outputNames) {
+    if (outName.empty()) {
+      appendOutput(raw, nullptr); // omitted optional output
+      continue;
+    }
+    // Moved out of a list given away, copied from a const one.
+    appendOutput(raw, newValueNamed(std::move(outName)));
   }
   return raw;
 }
@@ -448,36 +516,27 @@ Node *Graph::createNodeWithOutputs(const std::string &opType,
                                    const std::vector<std::string> &outputNames,
                                    const std::string &nodeName,
                                    const std::string &domain, Node *before) {
-  auto n = std::make_unique<Node>();
-  n->opType_ = opType;
-  n->domain_ = domain;
-  n->name_ = nodeName;
-  // Usually uniqueNodeName claimed the name already: this only finds it.
-  claimNodeName(nodeName, 1);
-  n->owner_ = this;
-  Node *raw = n.get();
-  auto pos = before ? before->self_ : nodes_.end();
-  raw->self_ = nodes_.insert(pos, std::move(n));
-  // The node is new (a fresh revision, no uses yet): wire the inputs
-  // directly rather than through setInput, which resizes and re-stamps the
-  // node once per input.
-  raw->inputs_.reserve(inputs.size());
-  for (Value *v : inputs) {
-    if (v)
-      v->uses_.push_back({raw, int(raw->inputs_.size())});
-    raw->inputs_.push_back(v);
-  }
-  raw->outputs_.reserve(outputNames.size());
-  for (const std::string &outName : outputNames) {
-    if (outName.empty()) {
-      raw->outputs_.push_back(nullptr); // omitted optional output
-      continue;
-    }
-    Value *v = newValueNamed(outName);
-    v->producer_ = raw;
-    v->producerIndex_ = int(raw->outputs_.size());
-    raw->outputs_.push_back(v);
-  }
+  return createNodeWithNames(opType, inputs, outputNames, nodeName, domain,
+                             before);
+}
+
+Node *Graph::createNodeWithOutputs(const std::string &opType,
+                                   const std::vector<Value *> &inputs,
+                                   std::vector<std::string> &&outputNames,
+                                   std::string &&nodeName,
+                                   const std::string &domain, Node *before) {
+  return createNodeWithNames(opType, inputs, outputNames, std::move(nodeName),
+                             domain, before);
+}
+
+Node *Graph::createNodeWithOutputHint(const std::string &opType,
+                                      const std::vector<Value *> &inputs,
+                                      const std::string &nodeHint,
+                                      std::string outputHint,
+                                      const std::string &domain, Node *before) {
+  Node *raw =
+      insertNode(opType, domain, uniqueNodeName(nodeHint), inputs, 1, before);
+  appendOutput(raw, createValueFrom(std::move(outputHint)));
   return raw;
 }
 

@@ -234,6 +234,9 @@ public:
     return nullptr;
   }
   void setAttr(const std::string &name, Attribute a);
+  /// setAttr for each (name, attribute) in order, the attributes moved in;
+  /// on a node without attributes the list becomes the node's own.
+  void setAttrs(std::vector<std::pair<std::string, Attribute>> attrs);
   void removeAttr(const std::string &name);
   int64_t attrInt(std::string_view name, int64_t dflt) const;
   float attrFloat(std::string_view name, float dflt) const;
@@ -298,8 +301,8 @@ public:
 
   Value *addInput(const std::string &name, DType t, const Dims &dims);
   /// Adds an initializer holding `data` (name made unique if taken).
-  Value *addInitializer(const std::string &name, Tensor data);
-  Value *addInitializer(const std::string &name, TensorPtr data);
+  Value *addInitializer(std::string name, Tensor data);
+  Value *addInitializer(std::string name, TensorPtr data);
   void addOutput(Value *v);
   void setOutput(size_t i, Value *v);
   void removeOutput(size_t i);
@@ -322,6 +325,23 @@ public:
                               const std::string &nodeName,
                               const std::string &domain = "",
                               Node *before = nullptr);
+  /// The same, taking the names over instead of copying each.
+  Node *createNodeWithOutputs(const std::string &opType,
+                              const std::vector<Value *> &inputs,
+                              std::vector<std::string> &&outputNames,
+                              std::string &&nodeName,
+                              const std::string &domain = "",
+                              Node *before = nullptr);
+  /// A node named uniqueNodeName(nodeHint) with one output, named as
+  /// createValue(outputHint) names a value (the hint's buffer becomes the
+  /// name): the names createNodeWithOutputs(..., {uniqueValueName(
+  /// outputHint)}, uniqueNodeName(nodeHint), ...) gives, each found once.
+  Node *createNodeWithOutputHint(const std::string &opType,
+                                 const std::vector<Value *> &inputs,
+                                 const std::string &nodeHint,
+                                 std::string outputHint,
+                                 const std::string &domain = "",
+                                 Node *before = nullptr);
   /// Removes a node whose outputs have no uses and are not graph outputs.
   void removeNode(Node *n);
   /// Points every use of `from` (and graph outputs) at `to`.
@@ -346,9 +366,23 @@ public:
 
 private:
   friend class Node;
-  Value *newValueNamed(const std::string &name);
+  Value *newValueNamed(std::string name);
   /// A new value named `name`, owned by this graph, not yet in the name table.
-  Value *allocateValue(std::string_view name);
+  Value *allocateValue(std::string name);
+  /// createValue for a hint the caller gives away (its buffer is reused).
+  Value *createValueFrom(std::string nameHint);
+  /// A node named `name` (already claimed) before `before` (nullptr: at the
+  /// end), reading `inputs`, with room for `numOutputs` outputs and none yet.
+  Node *insertNode(const std::string &opType, const std::string &domain,
+                   std::string name, const std::vector<Value *> &inputs,
+                   size_t numOutputs, Node *before);
+  /// Makes v (nullptr: an omitted output) n's next output.
+  static void appendOutput(Node *n, Value *v);
+  template <class Names>
+  Node *createNodeWithNames(const std::string &opType,
+                            const std::vector<Value *> &inputs,
+                            Names &&outputNames, std::string nodeName,
+                            const std::string &domain, Node *before);
   /// Makes v the live holder of its name (an earlier holder stops being live).
   void claimName(Value *v);
   void removeUse(Value *v, Node *user, int index);
