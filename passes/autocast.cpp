@@ -35,6 +35,7 @@
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
 
+#include <cstring>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -48,6 +49,19 @@ constexpr const char *kPass = "autocast";
 
 bool isConstantNode(const Node *n) {
   return n && n->domain().empty() && n->opType() == "Constant";
+}
+
+/// "<name>_<dtype>" ("h_fp16"), built in one buffer: the name hint of a
+/// value's Cast (a Cast per value crossing a precision boundary).
+std::string dtypeSuffixed(const std::string &name, DType t) {
+  const char *suffix = dtypeName(t);
+  const size_t suffixSize = std::strlen(suffix);
+  std::string s;
+  s.reserve(name.size() + 1 + suffixSize);
+  s = name;
+  s += '_';
+  s.append(suffix, suffixSize);
+  return s;
 }
 
 /// The dtype a set of float dtypes promotes to: the common one, else fp32
@@ -447,18 +461,20 @@ private:
       }
     }
     if (!result) {
-      Node *c = makeCast(v, to, v->name() + "_" + dtypeName(to), user);
+      Node *c = makeCast(v, to, dtypeSuffixed(v->name(), to), user);
       result = c->output(0);
     }
     casts_[key] = result;
     return result;
   }
 
-  Node *makeCast(Value *v, DType to, const std::string &outputName,
-                 Node *before) {
-    Node *c = g_.createNodeWithOutputs(
-        "Cast", {v}, {g_.uniqueValueName(outputName)},
-        g_.uniqueNodeName("autocast_" + v->name()), "", before);
+  Node *makeCast(Value *v, DType to, std::string outputName, Node *before) {
+    std::string nodeHint;
+    nodeHint.reserve(9 + v->name().size());
+    nodeHint = "autocast_";
+    nodeHint += v->name();
+    Node *c = g_.createNodeWithOutputHint("Cast", {v}, nodeHint,
+                                          std::move(outputName), "", before);
     c->setAttr("to", Attribute::ofInt(toOnnxDataType(to)));
     c->output(0)->copyTypeFrom(*v);
     c->output(0)->dtype = to;
@@ -485,11 +501,11 @@ private:
     Value *out = it != casts_.end() && created_.count(it->second->producer())
                      ? it->second
                      : nullptr;
-    g_.renameValue(v, g_.uniqueValueName(name + "_" + dtypeName(v->dtype)));
+    g_.renameValue(v, g_.uniqueValueName(dtypeSuffixed(name, v->dtype)));
     if (out) {
       g_.renameValue(out, name);
     } else {
-      out = makeCast(v, to, name, nullptr)->output(0);
+      out = makeCast(v, to, std::move(name), nullptr)->output(0);
       casts_[{v, to}] = out;
     }
     if (!slots) {

@@ -220,6 +220,27 @@ void runOptimizer(Model &model, PassContext &ctx) {
     clip->output(grads.size())->setType(DType::F32, {});
   }
 
+  // Every update node carries the same attributes: built once, copied to
+  // each (one allocation per node instead of a growing list per setAttr).
+  std::vector<std::pair<std::string, Attribute>> updateAttrs;
+  if (c.kind == Kind::Sgd) {
+    updateAttrs.reserve(5);
+    updateAttrs.emplace_back("lr", floatAttr(c.lr));
+    updateAttrs.emplace_back("momentum", floatAttr(c.momentum));
+    updateAttrs.emplace_back("dampening", floatAttr(c.dampening));
+    updateAttrs.emplace_back("weight_decay", floatAttr(c.weightDecay));
+    updateAttrs.emplace_back("nesterov", Attribute::ofInt(c.nesterov ? 1 : 0));
+  } else {
+    updateAttrs.reserve(6);
+    updateAttrs.emplace_back("lr", floatAttr(c.lr));
+    updateAttrs.emplace_back("beta1", floatAttr(c.beta1));
+    updateAttrs.emplace_back("beta2", floatAttr(c.beta2));
+    updateAttrs.emplace_back("epsilon", floatAttr(c.epsilon));
+    updateAttrs.emplace_back("weight_decay", floatAttr(c.weightDecay));
+    updateAttrs.emplace_back("decoupled",
+                             Attribute::ofInt(c.kind == Kind::AdamW ? 1 : 0));
+  }
+
   std::vector<std::string> moments;
   for (size_t i = 0; i < tv.params.size(); ++i) {
     Value *p = tv.params[i];
@@ -236,28 +257,18 @@ void runOptimizer(Model &model, PassContext &ctx) {
     }
     std::vector<Value *> inputs = {skip, step, p, grads[i]};
     inputs.insert(inputs.end(), stateIn.begin(), stateIn.end());
-    std::vector<std::string> hints = {p->name() + "_new"};
+    std::vector<std::string> hints;
+    hints.reserve(1 + stateIn.size());
+    hints.push_back(p->name() + "_new");
     for (Value *m : stateIn)
       hints.push_back(m->name() + "_new");
-    if (c.kind == Kind::Sgd) {
+    if (c.kind == Kind::Sgd)
       update = createNamedNode(g, "SGD", kMpcDomain, inputs, hints,
                                "sgd_" + p->name());
-      update->setAttr("lr", floatAttr(c.lr));
-      update->setAttr("momentum", floatAttr(c.momentum));
-      update->setAttr("dampening", floatAttr(c.dampening));
-      update->setAttr("weight_decay", floatAttr(c.weightDecay));
-      update->setAttr("nesterov", Attribute::ofInt(c.nesterov ? 1 : 0));
-    } else {
+    else
       update = createNamedNode(g, "Adam", kMpcDomain, inputs, hints,
                                "adam_" + p->name());
-      update->setAttr("lr", floatAttr(c.lr));
-      update->setAttr("beta1", floatAttr(c.beta1));
-      update->setAttr("beta2", floatAttr(c.beta2));
-      update->setAttr("epsilon", floatAttr(c.epsilon));
-      update->setAttr("weight_decay", floatAttr(c.weightDecay));
-      update->setAttr("decoupled",
-                      Attribute::ofInt(c.kind == Kind::AdamW ? 1 : 0));
-    }
+    update->setAttrs(updateAttrs);
     update->output(0)->copyTypeFrom(*p);
     bindState(model, p, update->output(0));
     for (size_t k = 0; k < stateIn.size(); ++k) {

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace mpc {
 
@@ -96,15 +98,26 @@ Node *createNamedNode(Graph &g, const std::string &opType,
                       const std::vector<std::string> &outputHints,
                       const std::string &nodeHint, Node *before) {
   std::vector<std::string> names;
+  names.reserve(outputHints.size());
+  // The names picked so far, for a node with many outputs (ClipGradNorm has
+  // one per parameter): a scan of `names` per name was quadratic. Views of
+  // the strings in `names`, which never reallocates (reserved above).
+  std::unordered_set<std::string_view> picked;
+  const bool useSet = outputHints.size() > 8;
+  auto isPicked = [&](const std::string &name) {
+    return useSet ? picked.count(name) != 0
+                  : std::find(names.begin(), names.end(), name) != names.end();
+  };
   for (const std::string &hint : outputHints) {
     // uniqueValueName does not reserve: also avoid names picked just now.
     std::string name = g.uniqueValueName(hint);
-    for (int i = 1; std::find(names.begin(), names.end(), name) != names.end();
-         ++i)
+    for (int i = 1; isPicked(name); ++i)
       name = g.uniqueValueName(hint + "_" + std::to_string(i));
-    names.push_back(name);
+    names.push_back(std::move(name));
+    if (useSet)
+      picked.insert(names.back());
   }
-  return g.createNodeWithOutputs(opType, inputs, names,
+  return g.createNodeWithOutputs(opType, inputs, std::move(names),
                                  g.uniqueNodeName(nodeHint), domain, before);
 }
 
