@@ -97,10 +97,8 @@ private:
     std::string nodeName = n->name();
     Node *p = g_.createNode(fused ? "FusedMatMul" : "MatMul", {a, b}, 1,
                             nodeName, fused ? kMpcDomain : "", n);
-    if (fused) {
-      p->setAttr("transA", Attribute::ofInt(ta ? 1 : 0));
-      p->setAttr("transB", Attribute::ofInt(tb ? 1 : 0));
-    }
+    if (fused)
+      setTransposeFlags(*p, ta, tb);
     Value *out = n->output(0);
     std::string outName = out->name();
     p->output(0)->copyTypeFrom(*out);
@@ -109,6 +107,16 @@ private:
     g_.renameValue(p->output(0), outName);
     p->setName(nodeName);
     return p;
+  }
+
+  /// Gives a new product node its transA and transB (in that order), as one
+  /// list: two setAttr calls grew the node's attribute list twice.
+  static void setTransposeFlags(Node &n, bool transA, bool transB) {
+    std::vector<std::pair<std::string, Attribute>> flags;
+    flags.reserve(2);
+    flags.emplace_back("transA", Attribute::ofInt(transA ? 1 : 0));
+    flags.emplace_back("transB", Attribute::ofInt(transB ? 1 : 0));
+    n.setAttrs(std::move(flags));
   }
 
   /// Removes n (its outputs unread) and any Transpose it leaves unread.
@@ -194,8 +202,7 @@ private:
       std::string nodeName = p->name();
       Node *q =
           g_.createNode("FusedMatMul", {b, a}, 1, nodeName, kMpcDomain, t);
-      q->setAttr("transA", Attribute::ofInt(tb ? 0 : 1));
-      q->setAttr("transB", Attribute::ofInt(ta ? 0 : 1));
+      setTransposeFlags(*q, !tb, !ta);
       finishProducerFold(t, p, q, out);
       if (ta && tb) // both flags now cleared: a plain MatMul
         replaceProduct(q, q->input(0), q->input(1), false, false);

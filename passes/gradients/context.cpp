@@ -26,8 +26,11 @@ GradientContext::GradientContext(Graph &graph, Node &node, int64_t opset,
 const std::string &GradientContext::nodeGradHint() const {
   // Built on first use (a pass-through rule emits nothing), then shared by
   // every node the rule emits.
-  if (nodeGradHint_.empty())
-    nodeGradHint_ = nodeHint_ + "_grad";
+  if (nodeGradHint_.empty()) {
+    nodeGradHint_.reserve(nodeHint_.size() + 5);
+    nodeGradHint_ = nodeHint_;
+    nodeGradHint_ += "_grad";
+  }
   return nodeGradHint_;
 }
 

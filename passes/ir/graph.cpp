@@ -405,8 +405,8 @@ Graph::claimNodeName(std::string_view name, int count) {
   const uint64_t hash = hashName(name);
   if (NodeNameCount *taken = nodeNames_.find(name, hash))
     return {taken, false};
-  NodeNameCount &entry =
-      nodeNameCounts_.emplace_back(NodeNameCount{std::string(name), count});
+  // Built in place (a temporary entry cost a second string).
+  NodeNameCount &entry = nodeNameCounts_.emplace_back(name, count);
   nodeNames_.insert(&entry, hash);
   return {&entry, true};
 }

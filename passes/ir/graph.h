@@ -392,6 +392,8 @@ private:
   /// A node name taken, and how many names uniqueNodeName gave with it as
   /// the base.
   struct NodeNameCount {
+    NodeNameCount(std::string_view name, int count)
+        : text(name), count(count) {}
     std::string text;
     int count = 0;
     const std::string &name() const { return text; } // NameIndex's key
