@@ -347,7 +347,9 @@ Value *Graph::addInitializer(std::string name, Tensor data) {
 
 Value *Graph::addInitializer(std::string name, TensorPtr data) {
   Value *v = createValueFrom(std::move(name));
-  v->setType(data->dtype, toDims(data->dims));
+  v->dtype = data->dtype;
+  v->dims = toDims(data->dims); // moved in, not copied as setType would
+  v->hasShape = true;
   v->initializer_ = std::move(data);
   initializers_.push_back(v);
   return v;
@@ -438,7 +440,8 @@ Node *Graph::insertNode(const std::string &opType, const std::string &domain,
                         size_t numOutputs, Node *before) {
   auto n = std::make_unique<Node>();
   n->opType_ = opType;
-  n->domain_ = domain;
+  if (!domain.empty()) // most nodes are of the default domain
+    n->domain_ = domain;
   n->name_ = std::move(name);
   n->owner_ = this;
   Node *raw = n.get();

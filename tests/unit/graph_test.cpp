@@ -294,6 +294,57 @@ TEST(GraphNames, UniqueValueNamesNeverCollide) {
   EXPECT_EQ(g.uniqueValueName("renamed"), "renamed_1");
 }
 
+// createNodeWithOutputHint names its node and output exactly as
+// uniqueNodeName + uniqueValueName + createNodeWithOutputs do (autodiff and
+// autocast switched to it with the names unchanged), and wires the node the
+// same way; createNodeWithOutputs taking its names over gives the same too.
+TEST(GraphNames, OutputHintNamesAsTheTwoStepPath) {
+  Graph oneStep, twoStep, moved;
+  Value *x1 = oneStep.addInput("x", DType::F32, {2});
+  Value *x2 = twoStep.addInput("x", DType::F32, {2});
+  Value *x3 = moved.addInput("x", DType::F32, {2});
+  std::mt19937 rng(11);
+  const std::vector<std::string> hints{"a", "a_1", "a_1_1", "",
+                                       "v", "v_1", "x",     "x_grad"};
+  for (int i = 0; i < 400; ++i) {
+    const std::string &nodeHint = hints[rng() % hints.size()];
+    const std::string &outHint = hints[rng() % hints.size()];
+    Node *a = oneStep.createNodeWithOutputHint("Relu", {x1, x1}, nodeHint,
+                                               outHint, "", nullptr);
+    Node *b = twoStep.createNodeWithOutputs(
+        "Relu", {x2, x2},
+        std::vector<std::string>{twoStep.uniqueValueName(outHint)},
+        twoStep.uniqueNodeName(nodeHint));
+    std::vector<std::string> names{moved.uniqueValueName(outHint)};
+    std::string nodeName = moved.uniqueNodeName(nodeHint);
+    Node *c = moved.createNodeWithOutputs("Relu", {x3, x3}, std::move(names),
+                                          std::move(nodeName));
+    ASSERT_EQ(a->name(), b->name());
+    ASSERT_EQ(a->output(0)->name(), b->output(0)->name());
+    ASSERT_EQ(c->name(), b->name());
+    ASSERT_EQ(c->output(0)->name(), b->output(0)->name());
+    EXPECT_EQ(oneStep.findValue(a->output(0)->name()), a->output(0));
+    EXPECT_EQ(a->output(0)->producer(), a);
+    EXPECT_EQ(a->output(0)->producerIndex(), 0);
+    // Some outputs are removed again, freeing their names.
+    if (rng() % 3 == 0) {
+      oneStep.removeNode(a);
+      twoStep.removeNode(b);
+      moved.removeNode(c);
+    }
+  }
+  EXPECT_EQ(nodeNames(oneStep), nodeNames(twoStep));
+  EXPECT_EQ(nodeNames(moved), nodeNames(twoStep));
+  EXPECT_EQ(x1->uses().size(), x2->uses().size());
+  for (size_t i = 0; i < x1->uses().size(); ++i)
+    EXPECT_EQ(x1->uses()[i].index, x2->uses()[i].index);
+  // An omitted output in a list given away stays omitted.
+  Node *d = moved.createNodeWithOutputs(
+      "Dropout", {x3}, std::vector<std::string>{"y", ""}, std::string("drop"));
+  EXPECT_EQ(d->output(1), nullptr);
+  EXPECT_EQ(d->output(0)->name(), "y");
+}
+
 TEST(GraphNames, UniqueNodeNamesNeverCollideWithImportedNames) {
   Graph g;
   // Imported nodes named like generated ones.
@@ -644,6 +695,43 @@ TEST(Attributes, TypedAccessorsFallBackToTheDefault) {
   n->removeAttr("i");
   EXPECT_FALSE(n->hasAttr("i"));
   EXPECT_EQ(n->attributes().size(), 4u);
+}
+
+// setAttrs is setAttr applied in order: a repeated name keeps its first place
+// and its last value, on a new node and on one that has attributes already;
+// an empty list leaves the node as it was.
+TEST(Attributes, SetAttrsActsLikeSetAttrInOrder) {
+  Graph g;
+  using Attrs = std::vector<std::pair<std::string, Attribute>>;
+  auto attrList = [](const Node &n) {
+    std::vector<std::pair<std::string, int64_t>> out;
+    for (const auto &kv : n.attributes())
+      out.emplace_back(kv.first, kv.second.i);
+    return out;
+  };
+  const std::vector<Attrs> lists = {
+      {},
+      {{"a", Attribute::ofInt(1)}},
+      {{"a", Attribute::ofInt(1)}, {"b", Attribute::ofInt(2)}},
+      {{"a", Attribute::ofInt(1)},
+       {"b", Attribute::ofInt(2)},
+       {"a", Attribute::ofInt(3)}},
+      {{"b", Attribute::ofInt(4)}, {"c", Attribute::ofInt(5)}}};
+  for (bool hasAttrs : {false, true})
+    for (const Attrs &list : lists) {
+      Node *bulk = g.createNode("Op", {}, 0, "bulk");
+      Node *single = g.createNode("Op", {}, 0, "single");
+      if (hasAttrs) {
+        bulk->setAttr("b", Attribute::ofInt(9));
+        single->setAttr("b", Attribute::ofInt(9));
+      }
+      const uint64_t before = bulk->revision();
+      bulk->setAttrs(list);
+      for (const auto &kv : list)
+        single->setAttr(kv.first, kv.second);
+      EXPECT_EQ(attrList(*bulk), attrList(*single));
+      EXPECT_EQ(bulk->revision() == before, list.empty());
+    }
 }
 
 // A symbol is interned: equal names share one copy (so Dims compare by
