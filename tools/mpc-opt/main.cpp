@@ -10,7 +10,6 @@
 #include "passes/support/diagnostics.h"
 #include "passes/support/file_io.h"
 #include "passes/training_info.h"
-#include "tools/common/process_allocator.h"
 #include "tools/mpc-opt/compiler_blas_threads.h"
 
 #include "onnx/onnx_pb.h"
@@ -440,7 +439,6 @@ std::string withFile(const std::string &file, const std::string &msg) {
 } // namespace
 
 int main(int argc, char **argv) {
-  configureProcessAllocator();
   useOneBlasThread();
   Flags flags;
   try {

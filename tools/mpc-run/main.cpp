@@ -11,7 +11,6 @@
 #include "runtime/inference.h"
 #include "runtime/memory_limit.h"
 #include "runtime/trainer.h"
-#include "tools/common/process_allocator.h"
 
 #include <chrono>
 #include <cmath>
@@ -507,7 +506,6 @@ int run(const Flags &f) {
 } // namespace
 
 int main(int argc, char **argv) {
-  configureProcessAllocator();
   Flags flags;
   try {
     flags = parseFlags(argc, argv);
