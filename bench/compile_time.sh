@@ -11,7 +11,10 @@
 # percent from run to run on a shared VM, so RUNS (default 7) runs give the median and the
 # fastest, and, where valgrind is installed, one callgrind run per model counts the
 # instructions the whole process executes: a number that repeats exactly, for comparing
-# builds (CALLGRIND=0 skips it; it takes ~15 s at 64 layers).
+# builds (CALLGRIND=0 skips it; it takes ~15 s at 64 layers). Each timed run starts after
+# PAUSE seconds (default 3) with the machine idle, as a user's compile does: on a VM with free
+# page reporting (this one), memory idle for 2 s goes back to the host and costs host faults
+# when touched again, a cost back-to-back runs never see (PAUSE=0 gives back-to-back runs).
 # Usage: bench/compile_time.sh [BUILD_DIR] [RESULTS.json]
 set -euo pipefail
 name=compile_time
@@ -22,6 +25,7 @@ bin=$build/bin
 
 layers_list=(1 4 16 64)
 runs=${RUNS:-7}
+pause=${PAUSE:-3}
 callgrind=${CALLGRIND:-1}
 if [ "$callgrind" = 1 ] && ! command -v valgrind >/dev/null; then
   echo "valgrind is not installed: no instruction counts (apt-get install valgrind)"
@@ -52,7 +56,7 @@ if ! "$PY" -c "import onnxconverter_common" 2>/dev/null; then
   have_converter=0
 fi
 
-echo "== compile time: mpc-opt --precision=fp16 --optimizer=adam, median of $runs ($(bench_machine_line))"
+echo "== compile time: mpc-opt --precision=fp16 --optimizer=adam, median of $runs runs, each after $pause s idle ($(bench_machine_line))"
 printf "%-7s %10s %10s %12s %10s %14s %14s %10s %14s %12s %16s\n" layers in-nodes step-nodes mpc-opt-ms min-ms step-nodes/s in-nodes/s cpu-ms step-nodes/cpu-s Minstr fp16-convert-ms
 declare -A ms cpu
 for layers in "${layers_list[@]}"; do
@@ -65,6 +69,7 @@ for layers in "${layers_list[@]}"; do
     # allocated and written back (its auto_da_alloc heuristic), ~20 ms at 64
     # layers that belong to the file system, not to mpc-opt.
     rm -f "$bench_tmp/stack$layers.train.onnx"
+    sleep "$pause"
     read -r run_ms run_cpu_ms < <(time_wall_cpu_ms "$bin/mpc-opt" "$model" -o "$bench_tmp/stack$layers.train.onnx" --precision=fp16 --optimizer=adam)
     times+=("$run_ms") cpu_runs+=("$run_cpu_ms")
   done
@@ -89,7 +94,7 @@ print(len(fwd.graph.node), len(step.training_info[0].algorithm.node))' "$model" 
     conv=$("$PY" bench/fp16_convert_time.py "$model" --repeat=3)
   fi
   printf "%-7s %10s %10s %12s %10s %14s %14s %10s %14s %12s %16s\n" "$layers" "$in_nodes" "$step_nodes" "${ms[$layers]}" "$min_ms" "$step_rate" "$in_rate" "$cpu_ms" "$cpu_rate" "$instr" "$conv"
-  bench_record layers="$layers" input_nodes="$in_nodes" step_nodes="$step_nodes" mpc_opt_ms="${ms[$layers]}" \
+  bench_record layers="$layers" pause_s="$pause" input_nodes="$in_nodes" step_nodes="$step_nodes" mpc_opt_ms="${ms[$layers]}" \
     mpc_opt_runs_ms="${times[*]}" mpc_opt_min_ms="$min_ms" instructions_m="$instr" step_nodes_per_s="$step_rate" input_nodes_per_s="$in_rate" \
     mpc_opt_cpu_ms="$cpu_ms" mpc_opt_cpu_runs_ms="${cpu_runs[*]}" step_nodes_per_cpu_s="$cpu_rate" \
     onnxconverter_fp16_ms="$([ $have_converter = 1 ] && echo "$conv" || echo null)"
