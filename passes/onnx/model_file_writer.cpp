@@ -46,6 +46,13 @@ namespace {
 
 using google::protobuf::io::CodedOutputStream;
 
+/// Whether a node of this domain is an mpc op; most nodes are of the
+/// default domain (""), which the size tells without comparing.
+bool isMpcDomain(const std::string &domain) {
+  constexpr size_t kSize = std::char_traits<char>::length(kMpcDomain);
+  return domain.size() == kSize && domain == kMpcDomain;
+}
+
 /// True when all `size` bytes at p are zero.
 bool allZero(const uint8_t *p, size_t size) {
   // Byte i equals byte i + 1 for all i, and the first is zero.
@@ -622,10 +629,7 @@ class IrGraph : public WrittenGraph {
 public:
   IrGraph(const Graph &g, bool withState,
           std::vector<const Value *> extraInits = {})
-      : graph_(g), withState_(withState), extraInits_(std::move(extraInits)) {
-    for (const Value *v : extraInits_)
-      extraByName_.emplace(v->name(), v);
-  }
+      : graph_(g), withState_(withState), extraInits_(std::move(extraInits)) {}
 
   const Graph &graph() const { return graph_; }
   bool withState() const { return withState_; }
@@ -648,9 +652,8 @@ public:
       return toOnnxDataType(v->dtype);
     if (v && v->isInitializer() && (withState_ || !v->isState))
       return toOnnxDataType(v->initializer()->dtype);
-    auto extra = extraByName_.find(name);
-    if (extra != extraByName_.end())
-      return toOnnxDataType(extra->second->initializer()->dtype);
+    if (const Value *extra = findExtra(name))
+      return toOnnxDataType(extra->initializer()->dtype);
     return 0;
   }
 
@@ -669,7 +672,7 @@ public:
     if (const Value *v = graph_.findValue(name))
       if (described(*v) || (v->isInitializer() && (withState_ || !v->isState)))
         return true;
-    if (extraByName_.count(name))
+    if (findExtra(name))
       return true;
     // Node names: a graph needs a few fresh names at most (a found_inf
     // `false`, unused outputs of SGD without momentum), so the first
@@ -691,7 +694,7 @@ public:
     onnx::NodeProto np;
     for (const auto &owned : graph_.nodes()) {
       const Node *n = owned.get();
-      if (n->domain() != kMpcDomain)
+      if (!isMpcDomain(n->domain()))
         continue;
       bool exported = false;
       f({n->opType(), n->numInputs(),
@@ -721,10 +724,21 @@ private:
     return v.isGraphInput() || v.isGraphOutput() || v.producer();
   }
 
+  /// The extra initializer named `name`, or null. The map is made on the
+  /// first question: most graphs get none (a step's thousands of moments
+  /// were hashed for nothing).
+  const Value *findExtra(const std::string &name) const {
+    if (extraByName_.empty())
+      for (const Value *v : extraInits_)
+        extraByName_.emplace(v->name(), v);
+    auto found = extraByName_.find(name);
+    return found == extraByName_.end() ? nullptr : found->second;
+  }
+
   const Graph &graph_;
   bool withState_;
   std::vector<const Value *> extraInits_;
-  std::unordered_map<std::string, const Value *> extraByName_;
+  mutable std::unordered_map<std::string, const Value *> extraByName_;
   static constexpr int kScansBeforeHashing = 8;
   mutable int nodeNameQuestions_ = 0;
   mutable std::unordered_set<std::string> nodeNames_;

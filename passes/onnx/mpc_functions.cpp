@@ -33,6 +33,7 @@
 #include "onnx/onnx_pb.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -852,8 +853,46 @@ bool dependsOnAttributesOnly(const FunctionDef &def) {
 } // namespace
 
 /// The completed attributes of each signature seen (op and attributes, for
-/// the ops whose completion reads nothing else).
+/// the ops whose completion reads nothing else), and what completing needs
+/// of each op.
 struct MpcNodeCompleter::Memo {
+  /// An op as the completer sees it, looked up once. Every mpc node asks
+  /// about its op a few times (2,400 nodes in a 64-block step): findDef's
+  /// and parsed()'s lookups in maps of ~40 names were most of the cost of
+  /// the first look over the graphs.
+  struct Op {
+    std::string name;
+    const FunctionDef *def = nullptr; ///< null: the op has no body
+    bool attributesOnly = false;      ///< dependsOnAttributesOnly(*def)
+    bool written = false;             ///< its function is written
+    /// The parsed body (def only), parsed on first use as parsed() does.
+    const onnx::FunctionProto &body() {
+      if (!fn)
+        fn = &parsed(name).fn;
+      return *fn;
+    }
+
+  private:
+    const onnx::FunctionProto *fn = nullptr;
+  };
+  /// Few ops per model: a list beats hashing names. A deque keeps the
+  /// entries in place as it grows.
+  std::deque<Op> ops;
+  Op *lastOp = nullptr; ///< nodes of one op often follow each other
+
+  Op &op(const std::string &name) {
+    if (lastOp && lastOp->name == name)
+      return *lastOp;
+    for (Op &o : ops)
+      if (o.name == name)
+        return *(lastOp = &o);
+    Op &o = ops.emplace_back();
+    o.name = name;
+    o.def = findDef(name);
+    o.attributesOnly = o.def && dependsOnAttributesOnly(*o.def);
+    return *(lastOp = &o);
+  }
+
   struct Entry {
     const FunctionDef *def = nullptr;
     const onnx::FunctionProto *fn = nullptr;
@@ -1053,17 +1092,17 @@ MpcNodeCompleter::MpcNodeCompleter(const std::vector<std::string> &ops,
   std::set<std::string> inexpressible;
   for (WrittenGraph *g : graphs)
     g->forEachMpcNode([&](const WrittenGraph::MpcNode &n) {
-      const FunctionDef *def = findDef(n.opType);
-      if (!def || inexpressible.count(n.opType))
+      Memo::Op &op = memo_->op(n.opType);
+      if (!op.def || inexpressible.count(n.opType))
         return;
       try {
-        if (dependsOnAttributesOnly(*def)) {
+        if (op.attributesOnly) {
           // Only an input beyond the body's can fail such a node: its
           // attributes complete the same way whatever they are.
-          size_t formal = size_t(parsed(n.opType).fn.input_size());
+          size_t formal = size_t(op.body().input_size());
           for (size_t i = formal; i < n.numInputs; ++i)
             if (n.given(i))
-              requireFormalInputs(*def, n.proto(), formal);
+              requireFormalInputs(*op.def, n.proto(), formal);
         } else {
           memo_->completed(n.proto(), *g);
         }
@@ -1080,6 +1119,7 @@ MpcNodeCompleter::MpcNodeCompleter(const std::vector<std::string> &ops,
     if (!def || opset < def->minOpset || inexpressible.count(op) ||
         !written_.insert(op).second)
       continue;
+    memo_->op(op).written = true;
     onnx::FunctionProto fn;
     parseMpcFunction(op, fn);
     // Same version as the model: ONNX's checker requires that a function's
@@ -1101,17 +1141,21 @@ bool MpcNodeCompleter::completes(const onnx::NodeProto &n) const {
 
 bool MpcNodeCompleter::completes(const std::string &domain,
                                  const std::string &opType) const {
-  return domain == kMpcDomain && written_.count(opType);
+  // Most nodes are of the default domain (""): the size tells first.
+  constexpr size_t kMpcDomainSize = std::char_traits<char>::length(kMpcDomain);
+  return domain.size() == kMpcDomainSize && domain == kMpcDomain &&
+         memo_->op(opType).written;
 }
 
 bool MpcNodeCompleter::completesInPlace(
     const std::string &opType, const WrittenGraph &g,
     std::vector<const std::string *> &inputs, size_t numOutputs,
     bool outputsNamed) const {
-  const FunctionDef *def = findDef(opType);
-  if (!def || !dependsOnAttributesOnly(*def))
+  Memo::Op &op = memo_->op(opType);
+  if (!op.def || !op.attributesOnly)
     return false;
-  const onnx::FunctionProto &fn = parsed(opType).fn;
+  const FunctionDef *def = op.def;
+  const onnx::FunctionProto &fn = op.body();
   // An input beyond the body's (complete() throws), an output to name.
   if (inputs.size() > size_t(fn.input_size()) || !outputsNamed ||
       numOutputs < size_t(fn.output_size()))

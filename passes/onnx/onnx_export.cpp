@@ -14,6 +14,7 @@
 
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -130,12 +131,20 @@ void exportHeader(const Model &model, onnx::ModelProto &proto,
 }
 
 std::vector<std::string> mpcOpsUsed(const Model &model) {
+  // A model uses a few mpc ops, each on many nodes (an Adam per
+  // parameter): a look along the short list, the last op found first,
+  // costs less than hashing every node's op.
   std::vector<std::string> ops;
-  std::unordered_set<std::string> seen;
+  size_t last = 0; // index in ops of the last op found
   auto scan = [&](const Graph &g) {
-    for (const auto &n : g.nodes())
-      if (n->domain() == "mpc" && seen.insert(n->opType()).second)
-        ops.push_back(n->opType());
+    for (const auto &n : g.nodes()) {
+      const std::string &op = n->opType();
+      if (n->domain() != "mpc" || (last < ops.size() && ops[last] == op))
+        continue;
+      last = size_t(std::find(ops.begin(), ops.end(), op) - ops.begin());
+      if (last == ops.size())
+        ops.push_back(op);
+    }
   };
   scan(*model.graph);
   if (model.training)
