@@ -13,9 +13,10 @@
 // graph's types and names from the IR; a node with a tensor attribute, or
 // whose completion makes nodes or names, still goes through a NodeProto),
 // and each initializer's raw_data goes from the IR's tensor into the file
-// without a copy (writev). Protobuf writes a message's known fields in
-// field-number order, nested messages as tag, length and bytes; the writer
-// writes and joins the pieces in that order, so the result is the same bytes.
+// without a copy (FileSink, which leaves holes for zero blocks). Protobuf
+// writes a message's known fields in field-number order, nested messages as
+// tag, length and bytes; the writer writes and joins the pieces in that order,
+// so the result is the same bytes.
 #include "passes/onnx/onnx_io.h"
 
 #include "passes/ir/mpc_ops.h"
@@ -23,17 +24,13 @@
 #include "passes/onnx/onnx_export_parts.h"
 #include "passes/support/diagnostics.h"
 #include "passes/support/file_io.h"
+#include "passes/support/file_sink.h"
 
 #include "onnx/onnx_pb.h"
 
 #include <google/protobuf/io/coded_stream.h>
 
-#include <sys/stat.h>
-#include <sys/uio.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <climits>
 #include <cstring>
 #include <memory>
@@ -52,188 +49,6 @@ bool isMpcDomain(const std::string &domain) {
   constexpr size_t kSize = std::char_traits<char>::length(kMpcDomain);
   return domain.size() == kSize && domain == kMpcDomain;
 }
-
-/// True when all `size` bytes at p are zero.
-bool allZero(const uint8_t *p, size_t size) {
-  // Byte i equals byte i + 1 for all i, and the first is zero.
-  return size == 0 || (p[0] == 0 && std::memcmp(p, p + 1, size - 1) == 0);
-}
-
-/// Buffered writes to a file descriptor. Small pieces are copied into a
-/// buffer; large ones (the tensors' bytes, the serialized nodes) are only
-/// referenced and go to the file with the buffered ones in one writev.
-/// In a regular file, long runs of zero blocks in tensor data (optimizer
-/// moments that start at zero: most of an Adam step's bytes) are skipped
-/// with lseek instead of written, leaving holes that read back as zeros:
-/// the page cache gets no pages for them and the disk no blocks.
-class FileSink {
-public:
-  FileSink(int fd, const std::string &path) : fd_(fd), path_(path) {
-    buffer_.reserve(kBlock);
-    struct stat st {};
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-        ::lseek(fd, 0, SEEK_CUR) == 0) {
-      holeBlock_ = st.st_blksize > 0 ? size_t(st.st_blksize) : 4096;
-      holes_ = true;
-    }
-  }
-  /// Copies the bytes.
-  void put(const void *data, size_t size) {
-    if (buffer_.size() + size > kBlock)
-      flush();
-    if (pieces_.empty() || pieces_.back().kind != Piece::Buffered)
-      pieces_.push_back({nullptr, buffer_.size(), 0, Piece::Buffered});
-    const char *p = static_cast<const char *>(data);
-    buffer_.insert(buffer_.end(), p, p + size);
-    pieces_.back().size += size;
-    queued_ += size;
-  }
-  void put(const std::string &bytes) { put(bytes.data(), bytes.size()); }
-  /// Writes the bytes in place: they must stay as they are until the next
-  /// flush().
-  void putStable(const void *data, size_t size) {
-    if (size < kSmall) {
-      put(data, size); // a copy costs less than an entry of the iovec
-      return;
-    }
-    if (pieces_.size() >= kMaxPieces)
-      flush();
-    pieces_.push_back(
-        {static_cast<const char *>(data), 0, size, Piece::Referenced});
-    queued_ += size;
-  }
-  void putStable(const std::string &bytes) {
-    putStable(bytes.data(), bytes.size());
-  }
-  /// putStable for tensor data: zero bytes that cover whole blocks of the
-  /// file become holes where the file allows.
-  void putData(const uint8_t *data, size_t size) {
-    if (!holes_ || size < holeBlock_) {
-      putStable(data, size);
-      return;
-    }
-    size_t pending = 0; // start of the bytes not yet queued
-    // The first block boundary of the file within the data.
-    size_t b = (holeBlock_ - queued_ % holeBlock_) % holeBlock_;
-    while (b + holeBlock_ <= size) {
-      if (!allZero(data + b, holeBlock_)) {
-        b += holeBlock_;
-        continue;
-      }
-      size_t e = b + holeBlock_;
-      while (e + holeBlock_ <= size && allZero(data + e, holeBlock_))
-        e += holeBlock_;
-      if (b > pending)
-        putStable(data + pending, b - pending);
-      if (pieces_.size() >= kMaxPieces)
-        flush();
-      pieces_.push_back({nullptr, 0, e - b, Piece::Hole});
-      queued_ += e - b;
-      pending = e;
-      b = e;
-    }
-    if (size > pending)
-      putStable(data + pending, size - pending);
-  }
-  void varint(uint64_t v) {
-    uint8_t b[10];
-    uint8_t *end = CodedOutputStream::WriteVarint64ToArray(v, b);
-    put(b, size_t(end - b));
-  }
-  /// Writes what is pending; false (with error()) once any write failed.
-  bool flush() {
-    if (ok_ && !pieces_.empty())
-      ok_ = writePieces();
-    pieces_.clear();
-    buffer_.clear();
-    return ok_;
-  }
-  const std::string &error() const { return error_; }
-
-private:
-  static constexpr size_t kBlock = 1 << 20;
-  static constexpr size_t kSmall = 256;
-  /// Entries of one writev (IOV_MAX on Linux).
-  static constexpr size_t kMaxPieces = 1024;
-
-  struct Piece {
-    enum Kind { Buffered, Referenced, Hole };
-    const char *data; ///< Referenced: the bytes
-    size_t offset;    ///< Buffered: where in buffer_
-    size_t size;
-    Kind kind;
-  };
-
-  bool writePieces() {
-    std::vector<iovec> iov;
-    iov.reserve(pieces_.size());
-    bool endsInHole = false;
-    for (const Piece &p : pieces_) {
-      if (p.kind == Piece::Hole) {
-        if (!writeIov(iov))
-          return false;
-        iov.clear();
-        if (::lseek(fd_, off_t(p.size), SEEK_CUR) < 0) {
-          error_ = path_ + ": write error: " + std::strerror(errno);
-          return false;
-        }
-        endsInHole = true;
-        continue;
-      }
-      if (p.size) {
-        iov.push_back({const_cast<char *>(p.kind == Piece::Buffered
-                                              ? buffer_.data() + p.offset
-                                              : p.data),
-                       p.size});
-        endsInHole = false;
-      }
-    }
-    if (!writeIov(iov))
-      return false;
-    // A hole at the end of what is written so far: the file must still be
-    // as long as what was queued (what follows, if anything, is appended).
-    if (endsInHole && ::ftruncate(fd_, off_t(queued_)) != 0) {
-      error_ = path_ + ": write error: " + std::strerror(errno);
-      return false;
-    }
-    return true;
-  }
-
-  bool writeIov(std::vector<iovec> &iov) {
-    size_t at = 0;
-    while (at < iov.size()) {
-      ssize_t n = ::writev(fd_, iov.data() + at,
-                           int(std::min(iov.size() - at, kMaxPieces)));
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0) {
-        error_ = path_ + ": write error: " + std::strerror(errno);
-        return false;
-      }
-      // A short write: skip what went, resume in the middle of a piece.
-      size_t done = size_t(n);
-      while (at < iov.size() && done >= iov[at].iov_len)
-        done -= iov[at++].iov_len;
-      if (done) {
-        iov[at].iov_base = static_cast<char *>(iov[at].iov_base) + done;
-        iov[at].iov_len -= done;
-      }
-    }
-    return true;
-  }
-
-  int fd_;
-  const std::string &path_;
-  std::vector<char> buffer_;
-  std::vector<Piece> pieces_;
-  /// Bytes queued since the start of the file: the file offset once all
-  /// pieces are written.
-  size_t queued_ = 0;
-  bool holes_ = false;
-  size_t holeBlock_ = 4096;
-  bool ok_ = true;
-  std::string error_;
-};
 
 size_t varintSize(uint64_t v) { return CodedOutputStream::VarintSize64(v); }
 
@@ -529,6 +344,46 @@ void signature(std::string &key, const Node &n) {
   attributes(reinterpret_cast<uint8_t *>(&key[at]), n);
 }
 
+/// Whether `a` and `b` are serialized to the same bytes (the same kind and
+/// value, floats compared by their bits: -0 is not 0, a NaN is itself).
+bool sameBytes(const Attribute &a, const Attribute &b) {
+  if (a.kind != b.kind)
+    return false;
+  auto sameFloats = [](const float *x, const float *y, size_t n) {
+    return n == 0 || std::memcmp(x, y, n * sizeof(float)) == 0;
+  };
+  switch (a.kind) {
+  case Attribute::Kind::Float:
+    return sameFloats(&a.f, &b.f, 1);
+  case Attribute::Kind::Int:
+    return a.i == b.i;
+  case Attribute::Kind::String:
+    return a.s == b.s;
+  case Attribute::Kind::Floats:
+    return a.floats.size() == b.floats.size() &&
+           sameFloats(a.floats.data(), b.floats.data(), a.floats.size());
+  case Attribute::Kind::Ints:
+    return a.ints == b.ints;
+  case Attribute::Kind::Strings:
+    return a.strings == b.strings;
+  case Attribute::Kind::Tensor:
+    break;
+  }
+  return false; // not written by hand
+}
+
+/// Whether `a` and `b` (nodes writable() accepts) have the same signature()
+/// without making it: the same op and attributes, in the same order.
+bool sameSignature(const Node &a, const Node &b) {
+  const auto &x = a.attributes(), &y = b.attributes();
+  if (a.opType() != b.opType() || x.size() != y.size())
+    return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i].first != y[i].first || !sameBytes(x[i].second, y[i].second))
+      return false;
+  return true;
+}
+
 /// The attribute fields of `np`, serialized by protobuf.
 std::string attributeFields(const onnx::NodeProto &np) {
   std::string fields;
@@ -819,6 +674,11 @@ GraphPieces graphPieces(IrGraph &g, MpcNodeCompleter &completer) {
   // Most mpc nodes of a step are a few ops with the same attributes (an
   // Adam per parameter).
   std::unordered_map<std::string, std::string> completedAttributes;
+  // The node whose signature was looked up last, and its entry: the nodes
+  // of one signature mostly follow each other, and comparing a node with
+  // the last costs less than making its signature and hashing it.
+  const Node *lastSigned = nullptr;
+  const std::string *lastCompleted = nullptr;
   std::string key;
   std::vector<const std::string *> inputs;
   for (const auto &owned : graph.nodes()) {
@@ -835,15 +695,21 @@ GraphPieces graphPieces(IrGraph &g, MpcNodeCompleter &completer) {
       inPlace = completer.completesInPlace(n.opType(), g, inputs,
                                            n.numOutputs(), named);
     }
-    auto known = completedAttributes.end();
+    const std::string *completed = nullptr;
     if (inPlace) {
-      wire::signature(key, n);
-      known = completedAttributes.find(key);
+      if (lastSigned && wire::sameSignature(n, *lastSigned)) {
+        completed = lastCompleted;
+      } else {
+        wire::signature(key, n);
+        auto known = completedAttributes.find(key);
+        if (known != completedAttributes.end())
+          completed = &known->second;
+      }
     }
     if (!complete && writable) {
       wire::node(nodes, kGraphNodeTag, n, inputs);
-    } else if (known != completedAttributes.end()) {
-      wire::node(nodes, kGraphNodeTag, n, inputs, &known->second);
+    } else if (completed) {
+      wire::node(nodes, kGraphNodeTag, n, inputs, completed);
     } else {
       np.Clear();
       exportNode(n, np);
@@ -851,7 +717,12 @@ GraphPieces graphPieces(IrGraph &g, MpcNodeCompleter &completer) {
         completer.complete(np, g, writeBefore);
       wire::message(nodes, kGraphNodeTag, np);
       if (inPlace)
-        completedAttributes.emplace(key, wire::attributeFields(np));
+        completed = &completedAttributes.emplace(key, wire::attributeFields(np))
+                         .first->second;
+    }
+    if (completed) {
+      lastSigned = &n;
+      lastCompleted = completed;
     }
     for (const Value *o : n.outputs())
       if (o && o->dtype != DType::Undefined && !o->isGraphOutput())

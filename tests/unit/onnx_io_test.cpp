@@ -496,8 +496,9 @@ TEST(OnnxBinary, LoadModelHoldsTheParsedWeightsWithoutACopy) {
 
 // Zero blocks of tensor data (optimizer moments start at zero) become holes
 // in the file: the bytes read back are the same, the disk holds none of
-// them. Zeros that do not cover a whole block of the file (the edges of a
-// run, a tensor smaller than a block) are written.
+// them. Zeros in blocks that also hold other bytes (the edges of a run)
+// take their blocks, as does a tensor smaller than a block (which is
+// written).
 TEST(OnnxBinary, WriteModelFileLeavesHolesForZeroBlocks) {
   TempDir dir;
   auto m = loadModel(kSeedModel);

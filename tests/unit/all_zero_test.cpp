@@ -1,0 +1,43 @@
+// allZero (passes/support/all_zero.h): every length, every alignment, a
+// single set bit anywhere.
+#include "passes/support/all_zero.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace mpc {
+namespace {
+
+TEST(AllZero, EmptyIsZero) {
+  uint8_t b = 1;
+  EXPECT_TRUE(allZero(&b, 0));
+}
+
+// Lengths around the loops' strides (32, 256) and a file block (4096), at
+// each offset of a 32-byte vector: zero, then one set bit at the first,
+// a middle and the last byte (and the bytes just outside never count).
+TEST(AllZero, FindsOneSetBitAtAnyLengthAndAlignment) {
+  std::vector<uint8_t> buf(4096 + 512 + 64, 0);
+  for (size_t size : {1, 2, 31, 32, 33, 255, 256, 257, 511, 512, 1000, 4095,
+                      4096, 4097, 4096 + 300}) {
+    for (size_t offset = 0; offset < 33; ++offset) {
+      SCOPED_TRACE("size " + std::to_string(size) + " offset " +
+                   std::to_string(offset));
+      uint8_t *p = buf.data() + 16 + offset;
+      p[-1] = 0xff;
+      p[size] = 0xff;
+      EXPECT_TRUE(allZero(p, size));
+      for (size_t at : {size_t(0), size / 2, size - 1}) {
+        p[at] = 0x80;
+        EXPECT_FALSE(allZero(p, size)) << "set byte " << at;
+        p[at] = 0;
+      }
+      p[-1] = 0;
+      p[size] = 0;
+    }
+  }
+}
+
+} // namespace
+} // namespace mpc
