@@ -47,7 +47,8 @@ using google::protobuf::io::CodedOutputStream;
 /// default domain (""), which the size tells without comparing.
 bool isMpcDomain(const std::string &domain) {
   constexpr size_t kSize = std::char_traits<char>::length(kMpcDomain);
-  return domain.size() == kSize && domain == kMpcDomain;
+  return domain.size() == kSize &&
+         std::memcmp(domain.data(), kMpcDomain, kSize) == 0;
 }
 
 size_t varintSize(uint64_t v) { return CodedOutputStream::VarintSize64(v); }
@@ -295,11 +296,24 @@ size_t attributesSize(const Node &n) {
   return size;
 }
 
-/// Writes those fields at p.
+/// Writes those fields at p (where attributesSize(n) bytes are free).
+/// Each attribute is written after room for a one-byte length, which it
+/// fits in but for long lists; one that does not is moved up after.
+/// (Sizing each attribute for its header cost as much as writing it.)
 uint8_t *attributes(uint8_t *p, const Node &n) {
   for (const auto &kv : n.attributes()) {
-    p = header(p, kNodeAttribute, attributeSize(kv.first, kv.second));
-    p = attribute(p, kv.first, kv.second);
+    uint8_t *body = p + 2;
+    uint8_t *end = attribute(body, kv.first, kv.second);
+    size_t size = size_t(end - body);
+    if (size < 128) {
+      p[0] = kNodeAttribute;
+      p[1] = uint8_t(size);
+      p = end;
+      continue;
+    }
+    size_t more = varintSize(size) - 1;
+    std::memmove(body + more, body, size);
+    p = header(p, kNodeAttribute, size) + size;
   }
   return p;
 }
@@ -405,30 +419,74 @@ size_t dimSize(const Dim &d) {
   return d.symbol.empty() ? 0 : field(d.symbol.str().size());
 }
 
+/// Rank up to which knownDims() writes a shape.
+constexpr size_t kStackDims = 8;
+/// Bytes of a dim field knownDims() writes: tag, length, tag, varint.
+constexpr size_t kKnownDimBytes = 3 + 10;
+
+/// Writes the TensorShapeProto.dim fields of `dims` at p (room for
+/// kKnownDimBytes each) and returns their end; null when a dim is
+/// symbolic. A dim with a value is its field's tag, its length (under
+/// 128), the value's tag and varint, so its length is known once the
+/// varint is written: one pass, where sizing the dims first and writing
+/// them after walked them twice.
+uint8_t *knownDims(uint8_t *p, const Dims &dims) {
+  for (const Dim &d : dims) {
+    p[0] = kShapeDim;
+    if (d.isKnown()) {
+      p[2] = kDimValue;
+      uint8_t *end = varint(p + 3, uint64_t(d.value));
+      p[1] = uint8_t(end - (p + 2));
+      p = end;
+    } else if (d.symbol.empty()) {
+      p[1] = 0;
+      p += 2;
+    } else {
+      return nullptr;
+    }
+  }
+  return p;
+}
+
 /// Appends field `tag` holding the ValueInfoProto exportValueInfo makes of
 /// `v`.
 void valueInfo(Bytes &out, uint8_t tag, const Value &v) {
-  size_t size = field(v.name().size());
-  size_t tensorSize = 0, shapeSize = 0;
-  if (v.dtype != DType::Undefined) {
-    tensorSize = varintField(toOnnxDataType(v.dtype));
-    if (v.hasShape) {
+  const std::string &name = v.name();
+  if (v.dtype == DType::Undefined) {
+    size_t size = field(name.size());
+    stringField(header(out.grow(field(size)), tag, size), kInfoName, name);
+    return;
+  }
+  // The shape's dims, written first when they fit on the stack.
+  uint8_t stackDims[kStackDims * kKnownDimBytes];
+  const uint8_t *dimsEnd = nullptr;
+  size_t shapeSize = 0;
+  if (v.hasShape) {
+    if (v.dims.size() <= kStackDims)
+      dimsEnd = knownDims(stackDims, v.dims);
+    if (dimsEnd) {
+      shapeSize = size_t(dimsEnd - stackDims);
+    } else {
       for (const Dim &d : v.dims)
         shapeSize += field(dimSize(d));
-      tensorSize += field(shapeSize);
     }
-    size += field(field(tensorSize)); // type { tensor_type { ... } }
   }
+  int elemType = toOnnxDataType(v.dtype);
+  size_t tensorSize =
+      varintField(elemType) + (v.hasShape ? field(shapeSize) : 0);
+  size_t size = field(name.size()) + field(field(tensorSize));
   uint8_t *p = header(out.grow(field(size)), tag, size);
-  p = stringField(p, kInfoName, v.name());
-  if (v.dtype == DType::Undefined)
-    return;
-  p = header(p, kInfoType, field(tensorSize));
+  p = stringField(p, kInfoName, name);
+  p = header(p, kInfoType, field(tensorSize)); // type { tensor_type { ... } }
   p = header(p, kTypeTensor, tensorSize);
-  p = varintField(p, kTensorElemType, toOnnxDataType(v.dtype));
+  p = varintField(p, kTensorElemType, elemType);
   if (!v.hasShape)
     return;
   p = header(p, kTensorShape, shapeSize);
+  if (dimsEnd) {
+    bytes(p, stackDims, shapeSize);
+    return;
+  }
   for (const Dim &d : v.dims) {
     p = header(p, kShapeDim, dimSize(d));
     if (d.isKnown())
@@ -447,12 +505,12 @@ size_t tensorHeaderSize(const std::string &name, const Tensor &t) {
   return size;
 }
 
-/// Writes those fields at p.
-void tensorHeader(uint8_t *p, const std::string &name, const Tensor &t) {
+/// Writes those fields at p; returns their end.
+uint8_t *tensorHeader(uint8_t *p, const std::string &name, const Tensor &t) {
   for (int64_t d : t.dims)
     p = varintField(p, kTensorDims, d);
   p = varintField(p, kTensorDataType, toOnnxDataType(t.dtype));
-  stringField(p, kTensorName, name);
+  return stringField(p, kTensorName, name);
 }
 
 /// Appends field `tag` holding the StringStringEntryProto of `key` (1) and
@@ -603,18 +661,15 @@ private:
 /// raw_data comes from the IR. Its size is known before any of it is written.
 struct GraphPieces {
   wire::Bytes before; ///< node (1), name (2)
-  /// The initializers' TensorProtos without raw_data (fields 1-8), one
-  /// after the other.
+  /// Each initializer's field up to its raw_data's bytes (the tag and
+  /// length of the field and of raw_data, the TensorProto's fields 1-8
+  /// between them), one after the other.
   wire::Bytes initHeaders;
   struct Init {
     const uint8_t *header; ///< in initHeaders
     size_t headerSize;
     const Tensor *bytes;
-    size_t inner() const {
-      return headerSize + 1 + varintSize(bytes->bytes.size()) +
-             bytes->bytes.size();
-    }
-    size_t size() const { return 1 + varintSize(inner()) + inner(); }
+    size_t size() const { return headerSize + bytes->bytes.size(); }
   };
   std::vector<Init> inits;
   wire::Bytes inputsOutputs; ///< input (11), output (12)
@@ -630,11 +685,7 @@ struct GraphPieces {
   void write(FileSink &out) const {
     before.write(out);
     for (const Init &i : inits) {
-      out.put(&kGraphInitializerTag, 1);
-      out.varint(i.inner());
       out.put(i.header, i.headerSize);
-      out.put(&kTensorRawDataTag, 1);
-      out.varint(i.bytes->bytes.size());
       out.putData(i.bytes->bytes.data(), i.bytes->bytes.size());
     }
     inputsOutputs.write(out);
@@ -642,16 +693,22 @@ struct GraphPieces {
   }
 };
 
-/// Adds the initializer `init` as tensorToProto writes it, without
-/// raw_data (9), the highest field such a tensor sets (dims 1, data_type 2,
-/// name 8): the entry is the header, then raw_data.
+/// Adds the initializer `init` as tensorToProto writes it: its field's
+/// bytes up to raw_data's (9, the highest field such a tensor sets, after
+/// dims 1, data_type 2, name 8) go to `headers`, raw_data's stay where
+/// they are.
 void addInitializer(const Value &init, wire::Bytes &headers,
                     std::vector<GraphPieces::Init> &inits) {
   const Tensor &t = *init.initializer();
-  size_t size = wire::tensorHeaderSize(init.name(), t);
-  uint8_t *p = headers.grow(size);
-  wire::tensorHeader(p, init.name(), t);
-  inits.push_back({p, size, &t});
+  size_t fields = wire::tensorHeaderSize(init.name(), t);
+  size_t data = t.bytes.size();
+  size_t inner = fields + wire::field(data);
+  size_t size = 1 + varintSize(inner) + fields + 1 + varintSize(data);
+  uint8_t *start = headers.grow(size);
+  uint8_t *p = wire::header(start, kGraphInitializerTag, inner);
+  p = wire::tensorHeader(p, init.name(), t);
+  wire::header(p, kTensorRawDataTag, data);
+  inits.push_back({start, size, &t});
 }
 
 /// Writes graph `g` as exportGraph does (see IrGraph), completing its mpc
@@ -683,7 +740,8 @@ GraphPieces graphPieces(IrGraph &g, MpcNodeCompleter &completer) {
   std::vector<const std::string *> inputs;
   for (const auto &owned : graph.nodes()) {
     const Node &n = *owned;
-    bool complete = completer.completes(n.domain(), n.opType());
+    bool complete =
+        isMpcDomain(n.domain()) && completer.completes(n.domain(), n.opType());
     bool writable = wire::writable(n);
     if (writable)
       wire::nodeInputs(n, inputs);

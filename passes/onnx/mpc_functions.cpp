@@ -33,6 +33,7 @@
 #include "onnx/onnx_pb.h"
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -816,8 +817,7 @@ onnx::NodeProto constantNode(const std::string &output, const Tensor &value) {
 /// (defaults, then the completion). Throws Error naming the node when the
 /// body cannot express it.
 NodeView completedView(const onnx::NodeProto &n, const WrittenGraph &g,
-                       const FunctionDef &def) {
-  const onnx::FunctionProto &fn = parsed(n.op_type()).fn;
+                       const FunctionDef &def, const onnx::FunctionProto &fn) {
   requireFormalInputs(def, n, size_t(fn.input_size()));
   const std::string what = describeNode(n);
   std::vector<std::pair<std::string, Attribute>> own;
@@ -927,8 +927,9 @@ struct MpcNodeCompleter::Memo {
     }
     // Made in scratch and kept only once made: a node that cannot be
     // completed throws, and its signature must not look done.
-    const FunctionDef &def = *findDef(n.op_type());
-    NodeView view = completedView(n, g, def);
+    Op &nodeOp = op(n.op_type());
+    const FunctionDef &def = *nodeOp.def;
+    NodeView view = completedView(n, g, def, nodeOp.body());
     // Written in the node's order, then the defaults' order, then what the
     // completion added.
     std::vector<std::string> order;
@@ -940,7 +941,7 @@ struct MpcNodeCompleter::Memo {
       order.push_back(kv.first);
     std::map<std::string, Attribute> pending = view.attrs;
     scratch.def = &def;
-    scratch.fn = &parsed(n.op_type()).fn;
+    scratch.fn = &nodeOp.body();
     scratch.attrs.clear();
     for (const std::string &name : order)
       if (auto it = pending.find(name); it != pending.end()) {
@@ -1143,7 +1144,8 @@ bool MpcNodeCompleter::completes(const std::string &domain,
                                  const std::string &opType) const {
   // Most nodes are of the default domain (""): the size tells first.
   constexpr size_t kMpcDomainSize = std::char_traits<char>::length(kMpcDomain);
-  return domain.size() == kMpcDomainSize && domain == kMpcDomain &&
+  return domain.size() == kMpcDomainSize &&
+         std::memcmp(domain.data(), kMpcDomain, kMpcDomainSize) == 0 &&
          memo_->op(opType).written;
 }
 
