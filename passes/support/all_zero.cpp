@@ -17,23 +17,17 @@ bool allZeroPortable(const uint8_t *p, size_t size) {
 }
 
 #ifdef MPC_ALL_ZERO_AVX2
-/// Ors 256 bytes at a time and tests once: non-zero data (weights) stops
-/// at its first 256 bytes, zero data costs ~6 instructions a 256 bytes.
+/// Ors 512 bytes at a time and tests once: non-zero data (weights) stops
+/// at its first 512 bytes, zero data costs ~21 instructions a 512 bytes.
 __attribute__((target("avx2"))) bool allZeroAvx2(const uint8_t *p,
                                                  size_t size) {
   const uint8_t *end = p + size;
-  for (; end - p >= 256; p += 256) {
+  for (; end - p >= 512; p += 512) {
     const __m256i *v = reinterpret_cast<const __m256i *>(p);
-    __m256i a =
-        _mm256_or_si256(_mm256_loadu_si256(v), _mm256_loadu_si256(v + 1));
-    __m256i b =
-        _mm256_or_si256(_mm256_loadu_si256(v + 2), _mm256_loadu_si256(v + 3));
-    __m256i c =
-        _mm256_or_si256(_mm256_loadu_si256(v + 4), _mm256_loadu_si256(v + 5));
-    __m256i d =
-        _mm256_or_si256(_mm256_loadu_si256(v + 6), _mm256_loadu_si256(v + 7));
-    __m256i all = _mm256_or_si256(_mm256_or_si256(a, b), _mm256_or_si256(c, d));
-    if (!_mm256_testz_si256(all, all))
+    __m256i acc = _mm256_loadu_si256(v);
+    for (int i = 1; i < 16; ++i)
+      acc = _mm256_or_si256(acc, _mm256_loadu_si256(v + i));
+    if (!_mm256_testz_si256(acc, acc))
       return false;
   }
   for (; end - p >= 32; p += 32) {

@@ -19,8 +19,8 @@ TEST(AllZero, EmptyIsZero) {
 // a middle and the last byte (and the bytes just outside never count).
 TEST(AllZero, FindsOneSetBitAtAnyLengthAndAlignment) {
   std::vector<uint8_t> buf(4096 + 512 + 64, 0);
-  for (size_t size : {1, 2, 31, 32, 33, 255, 256, 257, 511, 512, 1000, 4095,
-                      4096, 4097, 4096 + 300}) {
+  for (size_t size : {1, 2, 31, 32, 33, 255, 256, 257, 511, 512, 513, 1000,
+                      1023, 1024, 1025, 4095, 4096, 4097, 4096 + 300}) {
     for (size_t offset = 0; offset < 33; ++offset) {
       SCOPED_TRACE("size " + std::to_string(size) + " offset " +
                    std::to_string(offset));
