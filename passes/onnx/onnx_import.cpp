@@ -16,6 +16,9 @@
 #include "onnx/defs/parser.h"
 #include "onnx/onnx_pb.h"
 
+#include <google/protobuf/arena.h>
+
+#include <algorithm>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -103,6 +106,8 @@ void checkNesting(const std::string &text, const std::string &sourceName) {
 }
 
 class GraphImporter {
+  inline static const std::vector<Value *> kNoInputs;
+
 public:
   GraphImporter(const std::string &baseDir, const Graph *outerState)
       : baseDir_(baseDir), outer_(outerState) {}
@@ -114,16 +119,19 @@ public:
                              onnx::GraphProto *owned = nullptr) {
     auto g = std::make_unique<Graph>(gp.name().empty() ? "graph" : gp.name());
     graph_ = g.get();
-    std::unordered_set<std::string> initNames;
+    // Keys are the initializers' own names in `gp` (which outlives run;
+    // taking a tensor over leaves its name in place).
+    std::unordered_set<std::string_view> initNames;
+    initNames.reserve(size_t(gp.initializer_size()));
     for (int i = 0; i < gp.initializer_size(); ++i) {
       const onnx::TensorProto &t = gp.initializer(i);
       if (t.name().empty())
         throw Error("initializer with an empty name");
       if (!initNames.insert(t.name()).second)
         throw Error("initializer '" + t.name() + "' is defined twice");
-      std::string what = "initializer '" + t.name() + "'";
-      Tensor data =
-          loadTensor(t, what, owned ? owned->mutable_initializer(i) : nullptr);
+      Tensor data = loadTensor(
+          t, [&] { return "initializer '" + t.name() + "'"; },
+          owned ? owned->mutable_initializer(i) : nullptr);
       graph_->addInitializer(t.name(), std::move(data));
     }
     if (gp.sparse_initializer_size() > 0)
@@ -142,12 +150,26 @@ public:
       Value *v = graph_->addInput(vi.name(), t, dims);
       v->hasShape = hasShape;
     }
-    // Create node outputs first so that a node may appear before the
-    // producer of its input (ONNX requires topological order; we sort).
+    // A node may appear before the producer of its input (ONNX requires
+    // topological order; we sort). While every node so far reads only values
+    // defined before it (the usual, sorted model), it is created with its
+    // inputs; from the first node that reads a value not defined yet, nodes
+    // are created without inputs and wired once every output exists. Either
+    // way each value's uses are added in node order, as wiring every node
+    // after all of them are created adds them.
+    const int numNodes = gp.node_size();
     std::vector<Node *> nodes;
-    for (int i = 0; i < gp.node_size(); ++i)
-      nodes.push_back(importNodeShell(gp.node(i), i));
-    for (int i = 0; i < gp.node_size(); ++i)
+    nodes.reserve(size_t(numNodes));
+    int firstUnwired = 0; // nodes before it were created with their inputs
+    std::vector<Value *> inputs;
+    for (int i = 0; i < numNodes; ++i) {
+      const onnx::NodeProto &np = gp.node(i);
+      bool wired = firstUnwired == i && inputsDefinedSoFar(np, inputs);
+      nodes.push_back(importNode(np, i, wired ? inputs : kNoInputs));
+      if (wired)
+        firstUnwired = i + 1;
+    }
+    for (int i = firstUnwired; i < numNodes; ++i)
       wireInputs(gp.node(i), nodes[size_t(i)]);
     for (const auto &vi : gp.value_info())
       applyValueInfo(vi);
@@ -162,7 +184,10 @@ public:
       applyValueInfo(vi);
       graph_->addOutput(v);
     }
-    if (!graph_->topologicalSort()) {
+    // Nodes that each read only values defined before them are in
+    // topological order already: the sort, which keeps an order that is
+    // valid, would leave them as they are.
+    if (firstUnwired < numNodes && !graph_->topologicalSort()) {
       const Node *onCycle = nodeOnCycle();
       throw Error("graph '" + graph_->name() + "' has a cycle" +
                   (onCycle ? " through " + describeNode(*onCycle) : ""));
@@ -214,24 +239,28 @@ private:
     return n;
   }
 
-  /// Loads `tp`. With `owned` (the same message, which the caller lets go
-  /// of afterwards) its raw_data string becomes the tensor's storage.
-  Tensor loadTensor(const onnx::TensorProto &tp, const std::string &what,
+  /// Loads `tp`; `what()` names it in errors (built only for one). With
+  /// `owned` (the same message, which the caller lets go of afterwards) its
+  /// raw_data string becomes the tensor's storage.
+  template <class What>
+  Tensor loadTensor(const onnx::TensorProto &tp, const What &what,
                     onnx::TensorProto *owned = nullptr) {
-    onnx::TensorProto resolved;
+    // Only external data needs a message of its own (most tensors do not:
+    // constructing and destroying an empty one each is not free).
+    std::optional<onnx::TensorProto> resolved;
     const onnx::TensorProto *src = &tp;
     if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
-      resolved = tp;
-      readExternalData(resolved, what);
-      src = &resolved;
-      owned = &resolved;
+      resolved.emplace(tp);
+      readExternalData(*resolved, what());
+      src = &*resolved;
+      owned = &*resolved;
     }
     Tensor t;
     std::string err;
     bool ok = owned ? tensorFromProto(std::move(*owned), t, err)
                     : tensorFromProto(*src, t, err);
     if (!ok)
-      throw Error(what + ": " + err);
+      throw Error(what() + ": " + err);
     return t;
   }
 
@@ -385,19 +414,37 @@ private:
     if (std::optional<Attribute> plain = plainAttributeFromProto(a))
       return std::move(*plain);
     if (a.type() == onnx::AttributeProto::TENSOR)
-      return Attribute::ofTensor(loadTensor(
-          a.t(), describeNode(n) + ": attribute '" + a.name() + "'"));
+      return Attribute::ofTensor(loadTensor(a.t(), [&] {
+        return describeNode(n) + ": attribute '" + a.name() + "'";
+      }));
     throw Error(describeNode(n) + ": attribute '" + a.name() +
                 "' has a kind mpc does not support (graphs, sparse tensors, "
                 "type protos)");
   }
 
-  Node *importNodeShell(const onnx::NodeProto &np, int index) {
-    std::string name = np.name();
-    if (name.empty())
-      name = np.op_type() + "_" + std::to_string(index);
-    name = graph_->uniqueNodeName(name);
+  /// Whether every input `np` names is defined already (or omitted); if so
+  /// `inputs` receives them, as wireInputs would find them.
+  bool inputsDefinedSoFar(const onnx::NodeProto &np,
+                          std::vector<Value *> &inputs) const {
+    inputs.clear();
+    for (const auto &in : np.input()) {
+      Value *v = nullptr;
+      if (!in.empty() && !(v = graph_->findValue(in)))
+        return false;
+      inputs.push_back(v);
+    }
+    return true;
+  }
+
+  /// Creates `np`'s node and outputs, reading `inputs` (empty when wired
+  /// later by wireInputs).
+  Node *importNode(const onnx::NodeProto &np, int index,
+                   const std::vector<Value *> &inputs) {
+    std::string name = graph_->uniqueNodeName(
+        np.name().empty() ? np.op_type() + "_" + std::to_string(index)
+                          : np.name());
     std::vector<std::string> outs;
+    outs.reserve(size_t(np.output_size()));
     for (const auto &o : np.output()) {
       if (!o.empty() && graph_->findValue(o))
         throw Error("node '" + name + "' (" + np.op_type() + "): output '" + o +
@@ -408,9 +455,11 @@ private:
                       o + "' is listed twice");
       outs.push_back(o);
     }
-    std::string domain = np.domain() == "ai.onnx" ? "" : np.domain();
-    Node *n =
-        graph_->createNodeWithOutputs(np.op_type(), {}, outs, name, domain);
+    static const std::string kDefaultDomain;
+    const std::string &domain =
+        np.domain() == "ai.onnx" ? kDefaultDomain : np.domain();
+    Node *n = graph_->createNodeWithOutputs(
+        np.op_type(), inputs, std::move(outs), std::move(name), domain);
     for (const auto &a : np.attribute())
       n->setAttr(a.name(), convertAttribute(a, *n));
     return n;
@@ -568,6 +617,17 @@ std::unique_ptr<Model> importModelFrom(const onnx::ModelProto &proto,
   return model;
 }
 
+/// Block sizes for the arena a model is parsed onto: the default blocks
+/// (256 B growing to 8 KiB) would take hundreds of mallocs for a large
+/// graph's messages; larger blocks, up to 1 MiB, take a handful.
+google::protobuf::ArenaOptions modelArenaOptions(size_t fileBytes) {
+  google::protobuf::ArenaOptions options;
+  options.start_block_size = 16 << 10;
+  options.max_block_size = std::max<size_t>(
+      options.start_block_size, std::min<size_t>(fileBytes, 1 << 20));
+  return options;
+}
+
 } // namespace
 
 std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
@@ -623,12 +683,21 @@ std::unique_ptr<Model> loadModel(const std::string &path) {
   bool looksText = endsWith(path, ".onnxtext") || endsWith(path, ".txt");
   if (looksText)
     return parseModelText(std::string(bytes), path);
-  onnx::ModelProto proto;
   if (bytes.empty())
     throw Error(path + ": empty file, not an ONNX model");
   if (bytes.size() > size_t(std::numeric_limits<int>::max()))
     throw Error(path + ": file is too large for a protobuf message (over 2 "
                        "GiB; keep large weights in external data)");
+  // The parsed messages live on an arena: one bump-pointer allocation per
+  // message and one free of the arena's blocks for all of them, instead of a
+  // malloc and a destructor call each (thousands of nodes, attributes and
+  // strings). The weights' raw_data strings do not pin the arena: taking one
+  // over (tensorFromProto on an owned TensorProto, release_raw_data) moves
+  // its heap buffer into a string of its own, so a tensor's bytes stay
+  // alive exactly as long as without the arena.
+  google::protobuf::Arena arena(modelArenaOptions(bytes.size()));
+  onnx::ModelProto &proto =
+      *google::protobuf::Arena::CreateMessage<onnx::ModelProto>(&arena);
   if (!proto.ParseFromArray(bytes.data(), int(bytes.size()))) {
     // Text that does not end in .onnxtext, or a truncated/corrupt protobuf.
     size_t i = 0;

@@ -189,7 +189,8 @@ bool tensorFromProto(onnx::TensorProto &&p, Tensor &out, std::string &error) {
     if (!readHeader(p, h, error))
       return false;
     // The message's string itself becomes the tensor's storage (the heap
-    // string protobuf parsed into; the model is not on an arena).
+    // buffer protobuf parsed into; on an arena, release moves that buffer
+    // into a heap string, so the tensor does not keep the arena alive).
     std::shared_ptr<std::string> raw(p.release_raw_data());
     auto *bytes = reinterpret_cast<uint8_t *>(raw->data());
     size_t size = raw->size();
