@@ -618,13 +618,16 @@ std::unique_ptr<Model> importModelFrom(const onnx::ModelProto &proto,
 }
 
 /// Block sizes for the arena a model is parsed onto: the default blocks
-/// (256 B growing to 8 KiB) would take hundreds of mallocs for a large
-/// graph's messages; larger blocks, up to 1 MiB, take a handful.
+/// (256 B growing to 8 KiB) take hundreds of mallocs for a large graph's
+/// messages; 16 KiB growing to 64 KiB take a few dozen. Larger blocks cost
+/// more than they save: with 1 MiB blocks the 64-layer compile's peak RSS
+/// grew by 0.4 MB (freed large blocks are not reused by the small
+/// allocations that follow), for 20k fewer instructions.
 google::protobuf::ArenaOptions modelArenaOptions(size_t fileBytes) {
   google::protobuf::ArenaOptions options;
   options.start_block_size = 16 << 10;
   options.max_block_size = std::max<size_t>(
-      options.start_block_size, std::min<size_t>(fileBytes, 1 << 20));
+      options.start_block_size, std::min<size_t>(fileBytes, 64 << 10));
   return options;
 }
 
