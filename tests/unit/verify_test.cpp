@@ -59,6 +59,17 @@ TEST(Verify, NodesOutOfOrder) {
                        "before the node that defines it");
 }
 
+TEST(VerifyMemo, NodesReorderedAfterAPassingVerify) {
+  // A reordering renews no node's revision: a verify that trusted its
+  // records of unchanged nodes must still see the new order.
+  ReluChain c;
+  ASSERT_EQ(verifyError(c.m), "");
+  c.m.graph->moveBefore(c.second, c.first);
+  EXPECT_CONTAINS(verifyError(c.m), "node 'second' (Relu): input 0 "
+                                    "'first_out' is used before the node "
+                                    "that defines it");
+}
+
 TEST(Verify, Cycle) {
   ReluChain c;
   c.first->setInput(0, c.y);
