@@ -189,6 +189,15 @@ public:
   /// The value still holds its declared type: nothing to put back.
   void unchanged(size_t index) { pool_[index].first = nullptr; }
   bool isUnchanged(size_t index) const { return !pool_[index].first; }
+  /// Gives `to` the declared type saved at `index`, which must be
+  /// unchanged(): nothing will be put back from it. A swap, not a copy: the
+  /// pool keeps `to`'s old dims, whose room a later save reuses.
+  void moveUnchangedInto(size_t index, TypeFacts &to) {
+    TypeFacts &saved = pool_[index].second;
+    to.dtype = saved.dtype;
+    to.hasShape = saved.hasShape;
+    to.dims.swap(saved.dims);
+  }
 
 private:
   // One pool per thread, looked up once per walk, not per saved value.
@@ -401,12 +410,13 @@ bool recordMatches(const Node &n, const Value *first, uint64_t inputsChangedAt,
     if (!o)
       continue;
     const TypeFacts &declared = restore.declared(k);
-    if (typesConflict(declared, *o))
+    // (Equal types never conflict: one comparison for most outputs.)
+    if (sameType(declared, *o))
+      restore.unchanged(k);
+    else if (typesConflict(declared, *o))
       errorAt(n) << "output '" << o->name() << "' is declared "
                  << declared.text() << " but the op produces "
                  << o->typeString();
-    if (sameType(declared, *o))
-      restore.unchanged(k);
     ++k;
   }
   // Passed: record what the consumers will read. A Constant's data may have
@@ -416,14 +426,17 @@ bool recordMatches(const Node &n, const Value *first, uint64_t inputsChangedAt,
     if (!o)
       continue;
     ValueRecord &r = records[o->id()];
-    const TypeFacts &declared = restore.declared(k++);
+    size_t saved = k++;
     if (r.changedAt == 0 || newData || !sameType(r.seen(), *o))
       r.changedAt = epoch;
-    if (!sameType(r.declared, declared))
-      r.declared = declared;
-    r.inferredDiffers = !restore.isUnchanged(k - 1); // compared above
-    if (r.inferredDiffers)
+    r.inferredDiffers = !restore.isUnchanged(saved); // compared above
+    if (r.inferredDiffers) {
+      if (!sameType(r.declared, restore.declared(saved)))
+        r.declared = restore.declared(saved);
       copyType(r.inferred, *o);
+    } else if (!sameType(r.declared, *o)) { // *o is as declared
+      restore.moveUnchangedInto(saved, r.declared);
+    }
     if (r.data)
       r.data.reset();
   }
