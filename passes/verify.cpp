@@ -309,14 +309,10 @@ bool sameType(const TypeFacts &a, const TypeFacts &b) {
   return a.dtype == b.dtype && a.hasShape == b.hasShape && a.dims == b.dims;
 }
 
-/// Records a graph input or initializer as the walk defines it: what its
-/// consumers read is its declared type and its data.
-void recordSource(GraphRecords &records, const Value &v, uint64_t epoch) {
+/// Records a change of a graph input or initializer (recordSource).
+[[gnu::noinline]] void recordSourceChange(GraphRecords &records, const Value &v,
+                                          uint64_t epoch) {
   ValueRecord &r = records.values[v.id()];
-  // (An input's initializer() is null.)
-  if (r.changedAt != 0 && r.data == v.initializer() && !r.inferredDiffers &&
-      sameType(r.declared, v))
-    return;
   r.changedAt = epoch;
   if (!r.data && v.initializer())
     records.withData.push_back(v.id());
@@ -324,6 +320,18 @@ void recordSource(GraphRecords &records, const Value &v, uint64_t epoch) {
   r.inferredDiffers = false;
   r.producerRevision = 0;
   copyType(r.declared, v);
+}
+
+/// Records a graph input or initializer as the walk defines it: what its
+/// consumers read is its declared type and its data. Inline: for most, that
+/// is what the record holds already.
+inline void recordSource(GraphRecords &records, const Value &v,
+                         uint64_t epoch) {
+  const ValueRecord &r = records.values[v.id()];
+  // (An input's initializer() is null.)
+  if (r.changedAt == 0 || r.data != v.initializer() || r.inferredDiffers ||
+      !sameType(r.declared, v))
+    recordSourceChange(records, v, epoch);
 }
 
 /// True when inference of `n` would give what it gave when it last passed:
