@@ -334,12 +334,18 @@ inline void recordSource(GraphRecords &records, const Value &v,
     recordSourceChange(records, v, epoch);
 }
 
-/// True when inference of `n` would give what it gave when it last passed:
+/// Whether a node's record matches (recordMatches), and if so whether an
+/// output's inferred type differs from its declared one (replayInferred).
+enum class RecordMatch { No, Yes, YesReplay };
+
+/// Yes when inference of `n` would give what it gave when it last passed:
 /// same node (revision: inputs, outputs, attributes), same opset, inputs
 /// that read as they did then (none changed since: `inputsChangedAt` is the
 /// latest change among them), each output declared as it was or as what
 /// inference made of it then. `first` is the node's first output, which
-/// holds the record (nullptr: none, no record).
+/// holds the record (nullptr: none, no record). YesReplay when an output's
+/// record holds an inferred type other than the declared one, found in the
+/// same loop (one walk over the outputs of most nodes, not two).
 ///
 /// An output since declared as its inferred type (infer-shapes declares
 /// every output so, and verify runs right after it) infers that type again:
@@ -349,23 +355,26 @@ inline void recordSource(GraphRecords &records, const Value &v,
 /// type (known beats symbolic beats unknown, a rank change replaces the
 /// dims) give the same result when applied again to their own result. So
 /// the check passes as before and consumers see the same type.
-bool recordMatches(const Node &n, const Value *first, uint64_t inputsChangedAt,
-                   int64_t opset, const std::vector<ValueRecord> &records) {
+RecordMatch recordMatches(const Node &n, const Value *first,
+                          uint64_t inputsChangedAt, int64_t opset,
+                          const std::vector<ValueRecord> &records) {
   if (!first)
-    return false;
+    return RecordMatch::No;
   const ValueRecord &r = records[first->id()];
   if (r.producerRevision != n.revision() || r.opset != opset ||
       inputsChangedAt > r.checkedAt)
-    return false;
+    return RecordMatch::No;
+  bool replay = false;
   for (const Value *o : n.outputs()) {
     if (!o)
       continue;
     const ValueRecord &out = records[o->id()];
     if (!sameType(out.declared, *o) &&
         !(out.inferredDiffers && sameType(out.inferred, *o)))
-      return false;
+      return RecordMatch::No;
+    replay |= out.inferredDiffers;
   }
-  return true;
+  return replay ? RecordMatch::YesReplay : RecordMatch::Yes;
 }
 
 /// Gives n's outputs what inference made of them last time (the record
@@ -467,11 +476,14 @@ inline void checkNodeTypes(Node &n, const Value *first,
                            uint64_t inputsChangedAt, int64_t opset,
                            uint64_t epoch, RestoreTypes &restore,
                            std::vector<ValueRecord> &records) {
-  if (!recordMatches(n, first, inputsChangedAt, opset, records))
+  switch (recordMatches(n, first, inputsChangedAt, opset, records)) {
+  case RecordMatch::No:
     return inferAndRecord(n, first, opset, epoch, restore, records);
-  for (const Value *o : n.outputs())
-    if (o && records[o->id()].inferredDiffers)
-      return replayInferred(n, restore, records);
+  case RecordMatch::YesReplay:
+    return replayInferred(n, restore, records);
+  case RecordMatch::Yes:
+    return;
+  }
 }
 
 /// Reports input i of n, which is not a value defined so far in g.
