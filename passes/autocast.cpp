@@ -29,6 +29,7 @@
 // they are. --precision=fp32 changes nothing. Every decision, and every Cast
 // inserted, is recorded with its rule in the model's precision map
 // (passes/precision_map.h) for mpc-opt --explain and --dot.
+#include "passes/autocast_node_index.h"
 #include "passes/autocast_policy.h"
 #include "passes/pass.h"
 #include "passes/precision_map.h"
@@ -37,6 +38,7 @@
 
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
@@ -47,9 +49,7 @@ namespace {
 
 constexpr const char *kPass = "autocast";
 
-bool isConstantNode(const Node *n) {
-  return n && n->domain().empty() && n->opType() == "Constant";
-}
+bool isConstantNode(const Node *n) { return n && n->isOp("", "Constant"); }
 
 /// "<name>_<dtype>" ("h_fp16"), built in one buffer: the name hint of a
 /// value's Cast (a Cast per value crossing a precision boundary).
@@ -104,17 +104,21 @@ public:
   }
 
   void run() {
-    // The forward node list and each node's class, computed once: the
-    // steps up to sinkCasts neither add nor move nodes, and each asks for
-    // the class of every node.
-    std::vector<Node *> nodes = g_.nodeList();
-    std::vector<Classification> classes;
-    classes.reserve(nodes.size());
+    // The node list and each node's class, computed once: the steps up to
+    // insertCasts neither add nor move nodes, and each asks for the class
+    // of every node. What is decided per node lives in vectors parallel to
+    // the list (nodeIndex_ finds a node's position).
+    nodes_ = g_.nodeList();
+    nodeIndex_.emplace(g_, nodes_);
+    const std::vector<Node *> &nodes = nodes_;
+    classes_.reserve(nodes.size());
     for (const Node *n : nodes)
-      classes.push_back(policy_.explain(*n));
+      classes_.push_back(policy_.explain(*n));
+    const std::vector<Classification> &classes = classes_;
     recordOriginalTypes(nodes, classes);
+    decisions_.resize(nodes.size());
     for (size_t i = 0; i < nodes.size(); ++i)
-      decide(*nodes[i], classes[i]);
+      decide(*nodes[i], classes[i], decisions_[i]);
     sinkCasts(nodes, classes);
     convertConstants();
     insertCasts();
@@ -127,11 +131,17 @@ public:
   const Stats &stats() const { return stats_; }
 
 private:
-  /// What node n reads: the dtype wanted for each input (Undefined: any).
+  /// What node n reads: the dtype wanted for each input (Undefined: any),
+  /// wants_[firstWant, firstWant + numWants) (one array for all nodes, not
+  /// a vector per node).
   struct Decision {
     DType dtype = DType::Undefined; ///< what the node runs in; Undefined: as is
-    std::vector<DType> wants;
+    uint32_t firstWant = 0, numWants = 0;
   };
+  DType *wantsOf(const Decision &d) { return wants_.data() + d.firstWant; }
+  const DType *wantsOf(const Decision &d) const {
+    return wants_.data() + d.firstWant;
+  }
 
   /// `classes[i]` is policy_.explain(*nodes[i]).
   void recordOriginalTypes(const std::vector<Node *> &nodes,
@@ -176,13 +186,14 @@ private:
     return isConstantNode(v->producer());
   }
 
-  /// `how` is policy_.explain(n).
-  void decide(Node &n, const Classification &how) {
-    Decision d;
-    d.wants.assign(n.numInputs(), DType::Undefined);
+  /// `how` is policy_.explain(n); fills `d`, n's entry of decisions_.
+  void decide(Node &n, const Classification &how, Decision &d) {
+    d.firstWant = uint32_t(wants_.size());
+    d.numWants = uint32_t(n.numInputs());
+    wants_.resize(wants_.size() + n.numInputs(), DType::Undefined);
     PrecisionClass cls = how.cls;
-    std::vector<size_t> floatInputs;
-    floatInputs.reserve(n.numInputs());
+    std::vector<size_t> &floatInputs = floatInputsScratch_;
+    floatInputs.clear();
     bool touchesF64 = false;
     // policy_.isUncastInput(n, i), from the table row explain() found
     // already (rather than a lookup by op name per input).
@@ -207,12 +218,12 @@ private:
                                         cls == PrecisionClass::AnyType
                                             ? Untouched::AnyType
                                             : Untouched::NoFloatInputs));
-      decisions_[&n] = std::move(d);
       return;
     }
     if (touchesF64)
       cls = PrecisionClass::Keep;
-    std::vector<DType> promoted;
+    std::vector<DType> &promoted = promotedScratch_;
+    promoted.clear();
     bool paramsAdapted = false;
 
     switch (cls) {
@@ -230,13 +241,14 @@ private:
       break;
     }
 
+    DType *wants = wantsOf(d);
     if (d.dtype == DType::Undefined) {
       // Untouched: read every float input as it was before autocast.
       for (size_t i : floatInputs)
-        d.wants[i] = original_.at(n.input(i));
+        wants[i] = original_.at(n.input(i));
     } else {
       for (size_t i : floatInputs)
-        d.wants[i] = d.dtype;
+        wants[i] = d.dtype;
       for (Value *o : n.outputs())
         if (o && isFloating(o->dtype))
           o->dtype = d.dtype;
@@ -251,7 +263,6 @@ private:
                           : decidedRecord(n, how, d.dtype, target_,
                                           policy_.fp32NodesPattern(), promoted,
                                           paramsAdapted));
-    decisions_[&n] = std::move(d);
   }
 
   /// Follow: the promotion of the inputs' decided dtypes, where tensors
@@ -267,7 +278,14 @@ private:
   DType followDType(const Node &n, const std::vector<size_t> &floatInputs,
                     std::vector<DType> *promoted = nullptr,
                     bool *paramsAdapted = nullptr) {
-    std::vector<DType> computed, computedScalars, params, paramScalars;
+    // Scratch vectors kept by the pass: this runs for most nodes.
+    std::vector<DType> &computed = followScratch_[0],
+                       &computedScalars = followScratch_[1],
+                       &params = followScratch_[2],
+                       &paramScalars = followScratch_[3];
+    for (std::vector<DType> *v :
+         {&computed, &computedScalars, &params, &paramScalars})
+      v->clear();
     for (size_t i : floatInputs) {
       const Value *v = n.input(i);
       if (isCompileTimeConstant(v))
@@ -283,8 +301,9 @@ private:
     if (paramsAdapted)
       *paramsAdapted =
           anyComputed && (!params.empty() || !paramScalars.empty());
-    std::vector<DType> tensors = anyComputed ? computed : params;
-    std::vector<DType> scalars = anyComputed ? computedScalars : paramScalars;
+    const std::vector<DType> &tensors = anyComputed ? computed : params;
+    const std::vector<DType> &scalars =
+        anyComputed ? computedScalars : paramScalars;
     const std::vector<DType> &counted = tensors.empty() ? scalars : tensors;
     if (promoted)
       *promoted = counted;
@@ -294,10 +313,15 @@ private:
   /// A use that does not care about the value's dtype: it reads the shape.
   bool readsOnlyShape(const Use &u) const {
     const Node *user = u.user;
-    if (user->domain().empty() &&
-        (user->opType() == "Shape" || user->opType() == "Size"))
+    if (user->isOp("", "Shape") || user->isOp("", "Size"))
       return true;
-    return policy_.isUncastInput(*user, size_t(u.index));
+    // policy_.isUncastInput(*user, i), from the row explain() found.
+    size_t k = nodeIndex_->find(user);
+    if (k == AutocastNodeIndex::npos)
+      return policy_.isUncastInput(*user, size_t(u.index));
+    const PolicyEntry *e = classes_[k].entry;
+    size_t i = size_t(u.index);
+    return e && i < 32 && (e->uncastInputs >> i & 1u);
   }
 
   /// Moves a Cast to T from after a cast-commuting Follow node (Transpose,
@@ -311,15 +335,16 @@ private:
                  const std::vector<Classification> &classes) {
     for (size_t k = nodes.size(); k-- > 0;) {
       Node &n = *nodes[k];
-      Decision &d = decisions_[&n];
+      Decision &d = decisions_[k];
       // policy_.castCommutes(n), from the table row explain() found.
       bool castCommutes = classes[k].entry && classes[k].entry->castCommutes;
       if (d.dtype == DType::Undefined || d.dtype == target_ || !castCommutes ||
           classes[k].cls != PrecisionClass::Follow)
         continue;
+      DType *wants = wantsOf(d);
       size_t floatInputs = 0;
-      for (DType w : d.wants)
-        floatInputs += w != DType::Undefined;
+      for (size_t i = 0; i < d.numWants; ++i)
+        floatInputs += wants[i] != DType::Undefined;
       bool allWantTarget = floatInputs == 1;
       for (Value *o : n.outputs()) {
         if (!allWantTarget || !o || !isFloating(o->dtype))
@@ -333,9 +358,9 @@ private:
       if (!allWantTarget)
         continue;
       d.dtype = target_;
-      for (DType &w : d.wants)
-        if (w != DType::Undefined)
-          w = target_;
+      for (size_t i = 0; i < d.numWants; ++i)
+        if (wants[i] != DType::Undefined)
+          wants[i] = target_;
       for (Value *o : n.outputs())
         if (o && isFloating(o->dtype))
           o->dtype = target_;
@@ -348,11 +373,11 @@ private:
   /// The wanted dtype at a use, or the value's own dtype when the user takes
   /// any dtype (so a Cast or Shape of a constant sees the same data).
   DType wantAt(const Use &u) const {
-    auto it = decisions_.find(u.user);
-    DType w =
-        it == decisions_.end() || size_t(u.index) >= it->second.wants.size()
-            ? DType::Undefined
-            : it->second.wants[size_t(u.index)];
+    size_t k = nodeIndex_->find(u.user);
+    DType w = k == AutocastNodeIndex::npos ||
+                      size_t(u.index) >= decisions_[k].numWants
+                  ? DType::Undefined
+                  : wantsOf(decisions_[k])[size_t(u.index)];
     return w == DType::Undefined ? u.user->input(size_t(u.index))->dtype : w;
   }
 
@@ -417,19 +442,33 @@ private:
     ++stats_.constantsConverted;
   }
 
+  /// The graph's nodes are still nodes_ here, in that order.
   void insertCasts() {
-    for (Node *n : g_.nodeList()) {
-      auto it = decisions_.find(n);
-      if (it != decisions_.end()) {
-        const std::vector<DType> &wants = it->second.wants;
-        for (size_t i = 0; i < wants.size() && i < n->numInputs(); ++i) {
-          Value *v = n->input(i);
-          if (v && wants[i] != DType::Undefined && v->dtype != wants[i])
-            n->setInput(i, castOf(v, wants[i], n));
-        }
+    placed_.assign(nodes_.size(), false);
+    for (size_t k = 0; k < nodes_.size(); ++k) {
+      Node *n = nodes_[k];
+      const Decision &d = decisions_[k];
+      for (size_t i = 0; i < d.numWants && i < n->numInputs(); ++i) {
+        Value *v = n->input(i);
+        DType want = wantsOf(d)[i];
+        if (v && want != DType::Undefined && v->dtype != want)
+          n->setInput(i, castOf(v, want, n));
       }
-      placed_.insert(n);
+      placed_[k] = true;
     }
+  }
+
+  /// Whether n is one of the Casts this pass made: the only nodes added
+  /// since nodes_ was listed.
+  bool created(const Node *n) const {
+    return n && nodeIndex_->find(n) == AutocastNodeIndex::npos;
+  }
+
+  /// Whether node c is already at its final place, before the node
+  /// insertCasts is at (the Casts made here are placed where made).
+  bool placed(const Node *c) const {
+    size_t k = nodeIndex_->find(c);
+    return k == AutocastNodeIndex::npos || placed_[k];
   }
 
   /// v in dtype `to`, readable just before `user`.
@@ -442,21 +481,21 @@ private:
     // casting its result back. A user's narrowing Cast is respected: its
     // rounding is part of what the model computes.
     Node *p = v->producer();
-    if (p && p->domain().empty() && p->opType() == "Cast" && p->input(0) &&
-        p->input(0)->dtype == to &&
-        (created_.count(p) || widensExactly(to, v->dtype)))
+    if (p && p->isOp("", "Cast") && p->input(0) && p->input(0)->dtype == to &&
+        (created(p) || widensExactly(to, v->dtype)))
       result = p->input(0);
     for (const Use &u : v->uses()) {
       if (result)
         break;
       Node *c = u.user;
-      if (c->domain().empty() && c->opType() == "Cast" && c->output(0) &&
+      if (c->isOp("", "Cast") && c->output(0) &&
           c->attrInt("to", 0) == toOnnxDataType(to)) {
         // A Cast placed after `user` must move up to be readable by it; its
         // input v is defined before `user`, so that keeps the order valid.
-        if (!placed_.count(c))
+        if (!placed(c)) {
           g_.moveBefore(c, user);
-        placed_.insert(c);
+          placed_[nodeIndex_->find(c)] = true;
+        }
         result = c->output(0);
       }
     }
@@ -478,8 +517,6 @@ private:
     c->setAttr("to", Attribute::ofInt(toOnnxDataType(to)));
     c->output(0)->copyTypeFrom(*v);
     c->output(0)->dtype = to;
-    created_.insert(c);
-    placed_.insert(c);
     ++stats_.castsInserted;
     return c;
   }
@@ -498,7 +535,7 @@ private:
   Value *castKeepingName(Value *v, DType to, OutputSlots *slots = nullptr) {
     std::string name = v->name();
     auto it = casts_.find({v, to});
-    Value *out = it != casts_.end() && created_.count(it->second->producer())
+    Value *out = it != casts_.end() && created(it->second->producer())
                      ? it->second
                      : nullptr;
     g_.renameValue(v, g_.uniqueValueName(dtypeSuffixed(name, v->dtype)));
@@ -557,17 +594,19 @@ private:
       return;
     const std::string *loss = model_.meta("mpc.loss");
     for (Node *n : g_.nodeList())
-      if (created_.count(n))
+      if (created(n))
         map_->record(*n, insertedCastRecord(*n, loss ? *loss : ""));
   }
 
   /// Re-runs type inference on the nodes whose dtype changed, in order, so
   /// that every output is what the op really produces from its new inputs.
+  /// (Only nodes of nodes_ have a decided dtype, and insertCasts moved
+  /// none of them relative to the others: nodes_ is their order.)
   void reinfer() {
     int64_t opset = model_.opsetVersion("");
-    for (Node *n : g_.nodeList()) {
-      auto it = decisions_.find(n);
-      if (it == decisions_.end() || it->second.dtype == DType::Undefined ||
+    for (size_t k = 0; k < nodes_.size(); ++k) {
+      Node *n = nodes_[k];
+      if (decisions_[k].dtype == DType::Undefined ||
           !isSupportedOp(n->domain(), n->opType()))
         continue;
       inferNode(*n, opset);
@@ -618,9 +657,19 @@ private:
     std::unordered_map<const Value *, DType> others_;
   };
   OriginalTypes original_{g_};
-  std::unordered_map<const Node *, Decision> decisions_;
+  /// The graph's nodes when the pass began, and per node (same position):
+  /// its class, its decision, whether insertCasts has passed it.
+  std::vector<Node *> nodes_;
+  std::optional<AutocastNodeIndex> nodeIndex_;
+  std::vector<Classification> classes_;
+  std::vector<Decision> decisions_;
+  std::vector<DType> wants_; ///< Decision::firstWant indexes it
+  std::vector<bool> placed_;
+  /// Reused by decide() and followDType(), which run per node.
+  std::vector<size_t> floatInputsScratch_;
+  std::vector<DType> promotedScratch_;
+  std::vector<DType> followScratch_[4];
   std::map<std::pair<Value *, DType>, Value *> casts_;
-  std::unordered_set<const Node *> created_, placed_;
   Stats stats_;
   /// Null unless CompileOptions::recordPrecision.
   PrecisionMap *map_ = nullptr;

@@ -12,10 +12,12 @@
 #include "passes/autocast_policy.h"
 
 #include "passes/ir/mpc_ops.h"
+#include "passes/ir/name_index.h"
 #include "passes/support/diagnostics.h"
 
+#include <algorithm>
+#include <deque>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace mpc {
@@ -390,20 +392,38 @@ const std::vector<PolicyEntry> &autocastPolicyTable() { return table(); }
 
 const PolicyEntry *findPolicyEntry(const std::string &domain,
                                    const std::string &op) {
-  // Looked up several times per node: index the table once, by op name (no
-  // key string built per lookup), then match the domain.
-  static const auto byOp = [] {
-    std::unordered_map<std::string_view, std::vector<const PolicyEntry *>> m;
-    for (const PolicyEntry &e : table())
-      m[e.op].push_back(&e);
-    return m;
+  // Looked up for every node autocast sees: the table is indexed once by op
+  // name in a flat NameIndex (one cheap hash and one probe per lookup, where
+  // std::unordered_map<std::string_view, ...> hashed with _Hash_bytes and
+  // walked a bucket list), then the few rows of that op match the domain.
+  struct OpRows {
+    std::string op;
+    std::vector<const PolicyEntry *> rows;
+    const std::string &name() const { return op; } // NameIndex's key
+  };
+  static const std::deque<OpRows> byOpRows = [] {
+    std::deque<OpRows> rows;
+    for (const PolicyEntry &e : table()) {
+      auto same = std::find_if(rows.begin(), rows.end(),
+                               [&](const OpRows &r) { return r.op == e.op; });
+      if (same == rows.end())
+        rows.push_back(OpRows{e.op, {}});
+      (same == rows.end() ? rows.back() : *same).rows.push_back(&e);
+    }
+    return rows;
   }();
-  auto it = byOp.find(op);
-  if (it == byOp.end())
+  static const NameIndex<const OpRows> byOp = [] {
+    NameIndex<const OpRows> index;
+    for (const OpRows &r : byOpRows)
+      index.insert(&r);
+    return index;
+  }();
+  const OpRows *found = byOp.find(op);
+  if (!found)
     return nullptr;
   // "ai.onnx" is the default domain spelled out.
   std::string_view d = domain == "ai.onnx" ? std::string_view() : domain;
-  for (const PolicyEntry *e : it->second)
+  for (const PolicyEntry *e : found->rows)
     if (d == e->domain)
       return e;
   return nullptr;
@@ -440,8 +460,11 @@ Classification AutocastPolicy::explain(const Node &n) const {
   // nothing, and the regex may match them by accident.
   if (cls == PC::Keep || cls == PC::AnyType)
     return c;
+  // (No override given, the usual case: nothing more to look up.)
+  if (!hasNodeRegex_ && fp16Ops_.empty() && fp32Ops_.empty())
+    return c;
   bool overridable =
-      e && (e->domain[0] == '\0' || e->domain == std::string(kMpcDomain));
+      e && (e->domain[0] == '\0' || std::string_view(e->domain) == kMpcDomain);
   if (hasNodeRegex_ && std::regex_search(n.name(), nodeRegex_)) {
     c.cls = PC::Fp32;
     c.source = ClassSource::Fp32Nodes;
