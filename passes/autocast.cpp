@@ -56,11 +56,9 @@ bool isConstantNode(const Node *n) { return n && n->isOp("", "Constant"); }
 std::string dtypeSuffixed(const std::string &name, DType t) {
   const char *suffix = dtypeName(t);
   const size_t suffixSize = std::strlen(suffix);
-  std::string s;
-  s.reserve(name.size() + 1 + suffixSize);
-  s = name;
-  s += '_';
-  s.append(suffix, suffixSize);
+  std::string s(name.size() + 1 + suffixSize, '_');
+  std::memcpy(s.data(), name.data(), name.size());
+  std::memcpy(s.data() + name.size() + 1, suffix, suffixSize);
   return s;
 }
 
@@ -112,11 +110,17 @@ public:
     nodeIndex_.emplace(g_, nodes_);
     const std::vector<Node *> &nodes = nodes_;
     classes_.reserve(nodes.size());
-    for (const Node *n : nodes)
-      classes_.push_back(policy_.explain(*n));
+    decisions_.resize(nodes.size());
+    uint32_t numWants = 0; // each node's slice of wants_, in node order
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      classes_.push_back(policy_.explain(*nodes[k]));
+      decisions_[k].firstWant = numWants;
+      decisions_[k].numWants = uint32_t(nodes[k]->numInputs());
+      numWants += decisions_[k].numWants;
+    }
+    wants_.assign(numWants, DType::Undefined);
     const std::vector<Classification> &classes = classes_;
     recordOriginalTypes(nodes, classes);
-    decisions_.resize(nodes.size());
     for (size_t i = 0; i < nodes.size(); ++i)
       decide(*nodes[i], classes[i], decisions_[i]);
     sinkCasts(nodes, classes);
@@ -186,11 +190,9 @@ private:
     return isConstantNode(v->producer());
   }
 
-  /// `how` is policy_.explain(n); fills `d`, n's entry of decisions_.
+  /// `how` is policy_.explain(n); fills `d`, n's entry of decisions_ (its
+  /// slice of wants_ is set and all Undefined).
   void decide(Node &n, const Classification &how, Decision &d) {
-    d.firstWant = uint32_t(wants_.size());
-    d.numWants = uint32_t(n.numInputs());
-    wants_.resize(wants_.size() + n.numInputs(), DType::Undefined);
     PrecisionClass cls = how.cls;
     std::vector<size_t> &floatInputs = floatInputsScratch_;
     floatInputs.clear();
@@ -508,10 +510,11 @@ private:
   }
 
   Node *makeCast(Value *v, DType to, std::string outputName, Node *before) {
-    std::string nodeHint;
-    nodeHint.reserve(9 + v->name().size());
-    nodeHint = "autocast_";
-    nodeHint += v->name();
+    // "autocast_<v>", built in one allocation.
+    const std::string &name = v->name();
+    std::string nodeHint(9 + name.size(), '\0');
+    std::memcpy(nodeHint.data(), "autocast_", 9);
+    std::memcpy(nodeHint.data() + 9, name.data(), name.size());
     Node *c = g_.createNodeWithOutputHint("Cast", {v}, nodeHint,
                                           std::move(outputName), "", before);
     c->setAttr("to", Attribute::ofInt(toOnnxDataType(to)));

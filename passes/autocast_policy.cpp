@@ -15,9 +15,9 @@
 #include "passes/ir/name_index.h"
 #include "passes/support/diagnostics.h"
 
-#include <algorithm>
 #include <deque>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace mpc {
@@ -398,17 +398,18 @@ const PolicyEntry *findPolicyEntry(const std::string &domain,
   // walked a bucket list), then the few rows of that op match the domain.
   struct OpRows {
     std::string op;
-    std::vector<const PolicyEntry *> rows;
+    /// Each row of the op with its domain ("" for ONNX), length known.
+    std::vector<std::pair<std::string_view, const PolicyEntry *>> rows;
     const std::string &name() const { return op; } // NameIndex's key
   };
   static const std::deque<OpRows> byOpRows = [] {
     std::deque<OpRows> rows;
+    std::unordered_map<std::string_view, OpRows *> seen;
     for (const PolicyEntry &e : table()) {
-      auto same = std::find_if(rows.begin(), rows.end(),
-                               [&](const OpRows &r) { return r.op == e.op; });
-      if (same == rows.end())
-        rows.push_back(OpRows{e.op, {}});
-      (same == rows.end() ? rows.back() : *same).rows.push_back(&e);
+      OpRows *&r = seen[e.op];
+      if (!r)
+        r = &rows.emplace_back(OpRows{e.op, {}});
+      r->rows.emplace_back(e.domain, &e);
     }
     return rows;
   }();
@@ -422,9 +423,11 @@ const PolicyEntry *findPolicyEntry(const std::string &domain,
   if (!found)
     return nullptr;
   // "ai.onnx" is the default domain spelled out.
-  std::string_view d = domain == "ai.onnx" ? std::string_view() : domain;
-  for (const PolicyEntry *e : found->rows)
-    if (d == e->domain)
+  std::string_view d = domain;
+  if (d == "ai.onnx")
+    d = std::string_view();
+  for (const auto &[rowDomain, e] : found->rows)
+    if (d == rowDomain)
       return e;
   return nullptr;
 }
@@ -453,7 +456,9 @@ Classification AutocastPolicy::explain(const Node &n) const {
   const PolicyEntry *e = findPolicyEntry(n.domain(), n.opType());
   PrecisionClass cls =
       e ? e->cls
-        : (n.domain().empty() || n.domain() == "ai.onnx" ? PC::Fp32 : PC::Keep);
+        : (n.domain().empty() || std::string_view(n.domain()) == "ai.onnx"
+               ? PC::Fp32
+               : PC::Keep);
   Classification c{cls, e ? ClassSource::Table : ClassSource::UnlistedOp, e,
                    cls};
   // Untouched ops stay untouched: forcing Adam or Shape to a precision means
