@@ -28,6 +28,7 @@
 #include "passes/training_support.h"
 
 #include <cmath>
+#include <string_view>
 #include <unordered_set>
 
 namespace mpc {
@@ -157,6 +158,17 @@ Tensor zerosLike(const Value &p) {
 
 Attribute floatAttr(double v) { return Attribute::ofFloat(float(v)); }
 
+/// prefix + name + suffix in one allocation: the per-parameter state, node
+/// and output names ("P_exp_avg", "adam_P", "P_new"), three to five per
+/// parameter, where operator+ copied the name and then grew the copy.
+std::string joined(std::string_view prefix, const std::string &name,
+                   std::string_view suffix) {
+  std::string s;
+  s.reserve(prefix.size() + name.size() + suffix.size());
+  s.append(prefix).append(name).append(suffix);
+  return s;
+}
+
 } // namespace
 
 void runOptimizer(Model &model, PassContext &ctx) {
@@ -245,29 +257,33 @@ void runOptimizer(Model &model, PassContext &ctx) {
   for (size_t i = 0; i < tv.params.size(); ++i) {
     Value *p = tv.params[i];
     std::vector<Value *> stateIn; // moments, in the op's input order
+    stateIn.reserve(2);
     Node *update = nullptr;
     if (c.kind == Kind::Sgd) {
       if (c.momentum != 0)
         stateIn.push_back(
-            addState(model, p->name() + "_momentum", zerosLike(*p)));
+            addState(model, joined("", p->name(), "_momentum"), zerosLike(*p)));
     } else {
-      stateIn.push_back(addState(model, p->name() + "_exp_avg", zerosLike(*p)));
       stateIn.push_back(
-          addState(model, p->name() + "_exp_avg_sq", zerosLike(*p)));
+          addState(model, joined("", p->name(), "_exp_avg"), zerosLike(*p)));
+      stateIn.push_back(
+          addState(model, joined("", p->name(), "_exp_avg_sq"), zerosLike(*p)));
     }
-    std::vector<Value *> inputs = {skip, step, p, grads[i]};
+    std::vector<Value *> inputs;
+    inputs.reserve(4 + stateIn.size());
+    inputs.insert(inputs.end(), {skip, step, p, grads[i]});
     inputs.insert(inputs.end(), stateIn.begin(), stateIn.end());
     std::vector<std::string> hints;
     hints.reserve(1 + stateIn.size());
-    hints.push_back(p->name() + "_new");
+    hints.push_back(joined("", p->name(), "_new"));
     for (Value *m : stateIn)
-      hints.push_back(m->name() + "_new");
+      hints.push_back(joined("", m->name(), "_new"));
     if (c.kind == Kind::Sgd)
       update = createNamedNode(g, "SGD", kMpcDomain, inputs, hints,
-                               "sgd_" + p->name());
+                               joined("sgd_", p->name(), ""));
     else
       update = createNamedNode(g, "Adam", kMpcDomain, inputs, hints,
-                               "adam_" + p->name());
+                               joined("adam_", p->name(), ""));
     update->setAttrs(updateAttrs);
     update->output(0)->copyTypeFrom(*p);
     bindState(model, p, update->output(0));
