@@ -27,7 +27,8 @@
 #include "passes/ir/mpc_ops.h"
 #include "passes/pass.h"
 
-#include <unordered_set>
+#include <string>
+#include <vector>
 
 namespace mpc {
 namespace {
@@ -65,12 +66,12 @@ public:
     bool changed = true;
     while (changed) {
       changed = false;
-      // A removed node's address may come back for a node made later; the
-      // set only guards this round's list.
-      removed_.clear();
+      // Every node a fold removes is the node at hand or a producer of one
+      // of its inputs (the Transpose it reads, the product a Transpose
+      // reads): in topological order, at or before it in this list. So no
+      // node of the list is removed before the loop reaches it, and the
+      // loop needs no record of removed nodes.
       for (Node *n : g_.nodeList()) {
-        if (removed_.count(n))
-          continue;
         if (isProduct(*n))
           changed |= foldOperands(n);
         else if (n->isOp("", "Gemm"))
@@ -123,13 +124,13 @@ private:
   void erase(Node *n) {
     std::vector<Value *> inputs = n->inputs();
     g_.removeNode(n);
-    removed_.insert(n);
     for (Value *v : inputs) {
+      // (A value read twice, MatMul(t, t), has no producer any more at its
+      // second position: removeNode clears it.)
       Node *t = v ? v->producer() : nullptr;
       if (t && t->isOp("", "Transpose") && v->uses().empty() &&
-          !v->isGraphOutput() && !removed_.count(t)) {
+          !v->isGraphOutput()) {
         g_.removeNode(t);
-        removed_.insert(t);
         ++stats_["transposes-removed"];
       }
     }
@@ -173,7 +174,6 @@ private:
       Node *t = in->producer();
       if (in->uses().empty() && !in->isGraphOutput()) {
         g_.removeNode(t);
-        removed_.insert(t);
         ++stats_["transposes-removed"];
       }
       ++stats_["gemm-operands-folded"];
@@ -242,10 +242,8 @@ private:
     q->output(0)->copyTypeFrom(*out);
     g_.replaceAllUsesWith(out, q->output(0));
     g_.removeNode(t);
-    removed_.insert(t);
     std::string nodeName = p->name();
     g_.removeNode(p);
-    removed_.insert(p);
     g_.renameValue(q->output(0), outName);
     q->setName(nodeName);
     ++stats_["transposes-removed"];
@@ -253,7 +251,6 @@ private:
 
   Graph &g_;
   Statistics &stats_;
-  std::unordered_set<Node *> removed_;
 };
 
 } // namespace
