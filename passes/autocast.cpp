@@ -41,6 +41,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -607,13 +608,28 @@ private:
   /// none of them relative to the others: nodes_ is their order.)
   void reinfer() {
     int64_t opset = model_.opsetVersion("");
+    policyRows_ = autocastPolicyTable().data();
+    supportedByRow_.assign(autocastPolicyTable().size(), -1);
     for (size_t k = 0; k < nodes_.size(); ++k) {
       Node *n = nodes_[k];
       if (decisions_[k].dtype == DType::Undefined ||
-          !isSupportedOp(n->domain(), n->opType()))
+          !hasInferenceRule(*n, classes_[k].entry))
         continue;
       inferNode(*n, opset);
     }
+  }
+
+  /// isSupportedOp(n.domain(), n.opType()), asked once per policy table
+  /// row (`entry`, n's row or nullptr) rather than by op name per node.
+  bool hasInferenceRule(const Node &n, const PolicyEntry *entry) {
+    // A row stands for the node's exact (domain, op) unless the node spells
+    // the ONNX domain "ai.onnx": then ask by name.
+    if (!entry || std::string_view(n.domain()) != entry->domain)
+      return isSupportedOp(n.domain(), n.opType());
+    size_t row = size_t(entry - policyRows_);
+    if (supportedByRow_[row] < 0)
+      supportedByRow_[row] = isSupportedOp(n.domain(), n.opType()) ? 1 : 0;
+    return supportedByRow_[row] == 1;
   }
 
   Model &model_;
@@ -672,6 +688,10 @@ private:
   std::vector<size_t> floatInputsScratch_;
   std::vector<DType> promotedScratch_;
   std::vector<DType> followScratch_[4];
+  /// hasInferenceRule's answers by policy table row (-1: not asked yet),
+  /// the rows counted from policyRows_ (the table's first).
+  const PolicyEntry *policyRows_ = nullptr;
+  std::vector<int8_t> supportedByRow_;
   std::map<std::pair<Value *, DType>, Value *> casts_;
   Stats stats_;
   /// Null unless CompileOptions::recordPrecision.
