@@ -331,15 +331,17 @@ Backward buildBackward(Graph &g, const std::string &lossName,
     if (!activity.activeNode(*n))
       continue;
     std::vector<Value *> outGrads;
+    outGrads.reserve(n->numOutputs());
     for (const Value *o : n->outputs())
       outGrads.push_back(o ? grads.get(o) : nullptr);
-    std::vector<bool> wanted;
+    std::vector<bool> wanted(n->numInputs());
     for (size_t i = 0; i < n->numInputs(); ++i)
-      wanted.push_back(activity.wantsInput(*n, i));
-    GradientContext gc(g, *n, opset, outGrads, wanted);
+      wanted[i] = activity.wantsInput(*n, i);
+    // The lists move into the context (one allocation each per node).
+    GradientContext gc(g, *n, opset, std::move(outGrads), std::move(wanted));
     activity.ruleOf(*n)->rule(gc);
     for (size_t i = 0; i < n->numInputs(); ++i) {
-      if (!wanted[i])
+      if (!gc.wants(i))
         continue;
       Value *gi = gc.inputGrads()[i];
       if (!gi)

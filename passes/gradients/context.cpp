@@ -19,9 +19,8 @@ GradientContext::GradientContext(Graph &graph, Node &node, int64_t opset,
                                  std::vector<bool> wanted)
     : graph_(graph), node_(node), opset_(opset),
       outputGrads_(std::move(outputGrads)), wanted_(std::move(wanted)),
-      inputGrads_(node.numInputs(), nullptr) {
-  nodeHint_ = node.name().empty() ? node.opType() : node.name();
-}
+      inputGrads_(node.numInputs(), nullptr),
+      nodeHint_(node.name().empty() ? node.opType() : node.name()) {}
 
 const std::string &GradientContext::nodeGradHint() const {
   // Built on first use (a pass-through rule emits nothing), then shared by
@@ -259,6 +258,20 @@ std::string sanitizeIdentifier(const std::string &name) {
   return s;
 }
 
+Dim broadcastDim(const Dim &da, const Dim &db) {
+  if (da == db)
+    return da;
+  if (da.value == 1)
+    return db;
+  if (db.value == 1)
+    return da;
+  if (da.isKnown())
+    return da; // the symbol on the other side must equal it
+  if (db.isKnown())
+    return db;
+  return Dim();
+}
+
 Dims broadcastDims(const Dims &a, const Dims &b) {
   size_t r = std::max(a.size(), b.size());
   Dims out(r);
@@ -266,18 +279,7 @@ Dims broadcastDims(const Dims &a, const Dims &b) {
     // Align trailing axes; a missing axis acts as size 1.
     Dim da = i + a.size() >= r ? a[i + a.size() - r] : Dim(1);
     Dim db = i + b.size() >= r ? b[i + b.size() - r] : Dim(1);
-    if (da == db)
-      out[i] = da;
-    else if (da.value == 1)
-      out[i] = db;
-    else if (db.value == 1)
-      out[i] = da;
-    else if (da.isKnown())
-      out[i] = da; // the symbol on the other side must equal it
-    else if (db.isKnown())
-      out[i] = db;
-    else
-      out[i] = Dim();
+    out[i] = broadcastDim(da, db);
   }
   return out;
 }

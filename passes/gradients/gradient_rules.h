@@ -121,7 +121,9 @@ private:
   /// nodeHint_ + "_grad": the name hint of every emitted node.
   const std::string &nodeGradHint() const;
 
-  std::string nodeHint_;
+  /// The forward node's name, or its op type when unnamed: a reference,
+  /// not a copy (neither changes while the rule runs).
+  const std::string &nodeHint_;
   // Caches, filled on first use: a rule emits several nodes and temporaries.
   mutable std::string nodeGradHint_; ///< nodeGradHint()
   mutable std::string tempPrefix_;   ///< sanitized nodeHint_ + "_grad_"
@@ -159,6 +161,8 @@ std::string sanitizeIdentifier(const std::string &name);
 void sanitizeIdentifierInPlace(std::string &name);
 /// numpy broadcasting of two shapes (symbols kept when they agree).
 Dims broadcastDims(const Dims &a, const Dims &b);
+/// broadcastDims for one pair of aligned axes (a missing axis is Dim(1)).
+Dim broadcastDim(const Dim &a, const Dim &b);
 /// The int64 values of a constant (initializer or Constant node output).
 std::optional<std::vector<int64_t>> constantInt64s(const Value *v);
 /// The values of a constant as doubles.

@@ -10,15 +10,26 @@
 
 #include "passes/support/diagnostics.h"
 
+#include <algorithm>
+
 namespace mpc {
 namespace {
 
-/// Output dims of MatMul(a, b) for operands of rank >= 2.
+/// Output dims of MatMul(a, b) for operands of rank >= 2: the batch axes
+/// broadcast as broadcastDims does, then [M, N]. Built in one vector (the
+/// batch parts are not copied out first: autodiff asks this per MatMul).
 Dims matmulDims(const Value &a, const Value &b) {
-  Dims batchA(a.dims.begin(), a.dims.end() - 2);
-  Dims batchB(b.dims.begin(), b.dims.end() - 2);
-  Dims out = broadcastDims(batchA, batchB);
-  out.push_back(a.dims[a.dims.size() - 2]);
+  const size_t ba = a.dims.size() - 2, bb = b.dims.size() - 2;
+  const size_t r = std::max(ba, bb);
+  Dims out;
+  out.reserve(r + 2);
+  for (size_t i = 0; i < r; ++i) {
+    // Align trailing batch axes; a missing axis acts as size 1.
+    Dim da = i + ba >= r ? a.dims[i + ba - r] : Dim(1);
+    Dim db = i + bb >= r ? b.dims[i + bb - r] : Dim(1);
+    out.push_back(broadcastDim(da, db));
+  }
+  out.push_back(a.dims[ba]);
   out.push_back(b.dims.back());
   return out;
 }
@@ -34,9 +45,16 @@ Dim rowCount(const Value &v) {
   return Dim(rows);
 }
 
-Value *matmul(GradientContext &ctx, Value *a, Value *b,
-              const std::string &nameHint) {
-  return ctx.emit("MatMul", {a, b}, {}, a->dtype, matmulDims(*a, *b), nameHint);
+/// MatMul(a, b) typed with `dims` (matmulDims(a, b), which the caller has
+/// usually computed already to choose the name).
+Value *matmul(GradientContext &ctx, Value *a, Value *b, Dims dims,
+              std::string nameHint) {
+  return ctx.emit("MatMul", {a, b}, {}, a->dtype, std::move(dims),
+                  std::move(nameHint));
+}
+
+Value *matmul(GradientContext &ctx, Value *a, Value *b, std::string nameHint) {
+  return matmul(ctx, a, b, matmulDims(*a, *b), std::move(nameHint));
 }
 
 } // namespace
@@ -162,7 +180,8 @@ void gradMatMul(GradientContext &ctx) {
   if (ctx.wants(0)) {
     Value *bT = ctx.transposeLastTwo(b, ctx.tempName("b_t"));
     Dims fullDims = matmulDims(*dY, *bT);
-    Value *full = matmul(ctx, dY, bT, ctx.preSumName(0, fullDims));
+    std::string name = ctx.preSumName(0, fullDims);
+    Value *full = matmul(ctx, dY, bT, std::move(fullDims), std::move(name));
     ctx.setInputGrad(0, ctx.sumToShape(full, a, ctx.gradName(0)));
   }
   if (ctx.wants(1)) {
@@ -185,7 +204,8 @@ void gradMatMul(GradientContext &ctx) {
     } else {
       Value *aT = ctx.transposeLastTwo(a, ctx.tempName("a_t"));
       Dims fullDims = matmulDims(*aT, *dY);
-      Value *full = matmul(ctx, aT, dY, ctx.preSumName(1, fullDims));
+      std::string name = ctx.preSumName(1, fullDims);
+      Value *full = matmul(ctx, aT, dY, std::move(fullDims), std::move(name));
       ctx.setInputGrad(1, ctx.sumToShape(full, b, ctx.gradName(1)));
     }
   }
