@@ -39,15 +39,31 @@ void GradientContext::setInputGrad(size_t i, Value *grad) {
   inputGrads_[i] = grad;
 }
 
+namespace {
+
+/// a + b in one buffer sized once: the name builders below run per emitted
+/// node, and reserve/assign/append cost three library calls where this
+/// takes one allocation and two copies.
+std::string joined(std::string_view a, std::string_view b) {
+  std::string s(a.size() + b.size(), '\0');
+  std::copy(a.begin(), a.end(), s.begin());
+  std::copy(b.begin(), b.end(), s.begin() + a.size());
+  return s;
+}
+
+} // namespace
+
 std::string GradientContext::gradName(size_t i) const {
   const Value *v = in(i);
   const std::string &base = v ? v->name() : nodeHint_;
-  // One buffer: room for a leading '_' and the suffix.
-  std::string name;
-  name.reserve(base.size() + 6);
-  name = base;
-  sanitizeIdentifierInPlace(name);
-  name += "_grad";
+  // sanitizeIdentifier(base) + "_grad": the suffix is a valid identifier
+  // tail, so sanitizing the whole only differs where base is empty (a
+  // leading '_' goes in front of the suffix instead of being the suffix's).
+  std::string name = joined(base, "_grad");
+  if (base.empty())
+    name.insert(name.begin(), '_');
+  else
+    sanitizeIdentifierInPlace(name);
   return name;
 }
 
@@ -58,11 +74,7 @@ std::string GradientContext::tempName(std::string_view what) const {
     sanitizeIdentifierInPlace(tempPrefix_);
     tempPrefix_ += "_grad_";
   }
-  std::string name;
-  name.reserve(tempPrefix_.size() + what.size());
-  name = tempPrefix_;
-  name += what;
-  return name;
+  return joined(tempPrefix_, what);
 }
 
 Value *GradientContext::emitNode(const std::string &opType,
