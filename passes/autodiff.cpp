@@ -157,21 +157,23 @@ struct Activity {
   bool active(const Value *v) const {
     return v && fromParams.count(v) && toLoss.count(v);
   }
-  /// Input i gets a gradient from this node.
-  bool wantsInput(const Node &n, size_t i) const {
-    return active(n.input(i)) && isDifferentiableInput(ruleOf(n), i);
+  /// Input i gets a gradient from node n, whose rule is `info`
+  /// (ruleOf(n), looked up once per node by the callers, not per input).
+  bool wantsInput(const Node &n, const GradientRuleInfo *info, size_t i) const {
+    return active(n.input(i)) && isDifferentiableInput(info, i);
   }
-  bool activeNode(const Node &n) const {
+  bool activeNode(const Node &n, const GradientRuleInfo *info) const {
     bool out = false;
     for (const Value *o : n.outputs())
       out |= o && toLoss.count(o);
     if (!out)
       return false;
     for (size_t i = 0; i < n.numInputs(); ++i)
-      if (wantsInput(n, i))
+      if (wantsInput(n, info, i))
         return true;
     return false;
   }
+  bool activeNode(const Node &n) const { return activeNode(n, ruleOf(n)); }
 };
 
 Activity analyze(const Graph &g, const Value *loss,
@@ -215,22 +217,25 @@ std::string opName(const Node &n) {
 
 /// Every node on the path has a rule and typed values.
 void checkDifferentiable(const Graph &g, const Activity &a) {
-  std::string opList;
-  for (const std::string &op : opsWithGradients())
-    opList += (opList.empty() ? "" : ", ") + op;
   for (const Node *n : g.nodeList()) {
-    if (!a.activeNode(*n))
+    const GradientRuleInfo *info = a.ruleOf(*n);
+    if (!a.activeNode(*n, info))
       continue;
-    if (!a.ruleOf(*n))
+    if (!info) {
+      // The list only for the message (built here, not per compile).
+      std::string opList;
+      for (const std::string &op : opsWithGradients())
+        opList += (opList.empty() ? "" : ", ") + op;
       error() << "no gradient rule for op '" << opName(*n) << "' (node '"
               << n->name() << "'); ops with gradients: " << opList;
+    }
     auto checkTyped = [&](const Value *v) {
       if (v->dtype == DType::Undefined || !v->hasShape)
         errorAt(*n) << "the type of '" << v->name()
                     << "' is unknown; run infer-shapes before autodiff";
     };
     for (size_t i = 0; i < n->numInputs(); ++i)
-      if (a.wantsInput(*n, i))
+      if (a.wantsInput(*n, info, i))
         checkTyped(n->input(i));
     for (const Value *o : n->outputs())
       if (o && a.toLoss.count(o))
@@ -328,7 +333,8 @@ Backward buildBackward(Graph &g, const std::string &lossName,
   bw.forwardNodes.insert(forward.begin(), forward.end());
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
     Node *n = *it;
-    if (!activity.activeNode(*n))
+    const GradientRuleInfo *info = activity.ruleOf(*n);
+    if (!activity.activeNode(*n, info))
       continue;
     std::vector<Value *> outGrads;
     outGrads.reserve(n->numOutputs());
@@ -336,10 +342,10 @@ Backward buildBackward(Graph &g, const std::string &lossName,
       outGrads.push_back(o ? grads.get(o) : nullptr);
     std::vector<bool> wanted(n->numInputs());
     for (size_t i = 0; i < n->numInputs(); ++i)
-      wanted[i] = activity.wantsInput(*n, i);
+      wanted[i] = activity.wantsInput(*n, info, i);
     // The lists move into the context (one allocation each per node).
     GradientContext gc(g, *n, opset, std::move(outGrads), std::move(wanted));
-    activity.ruleOf(*n)->rule(gc);
+    info->rule(gc);
     for (size_t i = 0; i < n->numInputs(); ++i) {
       if (!gc.wants(i))
         continue;
