@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <regex>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -408,12 +409,12 @@ void runAutodiff(Model &model, PassContext &ctx) {
   Value *seed = bw.seed;
   size_t nodesBefore = bw.nodesBefore;
   const std::unordered_set<const Node *> &forwardNodes = bw.forwardNodes;
-  std::unordered_map<const Value *, Value *> gradOf;
-  std::vector<Value *> reaching;
+  // The parameters the loss reaches and their gradients, side by side.
+  std::vector<Value *> reaching, reachingGrads;
   for (size_t i = 0; i < bw.xs.size(); ++i)
     if (bw.grads[i]) {
       reaching.push_back(bw.xs[i]);
-      gradOf[bw.xs[i]] = bw.grads[i];
+      reachingGrads.push_back(bw.grads[i]);
     }
   if (reaching.empty()) {
     auto err = errorAt(*loss->producer());
@@ -427,13 +428,22 @@ void runAutodiff(Model &model, PassContext &ctx) {
   // Outputs: the loss, then one gradient per parameter, named <param>_grad.
   g.clearOutputs();
   g.addOutput(loss);
-  std::unordered_set<const Value *> claimed;
-  std::unordered_map<const Value *, int> sharedBy;
-  for (Value *p : reaching)
-    ++sharedBy[gradOf[p]];
+  // Per value of g, by Value::id() (every gradient is a value of g; the
+  // flags grow with the Identity nodes made below): how many parameters
+  // share it as their gradient, and whether a parameter claimed it.
+  std::vector<int> sharedBy(g.numValueIds(), 0);
+  for (Value *grad : reachingGrads)
+    ++sharedBy[grad->id()];
+  std::vector<char> claimedFlags(g.numValueIds(), 0);
+  auto claimed = [&](const Value *v) {
+    return v->id() < claimedFlags.size() && claimedFlags[v->id()];
+  };
   std::vector<std::string> paramNames, gradNames;
-  for (Value *p : reaching) {
-    Value *grad = gradOf[p];
+  paramNames.reserve(reaching.size());
+  gradNames.reserve(reaching.size());
+  for (size_t r = 0; r < reaching.size(); ++r) {
+    Value *p = reaching[r];
+    Value *grad = reachingGrads[r];
     std::string desired = sanitizeIdentifier(p->name()) + "_grad";
     // A parameter's gradient must be a value of its own that nothing else
     // reads (not even another parameter's gradient): later passes rewrite
@@ -441,11 +451,11 @@ void runAutodiff(Model &model, PassContext &ctx) {
     // doing so.
     bool ownable = grad->producer() && !grad->isInitializer() &&
                    !grad->isGraphInput() && grad->uses().empty() &&
-                   sharedBy[grad] == 1;
+                   sharedBy[grad->id()] == 1;
     // A partial gradient may hold the name <param>_grad: move it aside.
     Value *holder = g.findValue(desired);
-    if (holder && holder != grad && !claimed.count(holder) &&
-        holder->producer() && !forwardNodes.count(holder->producer()))
+    if (holder && holder != grad && !claimed(holder) && holder->producer() &&
+        !forwardNodes.count(holder->producer()))
       g.renameValue(holder, g.uniqueValueName(desired + "_part"));
     if (!ownable) {
       Node *id = g.createNodeWithOutputs("Identity", {grad},
@@ -457,7 +467,9 @@ void runAutodiff(Model &model, PassContext &ctx) {
     } else if (grad->name() != desired) {
       g.renameValue(grad, g.uniqueValueName(desired));
     }
-    claimed.insert(grad);
+    if (grad->id() >= claimedFlags.size())
+      claimedFlags.resize(g.numValueIds(), 0);
+    claimedFlags[grad->id()] = 1;
     g.addOutput(grad);
     paramNames.push_back(p->name());
     gradNames.push_back(grad->name());
@@ -489,7 +501,7 @@ void runAutodiff(Model &model, PassContext &ctx) {
 
   bool usesMpc = false;
   for (const Node *n : g.nodeList())
-    usesMpc |= n->domain() == kMpcDomain;
+    usesMpc |= std::string_view(n->domain()) == kMpcDomain; // length first
   if (usesMpc && model.opsetVersion(kMpcDomain) < 0)
     model.setOpsetVersion(kMpcDomain, 1);
 
