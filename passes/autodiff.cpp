@@ -266,10 +266,10 @@ public:
       slot = grad;
       return;
     }
-    std::string base = sanitizeIdentifier(v->name()) + "_grad";
-    Node *sum = g_.createNodeWithOutputs("Add", {slot, grad},
-                                         {g_.uniqueValueName(base + "_sum")},
-                                         g_.uniqueNodeName(base + "_accum"));
+    Node *sum = g_.createNodeWithOutputs(
+        "Add", {slot, grad},
+        {g_.uniqueValueName(sanitizedWithSuffix(v->name(), "_grad_sum"))},
+        g_.uniqueNodeName(sanitizedWithSuffix(v->name(), "_grad_accum")));
     sum->output(0)->copyTypeFrom(*v);
     sum->output(0)->dtype = grad->dtype;
     inferNode(*sum, opset_);
@@ -444,7 +444,7 @@ void runAutodiff(Model &model, PassContext &ctx) {
   for (size_t r = 0; r < reaching.size(); ++r) {
     Value *p = reaching[r];
     Value *grad = reachingGrads[r];
-    std::string desired = sanitizeIdentifier(p->name()) + "_grad";
+    std::string desired = sanitizedWithSuffix(p->name(), "_grad");
     // A parameter's gradient must be a value of its own that nothing else
     // reads (not even another parameter's gradient): later passes rewrite
     // gradients (unscale, cast, clip) and must not change anything else by

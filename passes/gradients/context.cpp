@@ -55,16 +55,7 @@ std::string joined(std::string_view a, std::string_view b) {
 
 std::string GradientContext::gradName(size_t i) const {
   const Value *v = in(i);
-  const std::string &base = v ? v->name() : nodeHint_;
-  // sanitizeIdentifier(base) + "_grad": the suffix is a valid identifier
-  // tail, so sanitizing the whole only differs where base is empty (a
-  // leading '_' goes in front of the suffix instead of being the suffix's).
-  std::string name = joined(base, "_grad");
-  if (base.empty())
-    name.insert(name.begin(), '_');
-  else
-    sanitizeIdentifierInPlace(name);
-  return name;
+  return sanitizedWithSuffix(v ? v->name() : nodeHint_, "_grad");
 }
 
 std::string GradientContext::tempName(std::string_view what) const {
@@ -261,6 +252,18 @@ void sanitizeIdentifierInPlace(std::string &s) {
       c = '_';
   if (s.empty() || isAsciiDigit(s[0]))
     s.insert(s.begin(), '_');
+}
+
+std::string sanitizedWithSuffix(std::string_view name,
+                                std::string_view suffix) {
+  // The suffix is a valid identifier tail, so sanitizing the whole only
+  // differs where name is empty: its '_' then goes in front of the suffix.
+  std::string s = joined(name, suffix);
+  if (name.empty())
+    s.insert(s.begin(), '_');
+  else
+    sanitizeIdentifierInPlace(s);
+  return s;
 }
 
 std::string sanitizeIdentifier(const std::string &name) {

@@ -159,6 +159,9 @@ Node *prepareForwardNode(Graph &graph, Node *node, int64_t opset);
 std::string sanitizeIdentifier(const std::string &name);
 /// sanitizeIdentifier on a string the caller owns, without a copy.
 void sanitizeIdentifierInPlace(std::string &name);
+/// sanitizeIdentifier(name) + suffix, built in one buffer; `suffix` must be
+/// made of identifier chars ("_grad", "_grad_sum").
+std::string sanitizedWithSuffix(std::string_view name, std::string_view suffix);
 /// numpy broadcasting of two shapes (symbols kept when they agree).
 Dims broadcastDims(const Dims &a, const Dims &b);
 /// broadcastDims for one pair of aligned axes (a missing axis is Dim(1)).

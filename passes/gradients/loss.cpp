@@ -37,7 +37,7 @@ std::vector<Value *> lossGradInputs(GradientContext &ctx, Value *dL,
 Node *prepareForwardNode(Graph &graph, Node *node, int64_t opset) {
   if (Node *prepared = prepareTransformerForwardNode(graph, node, opset))
     return prepared;
-  if (node->opType() != "SoftmaxCrossEntropyLoss" || !node->domain().empty())
+  if (!node->isOp("", "SoftmaxCrossEntropyLoss"))
     return node;
   if (node->numOutputs() >= 2 && node->output(1))
     return node;

@@ -135,9 +135,10 @@ int64_t normalizedAxis(GradientContext &ctx, const Value &x, int64_t dflt) {
 Node *prepareTransformerForwardNode(Graph &graph, Node *node, int64_t opset) {
   if (!node->domain().empty())
     return nullptr;
-  if (node->opType() == "LayerNormalization")
+  // isOp: a node of another op is told apart by its op's length alone.
+  if (node->isOp("", "LayerNormalization"))
     return withOutputs(graph, node, opset, 3, {"", "mean", "inv_std"});
-  if (node->opType() == "Dropout")
+  if (node->isOp("", "Dropout"))
     return dropoutMayTrain(*node, opset)
                ? withOutputs(graph, node, opset, 2, {"", "mask"})
                : node;
