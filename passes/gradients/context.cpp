@@ -143,6 +143,13 @@ Value *GradientContext::sumToShape(Value *g, Value *x, std::string nameHint) {
                         std::move(nameHint), kMpcDomain);
 }
 
+Value *GradientContext::sumToInputShape(Value *g, size_t i) {
+  Value *x = in(i);
+  if (g->hasShape && x->hasShape && g->dims == x->dims)
+    return g;
+  return sumToShape(g, x, gradName(i));
+}
+
 Value *GradientContext::shapeOf(Value *x) {
   rankOf(*x);
   if (auto dims = concreteDims(x->dims))

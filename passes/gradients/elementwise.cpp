@@ -26,13 +26,13 @@ void gradAdd(GradientContext &ctx) {
   Value *dY = ctx.outGrad(0);
   for (size_t i = 0; i < 2; ++i)
     if (ctx.wants(i))
-      ctx.setInputGrad(i, ctx.sumToShape(dY, ctx.in(i), ctx.gradName(i)));
+      ctx.setInputGrad(i, ctx.sumToInputShape(dY, i));
 }
 
 void gradSub(GradientContext &ctx) {
   Value *dY = ctx.outGrad(0);
   if (ctx.wants(0))
-    ctx.setInputGrad(0, ctx.sumToShape(dY, ctx.in(0), ctx.gradName(0)));
+    ctx.setInputGrad(0, ctx.sumToInputShape(dY, 0));
   if (ctx.wants(1)) {
     // Negate after the reduction: the reduced tensor is the smaller one.
     Value *s = ctx.sumToShape(dY, ctx.in(1), ctx.tempName("1_sum"));
@@ -47,7 +47,7 @@ void gradMul(GradientContext &ctx) {
       continue;
     Value *other = ctx.in(1 - i);
     Value *full = ctx.mul(dY, other, ctx.preSumName(i, dY->dims));
-    ctx.setInputGrad(i, ctx.sumToShape(full, ctx.in(i), ctx.gradName(i)));
+    ctx.setInputGrad(i, ctx.sumToInputShape(full, i));
   }
 }
 
@@ -59,7 +59,7 @@ void gradDiv(GradientContext &ctx) {
                         ctx.wants(1) ? ctx.tempName("quotient")
                                      : ctx.preSumName(0, dY->dims));
   if (ctx.wants(0))
-    ctx.setInputGrad(0, ctx.sumToShape(q, ctx.in(0), ctx.gradName(0)));
+    ctx.setInputGrad(0, ctx.sumToInputShape(q, 0));
   if (ctx.wants(1)) {
     Value *full = ctx.mul(q, ctx.out(0), ctx.tempName("1_full"));
     Value *s = ctx.sumToShape(full, b, ctx.tempName("1_sum"));
@@ -132,13 +132,13 @@ void gradPow(GradientContext &ctx) {
       deriv = ctx.mul(p, bf, ctx.tempName("deriv"));
     }
     Value *full = deriv ? ctx.mul(dY, deriv, ctx.preSumName(0, dY->dims)) : dY;
-    ctx.setInputGrad(0, ctx.sumToShape(full, a, ctx.gradName(0)));
+    ctx.setInputGrad(0, ctx.sumToInputShape(full, 0));
   }
   if (ctx.wants(1)) {
     Value *logA = ctx.unary("Log", a, ctx.tempName("log_base"));
     Value *t = ctx.mul(ctx.out(0), logA, ctx.tempName("y_log_base"));
     Value *full = ctx.mul(dY, t, ctx.preSumName(1, dY->dims));
-    ctx.setInputGrad(1, ctx.sumToShape(full, b, ctx.gradName(1)));
+    ctx.setInputGrad(1, ctx.sumToInputShape(full, 1));
   }
 }
 

@@ -82,6 +82,9 @@ public:
   /// g reduced to x's shape over broadcast axes (mpc.SumToShape), or g
   /// itself when the shapes already agree. The result has g's dtype.
   Value *sumToShape(Value *g, Value *x, std::string nameHint);
+  /// sumToShape(g, in(i), gradName(i)), the name built only when a
+  /// reduction is emitted (most gradients already have the input's shape).
+  Value *sumToInputShape(Value *g, size_t i);
   /// x's shape as an int64 tensor: a constant when static, else Shape(x).
   Value *shapeOf(Value *x);
   /// g reshaped to x's shape (typed like x, g's dtype).

@@ -139,7 +139,7 @@ void gradMatMul(GradientContext &ctx) {
         Value *dYRow = ctx.unsqueeze(dY, {rb - 2}, ctx.tempName("dy_row"));
         Value *bT = ctx.transposeLastTwo(b, ctx.tempName("b_t"));
         Value *full = matmul(ctx, dYRow, bT, ctx.tempName("0_full"));
-        dA = ctx.sumToShape(full, a, ctx.gradName(0));
+        dA = ctx.sumToInputShape(full, 0);
       }
       ctx.setInputGrad(0, dA);
     }
@@ -148,7 +148,7 @@ void gradMatMul(GradientContext &ctx) {
       Value *dYRow = ctx.unsqueeze(dY, {rb - 2}, ctx.tempName("dy_row"));
       Value *full = matmul(ctx, aCol, dYRow,
                            ctx.preSumName(1, matmulDims(*aCol, *dYRow)));
-      ctx.setInputGrad(1, ctx.sumToShape(full, b, ctx.gradName(1)));
+      ctx.setInputGrad(1, ctx.sumToInputShape(full, 1));
     }
     return;
   }
@@ -160,7 +160,7 @@ void gradMatMul(GradientContext &ctx) {
       Value *bRow = ctx.unsqueeze(b, {0}, ctx.tempName("b_row"));
       Value *full = matmul(ctx, dYCol, bRow,
                            ctx.preSumName(0, matmulDims(*dYCol, *bRow)));
-      ctx.setInputGrad(0, ctx.sumToShape(full, a, ctx.gradName(0)));
+      ctx.setInputGrad(0, ctx.sumToInputShape(full, 0));
     }
     if (ctx.wants(1)) {
       Value *dB = nullptr;
@@ -169,7 +169,7 @@ void gradMatMul(GradientContext &ctx) {
       } else {
         Value *dYRow = ctx.unsqueeze(dY, {ra - 2}, ctx.tempName("dy_row"));
         Value *full = matmul(ctx, dYRow, a, ctx.tempName("1_full"));
-        dB = ctx.sumToShape(full, b, ctx.gradName(1));
+        dB = ctx.sumToInputShape(full, 1);
       }
       ctx.setInputGrad(1, dB);
     }
@@ -182,7 +182,7 @@ void gradMatMul(GradientContext &ctx) {
     Dims fullDims = matmulDims(*dY, *bT);
     std::string name = ctx.preSumName(0, fullDims);
     Value *full = matmul(ctx, dY, bT, std::move(fullDims), std::move(name));
-    ctx.setInputGrad(0, ctx.sumToShape(full, a, ctx.gradName(0)));
+    ctx.setInputGrad(0, ctx.sumToInputShape(full, 0));
   }
   if (ctx.wants(1)) {
     const Dim &k = a->dims.back();
@@ -206,7 +206,7 @@ void gradMatMul(GradientContext &ctx) {
       Dims fullDims = matmulDims(*aT, *dY);
       std::string name = ctx.preSumName(1, fullDims);
       Value *full = matmul(ctx, aT, dY, std::move(fullDims), std::move(name));
-      ctx.setInputGrad(1, ctx.sumToShape(full, b, ctx.gradName(1)));
+      ctx.setInputGrad(1, ctx.sumToInputShape(full, 1));
     }
   }
 }

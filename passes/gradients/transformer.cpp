@@ -174,9 +174,9 @@ void gradLayerNormalization(GradientContext &ctx) {
   if (ctx.wants(0))
     ctx.setInputGrad(0, grads[0]);
   if (ctx.wants(1))
-    ctx.setInputGrad(1, ctx.sumToShape(grads[1], scale, ctx.gradName(1)));
+    ctx.setInputGrad(1, ctx.sumToInputShape(grads[1], 1));
   if (ctx.wants(2))
-    ctx.setInputGrad(2, ctx.sumToShape(grads[2], bias, ctx.gradName(2)));
+    ctx.setInputGrad(2, ctx.sumToInputShape(grads[2], 2));
 }
 
 void gradGather(GradientContext &ctx) {
@@ -250,13 +250,12 @@ void gradWhere(GradientContext &ctx) {
                                       : std::vector<Value *>{cond, zero, dY};
     Value *full = ctx.emit("Where", ins, {}, dY->dtype, dY->dims,
                            ctx.preSumName(i, dY->dims));
-    ctx.setInputGrad(i, ctx.sumToShape(full, ctx.in(i), ctx.gradName(i)));
+    ctx.setInputGrad(i, ctx.sumToInputShape(full, i));
   }
 }
 
 void gradExpand(GradientContext &ctx) {
-  ctx.setInputGrad(0,
-                   ctx.sumToShape(ctx.outGrad(0), ctx.in(0), ctx.gradName(0)));
+  ctx.setInputGrad(0, ctx.sumToInputShape(ctx.outGrad(0), 0));
 }
 
 void gradGelu(GradientContext &ctx) {
@@ -312,7 +311,7 @@ void gradMaxMin(GradientContext &ctx) {
     Value *full = ctx.emit("ExtremumGrad", inputs,
                            {{"index", Attribute::ofInt(int64_t(i))}}, dY->dtype,
                            dY->dims, ctx.preSumName(i, dY->dims), kMpcDomain);
-    ctx.setInputGrad(i, ctx.sumToShape(full, ctx.in(i), ctx.gradName(i)));
+    ctx.setInputGrad(i, ctx.sumToInputShape(full, i));
   }
 }
 
@@ -320,7 +319,7 @@ void gradSum(GradientContext &ctx) {
   Value *dY = ctx.outGrad(0);
   for (size_t i = 0; i < ctx.node().numInputs(); ++i)
     if (ctx.wants(i))
-      ctx.setInputGrad(i, ctx.sumToShape(dY, ctx.in(i), ctx.gradName(i)));
+      ctx.setInputGrad(i, ctx.sumToInputShape(dY, i));
 }
 
 void gradReduceMax(GradientContext &ctx) {

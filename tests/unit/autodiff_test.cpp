@@ -288,3 +288,20 @@ TEST(Autodiff, RuleTableListsOpsSorted) {
 }
 
 } // namespace
+
+// sanitizedWithSuffix builds "<sanitized name><suffix>" in one buffer; it
+// must give exactly what sanitizeIdentifier(name) + suffix gives, also for
+// the edge cases (empty name, leading digit, chars outside [A-Za-z0-9_]).
+TEST(Autodiff, SanitizedWithSuffixMatchesSanitizeThenAppend) {
+  for (const std::string &name : std::vector<std::string>{
+           "", "w", "layer.0/weight", "0abc", "9", "a-b c", "_x",
+           "\xc3\xa9t\xc3\xa9", "Z_09az", std::string(70, '.')}) {
+    for (const char *suffix : {"_grad", "_grad_sum", ""}) {
+      EXPECT_EQ(sanitizedWithSuffix(name, suffix),
+                sanitizeIdentifier(name) + suffix)
+          << "name '" << name << "' suffix '" << suffix << "'";
+    }
+  }
+  EXPECT_EQ(sanitizedWithSuffix("", "_grad"), "__grad");
+  EXPECT_EQ(sanitizedWithSuffix("1.w", "_grad"), "_1_w_grad");
+}
