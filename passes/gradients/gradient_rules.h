@@ -132,6 +132,14 @@ private:
   mutable std::string tempPrefix_;   ///< sanitized nodeHint_ + "_grad_"
 };
 
+/// A one-attribute list, built by moving: a braced {{name, attr}} list would
+/// copy its element (attribute vectors included) out of the initializer list.
+inline GradientContext::Attrs singleAttr(std::string name, Attribute attr) {
+  GradientContext::Attrs attrs;
+  attrs.emplace_back(std::move(name), std::move(attr));
+  return attrs;
+}
+
 /// Differentiates one node: reads ctx.outGrad(i), calls ctx.setInputGrad(i)
 /// for every input i with ctx.wants(i).
 using GradientRule = void (*)(GradientContext &ctx);

@@ -198,9 +198,10 @@ void gradMatMul(GradientContext &ctx) {
       Value *dY2 = ctx.emit(
           "Reshape", {dY, ctx.int64Constant({-1, nDim.value}, "dy_rows_shape")},
           {}, dY->dtype, {rows, nDim}, ctx.tempName("dy_rows"));
-      ctx.setInputGrad(1, ctx.emitLike("Gemm", {a2, dY2},
-                                       {{"transA", Attribute::ofInt(1)}}, *b,
-                                       ctx.gradName(1)));
+      ctx.setInputGrad(1,
+                       ctx.emitLike("Gemm", {a2, dY2},
+                                    singleAttr("transA", Attribute::ofInt(1)),
+                                    *b, ctx.gradName(1)));
     } else {
       Value *aT = ctx.transposeLastTwo(a, ctx.tempName("a_t"));
       Dims fullDims = matmulDims(*aT, *dY);

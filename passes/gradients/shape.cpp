@@ -35,9 +35,11 @@ void gradTranspose(GradientContext &ctx) {
     inverse[size_t(p)] = i;
   }
   Value *dY = ctx.outGrad(0);
-  ctx.setInputGrad(0, ctx.emitShapedLike("Transpose", {dY},
-                                         {{"perm", Attribute::ofInts(inverse)}},
-                                         dY->dtype, *x, ctx.gradName(0)));
+  ctx.setInputGrad(
+      0, ctx.emitShapedLike(
+             "Transpose", {dY},
+             singleAttr("perm", Attribute::ofInts(std::move(inverse))),
+             dY->dtype, *x, ctx.gradName(0)));
 }
 
 void gradConcat(GradientContext &ctx) {

@@ -37,9 +37,10 @@ void gradSoftmaxLike(GradientContext &ctx, const char *gradOp) {
     axis += r;
 
   if (perAxis || axis == r - 1) {
-    ctx.setInputGrad(0, ctx.emitShapedLike(
-                            gradOp, {dY, y}, {{"axis", Attribute::ofInt(axis)}},
-                            dY->dtype, *x, ctx.gradName(0), kMpcDomain));
+    ctx.setInputGrad(
+        0, ctx.emitShapedLike(gradOp, {dY, y},
+                              singleAttr("axis", Attribute::ofInt(axis)),
+                              dY->dtype, *x, ctx.gradName(0), kMpcDomain));
     return;
   }
   Dims flat = flattenDims(x->dims, axis);

@@ -38,20 +38,21 @@ struct OutputSpec {
 /// inference. Returns the outputs (nullptr for the empty slots).
 std::vector<Value *> emitMulti(GradientContext &ctx, const std::string &opType,
                                const std::vector<Value *> &inputs,
-                               const GradientContext::Attrs &attrs,
+                               GradientContext::Attrs attrs,
                                const std::vector<OutputSpec> &outputs,
                                const std::string &domain) {
   Graph &g = ctx.graph();
   std::vector<std::string> names;
+  names.reserve(outputs.size());
   for (const OutputSpec &o : outputs)
     names.push_back(o.present
                         ? g.uniqueValueName(sanitizeIdentifier(o.nameHint))
                         : std::string());
+  // The names and the attribute list move into the new node.
   Node *n = g.createNodeWithOutputs(
-      opType, inputs, names, g.uniqueNodeName(nodeHint(ctx.node()) + "_grad"),
-      domain);
-  for (const auto &kv : attrs)
-    n->setAttr(kv.first, kv.second);
+      opType, inputs, std::move(names),
+      g.uniqueNodeName(nodeHint(ctx.node()) + "_grad"), domain);
+  n->setAttrs(std::move(attrs));
   for (size_t i = 0; i < outputs.size(); ++i)
     if (Value *v = n->output(i))
       v->setType(outputs[i].dtype, outputs[i].dims);
@@ -170,7 +171,7 @@ void gradLayerNormalization(GradientContext &ctx) {
     outs.pop_back();
   std::vector<Value *> grads =
       emitMulti(ctx, "LayerNormalizationGrad", {dY, x, scale, mean, inv},
-                {{"axis", Attribute::ofInt(axis)}}, outs, kMpcDomain);
+                singleAttr("axis", Attribute::ofInt(axis)), outs, kMpcDomain);
   if (ctx.wants(0))
     ctx.setInputGrad(0, grads[0]);
   if (ctx.wants(1))
@@ -264,10 +265,10 @@ void gradGelu(GradientContext &ctx) {
   std::string approximate = n.domain() == kMpcDomain
                                 ? (n.opType() == "GeluTanh" ? "tanh" : "none")
                                 : n.attrString("approximate", "none");
-  ctx.setInputGrad(
-      0, ctx.emitMpc("GeluGrad", {ctx.outGrad(0), ctx.in(0)},
-                     {{"approximate", Attribute::ofString(approximate)}},
-                     *ctx.in(0), ctx.gradName(0)));
+  ctx.setInputGrad(0, ctx.emitMpc("GeluGrad", {ctx.outGrad(0), ctx.in(0)},
+                                  singleAttr("approximate",
+                                             Attribute::ofString(approximate)),
+                                  *ctx.in(0), ctx.gradName(0)));
 }
 
 void gradLeakyRelu(GradientContext &ctx) {
