@@ -23,16 +23,19 @@ LifetimeOffsets::LifetimeOffsets(int64_t times) {
 
 bool LifetimeOffsets::addSpan(SpanSet &set, size_t begin, size_t end) {
   Span *s = pool_.get() + set.at;
+  // The set's size in a full-width local: arithmetic on the 32-bit field
+  // itself cost extensions at every use.
+  size_t size = set.size;
   // The first span ending at or after `begin` (touching spans merge too).
   // Most placements land at or past a set's last span (8 in 10 on a
   // 64-layer step's), so those two places are tried before a binary search.
   size_t lo = 0, hi = 0;
-  if (set.size == 0 || s[set.size - 1].end < begin)
-    lo = hi = set.size;
-  else if (set.size == 1 || s[set.size - 2].end < begin)
-    lo = hi = set.size - 1;
+  if (size == 0 || s[size - 1].end < begin)
+    lo = hi = size;
+  else if (size == 1 || s[size - 2].end < begin)
+    lo = hi = size - 1;
   else
-    hi = set.size - 2;
+    hi = size - 2;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
     if (s[mid].end < begin)
@@ -40,7 +43,7 @@ bool LifetimeOffsets::addSpan(SpanSet &set, size_t begin, size_t end) {
     else
       hi = mid;
   }
-  if (lo < set.size && s[lo].begin <= end) {
+  if (lo < size && s[lo].begin <= end) {
     // Overlaps or touches s[lo]: widen it over every span it now reaches.
     bool widened = begin < s[lo].begin;
     if (widened)
@@ -48,22 +51,22 @@ bool LifetimeOffsets::addSpan(SpanSet &set, size_t begin, size_t end) {
     if (end <= s[lo].end)
       return widened; // else covered already (the common case near the root)
     size_t past = lo + 1;
-    while (past < set.size && s[past].begin <= end) {
+    while (past < size && s[past].begin <= end) {
       if (s[past].end > end)
         end = s[past].end;
       ++past;
     }
     s[lo].end = end;
     if (past > lo + 1) {
-      std::memmove(s + lo + 1, s + past, (set.size - past) * sizeof(Span));
-      set.size -= past - lo - 1;
+      std::memmove(s + lo + 1, s + past, (size - past) * sizeof(Span));
+      set.size = uint32_t(size - (past - lo - 1));
     }
     return true;
   }
-  if (set.size == set.cap) {
+  if (size == set.cap) {
     // Move the set to the pool's end with twice the room; the old room is
     // left unused (at most as much as the sets hold).
-    size_t cap = set.cap ? 2 * set.cap : 2;
+    size_t cap = set.cap ? 2 * size_t(set.cap) : 2;
     if (poolSize_ + cap > poolCap_) {
       size_t poolCap = std::max(2 * poolCap_, poolSize_ + cap);
       std::unique_ptr<Span[]> pool(new Span[poolCap]);
@@ -72,18 +75,18 @@ bool LifetimeOffsets::addSpan(SpanSet &set, size_t begin, size_t end) {
       pool_ = std::move(pool);
       poolCap_ = poolCap;
     }
-    if (set.size)
+    if (size)
       std::memcpy(pool_.get() + poolSize_, pool_.get() + set.at,
-                  set.size * sizeof(Span));
-    set.at = poolSize_;
-    set.cap = cap;
+                  size * sizeof(Span));
+    set.at = uint32_t(poolSize_);
+    set.cap = uint32_t(cap);
     poolSize_ += cap;
     s = pool_.get() + set.at;
   }
-  if (lo < set.size) // not an append (most are)
-    std::memmove(s + lo + 1, s + lo, (set.size - lo) * sizeof(Span));
+  if (lo < size) // not an append (most are)
+    std::memmove(s + lo + 1, s + lo, (size - lo) * sizeof(Span));
   s[lo] = {begin, end};
-  ++set.size;
+  set.size = uint32_t(size + 1);
   return true;
 }
 
