@@ -236,42 +236,46 @@ MemoryPlan planMemory(const PlanInputs &in) {
 
   // Placements in the order they are made (the map is filled from them at
   // the end, only when the caller wants it), and where each value's is.
-  constexpr size_t kNone = size_t(-1);
+  // The tables indexed by value id hold 32-bit indices and node positions:
+  // there is one entry per id ever made (removed values included, about
+  // twice the live ones on a 64-layer step), and half-width entries touch
+  // half the fresh pages. A step has far fewer than 2^31 nodes or values.
+  constexpr uint32_t kNone = uint32_t(-1);
   std::vector<std::pair<const Value *, ValuePlacement>> placed;
-  std::vector<size_t> placementOf(numIds, kNone);
+  std::vector<uint32_t> placementOf(numIds, kNone);
   auto record = [&](const Value *v, const ValuePlacement &p) {
-    size_t &at = placementOf[id(v)];
+    uint32_t &at = placementOf[id(v)];
     if (at == kNone) {
-      at = placed.size();
+      at = uint32_t(placed.size());
       placed.push_back({v, p});
     } else {
       placed[at].second = p;
     }
   };
   auto findPlaced = [&](const Value *v) -> const ValuePlacement * {
-    size_t at = placementOf[id(v)];
+    uint32_t at = placementOf[id(v)];
     return at == kNone ? nullptr : &placed[at].second;
   };
 
   // --- liveness --------------------------------------------------------------
   // -1: not made by a node of the graph (state, inputs, constants).
-  std::vector<int64_t> firstOf(numIds, -1), lastOf(numIds, -1);
-  std::vector<int64_t> lastRead(numIds, -1); // any value, state too
+  std::vector<int32_t> firstOf(numIds, -1), lastOf(numIds, -1);
+  std::vector<int32_t> lastRead(numIds, -1); // any value, state too
   auto madeHere = [&](const Value *v) { return firstOf[id(v)] >= 0; };
   int64_t lossIndex = -1;
   for (int64_t i = 0; i < numNodes; ++i) {
     for (const Value *o : nodes[i]->outputs())
       if (o) {
-        firstOf[id(o)] = i;
-        lastOf[id(o)] = i; // unused outputs die where they are made
+        firstOf[id(o)] = int32_t(i);
+        lastOf[id(o)] = int32_t(i); // unused outputs die where they are made
         if (o->name() == in.loss)
           lossIndex = i;
       }
     for (const Value *v : nodes[i]->inputs())
       if (v) {
-        lastRead[id(v)] = i;
+        lastRead[id(v)] = int32_t(i);
         if (madeHere(v))
-          lastOf[id(v)] = std::max(lastOf[id(v)], i);
+          lastOf[id(v)] = std::max(lastOf[id(v)], int32_t(i));
       }
   }
   // Graph outputs and the extra ones live to the end and are never written
@@ -282,7 +286,7 @@ MemoryPlan planMemory(const PlanInputs &in) {
       return;
     isOutput[id(o)] = 1;
     if (madeHere(o))
-      lastOf[id(o)] = end;
+      lastOf[id(o)] = int32_t(end);
   };
   for (const Value *o : g.outputs())
     markOutput(o);
@@ -389,7 +393,7 @@ MemoryPlan planMemory(const PlanInputs &in) {
 
   // --- transient values, grouped into buffers by in-place writes -------------
   std::vector<Buffer> buffers;
-  std::vector<size_t> bufferOf(numIds, kNone);
+  std::vector<uint32_t> bufferOf(numIds, kNone);
   // New value -> the state it is bound to (the last binding of a name wins).
   std::vector<const Value *> boundState(numIds, nullptr);
   if (in.updateBinding)
@@ -471,7 +475,7 @@ MemoryPlan planMemory(const PlanInputs &in) {
       b.bytes = bytes;
       b.first = p.first;
       b.last = p.last;
-      bufferOf[id(o)] = buffers.size();
+      bufferOf[id(o)] = uint32_t(buffers.size());
       p.buffer = buffers.size();
       buffers.push_back(b);
       record(o, p);
