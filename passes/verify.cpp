@@ -236,14 +236,16 @@ struct ValueRecord {
   /// only pointed at, so that no new tensor can take its address while the
   /// record compares with it.
   TensorPtr data;
-  /// The declared type, and what inference made of it where that differs.
-  TypeFacts declared, inferred;
+  /// The declared type.
+  TypeFacts declared;
+  /// Where inference made of the value a type other than the declared one,
+  /// that type is GraphRecords::inferred[inferredSlot] (a slot, once given,
+  /// stays the record's). Apart from the record: almost every output is
+  /// declared as inferred (infer-shapes runs first), and a TypeFacts in
+  /// every record made it 128 bytes instead of 96, one record per value id.
+  static constexpr uint32_t kNoSlot = uint32_t(-1);
+  uint32_t inferredSlot = kNoSlot;
   bool inferredDiffers = false;
-
-  /// The type a consumer's inference sees.
-  const TypeFacts &seen() const {
-    return inferredDiffers ? inferred : declared;
-  }
 };
 
 /// The records of one graph's values.
@@ -256,6 +258,26 @@ struct GraphRecords {
   /// The ids of the records that hold data: what a walk releases of the
   /// values it no longer defines as initializers.
   std::vector<size_t> withData;
+  /// The inferred types of the records whose inferredDiffers is or was set
+  /// (ValueRecord::inferredSlot).
+  std::vector<TypeFacts> inferred;
+
+  /// The inferred type of r (inferredDiffers).
+  const TypeFacts &inferredOf(const ValueRecord &r) const {
+    return inferred[r.inferredSlot];
+  }
+  /// r's slot for an inferred type, given on first use.
+  TypeFacts &inferredSlotOf(ValueRecord &r) {
+    if (r.inferredSlot == ValueRecord::kNoSlot) {
+      r.inferredSlot = uint32_t(inferred.size());
+      inferred.emplace_back();
+    }
+    return inferred[r.inferredSlot];
+  }
+  /// The type a consumer's inference sees.
+  const TypeFacts &seen(const ValueRecord &r) const {
+    return r.inferredDiffers ? inferredOf(r) : r.declared;
+  }
 };
 
 /// A remembered name lookup: the value is reused while it is still the live
@@ -357,7 +379,8 @@ enum class RecordMatch { No, Yes, YesReplay };
 /// the check passes as before and consumers see the same type.
 RecordMatch recordMatches(const Node &n, const Value *first,
                           uint64_t inputsChangedAt, int64_t opset,
-                          const std::vector<ValueRecord> &records) {
+                          const GraphRecords &graph) {
+  const std::vector<ValueRecord> &records = graph.values;
   if (!first)
     return RecordMatch::No;
   const ValueRecord &r = records[first->id()];
@@ -370,7 +393,7 @@ RecordMatch recordMatches(const Node &n, const Value *first,
       continue;
     const ValueRecord &out = records[o->id()];
     if (!sameType(out.declared, *o) &&
-        !(out.inferredDiffers && sameType(out.inferred, *o)))
+        !(out.inferredDiffers && sameType(graph.inferredOf(out), *o)))
       return RecordMatch::No;
     replay |= out.inferredDiffers;
   }
@@ -382,7 +405,8 @@ RecordMatch recordMatches(const Node &n, const Value *first,
 /// most outputs are declared as inferred, and checkNodeTypes only calls
 /// this for one that is not.
 [[gnu::noinline]] void replayInferred(Node &n, RestoreTypes &restore,
-                                      std::vector<ValueRecord> &records) {
+                                      GraphRecords &graph) {
+  std::vector<ValueRecord> &records = graph.values;
   for (Value *o : n.outputs()) {
     if (!o)
       continue;
@@ -392,14 +416,15 @@ RecordMatch recordMatches(const Node &n, const Value *first,
     if (!sameType(r.declared, *o)) {
       // Declared as inferred since (recordMatches): it holds what the
       // consumers read, as it is; the record now says so.
-      std::swap(r.declared, r.inferred);
+      std::swap(r.declared, graph.inferred[r.inferredSlot]);
       r.inferredDiffers = false;
       continue;
     }
     restore.save(o);
-    o->dtype = r.inferred.dtype;
-    o->hasShape = r.inferred.hasShape;
-    o->dims = r.inferred.dims;
+    const TypeFacts &inferred = graph.inferredOf(r);
+    o->dtype = inferred.dtype;
+    o->hasShape = inferred.hasShape;
+    o->dims = inferred.dims;
   }
 }
 
@@ -409,7 +434,8 @@ RecordMatch recordMatches(const Node &n, const Value *first,
 [[gnu::noinline]] void inferAndRecord(Node &n, const Value *first,
                                       int64_t opset, uint64_t epoch,
                                       RestoreTypes &restore,
-                                      std::vector<ValueRecord> &records) {
+                                      GraphRecords &graph) {
+  std::vector<ValueRecord> &records = graph.values;
   // A Constant checked last at this revision holds the data it held then
   // (its attributes are unchanged): its consumers need not see new data.
   bool newData =
@@ -444,13 +470,13 @@ RecordMatch recordMatches(const Node &n, const Value *first,
       continue;
     ValueRecord &r = records[o->id()];
     size_t saved = k++;
-    if (r.changedAt == 0 || newData || !sameType(r.seen(), *o))
+    if (r.changedAt == 0 || newData || !sameType(graph.seen(r), *o))
       r.changedAt = epoch;
     r.inferredDiffers = !restore.isUnchanged(saved); // compared above
     if (r.inferredDiffers) {
       if (!sameType(r.declared, restore.declared(saved)))
         r.declared = restore.declared(saved);
-      copyType(r.inferred, *o);
+      copyType(graph.inferredSlotOf(r), *o);
     } else if (!sameType(r.declared, *o)) { // *o is as declared
       restore.moveUnchangedInto(saved, r.declared);
     }
@@ -475,12 +501,12 @@ RecordMatch recordMatches(const Node &n, const Value *first,
 inline void checkNodeTypes(Node &n, const Value *first,
                            uint64_t inputsChangedAt, int64_t opset,
                            uint64_t epoch, RestoreTypes &restore,
-                           std::vector<ValueRecord> &records) {
-  switch (recordMatches(n, first, inputsChangedAt, opset, records)) {
+                           GraphRecords &graph) {
+  switch (recordMatches(n, first, inputsChangedAt, opset, graph)) {
   case RecordMatch::No:
-    return inferAndRecord(n, first, opset, epoch, restore, records);
+    return inferAndRecord(n, first, opset, epoch, restore, graph);
   case RecordMatch::YesReplay:
-    return replayInferred(n, restore, records);
+    return replayInferred(n, restore, graph);
   case RecordMatch::Yes:
     return;
   }
@@ -638,7 +664,7 @@ void checkGraph(Graph &g, int64_t opset, uint64_t epoch,
     if (!typeError) {
       try {
         checkNodeTypes(n, first, inputsChangedAt, opset, epoch, restore,
-                       records);
+                       graphRecords);
       } catch (const Error &e) {
         typeError = e;
       }
