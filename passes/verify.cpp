@@ -42,6 +42,7 @@
 #include <cstdlib>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
@@ -218,34 +219,49 @@ private:
 /// runs after every pass and most passes change a few nodes of a big graph:
 /// one record per value, in a vector, is what lets it tell in a few loads
 /// per node what changed, without a hash lookup or a copy of a node's inputs.
+///
+/// 64 bytes: one record per value id ever made (24,179 on a 64-layer
+/// compile), all touched by the first verify. What few records need (an
+/// initializer's data, an inferred type other than the declared one) lives in
+/// pools of GraphRecords, the opset in GraphRecords itself, and the verify
+/// counts are 32-bit (VerifyMemo::epoch wraps by forgetting every record).
 struct ValueRecord {
+  static constexpr uint32_t kNoSlot = uint32_t(-1);
+  /// On the first output of a node: the node's revision when its type check
+  /// last passed, at GraphRecords::opset (0: no valid record).
+  uint64_t producerRevision = 0;
+  /// The declared type.
+  TypeFacts declared;
   /// The verify (VerifyMemo::epoch) whose walk last defined the value: the
   /// structural check's "defined so far", without a table cleared per walk.
-  uint64_t definedAt = 0;
+  uint32_t definedAt = 0;
   /// The verify in which what a consumer's inference reads of the value
   /// (its type after inference upstream, its constant data) last changed;
   /// 0 while nothing is recorded. A consumer last checked in that verify or
   /// later saw what the value holds now.
-  uint64_t changedAt = 0;
-  /// On the first output of a node: the node's revision when its type check
-  /// last passed (0: no valid record), the opset and the verify it ran in.
-  uint64_t producerRevision = 0;
-  uint64_t checkedAt = 0;
-  int64_t opset = 0;
-  /// An initializer's data (rules read shape and axes tensors). Held, not
-  /// only pointed at, so that no new tensor can take its address while the
-  /// record compares with it.
-  TensorPtr data;
-  /// The declared type.
-  TypeFacts declared;
+  uint32_t changedAt = 0;
+  /// On the first output of a node: the verify its type check last ran in.
+  uint32_t checkedAt = 0;
+  /// An initializer's data is GraphRecords::data[dataSlot].data (kNoSlot:
+  /// none).
+  uint32_t dataSlot = kNoSlot;
   /// Where inference made of the value a type other than the declared one,
   /// that type is GraphRecords::inferred[inferredSlot] (a slot, once given,
   /// stays the record's). Apart from the record: almost every output is
-  /// declared as inferred (infer-shapes runs first), and a TypeFacts in
-  /// every record made it 128 bytes instead of 96, one record per value id.
-  static constexpr uint32_t kNoSlot = uint32_t(-1);
+  /// declared as inferred (infer-shapes runs first).
   uint32_t inferredSlot = kNoSlot;
   bool inferredDiffers = false;
+};
+// (Where Dims is three pointers, as in release builds of libstdc++/libc++.)
+static_assert(sizeof(Dims) != 3 * sizeof(void *) || sizeof(ValueRecord) == 64,
+              "a ValueRecord is meant to fill 64 bytes");
+
+/// An initializer's data that a record holds (ValueRecord::dataSlot). Held,
+/// not only pointed at, so that no new tensor can take its address while the
+/// record compares with it.
+struct HeldData {
+  uint32_t id = 0; // the record's Value::id()
+  TensorPtr data;  // null once the record let go of it
 };
 
 /// The records of one graph's values.
@@ -253,15 +269,44 @@ struct GraphRecords {
   uint64_t graphUid = 0;
   /// The verify that last used them (the records of a graph no longer in
   /// the model are dropped).
-  uint64_t usedAt = 0;
+  uint32_t usedAt = 0;
+  /// The opset every valid producerRevision was checked at: a verify at
+  /// another opset clears them all (checkGraph). The opset is the model's,
+  /// the same for every node, and rarely changes: one field, not one per
+  /// record.
+  int64_t opset = 0;
   std::vector<ValueRecord> values;
-  /// The ids of the records that hold data: what a walk releases of the
-  /// values it no longer defines as initializers.
-  std::vector<size_t> withData;
+  /// The data the records hold, by ValueRecord::dataSlot; a walk compacts
+  /// it, letting go of the data of values no longer defined as initializers.
+  std::vector<HeldData> data;
   /// The inferred types of the records whose inferredDiffers is or was set
   /// (ValueRecord::inferredSlot).
   std::vector<TypeFacts> inferred;
 
+  /// The data r holds (nullptr: none).
+  const Tensor *dataOf(const ValueRecord &r) const {
+    return r.dataSlot == ValueRecord::kNoSlot ? nullptr
+                                              : data[r.dataSlot].data.get();
+  }
+  /// r (the record of value `id`) holds t from now on.
+  void holdData(ValueRecord &r, uint32_t id, const TensorPtr &t) {
+    if (!t)
+      return dropData(r);
+    if (r.dataSlot == ValueRecord::kNoSlot) {
+      r.dataSlot = uint32_t(data.size());
+      data.push_back({id, t});
+    } else {
+      data[r.dataSlot].data = t;
+    }
+  }
+  /// r holds no data from now on (its slot is dropped by the next
+  /// compaction).
+  void dropData(ValueRecord &r) {
+    if (r.dataSlot == ValueRecord::kNoSlot)
+      return;
+    data[r.dataSlot].data.reset();
+    r.dataSlot = ValueRecord::kNoSlot;
+  }
   /// The inferred type of r (inferredDiffers).
   const TypeFacts &inferredOf(const ValueRecord &r) const {
     return inferred[r.inferredSlot];
@@ -308,8 +353,9 @@ struct LookupCache {
 
 /// What the last verifies saw (Model::verifyMemo).
 struct VerifyMemo {
-  /// Counts verifies; 0 is "never".
-  uint64_t epoch = 0;
+  /// Counts verifies; 0 is "never". 32-bit like the records' copies of it:
+  /// runVerify forgets every record before it would wrap.
+  uint32_t epoch = 0;
   std::vector<GraphRecords> graphs;
   LookupCache lookups;
 };
@@ -333,12 +379,10 @@ bool sameType(const TypeFacts &a, const TypeFacts &b) {
 
 /// Records a change of a graph input or initializer (recordSource).
 [[gnu::noinline]] void recordSourceChange(GraphRecords &records, const Value &v,
-                                          uint64_t epoch) {
+                                          uint32_t epoch) {
   ValueRecord &r = records.values[v.id()];
   r.changedAt = epoch;
-  if (!r.data && v.initializer())
-    records.withData.push_back(v.id());
-  r.data = v.initializer();
+  records.holdData(r, v.id(), v.initializer());
   r.inferredDiffers = false;
   r.producerRevision = 0;
   copyType(r.declared, v);
@@ -348,11 +392,11 @@ bool sameType(const TypeFacts &a, const TypeFacts &b) {
 /// consumers read is its declared type and its data. Inline: for most, that
 /// is what the record holds already.
 inline void recordSource(GraphRecords &records, const Value &v,
-                         uint64_t epoch) {
+                         uint32_t epoch) {
   const ValueRecord &r = records.values[v.id()];
   // (An input's initializer() is null.)
-  if (r.changedAt == 0 || r.data != v.initializer() || r.inferredDiffers ||
-      !sameType(r.declared, v))
+  if (r.changedAt == 0 || records.dataOf(r) != v.initializer().get() ||
+      r.inferredDiffers || !sameType(r.declared, v))
     recordSourceChange(records, v, epoch);
 }
 
@@ -378,14 +422,12 @@ enum class RecordMatch { No, Yes, YesReplay };
 /// dims) give the same result when applied again to their own result. So
 /// the check passes as before and consumers see the same type.
 RecordMatch recordMatches(const Node &n, const Value *first,
-                          uint64_t inputsChangedAt, int64_t opset,
-                          const GraphRecords &graph) {
+                          uint32_t inputsChangedAt, const GraphRecords &graph) {
   const std::vector<ValueRecord> &records = graph.values;
   if (!first)
     return RecordMatch::No;
   const ValueRecord &r = records[first->id()];
-  if (r.producerRevision != n.revision() || r.opset != opset ||
-      inputsChangedAt > r.checkedAt)
+  if (r.producerRevision != n.revision() || inputsChangedAt > r.checkedAt)
     return RecordMatch::No;
   bool replay = false;
   for (const Value *o : n.outputs()) {
@@ -432,7 +474,7 @@ RecordMatch recordMatches(const Node &n, const Value *first,
 /// record). Out of line: most nodes of most verifies do not get here, and
 /// the walk that calls checkNodeTypes for every node stays small.
 [[gnu::noinline]] void inferAndRecord(Node &n, const Value *first,
-                                      int64_t opset, uint64_t epoch,
+                                      int64_t opset, uint32_t epoch,
                                       RestoreTypes &restore,
                                       GraphRecords &graph) {
   std::vector<ValueRecord> &records = graph.values;
@@ -480,13 +522,11 @@ RecordMatch recordMatches(const Node &n, const Value *first,
     } else if (!sameType(r.declared, *o)) { // *o is as declared
       restore.moveUnchangedInto(saved, r.declared);
     }
-    if (r.data)
-      r.data.reset();
+    graph.dropData(r);
   }
   if (first) {
     ValueRecord &r = records[first->id()];
     r.producerRevision = n.revision();
-    r.opset = opset;
     r.checkedAt = epoch;
   }
 }
@@ -499,10 +539,10 @@ RecordMatch recordMatches(const Node &n, const Value *first,
 /// saved before inference). A node whose record matches gets what inference
 /// gave it last time without running its rule.
 inline void checkNodeTypes(Node &n, const Value *first,
-                           uint64_t inputsChangedAt, int64_t opset,
-                           uint64_t epoch, RestoreTypes &restore,
+                           uint32_t inputsChangedAt, int64_t opset,
+                           uint32_t epoch, RestoreTypes &restore,
                            GraphRecords &graph) {
-  switch (recordMatches(n, first, inputsChangedAt, opset, graph)) {
+  switch (recordMatches(n, first, inputsChangedAt, graph)) {
   case RecordMatch::No:
     return inferAndRecord(n, first, opset, epoch, restore, graph);
   case RecordMatch::YesReplay:
@@ -542,7 +582,7 @@ inline void checkNodeTypes(Node &n, const Value *first,
 [[noreturn]] void badDefinition(const Graph &g, const Value *v,
                                 const char *kind, const Node *producer,
                                 const std::vector<ValueRecord> &records,
-                                uint64_t epoch) {
+                                uint32_t epoch) {
   auto what = [&] {
     return producer ? "output of " + describeNode(*producer)
                     : std::string(kind);
@@ -572,9 +612,16 @@ inline void checkNodeTypes(Node &n, const Value *first,
 /// structural checks run on every node and value every time; `records` (the
 /// graph's, indexed by Value::id()) spare only the inference of nodes whose
 /// inputs read as before.
-void checkGraph(Graph &g, int64_t opset, uint64_t epoch,
+void checkGraph(Graph &g, int64_t opset, uint32_t epoch,
                 GraphRecords &graphRecords) {
   std::vector<ValueRecord> &records = graphRecords.values;
+  // The records' node checks passed at graphRecords.opset: none is valid at
+  // another one.
+  if (graphRecords.opset != opset) {
+    for (ValueRecord &r : records)
+      r.producerRevision = 0;
+    graphRecords.opset = opset;
+  }
   records.resize(g.numValueIds()); // the values made since the last verify
   auto isDefined = [&](const Value *v) {
     return v && v->owner() == &g && records[v->id()].definedAt == epoch;
@@ -584,7 +631,7 @@ void checkGraph(Graph &g, int64_t opset, uint64_t epoch,
   auto define = [&](const Value *v, const char *kind,
                     const Node *producer = nullptr) {
     if (v && v->owner() == &g && v->isLive()) {
-      uint64_t &definedAt = records[v->id()].definedAt;
+      uint32_t &definedAt = records[v->id()].definedAt;
       if (definedAt != epoch) {
         definedAt = epoch;
         return;
@@ -632,7 +679,7 @@ void checkGraph(Graph &g, int64_t opset, uint64_t epoch,
     // reads last changed. (The loops keep the vectors' bounds in locals:
     // with numInputs() and input(i) per step the compiler reloaded them, a
     // few instructions per edge of every node of every verify.)
-    uint64_t inputsChangedAt = 0;
+    uint32_t inputsChangedAt = 0;
     const ValueRecord *recordData = records.data();
     const std::vector<Value *> &ins = n.inputs();
     for (auto it = ins.begin(), end = ins.end(); it != end; ++it) {
@@ -682,17 +729,26 @@ void checkGraph(Graph &g, int64_t opset, uint64_t epoch,
               << "' is not defined by any node, graph input or initializer";
   }
   // Let go of the data of values that are no longer initializers (removed,
-  // or turned into inputs): the records would keep it alive.
-  std::vector<size_t> &withData = graphRecords.withData;
+  // or turned into inputs): the records would keep it alive. The slots
+  // still held move down, and their records with them.
+  std::vector<HeldData> &held = graphRecords.data;
   size_t kept = 0;
-  for (size_t id : withData) {
-    ValueRecord &r = records[id];
-    if (r.data && r.definedAt == epoch)
-      withData[kept++] = id;
-    else
-      r.data.reset();
+  for (size_t k = 0; k < held.size(); ++k) {
+    HeldData &h = held[k];
+    ValueRecord &r = records[h.id];
+    if (!h.data) // let go of already (dropData)
+      continue;
+    if (r.definedAt != epoch) {
+      h.data.reset();
+      r.dataSlot = ValueRecord::kNoSlot;
+      continue;
+    }
+    r.dataSlot = uint32_t(kept);
+    if (kept != k)
+      held[kept] = std::move(h);
+    ++kept;
   }
-  withData.resize(kept);
+  held.resize(kept);
   if (typeError)
     throw *typeError;
 }
@@ -915,7 +971,14 @@ void runVerify(Model &model, PassContext &ctx) {
   if (!model.verifyMemo)
     model.verifyMemo = std::make_shared<VerifyMemo>();
   VerifyMemo &memo = *model.verifyMemo;
-  uint64_t epoch = ++memo.epoch;
+  // The records hold 32-bit verify counts. Before the count would wrap (to
+  // 0, "never", and then below the counts recorded), every record is
+  // forgotten: the next verify infers every node again, as the first did.
+  if (memo.epoch == std::numeric_limits<uint32_t>::max()) {
+    memo.graphs.clear();
+    memo.epoch = 0;
+  }
+  uint32_t epoch = ++memo.epoch;
   Graph *alg = model.training ? model.training->algorithm.get() : nullptr;
   int64_t nodes = 0;
   for (Graph *g : {model.graph.get(), alg}) {
@@ -953,7 +1016,8 @@ bool lastVerifyFoundTypesAsInferred(const Model &model, const Graph &g,
     if (graph.graphUid != g.uid())
       continue;
     // Checked by the last verify, with a record for every value.
-    if (graph.usedAt != memo.epoch || graph.values.size() != g.numValueIds())
+    if (graph.usedAt != memo.epoch || graph.opset != opset ||
+        graph.values.size() != g.numValueIds())
       return false;
     const ValueRecord *records = graph.values.data();
     for (const auto &n : g.nodes()) {
@@ -966,7 +1030,7 @@ bool lastVerifyFoundTypesAsInferred(const Model &model, const Graph &g,
         const ValueRecord &r = records[o->id()];
         // The node's check passed at this revision and opset (the record
         // sits on its first output), and inference kept the declared type.
-        if (first && (r.producerRevision != n->revision() || r.opset != opset))
+        if (first && r.producerRevision != n->revision())
           return false;
         first = false;
         if (r.definedAt != memo.epoch || r.inferredDiffers)
@@ -976,6 +1040,12 @@ bool lastVerifyFoundTypesAsInferred(const Model &model, const Graph &g,
     return true;
   }
   return false;
+}
+
+void setVerifyCountForTesting(Model &model, uint32_t count) {
+  if (!model.verifyMemo)
+    model.verifyMemo = std::make_shared<VerifyMemo>();
+  model.verifyMemo->epoch = count;
 }
 
 } // namespace mpc

@@ -21,4 +21,9 @@ namespace mpc {
 bool lastVerifyFoundTypesAsInferred(const Model &model, const Graph &g,
                                     int64_t opset);
 
+/// For tests of the wrap of the verify count: makes `count` the number of
+/// verifies of `model` so far, keeping what they recorded. (Counts move
+/// only forward in real use; a test sets one near the 32-bit limit.)
+void setVerifyCountForTesting(Model &model, uint32_t count);
+
 } // namespace mpc

@@ -4,8 +4,11 @@
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
+#include "passes/verify.h"
 
 #include <gtest/gtest.h>
+
+#include <limits>
 
 using namespace mpc;
 
@@ -484,6 +487,85 @@ TEST(VerifyMemo, BindingsAndMetadataFollowTheGraph) {
   t.alg->renameValue(t.alg->findValue("update_out"), "renamed");
   EXPECT_CONTAINS(verifyError(t.m), "value 'update_out' (for state 'w') is "
                                     "not a value of the training algorithm");
+}
+
+TEST(VerifyMemo, InitializerDataIsComparedAfterTheDataPoolCompacts) {
+  // The records' initializer data sit in a pool that each verify compacts:
+  // a removed initializer's data is let go of and the slots after it move
+  // down. An initializer whose slot moved is still compared with its own
+  // data, not with what now sits where its slot was: here that is the data
+  // of `other`, which `shape` is then given.
+  Model m;
+  Graph &g = *m.graph;
+  Value *x = g.addInput("x", DType::F32, {Dim(6)});
+  Value *unused = g.addInitializer("unused", Tensor::fromInt64s({2}, {5, 5}));
+  Value *shape = g.addInitializer("shape", Tensor::fromInt64s({2}, {2, 3}));
+  Value *other = g.addInitializer("other", Tensor::fromInt64s({2}, {3, 2}));
+  addReshapeTo2x3(g, x, shape);
+  Node *reshapeOther = g.createNode("Reshape", {x, other}, 1, "other_reshape");
+  reshapeOther->output(0)->setType(DType::F32, {Dim(3), Dim(2)});
+  g.addOutput(reshapeOther->output(0));
+  ASSERT_EQ(verifyError(m), "");
+  g.removeInitializer(unused);
+  ASSERT_EQ(verifyError(m), "");
+  shape->setInitializer(other->initializer());
+  EXPECT_CONTAINS(verifyError(m), "node 'reshape' (Reshape): output "
+                                  "'reshape_out' is declared fp32[2x3] but "
+                                  "the op produces fp32[3x2]");
+  shape->setInitializer(
+      std::make_shared<Tensor>(Tensor::fromInt64s({2}, {2, 3})));
+  ASSERT_EQ(verifyError(m), "");
+  // One added now gets a slot of its own.
+  g.addInitializer("later", Tensor::fromInt64s({2}, {7, 7}));
+  ASSERT_EQ(verifyError(m), "");
+  shape->setInitializer(other->initializer());
+  EXPECT_CONTAINS(verifyError(m), "produces fp32[3x2]");
+}
+
+TEST(VerifyMemo, AChangedOpsetIsChecked) {
+  // A node's record holds at the opset it was checked at, which the memo
+  // keeps once per graph: Squeeze takes its axes as an input from opset 13,
+  // as an attribute before, so the same node passes at 13 only.
+  Model m;
+  m.setOpsetVersion("", 13);
+  Graph &g = *m.graph;
+  Value *x = g.addInput("x", DType::F32, {Dim(1), Dim(4)});
+  Value *axes = g.addInitializer("axes", Tensor::fromInt64s({1}, {0}));
+  Node *squeeze = g.createNode("Squeeze", {x, axes}, 1, "squeeze");
+  squeeze->output(0)->setType(DType::F32, {Dim(4)});
+  g.addOutput(squeeze->output(0));
+  ASSERT_EQ(verifyError(m), "");
+  m.setOpsetVersion("", 12);
+  EXPECT_CONTAINS(verifyError(m), "node 'squeeze' (Squeeze): takes 'axes' as "
+                                  "an attribute before opset 13");
+  m.setOpsetVersion("", 13);
+  EXPECT_EQ(verifyError(m), "");
+  m.setOpsetVersion("", 12);
+  EXPECT_CONTAINS(verifyError(m), "takes 'axes' as an attribute");
+}
+
+TEST(VerifyMemo, TheVerifyCountWrapsByForgettingTheRecords) {
+  // The records hold 32-bit verify counts. After the last count, verify
+  // starts again from no records: a new value is not taken for one defined
+  // twice, and a change is not hidden by a record that looks newer than it.
+  TransposeChain c;
+  ASSERT_EQ(verifyError(c.m), "");
+  setVerifyCountForTesting(c.m, std::numeric_limits<uint32_t>::max() - 1);
+  // The last count: both nodes are checked and recorded in it.
+  c.x->dims = {Dim(4), Dim(3)};
+  c.t->dims = {Dim(3), Dim(4)};
+  c.y->dims = {Dim(3), Dim(4)};
+  ASSERT_EQ(verifyError(c.m), "");
+  Node *extra = c.m.graph->createNode("Relu", {c.y}, 1, "extra");
+  extra->output(0)->setType(DType::F32, {Dim(3), Dim(4)});
+  c.m.graph->addOutput(extra->output(0));
+  EXPECT_EQ(verifyError(c.m), "");
+  c.x->dims = {Dim(2), Dim(3)};
+  EXPECT_CONTAINS(verifyError(c.m), "node 'transpose' (Transpose): output "
+                                    "'transpose_out' is declared fp32[3x4] "
+                                    "but the op produces fp32[3x2]");
+  c.x->dims = {Dim(4), Dim(3)};
+  EXPECT_EQ(verifyError(c.m), "");
 }
 
 // --- fold-constants
