@@ -404,18 +404,21 @@ inline void recordSource(GraphRecords &records, const Value &v,
     recordSourceChange(records, v, epoch);
 }
 
-/// Whether a node's record matches (recordMatches), and if so whether an
-/// output's inferred type differs from its declared one (replayInferred).
+/// Whether a node's record matches (recordHolds, matchOutput), and if so
+/// whether an output's inferred type differs from its declared one
+/// (replayInferred).
 enum class RecordMatch { No, Yes, YesReplay };
 
-/// Yes when inference of `n` would give what it gave when it last passed:
-/// same node (revision: inputs, outputs, attributes), same opset, inputs
-/// that read as they did then (none changed since: `inputsChangedAt` is the
-/// latest change among them), each output declared as it was or as what
-/// inference made of it then. `first` is the node's first output, which
-/// holds the record (nullptr: none, no record). YesReplay when an output's
-/// record holds an inferred type other than the declared one, found in the
-/// same loop (one walk over the outputs of most nodes, not two).
+/// A node's record matches when inference of `n` would give what it gave
+/// when it last passed: same node (revision: inputs, outputs, attributes),
+/// same opset (GraphRecords::opset), inputs that read as they did then (none
+/// changed since: `inputsChangedAt` is the latest change among them), each
+/// output declared as it was or as what inference made of it then. The
+/// record sits on the node's first output (a node without outputs has none).
+/// checkGraph tells it in its walk over a node's outputs (one walk, not two):
+/// recordHolds on the first output's record, then matchOutput on each
+/// output's. YesReplay when an output's record holds an inferred type other
+/// than the declared one.
 ///
 /// An output since declared as its inferred type (infer-shapes declares
 /// every output so, and verify runs right after it) infers that type again:
@@ -425,25 +428,22 @@ enum class RecordMatch { No, Yes, YesReplay };
 /// type (known beats symbolic beats unknown, a rank change replaces the
 /// dims) give the same result when applied again to their own result. So
 /// the check passes as before and consumers see the same type.
-RecordMatch recordMatches(const Node &n, const Value *first,
-                          uint32_t inputsChangedAt, const GraphRecords &graph) {
-  const std::vector<ValueRecord> &records = graph.values;
-  if (!first)
+/// The node part: `first` is the record of n's first output.
+inline RecordMatch recordHolds(const Node &n, const ValueRecord &first,
+                               uint32_t inputsChangedAt) {
+  return first.producerRevision == n.revision() &&
+                 inputsChangedAt <= first.checkedAt
+             ? RecordMatch::Yes
+             : RecordMatch::No;
+}
+
+/// `match` (not No) with output o, whose record is `out`.
+inline RecordMatch matchOutput(RecordMatch match, const ValueRecord &out,
+                               const Value &o, const GraphRecords &graph) {
+  if (!sameType(out.declared, o) &&
+      !(out.inferredDiffers && sameType(graph.inferredOf(out), o)))
     return RecordMatch::No;
-  const ValueRecord &r = records[first->id()];
-  if (r.producerRevision != n.revision() || inputsChangedAt > r.checkedAt)
-    return RecordMatch::No;
-  bool replay = false;
-  for (const Value *o : n.outputs()) {
-    if (!o)
-      continue;
-    const ValueRecord &out = records[o->id()];
-    if (!sameType(out.declared, *o) &&
-        !(out.inferredDiffers && sameType(graph.inferredOf(out), *o)))
-      return RecordMatch::No;
-    replay |= out.inferredDiffers;
-  }
-  return replay ? RecordMatch::YesReplay : RecordMatch::Yes;
+  return out.inferredDiffers ? RecordMatch::YesReplay : match;
 }
 
 /// Gives n's outputs what inference made of them last time (the record
@@ -460,7 +460,7 @@ RecordMatch recordMatches(const Node &n, const Value *first,
     if (!r.inferredDiffers)
       continue;
     if (!sameType(r.declared, *o)) {
-      // Declared as inferred since (recordMatches): it holds what the
+      // Declared as inferred since (matchOutput): it holds what the
       // consumers read, as it is; the record now says so.
       std::swap(r.declared, graph.inferred[r.inferredSlot]);
       r.inferredDiffers = false;
@@ -552,13 +552,12 @@ RecordMatch recordMatches(const Node &n, const Value *first,
 /// graph itself, in order, so that later nodes see the inferred types of
 /// earlier ones as they would on a copy of the graph; every output's
 /// declared type is put back by `restore` (the checks compare with the type
-/// saved before inference). A node whose record matches gets what inference
-/// gave it last time without running its rule.
-inline void checkNodeTypes(Node &n, const Value *first,
-                           uint32_t inputsChangedAt, int64_t opset,
-                           uint32_t epoch, RestoreTypes &restore,
+/// saved before inference). A node whose record matches (`match`) gets what
+/// inference gave it last time without running its rule.
+inline void checkNodeTypes(Node &n, const Value *first, RecordMatch match,
+                           int64_t opset, uint32_t epoch, RestoreTypes &restore,
                            GraphRecords &graph) {
-  switch (recordMatches(n, first, inputsChangedAt, graph)) {
+  switch (match) {
   case RecordMatch::No:
     return inferAndRecord(n, first, opset, epoch, restore, graph);
   case RecordMatch::YesReplay:
@@ -711,7 +710,9 @@ void checkGraph(Graph &g, int64_t opset, uint32_t epoch,
       }
       undefinedInput(g, n, size_t(it - ins.begin()));
     }
+    // The same walk tells whether the node's record matches.
     const Value *first = nullptr;
+    RecordMatch match = RecordMatch::No;
     const std::vector<Value *> &outs = n.outputs();
     for (size_t i = 0, count = outs.size(); i < count; ++i) {
       const Value *o = outs[i];
@@ -721,13 +722,17 @@ void checkGraph(Graph &g, int64_t opset, uint32_t epoch,
         errorAt(n) << "output " << i << " '" << o->name()
                    << "' does not record this node as its producer";
       define(o, nullptr, &n);
-      if (!first)
+      const ValueRecord &r = recordData[o->id()];
+      if (!first) {
         first = o;
+        match = recordHolds(n, r, inputsChangedAt);
+      }
+      if (match != RecordMatch::No)
+        match = matchOutput(match, r, *o, graphRecords);
     }
     if (!typeError) {
       try {
-        checkNodeTypes(n, first, inputsChangedAt, opset, epoch, restore,
-                       graphRecords);
+        checkNodeTypes(n, first, match, opset, epoch, restore, graphRecords);
       } catch (const Error &e) {
         typeError = e;
       }
