@@ -16,7 +16,9 @@
 //    toggled (Gemm only without C, or with a single-element C).
 // A Transpose that other nodes still read stays for them; one left without
 // readers is removed. Products keep their node names (the precision map's
-// records) and their output names.
+// records) and their output names; each rewrite changes a node in place (the
+// product, or the Transpose the product moves to), so the pass makes no node
+// and no value.
 //
 // Runs after autodiff and autocast (operands already have their dtypes;
 // FusedMatMul computes in the dtype MatMul would), before recompute and
@@ -66,11 +68,12 @@ public:
     bool changed = true;
     while (changed) {
       changed = false;
-      // Every node a fold removes is the node at hand or a producer of one
-      // of its inputs (the Transpose it reads, the product a Transpose
-      // reads): in topological order, at or before it in this list. So no
-      // node of the list is removed before the loop reaches it, and the
-      // loop needs no record of removed nodes.
+      // Every node a fold removes is a producer of one of the node at
+      // hand's inputs (the Transpose it reads, the product a Transpose
+      // reads): in topological order, before it in this list. So no node of
+      // the list is removed before the loop reaches it, and the loop needs
+      // no record of removed nodes. (The node at hand is rewritten in
+      // place, never removed.)
       for (Node *n : g_.nodeList()) {
         if (isProduct(*n))
           changed |= foldOperands(n);
@@ -91,26 +94,39 @@ private:
     return v && v->hasShape && v->rank() >= 2;
   }
 
-  /// Replaces product n by MatMul / FusedMatMul(a, b) with the given flags,
-  /// keeping n's node name and output name. Returns the new node.
-  Node *replaceProduct(Node *n, Value *a, Value *b, bool ta, bool tb) {
+  /// Makes n (a product, or the Transpose a product moves to) the product
+  /// MatMul / FusedMatMul(a, b) with the given flags, in place: n keeps its
+  /// place and its output value, so its readers, the output's name and id,
+  /// and the graph outputs stay as they are (a new node and output value
+  /// cost a value id that every per-id table after this pass would carry,
+  /// and made verify re-infer the readers). The graph is the one a
+  /// replacement node at n's place would give: the same name-table entries
+  /// (reserveReplacementName), attributes, and use lists (setInput moves
+  /// n's use of each operand to the end of the operand's list, where a new
+  /// node's would be).
+  void rewriteAsProduct(Node &n, const std::string &nodeName, Value *a,
+                        Value *b, bool ta, bool tb) {
     bool fused = ta || tb;
-    std::string nodeName = n->name();
-    Node *p = g_.createNode(fused ? "FusedMatMul" : "MatMul", {a, b}, 1,
-                            nodeName, fused ? kMpcDomain : "", n);
+    reserveReplacementName(nodeName, fused ? "FusedMatMul" : "MatMul");
+    n.setOp(fused ? "FusedMatMul" : "MatMul", fused ? kMpcDomain : "");
+    n.setInput(0, a);
+    n.setInput(1, b);
     if (fused)
-      setTransposeFlags(*p, ta, tb);
-    Value *out = n->output(0);
-    std::string outName = out->name();
-    p->output(0)->copyTypeFrom(*out);
-    g_.replaceAllUsesWith(out, p->output(0));
-    erase(n);
-    g_.renameValue(p->output(0), outName);
-    p->setName(nodeName);
-    return p;
+      setTransposeFlags(n, ta, tb);
   }
 
-  /// Gives a new product node its transA and transB (in that order), as one
+  /// Claims the node name a replacement node named `nodeName` (its op when
+  /// empty) took, as the earlier new-node rewrite did: uniqueNodeName
+  /// counts the names it gave per base, so a later pass that names a node
+  /// after a folded product gets the name it got before.
+  void reserveReplacementName(const std::string &nodeName, const char *op) {
+    if (nodeName.empty())
+      g_.uniqueNodeName(op);
+    else
+      g_.uniqueNodeName(nodeName);
+  }
+
+  /// Gives a product node its transA and transB (in that order), as one
   /// list: two setAttr calls grew the node's attribute list twice.
   static void setTransposeFlags(Node &n, bool transA, bool transB) {
     std::vector<std::pair<std::string, Attribute>> flags;
@@ -120,11 +136,9 @@ private:
     n.setAttrs(std::move(flags));
   }
 
-  /// Removes n (its outputs unread) and any Transpose it leaves unread.
-  void erase(Node *n) {
-    std::vector<Value *> inputs = n->inputs();
-    g_.removeNode(n);
-    for (Value *v : inputs) {
+  /// Removes each of `readFrom` that is a Transpose's output left unread.
+  void removeUnreadTransposes(const Value *const (&readFrom)[2]) {
+    for (const Value *v : readFrom) {
       // (A value read twice, MatMul(t, t), has no producer any more at its
       // second position: removeNode clears it.)
       Node *t = v ? v->producer() : nullptr;
@@ -147,6 +161,7 @@ private:
     Value *fa = swappedFrom(a), *fb = swappedFrom(b);
     if (!fa && !fb)
       return false;
+    const Value *readBefore[2] = {a, b};
     if (fa) {
       a = fa;
       ta = !ta;
@@ -155,7 +170,8 @@ private:
       b = fb;
       tb = !tb;
     }
-    replaceProduct(n, a, b, ta, tb);
+    rewriteAsProduct(*n, n->name(), a, b, ta, tb);
+    removeUnreadTransposes(readBefore);
     ++stats_["matmul-operands-folded"];
     return true;
   }
@@ -183,7 +199,9 @@ private:
   }
 
   /// A swap Transpose of a product only it reads: the product computes the
-  /// transposed result itself.
+  /// transposed result itself. The Transpose node becomes that product (it
+  /// is at the product's new place and already writes the output its
+  /// readers read), under the product's name; the old product goes.
   bool foldIntoProducer(Node *t) {
     Value *y = t->input(0);
     if (!swappedFrom(t->output(0)) || !y || y->uses().size() != 1 ||
@@ -192,20 +210,18 @@ private:
     Node *p = y->producer();
     if (!p)
       return false;
-    Value *out = t->output(0);
     if (isProduct(*p)) {
       if (!ranked2(p->input(0)) || !ranked2(p->input(1)))
         return false;
       bool ta = flag(*p, "transA"), tb = flag(*p, "transB");
       Value *a = p->input(0), *b = p->input(1);
-      // The product moves to the Transpose's place, under its own name.
       std::string nodeName = p->name();
-      Node *q =
-          g_.createNode("FusedMatMul", {b, a}, 1, nodeName, kMpcDomain, t);
-      setTransposeFlags(*q, !tb, !ta);
-      finishProducerFold(t, p, q, out);
-      if (ta && tb) // both flags now cleared: a plain MatMul
-        replaceProduct(q, q->input(0), q->input(1), false, false);
+      rewriteAsProduct(*t, nodeName, b, a, !tb, !ta);
+      // Both flags now cleared: a plain MatMul (the earlier rewrite made a
+      // FusedMatMul first, then replaced it, and claimed a name for each).
+      if (ta && tb)
+        rewriteAsProduct(*t, nodeName, b, a, false, false);
+      finishProducerFold(t, p, std::move(nodeName));
       ++stats_["products-transposed"];
       return true;
     }
@@ -215,15 +231,17 @@ private:
     if (c && !(c->hasShape && allOnes(c->dims)))
       return false;
     std::string nodeName = p->name();
-    Node *q =
-        g_.createNode("Gemm", {p->input(1), p->input(0)}, 1, nodeName, "", t);
+    reserveReplacementName(nodeName, "Gemm");
+    t->setOp("Gemm", "");
+    t->setInput(0, p->input(1));
+    t->setInput(1, p->input(0));
     for (const auto &kv : p->attributes())
-      q->setAttr(kv.first, kv.second);
+      t->setAttr(kv.first, kv.second);
     if (c)
-      q->addInput(c);
-    q->setAttr("transA", Attribute::ofInt(flag(*p, "transB") ? 0 : 1));
-    q->setAttr("transB", Attribute::ofInt(flag(*p, "transA") ? 0 : 1));
-    finishProducerFold(t, p, q, out);
+      t->setInput(2, c);
+    t->setAttr("transA", Attribute::ofInt(flag(*p, "transB") ? 0 : 1));
+    t->setAttr("transB", Attribute::ofInt(flag(*p, "transA") ? 0 : 1));
+    finishProducerFold(t, p, std::move(nodeName));
     ++stats_["products-transposed"];
     return true;
   }
@@ -235,17 +253,11 @@ private:
     return true;
   }
 
-  /// q (placed at the Transpose t) now computes t's output: takes over its
-  /// readers and name, and t and the old product p go.
-  void finishProducerFold(Node *t, Node *p, Node *q, Value *out) {
-    std::string outName = out->name();
-    q->output(0)->copyTypeFrom(*out);
-    g_.replaceAllUsesWith(out, q->output(0));
-    g_.removeNode(t);
-    std::string nodeName = p->name();
+  /// t, now the product, no longer reads p's output: p goes, and t takes
+  /// its name.
+  void finishProducerFold(Node *t, Node *p, std::string nodeName) {
     g_.removeNode(p);
-    g_.renameValue(q->output(0), outName);
-    q->setName(nodeName);
+    t->setName(std::move(nodeName));
     ++stats_["transposes-removed"];
   }
 

@@ -126,6 +126,13 @@ std::string Node::describe() const {
   return op + " '" + name_ + "'";
 }
 
+void Node::setOp(std::string opType, std::string domain) {
+  opType_ = std::move(opType);
+  domain_ = std::move(domain);
+  attrs_.clear();
+  touch();
+}
+
 void Node::setInput(size_t i, Value *v) {
   if (i >= inputs_.size())
     inputs_.resize(i + 1, nullptr);

@@ -189,6 +189,13 @@ public:
   const std::string &domain() const { return domain_; }
   const std::string &name() const { return name_; }
   void setName(std::string n) { name_ = std::move(n); }
+  /// Makes the node an `opType` of `domain` ("" for ONNX) in place: its
+  /// name, place, inputs and output values (their ids, names and readers)
+  /// stay; its attributes, which belonged to the old op, are dropped. A
+  /// rewrite that changes only what a node computes then needs no new node
+  /// and no new output value (ids are never reused: every per-id table of a
+  /// later pass would carry the replaced one).
+  void setOp(std::string opType, std::string domain);
   /// "Gemm 'fc1'" (op and name, for diagnostics).
   std::string describe() const;
   /// Whether the node is `op` of `domain` ("" for ONNX, "mpc").

@@ -264,6 +264,51 @@ TEST(GraphUses, MoveBeforeReordersWithoutTouchingUses) {
   EXPECT_USES_OK(g);
 }
 
+// setOp changes what a node computes in place: the node keeps its name,
+// place, inputs and output value (id, name, readers, graph-output listing);
+// the old op's attributes go, the node gets a new revision, and no value or
+// node name is made.
+TEST(GraphUses, SetOpKeepsTheNodeAndItsOutputValue) {
+  Graph g;
+  Value *x = g.addInput("x", DType::F32, {Dim(4), Dim(4)});
+  Value *w = g.addInput("w", DType::F32, {Dim(4), Dim(4)});
+  Node *t = g.createNode("Transpose", {w}, 1, "t");
+  t->setAttr("perm", Attribute::ofInts({1, 0}));
+  Node *r = g.createNode("Relu", {t->output(0)}, 1, "r");
+  Value *out = t->output(0);
+  g.addOutput(out);
+  const size_t ids = g.numValueIds();
+  const uint64_t revision = t->revision(), readerRevision = r->revision();
+
+  t->setOp("FusedMatMul", "mpc");
+  EXPECT_EQ(t->opType(), "FusedMatMul");
+  EXPECT_EQ(t->domain(), "mpc");
+  EXPECT_TRUE(t->isOp("mpc", "FusedMatMul"));
+  EXPECT_TRUE(t->attributes().empty());
+  EXPECT_NE(t->revision(), revision);
+  EXPECT_EQ(t->name(), "t");
+  EXPECT_EQ(t->output(0), out);
+  EXPECT_EQ(out->producer(), t);
+  EXPECT_EQ(out->name(), "t_out");
+  EXPECT_TRUE(out->isLive() && out->isGraphOutput());
+  EXPECT_EQ(g.findValue("t_out"), out);
+  EXPECT_EQ(usesOf(out), (std::vector<Use>{{r, 0}}));
+  EXPECT_EQ(r->revision(), readerRevision);
+  EXPECT_EQ(g.numValueIds(), ids);
+  EXPECT_EQ(nodeNames(g), (std::vector<std::string>{"t", "r"}));
+  EXPECT_EQ(g.uniqueNodeName("t"), "t_1"); // no name claimed for it
+
+  // Back to the default domain; the inputs stay until rewired.
+  t->setAttr("transB", Attribute::ofInt(1));
+  t->setOp("MatMul", "");
+  EXPECT_TRUE(t->isOp("", "MatMul"));
+  EXPECT_TRUE(t->attributes().empty());
+  EXPECT_EQ(t->inputs(), (std::vector<Value *>{w}));
+  t->addInput(x);
+  EXPECT_EQ(usesOf(x), (std::vector<Use>{{t, 1}}));
+  EXPECT_USES_OK(g);
+}
+
 TEST(GraphNames, UniqueValueNamesNeverCollide) {
   Graph g;
   EXPECT_EQ(g.uniqueValueName(""), "v");
