@@ -6,27 +6,12 @@
 #include "passes/registry.h"
 #include "passes/support/diagnostics.h"
 #include "passes/verify.h"
+#include "tests/unit/relu_chain.h"
 
 #include <gtest/gtest.h>
 
 namespace mpc {
 namespace {
-
-/// x[4] -> Relu -> a -> Relu -> y, every value declared as inference gives
-/// it (as infer-shapes leaves a model).
-struct ReluChain {
-  Model m;
-  Value *x, *a, *y;
-  ReluChain() {
-    Graph &g = *m.graph;
-    x = g.addInput("x", DType::F32, {Dim(4)});
-    a = g.createNode("Relu", {x}, 1, "first")->output(0);
-    a->setType(DType::F32, {Dim(4)});
-    y = g.createNode("Relu", {a}, 1, "second")->output(0);
-    y->setType(DType::F32, {Dim(4)});
-    g.addOutput(y);
-  }
-};
 
 void verify(Model &m) {
   CompileOptions opts;
