@@ -18,10 +18,44 @@ LifetimeOffsets::LifetimeOffsets(int64_t times) {
   poolCap_ = 8 * leaves_;
   pool_.reset(new Span[poolCap_]);
   cursors_.resize(3 * (levels_ + 1) + 1);
-  next_.resize(3 * (levels_ + 1) + 1);
 }
 
 bool LifetimeOffsets::addSpan(SpanSet &set, size_t begin, size_t end) {
+  // The common cases inline in place(), with no registers to save and no
+  // call: an append past the set's last span (into the room it has, or a
+  // set's first span), or a range at or past that span's begin that it
+  // covers already (most placements near the root) or that extends it
+  // (buffers packed side by side). 8 in 10 of a 64-layer step's calls end
+  // here; the rest (a search, a merge, an insert, a set that moves) goes
+  // out of line.
+  const Span *s = pool_.get() + set.at;
+  size_t size = set.size;
+  if (size == 0 || s[size - 1].end < begin) {
+    if (size == set.cap) {
+      // A set's first span (most sets hold one or two): room for two at
+      // the pool's end, while the pool has it.
+      if (size != 0 || poolSize_ + 2 > poolCap_)
+        return addSpanSlow(set, begin, end);
+      set.at = uint32_t(poolSize_);
+      set.cap = 2;
+      poolSize_ += 2;
+    }
+    pool_[set.at + size] = {begin, end};
+    set.size = uint32_t(size + 1);
+    return true;
+  }
+  // Over or past the last span's begin: that span grows or holds it.
+  Span &lastSpan = pool_[set.at + size - 1];
+  if (lastSpan.begin <= begin) {
+    if (end <= lastSpan.end)
+      return false;
+    lastSpan.end = end;
+    return true;
+  }
+  return addSpanSlow(set, begin, end);
+}
+
+bool LifetimeOffsets::addSpanSlow(SpanSet &set, size_t begin, size_t end) {
   Span *s = pool_.get() + set.at;
   // The set's size in a full-width local: arithmetic on the 32-bit field
   // itself cost extensions at every use.
@@ -90,6 +124,66 @@ bool LifetimeOffsets::addSpan(SpanSet &set, size_t begin, size_t end) {
   return true;
 }
 
+template <bool PowerOfTwo>
+inline size_t LifetimeOffsets::walkSets(Cursor *cursors, size_t n, size_t bytes,
+                                        size_t alignment) {
+  // Invariant: no aligned offset below `at` fits. A span that overlaps
+  // [at, at + bytes) rules out every offset up to its end (spans are unions
+  // of non-empty buffers, so overlapping the span means overlapping one).
+  // The ranges below the answer are mostly one block split over the sets
+  // in many pieces, so the walk goes to whichever set has a span starting
+  // inside the window, and stops when a whole round of the sets has none.
+  // A set walked to its end is dropped (the last one takes its place, and
+  // the sentinel moves down): the order the sets are visited in changes
+  // the walk, not the answer, which is the lowest offset no span rules out.
+  // Rounding up by a mask where the alignment is a power of two (the
+  // planner's 256; a division per step of the walk is slow), chosen once
+  // per query by the template, not per step.
+  const size_t mask = alignment - 1;
+  auto alignUp = [&](size_t offset) {
+    return PowerOfTwo ? (offset + mask) & ~mask
+                      : (offset + mask) / alignment * alignment;
+  };
+  size_t at = 0;
+  Cursor *end = cursors + n; // the sentinel
+  for (Cursor *from = cursors;;) {
+    const size_t limit = at + bytes;
+    // The scans stop at a cursor whose next is below the limit: the
+    // sentinel, or, for the round's wrap to the front, a 0 put in place of
+    // the set the round started from for the scan's duration.
+    Cursor *c = from;
+    while (c->next >= limit)
+      ++c;
+    if (c == end) {
+      const size_t saved = from->next;
+      from->next = 0;
+      c = cursors;
+      while (c->next >= limit)
+        ++c;
+      from->next = saved;
+      if (c == from)
+        break;
+    }
+    // In locals: stores through c could alias the spans' loads.
+    const Span *span = c->span, *stop = c->stop;
+    if (span->end > at)
+      at = alignUp(span->end);
+    do
+      ++span;
+    while (span != stop && span->end <= at);
+    if (span != stop) {
+      c->next = span->begin;
+      c->span = span;
+    } else {
+      --end;
+      *c = *end;
+      end->next = 0;
+    }
+    from = c;
+  }
+  return at;
+}
+
 size_t LifetimeOffsets::lowestFit(int64_t first, int64_t last, size_t bytes,
                                   size_t alignment) const {
   if (bytes == 0)
@@ -97,14 +191,12 @@ size_t LifetimeOffsets::lowestFit(int64_t first, int64_t last, size_t bytes,
   // At most one set per level on the path and two per level on the cover
   // (the constructor sized the scratch for that and the sentinel).
   Cursor *cursors = cursors_.data();
-  size_t *next = next_.data();
   size_t n = 0;
   auto read = [&](const SpanSet &set) {
     if (!set.size)
       return;
     const Span *s = pool_.get() + set.at;
-    cursors[n] = {s, s + set.size};
-    next[n++] = s->begin;
+    cursors[n++] = {s->begin, s, s + set.size};
   };
   // Buffers live at `first`: the sets on its leaf's path, root first (the
   // order the walk visits the sets in; on a 64-layer step's placements this
@@ -121,54 +213,10 @@ size_t LifetimeOffsets::lowestFit(int64_t first, int64_t last, size_t bytes,
   }
   // A sentinel past the sets: below every window's end (bytes > 0), it
   // ends the scan for a conflict without a bounds check per set.
-  next[n] = 0;
-  // Invariant: no aligned offset below `at` fits. A span that overlaps
-  // [at, at + bytes) rules out every offset up to its end (spans are unions
-  // of non-empty buffers, so overlapping the span means overlapping one).
-  // The ranges below the answer are mostly one block split over the sets
-  // in many pieces, so the walk goes to whichever set has a span starting
-  // inside the window, and stops when a whole round of the sets has none.
-  // A set walked to its end is dropped (the last one takes its place, and
-  // the sentinel moves down): the order the sets are visited in changes
-  // the walk, not the answer, which is the lowest offset no span rules out.
-  // Rounding up by a mask where the alignment is a power of two (the
-  // planner's 256): a division per step of the walk is slow.
-  const size_t mask = alignment - 1;
-  const bool powerOfTwo = (alignment & mask) == 0;
-  auto alignUp = [&](size_t offset) {
-    return powerOfTwo ? (offset + mask) & ~mask
-                      : (offset + mask) / alignment * alignment;
-  };
-  size_t at = 0;
-  for (size_t i = 0;;) {
-    const size_t limit = at + bytes;
-    size_t j = i;
-    while (next[j] >= limit)
-      ++j;
-    if (j == n) {
-      j = 0;
-      while (j < i && next[j] >= limit)
-        ++j;
-      if (j == i)
-        break;
-    }
-    Cursor &c = cursors[j];
-    if (c.span->end > at)
-      at = alignUp(c.span->end);
-    do
-      ++c.span;
-    while (c.span != c.stop && c.span->end <= at);
-    if (c.span != c.stop) {
-      next[j] = c.span->begin;
-    } else {
-      --n;
-      c = cursors[n];
-      next[j] = next[n];
-      next[n] = 0;
-    }
-    i = j;
-  }
-  return at;
+  cursors[n].next = 0;
+  return alignment & (alignment - 1)
+             ? walkSets<false>(cursors, n, bytes, alignment)
+             : walkSets<true>(cursors, n, bytes, alignment);
 }
 
 void LifetimeOffsets::place(int64_t first, int64_t last, size_t offset,

@@ -49,26 +49,35 @@ private:
   struct SpanSet {
     uint32_t at = 0, size = 0, cap = 0;
   };
-  /// Where a query's walk is in one set: its first span ending above the
-  /// walk's offset, and the set's end.
+  /// Where a query's walk is in one set: the begin of its first span ending
+  /// above the walk's offset (kept beside the span so the scan for a
+  /// conflict reads one field a set, with no index to convert), that span,
+  /// and the set's end.
   struct Cursor {
+    size_t next;
     const Span *span, *stop;
   };
 
+  /// lowestFit's walk over the sets it read (cursors[0, n), and a cursor
+  /// whose next is 0 at cursors[n]), for one kind of alignment.
+  template <bool PowerOfTwo>
+  static size_t walkSets(Cursor *cursors, size_t n, size_t bytes,
+                         size_t alignment);
   /// Adds [begin, end) to the set; false when the set held it already.
-  bool addSpan(SpanSet &set, size_t begin, size_t end);
+  inline bool addSpan(SpanSet &set, size_t begin, size_t end);
+  /// addSpan's cases that move spans or the set (a search, a merge, an
+  /// insert, growing): out of line, so the common ones stay small.
+  [[gnu::noinline]] bool addSpanSlow(SpanSet &set, size_t begin, size_t end);
 
   size_t leaves_ = 1; ///< a power of two >= times
   size_t levels_ = 0; ///< log2(leaves_)
   std::vector<SpanSet> live_, starts_;
   std::unique_ptr<Span[]> pool_;
   size_t poolSize_ = 0, poolCap_ = 0;
-  // Scratch of lowestFit (sized once: queries are hot). next_[i] is the begin
-  // of cursors_[i]'s span (sets walked to their end are dropped, and a 0 ends
-  // the array), kept apart so the walk scans the sets for a conflict over
-  // one small array.
+  // Scratch of lowestFit (sized once: queries are hot). Sets walked to
+  // their end are dropped (the last one takes the place), and a cursor
+  // whose next is 0 ends the array.
   mutable std::vector<Cursor> cursors_;
-  mutable std::vector<size_t> next_;
 };
 
 } // namespace mpc

@@ -115,6 +115,31 @@ TEST(LifetimeOffsets, MatchesTheQuadraticFirstFitOnStepLikeLifetimes) {
   }
 }
 
+TEST(LifetimeOffsets, ManySpansASetMoveThePool) {
+  // Buffers smaller than the alignment leave gaps, so their spans never
+  // merge: each leaf's set grows to dozens of spans, past the pool's first
+  // room (8 spans a leaf), so sets and then the pool itself move while
+  // spans are appended, extended and inserted. A 1-byte buffer between two
+  // spans lands in a gap; one that overlaps a span's end extends it.
+  for (size_t alignment : {size_t(256), size_t(48)}) {
+    std::mt19937 rng(5);
+    const int64_t times = 64;
+    std::vector<Buf> bufs;
+    for (int round = 0; round < 40; ++round)
+      for (int64_t t = 0; t < times; ++t) {
+        int64_t last = std::min<int64_t>(times - 1, t + int64_t(rng() % 3));
+        bufs.push_back({t, last, 1 + rng() % 200});
+      }
+    std::vector<Buf> expected = bufs, got = bufs;
+    placeQuadratic(expected, alignment);
+    placeTree(got, times, alignment);
+    for (size_t i = 0; i < bufs.size(); ++i)
+      ASSERT_EQ(got[i].offset, expected[i].offset)
+          << "alignment " << alignment << " buffer " << i << " ["
+          << got[i].first << ", " << got[i].last << "] bytes " << got[i].bytes;
+  }
+}
+
 TEST(LifetimeOffsets, UnsortedOrderAndOneTimeStep) {
   // Small buffers before large ones, everything live at the one time step.
   std::vector<Buf> bufs = {{0, 0, 10}, {0, 0, 300}, {0, 0, 0}, {0, 0, 5}};
