@@ -144,6 +144,17 @@ inline size_t LifetimeOffsets::walkSets(Cursor *cursors, size_t n, size_t bytes,
     return PowerOfTwo ? (offset + mask) & ~mask
                       : (offset + mask) / alignment * alignment;
   };
+  // The first cursor from `c` on whose next is below `limit` (there is one:
+  // the scans below end at a stopper), looked at two a step (fewer
+  // instructions on the walk's most run loop).
+  auto firstInWindow = [](Cursor *c, size_t limit) {
+    while (c->next >= limit) {
+      if (c[1].next < limit)
+        return c + 1;
+      c += 2;
+    }
+    return c;
+  };
   size_t at = 0;
   Cursor *end = cursors + n; // the sentinel
   for (Cursor *from = cursors;;) {
@@ -151,15 +162,11 @@ inline size_t LifetimeOffsets::walkSets(Cursor *cursors, size_t n, size_t bytes,
     // The scans stop at a cursor whose next is below the limit: the
     // sentinel, or, for the round's wrap to the front, a 0 put in place of
     // the set the round started from for the scan's duration.
-    Cursor *c = from;
-    while (c->next >= limit)
-      ++c;
+    Cursor *c = firstInWindow(from, limit);
     if (c == end) {
       const size_t saved = from->next;
       from->next = 0;
-      c = cursors;
-      while (c->next >= limit)
-        ++c;
+      c = firstInWindow(cursors, limit);
       from->next = saved;
       if (c == from)
         break;
