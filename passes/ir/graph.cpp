@@ -271,7 +271,9 @@ std::string Graph::uniqueValueName(const std::string &hint) const {
 }
 
 Value *Graph::allocateValue(std::string name) {
-  auto v = std::make_unique<Value>();
+  // Default-initialized (every member has an initializer): make_unique's
+  // value-initialization would zero the whole object first.
+  std::unique_ptr<Value> v(new Value);
   v->name_ = std::move(name);
   v->owner_ = this;
   v->id_ = values_.size();
@@ -445,7 +447,7 @@ std::string Graph::uniqueNodeName(const std::string &hint) {
 Node *Graph::insertNode(const std::string &opType, const std::string &domain,
                         std::string name, const std::vector<Value *> &inputs,
                         size_t numOutputs, Node *before) {
-  auto n = std::make_unique<Node>();
+  std::unique_ptr<Node> n(new Node); // as in allocateValue: not zeroed first
   n->opType_ = opType;
   if (!domain.empty()) // most nodes are of the default domain
     n->domain_ = domain;
@@ -456,13 +458,12 @@ Node *Graph::insertNode(const std::string &opType, const std::string &domain,
   raw->self_ = nodes_.insert(pos, std::move(n));
   // The node is new (a fresh revision, no uses yet): wire inputs and outputs
   // directly rather than through setInput/addOutput, which resize and
-  // re-stamp the node once per input and output.
-  raw->inputs_.reserve(inputs.size());
-  for (Value *v : inputs) {
-    if (v)
-      v->uses_.push_back({raw, int(raw->inputs_.size())});
-    raw->inputs_.push_back(v);
-  }
+  // re-stamp the node once per input and output. The inputs are copied in
+  // one go (one allocation, no capacity check per input).
+  raw->inputs_.assign(inputs.begin(), inputs.end());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (Value *v = inputs[i])
+      v->uses_.push_back({raw, int(i)});
   raw->outputs_.reserve(numOutputs);
   return raw;
 }
@@ -576,7 +577,10 @@ void Graph::removeNode(Node *n) {
 void Graph::replaceAllUsesWith(Value *from, Value *to) {
   if (from == to)
     return;
-  std::vector<Use> uses = from->uses_;
+  // Every use of `from` goes, so its list is taken whole rather than copied
+  // and then emptied one use at a time (setInput finds nothing to remove).
+  std::vector<Use> uses = std::move(from->uses_);
+  from->uses_.clear();
   for (const Use &u : uses)
     u.user->setInput(size_t(u.index), to);
   // A training step lists every state update among its outputs: scan them
@@ -658,21 +662,27 @@ std::unique_ptr<Graph> Graph::clone() const {
   auto mapped = [&](const Value *v) -> Value * {
     return v && v->owner_ == this ? map[v->id_] : nullptr;
   };
+  // The copy of `from`, with room for the uses the copied nodes will give it
+  // (the original's: each list is allocated once, never grown).
+  auto copyOf = [&](const Value *from, Value *to) {
+    to->uses_.reserve(from->uses_.size());
+    map[from->id_] = to;
+  };
   for (const Value *in : inputs_) {
     Value *v = g->addInput(in->name(), in->dtype, in->dims);
     v->hasShape = in->hasShape;
-    map[in->id_] = v;
+    copyOf(in, v);
   }
   for (const Value *init : initializers_) {
     Value *v = g->addInitializer(init->name(), init->initializer());
     v->copyTypeFrom(*init);
     v->isState = init->isState;
-    map[init->id_] = v;
+    copyOf(init, v);
   }
   // Outputs first, inputs second: a node may use a value that a later node
   // defines (a graph that is not sorted yet) and must keep that edge.
   for (const auto &n : nodes_) {
-    auto c = std::make_unique<Node>();
+    std::unique_ptr<Node> c(new Node);
     c->opType_ = n->opType_;
     c->domain_ = n->domain_;
     c->name_ = n->name_;
@@ -692,7 +702,7 @@ std::unique_ptr<Graph> Graph::clone() const {
       v->producerIndex_ = int(raw->outputs_.size());
       v->copyTypeFrom(*out);
       raw->outputs_.push_back(v);
-      map[out->id_] = v;
+      copyOf(out, v);
     }
   }
   auto copy = g->nodes_.begin();

@@ -191,6 +191,28 @@ TEST(GraphUses, ReplaceAllUsesWithMovesUsesAndGraphOutputs) {
   EXPECT_USES_OK(g);
 }
 
+TEST(GraphUses, ReplaceAllUsesWithAppendsTheUsesInTheirOrder) {
+  // Use-list order is visible (passes walk uses in order to name and place
+  // nodes): `to` keeps its own uses first, then takes from's in from's order.
+  Graph g;
+  Value *x = g.addInput("x", DType::F32, {Dim(4)});
+  Value *y = g.addInput("y", DType::F32, {Dim(4)});
+  Node *keep = g.createNode("Neg", {y}, 1, "keep");
+  Node *a = g.createNode("Add", {x, y}, 1, "a");
+  Node *b = g.createNode("Mul", {x, x}, 1, "b");
+  Node *c = g.createNode("Sub", {y, x}, 1, "c");
+  g.replaceAllUsesWith(x, y);
+  EXPECT_TRUE(x->uses().empty());
+  EXPECT_EQ(y->uses(),
+            (std::vector<Use>{
+                {keep, 0}, {a, 1}, {c, 0}, {a, 0}, {b, 0}, {b, 1}, {c, 1}}));
+  EXPECT_USES_OK(g);
+  // x can take uses again after losing them all.
+  c->setInput(1, x);
+  EXPECT_EQ(x->uses(), (std::vector<Use>{{c, 1}}));
+  EXPECT_USES_OK(g);
+}
+
 TEST(GraphUses, RemoveNodeDropsItsUsesAndFreesItsNames) {
   Graph g;
   Value *x = g.addInput("x", DType::F32, {Dim(4)});
@@ -670,6 +692,30 @@ TEST(GraphClone, IsDeepAndSharesInitializerData) {
 
   // Initializer data is shared by design (the clone is for analysis copies).
   EXPECT_EQ(s.w->initializer().use_count(), 2);
+}
+
+TEST(GraphClone, CopiesUseListsInOrderAndSizedOnce) {
+  Graph g;
+  Value *x = g.addInput("x", DType::F32, {Dim(4)});
+  Node *a = g.createNode("Relu", {x}, 1, "a");
+  Node *b = g.createNode("Add", {a->output(0), x}, 1, "b");
+  Node *c = g.createNode("Mul", {x, a->output(0)}, 1, "c");
+  b->setInput(1, a->output(0)); // the original's order is not input order
+  b->setInput(1, x);
+  auto copy = g.clone();
+  EXPECT_USES_OK(*copy);
+  auto copied = [&](const Node *n) {
+    return copy->findValue(n->output(0)->name())->producer();
+  };
+  Value *x2 = copy->findValue("x"), *a2 = copied(a)->output(0);
+  Node *b2 = copied(b), *c2 = copied(c);
+  // Uses are listed in the clone's node order, each list allocated once at
+  // the size it ends with.
+  EXPECT_EQ(x2->uses(), (std::vector<Use>{{copied(a), 0}, {b2, 1}, {c2, 0}}));
+  EXPECT_EQ(a2->uses(), (std::vector<Use>{{b2, 0}, {c2, 1}}));
+  EXPECT_EQ(x2->uses().capacity(), 3u);
+  EXPECT_EQ(a2->uses().capacity(), 2u);
+  EXPECT_TRUE(b2->output(0)->uses().empty());
 }
 
 TEST(GraphClone, KeepsEdgesOfAnOutOfOrderGraph) {
