@@ -249,8 +249,8 @@ uint64_t Graph::newUid() {
 static void setSuffix(std::string &name, size_t stem, int i) {
   char digits[16];
   auto end = std::to_chars(digits, digits + sizeof digits, i).ptr;
-  name.resize(stem);
-  name.append(digits, end);
+  // One call (resize then append were two, each out of line).
+  name.replace(stem, std::string::npos, digits, size_t(end - digits));
 }
 
 std::string Graph::uniqueValueName(const std::string &hint) const {
