@@ -51,7 +51,11 @@ bool isMpcDomain(const std::string &domain) {
          std::memcmp(domain.data(), kMpcDomain, kSize) == 0;
 }
 
-size_t varintSize(uint64_t v) { return CodedOutputStream::VarintSize64(v); }
+/// Most sizes written are under 128 (names, small messages): one byte, told
+/// without the bit scan VarintSize64 does.
+size_t varintSize(uint64_t v) {
+  return v < 128 ? 1 : CodedOutputStream::VarintSize64(v);
+}
 
 /// Bytes of a protobuf message serialized (a fragment of its parent when it
 /// holds only some of the parent's fields).
@@ -552,9 +556,11 @@ public:
   /// of that name, as the name lookups below assume (node outputs and
   /// initializers are the graph's own values).
   bool namesAreConsistent() const {
+    // The graph keeps isLive() as findValue(name()) == this for its own
+    // values: no lookup per listed value (a step lists thousands).
     for (const auto *list : {&graph_.inputs(), &graph_.outputs()})
       for (const Value *v : *list)
-        if (!v || graph_.findValue(v->name()) != v)
+        if (!v || v->owner() != &graph_ || !v->isLive())
           return false;
     return true;
   }
@@ -604,22 +610,31 @@ public:
   }
 
   void forEachMpcNode(const std::function<void(const MpcNode &)> &f) override {
-    onnx::NodeProto np;
+    // The node's proto, made on the first question. The lambdas capture
+    // one pointer each: std::function keeps that in place, where a lambda
+    // capturing the node, the proto and the flag was allocated per node.
+    struct LazyProto {
+      const Node *node = nullptr;
+      bool exported = false;
+      onnx::NodeProto proto;
+      const onnx::NodeProto &get() {
+        if (!exported) {
+          proto.Clear();
+          exportNode(*node, proto);
+          exported = true;
+        }
+        return proto;
+      }
+    } lazy;
     for (const auto &owned : graph_.nodes()) {
       const Node *n = owned.get();
       if (!isMpcDomain(n->domain()))
         continue;
-      bool exported = false;
+      lazy.node = n;
+      lazy.exported = false;
       f({n->opType(), n->numInputs(),
          [n](size_t i) { return n->input(i) != nullptr; },
-         [&]() -> const onnx::NodeProto & {
-           if (!exported) {
-             np.Clear();
-             exportNode(*n, np);
-             exported = true;
-           }
-           return np;
-         }});
+         [&lazy]() -> const onnx::NodeProto & { return lazy.get(); }});
     }
   }
 
