@@ -39,5 +39,21 @@ TEST(AllZero, FindsOneSetBitAtAnyLengthAndAlignment) {
   }
 }
 
+// The AVX2 loop keeps four accumulators across 1024-byte steps: a set bit
+// in any 32-byte lane of any step (the first, or one after zero steps)
+// must reach the test.
+TEST(AllZero, FindsASetBitInEveryLaneOfEveryStep) {
+  std::vector<uint8_t> buf(3 * 1024, 0);
+  ASSERT_TRUE(allZero(buf.data(), buf.size()));
+  for (size_t at = 0; at < buf.size(); at += 32) {
+    for (size_t inLane : {size_t(0), size_t(31)}) {
+      buf[at + inLane] = 1;
+      EXPECT_FALSE(allZero(buf.data(), buf.size()))
+          << "set byte " << at + inLane;
+      buf[at + inLane] = 0;
+    }
+  }
+}
+
 } // namespace
 } // namespace mpc
