@@ -71,7 +71,12 @@ void FileSink::putData(const uint8_t *data, size_t size) {
       b += block;
       continue;
     }
+    // The run's whole blocks: the zero steps after its first block, then
+    // the blocks after them one by one (the step that stopped the count
+    // may end in a zero block, and a block need not be a whole number of
+    // steps).
     size_t e = b + block;
+    e += zeroSteps(data + e, size - e) / block * block;
     while (e + block <= size && allZero(data + e, block))
       e += block;
     // The run's zeros in the partial blocks at its edges: those since the

@@ -1,5 +1,5 @@
-// allZero (passes/support/all_zero.h): every length, every alignment, a
-// single set bit anywhere.
+// allZero and zeroSteps (passes/support/all_zero.h): every length, every
+// alignment, a single set bit anywhere.
 #include "passes/support/all_zero.h"
 
 #include <gtest/gtest.h>
@@ -53,6 +53,26 @@ TEST(AllZero, FindsASetBitInEveryLaneOfEveryStep) {
       buf[at + inLane] = 0;
     }
   }
+}
+
+// zeroSteps counts whole zero steps up to the first that is not: a set byte
+// anywhere in a step stops the count at that step's start, a partial step
+// at the end is never counted, and neither are steps after a non-zero one.
+TEST(ZeroSteps, CountsWholeZeroStepsUpToTheFirstThatIsNot) {
+  std::vector<uint8_t> buf(4 * kZeroStep + 100, 0);
+  EXPECT_EQ(zeroSteps(buf.data(), 0), 0u);
+  EXPECT_EQ(zeroSteps(buf.data(), kZeroStep - 1), 0u);
+  EXPECT_EQ(zeroSteps(buf.data(), buf.size()), 4 * kZeroStep);
+  for (size_t at : {size_t(0), size_t(31), kZeroStep - 1, kZeroStep,
+                    2 * kZeroStep + 500, 4 * kZeroStep - 1}) {
+    buf[at] = 1;
+    EXPECT_EQ(zeroSteps(buf.data(), buf.size()), at / kZeroStep * kZeroStep)
+        << "set byte " << at;
+    buf[at] = 0;
+  }
+  buf[4 * kZeroStep + 50] = 1; // in the partial step: not looked at
+  EXPECT_EQ(zeroSteps(buf.data(), buf.size()), 4 * kZeroStep);
+  EXPECT_EQ(zeroSteps(buf.data() + 7, 2 * kZeroStep), 2 * kZeroStep);
 }
 
 } // namespace
