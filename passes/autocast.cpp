@@ -35,8 +35,8 @@
 #include "passes/precision_map.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
+#include "passes/support/joined.h"
 
-#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -55,12 +55,7 @@ bool isConstantNode(const Node *n) { return n && n->isOp("", "Constant"); }
 /// "<name>_<dtype>" ("h_fp16"), built in one buffer: the name hint of a
 /// value's Cast (a Cast per value crossing a precision boundary).
 std::string dtypeSuffixed(const std::string &name, DType t) {
-  const char *suffix = dtypeName(t);
-  const size_t suffixSize = std::strlen(suffix);
-  std::string s(name.size() + 1 + suffixSize, '_');
-  std::memcpy(s.data(), name.data(), name.size());
-  std::memcpy(s.data() + name.size() + 1, suffix, suffixSize);
-  return s;
+  return joined(name, "_", dtypeName(t));
 }
 
 /// The dtype a set of float dtypes promotes to: the common one, else fp32
@@ -511,11 +506,7 @@ private:
   }
 
   Node *makeCast(Value *v, DType to, std::string outputName, Node *before) {
-    // "autocast_<v>", built in one allocation.
-    const std::string &name = v->name();
-    std::string nodeHint(9 + name.size(), '\0');
-    std::memcpy(nodeHint.data(), "autocast_", 9);
-    std::memcpy(nodeHint.data() + 9, name.data(), name.size());
+    std::string nodeHint = joined("autocast_", v->name());
     Node *c = g_.createNodeWithOutputHint("Cast", {v}, nodeHint,
                                           std::move(outputName), "", before);
     c->setAttr("to", Attribute::ofInt(toOnnxDataType(to)));

@@ -25,6 +25,7 @@
 #include "passes/ir/mpc_ops.h"
 #include "passes/pass.h"
 #include "passes/support/diagnostics.h"
+#include "passes/support/joined.h"
 #include "passes/training_support.h"
 
 #include <cmath>
@@ -157,17 +158,6 @@ Tensor zerosLike(const Value &p) {
 }
 
 Attribute floatAttr(double v) { return Attribute::ofFloat(float(v)); }
-
-/// prefix + name + suffix in one allocation: the per-parameter state, node
-/// and output names ("P_exp_avg", "adam_P", "P_new"), three to five per
-/// parameter, where operator+ copied the name and then grew the copy.
-std::string joined(std::string_view prefix, const std::string &name,
-                   std::string_view suffix) {
-  std::string s;
-  s.reserve(prefix.size() + name.size() + suffix.size());
-  s.append(prefix).append(name).append(suffix);
-  return s;
-}
 
 } // namespace
 

@@ -8,6 +8,7 @@
 #include "passes/ir/mpc_ops.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
+#include "passes/support/joined.h"
 
 #include <algorithm>
 #include <cassert>
@@ -38,20 +39,6 @@ void GradientContext::setInputGrad(size_t i, Value *grad) {
   assert(wants(i));
   inputGrads_[i] = grad;
 }
-
-namespace {
-
-/// a + b in one buffer sized once: the name builders below run per emitted
-/// node, and reserve/assign/append cost three library calls where this
-/// takes one allocation and two copies.
-std::string joined(std::string_view a, std::string_view b) {
-  std::string s(a.size() + b.size(), '\0');
-  std::copy(a.begin(), a.end(), s.begin());
-  std::copy(b.begin(), b.end(), s.begin() + a.size());
-  return s;
-}
-
-} // namespace
 
 std::string GradientContext::gradName(size_t i) const {
   const Value *v = in(i);
