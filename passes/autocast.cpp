@@ -196,7 +196,7 @@ private:
     // policy_.isUncastInput(n, i), from the table row explain() found
     // already (rather than a lookup by op name per input).
     auto uncast = [&](size_t i) {
-      return how.entry && i < 32 && (how.entry->uncastInputs >> i & 1u);
+      return how.entry && how.entry->isUncastInput(i);
     };
     for (size_t i = 0; i < n.numInputs(); ++i) {
       Value *v = n.input(i);
@@ -318,8 +318,7 @@ private:
     if (k == AutocastNodeIndex::npos)
       return policy_.isUncastInput(*user, size_t(u.index));
     const PolicyEntry *e = classes_[k].entry;
-    size_t i = size_t(u.index);
-    return e && i < 32 && (e->uncastInputs >> i & 1u);
+    return e && e->isUncastInput(size_t(u.index));
   }
 
   /// Moves a Cast to T from after a cast-commuting Follow node (Transpose,

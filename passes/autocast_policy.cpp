@@ -490,7 +490,7 @@ bool AutocastPolicy::castCommutes(const Node &n) const {
 
 bool AutocastPolicy::isUncastInput(const Node &n, size_t i) const {
   const PolicyEntry *e = findPolicyEntry(n.domain(), n.opType());
-  return e && i < 32 && (e->uncastInputs & inputBit(int(i)));
+  return e && e->isUncastInput(i);
 }
 
 } // namespace mpc

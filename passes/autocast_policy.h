@@ -54,6 +54,11 @@ struct PolicyEntry {
   /// when all its users want fp16 and share the input's Cast (the Transpose
   /// of a weight in a MatMul's backward reads the weight's one fp16 copy).
   bool castCommutes = false;
+
+  /// Whether input i is never cast (its bit in uncastInputs).
+  bool isUncastInput(size_t i) const {
+    return i < 32 && (uncastInputs >> i & 1u);
+  }
 };
 
 /// The built-in table, in a fixed order (for --help-like listings and tests).
