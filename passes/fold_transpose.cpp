@@ -216,11 +216,12 @@ private:
       bool ta = flag(*p, "transA"), tb = flag(*p, "transB");
       Value *a = p->input(0), *b = p->input(1);
       std::string nodeName = p->name();
-      rewriteAsProduct(*t, nodeName, b, a, !tb, !ta);
-      // Both flags now cleared: a plain MatMul (the earlier rewrite made a
-      // FusedMatMul first, then replaced it, and claimed a name for each).
+      // With both flags set they are both cleared: a plain MatMul, which
+      // rewriteAsProduct makes. (The earlier rewrite made a FusedMatMul
+      // first and then replaced it, claiming a name for each.)
       if (ta && tb)
-        rewriteAsProduct(*t, nodeName, b, a, false, false);
+        reserveReplacementName(nodeName, "FusedMatMul");
+      rewriteAsProduct(*t, nodeName, b, a, !tb, !ta);
       finishProducerFold(t, p, std::move(nodeName));
       ++stats_["products-transposed"];
       return true;

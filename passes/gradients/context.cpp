@@ -123,8 +123,17 @@ Value *GradientContext::int64Constant(const std::vector<int64_t> &v,
                                Tensor::fromInt64s({int64_t(v.size())}, v));
 }
 
+namespace {
+
+/// g already has x's shape: sumToShape has nothing to reduce.
+bool sameShape(const Value &g, const Value &x) {
+  return g.hasShape && x.hasShape && g.dims == x.dims;
+}
+
+} // namespace
+
 Value *GradientContext::sumToShape(Value *g, Value *x, std::string nameHint) {
-  if (g->hasShape && x->hasShape && g->dims == x->dims)
+  if (sameShape(*g, *x))
     return g;
   return emitShapedLike("SumToShape", {g, x}, {}, g->dtype, *x,
                         std::move(nameHint), kMpcDomain);
@@ -132,9 +141,8 @@ Value *GradientContext::sumToShape(Value *g, Value *x, std::string nameHint) {
 
 Value *GradientContext::sumToInputShape(Value *g, size_t i) {
   Value *x = in(i);
-  if (g->hasShape && x->hasShape && g->dims == x->dims)
-    return g;
-  return sumToShape(g, x, gradName(i));
+  // The name is built only for a reduction that is emitted.
+  return sameShape(*g, *x) ? g : sumToShape(g, x, gradName(i));
 }
 
 Value *GradientContext::shapeOf(Value *x) {

@@ -69,9 +69,13 @@ __attribute__((target("avx2"))) bool allZeroAvx2(const uint8_t *p,
   return true;
 }
 
+/// Asked once per process.
 bool hasAvx2() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2");
+  static const bool avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+  }();
+  return avx2;
 }
 #endif
 
@@ -79,8 +83,7 @@ bool hasAvx2() {
 
 size_t zeroSteps(const uint8_t *p, size_t size) {
 #ifdef MPC_ALL_ZERO_AVX2
-  static const bool avx2 = hasAvx2();
-  if (avx2)
+  if (hasAvx2())
     return zeroStepsAvx2(p, size);
 #endif
   size_t zeros = 0;
@@ -91,8 +94,7 @@ size_t zeroSteps(const uint8_t *p, size_t size) {
 
 bool allZero(const uint8_t *p, size_t size) {
 #ifdef MPC_ALL_ZERO_AVX2
-  static const bool avx2 = hasAvx2();
-  if (avx2)
+  if (hasAvx2())
     return allZeroAvx2(p, size);
 #endif
   return allZeroPortable(p, size);
