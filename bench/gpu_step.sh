@@ -17,7 +17,9 @@
 #
 # Prints a table and writes RESULTS.json. A missing PyTorch (or a PyTorch without CUDA) skips
 # its column with a line. Usage: bench/gpu_step.sh BIN_DIR [RESULTS.json]
-#   env: LAYERS D HEADS HIDDEN SEQ BATCH VOCAB STEPS WARMUP PRECISION (fp16|bf16); DEVICE=cpu
+#   env: LAYERS D HEADS HIDDEN SEQ BATCH VOCAB STEPS WARMUP PRECISION (fp16|bf16);
+#   MPC_CUDA_PROFILE=1 prints mpc-run's per-op device times (its step then runs without
+#   CUDA graphs); DEVICE=cpu
 #   runs both sides on the CPU (mpc's emulated precision against torch fp32) to try the
 #   script on a machine without a GPU, at small sizes.
 set -euo pipefail
@@ -52,6 +54,8 @@ if ! run=$("$bin/mpc-run" "$step" --device="$device" --data="$data" --steps=$((w
   exit 1
 fi
 summary=$(grep '^summary:' <<<"$run" || true)
+# MPC_CUDA_PROFILE=1: where mpc's step time goes, per op and node (graphs off).
+grep '^cuda profile:' <<<"$run" || true
 mpc_ms=$(median_log_ms "$log" "$warmup")
 mpc_first=$(sed -n 2p "$log" | cut -d, -f2)
 # "peak memory 1.2 GiB (cuda; 1288490188 bytes, live ...)" -> the bytes

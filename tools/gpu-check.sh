@@ -31,6 +31,11 @@
 #                bytes/s against a device copy, and peak memory (planned,
 #                measured, torch.cuda.max_memory_allocated); gpu_step.json
 #
+# GPU_CHECK_STAGES=backend-ops,onnx-node,trajectories,graphs,gemm-bench,step-bench
+# (any of them, comma-separated) runs only those, GPU_CHECK_GTEST_FILTER
+# narrows backend-ops to the tests it names (gtest's --gtest_filter); GPU_CHECK_SECONDS (570)
+# is the time for everything.
+#
 # Every stage has a time limit and its own log under the results folder
 # (default build-gpu/results/DATE); a short table is printed last, and also
 # written to summary.txt there. Exit code 0 only when every stage passed.
@@ -105,6 +110,16 @@ if [ -n "$bundle" ]; then
     awk '$3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libcudnn)\.so' |
     while read -r lib; do cp -L "$lib" "$dir/mpc/lib/"; done
+  # The CPU backend dlopens OpenBLAS (kernels/cpu/blas.cpp), so ldd does not
+  # list it: it travels under its run-time name with the libraries it needs
+  # (Debian's is built with gfortran, which a CUDA image rarely has).
+  openblas=$(ldconfig -p | awk '$1 == "libopenblas.so.0" {print $NF; exit}')
+  if [ -n "$openblas" ]; then
+    cp -L "$openblas" "$dir/mpc/lib/libopenblas.so.0"
+    ldd "$openblas" | awk '$3 ~ /^\// {print $3}' |
+      grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libgcc_s)\.so' |
+      while read -r lib; do cp -L "$lib" "$dir/mpc/lib/"; done
+  fi
   tar -C "$dir" -cJf "$bundle" mpc
   echo "gpu-check: wrote $bundle ($(du -h "$bundle" | cut -f1)): $(ls "$dir/mpc/lib" | tr '\n' ' ')"
   exit 0
@@ -113,10 +128,14 @@ fi
 # --- the checks ---------------------------------------------------------------
 [ -n "$results" ] || results=$build/results/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$results"
-deadline=$((SECONDS + 570)) # 9.5 minutes for everything
+# 9.5 minutes for everything; GPU_CHECK_SECONDS shortens it to fit a lease.
+deadline=$((SECONDS + ${GPU_CHECK_SECONDS:-570}))
 failed=0
 table=()
 notes=()
+
+# want STAGE: whether GPU_CHECK_STAGES (default: all) names STAGE.
+want() { [ -z "${GPU_CHECK_STAGES:-}" ] || [[ ",$GPU_CHECK_STAGES," == *",$1,"* ]]; }
 
 # run_stage NAME LIMIT_S CMD...: runs CMD with its output in NAME.log, under
 # the smaller of LIMIT_S and the time left; records a row of the table.
@@ -182,11 +201,25 @@ if [ -n "$prebuilt" ]; then
   unpack=$(mktemp -d)
   run_stage unpack 60 tar -C "$unpack" -xJf "$prebuilt" || finish
   bin=$unpack/mpc/bin
-  cudalibs=/usr/local/cuda/lib64
-  # pip's CUDA wheels, where the image has them instead of a toolkit.
-  pylibs=$(python3 -c 'import nvidia, os; r = list(nvidia.__path__)[0]; print(":".join(os.path.join(r, d, "lib") for d in os.listdir(r) if os.path.isdir(os.path.join(r, d, "lib"))))' 2>/dev/null || true)
-  export LD_LIBRARY_PATH=$unpack/mpc/lib:$cudalibs${pylibs:+:$pylibs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  missing=$(for t in "${targets[@]}" "$plugin"; do ldd "$bin/$t"; done | grep 'not found' | sort -u || true)
+  # The toolkit's libraries, the driver's folder, and pip's CUDA wheels where
+  # the image has them instead of a toolkit (nvidia/cu13/lib, nvidia/cudnn/lib).
+  libdirs=$unpack/mpc/lib
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
+    [ -d "$d" ] && libdirs=$libdirs:$d
+  done
+  pylibs=$(python3 -c 'import nvidia, os; print(":".join(os.path.join(r, d, "lib") for r in nvidia.__path__ for d in sorted(os.listdir(r)) if os.path.isdir(os.path.join(r, d, "lib"))))' 2>/dev/null || true)
+  export LD_LIBRARY_PATH=$libdirs${pylibs:+:$pylibs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  unresolved() {
+    for t in "${targets[@]}" "$plugin"; do ldd "$bin/$t"; done
+    if [ -f "$unpack/mpc/lib/libopenblas.so.0" ]; then ldd "$unpack/mpc/lib/libopenblas.so.0"; fi
+  }
+  # Anything still missing: look for it under the usual prefixes once.
+  for lib in $(unresolved | awk '/not found/ {print $1}' | sort -u); do
+    found=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -n 1)
+    if [ -n "$found" ]; then export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "$found"); fi
+  done
+  echo "gpu-check: LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  missing=$(unresolved | grep 'not found' | sort -u || true)
   if [ -n "$missing" ]; then
     echo "gpu-check: the prebuilt binaries miss libraries here:" >&2
     echo "$missing" >&2
@@ -208,106 +241,120 @@ fi
 export MPC_SOURCE_DIR=$root
 
 # --- backend-ops --------------------------------------------------------------
-run_stage backend-ops 180 "$bin/mpc-backend-ops" --gtest_color=no || true
-count() { # gtest's "[  PASSED  ] 12 tests" line -> 12
-  grep -Eo "\[  $1 *\] [0-9]+ tests?" "$results/backend-ops.log" | grep -Eo '[0-9]+' | head -n 1 || true
-}
-passed=$(count PASSED) skipped=$(count SKIPPED) failures=$(count FAILED)
-notes+=("backend-ops: ${passed:-0} passed, ${skipped:-0} skipped, ${failures:-0} failed")
-if [ -n "$skipped" ] && [ "$skipped" != 0 ]; then
-  notes+=("backend-ops: $(grep -m1 -o 'backend-ops skipped:.*' "$results/backend-ops.log" || echo 'tests were skipped')")
-  table[${#table[@]} - 1]=$(printf '%-30s %-9s %5s  %s' backend-ops SKIPPED - "GPU unusable (see notes)")
-  failed=1
+if want backend-ops; then
+  run_stage backend-ops 180 "$bin/mpc-backend-ops" --gtest_color=no \
+    ${GPU_CHECK_GTEST_FILTER:+--gtest_filter="$GPU_CHECK_GTEST_FILTER"} || true
+  count() { # gtest's "[  PASSED  ] 12 tests" line -> 12
+    grep -Eo "\[  $1 *\] [0-9]+ tests?" "$results/backend-ops.log" | grep -Eo '[0-9]+' | head -n 1 || true
+  }
+  passed=$(count PASSED) skipped=$(count SKIPPED) failures=$(count FAILED)
+  notes+=("backend-ops: ${passed:-0} passed, ${skipped:-0} skipped, ${failures:-0} failed")
+  if [ -n "$skipped" ] && [ "$skipped" != 0 ]; then
+    notes+=("backend-ops: $(grep -m1 -o 'backend-ops skipped:.*' "$results/backend-ops.log" || echo 'tests were skipped')")
+    table[${#table[@]} - 1]=$(printf '%-30s %-9s %5s  %s' backend-ops SKIPPED - "GPU unusable (see notes)")
+    failed=1
+  fi
 fi
 
 # --- ONNX's node tests (the claimed cases) on the device ----------------------
-node_data=/usr/share/libonnx-testdata/data/node
-if [ -d "$node_data" ]; then
-  run_stage onnx-node 180 "$bin/mpc-onnx-node" --data-dir="$node_data" --device=cuda \
-    --claimed="$root/tests/onnx-node/claimed.txt" \
-    --known-failing="$root/tests/onnx-node/known-failing.txt" --jobs="$jobs" || failed=1
-  while read -r line; do notes+=("$line"); done < <(grep -E '^onnx-node: ' "$results/onnx-node.log")
-else
-  notes+=("onnx-node: skipped, no ONNX test data at $node_data (apt-get install libonnx-testdata)")
+if want onnx-node; then
+  node_data=/usr/share/libonnx-testdata/data/node
+  if [ -d "$node_data" ]; then
+    run_stage onnx-node 180 "$bin/mpc-onnx-node" --data-dir="$node_data" --device=cuda \
+      --claimed="$root/tests/onnx-node/claimed.txt" \
+      --known-failing="$root/tests/onnx-node/known-failing.txt" --jobs="$jobs" || failed=1
+    while read -r line; do notes+=("$line"); done < <(grep -E '^onnx-node: ' "$results/onnx-node.log")
+  else
+    notes+=("onnx-node: skipped, no ONNX test data at $node_data (apt-get install libonnx-testdata)")
+  fi
 fi
 
 # --- model trajectories on CUDA against the CPU -----------------------------
-maxrel() { # two step,loss,... CSVs -> the largest |a - b| / |b| of the losses
-  paste -d, <(tail -n +2 "$1" | cut -d, -f2) <(tail -n +2 "$2" | cut -d, -f2) |
-    awk -F, '{d = ($1 - $2) / ($2 == 0 ? 1 : $2); if (d < 0) d = -d; if (d > m) m = d; n++}
-             END {if (n == 0) print "nan"; else printf "%.2e", m}'
-}
-# trajectory NAME MODEL DATA LR PRECISION [MPC-OPT FLAGS...]: compiles MODEL,
-# runs 50 Adam steps on both devices, compares the losses and the skipped
-# steps (limits: fp32 1e-4, fp16 1e-2 relative).
-trajectory() {
-  local name=$1 onnx=$2 data=$3 lr=$4 precision=$5 limit=1e-2 ok=1 device
-  shift 5
-  [ "$precision" = fp32 ] && limit=1e-4
-  local tag=$name-$precision model=$results/$name.$precision.onnx
-  run_stage "$tag-opt" 60 "$bin/mpc-opt" "$root/models/$onnx" -o "$model" \
-    --precision="$precision" --optimizer=adam --lr="$lr" "$@" || return 0
-  for device in cpu cuda; do
-    run_stage "$tag-$device" 120 "$bin/mpc-run" "$model" \
-      --data="$root/models/$data" --steps=50 --device=$device \
-      --log="$results/$name.$precision.$device.csv" || ok=0
+if want trajectories; then
+  maxrel() { # two step,loss,... CSVs -> the largest |a - b| / |b| of the losses
+    paste -d, <(tail -n +2 "$1" | cut -d, -f2) <(tail -n +2 "$2" | cut -d, -f2) |
+      awk -F, '{d = ($1 - $2) / ($2 == 0 ? 1 : $2); if (d < 0) d = -d; if (d > m) m = d; n++}
+               END {if (n == 0) print "nan"; else printf "%.2e", m}'
+  }
+  # trajectory NAME MODEL DATA LR PRECISION [MPC-OPT FLAGS...]: compiles MODEL,
+  # runs 50 Adam steps on both devices, compares the losses and the skipped
+  # steps (limits: fp32 1e-4, fp16 1e-2 relative).
+  trajectory() {
+    local name=$1 onnx=$2 data=$3 lr=$4 precision=$5 limit=1e-2 ok=1 device
+    shift 5
+    [ "$precision" = fp32 ] && limit=1e-4
+    local tag=$name-$precision model=$results/$name.$precision.onnx
+    run_stage "$tag-opt" 60 "$bin/mpc-opt" "$root/models/$onnx" -o "$model" \
+      --precision="$precision" --optimizer=adam --lr="$lr" "$@" || return 0
+    for device in cpu cuda; do
+      run_stage "$tag-$device" 120 "$bin/mpc-run" "$model" \
+        --data="$root/models/$data" --steps=50 --device=$device \
+        --log="$results/$name.$precision.$device.csv" || ok=0
+    done
+    [ $ok = 1 ] || return 0
+    local d skips_cpu skips_gpu verdict=ok
+    d=$(maxrel "$results/$name.$precision.cuda.csv" "$results/$name.$precision.cpu.csv")
+    skips_cpu=$(awk -F, 'NR > 1 {s += $4} END {print s + 0}' "$results/$name.$precision.cpu.csv")
+    skips_gpu=$(awk -F, 'NR > 1 {s += $4} END {print s + 0}' "$results/$name.$precision.cuda.csv")
+    if ! awk -v d="$d" -v l="$limit" 'BEGIN {exit !(d != "nan" && d + 0 <= l + 0)}' ||
+      [ "$skips_cpu" != "$skips_gpu" ]; then
+      verdict=FAIL
+      failed=1
+    fi
+    notes+=("$name $precision, 50 Adam steps: max relative loss difference cuda vs cpu $d (limit $limit), skipped steps cpu $skips_cpu cuda $skips_gpu: $verdict")
+  }
+  for precision in fp16 fp32; do
+    trajectory mlp_seed mlp_seed.onnx mlp_seed_data.npz 1e-2 $precision
+    trajectory transformer transformer.onnx transformer_data.npz 1e-3 $precision
+    trajectory resmlp resmlp.onnx resmlp_data.npz 1e-3 $precision
+    trajectory cnn cnn.onnx cnn_data.npz 1e-3 $precision
   done
-  [ $ok = 1 ] || return 0
-  local d skips_cpu skips_gpu verdict=ok
-  d=$(maxrel "$results/$name.$precision.cuda.csv" "$results/$name.$precision.cpu.csv")
-  skips_cpu=$(awk -F, 'NR > 1 {s += $4} END {print s + 0}' "$results/$name.$precision.cpu.csv")
-  skips_gpu=$(awk -F, 'NR > 1 {s += $4} END {print s + 0}' "$results/$name.$precision.cuda.csv")
-  if ! awk -v d="$d" -v l="$limit" 'BEGIN {exit !(d != "nan" && d + 0 <= l + 0)}' ||
-    [ "$skips_cpu" != "$skips_gpu" ]; then
-    verdict=FAIL
-    failed=1
-  fi
-  notes+=("$name $precision, 50 Adam steps: max relative loss difference cuda vs cpu $d (limit $limit), skipped steps cpu $skips_cpu cuda $skips_gpu: $verdict")
-}
-for precision in fp16 fp32; do
-  trajectory mlp_seed mlp_seed.onnx mlp_seed_data.npz 1e-2 $precision
-  trajectory transformer transformer.onnx transformer_data.npz 1e-3 $precision
-  trajectory resmlp resmlp.onnx resmlp_data.npz 1e-3 $precision
-  trajectory cnn cnn.onnx cnn_data.npz 1e-3 $precision
-done
-# The opset-20 Gelu variant, and gradient clipping (ClipGradNorm on the
-# device), in fp16 only: the same kernels otherwise.
-trajectory transformer_gelu20 transformer_gelu20.onnx transformer_data.npz 1e-3 fp16
-trajectory transformer_clip transformer.onnx transformer_data.npz 1e-3 fp16 --max-grad-norm=1.0
+  # The opset-20 Gelu variant, and gradient clipping (ClipGradNorm on the
+  # device), in fp16 only: the same kernels otherwise.
+  trajectory transformer_gelu20 transformer_gelu20.onnx transformer_data.npz 1e-3 fp16
+  trajectory transformer_clip transformer.onnx transformer_data.npz 1e-3 fp16 --max-grad-norm=1.0
+fi
 
 # --- device-resident step: CUDA graphs on/off, staged; step times -----------
-msPerStep() { # a step,loss,loss_scale,skipped,ms CSV -> mean ms after step 2
-  awk -F, 'NR > 3 {s += $5; n++} END {if (n == 0) print "nan"; else printf "%.3f", s / n}' "$1"
-}
-graphs_check() {
-  local name=$1 model=$results/$1.fp16.onnx data=$2 mode ok=1
-  [ -f "$model" ] || return 0 # its trajectory stage did not compile it
-  for mode in on off staged; do
-    local flags=(--cuda-graphs=$mode)
-    [ $mode = staged ] && flags=(--cuda-resident=off)
-    run_stage "graphs-$name-$mode" 120 "$bin/mpc-run" "$model"       --data="$root/models/$data" --steps=200 --device=cuda "${flags[@]}"       --log="$results/graphs.$name.$mode.csv" || ok=0
-  done
-  [ $ok = 1 ] || return 0
-  local same=identical
-  if ! cmp -s <(cut -d, -f1-4 "$results/graphs.$name.on.csv") \
-    <(cut -d, -f1-4 "$results/graphs.$name.off.csv"); then
-    same=DIFFERENT
-    failed=1
-  fi
-  notes+=("graphs $name fp16, 200 steps: losses graphs on vs off $same; ms/step graphs $(msPerStep "$results/graphs.$name.on.csv"), no graphs $(msPerStep "$results/graphs.$name.off.csv"), staged $(msPerStep "$results/graphs.$name.staged.csv")")
-}
-graphs_check mlp_seed mlp_seed_data.npz
-graphs_check transformer transformer_data.npz
+if want graphs; then
+  msPerStep() { # a step,loss,loss_scale,skipped,ms CSV -> mean ms after step 2
+    awk -F, 'NR > 3 {s += $5; n++} END {if (n == 0) print "nan"; else printf "%.3f", s / n}' "$1"
+  }
+  graphs_check() {
+    local name=$1 model=$results/$1.fp16.onnx data=$2 mode ok=1
+    [ -f "$model" ] || return 0 # its trajectory stage did not compile it
+    for mode in on off staged; do
+      local flags=(--cuda-graphs=$mode)
+      [ $mode = staged ] && flags=(--cuda-resident=off)
+      run_stage "graphs-$name-$mode" 120 "$bin/mpc-run" "$model"       --data="$root/models/$data" --steps=200 --device=cuda "${flags[@]}"       --log="$results/graphs.$name.$mode.csv" || ok=0
+    done
+    [ $ok = 1 ] || return 0
+    local same=identical
+    if ! cmp -s <(cut -d, -f1-4 "$results/graphs.$name.on.csv") \
+      <(cut -d, -f1-4 "$results/graphs.$name.off.csv"); then
+      same=DIFFERENT
+      failed=1
+    fi
+    notes+=("graphs $name fp16, 200 steps: losses graphs on vs off $same; ms/step graphs $(msPerStep "$results/graphs.$name.on.csv"), no graphs $(msPerStep "$results/graphs.$name.off.csv"), staged $(msPerStep "$results/graphs.$name.staged.csv")")
+  }
+  graphs_check mlp_seed mlp_seed_data.npz
+  graphs_check transformer transformer_data.npz
+fi
 
 # --- cuBLAS throughput ---------------------------------------------------------
-if run_stage gemm-bench 120 "$bin/mpc-gpu-gemm"; then
-  while read -r line; do notes+=("$line"); done < <(grep -E '^(gpu|gemm)' "$results/gemm-bench.log")
+if want gemm-bench; then
+  if run_stage gemm-bench 120 "$bin/mpc-gpu-gemm"; then
+    while read -r line; do notes+=("$line"); done < <(grep -E '^(gpu|gemm)' "$results/gemm-bench.log")
+  fi
 fi
 
 # --- the training step against PyTorch AMP (issue 8 parts 3 and 4) -------------
-if run_stage step-bench 240 env DEBIAN_PY=python3 PY=python3 "$root/bench/gpu_step.sh" "$bin" \
-  "$results/gpu_step.json"; then
-  while read -r line; do notes+=("step-bench: $line"); done < <(sed -n '/^ *mpc  *torch/,$p' "$results/step-bench.log" | grep -v '^results:')
+if want step-bench; then
+  if run_stage step-bench 240 env DEBIAN_PY=python3 PY=python3 "$root/bench/gpu_step.sh" "$bin" \
+    "$results/gpu_step.json"; then
+    while read -r line; do notes+=("step-bench: $line"); done < <(sed -n '/^ *mpc  *torch/,$p' "$results/step-bench.log" | grep -v '^results:')
+  fi
 fi
+
 
 finish

@@ -15,9 +15,11 @@
 
 namespace mpc {
 
-/// LeakyRelu: v for v > 0, else alpha * v (NaN * alpha stays NaN).
+/// LeakyRelu: v for v > 0, else alpha * v. A NaN v comes back as it is:
+/// alpha * NaN keeps the NaN's bits on x86 but is the canonical NaN on a
+/// GPU, and both backends must give the same bytes.
 template <typename C> MPC_HD C leakyReluValue(C v, C alpha) {
-  return v > C(0) ? v : alpha * v;
+  return !(v <= C(0)) ? v : alpha * v;
 }
 
 /// LeakyReluGrad: dY where X > 0, else alpha * dY.

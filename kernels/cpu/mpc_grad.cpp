@@ -7,6 +7,7 @@
 // and the result takes the gradient's dtype, except for the loss rules whose
 // result takes the dtype of the forward tensor (log_prob / X) it is the
 // gradient of. Sums over an axis accumulate in that compute type.
+#include "kernels/common/chunked_sum.h"
 #include "kernels/common/softmax_math.h"
 #include "kernels/cpu/cpu_util.h"
 #include "passes/ir/mpc_ops.h"
@@ -203,8 +204,9 @@ bool sumsWholeRows(const std::vector<int64_t> &dy,
 }
 
 /// SumToShape with the result in dtype `to`: sums in the wider compute type
-/// of dY's and to's, in dY's row-major order. With `to` wider than dY that is
-/// the same arithmetic, hence the same bits, as widening dY first.
+/// of dY's and to's, in dY's row-major order, in chunks of kSumChunk terms
+/// (kernels/common/chunked_sum.h: the GPU's order). With `to` wider than dY
+/// that is the same arithmetic, hence the same bits, as widening dY first.
 void sumToShape(KernelContext &ctx, DType to) {
   const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X");
   if (x.dims.size() > dy.dims.size() ||
@@ -219,39 +221,61 @@ void sumToShape(KernelContext &ctx, DType to) {
     using O = decltype(oio);
     using C = Wider<G, O>;
     using GC = typename G::Compute;
-    std::vector<C> acc(size_t(dx.numel()), C(0));
+    // acc: the sum of the finished chunks; part: the chunk being summed.
+    std::vector<C> acc(size_t(dx.numel()), C(0)), part(acc.size(), C(0));
     const auto *pg = ptr<G>(dy);
     int64_t rows = 0, inner = 0;
     if (sumsWholeRows(dy.dims, x.dims, rows, inner)) {
       // A bias gradient: X is dY's trailing dims, so each sum runs down a
-      // column of dY seen as [rows, inner]. Row by row, each acc[j] adds
-      // the same terms in the same order as the broadcast walk below (the
-      // same bits), with a contiguous inner loop the compiler vectorises.
+      // column of dY seen as [rows, inner], a chunk being kSumChunk rows.
+      // Row by row, each part[j] adds the same terms in the same order as
+      // the broadcast walk below (the same bits), with a contiguous inner
+      // loop the compiler vectorises.
       auto addRows = [&](const GC *first, int64_t n) {
         for (int64_t r = 0; r < n; ++r) {
           const GC *row = first + r * inner;
           for (int64_t j = 0; j < inner; ++j)
-            acc[size_t(j)] += C(row[j]);
+            part[size_t(j)] += C(row[j]);
         }
       };
-      if constexpr (std::is_same_v<typename G::Storage, GC>) {
-        addRows(pg, rows);
-      } else {
-        // Widened a block of whole rows at a time: one conversion call per
-        // block rather than per (often short) row.
-        const int64_t blockRows = std::max<int64_t>(1, 4096 / inner);
-        ScratchArray<GC> block(size_t(std::min(rows, blockRows) * inner));
-        for (int64_t r = 0; r < rows; r += blockRows) {
-          int64_t n = std::min(blockRows, rows - r);
-          loadRun<G>(pg + r * inner, n * inner, block.data());
-          addRows(block.data(), n);
+      // Widened a block of whole rows at a time (within one chunk): one
+      // conversion call per block rather than per (often short) row.
+      const int64_t blockRows =
+          std::min(kSumChunk, std::max<int64_t>(1, 4096 / inner));
+      ScratchArray<GC> block(std::is_same_v<typename G::Storage, GC>
+                                 ? 0
+                                 : size_t(std::min(rows, blockRows) * inner));
+      for (int64_t c = 0; c < rows; c += kSumChunk) {
+        int64_t chunkRows = std::min(kSumChunk, rows - c);
+        std::fill(part.begin(), part.end(), C(0));
+        if constexpr (std::is_same_v<typename G::Storage, GC>) {
+          addRows(pg + c * inner, chunkRows);
+        } else {
+          for (int64_t r = 0; r < chunkRows; r += blockRows) {
+            int64_t n = std::min(blockRows, chunkRows - r);
+            loadRun<G>(pg + (c + r) * inner, n * inner, block.data());
+            addRows(block.data(), n);
+          }
         }
+        for (size_t j = 0; j < acc.size(); ++j)
+          acc[j] += part[j];
       }
     } else {
+      // Each output's terms arrive in order; its chunk closes at every
+      // kSumChunk-th term and after its last one.
+      std::vector<int64_t> terms(acc.size(), 0);
       const std::vector<int64_t> shapes[1] = {x.dims};
       forEachBroadcast(dy.dims, shapes, [&](int64_t i, const int64_t *o) {
-        acc[size_t(o[0])] += C(G::load(pg, i));
+        size_t k = size_t(o[0]);
+        part[k] += C(G::load(pg, i));
+        if (++terms[k] % kSumChunk == 0) {
+          acc[k] += part[k];
+          part[k] = C(0);
+        }
       });
+      for (size_t k = 0; k < acc.size(); ++k)
+        if (terms[k] % kSumChunk != 0 || terms[k] == 0)
+          acc[k] += part[k];
     }
     auto *px = ptr<O>(dx);
     for (size_t i = 0; i < acc.size(); ++i)

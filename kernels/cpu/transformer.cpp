@@ -12,6 +12,7 @@
 // backward kernels may see operands of different precisions (autocast can
 // leave an fp32 gradient meeting an fp16 activation): they compute in double
 // when any operand is fp64, else in fp32, and store in dY's dtype.
+#include "kernels/common/chunked_sum.h"
 #include "kernels/common/dropout_rng.h"
 #include "kernels/common/gelu_math.h"
 #include "kernels/common/layer_norm_math.h"
@@ -189,6 +190,9 @@ void kernelLayerNormalizationGrad(KernelContext &ctx) {
     std::vector<C> mv = loadAll<C>(mean), iv = loadAll<C>(inv);
     std::vector<C> dxv(g.size()), ds(size_t(s.n), C(0)), db(size_t(s.n), C(0));
     std::vector<C> xhat(size_t(s.n)), gs(size_t(s.n));
+    // dScale and dBias add the rows in chunks of kSumChunk (the GPU's order,
+    // kernels/common/chunked_sum.h): partDs/partDb hold the open chunk's.
+    std::vector<C> partDs(size_t(s.n), C(0)), partDb(size_t(s.n), C(0));
     for (int64_t o = 0; o < s.outer; ++o) {
       C m = mv[size_t(o)], is = iv[size_t(o)];
       C sumG = 0, sumGX = 0;
@@ -198,8 +202,16 @@ void kernelLayerNormalizationGrad(KernelContext &ctx) {
         gs[size_t(j)] = g[k] * sc[size_t(j)];
         sumG += gs[size_t(j)];
         sumGX += gs[size_t(j)] * xhat[size_t(j)];
-        ds[size_t(j)] += g[k] * xhat[size_t(j)];
-        db[size_t(j)] += g[k];
+        partDs[size_t(j)] += g[k] * xhat[size_t(j)];
+        partDb[size_t(j)] += g[k];
+      }
+      if ((o + 1) % kSumChunk == 0 || o + 1 == s.outer) {
+        for (size_t j = 0; j < size_t(s.n); ++j) {
+          ds[j] += partDs[j];
+          db[j] += partDb[j];
+        }
+        std::fill(partDs.begin(), partDs.end(), C(0));
+        std::fill(partDb.begin(), partDb.end(), C(0));
       }
       C meanG = sumG / C(s.n), meanGX = sumGX / C(s.n);
       for (int64_t j = 0; j < s.n; ++j)

@@ -30,6 +30,12 @@ template <int K> struct BroadcastGeometry {
   int64_t strides[K][kMaxKernelRank] = {}; ///< 0 on broadcast dims
 
   MPC_HD void offsets(int64_t i, int64_t (&off)[K]) const {
+    offsetsIn<int64_t>(i, off);
+  }
+
+  /// offsets() in index type I: int32_t where every offset and count fits
+  /// (fits32()), whose divisions cost a fraction of 64-bit ones on a GPU.
+  template <typename I> MPC_HD void offsetsIn(I i, I (&off)[K]) const {
     if (simple) {
       for (int k = 0; k < K; ++k)
         off[k] = full[k] ? i : 0;
@@ -38,13 +44,66 @@ template <int K> struct BroadcastGeometry {
     for (int k = 0; k < K; ++k)
       off[k] = 0;
     for (int d = rank - 1; d >= 0; --d) {
-      int64_t c = i % dims[d];
-      i /= dims[d];
+      I c = i % I(dims[d]);
+      i /= I(dims[d]);
       for (int k = 0; k < K; ++k)
-        off[k] += c * strides[k][d];
+        off[k] += c * I(strides[k][d]);
     }
   }
+
+  /// Whether offsetsIn<int32_t> is exact: every output index, and every
+  /// operand offset (at most the sum of (dim - 1) * |stride| from 0), below
+  /// 2^31 in magnitude.
+  bool fits32() const {
+    constexpr int64_t kMax = int64_t(1) << 31;
+    if (count >= kMax)
+      return false;
+    for (int k = 0; k < K; ++k) {
+      int64_t reach = 0; // strides may be negative (a reversed Slice)
+      for (int d = 0; d < rank; ++d)
+        reach += (dims[d] - 1) *
+                 (strides[k][d] < 0 ? -strides[k][d] : strides[k][d]);
+      if (reach >= kMax)
+        return false;
+    }
+    return true;
+  }
 };
+
+/// The same offsets with fewer axes, for kernels that only call offsets():
+/// axes of size 1 drop out, and an axis folds into the one before it when
+/// every operand steps over the pair as over one axis (stride[d] ==
+/// stride[d + 1] * dims[d + 1] for all operands: both contiguous, or both
+/// repeated). A bias add [batch, seq, n] + [n] becomes [batch * seq, n].
+template <int K> BroadcastGeometry<K> foldAxes(const BroadcastGeometry<K> &g) {
+  if (g.simple)
+    return g;
+  BroadcastGeometry<K> f = g;
+  f.rank = 0;
+  for (int d = 0; d < g.rank; ++d) {
+    if (g.dims[d] == 1)
+      continue;
+    bool folds = f.rank > 0;
+    for (int k = 0; k < K && folds; ++k)
+      folds = f.strides[k][f.rank - 1] == g.strides[k][d] * g.dims[d];
+    if (folds) {
+      f.dims[f.rank - 1] *= g.dims[d];
+      for (int k = 0; k < K; ++k)
+        f.strides[k][f.rank - 1] = g.strides[k][d];
+      continue;
+    }
+    f.dims[f.rank] = g.dims[d];
+    for (int k = 0; k < K; ++k)
+      f.strides[k][f.rank] = g.strides[k][d];
+    ++f.rank;
+  }
+  for (int d = f.rank; d < kMaxKernelRank; ++d) {
+    f.dims[d] = 0;
+    for (int k = 0; k < K; ++k)
+      f.strides[k][d] = 0;
+  }
+  return f;
+}
 
 /// The geometry of operands `in` broadcast to `out` (each must broadcast;
 /// the caller has checked). Throws std::length_error above kMaxKernelRank.
@@ -146,18 +205,30 @@ makeSumToShapeGeometry(const std::vector<int64_t> &from,
     stride[size_t(d)] = stride[size_t(d + 1)] * from[size_t(d + 1)];
   g.outCount = 1;
   g.reducedCount = 1;
+  // Axes of size 1 are left out (their index is always 0), and an axis of
+  // the same kind (kept or reduced) as the one before it folds into it: the
+  // input is contiguous, so the pair walks the same offsets in the same
+  // order as one axis of their product (a bias gradient's [batch, seq, n]
+  // to [n] is one reduced axis of batch * seq rows), with fewer divisions.
+  enum { None, Kept, Reduced } last = None;
   for (int d = 0; d < rank; ++d) {
     int64_t size = from[size_t(d)];
+    if (size == 1)
+      continue;
     int64_t kept = d >= offset ? target[size_t(d - offset)] : 1;
-    if (kept == 1 && size != 1) {
-      g.reducedDims[g.reducedRank] = size;
-      g.reducedStrides[g.reducedRank++] = stride[size_t(d)];
-      g.reducedCount *= size;
+    bool reduced = kept == 1;
+    int &r = reduced ? g.reducedRank : g.keptRank;
+    int64_t *dims = reduced ? g.reducedDims : g.keptDims;
+    int64_t *strides = reduced ? g.reducedStrides : g.keptStrides;
+    if (last == (reduced ? Reduced : Kept)) {
+      dims[r - 1] *= size;
+      strides[r - 1] = stride[size_t(d)];
     } else {
-      g.keptDims[g.keptRank] = size;
-      g.keptStrides[g.keptRank++] = stride[size_t(d)];
-      g.outCount *= size;
+      dims[r] = size;
+      strides[r++] = stride[size_t(d)];
     }
+    (reduced ? g.reducedCount : g.outCount) *= size;
+    last = reduced ? Reduced : Kept;
   }
   return g;
 }

@@ -69,14 +69,15 @@ struct DivOp {
 
 // --- kernels -----------------------------------------------------------------
 
-template <typename Io, typename Op>
+/// I: the index type (int32_t when the geometry fits32()).
+template <typename Io, typename I, typename Op>
 __global__ void binaryKernel(const typename Io::Storage *__restrict__ a,
                              const typename Io::Storage *__restrict__ b,
                              typename Io::Storage *__restrict__ y,
                              BroadcastGeometry<2> g, Op op) {
   for (int64_t i = globalIndex(); i < g.count; i += globalStride()) {
-    int64_t off[2];
-    g.offsets(i, off);
+    I off[2];
+    g.offsetsIn<I>(I(i), off);
     y[i] = Io::fromFloat(op(Io::toFloat(a[off[0]]), Io::toFloat(b[off[1]])));
   }
 }
@@ -163,12 +164,12 @@ __global__ void scaleKernel(typename Io::Storage *y, int64_t n, float factor) {
     y[i] = Io::fromFloat(factor * Io::toFloat(y[i]));
 }
 
-template <typename T>
+template <typename T, typename I>
 __global__ void broadcastCopyKernel(const T *__restrict__ x, T *__restrict__ y,
                                     BroadcastGeometry<1> g) {
   for (int64_t i = globalIndex(); i < g.count; i += globalStride()) {
-    int64_t off[1];
-    g.offsets(i, off);
+    I off[1];
+    g.offsetsIn<I>(I(i), off);
     y[i] = x[off[0]];
   }
 }
@@ -195,8 +196,13 @@ void binary(DType t, const void *a, const void *b, void *y,
                 FloatZip<Io, Io, Io, Op>{op});
       return;
     }
-    binaryKernel<Io><<<gridFor(g.count), kBlock, 0, s>>>(
-        pa, pb, static_cast<S *>(y), g, op);
+    BroadcastGeometry<2> f = foldAxes(g);
+    if (f.fits32())
+      binaryKernel<Io, int32_t><<<gridFor(f.count), kBlock, 0, s>>>(
+          pa, pb, static_cast<S *>(y), f, op);
+    else
+      binaryKernel<Io, int64_t><<<gridFor(f.count), kBlock, 0, s>>>(
+          pa, pb, static_cast<S *>(y), f, op);
     MPC_CUDA_CHECK_LAUNCH("binaryKernel");
   });
 }
@@ -308,22 +314,34 @@ void launchScale(DType t, void *y, int64_t n, float factor, cudaStream_t s) {
   MPC_CUDA_CHECK_LAUNCH("scaleKernel");
 }
 
+namespace {
+
+template <typename T>
+void broadcastCopy(const void *x, void *y, const BroadcastGeometry<1> &g,
+                   cudaStream_t s) {
+  if (g.fits32())
+    broadcastCopyKernel<T, int32_t><<<gridFor(g.count), kBlock, 0, s>>>(
+        static_cast<const T *>(x), static_cast<T *>(y), g);
+  else
+    broadcastCopyKernel<T, int64_t><<<gridFor(g.count), kBlock, 0, s>>>(
+        static_cast<const T *>(x), static_cast<T *>(y), g);
+}
+
+} // namespace
+
 void launchBroadcastCopy(size_t elementSize, const void *x, void *y,
-                         const BroadcastGeometry<1> &g, cudaStream_t s) {
-  if (g.count == 0)
+                         const BroadcastGeometry<1> &geometry, cudaStream_t s) {
+  if (geometry.count == 0)
     return;
+  BroadcastGeometry<1> g = foldAxes(geometry);
   if (elementSize == 1)
-    broadcastCopyKernel<<<gridFor(g.count), kBlock, 0, s>>>(
-        static_cast<const uint8_t *>(x), static_cast<uint8_t *>(y), g);
+    broadcastCopy<uint8_t>(x, y, g, s);
   else if (elementSize == 2)
-    broadcastCopyKernel<<<gridFor(g.count), kBlock, 0, s>>>(
-        static_cast<const uint16_t *>(x), static_cast<uint16_t *>(y), g);
+    broadcastCopy<uint16_t>(x, y, g, s);
   else if (elementSize == 4)
-    broadcastCopyKernel<<<gridFor(g.count), kBlock, 0, s>>>(
-        static_cast<const uint32_t *>(x), static_cast<uint32_t *>(y), g);
+    broadcastCopy<uint32_t>(x, y, g, s);
   else if (elementSize == 8)
-    broadcastCopyKernel<<<gridFor(g.count), kBlock, 0, s>>>(
-        static_cast<const uint64_t *>(x), static_cast<uint64_t *>(y), g);
+    broadcastCopy<uint64_t>(x, y, g, s);
   else
     throw Error("broadcast copy: element size " + std::to_string(elementSize) +
                 " is not 1, 2, 4 or 8");

@@ -1,16 +1,20 @@
 // CUDA LayerNormalization kernels: one warp per row for the statistics and
-// dX, one thread per column for dScale/dBias.
+// dX, one thread per column and chunk of rows for dScale/dBias.
 //
 // The forward's statistics are two-pass in fp32 (mean, then squared
 // deviations), combined across the warp in a fixed tree (warp_reduce.cuh);
 // every per-element step is the shared formula of
 // kernels/common/layer_norm_math.h. The column sums of the backward walk
-// the rows in order, exactly as the CPU kernel accumulates them.
+// the rows in order in chunks of kSumChunk rows, summed in parallel and
+// then added in order (chunked_sum.h), exactly as the CPU kernel does.
+#include "kernels/common/chunked_sum.h"
 #include "kernels/common/layer_norm_math.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/layer_norm.h"
 #include "kernels/cuda/warp_reduce.cuh"
+
+#include <stdexcept>
 
 namespace mpc {
 namespace cuda {
@@ -80,15 +84,44 @@ __global__ void layerNormGradInputKernel(LayerNormGradArgs a) {
   }
 }
 
-__global__ void layerNormGradParamsKernel(LayerNormGradArgs a) {
+/// Chunk c of column j's dScale and dBias sums: rows [c * kSumChunk, ...)
+/// from zero in order. With one chunk those are the sums, stored in dY's
+/// dtype; else they go to the scratch: dScale's chunk sums, then dBias's,
+/// each [chunks, n].
+__global__ void layerNormGradParamsKernel(LayerNormGradArgs a, int64_t chunks) {
+  for (int64_t c = blockIdx.y; c < chunks; c += gridDim.y) {
+    int64_t first = c * kSumChunk;
+    int64_t last = first + kSumChunk < a.outer ? first + kSumChunk : a.outer;
+    for (int64_t j = globalIndex(); j < a.n; j += globalStride()) {
+      float ds = 0.0f, db = 0.0f;
+      for (int64_t row = first; row < last; ++row) {
+        float m = loadAs(a.statType, a.mean, row);
+        float is = loadAs(a.statType, a.invStd, row);
+        float g = loadAs(a.dyType, a.dy, row * a.n + j);
+        ds += g * layerNormXhat(loadAs(a.xType, a.x, row * a.n + j), m, is);
+        db += g;
+      }
+      if (chunks > 1) {
+        a.scratch[c * a.n + j] = ds;
+        a.scratch[(chunks + c) * a.n + j] = db;
+        continue;
+      }
+      if (a.dScale)
+        storeAs(a.dyType, a.dScale, j, ds);
+      if (a.dBias)
+        storeAs(a.dyType, a.dBias, j, db);
+    }
+  }
+}
+
+/// Each column's chunk sums from zero in order.
+__global__ void layerNormGradParamsTotalKernel(LayerNormGradArgs a,
+                                               int64_t chunks) {
   for (int64_t j = globalIndex(); j < a.n; j += globalStride()) {
     float ds = 0.0f, db = 0.0f;
-    for (int64_t row = 0; row < a.outer; ++row) {
-      float m = loadAs(a.statType, a.mean, row);
-      float is = loadAs(a.statType, a.invStd, row);
-      float g = loadAs(a.dyType, a.dy, row * a.n + j);
-      ds += g * layerNormXhat(loadAs(a.xType, a.x, row * a.n + j), m, is);
-      db += g;
+    for (int64_t c = 0; c < chunks; ++c) {
+      ds += a.scratch[c * a.n + j];
+      db += a.scratch[(chunks + c) * a.n + j];
     }
     if (a.dScale)
       storeAs(a.dyType, a.dScale, j, ds);
@@ -115,6 +148,13 @@ void launchLayerNorm(DType t, const void *x, const void *scale,
   MPC_CUDA_CHECK_LAUNCH("layerNormKernel");
 }
 
+size_t layerNormGradScratchBytes(const LayerNormGradArgs &a) {
+  int64_t chunks = sumChunks(a.outer);
+  if (!(a.dScale || a.dBias) || chunks <= 1)
+    return 0;
+  return size_t(2 * chunks * a.n) * sizeof(float);
+}
+
 void launchLayerNormGrad(const LayerNormGradArgs &a, cudaStream_t s) {
   for (DType t : {a.dyType, a.xType, a.scaleType, a.statType})
     requireDeviceFloat(t, "LayerNormalizationGrad");
@@ -124,9 +164,26 @@ void launchLayerNormGrad(const LayerNormGradArgs &a, cudaStream_t s) {
     layerNormGradInputKernel<<<rowGrid(a.outer), kBlock, 0, s>>>(a);
     MPC_CUDA_CHECK_LAUNCH("layerNormGradInputKernel");
   }
-  if (a.dScale || a.dBias) {
-    layerNormGradParamsKernel<<<gridFor(a.n), kBlock, 0, s>>>(a);
+  if ((a.dScale || a.dBias) && a.outer > 0) {
+    int64_t chunks = sumChunks(a.outer);
+    if (chunks > 1 && !a.scratch)
+      throw std::invalid_argument(
+          "LayerNormalizationGrad: no scratch for the chunk sums");
+    dim3 grid(gridFor(a.n), unsigned(chunks < 65535 ? chunks : 65535));
+    layerNormGradParamsKernel<<<grid, kBlock, 0, s>>>(a, chunks);
     MPC_CUDA_CHECK_LAUNCH("layerNormGradParamsKernel");
+    if (chunks > 1) {
+      layerNormGradParamsTotalKernel<<<gridFor(a.n), kBlock, 0, s>>>(a, chunks);
+      MPC_CUDA_CHECK_LAUNCH("layerNormGradParamsTotalKernel");
+    }
+  } else if (a.dScale || a.dBias) {
+    // No rows: the sums are zero.
+    if (a.dScale)
+      MPC_CUDA_CHECK(
+          cudaMemsetAsync(a.dScale, 0, size_t(a.n) * dtypeSize(a.dyType), s));
+    if (a.dBias)
+      MPC_CUDA_CHECK(
+          cudaMemsetAsync(a.dBias, 0, size_t(a.n) * dtypeSize(a.dyType), s));
   }
 }
 

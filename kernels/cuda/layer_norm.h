@@ -35,11 +35,19 @@ struct LayerNormGradArgs {
   /// Outputs in dY's dtype; any may be nullptr (not computed).
   void *dx = nullptr, *dScale = nullptr, *dBias = nullptr;
   int64_t outer = 0, n = 0;
+  /// layerNormGradScratchBytes(*this) bytes of device scratch (the chunk
+  /// sums of dScale and dBias), where that is not 0.
+  float *scratch = nullptr;
 };
 
+/// Scratch launchLayerNormGrad needs: fp32 chunk sums of dScale and dBias
+/// when they are asked for and the rows are more than one chunk.
+size_t layerNormGradScratchBytes(const LayerNormGradArgs &args);
+
 /// dX per row (one warp a row); dScale and dBias per column, each summed
-/// over the rows in row order by one thread, which is the CPU backend's
-/// order, so those two are the same bits on both backends.
+/// over the rows in row order in chunks of kSumChunk rows
+/// (kernels/common/chunked_sum.h, the chunks in parallel), which is the
+/// CPU backend's order, so those two are the same bits on both backends.
 void launchLayerNormGrad(const LayerNormGradArgs &args, cudaStream_t stream);
 
 } // namespace cuda

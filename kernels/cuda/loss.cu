@@ -1,22 +1,27 @@
 // CUDA kernels of SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and
 // their gradients.
 //
-// The forward runs one thread per position: for the softmax cross entropy
+// The forward runs one warp per position: for the softmax cross entropy
 // the max, the sum of exponentials and the log-softmax in fp32, as
 // kernels/cpu/loss.cpp does them (expf/logf are CUDA's, within an ulp or
-// two of glibc's); the negative log-likelihood reads the log-probabilities
-// it is given (subtracting a max and a log-sum of 0 leaves every value as
-// it is, so one kernel serves both). The reduction over positions and the
-// gradient's weight total are one thread each, in position order, so they
-// add exactly what the CPU adds.
+// two of glibc's, and the sum is the warp's fixed tree, not the CPU's index
+// order: the tests compare with a tolerance); the negative log-likelihood
+// reads the log-probabilities it is given (subtracting a max and a log-sum
+// of 0 leaves every value as it is, so one kernel serves both). The reduction
+// over positions and the gradient's weight total are one thread each, in
+// position order, so they add exactly what the CPU adds.
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/loss.h"
+#include "kernels/cuda/warp_reduce.cuh"
 
 namespace mpc {
 namespace cuda {
 namespace {
 
+/// One warp per position: the lanes take the classes in turn for the max
+/// and the sum of exponentials (combined in warp_reduce.cuh's fixed tree)
+/// and write the log-probabilities; lane 0 writes the position's loss.
 template <typename Io, bool Softmax>
 __global__ void lossForwardKernel(const typename Io::Storage *__restrict__ x,
                                   const int64_t *__restrict__ labels,
@@ -25,27 +30,30 @@ __global__ void lossForwardKernel(const typename Io::Storage *__restrict__ x,
                                   typename Io::Storage *__restrict__ logProb,
                                   float *__restrict__ posLoss,
                                   typename Io::Storage *__restrict__ lossNone) {
-  for (int64_t pos = globalIndex(); pos < sh.positions();
-       pos += globalStride()) {
+  unsigned lane = threadIdx.x % kWarp;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / kWarp);
+  for (int64_t pos = globalIndex() / kWarp; pos < sh.positions();
+       pos += warps) {
     int64_t n = pos / sh.d, d = pos % sh.d;
     int64_t base = n * sh.c * sh.d + d;
     float mx = 0.0f, logSum = 0.0f;
     if (Softmax) {
-      // std::max(mx, v) keeps mx unless mx < v: a NaN never wins.
-      mx = -INFINITY;
-      for (int64_t c = 0; c < sh.c; ++c) {
-        float v = Io::toFloat(x[base + c * sh.d]);
-        mx = mx < v ? v : mx;
-      }
+      // softmaxMax keeps mx unless mx < v: a NaN never wins.
+      float m = -INFINITY;
+      for (int64_t c = lane; c < sh.c; c += kWarp)
+        m = softmaxMax(m, Io::toFloat(x[base + c * sh.d]));
+      mx = warpMax(m);
       float sum = 0.0f;
-      for (int64_t c = 0; c < sh.c; ++c)
+      for (int64_t c = lane; c < sh.c; c += kWarp)
         sum += expf(Io::toFloat(x[base + c * sh.d]) - mx);
-      logSum = logf(sum);
+      logSum = logf(warpSum(sum));
       if (logProb)
-        for (int64_t c = 0; c < sh.c; ++c)
+        for (int64_t c = lane; c < sh.c; c += kWarp)
           logProb[base + c * sh.d] =
               Io::fromFloat(Io::toFloat(x[base + c * sh.d]) - mx - logSum);
     }
+    if (lane != 0)
+      continue;
     int64_t label = labels[pos];
     float l = 0.0f;
     if (label >= 0)
@@ -123,11 +131,12 @@ void launchLossForward(DType t, const char *what, const void *x,
     using Io = decltype(io);
     using S = typename Io::Storage;
     if (sh.positions() > 0) {
-      lossForwardKernel<Io, Softmax><<<gridFor(sh.positions()), kBlock, 0, s>>>(
-          static_cast<const S *>(x), labels, weights, sh,
-          static_cast<S *>(logProb), posLoss,
-          reduction == LossReduction::None ? static_cast<S *>(lossOut)
-                                           : nullptr);
+      lossForwardKernel<Io, Softmax>
+          <<<gridFor(sh.positions() * kWarp), kBlock, 0, s>>>(
+              static_cast<const S *>(x), labels, weights, sh,
+              static_cast<S *>(logProb), posLoss,
+              reduction == LossReduction::None ? static_cast<S *>(lossOut)
+                                               : nullptr);
       MPC_CUDA_CHECK_LAUNCH("lossForwardKernel");
     }
     if (reduction != LossReduction::None) {

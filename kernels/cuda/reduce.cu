@@ -1,43 +1,100 @@
 // The CUDA reduction kernels: SumToShape, ReduceSum/Mean/Max, ReduceGrad,
 // ReduceExtremumGrad.
 //
-// One thread per output element: it walks its contributions in the input's
-// row-major order and combines them in fp32, which is the order the CPU
-// backend uses (kernels/cpu/reduce.cpp, mpc_grad.cpp), so the results are
-// the same bits. Adjacent threads read adjacent elements (coalesced) when
-// the kept axes are the inner ones, as for a bias gradient; a reduction
-// over the innermost axis of a large tensor is slow this way, which a
-// later increment can split per warp if a model needs it.
+// Every sum walks its contributions in the input's row-major order and
+// combines them in fp32, which is the order the CPU backend uses
+// (kernels/cpu/reduce.cpp, mpc_grad.cpp), so the results are the same bits.
+// SumToShape (bias gradients: thousands of rows per column) sums chunks of
+// kSumChunk terms in parallel, then the chunk sums (chunked_sum.h); the
+// reductions keep one thread per output element, which is slow for a
+// reduction over the innermost axis of a large tensor, and a later
+// increment can split per warp if a model needs it.
+#include "kernels/common/chunked_sum.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/reduce.h"
+
+#include <stdexcept>
+#include <string>
 
 namespace mpc {
 namespace cuda {
 namespace {
 
+/// Chunk j of output o's sum: its kSumChunk terms (fewer in the last
+/// chunk) from zero in order. With one chunk that is the whole sum, stored
+/// as the output's dtype; else the fp32 chunk sum goes to
+/// partial[j * outCount + o]. Adjacent threads take adjacent outputs, which
+/// are adjacent in dY when the kept axes are the inner ones (a bias
+/// gradient), and a thread's terms are independent loads the unrolled loop
+/// keeps in flight.
 template <typename Io>
-__global__ void sumToShapeKernel(const typename Io::Storage *__restrict__ dy,
-                                 typename Io::Storage *__restrict__ dx,
-                                 SumToShapeGeometry g) {
-  for (int64_t o = globalIndex(); o < g.outCount; o += globalStride()) {
-    int64_t base = g.base(o);
-    float acc = 0.0f;
-    for (int64_t r = 0; r < g.reducedCount; ++r)
-      acc += Io::toFloat(dy[base + g.reduced(r)]);
-    dx[o] = Io::fromFloat(acc);
+__global__ void sumChunksKernel(const typename Io::Storage *__restrict__ dy,
+                                SumToShapeGeometry g, int64_t chunks,
+                                float *__restrict__ partial, DType outType,
+                                void *__restrict__ out) {
+  for (int64_t j = blockIdx.y; j < chunks; j += gridDim.y) {
+    int64_t first = j * kSumChunk;
+    int64_t last =
+        first + kSumChunk < g.reducedCount ? first + kSumChunk : g.reducedCount;
+    for (int64_t o = globalIndex(); o < g.outCount; o += globalStride()) {
+      const typename Io::Storage *p = dy + g.base(o);
+      float acc = 0.0f;
+      if (g.reducedRank <= 1) {
+        int64_t stride = g.reducedRank ? g.reducedStrides[0] : 0;
+        p += first * stride;
+#pragma unroll 8
+        for (int64_t r = first; r < last; ++r, p += stride)
+          acc += Io::toFloat(*p);
+      } else {
+        for (int64_t r = first; r < last; ++r)
+          acc += Io::toFloat(p[g.reduced(r)]);
+      }
+      if (partial)
+        partial[j * g.outCount + o] = acc;
+      else
+        storeAs(outType, out, o, acc);
+    }
   }
 }
 
-__global__ void sumToShapeAsKernel(DType gt, const void *__restrict__ dy,
-                                   DType ot, void *__restrict__ dx,
-                                   SumToShapeGeometry g) {
-  for (int64_t o = globalIndex(); o < g.outCount; o += globalStride()) {
-    int64_t base = g.base(o);
+/// Each output's chunk sums from zero in order.
+__global__ void sumPartialsKernel(const float *__restrict__ partial,
+                                  int64_t chunks, int64_t outCount,
+                                  DType outType, void *__restrict__ out) {
+  for (int64_t o = globalIndex(); o < outCount; o += globalStride()) {
     float acc = 0.0f;
-    for (int64_t r = 0; r < g.reducedCount; ++r)
-      acc += loadAs(gt, dy, base + g.reduced(r));
-    storeAs(ot, dx, o, acc);
+    for (int64_t j = 0; j < chunks; ++j)
+      acc += partial[j * outCount + o];
+    storeAs(outType, out, o, acc);
+  }
+}
+
+/// The two passes (one when the sum is one chunk).
+void sumToShape(DType dyType, const void *dy, DType dxType, void *dx,
+                const SumToShapeGeometry &g, void *scratch, cudaStream_t s,
+                const char *what) {
+  if (g.outCount == 0)
+    return;
+  requireDeviceFloat(dyType, what);
+  requireDeviceFloat(dxType, what);
+  int64_t chunks = sumChunks(g.reducedCount);
+  if (chunks > 1 && !scratch)
+    throw std::invalid_argument(std::string(what) + ": no scratch for the "
+                                                    "chunk sums");
+  float *partial = chunks > 1 ? static_cast<float *>(scratch) : nullptr;
+  dim3 grid(gridFor(g.outCount), unsigned(chunks < 65535 ? chunks : 65535));
+  dispatchDeviceFloat(dyType, what, [&](auto io) {
+    using Io = decltype(io);
+    sumChunksKernel<Io>
+        <<<grid, kBlock, 0, s>>>(static_cast<const typename Io::Storage *>(dy),
+                                 g, chunks, partial, dxType, dx);
+  });
+  MPC_CUDA_CHECK_LAUNCH("sumChunksKernel");
+  if (partial) {
+    sumPartialsKernel<<<gridFor(g.outCount), kBlock, 0, s>>>(
+        partial, chunks, g.outCount, dxType, dx);
+    MPC_CUDA_CHECK_LAUNCH("sumPartialsKernel");
   }
 }
 
@@ -142,28 +199,21 @@ void launchReduceGrad(DType t, const void *dy, void *dx,
   MPC_CUDA_CHECK_LAUNCH("reduceGradKernel");
 }
 
+size_t sumToShapeScratchBytes(const SumToShapeGeometry &g) {
+  int64_t chunks = sumChunks(g.reducedCount);
+  return chunks > 1 ? size_t(chunks * g.outCount) * sizeof(float) : 0;
+}
+
 void launchSumToShape(DType t, const void *dy, void *dx,
-                      const SumToShapeGeometry &g, cudaStream_t s) {
-  if (g.outCount == 0)
-    return;
-  dispatchDeviceFloat(t, "SumToShape", [&](auto io) {
-    using Io = decltype(io);
-    using S = typename Io::Storage;
-    sumToShapeKernel<Io><<<gridFor(g.outCount), kBlock, 0, s>>>(
-        static_cast<const S *>(dy), static_cast<S *>(dx), g);
-  });
-  MPC_CUDA_CHECK_LAUNCH("sumToShapeKernel");
+                      const SumToShapeGeometry &g, void *scratch,
+                      cudaStream_t s) {
+  sumToShape(t, dy, t, dx, g, scratch, s, "SumToShape");
 }
 
 void launchSumToShapeAs(DType dyType, const void *dy, DType dxType, void *dx,
-                        const SumToShapeGeometry &g, cudaStream_t s) {
-  if (g.outCount == 0)
-    return;
-  requireDeviceFloat(dyType, "SumToShapeAs");
-  requireDeviceFloat(dxType, "SumToShapeAs");
-  sumToShapeAsKernel<<<gridFor(g.outCount), kBlock, 0, s>>>(dyType, dy, dxType,
-                                                            dx, g);
-  MPC_CUDA_CHECK_LAUNCH("sumToShapeAsKernel");
+                        const SumToShapeGeometry &g, void *scratch,
+                        cudaStream_t s) {
+  sumToShape(dyType, dy, dxType, dx, g, scratch, s, "SumToShapeAs");
 }
 
 } // namespace cuda

@@ -4,9 +4,10 @@
 // broadcast back) and mpc.ReduceExtremumGrad (ReduceMax's / ReduceMin's
 // gradient).
 //
-// One thread per output element walks its inputs in the input's row-major
-// order and accumulates in fp32: the CPU backend's order, so sums are the
-// same bits on both backends. Raw device pointers; dtypes fp32, fp16, bf16.
+// Sums accumulate in fp32 in the input's row-major order, the CPU backend's
+// order, so they are the same bits on both backends: SumToShape in chunks
+// (kernels/common/chunked_sum.h) summed in parallel, the others one thread
+// per output element. Raw device pointers; dtypes fp32, fp16, bf16.
 #pragma once
 
 #include "kernels/cuda/broadcast_geometry.h"
@@ -17,15 +18,22 @@
 namespace mpc {
 namespace cuda {
 
+/// Device scratch a SumToShape of this geometry needs: the chunk sums
+/// (kernels/common/chunked_sum.h), fp32; 0 for a sum of one chunk.
+size_t sumToShapeScratchBytes(const SumToShapeGeometry &geometry);
+
 /// dx (geometry.outCount elements) := sums of dy over the broadcast axes,
-/// accumulated in fp32 in dY's row-major order; dy and dx of dtype t.
+/// accumulated in fp32 in dY's row-major order in chunks of kSumChunk terms
+/// (the CPU backend's order); dy and dx of dtype t. `scratch` holds
+/// sumToShapeScratchBytes(geometry) bytes.
 void launchSumToShape(DType t, const void *dy, void *dx,
-                      const SumToShapeGeometry &geometry, cudaStream_t stream);
+                      const SumToShapeGeometry &geometry, void *scratch,
+                      cudaStream_t stream);
 
 /// mpc.SumToShapeAs: the same sums of dy (dtype dyType) written as dxType
 /// (fp32 for an fp16/bf16 dy: each element widened exactly, summed in fp32).
 void launchSumToShapeAs(DType dyType, const void *dy, DType dxType, void *dx,
-                        const SumToShapeGeometry &geometry,
+                        const SumToShapeGeometry &geometry, void *scratch,
                         cudaStream_t stream);
 
 enum class ReduceKind { Sum, Mean, Max };

@@ -25,6 +25,7 @@
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
+#include "runtime/cuda/op_profile.h"
 #include "runtime/cuda/pinned_buffer.h"
 #include "runtime/executor.h"
 
@@ -219,9 +220,18 @@ bool graphsFromEnvironment(bool dflt) {
 class CudaBackend final : public Backend {
 public:
   explicit CudaBackend(const CudaBackendOptions &options)
-      : device_(options), graphs_(graphsFromEnvironment(options.graphs)) {}
+      : device_(options), graphs_(graphsFromEnvironment(options.graphs)) {
+    if (OpProfile::requested()) {
+      profile_ = std::make_unique<OpProfile>();
+      graphs_ = false; // events between nodes cannot be in a graph
+    }
+  }
 
   ~CudaBackend() override {
+    if (profile_) {
+      cudaStreamSynchronize(device_.stream);
+      profile_->print(stderr);
+    }
     dropGraph();
     cudaStreamSynchronize(device_.stream); // nothing in flight to or from
     if (arena_)                            // the arena or pinned memory
@@ -235,6 +245,14 @@ public:
   }
 
   void run(KernelContext &ctx) override {
+    if (!profile_)
+      return runNode(ctx);
+    profile_->nodeBegins(device_.stream);
+    runNode(ctx);
+    profile_->nodeEnds(device_.stream, ctx.node);
+  }
+
+  void runNode(KernelContext &ctx) {
     const CudaOpEntry *op = findCudaOp(ctx.node.domain(), ctx.node.opType());
     if (!op)
       cpu::fail(ctx.node, "the cuda backend has no kernel for op ",
@@ -331,6 +349,8 @@ public:
     for (const Pending &p : pending_)
       std::memcpy(p.dst, p.staged, p.bytes);
     pending_.clear();
+    if (profile_)
+      profile_->stepEnds();
     downloads_.recycle();
     uploads_.recycle();
     int32_t code = *device_.errorHost;
@@ -346,6 +366,8 @@ public:
 
   bool beginStep(const StepInfo &info) override {
     ++steps_;
+    if (profile_)
+      profile_->stepBegins();
     // The seed and a clean error word, before any recorded work: neither
     // copy is part of the graph, both are in stream order before it.
     *device_.seedHost = info.seed;
@@ -476,6 +498,7 @@ private:
   int stepsOfPlan_ = 0;
   bool replaying_ = false;
   size_t graphCaptures_ = 0, graphLaunches_ = 0, steps_ = 0;
+  std::unique_ptr<OpProfile> profile_; ///< MPC_CUDA_PROFILE=1
 };
 
 /// Why the runtime cannot use device `ordinal`, or "".

@@ -110,6 +110,8 @@ void runLayerNormGrad(NodeStaging &s) {
   a.dBias = s.optionalOut(2, dy.dtype, sh.norm);
   a.outer = sh.outer;
   a.n = sh.n;
+  if (size_t bytes = layerNormGradScratchBytes(a))
+    a.scratch = static_cast<float *>(s.scratch(bytes));
   launchLayerNormGrad(a, s.stream());
 }
 

@@ -5,6 +5,7 @@
 // broadcast and SumToShape geometries the kernels use are walked on the
 // host; each result is compared with the CPU backend's kernel. What the GPU
 // adds on top (cuBLAS itself, the kernels' arithmetic) is backend-ops'.
+#include "kernels/common/chunked_sum.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cuda/broadcast_geometry.h"
 #include "op_cases.h"
@@ -14,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mpc;
@@ -263,15 +265,68 @@ TEST(CudaGeometry, BroadcastOffsetsMatchTheCpuWalk) {
   }
 }
 
+// foldAxes keeps every offset of a broadcast or transposed walk, with fewer
+// axes where neighbours fold; the 32-bit walk gives the same offsets.
+TEST(CudaGeometry, FoldedAxesWalkTheSameOffsets) {
+  struct Case {
+    std::vector<int64_t> out, a, b;
+    int foldedRank;
+  };
+  for (const Case &c : {Case{{16, 512, 64}, {16, 512, 64}, {64}, 2},
+                        Case{{4, 1, 5, 6}, {4, 1, 5, 6}, {4, 1, 1, 6}, 3},
+                        Case{{3, 4, 5}, {3, 1, 5}, {1, 4, 5}, 3},
+                        Case{{2, 3, 4}, {2, 3, 4}, {2, 3, 1}, 2},
+                        Case{{6, 7}, {1, 7}, {6, 1}, 2}}) {
+    const std::vector<int64_t> shapes[2] = {c.a, c.b};
+    BroadcastGeometry<2> g = makeBroadcastGeometry<2>(c.out, shapes);
+    BroadcastGeometry<2> f = foldAxes(g);
+    EXPECT_EQ(f.rank, c.foldedRank) << dimsToString(c.out);
+    ASSERT_TRUE(f.fits32());
+    for (int64_t i = 0; i < g.count; ++i) {
+      int64_t want[2], got[2];
+      int32_t got32[2];
+      g.offsets(i, want);
+      f.offsets(i, got);
+      f.offsetsIn<int32_t>(int32_t(i), got32);
+      for (int k = 0; k < 2; ++k) {
+        ASSERT_EQ(got[k], want[k]) << dimsToString(c.out) << " " << i;
+        ASSERT_EQ(int64_t(got32[k]), want[k])
+            << dimsToString(c.out) << " " << i;
+      }
+    }
+  }
+  // The attention heads' split, [B, T, H, dh] -> [B, H, T, dh].
+  BroadcastGeometry<1> t = makeTransposeGeometry({2, 5, 3, 4}, {0, 2, 1, 3});
+  BroadcastGeometry<1> ft = foldAxes(t);
+  for (int64_t i = 0; i < t.count; ++i) {
+    int64_t want[1], got[1];
+    t.offsets(i, want);
+    ft.offsets(i, got);
+    ASSERT_EQ(got[0], want[0]) << i;
+  }
+  // Past 2^31 the 32-bit walk is refused.
+  const std::vector<int64_t> big[1] = {{int64_t(1) << 20, 1}};
+  EXPECT_FALSE(
+      makeBroadcastGeometry<1>({int64_t(1) << 20, 4096}, big).fits32());
+}
+
+// The CUDA kernels' walk of a SumToShape geometry (reduce.cu): per output,
+// chunks of kSumChunk terms each from zero in order (a stride walk where the
+// reduced axes fold into one), then the chunk sums from zero in order. It
+// must be the CPU kernel's sum, bit for bit, including sums of several
+// chunks, whose bits differ from one plain in-order sum.
 TEST(CudaGeometry, SumToShapeAddsInTheCpuOrder) {
   std::mt19937 rng(3);
   struct Shapes {
     std::vector<int64_t> from, to;
   };
+  int64_t differFromPlainSum = 0;
   for (const Shapes &s :
        {Shapes{{64, 20}, {20}}, Shapes{{8, 5, 6}, {5, 1}},
         Shapes{{3, 4, 5}, {}}, Shapes{{4, 3}, {4, 3}},
-        Shapes{{2, 3, 4, 5}, {3, 1, 1}}, Shapes{{2, 1, 4}, {1, 4}}}) {
+        Shapes{{2, 3, 4, 5}, {3, 1, 1}}, Shapes{{2, 1, 4}, {1, 4}},
+        Shapes{{600, 20}, {20}}, Shapes{{4, 300, 6}, {6}},
+        Shapes{{300, 3, 5}, {3, 1}}, Shapes{{2, 1, 700}, {}}}) {
     Tensor dy = randomTensor(rng, DType::F32, s.from);
     Tensor x = randomTensor(rng, DType::F32, s.to);
     Node *node = nullptr;
@@ -280,15 +335,44 @@ TEST(CudaGeometry, SumToShapeAddsInTheCpuOrder) {
     runCpuNode(*node, {&dy, &x}, want);
     SumToShapeGeometry geo = makeSumToShapeGeometry(s.from, s.to);
     ASSERT_EQ(geo.outCount, want[0].numel());
+    const float *p = dy.data<float>();
     for (int64_t o = 0; o < geo.outCount; ++o) {
-      float acc = 0;
-      for (int64_t r = 0; r < geo.reducedCount; ++r)
-        acc += dy.data<float>()[geo.base(o) + geo.reduced(r)];
+      float acc = 0, plain = 0;
+      for (int64_t c = 0; c < sumChunks(geo.reducedCount); ++c) {
+        float part = 0;
+        int64_t last = std::min(geo.reducedCount, (c + 1) * kSumChunk);
+        for (int64_t r = c * kSumChunk; r < last; ++r) {
+          int64_t at = geo.reducedRank == 1
+                           ? geo.base(o) + r * geo.reducedStrides[0]
+                           : geo.base(o) + geo.reduced(r);
+          part += p[at];
+          plain += p[at];
+        }
+        acc += part;
+      }
       // Same terms in the same order: the same float, bit for bit.
       EXPECT_EQ(acc, want[0].data<float>()[o])
           << dimsToString(s.from) << " -> " << dimsToString(s.to) << " " << o;
+      differFromPlainSum += acc != plain;
     }
   }
+  EXPECT_GT(differFromPlainSum, 0) << "no sum here tells the chunked order "
+                                      "from one plain in-order sum";
+}
+
+// Axes of one kind next to each other fold into one (size-1 axes drop out):
+// a bias gradient reduces one axis of batch * seq rows with one stride.
+TEST(CudaGeometry, SumToShapeFoldsNeighbouringAxes) {
+  SumToShapeGeometry bias = makeSumToShapeGeometry({16, 512, 3072}, {3072});
+  EXPECT_EQ(bias.reducedRank, 1);
+  EXPECT_EQ(bias.reducedDims[0], 16 * 512);
+  EXPECT_EQ(bias.reducedStrides[0], 3072);
+  EXPECT_EQ(bias.keptRank, 1);
+  EXPECT_EQ(bias.outCount, 3072);
+  SumToShapeGeometry split = makeSumToShapeGeometry({300, 3, 1, 5}, {3, 1, 1});
+  EXPECT_EQ(split.reducedRank, 2); // 300 and 5, a kept axis between
+  EXPECT_EQ(split.keptRank, 1);
+  EXPECT_EQ(split.reducedCount, 1500);
 }
 
 } // namespace

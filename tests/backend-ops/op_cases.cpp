@@ -275,7 +275,11 @@ void addBackward(std::vector<OpCase> &cases) {
   };
   for (const Sum &s :
        {Sum{"bias", {64, 20}, {20}}, Sum{"inner", {8, 5, 6}, {5, 1}},
-        Sum{"all", {3, 4, 5}, {}}, Sum{"none", {4, 3}, {4, 3}}}) {
+        Sum{"all", {3, 4, 5}, {}}, Sum{"none", {4, 3}, {4, 3}},
+        // More rows than one chunk of the sum (kSumChunk): chunk sums in
+        // parallel, then added in order, the CPU's bits all the same.
+        Sum{"bias_long", {2, 300, 20}, {20}},
+        Sum{"split_long", {300, 3, 5}, {3, 1}}}) {
     std::vector<int64_t> from = s.from, to = s.to;
     cases.push_back(
         {std::string("SumToShape_") + s.name,
@@ -425,6 +429,8 @@ void addLosses(std::vector<OpCase> &cases) {
   };
   for (const LossCase &l :
        {LossCase{"mean", {64, 2}, {}, false},
+        // More classes than a warp has lanes: each lane takes several.
+        LossCase{"many_classes", {8, 300}, {}, false},
         LossCase{"ignore",
                  {16, 5},
                  {{"ignore_index", i(1)},
@@ -760,7 +766,9 @@ void addLayerNorm(std::vector<OpCase> &cases) {
   for (const GradCase &gc :
        {GradCase{"rows", {4, 16, 32}, {4, 16, 1}, {32}, -1, 32, false},
         GradCase{"two_axes", {3, 4, 5}, {3, 1, 1}, {1, 5}, 1, 20, false},
-        GradCase{"dx_only", {6, 50}, {6, 1}, {50}, -1, 50, true}}) {
+        GradCase{"dx_only", {6, 50}, {6, 1}, {50}, -1, 50, true},
+        GradCase{
+            "long_rows", {3, 200, 24}, {3, 200, 1}, {24}, -1, 24, false}}) {
     GradCase c = gc;
     cases.push_back({std::string("LayerNormalizationGrad_") + gc.name,
                      kMpcDomain,

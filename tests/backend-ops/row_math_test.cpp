@@ -10,6 +10,7 @@
 // reduction geometries) are walked here as the device threads walk them
 // and must also give the CPU's bytes: that is what makes those kernels
 // exact on the GPU.
+#include "kernels/common/chunked_sum.h"
 #include "kernels/common/clip_grad_norm_math.h"
 #include "kernels/common/dropout_rng.h"
 #include "kernels/common/gelu_math.h"
@@ -26,6 +27,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -162,52 +164,61 @@ TEST(SharedRowMath, LayerNormIsTheCpuKernel) {
   }
 }
 
-// dScale/dBias summed per column over the rows in row order, as the CUDA
-// kernel's thread per column does, are the CPU kernel's bits; dX from the
-// shared formula with index-order sums is too.
+// dScale/dBias summed per column over the rows in row order in chunks of
+// kSumChunk rows, as the CUDA kernels do (a thread per column and chunk,
+// then the chunk sums in order), are the CPU kernel's bits; dX from the
+// shared formula with index-order sums is too. 600 rows are three chunks.
 TEST(SharedRowMath, LayerNormGradIsTheCpuKernel) {
   std::mt19937 rng(24);
-  for (DType t : kStorage) {
-    const int64_t rows = 7, n = 40;
-    Tensor dy = randomTensor(rng, t, {rows, n});
-    Tensor x = randomTensor(rng, t, {rows, n}, -2, 2);
-    Tensor scale = randomTensor(rng, t, {n}, 0.5f, 1.5f);
-    Tensor mean = randomTensor(rng, DType::F32, {rows, 1}, -0.1f, 0.1f);
-    Tensor inv = randomTensor(rng, DType::F32, {rows, 1}, 0.8f, 1.2f);
-    std::vector<Tensor> want =
-        runCpu("LayerNormalizationGrad", {&dy, &x, &scale, &mean, &inv}, {}, 3,
-               kMpcDomain);
-    std::vector<float> g = asFloats(dy), xv = asFloats(x), sc = asFloats(scale),
-                       m = asFloats(mean), is = asFloats(inv);
-    std::vector<float> dx(g.size()), ds(static_cast<size_t>(n)),
-        db(static_cast<size_t>(n));
-    for (int64_t r = 0; r < rows; ++r) {
-      float sumG = 0, sumGX = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        size_t k = size_t(r * n + j);
-        float xhat = layerNormXhat(xv[k], m[size_t(r)], is[size_t(r)]);
-        sumG += g[k] * sc[size_t(j)];
-        sumGX += g[k] * sc[size_t(j)] * xhat;
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        size_t k = size_t(r * n + j);
-        float xhat = layerNormXhat(xv[k], m[size_t(r)], is[size_t(r)]);
-        dx[k] = layerNormGradInput(is[size_t(r)], g[k] * sc[size_t(j)],
-                                   sumG / float(n), xhat, sumGX / float(n));
-      }
-    }
-    for (int64_t j = 0; j < n; ++j)
+  for (DType t : kStorage)
+    for (int64_t rows : {int64_t(7), int64_t(600)}) {
+      const int64_t n = 40;
+      Tensor dy = randomTensor(rng, t, {rows, n});
+      Tensor x = randomTensor(rng, t, {rows, n}, -2, 2);
+      Tensor scale = randomTensor(rng, t, {n}, 0.5f, 1.5f);
+      Tensor mean = randomTensor(rng, DType::F32, {rows, 1}, -0.1f, 0.1f);
+      Tensor inv = randomTensor(rng, DType::F32, {rows, 1}, 0.8f, 1.2f);
+      std::vector<Tensor> want =
+          runCpu("LayerNormalizationGrad", {&dy, &x, &scale, &mean, &inv}, {},
+                 3, kMpcDomain);
+      std::vector<float> g = asFloats(dy), xv = asFloats(x),
+                         sc = asFloats(scale), m = asFloats(mean),
+                         is = asFloats(inv);
+      std::vector<float> dx(g.size()), ds(static_cast<size_t>(n)),
+          db(static_cast<size_t>(n));
       for (int64_t r = 0; r < rows; ++r) {
-        size_t k = size_t(r * n + j);
-        ds[size_t(j)] +=
-            g[k] * layerNormXhat(xv[k], m[size_t(r)], is[size_t(r)]);
-        db[size_t(j)] += g[k];
+        float sumG = 0, sumGX = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          size_t k = size_t(r * n + j);
+          float xhat = layerNormXhat(xv[k], m[size_t(r)], is[size_t(r)]);
+          sumG += g[k] * sc[size_t(j)];
+          sumGX += g[k] * sc[size_t(j)] * xhat;
+        }
+        for (int64_t j = 0; j < n; ++j) {
+          size_t k = size_t(r * n + j);
+          float xhat = layerNormXhat(xv[k], m[size_t(r)], is[size_t(r)]);
+          dx[k] = layerNormGradInput(is[size_t(r)], g[k] * sc[size_t(j)],
+                                     sumG / float(n), xhat, sumGX / float(n));
+        }
       }
-    std::string what = std::string("LayerNormalizationGrad ") + dtypeName(t);
-    expectSameBytes(floatsLike(t, dy.dims, dx), want[0], what + " dX");
-    expectSameBytes(floatsLike(t, {n}, ds), want[1], what + " dScale");
-    expectSameBytes(floatsLike(t, {n}, db), want[2], what + " dBias");
-  }
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t c = 0; c < sumChunks(rows); ++c) {
+          float partS = 0, partB = 0;
+          for (int64_t r = c * kSumChunk;
+               r < std::min(rows, (c + 1) * kSumChunk); ++r) {
+            size_t k = size_t(r * n + j);
+            partS += g[k] * layerNormXhat(xv[k], m[size_t(r)], is[size_t(r)]);
+            partB += g[k];
+          }
+          ds[size_t(j)] += partS;
+          db[size_t(j)] += partB;
+        }
+      std::string what = std::string("LayerNormalizationGrad ") + dtypeName(t) +
+                         " " + std::to_string(rows) + " rows";
+      expectSameBytes(floatsLike(t, dy.dims, dx), want[0], what + " dX");
+      expectSameBytes(floatsLike(t, {n}, ds), want[1], what + " dScale");
+      expectSameBytes(floatsLike(t, {n}, db), want[2], what + " dBias");
+    }
 }
 
 TEST(SharedRowMath, GeluAndItsGradientsAreTheCpuKernels) {

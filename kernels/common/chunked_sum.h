@@ -1,0 +1,29 @@
+// The order in which both backends add the terms of a long sum: a bias
+// gradient (mpc.SumToShape, SumToShapeAs) or LayerNormalizationGrad's
+// dScale/dBias, each a column sum down thousands of rows.
+//
+// The terms, in the order of their row-major index, are taken in chunks of
+// kSumChunk: each chunk is summed from zero in order, then the chunk sums
+// are added from zero in order. The CPU kernels walk the chunks one after
+// another; the GPU sums every chunk of every column at once and the chunk
+// sums in a second pass, so the two give the same bits while the GPU has
+// thousands of threads at work instead of one per column. A sum of at most
+// kSumChunk terms is the plain sum in order (0 + s == s), as before chunks.
+#pragma once
+
+#include "kernels/common/host_device.h"
+
+#include <cstdint>
+
+namespace mpc {
+
+/// Terms per chunk: enough threads for the GPU (a 8192-row bias gradient
+/// becomes 32 chunks per column), few enough for a short serial walk.
+constexpr int64_t kSumChunk = 256;
+
+/// Chunks of a sum of `terms` terms (at least 1).
+MPC_HD int64_t sumChunks(int64_t terms) {
+  return terms <= kSumChunk ? 1 : (terms + kSumChunk - 1) / kSumChunk;
+}
+
+} // namespace mpc
