@@ -30,8 +30,11 @@
 #                TFLOP/s against the cuBLAS peak, the unscale+Adam kernels'
 #                bytes/s against a device copy, and peak memory (planned,
 #                measured, torch.cuda.max_memory_allocated); gpu_step.json
+#   step-profile the same step with MPC_CUDA_PROFILE=1 (no CUDA graphs, 5
+#                steps, no PyTorch): device ms per op and the slowest nodes
 #
-# GPU_CHECK_STAGES=backend-ops,onnx-node,trajectories,graphs,gemm-bench,step-bench
+# GPU_CHECK_STAGES=backend-ops,onnx-node,trajectories,graphs,gemm-bench,step-bench,
+# step-profile
 # (any of them, comma-separated) runs only those, GPU_CHECK_GTEST_FILTER
 # narrows backend-ops to the tests it names (gtest's --gtest_filter); GPU_CHECK_SECONDS (570)
 # is the time for everything.
@@ -353,6 +356,14 @@ if want step-bench; then
   if run_stage step-bench 240 env DEBIAN_PY=python3 PY=python3 "$root/bench/gpu_step.sh" "$bin" \
     "$results/gpu_step.json"; then
     while read -r line; do notes+=("step-bench: $line"); done < <(sed -n '/^ *mpc  *torch/,$p' "$results/step-bench.log" | grep -v '^results:')
+  fi
+fi
+
+# --- where mpc's step time goes: per-op device times (MPC_CUDA_PROFILE) -------
+if want step-profile; then
+  if run_stage step-profile 120 env DEBIAN_PY=python3 PY=python3 MPC_CUDA_PROFILE=1 \
+    SKIP_TORCH=1 STEPS=5 WARMUP=2 "$root/bench/gpu_step.sh" "$bin" "$results/step_profile.json"; then
+    while read -r line; do notes+=("step-profile: ${line#cuda profile: }"); done < <(grep '^cuda profile:' "$results/step-profile.log" | head -n 22)
   fi
 fi
 

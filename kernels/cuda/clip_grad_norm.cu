@@ -65,7 +65,7 @@ ClipPlan clipPlan(const std::vector<ClipTensor> &tensors) {
   for (size_t t = 0; t < tensors.size(); ++t) {
     p.firstChunk.push_back(int64_t(p.chunks.size()));
     for (int64_t b = 0; b < tensors[t].n; b += kUnscaleChunk)
-      p.chunks.push_back({int32_t(t), b});
+      p.chunks.push_back({int32_t(t), 0, b});
   }
   p.firstChunk.push_back(int64_t(p.chunks.size()));
   return p;

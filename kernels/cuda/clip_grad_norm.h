@@ -28,6 +28,9 @@ struct ClipTensor {
   void *dst = nullptr;
   int64_t n = 0;
   DType dtype = DType::F32;
+  /// Spelled out and zeroed: an uploaded table has no padding bytes
+  /// (NodeStaging::upload compares tables byte for byte).
+  uint8_t unused[7] = {};
 };
 
 /// The chunks of every tensor (UnscaleChunk, in tensor order) and, per

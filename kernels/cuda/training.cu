@@ -208,7 +208,7 @@ unscaleChunks(const std::vector<UnscaleTensor> &tensors) {
   std::vector<UnscaleChunk> chunks;
   for (size_t t = 0; t < tensors.size(); ++t)
     for (int64_t b = 0; b < tensors[t].n; b += kUnscaleChunk)
-      chunks.push_back({int32_t(t), b});
+      chunks.push_back({int32_t(t), 0, b});
   return chunks;
 }
 

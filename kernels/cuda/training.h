@@ -29,6 +29,9 @@ struct UnscaleTensor {
   float *dst = nullptr;
   int64_t n = 0;
   DType dtype = DType::F32;
+  /// Spelled out and zeroed: an uploaded table has no padding bytes
+  /// (NodeStaging::upload compares tables byte for byte).
+  uint8_t unused[7] = {};
 };
 
 /// Elements one block of the multi-tensor kernels covers.
@@ -37,6 +40,7 @@ constexpr int64_t kUnscaleChunk = 16384;
 /// One block's work: elements [begin, begin + kUnscaleChunk) of a tensor.
 struct UnscaleChunk {
   int32_t tensor = 0;
+  int32_t unused = 0; ///< no padding bytes in an uploaded table
   int64_t begin = 0;
 };
 

@@ -24,6 +24,7 @@
 #include "runtime/cuda/cuda_device.h"
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace mpc {
@@ -85,6 +86,12 @@ public:
   void *scratch(size_t bytes);
   /// A device copy of a small host table (labels, kernel descriptors).
   template <typename T> T *upload(const std::vector<T> &v) {
+    // A resident step uploads a table once and compares it byte for byte
+    // on later steps: padding bytes (garbage) would make it "change" and
+    // break the CUDA graph's capture, so tables spell out their padding.
+    static_assert(std::has_unique_object_representations_v<T> ||
+                      std::is_floating_point_v<T>,
+                  "an uploaded table's type must have no padding bytes");
     return static_cast<T *>(uploadBytes(v.data(), v.size() * sizeof(T)));
   }
 
