@@ -167,7 +167,7 @@ TEST(SharedRowMath, LayerNormIsTheCpuKernel) {
 // dScale/dBias summed per column over the rows in row order in chunks of
 // kSumChunk rows, as the CUDA kernels do (a thread per column and chunk,
 // then the chunk sums in order), are the CPU kernel's bits; dX from the
-// shared formula with index-order sums is too. 600 rows are three chunks.
+// shared formula with index-order sums is too. 600 rows are ten chunks.
 TEST(SharedRowMath, LayerNormGradIsTheCpuKernel) {
   std::mt19937 rng(24);
   for (DType t : kStorage)
