@@ -138,6 +138,40 @@ makeBroadcastGeometry(const std::vector<int64_t> &out,
   return g;
 }
 
+/// Elements of `elementSize` bytes a broadcast copy over `g` (after
+/// foldAxes) may move as one unit of up to 16 bytes: the innermost axis is
+/// contiguous in the source (stride 1), its length and every other stride
+/// are multiples of the unit, and both addresses are aligned to it. A
+/// transpose that keeps the innermost axis (the attention heads' split,
+/// [B, T, H, dh] -> [B, H, T, dh]) then copies 16 bytes per index
+/// computation instead of 2. 1 when nothing wider fits.
+inline int64_t copyUnitElements(const BroadcastGeometry<1> &g,
+                                size_t elementSize, uintptr_t x, uintptr_t y) {
+  if (g.simple || g.rank == 0 || g.strides[0][g.rank - 1] != 1)
+    return 1;
+  for (int64_t unit = int64_t(16 / elementSize); unit > 1; unit /= 2) {
+    uintptr_t bytes = uintptr_t(unit) * elementSize;
+    bool fits =
+        g.dims[g.rank - 1] % unit == 0 && x % bytes == 0 && y % bytes == 0;
+    for (int d = 0; d + 1 < g.rank && fits; ++d)
+      fits = g.strides[0][d] % unit == 0;
+    if (fits)
+      return unit;
+  }
+  return 1;
+}
+
+/// `g` counted in units of `unit` elements (copyUnitElements said it fits).
+inline BroadcastGeometry<1> inUnits(const BroadcastGeometry<1> &g,
+                                    int64_t unit) {
+  BroadcastGeometry<1> u = g;
+  u.dims[g.rank - 1] /= unit;
+  u.count /= unit;
+  for (int d = 0; d + 1 < g.rank; ++d)
+    u.strides[0][d] /= unit;
+  return u;
+}
+
 /// Transpose as a strided copy: output element i (row-major over the
 /// permuted dims) reads input offset sum c_d * inputStride[perm[d]], which
 /// is a BroadcastGeometry<1> whose strides are the input's, permuted (never

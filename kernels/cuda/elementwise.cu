@@ -197,6 +197,17 @@ void binary(DType t, const void *a, const void *b, void *y,
       return;
     }
     BroadcastGeometry<2> f = foldAxes(g);
+    // A bias: [rows, n] with a row of n (strides {0, 1}), 16 bytes at once.
+    bool row[2] = {false, false}, fullOrRow = f.rank == 2;
+    for (int k = 0; k < 2 && fullOrRow; ++k) {
+      row[k] = f.strides[k][0] == 0 && f.strides[k][1] == 1;
+      fullOrRow =
+          row[k] || (f.strides[k][0] == f.dims[1] && f.strides[k][1] == 1);
+    }
+    if (fullOrRow && (row[0] || row[1]) &&
+        launchZipRows(pa, row[0], pb, row[1], static_cast<S *>(y), f.count,
+                      f.dims[1], s, FloatZip<Io, Io, Io, Op>{op}))
+      return;
     if (f.fits32())
       binaryKernel<Io, int32_t><<<gridFor(f.count), kBlock, 0, s>>>(
           pa, pb, static_cast<S *>(y), f, op);
@@ -334,7 +345,15 @@ void launchBroadcastCopy(size_t elementSize, const void *x, void *y,
   if (geometry.count == 0)
     return;
   BroadcastGeometry<1> g = foldAxes(geometry);
-  if (elementSize == 1)
+  // Whole 16-, 8- or 4-byte units where the innermost axis allows it.
+  int64_t unit = copyUnitElements(g, elementSize, uintptr_t(x), uintptr_t(y));
+  if (unit > 1) {
+    g = inUnits(g, unit);
+    elementSize *= size_t(unit);
+  }
+  if (elementSize == 16)
+    broadcastCopy<uint4>(x, y, g, s);
+  else if (elementSize == 1)
     broadcastCopy<uint8_t>(x, y, g, s);
   else if (elementSize == 2)
     broadcastCopy<uint16_t>(x, y, g, s);

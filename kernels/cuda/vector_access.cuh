@@ -103,6 +103,48 @@ void launchZip(const A *a, bool fullA, const B *b, bool fullB, D *y, int64_t n,
   MPC_CUDA_CHECK_LAUNCH("zipKernel");
 }
 
+/// zipKernel where an operand may be a row repeated down the output (a
+/// bias): rowGroupsA/B is the row's length in groups, 0 for a full operand.
+template <typename A, typename B, typename D, typename F>
+__global__ void zipRowsKernel(const A *__restrict__ a, int64_t rowGroupsA,
+                              const B *__restrict__ b, int64_t rowGroupsB,
+                              D *__restrict__ y, int64_t groups, F f) {
+  constexpr int K = VectorGroup<sizeof(A), sizeof(B), sizeof(D)>::value;
+  const auto *ga = reinterpret_cast<const Group<A, K> *>(a);
+  const auto *gb = reinterpret_cast<const Group<B, K> *>(b);
+  auto *gy = reinterpret_cast<Group<D, K> *>(y);
+  for (int64_t g = globalIndex(); g < groups; g += globalStride()) {
+    Group<A, K> va = ga[rowGroupsA ? g % rowGroupsA : g];
+    Group<B, K> vb = gb[rowGroupsB ? g % rowGroupsB : g];
+    Group<D, K> out;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      out.v[k] = f(va.v[k], vb.v[k]);
+    gy[g] = out;
+  }
+}
+
+/// y[i] = f(a[.], b[.]) over `count` elements, where an operand with rowA /
+/// rowB set is a row of rowLength elements repeated down the output and
+/// the other is full-size. Launches nothing and returns false unless the
+/// row is a whole number of vector groups and every address is 16-byte
+/// aligned (the caller then takes its general loop).
+template <typename A, typename B, typename D, typename F>
+bool launchZipRows(const A *a, bool rowA, const B *b, bool rowB, D *y,
+                   int64_t count, int64_t rowLength, cudaStream_t stream, F f) {
+  constexpr int K = VectorGroup<sizeof(A), sizeof(B), sizeof(D)>::value;
+  if (count == 0 || rowLength % K != 0 ||
+      !aligned16(reinterpret_cast<uintptr_t>(a)) ||
+      !aligned16(reinterpret_cast<uintptr_t>(b)) ||
+      !aligned16(reinterpret_cast<uintptr_t>(y)))
+    return false;
+  int64_t groups = count / K, rowGroups = rowLength / K;
+  zipRowsKernel<<<gridFor(groups), kBlock, 0, stream>>>(
+      a, rowA ? rowGroups : 0, b, rowB ? rowGroups : 0, y, groups, f);
+  MPC_CUDA_CHECK_LAUNCH("zipRowsKernel");
+  return true;
+}
+
 /// The fp32 math of a unary op on storage values of Io (rounded once).
 template <typename Io, typename Op> struct FloatMap {
   Op op;

@@ -310,6 +310,42 @@ TEST(CudaGeometry, FoldedAxesWalkTheSameOffsets) {
       makeBroadcastGeometry<1>({int64_t(1) << 20, 4096}, big).fits32());
 }
 
+// A transpose that keeps the innermost axis copies whole 16-byte units: the
+// unit walk reads, for each unit, the offset of its first element.
+TEST(CudaGeometry, TransposeCopiesWholeUnits) {
+  BroadcastGeometry<1> t =
+      foldAxes(makeTransposeGeometry({2, 5, 3, 16}, {0, 2, 1, 3}));
+  ASSERT_EQ(copyUnitElements(t, 2, 0, 32), 8); // fp16: 8 to 16 bytes
+  ASSERT_EQ(copyUnitElements(t, 4, 0, 32), 4); // fp32: 4
+  EXPECT_EQ(copyUnitElements(t, 2, 2, 32), 1); // a misaligned source
+  EXPECT_EQ(copyUnitElements(t, 2, 8, 8), 4);  // 8-byte aligned: 8 bytes
+  BroadcastGeometry<1> u = inUnits(t, 8);
+  ASSERT_EQ(u.count * 8, t.count);
+  for (int64_t i = 0; i < u.count; ++i) {
+    int64_t unit[1], first[1];
+    u.offsets(i, unit);
+    t.offsets(i * 8, first);
+    ASSERT_EQ(unit[0] * 8, first[0]) << i;
+  }
+  // Swapping the last two axes reads the innermost axis with a stride.
+  BroadcastGeometry<1> swap = foldAxes(makeTransposeGeometry({4, 8}, {1, 0}));
+  EXPECT_EQ(copyUnitElements(swap, 2, 0, 0), 1);
+  // A row repeated down the rows copies whole rows' units; a column
+  // repeated across them (innermost stride 0) does not.
+  const std::vector<int64_t> row[1] = {{1, 8}}, column[1] = {{4, 1}};
+  BroadcastGeometry<1> rows = foldAxes(makeBroadcastGeometry<1>({4, 8}, row));
+  ASSERT_EQ(copyUnitElements(rows, 2, 0, 0), 8);
+  BroadcastGeometry<1> rowUnits = inUnits(rows, 8);
+  for (int64_t i = 0; i < rowUnits.count; ++i) {
+    int64_t unit[1];
+    rowUnits.offsets(i, unit);
+    EXPECT_EQ(unit[0], 0) << i;
+  }
+  EXPECT_EQ(copyUnitElements(foldAxes(makeBroadcastGeometry<1>({4, 8}, column)),
+                             2, 0, 0),
+            1);
+}
+
 // The CUDA kernels' walk of a SumToShape geometry (reduce.cu): per output,
 // chunks of kSumChunk terms each from zero in order (a stride walk where the
 // reduced axes fold into one), then the chunk sums from zero in order. It
