@@ -352,11 +352,17 @@ if want gemm-bench; then
 fi
 
 # --- the training step against PyTorch AMP (issue 8 parts 3 and 4) -------------
+# GPU_CHECK_PRECISIONS (default fp16) lists the precisions to time: "fp16 bf16"
+# adds a step-bench-bf16 stage against PyTorch AMP in bf16 (gpu_step-bf16.json).
 if want step-bench; then
-  if run_stage step-bench 240 env DEBIAN_PY=python3 PY=python3 "$root/bench/gpu_step.sh" "$bin" \
-    "$results/gpu_step.json"; then
-    while read -r line; do notes+=("step-bench: $line"); done < <(sed -n '/^ *mpc  *torch/,$p' "$results/step-bench.log" | grep -v '^results:')
-  fi
+  for precision in ${GPU_CHECK_PRECISIONS:-fp16}; do
+    stage=step-bench json=gpu_step.json
+    [ "$precision" = fp16 ] || stage=step-bench-$precision json=gpu_step-$precision.json
+    if run_stage "$stage" 240 env DEBIAN_PY=python3 PY=python3 PRECISION="$precision" \
+      "$root/bench/gpu_step.sh" "$bin" "$results/$json"; then
+      while read -r line; do notes+=("$stage: $line"); done < <(sed -n '/^ *mpc  *torch/,$p' "$results/$stage.log" | grep -v '^results:')
+    fi
+  done
 fi
 
 # --- where mpc's step time goes: per-op device times (MPC_CUDA_PROFILE) -------

@@ -1,31 +1,46 @@
-// CUDA GELU kernels: grid-stride loops over the shared formulas of
-// kernels/common/gelu_math.h, computed in fp32 and rounded once on store.
+// CUDA GELU kernels: the shared formulas of kernels/common/gelu_math.h in
+// fp32, rounded once on store, through the 16-byte elementwise loops of
+// vector_access.cuh (launchMap, launchZip).
 #include "kernels/common/gelu_math.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/gelu.h"
+#include "kernels/cuda/vector_access.cuh"
 
 namespace mpc {
 namespace cuda {
 namespace {
 
-__global__ void geluKernel(DType t, const void *__restrict__ x,
-                           void *__restrict__ y, int64_t n, bool tanhForm) {
-  for (int64_t i = globalIndex(); i < n; i += globalStride())
-    storeAs(t, y, i, geluForward(loadAs(t, x, i), tanhForm));
-}
+/// The forward's fp32 math, applied by launchMap's 16-byte loop.
+struct GeluOp {
+  bool tanhForm;
+  __device__ float operator()(float v) const {
+    return geluForward(v, tanhForm);
+  }
+};
+
+/// The gradient's fp32 math on (dY, X), applied by launchZip.
+template <GeluGradKind K> struct GeluGradOp {
+  __device__ float operator()(float g, float v) const {
+    return K == GeluGradKind::Erf
+               ? erfGradValue(g, v)
+               : g * geluDerivative(v, K == GeluGradKind::GeluTanh);
+  }
+};
 
 template <GeluGradKind K>
-__global__ void geluGradKernel(DType gt, const void *__restrict__ dy, DType ft,
-                               const void *__restrict__ x,
-                               void *__restrict__ dx, int64_t n) {
-  for (int64_t i = globalIndex(); i < n; i += globalStride()) {
-    float g = loadAs(gt, dy, i), v = loadAs(ft, x, i);
-    float r = K == GeluGradKind::Erf
-                  ? erfGradValue(g, v)
-                  : g * geluDerivative(v, K == GeluGradKind::GeluTanh);
-    storeAs(gt, dx, i, r);
-  }
+void geluGrad(DType gt, const void *dy, DType ft, const void *x, void *dx,
+              int64_t n, cudaStream_t s) {
+  dispatchDeviceFloat(gt, "GeluGrad", [&](auto gio) {
+    using G = decltype(gio);
+    dispatchDeviceFloat(ft, "GeluGrad", [&](auto fio) {
+      using Fw = decltype(fio);
+      launchZip(static_cast<const typename G::Storage *>(dy), true,
+                static_cast<const typename Fw::Storage *>(x), true,
+                static_cast<typename G::Storage *>(dx), n, s,
+                FloatZip<G, Fw, G, GeluGradOp<K>>{GeluGradOp<K>{}});
+    });
+  });
 }
 
 } // namespace
@@ -34,33 +49,26 @@ void launchGelu(DType t, const void *x, void *y, int64_t n, bool tanhForm,
                 cudaStream_t s) {
   if (n == 0)
     return;
-  requireDeviceFloat(t, "Gelu");
-  geluKernel<<<gridFor(n), kBlock, 0, s>>>(t, x, y, n, tanhForm);
-  MPC_CUDA_CHECK_LAUNCH("geluKernel");
+  dispatchDeviceFloat(t, "Gelu", [&](auto io) {
+    using Io = decltype(io);
+    launchMap(static_cast<const typename Io::Storage *>(x),
+              static_cast<typename Io::Storage *>(y), n, s,
+              FloatMap<Io, GeluOp>{GeluOp{tanhForm}});
+  });
 }
 
 void launchGeluGrad(GeluGradKind kind, DType gt, const void *dy, DType ft,
                     const void *x, void *dx, int64_t n, cudaStream_t s) {
   if (n == 0)
     return;
-  requireDeviceFloat(gt, "GeluGrad");
-  requireDeviceFloat(ft, "GeluGrad");
-  unsigned grid = gridFor(n);
   switch (kind) {
   case GeluGradKind::Gelu:
-    geluGradKernel<GeluGradKind::Gelu>
-        <<<grid, kBlock, 0, s>>>(gt, dy, ft, x, dx, n);
-    break;
+    return geluGrad<GeluGradKind::Gelu>(gt, dy, ft, x, dx, n, s);
   case GeluGradKind::GeluTanh:
-    geluGradKernel<GeluGradKind::GeluTanh>
-        <<<grid, kBlock, 0, s>>>(gt, dy, ft, x, dx, n);
-    break;
+    return geluGrad<GeluGradKind::GeluTanh>(gt, dy, ft, x, dx, n, s);
   case GeluGradKind::Erf:
-    geluGradKernel<GeluGradKind::Erf>
-        <<<grid, kBlock, 0, s>>>(gt, dy, ft, x, dx, n);
-    break;
+    return geluGrad<GeluGradKind::Erf>(gt, dy, ft, x, dx, n, s);
   }
-  MPC_CUDA_CHECK_LAUNCH("geluGradKernel");
 }
 
 } // namespace cuda
