@@ -56,30 +56,76 @@ __global__ void layerNormKernel(DType t, const void *__restrict__ x,
   }
 }
 
+/// How the gradient kernels read and write LayerNormGradArgs' tensors.
+/// DynamicAccess switches on each tensor's dtype per element (any mix);
+/// UniformAccess<Io> reads dY, X and scale as Io's storage and the
+/// statistics as fp32 with no switch, which lets the loops keep loads in
+/// flight (the common case: one dtype, fp32 statistics). The conversions
+/// are the same, so are the bits.
+struct DynamicAccess {
+  __device__ static float dy(const LayerNormGradArgs &a, int64_t i) {
+    return loadAs(a.dyType, a.dy, i);
+  }
+  __device__ static float x(const LayerNormGradArgs &a, int64_t i) {
+    return loadAs(a.xType, a.x, i);
+  }
+  __device__ static float scale(const LayerNormGradArgs &a, int64_t i) {
+    return loadAs(a.scaleType, a.scale, i);
+  }
+  __device__ static float stat(const LayerNormGradArgs &a, const void *p,
+                               int64_t i) {
+    return loadAs(a.statType, p, i);
+  }
+  __device__ static void store(const LayerNormGradArgs &a, void *p, int64_t i,
+                               float v) {
+    storeAs(a.dyType, p, i, v);
+  }
+};
+
+template <typename Io> struct UniformAccess {
+  using S = typename Io::Storage;
+  __device__ static float dy(const LayerNormGradArgs &a, int64_t i) {
+    return Io::toFloat(static_cast<const S *>(a.dy)[i]);
+  }
+  __device__ static float x(const LayerNormGradArgs &a, int64_t i) {
+    return Io::toFloat(static_cast<const S *>(a.x)[i]);
+  }
+  __device__ static float scale(const LayerNormGradArgs &a, int64_t i) {
+    return Io::toFloat(static_cast<const S *>(a.scale)[i]);
+  }
+  __device__ static float stat(const LayerNormGradArgs &, const void *p,
+                               int64_t i) {
+    return static_cast<const float *>(p)[i];
+  }
+  __device__ static void store(const LayerNormGradArgs &, void *p, int64_t i,
+                               float v) {
+    static_cast<S *>(p)[i] = Io::fromFloat(v);
+  }
+};
+
+template <typename Acc>
 __global__ void layerNormGradInputKernel(LayerNormGradArgs a) {
   int64_t lane = threadIdx.x % kWarp;
   int64_t stride = int64_t(gridDim.x) * kRowsPerBlock;
   for (int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
        row < a.outer; row += stride) {
     int64_t base = row * a.n;
-    float m = loadAs(a.statType, a.mean, row);
-    float is = loadAs(a.statType, a.invStd, row);
+    float m = Acc::stat(a, a.mean, row);
+    float is = Acc::stat(a, a.invStd, row);
     float sumG = 0.0f, sumGX = 0.0f;
     for (int64_t j = lane; j < a.n; j += kWarp) {
-      float xhat = layerNormXhat(loadAs(a.xType, a.x, base + j), m, is);
-      float g =
-          loadAs(a.dyType, a.dy, base + j) * loadAs(a.scaleType, a.scale, j);
+      float xhat = layerNormXhat(Acc::x(a, base + j), m, is);
+      float g = Acc::dy(a, base + j) * Acc::scale(a, j);
       sumG += g;
       sumGX += g * xhat;
     }
     float meanG = warpSum(sumG) / float(a.n);
     float meanGX = warpSum(sumGX) / float(a.n);
     for (int64_t j = lane; j < a.n; j += kWarp) {
-      float xhat = layerNormXhat(loadAs(a.xType, a.x, base + j), m, is);
-      float g =
-          loadAs(a.dyType, a.dy, base + j) * loadAs(a.scaleType, a.scale, j);
-      storeAs(a.dyType, a.dx, base + j,
-              layerNormGradInput(is, g, meanG, xhat, meanGX));
+      float xhat = layerNormXhat(Acc::x(a, base + j), m, is);
+      float g = Acc::dy(a, base + j) * Acc::scale(a, j);
+      Acc::store(a, a.dx, base + j,
+                 layerNormGradInput(is, g, meanG, xhat, meanGX));
     }
   }
 }
@@ -88,6 +134,7 @@ __global__ void layerNormGradInputKernel(LayerNormGradArgs a) {
 /// from zero in order. With one chunk those are the sums, stored in dY's
 /// dtype; else they go to the scratch: dScale's chunk sums, then dBias's,
 /// each [chunks, n].
+template <typename Acc>
 __global__ void layerNormGradParamsKernel(LayerNormGradArgs a, int64_t chunks) {
   for (int64_t c = blockIdx.y; c < chunks; c += gridDim.y) {
     int64_t first = c * kSumChunk;
@@ -95,10 +142,10 @@ __global__ void layerNormGradParamsKernel(LayerNormGradArgs a, int64_t chunks) {
     for (int64_t j = globalIndex(); j < a.n; j += globalStride()) {
       float ds = 0.0f, db = 0.0f;
       for (int64_t row = first; row < last; ++row) {
-        float m = loadAs(a.statType, a.mean, row);
-        float is = loadAs(a.statType, a.invStd, row);
-        float g = loadAs(a.dyType, a.dy, row * a.n + j);
-        ds += g * layerNormXhat(loadAs(a.xType, a.x, row * a.n + j), m, is);
+        float m = Acc::stat(a, a.mean, row);
+        float is = Acc::stat(a, a.invStd, row);
+        float g = Acc::dy(a, row * a.n + j);
+        ds += g * layerNormXhat(Acc::x(a, row * a.n + j), m, is);
         db += g;
       }
       if (chunks > 1) {
@@ -107,14 +154,15 @@ __global__ void layerNormGradParamsKernel(LayerNormGradArgs a, int64_t chunks) {
         continue;
       }
       if (a.dScale)
-        storeAs(a.dyType, a.dScale, j, ds);
+        Acc::store(a, a.dScale, j, ds);
       if (a.dBias)
-        storeAs(a.dyType, a.dBias, j, db);
+        Acc::store(a, a.dBias, j, db);
     }
   }
 }
 
 /// Each column's chunk sums from zero in order.
+template <typename Acc>
 __global__ void layerNormGradParamsTotalKernel(LayerNormGradArgs a,
                                                int64_t chunks) {
   for (int64_t j = globalIndex(); j < a.n; j += globalStride()) {
@@ -124,9 +172,9 @@ __global__ void layerNormGradParamsTotalKernel(LayerNormGradArgs a,
       db += a.scratch[(chunks + c) * a.n + j];
     }
     if (a.dScale)
-      storeAs(a.dyType, a.dScale, j, ds);
+      Acc::store(a, a.dScale, j, ds);
     if (a.dBias)
-      storeAs(a.dyType, a.dBias, j, db);
+      Acc::store(a, a.dBias, j, db);
   }
 }
 
@@ -148,6 +196,33 @@ void launchLayerNorm(DType t, const void *x, const void *scale,
   MPC_CUDA_CHECK_LAUNCH("layerNormKernel");
 }
 
+namespace {
+
+/// dX, then dScale/dBias's chunk sums and their totals, read through Acc.
+template <typename Acc>
+void launchGradKernels(const LayerNormGradArgs &a, cudaStream_t s) {
+  if (a.dx && a.outer > 0) {
+    layerNormGradInputKernel<Acc><<<rowGrid(a.outer), kBlock, 0, s>>>(a);
+    MPC_CUDA_CHECK_LAUNCH("layerNormGradInputKernel");
+  }
+  if ((a.dScale || a.dBias) && a.outer > 0) {
+    int64_t chunks = sumChunks(a.outer);
+    if (chunks > 1 && !a.scratch)
+      throw std::invalid_argument(
+          "LayerNormalizationGrad: no scratch for the chunk sums");
+    dim3 grid(gridFor(a.n), unsigned(chunks < 65535 ? chunks : 65535));
+    layerNormGradParamsKernel<Acc><<<grid, kBlock, 0, s>>>(a, chunks);
+    MPC_CUDA_CHECK_LAUNCH("layerNormGradParamsKernel");
+    if (chunks > 1) {
+      layerNormGradParamsTotalKernel<Acc>
+          <<<gridFor(a.n), kBlock, 0, s>>>(a, chunks);
+      MPC_CUDA_CHECK_LAUNCH("layerNormGradParamsTotalKernel");
+    }
+  }
+}
+
+} // namespace
+
 size_t layerNormGradScratchBytes(const LayerNormGradArgs &a) {
   int64_t chunks = sumChunks(a.outer);
   if (!(a.dScale || a.dBias) || chunks <= 1)
@@ -160,23 +235,15 @@ void launchLayerNormGrad(const LayerNormGradArgs &a, cudaStream_t s) {
     requireDeviceFloat(t, "LayerNormalizationGrad");
   if (a.n == 0)
     return;
-  if (a.dx && a.outer > 0) {
-    layerNormGradInputKernel<<<rowGrid(a.outer), kBlock, 0, s>>>(a);
-    MPC_CUDA_CHECK_LAUNCH("layerNormGradInputKernel");
-  }
-  if ((a.dScale || a.dBias) && a.outer > 0) {
-    int64_t chunks = sumChunks(a.outer);
-    if (chunks > 1 && !a.scratch)
-      throw std::invalid_argument(
-          "LayerNormalizationGrad: no scratch for the chunk sums");
-    dim3 grid(gridFor(a.n), unsigned(chunks < 65535 ? chunks : 65535));
-    layerNormGradParamsKernel<<<grid, kBlock, 0, s>>>(a, chunks);
-    MPC_CUDA_CHECK_LAUNCH("layerNormGradParamsKernel");
-    if (chunks > 1) {
-      layerNormGradParamsTotalKernel<<<gridFor(a.n), kBlock, 0, s>>>(a, chunks);
-      MPC_CUDA_CHECK_LAUNCH("layerNormGradParamsTotalKernel");
-    }
-  } else if (a.dScale || a.dBias) {
+  bool uniform = a.dyType == a.xType && a.dyType == a.scaleType &&
+                 a.statType == DType::F32;
+  if (uniform)
+    dispatchDeviceFloat(a.dyType, "LayerNormalizationGrad", [&](auto io) {
+      launchGradKernels<UniformAccess<decltype(io)>>(a, s);
+    });
+  else
+    launchGradKernels<DynamicAccess>(a, s);
+  if ((a.dScale || a.dBias) && a.outer == 0) {
     // No rows: the sums are zero.
     if (a.dScale)
       MPC_CUDA_CHECK(

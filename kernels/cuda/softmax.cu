@@ -26,8 +26,9 @@ __device__ int64_t rowBase(const AxisRows &r, int64_t row) {
 // input that dies there), hence no __restrict__: a row is read whole (max,
 // sum) before any of it is written, and each element is read before the
 // thread that reads it writes it.
-template <bool Log>
-__global__ void softmaxKernel(DType t, const void *x, void *y, AxisRows r) {
+template <bool Log, typename Io>
+__global__ void softmaxKernel(const typename Io::Storage *x,
+                              typename Io::Storage *y, AxisRows r) {
   int64_t lane = threadIdx.x % kWarp;
   int64_t stride = int64_t(gridDim.x) * kRowsPerBlock;
   for (int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
@@ -35,26 +36,27 @@ __global__ void softmaxKernel(DType t, const void *x, void *y, AxisRows r) {
     int64_t base = rowBase(r, row);
     float mx = -INFINITY;
     for (int64_t j = lane; j < r.len; j += kWarp)
-      mx = softmaxMax(mx, loadAs(t, x, base + j * r.inner));
+      mx = softmaxMax(mx, Io::toFloat(x[base + j * r.inner]));
     mx = warpMax(mx);
     float sum = 0.0f;
     for (int64_t j = lane; j < r.len; j += kWarp)
-      sum += softmaxExpTerm(loadAs(t, x, base + j * r.inner), mx);
+      sum += softmaxExpTerm(Io::toFloat(x[base + j * r.inner]), mx);
     sum = warpSum(sum);
     float logSum = Log ? logOf(sum) : 0.0f;
     for (int64_t j = lane; j < r.len; j += kWarp) {
       int64_t k = base + j * r.inner;
-      float v = loadAs(t, x, k);
-      storeAs(t, y, k,
-              Log ? logSoftmaxValue(v, mx, logSum) : softmaxValue(v, mx, sum));
+      float v = Io::toFloat(x[k]);
+      y[k] = Io::fromFloat(Log ? logSoftmaxValue(v, mx, logSum)
+                               : softmaxValue(v, mx, sum));
     }
   }
 }
 
 // dx may be dy's or y's bytes (in place, as for softmaxKernel).
-template <bool Log>
-__global__ void softmaxGradKernel(DType gt, const void *dy, DType ft,
-                                  const void *y, void *dx, AxisRows r) {
+template <bool Log, typename G, typename F>
+__global__ void softmaxGradKernel(const typename G::Storage *dy,
+                                  const typename F::Storage *y,
+                                  typename G::Storage *dx, AxisRows r) {
   int64_t lane = threadIdx.x % kWarp;
   int64_t stride = int64_t(gridDim.x) * kRowsPerBlock;
   for (int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
@@ -63,13 +65,13 @@ __global__ void softmaxGradKernel(DType gt, const void *dy, DType ft,
     float sum = 0.0f;
     for (int64_t j = lane; j < r.len; j += kWarp) {
       int64_t k = base + j * r.inner;
-      sum += softmaxGradTerm<Log>(loadAs(gt, dy, k), loadAs(ft, y, k));
+      sum += softmaxGradTerm<Log>(G::toFloat(dy[k]), F::toFloat(y[k]));
     }
     sum = warpSum(sum);
     for (int64_t j = lane; j < r.len; j += kWarp) {
       int64_t k = base + j * r.inner;
-      storeAs(gt, dx, k,
-              softmaxGradValue<Log>(loadAs(gt, dy, k), loadAs(ft, y, k), sum));
+      dx[k] = G::fromFloat(
+          softmaxGradValue<Log>(G::toFloat(dy[k]), F::toFloat(y[k]), sum));
     }
   }
 }
@@ -85,11 +87,16 @@ void launchSoftmax(bool log, DType t, const void *x, void *y, const AxisRows &r,
                    cudaStream_t s) {
   if (r.rows() == 0 || r.len == 0)
     return;
-  requireDeviceFloat(t, "Softmax");
-  if (log)
-    softmaxKernel<true><<<rowGrid(r.rows()), kBlock, 0, s>>>(t, x, y, r);
-  else
-    softmaxKernel<false><<<rowGrid(r.rows()), kBlock, 0, s>>>(t, x, y, r);
+  dispatchDeviceFloat(t, "Softmax", [&](auto io) {
+    using Io = decltype(io);
+    using S = typename Io::Storage;
+    auto *px = static_cast<const S *>(x);
+    auto *py = static_cast<S *>(y);
+    if (log)
+      softmaxKernel<true, Io><<<rowGrid(r.rows()), kBlock, 0, s>>>(px, py, r);
+    else
+      softmaxKernel<false, Io><<<rowGrid(r.rows()), kBlock, 0, s>>>(px, py, r);
+  });
   MPC_CUDA_CHECK_LAUNCH("softmaxKernel");
 }
 
@@ -98,14 +105,21 @@ void launchSoftmaxGrad(bool log, DType gt, const void *dy, DType ft,
                        cudaStream_t s) {
   if (r.rows() == 0 || r.len == 0)
     return;
-  requireDeviceFloat(gt, "SoftmaxGrad");
-  requireDeviceFloat(ft, "SoftmaxGrad");
-  if (log)
-    softmaxGradKernel<true>
-        <<<rowGrid(r.rows()), kBlock, 0, s>>>(gt, dy, ft, y, dx, r);
-  else
-    softmaxGradKernel<false>
-        <<<rowGrid(r.rows()), kBlock, 0, s>>>(gt, dy, ft, y, dx, r);
+  dispatchDeviceFloat(gt, "SoftmaxGrad", [&](auto gio) {
+    using G = decltype(gio);
+    dispatchDeviceFloat(ft, "SoftmaxGrad", [&](auto fio) {
+      using F = decltype(fio);
+      auto *pdy = static_cast<const typename G::Storage *>(dy);
+      auto *py = static_cast<const typename F::Storage *>(y);
+      auto *pdx = static_cast<typename G::Storage *>(dx);
+      if (log)
+        softmaxGradKernel<true, G, F>
+            <<<rowGrid(r.rows()), kBlock, 0, s>>>(pdy, py, pdx, r);
+      else
+        softmaxGradKernel<false, G, F>
+            <<<rowGrid(r.rows()), kBlock, 0, s>>>(pdy, py, pdx, r);
+    });
+  });
   MPC_CUDA_CHECK_LAUNCH("softmaxGradKernel");
 }
 
