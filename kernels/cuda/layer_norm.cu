@@ -14,8 +14,6 @@
 #include "kernels/cuda/layer_norm.h"
 #include "kernels/cuda/warp_reduce.cuh"
 
-#include <stdexcept>
-
 namespace mpc {
 namespace cuda {
 namespace {
@@ -208,8 +206,8 @@ void launchGradKernels(const LayerNormGradArgs &a, cudaStream_t s) {
   if ((a.dScale || a.dBias) && a.outer > 0) {
     int64_t chunks = sumChunks(a.outer);
     if (chunks > 1 && !a.scratch)
-      throw std::invalid_argument(
-          "LayerNormalizationGrad: no scratch for the chunk sums");
+      throw Error("internal error: LayerNormalizationGrad without scratch "
+                  "for its chunk sums");
     dim3 grid(gridFor(a.n), unsigned(chunks < 65535 ? chunks : 65535));
     layerNormGradParamsKernel<Acc><<<grid, kBlock, 0, s>>>(a, chunks);
     MPC_CUDA_CHECK_LAUNCH("layerNormGradParamsKernel");

@@ -14,7 +14,6 @@
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/reduce.h"
 
-#include <stdexcept>
 #include <string>
 
 namespace mpc {
@@ -80,8 +79,8 @@ void sumToShape(DType dyType, const void *dy, DType dxType, void *dx,
   requireDeviceFloat(dxType, what);
   int64_t chunks = sumChunks(g.reducedCount);
   if (chunks > 1 && !scratch)
-    throw std::invalid_argument(std::string(what) + ": no scratch for the "
-                                                    "chunk sums");
+    throw Error(std::string("internal error: ") + what +
+                " without scratch for its chunk sums");
   float *partial = chunks > 1 ? static_cast<float *>(scratch) : nullptr;
   dim3 grid(gridFor(g.outCount), unsigned(chunks < 65535 ? chunks : 65535));
   dispatchDeviceFloat(dyType, what, [&](auto io) {
