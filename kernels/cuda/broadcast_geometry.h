@@ -138,6 +138,28 @@ makeBroadcastGeometry(const std::vector<int64_t> &out,
   return g;
 }
 
+/// Whether folded geometry `f` is [rows, n] with every operand either full
+/// (strides {n, 1}) or one row of n repeated down the rows (strides {0, 1}),
+/// at least one of them a row: a bias add. row[k] says which operands are
+/// rows (zipRowsKernel then reads them 16 bytes at a time).
+template <int K>
+bool isRowBroadcast(const BroadcastGeometry<K> &f, bool (&row)[K]) {
+  bool any = false;
+  for (int k = 0; k < K; ++k)
+    row[k] = false;
+  if (f.simple || f.rank != 2)
+    return false;
+  for (int k = 0; k < K; ++k) {
+    if (f.strides[k][1] != 1)
+      return false;
+    row[k] = f.strides[k][0] == 0;
+    if (!row[k] && f.strides[k][0] != f.dims[1])
+      return false;
+    any = any || row[k];
+  }
+  return any;
+}
+
 /// Elements of `elementSize` bytes a broadcast copy over `g` (after
 /// foldAxes) may move as one unit of up to 16 bytes: the innermost axis is
 /// contiguous in the source (stride 1), its length and every other stride

@@ -197,14 +197,9 @@ void binary(DType t, const void *a, const void *b, void *y,
       return;
     }
     BroadcastGeometry<2> f = foldAxes(g);
-    // A bias: [rows, n] with a row of n (strides {0, 1}), 16 bytes at once.
-    bool row[2] = {false, false}, fullOrRow = f.rank == 2;
-    for (int k = 0; k < 2 && fullOrRow; ++k) {
-      row[k] = f.strides[k][0] == 0 && f.strides[k][1] == 1;
-      fullOrRow =
-          row[k] || (f.strides[k][0] == f.dims[1] && f.strides[k][1] == 1);
-    }
-    if (fullOrRow && (row[0] || row[1]) &&
+    // A bias: [rows, n] with a row of n, 16 bytes at once.
+    bool row[2];
+    if (isRowBroadcast(f, row) &&
         launchZipRows(pa, row[0], pb, row[1], static_cast<S *>(y), f.count,
                       f.dims[1], s, FloatZip<Io, Io, Io, Op>{op}))
       return;

@@ -346,6 +346,30 @@ TEST(CudaGeometry, TransposeCopiesWholeUnits) {
             1);
 }
 
+// Bias adds, after folding, are [rows, n] with a row operand; other
+// broadcasts take the general loop.
+TEST(CudaGeometry, RowBroadcastIsABiasAdd) {
+  auto folded = [](std::vector<int64_t> out, std::vector<int64_t> a,
+                   std::vector<int64_t> b) {
+    const std::vector<int64_t> shapes[2] = {a, b};
+    return foldAxes(makeBroadcastGeometry<2>(out, shapes));
+  };
+  bool row[2];
+  EXPECT_TRUE(
+      isRowBroadcast(folded({16, 512, 768}, {16, 512, 768}, {768}), row));
+  EXPECT_FALSE(row[0]);
+  EXPECT_TRUE(row[1]);
+  EXPECT_TRUE(isRowBroadcast(folded({4, 8}, {1, 8}, {4, 8}), row));
+  EXPECT_TRUE(row[0]);
+  EXPECT_FALSE(row[1]);
+  // A column [4, 1], an outer product, a middle-axis broadcast: no.
+  EXPECT_FALSE(isRowBroadcast(folded({4, 8}, {4, 8}, {4, 1}), row));
+  EXPECT_FALSE(isRowBroadcast(folded({4, 8}, {1, 8}, {4, 1}), row));
+  EXPECT_FALSE(isRowBroadcast(folded({2, 3, 4}, {2, 3, 4}, {3, 1}), row));
+  // Same shapes are the contiguous zip's (simple), not a row broadcast.
+  EXPECT_FALSE(isRowBroadcast(folded({4, 8}, {4, 8}, {4, 8}), row));
+}
+
 // The CUDA kernels' walk of a SumToShape geometry (reduce.cu): per output,
 // chunks of kSumChunk terms each from zero in order (a stride walk where the
 // reduced axes fold into one), then the chunk sums from zero in order. It
