@@ -245,7 +245,9 @@ public:
   }
 
   void run(KernelContext &ctx) override {
-    if (!profile_)
+    // Profiles cover device-resident steps (their synchronize() reads the
+    // events); a staged node synchronises on its own.
+    if (!profile_ || !ctx.resident)
       return runNode(ctx);
     profile_->nodeBegins(device_.stream);
     runNode(ctx);

@@ -7,7 +7,8 @@
 // when the backend goes away, gives per step: the host's wall time of the
 // step, the device time inside nodes, and the ops and nodes that take most.
 // Events between nodes cannot live in a CUDA graph, so profiling turns the
-// graphs off; the times are those of the graph-less resident step.
+// graphs off; the times are those of the graph-less resident step (staged
+// steps, --cuda-resident=off, are not profiled).
 #pragma once
 
 #include <cuda_runtime_api.h>
