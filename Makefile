@@ -47,6 +47,19 @@ fuzz: setup
 gpu-check:
 	@tools/gpu-check.sh
 
+# For a GPU machine without the host packages (the device tool's): the
+# sm_90 bundle and ONNX's node test data in .gpu/ (git-ignored), to carry
+# there and run with tools/gpu-check.sh --prebuilt .gpu/gpu-bundle.tar.xz
+# (the procedure is in tools/gpu-check.sh's header).
+.PHONY: gpu-bundle
+gpu-bundle: setup
+	@mkdir -p .gpu
+	@x=$$(git rev-parse --git-path info/exclude) && mkdir -p "$$(dirname "$$x")" && \
+	  { grep -qx '/.gpu/' "$$x" 2>/dev/null || echo /.gpu/ >>"$$x"; }
+	@tools/gpu-check.sh --bundle .gpu/gpu-bundle.tar.xz
+	@tar -C /usr/share/libonnx-testdata/data -cJf .gpu/node.tar.xz node
+	@ls -l .gpu
+
 demo: build
 	@tools/demo.sh $(BUILD)
 

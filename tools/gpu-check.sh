@@ -55,9 +55,10 @@
 # /tmp/gc/gpu-check.log (every stage's log in one file) into $OUT. A bundle
 # travels in a folder that .git/info/exclude ignores, named in `carry`. As
 # run on the H200 on 2026-12-04 (five calls, 35-170 s each plus ~40 s to
-# start): here, `echo /.gpu/ >> .git/info/exclude; tools/gpu-check.sh
-# --bundle .gpu/gpu-bundle.tar.xz` and, for onnx-node, `tar -C
-# /usr/share/libonnx-testdata/data -cJf .gpu/node.tar.xz node` (1.2 MB);
+# start): here, `make gpu-bundle` (`tools/gpu-check.sh --bundle
+# .gpu/gpu-bundle.tar.xz` and, for onnx-node, `tar -C
+# /usr/share/libonnx-testdata/data -cJf .gpu/node.tar.xz node`, 1.2 MB, in
+# .gpu/, which it adds to .git/info/exclude);
 # there, with carry [".gpu"]: `mkdir -p /usr/share/libonnx-testdata/data &&
 # tar -C /usr/share/libonnx-testdata/data -xJf .gpu/node.tar.xz;
 # tools/gpu-check.sh --prebuilt .gpu/gpu-bundle.tar.xz --results /tmp/gc;
