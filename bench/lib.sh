@@ -112,11 +112,15 @@ def git(*args):  # "" where there is no git or no repository (the GPU machine's 
         return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
     except OSError:
         return ""
-commit = git("rev-parse", "--short", "HEAD")
+# Binaries built elsewhere (tools/gpu-check.sh --prebuilt) name the commit they were built
+# from: the GPU machine's copy of the repository may hold an older HEAD.
+commit = os.environ.get("MPC_BUILD_COMMIT") or git("rev-parse", "--short", "HEAD")
+dirty = (os.environ["MPC_BUILD_DIRTY"] == "1" if os.environ.get("MPC_BUILD_COMMIT")
+         else bool(git("status", "--porcelain", "--untracked-files=no")))
 doc = {"benchmark": name, "date": datetime.date.today().isoformat(),
        "machine": {"nproc": os.cpu_count(), "cpu": cpu, "threads": int(threads),
                    "loadavg_start": load_start, "loadavg_end": " ".join(open("/proc/loadavg").read().split()[:3])},
-       "commit": commit, "working_tree_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+       "commit": commit, "working_tree_dirty": dirty,
        "results": [json.loads(l) for l in open(records) if l.strip()]}
 tmp = out + ".tmp"
 with open(tmp, "w") as f:

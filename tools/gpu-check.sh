@@ -133,6 +133,15 @@ if [ -n "$bundle" ]; then
       grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libgcc_s)\.so' |
       while read -r lib; do cp -L "$lib" "$dir/mpc/lib/"; done
   fi
+  # The commit the binaries come from, for the results' JSON (bench/lib.sh).
+  {
+    git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown
+    if [ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+      echo 1
+    else
+      echo 0
+    fi
+  } >"$dir/mpc/COMMIT"
   tar -C "$dir" -cJf "$bundle" mpc
   echo "gpu-check: wrote $bundle ($(du -h "$bundle" | cut -f1)): $(ls "$dir/mpc/lib" | tr '\n' ' ')"
   exit 0
@@ -214,6 +223,11 @@ if [ -n "$prebuilt" ]; then
   unpack=$(mktemp -d)
   run_stage unpack 60 tar -C "$unpack" -xJf "$prebuilt" || finish
   bin=$unpack/mpc/bin
+  if [ -f "$unpack/mpc/COMMIT" ]; then
+    export MPC_BUILD_COMMIT MPC_BUILD_DIRTY
+    { read -r MPC_BUILD_COMMIT && read -r MPC_BUILD_DIRTY; } <"$unpack/mpc/COMMIT"
+    echo "gpu-check: the bundle was built from $MPC_BUILD_COMMIT$([ "$MPC_BUILD_DIRTY" = 1 ] && echo ' (with uncommitted changes)')"
+  fi
   # The toolkit's libraries, the driver's folder, and pip's CUDA wheels where
   # the image has them instead of a toolkit (nvidia/cu13/lib, nvidia/cudnn/lib).
   libdirs=$unpack/mpc/lib
