@@ -11,12 +11,12 @@
 // steps, --cuda-resident=off, are not profiled).
 #pragma once
 
+#include "runtime/cuda/op_times.h"
+
 #include <cuda_runtime_api.h>
 
 #include <chrono>
 #include <cstdio>
-#include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace mpc {
@@ -43,11 +43,6 @@ public:
   void print(std::FILE *out) const;
 
 private:
-  struct Totals {
-    std::string op;
-    double ms = 0;
-    size_t calls = 0;
-  };
   struct Pending {
     cudaEvent_t start, stop;
     const Node *node;
@@ -57,11 +52,9 @@ private:
   std::vector<cudaEvent_t> free_;
   std::vector<Pending> pending_;
   cudaEvent_t open_ = nullptr;
-  /// Keyed by node name: nodes keep their names for the whole run.
-  std::unordered_map<std::string, Totals> nodes_;
-  size_t steps_ = 0, timedSteps_ = 0;
+  OpTimes times_;
+  size_t steps_ = 0;
   bool inStep_ = false; ///< between stepBegins and the next stepEnds
-  double stepWallMs_ = 0;
   std::chrono::steady_clock::time_point stepStart_;
 };
 
