@@ -58,7 +58,9 @@ Trains MODEL, a training step compiled by mpc-opt.
                           copy every node's inputs and outputs (debugging)
   --cuda-graphs=on|off    cuda, resident: capture the step as a CUDA graph
                           on its second run and replay it (default on;
-                          MPC_CUDA_GRAPHS=0 also turns it off)
+                          MPC_CUDA_GRAPHS=0 also turns it off;
+                          MPC_CUDA_PROFILE=1 turns it off and prints each
+                          op's device time per step to stderr at exit)
   --min-loss-scale=F      loss-scale floor (default 1): after
   --max-skipped-steps=N   N (default 100) consecutive skipped steps with the
                           scale below the floor, stop with exit 1 and name
