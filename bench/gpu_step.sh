@@ -18,8 +18,9 @@
 # Prints a table and writes RESULTS.json. A missing PyTorch (or a PyTorch without CUDA) skips
 # its column with a line. Usage: bench/gpu_step.sh BIN_DIR [RESULTS.json]
 #   env: LAYERS D HEADS HIDDEN SEQ BATCH VOCAB STEPS WARMUP PRECISION (fp16|bf16);
-#   MPC_CUDA_PROFILE=1 prints mpc-run's per-op device times (its step then runs without
-#   CUDA graphs); SKIP_TORCH=1 leaves PyTorch out; DEVICE=cpu
+#   PROFILE_STEPS=N (cuda) then runs the same compiled step N more steps with
+#   MPC_CUDA_PROFILE=1 and prints its "cuda profile:" lines (per-op device times; that run
+#   has no CUDA graphs and no part in the timings); DEVICE=cpu
 #   runs both sides on the CPU (mpc's emulated precision against torch fp32) to try the
 #   script on a machine without a GPU, at small sizes.
 set -euo pipefail
@@ -54,17 +55,19 @@ if ! run=$("$bin/mpc-run" "$step" --device="$device" --data="$data" --steps=$((w
   exit 1
 fi
 summary=$(grep '^summary:' <<<"$run" || true)
-# MPC_CUDA_PROFILE=1: where mpc's step time goes, per op and node (graphs off).
-grep '^cuda profile:' <<<"$run" || true
 mpc_ms=$(median_log_ms "$log" "$warmup")
 mpc_first=$(sed -n 2p "$log" | cut -d, -f2)
 # "peak memory 1.2 GiB (cuda; 1288490188 bytes, live ...)" -> the bytes
 measured=$(sed -nE 's/.*peak memory [^(]*\([a-z]+; ([0-9]+) bytes.*/\1/p' <<<"$summary")
 
+# Where mpc's step time goes, per op and node: a separate run, graphs off.
+if [ "${PROFILE_STEPS:-0}" -gt 0 ] && [ "$device" = cuda ]; then
+  MPC_CUDA_PROFILE=1 "$bin/mpc-run" "$step" --device=cuda --data="$data" \
+    --steps="$PROFILE_STEPS" --quiet 2>&1 | grep '^cuda profile:' || true
+fi
+
 torch_ms=n/a torch_first=n/a torch_mem=n/a
-if [ "${SKIP_TORCH:-0}" = 1 ]; then
-  echo "SKIP_TORCH=1: the PyTorch column is skipped"
-elif "$PY" -c 'import sys, torch, onnx; sys.exit(0 if sys.argv[1] == "cpu" or torch.cuda.is_available() else 1)' "$device" 2>/dev/null; then
+if "$PY" -c 'import sys, torch, onnx; sys.exit(0 if sys.argv[1] == "cpu" or torch.cuda.is_available() else 1)' "$device" 2>/dev/null; then
   out=$("$PY" bench/torch_step.py stack "$model" "$data" --device="$device" --amp="$amp" \
     --steps="$steps" --warmup="$warmup" --optimizer=adam --lr=1e-4)
   read -r torch_ms torch_first torch_mem < <("$DEBIAN_PY" -c 'import json, sys; r = json.loads(sys.argv[1]); m = r["max_memory_allocated"]; print("%.3f %.8g %s" % (r["median_ms"], r["first_loss"], "n/a" if m is None else m))' "$out")

@@ -30,11 +30,12 @@
 #                TFLOP/s against the cuBLAS peak, the unscale+Adam kernels'
 #                bytes/s against a device copy, and peak memory (planned,
 #                measured, torch.cuda.max_memory_allocated); gpu_step.json
-#   step-profile the same step with MPC_CUDA_PROFILE=1 (no CUDA graphs, 5
-#                steps, no PyTorch): device ms per op and the slowest nodes
+#                and, for fp16, 7 more steps of the same compiled step
+#                with MPC_CUDA_PROFILE=1 (no CUDA graphs, not timed; the
+#                first left out):
+#                device ms per op and the slowest nodes
 #
-# GPU_CHECK_STAGES=backend-ops,onnx-node,trajectories,graphs,gemm-bench,step-bench,
-# step-profile
+# GPU_CHECK_STAGES=backend-ops,onnx-node,trajectories,graphs,gemm-bench,step-bench
 # (any of them, comma-separated) runs only those, GPU_CHECK_GTEST_FILTER
 # narrows backend-ops to the tests it names (gtest's --gtest_filter); GPU_CHECK_SECONDS (570)
 # is the time for everything.
@@ -63,7 +64,7 @@
 # tar -C /usr/share/libonnx-testdata/data -xJf .gpu/node.tar.xz;
 # tools/gpu-check.sh --prebuilt .gpu/gpu-bundle.tar.xz --results /tmp/gc;
 # cp /tmp/gc/summary.txt /tmp/gc/gpu-check.log /tmp/gc/*.json $OUT/`. The
-# whole check takes about 3 minutes there, onnx-node 86 s of it.
+# whole check took 141 s there on 2026-12-04, onnx-node 86 s of it.
 #
 # Usage: tools/gpu-check.sh [--prebuilt BUNDLE] [--results DIR] [--jobs N]
 #        tools/gpu-check.sh --bundle BUNDLE
@@ -115,24 +116,21 @@ if [ -n "$bundle" ]; then
     cp "$build-bundle/bin/$t" "$dir/mpc/bin/"
     strip "$dir/mpc/bin/$t"
   done
+  # The CPU backend dlopens OpenBLAS (kernels/cpu/blas.cpp), so ldd does not
+  # list it: it travels under its run-time name, and its own libraries
+  # (Debian's is built with gfortran, which a CUDA image rarely has) with
+  # the binaries' below.
+  openblas=$(ldconfig -p | awk '$1 == "libopenblas.so.0" {print $NF; exit}')
+  [ -z "$openblas" ] || cp -L "$openblas" "$dir/mpc/lib/libopenblas.so.0"
   # Libraries a stock CUDA machine may lack; never the C/C++ runtime, the
   # driver or the CUDA toolkit's own (cuBLASLt alone is half a gigabyte),
   # nor cuDNN: libcudnn.so.9 is a small loader of sub-libraries (half a
   # gigabyte) that ldd does not list, so the GPU machine needs cuDNN 9.
-  for t in "${targets[@]}" "$plugin"; do ldd "$build-bundle/bin/$t"; done |
-    awk '$3 ~ /^\// {print $3}' | sort -u |
+  for f in "${targets[@]/#/$build-bundle/bin/}" "$build-bundle/bin/$plugin" $openblas; do
+    ldd "$f"
+  done | awk '$3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libcudnn)\.so' |
     while read -r lib; do cp -L "$lib" "$dir/mpc/lib/"; done
-  # The CPU backend dlopens OpenBLAS (kernels/cpu/blas.cpp), so ldd does not
-  # list it: it travels under its run-time name with the libraries it needs
-  # (Debian's is built with gfortran, which a CUDA image rarely has).
-  openblas=$(ldconfig -p | awk '$1 == "libopenblas.so.0" {print $NF; exit}')
-  if [ -n "$openblas" ]; then
-    cp -L "$openblas" "$dir/mpc/lib/libopenblas.so.0"
-    ldd "$openblas" | awk '$3 ~ /^\// {print $3}' |
-      grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libgcc_s)\.so' |
-      while read -r lib; do cp -L "$lib" "$dir/mpc/lib/"; done
-  fi
   # The commit the binaries come from, for the results' JSON (bench/lib.sh).
   {
     git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown
@@ -382,20 +380,14 @@ if want step-bench; then
   for precision in ${GPU_CHECK_PRECISIONS:-fp16}; do
     stage=step-bench json=gpu_step.json
     [ "$precision" = fp16 ] || stage=step-bench-$precision json=gpu_step-$precision.json
+    profile=0
+    [ "$precision" = fp16 ] && profile=7
     if run_stage "$stage" 240 env DEBIAN_PY=python3 PY=python3 PRECISION="$precision" \
-      "$root/bench/gpu_step.sh" "$bin" "$results/$json"; then
+      PROFILE_STEPS=$profile "$root/bench/gpu_step.sh" "$bin" "$results/$json"; then
       while read -r line; do notes+=("$stage: $line"); done < <(sed -n '/^ *mpc  *torch/,$p' "$results/$stage.log" | grep -v '^results:')
+      while read -r line; do notes+=("$stage profile: ${line#cuda profile: }"); done < <(grep '^cuda profile:' "$results/$stage.log" | head -n 22)
     fi
   done
 fi
-
-# --- where mpc's step time goes: per-op device times (MPC_CUDA_PROFILE) -------
-if want step-profile; then
-  if run_stage step-profile 120 env DEBIAN_PY=python3 PY=python3 MPC_CUDA_PROFILE=1 \
-    SKIP_TORCH=1 STEPS=5 WARMUP=2 "$root/bench/gpu_step.sh" "$bin" "$results/step_profile.json"; then
-    while read -r line; do notes+=("step-profile: ${line#cuda profile: }"); done < <(grep '^cuda profile:' "$results/step-profile.log" | head -n 22)
-  fi
-fi
-
 
 finish

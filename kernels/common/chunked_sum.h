@@ -13,7 +13,9 @@
 
 #include "kernels/common/host_device.h"
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace mpc {
 
@@ -26,6 +28,23 @@ constexpr int64_t kSumChunk = 64;
 /// Chunks of a sum of `terms` terms (at least 1).
 MPC_HD int64_t sumChunks(int64_t terms) {
   return terms <= kSumChunk ? 1 : (terms + kSumChunk - 1) / kSumChunk;
+}
+
+/// Bytes of fp32 chunk sums the GPU keeps for `sums` sums of `terms` terms
+/// each: none when a sum is one chunk (the kernel then writes it directly).
+inline size_t chunkSumBytes(int64_t terms, int64_t sums) {
+  int64_t chunks = sumChunks(terms);
+  return chunks > 1 ? size_t(chunks * sums) * sizeof(float) : 0;
+}
+
+/// The CPU closing a chunk: each sum's chunk sum joins its total (in
+/// order, chunk after chunk) and the chunk starts again from zero.
+template <typename C>
+void addChunkSums(std::vector<C> &totals, std::vector<C> &chunk) {
+  for (size_t j = 0; j < totals.size(); ++j) {
+    totals[j] += chunk[j];
+    chunk[j] = C(0);
+  }
 }
 
 } // namespace mpc

@@ -247,7 +247,6 @@ void sumToShape(KernelContext &ctx, DType to) {
                                  : size_t(std::min(rows, blockRows) * inner));
       for (int64_t c = 0; c < rows; c += kSumChunk) {
         int64_t chunkRows = std::min(kSumChunk, rows - c);
-        std::fill(part.begin(), part.end(), C(0));
         if constexpr (std::is_same_v<typename G::Storage, GC>) {
           addRows(pg + c * inner, chunkRows);
         } else {
@@ -257,8 +256,7 @@ void sumToShape(KernelContext &ctx, DType to) {
             addRows(block.data(), n);
           }
         }
-        for (size_t j = 0; j < acc.size(); ++j)
-          acc[j] += part[j];
+        addChunkSums(acc, part);
       }
     } else {
       // Each output's terms arrive in order; its chunk closes at every
@@ -273,9 +271,8 @@ void sumToShape(KernelContext &ctx, DType to) {
           part[k] = C(0);
         }
       });
-      for (size_t k = 0; k < acc.size(); ++k)
-        if (terms[k] % kSumChunk != 0 || terms[k] == 0)
-          acc[k] += part[k];
+      // The last, partial chunks (a closed one left 0, which adds nothing).
+      addChunkSums(acc, part);
     }
     auto *px = ptr<O>(dx);
     for (size_t i = 0; i < acc.size(); ++i)

@@ -206,12 +206,8 @@ void kernelLayerNormalizationGrad(KernelContext &ctx) {
         partDb[size_t(j)] += g[k];
       }
       if ((o + 1) % kSumChunk == 0 || o + 1 == s.outer) {
-        for (size_t j = 0; j < size_t(s.n); ++j) {
-          ds[j] += partDs[j];
-          db[j] += partDb[j];
-        }
-        std::fill(partDs.begin(), partDs.end(), C(0));
-        std::fill(partDb.begin(), partDb.end(), C(0));
+        addChunkSums(ds, partDs);
+        addChunkSums(db, partDb);
       }
       C meanG = sumG / C(s.n), meanGX = sumGX / C(s.n);
       for (int64_t j = 0; j < s.n; ++j)

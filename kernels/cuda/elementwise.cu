@@ -339,26 +339,32 @@ void launchBroadcastCopy(size_t elementSize, const void *x, void *y,
                          const BroadcastGeometry<1> &geometry, cudaStream_t s) {
   if (geometry.count == 0)
     return;
+  if (elementSize != 1 && elementSize != 2 && elementSize != 4 &&
+      elementSize != 8)
+    throw Error("broadcast copy: element size " + std::to_string(elementSize) +
+                " is not 1, 2, 4 or 8");
   BroadcastGeometry<1> g = foldAxes(geometry);
   // Whole 16-, 8- or 4-byte units where the innermost axis allows it.
   int64_t unit = copyUnitElements(g, elementSize, uintptr_t(x), uintptr_t(y));
-  if (unit > 1) {
+  if (unit > 1)
     g = inUnits(g, unit);
-    elementSize *= size_t(unit);
-  }
-  if (elementSize == 16)
-    broadcastCopy<uint4>(x, y, g, s);
-  else if (elementSize == 1)
+  switch (elementSize * size_t(unit)) {
+  case 1:
     broadcastCopy<uint8_t>(x, y, g, s);
-  else if (elementSize == 2)
+    break;
+  case 2:
     broadcastCopy<uint16_t>(x, y, g, s);
-  else if (elementSize == 4)
+    break;
+  case 4:
     broadcastCopy<uint32_t>(x, y, g, s);
-  else if (elementSize == 8)
+    break;
+  case 8:
     broadcastCopy<uint64_t>(x, y, g, s);
-  else
-    throw Error("broadcast copy: element size " + std::to_string(elementSize) +
-                " is not 1, 2, 4 or 8");
+    break;
+  default: // 16
+    broadcastCopy<uint4>(x, y, g, s);
+    break;
+  }
   MPC_CUDA_CHECK_LAUNCH("broadcastCopyKernel");
 }
 

@@ -12,6 +12,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/layer_norm.h"
+#include "kernels/cuda/reduce.h"
 #include "kernels/cuda/warp_reduce.cuh"
 
 namespace mpc {
@@ -159,23 +160,6 @@ __global__ void layerNormGradParamsKernel(LayerNormGradArgs a, int64_t chunks) {
   }
 }
 
-/// Each column's chunk sums from zero in order.
-template <typename Acc>
-__global__ void layerNormGradParamsTotalKernel(LayerNormGradArgs a,
-                                               int64_t chunks) {
-  for (int64_t j = globalIndex(); j < a.n; j += globalStride()) {
-    float ds = 0.0f, db = 0.0f;
-    for (int64_t c = 0; c < chunks; ++c) {
-      ds += a.scratch[c * a.n + j];
-      db += a.scratch[(chunks + c) * a.n + j];
-    }
-    if (a.dScale)
-      Acc::store(a, a.dScale, j, ds);
-    if (a.dBias)
-      Acc::store(a, a.dBias, j, db);
-  }
-}
-
 unsigned rowGrid(int64_t rows) {
   int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   return unsigned(blocks < 1 ? 1 : blocks > 65535 ? 65535 : blocks);
@@ -203,7 +187,8 @@ void launchGradKernels(const LayerNormGradArgs &a, cudaStream_t s) {
     layerNormGradInputKernel<Acc><<<rowGrid(a.outer), kBlock, 0, s>>>(a);
     MPC_CUDA_CHECK_LAUNCH("layerNormGradInputKernel");
   }
-  if ((a.dScale || a.dBias) && a.outer > 0) {
+  // No rows is one empty chunk: the kernel writes zero sums.
+  if (a.dScale || a.dBias) {
     int64_t chunks = sumChunks(a.outer);
     if (chunks > 1 && !a.scratch)
       throw Error("internal error: LayerNormalizationGrad without scratch "
@@ -211,21 +196,19 @@ void launchGradKernels(const LayerNormGradArgs &a, cudaStream_t s) {
     dim3 grid(gridFor(a.n), unsigned(chunks < 65535 ? chunks : 65535));
     layerNormGradParamsKernel<Acc><<<grid, kBlock, 0, s>>>(a, chunks);
     MPC_CUDA_CHECK_LAUNCH("layerNormGradParamsKernel");
-    if (chunks > 1) {
-      layerNormGradParamsTotalKernel<Acc>
-          <<<gridFor(a.n), kBlock, 0, s>>>(a, chunks);
-      MPC_CUDA_CHECK_LAUNCH("layerNormGradParamsTotalKernel");
-    }
+    if (chunks > 1 && a.dScale)
+      launchAddChunkSums(a.scratch, chunks, a.n, a.dyType, a.dScale, s);
+    if (chunks > 1 && a.dBias)
+      launchAddChunkSums(a.scratch + chunks * a.n, chunks, a.n, a.dyType,
+                         a.dBias, s);
   }
 }
 
 } // namespace
 
 size_t layerNormGradScratchBytes(const LayerNormGradArgs &a) {
-  int64_t chunks = sumChunks(a.outer);
-  if (!(a.dScale || a.dBias) || chunks <= 1)
-    return 0;
-  return size_t(2 * chunks * a.n) * sizeof(float);
+  // dScale's chunk sums, then dBias's.
+  return a.dScale || a.dBias ? 2 * chunkSumBytes(a.outer, a.n) : 0;
 }
 
 void launchLayerNormGrad(const LayerNormGradArgs &a, cudaStream_t s) {
@@ -241,15 +224,6 @@ void launchLayerNormGrad(const LayerNormGradArgs &a, cudaStream_t s) {
     });
   else
     launchGradKernels<DynamicAccess>(a, s);
-  if ((a.dScale || a.dBias) && a.outer == 0) {
-    // No rows: the sums are zero.
-    if (a.dScale)
-      MPC_CUDA_CHECK(
-          cudaMemsetAsync(a.dScale, 0, size_t(a.n) * dtypeSize(a.dyType), s));
-    if (a.dBias)
-      MPC_CUDA_CHECK(
-          cudaMemsetAsync(a.dBias, 0, size_t(a.n) * dtypeSize(a.dyType), s));
-  }
 }
 
 } // namespace cuda

@@ -2,14 +2,16 @@
 // their gradients.
 //
 // The forward runs one warp per position: for the softmax cross entropy
-// the max, the sum of exponentials and the log-softmax in fp32, as
-// kernels/cpu/loss.cpp does them (expf/logf are CUDA's, within an ulp or
-// two of glibc's, and the sum is the warp's fixed tree, not the CPU's index
-// order: the tests compare with a tolerance); the negative log-likelihood
-// reads the log-probabilities it is given (subtracting a max and a log-sum
-// of 0 leaves every value as it is, so one kernel serves both). The reduction
-// over positions and the gradient's weight total are one thread each, in
-// position order, so they add exactly what the CPU adds.
+// the max, the sum of exponentials and the log-softmax in fp32 with the
+// formulas of kernels/common/softmax_math.h, as kernels/cpu/loss.cpp does
+// them (expf/logf are CUDA's, within an ulp or two of glibc's, and the sum is
+// the warp's fixed tree, not the CPU's index order: the tests compare with a
+// tolerance); the negative log-likelihood reads the log-probabilities it is
+// given (subtracting a max and a log-sum of 0 leaves every value as it is, so
+// one kernel serves both). The reduction over positions and the gradient's
+// weight total are one thread each, in position order, so they add exactly what
+// the CPU adds.
+#include "kernels/common/softmax_math.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/loss.h"
@@ -45,19 +47,20 @@ __global__ void lossForwardKernel(const typename Io::Storage *__restrict__ x,
       mx = warpMax(m);
       float sum = 0.0f;
       for (int64_t c = lane; c < sh.c; c += kWarp)
-        sum += expf(Io::toFloat(x[base + c * sh.d]) - mx);
-      logSum = logf(warpSum(sum));
+        sum += softmaxExpTerm(Io::toFloat(x[base + c * sh.d]), mx);
+      logSum = logOf(warpSum(sum));
       if (logProb)
         for (int64_t c = lane; c < sh.c; c += kWarp)
-          logProb[base + c * sh.d] =
-              Io::fromFloat(Io::toFloat(x[base + c * sh.d]) - mx - logSum);
+          logProb[base + c * sh.d] = Io::fromFloat(
+              logSoftmaxValue(Io::toFloat(x[base + c * sh.d]), mx, logSum));
     }
     if (lane != 0)
       continue;
     int64_t label = labels[pos];
     float l = 0.0f;
     if (label >= 0)
-      l = -(Io::toFloat(x[base + label * sh.d]) - mx - logSum) * weights[pos];
+      l = -logSoftmaxValue(Io::toFloat(x[base + label * sh.d]), mx, logSum) *
+          weights[pos];
     posLoss[pos] = l;
     if (lossNone)
       lossNone[pos] = Io::fromFloat(l);

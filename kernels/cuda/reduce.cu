@@ -57,14 +57,14 @@ __global__ void sumChunksKernel(const typename Io::Storage *__restrict__ dy,
   }
 }
 
-/// Each output's chunk sums from zero in order.
-__global__ void sumPartialsKernel(const float *__restrict__ partial,
-                                  int64_t chunks, int64_t outCount,
-                                  DType outType, void *__restrict__ out) {
-  for (int64_t o = globalIndex(); o < outCount; o += globalStride()) {
+/// Each sum's chunk sums from zero in order.
+__global__ void addChunkSumsKernel(const float *__restrict__ chunkSums,
+                                   int64_t chunks, int64_t sums, DType outType,
+                                   void *__restrict__ out) {
+  for (int64_t o = globalIndex(); o < sums; o += globalStride()) {
     float acc = 0.0f;
     for (int64_t j = 0; j < chunks; ++j)
-      acc += partial[j * outCount + o];
+      acc += chunkSums[j * sums + o];
     storeAs(outType, out, o, acc);
   }
 }
@@ -90,11 +90,8 @@ void sumToShape(DType dyType, const void *dy, DType dxType, void *dx,
                                  g, chunks, partial, dxType, dx);
   });
   MPC_CUDA_CHECK_LAUNCH("sumChunksKernel");
-  if (partial) {
-    sumPartialsKernel<<<gridFor(g.outCount), kBlock, 0, s>>>(
-        partial, chunks, g.outCount, dxType, dx);
-    MPC_CUDA_CHECK_LAUNCH("sumPartialsKernel");
-  }
+  if (partial)
+    launchAddChunkSums(partial, chunks, g.outCount, dxType, dx, s);
 }
 
 template <ReduceKind K>
@@ -199,8 +196,16 @@ void launchReduceGrad(DType t, const void *dy, void *dx,
 }
 
 size_t sumToShapeScratchBytes(const SumToShapeGeometry &g) {
-  int64_t chunks = sumChunks(g.reducedCount);
-  return chunks > 1 ? size_t(chunks * g.outCount) * sizeof(float) : 0;
+  return chunkSumBytes(g.reducedCount, g.outCount);
+}
+
+void launchAddChunkSums(const float *chunkSums, int64_t chunks, int64_t sums,
+                        DType outType, void *out, cudaStream_t s) {
+  if (sums == 0)
+    return;
+  addChunkSumsKernel<<<gridFor(sums), kBlock, 0, s>>>(chunkSums, chunks, sums,
+                                                      outType, out);
+  MPC_CUDA_CHECK_LAUNCH("addChunkSumsKernel");
 }
 
 void launchSumToShape(DType t, const void *dy, void *dx,

@@ -36,6 +36,12 @@ void launchSumToShapeAs(DType dyType, const void *dy, DType dxType, void *dx,
                         const SumToShapeGeometry &geometry, void *scratch,
                         cudaStream_t stream);
 
+/// out[o] (outType) := chunkSums[j * sums + o] added from zero in order
+/// over j < chunks: the second pass of a chunked sum (chunked_sum.h), for
+/// SumToShape and LayerNormalizationGrad's dScale/dBias.
+void launchAddChunkSums(const float *chunkSums, int64_t chunks, int64_t sums,
+                        DType outType, void *out, cudaStream_t stream);
+
 enum class ReduceKind { Sum, Mean, Max };
 
 /// y (geometry.outCount elements) := the sum, mean or maximum of x over the

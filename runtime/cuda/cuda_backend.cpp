@@ -210,8 +210,10 @@ void runHostOpResident(KernelContext &ctx, CudaDevice &device,
   }
 }
 
-bool graphsFromEnvironment(bool dflt) {
-  const char *v = std::getenv("MPC_CUDA_GRAPHS");
+/// An on/off switch from the environment: unset or empty is `dflt`, "0"
+/// and "off" are off, anything else on (MPC_CUDA_GRAPHS, MPC_CUDA_PROFILE).
+bool flagFromEnvironment(const char *name, bool dflt) {
+  const char *v = std::getenv(name);
   if (!v || !*v)
     return dflt;
   return !(std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0);
@@ -220,8 +222,9 @@ bool graphsFromEnvironment(bool dflt) {
 class CudaBackend final : public Backend {
 public:
   explicit CudaBackend(const CudaBackendOptions &options)
-      : device_(options), graphs_(graphsFromEnvironment(options.graphs)) {
-    if (OpProfile::requested()) {
+      : device_(options),
+        graphs_(flagFromEnvironment("MPC_CUDA_GRAPHS", options.graphs)) {
+    if (flagFromEnvironment("MPC_CUDA_PROFILE", false)) {
       profile_ = std::make_unique<OpProfile>();
       graphs_ = false; // events between nodes cannot be in a graph
     }

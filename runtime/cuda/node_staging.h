@@ -82,7 +82,7 @@ public:
   /// Like out() but nullptr when the node omits output i.
   void *optionalOut(size_t i, DType t, const std::vector<int64_t> &dims);
 
-  /// Device scratch of `bytes` (released with the staging).
+  /// Device scratch of `bytes` (released with the staging); nullptr for 0.
   void *scratch(size_t bytes);
   /// A device copy of a small host table (labels, kernel descriptors).
   template <typename T> T *upload(const std::vector<T> &v) {

@@ -4,16 +4,8 @@
 #include "kernels/cuda/cuda_check.h"
 #include "passes/ir/graph.h"
 
-#include <cstdlib>
-#include <string>
-
 namespace mpc {
 namespace cuda {
-
-bool OpProfile::requested() {
-  const char *v = std::getenv("MPC_CUDA_PROFILE");
-  return v && *v && std::string(v) != "0";
-}
 
 OpProfile::~OpProfile() {
   for (const Pending &p : pending_) {

@@ -25,9 +25,6 @@ namespace cuda {
 
 class OpProfile {
 public:
-  /// Whether MPC_CUDA_PROFILE asks for a profile (set, not "0").
-  static bool requested();
-
   ~OpProfile();
 
   /// A step starts (beginStep); a synchronisation has finished (the first

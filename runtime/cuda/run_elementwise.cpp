@@ -218,17 +218,12 @@ SumToShapeGeometry sumToShapeGeometry(const Node &node, const Tensor &dy,
   return makeSumToShapeGeometry(dy.dims, x.dims);
 }
 
-/// Scratch for the chunk sums of a long sum (none for one chunk).
-void *sumScratch(NodeStaging &s, const SumToShapeGeometry &g) {
-  size_t bytes = sumToShapeScratchBytes(g);
-  return bytes ? s.scratch(bytes) : nullptr;
-}
-
 void runSumToShape(NodeStaging &s) {
   const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X");
   SumToShapeGeometry g = sumToShapeGeometry(s.node(), dy, x);
   void *dx = s.out(0, dy.dtype, x.dims);
-  launchSumToShape(dy.dtype, s.device(0), dx, g, sumScratch(s, g), s.stream());
+  launchSumToShape(dy.dtype, s.device(0), dx, g,
+                   s.scratch(sumToShapeScratchBytes(g)), s.stream());
 }
 
 /// mpc.SumToShapeAs: the sum written in X's (wider) dtype.
@@ -237,8 +232,8 @@ void runSumToShapeAs(NodeStaging &s) {
   SumToShapeGeometry g = sumToShapeGeometry(s.node(), dy, x);
   requireDeviceFloat(s.node(), x, "X");
   void *dx = s.out(0, x.dtype, x.dims);
-  launchSumToShapeAs(dy.dtype, s.device(0), x.dtype, dx, g, sumScratch(s, g),
-                     s.stream());
+  launchSumToShapeAs(dy.dtype, s.device(0), x.dtype, dx, g,
+                     s.scratch(sumToShapeScratchBytes(g)), s.stream());
 }
 
 } // namespace

@@ -110,8 +110,7 @@ void runLayerNormGrad(NodeStaging &s) {
   a.dBias = s.optionalOut(2, dy.dtype, sh.norm);
   a.outer = sh.outer;
   a.n = sh.n;
-  if (size_t bytes = layerNormGradScratchBytes(a))
-    a.scratch = static_cast<float *>(s.scratch(bytes));
+  a.scratch = static_cast<float *>(s.scratch(layerNormGradScratchBytes(a)));
   launchLayerNormGrad(a, s.stream());
 }
 
