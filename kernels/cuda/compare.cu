@@ -96,32 +96,12 @@ void launchWhere(size_t elementSize, const uint8_t *cond, const void *a,
                  cudaStream_t s) {
   if (g.count == 0)
     return;
-  unsigned grid = gridFor(g.count);
-  switch (elementSize) {
-  case 1:
-    whereKernel<<<grid, kBlock, 0, s>>>(cond, static_cast<const uint8_t *>(a),
-                                        static_cast<const uint8_t *>(b),
-                                        static_cast<uint8_t *>(y), g);
-    break;
-  case 2:
-    whereKernel<<<grid, kBlock, 0, s>>>(cond, static_cast<const uint16_t *>(a),
-                                        static_cast<const uint16_t *>(b),
-                                        static_cast<uint16_t *>(y), g);
-    break;
-  case 4:
-    whereKernel<<<grid, kBlock, 0, s>>>(cond, static_cast<const uint32_t *>(a),
-                                        static_cast<const uint32_t *>(b),
-                                        static_cast<uint32_t *>(y), g);
-    break;
-  case 8:
-    whereKernel<<<grid, kBlock, 0, s>>>(cond, static_cast<const uint64_t *>(a),
-                                        static_cast<const uint64_t *>(b),
-                                        static_cast<uint64_t *>(y), g);
-    break;
-  default:
-    throw Error("Where: element size " + std::to_string(elementSize) +
-                " is not 1, 2, 4 or 8");
-  }
+  dispatchElementSize(elementSize, "Where", [&](auto e) {
+    using T = decltype(e);
+    whereKernel<<<gridFor(g.count), kBlock, 0, s>>>(
+        cond, static_cast<const T *>(a), static_cast<const T *>(b),
+        static_cast<T *>(y), g);
+  });
   MPC_CUDA_CHECK_LAUNCH("whereKernel");
 }
 

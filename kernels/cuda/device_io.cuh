@@ -97,6 +97,26 @@ void dispatchDeviceFloat(DType t, const char *what, F &&f) {
   }
 }
 
+/// Calls f(T{}) with T the unsigned integer of `elementSize` bytes (1, 2, 4
+/// or 8) on the host: kernels that move elements as raw bytes (gather,
+/// Where, transposes and broadcast copies, scatter copies).
+template <typename F>
+void dispatchElementSize(size_t elementSize, const char *what, F &&f) {
+  switch (elementSize) {
+  case 1:
+    return f(uint8_t{});
+  case 2:
+    return f(uint16_t{});
+  case 4:
+    return f(uint32_t{});
+  case 8:
+    return f(uint64_t{});
+  default:
+    throw Error(std::string(what) + ": element size " +
+                std::to_string(elementSize) + " is not 1, 2, 4 or 8");
+  }
+}
+
 /// Grid size of a grid-stride loop over `work` items with 256 threads a
 /// block: enough blocks to fill any current GPU, never more than needed.
 inline unsigned gridFor(int64_t work) {

@@ -339,32 +339,25 @@ void launchBroadcastCopy(size_t elementSize, const void *x, void *y,
                          const BroadcastGeometry<1> &geometry, cudaStream_t s) {
   if (geometry.count == 0)
     return;
-  if (elementSize != 1 && elementSize != 2 && elementSize != 4 &&
-      elementSize != 8)
-    throw Error("broadcast copy: element size " + std::to_string(elementSize) +
-                " is not 1, 2, 4 or 8");
-  BroadcastGeometry<1> g = foldAxes(geometry);
-  // Whole 16-, 8- or 4-byte units where the innermost axis allows it.
-  int64_t unit = copyUnitElements(g, elementSize, uintptr_t(x), uintptr_t(y));
-  if (unit > 1)
+  dispatchElementSize(elementSize, "broadcast copy", [&](auto e) {
+    using T = decltype(e);
+    BroadcastGeometry<1> g = foldAxes(geometry);
+    // Wider units, up to 16 bytes, where the innermost axis allows it.
+    int64_t unit = copyUnitElements(g, sizeof(T), uintptr_t(x), uintptr_t(y));
+    if (unit == 1)
+      return broadcastCopy<T>(x, y, g, s);
     g = inUnits(g, unit);
-  switch (elementSize * size_t(unit)) {
-  case 1:
-    broadcastCopy<uint8_t>(x, y, g, s);
-    break;
-  case 2:
-    broadcastCopy<uint16_t>(x, y, g, s);
-    break;
-  case 4:
-    broadcastCopy<uint32_t>(x, y, g, s);
-    break;
-  case 8:
-    broadcastCopy<uint64_t>(x, y, g, s);
-    break;
-  default: // 16
-    broadcastCopy<uint4>(x, y, g, s);
-    break;
-  }
+    switch (sizeof(T) * size_t(unit)) {
+    case 2:
+      return broadcastCopy<uint16_t>(x, y, g, s);
+    case 4:
+      return broadcastCopy<uint32_t>(x, y, g, s);
+    case 8:
+      return broadcastCopy<uint64_t>(x, y, g, s);
+    default: // 16
+      return broadcastCopy<uint4>(x, y, g, s);
+    }
+  });
   MPC_CUDA_CHECK_LAUNCH("broadcastCopyKernel");
 }
 

@@ -61,28 +61,11 @@ void launchGather(size_t elementSize, const void *data, const int64_t *rows,
   int64_t count = s.outer * s.numIndices * s.inner;
   if (count == 0)
     return;
-  unsigned grid = gridFor(count);
-  switch (elementSize) {
-  case 1:
-    gatherKernel<<<grid, kBlock, 0, st>>>(static_cast<const uint8_t *>(data),
-                                          rows, static_cast<uint8_t *>(y), s);
-    break;
-  case 2:
-    gatherKernel<<<grid, kBlock, 0, st>>>(static_cast<const uint16_t *>(data),
-                                          rows, static_cast<uint16_t *>(y), s);
-    break;
-  case 4:
-    gatherKernel<<<grid, kBlock, 0, st>>>(static_cast<const uint32_t *>(data),
-                                          rows, static_cast<uint32_t *>(y), s);
-    break;
-  case 8:
-    gatherKernel<<<grid, kBlock, 0, st>>>(static_cast<const uint64_t *>(data),
-                                          rows, static_cast<uint64_t *>(y), s);
-    break;
-  default:
-    throw Error("Gather: element size " + std::to_string(elementSize) +
-                " is not 1, 2, 4 or 8");
-  }
+  dispatchElementSize(elementSize, "Gather", [&](auto e) {
+    using T = decltype(e);
+    gatherKernel<<<gridFor(count), kBlock, 0, st>>>(
+        static_cast<const T *>(data), rows, static_cast<T *>(y), s);
+  });
   MPC_CUDA_CHECK_LAUNCH("gatherKernel");
 }
 

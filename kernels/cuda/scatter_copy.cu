@@ -18,36 +18,17 @@ __global__ void scatterCopyKernel(const T *__restrict__ x, T *__restrict__ y,
   }
 }
 
-template <typename T>
-void launchAs(const void *x, void *y, const BroadcastGeometry<1> &g,
-              cudaStream_t s) {
-  scatterCopyKernel<<<gridFor(g.count), kBlock, 0, s>>>(
-      static_cast<const T *>(x), static_cast<T *>(y), g);
-}
-
 } // namespace
 
 void launchScatterCopy(size_t elementSize, const void *x, void *y,
                        const BroadcastGeometry<1> &g, cudaStream_t s) {
   if (g.count == 0)
     return;
-  switch (elementSize) {
-  case 1:
-    launchAs<uint8_t>(x, y, g, s);
-    break;
-  case 2:
-    launchAs<uint16_t>(x, y, g, s);
-    break;
-  case 4:
-    launchAs<uint32_t>(x, y, g, s);
-    break;
-  case 8:
-    launchAs<uint64_t>(x, y, g, s);
-    break;
-  default:
-    throw Error("ScatterCopy: element size " + std::to_string(elementSize) +
-                " is not 1, 2, 4 or 8");
-  }
+  dispatchElementSize(elementSize, "ScatterCopy", [&](auto e) {
+    using T = decltype(e);
+    scatterCopyKernel<<<gridFor(g.count), kBlock, 0, s>>>(
+        static_cast<const T *>(x), static_cast<T *>(y), g);
+  });
   MPC_CUDA_CHECK_LAUNCH("scatterCopyKernel");
 }
 
