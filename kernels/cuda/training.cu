@@ -2,10 +2,20 @@
 // in one launch, the loss-scale update, fused SGD / Adam / AdamW and the
 // step counter. Each reads found_inf on the device (no host round trip);
 // the arithmetic is the shared MPC_HD code the CPU backend runs.
+//
+// The optimizer kernels are bandwidth bound: they launch at most one wave of
+// resident blocks that grid-stride (so the Adam kernel's per-block pow runs
+// once per block, not once per 256 elements), and when every buffer is
+// 16-byte aligned they move float4s. Vectorising changes only the width of
+// the loads and stores: each element still goes through the same scalar
+// update, so the bits are those of the scalar path.
 #include "kernels/common/loss_scale_math.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/training.h"
+
+#include <cstdint>
+#include <initializer_list>
 
 namespace mpc {
 namespace cuda {
@@ -67,29 +77,66 @@ __global__ void updateLossScaleKernel(const float *scale, const void *tracker,
   }
 }
 
+__device__ inline float4 load4(const float *x, int64_t k) {
+  return reinterpret_cast<const float4 *>(x)[k];
+}
+__device__ inline void store4(float *x, int64_t k, float4 v) {
+  reinterpret_cast<float4 *>(x)[k] = v;
+}
+
+/// Element i of an SGD update (a copy when `skip`).
+__device__ inline void sgdElement(bool skip, const float *p, const float *g,
+                                  const float *buf, float *pOut, float *bufOut,
+                                  int64_t i, const SgdScalars &s) {
+  float pv = p[i], bv = buf ? buf[i] : 0.0f;
+  if (!skip)
+    sgdUpdate(pv, g[i], bv, s);
+  pOut[i] = pv;
+  if (bufOut)
+    bufOut[i] = bv;
+}
+
 /// This thread's elements of an SGD update (copies when `skip`); the body of
 /// both SGD kernels, which differ only in where the step count comes from.
-__device__ inline void sgdElements(bool skip, const float *__restrict__ p,
-                                   const float *__restrict__ g,
-                                   const float *__restrict__ buf, float *pOut,
-                                   float *bufOut, int64_t n,
-                                   const SgdScalars &s) {
-  for (int64_t i = globalIndex(); i < n; i += globalStride()) {
-    float pv = p[i], bv = buf ? buf[i] : 0.0f;
-    if (!skip)
-      sgdUpdate(pv, g[i], bv, s);
-    pOut[i] = pv;
-    if (bufOut)
-      bufOut[i] = bv;
+/// Outputs may alias inputs (in place): each thread reads its elements
+/// before writing them, and no two threads share an element. With Vec4 (all
+/// pointers 16-byte aligned), elements 4k..4k+3 move as one float4 and the
+/// last n % 4 one by one, each through the same scalar update.
+template <bool Vec4>
+__device__ inline void sgdElements(bool skip, const float *p, const float *g,
+                                   const float *buf, float *pOut, float *bufOut,
+                                   int64_t n, const SgdScalars &s) {
+  if constexpr (Vec4) {
+    int64_t n4 = n / 4;
+    for (int64_t k = globalIndex(); k < n4; k += globalStride()) {
+      float4 pv = load4(p, k);
+      float4 bv = buf ? load4(buf, k) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (!skip) {
+        float4 gv = load4(g, k);
+        sgdUpdate(pv.x, gv.x, bv.x, s);
+        sgdUpdate(pv.y, gv.y, bv.y, s);
+        sgdUpdate(pv.z, gv.z, bv.z, s);
+        sgdUpdate(pv.w, gv.w, bv.w, s);
+      }
+      store4(pOut, k, pv);
+      if (bufOut)
+        store4(bufOut, k, bv);
+    }
+    // The last n % 4 (< kBlock) elements, one per thread.
+    int64_t i = n4 * 4 + globalIndex();
+    if (i < n)
+      sgdElement(skip, p, g, buf, pOut, bufOut, i, s);
+  } else {
+    for (int64_t i = globalIndex(); i < n; i += globalStride())
+      sgdElement(skip, p, g, buf, pOut, bufOut, i, s);
   }
 }
 
-__global__ void sgdKernel(const uint8_t *__restrict__ foundInf,
-                          const float *__restrict__ p,
-                          const float *__restrict__ g,
-                          const float *__restrict__ buf, float *pOut,
+template <bool Vec4>
+__global__ void sgdKernel(const uint8_t *__restrict__ foundInf, const float *p,
+                          const float *g, const float *buf, float *pOut,
                           float *bufOut, int64_t n, SgdScalars s) {
-  sgdElements(flagSet(foundInf), p, g, buf, pOut, bufOut, n, s);
+  sgdElements<Vec4>(flagSet(foundInf), p, g, buf, pOut, bufOut, n, s);
 }
 
 __device__ inline int64_t readDeviceStep(DeviceStep step) {
@@ -105,14 +152,13 @@ __device__ inline int64_t readDeviceStep(DeviceStep step) {
   }
 }
 
-__global__ void sgdDeviceStepKernel(const uint8_t *__restrict__ foundInf,
-                                    DeviceStep step,
-                                    const float *__restrict__ p,
-                                    const float *__restrict__ g,
-                                    const float *__restrict__ buf, float *pOut,
-                                    float *bufOut, int64_t n, SgdScalars s) {
+template <bool Vec4>
+__global__ void
+sgdDeviceStepKernel(const uint8_t *__restrict__ foundInf, DeviceStep step,
+                    const float *p, const float *g, const float *buf,
+                    float *pOut, float *bufOut, int64_t n, SgdScalars s) {
   s.firstStep = readDeviceStep(step) == 0;
-  sgdElements(flagSet(foundInf), p, g, buf, pOut, bufOut, n, s);
+  sgdElements<Vec4>(flagSet(foundInf), p, g, buf, pOut, bufOut, n, s);
 }
 
 /// adamScalars (kernels/common/optimizer_math.h) on the device: the same
@@ -135,48 +181,77 @@ __device__ AdamScalars adamScalarsOnDevice(const AdamHyper &h, int64_t step) {
   return s;
 }
 
+/// Element i of an Adam/AdamW update (a copy when `skip`).
+__device__ inline void adamElement(bool skip, const float *p, const float *g,
+                                   const float *m, const float *v, float *pOut,
+                                   float *mOut, float *vOut, int64_t i,
+                                   const AdamScalars &s) {
+  float pv = p[i], mv = m[i], vv = v[i];
+  if (!skip)
+    adamUpdate(pv, g[i], mv, vv, s);
+  pOut[i] = pv;
+  if (mOut)
+    mOut[i] = mv;
+  if (vOut)
+    vOut[i] = vv;
+}
+
 /// This thread's elements of an Adam/AdamW update (copies when `skip`); the
-/// body of both Adam kernels.
-__device__ inline void adamElements(bool skip, const float *__restrict__ p,
-                                    const float *__restrict__ g,
-                                    const float *__restrict__ m,
-                                    const float *__restrict__ v, float *pOut,
+/// body of both Adam kernels. Aliasing and Vec4 as in sgdElements.
+template <bool Vec4>
+__device__ inline void adamElements(bool skip, const float *p, const float *g,
+                                    const float *m, const float *v, float *pOut,
                                     float *mOut, float *vOut, int64_t n,
                                     const AdamScalars &s) {
-  for (int64_t i = globalIndex(); i < n; i += globalStride()) {
-    float pv = p[i], mv = m[i], vv = v[i];
-    if (!skip)
-      adamUpdate(pv, g[i], mv, vv, s);
-    pOut[i] = pv;
-    if (mOut)
-      mOut[i] = mv;
-    if (vOut)
-      vOut[i] = vv;
+  if constexpr (Vec4) {
+    int64_t n4 = n / 4;
+    for (int64_t k = globalIndex(); k < n4; k += globalStride()) {
+      float4 pv = load4(p, k), mv = load4(m, k), vv = load4(v, k);
+      if (!skip) {
+        float4 gv = load4(g, k);
+        adamUpdate(pv.x, gv.x, mv.x, vv.x, s);
+        adamUpdate(pv.y, gv.y, mv.y, vv.y, s);
+        adamUpdate(pv.z, gv.z, mv.z, vv.z, s);
+        adamUpdate(pv.w, gv.w, mv.w, vv.w, s);
+      }
+      store4(pOut, k, pv);
+      if (mOut)
+        store4(mOut, k, mv);
+      if (vOut)
+        store4(vOut, k, vv);
+    }
+    // The last n % 4 (< kBlock) elements, one per thread.
+    int64_t i = n4 * 4 + globalIndex();
+    if (i < n)
+      adamElement(skip, p, g, m, v, pOut, mOut, vOut, i, s);
+  } else {
+    for (int64_t i = globalIndex(); i < n; i += globalStride())
+      adamElement(skip, p, g, m, v, pOut, mOut, vOut, i, s);
   }
 }
 
-__global__ void
-adamDeviceStepKernel(const uint8_t *__restrict__ foundInf, DeviceStep step,
-                     const float *__restrict__ p, const float *__restrict__ g,
-                     const float *__restrict__ m, const float *__restrict__ v,
-                     float *pOut, float *mOut, float *vOut, int64_t n,
-                     AdamHyper h) {
-  // One thread per block computes the step's scalars (two pow in double).
+template <bool Vec4>
+__global__ void adamDeviceStepKernel(const uint8_t *__restrict__ foundInf,
+                                     DeviceStep step, const float *p,
+                                     const float *g, const float *m,
+                                     const float *v, float *pOut, float *mOut,
+                                     float *vOut, int64_t n, AdamHyper h) {
+  // One thread per block computes the step's scalars (two pow in double);
+  // the grid is one wave of resident blocks, so that latency is paid once.
   __shared__ AdamScalars shared;
   if (threadIdx.x == 0)
     shared = adamScalarsOnDevice(h, readDeviceStep(step));
   __syncthreads();
   AdamScalars s = shared; // registers, not a shared-memory read per element
-  adamElements(flagSet(foundInf), p, g, m, v, pOut, mOut, vOut, n, s);
+  adamElements<Vec4>(flagSet(foundInf), p, g, m, v, pOut, mOut, vOut, n, s);
 }
 
-__global__ void adamKernel(const uint8_t *__restrict__ foundInf,
-                           const float *__restrict__ p,
-                           const float *__restrict__ g,
-                           const float *__restrict__ m,
-                           const float *__restrict__ v, float *pOut,
-                           float *mOut, float *vOut, int64_t n, AdamScalars s) {
-  adamElements(flagSet(foundInf), p, g, m, v, pOut, mOut, vOut, n, s);
+template <bool Vec4>
+__global__ void adamKernel(const uint8_t *__restrict__ foundInf, const float *p,
+                           const float *g, const float *m, const float *v,
+                           float *pOut, float *mOut, float *vOut, int64_t n,
+                           AdamScalars s) {
+  adamElements<Vec4>(flagSet(foundInf), p, g, m, v, pOut, mOut, vOut, n, s);
 }
 
 __global__ void incrementStepKernel(DType t, const void *step,
@@ -199,6 +274,39 @@ __global__ void incrementStepKernel(DType t, const void *step,
     break;
   }
   }
+}
+
+/// Blocks of kBlock threads of `kernel` that the current device holds at
+/// once (SM count x resident blocks per SM).
+int residentBlocks(const void *kernel) {
+  int device = 0, sms = 0, perSm = 0;
+  MPC_CUDA_CHECK(cudaGetDevice(&device));
+  MPC_CUDA_CHECK(
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  MPC_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, kBlock, 0));
+  int blocks = sms * perSm;
+  return blocks < 1 ? 1 : blocks;
+}
+
+/// The grid of a grid-stride kernel over `items` work items: gridFor(items),
+/// capped at one wave of resident blocks of `Kernel` (queried on its first
+/// launch, on that launch's device, and cached) so per-block setup runs once
+/// per resident block and no block waits for a later wave. Only speed
+/// depends on the grid: every kernel here grid-strides.
+template <auto Kernel> unsigned oneWaveGrid(int64_t items) {
+  static const int resident =
+      residentBlocks(reinterpret_cast<const void *>(Kernel));
+  unsigned grid = gridFor(items);
+  return grid < unsigned(resident) ? grid : unsigned(resident);
+}
+
+/// Whether every non-null pointer is 16-byte aligned (float4 access).
+bool aligned16(std::initializer_list<const void *> ptrs) {
+  for (const void *q : ptrs)
+    if (reinterpret_cast<uintptr_t>(q) % 16 != 0)
+      return false;
+  return true;
 }
 
 } // namespace
@@ -241,8 +349,13 @@ void launchSgd(const uint8_t *foundInf, const float *p, const float *g,
                const SgdScalars &scalars, cudaStream_t s) {
   if (n == 0)
     return;
-  sgdKernel<<<gridFor(n), kBlock, 0, s>>>(foundInf, p, g, buf, pOut, bufOut, n,
-                                          scalars);
+  if (aligned16({p, g, buf, pOut, bufOut}))
+    sgdKernel<true>
+        <<<oneWaveGrid<sgdKernel<true>>((n + 3) / 4), kBlock, 0, s>>>(
+            foundInf, p, g, buf, pOut, bufOut, n, scalars);
+  else
+    sgdKernel<false><<<oneWaveGrid<sgdKernel<false>>(n), kBlock, 0, s>>>(
+        foundInf, p, g, buf, pOut, bufOut, n, scalars);
   MPC_CUDA_CHECK_LAUNCH("sgdKernel");
 }
 
@@ -261,8 +374,14 @@ void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
   requireStepType(step.type, "SGD");
   if (n == 0)
     return;
-  sgdDeviceStepKernel<<<gridFor(n), kBlock, 0, s>>>(foundInf, step, p, g, buf,
-                                                    pOut, bufOut, n, scalars);
+  if (aligned16({p, g, buf, pOut, bufOut}))
+    sgdDeviceStepKernel<true>
+        <<<oneWaveGrid<sgdDeviceStepKernel<true>>((n + 3) / 4), kBlock, 0, s>>>(
+            foundInf, step, p, g, buf, pOut, bufOut, n, scalars);
+  else
+    sgdDeviceStepKernel<false>
+        <<<oneWaveGrid<sgdDeviceStepKernel<false>>(n), kBlock, 0, s>>>(
+            foundInf, step, p, g, buf, pOut, bufOut, n, scalars);
   MPC_CUDA_CHECK_LAUNCH("sgdDeviceStepKernel");
 }
 
@@ -273,8 +392,14 @@ void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
   requireStepType(step.type, "Adam");
   if (n == 0)
     return;
-  adamDeviceStepKernel<<<gridFor(n), kBlock, 0, s>>>(
-      foundInf, step, p, g, m, v, pOut, mOut, vOut, n, hyper);
+  if (aligned16({p, g, m, v, pOut, mOut, vOut}))
+    adamDeviceStepKernel<true>
+        <<<oneWaveGrid<adamDeviceStepKernel<true>>((n + 3) / 4), kBlock, 0,
+           s>>>(foundInf, step, p, g, m, v, pOut, mOut, vOut, n, hyper);
+  else
+    adamDeviceStepKernel<false>
+        <<<oneWaveGrid<adamDeviceStepKernel<false>>(n), kBlock, 0, s>>>(
+            foundInf, step, p, g, m, v, pOut, mOut, vOut, n, hyper);
   MPC_CUDA_CHECK_LAUNCH("adamDeviceStepKernel");
 }
 
@@ -284,8 +409,13 @@ void launchAdam(const uint8_t *foundInf, const float *p, const float *g,
                 cudaStream_t s) {
   if (n == 0)
     return;
-  adamKernel<<<gridFor(n), kBlock, 0, s>>>(foundInf, p, g, m, v, pOut, mOut,
-                                           vOut, n, scalars);
+  if (aligned16({p, g, m, v, pOut, mOut, vOut}))
+    adamKernel<true>
+        <<<oneWaveGrid<adamKernel<true>>((n + 3) / 4), kBlock, 0, s>>>(
+            foundInf, p, g, m, v, pOut, mOut, vOut, n, scalars);
+  else
+    adamKernel<false><<<oneWaveGrid<adamKernel<false>>(n), kBlock, 0, s>>>(
+        foundInf, p, g, m, v, pOut, mOut, vOut, n, scalars);
   MPC_CUDA_CHECK_LAUNCH("adamKernel");
 }
 
