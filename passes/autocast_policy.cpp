@@ -261,6 +261,12 @@ const std::vector<PolicyEntry> &table() {
       {kMpcDomain, "SumToShapeAs", PC::Keep, 0,
        "reads dY as stored and writes X's (wider) dtype, the precision "
        "autocast chose for the SumToShape it replaces"},
+      {kMpcDomain, "SoftmaxGradAs", PC::Keep, 0,
+       "reads dY as stored and writes Y's (wider) dtype, the precision "
+       "autocast chose for the SoftmaxGrad it replaces"},
+      {kMpcDomain, "SoftmaxTo", PC::Keep, 0,
+       "reads X as stored and computes and writes its 'to' dtype, the "
+       "precision autocast chose for the Softmax it replaces"},
       // Transformer and residual-MLP family (passes/gradients/transformer.cpp).
       {kMpcDomain, "LayerNormalizationGrad", PC::Fp32, 0,
        "sums over the normalised axes and the batch, like LayerNormalization "

@@ -22,7 +22,17 @@
 //     ->  UnscaleGradients(scale, ..., g16, ...)
 //
 // and no fp32 copy of every weight gradient exists next to the unscaled ones
-// at the end of the backward. A Cast is removed once nothing else reads it.
+// at the end of the backward. Autocast's fp32 softmax island reads a widened
+// copy of the fp16 scores, and its gradient a widened copy of the fp16 dY
+// (attention: batch x heads x seq x seq each); both kernels widen as they
+// read, so
+//
+//   Softmax<axis>(Cast<to = T>(h))        ->  mpc.SoftmaxTo<axis, to = T>(h)
+//   mpc.SoftmaxGrad<axis>(Cast<to = T>(h), Y)
+//                                         ->  mpc.SoftmaxGradAs<axis>(h, Y)
+//
+// (Y of dtype T), the same bits without the copies. A Cast is removed once
+// nothing else reads it.
 // Runs after loss-scale (which makes UnscaleGradients) and before
 // plan-memory; with --precision=fp32 there is nothing to fold.
 #include "passes/ir/mpc_ops.h"
@@ -86,11 +96,57 @@ int64_t foldUnscaleInputs(Graph &g, Node *n) {
   return folded;
 }
 
-int64_t foldGraph(Model &model, Graph &g, int64_t &gradients) {
+/// Makes Softmax node n (reading the exact widening Cast `wide` of h) an
+/// mpc.SoftmaxTo of h in place, or SoftmaxGrad node n (its dY that Cast) an
+/// mpc.SoftmaxGradAs of (h, Y); the node keeps its name, axis and output.
+void foldIntoSoftmax(Model &model, Graph &g, Node *n, Value *h) {
+  bool grad = n->isOp(kMpcDomain, "SoftmaxGrad");
+  Value *wide = n->input(0);
+  DType to = n->output(0)->dtype;
+  int64_t axis = n->attrInt("axis", -1);
+  n->setOp(grad ? "SoftmaxGradAs" : "SoftmaxTo", kMpcDomain);
+  std::vector<std::pair<std::string, Attribute>> attrs = {
+      {"axis", Attribute::ofInt(axis)}};
+  if (!grad)
+    attrs.push_back({"to", Attribute::ofInt(toOnnxDataType(to))});
+  n->setAttrs(std::move(attrs));
+  n->setInput(0, h);
+  if (model.precisionMap && model.precisionMap->graph() == &g)
+    model.precisionMap->record(
+        *n, {to, "fold-widening-casts",
+             std::string("the ") + dtypeName(to) +
+                 (grad ? " mpc.SoftmaxGrad island reading its "
+                       : " Softmax island reading its ") +
+                 dtypeName(h->dtype) + (grad ? " dY" : " X") +
+                 " as stored (the Cast up folded in)"});
+  if (wide->uses().empty() && !wide->isGraphOutput())
+    g.removeNode(wide->producer());
+}
+
+/// The Cast source a Softmax (axis given: without it the default depends on
+/// the opset) or SoftmaxGrad node reads as its widened input 0, else
+/// nullptr.
+Value *foldableSoftmaxSource(const Node *n) {
+  bool grad = n->isOp(kMpcDomain, "SoftmaxGrad");
+  if (!(grad || n->isOp("", "Softmax")) || !n->output(0) || !n->input(0) ||
+      (!grad && !n->hasAttr("axis")) ||
+      (grad && (n->numInputs() != 2 || !n->input(1) ||
+                n->input(1)->dtype != n->output(0)->dtype)))
+    return nullptr;
+  return widenedSource(n->input(0), n->output(0)->dtype);
+}
+
+int64_t foldGraph(Model &model, Graph &g, int64_t &gradients,
+                  int64_t &softmaxes) {
   int64_t folded = 0;
   for (Node *n : g.nodeList()) {
     if (n->isOp(kMpcDomain, "UnscaleGradients")) {
       gradients += foldUnscaleInputs(g, n);
+      continue;
+    }
+    if (Value *h = foldableSoftmaxSource(n)) {
+      foldIntoSoftmax(model, g, n, h);
+      ++softmaxes;
       continue;
     }
     if (!n->isOp(kMpcDomain, "SumToShape") || n->numInputs() != 2 ||
@@ -110,9 +166,11 @@ int64_t foldGraph(Model &model, Graph &g, int64_t &gradients) {
 } // namespace
 
 void runFoldWideningCasts(Model &model, PassContext &ctx) {
-  int64_t gradients = 0;
-  ctx.stats["sums-folded"] += foldGraph(model, workingGraph(model), gradients);
+  int64_t gradients = 0, softmaxes = 0;
+  ctx.stats["sums-folded"] +=
+      foldGraph(model, workingGraph(model), gradients, softmaxes);
   ctx.stats["unscale-inputs-folded"] += gradients;
+  ctx.stats["softmaxes-folded"] += softmaxes;
 }
 
 } // namespace mpc

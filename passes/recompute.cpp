@@ -25,7 +25,8 @@
 //                         named nodes is recomputed together)
 //
 // Runs after cleanup (so no cast merging undoes the copies) and before
-// plan-memory.
+// plan-memory; after fold-widening-casts, so an island may be one
+// mpc.SoftmaxTo reading the fp16 value.
 #include "passes/ir/mpc_ops.h"
 #include "passes/memory_report.h"
 #include "passes/pass.h"
@@ -60,10 +61,13 @@ bool isCheapElementwise(const Node &n) {
 constexpr int kMaxChainDepth = 8;
 
 /// Softmax and LogSoftmax: the fp32 islands autocast widens its fp16 input
-/// for, and whose backward reads the island's own fp32 output.
+/// for, and whose backward reads the island's own fp32 output; and
+/// mpc.SoftmaxTo, the same island with its widening Cast folded in.
 bool isRecomputableIsland(const Node &n) {
-  return n.domain().empty() && n.numOutputs() == 1 &&
-         (n.opType() == "Softmax" || n.opType() == "LogSoftmax");
+  return n.numOutputs() == 1 &&
+         ((n.domain().empty() &&
+           (n.opType() == "Softmax" || n.opType() == "LogSoftmax")) ||
+          n.isOp(kMpcDomain, "SoftmaxTo"));
 }
 
 /// The step in schedule order, with where the forward ends.
@@ -184,19 +188,28 @@ AutoChoice chooseAuto(const Schedule &s) {
     if (!s.inForward(n) || !isRecomputableIsland(*n) || !n->output(0))
       continue;
     const Value *out = n->output(0);
-    const Value *wide = n->input(0);
-    const Node *cast = wide ? wide->producer() : nullptr;
-    if (!s.isSaved(out) || out->isGraphOutput() || !cast ||
-        !cast->domain().empty() || cast->opType() != "Cast" ||
-        s.isSaved(wide) || wide->isGraphOutput() || !cast->input(0))
+    if (!s.isSaved(out) || out->isGraphOutput())
       continue;
-    const Value *narrow = cast->input(0);
+    // SoftmaxTo reads the narrow value itself; a Softmax reads its Cast.
+    const Value *wide =
+        n->isOp(kMpcDomain, "SoftmaxTo") ? nullptr : n->input(0);
+    const Value *narrow = n->input(0);
+    if (wide) {
+      const Node *cast = wide->producer();
+      if (!cast || !cast->domain().empty() || cast->opType() != "Cast" ||
+          s.isSaved(wide) || wide->isGraphOutput() || !cast->input(0))
+        continue;
+      narrow = cast->input(0);
+    }
+    if (!narrow)
+      continue;
     size_t keepCost = s.keptAnyway(narrow) ? 0 : byteSize(*narrow);
     if (byteSize(*out) == 0 || byteSize(*narrow) == 0 ||
         keepCost >= byteSize(*out))
       continue;
     a.chain.insert(out);
-    a.chain.insert(wide);
+    if (wide)
+      a.chain.insert(wide);
     narrowRoots.insert(narrow);
   }
   // Values a chain of cheap nodes computes from values the backward keeps

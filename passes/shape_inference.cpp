@@ -1422,6 +1422,43 @@ void inferSumToShapeAs(Ctx &c) {
   c.setShapeOf(0, x->dtype, x);
 }
 
+/// mpc.SoftmaxGradAs: SoftmaxGrad with dX of Y's dtype; dY is widened
+/// exactly to it (passes/fold_widening_casts.cpp).
+void inferSoftmaxGradAs(Ctx &c) {
+  inferElementwiseGrad(c);
+  Value *dy = c.req(0);
+  Value *y = c.req(1);
+  c.requireFloat(1);
+  if (dy->dtype != DType::Undefined && y->dtype != DType::Undefined &&
+      dy->dtype != y->dtype && !widensExactly(dy->dtype, y->dtype))
+    fail([&] {
+      errorAt(c.n) << "Y (" << dtypeName(y->dtype)
+                   << ") must be a float type at least as wide as dY ("
+                   << dtypeName(dy->dtype) << ")";
+    });
+  c.setShapeOf(0, y->dtype, dy->hasShape ? dy : y);
+}
+
+/// mpc.SoftmaxTo: Softmax of X widened exactly to `to` (a float type at
+/// least as wide as X's), Y in that type.
+void inferSoftmaxTo(Ctx &c) {
+  Value *x = c.req(0);
+  c.requireFloat(0);
+  int64_t to = c.requiredIntAttr("to");
+  auto t = fromOnnxDataType(int(to));
+  if (!t || !isFloating(*t) ||
+      (x->dtype != DType::Undefined && x->dtype != *t &&
+       !widensExactly(x->dtype, *t)))
+    fail([&] {
+      errorAt(c.n) << "attribute 'to' = " << to
+                   << " must be a float type at least as wide as X ("
+                   << dtypeName(x->dtype) << ")";
+    });
+  if (x->hasShape)
+    c.axis(c.intAttr("axis", -1), x->rank());
+  c.setShapeOf(0, *t, x);
+}
+
 void inferReduceGrad(Ctx &c) {
   Value *dy = c.req(0);
   Value *x = c.req(1);
@@ -1685,6 +1722,8 @@ const OpRule kRules[] = {
     {kMpcDomain, "SGD", 4, 5, 1, 2, inferSGD},
     {kMpcDomain, "SoftmaxCrossEntropyLossGrad", 3, 4, 1, 1, inferLossGrad},
     {kMpcDomain, "SoftmaxGrad", 2, 2, 1, 1, inferElementwiseGrad},
+    {kMpcDomain, "SoftmaxGradAs", 2, 2, 1, 1, inferSoftmaxGradAs},
+    {kMpcDomain, "SoftmaxTo", 1, 1, 1, 1, inferSoftmaxTo},
     {kMpcDomain, "SumToShape", 2, 2, 1, 1, inferSumToShape},
     {kMpcDomain, "SumToShapeAs", 2, 2, 1, 1, inferSumToShapeAs},
     {kMpcDomain, "UnscaleGradients", 1, kAny, 1, kAny, inferUnscaleGradients},

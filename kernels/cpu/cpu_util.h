@@ -159,6 +159,15 @@ template <typename F> void dispatchFloat(const Node &node, DType t, F &&f) {
   }
 }
 
+/// Calls f(AIo{}, BIo{}) for two floating dtypes (a gradient's and its
+/// forward value's, or an input's and a wider output's).
+template <typename F>
+void dispatchFloat2(const Node &node, DType a, DType b, F &&f) {
+  dispatchFloat(node, a, [&](auto ia) {
+    dispatchFloat(node, b, [&](auto ib) { f(ia, ib); });
+  });
+}
+
 /// Calls f(Io{}) for a floating or integer dtype (not bool).
 template <typename F> void dispatchNumeric(const Node &node, DType t, F &&f) {
   switch (t) {

@@ -16,17 +16,11 @@
 
 #include <cmath>
 
+#include <type_traits>
+
 namespace mpc {
 namespace cpu {
 namespace {
-
-/// Calls f(GradIo{}, FwdIo{}) for two floating dtypes.
-template <typename F>
-void dispatchFloat2(const Node &node, DType a, DType b, F &&f) {
-  dispatchFloat(node, a, [&](auto ia) {
-    dispatchFloat(node, b, [&](auto ib) { f(ia, ib); });
-  });
-}
 
 template <typename A, typename B>
 using Wider = decltype(typename A::Compute() * typename B::Compute());
@@ -67,21 +61,29 @@ void kernelReluGrad(KernelContext &ctx) {
 }
 
 /// SoftmaxGrad (dX = Y * (dY - sum(dY * Y))) and LogSoftmaxGrad
-/// (dX = dY - exp(Y) * sum(dY)) over one axis.
-template <bool Log> void softmaxGradKernel(KernelContext &ctx) {
+/// (dX = dY - exp(Y) * sum(dY)) over one axis; dX in dY's dtype, or in Y's
+/// for SoftmaxGradAs (`AsY`: dY widened exactly, the same bits as
+/// SoftmaxGrad of the widened copy).
+template <bool Log, bool AsY = false>
+void softmaxGradKernel(KernelContext &ctx) {
   const Tensor &dy = input(ctx, 0, "dY"), &y = input(ctx, 1, "Y");
   requireSameShape(ctx.node, dy, y, "Y");
+  if (AsY && dy.dtype != y.dtype && !widensExactly(dy.dtype, y.dtype))
+    fail(ctx.node, "Y (", dtypeName(y.dtype),
+         ") must be a float type at least as wide as dY (", dtypeName(dy.dtype),
+         ")");
   int64_t axis = normalizeAxis(ctx.node, ctx.node.attrInt("axis", -1),
                                int64_t(dy.dims.size()));
   AxisSplit s = splitAt(dy.dims, axis);
-  Tensor &dx = output(ctx, 0, dy.dtype, dy.dims);
+  Tensor &dx = output(ctx, 0, AsY ? y.dtype : dy.dtype, dy.dims);
   dispatchFloat2(ctx.node, dy.dtype, y.dtype, [&](auto gio, auto fio) {
     using G = decltype(gio);
     using Fw = decltype(fio);
+    using O = std::conditional_t<AsY, Fw, G>;
     using C = Wider<G, Fw>;
     const auto *pg = ptr<G>(dy);
     const auto *pf = ptr<Fw>(y);
-    auto *px = ptr<G>(dx);
+    auto *px = ptr<O>(dx);
     for (int64_t o = 0; o < s.outer; ++o)
       for (int64_t i = 0; i < s.inner; ++i) {
         int64_t base = o * s.len * s.inner + i;
@@ -93,8 +95,8 @@ template <bool Log> void softmaxGradKernel(KernelContext &ctx) {
         for (int64_t j = 0; j < s.len; ++j) {
           int64_t k = base + j * s.inner;
           C g = G::load(pg, k), v = Fw::load(pf, k);
-          G::store(px, k,
-                   typename G::Compute(softmaxGradValue<Log>(g, v, sum)));
+          O::store(px, k,
+                   typename O::Compute(softmaxGradValue<Log>(g, v, sum)));
         }
       }
   });
@@ -334,6 +336,7 @@ std::vector<KernelEntry> mpcGradKernels() {
       {kMpcDomain, "ReluGrad", kernelReluGrad},
       {kMpcDomain, "SoftmaxGrad", softmaxGradKernel<false>},
       {kMpcDomain, "LogSoftmaxGrad", softmaxGradKernel<true>},
+      {kMpcDomain, "SoftmaxGradAs", softmaxGradKernel<false, true>},
       {kMpcDomain, "SoftmaxCrossEntropyLossGrad",
        kernelSoftmaxCrossEntropyLossGrad},
       {kMpcDomain, "NegativeLogLikelihoodLossGrad",

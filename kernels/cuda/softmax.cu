@@ -11,6 +11,8 @@
 #include "kernels/cuda/softmax.h"
 #include "kernels/cuda/warp_reduce.cuh"
 
+#include <type_traits>
+
 namespace mpc {
 namespace cuda {
 namespace {
@@ -25,10 +27,11 @@ __device__ int64_t rowBase(const AxisRows &r, int64_t row) {
 // x and y may be the same bytes (plan-memory runs Softmax in place over an
 // input that dies there), hence no __restrict__: a row is read whole (max,
 // sum) before any of it is written, and each element is read before the
-// thread that reads it writes it.
-template <bool Log, typename Io>
-__global__ void softmaxKernel(const typename Io::Storage *x,
-                              typename Io::Storage *y, AxisRows r) {
+// thread that reads it writes it. x is read as In (widened exactly) and y
+// written as Out: the same type, or fp32 for mpc.SoftmaxTo.
+template <bool Log, typename In, typename Out>
+__global__ void softmaxKernel(const typename In::Storage *x,
+                              typename Out::Storage *y, AxisRows r) {
   int64_t lane = threadIdx.x % kWarp;
   int64_t stride = int64_t(gridDim.x) * kRowsPerBlock;
   for (int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
@@ -36,27 +39,30 @@ __global__ void softmaxKernel(const typename Io::Storage *x,
     int64_t base = rowBase(r, row);
     float mx = -INFINITY;
     for (int64_t j = lane; j < r.len; j += kWarp)
-      mx = softmaxMax(mx, Io::toFloat(x[base + j * r.inner]));
+      mx = softmaxMax(mx, In::toFloat(x[base + j * r.inner]));
     mx = warpMax(mx);
     float sum = 0.0f;
     for (int64_t j = lane; j < r.len; j += kWarp)
-      sum += softmaxExpTerm(Io::toFloat(x[base + j * r.inner]), mx);
+      sum += softmaxExpTerm(In::toFloat(x[base + j * r.inner]), mx);
     sum = warpSum(sum);
     float logSum = Log ? logOf(sum) : 0.0f;
     for (int64_t j = lane; j < r.len; j += kWarp) {
       int64_t k = base + j * r.inner;
-      float v = Io::toFloat(x[k]);
-      y[k] = Io::fromFloat(Log ? logSoftmaxValue(v, mx, logSum)
-                               : softmaxValue(v, mx, sum));
+      float v = In::toFloat(x[k]);
+      y[k] = Out::fromFloat(Log ? logSoftmaxValue(v, mx, logSum)
+                                : softmaxValue(v, mx, sum));
     }
   }
 }
 
-// dx may be dy's or y's bytes (in place, as for softmaxKernel).
-template <bool Log, typename G, typename F>
-__global__ void softmaxGradKernel(const typename G::Storage *dy,
-                                  const typename F::Storage *y,
-                                  typename G::Storage *dx, AxisRows r) {
+// dx may be dy's or y's bytes (in place, as for softmaxKernel). dx is
+// written as dy's type G, or as y's type F for mpc.SoftmaxGradAs (`AsY`).
+template <bool Log, bool AsY, typename G, typename F>
+__global__ void
+softmaxGradKernel(const typename G::Storage *dy, const typename F::Storage *y,
+                  typename std::conditional<AsY, F, G>::type::Storage *dx,
+                  AxisRows r) {
+  using O = typename std::conditional<AsY, F, G>::type;
   int64_t lane = threadIdx.x % kWarp;
   int64_t stride = int64_t(gridDim.x) * kRowsPerBlock;
   for (int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
@@ -70,7 +76,7 @@ __global__ void softmaxGradKernel(const typename G::Storage *dy,
     sum = warpSum(sum);
     for (int64_t j = lane; j < r.len; j += kWarp) {
       int64_t k = base + j * r.inner;
-      dx[k] = G::fromFloat(
+      dx[k] = O::fromFloat(
           softmaxGradValue<Log>(G::toFloat(dy[k]), F::toFloat(y[k]), sum));
     }
   }
@@ -83,26 +89,41 @@ unsigned rowGrid(int64_t rows) {
 
 } // namespace
 
-void launchSoftmax(bool log, DType t, const void *x, void *y, const AxisRows &r,
-                   cudaStream_t s) {
+void launchSoftmax(bool log, DType inT, const void *x, DType outT, void *y,
+                   const AxisRows &r, cudaStream_t s) {
+  if (outT != inT && (outT != DType::F32 || log))
+    throw Error(std::string(log ? "LogSoftmax" : "Softmax") +
+                ": the cuda kernels write the input's dtype or (softmax) "
+                "fp32, got " +
+                dtypeName(inT) + " -> " + dtypeName(outT));
   if (r.rows() == 0 || r.len == 0)
     return;
-  dispatchDeviceFloat(t, "Softmax", [&](auto io) {
-    using Io = decltype(io);
-    using S = typename Io::Storage;
-    auto *px = static_cast<const S *>(x);
-    auto *py = static_cast<S *>(y);
-    if (log)
-      softmaxKernel<true, Io><<<rowGrid(r.rows()), kBlock, 0, s>>>(px, py, r);
+  dispatchDeviceFloat(inT, "Softmax", [&](auto io) {
+    using In = decltype(io);
+    auto *px = static_cast<const typename In::Storage *>(x);
+    unsigned grid = rowGrid(r.rows());
+    if (outT != inT)
+      softmaxKernel<false, In, F32Dev>
+          <<<grid, kBlock, 0, s>>>(px, static_cast<float *>(y), r);
+    else if (log)
+      softmaxKernel<true, In, In><<<grid, kBlock, 0, s>>>(
+          px, static_cast<typename In::Storage *>(y), r);
     else
-      softmaxKernel<false, Io><<<rowGrid(r.rows()), kBlock, 0, s>>>(px, py, r);
+      softmaxKernel<false, In, In><<<grid, kBlock, 0, s>>>(
+          px, static_cast<typename In::Storage *>(y), r);
   });
   MPC_CUDA_CHECK_LAUNCH("softmaxKernel");
 }
 
 void launchSoftmaxGrad(bool log, DType gt, const void *dy, DType ft,
-                       const void *y, void *dx, const AxisRows &r,
+                       const void *y, DType outT, void *dx, const AxisRows &r,
                        cudaStream_t s) {
+  bool asY = outT != gt;
+  if (asY && (outT != ft || log))
+    throw Error(std::string(log ? "LogSoftmaxGrad" : "SoftmaxGrad") +
+                ": the cuda kernels write dY's dtype or (SoftmaxGradAs) Y's, "
+                "got " +
+                dtypeName(outT));
   if (r.rows() == 0 || r.len == 0)
     return;
   dispatchDeviceFloat(gt, "SoftmaxGrad", [&](auto gio) {
@@ -111,13 +132,16 @@ void launchSoftmaxGrad(bool log, DType gt, const void *dy, DType ft,
       using F = decltype(fio);
       auto *pdy = static_cast<const typename G::Storage *>(dy);
       auto *py = static_cast<const typename F::Storage *>(y);
-      auto *pdx = static_cast<typename G::Storage *>(dx);
-      if (log)
-        softmaxGradKernel<true, G, F>
-            <<<rowGrid(r.rows()), kBlock, 0, s>>>(pdy, py, pdx, r);
+      unsigned grid = rowGrid(r.rows());
+      if (asY)
+        softmaxGradKernel<false, true, G, F><<<grid, kBlock, 0, s>>>(
+            pdy, py, static_cast<typename F::Storage *>(dx), r);
+      else if (log)
+        softmaxGradKernel<true, false, G, F><<<grid, kBlock, 0, s>>>(
+            pdy, py, static_cast<typename G::Storage *>(dx), r);
       else
-        softmaxGradKernel<false, G, F>
-            <<<rowGrid(r.rows()), kBlock, 0, s>>>(pdy, py, pdx, r);
+        softmaxGradKernel<false, false, G, F><<<grid, kBlock, 0, s>>>(
+            pdy, py, static_cast<typename G::Storage *>(dx), r);
     });
   });
   MPC_CUDA_CHECK_LAUNCH("softmaxGradKernel");

@@ -1,6 +1,7 @@
 // Host entry points of the CUDA softmax kernels (kernels/cuda/softmax.cu):
 // Softmax / LogSoftmax along one axis and their gradients (mpc.SoftmaxGrad,
-// mpc.LogSoftmaxGrad).
+// mpc.LogSoftmaxGrad), and mpc.SoftmaxTo / mpc.SoftmaxGradAs, which read a
+// narrower operand as stored.
 //
 // A tensor is seen as rows around the axis ([outer, len, inner], element j
 // of row (o, i) at (o * len + j) * inner + i); one warp takes one row, with
@@ -24,15 +25,18 @@ struct AxisRows {
   MPC_HD int64_t rows() const { return outer * inner; }
 };
 
-/// y := softmax (or log-softmax) of x along the axis; x and y of dtype t.
-void launchSoftmax(bool log, DType t, const void *x, void *y,
+/// y := softmax (or log-softmax) of x along the axis; x of dtype inT, y of
+/// outT: inT, or fp32 for a softmax of a narrower x (mpc.SoftmaxTo, x
+/// widened exactly).
+void launchSoftmax(bool log, DType inT, const void *x, DType outT, void *y,
                    const AxisRows &rows, cudaStream_t stream);
 
 /// dx := SoftmaxGrad (Y * (dY - sum(dY * Y))) or LogSoftmaxGrad
-/// (dY - exp(Y) * sum(dY)); dy and dx of dtype gradT, y of dtype fwdT.
+/// (dY - exp(Y) * sum(dY)); dy of dtype gradT, y of dtype fwdT, dx of
+/// outT: gradT, or fwdT for mpc.SoftmaxGradAs (not log).
 void launchSoftmaxGrad(bool log, DType gradT, const void *dy, DType fwdT,
-                       const void *y, void *dx, const AxisRows &rows,
-                       cudaStream_t stream);
+                       const void *y, DType outT, void *dx,
+                       const AxisRows &rows, cudaStream_t stream);
 
 } // namespace cuda
 } // namespace mpc

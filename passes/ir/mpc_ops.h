@@ -22,11 +22,20 @@
 //       pass the flags to BLAS, whose summation order for a transposed
 //       layout may differ in the last bits (ONNX Runtime's
 //       com.microsoft.FusedMatMul without alpha). Made by fold-transpose.
+//   SoftmaxTo(X) <axis, to> -> Y    Softmax(Cast(X, to)): X's elements are
+//       widened exactly to the float type `to` (at least X's width) and the
+//       softmax is taken and stored in it; the same bits as the two nodes
+//       without the cast copy. Made by fold-widening-casts from autocast's
+//       fp32 island around Softmax.
 //
 // Backward ops (emitted by autodiff):
 //   ReluGrad(dY, Y) -> dX                     dX = Y > 0 ? dY : 0
 //   SoftmaxGrad(dY, Y) <axis> -> dX           dX = Y * (dY - sum_axis(dY * Y))
 //   LogSoftmaxGrad(dY, Y) <axis> -> dX        dX = dY - exp(Y) * sum_axis(dY)
+//   SoftmaxGradAs(dY, Y) <axis> -> dX         SoftmaxGrad with dX of Y's
+//       dtype: dY's elements are widened exactly to it, the same bits as
+//       SoftmaxGrad(Cast(dY, Y's dtype), Y) without the cast copy
+//       (passes/fold_widening_casts.cpp); Y must be at least as wide.
 //   SoftmaxCrossEntropyLossGrad(dL, log_prob, labels [, weights])
 //       <reduction, ignore_index> -> dLogits
 //       log_prob is the forward node's second output, shape [N, C, d1...];

@@ -81,6 +81,14 @@ SoftmaxGrad <axis> (dY, Y) => (dX) {
 }
 )";
 
+// Softmax of X widened exactly to `to` (fold-widening-casts' Cast + Softmax).
+const char *kSoftmaxTo = R"(
+SoftmaxTo <axis, to> (X) => (Y) {
+  x = Cast <to: int = @to> (X)
+  Y = Softmax <axis: int = @axis> (x)
+}
+)";
+
 // dX = dY - exp(Y) * sum_axis(dY).
 const char *kLogSoftmaxGrad = R"(
 LogSoftmaxGrad <axis> (dY, Y) => (dX) {
@@ -490,6 +498,14 @@ const std::map<std::string, FunctionDef> &functionTable() {
     t["SoftmaxGrad"] = {plain(kSoftmaxGrad), {{"axis", A::ofInt(-1)}}, {}};
     t["LogSoftmaxGrad"] = {
         plain(kLogSoftmaxGrad), {{"axis", A::ofInt(-1)}}, {}};
+    // SoftmaxGrad with its result in Y's dtype instead of dY's.
+    t["SoftmaxGradAs"] = {
+        replaceAll(replaceAll(plain(kSoftmaxGrad), "SoftmaxGrad <axis>",
+                              "SoftmaxGradAs <axis>"),
+                   "dX = CastLike (dx, dY)", "dX = CastLike (dx, Y)"),
+        {{"axis", A::ofInt(-1)}},
+        {}};
+    t["SoftmaxTo"] = {plain(kSoftmaxTo), {{"axis", A::ofInt(-1)}}, {}};
     t["SoftmaxCrossEntropyLossGrad"] = {
         lossText(kSoftmaxCrossEntropyLossGrad, "log_prob"), lossDefaults,
         lossFills};

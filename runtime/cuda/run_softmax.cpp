@@ -1,4 +1,5 @@
-// CUDA runners of Softmax, LogSoftmax and their mpc gradients.
+// CUDA runners of Softmax, LogSoftmax, mpc.SoftmaxTo and the mpc gradients
+// (SoftmaxGrad, LogSoftmaxGrad, SoftmaxGradAs).
 //
 // The axis is resolved as the CPU kernels resolve it (opset-13 rule,
 // default -1, kernels/cpu/softmax.cpp); the rows go to kernels/cuda/
@@ -8,6 +9,8 @@
 #include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
+
+#include <optional>
 
 namespace mpc {
 namespace cuda {
@@ -25,10 +28,26 @@ template <bool Log> void runSoftmax(NodeStaging &s) {
   requireDeviceFloat(s.node(), x, "input");
   AxisRows rows = axisRows(s.node(), x.dims);
   void *y = s.out(0, x.dtype, x.dims);
-  launchSoftmax(Log, x.dtype, s.device(0), y, rows, s.stream());
+  launchSoftmax(Log, x.dtype, s.device(0), x.dtype, y, rows, s.stream());
 }
 
-template <bool Log> void runSoftmaxGrad(NodeStaging &s) {
+/// mpc.SoftmaxTo: X read as stored, Y in `to` (fp32 on the device).
+void runSoftmaxTo(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "X");
+  requireDeviceFloat(node, x, "X");
+  std::optional<DType> to = fromOnnxDataType(int(node.attrInt("to", 0)));
+  if (!to || (*to != x.dtype && *to != DType::F32))
+    cpu::fail(node, "the cuda kernel writes X's dtype or float, not 'to' = ",
+              node.attrInt("to", 0));
+  AxisRows rows = axisRows(node, x.dims);
+  void *y = s.out(0, *to, x.dims);
+  launchSoftmax(false, x.dtype, s.device(0), *to, y, rows, s.stream());
+}
+
+/// SoftmaxGrad / LogSoftmaxGrad (dX in dY's dtype) and SoftmaxGradAs (`AsY`:
+/// dX in Y's).
+template <bool Log, bool AsY = false> void runSoftmaxGrad(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &dy = s.in(0, "dY"), &y = s.in(1, "Y");
   if (dy.dims != y.dims)
@@ -37,12 +56,27 @@ template <bool Log> void runSoftmaxGrad(NodeStaging &s) {
   requireDeviceFloat(node, dy, "dY");
   requireDeviceFloat(node, y, "Y");
   AxisRows rows = axisRows(node, dy.dims);
-  void *dx = s.out(0, dy.dtype, dy.dims);
-  launchSoftmaxGrad(Log, dy.dtype, s.device(0), y.dtype, s.device(1), dx, rows,
-                    s.stream());
+  if (AsY && dy.dtype != y.dtype && !widensExactly(dy.dtype, y.dtype))
+    cpu::fail(node, "Y (", dtypeName(y.dtype),
+              ") must be a float type at least as wide as dY (",
+              dtypeName(dy.dtype), ")");
+  DType outT = AsY ? y.dtype : dy.dtype;
+  void *dx = s.out(0, outT, dy.dims);
+  launchSoftmaxGrad(Log, dy.dtype, s.device(0), y.dtype, s.device(1), outT, dx,
+                    rows, s.stream());
 }
 
 std::string checkInput0(const Node &n) { return requireDeviceFloat(n, {0}); }
+std::string checkSoftmaxTo(const Node &n) {
+  std::string why = requireDeviceFloat(n, {0});
+  if (!why.empty())
+    return why;
+  std::optional<DType> to = fromOnnxDataType(int(n.attrInt("to", 0)));
+  const Value *x = n.input(0);
+  if (!to || (x && *to != x->dtype && *to != DType::F32))
+    return "the cuda kernel writes X's dtype or float";
+  return "";
+}
 std::string checkInputs01(const Node &n) {
   return requireDeviceFloat(n, {0, 1});
 }
@@ -55,6 +89,8 @@ std::vector<CudaOpEntry> softmaxOps() {
       {"", "LogSoftmax", runSoftmax<true>, checkInput0},
       {kMpcDomain, "SoftmaxGrad", runSoftmaxGrad<false>, checkInputs01},
       {kMpcDomain, "LogSoftmaxGrad", runSoftmaxGrad<true>, checkInputs01},
+      {kMpcDomain, "SoftmaxGradAs", runSoftmaxGrad<false, true>, checkInputs01},
+      {kMpcDomain, "SoftmaxTo", runSoftmaxTo, checkSoftmaxTo},
   };
 }
 

@@ -677,6 +677,19 @@ void addSoftmax(std::vector<OpCase> &cases) {
                          return {randomTensor(rng, t, dims, -4, 4)};
                        },
                        Compare::Tolerance});
+      // The island as fold-widening-casts writes it: X as stored, the
+      // softmax in fp32.
+      if (!log)
+        cases.push_back({std::string("SoftmaxTo_") + sh.name,
+                         kMpcDomain,
+                         "SoftmaxTo",
+                         {{"axis", i(sh.axis)}, {"to", i(1)}},
+                         1,
+                         kFloats,
+                         [=](DType t, std::mt19937 &rng) -> Inputs {
+                           return {randomTensor(rng, t, dims, -4, 4)};
+                         },
+                         Compare::Tolerance});
     }
   for (bool log : {false, true}) {
     std::string op = log ? "LogSoftmaxGrad" : "SoftmaxGrad";
@@ -695,6 +708,19 @@ void addSoftmax(std::vector<OpCase> &cases) {
            },
            Compare::Tolerance});
   }
+  // The gradient as fold-widening-casts writes it: dY as stored, Y and dX
+  // in fp32.
+  cases.push_back({"SoftmaxGradAs",
+                   kMpcDomain,
+                   "SoftmaxGradAs",
+                   {{"axis", i(-1)}},
+                   1,
+                   kFloats,
+                   [=](DType t, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, t, {6, 4, 37}),
+                             softmaxOf(rng, DType::F32, {6, 4, 37}, false)};
+                   },
+                   Compare::Tolerance});
 }
 
 /// mean and inv_std (fp32, shape `stats`) of x over its last n elements

@@ -199,6 +199,8 @@ TEST(CpuBackend, TableHasEveryOp) {
                          "ReduceMax",
                          "mpc.ReluGrad",
                          "mpc.SoftmaxGrad",
+                         "mpc.SoftmaxGradAs",
+                         "mpc.SoftmaxTo",
                          "mpc.LogSoftmaxGrad",
                          "mpc.SoftmaxCrossEntropyLossGrad",
                          "mpc.NegativeLogLikelihoodLossGrad",
@@ -1153,6 +1155,56 @@ TEST(CpuMpcGrad, SumToShapeAsIsTheSumOfTheWidenedGradient) {
       errorOf("SumToShapeAs",
               {dy32, F({7}, std::vector<float>(7, 1.0f)).castTo(DType::F16)},
               {}, kMpcDomain)
+          .find("at least as wide as dY"),
+      std::string::npos);
+}
+
+/// Whether two tensors hold the same dtype, dims and bytes.
+::testing::AssertionResult sameBits(const Tensor &a, const Tensor &b) {
+  if (a.dtype != b.dtype || a.dims != b.dims ||
+      a.bytes.size() != b.bytes.size())
+    return ::testing::AssertionFailure()
+           << dtypeName(a.dtype) << dimsToString(a.dims) << " against "
+           << dtypeName(b.dtype) << dimsToString(b.dims);
+  if (std::memcmp(a.bytes.data(), b.bytes.data(), a.bytes.size()) != 0)
+    return ::testing::AssertionFailure() << "the bytes differ";
+  return ::testing::AssertionSuccess();
+}
+
+// fold-widening-casts turns autocast's softmax island Softmax(Cast(s16 ->
+// fp32)) into SoftmaxTo(s16), and its gradient SoftmaxGrad(Cast(dY16 ->
+// fp32), Y) into SoftmaxGradAs(dY16, Y): the same bits without the copies,
+// along the last axis (the attention's) and an inner one.
+TEST(CpuMpcGrad, SoftmaxToAndSoftmaxGradAsAreTheOpsOfTheWidenedInput) {
+  std::vector<float> scores(4 * 6 * 33), grads(scores.size());
+  for (size_t i = 0; i < scores.size(); ++i) {
+    scores[i] = float(std::sin(0.37 * double(i))) * 9.0f;
+    grads[i] = float(std::cos(0.11 * double(i))) * 0.3f;
+  }
+  Tensor s32 = F({4, 6, 33}, scores), g32 = F({4, 6, 33}, grads);
+  for (DType half : {DType::F16, DType::BF16})
+    for (int64_t axis : {-1, 1}) {
+      SCOPED_TRACE(std::string(dtypeName(half)) + " axis " +
+                   std::to_string(axis));
+      Tensor s = s32.castTo(half), g = g32.castTo(half);
+      Tensor y = run1("Softmax", {s.castTo(DType::F32)}, {{"axis", i64(axis)}});
+      EXPECT_TRUE(sameBits(
+          runMpc("SoftmaxTo", {s}, {{"axis", i64(axis)}, {"to", i64(1)}}), y));
+      EXPECT_TRUE(
+          sameBits(runMpc("SoftmaxGradAs", {g, y}, {{"axis", i64(axis)}}),
+                   runMpc("SoftmaxGrad", {g.castTo(DType::F32), y},
+                          {{"axis", i64(axis)}})));
+    }
+  // fp32 -> fp64 computes in fp64, as the Cast then Softmax does.
+  EXPECT_TRUE(
+      sameBits(runMpc("SoftmaxTo", {s32}, {{"axis", i64(-1)}, {"to", i64(11)}}),
+               run1("Softmax", {s32.castTo(DType::F64)}, {{"axis", i64(-1)}})));
+  // A narrower 'to' (or Y) would round the input.
+  EXPECT_NE(errorOf("SoftmaxTo", {s32}, {{"to", i64(10)}}, kMpcDomain)
+                .find("at least as wide as X"),
+            std::string::npos);
+  EXPECT_NE(
+      errorOf("SoftmaxGradAs", {g32, s32.castTo(DType::F16)}, {}, kMpcDomain)
           .find("at least as wide as dY"),
       std::string::npos);
 }

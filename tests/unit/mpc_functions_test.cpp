@@ -364,6 +364,8 @@ TEST(MpcFunctions, EveryFixedArityOpHasABodyThatParses) {
       "SliceGrad",
       "SoftmaxCrossEntropyLossGrad",
       "SoftmaxGrad",
+      "SoftmaxGradAs",
+      "SoftmaxTo",
       "SumToShape",
       "SumToShapeAs",
       "UpdateLossScale",
@@ -474,6 +476,30 @@ TEST(MpcFunctions, SoftmaxGradAndLogSoftmaxGradMatchKernel) {
                       {"Y", uniform(DType::F32, {3, 4}, -2, -0.1)}},
                      {}});
   }
+  runCases(cases);
+}
+
+// fold-widening-casts' softmax ops: X (or dY) as stored, computed and
+// written in the wider type.
+TEST(MpcFunctions, SoftmaxToAndSoftmaxGradAsMatchKernel) {
+  std::vector<Case> cases;
+  for (auto [from, to] :
+       {std::pair(DType::F16, DType::F32), std::pair(DType::BF16, DType::F32),
+        std::pair(DType::F32, DType::F32), std::pair(DType::F32, DType::F64)})
+    for (int64_t axis : {-1, 0, 1}) {
+      std::string types = std::string(dtypeName(from)) + "->" + dtypeName(to) +
+                          " axis " + std::to_string(axis);
+      cases.push_back(
+          {"SoftmaxTo " + types,
+           "SoftmaxTo",
+           {{"X", uniform(from, {2, 3, 5}, -4, 4)}},
+           {{"axis", A::ofInt(axis)}, {"to", A::ofInt(toOnnxDataType(to))}}});
+      cases.push_back({"SoftmaxGradAs " + types,
+                       "SoftmaxGradAs",
+                       {{"dY", uniform(from, {2, 3, 5}, -1, 1)},
+                        {"Y", uniform(to, {2, 3, 5}, 0.01, 1)}},
+                       {{"axis", A::ofInt(axis)}}});
+    }
   runCases(cases);
 }
 
