@@ -568,35 +568,41 @@ void addTraining(std::vector<OpCase> &cases) {
                        return in;
                      }});
   }
+  // Sizes: a multiple of 4 (float4s only), n % 4 == 3 (a scalar tail), and
+  // more elements than one wave of resident blocks holds on an H200 (the
+  // kernels' grid is one wave that grid-strides).
   struct AdamCase {
     const char *name;
     Builder::Attrs attrs;
     int64_t step;
     bool skip;
+    int64_t n;
   };
   for (const AdamCase &a :
-       {AdamCase{"first", {{"lr", f(1e-3f)}}, 0, false},
+       {AdamCase{"first", {{"lr", f(1e-3f)}}, 0, false, 1000},
         AdamCase{"later_wd",
                  {{"lr", f(1e-2f)}, {"weight_decay", f(0.01f)}},
                  5,
-                 false},
+                 false,
+                 1003},
         AdamCase{
             "adamw",
             {{"lr", f(1e-3f)}, {"weight_decay", f(0.01f)}, {"decoupled", i(1)}},
             9,
-            false},
-        AdamCase{"skipped", {{"lr", f(1e-3f)}}, 9, true}}) {
-    int64_t step = a.step;
+            false,
+            1000},
+        AdamCase{"skipped", {{"lr", f(1e-3f)}}, 9, true, 1003},
+        AdamCase{"long", {{"lr", f(1e-3f)}}, 3, false, 3000001}}) {
+    int64_t step = a.step, n = a.n;
     bool skip = a.skip;
     cases.push_back({std::string("Adam_") + a.name, kMpcDomain, "Adam", a.attrs,
                      3, kF32, [=](DType, std::mt19937 &rng) -> Inputs {
-                       return {
-                           boolScalar(skip),
-                           int64Scalar(step),
-                           randomTensor(rng, DType::F32, {1000}),
-                           randomTensor(rng, DType::F32, {1000}),
-                           randomTensor(rng, DType::F32, {1000}, -0.1f, 0.1f),
-                           randomTensor(rng, DType::F32, {1000}, 0, 0.01f)};
+                       return {boolScalar(skip),
+                               int64Scalar(step),
+                               randomTensor(rng, DType::F32, {n}),
+                               randomTensor(rng, DType::F32, {n}),
+                               randomTensor(rng, DType::F32, {n}, -0.1f, 0.1f),
+                               randomTensor(rng, DType::F32, {n}, 0, 0.01f)};
                      }});
   }
   for (bool skip : {false, true})
