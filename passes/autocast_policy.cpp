@@ -264,6 +264,9 @@ const std::vector<PolicyEntry> &table() {
       {kMpcDomain, "SoftmaxGradAs", PC::Keep, 0,
        "reads dY as stored and writes Y's (wider) dtype, the precision "
        "autocast chose for the SoftmaxGrad it replaces"},
+      {kMpcDomain, "SoftmaxGradDiv", PC::Keep, 0,
+       "SoftmaxGradAs, its Div and the Cast after it in one node, each "
+       "rounding where the nodes it replaces rounded"},
       {kMpcDomain, "SoftmaxTo", PC::Keep, 0,
        "reads X as stored and computes and writes its 'to' dtype, the "
        "precision autocast chose for the Softmax it replaces"},

@@ -31,13 +31,22 @@
 //   mpc.SoftmaxGrad<axis>(Cast<to = T>(h), Y)
 //                                         ->  mpc.SoftmaxGradAs<axis>(h, Y)
 //
-// (Y of dtype T), the same bits without the copies. A Cast is removed once
-// nothing else reads it.
+// (Y of dtype T), the same bits without the copies. The attention's scaling
+// Div(scores, sqrt(d)) then meets the gradient as
+//
+//   Cast<to = T2>(Div(mpc.SoftmaxGradAs(dY, Y), D))
+//                        ->  mpc.SoftmaxGradDiv<axis, to = T2>(dY, Y, D)
+//
+// (D one element of Y's dtype; the Cast when it is the Div's only reader),
+// each value rounded where the nodes rounded it, without the fp32 gradient
+// and its quotient. A Cast is removed once nothing else reads it.
 // Runs after loss-scale (which makes UnscaleGradients) and before
 // plan-memory; with --precision=fp32 there is nothing to fold.
 #include "passes/ir/mpc_ops.h"
 #include "passes/pass.h"
 #include "passes/precision_map.h"
+
+#include <optional>
 
 namespace mpc {
 namespace {
@@ -96,6 +105,30 @@ int64_t foldUnscaleInputs(Graph &g, Node *n) {
   return folded;
 }
 
+/// Records in the precision map (mpc-opt --explain) that `n` now runs
+/// folded in dtype t, as `what` says. A user's override that placed the
+/// node it came from (`prior`) stays its rule, the fold added to its detail.
+void recordFold(Model &model, const Graph &g, const Node &n,
+                const PrecisionRecord *prior, DType t,
+                const std::string &what) {
+  if (!model.precisionMap || model.precisionMap->graph() != &g)
+    return;
+  if (prior && prior->rule.rfind("override:", 0) == 0)
+    model.precisionMap->record(
+        n, {t, prior->rule, prior->detail + "; fold-widening-casts: " + what});
+  else
+    model.precisionMap->record(n, {t, "fold-widening-casts", what});
+}
+
+/// The precision-map record of n, copied (nullopt when there is none).
+std::optional<PrecisionRecord> priorRecord(const Model &model, const Graph &g,
+                                           const Node &n) {
+  if (!model.precisionMap || model.precisionMap->graph() != &g)
+    return std::nullopt;
+  const PrecisionRecord *r = model.precisionMap->find(n);
+  return r ? std::optional<PrecisionRecord>(*r) : std::nullopt;
+}
+
 /// Makes Softmax node n (reading the exact widening Cast `wide` of h) an
 /// mpc.SoftmaxTo of h in place, or SoftmaxGrad node n (its dY that Cast) an
 /// mpc.SoftmaxGradAs of (h, Y); the node keeps its name, axis and output.
@@ -111,14 +144,13 @@ void foldIntoSoftmax(Model &model, Graph &g, Node *n, Value *h) {
     attrs.push_back({"to", Attribute::ofInt(toOnnxDataType(to))});
   n->setAttrs(std::move(attrs));
   n->setInput(0, h);
-  if (model.precisionMap && model.precisionMap->graph() == &g)
-    model.precisionMap->record(
-        *n, {to, "fold-widening-casts",
+  std::optional<PrecisionRecord> prior = priorRecord(model, g, *n);
+  recordFold(model, g, *n, prior ? &*prior : nullptr, to,
              std::string("the ") + dtypeName(to) +
                  (grad ? " mpc.SoftmaxGrad island reading its "
                        : " Softmax island reading its ") +
                  dtypeName(h->dtype) + (grad ? " dY" : " X") +
-                 " as stored (the Cast up folded in)"});
+                 " as stored (the Cast up folded in)");
   if (wide->uses().empty() && !wide->isGraphOutput())
     g.removeNode(wide->producer());
 }
@@ -136,8 +168,92 @@ Value *foldableSoftmaxSource(const Node *n) {
   return widenedSource(n->input(0), n->output(0)->dtype);
 }
 
+/// The only reader of v, when v has exactly one and is no graph output.
+Node *soleUser(const Value *v) {
+  return v && v->uses().size() == 1 && !v->isGraphOutput()
+             ? v->uses().front().user
+             : nullptr;
+}
+
+/// Whether D is one element of dtype t and rank at most `rank`, so that a
+/// Div by it keeps the dividend's shape.
+bool isScalarDivisor(const Value *d, DType t, size_t rank) {
+  if (!d || d->dtype != t || !d->hasShape || d->dims.size() > rank)
+    return false;
+  for (const Dim &k : d->dims)
+    if (!k.isKnown() || k.value != 1)
+      return false;
+  return true;
+}
+
+/// Div node n when it divides the softmax gradient SoftmaxGradAs(dY, Y) (or
+/// a SoftmaxGrad whose dY has Y's dtype, the same op) by a scalar of Y's
+/// dtype, the gradient read by nothing else: the attention's scaling
+/// Div(scores, sqrt(d)) seen from the backward. Returns that gradient's
+/// node, else nullptr.
+Node *divisibleSoftmaxGrad(const Node *n) {
+  if (!n->isOp("", "Div") || n->numInputs() != 2 || !n->output(0))
+    return nullptr;
+  Value *a = n->input(0);
+  Node *sg = a ? a->producer() : nullptr;
+  if (!sg || soleUser(a) != n || !sg->input(0) || !sg->input(1) ||
+      !(sg->isOp(kMpcDomain, "SoftmaxGradAs") ||
+        (sg->isOp(kMpcDomain, "SoftmaxGrad") &&
+         sg->input(0)->dtype == sg->input(1)->dtype)))
+    return nullptr;
+  DType t = sg->input(1)->dtype;
+  if (a->dtype != t || n->output(0)->dtype != t || !a->hasShape ||
+      !isScalarDivisor(n->input(1), t, a->dims.size()))
+    return nullptr;
+  return sg;
+}
+
+/// Folds SoftmaxGrad(As) sg, the Div node div after it and, when it is the
+/// Div's only reader, a Cast after that into one mpc.SoftmaxGradDiv at the
+/// last node's place, which keeps that node's output (and the gradient
+/// node's name). Returns whether a Cast was folded too.
+bool foldIntoSoftmaxGradDiv(Model &model, Graph &g, Node *sg, Node *div) {
+  Node *last = div;
+  Node *cast = soleUser(div->output(0));
+  if (cast && cast->isOp("", "Cast") && cast->input(0) == div->output(0) &&
+      isFloating(cast->output(0)->dtype))
+    last = cast;
+  else
+    cast = nullptr;
+  Value *dy = sg->input(0), *y = sg->input(1), *d = div->input(1);
+  int64_t axis = sg->attrInt("axis", -1);
+  std::string name = sg->name();
+  DType to = last->output(0)->dtype;
+  last->setOp("SoftmaxGradDiv", kMpcDomain);
+  last->setAttrs({{"axis", Attribute::ofInt(axis)},
+                  {"to", Attribute::ofInt(toOnnxDataType(to))}});
+  last->setInput(0, dy);
+  if (last->numInputs() < 2)
+    last->addInput(y);
+  else
+    last->setInput(1, y);
+  if (last->numInputs() < 3)
+    last->addInput(d);
+  else
+    last->setInput(2, d);
+  std::optional<PrecisionRecord> prior = priorRecord(model, g, *sg);
+  if (cast)
+    g.removeNode(div);
+  g.removeNode(sg);
+  last->setName(name);
+  recordFold(
+      model, g, *last, prior ? &*prior : nullptr, to,
+      std::string("the ") + dtypeName(y->dtype) + " mpc.SoftmaxGrad island" +
+          (dy->dtype != y->dtype ? std::string(" reading its ") +
+                                       dtypeName(dy->dtype) + " dY as stored,"
+                                 : std::string()) +
+          " divided by '" + d->name() + "' and written in " + dtypeName(to) +
+          " (the Div" + (cast ? " and the Cast after it" : "") + " folded in)");
+  return cast != nullptr;
+}
+
 int64_t foldGraph(Model &model, Graph &g, int64_t &gradients,
-                  int64_t &softmaxes) {
+                  int64_t &softmaxes, int64_t &divisions) {
   int64_t folded = 0;
   for (Node *n : g.nodeList()) {
     if (n->isOp(kMpcDomain, "UnscaleGradients")) {
@@ -160,15 +276,22 @@ int64_t foldGraph(Model &model, Graph &g, int64_t &gradients,
       ++folded;
     }
   }
+  // After the Casts up are folded: the gradient's Div (and Cast down).
+  for (Node *n : g.nodeList())
+    if (Node *sg = divisibleSoftmaxGrad(n)) {
+      foldIntoSoftmaxGradDiv(model, g, sg, n);
+      ++divisions;
+    }
   return folded;
 }
 
 } // namespace
 
 void runFoldWideningCasts(Model &model, PassContext &ctx) {
-  int64_t gradients = 0, softmaxes = 0;
+  int64_t gradients = 0, softmaxes = 0, divisions = 0;
   ctx.stats["sums-folded"] +=
-      foldGraph(model, workingGraph(model), gradients, softmaxes);
+      foldGraph(model, workingGraph(model), gradients, softmaxes, divisions);
+  ctx.stats["softmax-grad-divs-folded"] += divisions;
   ctx.stats["unscale-inputs-folded"] += gradients;
   ctx.stats["softmaxes-folded"] += softmaxes;
 }

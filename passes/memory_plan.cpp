@@ -90,7 +90,8 @@ enum class OpKind : uint8_t {
   /// gradients, whose kernels read a whole row (max, sum) before writing any
   /// of it, then write element i after reading it, rows never overlapping
   /// (the fp32 island's Cast up dies into its Softmax, the gradient's into
-  /// SoftmaxGrad; SoftmaxGradAs over its Y, the dtype checked below);
+  /// SoftmaxGrad; SoftmaxGradAs over its Y and SoftmaxGradDiv over its dY,
+  /// the dtype checked below);
   /// ReluGrad, whose kernels read each block before writing it.
   InPlaceElementwise,
   /// The output is the input's bytes under other dims: it shares the
@@ -127,8 +128,8 @@ OpKind opKind(const Node &n) {
     return OpKind::UnscaleGradients;
   if (is(op, "ClipGradNorm"))
     return OpKind::ClipGradNorm;
-  if (isOneOf(op,
-              {"SoftmaxGrad", "LogSoftmaxGrad", "SoftmaxGradAs", "ReluGrad"}))
+  if (isOneOf(op, {"SoftmaxGrad", "LogSoftmaxGrad", "SoftmaxGradAs",
+                   "SoftmaxGradDiv", "ReluGrad"}))
     return OpKind::InPlaceElementwise;
   return OpKind::Other;
 }

@@ -1439,6 +1439,36 @@ void inferSoftmaxGradAs(Ctx &c) {
   c.setShapeOf(0, y->dtype, dy->hasShape ? dy : y);
 }
 
+/// mpc.SoftmaxGradDiv: SoftmaxGradAs divided by the one-element D (Y's
+/// dtype) and cast to `to`.
+void inferSoftmaxGradDiv(Ctx &c) {
+  inferSoftmaxGradAs(c);
+  Value *y = c.req(1);
+  Value *d = c.req(2);
+  if (d->dtype != DType::Undefined && y->dtype != DType::Undefined &&
+      d->dtype != y->dtype)
+    fail([&] {
+      errorAt(c.n) << "D (" << dtypeName(d->dtype) << ") must have Y's dtype ("
+                   << dtypeName(y->dtype) << ")";
+    });
+  bool single = true;
+  for (const Dim &k : d->dims)
+    single = single && k.isKnown() && k.value == 1;
+  if (d->hasShape && (!single || (y->hasShape && d->rank() > y->rank())))
+    fail([&] {
+      errorAt(c.n) << "D must be one element of rank at most Y's, got "
+                   << dimsToString(d->dims);
+    });
+  int64_t to = c.requiredIntAttr("to");
+  auto t = fromOnnxDataType(int(to));
+  if (!t || !isFloating(*t))
+    fail([&] {
+      errorAt(c.n) << "attribute 'to' = " << to << " must be a float type";
+    });
+  Value *dy = c.n.input(0);
+  c.setShapeOf(0, *t, dy->hasShape ? dy : y);
+}
+
 /// mpc.SoftmaxTo: Softmax of X widened exactly to `to` (a float type at
 /// least as wide as X's), Y in that type.
 void inferSoftmaxTo(Ctx &c) {
@@ -1723,6 +1753,7 @@ const OpRule kRules[] = {
     {kMpcDomain, "SoftmaxCrossEntropyLossGrad", 3, 4, 1, 1, inferLossGrad},
     {kMpcDomain, "SoftmaxGrad", 2, 2, 1, 1, inferElementwiseGrad},
     {kMpcDomain, "SoftmaxGradAs", 2, 2, 1, 1, inferSoftmaxGradAs},
+    {kMpcDomain, "SoftmaxGradDiv", 3, 3, 1, 1, inferSoftmaxGradDiv},
     {kMpcDomain, "SoftmaxTo", 1, 1, 1, 1, inferSoftmaxTo},
     {kMpcDomain, "SumToShape", 2, 2, 1, 1, inferSumToShape},
     {kMpcDomain, "SumToShapeAs", 2, 2, 1, 1, inferSumToShapeAs},

@@ -16,6 +16,7 @@
 
 #include <cmath>
 
+#include <optional>
 #include <type_traits>
 
 namespace mpc {
@@ -60,45 +61,82 @@ void kernelReluGrad(KernelContext &ctx) {
   });
 }
 
+/// Where a softmax gradient's dX goes: dY's dtype (SoftmaxGrad,
+/// LogSoftmaxGrad), Y's (SoftmaxGradAs, dY widened exactly), or Y's divided
+/// by the scalar D in Y's dtype and cast to `to` (SoftmaxGradDiv).
+enum class GradOut { AsDY, AsY, DivTo };
+
 /// SoftmaxGrad (dX = Y * (dY - sum(dY * Y))) and LogSoftmaxGrad
-/// (dX = dY - exp(Y) * sum(dY)) over one axis; dX in dY's dtype, or in Y's
-/// for SoftmaxGradAs (`AsY`: dY widened exactly, the same bits as
-/// SoftmaxGrad of the widened copy).
-template <bool Log, bool AsY = false>
+/// (dX = dY - exp(Y) * sum(dY)) over one axis, dX placed as `Out` says: the
+/// bits of SoftmaxGrad of the widened dY, then Div and Cast, node by node.
+template <bool Log, GradOut Out = GradOut::AsDY>
 void softmaxGradKernel(KernelContext &ctx) {
   const Tensor &dy = input(ctx, 0, "dY"), &y = input(ctx, 1, "Y");
   requireSameShape(ctx.node, dy, y, "Y");
-  if (AsY && dy.dtype != y.dtype && !widensExactly(dy.dtype, y.dtype))
+  if (Out != GradOut::AsDY && dy.dtype != y.dtype &&
+      !widensExactly(dy.dtype, y.dtype))
     fail(ctx.node, "Y (", dtypeName(y.dtype),
          ") must be a float type at least as wide as dY (", dtypeName(dy.dtype),
          ")");
+  const Tensor *d = nullptr;
+  DType outT = Out == GradOut::AsDY ? dy.dtype : y.dtype;
+  if constexpr (Out == GradOut::DivTo) {
+    d = &input(ctx, 2, "D");
+    if (d->dtype != y.dtype || d->numel() != 1)
+      fail(ctx.node, "D must be one ", dtypeName(y.dtype),
+           " (Y's dtype) element, got ", dtypeName(d->dtype), " ",
+           shapeString(d->dims));
+    std::optional<DType> to = fromOnnxDataType(int(ctx.node.attrInt("to", 0)));
+    if (!to || !isFloating(*to))
+      fail(ctx.node, "attribute 'to' must be a float type");
+    outT = *to;
+  }
   int64_t axis = normalizeAxis(ctx.node, ctx.node.attrInt("axis", -1),
                                int64_t(dy.dims.size()));
   AxisSplit s = splitAt(dy.dims, axis);
-  Tensor &dx = output(ctx, 0, AsY ? y.dtype : dy.dtype, dy.dims);
+  Tensor &dx = output(ctx, 0, outT, dy.dims);
   dispatchFloat2(ctx.node, dy.dtype, y.dtype, [&](auto gio, auto fio) {
     using G = decltype(gio);
     using Fw = decltype(fio);
-    using O = std::conditional_t<AsY, Fw, G>;
     using C = Wider<G, Fw>;
-    const auto *pg = ptr<G>(dy);
-    const auto *pf = ptr<Fw>(y);
-    auto *px = ptr<O>(dx);
-    for (int64_t o = 0; o < s.outer; ++o)
-      for (int64_t i = 0; i < s.inner; ++i) {
-        int64_t base = o * s.len * s.inner + i;
-        C sum = 0;
-        for (int64_t j = 0; j < s.len; ++j) {
-          int64_t k = base + j * s.inner;
-          sum += softmaxGradTerm<Log>(C(G::load(pg, k)), C(Fw::load(pf, k)));
+    auto rows = [&](auto oio) {
+      using O = decltype(oio);
+      const auto *pg = ptr<G>(dy);
+      const auto *pf = ptr<Fw>(y);
+      auto *px = ptr<O>(dx);
+      typename Fw::Compute divisor{};
+      if constexpr (Out == GradOut::DivTo)
+        divisor = Fw::load(ptr<Fw>(*d), 0);
+      for (int64_t o = 0; o < s.outer; ++o)
+        for (int64_t i = 0; i < s.inner; ++i) {
+          int64_t base = o * s.len * s.inner + i;
+          C sum = 0;
+          for (int64_t j = 0; j < s.len; ++j) {
+            int64_t k = base + j * s.inner;
+            sum += softmaxGradTerm<Log>(C(G::load(pg, k)), C(Fw::load(pf, k)));
+          }
+          for (int64_t j = 0; j < s.len; ++j) {
+            int64_t k = base + j * s.inner;
+            C g = G::load(pg, k), v = Fw::load(pf, k);
+            C value = softmaxGradValue<Log>(g, v, sum);
+            if constexpr (Out == GradOut::DivTo) {
+              // Rounded to Y's dtype, divided there, then cast.
+              typename Fw::Storage t;
+              Fw::store(&t, 0, typename Fw::Compute(value));
+              Fw::store(&t, 0, Fw::load(&t, 0) / divisor);
+              O::store(px, k, typename O::Compute(Fw::load(&t, 0)));
+            } else {
+              O::store(px, k, typename O::Compute(value));
+            }
+          }
         }
-        for (int64_t j = 0; j < s.len; ++j) {
-          int64_t k = base + j * s.inner;
-          C g = G::load(pg, k), v = Fw::load(pf, k);
-          O::store(px, k,
-                   typename O::Compute(softmaxGradValue<Log>(g, v, sum)));
-        }
-      }
+    };
+    if constexpr (Out == GradOut::DivTo)
+      dispatchFloat(ctx.node, outT, rows);
+    else if constexpr (Out == GradOut::AsY)
+      rows(Fw{});
+    else
+      rows(G{});
   });
 }
 
@@ -336,7 +374,8 @@ std::vector<KernelEntry> mpcGradKernels() {
       {kMpcDomain, "ReluGrad", kernelReluGrad},
       {kMpcDomain, "SoftmaxGrad", softmaxGradKernel<false>},
       {kMpcDomain, "LogSoftmaxGrad", softmaxGradKernel<true>},
-      {kMpcDomain, "SoftmaxGradAs", softmaxGradKernel<false, true>},
+      {kMpcDomain, "SoftmaxGradAs", softmaxGradKernel<false, GradOut::AsY>},
+      {kMpcDomain, "SoftmaxGradDiv", softmaxGradKernel<false, GradOut::DivTo>},
       {kMpcDomain, "SoftmaxCrossEntropyLossGrad",
        kernelSoftmaxCrossEntropyLossGrad},
       {kMpcDomain, "NegativeLogLikelihoodLossGrad",

@@ -82,6 +82,32 @@ softmaxGradKernel(const typename G::Storage *dy, const typename F::Storage *y,
   }
 }
 
+// mpc.SoftmaxGradDiv with an fp32 Y: softmaxGradKernel's value divided by
+// *d in fp32 and written as O; dx may be dy's bytes (O == G).
+template <typename G, typename O>
+__global__ void softmaxGradDivKernel(const typename G::Storage *dy,
+                                     const float *y, const float *d,
+                                     typename O::Storage *dx, AxisRows r) {
+  float divisor = *d;
+  int64_t lane = threadIdx.x % kWarp;
+  int64_t stride = int64_t(gridDim.x) * kRowsPerBlock;
+  for (int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+       row < r.rows(); row += stride) {
+    int64_t base = rowBase(r, row);
+    float sum = 0.0f;
+    for (int64_t j = lane; j < r.len; j += kWarp) {
+      int64_t k = base + j * r.inner;
+      sum += softmaxGradTerm<false>(G::toFloat(dy[k]), y[k]);
+    }
+    sum = warpSum(sum);
+    for (int64_t j = lane; j < r.len; j += kWarp) {
+      int64_t k = base + j * r.inner;
+      dx[k] = O::fromFloat(
+          softmaxGradValue<false>(G::toFloat(dy[k]), y[k], sum) / divisor);
+    }
+  }
+}
+
 unsigned rowGrid(int64_t rows) {
   int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   return unsigned(blocks < 1 ? 1 : blocks > 65535 ? 65535 : blocks);
@@ -145,6 +171,23 @@ void launchSoftmaxGrad(bool log, DType gt, const void *dy, DType ft,
     });
   });
   MPC_CUDA_CHECK_LAUNCH("softmaxGradKernel");
+}
+
+void launchSoftmaxGradDiv(DType gradT, const void *dy, const float *y,
+                          const float *d, DType outT, void *dx,
+                          const AxisRows &r, cudaStream_t s) {
+  if (r.rows() == 0 || r.len == 0)
+    return;
+  dispatchDeviceFloat(gradT, "SoftmaxGradDiv", [&](auto gio) {
+    using G = decltype(gio);
+    dispatchDeviceFloat(outT, "SoftmaxGradDiv", [&](auto oio) {
+      using O = decltype(oio);
+      softmaxGradDivKernel<G, O><<<rowGrid(r.rows()), kBlock, 0, s>>>(
+          static_cast<const typename G::Storage *>(dy), y, d,
+          static_cast<typename O::Storage *>(dx), r);
+    });
+  });
+  MPC_CUDA_CHECK_LAUNCH("softmaxGradDivKernel");
 }
 
 } // namespace cuda

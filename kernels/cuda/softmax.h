@@ -1,7 +1,7 @@
 // Host entry points of the CUDA softmax kernels (kernels/cuda/softmax.cu):
 // Softmax / LogSoftmax along one axis and their gradients (mpc.SoftmaxGrad,
 // mpc.LogSoftmaxGrad), and mpc.SoftmaxTo / mpc.SoftmaxGradAs, which read a
-// narrower operand as stored.
+// narrower operand as stored, and mpc.SoftmaxGradDiv.
 //
 // A tensor is seen as rows around the axis ([outer, len, inner], element j
 // of row (o, i) at (o * len + j) * inner + i); one warp takes one row, with
@@ -37,6 +37,13 @@ void launchSoftmax(bool log, DType inT, const void *x, DType outT, void *y,
 void launchSoftmaxGrad(bool log, DType gradT, const void *dy, DType fwdT,
                        const void *y, DType outT, void *dx,
                        const AxisRows &rows, cudaStream_t stream);
+
+/// dx := mpc.SoftmaxGradDiv: SoftmaxGrad of dy (dtype gradT, widened) and
+/// the fp32 y, divided by the fp32 *d (a device pointer) and written as
+/// outT (fp32, fp16 or bf16).
+void launchSoftmaxGradDiv(DType gradT, const void *dy, const float *y,
+                          const float *d, DType outT, void *dx,
+                          const AxisRows &rows, cudaStream_t stream);
 
 } // namespace cuda
 } // namespace mpc

@@ -36,6 +36,11 @@
 //       dtype: dY's elements are widened exactly to it, the same bits as
 //       SoftmaxGrad(Cast(dY, Y's dtype), Y) without the cast copy
 //       (passes/fold_widening_casts.cpp); Y must be at least as wide.
+//   SoftmaxGradDiv(dY, Y, D) <axis, to> -> dX   Cast(Div(SoftmaxGradAs(dY,
+//       Y), D), to): the attention's gradient through its scaling Div, D one
+//       element of Y's dtype (the Div rounds to Y's dtype, the Cast to
+//       `to`), the same bits as the three nodes without their two
+//       intermediate tensors (passes/fold_widening_casts.cpp).
 //   SoftmaxCrossEntropyLossGrad(dL, log_prob, labels [, weights])
 //       <reduction, ignore_index> -> dLogits
 //       log_prob is the forward node's second output, shape [N, C, d1...];

@@ -506,6 +506,15 @@ const std::map<std::string, FunctionDef> &functionTable() {
         {{"axis", A::ofInt(-1)}},
         {}};
     t["SoftmaxTo"] = {plain(kSoftmaxTo), {{"axis", A::ofInt(-1)}}, {}};
+    // SoftmaxGradAs, then divided by D in Y's dtype and cast to `to`.
+    t["SoftmaxGradDiv"] = {
+        replaceAll(replaceAll(plain(kSoftmaxGrad), "SoftmaxGrad <axis> (dY, Y)",
+                              "SoftmaxGradDiv <axis, to> (dY, Y, D)"),
+                   "dX = CastLike (dx, dY)",
+                   "dx_y = CastLike (dx, Y)\n  q = Div (dx_y, D)\n"
+                   "  dX = Cast <to: int = @to> (q)"),
+        {{"axis", A::ofInt(-1)}},
+        {}};
     t["SoftmaxCrossEntropyLossGrad"] = {
         lossText(kSoftmaxCrossEntropyLossGrad, "log_prob"), lossDefaults,
         lossFills};

@@ -1,5 +1,5 @@
 // CUDA runners of Softmax, LogSoftmax, mpc.SoftmaxTo and the mpc gradients
-// (SoftmaxGrad, LogSoftmaxGrad, SoftmaxGradAs).
+// (SoftmaxGrad, LogSoftmaxGrad, SoftmaxGradAs, SoftmaxGradDiv).
 //
 // The axis is resolved as the CPU kernels resolve it (opset-13 rule,
 // default -1, kernels/cpu/softmax.cpp); the rows go to kernels/cuda/
@@ -66,6 +66,26 @@ template <bool Log, bool AsY = false> void runSoftmaxGrad(NodeStaging &s) {
                     rows, s.stream());
 }
 
+/// mpc.SoftmaxGradDiv with an fp32 Y and D (checkSoftmaxGradDiv).
+void runSoftmaxGradDiv(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &y = s.in(1, "Y"), &d = s.in(2, "D");
+  if (dy.dims != y.dims)
+    cpu::fail(node, "dY of shape ", cpu::shapeString(dy.dims),
+              " does not match Y of shape ", cpu::shapeString(y.dims));
+  requireDeviceFloat(node, dy, "dY");
+  if (y.dtype != DType::F32 || d.dtype != DType::F32 || d.numel() != 1)
+    cpu::fail(node, "the cuda kernel takes an fp32 Y and a one-element fp32 D");
+  std::optional<DType> to = fromOnnxDataType(int(node.attrInt("to", 0)));
+  if (!to)
+    cpu::fail(node, "attribute 'to' is not a data type");
+  AxisRows rows = axisRows(node, dy.dims);
+  void *dx = s.out(0, *to, dy.dims);
+  launchSoftmaxGradDiv(
+      dy.dtype, s.device(0), static_cast<const float *>(s.device(1)),
+      static_cast<const float *>(s.device(2)), *to, dx, rows, s.stream());
+}
+
 std::string checkInput0(const Node &n) { return requireDeviceFloat(n, {0}); }
 std::string checkSoftmaxTo(const Node &n) {
   std::string why = requireDeviceFloat(n, {0});
@@ -75,6 +95,18 @@ std::string checkSoftmaxTo(const Node &n) {
   const Value *x = n.input(0);
   if (!to || (x && *to != x->dtype && *to != DType::F32))
     return "the cuda kernel writes X's dtype or float";
+  return "";
+}
+std::string checkSoftmaxGradDiv(const Node &n) {
+  std::string why = requireDeviceFloat(n, {0});
+  if (!why.empty())
+    return why;
+  const Value *y = n.input(1), *d = n.input(2);
+  if (!y || y->dtype != DType::F32 || !d || d->dtype != DType::F32)
+    return "the cuda kernel takes an fp32 Y and D";
+  std::optional<DType> to = fromOnnxDataType(int(n.attrInt("to", 0)));
+  if (!to || (*to != DType::F32 && *to != DType::F16 && *to != DType::BF16))
+    return "the cuda kernel writes fp32, fp16 or bf16";
   return "";
 }
 std::string checkInputs01(const Node &n) {
@@ -90,6 +122,7 @@ std::vector<CudaOpEntry> softmaxOps() {
       {kMpcDomain, "SoftmaxGrad", runSoftmaxGrad<false>, checkInputs01},
       {kMpcDomain, "LogSoftmaxGrad", runSoftmaxGrad<true>, checkInputs01},
       {kMpcDomain, "SoftmaxGradAs", runSoftmaxGrad<false, true>, checkInputs01},
+      {kMpcDomain, "SoftmaxGradDiv", runSoftmaxGradDiv, checkSoftmaxGradDiv},
       {kMpcDomain, "SoftmaxTo", runSoftmaxTo, checkSoftmaxTo},
   };
 }

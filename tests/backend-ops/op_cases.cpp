@@ -714,6 +714,21 @@ void addSoftmax(std::vector<OpCase> &cases) {
            },
            Compare::Tolerance});
   }
+  // The gradient through the attention's scaling Div and the Cast down, as
+  // fold-widening-casts writes it: dY as stored, Y and D fp32, dX fp16.
+  cases.push_back({"SoftmaxGradDiv",
+                   kMpcDomain,
+                   "SoftmaxGradDiv",
+                   {{"axis", i(-1)}, {"to", i(10)}},
+                   1,
+                   kFloats,
+                   [=](DType t, std::mt19937 &rng) -> Inputs {
+                     Tensor d(DType::F32, {});
+                     d.data<float>()[0] = 8.0f;
+                     return {randomTensor(rng, t, {6, 4, 37}),
+                             softmaxOf(rng, DType::F32, {6, 4, 37}, false), d};
+                   },
+                   Compare::Tolerance});
   // The gradient as fold-widening-casts writes it: dY as stored, Y and dX
   // in fp32.
   cases.push_back({"SoftmaxGradAs",

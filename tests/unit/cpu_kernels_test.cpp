@@ -200,6 +200,7 @@ TEST(CpuBackend, TableHasEveryOp) {
                          "mpc.ReluGrad",
                          "mpc.SoftmaxGrad",
                          "mpc.SoftmaxGradAs",
+                         "mpc.SoftmaxGradDiv",
                          "mpc.SoftmaxTo",
                          "mpc.LogSoftmaxGrad",
                          "mpc.SoftmaxCrossEntropyLossGrad",
@@ -1195,6 +1196,31 @@ TEST(CpuMpcGrad, SoftmaxToAndSoftmaxGradAsAreTheOpsOfTheWidenedInput) {
                    runMpc("SoftmaxGrad", {g.castTo(DType::F32), y},
                           {{"axis", i64(axis)}})));
     }
+  // SoftmaxGradDiv: the widened gradient divided by one element of Y's dtype
+  // and cast, node by node: to fp16 and bf16 (the attention's backward), to
+  // Y's fp32 (no Cast), and with a narrower fp16 Y (rounded there first).
+  Tensor y = run1("Softmax", {s32}, {{"axis", i64(-1)}});
+  Tensor g16 = g32.castTo(DType::F16);
+  Tensor d = F({}, {8.0f}), d3 = F({1, 1, 1}, {3.0f});
+  for (DType to : {DType::F16, DType::BF16, DType::F32})
+    for (const Tensor *dd : {&d, &d3}) {
+      SCOPED_TRACE(std::string("to ") + dtypeName(to));
+      Tensor nodes =
+          run1("Div", {runMpc("SoftmaxGradAs", {g16, y}), *dd}).castTo(to);
+      EXPECT_TRUE(sameBits(runMpc("SoftmaxGradDiv", {g16, y, *dd},
+                                  {{"to", i64(toOnnxDataType(to))}}),
+                           nodes));
+    }
+  Tensor y16 = y.castTo(DType::F16);
+  EXPECT_TRUE(sameBits(
+      runMpc("SoftmaxGradDiv", {g16, y16, d3.castTo(DType::F16)},
+             {{"to", i64(1)}}),
+      run1("Div", {runMpc("SoftmaxGrad", {g16, y16}), d3.castTo(DType::F16)})
+          .castTo(DType::F32)));
+  EXPECT_NE(errorOf("SoftmaxGradDiv", {g16, y, F({2}, {1, 2})},
+                    {{"to", i64(1)}}, kMpcDomain)
+                .find("D must be one fp32"),
+            std::string::npos);
   // fp32 -> fp64 computes in fp64, as the Cast then Softmax does.
   EXPECT_TRUE(
       sameBits(runMpc("SoftmaxTo", {s32}, {{"axis", i64(-1)}, {"to", i64(11)}}),

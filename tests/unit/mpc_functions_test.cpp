@@ -365,6 +365,7 @@ TEST(MpcFunctions, EveryFixedArityOpHasABodyThatParses) {
       "SoftmaxCrossEntropyLossGrad",
       "SoftmaxGrad",
       "SoftmaxGradAs",
+      "SoftmaxGradDiv",
       "SoftmaxTo",
       "SumToShape",
       "SumToShapeAs",
@@ -481,7 +482,7 @@ TEST(MpcFunctions, SoftmaxGradAndLogSoftmaxGradMatchKernel) {
 
 // fold-widening-casts' softmax ops: X (or dY) as stored, computed and
 // written in the wider type.
-TEST(MpcFunctions, SoftmaxToAndSoftmaxGradAsMatchKernel) {
+TEST(MpcFunctions, SoftmaxToSoftmaxGradAsAndSoftmaxGradDivMatchKernel) {
   std::vector<Case> cases;
   for (auto [from, to] :
        {std::pair(DType::F16, DType::F32), std::pair(DType::BF16, DType::F32),
@@ -499,6 +500,14 @@ TEST(MpcFunctions, SoftmaxToAndSoftmaxGradAsMatchKernel) {
                        {{"dY", uniform(from, {2, 3, 5}, -1, 1)},
                         {"Y", uniform(to, {2, 3, 5}, 0.01, 1)}},
                        {{"axis", A::ofInt(axis)}}});
+      for (DType out : {DType::F16, to})
+        cases.push_back({"SoftmaxGradDiv " + types + " -> " + dtypeName(out),
+                         "SoftmaxGradDiv",
+                         {{"dY", uniform(from, {2, 3, 5}, -1, 1)},
+                          {"Y", uniform(to, {2, 3, 5}, 0.01, 1)},
+                          {"D", uniform(to, {}, 2, 9)}},
+                         {{"axis", A::ofInt(axis)},
+                          {"to", A::ofInt(toOnnxDataType(out))}}});
     }
   runCases(cases);
 }
