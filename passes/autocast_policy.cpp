@@ -267,6 +267,9 @@ const std::vector<PolicyEntry> &table() {
       {kMpcDomain, "SoftmaxGradDiv", PC::Keep, 0,
        "SoftmaxGradAs, its Div and the Cast after it in one node, each "
        "rounding where the nodes it replaces rounded"},
+      {kMpcDomain, "DivSoftmaxTo", PC::Keep, 0,
+       "the attention's scaling Div and its SoftmaxTo in one node, each "
+       "rounding where the nodes it replaces rounded"},
       {kMpcDomain, "SoftmaxTo", PC::Keep, 0,
        "reads X as stored and computes and writes its 'to' dtype, the "
        "precision autocast chose for the Softmax it replaces"},

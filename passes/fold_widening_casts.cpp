@@ -39,7 +39,12 @@
 //
 // (D one element of Y's dtype; the Cast when it is the Div's only reader),
 // each value rounded where the nodes rounded it, without the fp32 gradient
-// and its quotient. A Cast is removed once nothing else reads it.
+// and its quotient; and in the forward
+//
+//   mpc.SoftmaxTo<axis, to>(Div(X, D))  ->  mpc.DivSoftmaxTo<axis, to>(X, D)
+//
+// (likewise a Softmax with its axis given, `to` then X's dtype), without
+// the quotient. A Cast is removed once nothing else reads it.
 // Runs after loss-scale (which makes UnscaleGradients) and before
 // plan-memory; with --precision=fp32 there is nothing to fold.
 #include "passes/ir/mpc_ops.h"
@@ -252,6 +257,49 @@ bool foldIntoSoftmaxGradDiv(Model &model, Graph &g, Node *sg, Node *div) {
   return cast != nullptr;
 }
 
+/// The Div node a softmax island n (SoftmaxTo, or a Softmax with its axis
+/// given) reads when it divides X by one element of X's dtype and nothing
+/// else reads the quotient: the attention's scaling Div(scores, sqrt(d)).
+Node *divisionIntoSoftmax(const Node *n) {
+  if (!(n->isOp(kMpcDomain, "SoftmaxTo") ||
+        (n->isOp("", "Softmax") && n->hasAttr("axis"))) ||
+      !n->output(0))
+    return nullptr;
+  Value *q = n->input(0);
+  Node *div = q ? q->producer() : nullptr;
+  if (!div || !div->isOp("", "Div") || soleUser(q) != n ||
+      div->numInputs() != 2 || !div->input(0))
+    return nullptr;
+  const Value *x = div->input(0);
+  if (q->dtype != x->dtype || !x->hasShape ||
+      !isScalarDivisor(div->input(1), x->dtype, x->dims.size()))
+    return nullptr;
+  return div;
+}
+
+/// Makes softmax island n an mpc.DivSoftmaxTo of the Div node div's
+/// operands in place (keeping its name, axis, `to` and output).
+void foldIntoDivSoftmaxTo(Model &model, Graph &g, Node *n, Node *div) {
+  Value *x = div->input(0), *d = div->input(1);
+  DType to = n->output(0)->dtype;
+  int64_t axis = n->attrInt("axis", -1);
+  std::optional<PrecisionRecord> prior = priorRecord(model, g, *n);
+  n->setOp("DivSoftmaxTo", kMpcDomain);
+  n->setAttrs({{"axis", Attribute::ofInt(axis)},
+               {"to", Attribute::ofInt(toOnnxDataType(to))}});
+  n->setInput(0, x);
+  n->addInput(d);
+  g.removeNode(div);
+  recordFold(model, g, *n, prior ? &*prior : nullptr, to,
+             std::string("the ") + dtypeName(to) + " Softmax island" +
+                 (x->dtype != to ? std::string(" reading its ") +
+                                       dtypeName(x->dtype) + " X as stored,"
+                                 : std::string()) +
+                 " divided by '" + d->name() + "' in " + dtypeName(x->dtype) +
+                 " (the Div" + (x->dtype != to ? " and the Cast up" : "") +
+                 " folded in)");
+}
+
 int64_t foldGraph(Model &model, Graph &g, int64_t &gradients,
                   int64_t &softmaxes, int64_t &divisions) {
   int64_t folded = 0;
@@ -276,12 +324,17 @@ int64_t foldGraph(Model &model, Graph &g, int64_t &gradients,
       ++folded;
     }
   }
-  // After the Casts up are folded: the gradient's Div (and Cast down).
-  for (Node *n : g.nodeList())
-    if (Node *sg = divisibleSoftmaxGrad(n)) {
+  // After the Casts up are folded: the scaling Div into the softmax, and
+  // the gradient's Div (and Cast down) into the softmax gradient.
+  for (Node *n : g.nodeList()) {
+    if (Node *div = divisionIntoSoftmax(n)) {
+      foldIntoDivSoftmaxTo(model, g, n, div);
+      ++divisions;
+    } else if (Node *sg = divisibleSoftmaxGrad(n)) {
       foldIntoSoftmaxGradDiv(model, g, sg, n);
       ++divisions;
     }
+  }
   return folded;
 }
 
@@ -291,7 +344,7 @@ void runFoldWideningCasts(Model &model, PassContext &ctx) {
   int64_t gradients = 0, softmaxes = 0, divisions = 0;
   ctx.stats["sums-folded"] +=
       foldGraph(model, workingGraph(model), gradients, softmaxes, divisions);
-  ctx.stats["softmax-grad-divs-folded"] += divisions;
+  ctx.stats["softmax-divs-folded"] += divisions;
   ctx.stats["unscale-inputs-folded"] += gradients;
   ctx.stats["softmaxes-folded"] += softmaxes;
 }

@@ -62,12 +62,14 @@ constexpr int kMaxChainDepth = 8;
 
 /// Softmax and LogSoftmax: the fp32 islands autocast widens its fp16 input
 /// for, and whose backward reads the island's own fp32 output; and
-/// mpc.SoftmaxTo, the same island with its widening Cast folded in.
+/// mpc.SoftmaxTo / DivSoftmaxTo, the same island with its widening Cast (and
+/// the attention's scaling Div) folded in.
 bool isRecomputableIsland(const Node &n) {
   return n.numOutputs() == 1 &&
          ((n.domain().empty() &&
            (n.opType() == "Softmax" || n.opType() == "LogSoftmax")) ||
-          n.isOp(kMpcDomain, "SoftmaxTo"));
+          n.isOp(kMpcDomain, "SoftmaxTo") ||
+          n.isOp(kMpcDomain, "DivSoftmaxTo"));
 }
 
 /// The step in schedule order, with where the forward ends.
@@ -190,9 +192,9 @@ AutoChoice chooseAuto(const Schedule &s) {
     const Value *out = n->output(0);
     if (!s.isSaved(out) || out->isGraphOutput())
       continue;
-    // SoftmaxTo reads the narrow value itself; a Softmax reads its Cast.
-    const Value *wide =
-        n->isOp(kMpcDomain, "SoftmaxTo") ? nullptr : n->input(0);
+    // SoftmaxTo and DivSoftmaxTo read the narrow value itself; a Softmax
+    // reads its Cast.
+    const Value *wide = n->domain().empty() ? n->input(0) : nullptr;
     const Value *narrow = n->input(0);
     if (wide) {
       const Node *cast = wide->producer();

@@ -1439,26 +1439,32 @@ void inferSoftmaxGradAs(Ctx &c) {
   c.setShapeOf(0, y->dtype, dy->hasShape ? dy : y);
 }
 
+/// The divisor D of SoftmaxGradDiv / DivSoftmaxTo: one element of `of`'s
+/// dtype and of rank at most its rank (so the Div keeps its shape).
+void requireOneElementOf(Ctx &c, const Value *d, const Value *of,
+                         const char *what) {
+  if (d->dtype != DType::Undefined && of->dtype != DType::Undefined &&
+      d->dtype != of->dtype)
+    fail([&] {
+      errorAt(c.n) << "D (" << dtypeName(d->dtype) << ") must have " << what
+                   << "'s dtype (" << dtypeName(of->dtype) << ")";
+    });
+  bool single = true;
+  for (const Dim &k : d->dims)
+    single = single && k.isKnown() && k.value == 1;
+  if (d->hasShape && (!single || (of->hasShape && d->rank() > of->rank())))
+    fail([&] {
+      errorAt(c.n) << "D must be one element of rank at most " << what
+                   << "'s, got " << dimsToString(d->dims);
+    });
+}
+
 /// mpc.SoftmaxGradDiv: SoftmaxGradAs divided by the one-element D (Y's
 /// dtype) and cast to `to`.
 void inferSoftmaxGradDiv(Ctx &c) {
   inferSoftmaxGradAs(c);
   Value *y = c.req(1);
-  Value *d = c.req(2);
-  if (d->dtype != DType::Undefined && y->dtype != DType::Undefined &&
-      d->dtype != y->dtype)
-    fail([&] {
-      errorAt(c.n) << "D (" << dtypeName(d->dtype) << ") must have Y's dtype ("
-                   << dtypeName(y->dtype) << ")";
-    });
-  bool single = true;
-  for (const Dim &k : d->dims)
-    single = single && k.isKnown() && k.value == 1;
-  if (d->hasShape && (!single || (y->hasShape && d->rank() > y->rank())))
-    fail([&] {
-      errorAt(c.n) << "D must be one element of rank at most Y's, got "
-                   << dimsToString(d->dims);
-    });
+  requireOneElementOf(c, c.req(2), y, "Y");
   int64_t to = c.requiredIntAttr("to");
   auto t = fromOnnxDataType(int(to));
   if (!t || !isFloating(*t))
@@ -1487,6 +1493,15 @@ void inferSoftmaxTo(Ctx &c) {
   if (x->hasShape)
     c.axis(c.intAttr("axis", -1), x->rank());
   c.setShapeOf(0, *t, x);
+}
+
+/// mpc.DivSoftmaxTo: SoftmaxTo of X divided by the one-element D (X's
+/// dtype).
+void inferDivSoftmaxTo(Ctx &c) {
+  inferSoftmaxTo(c);
+  Value *x = c.req(0);
+  Value *d = c.req(1);
+  requireOneElementOf(c, d, x, "X");
 }
 
 void inferReduceGrad(Ctx &c) {
@@ -1755,6 +1770,7 @@ const OpRule kRules[] = {
     {kMpcDomain, "SoftmaxGradAs", 2, 2, 1, 1, inferSoftmaxGradAs},
     {kMpcDomain, "SoftmaxGradDiv", 3, 3, 1, 1, inferSoftmaxGradDiv},
     {kMpcDomain, "SoftmaxTo", 1, 1, 1, 1, inferSoftmaxTo},
+    {kMpcDomain, "DivSoftmaxTo", 2, 2, 1, 1, inferDivSoftmaxTo},
     {kMpcDomain, "SumToShape", 2, 2, 1, 1, inferSumToShape},
     {kMpcDomain, "SumToShapeAs", 2, 2, 1, 1, inferSumToShapeAs},
     {kMpcDomain, "UnscaleGradients", 1, kAny, 1, kAny, inferUnscaleGradients},

@@ -22,9 +22,12 @@ namespace cpu {
 namespace {
 
 /// Softmax / LogSoftmax of `x` into `y` over `axis`, x's elements read as
-/// `In` (widened exactly) and the row computed and stored as `Out`.
+/// `In` (widened exactly) and the row computed and stored as `Out`. With a
+/// `divisor` (mpc.DivSoftmaxTo), each element is first divided by it in
+/// In's dtype (rounded there, as a Div node would).
 template <bool Log, typename In, typename Out>
-void softmaxRows(const Tensor &x, Tensor &y, const AxisSplit &s) {
+void softmaxRows(const Tensor &x, Tensor &y, const AxisSplit &s,
+                 const typename In::Compute *divisor = nullptr) {
   using C = typename Out::Compute;
   const auto *px = ptr<In>(x);
   auto *py = ptr<Out>(y);
@@ -32,7 +35,13 @@ void softmaxRows(const Tensor &x, Tensor &y, const AxisSplit &s) {
   for (int64_t o = 0; o < s.outer; ++o)
     for (int64_t i = 0; i < s.inner; ++i) {
       int64_t base = o * s.len * s.inner + i;
-      if constexpr (std::is_same_v<typename In::Compute, C>) {
+      if (divisor) {
+        for (int64_t j = 0; j < s.len; ++j) {
+          typename In::Storage q;
+          In::store(&q, 0, In::load(px, base + j * s.inner) / *divisor);
+          row[size_t(j)] = C(In::load(&q, 0));
+        }
+      } else if constexpr (std::is_same_v<typename In::Compute, C>) {
         if (s.inner == 1)
           loadRun<In>(px + base, s.len, row.data());
         else
@@ -76,22 +85,49 @@ template <bool Log> void softmaxKernel(KernelContext &ctx) {
   });
 }
 
-/// mpc.SoftmaxTo: Softmax of X widened exactly to `to`, the same bits as
-/// Softmax(Cast(X, to)).
-void softmaxToKernel(KernelContext &ctx) {
-  const Tensor &x = input(ctx, 0, "X");
+/// The 'to' attribute of SoftmaxTo / DivSoftmaxTo: a float type at least as
+/// wide as X's.
+DType softmaxTarget(const KernelContext &ctx, const Tensor &x) {
   std::optional<DType> to = fromOnnxDataType(int(ctx.node.attrInt("to", 0)));
   if (!to || !isFloating(*to) ||
       (*to != x.dtype && !widensExactly(x.dtype, *to)))
     fail(ctx.node,
          "attribute 'to' must be a float type at least as wide as X (",
          dtypeName(x.dtype), ")");
+  return *to;
+}
+
+/// mpc.SoftmaxTo: Softmax of X widened exactly to `to`, the same bits as
+/// Softmax(Cast(X, to)).
+void softmaxToKernel(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "X");
+  DType to = softmaxTarget(ctx, x);
   int64_t axis = normalizeAxis(ctx.node, ctx.node.attrInt("axis", -1),
                                int64_t(x.dims.size()));
-  Tensor &y = output(ctx, 0, *to, x.dims);
+  Tensor &y = output(ctx, 0, to, x.dims);
   AxisSplit s = splitAt(x.dims, axis);
-  dispatchFloat2(ctx.node, x.dtype, *to, [&](auto in, auto out) {
+  dispatchFloat2(ctx.node, x.dtype, to, [&](auto in, auto out) {
     softmaxRows<false, decltype(in), decltype(out)>(x, y, s);
+  });
+}
+
+/// mpc.DivSoftmaxTo: Softmax(Cast(Div(X, D), to)), D one element of X's
+/// dtype; the bits of the three nodes.
+void divSoftmaxToKernel(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "X"), &d = input(ctx, 1, "D");
+  if (d.dtype != x.dtype || d.numel() != 1)
+    fail(ctx.node, "D must be one ", dtypeName(x.dtype),
+         " (X's dtype) element, got ", dtypeName(d.dtype), " ",
+         shapeString(d.dims));
+  DType to = softmaxTarget(ctx, x);
+  int64_t axis = normalizeAxis(ctx.node, ctx.node.attrInt("axis", -1),
+                               int64_t(x.dims.size()));
+  Tensor &y = output(ctx, 0, to, x.dims);
+  AxisSplit s = splitAt(x.dims, axis);
+  dispatchFloat2(ctx.node, x.dtype, to, [&](auto in, auto out) {
+    using In = decltype(in);
+    typename In::Compute divisor = In::load(ptr<In>(d), 0);
+    softmaxRows<false, In, decltype(out)>(x, y, s, &divisor);
   });
 }
 
@@ -100,7 +136,8 @@ void softmaxToKernel(KernelContext &ctx) {
 std::vector<KernelEntry> softmaxKernels() {
   return {{"", "Softmax", softmaxKernel<false>},
           {"", "LogSoftmax", softmaxKernel<true>},
-          {kMpcDomain, "SoftmaxTo", softmaxToKernel}};
+          {kMpcDomain, "SoftmaxTo", softmaxToKernel},
+          {kMpcDomain, "DivSoftmaxTo", divSoftmaxToKernel}};
 }
 
 } // namespace cpu

@@ -28,10 +28,18 @@ __device__ int64_t rowBase(const AxisRows &r, int64_t row) {
 // input that dies there), hence no __restrict__: a row is read whole (max,
 // sum) before any of it is written, and each element is read before the
 // thread that reads it writes it. x is read as In (widened exactly) and y
-// written as Out: the same type, or fp32 for mpc.SoftmaxTo.
+// written as Out: the same type, or fp32 for mpc.SoftmaxTo. With a divisor d
+// (mpc.DivSoftmaxTo, one element of In), each x is divided by it first and
+// the quotient rounded to In, as the Div node would.
 template <bool Log, typename In, typename Out>
 __global__ void softmaxKernel(const typename In::Storage *x,
-                              typename Out::Storage *y, AxisRows r) {
+                              typename Out::Storage *y,
+                              const typename In::Storage *d, AxisRows r) {
+  float divisor = d ? In::toFloat(*d) : 1.0f;
+  auto value = [&](int64_t k) {
+    float v = In::toFloat(x[k]);
+    return d ? In::toFloat(In::fromFloat(v / divisor)) : v;
+  };
   int64_t lane = threadIdx.x % kWarp;
   int64_t stride = int64_t(gridDim.x) * kRowsPerBlock;
   for (int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
@@ -39,16 +47,16 @@ __global__ void softmaxKernel(const typename In::Storage *x,
     int64_t base = rowBase(r, row);
     float mx = -INFINITY;
     for (int64_t j = lane; j < r.len; j += kWarp)
-      mx = softmaxMax(mx, In::toFloat(x[base + j * r.inner]));
+      mx = softmaxMax(mx, value(base + j * r.inner));
     mx = warpMax(mx);
     float sum = 0.0f;
     for (int64_t j = lane; j < r.len; j += kWarp)
-      sum += softmaxExpTerm(In::toFloat(x[base + j * r.inner]), mx);
+      sum += softmaxExpTerm(value(base + j * r.inner), mx);
     sum = warpSum(sum);
     float logSum = Log ? logOf(sum) : 0.0f;
     for (int64_t j = lane; j < r.len; j += kWarp) {
       int64_t k = base + j * r.inner;
-      float v = In::toFloat(x[k]);
+      float v = value(k);
       y[k] = Out::fromFloat(Log ? logSoftmaxValue(v, mx, logSum)
                                 : softmaxValue(v, mx, sum));
     }
@@ -116,8 +124,8 @@ unsigned rowGrid(int64_t rows) {
 } // namespace
 
 void launchSoftmax(bool log, DType inT, const void *x, DType outT, void *y,
-                   const AxisRows &r, cudaStream_t s) {
-  if (outT != inT && (outT != DType::F32 || log))
+                   const AxisRows &r, cudaStream_t s, const void *divisor) {
+  if ((outT != inT && outT != DType::F32) || (log && (outT != inT || divisor)))
     throw Error(std::string(log ? "LogSoftmax" : "Softmax") +
                 ": the cuda kernels write the input's dtype or (softmax) "
                 "fp32, got " +
@@ -126,17 +134,19 @@ void launchSoftmax(bool log, DType inT, const void *x, DType outT, void *y,
     return;
   dispatchDeviceFloat(inT, "Softmax", [&](auto io) {
     using In = decltype(io);
-    auto *px = static_cast<const typename In::Storage *>(x);
+    using S = typename In::Storage;
+    auto *px = static_cast<const S *>(x);
+    auto *pd = static_cast<const S *>(divisor);
     unsigned grid = rowGrid(r.rows());
     if (outT != inT)
       softmaxKernel<false, In, F32Dev>
-          <<<grid, kBlock, 0, s>>>(px, static_cast<float *>(y), r);
+          <<<grid, kBlock, 0, s>>>(px, static_cast<float *>(y), pd, r);
     else if (log)
-      softmaxKernel<true, In, In><<<grid, kBlock, 0, s>>>(
-          px, static_cast<typename In::Storage *>(y), r);
+      softmaxKernel<true, In, In>
+          <<<grid, kBlock, 0, s>>>(px, static_cast<S *>(y), nullptr, r);
     else
-      softmaxKernel<false, In, In><<<grid, kBlock, 0, s>>>(
-          px, static_cast<typename In::Storage *>(y), r);
+      softmaxKernel<false, In, In>
+          <<<grid, kBlock, 0, s>>>(px, static_cast<S *>(y), pd, r);
   });
   MPC_CUDA_CHECK_LAUNCH("softmaxKernel");
 }

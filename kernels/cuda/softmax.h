@@ -27,9 +27,11 @@ struct AxisRows {
 
 /// y := softmax (or log-softmax) of x along the axis; x of dtype inT, y of
 /// outT: inT, or fp32 for a softmax of a narrower x (mpc.SoftmaxTo, x
-/// widened exactly).
+/// widened exactly). A softmax may take a `divisor` (device pointer to one
+/// inT element, mpc.DivSoftmaxTo): x / divisor, rounded to inT, is used.
 void launchSoftmax(bool log, DType inT, const void *x, DType outT, void *y,
-                   const AxisRows &rows, cudaStream_t stream);
+                   const AxisRows &rows, cudaStream_t stream,
+                   const void *divisor = nullptr);
 
 /// dx := SoftmaxGrad (Y * (dY - sum(dY * Y))) or LogSoftmaxGrad
 /// (dY - exp(Y) * sum(dY)); dy of dtype gradT, y of dtype fwdT, dx of

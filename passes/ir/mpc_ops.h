@@ -27,6 +27,10 @@
 //       softmax is taken and stored in it; the same bits as the two nodes
 //       without the cast copy. Made by fold-widening-casts from autocast's
 //       fp32 island around Softmax.
+//   DivSoftmaxTo(X, D) <axis, to> -> Y   SoftmaxTo(Div(X, D)): the attention's
+//       scaling Div (D one element of X's dtype, the quotient rounded to
+//       X's dtype) and its softmax island in one node, the same bits
+//       without the quotient tensor (passes/fold_widening_casts.cpp).
 //
 // Backward ops (emitted by autodiff):
 //   ReluGrad(dY, Y) -> dX                     dX = Y > 0 ? dY : 0

@@ -89,6 +89,15 @@ SoftmaxTo <axis, to> (X) => (Y) {
 }
 )";
 
+// Softmax of X divided by D (in X's dtype) and widened to `to`.
+const char *kDivSoftmaxTo = R"(
+DivSoftmaxTo <axis, to> (X, D) => (Y) {
+  q = Div (X, D)
+  x = Cast <to: int = @to> (q)
+  Y = Softmax <axis: int = @axis> (x)
+}
+)";
+
 // dX = dY - exp(Y) * sum_axis(dY).
 const char *kLogSoftmaxGrad = R"(
 LogSoftmaxGrad <axis> (dY, Y) => (dX) {
@@ -506,6 +515,7 @@ const std::map<std::string, FunctionDef> &functionTable() {
         {{"axis", A::ofInt(-1)}},
         {}};
     t["SoftmaxTo"] = {plain(kSoftmaxTo), {{"axis", A::ofInt(-1)}}, {}};
+    t["DivSoftmaxTo"] = {plain(kDivSoftmaxTo), {{"axis", A::ofInt(-1)}}, {}};
     // SoftmaxGradAs, then divided by D in Y's dtype and cast to `to`.
     t["SoftmaxGradDiv"] = {
         replaceAll(replaceAll(plain(kSoftmaxGrad), "SoftmaxGrad <axis> (dY, Y)",

@@ -1,5 +1,6 @@
-// CUDA runners of Softmax, LogSoftmax, mpc.SoftmaxTo and the mpc gradients
-// (SoftmaxGrad, LogSoftmaxGrad, SoftmaxGradAs, SoftmaxGradDiv).
+// CUDA runners of Softmax, LogSoftmax, mpc.SoftmaxTo, mpc.DivSoftmaxTo and
+// the mpc gradients (SoftmaxGrad, LogSoftmaxGrad, SoftmaxGradAs,
+// SoftmaxGradDiv).
 //
 // The axis is resolved as the CPU kernels resolve it (opset-13 rule,
 // default -1, kernels/cpu/softmax.cpp); the rows go to kernels/cuda/
@@ -31,8 +32,9 @@ template <bool Log> void runSoftmax(NodeStaging &s) {
   launchSoftmax(Log, x.dtype, s.device(0), x.dtype, y, rows, s.stream());
 }
 
-/// mpc.SoftmaxTo: X read as stored, Y in `to` (fp32 on the device).
-void runSoftmaxTo(NodeStaging &s) {
+/// mpc.SoftmaxTo and (`Div`) mpc.DivSoftmaxTo: X read as stored (divided
+/// by D), Y in `to` (fp32 on the device).
+template <bool Div> void runSoftmaxTo(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &x = s.in(0, "X");
   requireDeviceFloat(node, x, "X");
@@ -40,9 +42,16 @@ void runSoftmaxTo(NodeStaging &s) {
   if (!to || (*to != x.dtype && *to != DType::F32))
     cpu::fail(node, "the cuda kernel writes X's dtype or float, not 'to' = ",
               node.attrInt("to", 0));
+  const void *divisor = nullptr;
+  if (Div) {
+    const Tensor &d = s.in(1, "D");
+    if (d.dtype != x.dtype || d.numel() != 1)
+      cpu::fail(node, "D must be one element of X's dtype");
+    divisor = s.device(1);
+  }
   AxisRows rows = axisRows(node, x.dims);
   void *y = s.out(0, *to, x.dims);
-  launchSoftmax(false, x.dtype, s.device(0), *to, y, rows, s.stream());
+  launchSoftmax(false, x.dtype, s.device(0), *to, y, rows, s.stream(), divisor);
 }
 
 /// SoftmaxGrad / LogSoftmaxGrad (dX in dY's dtype) and SoftmaxGradAs (`AsY`:
@@ -123,7 +132,8 @@ std::vector<CudaOpEntry> softmaxOps() {
       {kMpcDomain, "LogSoftmaxGrad", runSoftmaxGrad<true>, checkInputs01},
       {kMpcDomain, "SoftmaxGradAs", runSoftmaxGrad<false, true>, checkInputs01},
       {kMpcDomain, "SoftmaxGradDiv", runSoftmaxGradDiv, checkSoftmaxGradDiv},
-      {kMpcDomain, "SoftmaxTo", runSoftmaxTo, checkSoftmaxTo},
+      {kMpcDomain, "SoftmaxTo", runSoftmaxTo<false>, checkSoftmaxTo},
+      {kMpcDomain, "DivSoftmaxTo", runSoftmaxTo<true>, checkSoftmaxTo},
   };
 }
 

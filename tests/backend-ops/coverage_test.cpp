@@ -67,8 +67,8 @@ TEST(CudaCoverage, EveryNodeOfTheCompiledSeedMlpIsSupported) {
 // compiles them, with and without gradient clipping: what this increment's
 // device code is for. fold-transpose turns the MatMuls that read a
 // Transpose into mpc.FusedMatMul; fold-widening-casts the attention's
-// softmax island into mpc.SoftmaxTo and its gradient (with the scaling Div)
-// into mpc.SoftmaxGradDiv.
+// softmax island, with its scaling Div, into mpc.DivSoftmaxTo and its
+// gradient into mpc.SoftmaxGradDiv.
 TEST(CudaCoverage, EveryNodeOfTheTransformerAndResMlpStepsIsSupported) {
   std::set<std::string> ops;
   for (const char *model : {"transformer", "transformer_gelu20", "resmlp"})
@@ -82,7 +82,7 @@ TEST(CudaCoverage, EveryNodeOfTheTransformerAndResMlpStepsIsSupported) {
       }
   // The ops the device code of this increment exists for are really there.
   for (const char *op :
-       {"Softmax", "mpc.SoftmaxTo", "mpc.SoftmaxGradDiv", "LayerNormalization",
+       {"mpc.DivSoftmaxTo", "mpc.SoftmaxGradDiv", "LayerNormalization",
         "mpc.LayerNormalizationGrad", "Gather", "mpc.GatherGrad", "Transpose",
         "mpc.Gelu", "Gelu", "mpc.GeluGrad", "mpc.FusedMatMul", "ReduceMean",
         "mpc.ReduceGrad", "mpc.ClipGradNorm"})

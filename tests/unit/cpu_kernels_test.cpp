@@ -202,6 +202,7 @@ TEST(CpuBackend, TableHasEveryOp) {
                          "mpc.SoftmaxGradAs",
                          "mpc.SoftmaxGradDiv",
                          "mpc.SoftmaxTo",
+                         "mpc.DivSoftmaxTo",
                          "mpc.LogSoftmaxGrad",
                          "mpc.SoftmaxCrossEntropyLossGrad",
                          "mpc.NegativeLogLikelihoodLossGrad",
@@ -1219,6 +1220,20 @@ TEST(CpuMpcGrad, SoftmaxToAndSoftmaxGradAsAreTheOpsOfTheWidenedInput) {
           .castTo(DType::F32)));
   EXPECT_NE(errorOf("SoftmaxGradDiv", {g16, y, F({2}, {1, 2})},
                     {{"to", i64(1)}}, kMpcDomain)
+                .find("D must be one fp32"),
+            std::string::npos);
+  // DivSoftmaxTo: the scores divided by one element in their own dtype
+  // (rounded there), widened and softmaxed, node by node.
+  for (DType half : {DType::F16, DType::BF16, DType::F32}) {
+    SCOPED_TRACE(std::string("DivSoftmaxTo ") + dtypeName(half));
+    Tensor s = s32.castTo(half), dd = F({1}, {3.0f}).castTo(half);
+    EXPECT_TRUE(sameBits(
+        runMpc("DivSoftmaxTo", {s, dd}, {{"axis", i64(-1)}, {"to", i64(1)}}),
+        run1("Softmax", {run1("Div", {s, dd}).castTo(DType::F32)},
+             {{"axis", i64(-1)}})));
+  }
+  EXPECT_NE(errorOf("DivSoftmaxTo", {s32, F({2}, {1, 2})}, {{"to", i64(1)}},
+                    kMpcDomain)
                 .find("D must be one fp32"),
             std::string::npos);
   // fp32 -> fp64 computes in fp64, as the Cast then Softmax does.

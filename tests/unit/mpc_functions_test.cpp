@@ -343,6 +343,7 @@ TEST(MpcFunctions, EveryFixedArityOpHasABodyThatParses) {
       "ClipGrad",
       "ConvGradInput",
       "ConvGradWeight",
+      "DivSoftmaxTo",
       "DropoutGrad",
       "ErfGrad",
       "FusedMatMul",
@@ -482,7 +483,7 @@ TEST(MpcFunctions, SoftmaxGradAndLogSoftmaxGradMatchKernel) {
 
 // fold-widening-casts' softmax ops: X (or dY) as stored, computed and
 // written in the wider type.
-TEST(MpcFunctions, SoftmaxToSoftmaxGradAsAndSoftmaxGradDivMatchKernel) {
+TEST(MpcFunctions, SoftmaxFoldOpsMatchKernel) {
   std::vector<Case> cases;
   for (auto [from, to] :
        {std::pair(DType::F16, DType::F32), std::pair(DType::BF16, DType::F32),
@@ -494,6 +495,12 @@ TEST(MpcFunctions, SoftmaxToSoftmaxGradAsAndSoftmaxGradDivMatchKernel) {
           {"SoftmaxTo " + types,
            "SoftmaxTo",
            {{"X", uniform(from, {2, 3, 5}, -4, 4)}},
+           {{"axis", A::ofInt(axis)}, {"to", A::ofInt(toOnnxDataType(to))}}});
+      cases.push_back(
+          {"DivSoftmaxTo " + types,
+           "DivSoftmaxTo",
+           {{"X", uniform(from, {2, 3, 5}, -9, 9)},
+            {"D", uniform(from, {}, 2, 4)}},
            {{"axis", A::ofInt(axis)}, {"to", A::ofInt(toOnnxDataType(to))}}});
       cases.push_back({"SoftmaxGradAs " + types,
                        "SoftmaxGradAs",
