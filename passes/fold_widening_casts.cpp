@@ -44,7 +44,13 @@
 //   mpc.SoftmaxTo<axis, to>(Div(X, D))  ->  mpc.DivSoftmaxTo<axis, to>(X, D)
 //
 // (likewise a Softmax with its axis given, `to` then X's dtype), without
-// the quotient. A Cast is removed once nothing else reads it.
+// the quotient. Last, the island's fp32 output cast down for the next
+// matrix product is written by the island in the same pass, as its Ylow
+// (or as Y itself when nothing else reads the fp32 one):
+//
+//   Cast<to = fp16>(Y = mpc.SoftmaxTo(...))  ->  mpc.SoftmaxTo<low>(...)'s Ylow
+//
+// A Cast is removed once nothing else reads it.
 // Runs after loss-scale (which makes UnscaleGradients) and before
 // plan-memory; with --precision=fp32 there is nothing to fold.
 #include "passes/ir/mpc_ops.h"
@@ -300,8 +306,61 @@ void foldIntoDivSoftmaxTo(Model &model, Graph &g, Node *n, Node *div) {
                  " folded in)");
 }
 
+/// The Cast down of softmax island n's output Y that the next matrix
+/// product reads (Cast<to = fp16/bf16>(Y) of an fp32 Y), when n writes no
+/// Ylow yet; else nullptr.
+Node *narrowingCastOfSoftmax(const Node *n) {
+  if (!(n->isOp(kMpcDomain, "SoftmaxTo") ||
+        n->isOp(kMpcDomain, "DivSoftmaxTo")) ||
+      n->numOutputs() != 1 || !n->output(0) ||
+      n->output(0)->dtype != DType::F32)
+    return nullptr;
+  for (const Use &u : n->output(0)->uses()) {
+    Node *c = u.user;
+    if (c->isOp("", "Cast") && c->output(0) && !c->output(0)->isGraphOutput() &&
+        (c->output(0)->dtype == DType::F16 ||
+         c->output(0)->dtype == DType::BF16))
+      return c;
+  }
+  return nullptr;
+}
+
+/// Makes softmax island n write the Cast node's output itself: as its Ylow
+/// when Y has other readers (the softmax gradient), or, when the Cast is
+/// Y's only reader, as Y (`to` the Cast's type: the kernels compute an
+/// fp16/bf16 softmax in fp32 and round once, Cast(fp32 Y)'s bits).
+void foldCastIntoSoftmax(Model &model, Graph &g, Node *n, Node *cast) {
+  Value *y = n->output(0), *low = cast->output(0);
+  DType lowT = low->dtype;
+  if (soleUser(y) == cast) {
+    std::vector<std::pair<std::string, Attribute>> attrs = n->attributes();
+    for (auto &kv : attrs)
+      if (kv.first == "to")
+        kv.second = Attribute::ofInt(toOnnxDataType(lowT));
+    n->setAttrs(std::move(attrs));
+    std::string name = low->name();
+    g.replaceAllUsesWith(low, y);
+    g.removeNode(cast);
+    y->copyTypeFrom(*low);
+    g.renameValue(y, name);
+  } else {
+    Value *out = n->addOutput(low->name() + "_low");
+    out->copyTypeFrom(*low);
+    std::string name = low->name();
+    g.replaceAllUsesWith(low, out);
+    g.removeNode(cast);
+    g.renameValue(out, name);
+    n->setAttr("low", Attribute::ofInt(toOnnxDataType(lowT)));
+  }
+  if (std::optional<PrecisionRecord> r = priorRecord(model, g, *n)) {
+    r->detail += std::string("; it writes the ") + dtypeName(lowT) +
+                 " copy the next product reads too (the Cast down folded in)";
+    model.precisionMap->record(*n, *r);
+  }
+}
+
 int64_t foldGraph(Model &model, Graph &g, int64_t &gradients,
-                  int64_t &softmaxes, int64_t &divisions) {
+                  int64_t &softmaxes, int64_t &divisions, int64_t &narrowings) {
   int64_t folded = 0;
   for (Node *n : g.nodeList()) {
     if (n->isOp(kMpcDomain, "UnscaleGradients")) {
@@ -325,7 +384,8 @@ int64_t foldGraph(Model &model, Graph &g, int64_t &gradients,
     }
   }
   // After the Casts up are folded: the scaling Div into the softmax, and
-  // the gradient's Div (and Cast down) into the softmax gradient.
+  // the gradient's Div (and Cast down) into the softmax gradient; then the
+  // softmax's Cast down for the next product into the softmax.
   for (Node *n : g.nodeList()) {
     if (Node *div = divisionIntoSoftmax(n)) {
       foldIntoDivSoftmaxTo(model, g, n, div);
@@ -335,15 +395,21 @@ int64_t foldGraph(Model &model, Graph &g, int64_t &gradients,
       ++divisions;
     }
   }
+  for (Node *n : g.nodeList())
+    if (Node *cast = narrowingCastOfSoftmax(n)) {
+      foldCastIntoSoftmax(model, g, n, cast);
+      ++narrowings;
+    }
   return folded;
 }
 
 } // namespace
 
 void runFoldWideningCasts(Model &model, PassContext &ctx) {
-  int64_t gradients = 0, softmaxes = 0, divisions = 0;
-  ctx.stats["sums-folded"] +=
-      foldGraph(model, workingGraph(model), gradients, softmaxes, divisions);
+  int64_t gradients = 0, softmaxes = 0, divisions = 0, narrowings = 0;
+  ctx.stats["sums-folded"] += foldGraph(model, workingGraph(model), gradients,
+                                        softmaxes, divisions, narrowings);
+  ctx.stats["softmax-casts-down-folded"] += narrowings;
   ctx.stats["softmax-divs-folded"] += divisions;
   ctx.stats["unscale-inputs-folded"] += gradients;
   ctx.stats["softmaxes-folded"] += softmaxes;

@@ -64,12 +64,13 @@ constexpr int kMaxChainDepth = 8;
 /// for, and whose backward reads the island's own fp32 output; and
 /// mpc.SoftmaxTo / DivSoftmaxTo, the same island with its widening Cast (and
 /// the attention's scaling Div) folded in.
+/// The mpc ones may also write the island's Cast down (Ylow, output 1).
 bool isRecomputableIsland(const Node &n) {
-  return n.numOutputs() == 1 &&
-         ((n.domain().empty() &&
-           (n.opType() == "Softmax" || n.opType() == "LogSoftmax")) ||
-          n.isOp(kMpcDomain, "SoftmaxTo") ||
-          n.isOp(kMpcDomain, "DivSoftmaxTo"));
+  return (n.numOutputs() == 1 && n.domain().empty() &&
+          (n.opType() == "Softmax" || n.opType() == "LogSoftmax")) ||
+         ((n.numOutputs() == 1 || n.numOutputs() == 2) &&
+          (n.isOp(kMpcDomain, "SoftmaxTo") ||
+           n.isOp(kMpcDomain, "DivSoftmaxTo")));
 }
 
 /// The step in schedule order, with where the forward ends.
@@ -145,12 +146,18 @@ size_t recompute(Graph &g, const Schedule &s,
       std::vector<Value *> inputs;
       for (Value *in : n.inputs())
         inputs.push_back(copy(in));
-      Node *c = g.createNode(n.opType(), inputs, 1, n.name() + "_recompute",
-                             n.domain(), before);
+      // The copy writes the outputs up to u (a softmax island's Ylow needs
+      // its Y; Y alone needs no Ylow).
+      size_t k = 0;
+      while (n.output(k) != u)
+        ++k;
+      Node *c = g.createNode(n.opType(), inputs, int(k + 1),
+                             n.name() + "_recompute", n.domain(), before);
       for (const auto &kv : n.attributes())
         c->setAttr(kv.first, kv.second);
-      c->output(0)->copyTypeFrom(*u);
-      return copyOf[u] = c->output(0);
+      for (size_t i = 0; i <= k; ++i)
+        c->output(i)->copyTypeFrom(*n.output(i));
+      return copyOf[u] = c->output(k);
     };
     copies.emplace_back(v, copy(const_cast<Value *>(v)));
   }
@@ -212,6 +219,8 @@ AutoChoice chooseAuto(const Schedule &s) {
     a.chain.insert(out);
     if (wide)
       a.chain.insert(wide);
+    if (const Value *low = n->output(1); low && s.isSaved(low))
+      a.chain.insert(low);
     narrowRoots.insert(narrow);
   }
   // Values a chain of cheap nodes computes from values the backward keeps
@@ -240,9 +249,10 @@ AutoChoice chooseAuto(const Schedule &s) {
     return ok;
   };
   for (const Node *n : s.nodes)
-    if (s.inForward(n) && n->output(0) && s.isSaved(n->output(0)) &&
-        cheap(n->output(0), 0))
-      a.chosen.push_back(n->output(0));
+    if (s.inForward(n))
+      for (const Value *o : n->outputs())
+        if (o && s.isSaved(o) && cheap(o, 0))
+          a.chosen.push_back(o);
   for (const auto &kv : memo)
     if (kv.second)
       a.chain.insert(kv.first);

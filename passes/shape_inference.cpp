@@ -1476,7 +1476,7 @@ void inferSoftmaxGradDiv(Ctx &c) {
 }
 
 /// mpc.SoftmaxTo: Softmax of X widened exactly to `to` (a float type at
-/// least as wide as X's), Y in that type.
+/// least as wide as X's), Y in that type; Ylow (optional) Y cast to `low`.
 void inferSoftmaxTo(Ctx &c) {
   Value *x = c.req(0);
   c.requireFloat(0);
@@ -1493,6 +1493,16 @@ void inferSoftmaxTo(Ctx &c) {
   if (x->hasShape)
     c.axis(c.intAttr("axis", -1), x->rank());
   c.setShapeOf(0, *t, x);
+  // The optional Ylow: Y cast down to `low` (default fp16) for the next
+  // matrix product.
+  int64_t low = c.intAttr("low", toOnnxDataType(DType::F16));
+  auto l = fromOnnxDataType(int(low));
+  if (c.n.output(1) && (!l || !isFloating(*l)))
+    fail([&] {
+      errorAt(c.n) << "attribute 'low' = " << low << " must be a float type";
+    });
+  if (c.n.output(1))
+    c.setShapeOf(1, *l, x);
 }
 
 /// mpc.DivSoftmaxTo: SoftmaxTo of X divided by the one-element D (X's
@@ -1769,8 +1779,8 @@ const OpRule kRules[] = {
     {kMpcDomain, "SoftmaxGrad", 2, 2, 1, 1, inferElementwiseGrad},
     {kMpcDomain, "SoftmaxGradAs", 2, 2, 1, 1, inferSoftmaxGradAs},
     {kMpcDomain, "SoftmaxGradDiv", 3, 3, 1, 1, inferSoftmaxGradDiv},
-    {kMpcDomain, "SoftmaxTo", 1, 1, 1, 1, inferSoftmaxTo},
-    {kMpcDomain, "DivSoftmaxTo", 2, 2, 1, 1, inferDivSoftmaxTo},
+    {kMpcDomain, "SoftmaxTo", 1, 1, 1, 2, inferSoftmaxTo},
+    {kMpcDomain, "DivSoftmaxTo", 2, 2, 1, 2, inferDivSoftmaxTo},
     {kMpcDomain, "SumToShape", 2, 2, 1, 1, inferSumToShape},
     {kMpcDomain, "SumToShapeAs", 2, 2, 1, 1, inferSumToShapeAs},
     {kMpcDomain, "UnscaleGradients", 1, kAny, 1, kAny, inferUnscaleGradients},

@@ -97,8 +97,28 @@ DType softmaxTarget(const KernelContext &ctx, const Tensor &x) {
   return *to;
 }
 
+/// The optional Ylow of SoftmaxTo / DivSoftmaxTo: Y cast to `low` by the
+/// Cast kernel itself (a synthetic Cast node), so the bits are the Cast's.
+void writeLowCopy(const KernelContext &ctx, const Tensor &y) {
+  if (ctx.outputs.size() < 2 || !ctx.outputs[1])
+    return;
+  int64_t low = ctx.node.attrInt("low", toOnnxDataType(DType::F16));
+  std::optional<DType> l = fromOnnxDataType(int(low));
+  if (!l || !isFloating(*l))
+    fail(ctx.node, "attribute 'low' = ", low, " is not a float type");
+  Graph g;
+  Node *cast =
+      g.createNode("Cast", {g.addInput("Y", y.dtype, {})}, 1, ctx.node.name());
+  cast->setAttr("to", Attribute::ofInt(low));
+  const CpuKernel *k = findCpuKernel("", "Cast");
+  if (!k)
+    fail(ctx.node, "internal: no Cast kernel to delegate to");
+  KernelContext castCtx{*cast, {&y}, {ctx.outputs[1]}, ctx.seed, {}};
+  (*k)(castCtx);
+}
+
 /// mpc.SoftmaxTo: Softmax of X widened exactly to `to`, the same bits as
-/// Softmax(Cast(X, to)).
+/// Softmax(Cast(X, to)); Ylow as writeLowCopy says.
 void softmaxToKernel(KernelContext &ctx) {
   const Tensor &x = input(ctx, 0, "X");
   DType to = softmaxTarget(ctx, x);
@@ -109,6 +129,7 @@ void softmaxToKernel(KernelContext &ctx) {
   dispatchFloat2(ctx.node, x.dtype, to, [&](auto in, auto out) {
     softmaxRows<false, decltype(in), decltype(out)>(x, y, s);
   });
+  writeLowCopy(ctx, y);
 }
 
 /// mpc.DivSoftmaxTo: Softmax(Cast(Div(X, D), to)), D one element of X's
@@ -129,6 +150,7 @@ void divSoftmaxToKernel(KernelContext &ctx) {
     typename In::Compute divisor = In::load(ptr<In>(d), 0);
     softmaxRows<false, In, decltype(out)>(x, y, s, &divisor);
   });
+  writeLowCopy(ctx, y);
 }
 
 } // namespace

@@ -30,11 +30,13 @@ __device__ int64_t rowBase(const AxisRows &r, int64_t row) {
 // thread that reads it writes it. x is read as In (widened exactly) and y
 // written as Out: the same type, or fp32 for mpc.SoftmaxTo. With a divisor d
 // (mpc.DivSoftmaxTo, one element of In), each x is divided by it first and
-// the quotient rounded to In, as the Div node would.
-template <bool Log, typename In, typename Out>
+// the quotient rounded to In, as the Div node would. With ylow (their
+// optional Ylow), each stored y is also written cast to Low.
+template <bool Log, typename In, typename Out, typename Low = F16Dev>
 __global__ void softmaxKernel(const typename In::Storage *x,
                               typename Out::Storage *y,
-                              const typename In::Storage *d, AxisRows r) {
+                              const typename In::Storage *d,
+                              typename Low::Storage *ylow, AxisRows r) {
   float divisor = d ? In::toFloat(*d) : 1.0f;
   auto value = [&](int64_t k) {
     float v = In::toFloat(x[k]);
@@ -57,8 +59,11 @@ __global__ void softmaxKernel(const typename In::Storage *x,
     for (int64_t j = lane; j < r.len; j += kWarp) {
       int64_t k = base + j * r.inner;
       float v = value(k);
-      y[k] = Out::fromFloat(Log ? logSoftmaxValue(v, mx, logSum)
-                                : softmaxValue(v, mx, sum));
+      typename Out::Storage out = Out::fromFloat(
+          Log ? logSoftmaxValue(v, mx, logSum) : softmaxValue(v, mx, sum));
+      y[k] = out;
+      if (ylow)
+        ylow[k] = Low::fromFloat(Out::toFloat(out));
     }
   }
 }
@@ -124,12 +129,17 @@ unsigned rowGrid(int64_t rows) {
 } // namespace
 
 void launchSoftmax(bool log, DType inT, const void *x, DType outT, void *y,
-                   const AxisRows &r, cudaStream_t s, const void *divisor) {
-  if ((outT != inT && outT != DType::F32) || (log && (outT != inT || divisor)))
+                   const AxisRows &r, cudaStream_t s, const void *divisor,
+                   DType lowT, void *ylow) {
+  if ((outT != inT && outT != DType::F32) ||
+      (log && (outT != inT || divisor || ylow)) ||
+      (ylow &&
+       (outT != DType::F32 || (lowT != DType::F16 && lowT != DType::BF16))))
     throw Error(std::string(log ? "LogSoftmax" : "Softmax") +
                 ": the cuda kernels write the input's dtype or (softmax) "
-                "fp32, got " +
-                dtypeName(inT) + " -> " + dtypeName(outT));
+                "fp32, and an fp32 softmax's fp16 or bf16 copy; got " +
+                dtypeName(inT) + " -> " + dtypeName(outT) +
+                (ylow ? std::string(" and ") + dtypeName(lowT) : ""));
   if (r.rows() == 0 || r.len == 0)
     return;
   dispatchDeviceFloat(inT, "Softmax", [&](auto io) {
@@ -137,16 +147,24 @@ void launchSoftmax(bool log, DType inT, const void *x, DType outT, void *y,
     using S = typename In::Storage;
     auto *px = static_cast<const S *>(x);
     auto *pd = static_cast<const S *>(divisor);
+    auto *pl = static_cast<uint16_t *>(ylow);
+    auto *py32 = static_cast<float *>(y);
     unsigned grid = rowGrid(r.rows());
-    if (outT != inT)
+    if (outT != inT && ylow && lowT == DType::BF16)
+      softmaxKernel<false, In, F32Dev, BF16Dev>
+          <<<grid, kBlock, 0, s>>>(px, py32, pd, pl, r);
+    else if (outT != inT)
       softmaxKernel<false, In, F32Dev>
-          <<<grid, kBlock, 0, s>>>(px, static_cast<float *>(y), pd, r);
+          <<<grid, kBlock, 0, s>>>(px, py32, pd, pl, r);
     else if (log)
-      softmaxKernel<true, In, In>
-          <<<grid, kBlock, 0, s>>>(px, static_cast<S *>(y), nullptr, r);
+      softmaxKernel<true, In, In><<<grid, kBlock, 0, s>>>(
+          px, static_cast<S *>(y), nullptr, nullptr, r);
+    else if (ylow && lowT == DType::BF16)
+      softmaxKernel<false, In, In, BF16Dev>
+          <<<grid, kBlock, 0, s>>>(px, static_cast<S *>(y), pd, pl, r);
     else
       softmaxKernel<false, In, In>
-          <<<grid, kBlock, 0, s>>>(px, static_cast<S *>(y), pd, r);
+          <<<grid, kBlock, 0, s>>>(px, static_cast<S *>(y), pd, pl, r);
   });
   MPC_CUDA_CHECK_LAUNCH("softmaxKernel");
 }

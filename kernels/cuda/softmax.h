@@ -28,10 +28,13 @@ struct AxisRows {
 /// y := softmax (or log-softmax) of x along the axis; x of dtype inT, y of
 /// outT: inT, or fp32 for a softmax of a narrower x (mpc.SoftmaxTo, x
 /// widened exactly). A softmax may take a `divisor` (device pointer to one
-/// inT element, mpc.DivSoftmaxTo): x / divisor, rounded to inT, is used.
+/// inT element, mpc.DivSoftmaxTo): x / divisor, rounded to inT, is used;
+/// and an fp32 softmax may also write `ylow`, y cast to lowT (fp16 or bf16;
+/// their optional Ylow).
 void launchSoftmax(bool log, DType inT, const void *x, DType outT, void *y,
                    const AxisRows &rows, cudaStream_t stream,
-                   const void *divisor = nullptr);
+                   const void *divisor = nullptr, DType lowT = DType::F16,
+                   void *ylow = nullptr);
 
 /// dx := SoftmaxGrad (Y * (dY - sum(dY * Y))) or LogSoftmaxGrad
 /// (dY - exp(Y) * sum(dY)); dy of dtype gradT, y of dtype fwdT, dx of

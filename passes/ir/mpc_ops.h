@@ -22,15 +22,18 @@
 //       pass the flags to BLAS, whose summation order for a transposed
 //       layout may differ in the last bits (ONNX Runtime's
 //       com.microsoft.FusedMatMul without alpha). Made by fold-transpose.
-//   SoftmaxTo(X) <axis, to> -> Y    Softmax(Cast(X, to)): X's elements are
-//       widened exactly to the float type `to` (at least X's width) and the
-//       softmax is taken and stored in it; the same bits as the two nodes
-//       without the cast copy. Made by fold-widening-casts from autocast's
-//       fp32 island around Softmax.
-//   DivSoftmaxTo(X, D) <axis, to> -> Y   SoftmaxTo(Div(X, D)): the attention's
-//       scaling Div (D one element of X's dtype, the quotient rounded to
-//       X's dtype) and its softmax island in one node, the same bits
-//       without the quotient tensor (passes/fold_widening_casts.cpp).
+//   SoftmaxTo(X) <axis, to, low> -> (Y [, Ylow])
+//       Y = Softmax(Cast(X, to)): X's elements are widened exactly to the
+//       float type `to` (at least X's width) and the softmax is taken and
+//       stored in it; the same bits as the two nodes without the cast copy.
+//       Ylow, when asked for, is Cast(Y, low) (`low` default fp16): the
+//       island's Cast down for the next matrix product, written in the same
+//       pass. Made by fold-widening-casts from autocast's fp32 island.
+//   DivSoftmaxTo(X, D) <axis, to, low> -> (Y [, Ylow])
+//       SoftmaxTo(Div(X, D)): the attention's scaling Div (D one element of
+//       X's dtype, the quotient rounded to X's dtype) and its softmax island
+//       in one node, the same bits without the quotient tensor
+//       (passes/fold_widening_casts.cpp).
 //
 // Backward ops (emitted by autodiff):
 //   ReluGrad(dY, Y) -> dX                     dX = Y > 0 ? dY : 0

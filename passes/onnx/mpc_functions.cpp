@@ -81,20 +81,23 @@ SoftmaxGrad <axis> (dY, Y) => (dX) {
 }
 )";
 
-// Softmax of X widened exactly to `to` (fold-widening-casts' Cast + Softmax).
+// Softmax of X widened exactly to `to` (fold-widening-casts' Cast + Softmax),
+// and optionally that cast down to `low` (the next product's operand).
 const char *kSoftmaxTo = R"(
-SoftmaxTo <axis, to> (X) => (Y) {
+SoftmaxTo <axis, to, low> (X) => (Y, Ylow) {
   x = Cast <to: int = @to> (X)
   Y = Softmax <axis: int = @axis> (x)
+  Ylow = Cast <to: int = @low> (Y)
 }
 )";
 
-// Softmax of X divided by D (in X's dtype) and widened to `to`.
+// Softmax of X divided by D (in X's dtype) and widened to `to` (and `low`).
 const char *kDivSoftmaxTo = R"(
-DivSoftmaxTo <axis, to> (X, D) => (Y) {
+DivSoftmaxTo <axis, to, low> (X, D) => (Y, Ylow) {
   q = Div (X, D)
   x = Cast <to: int = @to> (q)
   Y = Softmax <axis: int = @axis> (x)
+  Ylow = Cast <to: int = @low> (Y)
 }
 )";
 
@@ -514,8 +517,14 @@ const std::map<std::string, FunctionDef> &functionTable() {
                    "dX = CastLike (dx, dY)", "dX = CastLike (dx, Y)"),
         {{"axis", A::ofInt(-1)}},
         {}};
-    t["SoftmaxTo"] = {plain(kSoftmaxTo), {{"axis", A::ofInt(-1)}}, {}};
-    t["DivSoftmaxTo"] = {plain(kDivSoftmaxTo), {{"axis", A::ofInt(-1)}}, {}};
+    t["SoftmaxTo"] = {
+        plain(kSoftmaxTo),
+        {{"axis", A::ofInt(-1)}, {"low", A::ofInt(toOnnxDataType(DType::F16))}},
+        {}};
+    t["DivSoftmaxTo"] = {
+        plain(kDivSoftmaxTo),
+        {{"axis", A::ofInt(-1)}, {"low", A::ofInt(toOnnxDataType(DType::F16))}},
+        {}};
     // SoftmaxGradAs, then divided by D in Y's dtype and cast to `to`.
     t["SoftmaxGradDiv"] = {
         replaceAll(replaceAll(plain(kSoftmaxGrad), "SoftmaxGrad <axis> (dY, Y)",

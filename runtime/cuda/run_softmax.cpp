@@ -32,8 +32,17 @@ template <bool Log> void runSoftmax(NodeStaging &s) {
   launchSoftmax(Log, x.dtype, s.device(0), x.dtype, y, rows, s.stream());
 }
 
+/// The dtype of SoftmaxTo / DivSoftmaxTo's optional Ylow (`low`, default
+/// fp16); Undefined when it is no type.
+DType lowType(const Node &n) {
+  std::optional<DType> l =
+      fromOnnxDataType(int(n.attrInt("low", toOnnxDataType(DType::F16))));
+  return l ? *l : DType::Undefined;
+}
+
 /// mpc.SoftmaxTo and (`Div`) mpc.DivSoftmaxTo: X read as stored (divided
-/// by D), Y in `to` (fp32 on the device).
+/// by D), Y in `to` (fp32 on the device), Ylow (when asked for) Y cast to
+/// fp16 or bf16.
 template <bool Div> void runSoftmaxTo(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &x = s.in(0, "X");
@@ -49,9 +58,12 @@ template <bool Div> void runSoftmaxTo(NodeStaging &s) {
       cpu::fail(node, "D must be one element of X's dtype");
     divisor = s.device(1);
   }
+  DType low = lowType(node);
   AxisRows rows = axisRows(node, x.dims);
   void *y = s.out(0, *to, x.dims);
-  launchSoftmax(false, x.dtype, s.device(0), *to, y, rows, s.stream(), divisor);
+  void *ylow = s.optionalOut(1, low, x.dims);
+  launchSoftmax(false, x.dtype, s.device(0), *to, y, rows, s.stream(), divisor,
+                low, ylow);
 }
 
 /// SoftmaxGrad / LogSoftmaxGrad (dX in dY's dtype) and SoftmaxGradAs (`AsY`:
@@ -104,6 +116,10 @@ std::string checkSoftmaxTo(const Node &n) {
   const Value *x = n.input(0);
   if (!to || (x && *to != x->dtype && *to != DType::F32))
     return "the cuda kernel writes X's dtype or float";
+  DType low = lowType(n);
+  if (n.output(1) &&
+      (*to != DType::F32 || (low != DType::F16 && low != DType::BF16)))
+    return "the cuda kernel writes Ylow in fp16 or bf16 from an fp32 Y";
   return "";
 }
 std::string checkSoftmaxGradDiv(const Node &n) {

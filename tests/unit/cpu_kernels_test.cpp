@@ -1232,6 +1232,21 @@ TEST(CpuMpcGrad, SoftmaxToAndSoftmaxGradAsAreTheOpsOfTheWidenedInput) {
         run1("Softmax", {run1("Div", {s, dd}).castTo(DType::F32)},
              {{"axis", i64(-1)}})));
   }
+  // Their optional Ylow is Y cast down, bit for bit the Cast's.
+  for (DType low : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(std::string("Ylow ") + dtypeName(low));
+    Tensor s = s32.castTo(DType::F16), dd = F({}, {8.0f}).castTo(DType::F16);
+    Attrs attrs = {
+        {"axis", i64(-1)}, {"to", i64(1)}, {"low", i64(toOnnxDataType(low))}};
+    std::vector<Tensor> two =
+        runNode("DivSoftmaxTo", {&s, &dd}, attrs, 2, kMpcDomain);
+    ASSERT_EQ(two.size(), 2u);
+    EXPECT_TRUE(sameBits(two[0], runMpc("DivSoftmaxTo", {s, dd}, attrs)));
+    EXPECT_TRUE(sameBits(two[1], two[0].castTo(low)));
+    std::vector<Tensor> plain =
+        runNode("SoftmaxTo", {&s}, attrs, 2, kMpcDomain);
+    EXPECT_TRUE(sameBits(plain[1], plain[0].castTo(low)));
+  }
   EXPECT_NE(errorOf("DivSoftmaxTo", {s32, F({2}, {1, 2})}, {{"to", i64(1)}},
                     kMpcDomain)
                 .find("D must be one fp32"),

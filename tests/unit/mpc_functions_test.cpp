@@ -502,6 +502,18 @@ TEST(MpcFunctions, SoftmaxFoldOpsMatchKernel) {
            {{"X", uniform(from, {2, 3, 5}, -9, 9)},
             {"D", uniform(from, {}, 2, 4)}},
            {{"axis", A::ofInt(axis)}, {"to", A::ofInt(toOnnxDataType(to))}}});
+      // With the Cast down (Ylow) as the second output.
+      if (to == DType::F32)
+        for (DType low : {DType::F16, DType::BF16})
+          cases.push_back(
+              {"DivSoftmaxTo " + types + " + Ylow " + dtypeName(low),
+               "DivSoftmaxTo",
+               {{"X", uniform(from, {2, 3, 5}, -9, 9)},
+                {"D", uniform(from, {}, 2, 4)}},
+               {{"axis", A::ofInt(axis)},
+                {"to", A::ofInt(toOnnxDataType(to))},
+                {"low", A::ofInt(toOnnxDataType(low))}},
+               2});
       cases.push_back({"SoftmaxGradAs " + types,
                        "SoftmaxGradAs",
                        {{"dY", uniform(from, {2, 3, 5}, -1, 1)},
