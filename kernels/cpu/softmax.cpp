@@ -118,28 +118,16 @@ void writeLowCopy(const KernelContext &ctx, const Tensor &y) {
 }
 
 /// mpc.SoftmaxTo: Softmax of X widened exactly to `to`, the same bits as
-/// Softmax(Cast(X, to)); Ylow as writeLowCopy says.
-void softmaxToKernel(KernelContext &ctx) {
+/// Softmax(Cast(X, to)); with `Div`, mpc.DivSoftmaxTo: Softmax(Cast(Div(X,
+/// D), to)), D one element of X's dtype, the bits of the three nodes. Ylow
+/// as writeLowCopy says.
+template <bool Div> void softmaxToKernel(KernelContext &ctx) {
   const Tensor &x = input(ctx, 0, "X");
-  DType to = softmaxTarget(ctx, x);
-  int64_t axis = normalizeAxis(ctx.node, ctx.node.attrInt("axis", -1),
-                               int64_t(x.dims.size()));
-  Tensor &y = output(ctx, 0, to, x.dims);
-  AxisSplit s = splitAt(x.dims, axis);
-  dispatchFloat2(ctx.node, x.dtype, to, [&](auto in, auto out) {
-    softmaxRows<false, decltype(in), decltype(out)>(x, y, s);
-  });
-  writeLowCopy(ctx, y);
-}
-
-/// mpc.DivSoftmaxTo: Softmax(Cast(Div(X, D), to)), D one element of X's
-/// dtype; the bits of the three nodes.
-void divSoftmaxToKernel(KernelContext &ctx) {
-  const Tensor &x = input(ctx, 0, "X"), &d = input(ctx, 1, "D");
-  if (d.dtype != x.dtype || d.numel() != 1)
+  const Tensor *d = Div ? &input(ctx, 1, "D") : nullptr;
+  if (d && (d->dtype != x.dtype || d->numel() != 1))
     fail(ctx.node, "D must be one ", dtypeName(x.dtype),
-         " (X's dtype) element, got ", dtypeName(d.dtype), " ",
-         shapeString(d.dims));
+         " (X's dtype) element, got ", dtypeName(d->dtype), " ",
+         shapeString(d->dims));
   DType to = softmaxTarget(ctx, x);
   int64_t axis = normalizeAxis(ctx.node, ctx.node.attrInt("axis", -1),
                                int64_t(x.dims.size()));
@@ -147,8 +135,8 @@ void divSoftmaxToKernel(KernelContext &ctx) {
   AxisSplit s = splitAt(x.dims, axis);
   dispatchFloat2(ctx.node, x.dtype, to, [&](auto in, auto out) {
     using In = decltype(in);
-    typename In::Compute divisor = In::load(ptr<In>(d), 0);
-    softmaxRows<false, In, decltype(out)>(x, y, s, &divisor);
+    typename In::Compute divisor = d ? In::load(ptr<In>(*d), 0) : 1;
+    softmaxRows<false, In, decltype(out)>(x, y, s, d ? &divisor : nullptr);
   });
   writeLowCopy(ctx, y);
 }
@@ -158,8 +146,8 @@ void divSoftmaxToKernel(KernelContext &ctx) {
 std::vector<KernelEntry> softmaxKernels() {
   return {{"", "Softmax", softmaxKernel<false>},
           {"", "LogSoftmax", softmaxKernel<true>},
-          {kMpcDomain, "SoftmaxTo", softmaxToKernel},
-          {kMpcDomain, "DivSoftmaxTo", divSoftmaxToKernel}};
+          {kMpcDomain, "SoftmaxTo", softmaxToKernel<false>},
+          {kMpcDomain, "DivSoftmaxTo", softmaxToKernel<true>}};
 }
 
 } // namespace cpu

@@ -11,8 +11,6 @@
 #include "kernels/cuda/softmax.h"
 #include "kernels/cuda/warp_reduce.cuh"
 
-#include <type_traits>
-
 namespace mpc {
 namespace cuda {
 namespace {
@@ -69,13 +67,15 @@ __global__ void softmaxKernel(const typename In::Storage *x,
 }
 
 // dx may be dy's or y's bytes (in place, as for softmaxKernel). dx is
-// written as dy's type G, or as y's type F for mpc.SoftmaxGradAs (`AsY`).
-template <bool Log, bool AsY, typename G, typename F>
-__global__ void
-softmaxGradKernel(const typename G::Storage *dy, const typename F::Storage *y,
-                  typename std::conditional<AsY, F, G>::type::Storage *dx,
-                  AxisRows r) {
-  using O = typename std::conditional<AsY, F, G>::type;
+// written as O: dy's type G (SoftmaxGrad, LogSoftmaxGrad), or, `ViaY`, the
+// value is first rounded to y's type F, divided there by *d when d is given,
+// and converted to O (SoftmaxGradAs: O = F, no d; SoftmaxGradDiv: F fp32).
+template <bool Log, typename G, typename F, typename O, bool ViaY>
+__global__ void softmaxGradKernel(const typename G::Storage *dy,
+                                  const typename F::Storage *y,
+                                  const typename F::Storage *d,
+                                  typename O::Storage *dx, AxisRows r) {
+  float divisor = d ? F::toFloat(*d) : 1.0f;
   int64_t lane = threadIdx.x % kWarp;
   int64_t stride = int64_t(gridDim.x) * kRowsPerBlock;
   for (int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
@@ -89,34 +89,13 @@ softmaxGradKernel(const typename G::Storage *dy, const typename F::Storage *y,
     sum = warpSum(sum);
     for (int64_t j = lane; j < r.len; j += kWarp) {
       int64_t k = base + j * r.inner;
-      dx[k] = O::fromFloat(
-          softmaxGradValue<Log>(G::toFloat(dy[k]), F::toFloat(y[k]), sum));
-    }
-  }
-}
-
-// mpc.SoftmaxGradDiv with an fp32 Y: softmaxGradKernel's value divided by
-// *d in fp32 and written as O; dx may be dy's bytes (O == G).
-template <typename G, typename O>
-__global__ void softmaxGradDivKernel(const typename G::Storage *dy,
-                                     const float *y, const float *d,
-                                     typename O::Storage *dx, AxisRows r) {
-  float divisor = *d;
-  int64_t lane = threadIdx.x % kWarp;
-  int64_t stride = int64_t(gridDim.x) * kRowsPerBlock;
-  for (int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
-       row < r.rows(); row += stride) {
-    int64_t base = rowBase(r, row);
-    float sum = 0.0f;
-    for (int64_t j = lane; j < r.len; j += kWarp) {
-      int64_t k = base + j * r.inner;
-      sum += softmaxGradTerm<false>(G::toFloat(dy[k]), y[k]);
-    }
-    sum = warpSum(sum);
-    for (int64_t j = lane; j < r.len; j += kWarp) {
-      int64_t k = base + j * r.inner;
-      dx[k] = O::fromFloat(
-          softmaxGradValue<false>(G::toFloat(dy[k]), y[k], sum) / divisor);
+      float v = softmaxGradValue<Log>(G::toFloat(dy[k]), F::toFloat(y[k]), sum);
+      if (ViaY) {
+        v = F::toFloat(F::fromFloat(v));
+        if (d)
+          v = F::toFloat(F::fromFloat(v / divisor));
+      }
+      dx[k] = O::fromFloat(v);
     }
   }
 }
@@ -188,14 +167,14 @@ void launchSoftmaxGrad(bool log, DType gt, const void *dy, DType ft,
       auto *py = static_cast<const typename F::Storage *>(y);
       unsigned grid = rowGrid(r.rows());
       if (asY)
-        softmaxGradKernel<false, true, G, F><<<grid, kBlock, 0, s>>>(
-            pdy, py, static_cast<typename F::Storage *>(dx), r);
+        softmaxGradKernel<false, G, F, F, true><<<grid, kBlock, 0, s>>>(
+            pdy, py, nullptr, static_cast<typename F::Storage *>(dx), r);
       else if (log)
-        softmaxGradKernel<true, false, G, F><<<grid, kBlock, 0, s>>>(
-            pdy, py, static_cast<typename G::Storage *>(dx), r);
+        softmaxGradKernel<true, G, F, G, false><<<grid, kBlock, 0, s>>>(
+            pdy, py, nullptr, static_cast<typename G::Storage *>(dx), r);
       else
-        softmaxGradKernel<false, false, G, F><<<grid, kBlock, 0, s>>>(
-            pdy, py, static_cast<typename G::Storage *>(dx), r);
+        softmaxGradKernel<false, G, F, G, false><<<grid, kBlock, 0, s>>>(
+            pdy, py, nullptr, static_cast<typename G::Storage *>(dx), r);
     });
   });
   MPC_CUDA_CHECK_LAUNCH("softmaxGradKernel");
@@ -210,12 +189,13 @@ void launchSoftmaxGradDiv(DType gradT, const void *dy, const float *y,
     using G = decltype(gio);
     dispatchDeviceFloat(outT, "SoftmaxGradDiv", [&](auto oio) {
       using O = decltype(oio);
-      softmaxGradDivKernel<G, O><<<rowGrid(r.rows()), kBlock, 0, s>>>(
-          static_cast<const typename G::Storage *>(dy), y, d,
-          static_cast<typename O::Storage *>(dx), r);
+      softmaxGradKernel<false, G, F32Dev, O, true>
+          <<<rowGrid(r.rows()), kBlock, 0, s>>>(
+              static_cast<const typename G::Storage *>(dy), y, d,
+              static_cast<typename O::Storage *>(dx), r);
     });
   });
-  MPC_CUDA_CHECK_LAUNCH("softmaxGradDivKernel");
+  MPC_CUDA_CHECK_LAUNCH("softmaxGradKernel");
 }
 
 } // namespace cuda

@@ -696,36 +696,25 @@ void addSoftmax(std::vector<OpCase> &cases) {
                            return {randomTensor(rng, t, dims, -4, 4)};
                          },
                          Compare::Tolerance});
-      // With the attention's scaling Div by one element of X's dtype.
-      if (!log)
-        cases.push_back({std::string("DivSoftmaxTo_") + sh.name,
-                         kMpcDomain,
-                         "DivSoftmaxTo",
-                         {{"axis", i(sh.axis)}, {"to", i(1)}},
-                         1,
-                         kFloats,
-                         [=](DType t, std::mt19937 &rng) -> Inputs {
-                           Tensor d(DType::F32, {});
-                           d.data<float>()[0] = 3.0f;
-                           return {randomTensor(rng, t, dims, -12, 12),
-                                   t == DType::F32 ? d : d.castTo(t)};
-                         },
-                         Compare::Tolerance});
-      // And writing the Cast down for the next product (Ylow, fp16).
-      if (!log)
-        cases.push_back({std::string("DivSoftmaxTo_low_") + sh.name,
-                         kMpcDomain,
-                         "DivSoftmaxTo",
-                         {{"axis", i(sh.axis)}, {"to", i(1)}, {"low", i(10)}},
-                         2,
-                         kFloats,
-                         [=](DType t, std::mt19937 &rng) -> Inputs {
-                           Tensor d(DType::F32, {});
-                           d.data<float>()[0] = 3.0f;
-                           return {randomTensor(rng, t, dims, -12, 12),
-                                   t == DType::F32 ? d : d.castTo(t)};
-                         },
-                         Compare::Tolerance});
+      // With the attention's scaling Div by one element of X's dtype, and
+      // writing the Cast down for the next product too (Ylow, fp16).
+      for (bool low : {false, true})
+        if (!log)
+          cases.push_back(
+              {std::string(low ? "DivSoftmaxTo_low_" : "DivSoftmaxTo_") +
+                   sh.name,
+               kMpcDomain,
+               "DivSoftmaxTo",
+               {{"axis", i(sh.axis)}, {"to", i(1)}, {"low", i(10)}},
+               size_t(low ? 2 : 1),
+               kFloats,
+               [=](DType t, std::mt19937 &rng) -> Inputs {
+                 Tensor d(DType::F32, {});
+                 d.data<float>()[0] = 3.0f;
+                 return {randomTensor(rng, t, dims, -12, 12),
+                         t == DType::F32 ? d : d.castTo(t)};
+               },
+               Compare::Tolerance});
     }
   for (bool log : {false, true}) {
     std::string op = log ? "LogSoftmaxGrad" : "SoftmaxGrad";
