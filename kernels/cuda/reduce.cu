@@ -5,7 +5,8 @@
 // combines them in fp32, which is the order the CPU backend uses
 // (kernels/cpu/reduce.cpp, mpc_grad.cpp), so the results are the same bits.
 // SumToShape (bias gradients: thousands of rows per column) sums chunks of
-// kSumChunk terms in parallel, then the chunk sums (chunked_sum.h); the
+// kSumChunk terms in parallel, then the chunk sums (chunked_sum.h), 16
+// bytes of adjacent outputs per thread where the layout allows; the
 // reductions keep one thread per output element, which is slow for a
 // reduction over the innermost axis of a large tensor, and a later
 // increment can split per warp if a model needs it.
@@ -57,6 +58,63 @@ __global__ void sumChunksKernel(const typename Io::Storage *__restrict__ dy,
   }
 }
 
+/// sumChunksKernel for a bias gradient's layout: the outputs contiguous in
+/// dY (one kept axis of stride 1), one reduced axis whose row stride keeps
+/// 16-byte alignment. Each thread sums kPack adjacent outputs, reading them
+/// as one 16-byte unit per row (a warp reads 512 contiguous bytes where the
+/// one-output threads read 64 or 128), with up to 16 rows' loads in flight.
+/// Each output's terms are still added in order from zero: the same bits.
+template <typename Io>
+__global__ void
+sumChunksPackedKernel(const typename Io::Storage *__restrict__ dy,
+                      int64_t rowStride, int64_t outCount, int64_t reducedCount,
+                      int64_t chunks, float *__restrict__ partial,
+                      DType outType, void *__restrict__ out) {
+  using S = typename Io::Storage;
+  constexpr int kPack = int(16 / sizeof(S));
+  struct alignas(16) Pack {
+    S v[kPack];
+  };
+  int64_t packs = outCount / kPack;
+  for (int64_t j = blockIdx.y; j < chunks; j += gridDim.y) {
+    int64_t first = j * kSumChunk;
+    int64_t last =
+        first + kSumChunk < reducedCount ? first + kSumChunk : reducedCount;
+    for (int64_t q = globalIndex(); q < packs; q += globalStride()) {
+      const S *p = dy + first * rowStride + q * kPack;
+      float acc[kPack];
+#pragma unroll
+      for (int v = 0; v < kPack; ++v)
+        acc[v] = 0.0f;
+#pragma unroll 16
+      for (int64_t r = first; r < last; ++r, p += rowStride) {
+        Pack u = *reinterpret_cast<const Pack *>(p);
+#pragma unroll
+        for (int v = 0; v < kPack; ++v)
+          acc[v] += Io::toFloat(u.v[v]);
+      }
+#pragma unroll
+      for (int v = 0; v < kPack; ++v) {
+        int64_t o = q * kPack + v;
+        if (partial)
+          partial[j * outCount + o] = acc[v];
+        else
+          storeAs(outType, out, o, acc[v]);
+      }
+    }
+  }
+}
+
+/// Whether sumChunksPackedKernel takes this sum: outputs contiguous and a
+/// whole number of 16-byte units, rows 16-byte aligned.
+bool packedSumLayout(const SumToShapeGeometry &g, const void *dy,
+                     size_t elementSize) {
+  int64_t pack = int64_t(16 / elementSize);
+  return g.keptRank == 1 && g.keptStrides[0] == 1 && g.reducedRank == 1 &&
+         g.outCount % pack == 0 && g.reducedStrides[0] % pack == 0 &&
+         reinterpret_cast<uintptr_t>(dy) % 16 == 0;
+}
+
 /// Each sum's chunk sums from zero in order.
 __global__ void addChunkSumsKernel(const float *__restrict__ chunkSums,
                                    int64_t chunks, int64_t sums, DType outType,
@@ -82,12 +140,22 @@ void sumToShape(DType dyType, const void *dy, DType dxType, void *dx,
     throw Error(std::string("internal error: ") + what +
                 " without scratch for its chunk sums");
   float *partial = chunks > 1 ? static_cast<float *>(scratch) : nullptr;
-  dim3 grid(gridFor(g.outCount), unsigned(chunks < 65535 ? chunks : 65535));
+  unsigned chunkGrid = unsigned(chunks < 65535 ? chunks : 65535);
   dispatchDeviceFloat(dyType, what, [&](auto io) {
     using Io = decltype(io);
-    sumChunksKernel<Io>
-        <<<grid, kBlock, 0, s>>>(static_cast<const typename Io::Storage *>(dy),
-                                 g, chunks, partial, dxType, dx);
+    using S = typename Io::Storage;
+    auto *p = static_cast<const S *>(dy);
+    if (packedSumLayout(g, dy, sizeof(S))) {
+      int64_t packs = g.outCount / int64_t(16 / sizeof(S));
+      sumChunksPackedKernel<Io>
+          <<<dim3(gridFor(packs), chunkGrid), kBlock, 0, s>>>(
+              p, g.reducedStrides[0], g.outCount, g.reducedCount, chunks,
+              partial, dxType, dx);
+    } else {
+      sumChunksKernel<Io>
+          <<<dim3(gridFor(g.outCount), chunkGrid), kBlock, 0, s>>>(
+              p, g, chunks, partial, dxType, dx);
+    }
   });
   MPC_CUDA_CHECK_LAUNCH("sumChunksKernel");
   if (partial)

@@ -279,6 +279,11 @@ void addBackward(std::vector<OpCase> &cases) {
         // More rows than one chunk of the sum (kSumChunk): chunk sums in
         // parallel, then added in order, the CPU's bits all the same.
         Sum{"bias_long", {2, 300, 20}, {20}},
+        // Outputs a whole number of 16-byte units in every dtype: each thread
+        // sums 16 bytes of adjacent outputs (sumChunksPackedKernel), one
+        // chunk and many.
+        Sum{"bias_packed", {3, 200, 40}, {40}},
+        Sum{"bias_packed_short", {5, 24}, {24}},
         Sum{"split_long", {300, 3, 5}, {3, 1}}}) {
     std::vector<int64_t> from = s.from, to = s.to;
     cases.push_back(
