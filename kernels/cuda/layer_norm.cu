@@ -1,5 +1,6 @@
 // CUDA LayerNormalization kernels: one warp per row for the statistics and
-// dX, one thread per column and chunk of rows for dScale/dBias.
+// dX, one thread per column (or 16 bytes of adjacent columns, where aligned)
+// and chunk of rows for dScale/dBias.
 //
 // The forward's statistics are two-pass in fp32 (mean, then squared
 // deviations), combined across the warp in a fixed tree (warp_reduce.cuh);
@@ -14,6 +15,8 @@
 #include "kernels/cuda/layer_norm.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/warp_reduce.cuh"
+
+#include <type_traits>
 
 namespace mpc {
 namespace cuda {
@@ -160,6 +163,67 @@ __global__ void layerNormGradParamsKernel(LayerNormGradArgs a, int64_t chunks) {
   }
 }
 
+/// layerNormGradParamsKernel for one storage type Io with fp32 statistics
+/// (UniformAccess's case) when a row is a whole number of 16-byte units at
+/// 16-byte aligned dY and X: each thread takes kPack adjacent columns, read
+/// as one 16-byte unit of dY and of X per row. Each column's sums are the
+/// same operations in the same order: the same bits.
+template <typename Io>
+__global__ void layerNormGradParamsPackedKernel(LayerNormGradArgs a,
+                                                int64_t chunks) {
+  using S = typename Io::Storage;
+  constexpr int kPack = int(16 / sizeof(S));
+  struct alignas(16) Pack {
+    S v[kPack];
+  };
+  const auto *dy = static_cast<const S *>(a.dy);
+  const auto *x = static_cast<const S *>(a.x);
+  const auto *mean = static_cast<const float *>(a.mean);
+  const auto *invStd = static_cast<const float *>(a.invStd);
+  int64_t packs = a.n / kPack;
+  for (int64_t c = blockIdx.y; c < chunks; c += gridDim.y) {
+    int64_t first = c * kSumChunk;
+    int64_t last = first + kSumChunk < a.outer ? first + kSumChunk : a.outer;
+    for (int64_t q = globalIndex(); q < packs; q += globalStride()) {
+      float ds[kPack], db[kPack];
+#pragma unroll
+      for (int v = 0; v < kPack; ++v)
+        ds[v] = db[v] = 0.0f;
+#pragma unroll 4
+      for (int64_t row = first; row < last; ++row) {
+        float m = mean[row], is = invStd[row];
+        int64_t at = row * a.n + q * kPack;
+        Pack g = *reinterpret_cast<const Pack *>(dy + at);
+        Pack xv = *reinterpret_cast<const Pack *>(x + at);
+#pragma unroll
+        for (int v = 0; v < kPack; ++v) {
+          float gv = Io::toFloat(g.v[v]);
+          ds[v] += gv * layerNormXhat(Io::toFloat(xv.v[v]), m, is);
+          db[v] += gv;
+        }
+      }
+#pragma unroll
+      for (int v = 0; v < kPack; ++v) {
+        int64_t j = q * kPack + v;
+        if (chunks > 1) {
+          a.scratch[c * a.n + j] = ds[v];
+          a.scratch[(chunks + c) * a.n + j] = db[v];
+          continue;
+        }
+        if (a.dScale)
+          static_cast<S *>(a.dScale)[j] = Io::fromFloat(ds[v]);
+        if (a.dBias)
+          static_cast<S *>(a.dBias)[j] = Io::fromFloat(db[v]);
+      }
+    }
+  }
+}
+
+/// The packed kernel's Io for accessor Acc: UniformAccess<Io>'s Io, else
+/// void (DynamicAccess: dtypes that differ, read with a switch).
+template <typename Acc> struct PackedIo { using type = void; };
+template <typename Io> struct PackedIo<UniformAccess<Io>> { using type = Io; };
+
 unsigned rowGrid(int64_t rows) {
   int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   return unsigned(blocks < 1 ? 1 : blocks > 65535 ? 65535 : blocks);
@@ -193,8 +257,20 @@ void launchGradKernels(const LayerNormGradArgs &a, cudaStream_t s) {
     if (chunks > 1 && !a.scratch)
       throw Error("internal error: LayerNormalizationGrad without scratch "
                   "for its chunk sums");
-    dim3 grid(gridFor(a.n), unsigned(chunks < 65535 ? chunks : 65535));
-    layerNormGradParamsKernel<Acc><<<grid, kBlock, 0, s>>>(a, chunks);
+    unsigned chunkGrid = unsigned(chunks < 65535 ? chunks : 65535);
+    using Io = typename PackedIo<Acc>::type;
+    bool packed = false;
+    if constexpr (!std::is_void_v<Io>) {
+      constexpr int64_t pack = int64_t(16 / sizeof(typename Io::Storage));
+      packed = a.n % pack == 0 && reinterpret_cast<uintptr_t>(a.dy) % 16 == 0 &&
+               reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+      if (packed)
+        layerNormGradParamsPackedKernel<Io>
+            <<<dim3(gridFor(a.n / pack), chunkGrid), kBlock, 0, s>>>(a, chunks);
+    }
+    if (!packed)
+      layerNormGradParamsKernel<Acc>
+          <<<dim3(gridFor(a.n), chunkGrid), kBlock, 0, s>>>(a, chunks);
     MPC_CUDA_CHECK_LAUNCH("layerNormGradParamsKernel");
     if (chunks > 1 && a.dScale)
       launchAddChunkSums(a.scratch, chunks, a.n, a.dyType, a.dScale, s);

@@ -838,8 +838,16 @@ void addLayerNorm(std::vector<OpCase> &cases) {
        {GradCase{"rows", {4, 16, 32}, {4, 16, 1}, {32}, -1, 32, false},
         GradCase{"two_axes", {3, 4, 5}, {3, 1, 1}, {1, 5}, 1, 20, false},
         GradCase{"dx_only", {6, 50}, {6, 1}, {50}, -1, 50, true},
-        GradCase{
-            "long_rows", {3, 200, 24}, {3, 200, 1}, {24}, -1, 24, false}}) {
+        // Many chunks of rows: 24 columns are whole 16-byte units in every
+        // dtype (the packed dScale/dBias kernel), 18 in none.
+        GradCase{"long_rows", {3, 200, 24}, {3, 200, 1}, {24}, -1, 24, false},
+        GradCase{"long_rows_unpacked",
+                 {3, 200, 18},
+                 {3, 200, 1},
+                 {18},
+                 -1,
+                 18,
+                 false}}) {
     GradCase c = gc;
     cases.push_back({std::string("LayerNormalizationGrad_") + gc.name,
                      kMpcDomain,
