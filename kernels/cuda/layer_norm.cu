@@ -14,6 +14,7 @@
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/layer_norm.h"
 #include "kernels/cuda/reduce.h"
+#include "kernels/cuda/vector_access.cuh"
 #include "kernels/cuda/warp_reduce.cuh"
 
 #include <type_traits>
@@ -172,10 +173,8 @@ template <typename Io>
 __global__ void layerNormGradParamsPackedKernel(LayerNormGradArgs a,
                                                 int64_t chunks) {
   using S = typename Io::Storage;
-  constexpr int kPack = int(16 / sizeof(S));
-  struct alignas(16) Pack {
-    S v[kPack];
-  };
+  constexpr int kPack = VectorGroup<sizeof(S)>::value;
+  using Pack = Group<S, kPack>;
   const auto *dy = static_cast<const S *>(a.dy);
   const auto *x = static_cast<const S *>(a.x);
   const auto *mean = static_cast<const float *>(a.mean);
@@ -261,9 +260,10 @@ void launchGradKernels(const LayerNormGradArgs &a, cudaStream_t s) {
     using Io = typename PackedIo<Acc>::type;
     bool packed = false;
     if constexpr (!std::is_void_v<Io>) {
-      constexpr int64_t pack = int64_t(16 / sizeof(typename Io::Storage));
-      packed = a.n % pack == 0 && reinterpret_cast<uintptr_t>(a.dy) % 16 == 0 &&
-               reinterpret_cast<uintptr_t>(a.x) % 16 == 0;
+      constexpr int64_t pack = VectorGroup<sizeof(typename Io::Storage)>::value;
+      packed = a.n % pack == 0 &&
+               reinterpret_cast<uintptr_t>(a.dy) % kVectorBytes == 0 &&
+               reinterpret_cast<uintptr_t>(a.x) % kVectorBytes == 0;
       if (packed)
         layerNormGradParamsPackedKernel<Io>
             <<<dim3(gridFor(a.n / pack), chunkGrid), kBlock, 0, s>>>(a, chunks);

@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/reduce.h"
+#include "kernels/cuda/vector_access.cuh"
 
 #include <string>
 
@@ -71,10 +72,8 @@ sumChunksPackedKernel(const typename Io::Storage *__restrict__ dy,
                       int64_t chunks, float *__restrict__ partial,
                       DType outType, void *__restrict__ out) {
   using S = typename Io::Storage;
-  constexpr int kPack = int(16 / sizeof(S));
-  struct alignas(16) Pack {
-    S v[kPack];
-  };
+  constexpr int kPack = VectorGroup<sizeof(S)>::value;
+  using Pack = Group<S, kPack>;
   int64_t packs = outCount / kPack;
   for (int64_t j = blockIdx.y; j < chunks; j += gridDim.y) {
     int64_t first = j * kSumChunk;
@@ -109,10 +108,10 @@ sumChunksPackedKernel(const typename Io::Storage *__restrict__ dy,
 /// whole number of 16-byte units, rows 16-byte aligned.
 bool packedSumLayout(const SumToShapeGeometry &g, const void *dy,
                      size_t elementSize) {
-  int64_t pack = int64_t(16 / elementSize);
+  int64_t pack = int64_t(kVectorBytes / elementSize);
   return g.keptRank == 1 && g.keptStrides[0] == 1 && g.reducedRank == 1 &&
          g.outCount % pack == 0 && g.reducedStrides[0] % pack == 0 &&
-         reinterpret_cast<uintptr_t>(dy) % 16 == 0;
+         reinterpret_cast<uintptr_t>(dy) % kVectorBytes == 0;
 }
 
 /// Each sum's chunk sums from zero in order.
@@ -146,7 +145,7 @@ void sumToShape(DType dyType, const void *dy, DType dxType, void *dx,
     using S = typename Io::Storage;
     auto *p = static_cast<const S *>(dy);
     if (packedSumLayout(g, dy, sizeof(S))) {
-      int64_t packs = g.outCount / int64_t(16 / sizeof(S));
+      int64_t packs = g.outCount / VectorGroup<sizeof(S)>::value;
       sumChunksPackedKernel<Io>
           <<<dim3(gridFor(packs), chunkGrid), kBlock, 0, s>>>(
               p, g.reducedStrides[0], g.outCount, g.reducedCount, chunks,
