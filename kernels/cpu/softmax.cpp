@@ -32,10 +32,24 @@ void softmaxRows(const Tensor &x, Tensor &y, const AxisSplit &s,
   const auto *px = ptr<In>(x);
   auto *py = ptr<Out>(y);
   std::vector<C> row(size_t(s.len));
+  // A contiguous row divided in the compute type: the quotients are rounded
+  // to In's storage and back in bulk (F16C, bf16 loops), as the Div node
+  // stored them.
+  constexpr bool bulkDivide = std::is_same_v<typename In::Compute, C>;
+  std::vector<typename In::Storage> rounded(
+      bulkDivide && divisor && s.inner == 1 ? size_t(s.len) : 0);
   for (int64_t o = 0; o < s.outer; ++o)
     for (int64_t i = 0; i < s.inner; ++i) {
       int64_t base = o * s.len * s.inner + i;
-      if (divisor) {
+      if (!rounded.empty()) {
+        if constexpr (bulkDivide) {
+          loadRun<In>(px + base, s.len, row.data());
+          for (int64_t j = 0; j < s.len; ++j)
+            row[size_t(j)] = row[size_t(j)] / *divisor;
+          storeRun<In>(rounded.data(), s.len, row.data());
+          loadRun<In>(rounded.data(), s.len, row.data());
+        }
+      } else if (divisor) {
         for (int64_t j = 0; j < s.len; ++j) {
           typename In::Storage q;
           In::store(&q, 0, In::load(px, base + j * s.inner) / *divisor);
