@@ -282,8 +282,10 @@ Flags parseFlags(int argc, char **argv) {
                   "terminal; use -o - to force stdout)");
     f.output = "-";
   }
-  // Only --explain and --dot read the precision map (never exported).
+  // Only --explain and --dot read the precision map (never exported), and
+  // only --stats the memory plan's numbers (the plan is not exported).
   f.options.recordPrecision = f.explain || !f.dotFile.empty();
+  f.options.planMemory = f.stats;
   return f;
 }
 
