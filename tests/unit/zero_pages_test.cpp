@@ -167,11 +167,18 @@ TEST(ZeroPages, LargeZerosAreHeldAndEachBuffersWritesAreItsOwn) {
   EXPECT_TRUE(allZero(c));
 }
 
-TEST(ZeroPages, SmallZerosAreOwnedAndTensorZerosHaveTheirType) {
+TEST(ZeroPages, SmallZerosAreInPlaceAndTensorZerosHaveTheirType) {
   ByteBuffer small = zeroBytes(kZeroPagesMinBytes - 1);
-  EXPECT_FALSE(small.isHeld());
+  ByteBuffer other = zeroBytes(100);
+  EXPECT_TRUE(small.isInPlace());
+  EXPECT_EQ(small.unalignedData(), other.unalignedData()); // one block
   EXPECT_EQ(small.size(), kZeroPagesMinBytes - 1);
-  EXPECT_TRUE(allZero(small));
+  EXPECT_TRUE(allZero(small)); // a copy of its own, which it may write
+  EXPECT_FALSE(small.isInPlace());
+  small[7] = 1;
+  EXPECT_TRUE(std::all_of(other.unalignedData(),
+                          other.unalignedData() + other.size(),
+                          [](uint8_t x) { return x == 0; }));
   EXPECT_TRUE(zeroBytes(0).empty());
   Tensor t = Tensor::zeros(DType::F16, {512, 64});
   EXPECT_EQ(t.dtype, DType::F16);
