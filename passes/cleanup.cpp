@@ -30,7 +30,7 @@ bool isDead(const Node &n) {
 int64_t removeIdentityCasts(Graph &g) {
   int64_t removed = 0;
   for (Node *n : g.nodeList()) {
-    if (n->opType() != "Cast" || !n->domain().empty() || !n->input(0))
+    if (!n->isOp("", "Cast") || !n->input(0))
       continue;
     Value *in = n->input(0);
     auto to = fromOnnxDataType(int(n->attrInt("to", 0)));
@@ -48,7 +48,7 @@ int64_t mergeDuplicateCasts(Graph &g) {
   int64_t merged = 0;
   std::map<std::pair<Value *, int64_t>, Node *> first;
   for (Node *n : g.nodeList()) {
-    if (n->opType() != "Cast" || !n->domain().empty() || !n->input(0))
+    if (!n->isOp("", "Cast") || !n->input(0))
       continue;
     auto key = std::make_pair(n->input(0), n->attrInt("to", 0));
     auto it = first.find(key);

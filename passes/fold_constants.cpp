@@ -52,7 +52,7 @@ public:
 
   void run() {
     for (Node *n : g_.nodeList())
-      if (n->domain().empty() && n->opType() == "Constant") {
+      if (n->isOp("", "Constant")) {
         replaceWithConstant(n, constantNodeTensor(*n));
         ++stats_["constants-to-initializers"];
       }

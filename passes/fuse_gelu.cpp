@@ -30,6 +30,7 @@
 #include "passes/shape_inference.h"
 
 #include <cmath>
+#include <string_view>
 #include <unordered_set>
 
 namespace mpc {
@@ -92,8 +93,8 @@ public:
   }
 
 private:
-  static bool isOp(const Node &n, const char *op) {
-    return n.domain().empty() && n.opType() == op;
+  static bool isOp(const Node &n, std::string_view op) {
+    return n.isOp("", op);
   }
 
   /// The single-consumer node producing v (an intermediate of the pattern),
@@ -303,8 +304,7 @@ void rewrite(Graph &g, const GeluMatch &m, bool onnxGelu,
       continue;
     if (v->isInitializer() && !v->isState && !v->isGraphInput())
       g.removeInitializer(v);
-    else if (Node *c = v->producer();
-             c && c->domain().empty() && c->opType() == "Constant") {
+    else if (Node *c = v->producer(); c && c->isOp("", "Constant")) {
       g.removeNode(c);
       removed.insert(c);
     }

@@ -217,6 +217,8 @@ std::string memoryReportJson(const MemoryPlan &chosen,
 }
 
 void runPlanMemory(Model &model, PassContext &ctx) {
+  if (!ctx.options.planMemory)
+    return; // no one reads the statistics (CompileOptions::planMemory)
   // Right after a verify that found every type of the step as inference
   // gives it (as infer-shapes leaves them), inferring them again for the
   // plan would change nothing; the pipeline says whether the model is still

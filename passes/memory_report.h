@@ -30,7 +30,8 @@ std::string memoryReportJson(const MemoryPlan &chosen,
 
 /// The plan-memory pass: plans the step when its shapes are concrete and
 /// records the numbers as statistics (mpc-opt --stats); the model is not
-/// changed (the runtime plans again from the shapes its batch gives).
+/// changed (the runtime plans again from the shapes its batch gives). With
+/// CompileOptions::planMemory off (mpc-opt without --stats) it does nothing.
 void runPlanMemory(Model &model, PassContext &ctx);
 
 } // namespace mpc

@@ -75,6 +75,13 @@ struct CompileOptions {
   /// was a tenth of autocast's time.
   bool recordPrecision = true;
 
+  /// Whether plan-memory plans the step. The plan gives statistics only
+  /// (--stats; the runtime plans again for the batch it is given) and the
+  /// model does not change, so mpc-opt turns it off without --stats:
+  /// planning a 64-layer step was an eighth of the compile (25M
+  /// instructions, about 450 freshly touched pages).
+  bool planMemory = true;
+
   /// The loss-scale mode after defaults: "dynamic", "static" or "none".
   std::string effectiveLossScaleMode() const;
   /// The static scale when mode is "static".

@@ -2,7 +2,10 @@
 // else owns (the executor's arena, runtime/arena.h), or held: memory kept
 // alive by a shared owner the buffer holds a reference to (a model's raw data
 // taken over from its parsed protobuf, untouched zero pages; see
-// passes/ir/zero_pages.h).
+// passes/ir/zero_pages.h). Held bytes may also be in place: read-only, at any
+// alignment (a weight's bytes where they lie in the mapped model file,
+// loadModel's WeightBytes::InFile), and copied into owned storage the first
+// time anyone asks for them by anything but unalignedData().
 //
 // It has the std::vector<uint8_t> calls tensors have always used (data, size,
 // resize, assign, begin/end, []), so code that fills a tensor does not care
@@ -50,6 +53,19 @@ public:
     return b;
   }
 
+  /// `size` bytes at `p`, at any alignment, that `keeper` keeps valid and
+  /// no one writes: in place. unalignedData() reads them where they lie; any
+  /// other access (data(), begin(), [], resizing to another size) first
+  /// copies them into owned storage, so typed code always gets aligned,
+  /// writable bytes of the buffer's own. That copy may happen in a const
+  /// call: the first access of an in-place buffer must not race another.
+  static ByteBuffer inPlace(const uint8_t *p, size_t size,
+                            std::shared_ptr<const void> keeper) {
+    ByteBuffer b = held(const_cast<uint8_t *>(p), size, std::move(keeper));
+    b.inPlace_ = true;
+    return b;
+  }
+
   ByteBuffer(const ByteBuffer &o)
       : owned_(o.data_, o.data_ + o.size_) { // copies are always owned
     sync();
@@ -66,6 +82,7 @@ public:
     }
     owned_.assign(o.data_, o.data_ + o.size_);
     isView_ = false;
+    inPlace_ = false;
     keeper_.reset();
     sync();
     return *this;
@@ -78,6 +95,7 @@ public:
     data_ = o.data_;
     size_ = o.size_;
     isView_ = o.isView_;
+    inPlace_ = o.inPlace_;
     if (!isView_ && !keeper_)
       sync();
     o.owned_.clear();
@@ -85,11 +103,14 @@ public:
     o.data_ = nullptr;
     o.size_ = 0;
     o.isView_ = false;
+    o.inPlace_ = false;
     return *this;
   }
 
   /// The bytes as a vector (a copy).
-  operator std::vector<uint8_t>() const { return {begin(), end()}; }
+  operator std::vector<uint8_t>() const {
+    return {data_, data_ + size_}; // bytes read where they lie
+  }
   friend bool operator==(const ByteBuffer &a, const ByteBuffer &b) {
     return a.size_ == b.size_ &&
            (a.size_ == 0 || std::memcmp(a.data_, b.data_, a.size_) == 0);
@@ -103,18 +124,24 @@ public:
   }
 
   bool isView() const { return isView_; }
-  /// True while the bytes are held through a shared owner (held()).
+  /// True while the bytes are held through a shared owner (held(),
+  /// inPlace()).
   bool isHeld() const { return keeper_ != nullptr; }
-  uint8_t *data() { return data_; }
-  const uint8_t *data() const { return data_; }
+  /// True while the bytes are in place (inPlace(): not yet copied).
+  bool isInPlace() const { return inPlace_; }
+  uint8_t *data() { return own(); }
+  const uint8_t *data() const { return own(); }
+  /// The bytes where they lie, at any alignment, never copied: for code
+  /// that copies them out as bytes (the model writer, memcpy).
+  const uint8_t *unalignedData() const { return data_; }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  uint8_t *begin() { return data_; }
-  uint8_t *end() { return data_ + size_; }
-  const uint8_t *begin() const { return data_; }
-  const uint8_t *end() const { return data_ + size_; }
-  uint8_t &operator[](size_t i) { return data_[i]; }
-  const uint8_t &operator[](size_t i) const { return data_[i]; }
+  uint8_t *begin() { return own(); }
+  uint8_t *end() { return own() + size_; }
+  const uint8_t *begin() const { return own(); }
+  const uint8_t *end() const { return own() + size_; }
+  uint8_t &operator[](size_t i) { return own()[i]; }
+  const uint8_t &operator[](size_t i) const { return own()[i]; }
 
   /// n bytes of value v; a view of exactly n bytes is filled in place.
   void assign(size_t n, uint8_t v) {
@@ -152,12 +179,23 @@ public:
   }
 
 private:
+  /// The bytes, copied into owned storage first when in place (the one
+  /// check every access pays).
+  uint8_t *own() const {
+    if (__builtin_expect(inPlace_, false))
+      copyInPlaceBytes();
+    return data_;
+  }
+  /// own()'s copy, kept out of its callers (every data() of every kernel).
+  [[gnu::noinline, gnu::cold]] void copyInPlaceBytes() const { detach(); }
   /// A view or held buffer becomes owned storage holding the same bytes.
-  void detach() {
+  /// (const: an in-place buffer does this on its first const access.)
+  void detach() const {
     if (!isView_ && !keeper_)
       return;
     owned_.assign(data_, data_ + size_);
     isView_ = false;
+    inPlace_ = false;
     keeper_.reset();
     sync();
   }
@@ -165,18 +203,22 @@ private:
   /// to be replaced); owned storage is left as it is.
   void forget() {
     isView_ = false;
+    inPlace_ = false;
     keeper_.reset();
   }
-  void sync() {
+  void sync() const {
     data_ = owned_.data();
     size_ = owned_.size();
   }
 
-  std::vector<uint8_t> owned_;
-  std::shared_ptr<const void> keeper_; ///< set for held bytes only
-  uint8_t *data_ = nullptr;
-  size_t size_ = 0;
-  bool isView_ = false;
+  // Mutable for an in-place buffer's copy on first access (own()); every
+  // other change goes through non-const calls.
+  mutable std::vector<uint8_t> owned_;
+  mutable std::shared_ptr<const void> keeper_; ///< held bytes only
+  mutable uint8_t *data_ = nullptr;
+  mutable size_t size_ = 0;
+  mutable bool isView_ = false;
+  mutable bool inPlace_ = false; ///< see inPlace()
 };
 
 } // namespace mpc

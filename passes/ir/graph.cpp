@@ -416,8 +416,8 @@ Graph::claimNodeName(std::string_view name, int count) {
   const uint64_t hash = hashName(name);
   if (NodeNameCount *taken = nodeNames_.find(name, hash))
     return {taken, false};
-  // Built in place (a temporary entry cost a second string).
-  NodeNameCount &entry = nodeNameCounts_.emplace_back(name, count);
+  NodeNameCount &entry =
+      nodeNameCounts_.emplace_back(nodeNameText_.keep(name), count);
   nodeNames_.insert(&entry, hash);
   return {&entry, true};
 }

@@ -7,6 +7,7 @@
 // a graph: createValue() makes a fresh name from a hint.
 #pragma once
 
+#include "passes/ir/name_arena.h"
 #include "passes/ir/name_index.h"
 #include "passes/ir/tensor.h"
 #include "passes/ir/types.h"
@@ -396,14 +397,14 @@ private:
   /// Drops `name` from the name table (its holder stops being live).
   void forgetName(std::string_view name);
 
-  /// A node name taken, and how many names uniqueNodeName gave with it as
-  /// the base.
+  /// A node name taken (its text in nodeNameText_), and how many names
+  /// uniqueNodeName gave with it as the base.
   struct NodeNameCount {
     NodeNameCount(std::string_view name, int count)
         : text(name), count(count) {}
-    std::string text;
+    std::string_view text;
     int count = 0;
-    const std::string &name() const { return text; } // NameIndex's key
+    std::string_view name() const { return text; } // NameIndex's key
   };
   /// The entry for `name`, added with `count` when absent ({entry, added}).
   std::pair<NodeNameCount *, bool> claimNodeName(std::string_view name,
@@ -424,6 +425,7 @@ private:
   NameIndex<Value> valuesByName_;
   /// The node names taken; a deque, so entries never move.
   std::deque<NodeNameCount> nodeNameCounts_;
+  NameArena nodeNameText_; ///< the text of each name taken
   NameIndex<NodeNameCount> nodeNames_;
   std::list<std::unique_ptr<Node>> nodes_;
   std::vector<Value *> inputs_, outputs_, initializers_;

@@ -54,7 +54,8 @@ inline uint64_t hashName(std::string_view name) {
   return h ^ (h >> 29);
 }
 
-/// Items of type T by T::name() (a std::string the item owns). Holds
+/// Items of type T by T::name() (a std::string the item owns, or a
+/// std::string_view of text that lives as long as the item). Holds
 /// pointers; the items live elsewhere and must outlive their entries.
 template <class T> class NameIndex {
 public:

@@ -77,6 +77,18 @@ ByteBuffer zeroBytes(size_t size) {
       return ByteBuffer::held(p, size, current);
     }
   }
+  if (size > 0 && size < kZeroPagesMinBytes) {
+    // Small zeros (an Adam step has two per bias and norm parameter) are
+    // views of one shared block, in place (ByteBuffer::inPlace): the writer
+    // reads them from there, and whatever writes or reads them as typed
+    // data gets a copy of its own first. Left unwritten, the block costs
+    // no memory (its pages read as the kernel's zero page).
+    static uint8_t zeros[kZeroPagesMinBytes]; // never written
+    // No owner to keep (a non-null pointer without a control block).
+    static const std::shared_ptr<const void> keeper(
+        std::shared_ptr<const void>(), zeros);
+    return ByteBuffer::inPlace(zeros, size, keeper);
+  }
   ByteBuffer b;
   b.assign(size, 0);
   return b;

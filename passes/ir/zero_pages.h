@@ -18,12 +18,14 @@
 namespace mpc {
 
 /// `size` zero bytes. From `kZeroPagesMinBytes` on, they are held in a shared
-/// anonymous mapping (ByteBuffer::isHeld()); smaller ones, and any when the
-/// mapping fails, are ordinary owned zeros.
+/// anonymous mapping (ByteBuffer::isHeld()); smaller ones are in place
+/// (ByteBuffer::isInPlace()) over one shared, never written zero block,
+/// copied into bytes of their own on first typed access; any when the
+/// mapping fails are ordinary owned zeros.
 ByteBuffer zeroBytes(size_t size);
 
-/// Below this (four pages) a buffer is cheaper on the heap than in
-/// page-aligned slots.
+/// Below this (four pages) a buffer is cheaper as a view of the shared
+/// block than in page-aligned slots.
 constexpr size_t kZeroPagesMinBytes = size_t(16) << 10;
 
 } // namespace mpc

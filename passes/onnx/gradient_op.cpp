@@ -17,7 +17,7 @@
 namespace mpc {
 
 bool isGradientOp(const Node &n) {
-  return n.opType() == "Gradient" && n.domain() == kOnnxPreviewTrainingDomain;
+  return n.isOp(kOnnxPreviewTrainingDomain, "Gradient");
 }
 
 std::vector<Node *> gradientOps(const Graph &g) {

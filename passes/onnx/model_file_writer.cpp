@@ -701,7 +701,7 @@ struct GraphPieces {
     before.write(out);
     for (const Init &i : inits) {
       out.put(i.header, i.headerSize);
-      out.putData(i.bytes->bytes.data(), i.bytes->bytes.size());
+      out.putData(i.bytes->bytes.unalignedData(), i.bytes->bytes.size());
     }
     inputsOutputs.write(out);
     valueInfos.write(out);

@@ -21,6 +21,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string_view>
 #include <unordered_set>
 
 namespace mpc {
@@ -139,7 +140,8 @@ std::vector<std::string> mpcOpsUsed(const Model &model) {
   auto scan = [&](const Graph &g) {
     for (const auto &n : g.nodes()) {
       const std::string &op = n->opType();
-      if (n->domain() != "mpc" || (last < ops.size() && ops[last] == op))
+      if (n->domain() != std::string_view("mpc") ||
+          (last < ops.size() && ops[last] == op))
         continue;
       last = size_t(std::find(ops.begin(), ops.end(), op) - ops.begin());
       if (last == ops.size())

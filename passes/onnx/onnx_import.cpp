@@ -7,6 +7,7 @@
 
 #include "passes/onnx/gradient_op.h"
 #include "passes/onnx/old_opsets.h"
+#include "passes/onnx/weights_in_file.h"
 #include "passes/support/diagnostics.h"
 #include "passes/support/file_bytes.h"
 #include "passes/support/file_io.h"
@@ -105,6 +106,13 @@ void checkNesting(const std::string &text, const std::string &sourceName) {
   }
 }
 
+/// The main graph's large raw_data fields that parseModelLeavingWeights
+/// left in the file's bytes, and what keeps those bytes valid.
+struct WeightsLeftInFile {
+  std::vector<WeightInFile> weights;
+  std::shared_ptr<const void> keeper;
+};
+
 class GraphImporter {
   inline static const std::vector<Value *> kNoInputs;
 
@@ -114,24 +122,32 @@ public:
 
   /// Imports `gp`. With `owned` (the same message, which the caller lets
   /// go of afterwards) the initializers' raw_data strings become the
-  /// tensors' storage instead of being copied.
+  /// tensors' storage instead of being copied; with `inFile`, the tensors
+  /// whose raw_data the parse left in the file keep their bytes there.
   std::unique_ptr<Graph> run(const onnx::GraphProto &gp,
-                             onnx::GraphProto *owned = nullptr) {
+                             onnx::GraphProto *owned = nullptr,
+                             const WeightsLeftInFile *inFile = nullptr) {
     auto g = std::make_unique<Graph>(gp.name().empty() ? "graph" : gp.name());
     graph_ = g.get();
     // Keys are the initializers' own names in `gp` (which outlives run;
     // taking a tensor over leaves its name in place).
     std::unordered_set<std::string_view> initNames;
     initNames.reserve(size_t(gp.initializer_size()));
+    size_t nextInFile = 0; // inFile's weights are in initializer order
     for (int i = 0; i < gp.initializer_size(); ++i) {
       const onnx::TensorProto &t = gp.initializer(i);
       if (t.name().empty())
         throw Error("initializer with an empty name");
       if (!initNames.insert(t.name()).second)
         throw Error("initializer '" + t.name() + "' is defined twice");
+      const WeightInFile *raw = nullptr;
+      if (inFile && nextInFile < inFile->weights.size() &&
+          inFile->weights[nextInFile].initializer == i)
+        raw = &inFile->weights[nextInFile++];
       Tensor data = loadTensor(
           t, [&] { return "initializer '" + t.name() + "'"; },
-          owned ? owned->mutable_initializer(i) : nullptr);
+          owned ? owned->mutable_initializer(i) : nullptr, raw,
+          inFile ? inFile->keeper : nullptr);
       graph_->addInitializer(t.name(), std::move(data));
     }
     if (gp.sparse_initializer_size() > 0)
@@ -241,10 +257,14 @@ private:
 
   /// Loads `tp`; `what()` names it in errors (built only for one). With
   /// `owned` (the same message, which the caller lets go of afterwards) its
-  /// raw_data string becomes the tensor's storage.
+  /// raw_data string becomes the tensor's storage; with `raw`, the raw_data
+  /// the parse left in the file (kept valid by `keeper`), the tensor's
+  /// bytes stay there.
   template <class What>
   Tensor loadTensor(const onnx::TensorProto &tp, const What &what,
-                    onnx::TensorProto *owned = nullptr) {
+                    onnx::TensorProto *owned = nullptr,
+                    const WeightInFile *raw = nullptr,
+                    const std::shared_ptr<const void> &keeper = nullptr) {
     // Only external data needs a message of its own (most tensors do not:
     // constructing and destroying an empty one each is not free).
     std::optional<onnx::TensorProto> resolved;
@@ -257,8 +277,13 @@ private:
     }
     Tensor t;
     std::string err;
-    bool ok = owned ? tensorFromProto(std::move(*owned), t, err)
-                    : tensorFromProto(*src, t, err);
+    bool ok;
+    if (raw && !resolved) // external data replaces any raw_data
+      ok = tensorFromProtoInPlace(*src, raw->data, raw->size, keeper, t, err);
+    else if (owned)
+      ok = tensorFromProto(std::move(*owned), t, err);
+    else
+      ok = tensorFromProto(*src, t, err);
     if (!ok)
       throw Error(what() + ": " + err);
     return t;
@@ -518,11 +543,12 @@ plainAttributeFromProto(const onnx::AttributeProto &a) {
 namespace {
 
 /// importModel; with `owned` (the same message, let go of afterwards) the
-/// weights are taken over from it instead of copied (GraphImporter::run).
-std::unique_ptr<Model> importModelFrom(const onnx::ModelProto &proto,
-                                       onnx::ModelProto *owned,
-                                       const std::string &sourceName,
-                                       const std::string &baseDir) {
+/// weights are taken over from it instead of copied, and those in `inFile`
+/// stay in the file (GraphImporter::run).
+std::unique_ptr<Model>
+importModelFrom(const onnx::ModelProto &proto, onnx::ModelProto *owned,
+                const std::string &sourceName, const std::string &baseDir,
+                const WeightsLeftInFile *inFile = nullptr) {
   auto model = std::make_unique<Model>();
   model->sourcePath = sourceName;
   if (!proto.has_graph())
@@ -547,8 +573,8 @@ std::unique_ptr<Model> importModelFrom(const onnx::ModelProto &proto,
     model->metadata.emplace_back(kv.key(), kv.value());
 
   GraphImporter mainImporter(baseDir, nullptr);
-  model->graph =
-      mainImporter.run(proto.graph(), owned ? owned->mutable_graph() : nullptr);
+  model->graph = mainImporter.run(
+      proto.graph(), owned ? owned->mutable_graph() : nullptr, inFile);
   // An older opset is accepted when its ops are the same operators as at
   // kMinSupportedOpset; the model then is that opset's model, which is what
   // the passes (and nodes they add, such as Cast) and the export assume.
@@ -677,12 +703,14 @@ std::unique_ptr<Model> parseModelText(const std::string &text,
   }
 }
 
-std::unique_ptr<Model> loadModel(const std::string &path) {
-  FileBytes file;
+std::unique_ptr<Model> loadModel(const std::string &path,
+                                 WeightBytes weightBytes) {
+  // Shared: tensors whose bytes stay in the file keep it mapped.
+  auto file = std::make_shared<FileBytes>();
   std::string error;
-  if (!file.open(path, error))
+  if (!file->open(path, error))
     throw Error(error);
-  std::string_view bytes = file.view();
+  std::string_view bytes = file->view();
   bool looksText = endsWith(path, ".onnxtext") || endsWith(path, ".txt");
   if (looksText)
     return parseModelText(std::string(bytes), path);
@@ -701,7 +729,13 @@ std::unique_ptr<Model> loadModel(const std::string &path) {
   google::protobuf::Arena arena(modelArenaOptions(bytes.size()));
   onnx::ModelProto &proto =
       *google::protobuf::Arena::CreateMessage<onnx::ModelProto>(&arena);
-  if (!proto.ParseFromArray(bytes.data(), int(bytes.size()))) {
+  WeightsLeftInFile inFile;
+  bool parsed =
+      weightBytes == WeightBytes::InFile &&
+      parseModelLeavingWeights(bytes, kHeldRawDataBytes, proto, inFile.weights);
+  if (parsed) {
+    inFile.keeper = std::move(file);
+  } else if (!proto.ParseFromArray(bytes.data(), int(bytes.size()))) {
     // Text that does not end in .onnxtext, or a truncated/corrupt protobuf.
     size_t i = 0;
     while (i < bytes.size() && isspace((unsigned char)bytes[i]))
@@ -714,7 +748,8 @@ std::unique_ptr<Model> loadModel(const std::string &path) {
                 "corrupt file)");
   }
   try {
-    return importModel(std::move(proto), path, dirName(path));
+    return importModelFrom(proto, &proto, path, dirName(path),
+                           parsed ? &inFile : nullptr);
   } catch (const Error &e) {
     throw Error(path + ": " + e.what());
   }

@@ -24,9 +24,24 @@ namespace mpc {
 /// the supported ops up to it, beyond what ONNX 1.12's checker knows).
 constexpr int64_t kMaxSupportedOpset = 23;
 
+/// Where loadModel keeps the bytes of a binary model's large weights (the
+/// main graph's initializers with at least kHeldRawDataBytes of raw_data).
+enum class WeightBytes {
+  /// In memory of their own: what a trainer, which runs on them long after
+  /// the load, needs.
+  Own,
+  /// Where they lie in the mapped file, in place (ByteBuffer::inPlace),
+  /// copied only if something asks for them as typed data: for mpc-opt,
+  /// which reads the file once and writes the weights out as they came in.
+  /// The file must not be truncated while the model is alive (SIGBUS; mpc's
+  /// own writers replace files by rename, passes/support/file_io.h).
+  InFile,
+};
+
 /// Loads a model from a file: binary ONNX, or ONNX text when the file name
 /// ends in .onnxtext/.txt or the content does not parse as protobuf.
-std::unique_ptr<Model> loadModel(const std::string &path);
+std::unique_ptr<Model> loadModel(const std::string &path,
+                                 WeightBytes weightBytes = WeightBytes::Own);
 /// Parses ONNX text (`//` comments allowed) into a model.
 std::unique_ptr<Model> parseModelText(const std::string &text,
                                       const std::string &sourceName);

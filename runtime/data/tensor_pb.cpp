@@ -35,9 +35,17 @@ struct ProtoHeader {
   uint64_t nbytes = 0;
 };
 
+/// A raw_data length that says the tensor has none.
+constexpr uint64_t kNoRawData = ~uint64_t(0);
+
+/// p's raw_data length, or kNoRawData.
+uint64_t rawDataSize(const onnx::TensorProto &p) {
+  return p.has_raw_data() ? p.raw_data().size() : kNoRawData;
+}
+
 /// Checks the data type, data location, dims and size of `p`, and the
-/// length of its raw_data when it has one.
-bool readHeader(const onnx::TensorProto &p, ProtoHeader &h,
+/// length of its raw_data (`rawSize`, kNoRawData when it has none).
+bool readHeader(const onnx::TensorProto &p, uint64_t rawSize, ProtoHeader &h,
                 std::string &error) {
   std::optional<DType> dt = fromOnnxDataType(p.data_type());
   if (!dt) {
@@ -68,11 +76,10 @@ bool readHeader(const onnx::TensorProto &p, ProtoHeader &h,
     return false;
   }
   uint64_t nbytes = uint64_t(n) * es;
-  if (p.has_raw_data() && p.raw_data().size() != nbytes) {
-    error = describe(p) + ": raw_data has " +
-            std::to_string(p.raw_data().size()) + " bytes, expected " +
-            std::to_string(nbytes) + " for " + dtypeName(*dt) + "[" +
-            dimsToString(dims) + "]";
+  if (rawSize != kNoRawData && rawSize != nbytes) {
+    error = describe(p) + ": raw_data has " + std::to_string(rawSize) +
+            " bytes, expected " + std::to_string(nbytes) + " for " +
+            dtypeName(*dt) + "[" + dimsToString(dims) + "]";
     return false;
   }
   h.nbytes = nbytes;
@@ -94,7 +101,7 @@ bool tensorFromProto(const onnx::TensorProto &p, Tensor &out,
                      std::string &error) {
   try {
     ProtoHeader h;
-    if (!readHeader(p, h, error))
+    if (!readHeader(p, rawDataSize(p), h, error))
       return false;
     const int64_t n = h.count;
     const uint64_t nbytes = h.nbytes;
@@ -186,7 +193,7 @@ bool tensorFromProto(onnx::TensorProto &&p, Tensor &out, std::string &error) {
     return tensorFromProto(p, out, error);
   try {
     ProtoHeader h;
-    if (!readHeader(p, h, error))
+    if (!readHeader(p, rawDataSize(p), h, error))
       return false;
     // The message's string itself becomes the tensor's storage (the heap
     // buffer protobuf parsed into; on an arena, release moves that buffer
@@ -208,6 +215,30 @@ bool tensorFromProto(onnx::TensorProto &&p, Tensor &out, std::string &error) {
   }
 }
 
+bool tensorFromProtoInPlace(const onnx::TensorProto &p, const uint8_t *raw,
+                            size_t size, std::shared_ptr<const void> keeper,
+                            Tensor &out, std::string &error) {
+  try {
+    ProtoHeader h;
+    if (!readHeader(p, size, h, error))
+      return false;
+    Tensor t;
+    t.dtype = h.dtype;
+    t.dims = std::move(h.dims);
+    if (h.dtype == DType::Bool) { // normalised, so in memory of its own
+      t.bytes.assign(raw, raw + size);
+      normaliseBools(t.bytes.data(), size);
+    } else {
+      t.bytes = ByteBuffer::inPlace(raw, size, std::move(keeper));
+    }
+    out = std::move(t);
+    return true;
+  } catch (const std::exception &e) {
+    error = describe(p) + ": " + e.what();
+    return false;
+  }
+}
+
 void tensorToProto(const Tensor &t, const std::string &name,
                    onnx::TensorProto &p) {
   p.Clear();
@@ -215,7 +246,7 @@ void tensorToProto(const Tensor &t, const std::string &name,
   p.set_data_type(toOnnxDataType(t.dtype));
   for (int64_t d : t.dims)
     p.add_dims(d);
-  p.set_raw_data(t.bytes.data(), t.bytes.size());
+  p.set_raw_data(t.bytes.unalignedData(), t.bytes.size());
 }
 
 bool readTensorProtoFile(const std::string &path, Tensor &out,

@@ -15,6 +15,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace mpc {
@@ -31,6 +32,15 @@ bool tensorFromProto(const onnx::TensorProto &p, Tensor &out,
 /// of a model's weights). `p` is left without its raw_data.
 bool tensorFromProto(onnx::TensorProto &&p, Tensor &out, std::string &error);
 constexpr size_t kHeldRawDataBytes = 4096;
+
+/// The same for a TensorProto whose raw_data, `size` bytes at `raw`, was
+/// left where it lies (passes/onnx/weights_in_file.h): the checks and
+/// errors are those of `p` with that raw_data, and the tensor's bytes stay
+/// there, in place (ByteBuffer::inPlace, kept valid by `keeper`), but for a
+/// bool tensor's, which are normalised into a copy.
+bool tensorFromProtoInPlace(const onnx::TensorProto &p, const uint8_t *raw,
+                            size_t size, std::shared_ptr<const void> keeper,
+                            Tensor &out, std::string &error);
 
 /// Fills `p` (cleared first) with name, data_type, dims and raw_data.
 void tensorToProto(const Tensor &t, const std::string &name,

@@ -1,5 +1,5 @@
-// Held byte buffers and the zero pages optimizer state starts in
-// (passes/ir/byte_buffer.h, passes/ir/zero_pages.h).
+// Held and in-place byte buffers and the zero pages optimizer state starts
+// in (passes/ir/byte_buffer.h, passes/ir/zero_pages.h).
 #include "passes/ir/byte_buffer.h"
 #include "passes/ir/tensor.h"
 #include "passes/ir/zero_pages.h"
@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -74,6 +75,79 @@ TEST(ByteBuffer, ReplacingHeldBytesLetsTheirOwnerGo) {
   EXPECT_EQ(c[0], 7);
 }
 
+/// In-place bytes at an odd address of a shared owner that records when
+/// it is let go: `bytes` from its second byte on.
+ByteBuffer inPlaceBytes(std::vector<uint8_t> bytes, bool &released,
+                        const uint8_t *&at) {
+  bytes.insert(bytes.begin(), 0xee);
+  auto owner = std::shared_ptr<std::vector<uint8_t>>(
+      new std::vector<uint8_t>(std::move(bytes)),
+      [&released](std::vector<uint8_t> *v) {
+        released = true;
+        delete v;
+      });
+  at = owner->data() + 1;
+  size_t size = owner->size() - 1;
+  return ByteBuffer::inPlace(at, size, std::move(owner));
+}
+
+// In-place bytes are read where they lie only through unalignedData(); a
+// move keeps them there, a copy is owned, and the first data() (const or
+// not) copies them into storage of the buffer's own, aligned and writable,
+// and lets the owner go.
+TEST(ByteBuffer, InPlaceBytesAreCopiedOnTheirFirstTypedAccess) {
+  bool released = false;
+  const uint8_t *at = nullptr;
+  ByteBuffer b = inPlaceBytes({1, 2, 3, 4, 5, 6, 7, 8}, released, at);
+  EXPECT_TRUE(b.isInPlace());
+  EXPECT_TRUE(b.isHeld());
+  EXPECT_EQ(b.unalignedData(), at);
+  ByteBuffer moved = std::move(b);
+  EXPECT_TRUE(moved.isInPlace());
+  EXPECT_FALSE(b.isInPlace());
+  EXPECT_EQ(moved.unalignedData(), at);
+  ByteBuffer copy = moved;
+  EXPECT_FALSE(copy.isInPlace());
+  EXPECT_TRUE(copy == moved);
+  EXPECT_EQ(std::vector<uint8_t>(moved), std::vector<uint8_t>(copy));
+  moved.resize(8); // same size: still in place
+  EXPECT_TRUE(moved.isInPlace());
+  EXPECT_FALSE(released);
+
+  const ByteBuffer &readOnly = moved;
+  const uint8_t *owned = readOnly.data();
+  EXPECT_NE(owned, at);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(owned) % alignof(double), 0u);
+  EXPECT_FALSE(moved.isInPlace());
+  EXPECT_FALSE(moved.isHeld());
+  EXPECT_TRUE(released);
+  EXPECT_EQ(moved.unalignedData(), owned);
+  moved[0] = 9; // the copy is the buffer's own to write
+  EXPECT_EQ(moved[0], 9);
+  EXPECT_EQ(moved[7], 8);
+  EXPECT_EQ(copy[0], 1);
+}
+
+TEST(ByteBuffer, WritingOrReplacingInPlaceBytesLetsTheirOwnerGo) {
+  bool written = false, resized = false, assigned = false;
+  const uint8_t *at = nullptr;
+  ByteBuffer w = inPlaceBytes({1, 2, 3}, written, at);
+  *w.begin() = 7; // a non-const access copies first
+  EXPECT_TRUE(written);
+  EXPECT_EQ(w[0], 7);
+  ByteBuffer r = inPlaceBytes({1, 2, 3}, resized, at);
+  r.resize(4);
+  EXPECT_TRUE(resized);
+  EXPECT_FALSE(r.isInPlace());
+  EXPECT_EQ(r[2], 3);
+  EXPECT_EQ(r[3], 0);
+  ByteBuffer a = inPlaceBytes({1, 2, 3}, assigned, at);
+  a.assign(2, 5);
+  EXPECT_TRUE(assigned);
+  EXPECT_FALSE(a.isInPlace());
+  EXPECT_EQ(a.size(), 2u);
+}
+
 TEST(ZeroPages, LargeZerosAreHeldAndEachBuffersWritesAreItsOwn) {
   ByteBuffer a = zeroBytes(1 << 20), b = zeroBytes(1 << 20);
   ASSERT_TRUE(a.isHeld());
@@ -93,11 +167,18 @@ TEST(ZeroPages, LargeZerosAreHeldAndEachBuffersWritesAreItsOwn) {
   EXPECT_TRUE(allZero(c));
 }
 
-TEST(ZeroPages, SmallZerosAreOwnedAndTensorZerosHaveTheirType) {
+TEST(ZeroPages, SmallZerosAreInPlaceAndTensorZerosHaveTheirType) {
   ByteBuffer small = zeroBytes(kZeroPagesMinBytes - 1);
-  EXPECT_FALSE(small.isHeld());
+  ByteBuffer other = zeroBytes(100);
+  EXPECT_TRUE(small.isInPlace());
+  EXPECT_EQ(small.unalignedData(), other.unalignedData()); // one block
   EXPECT_EQ(small.size(), kZeroPagesMinBytes - 1);
-  EXPECT_TRUE(allZero(small));
+  EXPECT_TRUE(allZero(small)); // a copy of its own, which it may write
+  EXPECT_FALSE(small.isInPlace());
+  small[7] = 1;
+  EXPECT_TRUE(std::all_of(other.unalignedData(),
+                          other.unalignedData() + other.size(),
+                          [](uint8_t x) { return x == 0; }));
   EXPECT_TRUE(zeroBytes(0).empty());
   Tensor t = Tensor::zeros(DType::F16, {512, 64});
   EXPECT_EQ(t.dtype, DType::F16);

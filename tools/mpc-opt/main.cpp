@@ -282,8 +282,10 @@ Flags parseFlags(int argc, char **argv) {
                   "terminal; use -o - to force stdout)");
     f.output = "-";
   }
-  // Only --explain and --dot read the precision map (never exported).
+  // Only --explain and --dot read the precision map (never exported), and
+  // only --stats the memory plan's numbers (the plan is not exported).
   f.options.recordPrecision = f.explain || !f.dotFile.empty();
+  f.options.planMemory = f.stats;
   return f;
 }
 
@@ -458,8 +460,11 @@ int main(int argc, char **argv) {
       // A binary model goes straight into its file; text and "-" are
       // written from the returned bytes.
       bool direct = flags.output != "-" && flags.emit != "text";
+      // The weights stay in the mapped input (no copy of most of the file):
+      // the compile writes them out as they came in (onnx_io.h).
       std::string out = compile(
-          timed(timings, "import", [&] { return loadModel(flags.input); }),
+          timed(timings, "import",
+                [&] { return loadModel(flags.input, WeightBytes::InFile); }),
           flags, timings, direct ? &flags.output : nullptr);
       if (!direct)
         timed(timings, "write",
