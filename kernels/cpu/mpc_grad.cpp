@@ -107,6 +107,41 @@ void softmaxGradKernel(KernelContext &ctx) {
       typename Fw::Compute divisor{};
       if constexpr (Out == GradOut::DivTo)
         divisor = Fw::load(ptr<Fw>(*d), 0);
+      // Contiguous rows in one compute type: whole rows are converted in
+      // bulk (F16C, bf16 loops) into buffers, read before dX's row is
+      // written (dX may be dY's or Y's bytes), with the roundings below in
+      // the same order.
+      if constexpr (std::is_same_v<typename G::Compute, C> &&
+                    std::is_same_v<typename Fw::Compute, C> &&
+                    std::is_same_v<typename O::Compute, C>) {
+        if (s.inner == 1) {
+          size_t len = size_t(s.len);
+          std::vector<C> g(len), f(len), v(len);
+          std::vector<typename Fw::Storage> roundY(Out == GradOut::DivTo ? len
+                                                                         : 0);
+          for (int64_t o = 0; o < s.outer; ++o) {
+            int64_t base = o * s.len;
+            loadRun<G>(pg + base, s.len, g.data());
+            loadRun<Fw>(pf + base, s.len, f.data());
+            C sum = 0;
+            for (size_t j = 0; j < len; ++j)
+              sum += softmaxGradTerm<Log>(g[j], f[j]);
+            for (size_t j = 0; j < len; ++j)
+              v[j] = softmaxGradValue<Log>(g[j], f[j], sum);
+            if constexpr (Out == GradOut::DivTo) {
+              // Rounded to Y's dtype, divided there, rounded again.
+              storeRun<Fw>(roundY.data(), s.len, v.data());
+              loadRun<Fw>(roundY.data(), s.len, v.data());
+              for (size_t j = 0; j < len; ++j)
+                v[j] = v[j] / divisor;
+              storeRun<Fw>(roundY.data(), s.len, v.data());
+              loadRun<Fw>(roundY.data(), s.len, v.data());
+            }
+            storeRun<O>(px + base, s.len, v.data());
+          }
+          return;
+        }
+      }
       for (int64_t o = 0; o < s.outer; ++o)
         for (int64_t i = 0; i < s.inner; ++i) {
           int64_t base = o * s.len * s.inner + i;
