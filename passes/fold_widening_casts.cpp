@@ -58,6 +58,8 @@
 #include "passes/precision_map.h"
 
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace mpc {
 namespace {
@@ -395,11 +397,15 @@ int64_t foldGraph(Model &model, Graph &g, int64_t &gradients,
       ++divisions;
     }
   }
+  // The Casts folded here come after their softmax in the node list, so
+  // the pairs are found first and folded after (no removed node is visited).
+  std::vector<std::pair<Node *, Node *>> casts;
   for (Node *n : g.nodeList())
-    if (Node *cast = narrowingCastOfSoftmax(n)) {
-      foldCastIntoSoftmax(model, g, n, cast);
-      ++narrowings;
-    }
+    if (Node *cast = narrowingCastOfSoftmax(n))
+      casts.emplace_back(n, cast);
+  for (auto [n, cast] : casts)
+    foldCastIntoSoftmax(model, g, n, cast);
+  narrowings += int64_t(casts.size());
   return folded;
 }
 
