@@ -115,15 +115,18 @@ void softmaxGradKernel(KernelContext &ctx) {
                     std::is_same_v<typename Fw::Compute, C> &&
                     std::is_same_v<typename O::Compute, C>) {
         if (s.inner == 1) {
+          // Buffers typed through O (the same C here), so that clang checks
+          // these calls only where this branch is taken.
+          using CO = typename O::Compute;
           size_t len = size_t(s.len);
-          std::vector<C> g(len), f(len), v(len);
+          std::vector<CO> g(len), f(len), v(len);
           std::vector<typename Fw::Storage> roundY(Out == GradOut::DivTo ? len
                                                                          : 0);
           for (int64_t o = 0; o < s.outer; ++o) {
             int64_t base = o * s.len;
             loadRun<G>(pg + base, s.len, g.data());
             loadRun<Fw>(pf + base, s.len, f.data());
-            C sum = 0;
+            CO sum = 0;
             for (size_t j = 0; j < len; ++j)
               sum += softmaxGradTerm<Log>(g[j], f[j]);
             for (size_t j = 0; j < len; ++j)
