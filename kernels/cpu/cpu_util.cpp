@@ -92,6 +92,19 @@ Tensor &overwrittenOutput(const KernelContext &ctx, size_t i, DType t,
   return o;
 }
 
+void castWithCastKernel(const Node &owner, const Tensor &x, DType to,
+                        Tensor *out, uint64_t seed) {
+  Graph g;
+  Node *cast =
+      g.createNode("Cast", {g.addInput("input", x.dtype, {})}, 1, owner.name());
+  cast->setAttr("to", Attribute::ofInt(toOnnxDataType(to)));
+  const CpuKernel *k = findCpuKernel("", "Cast");
+  if (!k)
+    fail(owner, "internal: no Cast kernel to delegate to");
+  KernelContext castCtx{*cast, {&x}, {out}, seed, {}};
+  (*k)(castCtx);
+}
+
 Tensor *optionalOutput(const KernelContext &ctx, size_t i, DType t,
                        const std::vector<int64_t> &dims) {
   if (!ctx.hasOutput(i))

@@ -265,6 +265,12 @@ Tensor &overwrittenOutput(const KernelContext &ctx, size_t i, DType t,
 Tensor *optionalOutput(const KernelContext &ctx, size_t i, DType t,
                        const std::vector<int64_t> &dims);
 
+/// out := Cast(x, to) by the Cast kernel itself (a synthetic Cast node named
+/// after `owner`), so every op that casts converts bit for bit as Cast does
+/// (CastLike, SoftmaxTo's Ylow).
+void castWithCastKernel(const Node &owner, const Tensor &x, DType to,
+                        Tensor *out, uint64_t seed);
+
 /// Element count of dims; throws (naming the node) on overflow or a
 /// negative dim, so that bad shapes never reach an allocation.
 int64_t checkedCount(const Node &node, const std::vector<int64_t> &dims);

@@ -120,15 +120,7 @@ void writeLowCopy(const KernelContext &ctx, const Tensor &y) {
   std::optional<DType> l = fromOnnxDataType(int(low));
   if (!l || !isFloating(*l))
     fail(ctx.node, "attribute 'low' = ", low, " is not a float type");
-  Graph g;
-  Node *cast =
-      g.createNode("Cast", {g.addInput("Y", y.dtype, {})}, 1, ctx.node.name());
-  cast->setAttr("to", Attribute::ofInt(low));
-  const CpuKernel *k = findCpuKernel("", "Cast");
-  if (!k)
-    fail(ctx.node, "internal: no Cast kernel to delegate to");
-  KernelContext castCtx{*cast, {&y}, {ctx.outputs[1]}, ctx.seed, {}};
-  (*k)(castCtx);
+  castWithCastKernel(ctx.node, y, *l, ctx.outputs[1], ctx.seed);
 }
 
 /// mpc.SoftmaxTo: Softmax of X widened exactly to `to`, the same bits as

@@ -515,15 +515,7 @@ void kernelDropoutGrad(KernelContext &ctx) {
 void kernelCastLike(KernelContext &ctx) {
   const Tensor &x = input(ctx, 0, "input");
   const Tensor &like = input(ctx, 1, "target_type");
-  Graph g;
-  Node *cast = g.createNode("Cast", {g.addInput("input", x.dtype, {})}, 1,
-                            ctx.node.name());
-  cast->setAttr("to", Attribute::ofInt(toOnnxDataType(like.dtype)));
-  const CpuKernel *k = findCpuKernel("", "Cast");
-  if (!k)
-    fail(ctx.node, "internal: no Cast kernel to delegate to");
-  KernelContext castCtx{*cast, {&x}, {ctx.outputs.at(0)}, ctx.seed, {}};
-  (*k)(castCtx);
+  castWithCastKernel(ctx.node, x, like.dtype, ctx.outputs.at(0), ctx.seed);
 }
 
 // --- Gather and Slice gradients ----------------------------------------------
