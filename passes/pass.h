@@ -120,6 +120,7 @@ void runMasterWeights(Model &model, PassContext &ctx);
 void runOptimizer(Model &model, PassContext &ctx);
 void runFoldWideningCasts(Model &model, PassContext &ctx);
 void runFoldTranspose(Model &model, PassContext &ctx);
+void runFoldBiasAdd(Model &model, PassContext &ctx);
 void runCleanup(Model &model, PassContext &ctx);
 void runRecompute(Model &model, PassContext &ctx);
 void runPlanMemory(Model &model, PassContext &ctx); // memory_report.cpp

@@ -42,6 +42,10 @@ const std::vector<PassInfo> &passRegistry() {
        "last-two-axes Transposes folded into mpc.FusedMatMul / Gemm "
        "transA/transB (after autocast)",
        "", runFoldTranspose},
+      {"fold-bias-add",
+       "a Linear's bias Add folded into its product as Gemm's C (the CUDA "
+       "backend adds it in cuBLASLt's epilogue; after fold-transpose)",
+       "", runFoldBiasAdd},
       {"cleanup", "dead code, duplicate casts and identity casts removed", "",
        runCleanup},
       {"recompute",
