@@ -1,14 +1,18 @@
-// erf and exp over float arrays: SLEEF's SSE2 (4 floats), AVX2 (8 floats)
-// or AVX-512 (16 floats) variants, the widest the CPU has; tails padded to
-// a vector.
+// erf and exp over float arrays, 4, 8 (AVX2 with FMA) or 16 (AVX-512)
+// floats at a time, the widest the CPU has; tails padded to a vector. exp
+// is SLEEF's variant of that width; erf is vector_erf.h's, whose 4-wide
+// path evaluates its polynomials an element at a time with std::fmaf.
 #include "kernels/cpu/vector_math.h"
 
 #include "kernels/cpu/vector_math_wide.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #if defined(__x86_64__)
+#include "kernels/cpu/vector_erf.h"
+
 #include <immintrin.h>
 #include <sleef.h>
 #endif
@@ -21,19 +25,50 @@ enum class Fn { Erf, Exp };
 
 #if defined(__x86_64__)
 int widestWidth() {
-  static const int width = __builtin_cpu_supports("avx512f") ? 16
-                           : __builtin_cpu_supports("avx2")  ? 8
-                                                             : 4;
+  static const int width =
+      __builtin_cpu_supports("avx512f")                                 ? 16
+      : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 8
+                                                                        : 4;
   return width;
+}
+
+/// vector_erf.h's erf, 4 elements at a time: the polynomials per element
+/// with std::fmaf (an FMA instruction or glibc's exact emulation: the same
+/// bits as the vector paths' fused multiply-adds), exp by SLEEF's 4-wide
+/// variant, the sign put on as the vector paths put it (an OR of x's sign
+/// bit, which a NaN keeps too).
+void erfSse2(float *v, int64_t n) {
+  auto fma = [](float a, float b, float c) { return std::fmaf(a, b, c); };
+  auto splat = [](float f) { return f; };
+  for (int64_t i = 0; i < n; i += 4) {
+    float small[4], q[4], e[4];
+    for (int l = 0; l < 4; ++l) {
+      float x = v[i + l];
+      small[l] = fma(x, erfHorner(kErfSmall, x * x, fma, splat), x);
+      q[l] = erfHorner(kErfLarge, std::fabs(x), fma, splat);
+    }
+    _mm_storeu_ps(e, Sleef_expf4_u10(_mm_loadu_ps(q)));
+    for (int l = 0; l < 4; ++l) {
+      float x = v[i + l], ax = std::fabs(x);
+      float large = ax >= kErfSaturates ? 1.0f : 1.0f - e[l];
+      uint32_t bits, xbits;
+      std::memcpy(&bits, &large, 4);
+      std::memcpy(&xbits, &x, 4);
+      bits |= xbits & 0x80000000u;
+      std::memcpy(&large, &bits, 4);
+      v[i + l] = ax < 1.0f ? small[l] : large;
+    }
+  }
 }
 
 /// n a multiple of 4 (SSE2 is in every x86-64 CPU).
 void runSse2(Fn fn, float *v, int64_t n) {
-  for (int64_t i = 0; i < n; i += 4) {
-    __m128 x = _mm_loadu_ps(v + i);
-    _mm_storeu_ps(v + i,
-                  fn == Fn::Erf ? Sleef_erff4_u10(x) : Sleef_expf4_u10(x));
+  if (fn == Fn::Erf) {
+    erfSse2(v, n);
+    return;
   }
+  for (int64_t i = 0; i < n; i += 4)
+    _mm_storeu_ps(v + i, Sleef_expf4_u10(_mm_loadu_ps(v + i)));
 }
 
 /// n a multiple of `width`.

@@ -1,12 +1,13 @@
-// The CPU's vector erf and exp (kernels/cpu/vector_math.h): within SLEEF's
-// 1 ulp of the true value, the same bits at every vector width the CPU
-// offers and wherever an element sits in the array, and IEEE special values
-// as the C library gives them.
+// The CPU's vector erf and exp (kernels/cpu/vector_math.h): erf within 2 ulp
+// of the true value (vector_erf.h: CUDA's erff bound), exp within SLEEF's 1,
+// the same bits at every vector width the CPU offers and wherever an element
+// sits in the array, and IEEE special values as the C library gives them.
 #include "kernels/cpu/vector_math.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -43,16 +44,49 @@ std::vector<float> sweep() {
 
 } // namespace
 
-TEST(VectorMath, ErfWithinOneUlp) {
+TEST(VectorMath, ErfWithinTwoUlps) {
   std::vector<float> x = sweep(), y = x;
   erfInPlace(y.data(), int64_t(y.size()));
   double worst = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     double e = ulpError(y[i], std::erf(double(x[i])));
     worst = std::max(worst, e);
-    ASSERT_LE(e, 1.0) << "erf(" << x[i] << ") = " << y[i];
+    ASSERT_LE(e, 2.0) << "erf(" << x[i] << ") = " << y[i];
   }
   EXPECT_GT(worst, 0.0); // it is not the exact function, and the test knows
+}
+
+// Every 64th float of [2^-30, 4] and its negative, at every width: both
+// polynomial pieces, the seam at 1 and the saturation at 3.92 (above which
+// erf is 1 in float).
+TEST(VectorMath, ErfWithinTwoUlpsOnADenseGrid) {
+  uint32_t lo, hi;
+  float from = std::ldexp(1.0f, -30), to = 4.0f;
+  std::memcpy(&lo, &from, 4);
+  std::memcpy(&hi, &to, 4);
+  std::vector<float> x;
+  for (uint32_t b = lo; b <= hi; b += 64) {
+    float f;
+    std::memcpy(&f, &b, 4);
+    x.push_back(f);
+    x.push_back(-f);
+  }
+  for (int width : {4, 8, 16}) {
+    std::vector<float> y = x;
+    erfInPlaceWidth(y.data(), int64_t(y.size()), width);
+    double worst = 0;
+    float at = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      double e = ulpError(y[i], std::erf(double(x[i])));
+      if (e > worst) {
+        worst = e;
+        at = x[i];
+      }
+    }
+    EXPECT_LE(worst, 2.0) << "width " << width << ": erf(" << at << ")";
+    GTEST_LOG_(INFO) << "width " << width << ": " << x.size()
+                     << " floats, worst " << worst << " ulp at " << at;
+  }
 }
 
 TEST(VectorMath, ExpWithinOneUlp) {
