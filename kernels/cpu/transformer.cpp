@@ -280,9 +280,10 @@ void storeFloats(Tensor &t, int64_t i, int64_t n, const float *src) {
 }
 
 /// The erf-form GELU and its derivative in fp32 compute, a block at a time:
-/// erf (and exp) of the whole block through SLEEF's vector functions, the
+/// erf (and exp) of the whole block through vector_math.h's functions, the
 /// rest with gelu_math.h's expressions. `x` is the block's input, `g` the
-/// incoming gradient (nullptr forward); the result replaces `out`.
+/// incoming gradient (nullptr forward); the result replaces `out`, which
+/// may be `x` or `g` itself (element j is written after it is read).
 constexpr int64_t kGeluBlock = 512;
 void geluErfBlock(const float *x, const float *g, float *out, int64_t n) {
   float e[kGeluBlock], p[kGeluBlock];
@@ -305,10 +306,16 @@ void kernelGelu(KernelContext &ctx) {
   bool tanhForm = geluTanh(ctx.node);
   const Tensor &x = input(ctx, 0, "X");
   if (!tanhForm && isFloat32Compute(x.dtype)) {
-    Tensor &y = output(ctx, 0, x.dtype, x.dims);
+    // Every element is written: no zero fill first.
+    Tensor &y = overwrittenOutput(ctx, 0, x.dtype, x.dims);
     float in[kGeluBlock], out[kGeluBlock];
+    const bool direct = x.dtype == DType::F32;
     for (int64_t i = 0, n = x.numel(); i < n; i += kGeluBlock) {
       int64_t len = std::min(kGeluBlock, n - i);
+      if (direct) { // fp32 blocks in place: each element is read first
+        geluErfBlock(x.data<float>() + i, nullptr, y.data<float>() + i, len);
+        continue;
+      }
       loadFloats(x, i, len, in);
       geluErfBlock(in, nullptr, out, len);
       storeFloats(y, i, len, out);
@@ -628,8 +635,14 @@ void kernelGeluGrad(KernelContext &ctx) {
     // Blocks are read whole before they are written: dX may be in place
     // over dY or X.
     float g[kGeluBlock], in[kGeluBlock], out[kGeluBlock];
+    const bool direct = dy.dtype == DType::F32 && x.dtype == DType::F32;
     for (int64_t i = 0, n = dy.numel(); i < n; i += kGeluBlock) {
       int64_t len = std::min(kGeluBlock, n - i);
+      if (direct) { // geluErfBlock writes element j after reading it
+        geluErfBlock(x.data<float>() + i, dy.data<float>() + i,
+                     dx.data<float>() + i, len);
+        continue;
+      }
       loadFloats(dy, i, len, g);
       loadFloats(x, i, len, in);
       geluErfBlock(in, g, out, len);
