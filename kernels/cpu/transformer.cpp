@@ -136,28 +136,48 @@ void kernelLayerNormalization(KernelContext &ctx) {
     requireBroadcastsTo(node, *bias, s.norm, "B");
   double eps = node.attrFloat("epsilon", 1e-5f);
   DType statType = x.dtype == DType::F64 ? DType::F64 : DType::F32;
-  Tensor &y = output(ctx, 0, x.dtype, x.dims);
+  // Every element is written below: no zero fill first.
+  Tensor &y = overwrittenOutput(ctx, 0, x.dtype, x.dims);
   Tensor *meanOut = optionalOutput(ctx, 1, statType, s.stats);
   Tensor *invOut = optionalOutput(ctx, 2, statType, s.stats);
   withCompute(node, {&x}, [&](auto c) {
     using C = decltype(c);
-    std::vector<C> xv = loadAll<C>(x);
     std::vector<C> sc = broadcastTo(loadAll<C>(scale), scale.dims, s.norm);
     std::vector<C> bi(size_t(s.n), C(0));
     if (bias)
       bi = broadcastTo(loadAll<C>(*bias), bias->dims, s.norm);
-    std::vector<C> yv(xv.size()), means(size_t(s.outer)), invs(size_t(s.outer));
+    // fp32 rows are read from X and written to Y where they lie (element j
+    // of a row is written after the row's statistics and its own read);
+    // other dtypes go through buffers in the compute type.
+    const C *xs = nullptr;
+    C *ys = nullptr;
+    std::vector<C> xv, yv;
+    if constexpr (std::is_same_v<C, float>) {
+      if (x.dtype == DType::F32) {
+        xs = x.data<float>();
+        ys = y.data<float>();
+      }
+    }
+    if (!xs) {
+      xv = loadAll<C>(x);
+      yv.resize(xv.size());
+      xs = xv.data();
+      ys = yv.data();
+    }
+    std::vector<C> means(size_t(s.outer)), invs(size_t(s.outer));
     for (int64_t o = 0; o < s.outer; ++o) {
-      const C *row = xv.data() + o * s.n;
+      const C *row = xs + o * s.n;
+      C *out = ys + o * s.n;
       LayerNormRowStats<C> st =
           layerNormRowStats<C>(s.n, eps, [&](int64_t j) { return row[j]; });
       for (int64_t j = 0; j < s.n; ++j)
-        yv[size_t(o * s.n + j)] = layerNormValue(row[j], st.mean, st.invStd,
-                                                 sc[size_t(j)], bi[size_t(j)]);
+        out[j] = layerNormValue(row[j], st.mean, st.invStd, sc[size_t(j)],
+                                bi[size_t(j)]);
       means[size_t(o)] = st.mean;
       invs[size_t(o)] = st.invStd;
     }
-    storeAll(y, yv);
+    if (!yv.empty())
+      storeAll(y, yv);
     if (meanOut)
       storeAll(*meanOut, means);
     if (invOut)
@@ -180,15 +200,42 @@ void kernelLayerNormalizationGrad(KernelContext &ctx) {
          s.outer, "), got shapes ", shapeString(mean.dims), " and ",
          shapeString(inv.dims));
   // Each output is optional: a frozen input's gradient is not computed.
-  Tensor *dx = optionalOutput(ctx, 0, dy.dtype, dy.dims);
+  // dX's every element is written below: no zero fill first.
+  Tensor *dx = ctx.hasOutput(0) ? &overwrittenOutput(ctx, 0, dy.dtype, dy.dims)
+                                : nullptr;
   Tensor *dScale = optionalOutput(ctx, 1, dy.dtype, s.norm);
   Tensor *dBias = optionalOutput(ctx, 2, dy.dtype, s.norm);
   withCompute(node, {&dy, &x, &scale, &mean, &inv}, [&](auto c) {
     using C = decltype(c);
-    std::vector<C> g = loadAll<C>(dy), xv = loadAll<C>(x);
+    // fp32 dY, X and dX are read and written where they lie (a row of dX
+    // is written from the row buffers below, after its dY and X are read);
+    // other dtypes go through buffers in the compute type.
+    std::vector<C> gBuf, xBuf, dxv;
+    const C *g = nullptr, *xv = nullptr;
+    C *dxs = nullptr;
+    if constexpr (std::is_same_v<C, float>) {
+      if (dy.dtype == DType::F32)
+        g = dy.data<float>();
+      if (x.dtype == DType::F32)
+        xv = x.data<float>();
+      if (dx && dx->dtype == DType::F32)
+        dxs = dx->data<float>();
+    }
+    if (!g) {
+      gBuf = loadAll<C>(dy);
+      g = gBuf.data();
+    }
+    if (!xv) {
+      xBuf = loadAll<C>(x);
+      xv = xBuf.data();
+    }
+    if (!dxs) {
+      dxv.resize(size_t(dy.numel()));
+      dxs = dxv.data();
+    }
     std::vector<C> sc = broadcastTo(loadAll<C>(scale), scale.dims, s.norm);
     std::vector<C> mv = loadAll<C>(mean), iv = loadAll<C>(inv);
-    std::vector<C> dxv(g.size()), ds(size_t(s.n), C(0)), db(size_t(s.n), C(0));
+    std::vector<C> ds(size_t(s.n), C(0)), db(size_t(s.n), C(0));
     std::vector<C> xhat(size_t(s.n)), gs(size_t(s.n));
     // dScale and dBias add the rows in chunks of kSumChunk (the GPU's order,
     // kernels/common/chunked_sum.h): partDs/partDb hold the open chunk's.
@@ -211,10 +258,10 @@ void kernelLayerNormalizationGrad(KernelContext &ctx) {
       }
       C meanG = sumG / C(s.n), meanGX = sumGX / C(s.n);
       for (int64_t j = 0; j < s.n; ++j)
-        dxv[size_t(o * s.n + j)] = layerNormGradInput(is, gs[size_t(j)], meanG,
-                                                      xhat[size_t(j)], meanGX);
+        dxs[o * s.n + j] = layerNormGradInput(is, gs[size_t(j)], meanG,
+                                              xhat[size_t(j)], meanGX);
     }
-    if (dx)
+    if (dx && !dxv.empty())
       storeAll(*dx, dxv);
     if (dScale)
       storeAll(*dScale, ds);
