@@ -6,8 +6,10 @@
 // A row's statistics are a maximum (exact in any order) and a sum. The CPU
 // adds in index order (softmaxRowStats below); the GPU adds a warp's lane
 // partials in a fixed tree, so its sums may differ in the last bits, and
-// its exp/log are CUDA's. Everything else, the per-element arithmetic
-// here, is the same operations in the same order on both (nvcc builds with
+// its exp/log are CUDA's (and the CPU's fp32 softmax takes its
+// exponentials from kernels/cpu/vector_math.h). Everything else, the
+// per-element arithmetic here, is the same operations in the same order on both
+// (nvcc builds with
 // --fmad=false). T is float (fp32, fp16, bf16 storage) or double (fp64).
 #pragma once
 
@@ -28,7 +30,8 @@ template <typename T> MPC_HD T softmaxExpTerm(T x, T max) {
 
 /// Softmax from a row's term e = softmaxExpTerm(x, max) and the sum of its
 /// terms. A kernel that kept the terms (the CPU's) divides them instead of
-/// taking every exponential twice; the bits are softmaxValue's.
+/// taking every exponential twice; with the same exp, the bits are
+/// softmaxValue's.
 template <typename T> MPC_HD T softmaxFromTerm(T e, T sum) { return e / sum; }
 
 /// Softmax of x given the row's maximum and sum of exp(x - max).

@@ -11,6 +11,7 @@
 // where an old-opset model with another layout must be rewritten.
 #include "kernels/common/softmax_math.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/vector_math.h"
 #include "passes/ir/mpc_ops.h"
 
 #include <cmath>
@@ -20,6 +21,27 @@
 namespace mpc {
 namespace cpu {
 namespace {
+
+/// softmaxRowTerms (softmax_math.h): the row's maximum, the row replaced
+/// by its terms exp(x - max), and their sum in index order. In fp32 the
+/// exponentials are vector_math.h's, a whole row at a time (SLEEF's 1-ulp
+/// exp; the shared formula takes the C library's, one call an element).
+template <typename C> SoftmaxRowStats<C> rowTerms(int64_t len, C *row) {
+  if constexpr (std::is_same_v<C, float>) {
+    C mx = -C(INFINITY);
+    for (int64_t j = 0; j < len; ++j)
+      mx = softmaxMax(mx, row[j]);
+    for (int64_t j = 0; j < len; ++j)
+      row[j] = row[j] - mx;
+    expInPlace(row, len);
+    C sum = 0;
+    for (int64_t j = 0; j < len; ++j)
+      sum += row[j];
+    return {mx, sum};
+  } else {
+    return softmaxRowTerms<C>(len, row);
+  }
+}
 
 /// Softmax / LogSoftmax of `x` into `y` over `axis`, x's elements read as
 /// `In` (widened exactly) and the row computed and stored as `Out`. With a
@@ -75,8 +97,8 @@ void softmaxRows(const Tensor &x, Tensor &y, const AxisSplit &s,
         continue;
       }
       // The row's exponentials are kept and divided: exp is taken once
-      // per element, with softmaxValue's bits.
-      SoftmaxRowStats<C> st = softmaxRowTerms<C>(s.len, row.data());
+      // per element.
+      SoftmaxRowStats<C> st = rowTerms(s.len, row.data());
       for (int64_t j = 0; j < s.len; ++j)
         row[size_t(j)] = softmaxFromTerm(row[size_t(j)], st.sum);
       if (s.inner == 1)

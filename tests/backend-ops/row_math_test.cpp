@@ -96,12 +96,27 @@ TEST(SharedRowMath, SoftmaxIsTheCpuKernel) {
       std::vector<float> v = asFloats(x), y(v.size());
       for (int64_t r = 0; r < 9; ++r) {
         const float *row = v.data() + r * 57;
-        SoftmaxRowStats<float> st =
-            softmaxRowStats<float>(57, [&](int64_t j) { return row[j]; });
+        if (log) {
+          SoftmaxRowStats<float> st =
+              softmaxRowStats<float>(57, [&](int64_t j) { return row[j]; });
+          for (int64_t j = 0; j < 57; ++j)
+            y[size_t(r * 57 + j)] =
+                logSoftmaxValue(row[j], st.max, logOf(st.sum));
+          continue;
+        }
+        // The CPU's fp32 softmax takes its exponentials a row at a time
+        // with the vector exp (vector_math.h), not expOf: the same maximum,
+        // arguments, sum order and division, its own exp.
+        float mx = -INFINITY, sum = 0, terms[57];
         for (int64_t j = 0; j < 57; ++j)
-          y[size_t(r * 57 + j)] =
-              log ? logSoftmaxValue(row[j], st.max, logOf(st.sum))
-                  : softmaxValue(row[j], st.max, st.sum);
+          mx = softmaxMax(mx, row[j]);
+        for (int64_t j = 0; j < 57; ++j)
+          terms[j] = row[j] - mx;
+        cpu::expInPlace(terms, 57);
+        for (int64_t j = 0; j < 57; ++j)
+          sum += terms[j];
+        for (int64_t j = 0; j < 57; ++j)
+          y[size_t(r * 57 + j)] = softmaxFromTerm(terms[j], sum);
       }
       expectSameBytes(floatsLike(t, x.dims, y), want,
                       std::string(log ? "LogSoftmax " : "Softmax ") +
