@@ -2,6 +2,7 @@
 #include "passes/support/file_bytes.h"
 
 #include "passes/support/file_io.h"
+#include "passes/support/mapped_input_guard.h"
 
 #include <cerrno>
 #include <cstring>
@@ -18,15 +19,19 @@ FileBytes &FileBytes::operator=(FileBytes &&o) noexcept {
   unmap();
   mapped_ = o.mapped_;
   mappedSize_ = o.mappedSize_;
+  watchSlot_ = o.watchSlot_;
   read_ = std::move(o.read_);
   o.mapped_ = nullptr;
   o.mappedSize_ = 0;
+  o.watchSlot_ = -1;
   return *this;
 }
 
 FileBytes::~FileBytes() { unmap(); }
 
 void FileBytes::unmap() {
+  unwatchMappedFile(watchSlot_);
+  watchSlot_ = -1;
   if (mapped_)
     ::munmap(const_cast<char *>(mapped_), mappedSize_);
   mapped_ = nullptr;
@@ -51,6 +56,7 @@ bool FileBytes::open(const std::string &path, std::string &error) {
       ::close(fd);
       mapped_ = static_cast<const char *>(p);
       mappedSize_ = size_t(st.st_size);
+      watchSlot_ = watchMappedFile(mapped_, mappedSize_, path);
       return true;
     }
   }

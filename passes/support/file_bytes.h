@@ -10,10 +10,12 @@
 // kernel's copy. A file that cannot be
 // mapped (a pipe, an empty file) is read as before.
 //
-// A mapped file that another process truncates while it is being parsed
-// raises SIGBUS; mpc's own writers never truncate in place (they rename a new
-// file over the old one, passes/support/file_io.h), so a model compiled onto
-// its own path is safe.
+// A mapped file that another process truncates while it is mapped raises
+// SIGBUS when a page past its new end is read; the mapping is watched
+// (mapped_input_guard.h), so that ends the tool with a one-line error naming
+// the file and exit code 1. mpc's own writers never truncate in place (they
+// rename a new file over the old one, passes/support/file_io.h), so a model
+// compiled onto its own path is safe.
 #pragma once
 
 #include <cstddef>
@@ -44,7 +46,8 @@ private:
 
   const char *mapped_ = nullptr;
   size_t mappedSize_ = 0;
-  std::string read_; // when not mapped
+  int watchSlot_ = -1; ///< mapped_input_guard.h's slot for the mapping
+  std::string read_;   // when not mapped
 };
 
 } // namespace mpc

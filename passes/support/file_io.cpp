@@ -1,6 +1,8 @@
 // Whole-file reads and atomic (temp + optional fsync + rename) writes.
 #include "passes/support/file_io.h"
 
+#include "passes/support/mapped_input_guard.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -67,7 +69,12 @@ bool writeFileAtomically(
     error = path + ": cannot create " + tmp + ": " + std::strerror(errno);
     return false;
   }
-  if (!fill(fd, error)) {
+  // Removed by mapped_input_guard.h's handler if a mapped input is
+  // truncated while `fill` reads it.
+  setPendingTempFile(tmp);
+  bool filled = fill(fd, error);
+  setPendingTempFile("");
+  if (!filled) {
     ::close(fd);
     std::remove(tmp.c_str());
     return false;

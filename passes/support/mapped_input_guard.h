@@ -1,0 +1,33 @@
+// A mapped input file truncated while mpc reads it: a one-line error and
+// exit code 1, not a crash.
+//
+// FileBytes maps model files (passes/support/file_bytes.h), and mpc-opt
+// keeps its input mapped to the end for the weights it writes out as they
+// came in. If another process truncates the file meanwhile, the kernel takes
+// the pages past the new end away and the next read of one raises SIGBUS.
+// A handler for it, installed with the first mapping, tells an address in a
+// watched mapping from any other fault: for a watched one it removes the
+// temporary file of the atomic write in progress (passes/support/file_io.h:
+// the target itself is only ever renamed into place, so it keeps its old
+// contents), prints "TOOL: PATH: the file changed while it was being read
+// (truncated by another process?)" and exits with code 1. Any other SIGBUS
+// keeps its default action. The handler only reads fixed-size tables and
+// makes async-signal-safe calls (write, unlink, _exit).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace mpc {
+
+/// Watches [data, data + size), the mapping of `path`. Returns a slot to
+/// pass to unwatchMappedFile, or -1 when every slot is taken (the mapping
+/// then faults as before).
+int watchMappedFile(const void *data, size_t size, const std::string &path);
+void unwatchMappedFile(int slot);
+
+/// The temporary file an atomic write is filling (empty: none), removed if
+/// a watched mapping faults before the write renames it into place.
+void setPendingTempFile(const std::string &path);
+
+} // namespace mpc
