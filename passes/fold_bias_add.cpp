@@ -19,9 +19,11 @@
 // Add operand order), when:
 //  - the product is the Add's other operand's only reader (no graph output):
 //    a product someone else reads stays as it is;
+//  - the product is of floating-point values;
 //  - W is 2-D, and x is 2-D or, not transposed, has a known last axis k and
-//    a Z whose dims are all known (the Reshapes' static shapes); a batch of
-//    matrices times a batch of matrices is no Linear;
+//    a Z whose dims are all known, none 0 (the Reshapes' static shapes; a 0
+//    in Reshape's shape would copy a dim); a batch of matrices times a batch
+//    of matrices is no Linear;
 //  - b has Y's dtype and is a row of n = Y's last dim ([n] or [1, n]), so
 //    the Add broadcasts nothing into Z but the bias itself.
 // The Reshapes cost nothing: the memory plan puts a Reshape's output on its
@@ -49,9 +51,11 @@ bool isProduct(const Node &n) {
   return n.isOp("", "MatMul") || n.isOp(kMpcDomain, "FusedMatMul");
 }
 
-bool allKnown(const Dims &dims) {
+/// Every dim known and non-zero: a static shape Reshape can take as it is
+/// (a 0 in Reshape's shape copies the input's dim instead).
+bool allKnownNonZero(const Dims &dims) {
   for (const Dim &d : dims)
-    if (!d.isKnown())
+    if (!d.isKnown() || d.value == 0)
       return false;
   return true;
 }
@@ -105,12 +109,13 @@ private:
       const Value *x = p->input(0), *w = p->input(1);
       if (!x || !w || !x->hasShape || !w->hasShape || !y->hasShape ||
           !z->hasShape || w->rank() != 2 || x->rank() < 2 ||
-          z->dims != y->dims || z->dtype != y->dtype)
+          z->dims != y->dims || z->dtype != y->dtype || !isFloating(y->dtype))
         continue;
       if (!isBiasRow(b, y->dtype, y->dims.back()))
         continue;
-      if (x->rank() > 2 && (p->attrInt("transA", 0) != 0 ||
-                            !x->dims.back().isKnown() || !allKnown(z->dims)))
+      if (x->rank() > 2 &&
+          (p->attrInt("transA", 0) != 0 || !x->dims.back().isKnown() ||
+           x->dims.back().value == 0 || !allKnownNonZero(z->dims)))
         continue;
       return BiasAdd{p, b};
     }
