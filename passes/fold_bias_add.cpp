@@ -128,7 +128,7 @@ private:
     const bool ta = p->attrInt("transA", 0) != 0;
     const bool tb = p->attrInt("transB", 0) != 0;
     const std::string productName = p->name();
-    std::optional<PrecisionRecord> prior = recordOf(*p);
+    std::optional<PrecisionRecord> prior = recordCopyOf(model_, g_, *p);
     std::vector<std::pair<std::string, Attribute>> flags = {
         {"transA", Attribute::ofInt(ta ? 1 : 0)},
         {"transB", Attribute::ofInt(tb ? 1 : 0)}};
@@ -187,35 +187,28 @@ private:
     return v;
   }
 
-  std::optional<PrecisionRecord> recordOf(const Node &n) const {
-    if (!model_.precisionMap || model_.precisionMap->graph() != &g_)
-      return std::nullopt;
-    const PrecisionRecord *r = model_.precisionMap->find(n);
-    return r ? std::optional<PrecisionRecord>(*r) : std::nullopt;
-  }
-
   /// The Gemm runs in the product's dtype, by the product's rule (a user's
   /// override stays one), the fold added to its detail.
   void recordGemm(const Node &gemm, const std::optional<PrecisionRecord> &prior,
                   DType t) {
-    if (!model_.precisionMap || model_.precisionMap->graph() != &g_)
+    PrecisionMap *m = precisionMapOf(model_, g_);
+    if (!m)
       return;
     const std::string what =
         "fold-bias-add: the bias Add folded into the product as Gemm's C, "
         "added before the one rounding to " +
         std::string(dtypeName(t));
     if (prior)
-      model_.precisionMap->record(
-          gemm, {t, prior->rule,
+      m->record(gemm,
+                {t, prior->rule,
                  prior->detail.empty() ? what : prior->detail + "; " + what});
     else
-      model_.precisionMap->record(gemm, {t, "fold-bias-add", what});
+      m->record(gemm, {t, "fold-bias-add", what});
   }
 
   void recordReshape(const Node &reshape, const char *what) {
-    if (model_.precisionMap && model_.precisionMap->graph() == &g_)
-      model_.precisionMap->record(
-          reshape, {reshape.output(0)->dtype, "fold-bias-add", what});
+    if (PrecisionMap *m = precisionMapOf(model_, g_))
+      m->record(reshape, {reshape.output(0)->dtype, "fold-bias-add", what});
   }
 
   Model &model_;

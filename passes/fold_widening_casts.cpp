@@ -90,13 +90,12 @@ void foldIntoSumToShapeAs(Model &model, Graph &g, Node *n, Value *h) {
   g.removeNode(n);
   g.renameValue(folded->output(0), outName);
   folded->setName(nodeName);
-  if (model.precisionMap && model.precisionMap->graph() == &g)
-    model.precisionMap->record(
-        *folded,
-        {x->dtype, "fold-widening-casts",
-         "mpc.SumToShape reading its " + std::string(dtypeName(h->dtype)) +
-             " dY as stored, summing in " + dtypeName(x->dtype) +
-             " (the Cast up folded in)"});
+  if (PrecisionMap *m = precisionMapOf(model, g))
+    m->record(*folded, {x->dtype, "fold-widening-casts",
+                        "mpc.SumToShape reading its " +
+                            std::string(dtypeName(h->dtype)) +
+                            " dY as stored, summing in " + dtypeName(x->dtype) +
+                            " (the Cast up folded in)"});
   if (widened->uses().empty() && !widened->isGraphOutput())
     g.removeNode(cast);
 }
@@ -124,22 +123,14 @@ int64_t foldUnscaleInputs(Graph &g, Node *n) {
 void recordFold(Model &model, const Graph &g, const Node &n,
                 const PrecisionRecord *prior, DType t,
                 const std::string &what) {
-  if (!model.precisionMap || model.precisionMap->graph() != &g)
+  PrecisionMap *m = precisionMapOf(model, g);
+  if (!m)
     return;
   if (prior && prior->rule.rfind("override:", 0) == 0)
-    model.precisionMap->record(
+    m->record(
         n, {t, prior->rule, prior->detail + "; fold-widening-casts: " + what});
   else
-    model.precisionMap->record(n, {t, "fold-widening-casts", what});
-}
-
-/// The precision-map record of n, copied (nullopt when there is none).
-std::optional<PrecisionRecord> priorRecord(const Model &model, const Graph &g,
-                                           const Node &n) {
-  if (!model.precisionMap || model.precisionMap->graph() != &g)
-    return std::nullopt;
-  const PrecisionRecord *r = model.precisionMap->find(n);
-  return r ? std::optional<PrecisionRecord>(*r) : std::nullopt;
+    m->record(n, {t, "fold-widening-casts", what});
 }
 
 /// Makes Softmax node n (reading the exact widening Cast `wide` of h) an
@@ -157,7 +148,7 @@ void foldIntoSoftmax(Model &model, Graph &g, Node *n, Value *h) {
     attrs.push_back({"to", Attribute::ofInt(toOnnxDataType(to))});
   n->setAttrs(std::move(attrs));
   n->setInput(0, h);
-  std::optional<PrecisionRecord> prior = priorRecord(model, g, *n);
+  std::optional<PrecisionRecord> prior = recordCopyOf(model, g, *n);
   recordFold(model, g, *n, prior ? &*prior : nullptr, to,
              std::string("the ") + dtypeName(to) +
                  (grad ? " mpc.SoftmaxGrad island reading its "
@@ -249,7 +240,7 @@ bool foldIntoSoftmaxGradDiv(Model &model, Graph &g, Node *sg, Node *div) {
     last->addInput(d);
   else
     last->setInput(2, d);
-  std::optional<PrecisionRecord> prior = priorRecord(model, g, *sg);
+  std::optional<PrecisionRecord> prior = recordCopyOf(model, g, *sg);
   if (cast)
     g.removeNode(div);
   g.removeNode(sg);
@@ -291,7 +282,7 @@ void foldIntoDivSoftmaxTo(Model &model, Graph &g, Node *n, Node *div) {
   Value *x = div->input(0), *d = div->input(1);
   DType to = n->output(0)->dtype;
   int64_t axis = n->attrInt("axis", -1);
-  std::optional<PrecisionRecord> prior = priorRecord(model, g, *n);
+  std::optional<PrecisionRecord> prior = recordCopyOf(model, g, *n);
   n->setOp("DivSoftmaxTo", kMpcDomain);
   n->setAttrs({{"axis", Attribute::ofInt(axis)},
                {"to", Attribute::ofInt(toOnnxDataType(to))}});
@@ -354,10 +345,10 @@ void foldCastIntoSoftmax(Model &model, Graph &g, Node *n, Node *cast) {
     g.renameValue(out, name);
     n->setAttr("low", Attribute::ofInt(toOnnxDataType(lowT)));
   }
-  if (std::optional<PrecisionRecord> r = priorRecord(model, g, *n)) {
+  if (std::optional<PrecisionRecord> r = recordCopyOf(model, g, *n)) {
     r->detail += std::string("; it writes the ") + dtypeName(lowT) +
                  " copy the next product reads too (the Cast down folded in)";
-    model.precisionMap->record(*n, *r);
+    precisionMapOf(model, g)->record(*n, *r);
   }
 }
 

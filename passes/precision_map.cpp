@@ -147,6 +147,18 @@ PrecisionMap &startPrecisionMap(Model &model, const Graph &g) {
   return *model.precisionMap;
 }
 
+PrecisionMap *precisionMapOf(const Model &model, const Graph &g) {
+  PrecisionMap *m = model.precisionMap.get();
+  return m && m->graph() == &g ? m : nullptr;
+}
+
+std::optional<PrecisionRecord> recordCopyOf(const Model &model, const Graph &g,
+                                            const Node &n) {
+  const PrecisionMap *m = precisionMapOf(model, g);
+  const PrecisionRecord *r = m ? m->find(n) : nullptr;
+  return r ? std::optional<PrecisionRecord>(*r) : std::nullopt;
+}
+
 PrecisionRecord untouchedRecord(const Node &n, const Classification &how,
                                 Untouched why) {
   PrecisionRecord r;

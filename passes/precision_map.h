@@ -16,6 +16,7 @@
 #include "passes/autocast_policy.h"
 #include "passes/ir/graph.h"
 
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -62,6 +63,16 @@ private:
 
 /// Starts a fresh map for graph g of the model (replacing any earlier one).
 PrecisionMap &startPrecisionMap(Model &model, const Graph &g);
+
+/// The model's map when it holds graph g's records (the graph autocast
+/// rewrote), else nullptr: a pass after autocast records what it changes
+/// there only.
+PrecisionMap *precisionMapOf(const Model &model, const Graph &g);
+
+/// n's record in that map, copied (nullopt when g has no map or n no
+/// record): for a pass that rewrites n and keeps what the record said.
+std::optional<PrecisionRecord> recordCopyOf(const Model &model, const Graph &g,
+                                            const Node &n);
 
 // --- the records autocast makes ---------------------------------------------
 

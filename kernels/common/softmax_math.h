@@ -8,9 +8,9 @@
 // partials in a fixed tree, so its sums may differ in the last bits, and
 // its exp/log are CUDA's (and the CPU's fp32 softmax takes its
 // exponentials from kernels/cpu/vector_math.h). Everything else, the
-// per-element arithmetic here, is the same operations in the same order on both
-// (nvcc builds with
-// --fmad=false). T is float (fp32, fp16, bf16 storage) or double (fp64).
+// per-element arithmetic here, is the same operations in the same order on
+// both (nvcc builds with --fmad=false). T is float (fp32, fp16, bf16 storage)
+// or double (fp64).
 #pragma once
 
 #include "kernels/common/float_math.h"
@@ -70,19 +70,32 @@ MPC_HD SoftmaxRowStats<T> softmaxRowStats(int64_t len, const Load &load) {
   return {mx, sum};
 }
 
+/// expOf of each element of a row, one at a time: softmaxRowTerms' default.
+struct ExpEachElement {
+  template <typename T> MPC_HD void operator()(T *row, int64_t len) const {
+    for (int64_t j = 0; j < len; ++j)
+      row[j] = expOf(row[j]);
+  }
+};
+
 /// Softmax's statistics of a row held in `row` (compute type), which is
 /// overwritten with the terms exp(x - max): the same maximum and the same
-/// sum, added in the same order, as softmaxRowStats.
-template <typename T>
-MPC_HD SoftmaxRowStats<T> softmaxRowTerms(int64_t len, T *row) {
+/// sum, added in the same order, as softmaxRowStats. `expRow(row, len)`
+/// takes the exponentials of the differences x - max in place; by default
+/// expOf per element (softmaxExpTerm's), the CPU's fp32 softmax passes its
+/// vector exp (kernels/cpu/vector_math.h), a whole row at once.
+template <typename T, typename ExpRow = ExpEachElement>
+MPC_HD SoftmaxRowStats<T> softmaxRowTerms(int64_t len, T *row,
+                                          ExpRow expRow = {}) {
   T mx = -T(INFINITY);
   for (int64_t j = 0; j < len; ++j)
     mx = softmaxMax(mx, row[j]);
+  for (int64_t j = 0; j < len; ++j)
+    row[j] = row[j] - mx;
+  expRow(row, len);
   T sum = 0;
-  for (int64_t j = 0; j < len; ++j) {
-    row[j] = softmaxExpTerm(row[j], mx);
+  for (int64_t j = 0; j < len; ++j)
     sum += row[j];
-  }
   return {mx, sum};
 }
 

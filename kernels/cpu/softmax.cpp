@@ -22,25 +22,15 @@ namespace mpc {
 namespace cpu {
 namespace {
 
-/// softmaxRowTerms (softmax_math.h): the row's maximum, the row replaced
-/// by its terms exp(x - max), and their sum in index order. In fp32 the
-/// exponentials are vector_math.h's, a whole row at a time (SLEEF's 1-ulp
-/// exp; the shared formula takes the C library's, one call an element).
+/// softmaxRowTerms (softmax_math.h); in fp32 with vector_math.h's exp, a
+/// whole row at a time (SLEEF's 1-ulp exp, where the shared default takes
+/// the C library's, one call an element).
 template <typename C> SoftmaxRowStats<C> rowTerms(int64_t len, C *row) {
-  if constexpr (std::is_same_v<C, float>) {
-    C mx = -C(INFINITY);
-    for (int64_t j = 0; j < len; ++j)
-      mx = softmaxMax(mx, row[j]);
-    for (int64_t j = 0; j < len; ++j)
-      row[j] = row[j] - mx;
-    expInPlace(row, len);
-    C sum = 0;
-    for (int64_t j = 0; j < len; ++j)
-      sum += row[j];
-    return {mx, sum};
-  } else {
-    return softmaxRowTerms<C>(len, row);
-  }
+  if constexpr (std::is_same_v<C, float>)
+    return softmaxRowTerms(len, row,
+                           [](float *r, int64_t n) { expInPlace(r, n); });
+  else
+    return softmaxRowTerms(len, row);
 }
 
 /// Softmax / LogSoftmax of `x` into `y` over `axis`, x's elements read as

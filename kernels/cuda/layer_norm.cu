@@ -261,9 +261,7 @@ void launchGradKernels(const LayerNormGradArgs &a, cudaStream_t s) {
     bool packed = false;
     if constexpr (!std::is_void_v<Io>) {
       constexpr int64_t pack = VectorGroup<sizeof(typename Io::Storage)>::value;
-      packed = a.n % pack == 0 &&
-               reinterpret_cast<uintptr_t>(a.dy) % kVectorBytes == 0 &&
-               reinterpret_cast<uintptr_t>(a.x) % kVectorBytes == 0;
+      packed = wholeAlignedGroups(a.n, int(pack), {a.dy, a.x});
       if (packed)
         layerNormGradParamsPackedKernel<Io>
             <<<dim3(gridFor(a.n / pack), chunkGrid), kBlock, 0, s>>>(a, chunks);

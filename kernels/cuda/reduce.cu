@@ -108,10 +108,10 @@ sumChunksPackedKernel(const typename Io::Storage *__restrict__ dy,
 /// whole number of 16-byte units, rows 16-byte aligned.
 bool packedSumLayout(const SumToShapeGeometry &g, const void *dy,
                      size_t elementSize) {
-  int64_t pack = int64_t(kVectorBytes / elementSize);
+  int pack = int(kVectorBytes / elementSize);
   return g.keptRank == 1 && g.keptStrides[0] == 1 && g.reducedRank == 1 &&
-         g.outCount % pack == 0 && g.reducedStrides[0] % pack == 0 &&
-         reinterpret_cast<uintptr_t>(dy) % kVectorBytes == 0;
+         g.reducedStrides[0] % pack == 0 &&
+         wholeAlignedGroups(g.outCount, pack, {dy});
 }
 
 /// Each sum's chunk sums from zero in order.

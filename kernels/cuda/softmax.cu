@@ -67,10 +67,10 @@ __global__ void softmaxKernel(const typename In::Storage *x,
 }
 
 // dx may be dy's or y's bytes (in place, as for softmaxKernel). dx is
-// written as O: dy's type G (SoftmaxGrad, LogSoftmaxGrad), or, `ViaY`, the
-// value is first rounded to y's type F, divided there by *d when d is given,
-// and converted to O (SoftmaxGradAs: O = F, no d; SoftmaxGradDiv: F fp32).
-template <bool Log, typename G, typename F, typename O, bool ViaY>
+// written as O: dy's type G (SoftmaxGrad, LogSoftmaxGrad), or y's type F
+// (SoftmaxGradAs), or, given d (SoftmaxGradDiv, whose y is fp32, so the
+// value is already in y's type), divided by *d in fp32 and converted to O.
+template <bool Log, typename G, typename F, typename O>
 __global__ void softmaxGradKernel(const typename G::Storage *dy,
                                   const typename F::Storage *y,
                                   const typename F::Storage *d,
@@ -90,11 +90,8 @@ __global__ void softmaxGradKernel(const typename G::Storage *dy,
     for (int64_t j = lane; j < r.len; j += kWarp) {
       int64_t k = base + j * r.inner;
       float v = softmaxGradValue<Log>(G::toFloat(dy[k]), F::toFloat(y[k]), sum);
-      if (ViaY) {
-        v = F::toFloat(F::fromFloat(v));
-        if (d)
-          v = F::toFloat(F::fromFloat(v / divisor));
-      }
+      if (d)
+        v = v / divisor;
       dx[k] = O::fromFloat(v);
     }
   }
@@ -129,18 +126,16 @@ void launchSoftmax(bool log, DType inT, const void *x, DType outT, void *y,
     auto *pl = static_cast<uint16_t *>(ylow);
     auto *py32 = static_cast<float *>(y);
     unsigned grid = rowGrid(r.rows());
-    if (outT != inT && ylow && lowT == DType::BF16)
-      softmaxKernel<false, In, F32Dev, BF16Dev>
-          <<<grid, kBlock, 0, s>>>(px, py32, pd, pl, r);
-    else if (outT != inT)
-      softmaxKernel<false, In, F32Dev>
-          <<<grid, kBlock, 0, s>>>(px, py32, pd, pl, r);
-    else if (log)
+    // A Ylow exists only beside an fp32 Y (checked above).
+    if (log)
       softmaxKernel<true, In, In><<<grid, kBlock, 0, s>>>(
           px, static_cast<S *>(y), nullptr, nullptr, r);
-    else if (ylow && lowT == DType::BF16)
-      softmaxKernel<false, In, In, BF16Dev>
-          <<<grid, kBlock, 0, s>>>(px, static_cast<S *>(y), pd, pl, r);
+    else if (outT == DType::F32 && ylow && lowT == DType::BF16)
+      softmaxKernel<false, In, F32Dev, BF16Dev>
+          <<<grid, kBlock, 0, s>>>(px, py32, pd, pl, r);
+    else if (outT == DType::F32)
+      softmaxKernel<false, In, F32Dev>
+          <<<grid, kBlock, 0, s>>>(px, py32, pd, pl, r);
     else
       softmaxKernel<false, In, In>
           <<<grid, kBlock, 0, s>>>(px, static_cast<S *>(y), pd, pl, r);
@@ -167,13 +162,13 @@ void launchSoftmaxGrad(bool log, DType gt, const void *dy, DType ft,
       auto *py = static_cast<const typename F::Storage *>(y);
       unsigned grid = rowGrid(r.rows());
       if (asY)
-        softmaxGradKernel<false, G, F, F, true><<<grid, kBlock, 0, s>>>(
+        softmaxGradKernel<false, G, F, F><<<grid, kBlock, 0, s>>>(
             pdy, py, nullptr, static_cast<typename F::Storage *>(dx), r);
       else if (log)
-        softmaxGradKernel<true, G, F, G, false><<<grid, kBlock, 0, s>>>(
+        softmaxGradKernel<true, G, F, G><<<grid, kBlock, 0, s>>>(
             pdy, py, nullptr, static_cast<typename G::Storage *>(dx), r);
       else
-        softmaxGradKernel<false, G, F, G, false><<<grid, kBlock, 0, s>>>(
+        softmaxGradKernel<false, G, F, G><<<grid, kBlock, 0, s>>>(
             pdy, py, nullptr, static_cast<typename G::Storage *>(dx), r);
     });
   });
@@ -189,7 +184,7 @@ void launchSoftmaxGradDiv(DType gradT, const void *dy, const float *y,
     using G = decltype(gio);
     dispatchDeviceFloat(outT, "SoftmaxGradDiv", [&](auto oio) {
       using O = decltype(oio);
-      softmaxGradKernel<false, G, F32Dev, O, true>
+      softmaxGradKernel<false, G, F32Dev, O>
           <<<rowGrid(r.rows()), kBlock, 0, s>>>(
               static_cast<const typename G::Storage *>(dy), y, d,
               static_cast<typename O::Storage *>(dx), r);

@@ -133,10 +133,7 @@ template <typename A, typename B, typename D, typename F>
 bool launchZipRows(const A *a, bool rowA, const B *b, bool rowB, D *y,
                    int64_t count, int64_t rowLength, cudaStream_t stream, F f) {
   constexpr int K = VectorGroup<sizeof(A), sizeof(B), sizeof(D)>::value;
-  if (count == 0 || rowLength % K != 0 ||
-      !aligned16(reinterpret_cast<uintptr_t>(a)) ||
-      !aligned16(reinterpret_cast<uintptr_t>(b)) ||
-      !aligned16(reinterpret_cast<uintptr_t>(y)))
+  if (count == 0 || !wholeAlignedGroups(rowLength, K, {a, b, y}))
     return false;
   int64_t groups = count / K, rowGroups = rowLength / K;
   zipRowsKernel<<<gridFor(groups), kBlock, 0, stream>>>(

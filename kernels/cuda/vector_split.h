@@ -54,6 +54,20 @@ MPC_HD bool aligned16(uintptr_t address) {
   return address % uintptr_t(kVectorBytes) == 0;
 }
 
+/// Whether rows of `rowLength` elements are whole groups of `group` and
+/// every address is 16-byte aligned: a row kernel may then move 16 bytes at
+/// a time with no tail (bias sums, LayerNormalizationGrad's columns, zipped
+/// rows).
+inline bool wholeAlignedGroups(int64_t rowLength, int group,
+                               std::initializer_list<const void *> buffers) {
+  if (group <= 0 || rowLength % group != 0)
+    return false;
+  for (const void *p : buffers)
+    if (!aligned16(reinterpret_cast<uintptr_t>(p)))
+      return false;
+  return true;
+}
+
 /// The split of `count` elements into groups of `group` when every address
 /// is 16-byte aligned, else none (the scalar loop takes all of them).
 inline VectorSplit vectorSplit(int64_t count, int group,

@@ -209,9 +209,17 @@
 //   IncrementStep(step, found_inf) -> step'    step + (found_inf ? 0 : 1)
 #pragma once
 
+#include <string_view>
+
 namespace mpc {
 
 /// Domain name of mpc's custom ops.
 inline constexpr const char *kMpcDomain = "mpc";
+
+/// Whether `domain` is mpc's; most nodes are of the default domain (""),
+/// which the length tells without comparing bytes.
+inline bool isMpcDomain(std::string_view domain) {
+  return domain == std::string_view(kMpcDomain);
+}
 
 } // namespace mpc

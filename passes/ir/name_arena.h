@@ -9,11 +9,9 @@
 // Nothing is ever removed: the arena only grows.
 #pragma once
 
-#include <algorithm>
 #include <cstring>
-#include <memory>
+#include <memory_resource>
 #include <string_view>
-#include <vector>
 
 namespace mpc {
 
@@ -21,26 +19,18 @@ class NameArena {
 public:
   /// A copy of `s` that lives as long as the arena.
   std::string_view keep(std::string_view s) {
-    if (s.size() > left_) {
-      // A name longer than a block gets a block of its own size.
-      size_t size = std::max(s.size(), kBlockBytes);
-      blocks_.push_back(std::make_unique<char[]>(size));
-      next_ = blocks_.back().get();
-      left_ = size;
-    }
-    char *at = next_;
-    if (!s.empty())
-      std::memcpy(at, s.data(), s.size());
-    next_ += s.size();
-    left_ -= s.size();
+    if (s.empty())
+      return {};
+    auto *at = static_cast<char *>(blocks_.allocate(s.size(), 1));
+    std::memcpy(at, s.data(), s.size());
     return {at, s.size()};
   }
 
 private:
-  static constexpr size_t kBlockBytes = size_t(16) << 10;
-  std::vector<std::unique_ptr<char[]>> blocks_;
-  char *next_ = nullptr;
-  size_t left_ = 0;
+  /// The standard library's bump allocator over blocks from the heap, the
+  /// first of 16 KiB; a name longer than the next block gets one of its own
+  /// size.
+  std::pmr::monotonic_buffer_resource blocks_{size_t(16) << 10};
 };
 
 } // namespace mpc

@@ -43,14 +43,6 @@ namespace {
 
 using google::protobuf::io::CodedOutputStream;
 
-/// Whether a node of this domain is an mpc op; most nodes are of the
-/// default domain (""), which the size tells without comparing.
-bool isMpcDomain(const std::string &domain) {
-  constexpr size_t kSize = std::char_traits<char>::length(kMpcDomain);
-  return domain.size() == kSize &&
-         std::memcmp(domain.data(), kMpcDomain, kSize) == 0;
-}
-
 /// Most sizes written are under 128 (names, small messages): one byte, told
 /// without the bit scan VarintSize64 does.
 size_t varintSize(uint64_t v) {

@@ -2,6 +2,7 @@
 // model, the deterministic text form, and atomic file writes.
 #include "passes/onnx/onnx_io.h"
 
+#include "passes/ir/mpc_ops.h"
 #include "passes/onnx/expand_variadic.h"
 #include "passes/onnx/mpc_functions.h"
 #include "passes/onnx/onnx_export_parts.h"
@@ -140,8 +141,7 @@ std::vector<std::string> mpcOpsUsed(const Model &model) {
   auto scan = [&](const Graph &g) {
     for (const auto &n : g.nodes()) {
       const std::string &op = n->opType();
-      if (n->domain() != std::string_view("mpc") ||
-          (last < ops.size() && ops[last] == op))
+      if (!isMpcDomain(n->domain()) || (last < ops.size() && ops[last] == op))
         continue;
       last = size_t(std::find(ops.begin(), ops.end(), op) - ops.begin());
       if (last == ops.size())

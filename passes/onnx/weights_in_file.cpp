@@ -5,17 +5,23 @@
 #include "onnx/onnx_pb.h"
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+
+#include <climits>
 
 namespace mpc {
 namespace {
 
 namespace io = google::protobuf::io;
 
-// Field numbers (onnx.proto) and wire types the walk looks at.
-constexpr uint32_t kModelGraph = 7;       // ModelProto.graph
-constexpr uint32_t kGraphInitializer = 5; // GraphProto.initializer
-constexpr uint32_t kTensorRawData = 9;    // TensorProto.raw_data
-constexpr uint32_t kLengthDelimited = 2;
+using google::protobuf::internal::WireFormatLite;
+
+// The fields the walk looks at (onnx.proto's numbers, as generated).
+constexpr uint32_t kModelGraph = onnx::ModelProto::kGraphFieldNumber;
+constexpr uint32_t kGraphInitializer =
+    onnx::GraphProto::kInitializerFieldNumber;
+constexpr uint32_t kTensorRawData = onnx::TensorProto::kRawDataFieldNumber;
+constexpr uint32_t kLengthDelimited = WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
 
 /// One field of a message's wire bytes.
 struct Field {
@@ -26,51 +32,39 @@ struct Field {
   const uint8_t *end = nullptr;   ///< one past the field
 };
 
-bool readVarint(const uint8_t *&p, const uint8_t *end, uint64_t &v) {
-  v = 0;
-  for (int shift = 0; shift < 64 && p < end; shift += 7) {
-    uint8_t b = *p++;
-    v |= uint64_t(b & 0x7f) << shift;
-    if (!(b & 0x80))
-      return true;
-  }
-  return false;
-}
-
-/// Reads the field at `p` (before `end`). False for what the walk does not
-/// follow: malformed bytes, a group, a wire type protobuf does not know.
+/// Reads the field at `p` (before `end`) with protobuf's own reader. False
+/// for what the walk does not follow: malformed bytes, a group, a wire type
+/// protobuf does not know, a range past its 2 GiB limit.
 bool readField(const uint8_t *p, const uint8_t *end, Field &f) {
-  f.begin = p;
-  uint64_t tag = 0, n = 0;
-  if (!readVarint(p, end, tag) || tag > UINT32_MAX || (tag >> 3) == 0)
+  if (end - p > INT_MAX)
     return false;
-  f.number = uint32_t(tag >> 3);
-  f.wireType = uint32_t(tag & 7);
+  io::CodedInputStream in(p, int(end - p));
+  uint32_t tag = in.ReadTag();
+  f.begin = p;
+  f.number = WireFormatLite::GetTagFieldNumber(tag);
+  f.wireType = uint32_t(WireFormatLite::GetTagWireType(tag));
+  if (f.number == 0)
+    return false; // the end, or a malformed tag
   switch (f.wireType) {
-  case 0: // varint
-    if (!readVarint(p, end, n))
+  case WireFormatLite::WIRETYPE_VARINT:
+  case WireFormatLite::WIRETYPE_FIXED64:
+  case WireFormatLite::WIRETYPE_FIXED32:
+    if (!WireFormatLite::SkipField(&in, tag))
       return false;
     break;
-  case 1: // fixed64
-    if (end - p < 8)
+  case kLengthDelimited: {
+    uint32_t n = 0;
+    if (!in.ReadVarint32(&n))
       return false;
-    p += 8;
-    break;
-  case kLengthDelimited:
-    if (!readVarint(p, end, n) || n > uint64_t(end - p))
+    f.value = p + in.CurrentPosition();
+    if (n > uint32_t(INT_MAX) || !in.Skip(int(n)))
       return false;
-    f.value = p;
-    p += n;
     break;
-  case 5: // fixed32
-    if (end - p < 4)
-      return false;
-    p += 4;
-    break;
+  }
   default: // groups (3, 4) and the unused wire types 6 and 7
     return false;
   }
-  f.end = p;
+  f.end = p + in.CurrentPosition();
   return true;
 }
 

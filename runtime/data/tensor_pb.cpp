@@ -188,25 +188,22 @@ bool tensorFromProto(const onnx::TensorProto &p, Tensor &out,
   }
 }
 
-bool tensorFromProto(onnx::TensorProto &&p, Tensor &out, std::string &error) {
-  if (!p.has_raw_data() || p.raw_data().size() < kHeldRawDataBytes)
-    return tensorFromProto(p, out, error);
+namespace {
+
+/// The tensor p's header describes, holding the bytes makeBytes(dtype)
+/// gives for its raw_data of `rawSize` bytes; false with `error` on a bad
+/// header or what the making throws.
+template <class MakeBytes>
+bool tensorOfRawData(const onnx::TensorProto &p, uint64_t rawSize, Tensor &out,
+                     std::string &error, MakeBytes makeBytes) {
   try {
     ProtoHeader h;
-    if (!readHeader(p, rawDataSize(p), h, error))
+    if (!readHeader(p, rawSize, h, error))
       return false;
-    // The message's string itself becomes the tensor's storage (the heap
-    // buffer protobuf parsed into; on an arena, release moves that buffer
-    // into a heap string, so the tensor does not keep the arena alive).
-    std::shared_ptr<std::string> raw(p.release_raw_data());
-    auto *bytes = reinterpret_cast<uint8_t *>(raw->data());
-    size_t size = raw->size();
-    if (h.dtype == DType::Bool)
-      normaliseBools(bytes, size);
     Tensor t;
     t.dtype = h.dtype;
     t.dims = std::move(h.dims);
-    t.bytes = ByteBuffer::held(bytes, size, std::move(raw));
+    t.bytes = makeBytes(h.dtype);
     out = std::move(t);
     return true;
   } catch (const std::exception &e) {
@@ -215,28 +212,35 @@ bool tensorFromProto(onnx::TensorProto &&p, Tensor &out, std::string &error) {
   }
 }
 
+} // namespace
+
+bool tensorFromProto(onnx::TensorProto &&p, Tensor &out, std::string &error) {
+  if (!p.has_raw_data() || p.raw_data().size() < kHeldRawDataBytes)
+    return tensorFromProto(p, out, error);
+  return tensorOfRawData(p, rawDataSize(p), out, error, [&](DType t) {
+    // The message's string itself becomes the tensor's storage (the heap
+    // buffer protobuf parsed into; on an arena, release moves that buffer
+    // into a heap string, so the tensor does not keep the arena alive).
+    std::shared_ptr<std::string> raw(p.release_raw_data());
+    auto *bytes = reinterpret_cast<uint8_t *>(raw->data());
+    size_t size = raw->size();
+    if (t == DType::Bool)
+      normaliseBools(bytes, size);
+    return ByteBuffer::held(bytes, size, std::move(raw));
+  });
+}
+
 bool tensorFromProtoInPlace(const onnx::TensorProto &p, const uint8_t *raw,
                             size_t size, std::shared_ptr<const void> keeper,
                             Tensor &out, std::string &error) {
-  try {
-    ProtoHeader h;
-    if (!readHeader(p, size, h, error))
-      return false;
-    Tensor t;
-    t.dtype = h.dtype;
-    t.dims = std::move(h.dims);
-    if (h.dtype == DType::Bool) { // normalised, so in memory of its own
-      t.bytes.assign(raw, raw + size);
-      normaliseBools(t.bytes.data(), size);
-    } else {
-      t.bytes = ByteBuffer::inPlace(raw, size, std::move(keeper));
-    }
-    out = std::move(t);
-    return true;
-  } catch (const std::exception &e) {
-    error = describe(p) + ": " + e.what();
-    return false;
-  }
+  return tensorOfRawData(p, size, out, error, [&](DType t) {
+    if (t != DType::Bool)
+      return ByteBuffer::inPlace(raw, size, std::move(keeper));
+    ByteBuffer normalised; // normalised, so in memory of its own
+    normalised.assign(raw, raw + size);
+    normaliseBools(normalised.data(), size);
+    return normalised;
+  });
 }
 
 void tensorToProto(const Tensor &t, const std::string &name,

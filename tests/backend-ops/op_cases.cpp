@@ -702,15 +702,17 @@ void addSoftmax(std::vector<OpCase> &cases) {
                          },
                          Compare::Tolerance});
       // With the attention's scaling Div by one element of X's dtype, and
-      // writing the Cast down for the next product too (Ylow, fp16).
-      for (bool low : {false, true})
+      // writing the Cast down for the next product too (Ylow, fp16 or bf16).
+      for (int low : {0, 10, 16})
         if (!log)
           cases.push_back(
-              {std::string(low ? "DivSoftmaxTo_low_" : "DivSoftmaxTo_") +
+              {std::string(low == 0    ? "DivSoftmaxTo_"
+                           : low == 10 ? "DivSoftmaxTo_low_"
+                                       : "DivSoftmaxTo_lowbf16_") +
                    sh.name,
                kMpcDomain,
                "DivSoftmaxTo",
-               {{"axis", i(sh.axis)}, {"to", i(1)}, {"low", i(10)}},
+               {{"axis", i(sh.axis)}, {"to", i(1)}, {"low", i(low ? low : 10)}},
                size_t(low ? 2 : 1),
                kFloats,
                [=](DType t, std::mt19937 &rng) -> Inputs {

@@ -105,18 +105,15 @@ TEST(SharedRowMath, SoftmaxIsTheCpuKernel) {
           continue;
         }
         // The CPU's fp32 softmax takes its exponentials a row at a time
-        // with the vector exp (vector_math.h), not expOf: the same maximum,
-        // arguments, sum order and division, its own exp.
-        float mx = -INFINITY, sum = 0, terms[57];
+        // with the vector exp (vector_math.h), not expOf: the shared row
+        // terms and division, its own exp.
+        float terms[57];
+        std::copy(row, row + 57, terms);
+        SoftmaxRowStats<float> st =
+            softmaxRowTerms(int64_t(57), terms,
+                            [](float *t, int64_t n) { cpu::expInPlace(t, n); });
         for (int64_t j = 0; j < 57; ++j)
-          mx = softmaxMax(mx, row[j]);
-        for (int64_t j = 0; j < 57; ++j)
-          terms[j] = row[j] - mx;
-        cpu::expInPlace(terms, 57);
-        for (int64_t j = 0; j < 57; ++j)
-          sum += terms[j];
-        for (int64_t j = 0; j < 57; ++j)
-          y[size_t(r * 57 + j)] = softmaxFromTerm(terms[j], sum);
+          y[size_t(r * 57 + j)] = softmaxFromTerm(terms[j], st.sum);
       }
       expectSameBytes(floatsLike(t, x.dims, y), want,
                       std::string(log ? "LogSoftmax " : "Softmax ") +

@@ -60,4 +60,17 @@ TEST(VectorSplit, AnyUnalignedBufferTakesTheScalarLoop) {
   EXPECT_EQ(s.tailStart, 4096);
 }
 
+// The packed row kernels (bias sums, LayerNormalizationGrad's columns,
+// zipped rows) take rows of whole 16-byte groups at aligned addresses only.
+TEST(VectorSplit, PackedRowsNeedWholeGroupsAndAlignedBuffers) {
+  alignas(16) static char buffer[64];
+  EXPECT_TRUE(wholeAlignedGroups(40, 8, {buffer, buffer + 16})); // fp16
+  EXPECT_TRUE(wholeAlignedGroups(40, 4, {buffer}));              // fp32
+  EXPECT_TRUE(wholeAlignedGroups(20, 4, {buffer}));
+  EXPECT_FALSE(wholeAlignedGroups(20, 8, {buffer})); // 2.5 groups of fp16
+  EXPECT_FALSE(wholeAlignedGroups(18, 4, {buffer}));
+  EXPECT_FALSE(wholeAlignedGroups(40, 8, {buffer, buffer + 8}));
+  EXPECT_FALSE(wholeAlignedGroups(40, 0, {buffer}));
+}
+
 } // namespace
