@@ -21,7 +21,7 @@ same model; max_memory_allocated is torch.cuda.max_memory_allocated() over the w
 
 Usage: python3 bench/torch_step.py FAMILY MODEL.onnx DATA.npz [--steps=N --warmup=W
            --min-seconds=S --serve --threads=T --optimizer=adam|sgd --lr=F --device=cpu|cuda
-           --amp=none|fp16|bf16]
+           --amp=none|fp16|bf16 --profile=N]
 """
 import argparse
 import json
@@ -51,6 +51,9 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--amp", choices=["none", "fp16", "bf16"], default="none")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="after the measurement, N more steps under torch.profiler: "
+                         "the time per op to stderr")
     a = ap.parse_args()
     cuda = a.device == "cuda"
     if cuda and not torch.cuda.is_available():
@@ -126,6 +129,15 @@ def main():
             print(measure(), flush=True)
     else:
         print(measure())
+    if a.profile > 0:
+        from torch.profiler import ProfilerActivity, profile
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=activities) as prof:
+            for _ in range(a.profile):
+                step()
+        print(f"torch.profiler, {a.profile} steps:", file=sys.stderr)
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20),
+              file=sys.stderr)
 
 if __name__ == "__main__":
     main()
