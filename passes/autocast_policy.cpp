@@ -147,6 +147,9 @@ const std::vector<PolicyEntry> &table() {
        "picks one input, exact (TF clear Maximum, TVM maximum)"},
       {"", "Min", PC::Follow, 0,
        "picks one input, exact (TF clear Minimum, TVM minimum)"},
+      {"", "Mod", PC::Follow, 0,
+       "a remainder is exact in any precision (torch fmod/remainder); "
+       "exported models use it on int64 shapes"},
       {"", "Sum", PC::Follow, 0,
        "element-wise sum of a few tensors (gradient accumulation), TF infer "
        "AddN"},

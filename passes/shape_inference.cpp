@@ -490,6 +490,21 @@ void inferBinaryArith(Ctx &c) {
   c.setBroadcast(a->dtype, {0, 1});
 }
 
+/// Mod: broadcast like Add; floating operands need fmod=1 (ONNX: the
+/// integer remainder's sign rule, fmod=0, is undefined for floats).
+void inferMod(Ctx &c) {
+  inferBinaryArith(c);
+  const Value *a = c.n.input(0);
+  int64_t fmod = c.intAttr("fmod", 0);
+  if (fmod != 0 && fmod != 1)
+    fail([&] { errorAt(c.n) << "fmod must be 0 or 1, got " << fmod; });
+  if (a->dtype != DType::Undefined && isFloating(a->dtype) && fmod == 0)
+    fail([&] {
+      errorAt(c.n) << "takes " << dtypeName(a->dtype)
+                   << " operands only with fmod=1 (ONNX Mod)";
+    });
+}
+
 void inferPow(Ctx &c) {
   Value *base = c.req(0);
   c.req(1);
@@ -1679,6 +1694,7 @@ const OpRule kRules[] = {
     {"", "Identity", 1, 1, 1, 1, inferIdentity},
     {"", "Less", 2, 2, 1, 1, inferCompare},
     {"", "Log", 1, 1, 1, 1, inferUnaryFloat},
+    {"", "Mod", 2, 2, 1, 1, inferMod},
     {"", "Mul", 2, 2, 1, 1, inferBinaryArith},
     {"", "Neg", 1, 1, 1, 1, inferUnaryNumeric},
     {"", "Not", 1, 1, 1, 1, inferNot},

@@ -4,7 +4,7 @@
 // fp32 (fp64 for fp64 tensors), compute there and round once on store, which
 // is what the GPU's fp16/bf16 kernels do; integer ops compute exactly in
 // their own type (fold-constants runs shape arithmetic through them).
-// Integer division by zero is an error, not a trap.
+// Integer division and modulo by zero are errors, not traps.
 #include "kernels/cpu/cpu_util.h"
 
 #include <algorithm>
@@ -196,6 +196,31 @@ void kernelDiv(KernelContext &ctx) {
       return T(a / b);
     } else {
       return T(a / b);
+    }
+  });
+}
+
+/// Mod: fmod=0 takes the divisor's sign (Python's %, integers only), fmod=1
+/// the dividend's (C's % and fmod). Both are exact.
+void kernelMod(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const bool fmod = node.attrInt("fmod", 0) != 0;
+  if (!fmod && isFloating(ctx.in(0).dtype))
+    fail(node, "takes ", dtypeName(ctx.in(0).dtype),
+         " operands only with fmod=1");
+  arithmetic(ctx, [&](auto a, auto b) {
+    using T = decltype(a);
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0)
+        fail(node, "integer modulo by zero");
+      if (std::is_signed_v<T> && b == T(-1))
+        return T(0); // MIN % -1 is 0; C++ may trap on it
+      T r = T(a % b);
+      if (!fmod && r != 0 && ((r < 0) != (b < 0)))
+        r = T(r + b);
+      return r;
+    } else {
+      return T(std::fmod(a, b));
     }
   });
 }
@@ -488,6 +513,7 @@ std::vector<KernelEntry> elementwiseKernels() {
   return {
       {"", "Add", kernelAdd},         {"", "Sub", kernelSub},
       {"", "Mul", kernelMul},         {"", "Div", kernelDiv},
+      {"", "Mod", kernelMod},
       {"", "Pow", kernelPow},         {"", "Neg", kernelNeg},
       {"", "Abs", kernelAbs},         {"", "Relu", kernelRelu},
       {"", "Sqrt", kernelSqrt},       {"", "Exp", kernelExp},
