@@ -216,6 +216,9 @@ const std::vector<PolicyEntry> &table() {
       {"", "Expand", PC::Follow, 0,
        "moves data (TF clear BroadcastTo, TVM broadcast_to)", true},
       {"", "Tile", PC::Follow, 0, "moves data (TF clear Tile, TVM tile)", true},
+      {"", "Trilu", PC::Follow, inputBit(1),
+       "moves data, zeroes the rest (torch triu/tril, TF MatrixBandPart); "
+       "k keeps its int64"},
       {"", "Pad", PC::Follow, 0,
        "moves data; the pad value takes the input's dtype (TF clear Pad, TVM "
        "pad)"},

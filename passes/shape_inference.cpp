@@ -505,6 +505,25 @@ void inferMod(Ctx &c) {
     });
 }
 
+/// Trilu(input, k?): the input's type; rank >= 2, k an int64 scalar.
+void inferTrilu(Ctx &c) {
+  Value *x = c.req(0);
+  if (x->hasShape && x->rank() < 2)
+    fail([&] {
+      errorAt(c.n) << "input must have rank >= 2, got " << typeText(x);
+    });
+  if (const Value *k = c.opt(1)) {
+    c.requireDType(1, DType::I64);
+    if (k->hasShape && k->rank() != 0 &&
+        !(k->rank() == 1 && k->dims[0].isKnown() && k->dims[0].value == 1))
+      fail([&] {
+        errorAt(c.n) << "k (" << c.inputText(1) << ") must be a scalar, got "
+                     << typeText(k);
+      });
+  }
+  c.setLike(0, x);
+}
+
 void inferPow(Ctx &c) {
   Value *base = c.req(0);
   c.req(1);
@@ -1733,6 +1752,7 @@ const OpRule kRules[] = {
     {"", "Slice", 1, 5, 1, 1, inferSlice},
     {"", "Squeeze", 1, 2, 1, 1, inferSqueeze},
     {"", "Transpose", 1, 1, 1, 1, inferTranspose},
+    {"", "Trilu", 1, 2, 1, 1, inferTrilu},
     {"", "Unsqueeze", 1, 2, 1, 1, inferUnsqueeze},
     // Transformer and residual-MLP family (shape_inference_transformer.inc).
     {"", "CastLike", 2, 2, 1, 1, inferCastLike},

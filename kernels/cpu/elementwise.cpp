@@ -513,15 +513,15 @@ std::vector<KernelEntry> elementwiseKernels() {
   return {
       {"", "Add", kernelAdd},         {"", "Sub", kernelSub},
       {"", "Mul", kernelMul},         {"", "Div", kernelDiv},
-      {"", "Mod", kernelMod},
-      {"", "Pow", kernelPow},         {"", "Neg", kernelNeg},
-      {"", "Abs", kernelAbs},         {"", "Relu", kernelRelu},
-      {"", "Sqrt", kernelSqrt},       {"", "Exp", kernelExp},
-      {"", "Log", kernelLog},         {"", "Tanh", kernelTanh},
-      {"", "Sigmoid", kernelSigmoid}, {"", "Erf", kernelErf},
-      {"", "Equal", kernelEqual},     {"", "Greater", kernelGreater},
-      {"", "Less", kernelLess},       {"", "Not", kernelNot},
-      {"", "Cast", kernelCast},       {"", "Where", kernelWhere},
+      {"", "Mod", kernelMod},         {"", "Pow", kernelPow},
+      {"", "Neg", kernelNeg},         {"", "Abs", kernelAbs},
+      {"", "Relu", kernelRelu},       {"", "Sqrt", kernelSqrt},
+      {"", "Exp", kernelExp},         {"", "Log", kernelLog},
+      {"", "Tanh", kernelTanh},       {"", "Sigmoid", kernelSigmoid},
+      {"", "Erf", kernelErf},         {"", "Equal", kernelEqual},
+      {"", "Greater", kernelGreater}, {"", "Less", kernelLess},
+      {"", "Not", kernelNot},         {"", "Cast", kernelCast},
+      {"", "Where", kernelWhere},
   };
 }
 

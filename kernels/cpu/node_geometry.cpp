@@ -201,6 +201,15 @@ int64_t extremumGradIndex(const KernelContext &ctx) {
   return index;
 }
 
+int64_t triluDiagonal(const Node &node, const Tensor *k) {
+  if (!k)
+    return 0;
+  if (k->dtype != DType::I64 || k->numel() != 1)
+    fail(node, "k must be an int64 scalar, got ", dtypeName(k->dtype), " ",
+         shapeString(k->dims));
+  return k->data<int64_t>()[0];
+}
+
 RangeSpec rangeSpec(const Node &node, const Tensor &start, const Tensor &limit,
                     const Tensor &delta) {
   for (const Tensor *t : {&start, &limit, &delta})

@@ -110,5 +110,9 @@ struct RangeSpec {
 RangeSpec rangeSpec(const Node &node, const Tensor &start, const Tensor &limit,
                     const Tensor &delta);
 
+/// Trilu's diagonal offset k: its optional input 1, an int64 scalar (0 when
+/// omitted); an error on the node otherwise.
+int64_t triluDiagonal(const Node &node, const Tensor *k);
+
 } // namespace cpu
 } // namespace mpc

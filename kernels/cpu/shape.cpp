@@ -5,6 +5,7 @@
 // exporter writes (Shape -> Gather -> Concat -> Reshape), which
 // fold-constants evaluates through these same kernels; every size, axis and
 // index read from a tensor or attribute is validated first.
+#include "kernels/common/trilu_math.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
 
@@ -443,6 +444,34 @@ void kernelRange(KernelContext &ctx) {
   }
 }
 
+/// Trilu: the kept run of each row of each matrix copied, the rest zeroed
+/// (all-zero bytes are 0 in every dtype).
+void kernelTrilu(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &x = input(ctx, 0, "input");
+  int64_t k = triluDiagonal(node, optionalInput(ctx, 1));
+  const bool upper = node.attrInt("upper", 1) != 0;
+  if (x.dims.size() < 2)
+    fail(node, "input must have rank >= 2, got ", shapeString(x.dims));
+  Tensor &y = output(ctx, 0, x.dtype, x.dims);
+  const int64_t rows = x.dims[x.dims.size() - 2], cols = x.dims.back();
+  const size_t size = dtypeSize(x.dtype);
+  const int64_t matrices = rows > 0 && cols > 0 ? x.numel() / (rows * cols) : 0;
+  const uint8_t *px = x.bytes.data();
+  uint8_t *py = y.bytes.data();
+  for (int64_t m = 0; m < matrices; ++m)
+    for (int64_t i = 0; i < rows; ++i) {
+      size_t row = size_t((m * rows + i) * cols) * size;
+      TriluRun run = triluKeptColumns(i, cols, k, upper);
+      std::memset(py + row, 0, size_t(run.begin) * size);
+      std::memmove(py + row + size_t(run.begin) * size,
+                   px + row + size_t(run.begin) * size,
+                   size_t(run.end - run.begin) * size);
+      std::memset(py + row + size_t(run.end) * size, 0,
+                  size_t(cols - run.end) * size);
+    }
+}
+
 void kernelConstant(KernelContext &ctx) {
   const Node &node = ctx.node;
   int kinds = 0;
@@ -490,6 +519,7 @@ std::vector<KernelEntry> shapeKernels() {
       {"", "ConstantOfShape", kernelConstantOfShape},
       {"", "Constant", kernelConstant},
       {"", "Range", kernelRange},
+      {"", "Trilu", kernelTrilu},
   };
 }
 

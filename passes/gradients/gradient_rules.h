@@ -214,6 +214,7 @@ void gradMatMul(GradientContext &ctx);
 void gradReshapeLike(GradientContext &ctx); ///< Reshape, Flatten, (Un)Squeeze
 void gradTranspose(GradientContext &ctx);
 void gradConcat(GradientContext &ctx);
+void gradTrilu(GradientContext &ctx);
 
 // softmax.cpp
 void gradSoftmax(GradientContext &ctx);

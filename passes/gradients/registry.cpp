@@ -42,6 +42,7 @@ const std::unordered_map<std::string, GradientRuleInfo> &ruleTable() {
       {"Unsqueeze", {gradReshapeLike, {1}}},
       {"Transpose", {gradTranspose, {}}},
       {"Concat", {gradConcat, {}}},
+      {"Trilu", {gradTrilu, {1}}},
       // softmax.cpp
       {"Softmax", {gradSoftmax, {}}},
       {"LogSoftmax", {gradLogSoftmax, {}}},

@@ -16,6 +16,21 @@ void gradReshapeLike(GradientContext &ctx) {
                    ctx.reshapeLike(ctx.outGrad(0), ctx.in(0), ctx.gradName(0)));
 }
 
+/// Trilu keeps some elements and zeroes the rest, so the gradient is the
+/// same Trilu of dY (same k, same side).
+void gradTrilu(GradientContext &ctx) {
+  Value *x = ctx.in(0);
+  Value *dY = ctx.outGrad(0);
+  std::vector<Value *> ins = {dY};
+  if (ctx.node().numInputs() > 1 && ctx.node().input(1))
+    ins.push_back(ctx.node().input(1));
+  GradientContext::Attrs attrs;
+  if (const Attribute *upper = ctx.node().attr("upper"))
+    attrs.emplace_back("upper", *upper);
+  ctx.setInputGrad(0, ctx.emitShapedLike("Trilu", ins, std::move(attrs),
+                                         dY->dtype, *x, ctx.gradName(0)));
+}
+
 void gradTranspose(GradientContext &ctx) {
   Value *x = ctx.in(0);
   int64_t r = ctx.rankOf(*x);

@@ -1,6 +1,6 @@
 // CUDA runners of the shape-moving ops with device code: Expand, Slice,
-// its gradient mpc.SliceGrad, Concat and Split, and Range, which the CPU
-// backend keeps beside them.
+// its gradient mpc.SliceGrad, Concat and Split, and Range and Trilu, which
+// the CPU backend keeps beside them.
 //
 // They move elements as bytes, so they take any dtype of 1, 2, 4 or 8
 // bytes. Expand and Slice are strided copies (launchBroadcastCopy with a
@@ -25,6 +25,7 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/range.h"
 #include "kernels/cuda/scatter_copy.h"
+#include "kernels/cuda/trilu.h"
 #include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
@@ -243,6 +244,22 @@ void runRange(NodeStaging &s) {
               s.stream());
 }
 
+/// Trilu: k is read on the host (a constant in exported masks).
+void runTrilu(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "input");
+  requireBytes(node, x);
+  int64_t k = cpu::triluDiagonal(node, s.optionalIn(1) ? &s.hostValue(1, "k")
+                                                       : nullptr);
+  if (x.dims.size() < 2)
+    fail(node, "input must have rank >= 2, got ", cpu::shapeString(x.dims));
+  const int64_t rows = x.dims[x.dims.size() - 2], cols = x.dims.back();
+  const int64_t matrices = rows > 0 && cols > 0 ? x.numel() / (rows * cols) : 0;
+  void *y = s.out(0, x.dtype, x.dims);
+  launchTrilu(dtypeSize(x.dtype), s.device(0), y, matrices, rows, cols, k,
+              node.attrInt("upper", 1) != 0, s.stream());
+}
+
 std::string checkRange(const Node &node) {
   const Value *start = node.input(0);
   if (!start || start->dtype == DType::Undefined ||
@@ -268,6 +285,8 @@ std::vector<CudaOpEntry> shapeOps() {
       {"", "Split", runSplit, noCheck},
       // start, limit, delta: read on the host.
       {"", "Range", runRange, checkRange, (1u << 0) | (1u << 1) | (1u << 2)},
+      // k: read on the host.
+      {"", "Trilu", runTrilu, noCheck, 1u << 1},
   };
 }
 

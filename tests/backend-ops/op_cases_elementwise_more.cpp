@@ -327,6 +327,31 @@ void addCastLikeAndRange(std::vector<OpCase> &c) {
        }});
 }
 
+/// Trilu over batched non-square matrices, every dtype, k before, on and
+/// beyond the diagonal, and omitted.
+void addTrilu(std::vector<OpCase> &c) {
+  for (int upper : {0, 1})
+    for (int64_t k : {int64_t(-2), int64_t(0), int64_t(1), int64_t(7)})
+      for (bool given : {true, false}) {
+        if (!given && k != 0)
+          continue;
+        std::string name = std::string("Trilu_") + (upper ? "upper" : "lower") +
+                           (given ? "_k" + std::to_string(k + 2) : "_nok");
+        c.push_back({name,
+                     "",
+                     "Trilu",
+                     {{"upper", i(upper)}},
+                     1,
+                     kNumeric,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       Inputs in = {numericTensor(rng, t, {2, 3, 5, 4})};
+                       if (given)
+                         in.push_back(int64Scalar(k));
+                       return in;
+                     }});
+      }
+}
+
 /// The existing unary, binary and cast kernels on vector-sized operands:
 /// the group body and the tail, a broadcast scalar on either side.
 void addVectorPaths(std::vector<OpCase> &c) {
@@ -404,6 +429,7 @@ void addElementwiseMore(std::vector<OpCase> &cases) {
   addGradMore(cases);
   addVariadic(cases);
   addCastLikeAndRange(cases);
+  addTrilu(cases);
   addVectorPaths(cases);
 }
 

@@ -229,6 +229,25 @@ TEST(GradCheck, Concat) {
   checkAll(cases);
 }
 
+TEST(GradCheck, Trilu) {
+  std::vector<GradCase> cases;
+  for (const char *upper : {"0", "1"})
+    for (const char *k : {"", "-1", "0", "2", "5"}) {
+      GradCase c;
+      c.name = std::string("Trilu upper=") + upper + " k=" + (*k ? k : "none");
+      c.params = {{"x", {2, 3, 4}}};
+      std::string attr = std::string("<upper = ") + upper + "> ";
+      if (*k) {
+        c.data = {{std::string("int64 k = {") + k + "}"}};
+        c.body = "y = Trilu " + attr + "(x, k)";
+      } else {
+        c.body = "y = Trilu " + attr + "(x)";
+      }
+      cases.push_back(c);
+    }
+  checkAll(cases);
+}
+
 TEST(GradCheck, SymbolicShapes) {
   // With a symbolic batch the backward reads shapes at run time (Shape,
   // Gather and Add for Concat offsets) instead of constants.
@@ -485,6 +504,7 @@ TEST(GradCheck, EveryRuleIsCovered) {
                                    "Unsqueeze",
                                    "Transpose",
                                    "Concat",
+                                   "Trilu",
                                    "Softmax",
                                    "LogSoftmax",
                                    "SoftmaxCrossEntropyLoss",
