@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""make_torch_modules_models.py -- models built from PyTorch's own modules, in models/.
+
+The issue-3 families (make_issue3_models.py) spell their attention out; users export
+torch.nn's modules. This script exports one of those the same way (TorchScript exporter,
+dynamo=False, TrainingMode.TRAINING, do_constant_folding=False, opset 17, torch.manual_seed(0)),
+with the helpers and conventions of make_issue3_models.py (same data layout, batches and
+reference runs), so that mpc's tests train it against PyTorch:
+
+  encoder_layer  Embedding(64,32) + learned pos [16,32]; nn.TransformerEncoderLayer(d_model=32,
+                 nhead=2, dim_feedforward=64, dropout=0, activation="gelu", batch_first=True,
+                 norm_first=True) under a causal mask (nn.Transformer.generate_square_subsequent_mask:
+                 torch.triu of -inf above the diagonal, exported as Trilu); LayerNorm; Linear(32,64);
+                 CrossEntropyLoss over (B*T, vocab). tokens int64[4,16], targets int64[4,16].
+                 nn.MultiheadAttention exports its packed in_proj with unflatten(-1, (3, E)),
+                 whose axis arithmetic is a Mod.
+
+Artifacts: encoder_layer.onnx, encoder_layer_data.npz (= transformer_data.npz's arrays),
+encoder_layer_ref_sgd.csv, encoder_layer_ref_adam.csv (30 fp32 CPU steps, as for the issue-3 models).
+
+Regenerate:  python3 models/make_torch_modules_models.py   (needs torch, onnx, onnxruntime, numpy)
+"""
+import os
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_issue3_models import family, make_transformer_data, out  # noqa: E402
+
+
+class EncoderLayerWithLoss(nn.Module):
+    def __init__(self, vocab=64, d=32, T=16, heads=2, hidden=64):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(T, d) * 0.02)
+        self.layer = nn.TransformerEncoderLayer(d, heads, hidden, dropout=0.0, activation="gelu",
+                                                batch_first=True, norm_first=True)
+        self.lnf = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, tokens, targets):
+        T = tokens.shape[1]
+        mask = nn.Transformer.generate_square_subsequent_mask(T)
+        x = self.layer(self.tok(tokens) + self.pos, src_mask=mask)
+        logits = self.head(self.lnf(x))
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def main():
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    warnings.filterwarnings("ignore", "You are using the legacy TorchScript", DeprecationWarning)
+    warnings.filterwarnings("ignore", "enable_nested_tensor", UserWarning)
+    r = family("encoder_layer", EncoderLayerWithLoss, make_transformer_data(), ["tokens", "targets"], 4,
+               np.savez)
+    ops = r["encoder_layer.onnx"]
+    assert ops["Trilu"] == 1 and ops["Mod"] >= 1, ops
+    size = os.path.getsize(out("encoder_layer.onnx"))
+    print(f"encoder_layer.onnx {size} bytes")
+    assert size < 300 * 1024
+
+
+if __name__ == "__main__":
+    main()
