@@ -15,8 +15,17 @@ reference runs), so that mpc's tests train it against PyTorch:
                  nn.MultiheadAttention exports its packed in_proj with unflatten(-1, (3, E)),
                  whose axis arithmetic is a Mod.
 
-Artifacts: encoder_layer.onnx, encoder_layer_data.npz (= transformer_data.npz's arrays),
-encoder_layer_ref_sgd.csv, encoder_layer_ref_adam.csv (30 fp32 CPU steps, as for the issue-3 models).
+  norm_cnn       Conv2d(3,8,3,p1) -> GroupNorm(2, 8) -> SiLU -> Conv2d(8,16,3,s2,p1)
+                 -> InstanceNorm2d(16, affine=True) -> SiLU -> MaxPool2d(2) -> Flatten
+                 -> Linear(256,10) -> CrossEntropyLoss. x float[8,3,16,16], y int64[8] (cnn_data.npz's arrays).
+                 Both norms export as InstanceNormalization: GroupNorm's over [N, 2, -1] with a
+                 constant unit scale and zero bias and its affine after, InstanceNorm2d's with the
+                 module's weight and bias. norm_cnn_opset16.onnx is the same model and weights at
+                 opset 16, before ONNX's LayerNormalization.
+
+Artifacts, for <name> in encoder_layer, norm_cnn: <name>.onnx, <name>_data.npz (the issue-3
+transformer's and CNN's arrays), <name>_ref_sgd.csv, <name>_ref_adam.csv (30 fp32 CPU steps, as
+for the issue-3 models).
 
 Regenerate:  python3 models/make_torch_modules_models.py   (needs torch, onnx, onnxruntime, numpy)
 """
@@ -30,7 +39,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_issue3_models import family, make_transformer_data, out  # noqa: E402
+from make_issue3_models import family, make_cnn_data, make_transformer_data, out  # noqa: E402
 
 
 class EncoderLayerWithLoss(nn.Module):
@@ -51,6 +60,22 @@ class EncoderLayerWithLoss(nn.Module):
         return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+class NormCNNWithLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.gn = nn.GroupNorm(2, 8)
+        self.conv2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.inorm = nn.InstanceNorm2d(16, affine=True)
+        self.fc = nn.Linear(256, 10)
+
+    def forward(self, x, y):
+        h = nn.functional.silu(self.gn(self.conv1(x)))
+        h = nn.functional.silu(self.inorm(self.conv2(h)))
+        logits = self.fc(nn.functional.max_pool2d(h, 2).flatten(1))
+        return nn.functional.cross_entropy(logits, y)
+
+
 def main():
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
@@ -60,9 +85,14 @@ def main():
                np.savez)
     ops = r["encoder_layer.onnx"]
     assert ops["Trilu"] == 1 and ops["Mod"] >= 1, ops
-    size = os.path.getsize(out("encoder_layer.onnx"))
-    print(f"encoder_layer.onnx {size} bytes")
-    assert size < 300 * 1024
+    r = family("norm_cnn", NormCNNWithLoss, make_cnn_data(), ["x", "y"], 8, np.savez_compressed,
+               extra=[("norm_cnn_opset16.onnx", 16, "static")])
+    for f in ("norm_cnn.onnx", "norm_cnn_opset16.onnx"):
+        assert r[f]["InstanceNormalization"] == 2, r[f]
+    for f in ("encoder_layer.onnx", "norm_cnn.onnx", "norm_cnn_opset16.onnx"):
+        size = os.path.getsize(out(f))
+        print(f"{f} {size} bytes")
+        assert size < 300 * 1024
 
 
 if __name__ == "__main__":

@@ -89,6 +89,24 @@ TEST(CudaCoverage, EveryNodeOfTheTransformerAndResMlpStepsIsSupported) {
     EXPECT_TRUE(ops.count(op)) << op << " is not in any compiled step";
 }
 
+// The models made of torch.nn's own modules (models/make_torch_modules_
+// models.py): nn.TransformerEncoderLayer under a causal mask, whose Mod and
+// Trilu fold at compile time, and the CNN with GroupNorm and InstanceNorm2d,
+// which the importer lowers to LayerNormalization (opset 17) or to
+// ReduceMean arithmetic (opset 16).
+TEST(CudaCoverage, EveryNodeOfTheTorchModuleStepsIsSupported) {
+  std::set<std::string> ops;
+  for (const char *model : {"encoder_layer", "norm_cnn", "norm_cnn_opset16"})
+    for (DType precision : {DType::F16, DType::BF16, DType::F32})
+      for (const std::string &op :
+           expectAllSupported(*compiled(model, precision, "adam"),
+                              std::string(model) + " " + dtypeName(precision)))
+        ops.insert(op);
+  for (const char *op : {"LayerNormalization", "mpc.LayerNormalizationGrad",
+                         "ReduceMean", "Sqrt", "Conv", "Sigmoid"})
+    EXPECT_TRUE(ops.count(op)) << op << " is not in any compiled step";
+}
+
 // The CNN (Conv, training-mode BatchNormalization, MaxPool and their
 // gradients; tests/e2e/cnn_test.cpp) as tools/gpu-check.sh compiles it, and
 // with SGD: every node on the device, the cuDNN and pooling ops included.
@@ -248,7 +266,7 @@ TEST(CudaCoverage, PiecewiseNotCastLikeAndRangeAreDeviceOps) {
   std::set<std::string> ops(device.begin(), device.end());
   for (const char *op :
        {"CastLike", "Clip", "mpc.ClipGrad", "LeakyRelu", "mpc.LeakyReluGrad",
-        "Max", "Min", "Sum", "mpc.ExtremumGrad", "Not", "Range"})
+        "Max", "Min", "Sum", "mpc.ExtremumGrad", "Not", "Range", "Trilu"})
     EXPECT_TRUE(ops.count(op)) << op << " has no device code";
 }
 

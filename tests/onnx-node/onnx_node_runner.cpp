@@ -34,6 +34,7 @@
 //
 // Exit status: 0 when nothing failed, 1 otherwise, 77 (ctest SKIP) when the
 // data dir is missing or --device=cuda finds no GPU.
+#include "passes/onnx/instance_norm_lowering.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
@@ -332,7 +333,8 @@ ModelFacts readModelFacts(const fs::path &modelPath) {
   std::set<std::string> ops;
   for (const auto &n : proto.graph().node()) {
     std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
-    if (!isSupportedOp(domain, n.op_type()))
+    if (!isSupportedOp(domain, n.op_type()) &&
+        !isLoweredAtImport(domain, n.op_type()))
       facts.supportedOps = false;
     if (n.op_type() != "Constant" || proto.graph().node_size() == 1)
       ops.insert(domain.empty() ? n.op_type() : domain + "." + n.op_type());

@@ -1,0 +1,42 @@
+// ONNX's InstanceNormalization, lowered at import to the ops mpc trains.
+//
+// InstanceNormalization(X [N, C, D...], scale [C], B [C]) normalises each
+// (n, c) over the spatial dims: what torch exports for GroupNorm (over
+// [N, G, -1]) and InstanceNorm2d. It is LayerNormalization over axis 2 of
+// X seen as [N, C, L] (same mean, biased variance and epsilon), with a unit
+// scale, then the per-channel affine:
+//
+//   x3 = Reshape(X, [0, 0, -1])
+//   n3 = LayerNormalization<axis = 2>(x3, ConstantOfShape(L, 1))
+//   Y  = Reshape(Add(Mul(n3, Reshape(scale, [-1, 1])), Reshape(B, [-1, 1])),
+//                Shape(X))
+//
+// so the normalisation takes LayerNormalization's fused kernels, fp32
+// statistics and gradient on both backends, and the affine its own
+// gradients. Below opset 17, where ONNX has no LayerNormalization, the
+// normalisation is written out instead: (x3 - mean) / sqrt(var + epsilon)
+// with ReduceMean over axis 2 (autocast keeps the means and Sqrt in fp32).
+// With static shapes fold-constants turns the shape arithmetic into
+// constants. A scale of ones and a bias of zeros given as Constant nodes
+// (torch's GroupNorm export) add no Mul or Add. The lowered nodes are named
+// after the InstanceNormalization node, and its output keeps its name.
+#pragma once
+
+#include "passes/ir/graph.h"
+
+#include <string>
+
+namespace mpc {
+
+/// Ops the importer lowers to others: supported, though no pass sees them.
+inline bool isLoweredAtImport(const std::string &domain,
+                              const std::string &op) {
+  return (domain.empty() || domain == "ai.onnx") &&
+         op == "InstanceNormalization";
+}
+
+/// Lowers every InstanceNormalization node of g, a graph of a model that
+/// imports `opset`; returns how many.
+int lowerInstanceNormalization(Graph &g, int64_t opset);
+
+} // namespace mpc
