@@ -1734,6 +1734,7 @@ const OpRule kRules[] = {
      inferNegativeLogLikelihoodLoss},
     {"", "ReduceMax", 1, 2, 1, 1, inferReduce},
     {"", "ReduceMean", 1, 2, 1, 1, inferReduce},
+    {"", "ReduceProd", 1, 2, 1, 1, inferReduce},
     {"", "ReduceSum", 1, 2, 1, 1, inferReduce},
     // Shapes and constants.
     {"", "Concat", 1, kAny, 1, 1, inferConcat},

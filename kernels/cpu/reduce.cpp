@@ -1,10 +1,13 @@
-// Reduction CPU kernels: ReduceSum, ReduceMean, ReduceMax.
+// Reduction CPU kernels: ReduceSum, ReduceMean, ReduceMax, ReduceProd.
 //
 // Axes come from the axes input (ReduceSum opset 13+, all reduces opset 18+)
 // or the attribute (older opsets); keepdims and noop_with_empty_axes follow
 // ONNX. fp16/bf16 inputs accumulate in fp32 and round once per output
 // element, as the GPU's reductions do; fp64 accumulates in double and
-// integers in int64. An empty ReduceMax yields the type's lowest value.
+// integers in int64. An empty ReduceMax yields the type's lowest value, an
+// empty ReduceProd 1. ReduceProd has no gradient or device code: exports use
+// it on shapes (torch's std/var count their elements with it), which
+// fold-constants evaluates.
 #include "kernels/cpu/cpu_util.h"
 
 #include <algorithm>
@@ -15,7 +18,7 @@ namespace mpc {
 namespace cpu {
 namespace {
 
-enum class Reduce { Sum, Mean, Max };
+enum class Reduce { Sum, Mean, Max, Prod };
 
 template <Reduce R> void reduceKernel(KernelContext &ctx) {
   const Tensor &x = input(ctx, 0, "data");
@@ -38,7 +41,7 @@ template <Reduce R> void reduceKernel(KernelContext &ctx) {
     Acc init = R == Reduce::Max ? (std::is_integral_v<C>
                                        ? Acc(std::numeric_limits<C>::min())
                                        : -std::numeric_limits<Acc>::infinity())
-                                : Acc(0);
+                                : Acc(R == Reduce::Prod ? 1 : 0);
     std::vector<Acc> acc(size_t(outN), init);
     const auto *px = ptr<Io>(x);
     // X in row-major order (each output's terms are added in that order),
@@ -58,6 +61,11 @@ template <Reduce R> void reduceKernel(KernelContext &ctx) {
               if constexpr (R == Reduce::Max) {
                 if (v > a || v != v) // NaN wins and then stays
                   a = a != a ? a : v;
+              } else if constexpr (R == Reduce::Prod) {
+                if constexpr (std::is_integral_v<Acc>)
+                  a = Acc(uint64_t(a) * uint64_t(v)); // wraps
+                else
+                  a *= v;
               } else if constexpr (std::is_integral_v<Acc>) {
                 a = Acc(uint64_t(a) + uint64_t(v)); // wraps like the GPU
               } else {
@@ -86,7 +94,8 @@ template <Reduce R> void reduceKernel(KernelContext &ctx) {
 std::vector<KernelEntry> reduceKernels() {
   return {{"", "ReduceSum", reduceKernel<Reduce::Sum>},
           {"", "ReduceMean", reduceKernel<Reduce::Mean>},
-          {"", "ReduceMax", reduceKernel<Reduce::Max>}};
+          {"", "ReduceMax", reduceKernel<Reduce::Max>},
+          {"", "ReduceProd", reduceKernel<Reduce::Prod>}};
 }
 
 } // namespace cpu
