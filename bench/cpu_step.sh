@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # CPU training step (issue 8 part 2): mpc-run's fp32 step on the CPU backend against
 # PyTorch eager fp32 on the CPU (bench/torch_step.py: the same model with the same weights,
-# the same batches, the same thread count), Adam lr 1e-3, for the four model families and one
-# transformer stack (4 blocks, d 128, seq 64, batch 8). Then mpc's fp16 and bf16 steps
+# the same batches, the same thread count), Adam lr 1e-3, for the four model families, the two
+# made of torch.nn's own modules (models/make_torch_modules_models.py: nn.TransformerEncoderLayer
+# under a causal mask; a CNN with GroupNorm and InstanceNorm2d) and one transformer stack
+# (4 blocks, d 128, seq 64, batch 8). Then mpc's fp16 and bf16 steps
 # (emulated on the CPU) against its own fp32 step.
 # Goals: mpc at least as fast as PyTorch on every family; fp16/bf16 within 1.5x of fp32.
 #
@@ -28,7 +30,7 @@
 # Usage: bench/cpu_step.sh [BUILD_DIR] [RESULTS.json]
 #   env ROUNDS (5), WARMUP (5 steps), STEP_SECONDS (0.4: timed seconds per process),
 #   MIN_STEPS (30), STEPS (a fixed number of timed steps for every model instead of the
-#   calibration), BENCH_THREADS (lib.sh). 170-200 s on the shared 2-core machine at load
+#   calibration), FAMILIES (the models to run, by name; default all), BENCH_THREADS (lib.sh). 170-200 s on the shared 2-core machine at load
 #   3-7; ROUNDS=11 STEP_SECONDS=0.15 MIN_STEPS=10 (more, shorter rounds) took 260 s at load 7.
 set -euo pipefail
 name=cpu_step
@@ -56,8 +58,17 @@ runs=(
   "cnn models/cnn.onnx models/cnn_data.npz"
   "transformer models/transformer.onnx models/transformer_data.npz"
   "resmlp models/resmlp.onnx models/resmlp_data.npz"
+  "encoder_layer models/encoder_layer.onnx models/encoder_layer_data.npz"
+  "norm_cnn models/norm_cnn.onnx models/norm_cnn_data.npz"
   "stack $stack $bench_tmp/stack_data.npz"
 )
+if [ -n "${FAMILIES:-}" ]; then # a subset, e.g. FAMILIES="encoder_layer norm_cnn"
+  chosen=()
+  for run in "${runs[@]}"; do
+    [[ " $FAMILIES " == *" ${run%% *} "* ]] && chosen+=("$run")
+  done
+  runs=("${chosen[@]}")
+fi
 
 # CPU seconds (user + system) that the command takes (its output is discarded).
 cpu_s() {

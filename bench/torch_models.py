@@ -1,7 +1,8 @@
 """torch_models.py -- PyTorch mirrors of the ONNX models the benchmarks train, loaded with their weights.
 
 Each class is the PyTorch module that the model's ONNX file was exported from (models/
-make_issue3_models.py, models/make_mlp_seed.py) or, for the synthetic stacks, that
+make_issue3_models.py, models/make_mlp_seed.py; the torch.nn-module families come from
+models/torch_modules.py itself) or, for the synthetic stacks, that
 bench/make_transformer_stack.py writes as ONNX. load_model(family, onnx_path) builds the
 module at the file's sizes and copies the file's initializers into it by name (the ONNX
 initializer names are the modules' state_dict keys), so PyTorch trains exactly the model
@@ -10,12 +11,17 @@ mpc trains: same weights, same batches, same first loss.
 Needs torch and onnx (both from pip).
 """
 import math
+import os
+import sys
 
 import numpy as np
 import onnx
 import onnx.numpy_helper
 import torch
 import torch.nn as nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
+from torch_modules import EncoderLayerWithLoss, NormCNNWithLoss  # noqa: E402  (models/)
 
 
 class MLPWithLoss(nn.Module):  # models/mlp_seed.onnx
@@ -139,7 +145,8 @@ def _heads(model, family, onnx_path):
 
 
 def load_model(family, onnx_path):
-    """The PyTorch module for FAMILY (mlp_seed, cnn, resmlp, transformer, stack) with ONNX_PATH's weights."""
+    """The PyTorch module for FAMILY (mlp_seed, cnn, resmlp, transformer, encoder_layer, norm_cnn,
+    stack) with ONNX_PATH's weights."""
     model = onnx.load(onnx_path)
     weights = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy()) for t in model.graph.initializer}
     if family == "mlp_seed":
@@ -148,6 +155,10 @@ def load_model(family, onnx_path):
         module = CNNWithLoss()
     elif family == "resmlp":
         module = ResMLPWithLoss()
+    elif family == "encoder_layer":
+        module = EncoderLayerWithLoss()
+    elif family == "norm_cnn":
+        module = NormCNNWithLoss()
     elif family in ("transformer", "stack"):
         vocab, d = weights["tok.weight"].shape
         T = weights["pos"].shape[0]

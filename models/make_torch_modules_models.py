@@ -34,46 +34,11 @@ import sys
 import warnings
 
 import numpy as np
-import onnx
 import torch
-import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_issue3_models import family, make_cnn_data, make_transformer_data, out  # noqa: E402
-
-
-class EncoderLayerWithLoss(nn.Module):
-    def __init__(self, vocab=64, d=32, T=16, heads=2, hidden=64):
-        super().__init__()
-        self.tok = nn.Embedding(vocab, d)
-        self.pos = nn.Parameter(torch.randn(T, d) * 0.02)
-        self.layer = nn.TransformerEncoderLayer(d, heads, hidden, dropout=0.0, activation="gelu",
-                                                batch_first=True, norm_first=True)
-        self.lnf = nn.LayerNorm(d)
-        self.head = nn.Linear(d, vocab)
-
-    def forward(self, tokens, targets):
-        T = tokens.shape[1]
-        mask = nn.Transformer.generate_square_subsequent_mask(T)
-        x = self.layer(self.tok(tokens) + self.pos, src_mask=mask)
-        logits = self.head(self.lnf(x))
-        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
-class NormCNNWithLoss(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
-        self.gn = nn.GroupNorm(2, 8)
-        self.conv2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
-        self.inorm = nn.InstanceNorm2d(16, affine=True)
-        self.fc = nn.Linear(256, 10)
-
-    def forward(self, x, y):
-        h = nn.functional.silu(self.gn(self.conv1(x)))
-        h = nn.functional.silu(self.inorm(self.conv2(h)))
-        logits = self.fc(nn.functional.max_pool2d(h, 2).flatten(1))
-        return nn.functional.cross_entropy(logits, y)
+from torch_modules import EncoderLayerWithLoss, NormCNNWithLoss  # noqa: E402
 
 
 def main():

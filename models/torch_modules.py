@@ -1,0 +1,42 @@
+"""torch_modules.py -- the PyTorch modules of models/make_torch_modules_models.py.
+
+Kept apart from the export script so that bench/torch_models.py can build the same modules
+(load_model("encoder_layer" | "norm_cnn", ...)) without the script's onnxruntime check.
+Needs torch.
+"""
+import torch
+import torch.nn as nn
+
+
+class EncoderLayerWithLoss(nn.Module):
+    def __init__(self, vocab=64, d=32, T=16, heads=2, hidden=64):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(T, d) * 0.02)
+        self.layer = nn.TransformerEncoderLayer(d, heads, hidden, dropout=0.0, activation="gelu",
+                                                batch_first=True, norm_first=True)
+        self.lnf = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, tokens, targets):
+        T = tokens.shape[1]
+        mask = nn.Transformer.generate_square_subsequent_mask(T)
+        x = self.layer(self.tok(tokens) + self.pos, src_mask=mask)
+        logits = self.head(self.lnf(x))
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+class NormCNNWithLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.gn = nn.GroupNorm(2, 8)
+        self.conv2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.inorm = nn.InstanceNorm2d(16, affine=True)
+        self.fc = nn.Linear(256, 10)
+
+    def forward(self, x, y):
+        h = nn.functional.silu(self.gn(self.conv1(x)))
+        h = nn.functional.silu(self.inorm(self.conv2(h)))
+        logits = self.fc(nn.functional.max_pool2d(h, 2).flatten(1))
+        return nn.functional.cross_entropy(logits, y)
