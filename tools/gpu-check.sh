@@ -10,9 +10,10 @@
 #                on the CUDA backend (those whose ops all have device code),
 #                when Debian's libonnx-testdata is installed
 #   trajectories models/mlp_seed.onnx (Adam 1e-2), transformer.onnx,
-#                resmlp.onnx and cnn.onnx (Conv, BatchNormalization, MaxPool
-#                on cuDNN and the pooling kernels; Adam 1e-3) compiled for
-#                fp16 and fp32, plus
+#                resmlp.onnx, cnn.onnx (Conv, BatchNormalization, MaxPool
+#                on cuDNN and the pooling kernels), encoder_layer.onnx and
+#                norm_cnn.onnx (torch.nn's TransformerEncoderLayer, GroupNorm,
+#                InstanceNorm2d; Adam 1e-3) compiled for fp16 and fp32, plus
 #                the opset-20 Gelu transformer and the transformer with
 #                --max-grad-norm=1 in fp16: 50 steps each with
 #                --device=cuda and --device=cpu, the largest relative loss
@@ -333,6 +334,10 @@ if want trajectories; then
     trajectory transformer transformer.onnx transformer_data.npz 1e-3 $precision
     trajectory resmlp resmlp.onnx resmlp_data.npz 1e-3 $precision
     trajectory cnn cnn.onnx cnn_data.npz 1e-3 $precision
+    # torch.nn's own modules: TransformerEncoderLayer under a causal mask,
+    # GroupNorm and InstanceNorm2d (lowered to LayerNormalization).
+    trajectory encoder_layer encoder_layer.onnx encoder_layer_data.npz 1e-3 $precision
+    trajectory norm_cnn norm_cnn.onnx norm_cnn_data.npz 1e-3 $precision
   done
   # The opset-20 Gelu variant, and gradient clipping (ClipGradNorm on the
   # device), in fp16 only: the same kernels otherwise.
