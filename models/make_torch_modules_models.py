@@ -23,7 +23,13 @@ reference runs), so that mpc's tests train it against PyTorch:
                  module's weight and bias. norm_cnn_opset16.onnx is the same model and weights at
                  opset 16, before ONNX's LayerNormalization.
 
-Artifacts, for <name> in encoder_layer, norm_cnn: <name>.onnx, <name>_data.npz (the issue-3
+  act_mlp        Linear(16,32), then nine Linear(32,32) each followed by one of Hardswish,
+                 ELU(0.7), SELU, CELU(2), Mish, Softplus, Softsign, Hardsigmoid, PReLU(32), then
+                 Linear(32,4) and an MSE loss. x float[16,16], y float[16,4] (resmlp_data.npz's
+                 arrays). The activations export as ops mpc lowers at import (Mish as Softplus,
+                 Tanh, Mul; Softsign as x / (1 + Abs(x))).
+
+Artifacts, for <name> in encoder_layer, norm_cnn, act_mlp: <name>.onnx, <name>_data.npz (the issue-3
 transformer's and CNN's arrays), <name>_ref_sgd.csv, <name>_ref_adam.csv (30 fp32 CPU steps, as
 for the issue-3 models).
 
@@ -37,8 +43,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_issue3_models import family, make_cnn_data, make_transformer_data, out  # noqa: E402
-from torch_modules import EncoderLayerWithLoss, NormCNNWithLoss  # noqa: E402
+from make_issue3_models import family, make_cnn_data, make_resmlp_data, make_transformer_data, out  # noqa: E402
+from torch_modules import ActMLPWithLoss, EncoderLayerWithLoss, NormCNNWithLoss  # noqa: E402
 
 
 def main():
@@ -54,7 +60,11 @@ def main():
                extra=[("norm_cnn_opset16.onnx", 16, "static")])
     for f in ("norm_cnn.onnx", "norm_cnn_opset16.onnx"):
         assert r[f]["InstanceNormalization"] == 2, r[f]
-    for f in ("encoder_layer.onnx", "norm_cnn.onnx", "norm_cnn_opset16.onnx"):
+    r = family("act_mlp", ActMLPWithLoss, make_resmlp_data(), ["x", "y"], 16, np.savez)
+    # nn.Softsign exports as x / (1 + Abs(x)), not the Softsign op
+    for op in ("HardSwish", "Elu", "Selu", "Celu", "Softplus", "Abs", "HardSigmoid", "PRelu"):
+        assert r["act_mlp.onnx"].get(op, 0) >= 1, (op, r["act_mlp.onnx"])
+    for f in ("encoder_layer.onnx", "norm_cnn.onnx", "norm_cnn_opset16.onnx", "act_mlp.onnx"):
         size = os.path.getsize(out(f))
         print(f"{f} {size} bytes")
         assert size < 300 * 1024

@@ -40,3 +40,25 @@ class NormCNNWithLoss(nn.Module):
         h = nn.functional.silu(self.inorm(self.conv2(h)))
         logits = self.fc(nn.functional.max_pool2d(h, 2).flatten(1))
         return nn.functional.cross_entropy(logits, y)
+
+
+class ActMLPWithLoss(nn.Module):
+    """One Linear(.., 32) per activation torch.nn exports as an op mpc lowers at import."""
+
+    ACTS = ("hardswish", "elu", "selu", "celu", "mish", "softplus", "softsign", "hardsigmoid",
+            "prelu")
+
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(16, 32)
+        self.hidden = nn.ModuleList(nn.Linear(32, 32) for _ in self.ACTS)
+        self.acts = nn.ModuleList([nn.Hardswish(), nn.ELU(alpha=0.7), nn.SELU(), nn.CELU(alpha=2.0),
+                                   nn.Mish(), nn.Softplus(), nn.Softsign(), nn.Hardsigmoid(),
+                                   nn.PReLU(32, init=0.2)])
+        self.out = nn.Linear(32, 4)
+
+    def forward(self, x, y):
+        h = self.inp(x)
+        for lin, act in zip(self.hidden, self.acts):
+            h = act(lin(h))
+        return nn.functional.mse_loss(self.out(h), y)

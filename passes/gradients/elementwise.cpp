@@ -71,6 +71,24 @@ void gradNeg(GradientContext &ctx) {
   ctx.setInputGrad(0, ctx.unary("Neg", ctx.outGrad(0), ctx.gradName(0)));
 }
 
+void gradAbs(GradientContext &ctx) {
+  // d|x| = sign(x): dY where x > 0, -dY where x < 0, and 0 at 0 (PyTorch's
+  // abs backward).
+  Value *x = ctx.in(0);
+  Value *dY = ctx.outGrad(0);
+  Value *zeroX = ctx.scalarConstant(x->dtype, 0.0, "zero");
+  Value *zero = ctx.scalarConstant(dY->dtype, 0.0, "zero");
+  Value *positive = ctx.emitShapedLike("Greater", {x, zeroX}, {}, DType::Bool,
+                                       *x, ctx.tempName("positive"));
+  Value *negative = ctx.emitShapedLike("Less", {x, zeroX}, {}, DType::Bool, *x,
+                                       ctx.tempName("negative"));
+  Value *minusDY = ctx.unary("Neg", dY, ctx.tempName("minus_dy"));
+  Value *below = ctx.emit("Where", {negative, minusDY, zero}, {}, dY->dtype,
+                          dY->dims, ctx.tempName("below"));
+  ctx.setInputGrad(0, ctx.emit("Where", {positive, dY, below}, {}, dY->dtype,
+                               dY->dims, ctx.gradName(0)));
+}
+
 void gradRelu(GradientContext &ctx) {
   ctx.setInputGrad(0, ctx.emitMpc("ReluGrad", {ctx.outGrad(0), ctx.out(0)}, {},
                                   *ctx.in(0), ctx.gradName(0)));

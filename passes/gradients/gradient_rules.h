@@ -195,6 +195,7 @@ void gradSub(GradientContext &ctx);
 void gradMul(GradientContext &ctx);
 void gradDiv(GradientContext &ctx);
 void gradNeg(GradientContext &ctx);
+void gradAbs(GradientContext &ctx);
 void gradRelu(GradientContext &ctx);
 void gradSqrt(GradientContext &ctx);
 void gradExp(GradientContext &ctx);

@@ -22,6 +22,7 @@ const std::unordered_map<std::string, GradientRuleInfo> &ruleTable() {
       {"Mul", {gradMul, {}}},
       {"Div", {gradDiv, {}}},
       {"Neg", {gradNeg, {}}},
+      {"Abs", {gradAbs, {}}},
       {"Relu", {gradRelu, {}}},
       {"Sqrt", {gradSqrt, {}}},
       {"Exp", {gradExp, {}}},

@@ -2,7 +2,7 @@
 // (instance_norm_lowering.h).
 #include "passes/onnx/instance_norm_lowering.h"
 
-#include "passes/ir/builder.h"
+#include "passes/onnx/lowering_builder.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
 
@@ -43,84 +43,59 @@ DType floatTypeOf(const Node &n) {
 /// (x - mean) / sqrt(var + epsilon) over axis 2 of x3, in the ops of any
 /// opset: LayerNormalization is an ONNX op only from opset 17. ReduceMean
 /// takes its axes as an attribute below opset 18.
-Value *normalizeInArithmetic(Builder &b, Value *x3, float epsilon, DType t,
-                             const std::string &base) {
+Value *normalizeInArithmetic(LoweringBuilder &b, Value *x3, float epsilon,
+                             DType t) {
   Builder::Attrs axis2 = {{"axes", Attribute::ofInts({2})},
                           {"keepdims", Attribute::ofInt(1)}};
-  Value *mean = b.op("ReduceMean", {x3}, axis2, base + "/mean");
-  Value *centered = b.op("Sub", {x3, mean}, {}, base + "/centered");
-  Value *squares =
-      b.op("Mul", {centered, centered}, {}, base + "/centered_squares");
-  Value *var = b.op("ReduceMean", {squares}, axis2, base + "/variance");
-  Value *eps = b.constant(Tensor::scalar(t, epsilon), base + "/epsilon");
-  Value *stddev = b.op("Sqrt", {b.op("Add", {var, eps}, {}, base + "/var_eps")},
-                       {}, base + "/stddev");
-  return b.op("Div", {centered, stddev}, {}, base + "/normalized");
+  Value *mean = b.op("ReduceMean", {x3}, "mean", axis2);
+  Value *centered = b.op("Sub", {x3, mean}, "centered");
+  Value *squares = b.op("Mul", {centered, centered}, "centered_squares");
+  Value *var = b.op("ReduceMean", {squares}, "variance", axis2);
+  Value *eps = b.constant(Tensor::scalar(t, epsilon), "epsilon");
+  Value *stddev = b.op("Sqrt", {b.op("Add", {var, eps}, "var_eps")}, "stddev");
+  return b.op("Div", {centered, stddev}, "normalized");
 }
 
-void lowerOne(Graph &g, Node *n, int64_t opset) {
+} // namespace
+
+std::vector<Node *> lowerInstanceNormalization(Graph &g, Node *n,
+                                               int64_t opset) {
   if (n->numInputs() != 3 || !n->input(0) || !n->input(1) || !n->input(2) ||
       n->numOutputs() != 1 || !n->output(0))
     errorAt(*n) << "InstanceNormalization takes input, scale and B and has "
                    "one output";
-  const std::string base = n->name();
   Value *x = n->input(0), *scale = n->input(1), *bias = n->input(2);
   const Attribute *eps = n->attr("epsilon");
   float epsilon = eps ? eps->f : 1e-5f;
   DType t = floatTypeOf(*n);
 
-  Builder b(g, n);
-  Value *x3 = b.op("Reshape", {x, b.int64s({0, 0, -1}, base + "/rows_shape")},
-                   {}, base + "/rows");
+  LoweringBuilder b(g, n);
+  Value *x3 = b.op("Reshape", {x, b.int64s({0, 0, -1}, "rows_shape")}, "rows");
   Value *y3 = nullptr;
   if (opset < 17) {
-    y3 = normalizeInArithmetic(b, x3, epsilon, t, base);
+    y3 = normalizeInArithmetic(b, x3, epsilon, t);
   } else {
-    Value *len =
-        b.op("Slice",
-             {b.op("Shape", {x3}, {}, base + "/rows_dims"),
-              b.int64s({2}, base + "/two"), b.int64s({3}, base + "/three")},
-             {}, base + "/length");
+    Value *len = b.op("Slice",
+                      {b.op("Shape", {x3}, "rows_dims"), b.int64s({2}, "two"),
+                       b.int64s({3}, "three")},
+                      "length");
     Tensor one(t, {1});
     one.setFromDouble(0, 1.0);
-    Value *ones = b.op("ConstantOfShape", {len},
-                       {{"value", Attribute::ofTensor(std::move(one))}},
-                       base + "/unit_scale");
-    y3 = b.node("LayerNormalization", {x3, ones}, 1,
-                {{"axis", Attribute::ofInt(2)},
-                 {"epsilon", Attribute::ofFloat(epsilon)}},
-                base + "/normalized")
-             ->output(0);
+    Value *ones = b.op("ConstantOfShape", {len}, "unit_scale",
+                       {{"value", Attribute::ofTensor(std::move(one))}});
+    y3 = b.op("LayerNormalization", {x3, ones}, "normalized",
+              {{"axis", Attribute::ofInt(2)},
+               {"epsilon", Attribute::ofFloat(epsilon)}});
   }
-  Value *column = b.int64s({-1, 1}, base + "/column");
+  Value *column = b.int64s({-1, 1}, "column");
   if (!isConstantFill(scale, 1.0))
-    y3 = b.op("Mul",
-              {y3, b.op("Reshape", {scale, column}, {}, base + "/scale_col")},
-              {}, base + "/scaled");
+    y3 = b.op("Mul", {y3, b.op("Reshape", {scale, column}, "scale_col")},
+              "scaled");
   if (!isConstantFill(bias, 0.0))
-    y3 = b.op("Add",
-              {y3, b.op("Reshape", {bias, column}, {}, base + "/bias_col")}, {},
-              base + "/shifted");
-  Value *y = b.op("Reshape", {y3, b.op("Shape", {x}, {}, base + "/dims")}, {},
-                  base + "/out");
-
-  Value *out = n->output(0);
-  std::string name = out->name();
-  g.replaceAllUsesWith(out, y);
-  g.removeNode(n);
-  g.renameValue(y, name);
-}
-
-} // namespace
-
-int lowerInstanceNormalization(Graph &g, int64_t opset) {
-  std::vector<Node *> found;
-  for (Node *n : g.nodeList())
-    if (n->domain().empty() && n->opType() == "InstanceNormalization")
-      found.push_back(n);
-  for (Node *n : found)
-    lowerOne(g, n, opset);
-  return int(found.size());
+    y3 = b.op("Add", {y3, b.op("Reshape", {bias, column}, "bias_col")},
+              "shifted");
+  Value *y = b.op("Reshape", {y3, b.op("Shape", {x}, "dims")}, "out");
+  return b.replaceWith(y);
 }
 
 } // namespace mpc

@@ -24,19 +24,14 @@
 
 #include "passes/ir/graph.h"
 
-#include <string>
+#include <vector>
 
 namespace mpc {
 
-/// Ops the importer lowers to others: supported, though no pass sees them.
-inline bool isLoweredAtImport(const std::string &domain,
-                              const std::string &op) {
-  return (domain.empty() || domain == "ai.onnx") &&
-         op == "InstanceNormalization";
-}
-
-/// Lowers every InstanceNormalization node of g, a graph of a model that
-/// imports `opset`; returns how many.
-int lowerInstanceNormalization(Graph &g, int64_t opset);
+/// Replaces n, an InstanceNormalization node of a graph of a model that
+/// imports `opset`, by its lowering; returns the nodes it inserted, in
+/// order. X's element type should be known (the unit scale takes it).
+std::vector<Node *> lowerInstanceNormalization(Graph &g, Node *n,
+                                               int64_t opset);
 
 } // namespace mpc

@@ -6,7 +6,7 @@
 #include "passes/onnx/onnx_io.h"
 
 #include "passes/onnx/gradient_op.h"
-#include "passes/onnx/instance_norm_lowering.h"
+#include "passes/onnx/import_lowering.h"
 #include "passes/onnx/old_opsets.h"
 #include "passes/onnx/weights_in_file.h"
 #include "passes/support/diagnostics.h"
@@ -591,10 +591,10 @@ importModelFrom(const onnx::ModelProto &proto, onnx::ModelProto *owned,
     init->isState = true;
   // ONNX's Gradient operator has no kernel: it becomes the backward
   // subgraph it names (passes/onnx/gradient_op.h).
-  // InstanceNormalization has no kernel: it becomes LayerNormalization and
-  // an affine (passes/onnx/instance_norm_lowering.h), before any Gradient
-  // differentiates through it.
-  lowerInstanceNormalization(*model->graph, model->opsetVersion(""));
+  // InstanceNormalization and some activations have no kernel: they become
+  // ops that do (passes/onnx/import_lowering.h), before any Gradient
+  // differentiates through them.
+  lowerAtImport(*model->graph, model->opsetVersion(""));
   if (!gradientOps(*model->graph).empty())
     expandGradientOps(*model->graph, model->opsetVersion(""));
 

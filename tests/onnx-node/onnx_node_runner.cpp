@@ -34,7 +34,7 @@
 //
 // Exit status: 0 when nothing failed, 1 otherwise, 77 (ctest SKIP) when the
 // data dir is missing or --device=cuda finds no GPU.
-#include "passes/onnx/instance_norm_lowering.h"
+#include "passes/onnx/import_lowering.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"

@@ -75,9 +75,36 @@ TEST(GradCheck, SameOperandTwice) {
 }
 
 TEST(GradCheck, UnaryMath) {
-  checkAll({unaryCase("Relu"), unaryCase("Neg"), unaryCase("Sqrt", 0.5, 2.0),
-            unaryCase("Exp"), unaryCase("Log", 0.5, 2.0), unaryCase("Tanh"),
-            unaryCase("Sigmoid"), unaryCase("Erf"), unaryCase("Identity")});
+  checkAll({unaryCase("Relu"), unaryCase("Neg"), unaryCase("Abs"),
+            unaryCase("Sqrt", 0.5, 2.0), unaryCase("Exp"),
+            unaryCase("Log", 0.5, 2.0), unaryCase("Tanh"), unaryCase("Sigmoid"),
+            unaryCase("Erf"), unaryCase("Identity")});
+}
+
+// The activations the importer lowers (passes/onnx/activation_lowering.h):
+// the gradient of each lowering, over a range that crosses its kinks.
+TEST(GradCheck, LoweredActivations) {
+  std::vector<GradCase> cases = {
+      unaryCase("HardSigmoid <alpha = 0.5, beta = 0.6>", -3, 3),
+      unaryCase("HardSwish", -4, 4),
+      unaryCase("Elu <alpha = 0.7>", -2, 2),
+      unaryCase("Selu", -2, 2),
+      unaryCase("Celu <alpha = 2.0>", -2, 2),
+      unaryCase("Softplus", -3, 3),
+      unaryCase("Softsign", -3, 3)};
+  for (GradCase &c : cases)
+    c.name = c.name.substr(0, c.name.find(' '));
+  GradCase mish;
+  mish.name = "Mish (x * tanh(softplus(x)))";
+  mish.params = {{"x", {2, 3}, -3, 3}};
+  mish.body = "s = Softplus(x)\n t = Tanh(s)\n y = Mul(x, t)";
+  cases.push_back(mish);
+  GradCase prelu;
+  prelu.name = "PRelu per channel";
+  prelu.params = {{"x", {2, 3, 4}, -1, 1}, {"slope", {3, 1}, 0.1, 0.5}};
+  prelu.body = "y = PRelu(x, slope)";
+  cases.push_back(prelu);
+  checkAll(cases);
 }
 
 TEST(GradCheck, Pow) {
@@ -481,7 +508,8 @@ TEST(GradCheck, MlpWithSoftmaxCrossEntropy) {
 TEST(GradCheck, EveryRuleIsCovered) {
   // The cases above and the family files cover every op in the rule table;
   // a new rule must add a case here or in its family's file.
-  std::set<std::string> covered = {"Add",
+  std::set<std::string> covered = {"Abs",
+                                   "Add",
                                    "Sub",
                                    "Mul",
                                    "Div",

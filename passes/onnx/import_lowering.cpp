@@ -1,0 +1,40 @@
+// The importer's lowerings, typed in order (import_lowering.h).
+#include "passes/onnx/import_lowering.h"
+
+#include "passes/onnx/activation_lowering.h"
+#include "passes/onnx/instance_norm_lowering.h"
+#include "passes/shape_inference.h"
+
+#include <vector>
+
+namespace mpc {
+
+bool isLoweredAtImport(const std::string &domain, const std::string &op) {
+  return (domain.empty() || domain == "ai.onnx") &&
+         (op == "InstanceNormalization" || isLoweredActivation(op));
+}
+
+int lowerAtImport(Graph &g, int64_t opset) {
+  std::vector<Node *> order = g.nodeList();
+  bool any = false;
+  for (const Node *n : order)
+    any |= isLoweredAtImport(n->domain(), n->opType());
+  if (!any)
+    return 0;
+  int lowered = 0;
+  for (Node *n : order) {
+    if (isLoweredAtImport(n->domain(), n->opType())) {
+      std::vector<Node *> made = n->opType() == "InstanceNormalization"
+                                     ? lowerInstanceNormalization(g, n, opset)
+                                     : lowerActivation(g, n, opset);
+      for (Node *m : made)
+        inferNode(*m, opset);
+      ++lowered;
+    } else if (isSupportedOp(n->domain(), n->opType())) {
+      inferNode(*n, opset);
+    }
+  }
+  return lowered;
+}
+
+} // namespace mpc

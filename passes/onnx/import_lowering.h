@@ -1,0 +1,26 @@
+// The ONNX ops mpc has no kernel for but lowers at import to ops it does
+// have: InstanceNormalization (instance_norm_lowering.h) and the
+// activations of activation_lowering.h. The importer calls
+// lowerAtImport() on the main graph; every later pass, the runtime and the
+// written model see only the lowered ops.
+//
+// A lowering's constants take its input's element type, so the graph is
+// typed first: nodes are inferred in order, and the nodes a lowering
+// inserts are inferred before the next node. A graph with nothing to lower
+// is not touched (no inference).
+#pragma once
+
+#include "passes/ir/graph.h"
+
+#include <string>
+
+namespace mpc {
+
+/// Ops the importer lowers: supported, though no pass sees them.
+bool isLoweredAtImport(const std::string &domain, const std::string &op);
+
+/// Lowers every such node of g, a graph of a model that imports `opset`;
+/// returns how many.
+int lowerAtImport(Graph &g, int64_t opset);
+
+} // namespace mpc

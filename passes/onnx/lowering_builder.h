@@ -1,0 +1,55 @@
+// What the import-time lowerings (instance_norm_lowering.h,
+// activation_lowering.h) build their replacements with: a Builder in front
+// of the node being replaced that names each new node after it
+// ("<node>/<part>"), remembers the nodes it made (the importer infers their
+// types before the next node), and finally puts the replacement's output in
+// place of the node's, under the same name.
+#pragma once
+
+#include "passes/ir/builder.h"
+
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+class LoweringBuilder {
+public:
+  LoweringBuilder(Graph &g, Node *replaced)
+      : g_(g), b_(g, replaced), replaced_(replaced), base_(replaced->name()) {}
+
+  /// A single-output node named "<node>/<part>".
+  Value *op(const std::string &type, const std::vector<Value *> &inputs,
+            const std::string &part, const Builder::Attrs &attrs = {}) {
+    Node *n = b_.node(type, inputs, 1, attrs, base_ + "/" + part);
+    made_.push_back(n);
+    return n->output(0);
+  }
+  /// A constant initializer (not state) named "<node>/<part>".
+  Value *constant(Tensor t, const std::string &part) {
+    return b_.constant(std::move(t), base_ + "/" + part);
+  }
+  Value *int64s(const std::vector<int64_t> &v, const std::string &part) {
+    return b_.int64s(v, base_ + "/" + part);
+  }
+
+  /// Replaces the node by y (its output's uses and name move to y) and
+  /// returns the nodes made, in order.
+  std::vector<Node *> replaceWith(Value *y) {
+    Value *out = replaced_->output(0);
+    std::string name = out->name();
+    g_.replaceAllUsesWith(out, y);
+    g_.removeNode(replaced_);
+    g_.renameValue(y, name);
+    return std::move(made_);
+  }
+
+private:
+  Graph &g_;
+  Builder b_;
+  Node *replaced_;
+  std::string base_;
+  std::vector<Node *> made_;
+};
+
+} // namespace mpc
