@@ -3,6 +3,7 @@
 
 #include "passes/onnx/activation_lowering.h"
 #include "passes/onnx/instance_norm_lowering.h"
+#include "passes/onnx/reduce_lowering.h"
 #include "passes/shape_inference.h"
 
 #include <vector>
@@ -11,7 +12,8 @@ namespace mpc {
 
 bool isLoweredAtImport(const std::string &domain, const std::string &op) {
   return (domain.empty() || domain == "ai.onnx") &&
-         (op == "InstanceNormalization" || isLoweredActivation(op));
+         (op == "InstanceNormalization" || isLoweredActivation(op) ||
+          isLoweredReduction(op));
 }
 
 int lowerAtImport(Graph &g, int64_t opset) {
@@ -24,9 +26,13 @@ int lowerAtImport(Graph &g, int64_t opset) {
   int lowered = 0;
   for (Node *n : order) {
     if (isLoweredAtImport(n->domain(), n->opType())) {
-      std::vector<Node *> made = n->opType() == "InstanceNormalization"
-                                     ? lowerInstanceNormalization(g, n, opset)
-                                     : lowerActivation(g, n, opset);
+      std::vector<Node *> made;
+      if (n->opType() == "InstanceNormalization")
+        made = lowerInstanceNormalization(g, n, opset);
+      else if (isLoweredReduction(n->opType()))
+        made = lowerReduction(g, n, opset);
+      else
+        made = lowerActivation(g, n, opset);
       for (Node *m : made)
         inferNode(*m, opset);
       ++lowered;

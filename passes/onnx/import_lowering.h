@@ -1,8 +1,8 @@
 // The ONNX ops mpc has no kernel for but lowers at import to ops it does
-// have: InstanceNormalization (instance_norm_lowering.h) and the
-// activations of activation_lowering.h. The importer calls
-// lowerAtImport() on the main graph; every later pass, the runtime and the
-// written model see only the lowered ops.
+// have: InstanceNormalization (instance_norm_lowering.h), the activations
+// of activation_lowering.h and the reductions of reduce_lowering.h. The
+// importer calls lowerAtImport() on the main graph; every later pass, the
+// runtime and the written model see only the lowered ops.
 //
 // A lowering's constants take its input's element type, so the graph is
 // typed first: nodes are inferred in order, and the nodes a lowering

@@ -53,7 +53,9 @@ void expectNear(const Tensor &t, const std::vector<double> &want, double tol,
   int bad = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     double got = t.getAsDouble(int64_t(i));
-    if (std::fabs(got - want[i]) > tol * std::max(1.0, std::fabs(want[i])) &&
+    // Written so that a NaN fails: NaN > x is false.
+    if (!(std::fabs(got - want[i]) <=
+          tol * std::max(1.0, std::fabs(want[i]))) &&
         bad++ < 5)
       ADD_FAILURE() << what << " element " << i << ": got " << got << ", want "
                     << want[i];

@@ -141,7 +141,8 @@ void checkGradients(const GradCase &c) {
         double fd = (plus - minus) / (2 * c.h);
         double an = grad.getAsDouble(j);
         double allowed = c.tol * (1.0 + std::abs(fd) + std::abs(an));
-        if (std::abs(fd - an) > allowed && bad++ < 5)
+        // Written so that a NaN on either side fails: NaN > x is false.
+        if (!(std::abs(fd - an) <= allowed) && bad++ < 5)
           ADD_FAILURE() << "d loss / d " << p << "[" << j << "]: autodiff "
                         << an << ", finite difference " << fd;
       }

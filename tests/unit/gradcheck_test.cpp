@@ -107,6 +107,45 @@ TEST(GradCheck, LoweredActivations) {
   checkAll(cases);
 }
 
+// The reductions the importer lowers (passes/onnx/reduce_lowering.h), with
+// axes as an attribute (opset 17) and as an input (opset 18).
+TEST(GradCheck, LoweredReductions) {
+  auto reduce = [](const std::string &name, const std::string &body,
+                   double lo = -1, double hi = 1, int64_t opset = 17) {
+    GradCase c;
+    c.name = name;
+    c.params = {{"x", {3, 4}, lo, hi}};
+    c.body = body;
+    c.opset = opset;
+    return c;
+  };
+  std::vector<GradCase> cases = {
+      reduce("ReduceSumSquare",
+             "y = ReduceSumSquare <axes = [1], keepdims = 0> (x)"),
+      reduce("ReduceL1", "y = ReduceL1 <axes = [0]> (x)"),
+      reduce("ReduceL2", "y = ReduceL2 <axes = [1], keepdims = 0> (x)"),
+      reduce("ReduceLogSum", "y = ReduceLogSum <axes = [1]> (x)", 0.5, 2),
+      reduce("ReduceLogSumExp keepdims", "y = ReduceLogSumExp <axes = [1]> (x)",
+             -3, 3),
+      reduce("ReduceLogSumExp all", "y = ReduceLogSumExp <keepdims = 0> (x)",
+             -3, 3),
+      reduce("ReduceMin", "y = ReduceMin <axes = [0], keepdims = 0> (x)"),
+      reduce("ReduceL2 axes input", "y = ReduceL2 <keepdims = 0> (x, ax)", -1,
+             1, 18),
+      reduce("ReduceMin axes input", "y = ReduceMin (x, ax)", -1, 1, 18)};
+  cases[7].data = {{"int64[1] ax = {1}"}};
+  cases[8].data = {{"int64[1] ax = {-1}"}};
+  // A row of zeros: its norm is 0 and its gradient 0, not NaN (what
+  // F.normalize's clipped norm of a zero vector needs).
+  GradCase zero = reduce("ReduceL2 of a zero row",
+                         "z = Mul(x, mask)\n n = ReduceL2 <axes = [1]> (z)\n"
+                         " y = Add(n, z)");
+  zero.data = {{"double[3,1] mask = {1.0, 0.0, 1.0}"}};
+  zero.frozen = "^mask$";
+  cases.push_back(zero);
+  checkAll(cases);
+}
+
 TEST(GradCheck, Pow) {
   GradCase square;
   square.name = "Pow const 2";
