@@ -3,7 +3,8 @@
 # PyTorch eager fp32 on the CPU (bench/torch_step.py: the same model with the same weights,
 # the same batches, the same thread count), Adam lr 1e-3, for the four model families, the two
 # made of torch.nn's own modules (models/make_torch_modules_models.py: nn.TransformerEncoderLayer
-# under a causal mask; a CNN with GroupNorm and InstanceNorm2d; an MLP through nine activations)
+# under a causal mask; a CNN with GroupNorm and InstanceNorm2d; an MLP through nine activations;
+# a contrastive head through F.normalize, logsumexp, amin and an L1 norm)
 # and one transformer stack
 # (4 blocks, d 128, seq 64, batch 8). Then mpc's fp16 and bf16 steps
 # (emulated on the CPU) against its own fp32 step.
@@ -62,6 +63,7 @@ runs=(
   "encoder_layer models/encoder_layer.onnx models/encoder_layer_data.npz"
   "norm_cnn models/norm_cnn.onnx models/norm_cnn_data.npz"
   "act_mlp models/act_mlp.onnx models/act_mlp_data.npz"
+  "reduce_head models/reduce_head.onnx models/reduce_head_data.npz"
   "stack $stack $bench_tmp/stack_data.npz"
 )
 if [ -n "${FAMILIES:-}" ]; then # a subset, e.g. FAMILIES="encoder_layer norm_cnn"

@@ -29,7 +29,13 @@ reference runs), so that mpc's tests train it against PyTorch:
                  arrays). The activations export as ops mpc lowers at import (Mish as Softplus,
                  Tanh, Mul; Softsign as x / (1 + Abs(x))).
 
-Artifacts, for <name> in encoder_layer, norm_cnn, act_mlp: <name>.onnx, <name>_data.npz (the issue-3
+  reduce_head    h = Linear(16,32)(x); logits = normalize(h) @ normalize(proto [8,32]).T / 0.1;
+                 loss = mean(logsumexp(logits) - sum(logits[:, :4] * softmax(y))) + 0.01 *
+                 mean(amin(logits)) + 0.001 * mean(vector_norm(h, ord=1)). x float[16,16],
+                 y float[16,4] (resmlp_data.npz's arrays). Exports ReduceL2, ReduceLogSumExp,
+                 ReduceMin and ReduceL1, which mpc lowers at import.
+
+Artifacts, for <name> in encoder_layer, norm_cnn, act_mlp, reduce_head: <name>.onnx, <name>_data.npz (the issue-3
 transformer's and CNN's arrays), <name>_ref_sgd.csv, <name>_ref_adam.csv (30 fp32 CPU steps, as
 for the issue-3 models).
 
@@ -44,7 +50,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_issue3_models import family, make_cnn_data, make_resmlp_data, make_transformer_data, out  # noqa: E402
-from torch_modules import ActMLPWithLoss, EncoderLayerWithLoss, NormCNNWithLoss  # noqa: E402
+from torch_modules import (ActMLPWithLoss, EncoderLayerWithLoss, NormCNNWithLoss,  # noqa: E402
+                           ReduceHeadWithLoss)
 
 
 def main():
@@ -64,7 +71,11 @@ def main():
     # nn.Softsign exports as x / (1 + Abs(x)), not the Softsign op
     for op in ("HardSwish", "Elu", "Selu", "Celu", "Softplus", "Abs", "HardSigmoid", "PRelu"):
         assert r["act_mlp.onnx"].get(op, 0) >= 1, (op, r["act_mlp.onnx"])
-    for f in ("encoder_layer.onnx", "norm_cnn.onnx", "norm_cnn_opset16.onnx", "act_mlp.onnx"):
+    r = family("reduce_head", ReduceHeadWithLoss, make_resmlp_data(), ["x", "y"], 16, np.savez)
+    for op in ("ReduceL2", "ReduceLogSumExp", "ReduceMin", "ReduceL1"):
+        assert r["reduce_head.onnx"].get(op, 0) >= 1, (op, r["reduce_head.onnx"])
+    for f in ("encoder_layer.onnx", "norm_cnn.onnx", "norm_cnn_opset16.onnx", "act_mlp.onnx",
+              "reduce_head.onnx"):
         size = os.path.getsize(out(f))
         print(f"{f} {size} bytes")
         assert size < 300 * 1024

@@ -62,3 +62,27 @@ class ActMLPWithLoss(nn.Module):
         for lin, act in zip(self.hidden, self.acts):
             h = act(lin(h))
         return nn.functional.mse_loss(self.out(h), y)
+
+
+class ReduceHeadWithLoss(nn.Module):
+    """Normalised embeddings against normalised prototypes, with a loss built from the reductions
+    torch exports as ops mpc lowers at import: F.normalize (ReduceL2), torch.logsumexp
+    (ReduceLogSumExp), amin (ReduceMin) and linalg.vector_norm(ord=1) (ReduceL1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(16, 32)
+        self.proto = nn.Parameter(torch.randn(8, 32))
+
+    def forward(self, x, y):
+        h = self.embed(x)
+        z = nn.functional.normalize(h, dim=-1)
+        p = nn.functional.normalize(self.proto, dim=-1)
+        logits = z @ p.t() / 0.1
+        # soft targets over the first four prototypes (float ops only: the CUDA backend has no
+        # integer arithmetic for labels computed in the graph)
+        picked = (logits[:, :4] * y.softmax(dim=-1)).sum(dim=-1)
+        contrast = (torch.logsumexp(logits, dim=-1) - picked).mean()
+        spread = logits.amin(dim=-1).mean()
+        sparsity = torch.linalg.vector_norm(h, ord=1, dim=-1).mean()
+        return contrast + 0.01 * spread + 0.001 * sparsity

@@ -12,9 +12,10 @@
 #   trajectories models/mlp_seed.onnx (Adam 1e-2), transformer.onnx,
 #                resmlp.onnx, cnn.onnx (Conv, BatchNormalization, MaxPool
 #                on cuDNN and the pooling kernels), encoder_layer.onnx,
-#                norm_cnn.onnx and act_mlp.onnx (torch.nn's
+#                norm_cnn.onnx, act_mlp.onnx and reduce_head.onnx (torch.nn's
 #                TransformerEncoderLayer, GroupNorm, InstanceNorm2d, the
-#                activations the importer lowers; Adam 1e-3) compiled for
+#                activations and reductions the importer lowers; Adam 1e-3)
+#                compiled for
 #                fp16 and fp32, plus
 #                the opset-20 Gelu transformer and the transformer with
 #                --max-grad-norm=1 in fp16: 50 steps each with
@@ -341,6 +342,7 @@ if want trajectories; then
     trajectory encoder_layer encoder_layer.onnx encoder_layer_data.npz 1e-3 $precision
     trajectory norm_cnn norm_cnn.onnx norm_cnn_data.npz 1e-3 $precision
     trajectory act_mlp act_mlp.onnx act_mlp_data.npz 1e-3 $precision
+    trajectory reduce_head reduce_head.onnx reduce_head_data.npz 1e-3 $precision
   done
   # The opset-20 Gelu variant, and gradient clipping (ClipGradNorm on the
   # device), in fp16 only: the same kernels otherwise.

@@ -93,12 +93,12 @@ TEST(CudaCoverage, EveryNodeOfTheTransformerAndResMlpStepsIsSupported) {
 // models.py): nn.TransformerEncoderLayer under a causal mask, whose Mod and
 // Trilu fold at compile time, and the CNN with GroupNorm and InstanceNorm2d,
 // which the importer lowers to LayerNormalization (opset 17) or to
-// ReduceMean arithmetic (opset 16), and the MLP through the activations the
-// importer lowers.
+// ReduceMean arithmetic (opset 16), the MLP through the activations the
+// importer lowers, and the contrastive head through its reductions.
 TEST(CudaCoverage, EveryNodeOfTheTorchModuleStepsIsSupported) {
   std::set<std::string> ops;
-  for (const char *model :
-       {"encoder_layer", "norm_cnn", "norm_cnn_opset16", "act_mlp"})
+  for (const char *model : {"encoder_layer", "norm_cnn", "norm_cnn_opset16",
+                            "act_mlp", "reduce_head"})
     for (DType precision : {DType::F16, DType::BF16, DType::F32})
       for (const std::string &op :
            expectAllSupported(*compiled(model, precision, "adam"),
