@@ -15,8 +15,9 @@
 #                norm_cnn.onnx, act_mlp.onnx and reduce_head.onnx (torch.nn's
 #                TransformerEncoderLayer, GroupNorm, InstanceNorm2d, the
 #                activations and reductions the importer lowers; Adam 1e-3)
-#                compiled for fp16 and fp32, plus the opset-20 Gelu transformer and the transformer with
-#                --max-grad-norm=1 in fp16: 50 steps each with
+#                compiled for fp16 and fp32, plus the opset-20 Gelu
+#                transformer and the transformer with --max-grad-norm=1 in
+#                fp16: 50 steps each with
 #                --device=cuda and --device=cpu, the largest relative loss
 #                difference (limits: fp32 1e-4, fp16 1e-2) and the skipped
 #                steps (must match); about 2 s of GPU time per run
