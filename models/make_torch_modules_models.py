@@ -35,7 +35,12 @@ reference runs), so that mpc's tests train it against PyTorch:
                  y float[16,4] (resmlp_data.npz's arrays). Exports ReduceL2, ReduceLogSumExp,
                  ReduceMin and ReduceL1, which mpc lowers at import.
 
-Artifacts, for <name> in encoder_layer, norm_cnn, act_mlp, reduce_head: <name>.onnx, <name>_data.npz (the issue-3
+  resize_cnn     Conv2d(3,8,3,s2,p1) -> ReLU -> interpolate(x2, nearest) -> Conv2d(8,8,3,p1) -> ReLU
+                 -> interpolate(x2, bilinear, align_corners=True) -> Conv2d(8,8,3,p1) -> ReLU
+                 -> interpolate(x0.25, bilinear) -> Flatten -> Linear(512,10) -> CrossEntropyLoss.
+                 x float[8,3,16,16], y int64[8] (cnn_data.npz's arrays). Three Resize nodes.
+
+Artifacts, for <name> in encoder_layer, norm_cnn, act_mlp, reduce_head, resize_cnn: <name>.onnx, <name>_data.npz (the issue-3
 transformer's and CNN's arrays), <name>_ref_sgd.csv, <name>_ref_adam.csv (30 fp32 CPU steps, as
 for the issue-3 models).
 
@@ -51,7 +56,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_issue3_models import family, make_cnn_data, make_resmlp_data, make_transformer_data, out  # noqa: E402
 from torch_modules import (ActMLPWithLoss, EncoderLayerWithLoss, NormCNNWithLoss,  # noqa: E402
-                           ReduceHeadWithLoss)
+                           ReduceHeadWithLoss, ResizeCNNWithLoss)
 
 
 def main():
@@ -74,8 +79,10 @@ def main():
     r = family("reduce_head", ReduceHeadWithLoss, make_resmlp_data(), ["x", "y"], 16, np.savez)
     for op in ("ReduceL2", "ReduceLogSumExp", "ReduceMin", "ReduceL1"):
         assert r["reduce_head.onnx"].get(op, 0) >= 1, (op, r["reduce_head.onnx"])
+    r = family("resize_cnn", ResizeCNNWithLoss, make_cnn_data(), ["x", "y"], 8, np.savez_compressed)
+    assert r["resize_cnn.onnx"]["Resize"] == 3, r["resize_cnn.onnx"]
     for f in ("encoder_layer.onnx", "norm_cnn.onnx", "norm_cnn_opset16.onnx", "act_mlp.onnx",
-              "reduce_head.onnx"):
+              "reduce_head.onnx", "resize_cnn.onnx"):
         size = os.path.getsize(out(f))
         print(f"{f} {size} bytes")
         assert size < 300 * 1024

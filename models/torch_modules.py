@@ -86,3 +86,25 @@ class ReduceHeadWithLoss(nn.Module):
         spread = logits.amin(dim=-1).mean()
         sparsity = torch.linalg.vector_norm(h, ord=1, dim=-1).mean()
         return contrast + 0.01 * spread + 0.001 * sparsity
+
+
+class ResizeCNNWithLoss(nn.Module):
+    """A small encoder-decoder through the F.interpolate modes users train with: nearest x2
+    (nn.Upsample's default), bilinear x2 with align_corners=True and bilinear x0.5 with
+    align_corners=False. All export as Resize, which mpc lowers at import."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.mid = nn.Conv2d(8, 8, 3, padding=1)
+        self.up = nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = nn.Linear(8 * 8 * 8, 10)
+
+    def forward(self, x, y):
+        h = torch.relu(self.down(x))  # 8x8
+        h = nn.functional.interpolate(h, scale_factor=2, mode="nearest")  # 16x16
+        h = torch.relu(self.mid(h))
+        h = nn.functional.interpolate(h, scale_factor=2, mode="bilinear", align_corners=True)
+        h = torch.relu(self.up(h))  # 32x32
+        h = nn.functional.interpolate(h, scale_factor=0.25, mode="bilinear", align_corners=False)
+        return nn.functional.cross_entropy(self.fc(h.flatten(1)), y)

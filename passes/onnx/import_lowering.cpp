@@ -4,6 +4,7 @@
 #include "passes/onnx/activation_lowering.h"
 #include "passes/onnx/instance_norm_lowering.h"
 #include "passes/onnx/reduce_lowering.h"
+#include "passes/onnx/resize_lowering.h"
 #include "passes/shape_inference.h"
 
 #include <vector>
@@ -12,8 +13,8 @@ namespace mpc {
 
 bool isLoweredAtImport(const std::string &domain, const std::string &op) {
   return (domain.empty() || domain == "ai.onnx") &&
-         (op == "InstanceNormalization" || isLoweredActivation(op) ||
-          isLoweredReduction(op));
+         (op == "InstanceNormalization" || op == "Resize" ||
+          isLoweredActivation(op) || isLoweredReduction(op));
 }
 
 int lowerAtImport(Graph &g, int64_t opset) {
@@ -29,6 +30,8 @@ int lowerAtImport(Graph &g, int64_t opset) {
       std::vector<Node *> made;
       if (n->opType() == "InstanceNormalization")
         made = lowerInstanceNormalization(g, n, opset);
+      else if (n->opType() == "Resize")
+        made = lowerResize(g, n, opset);
       else if (isLoweredReduction(n->opType()))
         made = lowerReduction(g, n, opset);
       else

@@ -94,7 +94,8 @@ TEST(CudaCoverage, EveryNodeOfTheTransformerAndResMlpStepsIsSupported) {
 // Trilu fold at compile time, and the CNN with GroupNorm and InstanceNorm2d,
 // which the importer lowers to LayerNormalization (opset 17) or to
 // ReduceMean arithmetic (opset 16), the MLP through the activations the
-// importer lowers, and the contrastive head through its reductions.
+// importer lowers, the contrastive head through its reductions, and the
+// encoder-decoder through its Resizes (Gathers).
 TEST(CudaCoverage, EveryNodeOfTheTorchModuleStepsIsSupported) {
   std::set<std::string> ops;
   for (const char *model : {"encoder_layer", "norm_cnn", "norm_cnn_opset16",

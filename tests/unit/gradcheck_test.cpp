@@ -146,6 +146,36 @@ TEST(GradCheck, LoweredReductions) {
   checkAll(cases);
 }
 
+// Resize through its lowering (passes/onnx/resize_lowering.h): the
+// Gathers' scatter-add gradient, nearest and linear, up and down.
+TEST(GradCheck, LoweredResize) {
+  auto resize = [](const std::string &name, const std::string &attrs,
+                   const std::string &scales) {
+    GradCase c;
+    c.name = name;
+    c.params = {{"x", {1, 2, 3, 4}}};
+    c.data = {{"double[4] scales = {" + scales + "}"}};
+    c.body = "y = Resize <" + attrs + "> (x, , scales)";
+    return c;
+  };
+  checkAll({resize("nearest x2 (nn.Upsample)",
+                   "mode = \"nearest\", coordinate_transformation_mode = "
+                   "\"asymmetric\", nearest_mode = \"floor\"",
+                   "1.0, 1.0, 2.0, 2.0"),
+            resize("bilinear x2 half_pixel",
+                   "mode = \"linear\", coordinate_transformation_mode = "
+                   "\"half_pixel\"",
+                   "1.0, 1.0, 2.0, 2.0"),
+            resize("bilinear x1.5 align_corners",
+                   "mode = \"linear\", coordinate_transformation_mode = "
+                   "\"align_corners\"",
+                   "1.0, 1.0, 1.5, 1.5"),
+            resize("linear down 0.5 pytorch_half_pixel",
+                   "mode = \"linear\", coordinate_transformation_mode = "
+                   "\"pytorch_half_pixel\"",
+                   "1.0, 1.0, 1.0, 0.5")});
+}
+
 TEST(GradCheck, Pow) {
   GradCase square;
   square.name = "Pow const 2";

@@ -1,0 +1,20 @@
+// Values an import-time lowering needs before fold-constants has run: a
+// Resize's scales or sizes arrive as Concat(Constant, Constant), or as
+// Concat(Slice(Shape(x)), Cast(Constant)), which only fold-constants would
+// otherwise turn into constants.
+//
+// importTimeValue(v) is v's value when it is fixed for the model's life: a
+// Constant node's, an initializer's that no training rewrites (integer
+// initializers and non-state ones), Shape of a value whose dims the import
+// has inferred, and the shape-arithmetic ops (Concat, Slice, Gather, Cast,
+// Unsqueeze, Squeeze, Add, Sub, Mul, Div) over such values, run with their
+// CPU kernels. nullptr when v depends on data or on state.
+#pragma once
+
+#include "passes/ir/graph.h"
+
+namespace mpc {
+
+TensorPtr importTimeValue(const Value &v, int64_t opset);
+
+} // namespace mpc
