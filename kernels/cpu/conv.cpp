@@ -23,8 +23,39 @@ namespace {
 struct ConvShape {
   int64_t n = 0, groups = 1, cg = 0, mg = 0;
   int64_t k = 0, p = 0, s = 0;
-  std::vector<int64_t> table;
+  std::shared_ptr<const std::vector<int64_t>> table;
+  /// The table as runs, per kernel offset: output positions [p, p + len)
+  /// read input elements [src, src + len) (src < 0: padding, zeros). A
+  /// stride-1 window has a run per output row and border; im2col and col2im
+  /// then copy and add whole runs. Empty when the runs are too short to pay
+  /// (strided windows), and the element loops read the table.
+  struct Run {
+    int64_t p, len, src;
+  };
+  std::vector<std::vector<Run>> runs;
 };
+
+/// ConvShape::runs from the table, or none when they average under 4
+/// elements.
+std::vector<std::vector<ConvShape::Run>> windowRuns(const ConvShape &cs) {
+  std::vector<std::vector<ConvShape::Run>> runs(size_t(cs.k));
+  const int64_t *table = cs.table->data();
+  int64_t count = 0;
+  for (int64_t k = 0; k < cs.k; ++k) {
+    const int64_t *idx = table + k * cs.p;
+    for (int64_t p = 0; p < cs.p;) {
+      int64_t start = p, src = idx[p] >= 0 ? idx[p] : -1;
+      ++p;
+      while (p < cs.p && (src < 0 ? idx[p] < 0 : idx[p] == src + (p - start)))
+        ++p;
+      runs[size_t(k)].push_back({start, p - start, src});
+      ++count;
+    }
+  }
+  if (count * 4 > cs.k * cs.p)
+    runs.clear();
+  return runs;
+}
 
 ConvShape convShape(const Node &node, int64_t batch, int64_t c, int64_t m,
                     int64_t groups, const WindowGeometry &g) {
@@ -38,20 +69,36 @@ ConvShape convShape(const Node &node, int64_t batch, int64_t c, int64_t m,
   cs.s = g.inCount();
   for (int64_t v : {cs.cg * cs.k, cs.p, cs.mg})
     requireBlasSize(node, v);
-  cs.table = windowIndexTable(g);
+  cs.table = cachedWindowIndexTable(g);
+  cs.runs = windowRuns(cs);
   return cs;
 }
 
 /// col[(c * K + k) * P + p] = x[c * S + table[k * P + p]] (0 in padding).
 template <typename C>
 void im2col(const ConvShape &cs, const C *x, std::vector<C> &col) {
+  // Locals with __restrict: the row, the table and the plane never overlap,
+  // and the compiler otherwise reloads every pointer on each element.
+  const int64_t count = cs.p;
+  const int64_t *table = cs.table->data();
+  C *out = col.data();
   for (int64_t c = 0; c < cs.cg; ++c)
     for (int64_t k = 0; k < cs.k; ++k) {
-      C *row = col.data() + (c * cs.k + k) * cs.p;
-      const int64_t *idx = cs.table.data() + k * cs.p;
-      const C *plane = x + c * cs.s;
-      for (int64_t p = 0; p < cs.p; ++p)
-        row[p] = idx[p] >= 0 ? plane[idx[p]] : C(0);
+      C *__restrict row = out + (c * cs.k + k) * count;
+      const C *__restrict plane = x + c * cs.s;
+      if (!cs.runs.empty()) {
+        for (const ConvShape::Run &r : cs.runs[size_t(k)])
+          if (r.src < 0)
+            std::fill(row + r.p, row + r.p + r.len, C(0));
+          else
+            std::copy(plane + r.src, plane + r.src + r.len, row + r.p);
+        continue;
+      }
+      const int64_t *__restrict idx = table + k * count;
+      for (int64_t p = 0; p < count; ++p) {
+        int64_t i = idx[p];
+        row[p] = i >= 0 ? plane[i] : C(0);
+      }
     }
 }
 
@@ -81,14 +128,27 @@ void convTransposed(const ConvShape &cs, const C *a, const C *w, C *out) {
                   w + g * cs.mg * cs.cg * cs.k,
                   a + (n * cs.groups + g) * cs.mg * cs.p, C(0), col.data());
       C *dst = out + (n * cs.groups + g) * cs.cg * cs.s;
+      const int64_t count = cs.p;
+      const int64_t *table = cs.table->data();
       for (int64_t c = 0; c < cs.cg; ++c)
         for (int64_t k = 0; k < cs.k; ++k) {
-          const C *row = col.data() + (c * cs.k + k) * cs.p;
-          const int64_t *idx = cs.table.data() + k * cs.p;
-          C *plane = dst + c * cs.s;
-          for (int64_t p = 0; p < cs.p; ++p)
-            if (idx[p] >= 0)
-              plane[idx[p]] += row[p];
+          const C *__restrict row = col.data() + (c * cs.k + k) * count;
+          C *__restrict plane = dst + c * cs.s;
+          if (!cs.runs.empty()) {
+            // The same adds in the same order as the element loop: runs
+            // in p order, each element of a run in order.
+            for (const ConvShape::Run &r : cs.runs[size_t(k)])
+              if (r.src >= 0)
+                for (int64_t j = 0; j < r.len; ++j)
+                  plane[r.src + j] += row[r.p + j];
+            continue;
+          }
+          const int64_t *__restrict idx = table + k * count;
+          for (int64_t p = 0; p < count; ++p) {
+            int64_t i = idx[p];
+            if (i >= 0)
+              plane[i] += row[p];
+          }
         }
     }
 }

@@ -21,7 +21,7 @@ namespace {
 struct PoolShape {
   int64_t planes = 0, s = 0, p = 0, k = 0;
   WindowGeometry g;
-  std::vector<int64_t> table;
+  std::shared_ptr<const std::vector<int64_t>> table;
 };
 
 PoolShape poolShape(const Node &node, const std::vector<int64_t> &xdims) {
@@ -35,7 +35,7 @@ PoolShape poolShape(const Node &node, const std::vector<int64_t> &xdims) {
   ps.s = ps.g.inCount();
   ps.p = ps.g.outCount();
   ps.k = ps.g.kernelCount();
-  ps.table = windowIndexTable(ps.g);
+  ps.table = cachedWindowIndexTable(ps.g);
   return ps;
 }
 
@@ -54,7 +54,7 @@ int64_t argmaxWindow(const PoolShape &ps, const C *plane, int64_t p) {
   int64_t best = -1;
   C bestValue = -std::numeric_limits<C>::infinity();
   for (int64_t k = 0; k < ps.k; ++k) {
-    int64_t idx = ps.table[size_t(k * ps.p + p)];
+    int64_t idx = (*ps.table)[size_t(k * ps.p + p)];
     if (idx < 0)
       continue;
     C v = plane[idx];
@@ -75,7 +75,7 @@ std::vector<int64_t> windowCounts(const Node &node, const PoolShape &ps) {
   std::vector<int64_t> counts(size_t(ps.p), 0);
   for (int64_t k = 0; k < ps.k; ++k)
     for (int64_t p = 0; p < ps.p; ++p) {
-      int64_t idx = ps.table[size_t(k * ps.p + p)];
+      int64_t idx = (*ps.table)[size_t(k * ps.p + p)];
       counts[size_t(p)] += idx >= 0 || (includePad && idx == kInPadding);
     }
   return counts;
@@ -153,7 +153,7 @@ template <typename C> void runAveragePool(KernelContext &ctx) {
     C *out = yv.data() + pl * ps.p;
     for (int64_t k = 0; k < ps.k; ++k)
       for (int64_t p = 0; p < ps.p; ++p) {
-        int64_t idx = ps.table[size_t(k * ps.p + p)];
+        int64_t idx = (*ps.table)[size_t(k * ps.p + p)];
         if (idx >= 0)
           out[p] += plane[idx];
       }
@@ -181,7 +181,7 @@ template <typename C> void runAveragePoolGrad(KernelContext &ctx) {
     C *plane = dxv.data() + pl * ps.s;
     for (int64_t k = 0; k < ps.k; ++k)
       for (int64_t p = 0; p < ps.p; ++p) {
-        int64_t idx = ps.table[size_t(k * ps.p + p)];
+        int64_t idx = (*ps.table)[size_t(k * ps.p + p)];
         if (idx >= 0)
           plane[idx] += g[p] / C(counts[size_t(p)]);
       }

@@ -55,6 +55,27 @@ template <Reduce R> void reduceKernel(KernelContext &ctx) {
           for (int64_t c = 0; c < len; c += kBlock) {
             int64_t m = std::min(kBlock, len - c);
             loadRun<Io>(px + i + c, m, buf);
+            if constexpr (R != Reduce::Max) {
+              if (step[0] == 0) {
+                // A run into one output (the innermost axis is reduced):
+                // the same adds in the same order, in a register.
+                Acc a = acc[size_t(off[0])];
+                for (int64_t j = 0; j < m; ++j) {
+                  if constexpr (R == Reduce::Prod) {
+                    if constexpr (std::is_integral_v<Acc>)
+                      a = Acc(uint64_t(a) * uint64_t(Acc(buf[j])));
+                    else
+                      a *= Acc(buf[j]);
+                  } else if constexpr (std::is_integral_v<Acc>) {
+                    a = Acc(uint64_t(a) + uint64_t(Acc(buf[j])));
+                  } else {
+                    a += Acc(buf[j]);
+                  }
+                }
+                acc[size_t(off[0])] = a;
+                continue;
+              }
+            }
             for (int64_t j = 0; j < m; ++j) {
               Acc v = Acc(buf[j]);
               Acc &a = acc[size_t(off[0] + (c + j) * step[0])];

@@ -354,18 +354,43 @@ void kernelGather(KernelContext &ctx) {
     else if (d > axis)
       inner *= x.dims[size_t(d)];
   int64_t numIdx = idx.numel();
-  size_t block = size_t(inner) * dtypeSize(x.dtype);
+  std::vector<int64_t> rows(size_t(std::max<int64_t>(numIdx, 0)));
   for (int64_t j = 0; j < numIdx; ++j) {
     int64_t v = loadInt(idx, j);
     if (v < -s || v >= s)
       fail(node, "index ", v, " is out of range for axis ", axis, " of size ",
            s);
-    if (v < 0)
-      v += s;
-    for (int64_t o = 0; o < outer && block; ++o)
-      std::memcpy(y.bytes.data() + size_t(o * numIdx + j) * block,
-                  x.bytes.data() + size_t(o * s + v) * block, block);
+    rows[size_t(j)] = v < 0 ? v + s : v;
   }
+  size_t size = dtypeSize(x.dtype), block = size_t(inner) * size;
+  if (!block)
+    return;
+  // Rows of a few elements (a Gather along an inner axis: a lowered Resize)
+  // are copied as typed elements; a library call per row would cost more
+  // than the copy.
+  auto copyTyped = [&](auto element) {
+    using T = decltype(element);
+    const T *px = reinterpret_cast<const T *>(x.bytes.data());
+    T *py = reinterpret_cast<T *>(y.bytes.data());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < numIdx; ++j) {
+        const T *src = px + (o * s + rows[size_t(j)]) * inner;
+        T *dst = py + (o * numIdx + j) * inner;
+        for (int64_t i = 0; i < inner; ++i)
+          dst[i] = src[i];
+      }
+  };
+  if (block <= 64 && size == 4)
+    return copyTyped(uint32_t());
+  if (block <= 64 && size == 2)
+    return copyTyped(uint16_t());
+  if (block <= 64 && size == 8)
+    return copyTyped(uint64_t());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < numIdx; ++j)
+      std::memcpy(y.bytes.data() + size_t(o * numIdx + j) * block,
+                  x.bytes.data() + size_t(o * s + rows[size_t(j)]) * block,
+                  block);
 }
 
 void kernelSlice(KernelContext &ctx) {

@@ -602,16 +602,25 @@ void kernelGatherGrad(KernelContext &ctx) {
     rows[size_t(j)] = v < 0 ? v + s.len : v;
   }
   Tensor &dd = output(ctx, 0, dy.dtype, data.dims);
-  withCompute(node, {&dy}, [&](auto c) {
-    using C = decltype(c);
-    std::vector<C> g = loadAll<C>(dy), acc(size_t(dd.numel()), C(0));
+  auto scatterAdd = [&](const auto *g, auto *acc) {
     for (int64_t o = 0; o < s.outer; ++o)
       for (int64_t j = 0; j < numIdx; ++j) {
-        const C *src = g.data() + (o * numIdx + j) * s.inner;
-        C *dst = acc.data() + (o * s.len + rows[size_t(j)]) * s.inner;
+        const auto *src = g + (o * numIdx + j) * s.inner;
+        auto *dst = acc + (o * s.len + rows[size_t(j)]) * s.inner;
         for (int64_t i = 0; i < s.inner; ++i)
           dst[i] += src[i];
       }
+  };
+  // fp32 and fp64 add into the zeroed output where it lies; fp16/bf16 add in
+  // fp32 and round once at the end.
+  if (dy.dtype == DType::F32)
+    return scatterAdd(dy.data<float>(), dd.data<float>());
+  if (dy.dtype == DType::F64)
+    return scatterAdd(dy.data<double>(), dd.data<double>());
+  withCompute(node, {&dy}, [&](auto c) {
+    using C = decltype(c);
+    std::vector<C> g = loadAll<C>(dy), acc(size_t(dd.numel()), C(0));
+    scatterAdd(g.data(), acc.data());
     storeAll(dd, acc);
   });
 }

@@ -10,6 +10,7 @@
 #include "passes/support/diagnostics.h"
 
 #include <algorithm>
+#include <map>
 
 namespace mpc {
 namespace {
@@ -250,6 +251,30 @@ std::vector<int64_t> windowIndexTable(const WindowGeometry &g) {
       else
         k[d] = 0;
   }
+  return table;
+}
+
+std::shared_ptr<const std::vector<int64_t>>
+cachedWindowIndexTable(const WindowGeometry &g) {
+  // Keyed by every field; a handful of entries cover a model, and the map is
+  // emptied rather than grown past that (a model with many shapes only
+  // recomputes, as before).
+  constexpr size_t kEntries = 64;
+  thread_local std::map<std::vector<int64_t>,
+                        std::shared_ptr<const std::vector<int64_t>>>
+      cache;
+  std::vector<int64_t> key = {int64_t(g.rank())};
+  for (const std::vector<int64_t> *f : {&g.in, &g.out, &g.kernel, &g.strides,
+                                        &g.dilations, &g.padBegin, &g.padEnd})
+    key.insert(key.end(), f->begin(), f->end());
+  auto it = cache.find(key);
+  if (it != cache.end())
+    return it->second;
+  if (cache.size() >= kEntries)
+    cache.clear();
+  auto table =
+      std::make_shared<const std::vector<int64_t>>(windowIndexTable(g));
+  cache.emplace(std::move(key), table);
   return table;
 }
 

@@ -12,6 +12,7 @@
 #include "passes/ir/graph.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -80,5 +81,10 @@ inline constexpr int64_t kBeyondPadding = -2; ///< past the end pad (ceil_mode)
 /// of the input element the window reads, or kInPadding / kBeyondPadding.
 /// This is the gather pattern of im2col and of every pooling kernel.
 std::vector<int64_t> windowIndexTable(const WindowGeometry &g);
+
+/// windowIndexTable(g), kept per thread for the geometries met last (a
+/// training step meets the same few every step): the CPU kernels' tables.
+std::shared_ptr<const std::vector<int64_t>>
+cachedWindowIndexTable(const WindowGeometry &g);
 
 } // namespace mpc
