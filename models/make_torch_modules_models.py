@@ -36,9 +36,11 @@ reference runs), so that mpc's tests train it against PyTorch:
                  ReduceMin and ReduceL1, which mpc lowers at import.
 
   resize_cnn     Conv2d(3,8,3,s2,p1) -> ReLU -> interpolate(x2, nearest) -> Conv2d(8,8,3,p1) -> ReLU
+                 -> pixel_shuffle(2) -> pixel_unshuffle(2)
                  -> interpolate(x2, bilinear, align_corners=True) -> Conv2d(8,8,3,p1) -> ReLU
                  -> interpolate(x0.25, bilinear) -> Flatten -> Linear(512,10) -> CrossEntropyLoss.
-                 x float[8,3,16,16], y int64[8] (cnn_data.npz's arrays). Three Resize nodes.
+                 x float[8,3,16,16], y int64[8] (cnn_data.npz's arrays). Three Resize nodes, a
+                 DepthToSpace and pixel_unshuffle's own Reshape/Transpose.
 
 Artifacts, for <name> in encoder_layer, norm_cnn, act_mlp, reduce_head, resize_cnn: <name>.onnx, <name>_data.npz (the issue-3
 transformer's and CNN's arrays), <name>_ref_sgd.csv, <name>_ref_adam.csv (30 fp32 CPU steps, as
@@ -81,6 +83,7 @@ def main():
         assert r["reduce_head.onnx"].get(op, 0) >= 1, (op, r["reduce_head.onnx"])
     r = family("resize_cnn", ResizeCNNWithLoss, make_cnn_data(), ["x", "y"], 8, np.savez_compressed)
     assert r["resize_cnn.onnx"]["Resize"] == 3, r["resize_cnn.onnx"]
+    assert r["resize_cnn.onnx"]["DepthToSpace"] == 1, r["resize_cnn.onnx"]
     for f in ("encoder_layer.onnx", "norm_cnn.onnx", "norm_cnn_opset16.onnx", "act_mlp.onnx",
               "reduce_head.onnx", "resize_cnn.onnx"):
         size = os.path.getsize(out(f))

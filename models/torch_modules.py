@@ -90,8 +90,9 @@ class ReduceHeadWithLoss(nn.Module):
 
 class ResizeCNNWithLoss(nn.Module):
     """A small encoder-decoder through the F.interpolate modes users train with: nearest x2
-    (nn.Upsample's default), bilinear x2 with align_corners=True and bilinear x0.5 with
-    align_corners=False. All export as Resize, which mpc lowers at import."""
+    (nn.Upsample's default), bilinear x2 with align_corners=True and bilinear x0.25 with
+    align_corners=False (all export as Resize), and pixel_shuffle / pixel_unshuffle
+    (DepthToSpace / SpaceToDepth), which mpc lowers at import."""
 
     def __init__(self):
         super().__init__()
@@ -104,6 +105,7 @@ class ResizeCNNWithLoss(nn.Module):
         h = torch.relu(self.down(x))  # 8x8
         h = nn.functional.interpolate(h, scale_factor=2, mode="nearest")  # 16x16
         h = torch.relu(self.mid(h))
+        h = nn.functional.pixel_unshuffle(nn.functional.pixel_shuffle(h, 2), 2)  # 2x32x32, back
         h = nn.functional.interpolate(h, scale_factor=2, mode="bilinear", align_corners=True)
         h = torch.relu(self.up(h))  # 32x32
         h = nn.functional.interpolate(h, scale_factor=0.25, mode="bilinear", align_corners=False)

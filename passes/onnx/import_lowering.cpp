@@ -2,6 +2,7 @@
 #include "passes/onnx/import_lowering.h"
 
 #include "passes/onnx/activation_lowering.h"
+#include "passes/onnx/depth_space_lowering.h"
 #include "passes/onnx/instance_norm_lowering.h"
 #include "passes/onnx/reduce_lowering.h"
 #include "passes/onnx/resize_lowering.h"
@@ -14,6 +15,7 @@ namespace mpc {
 bool isLoweredAtImport(const std::string &domain, const std::string &op) {
   return (domain.empty() || domain == "ai.onnx") &&
          (op == "InstanceNormalization" || op == "Resize" ||
+          op == "DepthToSpace" || op == "SpaceToDepth" ||
           isLoweredActivation(op) || isLoweredReduction(op));
 }
 
@@ -32,6 +34,8 @@ int lowerAtImport(Graph &g, int64_t opset) {
         made = lowerInstanceNormalization(g, n, opset);
       else if (n->opType() == "Resize")
         made = lowerResize(g, n, opset);
+      else if (n->opType() == "DepthToSpace" || n->opType() == "SpaceToDepth")
+        made = lowerDepthSpace(g, n);
       else if (isLoweredReduction(n->opType()))
         made = lowerReduction(g, n, opset);
       else

@@ -1,12 +1,15 @@
 // End to end: a small encoder-decoder through F.interpolate's nearest x2,
-// bilinear x2 with align_corners and bilinear x0.25
-// (models/resize_cnn.onnx, made by models/make_torch_modules_models.py),
-// compiled by the full pipeline and trained on the CPU.
+// bilinear x2 with align_corners and bilinear x0.25, and pixel_shuffle /
+// pixel_unshuffle (models/resize_cnn.onnx, made by
+// models/make_torch_modules_models.py), compiled by the full pipeline and
+// trained on the CPU.
 //
 // The three Resize nodes are lowered at import to Gathers
 // (passes/onnx/resize_lowering.h), whose scatter-add gradient is the
-// interpolations' gradient. fp32 SGD and Adam match PyTorch's own training to
-// 1e-4 relative loss at every one of 30 steps; fp16 and bf16 follow fp32.
+// interpolations' gradient; pixel_shuffle's DepthToSpace to Reshape,
+// Transpose, Reshape (passes/onnx/depth_space_lowering.h). fp32 SGD and Adam
+// match PyTorch's own training to 1e-4 relative loss at every one of 30 steps;
+// fp16 and bf16 follow fp32.
 #include "tests/e2e/parity_harness.h"
 
 using namespace mpc;
@@ -27,6 +30,7 @@ TEST(ResizeCnnParity, NoResizeIsLeft) {
   int gathers = 0;
   for (const Node *n : model->training->algorithm->nodeList()) {
     EXPECT_NE(n->opType(), "Resize") << n->describe();
+    EXPECT_NE(n->opType(), "DepthToSpace") << n->describe();
     gathers += n->opType() == "Gather";
   }
   // nearest: 2 axes x 1 Gather; each bilinear: 2 axes x 2 Gathers.

@@ -176,6 +176,21 @@ TEST(GradCheck, LoweredResize) {
                    "1.0, 1.0, 1.0, 0.5")});
 }
 
+// DepthToSpace (pixel_shuffle) and SpaceToDepth through their lowering.
+TEST(GradCheck, LoweredDepthSpace) {
+  GradCase dcr, crd, s2d;
+  dcr.name = "DepthToSpace DCR";
+  dcr.params = {{"x", {2, 8, 2, 3}}};
+  dcr.body = "y = DepthToSpace <blocksize = 2> (x)";
+  crd = dcr;
+  crd.name = "DepthToSpace CRD";
+  crd.body = "y = DepthToSpace <blocksize = 2, mode = \"CRD\"> (x)";
+  s2d.name = "SpaceToDepth";
+  s2d.params = {{"x", {2, 2, 4, 6}}};
+  s2d.body = "y = SpaceToDepth <blocksize = 2> (x)";
+  checkAll({dcr, crd, s2d});
+}
+
 TEST(GradCheck, Pow) {
   GradCase square;
   square.name = "Pow const 2";
