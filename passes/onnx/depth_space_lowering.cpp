@@ -14,14 +14,19 @@ std::vector<Node *> lowerDepthSpace(Graph &g, Node *n) {
   const Value *x = n->input(0);
   bool toSpace = n->opType() == "DepthToSpace";
   int64_t b = n->attrInt("blocksize", 0);
-  if (b <= 0)
-    errorAt(*n) << "needs a positive blocksize, got " << b;
+  // Past 2^15 the block's square (and H*b) could overflow; no model has one.
+  if (b <= 0 || b > (int64_t(1) << 15))
+    errorAt(*n) << "needs a blocksize between 1 and 32768, got " << b;
   if (!x->hasShape || x->rank() != 4)
     errorAt(*n) << "takes a 4-D input of known rank";
   for (size_t d = 1; d < 4; ++d)
     if (!x->dims[d].isKnown())
       errorAt(*n) << "needs its input's C, H and W at compile time";
   int64_t c = x->dims[1].value, h = x->dims[2].value, w = x->dims[3].value;
+  if (c > (int64_t(1) << 31) || h > (int64_t(1) << 31) ||
+      w > (int64_t(1) << 31))
+    errorAt(*n) << "C " << c << ", H " << h << " or W " << w
+                << " is too large";
   std::vector<int64_t> split, perm, merged;
   if (toSpace) {
     if (c % (b * b))

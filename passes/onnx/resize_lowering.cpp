@@ -123,13 +123,20 @@ std::vector<AxisPlan> planAxes(const Node &n, int64_t opset) {
     const Dim &d = x->dims[size_t(ax)];
     int64_t out = 0;
     double scale = 0;
+    // Output sizes past this are not images a step could hold, and the
+    // index tables would not fit in memory either.
+    constexpr double kMaxOut = double(int64_t(1) << 31);
     if (sizes) {
-      out = int64_t(sizes->getAsDouble(int64_t(k)));
+      double v = sizes->getAsDouble(int64_t(k));
+      if (!(v >= 1 && v <= kMaxOut))
+        errorAt(n) << "size " << v << " on axis " << ax
+                   << " is not between 1 and 2^31";
+      out = int64_t(v);
     } else {
       scale = scales->getAsDouble(int64_t(k));
-      if (!(scale > 0))
+      if (!(scale > 0) || !std::isfinite(scale))
         errorAt(n) << "scale " << scale << " on axis " << ax
-                   << " is not positive";
+                   << " is not a positive number";
     }
     bool identity = sizes ? (d.isKnown() && out == d.value) : scale == 1.0;
     if (identity && coord != "tf_half_pixel_for_nn")
@@ -144,7 +151,11 @@ std::vector<AxisPlan> planAxes(const Node &n, int64_t opset) {
       p.out = out;
       scale = double(out) / double(p.in);
     } else {
-      p.out = int64_t(std::floor(double(p.in) * scale));
+      double o = std::floor(double(p.in) * scale);
+      if (!(o <= kMaxOut))
+        errorAt(n) << "scale " << scale << " makes axis " << ax << " "
+                   << o << " long";
+      p.out = int64_t(o);
     }
     if (p.out <= 0 || p.in <= 0)
       errorAt(n) << "resizes axis " << ax << " from " << p.in << " to "
