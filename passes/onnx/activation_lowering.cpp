@@ -18,19 +18,11 @@ float floatAttr(const Node &n, const char *name, float dflt) {
 /// Builds one lowering in front of the node it replaces.
 class Lowering {
 public:
-  Lowering(Graph &g, Node *n, int64_t opset) : b_(g, n), opset_(opset) {
-    x_ = n->input(0);
-    t_ = x_->dtype;
-    if (t_ == DType::Undefined || !isFloating(t_))
-      errorAt(*n) << "takes a floating-point input, got "
-                  << (t_ == DType::Undefined ? std::string("an unknown type")
-                                             : dtypeName(t_));
-  }
+  Lowering(Graph &g, Node *n, int64_t opset)
+      : t_(floatInputType(*n)), b_(g, n), opset_(opset), x_(n->input(0)) {}
 
   Value *x() const { return x_; }
-  Value *c(double v, const char *name) {
-    return b_.constant(Tensor::scalar(t_, v), name);
-  }
+  Value *c(double v, const char *name) { return b_.scalar(t_, v, name); }
   Value *op(const char *type, std::vector<Value *> ins, const char *name) {
     return b_.op(type, ins, name);
   }
@@ -38,9 +30,9 @@ public:
   /// Clip(v, 0, 1); its bounds are attributes before opset 11.
   Value *unitClip(Value *v) {
     if (opset_ < 11)
-      return b_.op("Clip", {v}, "clipped",
-                   {{"min", Attribute::ofFloat(0)},
-                    {"max", Attribute::ofFloat(1)}});
+      return b_.op(
+          "Clip", {v}, "clipped",
+          {{"min", Attribute::ofFloat(0)}, {"max", Attribute::ofFloat(1)}});
     return op("Clip", {v, c(0, "zero"), c(1, "one")}, "clipped");
   }
   /// alpha * (Exp(Min(x, 0) / scale) - 1), the negative branch of Elu and
@@ -63,10 +55,10 @@ public:
   }
 
 private:
+  DType t_;
   LoweringBuilder b_;
   int64_t opset_;
   Value *x_;
-  DType t_;
 };
 
 Value *lowered(Lowering &l, const Node &n) {
@@ -140,9 +132,6 @@ bool isLoweredActivation(const std::string &op) {
 }
 
 std::vector<Node *> lowerActivation(Graph &g, Node *n, int64_t opset) {
-  if (n->numInputs() < 1 || !n->input(0) || n->numOutputs() != 1 ||
-      !n->output(0))
-    errorAt(*n) << n->opType() << " takes an input and has one output";
   Lowering l(g, n, opset);
   return l.replaceWith(lowered(l, *n));
 }

@@ -25,8 +25,7 @@ std::vector<Node *> lowerDepthSpace(Graph &g, Node *n) {
   int64_t c = x->dims[1].value, h = x->dims[2].value, w = x->dims[3].value;
   if (c > (int64_t(1) << 31) || h > (int64_t(1) << 31) ||
       w > (int64_t(1) << 31))
-    errorAt(*n) << "C " << c << ", H " << h << " or W " << w
-                << " is too large";
+    errorAt(*n) << "C " << c << ", H " << h << " or W " << w << " is too large";
   std::vector<int64_t> split, perm, merged;
   if (toSpace) {
     if (c % (b * b))

@@ -7,11 +7,26 @@
 #pragma once
 
 #include "passes/ir/builder.h"
+#include "passes/support/diagnostics.h"
 
 #include <string>
 #include <vector>
 
 namespace mpc {
+
+/// The element type of an elementwise lowering's input: n must read an
+/// input and write one output, and the input must be floating point (its
+/// constants take that type); else a one-line error naming the node.
+inline DType floatInputType(const Node &n) {
+  if (n.numInputs() < 1 || !n.input(0) || n.numOutputs() != 1 || !n.output(0))
+    errorAt(n) << n.opType() << " takes an input and has one output";
+  DType t = n.input(0)->dtype;
+  if (t == DType::Undefined || !isFloating(t))
+    errorAt(n) << "takes a floating-point input, got "
+               << (t == DType::Undefined ? std::string("an unknown type")
+                                         : dtypeName(t));
+  return t;
+}
 
 class LoweringBuilder {
 public:
@@ -31,6 +46,10 @@ public:
   }
   Value *int64s(const std::vector<int64_t> &v, const std::string &part) {
     return b_.int64s(v, base_ + "/" + part);
+  }
+  /// A rank-0 constant of dtype t named "<node>/<part>".
+  Value *scalar(DType t, double v, const std::string &part) {
+    return b_.scalar(t, v, base_ + "/" + part);
   }
 
   /// Replaces the node by y (its output's uses and name move to y) and

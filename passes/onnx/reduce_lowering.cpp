@@ -20,13 +20,8 @@ int64_t axesInputSince(const std::string &op) {
 class Reduction {
 public:
   Reduction(Graph &g, Node *n, int64_t opset)
-      : b_(g, n), node_(*n), opset_(opset) {
-    x_ = n->input(0);
-    t_ = x_->dtype;
-    if (t_ == DType::Undefined || !isFloating(t_))
-      errorAt(*n) << "takes a floating-point input, got "
-                  << (t_ == DType::Undefined ? std::string("an unknown type")
-                                             : dtypeName(t_));
+      : t_(floatInputType(*n)), b_(g, n), node_(*n), opset_(opset),
+        x_(n->input(0)) {
     if (opset >= axesInputSince(n->opType())) {
       axesInput_ = n->numInputs() > 1 ? n->input(1) : nullptr;
     } else if (const Attribute *a = n->attr("axes")) {
@@ -36,9 +31,7 @@ public:
   }
 
   Value *x() const { return x_; }
-  Value *c(double v, const char *name) {
-    return b_.constant(Tensor::scalar(t_, v), name);
-  }
+  Value *c(double v, const char *name) { return b_.scalar(t_, v, name); }
   Value *op(const char *type, std::vector<Value *> ins, const char *name) {
     return b_.op(type, ins, name);
   }
@@ -68,11 +61,11 @@ public:
   std::vector<Node *> replaceWith(Value *y) { return b_.replaceWith(y); }
 
 private:
+  DType t_;
   LoweringBuilder b_;
   const Node &node_;
   int64_t opset_;
   Value *x_;
-  DType t_;
   Value *axesInput_ = nullptr;
   std::vector<int64_t> axesAttr_;
   bool hasAxesAttr_ = false;
@@ -126,9 +119,6 @@ bool isLoweredReduction(const std::string &op) {
 }
 
 std::vector<Node *> lowerReduction(Graph &g, Node *n, int64_t opset) {
-  if (n->numInputs() < 1 || !n->input(0) || n->numOutputs() != 1 ||
-      !n->output(0))
-    errorAt(*n) << n->opType() << " takes data and has one output";
   Reduction r(g, n, opset);
   return r.replaceWith(lowered(r, *n));
 }

@@ -153,8 +153,8 @@ std::vector<AxisPlan> planAxes(const Node &n, int64_t opset) {
     } else {
       double o = std::floor(double(p.in) * scale);
       if (!(o <= kMaxOut))
-        errorAt(n) << "scale " << scale << " makes axis " << ax << " "
-                   << o << " long";
+        errorAt(n) << "scale " << scale << " makes axis " << ax << " " << o
+                   << " long";
       p.out = int64_t(o);
     }
     if (p.out <= 0 || p.in <= 0)
