@@ -11,6 +11,7 @@
 #include "passes/ir/batch_norm_mode.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/ir/window_geometry.h"
+#include "passes/onnx/import_lowering.h"
 #include "passes/shape_small_vector.h"
 #include "passes/support/diagnostics.h"
 
@@ -2020,7 +2021,8 @@ void inferNode(Node &n, int64_t opset) {
         n.domain().empty() ? n.opType() : n.domain() + "." + n.opType();
     fail([&] {
       error() << "unsupported op '" << op << "' (node '" << n.name()
-              << "'); supported: " << joinNames(supportedOpNames());
+              << "'); supported: " << joinNames(supportedOpNames())
+              << "; lowered at import: " << joinNames(opsLoweredAtImport());
     });
   }
   int ins = int(n.numInputs()), outs = int(n.numOutputs());

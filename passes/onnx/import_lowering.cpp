@@ -8,6 +8,7 @@
 #include "passes/onnx/resize_lowering.h"
 #include "passes/shape_inference.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace mpc {
@@ -17,6 +18,29 @@ bool isLoweredAtImport(const std::string &domain, const std::string &op) {
          (op == "InstanceNormalization" || op == "Resize" ||
           op == "DepthToSpace" || op == "SpaceToDepth" ||
           isLoweredActivation(op) || isLoweredReduction(op));
+}
+
+std::vector<std::string> opsLoweredAtImport() {
+  std::vector<std::string> ops = {"Celu",
+                                  "DepthToSpace",
+                                  "Elu",
+                                  "HardSigmoid",
+                                  "HardSwish",
+                                  "InstanceNormalization",
+                                  "PRelu",
+                                  "ReduceL1",
+                                  "ReduceL2",
+                                  "ReduceLogSum",
+                                  "ReduceLogSumExp",
+                                  "ReduceMin",
+                                  "ReduceSumSquare",
+                                  "Resize",
+                                  "Selu",
+                                  "Softplus",
+                                  "Softsign",
+                                  "SpaceToDepth"};
+  std::sort(ops.begin(), ops.end());
+  return ops;
 }
 
 int lowerAtImport(Graph &g, int64_t opset) {

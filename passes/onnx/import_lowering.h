@@ -15,11 +15,15 @@
 #include "passes/ir/graph.h"
 
 #include <string>
+#include <vector>
 
 namespace mpc {
 
 /// Ops the importer lowers: supported, though no pass sees them.
 bool isLoweredAtImport(const std::string &domain, const std::string &op);
+
+/// Those ops' names, sorted (the unsupported-op error lists them too).
+std::vector<std::string> opsLoweredAtImport();
 
 /// Lowers every such node of g, a graph of a model that imports `opset`;
 /// returns how many.

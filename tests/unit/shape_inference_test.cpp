@@ -3,6 +3,7 @@
 #include "passes/shape_inference.h"
 
 #include "passes/ir/mpc_ops.h"
+#include "passes/onnx/import_lowering.h"
 #include "passes/support/diagnostics.h"
 
 #include <gtest/gtest.h>
@@ -577,6 +578,22 @@ TEST(SupportedOps, LookupFindsEveryOpAndOnlyThem) {
   }
   EXPECT_FALSE(isSupportedOp("", ""));
   EXPECT_FALSE(isSupportedOp("ai.onnx.ml", "Add"));
+}
+
+// The ops the importer lowers (passes/onnx/import_lowering.h): the list the
+// unsupported-op error prints is exactly what the importer lowers, and none
+// of them reaches shape inference (none has a rule).
+TEST(SupportedOps, LoweredAtImportListIsWhatTheImporterLowers) {
+  std::vector<std::string> lowered = opsLoweredAtImport();
+  EXPECT_GE(lowered.size(), 18u);
+  for (const std::string &op : lowered) {
+    EXPECT_TRUE(isLoweredAtImport("", op)) << op;
+    EXPECT_TRUE(isLoweredAtImport("ai.onnx", op)) << op;
+    EXPECT_FALSE(isSupportedOp("", op)) << op;
+  }
+  for (const char *op : {"LSTM", "Einsum", "CumSum", "Relu", "ReduceSum"})
+    EXPECT_FALSE(isLoweredAtImport("", op)) << op;
+  EXPECT_FALSE(isLoweredAtImport("com.microsoft", "Resize"));
 }
 
 TEST_F(InferTest, KeepsDeclaredDimsWhereInferenceCannotTell) {
