@@ -21,8 +21,9 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
-from torch_modules import (ActMLPWithLoss, EncoderLayerWithLoss, NormCNNWithLoss,  # noqa: E402
-                           ReduceHeadWithLoss, ResizeCNNWithLoss)  # (models/)
+from torch_modules import (ActMLPWithLoss, EinsumAttnWithLoss,  # noqa: E402  (models/)
+                           EncoderLayerWithLoss, NormCNNWithLoss, ReduceHeadWithLoss,
+                           ResizeCNNWithLoss)
 
 
 class MLPWithLoss(nn.Module):  # models/mlp_seed.onnx
@@ -147,7 +148,7 @@ def _heads(model, family, onnx_path):
 
 def load_model(family, onnx_path):
     """The PyTorch module for FAMILY (mlp_seed, cnn, resmlp, transformer, encoder_layer, norm_cnn,
-    act_mlp, reduce_head, resize_cnn, stack) with ONNX_PATH's weights."""
+    act_mlp, reduce_head, resize_cnn, einsum_attn, stack) with ONNX_PATH's weights."""
     model = onnx.load(onnx_path)
     weights = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy()) for t in model.graph.initializer}
     if family == "mlp_seed":
@@ -166,6 +167,8 @@ def load_model(family, onnx_path):
         module = ReduceHeadWithLoss()
     elif family == "resize_cnn":
         module = ResizeCNNWithLoss()
+    elif family == "einsum_attn":
+        module = EinsumAttnWithLoss()
     elif family in ("transformer", "stack"):
         vocab, d = weights["tok.weight"].shape
         T = weights["pos"].shape[0]

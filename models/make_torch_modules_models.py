@@ -42,7 +42,13 @@ reference runs), so that mpc's tests train it against PyTorch:
                  x float[8,3,16,16], y int64[8] (cnn_data.npz's arrays). Three Resize nodes, a
                  DepthToSpace and pixel_unshuffle's own Reshape/Transpose.
 
-Artifacts, for <name> in encoder_layer, norm_cnn, act_mlp, reduce_head, resize_cnn: <name>.onnx, <name>_data.npz (the issue-3
+  einsum_attn    Embedding(64,32); single-head attention with torch.einsum ("bqd,bkd->bqk"
+                 scores / sqrt(32), softmax, "bqk,bkd->bqd") plus x * gate ("btd,d->btd");
+                 Linear(32,64); CrossEntropyLoss. tokens, targets int64[4,16]
+                 (transformer_data.npz's arrays). Three Einsum nodes.
+
+Artifacts, for <name> in encoder_layer, norm_cnn, act_mlp, reduce_head, resize_cnn,
+einsum_attn: <name>.onnx, <name>_data.npz (the issue-3
 transformer's and CNN's arrays), <name>_ref_sgd.csv, <name>_ref_adam.csv (30 fp32 CPU steps, as
 for the issue-3 models).
 
@@ -57,8 +63,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_issue3_models import family, make_cnn_data, make_resmlp_data, make_transformer_data, out  # noqa: E402
-from torch_modules import (ActMLPWithLoss, EncoderLayerWithLoss, NormCNNWithLoss,  # noqa: E402
-                           ReduceHeadWithLoss, ResizeCNNWithLoss)
+from torch_modules import (ActMLPWithLoss, EinsumAttnWithLoss,  # noqa: E402
+                           EncoderLayerWithLoss, NormCNNWithLoss, ReduceHeadWithLoss,
+                           ResizeCNNWithLoss)
 
 
 def main():
@@ -84,8 +91,11 @@ def main():
     r = family("resize_cnn", ResizeCNNWithLoss, make_cnn_data(), ["x", "y"], 8, np.savez_compressed)
     assert r["resize_cnn.onnx"]["Resize"] == 3, r["resize_cnn.onnx"]
     assert r["resize_cnn.onnx"]["DepthToSpace"] == 1, r["resize_cnn.onnx"]
+    r = family("einsum_attn", EinsumAttnWithLoss, make_transformer_data(), ["tokens", "targets"],
+               4, np.savez)
+    assert r["einsum_attn.onnx"]["Einsum"] == 3, r["einsum_attn.onnx"]
     for f in ("encoder_layer.onnx", "norm_cnn.onnx", "norm_cnn_opset16.onnx", "act_mlp.onnx",
-              "reduce_head.onnx", "resize_cnn.onnx"):
+              "reduce_head.onnx", "resize_cnn.onnx", "einsum_attn.onnx"):
         size = os.path.getsize(out(f))
         print(f"{f} {size} bytes")
         assert size < 300 * 1024

@@ -110,3 +110,26 @@ class ResizeCNNWithLoss(nn.Module):
         h = torch.relu(self.up(h))  # 32x32
         h = nn.functional.interpolate(h, scale_factor=0.25, mode="bilinear", align_corners=False)
         return nn.functional.cross_entropy(self.fc(h.flatten(1)), y)
+
+
+class EinsumAttnWithLoss(nn.Module):
+    """Single-head attention written with torch.einsum (scores, the weighted sum, and a
+    per-dim gate as an outer product), which exports as Einsum; mpc lowers it at import."""
+
+    def __init__(self, vocab=64, d=32):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.gate = nn.Parameter(torch.randn(d) * 0.1)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, tokens, targets):
+        x = self.tok(tokens)
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        scores = torch.einsum("bqd,bkd->bqk", q, k) / (q.shape[-1] ** 0.5)
+        h = torch.einsum("bqk,bkd->bqd", scores.softmax(dim=-1), v)
+        h = h + torch.einsum("btd,d->btd", x, self.gate)
+        logits = self.head(h)
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))

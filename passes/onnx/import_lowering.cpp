@@ -3,6 +3,7 @@
 
 #include "passes/onnx/activation_lowering.h"
 #include "passes/onnx/depth_space_lowering.h"
+#include "passes/onnx/einsum_lowering.h"
 #include "passes/onnx/instance_norm_lowering.h"
 #include "passes/onnx/reduce_lowering.h"
 #include "passes/onnx/resize_lowering.h"
@@ -16,12 +17,13 @@ namespace mpc {
 bool isLoweredAtImport(const std::string &domain, const std::string &op) {
   return (domain.empty() || domain == "ai.onnx") &&
          (op == "InstanceNormalization" || op == "Resize" ||
-          op == "DepthToSpace" || op == "SpaceToDepth" ||
+          op == "DepthToSpace" || op == "SpaceToDepth" || op == "Einsum" ||
           isLoweredActivation(op) || isLoweredReduction(op));
 }
 
 std::vector<std::string> opsLoweredAtImport() {
   std::vector<std::string> ops = {"Celu",
+                                  "Einsum",
                                   "DepthToSpace",
                                   "Elu",
                                   "HardSigmoid",
@@ -58,6 +60,8 @@ int lowerAtImport(Graph &g, int64_t opset) {
         made = lowerInstanceNormalization(g, n, opset);
       else if (n->opType() == "Resize")
         made = lowerResize(g, n, opset);
+      else if (n->opType() == "Einsum")
+        made = lowerEinsum(g, n, opset);
       else if (n->opType() == "DepthToSpace" || n->opType() == "SpaceToDepth")
         made = lowerDepthSpace(g, n);
       else if (isLoweredReduction(n->opType()))

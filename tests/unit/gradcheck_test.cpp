@@ -191,6 +191,42 @@ TEST(GradCheck, LoweredDepthSpace) {
   checkAll({dcr, crd, s2d});
 }
 
+// Einsum through its lowering (passes/onnx/einsum_lowering.h): batched
+// products, outer products, sums, transposes, the ellipsis, an implicit
+// output and three operands.
+TEST(GradCheck, LoweredEinsum) {
+  struct Eq {
+    const char *equation;
+    std::vector<std::vector<int64_t>> dims;
+  };
+  std::vector<Eq> eqs = {{"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}},
+                         {"bhqd,bhkd->bhqk", {{2, 2, 3, 4}, {2, 2, 5, 4}}},
+                         {"i,j->ij", {{3}, {4}}},
+                         {"ij,ij->i", {{3, 4}, {3, 4}}},
+                         {"ij->ji", {{3, 4}}},
+                         {"ij->", {{3, 4}}},
+                         {"bij,j->bi", {{2, 3, 4}, {4}}},
+                         {"...ij,...jk->...ik", {{2, 3, 4}, {2, 4, 2}}},
+                         {"ij,jk", {{3, 4}, {4, 2}}},
+                         {"ij,jk,kl->il", {{2, 3}, {3, 4}, {4, 2}}},
+                         {"abc,cd->dba", {{2, 3, 4}, {4, 5}}}};
+  std::vector<GradCase> cases;
+  for (const Eq &e : eqs) {
+    GradCase c;
+    c.name = std::string("Einsum ") + e.equation;
+    std::string ins;
+    for (size_t i = 0; i < e.dims.size(); ++i) {
+      std::string name = std::string(1, char('p' + i));
+      c.params.push_back({name, e.dims[i]});
+      ins += (i ? ", " : "") + name;
+    }
+    c.body = std::string("y = Einsum <equation = \"") + e.equation + "\"> (" +
+             ins + ")";
+    cases.push_back(c);
+  }
+  checkAll(cases);
+}
+
 TEST(GradCheck, Pow) {
   GradCase square;
   square.name = "Pow const 2";
