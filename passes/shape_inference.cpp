@@ -506,6 +506,28 @@ void inferMod(Ctx &c) {
     });
 }
 
+/// CumSum(x, axis): x's type; axis an int32/int64 scalar.
+void inferCumSum(Ctx &c) {
+  Value *x = c.req(0);
+  c.requireNumeric(0);
+  const Value *axis = c.req(1);
+  if (axis->dtype != DType::Undefined && axis->dtype != DType::I64 &&
+      axis->dtype != DType::I32)
+    fail([&] {
+      errorAt(c.n) << "axis must be int32 or int64, got " << typeText(axis);
+    });
+  if (axis->hasShape && axis->rank() != 0 &&
+      !(axis->rank() == 1 && axis->dims[0].isKnown() &&
+        axis->dims[0].value == 1))
+    fail([&] {
+      errorAt(c.n) << "axis (" << c.inputText(1) << ") must be a scalar, got "
+                   << typeText(axis);
+    });
+  if (x->hasShape && x->rank() == 0)
+    fail([&] { errorAt(c.n) << "x must have rank >= 1"; });
+  c.setLike(0, x);
+}
+
 /// Trilu(input, k?): the input's type; rank >= 2, k an int64 scalar.
 void inferTrilu(Ctx &c) {
   Value *x = c.req(0);
@@ -1736,6 +1758,7 @@ const OpRule kRules[] = {
     {"", "ReduceMax", 1, 2, 1, 1, inferReduce},
     {"", "ReduceMean", 1, 2, 1, 1, inferReduce},
     {"", "ReduceProd", 1, 2, 1, 1, inferReduce},
+    {"", "CumSum", 2, 2, 1, 1, inferCumSum},
     {"", "ReduceSum", 1, 2, 1, 1, inferReduce},
     // Shapes and constants.
     {"", "Concat", 1, kAny, 1, 1, inferConcat},

@@ -1,4 +1,5 @@
-// Reduction CPU kernels: ReduceSum, ReduceMean, ReduceMax, ReduceProd.
+// Reduction CPU kernels: ReduceSum, ReduceMean, ReduceMax, ReduceProd, and
+// CumSum's running sums (kernels/common/cumsum_math.h).
 //
 // Axes come from the axes input (ReduceSum opset 13+, all reduces opset 18+)
 // or the attribute (older opsets); keepdims and noop_with_empty_axes follow
@@ -8,6 +9,7 @@
 // empty ReduceProd 1. ReduceProd has no gradient or device code: exports use
 // it on shapes (torch's std/var count their elements with it), which
 // fold-constants evaluates.
+#include "kernels/common/cumsum_math.h"
 #include "kernels/cpu/cpu_util.h"
 
 #include <algorithm>
@@ -110,13 +112,48 @@ template <Reduce R> void reduceKernel(KernelContext &ctx) {
   });
 }
 
+/// CumSum's axis (input 1): a scalar int32/int64 in [-rank, rank).
+int64_t cumsumAxis(const KernelContext &ctx, int64_t rank) {
+  std::vector<int64_t> axis = readInts(ctx.node, input(ctx, 1, "axis"), "axis");
+  if (axis.size() != 1)
+    fail(ctx.node, "axis must be a scalar, got ", axis.size(), " values");
+  return normalizeAxis(ctx.node, axis[0], rank);
+}
+
+void kernelCumSum(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "x");
+  if (x.dims.empty())
+    fail(ctx.node, "x must have rank >= 1");
+  int64_t axis = cumsumAxis(ctx, int64_t(x.dims.size()));
+  bool exclusive = ctx.node.attrInt("exclusive", 0) != 0;
+  bool reverse = ctx.node.attrInt("reverse", 0) != 0;
+  Tensor &y = overwrittenOutput(ctx, 0, x.dtype, x.dims);
+  AxisSplit s = splitAt(x.dims, axis);
+  dispatchNumeric(ctx.node, x.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    using Acc = std::conditional_t<std::is_integral_v<C>, int64_t, C>;
+    const auto *px = ptr<Io>(x);
+    auto *py = ptr<Io>(y);
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        int64_t base = o * s.len * s.inner + i;
+        cumsumLine<Acc>(
+            s.len, exclusive, reverse,
+            [&](int64_t t) { return Acc(Io::load(px, base + t * s.inner)); },
+            [&](int64_t t, Acc v) { Io::store(py, base + t * s.inner, C(v)); });
+      }
+  });
+}
+
 } // namespace
 
 std::vector<KernelEntry> reduceKernels() {
   return {{"", "ReduceSum", reduceKernel<Reduce::Sum>},
           {"", "ReduceMean", reduceKernel<Reduce::Mean>},
           {"", "ReduceMax", reduceKernel<Reduce::Max>},
-          {"", "ReduceProd", reduceKernel<Reduce::Prod>}};
+          {"", "ReduceProd", reduceKernel<Reduce::Prod>},
+          {"", "CumSum", kernelCumSum}};
 }
 
 } // namespace cpu

@@ -228,6 +228,7 @@ void gradNegativeLogLikelihoodLoss(GradientContext &ctx);
 // reduce.cpp
 void gradReduceSum(GradientContext &ctx);
 void gradReduceMean(GradientContext &ctx);
+void gradCumSum(GradientContext &ctx);
 
 // conv.cpp, pool.cpp, batch_norm.cpp (issue 3: CNN family)
 void gradConv(GradientContext &ctx);

@@ -58,4 +58,17 @@ void gradReduceSum(GradientContext &ctx) { gradReduce(ctx, false); }
 
 void gradReduceMean(GradientContext &ctx) { gradReduce(ctx, true); }
 
+/// y_t sums x over s <= t (or s < t, exclusive) in the scan's direction, so
+/// dx_s sums dy over t >= s (t > s) in it: the same CumSum of dY the other
+/// way round.
+void gradCumSum(GradientContext &ctx) {
+  Value *dY = ctx.outGrad(0);
+  GradientContext::Attrs attrs = {
+      {"exclusive", Attribute::ofInt(ctx.node().attrInt("exclusive", 0))},
+      {"reverse", Attribute::ofInt(ctx.node().attrInt("reverse", 0) ? 0 : 1)}};
+  ctx.setInputGrad(0, ctx.emitShapedLike("CumSum", {dY, ctx.in(1)},
+                                         std::move(attrs), dY->dtype,
+                                         *ctx.in(0), ctx.gradName(0)));
+}
+
 } // namespace mpc

@@ -53,6 +53,7 @@ const std::unordered_map<std::string, GradientRuleInfo> &ruleTable() {
       // reduce.cpp
       {"ReduceSum", {gradReduceSum, {1}}},
       {"ReduceMean", {gradReduceMean, {1}}},
+      {"CumSum", {gradCumSum, {1}}},
       // conv.cpp, pool.cpp, batch_norm.cpp: running mean/var (inputs 3, 4)
       // are state updated by the forward, never trained.
       {"Conv", {gradConv, {}}},

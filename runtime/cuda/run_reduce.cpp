@@ -1,10 +1,11 @@
 // CUDA runners of ReduceSum, ReduceMean, ReduceMax, mpc.ReduceGrad and
-// mpc.ReduceExtremumGrad.
+// mpc.ReduceExtremumGrad, and of CumSum (kernels/cuda/cumsum.h).
 //
 // The reduced axes come from the CPU backend's own reducedAxes (axes input
 // or attribute, noop_with_empty_axes), so both backends reduce the same
 // axes; the kernels walk each output's inputs in the CPU's order.
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cuda/cumsum.h"
 #include "kernels/cuda/reduce.h"
 #include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
@@ -87,6 +88,37 @@ void runReduceExtremumGrad(NodeStaging &s) {
                            makeSumToShapeGeometry(x.dims, r.kept), s.stream());
 }
 
+/// CumSum(x, axis): the axis is read on the host.
+void runCumSum(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "x");
+  if (x.dims.empty())
+    cpu::fail(node, "x must have rank >= 1");
+  std::vector<int64_t> axis =
+      cpu::readInts(node, s.hostValue(1, "axis"), "axis");
+  if (axis.size() != 1)
+    cpu::fail(node, "axis must be a scalar, got ", axis.size(), " values");
+  int64_t a = cpu::normalizeAxis(node, axis[0], int64_t(x.dims.size()));
+  if (!cumsumSupported(x.dtype))
+    cpu::fail(node,
+              "the cuda backend sums fp32, fp16, bf16, int64 or int32, "
+              "not ",
+              dtypeName(x.dtype));
+  cpu::AxisSplit split = cpu::splitAt(x.dims, a);
+  void *y = s.out(0, x.dtype, x.dims);
+  launchCumSum(x.dtype, s.device(0), y, split.outer, split.len, split.inner,
+               node.attrInt("exclusive", 0) != 0,
+               node.attrInt("reverse", 0) != 0, s.stream());
+}
+
+std::string checkCumSum(const Node &n) {
+  const Value *x = n.input(0);
+  if (!x || x->dtype == DType::Undefined || cumsumSupported(x->dtype))
+    return "";
+  return std::string("it sums fp32, fp16, bf16, int64 or int32, not ") +
+         dtypeName(x->dtype);
+}
+
 std::string checkReduce(const Node &n) { return requireDeviceFloat(n, {0}); }
 
 } // namespace
@@ -98,6 +130,7 @@ std::vector<CudaOpEntry> reduceOps() {
       {"", "ReduceSum", runReduce<ReduceKind::Sum>, checkReduce, 1u << 1},
       {"", "ReduceMean", runReduce<ReduceKind::Mean>, checkReduce, 1u << 1},
       {"", "ReduceMax", runReduce<ReduceKind::Max>, checkReduce, 1u << 1},
+      {"", "CumSum", runCumSum, checkCumSum, 1u << 1},
       {kMpcDomain, "ReduceGrad", runReduceGrad, checkReduce, 1u << 2},
       {kMpcDomain, "ReduceExtremumGrad", runReduceExtremumGrad,
        [](const Node &n) {

@@ -352,6 +352,25 @@ void addTrilu(std::vector<OpCase> &c) {
       }
 }
 
+/// CumSum along every axis of a [3, 5, 7] tensor, every combination of
+/// exclusive and reverse, every dtype the device sums.
+void addCumSum(std::vector<OpCase> &c) {
+  for (int64_t axis : {int64_t(0), int64_t(1), int64_t(-1)})
+    for (int exclusive : {0, 1})
+      for (int reverse : {0, 1})
+        c.push_back(
+            {"CumSum_axis" + std::to_string(axis + 1) + "_ex" +
+                 std::to_string(exclusive) + "_rev" + std::to_string(reverse),
+             "",
+             "CumSum",
+             {{"exclusive", i(exclusive)}, {"reverse", i(reverse)}},
+             1,
+             {DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32},
+             [=](DType t, std::mt19937 &rng) -> Inputs {
+               return {numericTensor(rng, t, {3, 5, 7}), int64Scalar(axis)};
+             }});
+}
+
 /// The existing unary, binary and cast kernels on vector-sized operands:
 /// the group body and the tail, a broadcast scalar on either side.
 void addVectorPaths(std::vector<OpCase> &c) {
@@ -430,6 +449,7 @@ void addElementwiseMore(std::vector<OpCase> &cases) {
   addVariadic(cases);
   addCastLikeAndRange(cases);
   addTrilu(cases);
+  addCumSum(cases);
   addVectorPaths(cases);
 }
 

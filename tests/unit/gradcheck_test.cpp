@@ -227,6 +227,24 @@ TEST(GradCheck, LoweredEinsum) {
   checkAll(cases);
 }
 
+TEST(GradCheck, CumSum) {
+  std::vector<GradCase> cases;
+  for (int axis : {0, 1, -1})
+    for (int exclusive : {0, 1})
+      for (int reverse : {0, 1}) {
+        GradCase c;
+        c.name = "CumSum axis " + std::to_string(axis) + " exclusive " +
+                 std::to_string(exclusive) + " reverse " +
+                 std::to_string(reverse);
+        c.params = {{"x", {2, 3, 4}}};
+        c.data = {{"int64 axis = {" + std::to_string(axis) + "}"}};
+        c.body = "y = CumSum <exclusive = " + std::to_string(exclusive) +
+                 ", reverse = " + std::to_string(reverse) + "> (x, axis)";
+        cases.push_back(c);
+      }
+  checkAll(cases);
+}
+
 TEST(GradCheck, Pow) {
   GradCase square;
   square.name = "Pow const 2";
@@ -658,7 +676,8 @@ TEST(GradCheck, EveryRuleIsCovered) {
                                    "SoftmaxCrossEntropyLoss",
                                    "NegativeLogLikelihoodLoss",
                                    "ReduceSum",
-                                   "ReduceMean"};
+                                   "ReduceMean",
+                                   "CumSum"};
   // Family files (gradcheck_<family>_test.cpp) declare what they check.
   for (const std::string &op : gradcheck::familyCoveredGradientRules())
     covered.insert(op);
