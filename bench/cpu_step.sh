@@ -5,7 +5,8 @@
 # made of torch.nn's own modules (models/make_torch_modules_models.py: nn.TransformerEncoderLayer
 # under a causal mask; a CNN with GroupNorm and InstanceNorm2d; an MLP through nine activations;
 # a contrastive head through F.normalize, logsumexp, amin and an L1 norm; an encoder-decoder
-# through F.interpolate's nearest and bilinear modes; attention written with torch.einsum)
+# through F.interpolate's nearest and bilinear modes; attention written with torch.einsum; an
+# LSTM and a GRU)
 # and one transformer stack
 # (4 blocks, d 128, seq 64, batch 8). Then mpc's fp16 and bf16 steps
 # (emulated on the CPU) against its own fp32 step.
@@ -67,6 +68,7 @@ runs=(
   "reduce_head models/reduce_head.onnx models/reduce_head_data.npz"
   "resize_cnn models/resize_cnn.onnx models/resize_cnn_data.npz"
   "einsum_attn models/einsum_attn.onnx models/einsum_attn_data.npz"
+  "rnn_lm models/rnn_lm.onnx models/rnn_lm_data.npz"
   "stack $stack $bench_tmp/stack_data.npz"
 )
 if [ -n "${FAMILIES:-}" ]; then # a subset, e.g. FAMILIES="encoder_layer norm_cnn"

@@ -23,7 +23,7 @@ import torch.nn as nn
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
 from torch_modules import (ActMLPWithLoss, EinsumAttnWithLoss,  # noqa: E402  (models/)
                            EncoderLayerWithLoss, NormCNNWithLoss, ReduceHeadWithLoss,
-                           ResizeCNNWithLoss)
+                           ResizeCNNWithLoss, RnnLMWithLoss)
 
 
 class MLPWithLoss(nn.Module):  # models/mlp_seed.onnx
@@ -148,7 +148,7 @@ def _heads(model, family, onnx_path):
 
 def load_model(family, onnx_path):
     """The PyTorch module for FAMILY (mlp_seed, cnn, resmlp, transformer, encoder_layer, norm_cnn,
-    act_mlp, reduce_head, resize_cnn, einsum_attn, stack) with ONNX_PATH's weights."""
+    act_mlp, reduce_head, resize_cnn, einsum_attn, rnn_lm, stack) with ONNX_PATH's weights."""
     model = onnx.load(onnx_path)
     weights = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy()) for t in model.graph.initializer}
     if family == "mlp_seed":
@@ -169,6 +169,8 @@ def load_model(family, onnx_path):
         module = ResizeCNNWithLoss()
     elif family == "einsum_attn":
         module = EinsumAttnWithLoss()
+    elif family == "rnn_lm":
+        module = RnnLMWithLoss()
     elif family in ("transformer", "stack"):
         vocab, d = weights["tok.weight"].shape
         T = weights["pos"].shape[0]

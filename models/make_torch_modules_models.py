@@ -47,8 +47,12 @@ reference runs), so that mpc's tests train it against PyTorch:
                  Linear(32,64); CrossEntropyLoss. tokens, targets int64[4,16]
                  (transformer_data.npz's arrays). Three Einsum nodes.
 
+  rnn_lm         Embedding(64,16) -> LSTM(16, 24, bidirectional, batch_first) -> GRU(48, 16,
+                 batch_first) -> Linear(16,64) -> CrossEntropyLoss. tokens, targets int64[4,16]
+                 (transformer_data.npz's arrays). One LSTM and one GRU node.
+
 Artifacts, for <name> in encoder_layer, norm_cnn, act_mlp, reduce_head, resize_cnn,
-einsum_attn: <name>.onnx, <name>_data.npz (the issue-3
+einsum_attn, rnn_lm: <name>.onnx, <name>_data.npz (the issue-3
 transformer's and CNN's arrays), <name>_ref_sgd.csv, <name>_ref_adam.csv (30 fp32 CPU steps, as
 for the issue-3 models).
 
@@ -65,7 +69,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_issue3_models import family, make_cnn_data, make_resmlp_data, make_transformer_data, out  # noqa: E402
 from torch_modules import (ActMLPWithLoss, EinsumAttnWithLoss,  # noqa: E402
                            EncoderLayerWithLoss, NormCNNWithLoss, ReduceHeadWithLoss,
-                           ResizeCNNWithLoss)
+                           ResizeCNNWithLoss, RnnLMWithLoss)
 
 
 def main():
@@ -94,8 +98,10 @@ def main():
     r = family("einsum_attn", EinsumAttnWithLoss, make_transformer_data(), ["tokens", "targets"],
                4, np.savez)
     assert r["einsum_attn.onnx"]["Einsum"] == 3, r["einsum_attn.onnx"]
+    r = family("rnn_lm", RnnLMWithLoss, make_transformer_data(), ["tokens", "targets"], 4, np.savez)
+    assert r["rnn_lm.onnx"]["LSTM"] == 1 and r["rnn_lm.onnx"]["GRU"] == 1, r["rnn_lm.onnx"]
     for f in ("encoder_layer.onnx", "norm_cnn.onnx", "norm_cnn_opset16.onnx", "act_mlp.onnx",
-              "reduce_head.onnx", "resize_cnn.onnx", "einsum_attn.onnx"):
+              "reduce_head.onnx", "resize_cnn.onnx", "einsum_attn.onnx", "rnn_lm.onnx"):
         size = os.path.getsize(out(f))
         print(f"{f} {size} bytes")
         assert size < 300 * 1024

@@ -133,3 +133,21 @@ class EinsumAttnWithLoss(nn.Module):
         h = h + torch.einsum("btd,d->btd", x, self.gate)
         logits = self.head(h)
         return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+class RnnLMWithLoss(nn.Module):
+    """A next-token model through nn.LSTM (bidirectional) and nn.GRU, which export as LSTM and
+    GRU nodes; mpc unrolls them at import."""
+
+    def __init__(self, vocab=64, d=16):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.lstm = nn.LSTM(d, 24, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(48, d, batch_first=True)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, tokens, targets):
+        h, _ = self.lstm(self.tok(tokens))
+        h, _ = self.gru(h)
+        logits = self.head(h)
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))

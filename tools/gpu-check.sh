@@ -13,10 +13,10 @@
 #                resmlp.onnx, cnn.onnx (Conv, BatchNormalization, MaxPool
 #                on cuDNN and the pooling kernels), encoder_layer.onnx,
 #                norm_cnn.onnx, act_mlp.onnx, reduce_head.onnx,
-#                resize_cnn.onnx and einsum_attn.onnx (torch.nn's
-#                TransformerEncoderLayer, GroupNorm, InstanceNorm2d, the
-#                activations, reductions, Resizes and Einsums the importer
-#                lowers; Adam 1e-3)
+#                resize_cnn.onnx, einsum_attn.onnx and rnn_lm.onnx
+#                (torch.nn's TransformerEncoderLayer, GroupNorm,
+#                InstanceNorm2d, LSTM, GRU, the activations, reductions,
+#                Resizes and Einsums the importer lowers; Adam 1e-3)
 #                compiled for fp16 and fp32, plus the opset-20 Gelu
 #                transformer and the transformer with --max-grad-norm=1 in
 #                fp16: 50 steps each with
@@ -346,6 +346,7 @@ if want trajectories; then
     trajectory reduce_head reduce_head.onnx reduce_head_data.npz 1e-3 $precision
     trajectory resize_cnn resize_cnn.onnx resize_cnn_data.npz 1e-3 $precision
     trajectory einsum_attn einsum_attn.onnx einsum_attn_data.npz 1e-3 $precision
+    trajectory rnn_lm rnn_lm.onnx rnn_lm_data.npz 1e-3 $precision
   done
   # The opset-20 Gelu variant, and gradient clipping (ClipGradNorm on the
   # device), in fp16 only: the same kernels otherwise.

@@ -5,7 +5,6 @@
 #include "passes/support/diagnostics.h"
 
 #include <cmath>
-#include <set>
 
 namespace mpc {
 namespace {
@@ -123,13 +122,6 @@ Value *lowered(Lowering &l, const Node &n) {
 }
 
 } // namespace
-
-bool isLoweredActivation(const std::string &op) {
-  static const std::set<std::string> ops = {
-      "HardSigmoid", "HardSwish", "Elu",      "Selu",
-      "Celu",        "Softplus",  "Softsign", "PRelu"};
-  return ops.count(op) > 0;
-}
 
 std::vector<Node *> lowerActivation(Graph &g, Node *n, int64_t opset) {
   Lowering l(g, n, opset);

@@ -7,41 +7,56 @@
 #include "passes/onnx/instance_norm_lowering.h"
 #include "passes/onnx/reduce_lowering.h"
 #include "passes/onnx/resize_lowering.h"
+#include "passes/onnx/rnn_lowering.h"
 #include "passes/shape_inference.h"
 
-#include <algorithm>
+#include <map>
 #include <vector>
 
 namespace mpc {
 
+namespace {
+
+using Lowering = std::vector<Node *> (*)(Graph &, Node *, int64_t);
+
+std::vector<Node *> depthSpace(Graph &g, Node *n, int64_t) {
+  return lowerDepthSpace(g, n);
+}
+
+/// Every op the importer lowers, and the function that lowers it: the one
+/// list both isLoweredAtImport and opsLoweredAtImport read.
+const std::map<std::string, Lowering> &lowerings() {
+  static const std::map<std::string, Lowering> table = [] {
+    std::map<std::string, Lowering> t = {
+        {"InstanceNormalization", lowerInstanceNormalization},
+        {"Resize", lowerResize},
+        {"DepthToSpace", depthSpace},
+        {"SpaceToDepth", depthSpace},
+        {"Einsum", lowerEinsum},
+        {"LSTM", lowerRecurrent},
+        {"GRU", lowerRecurrent},
+        {"RNN", lowerRecurrent}};
+    for (const char *op : {"HardSigmoid", "HardSwish", "Elu", "Selu", "Celu",
+                           "Softplus", "Softsign", "PRelu"})
+      t.emplace(op, lowerActivation);
+    for (const char *op : {"ReduceSumSquare", "ReduceL1", "ReduceL2",
+                           "ReduceLogSum", "ReduceLogSumExp", "ReduceMin"})
+      t.emplace(op, lowerReduction);
+    return t;
+  }();
+  return table;
+}
+
+} // namespace
+
 bool isLoweredAtImport(const std::string &domain, const std::string &op) {
-  return (domain.empty() || domain == "ai.onnx") &&
-         (op == "InstanceNormalization" || op == "Resize" ||
-          op == "DepthToSpace" || op == "SpaceToDepth" || op == "Einsum" ||
-          isLoweredActivation(op) || isLoweredReduction(op));
+  return (domain.empty() || domain == "ai.onnx") && lowerings().count(op);
 }
 
 std::vector<std::string> opsLoweredAtImport() {
-  std::vector<std::string> ops = {"Celu",
-                                  "Einsum",
-                                  "DepthToSpace",
-                                  "Elu",
-                                  "HardSigmoid",
-                                  "HardSwish",
-                                  "InstanceNormalization",
-                                  "PRelu",
-                                  "ReduceL1",
-                                  "ReduceL2",
-                                  "ReduceLogSum",
-                                  "ReduceLogSumExp",
-                                  "ReduceMin",
-                                  "ReduceSumSquare",
-                                  "Resize",
-                                  "Selu",
-                                  "Softplus",
-                                  "Softsign",
-                                  "SpaceToDepth"};
-  std::sort(ops.begin(), ops.end());
+  std::vector<std::string> ops;
+  for (const auto &kv : lowerings())
+    ops.push_back(kv.first); // std::map: sorted
   return ops;
 }
 
@@ -55,19 +70,7 @@ int lowerAtImport(Graph &g, int64_t opset) {
   int lowered = 0;
   for (Node *n : order) {
     if (isLoweredAtImport(n->domain(), n->opType())) {
-      std::vector<Node *> made;
-      if (n->opType() == "InstanceNormalization")
-        made = lowerInstanceNormalization(g, n, opset);
-      else if (n->opType() == "Resize")
-        made = lowerResize(g, n, opset);
-      else if (n->opType() == "Einsum")
-        made = lowerEinsum(g, n, opset);
-      else if (n->opType() == "DepthToSpace" || n->opType() == "SpaceToDepth")
-        made = lowerDepthSpace(g, n);
-      else if (isLoweredReduction(n->opType()))
-        made = lowerReduction(g, n, opset);
-      else
-        made = lowerActivation(g, n, opset);
+      std::vector<Node *> made = lowerings().at(n->opType())(g, n, opset);
       for (Node *m : made)
         inferNode(*m, opset);
       ++lowered;

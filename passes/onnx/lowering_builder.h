@@ -36,9 +36,15 @@ public:
   /// A single-output node named "<node>/<part>".
   Value *op(const std::string &type, const std::vector<Value *> &inputs,
             const std::string &part, const Builder::Attrs &attrs = {}) {
-    Node *n = b_.node(type, inputs, 1, attrs, base_ + "/" + part);
+    return node(type, inputs, 1, part, attrs)->output(0);
+  }
+  /// A node of numOutputs outputs named "<node>/<part>".
+  Node *node(const std::string &type, const std::vector<Value *> &inputs,
+             size_t numOutputs, const std::string &part,
+             const Builder::Attrs &attrs = {}) {
+    Node *n = b_.node(type, inputs, numOutputs, attrs, base_ + "/" + part);
     made_.push_back(n);
-    return n->output(0);
+    return n;
   }
   /// A constant initializer (not state) named "<node>/<part>".
   Value *constant(Tensor t, const std::string &part) {
@@ -54,12 +60,21 @@ public:
 
   /// Replaces the node by y (its output's uses and name move to y) and
   /// returns the nodes made, in order.
-  std::vector<Node *> replaceWith(Value *y) {
-    Value *out = replaced_->output(0);
-    std::string name = out->name();
-    g_.replaceAllUsesWith(out, y);
+  std::vector<Node *> replaceWith(Value *y) { return replaceOutputsWith({y}); }
+  /// The same for a node of several outputs: ys[i] replaces output i (one
+  /// per output the node has; nullptr only where the node omits it).
+  std::vector<Node *> replaceOutputsWith(const std::vector<Value *> &ys) {
+    std::vector<std::pair<Value *, std::string>> renames;
+    for (size_t i = 0; i < ys.size() && i < replaced_->numOutputs(); ++i) {
+      Value *out = replaced_->output(i);
+      if (!out || !ys[i])
+        continue;
+      renames.emplace_back(ys[i], out->name());
+      g_.replaceAllUsesWith(out, ys[i]);
+    }
     g_.removeNode(replaced_);
-    g_.renameValue(y, name);
+    for (auto &[value, name] : renames)
+      g_.renameValue(value, name);
     return std::move(made_);
   }
 

@@ -4,8 +4,6 @@
 #include "passes/onnx/lowering_builder.h"
 #include "passes/support/diagnostics.h"
 
-#include <set>
-
 namespace mpc {
 namespace {
 
@@ -110,13 +108,6 @@ Value *lowered(Reduction &r, const Node &n) {
 }
 
 } // namespace
-
-bool isLoweredReduction(const std::string &op) {
-  static const std::set<std::string> ops = {"ReduceSumSquare", "ReduceL1",
-                                            "ReduceL2",        "ReduceLogSum",
-                                            "ReduceLogSumExp", "ReduceMin"};
-  return ops.count(op) > 0;
-}
 
 std::vector<Node *> lowerReduction(Graph &g, Node *n, int64_t opset) {
   Reduction r(g, n, opset);

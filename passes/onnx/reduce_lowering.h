@@ -26,9 +26,6 @@
 
 namespace mpc {
 
-/// Whether op (default domain) is one of the reductions above.
-bool isLoweredReduction(const std::string &op);
-
 /// Replaces n, one of the reductions above whose input types are known, in
 /// a graph of a model that imports `opset`, by its lowering; returns the
 /// nodes it inserted, in order.

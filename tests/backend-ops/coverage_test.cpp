@@ -95,7 +95,8 @@ TEST(CudaCoverage, EveryNodeOfTheTransformerAndResMlpStepsIsSupported) {
 // which the importer lowers to LayerNormalization (opset 17) or to
 // ReduceMean arithmetic (opset 16), the MLP through the activations the
 // importer lowers, the contrastive head through its reductions, and the
-// encoder-decoder through its Resizes (Gathers), and the einsum attention.
+// encoder-decoder through its Resizes (Gathers), the einsum attention, and
+// the unrolled LSTM and GRU.
 TEST(CudaCoverage, EveryNodeOfTheTorchModuleStepsIsSupported) {
   std::set<std::string> ops;
   for (const char *model : {"encoder_layer", "norm_cnn", "norm_cnn_opset16",

@@ -245,6 +245,53 @@ TEST(GradCheck, CumSum) {
   checkAll(cases);
 }
 
+// LSTM, GRU and RNN unrolled (passes/onnx/rnn_lowering.h): backpropagation
+// through time, every direction, layout 1, initial states, peepholes and
+// both GRU reset forms, by autodiff's rules on the unrolled ops.
+TEST(GradCheck, UnrolledRecurrentOps) {
+  const int64_t t = 3, b = 2, in = 2, h = 3;
+  auto rnn = [&](const std::string &name, const std::string &op, int64_t gates,
+                 const std::string &attrs, int64_t dirs, bool full) {
+    GradCase c;
+    c.name = name;
+    c.params = {{"x", {t, b, in}},
+                {"w", {dirs, gates * h, in}},
+                {"r", {dirs, gates * h, h}}};
+    std::string ins = "x, w, r";
+    if (full) {
+      c.params.push_back({"bias", {dirs, 2 * gates * h}});
+      c.params.push_back({"h0", {dirs, b, h}});
+      ins += ", bias, , h0";
+      if (op == "LSTM") {
+        c.params.push_back({"c0", {dirs, b, h}});
+        c.params.push_back({"p", {dirs, 3 * h}});
+        ins += ", c0, p";
+      }
+    }
+    std::string outs = op == "LSTM" ? "yseq, yh, yc" : "yseq, yh";
+    c.body = outs + " = " + op + " <hidden_size = " + std::to_string(h) +
+             (attrs.empty() ? "" : ", " + attrs) + "> (" + ins + ")\n";
+    // The loss reads every output.
+    c.body += op == "LSTM" ? " s1 = ReduceSum <keepdims = 0> (yh)\n"
+                             " s2 = ReduceSum <keepdims = 0> (yc)\n"
+                             " s = Add(s1, s2)\n"
+                             " y = Mul(yseq, s)"
+                           : " s = ReduceSum <keepdims = 0> (yh)\n"
+                             " y = Mul(yseq, s)";
+    return c;
+  };
+  std::vector<GradCase> cases = {
+      rnn("LSTM forward", "LSTM", 4, "", 1, false),
+      rnn("LSTM bidirectional, bias, states, peepholes", "LSTM", 4,
+          "direction = \"bidirectional\"", 2, true),
+      rnn("GRU reverse, linear_before_reset", "GRU", 3,
+          "direction = \"reverse\", linear_before_reset = 1", 1, true),
+      rnn("GRU reset before the product", "GRU", 3, "", 1, true),
+      rnn("RNN bidirectional", "RNN", 1, "direction = \"bidirectional\"", 2,
+          true)};
+  checkAll(cases);
+}
+
 TEST(GradCheck, Pow) {
   GradCase square;
   square.name = "Pow const 2";
