@@ -5,6 +5,7 @@
 #include "passes/onnx/depth_space_lowering.h"
 #include "passes/onnx/einsum_lowering.h"
 #include "passes/onnx/instance_norm_lowering.h"
+#include "passes/onnx/onehot_lowering.h"
 #include "passes/onnx/reduce_lowering.h"
 #include "passes/onnx/resize_lowering.h"
 #include "passes/onnx/rnn_lowering.h"
@@ -33,6 +34,7 @@ const std::map<std::string, Lowering> &lowerings() {
         {"DepthToSpace", depthSpace},
         {"SpaceToDepth", depthSpace},
         {"Einsum", lowerEinsum},
+        {"OneHot", lowerOneHot},
         {"LSTM", lowerRecurrent},
         {"GRU", lowerRecurrent},
         {"RNN", lowerRecurrent}};

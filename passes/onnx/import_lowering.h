@@ -1,7 +1,8 @@
 // The ONNX ops mpc has no kernel for but lowers at import to ops it does
 // have: InstanceNormalization (instance_norm_lowering.h), Resize
 // (resize_lowering.h), DepthToSpace and SpaceToDepth
-// (depth_space_lowering.h), Einsum (einsum_lowering.h), the activations
+// (depth_space_lowering.h), Einsum (einsum_lowering.h), OneHot
+// (onehot_lowering.h), LSTM/GRU/RNN (rnn_lowering.h), the activations
 // of activation_lowering.h and the reductions of reduce_lowering.h. The
 // importer calls lowerAtImport() on the main graph; every later pass, the
 // runtime and the written model see only the lowered ops.

@@ -1,33 +1,13 @@
 // Resize's lowering (passes/onnx/resize_lowering.h) against ONNX's own
 // expected outputs: every nearest and linear case of ONNX's backend node
-// tests (Debian's libonnx-testdata).
-//
-// Those models take their scales or sizes as graph inputs, which the
-// lowering cannot read at import (mpc-onnx-node leaves them unclaimed with
-// that reason). Here the case's values for them are baked into the model as
-// constants first, as an exporter writes them; then the model is imported
-// (and so lowered), run on the CPU backend, and compared with the case's
-// output to 1e-5.
-#include "passes/onnx/onnx_io.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/backend.h"
-#include "runtime/data/tensor_pb.h"
-#include "runtime/inference.h"
-
-#include <gtest/gtest.h>
-#include <onnx/onnx_pb.h>
-
-#include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+// tests, with the scales or sizes (graph inputs there) baked in as
+// constants, as an exporter writes them (tests/unit/onnx_node_cases.h).
+#include "tests/unit/onnx_node_cases.h"
 
 using namespace mpc;
-namespace fs = std::filesystem;
+using namespace mpc::node_cases;
 
 namespace {
-
-const char *kNodeTests = "/usr/share/libonnx-testdata/data/node";
 
 std::string attrString(const onnx::NodeProto &n, const std::string &name) {
   for (const auto &a : n.attribute())
@@ -47,13 +27,6 @@ bool lowerable(const onnx::ModelProto &m) {
   return true;
 }
 
-Tensor readPb(const fs::path &p) {
-  Tensor t;
-  std::string error;
-  EXPECT_TRUE(readTensorProtoFile(p.string(), t, nullptr, error)) << error;
-  return t;
-}
-
 } // namespace
 
 TEST(ResizeLowering, MatchesOnnxReferenceOutputs) {
@@ -65,57 +38,12 @@ TEST(ResizeLowering, MatchesOnnxReferenceOutputs) {
     if (name.rfind("test_resize_", 0) != 0)
       continue;
     SCOPED_TRACE(name);
-    onnx::ModelProto proto;
-    std::ifstream in(entry.path() / "model.onnx", std::ios::binary);
-    ASSERT_TRUE(proto.ParseFromIstream(&in));
-    if (!lowerable(proto))
+    // Every input after X (roi, scales, sizes) is baked in.
+    BakedCase c = bakeInputs(entry.path(),
+                             [](int i, const std::string &) { return i >= 1; });
+    if (!lowerable(c.proto))
       continue;
-    fs::path data = entry.path() / "test_data_set_0";
-    // Every graph input after X (roi, scales, sizes) becomes a Constant
-    // node, as torch.onnx.export writes them.
-    auto *graph = proto.mutable_graph();
-    ASSERT_GE(graph->input_size(), 2);
-    onnx::GraphProto constants;
-    for (int i = 1; i < graph->input_size(); ++i) {
-      Tensor t = readPb(data / ("input_" + std::to_string(i) + ".pb"));
-      onnx::NodeProto *c = constants.add_node();
-      c->set_op_type("Constant");
-      c->add_output(graph->input(i).name());
-      onnx::AttributeProto *value = c->add_attribute();
-      value->set_name("value");
-      value->set_type(onnx::AttributeProto::TENSOR);
-      tensorToProto(t, graph->input(i).name(), *value->mutable_t());
-    }
-    graph->mutable_input()->DeleteSubrange(1, graph->input_size() - 1);
-    for (const auto &n : graph->node())
-      *constants.add_node() = n;
-    graph->mutable_node()->Swap(constants.mutable_node());
-    std::unique_ptr<Model> model;
-    try {
-      model = importModel(proto, name, entry.path().string());
-    } catch (const Error &e) {
-      ADD_FAILURE() << e.what();
-      continue;
-    }
-    auto backend = createCpuBackend();
-    std::vector<InferenceInput> inputs(1);
-    inputs[0].value = readPb(data / "input_0.pb");
-    std::vector<InferenceOutput> out;
-    try {
-      out = runInference(*model, std::move(inputs), *backend);
-    } catch (const Error &e) {
-      ADD_FAILURE() << e.what();
-      continue;
-    }
-    Tensor want = readPb(data / "output_0.pb");
-    ASSERT_EQ(out.size(), 1u);
-    ASSERT_EQ(out[0].value.dims, want.dims);
-    int bad = 0;
-    for (int64_t i = 0; i < want.numel(); ++i) {
-      double g = out[0].value.getAsDouble(i), w = want.getAsDouble(i);
-      if (!(std::fabs(g - w) <= 1e-5 + 1e-5 * std::fabs(w)) && bad++ < 3)
-        ADD_FAILURE() << "element " << i << ": got " << g << ", want " << w;
-    }
+    expectMatchesOutput(std::move(c), entry.path(), 1e-5);
     ++checked;
   }
   // ONNX 1.12 has 13 nearest and linear cases: all of them ran.
