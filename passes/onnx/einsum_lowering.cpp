@@ -190,8 +190,12 @@ private:
 
   int64_t product(const std::vector<int> &idx) const {
     int64_t p = 1;
-    for (int i : idx)
-      p *= size_.at(i);
+    for (int i : idx) {
+      int64_t d = size_.at(i);
+      if (d < 0 || (d > 0 && p > (int64_t(1) << 62) / d))
+        errorAt(n_) << "operand dims multiply past 2^62";
+      p *= d;
+    }
     return p;
   }
 

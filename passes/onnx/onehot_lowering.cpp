@@ -20,8 +20,8 @@ std::vector<Node *> lowerOneHot(Graph &g, Node *n, int64_t opset) {
   if (!depthValue || depthValue->numel() != 1)
     errorAt(*n) << "needs its depth at compile time (a constant scalar)";
   double d = depthValue->getAsDouble(0);
-  if (!(d >= 1 && d <= double(int64_t(1) << 24)))
-    errorAt(*n) << "depth " << d << " is not between 1 and 2^24";
+  if (!(d >= 1 && d <= double(int64_t(1) << 20)))
+    errorAt(*n) << "depth " << d << " is not between 1 and 2^20";
   int64_t depth = int64_t(std::floor(d));
   int64_t rank = indices->rank() + 1;
   int64_t axis = n->attrInt("axis", -1);

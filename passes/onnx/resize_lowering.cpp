@@ -123,14 +123,15 @@ std::vector<AxisPlan> planAxes(const Node &n, int64_t opset) {
     const Dim &d = x->dims[size_t(ax)];
     int64_t out = 0;
     double scale = 0;
-    // Output sizes past this are not images a step could hold, and the
-    // index tables would not fit in memory either.
-    constexpr double kMaxOut = double(int64_t(1) << 31);
+    // Output lengths past this are not images a step holds, and their
+    // index and weight tables (built here, 16-24 bytes a position) would
+    // not fit in memory either.
+    constexpr double kMaxOut = double(int64_t(1) << 24);
     if (sizes) {
       double v = sizes->getAsDouble(int64_t(k));
       if (!(v >= 1 && v <= kMaxOut))
         errorAt(n) << "size " << v << " on axis " << ax
-                   << " is not between 1 and 2^31";
+                   << " is not between 1 and 2^24";
       out = int64_t(v);
     } else {
       scale = scales->getAsDouble(int64_t(k));

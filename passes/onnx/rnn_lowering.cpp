@@ -35,8 +35,14 @@ public:
     steps_ = x->dims[layout_ ? 1 : 0].value;
     batch_ = x->dims[layout_ ? 0 : 1].value;
     hidden_ = n_.attrInt("hidden_size", 0);
-    if (hidden_ <= 0)
-      errorAt(n_) << "needs a positive hidden_size";
+    // Bounds no trained RNN reaches, which keep the zero initial states and
+    // the shapes below from overflowing on a malformed model.
+    if (hidden_ <= 0 || hidden_ > (int64_t(1) << 20))
+      errorAt(n_) << "needs a hidden_size between 1 and 2^20, got " << hidden_;
+    if (batch_ <= 0 || batch_ > (int64_t(1) << 20) ||
+        batch_ * hidden_ > (int64_t(1) << 30))
+      errorAt(n_) << "batch " << batch_ << " x hidden_size " << hidden_
+                  << " is out of range";
     if (steps_ <= 0 || steps_ > 4096)
       errorAt(n_) << "unrolls sequences of 1 to 4096 steps, got " << steps_;
     checkSequenceLengths();
