@@ -69,16 +69,31 @@ std::vector<Node *> lowerInstanceNormalization(Graph &g, Node *n,
   float epsilon = eps ? eps->f : 1e-5f;
   DType t = floatTypeOf(*n);
 
+  // X's dims when the import knows them all: the shapes below are then
+  // constants (and every value keeps a static type before fold-constants);
+  // otherwise they are computed from Shape(X).
+  std::vector<int64_t> dims;
+  bool known = x->hasShape && x->rank() >= 2;
+  for (size_t d = 0; known && d < x->dims.size(); ++d) {
+    known = x->dims[d].isKnown();
+    if (known)
+      dims.push_back(x->dims[d].value);
+  }
+  int64_t length = 1;
+  for (size_t d = 2; known && d < dims.size(); ++d)
+    length *= dims[d];
+
   LoweringBuilder b(g, n);
   Value *x3 = b.op("Reshape", {x, b.int64s({0, 0, -1}, "rows_shape")}, "rows");
   Value *y3 = nullptr;
   if (opset < 17) {
     y3 = normalizeInArithmetic(b, x3, epsilon, t);
   } else {
-    Value *len = b.op("Slice",
-                      {b.op("Shape", {x3}, "rows_dims"), b.int64s({2}, "two"),
-                       b.int64s({3}, "three")},
-                      "length");
+    Value *len = known ? b.int64s({length}, "length")
+                       : b.op("Slice",
+                              {b.op("Shape", {x3}, "rows_dims"),
+                               b.int64s({2}, "two"), b.int64s({3}, "three")},
+                              "length");
     Tensor one(t, {1});
     one.setFromDouble(0, 1.0);
     Value *ones = b.op("ConstantOfShape", {len}, "unit_scale",
@@ -94,7 +109,9 @@ std::vector<Node *> lowerInstanceNormalization(Graph &g, Node *n,
   if (!isConstantFill(bias, 0.0))
     y3 = b.op("Add", {y3, b.op("Reshape", {bias, column}, "bias_col")},
               "shifted");
-  Value *y = b.op("Reshape", {y3, b.op("Shape", {x}, "dims")}, "out");
+  Value *y = b.op(
+      "Reshape",
+      {y3, known ? b.int64s(dims, "dims") : b.op("Shape", {x}, "dims")}, "out");
   return b.replaceWith(y);
 }
 

@@ -292,6 +292,30 @@ TEST(GradCheck, UnrolledRecurrentOps) {
   checkAll(cases);
 }
 
+// InstanceNormalization through its lowering (passes/onnx/
+// instance_norm_lowering.h): LayerNormalization and the affine at opset 17,
+// the ReduceMean arithmetic at opset 16; GroupNorm's constant unit scale
+// and zero bias.
+TEST(GradCheck, LoweredInstanceNormalization) {
+  std::vector<GradCase> cases;
+  for (int64_t opset : {17, 16}) {
+    GradCase c;
+    c.name = "InstanceNormalization opset " + std::to_string(opset);
+    c.params = {{"x", {2, 3, 2, 3}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}};
+    c.body = "y = InstanceNormalization <epsilon = 0.01> (x, s, b)";
+    c.opset = opset;
+    cases.push_back(c);
+  }
+  GradCase group;
+  group.name = "GroupNorm's export (unit scale, zero bias constants)";
+  group.params = {{"x", {2, 2, 5}}};
+  group.body = "one = Constant <value = double[2] {1.0, 1.0}> ()\n"
+               " zero = Constant <value = double[2] {0.0, 0.0}> ()\n"
+               " y = InstanceNormalization (x, one, zero)";
+  cases.push_back(group);
+  checkAll(cases);
+}
+
 TEST(GradCheck, Pow) {
   GradCase square;
   square.name = "Pow const 2";
