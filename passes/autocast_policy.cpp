@@ -239,6 +239,18 @@ const std::vector<PolicyEntry> &table() {
        "no inputs; its consumers convert it at compile time when needed"},
       {"", "ConstantOfShape", PC::AnyType, 0,
        "int64 shape input; output dtype from its attribute"},
+      {"", "RandomUniform", PC::AnyType, 0,
+       "no inputs; output dtype from its attribute"},
+      {"", "RandomNormal", PC::AnyType, 0,
+       "no inputs; output dtype from its attribute"},
+      {"", "RandomUniformLike", PC::AnyType, 0,
+       "reads only the shape of its input; draws in fp32, rounded to its "
+       "dtype attribute (torchvision's stochastic depth sets float)"},
+      {"", "RandomNormalLike", PC::AnyType, 0,
+       "reads only the shape of its input; draws in fp32, rounded to its "
+       "dtype attribute"},
+      {"", "Bernoulli", PC::AnyType, 0,
+       "compares a draw with each probability, read widened to fp32"},
       {"", "CastLike", PC::Keep, 0,
        "its output dtype is its second input's: changing that would change "
        "what the op means"},

@@ -1364,6 +1364,59 @@ void inferConstantOfShape(Ctx &c) {
   c.set(0, len ? shaped(t, Dims(size_t(*len), Dim())) : unranked(t));
 }
 
+// --- random ops
+// ---------------------------------------------------------------
+
+/// The output dtype of a random op: its `dtype` attribute, else `fallback`;
+/// `floatOnly` (RandomUniform/Normal and their *Like forms) refuses others.
+DType randomOutputDType(Ctx &c, DType fallback, bool floatOnly) {
+  if (!c.n.hasAttr("dtype"))
+    return fallback;
+  int64_t onnx = c.intAttr("dtype", 1);
+  auto t = fromOnnxDataType(int(onnx));
+  if (!t || (floatOnly && !isFloating(*t)))
+    fail([&] {
+      errorAt(c.n) << "attribute 'dtype' = " << onnx << " is not "
+                   << (floatOnly ? "a floating-point type mpc supports "
+                                   "(float, float16, bfloat16, double)"
+                                 : "a data type mpc supports");
+    });
+  return *t;
+}
+
+/// RandomUniform / RandomNormal: the `shape` attribute's dims.
+void inferRandom(Ctx &c) {
+  if (!c.n.attr("shape"))
+    fail([&] { errorAt(c.n) << "attribute 'shape' is required"; });
+  std::vector<int64_t> shape = c.intsAttr("shape");
+  for (int64_t v : shape)
+    if (v < 0)
+      fail([&] {
+        errorAt(c.n) << "shape " << intsText(shape) << " has a negative entry";
+      });
+  c.floatAttr("seed", 0.0f);
+  c.set(0, shaped(randomOutputDType(c, DType::F32, true), toDims(shape)));
+}
+
+/// RandomUniformLike / RandomNormalLike: the input's shape; its dtype
+/// unless `dtype` says otherwise. Bernoulli: the same, of probabilities.
+void inferRandomLike(Ctx &c) {
+  Value *x = c.req(0);
+  bool bernoulli = c.n.opType() == "Bernoulli";
+  if (bernoulli)
+    c.requireFloat(0);
+  c.floatAttr("seed", 0.0f);
+  DType t = randomOutputDType(c, x->dtype, !bernoulli);
+  if (!bernoulli && !c.n.hasAttr("dtype") && x->dtype != DType::Undefined &&
+      !isFloating(x->dtype))
+    fail([&] {
+      errorAt(c.n) << "without a 'dtype' attribute the output takes the "
+                      "input's type, which must be floating point, got "
+                   << typeText(x);
+    });
+  c.setShapeOf(0, t, x);
+}
+
 /// Range: a 1-D tensor of start's dtype; its length when all three are known.
 void inferRange(Ctx &c) {
   Value *start = c.req(0);
@@ -1766,6 +1819,12 @@ const OpRule kRules[] = {
     {"", "ConstantOfShape", 1, 1, 1, 1, inferConstantOfShape},
     {"", "Expand", 2, 2, 1, 1, inferExpand},
     {"", "Range", 3, 3, 1, 1, inferRange},
+    // Random draws (the step seed and the node's key; random_math.h).
+    {"", "RandomUniform", 0, 0, 1, 1, inferRandom},
+    {"", "RandomNormal", 0, 0, 1, 1, inferRandom},
+    {"", "RandomUniformLike", 1, 1, 1, 1, inferRandomLike},
+    {"", "RandomNormalLike", 1, 1, 1, 1, inferRandomLike},
+    {"", "Bernoulli", 1, 1, 1, 1, inferRandomLike},
     {"", "Flatten", 1, 1, 1, 1, inferFlatten},
     {"", "Gather", 2, 2, 1, 1, inferGather},
     {"", "GatherElements", 2, 2, 1, 1,

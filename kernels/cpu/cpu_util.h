@@ -515,6 +515,9 @@ std::vector<KernelEntry> previewTrainingKernels();
 /// kernels/cpu/gather_elements.cpp: GatherElements and mpc.GatherElementsGrad
 /// (issue 5).
 std::vector<KernelEntry> gatherElementsKernels();
+/// kernels/cpu/random.cpp: RandomUniform, RandomNormal, their *Like forms
+/// and Bernoulli.
+std::vector<KernelEntry> randomKernels();
 
 } // namespace cpu
 } // namespace mpc

@@ -145,6 +145,8 @@ inline GradientContext::Attrs singleAttr(std::string name, Attribute attr) {
 using GradientRule = void (*)(GradientContext &ctx);
 
 struct GradientRuleInfo {
+  /// nullptr for ops that pass no gradient to any input (the random draws):
+  /// they are listed so that autodiff knows, not reported as missing.
   GradientRule rule;
   /// Inputs that never get a gradient even when they are floating point
   /// (class weights of the losses): the loss is not differentiated through

@@ -80,6 +80,12 @@ const std::unordered_map<std::string, GradientRuleInfo> &ruleTable() {
       {"Dropout", {gradDropout, {1, 2}}},
       // gather_elements.cpp
       {"GatherElements", {gradGatherElements, {1}}},
+      // Random draws: the output does not depend on the input's values
+      // (its shape, or Bernoulli's probabilities through a step function),
+      // so no gradient flows back through them, as in PyTorch.
+      {"RandomUniformLike", {nullptr, {0}}},
+      {"RandomNormalLike", {nullptr, {0}}},
+      {"Bernoulli", {nullptr, {0}}},
   };
   return table;
 }
@@ -108,7 +114,8 @@ const GradientRuleInfo *findGradientRule(const std::string &opType,
 std::vector<std::string> opsWithGradients() {
   std::vector<std::string> ops;
   for (const auto &kv : ruleTable())
-    ops.push_back(kv.first);
+    if (kv.second.rule) // not the random draws, which pass no gradient
+      ops.push_back(kv.first);
   for (const auto &kv : mpcRuleTable())
     ops.push_back(std::string(kMpcDomain) + "." + kv.first);
   std::sort(ops.begin(), ops.end());

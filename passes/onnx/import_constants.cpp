@@ -16,9 +16,18 @@ namespace {
 /// recursion on anything else.
 constexpr int kMaxDepth = 16;
 
-const std::set<std::string> kArithmetic = {
-    "Concat",  "Slice", "Gather", "Cast", "Unsqueeze",
-    "Squeeze", "Add",   "Sub",    "Mul",  "Div"};
+const std::set<std::string> kArithmetic = {"Concat",    "Slice",
+                                           "Gather",    "Cast",
+                                           "Unsqueeze", "Squeeze",
+                                           "Add",       "Sub",
+                                           "Mul",       "Div",
+                                           "Mod",       "Reshape",
+                                           "Transpose", "ConstantOfShape"};
+
+/// The most elements a ConstantOfShape evaluated here may make: shape
+/// arithmetic is small (F.pad builds its pads with one), anything larger is
+/// data and waits for the run.
+constexpr int64_t kMaxElements = 65536;
 
 TensorPtr shapeOf(const Node &n, int64_t opset) {
   const Value *x = n.input(0);
@@ -66,6 +75,12 @@ TensorPtr valueAt(const Value &v, int64_t opset, int depth) {
       return nullptr;
     held.push_back(t);
     inputs.push_back(t.get());
+  }
+  if (p->opType() == "ConstantOfShape") {
+    int64_t count = 1;
+    for (int64_t d : inputs[0] ? inputs[0]->toInt64s() : std::vector<int64_t>{})
+      if (d < 0 || (count *= std::max<int64_t>(d, 1)) > kMaxElements)
+        return nullptr;
   }
   std::vector<Tensor> outputs;
   runCpuNode(*p, inputs, outputs);

@@ -7,7 +7,8 @@
 // Constant node's, an initializer's that no training rewrites (integer
 // initializers and non-state ones), Shape of a value whose dims the import
 // has inferred, and the shape-arithmetic ops (Concat, Slice, Gather, Cast,
-// Unsqueeze, Squeeze, Add, Sub, Mul, Div) over such values, run with their
+// Unsqueeze, Squeeze, Add, Sub, Mul, Div, Mod, Reshape, Transpose, small
+// ConstantOfShape) over such values, run with their
 // CPU kernels. nullptr when v depends on data or on state.
 #pragma once
 

@@ -4,13 +4,16 @@
 #include "passes/onnx/activation_lowering.h"
 #include "passes/onnx/depth_space_lowering.h"
 #include "passes/onnx/einsum_lowering.h"
+#include "passes/onnx/import_constants.h"
 #include "passes/onnx/instance_norm_lowering.h"
 #include "passes/onnx/onehot_lowering.h"
+#include "passes/onnx/pad_lowering.h"
 #include "passes/onnx/reduce_lowering.h"
 #include "passes/onnx/resize_lowering.h"
 #include "passes/onnx/rnn_lowering.h"
 #include "passes/shape_inference.h"
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -35,6 +38,7 @@ const std::map<std::string, Lowering> &lowerings() {
         {"SpaceToDepth", depthSpace},
         {"Einsum", lowerEinsum},
         {"OneHot", lowerOneHot},
+        {"Pad", lowerPad},
         {"LSTM", lowerRecurrent},
         {"GRU", lowerRecurrent},
         {"RNN", lowerRecurrent}};
@@ -47,6 +51,54 @@ const std::map<std::string, Lowering> &lowerings() {
     return t;
   }();
   return table;
+}
+
+/// The inputs of n that give an output's shape (Reshape's shape, Slice's
+/// starts...): where inference leaves n's dims unknown, these may still be
+/// computable at import.
+std::vector<size_t> shapeInputs(const Node &n) {
+  if (!n.domain().empty())
+    return {};
+  const std::string &op = n.opType();
+  if (op == "Reshape" || op == "Expand" || op == "Tile" || op == "Unsqueeze" ||
+      op == "Squeeze")
+    return {1};
+  if (op == "ConstantOfShape")
+    return {0};
+  if (op == "Slice")
+    return {1, 2, 3, 4};
+  return {};
+}
+
+/// After inference left an output of n without static dims: each shape
+/// input that import_constants can compute (F.pad's and Swin's shape
+/// arithmetic over Shape of a value whose dims are known) becomes an
+/// initializer holding that value, and n is inferred again, so the nodes
+/// after it, and the lowerings that need their dims, see them. fold-
+/// constants would make the same initializers later; the computing nodes
+/// left without a reader go at cleanup.
+void typeFromImportValues(Graph &g, Node &n, int64_t opset) {
+  bool unknown = false;
+  for (const Value *o : n.outputs())
+    if (o && (!o->hasShape ||
+              std::any_of(o->dims.begin(), o->dims.end(),
+                          [](const Dim &d) { return !d.isKnown(); })))
+      unknown = true;
+  if (!unknown)
+    return;
+  bool changed = false;
+  for (size_t i : shapeInputs(n)) {
+    Value *in = i < n.numInputs() ? n.input(i) : nullptr;
+    if (!in || in->isInitializer() || !in->producer() ||
+        in->producer()->opType() == "Constant")
+      continue;
+    if (TensorPtr v = importTimeValue(*in, opset)) {
+      n.setInput(i, g.addInitializer(in->name() + "/at_import", v));
+      changed = true;
+    }
+  }
+  if (changed)
+    inferNode(n, opset);
 }
 
 } // namespace
@@ -78,6 +130,7 @@ int lowerAtImport(Graph &g, int64_t opset) {
       ++lowered;
     } else if (isSupportedOp(n->domain(), n->opType())) {
       inferNode(*n, opset);
+      typeFromImportValues(g, *n, opset);
     }
   }
   return lowered;

@@ -25,7 +25,8 @@ const std::map<Key, CpuKernel> &kernelTable() {
           cpu::softmaxKernels, cpu::lossKernels, cpu::reduceKernels,
           cpu::mpcGradKernels, cpu::mpcTrainKernels, cpu::transformerKernels,
           cpu::convKernels, cpu::poolKernels, cpu::batchNormKernels,
-          cpu::previewTrainingKernels, cpu::gatherElementsKernels})
+          cpu::previewTrainingKernels, cpu::gatherElementsKernels,
+          cpu::randomKernels})
       for (const cpu::KernelEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e.kernel);
     return t;

@@ -22,7 +22,7 @@ const std::map<Key, CudaOpEntry> &opTable() {
          {elementwiseOps, gemmOps, lossOps, trainingOps, softmaxOps, reduceOps,
           gatherOps, transformerOps, compareOps, convOps, batchNormOps, poolOps,
           shapeOps, gatherElementsOps, previewTrainingOps, piecewiseOps,
-          hostOps})
+          randomOps, hostOps})
       for (const CudaOpEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e);
     return t;

@@ -4,13 +4,13 @@
 // run_training.cpp, run_softmax.cpp, run_reduce.cpp, run_gather.cpp,
 // run_transformer.cpp, run_compare.cpp, run_conv.cpp, run_batch_norm.cpp,
 // run_pool.cpp, run_shape.cpp, run_gather_elements.cpp,
-// run_preview_training.cpp, run_piecewise.cpp) lists its entries, like the
-// CPU kernel families; the backend's supports() and run() read only this table
-// (cuda_ops.cpp), so what it claims and what it runs cannot drift apart. An
-// entry's check looks at what the graph already says (dtypes, attributes) and
-// refuses, with why, nodes the device code does not take; an entry without a
-// runner is a shape or view op the backend runs on the host with the CPU
-// kernel.
+// run_preview_training.cpp, run_piecewise.cpp, run_random.cpp) lists its
+// entries, like the CPU kernel families; the backend's supports() and run()
+// read only this table (cuda_ops.cpp), so what it claims and what it runs
+// cannot drift apart. An entry's check looks at what the graph already says
+// (dtypes, attributes) and refuses, with why, nodes the device code does not
+// take; an entry without a runner is a shape or view op the backend runs on the
+// host with the CPU kernel.
 #pragma once
 
 #include "passes/ir/graph.h"
@@ -57,6 +57,7 @@ std::vector<CudaOpEntry> shapeOps();
 std::vector<CudaOpEntry> gatherElementsOps();
 std::vector<CudaOpEntry> previewTrainingOps();
 std::vector<CudaOpEntry> piecewiseOps();
+std::vector<CudaOpEntry> randomOps();
 std::vector<CudaOpEntry> hostOps();
 
 /// Whether a device-resident step can run `node` when the executor knows

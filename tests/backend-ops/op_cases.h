@@ -42,8 +42,8 @@ struct OpCase {
 const std::vector<OpCase> &opCases();
 /// GatherElements, NLL loss, extremum/slice gradients, ONNX optimizers.
 void addGatherLossOptim(std::vector<OpCase> &cases);
-/// Piecewise ops, Not, CastLike, Range, Trilu, CumSum, the 16-byte vector
-/// paths.
+/// Piecewise ops, Not, CastLike, Range, Trilu, CumSum, the random draws,
+/// the 16-byte vector paths.
 void addElementwiseMore(std::vector<OpCase> &cases);
 
 /// The case's node in `g`, one graph input per given input (absent optional

@@ -1,6 +1,6 @@
 // The backend-ops cases of the piecewise ops (LeakyRelu, Clip, Max, Min,
-// Sum and their gradients), Not, CastLike and Range, and the vectorised
-// paths of the elementwise, Not and cast kernels.
+// Sum and their gradients), Not, CastLike, Range, Trilu, CumSum, the random
+// draws, and the vectorised paths of the elementwise, Not and cast kernels.
 //
 // The vector cases have 4096 + 7 elements: 16-byte groups through the
 // vector body, then a tail the scalar loop takes (kernels/cuda/
@@ -352,6 +352,61 @@ void addTrilu(std::vector<OpCase> &c) {
       }
 }
 
+/// The random draws: the same (base, i) rules on both backends
+/// (kernels/common/random_math.h). Uniform and Bernoulli are one fp32
+/// fused multiply-add or comparison: exact. The normal draw takes log, sqrt
+/// and cos in double, whose device and libm results may differ in the last
+/// bit of a double, so it is compared within the tolerance.
+void addRandom(std::vector<OpCase> &c) {
+  c.push_back({"RandomUniformLike",
+               "",
+               "RandomUniformLike",
+               {{"low", f(-2.0f)}, {"high", f(3.0f)}},
+               1,
+               kFloats,
+               [](DType t, std::mt19937 &rng) -> Inputs {
+                 return {randomTensor(rng, t, {7, 301})};
+               }});
+  c.push_back({"RandomUniformLike_to_fp16",
+               "",
+               "RandomUniformLike",
+               {{"dtype", i(10)}, {"seed", f(3.0f)}},
+               1,
+               {DType::F32},
+               [](DType t, std::mt19937 &rng) -> Inputs {
+                 return {randomTensor(rng, t, {5, 33})};
+               }});
+  c.push_back({"RandomNormalLike",
+               "",
+               "RandomNormalLike",
+               {{"mean", f(0.5f)}, {"scale", f(2.0f)}},
+               1,
+               kFloats,
+               [](DType t, std::mt19937 &rng) -> Inputs {
+                 return {randomTensor(rng, t, {7, 301})};
+               },
+               Compare::Tolerance});
+  for (const char *op : {"RandomUniform", "RandomNormal"})
+    c.push_back({std::string(op) + "_bf16",
+                 "",
+                 op,
+                 {{"shape", Attribute::ofInts({3, 4, 129})}, {"dtype", i(16)}},
+                 1,
+                 {DType::BF16},
+                 [](DType, std::mt19937 &) -> Inputs { return {}; },
+                 std::string(op) == "RandomNormal" ? Compare::Tolerance
+                                                   : Compare::Exact});
+  c.push_back({"Bernoulli",
+               "",
+               "Bernoulli",
+               {},
+               1,
+               kFloats,
+               [](DType t, std::mt19937 &rng) -> Inputs {
+                 return {randomTensor(rng, t, {9, 257}, 0, 1)};
+               }});
+}
+
 /// CumSum along every axis of a [3, 5, 7] tensor, every combination of
 /// exclusive and reverse, every dtype the device sums.
 void addCumSum(std::vector<OpCase> &c) {
@@ -450,6 +505,7 @@ void addElementwiseMore(std::vector<OpCase> &cases) {
   addCastLikeAndRange(cases);
   addTrilu(cases);
   addCumSum(cases);
+  addRandom(cases);
   addVectorPaths(cases);
 }
 

@@ -515,6 +515,120 @@ TEST(CpuTransformer, DropoutTrainingMaskIsSeededAndReusedByTheGradient) {
   EXPECT_CONTAINS(errorOf("Dropout", {x, bad, on}), "ratio must be in [0, 1]");
 }
 
+// --- random draws ------------------------------------------------------------
+
+/// Mean and variance of a tensor's elements, in double.
+std::pair<double, double> moments(const Tensor &t) {
+  double sum = 0, sq = 0;
+  int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i)
+    sum += t.getAsDouble(i);
+  double mean = sum / double(n);
+  for (int64_t i = 0; i < n; ++i)
+    sq += (t.getAsDouble(i) - mean) * (t.getAsDouble(i) - mean);
+  return {mean, sq / double(n)};
+}
+
+TEST(CpuRandom, UniformLikeDrawsInRangeSeededPerStepAndNode) {
+  const int64_t n = 100000;
+  Tensor like = F({4, n / 4}, std::vector<float>(size_t(n), 0.0f));
+  Attrs range = {{"low", f32(-2.0f)}, {"high", f32(3.0f)}};
+  auto draw = [&](uint64_t seed, const std::string &name, const Attrs &attrs) {
+    return runNode("RandomUniformLike", {&like}, attrs, {true}, "", seed,
+                   name)[0];
+  };
+  Tensor a = draw(11, "u1", range);
+  EXPECT_EQ(a.dtype, DType::F32);
+  EXPECT_EQ(a.dims, like.dims);
+  for (int64_t i = 0; i < n; ++i) {
+    double v = a.getAsDouble(i);
+    ASSERT_TRUE(v >= -2.0 && v < 3.0) << i << ": " << v;
+  }
+  // Uniform on [-2, 3): mean 0.5, variance 25 / 12; 100k draws put both
+  // within a few standard errors (0.0046 and 0.0067).
+  auto [mean, var] = moments(a);
+  EXPECT_NEAR(mean, 0.5, 0.03);
+  EXPECT_NEAR(var, 25.0 / 12.0, 0.04);
+  // Reproducible for one (step seed, node); new for another step or node.
+  EXPECT_EQ(draw(11, "u1", range).bytes, a.bytes);
+  EXPECT_NE(draw(12, "u1", range).bytes, a.bytes);
+  EXPECT_NE(draw(11, "u2", range).bytes, a.bytes);
+  // The seed attribute changes the draw; the dtype attribute rounds it.
+  Attrs seeded = range;
+  seeded.emplace_back("seed", f32(5.0f));
+  EXPECT_NE(draw(11, "u1", seeded).bytes, a.bytes);
+  Attrs half = range;
+  half.emplace_back("dtype", i64(10));
+  Tensor h = draw(11, "u1", half);
+  EXPECT_EQ(h.dtype, DType::F16);
+  EXPECT_EQ(h.bytes, a.castTo(DType::F16).bytes);
+}
+
+TEST(CpuRandom, NormalDrawsHaveTheRequestedMeanAndScale) {
+  const int64_t n = 100000;
+  Tensor y = runNode("RandomNormal", {},
+                     {{"shape", Attribute::ofInts({n})},
+                      {"mean", f32(1.5f)},
+                      {"scale", f32(2.0f)}},
+                     {true}, "", 3, "normal")[0];
+  EXPECT_EQ(y.dtype, DType::F32);
+  auto [mean, var] = moments(y);
+  EXPECT_NEAR(mean, 1.5, 0.03); // standard error 0.0063
+  EXPECT_NEAR(var, 4.0, 0.08);  // standard error 0.018
+  // The shape of a normal: 68.3% within one scale of the mean, 95.4%
+  // within two.
+  int64_t one = 0, two = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double z = std::fabs(y.getAsDouble(i) - 1.5) / 2.0;
+    one += z < 1;
+    two += z < 2;
+  }
+  EXPECT_NEAR(double(one) / n, 0.6827, 0.006);
+  EXPECT_NEAR(double(two) / n, 0.9545, 0.004);
+  // RandomNormalLike takes its input's shape and dtype.
+  Tensor like = F({3, 5}, std::vector<float>(15, 0.0f)).castTo(DType::BF16);
+  Tensor z =
+      runNode("RandomNormalLike", {&like}, {}, {true}, "", 3, "normal")[0];
+  EXPECT_EQ(z.dtype, DType::BF16);
+  EXPECT_EQ(z.dims, like.dims);
+}
+
+TEST(CpuRandom, BernoulliDrawsOneWithEachProbability) {
+  const int64_t n = 60000;
+  std::vector<float> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    p[size_t(i)] = i % 3 == 0 ? 0.0f : i % 3 == 1 ? 1.0f : 0.3f;
+  Tensor probs = F({n}, p);
+  Tensor y = runNode("Bernoulli", {&probs}, {}, {true}, "", 9, "coin")[0];
+  EXPECT_EQ(y.dtype, DType::F32);
+  int64_t ones = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double v = y.getAsDouble(i);
+    ASSERT_TRUE(v == 0.0 || v == 1.0) << i;
+    if (i % 3 == 0)
+      ASSERT_EQ(v, 0.0) << i;
+    if (i % 3 == 1)
+      ASSERT_EQ(v, 1.0) << i;
+    if (i % 3 == 2)
+      ones += v == 1.0;
+  }
+  EXPECT_NEAR(double(ones) / (n / 3), 0.3, 0.02); // standard error 0.0035
+  // The dtype attribute: bool and int64 outputs of the same draw.
+  Tensor b = runNode("Bernoulli", {&probs}, {{"dtype", i64(9)}}, {true}, "", 9,
+                     "coin")[0];
+  Tensor k = runNode("Bernoulli", {&probs}, {{"dtype", i64(7)}}, {true}, "", 9,
+                     "coin")[0];
+  EXPECT_EQ(b.dtype, DType::Bool);
+  EXPECT_EQ(k.dtype, DType::I64);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(double(b.data<uint8_t>()[i]), y.getAsDouble(i)) << i;
+    ASSERT_EQ(double(k.data<int64_t>()[i]), y.getAsDouble(i)) << i;
+  }
+  // Probabilities must be floating point.
+  EXPECT_CONTAINS(errorOf("Bernoulli", {I({2}, {0, 1})}),
+                  "must be floating point");
+}
+
 // --- CastLike ----------------------------------------------------------------
 
 TEST(CpuTransformer, CastLikeIsCast) {
