@@ -26,10 +26,12 @@ namespace {
 
 /// Ops evaluated at compile time when all their inputs are constants.
 const std::set<std::string> kFoldableOps = {
-    "Add",        "Cast",      "Concat", "ConstantOfShape", "CumSum",  "Div",
-    "Equal",      "Expand",    "Gather", "Identity",        "Mod",     "Mul",
-    "ReduceProd", "Reshape",   "Shape",  "Slice",           "Squeeze", "Sub",
-    "Trilu",      "Unsqueeze", "Where"};
+    "Add",        "Cast",     "Concat",    "ConstantOfShape",
+    "CumSum",     "Div",      "Equal",     "Expand",
+    "Gather",     "Identity", "Mod",       "Mul",
+    "ReduceProd", "Reshape",  "ScatterND", "Shape",
+    "Slice",      "Squeeze",  "Sub",       "Trilu",
+    "Unsqueeze",  "Where"};
 
 /// Outputs larger than this stay computed at run time: folding them would
 /// bloat the model for no gain (they are not shape arithmetic).

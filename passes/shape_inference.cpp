@@ -1417,6 +1417,40 @@ void inferRandomLike(Ctx &c) {
   c.setShapeOf(0, t, x);
 }
 
+/// ScatterND: data's type; indices int64 of rank >= 1 whose last dim k is
+/// at most data's rank; updates of data's dtype (their shape, indices'
+/// leading dims then data's from k on, is checked where all are known).
+void inferScatterND(Ctx &c) {
+  Value *data = c.req(0);
+  const Value *idx = c.req(1), *upd = c.req(2);
+  c.requireDType(1, DType::I64);
+  c.sameDType({0, 2});
+  if (idx->hasShape && data->hasShape) {
+    if (idx->rank() < 1)
+      fail([&] { errorAt(c.n) << "indices must have rank >= 1"; });
+    const Dim &k = idx->dims.back();
+    if (k.isKnown() && (k.value < 1 || k.value > int64_t(data->rank())))
+      fail([&] {
+        errorAt(c.n) << "the last dim of indices (" << k.value
+                     << ") must be in [1, " << data->rank() << "], data's rank";
+      });
+    int64_t want = int64_t(idx->rank()) - 1 + int64_t(data->rank()) -
+                   (k.isKnown() ? k.value : 0);
+    if (k.isKnown() && upd->hasShape && int64_t(upd->rank()) != want)
+      fail([&] {
+        errorAt(c.n) << "updates must have rank " << want << ", got "
+                     << typeText(upd);
+      });
+  }
+  std::string r = c.stringAttr("reduction", "none");
+  if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
+    fail([&] {
+      errorAt(c.n) << "reduction '" << r
+                   << "' is not one of none, add, mul, max, min";
+    });
+  c.setLike(0, data);
+}
+
 /// Range: a 1-D tensor of start's dtype; its length when all three are known.
 void inferRange(Ctx &c) {
   Value *start = c.req(0);
@@ -1825,6 +1859,7 @@ const OpRule kRules[] = {
     {"", "RandomUniformLike", 1, 1, 1, 1, inferRandomLike},
     {"", "RandomNormalLike", 1, 1, 1, 1, inferRandomLike},
     {"", "Bernoulli", 1, 1, 1, 1, inferRandomLike},
+    {"", "ScatterND", 3, 3, 1, 1, inferScatterND},
     {"", "Flatten", 1, 1, 1, 1, inferFlatten},
     {"", "Gather", 2, 2, 1, 1, inferGather},
     {"", "GatherElements", 2, 2, 1, 1,

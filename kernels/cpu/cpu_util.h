@@ -518,6 +518,8 @@ std::vector<KernelEntry> gatherElementsKernels();
 /// kernels/cpu/random.cpp: RandomUniform, RandomNormal, their *Like forms
 /// and Bernoulli.
 std::vector<KernelEntry> randomKernels();
+/// kernels/cpu/scatter_nd.cpp: ScatterND (indexed assignment).
+std::vector<KernelEntry> scatterNDKernels();
 
 } // namespace cpu
 } // namespace mpc
