@@ -191,6 +191,9 @@ const std::vector<PolicyEntry> &table() {
       {"", "GreaterOrEqual", PC::Follow, 0,
        "comparison, bool output (TF clear GreaterEqual)"},
       {"", "IsNaN", PC::Follow, 0, "classification, bool output (TF IsNan)"},
+      {"", "And", PC::AnyType, 0, "logic on bool operands"},
+      {"", "Or", PC::AnyType, 0, "logic on bool operands"},
+      {"", "Xor", PC::AnyType, 0, "logic on bool operands"},
       {"", "IsInf", PC::Follow, 0, "classification, bool output (TF IsInf)"},
 
       // --- Follow: data movement -------------------------------------------

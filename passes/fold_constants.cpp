@@ -25,13 +25,38 @@ namespace mpc {
 namespace {
 
 /// Ops evaluated at compile time when all their inputs are constants.
-const std::set<std::string> kFoldableOps = {
-    "Add",        "Cast",     "Concat",    "ConstantOfShape",
-    "CumSum",     "Div",      "Equal",     "Expand",
-    "Gather",     "Identity", "Mod",       "Mul",
-    "ReduceProd", "Reshape",  "ScatterND", "Shape",
-    "Slice",      "Squeeze",  "Sub",       "Trilu",
-    "Unsqueeze",  "Where"};
+const std::set<std::string> kFoldableOps = {"Add",
+                                            "And",
+                                            "Cast",
+                                            "Concat",
+                                            "ConstantOfShape",
+                                            "Cos",
+                                            "CumSum",
+                                            "Div",
+                                            "Equal",
+                                            "Expand",
+                                            "Gather",
+                                            "Greater",
+                                            "GreaterOrEqual",
+                                            "Identity",
+                                            "Less",
+                                            "LessOrEqual",
+                                            "Mod",
+                                            "Mul",
+                                            "Not",
+                                            "Or",
+                                            "ReduceProd",
+                                            "Reshape",
+                                            "ScatterND",
+                                            "Shape",
+                                            "Sin",
+                                            "Slice",
+                                            "Squeeze",
+                                            "Sub",
+                                            "Trilu",
+                                            "Unsqueeze",
+                                            "Where",
+                                            "Xor"};
 
 /// Outputs larger than this stay computed at run time: folding them would
 /// bloat the model for no gain (they are not shape arithmetic).

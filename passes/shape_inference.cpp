@@ -482,6 +482,15 @@ void inferNot(Ctx &c) {
   c.setLike(0, c.req(0));
 }
 
+/// And, Or, Xor: bool operands, broadcast.
+void inferLogical(Ctx &c) {
+  c.req(0);
+  c.req(1);
+  c.requireDType(0, DType::Bool);
+  c.requireDType(1, DType::Bool);
+  c.setBroadcast(DType::Bool, {0, 1});
+}
+
 void inferBinaryArith(Ctx &c) {
   Value *a = c.req(0);
   c.req(1);
@@ -1827,6 +1836,13 @@ const OpRule kRules[] = {
     {"", "Mul", 2, 2, 1, 1, inferBinaryArith},
     {"", "Neg", 1, 1, 1, 1, inferUnaryNumeric},
     {"", "Not", 1, 1, 1, 1, inferNot},
+    {"", "And", 2, 2, 1, 1, inferLogical},
+    {"", "Or", 2, 2, 1, 1, inferLogical},
+    {"", "Xor", 2, 2, 1, 1, inferLogical},
+    {"", "LessOrEqual", 2, 2, 1, 1, inferCompare},
+    {"", "GreaterOrEqual", 2, 2, 1, 1, inferCompare},
+    {"", "Sin", 1, 1, 1, 1, inferUnaryFloat},
+    {"", "Cos", 1, 1, 1, 1, inferUnaryFloat},
     {"", "Pow", 2, 2, 1, 1, inferPow},
     {"", "Relu", 1, 1, 1, 1, inferUnaryNumeric},
     {"", "Sigmoid", 1, 1, 1, 1, inferUnaryFloat},

@@ -316,6 +316,30 @@ void kernelGreater(KernelContext &ctx) {
 void kernelLess(KernelContext &ctx) {
   compare(ctx, false, [](auto a, auto b) { return a < b; });
 }
+void kernelLessOrEqual(KernelContext &ctx) {
+  compare(ctx, false, [](auto a, auto b) { return a <= b; });
+}
+void kernelGreaterOrEqual(KernelContext &ctx) {
+  compare(ctx, false, [](auto a, auto b) { return a >= b; });
+}
+
+/// And, Or, Xor: bool operands, broadcast.
+template <typename Op> void logical(KernelContext &ctx, Op op) {
+  requireSameType(ctx);
+  if (ctx.in(0).dtype != DType::Bool)
+    fail(ctx.node, "expects bool operands, got ", dtypeName(ctx.in(0).dtype));
+  binaryLoop<BoolIo, BoolIo>(ctx,
+                             [&](bool a, bool b) { return bool(op(a, b)); });
+}
+void kernelAnd(KernelContext &ctx) {
+  logical(ctx, [](bool a, bool b) { return a && b; });
+}
+void kernelOr(KernelContext &ctx) {
+  logical(ctx, [](bool a, bool b) { return a || b; });
+}
+void kernelXor(KernelContext &ctx) {
+  logical(ctx, [](bool a, bool b) { return a != b; });
+}
 
 void kernelNot(KernelContext &ctx) {
   const Tensor &x = input(ctx, 0, "X");
@@ -384,6 +408,12 @@ void kernelTanh(KernelContext &ctx) {
 }
 void kernelErf(KernelContext &ctx) {
   floatUnary(ctx, [](auto v) { return std::erf(v); });
+}
+void kernelSin(KernelContext &ctx) {
+  floatUnary(ctx, [](auto v) { return std::sin(v); });
+}
+void kernelCos(KernelContext &ctx) {
+  floatUnary(ctx, [](auto v) { return std::cos(v); });
 }
 void kernelSigmoid(KernelContext &ctx) {
   floatUnary(ctx, [](auto v) {
@@ -511,17 +541,34 @@ void kernelWhere(KernelContext &ctx) {
 
 std::vector<KernelEntry> elementwiseKernels() {
   return {
-      {"", "Add", kernelAdd},         {"", "Sub", kernelSub},
-      {"", "Mul", kernelMul},         {"", "Div", kernelDiv},
-      {"", "Mod", kernelMod},         {"", "Pow", kernelPow},
-      {"", "Neg", kernelNeg},         {"", "Abs", kernelAbs},
-      {"", "Relu", kernelRelu},       {"", "Sqrt", kernelSqrt},
-      {"", "Exp", kernelExp},         {"", "Log", kernelLog},
-      {"", "Tanh", kernelTanh},       {"", "Sigmoid", kernelSigmoid},
-      {"", "Erf", kernelErf},         {"", "Equal", kernelEqual},
-      {"", "Greater", kernelGreater}, {"", "Less", kernelLess},
-      {"", "Not", kernelNot},         {"", "Cast", kernelCast},
+      {"", "Add", kernelAdd},
+      {"", "Sub", kernelSub},
+      {"", "Mul", kernelMul},
+      {"", "Div", kernelDiv},
+      {"", "Mod", kernelMod},
+      {"", "Pow", kernelPow},
+      {"", "Neg", kernelNeg},
+      {"", "Abs", kernelAbs},
+      {"", "Relu", kernelRelu},
+      {"", "Sqrt", kernelSqrt},
+      {"", "Exp", kernelExp},
+      {"", "Log", kernelLog},
+      {"", "Tanh", kernelTanh},
+      {"", "Sigmoid", kernelSigmoid},
+      {"", "Erf", kernelErf},
+      {"", "Equal", kernelEqual},
+      {"", "Greater", kernelGreater},
+      {"", "Less", kernelLess},
+      {"", "Not", kernelNot},
+      {"", "Cast", kernelCast},
       {"", "Where", kernelWhere},
+      {"", "LessOrEqual", kernelLessOrEqual},
+      {"", "GreaterOrEqual", kernelGreaterOrEqual},
+      {"", "And", kernelAnd},
+      {"", "Or", kernelOr},
+      {"", "Xor", kernelXor},
+      {"", "Sin", kernelSin},
+      {"", "Cos", kernelCos},
   };
 }
 

@@ -34,8 +34,18 @@ template <typename T> __device__ bool apply(CompareOp op, T a, T b) {
     return a == b;
   case CompareOp::Less:
     return a < b;
-  default:
+  case CompareOp::Greater:
     return a > b;
+  case CompareOp::LessOrEqual:
+    return a <= b;
+  case CompareOp::GreaterOrEqual:
+    return a >= b;
+  case CompareOp::And:
+    return a != T(0) && b != T(0);
+  case CompareOp::Or:
+    return a != T(0) || b != T(0);
+  default: // Xor
+    return (a != T(0)) != (b != T(0));
   }
 }
 
@@ -65,6 +75,10 @@ __global__ void whereKernel(const uint8_t *__restrict__ cond,
 } // namespace
 
 bool compareSupported(CompareOp op, DType t) {
+  bool logical =
+      op == CompareOp::And || op == CompareOp::Or || op == CompareOp::Xor;
+  if (logical)
+    return t == DType::Bool;
   switch (t) {
   case DType::F32:
   case DType::F16:

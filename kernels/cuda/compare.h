@@ -1,6 +1,7 @@
 // Host entry points of the CUDA comparison and selection kernels
-// (kernels/cuda/compare.cu): Equal, Less and Greater with broadcasting,
-// writing bool bytes, and Where.
+// (kernels/cuda/compare.cu): Equal, Less, Greater, LessOrEqual,
+// GreaterOrEqual and the logical And, Or, Xor with broadcasting, writing
+// bool bytes, and Where.
 //
 // Comparisons are exact on both backends: floating operands compare as
 // fp32 values (fp16/bf16 widen exactly), integer operands as int64. Where
@@ -17,10 +18,19 @@
 namespace mpc {
 namespace cuda {
 
-enum class CompareOp { Equal, Less, Greater };
+enum class CompareOp {
+  Equal,
+  Less,
+  Greater,
+  LessOrEqual,
+  GreaterOrEqual,
+  And, ///< the logical ops: bool operands only
+  Or,
+  Xor
+};
 
 /// Whether the comparison kernels take operands of dtype t (fp32, fp16,
-/// bf16, int64, int32, and bool for Equal).
+/// bf16, int64, int32, and bool for Equal; the logical ops bool only).
 bool compareSupported(CompareOp op, DType t);
 
 /// y[i] := a[off_a(i)] op b[off_b(i)] as one bool byte; a and b of dtype t.

@@ -53,6 +53,12 @@ struct SigmoidOp {
 struct ErfOp {
   __device__ float operator()(float v) const { return erff(v); }
 };
+struct SinOp {
+  __device__ float operator()(float v) const { return sinf(v); }
+};
+struct CosOp {
+  __device__ float operator()(float v) const { return cosf(v); }
+};
 
 struct AddOp {
   __device__ float operator()(float a, float b) const { return a + b; }
@@ -238,6 +244,10 @@ void launchUnary(UnaryOp op, DType t, const void *x, void *y, int64_t n,
     return unary(t, x, y, n, s, SigmoidOp{});
   case UnaryOp::Erf:
     return unary(t, x, y, n, s, ErfOp{});
+  case UnaryOp::Sin:
+    return unary(t, x, y, n, s, SinOp{});
+  case UnaryOp::Cos:
+    return unary(t, x, y, n, s, CosOp{});
   }
 }
 

@@ -19,7 +19,19 @@
 namespace mpc {
 namespace cuda {
 
-enum class UnaryOp { Relu, Neg, Abs, Exp, Log, Sqrt, Tanh, Sigmoid, Erf };
+enum class UnaryOp {
+  Relu,
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Tanh,
+  Sigmoid,
+  Erf,
+  Sin,
+  Cos
+};
 enum class BinaryOp { Add, Sub, Mul, Div };
 
 /// y[i] = op(x[i]), x and y of dtype t.

@@ -169,6 +169,17 @@ void gradTanh(GradientContext &ctx) {
   setUnaryGrad(ctx, deriv);
 }
 
+void gradSin(GradientContext &ctx) {
+  // d sin = cos(x).
+  setUnaryGrad(ctx, ctx.unary("Cos", ctx.in(0), ctx.tempName("cos")));
+}
+
+void gradCos(GradientContext &ctx) {
+  // d cos = -sin(x).
+  Value *sin = ctx.unary("Sin", ctx.in(0), ctx.tempName("sin"));
+  setUnaryGrad(ctx, ctx.unary("Neg", sin, ctx.tempName("deriv")));
+}
+
 void gradSigmoid(GradientContext &ctx) {
   // d sigmoid = Y (1 - Y).
   Value *y = ctx.out(0);

@@ -203,6 +203,8 @@ void gradSqrt(GradientContext &ctx);
 void gradExp(GradientContext &ctx);
 void gradLog(GradientContext &ctx);
 void gradPow(GradientContext &ctx);
+void gradSin(GradientContext &ctx);
+void gradCos(GradientContext &ctx);
 void gradTanh(GradientContext &ctx);
 void gradSigmoid(GradientContext &ctx);
 void gradErf(GradientContext &ctx);

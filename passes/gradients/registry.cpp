@@ -29,6 +29,8 @@ const std::unordered_map<std::string, GradientRuleInfo> &ruleTable() {
       {"Log", {gradLog, {}}},
       {"Pow", {gradPow, {}}},
       {"Tanh", {gradTanh, {}}},
+      {"Sin", {gradSin, {}}},
+      {"Cos", {gradCos, {}}},
       {"Sigmoid", {gradSigmoid, {}}},
       {"Erf", {gradErf, {}}},
       {"Identity", {gradIdentity, {}}},

@@ -1,4 +1,5 @@
-// CUDA runners of Equal, Less, Greater and Where.
+// CUDA runners of Equal, Less, Greater, LessOrEqual, GreaterOrEqual, the
+// logical And, Or, Xor, and Where.
 //
 // In the compiled steps of the models here fold-constants has already
 // evaluated these (they build attention masks from shapes); they run on the
@@ -18,13 +19,19 @@ namespace {
 
 using cpu::fail;
 
+constexpr bool isLogical(CompareOp op) {
+  return op == CompareOp::And || op == CompareOp::Or || op == CompareOp::Xor;
+}
+
 template <CompareOp Op> void runCompare(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &a = s.in(0, "A"), &b = s.in(1, "B");
   if (a.dtype != b.dtype)
     fail(node, "operands have different element types (", dtypeName(a.dtype),
          " and ", dtypeName(b.dtype), ")");
-  if (a.dtype == DType::Bool && Op != CompareOp::Equal)
+  if (isLogical(Op) && a.dtype != DType::Bool)
+    fail(node, "takes bool operands, got ", dtypeName(a.dtype));
+  if (a.dtype == DType::Bool && Op != CompareOp::Equal && !isLogical(Op))
     fail(node, "does not support bool operands");
   if (!compareSupported(Op, a.dtype))
     fail(node,
@@ -42,6 +49,8 @@ template <CompareOp Op> std::string checkCompare(const Node &node) {
   const Value *a = node.input(0);
   if (!a || a->dtype == DType::Undefined || compareSupported(Op, a->dtype))
     return "";
+  if (isLogical(Op))
+    return std::string("it takes bool operands, not ") + dtypeName(a->dtype);
   return std::string("it compares fp32, fp16, bf16, int64 or int32, not ") +
          dtypeName(a->dtype);
 }
@@ -76,6 +85,13 @@ std::vector<CudaOpEntry> compareOps() {
       {"", "Less", runCompare<CompareOp::Less>, checkCompare<CompareOp::Less>},
       {"", "Greater", runCompare<CompareOp::Greater>,
        checkCompare<CompareOp::Greater>},
+      {"", "LessOrEqual", runCompare<CompareOp::LessOrEqual>,
+       checkCompare<CompareOp::LessOrEqual>},
+      {"", "GreaterOrEqual", runCompare<CompareOp::GreaterOrEqual>,
+       checkCompare<CompareOp::GreaterOrEqual>},
+      {"", "And", runCompare<CompareOp::And>, checkCompare<CompareOp::And>},
+      {"", "Or", runCompare<CompareOp::Or>, checkCompare<CompareOp::Or>},
+      {"", "Xor", runCompare<CompareOp::Xor>, checkCompare<CompareOp::Xor>},
       {"", "Where", runWhere, noCheck},
   };
 }

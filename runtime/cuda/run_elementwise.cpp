@@ -254,6 +254,8 @@ std::vector<CudaOpEntry> elementwiseOps() {
       {"", "Tanh", runUnary<UnaryOp::Tanh>, checkUnary},
       {"", "Sigmoid", runUnary<UnaryOp::Sigmoid>, checkUnary},
       {"", "Erf", runUnary<UnaryOp::Erf>, checkUnary},
+      {"", "Sin", runUnary<UnaryOp::Sin>, checkUnary},
+      {"", "Cos", runUnary<UnaryOp::Cos>, checkUnary},
       {"", "Not", runNot, checkNot},
       {"", "Cast", runCast, checkCast},
       {"", "CastLike", runCastLike, checkCastLike},

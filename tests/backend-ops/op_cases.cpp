@@ -148,7 +148,9 @@ void addElementwise(std::vector<OpCase> &cases) {
                   Unary{"Log", 0.01f, 8, Compare::Tolerance},
                   Unary{"Tanh", -3, 3, Compare::Tolerance},
                   Unary{"Sigmoid", -6, 6, Compare::Tolerance},
-                  Unary{"Erf", -2, 2, Compare::Tolerance}}) {
+                  Unary{"Erf", -2, 2, Compare::Tolerance},
+                  Unary{"Sin", -8, 8, Compare::Tolerance},
+                  Unary{"Cos", -8, 8, Compare::Tolerance}}) {
     float lo = u.lo, hi = u.hi;
     cases.push_back({u.op,
                      "",
@@ -1160,7 +1162,8 @@ void addCompare(std::vector<OpCase> &cases) {
     x.data<float>()[0] = NAN;
     return t == DType::F32 ? x : x.castTo(t);
   };
-  for (const char *op : {"Equal", "Less", "Greater"}) {
+  for (const char *op :
+       {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}) {
     cases.push_back({std::string(op) + "_bcast",
                      "",
                      op,
@@ -1181,6 +1184,18 @@ void addCompare(std::vector<OpCase> &cases) {
            return {randomLabels(rng, {5, 6}, 4), randomLabels(rng, {6}, 4)};
          }});
   }
+  // The logical ops on bool operands, broadcast.
+  for (const char *op : {"And", "Or", "Xor"})
+    cases.push_back(
+        {std::string(op) + "_bcast",
+         "",
+         op,
+         {},
+         1,
+         {DType::Bool},
+         [](DType, std::mt19937 &rng) -> Inputs {
+           return {randomBools(rng, {4, 1, 9}), randomBools(rng, {3, 9})};
+         }});
   cases.push_back({"Where_bcast",
                    "",
                    "Where",

@@ -78,7 +78,8 @@ TEST(GradCheck, UnaryMath) {
   checkAll({unaryCase("Relu"), unaryCase("Neg"), unaryCase("Abs"),
             unaryCase("Sqrt", 0.5, 2.0), unaryCase("Exp"),
             unaryCase("Log", 0.5, 2.0), unaryCase("Tanh"), unaryCase("Sigmoid"),
-            unaryCase("Erf"), unaryCase("Identity")});
+            unaryCase("Erf"), unaryCase("Identity"), unaryCase("Sin", -4, 4),
+            unaryCase("Cos", -4, 4)});
 }
 
 // The activations the importer lowers (passes/onnx/activation_lowering.h):
@@ -729,6 +730,8 @@ TEST(GradCheck, EveryRuleIsCovered) {
                                    "Log",
                                    "Pow",
                                    "Tanh",
+                                   "Sin",
+                                   "Cos",
                                    "Sigmoid",
                                    "Erf",
                                    "Identity",
