@@ -69,8 +69,17 @@ runs=(
   "resize_cnn models/resize_cnn.onnx models/resize_cnn_data.npz"
   "einsum_attn models/einsum_attn.onnx models/einsum_attn_data.npz"
   "rnn_lm models/rnn_lm.onnx models/rnn_lm_data.npz"
-  "stack $stack $bench_tmp/stack_data.npz"
 )
+# The model-library architectures (models/make_library_models.py): PyTorch builds them with
+# torchvision and transformers, so they run where those import (pip install torchvision transformers).
+library=(gpt2_tiny llama_tiny swin_tiny convnext_tiny)
+if [ $have_torch = 0 ] || "$PY" -c "import torchvision, transformers" 2>/dev/null; then
+  for f in "${library[@]}"; do runs+=("$f models/$f.onnx models/${f}_data.npz"); done
+else
+  echo "torchvision or transformers is not importable by $PY: ${library[*]} are skipped" \
+    "(pip install torchvision transformers)"
+fi
+runs+=("stack $stack $bench_tmp/stack_data.npz")
 if [ -n "${FAMILIES:-}" ]; then # a subset, e.g. FAMILIES="encoder_layer norm_cnn"
   chosen=()
   for run in "${runs[@]}"; do

@@ -2,7 +2,7 @@
 
 Each class is the PyTorch module that the model's ONNX file was exported from (models/
 make_issue3_models.py, models/make_mlp_seed.py; the torch.nn-module families come from
-models/torch_modules.py itself) or, for the synthetic stacks, that
+models/torch_modules.py itself, the model-library ones from models/library_models.py) or, for the synthetic stacks, that
 bench/make_transformer_stack.py writes as ONNX. load_model(family, onnx_path) builds the
 module at the file's sizes and copies the file's initializers into it by name (the ONNX
 initializer names are the modules' state_dict keys), so PyTorch trains exactly the model
@@ -24,6 +24,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from torch_modules import (ActMLPWithLoss, EinsumAttnWithLoss,  # noqa: E402  (models/)
                            EncoderLayerWithLoss, NormCNNWithLoss, ReduceHeadWithLoss,
                            ResizeCNNWithLoss, RnnLMWithLoss)
+import library_models  # noqa: E402  (models/; torchvision and transformers when a model is built)
+
+# models/make_library_models.py's families: Hugging Face and torchvision architectures.
+LIBRARY_FAMILIES = {"gpt2_tiny": library_models.gpt2_tiny, "llama_tiny": library_models.llama_tiny,
+                    "swin_tiny": library_models.swin_tiny, "convnext_tiny": library_models.convnext_tiny}
 
 
 class MLPWithLoss(nn.Module):  # models/mlp_seed.onnx
@@ -148,7 +153,8 @@ def _heads(model, family, onnx_path):
 
 def load_model(family, onnx_path):
     """The PyTorch module for FAMILY (mlp_seed, cnn, resmlp, transformer, encoder_layer, norm_cnn,
-    act_mlp, reduce_head, resize_cnn, einsum_attn, rnn_lm, stack) with ONNX_PATH's weights."""
+    act_mlp, reduce_head, resize_cnn, einsum_attn, rnn_lm, the LIBRARY_FAMILIES, stack) with
+    ONNX_PATH's weights."""
     model = onnx.load(onnx_path)
     weights = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy()) for t in model.graph.initializer}
     if family == "mlp_seed":
@@ -171,6 +177,8 @@ def load_model(family, onnx_path):
         module = EinsumAttnWithLoss()
     elif family == "rnn_lm":
         module = RnnLMWithLoss()
+    elif family in LIBRARY_FAMILIES:
+        module = LIBRARY_FAMILIES[family]()
     elif family in ("transformer", "stack"):
         vocab, d = weights["tok.weight"].shape
         T = weights["pos"].shape[0]
@@ -182,6 +190,13 @@ def load_model(family, onnx_path):
     else:
         raise ValueError(f"unknown model family '{family}'")
     state = module.state_dict()
+    # A tied weight (GPT-2's lm_head is its token embedding) is one initializer in the file,
+    # under the name the exporter met first: the other names of the same tensor take its value.
+    for k, v in state.items():
+        if k not in weights:
+            tied = [t for t, w in state.items() if t in weights and w.data_ptr() == v.data_ptr()]
+            if tied:
+                weights[k] = weights[tied[0]]
     missing = sorted(set(state) - set(weights) - {k for k in state if k.endswith("num_batches_tracked")})
     if missing:
         raise ValueError(f"{onnx_path}: no initializer for {', '.join(missing)}")
