@@ -2,6 +2,8 @@
 // (node_geometry.h).
 #include "kernels/cpu/node_geometry.h"
 
+#include "kernels/common/random_math.h"
+
 #include "kernels/cpu/cpu_util.h"
 #include "passes/ir/mpc_ops.h"
 
@@ -236,6 +238,22 @@ RangeSpec rangeSpec(const Node &node, const Tensor &start, const Tensor &limit,
     r.deltaInt = delta.toInt64s()[0];
   }
   return r;
+}
+
+DType randomOutputDType(const Node &node, DType fallback) {
+  if (!node.hasAttr("dtype"))
+    return fallback;
+  int64_t onnx = node.attrInt("dtype", 1);
+  std::optional<DType> t = fromOnnxDataType(int(onnx));
+  if (!t)
+    fail(node, "attribute 'dtype' = ", onnx,
+         " is not a data type mpc supports");
+  return *t;
+}
+
+uint64_t randomNodeKey(const Node &node) {
+  return randomOpKey(node.name(), node.hasAttr("seed"),
+                     node.attrFloat("seed", 0.0f));
 }
 
 } // namespace cpu

@@ -1,9 +1,9 @@
 // Checked geometry that the CPU kernels and the CUDA runners both read off a
 // node: Transpose's permutation, LayerNormalization's view of X, Gelu's
 // approximation, Split's sizes, a batch norm's channels, where a
-// GatherElements reads, the operands of Max/Min/Sum and ExtremumGrad, and
-// Range's sequence. One definition, so both backends accept the same nodes
-// with the same messages.
+// GatherElements reads, the operands of Max/Min/Sum and ExtremumGrad,
+// Range's sequence, and a random op's dtype and key. One definition, so both
+// backends accept the same nodes with the same messages.
 #pragma once
 
 #include "passes/ir/graph.h"
@@ -113,6 +113,15 @@ RangeSpec rangeSpec(const Node &node, const Tensor &start, const Tensor &limit,
 /// Trilu's diagonal offset k: its optional input 1, an int64 scalar (0 when
 /// omitted); an error on the node otherwise.
 int64_t triluDiagonal(const Node &node, const Tensor *k);
+
+/// A random op's output dtype: its `dtype` attribute, else `fallback` (the
+/// input's, or float for RandomUniform/Normal); an error on the node for a
+/// dtype mpc does not know.
+DType randomOutputDType(const Node &node, DType fallback);
+
+/// A random op's key (kernels/common/random_math.h): its name and its float
+/// `seed` attribute when it has one.
+uint64_t randomNodeKey(const Node &node);
 
 } // namespace cpu
 } // namespace mpc

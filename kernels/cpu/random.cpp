@@ -10,27 +10,14 @@
 // same numbers. Draws are computed in fp32 and rounded to the output dtype.
 #include "kernels/common/random_math.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/node_geometry.h"
 
 namespace mpc {
 namespace cpu {
 namespace {
 
-/// The output dtype: the `dtype` attribute, else `fallback`.
-DType randomOutputType(const Node &node, DType fallback) {
-  if (!node.hasAttr("dtype"))
-    return fallback;
-  int64_t onnx = node.attrInt("dtype", 1);
-  std::optional<DType> t = fromOnnxDataType(int(onnx));
-  if (!t)
-    fail(node, "attribute 'dtype' = ", onnx,
-         " is not a data type mpc supports");
-  return *t;
-}
-
 uint64_t randomBase(const KernelContext &ctx) {
-  const Node &n = ctx.node;
-  return ctx.seed ^
-         randomOpKey(n.name(), n.hasAttr("seed"), n.attrFloat("seed", 0.0f));
+  return ctx.seed ^ randomNodeKey(ctx.node);
 }
 
 /// out[i] := draw(i) for every element, rounded to out's dtype.
@@ -83,7 +70,7 @@ template <bool Normal> void kernelRandom(KernelContext &ctx) {
   std::vector<int64_t> dims = node.attrInts("shape");
   checkedCount(node, dims);
   Tensor &out =
-      overwrittenOutput(ctx, 0, randomOutputType(node, DType::F32), dims);
+      overwrittenOutput(ctx, 0, randomOutputDType(node, DType::F32), dims);
   fillDistribution(ctx, out, Normal);
 }
 
@@ -92,7 +79,7 @@ template <bool Normal> void kernelRandom(KernelContext &ctx) {
 template <bool Normal> void kernelRandomLike(KernelContext &ctx) {
   const Tensor &x = input(ctx, 0, "input");
   Tensor &out =
-      overwrittenOutput(ctx, 0, randomOutputType(ctx.node, x.dtype), x.dims);
+      overwrittenOutput(ctx, 0, randomOutputDType(ctx.node, x.dtype), x.dims);
   fillDistribution(ctx, out, Normal);
 }
 
@@ -105,7 +92,7 @@ void kernelBernoulli(KernelContext &ctx) {
     fail(node, "input (probabilities) must be floating point, got ",
          dtypeName(p.dtype));
   Tensor &out =
-      overwrittenOutput(ctx, 0, randomOutputType(node, p.dtype), p.dims);
+      overwrittenOutput(ctx, 0, randomOutputDType(node, p.dtype), p.dims);
   uint64_t base = randomBase(ctx);
   fillDraws(node, out, [&](int64_t i) {
     return randomBernoulliAt(base, i, loadFloat(p, i));

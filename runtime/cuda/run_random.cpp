@@ -9,6 +9,7 @@
 // bf16 only; the checks refuse other dtypes (fp64, Bernoulli's int and bool
 // outputs) before a step starts, and the CPU backend runs those.
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/node_geometry.h"
 #include "kernels/cuda/random.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
@@ -18,20 +19,6 @@ namespace cuda {
 namespace {
 
 using cpu::fail;
-
-/// The output dtype: the `dtype` attribute, else `fallback`.
-DType outputType(const Node &node, DType fallback) {
-  if (!node.hasAttr("dtype"))
-    return fallback;
-  std::optional<DType> t = fromOnnxDataType(int(node.attrInt("dtype", 1)));
-  if (!t)
-    fail(node, "attribute 'dtype' is not a data type mpc supports");
-  return *t;
-}
-
-uint64_t nodeKey(const Node &n) {
-  return randomOpKey(n.name(), n.hasAttr("seed"), n.attrFloat("seed", 0.0f));
-}
 
 /// Launches the kind's draws into output 0 of dtype t and dims `dims`.
 void draw(NodeStaging &s, RandomKind kind, DType t,
@@ -45,11 +32,11 @@ void draw(NodeStaging &s, RandomKind kind, DType t,
   void *out = s.out(0, t, dims);
   int64_t n = cpu::checkedCount(node, dims);
   if (s.resident())
-    launchRandom(kind, t, out, n, nodeKey(node), a, b, p, pType, s.stream(),
-                 s.deviceSeed());
+    launchRandom(kind, t, out, n, cpu::randomNodeKey(node), a, b, p, pType,
+                 s.stream(), s.deviceSeed());
   else
-    launchRandom(kind, t, out, n, s.ctx().seed ^ nodeKey(node), a, b, p, pType,
-                 s.stream());
+    launchRandom(kind, t, out, n, s.ctx().seed ^ cpu::randomNodeKey(node), a, b,
+                 p, pType, s.stream());
 }
 
 /// The distribution's two parameters: (low, high) or (mean, scale).
@@ -63,7 +50,7 @@ template <bool Normal> void runRandom(NodeStaging &s) {
   float a, b;
   distribution(node, Normal, a, b);
   draw(s, Normal ? RandomKind::Normal : RandomKind::Uniform,
-       outputType(node, DType::F32), node.attrInts("shape"), a, b);
+       cpu::randomOutputDType(node, DType::F32), node.attrInts("shape"), a, b);
 }
 
 template <bool Normal> void runRandomLike(NodeStaging &s) {
@@ -72,15 +59,15 @@ template <bool Normal> void runRandomLike(NodeStaging &s) {
   float a, b;
   distribution(node, Normal, a, b);
   draw(s, Normal ? RandomKind::Normal : RandomKind::Uniform,
-       outputType(node, x.dtype), x.dims, a, b);
+       cpu::randomOutputDType(node, x.dtype), x.dims, a, b);
 }
 
 void runBernoulli(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &p = s.in(0, "input");
   requireDeviceFloat(node, p, "input (probabilities)");
-  draw(s, RandomKind::Bernoulli, outputType(node, p.dtype), p.dims, 0, 0,
-       s.device(0), p.dtype);
+  draw(s, RandomKind::Bernoulli, cpu::randomOutputDType(node, p.dtype), p.dims,
+       0, 0, s.device(0), p.dtype);
 }
 
 /// The output's dtype, as shape inference typed it, must be a device float.
