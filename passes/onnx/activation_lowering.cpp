@@ -103,6 +103,8 @@ Value *lowered(Lowering &l, const Node &n) {
     return l.op("Add", {l.op("Relu", {l.x()}, "positive_part"), tail},
                 "softplus");
   }
+  if (type == "Reciprocal") // IEEE 1 / x, the same bits as the op
+    return l.op("Div", {l.c(1, "one"), l.x()}, "reciprocal");
   if (type == "Softsign")
     return l.op(
         "Div",

@@ -9,12 +9,14 @@
 //   alpha) - 1)) Softplus(x)                 = Relu(x) + Log(1 + Exp(-|x|))
 //   Softsign(x)                 = x / (1 + |x|)
 //   PRelu(x, slope)             = Relu(x) + slope * Min(x, 0)
+//   Reciprocal(x)               = 1 / x
 //
 // with |x| = Max(x, -x), whose gradient at 0 is 0 as PyTorch's is. Exp
 // reads Min(x, 0) and -|x|, never a large positive value, so neither the
 // unselected branch of a Where nor its gradient overflows. These are what
 // torch.nn's Hardsigmoid, Hardswish, ELU, SELU, CELU, Softplus (and Mish,
-// x * tanh(softplus(x))), Softsign and PReLU export as. The constants take
+// x * tanh(softplus(x))), Softsign and PReLU export as; the dynamo exporter
+// writes torch.rsqrt as Reciprocal(Sqrt(x)). The constants take
 // x's element type, which the importer has inferred by then; the lowered
 // nodes are named after the node and its output keeps its name.
 #pragma once

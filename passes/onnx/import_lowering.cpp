@@ -43,7 +43,7 @@ const std::map<std::string, Lowering> &lowerings() {
         {"GRU", lowerRecurrent},
         {"RNN", lowerRecurrent}};
     for (const char *op : {"HardSigmoid", "HardSwish", "Elu", "Selu", "Celu",
-                           "Softplus", "Softsign", "PRelu"})
+                           "Softplus", "Softsign", "PRelu", "Reciprocal"})
       t.emplace(op, lowerActivation);
     for (const char *op : {"ReduceSumSquare", "ReduceL1", "ReduceL2",
                            "ReduceLogSum", "ReduceLogSumExp", "ReduceMin"})

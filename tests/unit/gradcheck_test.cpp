@@ -92,7 +92,8 @@ TEST(GradCheck, LoweredActivations) {
       unaryCase("Selu", -2, 2),
       unaryCase("Celu <alpha = 2.0>", -2, 2),
       unaryCase("Softplus", -3, 3),
-      unaryCase("Softsign", -3, 3)};
+      unaryCase("Softsign", -3, 3),
+      unaryCase("Reciprocal", 0.5, 2)};
   for (GradCase &c : cases)
     c.name = c.name.substr(0, c.name.find(' '));
   GradCase mish;
