@@ -214,6 +214,8 @@ const std::vector<PolicyEntry> &table() {
        "moves data; an fp32 embedding table stays fp32 (TF clear GatherV2, "
        "TVM take)"},
       {"", "GatherElements", PC::Follow, 0, "moves data (TVM gather)"},
+      {"", "GatherND", PC::Follow, inputBit(1),
+       "reads slices of data at int64 positions: moves data"},
       {"", "ScatterND", PC::Follow, inputBit(1),
        "writes updates into a copy of data at int64 positions: moves data"},
       {"", "Slice", PC::Follow, 0,

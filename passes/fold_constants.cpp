@@ -25,40 +25,14 @@ namespace mpc {
 namespace {
 
 /// Ops evaluated at compile time when all their inputs are constants.
-const std::set<std::string> kFoldableOps = {"Add",
-                                            "And",
-                                            "Cast",
-                                            "Concat",
-                                            "ConstantOfShape",
-                                            "Cos",
-                                            "CumSum",
-                                            "Div",
-                                            "Equal",
-                                            "Expand",
-                                            "Flatten",
-                                            "Gather",
-                                            "Greater",
-                                            "GreaterOrEqual",
-                                            "Identity",
-                                            "Less",
-                                            "LessOrEqual",
-                                            "Mod",
-                                            "Mul",
-                                            "Not",
-                                            "Or",
-                                            "Range",
-                                            "ReduceProd",
-                                            "Reshape",
-                                            "ScatterND",
-                                            "Shape",
-                                            "Sin",
-                                            "Slice",
-                                            "Squeeze",
-                                            "Sub",
-                                            "Trilu",
-                                            "Unsqueeze",
-                                            "Where",
-                                            "Xor"};
+const std::set<std::string> kFoldableOps = {
+    "Add",       "And",    "Cast",        "Concat",     "ConstantOfShape",
+    "Cos",       "CumSum", "Div",         "Equal",      "Expand",
+    "Flatten",   "Gather", "GatherND",    "Greater",    "GreaterOrEqual",
+    "Identity",  "Less",   "LessOrEqual", "Mod",        "Mul",
+    "Not",       "Or",     "Range",       "ReduceProd", "Reshape",
+    "ScatterND", "Shape",  "Sin",         "Slice",      "Squeeze",
+    "Sub",       "Trilu",  "Unsqueeze",   "Where",      "Xor"};
 
 /// Outputs larger than this stay computed at run time: folding them would
 /// bloat the model for no gain (they are not shape arithmetic).

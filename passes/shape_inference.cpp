@@ -1426,6 +1426,28 @@ void inferRandomLike(Ctx &c) {
   c.setShapeOf(0, t, x);
 }
 
+/// GatherND: indices.shape[:-1] + data.shape[batch_dims + k:], k the last
+/// dim of indices (known here, or the output is left unranked).
+void inferGatherND(Ctx &c) {
+  Value *data = c.req(0);
+  const Value *idx = c.req(1);
+  c.requireDType(1, DType::I64);
+  int64_t b = c.intAttr("batch_dims", 0);
+  if (!data->hasShape || !idx->hasShape || !idx->dims.back().isKnown()) {
+    c.setUnranked(0, data->dtype);
+    return;
+  }
+  int64_t r = data->rank(), q = idx->rank(), k = idx->dims.back().value;
+  if (q < 1 || b < 0 || b >= std::min(r, q) || k < 1 || b + k > r)
+    fail([&] {
+      errorAt(c.n) << "indices " << typeText(idx) << " with batch_dims " << b
+                   << " do not address data " << typeText(data);
+    });
+  Dims dims(idx->dims.begin(), idx->dims.end() - 1);
+  dims.insert(dims.end(), data->dims.begin() + b + k, data->dims.end());
+  c.setShaped(0, data->dtype, dims.data(), dims.size());
+}
+
 /// ScatterND: data's type; indices int64 of rank >= 1 whose last dim k is
 /// at most data's rank; updates of data's dtype (their shape, indices'
 /// leading dims then data's from k on, is checked where all are known).
@@ -1876,6 +1898,7 @@ const OpRule kRules[] = {
     {"", "RandomNormalLike", 1, 1, 1, 1, inferRandomLike},
     {"", "Bernoulli", 1, 1, 1, 1, inferRandomLike},
     {"", "ScatterND", 3, 3, 1, 1, inferScatterND},
+    {"", "GatherND", 2, 2, 1, 1, inferGatherND},
     {"", "Flatten", 1, 1, 1, 1, inferFlatten},
     {"", "Gather", 2, 2, 1, 1, inferGather},
     {"", "GatherElements", 2, 2, 1, 1,

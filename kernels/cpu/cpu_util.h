@@ -518,7 +518,7 @@ std::vector<KernelEntry> gatherElementsKernels();
 /// kernels/cpu/random.cpp: RandomUniform, RandomNormal, their *Like forms
 /// and Bernoulli.
 std::vector<KernelEntry> randomKernels();
-/// kernels/cpu/scatter_nd.cpp: ScatterND (indexed assignment).
+/// kernels/cpu/scatter_nd.cpp: GatherND and ScatterND (index tuples).
 std::vector<KernelEntry> scatterNDKernels();
 
 } // namespace cpu

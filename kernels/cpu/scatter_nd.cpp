@@ -1,13 +1,21 @@
-// ScatterND on the CPU: out = data, then each update slice written at the
-// position its index tuple names (ONNX opset 11; reduction none, add, mul,
-// max, min from opsets 16/18). This is how PyTorch exports an indexed
-// assignment (x[a:b, c:d] = v): torchvision's Swin builds its shifted-window
-// attention mask that way, from constants, so fold-constants evaluates it
-// with this kernel at compile time. Updates apply in index order, so with
-// reduction none a repeated index keeps the last update (ONNX leaves that
-// case undefined; this is numpy's and ONNX's reference order).
+// GatherND and ScatterND on the CPU, the two ops that address slices of
+// data by tuples of indices (the last axis of `indices`).
+//
+// GatherND (opset 11/12/13, batch_dims): out[i...] = data[b..., tuple(i...)],
+// the slice each index tuple names; PyTorch exports advanced indexing with
+// several index tensors (x[rows, cols]) this way. ScatterND: out = data,
+// then each update slice written at the position its index tuple names
+// (ONNX opset 11; reduction none, add, mul, max, min from opsets 16/18). This
+// is how PyTorch exports an indexed assignment (x[a:b, c:d] = v): torchvision's
+// Swin builds its shifted-window attention mask that way, from constants, so
+// fold-constants evaluates it with this kernel at compile time. Updates apply
+// in index order, so with reduction none a repeated index keeps the last update
+// (ONNX leaves that case undefined; this is numpy's and ONNX's reference
+// order).
 #include "kernels/cpu/cpu_util.h"
 
+#include <algorithm>
+#include <cstring>
 #include <type_traits>
 
 namespace mpc {
@@ -30,6 +38,22 @@ Reduction reductionOf(const Node &node) {
   if (r == "min")
     return Reduction::Min;
   fail(node, "reduction '", r, "' is not one of none, add, mul, max, min");
+}
+
+/// The data offset of element 0 of the slice that index tuple t names, for
+/// data dims `dims` and tuples of k indices (negative ones count from the
+/// end of their axis).
+int64_t tupleOffset(const Node &node, const std::vector<int64_t> &dims,
+                    size_t firstAxis, const int64_t *tuple, int64_t k) {
+  int64_t offset = 0;
+  for (int64_t d = 0; d < k; ++d) {
+    int64_t i = tuple[d], n = dims[firstAxis + size_t(d)];
+    if (i < -n || i >= n)
+      fail(node, "index ", i, " is out of range for axis ",
+           firstAxis + size_t(d), " of size ", n);
+    offset = offset * n + (i < 0 ? i + n : i);
+  }
+  return offset;
 }
 
 void kernelScatterND(KernelContext &ctx) {
@@ -67,15 +91,7 @@ void kernelScatterND(KernelContext &ctx) {
     auto *po = ptr<Io>(out);
     const auto *pu = ptr<Io>(upd);
     for (int64_t t = 0; t < tuples; ++t) {
-      int64_t offset = 0;
-      for (int64_t d = 0; d < k; ++d) {
-        int64_t i = ix[t * k + d], n = data.dims[size_t(d)];
-        if (i < -n || i >= n)
-          fail(node, "index ", i, " is out of range for dim ", d, " of size ",
-               n);
-        offset = offset * n + (i < 0 ? i + n : i);
-      }
-      offset *= slice;
+      int64_t offset = tupleOffset(node, data.dims, 0, ix + t * k, k) * slice;
       for (int64_t j = 0; j < slice; ++j) {
         auto u = Io::load(pu, t * slice + j);
         auto o = Io::load(po, offset + j);
@@ -108,10 +124,52 @@ void kernelScatterND(KernelContext &ctx) {
   });
 }
 
+void kernelGatherND(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &data = input(ctx, 0, "data"), &idx = input(ctx, 1, "indices");
+  if (idx.dtype != DType::I64)
+    fail(node, "indices must be int64, got ", dtypeName(idx.dtype));
+  int64_t b = node.attrInt("batch_dims", 0);
+  size_t r = data.dims.size(), q = idx.dims.size();
+  if (q < 1 || b < 0 || size_t(b) >= std::min(r, q))
+    fail(node, "batch_dims ", b, " must be below the ranks of data (", r,
+         ") and indices (", q, ")");
+  int64_t k = idx.dims.back();
+  if (k < 1 || size_t(b + k) > r)
+    fail(node, "the last dim of indices (", k, ") plus batch_dims (", b,
+         ") must be at most data's rank ", r);
+  int64_t batches = 1;
+  for (int64_t d = 0; d < b; ++d) {
+    if (data.dims[size_t(d)] != idx.dims[size_t(d)])
+      fail(node, "batch dim ", d, " of data (", data.dims[size_t(d)],
+           ") and indices (", idx.dims[size_t(d)], ") differ");
+    batches *= data.dims[size_t(d)];
+  }
+  std::vector<int64_t> outDims(idx.dims.begin(), idx.dims.end() - 1);
+  outDims.insert(outDims.end(), data.dims.begin() + b + k, data.dims.end());
+  Tensor &out = output(ctx, 0, data.dtype, outDims);
+  int64_t slice = 1, batchStride = 1;
+  for (size_t d = size_t(b + k); d < r; ++d)
+    slice *= data.dims[d];
+  for (size_t d = size_t(b); d < r; ++d)
+    batchStride *= data.dims[d];
+  int64_t tuples = idx.numel() / k, perBatch = tuples / batches;
+  size_t size = dtypeSize(data.dtype), bytes = size_t(slice) * size;
+  const int64_t *ix = idx.data<int64_t>();
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t offset =
+        (t / perBatch) * batchStride +
+        tupleOffset(node, data.dims, size_t(b), ix + t * k, k) * slice;
+    if (bytes)
+      std::memcpy(out.bytes.data() + size_t(t) * bytes,
+                  data.bytes.data() + size_t(offset) * size, bytes);
+  }
+}
+
 } // namespace
 
 std::vector<KernelEntry> scatterNDKernels() {
-  return {{"", "ScatterND", kernelScatterND}};
+  return {{"", "ScatterND", kernelScatterND}, {"", "GatherND", kernelGatherND}};
 }
 
 } // namespace cpu

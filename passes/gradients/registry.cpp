@@ -82,6 +82,9 @@ const std::unordered_map<std::string, GradientRuleInfo> &ruleTable() {
       {"Dropout", {gradDropout, {1, 2}}},
       // gather_elements.cpp
       {"GatherElements", {gradGatherElements, {1}}},
+      // scatter_nd.cpp
+      {"GatherND", {gradGatherND, {1}}},
+      {"ScatterND", {gradScatterND, {1}}},
       // Random draws: the output does not depend on the input's values
       // (its shape, or Bernoulli's probabilities through a step function),
       // so no gradient flows back through them, as in PyTorch.

@@ -82,6 +82,34 @@ TEST(GradCheck, UnaryMath) {
             unaryCase("Cos", -4, 4)});
 }
 
+// GatherND and ScatterND (passes/gradients/scatter_nd.cpp): a repeated
+// tuple in GatherND's indices (its gradient sums), row and element tuples,
+// ScatterND writing (its overwritten places take no gradient) and adding.
+TEST(GradCheck, IndexTupleOps) {
+  GradCase rows;
+  rows.name = "GatherND rows, a repeated tuple";
+  rows.params = {{"x", {3, 4, 2}}};
+  rows.data = {{"int64[4,1] i = {2, 0, 2, 1}"}};
+  rows.body = "y = GatherND(x, i)";
+  GradCase elems;
+  elems.name = "GatherND elements";
+  elems.params = {{"x", {3, 4}}};
+  elems.data = {{"int64[2,3,2] i = {0, 1, 2, 3, 1, 0, 2, 2, 0, 0, 1, 3}"}};
+  elems.body = "y = GatherND(x, i)";
+  GradCase write;
+  write.name = "ScatterND none";
+  write.params = {{"x", {4, 3}}, {"u", {2, 3}}};
+  write.data = {{"int64[2,1] i = {3, 1}"}};
+  write.body = "y = ScatterND(x, i, u)";
+  GradCase add;
+  add.name = "ScatterND add, a repeated tuple";
+  add.params = {{"x", {4, 3}}, {"u", {3, 3}}};
+  add.data = {{"int64[3,1] i = {1, 1, 2}"}};
+  add.body = "y = ScatterND <reduction = \"add\"> (x, i, u)";
+  add.opset = 18;
+  checkAll({rows, elems, write, add});
+}
+
 // The activations the importer lowers (passes/onnx/activation_lowering.h):
 // the gradient of each lowering, over a range that crosses its kinks.
 TEST(GradCheck, LoweredActivations) {
@@ -733,6 +761,8 @@ TEST(GradCheck, EveryRuleIsCovered) {
                                    "Tanh",
                                    "Sin",
                                    "Cos",
+                                   "GatherND",
+                                   "ScatterND",
                                    "Sigmoid",
                                    "Erf",
                                    "Identity",

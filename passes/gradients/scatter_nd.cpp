@@ -1,0 +1,73 @@
+// Gradient rules of GatherND and ScatterND, the ops that address slices by
+// index tuples, written with the two ops themselves:
+//
+//   GatherND(data, idx):            d data = ScatterND<add>(zeros, idx, dY)
+//   ScatterND(data, idx, upd):      d upd  = GatherND(dY, idx)
+//                                   d data = ScatterND(dY, idx, zeros)
+//                                            (reduction none: the written
+//                                            places take no gradient)
+//                                          = dY (reduction add)
+//
+// A GatherND gradient sums repeated tuples (scatter-add), as PyTorch's
+// index backward does. ScatterND with a repeated tuple and reduction none
+// keeps the last update (the kernel's index order), so only that update
+// gets dY there in PyTorch; this rule gives it to every update of the
+// tuple (ONNX leaves repeats undefined). Reductions mul, max and min, and
+// GatherND's batch_dims, are refused naming the node.
+#include "passes/gradients/gradient_rules.h"
+
+#include "passes/support/diagnostics.h"
+
+namespace mpc {
+namespace {
+
+/// Zeros of v's shape and dtype t (ConstantOfShape of its shape).
+Value *zerosLike(GradientContext &ctx, Value *v, DType t,
+                 const std::string &what) {
+  Tensor zero(t, {1});
+  return ctx.emitShapedLike("ConstantOfShape", {ctx.shapeOf(v)},
+                            {{"value", Attribute::ofTensor(zero)}}, t, *v,
+                            ctx.tempName(what));
+}
+
+} // namespace
+
+void gradGatherND(GradientContext &ctx) {
+  const Node &n = ctx.node();
+  if (n.attrInt("batch_dims", 0) != 0)
+    errorAt(n) << "mpc differentiates GatherND only with batch_dims = 0";
+  Value *data = ctx.in(0), *dY = ctx.outGrad(0);
+  Value *zeros = zerosLike(ctx, data, dY->dtype, "zeros");
+  ctx.setInputGrad(
+      0, ctx.emitShapedLike("ScatterND", {zeros, ctx.in(1), dY},
+                            {{"reduction", Attribute::ofString("add")}},
+                            dY->dtype, *data, ctx.gradName(0)));
+}
+
+void gradScatterND(GradientContext &ctx) {
+  const Node &n = ctx.node();
+  const Attribute *r = n.attr("reduction");
+  std::string reduction = r ? r->s : "none";
+  if (reduction != "none" && reduction != "add")
+    errorAt(n) << "mpc differentiates ScatterND with reduction none or add, "
+                  "not "
+               << reduction;
+  Value *dY = ctx.outGrad(0);
+  if (ctx.wants(0)) {
+    if (reduction == "add")
+      ctx.setInputGrad(0, dY);
+    else
+      ctx.setInputGrad(
+          0, ctx.emitShapedLike(
+                 "ScatterND",
+                 {dY, ctx.in(1),
+                  zerosLike(ctx, ctx.in(2), dY->dtype, "zero_updates")},
+                 {}, dY->dtype, *ctx.in(0), ctx.gradName(0)));
+  }
+  if (ctx.wants(2))
+    ctx.setInputGrad(2, ctx.emitShapedLike("GatherND", {dY, ctx.in(1)}, {},
+                                           dY->dtype, *ctx.in(2),
+                                           ctx.gradName(2)));
+}
+
+} // namespace mpc
