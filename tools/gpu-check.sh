@@ -13,7 +13,9 @@
 #                resmlp.onnx, cnn.onnx (Conv, BatchNormalization, MaxPool
 #                on cuDNN and the pooling kernels), encoder_layer.onnx,
 #                norm_cnn.onnx, act_mlp.onnx, reduce_head.onnx,
-#                resize_cnn.onnx, einsum_attn.onnx and rnn_lm.onnx
+#                resize_cnn.onnx, einsum_attn.onnx, rnn_lm.onnx and the
+#                model-library gpt2_tiny, llama_tiny, swin_tiny and
+#                convnext_tiny
 #                (torch.nn's TransformerEncoderLayer, GroupNorm,
 #                InstanceNorm2d, LSTM, GRU, the activations, reductions,
 #                Resizes and Einsums the importer lowers; Adam 1e-3)
@@ -347,6 +349,11 @@ if want trajectories; then
     trajectory resize_cnn resize_cnn.onnx resize_cnn_data.npz 1e-3 $precision
     trajectory einsum_attn einsum_attn.onnx einsum_attn_data.npz 1e-3 $precision
     trajectory rnn_lm rnn_lm.onnx rnn_lm_data.npz 1e-3 $precision
+    # The model-library architectures: GPT-2, LLaMA, Swin, ConvNeXt.
+    trajectory gpt2_tiny gpt2_tiny.onnx gpt2_tiny_data.npz 1e-3 $precision
+    trajectory llama_tiny llama_tiny.onnx llama_tiny_data.npz 1e-3 $precision
+    trajectory swin_tiny swin_tiny.onnx swin_tiny_data.npz 1e-3 $precision
+    trajectory convnext_tiny convnext_tiny.onnx convnext_tiny_data.npz 1e-3 $precision
   done
   # The opset-20 Gelu variant, and gradient clipping (ClipGradNorm on the
   # device), in fp16 only: the same kernels otherwise.

@@ -1,4 +1,6 @@
-// The CUDA Cast kernel: fp32 <-> fp16 <-> bf16, 16-byte vector accesses.
+// The CUDA Cast kernel: fp32 <-> fp16 <-> bf16, 16-byte vector accesses;
+// bool <-> those floats (masks: stochastic depth's Cast of its draw) one
+// element per thread.
 //
 // mapKernel (vector_access.cuh) converts groups of 8 elements: 8 fp16/bf16
 // are one 16-byte load or store, 8 fp32 are two. The vector path is taken
@@ -26,10 +28,26 @@ bool deviceFloat(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
+/// bool -> float: 1 or 0, exact in every float dtype.
+__global__ void boolToFloatKernel(DType to, const uint8_t *__restrict__ x,
+                                  void *__restrict__ y, int64_t n) {
+  for (int64_t i = globalIndex(); i < n; i += globalStride())
+    storeAs(to, y, i, x[i] ? 1.0f : 0.0f);
+}
+
+/// float -> bool: true where the value is not zero (NaN too), as the CPU
+/// kernel's v != 0.
+__global__ void floatToBoolKernel(DType from, const void *__restrict__ x,
+                                  uint8_t *__restrict__ y, int64_t n) {
+  for (int64_t i = globalIndex(); i < n; i += globalStride())
+    y[i] = loadAs(from, x, i) != 0.0f ? 1 : 0;
+}
+
 } // namespace
 
 bool castSupported(DType from, DType to) {
-  return deviceFloat(from) && deviceFloat(to);
+  return (deviceFloat(from) || from == DType::Bool) &&
+         (deviceFloat(to) || to == DType::Bool);
 }
 
 void launchCast(DType from, DType to, const void *x, void *y, int64_t n,
@@ -39,6 +57,16 @@ void launchCast(DType from, DType to, const void *x, void *y, int64_t n,
   if (from == to) {
     MPC_CUDA_CHECK(cudaMemcpyAsync(y, x, size_t(n) * dtypeSize(from),
                                    cudaMemcpyDeviceToDevice, s));
+    return;
+  }
+  if (from == DType::Bool || to == DType::Bool) {
+    if (from == DType::Bool)
+      boolToFloatKernel<<<gridFor(n), kBlock, 0, s>>>(
+          to, static_cast<const uint8_t *>(x), y, n);
+    else
+      floatToBoolKernel<<<gridFor(n), kBlock, 0, s>>>(
+          from, x, static_cast<uint8_t *>(y), n);
+    MPC_CUDA_CHECK_LAUNCH("castBoolKernel");
     return;
   }
   dispatchDeviceFloat(from, "Cast", [&](auto src) {

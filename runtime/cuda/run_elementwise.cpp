@@ -151,7 +151,7 @@ void castTo(NodeStaging &s, DType dst) {
   const Tensor &x = s.in(0, "input");
   if (dst != x.dtype && !castSupported(x.dtype, dst))
     fail(s.node(),
-         "the cuda backend casts between fp32, fp16 and bf16 only, "
+         "the cuda backend casts between fp32, fp16, bf16 and bool only, "
          "not ",
          dtypeName(x.dtype), " to ", dtypeName(dst));
   void *y = s.out(0, dst, x.dims);
@@ -164,7 +164,7 @@ std::string castRefusal(DType from, DType to) {
   if (from == DType::Undefined || to == DType::Undefined || to == from ||
       castSupported(from, to))
     return "";
-  return std::string("it casts between fp32, fp16 and bf16 only, not ") +
+  return std::string("it casts between fp32, fp16, bf16 and bool only, not ") +
          dtypeName(from) + " to " + dtypeName(to);
 }
 

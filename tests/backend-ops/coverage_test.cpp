@@ -111,6 +111,23 @@ TEST(CudaCoverage, EveryNodeOfTheTorchModuleStepsIsSupported) {
     EXPECT_TRUE(ops.count(op)) << op << " is not in any compiled step";
 }
 
+// The model-library architectures (models/make_library_models.py): GPT-2's
+// and LLaMA's steps once their masks and rotary angles fold, Swin's once
+// its padding is lowered and its window mask folds, ConvNeXt's, and
+// ConvNeXt's stochastic depth (RandomUniformLike on the device).
+TEST(CudaCoverage, EveryNodeOfTheLibraryModelStepsIsSupported) {
+  std::set<std::string> ops;
+  for (const char *model : {"gpt2_tiny", "llama_tiny", "swin_tiny",
+                            "convnext_tiny", "convnext_tiny_sd"})
+    for (DType precision : {DType::F16, DType::BF16, DType::F32})
+      for (const std::string &op :
+           expectAllSupported(*compiled(model, precision, "adam"),
+                              std::string(model) + " " + dtypeName(precision)))
+        ops.insert(op);
+  for (const char *op : {"RandomUniformLike", "Less", "Gather", "Concat"})
+    EXPECT_TRUE(ops.count(op)) << op << " is not in any compiled step";
+}
+
 // The CNN (Conv, training-mode BatchNormalization, MaxPool and their
 // gradients; tests/e2e/cnn_test.cpp) as tools/gpu-check.sh compiles it, and
 // with SGD: every node on the device, the cuDNN and pooling ops included.

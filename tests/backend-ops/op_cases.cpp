@@ -98,6 +98,8 @@ Tensor floatPatterns(std::mt19937 &rng, int64_t n) {
   return t;
 }
 
+Tensor randomBools(std::mt19937 &rng, std::vector<int64_t> dims);
+
 /// Every 16-bit pattern, as an fp16 or bf16 tensor.
 Tensor allPatterns(DType t) {
   Tensor x(t, {65536});
@@ -248,6 +250,30 @@ void addCasts(std::vector<OpCase> &cases) {
                            return {allPatterns(from)};
                          }});
     }
+  // bool <-> float: masks (stochastic depth casts its bool draw to fp32).
+  // Every float bit pattern of fp16/bf16 (zeros of both signs, NaNs) to
+  // bool, and random fp32 patterns.
+  for (DType t : kFloats) {
+    cases.push_back({std::string("Cast_bool_to_") + dtypeName(t),
+                     "",
+                     "Cast",
+                     {{"to", i(toOnnxDataType(t))}},
+                     1,
+                     {DType::Bool},
+                     [](DType, std::mt19937 &rng) -> Inputs {
+                       return {randomBools(rng, {4099})};
+                     }});
+    cases.push_back({std::string("Cast_") + dtypeName(t) + "_to_bool",
+                     "",
+                     "Cast",
+                     {{"to", i(toOnnxDataType(DType::Bool))}},
+                     1,
+                     {t},
+                     [t](DType, std::mt19937 &rng) -> Inputs {
+                       return {t == DType::F32 ? floatPatterns(rng, 4099)
+                                               : allPatterns(t)};
+                     }});
+  }
   cases.push_back({"Cast_identity",
                    "",
                    "Cast",
