@@ -31,29 +31,34 @@ std::vector<C> channelVector(const KernelContext &ctx, size_t i,
 }
 
 /// Batch mean and biased variance of every channel: two passes (mean, then
-/// the mean of squared deviations), accumulated in C. Forward and backward
-/// both call this, so they agree bit for bit.
+/// the mean of squared deviations), summed in double whatever C is (a
+/// channel of a 112 x 112 map at batch 2 is 25,088 terms, where an fp32
+/// running sum drifts by 1e-6 relative: PyTorch's and onnxruntime's
+/// statistics do not), rounded to C once. Forward and backward both call
+/// this, so they agree bit for bit.
 template <typename C>
 void batchStatistics(const ChannelLayout &l, const std::vector<C> &x,
                      std::vector<C> &mean, std::vector<C> &var) {
   mean.assign(size_t(l.c), C(0));
   var.assign(size_t(l.c), C(0));
-  C count = C(l.count());
+  double count = double(l.count());
   for (int64_t c = 0; c < l.c; ++c) {
-    C sum = 0;
+    double sum = 0;
     for (int64_t n = 0; n < l.n; ++n) {
       const C *row = x.data() + (n * l.c + c) * l.inner;
       for (int64_t i = 0; i < l.inner; ++i)
-        sum += row[i];
+        sum += double(row[i]);
     }
-    C m = sum / count, sq = 0;
+    double m = sum / count, sq = 0;
     for (int64_t n = 0; n < l.n; ++n) {
       const C *row = x.data() + (n * l.c + c) * l.inner;
-      for (int64_t i = 0; i < l.inner; ++i)
-        sq += (row[i] - m) * (row[i] - m);
+      for (int64_t i = 0; i < l.inner; ++i) {
+        double d = double(row[i]) - m;
+        sq += d * d;
+      }
     }
-    mean[size_t(c)] = m;
-    var[size_t(c)] = sq / count;
+    mean[size_t(c)] = C(m);
+    var[size_t(c)] = C(sq / count);
   }
 }
 
@@ -136,19 +141,42 @@ template <typename C> void runBatchNormalizationGrad(KernelContext &ctx) {
     batchStatistics(l, xv, mean, var);
   }
   std::vector<C> inv = inverseStd(var, node.attrFloat("epsilon", 1e-5f));
+  // The two channel sums: with batch statistics in double, as the
+  // statistics themselves (batchStatistics), rounded to C once; with given
+  // statistics in C, row by row then across the batch, the order the CUDA
+  // kernel walks (kernels/cuda/batch_norm_math.h), which matches these
+  // bytes (the device's training-mode backward is cuDNN's).
   std::vector<C> sumDy(size_t(l.c), C(0)), sumDyXhat(size_t(l.c), C(0));
-  for (int64_t n = 0; n < l.n; ++n)
-    for (int64_t c = 0; c < l.c; ++c) {
-      size_t base = size_t((n * l.c + c) * l.inner);
-      C m = mean[size_t(c)], k = inv[size_t(c)], s1 = 0, s2 = 0;
-      for (int64_t i = 0; i < l.inner; ++i) {
-        C g = dyv[base + size_t(i)];
-        s1 += g;
-        s2 += g * (xv[base + size_t(i)] - m) * k;
+  if (given) {
+    for (int64_t n = 0; n < l.n; ++n)
+      for (int64_t c = 0; c < l.c; ++c) {
+        size_t base = size_t((n * l.c + c) * l.inner);
+        C m = mean[size_t(c)], k = inv[size_t(c)], s1 = 0, s2 = 0;
+        for (int64_t i = 0; i < l.inner; ++i) {
+          C g = dyv[base + size_t(i)];
+          s1 += g;
+          s2 += g * (xv[base + size_t(i)] - m) * k;
+        }
+        sumDy[size_t(c)] += s1;
+        sumDyXhat[size_t(c)] += s2;
       }
-      sumDy[size_t(c)] += s1;
-      sumDyXhat[size_t(c)] += s2;
+  } else {
+    std::vector<double> s1(size_t(l.c), 0.0), s2(size_t(l.c), 0.0);
+    for (int64_t n = 0; n < l.n; ++n)
+      for (int64_t c = 0; c < l.c; ++c) {
+        size_t base = size_t((n * l.c + c) * l.inner);
+        C m = mean[size_t(c)], k = inv[size_t(c)];
+        for (int64_t i = 0; i < l.inner; ++i) {
+          double g = double(dyv[base + size_t(i)]);
+          s1[size_t(c)] += g;
+          s2[size_t(c)] += g * double((xv[base + size_t(i)] - m) * k);
+        }
+      }
+    for (int64_t c = 0; c < l.c; ++c) {
+      sumDy[size_t(c)] = C(s1[size_t(c)]);
+      sumDyXhat[size_t(c)] = C(s2[size_t(c)]);
     }
+  }
   if (Tensor *dx = optionalOutput(ctx, 0, dy.dtype, x.dims)) {
     std::vector<C> dxv(xv.size());
     C count = C(l.count());
