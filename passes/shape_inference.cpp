@@ -1433,6 +1433,10 @@ void inferGatherND(Ctx &c) {
   const Value *idx = c.req(1);
   c.requireDType(1, DType::I64);
   int64_t b = c.intAttr("batch_dims", 0);
+  if (idx->hasShape && idx->rank() < 1)
+    fail([&] {
+      errorAt(c.n) << "indices must have rank >= 1, got " << typeText(idx);
+    });
   if (!data->hasShape || !idx->hasShape || !idx->dims.back().isKnown()) {
     c.setUnranked(0, data->dtype);
     return;
