@@ -151,34 +151,22 @@ def _heads(model, family, onnx_path):
     raise ValueError(f"{onnx_path}: no 'heads' metadata (made by bench/make_transformer_stack.py?)")
 
 
+# The families whose module has one size (the file's); transformer and stack are sized from the file.
+FIXED_FAMILIES = {"mlp_seed": MLPWithLoss, "cnn": CNNWithLoss, "resmlp": ResMLPWithLoss,
+                  "encoder_layer": EncoderLayerWithLoss, "norm_cnn": NormCNNWithLoss,
+                  "act_mlp": ActMLPWithLoss, "reduce_head": ReduceHeadWithLoss,
+                  "resize_cnn": ResizeCNNWithLoss, "einsum_attn": EinsumAttnWithLoss,
+                  "rnn_lm": RnnLMWithLoss, **LIBRARY_FAMILIES}
+
+
 def load_model(family, onnx_path):
     """The PyTorch module for FAMILY (mlp_seed, cnn, resmlp, transformer, encoder_layer, norm_cnn,
     act_mlp, reduce_head, resize_cnn, einsum_attn, rnn_lm, the LIBRARY_FAMILIES, stack) with
     ONNX_PATH's weights."""
     model = onnx.load(onnx_path)
     weights = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy()) for t in model.graph.initializer}
-    if family == "mlp_seed":
-        module = MLPWithLoss()
-    elif family == "cnn":
-        module = CNNWithLoss()
-    elif family == "resmlp":
-        module = ResMLPWithLoss()
-    elif family == "encoder_layer":
-        module = EncoderLayerWithLoss()
-    elif family == "norm_cnn":
-        module = NormCNNWithLoss()
-    elif family == "act_mlp":
-        module = ActMLPWithLoss()
-    elif family == "reduce_head":
-        module = ReduceHeadWithLoss()
-    elif family == "resize_cnn":
-        module = ResizeCNNWithLoss()
-    elif family == "einsum_attn":
-        module = EinsumAttnWithLoss()
-    elif family == "rnn_lm":
-        module = RnnLMWithLoss()
-    elif family in LIBRARY_FAMILIES:
-        module = LIBRARY_FAMILIES[family]()
+    if family in FIXED_FAMILIES:
+        module = FIXED_FAMILIES[family]()
     elif family in ("transformer", "stack"):
         vocab, d = weights["tok.weight"].shape
         T = weights["pos"].shape[0]

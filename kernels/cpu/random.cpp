@@ -24,21 +24,11 @@ uint64_t randomBase(const KernelContext &ctx) {
 template <typename Draw>
 void fillDraws(const Node &node, Tensor &out, Draw draw) {
   int64_t n = out.numel();
-  if (out.dtype == DType::Bool || !isFloating(out.dtype)) {
-    dispatchAll(node, out.dtype, [&](auto io) {
-      using Io = decltype(io);
-      auto *p = ptr<Io>(out);
-      for (int64_t i = 0; i < n; ++i)
-        Io::store(p, i, typename Io::Compute(draw(i)));
-    });
-    return;
-  }
-  dispatchFloat(node, out.dtype, [&](auto io) {
+  dispatchAll(node, out.dtype, [&](auto io) {
     using Io = decltype(io);
-    using C = typename Io::Compute;
     auto *p = ptr<Io>(out);
     for (int64_t i = 0; i < n; ++i)
-      Io::store(p, i, C(draw(i)));
+      Io::store(p, i, typename Io::Compute(draw(i)));
   });
 }
 

@@ -25,8 +25,7 @@ namespace {
 enum class Reduction { None, Add, Mul, Max, Min };
 
 Reduction reductionOf(const Node &node) {
-  const Attribute *a = node.attr("reduction");
-  std::string r = a ? a->s : "none";
+  std::string r = node.attrString("reduction", "none");
   if (r == "none")
     return Reduction::None;
   if (r == "add")

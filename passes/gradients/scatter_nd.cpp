@@ -46,8 +46,7 @@ void gradGatherND(GradientContext &ctx) {
 
 void gradScatterND(GradientContext &ctx) {
   const Node &n = ctx.node();
-  const Attribute *r = n.attr("reduction");
-  std::string reduction = r ? r->s : "none";
+  std::string reduction = n.attrString("reduction", "none");
   if (reduction != "none" && reduction != "add")
     errorAt(n) << "mpc differentiates ScatterND with reduction none or add, "
                   "not "

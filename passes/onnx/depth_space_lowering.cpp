@@ -31,7 +31,7 @@ std::vector<Node *> lowerDepthSpace(Graph &g, Node *n) {
     if (c % (b * b))
       errorAt(*n) << "channels " << c << " are not a multiple of blocksize^2 "
                   << b * b;
-    std::string mode = n->attr("mode") ? n->attr("mode")->s : "DCR";
+    std::string mode = n->attrString("mode", "DCR");
     if (mode != "DCR" && mode != "CRD")
       errorAt(*n) << "mode must be DCR or CRD, got '" << mode << "'";
     if (mode == "DCR") {

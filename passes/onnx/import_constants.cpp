@@ -94,4 +94,10 @@ TensorPtr importTimeValue(const Value &v, int64_t opset) {
   return valueAt(v, opset, 0);
 }
 
+TensorPtr fixedAtImport(const Value *v, int64_t opset) {
+  if (!v)
+    return nullptr;
+  return v->isInitializer() ? v->initializer() : importTimeValue(*v, opset);
+}
+
 } // namespace mpc

@@ -18,4 +18,10 @@ namespace mpc {
 
 TensorPtr importTimeValue(const Value &v, int64_t opset);
 
+/// A lowering's parameter input (Resize's scales, Pad's pads): an
+/// initializer taken as it is, state or not (no gradient reaches these
+/// inputs, so nothing trains them), else importTimeValue; nullptr for an
+/// omitted input or one computed from data.
+TensorPtr fixedAtImport(const Value *v, int64_t opset);
+
 } // namespace mpc

@@ -20,12 +20,6 @@ struct AxisPad {
   int64_t axis = 0, begin = 0, end = 0;
 };
 
-TensorPtr fixedValue(const Value *v, int64_t opset) {
-  if (!v)
-    return nullptr;
-  return v->isInitializer() ? v->initializer() : importTimeValue(*v, opset);
-}
-
 /// The node's pads per axis (zero pairs left out), its constant value and
 /// its mode, from the inputs (opset 11+) or the attributes.
 std::vector<AxisPad> padsOf(const Node &n, int64_t opset, int64_t rank,
@@ -41,14 +35,14 @@ std::vector<AxisPad> padsOf(const Node &n, int64_t opset, int64_t rank,
     const Value *padsIn = n.numInputs() > 1 ? n.input(1) : nullptr;
     if (!padsIn)
       errorAt(n) << "input 'pads' is required";
-    TensorPtr p = fixedValue(padsIn, opset);
+    TensorPtr p = fixedAtImport(padsIn, opset);
     if (!p || p->dtype != DType::I64)
       errorAt(n) << "needs its pads at compile time as int64 (constants or "
                     "shape arithmetic), '"
                  << padsIn->name() << "' is computed from data";
     pads = p->toInt64s();
     if (const Value *cv = n.numInputs() > 2 ? n.input(2) : nullptr) {
-      TensorPtr c = fixedValue(cv, opset);
+      TensorPtr c = fixedAtImport(cv, opset);
       if (!c || c->numel() != 1)
         errorAt(n) << "needs its constant_value at compile time as one "
                       "element, '"
@@ -56,7 +50,7 @@ std::vector<AxisPad> padsOf(const Node &n, int64_t opset, int64_t rank,
       value = c->getAsDouble(0);
     }
     if (const Value *ax = n.numInputs() > 3 ? n.input(3) : nullptr) {
-      TensorPtr a = fixedValue(ax, opset);
+      TensorPtr a = fixedAtImport(ax, opset);
       if (!a || (a->dtype != DType::I64 && a->dtype != DType::I32))
         errorAt(n) << "needs its axes at compile time as integers, '"
                    << ax->name() << "' is not";
@@ -222,8 +216,7 @@ std::vector<Node *> lowerPad(Graph &g, Node *n, int64_t opset) {
   if (x->dtype == DType::Undefined || !x->hasShape)
     errorAt(*n) << "needs its input's type and rank at compile time";
   const int64_t rank = x->rank();
-  const Attribute *modeAttr = n->attr("mode");
-  std::string mode = modeAttr ? modeAttr->s : "constant";
+  std::string mode = n->attrString("mode", "constant");
   if (mode != "constant" && mode != "reflect" && mode != "edge" &&
       !(mode == "wrap" && opset >= 19))
     errorAt(*n) << "mode '" << mode

@@ -52,19 +52,14 @@ int64_t clampIndex(int64_t i, int64_t in) {
   return i < 0 ? 0 : i >= in ? in - 1 : i;
 }
 
-std::string stringAttr(const Node &n, const char *name, const char *dflt) {
-  const Attribute *a = n.attr(name);
-  return a ? a->s : dflt;
-}
-
 /// The plan of every axis the Resize changes (identity axes left out),
 /// from the last axis to the first.
 std::vector<AxisPlan> planAxes(const Node &n, int64_t opset) {
   const Value *x = n.input(0);
-  std::string mode = stringAttr(n, "mode", "nearest");
+  std::string mode = n.attrString("mode", "nearest");
   std::string coord =
-      stringAttr(n, "coordinate_transformation_mode", "half_pixel");
-  std::string rounding = stringAttr(n, "nearest_mode", "round_prefer_floor");
+      n.attrString("coordinate_transformation_mode", "half_pixel");
+  std::string rounding = n.attrString("nearest_mode", "round_prefer_floor");
   if (mode != "nearest" && mode != "linear")
     errorAt(n) << "mode '" << mode
                << "' is not supported (nearest and linear are)";
@@ -75,7 +70,7 @@ std::vector<AxisPlan> planAxes(const Node &n, int64_t opset) {
                << "' is not supported";
   if (n.attrInt("antialias", 0) != 0)
     errorAt(n) << "antialias is not supported";
-  if (stringAttr(n, "keep_aspect_ratio_policy", "stretch") != "stretch")
+  if (n.attrString("keep_aspect_ratio_policy", "stretch") != "stretch")
     errorAt(n) << "keep_aspect_ratio_policy other than stretch is not "
                   "supported";
   if (!x->hasShape)
@@ -95,16 +90,10 @@ std::vector<AxisPlan> planAxes(const Node &n, int64_t opset) {
 
   const Value *scalesIn = n.numInputs() > 2 ? n.input(2) : nullptr;
   const Value *sizesIn = n.numInputs() > 3 ? n.input(3) : nullptr;
-  // An initializer is taken as it is, state or not: no gradient reaches a
-  // Resize's scales or sizes, so nothing trains them (an export with
-  // do_constant_folding writes the scales as a float initializer).
-  auto fixedValue = [opset](const Value *v) -> TensorPtr {
-    if (!v)
-      return nullptr;
-    return v->isInitializer() ? v->initializer() : importTimeValue(*v, opset);
-  };
-  TensorPtr scales = fixedValue(scalesIn);
-  TensorPtr sizes = fixedValue(sizesIn);
+  // An export with do_constant_folding writes the scales as a float
+  // initializer, which fixedAtImport takes as it is.
+  TensorPtr scales = fixedAtImport(scalesIn, opset);
+  TensorPtr sizes = fixedAtImport(sizesIn, opset);
   if (scales && scales->numel() == 0)
     scales = nullptr;
   if (sizes && sizes->numel() == 0)

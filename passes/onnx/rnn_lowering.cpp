@@ -50,8 +50,7 @@ public:
       x = b_.op("Transpose", {x}, "time_major",
                 {{"perm", Attribute::ofInts({1, 0, 2})}});
 
-    std::string dir =
-        n_.attr("direction") ? n_.attr("direction")->s : "forward";
+    std::string dir = n_.attrString("direction", "forward");
     std::vector<bool> reverse;
     if (dir == "forward")
       reverse = {false};
