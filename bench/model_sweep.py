@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""model_sweep.py -- real model-library architectures through mpc, side by side with PyTorch.
+
+Each model (torchvision, timm, Hugging Face transformers; small sizes, dropout and stochastic depth
+off) is exported with its loss as users export it (TorchScript exporter, dynamo=False,
+TrainingMode.TRAINING, do_constant_folding=False, opset 17). PyTorch trains it with SGD(lr=0.01) for
+--steps steps from the file's initializers; mpc-opt compiles it (fp32 and fp16, the same SGD) and
+mpc-run trains it on the CPU on the same batch. Reported per model: the export's node count, whether
+mpc compiled and ran it, the largest relative loss difference from PyTorch over the steps (fp32 and
+fp16) and the fp16 steps the loss scaler skipped.
+
+  python3 bench/model_sweep.py build [--steps=5] [--out=bench/results/model_sweep-DATE.json] [NAME...]
+
+Not part of make test (minutes, and it needs torch, torchvision, timm, transformers, onnx from pip).
+"""
+import argparse
+import csv
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+import torch
+import torch.nn as nn
+
+
+class Classifier(nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, y):
+        return nn.functional.cross_entropy(self.net(x), y)
+
+
+class CausalLM(nn.Module):
+    """A transformers LM with its mask (and positions) given, and the next-token loss."""
+
+    def __init__(self, lm, positions=True):
+        super().__init__()
+        self.lm, self.positions = lm, positions
+
+    def forward(self, tokens, targets):
+        extra = {"position_ids": torch.arange(tokens.shape[1]).unsqueeze(0)} if self.positions else {}
+        logits = self.lm(input_ids=tokens, attention_mask=torch.ones_like(tokens), **extra).logits
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+class SequenceClassifier(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens, y):
+        return nn.functional.cross_entropy(
+            self.model(input_ids=tokens, attention_mask=torch.ones_like(tokens)).logits, y)
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens, targets):
+        return self.model(input_ids=tokens, attention_mask=torch.ones_like(tokens), labels=targets).loss
+
+
+def images(size, batch):
+    return lambda: (torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,)))
+
+
+def tokens(classes=None):
+    def make():
+        t = torch.randint(3, 128, (2, 16))
+        return (t, torch.randint(0, classes, (2,)) if classes else torch.randint(3, 128, (2, 16)))
+    return make
+
+
+def torchvision_models():
+    import torchvision.models as tv
+    from torchvision.models import VisionTransformer
+    small = images(32, 4)
+    return {
+        "resnet18": (lambda: Classifier(tv.resnet18(num_classes=10)), images(64, 8)),
+        "mobilenet_v2": (lambda: Classifier(tv.mobilenet_v2(num_classes=10, dropout=0.0)), images(64, 8)),
+        "mobilenet_v3_small": (lambda: Classifier(tv.mobilenet_v3_small(num_classes=10, dropout=0.0)), small),
+        "shufflenet_v2": (lambda: Classifier(tv.shufflenet_v2_x0_5(num_classes=10)), small),
+        "squeezenet1_1": (lambda: Classifier(tv.squeezenet1_1(num_classes=10, dropout=0.0)), images(64, 4)),
+        "densenet121": (lambda: Classifier(tv.densenet121(num_classes=10)), small),
+        "regnet_y_400mf": (lambda: Classifier(tv.regnet_y_400mf(num_classes=10)), small),
+        "efficientnet_b0": (lambda: Classifier(tv.efficientnet_b0(num_classes=10, dropout=0.0,
+                                                                  stochastic_depth_prob=0.0)), images(64, 8)),
+        "convnext_tiny": (lambda: Classifier(tv.convnext_tiny(num_classes=10, stochastic_depth_prob=0.0)), small),
+        "vit_2layer": (lambda: Classifier(VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                                           hidden_dim=32, mlp_dim=64, num_classes=10)), small),
+        "swin_t": (lambda: Classifier(tv.swin_t(num_classes=10, stochastic_depth_prob=0.0)), images(64, 2)),
+    }
+
+
+def timm_models():
+    import timm
+
+    def make(name):
+        return lambda: Classifier(timm.create_model(name, pretrained=False, num_classes=10, drop_rate=0.0,
+                                                    drop_path_rate=0.0))
+    native = {"vit_tiny_patch16_224": 224, "deit_tiny_patch16_224": 224, "maxvit_nano_rw_256": 256,
+              "levit_128s": 224}
+    names = ["resnet50d", "efficientnet_b0", "mobilenetv3_large_100", "convnext_atto", "regnety_002",
+             "vit_tiny_patch16_224", "deit_tiny_patch16_224", "maxvit_nano_rw_256", "edgenext_xx_small",
+             "levit_128s", "poolformer_s12", "ghostnet_100", "rexnet_100"]
+    return {"timm_" + n: (make(n), images(native.get(n, 64), 2)) for n in names}
+
+
+def transformers_models():
+    import transformers as hf
+    small = dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                 max_position_embeddings=32, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    no_dropout = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+    def lm(cls, cfg, positions=True):
+        def make():
+            cfg._attn_implementation = "eager"
+            model = cls(cfg)
+            model.config.use_cache = False
+            return CausalLM(model, positions)
+        return make, tokens()
+
+    def wrap(wrapper, cls, cfg, classes=None):
+        def make():
+            cfg._attn_implementation = "eager"
+            model = cls(cfg)
+            model.config.use_cache = False
+            return wrapper(model)
+        return make, tokens(classes)
+    return {
+        "hf_gpt2": lm(hf.GPT2LMHeadModel, hf.GPT2Config(vocab_size=128, n_positions=32, n_embd=32, n_layer=2,
+                                                        n_head=2, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0,
+                                                        bos_token_id=1, eos_token_id=2)),
+        "hf_llama": lm(hf.LlamaForCausalLM, hf.LlamaConfig(num_key_value_heads=1, **small)),
+        "hf_mistral": lm(hf.MistralForCausalLM, hf.MistralConfig(num_key_value_heads=1, **small)),
+        "hf_qwen2": lm(hf.Qwen2ForCausalLM, hf.Qwen2Config(num_key_value_heads=1, **small)),
+        "hf_phi": lm(hf.PhiForCausalLM, hf.PhiConfig(**small)),
+        "hf_gemma": lm(hf.GemmaForCausalLM, hf.GemmaConfig(num_key_value_heads=1, head_dim=16, **small)),
+        "hf_gpt_neox": lm(hf.GPTNeoXForCausalLM, hf.GPTNeoXConfig(**small)),
+        "hf_falcon": lm(hf.FalconForCausalLM, hf.FalconConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2,
+                                                              num_attention_heads=2)),
+        "hf_opt": lm(hf.OPTForCausalLM, hf.OPTConfig(vocab_size=128, hidden_size=32, ffn_dim=64, num_hidden_layers=2,
+                                                     num_attention_heads=2, max_position_embeddings=32,
+                                                     word_embed_proj_dim=32, dropout=0.0, pad_token_id=0), False),
+        "hf_bloom": lm(hf.BloomForCausalLM, hf.BloomConfig(vocab_size=128, hidden_size=32, n_layer=2, n_head=2),
+                       False),
+        "hf_bert": wrap(SequenceClassifier, hf.BertForSequenceClassification,
+                        hf.BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                      intermediate_size=64, max_position_embeddings=32, num_labels=3, **no_dropout), 3),
+        "hf_distilbert": wrap(SequenceClassifier, hf.DistilBertForSequenceClassification,
+                              hf.DistilBertConfig(vocab_size=128, dim=32, hidden_dim=64, n_layers=2, n_heads=2,
+                                                  max_position_embeddings=32, num_labels=3, dropout=0.0,
+                                                  attention_dropout=0.0, seq_classif_dropout=0.0), 3),
+        "hf_roberta": wrap(SequenceClassifier, hf.RobertaForSequenceClassification,
+                           hf.RobertaConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                            intermediate_size=64, max_position_embeddings=40, num_labels=3,
+                                            **no_dropout), 3),
+        "hf_t5": wrap(Seq2Seq, hf.T5ForConditionalGeneration,
+                      hf.T5Config(vocab_size=128, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
+                                  dropout_rate=0.0, decoder_start_token_id=0)),
+        "hf_bart": wrap(Seq2Seq, hf.BartForConditionalGeneration,
+                        hf.BartConfig(vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1,
+                                      encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                                      decoder_ffn_dim=64, max_position_embeddings=32, dropout=0.0)),
+    }
+
+
+# PyTorch buffers the exporter writes as float initializers: not parameters, so frozen (mpc trains
+# every float initializer it is not told to freeze).
+FROZEN = {"hf_bart": "final_logits_bias"}
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    return r.returncode, (r.stderr.strip().splitlines() or [""])[-1][:300]
+
+
+def sweep_one(name, make, data, a, tmp):
+    torch.manual_seed(0)
+    model = make().train()
+    args = data()
+    names = [n for n in model.forward.__code__.co_varnames[1:3]]
+    path = os.path.join(tmp, name + ".onnx")
+    torch.onnx.export(model, args, path, input_names=names, output_names=["loss"], dynamo=False,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False, opset_version=17)
+    npz = os.path.join(tmp, name + "_data.npz")
+    np.savez(npz, **{n: t.numpy() for n, t in zip(names, args)})
+    model_proto = onnx.load(path)
+    inits = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy()) for t in model_proto.graph.initializer}
+    # The export's traced forward moved batch-norm running statistics: start from the file.
+    state = model.state_dict()
+    for k, v in state.items():  # a tied weight is one initializer, under one of its names
+        if k not in inits:
+            tied = [t for t, w in state.items() if t in inits and w.data_ptr() == v.data_ptr()]
+            if tied:
+                inits[k] = inits[tied[0]]
+    model.load_state_dict({k: inits.get(k, v) for k, v in state.items()})
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    ref = []
+    for _ in range(a.steps):
+        opt.zero_grad()
+        loss = model(*args)
+        loss.backward()
+        opt.step()
+        ref.append(loss.item())
+    row = {"model": name, "nodes": len(model_proto.graph.node), "torch_losses": ref}
+    for precision in ("fp32", "fp16"):
+        step, log = os.path.join(tmp, f"{name}.{precision}.step.onnx"), os.path.join(tmp, f"{name}.{precision}.csv")
+        cmd = [os.path.join(a.build, "bin", "mpc-opt"), path, "-o", step, f"--precision={precision}",
+               "--optimizer=sgd", "--lr=0.01"] + ([f"--frozen={FROZEN[name]}"] if name in FROZEN else [])
+        rc, err = run(cmd)
+        if rc:
+            row[precision] = {"error": "mpc-opt: " + err}
+            continue
+        rc, err = run([os.path.join(a.build, "bin", "mpc-run"), step, "--device=cpu", f"--data={npz}",
+                       f"--batch={len(args[0])}", f"--steps={a.steps}", f"--log={log}", "--quiet"])
+        if rc:
+            row[precision] = {"error": "mpc-run: " + err}
+            continue
+        rows = list(csv.DictReader(open(log)))
+        losses = [float(r["loss"]) for r in rows]
+        row[precision] = {"losses": losses, "skipped": sum(int(r["skipped"]) for r in rows),
+                          "max_rel": max(abs(m - t) / abs(t) for m, t in zip(losses, ref))}
+    return row
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("build")
+    p.add_argument("names", nargs="*")
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--out", default=f"bench/results/model_sweep-{datetime.date.today()}.json")
+    a = p.parse_args()
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    models = {**torchvision_models(), **timm_models(), **transformers_models()}
+    chosen = a.names or list(models)
+    unknown = [n for n in chosen if n not in models]
+    if unknown:
+        sys.exit(f"model_sweep: unknown model(s) {', '.join(unknown)}; known: {', '.join(models)}")
+    results = []
+    print(f"{'model':<34} {'nodes':>6} {'fp32 max rel':>13} {'fp16 max rel':>13} {'fp16 skipped':>13}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in chosen:
+            make, data = models[name]
+            try:
+                row = sweep_one(name, make, data, a, tmp)
+            except Exception as e:  # the export itself failed: torch's limitation, reported as such
+                row = {"model": name, "export_error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+            results.append(row)
+            if "export_error" in row:
+                print(f"{name:<34} export failed: {row['export_error']}", flush=True)
+                continue
+            cells = []
+            for precision in ("fp32", "fp16"):
+                r = row[precision]
+                cells.append(r["error"] if "error" in r else f"{r['max_rel']:.1e}")
+            skipped = row["fp16"].get("skipped", "-")
+            print(f"{name:<34} {row['nodes']:>6} {cells[0]:>13} {cells[1]:>13} {skipped:>13}", flush=True)
+    with open(a.out, "w") as f:
+        json.dump({"benchmark": "model_sweep", "date": str(datetime.date.today()), "steps": a.steps,
+                   "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                            text=True).stdout.strip(), "results": results}, f, indent=1)
+    print(f"results: {a.out}")
+
+
+if __name__ == "__main__":
+    main()
