@@ -29,27 +29,9 @@ import onnx.numpy_helper
 import torch
 import torch.nn as nn
 
-
-class Classifier(nn.Module):
-    def __init__(self, net):
-        super().__init__()
-        self.net = net
-
-    def forward(self, x, y):
-        return nn.functional.cross_entropy(self.net(x), y)
-
-
-class CausalLM(nn.Module):
-    """A transformers LM with its mask (and positions) given, and the next-token loss."""
-
-    def __init__(self, lm, positions=True):
-        super().__init__()
-        self.lm, self.positions = lm, positions
-
-    def forward(self, tokens, targets):
-        extra = {"position_ids": torch.arange(tokens.shape[1]).unsqueeze(0)} if self.positions else {}
-        logits = self.lm(input_ids=tokens, attention_mask=torch.ones_like(tokens), **extra).logits
-        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
+from library_models import CausalLMWithLoss as CausalLM  # noqa: E402  (models/)
+from library_models import ClassifierWithLoss as Classifier  # noqa: E402
 
 
 class SequenceClassifier(nn.Module):

@@ -1,7 +1,7 @@
 """library_models.py -- the model-library architectures of make_library_models.py, at their tiny sizes.
 
-Shared by models/make_library_models.py (which exports them) and bench/torch_models.py (which trains
-them in PyTorch beside mpc). torchvision and transformers are imported when a model is built, so that
+Shared by models/make_library_models.py (which exports them), bench/torch_models.py (which trains
+them in PyTorch beside mpc) and bench/model_sweep.py (its loss wrappers). torchvision and transformers are imported when a model is built, so that
 importing this module needs only torch.
 """
 import torch
@@ -9,16 +9,16 @@ import torch.nn as nn
 
 
 class CausalLMWithLoss(nn.Module):
-    """A transformers causal LM with its mask and positions given, and the next-token loss."""
+    """A transformers causal LM with its mask (and, unless positions=False, for the models that take
+    none, its positions) given, and the next-token loss."""
 
-    def __init__(self, lm):
+    def __init__(self, lm, positions=True):
         super().__init__()
-        self.lm = lm
+        self.lm, self.positions = lm, positions
 
     def forward(self, tokens, targets):
-        positions = torch.arange(tokens.shape[1]).unsqueeze(0)
-        logits = self.lm(input_ids=tokens, attention_mask=torch.ones_like(tokens),
-                         position_ids=positions).logits
+        extra = {"position_ids": torch.arange(tokens.shape[1]).unsqueeze(0)} if self.positions else {}
+        logits = self.lm(input_ids=tokens, attention_mask=torch.ones_like(tokens), **extra).logits
         return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
