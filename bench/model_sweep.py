@@ -5,15 +5,17 @@ Each model (torchvision, timm, Hugging Face transformers; small sizes, dropout a
 off) is exported with its loss as users export it (TorchScript exporter, dynamo=False,
 TrainingMode.TRAINING, do_constant_folding=False, opset 17). PyTorch trains it with SGD(lr=0.01) for
 --steps steps from the file's initializers; mpc-opt compiles it (fp32 and fp16, the same SGD) and
-mpc-run trains it on the CPU on the same batch. Reported per model: the export's node count, whether
-mpc compiled and ran it, the largest relative loss difference from PyTorch over the steps (fp32 and
-fp16) and the fp16 steps the loss scaler skipped.
+mpc-run trains it on the CPU on the same batch. Reported per model: the export's node count; how far
+PyTorch's own fp32 trajectory lies from its fp64 one (the conditioning: batch norm over a few values
+amplifies rounding); whether mpc compiled and ran it, the largest relative loss difference from
+PyTorch over the steps (fp32 and fp16) and the fp16 steps the loss scaler skipped.
 
   python3 bench/model_sweep.py build [--steps=5] [--out=bench/results/model_sweep-DATE.json] [NAME...]
 
 Not part of make test (minutes, and it needs torch, torchvision, timm, transformers, onnx from pip).
 """
 import argparse
+import copy
 import csv
 import datetime
 import json
@@ -76,12 +78,11 @@ def torchvision_models():
         "squeezenet1_1": (lambda: Classifier(tv.squeezenet1_1(num_classes=10, dropout=0.0)), images(64, 4)),
         "densenet121": (lambda: Classifier(tv.densenet121(num_classes=10)), small),
         "regnet_y_400mf": (lambda: Classifier(tv.regnet_y_400mf(num_classes=10)), small),
-        "efficientnet_b0": (lambda: Classifier(tv.efficientnet_b0(num_classes=10, dropout=0.0,
-                                                                  stochastic_depth_prob=0.0)), images(64, 8)),
-        "convnext_tiny": (lambda: Classifier(tv.convnext_tiny(num_classes=10, stochastic_depth_prob=0.0)), small),
+        "efficientnet_b0": (lambda: Classifier(tv.efficientnet_b0(num_classes=10)), images(64, 8)),
+        "convnext_tiny": (lambda: Classifier(tv.convnext_tiny(num_classes=10)), small),
         "vit_2layer": (lambda: Classifier(VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
                                                            hidden_dim=32, mlp_dim=64, num_classes=10)), small),
-        "swin_t": (lambda: Classifier(tv.swin_t(num_classes=10, stochastic_depth_prob=0.0)), images(64, 2)),
+        "swin_t": (lambda: Classifier(tv.swin_t(num_classes=10)), images(64, 2)),
     }
 
 
@@ -89,8 +90,7 @@ def timm_models():
     import timm
 
     def make(name):
-        return lambda: Classifier(timm.create_model(name, pretrained=False, num_classes=10, drop_rate=0.0,
-                                                    drop_path_rate=0.0))
+        return lambda: Classifier(timm.create_model(name, pretrained=False, num_classes=10))
     native = {"vit_tiny_patch16_224": 224, "deit_tiny_patch16_224": 224, "maxvit_nano_rw_256": 256,
               "levit_128s": 224}
     names = ["resnet50d", "efficientnet_b0", "mobilenetv3_large_100", "convnext_atto", "regnety_002",
@@ -163,6 +163,35 @@ def transformers_models():
 FROZEN = {"hf_bart": "final_logits_bias"}
 
 
+def without_randomness(model):
+    """Dropout and stochastic depth (torchvision's StochasticDepth, timm's DropPath) off: the
+    trajectories are then a function of the weights and the batch alone."""
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+        if type(m).__name__ == "StochasticDepth":
+            m.p = 0.0
+        if type(m).__name__ == "DropPath":
+            m.drop_prob = 0.0
+    return model
+
+
+def sgd_losses(model, args, steps):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = model(*args)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def max_rel(losses, ref):
+    return max(abs(m - t) / abs(t) for m, t in zip(losses, ref))
+
+
 def run(cmd):
     r = subprocess.run(cmd, capture_output=True, text=True)
     return r.returncode, (r.stderr.strip().splitlines() or [""])[-1][:300]
@@ -170,7 +199,7 @@ def run(cmd):
 
 def sweep_one(name, make, data, a, tmp):
     torch.manual_seed(0)
-    model = make().train()
+    model = without_randomness(make()).train()
     args = data()
     names = [n for n in model.forward.__code__.co_varnames[1:3]]
     path = os.path.join(tmp, name + ".onnx")
@@ -188,15 +217,14 @@ def sweep_one(name, make, data, a, tmp):
             if tied:
                 inits[k] = inits[tied[0]]
     model.load_state_dict({k: inits.get(k, v) for k, v in state.items()})
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    ref = []
-    for _ in range(a.steps):
-        opt.zero_grad()
-        loss = model(*args)
-        loss.backward()
-        opt.step()
-        ref.append(loss.item())
-    row = {"model": name, "nodes": len(model_proto.graph.node), "torch_losses": ref}
+    # PyTorch in fp64 from the same start: how far fp32 rounding alone moves the trajectory (a
+    # batch norm over a few values amplifies it), the scale against which mpc's distance reads.
+    wide = copy.deepcopy(model).double()
+    wide_args = [t.double() if t.is_floating_point() else t for t in args]
+    ref = sgd_losses(model, args, a.steps)
+    ref64 = sgd_losses(wide, wide_args, a.steps)
+    row = {"model": name, "nodes": len(model_proto.graph.node), "torch_losses": ref,
+           "torch_fp32_vs_fp64_max_rel": max_rel(ref, ref64)}
     for precision in ("fp32", "fp16"):
         step, log = os.path.join(tmp, f"{name}.{precision}.step.onnx"), os.path.join(tmp, f"{name}.{precision}.csv")
         cmd = [os.path.join(a.build, "bin", "mpc-opt"), path, "-o", step, f"--precision={precision}",
@@ -213,7 +241,7 @@ def sweep_one(name, make, data, a, tmp):
         rows = list(csv.DictReader(open(log)))
         losses = [float(r["loss"]) for r in rows]
         row[precision] = {"losses": losses, "skipped": sum(int(r["skipped"]) for r in rows),
-                          "max_rel": max(abs(m - t) / abs(t) for m, t in zip(losses, ref))}
+                          "max_rel": max_rel(losses, ref)}
     return row
 
 
@@ -232,7 +260,8 @@ def main():
     if unknown:
         sys.exit(f"model_sweep: unknown model(s) {', '.join(unknown)}; known: {', '.join(models)}")
     results = []
-    print(f"{'model':<34} {'nodes':>6} {'fp32 max rel':>13} {'fp16 max rel':>13} {'fp16 skipped':>13}")
+    print(f"{'model':<26} {'nodes':>6} {'torch32 vs 64':>13} {'fp32 max rel':>13} {'fp16 max rel':>13} "
+          f"{'fp16 skipped':>13}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in chosen:
             make, data = models[name]
@@ -242,14 +271,15 @@ def main():
                 row = {"model": name, "export_error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
             results.append(row)
             if "export_error" in row:
-                print(f"{name:<34} export failed: {row['export_error']}", flush=True)
+                print(f"{name:<26} export failed: {row['export_error']}", flush=True)
                 continue
             cells = []
             for precision in ("fp32", "fp16"):
                 r = row[precision]
                 cells.append(r["error"] if "error" in r else f"{r['max_rel']:.1e}")
             skipped = row["fp16"].get("skipped", "-")
-            print(f"{name:<34} {row['nodes']:>6} {cells[0]:>13} {cells[1]:>13} {skipped:>13}", flush=True)
+            print(f"{name:<26} {row['nodes']:>6} {row['torch_fp32_vs_fp64_max_rel']:>13.1e} {cells[0]:>13} "
+                  f"{cells[1]:>13} {skipped:>13}", flush=True)
     with open(a.out, "w") as f:
         json.dump({"benchmark": "model_sweep", "date": str(datetime.date.today()), "steps": a.steps,
                    "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
