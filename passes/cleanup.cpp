@@ -1,4 +1,5 @@
-// cleanup: dead-code elimination, duplicate casts merged, identity casts gone.
+// cleanup: dead-code elimination, duplicate casts merged, identity casts and
+// Identity nodes gone.
 //
 // Runs last (any pass order is valid: correctness never depends on it). Works
 // on the main graph and the training algorithm. Values that are graph outputs
@@ -37,6 +38,22 @@ int64_t removeIdentityCasts(Graph &g) {
     if (!to || in->dtype != *to || outputsAreGraphOutputs(*n))
       continue;
     g.replaceAllUsesWith(n->output(0), in);
+    g.removeNode(n);
+    ++removed;
+  }
+  return removed;
+}
+
+/// Removes Identity nodes (torch's dynamo exporter writes one per clone and
+/// alias; the SplitToSequence lowering leaves one per SequenceAt): their
+/// readers read the input instead.
+int64_t removeIdentities(Graph &g) {
+  int64_t removed = 0;
+  for (Node *n : g.nodeList()) {
+    if (!n->isOp("", "Identity") || !n->input(0) || !n->output(0) ||
+        outputsAreGraphOutputs(*n))
+      continue;
+    g.replaceAllUsesWith(n->output(0), n->input(0));
     g.removeNode(n);
     ++removed;
   }
@@ -89,13 +106,15 @@ int64_t removeUnusedConstants(Graph &g) {
 
 /// Returns how many changes it made (0: the graph is as it was).
 int64_t cleanupGraph(Graph &g, Statistics &stats) {
-  int64_t changes[] = {removeIdentityCasts(g), mergeDuplicateCasts(g),
-                       removeDeadNodes(g), removeUnusedConstants(g)};
+  int64_t changes[] = {removeIdentityCasts(g), removeIdentities(g),
+                       mergeDuplicateCasts(g), removeDeadNodes(g),
+                       removeUnusedConstants(g)};
   stats["identity-casts-removed"] += changes[0];
-  stats["casts-merged"] += changes[1];
-  stats["dead-nodes-removed"] += changes[2];
-  stats["unused-constants-removed"] += changes[3];
-  return changes[0] + changes[1] + changes[2] + changes[3];
+  stats["identities-removed"] += changes[1];
+  stats["casts-merged"] += changes[2];
+  stats["dead-nodes-removed"] += changes[3];
+  stats["unused-constants-removed"] += changes[4];
+  return changes[0] + changes[1] + changes[2] + changes[3] + changes[4];
 }
 
 } // namespace

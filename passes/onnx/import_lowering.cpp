@@ -11,6 +11,7 @@
 #include "passes/onnx/reduce_lowering.h"
 #include "passes/onnx/resize_lowering.h"
 #include "passes/onnx/rnn_lowering.h"
+#include "passes/onnx/sequence_split_lowering.h"
 #include "passes/shape_inference.h"
 
 #include <algorithm>
@@ -41,7 +42,8 @@ const std::map<std::string, Lowering> &lowerings() {
         {"Pad", lowerPad},
         {"LSTM", lowerRecurrent},
         {"GRU", lowerRecurrent},
-        {"RNN", lowerRecurrent}};
+        {"RNN", lowerRecurrent},
+        {"SplitToSequence", lowerSplitToSequence}};
     for (const char *op : {"HardSigmoid", "HardSwish", "Elu", "Selu", "Celu",
                            "Softplus", "Softsign", "PRelu", "Reciprocal"})
       t.emplace(op, lowerActivation);

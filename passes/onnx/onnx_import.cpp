@@ -8,6 +8,7 @@
 #include "passes/onnx/gradient_op.h"
 #include "passes/onnx/import_lowering.h"
 #include "passes/onnx/old_opsets.h"
+#include "passes/onnx/torch_export_signature.h"
 #include "passes/onnx/weights_in_file.h"
 #include "passes/support/diagnostics.h"
 #include "passes/support/file_bytes.h"
@@ -589,6 +590,9 @@ importModelFrom(const onnx::ModelProto &proto, onnx::ModelProto *owned,
   }
   for (Value *init : model->graph->initializers())
     init->isState = true;
+  // torch's dynamo exporter says which initializers are parameters and
+  // which batch norms were traced in training mode.
+  applyTorchExportSignature(proto.graph(), *model->graph);
   // ONNX's Gradient operator has no kernel: it becomes the backward
   // subgraph it names (passes/onnx/gradient_op.h).
   // InstanceNormalization and some activations have no kernel: they become
