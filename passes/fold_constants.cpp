@@ -26,13 +26,14 @@ namespace {
 
 /// Ops evaluated at compile time when all their inputs are constants.
 const std::set<std::string> kFoldableOps = {
-    "Add",       "And",    "Cast",        "Concat",     "ConstantOfShape",
-    "Cos",       "CumSum", "Div",         "Equal",      "Expand",
-    "Flatten",   "Gather", "GatherND",    "Greater",    "GreaterOrEqual",
-    "Identity",  "Less",   "LessOrEqual", "Mod",        "Mul",
-    "Not",       "Or",     "Range",       "ReduceProd", "Reshape",
-    "ScatterND", "Shape",  "Sin",         "Slice",      "Squeeze",
-    "Sub",       "Trilu",  "Unsqueeze",   "Where",      "Xor"};
+    "Add",        "And",     "Cast",        "Concat",    "ConstantOfShape",
+    "Cos",        "CumSum",  "Div",         "Equal",     "Expand",
+    "Flatten",    "Gather",  "GatherND",    "Greater",   "GreaterOrEqual",
+    "Identity",   "Less",    "LessOrEqual", "Max",       "Min",
+    "Mod",        "Mul",     "Not",         "Or",        "Range",
+    "ReduceProd", "Reshape", "ScatterND",   "Shape",     "Sin",
+    "Slice",      "Squeeze", "Sub",         "Transpose", "Trilu",
+    "Unsqueeze",  "Where",   "Xor"};
 
 /// Outputs larger than this stay computed at run time: folding them would
 /// bloat the model for no gain (they are not shape arithmetic).
@@ -63,6 +64,8 @@ public:
       // Earlier folds may have made this node's inputs constant and its
       // output shape static.
       inferNode(*n, opset_);
+      if (n->isOp("", "CastLike") && castLikeToCast(*n))
+        ++stats_["castlike-to-cast"];
       if (!n->domain().empty() || !kFoldableOps.count(n->opType()) ||
           n->numOutputs() != 1 || !n->output(0))
         continue;
@@ -141,6 +144,21 @@ private:
         Tensor::fromInt64s({int64_t(dims.size())}, dims));
   }
 
+  /// CastLike(x, like) whose `like` has a known type is Cast(x) to that
+  /// type: torch's dynamo exporter writes ones_like(tokens) as
+  /// Expand(CastLike(1, tokens), Shape(tokens)), constant once it is a Cast.
+  static bool castLikeToCast(Node &n) {
+    const Value *like = n.numInputs() == 2 ? n.input(1) : nullptr;
+    if (!n.input(0) || !like || like->dtype == DType::Undefined)
+      return false;
+    std::vector<std::pair<std::string, Attribute>> attrs = n.attributes();
+    n.setOp("Cast", "");
+    n.setAttrs(std::move(attrs)); // saturate, when given, means the same
+    n.setAttr("to", Attribute::ofInt(toOnnxDataType(like->dtype)));
+    n.truncateInputs(1);
+    return true;
+  }
+
   /// Runs a foldable node whose inputs are fixed; nullptr when it is not.
   TensorPtr evaluate(const Node &n) const {
     std::vector<const Tensor *> inputs;
@@ -195,7 +213,7 @@ void runFoldConstants(Model &model, PassContext &ctx) {
     opset = 17;
   // Make sure every stat appears, zero or not, so reports are comparable.
   for (const char *key : {"constants-to-initializers", "shapes-folded",
-                          "folded", "initializers-removed"})
+                          "castlike-to-cast", "folded", "initializers-removed"})
     ctx.stats[key] += 0;
   // Inference changes no type where the last verify found every type as
   // inference gives it, on a model as that verify left it (passes/verify.h):
