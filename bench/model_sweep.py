@@ -2,22 +2,26 @@
 """model_sweep.py -- real model-library architectures through mpc, side by side with PyTorch.
 
 Each model (torchvision, timm, Hugging Face transformers; small sizes, dropout and stochastic depth
-off) is exported with its loss as users export it (TorchScript exporter, dynamo=False,
-TrainingMode.TRAINING, do_constant_folding=False, opset 17). PyTorch trains it with SGD(lr=0.01) for
+off) is exported with its loss as users export it: the TorchScript exporter (dynamo=False,
+TrainingMode.TRAINING, do_constant_folding=False, opset 17), or with --exporter=dynamo torch's
+default exporter (dynamo=True, optimize=False, its default opset; the module in training mode). PyTorch trains it with SGD(lr=0.01) for
 --steps steps from the file's initializers; mpc-opt compiles it (fp32 and fp16, the same SGD) and
 mpc-run trains it on the CPU on the same batch. Reported per model: the export's node count; how far
 PyTorch's own fp32 trajectory lies from its fp64 one (the conditioning: batch norm over a few values
 amplifies rounding); whether mpc compiled and ran it, the largest relative loss difference from
 PyTorch over the steps (fp32 and fp16) and the fp16 steps the loss scaler skipped.
 
-  python3 bench/model_sweep.py build [--steps=5] [--out=bench/results/model_sweep-DATE.json] [NAME...]
+  python3 bench/model_sweep.py build [--steps=5] [--exporter=torchscript|dynamo]
+                                     [--out=bench/results/model_sweep[-dynamo]-DATE.json] [NAME...]
 
 Not part of make test (minutes, and it needs torch, torchvision, timm, transformers, onnx from pip).
 """
 import argparse
+import contextlib
 import copy
 import csv
 import datetime
+import io
 import json
 import os
 import subprocess
@@ -203,8 +207,14 @@ def sweep_one(name, make, data, a, tmp):
     args = data()
     names = [n for n in model.forward.__code__.co_varnames[1:3]]
     path = os.path.join(tmp, name + ".onnx")
-    torch.onnx.export(model, args, path, input_names=names, output_names=["loss"], dynamo=False,
-                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False, opset_version=17)
+    if a.exporter == "dynamo":  # torch's default exporter; its ONNX optimizer rewrites parameters
+        with contextlib.redirect_stdout(io.StringIO()):
+            torch.onnx.export(model, args, input_names=names, output_names=["loss"], dynamo=True,
+                              optimize=False).save(path)
+    else:
+        torch.onnx.export(model, args, path, input_names=names, output_names=["loss"], dynamo=False,
+                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                          opset_version=17)
     npz = os.path.join(tmp, name + "_data.npz")
     np.savez(npz, **{n: t.numpy() for n, t in zip(names, args)})
     model_proto = onnx.load(path)
@@ -228,7 +238,9 @@ def sweep_one(name, make, data, a, tmp):
     for precision in ("fp32", "fp16"):
         step, log = os.path.join(tmp, f"{name}.{precision}.step.onnx"), os.path.join(tmp, f"{name}.{precision}.csv")
         cmd = [os.path.join(a.build, "bin", "mpc-opt"), path, "-o", step, f"--precision={precision}",
-               "--optimizer=sgd", "--lr=0.01"] + ([f"--frozen={FROZEN[name]}"] if name in FROZEN else [])
+               "--optimizer=sgd", "--lr=0.01"]
+        if name in FROZEN and a.exporter == "torchscript":  # the dynamo export says what is a buffer
+            cmd.append(f"--frozen={FROZEN[name]}")
         rc, err = run(cmd)
         if rc:
             row[precision] = {"error": "mpc-opt: " + err}
@@ -250,8 +262,13 @@ def main():
     p.add_argument("build")
     p.add_argument("names", nargs="*")
     p.add_argument("--steps", type=int, default=5)
-    p.add_argument("--out", default=f"bench/results/model_sweep-{datetime.date.today()}.json")
+    p.add_argument("--exporter", choices=["torchscript", "dynamo"], default="torchscript")
+    p.add_argument("--out")
     a = p.parse_args()
+    if not a.out:
+        suffix = "" if a.exporter == "torchscript" else "-dynamo"
+        a.out = f"bench/results/model_sweep{suffix}-{datetime.date.today()}.json"
+
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     models = {**torchvision_models(), **timm_models(), **transformers_models()}
@@ -282,6 +299,7 @@ def main():
                   f"{cells[1]:>13} {skipped:>13}", flush=True)
     with open(a.out, "w") as f:
         json.dump({"benchmark": "model_sweep", "date": str(datetime.date.today()), "steps": a.steps,
+                   "exporter": a.exporter, "torch": torch.__version__,
                    "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                             text=True).stdout.strip(), "results": results}, f, indent=1)
     print(f"results: {a.out}")
