@@ -415,6 +415,18 @@ void kernelSin(KernelContext &ctx) {
 void kernelCos(KernelContext &ctx) {
   floatUnary(ctx, [](auto v) { return std::cos(v); });
 }
+// Floor, Ceil and Round are exact in any float type: the result of an fp16
+// or bf16 value is representable. Round is half to even (ONNX), which is
+// nearbyint under the default rounding mode.
+void kernelFloor(KernelContext &ctx) {
+  floatUnary(ctx, [](auto v) { return std::floor(v); });
+}
+void kernelCeil(KernelContext &ctx) {
+  floatUnary(ctx, [](auto v) { return std::ceil(v); });
+}
+void kernelRound(KernelContext &ctx) {
+  floatUnary(ctx, [](auto v) { return std::nearbyint(v); });
+}
 void kernelSigmoid(KernelContext &ctx) {
   floatUnary(ctx, [](auto v) {
     using T = decltype(v);
@@ -568,6 +580,9 @@ std::vector<KernelEntry> elementwiseKernels() {
       {"", "Or", kernelOr},
       {"", "Xor", kernelXor},
       {"", "Sin", kernelSin},
+      {"", "Floor", kernelFloor},
+      {"", "Ceil", kernelCeil},
+      {"", "Round", kernelRound},
       {"", "Cos", kernelCos},
   };
 }

@@ -59,6 +59,16 @@ struct SinOp {
 struct CosOp {
   __device__ float operator()(float v) const { return cosf(v); }
 };
+struct FloorOp {
+  __device__ float operator()(float v) const { return floorf(v); }
+};
+struct CeilOp {
+  __device__ float operator()(float v) const { return ceilf(v); }
+};
+/// Half to even, as ONNX's Round and the CPU kernel's nearbyint.
+struct RoundOp {
+  __device__ float operator()(float v) const { return rintf(v); }
+};
 
 struct AddOp {
   __device__ float operator()(float a, float b) const { return a + b; }
@@ -248,6 +258,12 @@ void launchUnary(UnaryOp op, DType t, const void *x, void *y, int64_t n,
     return unary(t, x, y, n, s, SinOp{});
   case UnaryOp::Cos:
     return unary(t, x, y, n, s, CosOp{});
+  case UnaryOp::Floor:
+    return unary(t, x, y, n, s, FloorOp{});
+  case UnaryOp::Ceil:
+    return unary(t, x, y, n, s, CeilOp{});
+  case UnaryOp::Round:
+    return unary(t, x, y, n, s, RoundOp{});
   }
 }
 

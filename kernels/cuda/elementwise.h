@@ -30,7 +30,10 @@ enum class UnaryOp {
   Sigmoid,
   Erf,
   Sin,
-  Cos
+  Cos,
+  Floor,
+  Ceil,
+  Round
 };
 enum class BinaryOp { Add, Sub, Mul, Div };
 

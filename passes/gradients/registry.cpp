@@ -91,6 +91,11 @@ const std::unordered_map<std::string, GradientRuleInfo> &ruleTable() {
       {"RandomUniformLike", {nullptr, {0}}},
       {"RandomNormalLike", {nullptr, {0}}},
       {"Bernoulli", {nullptr, {0}}},
+      // Step functions: their derivative is 0 wherever it exists, and
+      // PyTorch's floor, ceil and round pass a zero gradient.
+      {"Floor", {nullptr, {0}}},
+      {"Ceil", {nullptr, {0}}},
+      {"Round", {nullptr, {0}}},
   };
   return table;
 }

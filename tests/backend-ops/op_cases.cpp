@@ -152,7 +152,10 @@ void addElementwise(std::vector<OpCase> &cases) {
                   Unary{"Sigmoid", -6, 6, Compare::Tolerance},
                   Unary{"Erf", -2, 2, Compare::Tolerance},
                   Unary{"Sin", -8, 8, Compare::Tolerance},
-                  Unary{"Cos", -8, 8, Compare::Tolerance}}) {
+                  Unary{"Cos", -8, 8, Compare::Tolerance},
+                  Unary{"Floor", -8, 8, Compare::Exact},
+                  Unary{"Ceil", -8, 8, Compare::Exact},
+                  Unary{"Round", -8, 8, Compare::Exact}}) {
     float lo = u.lo, hi = u.hi;
     cases.push_back({u.op,
                      "",

@@ -350,6 +350,11 @@ TEST(CpuElementwise, UnaryMath) {
               1 / (1 + std::exp(-2.0))},
              1e-15);
   EXPECT_EQ(run1("Sqrt", {xd}).dtype, DType::F64);
+  // Round is half to even (ONNX); Floor and Ceil keep -0.
+  Tensor steps = F({7}, {-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 2.7f});
+  expectNear(run1("Round", {steps}), {-2, -2, -0, 0, 2, 2, 3}, 0);
+  expectNear(run1("Floor", {steps}), {-3, -2, -1, 0, 1, 2, 2}, 0);
+  expectNear(run1("Ceil", {steps}), {-2, -1, -0, 1, 2, 3, 3}, 0);
   // Relu keeps NaN (as PyTorch does); integer Relu/Neg/Abs work exactly.
   EXPECT_TRUE(std::isnan(run1("Relu", {F({1}, {NAN})}).getAsDouble(0)));
   EXPECT_EQ(values(run1("Abs", {I({2}, {-5, 4})})),
