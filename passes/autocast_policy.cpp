@@ -218,6 +218,8 @@ const std::vector<PolicyEntry> &table() {
        "reads slices of data at int64 positions: moves data"},
       {"", "ScatterND", PC::Follow, inputBit(1),
        "writes updates into a copy of data at int64 positions: moves data"},
+      {"", "ScatterElements", PC::Follow, inputBit(1),
+       "writes updates into a copy of data at indexed elements: moves data"},
       {"", "Slice", PC::Follow, 0,
        "moves data (TF clear StridedSlice, TVM strided_slice)"},
       {"", "Expand", PC::Follow, 0,

@@ -1910,6 +1910,8 @@ const OpRule kRules[] = {
     {"", "Gather", 2, 2, 1, 1, inferGather},
     {"", "GatherElements", 2, 2, 1, 1,
      gather_elements_shapes::inferGatherElements},
+    {"", "ScatterElements", 3, 3, 1, 1,
+     gather_elements_shapes::inferScatterElements},
     {kMpcDomain, "GatherElementsGrad", 3, 3, 1, 1,
      gather_elements_shapes::inferGatherElementsGrad},
     {"", "Reshape", 2, 2, 1, 1, inferReshape},

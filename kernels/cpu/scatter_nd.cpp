@@ -1,5 +1,6 @@
 // GatherND and ScatterND on the CPU, the two ops that address slices of
-// data by tuples of indices (the last axis of `indices`).
+// data by tuples of indices (the last axis of `indices`), and
+// ScatterElements, which addresses single elements as GatherElements does.
 //
 // GatherND (opset 11/12/13, batch_dims): out[i...] = data[b..., tuple(i...)],
 // the slice each index tuple names; PyTorch exports advanced indexing with
@@ -11,8 +12,12 @@
 // fold-constants evaluates it with this kernel at compile time. Updates apply
 // in index order, so with reduction none a repeated index keeps the last update
 // (ONNX leaves that case undefined; this is numpy's and ONNX's reference
-// order).
+// order). ScatterElements (opset 11; reductions as ScatterND's) writes
+// updates[i] where GatherElements would read index position i: torch's
+// dynamo exporter writes select_scatter this way (T5's and BART's
+// shift_tokens_right, `shifted[:, 0] = start`).
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/node_geometry.h"
 
 #include <algorithm>
 #include <cstring>
@@ -37,6 +42,29 @@ Reduction reductionOf(const Node &node) {
   if (r == "min")
     return Reduction::Min;
   fail(node, "reduction '", r, "' is not one of none, add, mul, max, min");
+}
+
+/// o updated by u under reduction `red` (bool: add is or, mul is and).
+template <typename T> T reduce(Reduction red, T o, T u) {
+  switch (red) {
+  case Reduction::None:
+    return u;
+  case Reduction::Add:
+    if constexpr (std::is_same_v<T, bool>)
+      return o || u;
+    else
+      return o + u;
+  case Reduction::Mul:
+    if constexpr (std::is_same_v<T, bool>)
+      return o && u;
+    else
+      return o * u;
+  case Reduction::Max:
+    return u > o ? u : o;
+  case Reduction::Min:
+    return u < o ? u : o;
+  }
+  return u;
 }
 
 /// The data offset of element 0 of the slice that index tuple t names, for
@@ -92,31 +120,8 @@ void kernelScatterND(KernelContext &ctx) {
     for (int64_t t = 0; t < tuples; ++t) {
       int64_t offset = tupleOffset(node, data.dims, 0, ix + t * k, k) * slice;
       for (int64_t j = 0; j < slice; ++j) {
-        auto u = Io::load(pu, t * slice + j);
-        auto o = Io::load(po, offset + j);
-        switch (red) {
-        case Reduction::None:
-          o = u;
-          break;
-        case Reduction::Add:
-          if constexpr (std::is_same_v<decltype(o), bool>)
-            o = o || u;
-          else
-            o = o + u;
-          break;
-        case Reduction::Mul:
-          if constexpr (std::is_same_v<decltype(o), bool>)
-            o = o && u;
-          else
-            o = o * u;
-          break;
-        case Reduction::Max:
-          o = u > o ? u : o;
-          break;
-        case Reduction::Min:
-          o = u < o ? u : o;
-          break;
-        }
+        auto o =
+            reduce(red, Io::load(po, offset + j), Io::load(pu, t * slice + j));
         Io::store(po, offset + j, o);
       }
     }
@@ -165,10 +170,41 @@ void kernelGatherND(KernelContext &ctx) {
   }
 }
 
+/// ScatterElements: out = data, then updates[i] applied at the element
+/// GatherElements would read for index position i (node_geometry.h's
+/// offsets: the same axis, index and bounds rules), in index order.
+void kernelScatterElements(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &data = input(ctx, 0, "data"), &idx = input(ctx, 1, "indices"),
+               &upd = input(ctx, 2, "updates");
+  if (upd.dtype != data.dtype)
+    fail(node, "updates (", dtypeName(upd.dtype), ") and data (",
+         dtypeName(data.dtype), ") differ in element type");
+  if (upd.dims != idx.dims)
+    fail(node, "updates of shape ", shapeString(upd.dims),
+         " must have the shape of indices ", shapeString(idx.dims));
+  std::vector<int64_t> offsets = gatherElementsOffsets(
+      node, gatherElementsShape(node, data.dims, idx), idx);
+  Reduction red = reductionOf(node);
+  Tensor &out = output(ctx, 0, data.dtype, data.dims);
+  out.bytes = data.bytes;
+  dispatchAll(node, data.dtype, [&](auto io) {
+    using Io = decltype(io);
+    auto *po = ptr<Io>(out);
+    const auto *pu = ptr<Io>(upd);
+    for (size_t i = 0; i < offsets.size(); ++i)
+      Io::store(
+          po, offsets[i],
+          reduce(red, Io::load(po, offsets[i]), Io::load(pu, int64_t(i))));
+  });
+}
+
 } // namespace
 
 std::vector<KernelEntry> scatterNDKernels() {
-  return {{"", "ScatterND", kernelScatterND}, {"", "GatherND", kernelGatherND}};
+  return {{"", "ScatterND", kernelScatterND},
+          {"", "GatherND", kernelGatherND},
+          {"", "ScatterElements", kernelScatterElements}};
 }
 
 } // namespace cpu

@@ -268,6 +268,7 @@ void gradDropout(GradientContext &ctx);
 // gather_elements.cpp (issue 5)
 void gradGatherND(GradientContext &ctx);
 void gradScatterND(GradientContext &ctx);
+void gradScatterElements(GradientContext &ctx);
 void gradGatherElements(GradientContext &ctx);
 /// prepareForwardNode's part for this family: LayerNormalization gets its
 /// Mean/InvStdDev outputs, a Dropout that may train its mask output. Returns

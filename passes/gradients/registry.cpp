@@ -85,6 +85,7 @@ const std::unordered_map<std::string, GradientRuleInfo> &ruleTable() {
       // scatter_nd.cpp
       {"GatherND", {gradGatherND, {1}}},
       {"ScatterND", {gradScatterND, {1}}},
+      {"ScatterElements", {gradScatterElements, {1}}},
       // Random draws: the output does not depend on the input's values
       // (its shape, or Bernoulli's probabilities through a step function),
       // so no gradient flows back through them, as in PyTorch.

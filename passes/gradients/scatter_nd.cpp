@@ -14,6 +14,13 @@
 // gets dY there in PyTorch; this rule gives it to every update of the
 // tuple (ONNX leaves repeats undefined). Reductions mul, max and min, and
 // GatherND's batch_dims, are refused naming the node.
+//
+// ScatterElements, which writes single elements where GatherElements reads
+// them, has the same rules with the element-wise ops:
+//
+//   ScatterElements(data, idx, upd): d upd  = GatherElements(dY, idx)
+//                                    d data = ScatterElements(dY, idx, zeros)
+//                                             (none) or dY (add)
 #include "passes/gradients/gradient_rules.h"
 
 #include "passes/support/diagnostics.h"
@@ -44,13 +51,15 @@ void gradGatherND(GradientContext &ctx) {
                             dY->dtype, *data, ctx.gradName(0)));
 }
 
-void gradScatterND(GradientContext &ctx) {
+/// ScatterND's and ScatterElements' rule: `gather` reads the updates'
+/// places, `attrs` (ScatterElements' axis) go to both ops.
+void gradScatter(GradientContext &ctx, const char *gather,
+                 const GradientContext::Attrs &attrs) {
   const Node &n = ctx.node();
   std::string reduction = n.attrString("reduction", "none");
   if (reduction != "none" && reduction != "add")
-    errorAt(n) << "mpc differentiates ScatterND with reduction none or add, "
-                  "not "
-               << reduction;
+    errorAt(n) << "mpc differentiates " << n.opType()
+               << " with reduction none or add, not " << reduction;
   Value *dY = ctx.outGrad(0);
   if (ctx.wants(0)) {
     if (reduction == "add")
@@ -58,15 +67,22 @@ void gradScatterND(GradientContext &ctx) {
     else
       ctx.setInputGrad(
           0, ctx.emitShapedLike(
-                 "ScatterND",
+                 n.opType(),
                  {dY, ctx.in(1),
                   zerosLike(ctx, ctx.in(2), dY->dtype, "zero_updates")},
-                 {}, dY->dtype, *ctx.in(0), ctx.gradName(0)));
+                 attrs, dY->dtype, *ctx.in(0), ctx.gradName(0)));
   }
   if (ctx.wants(2))
-    ctx.setInputGrad(2, ctx.emitShapedLike("GatherND", {dY, ctx.in(1)}, {},
+    ctx.setInputGrad(2, ctx.emitShapedLike(gather, {dY, ctx.in(1)}, attrs,
                                            dY->dtype, *ctx.in(2),
                                            ctx.gradName(2)));
+}
+
+void gradScatterND(GradientContext &ctx) { gradScatter(ctx, "GatherND", {}); }
+
+void gradScatterElements(GradientContext &ctx) {
+  gradScatter(ctx, "GatherElements",
+              {{"axis", Attribute::ofInt(ctx.node().attrInt("axis", 0))}});
 }
 
 } // namespace mpc

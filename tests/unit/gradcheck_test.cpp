@@ -84,7 +84,8 @@ TEST(GradCheck, UnaryMath) {
 
 // GatherND and ScatterND (passes/gradients/scatter_nd.cpp): a repeated
 // tuple in GatherND's indices (its gradient sums), row and element tuples,
-// ScatterND writing (its overwritten places take no gradient) and adding.
+// ScatterND writing (its overwritten places take no gradient) and adding,
+// and ScatterElements the same way.
 TEST(GradCheck, IndexTupleOps) {
   GradCase rows;
   rows.name = "GatherND rows, a repeated tuple";
@@ -107,7 +108,20 @@ TEST(GradCheck, IndexTupleOps) {
   add.data = {{"int64[3,1] i = {1, 1, 2}"}};
   add.body = "y = ScatterND <reduction = \"add\"> (x, i, u)";
   add.opset = 18;
-  checkAll({rows, elems, write, add});
+  // ScatterElements: elements along an axis, a negative index; with add, a
+  // repeated index.
+  GradCase elemWrite;
+  elemWrite.name = "ScatterElements none, axis 1";
+  elemWrite.params = {{"x", {3, 4}}, {"u", {3, 2}}};
+  elemWrite.data = {{"int64[3,2] i = {0, 3, 1, -1, 2, 0}"}};
+  elemWrite.body = "y = ScatterElements <axis = 1> (x, i, u)";
+  GradCase elemAdd;
+  elemAdd.name = "ScatterElements add, a repeated index";
+  elemAdd.params = {{"x", {4, 3}}, {"u", {2, 3}}};
+  elemAdd.data = {{"int64[2,3] i = {1, 0, 3, 1, 2, 3}"}};
+  elemAdd.body = "y = ScatterElements <reduction = \"add\"> (x, i, u)";
+  elemAdd.opset = 18;
+  checkAll({rows, elems, write, add, elemWrite, elemAdd});
 }
 
 // The activations the importer lowers (passes/onnx/activation_lowering.h):
@@ -763,6 +777,7 @@ TEST(GradCheck, EveryRuleIsCovered) {
                                    "Cos",
                                    "GatherND",
                                    "ScatterND",
+                                   "ScatterElements",
                                    "Sigmoid",
                                    "Erf",
                                    "Identity",
