@@ -114,11 +114,16 @@ TEST(CudaCoverage, EveryNodeOfTheTorchModuleStepsIsSupported) {
 // The model-library architectures (models/make_library_models.py): GPT-2's
 // and LLaMA's steps once their masks and rotary angles fold, Swin's once
 // its padding is lowered and its window mask folds, ConvNeXt's, and
-// ConvNeXt's stochastic depth (RandomUniformLike on the device).
+// ConvNeXt's stochastic depth (RandomUniformLike on the device); and the
+// dynamo exporter's GPT-2 (its SplitToSequence a Split, its CastLike mask
+// folded), CNN (the batch norm back in training mode) and frozen-statistics
+// net (models/make_dynamo_models.py).
 TEST(CudaCoverage, EveryNodeOfTheLibraryModelStepsIsSupported) {
   std::set<std::string> ops;
-  for (const char *model : {"gpt2_tiny", "llama_tiny", "swin_tiny",
-                            "convnext_tiny", "convnext_tiny_sd"})
+  for (const char *model :
+       {"gpt2_tiny", "llama_tiny", "swin_tiny", "convnext_tiny",
+        "convnext_tiny_sd", "gpt2_tiny_dynamo", "cnn_dynamo",
+        "frozen_norm_dynamo"})
     for (DType precision : {DType::F16, DType::BF16, DType::F32})
       for (const std::string &op :
            expectAllSupported(*compiled(model, precision, "adam"),
