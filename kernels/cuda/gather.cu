@@ -40,6 +40,55 @@ __global__ void gatherGradKernel(DType t, const void *__restrict__ dy,
   }
 }
 
+template <typename T>
+__global__ void scatterLastKernel(const T *__restrict__ data,
+                                  const T *__restrict__ updates,
+                                  const int64_t *__restrict__ start,
+                                  const int64_t *__restrict__ positions,
+                                  T *__restrict__ out, int64_t len) {
+  for (int64_t e = globalIndex(); e < len; e += globalStride())
+    out[e] = start[e + 1] > start[e] ? updates[positions[start[e + 1] - 1]]
+                                     : data[e];
+}
+
+/// o updated by u, as the CPU kernel's reduce (kernels/cpu/scatter_nd.cpp).
+template <typename C> __device__ C reduceScatter(ScatterReduction r, C o, C u) {
+  switch (r) {
+  case ScatterReduction::Add:
+    return o + u;
+  case ScatterReduction::Mul:
+    return o * u;
+  case ScatterReduction::Max:
+    return u > o ? u : o;
+  case ScatterReduction::Min:
+    return u < o ? u : o;
+  default:
+    return u;
+  }
+}
+
+/// Integer element access in the shape of F32Dev/F16Dev/BF16Dev.
+template <typename I> struct IntDev {
+  using Storage = I;
+  __device__ static I toFloat(I s) { return s; }
+  __device__ static I fromFloat(I v) { return v; }
+};
+
+template <typename Io>
+__global__ void scatterReduceKernel(
+    ScatterReduction r, const typename Io::Storage *__restrict__ data,
+    const typename Io::Storage *__restrict__ updates,
+    const int64_t *__restrict__ start, const int64_t *__restrict__ positions,
+    typename Io::Storage *__restrict__ out, int64_t len) {
+  for (int64_t e = globalIndex(); e < len; e += globalStride()) {
+    typename Io::Storage v = data[e];
+    for (int64_t p = start[e]; p < start[e + 1]; ++p)
+      v = Io::fromFloat(
+          reduceScatter(r, Io::toFloat(v), Io::toFloat(updates[positions[p]])));
+    out[e] = v;
+  }
+}
+
 } // namespace
 
 GatherRowLists gatherRowLists(const std::vector<int64_t> &rows, int64_t len) {
@@ -79,6 +128,38 @@ void launchGatherGrad(DType t, const void *dy, const int64_t *start,
   gatherGradKernel<<<gridFor(count), kBlock, 0, st>>>(t, dy, start, positions,
                                                       dData, s);
   MPC_CUDA_CHECK_LAUNCH("gatherGradKernel");
+}
+
+void launchScatterElements(ScatterReduction r, DType t, const void *data,
+                           const void *updates, const int64_t *start,
+                           const int64_t *positions, void *out, int64_t len,
+                           cudaStream_t st) {
+  if (len == 0)
+    return;
+  if (r == ScatterReduction::None) {
+    dispatchElementSize(dtypeSize(t), "ScatterElements", [&](auto e) {
+      using T = decltype(e);
+      scatterLastKernel<<<gridFor(len), kBlock, 0, st>>>(
+          static_cast<const T *>(data), static_cast<const T *>(updates), start,
+          positions, static_cast<T *>(out), len);
+    });
+    MPC_CUDA_CHECK_LAUNCH("scatterLastKernel");
+    return;
+  }
+  auto launch = [&](auto io) {
+    using Io = decltype(io);
+    using S = typename Io::Storage;
+    scatterReduceKernel<Io><<<gridFor(len), kBlock, 0, st>>>(
+        r, static_cast<const S *>(data), static_cast<const S *>(updates), start,
+        positions, static_cast<S *>(out), len);
+  };
+  if (t == DType::I64)
+    launch(IntDev<int64_t>{});
+  else if (t == DType::I32)
+    launch(IntDev<int32_t>{});
+  else
+    dispatchDeviceFloat(t, "ScatterElements", launch);
+  MPC_CUDA_CHECK_LAUNCH("scatterReduceKernel");
 }
 
 } // namespace cuda

@@ -8,6 +8,7 @@
 // increasing order (a counting sort of the indices, GatherRowLists, built
 // where the indices are), so each output element adds its contributions in
 // the order the CPU backend adds them: the same bits, and no atomics.
+// ScatterElements walks the same lists per data element.
 #pragma once
 
 #include "passes/ir/types.h"
@@ -46,6 +47,21 @@ GatherRowLists gatherRowLists(const std::vector<int64_t> &rows, int64_t len);
 void launchGatherGrad(DType t, const void *dy, const int64_t *start,
                       const int64_t *positions, void *dData,
                       const GatherShape &shape, cudaStream_t stream);
+
+/// ScatterElements' reductions (ONNX: none, add, mul, max, min).
+enum class ScatterReduction { None, Add, Mul, Max, Min };
+
+/// ScatterElements over data seen flat: out[e] := data[e] with, for each
+/// update position p that names e (positions[start[e] .. start[e + 1]),
+/// increasing), updates[p] applied in that order. With None the last one
+/// wins (raw bytes of `elementSize`, any dtype); the reductions compute in
+/// fp32 for fp32/fp16/bf16 (rounded to t after each update, as the CPU
+/// kernel stores each one) and exactly for int32/int64. One thread per data
+/// element, so the CPU's index order is kept and no atomics are needed.
+void launchScatterElements(ScatterReduction r, DType t, const void *data,
+                           const void *updates, const int64_t *start,
+                           const int64_t *positions, void *out, int64_t len,
+                           cudaStream_t stream);
 
 } // namespace cuda
 } // namespace mpc

@@ -1,4 +1,5 @@
-// CUDA runners of GatherElements and its gradient, mpc.GatherElementsGrad.
+// CUDA runners of GatherElements, its gradient mpc.GatherElementsGrad, and
+// ScatterElements, which walks the gradient's per-element lists.
 //
 // Both reduce to the Gather kernels (kernels/cuda/gather.h) over data seen
 // as one flat row per element: every index position resolves to a data
@@ -14,6 +15,7 @@
 // range sets the step's error word.
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gather.h"
 #include "kernels/cuda/resident.h"
 #include "passes/ir/mpc_ops.h"
@@ -100,6 +102,101 @@ void runGatherElementsGrad(NodeStaging &s) {
                    s.stream());
 }
 
+/// The data element lists of ScatterElements' update positions: made on the
+/// host when staged, by GatherGrad's device sort when resident.
+struct ElementLists {
+  const int64_t *start = nullptr, *positions = nullptr;
+};
+
+ElementLists scatterLists(NodeStaging &s, const cpu::GatherElementsShape &shape,
+                          int64_t len) {
+  const Node &node = s.node();
+  const Tensor &idx = s.in(1, "indices");
+  int64_t n = idx.numel();
+  if (!s.resident()) {
+    GatherRowLists lists =
+        gatherRowLists(cpu::gatherElementsOffsets(node, shape, idx), len);
+    return {s.upload(lists.start), s.upload(lists.positions)};
+  }
+  auto *start =
+      static_cast<int64_t *>(s.scratch(size_t(len + 1) * sizeof(int64_t)));
+  auto *positions = static_cast<int64_t *>(
+      s.scratch(size_t(std::max<int64_t>(n, 1)) * sizeof(int64_t)));
+  if (n == 0) {
+    MPC_CUDA_CHECK(cudaMemsetAsync(start, 0, size_t(len + 1) * sizeof(int64_t),
+                                   s.stream()));
+    return {start, positions};
+  }
+  const int64_t *offsets = residentOffsets(s, shape, 1);
+  size_t tempBytes = gatherRowListsScratch(n, len);
+  void *temp = s.scratch(tempBytes);
+  launchGatherRowLists(offsets, n, len, start, positions, temp, tempBytes,
+                       s.stream());
+  return {start, positions};
+}
+
+ScatterReduction scatterReduction(const Node &node) {
+  std::string r = node.attrString("reduction", "none");
+  if (r == "add")
+    return ScatterReduction::Add;
+  if (r == "mul")
+    return ScatterReduction::Mul;
+  if (r == "max")
+    return ScatterReduction::Max;
+  if (r == "min")
+    return ScatterReduction::Min;
+  return ScatterReduction::None;
+}
+
+/// ScatterElements: updates applied per data element in index order (the
+/// CPU kernel's), over the lists GatherElementsGrad uses.
+void runScatterElements(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &data = s.in(0, "data"), &idx = s.in(1, "indices"),
+               &upd = s.in(2, "updates");
+  if (upd.dtype != data.dtype)
+    fail(node, "updates (", dtypeName(upd.dtype), ") and data (",
+         dtypeName(data.dtype), ") differ in element type");
+  if (upd.dims != idx.dims)
+    fail(node, "updates of shape ", cpu::shapeString(upd.dims),
+         " must have the shape of indices ", cpu::shapeString(idx.dims));
+  cpu::GatherElementsShape shape =
+      cpu::gatherElementsShape(node, data.dims, idx);
+  ElementLists lists = scatterLists(s, shape, data.numel());
+  void *out = s.out(0, data.dtype, data.dims);
+  launchScatterElements(scatterReduction(node), data.dtype, s.device(0),
+                        s.device(2), lists.start, lists.positions, out,
+                        data.numel(), s.stream());
+}
+
+/// Reduction none moves bytes of any element size; the others compute in
+/// fp32, fp16, bf16, int32 or int64.
+std::string checkScatterElements(const Node &node) {
+  std::string why = requireIndices(node, 1);
+  if (!why.empty())
+    return why;
+  const Value *data = node.input(0);
+  std::string r = node.attrString("reduction", "none");
+  if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
+    return "reduction '" + r + "' is not one of none, add, mul, max, min";
+  if (!data)
+    return "";
+  DType t = data->dtype;
+  if (r == "none") {
+    size_t size = dtypeSize(t);
+    return size == 1 || size == 2 || size == 4 || size == 8
+               ? ""
+               : "the cuda backend copies elements of 1, 2, 4 or 8 bytes";
+  }
+  if (t == DType::F32 || t == DType::F16 || t == DType::BF16 ||
+      t == DType::I32 || t == DType::I64)
+    return "";
+  return "reduction " + r +
+         " runs in fp32, fp16, bf16, int32 or int64 on "
+         "the cuda backend, not " +
+         dtypeName(t);
+}
+
 std::string checkGatherElementsGrad(const Node &node) {
   std::string why = requireDeviceFloat(node, {0});
   return why.empty() ? requireIndices(node, 1) : why;
@@ -113,6 +210,7 @@ std::vector<CudaOpEntry> gatherElementsOps() {
        [](const Node &n) { return requireIndices(n, 1); }},
       {kMpcDomain, "GatherElementsGrad", runGatherElementsGrad,
        checkGatherElementsGrad},
+      {"", "ScatterElements", runScatterElements, checkScatterElements},
   };
 }
 

@@ -1,4 +1,5 @@
-// The backend-ops cases of GatherElements and its gradient, the negative
+// The backend-ops cases of GatherElements and its gradient, ScatterElements,
+// the negative
 // log-likelihood loss and its gradient, the gradients of ReduceMax/Min and
 // Slice, and ONNX's training operators (Adagrad, Momentum, Adam of
 // ai.onnx.preview.training).
@@ -96,6 +97,42 @@ void addGatherElements(std::vector<OpCase> &cases) {
                                randomTensor(rng, t, c.data)};
                      }});
   }
+}
+
+void addScatterElements(std::vector<OpCase> &cases) {
+  // Three times as many updates as data elements along axis 1, so most
+  // elements take several, applied in index order on both backends: with
+  // none the last one wins, the reductions accumulate (rounded to the
+  // dtype after each, as the CPU kernel stores them). Negative and int32
+  // indices too.
+  struct Reduction {
+    const char *name;
+    std::vector<DType> dtypes;
+  };
+  const std::vector<DType> numbers = {DType::F32, DType::F16, DType::BF16,
+                                      DType::I64, DType::I32};
+  for (const Reduction &r :
+       {Reduction{"none", kAnyBytes}, Reduction{"add", numbers},
+        Reduction{"mul", numbers}, Reduction{"max", numbers},
+        Reduction{"min", numbers}})
+    for (bool i32 : {false, true}) {
+      std::vector<int64_t> data = {3, 5, 2}, idx = {3, 15, 2};
+      cases.push_back(
+          {std::string("ScatterElements_") + r.name + (i32 ? "_int32" : ""),
+           "",
+           "ScatterElements",
+           {{"axis", i(1)}, {"reduction", Attribute::ofString(r.name)}},
+           1,
+           r.dtypes,
+           [=](DType t, std::mt19937 &rng) -> Inputs {
+             // Factors near 1 keep a product of several representable.
+             Tensor upd = std::string(r.name) == "mul" && isFloating(t)
+                              ? randomTensor(rng, t, idx, 0.5f, 1.5f)
+                              : randomAny(rng, t, idx);
+             return {randomAny(rng, t, data),
+                     randomIndices(rng, idx, -5, 4, i32), upd};
+           }});
+    }
 }
 
 void addNegativeLogLikelihood(std::vector<OpCase> &cases) {
@@ -333,6 +370,7 @@ void addPreviewOptimizers(std::vector<OpCase> &cases) {
 
 void addGatherLossOptim(std::vector<OpCase> &cases) {
   addGatherElements(cases);
+  addScatterElements(cases);
   addNegativeLogLikelihood(cases);
   addReduceExtremumGrad(cases);
   addSliceGrad(cases);
