@@ -167,6 +167,53 @@ std::vector<int64_t> gatherElementsOffsets(const Node &node,
   return offsets;
 }
 
+IndexTupleRows indexTupleRows(const Node &node,
+                              const std::vector<int64_t> &data,
+                              const Tensor &idx, int64_t b) {
+  if (idx.dtype != DType::I64)
+    fail(node, "indices must be int64, got ", dtypeName(idx.dtype));
+  size_t r = data.size(), q = idx.dims.size();
+  if (q < 1)
+    fail(node, "indices must have rank >= 1");
+  if (b < 0 || (b > 0 && size_t(b) >= std::min(r, q)))
+    fail(node, "batch_dims ", b, " must be below the ranks of data (", r,
+         ") and indices (", q, ")");
+  int64_t k = idx.dims.back();
+  if (k < 1 || size_t(b + k) > r)
+    fail(node, "the last dim of indices (", k, ") plus batch_dims (", b,
+         ") must be at most data's rank ", r);
+  IndexTupleRows t;
+  int64_t batches = 1, perBatchRows = 1;
+  for (int64_t d = 0; d < b; ++d) {
+    if (data[size_t(d)] != idx.dims[size_t(d)])
+      fail(node, "batch dim ", d, " of data (", data[size_t(d)],
+           ") and indices (", idx.dims[size_t(d)], ") differ");
+    batches *= data[size_t(d)];
+  }
+  for (size_t d = size_t(b); d < size_t(b + k); ++d)
+    perBatchRows *= data[d];
+  for (size_t d = size_t(b + k); d < r; ++d)
+    t.slice *= data[d];
+  t.numRows = batches * perBatchRows;
+  t.outDims.assign(idx.dims.begin(), idx.dims.end() - 1);
+  t.outDims.insert(t.outDims.end(), data.begin() + b + k, data.end());
+  int64_t tuples = idx.numel() / k, perBatch = batches ? tuples / batches : 0;
+  t.rows.resize(size_t(tuples));
+  const int64_t *ix = idx.data<int64_t>();
+  for (int64_t j = 0; j < tuples; ++j) {
+    int64_t row = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t i = ix[j * k + d], n = data[size_t(b + d)];
+      if (i < -n || i >= n)
+        fail(node, "index ", i, " is out of range for axis ", b + d,
+             " of size ", n);
+      row = row * n + (i < 0 ? i + n : i);
+    }
+    t.rows[size_t(j)] = (j / perBatch) * perBatchRows + row;
+  }
+  return t;
+}
+
 std::vector<int64_t> variadicShape(const KernelContext &ctx) {
   if (ctx.inputs.empty())
     fail(ctx.node, "expects at least one input");

@@ -1,7 +1,8 @@
 // Checked geometry that the CPU kernels and the CUDA runners both read off a
 // node: Transpose's permutation, LayerNormalization's view of X, Gelu's
 // approximation, Split's sizes, a batch norm's channels, where a
-// GatherElements reads, the operands of Max/Min/Sum and ExtremumGrad,
+// GatherElements reads, which rows GatherND's and ScatterND's index tuples
+// name, the operands of Max/Min/Sum and ExtremumGrad,
 // Range's sequence, and a random op's dtype and key. One definition, so both
 // backends accept the same nodes with the same messages.
 #pragma once
@@ -82,6 +83,24 @@ GatherElementsShape gatherElementsShape(const Node &node,
 std::vector<int64_t> gatherElementsOffsets(const Node &node,
                                            const GatherElementsShape &shape,
                                            const Tensor &idx);
+
+/// GatherND and ScatterND: data seen as rows of `slice` elements (the dims
+/// after the batch dims and the k indexed ones), each index tuple naming
+/// one row (within its batch).
+struct IndexTupleRows {
+  int64_t slice = 1;            ///< elements of a row: data.dims[b + k:]
+  int64_t numRows = 1;          ///< rows of data: data.dims[:b + k]
+  std::vector<int64_t> rows;    ///< the row of every tuple, in order
+  std::vector<int64_t> outDims; ///< indices.dims[:-1] + data.dims[b + k:]
+};
+
+/// Checks int64 indices against data of dims `data` and `batchDims`
+/// (GatherND's batch_dims; 0 for ScatterND) and resolves every tuple;
+/// an error on the node for a bad geometry or an index out of range
+/// (negative ones count from the end of their axis).
+IndexTupleRows indexTupleRows(const Node &node,
+                              const std::vector<int64_t> &data,
+                              const Tensor &idx, int64_t batchDims);
 
 /// The shape every input of a variadic op (Max, Min, Sum) broadcasts to;
 /// an error on the node for no inputs, a missing one or mixed dtypes.

@@ -41,14 +41,17 @@ __global__ void gatherGradKernel(DType t, const void *__restrict__ dy,
 }
 
 template <typename T>
-__global__ void scatterLastKernel(const T *__restrict__ data,
-                                  const T *__restrict__ updates,
-                                  const int64_t *__restrict__ start,
-                                  const int64_t *__restrict__ positions,
-                                  T *__restrict__ out, int64_t len) {
-  for (int64_t e = globalIndex(); e < len; e += globalStride())
-    out[e] = start[e + 1] > start[e] ? updates[positions[start[e + 1] - 1]]
-                                     : data[e];
+__global__ void
+scatterLastKernel(const T *__restrict__ data, const T *__restrict__ updates,
+                  const int64_t *__restrict__ start,
+                  const int64_t *__restrict__ positions, T *__restrict__ out,
+                  int64_t len, int64_t inner) {
+  for (int64_t k = globalIndex(); k < len * inner; k += globalStride()) {
+    int64_t e = k / inner, i = k % inner;
+    out[k] = start[e + 1] > start[e]
+                 ? updates[positions[start[e + 1] - 1] * inner + i]
+                 : data[k];
+  }
 }
 
 /// o updated by u, as the CPU kernel's reduce (kernels/cpu/scatter_nd.cpp).
@@ -79,13 +82,14 @@ __global__ void scatterReduceKernel(
     ScatterReduction r, const typename Io::Storage *__restrict__ data,
     const typename Io::Storage *__restrict__ updates,
     const int64_t *__restrict__ start, const int64_t *__restrict__ positions,
-    typename Io::Storage *__restrict__ out, int64_t len) {
-  for (int64_t e = globalIndex(); e < len; e += globalStride()) {
-    typename Io::Storage v = data[e];
+    typename Io::Storage *__restrict__ out, int64_t len, int64_t inner) {
+  for (int64_t k = globalIndex(); k < len * inner; k += globalStride()) {
+    int64_t e = k / inner, i = k % inner;
+    typename Io::Storage v = data[k];
     for (int64_t p = start[e]; p < start[e + 1]; ++p)
-      v = Io::fromFloat(
-          reduceScatter(r, Io::toFloat(v), Io::toFloat(updates[positions[p]])));
-    out[e] = v;
+      v = Io::fromFloat(reduceScatter(
+          r, Io::toFloat(v), Io::toFloat(updates[positions[p] * inner + i])));
+    out[k] = v;
   }
 }
 
@@ -130,18 +134,19 @@ void launchGatherGrad(DType t, const void *dy, const int64_t *start,
   MPC_CUDA_CHECK_LAUNCH("gatherGradKernel");
 }
 
-void launchScatterElements(ScatterReduction r, DType t, const void *data,
-                           const void *updates, const int64_t *start,
-                           const int64_t *positions, void *out, int64_t len,
-                           cudaStream_t st) {
-  if (len == 0)
+void launchScatterRows(ScatterReduction r, DType t, const void *data,
+                       const void *updates, const int64_t *start,
+                       const int64_t *positions, void *out, int64_t len,
+                       int64_t inner, cudaStream_t st) {
+  int64_t count = len * inner;
+  if (count == 0)
     return;
   if (r == ScatterReduction::None) {
     dispatchElementSize(dtypeSize(t), "ScatterElements", [&](auto e) {
       using T = decltype(e);
-      scatterLastKernel<<<gridFor(len), kBlock, 0, st>>>(
+      scatterLastKernel<<<gridFor(count), kBlock, 0, st>>>(
           static_cast<const T *>(data), static_cast<const T *>(updates), start,
-          positions, static_cast<T *>(out), len);
+          positions, static_cast<T *>(out), len, inner);
     });
     MPC_CUDA_CHECK_LAUNCH("scatterLastKernel");
     return;
@@ -149,9 +154,9 @@ void launchScatterElements(ScatterReduction r, DType t, const void *data,
   auto launch = [&](auto io) {
     using Io = decltype(io);
     using S = typename Io::Storage;
-    scatterReduceKernel<Io><<<gridFor(len), kBlock, 0, st>>>(
+    scatterReduceKernel<Io><<<gridFor(count), kBlock, 0, st>>>(
         r, static_cast<const S *>(data), static_cast<const S *>(updates), start,
-        positions, static_cast<S *>(out), len);
+        positions, static_cast<S *>(out), len, inner);
   };
   if (t == DType::I64)
     launch(IntDev<int64_t>{});

@@ -51,17 +51,18 @@ void launchGatherGrad(DType t, const void *dy, const int64_t *start,
 /// ScatterElements' reductions (ONNX: none, add, mul, max, min).
 enum class ScatterReduction { None, Add, Mul, Max, Min };
 
-/// ScatterElements over data seen flat: out[e] := data[e] with, for each
-/// update position p that names e (positions[start[e] .. start[e + 1]),
-/// increasing), updates[p] applied in that order. With None the last one
-/// wins (raw bytes of `elementSize`, any dtype); the reductions compute in
-/// fp32 for fp32/fp16/bf16 (rounded to t after each update, as the CPU
-/// kernel stores each one) and exactly for int32/int64. One thread per data
-/// element, so the CPU's index order is kept and no atomics are needed.
-void launchScatterElements(ScatterReduction r, DType t, const void *data,
-                           const void *updates, const int64_t *start,
-                           const int64_t *positions, void *out, int64_t len,
-                           cudaStream_t stream);
+/// ScatterElements and ScatterND over data seen as [len, inner] rows:
+/// out[(e, i)] := data[(e, i)] with, for each update row p that names row e
+/// (positions[start[e] .. start[e + 1]), increasing), updates[(p, i)]
+/// applied in that order. With None the last one wins (raw bytes, any
+/// dtype); the reductions compute in fp32 for fp32/fp16/bf16 (rounded to t
+/// after each update, as the CPU kernels store each one) and exactly for
+/// int32/int64. One thread per data element, so the CPU's index order is
+/// kept and no atomics are needed.
+void launchScatterRows(ScatterReduction r, DType t, const void *data,
+                       const void *updates, const int64_t *start,
+                       const int64_t *positions, void *out, int64_t len,
+                       int64_t inner, cudaStream_t stream);
 
 } // namespace cuda
 } // namespace mpc

@@ -55,6 +55,7 @@ std::vector<CudaOpEntry> batchNormOps();
 std::vector<CudaOpEntry> poolOps();
 std::vector<CudaOpEntry> shapeOps();
 std::vector<CudaOpEntry> gatherElementsOps();
+std::vector<CudaOpEntry> indexTupleOps();
 std::vector<CudaOpEntry> previewTrainingOps();
 std::vector<CudaOpEntry> piecewiseOps();
 std::vector<CudaOpEntry> randomOps();
@@ -85,6 +86,13 @@ std::string requireDeviceFloat(const Node &node,
 std::string requireDeviceFloatFrom(const Node &node, size_t first);
 /// "" unless input i has a known dtype other than int64 or int32 (indices).
 std::string requireIndices(const Node &node, size_t i);
+/// ScatterND's and ScatterElements' reduction and data dtype: reduction
+/// none moves any 1-8 byte element, the others compute in fp32, fp16,
+/// bf16, int32 or int64 (run_index_tuples.cpp).
+std::string checkScatterReduction(const Node &node);
+/// Their reduction attribute (an error on the node for another value).
+enum class ScatterReduction; // kernels/cuda/gather.h
+ScatterReduction scatterReductionOf(const Node &node);
 /// Always "" (ops whose operands are checked when they run).
 std::string noCheck(const Node &node);
 

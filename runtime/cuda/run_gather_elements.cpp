@@ -135,19 +135,6 @@ ElementLists scatterLists(NodeStaging &s, const cpu::GatherElementsShape &shape,
   return {start, positions};
 }
 
-ScatterReduction scatterReduction(const Node &node) {
-  std::string r = node.attrString("reduction", "none");
-  if (r == "add")
-    return ScatterReduction::Add;
-  if (r == "mul")
-    return ScatterReduction::Mul;
-  if (r == "max")
-    return ScatterReduction::Max;
-  if (r == "min")
-    return ScatterReduction::Min;
-  return ScatterReduction::None;
-}
-
 /// ScatterElements: updates applied per data element in index order (the
 /// CPU kernel's), over the lists GatherElementsGrad uses.
 void runScatterElements(NodeStaging &s) {
@@ -164,37 +151,14 @@ void runScatterElements(NodeStaging &s) {
       cpu::gatherElementsShape(node, data.dims, idx);
   ElementLists lists = scatterLists(s, shape, data.numel());
   void *out = s.out(0, data.dtype, data.dims);
-  launchScatterElements(scatterReduction(node), data.dtype, s.device(0),
-                        s.device(2), lists.start, lists.positions, out,
-                        data.numel(), s.stream());
+  launchScatterRows(scatterReductionOf(node), data.dtype, s.device(0),
+                    s.device(2), lists.start, lists.positions, out,
+                    data.numel(), 1, s.stream());
 }
 
-/// Reduction none moves bytes of any element size; the others compute in
-/// fp32, fp16, bf16, int32 or int64.
 std::string checkScatterElements(const Node &node) {
   std::string why = requireIndices(node, 1);
-  if (!why.empty())
-    return why;
-  const Value *data = node.input(0);
-  std::string r = node.attrString("reduction", "none");
-  if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
-    return "reduction '" + r + "' is not one of none, add, mul, max, min";
-  if (!data)
-    return "";
-  DType t = data->dtype;
-  if (r == "none") {
-    size_t size = dtypeSize(t);
-    return size == 1 || size == 2 || size == 4 || size == 8
-               ? ""
-               : "the cuda backend copies elements of 1, 2, 4 or 8 bytes";
-  }
-  if (t == DType::F32 || t == DType::F16 || t == DType::BF16 ||
-      t == DType::I32 || t == DType::I64)
-    return "";
-  return "reduction " + r +
-         " runs in fp32, fp16, bf16, int32 or int64 on "
-         "the cuda backend, not " +
-         dtypeName(t);
+  return why.empty() ? checkScatterReduction(node) : why;
 }
 
 std::string checkGatherElementsGrad(const Node &node) {

@@ -1,5 +1,5 @@
 // The backend-ops cases of GatherElements and its gradient, ScatterElements,
-// the negative
+// GatherND and ScatterND, the negative
 // log-likelihood loss and its gradient, the gradients of ReduceMax/Min and
 // Slice, and ONNX's training operators (Adagrad, Momentum, Adam of
 // ai.onnx.preview.training).
@@ -133,6 +133,49 @@ void addScatterElements(std::vector<OpCase> &cases) {
                      randomIndices(rng, idx, -5, 4, i32), upd};
            }});
     }
+}
+
+void addIndexTuples(std::vector<OpCase> &cases) {
+  // Tuples of 2 indices (in [-4, 3], valid for both indexed dims, negative
+  // ones too) naming rows of 3 elements; GatherND also with batch_dims 1.
+  // ScatterND's 9 tuples over 20 rows repeat, applied in index order.
+  cases.push_back({"GatherND_pairs",
+                   "",
+                   "GatherND",
+                   {},
+                   1,
+                   kAnyBytes,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     return {randomAny(rng, t, {4, 5, 3}),
+                             randomIndices(rng, {2, 6, 2}, -4, 3, false)};
+                   }});
+  cases.push_back({"GatherND_batch_dims",
+                   "",
+                   "GatherND",
+                   {{"batch_dims", i(1)}},
+                   1,
+                   kAnyBytes,
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     return {randomAny(rng, t, {2, 4, 5, 3}),
+                             randomIndices(rng, {2, 7, 2}, -4, 3, false)};
+                   }});
+  const std::vector<DType> numbers = {DType::F32, DType::F16, DType::BF16,
+                                      DType::I64, DType::I32};
+  for (const char *r : {"none", "add", "mul", "max", "min"})
+    cases.push_back({std::string("ScatterND_") + r,
+                     "",
+                     "ScatterND",
+                     {{"reduction", Attribute::ofString(r)}},
+                     1,
+                     std::string(r) == "none" ? kAnyBytes : numbers,
+                     [r](DType t, std::mt19937 &rng) -> Inputs {
+                       Tensor upd =
+                           std::string(r) == "mul" && isFloating(t)
+                               ? randomTensor(rng, t, {9, 3}, 0.5f, 1.5f)
+                               : randomAny(rng, t, {9, 3});
+                       return {randomAny(rng, t, {4, 5, 3}),
+                               randomIndices(rng, {9, 2}, -4, 3, false), upd};
+                     }});
 }
 
 void addNegativeLogLikelihood(std::vector<OpCase> &cases) {
@@ -371,6 +414,7 @@ void addPreviewOptimizers(std::vector<OpCase> &cases) {
 void addGatherLossOptim(std::vector<OpCase> &cases) {
   addGatherElements(cases);
   addScatterElements(cases);
+  addIndexTuples(cases);
   addNegativeLogLikelihood(cases);
   addReduceExtremumGrad(cases);
   addSliceGrad(cases);
