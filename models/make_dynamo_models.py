@@ -29,6 +29,10 @@ folds batch norms into convolutions and merges parameters of equal value; mpc re
                             seven parameters train. frozen_norm_dynamo_ref_{sgd,adam}.csv and
                             frozen_norm_dynamo_ref_adam_final.npz (its parameters).
 
+  rmsnorm_dynamo.onnx       Linear -> torch.nn.RMSNorm -> SiLU -> Linear, MSE loss on resmlp_data.npz,
+                            exported at opset 23, where the exporter writes RMSNormalization.
+                            rmsnorm_dynamo_ref_{sgd,adam}.csv.
+
   cnn_dynamo_optimized.onnx the CNN with optimize=True: the batch norm is folded into conv1 and
                             lifted constants have no role in the signature; mpc refuses it.
 
@@ -75,9 +79,20 @@ class FrozenNormNet(nn.Module):
         return nn.functional.mse_loss(self.fc2(h) * self.temperature * 0.5 + self.offset, y)
 
 
-def export(model, args, fname, input_names, optimize=False):
+class RMSNormNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.norm, self.fc2 = nn.Linear(16, 32), nn.RMSNorm(32, eps=1e-5), nn.Linear(32, 4)
+        with torch.no_grad():
+            self.norm.weight.uniform_(0.5, 1.5)
+
+    def forward(self, x, y):
+        return nn.functional.mse_loss(self.fc2(nn.functional.silu(self.norm(self.fc1(x)))), y)
+
+
+def export(model, args, fname, input_names, optimize=False, opset=None):
     with contextlib.redirect_stdout(io.StringIO()):
-        program = torch.onnx.export(model, args, dynamo=True, optimize=optimize,
+        program = torch.onnx.export(model, args, dynamo=True, optimize=optimize, opset_version=opset,
                                     input_names=input_names, output_names=["loss"])
     m = program.model_proto
     for n in m.graph.node:  # the stack traces name files on the exporting machine
@@ -146,6 +161,15 @@ def main():
     assert len(bn) == 1 and any("_no_training" in p.value for p in bn[0].metadata_props)
     trajectories("frozen_norm_dynamo", net, start, mlp_data, ["x", "y"], 16,
                  [k for k, _ in net.named_parameters()])
+
+    # torch.nn.RMSNorm at opset 23: ONNX's RMSNormalization.
+    torch.manual_seed(0)
+    net = RMSNormNet().train()
+    start = copy.deepcopy(net.state_dict())
+    m, kinds, ops = export(net, batch(mlp_data, ["x", "y"], 16, 0), "rmsnorm_dynamo.onnx", ["x", "y"],
+                           opset=23)
+    assert "RMSNormalization" in ops and m.opset_import[0].version == 23, (ops, m.opset_import)
+    trajectories("rmsnorm_dynamo", net, start, mlp_data, ["x", "y"], 16)
 
 
 if __name__ == "__main__":

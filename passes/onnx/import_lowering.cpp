@@ -10,6 +10,7 @@
 #include "passes/onnx/pad_lowering.h"
 #include "passes/onnx/reduce_lowering.h"
 #include "passes/onnx/resize_lowering.h"
+#include "passes/onnx/rms_norm_lowering.h"
 #include "passes/onnx/rnn_lowering.h"
 #include "passes/onnx/sequence_split_lowering.h"
 #include "passes/shape_inference.h"
@@ -43,7 +44,8 @@ const std::map<std::string, Lowering> &lowerings() {
         {"LSTM", lowerRecurrent},
         {"GRU", lowerRecurrent},
         {"RNN", lowerRecurrent},
-        {"SplitToSequence", lowerSplitToSequence}};
+        {"SplitToSequence", lowerSplitToSequence},
+        {"RMSNormalization", lowerRMSNormalization}};
     for (const char *op : {"HardSigmoid", "HardSwish", "Elu", "Selu", "Celu",
                            "Softplus", "Softsign", "PRelu", "Reciprocal"})
       t.emplace(op, lowerActivation);

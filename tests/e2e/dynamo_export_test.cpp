@@ -13,6 +13,8 @@
 //   signature train (a rank-0 temperature among them); the buffer, the
 //   eval-mode batch norm's statistics and the scalar constant stay
 //   constants.
+// - rmsnorm_dynamo: torch.nn.RMSNorm exported at opset 23 as ONNX's
+//   RMSNormalization, lowered at import; matches PyTorch as above.
 // - cnn_dynamo_optimized: the exporter's ONNX optimizer folded the batch
 //   norm into the convolution; the model is refused with how to export it.
 #include "passes/onnx/onnx_io.h"
@@ -62,16 +64,15 @@ TEST(DynamoExportParity, SgdAndAdamMatchPyTorch) {
   struct Case {
     const char *model, *data, *reference;
   };
-  for (const Case &c : {Case{"gpt2_tiny_dynamo.onnx", "gpt2_tiny_data.npz",
-                             "gpt2_tiny_ref_"},
-                        Case{"cnn_dynamo.onnx", "cnn_data.npz",
-                             "cnn_dynamo_ref_"},
-                        Case{"frozen_norm_dynamo.onnx", "resmlp_data.npz",
-                             "frozen_norm_dynamo_ref_"}})
+  for (const Case &c :
+       {Case{"gpt2_tiny_dynamo.onnx", "gpt2_tiny_data.npz", "gpt2_tiny_ref_"},
+        Case{"cnn_dynamo.onnx", "cnn_data.npz", "cnn_dynamo_ref_"},
+        Case{"frozen_norm_dynamo.onnx", "resmlp_data.npz",
+             "frozen_norm_dynamo_ref_"},
+        Case{"rmsnorm_dynamo.onnx", "resmlp_data.npz", "rmsnorm_dynamo_ref_"}})
     for (const char *optimizer : {"sgd", "adam"})
       expectMatchesPyTorch(c.model, c.data, optimizer,
-                           std::string(c.reference) + optimizer + ".csv",
-                           1e-4);
+                           std::string(c.reference) + optimizer + ".csv", 1e-4);
 }
 
 TEST(DynamoExport, SequenceSplitBecomesSplitAndMixedPrecisionFollowsFp32) {
@@ -100,8 +101,7 @@ TEST(DynamoExport, TrainingModeBatchNormUpdatesRunningStatsAsPyTorch) {
 }
 
 TEST(DynamoExport, OnlyTheSignaturesParametersTrain) {
-  auto model =
-      compile("frozen_norm_dynamo.onnx", options("adam", DType::F32));
+  auto model = compile("frozen_norm_dynamo.onnx", options("adam", DType::F32));
   std::vector<std::string> params = splitList(*model->meta("mpc.params"));
   EXPECT_EQ(std::set<std::string>(params.begin(), params.end()),
             (std::set<std::string>{"temperature", "fc1.weight", "fc1.bias",

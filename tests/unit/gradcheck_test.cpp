@@ -360,6 +360,21 @@ TEST(GradCheck, LoweredInstanceNormalization) {
   checkAll(cases);
 }
 
+// RMSNormalization (opset 23) through its lowering (passes/onnx/
+// rms_norm_lowering.h): over the last axis, and over the last two.
+TEST(GradCheck, LoweredRMSNormalization) {
+  GradCase last;
+  last.name = "RMSNormalization over the last axis";
+  last.params = {{"x", {3, 4}}, {"w", {4}, 0.5, 1.5}};
+  last.body = "y = RMSNormalization <epsilon = 0.01> (x, w)";
+  last.opset = 23;
+  GradCase two = last;
+  two.name = "RMSNormalization over the last two axes";
+  two.params = {{"x", {2, 3, 4}}, {"w", {3, 4}, 0.5, 1.5}};
+  two.body = "y = RMSNormalization <axis = 1> (x, w)";
+  checkAll({last, two});
+}
+
 TEST(GradCheck, Pow) {
   GradCase square;
   square.name = "Pow const 2";
