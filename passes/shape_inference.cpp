@@ -482,6 +482,13 @@ void inferNot(Ctx &c) {
   c.setLike(0, c.req(0));
 }
 
+/// IsNaN, IsInf: a bool of X's shape for a floating-point X.
+void inferFloatPredicate(Ctx &c) {
+  Value *x = c.req(0);
+  c.requireFloat(0);
+  c.setShapeOf(0, DType::Bool, x);
+}
+
 /// And, Or, Xor: bool operands, broadcast.
 void inferLogical(Ctx &c) {
   c.req(0);
@@ -1862,6 +1869,8 @@ const OpRule kRules[] = {
     {"", "Mul", 2, 2, 1, 1, inferBinaryArith},
     {"", "Neg", 1, 1, 1, 1, inferUnaryNumeric},
     {"", "Not", 1, 1, 1, 1, inferNot},
+    {"", "IsNaN", 1, 1, 1, 1, inferFloatPredicate},
+    {"", "IsInf", 1, 1, 1, 1, inferFloatPredicate},
     {"", "And", 2, 2, 1, 1, inferLogical},
     {"", "Or", 2, 2, 1, 1, inferLogical},
     {"", "Xor", 2, 2, 1, 1, inferLogical},

@@ -348,6 +348,30 @@ void kernelNot(KernelContext &ctx) {
   unaryLoop<BoolIo>(ctx, [](bool v) { return !v; });
 }
 
+/// IsNaN and IsInf: a bool per element of a floating-point X.
+template <typename Pred> void floatPredicate(KernelContext &ctx, Pred pred) {
+  const Tensor &x = input(ctx, 0, "X");
+  Tensor &y = output(ctx, 0, DType::Bool, x.dims);
+  auto *py = ptr<BoolIo>(y);
+  dispatchFloat(ctx.node, x.dtype, [&](auto io) {
+    using Io = decltype(io);
+    const auto *px = ptr<Io>(x);
+    for (int64_t i = 0, n = x.numel(); i < n; ++i)
+      BoolIo::store(py, i, pred(Io::load(px, i)));
+  });
+}
+
+void kernelIsNaN(KernelContext &ctx) {
+  floatPredicate(ctx, [](auto v) { return std::isnan(v); });
+}
+
+void kernelIsInf(KernelContext &ctx) {
+  bool neg = ctx.node.attrInt("detect_negative", 1) != 0;
+  bool pos = ctx.node.attrInt("detect_positive", 1) != 0;
+  floatPredicate(ctx,
+                 [&](auto v) { return std::isinf(v) && (v < 0 ? neg : pos); });
+}
+
 // --- unary math --------------------------------------------------------------
 
 template <typename Op> void floatUnary(KernelContext &ctx, Op op) {
@@ -572,6 +596,8 @@ std::vector<KernelEntry> elementwiseKernels() {
       {"", "Greater", kernelGreater},
       {"", "Less", kernelLess},
       {"", "Not", kernelNot},
+      {"", "IsNaN", kernelIsNaN},
+      {"", "IsInf", kernelIsInf},
       {"", "Cast", kernelCast},
       {"", "Where", kernelWhere},
       {"", "LessOrEqual", kernelLessOrEqual},

@@ -267,6 +267,28 @@ void launchUnary(UnaryOp op, DType t, const void *x, void *y, int64_t n,
   }
 }
 
+template <typename Io> struct PredicateMap {
+  FloatPredicate p;
+  bool negative, positive;
+  __device__ uint8_t operator()(typename Io::Storage s) const {
+    float v = Io::toFloat(s);
+    if (p == FloatPredicate::IsNaN)
+      return isnan(v) ? 1 : 0;
+    return isinf(v) && (v < 0.0f ? negative : positive) ? 1 : 0;
+  }
+};
+
+void launchFloatPredicate(FloatPredicate p, bool negative, bool positive,
+                          DType t, const void *x, uint8_t *y, int64_t n,
+                          cudaStream_t s) {
+  dispatchDeviceFloat(t, "IsNaN/IsInf", [&](auto io) {
+    using Io = decltype(io);
+    using S = typename Io::Storage;
+    launchMap(static_cast<const S *>(x), y, n, s,
+              PredicateMap<Io>{p, negative, positive});
+  });
+}
+
 void launchNot(const uint8_t *x, uint8_t *y, int64_t n, cudaStream_t s) {
   launchMap(x, y, n, s, NotOp{});
 }

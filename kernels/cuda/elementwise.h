@@ -37,6 +37,13 @@ enum class UnaryOp {
 };
 enum class BinaryOp { Add, Sub, Mul, Div };
 
+/// IsNaN and IsInf (with ONNX's detect_negative/detect_positive): y[i] a
+/// bool (one byte) per element of x of dtype t (fp32, fp16, bf16).
+enum class FloatPredicate { IsNaN, IsInf };
+void launchFloatPredicate(FloatPredicate p, bool negative, bool positive,
+                          DType t, const void *x, uint8_t *y, int64_t n,
+                          cudaStream_t stream);
+
 /// y[i] = op(x[i]), x and y of dtype t.
 void launchUnary(UnaryOp op, DType t, const void *x, void *y, int64_t n,
                  cudaStream_t stream);

@@ -68,6 +68,16 @@ void runNot(NodeStaging &s) {
             s.stream());
 }
 
+template <FloatPredicate P> void runFloatPredicate(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "X");
+  requireDeviceFloat(node, x, "X");
+  auto *y = static_cast<uint8_t *>(s.out(0, DType::Bool, x.dims));
+  launchFloatPredicate(P, node.attrInt("detect_negative", 1) != 0,
+                       node.attrInt("detect_positive", 1) != 0, x.dtype,
+                       s.device(0), y, x.numel(), s.stream());
+}
+
 std::string checkNot(const Node &node) {
   const Value *x = node.input(0);
   if (!x || x->dtype == DType::Undefined || x->dtype == DType::Bool)
@@ -260,6 +270,8 @@ std::vector<CudaOpEntry> elementwiseOps() {
       {"", "Round", runUnary<UnaryOp::Round>, checkUnary},
       {"", "Cos", runUnary<UnaryOp::Cos>, checkUnary},
       {"", "Not", runNot, checkNot},
+      {"", "IsNaN", runFloatPredicate<FloatPredicate::IsNaN>, checkUnary},
+      {"", "IsInf", runFloatPredicate<FloatPredicate::IsInf>, checkUnary},
       {"", "Cast", runCast, checkCast},
       {"", "CastLike", runCastLike, checkCastLike},
       {kMpcDomain, "ReluGrad", runReluGrad,

@@ -101,6 +101,30 @@ void addUnaryMore(std::vector<OpCase> &c) {
        1,
        {DType::Bool},
        [](DType, std::mt19937 &) -> Inputs { return {boolScalar(true)}; }});
+  // IsNaN and IsInf (each sign switched off in turn) over values with NaNs
+  // and infinities of both signs among them.
+  struct Predicate {
+    const char *name, *op;
+    int64_t negative, positive;
+  };
+  for (Predicate p :
+       {Predicate{"IsNaN", "IsNaN", 1, 1}, Predicate{"IsInf", "IsInf", 1, 1},
+        Predicate{"IsInf_positive", "IsInf", 0, 1},
+        Predicate{"IsInf_negative", "IsInf", 1, 0}})
+    c.push_back({p.name,
+                 "",
+                 p.op,
+                 {{"detect_negative", Attribute::ofInt(p.negative)},
+                  {"detect_positive", Attribute::ofInt(p.positive)}},
+                 1,
+                 kFloats,
+                 [](DType t, std::mt19937 &rng) -> Inputs {
+                   Tensor x = randomTensor(rng, t, {kVectorCount});
+                   const double special[] = {std::nan(""), INFINITY, -INFINITY};
+                   for (int64_t k = 0; k < x.numel(); k += 5)
+                     x.setFromDouble(k, special[(k / 5) % 3]);
+                   return {x};
+                 }});
   // Clip: both bounds, one of them (an omitted input), inverted bounds
   // (hi wins), the opset-6 attributes, and NaN/inf inputs.
   struct ClipCase {

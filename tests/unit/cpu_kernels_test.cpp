@@ -350,6 +350,10 @@ TEST(CpuElementwise, UnaryMath) {
               1 / (1 + std::exp(-2.0))},
              1e-15);
   EXPECT_EQ(run1("Sqrt", {xd}).dtype, DType::F64);
+  // IsNaN, and IsInf by sign.
+  Tensor odd = F({4}, {NAN, INFINITY, -INFINITY, 1.5f});
+  EXPECT_EQ(values(run1("IsNaN", {odd})), (std::vector<double>{1, 0, 0, 0}));
+  EXPECT_EQ(values(run1("IsInf", {odd})), (std::vector<double>{0, 1, 1, 0}));
   // Round is half to even (ONNX); Floor and Ceil keep -0.
   Tensor steps = F({7}, {-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 2.7f});
   expectNear(run1("Round", {steps}), {-2, -2, -0, 0, 2, 2, 3}, 0);
