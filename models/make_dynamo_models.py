@@ -14,6 +14,11 @@ folds batch norms into convolutions and merges parameters of equal value; mpc re
                             split as SplitToSequence read by SequenceAt, and the causal mask's index
                             arithmetic as GatherND.
 
+  gpt2_plain_dynamo.onnx    the same GPT-2 as users call it: transformers' default attention
+                            (scaled_dot_product_attention) and its own causal mask and positions,
+                            the tokens alone given. The exporter writes the mask arithmetic with
+                            CumSum, GatherND, Where and IsNaN. gpt2_plain_dynamo_ref_{sgd,adam}.csv.
+
   cnn_dynamo.onnx           make_issue3_models.py's CNN (Conv, training-mode BatchNorm2d, ...): the
                             BatchNormalization is in inference form, its node metadata names
                             aten._native_batch_norm_legit_functional. torch.export does not run the
@@ -79,6 +84,24 @@ class FrozenNormNet(nn.Module):
         return nn.functional.mse_loss(self.fc2(h) * self.temperature * 0.5 + self.offset, y)
 
 
+class PlainCausalLM(nn.Module):
+    """A transformers causal LM called with the tokens alone, and the next-token loss."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, tokens, targets):
+        logits = self.lm(input_ids=tokens).logits
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def gpt2_plain():
+    lm = gpt2_tiny().lm  # the same configuration and weights
+    lm.config._attn_implementation = "sdpa"  # transformers' default, which gpt2_tiny sets to eager
+    return PlainCausalLM(lm)
+
+
 class RMSNormNet(nn.Module):
     def __init__(self):
         super().__init__()
@@ -131,6 +154,15 @@ def main():
     # The tied embedding is lm_head.weight here and transformer.wte.weight in the TorchScript export.
     same = {k: np.array_equal(v, script.get(k, script["lm.transformer.wte.weight"])) for k, v in mine.items()}
     assert all(same.values()) and len(mine) == len(script), "weights differ from gpt2_tiny.onnx"
+
+    # GPT-2 as users call it.
+    torch.manual_seed(0)
+    plain = gpt2_plain().train()
+    start = copy.deepcopy(plain.state_dict())
+    m, kinds, ops = export(plain, batch(data, ["tokens", "targets"], 4, 0), "gpt2_plain_dynamo.onnx",
+                           ["tokens", "targets"])
+    assert "IsNaN" in ops and "CumSum" in ops, ops
+    trajectories("gpt2_plain_dynamo", plain, start, data, ["tokens", "targets"], 4)
 
     # The CNN: a training-mode batch norm written in inference form.
     cnn_data = make_cnn_data()

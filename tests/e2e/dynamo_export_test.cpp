@@ -6,6 +6,9 @@
 // - gpt2_tiny_dynamo: its SplitToSequence/SequenceAt become a Split, and
 //   fp32 SGD and Adam match PyTorch (gpt2_tiny's trajectories: the same
 //   weights and data) to 1e-4 at every one of 30 steps.
+// - gpt2_plain_dynamo: the same GPT-2 called as users call it (default
+//   attention, its own causal mask and positions; IsNaN, CumSum and
+//   GatherND in the export) matches PyTorch as well.
 // - cnn_dynamo: the exporter writes its training-mode batch norm in
 //   inference form; mpc puts it back in training mode, so the losses match
 //   PyTorch and the running statistics after 30 Adam steps do too.
@@ -66,6 +69,8 @@ TEST(DynamoExportParity, SgdAndAdamMatchPyTorch) {
   };
   for (const Case &c :
        {Case{"gpt2_tiny_dynamo.onnx", "gpt2_tiny_data.npz", "gpt2_tiny_ref_"},
+        Case{"gpt2_plain_dynamo.onnx", "gpt2_tiny_data.npz",
+             "gpt2_plain_dynamo_ref_"},
         Case{"cnn_dynamo.onnx", "cnn_data.npz", "cnn_dynamo_ref_"},
         Case{"frozen_norm_dynamo.onnx", "resmlp_data.npz",
              "frozen_norm_dynamo_ref_"},
