@@ -11,8 +11,13 @@ PyTorch's own fp32 trajectory lies from its fp64 one (the conditioning: batch no
 amplifies rounding); whether mpc compiled and ran it, the largest relative loss difference from
 PyTorch over the steps (fp32 and fp16) and the fp16 steps the loss scaler skipped.
 
-  python3 bench/model_sweep.py build [--steps=5] [--exporter=torchscript|dynamo]
-                                     [--out=bench/results/model_sweep[-dynamo]-DATE.json] [NAME...]
+  python3 bench/model_sweep.py build [--steps=5] [--exporter=torchscript|dynamo] [--as-called]
+                                     [--out=bench/results/model_sweep[-dynamo][-as-called]-DATE.json]
+                                     [NAME...]
+
+--as-called builds the transformers models with their default attention (scaled_dot_product_attention)
+and calls them with their inputs alone, their own masks and positions computed inside, as users call
+them; only the dynamo exporter exports them that way.
 
 Not part of make test (minutes, and it needs torch, torchvision, timm, transformers, onnx from pip).
 """
@@ -38,25 +43,27 @@ import torch.nn as nn
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
 from library_models import CausalLMWithLoss as CausalLM  # noqa: E402  (models/)
 from library_models import ClassifierWithLoss as Classifier  # noqa: E402
+from library_models import PlainCausalLM  # noqa: E402
 
 
 class SequenceClassifier(nn.Module):
-    def __init__(self, model):
+    def __init__(self, model, mask=True):
         super().__init__()
-        self.model = model
+        self.model, self.mask = model, mask
 
     def forward(self, tokens, y):
-        return nn.functional.cross_entropy(
-            self.model(input_ids=tokens, attention_mask=torch.ones_like(tokens)).logits, y)
+        extra = {"attention_mask": torch.ones_like(tokens)} if self.mask else {}
+        return nn.functional.cross_entropy(self.model(input_ids=tokens, **extra).logits, y)
 
 
 class Seq2Seq(nn.Module):
-    def __init__(self, model):
+    def __init__(self, model, mask=True):
         super().__init__()
-        self.model = model
+        self.model, self.mask = model, mask
 
     def forward(self, tokens, targets):
-        return self.model(input_ids=tokens, attention_mask=torch.ones_like(tokens), labels=targets).loss
+        extra = {"attention_mask": torch.ones_like(tokens)} if self.mask else {}
+        return self.model(input_ids=tokens, labels=targets, **extra).loss
 
 
 def images(size, batch):
@@ -103,7 +110,10 @@ def timm_models():
     return {"timm_" + n: (make(n), images(native.get(n, 64), 2)) for n in names}
 
 
-def transformers_models():
+def transformers_models(as_called=False):
+    """as_called: each model with its default attention and called with its inputs alone (its own
+    masks and positions), as users call it; else eager attention with the mask (and positions) given,
+    which the TorchScript exporter needs."""
     import transformers as hf
     small = dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                  max_position_embeddings=32, pad_token_id=0, bos_token_id=1, eos_token_id=2)
@@ -111,18 +121,20 @@ def transformers_models():
 
     def lm(cls, cfg, positions=True):
         def make():
-            cfg._attn_implementation = "eager"
+            if not as_called:
+                cfg._attn_implementation = "eager"
             model = cls(cfg)
             model.config.use_cache = False
-            return CausalLM(model, positions)
+            return PlainCausalLM(model) if as_called else CausalLM(model, positions)
         return make, tokens()
 
     def wrap(wrapper, cls, cfg, classes=None):
         def make():
-            cfg._attn_implementation = "eager"
+            if not as_called:
+                cfg._attn_implementation = "eager"
             model = cls(cfg)
             model.config.use_cache = False
-            return wrapper(model)
+            return wrapper(model, mask=not as_called)
         return make, tokens(classes)
     return {
         "hf_gpt2": lm(hf.GPT2LMHeadModel, hf.GPT2Config(vocab_size=128, n_positions=32, n_embd=32, n_layer=2,
@@ -263,15 +275,17 @@ def main():
     p.add_argument("names", nargs="*")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--exporter", choices=["torchscript", "dynamo"], default="torchscript")
+    p.add_argument("--as-called", action="store_true",
+                   help="transformers models with their default attention, called with their inputs alone")
     p.add_argument("--out")
     a = p.parse_args()
     if not a.out:
-        suffix = "" if a.exporter == "torchscript" else "-dynamo"
+        suffix = ("" if a.exporter == "torchscript" else "-dynamo") + ("-as-called" if a.as_called else "")
         a.out = f"bench/results/model_sweep{suffix}-{datetime.date.today()}.json"
 
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    models = {**torchvision_models(), **timm_models(), **transformers_models()}
+    models = {**torchvision_models(), **timm_models(), **transformers_models(a.as_called)}
     chosen = a.names or list(models)
     unknown = [n for n in chosen if n not in models]
     if unknown:
@@ -299,7 +313,7 @@ def main():
                   f"{cells[1]:>13} {skipped:>13}", flush=True)
     with open(a.out, "w") as f:
         json.dump({"benchmark": "model_sweep", "date": str(datetime.date.today()), "steps": a.steps,
-                   "exporter": a.exporter, "torch": torch.__version__,
+                   "exporter": a.exporter, "as_called": a.as_called, "torch": torch.__version__,
                    "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                             text=True).stdout.strip(), "results": results}, f, indent=1)
     print(f"results: {a.out}")

@@ -22,6 +22,19 @@ class CausalLMWithLoss(nn.Module):
         return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+class PlainCausalLM(nn.Module):
+    """A transformers causal LM called with the tokens alone (its own mask and positions), and the
+    next-token loss: how users call it, which torch's dynamo exporter can export."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, tokens, targets):
+        logits = self.lm(input_ids=tokens).logits
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
 class ClassifierWithLoss(nn.Module):
     def __init__(self, net):
         super().__init__()

@@ -57,7 +57,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from library_models import gpt2_tiny  # noqa: E402
+from library_models import PlainCausalLM, gpt2_tiny  # noqa: E402
 from make_issue3_models import (CNNWithLoss, batch, make_cnn_data, make_resmlp_data, out,  # noqa: E402
                                 trajectories)
 
@@ -82,18 +82,6 @@ class FrozenNormNet(nn.Module):
     def forward(self, x, y):
         h = torch.tanh(self.norm(self.fc1(x)))
         return nn.functional.mse_loss(self.fc2(h) * self.temperature * 0.5 + self.offset, y)
-
-
-class PlainCausalLM(nn.Module):
-    """A transformers causal LM called with the tokens alone, and the next-token loss."""
-
-    def __init__(self, lm):
-        super().__init__()
-        self.lm = lm
-
-    def forward(self, tokens, targets):
-        logits = self.lm(input_ids=tokens).logits
-        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def gpt2_plain():

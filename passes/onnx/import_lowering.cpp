@@ -13,6 +13,7 @@
 #include "passes/onnx/rms_norm_lowering.h"
 #include "passes/onnx/rnn_lowering.h"
 #include "passes/onnx/sequence_split_lowering.h"
+#include "passes/onnx/tile_lowering.h"
 #include "passes/shape_inference.h"
 
 #include <algorithm>
@@ -45,7 +46,8 @@ const std::map<std::string, Lowering> &lowerings() {
         {"GRU", lowerRecurrent},
         {"RNN", lowerRecurrent},
         {"SplitToSequence", lowerSplitToSequence},
-        {"RMSNormalization", lowerRMSNormalization}};
+        {"RMSNormalization", lowerRMSNormalization},
+        {"Tile", lowerTile}};
     for (const char *op : {"HardSigmoid", "HardSwish", "Elu", "Selu", "Celu",
                            "Softplus", "Softsign", "PRelu", "Reciprocal"})
       t.emplace(op, lowerActivation);
