@@ -214,6 +214,21 @@ IndexTupleRows indexTupleRows(const Node &node,
   return t;
 }
 
+ScatterReduction scatterReduction(const Node &node) {
+  std::string r = node.attrString("reduction", "none");
+  if (r == "none")
+    return ScatterReduction::None;
+  if (r == "add")
+    return ScatterReduction::Add;
+  if (r == "mul")
+    return ScatterReduction::Mul;
+  if (r == "max")
+    return ScatterReduction::Max;
+  if (r == "min")
+    return ScatterReduction::Min;
+  fail(node, "reduction '", r, "' is not one of none, add, mul, max, min");
+}
+
 std::vector<int64_t> variadicShape(const KernelContext &ctx) {
   if (ctx.inputs.empty())
     fail(ctx.node, "expects at least one input");

@@ -7,6 +7,7 @@
 // backends accept the same nodes with the same messages.
 #pragma once
 
+#include "kernels/common/scatter_math.h"
 #include "passes/ir/graph.h"
 #include "passes/ir/tensor.h"
 #include "runtime/backend.h"
@@ -101,6 +102,10 @@ struct IndexTupleRows {
 IndexTupleRows indexTupleRows(const Node &node,
                               const std::vector<int64_t> &data,
                               const Tensor &idx, int64_t batchDims);
+
+/// ScatterND's and ScatterElements' `reduction` attribute; an error on the
+/// node for a name other than none, add, mul, max, min.
+ScatterReduction scatterReduction(const Node &node);
 
 /// The shape every input of a variadic op (Max, Min, Sum) broadcasts to;
 /// an error on the node for no inputs, a missing one or mixed dtypes.

@@ -21,79 +21,43 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 
 namespace mpc {
 namespace cpu {
 namespace {
 
-enum class Reduction { None, Add, Mul, Max, Min };
-
-Reduction reductionOf(const Node &node) {
-  std::string r = node.attrString("reduction", "none");
-  if (r == "none")
-    return Reduction::None;
-  if (r == "add")
-    return Reduction::Add;
-  if (r == "mul")
-    return Reduction::Mul;
-  if (r == "max")
-    return Reduction::Max;
-  if (r == "min")
-    return Reduction::Min;
-  fail(node, "reduction '", r, "' is not one of none, add, mul, max, min");
-}
-
-/// o updated by u under reduction `red` (bool: add is or, mul is and).
-template <typename T> T reduce(Reduction red, T o, T u) {
-  switch (red) {
-  case Reduction::None:
-    return u;
-  case Reduction::Add:
-    if constexpr (std::is_same_v<T, bool>)
-      return o || u;
-    else
-      return o + u;
-  case Reduction::Mul:
-    if constexpr (std::is_same_v<T, bool>)
-      return o && u;
-    else
-      return o * u;
-  case Reduction::Max:
-    return u > o ? u : o;
-  case Reduction::Min:
-    return u < o ? u : o;
-  }
-  return u;
+/// out = data, then update row j (`slice` elements of upd) applied in
+/// order at row rows[j] of out: ScatterND's tuples' rows, ScatterElements'
+/// element offsets (slice 1).
+void scatterRows(const Node &node, const Tensor &data, const Tensor &upd,
+                 const std::vector<int64_t> &rows, int64_t slice, Tensor &out) {
+  if (upd.dtype != data.dtype)
+    fail(node, "updates (", dtypeName(upd.dtype), ") and data (",
+         dtypeName(data.dtype), ") differ in element type");
+  ScatterReduction red = scatterReduction(node);
+  out.bytes = data.bytes;
+  dispatchAll(node, data.dtype, [&](auto io) {
+    using Io = decltype(io);
+    auto *po = ptr<Io>(out);
+    const auto *pu = ptr<Io>(upd);
+    for (size_t j = 0; j < rows.size(); ++j)
+      for (int64_t e = 0, at = rows[j] * slice; e < slice; ++e)
+        Io::store(po, at + e,
+                  scatterUpdate(red, Io::load(po, at + e),
+                                Io::load(pu, int64_t(j) * slice + e)));
+  });
 }
 
 void kernelScatterND(KernelContext &ctx) {
   const Node &node = ctx.node;
   const Tensor &data = input(ctx, 0, "data"), &idx = input(ctx, 1, "indices"),
                &upd = input(ctx, 2, "updates");
-  if (upd.dtype != data.dtype)
-    fail(node, "updates (", dtypeName(upd.dtype), ") and data (",
-         dtypeName(data.dtype), ") differ in element type");
   IndexTupleRows t = indexTupleRows(node, data.dims, idx, 0);
   if (upd.dims != t.outDims)
     fail(node, "updates must have shape ", shapeString(t.outDims), ", got ",
          shapeString(upd.dims));
-  Reduction red = reductionOf(node);
-  Tensor &out = output(ctx, 0, data.dtype, data.dims);
-  out.bytes = data.bytes;
-  int64_t slice = t.slice;
-  dispatchAll(node, data.dtype, [&](auto io) {
-    using Io = decltype(io);
-    auto *po = ptr<Io>(out);
-    const auto *pu = ptr<Io>(upd);
-    for (size_t j = 0; j < t.rows.size(); ++j) {
-      int64_t offset = t.rows[j] * slice;
-      for (int64_t e = 0; e < slice; ++e)
-        Io::store(po, offset + e,
-                  reduce(red, Io::load(po, offset + e),
-                         Io::load(pu, int64_t(j) * slice + e)));
-    }
-  });
+  scatterRows(node, data, upd, t.rows, t.slice,
+              output(ctx, 0, data.dtype, data.dims));
 }
 
 void kernelGatherND(KernelContext &ctx) {
@@ -116,26 +80,13 @@ void kernelScatterElements(KernelContext &ctx) {
   const Node &node = ctx.node;
   const Tensor &data = input(ctx, 0, "data"), &idx = input(ctx, 1, "indices"),
                &upd = input(ctx, 2, "updates");
-  if (upd.dtype != data.dtype)
-    fail(node, "updates (", dtypeName(upd.dtype), ") and data (",
-         dtypeName(data.dtype), ") differ in element type");
   if (upd.dims != idx.dims)
     fail(node, "updates of shape ", shapeString(upd.dims),
          " must have the shape of indices ", shapeString(idx.dims));
   std::vector<int64_t> offsets = gatherElementsOffsets(
       node, gatherElementsShape(node, data.dims, idx), idx);
-  Reduction red = reductionOf(node);
-  Tensor &out = output(ctx, 0, data.dtype, data.dims);
-  out.bytes = data.bytes;
-  dispatchAll(node, data.dtype, [&](auto io) {
-    using Io = decltype(io);
-    auto *po = ptr<Io>(out);
-    const auto *pu = ptr<Io>(upd);
-    for (size_t i = 0; i < offsets.size(); ++i)
-      Io::store(
-          po, offsets[i],
-          reduce(red, Io::load(po, offsets[i]), Io::load(pu, int64_t(i))));
-  });
+  scatterRows(node, data, upd, offsets, 1,
+              output(ctx, 0, data.dtype, data.dims));
 }
 
 } // namespace

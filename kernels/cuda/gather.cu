@@ -54,22 +54,6 @@ scatterLastKernel(const T *__restrict__ data, const T *__restrict__ updates,
   }
 }
 
-/// o updated by u, as the CPU kernel's reduce (kernels/cpu/scatter_nd.cpp).
-template <typename C> __device__ C reduceScatter(ScatterReduction r, C o, C u) {
-  switch (r) {
-  case ScatterReduction::Add:
-    return o + u;
-  case ScatterReduction::Mul:
-    return o * u;
-  case ScatterReduction::Max:
-    return u > o ? u : o;
-  case ScatterReduction::Min:
-    return u < o ? u : o;
-  default:
-    return u;
-  }
-}
-
 /// Integer element access in the shape of F32Dev/F16Dev/BF16Dev.
 template <typename I> struct IntDev {
   using Storage = I;
@@ -87,7 +71,7 @@ __global__ void scatterReduceKernel(
     int64_t e = k / inner, i = k % inner;
     typename Io::Storage v = data[k];
     for (int64_t p = start[e]; p < start[e + 1]; ++p)
-      v = Io::fromFloat(reduceScatter(
+      v = Io::fromFloat(scatterUpdate(
           r, Io::toFloat(v), Io::toFloat(updates[positions[p] * inner + i])));
     out[k] = v;
   }

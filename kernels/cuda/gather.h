@@ -11,6 +11,7 @@
 // ScatterElements walks the same lists per data element.
 #pragma once
 
+#include "kernels/common/scatter_math.h"
 #include "passes/ir/types.h"
 
 #include <cuda_runtime_api.h>
@@ -47,9 +48,6 @@ GatherRowLists gatherRowLists(const std::vector<int64_t> &rows, int64_t len);
 void launchGatherGrad(DType t, const void *dy, const int64_t *start,
                       const int64_t *positions, void *dData,
                       const GatherShape &shape, cudaStream_t stream);
-
-/// ScatterElements' reductions (ONNX: none, add, mul, max, min).
-enum class ScatterReduction { None, Add, Mul, Max, Min };
 
 /// ScatterElements and ScatterND over data seen as [len, inner] rows:
 /// out[(e, i)] := data[(e, i)] with, for each update row p that names row e

@@ -90,9 +90,6 @@ std::string requireIndices(const Node &node, size_t i);
 /// none moves any 1-8 byte element, the others compute in fp32, fp16,
 /// bf16, int32 or int64 (run_index_tuples.cpp).
 std::string checkScatterReduction(const Node &node);
-/// Their reduction attribute (an error on the node for another value).
-enum class ScatterReduction; // kernels/cuda/gather.h
-ScatterReduction scatterReductionOf(const Node &node);
 /// Always "" (ops whose operands are checked when they run).
 std::string noCheck(const Node &node);
 

@@ -151,7 +151,7 @@ void runScatterElements(NodeStaging &s) {
       cpu::gatherElementsShape(node, data.dims, idx);
   ElementLists lists = scatterLists(s, shape, data.numel());
   void *out = s.out(0, data.dtype, data.dims);
-  launchScatterRows(scatterReductionOf(node), data.dtype, s.device(0),
+  launchScatterRows(cpu::scatterReduction(node), data.dtype, s.device(0),
                     s.device(2), lists.start, lists.positions, out,
                     data.numel(), 1, s.stream());
 }

@@ -44,21 +44,6 @@ void runGatherND(NodeStaging &s) {
                s.stream());
 }
 
-ScatterReduction reductionOf(const Node &node) {
-  std::string r = node.attrString("reduction", "none");
-  if (r == "add")
-    return ScatterReduction::Add;
-  if (r == "mul")
-    return ScatterReduction::Mul;
-  if (r == "max")
-    return ScatterReduction::Max;
-  if (r == "min")
-    return ScatterReduction::Min;
-  if (r != "none")
-    fail(node, "reduction '", r, "' is not one of none, add, mul, max, min");
-  return ScatterReduction::None;
-}
-
 void runScatterND(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &data = s.in(0, "data"), &upd = s.in(2, "updates");
@@ -72,9 +57,10 @@ void runScatterND(NodeStaging &s) {
          ", got ", cpu::shapeString(upd.dims));
   GatherRowLists lists = gatherRowLists(t.rows, t.numRows);
   void *out = s.out(0, data.dtype, data.dims);
-  launchScatterRows(reductionOf(node), data.dtype, s.device(0), s.device(2),
-                    s.upload(lists.start), s.upload(lists.positions), out,
-                    t.numRows, t.slice, s.stream());
+  launchScatterRows(cpu::scatterReduction(node), data.dtype, s.device(0),
+                    s.device(2), s.upload(lists.start),
+                    s.upload(lists.positions), out, t.numRows, t.slice,
+                    s.stream());
 }
 
 /// Reduction none moves bytes of any element size; the others compute in
@@ -106,10 +92,6 @@ std::string checkScatter(const Node &node) {
 
 std::string checkScatterReduction(const Node &node) {
   return checkScatter(node);
-}
-
-ScatterReduction scatterReductionOf(const Node &node) {
-  return reductionOf(node);
 }
 
 std::vector<CudaOpEntry> indexTupleOps() {
