@@ -38,6 +38,11 @@ folds batch norms into convolutions and merges parameters of equal value; mpc re
                             exported at opset 23, where the exporter writes RMSNormalization.
                             rmsnorm_dynamo_ref_{sgd,adam}.csv.
 
+  attention_dynamo.onnx     a token model with scaled_dot_product_attention (causal, 4 query heads over
+                            2 key/value heads) and nn.MultiheadAttention, exported at opset 23, where
+                            the exporter writes both as ONNX's Attention; transformer_data's tokens.
+                            attention_dynamo_ref_{sgd,adam}.csv.
+
   cnn_dynamo_optimized.onnx the CNN with optimize=True: the batch norm is folded into conv1 and
                             lifted constants have no role in the signature; mpc refuses it.
 
@@ -88,6 +93,26 @@ def gpt2_plain():
     lm = gpt2_tiny().lm  # the same configuration and weights
     lm.config._attn_implementation = "sdpa"  # transformers' default, which gpt2_tiny sets to eager
     return PlainCausalLM(lm)
+
+
+class AttentionNet(nn.Module):
+    def __init__(self, vocab=64, d=32):
+        super().__init__()
+        self.emb, self.qkv, self.proj = nn.Embedding(vocab, d), nn.Linear(d, 64), nn.Linear(d, d)
+        self.mha = nn.MultiheadAttention(d, 2, batch_first=True)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, tokens, targets):
+        x = self.emb(tokens)
+        b, t, _ = x.shape
+        q, k, v = self.qkv(x).split([32, 16, 16], dim=-1)
+        q = q.view(b, t, 4, 8).transpose(1, 2)
+        k, v = (z.view(b, t, 2, 8).transpose(1, 2) for z in (k, v))
+        a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, 32))
+        x = x + self.mha(x, x, x, need_weights=False)[0]
+        logits = self.head(x)
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 class RMSNormNet(nn.Module):
@@ -190,6 +215,15 @@ def main():
                            opset=23)
     assert "RMSNormalization" in ops and m.opset_import[0].version == 23, (ops, m.opset_import)
     trajectories("rmsnorm_dynamo", net, start, mlp_data, ["x", "y"], 16)
+
+    # scaled_dot_product_attention and nn.MultiheadAttention at opset 23: ONNX's Attention.
+    torch.manual_seed(0)
+    net = AttentionNet().train()
+    start = copy.deepcopy(net.state_dict())
+    m, kinds, ops = export(net, batch(data, ["tokens", "targets"], 4, 0), "attention_dynamo.onnx",
+                           ["tokens", "targets"], opset=23)
+    assert ops.count("Attention") == 2, ops
+    trajectories("attention_dynamo", net, start, data, ["tokens", "targets"], 4)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 #include "passes/onnx/import_lowering.h"
 
 #include "passes/onnx/activation_lowering.h"
+#include "passes/onnx/attention_lowering.h"
 #include "passes/onnx/depth_space_lowering.h"
 #include "passes/onnx/einsum_lowering.h"
 #include "passes/onnx/import_constants.h"
@@ -47,7 +48,8 @@ const std::map<std::string, Lowering> &lowerings() {
         {"RNN", lowerRecurrent},
         {"SplitToSequence", lowerSplitToSequence},
         {"RMSNormalization", lowerRMSNormalization},
-        {"Tile", lowerTile}};
+        {"Tile", lowerTile},
+        {"Attention", lowerAttention}};
     for (const char *op : {"HardSigmoid", "HardSwish", "Elu", "Selu", "Celu",
                            "Softplus", "Softsign", "PRelu", "Reciprocal"})
       t.emplace(op, lowerActivation);

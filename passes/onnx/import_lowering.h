@@ -4,7 +4,8 @@
 // (depth_space_lowering.h), Einsum (einsum_lowering.h), OneHot
 // (onehot_lowering.h), Pad (pad_lowering.h), LSTM/GRU/RNN (rnn_lowering.h),
 // SplitToSequence with its SequenceAt readers (sequence_split_lowering.h),
-// RMSNormalization (rms_norm_lowering.h), Tile (tile_lowering.h), the
+// RMSNormalization (rms_norm_lowering.h), Tile (tile_lowering.h), Attention
+// (attention_lowering.h), the
 // activations of activation_lowering.h and the reductions of reduce_lowering.h.
 // The importer calls lowerAtImport() on the main graph; every later pass, the
 // runtime and the written model see only the lowered ops.

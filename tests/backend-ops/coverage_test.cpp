@@ -123,7 +123,8 @@ TEST(CudaCoverage, EveryNodeOfTheLibraryModelStepsIsSupported) {
   for (const char *model :
        {"gpt2_tiny", "llama_tiny", "swin_tiny", "convnext_tiny",
         "convnext_tiny_sd", "gpt2_tiny_dynamo", "cnn_dynamo",
-        "frozen_norm_dynamo", "rmsnorm_dynamo", "gpt2_plain_dynamo"})
+        "frozen_norm_dynamo", "rmsnorm_dynamo", "gpt2_plain_dynamo",
+        "attention_dynamo"})
     for (DType precision : {DType::F16, DType::BF16, DType::F32})
       for (const std::string &op :
            expectAllSupported(*compiled(model, precision, "adam"),

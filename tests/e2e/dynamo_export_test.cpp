@@ -18,6 +18,9 @@
 //   constants.
 // - rmsnorm_dynamo: torch.nn.RMSNorm exported at opset 23 as ONNX's
 //   RMSNormalization, lowered at import; matches PyTorch as above.
+// - attention_dynamo: scaled_dot_product_attention (causal, grouped
+//   key/value heads) and nn.MultiheadAttention exported at opset 23 as
+//   ONNX's Attention, lowered at import; matches PyTorch as above.
 // - cnn_dynamo_optimized: the exporter's ONNX optimizer folded the batch
 //   norm into the convolution; the model is refused with how to export it.
 #include "passes/onnx/onnx_io.h"
@@ -74,7 +77,9 @@ TEST(DynamoExportParity, SgdAndAdamMatchPyTorch) {
         Case{"cnn_dynamo.onnx", "cnn_data.npz", "cnn_dynamo_ref_"},
         Case{"frozen_norm_dynamo.onnx", "resmlp_data.npz",
              "frozen_norm_dynamo_ref_"},
-        Case{"rmsnorm_dynamo.onnx", "resmlp_data.npz", "rmsnorm_dynamo_ref_"}})
+        Case{"rmsnorm_dynamo.onnx", "resmlp_data.npz", "rmsnorm_dynamo_ref_"},
+        Case{"attention_dynamo.onnx", "gpt2_tiny_data.npz",
+             "attention_dynamo_ref_"}})
     for (const char *optimizer : {"sgd", "adam"})
       expectMatchesPyTorch(c.model, c.data, optimizer,
                            std::string(c.reference) + optimizer + ".csv", 1e-4);
