@@ -11,7 +11,7 @@ PyTorch's own fp32 trajectory lies from its fp64 one (the conditioning: batch no
 amplifies rounding); whether mpc compiled and ran it, the largest relative loss difference from
 PyTorch over the steps (fp32 and fp16) and the fp16 steps the loss scaler skipped.
 
-  python3 bench/model_sweep.py build [--steps=5] [--exporter=torchscript|dynamo] [--as-called]
+  python3 bench/model_sweep.py build [--steps=5] [--exporter=torchscript|dynamo] [--as-called] [--opset=N]
                                      [--out=bench/results/model_sweep[-dynamo][-as-called]-DATE.json]
                                      [NAME...]
 
@@ -222,7 +222,7 @@ def sweep_one(name, make, data, a, tmp):
     if a.exporter == "dynamo":  # torch's default exporter; its ONNX optimizer rewrites parameters
         with contextlib.redirect_stdout(io.StringIO()):
             torch.onnx.export(model, args, input_names=names, output_names=["loss"], dynamo=True,
-                              optimize=False).save(path)
+                              optimize=False, opset_version=a.opset).save(path)
     else:
         torch.onnx.export(model, args, path, input_names=names, output_names=["loss"], dynamo=False,
                           training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
@@ -275,12 +275,14 @@ def main():
     p.add_argument("names", nargs="*")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--exporter", choices=["torchscript", "dynamo"], default="torchscript")
+    p.add_argument("--opset", type=int, help="the dynamo exporter's opset (its default when not given)")
     p.add_argument("--as-called", action="store_true",
                    help="transformers models with their default attention, called with their inputs alone")
     p.add_argument("--out")
     a = p.parse_args()
     if not a.out:
         suffix = ("" if a.exporter == "torchscript" else "-dynamo") + ("-as-called" if a.as_called else "")
+        suffix += f"-opset{a.opset}" if a.opset else ""
         a.out = f"bench/results/model_sweep{suffix}-{datetime.date.today()}.json"
 
     warnings.filterwarnings("ignore")
@@ -313,7 +315,8 @@ def main():
                   f"{cells[1]:>13} {skipped:>13}", flush=True)
     with open(a.out, "w") as f:
         json.dump({"benchmark": "model_sweep", "date": str(datetime.date.today()), "steps": a.steps,
-                   "exporter": a.exporter, "as_called": a.as_called, "torch": torch.__version__,
+                   "exporter": a.exporter, "as_called": a.as_called, "opset": a.opset,
+                   "torch": torch.__version__,
                    "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                             text=True).stdout.strip(), "results": results}, f, indent=1)
     print(f"results: {a.out}")
