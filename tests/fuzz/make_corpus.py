@@ -58,8 +58,10 @@ def npz_bytes(arrays, compressed):
 
 def onnx_model(bin_dir):
     d = out_dir("onnx-model")
+    # cnn_dynamo.onnx: torch's dynamo exporter, its signature and node
+    # metadata in fields ONNX 1.12's proto keeps as unknown ones.
     for src in ["models/mlp_seed.onnx", "models/resmlp.onnx", "models/cnn.onnx",
-                "tests/lit/Inputs/train_mlp_fp16.onnx"]:
+                "tests/lit/Inputs/train_mlp_fp16.onnx", "models/cnn_dynamo.onnx"]:
         shutil.copy(os.path.join(ROOT, src), d)
     # An initializer in external data (the fuzzer provides weights.bin).
     w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2, 5])
