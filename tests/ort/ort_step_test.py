@@ -7,7 +7,8 @@ attributes the CNN lacks (window_cnn; AveragePoolGrad, LeakyReluGrad), whose
 mpc ops run as their model-local function bodies
 (passes/onnx/mpc_functions*.cpp), and an MLP built here with Max and Min of
 several inputs (extremum_mlp), whose gradient mpc.ExtremumGrad, variadic, the
-step model writes inline in standard ops (passes/onnx/expand_variadic.cpp).
+step model writes inline in standard ops (passes/onnx/expand_variadic.cpp);
+and two of torch's dynamo exports (cnn_dynamo, attention_dynamo at opset 23).
 
 The step model is (state..., batch...) -> (loss, state'...), with the bound
 state first and its new values in the same order (passes/onnx/onnx_export.cpp),
@@ -55,6 +56,16 @@ MODELS = {
         ("fp16", FP16_ADAM, 2e-3),
     ]),
     "cnn": ("cnn_data.npz", 10, [
+        ("fp32", FP32_ADAM, 1e-5),
+        ("fp16", FP16_ADAM, 2e-3),
+    ]),
+    # torch's dynamo exporter (models/make_dynamo_models.py): the CNN with its
+    # batch norm put back in training mode, and attention at opset 23 through
+    # the Attention lowering.
+    "cnn_dynamo": ("cnn_data.npz", 10, [
+        ("fp32", FP32_ADAM, 1e-5),
+    ]),
+    "attention_dynamo": ("gpt2_tiny_data.npz", 10, [
         ("fp32", FP32_ADAM, 1e-5),
         ("fp16", FP16_ADAM, 2e-3),
     ]),
