@@ -15,7 +15,8 @@
 #                norm_cnn.onnx, act_mlp.onnx, reduce_head.onnx,
 #                resize_cnn.onnx, einsum_attn.onnx, rnn_lm.onnx and the
 #                model-library gpt2_tiny, llama_tiny, swin_tiny and
-#                convnext_tiny
+#                convnext_tiny, and the dynamo exporter's gpt2_plain_dynamo,
+#                cnn_dynamo and attention_dynamo
 #                (torch.nn's TransformerEncoderLayer, GroupNorm,
 #                InstanceNorm2d, LSTM, GRU, the activations, reductions,
 #                Resizes and Einsums the importer lowers; Adam 1e-3)
@@ -354,6 +355,11 @@ if want trajectories; then
     trajectory llama_tiny llama_tiny.onnx llama_tiny_data.npz 1e-3 $precision
     trajectory swin_tiny swin_tiny.onnx swin_tiny_data.npz 1e-3 $precision
     trajectory convnext_tiny convnext_tiny.onnx convnext_tiny_data.npz 1e-3 $precision
+    # torch's dynamo exporter: GPT-2 as called (IsNaN, the folded mask), the
+    # CNN with its restored training-mode batch norm, attention at opset 23.
+    trajectory gpt2_plain_dynamo gpt2_plain_dynamo.onnx gpt2_tiny_data.npz 1e-3 $precision
+    trajectory cnn_dynamo cnn_dynamo.onnx cnn_data.npz 1e-3 $precision
+    trajectory attention_dynamo attention_dynamo.onnx gpt2_tiny_data.npz 1e-3 $precision
   done
   # The opset-20 Gelu variant, and gradient clipping (ClipGradNorm on the
   # device), in fp16 only: the same kernels otherwise.
