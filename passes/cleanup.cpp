@@ -1,5 +1,5 @@
-// cleanup: dead-code elimination, duplicate casts merged, identity casts and
-// Identity nodes gone.
+// cleanup: dead-code elimination, duplicate casts merged, identity casts,
+// Identity nodes and identity Transposes gone.
 //
 // Runs last (any pass order is valid: correctness never depends on it). Works
 // on the main graph and the training algorithm. Values that are graph outputs
@@ -44,13 +44,28 @@ int64_t removeIdentityCasts(Graph &g) {
   return removed;
 }
 
-/// Removes Identity nodes (torch's dynamo exporter writes one per clone and
-/// alias; the SplitToSequence lowering leaves one per SequenceAt): their
-/// readers read the input instead.
+/// Whether n copies its input unchanged: Identity, or a Transpose whose
+/// perm keeps every axis in place.
+bool isNoOp(const Node &n) {
+  if (n.isOp("", "Identity"))
+    return true;
+  if (!n.isOp("", "Transpose") || !n.hasAttr("perm"))
+    return false;
+  std::vector<int64_t> perm = n.attrInts("perm");
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != int64_t(i))
+      return false;
+  return true;
+}
+
+/// Removes Identity nodes and identity Transposes (torch's dynamo exporter
+/// writes an Identity per clone and alias and Transpose<perm = [0, 1]> for
+/// some permutes; the SplitToSequence lowering leaves an Identity per
+/// SequenceAt): their readers read the input instead, with no copy.
 int64_t removeIdentities(Graph &g) {
   int64_t removed = 0;
   for (Node *n : g.nodeList()) {
-    if (!n->isOp("", "Identity") || !n->input(0) || !n->output(0) ||
+    if (!isNoOp(*n) || n->numInputs() != 1 || !n->input(0) || !n->output(0) ||
         outputsAreGraphOutputs(*n))
       continue;
     g.replaceAllUsesWith(n->output(0), n->input(0));
