@@ -98,6 +98,9 @@ const std::vector<PolicyEntry> &table() {
       {"", "LayerNormalization", PC::Fp32, 0,
        "mean and variance over the feature axis (torch layer_norm, TVM "
        "layer_norm)"},
+      {kMpcDomain, "RMSNormalization", PC::Fp32, 0,
+       "mean of squares over the feature axis (torch rms_norm, which "
+       "autocast runs in fp32)"},
       {"", "InstanceNormalization", PC::Fp32, 0,
        "mean and variance per channel (torch instance_norm via batch_norm "
        "statistics in fp32)"},
@@ -304,6 +307,9 @@ const std::vector<PolicyEntry> &table() {
       {kMpcDomain, "LayerNormalizationGrad", PC::Fp32, 0,
        "sums over the normalised axes and the batch, like LayerNormalization "
        "itself (torch layer_norm backward runs in fp32 under autocast)"},
+      {kMpcDomain, "RMSNormalizationGrad", PC::Fp32, 0,
+       "sums over the normalised axes and the batch, like RMSNormalization "
+       "itself"},
       {kMpcDomain, "GatherGrad", PC::Fp32, inputBit(2),
        "scatter-add of an embedding's gradient: repeated tokens accumulate, "
        "an fp32 result keeps the small contributions; data is read for its "

@@ -113,6 +113,7 @@ void runVerify(Model &model, PassContext &ctx);
 void runInferShapes(Model &model, PassContext &ctx);
 void runFoldConstants(Model &model, PassContext &ctx);
 void runFuseGelu(Model &model, PassContext &ctx);
+void runFuseRmsNorm(Model &model, PassContext &ctx);
 void runAutodiff(Model &model, PassContext &ctx);
 void runAutocast(Model &model, PassContext &ctx);
 void runLossScale(Model &model, PassContext &ctx);

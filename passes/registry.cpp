@@ -17,6 +17,10 @@ const std::vector<PassInfo> &passRegistry() {
        "one Gelu node for the GELU arithmetic of opset < 20 exports (before "
        "autodiff)",
        "", runFuseGelu},
+      {"fuse-rmsnorm",
+       "one mpc.RMSNormalization for RMS-norm arithmetic (LlamaRMSNorm's, "
+       "RMSNormalization's lowering; before autodiff)",
+       "", runFuseRmsNorm},
       {"autodiff", "backward graph of the loss w.r.t. trainable parameters",
        "loss=NAME", runAutodiff},
       {"autocast", "fp16/bf16 by policy, fp32 islands, shared casts", "",

@@ -1952,6 +1952,8 @@ const OpRule kRules[] = {
     {kMpcDomain, "FusedMatMul", 2, 2, 1, 1, fused_shapes::inferFusedMatMul},
     {kMpcDomain, "LayerNormalizationGrad", 5, 5, 1, 3,
      inferLayerNormalizationGrad},
+    {kMpcDomain, "RMSNormalization", 2, 2, 1, 1, inferRMSNormalization},
+    {kMpcDomain, "RMSNormalizationGrad", 3, 3, 1, 2, inferRMSNormalizationGrad},
     {kMpcDomain, "LeakyReluGrad", 2, 2, 1, 1, inferElementwiseGrad},
     {kMpcDomain, "ReduceExtremumGrad", 3, 4, 1, 1, inferReduceExtremumGrad},
     {kMpcDomain, "SliceGrad", 2, 6, 1, 1, inferSliceGrad},

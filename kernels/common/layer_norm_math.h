@@ -1,6 +1,8 @@
 // LayerNormalization forward and backward: the per-element formulas and the
 // row statistics, shared by the CPU kernels (kernels/cpu/transformer.cpp)
-// and the CUDA kernels (kernels/cuda/layer_norm.cu).
+// and the CUDA kernels (kernels/cuda/layer_norm.cu). mpc.RMSNormalization is
+// the same with the mean taken as 0 (not `centered`): no bias, and its
+// backward without the mean(g) term.
 //
 // The statistics are two-pass in fp32 (fp64 for fp64 X): the mean, then the
 // mean of squared deviations (the biased variance, as PyTorch), so a large
@@ -52,15 +54,19 @@ MPC_HD T layerNormGradInput(T invStd, T g, T meanG, T xhat, T meanGXhat) {
 }
 
 /// mean and inv_std of one row of n elements read through load(j), in the
-/// CPU backend's order (index order, two passes).
+/// CPU backend's order (index order, two passes). Not `centered` (RMS
+/// normalisation, mpc.RMSNormalization): the mean is taken as 0, so inv_std
+/// is 1 / sqrt(mean(x^2) + epsilon), and the backward drops mean(g).
 template <typename T> struct LayerNormRowStats { T mean, invStd; };
 template <typename T, typename Load>
 MPC_HD LayerNormRowStats<T> layerNormRowStats(int64_t n, double epsilon,
-                                              const Load &load) {
+                                              const Load &load,
+                                              bool centered = true) {
   T sum = 0;
-  for (int64_t j = 0; j < n; ++j)
-    sum += T(load(j));
-  T mean = layerNormMean(sum, n);
+  if (centered)
+    for (int64_t j = 0; j < n; ++j)
+      sum += T(load(j));
+  T mean = centered ? layerNormMean(sum, n) : T(0);
   T squares = 0;
   for (int64_t j = 0; j < n; ++j)
     squares += layerNormSquaredDeviation(T(load(j)), mean);

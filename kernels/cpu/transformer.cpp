@@ -1,4 +1,5 @@
-// CPU kernels of the transformer and residual-MLP family: LayerNormalization,
+// CPU kernels of the transformer and residual-MLP family: LayerNormalization
+// (and mpc.RMSNormalization, the same without centering),
 // Gelu, LeakyRelu, Clip, Max, Min, Sum, Split, Dropout, CastLike, and the mpc
 // backward ops their gradient rules emit (ErfGrad for the Erf form of GELU)
 // (semantics in passes/ir/mpc_ops.h).
@@ -118,13 +119,27 @@ std::vector<C> broadcastTo(const std::vector<C> &v,
   return out;
 }
 
+/// Where a normalisation node's tensors are: LayerNormalization (X, Scale,
+/// B) -> (Y, Mean, InvStdDev) and its gradient (dY, X, scale, mean,
+/// inv_std) -> (dX, dScale, dBias); mpc.RMSNormalization (X, Scale) -> Y
+/// and its gradient (dY, X, scale) -> (dX, dScale), which are the same with
+/// the mean taken as 0 (not centered) and inv_std recomputed from X.
+struct NormLayout {
+  bool centered;
+  int bias, meanOut, invOut;   ///< forward: input/output index, -1: none
+  int meanIn, invIn, dBiasOut; ///< gradient
+};
+const NormLayout kLayerNorm = {true, 2, 1, 2, 3, 4, 2};
+const NormLayout kRmsNorm = {false, -1, -1, -1, -1, -1, -1};
+
 /// Y = (X - mean) * inv_std * scale + bias over the axes [axis, rank), the
 /// statistics in fp32 (fp64 for fp64 X) whatever X's storage type; the
-/// variance is the biased one (divided by N), as in PyTorch.
-void kernelLayerNormalization(KernelContext &ctx) {
+/// variance is the biased one (divided by N), as in PyTorch. RMS: mean 0.
+void normalizeRows(KernelContext &ctx, const NormLayout &l) {
   const Node &node = ctx.node;
   const Tensor &x = input(ctx, 0, "X"), &scale = input(ctx, 1, "Scale");
-  const Tensor *bias = optionalInput(ctx, 2);
+  const Tensor *bias =
+      l.bias >= 0 ? optionalInput(ctx, size_t(l.bias)) : nullptr;
   if (node.attrInt("stash_type", 1) != 1)
     fail(node, "stash_type ", node.attrInt("stash_type", 1),
          " is not supported (mpc computes layer-norm statistics in fp32)");
@@ -138,8 +153,12 @@ void kernelLayerNormalization(KernelContext &ctx) {
   DType statType = x.dtype == DType::F64 ? DType::F64 : DType::F32;
   // Every element is written below: no zero fill first.
   Tensor &y = overwrittenOutput(ctx, 0, x.dtype, x.dims);
-  Tensor *meanOut = optionalOutput(ctx, 1, statType, s.stats);
-  Tensor *invOut = optionalOutput(ctx, 2, statType, s.stats);
+  Tensor *meanOut =
+      l.meanOut >= 0 ? optionalOutput(ctx, size_t(l.meanOut), statType, s.stats)
+                     : nullptr;
+  Tensor *invOut =
+      l.invOut >= 0 ? optionalOutput(ctx, size_t(l.invOut), statType, s.stats)
+                    : nullptr;
   withCompute(node, {&x}, [&](auto c) {
     using C = decltype(c);
     std::vector<C> sc = broadcastTo(loadAll<C>(scale), scale.dims, s.norm);
@@ -168,8 +187,8 @@ void kernelLayerNormalization(KernelContext &ctx) {
     for (int64_t o = 0; o < s.outer; ++o) {
       const C *row = xs + o * s.n;
       C *out = ys + o * s.n;
-      LayerNormRowStats<C> st =
-          layerNormRowStats<C>(s.n, eps, [&](int64_t j) { return row[j]; });
+      LayerNormRowStats<C> st = layerNormRowStats<C>(
+          s.n, eps, [&](int64_t j) { return row[j]; }, l.centered);
       for (int64_t j = 0; j < s.n; ++j)
         out[j] = layerNormValue(row[j], st.mean, st.invStd, sc[size_t(j)],
                                 bi[size_t(j)]);
@@ -185,27 +204,39 @@ void kernelLayerNormalization(KernelContext &ctx) {
   });
 }
 
-void kernelLayerNormalizationGrad(KernelContext &ctx) {
+void kernelLayerNormalization(KernelContext &ctx) {
+  normalizeRows(ctx, kLayerNorm);
+}
+void kernelRMSNormalization(KernelContext &ctx) {
+  normalizeRows(ctx, kRmsNorm);
+}
+
+void normalizeRowsGrad(KernelContext &ctx, const NormLayout &l) {
   const Node &node = ctx.node;
   const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X"),
-               &scale = input(ctx, 2, "scale"), &mean = input(ctx, 3, "mean"),
-               &inv = input(ctx, 4, "inv_std");
+               &scale = input(ctx, 2, "scale");
+  const Tensor *mean =
+      l.meanIn >= 0 ? &input(ctx, size_t(l.meanIn), "mean") : nullptr;
+  const Tensor *inv =
+      l.invIn >= 0 ? &input(ctx, size_t(l.invIn), "inv_std") : nullptr;
   if (dy.dims != x.dims)
     fail(node, "dY of shape ", shapeString(dy.dims), " does not match X of ",
          "shape ", shapeString(x.dims));
   LayerNormShape s = layerNormShape(node, x);
   requireBroadcastsTo(node, scale, s.norm, "scale");
-  if (mean.numel() != s.outer || inv.numel() != s.outer)
+  if ((mean && mean->numel() != s.outer) || (inv && inv->numel() != s.outer))
     fail(node, "mean and inv_std must hold one value per normalised row (",
-         s.outer, "), got shapes ", shapeString(mean.dims), " and ",
-         shapeString(inv.dims));
+         s.outer, "), got shapes ", shapeString(mean->dims), " and ",
+         shapeString(inv->dims));
   // Each output is optional: a frozen input's gradient is not computed.
   // dX's every element is written below: no zero fill first.
   Tensor *dx = ctx.hasOutput(0) ? &overwrittenOutput(ctx, 0, dy.dtype, dy.dims)
                                 : nullptr;
   Tensor *dScale = optionalOutput(ctx, 1, dy.dtype, s.norm);
-  Tensor *dBias = optionalOutput(ctx, 2, dy.dtype, s.norm);
-  withCompute(node, {&dy, &x, &scale, &mean, &inv}, [&](auto c) {
+  Tensor *dBias = l.dBiasOut >= 0 ? optionalOutput(ctx, size_t(l.dBiasOut),
+                                                   dy.dtype, s.norm)
+                                  : nullptr;
+  withCompute(node, {&dy, &x, &scale, inv, mean}, [&](auto c) {
     using C = decltype(c);
     // fp32 dY, X and dX are read and written where they lie (a row of dX
     // is written from the row buffers below, after its dY and X are read);
@@ -234,7 +265,20 @@ void kernelLayerNormalizationGrad(KernelContext &ctx) {
       dxs = dxv.data();
     }
     std::vector<C> sc = broadcastTo(loadAll<C>(scale), scale.dims, s.norm);
-    std::vector<C> mv = loadAll<C>(mean), iv = loadAll<C>(inv);
+    std::vector<C> mv =
+        mean ? loadAll<C>(*mean) : std::vector<C>(size_t(s.outer), C(0));
+    std::vector<C> iv;
+    if (inv) {
+      iv = loadAll<C>(*inv);
+    } else { // RMS: the forward's inv_std, recomputed in its order
+      double eps = node.attrFloat("epsilon", 1e-5f);
+      iv.resize(size_t(s.outer));
+      for (int64_t o = 0; o < s.outer; ++o)
+        iv[size_t(o)] =
+            layerNormRowStats<C>(
+                s.n, eps, [&](int64_t j) { return xv[o * s.n + j]; }, false)
+                .invStd;
+    }
     std::vector<C> ds(size_t(s.n), C(0)), db(size_t(s.n), C(0));
     std::vector<C> xhat(size_t(s.n)), gs(size_t(s.n));
     // dScale and dBias add the rows in chunks of kSumChunk (the GPU's order,
@@ -256,7 +300,7 @@ void kernelLayerNormalizationGrad(KernelContext &ctx) {
         addChunkSums(ds, partDs);
         addChunkSums(db, partDb);
       }
-      C meanG = sumG / C(s.n), meanGX = sumGX / C(s.n);
+      C meanG = l.centered ? sumG / C(s.n) : C(0), meanGX = sumGX / C(s.n);
       for (int64_t j = 0; j < s.n; ++j)
         dxs[o * s.n + j] = layerNormGradInput(is, gs[size_t(j)], meanG,
                                               xhat[size_t(j)], meanGX);
@@ -268,6 +312,13 @@ void kernelLayerNormalizationGrad(KernelContext &ctx) {
     if (dBias)
       storeAll(*dBias, db);
   });
+}
+
+void kernelLayerNormalizationGrad(KernelContext &ctx) {
+  normalizeRowsGrad(ctx, kLayerNorm);
+}
+void kernelRMSNormalizationGrad(KernelContext &ctx) {
+  normalizeRowsGrad(ctx, kRmsNorm);
 }
 
 // --- activations -------------------------------------------------------------
@@ -821,6 +872,8 @@ std::vector<KernelEntry> transformerKernels() {
       {"", "Dropout", kernelDropout},
       {"", "CastLike", kernelCastLike},
       {kMpcDomain, "LayerNormalizationGrad", kernelLayerNormalizationGrad},
+      {kMpcDomain, "RMSNormalization", kernelRMSNormalization},
+      {kMpcDomain, "RMSNormalizationGrad", kernelRMSNormalizationGrad},
       {kMpcDomain, "GatherGrad", kernelGatherGrad},
       {kMpcDomain, "SliceGrad", kernelSliceGrad},
       {kMpcDomain, "ErfGrad", kernelErfGrad},

@@ -30,21 +30,24 @@ __global__ void layerNormKernel(DType t, const void *__restrict__ x,
                                 const void *__restrict__ bias,
                                 void *__restrict__ y, float *__restrict__ mean,
                                 float *__restrict__ invStd, int64_t outer,
-                                int64_t n, double epsilon) {
+                                int64_t n, double epsilon, bool centered) {
   int64_t lane = threadIdx.x % kWarp;
   int64_t stride = int64_t(gridDim.x) * kRowsPerBlock;
   for (int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
        row < outer; row += stride) {
     int64_t base = row * n;
-    float sum = 0.0f;
-    for (int64_t j = lane; j < n; j += kWarp)
-      sum += loadAs(t, x, base + j);
-    float m = layerNormMean(warpSum(sum), n);
+    float m = 0.0f;
+    if (centered) {
+      float sum = 0.0f;
+      for (int64_t j = lane; j < n; j += kWarp)
+        sum += loadAs(t, x, base + j);
+      m = layerNormMean(warpSum(sum), n);
+    }
     float squares = 0.0f;
     for (int64_t j = lane; j < n; j += kWarp)
       squares += layerNormSquaredDeviation(loadAs(t, x, base + j), m);
     float inv = layerNormInvStd(warpSum(squares), n, epsilon);
-    for (int64_t j = lane; j < n; j += kWarp) {
+    for (int64_t j = lane; y && j < n; j += kWarp) {
       float b = bias ? loadAs(t, bias, j) : 0.0f;
       storeAs(t, y, base + j,
               layerNormValue(loadAs(t, x, base + j), m, inv,
@@ -122,7 +125,8 @@ __global__ void layerNormGradInputKernel(LayerNormGradArgs a) {
       sumG += g;
       sumGX += g * xhat;
     }
-    float meanG = warpSum(sumG) / float(a.n);
+    float sumAll = warpSum(sumG);
+    float meanG = a.centered ? sumAll / float(a.n) : 0.0f;
     float meanGX = warpSum(sumGX) / float(a.n);
     for (int64_t j = lane; j < a.n; j += kWarp) {
       float xhat = layerNormXhat(Acc::x(a, base + j), m, is);
@@ -232,12 +236,13 @@ unsigned rowGrid(int64_t rows) {
 
 void launchLayerNorm(DType t, const void *x, const void *scale,
                      const void *bias, void *y, float *mean, float *invStd,
-                     int64_t outer, int64_t n, double epsilon, cudaStream_t s) {
+                     int64_t outer, int64_t n, double epsilon, cudaStream_t s,
+                     bool centered) {
   if (outer == 0)
     return;
   requireDeviceFloat(t, "LayerNormalization");
-  layerNormKernel<<<rowGrid(outer), kBlock, 0, s>>>(t, x, scale, bias, y, mean,
-                                                    invStd, outer, n, epsilon);
+  layerNormKernel<<<rowGrid(outer), kBlock, 0, s>>>(
+      t, x, scale, bias, y, mean, invStd, outer, n, epsilon, centered);
   MPC_CUDA_CHECK_LAUNCH("layerNormKernel");
 }
 

@@ -19,12 +19,14 @@ namespace mpc {
 namespace cuda {
 
 /// y := (x - mean) * inv_std * scale + bias per row; mean/invStd (fp32,
-/// `outer` each) may be nullptr; bias may be nullptr (no bias). x, scale,
-/// bias and y of dtype t.
+/// `outer` each) may be nullptr; bias may be nullptr (no bias); y may be
+/// nullptr (the statistics alone). x, scale, bias and y of dtype t. Not
+/// `centered` (mpc.RMSNormalization): the mean is 0, inv_std =
+/// 1 / sqrt(mean(x^2) + epsilon).
 void launchLayerNorm(DType t, const void *x, const void *scale,
                      const void *bias, void *y, float *mean, float *invStd,
                      int64_t outer, int64_t n, double epsilon,
-                     cudaStream_t stream);
+                     cudaStream_t stream, bool centered = true);
 
 /// The operands of the backward, each with its own dtype.
 struct LayerNormGradArgs {
@@ -35,6 +37,8 @@ struct LayerNormGradArgs {
   /// Outputs in dY's dtype; any may be nullptr (not computed).
   void *dx = nullptr, *dScale = nullptr, *dBias = nullptr;
   int64_t outer = 0, n = 0;
+  /// false for RMSNormalizationGrad: mean is 0 and dX has no mean(g) term.
+  bool centered = true;
   /// layerNormGradScratchBytes(*this) bytes of device scratch (the chunk
   /// sums of dScale and dBias), where that is not 0.
   float *scratch = nullptr;

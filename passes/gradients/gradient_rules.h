@@ -251,6 +251,7 @@ std::vector<std::pair<Value *, Value *>> batchNormStateUpdates(const Graph &g);
 
 // transformer.cpp (issue 3: transformer block, residual MLP)
 void gradLayerNormalization(GradientContext &ctx);
+void gradRMSNormalization(GradientContext &ctx);
 void gradGather(GradientContext &ctx);
 void gradSlice(GradientContext &ctx);
 void gradSplit(GradientContext &ctx);

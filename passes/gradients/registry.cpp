@@ -101,12 +101,15 @@ const std::unordered_map<std::string, GradientRuleInfo> &ruleTable() {
   return table;
 }
 
-/// mpc ops that appear before autodiff: what fuse-gelu makes of the GELU
+/// mpc ops that appear before autodiff: what fuse-rmsnorm makes of the RMS
+/// normalisation arithmetic, and what fuse-gelu makes of the GELU
 /// arithmetic of opset < 20 exports.
 const std::unordered_map<std::string, GradientRuleInfo> &mpcRuleTable() {
   static const std::unordered_map<std::string, GradientRuleInfo> table = {
       {"Gelu", {gradGelu, {}}},
       {"GeluTanh", {gradGelu, {}}},
+      // fuse-rmsnorm's (passes/fuse_rmsnorm.cpp)
+      {"RMSNormalization", {gradRMSNormalization, {}}},
   };
   return table;
 }

@@ -1,10 +1,11 @@
 // Gradient rules of the transformer and residual-MLP family (issue 3):
-// LayerNormalization, Gather (the embedding), Slice, Split, Where, Expand,
-// Gelu, LeakyRelu, Clip, Max, Min, Sum, ReduceMax, CastLike and Dropout.
+// LayerNormalization, mpc.RMSNormalization, Gather (the embedding), Slice,
+// Split, Where, Expand, Gelu, LeakyRelu, Clip, Max, Min, Sum, ReduceMax,
+// CastLike and Dropout.
 //
-// Layer norm and Dropout are differentiated from forward outputs they do not
-// always produce (the saved mean / inverse standard deviation, the dropout
-// mask), so autodiff first gives the forward node those outputs
+// Layer norm (and RMS norm) and Dropout are differentiated from forward outputs
+// they do not always produce (the saved mean / inverse standard deviation, the
+// dropout mask), so autodiff first gives the forward node those outputs
 // (prepareTransformerForwardNode): the backward then reuses the forward's
 // statistics and mask exactly instead of recomputing them. The backward ops
 // of domain "mpc" are specified in passes/ir/mpc_ops.h. Ops that only pick
@@ -178,6 +179,31 @@ void gradLayerNormalization(GradientContext &ctx) {
     ctx.setInputGrad(1, ctx.sumToInputShape(grads[1], 1));
   if (ctx.wants(2))
     ctx.setInputGrad(2, ctx.sumToInputShape(grads[2], 2));
+}
+
+void gradRMSNormalization(GradientContext &ctx) {
+  Node &n = ctx.node();
+  Value *x = ctx.in(0), *scale = ctx.in(1);
+  Value *dY = ctx.outGrad(0);
+  int64_t axis = normalizedAxis(ctx, *x, -1);
+  Dims norm(x->dims.begin() + axis, x->dims.end());
+  std::vector<OutputSpec> outs = {
+      {ctx.wants(0), dY->dtype, x->dims, ctx.gradName(0)},
+      {ctx.wants(1), dY->dtype, norm,
+       scale->dims == norm ? ctx.gradName(1) : ctx.tempName("scale_full")}};
+  while (!outs.back().present)
+    outs.pop_back();
+  // The backward recomputes inv_std from X (mpc_ops.h) with the forward's
+  // epsilon.
+  std::vector<Value *> grads = emitMulti(
+      ctx, "RMSNormalizationGrad", {dY, x, scale},
+      {{"axis", Attribute::ofInt(axis)},
+       {"epsilon", Attribute::ofFloat(n.attrFloat("epsilon", 1e-5f))}},
+      outs, kMpcDomain);
+  if (ctx.wants(0))
+    ctx.setInputGrad(0, grads[0]);
+  if (ctx.wants(1))
+    ctx.setInputGrad(1, ctx.sumToInputShape(grads[1], 1));
 }
 
 void gradGather(GradientContext &ctx) {

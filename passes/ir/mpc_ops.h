@@ -14,6 +14,13 @@
 //       0.044715 X^3))): Gelu's approximate = "tanh" likewise. Two ops, not
 //       one with an attribute: each needs a function body, and a body cannot
 //       branch on a string attribute.
+//   RMSNormalization(X, Scale) <axis, epsilon> -> Y
+//       Y = X * inv_std * Scale over the axes [axis, rank) (default -1),
+//       inv_std = 1 / sqrt(mean(X^2) + epsilon) (default 1e-5) per row,
+//       computed in fp32 for fp16/bf16 (fp64 for fp64). ONNX's
+//       RMSNormalization (opset 23, stash_type 1), made by fuse-rmsnorm
+//       from the exported arithmetic (LlamaRMSNorm's, and the
+//       RMSNormalization import lowering's) for models of any opset.
 //   FusedMatMul(A, B) <transA, transB> -> Y    Y = MatMul(op(A), op(B)),
 //       op swapping the last two axes where its flag (int 0/1, default 0) is
 //       1, numpy batch broadcasting; A and B have rank >= 2 and one dtype;
@@ -78,6 +85,12 @@
 //       mean(g * xhat)); dScale = sum of dY * xhat and dBias = sum of dY over
 //       the leading axes, both shaped X.dims[axis:]. Omitted outputs are not
 //       computed.
+//   RMSNormalizationGrad(dY, X, scale) <axis, epsilon> -> (dX [, dScale])
+//       LayerNormalizationGrad with the mean taken as 0 and inv_std
+//       recomputed from X as the forward computes it (one pass over a row,
+//       instead of a saved output): xhat = X * inv_std, g = dY * scale,
+//       dX = inv_std * (g - xhat * mean(g * xhat)), dScale = sum of dY *
+//       xhat over the leading axes.
 //   GatherGrad(dY, indices, data) <axis> -> dData
 //       zeros of data's shape, then every slice of dY added at the position
 //       its index names (negative indices count from the end, repeated

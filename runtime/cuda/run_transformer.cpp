@@ -114,6 +114,64 @@ void runLayerNormGrad(NodeStaging &s) {
   launchLayerNormGrad(a, s.stream());
 }
 
+// --- mpc.RMSNormalization: the layer-norm kernels without centering ---------
+
+void runRMSNorm(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "X"), &scale = s.in(1, "Scale");
+  if (scale.dtype != x.dtype)
+    fail(node, "Scale must have X's element type ", dtypeName(x.dtype));
+  requireDeviceFloat(node, x, "X");
+  LayerNormShape sh = layerNormShape(node, x);
+  requireBroadcastsTo(node, scale, sh.norm, "Scale");
+  const void *sc = perColumn(s, 1, scale, sh.norm, sh.n);
+  void *y = s.out(0, x.dtype, x.dims);
+  launchLayerNorm(x.dtype, s.device(0), sc, nullptr, y, nullptr, nullptr,
+                  sh.outer, sh.n, node.attrFloat("epsilon", 1e-5f), s.stream(),
+                  false);
+}
+
+/// The backward recomputes the forward's inv_std (and a mean of 0) into
+/// scratch with the forward kernel, then runs LayerNormalizationGrad's
+/// kernels without the mean(g) term.
+void runRMSNormGrad(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X"),
+               &scale = s.in(2, "scale");
+  if (dy.dims != x.dims)
+    fail(node, "dY of shape ", cpu::shapeString(dy.dims),
+         " does not match X of shape ", cpu::shapeString(x.dims));
+  LayerNormShape sh = layerNormShape(node, x);
+  requireBroadcastsTo(node, scale, sh.norm, "scale");
+  requireDeviceFloat(node, dy, "dY");
+  requireDeviceFloat(node, x, "X");
+  requireDeviceFloat(node, scale, "scale");
+  auto *mean = static_cast<float *>(
+      s.scratch(size_t(std::max<int64_t>(sh.outer, 1)) * sizeof(float)));
+  auto *inv = static_cast<float *>(
+      s.scratch(size_t(std::max<int64_t>(sh.outer, 1)) * sizeof(float)));
+  launchLayerNorm(x.dtype, s.device(1), nullptr, nullptr, nullptr, mean, inv,
+                  sh.outer, sh.n, node.attrFloat("epsilon", 1e-5f), s.stream(),
+                  false);
+  LayerNormGradArgs a;
+  a.dyType = dy.dtype;
+  a.xType = x.dtype;
+  a.scaleType = scale.dtype;
+  a.statType = DType::F32;
+  a.dy = s.device(0);
+  a.x = s.device(1);
+  a.scale = perColumn(s, 2, scale, sh.norm, sh.n);
+  a.mean = mean;
+  a.invStd = inv;
+  a.dx = s.optionalOut(0, dy.dtype, dy.dims);
+  a.dScale = s.optionalOut(1, dy.dtype, sh.norm);
+  a.outer = sh.outer;
+  a.n = sh.n;
+  a.centered = false;
+  a.scratch = static_cast<float *>(s.scratch(layerNormGradScratchBytes(a)));
+  launchLayerNormGrad(a, s.stream());
+}
+
 // --- GELU
 // ------------------------------------------------------------------------
 
@@ -232,6 +290,14 @@ std::string checkInputs01(const Node &n) {
 std::vector<CudaOpEntry> transformerOps() {
   return {
       {"", "LayerNormalization", runLayerNorm,
+       [](const Node &n) {
+         return requireDeviceFloat(n, {0, 1, 2});
+       }},
+      {kMpcDomain, "RMSNormalization", runRMSNorm,
+       [](const Node &n) {
+         return requireDeviceFloat(n, {0, 1});
+       }},
+      {kMpcDomain, "RMSNormalizationGrad", runRMSNormGrad,
        [](const Node &n) {
          return requireDeviceFloat(n, {0, 1, 2});
        }},

@@ -899,6 +899,40 @@ void addLayerNorm(std::vector<OpCase> &cases) {
   }
 }
 
+void addRmsNorm(std::vector<OpCase> &cases) {
+  // What fuse-rmsnorm makes of LlamaRMSNorm's arithmetic: rows of 32, a
+  // 2-axis normalisation with a broadcasting scale; the gradient with both
+  // outputs over many chunks of rows (packed and not), and dX alone.
+  struct Case {
+    const char *name;
+    std::vector<int64_t> x, scale;
+    int64_t axis;
+  };
+  for (const Case &c : {Case{"rows", {4, 16, 32}, {32}, -1},
+                        Case{"two_axes", {3, 4, 5}, {1, 5}, 1},
+                        Case{"long_rows", {3, 200, 24}, {24}, -1},
+                        Case{"long_rows_unpacked", {3, 200, 18}, {18}, -1}}) {
+    Builder::Attrs attrs = {{"axis", i(c.axis)}, {"epsilon", f(1e-5f)}};
+    cases.push_back({std::string("RMSNormalization_") + c.name, kMpcDomain,
+                     "RMSNormalization", attrs, 1, kFloats,
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       return {randomTensor(rng, t, c.x, -2, 2),
+                               randomTensor(rng, t, c.scale, 0.5f, 1.5f)};
+                     },
+                     Compare::Tolerance});
+    for (size_t outs : {size_t(2), size_t(1)})
+      cases.push_back({std::string("RMSNormalizationGrad_") + c.name +
+                           (outs == 1 ? "_dx_only" : ""),
+                       kMpcDomain, "RMSNormalizationGrad", attrs, outs, kFloats,
+                       [=](DType t, std::mt19937 &rng) -> Inputs {
+                         return {randomTensor(rng, t, c.x),
+                                 randomTensor(rng, t, c.x, -2, 2),
+                                 randomTensor(rng, t, c.scale, 0.5f, 1.5f)};
+                       },
+                       Compare::Tolerance});
+  }
+}
+
 void addGeluFamily(std::vector<OpCase> &cases) {
   // What fuse-gelu makes of an opset < 20 export's GELU arithmetic.
   for (const char *op : {"Gelu", "GeluTanh"})
@@ -1602,6 +1636,7 @@ const std::vector<OpCase> &opCases() {
     addTraining(c);
     addSoftmax(c);
     addLayerNorm(c);
+    addRmsNorm(c);
     addGeluFamily(c);
     addReductions(c);
     addGather(c);

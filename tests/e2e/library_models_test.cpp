@@ -30,7 +30,9 @@ struct Library {
 const std::vector<Library> &libraryModels() {
   static const std::vector<Library> models = {
       {"gpt2_tiny", {"LessOrEqual", "And"}},
-      {"llama_tiny", {"LessOrEqual", "And", "Sin", "Cos"}},
+      // fuse-rmsnorm: each RMS norm one mpc.RMSNormalization.
+      {"llama_tiny",
+       {"LessOrEqual", "And", "Sin", "Cos", "Pow", "ReduceMean", "Sqrt"}},
       {"swin_tiny", {"Pad", "ScatterND"}},
       {"convnext_tiny", {}},
   };

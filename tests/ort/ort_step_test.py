@@ -8,7 +8,8 @@ mpc ops run as their model-local function bodies
 (passes/onnx/mpc_functions*.cpp), and an MLP built here with Max and Min of
 several inputs (extremum_mlp), whose gradient mpc.ExtremumGrad, variadic, the
 step model writes inline in standard ops (passes/onnx/expand_variadic.cpp);
-and two of torch's dynamo exports (cnn_dynamo, attention_dynamo at opset 23).
+two of torch's dynamo exports (cnn_dynamo, attention_dynamo at opset 23), and
+LLaMA (llama_tiny), whose RMS norms fuse-rmsnorm makes one mpc op each.
 
 The step model is (state..., batch...) -> (loss, state'...), with the bound
 state first and its new values in the same order (passes/onnx/onnx_export.cpp),
@@ -66,6 +67,12 @@ MODELS = {
         ("fp32", FP32_ADAM, 1e-5),
     ]),
     "attention_dynamo": ("gpt2_tiny_data.npz", 10, [
+        ("fp32", FP32_ADAM, 1e-5),
+        ("fp16", FP16_ADAM, 2e-3),
+    ]),
+    # LLaMA: fuse-rmsnorm's mpc.RMSNormalization and its gradient run as
+    # their function bodies.
+    "llama_tiny": ("llama_tiny_data.npz", 10, [
         ("fp32", FP32_ADAM, 1e-5),
         ("fp16", FP16_ADAM, 2e-3),
     ]),

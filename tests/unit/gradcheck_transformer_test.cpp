@@ -19,7 +19,8 @@ namespace {
 const bool kCovered = coverGradientRules(
     {"LayerNormalization", "Gather", "Slice", "Split", "Where", "Expand",
      "Gelu", "LeakyRelu", "Clip", "Max", "Min", "Sum", "ReduceMax", "CastLike",
-     "Dropout", "GatherElements", "mpc.Gelu", "mpc.GeluTanh"});
+     "Dropout", "GatherElements", "mpc.Gelu", "mpc.GeluTanh",
+     "mpc.RMSNormalization"});
 
 GradCase one(const std::string &name, std::vector<Param> params,
              const std::string &body, std::vector<Data> data = {},
@@ -34,6 +35,23 @@ GradCase one(const std::string &name, std::vector<Param> params,
 }
 
 } // namespace
+
+// What fuse-rmsnorm makes of RMS-norm arithmetic: over the last axis, over
+// two axes with a broadcasting scale, and with x frozen (dScale alone).
+TEST(GradCheckTransformer, RMSNormalization) {
+  std::vector<GradCase> cases;
+  cases.push_back(one("RMS axis -1", {{"x", {2, 3, 4}}, {"s", {4}, 0.5, 1.5}},
+                      "y = mpc.RMSNormalization <axis = -1> (x, s)"));
+  cases.push_back(one("RMS axis 1, epsilon 0.1, broadcast scale",
+                      {{"x", {2, 3, 4}}, {"s", {1, 4}, 0.5, 1.5}},
+                      "y = mpc.RMSNormalization <axis = 1, epsilon = 0.1> "
+                      "(x, s)"));
+  GradCase frozenX = one("RMS frozen x", {{"x", {3, 5}}, {"s", {5}}},
+                         "y = mpc.RMSNormalization (x, s)");
+  frozenX.frozen = "^x$";
+  cases.push_back(frozenX);
+  checkAll(cases);
+}
 
 TEST(GradCheckTransformer, LayerNormalization) {
   std::vector<GradCase> cases;

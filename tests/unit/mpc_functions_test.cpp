@@ -358,6 +358,8 @@ TEST(MpcFunctions, EveryFixedArityOpHasABodyThatParses) {
       "LogSoftmaxGrad",
       "MaxPoolGrad",
       "NegativeLogLikelihoodLossGrad",
+      "RMSNormalization",
+      "RMSNormalizationGrad",
       "ReduceExtremumGrad",
       "ReduceGrad",
       "ReluGrad",
