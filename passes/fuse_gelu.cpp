@@ -25,6 +25,7 @@
 //
 // Runs after infer-shapes (it reads dtypes and shapes) and before autodiff,
 // on the main graph and on a training algorithm the model already has.
+#include "passes/fusion_rewrite.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
@@ -299,16 +300,7 @@ void rewrite(Graph &g, const GeluMatch &m, bool onnxGelu,
       break; // cannot happen: every matched value is read inside the match
   }
   g.renameValue(gelu->output(0), outName);
-  for (Value *v : operands) {
-    if (!v->isLive() || !v->uses().empty() || v->isGraphOutput())
-      continue;
-    if (v->isInitializer() && !v->isState && !v->isGraphInput())
-      g.removeInitializer(v);
-    else if (Node *c = v->producer(); c && c->isOp("", "Constant")) {
-      g.removeNode(c);
-      removed.insert(c);
-    }
-  }
+  removeUnreadConstants(g, operands, removed);
 }
 
 /// Returns how many GELUs it fused (0: the graph is as it was; matching

@@ -22,6 +22,7 @@
 //
 // Runs after infer-shapes and before autodiff, on the main graph and on a
 // training algorithm the model already has.
+#include "passes/fusion_rewrite.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
@@ -229,16 +230,7 @@ void rewrite(Graph &g, const RmsMatch &m, std::unordered_set<Node *> &removed) {
     removed.insert(*it);
   }
   g.renameValue(rms->output(0), outName);
-  for (Value *v : operands) {
-    if (!v->isLive() || !v->uses().empty() || v->isGraphOutput())
-      continue;
-    if (v->isInitializer() && !v->isState && !v->isGraphInput())
-      g.removeInitializer(v);
-    else if (Node *c = v->producer(); c && c->isOp("", "Constant")) {
-      g.removeNode(c);
-      removed.insert(c);
-    }
-  }
+  removeUnreadConstants(g, operands, removed);
 }
 
 int64_t fuseGraph(Graph &g, Statistics &stats) {
