@@ -12,7 +12,10 @@
 // (passes/ir/mpc_ops.h), whose kernels are the layer-norm kernels without
 // centering, and whose gradient is one mpc.RMSNormalizationGrad.
 //
-// Matched: the square as Pow(x, 2) or Mul(x, x); ReduceMean with keepdims
+// Matched: the square as Pow(x, 2) or Mul(x, x); x may be an fp16/bf16
+// input widened by a Cast that only the pattern reads, narrowed back by a
+// Cast before the scale (the fused op computes in fp32 and rounds once);
+// ReduceMean with keepdims
 // over the trailing axes (attribute or constant input); eps and the 1 as
 // one-element constants in either operand order; x * (1 / rms) or x / rms;
 // an identity Cast before the scale; the scale Mul in either order, the
@@ -105,26 +108,45 @@ public:
     } else {
       return false;
     }
-    // An identity Cast, then the scale.
+    // An identity Cast, or the Cast back to the type x was widened from
+    // (statistics in fp32 for an fp16/bf16 input: LlamaRMSNorm of a half
+    // model, RMSNormalization's lowering), then the scale.
+    Value *input = x;
     Node *next = consumer(normalized, "Cast", false);
-    if (next && next->attrInt("to", 0) == toOnnxDataType(x->dtype) &&
-        single(normalized)) {
-      nodes_.push_back(next);
-      normalized = next->output(0);
+    if (next && single(normalized)) {
+      Node *widen = x->producer();
+      if (next->attrInt("to", 0) == toOnnxDataType(x->dtype)) {
+        nodes_.push_back(next);
+        normalized = next->output(0);
+      } else if (widen && widen->isOp("", "Cast") && widen->input(0) &&
+                 isFloating(widen->input(0)->dtype) &&
+                 next->attrInt("to", 0) ==
+                     toOnnxDataType(widen->input(0)->dtype)) {
+        nodes_.insert(nodes_.begin(), widen);
+        nodes_.push_back(next);
+        normalized = next->output(0);
+        input = widen->input(0);
+      }
     }
     Node *root = consumer(normalized, "Mul", false);
     if (!root || !single(normalized) || root->numInputs() != 2)
       return false;
     Value *w = root->input(0) == normalized ? root->input(1) : root->input(0);
-    if (!w || w == x || w->dtype != x->dtype || !scaleFits(*w, *x, m.axis))
+    if (!w || w == x || w == input || w->dtype != input->dtype ||
+        !scaleFits(*w, *x, m.axis))
       return false;
     nodes_.push_back(root);
     for (Node *n : nodes_)
       if (n != root && n->numOutputs() != 1)
         return false;
-    if (!sameType(*root->output(0), *x))
+    // The widened x is the pattern's alone: it goes with the pattern.
+    if (input != x)
+      for (const Use &u : x->uses())
+        if (std::find(nodes_.begin(), nodes_.end(), u.user) == nodes_.end())
+          return false;
+    if (!sameType(*root->output(0), *input))
       return false;
-    m.x = x;
+    m.x = input;
     m.scale = w;
     m.root = root;
     m.epsilon = *eps;
