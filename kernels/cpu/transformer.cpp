@@ -119,27 +119,19 @@ std::vector<C> broadcastTo(const std::vector<C> &v,
   return out;
 }
 
-/// Where a normalisation node's tensors are: LayerNormalization (X, Scale,
-/// B) -> (Y, Mean, InvStdDev) and its gradient (dY, X, scale, mean,
-/// inv_std) -> (dX, dScale, dBias); mpc.RMSNormalization (X, Scale) -> Y
-/// and its gradient (dY, X, scale) -> (dX, dScale), which are the same with
-/// the mean taken as 0 (not centered) and inv_std recomputed from X.
-struct NormLayout {
-  bool centered;
-  int bias, meanOut, invOut;   ///< forward: input/output index, -1: none
-  int meanIn, invIn, dBiasOut; ///< gradient
-};
-const NormLayout kLayerNorm = {true, 2, 1, 2, 3, 4, 2};
-const NormLayout kRmsNorm = {false, -1, -1, -1, -1, -1, -1};
+// LayerNormalization (X, Scale, B) -> (Y, Mean, InvStdDev) and its gradient
+// (dY, X, scale, mean, inv_std) -> (dX, dScale, dBias) are `centered`;
+// mpc.RMSNormalization (X, Scale) -> Y and its gradient (dY, X, scale) ->
+// (dX, dScale) are the same with the mean taken as 0, no bias, and inv_std
+// recomputed from X instead of read.
 
 /// Y = (X - mean) * inv_std * scale + bias over the axes [axis, rank), the
 /// statistics in fp32 (fp64 for fp64 X) whatever X's storage type; the
 /// variance is the biased one (divided by N), as in PyTorch. RMS: mean 0.
-void normalizeRows(KernelContext &ctx, const NormLayout &l) {
+void normalizeRows(KernelContext &ctx, bool centered) {
   const Node &node = ctx.node;
   const Tensor &x = input(ctx, 0, "X"), &scale = input(ctx, 1, "Scale");
-  const Tensor *bias =
-      l.bias >= 0 ? optionalInput(ctx, size_t(l.bias)) : nullptr;
+  const Tensor *bias = centered ? optionalInput(ctx, 2) : nullptr;
   if (node.attrInt("stash_type", 1) != 1)
     fail(node, "stash_type ", node.attrInt("stash_type", 1),
          " is not supported (mpc computes layer-norm statistics in fp32)");
@@ -154,11 +146,9 @@ void normalizeRows(KernelContext &ctx, const NormLayout &l) {
   // Every element is written below: no zero fill first.
   Tensor &y = overwrittenOutput(ctx, 0, x.dtype, x.dims);
   Tensor *meanOut =
-      l.meanOut >= 0 ? optionalOutput(ctx, size_t(l.meanOut), statType, s.stats)
-                     : nullptr;
+      centered ? optionalOutput(ctx, 1, statType, s.stats) : nullptr;
   Tensor *invOut =
-      l.invOut >= 0 ? optionalOutput(ctx, size_t(l.invOut), statType, s.stats)
-                    : nullptr;
+      centered ? optionalOutput(ctx, 2, statType, s.stats) : nullptr;
   withCompute(node, {&x}, [&](auto c) {
     using C = decltype(c);
     std::vector<C> sc = broadcastTo(loadAll<C>(scale), scale.dims, s.norm);
@@ -188,7 +178,7 @@ void normalizeRows(KernelContext &ctx, const NormLayout &l) {
       const C *row = xs + o * s.n;
       C *out = ys + o * s.n;
       LayerNormRowStats<C> st = layerNormRowStats<C>(
-          s.n, eps, [&](int64_t j) { return row[j]; }, l.centered);
+          s.n, eps, [&](int64_t j) { return row[j]; }, centered);
       for (int64_t j = 0; j < s.n; ++j)
         out[j] = layerNormValue(row[j], st.mean, st.invStd, sc[size_t(j)],
                                 bi[size_t(j)]);
@@ -204,27 +194,21 @@ void normalizeRows(KernelContext &ctx, const NormLayout &l) {
   });
 }
 
-void kernelLayerNormalization(KernelContext &ctx) {
-  normalizeRows(ctx, kLayerNorm);
-}
-void kernelRMSNormalization(KernelContext &ctx) {
-  normalizeRows(ctx, kRmsNorm);
-}
+void kernelLayerNormalization(KernelContext &ctx) { normalizeRows(ctx, true); }
+void kernelRMSNormalization(KernelContext &ctx) { normalizeRows(ctx, false); }
 
-void normalizeRowsGrad(KernelContext &ctx, const NormLayout &l) {
+void normalizeRowsGrad(KernelContext &ctx, bool centered) {
   const Node &node = ctx.node;
   const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X"),
                &scale = input(ctx, 2, "scale");
-  const Tensor *mean =
-      l.meanIn >= 0 ? &input(ctx, size_t(l.meanIn), "mean") : nullptr;
-  const Tensor *inv =
-      l.invIn >= 0 ? &input(ctx, size_t(l.invIn), "inv_std") : nullptr;
+  const Tensor *mean = centered ? &input(ctx, 3, "mean") : nullptr;
+  const Tensor *inv = centered ? &input(ctx, 4, "inv_std") : nullptr;
   if (dy.dims != x.dims)
     fail(node, "dY of shape ", shapeString(dy.dims), " does not match X of ",
          "shape ", shapeString(x.dims));
   LayerNormShape s = layerNormShape(node, x);
   requireBroadcastsTo(node, scale, s.norm, "scale");
-  if ((mean && mean->numel() != s.outer) || (inv && inv->numel() != s.outer))
+  if (centered && (mean->numel() != s.outer || inv->numel() != s.outer))
     fail(node, "mean and inv_std must hold one value per normalised row (",
          s.outer, "), got shapes ", shapeString(mean->dims), " and ",
          shapeString(inv->dims));
@@ -233,9 +217,7 @@ void normalizeRowsGrad(KernelContext &ctx, const NormLayout &l) {
   Tensor *dx = ctx.hasOutput(0) ? &overwrittenOutput(ctx, 0, dy.dtype, dy.dims)
                                 : nullptr;
   Tensor *dScale = optionalOutput(ctx, 1, dy.dtype, s.norm);
-  Tensor *dBias = l.dBiasOut >= 0 ? optionalOutput(ctx, size_t(l.dBiasOut),
-                                                   dy.dtype, s.norm)
-                                  : nullptr;
+  Tensor *dBias = centered ? optionalOutput(ctx, 2, dy.dtype, s.norm) : nullptr;
   withCompute(node, {&dy, &x, &scale, inv, mean}, [&](auto c) {
     using C = decltype(c);
     // fp32 dY, X and dX are read and written where they lie (a row of dX
@@ -300,7 +282,7 @@ void normalizeRowsGrad(KernelContext &ctx, const NormLayout &l) {
         addChunkSums(ds, partDs);
         addChunkSums(db, partDb);
       }
-      C meanG = l.centered ? sumG / C(s.n) : C(0), meanGX = sumGX / C(s.n);
+      C meanG = centered ? sumG / C(s.n) : C(0), meanGX = sumGX / C(s.n);
       for (int64_t j = 0; j < s.n; ++j)
         dxs[o * s.n + j] = layerNormGradInput(is, gs[size_t(j)], meanG,
                                               xhat[size_t(j)], meanGX);
@@ -315,10 +297,10 @@ void normalizeRowsGrad(KernelContext &ctx, const NormLayout &l) {
 }
 
 void kernelLayerNormalizationGrad(KernelContext &ctx) {
-  normalizeRowsGrad(ctx, kLayerNorm);
+  normalizeRowsGrad(ctx, true);
 }
 void kernelRMSNormalizationGrad(KernelContext &ctx) {
-  normalizeRowsGrad(ctx, kRmsNorm);
+  normalizeRowsGrad(ctx, false);
 }
 
 // --- activations -------------------------------------------------------------
