@@ -88,6 +88,14 @@ std::string requireIndices(const Node &node, size_t i) {
   return "";
 }
 
+void requireCopyable(const Node &node, const Tensor &t) {
+  size_t size = dtypeSize(t.dtype);
+  if (size != 1 && size != 2 && size != 4 && size != 8)
+    cpu::fail(node,
+              "the cuda backend copies elements of 1, 2, 4 or 8 bytes, not ",
+              dtypeName(t.dtype));
+}
+
 std::string noCheck(const Node &) { return ""; }
 
 std::vector<CudaOpEntry> hostOps() {

@@ -86,12 +86,16 @@ std::string requireDeviceFloat(const Node &node,
 std::string requireDeviceFloatFrom(const Node &node, size_t first);
 /// "" unless input i has a known dtype other than int64 or int32 (indices).
 std::string requireIndices(const Node &node, size_t i);
-/// ScatterND's and ScatterElements' reduction and data dtype: reduction
-/// none moves any 1-8 byte element, the others compute in fp32, fp16,
-/// bf16, int32 or int64 (run_index_tuples.cpp).
-std::string checkScatterReduction(const Node &node);
+/// ScatterND's and ScatterElements' indices, reduction and data dtype:
+/// reduction none moves any 1-8 byte element, the others compute in fp32,
+/// fp16, bf16, int32 or int64 (run_index_tuples.cpp).
+std::string checkScatter(const Node &node);
 /// Always "" (ops whose operands are checked when they run).
 std::string noCheck(const Node &node);
+
+/// Throws mpc::Error naming the node unless t's elements are 1, 2, 4 or 8
+/// bytes: what the kernels that move elements as raw bytes take.
+void requireCopyable(const Node &node, const Tensor &t);
 
 /// Throws mpc::Error naming the node unless t is fp32, fp16 or bf16.
 void requireDeviceFloat(const Node &node, const Tensor &t, const char *what);

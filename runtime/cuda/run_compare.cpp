@@ -63,17 +63,14 @@ void runWhere(NodeStaging &s) {
   if (a.dtype != b.dtype)
     fail(node, "X and Y have different element types (", dtypeName(a.dtype),
          " and ", dtypeName(b.dtype), ")");
-  size_t size = dtypeSize(a.dtype);
-  if (size != 1 && size != 2 && size != 4 && size != 8)
-    fail(node, "the cuda backend copies elements of 1, 2, 4 or 8 bytes, not ",
-         dtypeName(a.dtype));
+  requireCopyable(node, a);
   std::vector<int64_t> dims = cpu::broadcastShapes(
       node, cpu::broadcastShapes(node, c.dims, a.dims), b.dims);
   const std::vector<int64_t> shapes[3] = {c.dims, a.dims, b.dims};
   BroadcastGeometry<3> g = nodeBroadcastGeometry<3>(node, dims, shapes);
   void *y = s.out(0, a.dtype, dims);
-  launchWhere(size, static_cast<const uint8_t *>(s.device(0)), s.device(1),
-              s.device(2), y, g, s.stream());
+  launchWhere(dtypeSize(a.dtype), static_cast<const uint8_t *>(s.device(0)),
+              s.device(1), s.device(2), y, g, s.stream());
 }
 
 } // namespace

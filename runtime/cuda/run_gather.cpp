@@ -25,13 +25,6 @@ namespace {
 
 using cpu::fail;
 
-void requireCopyable(const Node &node, const Tensor &t) {
-  size_t size = dtypeSize(t.dtype);
-  if (size != 1 && size != 2 && size != 4 && size != 8)
-    fail(node, "the cuda backend copies elements of 1, 2, 4 or 8 bytes, not ",
-         dtypeName(t.dtype));
-}
-
 void runTranspose(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &x = s.in(0, "data");

@@ -55,10 +55,8 @@ const int64_t *residentOffsets(NodeStaging &s,
 void runGatherElements(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &x = s.in(0, "data"), &idx = s.in(1, "indices");
+  requireCopyable(node, x);
   size_t size = dtypeSize(x.dtype);
-  if (size != 1 && size != 2 && size != 4 && size != 8)
-    fail(node, "the cuda backend copies elements of 1, 2, 4 or 8 bytes, not ",
-         dtypeName(x.dtype));
   cpu::GatherElementsShape shape = cpu::gatherElementsShape(node, x.dims, idx);
   const int64_t *offsets =
       s.resident() ? residentOffsets(s, shape, 1)
@@ -68,47 +66,15 @@ void runGatherElements(NodeStaging &s) {
   launchGather(size, s.device(0), offsets, y, flat, s.stream());
 }
 
-void runGatherElementsGrad(NodeStaging &s) {
-  const Node &node = s.node();
-  const Tensor &dy = s.in(0, "dY"), &idx = s.in(1, "indices"),
-               &data = s.in(2, "data");
-  if (dy.dims != idx.dims)
-    fail(node, "dY of shape ", cpu::shapeString(dy.dims),
-         " must have the shape of indices ", cpu::shapeString(idx.dims));
-  requireDeviceFloat(node, dy, "dY");
-  cpu::GatherElementsShape shape =
-      cpu::gatherElementsShape(node, data.dims, idx);
-  int64_t n = idx.numel(), len = data.numel();
-  GatherShape flat{1, len, 1, n};
-  if (!s.resident()) {
-    GatherRowLists lists =
-        gatherRowLists(cpu::gatherElementsOffsets(node, shape, idx), len);
-    void *dd = s.out(0, dy.dtype, data.dims);
-    launchGatherGrad(dy.dtype, s.device(0), s.upload(lists.start),
-                     s.upload(lists.positions), dd, flat, s.stream());
-    return;
-  }
-  const int64_t *offsets = residentOffsets(s, shape, 1);
-  auto *start =
-      static_cast<int64_t *>(s.scratch(size_t(len + 1) * sizeof(int64_t)));
-  auto *positions = static_cast<int64_t *>(
-      s.scratch(size_t(std::max<int64_t>(n, 1)) * sizeof(int64_t)));
-  size_t tempBytes = gatherRowListsScratch(n, len);
-  void *temp = s.scratch(tempBytes);
-  launchGatherRowLists(offsets, n, len, start, positions, temp, tempBytes,
-                       s.stream());
-  void *dd = s.out(0, dy.dtype, data.dims);
-  launchGatherGrad(dy.dtype, s.device(0), start, positions, dd, flat,
-                   s.stream());
-}
-
-/// The data element lists of ScatterElements' update positions: made on the
-/// host when staged, by GatherGrad's device sort when resident.
+/// For each data element, the index positions that name it, in increasing
+/// order (GatherRowLists on the device): made on the host when staged, by
+/// GatherGrad's stable device sort when resident. GatherElementsGrad sums
+/// dY over them, ScatterElements applies its updates over them.
 struct ElementLists {
   const int64_t *start = nullptr, *positions = nullptr;
 };
 
-ElementLists scatterLists(NodeStaging &s, const cpu::GatherElementsShape &shape,
+ElementLists elementLists(NodeStaging &s, const cpu::GatherElementsShape &shape,
                           int64_t len) {
   const Node &node = s.node();
   const Tensor &idx = s.in(1, "indices");
@@ -135,6 +101,23 @@ ElementLists scatterLists(NodeStaging &s, const cpu::GatherElementsShape &shape,
   return {start, positions};
 }
 
+void runGatherElementsGrad(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &idx = s.in(1, "indices"),
+               &data = s.in(2, "data");
+  if (dy.dims != idx.dims)
+    fail(node, "dY of shape ", cpu::shapeString(dy.dims),
+         " must have the shape of indices ", cpu::shapeString(idx.dims));
+  requireDeviceFloat(node, dy, "dY");
+  cpu::GatherElementsShape shape =
+      cpu::gatherElementsShape(node, data.dims, idx);
+  int64_t n = idx.numel(), len = data.numel();
+  ElementLists lists = elementLists(s, shape, len);
+  void *dd = s.out(0, dy.dtype, data.dims);
+  launchGatherGrad(dy.dtype, s.device(0), lists.start, lists.positions, dd,
+                   GatherShape{1, len, 1, n}, s.stream());
+}
+
 /// ScatterElements: updates applied per data element in index order (the
 /// CPU kernel's), over the lists GatherElementsGrad uses.
 void runScatterElements(NodeStaging &s) {
@@ -149,16 +132,11 @@ void runScatterElements(NodeStaging &s) {
          " must have the shape of indices ", cpu::shapeString(idx.dims));
   cpu::GatherElementsShape shape =
       cpu::gatherElementsShape(node, data.dims, idx);
-  ElementLists lists = scatterLists(s, shape, data.numel());
+  ElementLists lists = elementLists(s, shape, data.numel());
   void *out = s.out(0, data.dtype, data.dims);
   launchScatterRows(cpu::scatterReduction(node), data.dtype, s.device(0),
                     s.device(2), lists.start, lists.positions, out,
                     data.numel(), 1, s.stream());
-}
-
-std::string checkScatterElements(const Node &node) {
-  std::string why = requireIndices(node, 1);
-  return why.empty() ? checkScatterReduction(node) : why;
 }
 
 std::string checkGatherElementsGrad(const Node &node) {
@@ -174,7 +152,7 @@ std::vector<CudaOpEntry> gatherElementsOps() {
        [](const Node &n) { return requireIndices(n, 1); }},
       {kMpcDomain, "GatherElementsGrad", runGatherElementsGrad,
        checkGatherElementsGrad},
-      {"", "ScatterElements", runScatterElements, checkScatterElements},
+      {"", "ScatterElements", runScatterElements, checkScatter},
   };
 }
 

@@ -22,17 +22,10 @@ namespace {
 
 using cpu::fail;
 
-void requireElementSize(const Node &node, DType t) {
-  size_t size = dtypeSize(t);
-  if (size != 1 && size != 2 && size != 4 && size != 8)
-    fail(node, "the cuda backend copies elements of 1, 2, 4 or 8 bytes, not ",
-         dtypeName(t));
-}
-
 void runGatherND(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &data = s.in(0, "data");
-  requireElementSize(node, data.dtype);
+  requireCopyable(node, data);
   cpu::IndexTupleRows t =
       cpu::indexTupleRows(node, data.dims, s.hostValue(1, "indices"),
                           node.attrInt("batch_dims", 0));
@@ -63,9 +56,12 @@ void runScatterND(NodeStaging &s) {
                     s.stream());
 }
 
-/// Reduction none moves bytes of any element size; the others compute in
-/// fp32, fp16, bf16, int32 or int64 (launchScatterRows).
+} // namespace
+
 std::string checkScatter(const Node &node) {
+  std::string why = requireIndices(node, 1);
+  if (!why.empty())
+    return why;
   std::string r = node.attrString("reduction", "none");
   if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
     return "reduction '" + r + "' is not one of none, add, mul, max, min";
@@ -88,22 +84,11 @@ std::string checkScatter(const Node &node) {
          dtypeName(t);
 }
 
-} // namespace
-
-std::string checkScatterReduction(const Node &node) {
-  return checkScatter(node);
-}
-
 std::vector<CudaOpEntry> indexTupleOps() {
   return {
       {"", "GatherND", runGatherND,
        [](const Node &n) { return requireIndices(n, 1); }, 1u << 1},
-      {"", "ScatterND", runScatterND,
-       [](const Node &n) {
-         std::string why = requireIndices(n, 1);
-         return why.empty() ? checkScatter(n) : why;
-       },
-       1u << 1},
+      {"", "ScatterND", runScatterND, checkScatter, 1u << 1},
   };
 }
 

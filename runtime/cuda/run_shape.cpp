@@ -38,13 +38,6 @@ namespace {
 
 using cpu::fail;
 
-void requireBytes(const Node &node, const Tensor &t) {
-  size_t size = dtypeSize(t.dtype);
-  if (size != 1 && size != 2 && size != 4 && size != 8)
-    fail(node, "the cuda backend copies elements of 1, 2, 4 or 8 bytes, not ",
-         dtypeName(t.dtype));
-}
-
 void requireRank(const Node &node, size_t rank) {
   if (rank > size_t(kMaxKernelRank))
     fail(node, "rank ", rank, " is above the cuda kernels' limit of ",
@@ -61,7 +54,7 @@ const std::vector<int64_t> &plannedDims(NodeStaging &s, size_t i) {
 void runExpand(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &x = s.in(0, "input");
-  requireBytes(node, x);
+  requireCopyable(node, x);
   std::vector<int64_t> dims =
       s.resident()
           ? plannedDims(s, 0)
@@ -100,7 +93,7 @@ BroadcastGeometry<1> sliceWalk(const std::vector<int64_t> &in,
 void runSlice(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &x = s.in(0, "data");
-  requireBytes(node, x);
+  requireCopyable(node, x);
   requireRank(node, x.dims.size());
   // Reads inputs 1..4 (host mirrors in a resident step, see the op entry).
   cpu::SliceGeometry sg = cpu::sliceGeometry(s.ctx(), x.dims, 1);
@@ -120,7 +113,7 @@ void runSlice(NodeStaging &s) {
 void runSliceGrad(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &dy = s.in(0, "dY"), &data = s.in(1, "data");
-  requireBytes(node, dy);
+  requireCopyable(node, dy);
   requireRank(node, data.dims.size());
   // Reads inputs 2..5 (host mirrors in a resident step, see the op entry).
   cpu::SliceGeometry sg = cpu::sliceGeometry(s.ctx(), data.dims, 2);
@@ -146,7 +139,7 @@ void runConcat(NodeStaging &s) {
   if (!node.hasAttr("axis"))
     fail(node, "requires attribute 'axis'");
   const Tensor &first = s.in(0, "inputs");
-  requireBytes(node, first);
+  requireCopyable(node, first);
   int64_t r = int64_t(first.dims.size());
   if (r == 0)
     fail(node, "cannot concatenate scalars");
@@ -185,7 +178,7 @@ void runConcat(NodeStaging &s) {
 void runSplit(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &x = s.in(0, "input");
-  requireBytes(node, x);
+  requireCopyable(node, x);
   int64_t rank = int64_t(x.dims.size());
   if (rank == 0)
     fail(node, "cannot split a scalar");
@@ -248,7 +241,7 @@ void runRange(NodeStaging &s) {
 void runTrilu(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &x = s.in(0, "input");
-  requireBytes(node, x);
+  requireCopyable(node, x);
   int64_t k = cpu::triluDiagonal(node, s.optionalIn(1) ? &s.hostValue(1, "k")
                                                        : nullptr);
   if (x.dims.size() < 2)
