@@ -147,63 +147,58 @@ Node *prepareTransformerForwardNode(Graph &graph, Node *node, int64_t opset) {
   return nullptr;
 }
 
+/// LayerNormalization's and mpc.RMSNormalization's rule: one `gradOp` node
+/// reading `ins` (dY, X, scale, ...) with the forward's axis and `attrs`,
+/// giving dX and the gradients of the normalised-shape parameters (inputs
+/// 1 .. params), each summed back to its input's shape.
+void normalizationGrad(GradientContext &ctx, const char *gradOp,
+                       const std::vector<Value *> &ins,
+                       GradientContext::Attrs attrs, size_t params) {
+  Value *x = ctx.in(0), *dY = ctx.outGrad(0);
+  int64_t axis = normalizedAxis(ctx, *x, -1);
+  attrs.insert(attrs.begin(), {"axis", Attribute::ofInt(axis)});
+  Dims norm(x->dims.begin() + axis, x->dims.end());
+  std::vector<OutputSpec> outs = {
+      {ctx.wants(0), dY->dtype, x->dims, ctx.gradName(0)}};
+  const char *full[] = {"", "scale_full", "bias_full"};
+  for (size_t i = 1; i <= params; ++i) {
+    Value *p = ctx.in(i);
+    outs.push_back(
+        {ctx.wants(i), dY->dtype, norm,
+         p && p->dims == norm ? ctx.gradName(i) : ctx.tempName(full[i])});
+  }
+  // Trailing outputs nobody needs are dropped, not left as empty slots.
+  while (!outs.back().present)
+    outs.pop_back();
+  std::vector<Value *> grads =
+      emitMulti(ctx, gradOp, ins, attrs, outs, kMpcDomain);
+  if (ctx.wants(0))
+    ctx.setInputGrad(0, grads[0]);
+  for (size_t i = 1; i <= params; ++i)
+    if (ctx.wants(i))
+      ctx.setInputGrad(i, ctx.sumToInputShape(grads[i], i));
+}
+
 void gradLayerNormalization(GradientContext &ctx) {
   Node &n = ctx.node();
   if (ctx.outGrad(1) || ctx.outGrad(2))
     errorAt(n) << "the loss depends on the Mean/InvStdDev outputs; mpc "
                   "differentiates LayerNormalization through Y only";
-  Value *x = ctx.in(0), *scale = ctx.in(1), *bias = ctx.in(2);
   Value *mean = ctx.out(1), *inv = ctx.out(2);
   if (!mean || !inv)
     errorAt(n) << "internal: the Mean/InvStdDev outputs were not added "
                   "before differentiating";
-  Value *dY = ctx.outGrad(0);
-  int64_t axis = normalizedAxis(ctx, *x, -1);
-  Dims norm(x->dims.begin() + axis, x->dims.end());
-  std::vector<OutputSpec> outs = {
-      {ctx.wants(0), dY->dtype, x->dims, ctx.gradName(0)},
-      {ctx.wants(1), dY->dtype, norm,
-       scale->dims == norm ? ctx.gradName(1) : ctx.tempName("scale_full")},
-      {ctx.wants(2), dY->dtype, norm,
-       bias && bias->dims == norm ? ctx.gradName(2)
-                                  : ctx.tempName("bias_full")}};
-  // Trailing outputs nobody needs are dropped, not left as empty slots.
-  while (!outs.back().present)
-    outs.pop_back();
-  std::vector<Value *> grads =
-      emitMulti(ctx, "LayerNormalizationGrad", {dY, x, scale, mean, inv},
-                singleAttr("axis", Attribute::ofInt(axis)), outs, kMpcDomain);
-  if (ctx.wants(0))
-    ctx.setInputGrad(0, grads[0]);
-  if (ctx.wants(1))
-    ctx.setInputGrad(1, ctx.sumToInputShape(grads[1], 1));
-  if (ctx.wants(2))
-    ctx.setInputGrad(2, ctx.sumToInputShape(grads[2], 2));
+  normalizationGrad(ctx, "LayerNormalizationGrad",
+                    {ctx.outGrad(0), ctx.in(0), ctx.in(1), mean, inv}, {}, 2);
 }
 
 void gradRMSNormalization(GradientContext &ctx) {
-  Node &n = ctx.node();
-  Value *x = ctx.in(0), *scale = ctx.in(1);
-  Value *dY = ctx.outGrad(0);
-  int64_t axis = normalizedAxis(ctx, *x, -1);
-  Dims norm(x->dims.begin() + axis, x->dims.end());
-  std::vector<OutputSpec> outs = {
-      {ctx.wants(0), dY->dtype, x->dims, ctx.gradName(0)},
-      {ctx.wants(1), dY->dtype, norm,
-       scale->dims == norm ? ctx.gradName(1) : ctx.tempName("scale_full")}};
-  while (!outs.back().present)
-    outs.pop_back();
   // The backward recomputes inv_std from X (mpc_ops.h) with the forward's
   // epsilon.
-  std::vector<Value *> grads = emitMulti(
-      ctx, "RMSNormalizationGrad", {dY, x, scale},
-      {{"axis", Attribute::ofInt(axis)},
-       {"epsilon", Attribute::ofFloat(n.attrFloat("epsilon", 1e-5f))}},
-      outs, kMpcDomain);
-  if (ctx.wants(0))
-    ctx.setInputGrad(0, grads[0]);
-  if (ctx.wants(1))
-    ctx.setInputGrad(1, ctx.sumToInputShape(grads[1], 1));
+  normalizationGrad(
+      ctx, "RMSNormalizationGrad", {ctx.outGrad(0), ctx.in(0), ctx.in(1)},
+      {{"epsilon", Attribute::ofFloat(ctx.node().attrFloat("epsilon", 1e-5f))}},
+      1);
 }
 
 void gradGather(GradientContext &ctx) {
