@@ -72,6 +72,34 @@ void runLayerNorm(NodeStaging &s) {
                   node.attrFloat("epsilon", 1e-5f), s.stream());
 }
 
+/// LayerNormalizationGrad's kernels on the node's dY, X and scale (inputs
+/// 0-2) and the given row statistics, writing dX, dScale and, when
+/// `centered`, dBias (outputs 0-2, each optional).
+void launchNormGrad(NodeStaging &s, const LayerNormShape &sh, const void *mean,
+                    const void *invStd, DType statType, bool centered) {
+  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X"),
+               &scale = s.in(2, "scale");
+  LayerNormGradArgs a;
+  a.dyType = dy.dtype;
+  a.xType = x.dtype;
+  a.scaleType = scale.dtype;
+  a.statType = statType;
+  a.dy = s.device(0);
+  a.x = s.device(1);
+  a.scale = perColumn(s, 2, scale, sh.norm, sh.n);
+  a.mean = mean;
+  a.invStd = invStd;
+  a.dx = s.optionalOut(0, dy.dtype, dy.dims);
+  a.dScale = s.optionalOut(1, dy.dtype, sh.norm);
+  if (centered)
+    a.dBias = s.optionalOut(2, dy.dtype, sh.norm);
+  a.outer = sh.outer;
+  a.n = sh.n;
+  a.centered = centered;
+  a.scratch = static_cast<float *>(s.scratch(layerNormGradScratchBytes(a)));
+  launchLayerNormGrad(a, s.stream());
+}
+
 void runLayerNormGrad(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X"),
@@ -95,23 +123,7 @@ void runLayerNormGrad(NodeStaging &s) {
          "mean and inv_std must have one element type on the cuda "
          "backend, got ",
          dtypeName(mean.dtype), " and ", dtypeName(inv.dtype));
-  LayerNormGradArgs a;
-  a.dyType = dy.dtype;
-  a.xType = x.dtype;
-  a.scaleType = scale.dtype;
-  a.statType = mean.dtype;
-  a.dy = s.device(0);
-  a.x = s.device(1);
-  a.scale = perColumn(s, 2, scale, sh.norm, sh.n);
-  a.mean = s.device(3);
-  a.invStd = s.device(4);
-  a.dx = s.optionalOut(0, dy.dtype, dy.dims);
-  a.dScale = s.optionalOut(1, dy.dtype, sh.norm);
-  a.dBias = s.optionalOut(2, dy.dtype, sh.norm);
-  a.outer = sh.outer;
-  a.n = sh.n;
-  a.scratch = static_cast<float *>(s.scratch(layerNormGradScratchBytes(a)));
-  launchLayerNormGrad(a, s.stream());
+  launchNormGrad(s, sh, s.device(3), s.device(4), mean.dtype, true);
 }
 
 // --- mpc.RMSNormalization: the layer-norm kernels without centering ---------
@@ -153,23 +165,7 @@ void runRMSNormGrad(NodeStaging &s) {
   launchLayerNorm(x.dtype, s.device(1), nullptr, nullptr, nullptr, mean, inv,
                   sh.outer, sh.n, node.attrFloat("epsilon", 1e-5f), s.stream(),
                   false);
-  LayerNormGradArgs a;
-  a.dyType = dy.dtype;
-  a.xType = x.dtype;
-  a.scaleType = scale.dtype;
-  a.statType = DType::F32;
-  a.dy = s.device(0);
-  a.x = s.device(1);
-  a.scale = perColumn(s, 2, scale, sh.norm, sh.n);
-  a.mean = mean;
-  a.invStd = inv;
-  a.dx = s.optionalOut(0, dy.dtype, dy.dims);
-  a.dScale = s.optionalOut(1, dy.dtype, sh.norm);
-  a.outer = sh.outer;
-  a.n = sh.n;
-  a.centered = false;
-  a.scratch = static_cast<float *>(s.scratch(layerNormGradScratchBytes(a)));
-  launchLayerNormGrad(a, s.stream());
+  launchNormGrad(s, sh, mean, inv, DType::F32, false);
 }
 
 // --- GELU
