@@ -249,10 +249,6 @@ private:
            square->input(1) == x;
   }
 
-  static bool sameType(const Value &a, const Value &b) {
-    return a.dtype == b.dtype && a.hasShape == b.hasShape && a.dims == b.dims;
-  }
-
   Node &root_;
   std::vector<Node *> nodes_;
   bool tanhForm_ = false;

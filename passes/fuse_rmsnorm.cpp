@@ -219,10 +219,6 @@ private:
     return true;
   }
 
-  static bool sameType(const Value &a, const Value &b) {
-    return a.dtype == b.dtype && a.hasShape == b.hasShape && a.dims == b.dims;
-  }
-
   Node &mean_;
   std::vector<Node *> nodes_;
 };

@@ -1,5 +1,7 @@
-// What the fusion passes (fuse-gelu, fuse-rmsnorm) share after they replace
-// a matched pattern by one node: the constants only the pattern read go too.
+// What the fusion passes (fuse-gelu, fuse-rmsnorm) share: the check that the
+// fused node's output can stand in for the pattern's, and, after they replace
+// a matched pattern by one node, the removal of the constants only the
+// pattern read.
 #pragma once
 
 #include "passes/ir/graph.h"
@@ -8,6 +10,11 @@
 #include <vector>
 
 namespace mpc {
+
+/// a and b have one dtype and one shape (or both no rank).
+inline bool sameType(const Value &a, const Value &b) {
+  return a.dtype == b.dtype && a.hasShape == b.hasShape && a.dims == b.dims;
+}
 
 /// Of `operands` (values the removed pattern's nodes read), removes those
 /// nothing reads any more that are constants: initializers that are not
