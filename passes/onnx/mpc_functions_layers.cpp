@@ -475,12 +475,9 @@ LayerNormalizationGrad <axis> (dY, X, scale, mean, inv_std) => (dX, dScale, dBia
 // [axis, rank): inv_std = 1 / sqrt(mean(X^2) + epsilon) per row,
 // Y = X inv_std Scale. Computed in double here, as the layer-norm bodies;
 // the mean as a ReduceSum over n (ReduceMean takes axes as an input only
-// from opset 18).
-const char *kRMSNormalization = R"(
-RMSNormalization <axis, epsilon> (X, Scale) => (Y) {
-  x = Cast <to = 11> (X)
-  sc = Cast <to = 11> (Scale)
-  norm_shape = Shape <start: int = @axis> (X)
+// from opset 18). $RMS_STATISTICS (x, norm_shape, norm_axes, n, is, xhat
+// from X) is shared by the forward and the gradient, which recomputes them.
+const char *kRmsStatistics = R"(  norm_shape = Shape <start: int = @axis> (X)
   x_shape = Shape (X)
   rank_1d = Shape (x_shape)
   norm_rank_1d = Shape (norm_shape)
@@ -492,6 +489,7 @@ RMSNormalization <axis, epsilon> (X, Scale) => (Y) {
   norm_axes = Range (lead, rank, one_i)
   ones = ConstantOfShape <value = double[1] {1.0}> (norm_shape)
   n = ReduceSum <keepdims = 0> (ones)
+  x = Cast <to = 11> (X)
   squares = Mul (x, x)
   sum_sq = ReduceSum <keepdims = 1> (squares, norm_axes)
   mean_sq = Div (sum_sq, n)
@@ -502,6 +500,11 @@ RMSNormalization <axis, epsilon> (X, Scale) => (Y) {
   one = Constant <value = double {1.0}> ()
   is = Div (one, rms)
   xhat = Mul (x, is)
+)";
+
+const char *kRMSNormalization = R"(
+RMSNormalization <axis, epsilon> (X, Scale) => (Y) {
+$RMS_STATISTICS  sc = Cast <to = 11> (Scale)
   y = Mul (xhat, sc)
   Y = CastLike (y, X)
 }
@@ -512,33 +515,10 @@ RMSNormalization <axis, epsilon> (X, Scale) => (Y) {
 // leading axes (none when axis is 0: noop_with_empty_axes).
 const char *kRMSNormalizationGrad = R"(
 RMSNormalizationGrad <axis, epsilon> (dY, X, scale) => (dX, dScale) {
-  g = Cast <to = 11> (dY)
-  x = Cast <to = 11> (X)
+$RMS_STATISTICS  g = Cast <to = 11> (dY)
   sc = Cast <to = 11> (scale)
-  norm_shape = Shape <start: int = @axis> (X)
-  x_shape = Shape (X)
-  rank_1d = Shape (x_shape)
-  norm_rank_1d = Shape (norm_shape)
-  lead_1d = Sub (rank_1d, norm_rank_1d)
-  axis0 = Constant <value = int64[1] {0}> ()
-  rank = Squeeze (rank_1d, axis0)
-  lead = Squeeze (lead_1d, axis0)
   zero_i = Constant <value = int64 {0}> ()
-  one_i = Constant <value = int64 {1}> ()
-  norm_axes = Range (lead, rank, one_i)
   lead_axes = Range (zero_i, lead, one_i)
-  ones = ConstantOfShape <value = double[1] {1.0}> (norm_shape)
-  n = ReduceSum <keepdims = 0> (ones)
-  squares = Mul (x, x)
-  sum_sq = ReduceSum <keepdims = 1> (squares, norm_axes)
-  mean_sq = Div (sum_sq, n)
-  eps_f = Constant <value_float: float = @epsilon> ()
-  eps = Cast <to = 11> (eps_f)
-  var_eps = Add (mean_sq, eps)
-  rms = Sqrt (var_eps)
-  one = Constant <value = double {1.0}> ()
-  is = Div (one, rms)
-  xhat = Mul (x, is)
   gs = Mul (g, sc)
   gs_xhat = Mul (gs, xhat)
   sum_gx = ReduceSum <keepdims = 1> (gs_xhat, norm_axes)
@@ -738,12 +718,15 @@ void addLayerGradientFunctions(std::map<std::string, FunctionDef> &t) {
 
   t["LayerNormalizationGrad"] = {
       plain(kLayerNormalizationGrad), {{"axis", A::ofInt(-1)}}, {}};
+  auto rms = [&](const char *body) {
+    return replaceAll(plain(body), "$RMS_STATISTICS", kRmsStatistics);
+  };
   t["RMSNormalization"] = {
-      plain(kRMSNormalization),
+      rms(kRMSNormalization),
       {{"axis", A::ofInt(-1)}, {"epsilon", A::ofFloat(1e-5f)}},
       {}};
   t["RMSNormalizationGrad"] = {
-      plain(kRMSNormalizationGrad),
+      rms(kRMSNormalizationGrad),
       {{"axis", A::ofInt(-1)}, {"epsilon", A::ofFloat(1e-5f)}},
       {}};
   FunctionDef batchNorm{
