@@ -425,6 +425,18 @@ ConvGradWeight <kernel_shape, pads, strides, dilations, group> (dY, X) => (dW) {
 
 // --- normalisation -----------------------------------------------------------
 
+// $NORM_RANK of the normalisation bodies: the normalised shape, the rank and
+// the count of leading axes, from X and the axis attribute.
+const char *kNormRank = R"(  norm_shape = Shape <start: int = @axis> (X)
+  x_shape = Shape (X)
+  rank_1d = Shape (x_shape)
+  norm_rank_1d = Shape (norm_shape)
+  lead_1d = Sub (rank_1d, norm_rank_1d)
+  axis0 = Constant <value = int64[1] {0}> ()
+  rank = Squeeze (rank_1d, axis0)
+  lead = Squeeze (lead_1d, axis0)
+)";
+
 // Over the normalised axes [axis, rank) of n elements, xhat = (X - mean)
 // inv_std and g = dY scale: dX = inv_std (g - mean(g) - xhat mean(g xhat));
 // dScale = sum of dY xhat and dBias = sum of dY over the leading axes
@@ -436,15 +448,7 @@ LayerNormalizationGrad <axis> (dY, X, scale, mean, inv_std) => (dX, dScale, dBia
   sc = Cast <to = 11> (scale)
   m = Cast <to = 11> (mean)
   is = Cast <to = 11> (inv_std)
-  norm_shape = Shape <start: int = @axis> (X)
-  x_shape = Shape (X)
-  rank_1d = Shape (x_shape)
-  norm_rank_1d = Shape (norm_shape)
-  lead_1d = Sub (rank_1d, norm_rank_1d)
-  axis0 = Constant <value = int64[1] {0}> ()
-  rank = Squeeze (rank_1d, axis0)
-  lead = Squeeze (lead_1d, axis0)
-  zero_i = Constant <value = int64 {0}> ()
+$NORM_RANK  zero_i = Constant <value = int64 {0}> ()
   one_i = Constant <value = int64 {1}> ()
   norm_axes = Range (lead, rank, one_i)
   lead_axes = Range (zero_i, lead, one_i)
@@ -475,17 +479,11 @@ LayerNormalizationGrad <axis> (dY, X, scale, mean, inv_std) => (dX, dScale, dBia
 // [axis, rank): inv_std = 1 / sqrt(mean(X^2) + epsilon) per row,
 // Y = X inv_std Scale. Computed in double here, as the layer-norm bodies;
 // the mean as a ReduceSum over n (ReduceMean takes axes as an input only
-// from opset 18). $RMS_STATISTICS (x, norm_shape, norm_axes, n, is, xhat
-// from X) is shared by the forward and the gradient, which recomputes them.
-const char *kRmsStatistics = R"(  norm_shape = Shape <start: int = @axis> (X)
-  x_shape = Shape (X)
-  rank_1d = Shape (x_shape)
-  norm_rank_1d = Shape (norm_shape)
-  lead_1d = Sub (rank_1d, norm_rank_1d)
-  axis0 = Constant <value = int64[1] {0}> ()
-  rank = Squeeze (rank_1d, axis0)
-  lead = Squeeze (lead_1d, axis0)
-  one_i = Constant <value = int64 {1}> ()
+// from opset 18). $RMS_STATISTICS (x, norm_axes, n, is, xhat from X, after
+// $NORM_RANK) is shared by the forward and the gradient, which recomputes
+// them.
+const char *kRmsStatistics =
+    R"($NORM_RANK  one_i = Constant <value = int64 {1}> ()
   norm_axes = Range (lead, rank, one_i)
   ones = ConstantOfShape <value = double[1] {1.0}> (norm_shape)
   n = ReduceSum <keepdims = 0> (ones)
@@ -716,17 +714,19 @@ void addLayerGradientFunctions(std::map<std::string, FunctionDef> &t) {
                            completeWindow(v, WindowKind::Conv, false, 1);
                          }};
 
-  t["LayerNormalizationGrad"] = {
-      plain(kLayerNormalizationGrad), {{"axis", A::ofInt(-1)}}, {}};
-  auto rms = [&](const char *body) {
-    return replaceAll(plain(body), "$RMS_STATISTICS", kRmsStatistics);
+  auto norm = [&](const char *body) {
+    return replaceAll(
+        replaceAll(plain(body), "$RMS_STATISTICS", kRmsStatistics),
+        "$NORM_RANK", kNormRank);
   };
+  t["LayerNormalizationGrad"] = {
+      norm(kLayerNormalizationGrad), {{"axis", A::ofInt(-1)}}, {}};
   t["RMSNormalization"] = {
-      rms(kRMSNormalization),
+      norm(kRMSNormalization),
       {{"axis", A::ofInt(-1)}, {"epsilon", A::ofFloat(1e-5f)}},
       {}};
   t["RMSNormalizationGrad"] = {
-      rms(kRMSNormalizationGrad),
+      norm(kRMSNormalizationGrad),
       {{"axis", A::ofInt(-1)}, {"epsilon", A::ofFloat(1e-5f)}},
       {}};
   FunctionDef batchNorm{
