@@ -72,6 +72,18 @@ void runLayerNorm(NodeStaging &s) {
                   node.attrFloat("epsilon", 1e-5f), s.stream());
 }
 
+/// The geometry a normalisation backward's dY, X and scale share: dY of
+/// X's shape, scale broadcasting onto the normalised axes.
+LayerNormShape normGradShape(const Node &node, const Tensor &dy,
+                             const Tensor &x, const Tensor &scale) {
+  if (dy.dims != x.dims)
+    fail(node, "dY of shape ", cpu::shapeString(dy.dims),
+         " does not match X of shape ", cpu::shapeString(x.dims));
+  LayerNormShape sh = layerNormShape(node, x);
+  requireBroadcastsTo(node, scale, sh.norm, "scale");
+  return sh;
+}
+
 /// LayerNormalizationGrad's kernels on the node's dY, X and scale (inputs
 /// 0-2) and the given row statistics, writing dX, dScale and, when
 /// `centered`, dBias (outputs 0-2, each optional).
@@ -105,11 +117,7 @@ void runLayerNormGrad(NodeStaging &s) {
   const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X"),
                &scale = s.in(2, "scale"), &mean = s.in(3, "mean"),
                &inv = s.in(4, "inv_std");
-  if (dy.dims != x.dims)
-    fail(node, "dY of shape ", cpu::shapeString(dy.dims),
-         " does not match X of shape ", cpu::shapeString(x.dims));
-  LayerNormShape sh = layerNormShape(node, x);
-  requireBroadcastsTo(node, scale, sh.norm, "scale");
+  LayerNormShape sh = normGradShape(node, dy, x, scale);
   if (mean.numel() != sh.outer || inv.numel() != sh.outer)
     fail(node, "mean and inv_std must hold one value per normalised row (",
          sh.outer, "), got shapes ", cpu::shapeString(mean.dims), " and ",
@@ -150,11 +158,7 @@ void runRMSNormGrad(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X"),
                &scale = s.in(2, "scale");
-  if (dy.dims != x.dims)
-    fail(node, "dY of shape ", cpu::shapeString(dy.dims),
-         " does not match X of shape ", cpu::shapeString(x.dims));
-  LayerNormShape sh = layerNormShape(node, x);
-  requireBroadcastsTo(node, scale, sh.norm, "scale");
+  LayerNormShape sh = normGradShape(node, dy, x, scale);
   requireDeviceFloat(node, dy, "dY");
   requireDeviceFloat(node, x, "X");
   requireDeviceFloat(node, scale, "scale");
