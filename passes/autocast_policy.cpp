@@ -365,6 +365,8 @@ const std::vector<PolicyEntry> &table() {
        "loss-scale: unscales in fp32 by contract"},
       {kMpcDomain, "UpdateLossScale", PC::Keep, 0,
        "loss-scale: fp32 scale, int64 tracker"},
+      {kMpcDomain, "AllReduce", PC::Keep, 0,
+       "data parallel: gradients and the overflow flag combined as they are"},
       {kMpcDomain, "ClipGradNorm", PC::Keep, 0,
        "optimizer: the norm is accumulated in fp32 by contract"},
       {kMpcDomain, "SGD", PC::Keep, 0,

@@ -20,7 +20,10 @@
 //
 // --grad-accum=K (passes/grad_accum.h) first adds the accumulation buffers
 // and micro-step counter; the updates then take skip = found_inf OR "not the
-// K-th micro-batch" where they took found_inf.
+// K-th micro-batch" where they took found_inf. --data-parallel
+// (passes/data_parallel.h) then averages the gradients the updates read and
+// ORs found_inf across ranks.
+#include "passes/data_parallel.h"
 #include "passes/grad_accum.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/pass.h"
@@ -203,6 +206,17 @@ void runOptimizer(Model &model, PassContext &ctx) {
   Value *skip = foundInf; // omitted: never skip
   if (k > 1)
     skip = accumulateGradients(model, tv, foundInf, k, ctx.stats);
+  if (ctx.options.dataParallel) {
+    // The skip flag reads found_inf, which the reduction's flag replaces.
+    bool skipIsFlag = skip == foundInf;
+    allReduceGradients(model, tv, foundInf, kPass);
+    if (foundInf) {
+      foundInf = g.findValue(*model.meta("mpc.found_inf"));
+      if (skipIsFlag)
+        skip = foundInf;
+    }
+    ctx.stats["all-reduced-gradients"] += int64_t(tv.grads.size());
+  }
 
   Value *step =
       addState(model, "optimizer_step", Tensor::scalar(DType::I64, 0));

@@ -42,6 +42,9 @@ struct CompileOptions {
   double maxGradNorm = 0.0; ///< --max-grad-norm (0: no clipping)
   /// --grad-accum=K: micro-batches per optimizer step (1: no accumulation).
   int64_t gradAccum = 1;
+  /// --data-parallel: gradients averaged and the overflow flag OR-ed across
+  /// the ranks of an mpirun launch (passes/data_parallel.h).
+  bool dataParallel = false;
 
   // --loss-scale=dynamic|static:F|none (empty: dynamic for fp16, else none)
   std::string lossScale;

@@ -1741,6 +1741,23 @@ void inferUnscaleGradients(Ctx &c) {
   }
 }
 
+void inferAllReduce(Ctx &c) {
+  if (c.n.numOutputs() != c.n.numInputs())
+    fail([&] {
+      errorAt(c.n) << "has " << c.n.numInputs() << " inputs but "
+                   << c.n.numOutputs() << " outputs (one per input)";
+    });
+  std::string r = c.n.attrString("reduction", "mean");
+  if (r != "mean" && r != "sum" && r != "max")
+    fail([&] {
+      errorAt(c.n) << "reduction '" << r << "' is not mean, sum or max";
+    });
+  for (size_t i = 0; i < c.n.numInputs(); ++i) {
+    Value *x = c.req(i);
+    c.setShapeOf(i, x->dtype, x);
+  }
+}
+
 void inferUpdateLossScale(Ctx &c) {
   c.req(0);
   c.req(1);
@@ -1998,6 +2015,7 @@ const OpRule kRules[] = {
     {kMpcDomain, "SumToShape", 2, 2, 1, 1, inferSumToShape},
     {kMpcDomain, "SumToShapeAs", 2, 2, 1, 1, inferSumToShapeAs},
     {kMpcDomain, "UnscaleGradients", 1, kAny, 1, kAny, inferUnscaleGradients},
+    {kMpcDomain, "AllReduce", 1, kAny, 1, kAny, inferAllReduce},
     {kMpcDomain, "UpdateLossScale", 3, 3, 2, 2, inferUpdateLossScale},
 };
 

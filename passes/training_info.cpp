@@ -7,6 +7,7 @@
 // Where(found_inf, old, new) on each state value they produce.
 #include "passes/training_info.h"
 
+#include "passes/data_parallel.h"
 #include "passes/onnx/gradient_op.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
@@ -218,6 +219,13 @@ void runUserOptimizer(Model &model, PassContext &ctx) {
   g.clearOutputs();
   for (Value *out : kept)
     g.addOutput(out);
+
+  if (ctx.options.dataParallel) {
+    Value *flag = nullptr;
+    if (const std::string *name = model.meta("mpc.found_inf"))
+      flag = g.findValue(*name);
+    allReduceGradients(model, tv, flag, kPass);
+  }
 
   for (size_t i = 0; i < placeholders.size(); ++i) {
     Value *ph = g.findValue(placeholders[i]);

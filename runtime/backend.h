@@ -14,6 +14,7 @@
 #pragma once
 
 #include "passes/ir/graph.h"
+#include "runtime/collective.h"
 
 #include <memory>
 #include <string>
@@ -40,6 +41,9 @@ struct KernelContext {
   std::vector<Tensor *> outputs;
   /// Seed for ops that draw random numbers (dropout), fixed per step.
   uint64_t seed = 0;
+  /// The data-parallel world mpc.AllReduce combines across (nullptr: a
+  /// world of one rank, where the reduction of a value is the value).
+  Collective *collective = nullptr;
   /// Per output: true when the memory plan put it in place over an input
   /// (out() then keeps the bytes: the input is still being read).
   std::vector<bool> inPlace;

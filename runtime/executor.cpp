@@ -2,6 +2,7 @@
 // and the device-resident variant of the same plan (the second half).
 #include "runtime/executor.h"
 
+#include "passes/ir/mpc_ops.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
 #include "runtime/cpu/cpu_kernels.h"
@@ -131,6 +132,7 @@ Executor::Executor(const Graph &graph, Backend &backend,
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node &n = *nodes_[i];
     KernelContext ctx{n};
+    ctx.collective = options_.collective;
     for (const Value *in : n.inputs())
       ctx.inputs.push_back(in ? &slots_[slotOf(in)] : nullptr);
     for (const Value *o : n.outputs()) {
@@ -463,11 +465,13 @@ namespace {
 /// axes, exponents and ratios are tiny; anything larger is data.
 constexpr size_t kMirrorLimit = 64 * 1024;
 
-/// Ops whose output is not a function of their inputs alone.
-bool isRandom(const Node &n) {
+/// Ops whose output is not a function of their inputs alone: random draws,
+/// and mpc.AllReduce, whose output depends on the other ranks (and which
+/// every rank must run the same number of times).
+bool notAFunctionOfInputs(const Node &n) {
   const std::string &op = n.opType();
   return op == "Dropout" || op.rfind("Random", 0) == 0 || op == "Multinomial" ||
-         op == "Bernoulli";
+         op == "Bernoulli" || (isMpcDomain(n.domain()) && op == "AllReduce");
 }
 
 } // namespace
@@ -524,7 +528,7 @@ void Executor::computeMirrors() {
   // only reads its input's dims: Shape), so shape arithmetic the compiler
   // did not fold is still known before the step.
   for (const Node *n : nodes_) {
-    if (isRandom(*n))
+    if (notAFunctionOfInputs(*n))
       continue;
     bool known = true,
          shapeOnly = n->domain().empty() && n->opType() == "Shape";
@@ -746,6 +750,7 @@ void Executor::runResident(uint64_t seed) {
         const Node &n = *nodes_[index];
         KernelContext ctx{n, {}, {}, seed, inPlace_[index]};
         ctx.resident = true;
+        ctx.collective = options_.collective;
         for (const Value *in : n.inputs()) {
           if (!in) {
             ctx.inputs.push_back(nullptr);

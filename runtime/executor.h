@@ -70,6 +70,9 @@ struct ExecutorOptions {
   /// end of every run, in its one synchronisation (the loss, found_inf, the
   /// loss scale); others are downloaded when asked for.
   std::vector<std::string> fetchAfterRun;
+  /// The data-parallel world of the step's mpc.AllReduce nodes (nullptr:
+  /// one rank). Not owned; outlives the executor.
+  Collective *collective = nullptr;
 };
 
 class Executor {

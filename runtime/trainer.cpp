@@ -54,8 +54,9 @@ constexpr uint64_t kMaxStepsDone = uint64_t(1) << 40;
 
 } // namespace
 
-Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend)
-    : model_(std::move(model)) {
+Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
+                 Collective *world)
+    : model_(std::move(model)), world_(world) {
   step_ = runnableStep(*model_);
   lossName_ = stepLossName(*model_, *step_);
   foundInfName_ = metaOr(*model_, "mpc.found_inf", "");
@@ -68,6 +69,7 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend)
     counterName_ = metaOr(*model_, "mpc.grad_accum_counter", "");
   }
   ExecutorOptions options;
+  options.collective = world_;
   options.opset = std::max<int64_t>(model_->opsetVersion(""), 1);
   options.updateBinding = model_->training->updateBinding;
   // On a device-resident backend the step's one synchronisation brings back
@@ -124,6 +126,17 @@ Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
       seed * 1000003u + uint64_t(stepsDone_ * microBatches_ + microDone_);
   exec_->run(runSeed);
   rec.loss = exec_->output(lossName_).getAsDouble(0);
+  if (world_ && world_->size() > 1) {
+    // The loss each rank logs: the mean over the ranks (the global batch's
+    // loss for a mean-reduced loss), summed in rank order like the
+    // gradients.
+    std::vector<double> losses(size_t(world_->size()));
+    world_->allGather(&rec.loss, sizeof(double), losses.data());
+    double sum = 0;
+    for (double l : losses)
+      sum += l;
+    rec.loss = sum / double(losses.size());
+  }
   if (!foundInfName_.empty())
     rec.skipped = exec_->output(foundInfName_).getAsDouble(0) != 0;
   // No state has changed yet (updates are applied below), so the re-run sees
@@ -204,6 +217,47 @@ StepRecord Trainer::optimizerStep(const std::vector<Batch> &microBatches) {
   debugOverflow = diagnose;
   window.loss = lossSum / double(microBatches_);
   return window;
+}
+
+void Trainer::synchronizeRanks(int64_t batch) {
+  if (!world_ || world_->size() == 1)
+    return;
+  // FNV-1a over what every rank must agree on.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](const void *p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      h ^= static_cast<const uint8_t *>(p)[i];
+      h *= 1099511628211ull;
+    }
+  };
+  auto mixInt = [&](int64_t v) { mix(&v, sizeof v); };
+  std::vector<std::string> stateNames;
+  for (const Value *init : model_->training->algorithm->initializers())
+    if (init->isState) {
+      stateNames.push_back(init->name());
+      const Tensor &t = exec_->initializer(init->name());
+      mix(init->name().data(), init->name().size() + 1);
+      mixInt(int64_t(t.dtype));
+      for (int64_t d : t.dims)
+        mixInt(d);
+      mixInt(-1);
+    }
+  for (int64_t v :
+       {batch, microBatches_, stepsDone_, int64_t(seed), int64_t(shuffle)})
+    mixInt(v);
+  std::vector<uint64_t> all(size_t(world_->size()));
+  world_->allGather(&h, sizeof h, all.data());
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0])
+      throw Error("rank " + std::to_string(r) +
+                  " runs another step than rank 0 (a different model, "
+                  "--batch, checkpoint, --seed or --shuffle): every rank "
+                  "must be started with the same ones");
+  for (const std::string &name : stateNames) {
+    Tensor t = exec_->initializer(name);
+    world_->broadcast(t.bytes.data(), t.byteSize(), 0);
+    exec_->setInitializer(name, std::move(t));
+  }
 }
 
 const Tensor &Trainer::state(const std::string &name) const {

@@ -23,6 +23,7 @@ namespace mpc {
 struct StepRecord {
   int64_t step = 0;     ///< 1-based index of the step in the whole run
   double loss = 0;      ///< unscaled fp32 loss, before this step's update
+                        ///< (data parallel: the mean of the ranks' losses)
   double lossScale = 1; ///< the scale this step used
   bool skipped = false; ///< gradients overflowed: no parameter changed
   double ms = 0;        ///< wall time of the step
@@ -34,7 +35,10 @@ struct StepRecord {
 class Trainer {
 public:
   /// Takes a compiled model (throws Error if it has no training step).
-  Trainer(std::unique_ptr<Model> model, Backend &backend);
+  /// `world`: the data-parallel world this process is a rank of (nullptr:
+  /// one rank); not owned, outlives the trainer.
+  Trainer(std::unique_ptr<Model> model, Backend &backend,
+          Collective *world = nullptr);
 
   /// The step's data inputs; `batch` is filled with the batch size.
   std::vector<DataInputSpec> dataInputs(int64_t &batch) const;
@@ -59,6 +63,13 @@ public:
   StepRecord optimizerStep(const std::vector<Batch> &microBatches);
   /// Micro-batches per optimizer step (mpc.grad_accum; 1 by default).
   int64_t microBatches() const { return microBatches_; }
+
+  /// Data parallel, before the first step: checks that every rank runs the
+  /// same step (state names, dtypes and shapes), batch, counters, seed and
+  /// order, throwing the same Error on every rank when one does not, then
+  /// gives every rank rank 0's state, as DistributedDataParallel does at
+  /// construction. Nothing to do in a world of one rank.
+  void synchronizeRanks(int64_t batch);
 
   /// Loads state and counters from a checkpoint written by saveCheckpoint;
   /// refuses one from a different model (state names, dtypes, shapes).
@@ -97,6 +108,7 @@ private:
   void finishStep(StepRecord &rec, std::chrono::steady_clock::time_point start);
 
   std::unique_ptr<Model> model_;
+  Collective *world_ = nullptr;
   std::unique_ptr<Graph> step_; ///< the algorithm plus extra outputs we read
   std::unique_ptr<Executor> exec_;
   std::string lossName_, foundInfName_, lossScaleName_;

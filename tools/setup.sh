@@ -11,6 +11,7 @@ packages=(
   libgtest-dev googletest                         # unit tests
   llvm-14-tools                                   # lit and FileCheck
   libopenblas-dev                                 # CPU matrix products
+  libopenmpi-dev openmpi-bin                      # data parallel: mpirun -np N mpc-run
   libsleef-dev                                    # CPU vector erf/exp (GELU)
   libmimalloc-dev                                 # the tools' heap (many small IR objects)
   zlib1g-dev                                      # deflate for .npz

@@ -520,6 +520,8 @@ std::vector<KernelEntry> gatherElementsKernels();
 std::vector<KernelEntry> randomKernels();
 /// kernels/cpu/scatter_nd.cpp: GatherND and ScatterND (index tuples).
 std::vector<KernelEntry> scatterNDKernels();
+/// kernels/cpu/all_reduce.cpp: mpc.AllReduce across the data-parallel world.
+std::vector<KernelEntry> allReduceKernels();
 
 } // namespace cpu
 } // namespace mpc

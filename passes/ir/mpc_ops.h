@@ -220,6 +220,16 @@
 //       applied before this one; PyTorch's formulas, see
 //       kernels/common/optimizer_math.h.
 //   IncrementStep(step, found_inf) -> step'    step + (found_inf ? 0 : 1)
+//
+// Data parallelism (emitted by optimizer with --data-parallel,
+// passes/data_parallel.h):
+//   AllReduce(x1..xn) <reduction = "mean" | "sum" | "max"> -> (y1..yn)
+//       yi = the reduction of xi over the ranks of the data-parallel world
+//       (runtime/collective.h); every rank holds the same dtype and shape.
+//       Floating point: the ranks' values summed in double in rank order,
+//       divided by the number of ranks for "mean", rounded once to xi's
+//       type; "max" of bool is OR. Every rank gets the same bits. In a world
+//       of one rank (any runtime but mpc-run under mpirun) yi = xi.
 #pragma once
 
 #include <string_view>

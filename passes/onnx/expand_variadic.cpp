@@ -1,4 +1,5 @@
-// Writes mpc's variadic ops (UnscaleGradients, ClipGradNorm, ExtremumGrad)
+// Writes mpc's variadic ops (UnscaleGradients, ClipGradNorm, ExtremumGrad,
+// AllReduce)
 // in standard ONNX ops, for the --emit=step model that any ONNX runtime must
 // execute.
 //
@@ -29,6 +30,9 @@
 //    the converted Xs (see extremumToCompare: a runtime may hold an X more
 //    precisely than the Y it rounded). The gradients of one Max/Min share
 //    its comparisons and tie count.
+//  - AllReduce: an Identity per value. A runtime that executes the step
+//    model is one process, a data-parallel world of one rank, where the
+//    reduction of a value is the value.
 // The mpc-run training model keeps the fused ops: they read each gradient
 // once, the expansion several times.
 #include "passes/onnx/expand_variadic.h"
@@ -110,6 +114,15 @@ void expandUnscaleGradients(Graph &g, Node &n,
     Value *same = b.op("Equal", {total, total}, {}, p + "_is_number");
     takeOver(g, found, b.op("Not", {same}, {}, p + "_found_inf"), r);
   }
+}
+
+void expandAllReduce(Graph &g, Node &n,
+                     std::vector<std::pair<Value *, std::string>> &r) {
+  Builder b(g, &n);
+  for (size_t i = 0; i < n.numInputs(); ++i)
+    if (Value *out = n.output(i))
+      takeOver(g, out,
+               b.op("Identity", {n.input(i)}, {}, n.name() + "_one_rank"), r);
 }
 
 void expandClipGradNorm(Graph &g, Node &n,
@@ -266,6 +279,8 @@ size_t expandVariadicMpcOps(Graph &g) {
       expandUnscaleGradients(g, *n, renames);
     else if (n->opType() == "ClipGradNorm")
       expandClipGradNorm(g, *n, renames);
+    else if (n->opType() == "AllReduce")
+      expandAllReduce(g, *n, renames);
     else if (n->opType() == "ExtremumGrad")
       expandExtremumGrad(g, *n, tieCounts, renames);
     else

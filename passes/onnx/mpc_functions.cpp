@@ -13,9 +13,9 @@
 //    on an IEEE runtime without fused multiply-adds they give the kernels'
 //    bits; a skipped step (found_inf) selects the inputs with Where, which
 //    copies them bit for bit.
-// Variadic ops (UnscaleGradients, ClipGradNorm, ExtremumGrad) have no body: a
-// FunctionProto has a fixed list of formal inputs and outputs; the
-// --emit=step model writes all three inline in standard ops instead
+// Variadic ops (UnscaleGradients, ClipGradNorm, ExtremumGrad, AllReduce) have
+// no body: a FunctionProto has a fixed list of formal inputs and outputs; the
+// --emit=step model writes them inline in standard ops instead
 // (passes/onnx/expand_variadic.h). The layer gradients' bodies are in
 // mpc_functions_layers.cpp.
 // tests/unit/mpc_functions_test.cpp runs every body against its kernel.
@@ -495,8 +495,8 @@ std::string lossText(const char *body, const char *scores) {
   return kHeader + replaceAll(body, "$COMMON", common);
 }
 
-/// op -> body. UnscaleGradients, ClipGradNorm and ExtremumGrad are variadic
-/// (any number of inputs) and so have no entry: a FunctionProto's inputs
+/// op -> body. UnscaleGradients, ClipGradNorm, ExtremumGrad and AllReduce are
+/// variadic (any number of inputs) and so have no entry: a FunctionProto's inputs
 /// are fixed (--emit=step expands them inline, expand_variadic.h).
 const std::map<std::string, FunctionDef> &functionTable() {
   static const std::map<std::string, FunctionDef> table = [] {

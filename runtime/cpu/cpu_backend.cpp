@@ -26,7 +26,8 @@ const std::map<Key, CpuKernel> &kernelTable() {
           cpu::mpcGradKernels, cpu::mpcTrainKernels, cpu::transformerKernels,
           cpu::convKernels, cpu::poolKernels, cpu::batchNormKernels,
           cpu::previewTrainingKernels, cpu::gatherElementsKernels,
-          cpu::randomKernels, cpu::scatterNDKernels})
+          cpu::randomKernels, cpu::scatterNDKernels,
+          cpu::allReduceKernels})
       for (const cpu::KernelEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e.kernel);
     return t;

@@ -1,5 +1,6 @@
 // CUDA runners of the mpc training-step ops: UnscaleGradients,
-// UpdateLossScale, ClipGradNorm, SGD, Adam/AdamW, IncrementStep.
+// UpdateLossScale, ClipGradNorm, SGD, Adam/AdamW, IncrementStep, and
+// AllReduce in a world of one rank.
 //
 // Operands are validated as the CPU kernels validate them (kernels/cpu/
 // mpc_train.cpp). found_inf goes to the kernels as a device byte and is
@@ -11,10 +12,13 @@
 // this file reads a value on the host.
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cuda/clip_grad_norm.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/training.h"
 #include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
+
+#include <cuda_runtime_api.h>
 
 namespace mpc {
 namespace cuda {
@@ -236,6 +240,26 @@ void runIncrementStep(NodeStaging &s) {
   launchIncrementStep(step.dtype, s.device(0), found, out, s.stream());
 }
 
+/// mpc.AllReduce: on one rank each output is its input. Several ranks would
+/// need the device's own collective (NCCL), which this backend does not
+/// have yet: mpc-run refuses --device=cuda under a multi-rank launch before
+/// the first step, and this is the guard behind it.
+void runAllReduce(NodeStaging &s) {
+  KernelContext &ctx = s.ctx();
+  if (ctx.collective && ctx.collective->size() > 1)
+    fail(s.node(), "the cuda backend has no collective across ",
+         ctx.collective->size(),
+         " ranks (NCCL); run the ranks with --device=cpu");
+  for (size_t i = 0; i < s.node().numInputs(); ++i) {
+    const Tensor &x = s.in(i, "value");
+    const void *src = s.device(i);
+    void *dst = s.out(i, x.dtype, x.dims);
+    if (x.byteSize() && dst != src)
+      MPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, x.byteSize(),
+                                     cudaMemcpyDeviceToDevice, s.stream()));
+  }
+}
+
 std::string checkIncrementStep(const Node &node) {
   const Value *v = node.input(0);
   if (v && v->dtype != DType::Undefined && v->dtype != DType::I64 &&
@@ -257,6 +281,7 @@ std::vector<CudaOpEntry> trainingOps() {
       {kMpcDomain, "SGD", runSgd, noCheck},
       {kMpcDomain, "Adam", runAdam, noCheck},
       {kMpcDomain, "IncrementStep", runIncrementStep, checkIncrementStep},
+      {kMpcDomain, "AllReduce", runAllReduce, noCheck},
   };
 }
 

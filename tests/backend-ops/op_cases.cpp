@@ -652,6 +652,27 @@ void addTraining(std::vector<OpCase> &cases) {
          [=](DType, std::mt19937 &) -> Inputs {
            return {int64Scalar(41), boolScalar(skip)};
          }});
+  // Data parallel in a world of one rank (the only one the cuda backend
+  // joins): each output is its input, gradients and the overflow flag
+  // together.
+  cases.push_back({"AllReduce_one_rank",
+                   kMpcDomain,
+                   "AllReduce",
+                   {{"reduction", Attribute::ofString("mean")}},
+                   2,
+                   kF32,
+                   [](DType, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, DType::F32, {1003}),
+                             randomTensor(rng, DType::F32, {7, 5})};
+                   }});
+  cases.push_back(
+      {"AllReduce_flag",
+       kMpcDomain,
+       "AllReduce",
+       {{"reduction", Attribute::ofString("max")}},
+       1,
+       kF32,
+       [](DType, std::mt19937 &) -> Inputs { return {boolScalar(true)}; }});
 }
 
 // --- the transformer / residual-MLP family -----------------------------------

@@ -69,6 +69,9 @@ optimizer:
   --weight-decay=F  --beta1=F  --beta2=F  --eps=F  --max-grad-norm=F
   --grad-accum=K          K micro-batches per optimizer step (default 1): mpc-run
                           runs the step K times, the update applies on the K-th
+  --data-parallel         average the gradients and OR the overflow flag
+                          across the ranks of `mpirun -np N mpc-run ...` (each
+                          rank runs --batch samples of a global batch of N*B)
 parameters and shapes:
   --trainable=REGEX  --frozen=REGEX  --input-shape=NAME:AxBxC  --batch=B
 )";
@@ -238,6 +241,8 @@ Flags parseFlags(int argc, char **argv) {
       o.gradAccum = parseInt(key, need());
       if (o.gradAccum < 1)
         throw Error("--grad-accum: must be an integer >= 1, got '" + val + "'");
+    } else if (arg == "--data-parallel") {
+      o.dataParallel = true;
     } else if (key == "--max-grad-norm") {
       o.maxGradNorm = parseDouble(key, need());
     } else if (key == "--trainable") {

@@ -11,6 +11,7 @@
 #include "runtime/inference.h"
 #include "runtime/memory_limit.h"
 #include "runtime/trainer.h"
+#include "runtime/world/launched_world.h"
 
 #include <chrono>
 #include <cmath>
@@ -69,6 +70,12 @@ Trains MODEL, a training step compiled by mpc-opt.
                           planned peak exceeds BYTES (K, M, G suffixes;
                           0: no check). Default: the device's free memory
                           (cpu: MemAvailable, cuda: cudaMemGetInfo)
+
+Data parallel: `mpirun -np N mpc-run MODEL ...` trains a model compiled with
+mpc-opt --data-parallel on N ranks (cpu backend). Step i's global batch is
+samples [i*N*B, (i+1)*N*B) of the data (in the shuffled order with
+--shuffle); rank r takes the r-th B of them. Rank 0 prints, logs and writes
+--save and --export-inference; the logged loss is the mean over the ranks.
 
 Inference (--infer) runs MODEL's main graph forward, on any supported model
 (for a compiled model: the inference graph on its current parameters).
@@ -338,13 +345,64 @@ int runInfer(const Flags &f) {
   return 0;
 }
 
+/// The data-parallel world of a multi-rank launch (nullptr: one rank); the
+/// error path aborts it so that no rank waits for one that failed.
+std::unique_ptr<Collective> gWorld;
+
+/// "rank R: " in a multi-rank launch, where lines of several ranks mix.
+std::string rankPrefix() {
+  return gWorld ? "rank " + std::to_string(gWorld->rank()) + ": " : "";
+}
+
+/// Exit code 1; in a multi-rank launch every rank ends, so that none waits
+/// in a collective for this one.
+int failed() {
+  if (gWorld) {
+    std::cerr.flush();
+    gWorld->abort(1);
+  }
+  return 1;
+}
+
+/// Whether any rank's flag is set (every rank calls it at the same point).
+bool onAnyRank(bool flag) {
+  if (!gWorld)
+    return flag;
+  std::vector<uint8_t> all(size_t(gWorld->size()));
+  uint8_t mine = flag ? 1 : 0;
+  gWorld->allGather(&mine, 1, all.data());
+  for (uint8_t f : all)
+    if (f)
+      return true;
+  return false;
+}
+
 /// Set by SIGINT/SIGTERM: the loop finishes the current step, saves the
 /// checkpoint (with --save) and exits cleanly instead of losing the run.
 volatile std::sig_atomic_t gStopRequested = 0;
 
 void requestStop(int) { gStopRequested = 1; }
 
-int run(const Flags &f) {
+int run(Flags f) {
+  gWorld = joinLaunchedWorld();
+  const int ranks = gWorld ? gWorld->size() : 1;
+  const int rank = gWorld ? gWorld->rank() : 0;
+  const bool lead = rank == 0; // prints, logs and writes files
+  if (ranks > 1) {
+    if (f.device == "cuda")
+      throw Error("--device=cuda: data parallel across " +
+                  std::to_string(ranks) +
+                  " ranks runs on the cpu backend (the cuda backend has no "
+                  "NCCL collective yet); use --device=cpu");
+    f.device = "cpu";
+    if (!lead) {
+      f.quiet = true;
+      f.log.clear();
+      f.save.clear();
+      f.saveEvery = 0;
+      f.exportInference.clear();
+    }
+  }
   CudaBackendOptions cuda;
   // The overflow diagnosis re-runs a step on the state before it, node by
   // node on the host: the staged backend.
@@ -355,7 +413,12 @@ int run(const Flags &f) {
   if (onCuda && f.cudaResident && f.debugOverflow && !f.quiet)
     std::fprintf(stderr, "mpc-run: --debug-overflow: the cuda backend runs "
                          "the step staged (node by node)\n");
-  Trainer trainer(loadModel(f.model), *backend);
+  Trainer trainer(loadModel(f.model), *backend, gWorld.get());
+  if (ranks > 1 && !trainer.model().meta("mpc.data_parallel"))
+    throw Error("compiled without --data-parallel, so its " +
+                std::to_string(ranks) +
+                " ranks would train apart; compile it with mpc-opt "
+                "--data-parallel");
   if (!f.resume.empty())
     trainer.resumeFrom(f.resume);
   if (f.seedGiven)
@@ -365,6 +428,7 @@ int run(const Flags &f) {
 
   int64_t batch = f.batch;
   std::vector<DataInputSpec> specs = trainer.dataInputs(batch);
+  trainer.synchronizeRanks(batch);
   // The step's memory plan against the device before any data is made or
   // read: a model that cannot fit is refused now, not by the allocator.
   MemoryLimit limit =
@@ -381,7 +445,7 @@ int run(const Flags &f) {
   // the host memory with the step's arena, so they count against the limit.
   int64_t syntheticSamples = 0;
   if (f.synthetic &&
-      __builtin_mul_overflow(batch, int64_t(16), &syntheticSamples))
+      __builtin_mul_overflow(batch, int64_t(16) * ranks, &syntheticSamples))
     throw Error("--synthetic: 16 batches of " + std::to_string(batch) +
                 " samples are more than 64 bits count");
   if (f.synthetic && limit.bytes && backend->name() == "cpu") {
@@ -414,14 +478,15 @@ int run(const Flags &f) {
   int64_t skipped = 0, done = 0, skippedBelowFloor = 0;
   double totalMs = 0, lastLoss = 0;
   int64_t every = f.steps >= 10 ? f.steps / 10 : 1;
-  for (int64_t i = 0; i < f.steps && !gStopRequested; ++i) {
+  for (int64_t i = 0; i < f.steps && !onAnyRank(gStopRequested); ++i) {
     // Micro-batch j of optimizer step s is batch s*K + j: the same samples,
-    // in the same order, as batch s of size K*B.
+    // in the same order, as batch s of size K*B. Data parallel, rank r
+    // takes the r-th B samples of each global micro-batch of N*B.
     std::vector<Trainer::Batch> microBatches;
     for (int64_t j = 0; j < trainer.microBatches(); ++j)
-      microBatches.push_back(
-          data.batch(trainer.stepsDone() * trainer.microBatches() + j, batch,
-                     trainer.shuffle, trainer.seed));
+      microBatches.push_back(data.batch(
+          (trainer.stepsDone() * trainer.microBatches() + j) * ranks + rank,
+          batch, trainer.shuffle, trainer.seed));
     // Provenance costs a second run of a skipped step: only when asked, or
     // when the scale is below the floor (a stop may need the diagnosis).
     trainer.debugOverflow =
@@ -429,7 +494,8 @@ int run(const Flags &f) {
         (f.maxSkippedSteps > 0 && trainer.lossScale() < f.minLossScale);
     StepRecord r = trainer.optimizerStep(microBatches);
     if (r.skipped && f.debugOverflow)
-      std::fprintf(stderr, "mpc-run: %s\n", r.overflow.line(r.step).c_str());
+      std::fprintf(stderr, "mpc-run: %s%s\n", rankPrefix().c_str(),
+                   r.overflow.line(r.step).c_str());
     skippedBelowFloor =
         r.skipped && r.lossScale < f.minLossScale ? skippedBelowFloor + 1 : 0;
     skipped += r.skipped;
@@ -460,10 +526,10 @@ int run(const Flags &f) {
       std::snprintf(scale, sizeof scale, "%g", r.lossScale);
       std::snprintf(floor, sizeof floor, "%g", f.minLossScale);
       std::fprintf(stderr,
-                   "mpc-run: %s: step %lld: %lld consecutive skipped steps "
+                   "mpc-run: %s%s: step %lld: %lld consecutive skipped steps "
                    "with the loss scale below --min-loss-scale=%s (last %s); "
                    "%s\n",
-                   f.model.c_str(), (long long)r.step,
+                   rankPrefix().c_str(), f.model.c_str(), (long long)r.step,
                    (long long)skippedBelowFloor, floor, scale,
                    trainer.executor().resident() && !r.overflow.found
                        ? "the device-resident step does not trace overflows "
@@ -474,7 +540,7 @@ int run(const Flags &f) {
   }
   if (log)
     log.flush();
-  if (gStopRequested)
+  if (gStopRequested && lead)
     std::fprintf(stderr, "mpc-run: interrupted after step %lld%s\n",
                  (long long)trainer.stepsDone(),
                  f.save.empty() ? "" : ", saving the checkpoint");
@@ -484,9 +550,14 @@ int run(const Flags &f) {
     trainer.exportInference(f.exportInference);
 
   double samplesPerSec =
-      totalMs > 0
-          ? double(done * batch * trainer.microBatches()) / (totalMs / 1000.0)
-          : 0;
+      totalMs > 0 ? double(done * batch * trainer.microBatches() * ranks) /
+                        (totalMs / 1000.0)
+                  : 0;
+  if (!lead)
+    return gStopRequested ? 130 : 0;
+  if (ranks > 1)
+    std::printf("data parallel: %d ranks of %lld samples per step\n", ranks,
+                (long long)(batch * trainer.microBatches()));
   std::printf(
       "summary: steps %lld  skipped %lld  final loss %.6f  loss scale "
       "%g  %.0f samples/s  peak memory %s (%s; %zu bytes, live "
@@ -512,7 +583,12 @@ int main(int argc, char **argv) {
   try {
     flags = parseFlags(argc, argv);
     flags.device = resolveDevice(flags.device);
-    return flags.infer ? runInfer(flags) : run(flags);
+    if (flags.infer && launchedWorldSize() > 1)
+      throw Error("--infer runs as one process, not as one of " +
+                  std::to_string(launchedWorldSize()) + " mpirun ranks");
+    int rc = flags.infer ? runInfer(flags) : run(flags);
+    gWorld.reset(); // finalises MPI
+    return rc;
   } catch (const Error &e) {
     std::string msg = e.what();
     // Messages about an input file or the output directory already start
@@ -527,10 +603,11 @@ int main(int argc, char **argv) {
         msg.find(".npz") == std::string::npos &&
         msg.find(".onnx") == std::string::npos && msg.rfind("--", 0) != 0)
       msg = flags.model + ": " + msg;
-    std::cerr << "mpc-run: " << msg << "\n";
-    return 1;
+    std::cerr << "mpc-run: " << rankPrefix() << msg << "\n";
+    return failed();
   } catch (const std::exception &e) {
-    std::cerr << "mpc-run: internal error: " << e.what() << "\n";
-    return 1;
+    std::cerr << "mpc-run: " << rankPrefix() << "internal error: " << e.what()
+              << "\n";
+    return failed();
   }
 }

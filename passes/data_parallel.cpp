@@ -1,0 +1,73 @@
+// --data-parallel: the gradients' and the overflow flag's reductions across
+// ranks (passes/data_parallel.h).
+#include "passes/data_parallel.h"
+
+#include "passes/ir/mpc_ops.h"
+#include "passes/support/diagnostics.h"
+
+#include <unordered_set>
+
+namespace mpc {
+namespace {
+
+/// The first node in graph order that reads any of `values` (nullptr: none
+/// does, the new node goes at the end).
+Node *firstReaderOf(const Graph &g, const std::vector<Value *> &values) {
+  std::unordered_set<const Value *> set(values.begin(), values.end());
+  for (const auto &n : g.nodes())
+    for (const Value *in : n->inputs())
+      if (in && set.count(in))
+        return n.get();
+  return nullptr;
+}
+
+Node *allReduce(Graph &g, const std::vector<Value *> &values,
+                const char *reduction, const std::string &suffix,
+                const std::string &nodeName) {
+  std::vector<std::string> hints;
+  for (const Value *v : values)
+    hints.push_back(v->name() + suffix);
+  Node *n = createNamedNode(g, "AllReduce", kMpcDomain, values, hints, nodeName,
+                            firstReaderOf(g, values));
+  n->setAttr("reduction", Attribute::ofString(reduction));
+  for (size_t i = 0; i < values.size(); ++i)
+    n->output(i)->copyTypeFrom(*values[i]);
+  return n;
+}
+
+} // namespace
+
+void allReduceGradients(Model &model, TrainingValues &tv, Value *foundInf,
+                        const std::string &pass) {
+  refuseIfMeta(model, pass, "mpc.data_parallel", "already data parallel");
+  Graph &g = *tv.algorithm;
+  ensureMpcOpset(model);
+  if (!tv.grads.empty()) {
+    for (size_t i = 0; i < tv.grads.size(); ++i)
+      if (!isFloating(tv.grads[i]->dtype))
+        throw Error(pass + ": --data-parallel: gradient '" +
+                    tv.grads[i]->name() + "' of parameter '" +
+                    tv.params[i]->name() + "' is " +
+                    dtypeName(tv.grads[i]->dtype) + ", not floating point");
+    // Only the optimizer's readers, which come after, take the averages:
+    // other readers of a gradient (--grad-accum's buffers) keep this
+    // rank's own.
+    Node *mean = allReduce(g, tv.grads, "mean", "_mean_over_ranks",
+                           "all_reduce_gradients");
+    std::vector<Value *> averaged;
+    for (size_t i = 0; i < tv.grads.size(); ++i)
+      averaged.push_back(mean->output(i));
+    replaceGradients(model, tv, averaged);
+  }
+  if (foundInf) {
+    Node *any =
+        allReduce(g, {foundInf}, "max", "_on_any_rank", "all_reduce_found_inf");
+    Value *global = any->output(0);
+    g.replaceAllUsesWith(foundInf, global);
+    any->setInput(0, foundInf);
+    model.setMeta("mpc.found_inf", global->name());
+  }
+  model.setMeta("mpc.data_parallel", "1");
+}
+
+} // namespace mpc

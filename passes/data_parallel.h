@@ -1,0 +1,31 @@
+// Data parallelism (--data-parallel): the step combines its gradients and
+// its overflow flag across the ranks that run it, as PyTorch's
+// DistributedDataParallel does with AMP's GradScaler.
+//
+// Each rank (one mpc-run process of an mpirun launch) runs the same step on
+// its own slice of the global batch. Before any update reads them, the
+// unscaled fp32 gradients are averaged over the ranks (one mpc.AllReduce
+// <mean> over all of them: one message per step), and the overflow flag
+// is OR-ed (mpc.AllReduce <max> of found_inf), so every rank updates with
+// the same gradients and skips the same steps: the ranks' parameters,
+// moments and loss scale stay bit-identical. With a mean loss and no
+// batch-size-dependent layer, N ranks of batch B follow one process of batch
+// N*B up to the order of the sums. Gradient clipping and --grad-accum's
+// boundary see the combined values. Batch-norm statistics stay per rank (as
+// DDP's running statistics are rank 0's).
+#pragma once
+
+#include "passes/training_support.h"
+
+namespace mpc {
+
+/// Inserts the two reductions after the gradients (tv.grads) and found_inf
+/// (nullptr without loss scaling) are computed: tv.grads become the
+/// averaged gradients (mpc.grads follows); every reader of found_inf
+/// (UpdateLossScale, the skip flags) reads the OR-ed flag, which becomes
+/// mpc.found_inf. Records mpc.data_parallel = "1". `pass` names the caller
+/// in errors.
+void allReduceGradients(Model &model, TrainingValues &tv, Value *foundInf,
+                        const std::string &pass);
+
+} // namespace mpc

@@ -1,0 +1,38 @@
+// Collective: the data-parallel world one training process belongs to.
+//
+// mpc-run launched N times by mpirun (one process per rank) runs the same
+// compiled step on each rank's slice of the batch; the step's mpc.AllReduce
+// nodes (mpc-opt --data-parallel) combine the gradients and the overflow
+// flag across the ranks through this interface. The reduction arithmetic is
+// the kernel's (kernels/cpu/all_reduce.cpp), not the transport's: the
+// transport only gathers bytes, so every rank reduces the same bytes in the
+// same (rank) order and holds the same bits afterwards, whatever algorithm
+// the MPI library picks. No world (nullptr) is a world of one rank.
+//
+// The interface is header-only so that the MPI transport can live in a
+// plugin (runtime/world/), loaded only by a process that mpirun launched.
+#pragma once
+
+#include <cstddef>
+
+namespace mpc {
+
+class Collective {
+public:
+  virtual ~Collective() = default;
+  /// This process's rank, 0 .. size() - 1.
+  virtual int rank() const = 0;
+  /// Ranks in the world (>= 1).
+  virtual int size() const = 0;
+  /// Every rank's `bytes` bytes at `send`, concatenated in rank order into
+  /// `recv` (size() * bytes). Every rank calls it with the same `bytes`;
+  /// it returns when this rank's `recv` is complete.
+  virtual void allGather(const void *send, size_t bytes, void *recv) = 0;
+  /// Rank `root`'s `bytes` bytes at `buf` into every rank's `buf`.
+  virtual void broadcast(void *buf, size_t bytes, int root) = 0;
+  /// Ends every rank's process with `code` (after an error on this rank,
+  /// so that the others do not wait for it forever).
+  [[noreturn]] virtual void abort(int code) = 0;
+};
+
+} // namespace mpc

@@ -1,0 +1,79 @@
+// Joins the launcher's world through the MPI plugin (launched_world.h).
+#include "runtime/world/launched_world.h"
+
+#include "passes/support/diagnostics.h"
+#include "runtime/world/mpi_world_abi.h"
+
+#include <cstdlib>
+#include <dlfcn.h>
+#include <string>
+#include <unistd.h>
+
+namespace mpc {
+namespace {
+
+constexpr const char *kPluginFile = "libmpc_mpi_world.so";
+
+/// $MPC_MPI_WORLD_PLUGIN, else the plugin beside this executable.
+std::string pluginPath() {
+  if (const char *env = std::getenv("MPC_MPI_WORLD_PLUGIN"); env && *env)
+    return env;
+  std::string exe(4096, '\0');
+  ssize_t n = readlink("/proc/self/exe", exe.data(), exe.size());
+  if (n <= 0 || size_t(n) >= exe.size())
+    return kPluginFile;
+  exe.resize(size_t(n));
+  return exe.substr(0, exe.rfind('/') + 1) + kPluginFile;
+}
+
+} // namespace
+
+int launchedWorldSize() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const char *v = std::getenv(name);
+    if (!v || !*v)
+      continue;
+    char *end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 1 || n > 1 << 20)
+      throw Error(std::string(name) + ": expected the number of ranks, got '" +
+                  v + "'");
+    return int(n);
+  }
+  return 1;
+}
+
+std::unique_ptr<Collective> joinLaunchedWorld() {
+  int size = launchedWorldSize();
+  if (size == 1)
+    return nullptr;
+  std::string path = pluginPath();
+  // RTLD_GLOBAL: Open MPI loads its own components, which resolve symbols
+  // of libmpi against the global scope.
+  void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (!handle) {
+    const char *err = dlerror();
+    throw Error("launched as one of " + std::to_string(size) +
+                " ranks, but the MPI world plugin does not load (" +
+                (err ? err : path) +
+                "); build mpc where libopenmpi-dev is installed");
+  }
+  auto join =
+      reinterpret_cast<MpcMpiWorldJoinFn>(dlsym(handle, MPC_MPI_WORLD_SYMBOL));
+  if (!join)
+    throw Error(path + " is not an mpc MPI world plugin (no " +
+                MPC_MPI_WORLD_SYMBOL + ")");
+  char why[256] = {0};
+  Collective *world = join(MPC_MPI_WORLD_ABI, why, sizeof why);
+  if (!world)
+    throw Error(path + ": " + why);
+  if (world->size() != size) {
+    int got = world->size();
+    delete world;
+    throw Error("the launcher says " + std::to_string(size) +
+                " ranks, MPI's world has " + std::to_string(got));
+  }
+  return std::unique_ptr<Collective>(world);
+}
+
+} // namespace mpc

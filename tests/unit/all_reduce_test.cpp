@@ -1,0 +1,194 @@
+// mpc.AllReduce's CPU kernel across an in-process world of threads
+// (tests/support/thread_world.h): the reductions, their order and rounding,
+// the same bits on every rank, a world of one, the types each reduction
+// takes, and the one-process expansion written for other runtimes.
+#include "kernels/cpu/cpu_util.h"
+#include "passes/ir/mpc_ops.h"
+#include "passes/onnx/expand_variadic.h"
+#include "passes/support/diagnostics.h"
+#include "tests/support/thread_world.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+using namespace mpc;
+
+namespace {
+
+/// Runs one AllReduce node with `reduction` on every rank of `world`;
+/// inputs[r] are rank r's values. Returns each rank's outputs.
+std::vector<std::vector<Tensor>>
+allReduce(test::ThreadWorld &world, const std::string &reduction,
+          const std::vector<std::vector<Tensor>> &inputs) {
+  const size_t n = inputs[0].size();
+  std::vector<std::vector<Tensor>> outputs(size_t(world.size()),
+                                           std::vector<Tensor>(n));
+  world.run([&](int r) {
+    Graph g;
+    std::vector<Value *> vals;
+    for (size_t i = 0; i < n; ++i)
+      vals.push_back(
+          g.addInput("x" + std::to_string(i), inputs[0][i].dtype, {}));
+    Node *node = g.createNode("AllReduce", vals, n, "all_reduce", kMpcDomain);
+    node->setAttr("reduction", Attribute::ofString(reduction));
+    KernelContext ctx{*node};
+    for (size_t i = 0; i < n; ++i) {
+      ctx.inputs.push_back(&inputs[size_t(r)][i]);
+      ctx.outputs.push_back(&outputs[size_t(r)][i]);
+    }
+    ctx.collective = &world.rank(r);
+    (*findCpuKernel(kMpcDomain, "AllReduce"))(ctx);
+  });
+  return outputs;
+}
+
+Tensor floats(std::vector<float> v) {
+  return Tensor::fromFloats({int64_t(v.size())}, v);
+}
+
+Tensor bools(std::vector<uint8_t> v) {
+  Tensor t(DType::Bool, {int64_t(v.size())});
+  for (size_t i = 0; i < v.size(); ++i)
+    t.bytes[i] = v[i];
+  return t;
+}
+
+std::vector<uint8_t> bytesOf(const Tensor &t) {
+  return std::vector<uint8_t>(t.bytes.data(), t.bytes.data() + t.byteSize());
+}
+
+TEST(AllReduce, MeanOfThreeRanksIsTheDoubleSumRoundedOnce) {
+  test::ThreadWorld world(3);
+  // 1 + 2^-24 + 2^-24 summed in fp32 from the left loses both halves; the
+  // double sum keeps them, then / 3 rounds once.
+  const float tiny = std::ldexp(1.0f, -24);
+  auto out = allReduce(world, "mean",
+                       {{floats({1.0f, 2.0f, -4.0f})},
+                        {floats({tiny, 4.0f, 0.5f})},
+                        {floats({tiny, 6.0f, 0.25f})}});
+  for (int r = 0; r < 3; ++r) {
+    const Tensor &y = out[size_t(r)][0];
+    ASSERT_EQ(y.dtype, DType::F32);
+    EXPECT_EQ(y.getAsDouble(0),
+              double(float((1.0 + 2.0 * double(tiny)) / 3.0)));
+    EXPECT_EQ(y.getAsDouble(1), 4.0);
+    EXPECT_EQ(y.getAsDouble(2), double(float(-3.25 / 3.0)));
+    EXPECT_EQ(bytesOf(y), bytesOf(out[0][0])) << "rank " << r;
+  }
+}
+
+TEST(AllReduce, SeveralValuesTravelTogetherAndKeepTheirShapes) {
+  test::ThreadWorld world(2);
+  Tensor a0 = Tensor::fromFloats({2, 2}, {1, 2, 3, 4});
+  Tensor a1 = Tensor::fromFloats({2, 2}, {5, 6, 7, 8});
+  Tensor h0(DType::F16, {3}), h1(DType::F16, {3});
+  const double h0Values[] = {2000, 2001, 1000};
+  for (int i = 0; i < 3; ++i) {
+    h0.setFromDouble(i, h0Values[i]);
+    h1.setFromDouble(i, 0.5);
+  }
+  auto out = allReduce(world, "sum", {{a0, h0}, {a1, h1}});
+  for (int r = 0; r < 2; ++r) {
+    const Tensor &a = out[size_t(r)][0], &h = out[size_t(r)][1];
+    EXPECT_EQ(a.dims, (std::vector<int64_t>{2, 2}));
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(a.getAsDouble(i), double(6 + 2 * i));
+    ASSERT_EQ(h.dtype, DType::F16);
+    // fp16's spacing is 1 from 1024 to 2048 and 0.5 below: 2000.5 and
+    // 2001.5 are ties, rounded to the even neighbour; 1000.5 is exact.
+    EXPECT_EQ(h.getAsDouble(0), 2000.0);
+    EXPECT_EQ(h.getAsDouble(1), 2002.0);
+    EXPECT_EQ(h.getAsDouble(2), 1000.5);
+  }
+}
+
+TEST(AllReduce, MaxOrsOverflowFlagsAndPropagatesNaN) {
+  test::ThreadWorld world(3);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto out = allReduce(world, "max",
+                       {{bools({0, 0, 1}), floats({1, nan, -2})},
+                        {bools({0, 1, 0}), floats({3, 0, -5})},
+                        {bools({0, 0, 0}), floats({2, 7, -1})}});
+  for (int r = 0; r < 3; ++r) {
+    const Tensor &flag = out[size_t(r)][0], &m = out[size_t(r)][1];
+    ASSERT_EQ(flag.dtype, DType::Bool);
+    EXPECT_EQ(bytesOf(flag), (std::vector<uint8_t>{0, 1, 1}));
+    EXPECT_EQ(m.getAsDouble(0), 3.0);
+    EXPECT_TRUE(std::isnan(m.getAsDouble(1)));
+    EXPECT_EQ(m.getAsDouble(2), -1.0);
+  }
+}
+
+TEST(AllReduce, AnInfOnOneRankReachesEveryRanksMean) {
+  test::ThreadWorld world(2);
+  const float inf = std::numeric_limits<float>::infinity();
+  auto out = allReduce(world, "mean", {{floats({1, 2})}, {floats({inf, 2})}});
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(std::isinf(out[size_t(r)][0].getAsDouble(0)));
+    EXPECT_EQ(out[size_t(r)][0].getAsDouble(1), 2.0);
+  }
+}
+
+TEST(AllReduce, OneRankAndNoWorldCopyTheInputs) {
+  test::ThreadWorld world(1);
+  Tensor x = floats({1.5f, -2.25f});
+  auto out = allReduce(world, "mean", {{x}});
+  EXPECT_EQ(bytesOf(out[0][0]), bytesOf(x));
+
+  Graph g;
+  Node *n = g.createNode("AllReduce", {g.addInput("x", DType::F32, {2})}, 1,
+                         "all_reduce", kMpcDomain);
+  std::vector<Tensor> outs;
+  runCpuNode(*n, {&x}, outs); // no collective: a world of one
+  EXPECT_EQ(bytesOf(outs[0]), bytesOf(x));
+}
+
+TEST(AllReduce, RefusesTypesItsReductionDoesNotCombine) {
+  test::ThreadWorld world(2);
+  for (const char *reduction : {"mean", "sum"}) {
+    try {
+      allReduce(world, reduction, {{bools({1})}, {bools({0})}});
+      ADD_FAILURE() << reduction << " of bool was accepted";
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find("all_reduce"), std::string::npos);
+      EXPECT_NE(std::string(e.what()).find("bool"), std::string::npos)
+          << e.what();
+    }
+  }
+  Tensor i0 = Tensor::fromInt64s({1}, {3});
+  EXPECT_THROW(allReduce(world, "mean", {{i0}, {i0}}), Error);
+  EXPECT_EQ(allReduce(world, "sum", {{i0}, {i0}})[1][0].getAsDouble(0), 6.0);
+  try {
+    allReduce(world, "min", {{floats({1})}, {floats({2})}});
+    ADD_FAILURE() << "reduction min was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("reduction 'min'"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(AllReduce, ExpandsToIdentitiesForAOneProcessRuntime) {
+  Graph g;
+  Value *a = g.addInput("a", DType::F32, {2});
+  Value *b = g.addInput("b", DType::Bool, {});
+  Node *n = g.createNode("AllReduce", {a, b}, 2, "all_reduce", kMpcDomain);
+  n->output(0)->setType(DType::F32, {2});
+  n->output(1)->setType(DType::Bool, {});
+  std::string outA = n->output(0)->name(), outB = n->output(1)->name();
+  g.addOutput(n->output(0));
+  g.addOutput(n->output(1));
+  ASSERT_EQ(expandVariadicMpcOps(g), 1u);
+  ASSERT_EQ(g.outputs().size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const Node *p = g.outputs()[i]->producer();
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->opType(), "Identity");
+    EXPECT_EQ(p->input(0), i == 0 ? a : b);
+  }
+  EXPECT_EQ(g.outputs()[0]->name(), outA);
+  EXPECT_EQ(g.outputs()[1]->name(), outB);
+}
+
+} // namespace
