@@ -10,15 +10,28 @@
 namespace mpc {
 namespace {
 
-/// The first node in graph order that reads any of `values` (nullptr: none
-/// does, the new node goes at the end).
-Node *firstReaderOf(const Graph &g, const std::vector<Value *> &values) {
+/// The node just after the last producer of any of `values` (nullptr: the
+/// end), where their reduction goes: every value exists there, and the
+/// readers that take the reduced values come later (the optimizer's
+/// updates are appended after it; found_inf's other readers follow its
+/// producer). Readers of the local values before it (--grad-accum's
+/// buffers) keep reading those.
+Node *afterLastProducerOf(const Graph &g, const std::vector<Value *> &values) {
   std::unordered_set<const Value *> set(values.begin(), values.end());
-  for (const auto &n : g.nodes())
-    for (const Value *in : n->inputs())
-      if (in && set.count(in))
-        return n.get();
-  return nullptr;
+  Node *after = nullptr;
+  bool seen = false;
+  for (const auto &n : g.nodes()) {
+    if (seen) {
+      after = n.get();
+      seen = false;
+    }
+    for (const Value *out : n->outputs())
+      if (out && set.count(out)) {
+        seen = true;
+        after = nullptr;
+      }
+  }
+  return after;
 }
 
 Node *allReduce(Graph &g, const std::vector<Value *> &values,
@@ -28,7 +41,7 @@ Node *allReduce(Graph &g, const std::vector<Value *> &values,
   for (const Value *v : values)
     hints.push_back(v->name() + suffix);
   Node *n = createNamedNode(g, "AllReduce", kMpcDomain, values, hints, nodeName,
-                            firstReaderOf(g, values));
+                            afterLastProducerOf(g, values));
   n->setAttr("reduction", Attribute::ofString(reduction));
   for (size_t i = 0; i < values.size(); ++i)
     n->output(i)->copyTypeFrom(*values[i]);

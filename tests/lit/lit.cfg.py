@@ -31,3 +31,13 @@ if os.path.exists("/dev/nvidiactl"):
 if config.mpc_cuda_plugin:
     config.available_features.add("cuda-plugin")
 config.substitutions.append(("%cudatestlibs", config.mpc_cuda_test_libs))
+# Open MPI's mpirun and the MPI world plugin are there: the data-parallel
+# tests of mpc-run (REQUIRES: mpirun) launch it, as root where CI runs.
+if shutil.which("mpirun") and os.path.exists(
+        os.path.join(config.mpc_bin_dir, "libmpc_mpi_world.so")):
+    config.available_features.add("mpirun")
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    for name in ("HOME", "TMPDIR"):
+        if name in os.environ:
+            config.environment[name] = os.environ[name]

@@ -1,0 +1,284 @@
+// End to end: data parallelism (mpc-opt --data-parallel, passes/
+// data_parallel.h) over an in-process world of threads
+// (tests/support/thread_world.h), each thread a rank with its own Trainer
+// and CPU backend, as mpc-run under mpirun runs them.
+//
+// N ranks of B samples must train like one process on the N*B batch made of
+// the same samples (fp32, to rounding): same logged loss at every step, same
+// parameters after it; with SGD (momentum), Adam with clipping, dynamic loss
+// scaling, and --grad-accum. Every rank must hold the same bits of every
+// state after every step. An overflow on one rank skips the step on all of
+// them; ranks that disagree on the step are refused before it; rank 0's
+// state is every rank's at the start.
+#include "passes/onnx/onnx_io.h"
+#include "passes/pipeline.h"
+#include "passes/support/diagnostics.h"
+#include "runtime/trainer.h"
+#include "tests/support/thread_world.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+using namespace mpc;
+
+namespace {
+
+const std::string kModels = std::string(MPC_SOURCE_DIR) + "/models/";
+
+/// models/<file> compiled for `batch` (a static batch dim made symbolic).
+std::unique_ptr<Model> compileForBatch(const std::string &file,
+                                       CompileOptions o, int64_t batch) {
+  auto model = loadModel(kModels + file);
+  for (Value *in : model->graph->inputs())
+    if (in->hasShape && !in->dims.empty())
+      in->dims[0] = Dim::symbolic("batch");
+  o.batch = batch;
+  Statistics stats;
+  runPipeline(*model, defaultPipeline(), o, PipelineConfig{}, stats);
+  return model;
+}
+
+CompileOptions options(const std::string &optimizer) {
+  CompileOptions o;
+  o.precision = DType::F32;
+  o.optimizer = optimizer;
+  o.lr = optimizer == "sgd" ? 0.05 : 1e-3;
+  o.momentum = optimizer == "sgd" ? 0.9 : 0.0;
+  return o;
+}
+
+std::vector<uint8_t> bytesOf(const Tensor &t) {
+  return std::vector<uint8_t>(t.bytes.data(), t.bytes.data() + t.byteSize());
+}
+
+using State = std::map<std::string, Tensor>;
+
+struct RankRun {
+  std::vector<StepRecord> steps;
+  std::vector<State> state; ///< every state value after each step
+};
+
+/// Every state value of a trainer.
+State stateOf(const Trainer &t) {
+  State s;
+  for (const Value *v : t.model().training->algorithm->initializers())
+    if (v->isState)
+      s[v->name()] = t.state(v->name());
+  return s;
+}
+
+/// `steps` optimizer steps on `ranks` ranks (ranks == 1: one process, no
+/// world) of `batch` samples; rank r's micro-batch j of step s is batch
+/// (s*K + j)*ranks + r, as mpc-run takes them.
+std::vector<RankRun> train(const std::string &file, const std::string &data,
+                           CompileOptions o, int ranks, int64_t batch,
+                           int64_t steps) {
+  o.dataParallel = ranks > 1;
+  std::vector<RankRun> runs(static_cast<size_t>(ranks));
+  test::ThreadWorld world(ranks);
+  world.run([&](int r) {
+    auto backend = createCpuBackend();
+    Trainer t(compileForBatch(file, o, batch), *backend,
+              ranks > 1 ? &world.rank(r) : nullptr);
+    int64_t b = batch;
+    Dataset d = Dataset::fromNpz(kModels + data, t.dataInputs(b));
+    t.synchronizeRanks(batch);
+    for (int64_t s = 0; s < steps; ++s) {
+      std::vector<Trainer::Batch> micro;
+      for (int64_t j = 0; j < t.microBatches(); ++j)
+        micro.push_back(
+            d.batch((s * t.microBatches() + j) * ranks + r, batch, false, 0));
+      runs[size_t(r)].steps.push_back(t.optimizerStep(micro));
+      runs[size_t(r)].state.push_back(stateOf(t));
+    }
+  });
+  return runs;
+}
+
+/// Largest |a - b| relative to the largest |b| of the tensor.
+double relativeDifference(const Tensor &a, const Tensor &b) {
+  std::vector<float> x = a.toFloats(), y = b.toFloats();
+  EXPECT_EQ(x.size(), y.size());
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    diff = std::max(diff, std::fabs(double(x[i]) - double(y[i])));
+    scale = std::max(scale, std::fabs(double(y[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+/// N ranks of B follow one process of N*B; every rank holds the same bits.
+/// `noise`: a parameter whose gradient is rounding noise (not compared).
+void expectRanksMatchTheBigBatch(const std::string &file,
+                                 const std::string &data, CompileOptions o,
+                                 int ranks, int64_t batch,
+                                 const std::string &noise = "") {
+  const int64_t steps = 4;
+  const int64_t k = o.gradAccum;
+  std::vector<RankRun> dp = train(file, data, o, ranks, batch, steps);
+  o.gradAccum = 1;
+  RankRun one = train(file, data, o, 1, batch * ranks * k, steps)[0];
+  const RankRun &lead = dp[0];
+  for (int64_t s = 0; s < steps; ++s) {
+    const StepRecord &a = lead.steps[size_t(s)], &b = one.steps[size_t(s)];
+    EXPECT_FALSE(a.skipped) << "step " << s + 1;
+    EXPECT_EQ(a.lossScale, b.lossScale) << "step " << s + 1;
+    EXPECT_LT(std::fabs(a.loss - b.loss), 2e-6 * std::fabs(b.loss))
+        << file << " step " << s + 1 << ": " << a.loss << " vs " << b.loss;
+    for (int r = 1; r < ranks; ++r) {
+      EXPECT_EQ(dp[size_t(r)].steps[size_t(s)].loss, a.loss)
+          << "rank " << r << " logs another loss at step " << s + 1;
+      for (const auto &[name, value] : lead.state[size_t(s)])
+        ASSERT_EQ(bytesOf(dp[size_t(r)].state[size_t(s)].at(name)),
+                  bytesOf(value))
+            << "rank " << r << "'s '" << name << "' parted from rank 0's "
+            << "after step " << s + 1;
+    }
+  }
+  std::vector<std::string> params =
+      splitList(*compileForBatch(file, o, 1)->meta("mpc.params"));
+  for (const std::string &name : params) {
+    if (name == noise)
+      continue;
+    const Tensor &got = lead.state.back().at(name),
+                 &want = one.state.back().at(name);
+    EXPECT_LT(relativeDifference(got, want), 1e-5)
+        << file << " '" << name << "' after " << steps << " steps";
+    // The run moved: equality is not that of two untouched models.
+    EXPECT_GT(relativeDifference(got, one.state.front().at(name)), 0) << name;
+  }
+}
+
+} // namespace
+
+TEST(DataParallel, MlpSgdOnTwoRanksMatchesTheBigBatch) {
+  expectRanksMatchTheBigBatch("mlp_seed.onnx", "mlp_seed_data.npz",
+                              options("sgd"), 2, 32);
+}
+
+TEST(DataParallel, MlpSgdWithClippingOnFourRanksMatchesTheBigBatch) {
+  // The clip's norm is the global batch's: it reads the averaged gradients.
+  // At 0.3 the 64-sample batch's gradient is clipped from step 2 on (one
+  // process's loss log with and without --max-grad-norm=0.3 parts there);
+  // a clip of each rank's own gradients would not follow it. (SGD, not
+  // Adam, whose update barely sees a gradient's scale.)
+  CompileOptions o = options("sgd");
+  o.maxGradNorm = 0.3;
+  expectRanksMatchTheBigBatch("mlp_seed.onnx", "mlp_seed_data.npz", o, 4, 16);
+}
+
+TEST(DataParallel, MlpWithDynamicLossScaleAndGradAccumMatchesTheBigBatch) {
+  // Each rank sums K = 3 micro-batches, then the ranks average the sums.
+  CompileOptions o = options("sgd");
+  o.lossScale = "dynamic";
+  o.gradAccum = 3;
+  expectRanksMatchTheBigBatch("mlp_seed.onnx", "mlp_seed_data.npz", o, 2, 8);
+}
+
+TEST(DataParallel, MlpWithGradAccumAndNoLossScaleMatchesTheBigBatch) {
+  // Unscaled, the accumulated sums are the gradients themselves: the
+  // reduction goes after the last sum, the buffers keep each rank's own.
+  CompileOptions o = options("sgd");
+  o.gradAccum = 2;
+  expectRanksMatchTheBigBatch("mlp_seed.onnx", "mlp_seed_data.npz", o, 3, 8);
+}
+
+TEST(DataParallel, TransformerAdamOnTwoRanksMatchesTheBigBatch) {
+  // The attention's key bias adds q.b to every score of a row, which
+  // softmax ignores: its gradient is rounding noise.
+  expectRanksMatchTheBigBatch("transformer_dynbatch.onnx",
+                              "transformer_data.npz", options("adam"), 2, 2,
+                              "attn.k.bias");
+}
+
+TEST(DataParallel, AnOverflowOnOneRankSkipsTheStepOnEveryRank) {
+  CompileOptions o = options("adam");
+  o.precision = DType::F16; // dynamic loss scaling from 65536
+  o.lr = 1e-2;
+  o.dataParallel = true;
+  test::ThreadWorld world(2);
+  std::vector<State> before(2u), after(2u);
+  std::vector<StepRecord> bad(2u), next(2u);
+  world.run([&](int r) {
+    auto backend = createCpuBackend();
+    Trainer t(compileForBatch("mlp_seed.onnx", o, 16), *backend,
+              &world.rank(r));
+    int64_t batch = 16;
+    Dataset d =
+        Dataset::fromNpz(kModels + "mlp_seed_data.npz", t.dataInputs(batch));
+    t.synchronizeRanks(batch);
+    ASSERT_FALSE(t.optimizerStep({d.batch(r, 16, false, 0)}).skipped);
+    before[size_t(r)] = stateOf(t);
+    // Only rank 1's batch overflows fp16 in the forward.
+    Trainer::Batch b = d.batch(2 + r, 16, false, 0);
+    if (r == 1)
+      b[0].second.data<float>()[0] = 1e6f;
+    bad[size_t(r)] = t.optimizerStep({b});
+    after[size_t(r)] = stateOf(t);
+    next[size_t(r)] = t.optimizerStep({d.batch(4 + r, 16, false, 0)});
+  });
+  const std::string scale = "loss_scale";
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(bad[size_t(r)].skipped) << "rank " << r << " did not skip";
+    for (const auto &[name, value] : before[size_t(r)]) {
+      if (name == scale || name.find("growth_tracker") != std::string::npos)
+        continue;
+      EXPECT_EQ(bytesOf(after[size_t(r)].at(name)), bytesOf(value))
+          << "rank " << r << ": '" << name << "' changed in a skipped step";
+    }
+    EXPECT_EQ(after[size_t(r)].at(scale).getAsDouble(0), 32768)
+        << "rank " << r << " did not back its scale off";
+    EXPECT_FALSE(next[size_t(r)].skipped);
+    EXPECT_EQ(next[size_t(r)].lossScale, 32768);
+  }
+}
+
+TEST(DataParallel, RanksThatDisagreeOnTheStepAreRefusedOnEveryRank) {
+  CompileOptions o = options("sgd");
+  o.dataParallel = true;
+  test::ThreadWorld world(2);
+  std::vector<std::string> errors(2u);
+  world.run([&](int r) {
+    auto backend = createCpuBackend();
+    const int64_t batch = r == 0 ? 16 : 8; // rank 1 was given another --batch
+    Trainer t(compileForBatch("mlp_seed.onnx", o, batch), *backend,
+              &world.rank(r));
+    try {
+      t.synchronizeRanks(batch);
+    } catch (const Error &e) {
+      errors[size_t(r)] = e.what();
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[size_t(r)].find("rank 1 runs another step than rank 0"),
+              std::string::npos)
+        << "rank " << r << ": '" << errors[size_t(r)] << "'";
+  }
+}
+
+TEST(DataParallel, EveryRankStartsFromRankZerosState) {
+  CompileOptions o = options("sgd");
+  o.dataParallel = true;
+  test::ThreadWorld world(3);
+  std::vector<std::vector<uint8_t>> weights(3u);
+  std::vector<uint8_t> rank0;
+  world.run([&](int r) {
+    auto backend = createCpuBackend();
+    auto model = compileForBatch("mlp_seed.onnx", o, 16);
+    Trainer t(std::move(model), *backend, &world.rank(r));
+    Tensor w = t.state("fc1.weight");
+    // A rank whose file held other initial weights.
+    if (r != 0)
+      for (int64_t i = 0; i < w.numel(); ++i)
+        w.setFromDouble(i, double(r));
+    else
+      rank0 = bytesOf(w);
+    const_cast<Executor &>(t.executor()).setInitializer("fc1.weight", w);
+    t.synchronizeRanks(16);
+    weights[size_t(r)] = bytesOf(t.state("fc1.weight"));
+  });
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(weights[size_t(r)], rank0) << "rank " << r;
+}
