@@ -16,7 +16,8 @@
 #                resize_cnn.onnx, einsum_attn.onnx, rnn_lm.onnx and the
 #                model-library gpt2_tiny, llama_tiny, swin_tiny and
 #                convnext_tiny, and the dynamo exporter's gpt2_plain_dynamo,
-#                cnn_dynamo and attention_dynamo
+#                cnn_dynamo and attention_dynamo; a --data-parallel step on
+#                one rank
 #                (torch.nn's TransformerEncoderLayer, GroupNorm,
 #                InstanceNorm2d, LSTM, GRU, the activations, reductions,
 #                Resizes and Einsums the importer lowers; Adam 1e-3)
@@ -365,6 +366,11 @@ if want trajectories; then
   # device), in fp16 only: the same kernels otherwise.
   trajectory transformer_gelu20 transformer_gelu20.onnx transformer_data.npz 1e-3 fp16
   trajectory transformer_clip transformer.onnx transformer_data.npz 1e-3 fp16 --max-grad-norm=1.0
+  # A --data-parallel step on one rank: mpc.AllReduce (gradients and the
+  # overflow flag) runs on the device as copies, in the captured graph.
+  # Several ranks need a GPU each (NCCL) and mpirun with the MPI plugin,
+  # which the bundle does not carry: not checked here.
+  trajectory transformer_dp transformer.onnx transformer_data.npz 1e-3 fp16 --data-parallel
 fi
 
 # --- device-resident step: CUDA graphs on/off, staged; step times -----------

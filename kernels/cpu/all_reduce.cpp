@@ -8,6 +8,7 @@
 // the number of ranks for "mean", rounded once to the value's type; "max" of
 // bool is OR, of floating point NaN-propagating). Every rank thus holds the
 // same bits, and a world of one rank copies its inputs.
+#include "kernels/common/all_reduce_rule.h"
 #include "kernels/cpu/cpu_util.h"
 #include "passes/ir/mpc_ops.h"
 
@@ -17,29 +18,7 @@ namespace mpc {
 namespace cpu {
 namespace {
 
-enum class Reduction { Mean, Sum, Max };
-
-Reduction reductionOf(const Node &node) {
-  std::string r = node.attrString("reduction", "mean");
-  if (r == "mean")
-    return Reduction::Mean;
-  if (r == "sum")
-    return Reduction::Sum;
-  if (r == "max")
-    return Reduction::Max;
-  fail(node, "reduction '", r, "' is not mean, sum or max");
-}
-
-/// The element type's reduction: Bool supports max (OR) only, integers sum
-/// and max, floating point all three.
-void checkType(const Node &node, size_t i, DType t, Reduction r) {
-  bool integer = !isFloating(t) && t != DType::Bool && t != DType::Undefined;
-  bool ok = isFloating(t) || (t == DType::Bool && r == Reduction::Max) ||
-            (integer && r != Reduction::Mean);
-  if (!ok)
-    fail(node, "input ", i, " is ", dtypeName(t), ", which reduction '",
-         node.attrString("reduction", "mean"), "' does not combine");
-}
+using Reduction = AllReduceOp;
 
 /// y = the reduction over ranks of x, whose bytes rank r holds at
 /// gathered + r * stride + offset.
@@ -89,11 +68,11 @@ void kernelAllReduce(KernelContext &ctx) {
   if (ctx.outputs.size() != ctx.inputs.size())
     fail(node, "has ", ctx.inputs.size(), " inputs but ", ctx.outputs.size(),
          " outputs (one per input)");
-  const Reduction red = reductionOf(node);
+  const Reduction red = allReduceOpOf(node);
   size_t total = 0;
   for (size_t i = 0; i < ctx.inputs.size(); ++i) {
     const Tensor &x = input(ctx, i, "value");
-    checkType(node, i, x.dtype, red);
+    checkAllReduceType(node, i, x.dtype, red);
     total += x.byteSize();
   }
   Collective *world = ctx.collective;

@@ -24,6 +24,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/nccl_world.h"
 #include "runtime/cuda/node_staging.h"
 #include "runtime/cuda/op_profile.h"
 #include "runtime/cuda/pinned_buffer.h"
@@ -128,6 +129,7 @@ CudaDevice::CudaDevice(const CudaBackendOptions &opts) : options(opts) {
 CudaDevice::~CudaDevice() {
   if (stream)
     cudaStreamSynchronize(stream);
+  destroyNcclComm(*this);
   for (auto &kv : memo)
     for (auto *blocks : {&kv.second.scratch, &kv.second.tables})
       for (Block &b : *blocks)

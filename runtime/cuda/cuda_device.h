@@ -75,6 +75,9 @@ struct CudaDevice {
   /// bad data) and its pinned host twin.
   int32_t *errorDevice = nullptr, *errorHost = nullptr;
   std::vector<std::string> errorNodes;
+  /// The data-parallel world's NCCL communicator (an ncclComm_t, made by the
+  /// first multi-rank mpc.AllReduce; runtime/cuda/nccl_world.h), or null.
+  void *nccl = nullptr;
 
   explicit CudaDevice(const CudaBackendOptions &opts);
   ~CudaDevice();

@@ -1,6 +1,6 @@
 // CUDA runners of the mpc training-step ops: UnscaleGradients,
 // UpdateLossScale, ClipGradNorm, SGD, Adam/AdamW, IncrementStep, and
-// AllReduce in a world of one rank.
+// AllReduce (NCCL across ranks).
 //
 // Operands are validated as the CPU kernels validate them (kernels/cpu/
 // mpc_train.cpp). found_inf goes to the kernels as a device byte and is
@@ -10,12 +10,14 @@
 // when staged; in a device-resident step the step counter is state on the
 // device, so the kernels read it there (launch*DeviceStep) and nothing in
 // this file reads a value on the host.
+#include "kernels/common/all_reduce_rule.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cuda/clip_grad_norm.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/training.h"
 #include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/nccl_world.h"
 #include "runtime/cuda/node_staging.h"
 
 #include <cuda_runtime_api.h>
@@ -240,24 +242,30 @@ void runIncrementStep(NodeStaging &s) {
   launchIncrementStep(step.dtype, s.device(0), found, out, s.stream());
 }
 
-/// mpc.AllReduce: on one rank each output is its input. Several ranks would
-/// need the device's own collective (NCCL), which this backend does not
-/// have yet: mpc-run refuses --device=cuda under a multi-rank launch before
-/// the first step, and this is the guard behind it.
+/// mpc.AllReduce: on one rank each output is its input (a device copy);
+/// across ranks, one NCCL group over all the inputs (nccl_world.h).
 void runAllReduce(NodeStaging &s) {
   KernelContext &ctx = s.ctx();
-  if (ctx.collective && ctx.collective->size() > 1)
-    fail(s.node(), "the cuda backend has no collective across ",
-         ctx.collective->size(),
-         " ranks (NCCL); run the ranks with --device=cpu");
-  for (size_t i = 0; i < s.node().numInputs(); ++i) {
+  const Node &node = s.node();
+  if (ctx.outputs.size() != ctx.inputs.size())
+    fail(node, "has ", ctx.inputs.size(), " inputs but ", ctx.outputs.size(),
+         " outputs (one per input)");
+  const AllReduceOp op = allReduceOpOf(node);
+  const bool ranks = ctx.collective && ctx.collective->size() > 1;
+  std::vector<DeviceReduction> reductions;
+  for (size_t i = 0; i < node.numInputs(); ++i) {
     const Tensor &x = s.in(i, "value");
+    checkAllReduceType(node, i, x.dtype, op);
     const void *src = s.device(i);
     void *dst = s.out(i, x.dtype, x.dims);
-    if (x.byteSize() && dst != src)
+    if (ranks)
+      reductions.push_back({src, dst, x.dtype, size_t(x.numel())});
+    else if (x.byteSize() && dst != src)
       MPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, x.byteSize(),
                                      cudaMemcpyDeviceToDevice, s.stream()));
   }
+  if (ranks)
+    ncclAllReduce(s.cudaDevice(), *ctx.collective, node, int(op), reductions);
 }
 
 std::string checkIncrementStep(const Node &node) {

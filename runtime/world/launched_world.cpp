@@ -43,6 +43,21 @@ int launchedWorldSize() {
   return 1;
 }
 
+int launchedLocalRank() {
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}) {
+    const char *v = std::getenv(name);
+    if (!v || !*v)
+      continue;
+    char *end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 0 || n > 1 << 20)
+      throw Error(std::string(name) + ": expected a local rank, got '" + v +
+                  "'");
+    return int(n);
+  }
+  return 0;
+}
+
 std::unique_ptr<Collective> joinLaunchedWorld() {
   int size = launchedWorldSize();
   if (size == 1)

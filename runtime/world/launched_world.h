@@ -18,6 +18,12 @@ namespace mpc {
 /// value that is not a whole number >= 1.
 int launchedWorldSize();
 
+/// This process's index among the launcher's ranks on this machine:
+/// OMPI_COMM_WORLD_LOCAL_RANK (Open MPI), else MPI_LOCALRANKID (MPICH), else
+/// 0. A rank's GPU is the one with this ordinal (one GPU per rank, as
+/// torchrun gives LOCAL_RANK).
+int launchedLocalRank();
+
 /// The world of launchedWorldSize() ranks: nullptr for one rank; otherwise
 /// the MPI plugin's (libmpc_mpi_world.so beside the executable, or
 /// $MPC_MPI_WORLD_PLUGIN). Throws Error saying why when the plugin cannot

@@ -72,7 +72,8 @@ Trains MODEL, a training step compiled by mpc-opt.
                           (cpu: MemAvailable, cuda: cudaMemGetInfo)
 
 Data parallel: `mpirun -np N mpc-run MODEL ...` trains a model compiled with
-mpc-opt --data-parallel on N ranks (cpu backend). Step i's global batch is
+mpc-opt --data-parallel on N ranks: on the cpu (MPI), or on cuda with one GPU
+per rank (the local rank's; NCCL). Step i's global batch is
 samples [i*N*B, (i+1)*N*B) of the data (in the shuffled order with
 --shuffle); rank r takes the r-th B of them. Rank 0 prints, logs and writes
 --save and --export-inference; the logged loss is the mean over the ranks.
@@ -389,12 +390,6 @@ int run(Flags f) {
   const int rank = gWorld ? gWorld->rank() : 0;
   const bool lead = rank == 0; // prints, logs and writes files
   if (ranks > 1) {
-    if (f.device == "cuda")
-      throw Error("--device=cuda: data parallel across " +
-                  std::to_string(ranks) +
-                  " ranks runs on the cpu backend (the cuda backend has no "
-                  "NCCL collective yet); use --device=cpu");
-    f.device = "cpu";
     if (!lead) {
       f.quiet = true;
       f.log.clear();
@@ -408,8 +403,18 @@ int run(Flags f) {
   // node on the host: the staged backend.
   cuda.resident = f.cudaResident && !f.debugOverflow;
   cuda.graphs = f.cudaGraphs;
+  // One GPU per rank of a machine, as torchrun's LOCAL_RANK.
+  if (ranks > 1)
+    cuda.device = launchedLocalRank();
   std::unique_ptr<Backend> backend = makeBackend(f.device, cuda);
   const bool onCuda = backend->name() == "cuda";
+  // The ranks' reductions must meet in one transport: NCCL on cuda, MPI on
+  // the cpu (auto could give a rank without a GPU the cpu).
+  const bool anyCuda = onAnyRank(onCuda), anyCpu = onAnyRank(!onCuda);
+  if (anyCuda && anyCpu)
+    throw Error("some ranks run on cuda and others on the cpu (each rank "
+                "takes the GPU of its local rank); give every rank a GPU or "
+                "pass --device=cpu");
   if (onCuda && f.cudaResident && f.debugOverflow && !f.quiet)
     std::fprintf(stderr, "mpc-run: --debug-overflow: the cuda backend runs "
                          "the step staged (node by node)\n");

@@ -1,0 +1,46 @@
+// mpc.AllReduce's attribute and operand rules, shared by the CPU kernel
+// (kernels/cpu/all_reduce.cpp) and the CUDA runner (NCCL,
+// runtime/cuda/nccl_world.cpp), so both refuse the same nodes with the same
+// words (passes/ir/mpc_ops.h has the op's contract).
+#pragma once
+
+#include "passes/ir/graph.h"
+#include "passes/support/diagnostics.h"
+
+#include <string>
+
+namespace mpc {
+
+enum class AllReduceOp { Mean, Sum, Max };
+
+/// The node's `reduction` (default "mean"); an Error naming the node for
+/// anything but mean, sum or max.
+inline AllReduceOp allReduceOpOf(const Node &node) {
+  std::string r = node.attrString("reduction", "mean");
+  if (r == "mean")
+    return AllReduceOp::Mean;
+  if (r == "sum")
+    return AllReduceOp::Sum;
+  if (r == "max")
+    return AllReduceOp::Max;
+  ErrorBuilder b(node);
+  b << "reduction '" << r << "' is not mean, sum or max";
+  b.raise();
+}
+
+/// Input i's element type against the reduction: floating point takes all
+/// three, integers sum and max, bool max (OR) only; an Error naming the node
+/// otherwise.
+inline void checkAllReduceType(const Node &node, size_t i, DType t,
+                               AllReduceOp op) {
+  bool integer = !isFloating(t) && t != DType::Bool && t != DType::Undefined;
+  if (isFloating(t) || (t == DType::Bool && op == AllReduceOp::Max) ||
+      (integer && op != AllReduceOp::Mean))
+    return;
+  ErrorBuilder b(node);
+  b << "input " << i << " is " << dtypeName(t) << ", which reduction '"
+    << node.attrString("reduction", "mean") << "' does not combine";
+  b.raise();
+}
+
+} // namespace mpc

@@ -1,0 +1,191 @@
+// mpc.AllReduce on the GPU across ranks with NCCL (nccl_world.h).
+#include "runtime/cuda/nccl_world.h"
+
+#include "kernels/common/all_reduce_rule.h"
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/cuda/cuda_check.h"
+
+#ifdef MPC_HAVE_NCCL
+#include <dlfcn.h>
+#include <nccl.h>
+#endif
+
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+namespace mpc {
+namespace cuda {
+
+#ifdef MPC_HAVE_NCCL
+
+namespace {
+
+/// NCCL's entry points, from libnccl.so.2 loaded on the first multi-rank
+/// reduction: the backend's plugin does not link NCCL (a 200 MB library
+/// that single-GPU runs never use and a GPU machine may keep elsewhere).
+struct NcclApi {
+  decltype(&::ncclGetUniqueId) getUniqueId = nullptr;
+  decltype(&::ncclCommInitRank) commInitRank = nullptr;
+  decltype(&::ncclCommDestroy) commDestroy = nullptr;
+  decltype(&::ncclAllReduce) allReduce = nullptr;
+  decltype(&::ncclGroupStart) groupStart = nullptr;
+  decltype(&::ncclGroupEnd) groupEnd = nullptr;
+  decltype(&::ncclGetErrorString) errorString = nullptr;
+};
+
+/// The loaded API, or null with `why` (once per process).
+const NcclApi *ncclApi(std::string &why) {
+  static std::string loadError;
+  static const NcclApi *api = [&]() -> const NcclApi * {
+    void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+#ifdef MPC_NCCL_LIBRARY
+    if (!h)
+      h = dlopen(MPC_NCCL_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+#endif
+    if (!h) {
+      const char *e = dlerror();
+      loadError = std::string("cannot load libnccl.so.2 (") +
+                  (e ? e : "not found") + ")";
+      return nullptr;
+    }
+    static NcclApi a;
+    bool ok = true;
+    auto get = [&](auto &fn, const char *name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
+          dlsym(h, name));
+      ok = ok && fn;
+    };
+    get(a.getUniqueId, "ncclGetUniqueId");
+    get(a.commInitRank, "ncclCommInitRank");
+    get(a.commDestroy, "ncclCommDestroy");
+    get(a.allReduce, "ncclAllReduce");
+    get(a.groupStart, "ncclGroupStart");
+    get(a.groupEnd, "ncclGroupEnd");
+    get(a.errorString, "ncclGetErrorString");
+    if (!ok) {
+      loadError = "libnccl.so.2 lacks an entry point mpc uses";
+      return nullptr;
+    }
+    return &a;
+  }();
+  if (!api)
+    why = loadError;
+  return api;
+}
+
+const NcclApi &requireNccl(const Node &node) {
+  std::string why;
+  const NcclApi *api = ncclApi(why);
+  if (!api)
+    cpu::fail(node, why, ": the cuda backend combines ranks with NCCL");
+  return *api;
+}
+
+void check(const Node &node, ncclResult_t r, const char *what) {
+  if (r != ncclSuccess)
+    cpu::fail(node, "NCCL ", what, " failed: ",
+              requireNccl(node).errorString(r));
+}
+
+ncclDataType_t ncclType(const Node &node, DType t) {
+  switch (t) {
+  case DType::F32:
+    return ncclFloat32;
+  case DType::F16:
+    return ncclFloat16;
+  case DType::BF16:
+    return ncclBfloat16;
+  case DType::F64:
+    return ncclFloat64;
+  case DType::I64:
+    return ncclInt64;
+  case DType::I32:
+    return ncclInt32;
+  case DType::I8:
+    return ncclInt8;
+  case DType::U8:
+  case DType::Bool: // max of 0/1 bytes is OR
+    return ncclUint8;
+  default:
+    cpu::fail(node, "NCCL has no type for ", dtypeName(t));
+  }
+}
+
+/// The device's communicator, made on first use (see the header).
+ncclComm_t commOf(CudaDevice &device, Collective &world, const Node &node) {
+  if (device.nccl)
+    return static_cast<ncclComm_t>(device.nccl);
+  if (device.capturing)
+    cpu::fail(node, "the NCCL communicator cannot be made while a CUDA graph "
+                    "is being captured");
+  const NcclApi &nccl = requireNccl(node);
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof id);
+  if (world.rank() == 0)
+    check(node, nccl.getUniqueId(&id), "ncclGetUniqueId");
+  world.broadcast(&id, sizeof id, 0);
+  MPC_CUDA_CHECK(cudaSetDevice(device.options.device));
+  ncclComm_t comm = nullptr;
+  check(node, nccl.commInitRank(&comm, world.size(), id, world.rank()),
+        "ncclCommInitRank");
+  device.nccl = comm;
+  return comm;
+}
+
+} // namespace
+
+bool haveNccl() { return true; }
+
+void ncclAllReduce(CudaDevice &device, Collective &world, const Node &node,
+                   int reduction, const std::vector<DeviceReduction> &ops) {
+  const NcclApi &nccl = requireNccl(node);
+  ncclComm_t comm = commOf(device, world, node);
+  ncclRedOp_t op = ncclSum;
+  switch (AllReduceOp(reduction)) {
+  case AllReduceOp::Mean:
+    op = ncclAvg;
+    break;
+  case AllReduceOp::Sum:
+    op = ncclSum;
+    break;
+  case AllReduceOp::Max:
+    op = ncclMax;
+    break;
+  }
+  check(node, nccl.groupStart(), "ncclGroupStart");
+  for (const DeviceReduction &r : ops)
+    if (r.count)
+      check(node,
+            nccl.allReduce(r.in, r.out, r.count, ncclType(node, r.dtype), op,
+                           comm, device.stream),
+            "ncclAllReduce");
+  check(node, nccl.groupEnd(), "ncclGroupEnd");
+}
+
+void destroyNcclComm(CudaDevice &device) {
+  std::string why;
+  if (device.nccl)
+    if (const NcclApi *api = ncclApi(why)) // made by it: loaded
+      api->commDestroy(static_cast<ncclComm_t>(device.nccl));
+  device.nccl = nullptr;
+}
+
+#else // no NCCL in this build
+
+bool haveNccl() { return false; }
+
+void ncclAllReduce(CudaDevice &, Collective &world, const Node &node, int,
+                   const std::vector<DeviceReduction> &) {
+  cpu::fail(node, "this build's cuda backend has no NCCL to combine ",
+            world.size(),
+            " ranks (rebuild where the CUDA toolkit's nccl.h and libnccl "
+            "are); run the ranks with --device=cpu");
+}
+
+void destroyNcclComm(CudaDevice &) {}
+
+#endif
+
+} // namespace cuda
+} // namespace mpc

@@ -1,0 +1,50 @@
+// The CUDA backend's side of data parallelism: mpc.AllReduce across the
+// ranks of an mpirun launch with NCCL, on the device's stream.
+//
+// Each rank's backend runs on its own GPU (mpc-run gives rank r of a node
+// its local rank's device). The first multi-rank AllReduce makes the
+// device's NCCL communicator: rank 0 draws NCCL's unique id and the host
+// world (runtime/collective.h, MPI) broadcasts it. That first run is a
+// step's first, never one being captured into a CUDA graph (the backend
+// captures on the second); later runs are plain stream work, which NCCL
+// lets a capture record.
+//
+// Numerics: NCCL hands every rank the same reduced bits (each element is
+// reduced once and then copied to every rank), so the ranks stay in
+// lockstep as on the CPU; but its summation order is its algorithm's, not
+// the CPU kernel's rank order in double, so a CUDA run's averages can
+// differ from a CPU run's in the last bits.
+#pragma once
+
+#include "runtime/collective.h"
+#include "runtime/cuda/cuda_device.h"
+
+#include <memory>
+#include <vector>
+
+namespace mpc {
+namespace cuda {
+
+/// Whether this build's CUDA backend has NCCL.
+bool haveNccl();
+
+/// One operand of a reduction: device addresses, element type and count.
+struct DeviceReduction {
+  const void *in = nullptr;
+  void *out = nullptr;
+  DType dtype = DType::F32;
+  size_t count = 0;
+};
+
+/// Reduces every operand across `world` (mean, sum or max, as
+/// mpc.AllReduce's `reduction`; the caller has checked the types) into its
+/// output, as one NCCL group on device.stream. Throws mpc::Error naming
+/// `node` when NCCL fails or this build has none.
+void ncclAllReduce(CudaDevice &device, Collective &world, const Node &node,
+                   int reduction, const std::vector<DeviceReduction> &ops);
+
+/// Releases the device's communicator (from ~CudaDevice).
+void destroyNcclComm(CudaDevice &device);
+
+} // namespace cuda
+} // namespace mpc
