@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <dlfcn.h>
+#include <initializer_list>
 #include <string>
 #include <unistd.h>
 
@@ -26,36 +27,34 @@ std::string pluginPath() {
   return exe.substr(0, exe.rfind('/') + 1) + kPluginFile;
 }
 
-} // namespace
-
-int launchedWorldSize() {
-  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+/// The first of the launcher variables `names` that is set, as a whole
+/// number from `min` to 2^20 (`what` names it in the error), else `dflt`.
+int launcherNumber(std::initializer_list<const char *> names, long min,
+                   const char *what, int dflt) {
+  for (const char *name : names) {
     const char *v = std::getenv(name);
     if (!v || !*v)
       continue;
     char *end = nullptr;
     long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 1 || n > 1 << 20)
-      throw Error(std::string(name) + ": expected the number of ranks, got '" +
-                  v + "'");
-    return int(n);
-  }
-  return 1;
-}
-
-int launchedLocalRank() {
-  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}) {
-    const char *v = std::getenv(name);
-    if (!v || !*v)
-      continue;
-    char *end = nullptr;
-    long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 0 || n > 1 << 20)
-      throw Error(std::string(name) + ": expected a local rank, got '" + v +
+    if (*end != '\0' || n < min || n > 1 << 20)
+      throw Error(std::string(name) + ": expected " + what + ", got '" + v +
                   "'");
     return int(n);
   }
-  return 0;
+  return dflt;
+}
+
+} // namespace
+
+int launchedWorldSize() {
+  return launcherNumber({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1,
+                        "the number of ranks", 1);
+}
+
+int launchedLocalRank() {
+  return launcherNumber({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}, 0,
+                        "a local rank", 0);
 }
 
 std::unique_ptr<Collective> joinLaunchedWorld() {

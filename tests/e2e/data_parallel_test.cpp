@@ -14,6 +14,7 @@
 #include "passes/pipeline.h"
 #include "passes/support/diagnostics.h"
 #include "runtime/trainer.h"
+#include "tests/e2e/batch_split.h"
 #include "tests/support/thread_world.h"
 
 #include <gtest/gtest.h>
@@ -22,23 +23,13 @@
 #include <map>
 
 using namespace mpc;
+using test::bytesOf;
+using test::compileForBatch;
+using test::relativeDifference;
 
 namespace {
 
-const std::string kModels = std::string(MPC_SOURCE_DIR) + "/models/";
-
-/// models/<file> compiled for `batch` (a static batch dim made symbolic).
-std::unique_ptr<Model> compileForBatch(const std::string &file,
-                                       CompileOptions o, int64_t batch) {
-  auto model = loadModel(kModels + file);
-  for (Value *in : model->graph->inputs())
-    if (in->hasShape && !in->dims.empty())
-      in->dims[0] = Dim::symbolic("batch");
-  o.batch = batch;
-  Statistics stats;
-  runPipeline(*model, defaultPipeline(), o, PipelineConfig{}, stats);
-  return model;
-}
+const std::string &kModels = test::modelsDir();
 
 CompileOptions options(const std::string &optimizer) {
   CompileOptions o;
@@ -47,10 +38,6 @@ CompileOptions options(const std::string &optimizer) {
   o.lr = optimizer == "sgd" ? 0.05 : 1e-3;
   o.momentum = optimizer == "sgd" ? 0.9 : 0.0;
   return o;
-}
-
-std::vector<uint8_t> bytesOf(const Tensor &t) {
-  return std::vector<uint8_t>(t.bytes.data(), t.bytes.data() + t.byteSize());
 }
 
 using State = std::map<std::string, Tensor>;
@@ -95,18 +82,6 @@ std::vector<RankRun> train(const std::string &file, const std::string &data,
     }
   });
   return runs;
-}
-
-/// Largest |a - b| relative to the largest |b| of the tensor.
-double relativeDifference(const Tensor &a, const Tensor &b) {
-  std::vector<float> x = a.toFloats(), y = b.toFloats();
-  EXPECT_EQ(x.size(), y.size());
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-    diff = std::max(diff, std::fabs(double(x[i]) - double(y[i])));
-    scale = std::max(scale, std::fabs(double(y[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
 }
 
 /// N ranks of B follow one process of N*B; every rank holds the same bits.

@@ -11,6 +11,7 @@
 #include "passes/pipeline.h"
 #include "passes/support/diagnostics.h"
 #include "runtime/trainer.h"
+#include "tests/e2e/batch_split.h"
 
 #include <gtest/gtest.h>
 
@@ -19,24 +20,13 @@
 #include <map>
 
 using namespace mpc;
+using test::bytesOf;
+using test::compileForBatch;
+using test::relativeDifference;
 
 namespace {
 
-const std::string kModels = std::string(MPC_SOURCE_DIR) + "/models/";
-
-/// models/<file> compiled for batch `batch`: a static batch dim is made
-/// symbolic first, so one file serves the micro-batch and the full batch.
-std::unique_ptr<Model> compileForBatch(const std::string &file,
-                                       CompileOptions o, int64_t batch) {
-  auto model = loadModel(kModels + file);
-  for (Value *in : model->graph->inputs())
-    if (in->hasShape && !in->dims.empty())
-      in->dims[0] = Dim::symbolic("batch");
-  o.batch = batch;
-  Statistics stats;
-  runPipeline(*model, defaultPipeline(), o, PipelineConfig{}, stats);
-  return model;
-}
+const std::string &kModels = test::modelsDir();
 
 CompileOptions options(const std::string &optimizer, int64_t k) {
   CompileOptions o;
@@ -49,11 +39,6 @@ CompileOptions options(const std::string &optimizer, int64_t k) {
 }
 
 using Params = std::map<std::string, Tensor>;
-
-/// A tensor's bytes, to compare states bit for bit.
-std::vector<uint8_t> bytesOf(const Tensor &t) {
-  return std::vector<uint8_t>(t.bytes.data(), t.bytes.data() + t.bytes.size());
-}
 
 struct Run {
   std::vector<StepRecord> steps;
@@ -82,18 +67,6 @@ Run train(std::unique_ptr<Model> model, const std::string &dataFile,
     run.params.push_back(std::move(p));
   }
   return run;
-}
-
-/// Largest |a - b| relative to the largest |b| of the tensor.
-double relativeDifference(const Tensor &a, const Tensor &b) {
-  std::vector<float> x = a.toFloats(), y = b.toFloats();
-  EXPECT_EQ(x.size(), y.size());
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-    diff = std::max(diff, std::fabs(double(x[i]) - double(y[i])));
-    scale = std::max(scale, std::fabs(double(y[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
 }
 
 /// K micro-batches of B equal one step on K*B: parameters after optimizer
