@@ -355,13 +355,15 @@ std::string rankPrefix() {
   return gWorld ? "rank " + std::to_string(gWorld->rank()) + ": " : "";
 }
 
-/// Exit code 1; in a multi-rank launch every rank ends, so that none waits
-/// in a collective for this one.
-int failed() {
-  if (gWorld) {
-    std::cerr.flush();
+/// Prints the error line (one write: the ranks' lines must not interleave)
+/// and returns exit code 1; in a multi-rank launch every rank ends, so that
+/// none waits in a collective for this one.
+int failed(const std::string &msg) {
+  std::string line = "mpc-run: " + rankPrefix() + msg + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+  if (gWorld)
     gWorld->abort(1);
-  }
   return 1;
 }
 
@@ -467,6 +469,19 @@ int run(Flags f) {
   Dataset data = f.synthetic
                      ? Dataset::synthetic(specs, syntheticSamples, trainer.seed)
                      : Dataset::fromNpz(f.data, specs);
+  // The ranks slice one global order of the samples: a rank reading
+  // another file (another count) would slice another order.
+  if (gWorld) {
+    std::vector<int64_t> counts(static_cast<size_t>(ranks));
+    int64_t mine = data.numSamples();
+    gWorld->allGather(&mine, sizeof mine, counts.data());
+    for (int r = 1; r < ranks; ++r)
+      if (counts[size_t(r)] != counts[0])
+        throw Error("rank " + std::to_string(r) + "'s data has " +
+                    std::to_string(counts[size_t(r)]) + " samples, rank 0's " +
+                    std::to_string(counts[0]) +
+                    ": every rank must read the same data");
+  }
 
   std::ofstream log;
   if (!f.log.empty()) {
@@ -608,11 +623,8 @@ int main(int argc, char **argv) {
         msg.find(".npz") == std::string::npos &&
         msg.find(".onnx") == std::string::npos && msg.rfind("--", 0) != 0)
       msg = flags.model + ": " + msg;
-    std::cerr << "mpc-run: " << rankPrefix() << msg << "\n";
-    return failed();
+    return failed(msg);
   } catch (const std::exception &e) {
-    std::cerr << "mpc-run: " << rankPrefix() << "internal error: " << e.what()
-              << "\n";
-    return failed();
+    return failed(std::string("internal error: ") + e.what());
   }
 }
