@@ -391,14 +391,12 @@ int run(Flags f) {
   const int ranks = gWorld ? gWorld->size() : 1;
   const int rank = gWorld ? gWorld->rank() : 0;
   const bool lead = rank == 0; // prints, logs and writes files
-  if (ranks > 1) {
-    if (!lead) {
-      f.quiet = true;
-      f.log.clear();
-      f.save.clear();
-      f.saveEvery = 0;
-      f.exportInference.clear();
-    }
+  if (!lead) {
+    f.quiet = true;
+    f.log.clear();
+    f.save.clear();
+    f.saveEvery = 0;
+    f.exportInference.clear();
   }
   CudaBackendOptions cuda;
   // The overflow diagnosis re-runs a step on the state before it, node by
