@@ -5,8 +5,8 @@
 // nodes (mpc-opt --data-parallel) combine the gradients and the overflow
 // flag across the ranks through this interface. The reduction arithmetic is
 // the kernel's (kernels/cpu/all_reduce.cpp), not the transport's: the
-// transport only gathers bytes, so every rank reduces the same bytes in the
-// same (rank) order and holds the same bits afterwards, whatever algorithm
+// transport only moves bytes, so each element is reduced by one rank in rank
+// order and every rank holds the same bits afterwards, whatever algorithm
 // the MPI library picks. No world (nullptr) is a world of one rank.
 //
 // The interface is header-only so that the MPI transport can live in a
@@ -28,6 +28,9 @@ public:
   /// `recv` (size() * bytes). Every rank calls it with the same `bytes`;
   /// it returns when this rank's `recv` is complete.
   virtual void allGather(const void *send, size_t bytes, void *recv) = 0;
+  /// Block q of `send` (size() blocks of `bytes`) to rank q: `recv` gets
+  /// every rank's block for this rank, in rank order (size() * bytes).
+  virtual void allToAll(const void *send, size_t bytes, void *recv) = 0;
   /// Rank `root`'s `bytes` bytes at `buf` into every rank's `buf`.
   virtual void broadcast(void *buf, size_t bytes, int root) = 0;
   /// Ends every rank's process with `code` (after an error on this rank,

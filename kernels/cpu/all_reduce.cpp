@@ -2,12 +2,16 @@
 // data-parallel world (runtime/collective.h) in rank order.
 //
 // AllReduce(x1..xn) <reduction = "mean" | "sum" | "max"> -> (y1..yn)
-// (passes/ir/mpc_ops.h). The inputs travel as one message: every rank
-// gathers every rank's bytes of all n inputs, then reduces them itself, in
-// rank order (floating point: a double sum of the ranks' values, divided by
-// the number of ranks for "mean", rounded once to the value's type; "max" of
-// bool is OR, of floating point NaN-propagating). Every rank thus holds the
-// same bits, and a world of one rank copies its inputs.
+// (passes/ir/mpc_ops.h). The inputs travel as one message, each at an
+// offset aligned to 8 bytes, cut into one shard per rank at 8-byte
+// boundaries (so no element straddles two shards). A reduce-scatter, then an
+// all-gather: rank r receives every rank's shard r (allToAll), reduces it
+// element by element in rank order (floating point: a double sum of the
+// ranks' values, divided by the number of ranks for "mean", rounded once to
+// the value's type; "max" of bool is OR, of floating point NaN-propagating),
+// and every rank gathers the reduced shards. Each element is reduced by one
+// rank, so every rank holds the same bits, and each rank moves about twice
+// the message whatever the number of ranks. A world of one rank copies.
 #include "kernels/common/all_reduce_rule.h"
 #include "kernels/cpu/cpu_util.h"
 #include "passes/ir/mpc_ops.h"
@@ -20,47 +24,54 @@ namespace {
 
 using Reduction = AllReduceOp;
 
-/// y = the reduction over ranks of x, whose bytes rank r holds at
-/// gathered + r * stride + offset.
-void reduceOne(const Tensor &x, Tensor &y, Reduction red,
-               const uint8_t *gathered, size_t stride, size_t offset,
-               int ranks) {
-  const int64_t n = x.numel();
-  Tensor rankValue(x.dtype, x.dims);
-  // The ranks' tensors, viewed one at a time through rankValue's bytes.
-  auto load = [&](int r) {
-    std::memcpy(rankValue.bytes.data(), gathered + size_t(r) * stride + offset,
-                x.byteSize());
-  };
-  if (x.dtype == DType::F32 && red != Reduction::Max) {
-    std::vector<double> acc(size_t(n), 0.0);
-    for (int r = 0; r < ranks; ++r) {
-      const float *p = reinterpret_cast<const float *>(
-          gathered + size_t(r) * stride + offset);
-      for (int64_t i = 0; i < n; ++i)
+constexpr size_t kAlign = 8; // the largest element size
+
+size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+/// `count` elements of type `t` at `p`, as a tensor that views them.
+Tensor viewOf(DType t, const uint8_t *p, int64_t count) {
+  Tensor v;
+  v.dtype = t;
+  v.dims = {count};
+  v.bytes = ByteBuffer::view(const_cast<uint8_t *>(p),
+                             size_t(count) * dtypeSize(t));
+  return v;
+}
+
+/// dst[k] = the reduction over ranks q (in order) of srcs[q][k], for
+/// `count` elements of type `t`.
+void reduceRange(DType t, const std::vector<const uint8_t *> &srcs,
+                 uint8_t *dst, int64_t count, Reduction red) {
+  const size_t ranks = srcs.size();
+  std::vector<double> acc(size_t(count), 0.0);
+  if (t == DType::F32 && red != Reduction::Max) {
+    for (const uint8_t *src : srcs) {
+      const float *p = reinterpret_cast<const float *>(src);
+      for (int64_t i = 0; i < count; ++i)
         acc[size_t(i)] += double(p[i]);
     }
-    float *out = reinterpret_cast<float *>(y.bytes.data());
+    float *out = reinterpret_cast<float *>(dst);
     const double divisor = red == Reduction::Mean ? double(ranks) : 1.0;
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < count; ++i)
       out[i] = float(acc[size_t(i)] / divisor);
     return;
   }
-  std::vector<double> acc(size_t(n), 0.0);
-  for (int r = 0; r < ranks; ++r) {
-    load(r);
-    for (int64_t i = 0; i < n; ++i) {
-      double v = rankValue.getAsDouble(i);
+  for (size_t q = 0; q < ranks; ++q) {
+    Tensor v = viewOf(t, srcs[q], count);
+    for (int64_t i = 0; i < count; ++i) {
+      double x = v.getAsDouble(i);
       double &a = acc[size_t(i)];
       if (red != Reduction::Max)
-        a += v;
-      else if (r == 0 || std::isnan(v) || (!std::isnan(a) && v > a))
-        a = v;
+        a += x;
+      else if (q == 0 || std::isnan(x) || (!std::isnan(a) && x > a))
+        a = x;
     }
   }
-  for (int64_t i = 0; i < n; ++i)
-    y.setFromDouble(i, red == Reduction::Mean ? acc[size_t(i)] / double(ranks)
-                                              : acc[size_t(i)]);
+  Tensor out = viewOf(t, dst, count);
+  for (int64_t i = 0; i < count; ++i)
+    out.setFromDouble(i, red == Reduction::Mean
+                             ? acc[size_t(i)] / double(ranks)
+                             : acc[size_t(i)]);
 }
 
 void kernelAllReduce(KernelContext &ctx) {
@@ -69,11 +80,14 @@ void kernelAllReduce(KernelContext &ctx) {
     fail(node, "has ", ctx.inputs.size(), " inputs but ", ctx.outputs.size(),
          " outputs (one per input)");
   const Reduction red = allReduceOpOf(node);
+  // The message's layout: input i at offsets[i].
+  std::vector<size_t> offsets;
   size_t total = 0;
   for (size_t i = 0; i < ctx.inputs.size(); ++i) {
     const Tensor &x = input(ctx, i, "value");
     checkAllReduceType(node, i, x.dtype, red);
-    total += x.byteSize();
+    offsets.push_back(total);
+    total += alignUp(x.byteSize());
   }
   Collective *world = ctx.collective;
   const int ranks = world ? world->size() : 1;
@@ -86,22 +100,40 @@ void kernelAllReduce(KernelContext &ctx) {
     }
     return;
   }
-  // One message: the inputs' bytes back to back.
-  std::vector<uint8_t> send(total), gathered(total * size_t(ranks));
-  size_t offset = 0;
+  const size_t shard = alignUp((total + size_t(ranks) - 1) / size_t(ranks));
+  std::vector<uint8_t> message(shard * size_t(ranks), 0);
+  for (size_t i = 0; i < ctx.inputs.size(); ++i)
+    if (ctx.in(i).byteSize())
+      std::memcpy(message.data() + offsets[i], ctx.in(i).bytes.data(),
+                  ctx.in(i).byteSize());
+
+  // Reduce-scatter: this rank's shard from every rank, reduced here.
+  std::vector<uint8_t> pieces(shard * size_t(ranks));
+  world->allToAll(message.data(), shard, pieces.data());
+  const size_t lo = size_t(world->rank()) * shard, hi = lo + shard;
+  std::vector<uint8_t> reduced(shard, 0);
   for (size_t i = 0; i < ctx.inputs.size(); ++i) {
     const Tensor &x = ctx.in(i);
-    if (x.byteSize())
-      std::memcpy(send.data() + offset, x.bytes.data(), x.byteSize());
-    offset += x.byteSize();
+    size_t a = std::max(offsets[i], lo),
+           b = std::min(offsets[i] + x.byteSize(), hi);
+    if (a >= b)
+      continue;
+    const size_t size = dtypeSize(x.dtype);
+    std::vector<const uint8_t *> srcs;
+    for (int q = 0; q < ranks; ++q)
+      srcs.push_back(pieces.data() + size_t(q) * shard + (a - lo));
+    reduceRange(x.dtype, srcs, reduced.data() + (a - lo),
+                int64_t((b - a) / size), red);
   }
-  world->allGather(send.data(), total, gathered.data());
-  offset = 0;
+
+  // All-gather: every rank's reduced shard, which together are the reduced
+  // message in its layout.
+  world->allGather(reduced.data(), shard, message.data());
   for (size_t i = 0; i < ctx.inputs.size(); ++i) {
     const Tensor &x = ctx.in(i);
     Tensor &y = ctx.out(i, x.dtype, x.dims);
-    reduceOne(x, y, red, gathered.data(), total, offset, ranks);
-    offset += x.byteSize();
+    if (x.byteSize())
+      std::memcpy(y.bytes.data(), message.data() + offsets[i], x.byteSize());
   }
 }
 

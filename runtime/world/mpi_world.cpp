@@ -2,8 +2,8 @@
 // libmpc_mpi_world.so (runtime/world/mpi_world_abi.h), built where CMake
 // finds MPI (Debian's libopenmpi-dev).
 //
-// It moves bytes only: allGather and broadcast in chunks that fit MPI's int
-// counts. The reduction is the mpc.AllReduce kernel's, on every rank, so the
+// It moves bytes only: allGather, allToAll and broadcast in chunks that fit
+// MPI's int counts. The reduction is the mpc.AllReduce kernel's, on every rank, so the
 // result does not depend on the algorithm the MPI library picks. MPI errors
 // abort every rank (MPI_ERRORS_ARE_FATAL, the default): a rank that cannot
 // communicate must not leave the others waiting.
@@ -56,6 +56,30 @@ public:
       for (int r = 0; r < size_; ++r)
         std::memcpy(out + size_t(r) * bytes + off,
                     staging.data() + size_t(r) * n, n);
+    }
+  }
+
+  void allToAll(const void *send, size_t bytes, void *recv) override {
+    const auto *in = static_cast<const uint8_t *>(send);
+    auto *out = static_cast<uint8_t *>(recv);
+    if (bytes <= kChunk) {
+      MPI_Alltoall(in, int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE,
+                   MPI_COMM_WORLD);
+      return;
+    }
+    // Chunk c of every block, packed, exchanged, unpacked.
+    std::vector<uint8_t> packed(kChunk * size_t(size_)),
+        got(kChunk * size_t(size_));
+    for (size_t off = 0; off < bytes; off += kChunk) {
+      size_t n = std::min(kChunk, bytes - off);
+      for (int q = 0; q < size_; ++q)
+        std::memcpy(packed.data() + size_t(q) * n, in + size_t(q) * bytes + off,
+                    n);
+      MPI_Alltoall(packed.data(), int(n), MPI_BYTE, got.data(), int(n),
+                   MPI_BYTE, MPI_COMM_WORLD);
+      for (int q = 0; q < size_; ++q)
+        std::memcpy(out + size_t(q) * bytes + off, got.data() + size_t(q) * n,
+                    n);
     }
   }
 

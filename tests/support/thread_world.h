@@ -67,6 +67,17 @@ private:
                       w_.posted_[size_t(q)], bytes);
       w_.barrier(); // every rank has read every buffer
     }
+    void allToAll(const void *send, size_t bytes, void *recv) override {
+      w_.posted_[size_t(r_)] = send;
+      w_.barrier();
+      for (int q = 0; q < w_.size_; ++q)
+        if (bytes)
+          std::memcpy(static_cast<uint8_t *>(recv) + size_t(q) * bytes,
+                      static_cast<const uint8_t *>(w_.posted_[size_t(q)]) +
+                          size_t(r_) * bytes,
+                      bytes);
+      w_.barrier();
+    }
     void broadcast(void *buf, size_t bytes, int root) override {
       w_.posted_[size_t(r_)] = buf;
       w_.barrier();
