@@ -34,15 +34,24 @@ Node *afterLastProducerOf(const Graph &g, const std::vector<Value *> &values) {
   return after;
 }
 
+/// AllReduce<reduction>([gate,] values...): output i reduces values[i].
 Node *allReduce(Graph &g, const std::vector<Value *> &values,
                 const char *reduction, const std::string &suffix,
-                const std::string &nodeName) {
+                const std::string &nodeName, Value *gate) {
   std::vector<std::string> hints;
   for (const Value *v : values)
     hints.push_back(v->name() + suffix);
-  Node *n = createNamedNode(g, "AllReduce", kMpcDomain, values, hints, nodeName,
-                            afterLastProducerOf(g, values));
+  std::vector<Value *> inputs = values;
+  std::vector<Value *> producedBefore = values;
+  if (gate) {
+    inputs.insert(inputs.begin(), gate);
+    producedBefore.push_back(gate);
+  }
+  Node *n = createNamedNode(g, "AllReduce", kMpcDomain, inputs, hints, nodeName,
+                            afterLastProducerOf(g, producedBefore));
   n->setAttr("reduction", Attribute::ofString(reduction));
+  if (gate)
+    n->setAttr("gated", Attribute::ofInt(1));
   for (size_t i = 0; i < values.size(); ++i)
     n->output(i)->copyTypeFrom(*values[i]);
   return n;
@@ -51,7 +60,7 @@ Node *allReduce(Graph &g, const std::vector<Value *> &values,
 } // namespace
 
 void allReduceGradients(Model &model, TrainingValues &tv, Value *foundInf,
-                        const std::string &pass) {
+                        const std::string &pass, Value *gate) {
   refuseIfMeta(model, pass, "mpc.data_parallel", "already data parallel");
   Graph &g = *tv.algorithm;
   ensureMpcOpset(model);
@@ -66,18 +75,18 @@ void allReduceGradients(Model &model, TrainingValues &tv, Value *foundInf,
     // other readers of a gradient (--grad-accum's buffers) keep this
     // rank's own.
     Node *mean = allReduce(g, tv.grads, "mean", "_mean_over_ranks",
-                           "all_reduce_gradients");
+                           "all_reduce_gradients", gate);
     std::vector<Value *> averaged;
     for (size_t i = 0; i < tv.grads.size(); ++i)
       averaged.push_back(mean->output(i));
     replaceGradients(model, tv, averaged);
   }
   if (foundInf) {
-    Node *any =
-        allReduce(g, {foundInf}, "max", "_on_any_rank", "all_reduce_found_inf");
+    Node *any = allReduce(g, {foundInf}, "max", "_on_any_rank",
+                          "all_reduce_found_inf", gate);
     Value *global = any->output(0);
     g.replaceAllUsesWith(foundInf, global);
-    any->setInput(0, foundInf);
+    any->setInput(gate ? 1 : 0, foundInf);
     model.setMeta("mpc.found_inf", global->name());
   }
   model.setMeta("mpc.data_parallel", "1");

@@ -11,7 +11,8 @@
 // moments and loss scale stay bit-identical. With a mean loss and no
 // batch-size-dependent layer, N ranks of batch B follow one process of batch
 // N*B up to the order of the sums. Gradient clipping and --grad-accum's
-// boundary see the combined values. Batch-norm statistics stay per rank (as
+// boundary see the combined values; with --grad-accum the ranks reduce once
+// per window (the reductions are gated by its boundary). Batch-norm statistics stay per rank (as
 // DDP's running statistics are rank 0's).
 #pragma once
 
@@ -24,8 +25,12 @@ namespace mpc {
 /// averaged gradients (mpc.grads follows); every reader of found_inf
 /// (UpdateLossScale, the skip flags) reads the OR-ed flag, which becomes
 /// mpc.found_inf. Records mpc.data_parallel = "1". `pass` names the caller
-/// in errors.
+/// in errors. `gate` (--grad-accum's boundary flag, or nullptr): the
+/// reductions take it as their first input, and the ranks communicate only
+/// where it is true, once per accumulation window as DDP's no_sync (inside
+/// the window the updates skip and the scaler holds, so what the
+/// reductions give there is never read).
 void allReduceGradients(Model &model, TrainingValues &tv, Value *foundInf,
-                        const std::string &pass);
+                        const std::string &pass, Value *gate = nullptr);
 
 } // namespace mpc

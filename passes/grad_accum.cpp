@@ -106,7 +106,7 @@ Value *divideScaledSeed(Model &model, Graph &g, Value *scale, int64_t k,
 }
 
 Value *accumulateGradients(Model &model, TrainingValues &tv, Value *foundInf,
-                           int64_t k, Statistics &stats) {
+                           int64_t k, Statistics &stats, Value **boundaryOut) {
   Graph &g = *tv.algorithm;
   if (!model.meta(kMetaK))
     divideConstantSeed(model, g, k);
@@ -140,6 +140,8 @@ Value *accumulateGradients(Model &model, TrainingValues &tv, Value *foundInf,
                       {"grad_accum_boundary"}, "grad_accum_boundary", before);
   Value *boundary = eq->output(0);
   boundary->setType(DType::Bool, {});
+  if (boundaryOut)
+    *boundaryOut = boundary;
   Value *counterNew = select(g, boundary, zeroI64, add->output(0), *counter,
                              counter->name() + "_new", before);
   bindState(model, counter, counterNew);

@@ -37,8 +37,10 @@ Value *divideScaledSeed(Model &model, Graph &g, Value *scale, int64_t k,
 /// scale and tracker to change only at the boundary. tv.grads become the
 /// accumulated gradients (mpc.grads follows). Returns the skip flag for the
 /// updates: Where(boundary, found_inf, true), or Not(boundary) without
-/// found_inf.
+/// found_inf. `boundary`, when given, gets the boundary flag (true on the
+/// K-th micro-batch).
 Value *accumulateGradients(Model &model, TrainingValues &tv, Value *foundInf,
-                           int64_t k, Statistics &stats);
+                           int64_t k, Statistics &stats,
+                           Value **boundary = nullptr);
 
 } // namespace mpc

@@ -204,12 +204,13 @@ void runOptimizer(Model &model, PassContext &ctx) {
     g.addOutput(out);
 
   Value *skip = foundInf; // omitted: never skip
+  Value *boundary = nullptr;
   if (k > 1)
-    skip = accumulateGradients(model, tv, foundInf, k, ctx.stats);
+    skip = accumulateGradients(model, tv, foundInf, k, ctx.stats, &boundary);
   if (ctx.options.dataParallel) {
     // The skip flag reads found_inf, which the reduction's flag replaces.
     bool skipIsFlag = skip == foundInf;
-    allReduceGradients(model, tv, foundInf, kPass);
+    allReduceGradients(model, tv, foundInf, kPass, boundary);
     if (foundInf) {
       foundInf = g.findValue(*model.meta("mpc.found_inf"));
       if (skipIsFlag)

@@ -1742,19 +1742,25 @@ void inferUnscaleGradients(Ctx &c) {
 }
 
 void inferAllReduce(Ctx &c) {
-  if (c.n.numOutputs() != c.n.numInputs())
+  const size_t first = c.n.attrInt("gated", 0) ? 1 : 0;
+  if (c.n.numInputs() <= first || c.n.numOutputs() != c.n.numInputs() - first)
     fail([&] {
       errorAt(c.n) << "has " << c.n.numInputs() << " inputs but "
-                   << c.n.numOutputs() << " outputs (one per input)";
+                   << c.n.numOutputs() << " outputs (one per reduced input"
+                   << (first ? ", after the gate" : "") << ")";
     });
   std::string r = c.n.attrString("reduction", "mean");
   if (r != "mean" && r != "sum" && r != "max")
     fail([&] {
       errorAt(c.n) << "reduction '" << r << "' is not mean, sum or max";
     });
-  for (size_t i = 0; i < c.n.numInputs(); ++i) {
+  if (first) {
+    c.req(0);
+    requireScalar(c, 0, DType::Bool, "gate");
+  }
+  for (size_t i = first; i < c.n.numInputs(); ++i) {
     Value *x = c.req(i);
-    c.setShapeOf(i, x->dtype, x);
+    c.setShapeOf(i - first, x->dtype, x);
   }
 }
 

@@ -28,6 +28,12 @@ inline AllReduceOp allReduceOpOf(const Node &node) {
   b.raise();
 }
 
+/// The index of the first reduced input: 1 when the node is gated (input 0
+/// is the gate, a bool scalar), else 0.
+inline size_t allReduceFirstValue(const Node &node) {
+  return node.attrInt("gated", 0) ? 1 : 0;
+}
+
 /// Input i's element type against the reduction: floating point takes all
 /// three, integers sum and max, bool max (OR) only; an Error naming the node
 /// otherwise.

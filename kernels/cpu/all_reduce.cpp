@@ -11,7 +11,9 @@
 // the value's type; "max" of bool is OR, of floating point NaN-propagating),
 // and every rank gathers the reduced shards. Each element is reduced by one
 // rank, so every rank holds the same bits, and each rank moves about twice
-// the message whatever the number of ranks. A world of one rank copies.
+// the message whatever the number of ranks. A world of one rank copies, and
+// so does every rank of a gated node whose gate is false (--grad-accum
+// inside its window: the ranks agree, their counters are the same).
 #include "kernels/common/all_reduce_rule.h"
 #include "kernels/cpu/cpu_util.h"
 #include "passes/ir/mpc_ops.h"
@@ -33,8 +35,8 @@ Tensor viewOf(DType t, const uint8_t *p, int64_t count) {
   Tensor v;
   v.dtype = t;
   v.dims = {count};
-  v.bytes = ByteBuffer::view(const_cast<uint8_t *>(p),
-                             size_t(count) * dtypeSize(t));
+  v.bytes =
+      ByteBuffer::view(const_cast<uint8_t *>(p), size_t(count) * dtypeSize(t));
   return v;
 }
 
@@ -69,31 +71,44 @@ void reduceRange(DType t, const std::vector<const uint8_t *> &srcs,
   }
   Tensor out = viewOf(t, dst, count);
   for (int64_t i = 0; i < count; ++i)
-    out.setFromDouble(i, red == Reduction::Mean
-                             ? acc[size_t(i)] / double(ranks)
-                             : acc[size_t(i)]);
+    out.setFromDouble(i, red == Reduction::Mean ? acc[size_t(i)] / double(ranks)
+                                                : acc[size_t(i)]);
 }
 
 void kernelAllReduce(KernelContext &ctx) {
   const Node &node = ctx.node;
-  if (ctx.outputs.size() != ctx.inputs.size())
+  const size_t first = allReduceFirstValue(node);
+  if (ctx.inputs.size() <= first ||
+      ctx.outputs.size() != ctx.inputs.size() - first)
     fail(node, "has ", ctx.inputs.size(), " inputs but ", ctx.outputs.size(),
-         " outputs (one per input)");
+         " outputs (one per reduced input", first ? ", after the gate" : "",
+         ")");
   const Reduction red = allReduceOpOf(node);
-  // The message's layout: input i at offsets[i].
+  // The reduced values (after the gate), and the message's layout: value i
+  // at offsets[i].
+  std::vector<const Tensor *> xs;
   std::vector<size_t> offsets;
   size_t total = 0;
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+  for (size_t i = first; i < ctx.inputs.size(); ++i) {
     const Tensor &x = input(ctx, i, "value");
     checkAllReduceType(node, i, x.dtype, red);
+    xs.push_back(&x);
     offsets.push_back(total);
     total += alignUp(x.byteSize());
   }
+  bool open = true; // whether the ranks communicate in this run
+  if (first) {
+    const Tensor &gate = input(ctx, 0, "gate");
+    if (gate.dtype != DType::Bool || gate.numel() != 1)
+      fail(node, "gate must be a bool scalar, got ", dtypeName(gate.dtype), " ",
+           shapeString(gate.dims));
+    open = gate.bytes[0] != 0;
+  }
   Collective *world = ctx.collective;
   const int ranks = world ? world->size() : 1;
-  if (ranks == 1) {
-    for (size_t i = 0; i < ctx.inputs.size(); ++i) {
-      const Tensor &x = ctx.in(i);
+  if (ranks == 1 || !open) {
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const Tensor &x = *xs[i];
       Tensor &y = ctx.out(i, x.dtype, x.dims);
       if (y.bytes.data() != x.bytes.data() && x.byteSize())
         std::memcpy(y.bytes.data(), x.bytes.data(), x.byteSize());
@@ -102,18 +117,18 @@ void kernelAllReduce(KernelContext &ctx) {
   }
   const size_t shard = alignUp((total + size_t(ranks) - 1) / size_t(ranks));
   std::vector<uint8_t> message(shard * size_t(ranks), 0);
-  for (size_t i = 0; i < ctx.inputs.size(); ++i)
-    if (ctx.in(i).byteSize())
-      std::memcpy(message.data() + offsets[i], ctx.in(i).bytes.data(),
-                  ctx.in(i).byteSize());
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (xs[i]->byteSize())
+      std::memcpy(message.data() + offsets[i], xs[i]->bytes.data(),
+                  xs[i]->byteSize());
 
   // Reduce-scatter: this rank's shard from every rank, reduced here.
   std::vector<uint8_t> pieces(shard * size_t(ranks));
   world->allToAll(message.data(), shard, pieces.data());
   const size_t lo = size_t(world->rank()) * shard, hi = lo + shard;
   std::vector<uint8_t> reduced(shard, 0);
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
-    const Tensor &x = ctx.in(i);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Tensor &x = *xs[i];
     size_t a = std::max(offsets[i], lo),
            b = std::min(offsets[i] + x.byteSize(), hi);
     if (a >= b)
@@ -129,8 +144,8 @@ void kernelAllReduce(KernelContext &ctx) {
   // All-gather: every rank's reduced shard, which together are the reduced
   // message in its layout.
   world->allGather(reduced.data(), shard, message.data());
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
-    const Tensor &x = ctx.in(i);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Tensor &x = *xs[i];
     Tensor &y = ctx.out(i, x.dtype, x.dims);
     if (x.byteSize())
       std::memcpy(y.bytes.data(), message.data() + offsets[i], x.byteSize());

@@ -230,6 +230,12 @@
 //       divided by the number of ranks for "mean", rounded once to xi's
 //       type; "max" of bool is OR. Every rank gets the same bits. In a world
 //       of one rank (any runtime but mpc-run under mpirun) yi = xi.
+//   AllReduce(gate, x1..xn) <reduction, gated = 1> -> (y1..yn)
+//       --grad-accum's form: where the bool scalar `gate` (the window's
+//       boundary, the same on every rank) is false, yi = xi without any
+//       communication; where true, as above. A backend may also reduce where
+//       it is false (the CUDA graph cannot branch): the outputs are not read
+//       inside the window.
 #pragma once
 
 #include <string_view>

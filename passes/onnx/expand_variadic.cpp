@@ -119,8 +119,9 @@ void expandUnscaleGradients(Graph &g, Node &n,
 void expandAllReduce(Graph &g, Node &n,
                      std::vector<std::pair<Value *, std::string>> &r) {
   Builder b(g, &n);
-  for (size_t i = 0; i < n.numInputs(); ++i)
-    if (Value *out = n.output(i))
+  const size_t first = n.attrInt("gated", 0) ? 1 : 0; // input 0: the gate
+  for (size_t i = first; i < n.numInputs(); ++i)
+    if (Value *out = n.output(i - first))
       takeOver(g, out,
                b.op("Identity", {n.input(i)}, {}, n.name() + "_one_rank"), r);
 }

@@ -247,17 +247,22 @@ void runIncrementStep(NodeStaging &s) {
 void runAllReduce(NodeStaging &s) {
   KernelContext &ctx = s.ctx();
   const Node &node = s.node();
-  if (ctx.outputs.size() != ctx.inputs.size())
+  // A gated node (--grad-accum) reduces in every micro-batch here: a
+  // resident step's gate is on the device and its CUDA graph cannot
+  // branch; outside the boundary the outputs are not read.
+  const size_t first = allReduceFirstValue(node);
+  if (ctx.inputs.size() <= first ||
+      ctx.outputs.size() != ctx.inputs.size() - first)
     fail(node, "has ", ctx.inputs.size(), " inputs but ", ctx.outputs.size(),
-         " outputs (one per input)");
+         " outputs (one per reduced input)");
   const AllReduceOp op = allReduceOpOf(node);
   const bool ranks = ctx.collective && ctx.collective->size() > 1;
   std::vector<DeviceReduction> reductions;
-  for (size_t i = 0; i < node.numInputs(); ++i) {
+  for (size_t i = first; i < node.numInputs(); ++i) {
     const Tensor &x = s.in(i, "value");
     checkAllReduceType(node, i, x.dtype, op);
     const void *src = s.device(i);
-    void *dst = s.out(i, x.dtype, x.dims);
+    void *dst = s.out(i - first, x.dtype, x.dims);
     if (ranks)
       reductions.push_back({src, dst, x.dtype, size_t(x.numel())});
     else if (x.byteSize() && dst != src)

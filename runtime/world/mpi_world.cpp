@@ -3,10 +3,10 @@
 // finds MPI (Debian's libopenmpi-dev).
 //
 // It moves bytes only: allGather, allToAll and broadcast in chunks that fit
-// MPI's int counts. The reduction is the mpc.AllReduce kernel's, on every rank, so the
-// result does not depend on the algorithm the MPI library picks. MPI errors
-// abort every rank (MPI_ERRORS_ARE_FATAL, the default): a rank that cannot
-// communicate must not leave the others waiting.
+// MPI's int counts. The reduction is the mpc.AllReduce kernel's, on every rank,
+// so the result does not depend on the algorithm the MPI library picks. MPI
+// errors abort every rank (MPI_ERRORS_ARE_FATAL, the default): a rank that
+// cannot communicate must not leave the others waiting.
 #include "runtime/world/mpi_world_abi.h"
 
 #include <mpi.h>

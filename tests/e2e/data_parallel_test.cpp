@@ -152,6 +152,33 @@ TEST(DataParallel, MlpWithDynamicLossScaleAndGradAccumMatchesTheBigBatch) {
   expectRanksMatchTheBigBatch("mlp_seed.onnx", "mlp_seed_data.npz", o, 2, 8);
 }
 
+TEST(DataParallel, WithGradAccumTheRanksCommunicateOncePerWindow) {
+  // K = 3 micro-batches per optimizer step: the reductions are gated by
+  // the window's boundary, so the gradients and the flag cross ranks once
+  // per optimizer step (DDP's no_sync), not once per micro-batch.
+  CompileOptions o = options("sgd");
+  o.lossScale = "dynamic";
+  o.gradAccum = 3;
+  o.dataParallel = true;
+  test::ThreadWorld world(2);
+  world.run([&](int r) {
+    auto backend = createCpuBackend();
+    Trainer t(compileForBatch("mlp_seed.onnx", o, 8), *backend, &world.rank(r));
+    int64_t batch = 8;
+    Dataset d =
+        Dataset::fromNpz(kModels + "mlp_seed_data.npz", t.dataInputs(batch));
+    t.synchronizeRanks(batch);
+    for (int64_t s = 0; s < 4; ++s) {
+      std::vector<Trainer::Batch> micro;
+      for (int64_t j = 0; j < 3; ++j)
+        micro.push_back(d.batch((s * 3 + j) * 2 + r, 8, false, 0));
+      ASSERT_FALSE(t.optimizerStep(micro).skipped);
+    }
+  });
+  // 4 windows x 2 reductions (gradients, found_inf) x 2 ranks.
+  EXPECT_EQ(world.allToAllCalls(), 16);
+}
+
 TEST(DataParallel, MlpWithGradAccumAndNoLossScaleMatchesTheBigBatch) {
   // Unscaled, the accumulated sums are the gradients themselves: the
   // reduction goes after the last sum, the buffers keep each rank's own.

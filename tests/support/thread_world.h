@@ -9,6 +9,7 @@
 
 #include "runtime/collective.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -31,6 +32,9 @@ public:
   }
   Collective &rank(int r) { return *ranks_[size_t(r)]; }
   int size() const { return size_; }
+  /// allToAll calls so far, summed over the ranks (mpc.AllReduce makes one
+  /// per rank each time its ranks communicate).
+  int allToAllCalls() const { return allToAllCalls_; }
 
   /// Runs body(rank) on one thread per rank and waits for all; an exception
   /// on a rank is rethrown here (the first rank's that threw).
@@ -68,6 +72,7 @@ private:
       w_.barrier(); // every rank has read every buffer
     }
     void allToAll(const void *send, size_t bytes, void *recv) override {
+      ++w_.allToAllCalls_;
       w_.posted_[size_t(r_)] = send;
       w_.barrier();
       for (int q = 0; q < w_.size_; ++q)
@@ -111,6 +116,7 @@ private:
   std::condition_variable cv_;
   int arrived_ = 0;
   uint64_t generation_ = 0;
+  std::atomic<int> allToAllCalls_{0};
 };
 
 } // namespace test

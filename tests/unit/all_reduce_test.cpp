@@ -161,7 +161,7 @@ Tensor naiveReduction(const std::vector<Tensor> &ofRanks,
         acc = x;
     }
     want.setFromDouble(k, reduction == "mean" ? acc / double(ofRanks.size())
-                                               : acc);
+                                              : acc);
   }
   return want;
 }
@@ -173,9 +173,11 @@ TEST(AllReduce, ShardsCutMixedTypesAtElementBoundaries) {
   std::uniform_real_distribution<float> u(-3.0f, 3.0f);
   for (int ranks : {2, 3, 5})
     for (const std::string reduction : {"mean", "sum", "max"}) {
-      std::vector<std::pair<DType, int64_t>> shapes = {
-          {DType::F16, 7}, {DType::F32, 5}, {DType::F64, 3},
-          {DType::BF16, 9}, {DType::F32, 1}};
+      std::vector<std::pair<DType, int64_t>> shapes = {{DType::F16, 7},
+                                                       {DType::F32, 5},
+                                                       {DType::F64, 3},
+                                                       {DType::BF16, 9},
+                                                       {DType::F32, 1}};
       if (reduction == "max")
         shapes.push_back({DType::Bool, 11});
       if (reduction != "mean")
@@ -204,6 +206,50 @@ TEST(AllReduce, ShardsCutMixedTypesAtElementBoundaries) {
               << dtypeName(want.dtype) << "), rank " << r;
       }
     }
+}
+
+TEST(AllReduce, AGatedNodeCommunicatesOnlyWhereItsGateIsTrue) {
+  // --grad-accum's form: input 0 is the window's boundary.
+  for (bool gate : {false, true}) {
+    test::ThreadWorld world(2);
+    std::vector<Tensor> out(2u);
+    const Tensor values[2] = {floats({1.0f, 4.0f}), floats({3.0f, 8.0f})};
+    world.run([&](int r) {
+      Graph g;
+      Node *node = g.createNode("AllReduce",
+                                {g.addInput("gate", DType::Bool, {}),
+                                 g.addInput("x", DType::F32, {2})},
+                                1, "all_reduce", kMpcDomain);
+      node->setAttr("reduction", Attribute::ofString("mean"));
+      node->setAttr("gated", Attribute::ofInt(1));
+      Tensor flag = Tensor::scalar(DType::Bool, gate ? 1 : 0);
+      KernelContext ctx{*node, {&flag, &values[r]}, {&out[size_t(r)]}};
+      ctx.collective = &world.rank(r);
+      (*findCpuKernel(kMpcDomain, "AllReduce"))(ctx);
+    });
+    for (int r = 0; r < 2; ++r)
+      EXPECT_EQ(bytesOf(out[size_t(r)]),
+                bytesOf(gate ? floats({2.0f, 6.0f}) : values[r]))
+          << "gate " << gate << ", rank " << r;
+    EXPECT_EQ(world.allToAllCalls(), gate ? 2 : 0);
+  }
+  // The gate must be a bool scalar.
+  Graph g;
+  Node *node = g.createNode(
+      "AllReduce",
+      {g.addInput("gate", DType::F32, {}), g.addInput("x", DType::F32, {2})}, 1,
+      "all_reduce", kMpcDomain);
+  node->setAttr("gated", Attribute::ofInt(1));
+  Tensor notBool = Tensor::scalar(DType::F32, 1), x = floats({1, 2});
+  std::vector<Tensor> outs;
+  try {
+    runCpuNode(*node, {&notBool, &x}, outs);
+    ADD_FAILURE() << "an fp32 gate was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("gate must be a bool scalar"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(AllReduce, RefusesTypesItsReductionDoesNotCombine) {
@@ -250,6 +296,20 @@ TEST(AllReduce, ExpandsToIdentitiesForAOneProcessRuntime) {
   }
   EXPECT_EQ(g.outputs()[0]->name(), outA);
   EXPECT_EQ(g.outputs()[1]->name(), outB);
+
+  // Gated: the gate is not a value; one Identity per value after it.
+  Graph h;
+  Value *gate = h.addInput("gate", DType::Bool, {});
+  Value *c = h.addInput("c", DType::F32, {3});
+  Node *m = h.createNode("AllReduce", {gate, c}, 1, "gated", kMpcDomain);
+  m->setAttr("gated", Attribute::ofInt(1));
+  m->output(0)->setType(DType::F32, {3});
+  h.addOutput(m->output(0));
+  ASSERT_EQ(expandVariadicMpcOps(h), 1u);
+  const Node *p = h.outputs()[0]->producer();
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->opType(), "Identity");
+  EXPECT_EQ(p->input(0), c);
 }
 
 } // namespace
