@@ -23,6 +23,18 @@ inline const std::string &modelsDir() {
   return dir;
 }
 
+/// fp32 training with `optimizer` at the rates the batch-splitting tests
+/// use (SGD 0.05 with momentum 0.9, Adam 1e-3), K micro-batches a step.
+inline CompileOptions fp32Options(const std::string &optimizer, int64_t k = 1) {
+  CompileOptions o;
+  o.precision = DType::F32;
+  o.optimizer = optimizer;
+  o.lr = optimizer == "sgd" ? 0.05 : 1e-3;
+  o.momentum = optimizer == "sgd" ? 0.9 : 0.0;
+  o.gradAccum = k;
+  return o;
+}
+
 /// models/<file> compiled for batch `batch`: a static batch dim is made
 /// symbolic first, so one file serves the part and the whole batch.
 inline std::unique_ptr<Model> compileForBatch(const std::string &file,

@@ -25,20 +25,12 @@
 using namespace mpc;
 using test::bytesOf;
 using test::compileForBatch;
+using test::fp32Options;
 using test::relativeDifference;
 
 namespace {
 
 const std::string &kModels = test::modelsDir();
-
-CompileOptions options(const std::string &optimizer) {
-  CompileOptions o;
-  o.precision = DType::F32;
-  o.optimizer = optimizer;
-  o.lr = optimizer == "sgd" ? 0.05 : 1e-3;
-  o.momentum = optimizer == "sgd" ? 0.9 : 0.0;
-  return o;
-}
 
 using State = std::map<std::string, Tensor>;
 
@@ -130,7 +122,7 @@ void expectRanksMatchTheBigBatch(const std::string &file,
 
 TEST(DataParallel, MlpSgdOnTwoRanksMatchesTheBigBatch) {
   expectRanksMatchTheBigBatch("mlp_seed.onnx", "mlp_seed_data.npz",
-                              options("sgd"), 2, 32);
+                              fp32Options("sgd"), 2, 32);
 }
 
 TEST(DataParallel, MlpSgdWithClippingOnFourRanksMatchesTheBigBatch) {
@@ -139,14 +131,14 @@ TEST(DataParallel, MlpSgdWithClippingOnFourRanksMatchesTheBigBatch) {
   // process's loss log with and without --max-grad-norm=0.3 parts there);
   // a clip of each rank's own gradients would not follow it. (SGD, not
   // Adam, whose update barely sees a gradient's scale.)
-  CompileOptions o = options("sgd");
+  CompileOptions o = fp32Options("sgd");
   o.maxGradNorm = 0.3;
   expectRanksMatchTheBigBatch("mlp_seed.onnx", "mlp_seed_data.npz", o, 4, 16);
 }
 
 TEST(DataParallel, MlpWithDynamicLossScaleAndGradAccumMatchesTheBigBatch) {
   // Each rank sums K = 3 micro-batches, then the ranks average the sums.
-  CompileOptions o = options("sgd");
+  CompileOptions o = fp32Options("sgd");
   o.lossScale = "dynamic";
   o.gradAccum = 3;
   expectRanksMatchTheBigBatch("mlp_seed.onnx", "mlp_seed_data.npz", o, 2, 8);
@@ -156,7 +148,7 @@ TEST(DataParallel, WithGradAccumTheRanksCommunicateOncePerWindow) {
   // K = 3 micro-batches per optimizer step: the reductions are gated by
   // the window's boundary, so the gradients and the flag cross ranks once
   // per optimizer step (DDP's no_sync), not once per micro-batch.
-  CompileOptions o = options("sgd");
+  CompileOptions o = fp32Options("sgd");
   o.lossScale = "dynamic";
   o.gradAccum = 3;
   o.dataParallel = true;
@@ -182,7 +174,7 @@ TEST(DataParallel, WithGradAccumTheRanksCommunicateOncePerWindow) {
 TEST(DataParallel, MlpWithGradAccumAndNoLossScaleMatchesTheBigBatch) {
   // Unscaled, the accumulated sums are the gradients themselves: the
   // reduction goes after the last sum, the buffers keep each rank's own.
-  CompileOptions o = options("sgd");
+  CompileOptions o = fp32Options("sgd");
   o.gradAccum = 2;
   expectRanksMatchTheBigBatch("mlp_seed.onnx", "mlp_seed_data.npz", o, 3, 8);
 }
@@ -191,12 +183,12 @@ TEST(DataParallel, TransformerAdamOnTwoRanksMatchesTheBigBatch) {
   // The attention's key bias adds q.b to every score of a row, which
   // softmax ignores: its gradient is rounding noise.
   expectRanksMatchTheBigBatch("transformer_dynbatch.onnx",
-                              "transformer_data.npz", options("adam"), 2, 2,
+                              "transformer_data.npz", fp32Options("adam"), 2, 2,
                               "attn.k.bias");
 }
 
 TEST(DataParallel, AnOverflowOnOneRankSkipsTheStepOnEveryRank) {
-  CompileOptions o = options("adam");
+  CompileOptions o = fp32Options("adam");
   o.precision = DType::F16; // dynamic loss scaling from 65536
   o.lr = 1e-2;
   o.dataParallel = true;
@@ -238,7 +230,7 @@ TEST(DataParallel, AnOverflowOnOneRankSkipsTheStepOnEveryRank) {
 }
 
 TEST(DataParallel, RanksThatDisagreeOnTheStepAreRefusedOnEveryRank) {
-  CompileOptions o = options("sgd");
+  CompileOptions o = fp32Options("sgd");
   o.dataParallel = true;
   test::ThreadWorld world(2);
   std::vector<std::string> errors(2u);
@@ -261,7 +253,7 @@ TEST(DataParallel, RanksThatDisagreeOnTheStepAreRefusedOnEveryRank) {
 }
 
 TEST(DataParallel, EveryRankStartsFromRankZerosState) {
-  CompileOptions o = options("sgd");
+  CompileOptions o = fp32Options("sgd");
   o.dataParallel = true;
   test::ThreadWorld world(3);
   std::vector<std::vector<uint8_t>> weights(3u);

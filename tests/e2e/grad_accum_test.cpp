@@ -22,21 +22,12 @@
 using namespace mpc;
 using test::bytesOf;
 using test::compileForBatch;
+using test::fp32Options;
 using test::relativeDifference;
 
 namespace {
 
 const std::string &kModels = test::modelsDir();
-
-CompileOptions options(const std::string &optimizer, int64_t k) {
-  CompileOptions o;
-  o.precision = DType::F32;
-  o.optimizer = optimizer;
-  o.lr = optimizer == "sgd" ? 0.05 : 1e-3;
-  o.momentum = optimizer == "sgd" ? 0.9 : 0.0;
-  o.gradAccum = k;
-  return o;
-}
 
 using Params = std::map<std::string, Tensor>;
 
@@ -114,18 +105,18 @@ void expectAccumulationMatchesBigBatch(const std::string &file,
 
 TEST(GradAccum, MlpSgdMatchesTheBigBatch) {
   expectAccumulationMatchesBigBatch("mlp_seed.onnx", "mlp_seed_data.npz",
-                                    options("sgd", 4), 4, 16);
+                                    fp32Options("sgd", 4), 4, 16);
 }
 
 TEST(GradAccum, MlpAdamMatchesTheBigBatch) {
   expectAccumulationMatchesBigBatch("mlp_seed.onnx", "mlp_seed_data.npz",
-                                    options("adam", 4), 4, 16);
+                                    fp32Options("adam", 4), 4, 16);
 }
 
 TEST(GradAccum, MlpSgdWithDynamicLossScaleMatchesTheBigBatch) {
   // The scaled path: seed = scale / K, sums unscaled together at the end.
   // (SGD, not Adam: Adam's first steps would hide a seed off by a factor.)
-  CompileOptions o = options("sgd", 4);
+  CompileOptions o = fp32Options("sgd", 4);
   o.lossScale = "dynamic";
   expectAccumulationMatchesBigBatch("mlp_seed.onnx", "mlp_seed_data.npz", o, 4,
                                     16);
@@ -137,18 +128,18 @@ const char *kKeyBias = "attn.k.bias";
 
 TEST(GradAccum, TransformerSgdMatchesTheBigBatch) {
   expectAccumulationMatchesBigBatch("transformer_dynbatch.onnx",
-                                    "transformer_data.npz", options("sgd", 4),
-                                    4, 1, kKeyBias);
+                                    "transformer_data.npz",
+                                    fp32Options("sgd", 4), 4, 1, kKeyBias);
 }
 
 TEST(GradAccum, TransformerAdamMatchesTheBigBatch) {
   expectAccumulationMatchesBigBatch("transformer_dynbatch.onnx",
-                                    "transformer_data.npz", options("adam", 4),
-                                    4, 1, kKeyBias);
+                                    "transformer_data.npz",
+                                    fp32Options("adam", 4), 4, 1, kKeyBias);
 }
 
 TEST(GradAccum, OverflowInOneMicroBatchSkipsTheWholeWindow) {
-  CompileOptions o = options("adam", 4);
+  CompileOptions o = fp32Options("adam", 4);
   o.precision = DType::F16; // dynamic loss scaling, 65536
   o.lr = 1e-2;
   auto backend = createCpuBackend();
@@ -215,7 +206,7 @@ TEST(GradAccum, InsideAWindowTheScaleAndParametersHold) {
   // One micro-batch at a time: nothing but the buffers and the counter moves
   // until the K-th; then stepsDone() counts one optimizer step.
   auto backend = createCpuBackend();
-  CompileOptions o = options("sgd", 3);
+  CompileOptions o = fp32Options("sgd", 3);
   o.precision = DType::F16;
   auto model = loadModel(kModels + "mlp_seed.onnx");
   Statistics stats;
