@@ -135,8 +135,6 @@ ncclComm_t commOf(CudaDevice &device, Collective &world, const Node &node) {
 
 } // namespace
 
-bool haveNccl() { return true; }
-
 void ncclAllReduce(CudaDevice &device, Collective &world, const Node &node,
                    int reduction, const std::vector<DeviceReduction> &ops) {
   const NcclApi &nccl = requireNccl(node);
@@ -172,8 +170,6 @@ void destroyNcclComm(CudaDevice &device) {
 }
 
 #else // no NCCL in this build
-
-bool haveNccl() { return false; }
 
 void ncclAllReduce(CudaDevice &, Collective &world, const Node &node, int,
                    const std::vector<DeviceReduction> &) {

@@ -25,9 +25,6 @@
 namespace mpc {
 namespace cuda {
 
-/// Whether this build's CUDA backend has NCCL.
-bool haveNccl();
-
 /// One operand of a reduction: device addresses, element type and count.
 struct DeviceReduction {
   const void *in = nullptr;
