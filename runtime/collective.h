@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
+#include <vector>
 
 namespace mpc {
 
@@ -37,5 +39,15 @@ public:
   /// so that the others do not wait for it forever).
   [[noreturn]] virtual void abort(int code) = 0;
 };
+
+/// Every rank's `value`, in rank order (a small allGather: flags, counts,
+/// losses, fingerprints the ranks compare).
+template <typename T>
+std::vector<T> gatherFromRanks(Collective &world, const T &value) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  std::vector<T> all(static_cast<size_t>(world.size()));
+  world.allGather(&value, sizeof(T), all.data());
+  return all;
+}
 
 } // namespace mpc

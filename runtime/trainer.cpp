@@ -130,8 +130,7 @@ Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
     // The loss each rank logs: the mean over the ranks (the global batch's
     // loss for a mean-reduced loss), summed in rank order like the
     // gradients.
-    std::vector<double> losses(size_t(world_->size()));
-    world_->allGather(&rec.loss, sizeof(double), losses.data());
+    std::vector<double> losses = gatherFromRanks(*world_, rec.loss);
     double sum = 0;
     for (double l : losses)
       sum += l;
@@ -245,8 +244,7 @@ void Trainer::synchronizeRanks(int64_t batch) {
   for (int64_t v :
        {batch, microBatches_, stepsDone_, int64_t(seed), int64_t(shuffle)})
     mixInt(v);
-  std::vector<uint64_t> all(size_t(world_->size()));
-  world_->allGather(&h, sizeof h, all.data());
+  std::vector<uint64_t> all = gatherFromRanks(*world_, h);
   for (size_t r = 1; r < all.size(); ++r)
     if (all[r] != all[0])
       throw Error("rank " + std::to_string(r) +

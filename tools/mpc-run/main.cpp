@@ -371,10 +371,7 @@ int failed(const std::string &msg) {
 bool onAnyRank(bool flag) {
   if (!gWorld)
     return flag;
-  std::vector<uint8_t> all(size_t(gWorld->size()));
-  uint8_t mine = flag ? 1 : 0;
-  gWorld->allGather(&mine, 1, all.data());
-  for (uint8_t f : all)
+  for (uint8_t f : gatherFromRanks(*gWorld, uint8_t(flag)))
     if (f)
       return true;
   return false;
@@ -470,9 +467,7 @@ int run(Flags f) {
   // The ranks slice one global order of the samples: a rank reading
   // another file (another count) would slice another order.
   if (gWorld) {
-    std::vector<int64_t> counts(static_cast<size_t>(ranks));
-    int64_t mine = data.numSamples();
-    gWorld->allGather(&mine, sizeof mine, counts.data());
+    std::vector<int64_t> counts = gatherFromRanks(*gWorld, data.numSamples());
     for (int r = 1; r < ranks; ++r)
       if (counts[size_t(r)] != counts[0])
         throw Error("rank " + std::to_string(r) + "'s data has " +
