@@ -6,10 +6,9 @@
 #ifdef MPC_CUDA_PLUGIN_FILE
 #include "runtime/cuda/driver_probe.h"
 #include "runtime/cuda/plugin_abi.h"
+#include "runtime/plugin_path.h"
 
-#include <cstdlib>
 #include <dlfcn.h>
-#include <unistd.h>
 #endif
 
 namespace mpc {
@@ -20,19 +19,6 @@ namespace {
 
 /// The loaded plugin's table; null until the first successful load.
 const CudaPluginApi *gPlugin = nullptr;
-
-/// $MPC_CUDA_PLUGIN, else the plugin's file beside this executable (found
-/// through /proc/self/exe, so a build folder or an unpacked bundle can move).
-std::string pluginPath() {
-  if (const char *env = std::getenv("MPC_CUDA_PLUGIN"); env && *env)
-    return env;
-  std::string exe(4096, '\0');
-  ssize_t n = readlink("/proc/self/exe", exe.data(), exe.size());
-  if (n <= 0 || size_t(n) >= exe.size())
-    return MPC_CUDA_PLUGIN_FILE; // the loader's search path, as a last try
-  exe.resize(size_t(n));
-  return exe.substr(0, exe.rfind('/') + 1) + MPC_CUDA_PLUGIN_FILE;
-}
 
 /// dlerror()'s text without the file name it usually starts with (the
 /// messages below name the file once).
@@ -48,7 +34,7 @@ std::string loadError(const std::string &path) {
 const CudaPluginApi *plugin(std::string &whyNot) {
   if (gPlugin)
     return gPlugin;
-  std::string path = pluginPath();
+  std::string path = pluginPath("MPC_CUDA_PLUGIN", MPC_CUDA_PLUGIN_FILE);
   // RTLD_NOW: a plugin whose libmpc references this executable cannot
   // satisfy fails here, with the symbol's name, not in the middle of a step.
   void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);

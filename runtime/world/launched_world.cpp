@@ -2,30 +2,18 @@
 #include "runtime/world/launched_world.h"
 
 #include "passes/support/diagnostics.h"
+#include "runtime/plugin_path.h"
 #include "runtime/world/mpi_world_abi.h"
 
 #include <cstdlib>
 #include <dlfcn.h>
 #include <initializer_list>
 #include <string>
-#include <unistd.h>
 
 namespace mpc {
 namespace {
 
 constexpr const char *kPluginFile = "libmpc_mpi_world.so";
-
-/// $MPC_MPI_WORLD_PLUGIN, else the plugin beside this executable.
-std::string pluginPath() {
-  if (const char *env = std::getenv("MPC_MPI_WORLD_PLUGIN"); env && *env)
-    return env;
-  std::string exe(4096, '\0');
-  ssize_t n = readlink("/proc/self/exe", exe.data(), exe.size());
-  if (n <= 0 || size_t(n) >= exe.size())
-    return kPluginFile;
-  exe.resize(size_t(n));
-  return exe.substr(0, exe.rfind('/') + 1) + kPluginFile;
-}
 
 /// The first of the launcher variables `names` that is set, as a whole
 /// number from `min` to 2^20 (`what` names it in the error), else `dflt`.
@@ -61,7 +49,7 @@ std::unique_ptr<Collective> joinLaunchedWorld() {
   int size = launchedWorldSize();
   if (size == 1)
     return nullptr;
-  std::string path = pluginPath();
+  std::string path = pluginPath("MPC_MPI_WORLD_PLUGIN", kPluginFile);
   // RTLD_GLOBAL: Open MPI loads its own components, which resolve symbols
   // of libmpi against the global scope.
   void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);

@@ -1,0 +1,15 @@
+// Where mpc-run finds the plugins it loads on use (the CUDA backend,
+// runtime/cuda/plugin_loader.h; the MPI world, runtime/world/
+// launched_world.h).
+#pragma once
+
+#include <string>
+
+namespace mpc {
+
+/// $envVar when it is set and not empty; else `file` beside this executable
+/// (found through /proc/self/exe, so a build folder or an unpacked bundle
+/// can move); else `file` alone, for the loader's search path as a last try.
+std::string pluginPath(const char *envVar, const char *file);
+
+} // namespace mpc
