@@ -8,6 +8,7 @@
 // prove, so verify can run inference on any graph without false errors.
 #include "passes/shape_inference.h"
 
+#include "kernels/common/all_reduce_rule.h"
 #include "passes/ir/batch_norm_mode.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/ir/window_geometry.h"
@@ -1742,18 +1743,11 @@ void inferUnscaleGradients(Ctx &c) {
 }
 
 void inferAllReduce(Ctx &c) {
-  const size_t first = c.n.attrInt("gated", 0) ? 1 : 0;
-  if (c.n.numInputs() <= first || c.n.numOutputs() != c.n.numInputs() - first)
-    fail([&] {
-      errorAt(c.n) << "has " << c.n.numInputs() << " inputs but "
-                   << c.n.numOutputs() << " outputs (one per reduced input"
-                   << (first ? ", after the gate" : "") << ")";
-    });
-  std::string r = c.n.attrString("reduction", "mean");
-  if (r != "mean" && r != "sum" && r != "max")
-    fail([&] {
-      errorAt(c.n) << "reduction '" << r << "' is not mean, sum or max";
-    });
+  // The op's own rules (kernels/common/all_reduce_rule.h), as the kernels
+  // apply them.
+  const size_t first =
+      allReduceFirstValue(c.n, c.n.numInputs(), c.n.numOutputs());
+  allReduceOpOf(c.n);
   if (first) {
     c.req(0);
     requireScalar(c, 0, DType::Bool, "gate");

@@ -29,9 +29,18 @@ inline AllReduceOp allReduceOpOf(const Node &node) {
 }
 
 /// The index of the first reduced input: 1 when the node is gated (input 0
-/// is the gate, a bool scalar), else 0.
-inline size_t allReduceFirstValue(const Node &node) {
-  return node.attrInt("gated", 0) ? 1 : 0;
+/// is the gate, a bool scalar), else 0. An Error naming the node unless
+/// there is one output per reduced input and at least one of them.
+inline size_t allReduceFirstValue(const Node &node, size_t numInputs,
+                                  size_t numOutputs) {
+  const size_t first = node.attrInt("gated", 0) ? 1 : 0;
+  if (numInputs > first && numOutputs == numInputs - first)
+    return first;
+  ErrorBuilder b(node);
+  b << "has " << numInputs << " inputs but " << numOutputs
+    << " outputs (one per reduced input" << (first ? ", after the gate" : "")
+    << ")";
+  b.raise();
 }
 
 /// Input i's element type against the reduction: floating point takes all

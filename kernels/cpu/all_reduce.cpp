@@ -77,12 +77,8 @@ void reduceRange(DType t, const std::vector<const uint8_t *> &srcs,
 
 void kernelAllReduce(KernelContext &ctx) {
   const Node &node = ctx.node;
-  const size_t first = allReduceFirstValue(node);
-  if (ctx.inputs.size() <= first ||
-      ctx.outputs.size() != ctx.inputs.size() - first)
-    fail(node, "has ", ctx.inputs.size(), " inputs but ", ctx.outputs.size(),
-         " outputs (one per reduced input", first ? ", after the gate" : "",
-         ")");
+  const size_t first =
+      allReduceFirstValue(node, ctx.inputs.size(), ctx.outputs.size());
   const Reduction red = allReduceOpOf(node);
   // The reduced values (after the gate), and the message's layout: value i
   // at offsets[i].

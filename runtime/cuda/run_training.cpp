@@ -250,11 +250,8 @@ void runAllReduce(NodeStaging &s) {
   // A gated node (--grad-accum) reduces in every micro-batch here: a
   // resident step's gate is on the device and its CUDA graph cannot
   // branch; outside the boundary the outputs are not read.
-  const size_t first = allReduceFirstValue(node);
-  if (ctx.inputs.size() <= first ||
-      ctx.outputs.size() != ctx.inputs.size() - first)
-    fail(node, "has ", ctx.inputs.size(), " inputs but ", ctx.outputs.size(),
-         " outputs (one per reduced input)");
+  const size_t first =
+      allReduceFirstValue(node, ctx.inputs.size(), ctx.outputs.size());
   const AllReduceOp op = allReduceOpOf(node);
   const bool ranks = ctx.collective && ctx.collective->size() > 1;
   std::vector<DeviceReduction> reductions;
