@@ -46,6 +46,8 @@ void reduceRange(DType t, const std::vector<const uint8_t *> &srcs,
                  uint8_t *dst, int64_t count, Reduction red) {
   const size_t ranks = srcs.size();
   std::vector<double> acc(size_t(count), 0.0);
+  // The gradients' case (fp32 mean) reads the floats directly; the general
+  // loop below goes through a dtype switch per element.
   if (t == DType::F32 && red != Reduction::Max) {
     for (const uint8_t *src : srcs) {
       const float *p = reinterpret_cast<const float *>(src);
