@@ -26,7 +26,7 @@ namespace mpc {
 /// (UpdateLossScale, the skip flags) reads the OR-ed flag, which becomes
 /// mpc.found_inf. Records mpc.data_parallel = "1". `pass` names the caller
 /// in errors. `gate` (--grad-accum's boundary flag, or nullptr): the
-/// reductions take it as their first input, and the ranks communicate only
+/// reductions take it as their first input, and they cross ranks only
 /// where it is true, once per accumulation window as DDP's no_sync (inside
 /// the window the updates skip and the scaler holds, so what the
 /// reductions give there is never read).

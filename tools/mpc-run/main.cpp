@@ -407,11 +407,13 @@ int run(Flags f) {
   const bool onCuda = backend->name() == "cuda";
   // The ranks' reductions must meet in one transport: NCCL on cuda, MPI on
   // the cpu (auto could give a rank without a GPU the cpu).
-  const bool anyCuda = onAnyRank(onCuda), anyCpu = onAnyRank(!onCuda);
-  if (anyCuda && anyCpu)
-    throw Error("some ranks run on cuda and others on the cpu (each rank "
-                "takes the GPU of its local rank); give every rank a GPU or "
-                "pass --device=cpu");
+  if (gWorld)
+    for (uint8_t cudaRank : gatherFromRanks(*gWorld, uint8_t(onCuda)))
+      if (bool(cudaRank) != onCuda)
+        throw Error(
+            "some ranks run on cuda and others on the cpu (each rank "
+            "takes the GPU of its local rank); give every rank a GPU or "
+            "pass --device=cpu");
   if (onCuda && f.cudaResident && f.debugOverflow && !f.quiet)
     std::fprintf(stderr, "mpc-run: --debug-overflow: the cuda backend runs "
                          "the step staged (node by node)\n");
