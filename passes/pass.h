@@ -45,6 +45,9 @@ struct CompileOptions {
   /// --data-parallel: gradients averaged and the overflow flag OR-ed across
   /// the ranks of an mpirun launch (passes/data_parallel.h).
   bool dataParallel = false;
+  /// --sync-batchnorm (with --data-parallel): training-mode batch norms use
+  /// the statistics of the ranks' global batch (passes/sync_batch_norm.cpp).
+  bool syncBatchNorm = false;
 
   // --loss-scale=dynamic|static:F|none (empty: dynamic for fp16, else none)
   std::string lossScale;
@@ -118,6 +121,7 @@ void runFoldConstants(Model &model, PassContext &ctx);
 void runFuseGelu(Model &model, PassContext &ctx);
 void runFuseRmsNorm(Model &model, PassContext &ctx);
 void runAutodiff(Model &model, PassContext &ctx);
+void runSyncBatchNorm(Model &model, PassContext &ctx);
 void runAutocast(Model &model, PassContext &ctx);
 void runLossScale(Model &model, PassContext &ctx);
 void runMasterWeights(Model &model, PassContext &ctx);

@@ -23,6 +23,10 @@ const std::vector<PassInfo> &passRegistry() {
        "", runFuseRmsNorm},
       {"autodiff", "backward graph of the loss w.r.t. trainable parameters",
        "loss=NAME", runAutodiff},
+      {"sync-batchnorm",
+       "training-mode batch norms on the ranks' global batch statistics "
+       "(--sync-batchnorm; after autodiff)",
+       "", runSyncBatchNorm},
       {"autocast", "fp16/bf16 by policy, fp32 islands, shared casts", "",
        runAutocast},
       {"loss-scale",

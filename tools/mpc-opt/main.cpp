@@ -72,6 +72,9 @@ optimizer:
   --data-parallel         average the gradients and OR the overflow flag
                           across the ranks of `mpirun -np N mpc-run ...` (each
                           rank runs --batch samples of a global batch of N*B)
+  --sync-batchnorm        with --data-parallel: training-mode batch norms
+                          normalise with the global batch's statistics
+                          (torch.nn.SyncBatchNorm)
 parameters and shapes:
   --trainable=REGEX  --frozen=REGEX  --input-shape=NAME:AxBxC  --batch=B
 )";
@@ -243,6 +246,8 @@ Flags parseFlags(int argc, char **argv) {
         throw Error("--grad-accum: must be an integer >= 1, got '" + val + "'");
     } else if (arg == "--data-parallel") {
       o.dataParallel = true;
+    } else if (arg == "--sync-batchnorm") {
+      o.syncBatchNorm = true;
     } else if (key == "--max-grad-norm") {
       o.maxGradNorm = parseDouble(key, need());
     } else if (key == "--trainable") {
