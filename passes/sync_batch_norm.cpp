@@ -84,16 +84,15 @@ public:
   Value *castTo(Value *v, DType t, const std::string &hint) {
     if (v->dtype == t)
       return v;
-    return op("Cast", {v}, hint,
-              {{"to", Attribute::ofInt(toOnnxDataType(t))}});
+    return op("Cast", {v}, hint, {{"to", Attribute::ofInt(toOnnxDataType(t))}});
   }
 
   /// v (of X's rank with keepdims, or [C]) reshaped to `dims`.
   Value *reshape(Value *v, const std::vector<int64_t> &dims,
                  const std::string &hint) {
-    return op("Reshape", {v, constant(Tensor::fromInt64s(
-                                          {int64_t(dims.size())}, dims),
-                                      hint + "_shape")},
+    return op("Reshape",
+              {v, constant(Tensor::fromInt64s({int64_t(dims.size())}, dims),
+                           hint + "_shape")},
               hint);
   }
 
@@ -138,11 +137,10 @@ public:
     Value *shape = op("Shape", {x}, "shape");
     Value *product = nullptr;
     for (int64_t d : unknownAxes) {
-      Value *dim =
-          op("Gather",
-             {shape, constant(Tensor::scalar(DType::I64, double(d)),
-                              "axis" + std::to_string(d))},
-             "dim" + std::to_string(d));
+      Value *dim = op("Gather",
+                      {shape, constant(Tensor::scalar(DType::I64, double(d)),
+                                       "axis" + std::to_string(d))},
+                      "dim" + std::to_string(d));
       product = product ? op("Mul", {product, dim}, "dims") : dim;
     }
     if (known != 1)
@@ -209,8 +207,8 @@ GlobalStatistics rewriteForward(Graph &g, int64_t opset, Node *n,
   Value *x = n->input(0);
   if (!x->hasShape || x->rank() < 2)
     errorAt(*n) << kPass << ": input X '" << x->name()
-                << "' needs a known rank of at least 2 (got "
-                << x->typeString() << ")";
+                << "' needs a known rank of at least 2 (got " << x->typeString()
+                << ")";
   for (size_t i = 1; i < 5; ++i)
     if (!n->input(i))
       errorAt(*n) << kPass << ": input " << i << " is missing";
@@ -236,10 +234,12 @@ GlobalStatistics rewriteForward(Graph &g, int64_t opset, Node *n,
   s.total = totals->output(1);
   Value *meanK = e.op("Div", {sum, s.total}, "mean_kept");
   Value *dev = e.op("Sub", {s.x, meanK}, "deviation");
-  Value *squares = e.allReduceSum(
-      {e.sumPerChannel(e.op("Mul", {dev, dev}, "squared_deviation"),
-                       "local_squares")},
-      {"squares"})->output(0);
+  Value *squares =
+      e.allReduceSum(
+           {e.sumPerChannel(e.op("Mul", {dev, dev}, "squared_deviation"),
+                            "local_squares")},
+           {"squares"})
+          ->output(0);
   Value *varK = e.op("Div", {squares, s.total}, "var_kept");
   s.meanC = e.reshape(meanK, {c}, "mean");
   s.varC = e.reshape(varK, {c}, "var");
@@ -256,7 +256,8 @@ GlobalStatistics rewriteForward(Graph &g, int64_t opset, Node *n,
   // batch_norm.cpp): old * momentum + new * (1 - momentum), in their dtype.
   const float momentum = n->attrFloat("momentum", 0.9f);
   Value *keep = e.scalar(statsType, double(momentum), "momentum");
-  Value *take = e.scalar(statsType, double(1.0f - momentum), "one_minus_momentum");
+  Value *take =
+      e.scalar(statsType, double(1.0f - momentum), "one_minus_momentum");
   auto blend = [&](Value *old, Value *fresh, const std::string &hint) {
     return e.op("Add",
                 {e.op("Mul", {old, keep}, hint + "_kept"),
@@ -267,9 +268,11 @@ GlobalStatistics rewriteForward(Graph &g, int64_t opset, Node *n,
     takeOver(g, n->output(1), blend(runMean, s.mean, "running_mean"),
              takeovers);
   if (n->numOutputs() > 2 && n->output(2)) {
-    Value *unbiased = e.op(
-        "Div", {squares, e.op("Sub", {s.total, e.scalar(w, 1, "one")}, "count_less_one")},
-        "unbiased_var_kept");
+    Value *unbiased =
+        e.op("Div",
+             {squares,
+              e.op("Sub", {s.total, e.scalar(w, 1, "one")}, "count_less_one")},
+             "unbiased_var_kept");
     Value *unbiasedC = e.castTo(e.reshape(unbiased, {c}, "unbiased_var"),
                                 statsType, "unbiased_var_stats");
     takeOver(g, n->output(2), blend(runVar, unbiasedC, "running_var"),
@@ -277,11 +280,11 @@ GlobalStatistics rewriteForward(Graph &g, int64_t opset, Node *n,
   }
   // BatchNormalization-9's saved_mean and saved_var: the batch statistics.
   if (n->numOutputs() > 3 && n->output(3))
-    takeOver(g, n->output(3), e.castTo(s.meanC, n->output(3)->dtype, "saved_mean"),
-             takeovers);
+    takeOver(g, n->output(3),
+             e.castTo(s.meanC, n->output(3)->dtype, "saved_mean"), takeovers);
   if (n->numOutputs() > 4 && n->output(4))
-    takeOver(g, n->output(4), e.castTo(s.varC, n->output(4)->dtype, "saved_var"),
-             takeovers);
+    takeOver(g, n->output(4),
+             e.castTo(s.varC, n->output(4)->dtype, "saved_var"), takeovers);
   g.removeNode(n);
   return s;
 }
@@ -303,29 +306,29 @@ void rewriteGradient(Graph &g, int64_t opset, Node *grad,
     Value *sumDy = e.castTo(sums->output(0), w, "sum_dy_wide");
     Value *sumDyXhat = e.castTo(sums->output(1), w, "sum_dy_xhat_wide");
     // inv_std as the kernels compute it: 1 / sqrt(var + epsilon).
-    Value *invStd = e.op(
-        "Div",
-        {e.scalar(w, 1, "one"),
-         e.op("Sqrt",
-              {e.op("Add", {s.varC, e.scalar(w, epsilon, "epsilon")},
-                    "var_eps")},
-              "std")},
-        "inv_std");
+    Value *invStd =
+        e.op("Div",
+             {e.scalar(w, 1, "one"),
+              e.op("Sqrt",
+                   {e.op("Add", {s.varC, e.scalar(w, epsilon, "epsilon")},
+                         "var_eps")},
+                   "std")},
+             "inv_std");
     // dX = dX0 - (X * a + b) per channel, a = k * inv_std * sum_dy_xhat /
     // total and b = k * sum_dy / total - mean * a, k = scale * inv_std.
     Value *k = e.op("Mul", {e.castTo(scale, w, "scale_wide"), invStd}, "k");
-    Value *a = e.op(
-        "Div",
-        {e.op("Mul", {e.op("Mul", {k, invStd}, "k_inv_std"), sumDyXhat},
-              "slope_sum"),
-         s.total},
-        "slope");
-    Value *b = e.op(
-        "Sub",
-        {e.op("Div", {e.op("Mul", {k, sumDy}, "offset_sum"), s.total},
-              "offset_mean"),
-         e.op("Mul", {s.meanC, a}, "mean_slope")},
-        "offset");
+    Value *a =
+        e.op("Div",
+             {e.op("Mul", {e.op("Mul", {k, invStd}, "k_inv_std"), sumDyXhat},
+                   "slope_sum"),
+              s.total},
+             "slope");
+    Value *b =
+        e.op("Sub",
+             {e.op("Div", {e.op("Mul", {k, sumDy}, "offset_sum"), s.total},
+                   "offset_mean"),
+              e.op("Mul", {s.meanC, a}, "mean_slope")},
+             "offset");
     std::vector<int64_t> keptDims(size_t(x->rank()), 1);
     keptDims[1] = scale->dims[0].value;
     Value *correction = e.op(
@@ -394,9 +397,8 @@ void runSyncBatchNorm(Model &model, PassContext &ctx) {
   finishTakeovers(g, takeovers);
   model.setMeta("mpc.sync_batchnorm", std::to_string(norms.size()));
   ctx.stats["batch-norms"] = int64_t(norms.size());
-  ctx.stats["with-gradient"] =
-      int64_t(norms.size() - size_t(std::count(grads.begin(), grads.end(),
-                                               nullptr)));
+  ctx.stats["with-gradient"] = int64_t(
+      norms.size() - size_t(std::count(grads.begin(), grads.end(), nullptr)));
 }
 
 } // namespace mpc

@@ -33,6 +33,15 @@
 //  - AllReduce: an Identity per value. A runtime that executes the step
 //    model is one process, a data-parallel world of one rank, where the
 //    reduction of a value is the value.
+//  - BatchNormalizationGrad(dY, X, scale, mean, var): not variadic, but its
+//    function body (mpc_functions_layers.cpp) is the 3-input training form,
+//    and a body cannot test whether an input was given. With the
+//    statistics given (an inference-mode batch norm, --sync-batchnorm's
+//    global statistics) inv_std = 1 / sqrt(var + epsilon), dX = dY * scale *
+//    inv_std, dScale = sum(dY * (X - mean) * inv_std), dBias = sum(dY) over
+//    every axis but 1, in fp32 (fp64 when an operand is), rounded once to
+//    each output's type. Only the order of the sums may differ from the
+//    kernel's.
 // The mpc-run training model keeps the fused ops: they read each gradient
 // once, the expansion several times.
 #include "passes/onnx/expand_variadic.h"
@@ -267,9 +276,89 @@ void expandExtremumGrad(Graph &g, Node &n, TieCounts &tieCounts,
     takeOver(g, out, dX, r);
 }
 
+void expandBatchNormalizationGradWithStatistics(
+    Graph &g, Node &n, int64_t opset,
+    std::vector<std::pair<Value *, std::string>> &r) {
+  Builder b(g, &n);
+  const std::string p = n.name();
+  Value *x = n.input(1);
+  DType compute = DType::F32;
+  for (size_t i = 0; i < 5; ++i) {
+    requireFloating(n, n.input(i));
+    if (n.input(i)->dtype == DType::F64)
+      compute = DType::F64;
+  }
+  if (!x->hasShape || x->rank() < 2)
+    throw Error("node '" + n.name() +
+                "' (mpc.BatchNormalizationGrad): X needs a known rank of at "
+                "least 2 (run infer-shapes first)");
+  auto widen = [&](Value *v) {
+    return v->dtype == compute ? v : b.cast(v, compute, v->name() + "_wide");
+  };
+  // Per-channel [C] values as [1, C, 1, ...], broadcasting over X.
+  std::vector<int64_t> kept(size_t(x->rank()), 1);
+  kept[1] = -1;
+  Value *keptShape = b.int64s(kept, p + "_channel_shape");
+  auto perChannel = [&](Value *v, const std::string &hint) {
+    return b.op("Reshape", {v, keptShape}, {}, p + hint);
+  };
+  std::vector<int64_t> axes = {0};
+  for (int64_t d = 2; d < x->rank(); ++d)
+    axes.push_back(d);
+  auto sumPerChannel = [&](Value *v, const std::string &hint) {
+    Builder::Attrs attrs = {{"keepdims", Attribute::ofInt(0)}};
+    std::vector<Value *> inputs = {v};
+    if (opset >= 13)
+      inputs.push_back(b.int64s(axes, p + "_axes"));
+    else
+      attrs.push_back({"axes", Attribute::ofInts(axes)});
+    return b.op("ReduceSum", inputs, attrs, p + hint);
+  };
+  auto narrow = [&](Value *v, Value *out) {
+    return out->dtype == compute ? v : b.cast(v, out->dtype, p + "_narrow");
+  };
+  Value *dY = widen(n.input(0));
+  Value *invStd =
+      b.op("Div",
+           {b.scalar(compute, 1.0, p + "_one"),
+            b.op("Sqrt",
+                 {b.op("Add",
+                       {widen(n.input(4)),
+                        b.scalar(compute, double(n.attrFloat("epsilon", 1e-5f)),
+                                 p + "_epsilon")},
+                       {}, p + "_var_eps")},
+                 {}, p + "_std")},
+           {}, p + "_inv_std");
+  if (Value *out = n.output(0))
+    takeOver(
+        g, out,
+        narrow(b.op("Mul",
+                    {dY, perChannel(b.op("Mul", {widen(n.input(2)), invStd}, {},
+                                         p + "_gain"),
+                                    "_gain_kept")},
+                    {}, p + "_dx"),
+               out),
+        r);
+  if (Value *out = n.output(1)) {
+    Value *xhat = b.op(
+        "Mul",
+        {b.op("Sub", {widen(x), perChannel(widen(n.input(3)), "_mean_kept")},
+              {}, p + "_centered"),
+         perChannel(invStd, "_inv_std_kept")},
+        {}, p + "_xhat");
+    takeOver(g, out,
+             narrow(sumPerChannel(b.op("Mul", {dY, xhat}, {}, p + "_dy_xhat"),
+                                  "_dscale"),
+                    out),
+             r);
+  }
+  if (Value *out = n.output(2))
+    takeOver(g, out, narrow(sumPerChannel(dY, "_dbias"), out), r);
+}
+
 } // namespace
 
-size_t expandVariadicMpcOps(Graph &g) {
+size_t expandVariadicMpcOps(Graph &g, int64_t opset) {
   size_t expanded = 0;
   TieCounts tieCounts;
   for (Node *n : g.nodeList()) {
@@ -284,6 +373,8 @@ size_t expandVariadicMpcOps(Graph &g) {
       expandAllReduce(g, *n, renames);
     else if (n->opType() == "ExtremumGrad")
       expandExtremumGrad(g, *n, tieCounts, renames);
+    else if (n->opType() == "BatchNormalizationGrad" && n->numInputs() > 3)
+      expandBatchNormalizationGradWithStatistics(g, *n, opset, renames);
     else
       continue;
     g.removeNode(n);

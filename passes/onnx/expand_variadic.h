@@ -1,5 +1,6 @@
-// Expands mpc's variadic ops (UnscaleGradients, ClipGradNorm, ExtremumGrad)
-// into standard ONNX ops in place, for models that other runtimes execute
+// Expands mpc's variadic ops (UnscaleGradients, ClipGradNorm, ExtremumGrad,
+// AllReduce), and BatchNormalizationGrad with its statistics given, into
+// standard ONNX ops in place, for models that other runtimes execute
 // (--emit=step).
 #pragma once
 
@@ -9,9 +10,11 @@
 
 namespace mpc {
 
-/// Replaces every mpc.UnscaleGradients, mpc.ClipGradNorm and
-/// mpc.ExtremumGrad node of g by standard ops computing the same outputs
-/// under the same names. Returns the number of nodes expanded.
-size_t expandVariadicMpcOps(Graph &g);
+/// Replaces every mpc.UnscaleGradients, mpc.ClipGradNorm, mpc.ExtremumGrad,
+/// mpc.AllReduce and 5-input mpc.BatchNormalizationGrad node of g by
+/// standard ops computing the same outputs under the same names. `opset`
+/// is g's default-domain opset (ReduceSum takes its axes as an input from
+/// 13). Returns the number of nodes expanded.
+size_t expandVariadicMpcOps(Graph &g, int64_t opset = 17);
 
 } // namespace mpc

@@ -298,7 +298,7 @@ void exportStepModel(const Model &model, onnx::ModelProto &proto) {
   step->setName("train_step");
   // Variadic mpc ops have no function body: other runtimes get them in
   // standard ops.
-  expandVariadicMpcOps(*step);
+  expandVariadicMpcOps(*step, model.opsetVersion(""));
   // State becomes leading inputs: (state..., batch...) -> (loss, state'...).
   // Bound state comes first, in update_binding order (the order of the new
   // values among the outputs, so a runtime can feed state' back as state),

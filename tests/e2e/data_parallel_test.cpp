@@ -6,7 +6,8 @@
 // N ranks of B samples must train like one process on the N*B batch made of
 // the same samples (fp32, to rounding): same logged loss at every step, same
 // parameters after it; with SGD (momentum), Adam with clipping, dynamic loss
-// scaling, and --grad-accum. Every rank must hold the same bits of every
+// scaling, and --grad-accum; batch norms with --sync-batchnorm (statistics
+// included). Every rank must hold the same bits of every
 // state after every step. An overflow on one rank skips the step on all of
 // them; ranks that disagree on the step are refused before it; rank 0's
 // state is every rank's at the start.
@@ -55,6 +56,8 @@ std::vector<RankRun> train(const std::string &file, const std::string &data,
                            CompileOptions o, int ranks, int64_t batch,
                            int64_t steps) {
   o.dataParallel = ranks > 1;
+  // One process is the reference: the plain batch norm over the whole batch.
+  o.syncBatchNorm = o.syncBatchNorm && ranks > 1;
   std::vector<RankRun> runs(static_cast<size_t>(ranks));
   test::ThreadWorld world(ranks);
   world.run([&](int r) {
@@ -104,6 +107,7 @@ void expectRanksMatchTheBigBatch(const std::string &file,
             << "after step " << s + 1;
     }
   }
+  o.syncBatchNorm = false; // needs --data-parallel; the same parameters
   std::vector<std::string> params =
       splitList(*compileForBatch(file, o, 1)->meta("mpc.params"));
   for (const std::string &name : params) {
@@ -275,4 +279,83 @@ TEST(DataParallel, EveryRankStartsFromRankZerosState) {
   });
   for (int r = 0; r < 3; ++r)
     EXPECT_EQ(weights[size_t(r)], rank0) << "rank " << r;
+}
+
+namespace {
+
+/// The largest relative distance, after the last step, between rank 0's
+/// value of each of `names` and one process's.
+double farthest(const RankRun &ranks, const RankRun &one,
+                const std::vector<std::string> &names) {
+  double d = 0;
+  for (const std::string &name : names)
+    d = std::max(d, relativeDifference(ranks.state.back().at(name),
+                                       one.state.back().at(name)));
+  return d;
+}
+
+const std::vector<std::string> kCnnNormStats = {"bn.running_mean",
+                                                "bn.running_var"};
+
+} // namespace
+
+TEST(DataParallel, CnnWithSyncBatchNormOnTwoRanksMatchesTheBigBatch) {
+  // --sync-batchnorm: the batch norm normalises with the statistics of
+  // both ranks' samples, so the ranks follow one process of 8, parameters
+  // (SGD with momentum: the gradients themselves) and running statistics
+  // (the unbiased variance over the 2 x 4 x 16 x 16 values of a channel).
+  CompileOptions o = fp32Options("sgd");
+  o.syncBatchNorm = true;
+  expectRanksMatchTheBigBatch("cnn.onnx", "cnn_data.npz", o, 2, 4);
+  std::vector<RankRun> dp = train("cnn.onnx", "cnn_data.npz", o, 2, 4, 4);
+  RankRun one = train("cnn.onnx", "cnn_data.npz", o, 1, 8, 4)[0];
+  EXPECT_LT(farthest(dp[0], one, kCnnNormStats), 1e-6);
+  EXPECT_GT(relativeDifference(dp[0].state.back().at("bn.running_var"),
+                               dp[0].state.front().at("bn.running_var")),
+            0);
+}
+
+TEST(DataParallel, CnnWithSyncBatchNormAndAdamOnFourRanksMatchesTheBigBatch) {
+  // 4 ranks of 2 samples: each rank's own statistics would be those of 2
+  // images; the global ones are the 8's. The batch norm takes out the
+  // mean conv1's bias adds, so that bias's gradient is rounding noise,
+  // which Adam scales up to whole steps.
+  CompileOptions o = fp32Options("adam");
+  o.syncBatchNorm = true;
+  expectRanksMatchTheBigBatch("cnn.onnx", "cnn_data.npz", o, 4, 2,
+                              "conv1.bias");
+}
+
+TEST(DataParallel, CnnWithoutSyncBatchNormPartsFromTheBigBatch) {
+  // What --sync-batchnorm is for: with per-rank statistics the same run
+  // ends elsewhere, far beyond the tolerance the tests above hold.
+  CompileOptions o = fp32Options("sgd");
+  std::vector<RankRun> dp = train("cnn.onnx", "cnn_data.npz", o, 2, 4, 4);
+  RankRun one = train("cnn.onnx", "cnn_data.npz", o, 1, 8, 4)[0];
+  EXPECT_GT(farthest(dp[0], one, kCnnNormStats), 1e-3);
+  EXPECT_GT(farthest(dp[0], one, {"conv1.weight", "bn.weight"}), 1e-4);
+}
+
+TEST(DataParallel, SyncBatchNormInMixedPrecisionMatchesTheBigBatch) {
+  // fp16 convolutions, the statistics and their reductions in fp32 (the
+  // autocast policy's island); static scale 1024, which neither the ranks'
+  // nor the whole batch's fp16 gradients overflow.
+  CompileOptions o = fp32Options("sgd");
+  o.precision = DType::F16;
+  o.lossScale = "static:1024";
+  o.syncBatchNorm = true;
+  std::vector<RankRun> dp = train("cnn.onnx", "cnn_data.npz", o, 2, 4, 4);
+  RankRun one = train("cnn.onnx", "cnn_data.npz", o, 1, 8, 4)[0];
+  for (int64_t s = 0; s < 4; ++s) {
+    EXPECT_FALSE(dp[0].steps[size_t(s)].skipped);
+    EXPECT_LT(
+        std::fabs(dp[0].steps[size_t(s)].loss - one.steps[size_t(s)].loss),
+        1e-3 * std::fabs(one.steps[size_t(s)].loss))
+        << "step " << s + 1;
+  }
+  // fp16 rounding of the activations is per sample, the same in both runs;
+  // what differs is the order of fp32 sums.
+  EXPECT_LT(farthest(dp[0], one, kCnnNormStats), 1e-4);
+  EXPECT_LT(farthest(dp[0], one, {"conv1.weight", "bn.weight", "fc.weight"}),
+            1e-3);
 }

@@ -316,3 +316,77 @@ TEST(ExpandVariadic, RefusesAnExtremumGradIndexOutOfRange) {
 }
 
 } // namespace
+
+namespace {
+
+/// dY, X ([2, 3, 2, 2] of dtype t) and fp32 scale, mean, var [3] ->
+/// BatchNormalizationGrad with its statistics given -> dX, dScale, dBias.
+std::unique_ptr<Graph> batchNormGradWithStatistics(DType t) {
+  auto g = std::make_unique<Graph>("step");
+  Dims dims = toDims({2, 3, 2, 2});
+  std::vector<Value *> inputs = {g->addInput("dy", t, dims),
+                                 g->addInput("x", t, dims)};
+  for (const char *name : {"scale", "mean", "var"})
+    inputs.push_back(g->addInput(name, DType::F32, toDims({3})));
+  Node *n =
+      g->createNode("BatchNormalizationGrad", inputs, 3, "bn_grad", kMpcDomain);
+  n->setAttr("epsilon", Attribute::ofFloat(0.01f));
+  n->output(0)->setType(t, dims);
+  n->output(1)->setType(DType::F32, toDims({3}));
+  n->output(2)->setType(DType::F32, toDims({3}));
+  for (size_t i = 0; i < 3; ++i)
+    g->addOutput(n->output(i));
+  return g;
+}
+
+std::vector<Tensor> runBatchNormGrad(const Graph &g, DType t) {
+  std::vector<double> dy, x;
+  for (int i = 0; i < 24; ++i) {
+    dy.push_back(std::sin(0.7 * i + 0.3));
+    x.push_back(2.0 * std::cos(1.3 * i) + 0.5);
+  }
+  std::unique_ptr<Backend> cpu = createCpuBackend();
+  Executor exec(g, *cpu);
+  exec.setInput("dy", vectorOf(t, {2, 3, 2, 2}, dy));
+  exec.setInput("x", vectorOf(t, {2, 3, 2, 2}, x));
+  exec.setInput("scale", vectorOf(DType::F32, {3}, {0.5, 1.5, -2.0}));
+  exec.setInput("mean", vectorOf(DType::F32, {3}, {0.25, -0.5, 1.0}));
+  exec.setInput("var", vectorOf(DType::F32, {3}, {1.0, 0.3, 4.0}));
+  exec.run();
+  std::vector<Tensor> out;
+  for (Value *v : g.outputs())
+    out.push_back(exec.output(v->name()));
+  return out;
+}
+
+} // namespace
+
+TEST(ExpandVariadic, BatchNormGradWithStatisticsLikeTheKernel) {
+  // The 3-input (training-mode) form has a function body; with mean and
+  // var given (an inference-mode batch norm, --sync-batchnorm's global
+  // statistics) --emit=step writes it in standard ops, at opsets where
+  // ReduceSum's axes are an attribute (11) and an input (17).
+  for (DType t : {DType::F32, DType::F16})
+    for (int64_t opset : {11, 17}) {
+      std::string label =
+          std::string(dtypeName(t)) + " opset " + std::to_string(opset);
+      auto fused = batchNormGradWithStatistics(t);
+      auto expanded = batchNormGradWithStatistics(t);
+      ASSERT_EQ(expandVariadicMpcOps(*expanded, opset), 1u) << label;
+      for (const auto &n : expanded->nodes())
+        EXPECT_NE(n->domain(), kMpcDomain) << label << ": " << n->opType();
+      std::vector<Tensor> want = runBatchNormGrad(*fused, t);
+      std::vector<Tensor> got = runBatchNormGrad(*expanded, t);
+      for (size_t i = 0; i < 3; ++i) {
+        ASSERT_EQ(got[i].dtype, want[i].dtype) << label << " output " << i;
+        ASSERT_EQ(got[i].numel(), want[i].numel()) << label << " output " << i;
+        for (int64_t k = 0; k < want[i].numel(); ++k) {
+          double a = got[i].getAsDouble(k), b = want[i].getAsDouble(k);
+          // dX is one rounding of the same product; the sums' order may
+          // differ (fp32, 8 terms).
+          EXPECT_NEAR(a, b, (i == 0 ? 1e-7 : 2e-6) * (std::fabs(b) + 1))
+              << label << " output " << i << "[" << k << "]";
+        }
+      }
+    }
+}

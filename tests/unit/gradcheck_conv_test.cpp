@@ -176,6 +176,40 @@ TEST(GradCheckConv, BatchNormalizationTrainingMode) {
   checkAll(cases);
 }
 
+TEST(GradCheckConv, BatchNormalizationTrainingModeSynced) {
+  // --sync-batchnorm's rewrite (passes/sync_batch_norm.cpp) in a world of
+  // one rank: its statistics and its hand-written backward (the global
+  // sums' formula) against the plain op's forward, in fp64. The step's loss
+  // must also equal the forward graph's to 1e-12 (the harness checks).
+  std::vector<Data> stats = {{"double[3] rm = {0.1, -0.2, 0.3}"},
+                             {"double[3] rv = {1.0, 0.5, 2.0}"}};
+  std::vector<GradCase> cases;
+  cases.push_back(one("synced BN NCHW, running stats outputs",
+                      {{"x", {4, 3, 2, 3}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
+                      "y, m, v = BatchNormalization <training_mode = 1, "
+                      "momentum = 0.8> (x, s, b, rm, rv)",
+                      stats));
+  cases.push_back(one("synced BN [N, C], epsilon 0.1",
+                      {{"x", {5, 3}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
+                      "y = BatchNormalization <training_mode = 1, epsilon = "
+                      "0.1> (x, s, b, rm, rv)",
+                      stats));
+  cases.push_back(one("synced BN opset 13",
+                      {{"x", {3, 3, 4}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
+                      "y, m, v = BatchNormalization (x, s, b, rm, rv)", stats,
+                      13));
+  GradCase onlyX = one("synced BN, scale and bias frozen",
+                       {{"x", {4, 3, 2, 2}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
+                       "y = BatchNormalization <training_mode = 1> (x, s, b, "
+                       "rm, rv)",
+                       stats);
+  onlyX.frozen = "^[sb]$";
+  cases.push_back(onlyX);
+  for (GradCase &c : cases)
+    c.syncBatchNorm = true;
+  checkAll(cases);
+}
+
 TEST(GradCheckConv, BatchNormalizationInferenceMode) {
   checkAll({one("BN inference", {{"x", {2, 3, 2, 2}}, {"s", {3}}, {"b", {3}}},
                 "y = BatchNormalization (x, s, b, rm, rv)",

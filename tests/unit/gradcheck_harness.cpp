@@ -89,6 +89,7 @@ void checkGradients(const GradCase &c) {
     model = parseModelText(text, c.name);
     CompileOptions opts;
     opts.frozen = c.frozen;
+    opts.dataParallel = opts.syncBatchNorm = c.syncBatchNorm;
     PassContext ctx{opts, {}, {}};
     runInferShapes(*model, ctx);
     if (!c.yIsLoss) {
@@ -97,6 +98,7 @@ void checkGradients(const GradCase &c) {
         return;
     }
     runAutodiff(*model, ctx);
+    runSyncBatchNorm(*model, ctx);
   } catch (const Error &e) {
     FAIL() << "compile failed: " << e.what();
   }

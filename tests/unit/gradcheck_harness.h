@@ -53,6 +53,9 @@ struct GradCase {
   int64_t opset = 17;
   /// --frozen regex: parameters that get no gradient.
   std::string frozen;
+  /// Runs sync-batchnorm after autodiff (--data-parallel --sync-batchnorm,
+  /// in a world of one rank).
+  bool syncBatchNorm = false;
   double h = 1e-6;
   double tol = 1e-6;
 };
