@@ -2,7 +2,7 @@
 """Runs mpc-opt --emit=step models in ONNX Runtime and compares the loss of
 every step with mpc-run's: the seed MLP, the transformer (GatherGrad,
 GeluGrad, LayerNormalizationGrad), the CNN (ConvGradInput, ConvGradWeight,
-MaxPoolGrad, BatchNormalizationGrad) and a CNN built here with the window
+MaxPoolGrad, BatchNormalizationGrad; also with --sync-batchnorm) and a CNN built here with the window
 attributes the CNN lacks (window_cnn; AveragePoolGrad, LeakyReluGrad), whose
 mpc ops run as their model-local function bodies
 (passes/onnx/mpc_functions*.cpp), and an MLP built here with Max and Min of
@@ -59,6 +59,11 @@ MODELS = {
     "cnn": ("cnn_data.npz", 10, [
         ("fp32", FP32_ADAM, 1e-5),
         ("fp16", FP16_ADAM, 2e-3),
+        # --sync-batchnorm in a world of one: the statistics' AllReduces are
+        # Identities, BatchNormalizationGrad with the statistics given is
+        # written in standard ops (expand_variadic.cpp).
+        ("fp32-sync-bn", FP32_ADAM + ["--data-parallel", "--sync-batchnorm"],
+         1e-5),
     ]),
     # torch's dynamo exporter (models/make_dynamo_models.py): the CNN with its
     # batch norm put back in training mode, and attention at opset 23 through
