@@ -134,21 +134,23 @@ public:
       }
     if (unknownAxes.empty())
       return constant(Tensor::scalar(t, double(known)), "local_count");
+    // Each dim is converted before the product: the CUDA backend
+    // multiplies floats only, and converts int64 to fp32 (then widens).
     Value *shape = op("Shape", {x}, "shape");
     Value *product = nullptr;
     for (int64_t d : unknownAxes) {
+      const std::string name = "dim" + std::to_string(d);
       Value *dim = op("Gather",
                       {shape, constant(Tensor::scalar(DType::I64, double(d)),
                                        "axis" + std::to_string(d))},
-                      "dim" + std::to_string(d));
+                      name);
+      dim = castTo(castTo(dim, DType::F32, name + "_fp32"), t, name + "_wide");
       product = product ? op("Mul", {product, dim}, "dims") : dim;
     }
     if (known != 1)
-      product = op("Mul",
-                   {product, constant(Tensor::scalar(DType::I64, double(known)),
-                                      "known_dims")},
-                   "dims");
-    return castTo(product, t, "local_count");
+      product = op("Mul", {product, scalar(t, double(known), "known_dims")},
+                   "local_count");
+    return product;
   }
 
   Value *scalar(DType t, double v, const std::string &hint) {

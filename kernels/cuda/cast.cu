@@ -1,6 +1,6 @@
 // The CUDA Cast kernel: fp32 <-> fp16 <-> bf16, 16-byte vector accesses;
-// bool <-> those floats (masks: stochastic depth's Cast of its draw) one
-// element per thread.
+// bool <-> those floats (masks: stochastic depth's Cast of its draw) and
+// int64/int32 -> fp32 (counts read from shapes) one element per thread.
 //
 // mapKernel (vector_access.cuh) converts groups of 8 elements: 8 fp16/bf16
 // are one 16-byte load or store, 8 fp32 are two. The vector path is taken
@@ -43,9 +43,22 @@ __global__ void floatToBoolKernel(DType from, const void *__restrict__ x,
     y[i] = loadAs(from, x, i) != 0.0f ? 1 : 0;
 }
 
+/// int64/int32 -> fp32, rounded to nearest-even as the CPU kernel's
+/// float(v): counts read from a shape (--sync-batchnorm's element count).
+template <typename I>
+__global__ void intToFloatKernel(const I *__restrict__ x, float *__restrict__ y,
+                                 int64_t n) {
+  for (int64_t i = globalIndex(); i < n; i += globalStride())
+    y[i] = float(x[i]);
+}
+
+bool integer(DType t) { return t == DType::I64 || t == DType::I32; }
+
 } // namespace
 
 bool castSupported(DType from, DType to) {
+  if (integer(from))
+    return to == DType::F32;
   return (deviceFloat(from) || from == DType::Bool) &&
          (deviceFloat(to) || to == DType::Bool);
 }
@@ -57,6 +70,16 @@ void launchCast(DType from, DType to, const void *x, void *y, int64_t n,
   if (from == to) {
     MPC_CUDA_CHECK(cudaMemcpyAsync(y, x, size_t(n) * dtypeSize(from),
                                    cudaMemcpyDeviceToDevice, s));
+    return;
+  }
+  if (integer(from)) {
+    if (from == DType::I64)
+      intToFloatKernel<<<gridFor(n), kBlock, 0, s>>>(
+          static_cast<const int64_t *>(x), static_cast<float *>(y), n);
+    else
+      intToFloatKernel<<<gridFor(n), kBlock, 0, s>>>(
+          static_cast<const int32_t *>(x), static_cast<float *>(y), n);
+    MPC_CUDA_CHECK_LAUNCH("intToFloatKernel");
     return;
   }
   if (from == DType::Bool || to == DType::Bool) {

@@ -161,8 +161,8 @@ void castTo(NodeStaging &s, DType dst) {
   const Tensor &x = s.in(0, "input");
   if (dst != x.dtype && !castSupported(x.dtype, dst))
     fail(s.node(),
-         "the cuda backend casts between fp32, fp16, bf16 and bool only, "
-         "not ",
+         "the cuda backend casts between fp32, fp16, bf16 and bool, and "
+         "int64/int32 to fp32, not ",
          dtypeName(x.dtype), " to ", dtypeName(dst));
   void *y = s.out(0, dst, x.dims);
   launchCast(x.dtype, dst, s.device(0), y, x.numel(), s.stream());
@@ -174,7 +174,8 @@ std::string castRefusal(DType from, DType to) {
   if (from == DType::Undefined || to == DType::Undefined || to == from ||
       castSupported(from, to))
     return "";
-  return std::string("it casts between fp32, fp16, bf16 and bool only, not ") +
+  return std::string("it casts between fp32, fp16, bf16 and bool, and "
+                     "int64/int32 to fp32, not ") +
          dtypeName(from) + " to " + dtypeName(to);
 }
 

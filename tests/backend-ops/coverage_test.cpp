@@ -151,6 +151,29 @@ TEST(CudaCoverage, EveryNodeOfTheCnnStepIsSupported) {
     EXPECT_TRUE(ops.count(op)) << op << " is not in the compiled CNN step";
 }
 
+// The CNN with --data-parallel --sync-batchnorm: the statistics' ReduceSum,
+// Shape arithmetic (a symbolic batch) and AllReduces, the batch norm in
+// inference form on them, and its gradient with the statistics given.
+TEST(CudaCoverage, EveryNodeOfTheSyncBatchNormCnnStepIsSupported) {
+  for (DType precision : {DType::F16, DType::BF16, DType::F32}) {
+    auto model = loadModel(backend_ops::sourceDir() + "/models/cnn.onnx");
+    for (Value *in : model->graph->inputs())
+      if (in->hasShape && !in->dims.empty())
+        in->dims[0] = Dim::symbolic("batch");
+    CompileOptions o;
+    o.precision = precision;
+    o.optimizer = "adam";
+    o.dataParallel = o.syncBatchNorm = true;
+    Statistics stats;
+    runPipeline(*model, defaultPipeline(), o, PipelineConfig{}, stats);
+    std::set<std::string> ops = expectAllSupported(
+        *model, std::string("cnn sync-batchnorm ") + dtypeName(precision));
+    for (const char *op : {"mpc.AllReduce", "Shape", "Gather", "ReduceSum",
+                           "BatchNormalization", "mpc.BatchNormalizationGrad"})
+      EXPECT_TRUE(ops.count(op)) << op << " is not in the compiled step";
+  }
+}
+
 // backend-ops' own coverage check, which skips without a GPU, run here
 // too: every op with device code has a case for the first GPU session.
 TEST(CudaCoverage, EveryDeviceOpHasABackendOpsCase) {
@@ -260,9 +283,12 @@ TEST(CudaCoverage, RefusesWhatTheDeviceCodeDoesNotTake) {
       << why;
   EXPECT_FALSE(cudaBackendSupports(*b.op("Add", {i, i})->producer(), why));
   EXPECT_NE(why.find("int64"), std::string::npos) << why;
-  Value *ci = b.cast(i, DType::F32);
+  // Integers convert to fp32 only (counts read from shapes).
+  EXPECT_TRUE(cudaBackendSupports(*b.cast(i, DType::F32)->producer(), why))
+      << why;
+  Value *ci = b.cast(i, DType::F16);
   EXPECT_FALSE(cudaBackendSupports(*ci->producer(), why));
-  EXPECT_NE(why.find("int64 to fp32"), std::string::npos) << why;
+  EXPECT_NE(why.find("int64 to fp16"), std::string::npos) << why;
   // Clip, Max, Min and Sum take the CPU's numeric dtypes, not bool;
   // LeakyRelu and the gradients fp32, fp16 and bf16; Not takes bool;
   // CastLike converts what Cast converts.
@@ -279,8 +305,9 @@ TEST(CudaCoverage, RefusesWhatTheDeviceCodeDoesNotTake) {
   EXPECT_NE(why.find("fp64"), std::string::npos) << why;
   EXPECT_FALSE(cudaBackendSupports(*b.op("Not", {x})->producer(), why));
   EXPECT_NE(why.find("bool"), std::string::npos) << why;
-  EXPECT_FALSE(cudaBackendSupports(*b.op("CastLike", {i, x})->producer(), why));
-  EXPECT_NE(why.find("int64 to fp32"), std::string::npos) << why;
+  EXPECT_FALSE(
+      cudaBackendSupports(*b.op("CastLike", {i, ci})->producer(), why));
+  EXPECT_NE(why.find("int64 to fp16"), std::string::npos) << why;
   EXPECT_TRUE(cudaBackendSupports(*b.op("Relu", {x})->producer(), why)) << why;
   EXPECT_TRUE(cudaBackendSupports(*b.op("Shape", {i})->producer(), why)) << why;
 }

@@ -277,6 +277,28 @@ void addCasts(std::vector<OpCase> &cases) {
                                                : allPatterns(t)};
                      }});
   }
+  // int64/int32 -> fp32: counts read from shapes (--sync-batchnorm's
+  // element count); beyond 2^24 the float rounds to nearest-even.
+  cases.push_back({"Cast_int_to_fp32",
+                   "",
+                   "Cast",
+                   {{"to", i(toOnnxDataType(DType::F32))}},
+                   1,
+                   {DType::I64, DType::I32},
+                   [](DType t, std::mt19937 &rng) -> Inputs {
+                     std::uniform_int_distribution<int64_t> small(-100000,
+                                                                  100000);
+                     Tensor x(t, {1027});
+                     for (int64_t k = 0; k < x.numel(); ++k) {
+                       int64_t v = small(rng);
+                       if (k % 7 == 0) // odd values past 2^24: rounded
+                         v = (int64_t(1) << 25) + 2 * v + 1;
+                       if (k % 11 == 0 && t == DType::I64)
+                         v = -(int64_t(1) << 40) - 2 * v - 1;
+                       x.setFromDouble(k, double(v));
+                     }
+                     return {x};
+                   }});
   cases.push_back({"Cast_identity",
                    "",
                    "Cast",
