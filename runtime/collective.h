@@ -28,10 +28,12 @@ public:
   virtual int size() const = 0;
   /// Every rank's `bytes` bytes at `send`, concatenated in rank order into
   /// `recv` (size() * bytes). Every rank calls it with the same `bytes`;
-  /// it returns when this rank's `recv` is complete.
+  /// it returns when this rank's `recv` is complete. In place when `send`
+  /// is `recv` + rank() * bytes (this rank's own block already there).
   virtual void allGather(const void *send, size_t bytes, void *recv) = 0;
   /// Block q of `send` (size() blocks of `bytes`) to rank q: `recv` gets
   /// every rank's block for this rank, in rank order (size() * bytes).
+  /// `send` may be `recv` (in place).
   virtual void allToAll(const void *send, size_t bytes, void *recv) = 0;
   /// Rank `root`'s `bytes` bytes at `buf` into every rank's `buf`.
   virtual void broadcast(void *buf, size_t bytes, int root) = 0;

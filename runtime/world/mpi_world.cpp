@@ -42,10 +42,16 @@ public:
   void allGather(const void *send, size_t bytes, void *recv) override {
     auto *out = static_cast<uint8_t *>(recv);
     if (bytes <= kChunk) {
-      MPI_Allgather(send, int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE,
-                    MPI_COMM_WORLD);
+      if (send == out + size_t(rank_) * bytes)
+        MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, int(bytes),
+                      MPI_BYTE, MPI_COMM_WORLD);
+      else
+        MPI_Allgather(send, int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE,
+                      MPI_COMM_WORLD);
       return;
     }
+    // In place too: chunk c of this rank's block is read into the exchange
+    // before the copies write it back with the same bytes.
     // Chunk by chunk through a staging buffer: rank r's chunk c lands at
     // r * bytes + c's offset.
     std::vector<uint8_t> staging(kChunk * size_t(size_));
@@ -63,11 +69,16 @@ public:
     const auto *in = static_cast<const uint8_t *>(send);
     auto *out = static_cast<uint8_t *>(recv);
     if (bytes <= kChunk) {
-      MPI_Alltoall(in, int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE,
-                   MPI_COMM_WORLD);
+      if (in == out)
+        MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, int(bytes),
+                     MPI_BYTE, MPI_COMM_WORLD);
+      else
+        MPI_Alltoall(in, int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE,
+                     MPI_COMM_WORLD);
       return;
     }
-    // Chunk c of every block, packed, exchanged, unpacked.
+    // Chunk c of every block, packed, exchanged, unpacked (in place too:
+    // chunk c is packed before the unpacking writes it).
     std::vector<uint8_t> packed(kChunk * size_t(size_)),
         got(kChunk * size_t(size_));
     for (size_t off = 0; off < bytes; off += kChunk) {

@@ -11,7 +11,7 @@
 #include <cstddef>
 
 /// Bumped whenever the Collective interface or the entry's signature changes.
-#define MPC_MPI_WORLD_ABI 1
+#define MPC_MPI_WORLD_ABI 2
 #define MPC_MPI_WORLD_SYMBOL "mpc_mpi_world_join"
 
 extern "C" {

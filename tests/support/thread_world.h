@@ -66,13 +66,22 @@ private:
       w_.posted_[size_t(r_)] = send;
       w_.barrier();
       for (int q = 0; q < w_.size_; ++q)
-        if (bytes)
+        if (bytes && static_cast<uint8_t *>(recv) + size_t(q) * bytes !=
+                         w_.posted_[size_t(q)]) // in place: already there
           std::memcpy(static_cast<uint8_t *>(recv) + size_t(q) * bytes,
                       w_.posted_[size_t(q)], bytes);
       w_.barrier(); // every rank has read every buffer
     }
     void allToAll(const void *send, size_t bytes, void *recv) override {
       ++w_.allToAllCalls_;
+      // In place, the other ranks read this rank's blocks while it writes
+      // its own: they read a copy.
+      std::vector<uint8_t> copy;
+      if (send == recv) {
+        const auto *p = static_cast<const uint8_t *>(send);
+        copy.assign(p, p + bytes * size_t(w_.size_));
+        send = copy.data();
+      }
       w_.posted_[size_t(r_)] = send;
       w_.barrier();
       for (int q = 0; q < w_.size_; ++q)
