@@ -10,7 +10,9 @@
 #   - ms per step of the 2 ranks with and without --sync-batchnorm (fp32 and fp16; median
 #     of each run's steps after 2 warm-up steps, median of 3 rounds, paired per round):
 #     the price of the global statistics (3 all-reduces and 2 extra passes over X per
-#     batch norm, 2 more passes in the backward).
+#     batch norm, 2 more passes in the backward); and, for scale, one process's step on
+#     all 16 images (fp32, 1 thread): what 2 ranks gain on a network whose 42 MiB of
+#     gradients cross ranks every step.
 # Skipped with a line without mpirun and the MPI world plugin, or without torch and
 # torchvision in $PY.
 # Usage: bench/sync_batch_norm.sh [BUILD_DIR] [RESULTS.json]
@@ -83,6 +85,7 @@ ranks "$bench_tmp/local_fp32.onnx" --steps=3 --log="$bench_tmp/local.csv"
 
 steps=12
 declare -A ms
+one_ms=""
 for p in fp32 fp16; do
   for kind in local sync; do
     ms[$kind$p]=""
@@ -92,6 +95,10 @@ for p in fp32 fp16; do
       ranks "$bench_tmp/${kind}_$p.onnx" --steps=$steps --log="$bench_tmp/t.csv"
       ms[$kind$p]+="$(median_log_ms "$bench_tmp/t.csv" 2) "
     done
+    if [ $p = fp32 ]; then
+      "$bin/mpc-run" "$bench_tmp/one.onnx" --data="$data" --steps=$steps --log="$bench_tmp/t.csv" --quiet >/dev/null
+      one_ms+="$(median_log_ms "$bench_tmp/t.csv" 2) "
+    fi
   done
 done
 
@@ -118,4 +125,9 @@ for p in fp32 fp16; do
   bench_record model=resnet18 precision=$p ranks=2 per_rank_batch=8 steps=$steps \
     "local_ms=$(json_list ${ms[local$p]})" "sync_ms=$(json_list ${ms[sync$p]})" sync_over_local=$r
 done
+read -r mo _ _ <<<"$(median_min_max $one_ms)"
+read -r speed smin smax <<<"$(paired_ratios "$one_ms" "${ms[localfp32]}")"
+echo "1 process x 16, fp32: $mo ms per step; 2 ranks x 8 (per-rank statistics) process $speed x its samples/s (paired per round, $smin-$smax)"
+bench_record model=resnet18 precision=fp32 ranks=1 batch=16 steps=$steps "one_process_ms=$(json_list $one_ms)" \
+  ranks_speedup=$speed
 bench_write_json "$json"
