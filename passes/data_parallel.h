@@ -12,8 +12,10 @@
 // batch-size-dependent layer, N ranks of batch B follow one process of batch
 // N*B up to the order of the sums. Gradient clipping and --grad-accum's
 // boundary see the combined values; with --grad-accum the ranks reduce once
-// per window (the reductions are gated by its boundary). Batch-norm statistics stay per rank (as
-// DDP's running statistics are rank 0's).
+// per window (the reductions are gated by its boundary). Batch-norm
+// statistics stay per rank (as DDP's running statistics are rank 0's)
+// unless --sync-batchnorm makes them the global batch's
+// (passes/sync_batch_norm.cpp).
 #pragma once
 
 #include "passes/training_support.h"

@@ -36,6 +36,7 @@
 // running statistics' update bindings stay valid.
 #include "passes/ir/batch_norm_mode.h"
 #include "passes/ir/mpc_ops.h"
+#include "passes/ir/value_takeover.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
 #include "passes/training_support.h"
@@ -172,26 +173,6 @@ struct GlobalStatistics {
   Value *mean = nullptr, *var = nullptr;   ///< [C], the BN's mean/var dtype
 };
 
-/// Makes `fresh` take the place and then the name of `old`, whose producer
-/// the caller removes first (names must be free to be taken).
-struct Takeover {
-  Value *old, *fresh;
-  std::string name;
-};
-
-void finishTakeovers(Graph &g, const std::vector<Takeover> &takeovers) {
-  for (const Takeover &t : takeovers)
-    g.renameValue(t.fresh, t.name);
-}
-
-void takeOver(Graph &g, Value *old, Value *fresh,
-              std::vector<Takeover> &takeovers) {
-  if (!old)
-    return;
-  g.replaceAllUsesWith(old, fresh);
-  takeovers.push_back({old, fresh, old->name()});
-}
-
 std::string stemOf(const Node &n) {
   std::string s = n.name().empty() ? n.output(0)->name() : n.name();
   // Node names of torch exports ("/bn/BatchNormalization") make poor value
@@ -205,7 +186,7 @@ std::string stemOf(const Node &n) {
 }
 
 GlobalStatistics rewriteForward(Graph &g, int64_t opset, Node *n,
-                                std::vector<Takeover> &takeovers) {
+                                ValueTakeovers &takeovers) {
   Value *x = n->input(0);
   if (!x->hasShape || x->rank() < 2)
     errorAt(*n) << kPass << ": input X '" << x->name()
@@ -223,8 +204,6 @@ GlobalStatistics rewriteForward(Graph &g, int64_t opset, Node *n,
   const int64_t c = scale->dims[0].value;
   const DType w = x->dtype == DType::F64 ? DType::F64 : DType::F32;
   const DType statsType = runMean->dtype;
-  std::vector<int64_t> keptDims(size_t(x->rank()), 1);
-  keptDims[1] = c;
 
   Emitter e(g, opset, n, stemOf(*n));
   GlobalStatistics s;
@@ -252,7 +231,7 @@ GlobalStatistics rewriteForward(Graph &g, int64_t opset, Node *n,
       {"epsilon", Attribute::ofFloat(n->attrFloat("epsilon", 1e-5f))}};
   Value *y =
       e.op("BatchNormalization", {x, scale, bias, s.mean, s.var}, "y", attrs);
-  takeOver(g, n->output(0), y, takeovers);
+  takeovers.take(n->output(0), y);
 
   // The running statistics with the kernel's arithmetic (kernels/cpu/
   // batch_norm.cpp): old * momentum + new * (1 - momentum), in their dtype.
@@ -267,8 +246,7 @@ GlobalStatistics rewriteForward(Graph &g, int64_t opset, Node *n,
                 hint);
   };
   if (n->numOutputs() > 1 && n->output(1))
-    takeOver(g, n->output(1), blend(runMean, s.mean, "running_mean"),
-             takeovers);
+    takeovers.take(n->output(1), blend(runMean, s.mean, "running_mean"));
   if (n->numOutputs() > 2 && n->output(2)) {
     Value *unbiased =
         e.op("Div",
@@ -277,23 +255,21 @@ GlobalStatistics rewriteForward(Graph &g, int64_t opset, Node *n,
              "unbiased_var_kept");
     Value *unbiasedC = e.castTo(e.reshape(unbiased, {c}, "unbiased_var"),
                                 statsType, "unbiased_var_stats");
-    takeOver(g, n->output(2), blend(runVar, unbiasedC, "running_var"),
-             takeovers);
+    takeovers.take(n->output(2), blend(runVar, unbiasedC, "running_var"));
   }
   // BatchNormalization-9's saved_mean and saved_var: the batch statistics.
   if (n->numOutputs() > 3 && n->output(3))
-    takeOver(g, n->output(3),
-             e.castTo(s.meanC, n->output(3)->dtype, "saved_mean"), takeovers);
+    takeovers.take(n->output(3),
+                   e.castTo(s.meanC, n->output(3)->dtype, "saved_mean"));
   if (n->numOutputs() > 4 && n->output(4))
-    takeOver(g, n->output(4),
-             e.castTo(s.varC, n->output(4)->dtype, "saved_var"), takeovers);
+    takeovers.take(n->output(4),
+                   e.castTo(s.varC, n->output(4)->dtype, "saved_var"));
   g.removeNode(n);
   return s;
 }
 
 void rewriteGradient(Graph &g, int64_t opset, Node *grad,
-                     const GlobalStatistics &s,
-                     std::vector<Takeover> &takeovers) {
+                     const GlobalStatistics &s, ValueTakeovers &takeovers) {
   Value *dY = grad->input(0), *x = grad->input(1), *scale = grad->input(2);
   const float epsilon = grad->attrFloat("epsilon", 1e-5f);
   const DType w = s.x->dtype;
@@ -340,12 +316,10 @@ void rewriteGradient(Graph &g, int64_t opset, Node *grad,
         "correction");
     Value *fresh =
         e.op("Sub", {e.castTo(direct, w, "dx_direct_wide"), correction}, "dx");
-    takeOver(g, dX, e.castTo(fresh, dX->dtype, "dx_narrow"), takeovers);
+    takeovers.take(dX, e.castTo(fresh, dX->dtype, "dx_narrow"));
   }
-  takeOver(g, grad->numOutputs() > 1 ? grad->output(1) : nullptr, dScale,
-           takeovers);
-  takeOver(g, grad->numOutputs() > 2 ? grad->output(2) : nullptr, dBias,
-           takeovers);
+  takeovers.take(grad->numOutputs() > 1 ? grad->output(1) : nullptr, dScale);
+  takeovers.take(grad->numOutputs() > 2 ? grad->output(2) : nullptr, dBias);
   g.removeNode(grad);
 }
 
@@ -390,13 +364,13 @@ void runSyncBatchNorm(Model &model, PassContext &ctx) {
   for (Node *n : norms)
     grads.push_back(gradientOf(g, *n, grads));
   ensureMpcOpset(model);
-  std::vector<Takeover> takeovers;
+  ValueTakeovers takeovers(g);
   for (size_t i = 0; i < norms.size(); ++i) {
     GlobalStatistics s = rewriteForward(g, opset, norms[i], takeovers);
     if (grads[i])
       rewriteGradient(g, opset, grads[i], s, takeovers);
   }
-  finishTakeovers(g, takeovers);
+  takeovers.finish();
   model.setMeta("mpc.sync_batchnorm", std::to_string(norms.size()));
   ctx.stats["batch-norms"] = int64_t(norms.size());
   ctx.stats["with-gradient"] = int64_t(

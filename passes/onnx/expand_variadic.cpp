@@ -48,6 +48,7 @@
 
 #include "passes/ir/builder.h"
 #include "passes/ir/mpc_ops.h"
+#include "passes/ir/value_takeover.h"
 #include "passes/support/diagnostics.h"
 
 #include <algorithm>
@@ -82,18 +83,7 @@ Value *sumAll(Builder &b, Value *x, const std::string &hint) {
   return b.op("ReduceSum", {x}, {{"keepdims", Attribute::ofInt(0)}}, hint);
 }
 
-/// Makes `replacement` take over `original`'s uses, graph-output slots, type
-/// and name, so the rest of the step (and the update bindings, which name
-/// values) read the expansion where they read the op.
-void takeOver(Graph &g, Value *original, Value *replacement,
-              std::vector<std::pair<Value *, std::string>> &renames) {
-  replacement->copyTypeFrom(*original);
-  g.replaceAllUsesWith(original, replacement);
-  renames.emplace_back(replacement, original->name());
-}
-
-void expandUnscaleGradients(Graph &g, Node &n,
-                            std::vector<std::pair<Value *, std::string>> &r) {
+void expandUnscaleGradients(Graph &g, Node &n, ValueTakeovers &r) {
   if (n.numInputs() < 2)
     throw Error("node '" + n.name() +
                 "' (mpc.UnscaleGradients): expects a scale and at least one "
@@ -111,7 +101,7 @@ void expandUnscaleGradients(Graph &g, Node &n,
     Value *scaleOfGrad =
         gc->dtype == DType::F64 ? b.cast(inv, DType::F64, p + "_inv64") : inv;
     if (Value *out = n.output(i))
-      takeOver(g, out, b.op("Mul", {gc, scaleOfGrad}, {}, p + "_unscaled"), r);
+      r.take(out, b.op("Mul", {gc, scaleOfGrad}, {}, p + "_unscaled"));
     Value *zeros = b.op("Mul", {gc, b.scalar(gc->dtype, 0.0, p + "_zero")}, {},
                         p + "_times_zero");
     Value *s = sumAll(b, zeros, p + "_nonfinite_sum");
@@ -121,22 +111,19 @@ void expandUnscaleGradients(Graph &g, Node &n,
     Value *total =
         sums.size() == 1 ? sums[0] : b.op("Sum", sums, {}, p + "_all_sums");
     Value *same = b.op("Equal", {total, total}, {}, p + "_is_number");
-    takeOver(g, found, b.op("Not", {same}, {}, p + "_found_inf"), r);
+    r.take(found, b.op("Not", {same}, {}, p + "_found_inf"));
   }
 }
 
-void expandAllReduce(Graph &g, Node &n,
-                     std::vector<std::pair<Value *, std::string>> &r) {
+void expandAllReduce(Graph &g, Node &n, ValueTakeovers &r) {
   Builder b(g, &n);
   const size_t first = n.attrInt("gated", 0) ? 1 : 0; // input 0: the gate
   for (size_t i = first; i < n.numInputs(); ++i)
     if (Value *out = n.output(i - first))
-      takeOver(g, out,
-               b.op("Identity", {n.input(i)}, {}, n.name() + "_one_rank"), r);
+      r.take(out, b.op("Identity", {n.input(i)}, {}, n.name() + "_one_rank"));
 }
 
-void expandClipGradNorm(Graph &g, Node &n,
-                        std::vector<std::pair<Value *, std::string>> &r) {
+void expandClipGradNorm(Graph &g, Node &n, ValueTakeovers &r) {
   size_t count = n.numInputs();
   if (count == 0)
     throw Error("node '" + n.name() +
@@ -180,10 +167,10 @@ void expandClipGradNorm(Graph &g, Node &n,
     Value *scaled = b.op("Mul", {computed[i], coef}, {}, p + "_clipped");
     if (n.input(i)->dtype != DType::F32)
       scaled = b.cast(scaled, n.input(i)->dtype, p + "_clipped_cast");
-    takeOver(g, out, scaled, r);
+    r.take(out, scaled);
   }
   if (Value *norm = n.output(count))
-    takeOver(g, norm, total, r);
+    r.take(norm, total);
 }
 
 /// Which inputs of a Max/Min equal its output, and how many do: the same
@@ -224,7 +211,7 @@ Value *extremumToCompare(Builder &b, const Node &n,
 }
 
 void expandExtremumGrad(Graph &g, Node &n, TieCounts &tieCounts,
-                        std::vector<std::pair<Value *, std::string>> &r) {
+                        ValueTakeovers &r) {
   if (n.numInputs() < 3)
     throw Error("node '" + n.name() +
                 "' (mpc.ExtremumGrad): expects dY, Y and at least one input");
@@ -273,12 +260,12 @@ void expandExtremumGrad(Graph &g, Node &n, TieCounts &tieCounts,
   if (dY->dtype != compute)
     dX = b.cast(dX, dY->dtype, p + "_dx_cast");
   if (Value *out = n.output(0))
-    takeOver(g, out, dX, r);
+    r.take(out, dX);
 }
 
-void expandBatchNormalizationGradWithStatistics(
-    Graph &g, Node &n, int64_t opset,
-    std::vector<std::pair<Value *, std::string>> &r) {
+void expandBatchNormalizationGradWithStatistics(Graph &g, Node &n,
+                                                int64_t opset,
+                                                ValueTakeovers &r) {
   Builder b(g, &n);
   const std::string p = n.name();
   Value *x = n.input(1);
@@ -330,15 +317,13 @@ void expandBatchNormalizationGradWithStatistics(
                  {}, p + "_std")},
            {}, p + "_inv_std");
   if (Value *out = n.output(0))
-    takeOver(
-        g, out,
-        narrow(b.op("Mul",
-                    {dY, perChannel(b.op("Mul", {widen(n.input(2)), invStd}, {},
-                                         p + "_gain"),
-                                    "_gain_kept")},
-                    {}, p + "_dx"),
-               out),
-        r);
+    r.take(out,
+           narrow(b.op("Mul",
+                       {dY, perChannel(b.op("Mul", {widen(n.input(2)), invStd},
+                                            {}, p + "_gain"),
+                                       "_gain_kept")},
+                       {}, p + "_dx"),
+                  out));
   if (Value *out = n.output(1)) {
     Value *xhat = b.op(
         "Mul",
@@ -346,14 +331,13 @@ void expandBatchNormalizationGradWithStatistics(
               {}, p + "_centered"),
          perChannel(invStd, "_inv_std_kept")},
         {}, p + "_xhat");
-    takeOver(g, out,
-             narrow(sumPerChannel(b.op("Mul", {dY, xhat}, {}, p + "_dy_xhat"),
-                                  "_dscale"),
-                    out),
-             r);
+    r.take(out,
+           narrow(sumPerChannel(b.op("Mul", {dY, xhat}, {}, p + "_dy_xhat"),
+                                "_dscale"),
+                  out));
   }
   if (Value *out = n.output(2))
-    takeOver(g, out, narrow(sumPerChannel(dY, "_dbias"), out), r);
+    r.take(out, narrow(sumPerChannel(dY, "_dbias"), out));
 }
 
 } // namespace
@@ -364,7 +348,7 @@ size_t expandVariadicMpcOps(Graph &g, int64_t opset) {
   for (Node *n : g.nodeList()) {
     if (n->domain() != kMpcDomain)
       continue;
-    std::vector<std::pair<Value *, std::string>> renames;
+    ValueTakeovers renames(g);
     if (n->opType() == "UnscaleGradients")
       expandUnscaleGradients(g, *n, renames);
     else if (n->opType() == "ClipGradNorm")
@@ -378,8 +362,7 @@ size_t expandVariadicMpcOps(Graph &g, int64_t opset) {
     else
       continue;
     g.removeNode(n);
-    for (auto &[value, name] : renames)
-      g.renameValue(value, name);
+    renames.finish();
     ++expanded;
   }
   return expanded;
