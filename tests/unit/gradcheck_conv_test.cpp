@@ -145,35 +145,44 @@ TEST(GradCheckConv, ConvTranspose) {
 // --- BatchNormalization
 // --------------------------------------------------------
 
-TEST(GradCheckConv, BatchNormalizationTrainingMode) {
+namespace {
+
+/// Training-mode batch norms: NCHW with the running statistics, [N, C] with
+/// another epsilon, opset 13 (BatchNormalization-9, training means asking
+/// for the running statistics), and only X trained (the backward still needs
+/// the batch statistics). `prefix` starts each case's name.
+std::vector<GradCase> batchNormTrainingCases(const std::string &prefix) {
   std::vector<Data> stats = {{"double[3] rm = {0.1, -0.2, 0.3}"},
                              {"double[3] rv = {1.0, 0.5, 2.0}"}};
   std::vector<GradCase> cases;
-  cases.push_back(one("BN training NCHW, running stats outputs",
+  cases.push_back(one(prefix + " NCHW, running stats outputs",
                       {{"x", {4, 3, 2, 3}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
                       "y, m, v = BatchNormalization <training_mode = 1, "
                       "momentum = 0.8> (x, s, b, rm, rv)",
                       stats));
-  cases.push_back(one("BN training [N, C], Y only, epsilon 0.1",
+  cases.push_back(one(prefix + " [N, C], Y only, epsilon 0.1",
                       {{"x", {5, 3}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
                       "y = BatchNormalization <training_mode = 1, epsilon = "
                       "0.1> (x, s, b, rm, rv)",
                       stats));
-  // Opset 13 (BatchNormalization-9): training means asking for the running
-  // statistics.
-  cases.push_back(one("BN opset 13 training",
+  cases.push_back(one(prefix + " opset 13",
                       {{"x", {3, 3, 4}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
                       "y, m, v = BatchNormalization (x, s, b, rm, rv)", stats,
                       13));
-  // Only X trains: the backward still needs the batch statistics.
-  GradCase onlyX = one("BN training, scale and bias frozen",
+  GradCase onlyX = one(prefix + ", scale and bias frozen",
                        {{"x", {4, 3, 2, 2}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
                        "y = BatchNormalization <training_mode = 1> (x, s, b, "
                        "rm, rv)",
                        stats);
   onlyX.frozen = "^[sb]$";
   cases.push_back(onlyX);
-  checkAll(cases);
+  return cases;
+}
+
+} // namespace
+
+TEST(GradCheckConv, BatchNormalizationTrainingMode) {
+  checkAll(batchNormTrainingCases("BN training"));
 }
 
 TEST(GradCheckConv, BatchNormalizationTrainingModeSynced) {
@@ -181,30 +190,7 @@ TEST(GradCheckConv, BatchNormalizationTrainingModeSynced) {
   // one rank: its statistics and its hand-written backward (the global
   // sums' formula) against the plain op's forward, in fp64. The step's loss
   // must also equal the forward graph's to 1e-12 (the harness checks).
-  std::vector<Data> stats = {{"double[3] rm = {0.1, -0.2, 0.3}"},
-                             {"double[3] rv = {1.0, 0.5, 2.0}"}};
-  std::vector<GradCase> cases;
-  cases.push_back(one("synced BN NCHW, running stats outputs",
-                      {{"x", {4, 3, 2, 3}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
-                      "y, m, v = BatchNormalization <training_mode = 1, "
-                      "momentum = 0.8> (x, s, b, rm, rv)",
-                      stats));
-  cases.push_back(one("synced BN [N, C], epsilon 0.1",
-                      {{"x", {5, 3}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
-                      "y = BatchNormalization <training_mode = 1, epsilon = "
-                      "0.1> (x, s, b, rm, rv)",
-                      stats));
-  cases.push_back(one("synced BN opset 13",
-                      {{"x", {3, 3, 4}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
-                      "y, m, v = BatchNormalization (x, s, b, rm, rv)", stats,
-                      13));
-  GradCase onlyX = one("synced BN, scale and bias frozen",
-                       {{"x", {4, 3, 2, 2}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
-                       "y = BatchNormalization <training_mode = 1> (x, s, b, "
-                       "rm, rv)",
-                       stats);
-  onlyX.frozen = "^[sb]$";
-  cases.push_back(onlyX);
+  std::vector<GradCase> cases = batchNormTrainingCases("synced BN");
   for (GradCase &c : cases)
     c.syncBatchNorm = true;
   checkAll(cases);
