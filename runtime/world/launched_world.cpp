@@ -1,9 +1,11 @@
-// Joins the launcher's world through the MPI plugin (launched_world.h).
+// Joins the launcher's world: through the MPI plugin under mpirun, over TCP
+// under torchrun's variables (launched_world.h).
 #include "runtime/world/launched_world.h"
 
 #include "passes/support/diagnostics.h"
 #include "runtime/plugin_path.h"
 #include "runtime/world/mpi_world_abi.h"
+#include "runtime/world/tcp_world.h"
 
 #include <cstdlib>
 #include <dlfcn.h>
@@ -33,22 +35,67 @@ int launcherNumber(std::initializer_list<const char *> names, long min,
   return dflt;
 }
 
+/// Whether an MPI launcher (Open MPI's or MPICH's) started this process.
+bool mpiLaunched() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char *v = std::getenv(name); v && *v)
+      return true;
+  return false;
+}
+
+/// torchrun's env:// variables: the TCP world of `size` ranks.
+std::unique_ptr<Collective> joinTcpLaunch(int size) {
+  const char *hint = " (torchrun's env:// rendezvous: RANK, WORLD_SIZE, "
+                     "MASTER_ADDR and MASTER_PORT)";
+  TcpRendezvous w;
+  w.size = size;
+  w.rank = launcherNumber({"RANK"}, 0, "a rank", -1);
+  if (w.rank < 0)
+    throw Error("WORLD_SIZE=" + std::to_string(size) + " but RANK is not set" +
+                hint);
+  const char *addr = std::getenv("MASTER_ADDR");
+  if (!addr || !*addr)
+    throw Error("WORLD_SIZE=" + std::to_string(size) +
+                " but MASTER_ADDR is not set" + hint);
+  w.masterAddr = addr;
+  w.masterPort = launcherNumber({"MASTER_PORT"}, 1, "a port", 0);
+  if (w.masterPort == 0)
+    throw Error("WORLD_SIZE=" + std::to_string(size) +
+                " but MASTER_PORT is not set" + hint);
+  // torchrun's agent holds MASTER_PORT for its own store (PyTorch's ranks
+  // talk to it in c10d's protocol): rank 0 listens on the next port.
+  // MPC_MASTER_PORT chooses another.
+  const char *agentStore = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  if (agentStore && std::string(agentStore) == "True")
+    ++w.masterPort;
+  w.masterPort = launcherNumber({"MPC_MASTER_PORT"}, 1, "a port", w.masterPort);
+  if (w.masterPort > 65535)
+    throw Error("MASTER_PORT: expected a port, got '" +
+                std::to_string(w.masterPort) + "'");
+  w.timeoutSeconds =
+      launcherNumber({"MPC_RENDEZVOUS_TIMEOUT"}, 1, "seconds", 300);
+  return joinTcpWorld(w);
+}
+
 } // namespace
 
 int launchedWorldSize() {
-  return launcherNumber({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1,
+  return launcherNumber({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"}, 1,
                         "the number of ranks", 1);
 }
 
 int launchedLocalRank() {
-  return launcherNumber({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}, 0,
-                        "a local rank", 0);
+  return launcherNumber(
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "LOCAL_RANK"}, 0,
+      "a local rank", 0);
 }
 
 std::unique_ptr<Collective> joinLaunchedWorld() {
   int size = launchedWorldSize();
   if (size == 1)
     return nullptr;
+  if (!mpiLaunched())
+    return joinTcpLaunch(size);
   std::string path = pluginPath("MPC_MPI_WORLD_PLUGIN", kPluginFile);
   // RTLD_GLOBAL: Open MPI loads its own components, which resolve symbols
   // of libmpi against the global scope.

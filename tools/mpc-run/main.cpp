@@ -46,7 +46,8 @@ Trains MODEL, a training step compiled by mpc-opt.
   --batch=B               batch size (must match a static batch dim); the
                           micro-batch size with --grad-accum
   --shuffle --seed=S      per-epoch shuffled order (default: in order)
-  --log=FILE.csv          step,loss,loss_scale,skipped,ms per step
+  --log=FILE.csv          step,loss,loss_scale,skipped,ms per step (also
+                          --log-file=FILE.csv: torchrun takes --log itself)
   --save=CKPT.onnx        checkpoint at the end (and every --save-every=N)
   --resume=CKPT.onnx      continue bit-for-bit from a checkpoint
   --export-inference=F    write the inference graph with trained weights
@@ -72,8 +73,12 @@ Trains MODEL, a training step compiled by mpc-opt.
                           (cpu: MemAvailable, cuda: cudaMemGetInfo)
 
 Data parallel: `mpirun -np N mpc-run MODEL ...` trains a model compiled with
-mpc-opt --data-parallel on N ranks: on the cpu (MPI), or on cuda with one GPU
-per rank (the local rank's; NCCL). Step i's global batch is
+mpc-opt --data-parallel on N ranks: on the cpu, or on cuda with one GPU per
+rank (the local rank's; NCCL). Without MPI, one process per rank started
+with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT;
+`torchrun --nproc-per-node=N --no-python mpc-run MODEL ...`, or any script)
+meets over TCP at MASTER_ADDR (MPC_RENDEZVOUS_TIMEOUT=S, default 300 s;
+MPC_MASTER_PORT chooses rank 0's port). Step i's global batch is
 samples [i*N*B, (i+1)*N*B) of the data (in the shuffled order with
 --shuffle); rank r takes the r-th B of them. Rank 0 prints, logs and writes
 --save and --export-inference; the logged loss is the mean over the ranks.
@@ -163,6 +168,7 @@ Flags parseFlags(int argc, char **argv) {
                                            "--shuffle",
                                            "--seed",
                                            "--log",
+                                           "--log-file",
                                            "--save",
                                            "--save-every",
                                            "--resume",
@@ -202,7 +208,7 @@ Flags parseFlags(int argc, char **argv) {
     } else if (key == "--seed") {
       f.seed = uint64_t(parseInt(key, need(), 0));
       f.seedGiven = true;
-    } else if (key == "--log") {
+    } else if (key == "--log" || key == "--log-file") {
       f.log = need();
     } else if (key == "--save") {
       f.save = need();
@@ -600,7 +606,7 @@ int main(int argc, char **argv) {
     flags.device = resolveDevice(flags.device);
     if (flags.infer && launchedWorldSize() > 1)
       throw Error("--infer runs as one process, not as one of " +
-                  std::to_string(launchedWorldSize()) + " mpirun ranks");
+                  std::to_string(launchedWorldSize()) + " launched ranks");
     int rc = flags.infer ? runInfer(flags) : run(flags);
     gWorld.reset(); // finalises MPI
     return rc;
