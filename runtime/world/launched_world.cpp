@@ -28,8 +28,8 @@ int launcherNumber(std::initializer_list<const char *> names, long min,
     char *end = nullptr;
     long n = std::strtol(v, &end, 10);
     if (*end != '\0' || n < min || n > 1 << 20)
-      throw Error(std::string(name) + ": expected " + what + ", got '" + v +
-                  "'");
+      throw LaunchError(std::string(name) + ": expected " + what + ", got '" +
+                        v + "'");
     return int(n);
   }
   return dflt;
@@ -51,17 +51,17 @@ std::unique_ptr<Collective> joinTcpLaunch(int size) {
   w.size = size;
   w.rank = launcherNumber({"RANK"}, 0, "a rank", -1);
   if (w.rank < 0)
-    throw Error("WORLD_SIZE=" + std::to_string(size) + " but RANK is not set" +
-                hint);
+    throw LaunchError("WORLD_SIZE=" + std::to_string(size) +
+                      " but RANK is not set" + hint);
   const char *addr = std::getenv("MASTER_ADDR");
   if (!addr || !*addr)
-    throw Error("WORLD_SIZE=" + std::to_string(size) +
-                " but MASTER_ADDR is not set" + hint);
+    throw LaunchError("WORLD_SIZE=" + std::to_string(size) +
+                      " but MASTER_ADDR is not set" + hint);
   w.masterAddr = addr;
   w.masterPort = launcherNumber({"MASTER_PORT"}, 1, "a port", 0);
   if (w.masterPort == 0)
-    throw Error("WORLD_SIZE=" + std::to_string(size) +
-                " but MASTER_PORT is not set" + hint);
+    throw LaunchError("WORLD_SIZE=" + std::to_string(size) +
+                      " but MASTER_PORT is not set" + hint);
   // torchrun's agent holds MASTER_PORT for its own store (PyTorch's ranks
   // talk to it in c10d's protocol): rank 0 listens on the next port.
   // MPC_MASTER_PORT chooses another.
@@ -70,11 +70,15 @@ std::unique_ptr<Collective> joinTcpLaunch(int size) {
     ++w.masterPort;
   w.masterPort = launcherNumber({"MPC_MASTER_PORT"}, 1, "a port", w.masterPort);
   if (w.masterPort > 65535)
-    throw Error("MASTER_PORT: expected a port, got '" +
-                std::to_string(w.masterPort) + "'");
+    throw LaunchError("MASTER_PORT: expected a port, got '" +
+                      std::to_string(w.masterPort) + "'");
   w.timeoutSeconds =
       launcherNumber({"MPC_RENDEZVOUS_TIMEOUT"}, 1, "seconds", 300);
-  return joinTcpWorld(w);
+  try {
+    return joinTcpWorld(w);
+  } catch (const Error &e) {
+    throw LaunchError("rank " + std::to_string(w.rank) + ": " + e.what());
+  }
 }
 
 } // namespace
@@ -102,25 +106,25 @@ std::unique_ptr<Collective> joinLaunchedWorld() {
   void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (!handle) {
     const char *err = dlerror();
-    throw Error("launched as one of " + std::to_string(size) +
-                " ranks, but the MPI world plugin does not load (" +
-                (err ? err : path) +
-                "); build mpc where libopenmpi-dev is installed");
+    throw LaunchError("launched as one of " + std::to_string(size) +
+                      " ranks, but the MPI world plugin does not load (" +
+                      (err ? err : path) +
+                      "); build mpc where libopenmpi-dev is installed");
   }
   auto join =
       reinterpret_cast<MpcMpiWorldJoinFn>(dlsym(handle, MPC_MPI_WORLD_SYMBOL));
   if (!join)
-    throw Error(path + " is not an mpc MPI world plugin (no " +
-                MPC_MPI_WORLD_SYMBOL + ")");
+    throw LaunchError(path + " is not an mpc MPI world plugin (no " +
+                      MPC_MPI_WORLD_SYMBOL + ")");
   char why[256] = {0};
   Collective *world = join(MPC_MPI_WORLD_ABI, why, sizeof why);
   if (!world)
-    throw Error(path + ": " + why);
+    throw LaunchError(path + ": " + why);
   if (world->size() != size) {
     int got = world->size();
     delete world;
-    throw Error("the launcher says " + std::to_string(size) +
-                " ranks, MPI's world has " + std::to_string(got));
+    throw LaunchError("the launcher says " + std::to_string(size) +
+                      " ranks, MPI's world has " + std::to_string(got));
   }
   return std::unique_ptr<Collective>(world);
 }

@@ -10,11 +10,19 @@
 // joins nothing.
 #pragma once
 
+#include "passes/support/diagnostics.h"
 #include "runtime/collective.h"
 
 #include <memory>
 
 namespace mpc {
+
+/// Why this process could not join the world its launcher started: about
+/// the launch, not about the model (mpc-run prints it as it is).
+class LaunchError : public Error {
+public:
+  using Error::Error;
+};
 
 /// Ranks the launcher started: OMPI_COMM_WORLD_SIZE (Open MPI's mpirun),
 /// else PMI_SIZE (MPICH's Hydra), else WORLD_SIZE (torchrun); 1 when none
@@ -33,9 +41,9 @@ int launchedLocalRank();
 /// MASTER_ADDR:MASTER_PORT (MASTER_PORT + 1 under torchrun, whose agent
 /// holds MASTER_PORT; MPC_MASTER_PORT overrides both) as rank RANK, waiting
 /// for the others up to
-/// MPC_RENDEZVOUS_TIMEOUT seconds (default 300). Throws Error saying why
-/// when the plugin cannot be loaded, MPI cannot start, a variable is
-/// missing or malformed, or the ranks do not meet.
+/// MPC_RENDEZVOUS_TIMEOUT seconds (default 300). Throws LaunchError saying
+/// why when the plugin cannot be loaded, MPI cannot start, a variable is
+/// missing or malformed, or the ranks do not meet (over TCP: "rank R: ...").
 std::unique_ptr<Collective> joinLaunchedWorld();
 
 } // namespace mpc

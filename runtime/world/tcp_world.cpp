@@ -402,42 +402,53 @@ std::vector<Fd> rendezvousAsRoot(const TcpRendezvous &w,
   std::vector<uint32_t> ips(size_t(w.size)), ports(size_t(w.size));
   std::vector<bool> joined(size_t(w.size), false);
   joined[0] = true;
-  auto refuse = [&](const Fd &s, const std::string &why) {
-    std::vector<uint32_t> words = {1, uint32_t(why.size())};
+  // A refusal reaches the ranks that joined (and the one refused), so each
+  // says why the world did not meet rather than that rank 0 left.
+  auto tell = [](const Fd &s, const std::string &why) {
     try {
-      sendWords(s, words, "a joining rank");
+      sendWords(s, {1, uint32_t(why.size())}, "a joining rank");
       sendAll(s, why.data(), why.size(), "a joining rank");
     } catch (const Error &) {
     }
+  };
+  auto refuse = [&](const Fd &s, const std::string &why) {
+    tell(s, why);
     throw Error(why);
   };
   const std::string where = "port " + std::to_string(w.masterPort);
-  for (int n = 1; n < w.size; ++n) {
-    sockaddr_in peer{};
-    Fd s = acceptBefore(listener, deadline, peer, [&] {
-      return "timed out after " + std::to_string(int(w.timeoutSeconds)) +
-             " s waiting for " + missingRanks(joined, 1, w.size) +
-             " to join at " + where + " (WORLD_SIZE=" + std::to_string(w.size) +
-             ")";
-    });
-    std::vector<uint32_t> hello = recvWords(s, 5, deadline, "a joining rank");
-    if (hello[0] != kMagic || hello[1] != kVersion)
-      refuse(s, "something that is not an mpc-run rank of this version "
-                "connected to " +
-                    where);
-    const int r = int(int32_t(hello[2])), size = int(int32_t(hello[3]));
-    if (size != w.size)
-      refuse(s, rankName(r) + " says WORLD_SIZE=" + std::to_string(size) +
-                    ", rank 0 says " + std::to_string(w.size));
-    if (r <= 0 || r >= w.size)
-      refuse(s, "a rank joined as RANK=" + std::to_string(r) + ", not 1 to " +
-                    std::to_string(w.size - 1));
-    if (joined[size_t(r)])
-      refuse(s, "two processes joined as RANK=" + std::to_string(r));
-    joined[size_t(r)] = true;
-    ips[size_t(r)] = peer.sin_addr.s_addr;
-    ports[size_t(r)] = hello[4];
-    links[size_t(r)] = std::move(s);
+  try {
+    for (int n = 1; n < w.size; ++n) {
+      sockaddr_in peer{};
+      Fd s = acceptBefore(listener, deadline, peer, [&] {
+        return "timed out after " + std::to_string(int(w.timeoutSeconds)) +
+               " s waiting for " + missingRanks(joined, 1, w.size) +
+               " to join at " + where +
+               " (WORLD_SIZE=" + std::to_string(w.size) + ")";
+      });
+      std::vector<uint32_t> hello = recvWords(s, 5, deadline, "a joining rank");
+      if (hello[0] != kMagic || hello[1] != kVersion)
+        refuse(s, "something that is not an mpc-run rank of this version "
+                  "connected to " +
+                      where);
+      const int r = int(int32_t(hello[2])), size = int(int32_t(hello[3]));
+      if (size != w.size)
+        refuse(s, rankName(r) + " says WORLD_SIZE=" + std::to_string(size) +
+                      ", rank 0 says " + std::to_string(w.size));
+      if (r <= 0 || r >= w.size)
+        refuse(s, "a rank joined as RANK=" + std::to_string(r) + ", not 1 to " +
+                      std::to_string(w.size - 1));
+      if (joined[size_t(r)])
+        refuse(s, "two processes joined as RANK=" + std::to_string(r));
+      joined[size_t(r)] = true;
+      ips[size_t(r)] = peer.sin_addr.s_addr;
+      ports[size_t(r)] = hello[4];
+      links[size_t(r)] = std::move(s);
+    }
+  } catch (const Error &e) {
+    for (int r = 1; r < w.size; ++r)
+      if (links[size_t(r)].get() >= 0)
+        tell(links[size_t(r)], e.what());
+    throw;
   }
   std::vector<uint32_t> table = {0};
   for (int r = 0; r < w.size; ++r) {
@@ -462,16 +473,18 @@ std::vector<Fd> rendezvousAsRank(const TcpRendezvous &w,
             {kMagic, kVersion, uint32_t(w.rank), uint32_t(w.size),
              uint32_t(portOf(listener))},
             root);
-  // Rank 0 answers once every rank has joined.
-  std::vector<uint32_t> status = recvWords(links[0], 1, deadline, root);
+  // Rank 0 answers once every rank has joined, or says why not: it is
+  // given a few seconds more than its own deadline to say so.
+  const auto answerBy = deadline + std::chrono::seconds(5);
+  std::vector<uint32_t> status = recvWords(links[0], 1, answerBy, root);
   if (status[0] != 0) {
-    uint32_t n = recvWords(links[0], 1, deadline, root)[0];
+    uint32_t n = recvWords(links[0], 1, answerBy, root)[0];
     std::string why(std::min<uint32_t>(n, 4096), '\0');
-    recvAll(links[0], why.data(), why.size(), deadline, root);
+    recvAll(links[0], why.data(), why.size(), answerBy, root);
     throw Error("rank 0 refused the world: " + why);
   }
   std::vector<uint32_t> table =
-      recvWords(links[0], 2 * size_t(w.size), deadline, root);
+      recvWords(links[0], 2 * size_t(w.size), answerBy, root);
   auto ipOf = [&](int q) { return htonl(table[2 * size_t(q)]); };
   auto portAt = [&](int q) { return int(table[2 * size_t(q) + 1]); };
   for (int q = 1; q < w.rank; ++q) {

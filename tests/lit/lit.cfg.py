@@ -49,3 +49,12 @@ mpirun = "mpirun --oversubscribe"
 if getattr(config, "mpc_sanitize", False):
     mpirun += " -x LSAN_OPTIONS=detect_leaks=0"
 config.substitutions.append(("%mpirun", mpirun))
+# torchrun (pip's torch) starts mpc-run's ranks over TCP (REQUIRES: torchrun);
+# its full path, since lit's PATH may not hold pip's scripts.
+torchrun = shutil.which("torchrun")
+if torchrun:
+    config.available_features.add("torchrun")
+    config.substitutions.append(("%torchrun", torchrun))
+    for name in ("HOME", "PYENV_ROOT", "PYENV_VERSION"):
+        if name in os.environ:
+            config.environment[name] = os.environ[name]

@@ -610,6 +610,8 @@ int main(int argc, char **argv) {
     int rc = flags.infer ? runInfer(flags) : run(flags);
     gWorld.reset(); // finalises MPI
     return rc;
+  } catch (const LaunchError &e) {
+    return failed(e.what()); // about the launch, not the model
   } catch (const Error &e) {
     std::string msg = e.what();
     // Messages about an input file or the output directory already start
