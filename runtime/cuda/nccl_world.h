@@ -1,10 +1,11 @@
 // The CUDA backend's side of data parallelism: mpc.AllReduce across the
-// ranks of an mpirun launch with NCCL, on the device's stream.
+// ranks of a multi-rank launch (mpirun, torchrun) with NCCL, on the
+// device's stream.
 //
 // Each rank's backend runs on its own GPU (mpc-run gives rank r of a node
 // its local rank's device). The first multi-rank AllReduce makes the
 // device's NCCL communicator: rank 0 draws NCCL's unique id and the host
-// world (runtime/collective.h, MPI) broadcasts it. That first run is a
+// world (runtime/collective.h: MPI or TCP) broadcasts it. That first run is a
 // step's first, never one being captured into a CUDA graph (the backend
 // captures on the second); later runs are plain stream work, which NCCL
 // lets a capture record.
