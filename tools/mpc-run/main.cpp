@@ -12,6 +12,7 @@
 #include "runtime/memory_limit.h"
 #include "runtime/trainer.h"
 #include "runtime/world/launched_world.h"
+#include "tools/mpc-run/local_launcher.h"
 
 #include <chrono>
 #include <cmath>
@@ -67,6 +68,9 @@ Trains MODEL, a training step compiled by mpc-opt.
   --max-skipped-steps=N   N (default 100) consecutive skipped steps with the
                           scale below the floor, stop with exit 1 and name
                           the node that overflowed (0: never stop)
+  --nproc-per-node=N      start N ranks on this machine (a model compiled
+                          with --data-parallel; each its local rank's GPU
+                          with cuda), as torchrun --standalone would
   --memory-limit=BYTES    refuse, before the first step, a model whose
                           planned peak exceeds BYTES (K, M, G suffixes;
                           0: no check). Default: the device's free memory
@@ -115,6 +119,8 @@ struct Flags {
   bool memoryLimitGiven = false;
   size_t memoryLimit = 0;
   bool cudaResident = true, cudaGraphs = true;
+  /// --nproc-per-node=N: start N local ranks (tools/mpc-run/local_launcher.h).
+  int64_t nprocPerNode = 1;
 
   bool infer = false;
   /// --input values as given: "NAME=FILE" or "FILE".
@@ -178,7 +184,8 @@ Flags parseFlags(int argc, char **argv) {
                                            "--max-skipped-steps",
                                            "--memory-limit",
                                            "--cuda-resident",
-                                           "--cuda-graphs"};
+                                           "--cuda-graphs",
+                                           "--nproc-per-node"};
     for (const char *t : kTrainingFlags)
       if (key == t)
         f.trainingFlags.push_back(key);
@@ -232,6 +239,8 @@ Flags parseFlags(int argc, char **argv) {
     } else if (key == "--memory-limit") {
       f.memoryLimit = parseByteSize(key, need());
       f.memoryLimitGiven = true;
+    } else if (key == "--nproc-per-node") {
+      f.nprocPerNode = parseInt(key, need(), 1);
     } else if (arg == "--quiet") {
       f.quiet = true;
     } else if (arg == "--infer") {
@@ -603,6 +612,19 @@ int main(int argc, char **argv) {
   Flags flags;
   try {
     flags = parseFlags(argc, argv);
+    if (flags.nprocPerNode > 1) {
+      if (launchedWorldSize() > 1)
+        throw LaunchError("--nproc-per-node starts the ranks itself, but "
+                          "this process is one of " +
+                          std::to_string(launchedWorldSize()) +
+                          " ranks a launcher started");
+      // Every argument but --nproc-per-node goes to the ranks.
+      std::vector<std::string> args;
+      for (int i = 1; i < argc; ++i)
+        if (std::string(argv[i]).rfind("--nproc-per-node=", 0) != 0)
+          args.push_back(argv[i]);
+      return launchLocalRanks(int(flags.nprocPerNode), args);
+    }
     flags.device = resolveDevice(flags.device);
     if (flags.infer && launchedWorldSize() > 1)
       throw Error("--infer runs as one process, not as one of " +

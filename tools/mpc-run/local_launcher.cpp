@@ -1,0 +1,130 @@
+// The local launcher (local_launcher.h): fork and exec the ranks, wait.
+#include "tools/mpc-run/local_launcher.h"
+
+#include "passes/support/diagnostics.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+namespace mpc {
+namespace {
+
+/// A port free on the loopback interface now (the kernel's choice). Rank 0
+/// binds it a moment later; another process taking it in between makes
+/// rank 0 fail with a line saying so.
+int freeLocalPort() {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0)
+    throw Error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (::bind(s, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0 &&
+      ::getsockname(s, reinterpret_cast<sockaddr *>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  int err = errno;
+  ::close(s);
+  if (port < 0)
+    throw Error(std::string("cannot find a free local port: ") +
+                std::strerror(err));
+  return port;
+}
+
+std::vector<pid_t> gRanks; ///< for the SIGTERM handler
+
+void passOnTerm(int sig) {
+  for (pid_t p : gRanks)
+    if (p > 0)
+      ::kill(p, sig);
+}
+
+} // namespace
+
+int launchLocalRanks(int ranks, const std::vector<std::string> &args) {
+  char self[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0)
+    throw Error(std::string("cannot find this executable (/proc/self/exe): ") +
+                std::strerror(errno));
+  self[n] = '\0';
+  const std::string port = std::to_string(freeLocalPort());
+  std::vector<std::string> argvStrings = {self};
+  argvStrings.insert(argvStrings.end(), args.begin(), args.end());
+
+  // The ranks get Ctrl-C from the terminal themselves; the launcher only
+  // waits for them.
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGTERM, passOnTerm);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  gRanks.assign(size_t(ranks), -1);
+  for (int r = 0; r < ranks; ++r) {
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      passOnTerm(SIGKILL);
+      throw Error(std::string("cannot start rank ") + std::to_string(r) + ": " +
+                  std::strerror(errno));
+    }
+    if (pid == 0) {
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      const std::string rank = std::to_string(r);
+      ::setenv("RANK", rank.c_str(), 1);
+      ::setenv("LOCAL_RANK", rank.c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(ranks).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", port.c_str(), 1);
+      // Not a torchrun agent's ranks (its store would hold MASTER_PORT).
+      ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+      ::unsetenv("MPC_MASTER_PORT");
+      std::vector<char *> argv;
+      for (std::string &s : argvStrings)
+        argv.push_back(s.data());
+      argv.push_back(nullptr);
+      ::execv(self, argv.data());
+      std::fprintf(stderr, "mpc-run: rank %d: cannot start %s: %s\n", r, self,
+                   std::strerror(errno));
+      std::_Exit(127);
+    }
+    gRanks[size_t(r)] = pid;
+  }
+
+  int code = 0, running = ranks;
+  while (running > 0) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR)
+        continue;
+      break;
+    }
+    for (pid_t &p : gRanks)
+      if (p == pid)
+        p = -1;
+    --running;
+    int rc = WIFEXITED(status)     ? WEXITSTATUS(status)
+             : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                   : 1;
+    if (rc != 0 && code == 0) {
+      code = rc;
+      // The others would wait for this rank (at most the rendezvous
+      // timeout): end them. A stop every rank agreed on (130) ends them all
+      // anyway.
+      if (rc != 130)
+        passOnTerm(SIGKILL);
+    }
+  }
+  return code;
+}
+
+} // namespace mpc

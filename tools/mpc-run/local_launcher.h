@@ -1,0 +1,27 @@
+// mpc-run --nproc-per-node=N: this machine's N ranks, started by mpc-run
+// itself, as `torchrun --standalone --nproc-per-node=N` starts them.
+//
+// The launcher picks a free local port and starts N copies of this
+// executable with the same arguments (less --nproc-per-node) and torchrun's
+// variables (RANK = LOCAL_RANK = i, WORLD_SIZE = N, MASTER_ADDR =
+// 127.0.0.1, MASTER_PORT), which meet over TCP (runtime/world/tcp_world.h).
+// It waits for them: the first rank that fails (each says why in its own
+// line) ends the others, whose wait for it could otherwise last the
+// rendezvous timeout, and its exit code is the launcher's. Ctrl-C reaches
+// every rank (the terminal signals the whole process group) and the ranks
+// agree on the step to stop at; SIGTERM to the launcher is passed on.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+/// Runs `ranks` copies of /proc/self/exe with `args` (argv[1..], without
+/// --nproc-per-node) as one data-parallel world and returns the exit code
+/// for the launcher: 0 when every rank exits 0, else the first failing
+/// rank's (128 + signal for a rank a signal ended). Throws Error when a
+/// rank cannot be started.
+int launchLocalRanks(int ranks, const std::vector<std::string> &args);
+
+} // namespace mpc
