@@ -40,4 +40,10 @@ struct TcpRendezvous {
 /// ranks with one rank number, a port rank 0 cannot listen on.
 std::unique_ptr<Collective> joinTcpWorld(const TcpRendezvous &where);
 
+/// A port free on the loopback interface now (the kernel's choice), for a
+/// world whose ranks all run here (mpc-run --nproc-per-node, tests). Rank
+/// 0 binds it a moment later; another process taking it in between makes
+/// rank 0 fail with a line saying so.
+int freeLocalPort();
+
 } // namespace mpc

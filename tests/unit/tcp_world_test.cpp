@@ -12,10 +12,6 @@
 
 #include <gtest/gtest.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -25,25 +21,12 @@ using namespace mpc;
 
 namespace {
 
-/// A port nobody listens on now (the kernel's next free one).
-int freePort() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr *>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr *>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
-
 /// Runs body(rank, world) on `size` threads that join one TCP world; a
 /// rank whose join or body throws records its message in errors[rank].
 std::vector<std::string>
 onRanks(int size, const std::function<void(int, Collective &)> &body,
         double timeout = 20, std::function<TcpRendezvous(int)> where = {}) {
-  const int port = freePort();
+  const int port = freeLocalPort();
   std::vector<std::string> errors(static_cast<size_t>(size));
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r)

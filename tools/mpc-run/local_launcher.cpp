@@ -2,10 +2,9 @@
 #include "tools/mpc-run/local_launcher.h"
 
 #include "passes/support/diagnostics.h"
+#include "runtime/world/tcp_world.h"
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,29 +15,6 @@
 
 namespace mpc {
 namespace {
-
-/// A port free on the loopback interface now (the kernel's choice). Rank 0
-/// binds it a moment later; another process taking it in between makes
-/// rank 0 fail with a line saying so.
-int freeLocalPort() {
-  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0)
-    throw Error(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (::bind(s, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0 &&
-      ::getsockname(s, reinterpret_cast<sockaddr *>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  int err = errno;
-  ::close(s);
-  if (port < 0)
-    throw Error(std::string("cannot find a free local port: ") +
-                std::strerror(err));
-  return port;
-}
 
 std::vector<pid_t> gRanks; ///< for the SIGTERM handler
 
