@@ -17,7 +17,8 @@
 #                model-library gpt2_tiny, llama_tiny, swin_tiny and
 #                convnext_tiny, and the dynamo exporter's gpt2_plain_dynamo,
 #                cnn_dynamo and attention_dynamo; a --data-parallel step on
-#                one rank
+#                one rank (also the CNN with --sync-batchnorm), and 2 NCCL
+#                ranks (mpc-run --nproc-per-node=2) where 2 GPUs are
 #                (torch.nn's TransformerEncoderLayer, GroupNorm,
 #                InstanceNorm2d, LSTM, GRU, the activations, reductions,
 #                Resizes and Einsums the importer lowers; Adam 1e-3)
@@ -367,10 +368,35 @@ if want trajectories; then
   trajectory transformer_gelu20 transformer_gelu20.onnx transformer_data.npz 1e-3 fp16
   trajectory transformer_clip transformer.onnx transformer_data.npz 1e-3 fp16 --max-grad-norm=1.0
   # A --data-parallel step on one rank: mpc.AllReduce (gradients and the
-  # overflow flag) runs on the device as copies, in the captured graph.
-  # Several ranks need a GPU each (NCCL) and mpirun with the MPI plugin,
-  # which the bundle does not carry: not checked here.
+  # overflow flag) runs on the device as copies, in the captured graph; with
+  # --sync-batchnorm the CNN's statistics (ReduceSum, the count from the
+  # shape, AllReduce, the inference-form batch norm and its gradient).
   trajectory transformer_dp transformer.onnx transformer_data.npz 1e-3 fp16 --data-parallel
+  trajectory cnn_syncbn cnn.onnx cnn_data.npz 1e-3 fp16 --data-parallel --sync-batchnorm
+  # Several ranks need a GPU each (NCCL): with two GPUs, 2 ranks started by
+  # mpc-run --nproc-per-node (the TCP world; no MPI in the bundle) against
+  # the same 2 ranks on the CPU.
+  gpus=$(printf '%s\n' "$smi" | grep -c .)
+  if [ "$gpus" -ge 2 ]; then
+    model=$results/transformer_dp2.onnx
+    if run_stage transformer_dp2-opt 60 "$bin/mpc-opt" "$root/models/transformer_dynbatch.onnx" \
+      -o "$model" --batch=4 --precision=fp16 --optimizer=adam --lr=1e-3 --data-parallel; then
+      ok=1
+      for device in cpu cuda; do
+        run_stage "transformer_dp2-$device" 120 "$bin/mpc-run" --nproc-per-node=2 "$model" \
+          --data="$root/models/transformer_data.npz" --steps=50 --device=$device \
+          --log="$results/transformer_dp2.$device.csv" || ok=0
+      done
+      if [ $ok = 1 ]; then
+        d=$(maxrel "$results/transformer_dp2.cuda.csv" "$results/transformer_dp2.cpu.csv")
+        verdict=ok
+        awk -v d="$d" 'BEGIN {exit !(d != "nan" && d + 0 <= 1e-2)}' || { verdict=FAIL; failed=1; }
+        notes+=("transformer 2 ranks (NCCL) fp16, 50 Adam steps: max relative loss difference cuda vs cpu $d (limit 1e-2): $verdict")
+      fi
+    fi
+  else
+    notes+=("multi-rank NCCL: skipped, $gpus GPU here (2 ranks need a GPU each)")
+  fi
 fi
 
 # --- device-resident step: CUDA graphs on/off, staged; step times -----------
