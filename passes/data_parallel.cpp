@@ -60,9 +60,13 @@ Node *allReduce(Graph &g, const std::vector<Value *> &values,
 } // namespace
 
 void allReduceGradients(Model &model, TrainingValues &tv, Value *foundInf,
-                        const std::string &pass, Value *gate) {
+                        const std::string &pass, const std::string &wireDtype,
+                        Value *gate) {
   Graph &g = *tv.algorithm;
   ensureMpcOpset(model);
+  if (wireDtype != "fp32" && wireDtype != "bf16" && wireDtype != "fp16")
+    throw Error("--grad-comm-dtype: expected fp32, bf16 or fp16, got '" +
+                wireDtype + "'");
   if (!tv.grads.empty()) {
     for (size_t i = 0; i < tv.grads.size(); ++i)
       if (!isFloating(tv.grads[i]->dtype))
@@ -75,6 +79,8 @@ void allReduceGradients(Model &model, TrainingValues &tv, Value *foundInf,
     // rank's own.
     Node *mean = allReduce(g, tv.grads, "mean", "_mean_over_ranks",
                            "all_reduce_gradients", gate);
+    if (wireDtype != "fp32")
+      mean->setAttr("wire_dtype", Attribute::ofString(wireDtype));
     std::vector<Value *> averaged;
     for (size_t i = 0; i < tv.grads.size(); ++i)
       averaged.push_back(mean->output(i));

@@ -31,8 +31,10 @@ namespace mpc {
 /// reductions take it as their first input, and they cross ranks only
 /// where it is true, once per accumulation window as DDP's no_sync (inside
 /// the window the updates skip and the scaler holds, so what the
-/// reductions give there is never read).
+/// reductions give there is never read). `wireDtype` (--grad-comm-dtype:
+/// "fp32", "bf16" or "fp16") is the type the gradients cross ranks in.
 void allReduceGradients(Model &model, TrainingValues &tv, Value *foundInf,
-                        const std::string &pass, Value *gate = nullptr);
+                        const std::string &pass, const std::string &wireDtype,
+                        Value *gate = nullptr);
 
 } // namespace mpc

@@ -207,10 +207,15 @@ void runOptimizer(Model &model, PassContext &ctx) {
   Value *boundary = nullptr;
   if (k > 1)
     skip = accumulateGradients(model, tv, foundInf, k, ctx.stats, &boundary);
+  if (ctx.options.gradCommDtype != "fp32" && !ctx.options.dataParallel)
+    throw Error(std::string(kPass) +
+                ": --grad-comm-dtype needs --data-parallel (it is the type "
+                "the gradients cross ranks in)");
   if (ctx.options.dataParallel) {
     // The skip flag reads found_inf, which the reduction's flag replaces.
     bool skipIsFlag = skip == foundInf;
-    allReduceGradients(model, tv, foundInf, kPass, boundary);
+    allReduceGradients(model, tv, foundInf, kPass, ctx.options.gradCommDtype,
+                       boundary);
     if (foundInf) {
       foundInf = g.findValue(*model.meta("mpc.found_inf"));
       if (skipIsFlag)

@@ -48,6 +48,10 @@ struct CompileOptions {
   /// --sync-batchnorm (with --data-parallel): training-mode batch norms use
   /// the statistics of the ranks' global batch (passes/sync_batch_norm.cpp).
   bool syncBatchNorm = false;
+  /// --grad-comm-dtype=fp32|bf16|fp16 (with --data-parallel): the type the
+  /// gradients cross ranks in (mpc.AllReduce's wire_dtype; fp32: as they
+  /// are), as DDP's bf16/fp16 compression hooks.
+  std::string gradCommDtype = "fp32";
 
   // --loss-scale=dynamic|static:F|none (empty: dynamic for fp16, else none)
   std::string lossScale;

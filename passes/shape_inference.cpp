@@ -1748,6 +1748,7 @@ void inferAllReduce(Ctx &c) {
   const size_t first =
       allReduceFirstValue(c.n, c.n.numInputs(), c.n.numOutputs());
   allReduceOpOf(c.n);
+  allReduceWireOf(c.n);
   if (first) {
     c.req(0);
     requireScalar(c, 0, DType::Bool, "gate");

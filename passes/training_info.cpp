@@ -220,11 +220,15 @@ void runUserOptimizer(Model &model, PassContext &ctx) {
   for (Value *out : kept)
     g.addOutput(out);
 
+  if (ctx.options.gradCommDtype != "fp32" && !ctx.options.dataParallel)
+    throw Error(std::string(kPass) +
+                ": --grad-comm-dtype needs --data-parallel (it is the type "
+                "the gradients cross ranks in)");
   if (ctx.options.dataParallel) {
     Value *flag = nullptr;
     if (const std::string *name = model.meta("mpc.found_inf"))
       flag = g.findValue(*name);
-    allReduceGradients(model, tv, flag, kPass);
+    allReduceGradients(model, tv, flag, kPass, ctx.options.gradCommDtype);
   }
 
   for (size_t i = 0; i < placeholders.size(); ++i) {

@@ -43,6 +43,32 @@ inline size_t allReduceFirstValue(const Node &node, size_t numInputs,
   b.raise();
 }
 
+/// The node's `wire_dtype`: the type values cross ranks in (--grad-comm-
+/// dtype; "bf16" or "fp16"), or Undefined without one (or "fp32": values
+/// travel as they are). An Error naming the node for anything else.
+inline DType allReduceWireOf(const Node &node) {
+  std::string w = node.attrString("wire_dtype", "fp32");
+  if (w == "fp32")
+    return DType::Undefined;
+  if (w == "bf16")
+    return DType::BF16;
+  if (w == "fp16")
+    return DType::F16;
+  ErrorBuilder b(node);
+  b << "wire_dtype '" << w << "' is not fp32, bf16 or fp16";
+  b.raise();
+}
+
+/// What a value of type t crosses ranks as under `wire` (allReduceWireOf):
+/// the wire type for a wider floating-point value (fp32, fp64), else t
+/// itself (fp16/bf16 values, integers and flags are never converted).
+inline DType allReduceWireTypeFor(DType t, DType wire) {
+  if (wire != DType::Undefined && isFloating(t) &&
+      dtypeSize(t) > dtypeSize(wire))
+    return wire;
+  return t;
+}
+
 /// Input i's element type against the reduction: floating point takes all
 /// three, integers sum and max, bool max (OR) only; an Error naming the node
 /// otherwise.

@@ -15,11 +15,17 @@
 // every step reuses (per thread), and every stage works in it in place: a
 // fresh buffer per call (and a copy per stage) cost resnet18's 42 MiB of
 // gradients about 70 of its 115 ms in page faults and copies on 2 ranks.
+// With a wire_dtype (--grad-comm-dtype), fp32/fp64 values cross ranks in
+// it: each rank's values rounded to it (nearest-even) in the message, the
+// reduction rounded once to it, then widened back into the outputs; half
+// the bytes to move, as DDP's bf16/fp16 compression hooks.
 // A world of one rank copies, and
 // so does every rank of a gated node whose gate is false (--grad-accum
 // inside its window: the ranks agree, their counters are the same).
 #include "kernels/common/all_reduce_rule.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/half_convert.h"
+#include "kernels/cpu/round_to_odd.h"
 #include "passes/ir/mpc_ops.h"
 
 #include <cmath>
@@ -73,6 +79,29 @@ void reduceRange(DType t, const std::vector<const uint8_t *> &srcs,
     }
     return;
   }
+  // fp16/bf16 (the wire of --grad-comm-dtype): widened exactly, summed in
+  // double, rounded once (round to odd, then the narrow type's RNE).
+  if ((t == DType::F16 || t == DType::BF16) && red != Reduction::Max) {
+    const bool half = t == DType::F16;
+    const double divisor = red == Reduction::Mean ? double(ranks) : 1.0;
+    std::vector<float> wide(static_cast<size_t>(count));
+    std::vector<double> sum(size_t(count), 0.0);
+    for (const uint8_t *src : srcs) {
+      const auto *p = reinterpret_cast<const uint16_t *>(src);
+      if (half)
+        halfToFloatN(p, wide.data(), count);
+      else
+        bf16ToFloatN(p, wide.data(), count);
+      for (int64_t i = 0; i < count; ++i)
+        sum[size_t(i)] += double(wide[size_t(i)]);
+    }
+    auto *out = reinterpret_cast<uint16_t *>(dst);
+    for (int64_t i = 0; i < count; ++i) {
+      float f = roundToOddFloat(sum[size_t(i)] / divisor);
+      out[i] = half ? floatToHalf(f) : floatToBf16(f);
+    }
+    return;
+  }
   std::vector<double> acc(size_t(count), 0.0);
   for (size_t q = 0; q < ranks; ++q) {
     Tensor v = viewOf(t, srcs[q], count);
@@ -91,22 +120,71 @@ void reduceRange(DType t, const std::vector<const uint8_t *> &srcs,
                                                 : acc[size_t(i)]);
 }
 
+/// x's values into the message at `dst` as type `wire`: its bytes, or
+/// rounded to a narrower wire (nearest-even; fp64 through round to odd).
+void toWire(const Tensor &x, DType wire, uint8_t *dst) {
+  if (wire == x.dtype) {
+    if (x.byteSize())
+      std::memcpy(dst, x.bytes.data(), x.byteSize());
+    return;
+  }
+  auto *out = reinterpret_cast<uint16_t *>(dst);
+  const int64_t n = x.numel();
+  if (x.dtype == DType::F32) {
+    const float *p = x.data<float>();
+    if (wire == DType::F16)
+      floatToHalfN(p, out, n);
+    else
+      floatToBf16N(p, out, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) { // fp64
+    float f = roundToOddFloat(x.getAsDouble(i));
+    out[i] = wire == DType::F16 ? floatToHalf(f) : floatToBf16(f);
+  }
+}
+
+/// The reduced values at `src` (type `wire`) into y, widened to y's type.
+void fromWire(const uint8_t *src, DType wire, Tensor &y) {
+  if (wire == y.dtype) {
+    if (y.byteSize())
+      std::memcpy(y.bytes.data(), src, y.byteSize());
+    return;
+  }
+  const auto *p = reinterpret_cast<const uint16_t *>(src);
+  const int64_t n = y.numel();
+  if (y.dtype == DType::F32) {
+    if (wire == DType::F16)
+      halfToFloatN(p, y.data<float>(), n);
+    else
+      bf16ToFloatN(p, y.data<float>(), n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) // fp64: widening is exact
+    y.setFromDouble(
+        i, double(wire == DType::F16 ? halfToFloat(p[i]) : bf16ToFloat(p[i])));
+}
+
 void kernelAllReduce(KernelContext &ctx) {
   const Node &node = ctx.node;
   const size_t first =
       allReduceFirstValue(node, ctx.inputs.size(), ctx.outputs.size());
   const Reduction red = allReduceOpOf(node);
+  const DType wire = allReduceWireOf(node);
   // The reduced values (after the gate), and the message's layout: value i
-  // at offsets[i].
+  // at offsets[i], as wireTypes[i] (its own type, or the wire's).
   std::vector<const Tensor *> xs;
-  std::vector<size_t> offsets;
+  std::vector<DType> wireTypes;
+  std::vector<size_t> offsets, wireBytes;
   size_t total = 0;
   for (size_t i = first; i < ctx.inputs.size(); ++i) {
     const Tensor &x = input(ctx, i, "value");
     checkAllReduceType(node, i, x.dtype, red);
     xs.push_back(&x);
+    wireTypes.push_back(allReduceWireTypeFor(x.dtype, wire));
+    wireBytes.push_back(size_t(x.numel()) * dtypeSize(wireTypes.back()));
     offsets.push_back(total);
-    total += alignUp(x.byteSize());
+    total += alignUp(wireBytes.back());
   }
   bool open = true; // whether the ranks communicate in this run
   if (first) {
@@ -137,9 +215,8 @@ void kernelAllReduce(KernelContext &ctx) {
   size_t end = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
     std::memset(message + end, 0, offsets[i] - end);
-    if (xs[i]->byteSize())
-      std::memcpy(message + offsets[i], xs[i]->bytes.data(), xs[i]->byteSize());
-    end = offsets[i] + xs[i]->byteSize();
+    toWire(*xs[i], wireTypes[i], message + offsets[i]);
+    end = offsets[i] + wireBytes[i];
   }
   std::memset(message + end, 0, shard * size_t(ranks) - end);
 
@@ -148,16 +225,15 @@ void kernelAllReduce(KernelContext &ctx) {
   world->allToAll(message, shard, message);
   const size_t lo = size_t(world->rank()) * shard, hi = lo + shard;
   for (size_t i = 0; i < xs.size(); ++i) {
-    const Tensor &x = *xs[i];
     size_t a = std::max(offsets[i], lo),
-           b = std::min(offsets[i] + x.byteSize(), hi);
+           b = std::min(offsets[i] + wireBytes[i], hi);
     if (a >= b)
       continue;
-    const size_t size = dtypeSize(x.dtype);
+    const size_t size = dtypeSize(wireTypes[i]);
     std::vector<const uint8_t *> srcs;
     for (int q = 0; q < ranks; ++q)
       srcs.push_back(message + size_t(q) * shard + (a - lo));
-    reduceRange(x.dtype, srcs, message + a, int64_t((b - a) / size), red);
+    reduceRange(wireTypes[i], srcs, message + a, int64_t((b - a) / size), red);
   }
 
   // All-gather, in place: every rank's reduced shard, which together are
@@ -165,9 +241,7 @@ void kernelAllReduce(KernelContext &ctx) {
   world->allGather(message + lo, shard, message);
   for (size_t i = 0; i < xs.size(); ++i) {
     const Tensor &x = *xs[i];
-    Tensor &y = ctx.out(i, x.dtype, x.dims);
-    if (x.byteSize())
-      std::memcpy(y.bytes.data(), message + offsets[i], x.byteSize());
+    fromWire(message + offsets[i], wireTypes[i], ctx.out(i, x.dtype, x.dims));
   }
 }
 

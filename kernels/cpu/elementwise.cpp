@@ -6,6 +6,7 @@
 // their own type (fold-constants runs shape arithmetic through them).
 // Integer division and modulo by zero are errors, not traps.
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/round_to_odd.h"
 
 #include <algorithm>
 #include <cmath>
@@ -459,19 +460,6 @@ void kernelSigmoid(KernelContext &ctx) {
 }
 
 // --- Cast --------------------------------------------------------------------
-
-/// double -> float rounding to odd: truncate toward zero and set the last
-/// bit when inexact. Rounding that to fp16/bf16 (RNE) then equals rounding
-/// the double directly, because fp32 keeps more than two extra bits.
-float roundToOddFloat(double d) {
-  float f = float(d);
-  if (std::isnan(d) || double(f) == d)
-    return f;
-  if (std::fabs(double(f)) > std::fabs(d))
-    f = std::nextafter(f, 0.0f); // float(d) rounded away from zero: truncate
-  uint32_t bits = floatBits(f) | 1u;
-  return bitsToFloat(bits);
-}
 
 /// Float -> integer: truncation toward zero as ONNX specifies; values out of
 /// the target range saturate and NaN becomes 0 (ONNX leaves both undefined;

@@ -12,6 +12,7 @@
 // this file reads a value on the host.
 #include "kernels/common/all_reduce_rule.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cuda/cast.h"
 #include "kernels/cuda/clip_grad_norm.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/training.h"
@@ -253,21 +254,37 @@ void runAllReduce(NodeStaging &s) {
   const size_t first =
       allReduceFirstValue(node, ctx.inputs.size(), ctx.outputs.size());
   const AllReduceOp op = allReduceOpOf(node);
+  const DType wire = allReduceWireOf(node);
   const bool ranks = ctx.collective && ctx.collective->size() > 1;
-  std::vector<DeviceReduction> reductions;
+  std::vector<DeviceReduction> reductions, widen;
   for (size_t i = first; i < node.numInputs(); ++i) {
     const Tensor &x = s.in(i, "value");
     checkAllReduceType(node, i, x.dtype, op);
     const void *src = s.device(i);
     void *dst = s.out(i - first, x.dtype, x.dims);
-    if (ranks)
-      reductions.push_back({src, dst, x.dtype, size_t(x.numel())});
-    else if (x.byteSize() && dst != src)
+    const size_t n = size_t(x.numel());
+    const DType onWire = allReduceWireTypeFor(x.dtype, wire);
+    if (ranks && onWire != x.dtype) {
+      // --grad-comm-dtype: NCCL reduces a narrowed copy, widened after.
+      if (x.dtype != DType::F32)
+        fail(node, "the cuda backend sends fp32 values as ", dtypeName(onWire),
+             ", not ", dtypeName(x.dtype));
+      void *narrow = s.scratch(n * dtypeSize(onWire));
+      launchCast(DType::F32, onWire, src, narrow, int64_t(n), s.stream());
+      reductions.push_back({narrow, narrow, onWire, n});
+      widen.push_back({narrow, dst, onWire, n});
+    } else if (ranks) {
+      reductions.push_back({src, dst, x.dtype, n});
+    } else if (x.byteSize() && dst != src) {
       MPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, x.byteSize(),
                                      cudaMemcpyDeviceToDevice, s.stream()));
+    }
   }
-  if (ranks)
-    ncclAllReduce(s.cudaDevice(), *ctx.collective, node, int(op), reductions);
+  if (!ranks)
+    return;
+  ncclAllReduce(s.cudaDevice(), *ctx.collective, node, int(op), reductions);
+  for (const DeviceReduction &r : widen)
+    launchCast(r.dtype, DType::F32, r.in, r.out, int64_t(r.count), s.stream());
 }
 
 std::string checkIncrementStep(const Node &node) {

@@ -359,3 +359,34 @@ TEST(DataParallel, SyncBatchNormInMixedPrecisionMatchesTheBigBatch) {
   EXPECT_LT(farthest(dp[0], one, {"conv1.weight", "bn.weight", "fc.weight"}),
             1e-3);
 }
+
+TEST(DataParallel, Bf16GradientCommunicationFollowsTheFp32Run) {
+  // --grad-comm-dtype=bf16 (DDP's bf16 compression hook): the gradients
+  // cross ranks as bf16, half the bytes. The run follows the fp32
+  // communication's to bf16's precision, and differs from it (the rounding
+  // happened); every rank still holds the same bits.
+  CompileOptions o = fp32Options("sgd");
+  std::vector<RankRun> fp32 =
+      train("mlp_seed.onnx", "mlp_seed_data.npz", o, 2, 16, 4);
+  o.gradCommDtype = "bf16";
+  std::vector<RankRun> bf16 =
+      train("mlp_seed.onnx", "mlp_seed_data.npz", o, 2, 16, 4);
+  for (int64_t s = 0; s < 4; ++s) {
+    double a = bf16[0].steps[size_t(s)].loss, b = fp32[0].steps[size_t(s)].loss;
+    EXPECT_LT(std::fabs(a - b), 1e-3 * std::fabs(b)) << "step " << s + 1;
+    for (const auto &[name, value] : bf16[0].state[size_t(s)])
+      ASSERT_EQ(bytesOf(bf16[1].state[size_t(s)].at(name)), bytesOf(value))
+          << name;
+  }
+  std::vector<std::string> params =
+      splitList(*compileForBatch("mlp_seed.onnx", fp32Options("sgd"), 1)
+                     ->meta("mpc.params"));
+  double farthest = 0;
+  for (const std::string &name : params) {
+    double d = relativeDifference(bf16[0].state.back().at(name),
+                                  fp32[0].state.back().at(name));
+    EXPECT_LT(d, 1e-2) << name;
+    farthest = std::max(farthest, d);
+  }
+  EXPECT_GT(farthest, 1e-7) << "the bf16 wire rounded nothing";
+}

@@ -3,6 +3,7 @@
 // the same bits on every rank, a world of one, the types each reduction
 // takes, and the one-process expansion written for other runtimes.
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/round_to_odd.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/onnx/expand_variadic.h"
 #include "passes/support/diagnostics.h"
@@ -22,7 +23,8 @@ namespace {
 /// inputs[r] are rank r's values. Returns each rank's outputs.
 std::vector<std::vector<Tensor>>
 allReduce(test::ThreadWorld &world, const std::string &reduction,
-          const std::vector<std::vector<Tensor>> &inputs) {
+          const std::vector<std::vector<Tensor>> &inputs,
+          const std::string &wire = "") {
   const size_t n = inputs[0].size();
   std::vector<std::vector<Tensor>> outputs(size_t(world.size()),
                                            std::vector<Tensor>(n));
@@ -34,6 +36,8 @@ allReduce(test::ThreadWorld &world, const std::string &reduction,
           g.addInput("x" + std::to_string(i), inputs[0][i].dtype, {}));
     Node *node = g.createNode("AllReduce", vals, n, "all_reduce", kMpcDomain);
     node->setAttr("reduction", Attribute::ofString(reduction));
+    if (!wire.empty())
+      node->setAttr("wire_dtype", Attribute::ofString(wire));
     KernelContext ctx{*node};
     for (size_t i = 0; i < n; ++i) {
       ctx.inputs.push_back(&inputs[size_t(r)][i]);
@@ -313,3 +317,77 @@ TEST(AllReduce, ExpandsToIdentitiesForAOneProcessRuntime) {
 }
 
 } // namespace
+
+TEST(AllReduce, AWireTypeRoundsEachRanksValuesAndTheResultOnce) {
+  // --grad-comm-dtype=bf16: 1 + 2^-8 + 2^-30 (the three ranks' exact sum)
+  // lies just above the half-way point between bf16's 1 and 1 + 2^-7; in
+  // fp32 it is that half-way point, which a second rounding would tie to
+  // 1. Rounded once, it is 1 + 2^-7. Without the wire the fp32 sum is
+  // 1 + 2^-8.
+  test::ThreadWorld world(3);
+  std::vector<std::vector<Tensor>> in = {{floats({1.0f})},
+                                         {floats({std::ldexp(1.0f, -8)})},
+                                         {floats({std::ldexp(1.0f, -30)})}};
+  auto wired = allReduce(world, "sum", in, "bf16");
+  auto plain = allReduce(world, "sum", in);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ(wired[size_t(r)][0].dtype, DType::F32);
+    EXPECT_EQ(wired[size_t(r)][0].getAsDouble(0), 1.0 + std::ldexp(1.0, -7));
+    EXPECT_EQ(plain[size_t(r)][0].getAsDouble(0), 1.0 + std::ldexp(1.0, -8));
+  }
+}
+
+TEST(AllReduce, AWireTypeMeansLikeTheReferenceOnEveryRank) {
+  // fp32 means of 1001 values (2-byte elements: shards end inside a value
+  // list) over bf16 and fp16 wires: every rank's values rounded to the
+  // wire, the double sum / 3 rounded once to it, widened back; the same
+  // bits on every rank. Integers, flags and fp16 values (not wider than
+  // the wire) travel as they are; a world of one copies, rounding nothing.
+  for (const char *wire : {"bf16", "fp16"}) {
+    SCOPED_TRACE(wire);
+    const bool half = std::string(wire) == "fp16";
+    auto toWire = [&](double v) {
+      float f = cpu::roundToOddFloat(v);
+      return double(half ? halfToFloat(floatToHalf(f))
+                         : bf16ToFloat(floatToBf16(f)));
+    };
+    test::ThreadWorld world(3);
+    std::vector<std::vector<Tensor>> in(3u), ints(3u);
+    for (int r = 0; r < 3; ++r) {
+      std::vector<float> v(1001);
+      for (size_t i = 0; i < v.size(); ++i)
+        v[i] = std::sin(0.7f * float(i) + float(r)) * 3.0f;
+      Tensor h(DType::F16, {2});
+      h.setFromDouble(0, 0.1 * (r + 1));
+      h.setFromDouble(1, 2049.0);
+      in[size_t(r)] = {floats(v), h};
+      ints[size_t(r)] = {Tensor::fromInt64s({2}, {r, 10 * r})};
+    }
+    auto out = allReduce(world, "mean", in, wire);
+    auto summed = allReduce(world, "sum", ints, wire);
+    auto halves =
+        allReduce(world, "mean", {{in[0][1]}, {in[1][1]}, {in[2][1]}});
+    for (size_t i = 0; i < 1001; ++i) {
+      double sum = 0;
+      for (int r = 0; r < 3; ++r)
+        sum += toWire(in[size_t(r)][0].getAsDouble(int64_t(i)));
+      ASSERT_EQ(out[0][0].getAsDouble(int64_t(i)), toWire(sum / 3.0))
+          << "element " << i;
+    }
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(bytesOf(out[size_t(r)][0]), bytesOf(out[0][0]));
+      EXPECT_EQ(summed[size_t(r)][0].getAsDouble(1), 30.0);
+      EXPECT_EQ(bytesOf(out[size_t(r)][1]), bytesOf(halves[0][0]))
+          << "an fp16 value is not narrowed";
+    }
+    test::ThreadWorld one(1);
+    Tensor x = floats({1.0f + std::ldexp(1.0f, -20)});
+    EXPECT_EQ(bytesOf(allReduce(one, "mean", {{x}}, wire)[0][0]), bytesOf(x));
+  }
+}
+
+TEST(AllReduce, AnUnknownWireTypeIsRefused) {
+  test::ThreadWorld world(2);
+  EXPECT_THROW(allReduce(world, "mean", {{floats({1})}, {floats({2})}}, "int8"),
+               Error);
+}

@@ -72,6 +72,9 @@ optimizer:
   --data-parallel         average the gradients and OR the overflow flag
                           across the ranks of `mpirun -np N mpc-run ...` (each
                           rank runs --batch samples of a global batch of N*B)
+  --grad-comm-dtype=fp32|bf16|fp16   with --data-parallel: the type the
+                          gradients cross ranks in (default fp32; bf16/fp16
+                          halve the bytes, as DDP's compression hooks)
   --sync-batchnorm        with --data-parallel: training-mode batch norms
                           normalise with the global batch's statistics
                           (torch.nn.SyncBatchNorm)
@@ -248,6 +251,12 @@ Flags parseFlags(int argc, char **argv) {
       o.dataParallel = true;
     } else if (arg == "--sync-batchnorm") {
       o.syncBatchNorm = true;
+    } else if (key == "--grad-comm-dtype") {
+      o.gradCommDtype = need();
+      if (o.gradCommDtype != "fp32" && o.gradCommDtype != "bf16" &&
+          o.gradCommDtype != "fp16")
+        throw Error("--grad-comm-dtype: expected fp32, bf16 or fp16, got '" +
+                    val + "'");
     } else if (key == "--max-grad-norm") {
       o.maxGradNorm = parseDouble(key, need());
     } else if (key == "--trainable") {

@@ -1,0 +1,29 @@
+// double -> fp16/bf16 with one rounding, through fp32.
+//
+// Rounding a double to fp32 and then to fp16/bf16 can round twice (a value
+// just past a half-way point of the narrow type lands on it in fp32, then
+// ties to even). Rounding to fp32 toward zero and setting the last bit when
+// the result is inexact ("round to odd") keeps the information a second
+// rounding needs: fp32 has more than two bits beyond fp16's and bf16's, so
+// the narrow type's round-to-nearest-even of that float is the double's.
+// Cast from fp64 and integers, and mpc.AllReduce's 16-bit results, use it.
+#pragma once
+
+#include "kernels/common/half.h"
+
+#include <cmath>
+
+namespace mpc {
+namespace cpu {
+
+inline float roundToOddFloat(double d) {
+  float f = float(d);
+  if (std::isnan(d) || double(f) == d)
+    return f;
+  if (std::fabs(double(f)) > std::fabs(d))
+    f = std::nextafter(f, 0.0f); // float(d) rounded away from zero: truncate
+  return bitsToFloat(floatBits(f) | 1u);
+}
+
+} // namespace cpu
+} // namespace mpc
