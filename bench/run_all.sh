@@ -13,7 +13,7 @@ status=0
 mkdir -p bench/results
 exec > >(tee "bench/results/tables-$date.txt") 2>&1
 for script in bench/compile_time.sh bench/memory.sh bench/cpu_step.sh bench/data_parallel.sh \
-  bench/sync_batch_norm.sh; do
+  bench/sync_batch_norm.sh bench/grad_comm.sh; do
   echo "######## $script"
   "$script" "$build" "bench/results/$(basename "$script" .sh)-$date.json" || status=1
   echo

@@ -33,31 +33,7 @@ if ! "$PY" -c "import torch, torchvision" 2>/dev/null; then
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-"$PY" - "$bench_tmp/resnet18.onnx" "$bench_tmp/data.npz" <<'EOF' 2>/dev/null
-import sys
-import numpy as np
-import torch
-import torch.nn as nn
-import torchvision.models as tv
-
-class WithLoss(nn.Module):
-    def __init__(self, net):
-        super().__init__()
-        self.net = net
-
-    def forward(self, x, y):
-        return nn.functional.cross_entropy(self.net(x), y)
-
-torch.manual_seed(0)
-model = WithLoss(tv.resnet18(num_classes=10)).train()
-x, y = torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,))
-torch.onnx.export(model, (x, y), sys.argv[1], input_names=["x", "y"], output_names=["loss"],
-                  dynamo=False, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
-                  opset_version=17, dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
-g = torch.Generator().manual_seed(1)
-np.savez(sys.argv[2], x=torch.randn(256, 3, 32, 32, generator=g).numpy(),
-         y=torch.randint(0, 10, (256,), generator=g).numpy())
-EOF
+"$PY" "$(dirname "$0")/export_resnet18.py" "$bench_tmp/resnet18.onnx" "$bench_tmp/data.npz" 2>/dev/null
 model=$bench_tmp/resnet18.onnx
 data=$bench_tmp/data.npz
 sgd=(--optimizer=sgd --lr=0.01)
