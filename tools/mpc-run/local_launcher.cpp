@@ -5,6 +5,7 @@
 #include "runtime/world/tcp_world.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +45,7 @@ int launchLocalRanks(int ranks, const std::vector<std::string> &args) {
   std::fflush(stdout);
   std::fflush(stderr);
   gRanks.assign(size_t(ranks), -1);
+  const pid_t parent = ::getpid();
   for (int r = 0; r < ranks; ++r) {
     pid_t pid = ::fork();
     if (pid < 0) {
@@ -54,6 +56,11 @@ int launchLocalRanks(int ranks, const std::vector<std::string> &args) {
     if (pid == 0) {
       ::signal(SIGINT, SIG_DFL);
       ::signal(SIGTERM, SIG_DFL);
+      // A launcher that dies (kill -9) stops its ranks too, as SIGTERM
+      // does: they agree on a step, save with --save, and end.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != parent)
+        std::_Exit(1); // it died before the line above
       const std::string rank = std::to_string(r);
       ::setenv("RANK", rank.c_str(), 1);
       ::setenv("LOCAL_RANK", rank.c_str(), 1);

@@ -9,7 +9,8 @@
 // line) ends the others, whose wait for it could otherwise last the
 // rendezvous timeout, and its exit code is the launcher's. Ctrl-C reaches
 // every rank (the terminal signals the whole process group) and the ranks
-// agree on the step to stop at; SIGTERM to the launcher is passed on.
+// agree on the step to stop at; SIGTERM to the launcher is passed on, and
+// a launcher that is killed sends its ranks SIGTERM (PR_SET_PDEATHSIG).
 #pragma once
 
 #include <string>
