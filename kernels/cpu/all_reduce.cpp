@@ -80,25 +80,35 @@ void reduceRange(DType t, const std::vector<const uint8_t *> &srcs,
     return;
   }
   // fp16/bf16 (the wire of --grad-comm-dtype): widened exactly, summed in
-  // double, rounded once (round to odd, then the narrow type's RNE).
+  // double, rounded once (round to odd, then the narrow type's RNE), a
+  // block at a time (small buffers; the widening vectorised).
   if ((t == DType::F16 || t == DType::BF16) && red != Reduction::Max) {
     const bool half = t == DType::F16;
     const double divisor = red == Reduction::Mean ? double(ranks) : 1.0;
-    std::vector<float> wide(static_cast<size_t>(count));
-    std::vector<double> sum(size_t(count), 0.0);
-    for (const uint8_t *src : srcs) {
-      const auto *p = reinterpret_cast<const uint16_t *>(src);
-      if (half)
-        halfToFloatN(p, wide.data(), count);
-      else
-        bf16ToFloatN(p, wide.data(), count);
-      for (int64_t i = 0; i < count; ++i)
-        sum[size_t(i)] += double(wide[size_t(i)]);
-    }
+    constexpr int64_t kBlock = 1024;
+    float wide[kBlock];
+    double sum[kBlock];
     auto *out = reinterpret_cast<uint16_t *>(dst);
-    for (int64_t i = 0; i < count; ++i) {
-      float f = roundToOddFloat(sum[size_t(i)] / divisor);
-      out[i] = half ? floatToHalf(f) : floatToBf16(f);
+    for (int64_t at = 0; at < count; at += kBlock) {
+      const int64_t n = std::min(kBlock, count - at);
+      std::fill(sum, sum + n, 0.0);
+      for (const uint8_t *src : srcs) {
+        const auto *p = reinterpret_cast<const uint16_t *>(src) + at;
+        if (half)
+          halfToFloatN(p, wide, n);
+        else
+          bf16ToFloatN(p, wide, n);
+        for (int64_t i = 0; i < n; ++i)
+          sum[i] += double(wide[i]);
+      }
+      // Every rank's element read: the block may be written (dst may be a
+      // src).
+      for (int64_t i = 0; i < n; ++i)
+        wide[i] = roundToOddFloat(sum[i] / divisor);
+      if (half)
+        floatToHalfN(wide, out + at, n);
+      else
+        floatToBf16N(wide, out + at, n);
     }
     return;
   }

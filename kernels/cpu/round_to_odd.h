@@ -18,11 +18,15 @@ namespace cpu {
 
 inline float roundToOddFloat(double d) {
   float f = float(d);
-  if (std::isnan(d) || double(f) == d)
+  if (double(f) == d || d != d) // exact, or NaN
     return f;
+  uint32_t bits = floatBits(f);
+  // float(d) rounded away from zero: one step back toward it (the bits of
+  // a float's magnitude count its steps; an overflow to inf steps back to
+  // the largest float, which is what truncation gives).
   if (std::fabs(double(f)) > std::fabs(d))
-    f = std::nextafter(f, 0.0f); // float(d) rounded away from zero: truncate
-  return bitsToFloat(floatBits(f) | 1u);
+    --bits;
+  return bitsToFloat(bits | 1u);
 }
 
 } // namespace cpu
