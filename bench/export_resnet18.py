@@ -5,26 +5,20 @@ symbolic batch, and 256 random images with labels. The data-parallel benchmarks 
 bench/grad_comm.sh) train it: a network whose 42 MiB of gradients cross ranks every step.
 
 Needs torch and torchvision (pip)."""
+import os
 import sys
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torchvision.models as tv
 
-
-class WithLoss(nn.Module):
-    def __init__(self, net):
-        super().__init__()
-        self.net = net
-
-    def forward(self, x, y):
-        return nn.functional.cross_entropy(self.net(x), y)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
+from library_models import ClassifierWithLoss  # noqa: E402  (models/)
 
 
 def main(model_path, data_path):
     torch.manual_seed(0)
-    model = WithLoss(tv.resnet18(num_classes=10)).train()
+    model = ClassifierWithLoss(tv.resnet18(num_classes=10)).train()
     x, y = torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,))
     torch.onnx.export(model, (x, y), model_path, input_names=["x", "y"], output_names=["loss"],
                       dynamo=False, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
