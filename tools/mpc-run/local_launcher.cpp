@@ -19,7 +19,7 @@ namespace {
 
 std::vector<pid_t> gRanks; ///< for the SIGTERM handler
 
-void passOnTerm(int sig) {
+void passOn(int sig) {
   for (pid_t p : gRanks)
     if (p > 0)
       ::kill(p, sig);
@@ -38,10 +38,11 @@ int launchLocalRanks(int ranks, const std::vector<std::string> &args) {
   std::vector<std::string> argvStrings = {self};
   argvStrings.insert(argvStrings.end(), args.begin(), args.end());
 
-  // The ranks get Ctrl-C from the terminal themselves; the launcher only
-  // waits for them.
-  ::signal(SIGINT, SIG_IGN);
-  ::signal(SIGTERM, passOnTerm);
+  // The launcher passes SIGINT and SIGTERM on and waits. Ctrl-C from a
+  // terminal also reaches the ranks directly (the whole process group):
+  // a second request to stop is the first's.
+  ::signal(SIGINT, passOn);
+  ::signal(SIGTERM, passOn);
   std::fflush(stdout);
   std::fflush(stderr);
   gRanks.assign(size_t(ranks), -1);
@@ -49,7 +50,7 @@ int launchLocalRanks(int ranks, const std::vector<std::string> &args) {
   for (int r = 0; r < ranks; ++r) {
     pid_t pid = ::fork();
     if (pid < 0) {
-      passOnTerm(SIGKILL);
+      passOn(SIGKILL);
       throw Error(std::string("cannot start rank ") + std::to_string(r) + ": " +
                   std::strerror(errno));
     }
@@ -104,7 +105,7 @@ int launchLocalRanks(int ranks, const std::vector<std::string> &args) {
       // timeout): end them. A stop every rank agreed on (130) ends them all
       // anyway.
       if (rc != 130)
-        passOnTerm(SIGKILL);
+        passOn(SIGKILL);
     }
   }
   return code;

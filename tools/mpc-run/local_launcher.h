@@ -7,10 +7,10 @@
 // 127.0.0.1, MASTER_PORT), which meet over TCP (runtime/world/tcp_world.h).
 // It waits for them: the first rank that fails (each says why in its own
 // line) ends the others, whose wait for it could otherwise last the
-// rendezvous timeout, and its exit code is the launcher's. Ctrl-C reaches
-// every rank (the terminal signals the whole process group) and the ranks
-// agree on the step to stop at; SIGTERM to the launcher is passed on, and
-// a launcher that is killed sends its ranks SIGTERM (PR_SET_PDEATHSIG).
+// rendezvous timeout, and its exit code is the launcher's. SIGINT (Ctrl-C)
+// and SIGTERM reach every rank, passed on by the launcher, and the ranks
+// agree on the step to stop at; a launcher that is killed sends its ranks
+// SIGTERM (PR_SET_PDEATHSIG).
 #pragma once
 
 #include <string>
