@@ -76,9 +76,10 @@ Trains MODEL, a training step compiled by mpc-opt.
                           0: no check). Default: the device's free memory
                           (cpu: MemAvailable, cuda: cudaMemGetInfo)
 
-Data parallel: `mpirun -np N mpc-run MODEL ...` trains a model compiled with
-mpc-opt --data-parallel on N ranks: on the cpu, or on cuda with one GPU per
-rank (the local rank's; NCCL). Without MPI, one process per rank started
+Data parallel: `mpc-run --nproc-per-node=N MODEL ...` (or `mpirun -np N
+mpc-run MODEL ...`) trains a model compiled with mpc-opt --data-parallel on
+N ranks: on the cpu, or on cuda with one GPU per rank (the local rank's;
+NCCL). Without MPI, one process per rank started
 with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT;
 `torchrun --nproc-per-node=N --no-python mpc-run MODEL ...`, or any script)
 meets over TCP at MASTER_ADDR (MPC_RENDEZVOUS_TIMEOUT=S, default 300 s;
