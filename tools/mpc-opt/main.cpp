@@ -70,11 +70,13 @@ optimizer:
   --grad-accum=K          K micro-batches per optimizer step (default 1): mpc-run
                           runs the step K times, the update applies on the K-th
   --data-parallel         average the gradients and OR the overflow flag
-                          across the ranks of `mpirun -np N mpc-run ...` (each
-                          rank runs --batch samples of a global batch of N*B)
-  --grad-comm-dtype=fp32|bf16|fp16   with --data-parallel: the type the
-                          gradients cross ranks in (default fp32; bf16/fp16
-                          halve the bytes, as DDP's compression hooks)
+                          across the ranks of `mpc-run --nproc-per-node=N`,
+                          `mpirun -np N mpc-run` or torchrun (each rank runs
+                          --batch samples of a global batch of N*B)
+  --grad-comm-dtype=T     with --data-parallel: fp32 (default), bf16 or
+                          fp16, the type the gradients cross ranks in
+                          (bf16/fp16 halve the bytes, as DDP's compression
+                          hooks)
   --sync-batchnorm        with --data-parallel: training-mode batch norms
                           normalise with the global batch's statistics
                           (torch.nn.SyncBatchNorm)
