@@ -2,6 +2,7 @@
 #include "tools/mpc-run/local_launcher.h"
 
 #include "passes/support/diagnostics.h"
+#include "runtime/plugin_path.h"
 #include "runtime/world/tcp_world.h"
 
 #include <signal.h>
@@ -10,7 +11,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -28,12 +28,10 @@ void passOn(int sig) {
 } // namespace
 
 int launchLocalRanks(int ranks, const std::vector<std::string> &args) {
-  char self[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0)
+  std::string self = executablePath();
+  if (self.empty())
     throw Error(std::string("cannot find this executable (/proc/self/exe): ") +
                 std::strerror(errno));
-  self[n] = '\0';
   const std::string port = std::to_string(freeLocalPort());
   std::vector<std::string> argvStrings = {self};
   argvStrings.insert(argvStrings.end(), args.begin(), args.end());
@@ -75,9 +73,9 @@ int launchLocalRanks(int ranks, const std::vector<std::string> &args) {
       for (std::string &s : argvStrings)
         argv.push_back(s.data());
       argv.push_back(nullptr);
-      ::execv(self, argv.data());
-      std::fprintf(stderr, "mpc-run: rank %d: cannot start %s: %s\n", r, self,
-                   std::strerror(errno));
+      ::execv(self.c_str(), argv.data());
+      std::fprintf(stderr, "mpc-run: rank %d: cannot start %s: %s\n", r,
+                   self.c_str(), std::strerror(errno));
       std::_Exit(127);
     }
     gRanks[size_t(r)] = pid;
