@@ -131,48 +131,29 @@ void reduceRange(DType t, const std::vector<const uint8_t *> &srcs,
 }
 
 /// x's values into the message at `dst` as type `wire`: its bytes, or
-/// rounded to a narrower wire (nearest-even; fp64 through round to odd).
-void toWire(const Tensor &x, DType wire, uint8_t *dst) {
+/// converted by the Cast kernel (nearest-even; fp64 rounded once).
+void toWire(const Node &node, const Tensor &x, DType wire, uint8_t *dst) {
   if (wire == x.dtype) {
     if (x.byteSize())
       std::memcpy(dst, x.bytes.data(), x.byteSize());
     return;
   }
-  auto *out = reinterpret_cast<uint16_t *>(dst);
-  const int64_t n = x.numel();
-  if (x.dtype == DType::F32) {
-    const float *p = x.data<float>();
-    if (wire == DType::F16)
-      floatToHalfN(p, out, n);
-    else
-      floatToBf16N(p, out, n);
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) { // fp64
-    float f = roundToOddFloat(x.getAsDouble(i));
-    out[i] = wire == DType::F16 ? floatToHalf(f) : floatToBf16(f);
-  }
+  Tensor view = viewOf(wire, dst, x.numel());
+  view.dims = x.dims;
+  castWithCastKernel(node, x, wire, &view, 0);
 }
 
-/// The reduced values at `src` (type `wire`) into y, widened to y's type.
-void fromWire(const uint8_t *src, DType wire, Tensor &y) {
+/// The reduced values at `src` (type `wire`) into y, widened by the Cast
+/// kernel to y's type.
+void fromWire(const Node &node, const uint8_t *src, DType wire, Tensor &y) {
   if (wire == y.dtype) {
     if (y.byteSize())
       std::memcpy(y.bytes.data(), src, y.byteSize());
     return;
   }
-  const auto *p = reinterpret_cast<const uint16_t *>(src);
-  const int64_t n = y.numel();
-  if (y.dtype == DType::F32) {
-    if (wire == DType::F16)
-      halfToFloatN(p, y.data<float>(), n);
-    else
-      bf16ToFloatN(p, y.data<float>(), n);
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) // fp64: widening is exact
-    y.setFromDouble(
-        i, double(wire == DType::F16 ? halfToFloat(p[i]) : bf16ToFloat(p[i])));
+  Tensor view = viewOf(wire, src, y.numel());
+  view.dims = y.dims;
+  castWithCastKernel(node, view, y.dtype, &y, 0);
 }
 
 void kernelAllReduce(KernelContext &ctx) {
@@ -225,7 +206,7 @@ void kernelAllReduce(KernelContext &ctx) {
   size_t end = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
     std::memset(message + end, 0, offsets[i] - end);
-    toWire(*xs[i], wireTypes[i], message + offsets[i]);
+    toWire(node, *xs[i], wireTypes[i], message + offsets[i]);
     end = offsets[i] + wireBytes[i];
   }
   std::memset(message + end, 0, shard * size_t(ranks) - end);
@@ -251,7 +232,8 @@ void kernelAllReduce(KernelContext &ctx) {
   world->allGather(message + lo, shard, message);
   for (size_t i = 0; i < xs.size(); ++i) {
     const Tensor &x = *xs[i];
-    fromWire(message + offsets[i], wireTypes[i], ctx.out(i, x.dtype, x.dims));
+    fromWire(node, message + offsets[i], wireTypes[i],
+             ctx.out(i, x.dtype, x.dims));
   }
 }
 
