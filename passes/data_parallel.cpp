@@ -59,14 +59,23 @@ Node *allReduce(Graph &g, const std::vector<Value *> &values,
 
 } // namespace
 
+void checkDataParallelOptions(const CompileOptions &o,
+                              const std::string &pass) {
+  if (o.gradCommDtype != "fp32" && o.gradCommDtype != "bf16" &&
+      o.gradCommDtype != "fp16")
+    throw Error("--grad-comm-dtype: expected fp32, bf16 or fp16, got '" +
+                o.gradCommDtype + "'");
+  if (o.gradCommDtype != "fp32" && !o.dataParallel)
+    throw Error(pass +
+                ": --grad-comm-dtype needs --data-parallel (it is the type "
+                "the gradients cross ranks in)");
+}
+
 void allReduceGradients(Model &model, TrainingValues &tv, Value *foundInf,
                         const std::string &pass, const std::string &wireDtype,
                         Value *gate) {
   Graph &g = *tv.algorithm;
   ensureMpcOpset(model);
-  if (wireDtype != "fp32" && wireDtype != "bf16" && wireDtype != "fp16")
-    throw Error("--grad-comm-dtype: expected fp32, bf16 or fp16, got '" +
-                wireDtype + "'");
   if (!tv.grads.empty()) {
     for (size_t i = 0; i < tv.grads.size(); ++i)
       if (!isFloating(tv.grads[i]->dtype))

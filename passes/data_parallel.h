@@ -22,6 +22,12 @@
 
 namespace mpc {
 
+/// Throws a one-line error for data-parallel options that do not go
+/// together (--grad-comm-dtype without --data-parallel, or not fp32, bf16 or
+/// fp16); `pass` names the caller. The optimizer passes call it before they
+/// change the model.
+void checkDataParallelOptions(const CompileOptions &o, const std::string &pass);
+
 /// Inserts the two reductions after the gradients (tv.grads) and found_inf
 /// (nullptr without loss scaling) are computed: tv.grads become the
 /// averaged gradients (mpc.grads follows); every reader of found_inf
@@ -31,8 +37,9 @@ namespace mpc {
 /// reductions take it as their first input, and they cross ranks only
 /// where it is true, once per accumulation window as DDP's no_sync (inside
 /// the window the updates skip and the scaler holds, so what the
-/// reductions give there is never read). `wireDtype` (--grad-comm-dtype:
-/// "fp32", "bf16" or "fp16") is the type the gradients cross ranks in.
+/// reductions give there is never read). `wireDtype` (--grad-comm-dtype,
+/// checked by checkDataParallelOptions) is the type the gradients cross
+/// ranks in.
 void allReduceGradients(Model &model, TrainingValues &tv, Value *foundInf,
                         const std::string &pass, const std::string &wireDtype,
                         Value *gate = nullptr);

@@ -173,6 +173,7 @@ void runOptimizer(Model &model, PassContext &ctx) {
                "the model's training_info has its own optimizer; run "
                "user-optimizer instead");
   checkGradAccum(ctx.options);
+  checkDataParallelOptions(ctx.options, kPass);
   const int64_t k = ctx.options.gradAccum;
   if (const std::string *divided = model.meta("mpc.grad_accum"))
     if (*divided != std::to_string(k))
@@ -207,10 +208,6 @@ void runOptimizer(Model &model, PassContext &ctx) {
   Value *boundary = nullptr;
   if (k > 1)
     skip = accumulateGradients(model, tv, foundInf, k, ctx.stats, &boundary);
-  if (ctx.options.gradCommDtype != "fp32" && !ctx.options.dataParallel)
-    throw Error(std::string(kPass) +
-                ": --grad-comm-dtype needs --data-parallel (it is the type "
-                "the gradients cross ranks in)");
   if (ctx.options.dataParallel) {
     // The skip flag reads found_inf, which the reduction's flag replaces.
     bool skipIsFlag = skip == foundInf;

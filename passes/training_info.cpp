@@ -198,6 +198,7 @@ void runUserOptimizer(Model &model, PassContext &ctx) {
   if (ctx.options.maxGradNorm > 0)
     throw Error("--max-grad-norm: not supported for a model that trains "
                 "with its own training_info optimizer");
+  checkDataParallelOptions(ctx.options, kPass);
   TrainingValues tv = requireGradients(model, kPass);
   Graph &g = *tv.algorithm;
   std::vector<std::string> userParams =
@@ -220,10 +221,6 @@ void runUserOptimizer(Model &model, PassContext &ctx) {
   for (Value *out : kept)
     g.addOutput(out);
 
-  if (ctx.options.gradCommDtype != "fp32" && !ctx.options.dataParallel)
-    throw Error(std::string(kPass) +
-                ": --grad-comm-dtype needs --data-parallel (it is the type "
-                "the gradients cross ranks in)");
   if (ctx.options.dataParallel) {
     Value *flag = nullptr;
     if (const std::string *name = model.meta("mpc.found_inf"))
