@@ -35,6 +35,7 @@
 // the plain op. Values keep the names autodiff gave them: metadata and the
 // running statistics' update bindings stay valid.
 #include "passes/ir/batch_norm_mode.h"
+#include "passes/ir/builder.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/ir/value_takeover.h"
 #include "passes/shape_inference.h"
@@ -54,7 +55,7 @@ constexpr const char *kPass = "sync-batchnorm";
 class Emitter {
 public:
   Emitter(Graph &g, int64_t opset, Node *before, std::string stem)
-      : g_(g), opset_(opset), before_(before), stem_(std::move(stem)) {}
+      : g_(g), b_(g), opset_(opset), before_(before), stem_(std::move(stem)) {}
 
   Node *node(const std::string &type, const std::vector<Value *> &inputs,
              const std::vector<std::string> &hints,
@@ -77,8 +78,12 @@ public:
     return node(type, inputs, {hint}, attrs)->output(0);
   }
 
-  Value *constant(Tensor t, const std::string &hint) {
-    return g_.addInitializer(stem_ + "_" + hint, std::move(t));
+  Value *scalar(DType t, double v, const std::string &hint) {
+    return b_.scalar(t, v, stem_ + "_" + hint);
+  }
+
+  Value *int64s(const std::vector<int64_t> &v, const std::string &hint) {
+    return b_.int64s(v, stem_ + "_" + hint);
   }
 
   /// v itself when it already has dtype t, else a Cast.
@@ -91,10 +96,7 @@ public:
   /// v (of X's rank with keepdims, or [C]) reshaped to `dims`.
   Value *reshape(Value *v, const std::vector<int64_t> &dims,
                  const std::string &hint) {
-    return op("Reshape",
-              {v, constant(Tensor::fromInt64s({int64_t(dims.size())}, dims),
-                           hint + "_shape")},
-              hint);
+    return op("Reshape", {v, int64s(dims, hint + "_shape")}, hint);
   }
 
   /// ReduceSum of v over every axis but 1, keepdims: [1, C, 1, ...].
@@ -106,8 +108,7 @@ public:
         {"keepdims", Attribute::ofInt(1)}};
     std::vector<Value *> inputs = {v};
     if (opset_ >= 13)
-      inputs.push_back(constant(
-          Tensor::fromInt64s({int64_t(axes.size())}, axes), hint + "_axes"));
+      inputs.push_back(int64s(axes, hint + "_axes"));
     else
       attrs.push_back({"axes", Attribute::ofInts(axes)});
     return op("ReduceSum", inputs, hint, attrs);
@@ -134,17 +135,17 @@ public:
           unknownAxes.push_back(d);
       }
     if (unknownAxes.empty())
-      return constant(Tensor::scalar(t, double(known)), "local_count");
+      return scalar(t, double(known), "local_count");
     // Each dim is converted before the product: the CUDA backend
     // multiplies floats only, and converts int64 to fp32 (then widens).
     Value *shape = op("Shape", {x}, "shape");
     Value *product = nullptr;
     for (int64_t d : unknownAxes) {
       const std::string name = "dim" + std::to_string(d);
-      Value *dim = op("Gather",
-                      {shape, constant(Tensor::scalar(DType::I64, double(d)),
-                                       "axis" + std::to_string(d))},
-                      name);
+      Value *dim =
+          op("Gather",
+             {shape, scalar(DType::I64, double(d), "axis" + std::to_string(d))},
+             name);
       dim = castTo(castTo(dim, DType::F32, name + "_fp32"), t, name + "_wide");
       product = product ? op("Mul", {product, dim}, "dims") : dim;
     }
@@ -154,12 +155,9 @@ public:
     return product;
   }
 
-  Value *scalar(DType t, double v, const std::string &hint) {
-    return constant(Tensor::scalar(t, v), hint);
-  }
-
 private:
   Graph &g_;
+  Builder b_; ///< makes the constants (initializers: placed nowhere)
   int64_t opset_;
   Node *before_;
   std::string stem_;
@@ -325,14 +323,12 @@ void rewriteGradient(Graph &g, int64_t opset, Node *grad,
 
 /// The training-form gradient node autodiff wrote for batch norm n (it reads
 /// n's X and scale, without statistics), or nullptr when nothing was
-/// differentiated through n.
-Node *gradientOf(const Graph &g, const Node &n,
-                 const std::vector<Node *> &taken) {
-  for (const auto &owned : g.nodes()) {
-    Node *grad = owned.get();
-    if (grad->isOp(kMpcDomain, "BatchNormalizationGrad") &&
-        grad->numInputs() == 3 && grad->input(1) == n.input(0) &&
-        grad->input(2) == n.input(1) &&
+/// differentiated through n. Looked for among X's readers.
+Node *gradientOf(const Node &n, const std::vector<Node *> &taken) {
+  for (const Use &u : n.input(0)->uses()) {
+    Node *grad = u.user;
+    if (u.index == 1 && grad->isOp(kMpcDomain, "BatchNormalizationGrad") &&
+        grad->numInputs() == 3 && grad->input(2) == n.input(1) &&
         grad->attrFloat("epsilon", 1e-5f) == n.attrFloat("epsilon", 1e-5f) &&
         std::find(taken.begin(), taken.end(), grad) == taken.end())
       return grad;
@@ -362,7 +358,7 @@ void runSyncBatchNorm(Model &model, PassContext &ctx) {
     if (owned->isOp("", "BatchNormalization") && isBatchNormTraining(*owned))
       norms.push_back(owned.get());
   for (Node *n : norms)
-    grads.push_back(gradientOf(g, *n, grads));
+    grads.push_back(gradientOf(*n, grads));
   ensureMpcOpset(model);
   ValueTakeovers takeovers(g);
   for (size_t i = 0; i < norms.size(); ++i) {
