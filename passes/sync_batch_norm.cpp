@@ -101,16 +101,10 @@ public:
 
   /// ReduceSum of v over every axis but 1, keepdims: [1, C, 1, ...].
   Value *sumPerChannel(Value *v, const std::string &hint) {
-    std::vector<int64_t> axes = {0};
-    for (int64_t d = 2; d < v->rank(); ++d)
-      axes.push_back(d);
-    std::vector<std::pair<std::string, Attribute>> attrs = {
-        {"keepdims", Attribute::ofInt(1)}};
+    Builder::Attrs attrs = {{"keepdims", Attribute::ofInt(1)}};
     std::vector<Value *> inputs = {v};
-    if (opset_ >= 13)
-      inputs.push_back(int64s(axes, hint + "_axes"));
-    else
-      attrs.push_back({"axes", Attribute::ofInts(axes)});
+    b_.reduceSumAxes(opset_, axesButChannel(v->rank()), inputs, attrs,
+                     stem_ + "_" + hint + "_axes");
     return op("ReduceSum", inputs, hint, attrs);
   }
 

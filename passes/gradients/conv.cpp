@@ -9,6 +9,8 @@
 // swapped, under the ConvTranspose's resolved (explicit) pads.
 #include "passes/gradients/gradient_rules.h"
 
+#include "passes/ir/builder.h"
+
 #include "passes/ir/mpc_ops.h"
 #include "passes/ir/window_geometry.h"
 #include "passes/support/diagnostics.h"
@@ -43,10 +45,7 @@ GradientContext::Attrs windowAttrs(const Node &n,
 
 /// dB = sum of dY over every axis but axis 1, shaped like B.
 Value *biasGrad(GradientContext &ctx, Value *dY, Value *b) {
-  int64_t r = ctx.rankOf(*dY);
-  std::vector<int64_t> axes = {0};
-  for (int64_t d = 2; d < r; ++d)
-    axes.push_back(d);
+  std::vector<int64_t> axes = axesButChannel(ctx.rankOf(*dY));
   GradientContext::Attrs attrs = {{"keepdims", Attribute::ofInt(0)}};
   std::vector<Value *> inputs = {dY};
   if (ctx.opset() >= 13)

@@ -51,4 +51,20 @@ Value *Builder::cast(Value *x, DType t, const std::string &nameHint) {
   return y;
 }
 
+void Builder::reduceSumAxes(int64_t opset, const std::vector<int64_t> &axes,
+                            std::vector<Value *> &inputs, Attrs &attrs,
+                            const std::string &nameHint) {
+  if (opset >= 13)
+    inputs.push_back(int64s(axes, nameHint));
+  else
+    attrs.emplace_back("axes", Attribute::ofInts(axes));
+}
+
+std::vector<int64_t> axesButChannel(int64_t rank) {
+  std::vector<int64_t> axes = {0};
+  for (int64_t d = 2; d < rank; ++d)
+    axes.push_back(d);
+  return axes;
+}
+
 } // namespace mpc

@@ -14,6 +14,11 @@
 
 namespace mpc {
 
+/// The axes of a rank-`rank` tensor's every dim but 1 (the channel): 0, 2,
+/// ..., rank - 1, over which per-channel sums (batch norm, a convolution's
+/// bias gradient) reduce.
+std::vector<int64_t> axesButChannel(int64_t rank);
+
 class Builder {
 public:
   /// Inserts before `before` (nullptr: at the end of the graph).
@@ -47,6 +52,13 @@ public:
 
   /// Cast to t; output typed like x with dtype t.
   Value *cast(Value *x, DType t, const std::string &nameHint = "");
+
+  /// ReduceSum's `axes` in the form `opset` takes them: an int64 constant
+  /// (named nameHint) appended to `inputs` from opset 13, the `axes`
+  /// attribute added to `attrs` before.
+  void reduceSumAxes(int64_t opset, const std::vector<int64_t> &axes,
+                     std::vector<Value *> &inputs, Attrs &attrs,
+                     const std::string &nameHint);
 
 private:
   Graph &g_;

@@ -289,16 +289,11 @@ void expandBatchNormalizationGradWithStatistics(Graph &g, Node &n,
   auto perChannel = [&](Value *v, const std::string &hint) {
     return b.op("Reshape", {v, keptShape}, {}, p + hint);
   };
-  std::vector<int64_t> axes = {0};
-  for (int64_t d = 2; d < x->rank(); ++d)
-    axes.push_back(d);
   auto sumPerChannel = [&](Value *v, const std::string &hint) {
     Builder::Attrs attrs = {{"keepdims", Attribute::ofInt(0)}};
     std::vector<Value *> inputs = {v};
-    if (opset >= 13)
-      inputs.push_back(b.int64s(axes, p + "_axes"));
-    else
-      attrs.push_back({"axes", Attribute::ofInts(axes)});
+    b.reduceSumAxes(opset, axesButChannel(x->rank()), inputs, attrs,
+                    p + "_axes");
     return b.op("ReduceSum", inputs, attrs, p + hint);
   };
   auto narrow = [&](Value *v, Value *out) {
