@@ -4,7 +4,8 @@
 # 8 images per rank, --sync-batchnorm (so that 2 ranks train the one-process model). Per wire type (fp32, bf16, fp16): ms per step (median of each run's steps after
 # 2 warm-up steps, median of 3 rounds; the ratio to fp32 paired per round), and how far its losses lie
 # from the fp32 wire's (relative; bf16 keeps 8 significant bits of each gradient, fp16 11): at step 2,
-# the first update's, and the largest over the run.
+# the first update's, and the largest over the run; and the fp32 wire over MPI (mpirun) beside TCP,
+# where mpirun is.
 # Skipped with a line without torch and torchvision in $PY.
 # Usage: bench/grad_comm.sh [BUILD_DIR] [RESULTS.json]
 set -euo pipefail
@@ -32,6 +33,14 @@ ranks() { "$bin/mpc-run" --nproc-per-node=2 "$@" --data="$data" --quiet >/dev/nu
   -o "$bench_tmp/one.onnx"
 "$bin/mpc-run" "$bench_tmp/one.onnx" --data="$data" --steps=12 --log="$bench_tmp/one.csv" --quiet >/dev/null
 
+# The fp32 wire over MPI too, where mpirun and the MPI world plugin are: the transport's cost
+# beside TCP's, and whether its log has the same bits.
+mpi=0
+if command -v mpirun >/dev/null && [ -e "$bin/libmpc_mpi_world.so" ]; then
+  mpi=1
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
 declare -A ms
 steps=12
 for round in 1 2 3; do
@@ -39,6 +48,11 @@ for round in 1 2 3; do
     ranks "$bench_tmp/$w.onnx" --steps=$steps --log="$bench_tmp/$w.csv"
     ms[$w]+="$(median_log_ms "$bench_tmp/$w.csv" 2) "
   done
+  if [ $mpi = 1 ]; then
+    mpirun -np 2 -x OPENBLAS_NUM_THREADS "$bin/mpc-run" "$bench_tmp/fp32.onnx" --data="$data" \
+      --steps=$steps --log="$bench_tmp/mpi.csv" --quiet >/dev/null
+    ms[mpi]+="$(median_log_ms "$bench_tmp/mpi.csv" 2) "
+  fi
 done
 # Relative loss distance of log $1 from the fp32 wire's at step $2 (0: the largest over the
 # 12 steps; resnet18 on random images amplifies any difference from step 3 or so: the step-2
@@ -59,6 +73,17 @@ for w in "${wires[@]}"; do
   bench_record model=resnet18 ranks=2 per_rank_batch=8 steps=$steps wire=$w "ms=$(json_list ${ms[$w]})" \
     ratio_to_fp32=$r loss_distance_step2=$d2 loss_distance_max=$dmax
 done
+if [ $mpi = 1 ]; then
+  read -r m _ _ <<<"$(median_min_max ${ms[mpi]})"
+  read -r r rmin rmax <<<"$(paired_ratios "${ms[mpi]}" "${ms[fp32]}")"
+  same=no
+  cmp -s <(cut -d, -f1-4 "$bench_tmp/mpi.csv") <(cut -d, -f1-4 "$bench_tmp/fp32.csv") && same=yes
+  printf '%-6s %12s %22s   same bits as TCP: %s\n' "fp32, mpirun" "$m" "$r ($rmin-$rmax)" "$same"
+  bench_record model=resnet18 ranks=2 per_rank_batch=8 steps=$steps wire=fp32 transport=mpi \
+    "ms=$(json_list ${ms[mpi]})" ratio_to_tcp=$r same_bits_as_tcp=$same
+else
+  echo "fp32 over MPI: skipped (no mpirun or no $bin/libmpc_mpi_world.so)"
+fi
 d2=$(distance_at "$bench_tmp/one.csv" 2)
 dmax=$(distance_at "$bench_tmp/one.csv" 0)
 printf '%-42s %14s %16s\n' "1 process x 16, fp32 (the order of sums)" "$d2" "$dmax"
