@@ -84,8 +84,8 @@ const NcclApi &requireNccl(const Node &node) {
 
 void check(const Node &node, ncclResult_t r, const char *what) {
   if (r != ncclSuccess)
-    cpu::fail(node, "NCCL ", what, " failed: ",
-              requireNccl(node).errorString(r));
+    cpu::fail(node, "NCCL ", what,
+              " failed: ", requireNccl(node).errorString(r));
 }
 
 ncclDataType_t ncclType(const Node &node, DType t) {
