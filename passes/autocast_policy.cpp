@@ -374,6 +374,8 @@ const std::vector<PolicyEntry> &table() {
       {kMpcDomain, "Adam", PC::Keep, 0,
        "optimizer: updates fp32 master weights and moments"},
       {kMpcDomain, "IncrementStep", PC::Keep, 0, "optimizer: int64 counter"},
+      {kMpcDomain, "LearningRate", PC::Keep, 0,
+       "optimizer: the rate in fp64, as torch's Python float"},
 
       // --- ONNX training ops (input form 2, replaced by autodiff/optimizer) -
       {kTraining, "Gradient", PC::Keep, 0,

@@ -13,6 +13,8 @@
 // mpc.SGD / mpc.Adam per parameter and one mpc.IncrementStep. All of them take
 // found_inf (omitted without loss scaling), so an overflowing step leaves
 // every parameter, moment and the step counter as they were.
+// --lr-schedule (passes/lr_schedule.h) adds one mpc.LearningRate of the
+// step counter, read by every update as its `lr` input.
 //
 // The algorithm's outputs become [loss, state bound earlier (loss scale, ...),
 // new parameter and moment values, new step]: the gradients are no longer
@@ -25,6 +27,7 @@
 // ORs found_inf across ranks.
 #include "passes/data_parallel.h"
 #include "passes/grad_accum.h"
+#include "passes/lr_schedule.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/pass.h"
 #include "passes/support/diagnostics.h"
@@ -50,6 +53,8 @@ struct OptimizerConfig {
   bool nesterov = false;
   double beta1 = 0, beta2 = 0, epsilon = 0;
   double maxGradNorm = 0;
+  bool scheduled = false; ///< --lr-schedule: lr is mpc.LearningRate's output
+  std::string schedule;   ///< lrScheduleSummary, for mpc.optimizer
 };
 
 void requireAtLeast(const char *flag, double v, double lo) {
@@ -115,6 +120,8 @@ OptimizerConfig configure(const CompileOptions &o) {
     requireBeta("--beta2", c.beta2);
     requireAtLeast("--eps", c.epsilon, 0);
   }
+  c.scheduled = checkLrScheduleOptions(o);
+  c.schedule = lrScheduleSummary(o);
   return c;
 }
 
@@ -132,7 +139,7 @@ std::string summary(const OptimizerConfig &c) {
          " weight_decay=" + formatNumber(c.weightDecay);
   if (c.maxGradNorm > 0)
     s += " max_grad_norm=" + formatNumber(c.maxGradNorm);
-  return s;
+  return s + c.schedule;
 }
 
 /// The update works on master weights: fp32 (or fp64) state, gradients of
@@ -223,6 +230,9 @@ void runOptimizer(Model &model, PassContext &ctx) {
 
   Value *step =
       addState(model, "optimizer_step", Tensor::scalar(DType::I64, 0));
+  // The updates read the scheduled rate in place of their `lr` attribute.
+  Value *lr =
+      c.scheduled ? addLearningRate(g, step, ctx.options, c.lr) : nullptr;
   std::vector<Value *> grads = tv.grads;
   if (c.maxGradNorm > 0) {
     std::vector<std::string> hints;
@@ -244,14 +254,16 @@ void runOptimizer(Model &model, PassContext &ctx) {
   std::vector<std::pair<std::string, Attribute>> updateAttrs;
   if (c.kind == Kind::Sgd) {
     updateAttrs.reserve(5);
-    updateAttrs.emplace_back("lr", floatAttr(c.lr));
+    if (!lr)
+      updateAttrs.emplace_back("lr", floatAttr(c.lr));
     updateAttrs.emplace_back("momentum", floatAttr(c.momentum));
     updateAttrs.emplace_back("dampening", floatAttr(c.dampening));
     updateAttrs.emplace_back("weight_decay", floatAttr(c.weightDecay));
     updateAttrs.emplace_back("nesterov", Attribute::ofInt(c.nesterov ? 1 : 0));
   } else {
     updateAttrs.reserve(6);
-    updateAttrs.emplace_back("lr", floatAttr(c.lr));
+    if (!lr)
+      updateAttrs.emplace_back("lr", floatAttr(c.lr));
     updateAttrs.emplace_back("beta1", floatAttr(c.beta1));
     updateAttrs.emplace_back("beta2", floatAttr(c.beta2));
     updateAttrs.emplace_back("epsilon", floatAttr(c.epsilon));
@@ -277,9 +289,14 @@ void runOptimizer(Model &model, PassContext &ctx) {
           addState(model, joined("", p->name(), "_exp_avg_sq"), zerosLike(*p)));
     }
     std::vector<Value *> inputs;
-    inputs.reserve(4 + stateIn.size());
+    inputs.reserve(6 + stateIn.size());
     inputs.insert(inputs.end(), {skip, step, p, grads[i]});
     inputs.insert(inputs.end(), stateIn.begin(), stateIn.end());
+    if (lr) { // after the optional momentum buffer: SGD's input 5
+      if (c.kind == Kind::Sgd && stateIn.empty())
+        inputs.push_back(nullptr);
+      inputs.push_back(lr);
+    }
     std::vector<std::string> hints;
     hints.reserve(1 + stateIn.size());
     hints.push_back(joined("", p->name(), "_new"));
@@ -317,6 +334,7 @@ void runOptimizer(Model &model, PassContext &ctx) {
   ctx.stats["parameters-updated"] += int64_t(tv.params.size());
   ctx.stats["moment-buffers"] += int64_t(moments.size());
   ctx.stats["clip-grad-norm"] += c.maxGradNorm > 0 ? 1 : 0;
+  ctx.stats["lr-schedule"] += lr ? 1 : 0;
 }
 
 } // namespace mpc

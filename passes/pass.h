@@ -21,6 +21,7 @@
 #include "passes/ir/graph.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,15 @@ struct CompileOptions {
   bool nesterov = false;
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
   double maxGradNorm = 0.0; ///< --max-grad-norm (0: no clipping)
+  /// --lr-schedule=constant|linear|cosine|step|exponential and its flags
+  /// (mpc.LearningRate's attributes, passes/ir/lr_schedule_attrs.h); unset
+  /// ones take the op's defaults, and one that does not apply is refused.
+  std::string lrSchedule = "constant";
+  std::optional<int64_t> warmupSteps; ///< --warmup-steps
+  std::optional<int64_t> totalSteps;  ///< --total-steps
+  std::optional<double> minLrRatio;   ///< --min-lr-ratio (cosine)
+  std::optional<int64_t> lrStepSize;  ///< --lr-step-size (step)
+  std::optional<double> lrGamma;      ///< --lr-gamma (step, exponential)
   /// --grad-accum=K: micro-batches per optimizer step (1: no accumulation).
   int64_t gradAccum = 1;
   /// --data-parallel: gradients averaged and the overflow flag OR-ed across

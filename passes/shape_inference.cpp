@@ -10,6 +10,7 @@
 
 #include "kernels/common/all_reduce_rule.h"
 #include "passes/ir/batch_norm_mode.h"
+#include "passes/ir/lr_schedule_attrs.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/ir/window_geometry.h"
 #include "passes/onnx/import_lowering.h"
@@ -1797,16 +1798,26 @@ void inferClipGradNorm(Ctx &c) {
 }
 
 /// found_inf (optional) and step of the optimizer ops.
-void checkOptimizerControls(Ctx &c) {
+/// found_inf, step and the optional `lr` input at `lrInput`.
+void checkOptimizerControls(Ctx &c, size_t lrInput) {
   requireScalar(c, 0, DType::Bool, "found_inf");
   c.req(1);
   requireScalar(c, 1, DType::I64, "step");
   if (c.floatAttr("lr", 0.0f) < 0)
     fail([&] { errorAt(c.n) << "attribute 'lr' must not be negative"; });
+  if (const Value *lr = c.opt(lrInput)) {
+    if (lr->dtype != DType::Undefined && lr->dtype != DType::F64 &&
+        lr->dtype != DType::F32)
+      fail([&] {
+        errorAt(c.n) << "lr (" << c.inputText(lrInput)
+                     << ") must be fp64 or fp32, got " << typeText(lr);
+      });
+    requireScalar(c, lrInput, lr->dtype, "lr");
+  }
 }
 
 void inferSGD(Ctx &c) {
-  checkOptimizerControls(c);
+  checkOptimizerControls(c, 5);
   Value *p = c.req(2);
   c.req(3);
   c.requireFloat(2);
@@ -1823,7 +1834,7 @@ void inferSGD(Ctx &c) {
 }
 
 void inferAdam(Ctx &c) {
-  checkOptimizerControls(c);
+  checkOptimizerControls(c, 6);
   Value *p = c.req(2);
   c.req(3);
   Value *m = c.req(4);
@@ -1835,6 +1846,13 @@ void inferAdam(Ctx &c) {
   c.setLike(0, p);
   c.setLike(1, m);
   c.setLike(2, v);
+}
+
+void inferLearningRate(Ctx &c) {
+  c.req(0);
+  requireScalar(c, 0, DType::I64, "step");
+  lrScheduleOf(c.n);
+  c.set(0, shaped(DType::F64, {}));
 }
 
 void inferIncrementStep(Ctx &c) {
@@ -1999,14 +2017,15 @@ const OpRule kRules[] = {
     {kOnnxTrainingDomain, "Momentum", 5, kAny, 1, kAny,
      training_shapes::inferMomentum},
     // mpc domain.
-    {kMpcDomain, "Adam", 6, 6, 3, 3, inferAdam},
+    {kMpcDomain, "Adam", 6, 7, 3, 3, inferAdam},
     {kMpcDomain, "ClipGradNorm", 1, kAny, 2, kAny, inferClipGradNorm},
     {kMpcDomain, "IncrementStep", 1, 2, 1, 1, inferIncrementStep},
+    {kMpcDomain, "LearningRate", 1, 1, 1, 1, inferLearningRate},
     {kMpcDomain, "LogSoftmaxGrad", 2, 2, 1, 1, inferElementwiseGrad},
     {kMpcDomain, "NegativeLogLikelihoodLossGrad", 3, 4, 1, 1, inferLossGrad},
     {kMpcDomain, "ReduceGrad", 2, 3, 1, 1, inferReduceGrad},
     {kMpcDomain, "ReluGrad", 2, 2, 1, 1, inferElementwiseGrad},
-    {kMpcDomain, "SGD", 4, 5, 1, 2, inferSGD},
+    {kMpcDomain, "SGD", 4, 6, 1, 2, inferSGD},
     {kMpcDomain, "SoftmaxCrossEntropyLossGrad", 3, 4, 1, 1, inferLossGrad},
     {kMpcDomain, "SoftmaxGrad", 2, 2, 1, 1, inferElementwiseGrad},
     {kMpcDomain, "SoftmaxGradAs", 2, 2, 1, 1, inferSoftmaxGradAs},

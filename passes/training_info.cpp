@@ -8,6 +8,7 @@
 #include "passes/training_info.h"
 
 #include "passes/data_parallel.h"
+#include "passes/lr_schedule.h"
 #include "passes/onnx/gradient_op.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
@@ -198,6 +199,10 @@ void runUserOptimizer(Model &model, PassContext &ctx) {
   if (ctx.options.maxGradNorm > 0)
     throw Error("--max-grad-norm: not supported for a model that trains "
                 "with its own training_info optimizer");
+  if (checkLrScheduleOptions(ctx.options))
+    throw Error("--lr-schedule: not supported for a model that trains with "
+                "its own training_info optimizer (its algorithm computes its "
+                "own learning rate)");
   checkDataParallelOptions(ctx.options, kPass);
   TrainingValues tv = requireGradients(model, kPass);
   Graph &g = *tv.algorithm;

@@ -2,6 +2,8 @@
 #include "runtime/trainer.h"
 
 #include "passes/inference_mode.h"
+#include "passes/ir/lr_schedule_attrs.h"
+#include "passes/ir/mpc_ops.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/step_graph.h"
 #include "passes/support/diagnostics.h"
@@ -68,6 +70,17 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
       throw Error("mpc.grad_accum: expected an integer >= 1, got '" + *k + "'");
     counterName_ = metaOr(*model_, "mpc.grad_accum_counter", "");
   }
+  // The rate mpc-run reports: the schedule's, else the updates' attribute.
+  for (const auto &n : step_->nodes()) {
+    if (n->domain() != kMpcDomain)
+      continue;
+    if (n->opType() == "LearningRate" && n->input(0)) {
+      schedule_ = lrScheduleOf(*n);
+      scheduleStepName_ = n->input(0)->name();
+    } else if (n->opType() == "SGD" || n->opType() == "Adam") {
+      constantLr_ = n->attrFloat("lr", 1e-3f);
+    }
+  }
   ExecutorOptions options;
   options.collective = world_;
   options.opset = std::max<int64_t>(model_->opsetVersion(""), 1);
@@ -77,7 +90,8 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
   // step uses and the accumulation counter (state the device rewrote).
   if (backend.deviceResident())
     for (const std::string *name :
-         {&lossName_, &foundInfName_, &lossScaleName_, &counterName_})
+         {&lossName_, &foundInfName_, &lossScaleName_, &counterName_,
+          &scheduleStepName_})
       if (!name->empty())
         options.fetchAfterRun.push_back(*name);
   exec_ = std::make_unique<Executor>(*step_, backend, options);
@@ -118,6 +132,10 @@ Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
   rec.step = stepsDone_ + 1;
   if (!lossScaleName_.empty())
     rec.lossScale = exec_->initializer(lossScaleName_).getAsDouble(0);
+  rec.lr = schedule_ ? scheduledLr(*schedule_,
+                                   int64_t(exec_->initializer(scheduleStepName_)
+                                               .getAsDouble(0)))
+                     : constantLr_;
   for (const auto &kv : batch)
     exec_->setInput(kv.first, kv.second);
   // One seed per run of the step (per micro-batch): dropout masks differ
@@ -208,6 +226,7 @@ StepRecord Trainer::optimizerStep(const std::vector<Batch> &microBatches) {
     if (window.step == 0) {
       window.step = r.step;
       window.lossScale = r.lossScale;
+      window.lr = r.lr;
     }
     lossSum += r.loss;
     window.skipped = r.skipped; // the K-th run checks the accumulated sums

@@ -8,6 +8,7 @@
 // bit-for-bit.
 #pragma once
 
+#include "kernels/common/lr_schedule_math.h"
 #include "runtime/backend.h"
 #include "runtime/data/dataset.h"
 #include "runtime/executor.h"
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace mpc {
@@ -25,6 +27,10 @@ struct StepRecord {
   double loss = 0;      ///< unscaled fp32 loss, before this step's update
                         ///< (data parallel: the mean of the ranks' losses)
   double lossScale = 1; ///< the scale this step used
+  /// The learning rate of this step's update: --lr-schedule's rate for the
+  /// step counter, else the optimizer's lr (0: the model brings its own
+  /// optimizer, whose rate is its algorithm's business).
+  double lr = 0;
   bool skipped = false; ///< gradients overflowed: no parameter changed
   double ms = 0;        ///< wall time of the step
   /// With Trainer::debugOverflow, on a skipped step: the first node whose
@@ -100,6 +106,8 @@ public:
   const Executor &executor() const { return *exec_; }
   /// The loss scale the next step will use (1 without loss scaling).
   double lossScale() const;
+  /// Whether the step computes its learning rate (--lr-schedule).
+  bool hasLrSchedule() const { return schedule_.has_value(); }
   const Model &model() const { return *model_; }
 
 private:
@@ -112,6 +120,11 @@ private:
   std::unique_ptr<Graph> step_; ///< the algorithm plus extra outputs we read
   std::unique_ptr<Executor> exec_;
   std::string lossName_, foundInfName_, lossScaleName_;
+  /// The step's mpc.LearningRate schedule and the step counter it reads
+  /// (empty: no schedule, every update uses constantLr_).
+  std::optional<LrSchedule> schedule_;
+  std::string scheduleStepName_;
+  double constantLr_ = 0;
   int64_t stepsDone_ = 0;
   /// --grad-accum: K, the micro-batches run in the current window, and the
   /// micro-step counter state (mpc.grad_accum_counter).

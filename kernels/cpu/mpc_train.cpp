@@ -1,5 +1,6 @@
 // CPU kernels of the mpc-domain training-step ops: loss scaling, gradient
-// clipping, SGD, Adam/AdamW and the step counter.
+// clipping, SGD, Adam/AdamW, the step counter and the learning-rate
+// schedule.
 //
 // The per-element arithmetic is the shared MPC_HD code of
 // kernels/common/loss_scale_math.h and kernels/common/optimizer_math.h, so
@@ -9,8 +10,10 @@
 // corresponding input: a skipped step leaves the state exactly as it was.
 #include "kernels/common/clip_grad_norm_math.h"
 #include "kernels/common/loss_scale_math.h"
+#include "kernels/common/lr_schedule_math.h"
 #include "kernels/common/optimizer_math.h"
 #include "kernels/cpu/cpu_util.h"
+#include "passes/ir/lr_schedule_attrs.h"
 #include "passes/ir/mpc_ops.h"
 
 #include <algorithm>
@@ -61,6 +64,18 @@ int64_t readStep(const Node &node, const Tensor &t) {
   if (step < 0)
     fail(node, "step must be >= 0, got ", step);
   return step;
+}
+
+/// The learning rate: the optional input i (a floating scalar, the
+/// schedule's fp64 rate), else the `lr` attribute.
+double learningRate(const KernelContext &ctx, size_t i) {
+  const Tensor *t = optionalInput(ctx, i);
+  if (!t)
+    return ctx.node.attrFloat("lr", 1e-3f);
+  if (t->numel() != 1 || !isFloating(t->dtype))
+    fail(ctx.node, "lr must be a floating-point scalar, got ",
+         dtypeName(t->dtype), " ", shapeString(t->dims));
+  return loadDouble(*t, 0);
 }
 
 // --- loss scaling ------------------------------------------------------------
@@ -219,7 +234,7 @@ void kernelSGD(KernelContext &ctx) {
     return;
   }
   SgdScalars s = sgdScalars(
-      node.attrFloat("lr", 1e-3f), momentum, node.attrFloat("dampening", 0.0f),
+      learningRate(ctx, 5), momentum, node.attrFloat("dampening", 0.0f),
       node.attrFloat("weight_decay", 0.0f), node.attrInt("nesterov", 0) != 0,
       readStep(node, stepT));
   Tensor &pOut = copiedOutput(ctx, 0, p);
@@ -256,7 +271,7 @@ void kernelAdam(KernelContext &ctx) {
     return;
   }
   AdamScalars s = adamScalars(
-      node.attrFloat("lr", 1e-3f), node.attrFloat("beta1", 0.9f),
+      learningRate(ctx, 6), node.attrFloat("beta1", 0.9f),
       node.attrFloat("beta2", 0.999f), node.attrFloat("epsilon", 1e-8f),
       node.attrFloat("weight_decay", 0.0f), node.attrInt("decoupled", 0) != 0,
       readStep(node, stepT));
@@ -294,6 +309,13 @@ void kernelIncrementStep(KernelContext &ctx) {
   });
 }
 
+void kernelLearningRate(KernelContext &ctx) {
+  int64_t step = readStep(ctx.node, input(ctx, 0, "step"));
+  LrSchedule schedule = lrScheduleOf(ctx.node);
+  output(ctx, 0, DType::F64, {}).data<double>()[0] =
+      scheduledLr(schedule, step);
+}
+
 } // namespace
 
 std::vector<KernelEntry> mpcTrainKernels() {
@@ -304,6 +326,7 @@ std::vector<KernelEntry> mpcTrainKernels() {
       {kMpcDomain, "SGD", kernelSGD},
       {kMpcDomain, "Adam", kernelAdam},
       {kMpcDomain, "IncrementStep", kernelIncrementStep},
+      {kMpcDomain, "LearningRate", kernelLearningRate},
   };
 }
 

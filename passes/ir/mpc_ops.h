@@ -212,13 +212,19 @@
 //   ClipGradNorm(g1..gn) <max_norm> -> (g1'..gn', total_norm)
 //       total_norm = sqrt(sum of squares, accumulated in fp32);
 //       coef = min(1, max_norm / (total_norm + 1e-6)); gi' = gi * coef.
-//   SGD(found_inf, step, p, g [, buf])
+//   SGD(found_inf, step, p, g [, buf [, lr]])
 //       <lr, momentum, dampening, weight_decay, nesterov> -> (p' [, buf'])
-//   Adam(found_inf, step, p, g, m, v)
+//   Adam(found_inf, step, p, g, m, v [, lr])
 //       <lr, beta1, beta2, epsilon, weight_decay, decoupled> -> (p', m', v')
 //       decoupled=1 is AdamW. `step` (int64 []) is the number of updates
 //       applied before this one; PyTorch's formulas, see
-//       kernels/common/optimizer_math.h.
+//       kernels/common/optimizer_math.h. The optional `lr` input (an fp64
+//       or fp32 scalar, as torch's Python float) replaces the attribute.
+//   LearningRate(step) <schedule, base_lr, warmup_steps, total_steps,
+//       min_lr_ratio, step_size, gamma> -> lr (fp64 [])
+//       --lr-schedule: the rate of the update after `step` applied updates
+//       (kernels/common/lr_schedule_math.h; attributes checked by
+//       passes/ir/lr_schedule_attrs.h), read by every SGD/Adam node.
 //   IncrementStep(step, found_inf) -> step'    step + (found_inf ? 0 : 1)
 //
 // Data parallelism (emitted by optimizer with --data-parallel,

@@ -25,6 +25,7 @@
 
 #include "passes/onnx/onnx_io.h"
 
+#include "passes/ir/lr_schedule_attrs.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/support/diagnostics.h"
 #include "runtime/data/tensor_pb.h"
@@ -281,11 +282,14 @@ UpdateLossScale <growth_factor, backoff_factor, growth_interval> (scale, growth_
 )";
 
 // torch's _single_tensor_sgd (kernels/common/optimizer_math.h sgdUpdate).
-// Without momentum the buffer is neither read nor written.
+// Without momentum the buffer is neither read nor written. The rate is the
+// `lr` input (a node without one gets its `lr` attribute there), converted
+// as torch converts a Python float: -lr rounded once to fp32.
 const char *kSGD = R"(
-SGD <lr, momentum, dampening, weight_decay, nesterov> (found_inf, step, param, grad, momentum_buffer) => (new_param, new_momentum_buffer) {
-  lr_f = Constant <value_float: float = @lr> ()
-  neg_lr = Neg (lr_f)
+SGD <lr, momentum, dampening, weight_decay, nesterov> (found_inf, step, param, grad, momentum_buffer, lr) => (new_param, new_momentum_buffer) {
+  lr_d = Cast <to = 11> (lr)
+  neg_lr_d = Neg (lr_d)
+  neg_lr = Cast <to = 1> (neg_lr_d)
   mom = Constant <value_float: float = @momentum> ()
   dampening_f = Constant <value_float: float = @dampening> ()
   dampening = Cast <to = 11> (dampening_f)
@@ -322,12 +326,12 @@ SGD <lr, momentum, dampening, weight_decay, nesterov> (found_inf, step, param, g
 
 // torch's _single_tensor_adam (kernels/common/optimizer_math.h adamUpdate):
 // the step scalars in double, then one fp32 op per ATen op; lerp_ takes
-// ATen's two formulas by |weight| < 0.5.
+// ATen's two formulas by |weight| < 0.5. The rate is the `lr` input, as in
+// SGD.
 const char *kAdam = R"(
-Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled> (found_inf, step, param, grad, exp_avg, exp_avg_sq) => (new_param, new_exp_avg, new_exp_avg_sq) {
+Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled> (found_inf, step, param, grad, exp_avg, exp_avg_sq, lr_in) => (new_param, new_exp_avg, new_exp_avg_sq) {
   one_d = Constant <value = double {1.0}> ()
-  lr_f = Constant <value_float: float = @lr> ()
-  lr = Cast <to = 11> (lr_f)
+  lr = Cast <to = 11> (lr_in)
   beta1_f = Constant <value_float: float = @beta1> ()
   beta1 = Cast <to = 11> (beta1_f)
   beta2_f = Constant <value_float: float = @beta2> ()
@@ -388,6 +392,60 @@ Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled> (found_inf, step, para
   new_param = Where (found_inf, param, updated)
   new_exp_avg = Where (found_inf, exp_avg, m)
   new_exp_avg_sq = Where (found_inf, exp_avg_sq, v)
+}
+)";
+
+// kernels/common/lr_schedule_math.h in double: every schedule's factor,
+// the node's chosen by its flags (complete: LearningRate's `schedule` as
+// linear / cosine / stepped; exponential is stepped with step_size 1).
+const char *kLearningRate = R"(
+LearningRate <base_lr, warmup_steps, total_steps, min_lr_ratio, step_size, gamma, linear, cosine, stepped> (step) => (lr) {
+  s = Cast <to = 11> (step)
+  one = Constant <value = double {1.0}> ()
+  zero = Constant <value = double {0.0}> ()
+  half = Constant <value = double {0.5}> ()
+  pi = Constant <value = double {3.141592653589793}> ()
+  w_i = Constant <value_int: int = @warmup_steps> ()
+  w = Cast <to = 11> (w_i)
+  t_i = Constant <value_int: int = @total_steps> ()
+  t = Cast <to = 11> (t_i)
+  warm_div = Max (w, one)
+  warm = Div (s, warm_div)
+  in_warmup = Less (s, w)
+  after = Sub (s, w)
+  span = Sub (t, w)
+  horizon = Max (span, one)
+  left = Sub (t, s)
+  linear_f = Div (left, horizon)
+  linear_factor = Max (linear_f, zero)
+  progress = Div (after, horizon)
+  angle = Mul (pi, progress)
+  cos_v = Cos (angle)
+  cos_1 = Add (one, cos_v)
+  cos_f = Mul (half, cos_1)
+  r = Constant <value: tensor = @min_lr_ratio> ()
+  keep = Sub (one, r)
+  cos_kept = Mul (cos_f, keep)
+  cos_min = Add (cos_kept, r)
+  cosine_factor = Max (cos_min, zero)
+  size_i = Constant <value_int: int = @step_size> ()
+  size = Cast <to = 11> (size_i)
+  decays_f = Div (after, size)
+  decays = Floor (decays_f)
+  gamma = Constant <value: tensor = @gamma> ()
+  step_factor = Pow (gamma, decays)
+  linear_i = Constant <value_int: int = @linear> ()
+  is_linear = Cast <to = 9> (linear_i)
+  cosine_i = Constant <value_int: int = @cosine> ()
+  is_cosine = Cast <to = 9> (cosine_i)
+  stepped_i = Constant <value_int: int = @stepped> ()
+  is_stepped = Cast <to = 9> (stepped_i)
+  d_step = Where (is_stepped, step_factor, one)
+  d_cosine = Where (is_cosine, cosine_factor, d_step)
+  decay = Where (is_linear, linear_factor, d_cosine)
+  factor = Where (in_warmup, warm, decay)
+  base = Constant <value: tensor = @base_lr> ()
+  lr = Mul (base, factor)
 }
 )";
 
@@ -498,6 +556,30 @@ std::string lossText(const char *body, const char *scores) {
 /// op -> body. UnscaleGradients, ClipGradNorm, ExtremumGrad and AllReduce are
 /// variadic (any number of inputs) and so have no entry: a FunctionProto's inputs
 /// are fixed (--emit=step expands them inline, expand_variadic.h).
+/// LearningRate's schedule, checked as the kernels check it, as the flags
+/// its body reads.
+void completeLearningRate(NodeView &v) {
+  LrSchedule s;
+  auto lookup = [&](std::string_view name) -> const Attribute * {
+    auto it = v.attrs.find(std::string(name));
+    return it == v.attrs.end() ? nullptr : &it->second;
+  };
+  if (auto p = readLrSchedule(lookup, s, false))
+    throw Error(v.what + ": attribute '" + p->attr + "' " + p->message);
+  auto real = [](double x) {
+    return Attribute::ofTensor(Tensor::scalar(DType::F64, x));
+  };
+  v.attrs["base_lr"] = real(s.baseLr);
+  v.attrs["warmup_steps"] = Attribute::ofInt(s.warmupSteps);
+  v.attrs["total_steps"] = Attribute::ofInt(s.totalSteps);
+  v.attrs["min_lr_ratio"] = real(s.minLrRatio);
+  v.attrs["step_size"] = Attribute::ofInt(s.stepSize);
+  v.attrs["gamma"] = real(s.gamma);
+  v.attrs["linear"] = Attribute::ofInt(s.kind == LrScheduleKind::Linear);
+  v.attrs["cosine"] = Attribute::ofInt(s.kind == LrScheduleKind::Cosine);
+  v.attrs["stepped"] = Attribute::ofInt(s.kind == LrScheduleKind::Step);
+}
+
 const std::map<std::string, FunctionDef> &functionTable() {
   static const std::map<std::string, FunctionDef> table = [] {
     using A = Attribute;
@@ -563,7 +645,9 @@ const std::map<std::string, FunctionDef> &functionTable() {
                  {"dampening", A::ofFloat(0.0f)},
                  {"weight_decay", A::ofFloat(0.0f)},
                  {"nesterov", A::ofInt(0)}},
-                {{0, Fill::FalseFlag}, {4, Fill::SameAs, 2}}};
+                {{0, Fill::FalseFlag},
+                 {4, Fill::SameAs, 2},
+                 {5, Fill::ScalarFromAttr, InputFill::kNoSource, "lr", 1e-3}}};
     t["Adam"] = {plain(kAdam),
                  {{"lr", A::ofFloat(1e-3f)},
                   {"beta1", A::ofFloat(0.9f)},
@@ -571,8 +655,12 @@ const std::map<std::string, FunctionDef> &functionTable() {
                   {"epsilon", A::ofFloat(1e-8f)},
                   {"weight_decay", A::ofFloat(0.0f)},
                   {"decoupled", A::ofInt(0)}},
-                 {{0, Fill::FalseFlag}}};
+                 {{0, Fill::FalseFlag},
+                  {6, Fill::ScalarFromAttr, InputFill::kNoSource, "lr", 1e-3}}};
     t["IncrementStep"] = {plain(kIncrementStep), {}, {{1, Fill::FalseFlag}}};
+    // No defaults: an attribute the schedule does not take is an error,
+    // so completeLearningRate sees the node's own and writes them all.
+    t["LearningRate"] = {plain(kLearningRate), {}, {}, completeLearningRate};
     t["Gelu"] = {plain(kGelu), {}, {}};
     t["GeluTanh"] = {plain(kGeluTanh), {}, {}};
     t["FusedMatMul"] = {fusedMatMulText(),

@@ -51,6 +51,14 @@ MODELS = {
         ("fp16", FP16_ADAM, 2e-3),
         ("fp16-clip", ["--precision=fp16", "--optimizer=sgd", "--lr=0.05",
                        "--momentum=0.9", "--max-grad-norm=0.5"], 2e-3),
+        # --lr-schedule: mpc.LearningRate's body (Cos, Pow, Floor in double)
+        # feeds the updates' lr input; the 10 steps cross warmup and decay.
+        ("fp32-cosine", FP32_ADAM + ["--lr-schedule=cosine", "--warmup-steps=3",
+                                     "--total-steps=8", "--min-lr-ratio=0.1"],
+         1e-5),
+        ("fp32-sgd-step", ["--precision=fp32", "--optimizer=sgd", "--lr=0.05",
+                           "--lr-schedule=step", "--lr-step-size=3",
+                           "--lr-gamma=0.5"], 1e-5),
     ]),
     "transformer": ("transformer_data.npz", 10, [
         ("fp32", FP32_ADAM, 1e-5),

@@ -355,6 +355,7 @@ TEST(MpcFunctions, EveryFixedArityOpHasABodyThatParses) {
       "IncrementStep",
       "LayerNormalizationGrad",
       "LeakyReluGrad",
+      "LearningRate",
       "LogSoftmaxGrad",
       "MaxPoolGrad",
       "NegativeLogLikelihoodLossGrad",
@@ -780,6 +781,27 @@ TEST(MpcFunctions, SGDMatchesKernel) {
         k.tols = {Tol::bits(), Tol::bits()};
         cases.push_back(k);
       }
+  // --lr-schedule's rate as an fp64 input: -lr rounded once to fp32 (0.1 is
+  // no float: float(-0.1) differs from -float(0.1f) in no bit, but 0.3's
+  // neighbours show a double's rounding through the body's Cast).
+  for (bool buffer : {false, true}) {
+    Case k;
+    k.label = std::string("SGD lr input") + (buffer ? " momentum" : "");
+    k.op = "SGD";
+    k.inputs = {{"found_inf", flag(false)},
+                {"step", scalarOf(DType::I64, 3)},
+                {"param", uniform(DType::F32, dims, -1, 1)},
+                {"grad", uniform(DType::F32, dims, -0.5, 0.5)}};
+    k.inputs.push_back({"momentum_buffer",
+                        buffer ? std::optional<Tensor>(uniform(
+                                     DType::F32, dims, -0.2, 0.2))
+                               : std::optional<Tensor>()});
+    k.inputs.push_back({"lr", scalarOf(DType::F64, 0.30000000000000004)});
+    k.attrs = {{"momentum", A::ofFloat(buffer ? 0.9f : 0.0f)}};
+    k.numOutputs = buffer ? 2 : 1;
+    k.tols = {Tol::bits(), Tol::bits()};
+    cases.push_back(k);
+  }
   cases.push_back({"SGD defaults",
                    "SGD",
                    {{"found_inf", flag(false)},
@@ -827,6 +849,22 @@ TEST(MpcFunctions, AdamMatchesKernel) {
         k.tols = {Tol::bits(), Tol::bits(), Tol::bits()};
         cases.push_back(k);
       }
+  for (DType lrType : {DType::F64, DType::F32}) {
+    Case k;
+    k.label = std::string("Adam lr input ") + dtypeName(lrType);
+    k.op = "Adam";
+    k.inputs = {{"found_inf", flag(false)},
+                {"step", scalarOf(DType::I64, 5)},
+                {"param", uniform(DType::F32, dims, -1, 1)},
+                {"grad", uniform(DType::F32, dims, -0.5, 0.5)},
+                {"exp_avg", uniform(DType::F32, dims, -0.1, 0.1)},
+                {"exp_avg_sq", uniform(DType::F32, dims, 0, 0.05)},
+                {"lr", scalarOf(lrType, 0.0030000000000000001)}};
+    k.attrs = {{"weight_decay", A::ofFloat(0.01f)}, {"decoupled", A::ofInt(1)}};
+    k.numOutputs = 3;
+    k.tols = {Tol::bits(), Tol::bits(), Tol::bits()};
+    cases.push_back(k);
+  }
   cases.push_back({"Adam defaults",
                    "Adam",
                    {{"found_inf", flag(false)},
@@ -852,6 +890,51 @@ TEST(MpcFunctions, IncrementStepMatchesKernelExactly) {
     k.tols = {Tol::bits()};
     cases.push_back(k);
   }
+  runCases(cases);
+}
+
+// Every schedule at the steps where its formula changes: inside and at the
+// end of the warmup, mid-decay, at and past total_steps, and across a
+// step decay's boundary; fp64 outputs equal to the bit.
+TEST(MpcFunctions, LearningRateMatchesKernelExactly) {
+  std::vector<Case> cases;
+  const std::vector<std::pair<std::string, Case::Attrs>> schedules = {
+      {"constant", {{"schedule", A::ofString("constant")}}},
+      {"constant warmup",
+       {{"schedule", A::ofString("constant")}, {"warmup_steps", A::ofInt(4)}}},
+      {"linear",
+       {{"schedule", A::ofString("linear")},
+        {"base_lr", A::ofFloat(0.05f)},
+        {"warmup_steps", A::ofInt(3)},
+        {"total_steps", A::ofInt(13)}}},
+      {"cosine",
+       {{"schedule", A::ofString("cosine")},
+        {"base_lr", A::ofFloat(3e-4f)},
+        {"warmup_steps", A::ofInt(2)},
+        {"total_steps", A::ofInt(11)}}},
+      {"cosine min",
+       {{"schedule", A::ofString("cosine")},
+        {"total_steps", A::ofInt(9)},
+        {"min_lr_ratio", A::ofFloat(0.1f)}}},
+      {"step",
+       {{"schedule", A::ofString("step")},
+        {"step_size", A::ofInt(3)},
+        {"gamma", A::ofFloat(0.5f)}}},
+      {"exponential warmup",
+       {{"schedule", A::ofString("exponential")},
+        {"warmup_steps", A::ofInt(2)},
+        {"gamma", A::ofFloat(0.9f)}}},
+  };
+  for (const auto &[label, attrs] : schedules)
+    for (int64_t step : {0, 1, 2, 3, 5, 8, 11, 13, 20}) {
+      Case k;
+      k.label = "LearningRate " + label + " step " + std::to_string(step);
+      k.op = "LearningRate";
+      k.inputs = {{"step", scalarOf(DType::I64, double(step))}};
+      k.attrs = attrs;
+      k.tols = {Tol::bits()};
+      cases.push_back(k);
+    }
   runCases(cases);
 }
 
@@ -1525,6 +1608,10 @@ struct Config {
   bool nesterov = false;
   double weightDecay = 0;
   double maxGradNorm = 0;
+  /// --lr-schedule with --warmup-steps=1 and --total-steps=3 (linear,
+  /// cosine) or --lr-step-size=1 (step): the three steps run cross the
+  /// warmup and the decay.
+  std::string lrSchedule = "constant";
 };
 
 void PrintTo(const Config &c, std::ostream *os) { *os << c.label; }
@@ -1541,6 +1628,14 @@ std::unique_ptr<Model> compileSeed(const Config &c) {
     opts.weightDecaySet = true;
   }
   opts.maxGradNorm = c.maxGradNorm;
+  if (c.lrSchedule != "constant") {
+    opts.lrSchedule = c.lrSchedule;
+    opts.warmupSteps = 1;
+    if (c.lrSchedule == "linear" || c.lrSchedule == "cosine")
+      opts.totalSteps = 3;
+    else if (c.lrSchedule == "step")
+      opts.lrStepSize = 1;
+  }
   Statistics stats;
   runPipeline(*model, defaultPipeline(), opts, PipelineConfig{}, stats);
   return model;
@@ -1705,7 +1800,13 @@ INSTANTIATE_TEST_SUITE_P(
         Config{"adam_fp16", "adam", DType::F16},
         Config{"adam_fp32", "adam", DType::F32},
         Config{"adamw_bf16", "adamw", DType::BF16},
-        Config{"adam_clip_fp16", "adam", DType::F16, 0, false, 0, 1.0}),
+        Config{"adam_clip_fp16", "adam", DType::F16, 0, false, 0, 1.0},
+        // The rate an input (SGD's after an omitted momentum buffer).
+        Config{"sgd_cosine_fp16", "sgd", DType::F16, 0, false, 0, 0, "cosine"},
+        Config{"adamw_linear_fp32", "adamw", DType::F32, 0, false, 0, 0,
+               "linear"},
+        Config{"sgd_momentum_step_fp32", "sgd", DType::F32, 0.9, false, 0, 0,
+               "step"}),
     [](const auto &info) { return info.param.label; });
 
 /// The transformer's and the CNN's steps (gather, GELU, layer-norm, conv,

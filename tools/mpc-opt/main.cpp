@@ -67,6 +67,15 @@ precision:
 optimizer:
   --optimizer=sgd|adam|adamw  --lr=F  --momentum=F  --dampening=F  --nesterov
   --weight-decay=F  --beta1=F  --beta2=F  --eps=F  --max-grad-norm=F
+  --lr-schedule=S         constant (default), linear, cosine, step or
+                          exponential: the learning rate of each update, as
+                          transformers' and torch's schedulers (linear and
+                          cosine: get_*_schedule_with_warmup)
+  --warmup-steps=W        the first W updates ramp the rate up from 0
+  --total-steps=T         linear, cosine: the updates the decay spans
+  --min-lr-ratio=R        cosine: decay to R*lr instead of 0
+  --lr-step-size=N --lr-gamma=G   step: lr*G every N updates;
+                          exponential: lr*G every update (G default 0.1)
   --grad-accum=K          K micro-batches per optimizer step (default 1): mpc-run
                           runs the step K times, the update applies on the K-th
   --data-parallel         average the gradients and OR the overflow flag
@@ -261,6 +270,18 @@ Flags parseFlags(int argc, char **argv) {
                     val + "'");
     } else if (key == "--max-grad-norm") {
       o.maxGradNorm = parseDouble(key, need());
+    } else if (key == "--lr-schedule") {
+      o.lrSchedule = need();
+    } else if (key == "--warmup-steps") {
+      o.warmupSteps = parseInt(key, need());
+    } else if (key == "--total-steps") {
+      o.totalSteps = parseInt(key, need());
+    } else if (key == "--min-lr-ratio") {
+      o.minLrRatio = parseDouble(key, need());
+    } else if (key == "--lr-step-size") {
+      o.lrStepSize = parseInt(key, need());
+    } else if (key == "--lr-gamma") {
+      o.lrGamma = parseDouble(key, need());
     } else if (key == "--trainable") {
       o.trainable = need();
     } else if (key == "--frozen") {

@@ -47,7 +47,8 @@ Trains MODEL, a training step compiled by mpc-opt.
   --batch=B               batch size (must match a static batch dim); the
                           micro-batch size with --grad-accum
   --shuffle --seed=S      per-epoch shuffled order (default: in order)
-  --log=FILE.csv          step,loss,loss_scale,skipped,ms per step (also
+  --log=FILE.csv          step,loss,loss_scale,skipped,ms per step, and lr
+                          with mpc-opt --lr-schedule (also
                           --log-file=FILE.csv: torchrun takes --log itself)
   --save=CKPT.onnx        checkpoint at the end (and every --save-every=N)
   --resume=CKPT.onnx      continue bit-for-bit from a checkpoint
@@ -501,7 +502,8 @@ int run(Flags f) {
     if (!log)
       throw Error(f.log + ": cannot write the log");
     if (f.resume.empty())
-      log << "step,loss,loss_scale,skipped,ms\n";
+      log << "step,loss,loss_scale,skipped,ms"
+          << (trainer.hasLrSchedule() ? ",lr\n" : "\n");
   }
 
   std::signal(SIGINT, requestStop);
@@ -536,18 +538,24 @@ int run(Flags f) {
     if (log) {
       // ms to 0.1 us: a CPU step of the small models takes about 10 us, and
       // bench/cpu_step.sh's medians must not move in 1 us (10%) quanta.
-      char line[160];
-      std::snprintf(line, sizeof line, "%lld,%.9g,%.9g,%d,%.4f\n",
-                    (long long)r.step, r.loss, r.lossScale, int(r.skipped),
-                    r.ms);
-      log << line;
+      char line[192];
+      int n = std::snprintf(line, sizeof line, "%lld,%.9g,%.9g,%d,%.4f",
+                            (long long)r.step, r.loss, r.lossScale,
+                            int(r.skipped), r.ms);
+      if (trainer.hasLrSchedule()) // the rate to 17 digits: the double's
+        std::snprintf(line + n, sizeof line - size_t(n), ",%.17g", r.lr);
+      log << line << "\n";
     }
-    if (!f.quiet && ((i + 1) % every == 0 || i + 1 == f.steps))
+    if (!f.quiet && ((i + 1) % every == 0 || i + 1 == f.steps)) {
+      char lr[48] = "";
+      if (trainer.hasLrSchedule())
+        std::snprintf(lr, sizeof lr, "  lr %.4g", r.lr);
       std::fprintf(stderr,
-                   "step %lld/%lld  loss %.6f  scale %g  skipped %lld  "
+                   "step %lld/%lld  loss %.6f  scale %g%s  skipped %lld  "
                    "%.2f ms/step\n",
                    (long long)(i + 1), (long long)f.steps, r.loss, r.lossScale,
-                   (long long)skipped, totalMs / double(i + 1));
+                   lr, (long long)skipped, totalMs / double(i + 1));
+    }
     if (f.saveEvery > 0 && (i + 1) % f.saveEvery == 0)
       trainer.saveCheckpoint(f.save);
     if (f.maxSkippedSteps > 0 && skippedBelowFloor >= f.maxSkippedSteps) {

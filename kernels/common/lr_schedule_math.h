@@ -1,0 +1,79 @@
+// The learning-rate schedules of mpc.LearningRate: the learning rate of an
+// optimizer update from the number of updates applied before it.
+//
+// They follow the closed forms users get from PyTorch and transformers,
+// computed in double as Python computes them (the result is the Python
+// float torch.optim reads from param_group["lr"]):
+//   warmup       s < W: s / max(1, W)       (every transformers schedule)
+//   constant     1                          (get_constant_schedule_with_warmup)
+//   linear       max(0, (T - s) / max(1, T - W))
+//                                           (get_linear_schedule_with_warmup)
+//   cosine       p = (s - W) / max(1, T - W);
+//                f = 0.5 (1 + cos(pi p)); max(0, f (1 - r) + r)
+//                (get_cosine_schedule_with_warmup; with r = min_lr_ratio,
+//                get_cosine_with_min_lr_schedule_with_warmup, and without
+//                warmup torch's CosineAnnealingLR(T_max=T, eta_min=r lr))
+//   step         gamma ^ floor((s - W) / step_size)   (torch's StepLR)
+//   exponential  gamma ^ (s - W)                      (torch's ExponentialLR)
+// lr = base_lr * factor. StepLR and ExponentialLR multiply the previous lr
+// by gamma in place of the power; the closed form is their
+// _get_closed_form_lr, within a few double ulps of it. Past T the linear
+// schedule stays at 0 and the cosine goes up again, as transformers' do.
+//
+// The CPU kernel, the CUDA kernel and mpc-run's progress line call the same
+// function; the device's cos and pow are within 2 ulp of the host's in
+// double, so the rates agree to the last bit but on a rounding tie.
+#pragma once
+
+#include "kernels/common/host_device.h"
+
+#include <cmath>
+#include <cstdint>
+
+namespace mpc {
+
+enum class LrScheduleKind : int32_t { Constant, Linear, Cosine, Step };
+
+/// An mpc.LearningRate node's attributes (exponential is step with
+/// step_size 1).
+struct LrSchedule {
+  LrScheduleKind kind = LrScheduleKind::Constant;
+  double baseLr = 1e-3;
+  int64_t warmupSteps = 0;
+  int64_t totalSteps = 0; ///< linear, cosine
+  double minLrRatio = 0;  ///< cosine
+  int64_t stepSize = 1;   ///< step
+  double gamma = 0.1;     ///< step
+};
+
+/// The multiplier of base_lr for the update after `step` applied updates.
+MPC_HD double lrFactor(const LrSchedule &s, int64_t step) {
+  const int64_t w = s.warmupSteps;
+  if (step < w)
+    return double(step) / double(w > 1 ? w : 1);
+  const int64_t horizonSteps = s.totalSteps - w;
+  const double horizon = double(horizonSteps > 1 ? horizonSteps : 1);
+  switch (s.kind) {
+  case LrScheduleKind::Linear: {
+    double f = double(s.totalSteps - step) / horizon;
+    return f > 0.0 ? f : 0.0;
+  }
+  case LrScheduleKind::Cosine: {
+    double progress = double(step - w) / horizon;
+    double f = 0.5 * (1.0 + ::cos(3.141592653589793 * progress));
+    f = f * (1.0 - s.minLrRatio) + s.minLrRatio;
+    return f > 0.0 ? f : 0.0;
+  }
+  case LrScheduleKind::Step:
+    return ::pow(s.gamma, double((step - w) / s.stepSize));
+  default:
+    return 1.0;
+  }
+}
+
+/// The learning rate of the update after `step` applied updates.
+MPC_HD double scheduledLr(const LrSchedule &s, int64_t step) {
+  return s.baseLr * lrFactor(s, step);
+}
+
+} // namespace mpc

@@ -1,0 +1,206 @@
+// The learning-rate schedules (kernels/common/lr_schedule_math.h) against
+// the rates torch and transformers give (models/lr_schedule_ref.csv, made by
+// models/make_lr_schedule_refs.py: 120 updates of each scheduler on an
+// optimizer of lr 0.5), and mpc.LearningRate's attribute rules
+// (passes/ir/lr_schedule_attrs.h) as a node and as mpc-opt's flags.
+#include "kernels/common/lr_schedule_math.h"
+#include "passes/ir/lr_schedule_attrs.h"
+#include "passes/lr_schedule.h"
+#include "passes/support/diagnostics.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+using namespace mpc;
+
+namespace {
+
+/// case -> the rate of updates 0, 1, ... as torch computed them.
+std::map<std::string, std::vector<double>> readTorchRates() {
+  std::ifstream in(std::string(MPC_SOURCE_DIR) +
+                   "/models/lr_schedule_ref.csv");
+  EXPECT_TRUE(in);
+  std::map<std::string, std::vector<double>> rates;
+  std::string line;
+  std::getline(in, line); // header
+  while (std::getline(in, line)) {
+    std::istringstream row(line);
+    std::string name, step, lr;
+    std::getline(row, name, ',');
+    std::getline(row, step, ',');
+    std::getline(row, lr, ',');
+    EXPECT_EQ(std::stoll(step), int64_t(rates[name].size())) << line;
+    rates[name].push_back(std::stod(lr));
+  }
+  return rates;
+}
+
+LrSchedule schedule(LrScheduleKind kind, int64_t warmup, int64_t total,
+                    double minRatio = 0, int64_t stepSize = 1,
+                    double gamma = 0.1) {
+  LrSchedule s;
+  s.kind = kind;
+  s.baseLr = 0.5;
+  s.warmupSteps = warmup;
+  s.totalSteps = total;
+  s.minLrRatio = minRatio;
+  s.stepSize = stepSize;
+  s.gamma = gamma;
+  return s;
+}
+
+using K = LrScheduleKind;
+
+} // namespace
+
+// transformers' LambdaLR schedules compute base_lr * lambda(step) in double
+// with the same operations: the same bits at every update, past
+// total_steps included (linear holds 0, cosine rises again).
+TEST(LrSchedule, TransformersSchedulesGiveTorchsBits) {
+  auto torch = readTorchRates();
+  const std::map<std::string, LrSchedule> cases = {
+      {"linear_w10_t100", schedule(K::Linear, 10, 100)},
+      {"cosine_w10_t100", schedule(K::Cosine, 10, 100)},
+      {"cosine_w0_t50_min0.25", schedule(K::Cosine, 0, 50, 0.25)},
+      {"constant_w7", schedule(K::Constant, 7, 0)},
+      // StepLR halves in place: a power of two is exact either way.
+      {"step_s10_g0.5", schedule(K::Step, 0, 0, 0, 10, 0.5)},
+  };
+  for (const auto &[name, s] : cases) {
+    const std::vector<double> &want = torch.at(name);
+    ASSERT_EQ(want.size(), 120u) << name;
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(scheduledLr(s, int64_t(i)), want[i])
+          << name << " update " << i;
+  }
+}
+
+// torch's CosineAnnealingLR and ExponentialLR update the previous rate in
+// place (a recurrence, whose rounding drifts: 3e-14 relative after 120
+// updates); the closed form mpc computes agrees far below an fp32 ulp.
+TEST(LrSchedule, TorchRecurrencesAgreeWithTheClosedForm) {
+  auto torch = readTorchRates();
+  const std::map<std::string, LrSchedule> cases = {
+      {"cosine_annealing_t50_eta0.125", schedule(K::Cosine, 0, 50, 0.25)},
+      {"exponential_g0.96875", schedule(K::Step, 0, 0, 0, 1, 0.96875)},
+  };
+  for (const auto &[name, s] : cases) {
+    const std::vector<double> &want = torch.at(name);
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(scheduledLr(s, int64_t(i)), want[i], 1e-12 * want[i])
+          << name << " update " << i;
+  }
+}
+
+TEST(LrSchedule, WarmupRampsFromZeroThenHandsOverToTheDecay) {
+  LrSchedule s = schedule(K::Step, 4, 0, 0, 2, 0.5);
+  const double want[] = {0, 0.125, 0.25, 0.375, 0.5, 0.5, 0.25, 0.25, 0.125};
+  for (int64_t i = 0; i < 9; ++i)
+    EXPECT_EQ(scheduledLr(s, i), want[i]) << "update " << i;
+}
+
+namespace {
+
+/// Whether the attributes make a schedule; the problem as "attr: message".
+std::string problemOf(const std::map<std::string, Attribute> &attrs,
+                      bool strict = true) {
+  LrSchedule s;
+  auto p = readLrSchedule(
+      [&](std::string_view name) -> const Attribute * {
+        auto it = attrs.find(std::string(name));
+        return it == attrs.end() ? nullptr : &it->second;
+      },
+      s, strict);
+  return p ? p->attr + ": " + p->message : "";
+}
+
+Attribute str(const char *v) { return Attribute::ofString(v); }
+Attribute integer(int64_t v) { return Attribute::ofInt(v); }
+Attribute real(float v) { return Attribute::ofFloat(v); }
+
+} // namespace
+
+TEST(LrSchedule, AttributesAreCheckedWithTheirNames) {
+  EXPECT_EQ(problemOf({}), "");
+  EXPECT_EQ(problemOf({{"schedule", str("cosine")},
+                       {"total_steps", integer(10)},
+                       {"warmup_steps", integer(2)},
+                       {"min_lr_ratio", real(0.1f)}}),
+            "");
+  EXPECT_EQ(problemOf({{"schedule", str("onecycle")}}),
+            "schedule: unknown schedule 'onecycle' (expected constant, "
+            "linear, cosine, step, exponential)");
+  EXPECT_EQ(problemOf({{"schedule", str("linear")}}),
+            "total_steps: the linear schedule needs the number of optimizer "
+            "updates it spans");
+  EXPECT_EQ(problemOf({{"schedule", str("cosine")},
+                       {"warmup_steps", integer(10)},
+                       {"total_steps", integer(10)}}),
+            "total_steps: must exceed warmup_steps (10), got 10");
+  EXPECT_EQ(problemOf({{"warmup_steps", integer(-1)}}),
+            "warmup_steps: must be >= 0, got -1");
+  EXPECT_EQ(problemOf({{"schedule", str("cosine")},
+                       {"total_steps", integer(10)},
+                       {"min_lr_ratio", real(1.5f)}}),
+            "min_lr_ratio: must be in [0, 1], got 1.5");
+  EXPECT_EQ(problemOf({{"schedule", str("step")}}),
+            "step_size: the step schedule needs the number of updates "
+            "between decays");
+  EXPECT_EQ(problemOf({{"schedule", str("step")}, {"step_size", integer(0)}}),
+            "step_size: must be >= 1, got 0");
+  EXPECT_EQ(problemOf({{"schedule", str("exponential")}, {"gamma", real(0)}}),
+            "gamma: must be a finite number > 0, got 0");
+  EXPECT_EQ(problemOf({{"base_lr", real(-1)}}),
+            "base_lr: must be a finite number >= 0, got -1");
+  // Strict (the flags): an attribute the schedule does not take is refused;
+  // a node's are ignored (its written form carries them all).
+  const std::map<std::string, Attribute> extra = {
+      {"schedule", str("linear")},
+      {"total_steps", integer(10)},
+      {"gamma", real(0.5f)}};
+  EXPECT_EQ(problemOf(extra), "gamma: does not apply to the linear schedule");
+  EXPECT_EQ(problemOf(extra, false), "");
+  EXPECT_EQ(problemOf({{"schedule", str("exponential")},
+                       {"step_size", integer(3)}}),
+            "step_size: does not apply to the exponential schedule");
+}
+
+TEST(LrSchedule, FlagsAreCheckedWithTheFlagsNames) {
+  auto errorOf = [](const CompileOptions &o) -> std::string {
+    try {
+      checkLrScheduleOptions(o);
+    } catch (const Error &e) {
+      return e.what();
+    }
+    return "";
+  };
+  CompileOptions o;
+  EXPECT_FALSE(checkLrScheduleOptions(o));
+  o.warmupSteps = 5;
+  EXPECT_TRUE(checkLrScheduleOptions(o)); // constant with warmup
+  o.lrSchedule = "cosine";
+  EXPECT_EQ(errorOf(o), "--total-steps: the cosine schedule needs the number "
+                        "of optimizer updates it spans");
+  o.totalSteps = 100;
+  EXPECT_EQ(errorOf(o), "");
+  o.lrGamma = 0.5;
+  EXPECT_EQ(errorOf(o), "--lr-gamma: does not apply to the cosine schedule");
+  o = CompileOptions{};
+  o.lrSchedule = "step";
+  EXPECT_EQ(errorOf(o), "--lr-step-size: the step schedule needs the number "
+                        "of updates between decays");
+  o.lrStepSize = 0;
+  EXPECT_EQ(errorOf(o), "--lr-step-size: must be >= 1, got 0");
+  o = CompileOptions{};
+  o.lrSchedule = "warmup";
+  EXPECT_EQ(errorOf(o), "--lr-schedule: unknown schedule 'warmup' (expected "
+                        "constant, linear, cosine, step, exponential)");
+  o = CompileOptions{};
+  o.minLrRatio = 0.1;
+  EXPECT_EQ(errorOf(o),
+            "--min-lr-ratio: does not apply to the constant schedule");
+}
