@@ -23,8 +23,8 @@
 #                InstanceNorm2d, LSTM, GRU, the activations, reductions,
 #                Resizes and Einsums the importer lowers; Adam 1e-3)
 #                compiled for fp16 and fp32, plus the opset-20 Gelu
-#                transformer and the transformer with --max-grad-norm=1 in
-#                fp16: 50 steps each with
+#                transformer, the transformer with --max-grad-norm=1 and
+#                the MLP with --lr-schedule=cosine in fp16: 50 steps each with
 #                --device=cuda and --device=cpu, the largest relative loss
 #                difference (limits: fp32 1e-4, fp16 1e-2) and the skipped
 #                steps (must match); about 2 s of GPU time per run
@@ -367,6 +367,11 @@ if want trajectories; then
   # device), in fp16 only: the same kernels otherwise.
   trajectory transformer_gelu20 transformer_gelu20.onnx transformer_data.npz 1e-3 fp16
   trajectory transformer_clip transformer.onnx transformer_data.npz 1e-3 fp16 --max-grad-norm=1.0
+  # --lr-schedule: mpc.LearningRate on the device (cos and pow in double)
+  # feeding the Adam kernels' lr in the captured graph; the losses follow
+  # the CPU's through warmup and decay.
+  trajectory mlp_seed_cosine mlp_seed.onnx mlp_seed_data.npz 1e-2 fp16 \
+    --lr-schedule=cosine --warmup-steps=5 --total-steps=40 --min-lr-ratio=0.1
   # A --data-parallel step on one rank: mpc.AllReduce (gradients and the
   # overflow flag) runs on the device as copies, in the captured graph; with
   # --sync-batchnorm the CNN's statistics (ReduceSum, the count from the

@@ -152,12 +152,21 @@ __device__ inline int64_t readDeviceStep(DeviceStep step) {
   }
 }
 
+/// A real scalar on the device (a learning rate: fp64 or fp32).
+__device__ inline double readDeviceReal(DeviceScalar x) {
+  return x.type == DType::F32 ? double(*static_cast<const float *>(x.value))
+                              : *static_cast<const double *>(x.value);
+}
+
 template <bool Vec4>
 __global__ void
 sgdDeviceStepKernel(const uint8_t *__restrict__ foundInf, DeviceStep step,
-                    const float *p, const float *g, const float *buf,
-                    float *pOut, float *bufOut, int64_t n, SgdScalars s) {
+                    DeviceScalar lr, const float *p, const float *g,
+                    const float *buf, float *pOut, float *bufOut, int64_t n,
+                    SgdScalars s) {
   s.firstStep = readDeviceStep(step) == 0;
+  if (lr.value) // as sgdScalars converts it
+    s.negLr = float(-readDeviceReal(lr));
   sgdElements<Vec4>(flagSet(foundInf), p, g, buf, pOut, bufOut, n, s);
 }
 
@@ -232,15 +241,19 @@ __device__ inline void adamElements(bool skip, const float *p, const float *g,
 
 template <bool Vec4>
 __global__ void adamDeviceStepKernel(const uint8_t *__restrict__ foundInf,
-                                     DeviceStep step, const float *p,
-                                     const float *g, const float *m,
-                                     const float *v, float *pOut, float *mOut,
-                                     float *vOut, int64_t n, AdamHyper h) {
+                                     DeviceStep step, DeviceScalar lr,
+                                     const float *p, const float *g,
+                                     const float *m, const float *v,
+                                     float *pOut, float *mOut, float *vOut,
+                                     int64_t n, AdamHyper h) {
   // One thread per block computes the step's scalars (two pow in double);
   // the grid is one wave of resident blocks, so that latency is paid once.
   __shared__ AdamScalars shared;
-  if (threadIdx.x == 0)
+  if (threadIdx.x == 0) {
+    if (lr.value)
+      h.lr = readDeviceReal(lr);
     shared = adamScalarsOnDevice(h, readDeviceStep(step));
+  }
   __syncthreads();
   AdamScalars s = shared; // registers, not a shared-memory read per element
   adamElements<Vec4>(flagSet(foundInf), p, g, m, v, pOut, mOut, vOut, n, s);
@@ -274,6 +287,13 @@ __global__ void incrementStepKernel(DType t, const void *step,
     break;
   }
   }
+}
+
+/// mpc.LearningRate: the shared closed form (kernels/common/
+/// lr_schedule_math.h) with the device's cos and pow, in double.
+__global__ void learningRateKernel(LrSchedule schedule, DeviceStep step,
+                                   double *lrOut) {
+  *lrOut = scheduledLr(schedule, readDeviceStep(step));
 }
 
 /// Blocks of kBlock threads of `kernel` that the current device holds at
@@ -367,39 +387,49 @@ static void requireStepType(DType t, const char *op) {
                 dtypeName(t));
 }
 
+static void requireLrType(DeviceScalar lr, const char *op) {
+  if (lr.value && lr.type != DType::F64 && lr.type != DType::F32)
+    throw Error(std::string(op) +
+                ": the cuda kernel reads an fp64 or fp32 learning rate, got " +
+                dtypeName(lr.type));
+}
+
 void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
-                         const float *p, const float *g, const float *buf,
-                         float *pOut, float *bufOut, int64_t n,
-                         const SgdScalars &scalars, cudaStream_t s) {
+                         DeviceScalar lr, const float *p, const float *g,
+                         const float *buf, float *pOut, float *bufOut,
+                         int64_t n, const SgdScalars &scalars, cudaStream_t s) {
   requireStepType(step.type, "SGD");
+  requireLrType(lr, "SGD");
   if (n == 0)
     return;
   if (aligned16({p, g, buf, pOut, bufOut}))
     sgdDeviceStepKernel<true>
         <<<oneWaveGrid<sgdDeviceStepKernel<true>>((n + 3) / 4), kBlock, 0, s>>>(
-            foundInf, step, p, g, buf, pOut, bufOut, n, scalars);
+            foundInf, step, lr, p, g, buf, pOut, bufOut, n, scalars);
   else
     sgdDeviceStepKernel<false>
         <<<oneWaveGrid<sgdDeviceStepKernel<false>>(n), kBlock, 0, s>>>(
-            foundInf, step, p, g, buf, pOut, bufOut, n, scalars);
+            foundInf, step, lr, p, g, buf, pOut, bufOut, n, scalars);
   MPC_CUDA_CHECK_LAUNCH("sgdDeviceStepKernel");
 }
 
 void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
-                          const float *p, const float *g, const float *m,
-                          const float *v, float *pOut, float *mOut, float *vOut,
-                          int64_t n, const AdamHyper &hyper, cudaStream_t s) {
+                          DeviceScalar lr, const float *p, const float *g,
+                          const float *m, const float *v, float *pOut,
+                          float *mOut, float *vOut, int64_t n,
+                          const AdamHyper &hyper, cudaStream_t s) {
   requireStepType(step.type, "Adam");
+  requireLrType(lr, "Adam");
   if (n == 0)
     return;
   if (aligned16({p, g, m, v, pOut, mOut, vOut}))
     adamDeviceStepKernel<true>
         <<<oneWaveGrid<adamDeviceStepKernel<true>>((n + 3) / 4), kBlock, 0,
-           s>>>(foundInf, step, p, g, m, v, pOut, mOut, vOut, n, hyper);
+           s>>>(foundInf, step, lr, p, g, m, v, pOut, mOut, vOut, n, hyper);
   else
     adamDeviceStepKernel<false>
         <<<oneWaveGrid<adamDeviceStepKernel<false>>(n), kBlock, 0, s>>>(
-            foundInf, step, p, g, m, v, pOut, mOut, vOut, n, hyper);
+            foundInf, step, lr, p, g, m, v, pOut, mOut, vOut, n, hyper);
   MPC_CUDA_CHECK_LAUNCH("adamDeviceStepKernel");
 }
 
@@ -427,6 +457,13 @@ void launchIncrementStep(DType t, const void *step, const uint8_t *foundInf,
                 dtypeName(t));
   incrementStepKernel<<<1, 1, 0, s>>>(t, step, foundInf, stepOut);
   MPC_CUDA_CHECK_LAUNCH("incrementStepKernel");
+}
+
+void launchLearningRate(const LrSchedule &schedule, DeviceStep step,
+                        double *lrOut, cudaStream_t s) {
+  requireStepType(step.type, "LearningRate");
+  learningRateKernel<<<1, 1, 0, s>>>(schedule, step, lrOut);
+  MPC_CUDA_CHECK_LAUNCH("learningRateKernel");
 }
 
 } // namespace cuda

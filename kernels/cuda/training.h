@@ -11,6 +11,7 @@
 // `foundInf` may be nullptr (never skip).
 #pragma once
 
+#include "kernels/common/lr_schedule_math.h"
 #include "kernels/common/optimizer_math.h"
 #include "passes/ir/types.h"
 
@@ -77,19 +78,23 @@ void launchAdam(const uint8_t *foundInf, const float *p, const float *g,
                 float *vOut, int64_t n, const AdamScalars &scalars,
                 cudaStream_t stream);
 
-/// The step counter as the device-resident step passes it: a device scalar
-/// of dtype `type` (int64, int32, fp32 or fp64) read by the kernel.
-struct DeviceStep {
+/// A scalar the kernel reads on the device (the device-resident step's step
+/// counter, a scheduled learning rate): dtype `type` is int64, int32, fp32
+/// or fp64; `value` nullptr: none given.
+struct DeviceScalar {
   const void *value = nullptr;
   DType type = DType::I64;
 };
+using DeviceStep = DeviceScalar;
 
-/// launchSgd with firstStep taken from the device step counter (== 0), the
-/// other scalars from `scalars`: nothing is read on the host.
+/// launchSgd with firstStep taken from the device step counter (== 0) and,
+/// when `lr` is given, -lr from it (mpc.LearningRate's output); the other
+/// scalars from `scalars`: nothing is read on the host.
 void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
-                         const float *p, const float *g, const float *buf,
-                         float *pOut, float *bufOut, int64_t n,
-                         const SgdScalars &scalars, cudaStream_t stream);
+                         DeviceScalar lr, const float *p, const float *g,
+                         const float *buf, float *pOut, float *bufOut,
+                         int64_t n, const SgdScalars &scalars,
+                         cudaStream_t stream);
 
 /// Adam's hyper-parameters, from which the kernel computes AdamScalars for
 /// the device step counter with adamScalars' formulas in double (the
@@ -99,11 +104,17 @@ struct AdamHyper {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0;
   bool decoupled = false;
 };
+/// `lr`, when given, replaces hyper.lr.
 void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
-                          const float *p, const float *g, const float *m,
-                          const float *v, float *pOut, float *mOut, float *vOut,
-                          int64_t n, const AdamHyper &hyper,
-                          cudaStream_t stream);
+                          DeviceScalar lr, const float *p, const float *g,
+                          const float *m, const float *v, float *pOut,
+                          float *mOut, float *vOut, int64_t n,
+                          const AdamHyper &hyper, cudaStream_t stream);
+
+/// lrOut (fp64) := scheduledLr(schedule, step) (mpc.LearningRate), with the
+/// step counter read on the device.
+void launchLearningRate(const LrSchedule &schedule, DeviceStep step,
+                        double *lrOut, cudaStream_t stream);
 
 /// stepOut := step + (found_inf ? 0 : 1) for an int64, int32 or fp32 scalar.
 void launchIncrementStep(DType t, const void *step, const uint8_t *foundInf,

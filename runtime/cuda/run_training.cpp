@@ -1,6 +1,6 @@
 // CUDA runners of the mpc training-step ops: UnscaleGradients,
-// UpdateLossScale, ClipGradNorm, SGD, Adam/AdamW, IncrementStep, and
-// AllReduce (NCCL across ranks).
+// UpdateLossScale, ClipGradNorm, SGD, Adam/AdamW, IncrementStep,
+// LearningRate, and AllReduce (NCCL across ranks).
 //
 // Operands are validated as the CPU kernels validate them (kernels/cpu/
 // mpc_train.cpp). found_inf goes to the kernels as a device byte and is
@@ -16,6 +16,7 @@
 #include "kernels/cuda/clip_grad_norm.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/training.h"
+#include "passes/ir/lr_schedule_attrs.h"
 #include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/nccl_world.h"
@@ -65,8 +66,9 @@ int64_t readStep(const Node &node, const Tensor &t) {
   return step;
 }
 
-/// The step counter where it lives in a device-resident step (input 1).
-DeviceStep deviceStep(NodeStaging &s, const Tensor &t) {
+/// The step counter (input i) where it lives on the device.
+DeviceStep deviceStep(NodeStaging &s, size_t i) {
+  const Tensor &t = s.in(i, "step");
   if (t.numel() != 1)
     fail(s.node(), "step must be a scalar, got shape ",
          cpu::shapeString(t.dims));
@@ -74,7 +76,26 @@ DeviceStep deviceStep(NodeStaging &s, const Tensor &t) {
       t.dtype != DType::F64)
     fail(s.node(), "step must be int64, int32, fp32 or fp64, got ",
          dtypeName(t.dtype));
-  return {s.device(1), t.dtype};
+  return {s.device(i), t.dtype};
+}
+
+/// The optimizer's optional `lr` input i (mpc.LearningRate's rate): checked,
+/// and where it lives on the device (value nullptr: the node has none).
+DeviceScalar deviceLr(NodeStaging &s, size_t i) {
+  const Tensor *t = s.optionalIn(i);
+  if (!t)
+    return {};
+  if (t->numel() != 1 || (t->dtype != DType::F64 && t->dtype != DType::F32))
+    fail(s.node(), "lr must be an fp64 or fp32 scalar, got ",
+         dtypeName(t->dtype), " ", cpu::shapeString(t->dims));
+  return {s.device(i), t->dtype};
+}
+
+/// The learning rate a staged update uses: its `lr` input read on the host,
+/// else the attribute.
+double hostLr(NodeStaging &s, size_t i) {
+  const Tensor *t = s.optionalIn(i);
+  return t ? cpu::loadDouble(*t, 0) : s.node().attrFloat("lr", 1e-3f);
 }
 
 const float *f32(NodeStaging &s, size_t i) {
@@ -182,17 +203,18 @@ void runSgd(NodeStaging &s) {
   if (s.ctx().hasOutput(1) && !buf)
     fail(node, "has a momentum buffer output but no buffer input");
   bool resident = s.resident();
+  DeviceScalar lr = deviceLr(s, 5);
   SgdScalars scalars = sgdScalars(
-      node.attrFloat("lr", 1e-3f), momentum, node.attrFloat("dampening", 0.0f),
-      node.attrFloat("weight_decay", 0.0f), node.attrInt("nesterov", 0) != 0,
-      resident ? 0 : readStep(node, stepT));
+      resident ? node.attrFloat("lr", 1e-3f) : hostLr(s, 5), momentum,
+      node.attrFloat("dampening", 0.0f), node.attrFloat("weight_decay", 0.0f),
+      node.attrInt("nesterov", 0) != 0, resident ? 0 : readStep(node, stepT));
   const uint8_t *found = foundInf(s, 0);
   auto *pOut = static_cast<float *>(s.out(0, DType::F32, p.dims));
   auto *bufOut =
       buf ? static_cast<float *>(s.optionalOut(1, DType::F32, p.dims))
           : nullptr;
   if (resident)
-    launchSgdDeviceStep(found, deviceStep(s, stepT), f32(s, 2), f32(s, 3),
+    launchSgdDeviceStep(found, deviceStep(s, 1), lr, f32(s, 2), f32(s, 3),
                         buf ? f32(s, 4) : nullptr, pOut, bufOut, p.numel(),
                         scalars, s.stream());
   else
@@ -220,15 +242,16 @@ void runAdam(NodeStaging &s) {
   auto *pOut = static_cast<float *>(s.out(0, DType::F32, p.dims));
   auto *mOut = static_cast<float *>(s.optionalOut(1, DType::F32, p.dims));
   auto *vOut = static_cast<float *>(s.optionalOut(2, DType::F32, p.dims));
+  DeviceScalar lr = deviceLr(s, 6);
   if (s.resident()) {
-    launchAdamDeviceStep(found, deviceStep(s, stepT), f32(s, 2), f32(s, 3),
+    launchAdamDeviceStep(found, deviceStep(s, 1), lr, f32(s, 2), f32(s, 3),
                          f32(s, 4), f32(s, 5), pOut, mOut, vOut, p.numel(), h,
                          s.stream());
     return;
   }
   AdamScalars scalars =
-      adamScalars(h.lr, h.beta1, h.beta2, h.eps, h.weightDecay, h.decoupled,
-                  readStep(node, stepT));
+      adamScalars(hostLr(s, 6), h.beta1, h.beta2, h.eps, h.weightDecay,
+                  h.decoupled, readStep(node, stepT));
   launchAdam(found, f32(s, 2), f32(s, 3), f32(s, 4), f32(s, 5), pOut, mOut,
              vOut, p.numel(), scalars, s.stream());
 }
@@ -241,6 +264,15 @@ void runIncrementStep(NodeStaging &s) {
   const uint8_t *found = foundInf(s, 1);
   void *out = s.out(0, step.dtype, step.dims);
   launchIncrementStep(step.dtype, s.device(0), found, out, s.stream());
+}
+
+/// mpc.LearningRate: computed on the device from the device's step counter
+/// (staged too: one thread, no host read of the counter).
+void runLearningRate(NodeStaging &s) {
+  LrSchedule schedule = lrScheduleOf(s.node());
+  DeviceStep step = deviceStep(s, 0);
+  auto *out = static_cast<double *>(s.out(0, DType::F64, {}));
+  launchLearningRate(schedule, step, out, s.stream());
 }
 
 /// mpc.AllReduce: on one rank each output is its input (a device copy);
@@ -308,6 +340,7 @@ std::vector<CudaOpEntry> trainingOps() {
       {kMpcDomain, "SGD", runSgd, noCheck},
       {kMpcDomain, "Adam", runAdam, noCheck},
       {kMpcDomain, "IncrementStep", runIncrementStep, checkIncrementStep},
+      {kMpcDomain, "LearningRate", runLearningRate, noCheck},
       {kMpcDomain, "AllReduce", runAllReduce, noCheck},
   };
 }

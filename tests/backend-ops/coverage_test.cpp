@@ -174,6 +174,30 @@ TEST(CudaCoverage, EveryNodeOfTheSyncBatchNormCnnStepIsSupported) {
   }
 }
 
+// --lr-schedule: mpc.LearningRate and the updates reading its rate run on
+// the device (SGD and Adam, every schedule).
+TEST(CudaCoverage, EveryNodeOfAScheduledStepIsSupported) {
+  for (const char *optimizer : {"sgd", "adamw"})
+    for (const char *schedule :
+         {"constant", "linear", "cosine", "step", "exponential"}) {
+      auto model = loadModel(backend_ops::sourceDir() + "/models/mlp_seed.onnx");
+      CompileOptions o;
+      o.optimizer = optimizer;
+      o.lrSchedule = schedule;
+      o.warmupSteps = 10;
+      if (std::string(schedule) == "linear" ||
+          std::string(schedule) == "cosine")
+        o.totalSteps = 100;
+      if (std::string(schedule) == "step")
+        o.lrStepSize = 10;
+      Statistics stats;
+      runPipeline(*model, defaultPipeline(), o, PipelineConfig{}, stats);
+      std::set<std::string> ops = expectAllSupported(
+          *model, std::string("mlp_seed ") + optimizer + " " + schedule);
+      EXPECT_TRUE(ops.count("mpc.LearningRate")) << schedule;
+    }
+}
+
 // backend-ops' own coverage check, which skips without a GPU, run here
 // too: every op with device code has a case for the first GPU session.
 TEST(CudaCoverage, EveryDeviceOpHasABackendOpsCase) {

@@ -663,6 +663,90 @@ void addTraining(std::vector<OpCase> &cases) {
                                randomTensor(rng, DType::F32, {n}, 0, 0.01f)};
                      }});
   }
+  // --lr-schedule: the rate an fp64 input (the device reads it; SGD's after
+  // an omitted buffer), and mpc.LearningRate itself with the device's cos
+  // and pow (a rounding tie could tell them apart; Exact asks for none).
+  auto realScalar = [](DType t, double v) {
+    Tensor x(t, {});
+    x.setFromDouble(0, v);
+    return x;
+  };
+  for (bool withBuf : {false, true})
+    cases.push_back(
+        {std::string("SGD_lr_input") + (withBuf ? "_momentum" : ""),
+         kMpcDomain,
+         "SGD",
+         withBuf ? Builder::Attrs{{"momentum", f(0.9f)}} : Builder::Attrs{},
+         size_t(withBuf ? 2 : 1),
+         kF32,
+         [=](DType, std::mt19937 &rng) -> Inputs {
+           Inputs in = {boolScalar(false), int64Scalar(4),
+                        randomTensor(rng, DType::F32, {33, 65}),
+                        randomTensor(rng, DType::F32, {33, 65})};
+           in.push_back(withBuf ? std::optional<Tensor>(randomTensor(
+                                      rng, DType::F32, {33, 65}))
+                                : std::nullopt);
+           in.push_back(realScalar(DType::F64, 0.030000000000000002));
+           return in;
+         }});
+  for (DType lrType : {DType::F64, DType::F32})
+    cases.push_back({std::string("Adam_lr_input_") + dtypeName(lrType),
+                     kMpcDomain,
+                     "Adam",
+                     {{"weight_decay", f(0.01f)}, {"decoupled", i(1)}},
+                     3,
+                     kF32,
+                     [=](DType, std::mt19937 &rng) -> Inputs {
+                       return {boolScalar(false),
+                               int64Scalar(6),
+                               randomTensor(rng, DType::F32, {1003}),
+                               randomTensor(rng, DType::F32, {1003}),
+                               randomTensor(rng, DType::F32, {1003}, -0.1f, 0.1f),
+                               randomTensor(rng, DType::F32, {1003}, 0, 0.01f),
+                               realScalar(lrType, 0.0030000000000000001)};
+                     }});
+  struct ScheduleCase {
+    const char *name;
+    Builder::Attrs attrs;
+    int64_t step;
+  };
+  auto real = [](double v) {
+    return Attribute::ofTensor(Tensor::scalar(DType::F64, v));
+  };
+  for (const ScheduleCase &sc :
+       {ScheduleCase{"warmup",
+                     {{"schedule", Attribute::ofString("constant")},
+                      {"warmup_steps", i(10)}},
+                     3},
+        ScheduleCase{"linear",
+                     {{"schedule", Attribute::ofString("linear")},
+                      {"base_lr", real(0.05)},
+                      {"warmup_steps", i(10)},
+                      {"total_steps", i(1000)}},
+                     377},
+        ScheduleCase{"cosine",
+                     {{"schedule", Attribute::ofString("cosine")},
+                      {"base_lr", real(3e-4)},
+                      {"warmup_steps", i(100)},
+                      {"total_steps", i(10000)},
+                      {"min_lr_ratio", real(0.1)}},
+                     4321},
+        ScheduleCase{"step",
+                     {{"schedule", Attribute::ofString("step")},
+                      {"step_size", i(30)},
+                      {"gamma", real(0.1)}},
+                     95},
+        ScheduleCase{"exponential",
+                     {{"schedule", Attribute::ofString("exponential")},
+                      {"gamma", real(0.9999)}},
+                     12345}}) {
+    int64_t step = sc.step;
+    cases.push_back({std::string("LearningRate_") + sc.name, kMpcDomain,
+                     "LearningRate", sc.attrs, 1, kF32,
+                     [=](DType, std::mt19937 &) -> Inputs {
+                       return {int64Scalar(step)};
+                     }});
+  }
   for (bool skip : {false, true})
     cases.push_back(
         {std::string("IncrementStep_") + (skip ? "skipped" : "clean"),
