@@ -92,7 +92,7 @@ std::string lrScheduleSummary(const CompileOptions &o) {
     if (key == "base_lr")
       continue;
     s += " " + key + "=";
-    s += a.kind == Attribute::Kind::String  ? a.s
+    s += a.kind == Attribute::Kind::String   ? a.s
          : a.kind == Attribute::Kind::Tensor ? formatNumber(a.t->getAsDouble(0))
                                              : std::to_string(a.i);
   }

@@ -27,8 +27,8 @@
 // ORs found_inf across ranks.
 #include "passes/data_parallel.h"
 #include "passes/grad_accum.h"
-#include "passes/lr_schedule.h"
 #include "passes/ir/mpc_ops.h"
+#include "passes/lr_schedule.h"
 #include "passes/pass.h"
 #include "passes/support/diagnostics.h"
 #include "passes/support/joined.h"

@@ -89,9 +89,8 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
   // what every step reads: the loss, the overflow flag, the scale the next
   // step uses and the accumulation counter (state the device rewrote).
   if (backend.deviceResident())
-    for (const std::string *name :
-         {&lossName_, &foundInfName_, &lossScaleName_, &counterName_,
-          &scheduleStepName_})
+    for (const std::string *name : {&lossName_, &foundInfName_, &lossScaleName_,
+                                    &counterName_, &scheduleStepName_})
       if (!name->empty())
         options.fetchAfterRun.push_back(*name);
   exec_ = std::make_unique<Executor>(*step_, backend, options);
@@ -132,10 +131,12 @@ Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
   rec.step = stepsDone_ + 1;
   if (!lossScaleName_.empty())
     rec.lossScale = exec_->initializer(lossScaleName_).getAsDouble(0);
-  rec.lr = schedule_ ? scheduledLr(*schedule_,
-                                   int64_t(exec_->initializer(scheduleStepName_)
-                                               .getAsDouble(0)))
-                     : constantLr_;
+  rec.lr =
+      schedule_
+          ? scheduledLr(
+                *schedule_,
+                int64_t(exec_->initializer(scheduleStepName_).getAsDouble(0)))
+          : constantLr_;
   for (const auto &kv : batch)
     exec_->setInput(kv.first, kv.second);
   // One seed per run of the step (per micro-batch): dropout masks differ

@@ -159,11 +159,11 @@ __device__ inline double readDeviceReal(DeviceScalar x) {
 }
 
 template <bool Vec4>
-__global__ void
-sgdDeviceStepKernel(const uint8_t *__restrict__ foundInf, DeviceStep step,
-                    DeviceScalar lr, const float *p, const float *g,
-                    const float *buf, float *pOut, float *bufOut, int64_t n,
-                    SgdScalars s) {
+__global__ void sgdDeviceStepKernel(const uint8_t *__restrict__ foundInf,
+                                    DeviceStep step, DeviceScalar lr,
+                                    const float *p, const float *g,
+                                    const float *buf, float *pOut,
+                                    float *bufOut, int64_t n, SgdScalars s) {
   s.firstStep = readDeviceStep(step) == 0;
   if (lr.value) // as sgdScalars converts it
     s.negLr = float(-readDeviceReal(lr));
@@ -240,12 +240,11 @@ __device__ inline void adamElements(bool skip, const float *p, const float *g,
 }
 
 template <bool Vec4>
-__global__ void adamDeviceStepKernel(const uint8_t *__restrict__ foundInf,
-                                     DeviceStep step, DeviceScalar lr,
-                                     const float *p, const float *g,
-                                     const float *m, const float *v,
-                                     float *pOut, float *mOut, float *vOut,
-                                     int64_t n, AdamHyper h) {
+__global__ void
+adamDeviceStepKernel(const uint8_t *__restrict__ foundInf, DeviceStep step,
+                     DeviceScalar lr, const float *p, const float *g,
+                     const float *m, const float *v, float *pOut, float *mOut,
+                     float *vOut, int64_t n, AdamHyper h) {
   // One thread per block computes the step's scalars (two pow in double);
   // the grid is one wave of resident blocks, so that latency is paid once.
   __shared__ AdamScalars shared;

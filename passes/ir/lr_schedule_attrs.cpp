@@ -70,8 +70,8 @@ std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &lookup,
   else
     return problem("schedule", "unknown schedule '" + name + "' (expected " +
                                    lrScheduleNames() + ")");
-  const bool decays = s.kind == LrScheduleKind::Linear ||
-                      s.kind == LrScheduleKind::Cosine;
+  const bool decays =
+      s.kind == LrScheduleKind::Linear || s.kind == LrScheduleKind::Cosine;
   auto notFor = [&](const char *attr) -> std::optional<LrScheduleProblem> {
     if (!strict)
       return std::nullopt;

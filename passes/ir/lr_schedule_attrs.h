@@ -33,9 +33,8 @@ using AttributeLookup = std::function<const Attribute *(std::string_view)>;
 /// flags) an attribute that does not apply to the schedule is a problem;
 /// a node's are ignored, since its function body's completion writes every
 /// attribute onto the node (passes/onnx/mpc_functions.cpp).
-std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &attr,
-                                                LrSchedule &schedule,
-                                                bool strict);
+std::optional<LrScheduleProblem>
+readLrSchedule(const AttributeLookup &attr, LrSchedule &schedule, bool strict);
 
 /// readLrSchedule of the node's attributes, with a problem thrown as an
 /// Error naming the node.

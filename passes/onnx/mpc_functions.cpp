@@ -554,8 +554,8 @@ std::string lossText(const char *body, const char *scores) {
 }
 
 /// op -> body. UnscaleGradients, ClipGradNorm, ExtremumGrad and AllReduce are
-/// variadic (any number of inputs) and so have no entry: a FunctionProto's inputs
-/// are fixed (--emit=step expands them inline, expand_variadic.h).
+/// variadic (any number of inputs) and so have no entry: a FunctionProto's
+/// inputs are fixed (--emit=step expands them inline, expand_variadic.h).
 /// LearningRate's schedule, checked as the kernels check it, as the flags
 /// its body reads.
 void completeLearningRate(NodeView &v) {

@@ -180,7 +180,8 @@ TEST(CudaCoverage, EveryNodeOfAScheduledStepIsSupported) {
   for (const char *optimizer : {"sgd", "adamw"})
     for (const char *schedule :
          {"constant", "linear", "cosine", "step", "exponential"}) {
-      auto model = loadModel(backend_ops::sourceDir() + "/models/mlp_seed.onnx");
+      auto model =
+          loadModel(backend_ops::sourceDir() + "/models/mlp_seed.onnx");
       CompileOptions o;
       o.optimizer = optimizer;
       o.lrSchedule = schedule;

@@ -673,18 +673,16 @@ void addTraining(std::vector<OpCase> &cases) {
   };
   for (bool withBuf : {false, true})
     cases.push_back(
-        {std::string("SGD_lr_input") + (withBuf ? "_momentum" : ""),
-         kMpcDomain,
+        {std::string("SGD_lr_input") + (withBuf ? "_momentum" : ""), kMpcDomain,
          "SGD",
          withBuf ? Builder::Attrs{{"momentum", f(0.9f)}} : Builder::Attrs{},
-         size_t(withBuf ? 2 : 1),
-         kF32,
+         size_t(withBuf ? 2 : 1), kF32,
          [=](DType, std::mt19937 &rng) -> Inputs {
            Inputs in = {boolScalar(false), int64Scalar(4),
                         randomTensor(rng, DType::F32, {33, 65}),
                         randomTensor(rng, DType::F32, {33, 65})};
-           in.push_back(withBuf ? std::optional<Tensor>(randomTensor(
-                                      rng, DType::F32, {33, 65}))
+           in.push_back(withBuf ? std::optional<Tensor>(
+                                      randomTensor(rng, DType::F32, {33, 65}))
                                 : std::nullopt);
            in.push_back(realScalar(DType::F64, 0.030000000000000002));
            return in;
@@ -697,13 +695,14 @@ void addTraining(std::vector<OpCase> &cases) {
                      3,
                      kF32,
                      [=](DType, std::mt19937 &rng) -> Inputs {
-                       return {boolScalar(false),
-                               int64Scalar(6),
-                               randomTensor(rng, DType::F32, {1003}),
-                               randomTensor(rng, DType::F32, {1003}),
-                               randomTensor(rng, DType::F32, {1003}, -0.1f, 0.1f),
-                               randomTensor(rng, DType::F32, {1003}, 0, 0.01f),
-                               realScalar(lrType, 0.0030000000000000001)};
+                       return {
+                           boolScalar(false),
+                           int64Scalar(6),
+                           randomTensor(rng, DType::F32, {1003}),
+                           randomTensor(rng, DType::F32, {1003}),
+                           randomTensor(rng, DType::F32, {1003}, -0.1f, 0.1f),
+                           randomTensor(rng, DType::F32, {1003}, 0, 0.01f),
+                           realScalar(lrType, 0.0030000000000000001)};
                      }});
   struct ScheduleCase {
     const char *name;
@@ -741,11 +740,10 @@ void addTraining(std::vector<OpCase> &cases) {
                       {"gamma", real(0.9999)}},
                      12345}}) {
     int64_t step = sc.step;
-    cases.push_back({std::string("LearningRate_") + sc.name, kMpcDomain,
-                     "LearningRate", sc.attrs, 1, kF32,
-                     [=](DType, std::mt19937 &) -> Inputs {
-                       return {int64Scalar(step)};
-                     }});
+    cases.push_back(
+        {std::string("LearningRate_") + sc.name, kMpcDomain, "LearningRate",
+         sc.attrs, 1, kF32,
+         [=](DType, std::mt19937 &) -> Inputs { return {int64Scalar(step)}; }});
   }
   for (bool skip : {false, true})
     cases.push_back(

@@ -131,9 +131,8 @@ TEST(LrScheduleParity, EveryScheduleTrainsAsTorchDoes) {
     }
     std::vector<std::pair<std::string, Tensor>> params;
     std::string err;
-    ASSERT_TRUE(readNpz(kModels + "mlp_seed_ref_sched_" + run.name +
-                            "_final.npz",
-                        params, err))
+    ASSERT_TRUE(readNpz(
+        kModels + "mlp_seed_ref_sched_" + run.name + "_final.npz", params, err))
         << err;
     ASSERT_EQ(params.size(), 4u);
     for (const auto &[name, want] : params)

@@ -21,8 +21,7 @@ namespace {
 
 /// case -> the rate of updates 0, 1, ... as torch computed them.
 std::map<std::string, std::vector<double>> readTorchRates() {
-  std::ifstream in(std::string(MPC_SOURCE_DIR) +
-                   "/models/lr_schedule_ref.csv");
+  std::ifstream in(std::string(MPC_SOURCE_DIR) + "/models/lr_schedule_ref.csv");
   EXPECT_TRUE(in);
   std::map<std::string, std::vector<double>> rates;
   std::string line;
@@ -74,8 +73,7 @@ TEST(LrSchedule, TransformersSchedulesGiveTorchsBits) {
     const std::vector<double> &want = torch.at(name);
     ASSERT_EQ(want.size(), 120u) << name;
     for (size_t i = 0; i < want.size(); ++i)
-      EXPECT_EQ(scheduledLr(s, int64_t(i)), want[i])
-          << name << " update " << i;
+      EXPECT_EQ(scheduledLr(s, int64_t(i)), want[i]) << name << " update " << i;
   }
 }
 
@@ -158,15 +156,14 @@ TEST(LrSchedule, AttributesAreCheckedWithTheirNames) {
             "base_lr: must be a finite number >= 0, got -1");
   // Strict (the flags): an attribute the schedule does not take is refused;
   // a node's are ignored (its written form carries them all).
-  const std::map<std::string, Attribute> extra = {
-      {"schedule", str("linear")},
-      {"total_steps", integer(10)},
-      {"gamma", real(0.5f)}};
+  const std::map<std::string, Attribute> extra = {{"schedule", str("linear")},
+                                                  {"total_steps", integer(10)},
+                                                  {"gamma", real(0.5f)}};
   EXPECT_EQ(problemOf(extra), "gamma: does not apply to the linear schedule");
   EXPECT_EQ(problemOf(extra, false), "");
-  EXPECT_EQ(problemOf({{"schedule", str("exponential")},
-                       {"step_size", integer(3)}}),
-            "step_size: does not apply to the exponential schedule");
+  EXPECT_EQ(
+      problemOf({{"schedule", str("exponential")}, {"step_size", integer(3)}}),
+      "step_size: does not apply to the exponential schedule");
 }
 
 TEST(LrSchedule, FlagsAreCheckedWithTheFlagsNames) {

@@ -792,10 +792,10 @@ TEST(MpcFunctions, SGDMatchesKernel) {
                 {"step", scalarOf(DType::I64, 3)},
                 {"param", uniform(DType::F32, dims, -1, 1)},
                 {"grad", uniform(DType::F32, dims, -0.5, 0.5)}};
-    k.inputs.push_back({"momentum_buffer",
-                        buffer ? std::optional<Tensor>(uniform(
-                                     DType::F32, dims, -0.2, 0.2))
-                               : std::optional<Tensor>()});
+    k.inputs.push_back(
+        {"momentum_buffer",
+         buffer ? std::optional<Tensor>(uniform(DType::F32, dims, -0.2, 0.2))
+                : std::optional<Tensor>()});
     k.inputs.push_back({"lr", scalarOf(DType::F64, 0.30000000000000004)});
     k.attrs = {{"momentum", A::ofFloat(buffer ? 0.9f : 0.0f)}};
     k.numOutputs = buffer ? 2 : 1;
