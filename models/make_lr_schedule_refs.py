@@ -87,33 +87,45 @@ def out(name):
     return os.path.join(HERE, name)
 
 
-def main():
+def seed_model():
+    """The MLP seed at its initial weights (torch.manual_seed(0)) and its data."""
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     loaded = np.load(out("mlp_seed_data.npz"))
     data = {"x": loaded["x"], "y": loaded["y"]}
     torch.manual_seed(0)
-    model = MLPWithLoss()
+    return MLPWithLoss(), data
+
+
+def train(model, data, opt, scheduler, name):
+    """STEPS steps from the model's current weights; writes
+    mlp_seed_ref_<name>.csv ("step,loss,lr") and mlp_seed_ref_<name>_final.npz."""
+    rows = []
+    for i in range(STEPS):
+        xb, yb = batch(data, i)
+        opt.zero_grad()
+        loss = model(xb, yb)
+        loss.backward()
+        lr = opt.param_groups[0]["lr"]
+        opt.step()
+        if scheduler is not None:
+            scheduler.step()
+        rows.append(f"{i},{loss.item()!r},{lr!r}\n")
+    with open(out(f"mlp_seed_ref_{name}.csv"), "w") as f:
+        f.write("step,loss,lr\n" + "".join(rows))
+    savez(f"mlp_seed_ref_{name}_final.npz", np.savez,
+          **{k: v.detach().numpy().copy() for k, v in model.state_dict().items()})
+    return rows
+
+
+def main():
+    model, data = seed_model()
     init_state = {k: v.clone() for k, v in model.state_dict().items()}
 
     for run, (opt_cls, hp, make_sched, flags) in RUNS.items():
         model.load_state_dict(init_state)
         opt = opt_cls(model.parameters(), **hp)
-        scheduler = make_sched(opt)
-        rows = []
-        for i in range(STEPS):
-            xb, yb = batch(data, i)
-            opt.zero_grad()
-            loss = model(xb, yb)
-            loss.backward()
-            lr = opt.param_groups[0]["lr"]
-            opt.step()
-            scheduler.step()
-            rows.append(f"{i},{loss.item()!r},{lr!r}\n")
-        with open(out(f"mlp_seed_ref_sched_{run}.csv"), "w") as f:
-            f.write("step,loss,lr\n" + "".join(rows))
-        savez(f"mlp_seed_ref_sched_{run}_final.npz", np.savez,
-              **{k: v.detach().numpy().copy() for k, v in model.state_dict().items()})
+        rows = train(model, data, opt, make_sched(opt), f"sched_{run}")
         print(f"{run:<20} {flags}\n  last: {rows[-1].strip()}")
 
     lines = ["case,step,lr\n"]

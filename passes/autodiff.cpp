@@ -21,6 +21,7 @@
 #include "passes/ir/mpc_ops.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
+#include "passes/support/name_pattern.h"
 
 #include <algorithm>
 #include <regex>
@@ -31,27 +32,13 @@
 namespace mpc {
 namespace {
 
-/// A compiled --trainable/--frozen pattern; empty when not given.
-std::optional<std::regex> compilePattern(const std::string &pattern,
-                                         const char *flag) {
-  if (pattern.empty())
-    return std::nullopt;
-  try {
-    return std::regex(pattern);
-  } catch (const std::regex_error &e) {
-    error() << "--" << flag << ": invalid regular expression '" << pattern
-            << "': " << e.what();
-  }
-  return std::nullopt;
-}
-
 /// Floating-point state initializers selected by --trainable / --frozen, in
 /// initializer order. Batch-norm running statistics are state the forward
 /// updates, never parameters, whatever the patterns say (SPEC).
 std::vector<Value *> trainableParameters(Graph &g, const CompileOptions &opts,
                                          size_t &frozenCount) {
-  auto trainable = compilePattern(opts.trainable, "trainable");
-  auto frozen = compilePattern(opts.frozen, "frozen");
+  auto trainable = compileNamePattern(opts.trainable, "trainable");
+  auto frozen = compileNamePattern(opts.frozen, "frozen");
   std::unordered_set<const Value *> runningStats = batchNormRunningStats(g);
   std::vector<Value *> params;
   frozenCount = 0;

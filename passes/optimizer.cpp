@@ -32,9 +32,13 @@
 #include "passes/pass.h"
 #include "passes/support/diagnostics.h"
 #include "passes/support/joined.h"
+#include "passes/support/name_pattern.h"
 #include "passes/training_support.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
+#include <regex>
 #include <string_view>
 #include <unordered_set>
 
@@ -55,6 +59,9 @@ struct OptimizerConfig {
   double maxGradNorm = 0;
   bool scheduled = false; ///< --lr-schedule: lr is mpc.LearningRate's output
   std::string schedule;   ///< lrScheduleSummary, for mpc.optimizer
+  /// --no-weight-decay: the parameters it names update with weight_decay 0.
+  std::string noDecayText;
+  std::optional<std::regex> noDecay;
 };
 
 void requireAtLeast(const char *flag, double v, double lo) {
@@ -122,6 +129,11 @@ OptimizerConfig configure(const CompileOptions &o) {
   }
   c.scheduled = checkLrScheduleOptions(o);
   c.schedule = lrScheduleSummary(o);
+  c.noDecayText = o.noWeightDecay;
+  c.noDecay = compileNamePattern(o.noWeightDecay, "no-weight-decay");
+  if (c.noDecay && c.weightDecay == 0)
+    throw Error("--no-weight-decay: there is no weight decay to exclude "
+                "parameters from (--weight-decay is 0)");
   return c;
 }
 
@@ -139,6 +151,8 @@ std::string summary(const OptimizerConfig &c) {
          " weight_decay=" + formatNumber(c.weightDecay);
   if (c.maxGradNorm > 0)
     s += " max_grad_norm=" + formatNumber(c.maxGradNorm);
+  if (c.noDecay)
+    s += " no_weight_decay=" + c.noDecayText;
   return s + c.schedule;
 }
 
@@ -191,6 +205,23 @@ void runOptimizer(Model &model, PassContext &ctx) {
   Graph &g = *tv.algorithm;
   for (size_t i = 0; i < tv.params.size(); ++i)
     checkParameter(*tv.params[i], *tv.grads[i]);
+  // --no-weight-decay's group, known before the graph changes: a pattern
+  // that names no parameter is a mistake (a misspelt name trains otherwise).
+  std::vector<bool> noDecay(tv.params.size(), false);
+  if (c.noDecay) {
+    bool any = false;
+    for (size_t i = 0; i < tv.params.size(); ++i)
+      any |= noDecay[i] = std::regex_search(tv.params[i]->name(), *c.noDecay);
+    if (!any) {
+      std::string names;
+      for (size_t i = 0; i < tv.params.size() && i < 8; ++i)
+        names += (i ? ", " : "") + tv.params[i]->name();
+      if (tv.params.size() > 8)
+        names += ", ...";
+      throw Error("--no-weight-decay: '" + c.noDecayText +
+                  "' matches no trainable parameter (they are: " + names + ")");
+    }
+  }
 
   Value *foundInf = nullptr;
   if (const std::string *name = model.meta("mpc.found_inf")) {
@@ -272,6 +303,12 @@ void runOptimizer(Model &model, PassContext &ctx) {
                              Attribute::ofInt(c.kind == Kind::AdamW ? 1 : 0));
   }
 
+  // The second parameter group: the same with weight_decay 0.
+  std::vector<std::pair<std::string, Attribute>> noDecayAttrs = updateAttrs;
+  for (auto &[name, value] : noDecayAttrs)
+    if (name == "weight_decay")
+      value = floatAttr(0);
+
   std::vector<std::string> moments;
   for (size_t i = 0; i < tv.params.size(); ++i) {
     Value *p = tv.params[i];
@@ -308,7 +345,7 @@ void runOptimizer(Model &model, PassContext &ctx) {
     else
       update = createNamedNode(g, "Adam", kMpcDomain, inputs, hints,
                                joined("adam_", p->name(), ""));
-    update->setAttrs(updateAttrs);
+    update->setAttrs(noDecay[i] ? noDecayAttrs : updateAttrs);
     update->output(0)->copyTypeFrom(*p);
     bindState(model, p, update->output(0));
     for (size_t k = 0; k < stateIn.size(); ++k) {
@@ -335,6 +372,8 @@ void runOptimizer(Model &model, PassContext &ctx) {
   ctx.stats["moment-buffers"] += int64_t(moments.size());
   ctx.stats["clip-grad-norm"] += c.maxGradNorm > 0 ? 1 : 0;
   ctx.stats["lr-schedule"] += lr ? 1 : 0;
+  ctx.stats["no-weight-decay-parameters"] +=
+      int64_t(std::count(noDecay.begin(), noDecay.end(), true));
 }
 
 } // namespace mpc

@@ -38,6 +38,9 @@ struct CompileOptions {
   double dampening = 0.0;
   double weightDecay = 0.0;
   bool weightDecaySet = false; ///< AdamW defaults to 1e-2 unless given
+  /// --no-weight-decay=REGEX: parameters whose names match get no weight
+  /// decay (the second parameter group of transformers' Trainer and timm).
+  std::string noWeightDecay;
   bool nesterov = false;
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
   double maxGradNorm = 0.0; ///< --max-grad-norm (0: no clipping)

@@ -67,6 +67,8 @@ precision:
 optimizer:
   --optimizer=sgd|adam|adamw  --lr=F  --momentum=F  --dampening=F  --nesterov
   --weight-decay=F  --beta1=F  --beta2=F  --eps=F  --max-grad-norm=F
+  --no-weight-decay=REGEX parameters whose names match get no weight decay
+                          (e.g. 'bias|norm': the Trainer's second group)
   --lr-schedule=S         constant (default), linear, cosine, step or
                           exponential: the learning rate of each update, as
                           transformers' and torch's schedulers (linear and
@@ -248,6 +250,8 @@ Flags parseFlags(int argc, char **argv) {
     } else if (key == "--weight-decay") {
       o.weightDecay = parseDouble(key, need());
       o.weightDecaySet = true;
+    } else if (key == "--no-weight-decay") {
+      o.noWeightDecay = need();
     } else if (key == "--beta1") {
       o.beta1 = parseDouble(key, need());
     } else if (key == "--beta2") {

@@ -1,11 +1,14 @@
-// End to end: --lr-schedule (passes/lr_schedule.h) trains the seed MLP as
-// torch.optim does with the schedulers users attach (transformers'
-// get_*_schedule_with_warmup, torch's StepLR and ExponentialLR), calling
-// scheduler.step() after every optimizer.step(): the rate of every update,
-// the loss of every step and the parameters after 30 steps
-// (models/mlp_seed_ref_sched_*, made by models/make_lr_schedule_refs.py).
-// The schedule follows the updates applied: steps the loss scaler skips and
-// the micro-batches of a --grad-accum window do not advance it.
+// End to end: the optimizer recipes users bring from PyTorch, on the seed
+// MLP against torch.optim's own runs (models/make_lr_schedule_refs.py and
+// models/make_param_group_refs.py): the rate of every update, the loss of
+// every step and the parameters after 30 steps.
+//  - --lr-schedule (passes/lr_schedule.h): the schedulers users attach
+//    (transformers' get_*_schedule_with_warmup, torch's StepLR and
+//    ExponentialLR), scheduler.step() after every optimizer.step(). The
+//    schedule follows the updates applied: steps the loss scaler skips and
+//    the micro-batches of a --grad-accum window do not advance it.
+//  - --no-weight-decay (passes/optimizer.cpp): two parameter groups, the
+//    biases without weight decay, as transformers' Trainer and timm build.
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
 #include "passes/support/diagnostics.h"
@@ -25,7 +28,7 @@ namespace {
 
 const std::string &kModels = test::modelsDir();
 
-/// One run of make_lr_schedule_refs.py's RUNS, as mpc-opt's options.
+/// One run of the reference scripts' RUNS, as mpc-opt's options.
 struct ScheduledRun {
   std::string name;
   CompileOptions options;
@@ -110,34 +113,88 @@ std::vector<StepRecord> train(Trainer &t, int64_t steps) {
   return records;
 }
 
-} // namespace
-
-TEST(LrScheduleParity, EveryScheduleTrainsAsTorchDoes) {
+/// Each run trains as torch's mlp_seed_ref_<prefix><name>.csv and _final.npz
+/// say: rates, losses and final parameters.
+void expectRunsMatchTorch(const std::vector<ScheduledRun> &runs,
+                          const std::string &prefix) {
   auto backend = createCpuBackend();
-  for (const ScheduledRun &run : runs()) {
+  for (const ScheduledRun &run : runs) {
     SCOPED_TRACE(run.name);
-    Reference ref = readReference("mlp_seed_ref_sched_" + run.name + ".csv");
+    const std::string file = "mlp_seed_ref_" + prefix + run.name;
+    Reference ref = readReference(file + ".csv");
     ASSERT_EQ(ref.loss.size(), 30u);
     Trainer t(compileSeed(run.options), *backend);
-    ASSERT_TRUE(t.hasLrSchedule());
     std::vector<StepRecord> got = train(t, 30);
     for (size_t i = 0; i < 30; ++i) {
-      // The same double (torch's recurrences, StepLR's and ExponentialLR's,
-      // round differently from the closed form in the last bits).
-      EXPECT_NEAR(got[i].lr, ref.lr[i], 1e-12 * ref.lr[i]) << "step " << i;
+      // A schedule's rate is the same double (torch's recurrences, StepLR's
+      // and ExponentialLR's, round differently from the closed form in the
+      // last bits); a constant rate is the updates' fp32 attribute.
+      if (t.hasLrSchedule())
+        EXPECT_NEAR(got[i].lr, ref.lr[i], 1e-12 * ref.lr[i]) << "step " << i;
+      else
+        EXPECT_EQ(got[i].lr, double(float(ref.lr[i]))) << "step " << i;
       EXPECT_LT(std::fabs(got[i].loss - ref.loss[i]), 1e-4 * ref.loss[i])
           << "step " << i << ": mpc " << got[i].loss << " torch "
           << ref.loss[i];
     }
     std::vector<std::pair<std::string, Tensor>> params;
     std::string err;
-    ASSERT_TRUE(readNpz(
-        kModels + "mlp_seed_ref_sched_" + run.name + "_final.npz", params, err))
-        << err;
+    ASSERT_TRUE(readNpz(kModels + file + "_final.npz", params, err)) << err;
     ASSERT_EQ(params.size(), 4u);
     for (const auto &[name, want] : params)
       EXPECT_LT(test::relativeDifference(t.state(name), want), 2e-5) << name;
   }
+}
+
+} // namespace
+
+TEST(LrScheduleParity, EveryScheduleTrainsAsTorchDoes) {
+  for (const ScheduledRun &run : runs()) {
+    auto backend = createCpuBackend();
+    Trainer t(compileSeed(run.options), *backend);
+    EXPECT_TRUE(t.hasLrSchedule()) << run.name;
+  }
+  expectRunsMatchTorch(runs(), "sched_");
+}
+
+// Biases in a group without weight decay (make_param_group_refs.py), alone
+// and under a cosine schedule.
+TEST(ParamGroupParity, NoWeightDecayOnBiasesTrainsAsTorchsGroups) {
+  std::vector<ScheduledRun> r;
+  CompileOptions o = fp32("adamw", 1e-2, "constant");
+  o.weightDecay = 0.1;
+  o.weightDecaySet = true;
+  o.noWeightDecay = "bias";
+  r.push_back({"adamw_bias", o});
+  o.lrSchedule = "cosine";
+  o.warmupSteps = 3;
+  o.totalSteps = 30;
+  r.push_back({"adamw_cosine", o});
+  o = fp32("sgd", 0.05, "constant", 0.9);
+  o.weightDecay = 1e-2;
+  o.weightDecaySet = true;
+  o.noWeightDecay = "bias";
+  r.push_back({"sgd_bias", o});
+  expectRunsMatchTorch(r, "groups_");
+}
+
+// Decaying the biases too trains elsewhere: the comparison above can fail.
+TEST(ParamGroupParity, DecayingEveryParameterMissesTheGroupsReference) {
+  CompileOptions o = fp32("adamw", 1e-2, "constant");
+  o.weightDecay = 0.1;
+  o.weightDecaySet = true;
+  auto backend = createCpuBackend();
+  Trainer t(compileSeed(o), *backend);
+  train(t, 30);
+  std::vector<std::pair<std::string, Tensor>> params;
+  std::string err;
+  ASSERT_TRUE(readNpz(kModels + "mlp_seed_ref_groups_adamw_bias_final.npz",
+                      params, err))
+      << err;
+  for (const auto &[name, want] : params)
+    if (name.find("bias") != std::string::npos) {
+      EXPECT_GT(test::relativeDifference(t.state(name), want), 1e-4) << name;
+    }
 }
 
 // Without the schedule the same optimizer trains elsewhere: the comparison
