@@ -8,6 +8,7 @@
 #include "passes/onnx/onnx_io.h"
 #include "passes/support/diagnostics.h"
 #include "runtime/cuda/plugin_loader.h"
+#include "runtime/evaluator.h"
 #include "runtime/inference.h"
 #include "runtime/memory_limit.h"
 #include "runtime/trainer.h"
@@ -21,6 +22,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 using namespace mpc;
 
@@ -50,6 +52,11 @@ Trains MODEL, a training step compiled by mpc-opt.
   --log=FILE.csv          step,loss,loss_scale,skipped,ms per step, and lr
                           with mpc-opt --lr-schedule (also
                           --log-file=FILE.csv: torchrun takes --log itself)
+  --eval-data=FILE.npz    a validation set: the loss of the model's forward
+                          in inference form (batch norms on running
+                          statistics, fp32) on its full batches, after the
+                          last step and every --eval-every=N steps; rows
+                          step,eval_loss,samples in --eval-log=FILE.csv
   --save=CKPT.onnx        checkpoint at the end (and every --save-every=N)
   --resume=CKPT.onnx      continue bit-for-bit from a checkpoint
   --export-inference=F    write the inference graph with trained weights
@@ -114,6 +121,10 @@ struct Flags {
   uint64_t seed = 0;
   std::string log, save, resume, exportInference;
   int64_t saveEvery = 0;
+  /// --eval-data: the validation set; its loss every --eval-every steps
+  /// (0: after the last step only), rows in --eval-log.
+  std::string evalData, evalLog;
+  int64_t evalEvery = 0;
   bool quiet = false;
   bool debugOverflow = false;
   double minLossScale = 1;
@@ -177,6 +188,9 @@ Flags parseFlags(int argc, char **argv) {
                                            "--seed",
                                            "--log",
                                            "--log-file",
+                                           "--eval-data",
+                                           "--eval-every",
+                                           "--eval-log",
                                            "--save",
                                            "--save-every",
                                            "--resume",
@@ -223,6 +237,12 @@ Flags parseFlags(int argc, char **argv) {
       f.save = need();
     } else if (key == "--save-every") {
       f.saveEvery = parseInt(key, need(), 1);
+    } else if (key == "--eval-data") {
+      f.evalData = need();
+    } else if (key == "--eval-every") {
+      f.evalEvery = parseInt(key, need(), 1);
+    } else if (key == "--eval-log") {
+      f.evalLog = need();
     } else if (key == "--resume") {
       f.resume = need();
     } else if (key == "--export-inference") {
@@ -279,6 +299,10 @@ Flags parseFlags(int argc, char **argv) {
     throw Error("--data and --synthetic are exclusive");
   if (f.saveEvery > 0 && f.save.empty())
     throw Error("--save-every needs --save=CKPT.onnx");
+  if (f.evalData.empty() && f.evalEvery > 0)
+    throw Error("--eval-every needs --eval-data=FILE.npz");
+  if (f.evalData.empty() && !f.evalLog.empty())
+    throw Error("--eval-log needs --eval-data=FILE.npz");
   return f;
 }
 
@@ -411,6 +435,7 @@ int run(Flags f) {
     f.save.clear();
     f.saveEvery = 0;
     f.exportInference.clear();
+    f.evalLog.clear();
   }
   CudaBackendOptions cuda;
   // The overflow diagnosis re-runs a step on the state before it, node by
@@ -495,6 +520,41 @@ int run(Flags f) {
                     ": every rank must read the same data");
   }
 
+  // The validation set, read (and checked) before the first step.
+  std::unique_ptr<Evaluator> evaluator;
+  std::optional<Dataset> evalSet;
+  std::ofstream evalLog;
+  if (!f.evalData.empty()) {
+    evaluator = std::make_unique<Evaluator>(trainer, *backend, batch);
+    evalSet.emplace(Dataset::fromNpz(f.evalData, evaluator->dataInputs()));
+    evaluator->requireOneBatch(*evalSet, f.evalData);
+    if (!f.evalLog.empty()) {
+      evalLog.open(f.evalLog,
+                   f.resume.empty() ? std::ios::trunc : std::ios::app);
+      if (!evalLog)
+        throw Error(f.evalLog + ": cannot write the evaluation log");
+      if (f.resume.empty())
+        evalLog << "step,eval_loss,samples\n";
+    }
+  }
+  EvalResult lastEval;
+  int64_t lastEvalStep = -1;
+  auto evaluate = [&] {
+    lastEval = evaluator->evaluate(trainer, *evalSet, f.evalData, gWorld.get());
+    lastEvalStep = trainer.stepsDone();
+    if (evalLog) {
+      char line[96];
+      std::snprintf(line, sizeof line, "%lld,%.9g,%lld\n",
+                    (long long)lastEvalStep, lastEval.loss,
+                    (long long)lastEval.samples);
+      evalLog << line << std::flush;
+    }
+    if (!f.quiet)
+      std::fprintf(stderr, "eval after step %lld  loss %.6f  (%lld samples)\n",
+                   (long long)lastEvalStep, lastEval.loss,
+                   (long long)lastEval.samples);
+  };
+
   std::ofstream log;
   if (!f.log.empty()) {
     // Appending after --resume keeps one log for the whole run.
@@ -511,7 +571,12 @@ int run(Flags f) {
   int64_t skipped = 0, done = 0, skippedBelowFloor = 0;
   double totalMs = 0, lastLoss = 0;
   int64_t every = f.steps >= 10 ? f.steps / 10 : 1;
-  for (int64_t i = 0; i < f.steps && !onAnyRank(gStopRequested); ++i) {
+  bool stopped = false; // a rank was asked to stop (all ranks agree)
+  for (int64_t i = 0; i < f.steps; ++i) {
+    if (onAnyRank(gStopRequested)) {
+      stopped = true;
+      break;
+    }
     // Micro-batch j of optimizer step s is batch s*K + j: the same samples,
     // in the same order, as batch s of size K*B. Data parallel, rank r
     // takes the r-th B samples of each global micro-batch of N*B.
@@ -556,6 +621,8 @@ int run(Flags f) {
                    (long long)(i + 1), (long long)f.steps, r.loss, r.lossScale,
                    lr, (long long)skipped, totalMs / double(i + 1));
     }
+    if (evaluator && f.evalEvery > 0 && trainer.stepsDone() % f.evalEvery == 0)
+      evaluate();
     if (f.saveEvery > 0 && (i + 1) % f.saveEvery == 0)
       trainer.saveCheckpoint(f.save);
     if (f.maxSkippedSteps > 0 && skippedBelowFloor >= f.maxSkippedSteps) {
@@ -579,6 +646,10 @@ int run(Flags f) {
   }
   if (log)
     log.flush();
+  // The final evaluation, unless the last step had one or Ctrl-C asked to
+  // stop (every rank agrees on both).
+  if (evaluator && !stopped && lastEvalStep != trainer.stepsDone())
+    evaluate();
   if (gStopRequested && lead)
     std::fprintf(stderr, "mpc-run: interrupted after step %lld%s\n",
                  (long long)trainer.stepsDone(),
@@ -597,6 +668,10 @@ int run(Flags f) {
   if (ranks > 1)
     std::printf("data parallel: %d ranks of %lld samples per step\n", ranks,
                 (long long)(batch * trainer.microBatches()));
+  if (lastEvalStep >= 0)
+    std::printf("eval: loss %.6f after step %lld (%lld samples of %s)\n",
+                lastEval.loss, (long long)lastEvalStep,
+                (long long)lastEval.samples, f.evalData.c_str());
   std::printf(
       "summary: steps %lld  skipped %lld  final loss %.6f  loss scale "
       "%g  %.0f samples/s  peak memory %s (%s; %zu bytes, live "

@@ -1,0 +1,116 @@
+// Validation loss during training (runtime/evaluator.h).
+#include "runtime/evaluator.h"
+
+#include "passes/inference_mode.h"
+#include "passes/pipeline.h"
+#include "passes/registry.h"
+#include "passes/support/diagnostics.h"
+
+#include <cmath>
+#include <limits>
+#include <unordered_set>
+
+namespace mpc {
+namespace {
+
+/// The forward's loss: the main graph output named like the step's loss
+/// (mpc.loss), else its only scalar floating output.
+Value *forwardLoss(const Model &model, Graph &g) {
+  const std::string *name = model.meta("mpc.loss");
+  Value *scalar = nullptr;
+  int scalars = 0;
+  for (Value *out : g.outputs()) {
+    if (name && out->name() == *name)
+      return out;
+    if (isFloating(out->dtype) && out->hasShape && out->rank() == 0) {
+      scalar = out;
+      ++scalars;
+    }
+  }
+  if (scalars != 1)
+    throw Error("the model's forward (its main graph) has no scalar loss "
+                "output to evaluate");
+  return scalar;
+}
+
+} // namespace
+
+Evaluator::Evaluator(const Trainer &trainer, Backend &backend, int64_t batch)
+    : batch_(batch) {
+  const Model &model = trainer.model();
+  Model forward;
+  forward.irVersion = model.irVersion;
+  forward.opsets = model.opsets;
+  forward.graph = model.graph->clone();
+  Graph &g = *forward.graph;
+  // The loss alone: other outputs (a batch norm's running statistics)
+  // would keep the training form alive.
+  Value *loss = forwardLoss(model, g);
+  lossName_ = loss->name();
+  g.clearOutputs();
+  g.addOutput(loss);
+  switchToInferenceMode(g);
+
+  int64_t b = batch;
+  CompileOptions options;
+  for (const DataInputSpec &s : describeDataInputs(g, b)) {
+    std::vector<int64_t> dims = {batch};
+    dims.insert(dims.end(), s.sampleDims.begin(), s.sampleDims.end());
+    options.inputShapes.emplace_back(s.name, dims);
+  }
+  Statistics stats;
+  runPipeline(forward, parsePipeline("verify,infer-shapes,fold-constants"),
+              options, PipelineConfig{}, stats);
+  forward_ = std::move(forward.graph);
+
+  std::unordered_set<std::string> state;
+  for (const Value *init : model.training->algorithm->initializers())
+    if (init->isState)
+      state.insert(init->name());
+  for (const Value *init : forward_->initializers())
+    if (state.count(init->name()))
+      stateNames_.push_back(init->name());
+  exec_ = std::make_unique<Executor>(*forward_, backend);
+}
+
+std::vector<DataInputSpec> Evaluator::dataInputs() const {
+  int64_t b = batch_;
+  return describeDataInputs(*forward_, b);
+}
+
+void Evaluator::requireOneBatch(const Dataset &data,
+                                const std::string &source) const {
+  if (data.numSamples() < batch_)
+    throw Error(source + ": holds " + std::to_string(data.numSamples()) +
+                " samples, fewer than one batch of " + std::to_string(batch_));
+}
+
+EvalResult Evaluator::evaluate(const Trainer &trainer, const Dataset &data,
+                               const std::string &source, Collective *world) {
+  requireOneBatch(data, source);
+  const int64_t batches = data.numSamples() / batch_;
+  for (const std::string &name : stateNames_)
+    exec_->setInitializer(name, trainer.state(name));
+  const int ranks = world ? world->size() : 1;
+  const int rank = world ? world->rank() : 0;
+  // Round k: rank r evaluates batch k * ranks + r; every rank learns every
+  // batch's loss (NaN: past the last batch) and sums them in batch order.
+  double sum = 0;
+  for (int64_t first = 0; first < batches; first += ranks) {
+    double mine = std::numeric_limits<double>::quiet_NaN();
+    if (first + rank < batches) {
+      for (const auto &[name, tensor] :
+           data.batch(first + rank, batch_, false, 0))
+        exec_->setInput(name, tensor);
+      exec_->run();
+      mine = exec_->output(lossName_).getAsDouble(0);
+    }
+    std::vector<double> losses =
+        ranks > 1 ? gatherFromRanks(*world, mine) : std::vector<double>{mine};
+    for (int64_t r = 0; r < ranks && first + r < batches; ++r)
+      sum += losses[size_t(r)];
+  }
+  return {sum / double(batches), batches * batch_};
+}
+
+} // namespace mpc

@@ -1,0 +1,61 @@
+// Validation loss during training (mpc-run --eval-data): the model's
+// forward in inference form (model.eval(): batch norms on their running
+// statistics, dropout the identity) on the trainer's current parameters.
+//
+// The forward is the compiled model's main graph, in fp32 (the master
+// weights as they are), with the loss as its only output. A validation set
+// is read in full batches of the training batch size, in order (the last
+// N mod B samples are left out, as a DataLoader with drop_last); the loss is
+// the mean of the batches' losses, as an evaluation loop averaging batch
+// means reports it. Data parallel, rank r takes batches r, r + N, ... and
+// every rank gets every batch's loss, summed in batch order, so any number
+// of ranks reports the bits of one process. Nothing of the trainer changes.
+#pragma once
+
+#include "runtime/backend.h"
+#include "runtime/collective.h"
+#include "runtime/data/dataset.h"
+#include "runtime/executor.h"
+#include "runtime/trainer.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+struct EvalResult {
+  double loss = 0;     ///< mean of the batches' losses
+  int64_t samples = 0; ///< samples evaluated (full batches only)
+};
+
+class Evaluator {
+public:
+  /// The forward of the trainer's model, for batches of `batch` samples.
+  /// Throws Error when the main graph has no scalar loss output.
+  Evaluator(const Trainer &trainer, Backend &backend, int64_t batch);
+
+  /// The inputs a validation set must hold (the forward's graph inputs).
+  std::vector<DataInputSpec> dataInputs() const;
+
+  /// Throws Error (naming `source`, the file) unless `data` holds at least
+  /// one batch: mpc-run asks before the first step.
+  void requireOneBatch(const Dataset &data, const std::string &source) const;
+
+  /// The validation loss of `data` with the trainer's current parameters
+  /// and statistics. `world`: the data-parallel world (nullptr: one rank);
+  /// every rank must call it. Throws Error (naming `source`, the file) when
+  /// the set holds less than one batch.
+  EvalResult evaluate(const Trainer &trainer, const Dataset &data,
+                      const std::string &source, Collective *world);
+
+private:
+  std::unique_ptr<Graph> forward_;
+  std::unique_ptr<Executor> exec_;
+  std::string lossName_;
+  /// The forward's initializers that are the trainer's state.
+  std::vector<std::string> stateNames_;
+  int64_t batch_ = 0;
+};
+
+} // namespace mpc
