@@ -19,6 +19,11 @@ Runs (the mpc-opt flags that ask for the same thing are in RUNS):
   sgd_constant_warmup SGD(0.1), get_constant_schedule_with_warmup(10)
   sgd_step            SGD(0.1, momentum 0.9), torch's StepLR(7, gamma=0.5)
   adam_exponential    Adam(1e-2), torch's ExponentialLR(0.9)
+  adamw_polynomial    AdamW(1e-2), get_polynomial_decay_schedule_with_warmup
+                      (3, 20, lr_end=1e-4, power=2): past update 20, lr_end
+  sgd_inverse_sqrt    SGD(0.1, momentum 0.9), get_inverse_sqrt_schedule(5)
+  adam_restarts       Adam(1e-2), get_cosine_with_hard_restarts_schedule_
+                      with_warmup(2, 30, num_cycles=3)
 
 And the schedulers alone, 120 updates each, with a base rate a float holds
 exactly (so mpc's fp32 attribute is the same number):
@@ -68,6 +73,20 @@ RUNS = {
                          lambda o: sched.ExponentialLR(o, gamma=0.9),
                          "--optimizer=adam --lr=0.01 --lr-schedule=exponential "
                          "--lr-gamma=0.9"),
+    "adamw_polynomial": (torch.optim.AdamW, dict(lr=1e-2),
+                         lambda o: transformers.get_polynomial_decay_schedule_with_warmup(
+                             o, 3, 20, lr_end=1e-4, power=2.0),
+                         "--optimizer=adamw --lr=0.01 --lr-schedule=polynomial "
+                         "--warmup-steps=3 --total-steps=20 --lr-end=1e-4 --lr-power=2"),
+    "sgd_inverse_sqrt": (torch.optim.SGD, dict(lr=0.1, momentum=0.9),
+                         lambda o: transformers.get_inverse_sqrt_schedule(o, 5),
+                         "--optimizer=sgd --lr=0.1 --momentum=0.9 "
+                         "--lr-schedule=inverse_sqrt --warmup-steps=5"),
+    "adam_restarts": (torch.optim.Adam, dict(lr=1e-2),
+                      lambda o: transformers.get_cosine_with_hard_restarts_schedule_with_warmup(
+                          o, 2, 30, num_cycles=3),
+                      "--optimizer=adam --lr=0.01 --lr-schedule=cosine_with_restarts "
+                      "--warmup-steps=2 --total-steps=30 --lr-cycles=3"),
 }
 
 # Schedulers alone: (case, factory of the scheduler on an optimizer of lr 0.5).
@@ -80,6 +99,13 @@ ALONE = [
     ("constant_w7", lambda o: transformers.get_constant_schedule_with_warmup(o, 7)),
     ("step_s10_g0.5", lambda o: sched.StepLR(o, step_size=10, gamma=0.5)),
     ("exponential_g0.96875", lambda o: sched.ExponentialLR(o, gamma=0.96875)),
+    ("restarts_w10_t100_c3", lambda o: transformers.get_cosine_with_hard_restarts_schedule_with_warmup(
+        o, 10, 100, num_cycles=3)),
+    ("polynomial_w10_t100_end0.01_p2", lambda o: transformers.get_polynomial_decay_schedule_with_warmup(
+        o, 10, 100, lr_end=0.01, power=2.0)),
+    ("polynomial_w0_t50", lambda o: transformers.get_polynomial_decay_schedule_with_warmup(o, 0, 50)),
+    ("inverse_sqrt_w10", lambda o: transformers.get_inverse_sqrt_schedule(o, 10)),
+    ("inverse_sqrt_w0_t200", lambda o: transformers.get_inverse_sqrt_schedule(o, 0, timescale=200)),
 ]
 
 

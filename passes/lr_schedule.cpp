@@ -35,6 +35,14 @@ Attrs scheduleAttrs(const CompileOptions &o, double baseLr) {
     a.emplace_back("step_size", Attribute::ofInt(*o.lrStepSize));
   if (o.lrGamma)
     a.emplace_back("gamma", real(*o.lrGamma));
+  if (o.lrCycles)
+    a.emplace_back("cycles", Attribute::ofInt(*o.lrCycles));
+  if (o.lrEnd)
+    a.emplace_back("lr_end", real(*o.lrEnd));
+  if (o.lrPower)
+    a.emplace_back("power", real(*o.lrPower));
+  if (o.lrTimescale)
+    a.emplace_back("timescale", Attribute::ofInt(*o.lrTimescale));
   return a;
 }
 
@@ -46,8 +54,9 @@ std::string flagOf(const std::string &attr) {
     return "--lr";
   if (attr == "step_size")
     return "--lr-step-size";
-  if (attr == "gamma")
-    return "--lr-gamma";
+  if (attr == "gamma" || attr == "cycles" || attr == "power" ||
+      attr == "timescale")
+    return "--lr-" + attr;
   std::string flag = "--" + attr;
   for (char &c : flag)
     if (c == '_')
@@ -59,7 +68,8 @@ std::string flagOf(const std::string &attr) {
 
 bool checkLrScheduleOptions(const CompileOptions &o) {
   bool asked = o.lrSchedule != "constant" || o.warmupSteps || o.totalSteps ||
-               o.minLrRatio || o.lrStepSize || o.lrGamma;
+               o.minLrRatio || o.lrStepSize || o.lrGamma || o.lrCycles ||
+               o.lrEnd || o.lrPower || o.lrTimescale;
   if (!asked)
     return false;
   Attrs attrs = scheduleAttrs(o, o.lr);

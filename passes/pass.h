@@ -53,6 +53,10 @@ struct CompileOptions {
   std::optional<double> minLrRatio;   ///< --min-lr-ratio (cosine)
   std::optional<int64_t> lrStepSize;  ///< --lr-step-size (step)
   std::optional<double> lrGamma;      ///< --lr-gamma (step, exponential)
+  std::optional<int64_t> lrCycles;    ///< --lr-cycles (cosine_with_restarts)
+  std::optional<double> lrEnd;        ///< --lr-end (polynomial)
+  std::optional<double> lrPower;      ///< --lr-power (polynomial)
+  std::optional<int64_t> lrTimescale; ///< --lr-timescale (inverse_sqrt)
   /// --grad-accum=K: micro-batches per optimizer step (1: no accumulation).
   int64_t gradAccum = 1;
   /// --data-parallel: gradients averaged and the overflow flag OR-ed across

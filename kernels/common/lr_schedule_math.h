@@ -13,6 +13,15 @@
 //                (get_cosine_schedule_with_warmup; with r = min_lr_ratio,
 //                get_cosine_with_min_lr_schedule_with_warmup, and without
 //                warmup torch's CosineAnnealingLR(T_max=T, eta_min=r lr))
+//   cosine_with_restarts
+//                p as cosine; p >= 1: 0; else
+//                max(0, 0.5 (1 + cos(pi ((cycles p) mod 1))))
+//                (get_cosine_with_hard_restarts_schedule_with_warmup)
+//   polynomial   s > T: lr_end / lr; else
+//                ((lr - lr_end) (1 - (s - W) / (T - W)) ^ power + lr_end) / lr
+//                (get_polynomial_decay_schedule_with_warmup)
+//   inverse_sqrt 1 / sqrt((s + timescale - W) / timescale)
+//                (get_inverse_sqrt_schedule)
 //   step         gamma ^ floor((s - W) / step_size)   (torch's StepLR)
 //   exponential  gamma ^ (s - W)                      (torch's ExponentialLR)
 // lr = base_lr * factor. StepLR and ExponentialLR multiply the previous lr
@@ -32,7 +41,15 @@
 
 namespace mpc {
 
-enum class LrScheduleKind : int32_t { Constant, Linear, Cosine, Step };
+enum class LrScheduleKind : int32_t {
+  Constant,
+  Linear,
+  Cosine,
+  Step,
+  CosineRestarts,
+  Polynomial,
+  InverseSqrt
+};
 
 /// An mpc.LearningRate node's attributes (exponential is step with
 /// step_size 1).
@@ -40,10 +57,14 @@ struct LrSchedule {
   LrScheduleKind kind = LrScheduleKind::Constant;
   double baseLr = 1e-3;
   int64_t warmupSteps = 0;
-  int64_t totalSteps = 0; ///< linear, cosine
+  int64_t totalSteps = 0; ///< linear, cosine, cosine_with_restarts, polynomial
   double minLrRatio = 0;  ///< cosine
   int64_t stepSize = 1;   ///< step
   double gamma = 0.1;     ///< step
+  int64_t cycles = 1;     ///< cosine_with_restarts
+  double lrEnd = 1e-7;    ///< polynomial: the rate reached at total_steps
+  double power = 1;       ///< polynomial
+  int64_t timescale = 1;  ///< inverse_sqrt
 };
 
 /// The multiplier of base_lr for the update after `step` applied updates.
@@ -66,6 +87,26 @@ MPC_HD double lrFactor(const LrSchedule &s, int64_t step) {
   }
   case LrScheduleKind::Step:
     return ::pow(s.gamma, double((step - w) / s.stepSize));
+  case LrScheduleKind::CosineRestarts: {
+    double progress = double(step - w) / horizon;
+    if (progress >= 1.0)
+      return 0.0;
+    double turn = double(s.cycles) * progress; // >= 0: Python's % is fmod
+    double f = 0.5 * (1.0 + ::cos(3.141592653589793 * ::fmod(turn, 1.0)));
+    return f > 0.0 ? f : 0.0;
+  }
+  case LrScheduleKind::Polynomial: {
+    if (step > s.totalSteps)
+      return s.lrEnd / s.baseLr;
+    double remaining =
+        1.0 - double(step - w) / double(s.totalSteps - w); // T > W
+    double decayed = (s.baseLr - s.lrEnd) * ::pow(remaining, s.power) + s.lrEnd;
+    return decayed / s.baseLr;
+  }
+  case LrScheduleKind::InverseSqrt: {
+    int64_t shifted = step + (s.timescale - w);
+    return 1.0 / ::sqrt(double(shifted) / double(s.timescale));
+  }
   default:
     return 1.0;
   }

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string_view>
+#include <vector>
 
 namespace mpc {
 namespace {
@@ -50,7 +52,8 @@ struct Attrs {
 } // namespace
 
 const char *lrScheduleNames() {
-  return "constant, linear, cosine, step, exponential";
+  return "constant, linear, cosine, cosine_with_restarts, polynomial, "
+         "inverse_sqrt, step, exponential";
 }
 
 std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &lookup,
@@ -58,25 +61,46 @@ std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &lookup,
   s = LrSchedule{};
   const Attrs node{lookup};
   const std::string name = node.text("schedule", "constant");
-  bool exponential = name == "exponential";
-  if (name == "constant")
-    s.kind = LrScheduleKind::Constant;
-  else if (name == "linear")
-    s.kind = LrScheduleKind::Linear;
-  else if (name == "cosine")
-    s.kind = LrScheduleKind::Cosine;
-  else if (name == "step" || exponential)
-    s.kind = LrScheduleKind::Step;
-  else
+  // Each schedule and the attributes it takes beside base_lr and
+  // warmup_steps.
+  struct Form {
+    const char *name;
+    LrScheduleKind kind;
+    std::vector<const char *> takes;
+  };
+  static const Form forms[] = {
+      {"constant", LrScheduleKind::Constant, {}},
+      {"linear", LrScheduleKind::Linear, {"total_steps"}},
+      {"cosine", LrScheduleKind::Cosine, {"total_steps", "min_lr_ratio"}},
+      {"cosine_with_restarts",
+       LrScheduleKind::CosineRestarts,
+       {"total_steps", "cycles"}},
+      {"polynomial",
+       LrScheduleKind::Polynomial,
+       {"total_steps", "lr_end", "power"}},
+      {"inverse_sqrt", LrScheduleKind::InverseSqrt, {"timescale"}},
+      {"step", LrScheduleKind::Step, {"step_size", "gamma"}},
+      {"exponential", LrScheduleKind::Step, {"gamma"}},
+  };
+  const Form *form = nullptr;
+  for (const Form &f : forms)
+    if (name == f.name)
+      form = &f;
+  if (!form)
     return problem("schedule", "unknown schedule '" + name + "' (expected " +
                                    lrScheduleNames() + ")");
-  const bool decays =
-      s.kind == LrScheduleKind::Linear || s.kind == LrScheduleKind::Cosine;
-  auto notFor = [&](const char *attr) -> std::optional<LrScheduleProblem> {
-    if (!strict)
-      return std::nullopt;
-    return problem(attr, "does not apply to the " + name + " schedule");
+  s.kind = form->kind;
+  auto takes = [&](const char *attr) {
+    for (const char *a : form->takes)
+      if (std::string_view(a) == attr)
+        return true;
+    return false;
   };
+  if (strict)
+    for (const char *attr : {"total_steps", "min_lr_ratio", "cycles", "lr_end",
+                             "power", "timescale", "step_size", "gamma"})
+      if (node.has(attr) && !takes(attr))
+        return problem(attr, "does not apply to the " + name + " schedule");
 
   s.baseLr = node.real("base_lr", 1e-3);
   if (!(s.baseLr >= 0) || !std::isfinite(s.baseLr))
@@ -86,8 +110,7 @@ std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &lookup,
   if (s.warmupSteps < 0)
     return problem("warmup_steps",
                    "must be >= 0, got " + std::to_string(s.warmupSteps));
-
-  if (decays) {
+  if (takes("total_steps")) {
     if (!node.has("total_steps"))
       return problem("total_steps",
                      "the " + name +
@@ -99,28 +122,40 @@ std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &lookup,
                                         std::to_string(s.warmupSteps) +
                                         "), got " +
                                         std::to_string(s.totalSteps));
-  } else if (node.has("total_steps")) {
-    if (auto p = notFor("total_steps"))
-      return p;
   }
-
-  if (s.kind == LrScheduleKind::Cosine) {
+  if (takes("min_lr_ratio")) {
     s.minLrRatio = node.real("min_lr_ratio", 0.0);
     if (!(s.minLrRatio >= 0 && s.minLrRatio <= 1))
       return problem("min_lr_ratio",
                      "must be in [0, 1], got " + number(s.minLrRatio));
-  } else if (node.has("min_lr_ratio")) {
-    if (auto p = notFor("min_lr_ratio"))
-      return p;
   }
-
-  if (s.kind == LrScheduleKind::Step) {
-    if (exponential) {
-      if (node.has("step_size"))
-        if (auto p = notFor("step_size"))
-          return p;
-      s.stepSize = 1;
-    } else {
+  if (takes("cycles")) {
+    s.cycles = node.integer("cycles", 1);
+    if (s.cycles < 1)
+      return problem("cycles", "must be >= 1, got " + std::to_string(s.cycles));
+  }
+  if (takes("lr_end")) {
+    s.lrEnd = node.real("lr_end", 1e-7);
+    if (!(s.lrEnd >= 0 && s.lrEnd < s.baseLr))
+      return problem("lr_end", "must be >= 0 and below the rate (" +
+                                   number(s.baseLr) + "), got " +
+                                   number(s.lrEnd));
+    s.power = node.real("power", 1.0);
+    if (!(s.power > 0) || !std::isfinite(s.power))
+      return problem("power",
+                     "must be a finite number > 0, got " + number(s.power));
+  }
+  if (takes("timescale")) {
+    // transformers' default: the warmup's length, else 10000.
+    s.timescale =
+        node.integer("timescale", s.warmupSteps ? s.warmupSteps : 10000);
+    if (s.timescale < 1)
+      return problem("timescale",
+                     "must be >= 1, got " + std::to_string(s.timescale));
+  }
+  if (takes("gamma")) {
+    s.stepSize = 1; // exponential: a decay every update
+    if (takes("step_size")) {
       if (!node.has("step_size"))
         return problem("step_size", "the step schedule needs the number of "
                                     "updates between decays");
@@ -133,11 +168,6 @@ std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &lookup,
     if (!(s.gamma > 0) || !std::isfinite(s.gamma))
       return problem("gamma",
                      "must be a finite number > 0, got " + number(s.gamma));
-  } else {
-    for (const char *attr : {"step_size", "gamma"})
-      if (node.has(attr))
-        if (auto p = notFor(attr))
-          return p;
   }
   return std::nullopt;
 }

@@ -26,13 +26,16 @@ struct LrScheduleProblem {
 using AttributeLookup = std::function<const Attribute *(std::string_view)>;
 
 /// The schedule the attributes describe, or the first problem:
-/// `schedule` is constant, linear, cosine, step or exponential; base_lr,
-/// warmup_steps >= 0; linear and cosine need total_steps > warmup_steps,
-/// cosine takes min_lr_ratio in [0, 1]; step needs step_size >= 1; step and
-/// exponential take gamma > 0 (default 0.1). With `strict` (mpc-opt's
-/// flags) an attribute that does not apply to the schedule is a problem;
-/// a node's are ignored, since its function body's completion writes every
-/// attribute onto the node (passes/onnx/mpc_functions.cpp).
+/// `schedule` is one of lrScheduleNames(); base_lr, warmup_steps >= 0;
+/// linear, cosine, cosine_with_restarts and polynomial need total_steps >
+/// warmup_steps; cosine takes min_lr_ratio in [0, 1];
+/// cosine_with_restarts cycles >= 1 (default 1); polynomial lr_end in
+/// [0, base_lr) (default 1e-7) and power > 0 (default 1); inverse_sqrt
+/// timescale >= 1 (default warmup_steps, else 10000); step needs step_size
+/// >= 1; step and exponential take gamma > 0 (default 0.1). With `strict`
+/// (mpc-opt's flags) an attribute that does not apply to the schedule is a
+/// problem; a node's are ignored, since its function body's completion writes
+/// every attribute onto the node (passes/onnx/mpc_functions.cpp).
 std::optional<LrScheduleProblem>
 readLrSchedule(const AttributeLookup &attr, LrSchedule &schedule, bool strict);
 

@@ -397,10 +397,13 @@ Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled> (found_inf, step, para
 
 // kernels/common/lr_schedule_math.h in double: every schedule's factor,
 // the node's chosen by its flags (complete: LearningRate's `schedule` as
-// linear / cosine / stepped; exponential is stepped with step_size 1).
+// linear / cosine / restarts / polynomial / inverse_sqrt / stepped;
+// exponential is stepped with step_size 1). The branches not chosen may
+// compute a NaN (a root or power of a negative number), which Where drops.
 const char *kLearningRate = R"(
-LearningRate <base_lr, warmup_steps, total_steps, min_lr_ratio, step_size, gamma, linear, cosine, stepped> (step) => (lr) {
+LearningRate <base_lr, warmup_steps, total_steps, min_lr_ratio, step_size, gamma, cycles, lr_end, power, timescale, linear, cosine, restarts, polynomial, inverse_sqrt, stepped> (step) => (lr) {
   s = Cast <to = 11> (step)
+  base = Constant <value: tensor = @base_lr> ()
   one = Constant <value = double {1.0}> ()
   zero = Constant <value = double {0.0}> ()
   half = Constant <value = double {0.5}> ()
@@ -434,17 +437,56 @@ LearningRate <base_lr, warmup_steps, total_steps, min_lr_ratio, step_size, gamma
   decays = Floor (decays_f)
   gamma = Constant <value: tensor = @gamma> ()
   step_factor = Pow (gamma, decays)
+  cycles_i = Constant <value_int: int = @cycles> ()
+  cycles = Cast <to = 11> (cycles_i)
+  turn = Mul (cycles, progress)
+  turn_whole = Floor (turn)
+  turn_part = Sub (turn, turn_whole)
+  restart_angle = Mul (pi, turn_part)
+  restart_cos = Cos (restart_angle)
+  restart_1 = Add (one, restart_cos)
+  restart_f = Mul (half, restart_1)
+  restart_pos = Max (restart_f, zero)
+  ended = GreaterOrEqual (progress, one)
+  restarts_factor = Where (ended, zero, restart_pos)
+  lr_end = Constant <value: tensor = @lr_end> ()
+  power = Constant <value: tensor = @power> ()
+  poly_part = Div (after, span)
+  remaining = Sub (one, poly_part)
+  lr_range = Sub (base, lr_end)
+  remaining_pow = Pow (remaining, power)
+  ranged = Mul (lr_range, remaining_pow)
+  decayed = Add (ranged, lr_end)
+  poly_inside = Div (decayed, base)
+  poly_past = Div (lr_end, base)
+  past_total = Greater (s, t)
+  polynomial_factor = Where (past_total, poly_past, poly_inside)
+  timescale_i = Constant <value_int: int = @timescale> ()
+  timescale = Cast <to = 11> (timescale_i)
+  shift = Sub (timescale, w)
+  shifted = Add (s, shift)
+  scaled_time = Div (shifted, timescale)
+  root = Sqrt (scaled_time)
+  inverse_sqrt_factor = Div (one, root)
   linear_i = Constant <value_int: int = @linear> ()
   is_linear = Cast <to = 9> (linear_i)
   cosine_i = Constant <value_int: int = @cosine> ()
   is_cosine = Cast <to = 9> (cosine_i)
   stepped_i = Constant <value_int: int = @stepped> ()
   is_stepped = Cast <to = 9> (stepped_i)
+  restarts_i = Constant <value_int: int = @restarts> ()
+  is_restarts = Cast <to = 9> (restarts_i)
+  polynomial_i = Constant <value_int: int = @polynomial> ()
+  is_polynomial = Cast <to = 9> (polynomial_i)
+  inverse_sqrt_i = Constant <value_int: int = @inverse_sqrt> ()
+  is_inverse_sqrt = Cast <to = 9> (inverse_sqrt_i)
   d_step = Where (is_stepped, step_factor, one)
-  d_cosine = Where (is_cosine, cosine_factor, d_step)
+  d_inverse_sqrt = Where (is_inverse_sqrt, inverse_sqrt_factor, d_step)
+  d_polynomial = Where (is_polynomial, polynomial_factor, d_inverse_sqrt)
+  d_restarts = Where (is_restarts, restarts_factor, d_polynomial)
+  d_cosine = Where (is_cosine, cosine_factor, d_restarts)
   decay = Where (is_linear, linear_factor, d_cosine)
   factor = Where (in_warmup, warm, decay)
-  base = Constant <value: tensor = @base_lr> ()
   lr = Mul (base, factor)
 }
 )";
@@ -575,6 +617,16 @@ void completeLearningRate(NodeView &v) {
   v.attrs["min_lr_ratio"] = real(s.minLrRatio);
   v.attrs["step_size"] = Attribute::ofInt(s.stepSize);
   v.attrs["gamma"] = real(s.gamma);
+  v.attrs["cycles"] = Attribute::ofInt(s.cycles);
+  v.attrs["lr_end"] = real(s.lrEnd);
+  v.attrs["power"] = real(s.power);
+  v.attrs["timescale"] = Attribute::ofInt(s.timescale);
+  v.attrs["restarts"] =
+      Attribute::ofInt(s.kind == LrScheduleKind::CosineRestarts);
+  v.attrs["polynomial"] =
+      Attribute::ofInt(s.kind == LrScheduleKind::Polynomial);
+  v.attrs["inverse_sqrt"] =
+      Attribute::ofInt(s.kind == LrScheduleKind::InverseSqrt);
   v.attrs["linear"] = Attribute::ofInt(s.kind == LrScheduleKind::Linear);
   v.attrs["cosine"] = Attribute::ofInt(s.kind == LrScheduleKind::Cosine);
   v.attrs["stepped"] = Attribute::ofInt(s.kind == LrScheduleKind::Step);

@@ -179,15 +179,17 @@ TEST(CudaCoverage, EveryNodeOfTheSyncBatchNormCnnStepIsSupported) {
 TEST(CudaCoverage, EveryNodeOfAScheduledStepIsSupported) {
   for (const char *optimizer : {"sgd", "adamw"})
     for (const char *schedule :
-         {"constant", "linear", "cosine", "step", "exponential"}) {
+         {"constant", "linear", "cosine", "cosine_with_restarts", "polynomial",
+          "inverse_sqrt", "step", "exponential"}) {
       auto model =
           loadModel(backend_ops::sourceDir() + "/models/mlp_seed.onnx");
       CompileOptions o;
       o.optimizer = optimizer;
       o.lrSchedule = schedule;
       o.warmupSteps = 10;
-      if (std::string(schedule) == "linear" ||
-          std::string(schedule) == "cosine")
+      const std::string s = schedule;
+      if (s == "linear" || s == "cosine" || s == "cosine_with_restarts" ||
+          s == "polynomial")
         o.totalSteps = 100;
       if (std::string(schedule) == "step")
         o.lrStepSize = 10;

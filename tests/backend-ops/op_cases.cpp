@@ -738,7 +738,24 @@ void addTraining(std::vector<OpCase> &cases) {
         ScheduleCase{"exponential",
                      {{"schedule", Attribute::ofString("exponential")},
                       {"gamma", real(0.9999)}},
-                     12345}}) {
+                     12345},
+        ScheduleCase{"restarts",
+                     {{"schedule", Attribute::ofString("cosine_with_restarts")},
+                      {"warmup_steps", i(10)},
+                      {"total_steps", i(1000)},
+                      {"cycles", i(4)}},
+                     611},
+        ScheduleCase{"polynomial",
+                     {{"schedule", Attribute::ofString("polynomial")},
+                      {"base_lr", real(1e-3)},
+                      {"total_steps", i(1000)},
+                      {"lr_end", real(1e-5)},
+                      {"power", real(0.5)}},
+                     333},
+        ScheduleCase{"inverse_sqrt",
+                     {{"schedule", Attribute::ofString("inverse_sqrt")},
+                      {"warmup_steps", i(4000)}},
+                     98765}}) {
     int64_t step = sc.step;
     cases.push_back(
         {std::string("LearningRate_") + sc.name, kMpcDomain, "LearningRate",

@@ -69,6 +69,20 @@ std::vector<ScheduledRun> runs() {
   o = fp32("adam", 1e-2, "exponential");
   o.lrGamma = 0.9;
   r.push_back({"adam_exponential", o});
+  o = fp32("adamw", 1e-2, "polynomial");
+  o.warmupSteps = 3;
+  o.totalSteps = 20;
+  o.lrEnd = 1e-4;
+  o.lrPower = 2;
+  r.push_back({"adamw_polynomial", o});
+  o = fp32("sgd", 0.1, "inverse_sqrt", 0.9);
+  o.warmupSteps = 5;
+  r.push_back({"sgd_inverse_sqrt", o});
+  o = fp32("adam", 1e-2, "cosine_with_restarts");
+  o.warmupSteps = 2;
+  o.totalSteps = 30;
+  o.lrCycles = 3;
+  r.push_back({"adam_restarts", o});
   return r;
 }
 

@@ -54,6 +54,25 @@ LrSchedule schedule(LrScheduleKind kind, int64_t warmup, int64_t total,
 
 using K = LrScheduleKind;
 
+LrSchedule restarts(int64_t warmup, int64_t total, int64_t cycles) {
+  LrSchedule s = schedule(K::CosineRestarts, warmup, total);
+  s.cycles = cycles;
+  return s;
+}
+
+LrSchedule polynomial(int64_t warmup, int64_t total, double end, double power) {
+  LrSchedule s = schedule(K::Polynomial, warmup, total);
+  s.lrEnd = end;
+  s.power = power;
+  return s;
+}
+
+LrSchedule inverseSqrt(int64_t warmup, int64_t timescale) {
+  LrSchedule s = schedule(K::InverseSqrt, warmup, 0);
+  s.timescale = timescale;
+  return s;
+}
+
 } // namespace
 
 // transformers' LambdaLR schedules compute base_lr * lambda(step) in double
@@ -68,6 +87,11 @@ TEST(LrSchedule, TransformersSchedulesGiveTorchsBits) {
       {"constant_w7", schedule(K::Constant, 7, 0)},
       // StepLR halves in place: a power of two is exact either way.
       {"step_s10_g0.5", schedule(K::Step, 0, 0, 0, 10, 0.5)},
+      {"restarts_w10_t100_c3", restarts(10, 100, 3)},
+      {"polynomial_w10_t100_end0.01_p2", polynomial(10, 100, 0.01, 2.0)},
+      {"polynomial_w0_t50", polynomial(0, 50, 1e-7, 1.0)},
+      {"inverse_sqrt_w10", inverseSqrt(10, 10)},
+      {"inverse_sqrt_w0_t200", inverseSqrt(0, 200)},
   };
   for (const auto &[name, s] : cases) {
     const std::vector<double> &want = torch.at(name);
@@ -131,7 +155,27 @@ TEST(LrSchedule, AttributesAreCheckedWithTheirNames) {
             "");
   EXPECT_EQ(problemOf({{"schedule", str("onecycle")}}),
             "schedule: unknown schedule 'onecycle' (expected constant, "
-            "linear, cosine, step, exponential)");
+            "linear, cosine, cosine_with_restarts, polynomial, inverse_sqrt, "
+            "step, exponential)");
+  EXPECT_EQ(problemOf({{"schedule", str("polynomial")},
+                       {"base_lr", real(0.01f)},
+                       {"total_steps", integer(10)},
+                       {"lr_end", real(0.01f)}}),
+            "lr_end: must be >= 0 and below the rate (0.01), got 0.01");
+  EXPECT_EQ(problemOf({{"schedule", str("polynomial")},
+                       {"total_steps", integer(10)},
+                       {"power", real(0)}}),
+            "power: must be a finite number > 0, got 0");
+  EXPECT_EQ(problemOf({{"schedule", str("cosine_with_restarts")},
+                       {"total_steps", integer(10)},
+                       {"cycles", integer(0)}}),
+            "cycles: must be >= 1, got 0");
+  EXPECT_EQ(
+      problemOf({{"schedule", str("inverse_sqrt")}, {"timescale", integer(0)}}),
+      "timescale: must be >= 1, got 0");
+  EXPECT_EQ(problemOf({{"schedule", str("inverse_sqrt")},
+                       {"total_steps", integer(10)}}),
+            "total_steps: does not apply to the inverse_sqrt schedule");
   EXPECT_EQ(problemOf({{"schedule", str("linear")}}),
             "total_steps: the linear schedule needs the number of optimizer "
             "updates it spans");
@@ -194,8 +238,24 @@ TEST(LrSchedule, FlagsAreCheckedWithTheFlagsNames) {
   EXPECT_EQ(errorOf(o), "--lr-step-size: must be >= 1, got 0");
   o = CompileOptions{};
   o.lrSchedule = "warmup";
-  EXPECT_EQ(errorOf(o), "--lr-schedule: unknown schedule 'warmup' (expected "
-                        "constant, linear, cosine, step, exponential)");
+  EXPECT_EQ(errorOf(o),
+            "--lr-schedule: unknown schedule 'warmup' (expected constant, "
+            "linear, cosine, cosine_with_restarts, polynomial, inverse_sqrt, "
+            "step, exponential)");
+  o = CompileOptions{};
+  o.lrSchedule = "polynomial";
+  o.totalSteps = 10;
+  o.lrEnd = 1.0;
+  EXPECT_EQ(errorOf(o), "--lr-end: must be >= 0 and below the rate (0.001), "
+                        "got 1");
+  o.lrEnd.reset();
+  o.lrCycles = 2;
+  EXPECT_EQ(errorOf(o),
+            "--lr-cycles: does not apply to the polynomial schedule");
+  o = CompileOptions{};
+  o.lrSchedule = "inverse_sqrt";
+  o.lrTimescale = -5;
+  EXPECT_EQ(errorOf(o), "--lr-timescale: must be >= 1, got -5");
   o = CompileOptions{};
   o.minLrRatio = 0.1;
   EXPECT_EQ(errorOf(o),

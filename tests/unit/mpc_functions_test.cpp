@@ -924,6 +924,23 @@ TEST(MpcFunctions, LearningRateMatchesKernelExactly) {
        {{"schedule", A::ofString("exponential")},
         {"warmup_steps", A::ofInt(2)},
         {"gamma", A::ofFloat(0.9f)}}},
+      {"restarts",
+       {{"schedule", A::ofString("cosine_with_restarts")},
+        {"warmup_steps", A::ofInt(1)},
+        {"total_steps", A::ofInt(13)},
+        {"cycles", A::ofInt(3)}}},
+      {"polynomial",
+       {{"schedule", A::ofString("polynomial")},
+        {"base_lr", A::ofFloat(0.5f)},
+        {"warmup_steps", A::ofInt(2)},
+        {"total_steps", A::ofInt(11)},
+        {"lr_end", A::ofFloat(0.01f)},
+        {"power", A::ofFloat(2.0f)}}},
+      {"inverse_sqrt",
+       {{"schedule", A::ofString("inverse_sqrt")},
+        {"warmup_steps", A::ofInt(3)}}},
+      {"inverse_sqrt timescale",
+       {{"schedule", A::ofString("inverse_sqrt")}, {"timescale", A::ofInt(7)}}},
   };
   for (const auto &[label, attrs] : schedules)
     for (int64_t step : {0, 1, 2, 3, 5, 8, 11, 13, 20}) {

@@ -69,13 +69,19 @@ optimizer:
   --weight-decay=F  --beta1=F  --beta2=F  --eps=F  --max-grad-norm=F
   --no-weight-decay=REGEX parameters whose names match get no weight decay
                           (e.g. 'bias|norm': the Trainer's second group)
-  --lr-schedule=S         constant (default), linear, cosine, step or
-                          exponential: the learning rate of each update, as
-                          transformers' and torch's schedulers (linear and
-                          cosine: get_*_schedule_with_warmup)
+  --lr-schedule=S         constant (default), linear, cosine,
+                          cosine_with_restarts, polynomial, inverse_sqrt
+                          (transformers' lr_scheduler_type), step or
+                          exponential (torch's StepLR, ExponentialLR): the
+                          learning rate of each update
   --warmup-steps=W        the first W updates ramp the rate up from 0
-  --total-steps=T         linear, cosine: the updates the decay spans
+  --total-steps=T         the updates the decay spans (linear, cosine,
+                          cosine_with_restarts, polynomial)
   --min-lr-ratio=R        cosine: decay to R*lr instead of 0
+  --lr-cycles=N           cosine_with_restarts: N hard restarts (default 1)
+  --lr-end=F --lr-power=P polynomial: decay to F (default 1e-7) as the P-th
+                          power (default 1)
+  --lr-timescale=N        inverse_sqrt: default W, else 10000
   --lr-step-size=N --lr-gamma=G   step: lr*G every N updates;
                           exponential: lr*G every update (G default 0.1)
   --grad-accum=K          K micro-batches per optimizer step (default 1): mpc-run
@@ -286,6 +292,14 @@ Flags parseFlags(int argc, char **argv) {
       o.lrStepSize = parseInt(key, need());
     } else if (key == "--lr-gamma") {
       o.lrGamma = parseDouble(key, need());
+    } else if (key == "--lr-cycles") {
+      o.lrCycles = parseInt(key, need());
+    } else if (key == "--lr-end") {
+      o.lrEnd = parseDouble(key, need());
+    } else if (key == "--lr-power") {
+      o.lrPower = parseDouble(key, need());
+    } else if (key == "--lr-timescale") {
+      o.lrTimescale = parseInt(key, need());
     } else if (key == "--trainable") {
       o.trainable = need();
     } else if (key == "--frozen") {
