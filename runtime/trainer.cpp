@@ -11,6 +11,10 @@
 #include "onnx/onnx_pb.h"
 
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
 
 namespace mpc {
 
@@ -19,6 +23,21 @@ namespace {
 constexpr const char *kStepsDoneKey = "mpc.run.steps_done";
 constexpr const char *kSeedKey = "mpc.run.seed";
 constexpr const char *kShuffleKey = "mpc.run.shuffle";
+constexpr const char *kBestEvalKey = "mpc.run.best_eval_loss";
+
+/// kBestEvalKey of a model or checkpoint: NaN when absent; an Error when it
+/// is not a number.
+double bestEvalLossOf(const Model &m) {
+  const std::string *v = m.meta(kBestEvalKey);
+  if (!v)
+    return std::numeric_limits<double>::quiet_NaN();
+  char *end = nullptr;
+  double x = std::strtod(v->c_str(), &end);
+  if (v->empty() || *end != '\0' || !std::isfinite(x))
+    throw Error(std::string("checkpoint metadata '") + kBestEvalKey +
+                "' is not a finite number: '" + *v + "'");
+  return x;
+}
 
 std::string metaOr(const Model &m, const std::string &key,
                    const std::string &dflt) {
@@ -96,6 +115,7 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
   exec_ = std::make_unique<Executor>(*step_, backend, options);
   stepsDone_ = int64_t(runCounter(*model_, kStepsDoneKey, kMaxStepsDone, 0));
   seed = runCounter(*model_, kSeedKey, UINT64_MAX, 0);
+  bestEvalLoss = bestEvalLossOf(*model_);
   if (const std::string *s = model_->meta(kShuffleKey))
     shuffle = *s == "1";
 }
@@ -297,6 +317,11 @@ void Trainer::writeStateBack() {
   model_->setMeta(kStepsDoneKey, std::to_string(stepsDone_));
   model_->setMeta(kSeedKey, std::to_string(seed));
   model_->setMeta(kShuffleKey, shuffle ? "1" : "0");
+  if (!std::isnan(bestEvalLoss)) {
+    char best[32];
+    std::snprintf(best, sizeof best, "%.17g", bestEvalLoss);
+    model_->setMeta(kBestEvalKey, best);
+  }
 }
 
 void Trainer::saveCheckpoint(const std::string &path) {
@@ -322,9 +347,11 @@ void Trainer::resumeFrom(const std::string &path) {
   // Every check before any change: a refused checkpoint leaves the run as
   // it was.
   uint64_t steps, newSeed;
+  double best;
   try {
     steps = runCounter(*ckpt, kStepsDoneKey, kMaxStepsDone, 0);
     newSeed = runCounter(*ckpt, kSeedKey, UINT64_MAX, seed);
+    best = bestEvalLossOf(*ckpt);
   } catch (const Error &e) {
     throw Error(path + ": " + e.what());
   }
@@ -357,6 +384,7 @@ void Trainer::resumeFrom(const std::string &path) {
   stepsDone_ = int64_t(steps);
   microDone_ = 0; // checkpoints are taken at optimizer-step boundaries
   seed = newSeed;
+  bestEvalLoss = best;
   if (const std::string *s = ckpt->meta(kShuffleKey))
     shuffle = *s == "1";
 }

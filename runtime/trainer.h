@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -90,6 +91,9 @@ public:
   /// Run counters stored in checkpoints besides the state.
   uint64_t seed = 0;
   bool shuffle = false;
+  /// The run's lowest validation loss so far (mpc-run --save-best), kept
+  /// in checkpoints so that a resumed run compares with it; NaN: none yet.
+  double bestEvalLoss = std::numeric_limits<double>::quiet_NaN();
   /// On a step that overflows, re-run it (before any state update, so on the
   /// same state and batch) checking every node's output, and fill
   /// StepRecord::overflow.

@@ -56,7 +56,8 @@ Trains MODEL, a training step compiled by mpc-opt.
                           in inference form (batch norms on running
                           statistics, fp32) on its full batches, after the
                           last step and every --eval-every=N steps; rows
-                          step,eval_loss,samples in --eval-log=FILE.csv
+                          step,eval_loss,samples in --eval-log=FILE.csv;
+                          --save-best=CKPT.onnx checkpoints the lowest
   --save=CKPT.onnx        checkpoint at the end (and every --save-every=N)
   --resume=CKPT.onnx      continue bit-for-bit from a checkpoint
   --export-inference=F    write the inference graph with trained weights
@@ -125,6 +126,8 @@ struct Flags {
   /// (0: after the last step only), rows in --eval-log.
   std::string evalData, evalLog;
   int64_t evalEvery = 0;
+  /// --save-best: the checkpoint of the lowest validation loss.
+  std::string saveBest;
   bool quiet = false;
   bool debugOverflow = false;
   double minLossScale = 1;
@@ -191,6 +194,7 @@ Flags parseFlags(int argc, char **argv) {
                                            "--eval-data",
                                            "--eval-every",
                                            "--eval-log",
+                                           "--save-best",
                                            "--save",
                                            "--save-every",
                                            "--resume",
@@ -243,6 +247,8 @@ Flags parseFlags(int argc, char **argv) {
       f.evalEvery = parseInt(key, need(), 1);
     } else if (key == "--eval-log") {
       f.evalLog = need();
+    } else if (key == "--save-best") {
+      f.saveBest = need();
     } else if (key == "--resume") {
       f.resume = need();
     } else if (key == "--export-inference") {
@@ -303,6 +309,8 @@ Flags parseFlags(int argc, char **argv) {
     throw Error("--eval-every needs --eval-data=FILE.npz");
   if (f.evalData.empty() && !f.evalLog.empty())
     throw Error("--eval-log needs --eval-data=FILE.npz");
+  if (f.evalData.empty() && !f.saveBest.empty())
+    throw Error("--save-best needs --eval-data=FILE.npz");
   return f;
 }
 
@@ -436,6 +444,7 @@ int run(Flags f) {
     f.saveEvery = 0;
     f.exportInference.clear();
     f.evalLog.clear();
+    f.saveBest.clear();
   }
   CudaBackendOptions cuda;
   // The overflow diagnosis re-runs a step on the state before it, node by
@@ -553,6 +562,17 @@ int run(Flags f) {
       std::fprintf(stderr, "eval after step %lld  loss %.6f  (%lld samples)\n",
                    (long long)lastEvalStep, lastEval.loss,
                    (long long)lastEval.samples);
+    // Every rank keeps the best (they evaluate alike); rank 0 writes it. A
+    // NaN loss is never the best.
+    if (std::isnan(lastEval.loss) || lastEval.loss >= trainer.bestEvalLoss)
+      return;
+    trainer.bestEvalLoss = lastEval.loss;
+    if (!f.saveBest.empty()) {
+      trainer.saveCheckpoint(f.saveBest);
+      if (!f.quiet)
+        std::fprintf(stderr, "eval: best so far, saved %s\n",
+                     f.saveBest.c_str());
+    }
   };
 
   std::ofstream log;
