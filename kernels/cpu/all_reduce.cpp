@@ -25,7 +25,7 @@
 #include "kernels/common/all_reduce_rule.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/half_convert.h"
-#include "kernels/cpu/round_to_odd.h"
+#include "kernels/common/round_to_odd.h"
 #include "passes/ir/mpc_ops.h"
 
 #include <cmath>

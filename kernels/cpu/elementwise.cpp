@@ -6,7 +6,7 @@
 // their own type (fold-constants runs shape arithmetic through them).
 // Integer division and modulo by zero are errors, not traps.
 #include "kernels/cpu/cpu_util.h"
-#include "kernels/cpu/round_to_odd.h"
+#include "kernels/common/round_to_odd.h"
 
 #include <algorithm>
 #include <cmath>

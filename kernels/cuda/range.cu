@@ -3,7 +3,9 @@
 // The floating value is start + double(i) * delta, a multiply and an add
 // rounded separately (the library builds with --fmad=false, so nvcc does
 // not contract them into an fma the CPU would not use), then narrowed as
-// Tensor::setFromDouble narrows: to fp32, and from there once to fp16/bf16.
+// Tensor::setFromDouble narrows: once to fp16/bf16, through fp32 rounded
+// to odd (kernels/common/round_to_odd.h).
+#include "kernels/common/round_to_odd.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/range.h"
@@ -16,7 +18,9 @@ template <typename T> struct Narrow {
   __device__ static T from(double v) { return T(v); }
 };
 template <typename Io> struct NarrowHalf {
-  __device__ static uint16_t from(double v) { return Io::fromFloat(float(v)); }
+  __device__ static uint16_t from(double v) {
+    return Io::fromFloat(roundToOddFloat(v));
+  }
 };
 
 template <typename T, typename N>

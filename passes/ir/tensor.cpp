@@ -3,6 +3,7 @@
 #include "passes/ir/zero_pages.h"
 
 #include "kernels/common/half.h"
+#include "kernels/common/round_to_odd.h"
 #include "passes/support/diagnostics.h"
 
 #include <algorithm>
@@ -103,11 +104,13 @@ void Tensor::setFromDouble(int64_t i, double v) {
   case DType::F32:
     data<float>()[i] = float(v);
     break;
+  // One rounding from the double (through fp32 rounded to odd: rounding
+  // to fp32 to nearest first would round twice near a half-way point).
   case DType::F16:
-    data<uint16_t>()[i] = floatToHalf(float(v));
+    data<uint16_t>()[i] = floatToHalf(roundToOddFloat(v));
     break;
   case DType::BF16:
-    data<uint16_t>()[i] = floatToBf16(float(v));
+    data<uint16_t>()[i] = floatToBf16(roundToOddFloat(v));
     break;
   case DType::F64:
     data<double>()[i] = v;

@@ -3,7 +3,7 @@
 // the same bits on every rank, a world of one, the types each reduction
 // takes, and the one-process expansion written for other runtimes.
 #include "kernels/cpu/cpu_util.h"
-#include "kernels/cpu/round_to_odd.h"
+#include "kernels/common/round_to_odd.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/onnx/expand_variadic.h"
 #include "passes/support/diagnostics.h"
@@ -347,7 +347,7 @@ TEST(AllReduce, AWireTypeMeansLikeTheReferenceOnEveryRank) {
     SCOPED_TRACE(wire);
     const bool half = std::string(wire) == "fp16";
     auto toWire = [&](double v) {
-      float f = cpu::roundToOddFloat(v);
+      float f = roundToOddFloat(v);
       return double(half ? halfToFloat(floatToHalf(f))
                          : bf16ToFloat(floatToBf16(f)));
     };

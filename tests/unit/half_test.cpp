@@ -8,6 +8,7 @@
 // independent reference (nearest value in the sorted list of all halves).
 #include "kernels/common/half.h"
 #include "kernels/cpu/half_convert.h"
+#include "passes/ir/tensor.h"
 
 #include <gtest/gtest.h>
 
@@ -208,6 +209,32 @@ void expectSameHalves(const std::vector<float> &in) {
 // The fast path must really be taken where the CPU has it (else the
 // comparisons below compare the software path with itself): the detection
 // once broke under clang, which does not know __builtin_cpu_supports("f16c").
+// Tensor::setFromDouble (constants, folded values, AllReduce results) rounds
+// a double once to fp16/bf16. Just past a half-way point of the narrow type
+// a double rounds to the half-way point in fp32, which then ties to even:
+// the wrong neighbour. Exactly at the half-way point it still ties to even.
+TEST(Half, SetFromDoubleRoundsOnce) {
+  const double halfUlp16 = std::ldexp(1.0, -11), halfUlpBf = std::ldexp(1.0, -8);
+  const double tiny = std::ldexp(1.0, -40); // far below an fp32 ulp at 1
+  struct Case {
+    DType type;
+    double value;
+    double want;
+  };
+  for (const Case &c :
+       {Case{DType::F16, 1 + halfUlp16 + tiny, 1 + 2 * halfUlp16},
+        Case{DType::F16, 1 + halfUlp16, 1},
+        Case{DType::F16, -(1 + halfUlp16 + tiny), -(1 + 2 * halfUlp16)},
+        Case{DType::F16, 1 + 3 * halfUlp16 - tiny, 1 + 2 * halfUlp16},
+        Case{DType::BF16, 1 + halfUlpBf + tiny, 1 + 2 * halfUlpBf},
+        Case{DType::BF16, 1 + halfUlpBf, 1}}) {
+    Tensor t(c.type, {1});
+    t.setFromDouble(0, c.value);
+    EXPECT_EQ(t.getAsDouble(0), c.want)
+        << dtypeName(c.type) << " from " << c.value;
+  }
+}
+
 TEST(HalfBulk, F16cIsUsedWhereTheCpuHasIt) {
 #if defined(__x86_64__) || defined(__i386__)
   std::ifstream cpuinfo("/proc/cpuinfo");

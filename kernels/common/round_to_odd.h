@@ -6,17 +6,17 @@
 // the result is inexact ("round to odd") keeps the information a second
 // rounding needs: fp32 has more than two bits beyond fp16's and bf16's, so
 // the narrow type's round-to-nearest-even of that float is the double's.
-// Cast from fp64 and integers, and mpc.AllReduce's 16-bit results, use it.
+// Cast from fp64 and integers, mpc.AllReduce's 16-bit results and
+// Tensor::setFromDouble (constants, folded values) use it.
 #pragma once
 
 #include "kernels/common/half.h"
+#include "kernels/common/host_device.h"
 
-#include <cmath>
 
 namespace mpc {
-namespace cpu {
 
-inline float roundToOddFloat(double d) {
+MPC_HD float roundToOddFloat(double d) {
   float f = float(d);
   if (double(f) == d || d != d) // exact, or NaN
     return f;
@@ -24,10 +24,10 @@ inline float roundToOddFloat(double d) {
   // float(d) rounded away from zero: one step back toward it (the bits of
   // a float's magnitude count its steps; an overflow to inf steps back to
   // the largest float, which is what truncation gives).
-  if (std::fabs(double(f)) > std::fabs(d))
+  double rounded = double(f);
+  if ((rounded < 0 ? -rounded : rounded) > (d < 0 ? -d : d))
     --bits;
   return bitsToFloat(bits | 1u);
 }
 
-} // namespace cpu
 } // namespace mpc
