@@ -125,13 +125,13 @@ Value *accumulateGradients(Model &model, TrainingValues &tv, Value *foundInf,
 
   Value *counter =
       addState(model, "grad_accum_step", Tensor::scalar(DType::I64, 0));
-  Value *one =
-      addConstant(model, g, "grad_accum_one", Tensor::scalar(DType::I64, 1));
   Value *kI64 = addConstant(model, g, "grad_accum_k",
                             Tensor::scalar(DType::I64, double(k)));
   Value *zeroI64 = addConstant(model, g, "grad_accum_zero_step",
                                Tensor::scalar(DType::I64, 0));
-  Node *add = createNamedNode(g, "Add", "", {counter, one},
+  // mpc.IncrementStep, not an int64 Add: the CUDA backend's Add takes
+  // floating types only, and IncrementStep runs on the device.
+  Node *add = createNamedNode(g, "IncrementStep", kMpcDomain, {counter},
                               {counter->name() + "_plus_one"},
                               "grad_accum_count", before);
   add->output(0)->setType(DType::I64, {});

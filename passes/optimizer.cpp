@@ -26,6 +26,7 @@
 // (passes/data_parallel.h) then averages the gradients the updates read and
 // ORs found_inf across ranks.
 #include "passes/data_parallel.h"
+#include "passes/ema.h"
 #include "passes/grad_accum.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/lr_schedule.h"
@@ -129,6 +130,8 @@ OptimizerConfig configure(const CompileOptions &o) {
   }
   c.scheduled = checkLrScheduleOptions(o);
   c.schedule = lrScheduleSummary(o);
+  if (o.emaDecay)
+    checkEmaDecay(*o.emaDecay);
   c.noDecayText = o.noWeightDecay;
   c.noDecay = compileNamePattern(o.noWeightDecay, "no-weight-decay");
   if (c.noDecay && c.weightDecay == 0)
@@ -310,6 +313,7 @@ void runOptimizer(Model &model, PassContext &ctx) {
       value = floatAttr(0);
 
   std::vector<std::string> moments;
+  std::vector<Value *> updated; // the parameters after this step
   for (size_t i = 0; i < tv.params.size(); ++i) {
     Value *p = tv.params[i];
     std::vector<Value *> stateIn; // moments, in the op's input order
@@ -348,6 +352,7 @@ void runOptimizer(Model &model, PassContext &ctx) {
     update->setAttrs(noDecay[i] ? noDecayAttrs : updateAttrs);
     update->output(0)->copyTypeFrom(*p);
     bindState(model, p, update->output(0));
+    updated.push_back(update->output(0));
     for (size_t k = 0; k < stateIn.size(); ++k) {
       update->output(k + 1)->copyTypeFrom(*stateIn[k]);
       bindState(model, stateIn[k], update->output(k + 1));
@@ -362,6 +367,10 @@ void runOptimizer(Model &model, PassContext &ctx) {
                               {step->name() + "_new"}, "increment_step");
   inc->output(0)->copyTypeFrom(*step);
   bindState(model, step, inc->output(0));
+
+  if (ctx.options.emaDecay)
+    addParameterEma(model, tv.params, updated, boundary, *ctx.options.emaDecay,
+                    ctx.stats);
 
   model.setMeta("mpc.step", step->name());
   model.setMeta("mpc.optimizer", summary(c));

@@ -57,6 +57,9 @@ struct CompileOptions {
   std::optional<double> lrEnd;        ///< --lr-end (polynomial)
   std::optional<double> lrPower;      ///< --lr-power (polynomial)
   std::optional<int64_t> lrTimescale; ///< --lr-timescale (inverse_sqrt)
+  /// --ema-decay=D: an exponential moving average of the parameters
+  /// (passes/ema.h).
+  std::optional<double> emaDecay;
   /// --grad-accum=K: micro-batches per optimizer step (1: no accumulation).
   int64_t gradAccum = 1;
   /// --data-parallel: gradients averaged and the overflow flag OR-ed across

@@ -199,6 +199,9 @@ void runUserOptimizer(Model &model, PassContext &ctx) {
   if (ctx.options.maxGradNorm > 0)
     throw Error("--max-grad-norm: not supported for a model that trains "
                 "with its own training_info optimizer");
+  if (ctx.options.emaDecay)
+    throw Error("--ema-decay: not supported for a model that trains with its "
+                "own training_info optimizer");
   if (!ctx.options.noWeightDecay.empty())
     throw Error("--no-weight-decay: not supported for a model that trains "
                 "with its own training_info optimizer");

@@ -1,6 +1,7 @@
 // Validation loss during training (runtime/evaluator.h).
 #include "runtime/evaluator.h"
 
+#include "passes/ema.h"
 #include "passes/inference_mode.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
@@ -8,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace mpc {
@@ -35,7 +37,8 @@ Value *forwardLoss(const Model &model, Graph &g) {
 
 } // namespace
 
-Evaluator::Evaluator(const Trainer &trainer, Backend &backend, int64_t batch)
+Evaluator::Evaluator(const Trainer &trainer, Backend &backend, int64_t batch,
+                     bool ema)
     : batch_(batch) {
   const Model &model = trainer.model();
   Model forward;
@@ -67,9 +70,20 @@ Evaluator::Evaluator(const Trainer &trainer, Backend &backend, int64_t batch)
   for (const Value *init : model.training->algorithm->initializers())
     if (init->isState)
       state.insert(init->name());
+  std::unordered_map<std::string, std::string> averaged;
+  if (ema) {
+    for (const auto &[param, average] : emaPairs(model))
+      averaged[param] = average;
+    if (averaged.empty())
+      throw Error("the model keeps no moving average of its parameters "
+                  "(compile it with mpc-opt --ema-decay=D)");
+  }
   for (const Value *init : forward_->initializers())
-    if (state.count(init->name()))
-      stateNames_.push_back(init->name());
+    if (state.count(init->name())) {
+      auto it = averaged.find(init->name());
+      stateNames_.emplace_back(init->name(), it == averaged.end() ? init->name()
+                                                                  : it->second);
+    }
   exec_ = std::make_unique<Executor>(*forward_, backend);
 }
 
@@ -89,8 +103,8 @@ EvalResult Evaluator::evaluate(const Trainer &trainer, const Dataset &data,
                                const std::string &source, Collective *world) {
   requireOneBatch(data, source);
   const int64_t batches = data.numSamples() / batch_;
-  for (const std::string &name : stateNames_)
-    exec_->setInitializer(name, trainer.state(name));
+  for (const auto &[name, source] : stateNames_)
+    exec_->setInitializer(name, trainer.state(source));
   const int ranks = world ? world->size() : 1;
   const int rank = world ? world->rank() : 0;
   // Round k: rank r evaluates batch k * ranks + r; every rank learns every

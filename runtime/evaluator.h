@@ -31,9 +31,12 @@ struct EvalResult {
 
 class Evaluator {
 public:
-  /// The forward of the trainer's model, for batches of `batch` samples.
-  /// Throws Error when the main graph has no scalar loss output.
-  Evaluator(const Trainer &trainer, Backend &backend, int64_t batch);
+  /// The forward of the trainer's model, for batches of `batch` samples;
+  /// with `ema`, on the parameters' moving average (mpc-opt --ema-decay)
+  /// in place of the parameters. Throws Error when the main graph has no
+  /// scalar loss output, or `ema` and the model keeps no average.
+  Evaluator(const Trainer &trainer, Backend &backend, int64_t batch,
+            bool ema = false);
 
   /// The inputs a validation set must hold (the forward's graph inputs).
   std::vector<DataInputSpec> dataInputs() const;
@@ -53,8 +56,9 @@ private:
   std::unique_ptr<Graph> forward_;
   std::unique_ptr<Executor> exec_;
   std::string lossName_;
-  /// The forward's initializers that are the trainer's state.
-  std::vector<std::string> stateNames_;
+  /// The forward's initializers that are the trainer's state, and the
+  /// state each is read from (itself, or its moving average).
+  std::vector<std::pair<std::string, std::string>> stateNames_;
   int64_t batch_ = 0;
 };
 

@@ -1,6 +1,7 @@
 // Trainer implementation: step loop state, update bindings, checkpoints.
 #include "runtime/trainer.h"
 
+#include "passes/ema.h"
 #include "passes/inference_mode.h"
 #include "passes/ir/lr_schedule_attrs.h"
 #include "passes/ir/mpc_ops.h"
@@ -389,7 +390,7 @@ void Trainer::resumeFrom(const std::string &path) {
     shuffle = *s == "1";
 }
 
-void Trainer::exportInference(const std::string &path) {
+void Trainer::exportInference(const std::string &path, bool ema) {
   writeStateBack();
   Model inference;
   inference.irVersion = model_->irVersion;
@@ -397,6 +398,15 @@ void Trainer::exportInference(const std::string &path) {
   inference.producerName = model_->producerName;
   inference.producerVersion = model_->producerVersion;
   inference.graph = model_->graph->clone();
+  if (ema) {
+    auto pairs = emaPairs(*model_);
+    if (pairs.empty())
+      throw Error(path + ": the model keeps no moving average of its "
+                         "parameters (compile it with mpc-opt --ema-decay=D)");
+    for (const auto &[param, average] : pairs)
+      if (Value *v = inference.graph->findValue(param))
+        v->setInitializer(std::make_shared<Tensor>(state(average)));
+  }
   switchToInferenceMode(*inference.graph);
   // Only the state the inference graph reads (parameters, statistics).
   for (Value *init : std::vector<Value *>(inference.graph->initializers()))

@@ -84,8 +84,9 @@ public:
   /// Writes the model with the current state (atomically); refuses inside
   /// an accumulation window, whose buffers a resume would not continue.
   void saveCheckpoint(const std::string &path);
-  /// Writes the main (inference) graph with the trained parameters.
-  void exportInference(const std::string &path);
+  /// Writes the main (inference) graph with the trained parameters; with
+  /// `ema`, their moving average (mpc-opt --ema-decay) in their place.
+  void exportInference(const std::string &path, bool ema = false);
 
   int64_t stepsDone() const { return stepsDone_; }
   /// Run counters stored in checkpoints besides the state.

@@ -174,9 +174,12 @@ TEST(CudaCoverage, EveryNodeOfTheSyncBatchNormCnnStepIsSupported) {
   }
 }
 
-// --lr-schedule: mpc.LearningRate and the updates reading its rate run on
-// the device (SGD and Adam, every schedule).
-TEST(CudaCoverage, EveryNodeOfAScheduledStepIsSupported) {
+// The optimizer's recipes on the device: --lr-schedule's mpc.LearningRate
+// and the updates reading its rate (SGD and Adam, every schedule),
+// --ema-decay's average, and --grad-accum's counters. Those counted with
+// an int64 Add, which the device's Add does not take: a --grad-accum step
+// could not run on cuda until they used mpc.IncrementStep (session 20).
+TEST(CudaCoverage, EveryNodeOfTheOptimizerRecipesIsSupported) {
   for (const char *optimizer : {"sgd", "adamw"})
     for (const char *schedule :
          {"constant", "linear", "cosine", "cosine_with_restarts", "polynomial",
@@ -187,6 +190,8 @@ TEST(CudaCoverage, EveryNodeOfAScheduledStepIsSupported) {
       o.optimizer = optimizer;
       o.lrSchedule = schedule;
       o.warmupSteps = 10;
+      o.emaDecay = 0.999;
+      o.gradAccum = 2;
       const std::string s = schedule;
       if (s == "linear" || s == "cosine" || s == "cosine_with_restarts" ||
           s == "polynomial")

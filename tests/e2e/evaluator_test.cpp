@@ -149,3 +149,48 @@ TEST(Evaluator, ASetSmallerThanABatchIsRefusedNamingTheFile) {
   }
   std::remove(few.c_str());
 }
+
+// --eval-ema: the forward on the parameters' moving average (and the
+// model's own batch-norm statistics, AveragedModel's default), which is the
+// model --export-inference --export-ema writes.
+TEST(Evaluator, TheAverageIsTheExportedAverage) {
+  CompileOptions o = test::fp32Options("adam");
+  o.emaDecay = 0.8;
+  auto backend = createCpuBackend();
+  Trainer t(test::compileForBatch("cnn.onnx", o, 64), *backend);
+  int64_t batch = 64;
+  Dataset data = Dataset::fromNpz(kModels + "cnn_data.npz", t.dataInputs(batch));
+  for (int64_t s = 0; s < 6; ++s)
+    t.step(data.batch(s, 64, false, 0));
+  Evaluator plain(t, *backend, 64), averaged(t, *backend, 64, true);
+  Dataset val = Dataset::fromNpz(kModels + "cnn_data.npz", plain.dataInputs());
+  double p = plain.evaluate(t, val, "cnn_data.npz", nullptr).loss;
+  double a = averaged.evaluate(t, val, "cnn_data.npz", nullptr).loss;
+  EXPECT_NE(p, a);
+
+  std::string exported = ::testing::TempDir() + "evaluator_cnn_ema.onnx";
+  t.exportInference(exported, true);
+  double sum = 0;
+  for (int64_t b = 0; b < 4; ++b) {
+    auto model = loadModel(exported);
+    std::vector<InferenceInput> inputs;
+    for (auto &[name, tensor] : val.batch(b, 64, false, 0))
+      inputs.push_back({name, tensor, ""});
+    sum += runInference(*model, inputs, *backend)[0].value.getAsDouble(0);
+  }
+  EXPECT_EQ(a, sum / 4);
+  std::remove(exported.c_str());
+}
+
+TEST(Evaluator, AnAverageTheModelDoesNotKeepIsRefused) {
+  auto backend = createCpuBackend();
+  Trainer t(compileFp32("mlp_seed.onnx", "sgd"), *backend);
+  try {
+    Evaluator e(t, *backend, 64, true);
+    FAIL() << "evaluated an average the model does not keep";
+  } catch (const Error &e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the model keeps no moving average of its parameters (compile "
+              "it with mpc-opt --ema-decay=D)");
+  }
+}

@@ -269,3 +269,75 @@ TEST(LrSchedule, AccumulationAdvancesTheScheduleOncePerWindow) {
   }
   EXPECT_EQ(acc.state("optimizer_step").getAsDouble(0), 10.0);
 }
+
+// --ema-decay (passes/ema.h): torch's AveragedModel with
+// get_ema_multi_avg_fn after every optimizer step
+// (models/make_ema_refs.py), for both of ATen's lerp formulas.
+TEST(EmaParity, TheAverageIsTorchsAveragedModel) {
+  struct Run {
+    const char *name;
+    CompileOptions options;
+    double decay;
+  };
+  for (const Run &run : {Run{"adamw_0.9", fp32("adamw", 1e-2, "constant"), 0.9},
+                         Run{"sgd_0.25", fp32("sgd", 0.05, "constant", 0.9),
+                             0.25}}) {
+    SCOPED_TRACE(run.name);
+    CompileOptions o = run.options;
+    o.emaDecay = run.decay;
+    auto backend = createCpuBackend();
+    Trainer t(compileSeed(o), *backend);
+    train(t, 30);
+    std::vector<std::pair<std::string, Tensor>> want;
+    std::string err;
+    ASSERT_TRUE(readNpz(kModels + "mlp_seed_ref_ema_" + run.name + ".npz",
+                        want, err))
+        << err;
+    ASSERT_EQ(want.size(), 4u);
+    EXPECT_EQ(t.state("ema_count").getAsDouble(0), 30.0);
+    for (const auto &[name, tensor] : want) {
+      EXPECT_LT(test::relativeDifference(t.state(name + "_ema"), tensor), 2e-5)
+          << name;
+      // The parameters themselves are elsewhere: the comparison can fail.
+      EXPECT_GT(test::relativeDifference(t.state(name), tensor), 1e-3) << name;
+    }
+  }
+}
+
+// Overflow-skipped steps count (the loop calls update_parameters after
+// every scaler.step); the first call copies the parameters, here the
+// initial ones, a skipped step having left them as they were.
+TEST(Ema, SkippedStepsAverageTheUnchangedParameters) {
+  CompileOptions o = fp32("adam", 1e-2, "constant");
+  o.precision = DType::F16;
+  o.initScale = std::ldexp(1.0, 24);
+  o.emaDecay = 0.5;
+  auto backend = createCpuBackend();
+  Trainer t(compileSeed(o), *backend);
+  const Tensor initial = t.state("fc1.weight");
+  std::vector<StepRecord> got = train(t, 1);
+  ASSERT_TRUE(got[0].skipped);
+  EXPECT_EQ(t.state("ema_count").getAsDouble(0), 1.0);
+  EXPECT_EQ(t.state("fc1.weight_ema").bytes, initial.bytes);
+}
+
+// --grad-accum=2: one average per window, as one step of the whole batch.
+TEST(Ema, AccumulationAveragesOncePerWindow) {
+  CompileOptions o = fp32("adam", 1e-2, "constant");
+  o.emaDecay = 0.75;
+  auto backend = createCpuBackend();
+  Trainer big(test::compileForBatch("mlp_seed.onnx", o, 64), *backend);
+  o.gradAccum = 2;
+  Trainer acc(test::compileForBatch("mlp_seed.onnx", o, 32), *backend);
+  int64_t batch = 64;
+  Dataset data =
+      Dataset::fromNpz(kModels + "mlp_seed_data.npz", big.dataInputs(batch));
+  for (int64_t s = 0; s < 6; ++s) {
+    big.step(data.batch(s, 64, false, 0));
+    acc.optimizerStep(
+        {data.batch(2 * s, 32, false, 0), data.batch(2 * s + 1, 32, false, 0)});
+  }
+  EXPECT_EQ(acc.state("ema_count").getAsDouble(0), 6.0);
+  for (const char *p : {"fc1.weight_ema", "fc2.bias_ema"})
+    EXPECT_LT(test::relativeDifference(acc.state(p), big.state(p)), 1e-5) << p;
+}

@@ -67,6 +67,8 @@ MODELS = {
                                        "--lr-cycles=2"], 1e-5),
         ("fp32-inverse-sqrt", FP32_ADAM + ["--lr-schedule=inverse_sqrt",
                                            "--warmup-steps=3"], 1e-5),
+        # --ema-decay: the average's state in standard ops.
+        ("fp16-ema", FP16_ADAM + ["--ema-decay=0.9"], 2e-3),
     ]),
     "transformer": ("transformer_data.npz", 10, [
         ("fp32", FP32_ADAM, 1e-5),

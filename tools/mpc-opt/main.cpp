@@ -84,6 +84,10 @@ optimizer:
   --lr-timescale=N        inverse_sqrt: default W, else 10000
   --lr-step-size=N --lr-gamma=G   step: lr*G every N updates;
                           exponential: lr*G every update (G default 0.1)
+  --ema-decay=D           keep an exponential moving average of the
+                          parameters (torch's AveragedModel with
+                          get_ema_multi_avg_fn(D)); mpc-run --eval-ema and
+                          --export-ema use it
   --grad-accum=K          K micro-batches per optimizer step (default 1): mpc-run
                           runs the step K times, the update applies on the K-th
   --data-parallel         average the gradients and OR the overflow flag
@@ -300,6 +304,8 @@ Flags parseFlags(int argc, char **argv) {
       o.lrPower = parseDouble(key, need());
     } else if (key == "--lr-timescale") {
       o.lrTimescale = parseInt(key, need());
+    } else if (key == "--ema-decay") {
+      o.emaDecay = parseDouble(key, need());
     } else if (key == "--trainable") {
       o.trainable = need();
     } else if (key == "--frozen") {

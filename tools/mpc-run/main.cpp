@@ -5,6 +5,7 @@
 // checkpoints; for --infer, input files in and one .npy per output out
 // (runtime/inference.h). Bad input (flags, data, checkpoints, input files) is
 // one line and exit 1.
+#include "passes/ema.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/support/diagnostics.h"
 #include "runtime/cuda/plugin_loader.h"
@@ -57,10 +58,13 @@ Trains MODEL, a training step compiled by mpc-opt.
                           statistics, fp32) on its full batches, after the
                           last step and every --eval-every=N steps; rows
                           step,eval_loss,samples in --eval-log=FILE.csv;
-                          --save-best=CKPT.onnx checkpoints the lowest
+                          --save-best=CKPT.onnx checkpoints the lowest;
+                          --eval-ema evaluates the parameters' moving
+                          average (mpc-opt --ema-decay)
   --save=CKPT.onnx        checkpoint at the end (and every --save-every=N)
   --resume=CKPT.onnx      continue bit-for-bit from a checkpoint
   --export-inference=F    write the inference graph with trained weights
+                          (--export-ema: their moving average)
   --quiet                 no progress lines
   --debug-overflow        on a step that overflows, re-run it checking every
                           node's output and report the first inf/nan node
@@ -128,6 +132,9 @@ struct Flags {
   int64_t evalEvery = 0;
   /// --save-best: the checkpoint of the lowest validation loss.
   std::string saveBest;
+  /// --eval-ema, --export-ema: evaluate / export the parameters' moving
+  /// average (mpc-opt --ema-decay) in place of the parameters.
+  bool evalEma = false, exportEma = false;
   bool quiet = false;
   bool debugOverflow = false;
   double minLossScale = 1;
@@ -195,6 +202,8 @@ Flags parseFlags(int argc, char **argv) {
                                            "--eval-every",
                                            "--eval-log",
                                            "--save-best",
+                                           "--eval-ema",
+                                           "--export-ema",
                                            "--save",
                                            "--save-every",
                                            "--resume",
@@ -249,6 +258,10 @@ Flags parseFlags(int argc, char **argv) {
       f.evalLog = need();
     } else if (key == "--save-best") {
       f.saveBest = need();
+    } else if (arg == "--eval-ema") {
+      f.evalEma = true;
+    } else if (arg == "--export-ema") {
+      f.exportEma = true;
     } else if (key == "--resume") {
       f.resume = need();
     } else if (key == "--export-inference") {
@@ -311,6 +324,10 @@ Flags parseFlags(int argc, char **argv) {
     throw Error("--eval-log needs --eval-data=FILE.npz");
   if (f.evalData.empty() && !f.saveBest.empty())
     throw Error("--save-best needs --eval-data=FILE.npz");
+  if (f.evalData.empty() && f.evalEma)
+    throw Error("--eval-ema needs --eval-data=FILE.npz");
+  if (f.exportInference.empty() && f.exportEma)
+    throw Error("--export-ema needs --export-inference=FILE.onnx");
   return f;
 }
 
@@ -474,6 +491,9 @@ int run(Flags f) {
                 std::to_string(ranks) +
                 " ranks would train apart; compile it with mpc-opt "
                 "--data-parallel");
+  if (f.exportEma && emaPairs(trainer.model()).empty())
+    throw Error("--export-ema: the model keeps no moving average of its "
+                "parameters (compile it with mpc-opt --ema-decay=D)");
   if (!f.resume.empty())
     trainer.resumeFrom(f.resume);
   if (f.seedGiven)
@@ -534,7 +554,8 @@ int run(Flags f) {
   std::optional<Dataset> evalSet;
   std::ofstream evalLog;
   if (!f.evalData.empty()) {
-    evaluator = std::make_unique<Evaluator>(trainer, *backend, batch);
+    evaluator =
+        std::make_unique<Evaluator>(trainer, *backend, batch, f.evalEma);
     evalSet.emplace(Dataset::fromNpz(f.evalData, evaluator->dataInputs()));
     evaluator->requireOneBatch(*evalSet, f.evalData);
     if (!f.evalLog.empty()) {
@@ -559,9 +580,10 @@ int run(Flags f) {
       evalLog << line << std::flush;
     }
     if (!f.quiet)
-      std::fprintf(stderr, "eval after step %lld  loss %.6f  (%lld samples)\n",
-                   (long long)lastEvalStep, lastEval.loss,
-                   (long long)lastEval.samples);
+      std::fprintf(stderr,
+                   "eval%s after step %lld  loss %.6f  (%lld samples)\n",
+                   f.evalEma ? " (ema)" : "", (long long)lastEvalStep,
+                   lastEval.loss, (long long)lastEval.samples);
     // Every rank keeps the best (they evaluate alike); rank 0 writes it. A
     // NaN loss is never the best.
     if (std::isnan(lastEval.loss) || lastEval.loss >= trainer.bestEvalLoss)
@@ -677,7 +699,7 @@ int run(Flags f) {
   if (!f.save.empty())
     trainer.saveCheckpoint(f.save);
   if (!f.exportInference.empty())
-    trainer.exportInference(f.exportInference);
+    trainer.exportInference(f.exportInference, f.exportEma);
 
   double samplesPerSec =
       totalMs > 0 ? double(done * batch * trainer.microBatches() * ranks) /
@@ -689,9 +711,10 @@ int run(Flags f) {
     std::printf("data parallel: %d ranks of %lld samples per step\n", ranks,
                 (long long)(batch * trainer.microBatches()));
   if (lastEvalStep >= 0)
-    std::printf("eval: loss %.6f after step %lld (%lld samples of %s)\n",
-                lastEval.loss, (long long)lastEvalStep,
-                (long long)lastEval.samples, f.evalData.c_str());
+    std::printf("eval%s: loss %.6f after step %lld (%lld samples of %s)\n",
+                f.evalEma ? " (ema)" : "", lastEval.loss,
+                (long long)lastEvalStep, (long long)lastEval.samples,
+                f.evalData.c_str());
   std::printf(
       "summary: steps %lld  skipped %lld  final loss %.6f  loss scale "
       "%g  %.0f samples/s  peak memory %s (%s; %zu bytes, live "
