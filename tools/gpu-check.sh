@@ -23,8 +23,9 @@
 #                InstanceNorm2d, LSTM, GRU, the activations, reductions,
 #                Resizes and Einsums the importer lowers; Adam 1e-3)
 #                compiled for fp16 and fp32, plus the opset-20 Gelu
-#                transformer, the transformer with --max-grad-norm=1 and
-#                the MLP with --lr-schedule=cosine in fp16: 50 steps each with
+#                transformer, the transformer with --max-grad-norm=1, the
+#                MLP with --lr-schedule=cosine and with --grad-accum=2
+#                --ema-decay=0.99 in fp16: 50 steps each with
 #                --device=cuda and --device=cpu, the largest relative loss
 #                difference (limits: fp32 1e-4, fp16 1e-2) and the skipped
 #                steps (must match); about 2 s of GPU time per run
@@ -372,6 +373,10 @@ if want trajectories; then
   # the CPU's through warmup and decay.
   trajectory mlp_seed_cosine mlp_seed.onnx mlp_seed_data.npz 1e-2 fp16 \
     --lr-schedule=cosine --warmup-steps=5 --total-steps=40 --min-lr-ratio=0.1
+  # --grad-accum (its counter on the device: mpc.IncrementStep, never run
+  # on a GPU before session 20) with --ema-decay's average.
+  trajectory mlp_seed_accum_ema mlp_seed.onnx mlp_seed_data.npz 1e-2 fp16 \
+    --grad-accum=2 --ema-decay=0.99
   # A --data-parallel step on one rank: mpc.AllReduce (gradients and the
   # overflow flag) runs on the device as copies, in the captured graph; with
   # --sync-batchnorm the CNN's statistics (ReduceSum, the count from the
