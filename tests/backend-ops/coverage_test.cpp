@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <set>
 
 using namespace mpc;
@@ -203,6 +204,64 @@ TEST(CudaCoverage, EveryNodeOfTheOptimizerRecipesIsSupported) {
       std::set<std::string> ops = expectAllSupported(
           *model, std::string("mlp_seed ") + optimizer + " " + schedule);
       EXPECT_TRUE(ops.count("mpc.LearningRate")) << schedule;
+    }
+}
+
+// Every mpc-opt flag that changes the step, one at a time, on the
+// transformer (attention, layer norm, GELU) and the CNN (batch norm): the
+// cuda backend must take each step. A flag whose step it cannot run (as
+// --grad-accum's int64 counter once was) fails here, without a GPU.
+TEST(CudaCoverage, EveryStepChangingFlagGivesASupportedStep) {
+  struct Variant {
+    const char *what;
+    std::function<void(CompileOptions &)> set;
+  };
+  const Variant variants[] = {
+      {"--loss-scale=static:1024",
+       [](CompileOptions &o) { o.lossScale = "static:1024"; }},
+      {"--loss-scale=none", [](CompileOptions &o) { o.lossScale = "none"; }},
+      {"--recompute=auto", [](CompileOptions &o) { o.recompute = "auto"; }},
+      {"--fp16-ops=Softmax,Add",
+       [](CompileOptions &o) { o.fp16Ops = {"Softmax", "Add"}; }},
+      {"--fp32-ops=MatMul,Gemm,Conv",
+       [](CompileOptions &o) { o.fp32Ops = {"MatMul", "Gemm", "Conv"}; }},
+      {"--max-grad-norm=1 --grad-accum=3",
+       [](CompileOptions &o) {
+         o.maxGradNorm = 1;
+         o.gradAccum = 3;
+       }},
+      {"--data-parallel --grad-comm-dtype=bf16 --grad-accum=2",
+       [](CompileOptions &o) {
+         o.dataParallel = true;
+         o.gradCommDtype = "bf16";
+         o.gradAccum = 2;
+       }},
+      {"--optimizer=sgd --nesterov --weight-decay --no-weight-decay",
+       [](CompileOptions &o) {
+         o.optimizer = "sgd";
+         o.momentum = 0.9;
+         o.nesterov = true;
+         o.weightDecay = 1e-4;
+         o.weightDecaySet = true;
+         o.noWeightDecay = "bias";
+       }},
+      {"--lr-schedule=polynomial --ema-decay",
+       [](CompileOptions &o) {
+         o.lrSchedule = "polynomial";
+         o.totalSteps = 100;
+         o.emaDecay = 0.999;
+       }},
+  };
+  for (const char *model : {"transformer", "cnn"})
+    for (const Variant &v : variants) {
+      auto m = loadModel(backend_ops::sourceDir() + "/models/" + model +
+                         ".onnx");
+      CompileOptions o;
+      o.optimizer = "adamw";
+      v.set(o);
+      Statistics stats;
+      runPipeline(*m, defaultPipeline(), o, PipelineConfig{}, stats);
+      expectAllSupported(*m, std::string(model) + " " + v.what);
     }
 }
 
