@@ -25,6 +25,7 @@ constexpr const char *kStepsDoneKey = "mpc.run.steps_done";
 constexpr const char *kSeedKey = "mpc.run.seed";
 constexpr const char *kShuffleKey = "mpc.run.shuffle";
 constexpr const char *kBestEvalKey = "mpc.run.best_eval_loss";
+constexpr const char *kEvalsSinceBestKey = "mpc.run.evals_since_best";
 
 /// kBestEvalKey of a model or checkpoint: NaN when absent; an Error when it
 /// is not a number.
@@ -117,6 +118,8 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
   stepsDone_ = int64_t(runCounter(*model_, kStepsDoneKey, kMaxStepsDone, 0));
   seed = runCounter(*model_, kSeedKey, UINT64_MAX, 0);
   bestEvalLoss = bestEvalLossOf(*model_);
+  evalsSinceBest =
+      int64_t(runCounter(*model_, kEvalsSinceBestKey, kMaxStepsDone, 0));
   if (const std::string *s = model_->meta(kShuffleKey))
     shuffle = *s == "1";
 }
@@ -322,6 +325,7 @@ void Trainer::writeStateBack() {
     char best[32];
     std::snprintf(best, sizeof best, "%.17g", bestEvalLoss);
     model_->setMeta(kBestEvalKey, best);
+    model_->setMeta(kEvalsSinceBestKey, std::to_string(evalsSinceBest));
   }
 }
 
@@ -349,10 +353,12 @@ void Trainer::resumeFrom(const std::string &path) {
   // it was.
   uint64_t steps, newSeed;
   double best;
+  uint64_t sinceBest;
   try {
     steps = runCounter(*ckpt, kStepsDoneKey, kMaxStepsDone, 0);
     newSeed = runCounter(*ckpt, kSeedKey, UINT64_MAX, seed);
     best = bestEvalLossOf(*ckpt);
+    sinceBest = runCounter(*ckpt, kEvalsSinceBestKey, kMaxStepsDone, 0);
   } catch (const Error &e) {
     throw Error(path + ": " + e.what());
   }
@@ -386,6 +392,7 @@ void Trainer::resumeFrom(const std::string &path) {
   microDone_ = 0; // checkpoints are taken at optimizer-step boundaries
   seed = newSeed;
   bestEvalLoss = best;
+  evalsSinceBest = int64_t(sinceBest);
   if (const std::string *s = ckpt->meta(kShuffleKey))
     shuffle = *s == "1";
 }

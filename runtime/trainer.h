@@ -95,6 +95,9 @@ public:
   /// The run's lowest validation loss so far (mpc-run --save-best), kept
   /// in checkpoints so that a resumed run compares with it; NaN: none yet.
   double bestEvalLoss = std::numeric_limits<double>::quiet_NaN();
+  /// Validation runs since the best one (mpc-run --early-stop), also kept
+  /// in checkpoints.
+  int64_t evalsSinceBest = 0;
   /// On a step that overflows, re-run it (before any state update, so on the
   /// same state and batch) checking every node's output, and fill
   /// StepRecord::overflow.

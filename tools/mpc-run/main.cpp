@@ -60,7 +60,8 @@ Trains MODEL, a training step compiled by mpc-opt.
                           step,eval_loss,samples in --eval-log=FILE.csv;
                           --save-best=CKPT.onnx checkpoints the lowest;
                           --eval-ema evaluates the parameters' moving
-                          average (mpc-opt --ema-decay)
+                          average (mpc-opt --ema-decay); --early-stop=N
+                          stops after N evaluations without a lower loss
   --save=CKPT.onnx        checkpoint at the end (and every --save-every=N)
   --resume=CKPT.onnx      continue bit-for-bit from a checkpoint
   --export-inference=F    write the inference graph with trained weights
@@ -135,6 +136,9 @@ struct Flags {
   /// --eval-ema, --export-ema: evaluate / export the parameters' moving
   /// average (mpc-opt --ema-decay) in place of the parameters.
   bool evalEma = false, exportEma = false;
+  /// --early-stop=N: stop once N validation runs in a row found no lower
+  /// loss than the best (0: never).
+  int64_t earlyStop = 0;
   bool quiet = false;
   bool debugOverflow = false;
   double minLossScale = 1;
@@ -203,6 +207,7 @@ Flags parseFlags(int argc, char **argv) {
                                            "--eval-log",
                                            "--save-best",
                                            "--eval-ema",
+                                           "--early-stop",
                                            "--export-ema",
                                            "--save",
                                            "--save-every",
@@ -258,6 +263,8 @@ Flags parseFlags(int argc, char **argv) {
       f.evalLog = need();
     } else if (key == "--save-best") {
       f.saveBest = need();
+    } else if (key == "--early-stop") {
+      f.earlyStop = parseInt(key, need(), 1);
     } else if (arg == "--eval-ema") {
       f.evalEma = true;
     } else if (arg == "--export-ema") {
@@ -324,6 +331,9 @@ Flags parseFlags(int argc, char **argv) {
     throw Error("--eval-log needs --eval-data=FILE.npz");
   if (f.evalData.empty() && !f.saveBest.empty())
     throw Error("--save-best needs --eval-data=FILE.npz");
+  if (f.evalData.empty() && f.earlyStop > 0)
+    throw Error("--early-stop needs --eval-data=FILE.npz (and --eval-every "
+                "to evaluate during the run)");
   if (f.evalData.empty() && f.evalEma)
     throw Error("--eval-ema needs --eval-data=FILE.npz");
   if (f.exportInference.empty() && f.exportEma)
@@ -586,9 +596,12 @@ int run(Flags f) {
                    lastEval.loss, (long long)lastEval.samples);
     // Every rank keeps the best (they evaluate alike); rank 0 writes it. A
     // NaN loss is never the best.
-    if (std::isnan(lastEval.loss) || lastEval.loss >= trainer.bestEvalLoss)
+    if (std::isnan(lastEval.loss) || lastEval.loss >= trainer.bestEvalLoss) {
+      ++trainer.evalsSinceBest;
       return;
+    }
     trainer.bestEvalLoss = lastEval.loss;
+    trainer.evalsSinceBest = 0;
     if (!f.saveBest.empty()) {
       trainer.saveCheckpoint(f.saveBest);
       if (!f.quiet)
@@ -613,7 +626,8 @@ int run(Flags f) {
   int64_t skipped = 0, done = 0, skippedBelowFloor = 0;
   double totalMs = 0, lastLoss = 0;
   int64_t every = f.steps >= 10 ? f.steps / 10 : 1;
-  bool stopped = false; // a rank was asked to stop (all ranks agree)
+  bool stopped = false;      // a rank was asked to stop (all ranks agree)
+  bool stoppedEarly = false; // --early-stop (all ranks agree)
   for (int64_t i = 0; i < f.steps; ++i) {
     if (onAnyRank(gStopRequested)) {
       stopped = true;
@@ -663,10 +677,23 @@ int run(Flags f) {
                    (long long)(i + 1), (long long)f.steps, r.loss, r.lossScale,
                    lr, (long long)skipped, totalMs / double(i + 1));
     }
-    if (evaluator && f.evalEvery > 0 && trainer.stepsDone() % f.evalEvery == 0)
+    if (evaluator && f.evalEvery > 0 &&
+        trainer.stepsDone() % f.evalEvery == 0) {
       evaluate();
+      if (f.earlyStop > 0 && trainer.evalsSinceBest >= f.earlyStop) {
+        if (lead)
+          std::fprintf(stderr,
+                       "mpc-run: early stop after step %lld: no lower "
+                       "validation loss in %lld evaluations (best %.6f)\n",
+                       (long long)trainer.stepsDone(),
+                       (long long)trainer.evalsSinceBest, trainer.bestEvalLoss);
+        stoppedEarly = true;
+      }
+    }
     if (f.saveEvery > 0 && (i + 1) % f.saveEvery == 0)
       trainer.saveCheckpoint(f.save);
+    if (stoppedEarly)
+      break;
     if (f.maxSkippedSteps > 0 && skippedBelowFloor >= f.maxSkippedSteps) {
       if (log)
         log.flush();
