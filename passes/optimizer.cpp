@@ -25,6 +25,7 @@
 // K-th micro-batch" where they took found_inf. --data-parallel
 // (passes/data_parallel.h) then averages the gradients the updates read and
 // ORs found_inf across ranks.
+#include "passes/adafactor.h"
 #include "passes/data_parallel.h"
 #include "passes/ema.h"
 #include "passes/grad_accum.h"
@@ -38,6 +39,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <regex>
 #include <string_view>
@@ -48,7 +50,7 @@ namespace {
 
 constexpr const char *kPass = "optimizer";
 
-enum class Kind { Sgd, Adam, AdamW };
+enum class Kind { Sgd, Adam, AdamW, Adafactor };
 
 /// The optimizer's hyper-parameters after defaults and validation.
 struct OptimizerConfig {
@@ -58,8 +60,9 @@ struct OptimizerConfig {
   bool nesterov = false;
   double beta1 = 0, beta2 = 0, epsilon = 0;
   double maxGradNorm = 0;
-  bool scheduled = false; ///< --lr-schedule: lr is mpc.LearningRate's output
-  std::string schedule;   ///< lrScheduleSummary, for mpc.optimizer
+  AdafactorConfig adafactor; ///< Kind::Adafactor's
+  bool scheduled = false;    ///< --lr-schedule: lr is mpc.LearningRate's output
+  std::string schedule;      ///< lrScheduleSummary, for mpc.optimizer
   /// --no-weight-decay: the parameters it names update with weight_decay 0.
   std::string noDecayText;
   std::optional<std::regex> noDecay;
@@ -89,10 +92,13 @@ OptimizerConfig configure(const CompileOptions &o) {
     c.kind = Kind::Adam;
   else if (o.optimizer == "adamw")
     c.kind = Kind::AdamW;
+  else if (o.optimizer == "adafactor")
+    c.kind = Kind::Adafactor;
   else
     throw Error("--optimizer: unknown '" + o.optimizer +
-                "' (expected sgd, adam, adamw)");
-  c.lr = o.lr;
+                "' (expected sgd, adam, adamw, adafactor)");
+  // torch.optim.Adafactor's default rate is 1e-2; the others' 1e-3.
+  c.lr = c.kind == Kind::Adafactor && !o.lrSet ? 1e-2 : o.lr;
   c.momentum = o.momentum;
   c.dampening = o.dampening;
   c.nesterov = o.nesterov;
@@ -116,6 +122,25 @@ OptimizerConfig configure(const CompileOptions &o) {
       throw Error("--nesterov: Nesterov momentum requires zero dampening, "
                   "got --dampening=" +
                   formatNumber(c.dampening));
+  } else if (c.kind == Kind::Adafactor) {
+    if (c.nesterov || c.momentum != 0 || c.dampening != 0)
+      throw Error(std::string(c.nesterov ? "--nesterov" : "--momentum") +
+                  ": only applies to --optimizer=sgd, not 'adafactor'");
+    c.adafactor.lr = c.lr;
+    c.adafactor.beta2Decay = o.beta2Decay;
+    c.adafactor.eps1 = o.epsilonSet ? o.epsilon : -1;
+    c.adafactor.eps2 = o.eps2;
+    c.adafactor.d = o.clipThreshold;
+    c.adafactor.weightDecay = c.weightDecay;
+    if (!(o.beta2Decay <= 0) || !std::isfinite(o.beta2Decay))
+      throw Error("--beta2-decay: must be a finite number <= 0, got " +
+                  formatNumber(o.beta2Decay));
+    if (o.epsilonSet)
+      requireAtLeast("--eps", o.epsilon, 0);
+    requireAtLeast("--eps2", o.eps2, 0);
+    if (!(o.clipThreshold >= 1) || !std::isfinite(o.clipThreshold))
+      throw Error("--clip-threshold: must be a finite number >= 1, got " +
+                  formatNumber(o.clipThreshold));
   } else {
     if (c.nesterov)
       throw Error("--nesterov: only applies to --optimizer=sgd, not '" +
@@ -143,7 +168,14 @@ OptimizerConfig configure(const CompileOptions &o) {
 /// "adam lr=0.001 beta1=0.9 ...": mpc.optimizer, for people and mpc-run.
 std::string summary(const OptimizerConfig &c) {
   std::string s = c.name + " lr=" + formatNumber(c.lr);
-  if (c.kind == Kind::Sgd)
+  if (c.kind == Kind::Adafactor)
+    s += " beta2_decay=" + formatNumber(c.adafactor.beta2Decay) + " eps1=" +
+         (c.adafactor.eps1 >= 0 ? formatNumber(c.adafactor.eps1)
+                                : std::string("fp32_eps")) +
+         " eps2=" + formatNumber(c.adafactor.eps2) +
+         " d=" + formatNumber(c.adafactor.d) +
+         " weight_decay=" + formatNumber(c.weightDecay);
+  else if (c.kind == Kind::Sgd)
     s += " momentum=" + formatNumber(c.momentum) +
          " dampening=" + formatNumber(c.dampening) +
          " weight_decay=" + formatNumber(c.weightDecay) +
@@ -314,8 +346,25 @@ void runOptimizer(Model &model, PassContext &ctx) {
 
   std::vector<std::string> moments;
   std::vector<Value *> updated; // the parameters after this step
+  // Adafactor: standard ops, its step's scalars built once
+  // (passes/adafactor.h); the parameters in --no-weight-decay's group get
+  // their own scalars without the decay.
+  std::optional<AdafactorStep> factored, factoredNoDecay;
+  if (c.kind == Kind::Adafactor) {
+    factored = adafactorStep(model, g, step, lr, skip, c.adafactor);
+    factoredNoDecay = *factored;
+    factoredNoDecay->decayFactor = nullptr;
+  }
   for (size_t i = 0; i < tv.params.size(); ++i) {
     Value *p = tv.params[i];
+    if (c.kind == Kind::Adafactor) {
+      Value *pNew = addAdafactorUpdate(
+          model, g, p, grads[i], noDecay[i] ? *factoredNoDecay : *factored,
+          c.adafactor, moments);
+      bindState(model, p, pNew);
+      updated.push_back(pNew);
+      continue;
+    }
     std::vector<Value *> stateIn; // moments, in the op's input order
     stateIn.reserve(2);
     Node *update = nullptr;
@@ -376,6 +425,14 @@ void runOptimizer(Model &model, PassContext &ctx) {
   model.setMeta("mpc.optimizer", summary(c));
   if (!moments.empty())
     model.setMeta("mpc.optimizer_state", joinList(moments));
+  if (!lr) {
+    // The constant rate the updates use (an fp32 attribute or constant),
+    // for mpc-run's reports.
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%.17g", double(float(c.lr)));
+    model.setMeta("mpc.lr", rate);
+  }
+
   ensureMpcOpset(model);
   ctx.stats["parameters-updated"] += int64_t(tv.params.size());
   ctx.stats["moment-buffers"] += int64_t(moments.size());

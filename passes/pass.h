@@ -43,6 +43,10 @@ struct CompileOptions {
   std::string noWeightDecay;
   bool nesterov = false;
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
+  bool lrSet = false, epsilonSet = false; ///< given on the command line
+  /// --optimizer=adafactor (passes/adafactor.h): torch.optim.Adafactor's
+  /// beta2_decay, eps[1] and d.
+  double beta2Decay = -0.8, eps2 = 1e-3, clipThreshold = 1.0;
   double maxGradNorm = 0.0; ///< --max-grad-norm (0: no clipping)
   /// --lr-schedule=constant|linear|cosine|step|exponential and its flags
   /// (mpc.LearningRate's attributes, passes/ir/lr_schedule_attrs.h); unset

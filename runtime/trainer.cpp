@@ -102,6 +102,9 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
       constantLr_ = n->attrFloat("lr", 1e-3f);
     }
   }
+  // mpc.lr (models compiled since session 20) names any optimizer's.
+  if (const std::string *rate = model_->meta("mpc.lr"))
+    constantLr_ = std::strtod(rate->c_str(), nullptr);
   ExecutorOptions options;
   options.collective = world_;
   options.opset = std::max<int64_t>(model_->opsetVersion(""), 1);

@@ -43,8 +43,9 @@ __global__ void floatToBoolKernel(DType from, const void *__restrict__ x,
     y[i] = loadAs(from, x, i) != 0.0f ? 1 : 0;
 }
 
-/// int64/int32 -> fp32, rounded to nearest-even as the CPU kernel's
-/// float(v): counts read from a shape (--sync-batchnorm's element count).
+/// int64/int32/fp64 -> fp32, rounded to nearest-even as the CPU kernel's
+/// float(v): counts read from a shape (--sync-batchnorm's element count), a
+/// scheduled learning rate (Adafactor reads it in fp32).
 template <typename I>
 __global__ void intToFloatKernel(const I *__restrict__ x, float *__restrict__ y,
                                  int64_t n) {
@@ -54,10 +55,13 @@ __global__ void intToFloatKernel(const I *__restrict__ x, float *__restrict__ y,
 
 bool integer(DType t) { return t == DType::I64 || t == DType::I32; }
 
+/// The types whose one cast is to fp32.
+bool toFp32Only(DType t) { return integer(t) || t == DType::F64; }
+
 } // namespace
 
 bool castSupported(DType from, DType to) {
-  if (integer(from))
+  if (toFp32Only(from))
     return to == DType::F32;
   return (deviceFloat(from) || from == DType::Bool) &&
          (deviceFloat(to) || to == DType::Bool);
@@ -72,10 +76,13 @@ void launchCast(DType from, DType to, const void *x, void *y, int64_t n,
                                    cudaMemcpyDeviceToDevice, s));
     return;
   }
-  if (integer(from)) {
+  if (toFp32Only(from)) {
     if (from == DType::I64)
       intToFloatKernel<<<gridFor(n), kBlock, 0, s>>>(
           static_cast<const int64_t *>(x), static_cast<float *>(y), n);
+    else if (from == DType::F64)
+      intToFloatKernel<<<gridFor(n), kBlock, 0, s>>>(
+          static_cast<const double *>(x), static_cast<float *>(y), n);
     else
       intToFloatKernel<<<gridFor(n), kBlock, 0, s>>>(
           static_cast<const int32_t *>(x), static_cast<float *>(y), n);

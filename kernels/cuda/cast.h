@@ -18,7 +18,7 @@ namespace mpc {
 namespace cuda {
 
 /// Whether launchCast takes this pair (fp32/fp16/bf16 and bool, both ways;
-/// int64/int32 to fp32).
+/// int64/int32/fp64 to fp32).
 bool castSupported(DType from, DType to);
 
 void launchCast(DType from, DType to, const void *x, void *y, int64_t n,

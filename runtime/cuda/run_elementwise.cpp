@@ -162,7 +162,7 @@ void castTo(NodeStaging &s, DType dst) {
   if (dst != x.dtype && !castSupported(x.dtype, dst))
     fail(s.node(),
          "the cuda backend casts between fp32, fp16, bf16 and bool, and "
-         "int64/int32 to fp32, not ",
+         "int64/int32/fp64 to fp32, not ",
          dtypeName(x.dtype), " to ", dtypeName(dst));
   void *y = s.out(0, dst, x.dims);
   launchCast(x.dtype, dst, s.device(0), y, x.numel(), s.stream());
@@ -175,7 +175,7 @@ std::string castRefusal(DType from, DType to) {
       castSupported(from, to))
     return "";
   return std::string("it casts between fp32, fp16, bf16 and bool, and "
-                     "int64/int32 to fp32, not ") +
+                     "int64/int32/fp64 to fp32, not ") +
          dtypeName(from) + " to " + dtypeName(to);
 }
 

@@ -222,9 +222,13 @@ TEST(CudaCoverage, EveryStepChangingFlagGivesASupportedStep) {
       {"--loss-scale=none", [](CompileOptions &o) { o.lossScale = "none"; }},
       {"--recompute=auto", [](CompileOptions &o) { o.recompute = "auto"; }},
       {"--fp16-ops=Softmax,Add",
-       [](CompileOptions &o) { o.fp16Ops = {"Softmax", "Add"}; }},
+       [](CompileOptions &o) {
+         o.fp16Ops = {"Softmax", "Add"};
+       }},
       {"--fp32-ops=MatMul,Gemm,Conv",
-       [](CompileOptions &o) { o.fp32Ops = {"MatMul", "Gemm", "Conv"}; }},
+       [](CompileOptions &o) {
+         o.fp32Ops = {"MatMul", "Gemm", "Conv"};
+       }},
       {"--max-grad-norm=1 --grad-accum=3",
        [](CompileOptions &o) {
          o.maxGradNorm = 1;
@@ -245,6 +249,21 @@ TEST(CudaCoverage, EveryStepChangingFlagGivesASupportedStep) {
          o.weightDecaySet = true;
          o.noWeightDecay = "bias";
        }},
+      {"--optimizer=adafactor --weight-decay --no-weight-decay",
+       [](CompileOptions &o) {
+         o.optimizer = "adafactor";
+         o.weightDecay = 1e-2;
+         o.weightDecaySet = true;
+         o.noWeightDecay = "bias";
+       }},
+      {"--optimizer=adafactor --grad-accum --max-grad-norm --lr-schedule",
+       [](CompileOptions &o) {
+         o.optimizer = "adafactor";
+         o.gradAccum = 2;
+         o.maxGradNorm = 1;
+         o.lrSchedule = "linear";
+         o.totalSteps = 10;
+       }},
       {"--lr-schedule=polynomial --ema-decay",
        [](CompileOptions &o) {
          o.lrSchedule = "polynomial";
@@ -254,8 +273,8 @@ TEST(CudaCoverage, EveryStepChangingFlagGivesASupportedStep) {
   };
   for (const char *model : {"transformer", "cnn"})
     for (const Variant &v : variants) {
-      auto m = loadModel(backend_ops::sourceDir() + "/models/" + model +
-                         ".onnx");
+      auto m =
+          loadModel(backend_ops::sourceDir() + "/models/" + model + ".onnx");
       CompileOptions o;
       o.optimizer = "adamw";
       v.set(o);

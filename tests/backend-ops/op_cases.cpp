@@ -299,6 +299,23 @@ void addCasts(std::vector<OpCase> &cases) {
                      }
                      return {x};
                    }});
+  // fp64 -> fp32: a scheduled learning rate read in fp32 (Adafactor),
+  // rounded to nearest-even; doubles between floats, and ties.
+  cases.push_back({"Cast_fp64_to_fp32",
+                   "",
+                   "Cast",
+                   {{"to", i(toOnnxDataType(DType::F32))}},
+                   1,
+                   {DType::F64},
+                   [](DType, std::mt19937 &rng) -> Inputs {
+                     std::uniform_real_distribution<double> u(-4, 4);
+                     Tensor x(DType::F64, {1027});
+                     for (int64_t k = 0; k < x.numel(); ++k)
+                       x.data<double>()[k] =
+                           k % 5 == 0 ? 1.0 + std::ldexp(double(k), -30)
+                                      : u(rng);
+                     return {x};
+                   }});
   cases.push_back({"Cast_identity",
                    "",
                    "Cast",

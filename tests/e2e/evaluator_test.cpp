@@ -47,6 +47,28 @@ std::string firstSamples(const std::string &file, int64_t samples,
   return path;
 }
 
+/// The mean loss over the first 4 batches of 64 of `val` of the inference
+/// model t.exportInference writes (its moving average with `ema`), each
+/// batch run by mpc-run --infer's path.
+double exportedLoss(Trainer &t, bool ema, const Dataset &val,
+                    Backend &backend) {
+  std::string exported = ::testing::TempDir() + "evaluator_inference" +
+                         (ema ? "_ema" : "") + ".onnx";
+  t.exportInference(exported, ema);
+  double sum = 0;
+  for (int64_t b = 0; b < 4; ++b) {
+    auto model = loadModel(exported);
+    std::vector<InferenceInput> inputs;
+    for (auto &[name, tensor] : val.batch(b, 64, false, 0))
+      inputs.push_back({name, tensor, ""});
+    auto outputs = runInference(*model, inputs, backend);
+    EXPECT_EQ(outputs.size(), 1u);
+    sum += outputs.at(0).value.getAsDouble(0);
+  }
+  std::remove(exported.c_str());
+  return sum / 4;
+}
+
 } // namespace
 
 TEST(Evaluator, BeforeAnyUpdateTheForwardIsTheStepsLoss) {
@@ -86,20 +108,7 @@ TEST(Evaluator, TheCnnsLossIsTheExportedInferenceModels) {
   EvalResult got = eval.evaluate(t, val, "cnn_data.npz", nullptr);
   EXPECT_EQ(got.samples, 256);
 
-  std::string exported = ::testing::TempDir() + "evaluator_cnn_inference.onnx";
-  t.exportInference(exported);
-  double sum = 0;
-  for (int64_t b = 0; b < 4; ++b) {
-    auto model = loadModel(exported);
-    std::vector<InferenceInput> inputs;
-    for (auto &[name, tensor] : val.batch(b, 64, false, 0))
-      inputs.push_back({name, tensor, ""});
-    auto outputs = runInference(*model, inputs, *backend);
-    ASSERT_EQ(outputs.size(), 1u);
-    sum += outputs[0].value.getAsDouble(0);
-  }
-  EXPECT_EQ(got.loss, sum / 4);
-  std::remove(exported.c_str());
+  EXPECT_EQ(got.loss, exportedLoss(t, false, val, *backend));
 
   // Nothing of the trainer changed (the running statistics included), and
   // a second evaluation agrees.
@@ -159,7 +168,8 @@ TEST(Evaluator, TheAverageIsTheExportedAverage) {
   auto backend = createCpuBackend();
   Trainer t(test::compileForBatch("cnn.onnx", o, 64), *backend);
   int64_t batch = 64;
-  Dataset data = Dataset::fromNpz(kModels + "cnn_data.npz", t.dataInputs(batch));
+  Dataset data =
+      Dataset::fromNpz(kModels + "cnn_data.npz", t.dataInputs(batch));
   for (int64_t s = 0; s < 6; ++s)
     t.step(data.batch(s, 64, false, 0));
   Evaluator plain(t, *backend, 64), averaged(t, *backend, 64, true);
@@ -168,18 +178,7 @@ TEST(Evaluator, TheAverageIsTheExportedAverage) {
   double a = averaged.evaluate(t, val, "cnn_data.npz", nullptr).loss;
   EXPECT_NE(p, a);
 
-  std::string exported = ::testing::TempDir() + "evaluator_cnn_ema.onnx";
-  t.exportInference(exported, true);
-  double sum = 0;
-  for (int64_t b = 0; b < 4; ++b) {
-    auto model = loadModel(exported);
-    std::vector<InferenceInput> inputs;
-    for (auto &[name, tensor] : val.batch(b, 64, false, 0))
-      inputs.push_back({name, tensor, ""});
-    sum += runInference(*model, inputs, *backend)[0].value.getAsDouble(0);
-  }
-  EXPECT_EQ(a, sum / 4);
-  std::remove(exported.c_str());
+  EXPECT_EQ(a, exportedLoss(t, true, val, *backend));
 }
 
 TEST(Evaluator, AnAverageTheModelDoesNotKeepIsRefused) {

@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 using namespace mpc;
@@ -160,6 +161,31 @@ void expectRunsMatchTorch(const std::vector<ScheduledRun> &runs,
   }
 }
 
+/// `steps` steps of batches of 64 and, side by side, --grad-accum=2
+/// windows of the same samples in 32s; `each(step, big, accumulated)`
+/// after each, then `after(big, accumulated)`.
+void trainBigAndAccumulated(
+    CompileOptions o, int64_t steps,
+    const std::function<void(int64_t, const StepRecord &, const StepRecord &)>
+        &each,
+    const std::function<void(const Trainer &, const Trainer &)> &after) {
+  auto backend = createCpuBackend();
+  o.gradAccum = 1;
+  Trainer big(test::compileForBatch("mlp_seed.onnx", o, 64), *backend);
+  o.gradAccum = 2;
+  Trainer acc(test::compileForBatch("mlp_seed.onnx", o, 32), *backend);
+  int64_t batch = 64;
+  Dataset data =
+      Dataset::fromNpz(kModels + "mlp_seed_data.npz", big.dataInputs(batch));
+  for (int64_t s = 0; s < steps; ++s) {
+    StepRecord b = big.step(data.batch(s, 64, false, 0));
+    StepRecord a = acc.optimizerStep(
+        {data.batch(2 * s, 32, false, 0), data.batch(2 * s + 1, 32, false, 0)});
+    each(s, b, a);
+  }
+  after(big, acc);
+}
+
 } // namespace
 
 TEST(LrScheduleParity, EveryScheduleTrainsAsTorchDoes) {
@@ -253,21 +279,16 @@ TEST(LrSchedule, AccumulationAdvancesTheScheduleOncePerWindow) {
   CompileOptions o = fp32("adam", 1e-2, "cosine");
   o.warmupSteps = 2;
   o.totalSteps = 8;
-  auto backend = createCpuBackend();
-  Trainer big(test::compileForBatch("mlp_seed.onnx", o, 64), *backend);
-  o.gradAccum = 2;
-  Trainer acc(test::compileForBatch("mlp_seed.onnx", o, 32), *backend);
-  int64_t batch = 64;
-  Dataset data =
-      Dataset::fromNpz(kModels + "mlp_seed_data.npz", big.dataInputs(batch));
-  for (int64_t s = 0; s < 10; ++s) {
-    StepRecord b = big.step(data.batch(s, 64, false, 0));
-    StepRecord a = acc.optimizerStep(
-        {data.batch(2 * s, 32, false, 0), data.batch(2 * s + 1, 32, false, 0)});
-    EXPECT_EQ(a.lr, b.lr) << "step " << s + 1;
-    EXPECT_LT(std::fabs(a.loss - b.loss), 1e-5 * b.loss) << "step " << s + 1;
-  }
-  EXPECT_EQ(acc.state("optimizer_step").getAsDouble(0), 10.0);
+  trainBigAndAccumulated(
+      o, 10,
+      [](int64_t s, const StepRecord &b, const StepRecord &a) {
+        EXPECT_EQ(a.lr, b.lr) << "step " << s + 1;
+        EXPECT_LT(std::fabs(a.loss - b.loss), 1e-5 * b.loss)
+            << "step " << s + 1;
+      },
+      [](const Trainer &, const Trainer &acc) {
+        EXPECT_EQ(acc.state("optimizer_step").getAsDouble(0), 10.0);
+      });
 }
 
 // --ema-decay (passes/ema.h): torch's AveragedModel with
@@ -279,9 +300,9 @@ TEST(EmaParity, TheAverageIsTorchsAveragedModel) {
     CompileOptions options;
     double decay;
   };
-  for (const Run &run : {Run{"adamw_0.9", fp32("adamw", 1e-2, "constant"), 0.9},
-                         Run{"sgd_0.25", fp32("sgd", 0.05, "constant", 0.9),
-                             0.25}}) {
+  for (const Run &run :
+       {Run{"adamw_0.9", fp32("adamw", 1e-2, "constant"), 0.9},
+        Run{"sgd_0.25", fp32("sgd", 0.05, "constant", 0.9), 0.25}}) {
     SCOPED_TRACE(run.name);
     CompileOptions o = run.options;
     o.emaDecay = run.decay;
@@ -290,8 +311,8 @@ TEST(EmaParity, TheAverageIsTorchsAveragedModel) {
     train(t, 30);
     std::vector<std::pair<std::string, Tensor>> want;
     std::string err;
-    ASSERT_TRUE(readNpz(kModels + "mlp_seed_ref_ema_" + run.name + ".npz",
-                        want, err))
+    ASSERT_TRUE(
+        readNpz(kModels + "mlp_seed_ref_ema_" + run.name + ".npz", want, err))
         << err;
     ASSERT_EQ(want.size(), 4u);
     EXPECT_EQ(t.state("ema_count").getAsDouble(0), 30.0);
@@ -325,19 +346,50 @@ TEST(Ema, SkippedStepsAverageTheUnchangedParameters) {
 TEST(Ema, AccumulationAveragesOncePerWindow) {
   CompileOptions o = fp32("adam", 1e-2, "constant");
   o.emaDecay = 0.75;
+  trainBigAndAccumulated(
+      o, 6, [](int64_t, const StepRecord &, const StepRecord &) {},
+      [](const Trainer &big, const Trainer &acc) {
+        EXPECT_EQ(acc.state("ema_count").getAsDouble(0), 6.0);
+        for (const char *p : {"fc1.weight_ema", "fc2.bias_ema"})
+          EXPECT_LT(test::relativeDifference(acc.state(p), big.state(p)), 1e-5)
+              << p;
+      });
+}
+
+// --optimizer=adafactor (passes/adafactor.h): torch.optim.Adafactor's
+// default, with weight decay under a cosine schedule, and with every knob
+// turned (models/make_adafactor_refs.py).
+TEST(AdafactorParity, TrainsAsTorchsAdafactor) {
+  std::vector<ScheduledRun> r;
+  CompileOptions o = fp32("adafactor", 1e-3, "constant");
+  r.push_back({"default", o}); // lr not set: torch's 1e-2
+  o = fp32("adafactor", 0.05, "cosine");
+  o.lrSet = true;
+  o.weightDecay = 0.01;
+  o.weightDecaySet = true;
+  o.warmupSteps = 3;
+  o.totalSteps = 30;
+  r.push_back({"wd_cosine", o});
+  o = fp32("adafactor", 0.02, "constant");
+  o.lrSet = true;
+  o.beta2Decay = -0.5;
+  o.epsilon = 1e-6;
+  o.epsilonSet = true;
+  o.eps2 = 1e-2;
+  o.clipThreshold = 2;
+  r.push_back({"tuned", o});
+  expectRunsMatchTorch(r, "adafactor_");
+}
+
+// The point of Adafactor: the seed MLP's 2-D weights keep a row and a
+// column factor, not Adam's two full moments.
+TEST(Adafactor, KeepsFactorsNotMoments) {
   auto backend = createCpuBackend();
-  Trainer big(test::compileForBatch("mlp_seed.onnx", o, 64), *backend);
-  o.gradAccum = 2;
-  Trainer acc(test::compileForBatch("mlp_seed.onnx", o, 32), *backend);
-  int64_t batch = 64;
-  Dataset data =
-      Dataset::fromNpz(kModels + "mlp_seed_data.npz", big.dataInputs(batch));
-  for (int64_t s = 0; s < 6; ++s) {
-    big.step(data.batch(s, 64, false, 0));
-    acc.optimizerStep(
-        {data.batch(2 * s, 32, false, 0), data.batch(2 * s + 1, 32, false, 0)});
-  }
-  EXPECT_EQ(acc.state("ema_count").getAsDouble(0), 6.0);
-  for (const char *p : {"fc1.weight_ema", "fc2.bias_ema"})
-    EXPECT_LT(test::relativeDifference(acc.state(p), big.state(p)), 1e-5) << p;
+  Trainer t(compileSeed(fp32("adafactor", 1e-3, "constant")), *backend);
+  EXPECT_EQ(t.state("fc1.weight_row_var").dims, (std::vector<int64_t>{20, 1}));
+  EXPECT_EQ(t.state("fc1.weight_col_var").dims, (std::vector<int64_t>{1, 10}));
+  EXPECT_EQ(t.state("fc1.bias_variance").dims, (std::vector<int64_t>{20}));
+  EXPECT_EQ(*t.model().meta("mpc.optimizer_state"),
+            "fc1.weight_row_var,fc1.weight_col_var,fc1.bias_variance,"
+            "fc2.weight_row_var,fc2.weight_col_var,fc2.bias_variance");
 }

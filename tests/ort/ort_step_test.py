@@ -69,6 +69,9 @@ MODELS = {
                                            "--warmup-steps=3"], 1e-5),
         # --ema-decay: the average's state in standard ops.
         ("fp16-ema", FP16_ADAM + ["--ema-decay=0.9"], 2e-3),
+        # Adafactor: standard ops (row and column factors of 2-D weights).
+        ("fp32-adafactor", ["--precision=fp32", "--optimizer=adafactor",
+                            "--weight-decay=0.01"], 1e-5),
     ]),
     "transformer": ("transformer_data.npz", 10, [
         ("fp32", FP32_ADAM, 1e-5),
@@ -82,6 +85,9 @@ MODELS = {
         # written in standard ops (expand_variadic.cpp).
         ("fp32-sync-bn", FP32_ADAM + ["--data-parallel", "--sync-batchnorm"],
          1e-5),
+        # Adafactor's factors of 4-D convolution weights (batched outer
+        # products).
+        ("fp16-adafactor", ["--precision=fp16", "--optimizer=adafactor"], 2e-3),
     ]),
     # torch's dynamo exporter (models/make_dynamo_models.py): the CNN with its
     # batch norm put back in training mode, and attention at opset 23 through

@@ -709,7 +709,7 @@ TEST(Optimizer, Errors) {
   };
   CompileOptions o;
   o.optimizer = "rmsprop";
-  expectError(o, "--optimizer: unknown 'rmsprop' (expected sgd, adam, adamw)");
+  expectError(o, "--optimizer: unknown 'rmsprop' (expected sgd, adam, adamw, adafactor)");
   o = CompileOptions();
   o.nesterov = true;
   expectError(o, "--nesterov: Nesterov momentum requires --momentum > 0");

@@ -65,8 +65,14 @@ precision:
   --loss-scale=dynamic|static:F|none   (default: dynamic for fp16, else none)
   --init-scale=F --growth-factor=F --backoff-factor=F --growth-interval=N
 optimizer:
-  --optimizer=sgd|adam|adamw  --lr=F  --momentum=F  --dampening=F  --nesterov
+  --optimizer=sgd|adam|adamw|adafactor  --lr=F  --momentum=F  --dampening=F
+  --nesterov
   --weight-decay=F  --beta1=F  --beta2=F  --eps=F  --max-grad-norm=F
+  --beta2-decay=F --eps2=F --clip-threshold=F   adafactor (torch's
+                          beta2_decay -0.8, eps (eps, 1e-3) with --eps
+                          default fp32's epsilon, d 1; lr default 1e-2):
+                          factored second moments, a fraction of Adam's
+                          optimizer memory
   --no-weight-decay=REGEX parameters whose names match get no weight decay
                           (e.g. 'bias|norm': the Trainer's second group)
   --lr-schedule=S         constant (default), linear, cosine,
@@ -251,6 +257,7 @@ Flags parseFlags(int argc, char **argv) {
       o.optimizer = need();
     } else if (key == "--lr") {
       o.lr = parseDouble(key, need());
+      o.lrSet = true;
     } else if (key == "--momentum") {
       o.momentum = parseDouble(key, need());
     } else if (key == "--dampening") {
@@ -268,6 +275,13 @@ Flags parseFlags(int argc, char **argv) {
       o.beta2 = parseDouble(key, need());
     } else if (key == "--eps") {
       o.epsilon = parseDouble(key, need());
+      o.epsilonSet = true;
+    } else if (key == "--beta2-decay") {
+      o.beta2Decay = parseDouble(key, need());
+    } else if (key == "--eps2") {
+      o.eps2 = parseDouble(key, need());
+    } else if (key == "--clip-threshold") {
+      o.clipThreshold = parseDouble(key, need());
     } else if (key == "--grad-accum") {
       o.gradAccum = parseInt(key, need());
       if (o.gradAccum < 1)
