@@ -5,7 +5,9 @@
 #include "passes/ir/mpc_ops.h"
 #include "passes/support/diagnostics.h"
 #include "passes/training_support.h"
+#include "runtime/lr_plateau.h"
 
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -66,7 +68,69 @@ std::string flagOf(const std::string &attr) {
 
 } // namespace
 
+bool isLrPlateau(const CompileOptions &o) {
+  return o.lrSchedule == "reduce_lr_on_plateau";
+}
+
+LrPlateauConfig checkLrPlateauOptions(const CompileOptions &o) {
+  struct Other {
+    bool given;
+    const char *flag;
+  };
+  for (const Other &x :
+       {Other{bool(o.warmupSteps), "--warmup-steps"},
+        Other{bool(o.totalSteps), "--total-steps"},
+        Other{bool(o.minLrRatio), "--min-lr-ratio"},
+        Other{bool(o.lrStepSize), "--lr-step-size"},
+        Other{bool(o.lrGamma), "--lr-gamma"},
+        Other{bool(o.lrCycles), "--lr-cycles"},
+        Other{bool(o.lrEnd), "--lr-end"}, Other{bool(o.lrPower), "--lr-power"},
+        Other{bool(o.lrTimescale), "--lr-timescale"}})
+    if (x.given)
+      throw Error(std::string(x.flag) +
+                  ": does not apply to the reduce_lr_on_plateau schedule");
+  LrPlateauConfig c;
+  c.factor = o.lrFactor.value_or(c.factor);
+  c.patience = o.lrPatience.value_or(c.patience);
+  c.threshold = o.lrThreshold.value_or(c.threshold);
+  c.cooldown = o.lrCooldown.value_or(c.cooldown);
+  c.minLr = o.minLr.value_or(c.minLr);
+  // torch's checks (factor < 1), and the counts and bounds.
+  if (!(c.factor >= 0 && c.factor < 1))
+    throw Error("--lr-factor: must be in [0, 1), got " +
+                formatNumber(c.factor));
+  if (c.patience < 0)
+    throw Error("--lr-patience: must be >= 0, got " +
+                std::to_string(c.patience));
+  if (!(c.threshold >= 0) || !std::isfinite(c.threshold))
+    throw Error("--lr-threshold: must be a finite number >= 0, got " +
+                formatNumber(c.threshold));
+  if (c.cooldown < 0)
+    throw Error("--lr-cooldown: must be >= 0, got " +
+                std::to_string(c.cooldown));
+  if (!(c.minLr >= 0) || !std::isfinite(c.minLr))
+    throw Error("--min-lr: must be a finite number >= 0, got " +
+                formatNumber(c.minLr));
+  return c;
+}
+
 bool checkLrScheduleOptions(const CompileOptions &o) {
+  if (isLrPlateau(o)) {
+    checkLrPlateauOptions(o);
+    return true;
+  }
+  struct Plateau {
+    bool given;
+    const char *flag;
+  };
+  for (const Plateau &x : {Plateau{bool(o.lrFactor), "--lr-factor"},
+                           Plateau{bool(o.lrPatience), "--lr-patience"},
+                           Plateau{bool(o.lrThreshold), "--lr-threshold"},
+                           Plateau{bool(o.lrCooldown), "--lr-cooldown"},
+                           Plateau{bool(o.minLr), "--min-lr"}})
+    if (x.given)
+      throw Error(std::string(x.flag) +
+                  ": only applies to --lr-schedule=reduce_lr_on_plateau");
   bool asked = o.lrSchedule != "constant" || o.warmupSteps || o.totalSteps ||
                o.minLrRatio || o.lrStepSize || o.lrGamma || o.lrCycles ||
                o.lrEnd || o.lrPower || o.lrTimescale;
@@ -94,9 +158,21 @@ Value *addLearningRate(Graph &g, Value *step, const CompileOptions &o,
   return n->output(0);
 }
 
+Value *addPlateauRate(Model &model, const CompileOptions &o, double baseLr) {
+  LrPlateauConfig c = checkLrPlateauOptions(o);
+  Value *lr =
+      addState(model, "learning_rate", Tensor::scalar(DType::F64, baseLr));
+  model.setMeta("mpc.lr_state", lr->name());
+  model.setMeta("mpc.lr_plateau", formatLrPlateau(c));
+  return lr;
+}
+
 std::string lrScheduleSummary(const CompileOptions &o) {
   if (!checkLrScheduleOptions(o))
     return "";
+  if (isLrPlateau(o))
+    return " schedule=reduce_lr_on_plateau " +
+           formatLrPlateau(checkLrPlateauOptions(o));
   std::string s;
   for (const auto &[key, a] : scheduleAttrs(o, o.lr)) {
     if (key == "base_lr")

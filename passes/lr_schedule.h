@@ -25,6 +25,16 @@ bool checkLrScheduleOptions(const CompileOptions &options);
 Value *addLearningRate(Graph &g, Value *step, const CompileOptions &options,
                        double baseLr);
 
+/// --lr-schedule=reduce_lr_on_plateau: the rate is not computed in the step
+/// but is fp64 state `learning_rate` (the updates read it as their lr
+/// input), which mpc-run lowers on plateaus of the validation loss
+/// (runtime/lr_plateau.h). Its rule's flags go in mpc.lr_plateau, the
+/// state's name in mpc.lr_state.
+bool isLrPlateau(const CompileOptions &options);
+/// Adds that state, initialised to `baseLr`; returns it.
+Value *addPlateauRate(Model &model, const CompileOptions &options,
+                      double baseLr);
+
 /// " schedule=cosine warmup_steps=10 total_steps=1000": the flags given, for
 /// mpc.optimizer ("" without a schedule).
 std::string lrScheduleSummary(const CompileOptions &options);

@@ -297,8 +297,10 @@ void runOptimizer(Model &model, PassContext &ctx) {
   Value *step =
       addState(model, "optimizer_step", Tensor::scalar(DType::I64, 0));
   // The updates read the scheduled rate in place of their `lr` attribute.
-  Value *lr =
-      c.scheduled ? addLearningRate(g, step, ctx.options, c.lr) : nullptr;
+  Value *lr = !c.scheduled ? nullptr
+              : isLrPlateau(ctx.options)
+                  ? addPlateauRate(model, ctx.options, c.lr)
+                  : addLearningRate(g, step, ctx.options, c.lr);
   std::vector<Value *> grads = tv.grads;
   if (c.maxGradNorm > 0) {
     std::vector<std::string> hints;

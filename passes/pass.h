@@ -61,6 +61,10 @@ struct CompileOptions {
   std::optional<double> lrEnd;        ///< --lr-end (polynomial)
   std::optional<double> lrPower;      ///< --lr-power (polynomial)
   std::optional<int64_t> lrTimescale; ///< --lr-timescale (inverse_sqrt)
+  /// reduce_lr_on_plateau (runtime/lr_plateau.h): --lr-factor,
+  /// --lr-patience, --lr-threshold, --lr-cooldown, --min-lr.
+  std::optional<double> lrFactor, lrThreshold, minLr;
+  std::optional<int64_t> lrPatience, lrCooldown;
   /// --ema-decay=D: an exponential moving average of the parameters
   /// (passes/ema.h).
   std::optional<double> emaDecay;

@@ -26,6 +26,32 @@ constexpr const char *kSeedKey = "mpc.run.seed";
 constexpr const char *kShuffleKey = "mpc.run.shuffle";
 constexpr const char *kBestEvalKey = "mpc.run.best_eval_loss";
 constexpr const char *kEvalsSinceBestKey = "mpc.run.evals_since_best";
+// ReduceLROnPlateau's counters.
+constexpr const char *kPlateauBestKey = "mpc.run.plateau_best";
+constexpr const char *kPlateauBadKey = "mpc.run.plateau_bad_evals";
+constexpr const char *kPlateauCooldownKey = "mpc.run.plateau_cooldown";
+
+/// A run's number kept in metadata ("%.17g", "inf" allowed); `dflt` when
+/// absent; an Error when it is not a number.
+double runNumber(const Model &m, const char *key, double dflt) {
+  const std::string *v = m.meta(key);
+  if (!v)
+    return dflt;
+  char *end = nullptr;
+  double x = std::strtod(v->c_str(), &end);
+  if (v->empty() || *end != '\0' || std::isnan(x))
+    throw Error(std::string("checkpoint metadata '") + key +
+                "' is not a number: '" + *v + "'");
+  return x;
+}
+
+LrPlateauState plateauStateOf(const Model &m) {
+  LrPlateauState s;
+  s.best = runNumber(m, kPlateauBestKey, s.best);
+  s.badEvals = int64_t(runNumber(m, kPlateauBadKey, 0));
+  s.cooldownLeft = int64_t(runNumber(m, kPlateauCooldownKey, 0));
+  return s;
+}
 
 /// kBestEvalKey of a model or checkpoint: NaN when absent; an Error when it
 /// is not a number.
@@ -118,6 +144,14 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
       if (!name->empty())
         options.fetchAfterRun.push_back(*name);
   exec_ = std::make_unique<Executor>(*step_, backend, options);
+  const std::string *plateau = model_->meta("mpc.lr_plateau");
+  const std::string *rateState = model_->meta("mpc.lr_state");
+  if (plateau && rateState) {
+    plateau_ = parseLrPlateau(*plateau, "mpc.lr_plateau");
+    plateauLrName_ = *rateState;
+    plateauLr_ = exec_->initializer(plateauLrName_).getAsDouble(0);
+    plateauState_ = plateauStateOf(*model_);
+  }
   stepsDone_ = int64_t(runCounter(*model_, kStepsDoneKey, kMaxStepsDone, 0));
   seed = runCounter(*model_, kSeedKey, UINT64_MAX, 0);
   bestEvalLoss = bestEvalLossOf(*model_);
@@ -158,12 +192,7 @@ Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
   rec.step = stepsDone_ + 1;
   if (!lossScaleName_.empty())
     rec.lossScale = exec_->initializer(lossScaleName_).getAsDouble(0);
-  rec.lr =
-      schedule_
-          ? scheduledLr(
-                *schedule_,
-                int64_t(exec_->initializer(scheduleStepName_).getAsDouble(0)))
-          : constantLr_;
+  rec.lr = lr();
   for (const auto &kv : batch)
     exec_->setInput(kv.first, kv.second);
   // One seed per run of the step (per micro-batch): dropout masks differ
@@ -315,6 +344,28 @@ double Trainer::lossScale() const {
              : exec_->initializer(lossScaleName_).getAsDouble(0);
 }
 
+double Trainer::lr() const {
+  if (plateau_)
+    return plateauLr_;
+  if (schedule_)
+    return scheduledLr(
+        *schedule_,
+        int64_t(exec_->initializer(scheduleStepName_).getAsDouble(0)));
+  return constantLr_;
+}
+
+double Trainer::reduceLrOnPlateau(double validationLoss) {
+  if (!plateau_)
+    return plateauLr_;
+  double lr =
+      stepLrPlateau(*plateau_, plateauState_, validationLoss, plateauLr_);
+  if (lr != plateauLr_) {
+    plateauLr_ = lr;
+    exec_->setInitializer(plateauLrName_, Tensor::scalar(DType::F64, lr));
+  }
+  return lr;
+}
+
 void Trainer::writeStateBack() {
   // The algorithm's state initializers share their tensors with the main
   // graph, so writing them updates the inference graph too.
@@ -329,6 +380,14 @@ void Trainer::writeStateBack() {
     std::snprintf(best, sizeof best, "%.17g", bestEvalLoss);
     model_->setMeta(kBestEvalKey, best);
     model_->setMeta(kEvalsSinceBestKey, std::to_string(evalsSinceBest));
+  }
+  if (plateau_) {
+    char best[32];
+    std::snprintf(best, sizeof best, "%.17g", plateauState_.best);
+    model_->setMeta(kPlateauBestKey, best);
+    model_->setMeta(kPlateauBadKey, std::to_string(plateauState_.badEvals));
+    model_->setMeta(kPlateauCooldownKey,
+                    std::to_string(plateauState_.cooldownLeft));
   }
 }
 
@@ -357,11 +416,13 @@ void Trainer::resumeFrom(const std::string &path) {
   uint64_t steps, newSeed;
   double best;
   uint64_t sinceBest;
+  LrPlateauState plateauState;
   try {
     steps = runCounter(*ckpt, kStepsDoneKey, kMaxStepsDone, 0);
     newSeed = runCounter(*ckpt, kSeedKey, UINT64_MAX, seed);
     best = bestEvalLossOf(*ckpt);
     sinceBest = runCounter(*ckpt, kEvalsSinceBestKey, kMaxStepsDone, 0);
+    plateauState = plateauStateOf(*ckpt);
   } catch (const Error &e) {
     throw Error(path + ": " + e.what());
   }
@@ -396,6 +457,10 @@ void Trainer::resumeFrom(const std::string &path) {
   seed = newSeed;
   bestEvalLoss = best;
   evalsSinceBest = int64_t(sinceBest);
+  if (plateau_) {
+    plateauState_ = plateauState;
+    plateauLr_ = exec_->initializer(plateauLrName_).getAsDouble(0);
+  }
   if (const std::string *s = ckpt->meta(kShuffleKey))
     shuffle = *s == "1";
 }

@@ -12,6 +12,7 @@
 #include "runtime/backend.h"
 #include "runtime/data/dataset.h"
 #include "runtime/executor.h"
+#include "runtime/lr_plateau.h"
 #include "runtime/overflow_provenance.h"
 
 #include <chrono>
@@ -114,8 +115,17 @@ public:
   const Executor &executor() const { return *exec_; }
   /// The loss scale the next step will use (1 without loss scaling).
   double lossScale() const;
-  /// Whether the step computes its learning rate (--lr-schedule).
-  bool hasLrSchedule() const { return schedule_.has_value(); }
+  /// Whether the rate changes during the run (--lr-schedule).
+  bool hasLrSchedule() const { return schedule_ || plateau_; }
+  /// Whether the rate follows the validation loss
+  /// (--lr-schedule=reduce_lr_on_plateau): mpc-run calls
+  /// reduceLrOnPlateau with every validation loss.
+  bool hasLrPlateau() const { return plateau_.has_value(); }
+  /// ReduceLROnPlateau's step with `validationLoss`; returns the rate the
+  /// next updates use.
+  double reduceLrOnPlateau(double validationLoss);
+  /// The rate of the next update (StepRecord::lr's).
+  double lr() const;
   const Model &model() const { return *model_; }
 
 private:
@@ -133,6 +143,11 @@ private:
   std::optional<LrSchedule> schedule_;
   std::string scheduleStepName_;
   double constantLr_ = 0;
+  /// reduce_lr_on_plateau: the rule, its counters, the rate's state.
+  std::optional<LrPlateauConfig> plateau_;
+  LrPlateauState plateauState_;
+  std::string plateauLrName_;
+  double plateauLr_ = 0;
   int64_t stepsDone_ = 0;
   /// --grad-accum: K, the micro-batches run in the current window, and the
   /// micro-step counter state (mpc.grad_accum_counter).

@@ -7,6 +7,7 @@
 #include "passes/ir/lr_schedule_attrs.h"
 #include "passes/lr_schedule.h"
 #include "passes/support/diagnostics.h"
+#include "runtime/lr_plateau.h"
 
 #include <gtest/gtest.h>
 
@@ -260,4 +261,62 @@ TEST(LrSchedule, FlagsAreCheckedWithTheFlagsNames) {
   o.minLrRatio = 0.1;
   EXPECT_EQ(errorOf(o),
             "--min-lr-ratio: does not apply to the constant schedule");
+}
+
+// ReduceLROnPlateau (runtime/lr_plateau.h) stepped with the metric
+// sequences of models/lr_plateau_ref.csv gives torch's rates, reductions,
+// cooldowns and the min_lr floor included.
+TEST(LrPlateau, StepsAsTorchsReduceLROnPlateau) {
+  std::ifstream in(std::string(MPC_SOURCE_DIR) + "/models/lr_plateau_ref.csv");
+  ASSERT_TRUE(in);
+  std::map<std::string, LrPlateauConfig> configs;
+  configs["defaults"] = LrPlateauConfig{};
+  LrPlateauConfig tuned;
+  tuned.factor = 0.5;
+  tuned.patience = 2;
+  tuned.threshold = 1e-2;
+  tuned.cooldown = 1;
+  tuned.minLr = 0.01;
+  configs["tuned"] = tuned;
+  std::map<std::string, std::pair<LrPlateauState, double>> runs;
+  std::string line;
+  std::getline(in, line);
+  int rows = 0, reductions = 0;
+  while (std::getline(in, line)) {
+    std::istringstream row(line);
+    std::string name, k, metric, lr;
+    std::getline(row, name, ',');
+    std::getline(row, k, ',');
+    std::getline(row, metric, ',');
+    std::getline(row, lr, ',');
+    auto &[state, rate] =
+        runs.try_emplace(name, LrPlateauState{}, 0.5).first->second;
+    double before = rate;
+    rate = stepLrPlateau(configs.at(name), state, std::stod(metric), rate);
+    EXPECT_EQ(rate, std::stod(lr)) << line;
+    reductions += rate != before;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 160);
+  EXPECT_GE(reductions, 8); // the sequences exercise the rule
+}
+
+TEST(LrPlateau, ConfigRoundTripsThroughItsMetadata) {
+  LrPlateauConfig c;
+  c.factor = 0.3;
+  c.patience = 4;
+  c.threshold = 0.001;
+  c.cooldown = 2;
+  c.minLr = 1e-6;
+  LrPlateauConfig back = parseLrPlateau(formatLrPlateau(c), "x");
+  EXPECT_EQ(back.factor, c.factor);
+  EXPECT_EQ(back.patience, c.patience);
+  EXPECT_EQ(back.threshold, c.threshold);
+  EXPECT_EQ(back.cooldown, c.cooldown);
+  EXPECT_EQ(back.minLr, c.minLr);
+  EXPECT_THROW(parseLrPlateau("factor=0.1", "mpc.lr_plateau"), Error);
+  EXPECT_THROW(parseLrPlateau("factor=a,patience=1,threshold=0,cooldown=0,"
+                              "min_lr=0",
+                              "mpc.lr_plateau"),
+               Error);
 }

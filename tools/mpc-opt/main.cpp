@@ -88,6 +88,11 @@ optimizer:
   --lr-end=F --lr-power=P polynomial: decay to F (default 1e-7) as the P-th
                           power (default 1)
   --lr-timescale=N        inverse_sqrt: default W, else 10000
+  --lr-schedule=reduce_lr_on_plateau   torch's ReduceLROnPlateau, stepped
+                          by mpc-run with each --eval-data loss:
+                          --lr-factor (0.1) --lr-patience (10)
+                          --lr-threshold (1e-4, relative) --lr-cooldown (0)
+                          --min-lr (0)
   --lr-step-size=N --lr-gamma=G   step: lr*G every N updates;
                           exponential: lr*G every update (G default 0.1)
   --ema-decay=D           keep an exponential moving average of the
@@ -318,6 +323,16 @@ Flags parseFlags(int argc, char **argv) {
       o.lrPower = parseDouble(key, need());
     } else if (key == "--lr-timescale") {
       o.lrTimescale = parseInt(key, need());
+    } else if (key == "--lr-factor") {
+      o.lrFactor = parseDouble(key, need());
+    } else if (key == "--lr-patience") {
+      o.lrPatience = parseInt(key, need());
+    } else if (key == "--lr-threshold") {
+      o.lrThreshold = parseDouble(key, need());
+    } else if (key == "--lr-cooldown") {
+      o.lrCooldown = parseInt(key, need());
+    } else if (key == "--min-lr") {
+      o.minLr = parseDouble(key, need());
     } else if (key == "--ema-decay") {
       o.emaDecay = parseDouble(key, need());
     } else if (key == "--trainable") {

@@ -501,6 +501,10 @@ int run(Flags f) {
                 std::to_string(ranks) +
                 " ranks would train apart; compile it with mpc-opt "
                 "--data-parallel");
+  if (trainer.hasLrPlateau() && f.evalData.empty())
+    throw Error("its learning rate follows the validation loss "
+                "(--lr-schedule=reduce_lr_on_plateau): give "
+                "--eval-data=FILE.npz and --eval-every=N");
   if (f.exportEma && emaPairs(trainer.model()).empty())
     throw Error("--export-ema: the model keeps no moving average of its "
                 "parameters (compile it with mpc-opt --ema-decay=D)");
@@ -594,6 +598,14 @@ int run(Flags f) {
                    "eval%s after step %lld  loss %.6f  (%lld samples)\n",
                    f.evalEma ? " (ema)" : "", (long long)lastEvalStep,
                    lastEval.loss, (long long)lastEval.samples);
+    // ReduceLROnPlateau's step (every rank alike).
+    if (trainer.hasLrPlateau()) {
+      double before = trainer.lr();
+      double after = trainer.reduceLrOnPlateau(lastEval.loss);
+      if (after != before && !f.quiet)
+        std::fprintf(stderr, "lr %.6g -> %.6g (no lower validation loss)\n",
+                     before, after);
+    }
     // Every rank keeps the best (they evaluate alike); rank 0 writes it. A
     // NaN loss is never the best.
     if (std::isnan(lastEval.loss) || lastEval.loss >= trainer.bestEvalLoss) {
