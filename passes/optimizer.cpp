@@ -1,5 +1,6 @@
-// optimizer: appends the parameter update (SGD, Adam or AdamW with PyTorch's
-// semantics, optional global-norm clipping) to the training step.
+// optimizer: appends the parameter update (SGD, Adam, AdamW or Adafactor
+// with PyTorch's semantics, optional global-norm clipping) to the training
+// step.
 //
 // Runs last among the training passes: after autodiff (mpc.params,
 // mpc.grads), loss-scale (mpc.found_inf, when there is loss scaling) and
@@ -14,7 +15,11 @@
 // found_inf (omitted without loss scaling), so an overflowing step leaves
 // every parameter, moment and the step counter as they were.
 // --lr-schedule (passes/lr_schedule.h) adds one mpc.LearningRate of the
-// step counter, read by every update as its `lr` input.
+// step counter (or, for reduce_lr_on_plateau, an fp64 state rate), read by
+// every update as its `lr` input. --no-weight-decay gives the parameters it
+// names weight_decay 0. --optimizer=adafactor writes its update in standard
+// ops instead of one op per parameter (passes/adafactor.h), and
+// --ema-decay appends the parameters' moving average (passes/ema.h).
 //
 // The algorithm's outputs become [loss, state bound earlier (loss scale, ...),
 // new parameter and moment values, new step]: the gradients are no longer

@@ -68,11 +68,11 @@ optimizer:
   --optimizer=sgd|adam|adamw|adafactor  --lr=F  --momentum=F  --dampening=F
   --nesterov
   --weight-decay=F  --beta1=F  --beta2=F  --eps=F  --max-grad-norm=F
-  --beta2-decay=F --eps2=F --clip-threshold=F   adafactor (torch's
-                          beta2_decay -0.8, eps (eps, 1e-3) with --eps
-                          default fp32's epsilon, d 1; lr default 1e-2):
-                          factored second moments, a fraction of Adam's
-                          optimizer memory
+  --beta2-decay=F --eps2=F --clip-threshold=F   adafactor: torch's
+                          beta2_decay (-0.8), eps[1] (1e-3) and d (1); its
+                          eps[0] is --eps (default fp32's epsilon) and its
+                          --lr defaults to 1e-2. Row and column factors of
+                          the second moment: a fraction of Adam's memory
   --no-weight-decay=REGEX parameters whose names match get no weight decay
                           (e.g. 'bias|norm': the Trainer's second group)
   --lr-schedule=S         constant (default), linear, cosine,
