@@ -1,4 +1,5 @@
-// switchToInferenceMode: training-mode BatchNormalization -> inference mode.
+// switchToInferenceMode: training-mode BatchNormalization and Dropout ->
+// inference mode.
 #include "passes/inference_mode.h"
 
 #include "passes/ir/builder.h"
@@ -8,6 +9,15 @@ namespace mpc {
 int64_t switchToInferenceMode(Graph &g) {
   int64_t changed = 0;
   for (Node *n : g.nodeList()) {
+    // Dropout without its training_mode input is the identity (and its
+    // mask all true), as model.eval() makes it. The exporter's training
+    // mode writes the input as a constant true.
+    if (n->opType() == "Dropout" && n->domain().empty() && n->numInputs() > 2 &&
+        n->input(2)) {
+      n->truncateInputs(2);
+      ++changed;
+      continue;
+    }
     if (n->opType() != "BatchNormalization" || !n->domain().empty() ||
         n->attrInt("training_mode", 0) == 0)
       continue;

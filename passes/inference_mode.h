@@ -2,10 +2,12 @@
 //
 // The main graph of a compiled model is the forward the step was built from,
 // so BatchNormalization still has training_mode=1 (batch statistics, running
-// statistics as extra outputs). For inference (--infer, --export-inference)
-// it must normalise with the running statistics, as PyTorch's model.eval()
-// does. Dropout needs no change: without a training_mode input it is the
-// identity.
+// statistics as extra outputs). For inference (--infer, --export-inference,
+// --eval-data) it must normalise with the running statistics, as PyTorch's
+// model.eval() does. Dropout, which the exporter's training mode gives a
+// training_mode input of true, loses that input: without it Dropout is the
+// identity. (Before session 20 the inference model of a model with dropout
+// still dropped.)
 #pragma once
 
 #include "passes/ir/graph.h"
@@ -13,7 +15,8 @@
 namespace mpc {
 
 /// Rewrites every training-mode BatchNormalization whose running-statistic
-/// outputs nobody reads into its inference form. Returns how many changed.
+/// outputs nobody reads into its inference form, and drops every Dropout's
+/// training_mode input. Returns how many changed.
 int64_t switchToInferenceMode(Graph &g);
 
 } // namespace mpc
