@@ -41,6 +41,9 @@ public:
   /// The inputs a validation set must hold (the forward's graph inputs).
   std::vector<DataInputSpec> dataInputs() const;
 
+  /// The forward it runs (the main graph in inference form).
+  const Graph &forward() const { return *forward_; }
+
   /// Throws Error (naming `source`, the file) unless `data` holds at least
   /// one batch: mpc-run asks before the first step.
   void requireOneBatch(const Dataset &data, const std::string &source) const;

@@ -13,6 +13,8 @@
 #include "passes/support/diagnostics.h"
 #include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cuda/cuda_backend.h"
+#include "runtime/evaluator.h"
+#include "runtime/trainer.h"
 
 #include <gtest/gtest.h>
 
@@ -282,6 +284,33 @@ TEST(CudaCoverage, EveryStepChangingFlagGivesASupportedStep) {
       runPipeline(*m, defaultPipeline(), o, PipelineConfig{}, stats);
       expectAllSupported(*m, std::string(model) + " " + v.what);
     }
+}
+
+// mpc-run --eval-data's forward (runtime/evaluator.h: the main graph in
+// inference form, fp32, batch norms on running statistics, Dropout the
+// identity) runs on the cuda backend too.
+TEST(CudaCoverage, EveryNodeOfTheValidationForwardIsSupported) {
+  for (const char *name : {"transformer", "cnn", "encoder_layer", "gpt2_tiny",
+                           "llama_tiny", "swin_tiny", "norm_cnn"}) {
+    auto model =
+        loadModel(backend_ops::sourceDir() + "/models/" + name + ".onnx");
+    CompileOptions o;
+    o.optimizer = "adamw";
+    Statistics stats;
+    runPipeline(*model, defaultPipeline(), o, PipelineConfig{}, stats);
+    auto cpu = createCpuBackend();
+    Trainer t(std::move(model), *cpu);
+    int64_t batch = 0;
+    t.dataInputs(batch);
+    Evaluator e(t, *cpu, batch);
+    size_t nodes = 0;
+    for (const auto &n : e.forward().nodes()) {
+      std::string why;
+      EXPECT_TRUE(cudaBackendSupports(*n, why)) << name << ": " << why;
+      ++nodes;
+    }
+    EXPECT_GT(nodes, 3u) << name;
+  }
 }
 
 // backend-ops' own coverage check, which skips without a GPU, run here
