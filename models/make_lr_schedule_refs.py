@@ -24,6 +24,9 @@ Runs (the mpc-opt flags that ask for the same thing are in RUNS):
   sgd_inverse_sqrt    SGD(0.1, momentum 0.9), get_inverse_sqrt_schedule(5)
   adam_restarts       Adam(1e-2), get_cosine_with_hard_restarts_schedule_
                       with_warmup(2, 30, num_cycles=3)
+  adamw_wsd           AdamW(1e-2), get_wsd_schedule(4, 10, num_training_steps=26,
+                      warmup_type="cosine", decay_type="1-sqrt", min_lr_ratio=0.1):
+                      past update 26, the floor
 
 And the schedulers alone, 120 updates each, with a base rate a float holds
 exactly (so mpc's fp32 attribute is the same number):
@@ -87,6 +90,13 @@ RUNS = {
                           o, 2, 30, num_cycles=3),
                       "--optimizer=adam --lr=0.01 --lr-schedule=cosine_with_restarts "
                       "--warmup-steps=2 --total-steps=30 --lr-cycles=3"),
+    "adamw_wsd": (torch.optim.AdamW, dict(lr=1e-2),
+                  lambda o: transformers.get_wsd_schedule(
+                      o, 4, 10, num_training_steps=26, warmup_type="cosine",
+                      decay_type="1-sqrt", min_lr_ratio=0.1),
+                  "--optimizer=adamw --lr=0.01 --lr-schedule=warmup_stable_decay "
+                  "--warmup-steps=4 --lr-decay-steps=10 --total-steps=26 "
+                  "--lr-warmup-type=cosine --lr-decay-type=1-sqrt --min-lr-ratio=0.1"),
 }
 
 # Schedulers alone: (case, factory of the scheduler on an optimizer of lr 0.5).
@@ -106,6 +116,13 @@ ALONE = [
     ("polynomial_w0_t50", lambda o: transformers.get_polynomial_decay_schedule_with_warmup(o, 0, 50)),
     ("inverse_sqrt_w10", lambda o: transformers.get_inverse_sqrt_schedule(o, 10)),
     ("inverse_sqrt_w0_t200", lambda o: transformers.get_inverse_sqrt_schedule(o, 0, timescale=200)),
+    ("wsd_w10_s30_d40", lambda o: transformers.get_wsd_schedule(o, 10, 40, num_stable_steps=30)),
+    ("wsd_cos_sqrt_min0.25", lambda o: transformers.get_wsd_schedule(
+        o, 12, 50, num_training_steps=100, warmup_type="cosine", decay_type="1-sqrt",
+        min_lr_ratio=0.25)),
+    ("wsd_sqrt_linear", lambda o: transformers.get_wsd_schedule(
+        o, 8, 20, num_stable_steps=5, warmup_type="1-sqrt", decay_type="linear",
+        min_lr_ratio=0.5)),
 ]
 
 

@@ -45,6 +45,14 @@ Attrs scheduleAttrs(const CompileOptions &o, double baseLr) {
     a.emplace_back("power", real(*o.lrPower));
   if (o.lrTimescale)
     a.emplace_back("timescale", Attribute::ofInt(*o.lrTimescale));
+  if (o.lrStableSteps)
+    a.emplace_back("stable_steps", Attribute::ofInt(*o.lrStableSteps));
+  if (o.lrDecaySteps)
+    a.emplace_back("decay_steps", Attribute::ofInt(*o.lrDecaySteps));
+  if (o.lrWarmupType)
+    a.emplace_back("warmup_type", Attribute::ofString(*o.lrWarmupType));
+  if (o.lrDecayType)
+    a.emplace_back("decay_type", Attribute::ofString(*o.lrDecayType));
   return a;
 }
 
@@ -57,8 +65,14 @@ std::string flagOf(const std::string &attr) {
   if (attr == "step_size")
     return "--lr-step-size";
   if (attr == "gamma" || attr == "cycles" || attr == "power" ||
-      attr == "timescale")
-    return "--lr-" + attr;
+      attr == "timescale" || attr == "stable_steps" || attr == "decay_steps" ||
+      attr == "warmup_type" || attr == "decay_type") {
+    std::string flag = "--lr-" + attr;
+    for (char &c : flag)
+      if (c == '_')
+        c = '-';
+    return flag;
+  }
   std::string flag = "--" + attr;
   for (char &c : flag)
     if (c == '_')
@@ -85,7 +99,11 @@ LrPlateauConfig checkLrPlateauOptions(const CompileOptions &o) {
         Other{bool(o.lrGamma), "--lr-gamma"},
         Other{bool(o.lrCycles), "--lr-cycles"},
         Other{bool(o.lrEnd), "--lr-end"}, Other{bool(o.lrPower), "--lr-power"},
-        Other{bool(o.lrTimescale), "--lr-timescale"}})
+        Other{bool(o.lrTimescale), "--lr-timescale"},
+        Other{bool(o.lrStableSteps), "--lr-stable-steps"},
+        Other{bool(o.lrDecaySteps), "--lr-decay-steps"},
+        Other{bool(o.lrWarmupType), "--lr-warmup-type"},
+        Other{bool(o.lrDecayType), "--lr-decay-type"}})
     if (x.given)
       throw Error(std::string(x.flag) +
                   ": does not apply to the reduce_lr_on_plateau schedule");
@@ -133,7 +151,8 @@ bool checkLrScheduleOptions(const CompileOptions &o) {
                   ": only applies to --lr-schedule=reduce_lr_on_plateau");
   bool asked = o.lrSchedule != "constant" || o.warmupSteps || o.totalSteps ||
                o.minLrRatio || o.lrStepSize || o.lrGamma || o.lrCycles ||
-               o.lrEnd || o.lrPower || o.lrTimescale;
+               o.lrEnd || o.lrPower || o.lrTimescale || o.lrStableSteps ||
+               o.lrDecaySteps || o.lrWarmupType || o.lrDecayType;
   if (!asked)
     return false;
   Attrs attrs = scheduleAttrs(o, o.lr);

@@ -61,6 +61,10 @@ struct CompileOptions {
   std::optional<double> lrEnd;        ///< --lr-end (polynomial)
   std::optional<double> lrPower;      ///< --lr-power (polynomial)
   std::optional<int64_t> lrTimescale; ///< --lr-timescale (inverse_sqrt)
+  /// warmup_stable_decay: --lr-stable-steps, --lr-decay-steps,
+  /// --lr-warmup-type, --lr-decay-type.
+  std::optional<int64_t> lrStableSteps, lrDecaySteps;
+  std::optional<std::string> lrWarmupType, lrDecayType;
   /// reduce_lr_on_plateau (runtime/lr_plateau.h): --lr-factor,
   /// --lr-patience, --lr-threshold, --lr-cooldown, --min-lr.
   std::optional<double> lrFactor, lrThreshold, minLr;

@@ -22,6 +22,13 @@
 //                (get_polynomial_decay_schedule_with_warmup)
 //   inverse_sqrt 1 / sqrt((s + timescale - W) / timescale)
 //                (get_inverse_sqrt_schedule)
+//   warmup_stable_decay  (get_wsd_schedule; its own warmup, from R)
+//                s < W: max(0, warm(s / max(1, W)) (1 - R) + R);
+//                then 1 for `stable_steps`; then for `decay_steps`, q the
+//                decay's progress, max(0, decay(q) (1 - R) + R); then R.
+//                warm: p, 0.5 (1 - cos(pi p)) or 1 - sqrt(1 - p); decay:
+//                1 - q, 0.5 (1 + cos(pi q)) or 1 - sqrt(q)
+//                (linear, cosine, 1-sqrt)
 //   step         gamma ^ floor((s - W) / step_size)   (torch's StepLR)
 //   exponential  gamma ^ (s - W)                      (torch's ExponentialLR)
 // lr = base_lr * factor. StepLR and ExponentialLR multiply the previous lr
@@ -48,8 +55,12 @@ enum class LrScheduleKind : int32_t {
   Step,
   CosineRestarts,
   Polynomial,
-  InverseSqrt
+  InverseSqrt,
+  WarmupStableDecay
 };
+
+/// warmup_stable_decay's warmup_type and decay_type.
+enum class LrShape : int32_t { Linear, Cosine, OneMinusSqrt };
 
 /// An mpc.LearningRate node's attributes (exponential is step with
 /// step_size 1).
@@ -65,10 +76,40 @@ struct LrSchedule {
   double lrEnd = 1e-7;    ///< polynomial: the rate reached at total_steps
   double power = 1;       ///< polynomial
   int64_t timescale = 1;  ///< inverse_sqrt
+  int64_t stableSteps = 0, decaySteps = 0; ///< warmup_stable_decay
+  LrShape warmupShape = LrShape::Linear, decayShape = LrShape::Cosine;
 };
+
+/// warmup_stable_decay's factor (transformers' _get_wsd_scheduler_lambda;
+/// num_cycles 0.5).
+MPC_HD double wsdFactor(const LrSchedule &s, int64_t step) {
+  const double pi = 3.141592653589793, r = s.minLrRatio;
+  const int64_t w = s.warmupSteps;
+  double f;
+  if (step < w) {
+    double p = double(step) / double(w > 1 ? w : 1);
+    f = s.warmupShape == LrShape::Cosine         ? 0.5 * (1.0 - ::cos(pi * p))
+        : s.warmupShape == LrShape::OneMinusSqrt ? 1.0 - ::sqrt(1.0 - p)
+                                                 : p;
+  } else if (step < w + s.stableSteps) {
+    return 1.0;
+  } else if (step < w + s.stableSteps + s.decaySteps) {
+    double q = double(step - w - s.stableSteps) /
+               double(s.decaySteps > 1 ? s.decaySteps : 1);
+    f = s.decayShape == LrShape::Cosine         ? 0.5 * (1.0 + ::cos(pi * q))
+        : s.decayShape == LrShape::OneMinusSqrt ? 1.0 - ::sqrt(q)
+                                                : 1.0 - q;
+  } else {
+    return r;
+  }
+  f = f * (1.0 - r) + r;
+  return f > 0.0 ? f : 0.0;
+}
 
 /// The multiplier of base_lr for the update after `step` applied updates.
 MPC_HD double lrFactor(const LrSchedule &s, int64_t step) {
+  if (s.kind == LrScheduleKind::WarmupStableDecay)
+    return wsdFactor(s, step);
   const int64_t w = s.warmupSteps;
   if (step < w)
     return double(step) / double(w > 1 ? w : 1);

@@ -53,7 +53,7 @@ struct Attrs {
 
 const char *lrScheduleNames() {
   return "constant, linear, cosine, cosine_with_restarts, polynomial, "
-         "inverse_sqrt, step, exponential";
+         "inverse_sqrt, warmup_stable_decay, step, exponential";
 }
 
 std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &lookup,
@@ -79,6 +79,10 @@ std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &lookup,
        LrScheduleKind::Polynomial,
        {"total_steps", "lr_end", "power"}},
       {"inverse_sqrt", LrScheduleKind::InverseSqrt, {"timescale"}},
+      {"warmup_stable_decay",
+       LrScheduleKind::WarmupStableDecay,
+       {"total_steps", "stable_steps", "decay_steps", "warmup_type",
+        "decay_type", "min_lr_ratio"}},
       {"step", LrScheduleKind::Step, {"step_size", "gamma"}},
       {"exponential", LrScheduleKind::Step, {"gamma"}},
   };
@@ -97,8 +101,10 @@ std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &lookup,
     return false;
   };
   if (strict)
-    for (const char *attr : {"total_steps", "min_lr_ratio", "cycles", "lr_end",
-                             "power", "timescale", "step_size", "gamma"})
+    for (const char *attr :
+         {"total_steps", "min_lr_ratio", "cycles", "lr_end", "power",
+          "timescale", "step_size", "gamma", "stable_steps", "decay_steps",
+          "warmup_type", "decay_type"})
       if (node.has(attr) && !takes(attr))
         return problem(attr, "does not apply to the " + name + " schedule");
 
@@ -110,7 +116,8 @@ std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &lookup,
   if (s.warmupSteps < 0)
     return problem("warmup_steps",
                    "must be >= 0, got " + std::to_string(s.warmupSteps));
-  if (takes("total_steps")) {
+  const bool wsd = s.kind == LrScheduleKind::WarmupStableDecay;
+  if (takes("total_steps") && !wsd) {
     if (!node.has("total_steps"))
       return problem("total_steps",
                      "the " + name +
@@ -128,6 +135,57 @@ std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &lookup,
     if (!(s.minLrRatio >= 0 && s.minLrRatio <= 1))
       return problem("min_lr_ratio",
                      "must be in [0, 1], got " + number(s.minLrRatio));
+  }
+  if (wsd) {
+    // transformers' get_wsd_schedule: decay steps, and the stable steps
+    // given or what the total leaves.
+    if (!node.has("decay_steps"))
+      return problem("decay_steps", "the warmup_stable_decay schedule needs "
+                                    "the number of updates its decay takes");
+    s.decaySteps = node.integer("decay_steps", 0);
+    if (s.decaySteps < 0)
+      return problem("decay_steps",
+                     "must be >= 0, got " + std::to_string(s.decaySteps));
+    // Both given: the flags are refused; a node takes stable_steps, as
+    // transformers does (a written node carries both).
+    if (!node.has("stable_steps") && !node.has("total_steps"))
+      return problem("total_steps", "the warmup_stable_decay schedule needs "
+                                    "the total or the stable number of "
+                                    "updates");
+    if (strict && node.has("stable_steps") && node.has("total_steps"))
+      return problem("stable_steps", "the warmup_stable_decay schedule takes "
+                                     "the total or the stable number of "
+                                     "updates, not both");
+    if (node.has("stable_steps")) {
+      s.stableSteps = node.integer("stable_steps", 0);
+    } else {
+      s.totalSteps = node.integer("total_steps", 0);
+      s.stableSteps = s.totalSteps - s.warmupSteps - s.decaySteps;
+    }
+    if (s.stableSteps < 0)
+      return problem(node.has("stable_steps") ? "stable_steps" : "total_steps",
+                     "leaves " + std::to_string(s.stableSteps) +
+                         " stable updates (warmup_steps " +
+                         std::to_string(s.warmupSteps) + ", decay_steps " +
+                         std::to_string(s.decaySteps) + ")");
+    auto shape = [&](const char *attr, const char *dflt,
+                     LrShape &out) -> std::optional<LrScheduleProblem> {
+      std::string v = node.text(attr, dflt);
+      if (v == "linear")
+        out = LrShape::Linear;
+      else if (v == "cosine")
+        out = LrShape::Cosine;
+      else if (v == "1-sqrt")
+        out = LrShape::OneMinusSqrt;
+      else
+        return problem(attr,
+                       "must be linear, cosine or 1-sqrt, got '" + v + "'");
+      return std::nullopt;
+    };
+    if (auto p = shape("warmup_type", "linear", s.warmupShape))
+      return p;
+    if (auto p = shape("decay_type", "cosine", s.decayShape))
+      return p;
   }
   if (takes("cycles")) {
     s.cycles = node.integer("cycles", 1);

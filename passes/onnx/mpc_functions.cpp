@@ -401,7 +401,7 @@ Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled> (found_inf, step, para
 // exponential is stepped with step_size 1). The branches not chosen may
 // compute a NaN (a root or power of a negative number), which Where drops.
 const char *kLearningRate = R"(
-LearningRate <base_lr, warmup_steps, total_steps, min_lr_ratio, step_size, gamma, cycles, lr_end, power, timescale, linear, cosine, restarts, polynomial, inverse_sqrt, stepped> (step) => (lr) {
+LearningRate <base_lr, warmup_steps, total_steps, min_lr_ratio, step_size, gamma, cycles, lr_end, power, timescale, stable_steps, decay_steps, linear, cosine, restarts, polynomial, inverse_sqrt, stepped, wsd, warm_cos, warm_sqrt, decay_cos, decay_sqrt> (step) => (lr) {
   s = Cast <to = 11> (step)
   base = Constant <value: tensor = @base_lr> ()
   one = Constant <value = double {1.0}> ()
@@ -487,7 +487,56 @@ LearningRate <base_lr, warmup_steps, total_steps, min_lr_ratio, step_size, gamma
   d_cosine = Where (is_cosine, cosine_factor, d_restarts)
   decay = Where (is_linear, linear_factor, d_cosine)
   factor = Where (in_warmup, warm, decay)
-  lr = Mul (base, factor)
+  warm_angle = Mul (pi, warm)
+  warm_cos_v = Cos (warm_angle)
+  warm_1_cos = Sub (one, warm_cos_v)
+  warm_cos_f = Mul (half, warm_1_cos)
+  warm_rest = Sub (one, warm)
+  warm_rest_sqrt = Sqrt (warm_rest)
+  warm_sqrt_f = Sub (one, warm_rest_sqrt)
+  warm_cos_i = Constant <value_int: int = @warm_cos> ()
+  is_warm_cos = Cast <to = 9> (warm_cos_i)
+  warm_sqrt_i = Constant <value_int: int = @warm_sqrt> ()
+  is_warm_sqrt = Cast <to = 9> (warm_sqrt_i)
+  warm_shape_s = Where (is_warm_sqrt, warm_sqrt_f, warm)
+  warm_shape = Where (is_warm_cos, warm_cos_f, warm_shape_s)
+  warm_kept = Mul (warm_shape, keep)
+  warm_min = Add (warm_kept, r)
+  wsd_warm = Max (warm_min, zero)
+  stable_i = Constant <value_int: int = @stable_steps> ()
+  stable = Cast <to = 11> (stable_i)
+  decay_steps_i = Constant <value_int: int = @decay_steps> ()
+  decay_steps = Cast <to = 11> (decay_steps_i)
+  stable_end = Add (w, stable)
+  decay_end = Add (stable_end, decay_steps)
+  decay_done = Sub (s, stable_end)
+  decay_div = Max (decay_steps, one)
+  q = Div (decay_done, decay_div)
+  q_lin = Sub (one, q)
+  q_angle = Mul (pi, q)
+  q_cos_v = Cos (q_angle)
+  q_1_cos = Add (one, q_cos_v)
+  q_cos = Mul (half, q_1_cos)
+  q_sqrt_v = Sqrt (q)
+  q_sqrt = Sub (one, q_sqrt_v)
+  decay_cos_i = Constant <value_int: int = @decay_cos> ()
+  is_decay_cos = Cast <to = 9> (decay_cos_i)
+  decay_sqrt_i = Constant <value_int: int = @decay_sqrt> ()
+  is_decay_sqrt = Cast <to = 9> (decay_sqrt_i)
+  q_shape_s = Where (is_decay_sqrt, q_sqrt, q_lin)
+  q_shape = Where (is_decay_cos, q_cos, q_shape_s)
+  q_kept = Mul (q_shape, keep)
+  q_min = Add (q_kept, r)
+  wsd_decay = Max (q_min, zero)
+  in_stable = Less (s, stable_end)
+  in_decay = Less (s, decay_end)
+  wsd_late = Where (in_decay, wsd_decay, r)
+  wsd_after = Where (in_stable, one, wsd_late)
+  wsd_factor = Where (in_warmup, wsd_warm, wsd_after)
+  wsd_i = Constant <value_int: int = @wsd> ()
+  is_wsd = Cast <to = 9> (wsd_i)
+  chosen = Where (is_wsd, wsd_factor, factor)
+  lr = Mul (base, chosen)
 }
 )";
 
@@ -627,6 +676,16 @@ void completeLearningRate(NodeView &v) {
       Attribute::ofInt(s.kind == LrScheduleKind::Polynomial);
   v.attrs["inverse_sqrt"] =
       Attribute::ofInt(s.kind == LrScheduleKind::InverseSqrt);
+  v.attrs["stable_steps"] = Attribute::ofInt(s.stableSteps);
+  v.attrs["decay_steps"] = Attribute::ofInt(s.decaySteps);
+  v.attrs["wsd"] =
+      Attribute::ofInt(s.kind == LrScheduleKind::WarmupStableDecay);
+  v.attrs["warm_cos"] = Attribute::ofInt(s.warmupShape == LrShape::Cosine);
+  v.attrs["warm_sqrt"] =
+      Attribute::ofInt(s.warmupShape == LrShape::OneMinusSqrt);
+  v.attrs["decay_cos"] = Attribute::ofInt(s.decayShape == LrShape::Cosine);
+  v.attrs["decay_sqrt"] =
+      Attribute::ofInt(s.decayShape == LrShape::OneMinusSqrt);
   v.attrs["linear"] = Attribute::ofInt(s.kind == LrScheduleKind::Linear);
   v.attrs["cosine"] = Attribute::ofInt(s.kind == LrScheduleKind::Cosine);
   v.attrs["stepped"] = Attribute::ofInt(s.kind == LrScheduleKind::Step);

@@ -186,7 +186,7 @@ TEST(CudaCoverage, EveryNodeOfTheOptimizerRecipesIsSupported) {
   for (const char *optimizer : {"sgd", "adamw"})
     for (const char *schedule :
          {"constant", "linear", "cosine", "cosine_with_restarts", "polynomial",
-          "inverse_sqrt", "step", "exponential"}) {
+          "inverse_sqrt", "warmup_stable_decay", "step", "exponential"}) {
       auto model =
           loadModel(backend_ops::sourceDir() + "/models/mlp_seed.onnx");
       CompileOptions o;
@@ -197,8 +197,10 @@ TEST(CudaCoverage, EveryNodeOfTheOptimizerRecipesIsSupported) {
       o.gradAccum = 2;
       const std::string s = schedule;
       if (s == "linear" || s == "cosine" || s == "cosine_with_restarts" ||
-          s == "polynomial")
+          s == "polynomial" || s == "warmup_stable_decay")
         o.totalSteps = 100;
+      if (s == "warmup_stable_decay")
+        o.lrDecaySteps = 20;
       if (std::string(schedule) == "step")
         o.lrStepSize = 10;
       Statistics stats;

@@ -772,7 +772,15 @@ void addTraining(std::vector<OpCase> &cases) {
         ScheduleCase{"inverse_sqrt",
                      {{"schedule", Attribute::ofString("inverse_sqrt")},
                       {"warmup_steps", i(4000)}},
-                     98765}}) {
+                     98765},
+        ScheduleCase{"wsd",
+                     {{"schedule", Attribute::ofString("warmup_stable_decay")},
+                      {"warmup_steps", i(100)},
+                      {"total_steps", i(10000)},
+                      {"decay_steps", i(2000)},
+                      {"decay_type", Attribute::ofString("1-sqrt")},
+                      {"min_lr_ratio", real(0.1)}},
+                     8765}}) {
     int64_t step = sc.step;
     cases.push_back(
         {std::string("LearningRate_") + sc.name, kMpcDomain, "LearningRate",

@@ -84,6 +84,14 @@ std::vector<ScheduledRun> runs() {
   o.totalSteps = 30;
   o.lrCycles = 3;
   r.push_back({"adam_restarts", o});
+  o = fp32("adamw", 1e-2, "warmup_stable_decay");
+  o.warmupSteps = 4;
+  o.lrDecaySteps = 10;
+  o.totalSteps = 26;
+  o.lrWarmupType = "cosine";
+  o.lrDecayType = "1-sqrt";
+  o.minLrRatio = 0.1;
+  r.push_back({"adamw_wsd", o});
   return r;
 }
 

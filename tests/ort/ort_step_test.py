@@ -67,6 +67,10 @@ MODELS = {
                                        "--lr-cycles=2"], 1e-5),
         ("fp32-inverse-sqrt", FP32_ADAM + ["--lr-schedule=inverse_sqrt",
                                            "--warmup-steps=3"], 1e-5),
+        ("fp32-wsd", FP32_ADAM + ["--lr-schedule=warmup_stable_decay",
+                                  "--warmup-steps=2", "--lr-stable-steps=2",
+                                  "--lr-decay-steps=4", "--lr-warmup-type=cosine",
+                                  "--min-lr-ratio=0.2"], 1e-5),
         # --ema-decay: the average's state in standard ops.
         ("fp16-ema", FP16_ADAM + ["--ema-decay=0.9"], 2e-3),
         # Adafactor: standard ops (row and column factors of 2-D weights).

@@ -68,6 +68,16 @@ LrSchedule polynomial(int64_t warmup, int64_t total, double end, double power) {
   return s;
 }
 
+LrSchedule wsd(int64_t warmup, int64_t stable, int64_t decay, LrShape up,
+               LrShape down, double minRatio) {
+  LrSchedule s = schedule(K::WarmupStableDecay, warmup, 0, minRatio);
+  s.stableSteps = stable;
+  s.decaySteps = decay;
+  s.warmupShape = up;
+  s.decayShape = down;
+  return s;
+}
+
 LrSchedule inverseSqrt(int64_t warmup, int64_t timescale) {
   LrSchedule s = schedule(K::InverseSqrt, warmup, 0);
   s.timescale = timescale;
@@ -93,6 +103,12 @@ TEST(LrSchedule, TransformersSchedulesGiveTorchsBits) {
       {"polynomial_w0_t50", polynomial(0, 50, 1e-7, 1.0)},
       {"inverse_sqrt_w10", inverseSqrt(10, 10)},
       {"inverse_sqrt_w0_t200", inverseSqrt(0, 200)},
+      {"wsd_w10_s30_d40", wsd(10, 30, 40, LrShape::Linear, LrShape::Cosine, 0)},
+      // num_training_steps 100 leaves 100 - 12 - 50 stable updates.
+      {"wsd_cos_sqrt_min0.25",
+       wsd(12, 38, 50, LrShape::Cosine, LrShape::OneMinusSqrt, 0.25)},
+      {"wsd_sqrt_linear",
+       wsd(8, 5, 20, LrShape::OneMinusSqrt, LrShape::Linear, 0.5)},
   };
   for (const auto &[name, s] : cases) {
     const std::vector<double> &want = torch.at(name);
@@ -157,7 +173,28 @@ TEST(LrSchedule, AttributesAreCheckedWithTheirNames) {
   EXPECT_EQ(problemOf({{"schedule", str("onecycle")}}),
             "schedule: unknown schedule 'onecycle' (expected constant, "
             "linear, cosine, cosine_with_restarts, polynomial, inverse_sqrt, "
-            "step, exponential)");
+            "warmup_stable_decay, step, exponential)");
+  EXPECT_EQ(problemOf({{"schedule", str("warmup_stable_decay")},
+                       {"total_steps", integer(10)}}),
+            "decay_steps: the warmup_stable_decay schedule needs the number "
+            "of updates its decay takes");
+  EXPECT_EQ(problemOf({{"schedule", str("warmup_stable_decay")},
+                       {"decay_steps", integer(5)},
+                       {"warmup_steps", integer(8)},
+                       {"total_steps", integer(10)}}),
+            "total_steps: leaves -3 stable updates (warmup_steps 8, "
+            "decay_steps 5)");
+  EXPECT_EQ(problemOf({{"schedule", str("warmup_stable_decay")},
+                       {"decay_steps", integer(5)},
+                       {"stable_steps", integer(5)},
+                       {"decay_type", str("exp")}}),
+            "decay_type: must be linear, cosine or 1-sqrt, got 'exp'");
+  EXPECT_EQ(problemOf({{"schedule", str("warmup_stable_decay")},
+                       {"decay_steps", integer(5)},
+                       {"stable_steps", integer(5)},
+                       {"total_steps", integer(20)}}),
+            "stable_steps: the warmup_stable_decay schedule takes the total "
+            "or the stable number of updates, not both");
   EXPECT_EQ(problemOf({{"schedule", str("polynomial")},
                        {"base_lr", real(0.01f)},
                        {"total_steps", integer(10)},
@@ -242,7 +279,14 @@ TEST(LrSchedule, FlagsAreCheckedWithTheFlagsNames) {
   EXPECT_EQ(errorOf(o),
             "--lr-schedule: unknown schedule 'warmup' (expected constant, "
             "linear, cosine, cosine_with_restarts, polynomial, inverse_sqrt, "
-            "step, exponential)");
+            "warmup_stable_decay, step, exponential)");
+  o = CompileOptions{};
+  o.lrSchedule = "warmup_stable_decay";
+  o.lrDecaySteps = 10;
+  o.totalSteps = 100;
+  o.lrWarmupType = "sigmoid";
+  EXPECT_EQ(errorOf(o), "--lr-warmup-type: must be linear, cosine or "
+                        "1-sqrt, got 'sigmoid'");
   o = CompileOptions{};
   o.lrSchedule = "polynomial";
   o.totalSteps = 10;

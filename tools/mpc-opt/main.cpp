@@ -76,8 +76,9 @@ optimizer:
   --no-weight-decay=REGEX parameters whose names match get no weight decay
                           (e.g. 'bias|norm': the Trainer's second group)
   --lr-schedule=S         constant (default), linear, cosine,
-                          cosine_with_restarts, polynomial, inverse_sqrt
-                          (transformers' lr_scheduler_type), step or
+                          cosine_with_restarts, polynomial, inverse_sqrt,
+                          warmup_stable_decay (transformers'
+                          lr_scheduler_type), step or
                           exponential (torch's StepLR, ExponentialLR): the
                           learning rate of each update
   --warmup-steps=W        the first W updates ramp the rate up from 0
@@ -88,6 +89,11 @@ optimizer:
   --lr-end=F --lr-power=P polynomial: decay to F (default 1e-7) as the P-th
                           power (default 1)
   --lr-timescale=N        inverse_sqrt: default W, else 10000
+  --lr-schedule=warmup_stable_decay   transformers' get_wsd_schedule:
+                          --lr-decay-steps=D, --total-steps=T or
+                          --lr-stable-steps=S, --lr-warmup-type and
+                          --lr-decay-type (linear, cosine, 1-sqrt; default
+                          linear, cosine), --min-lr-ratio (0)
   --lr-schedule=reduce_lr_on_plateau   torch's ReduceLROnPlateau, stepped
                           by mpc-run with each --eval-data loss:
                           --lr-factor (0.1) --lr-patience (10)
@@ -323,6 +329,14 @@ Flags parseFlags(int argc, char **argv) {
       o.lrPower = parseDouble(key, need());
     } else if (key == "--lr-timescale") {
       o.lrTimescale = parseInt(key, need());
+    } else if (key == "--lr-stable-steps") {
+      o.lrStableSteps = parseInt(key, need());
+    } else if (key == "--lr-decay-steps") {
+      o.lrDecaySteps = parseInt(key, need());
+    } else if (key == "--lr-warmup-type") {
+      o.lrWarmupType = need();
+    } else if (key == "--lr-decay-type") {
+      o.lrDecayType = need();
     } else if (key == "--lr-factor") {
       o.lrFactor = parseDouble(key, need());
     } else if (key == "--lr-patience") {
