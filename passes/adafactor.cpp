@@ -54,10 +54,10 @@ public:
   Value *lerp(Value *self, Value *end, const AdafactorStep &s,
               const std::string &name, const std::vector<int64_t> &dims) {
     Value *diff = op("Sub", {end, self}, name + "_diff", DType::F32, dims);
-    Value *near = op("Add",
-                     {self, op("Mul", {s.betaT, diff}, name + "_w_diff",
-                               DType::F32, dims)},
-                     name + "_lerp_small", DType::F32, dims);
+    Value *near = op(
+        "Add",
+        {self, op("Mul", {s.betaT, diff}, name + "_w_diff", DType::F32, dims)},
+        name + "_lerp_small", DType::F32, dims);
     Value *oneMinus =
         scalarOp("Sub", {constant(1, name + "_one"), s.betaT}, name + "_1_w");
     Value *far = op("Sub",
@@ -73,12 +73,14 @@ public:
     std::vector<int64_t> all(size_t(rank), 1), axes;
     for (int64_t a = 0; a < rank; ++a)
       axes.push_back(a);
-    Value *sq = op("Mul", {x, x}, name + "_sq", DType::F32, *concreteDims(x->dims));
+    Value *sq =
+        op("Mul", {x, x}, name + "_sq", DType::F32, *concreteDims(x->dims));
     Value *total = sum(sq, axes, name + "_sum_sq", all);
     Value *norm = op("Sqrt", {total}, name + "_norm", DType::F32, all);
     return op("Div", {norm, constant(std::sqrt(double(numel)), name + "_n")},
               name, DType::F32, all);
   }
+
 private:
   Model &model_;
   Graph &g_;
@@ -95,16 +97,17 @@ AdafactorStep adafactorStep(Model &model, Graph &g, Value *step, Value *lr,
   s.skip = skip;
   const Builder::Attrs toF32 = {
       {"to", Attribute::ofInt(toOnnxDataType(DType::F32))}};
-  Value *t = o.scalarOp(
-      "Add", {o.op("Cast", {step}, "step_f32", DType::F32, {}, toF32),
-              o.constant(1, "one")},
-      "t");
-  s.betaT = o.scalarOp("Pow", {t, o.constant(c.beta2Decay, "beta2_decay")},
-                       "beta_t");
-  s.smallBeta =
-      o.op("Less",
-           {o.scalarOp("Abs", {s.betaT}, "beta_t_abs"), o.constant(0.5, "half")},
-           "beta_t_small", DType::Bool, {});
+  Value *t =
+      o.scalarOp("Add",
+                 {o.op("Cast", {step}, "step_f32", DType::F32, {}, toF32),
+                  o.constant(1, "one")},
+                 "t");
+  s.betaT =
+      o.scalarOp("Pow", {t, o.constant(c.beta2Decay, "beta2_decay")}, "beta_t");
+  s.smallBeta = o.op(
+      "Less",
+      {o.scalarOp("Abs", {s.betaT}, "beta_t_abs"), o.constant(0.5, "half")},
+      "beta_t_small", DType::Bool, {});
   Value *rate = lr ? o.op("Cast", {lr}, "lr_f32", DType::F32, {}, toF32)
                    : o.constant(c.lr, "lr");
   Value *invSqrtT = o.scalarOp(
@@ -180,10 +183,9 @@ Value *addAdafactorUpdate(Model &model, Graph &g, Value *p, Value *grad,
     std::vector<int64_t> rowMeanDims = rowDims;
     rowMeanDims[size_t(rank - 2)] = 1;
     Value *rowSum = o.sum(rowNew, {rank - 2}, "row_var_sum", rowMeanDims);
-    Value *rowAvg =
-        o.op("Div",
-             {rowSum, o.constant(double(dims[size_t(rank - 2)]), "rows")},
-             "row_var_mean", DType::F32, rowMeanDims);
+    Value *rowAvg = o.op(
+        "Div", {rowSum, o.constant(double(dims[size_t(rank - 2)]), "rows")},
+        "row_var_mean", DType::F32, rowMeanDims);
     Value *rowFloor = o.op("Max", {rowAvg, o.constant(eps1, "eps1")},
                            "row_var_floor", DType::F32, rowMeanDims);
     variance = o.op("Div", {outer, rowFloor}, "var_estimate", DType::F32, dims);
@@ -195,9 +197,8 @@ Value *addAdafactorUpdate(Model &model, Graph &g, Value *p, Value *grad,
     variance = vNew;
   }
   // update = var_estimate.clamp_(min=eps1 * eps1).rsqrt_() * grad
-  Value *floored =
-      o.op("Max", {variance, o.constant(eps1 * eps1, "eps1_sq")}, "var_floor",
-           DType::F32, dims);
+  Value *floored = o.op("Max", {variance, o.constant(eps1 * eps1, "eps1_sq")},
+                        "var_floor", DType::F32, dims);
   Value *inv = o.op("Div",
                     {o.constant(1, "one"),
                      o.op("Sqrt", {floored}, "var_sqrt", DType::F32, dims)},
@@ -210,14 +211,11 @@ Value *addAdafactorUpdate(Model &model, Graph &g, Value *p, Value *grad,
        o.op("Div", {o.rms(update, rank, numel, "u_rms"), o.constant(c.d, "d")},
             "u_rms_d", DType::F32, ones)},
       "denom", DType::F32, ones);
-  Value *negStep = o.op("Neg", {o.op("Div", {alpha, denom}, "step_size",
-                                     DType::F32,
-                                     ones)},
-                        "neg_step_size", DType::F32,
-                        ones);
+  Value *negStep =
+      o.op("Neg", {o.op("Div", {alpha, denom}, "step_size", DType::F32, ones)},
+           "neg_step_size", DType::F32, ones);
   Value *updated = o.op(
-      "Add",
-      {param, o.op("Mul", {negStep, update}, "delta", DType::F32, dims)},
+      "Add", {param, o.op("Mul", {negStep, update}, "delta", DType::F32, dims)},
       "updated", DType::F32, dims);
 
   // A skipped step keeps every value: Where copies them bit for bit.

@@ -13,7 +13,6 @@
 #include "kernels/common/half.h"
 #include "kernels/common/host_device.h"
 
-
 namespace mpc {
 
 MPC_HD float roundToOddFloat(double d) {

@@ -23,9 +23,9 @@
 // so does every rank of a gated node whose gate is false (--grad-accum
 // inside its window: the ranks agree, their counters are the same).
 #include "kernels/common/all_reduce_rule.h"
+#include "kernels/common/round_to_odd.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/half_convert.h"
-#include "kernels/common/round_to_odd.h"
 #include "passes/ir/mpc_ops.h"
 
 #include <cmath>

@@ -214,7 +214,8 @@ void expectSameHalves(const std::vector<float> &in) {
 // a double rounds to the half-way point in fp32, which then ties to even:
 // the wrong neighbour. Exactly at the half-way point it still ties to even.
 TEST(Half, SetFromDoubleRoundsOnce) {
-  const double halfUlp16 = std::ldexp(1.0, -11), halfUlpBf = std::ldexp(1.0, -8);
+  const double halfUlp16 = std::ldexp(1.0, -11),
+               halfUlpBf = std::ldexp(1.0, -8);
   const double tiny = std::ldexp(1.0, -40); // far below an fp32 ulp at 1
   struct Case {
     DType type;

@@ -709,7 +709,9 @@ TEST(Optimizer, Errors) {
   };
   CompileOptions o;
   o.optimizer = "rmsprop";
-  expectError(o, "--optimizer: unknown 'rmsprop' (expected sgd, adam, adamw, adafactor)");
+  expectError(
+      o,
+      "--optimizer: unknown 'rmsprop' (expected sgd, adam, adamw, adafactor)");
   o = CompileOptions();
   o.nesterov = true;
   expectError(o, "--nesterov: Nesterov momentum requires --momentum > 0");
