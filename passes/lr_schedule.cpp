@@ -56,28 +56,27 @@ Attrs scheduleAttrs(const CompileOptions &o, double baseLr) {
   return a;
 }
 
-/// The flag that sets an attribute.
+/// The flag that sets an attribute: --lr for base_lr, --lr-schedule,
+/// --warmup-steps, --total-steps, --min-lr-ratio and --lr-end as they are,
+/// the others with an "lr-" prefix (--lr-step-size, --lr-gamma, ...).
 std::string flagOf(const std::string &attr) {
-  if (attr == "schedule")
-    return "--lr-schedule";
   if (attr == "base_lr")
     return "--lr";
-  if (attr == "step_size")
-    return "--lr-step-size";
-  if (attr == "gamma" || attr == "cycles" || attr == "power" ||
-      attr == "timescale" || attr == "stable_steps" || attr == "decay_steps" ||
-      attr == "warmup_type" || attr == "decay_type") {
-    std::string flag = "--lr-" + attr;
-    for (char &c : flag)
-      if (c == '_')
-        c = '-';
-    return flag;
-  }
-  std::string flag = "--" + attr;
+  const bool plain = attr == "warmup_steps" || attr == "total_steps" ||
+                     attr == "min_lr_ratio" || attr == "lr_end";
+  std::string flag = (plain ? "--" : "--lr-") + attr;
   for (char &c : flag)
     if (c == '_')
       c = '-';
   return flag;
+}
+
+/// The attributes of the schedule flags given (all but schedule and
+/// base_lr, which are always there).
+Attrs givenScheduleFlags(const CompileOptions &o) {
+  Attrs a = scheduleAttrs(o, o.lr);
+  a.erase(a.begin(), a.begin() + 2);
+  return a;
 }
 
 } // namespace
@@ -87,26 +86,10 @@ bool isLrPlateau(const CompileOptions &o) {
 }
 
 LrPlateauConfig checkLrPlateauOptions(const CompileOptions &o) {
-  struct Other {
-    bool given;
-    const char *flag;
-  };
-  for (const Other &x :
-       {Other{bool(o.warmupSteps), "--warmup-steps"},
-        Other{bool(o.totalSteps), "--total-steps"},
-        Other{bool(o.minLrRatio), "--min-lr-ratio"},
-        Other{bool(o.lrStepSize), "--lr-step-size"},
-        Other{bool(o.lrGamma), "--lr-gamma"},
-        Other{bool(o.lrCycles), "--lr-cycles"},
-        Other{bool(o.lrEnd), "--lr-end"}, Other{bool(o.lrPower), "--lr-power"},
-        Other{bool(o.lrTimescale), "--lr-timescale"},
-        Other{bool(o.lrStableSteps), "--lr-stable-steps"},
-        Other{bool(o.lrDecaySteps), "--lr-decay-steps"},
-        Other{bool(o.lrWarmupType), "--lr-warmup-type"},
-        Other{bool(o.lrDecayType), "--lr-decay-type"}})
-    if (x.given)
-      throw Error(std::string(x.flag) +
-                  ": does not apply to the reduce_lr_on_plateau schedule");
+  Attrs given = givenScheduleFlags(o);
+  if (!given.empty())
+    throw Error(flagOf(given.front().first) +
+                ": does not apply to the reduce_lr_on_plateau schedule");
   LrPlateauConfig c;
   c.factor = o.lrFactor.value_or(c.factor);
   c.patience = o.lrPatience.value_or(c.patience);
@@ -149,11 +132,7 @@ bool checkLrScheduleOptions(const CompileOptions &o) {
     if (x.given)
       throw Error(std::string(x.flag) +
                   ": only applies to --lr-schedule=reduce_lr_on_plateau");
-  bool asked = o.lrSchedule != "constant" || o.warmupSteps || o.totalSteps ||
-               o.minLrRatio || o.lrStepSize || o.lrGamma || o.lrCycles ||
-               o.lrEnd || o.lrPower || o.lrTimescale || o.lrStableSteps ||
-               o.lrDecaySteps || o.lrWarmupType || o.lrDecayType;
-  if (!asked)
+  if (o.lrSchedule == "constant" && givenScheduleFlags(o).empty())
     return false;
   Attrs attrs = scheduleAttrs(o, o.lr);
   auto lookup = [&](std::string_view name) -> const Attribute * {

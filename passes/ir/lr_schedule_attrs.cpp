@@ -22,6 +22,15 @@ LrScheduleProblem problem(const char *attr, std::string message) {
   return {attr, std::move(message)};
 }
 
+/// The problem of an integer attribute below `min`, if it is.
+std::optional<LrScheduleProblem> atLeast(const char *attr, int64_t v,
+                                         int64_t min) {
+  if (v >= min)
+    return std::nullopt;
+  return problem(attr, "must be >= " + std::to_string(min) + ", got " +
+                           std::to_string(v));
+}
+
 /// Node::attrInt/attrFloat/attrString's readings of a looked-up attribute.
 struct Attrs {
   const AttributeLookup &lookup;
@@ -113,9 +122,8 @@ std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &lookup,
     return problem("base_lr",
                    "must be a finite number >= 0, got " + number(s.baseLr));
   s.warmupSteps = node.integer("warmup_steps", 0);
-  if (s.warmupSteps < 0)
-    return problem("warmup_steps",
-                   "must be >= 0, got " + std::to_string(s.warmupSteps));
+  if (auto p = atLeast("warmup_steps", s.warmupSteps, 0))
+    return p;
   const bool wsd = s.kind == LrScheduleKind::WarmupStableDecay;
   if (takes("total_steps") && !wsd) {
     if (!node.has("total_steps"))
@@ -143,9 +151,8 @@ std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &lookup,
       return problem("decay_steps", "the warmup_stable_decay schedule needs "
                                     "the number of updates its decay takes");
     s.decaySteps = node.integer("decay_steps", 0);
-    if (s.decaySteps < 0)
-      return problem("decay_steps",
-                     "must be >= 0, got " + std::to_string(s.decaySteps));
+    if (auto p = atLeast("decay_steps", s.decaySteps, 0))
+      return p;
     // Both given: the flags are refused; a node takes stable_steps, as
     // transformers does (a written node carries both).
     if (!node.has("stable_steps") && !node.has("total_steps"))
@@ -189,8 +196,8 @@ std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &lookup,
   }
   if (takes("cycles")) {
     s.cycles = node.integer("cycles", 1);
-    if (s.cycles < 1)
-      return problem("cycles", "must be >= 1, got " + std::to_string(s.cycles));
+    if (auto p = atLeast("cycles", s.cycles, 1))
+      return p;
   }
   if (takes("lr_end")) {
     s.lrEnd = node.real("lr_end", 1e-7);
@@ -207,9 +214,8 @@ std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &lookup,
     // transformers' default: the warmup's length, else 10000.
     s.timescale =
         node.integer("timescale", s.warmupSteps ? s.warmupSteps : 10000);
-    if (s.timescale < 1)
-      return problem("timescale",
-                     "must be >= 1, got " + std::to_string(s.timescale));
+    if (auto p = atLeast("timescale", s.timescale, 1))
+      return p;
   }
   if (takes("gamma")) {
     s.stepSize = 1; // exponential: a decay every update
@@ -218,9 +224,8 @@ std::optional<LrScheduleProblem> readLrSchedule(const AttributeLookup &lookup,
         return problem("step_size", "the step schedule needs the number of "
                                     "updates between decays");
       s.stepSize = node.integer("step_size", 1);
-      if (s.stepSize < 1)
-        return problem("step_size",
-                       "must be >= 1, got " + std::to_string(s.stepSize));
+      if (auto p = atLeast("step_size", s.stepSize, 1))
+        return p;
     }
     s.gamma = node.real("gamma", 0.1);
     if (!(s.gamma > 0) || !std::isfinite(s.gamma))
