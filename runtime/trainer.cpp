@@ -45,28 +45,6 @@ double runNumber(const Model &m, const char *key, double dflt) {
   return x;
 }
 
-LrPlateauState plateauStateOf(const Model &m) {
-  LrPlateauState s;
-  s.best = runNumber(m, kPlateauBestKey, s.best);
-  s.badEvals = int64_t(runNumber(m, kPlateauBadKey, 0));
-  s.cooldownLeft = int64_t(runNumber(m, kPlateauCooldownKey, 0));
-  return s;
-}
-
-/// kBestEvalKey of a model or checkpoint: NaN when absent; an Error when it
-/// is not a number.
-double bestEvalLossOf(const Model &m) {
-  const std::string *v = m.meta(kBestEvalKey);
-  if (!v)
-    return std::numeric_limits<double>::quiet_NaN();
-  char *end = nullptr;
-  double x = std::strtod(v->c_str(), &end);
-  if (v->empty() || *end != '\0' || !std::isfinite(x))
-    throw Error(std::string("checkpoint metadata '") + kBestEvalKey +
-                "' is not a finite number: '" + *v + "'");
-  return x;
-}
-
 std::string metaOr(const Model &m, const std::string &key,
                    const std::string &dflt) {
   const std::string *v = m.meta(key);
@@ -100,6 +78,17 @@ uint64_t runCounter(const Model &m, const char *key, uint64_t max,
 /// Steps a run may count: far more than any run takes, small enough that
 /// step x batch (the data position) cannot overflow.
 constexpr uint64_t kMaxStepsDone = uint64_t(1) << 40;
+
+/// ReduceLROnPlateau's counters of a model or checkpoint (torch's initial
+/// ones when absent).
+LrPlateauState plateauStateOf(const Model &m) {
+  LrPlateauState s;
+  s.best = runNumber(m, kPlateauBestKey, s.best);
+  s.badEvals = int64_t(runCounter(m, kPlateauBadKey, kMaxStepsDone, 0));
+  s.cooldownLeft =
+      int64_t(runCounter(m, kPlateauCooldownKey, kMaxStepsDone, 0));
+  return s;
+}
 
 } // namespace
 
@@ -154,7 +143,7 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
   }
   stepsDone_ = int64_t(runCounter(*model_, kStepsDoneKey, kMaxStepsDone, 0));
   seed = runCounter(*model_, kSeedKey, UINT64_MAX, 0);
-  bestEvalLoss = bestEvalLossOf(*model_);
+  bestEvalLoss = runNumber(*model_, kBestEvalKey, bestEvalLoss);
   evalsSinceBest =
       int64_t(runCounter(*model_, kEvalsSinceBestKey, kMaxStepsDone, 0));
   if (const std::string *s = model_->meta(kShuffleKey))
@@ -420,7 +409,8 @@ void Trainer::resumeFrom(const std::string &path) {
   try {
     steps = runCounter(*ckpt, kStepsDoneKey, kMaxStepsDone, 0);
     newSeed = runCounter(*ckpt, kSeedKey, UINT64_MAX, seed);
-    best = bestEvalLossOf(*ckpt);
+    best = runNumber(*ckpt, kBestEvalKey,
+                     std::numeric_limits<double>::quiet_NaN());
     sinceBest = runCounter(*ckpt, kEvalsSinceBestKey, kMaxStepsDone, 0);
     plateauState = plateauStateOf(*ckpt);
   } catch (const Error &e) {
