@@ -58,10 +58,8 @@ public:
         "Add",
         {self, op("Mul", {s.betaT, diff}, name + "_w_diff", DType::F32, dims)},
         name + "_lerp_small", DType::F32, dims);
-    Value *oneMinus =
-        scalarOp("Sub", {constant(1, name + "_one"), s.betaT}, name + "_1_w");
     Value *far = op("Sub",
-                    {end, op("Mul", {diff, oneMinus}, name + "_diff_1_w",
+                    {end, op("Mul", {diff, s.oneMinusBeta}, name + "_diff_1_w",
                              DType::F32, dims)},
                     name + "_lerp_large", DType::F32, dims);
     return op("Where", {s.smallBeta, near, far}, name + "_lerp", DType::F32,
@@ -97,27 +95,32 @@ AdafactorStep adafactorStep(Model &model, Graph &g, Value *step, Value *lr,
   s.skip = skip;
   const Builder::Attrs toF32 = {
       {"to", Attribute::ofInt(toOnnxDataType(DType::F32))}};
-  Value *t =
-      o.scalarOp("Add",
-                 {o.op("Cast", {step}, "step_f32", DType::F32, {}, toF32),
-                  o.constant(1, "one")},
-                 "t");
+  const double eps1 =
+      c.eps1 >= 0 ? c.eps1 : double(std::numeric_limits<float>::epsilon());
+  s.one = o.constant(1, "one");
+  s.eps1 = o.constant(eps1, "eps1");
+  s.eps1Sq = o.constant(eps1 * eps1, "eps1_sq");
+  s.eps2 = o.constant(c.eps2, "eps2");
+  s.d = o.constant(c.d, "d");
+  Value *t = o.scalarOp(
+      "Add", {o.op("Cast", {step}, "step_f32", DType::F32, {}, toF32), s.one},
+      "t");
   s.betaT =
       o.scalarOp("Pow", {t, o.constant(c.beta2Decay, "beta2_decay")}, "beta_t");
   s.smallBeta = o.op(
       "Less",
       {o.scalarOp("Abs", {s.betaT}, "beta_t_abs"), o.constant(0.5, "half")},
       "beta_t_small", DType::Bool, {});
+  s.oneMinusBeta = o.scalarOp("Sub", {s.one, s.betaT}, "one_minus_beta_t");
   Value *rate = lr ? o.op("Cast", {lr}, "lr_f32", DType::F32, {}, toF32)
                    : o.constant(c.lr, "lr");
   Value *invSqrtT = o.scalarOp(
-      "Div", {o.constant(1, "one_t"), o.scalarOp("Sqrt", {t}, "sqrt_t")},
-      "inv_sqrt_t");
+      "Div", {s.one, o.scalarOp("Sqrt", {t}, "sqrt_t")}, "inv_sqrt_t");
   s.rho = o.scalarOp("Min", {rate, invSqrtT}, "rho");
   if (c.weightDecay != 0)
     s.decayFactor = o.scalarOp(
         "Sub",
-        {o.constant(1, "one_wd"),
+        {s.one,
          o.scalarOp("Mul", {rate, o.constant(c.weightDecay, "weight_decay")},
                     "lr_wd")},
         "decay_factor");
@@ -133,18 +136,15 @@ Value *addAdafactorUpdate(Model &model, Graph &g, Value *p, Value *grad,
   for (int64_t d : dims)
     numel *= d;
   Ops o(model, g, p->name() + "_adafactor_");
-  const double eps1 =
-      c.eps1 >= 0 ? c.eps1 : double(std::numeric_limits<float>::epsilon());
 
   // The per-tensor scalars keep the parameter's rank (sizes 1): ReduceSum
   // with keepdims.
   const std::vector<int64_t> ones(size_t(rank), 1);
-  Value *alpha = o.op(
-      "Mul",
-      {o.op("Max", {o.constant(c.eps2, "eps2"), o.rms(p, rank, numel, "p_rms")},
-            "p_scale", DType::F32, ones),
-       s.rho},
-      "alpha", DType::F32, ones);
+  Value *alpha = o.op("Mul",
+                      {o.op("Max", {s.eps2, o.rms(p, rank, numel, "p_rms")},
+                            "p_scale", DType::F32, ones),
+                       s.rho},
+                      "alpha", DType::F32, ones);
   Value *param = p;
   if (s.decayFactor)
     param = o.op("Mul", {p, s.decayFactor}, "decayed", DType::F32, dims);
@@ -186,8 +186,8 @@ Value *addAdafactorUpdate(Model &model, Graph &g, Value *p, Value *grad,
     Value *rowAvg = o.op(
         "Div", {rowSum, o.constant(double(dims[size_t(rank - 2)]), "rows")},
         "row_var_mean", DType::F32, rowMeanDims);
-    Value *rowFloor = o.op("Max", {rowAvg, o.constant(eps1, "eps1")},
-                           "row_var_floor", DType::F32, rowMeanDims);
+    Value *rowFloor =
+        o.op("Max", {rowAvg, s.eps1}, "row_var_floor", DType::F32, rowMeanDims);
     variance = o.op("Div", {outer, rowFloor}, "var_estimate", DType::F32, dims);
   } else {
     Value *v = addState(model, joined("", p->name(), "_variance"),
@@ -197,20 +197,18 @@ Value *addAdafactorUpdate(Model &model, Graph &g, Value *p, Value *grad,
     variance = vNew;
   }
   // update = var_estimate.clamp_(min=eps1 * eps1).rsqrt_() * grad
-  Value *floored = o.op("Max", {variance, o.constant(eps1 * eps1, "eps1_sq")},
-                        "var_floor", DType::F32, dims);
-  Value *inv = o.op("Div",
-                    {o.constant(1, "one"),
-                     o.op("Sqrt", {floored}, "var_sqrt", DType::F32, dims)},
-                    "var_rsqrt", DType::F32, dims);
+  Value *floored =
+      o.op("Max", {variance, s.eps1Sq}, "var_floor", DType::F32, dims);
+  Value *inv = o.op(
+      "Div", {s.one, o.op("Sqrt", {floored}, "var_sqrt", DType::F32, dims)},
+      "var_rsqrt", DType::F32, dims);
   Value *update = o.op("Mul", {inv, grad}, "update", DType::F32, dims);
   // denom = max(1, rms(update) / d); param += (-alpha / denom) * update
-  Value *denom = o.op(
-      "Max",
-      {o.constant(1, "one_denom"),
-       o.op("Div", {o.rms(update, rank, numel, "u_rms"), o.constant(c.d, "d")},
-            "u_rms_d", DType::F32, ones)},
-      "denom", DType::F32, ones);
+  Value *denom =
+      o.op("Max",
+           {s.one, o.op("Div", {o.rms(update, rank, numel, "u_rms"), s.d},
+                        "u_rms_d", DType::F32, ones)},
+           "denom", DType::F32, ones);
   Value *negStep =
       o.op("Neg", {o.op("Div", {alpha, denom}, "step_size", DType::F32, ones)},
            "neg_step_size", DType::F32, ones);

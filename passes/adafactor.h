@@ -45,7 +45,11 @@ struct AdafactorConfig {
 struct AdafactorStep {
   Value *skip = nullptr; ///< nullptr: never skip
   Value *betaT = nullptr, *smallBeta = nullptr, *rho = nullptr;
-  Value *decayFactor = nullptr; ///< 1 - lr * weight_decay (nullptr: none)
+  Value *oneMinusBeta = nullptr; ///< 1 - beta_t (lerp's other formula)
+  Value *decayFactor = nullptr;  ///< 1 - lr * weight_decay (nullptr: none)
+  /// The fp32 constants every update reads: 1, eps1, eps1^2, eps2, d.
+  Value *one = nullptr, *eps1 = nullptr, *eps1Sq = nullptr, *eps2 = nullptr,
+        *d = nullptr;
 };
 
 /// `step`: the optimizer's counter (int64, updates applied); `lr`: the
