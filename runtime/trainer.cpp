@@ -455,7 +455,9 @@ void Trainer::resumeFrom(const std::string &path) {
     shuffle = *s == "1";
 }
 
-void Trainer::exportInference(const std::string &path, bool ema) {
+void Trainer::exportInference(const std::string &path,
+                              const InferenceExportOptions &options) {
+  bool ema = options.ema;
   writeStateBack();
   Model inference;
   inference.irVersion = model_->irVersion;

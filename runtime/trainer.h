@@ -24,6 +24,19 @@
 
 namespace mpc {
 
+/// What Trainer::exportInference writes (mpc-run --export-inference).
+struct InferenceExportOptions {
+  /// The outputs the deployed model computes, by name (mpc-run --outputs=):
+  /// any value of the forward; empty: every graph output but the loss.
+  std::vector<std::string> outputs;
+  /// The type of the exported model's floating weights and computation
+  /// (mpc-run --precision=fp32|fp16|bf16 with --export-inference).
+  DType precision = DType::F32;
+  /// The parameters' moving average (mpc-opt --ema-decay) in place of the
+  /// parameters (mpc-run --export-ema).
+  bool ema = false;
+};
+
 struct StepRecord {
   int64_t step = 0;     ///< 1-based index of the step in the whole run
   double loss = 0;      ///< unscaled fp32 loss, before this step's update
@@ -85,9 +98,13 @@ public:
   /// Writes the model with the current state (atomically); refuses inside
   /// an accumulation window, whose buffers a resume would not continue.
   void saveCheckpoint(const std::string &path);
-  /// Writes the main (inference) graph with the trained parameters; with
-  /// `ema`, their moving average (mpc-opt --ema-decay) in their place.
-  void exportInference(const std::string &path, bool ema = false);
+  /// Writes the model users deploy: the forward in inference form (batch
+  /// norms on their running statistics, no dropout) on the trained
+  /// parameters, computing only the chosen outputs from only the inputs
+  /// they need (no labels), the batch dimension symbolic
+  /// (runtime/inference_export.h).
+  void exportInference(const std::string &path,
+                       const InferenceExportOptions &options = {});
 
   int64_t stepsDone() const { return stepsDone_; }
   /// Run counters stored in checkpoints besides the state.

@@ -54,7 +54,9 @@ double exportedLoss(Trainer &t, bool ema, const Dataset &val,
                     Backend &backend) {
   std::string exported = ::testing::TempDir() + "evaluator_inference" +
                          (ema ? "_ema" : "") + ".onnx";
-  t.exportInference(exported, ema);
+  InferenceExportOptions options;
+  options.ema = ema;
+  t.exportInference(exported, options);
   double sum = 0;
   for (int64_t b = 0; b < 4; ++b) {
     auto model = loadModel(exported);

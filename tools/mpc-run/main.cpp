@@ -738,7 +738,11 @@ int run(Flags f) {
   if (!f.save.empty())
     trainer.saveCheckpoint(f.save);
   if (!f.exportInference.empty())
-    trainer.exportInference(f.exportInference, f.exportEma);
+  {
+    InferenceExportOptions exportOptions;
+    exportOptions.ema = f.exportEma;
+    trainer.exportInference(f.exportInference, exportOptions);
+  }
 
   double samplesPerSec =
       totalMs > 0 ? double(done * batch * trainer.microBatches() * ranks) /
