@@ -56,21 +56,73 @@ std::vector<Value *> trainableParameters(Graph &g, const CompileOptions &opts,
   return params;
 }
 
-/// The loss: pass option loss=NAME, else the graph's single output.
-Value *findLoss(Graph &g, const PassContext &ctx) {
+/// Whether `v` can be a loss: a floating value of known type with no
+/// element but one (rank 0 or every dim 1).
+bool isScalarFloat(const Value &v) {
+  if (!v.hasShape || !isFloating(v.dtype))
+    return false;
+  for (const Dim &d : v.dims)
+    if (d.value != 1)
+      return false;
+  return true;
+}
+
+/// The loss: the pass option loss=NAME, else --loss=NAME, else the graph's
+/// single output, else its single scalar floating output (Hugging Face
+/// models and `return loss, logits` export the loss beside the logits; the
+/// other outputs stay the inference model's). Anything else is an error
+/// listing the candidates.
+Value *findLoss(Graph &g, PassContext &ctx) {
   auto it = ctx.passOptions.find("loss");
-  if (it != ctx.passOptions.end()) {
-    Value *v = g.findValue(it->second);
-    if (!v)
-      error() << "autodiff: the loss '" << it->second
-              << "' (option loss=) is not a value of graph '" << g.name()
-              << "'";
+  const std::string *named = it != ctx.passOptions.end() ? &it->second
+                             : ctx.options.loss.empty()  ? nullptr
+                                                         : &ctx.options.loss;
+  if (named) {
+    Value *v = g.findValue(*named);
+    if (!v) {
+      auto err = error();
+      err << "--loss: '" << *named << "' is not a value of graph '" << g.name()
+          << "'";
+      if (!g.outputs().empty()) {
+        err << " (its outputs:";
+        const char *sep = " ";
+        for (const Value *o : g.outputs()) {
+          err << sep << o->name();
+          sep = ", ";
+        }
+        err << ")";
+      }
+    }
     return v;
   }
-  if (g.outputs().size() != 1)
-    error() << "autodiff: graph '" << g.name() << "' has " << g.outputs().size()
-            << " outputs; name the loss with --passes=autodiff{loss=NAME}";
-  return g.outputs()[0];
+  if (g.outputs().size() == 1)
+    return g.outputs()[0];
+  if (g.outputs().empty())
+    error() << "graph '" << g.name()
+            << "' has no output, so no loss to train; a forward with its "
+               "loss as an output is needed";
+  std::vector<Value *> scalars;
+  std::string listed;
+  for (Value *o : g.outputs()) {
+    listed += (listed.empty() ? "" : ", ") + o->name() + " " + o->typeString();
+    if (isScalarFloat(*o))
+      scalars.push_back(o);
+  }
+  if (scalars.size() == 1) {
+    ctx.notes.push_back("the loss is '" + scalars[0]->name() +
+                        "', the only scalar floating output of " +
+                        std::to_string(g.outputs().size()) +
+                        " (--loss=NAME chooses another); the others are the "
+                        "inference model's outputs");
+    return scalars[0];
+  }
+  error() << "graph '" << g.name() << "' has " << g.outputs().size()
+          << " outputs (" << listed << ") and "
+          << (scalars.empty() ? std::string("none")
+                              : std::to_string(scalars.size()))
+          << " of them " << (scalars.size() == 1 ? "is" : "are")
+          << " a scalar float: name the loss with --loss=NAME";
+  return nullptr;
 }
 
 void checkLoss(const Value &loss) {

@@ -97,6 +97,10 @@ struct CompileOptions {
   std::vector<std::string> fp16Ops; ///< --fp16-ops=Op,Op
   std::string fp32Nodes;            ///< --fp32-nodes=REGEX (node names)
 
+  /// --loss=NAME: the value to train (empty: the graph's single output, or
+  /// its single scalar floating output).
+  std::string loss;
+
   // Which initializers train (regex on names; empty: all floating ones).
   std::string trainable; ///< --trainable=REGEX
   std::string frozen;    ///< --frozen=REGEX
@@ -148,6 +152,10 @@ struct PassContext {
   /// that preserves everything. Opt-in and only where certain: unset, the
   /// pass is taken to have changed the model.
   bool changedNothing = false;
+  /// Notes for the user (one line each, no prefix): a choice the pass made
+  /// that the user did not spell out, e.g. which output is the loss. The
+  /// pipeline hands them to PipelineConfig::note.
+  std::vector<std::string> notes;
 };
 
 // The passes, in pipeline order. Each is documented in its own file.

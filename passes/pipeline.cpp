@@ -78,6 +78,9 @@ void runPipeline(Model &model, const std::vector<PipelineEntry> &pipeline,
       config.timings->add(entry.pass->name, start);
     for (const auto &kv : ctx.stats)
       stats[std::string(entry.pass->name) + "." + kv.first] += kv.second;
+    if (config.note)
+      for (const std::string &n : ctx.notes)
+        config.note(n);
     // Not after verify itself (it throws unless the model passes), nor
     // after an analysis, or a pass that found nothing to do, that left a
     // verified model as it was.

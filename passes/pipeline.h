@@ -46,6 +46,8 @@ struct PipelineConfig {
   /// When set, each pass's wall time is added under its name, the verifier's
   /// under "verify-each" and the afterPass hook's under "after-pass hooks".
   PassTimings *timings = nullptr;
+  /// Receives every note a pass leaves (PassContext::notes); unset: dropped.
+  std::function<void(const std::string &note)> note;
 };
 
 /// Runs the passes in order. Statistics of each pass are added to `stats`

@@ -4,6 +4,8 @@
 #include "passes/support/diagnostics.h"
 #include "passes/training_info.h"
 
+#include <algorithm>
+
 namespace mpc {
 
 const std::vector<PassInfo> &passRegistry() {
@@ -118,6 +120,97 @@ std::vector<PipelineEntry> defaultPipeline() {
   for (const PassInfo &p : passRegistry())
     out.push_back({&p, {}});
   return out;
+}
+
+namespace {
+
+/// Which passes read each compile flag (CompileOptions' fields).
+struct FlagReaders {
+  std::vector<const char *> flags;
+  std::vector<const char *> passes;
+};
+
+const std::vector<FlagReaders> &flagReaders() {
+  static const std::vector<FlagReaders> table = {
+      {{"--input-shape", "--batch"}, {"infer-shapes"}},
+      {{"--loss", "--trainable", "--frozen"}, {"autodiff"}},
+      {{"--sync-batchnorm"}, {"sync-batchnorm"}},
+      {{"--precision"}, {"autocast", "master-weights"}},
+      {{"--fp32-ops", "--fp16-ops", "--fp32-nodes"}, {"autocast"}},
+      {{"--loss-scale", "--init-scale", "--growth-factor", "--backoff-factor",
+        "--growth-interval"},
+       {"loss-scale"}},
+      {{"--optimizer",       "--lr",
+        "--momentum",        "--dampening",
+        "--nesterov",        "--weight-decay",
+        "--no-weight-decay", "--beta1",
+        "--beta2",           "--eps",
+        "--beta2-decay",     "--eps2",
+        "--clip-threshold",  "--max-grad-norm",
+        "--lr-schedule",     "--warmup-steps",
+        "--total-steps",     "--min-lr-ratio",
+        "--lr-step-size",    "--lr-gamma",
+        "--lr-cycles",       "--lr-end",
+        "--lr-power",        "--lr-timescale",
+        "--lr-stable-steps", "--lr-decay-steps",
+        "--lr-warmup-type",  "--lr-decay-type",
+        "--lr-factor",       "--lr-patience",
+        "--lr-threshold",    "--lr-cooldown",
+        "--min-lr",          "--ema-decay",
+        "--grad-comm-dtype"},
+       {"optimizer", "user-optimizer"}},
+      {{"--grad-accum"}, {"optimizer", "user-optimizer", "loss-scale"}},
+      {{"--data-parallel"}, {"optimizer", "user-optimizer", "sync-batchnorm"}},
+      {{"--recompute", "--memory-budget"}, {"recompute"}},
+  };
+  return table;
+}
+
+} // namespace
+
+std::vector<std::string> passesReadingFlag(const std::string &flag) {
+  for (const FlagReaders &r : flagReaders())
+    for (const char *f : r.flags)
+      if (flag == f)
+        return {r.passes.begin(), r.passes.end()};
+  return {};
+}
+
+void checkFlagsReachPipeline(const std::vector<std::string> &givenFlags,
+                             const std::vector<PipelineEntry> &pipeline) {
+  std::vector<std::string> ignored;
+  std::vector<std::string> missingPasses;
+  for (const std::string &flag : givenFlags) {
+    std::vector<std::string> readers = passesReadingFlag(flag);
+    if (readers.empty())
+      continue;
+    bool read = false;
+    for (const PipelineEntry &e : pipeline)
+      for (const std::string &r : readers)
+        read |= r == e.pass->name;
+    if (read ||
+        std::find(ignored.begin(), ignored.end(), flag) != ignored.end())
+      continue;
+    ignored.push_back(flag);
+    if (std::find(missingPasses.begin(), missingPasses.end(), readers[0]) ==
+        missingPasses.end())
+      missingPasses.push_back(readers[0]);
+  }
+  if (ignored.empty())
+    return;
+  auto joined = [](const std::vector<std::string> &items) {
+    std::string out;
+    for (const std::string &i : items)
+      out += (out.empty() ? "" : ", ") + i;
+    return out;
+  };
+  throw Error(
+      "--passes: the list leaves out " +
+      std::string(missingPasses.size() == 1 ? "the pass " : "the passes ") +
+      joined(missingPasses) + ", so " + joined(ignored) +
+      " would be ignored; drop --passes to compile the whole "
+      "training step, or add " +
+      (missingPasses.size() == 1 ? "that pass" : "those passes"));
 }
 
 } // namespace mpc

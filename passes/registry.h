@@ -38,4 +38,14 @@ std::vector<PipelineEntry> parsePipeline(const std::string &text);
 /// The default training pipeline (every pass in table order).
 std::vector<PipelineEntry> defaultPipeline();
 
+/// The passes that read a compile flag ("--optimizer": optimizer and
+/// user-optimizer); empty for a flag no pass reads (output, printing).
+std::vector<std::string> passesReadingFlag(const std::string &flag);
+/// Throws Error naming every flag of `givenFlags` that no pass of
+/// `pipeline` reads: a --passes list that leaves out the optimizer would
+/// otherwise ignore --optimizer and --lr and write a step that trains
+/// nothing.
+void checkFlagsReachPipeline(const std::vector<std::string> &givenFlags,
+                             const std::vector<PipelineEntry> &pipeline);
+
 } // namespace mpc
