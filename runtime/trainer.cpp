@@ -8,6 +8,8 @@
 #include "passes/onnx/onnx_io.h"
 #include "passes/step_graph.h"
 #include "passes/support/diagnostics.h"
+#include "runtime/data/safetensors.h"
+#include "runtime/state_dict.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -485,6 +487,36 @@ void Trainer::exportInference(const std::string &path,
   if (!proto.SerializeToString(&bytes))
     throw Error(path + ": cannot serialize the model");
   writeFileAtomically(path, bytes);
+}
+
+size_t Trainer::exportSafetensors(const std::string &path, bool ema) {
+  if (microDone_ != 0)
+    throw Error(path + ": cannot export inside an accumulation window (" +
+                std::to_string(microDone_) + " of " +
+                std::to_string(microBatches_) + " micro-batches run)");
+  writeStateBack();
+  std::vector<StateDictEntry> entries;
+  try {
+    entries = stateDictOf(*model_, stepsDone_ * microBatches_, ema);
+  } catch (const Error &e) {
+    throw Error(path + ": " + e.what());
+  }
+  std::vector<SafetensorsTensor> tensors;
+  for (const StateDictEntry &e : entries)
+    tensors.push_back({e.name, &e.value});
+  // "format": "pt" as torch's and transformers' writers put it.
+  SafetensorsMetadata metadata = {
+      {"format", "pt"}, {"mpc.steps_done", std::to_string(stepsDone_)}};
+  if (ema)
+    metadata.emplace_back("mpc.weights", "ema");
+  writeSafetensors(path, tensors, metadata);
+  return tensors.size();
+}
+
+int64_t Trainer::lrScheduleStep() const {
+  return schedule_
+             ? int64_t(exec_->initializer(scheduleStepName_).getAsDouble(0))
+             : 0;
 }
 
 } // namespace mpc

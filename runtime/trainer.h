@@ -106,6 +106,18 @@ public:
   void exportInference(const std::string &path,
                        const InferenceExportOptions &options = {});
 
+  /// Writes the trained parameters and buffers (batch-norm statistics) in
+  /// the safetensors format under their state_dict names, for
+  /// torch's load_state_dict (runtime/state_dict.h); `ema`: the parameters'
+  /// moving average (mpc-opt --ema-decay) in their place. Atomic. Returns
+  /// the number of tensors written.
+  size_t exportSafetensors(const std::string &path, bool ema = false);
+  /// The learning-rate schedule of the step's updates (mpc-opt
+  /// --lr-schedule), and the updates it has counted so far (the step
+  /// counter it reads); nullopt without one.
+  const std::optional<LrSchedule> &lrSchedule() const { return schedule_; }
+  int64_t lrScheduleStep() const;
+
   int64_t stepsDone() const { return stepsDone_; }
   /// Run counters stored in checkpoints besides the state.
   uint64_t seed = 0;

@@ -94,6 +94,7 @@ Dataset Dataset::fromNpz(const std::string &path,
   if (!readNpz(path, arrays, err))
     throw Error(err);
   Dataset d;
+  d.source_ = path;
   d.specs_ = specs;
   d.numSamples_ = -1;
   for (const DataInputSpec &s : specs) {
@@ -176,6 +177,7 @@ size_t Dataset::syntheticBytes(const std::vector<DataInputSpec> &specs,
 Dataset Dataset::synthetic(const std::vector<DataInputSpec> &specs,
                            int64_t numSamples, uint64_t seed) {
   Dataset d;
+  d.source_ = "--synthetic";
   d.specs_ = specs;
   d.numSamples_ = numSamples;
   std::mt19937_64 rng(seed);
@@ -201,12 +203,26 @@ Dataset Dataset::synthetic(const std::vector<DataInputSpec> &specs,
 }
 
 std::vector<std::pair<std::string, Tensor>>
-Dataset::batch(int64_t step, int64_t batchSize, bool shuffle,
-               uint64_t seed) const {
+Dataset::batch(int64_t index, int64_t batchSize, bool shuffle, uint64_t seed,
+               int64_t batchesPerEpoch) const {
+  int64_t perEpoch =
+      batchesPerEpoch > 0 ? batchesPerEpoch : numSamples_ / batchSize;
+  if (perEpoch <= 0)
+    throw Error(source_ + ": holds " + std::to_string(numSamples_) +
+                " samples, fewer than one batch of " +
+                std::to_string(batchSize));
+  if (perEpoch > numSamples_ / batchSize)
+    throw Error(source_ + ": holds " + std::to_string(numSamples_) +
+                " samples, fewer than an epoch of " + std::to_string(perEpoch) +
+                " batches of " + std::to_string(batchSize) + " takes");
+  const int64_t epoch = index / perEpoch;
+  const int64_t first = (index % perEpoch) * batchSize;
+  if (shuffle && (epoch != orderEpoch_ || seed != orderSeed_)) {
+    order_ = permutation(numSamples_, seed, epoch);
+    orderEpoch_ = epoch;
+    orderSeed_ = seed;
+  }
   std::vector<std::pair<std::string, Tensor>> out;
-  int64_t first = step * batchSize;
-  int64_t epoch = -1;
-  std::vector<int64_t> perm;
   for (size_t a = 0; a < specs_.size(); ++a) {
     const Tensor &src = arrays_[a];
     std::vector<int64_t> dims = src.dims;
@@ -215,18 +231,9 @@ Dataset::batch(int64_t step, int64_t batchSize, bool shuffle,
     size_t sampleBytes =
         size_t(elementCount(specs_[a].sampleDims)) * dtypeSize(src.dtype);
     for (int64_t i = 0; i < batchSize; ++i) {
-      int64_t global = first + i;
-      int64_t index = global % numSamples_;
-      if (shuffle) {
-        int64_t e = global / numSamples_;
-        if (e != epoch) {
-          perm = permutation(numSamples_, seed, e);
-          epoch = e;
-        }
-        index = perm[size_t(index)];
-      }
+      int64_t sample = shuffle ? order_[size_t(first + i)] : first + i;
       std::memcpy(t.bytes.data() + size_t(i) * sampleBytes,
-                  src.bytes.data() + size_t(index) * sampleBytes, sampleBytes);
+                  src.bytes.data() + size_t(sample) * sampleBytes, sampleBytes);
     }
     out.emplace_back(specs_[a].name, std::move(t));
   }

@@ -1,9 +1,12 @@
 // Training data for mpc-run: npz arrays or synthetic, cut into batches.
 //
-// Arrays are named after the step's data inputs, first axis = samples. Step i
-// takes the next B samples in order, wrapping (or a per-epoch permutation with
-// --shuffle --seed=S). Batches are a pure function of (step, seed), so a
-// resumed run sees exactly the data the uninterrupted run would have seen.
+// Arrays are named after the step's data inputs, first axis = samples. The
+// data is read in epochs, as torch's DataLoader(drop_last=True) reads it: an
+// epoch is the samples in order (or, with --shuffle --seed=S, in a seeded
+// permutation of its own), cut into full batches; the samples a last partial
+// batch would hold are left out of that epoch, never wrapped into the next.
+// Batches are a pure function of (index, seed), so a resumed run sees exactly
+// the data the uninterrupted run would have seen.
 #pragma once
 
 #include "passes/ir/graph.h"
@@ -47,14 +50,29 @@ public:
 
   int64_t numSamples() const { return numSamples_; }
 
-  /// The batch of step `step` (0-based), as (input name, tensor) pairs.
+  /// Batch `index` (0-based) of `batchSize` samples, as (input name, tensor)
+  /// pairs: batch index % P of epoch index / P, where an epoch holds P =
+  /// `batchesPerEpoch` batches (0: every full batch, numSamples /
+  /// batchSize). A run whose optimizer step takes G batches (micro-batches
+  /// times ranks) passes a multiple of G, so no step straddles two epochs.
+  /// Throws Error (naming the data) when P batches need more samples than
+  /// there are.
   std::vector<std::pair<std::string, Tensor>>
-  batch(int64_t step, int64_t batchSize, bool shuffle, uint64_t seed) const;
+  batch(int64_t index, int64_t batchSize, bool shuffle, uint64_t seed,
+        int64_t batchesPerEpoch = 0) const;
 
 private:
+  /// The data's name in errors: the file, or "--synthetic".
+  std::string source_;
   std::vector<DataInputSpec> specs_;
   std::vector<Tensor> arrays_; ///< one per spec, [numSamples, sampleDims...]
   int64_t numSamples_ = 0;
+  /// The last epoch's shuffled order (its permutation takes O(numSamples)
+  /// to draw; every batch of the epoch reads it). So batch() is not to be
+  /// called from two threads at once.
+  mutable int64_t orderEpoch_ = -1;
+  mutable uint64_t orderSeed_ = 0;
+  mutable std::vector<int64_t> order_;
 };
 
 } // namespace mpc

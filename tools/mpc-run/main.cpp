@@ -12,6 +12,7 @@
 #include "runtime/evaluator.h"
 #include "runtime/inference.h"
 #include "runtime/memory_limit.h"
+#include "runtime/run_length.h"
 #include "runtime/trainer.h"
 #include "runtime/world/launched_world.h"
 #include "tools/mpc-run/local_launcher.h"
@@ -21,6 +22,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -45,11 +47,16 @@ Trains MODEL, a training step compiled by mpc-opt.
   --steps=N               steps to run (default 100; after --resume: N more);
                           optimizer steps of K micro-batches each for a model
                           compiled with --grad-accum=K
+  --epochs=N              train to N epochs in all (after --resume: the
+                          steps left of them; exclusive with --steps); an
+                          epoch is samples / (batch x K x ranks) steps, its
+                          last partial step left out (drop_last)
   --data=FILE.npz         arrays named after the step's data inputs
   --synthetic             random data of the right shapes instead
   --batch=B               batch size (must match a static batch dim); the
                           micro-batch size with --grad-accum
-  --shuffle --seed=S      per-epoch shuffled order (default: in order)
+  --shuffle --seed=S      a new shuffled order every epoch (default: in
+                          order); each epoch takes its full batches only
   --log=FILE.csv          step,loss,loss_scale,skipped,ms per step, and lr
                           with mpc-opt --lr-schedule (also
                           --log-file=FILE.csv: torchrun takes --log itself)
@@ -64,8 +71,18 @@ Trains MODEL, a training step compiled by mpc-opt.
                           stops after N evaluations without a lower loss
   --save=CKPT.onnx        checkpoint at the end (and every --save-every=N)
   --resume=CKPT.onnx      continue bit-for-bit from a checkpoint
-  --export-inference=F    write the inference graph with trained weights
-                          (--export-ema: their moving average)
+  --export-inference=F    write the inference graph with trained weights;
+                          --outputs=NAME,NAME: the values it computes
+                          (default: every output but the loss),
+                          --precision=fp32|fp16|bf16: its weights' type
+  --export-safetensors=F  write the trained parameters and buffers as
+                          safetensors under their state_dict names, for
+                          torch's model.load_state_dict(load_file(F))
+  --export-ema            both exports: the parameters' moving average
+                          (mpc-opt --ema-decay) in their place
+                          With no --data/--synthetic and no --steps or
+                          --epochs, mpc-run only loads MODEL (and --resume)
+                          and writes the exports.
   --quiet                 no progress lines
   --debug-overflow        on a step that overflows, re-run it checking every
                           node's output and report the first inf/nan node
@@ -119,6 +136,9 @@ struct Flags {
   std::string model;
   std::string device; ///< cpu, cuda or auto; "" until resolved
   int64_t steps = 100;
+  bool stepsGiven = false;
+  /// --epochs=N: train to N epochs in all (0: --steps decides).
+  int64_t epochs = 0;
   std::string data;
   bool synthetic = false;
   int64_t batch = 0;
@@ -126,6 +146,14 @@ struct Flags {
   bool seedGiven = false;
   uint64_t seed = 0;
   std::string log, save, resume, exportInference;
+  /// --export-safetensors: the parameters and buffers for torch.
+  std::string exportSafetensors;
+  /// --outputs and --precision of --export-inference.
+  std::vector<std::string> exportOutputs;
+  std::optional<DType> exportPrecision;
+  /// No data and no --steps/--epochs, an export asked for: load, export,
+  /// train nothing.
+  bool exportOnly = false;
   int64_t saveEvery = 0;
   /// --eval-data: the validation set; its loss every --eval-every steps
   /// (0: after the last step only), rows in --eval-log.
@@ -166,6 +194,16 @@ int64_t parseInt(const std::string &flag, const std::string &v, int64_t min) {
   return i;
 }
 
+/// Whether two paths name one file: the same existing file, or the same
+/// path once normalised (a file not made yet).
+bool sameFile(const std::string &a, const std::string &b) {
+  std::error_code ec;
+  if (std::filesystem::equivalent(a, b, ec))
+    return true;
+  return std::filesystem::path(a).lexically_normal() ==
+         std::filesystem::path(b).lexically_normal();
+}
+
 Flags parseFlags(int argc, char **argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
@@ -195,6 +233,10 @@ Flags parseFlags(int argc, char **argv) {
       return val;
     };
     static const char *kTrainingFlags[] = {"--steps",
+                                           "--epochs",
+                                           "--export-safetensors",
+                                           "--outputs",
+                                           "--precision",
                                            "--data",
                                            "--synthetic",
                                            "--batch",
@@ -238,6 +280,9 @@ Flags parseFlags(int argc, char **argv) {
       (key == "--cuda-resident" ? f.cudaResident : f.cudaGraphs) = v == "on";
     } else if (key == "--steps") {
       f.steps = parseInt(key, need(), 0);
+      f.stepsGiven = true;
+    } else if (key == "--epochs") {
+      f.epochs = parseInt(key, need(), 1);
     } else if (key == "--data") {
       f.data = need();
     } else if (arg == "--synthetic") {
@@ -273,6 +318,32 @@ Flags parseFlags(int argc, char **argv) {
       f.resume = need();
     } else if (key == "--export-inference") {
       f.exportInference = need();
+    } else if (key == "--export-safetensors") {
+      f.exportSafetensors = need();
+    } else if (key == "--outputs") {
+      std::string list = need();
+      for (size_t at = 0;;) {
+        size_t comma = list.find(',', at);
+        std::string name = list.substr(at, comma - at);
+        if (name.empty())
+          throw Error("--outputs: expected NAME,NAME,... (an empty name in '" +
+                      list + "')");
+        f.exportOutputs.push_back(name);
+        if (comma == std::string::npos)
+          break;
+        at = comma + 1;
+      }
+    } else if (key == "--precision") {
+      const std::string &v = need();
+      if (v == "fp32")
+        f.exportPrecision = DType::F32;
+      else if (v == "fp16")
+        f.exportPrecision = DType::F16;
+      else if (v == "bf16")
+        f.exportPrecision = DType::BF16;
+      else
+        throw Error("--precision: expected fp32, fp16 or bf16, got '" + v +
+                    "'");
     } else if (arg == "--debug-overflow") {
       f.debugOverflow = true;
     } else if (key == "--min-loss-scale") {
@@ -319,8 +390,59 @@ Flags parseFlags(int argc, char **argv) {
     throw Error("--input: only with --infer (training reads --data=FILE.npz)");
   if (!f.outputDir.empty())
     throw Error("--output-dir: only with --infer");
+  if (f.epochs > 0 && f.stepsGiven)
+    throw Error("--epochs and --steps are exclusive (--epochs=N runs N "
+                "epochs of samples / (batch x micro-batches x ranks) steps)");
+  if (!f.exportOutputs.empty() && f.exportInference.empty())
+    throw Error("--outputs: chooses the outputs of --export-inference=F, "
+                "which is not given");
+  if (f.exportPrecision && f.exportInference.empty())
+    throw Error("--precision: only with --export-inference (the type of the "
+                "exported model); the training precision is chosen by "
+                "mpc-opt --precision");
+  if (f.exportInference.empty() && f.exportSafetensors.empty() && f.exportEma)
+    throw Error("--export-ema needs --export-inference=FILE.onnx or "
+                "--export-safetensors=FILE.safetensors");
+  for (const std::string *out : {&f.exportInference, &f.exportSafetensors})
+    for (const std::string *in : {&f.model, &f.resume, &f.data, &f.evalData})
+      if (!out->empty() && !in->empty() && sameFile(*out, *in))
+        throw Error(std::string(out == &f.exportInference
+                                    ? "--export-inference"
+                                    : "--export-safetensors") +
+                    ": " + *out + " is an input of this run (" + *in +
+                    "); write the export to another file");
+  f.exportOnly = f.data.empty() && !f.synthetic && !f.stepsGiven &&
+                 f.epochs == 0 &&
+                 !(f.exportInference.empty() && f.exportSafetensors.empty());
+  if (f.exportOnly) {
+    // Nothing trains: a flag about training would be silently ignored.
+    static const char *kNeedData[] = {"--log",
+                                      "--log-file",
+                                      "--save-every",
+                                      "--eval-data",
+                                      "--eval-every",
+                                      "--eval-log",
+                                      "--save-best",
+                                      "--eval-ema",
+                                      "--early-stop",
+                                      "--shuffle",
+                                      "--seed",
+                                      "--batch",
+                                      "--debug-overflow",
+                                      "--min-loss-scale",
+                                      "--max-skipped-steps"};
+    for (const std::string &given : f.trainingFlags)
+      for (const char *flag : kNeedData)
+        if (given == flag)
+          throw Error(given + ": trains, but with no --data or --synthetic "
+                              "(and no --steps) mpc-run only writes the "
+                              "exports");
+    return f;
+  }
   if (f.data.empty() && !f.synthetic)
-    throw Error("no data: give --data=FILE.npz or --synthetic");
+    throw Error("no data: give --data=FILE.npz or --synthetic (with neither, "
+                "and no --steps, mpc-run only writes --export-inference and "
+                "--export-safetensors)");
   if (!f.data.empty() && f.synthetic)
     throw Error("--data and --synthetic are exclusive");
   if (f.saveEvery > 0 && f.save.empty())
@@ -336,8 +458,6 @@ Flags parseFlags(int argc, char **argv) {
                 "to evaluate during the run)");
   if (f.evalData.empty() && f.evalEma)
     throw Error("--eval-ema needs --eval-data=FILE.npz");
-  if (f.exportInference.empty() && f.exportEma)
-    throw Error("--export-ema needs --export-inference=FILE.onnx");
   return f;
 }
 
@@ -459,6 +579,30 @@ volatile std::sig_atomic_t gStopRequested = 0;
 
 void requestStop(int) { gStopRequested = 1; }
 
+/// --export-inference and --export-safetensors from the trainer's state;
+/// `report`: a line on stdout for each file written.
+void writeExports(Trainer &trainer, const Flags &f, bool report) {
+  if (!f.exportInference.empty()) {
+    InferenceExportOptions options;
+    options.outputs = f.exportOutputs;
+    if (f.exportPrecision)
+      options.precision = *f.exportPrecision;
+    options.ema = f.exportEma;
+    trainer.exportInference(f.exportInference, options);
+    if (report)
+      std::printf("exported the inference model%s after step %lld: %s\n",
+                  f.exportEma ? " (moving average)" : "",
+                  (long long)trainer.stepsDone(), f.exportInference.c_str());
+  }
+  if (!f.exportSafetensors.empty()) {
+    size_t n = trainer.exportSafetensors(f.exportSafetensors, f.exportEma);
+    if (report)
+      std::printf("exported %zu tensors%s after step %lld: %s\n", n,
+                  f.exportEma ? " (moving average)" : "",
+                  (long long)trainer.stepsDone(), f.exportSafetensors.c_str());
+  }
+}
+
 int run(Flags f) {
   gWorld = joinLaunchedWorld();
   const int ranks = gWorld ? gWorld->size() : 1;
@@ -470,6 +614,7 @@ int run(Flags f) {
     f.save.clear();
     f.saveEvery = 0;
     f.exportInference.clear();
+    f.exportSafetensors.clear();
     f.evalLog.clear();
     f.saveBest.clear();
   }
@@ -481,7 +626,9 @@ int run(Flags f) {
   // One GPU per rank of a machine, as torchrun's LOCAL_RANK.
   if (ranks > 1)
     cuda.device = launchedLocalRank();
-  std::unique_ptr<Backend> backend = makeBackend(f.device, cuda);
+  // Exports alone run nothing: the CPU backend holds the state.
+  std::unique_ptr<Backend> backend =
+      f.exportOnly ? createCpuBackend() : makeBackend(f.device, cuda);
   const bool onCuda = backend->name() == "cuda";
   // The ranks' reductions must meet in one transport: NCCL on cuda, MPI on
   // the cpu (auto could give a rank without a GPU the cpu).
@@ -501,7 +648,7 @@ int run(Flags f) {
                 std::to_string(ranks) +
                 " ranks would train apart; compile it with mpc-opt "
                 "--data-parallel");
-  if (trainer.hasLrPlateau() && f.evalData.empty())
+  if (trainer.hasLrPlateau() && f.evalData.empty() && !f.exportOnly)
     throw Error("its learning rate follows the validation loss "
                 "(--lr-schedule=reduce_lr_on_plateau): give "
                 "--eval-data=FILE.npz and --eval-every=N");
@@ -514,6 +661,10 @@ int run(Flags f) {
     trainer.seed = f.seed;
   if (f.shuffle)
     trainer.shuffle = true;
+  if (f.exportOnly) {
+    writeExports(trainer, f, /*report=*/lead);
+    return 0;
+  }
 
   int64_t batch = f.batch;
   std::vector<DataInputSpec> specs = trainer.dataInputs(batch);
@@ -530,18 +681,24 @@ int run(Flags f) {
                 "; try --recompute=auto at mpc-opt, --grad-accum=K with a "
                 "smaller --batch");
   }
-  // --synthetic makes 16 batches of samples up front; on the CPU they share
+  // --synthetic makes 16 batches of samples per rank up front (whole
+  // optimizer steps: at least one, of K micro-batches); on the CPU they share
   // the host memory with the step's arena, so they count against the limit.
+  const int64_t syntheticBatches =
+      std::max<int64_t>(16 / trainer.microBatches(), 1) *
+      trainer.microBatches();
   int64_t syntheticSamples = 0;
-  if (f.synthetic &&
-      __builtin_mul_overflow(batch, int64_t(16) * ranks, &syntheticSamples))
-    throw Error("--synthetic: 16 batches of " + std::to_string(batch) +
+  if (f.synthetic && __builtin_mul_overflow(batch, syntheticBatches * ranks,
+                                            &syntheticSamples))
+    throw Error("--synthetic: " + std::to_string(syntheticBatches) +
+                " batches of " + std::to_string(batch) +
                 " samples are more than 64 bits count");
   if (f.synthetic && limit.bytes && backend->name() == "cpu") {
     size_t dataBytes = Dataset::syntheticBytes(specs, syntheticSamples);
     if (dataBytes > limit.bytes - planned)
-      throw Error("planned peak " + formatByteSize(planned) +
-                  " and the 16 batches of --synthetic samples (" +
+      throw Error("planned peak " + formatByteSize(planned) + " and the " +
+                  std::to_string(syntheticBatches) +
+                  " batches of --synthetic samples (" +
                   (dataBytes == SIZE_MAX ? std::string("over 2^64 bytes")
                                          : formatByteSize(dataBytes)) +
                   ") together exceed the memory limit " +
@@ -561,6 +718,43 @@ int run(Flags f) {
                     std::to_string(counts[size_t(r)]) + " samples, rank 0's " +
                     std::to_string(counts[0]) +
                     ": every rank must read the same data");
+  }
+  // Epochs of whole optimizer steps (drop_last), and the run's length.
+  const EpochPlan epochs =
+      planEpochs(data.numSamples(), batch, trainer.microBatches(), ranks,
+                 f.synthetic ? "--synthetic" : f.data);
+  int64_t steps = f.steps;
+  if (f.epochs > 0) {
+    int64_t target = 0;
+    if (__builtin_mul_overflow(f.epochs, epochs.stepsPerEpoch, &target))
+      throw Error("--epochs=" + std::to_string(f.epochs) + ": " +
+                  std::to_string(epochs.stepsPerEpoch) +
+                  " steps each are more than 64 bits count");
+    // Epochs in all, as a torch script's range(start_epoch, epochs).
+    steps = std::max<int64_t>(target - trainer.stepsDone(), 0);
+    if (steps == 0 && lead)
+      std::fprintf(stderr,
+                   "mpc-run: note: --epochs=%lld is %lld steps, and %s has "
+                   "run %lld: nothing to train\n",
+                   (long long)f.epochs, (long long)target,
+                   f.resume.empty() ? f.model.c_str() : f.resume.c_str(),
+                   (long long)trainer.stepsDone());
+  }
+  if (epochs.leftOut > 0 && lead)
+    std::fprintf(stderr,
+                 "mpc-run: note: %s holds %lld samples, %lld steps of %lld "
+                 "per epoch; each epoch leaves out %lld samples (%s)\n",
+                 f.synthetic ? "--synthetic" : f.data.c_str(),
+                 (long long)data.numSamples(), (long long)epochs.stepsPerEpoch,
+                 (long long)epochs.globalBatch, (long long)epochs.leftOut,
+                 trainer.shuffle ? "other ones every epoch: --shuffle"
+                                 : "the last ones");
+  if (const std::optional<LrSchedule> &schedule = trainer.lrSchedule();
+      schedule && lead) {
+    std::string warning =
+        lrScheduleWarning(*schedule, trainer.lrScheduleStep() + steps);
+    if (!warning.empty())
+      std::fprintf(stderr, "mpc-run: warning: %s\n", warning.c_str());
   }
 
   // The validation set, read (and checked) before the first step.
@@ -637,22 +831,28 @@ int run(Flags f) {
   std::signal(SIGTERM, requestStop);
   int64_t skipped = 0, done = 0, skippedBelowFloor = 0;
   double totalMs = 0, lastLoss = 0;
-  int64_t every = f.steps >= 10 ? f.steps / 10 : 1;
+  int64_t every = steps >= 10 ? steps / 10 : 1;
   bool stopped = false;      // a rank was asked to stop (all ranks agree)
   bool stoppedEarly = false; // --early-stop (all ranks agree)
-  for (int64_t i = 0; i < f.steps; ++i) {
+  const auto loopStart = std::chrono::steady_clock::now();
+  auto secondsSince = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
+        .count();
+  };
+  for (int64_t i = 0; i < steps; ++i) {
     if (onAnyRank(gStopRequested)) {
       stopped = true;
       break;
     }
     // Micro-batch j of optimizer step s is batch s*K + j: the same samples,
     // in the same order, as batch s of size K*B. Data parallel, rank r
-    // takes the r-th B samples of each global micro-batch of N*B.
+    // takes the r-th B samples of each global micro-batch of N*B. An epoch
+    // is whole steps, so no step straddles two.
     std::vector<Trainer::Batch> microBatches;
     for (int64_t j = 0; j < trainer.microBatches(); ++j)
       microBatches.push_back(data.batch(
           (trainer.stepsDone() * trainer.microBatches() + j) * ranks + rank,
-          batch, trainer.shuffle, trainer.seed));
+          batch, trainer.shuffle, trainer.seed, epochs.batchesPerEpoch));
     // Provenance costs a second run of a skipped step: only when asked, or
     // when the scale is below the floor (a stop may need the diagnosis).
     trainer.debugOverflow =
@@ -679,15 +879,28 @@ int run(Flags f) {
         std::snprintf(line + n, sizeof line - size_t(n), ",%.17g", r.lr);
       log << line << "\n";
     }
-    if (!f.quiet && ((i + 1) % every == 0 || i + 1 == f.steps)) {
-      char lr[48] = "";
+    if (!f.quiet && ((i + 1) % every == 0 || i + 1 == steps)) {
+      char lr[48] = "", where[96];
       if (trainer.hasLrSchedule())
         std::snprintf(lr, sizeof lr, "  lr %.4g", r.lr);
+      // --epochs: the epoch of the step just run and the run's steps in all
+      // (a resumed run counts on from its checkpoint).
+      if (f.epochs > 0)
+        std::snprintf(
+            where, sizeof where, "epoch %lld/%lld  step %lld/%lld",
+            (long long)((trainer.stepsDone() - 1) / epochs.stepsPerEpoch + 1),
+            (long long)f.epochs, (long long)trainer.stepsDone(),
+            (long long)(f.epochs * epochs.stepsPerEpoch));
+      else
+        std::snprintf(where, sizeof where, "step %lld/%lld", (long long)(i + 1),
+                      (long long)steps);
+      double eta =
+          secondsSince(loopStart) / double(i + 1) * double(steps - (i + 1));
       std::fprintf(stderr,
-                   "step %lld/%lld  loss %.6f  scale %g%s  skipped %lld  "
-                   "%.2f ms/step\n",
-                   (long long)(i + 1), (long long)f.steps, r.loss, r.lossScale,
-                   lr, (long long)skipped, totalMs / double(i + 1));
+                   "%s  loss %.6f  scale %g%s  skipped %lld  %.2f ms/step  "
+                   "ETA %s\n",
+                   where, r.loss, r.lossScale, lr, (long long)skipped,
+                   totalMs / double(i + 1), formatDuration(eta).c_str());
     }
     if (evaluator && f.evalEvery > 0 &&
         trainer.stepsDone() % f.evalEvery == 0) {
@@ -727,6 +940,7 @@ int run(Flags f) {
   }
   if (log)
     log.flush();
+  const double trainSeconds = secondsSince(loopStart);
   // The final evaluation, unless the last step had one or Ctrl-C asked to
   // stop (every rank agrees on both).
   if (evaluator && !stopped && lastEvalStep != trainer.stepsDone())
@@ -737,12 +951,7 @@ int run(Flags f) {
                  f.save.empty() ? "" : ", saving the checkpoint");
   if (!f.save.empty())
     trainer.saveCheckpoint(f.save);
-  if (!f.exportInference.empty())
-  {
-    InferenceExportOptions exportOptions;
-    exportOptions.ema = f.exportEma;
-    trainer.exportInference(f.exportInference, exportOptions);
-  }
+  writeExports(trainer, f, /*report=*/false);
 
   double samplesPerSec =
       totalMs > 0 ? double(done * batch * trainer.microBatches() * ranks) /
@@ -758,13 +967,20 @@ int run(Flags f) {
                 f.evalEma ? " (ema)" : "", lastEval.loss,
                 (long long)lastEvalStep, (long long)lastEval.samples,
                 f.evalData.c_str());
-  std::printf(
-      "summary: steps %lld  skipped %lld  final loss %.6f  loss scale "
-      "%g  %.0f samples/s  peak memory %s (%s; %zu bytes, live "
-      "%zu)\n",
-      (long long)done, (long long)skipped, lastLoss, trainer.lossScale(),
-      samplesPerSec, formatBytes(trainer.arenaPeakBytes()).c_str(),
-      backend->name().c_str(), trainer.arenaPeakBytes(), trainer.peakBytes());
+  if (f.epochs > 0)
+    std::printf("epochs: %lld of %lld in all, %lld steps of %lld samples "
+                "each\n",
+                (long long)(trainer.stepsDone() / epochs.stepsPerEpoch),
+                (long long)f.epochs, (long long)epochs.stepsPerEpoch,
+                (long long)epochs.globalBatch);
+  std::printf("summary: steps %lld  skipped %lld  final loss %.6f  loss scale "
+              "%g  %.0f samples/s  peak memory %s (%s; %zu bytes, live "
+              "%zu)  time %s\n",
+              (long long)done, (long long)skipped, lastLoss,
+              trainer.lossScale(), samplesPerSec,
+              formatBytes(trainer.arenaPeakBytes()).c_str(),
+              backend->name().c_str(), trainer.arenaPeakBytes(),
+              trainer.peakBytes(), formatDuration(trainSeconds).c_str());
   if (onCuda && !f.quiet) {
     CudaMemoryStats s = loadedCudaMemoryStats(*backend);
     std::fprintf(stderr,
