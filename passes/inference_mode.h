@@ -6,8 +6,7 @@
 // --eval-data) it must normalise with the running statistics, as PyTorch's
 // model.eval() does. Dropout, which the exporter's training mode gives a
 // training_mode input of true, loses that input: without it Dropout is the
-// identity. (Before session 20 the inference model of a model with dropout
-// still dropped.)
+// identity.
 #pragma once
 
 #include "passes/ir/graph.h"

@@ -54,6 +54,18 @@ Evaluator::Evaluator(const Trainer &trainer, Backend &backend, int64_t batch,
   g.addOutput(loss);
   switchToInferenceMode(g);
 
+  // The samples' dims are the training step's (the forward may keep the
+  // export's symbolic ones, e.g. a sequence length --input-shape fixed for
+  // the step); an input the step does not read keeps the forward's own.
+  const Graph &step = *model.training->algorithm;
+  for (Value *in : g.inputs()) {
+    const Value *trained = step.findValue(in->name());
+    if (trained && trained->isGraphInput() && trained->hasShape &&
+        in->hasShape && trained->rank() == in->rank() && in->rank() > 0)
+      for (size_t d = 1; d < in->dims.size(); ++d)
+        if (trained->dims[d].isKnown())
+          in->dims[d] = trained->dims[d];
+  }
   int64_t b = batch;
   CompileOptions options;
   for (const DataInputSpec &s : describeDataInputs(g, b)) {

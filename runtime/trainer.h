@@ -9,6 +9,8 @@
 #pragma once
 
 #include "kernels/common/lr_schedule_math.h"
+#include "passes/inference_model.h"
+#include "passes/onnx/onnx_io.h"
 #include "runtime/backend.h"
 #include "runtime/data/dataset.h"
 #include "runtime/executor.h"
@@ -23,19 +25,6 @@
 #include <string>
 
 namespace mpc {
-
-/// What Trainer::exportInference writes (mpc-run --export-inference).
-struct InferenceExportOptions {
-  /// The outputs the deployed model computes, by name (mpc-run --outputs=):
-  /// any value of the forward; empty: every graph output but the loss.
-  std::vector<std::string> outputs;
-  /// The type of the exported model's floating weights and computation
-  /// (mpc-run --precision=fp32|fp16|bf16 with --export-inference).
-  DType precision = DType::F32;
-  /// The parameters' moving average (mpc-opt --ema-decay) in place of the
-  /// parameters (mpc-run --export-ema).
-  bool ema = false;
-};
 
 struct StepRecord {
   int64_t step = 0;     ///< 1-based index of the step in the whole run
@@ -102,9 +91,11 @@ public:
   /// norms on their running statistics, no dropout) on the trained
   /// parameters, computing only the chosen outputs from only the inputs
   /// they need (no labels), the batch dimension symbolic
-  /// (runtime/inference_export.h).
-  void exportInference(const std::string &path,
-                       const InferenceExportOptions &options = {});
+  /// (passes/inference_model.h). Returns the notes on choices the options
+  /// left to it (which outputs, a batch that stays fixed).
+  std::vector<std::string>
+  exportInference(const std::string &path,
+                  const InferenceExportOptions &options = {});
 
   /// Writes the trained parameters and buffers (batch-norm statistics) in
   /// the safetensors format under their state_dict names, for
@@ -128,6 +119,10 @@ public:
   /// Validation runs since the best one (mpc-run --early-stop), also kept
   /// in checkpoints.
   int64_t evalsSinceBest = 0;
+  /// Whether checkpoints (saveCheckpoint) and exported models keep their
+  /// tensors' bytes in PATH.data beside them (mpc-run --external-data):
+  /// always, or only when the file would pass 2 GiB (writeModelFile).
+  ExternalData externalData = ExternalData::Auto;
   /// On a step that overflows, re-run it (before any state update, so on the
   /// same state and batch) checking every node's output, and fill
   /// StepRecord::overflow.

@@ -401,6 +401,19 @@ void Graph::removeInitializer(Value *v) {
   }
 }
 
+void Graph::removeInput(Value *v) {
+  auto it = std::find(inputs_.begin(), inputs_.end(), v);
+  if (it == inputs_.end())
+    return;
+  assert(v->uses_.empty() && !v->isGraphOutput());
+  inputs_.erase(it);
+  v->isGraphInput_ = false;
+  if (valuesByName_.find(v->name_) == v) {
+    v->live_ = false;
+    valuesByName_.erase(v->name_);
+  }
+}
+
 void Graph::makeInitializerAnInput(Value *v) {
   auto it = std::find(initializers_.begin(), initializers_.end(), v);
   if (it != initializers_.end()) {

@@ -319,6 +319,9 @@ public:
   void removeInitializer(Value *v);
   /// Turns an initializer into a graph input (for --emit=step) or back.
   void makeInitializerAnInput(Value *v);
+  /// Removes a graph input with no uses (and not a graph output): an
+  /// inference model does without the labels its loss read.
+  void removeInput(Value *v);
 
   // --- nodes --------------------------------------------------------------
   /// Appends a node at the end of the node list (or before `before`).

@@ -56,6 +56,7 @@ double exportedLoss(Trainer &t, bool ema, const Dataset &val,
                          (ema ? "_ema" : "") + ".onnx";
   InferenceExportOptions options;
   options.ema = ema;
+  options.outputs = {*t.model().meta("mpc.loss")}; // the loss, with labels
   t.exportInference(exported, options);
   double sum = 0;
   for (int64_t b = 0; b < 4; ++b) {
