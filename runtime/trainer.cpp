@@ -388,12 +388,11 @@ void Trainer::saveCheckpoint(const std::string &path) {
                 std::to_string(microDone_) + " of " +
                 std::to_string(microBatches_) + " micro-batches run)");
   writeStateBack();
-  onnx::ModelProto proto;
-  exportModel(*model_, proto);
-  std::string bytes;
-  if (!proto.SerializeToString(&bytes))
-    throw Error(path + ": cannot serialize the checkpoint");
-  writeFileAtomically(path, bytes);
+  // Straight from the IR into the file (no ModelProto, no second copy of
+  // the state in memory), fsynced, with external data past 2 GiB.
+  ModelWriteOptions options;
+  options.externalData = externalData;
+  writeModelFile(*model_, path, options);
 }
 
 void Trainer::resumeFrom(const std::string &path) {

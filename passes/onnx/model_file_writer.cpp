@@ -17,9 +17,17 @@
 // writes a message's known fields in field-number order, nested messages as
 // tag, length and bytes; the writer writes and joins the pieces in that order,
 // so the result is the same bytes.
+//
+// A model that would pass 2 GiB (or any, when asked) keeps its initializers'
+// bytes in a data file beside it instead (ONNX external data,
+// external_data_writer.h): each such initializer is written as the
+// TensorProto writeModelAtomically leaves it as, with external_data entries
+// and data_location EXTERNAL in place of raw_data, and the bytes go from the
+// IR's tensor into the data file, written first as one pair with the model.
 #include "passes/onnx/onnx_io.h"
 
 #include "passes/ir/mpc_ops.h"
+#include "passes/onnx/external_data_writer.h"
 #include "passes/onnx/mpc_functions.h"
 #include "passes/onnx/onnx_export_parts.h"
 #include "passes/support/diagnostics.h"
@@ -121,6 +129,9 @@ constexpr uint8_t kDimParam = 2 << 3 | 2;
 constexpr uint8_t kTensorDims = 1 << 3 | 0;
 constexpr uint8_t kTensorDataType = 2 << 3 | 0;
 constexpr uint8_t kTensorName = 8 << 3 | 2;
+constexpr uint8_t kTensorExternalData = 13 << 3 | 2;
+constexpr uint8_t kTensorDataLocation = 14 << 3 | 0;
+constexpr int64_t kExternal = 1; // TensorProto.DataLocation.EXTERNAL
 // StringStringEntryProto
 constexpr uint8_t kEntryKey = 1 << 3 | 2;
 constexpr uint8_t kEntryValue = 2 << 3 | 2;
@@ -509,6 +520,29 @@ uint8_t *tensorHeader(uint8_t *p, const std::string &name, const Tensor &t) {
   return stringField(p, kTensorName, name);
 }
 
+/// Size of the fields setExternalData gives a tensor after its header:
+/// external_data (13), one entry per key, and data_location (14).
+size_t externalFieldsSize(const ExternalDataEntries &e) {
+  size_t size = varintField(kExternal);
+  for (int i = 0; i < 3; ++i)
+    size += field(field(std::strlen(ExternalDataEntries::kKeys[i])) +
+                  field(e.values[i].size()));
+  return size;
+}
+
+/// Writes those fields at p; returns their end.
+uint8_t *externalFields(uint8_t *p, const ExternalDataEntries &e) {
+  for (int i = 0; i < 3; ++i) {
+    const char *key = ExternalDataEntries::kKeys[i];
+    size_t keySize = std::strlen(key);
+    p = header(p, kTensorExternalData,
+               field(keySize) + field(e.values[i].size()));
+    p = bytes(header(p, kEntryKey, keySize), key, keySize);
+    p = stringField(p, kEntryValue, e.values[i]);
+  }
+  return varintField(p, kTensorDataLocation, kExternal);
+}
+
 /// Appends field `tag` holding the StringStringEntryProto of `key` (1) and
 /// `value` (2).
 void stringPair(Bytes &out, uint8_t tag, const std::string &key,
@@ -675,8 +709,10 @@ struct GraphPieces {
   struct Init {
     const uint8_t *header; ///< in initHeaders
     size_t headerSize;
-    const Tensor *bytes;
-    size_t size() const { return headerSize + bytes->bytes.size(); }
+    const Tensor *bytes; ///< null: the tensor's bytes are external data
+    size_t size() const {
+      return headerSize + (bytes ? bytes->bytes.size() : 0);
+    }
   };
   std::vector<Init> inits;
   wire::Bytes inputsOutputs; ///< input (11), output (12)
@@ -693,22 +729,53 @@ struct GraphPieces {
     before.write(out);
     for (const Init &i : inits) {
       out.put(i.header, i.headerSize);
-      out.putData(i.bytes->bytes.unalignedData(), i.bytes->bytes.size());
+      if (i.bytes)
+        out.putData(i.bytes->bytes.unalignedData(), i.bytes->bytes.size());
     }
     inputsOutputs.write(out);
     valueInfos.write(out);
   }
 };
 
+/// Bytes of the initializer field tensorToProto gives `init`, raw_data's
+/// included.
+size_t inlineInitializerSize(const Value &init) {
+  const Tensor &t = *init.initializer();
+  size_t inner =
+      wire::tensorHeaderSize(init.name(), t) + wire::field(t.bytes.size());
+  return 1 + varintSize(inner) + inner;
+}
+
+/// Whether an initializer of `t` goes to the data file when the model is
+/// written with external data.
+bool goesExternal(const Tensor &t) {
+  return t.bytes.size() >= kExternalDataMinBytes;
+}
+
 /// Adds the initializer `init` as tensorToProto writes it: its field's
 /// bytes up to raw_data's (9, the highest field such a tensor sets, after
 /// dims 1, data_type 2, name 8) go to `headers`, raw_data's stay where
-/// they are.
+/// they are. With `layout` and a large enough tensor, as setExternalData
+/// leaves it instead: the header, then its external_data entries and
+/// data_location (13, 14), its bytes placed in `layout`.
 void addInitializer(const Value &init, wire::Bytes &headers,
-                    std::vector<GraphPieces::Init> &inits) {
+                    std::vector<GraphPieces::Init> &inits,
+                    ExternalDataLayout *layout) {
   const Tensor &t = *init.initializer();
   size_t fields = wire::tensorHeaderSize(init.name(), t);
   size_t data = t.bytes.size();
+  if (layout && goesExternal(t)) {
+    ExternalDataEntries entries(
+        layout->location(), layout->add(t.bytes.unalignedData(), data), data);
+    size_t inner = fields + wire::externalFieldsSize(entries);
+    size_t size = 1 + varintSize(inner) + inner;
+    uint8_t *start = headers.grow(size);
+    uint8_t *p = wire::header(start, kGraphInitializerTag, inner);
+    p = wire::tensorHeader(p, init.name(), t);
+    wire::externalFields(p, entries);
+    inits.push_back({start, size, nullptr});
+    return;
+  }
   size_t inner = fields + wire::field(data);
   size_t size = 1 + varintSize(inner) + fields + 1 + varintSize(data);
   uint8_t *start = headers.grow(size);
@@ -718,8 +785,20 @@ void addInitializer(const Value &init, wire::Bytes &headers,
   inits.push_back({start, size, &t});
 }
 
+/// The initializers graph `g` writes (see IrGraph), in order.
+std::vector<const Value *> writtenInitializers(const IrGraph &g) {
+  std::vector<const Value *> inits;
+  for (const Value *init : g.graph().initializers())
+    if (g.withState() || !init->isState)
+      inits.push_back(init);
+  for (const Value *init : g.extraInits())
+    inits.push_back(init);
+  return inits;
+}
+
 /// Writes graph `g` as exportGraph does (see IrGraph), completing its mpc
-/// nodes.
+/// nodes; all but the initializers (addInitializer, once the writer knows
+/// whether they go to external data).
 GraphPieces graphPieces(IrGraph &g, MpcNodeCompleter &completer) {
   const Graph &graph = g.graph();
   GraphPieces pieces;
@@ -795,11 +874,6 @@ GraphPieces graphPieces(IrGraph &g, MpcNodeCompleter &completer) {
   }
   wire::stringField(nodes.grow(wire::field(graph.name().size())), kGraphNameTag,
                     graph.name());
-  for (const Value *init : graph.initializers())
-    if (g.withState() || !init->isState)
-      addInitializer(*init, pieces.initHeaders, pieces.inits);
-  for (const Value *init : g.extraInits())
-    addInitializer(*init, pieces.initHeaders, pieces.inits);
   for (const Value *in : graph.inputs())
     wire::valueInfo(pieces.inputsOutputs, kGraphInputTag, *in);
   for (const Value *out : graph.outputs())
@@ -861,15 +935,22 @@ void writeModelPieces(const Model &model, onnx::ModelProto &shell,
 /// exportModel + writeModelAtomically: the IR's names are not as the writer
 /// reads them (a graph lists a value that is not the one of its name).
 void writeThroughProto(const Model &model, const std::string &path,
-                       Fsync fsync) {
+                       const ModelWriteOptions &options) {
   onnx::ModelProto proto;
   exportModel(model, proto);
-  writeModelAtomically(path, proto, fsync);
+  writeModelAtomically(path, proto, options);
 }
 
 } // namespace
 
 void writeModelFile(const Model &model, const std::string &path, Fsync fsync) {
+  ModelWriteOptions options;
+  options.fsync = fsync;
+  writeModelFile(model, path, options);
+}
+
+void writeModelFile(const Model &model, const std::string &path,
+                    const ModelWriteOptions &options) {
   const Graph *algorithm =
       model.training ? model.training->algorithm.get() : nullptr;
   // State that only the training step reads (optimizer moments, loss
@@ -884,7 +965,7 @@ void writeModelFile(const Model &model, const std::string &path, Fsync fsync) {
   if (algorithm)
     step.emplace(*algorithm, false);
   if (!main.namesAreConsistent() || (step && !step->namesAreConsistent())) {
-    writeThroughProto(model, path, fsync);
+    writeThroughProto(model, path, options);
     return;
   }
   onnx::ModelProto shell;
@@ -898,19 +979,47 @@ void writeModelFile(const Model &model, const std::string &path, Fsync fsync) {
   std::optional<GraphPieces> stepPieces;
   if (step)
     stepPieces = graphPieces(*step, completer);
-  writeFileStreamed(
-      path,
-      [&](int fd, std::string &err) {
-        FileSink out(fd, path);
-        writeModelPieces(model, shell, mainPieces,
-                         stepPieces ? &*stepPieces : nullptr, out);
-        if (!out.flush()) {
-          err = out.error();
-          return false;
-        }
-        return true;
-      },
-      fsync);
+  // The graphs' bytes with every initializer inline decide: what lies
+  // around them (header, functions, bindings) is far under the margin.
+  std::vector<const Value *> mainInits = writtenInitializers(main), stepInits;
+  if (step)
+    stepInits = writtenInitializers(*step);
+  size_t inlineBytes =
+      mainPieces.size() + (stepPieces ? stepPieces->size() : 0);
+  for (const auto *inits : {&mainInits, &stepInits})
+    for (const Value *init : *inits)
+      inlineBytes += inlineInitializerSize(*init);
+  bool external = options.externalData == ExternalData::Always ||
+                  inlineBytes > kExternalDataAutoBytes;
+  std::optional<ExternalDataLayout> layout;
+  if (external)
+    layout.emplace(path);
+  ExternalDataLayout *to = layout ? &*layout : nullptr;
+  for (const Value *init : mainInits)
+    addInitializer(*init, mainPieces.initHeaders, mainPieces.inits, to);
+  if (stepPieces)
+    for (const Value *init : stepInits)
+      addInitializer(*init, stepPieces->initHeaders, stepPieces->inits, to);
+  size_t modelBytes = mainPieces.size() + (stepPieces ? stepPieces->size() : 0);
+  if (modelBytes > size_t(INT_MAX))
+    throw Error(path + ": the model is over 2 GiB even with its tensors in "
+                       "external data");
+  auto fillModel = [&](int fd, std::string &err) {
+    FileSink out(fd, path);
+    writeModelPieces(model, shell, mainPieces,
+                     stepPieces ? &*stepPieces : nullptr, out);
+    if (!out.flush()) {
+      err = out.error();
+      return false;
+    }
+    return true;
+  };
+  if (layout && !layout->empty()) {
+    writeModelWithData(path, *layout, fillModel, options);
+    return;
+  }
+  checkOutputSparesInputs(path, false, options);
+  writeFileStreamed(path, fillModel, options.fsync);
 }
 
 } // namespace mpc

@@ -35,6 +35,25 @@ bool writeFileAtomically(
     const std::function<bool(int fd, std::string &error)> &fill,
     std::string &error, Fsync fsync = Fsync::Yes);
 
+/// Writes a model file `path` and the data file `dataPath` its tensors'
+/// external data lie in as one pair: neither is ever left partial, a
+/// failure leaves the previous pair as it was, and `path` never points into
+/// a `dataPath` that is not its own. Both are filled as temporary files
+/// first (`fillData`, then `fillModel`); then the previous pair is moved
+/// aside (PATH.prev.PID, DATAPATH.prev.PID), the new data and then the new
+/// model are renamed into place, and the previous pair is removed. A rename
+/// that fails puts the previous pair back. A crash between the renames
+/// leaves no `path` (the previous pair survives under its .prev names)
+/// rather than an old model over new data or a new model over old data.
+/// Both targets must be regular files or not exist yet. On failure sets
+/// `error` (one line naming the file).
+bool writeFilePairAtomically(
+    const std::string &dataPath,
+    const std::function<bool(int fd, std::string &error)> &fillData,
+    const std::string &path,
+    const std::function<bool(int fd, std::string &error)> &fillModel,
+    std::string &error, Fsync fsync = Fsync::Yes);
+
 /// Writes all `size` bytes to `fd` (retrying short writes); on failure sets
 /// `error` to "PATH: write error: ...".
 bool writeAll(int fd, const void *data, size_t size, const std::string &path,

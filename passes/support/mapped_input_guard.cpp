@@ -24,8 +24,8 @@ struct Slot {
 
 Slot slots[kSlots];
 std::mutex slotsLock; // between watchers; the handler does not take it
-char pendingTemp[kPathBytes] = {};
-std::atomic<bool> pendingSet{false};
+char pendingTemp[kPendingTempFiles][kPathBytes] = {};
+std::atomic<bool> pendingSet[kPendingTempFiles] = {};
 
 void copyPath(char (&dst)[kPathBytes], const std::string &src) {
   size_t n = std::min(src.size(), kPathBytes - 1);
@@ -52,8 +52,9 @@ void onSigbus(int sig, siginfo_t *info, void *) {
     const char *start = s.start.load(std::memory_order_acquire);
     if (!start || addr < start || addr >= start + s.size)
       continue;
-    if (pendingSet.load(std::memory_order_acquire))
-      ::unlink(pendingTemp);
+    for (int i = 0; i < kPendingTempFiles; ++i)
+      if (pendingSet[i].load(std::memory_order_acquire))
+        ::unlink(pendingTemp[i]);
     say(program_invocation_short_name);
     say(": ");
     say(s.path);
@@ -101,12 +102,14 @@ void unwatchMappedFile(int slot) {
   slots[slot].start.store(nullptr, std::memory_order_release);
 }
 
-void setPendingTempFile(const std::string &path) {
-  pendingSet.store(false, std::memory_order_release);
+void setPendingTempFile(const std::string &path, int slot) {
+  if (slot < 0 || slot >= kPendingTempFiles)
+    return;
+  pendingSet[slot].store(false, std::memory_order_release);
   if (path.empty())
     return;
-  copyPath(pendingTemp, path);
-  pendingSet.store(true, std::memory_order_release);
+  copyPath(pendingTemp[slot], path);
+  pendingSet[slot].store(true, std::memory_order_release);
 }
 
 } // namespace mpc

@@ -7,7 +7,7 @@
 // the pages past the new end away and the next read of one raises SIGBUS.
 // A handler for it, installed with the first mapping, tells an address in a
 // watched mapping from any other fault: for a watched one it removes the
-// temporary file of the atomic write in progress (passes/support/file_io.h:
+// temporary files of the atomic write in progress (passes/support/file_io.h:
 // the target itself is only ever renamed into place, so it keeps its old
 // contents), prints "TOOL: PATH: the file changed while it was being read
 // (truncated by another process?)" and exits with code 1. Any other SIGBUS
@@ -26,8 +26,12 @@ namespace mpc {
 int watchMappedFile(const void *data, size_t size, const std::string &path);
 void unwatchMappedFile(int slot);
 
-/// The temporary file an atomic write is filling (empty: none), removed if
-/// a watched mapping faults before the write renames it into place.
-void setPendingTempFile(const std::string &path);
+/// Temporary files of an atomic write in progress: the file it is
+/// filling, and the one it filled first when it writes a pair (a model's
+/// data file, file_io.h's writeFilePairAtomically). Each slot (below
+/// kPendingTempFiles) holds one path (empty: none); all are removed if a
+/// watched mapping faults before the write renames them into place.
+constexpr int kPendingTempFiles = 2;
+void setPendingTempFile(const std::string &path, int slot = 0);
 
 } // namespace mpc

@@ -23,6 +23,19 @@ config.substitutions.append(("%python", sys.executable))
 import shutil
 if shutil.which("dot"):
     config.available_features.add("dot")
+# Sanitizer builds (make test-asan) run several times slower in twice the
+# memory: tests that hold gigabytes say UNSUPPORTED: sanitize.
+if getattr(config, "mpc_sanitize", False):
+    config.available_features.add("sanitize")
+# Tests that hold gigabytes (external-data-over-2gib.test: a model past 2 GiB
+# trained on the CPU, ~7 GB per mpc-run) say REQUIRES: memory-12g.
+try:
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemTotal:") and int(line.split()[1]) >= 12 << 20:
+                config.available_features.add("memory-12g")
+except OSError:
+    pass
 # A CUDA device is present (tests that expect "no GPU" mark UNSUPPORTED).
 if os.path.exists("/dev/nvidiactl"):
     config.available_features.add("cuda-device")

@@ -36,6 +36,10 @@ output:
   -o FILE                 output file ("-": stdout; default stdout for text)
   --emit=onnx|text|step   binary ONNX (default), text of every graph, or the
                           step as a plain functional model
+  --external-data         keep the tensors' bytes in FILE.data beside -o FILE
+                          (ONNX external data, as onnx.save_model's
+                          save_as_external_data); a model that would pass
+                          2 GiB is always written so
   --passes=a,b{k=v},c     run exactly these passes (default: all, in order)
   --list-passes           print the pass table
   --print-after-all       print the model (text) after every pass, on stderr
@@ -126,6 +130,7 @@ struct Flags {
   std::string input;
   std::string output;
   bool outputGiven = false;
+  bool externalData = false; ///< --external-data
   std::string emit = "onnx";
   std::string passes;
   bool passesGiven = false;
@@ -238,6 +243,8 @@ Flags parseFlags(int argc, char **argv) {
       if (val.empty())
         throw Error("--report-json: expects a file name (--report-json=FILE)");
       f.reportJson = val;
+    } else if (arg == "--external-data") {
+      f.externalData = true;
     } else if (key == "--dot") {
       if (val.empty())
         throw Error("--dot: expects a file name (--dot=FILE)");
@@ -391,6 +398,11 @@ Flags parseFlags(int argc, char **argv) {
                   "terminal; use -o - to force stdout)");
     f.output = "-";
   }
+  if (f.externalData && (f.emit == "text" || f.output == "-"))
+    throw Error("--external-data: writes binary ONNX to a file (-o FILE, "
+                "the data file beside it)");
+  if (f.externalData && f.splitInputFile)
+    throw Error("--external-data: cannot be combined with --split-input-file");
   // Only --explain and --dot read the precision map (never exported), and
   // only --stats the memory plan's numbers (the plan is not exported).
   f.options.recordPrecision = f.explain || !f.dotFile.empty();
@@ -424,6 +436,17 @@ void reportMemory(const Model &model, const Flags &f) {
                              kOutputSync))
       throw Error("--report-json: " + error);
   }
+}
+
+/// How the compiled model is written to `path`: not fsynced, with external
+/// data when asked (else past 2 GiB), never over a file the input model
+/// reads (the output may replace the input model itself).
+ModelWriteOptions writeOptions(const Flags &f, const std::string &path) {
+  ModelWriteOptions o;
+  o.externalData = f.externalData ? ExternalData::Always : ExternalData::Auto;
+  o.fsync = kOutputSync;
+  o.inputFiles = inputFilesToKeep(f.input, path);
+  return o;
 }
 
 /// Keeps a compiled model (or its proto) allocated until the process exits:
@@ -499,7 +522,7 @@ std::string compile(std::unique_ptr<Model> model, const Flags &f,
   if (writeTo && f.emit != "step") {
     // Written from the IR straight into the file, no ModelProto between.
     timed(timings, "export+write",
-          [&] { writeModelFile(*model, *writeTo, kOutputSync); });
+          [&] { writeModelFile(*model, *writeTo, writeOptions(f, *writeTo)); });
     keepUntilExit(std::move(model));
     return {};
   }
@@ -512,8 +535,9 @@ std::string compile(std::unique_ptr<Model> model, const Flags &f,
       exportModel(*model, proto);
   });
   if (writeTo) {
-    timed(timings, "serialize+write",
-          [&] { writeModelAtomically(*writeTo, proto, kOutputSync); });
+    timed(timings, "serialize+write", [&] {
+      writeModelAtomically(*writeTo, proto, writeOptions(f, *writeTo));
+    });
     keepUntilExit(std::move(model));
     keepUntilExit(std::move(protoOwner));
     return {};

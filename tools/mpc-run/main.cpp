@@ -71,6 +71,10 @@ Trains MODEL, a training step compiled by mpc-opt.
                           stops after N evaluations without a lower loss
   --save=CKPT.onnx        checkpoint at the end (and every --save-every=N)
   --resume=CKPT.onnx      continue bit-for-bit from a checkpoint
+  --external-data         --save, --save-best and --export-inference files
+                          keep their tensors in FILE.data beside FILE (ONNX
+                          external data); one that would pass 2 GiB always
+                          does
   --export-inference=F    write the inference graph with trained weights;
                           --outputs=NAME,NAME: the values it computes
                           (default: every output but the loss),
@@ -155,6 +159,7 @@ struct Flags {
   /// train nothing.
   bool exportOnly = false;
   int64_t saveEvery = 0;
+  bool externalData = false; ///< --external-data
   /// --eval-data: the validation set; its loss every --eval-every steps
   /// (0: after the last step only), rows in --eval-log.
   std::string evalData, evalLog;
@@ -255,6 +260,7 @@ Flags parseFlags(int argc, char **argv) {
                                            "--save-every",
                                            "--resume",
                                            "--export-inference",
+                                           "--external-data",
                                            "--debug-overflow",
                                            "--min-loss-scale",
                                            "--max-skipped-steps",
@@ -300,6 +306,8 @@ Flags parseFlags(int argc, char **argv) {
       f.save = need();
     } else if (key == "--save-every") {
       f.saveEvery = parseInt(key, need(), 1);
+    } else if (arg == "--external-data") {
+      f.externalData = true;
     } else if (key == "--eval-data") {
       f.evalData = need();
     } else if (key == "--eval-every") {
@@ -447,6 +455,10 @@ Flags parseFlags(int argc, char **argv) {
     throw Error("--data and --synthetic are exclusive");
   if (f.saveEvery > 0 && f.save.empty())
     throw Error("--save-every needs --save=CKPT.onnx");
+  if (f.externalData && f.save.empty() && f.saveBest.empty() &&
+      f.exportInference.empty())
+    throw Error("--external-data: writes the --save, --save-best and "
+                "--export-inference files; give one of them");
   if (f.evalData.empty() && f.evalEvery > 0)
     throw Error("--eval-every needs --eval-data=FILE.npz");
   if (f.evalData.empty() && !f.evalLog.empty())
@@ -643,6 +655,8 @@ int run(Flags f) {
     std::fprintf(stderr, "mpc-run: --debug-overflow: the cuda backend runs "
                          "the step staged (node by node)\n");
   Trainer trainer(loadModel(f.model), *backend, gWorld.get());
+  trainer.externalData =
+      f.externalData ? ExternalData::Always : ExternalData::Auto;
   if (ranks > 1 && !trainer.model().meta("mpc.data_parallel"))
     throw Error("compiled without --data-parallel, so its " +
                 std::to_string(ranks) +
