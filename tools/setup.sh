@@ -26,10 +26,12 @@ packages=(
 # The test also builds its models with the onnx package and numpy, so all
 # three must import (onnxruntime alone left the test skipped on a fresh
 # machine: its wheel does not bring onnx).
-if command -v python3 >/dev/null && ! python3 -c 'import onnxruntime, onnx, numpy' 2>/dev/null; then
-  echo "setup: pip install onnxruntime onnx numpy (for the ort-step test)"
-  python3 -m pip install -q --disable-pip-version-check onnxruntime onnx numpy >/dev/null 2>&1 ||
-    echo "setup: could not install onnxruntime and onnx; ort-step will be skipped"
+# safetensors: the journey and safetensors-export tests read mpc-run
+# --export-safetensors' files with the safetensors package.
+if command -v python3 >/dev/null && ! python3 -c 'import onnxruntime, onnx, numpy, safetensors' 2>/dev/null; then
+  echo "setup: pip install onnxruntime onnx numpy safetensors (for the ort-step, journey and safetensors tests)"
+  python3 -m pip install -q --disable-pip-version-check onnxruntime onnx numpy safetensors >/dev/null 2>&1 ||
+    echo "setup: could not install onnxruntime, onnx and safetensors; ort-step, journey and safetensors-export will be skipped"
 fi
 
 missing=()

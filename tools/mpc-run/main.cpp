@@ -600,7 +600,11 @@ void writeExports(Trainer &trainer, const Flags &f, bool report) {
     if (f.exportPrecision)
       options.precision = *f.exportPrecision;
     options.ema = f.exportEma;
-    trainer.exportInference(f.exportInference, options);
+    std::vector<std::string> notes =
+        trainer.exportInference(f.exportInference, options);
+    if (!f.quiet)
+      for (const std::string &note : notes)
+        std::fprintf(stderr, "mpc-run: note: %s\n", note.c_str());
     if (report)
       std::printf("exported the inference model%s after step %lld: %s\n",
                   f.exportEma ? " (moving average)" : "",
