@@ -13,11 +13,13 @@
 
 #include "onnx/onnx_pb.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 
 namespace mpc {
 
@@ -92,12 +94,33 @@ LrPlateauState plateauStateOf(const Model &m) {
   return s;
 }
 
+/// Throws Error when the step updates none of the model's parameters (a
+/// model compiled with --passes that left out the optimizer: training it
+/// would run and log steps while every parameter stays as it was).
+void refuseStepThatTrainsNothing(const Model &m) {
+  const std::string *params = m.meta("mpc.params");
+  if (!params)
+    params = m.meta("mpc.user_params");
+  std::vector<std::string> names =
+      params ? splitList(*params) : std::vector<std::string>{};
+  for (const auto &[state, value] : m.training->updateBinding)
+    if (!params || std::find(names.begin(), names.end(), state) != names.end())
+      return;
+  throw Error("its training step updates no parameter (" +
+              std::string(params ? "the optimizer pass did not run: "
+                                   "compiled with a --passes list?"
+                                 : "no update_binding") +
+              "); compile it with mpc-opt MODEL -o OUT and the optimizer's "
+              "flags, without --passes");
+}
+
 } // namespace
 
 Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
                  Collective *world)
     : model_(std::move(model)), world_(world) {
   step_ = runnableStep(*model_);
+  refuseStepThatTrainsNothing(*model_);
   lossName_ = stepLossName(*model_, *step_);
   foundInfName_ = metaOr(*model_, "mpc.found_inf", "");
   lossScaleName_ = metaOr(*model_, "mpc.loss_scale", "");
@@ -456,36 +479,32 @@ void Trainer::resumeFrom(const std::string &path) {
     shuffle = *s == "1";
 }
 
-void Trainer::exportInference(const std::string &path,
-                              const InferenceExportOptions &options) {
-  bool ema = options.ema;
+std::vector<std::string>
+Trainer::exportInference(const std::string &path,
+                         const InferenceExportOptions &options) {
   writeStateBack();
-  Model inference;
-  inference.irVersion = model_->irVersion;
-  inference.opsets = model_->opsets;
-  inference.producerName = model_->producerName;
-  inference.producerVersion = model_->producerVersion;
-  inference.graph = model_->graph->clone();
-  if (ema) {
+  // The trained state (the main graph's tensors are the step's, updated by
+  // writeStateBack), or the parameters' moving average in their place.
+  std::map<std::string, TensorPtr> weights;
+  if (options.ema) {
     auto pairs = emaPairs(*model_);
     if (pairs.empty())
       throw Error(path + ": the model keeps no moving average of its "
                          "parameters (compile it with mpc-opt --ema-decay=D)");
     for (const auto &[param, average] : pairs)
-      if (Value *v = inference.graph->findValue(param))
-        v->setInitializer(std::make_shared<Tensor>(state(average)));
+      weights[param] = std::make_shared<Tensor>(state(average));
   }
-  switchToInferenceMode(*inference.graph);
-  // Only the state the inference graph reads (parameters, statistics).
-  for (Value *init : std::vector<Value *>(inference.graph->initializers()))
-    if (init->uses().empty() && !init->isGraphOutput())
-      inference.graph->removeInitializer(init);
-  onnx::ModelProto proto;
-  exportModel(inference, proto);
-  std::string bytes;
-  if (!proto.SerializeToString(&bytes))
-    throw Error(path + ": cannot serialize the model");
-  writeFileAtomically(path, bytes);
+  std::vector<std::string> notes;
+  std::unique_ptr<Model> inference;
+  try {
+    inference = buildInferenceModel(*model_, options, weights, notes);
+  } catch (const Error &e) {
+    throw Error(path + ": " + e.what());
+  }
+  ModelWriteOptions write;
+  write.externalData = externalData;
+  writeModelFile(*inference, path, write);
+  return notes;
 }
 
 size_t Trainer::exportSafetensors(const std::string &path, bool ema) {

@@ -3,6 +3,7 @@
 //
 // A thin main: flags in, pipeline from passes/registry.h, model out. Bad input
 // of any kind is one line on stderr and exit code 1, and no output file.
+#include "passes/inference_model.h"
 #include "passes/memory_report.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
@@ -122,6 +123,11 @@ optimizer:
   --sync-batchnorm        with --data-parallel: training-mode batch norms
                           normalise with the global batch's statistics
                           (torch.nn.SyncBatchNorm)
+the loss:
+  --loss=NAME             the output to train (default: the only output, or
+                          the only scalar floating one of several, e.g. a
+                          model returning (loss, logits)); the other outputs
+                          are the inference model's
 parameters and shapes:
   --trainable=REGEX  --frozen=REGEX  --input-shape=NAME:AxBxC  --batch=B
 )";
@@ -146,6 +152,9 @@ struct Flags {
   bool reportMemory = false; ///< --report=memory
   std::string reportJson;    ///< --report-json=FILE
   CompileOptions options;
+  /// The flags given (names before '='): a --passes list must run a pass
+  /// that reads each of them (checkFlagsReachPipeline).
+  std::vector<std::string> given;
 };
 
 double parseDouble(const std::string &flag, const std::string &v) {
@@ -197,6 +206,10 @@ Flags parseFlags(int argc, char **argv) {
         throw Error(key + ": expects a value (" + key + "=...)");
       return val;
     };
+    // --precision=fp32 asks for no casts, which a list without autocast
+    // gives as well.
+    if (key.rfind("--", 0) == 0 && arg != "--precision=fp32")
+      f.given.push_back(key);
     if (arg == "-h" || arg == "--help") {
       std::cout << kUsage;
       std::exit(0);
@@ -356,6 +369,11 @@ Flags parseFlags(int argc, char **argv) {
       o.minLr = parseDouble(key, need());
     } else if (key == "--ema-decay") {
       o.emaDecay = parseDouble(key, need());
+    } else if (key == "--loss") {
+      o.loss = need();
+      if (o.loss.empty())
+        throw Error(
+            "--loss: expects the name of the loss output (--loss=NAME)");
     } else if (key == "--trainable") {
       o.trainable = need();
     } else if (key == "--frozen") {
@@ -482,11 +500,16 @@ std::string compile(std::unique_ptr<Model> model, const Flags &f,
                     const std::string *writeTo = nullptr) {
   std::vector<PipelineEntry> pipeline =
       f.passesGiven ? parsePipeline(f.passes) : defaultPipelineFor(*model);
+  if (f.passesGiven)
+    checkFlagsReachPipeline(f.given, pipeline);
   if (!f.printAfter.empty() && !findPass(f.printAfter))
     throw Error("--print-after: unknown pass '" + f.printAfter + "'");
   PipelineConfig config;
   config.verifyEach = f.verifyEach;
   config.timings = timings;
+  config.note = [](const std::string &note) {
+    std::cerr << "mpc-opt: note: " << note << "\n";
+  };
   // The nodes later passes add are recorded only when the precision map is
   // kept (--explain, --dot).
   config.afterPass = [&](const std::string &pass, const Model &m) {
@@ -495,8 +518,15 @@ std::string compile(std::unique_ptr<Model> model, const Flags &f,
     if (f.printAfterAll || pass == f.printAfter)
       std::cerr << "// ----- after " << pass << "\n" << printModelText(m);
   };
+  // --input-shape and --batch fix the step's shapes; the forward users
+  // deploy keeps the ones the export declared (passes/inference_model.h).
+  std::unique_ptr<Graph> generic;
+  if (!f.passesGiven && !model->training &&
+      (!f.options.inputShapes.empty() || f.options.batch > 0))
+    generic = model->graph->clone();
   Statistics stats;
   runPipeline(*model, pipeline, f.options, config, stats);
+  keepShapeGenericForward(*model, std::move(generic));
   if (f.stats)
     for (const auto &kv : stats)
       std::cerr << kv.first << ": " << kv.second << "\n";
