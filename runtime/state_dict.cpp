@@ -2,6 +2,7 @@
 #include "runtime/state_dict.h"
 
 #include "passes/ema.h"
+#include "passes/pass.h"
 #include "passes/support/diagnostics.h"
 
 #include <map>
@@ -70,11 +71,27 @@ std::vector<StateDictEntry> stateDictOf(const Model &model,
       averageOf[param] = average;
   std::vector<StateDictEntry> out;
   std::set<std::string> names;
+  // The persistent buffers torch's dynamo exporter named (mpc.buffers, set
+  // by the importer): constants to the step, state to the module.
+  std::set<std::string> buffers;
+  if (const std::string *listed = model.meta("mpc.buffers"))
+    for (const std::string &b : splitList(*listed))
+      buffers.insert(b);
+  for (const std::string &b : buffers) {
+    const Value *v = model.graph->findValue(b);
+    if (!v || !v->isInitializer())
+      throw Error("the module's persistent buffer '" + b +
+                  "' is not a tensor of the compiled model's forward any "
+                  "more (folded into a constant), so a state_dict would "
+                  "lack it");
+  }
   for (const Value *init : model.graph->initializers()) {
     const std::string &name = init->name();
     const Tensor &t = *init->initializer();
     bool keep;
-    if (isFloating(t.dtype))
+    if (buffers.count(name))
+      keep = true;
+    else if (isFloating(t.dtype))
       keep = !init->uses().empty() &&
              (isStepState(model, name) || isRunningStatistic(*init));
     else

@@ -14,13 +14,14 @@
 //   - a floating tensor the forward reads as a BatchNormalization's running
 //     mean or var (a batch norm in eval mode, whose statistics are constants
 //     of the step but buffers of the module);
-//   - an integer tensor named PREFIX.num_batches_tracked.
-// Everything else is left out: integer tensors (an int64 position_ids
-// buffer, which transformers registers as non-persistent, or folded shape
-// arithmetic) and floating constants (torch's dynamo exporter's val_N, a
-// TorchScript export's /Constant_output_0). A buffer that is neither a
-// parameter nor a batch norm's statistic is a constant to mpc-opt once
-// torch's dynamo exporter calls it a BUFFER, so it is not written.
+//   - an integer tensor named PREFIX.num_batches_tracked;
+//   - a persistent buffer torch's dynamo exporter named (its signature's
+//     persistent=True BUFFERs, kept by the importer as mpc.buffers): a
+//     constant to the step, state to the module.
+// Everything else is left out: other integer tensors (an int64
+// position_ids buffer, which transformers registers as non-persistent, or
+// folded shape arithmetic) and floating constants (torch's dynamo
+// exporter's val_N, a TorchScript export's /Constant_output_0).
 //
 // Batch norms: exporters drop num_batches_tracked, which strict
 // load_state_dict needs. For every PREFIX.running_mean / PREFIX.running_var

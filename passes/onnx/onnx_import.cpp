@@ -592,7 +592,10 @@ importModelFrom(const onnx::ModelProto &proto, onnx::ModelProto *owned,
     init->isState = true;
   // torch's dynamo exporter says which initializers are parameters and
   // which batch norms were traced in training mode.
-  applyTorchExportSignature(proto.graph(), *model->graph);
+  std::vector<std::string> buffers;
+  applyTorchExportSignature(proto.graph(), *model->graph, &buffers);
+  if (!buffers.empty() && !model->meta("mpc.buffers"))
+    model->setMeta("mpc.buffers", joinList(buffers, ','));
   // ONNX's Gradient operator has no kernel: it becomes the backward
   // subgraph it names (passes/onnx/gradient_op.h).
   // InstanceNormalization and some activations have no kernel: they become

@@ -20,6 +20,8 @@ namespace {
 
 constexpr std::string_view kKindKey =
     "pkg.torch.export.graph_signature.InputSpec.kind";
+constexpr std::string_view kPersistentKey =
+    "pkg.torch.export.graph_signature.InputSpec.persistent";
 constexpr std::string_view kAtenOpKey = "pkg.torch.onnx.class_hierarchy";
 /// The aten op torch.export's functionalisation makes of a training-mode
 /// batch norm (an eval-mode one is ..._no_training).
@@ -77,10 +79,15 @@ void restoreTrainingMode(Node &bn) {
 
 } // namespace
 
-bool applyTorchExportSignature(const onnx::GraphProto &gp, Graph &g) {
+bool applyTorchExportSignature(const onnx::GraphProto &gp, Graph &g,
+                               std::vector<std::string> *persistentBuffers) {
   std::unordered_map<std::string, std::string> kinds;
+  std::unordered_set<std::string> persistent;
   for (const auto &vi : gp.value_info()) {
     std::string kind = metadataValue(vi, kValueInfoMetadata, kKindKey);
+    if (kind == "BUFFER" &&
+        metadataValue(vi, kValueInfoMetadata, kPersistentKey) == "True")
+      persistent.insert(vi.name());
     if (!kind.empty())
       kinds.emplace(vi.name(), std::move(kind));
   }
@@ -122,6 +129,8 @@ bool applyTorchExportSignature(const onnx::GraphProto &gp, Graph &g) {
           "torch.onnx.export(..., dynamo=True, optimize=False)");
     if (it->second != "PARAMETER" && !runningStats.count(init))
       init->isState = false;
+    if (persistentBuffers && persistent.count(init->name()))
+      persistentBuffers->push_back(init->name());
   }
   return true;
 }

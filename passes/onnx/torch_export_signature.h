@@ -40,6 +40,11 @@ namespace mpc {
 /// Applies the signature that `gp` (the graph g was imported from, its
 /// initializers already state) carries, if any, to g's initializers and
 /// batch norms. Returns false, changing nothing, when gp has none.
-bool applyTorchExportSignature(const onnx::GraphProto &gp, Graph &g);
+/// `persistentBuffers` (optional) receives the initializers the signature
+/// calls persistent buffers: the module's state_dict holds them besides
+/// its parameters (mpc-run --export-safetensors writes them back).
+bool applyTorchExportSignature(
+    const onnx::GraphProto &gp, Graph &g,
+    std::vector<std::string> *persistentBuffers = nullptr);
 
 } // namespace mpc

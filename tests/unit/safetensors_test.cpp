@@ -320,9 +320,8 @@ net (float[4,3] x, int64[4] y) => (float loss)
 // torch's dynamo export of a batch norm kept in eval mode (fine-tuning with
 // frozen statistics): its statistics are constants of the step but buffers
 // of the module; the constant 0.5 (val_8) is not module state. The
-// persistent buffer `offset` is a constant to mpc-opt (its importer makes
-// every BUFFER but a training batch norm's statistics one), so it is not
-// written (state_dict.h).
+// persistent buffer `offset` is a constant to the step but state to the
+// module: the importer keeps its name (mpc.buffers), so it is written.
 TEST(StateDict, DynamoExportWithFrozenBatchNorm) {
   std::unique_ptr<Model> compiled = loadModel(
       std::string(MPC_SOURCE_DIR) + "/models/frozen_norm_dynamo.onnx");
@@ -341,11 +340,11 @@ TEST(StateDict, DynamoExportWithFrozenBatchNorm) {
       EXPECT_EQ(e.value.getAsDouble(0), 0) << "a frozen batch norm counts none";
     }
   }
-  EXPECT_EQ(names,
-            (std::vector<std::string>{
-                "temperature", "fc1.weight", "fc1.bias", "norm.weight",
-                "norm.bias", "fc2.weight", "fc2.bias", "norm.running_mean",
-                "norm.running_var", "norm.num_batches_tracked"}));
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "temperature", "fc1.weight", "fc1.bias", "norm.weight",
+                       "norm.bias", "fc2.weight", "fc2.bias", "offset",
+                       "norm.running_mean", "norm.running_var",
+                       "norm.num_batches_tracked"}));
 }
 
 TEST(RunLength, EpochsOfWholeSteps) {
