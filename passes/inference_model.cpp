@@ -2,6 +2,7 @@
 #include "passes/inference_model.h"
 
 #include "passes/inference_mode.h"
+#include "passes/ir/mpc_ops.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
 #include "passes/shape_inference.h"
@@ -214,6 +215,16 @@ buildInferenceModel(const Model &compiled,
   runPipeline(*m, parsePipeline("verify,infer-shapes"), compile,
               PipelineConfig{}, stats);
   m->metadata.clear(); // autocast's mpc.precision: not a training model
+  // The training step's domain, unless a node of the forward still uses it
+  // (an mpc op, written with its function).
+  bool usesMpc = false;
+  for (const Node *n : m->graph->nodeList())
+    usesMpc |= n->domain() == kMpcDomain;
+  if (!usesMpc)
+    m->opsets.erase(
+        std::remove_if(m->opsets.begin(), m->opsets.end(),
+                       [](const auto &o) { return o.first == kMpcDomain; }),
+        m->opsets.end());
   return m;
 }
 

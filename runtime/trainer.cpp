@@ -507,6 +507,16 @@ Trainer::exportInference(const std::string &path,
   return notes;
 }
 
+void Trainer::checkInferenceExport(
+    const std::string &path, const InferenceExportOptions &options) const {
+  std::vector<std::string> notes;
+  try {
+    buildInferenceModel(*model_, options, {}, notes);
+  } catch (const Error &e) {
+    throw Error(path + ": " + e.what());
+  }
+}
+
 size_t Trainer::exportSafetensors(const std::string &path, bool ema) {
   if (microDone_ != 0)
     throw Error(path + ": cannot export inside an accumulation window (" +

@@ -96,6 +96,11 @@ public:
   std::vector<std::string>
   exportInference(const std::string &path,
                   const InferenceExportOptions &options = {});
+  /// Builds the model exportInference would write and drops it: an export
+  /// that cannot be made (an output the forward lacks) fails before the
+  /// first step, not after the run.
+  void checkInferenceExport(const std::string &path,
+                            const InferenceExportOptions &options) const;
 
   /// Writes the trained parameters and buffers (batch-norm statistics) in
   /// the safetensors format under their state_dict names, for

@@ -591,15 +591,21 @@ volatile std::sig_atomic_t gStopRequested = 0;
 
 void requestStop(int) { gStopRequested = 1; }
 
+/// What --export-inference, --outputs, --precision and --export-ema ask for.
+InferenceExportOptions inferenceExportOptions(const Flags &f) {
+  InferenceExportOptions options;
+  options.outputs = f.exportOutputs;
+  if (f.exportPrecision)
+    options.precision = *f.exportPrecision;
+  options.ema = f.exportEma;
+  return options;
+}
+
 /// --export-inference and --export-safetensors from the trainer's state;
 /// `report`: a line on stdout for each file written.
 void writeExports(Trainer &trainer, const Flags &f, bool report) {
   if (!f.exportInference.empty()) {
-    InferenceExportOptions options;
-    options.outputs = f.exportOutputs;
-    if (f.exportPrecision)
-      options.precision = *f.exportPrecision;
-    options.ema = f.exportEma;
+    InferenceExportOptions options = inferenceExportOptions(f);
     std::vector<std::string> notes =
         trainer.exportInference(f.exportInference, options);
     if (!f.quiet)
@@ -683,6 +689,8 @@ int run(Flags f) {
     writeExports(trainer, f, /*report=*/lead);
     return 0;
   }
+  if (!f.exportInference.empty())
+    trainer.checkInferenceExport(f.exportInference, inferenceExportOptions(f));
 
   int64_t batch = f.batch;
   std::vector<DataInputSpec> specs = trainer.dataInputs(batch);
