@@ -68,6 +68,77 @@ std::vector<Value *> chooseOutputs(const Model &compiled, Graph &g,
               "': name the values to export with --outputs=NAME,NAME");
 }
 
+/// Dims [start, end) of a Shape node over an input of rank `rank` (ONNX's
+/// clamping of negative and out-of-range bounds).
+std::pair<int64_t, int64_t> shapeRange(const Node &shape, int64_t rank) {
+  auto clamp = [&](int64_t i) {
+    if (i < 0)
+      i += rank;
+    return std::min(std::max<int64_t>(i, 0), rank);
+  };
+  return {clamp(shape.attrInt("start", 0)), clamp(shape.attrInt("end", rank))};
+}
+
+/// Whether dims [begin, end) of `a` and `b` are provably equal: the same
+/// static size, or the same symbol of the export (torch's exporter names
+/// one symbol for a dim its inputs share, e.g. the sequence length of the
+/// input ids and of the labels).
+bool sameDims(const Value &a, const Value &b, int64_t begin, int64_t end) {
+  if (!a.hasShape || !b.hasShape || b.rank() < end)
+    return false;
+  for (int64_t d = begin; d < end; ++d) {
+    const Dim &x = a.dims[size_t(d)], &y = b.dims[size_t(d)];
+    bool equal = x.isKnown() ? x.value == y.value
+                             : !x.symbol.empty() && x.symbol == y.symbol;
+    if (!equal)
+      return false;
+  }
+  return true;
+}
+
+/// An input the chosen outputs read only through Shape nodes (the exporter
+/// took the sequence length from the labels, say) is read from another
+/// input whose dims there are provably the same, so that the deployed model
+/// does without it.
+void readShapesFromOtherInputs(Graph &g) {
+  auto onlyShaped = [](const Value *v) {
+    if (v->uses().empty() || v->isGraphOutput())
+      return false;
+    for (const Use &u : v->uses())
+      if (!u.user->isOp("", "Shape"))
+        return false;
+    return true;
+  };
+  for (Value *in : std::vector<Value *>(g.inputs())) {
+    if (!onlyShaped(in) || !in->hasShape)
+      continue;
+    std::vector<std::pair<Node *, Value *>> moves;
+    for (const Use &u : in->uses()) {
+      auto [begin, end] = shapeRange(*u.user, in->rank());
+      Value *source = nullptr;
+      for (Value *other : g.inputs())
+        if (other != in && !onlyShaped(other) && !other->uses().empty() &&
+            sameDims(*in, *other, begin, end) &&
+            (u.user->hasAttr("start") || u.user->hasAttr("end") ||
+             other->rank() == in->rank())) {
+          source = other;
+          break;
+        }
+      if (!source)
+        break;
+      moves.emplace_back(u.user, source);
+    }
+    if (moves.size() != in->uses().size())
+      continue;
+    for (auto &[shape, source] : moves) {
+      // end, when absent, meant `in`'s rank: spell it for the new input.
+      if (!shape->hasAttr("end") && source->rank() != in->rank())
+        shape->setAttr("end", Attribute::ofInt(in->rank()));
+      shape->setInput(0, source);
+    }
+  }
+}
+
 /// Removes the graph inputs nothing reads any more (the labels).
 void removeUnusedInputs(Graph &g) {
   for (Value *in : std::vector<Value *>(g.inputs()))
@@ -202,6 +273,7 @@ buildInferenceModel(const Model &compiled,
   // norms' running-statistic updates); then the inputs only the loss read.
   runPipeline(*m, parsePipeline("verify,infer-shapes,cleanup"), compile,
               PipelineConfig{}, stats);
+  readShapesFromOtherInputs(g);
   removeUnusedInputs(g);
   makeBatchSymbolic(*m, notes);
   if (options.precision != DType::F32) {
