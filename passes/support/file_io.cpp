@@ -191,8 +191,14 @@ bool writeFileAtomically(
   // device or pipe with a plain file, and it has no previous contents to
   // protect.
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) &&
-      !S_ISDIR(st.st_mode))
+  bool found = ::stat(path.c_str(), &st) == 0;
+  // A directory would fail only at the rename, after the whole file was
+  // written beside it: say so first.
+  if (found && S_ISDIR(st.st_mode)) {
+    error = path + ": is a directory, not a file to write";
+    return false;
+  }
+  if (found && !S_ISREG(st.st_mode))
     return writeInPlace(path, fill, error);
   // The pid keeps two processes writing the same target from sharing a temp.
   std::string tmp = path + ".tmp." + std::to_string(getpid());
