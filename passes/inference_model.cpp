@@ -304,33 +304,28 @@ void keepShapeGenericForward(Model &compiled, std::unique_ptr<Graph> imported) {
   if (!compiled.training || !imported)
     return;
   const Graph &step = *compiled.training->algorithm;
-  // Every initializer of the forward reads the compiled value of its name:
-  // the state the step trains, else the compiled main graph's constant.
-  for (Value *init : imported->initializers()) {
-    const Value *trained = step.findValue(init->name());
-    if (!trained || !trained->isInitializer() || !trained->isState)
-      trained = compiled.graph->findValue(init->name());
-    if (!trained || !trained->isInitializer())
-      continue;
-    const Tensor &t = *trained->initializer();
-    const Tensor &mine = *init->initializer();
-    if (t.dtype != mine.dtype || t.dims != mine.dims)
-      return; // master weights of another type: keep the specialised one
-  }
-  for (Value *init : imported->initializers()) {
-    const Value *trained = step.findValue(init->name());
-    bool state = trained && trained->isInitializer() && trained->isState;
-    if (!state)
-      trained = compiled.graph->findValue(init->name());
-    if (!trained || !trained->isInitializer())
-      continue;
-    init->setInitializer(trained->initializer());
-    init->isState = trained->isState;
-  }
-  // The compiled main graph's other state (none today) stays readable.
+  // The compiled value an initializer of the forward reads: the state the
+  // step trains, else the compiled main graph's tensor (a constant).
+  auto compiledValue = [&](const Value &init) -> const Value * {
+    const Value *v = step.findValue(init.name());
+    if (!v || !v->isInitializer() || !v->isState)
+      v = compiled.graph->findValue(init.name());
+    return v && v->isInitializer() ? v : nullptr;
+  };
+  for (const Value *init : imported->initializers())
+    if (const Value *v = compiledValue(*init))
+      if (v->initializer()->dtype != init->initializer()->dtype ||
+          v->initializer()->dims != init->initializer()->dims)
+        return; // master weights of another type: keep the specialised one
+  // The compiled main graph's other state (none today) must stay readable.
   for (const Value *init : compiled.graph->initializers())
     if (init->isState && !imported->findValue(init->name()))
       return;
+  for (Value *init : imported->initializers())
+    if (const Value *v = compiledValue(*init)) {
+      init->setInitializer(v->initializer());
+      init->isState = v->isState;
+    }
   imported->setName(compiled.graph->name());
   compiled.graph = std::move(imported);
 }
