@@ -126,10 +126,12 @@ class RMSNormNet(nn.Module):
         return nn.functional.mse_loss(self.fc2(nn.functional.silu(self.norm(self.fc1(x)))), y)
 
 
-def export(model, args, fname, input_names, optimize=False, opset=None):
+def export(model, args, fname, input_names, optimize=False, opset=None, output_names=("loss",),
+           dynamic_shapes=None):
     with contextlib.redirect_stdout(io.StringIO()):
         program = torch.onnx.export(model, args, dynamo=True, optimize=optimize, opset_version=opset,
-                                    input_names=input_names, output_names=["loss"])
+                                    input_names=input_names, output_names=list(output_names),
+                                    dynamic_shapes=dynamic_shapes)
     m = program.model_proto
     for n in m.graph.node:  # the stack traces name files on the exporting machine
         keep = [p for p in n.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]

@@ -26,16 +26,17 @@ files hold what mpc must reproduce (tests/e2e/journey_test.py checks it, without
 
 Regenerate:  python3 models/make_journey_models.py   (torch >= 2.9, transformers, onnxscript, onnx)
 """
-import contextlib
-import io
 import os
+import sys
 import warnings
 
 import numpy as np
-import onnx
 import torch
 import torch.nn as nn
 import transformers
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_dynamo_models  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STEPS = 10
@@ -78,19 +79,9 @@ class CnnWithLoss(nn.Module):
 
 
 def export(model, args, names, dynamic, fname):
-    with contextlib.redirect_stdout(io.StringIO()):
-        program = torch.onnx.export(model, args, dynamo=True, optimize=False,
-                                    input_names=names, output_names=["loss", "logits"],
-                                    dynamic_shapes=dynamic)
-    m = program.model_proto
-    for n in m.graph.node:  # the stack traces name files on the exporting machine
-        keep = [p for p in n.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
-        del n.metadata_props[:]
-        n.metadata_props.extend(keep)
-    m.producer_version = torch.__version__.split("+")[0]
-    onnx.checker.check_model(m, full_check=True)
-    onnx.save(m, out(fname))
-    print(f"{fname}: {len(m.graph.node)} nodes, {os.path.getsize(out(fname))} bytes")
+    """make_dynamo_models.export, with the (loss, logits) outputs and dynamic dims."""
+    make_dynamo_models.export(model, args, fname, names, output_names=("loss", "logits"),
+                              dynamic_shapes=dynamic)
 
 
 def train(model, data, names, batch, fname, eval_inputs):

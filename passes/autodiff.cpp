@@ -133,10 +133,7 @@ void checkLoss(const Value &loss) {
   if (loss.dtype == DType::Undefined || !loss.hasShape)
     errorAt(*p) << "the type of the loss '" << loss.name()
                 << "' is unknown; run infer-shapes before autodiff";
-  bool scalar = true;
-  for (const Dim &d : loss.dims)
-    scalar &= d.value == 1;
-  if (!isFloating(loss.dtype) || !scalar)
+  if (!isScalarFloat(loss))
     errorAt(*p) << "the loss '" << loss.name()
                 << "' must be a scalar float (rank 0 or all dims 1), got "
                 << loss.typeString();

@@ -56,17 +56,6 @@ void applyInputShape(Value &v, const std::vector<int64_t> &dims) {
   v.hasShape = true;
 }
 
-/// Forgets what node outputs held (e.g. the exporter's value_info) once the
-/// inputs changed, so that no stale dim survives where inference cannot tell.
-void forgetIntermediateShapes(Graph &g) {
-  for (Node *n : g.nodeList())
-    for (Value *o : n->outputs())
-      if (o) {
-        o->hasShape = false;
-        o->dims.clear();
-      }
-}
-
 } // namespace
 
 void runInferShapes(Model &model, PassContext &ctx) {

@@ -162,12 +162,7 @@ std::optional<int64_t> sharedStaticBatch(const Graph &g) {
 /// Infers every node output of `g` afresh from its inputs' types; false
 /// when inference fails (a computation that does not fit the inputs).
 bool reinfer(Graph &g, int64_t opset) {
-  for (Node *n : g.nodeList())
-    for (Value *o : n->outputs())
-      if (o) {
-        o->hasShape = false;
-        o->dims.clear();
-      }
+  forgetIntermediateShapes(g);
   try {
     inferGraph(g, opset);
   } catch (const Error &) {

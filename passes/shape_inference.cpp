@@ -2256,6 +2256,15 @@ void inferNode(Node &n, int64_t opset) {
   rule->infer(c);
 }
 
+void forgetIntermediateShapes(Graph &g) {
+  for (Node *n : g.nodeList())
+    for (Value *o : n->outputs())
+      if (o) {
+        o->hasShape = false;
+        o->dims.clear();
+      }
+}
+
 void inferGraph(Graph &g, int64_t opset) {
   for (Node *n : g.nodeList())
     inferNode(*n, opset);

@@ -29,6 +29,11 @@ void inferNode(Node &n, int64_t opset);
 /// inferNode on every node of `g`, in order.
 void inferGraph(Graph &g, int64_t opset);
 
+/// Forgets the types of every node output of `g` (e.g. the exporter's
+/// value_info), so that inferGraph after a change of the inputs leaves no
+/// stale dim where it cannot tell.
+void forgetIntermediateShapes(Graph &g);
+
 /// True when the op (domain "" for ONNX, "mpc" for mpc's own) is supported.
 bool isSupportedOp(const std::string &domain, const std::string &op);
 
