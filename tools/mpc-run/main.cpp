@@ -686,6 +686,10 @@ int run(Flags f) {
   if (f.shuffle)
     trainer.shuffle = true;
   if (f.exportOnly) {
+    // --save without training writes the model (resumed) as a checkpoint,
+    // e.g. again with --external-data, rather than being ignored.
+    if (!f.save.empty() && lead)
+      trainer.saveCheckpoint(f.save);
     writeExports(trainer, f, /*report=*/lead);
     return 0;
   }
