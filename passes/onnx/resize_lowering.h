@@ -1,23 +1,28 @@
 // ONNX's Resize (opset 11+), lowered at import to Gathers along the
 // resized axes, the ops mpc has kernels and gradients for (GatherGrad
-// scatter-adds, which is the gradient of both modes):
+// scatter-adds, which is the gradient of every mode):
 //
-//   nearest: y = Gather(x, src, axis), src[i] the nearest source index of
-//            output position i;
-//   linear:  y = Gather(x, i0, axis) * w0 + Gather(x, i1, axis) * w1, the two
-//            neighbours and their weights, one resized axis at a time from
-//            the last (so 2-D bilinear groups its sums as PyTorch's does:
-//            h0 * (w0 * x00 + w1 * x01) + h1 * (...)).
+//   y = sum_k Gather(x, index_k, axis) * weight_k
 //
-// src, i0, i1 and the weights are constants computed here in double from
-// the coordinate_transformation_mode (half_pixel, pytorch_half_pixel,
-// align_corners, asymmetric, tf_half_pixel_for_nn) and, for nearest,
-// nearest_mode, exactly as ONNX defines them; the source coordinate is
-// clamped to the input (PyTorch's and ONNX's edge behaviour). This is what
-// F.interpolate / nn.Upsample export (nearest: asymmetric + floor; bilinear:
-// half_pixel, or align_corners). The scales or sizes must be computable at
-// import (import_constants.h) and the resized axes' dims known; cubic mode,
-// antialias, tf_crop_and_resize, half_pixel_symmetric and
+// over the taps of each output position, one resized axis at a time from
+// the last (so 2-D bilinear and bicubic group their sums as PyTorch's do:
+// rows first, then the rows' weighted sum):
+//
+//   nearest: one tap, the nearest source index (nearest_mode), weight 1;
+//   linear:  the two neighbours of the source coordinate, clamped to the
+//            input first;
+//   cubic:   the four around it, Keys' kernel with cubic_coeff_a (PyTorch's
+//            bicubic: -0.75), taps past the edge reading the edge, or, with
+//            exclude_outside, weighing 0 and the rest renormalised.
+//
+// The indices and weights are constants computed here in double from the
+// coordinate_transformation_mode (half_pixel, pytorch_half_pixel,
+// half_pixel_symmetric, align_corners, asymmetric, tf_half_pixel_for_nn)
+// exactly as ONNX defines them; a tap that weighs 0 everywhere is left out.
+// This is what F.interpolate / nn.Upsample export (nearest: asymmetric +
+// floor; bilinear and bicubic: half_pixel, or align_corners). The scales
+// or sizes must be computable at import (import_constants.h) and the
+// resized axes' dims known; antialias, tf_crop_and_resize and
 // keep_aspect_ratio_policy other than stretch are refused naming the node.
 #pragma once
 
