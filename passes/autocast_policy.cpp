@@ -488,16 +488,7 @@ AutocastPolicy AutocastPolicy::fromOptions(const CompileOptions &options) {
   for (const std::string &op : p.fp32Ops_)
     if (p.fp16Ops_.count(op))
       error() << "op '" << op << "' is given in both --fp32-ops and --fp16-ops";
-  if (!options.fp32Nodes.empty()) {
-    try {
-      p.nodeRegex_ = std::regex(options.fp32Nodes, std::regex::ECMAScript);
-    } catch (const std::regex_error &e) {
-      error() << "--fp32-nodes: invalid regular expression '"
-              << options.fp32Nodes << "': " << e.what();
-    }
-    p.hasNodeRegex_ = true;
-    p.nodePattern_ = options.fp32Nodes;
-  }
+  p.nodePattern_ = compileNamePattern(options.fp32Nodes, "fp32-nodes");
   return p;
 }
 
@@ -515,11 +506,11 @@ Classification AutocastPolicy::explain(const Node &n) const {
   if (cls == PC::Keep || cls == PC::AnyType)
     return c;
   // (No override given, the usual case: nothing more to look up.)
-  if (!hasNodeRegex_ && fp16Ops_.empty() && fp32Ops_.empty())
+  if (!nodePattern_ && fp16Ops_.empty() && fp32Ops_.empty())
     return c;
   bool overridable =
       e && (e->domain[0] == '\0' || std::string_view(e->domain) == kMpcDomain);
-  if (hasNodeRegex_ && std::regex_search(n.name(), nodeRegex_)) {
+  if (nodePattern_ && nodePattern_->search(n.name())) {
     c.cls = PC::Fp32;
     c.source = ClassSource::Fp32Nodes;
   } else if (overridable && fp16Ops_.count(n.opType())) {

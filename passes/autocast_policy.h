@@ -8,9 +8,10 @@
 #pragma once
 
 #include "passes/pass.h"
+#include "passes/support/name_pattern.h"
 
 #include <cstdint>
-#include <regex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -106,7 +107,10 @@ public:
   Classification explain(const Node &n) const;
 
   /// The --fp32-nodes regular expression as given ("" when none).
-  const std::string &fp32NodesPattern() const { return nodePattern_; }
+  const std::string &fp32NodesPattern() const {
+    static const std::string kNone;
+    return nodePattern_ ? nodePattern_->text() : kNone;
+  }
 
   /// True when input i of n must keep its dtype whatever the node runs in.
   bool isUncastInput(const Node &n, size_t i) const;
@@ -116,9 +120,7 @@ public:
 
 private:
   std::set<std::string> fp32Ops_, fp16Ops_;
-  bool hasNodeRegex_ = false;
-  std::regex nodeRegex_;
-  std::string nodePattern_;
+  std::optional<NamePattern> nodePattern_; ///< --fp32-nodes
 };
 
 } // namespace mpc

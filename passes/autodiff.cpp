@@ -24,7 +24,6 @@
 #include "passes/support/name_pattern.h"
 
 #include <algorithm>
-#include <regex>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -45,8 +44,8 @@ std::vector<Value *> trainableParameters(Graph &g, const CompileOptions &opts,
   for (Value *init : g.initializers()) {
     if (!init->isState || !isFloating(init->dtype) || runningStats.count(init))
       continue;
-    bool selected = !trainable || std::regex_search(init->name(), *trainable);
-    if (frozen && std::regex_search(init->name(), *frozen))
+    bool selected = !trainable || trainable->search(init->name());
+    if (frozen && frozen->search(init->name()))
       selected = false;
     if (selected)
       params.push_back(init);

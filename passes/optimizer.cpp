@@ -46,7 +46,6 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
-#include <regex>
 #include <string_view>
 #include <unordered_set>
 
@@ -70,7 +69,7 @@ struct OptimizerConfig {
   std::string schedule;      ///< lrScheduleSummary, for mpc.optimizer
   /// --no-weight-decay: the parameters it names update with weight_decay 0.
   std::string noDecayText;
-  std::optional<std::regex> noDecay;
+  std::optional<NamePattern> noDecay;
 };
 
 void requireAtLeast(const char *flag, double v, double lo) {
@@ -251,7 +250,7 @@ void runOptimizer(Model &model, PassContext &ctx) {
   if (c.noDecay) {
     bool any = false;
     for (size_t i = 0; i < tv.params.size(); ++i)
-      any |= noDecay[i] = std::regex_search(tv.params[i]->name(), *c.noDecay);
+      any |= noDecay[i] = c.noDecay->search(tv.params[i]->name());
     if (!any) {
       std::string names;
       for (size_t i = 0; i < tv.params.size() && i < 8; ++i)

@@ -13,6 +13,7 @@ packages=(
   libopenblas-dev                                 # CPU matrix products
   libopenmpi-dev openmpi-bin                      # data parallel: mpirun -np N mpc-run
   libsleef-dev                                    # CPU vector erf/exp (GELU)
+  libre2-dev                                      # name patterns (--trainable, --fp32-nodes, ...)
   libmimalloc-dev                                 # the tools' heap (many small IR objects)
   zlib1g-dev                                      # deflate for .npz
   python3-numpy python3-onnx                      # lit tests make .npy and .onnx inputs

@@ -3,19 +3,39 @@
 
 #include "passes/support/diagnostics.h"
 
-namespace mpc {
+#include <re2/re2.h>
 
-std::optional<std::regex> compileNamePattern(const std::string &pattern,
-                                             const char *flag) {
+namespace mpc {
+namespace {
+
+/// A pattern can be any length, and RE2's error quotes the part at fault:
+/// the line keeps the start of either.
+std::string shorten(const std::string &s) {
+  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+}
+
+} // namespace
+
+bool NamePattern::search(std::string_view name) const {
+  return RE2::PartialMatch(re2::StringPiece(name.data(), name.size()), *re_);
+}
+
+std::optional<NamePattern> compileNamePattern(const std::string &pattern,
+                                              const char *flag) {
   if (pattern.empty())
     return std::nullopt;
-  try {
-    return std::regex(pattern);
-  } catch (const std::regex_error &e) {
-    error() << "--" << flag << ": invalid regular expression '" << pattern
-            << "': " << e.what();
+  RE2::Options options;
+  // The error is the tool's one line, not RE2's log on stderr.
+  options.set_log_errors(false);
+  auto re = std::make_shared<const RE2>(pattern, options);
+  if (!re->ok()) {
+    error() << "--" << flag << ": invalid regular expression '"
+            << shorten(pattern) << "': " << shorten(re->error());
   }
-  return std::nullopt;
+  NamePattern p;
+  p.text_ = pattern;
+  p.re_ = std::move(re);
+  return p;
 }
 
 } // namespace mpc

@@ -2,6 +2,7 @@
 #include "tools/mpc-opt/opt_flags.h"
 
 #include "passes/support/diagnostics.h"
+#include "passes/support/name_pattern.h"
 
 #include <cstdlib>
 
@@ -360,6 +361,12 @@ OptFlags parseOptFlags(int argc, const char *const *argv) {
   }
   if (f.input.empty())
     throw Error("no input model (usage: mpc-opt MODEL -o OUT)");
+  // The name patterns compile now, so that a bad one is refused before the
+  // model is read (the passes compile them again where they match).
+  compileNamePattern(o.fp32Nodes, "fp32-nodes");
+  compileNamePattern(o.trainable, "trainable");
+  compileNamePattern(o.frozen, "frozen");
+  compileNamePattern(o.noWeightDecay, "no-weight-decay");
   if (f.options.memoryBudget > 0 && f.options.recompute != "auto")
     throw Error("--memory-budget: only with --recompute=auto");
   if ((f.reportMemory || !f.reportJson.empty()) && f.splitInputFile)
