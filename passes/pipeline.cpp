@@ -69,11 +69,15 @@ void runPipeline(Model &model, const std::vector<PipelineEntry> &pipeline,
   // The model as it stands has passed the verifier (the verify pass, or the
   // check after the pass before).
   bool verified = false;
+  // The metadata names values; each pass's rewrites carry those names along
+  // (Model::updateValueReferences), so no pass updates them by hand.
+  model.updateValueReferences();
   for (const PipelineEntry &entry : pipeline) {
     PassContext ctx{options, entry.options, {}};
     ctx.unchangedSinceVerify = verified;
     TimePoint start = TimePoint::now();
     entry.pass->run(model, ctx);
+    model.updateValueReferences();
     if (config.timings)
       config.timings->add(entry.pass->name, start);
     for (const auto &kv : ctx.stats)

@@ -590,6 +590,8 @@ void Graph::removeNode(Node *n) {
 void Graph::replaceAllUsesWith(Value *from, Value *to) {
   if (from == to)
     return;
+  if (to)
+    from->replacedBy_ = to;
   // Every use of `from` goes, so its list is taken whole rather than copied
   // and then emptied one use at a time (setInput finds nothing to remove).
   std::vector<Use> uses = std::move(from->uses_);
@@ -761,13 +763,7 @@ const std::string *Model::meta(const std::string &key) const {
   return nullptr;
 }
 
-void Model::setMeta(const std::string &key, const std::string &value) {
-  for (auto &kv : metadata)
-    if (kv.first == key) {
-      kv.second = value;
-      return;
-    }
-  metadata.emplace_back(key, value);
-}
+// Model::setMeta: passes/ir/metadata_value_refs.cpp (it records the values
+// a value-naming key names).
 
 } // namespace mpc

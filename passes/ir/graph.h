@@ -148,9 +148,16 @@ public:
 
   Graph *owner() const { return owner_; }
 
+  /// The value the last Graph::replaceAllUsesWith(this, v) pointed every
+  /// use at (nullptr: never replaced). Once this value is gone, what named
+  /// it by name (model metadata: Model::updateValueReferences) names that
+  /// one instead.
+  Value *replacedBy() const { return replacedBy_; }
+
 private:
   friend class Graph;
   friend class Node;
+  Value *replacedBy_ = nullptr;
   std::string name_;
   Graph *owner_ = nullptr;
   Node *producer_ = nullptr;
@@ -468,7 +475,38 @@ public:
   int64_t opsetVersion(const std::string &domain) const;
   void setOpsetVersion(const std::string &domain, int64_t version);
   const std::string *meta(const std::string &key) const;
+  /// Sets a key; one that names values (mpc.grads, mpc.loss, ...) also
+  /// records which values it names, for updateValueReferences.
   void setMeta(const std::string &key, const std::string &value);
+
+  /// Makes the metadata that names values (graph.cpp's
+  /// kValueNamingMetadata: mpc.loss, mpc.grads, mpc.params, ...) name the
+  /// values it named when it was written, as they are now: a value renamed
+  /// is named by its new name, and one a rewrite replaced
+  /// (Graph::replaceAllUsesWith) and then removed by its replacement. The
+  /// pipeline calls it before the first pass and after every pass, so no
+  /// pass keeps these names in step by hand. An entry written directly into
+  /// `metadata` is taken as it reads.
+  void updateValueReferences();
+
+private:
+  /// A name in a value-naming entry and the value it named (nullptr: none
+  /// found); the graph's uid tells that the pointer is still the graph's.
+  struct ValueRef {
+    uint64_t graphUid = 0;
+    Value *value = nullptr;
+  };
+  /// One value-naming entry: its text when last written or updated, and
+  /// the value of each name in it, in order.
+  struct MetadataValueRefs {
+    std::string key, text;
+    std::vector<ValueRef> refs;
+  };
+  /// The value of `name` in the working graph (the training step, else the
+  /// main graph), else in the main graph.
+  ValueRef findValueRef(const std::string &name) const;
+  void recordValueRefs(MetadataValueRefs &r, const std::string &text);
+  std::vector<MetadataValueRefs> valueRefs_;
 };
 
 } // namespace mpc

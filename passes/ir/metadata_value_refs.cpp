@@ -1,0 +1,187 @@
+// Metadata that names values follows those values through rewrites.
+//
+// Passes record facts about the step in model metadata by value name:
+// mpc.grads lists each parameter's gradient, mpc.loss the loss, and so on.
+// Any later pass may rewrite the graph: cleanup drops an Identity whose
+// output is a gradient (torch's weight_norm, a parameter read whole through
+// Transpose<perm=[0,1]>), a fusion replaces the node that computed it. A
+// pass cannot be expected to know every key that might name what it
+// replaces, so the model keeps, for each value-naming entry, the values it
+// named (Model::setMeta records them; an entry found with other text is
+// read afresh), and updateValueReferences, which the pipeline runs after
+// every pass, writes each one's current name: a renamed value's new name,
+// and for a value that was replaced (Graph::replaceAllUsesWith) and then
+// removed, its replacement's. A value removed with no replacement keeps its
+// name, and the verifier reports it against the pass that removed it.
+#include "passes/ir/graph.h"
+
+#include <algorithm>
+#include <string_view>
+
+namespace mpc {
+namespace {
+
+/// Every metadata key whose value names values of the model's graphs, and
+/// how: a comma-separated list of names, or of name=name pairs (mpc.ema:
+/// parameter=average). Not mpc.buffers: those are the module's state_dict
+/// names, and a buffer folded away is an error (runtime/state_dict.cpp), not
+/// a name to move.
+struct ValueNamingKey {
+  std::string_view key;
+  bool pairs;
+};
+constexpr ValueNamingKey kValueNamingMetadata[] = {
+    {"mpc.loss", false},
+    {"mpc.grads", false},
+    {"mpc.grad_seed", false},
+    {"mpc.found_inf", false},
+    {"mpc.params", false},
+    {"mpc.loss_scale", false},
+    {"mpc.growth_tracker", false},
+    {"mpc.step", false},
+    {"mpc.master_params", false},
+    {"mpc.optimizer_state", false},
+    {"mpc.grad_accum_counter", false},
+    {"mpc.grad_accum_buffers", false},
+    {"mpc.lr_state", false},
+    {"mpc.user_loss", false},
+    {"mpc.user_params", false},
+    {"mpc.user_grads", false},
+    {"mpc.user_state", false},
+    {"mpc.ema", true},
+};
+
+const ValueNamingKey *valueNamingKey(std::string_view key) {
+  for (const ValueNamingKey &k : kValueNamingMetadata)
+    if (k.key == key)
+      return &k;
+  return nullptr;
+}
+
+/// The names in `text` as (offset, length) spans, in order: split at ','
+/// (and at '=' for pairs). Empty names are spans of length 0.
+std::vector<std::pair<size_t, size_t>> nameSpans(std::string_view text,
+                                                 bool pairs) {
+  std::vector<std::pair<size_t, size_t>> spans;
+  size_t start = 0;
+  for (size_t i = 0; i <= text.size(); ++i)
+    if (i == text.size() || text[i] == ',' || (pairs && text[i] == '=')) {
+      spans.emplace_back(start, i - start);
+      start = i + 1;
+    }
+  return spans;
+}
+
+} // namespace
+
+Model::ValueRef Model::findValueRef(const std::string &name) const {
+  Graph *working = training ? training->algorithm.get() : graph.get();
+  for (Graph *g : {working, graph.get()})
+    if (g)
+      if (Value *v = g->findValue(name))
+        return {g->uid(), v};
+  return {};
+}
+
+void Model::recordValueRefs(MetadataValueRefs &r, const std::string &text) {
+  r.text = text;
+  r.refs.clear();
+  const ValueNamingKey *k = valueNamingKey(r.key);
+  for (auto [offset, length] : nameSpans(text, k && k->pairs))
+    r.refs.push_back(length ? findValueRef(text.substr(offset, length))
+                            : ValueRef{});
+}
+
+void Model::setMeta(const std::string &key, const std::string &value) {
+  auto it = std::find_if(metadata.begin(), metadata.end(),
+                         [&](const auto &kv) { return kv.first == key; });
+  if (it != metadata.end())
+    it->second = value;
+  else
+    metadata.emplace_back(key, value);
+  if (!valueNamingKey(key))
+    return;
+  auto r =
+      std::find_if(valueRefs_.begin(), valueRefs_.end(),
+                   [&](const MetadataValueRefs &m) { return m.key == key; });
+  if (r == valueRefs_.end()) {
+    valueRefs_.push_back({key, {}, {}});
+    r = std::prev(valueRefs_.end());
+  }
+  recordValueRefs(*r, value);
+}
+
+void Model::updateValueReferences() {
+  Graph *graphs[] = {graph.get(),
+                     training ? training->algorithm.get() : nullptr};
+  // The graph a reference's value belongs to, while it is one of the
+  // model's (its values are alive as long as it is).
+  auto graphOf = [&](uint64_t uid) -> Graph * {
+    for (Graph *g : graphs)
+      if (g && g->uid() == uid)
+        return g;
+    return nullptr;
+  };
+  for (const ValueNamingKey &k : kValueNamingMetadata) {
+    const std::string *text = meta(std::string(k.key));
+    auto it = std::find_if(
+        valueRefs_.begin(), valueRefs_.end(),
+        [&](const MetadataValueRefs &r) { return r.key == k.key; });
+    if (!text) {
+      if (it != valueRefs_.end())
+        valueRefs_.erase(it);
+      continue;
+    }
+    if (it == valueRefs_.end()) {
+      valueRefs_.push_back({std::string(k.key), {}, {}});
+      it = std::prev(valueRefs_.end());
+    }
+    MetadataValueRefs &r = *it;
+    std::vector<std::pair<size_t, size_t>> spans = nameSpans(*text, k.pairs);
+    if (r.text != *text || r.refs.size() != spans.size()) {
+      // Written without setMeta: the names are what the entry says.
+      recordValueRefs(r, *text);
+      continue;
+    }
+    std::string updated;
+    size_t copied = 0; // *text up to here is in `updated`
+    bool changed = false;
+    for (size_t i = 0; i < spans.size(); ++i) {
+      ValueRef &ref = r.refs[i];
+      std::string_view name(text->data() + spans[i].first, spans[i].second);
+      Graph *g = ref.value ? graphOf(ref.graphUid) : nullptr;
+      if (!g) {
+        // Not found when recorded, or its graph was replaced: by name.
+        ref = name.empty() ? ValueRef{} : findValueRef(std::string(name));
+        continue;
+      }
+      // A value removed after a rewrite pointed its uses elsewhere is named
+      // by where they went (a chain of such rewrites is followed; the
+      // bound guards against a cycle of replacements).
+      Value *v = ref.value;
+      for (size_t hops = 0;
+           !v->isLive() && v->replacedBy() && v->replacedBy()->owner() == g &&
+           hops < g->numValueIds();
+           ++hops)
+        v = v->replacedBy();
+      if (!v->isLive() || v->name() == name)
+        continue; // as it was, or gone with nothing in its place
+      ref.value = v;
+      updated.append(*text, copied, spans[i].first - copied);
+      updated += v->name();
+      copied = spans[i].first + spans[i].second;
+      changed = true;
+    }
+    if (!changed)
+      continue;
+    updated.append(*text, copied, std::string::npos);
+    // Not setMeta: it would look each name up again, and a name freed by a
+    // removal may belong to a new value by now.
+    for (auto &kv : metadata)
+      if (kv.first == r.key)
+        kv.second = updated;
+    r.text = std::move(updated);
+  }
+}
+
+} // namespace mpc

@@ -1,0 +1,184 @@
+// Unit tests for metadata that names values
+// (passes/ir/metadata_value_refs.cpp).
+//
+// A value that a rewrite replaced and then removed is named by its
+// replacement, a renamed value by its new name; a value that is replaced but
+// still lives (a loss read through a new scaling node) keeps the name; a
+// name freed by a removal and taken by a new value does not capture the
+// entry; an entry written by hand is taken as it reads. The pipeline does
+// this after every pass: cleanup removing a gradient's Identity leaves
+// mpc.grads naming the value the Identity copied.
+#include "passes/ir/graph.h"
+#include "passes/onnx/onnx_io.h"
+#include "passes/pipeline.h"
+#include "passes/registry.h"
+
+#include <gtest/gtest.h>
+
+using namespace mpc;
+
+namespace {
+
+/// x -> Relu -> r -> Identity -> id (a "gradient"), and `keep` read by a
+/// graph output so that the graph is not empty after a removal.
+struct Chain {
+  Model m;
+  Value *x, *r, *id;
+  Node *relu, *identity;
+  Chain() {
+    Graph &g = *m.graph;
+    x = g.addInput("x", DType::F32, {4});
+    relu = g.createNodeWithOutputs("Relu", {x}, {"r"}, "relu");
+    r = relu->output(0);
+    identity = g.createNodeWithOutputs("Identity", {r}, {"w_grad"}, "copy");
+    id = identity->output(0);
+    g.addOutput(r);
+  }
+  /// What cleanup does to a no-op copy: readers read its input, it goes.
+  void removeIdentity() {
+    m.graph->replaceAllUsesWith(id, r);
+    m.graph->removeNode(identity);
+  }
+};
+
+std::string meta(const Model &m, const char *key) {
+  const std::string *s = m.meta(key);
+  return s ? *s : "<absent>";
+}
+
+} // namespace
+
+TEST(MetadataValueRefs, AReplacedAndRemovedValueIsNamedByItsReplacement) {
+  Chain c;
+  c.m.setMeta("mpc.grads", "x,w_grad");
+  c.removeIdentity();
+  EXPECT_EQ(meta(c.m, "mpc.grads"), "x,w_grad"); // nothing until asked
+  c.m.updateValueReferences();
+  EXPECT_EQ(meta(c.m, "mpc.grads"), "x,r");
+  c.m.updateValueReferences(); // converges
+  EXPECT_EQ(meta(c.m, "mpc.grads"), "x,r");
+}
+
+TEST(MetadataValueRefs, AChainOfReplacementsIsFollowed) {
+  Chain c;
+  Graph &g = *c.m.graph;
+  c.m.setMeta("mpc.loss", "w_grad");
+  // w_grad -> t (a second copy) -> r, each removed in turn.
+  Node *t = g.createNodeWithOutputs("Identity", {c.r}, {"t"}, "t");
+  g.replaceAllUsesWith(c.id, t->output(0));
+  g.removeNode(c.identity);
+  g.replaceAllUsesWith(t->output(0), c.r);
+  g.removeNode(t);
+  c.m.updateValueReferences();
+  EXPECT_EQ(meta(c.m, "mpc.loss"), "r");
+}
+
+TEST(MetadataValueRefs, ARenamedValueIsNamedByItsNewName) {
+  Chain c;
+  c.m.setMeta("mpc.step", "w_grad");
+  c.m.graph->renameValue(c.id, "renamed");
+  c.m.updateValueReferences();
+  EXPECT_EQ(meta(c.m, "mpc.step"), "renamed");
+}
+
+TEST(MetadataValueRefs, AValueThatStillLivesKeepsItsName) {
+  // Loss scaling's pattern: every reader of the loss reads loss * scale,
+  // and the loss itself stays, still the loss.
+  Chain c;
+  Graph &g = *c.m.graph;
+  c.m.setMeta("mpc.loss", "r");
+  Node *scaled = g.createNodeWithOutputs("Neg", {c.r}, {"scaled"}, "scale");
+  g.replaceAllUsesWith(c.r, scaled->output(0));
+  scaled->setInput(0, c.r);
+  c.m.updateValueReferences();
+  EXPECT_EQ(meta(c.m, "mpc.loss"), "r");
+}
+
+TEST(MetadataValueRefs, AValueRemovedWithNothingInItsPlaceKeepsItsName) {
+  // The verifier then reports the name against the pass that removed it.
+  Chain c;
+  c.m.setMeta("mpc.grads", "w_grad");
+  c.m.graph->removeNode(c.identity);
+  c.m.updateValueReferences();
+  EXPECT_EQ(meta(c.m, "mpc.grads"), "w_grad");
+  EXPECT_EQ(c.m.graph->findValue("w_grad"), nullptr);
+}
+
+TEST(MetadataValueRefs, ANameFreedAndTakenByANewValueDoesNotCaptureTheEntry) {
+  Chain c;
+  c.m.setMeta("mpc.grads", "w_grad");
+  c.removeIdentity();
+  // A later rewrite makes a new value under the freed name before the
+  // names are brought up to date.
+  Node *other = c.m.graph->createNodeWithOutputs("Neg", {c.x}, {"w_grad"}, "n");
+  c.m.graph->addOutput(other->output(0));
+  c.m.updateValueReferences();
+  EXPECT_EQ(meta(c.m, "mpc.grads"), "r");
+}
+
+TEST(MetadataValueRefs, PairsFollowTheirValuesOnBothSides) {
+  Chain c;
+  c.m.setMeta("mpc.ema", "x=w_grad");
+  c.removeIdentity();
+  c.m.updateValueReferences();
+  EXPECT_EQ(meta(c.m, "mpc.ema"), "x=r");
+}
+
+TEST(MetadataValueRefs, AnEntryWrittenByHandIsTakenAsItReads) {
+  Chain c;
+  c.m.setMeta("mpc.grads", "w_grad");
+  c.m.metadata[0].second = "x"; // not through setMeta
+  c.removeIdentity();
+  c.m.updateValueReferences();
+  EXPECT_EQ(meta(c.m, "mpc.grads"), "x");
+  // ... and followed from then on.
+  c.m.graph->renameValue(c.x, "input");
+  c.m.updateValueReferences();
+  EXPECT_EQ(meta(c.m, "mpc.grads"), "input");
+}
+
+TEST(MetadataValueRefs, KeysThatNameNoValuesAreLeftAlone) {
+  // mpc.buffers holds state_dict names: a folded buffer is an error, not a
+  // name to move; other keys are not names at all.
+  Chain c;
+  c.m.setMeta("mpc.buffers", "w_grad");
+  c.m.setMeta("mpc.optimizer", "w_grad");
+  c.removeIdentity();
+  c.m.updateValueReferences();
+  EXPECT_EQ(meta(c.m, "mpc.buffers"), "w_grad");
+  EXPECT_EQ(meta(c.m, "mpc.optimizer"), "w_grad");
+}
+
+TEST(MetadataValueRefs, AReplacedGraphIsReadByName) {
+  Chain c;
+  c.m.setMeta("mpc.grads", "w_grad");
+  // The recorded values belonged to the old graph; its replacement is
+  // looked up by name (and the old graph's values are never touched).
+  c.m.graph = std::make_unique<Graph>("other");
+  Value *w = c.m.graph->addInput("w_grad", DType::F32, {4});
+  c.m.updateValueReferences();
+  c.m.graph->renameValue(w, "w2");
+  c.m.updateValueReferences();
+  EXPECT_EQ(meta(c.m, "mpc.grads"), "w2");
+}
+
+TEST(MetadataValueRefs, CleanupInThePipelineKeepsTheGradientListTrue) {
+  // A gradient that autodiff wrote as an Identity, no longer a graph
+  // output (as after the optimizer): cleanup removes the copy, and the
+  // verifier after it finds mpc.grads naming a value of the graph.
+  auto m = parseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[4] x) => (float[4] y) {
+  d = Neg(x)
+  w_grad = Identity(d)
+  y = Relu(w_grad)
+}
+)",
+                          "t.onnxtext");
+  m->setMeta("mpc.grads", "w_grad");
+  Statistics stats;
+  runPipeline(*m, parsePipeline("verify,cleanup,verify"), CompileOptions{},
+              PipelineConfig{}, stats);
+  EXPECT_EQ(meta(*m, "mpc.grads"), "d");
+  EXPECT_EQ(m->graph->findValue("w_grad"), nullptr);
+}
