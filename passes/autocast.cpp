@@ -31,6 +31,7 @@
 // (passes/precision_map.h) for mpc-opt --explain and --dot.
 #include "passes/autocast_node_index.h"
 #include "passes/autocast_policy.h"
+#include "passes/loss_islands.h"
 #include "passes/pass.h"
 #include "passes/precision_map.h"
 #include "passes/shape_inference.h"
@@ -115,6 +116,7 @@ public:
       numWants += decisions_[k].numWants;
     }
     wants_.assign(numWants, DType::Undefined);
+    markLossIslands();
     const std::vector<Classification> &classes = classes_;
     recordOriginalTypes(nodes, classes);
     for (size_t i = 0; i < nodes.size(); ++i)
@@ -141,6 +143,25 @@ private:
   DType *wantsOf(const Decision &d) { return wants_.data() + d.firstWant; }
   const DType *wantsOf(const Decision &d) const {
     return wants_.data() + d.firstWant;
+  }
+
+  /// The nodes of a decomposed loss (passes/loss_islands.h) run in fp32,
+  /// as PyTorch autocast runs the loss op: their Follow class becomes Fp32.
+  /// A user's override (--fp16-ops, --fp32-nodes) wins over the island.
+  void markLossIslands() {
+    auto islands = findLossIslands(g_, loss_);
+    if (islands.empty())
+      return;
+    for (size_t k = 0; k < nodes_.size(); ++k) {
+      Classification &c = classes_[k];
+      auto it = islands.find(nodes_[k]);
+      if (it == islands.end() || c.source != ClassSource::Table ||
+          c.cls != PrecisionClass::Follow)
+        continue;
+      c.cls = PrecisionClass::Fp32;
+      c.source = ClassSource::LossIsland;
+      c.island = it->second;
+    }
   }
 
   /// `classes[i]` is policy_.explain(*nodes[i]).

@@ -124,6 +124,12 @@ const std::vector<PolicyEntry> &table() {
       {"", "Reciprocal", PC::Fp32, 0,
        "1/x overflows fp16 for |x| < 6e-5 (torch reciprocal)"},
       {"", "Softplus", PC::Fp32, 0, "log(1 + exp(x)) (torch softplus)"},
+      {kMpcDomain, "LogSigmoid", PC::Fp32, 0,
+       "log sigmoid computed stably (fuse-log-sigmoid's Log(Sigmoid(x)) of "
+       "binary_cross_entropy_with_logits, logsigmoid, "
+       "multilabel_soft_margin_loss): torch autocast runs "
+       "binary_cross_entropy_with_logits and log_sigmoid in fp32, and a "
+       "sigmoid rounded to fp16 loses log(sigmoid) near 1"},
       {"", "Range", PC::Fp32, 0,
        "a float limit may not be representable in fp16 (TVM arange)"},
       {"", "Erf", PC::Follow, 0,
@@ -322,6 +328,9 @@ const std::vector<PolicyEntry> &table() {
       {kMpcDomain, "ErfGrad", PC::Follow, 0,
        "dY times 2/sqrt(pi) exp(-x^2), a factor in (0, 1.13]: no overflow, "
        "like Erf itself"},
+      {kMpcDomain, "LogSigmoidGrad", PC::Fp32, 0,
+       "dY times sigmoid(-X), the backward of an fp32 LogSigmoid island "
+       "(torch's log_sigmoid_backward runs in fp32 under autocast)"},
       {kMpcDomain, "GeluGrad", PC::Follow, 0,
        "dY times a bounded derivative, like Gelu itself"},
       {kMpcDomain, "Gelu", PC::Follow, 0,

@@ -76,7 +76,11 @@ enum class ClassSource : uint8_t {
   Fp32Nodes,  ///< --fp32-nodes matched the node name
   Fp16Ops,    ///< --fp16-ops named the op
   Fp32Ops,    ///< --fp32-ops named the op
+  /// Part of a decomposed loss autocast runs in fp32 (passes/loss_islands.h)
+  LossIsland,
 };
+
+struct LossIslandKind;
 
 /// A node's class, where it came from, and what the table alone says.
 struct Classification {
@@ -84,6 +88,8 @@ struct Classification {
   ClassSource source;
   const PolicyEntry *entry; ///< the table row, nullptr for unlisted ops
   PrecisionClass tableCls;  ///< the class without the overrides
+  /// The loss island the node belongs to (source LossIsland), else nullptr.
+  const LossIslandKind *island = nullptr;
 };
 
 /// The table plus the user's overrides, ready to classify nodes.

@@ -7,6 +7,8 @@
 // nodes) or marked as undecided.
 #include "passes/precision_map.h"
 
+#include "passes/loss_islands.h"
+
 #include "passes/pass.h"
 
 #include <algorithm>
@@ -218,6 +220,10 @@ PrecisionRecord decidedRecord(const Node &n, const Classification &how,
   case ClassSource::Fp32Ops:
     r.rule = "override:--fp32-ops=" + n.opType();
     r.detail = instead;
+    break;
+  case ClassSource::LossIsland:
+    r.rule = std::string("island:") + how.island->name;
+    r.detail = how.island->reason;
     break;
   }
   return r;

@@ -23,6 +23,10 @@ const std::vector<PassInfo> &passRegistry() {
        "one mpc.RMSNormalization for RMS-norm arithmetic (LlamaRMSNorm's, "
        "RMSNormalization's lowering; before autodiff)",
        "", runFuseRmsNorm},
+      {"fuse-log-sigmoid",
+       "one stable mpc.LogSigmoid for Log(Sigmoid(x)) and Log(1 - "
+       "Sigmoid(x)) (BCE-with-logits, logsigmoid; before autodiff)",
+       "", runFuseLogSigmoid},
       {"autodiff", "backward graph of the loss w.r.t. trainable parameters",
        "loss=NAME", runAutodiff},
       {"sync-batchnorm",

@@ -1982,6 +1982,8 @@ const OpRule kRules[] = {
     {kMpcDomain, "ExtremumGrad", 3, kAny, 1, 1, inferExtremumGrad},
     {kMpcDomain, "GatherGrad", 3, 3, 1, 1, inferGatherGrad},
     {kMpcDomain, "ErfGrad", 2, 2, 1, 1, inferElementwiseGrad},
+    {kMpcDomain, "LogSigmoid", 1, 1, 1, 1, inferUnaryFloat},
+    {kMpcDomain, "LogSigmoidGrad", 2, 2, 1, 1, inferElementwiseGrad},
     {kMpcDomain, "GeluGrad", 2, 2, 1, 1, inferGeluGrad},
     {kMpcDomain, "Gelu", 1, 1, 1, 1, fused_shapes::inferGelu},
     {kMpcDomain, "GeluTanh", 1, 1, 1, 1, fused_shapes::inferGelu},

@@ -196,6 +196,13 @@ void gradErf(GradientContext &ctx) {
                                   *ctx.in(0), ctx.gradName(0)));
 }
 
+void gradLogSigmoid(GradientContext &ctx) {
+  // d log sigmoid(x) = sigmoid(-x), as one mpc.LogSigmoidGrad from X: from
+  // Y it would be 1 - exp(Y), which cancels where Y is near 0 (x >> 0).
+  ctx.setInputGrad(0, ctx.emitMpc("LogSigmoidGrad", {ctx.outGrad(0), ctx.in(0)},
+                                  {}, *ctx.in(0), ctx.gradName(0)));
+}
+
 void gradIdentity(GradientContext &ctx) { ctx.setInputGrad(0, ctx.outGrad(0)); }
 
 void gradCast(GradientContext &ctx) {

@@ -208,6 +208,8 @@ void gradCos(GradientContext &ctx);
 void gradTanh(GradientContext &ctx);
 void gradSigmoid(GradientContext &ctx);
 void gradErf(GradientContext &ctx);
+/// mpc.LogSigmoid (fuse-log-sigmoid): one mpc.LogSigmoidGrad.
+void gradLogSigmoid(GradientContext &ctx);
 void gradIdentity(GradientContext &ctx);
 void gradCast(GradientContext &ctx);
 

@@ -110,6 +110,8 @@ const std::unordered_map<std::string, GradientRuleInfo> &mpcRuleTable() {
       {"GeluTanh", {gradGelu, {}}},
       // fuse-rmsnorm's (passes/fuse_rmsnorm.cpp)
       {"RMSNormalization", {gradRMSNormalization, {}}},
+      // fuse-log-sigmoid's (passes/fuse_log_sigmoid.cpp)
+      {"LogSigmoid", {gradLogSigmoid, {}}},
   };
   return table;
 }

@@ -21,6 +21,12 @@
 //       RMSNormalization (opset 23, stash_type 1), made by fuse-rmsnorm
 //       from the exported arithmetic (LlamaRMSNorm's, and the
 //       RMSNormalization import lowering's) for models of any opset.
+//   LogSigmoid(X) -> Y           Y = log(sigmoid(X)) = min(X, 0) -
+//       log1p(exp(-|X|)), exact for every X (PyTorch's log_sigmoid), computed
+//       in fp32 for fp16/bf16 (fp64 for fp64). Made by fuse-log-sigmoid from
+//       the exported Log(Sigmoid(x)) of binary_cross_entropy_with_logits,
+//       logsigmoid and multilabel_soft_margin_loss, and from Log(1 -
+//       Sigmoid(x)) as LogSigmoid(-x).
 //   FusedMatMul(A, B) <transA, transB> -> Y    Y = MatMul(op(A), op(B)),
 //       op swapping the last two axes where its flag (int 0/1, default 0) is
 //       1, numpy batch broadcasting; A and B have rank >= 2 and one dtype;
@@ -107,6 +113,8 @@
 //   GeluGrad(dY, X) <approximate> -> dX      dX = dY * Gelu'(X): "none":
 //       Phi(x) + x phi(x); "tanh": the derivative of 0.5 x (1 + tanh(u)),
 //       u = sqrt(2/pi) (x + 0.044715 x^3).
+//   LogSigmoidGrad(dY, X) -> dX              dX = dY * sigmoid(-X), from
+//       exp(-|X|) (no overflow, no cancellation), in fp32 for fp16/bf16.
 //   ErfGrad(dY, X) -> dX                     dX = dY * 2/sqrt(pi) * exp(-X^2):
 //       one op, not Mul/Neg/Exp, so that the exp of a non-positive number
 //       (at most 1, it cannot overflow) is not taken for an fp32 island.

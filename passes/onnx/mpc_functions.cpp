@@ -550,7 +550,7 @@ IncrementStep (step, found_inf) => (new_step) {
 }
 )";
 
-// --- fused forward ops (fuse-gelu, fold-transpose) ---------------------------
+// --- fused forward ops (fuse-gelu, fuse-log-sigmoid, fold-transpose) ---------
 // Like the backward ops they compute in double and round once.
 
 // Y = 0.5 X (1 + erf(X / sqrt(2))). Erf is taken in fp32: ONNX Runtime's
@@ -569,6 +569,31 @@ Gelu (X) => (Y) {
   one_plus = Add (erf, one)
   half_x = Mul (x, half)
   y = Mul (half_x, one_plus)
+  Y = CastLike (y, X)
+}
+)";
+
+// Y = log(sigmoid(X)) = min(X, 0) - log1p(exp(-|X|)) (fuse-log-sigmoid).
+// ONNX has no Log1p: log1p(e) is e log(1 + e) / ((1 + e) - 1), exact in
+// double (Goldberg's), and e itself where 1 + e rounds to 1.
+const char *kLogSigmoid = R"(
+LogSigmoid (X) => (Y) {
+  x = Cast <to = 11> (X)
+  zero = Constant <value = double {0.0}> ()
+  one = Constant <value = double {1.0}> ()
+  abs_x = Abs (x)
+  neg_abs = Neg (abs_x)
+  e = Exp (neg_abs)
+  w = Add (one, e)
+  d = Sub (w, one)
+  l = Log (w)
+  d_zero = Equal (d, zero)
+  safe_d = Where (d_zero, one, d)
+  ratio = Div (l, safe_d)
+  scaled = Mul (e, ratio)
+  log1p = Where (d_zero, e, scaled)
+  low = Min (x, zero)
+  y = Sub (low, log1p)
   Y = CastLike (y, X)
 }
 )";
@@ -774,6 +799,7 @@ const std::map<std::string, FunctionDef> &functionTable() {
     t["LearningRate"] = {plain(kLearningRate), {}, {}, completeLearningRate};
     t["Gelu"] = {plain(kGelu), {}, {}};
     t["GeluTanh"] = {plain(kGeluTanh), {}, {}};
+    t["LogSigmoid"] = {plain(kLogSigmoid), {}, {}};
     t["FusedMatMul"] = {fusedMatMulText(),
                         {{"transA", A::ofInt(0)}, {"transB", A::ofInt(0)}},
                         {}};

@@ -43,6 +43,26 @@ namespace {
 
 // --- element-wise gradients --------------------------------------------------
 
+// dX = dY * sigmoid(-X): e / (1 + e) for X >= 0 and 1 / (1 + e) for X < 0,
+// e = exp(-|X|), as the kernel.
+const char *kLogSigmoidGrad = R"(
+LogSigmoidGrad (dY, X) => (dX) {
+  g = Cast <to = 11> (dY)
+  x = Cast <to = 11> (X)
+  zero = Constant <value = double {0.0}> ()
+  one = Constant <value = double {1.0}> ()
+  abs_x = Abs (x)
+  neg_abs = Neg (abs_x)
+  e = Exp (neg_abs)
+  w = Add (one, e)
+  negative = Less (x, zero)
+  num = Where (negative, one, e)
+  s = Div (num, w)
+  dx = Mul (g, s)
+  dX = CastLike (dx, dY)
+}
+)";
+
 // dX = dY * 2/sqrt(pi) * exp(-X^2).
 const char *kErfGrad = R"(
 ErfGrad (dY, X) => (dX) {
@@ -667,6 +687,7 @@ void addLayerGradientFunctions(std::map<std::string, FunctionDef> &t) {
   const double inf = std::numeric_limits<double>::infinity();
 
   t["ErfGrad"] = {plain(kErfGrad), {}, {}};
+  t["LogSigmoidGrad"] = {plain(kLogSigmoidGrad), {}, {}};
   t["GeluGrad"] = {plain(kGeluGrad), {}, {}, completeGeluGrad};
   t["LeakyReluGrad"] = {
       plain(kLeakyReluGrad), {{"alpha", A::ofFloat(0.01f)}}, {}};

@@ -6,6 +6,7 @@
 // every input tensor is checked for a byte size matching its dtype and dims,
 // so kernels may index input data without re-checking.
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/log_sigmoid.h"
 
 #include <algorithm>
 #include <map>
@@ -27,7 +28,7 @@ const std::map<Key, CpuKernel> &kernelTable() {
           cpu::convKernels, cpu::poolKernels, cpu::batchNormKernels,
           cpu::previewTrainingKernels, cpu::gatherElementsKernels,
           cpu::randomKernels, cpu::scatterNDKernels,
-          cpu::allReduceKernels})
+          cpu::allReduceKernels, cpu::logSigmoidKernels})
       for (const cpu::KernelEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e.kernel);
     return t;

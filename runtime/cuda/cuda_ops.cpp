@@ -21,8 +21,8 @@ const std::map<Key, CudaOpEntry> &opTable() {
     for (auto family :
          {elementwiseOps, gemmOps, lossOps, trainingOps, softmaxOps, reduceOps,
           gatherOps, transformerOps, compareOps, convOps, batchNormOps, poolOps,
-          shapeOps, gatherElementsOps, indexTupleOps, previewTrainingOps,
-          piecewiseOps, randomOps, hostOps})
+          shapeOps, gatherElementsOps, indexTupleOps, topkOps, previewTrainingOps,
+          piecewiseOps, randomOps, hostOps, logSigmoidOps})
       for (const CudaOpEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e);
     return t;

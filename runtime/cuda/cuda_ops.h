@@ -58,6 +58,10 @@ std::vector<CudaOpEntry> gatherElementsOps();
 std::vector<CudaOpEntry> indexTupleOps();
 std::vector<CudaOpEntry> previewTrainingOps();
 std::vector<CudaOpEntry> piecewiseOps();
+/// TopK, ArgMax, ArgMin (runtime/cuda/run_topk.cpp).
+std::vector<CudaOpEntry> topkOps();
+/// mpc.LogSigmoid, mpc.LogSigmoidGrad (runtime/cuda/run_log_sigmoid.cpp).
+std::vector<CudaOpEntry> logSigmoidOps();
 std::vector<CudaOpEntry> randomOps();
 std::vector<CudaOpEntry> hostOps();
 

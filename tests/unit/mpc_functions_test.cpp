@@ -356,6 +356,8 @@ TEST(MpcFunctions, EveryFixedArityOpHasABodyThatParses) {
       "LayerNormalizationGrad",
       "LeakyReluGrad",
       "LearningRate",
+      "LogSigmoid",
+      "LogSigmoidGrad",
       "LogSoftmaxGrad",
       "MaxPoolGrad",
       "NegativeLogLikelihoodLossGrad",
@@ -995,6 +997,35 @@ TEST(MpcFunctions, GeluAndGeluTanhMatchKernel) {
                        1,
                        tols});
     }
+  runCases(cases);
+}
+
+// fuse-log-sigmoid's op and its gradient, saturated logits included (where
+// the body's log1p must not round exp(-|x|) away).
+TEST(MpcFunctions, LogSigmoidAndLogSigmoidGradMatchKernel) {
+  std::vector<Case> cases;
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    Tensor x = uniform(t, {3, 17}, -30, 30);
+    for (auto [i, v] :
+         {std::pair(0, 0.0), std::pair(1, 100.0), std::pair(2, -100.0),
+          std::pair(3, 40.0), std::pair(4, -40.0), std::pair(5, 1e-4)})
+      x.setFromDouble(i, v);
+    cases.push_back(
+        {std::string("LogSigmoid ") + dtypeName(t), "LogSigmoid", {{"X", x}}});
+  }
+  for (auto [g, f] :
+       {std::pair(DType::F32, DType::F32), std::pair(DType::F16, DType::F16),
+        std::pair(DType::BF16, DType::BF16), std::pair(DType::F32, DType::F16),
+        std::pair(DType::F64, DType::F64)}) {
+    Tensor x = uniform(f, {3, 17}, -30, 30);
+    x.setFromDouble(0, 0.0);
+    x.setFromDouble(1, 60.0);
+    x.setFromDouble(2, -60.0);
+    cases.push_back(
+        {std::string("LogSigmoidGrad ") + dtypeName(g) + "/" + dtypeName(f),
+         "LogSigmoidGrad",
+         {{"dY", uniform(g, {3, 17}, -2, 2)}, {"X", x}}});
+  }
   runCases(cases);
 }
 
