@@ -85,6 +85,9 @@ const std::vector<PolicyEntry> &table() {
        "index of the largest element, int64 output (TF/TVM argmax)"},
       {"", "ArgMin", PC::Follow, 0,
        "index of the smallest element, int64 output (TF/TVM argmin)"},
+      {"", "TopK", PC::Follow, inputBit(1),
+       "picks elements and their int64 indices, exact in any precision "
+       "(torch topk/sort)"},
       {"", "CumSum", PC::Fp32, 0, "a running sum over an axis (torch cumsum)"},
       {"", "GlobalAveragePool", PC::Fp32, 0,
        "mean over the whole spatial extent, a large sum (TVM global_avg_pool)"},

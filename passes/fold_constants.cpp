@@ -28,6 +28,8 @@ namespace {
 const std::set<std::string> kFoldableOps = {"Abs",
                                             "Add",
                                             "And",
+                                            "ArgMax",
+                                            "ArgMin",
                                             "Cast",
                                             "Ceil",
                                             "Concat",
@@ -65,11 +67,13 @@ const std::set<std::string> kFoldableOps = {"Abs",
                                             "ScatterElements",
                                             "ScatterND",
                                             "Shape",
+                                            "Sign",
                                             "Sin",
                                             "Slice",
                                             "Sqrt",
                                             "Squeeze",
                                             "Sub",
+                                            "TopK",
                                             "Transpose",
                                             "Trilu",
                                             "Unsqueeze",
@@ -108,7 +112,7 @@ public:
       if (n->isOp("", "CastLike") && castLikeToCast(*n))
         ++stats_["castlike-to-cast"];
       if (!n->domain().empty() || !kFoldableOps.count(n->opType()) ||
-          n->numOutputs() != 1 || !n->output(0))
+          n->numOutputs() < 1 || !n->output(0))
         continue;
       if (n->opType() == "Shape") {
         if (TensorPtr t = staticShape(*n)) {
@@ -118,8 +122,9 @@ public:
         }
         continue;
       }
-      if (TensorPtr t = evaluate(*n)) {
-        replaceWithConstant(n, t);
+      std::vector<TensorPtr> folded = evaluate(*n);
+      if (!folded.empty()) {
+        replaceWithConstants(n, folded);
         ++stats_["folded"];
       }
     }
@@ -200,28 +205,51 @@ private:
     return true;
   }
 
-  /// Runs a foldable node whose inputs are fixed; nullptr when it is not.
-  TensorPtr evaluate(const Node &n) const {
+  /// Runs a foldable node whose inputs are fixed: a tensor per output
+  /// (TopK has two), or none when it is not.
+  std::vector<TensorPtr> evaluate(const Node &n) const {
     std::vector<const Tensor *> inputs;
     for (const Value *in : n.inputs()) {
       if (in && !isFixed(*in))
-        return nullptr;
+        return {};
       inputs.push_back(in ? in->initializer().get() : nullptr);
     }
     if (inputs.empty())
-      return nullptr;
+      return {};
     // Inference (just run) says how big the result is: never materialise a
     // large Expand or ConstantOfShape only to throw it away.
-    const Value *out = n.output(0);
-    auto dims = out->hasShape ? concreteDims(out->dims) : std::nullopt;
-    if (!dims || elementCount(*dims) < 0 ||
-        elementCount(*dims) > kMaxFoldedElements)
-      return nullptr;
+    for (const Value *out : n.outputs()) {
+      auto dims = out && out->hasShape ? concreteDims(out->dims) : std::nullopt;
+      if (out && (!dims || elementCount(*dims) < 0 ||
+                  elementCount(*dims) > kMaxFoldedElements))
+        return {};
+    }
     std::vector<Tensor> outputs;
     runCpuNode(n, inputs, outputs);
-    if (outputs.size() != 1 || outputs[0].numel() > kMaxFoldedElements)
-      return nullptr;
-    return std::make_shared<Tensor>(std::move(outputs[0]));
+    if (outputs.size() != n.numOutputs())
+      return {};
+    std::vector<TensorPtr> folded;
+    for (Tensor &t : outputs) {
+      if (t.numel() > kMaxFoldedElements)
+        return {};
+      folded.push_back(std::make_shared<Tensor>(std::move(t)));
+    }
+    return folded;
+  }
+
+  /// Replaces each output of n by an initializer holding its tensor.
+  void replaceWithConstants(Node *n, const std::vector<TensorPtr> &ts) {
+    std::vector<std::pair<Value *, std::string>> named;
+    for (size_t i = 0; i < ts.size(); ++i)
+      if (Value *out = n->output(i)) {
+        Value *c = g_.addInitializer(out->name() + "_folded", ts[i]);
+        c->isState = false;
+        g_.replaceAllUsesWith(out, c);
+        named.emplace_back(c, out->name());
+      }
+    g_.removeNode(n); // frees the outputs' names
+    for (auto &[c, name] : named)
+      g_.renameValue(c, name);
   }
 
   /// Replaces n's single output by an initializer holding t, same name.

@@ -1872,6 +1872,8 @@ void inferIncrementStep(Ctx &c) {
 #include "passes/shape_inference_gather_elements.inc"
 // The fusion passes' ops (fuse-gelu, fold-transpose).
 #include "passes/shape_inference_fused.inc"
+// TopK, ArgMax and ArgMin.
+#include "passes/shape_inference_selection.inc"
 
 // --- the table --------------------------------------------------------------
 
@@ -1904,6 +1906,7 @@ const OpRule kRules[] = {
     {"", "Mod", 2, 2, 1, 1, inferMod},
     {"", "Mul", 2, 2, 1, 1, inferBinaryArith},
     {"", "Neg", 1, 1, 1, 1, inferUnaryNumeric},
+    {"", "Sign", 1, 1, 1, 1, inferUnaryNumeric},
     {"", "Not", 1, 1, 1, 1, inferNot},
     {"", "IsNaN", 1, 1, 1, 1, inferFloatPredicate},
     {"", "IsInf", 1, 1, 1, 1, inferFloatPredicate},
@@ -1951,6 +1954,9 @@ const OpRule kRules[] = {
     {"", "Bernoulli", 1, 1, 1, 1, inferRandomLike},
     {"", "ScatterND", 3, 3, 1, 1, inferScatterND},
     {"", "GatherND", 2, 2, 1, 1, inferGatherND},
+    {"", "TopK", 2, 2, 1, 2, selection_shapes::inferTopK},
+    {"", "ArgMax", 1, 1, 1, 1, selection_shapes::inferArgExtremum},
+    {"", "ArgMin", 1, 1, 1, 1, selection_shapes::inferArgExtremum},
     {"", "Flatten", 1, 1, 1, 1, inferFlatten},
     {"", "Gather", 2, 2, 1, 1, inferGather},
     {"", "GatherElements", 2, 2, 1, 1,

@@ -522,6 +522,11 @@ std::vector<KernelEntry> randomKernels();
 std::vector<KernelEntry> scatterNDKernels();
 /// kernels/cpu/all_reduce.cpp: mpc.AllReduce across the data-parallel world.
 std::vector<KernelEntry> allReduceKernels();
+/// kernels/cpu/topk.cpp: TopK, ArgMax and ArgMin (selection by order).
+std::vector<KernelEntry> topkKernels();
+/// TopK's K input checked (one int64 value in [0, len], len the size of the
+/// selected axis) and returned; the CUDA runner reads it the same way.
+int64_t topkCount(const Node &node, const Tensor &k, int64_t len);
 
 } // namespace cpu
 } // namespace mpc

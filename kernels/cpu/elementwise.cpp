@@ -411,6 +411,16 @@ void kernelAbs(KernelContext &ctx) {
   });
 }
 
+/// Sign: -1, 0 or 1 in x's type; NaN stays NaN (ONNX's reference and ONNX
+/// Runtime; torch.sign gives 0). The bin edges of an exported
+/// AdaptiveAvgPool2d with non-dividing sizes go through it.
+void kernelSign(KernelContext &ctx) {
+  numericUnary(ctx, [](auto v) {
+    using T = decltype(v);
+    return v > T(0) ? T(1) : v < T(0) ? T(-1) : v == T(0) ? T(0) : v;
+  });
+}
+
 void kernelRelu(KernelContext &ctx) {
   // NaN propagates (as PyTorch's relu does); everything else clamps at 0.
   numericUnary(ctx, [](auto v) {
@@ -573,6 +583,7 @@ std::vector<KernelEntry> elementwiseKernels() {
       {"", "Pow", kernelPow},
       {"", "Neg", kernelNeg},
       {"", "Abs", kernelAbs},
+      {"", "Sign", kernelSign},
       {"", "Relu", kernelRelu},
       {"", "Sqrt", kernelSqrt},
       {"", "Exp", kernelExp},

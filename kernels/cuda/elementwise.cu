@@ -69,6 +69,12 @@ struct CeilOp {
 struct RoundOp {
   __device__ float operator()(float v) const { return rintf(v); }
 };
+/// -1, 0 or 1; NaN stays NaN (the CPU kernel's rule).
+struct SignOp {
+  __device__ float operator()(float v) const {
+    return v > 0.0f ? 1.0f : v < 0.0f ? -1.0f : v == 0.0f ? 0.0f : v;
+  }
+};
 
 struct AddOp {
   __device__ float operator()(float a, float b) const { return a + b; }
@@ -264,6 +270,8 @@ void launchUnary(UnaryOp op, DType t, const void *x, void *y, int64_t n,
     return unary(t, x, y, n, s, CeilOp{});
   case UnaryOp::Round:
     return unary(t, x, y, n, s, RoundOp{});
+  case UnaryOp::Sign:
+    return unary(t, x, y, n, s, SignOp{});
   }
 }
 

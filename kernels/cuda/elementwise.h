@@ -33,7 +33,8 @@ enum class UnaryOp {
   Cos,
   Floor,
   Ceil,
-  Round
+  Round,
+  Sign
 };
 enum class BinaryOp { Add, Sub, Mul, Div };
 

@@ -273,6 +273,8 @@ void gradGatherND(GradientContext &ctx);
 void gradScatterND(GradientContext &ctx);
 void gradScatterElements(GradientContext &ctx);
 void gradGatherElements(GradientContext &ctx);
+// topk.cpp
+void gradTopK(GradientContext &ctx);
 /// prepareForwardNode's part for this family: LayerNormalization gets its
 /// Mean/InvStdDev outputs, a Dropout that may train its mask output. Returns
 /// the node to use, or nullptr when the op is not one of these.

@@ -86,6 +86,10 @@ const std::unordered_map<std::string, GradientRuleInfo> &ruleTable() {
       {"GatherND", {gradGatherND, {1}}},
       {"ScatterND", {gradScatterND, {1}}},
       {"ScatterElements", {gradScatterElements, {1}}},
+      // topk.cpp: the values' gradient; K and the indices take none.
+      // ArgMax and ArgMin have only an int64 output, so no gradient reaches
+      // them.
+      {"TopK", {gradTopK, {1}}},
       // Random draws: the output does not depend on the input's values
       // (its shape, or Bernoulli's probabilities through a step function),
       // so no gradient flows back through them, as in PyTorch.
@@ -97,6 +101,7 @@ const std::unordered_map<std::string, GradientRuleInfo> &ruleTable() {
       {"Floor", {nullptr, {0}}},
       {"Ceil", {nullptr, {0}}},
       {"Round", {nullptr, {0}}},
+      {"Sign", {nullptr, {0}}},
   };
   return table;
 }

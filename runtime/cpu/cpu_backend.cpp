@@ -27,7 +27,7 @@ const std::map<Key, CpuKernel> &kernelTable() {
           cpu::mpcGradKernels, cpu::mpcTrainKernels, cpu::transformerKernels,
           cpu::convKernels, cpu::poolKernels, cpu::batchNormKernels,
           cpu::previewTrainingKernels, cpu::gatherElementsKernels,
-          cpu::randomKernels, cpu::scatterNDKernels,
+          cpu::randomKernels, cpu::scatterNDKernels, cpu::topkKernels,
           cpu::allReduceKernels, cpu::logSigmoidKernels})
       for (const cpu::KernelEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e.kernel);

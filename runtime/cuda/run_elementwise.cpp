@@ -259,6 +259,7 @@ std::vector<CudaOpEntry> elementwiseOps() {
       {"", "Relu", runUnary<UnaryOp::Relu>, checkUnary},
       {"", "Neg", runUnary<UnaryOp::Neg>, checkUnary},
       {"", "Abs", runUnary<UnaryOp::Abs>, checkUnary},
+      {"", "Sign", runUnary<UnaryOp::Sign>, checkUnary},
       {"", "Exp", runUnary<UnaryOp::Exp>, checkUnary},
       {"", "Log", runUnary<UnaryOp::Log>, checkUnary},
       {"", "Sqrt", runUnary<UnaryOp::Sqrt>, checkUnary},

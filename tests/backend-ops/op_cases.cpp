@@ -155,7 +155,8 @@ void addElementwise(std::vector<OpCase> &cases) {
                   Unary{"Cos", -8, 8, Compare::Tolerance},
                   Unary{"Floor", -8, 8, Compare::Exact},
                   Unary{"Ceil", -8, 8, Compare::Exact},
-                  Unary{"Round", -8, 8, Compare::Exact}}) {
+                  Unary{"Round", -8, 8, Compare::Exact},
+                  Unary{"Sign", -2, 2, Compare::Exact}}) {
     float lo = u.lo, hi = u.hi;
     cases.push_back({u.op,
                      "",
@@ -1816,6 +1817,7 @@ const std::vector<OpCase> &opCases() {
     addShapeMoves(c);
     addGatherLossOptim(c);
     addElementwiseMore(c);
+    addSelection(c);
     return c;
   }();
   return cases;

@@ -45,6 +45,8 @@ void addGatherLossOptim(std::vector<OpCase> &cases);
 /// Piecewise ops, Not, CastLike, Range, Trilu, CumSum, the random draws,
 /// the 16-byte vector paths.
 void addElementwiseMore(std::vector<OpCase> &cases);
+/// TopK, ArgMax, ArgMin (op_cases_selection.cpp).
+void addSelection(std::vector<OpCase> &cases);
 
 /// The case's node in `g`, one graph input per given input (absent optional
 /// inputs stay empty); `ptrs` gets the tensors in the node's input order.
