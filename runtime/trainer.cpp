@@ -114,6 +114,28 @@ void refuseStepThatTrainsNothing(const Model &m) {
               "flags, without --passes");
 }
 
+/// Refuses a loss scale that is NaN, infinite or not above 0 (a checkpoint
+/// edited or written by a broken run): every step would overflow or
+/// divide by it and be skipped, and the dynamic scaler can never bring it
+/// back (NaN and inf stay themselves under backoff and growth).
+/// `where`: the file, prefixed to the message ("" for the run's model,
+/// whose path the tool adds).
+void refuseBrokenLossScale(const Graph &g, const std::string &name,
+                           const std::string &where) {
+  const Value *v = name.empty() ? nullptr : g.findValue(name);
+  if (!v || !v->isInitializer() || v->initializer()->numel() < 1)
+    return;
+  double scale = v->initializer()->getAsDouble(0);
+  if (scale > 0 && !std::isinf(scale))
+    return;
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", scale);
+  throw Error((where.empty() ? "" : where + ": ") + "its loss scale '" + name +
+              "' is " + text +
+              "; a loss scale must be a finite number > 0 (with this one "
+              "every step would be skipped)");
+}
+
 } // namespace
 
 Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
@@ -124,6 +146,7 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
   lossName_ = stepLossName(*model_, *step_);
   foundInfName_ = metaOr(*model_, "mpc.found_inf", "");
   lossScaleName_ = metaOr(*model_, "mpc.loss_scale", "");
+  refuseBrokenLossScale(*model_->training->algorithm, lossScaleName_, "");
   if (const std::string *k = model_->meta("mpc.grad_accum")) {
     char *end = nullptr;
     microBatches_ = std::strtoll(k->c_str(), &end, 10);
@@ -462,6 +485,7 @@ void Trainer::resumeFrom(const std::string &path) {
     if (other->isState && !mine.findValue(other->name()))
       throw Error(path + ": checkpoint does not match the model: state '" +
                   other->name() + "' is not in the model");
+  refuseBrokenLossScale(theirs, lossScaleName_, path);
   for (const Value *init : mine.initializers())
     if (init->isState)
       exec_->setInitializer(init->name(),

@@ -2,6 +2,7 @@
 #include "passes/support/file_io.h"
 
 #include "passes/support/mapped_input_guard.h"
+#include "passes/support/stale_temp_files.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -120,6 +121,9 @@ bool writeFilePairAtomically(
               path + " and " + dataPath + ")";
       return false;
     }
+  // Temp files of earlier writers of this pair that were killed.
+  removeStaleTempFiles(path);
+  removeStaleTempFiles(dataPath);
   std::string pid = std::to_string(getpid());
   std::string dataTmp = dataPath + ".tmp." + pid, tmp = path + ".tmp." + pid;
   if (!fillTempFile(dataPath, dataTmp, fillData, fsync, 1, error)) {
@@ -200,7 +204,9 @@ bool writeFileAtomically(
   }
   if (found && !S_ISREG(st.st_mode))
     return writeInPlace(path, fill, error);
-  // The pid keeps two processes writing the same target from sharing a temp.
+  // The pid keeps two processes writing the same target from sharing a
+  // temp; those of earlier writers that were killed go first.
+  removeStaleTempFiles(path);
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   bool filled = fillTempFile(path, tmp, fill, fsync, 0, error);
   setPendingTempFile("");

@@ -9,7 +9,9 @@
 // fsynced before the rename; a compiler's outputs, which are made again from
 // their inputs, are not (as clang's and LLVM's tools do not): on a new 64-layer
 // step file the fsync took 17-26 ms
-// (`strace -T -e trace=fsync`) of a ~214 ms compile.
+// (`strace -T -e trace=fsync`) of a ~214 ms compile. A temp file that a
+// writer killed before its rename left behind is removed by the next write of
+// the same target (stale_temp_files.h).
 #pragma once
 
 #include <cstddef>

@@ -10,6 +10,7 @@
 #include "passes/precision_map.h"
 #include "passes/support/diagnostics.h"
 #include "passes/support/file_io.h"
+#include "passes/support/path_identity.h"
 #include "passes/training_info.h"
 #include "tools/mpc-opt/compiler_blas_threads.h"
 #include "tools/mpc-opt/opt_flags.h"
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
+#include <sys/stat.h>
 
 using namespace mpc;
 
@@ -199,6 +201,26 @@ std::vector<std::string> splitChunks(const std::string &text) {
   return chunks;
 }
 
+/// Refuses (Error) an output (-o and the data file beside it, --dot,
+/// --report-json) that is the input model, one of its external data files or
+/// another output, by identity (passes/support/path_identity.h).
+void refuseOutputsOverInputs(const Flags &f) {
+  std::vector<FileRole> inputs, outputs;
+  inputs.push_back({"the input model", f.input});
+  // A pipe is read once, by the import: only a file is looked into here.
+  struct stat st {};
+  if (::stat(f.input.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+    for (const std::string &data : externalDataFiles(f.input))
+      inputs.push_back({"the input model's external data", data});
+  outputs.push_back({"-o", f.output});
+  if (f.emit != "text" && f.output != "-")
+    outputs.push_back({"-o's data file", externalDataPath(f.output)});
+  outputs.push_back({"--dot", f.dotFile});
+  outputs.push_back({"--report-json", f.reportJson});
+  refuseOutputsOverInputs(inputs, outputs);
+  refuseSharedOutputs(outputs);
+}
+
 std::string withFile(const std::string &file, const std::string &msg) {
   return msg.rfind(file, 0) == 0 ? msg : file + ": " + msg;
 }
@@ -224,6 +246,12 @@ int main(int argc, char **argv) {
                 << (*p.options ? std::string("  {") + p.options + "}" : "")
                 << "\n";
     return 0;
+  }
+  try {
+    refuseOutputsOverInputs(flags);
+  } catch (const Error &e) {
+    std::cerr << "mpc-opt: " << e.what() << "\n";
+    return 1;
   }
   PassTimings timingTable;
   PassTimings *timings = flags.timePasses ? &timingTable : nullptr;

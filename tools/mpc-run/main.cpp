@@ -8,14 +8,17 @@
 #include "passes/ema.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/support/diagnostics.h"
+#include "passes/support/regular_input.h"
 #include "runtime/cuda/plugin_loader.h"
 #include "runtime/evaluator.h"
 #include "runtime/inference.h"
 #include "runtime/memory_limit.h"
 #include "runtime/run_length.h"
 #include "runtime/trainer.h"
+#include "runtime/training_log.h"
 #include "runtime/world/launched_world.h"
 #include "tools/mpc-run/local_launcher.h"
+#include "tools/mpc-run/run_files.h"
 #include "tools/mpc-run/run_flags.h"
 
 #include <chrono>
@@ -86,8 +89,10 @@ int runInfer(const Flags &f) {
   CudaBackendOptions staged;
   staged.resident = false;
   std::unique_ptr<Backend> backend = makeBackend(f.device, staged);
-  // Fail on a bad output directory before any work is done.
+  // Fail on a bad output directory, or a model that is a FIFO or a device
+  // (it would be waited on or read without end), before any work is done.
   prepareOutputDir(f.outputDir);
+  requireRegularFile(f.model, "");
   std::vector<InferenceInput> inputs;
   for (const std::string &spec : f.inputs) {
     InferenceInput in;
@@ -188,6 +193,9 @@ void writeExports(Trainer &trainer, const Flags &f, bool report) {
 
 int run(Flags f) {
   gWorld = joinLaunchedWorld();
+  // Before any file is read or written: no input that would hang the run,
+  // no output over an input or over another output.
+  checkRunFiles(f);
   const int ranks = gWorld ? gWorld->size() : 1;
   const int rank = gWorld ? gWorld->rank() : 0;
   const bool lead = rank == 0; // prints, logs and writes files
@@ -233,7 +241,10 @@ int run(Flags f) {
                 std::to_string(ranks) +
                 " ranks would train apart; compile it with mpc-opt "
                 "--data-parallel");
-  if (trainer.hasLrPlateau() && f.evalData.empty() && !f.exportOnly)
+  // The rule steps at the evaluations every --eval-every steps, global
+  // steps that a resumed run meets as the straight run did.
+  if (trainer.hasLrPlateau() && (f.evalData.empty() || f.evalEvery == 0) &&
+      !f.exportOnly)
     throw Error("its learning rate follows the validation loss "
                 "(--lr-schedule=reduce_lr_on_plateau): give "
                 "--eval-data=FILE.npz and --eval-every=N");
@@ -351,38 +362,54 @@ int run(Flags f) {
   // The validation set, read (and checked) before the first step.
   std::unique_ptr<Evaluator> evaluator;
   std::optional<Dataset> evalSet;
-  std::ofstream evalLog;
+  // A resumed run's logs go on from its checkpoint's step: rows a killed
+  // run logged after it are dropped (runtime/training_log.h).
+  std::optional<int64_t> resumedAt;
+  if (!f.resume.empty())
+    resumedAt = trainer.stepsDone();
+  TrainingLog evalLog, log;
   if (!f.evalData.empty()) {
     evaluator =
         std::make_unique<Evaluator>(trainer, *backend, batch, f.evalEma);
     evalSet.emplace(Dataset::fromNpz(f.evalData, evaluator->dataInputs()));
     evaluator->requireOneBatch(*evalSet, f.evalData);
-    if (!f.evalLog.empty()) {
-      evalLog.open(f.evalLog,
-                   f.resume.empty() ? std::ios::trunc : std::ios::app);
-      if (!evalLog)
-        throw Error(f.evalLog + ": cannot write the evaluation log");
-      if (f.resume.empty())
-        evalLog << "step,eval_loss,samples\n";
-    }
+    if (!f.evalLog.empty())
+      evalLog.open(f.evalLog, "the evaluation log", "step,eval_loss,samples",
+                   resumedAt);
   }
+  // Every checkpoint is preceded by the logs on disk, so that none is ever
+  // behind a checkpoint a run resumes from.
+  auto saveCheckpoint = [&](const std::string &path) {
+    log.sync();
+    evalLog.sync();
+    trainer.saveCheckpoint(path);
+  };
   EvalResult lastEval;
   int64_t lastEvalStep = -1;
-  auto evaluate = [&] {
+  // `scheduled`: an evaluation of the --eval-every cadence (a global step
+  // that is a multiple of it), or the only one of a run without a cadence.
+  // Only those are logged and feed the rules that checkpoints carry on
+  // (ReduceLROnPlateau, the best loss and --save-best, --early-stop): a
+  // resumed run meets exactly the straight run's. The one after a last step
+  // off the cadence is reported only.
+  auto evaluate = [&](bool scheduled) {
     lastEval = evaluator->evaluate(trainer, *evalSet, f.evalData, gWorld.get());
     lastEvalStep = trainer.stepsDone();
-    if (evalLog) {
+    if (evalLog.isOpen() && scheduled) {
       char line[96];
-      std::snprintf(line, sizeof line, "%lld,%.9g,%lld\n",
+      std::snprintf(line, sizeof line, "%lld,%.9g,%lld",
                     (long long)lastEvalStep, lastEval.loss,
                     (long long)lastEval.samples);
-      evalLog << line << std::flush;
+      evalLog.row(line);
+      evalLog.flush();
     }
     if (!f.quiet)
       std::fprintf(stderr,
                    "eval%s after step %lld  loss %.6f  (%lld samples)\n",
                    f.evalEma ? " (ema)" : "", (long long)lastEvalStep,
                    lastEval.loss, (long long)lastEval.samples);
+    if (!scheduled)
+      return;
     // ReduceLROnPlateau's step (every rank alike).
     if (trainer.hasLrPlateau()) {
       double before = trainer.lr();
@@ -400,27 +427,30 @@ int run(Flags f) {
     trainer.bestEvalLoss = lastEval.loss;
     trainer.evalsSinceBest = 0;
     if (!f.saveBest.empty()) {
-      trainer.saveCheckpoint(f.saveBest);
+      saveCheckpoint(f.saveBest);
       if (!f.quiet)
         std::fprintf(stderr, "eval: best so far, saved %s\n",
                      f.saveBest.c_str());
     }
   };
 
-  std::ofstream log;
-  if (!f.log.empty()) {
-    // Appending after --resume keeps one log for the whole run.
-    log.open(f.log, f.resume.empty() ? std::ios::trunc : std::ios::app);
-    if (!log)
-      throw Error(f.log + ": cannot write the log");
-    if (f.resume.empty())
-      log << "step,loss,loss_scale,skipped,ms"
-          << (trainer.hasLrSchedule() ? ",lr\n" : "\n");
-  }
+  // After --resume, one log for the whole run.
+  if (!f.log.empty())
+    log.open(f.log, "the log",
+             std::string("step,loss,loss_scale,skipped,ms") +
+                 (trainer.hasLrSchedule() ? ",lr" : ""),
+             resumedAt);
 
   std::signal(SIGINT, requestStop);
   std::signal(SIGTERM, requestStop);
+  // --max-skipped-steps counts the skipped steps in a row that cannot
+  // recover: the scale is below the floor, or a skip did not lower it (a
+  // static scale, or NaN or inf, which backoff leaves as they are), so
+  // every step to come overflows as this one did.
   int64_t skipped = 0, done = 0, skippedBelowFloor = 0;
+  auto belowFloor = [&](double scale) {
+    return !(scale >= f.minLossScale) || !std::isfinite(scale);
+  };
   double totalMs = 0, lastLoss = 0;
   int64_t every = steps >= 10 ? steps / 10 : 1;
   bool stopped = false;      // a rank was asked to stop (all ranks agree)
@@ -448,18 +478,20 @@ int run(Flags f) {
     // when the scale is below the floor (a stop may need the diagnosis).
     trainer.debugOverflow =
         f.debugOverflow ||
-        (f.maxSkippedSteps > 0 && trainer.lossScale() < f.minLossScale);
+        (f.maxSkippedSteps > 0 &&
+         (belowFloor(trainer.lossScale()) || skippedBelowFloor > 0));
     StepRecord r = trainer.optimizerStep(microBatches);
     if (r.skipped && f.debugOverflow)
       std::fprintf(stderr, "mpc-run: %s%s\n", rankPrefix().c_str(),
                    r.overflow.line(r.step).c_str());
-    skippedBelowFloor =
-        r.skipped && r.lossScale < f.minLossScale ? skippedBelowFloor + 1 : 0;
+    bool stuck =
+        belowFloor(r.lossScale) || !(trainer.lossScale() < r.lossScale);
+    skippedBelowFloor = r.skipped && stuck ? skippedBelowFloor + 1 : 0;
     skipped += r.skipped;
     totalMs += r.ms;
     lastLoss = r.loss;
     ++done;
-    if (log) {
+    if (log.isOpen()) {
       // ms to 0.1 us: a CPU step of the small models takes about 10 us, and
       // bench/cpu_step.sh's medians must not move in 1 us (10%) quanta.
       char line[192];
@@ -468,7 +500,7 @@ int run(Flags f) {
                             int(r.skipped), r.ms);
       if (trainer.hasLrSchedule()) // the rate to 17 digits: the double's
         std::snprintf(line + n, sizeof line - size_t(n), ",%.17g", r.lr);
-      log << line << "\n";
+      log.row(line);
     }
     if (!f.quiet && ((i + 1) % every == 0 || i + 1 == steps)) {
       char lr[48] = "", where[96];
@@ -495,7 +527,7 @@ int run(Flags f) {
     }
     if (evaluator && f.evalEvery > 0 &&
         trainer.stepsDone() % f.evalEvery == 0) {
-      evaluate();
+      evaluate(/*scheduled=*/true);
       if (f.earlyStop > 0 && trainer.evalsSinceBest >= f.earlyStop) {
         if (lead)
           std::fprintf(stderr,
@@ -507,21 +539,30 @@ int run(Flags f) {
       }
     }
     if (f.saveEvery > 0 && (i + 1) % f.saveEvery == 0)
-      trainer.saveCheckpoint(f.save);
+      saveCheckpoint(f.save);
     if (stoppedEarly)
       break;
     if (f.maxSkippedSteps > 0 && skippedBelowFloor >= f.maxSkippedSteps) {
-      if (log)
-        log.flush();
-      char scale[64], floor[64];
+      log.close();
+      evalLog.close();
+      char scale[64], floor[128];
       std::snprintf(scale, sizeof scale, "%g", r.lossScale);
-      std::snprintf(floor, sizeof floor, "%g", f.minLossScale);
+      if (!std::isfinite(r.lossScale))
+        std::snprintf(floor, sizeof floor, "%s, not a finite number", scale);
+      else if (r.lossScale < f.minLossScale)
+        std::snprintf(floor, sizeof floor,
+                      "below --min-loss-scale=%g (last %s)", f.minLossScale,
+                      scale);
+      else
+        std::snprintf(floor, sizeof floor,
+                      "%s, which the skipped steps did not lower (a static "
+                      "scale)",
+                      scale);
       std::fprintf(stderr,
                    "mpc-run: %s%s: step %lld: %lld consecutive skipped steps "
-                   "with the loss scale below --min-loss-scale=%s (last %s); "
-                   "%s\n",
+                   "with the loss scale %s; %s\n",
                    rankPrefix().c_str(), f.model.c_str(), (long long)r.step,
-                   (long long)skippedBelowFloor, floor, scale,
+                   (long long)skippedBelowFloor, floor,
                    trainer.executor().resident() && !r.overflow.found
                        ? "the device-resident step does not trace overflows "
                          "(re-run with --debug-overflow)"
@@ -529,19 +570,20 @@ int run(Flags f) {
       return 1;
     }
   }
-  if (log)
-    log.flush();
+  log.flush();
   const double trainSeconds = secondsSince(loopStart);
   // The final evaluation, unless the last step had one or Ctrl-C asked to
   // stop (every rank agrees on both).
   if (evaluator && !stopped && lastEvalStep != trainer.stepsDone())
-    evaluate();
+    evaluate(/*scheduled=*/f.evalEvery == 0);
   if (gStopRequested && lead)
     std::fprintf(stderr, "mpc-run: interrupted after step %lld%s\n",
                  (long long)trainer.stepsDone(),
                  f.save.empty() ? "" : ", saving the checkpoint");
   if (!f.save.empty())
-    trainer.saveCheckpoint(f.save);
+    saveCheckpoint(f.save);
+  log.close();
+  evalLog.close();
   writeExports(trainer, f, /*report=*/false);
 
   double samplesPerSec =
@@ -622,7 +664,9 @@ int main(int argc, char **argv) {
     auto startsWithPath = [&](const std::string &path) {
       return !path.empty() && msg.rfind(path + ":", 0) == 0;
     };
-    bool aboutAFile = startsWithPath(flags.outputDir);
+    bool aboutAFile = startsWithPath(flags.outputDir) ||
+                      startsWithPath(flags.log) ||
+                      startsWithPath(flags.evalLog);
     for (const std::string &spec : flags.inputs)
       aboutAFile |= startsWithPath(spec.substr(spec.find('=') + 1));
     if (!flags.model.empty() && !aboutAFile && msg.rfind(flags.model, 0) != 0 &&

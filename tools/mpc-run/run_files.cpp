@@ -1,0 +1,59 @@
+// checkRunFiles (see run_files.h).
+#include "tools/mpc-run/run_files.h"
+
+#include "passes/onnx/onnx_io.h"
+#include "passes/support/path_identity.h"
+#include "passes/support/regular_input.h"
+
+namespace mpc {
+namespace {
+
+/// A model file and the external data files its tensors point into.
+void addModelFiles(std::vector<FileRole> &to, const std::string &role,
+                   const std::string &path) {
+  if (path.empty())
+    return;
+  to.push_back({role, path});
+  for (const std::string &data : externalDataFiles(path))
+    to.push_back({role + "'s external data", data});
+}
+
+/// A model the run writes and the data file beside it that external data
+/// (--external-data, or a model past 2 GiB) puts its tensors in.
+void addModelOutput(std::vector<FileRole> &to, const std::string &flag,
+                    const std::string &path) {
+  if (path.empty())
+    return;
+  to.push_back({flag, path});
+  to.push_back({flag + "'s data file", externalDataPath(path)});
+}
+
+} // namespace
+
+void checkRunFiles(const RunFlags &f) {
+  requireRegularFile(f.model, "");
+  for (const FileRole &in :
+       {FileRole{"--data", f.data}, FileRole{"--eval-data", f.evalData},
+        FileRole{"--resume", f.resume}})
+    if (!in.path.empty())
+      requireRegularFile(in.path, in.role);
+  std::vector<FileRole> inputs, resumed, outputs, checkpoints;
+  addModelFiles(inputs, "the model", f.model);
+  inputs.push_back({"--data", f.data});
+  inputs.push_back({"--eval-data", f.evalData});
+  addModelFiles(resumed, "--resume", f.resume);
+  outputs.push_back({"--log", f.log});
+  outputs.push_back({"--eval-log", f.evalLog});
+  addModelOutput(outputs, "--export-inference", f.exportInference);
+  outputs.push_back({"--export-safetensors", f.exportSafetensors});
+  addModelOutput(checkpoints, "--save", f.save);
+  addModelOutput(checkpoints, "--save-best", f.saveBest);
+  std::vector<FileRole> allInputs = inputs;
+  allInputs.insert(allInputs.end(), resumed.begin(), resumed.end());
+  refuseOutputsOverInputs(allInputs, outputs);
+  refuseOutputsOverInputs(inputs, checkpoints);
+  outputs.insert(outputs.end(), checkpoints.begin(), checkpoints.end());
+  refuseSharedOutputs(outputs);
+}
+
+} // namespace mpc
