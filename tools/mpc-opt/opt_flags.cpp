@@ -2,7 +2,9 @@
 #include "tools/mpc-opt/opt_flags.h"
 
 #include "passes/support/diagnostics.h"
+#include "passes/support/int_parse.h"
 #include "passes/support/name_pattern.h"
+#include "runtime/memory_limit.h"
 
 #include <cstdlib>
 
@@ -112,6 +114,12 @@ the loss:
                           are the inference model's
 parameters and shapes:
   --trainable=REGEX  --frozen=REGEX  --input-shape=NAME:AxBxC  --batch=B
+
+Integer flags are decimal and bounded: step counts (--growth-interval,
+--warmup-steps, --total-steps, --lr-*-steps, --lr-step-size, --lr-cycles,
+--lr-timescale, --lr-patience, --lr-cooldown) at most 10^12, --grad-accum at
+most 65536, --batch and each --input-shape dimension at most 2^31-1.
+--memory-budget takes K, M, G suffixes as mpc-run --memory-limit.
 )";
 
 double parseDouble(const std::string &flag, const std::string &v) {
@@ -122,25 +130,26 @@ double parseDouble(const std::string &flag, const std::string &v) {
   return d;
 }
 
-int64_t parseInt(const std::string &flag, const std::string &v) {
-  char *end = nullptr;
-  long long i = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0')
-    throw Error(flag + ": expected an integer, got '" + v + "'");
-  return i;
-}
-
 std::pair<std::string, std::vector<int64_t>>
 parseInputShape(const std::string &v) {
   size_t colon = v.rfind(':');
   if (colon == std::string::npos || colon == 0)
     throw Error("--input-shape: expected NAME:AxBxC, got '" + v + "'");
   std::vector<int64_t> dims;
-  for (const std::string &d : splitList(v.substr(colon + 1), 'x')) {
-    int64_t n = parseInt("--input-shape", d);
-    if (n < 0)
-      throw Error("--input-shape: negative dimension in '" + v + "'");
-    dims.push_back(n);
+  std::string flag = "--input-shape=" + v.substr(0, colon);
+  // Every 'x'-separated field is a dim: "4x" and "4xx3" are refused, not
+  // read as 4 and 4x3.
+  std::string text = v.substr(colon + 1);
+  for (size_t at = 0;;) {
+    // As many dims as a value may have (the importer refuses rank > 64).
+    if (dims.size() == 64)
+      throw Error(flag + ": more than 64 dimensions");
+    size_t x = text.find('x', at);
+    dims.push_back(parseIntFlag(flag + " dimension", text.substr(at, x - at), 0,
+                                kMaxDimFlag));
+    if (x == std::string::npos)
+      break;
+    at = x + 1;
   }
   return {v.substr(0, colon), dims};
 }
@@ -241,7 +250,7 @@ OptFlags parseOptFlags(int argc, const char *const *argv) {
     } else if (key == "--backoff-factor") {
       o.backoffFactor = parseDouble(key, need());
     } else if (key == "--growth-interval") {
-      o.growthInterval = parseInt(key, need());
+      o.growthInterval = parseIntFlag(key, need(), 1, kMaxStepsFlag);
     } else if (key == "--optimizer") {
       o.optimizer = need();
     } else if (key == "--lr") {
@@ -272,9 +281,7 @@ OptFlags parseOptFlags(int argc, const char *const *argv) {
     } else if (key == "--clip-threshold") {
       o.clipThreshold = parseDouble(key, need());
     } else if (key == "--grad-accum") {
-      o.gradAccum = parseInt(key, need());
-      if (o.gradAccum < 1)
-        throw Error("--grad-accum: must be an integer >= 1, got '" + val + "'");
+      o.gradAccum = parseIntFlag(key, need(), 1, 65536);
     } else if (arg == "--data-parallel") {
       o.dataParallel = true;
     } else if (arg == "--sync-batchnorm") {
@@ -290,27 +297,27 @@ OptFlags parseOptFlags(int argc, const char *const *argv) {
     } else if (key == "--lr-schedule") {
       o.lrSchedule = need();
     } else if (key == "--warmup-steps") {
-      o.warmupSteps = parseInt(key, need());
+      o.warmupSteps = parseIntFlag(key, need(), 0, kMaxStepsFlag);
     } else if (key == "--total-steps") {
-      o.totalSteps = parseInt(key, need());
+      o.totalSteps = parseIntFlag(key, need(), 1, kMaxStepsFlag);
     } else if (key == "--min-lr-ratio") {
       o.minLrRatio = parseDouble(key, need());
     } else if (key == "--lr-step-size") {
-      o.lrStepSize = parseInt(key, need());
+      o.lrStepSize = parseIntFlag(key, need(), 1, kMaxStepsFlag);
     } else if (key == "--lr-gamma") {
       o.lrGamma = parseDouble(key, need());
     } else if (key == "--lr-cycles") {
-      o.lrCycles = parseInt(key, need());
+      o.lrCycles = parseIntFlag(key, need(), 1, kMaxStepsFlag);
     } else if (key == "--lr-end") {
       o.lrEnd = parseDouble(key, need());
     } else if (key == "--lr-power") {
       o.lrPower = parseDouble(key, need());
     } else if (key == "--lr-timescale") {
-      o.lrTimescale = parseInt(key, need());
+      o.lrTimescale = parseIntFlag(key, need(), 1, kMaxStepsFlag);
     } else if (key == "--lr-stable-steps") {
-      o.lrStableSteps = parseInt(key, need());
+      o.lrStableSteps = parseIntFlag(key, need(), 0, kMaxStepsFlag);
     } else if (key == "--lr-decay-steps") {
-      o.lrDecaySteps = parseInt(key, need());
+      o.lrDecaySteps = parseIntFlag(key, need(), 1, kMaxStepsFlag);
     } else if (key == "--lr-warmup-type") {
       o.lrWarmupType = need();
     } else if (key == "--lr-decay-type") {
@@ -318,11 +325,11 @@ OptFlags parseOptFlags(int argc, const char *const *argv) {
     } else if (key == "--lr-factor") {
       o.lrFactor = parseDouble(key, need());
     } else if (key == "--lr-patience") {
-      o.lrPatience = parseInt(key, need());
+      o.lrPatience = parseIntFlag(key, need(), 0, kMaxStepsFlag);
     } else if (key == "--lr-threshold") {
       o.lrThreshold = parseDouble(key, need());
     } else if (key == "--lr-cooldown") {
-      o.lrCooldown = parseInt(key, need());
+      o.lrCooldown = parseIntFlag(key, need(), 0, kMaxStepsFlag);
     } else if (key == "--min-lr") {
       o.minLr = parseDouble(key, need());
     } else if (key == "--ema-decay") {
@@ -343,14 +350,12 @@ OptFlags parseOptFlags(int argc, const char *const *argv) {
       if (o.recompute.empty())
         throw Error("--recompute: expected none, auto or node names");
     } else if (key == "--memory-budget") {
-      o.memoryBudget = parseInt(key, need());
+      o.memoryBudget = int64_t(parseByteSize(key, need()));
       if (o.memoryBudget <= 0)
         throw Error("--memory-budget: must be a positive byte count, got '" +
                     val + "'");
     } else if (key == "--batch") {
-      o.batch = parseInt(key, need());
-      if (o.batch <= 0)
-        throw Error("--batch: must be positive, got '" + val + "'");
+      o.batch = parseIntFlag(key, need(), 1, kMaxDimFlag);
     } else if (!arg.empty() && arg[0] == '-' && arg != "-") {
       throw Error("unknown flag '" + arg + "' (see mpc-opt --help)");
     } else if (f.input.empty()) {

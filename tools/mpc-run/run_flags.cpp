@@ -2,14 +2,21 @@
 #include "tools/mpc-run/run_flags.h"
 
 #include "passes/support/diagnostics.h"
+#include "passes/support/int_parse.h"
 #include "runtime/memory_limit.h"
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
 namespace mpc {
 namespace {
+
+/// --epochs' bound: a million passes over the data.
+constexpr int64_t kMaxEpochs = 1000000;
+/// --nproc-per-node's bound: more ranks than any machine has GPUs or cores.
+constexpr int64_t kMaxLocalRanks = 1024;
 
 const char *const kUsage =
     R"(usage: mpc-run MODEL [options]
@@ -103,6 +110,10 @@ samples [i*N*B, (i+1)*N*B) of the data (in the shuffled order with
 --shuffle); rank r takes the r-th B of them. Rank 0 prints, logs and writes
 --save and --export-inference; the logged loss is the mean over the ranks.
 
+Integer flags are decimal and bounded: step counts (--steps, --save-every,
+--eval-every, --early-stop, --max-skipped-steps) at most 10^12, --epochs at
+most 10^6, --batch at most 2^31-1, --nproc-per-node at most 1024.
+
 Inference (--infer) runs MODEL's main graph forward, on any supported model
 (for a compiled model: the inference graph on its current parameters).
 
@@ -115,15 +126,6 @@ Inference (--infer) runs MODEL's main graph forward, on any supported model
                           letters, digits, '.', '-' and '_' become '_'; a name
                           taken twice gets _2, _3, ... appended.
 )";
-
-int64_t parseInt(const std::string &flag, const std::string &v, int64_t min) {
-  char *end = nullptr;
-  long long i = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || i < min)
-    throw Error(flag + ": expected an integer >= " + std::to_string(min) +
-                ", got '" + v + "'");
-  return i;
-}
 
 /// Whether two paths name one file: the same existing file, or the same
 /// path once normalised (a file not made yet).
@@ -215,39 +217,40 @@ RunFlags parseRunFlags(int argc, const char *const *argv) {
         throw Error(key + ": expected on or off, got '" + v + "'");
       (key == "--cuda-resident" ? f.cudaResident : f.cudaGraphs) = v == "on";
     } else if (key == "--steps") {
-      f.steps = parseInt(key, need(), 0);
+      f.steps = parseIntFlag(key, need(), 0, kMaxStepsFlag);
       f.stepsGiven = true;
     } else if (key == "--epochs") {
-      f.epochs = parseInt(key, need(), 1);
+      f.epochs = parseIntFlag(key, need(), 1, kMaxEpochs);
     } else if (key == "--data") {
       f.data = need();
     } else if (arg == "--synthetic") {
       f.synthetic = true;
     } else if (key == "--batch") {
-      f.batch = parseInt(key, need(), 1);
+      f.batch = parseIntFlag(key, need(), 1, kMaxDimFlag);
     } else if (arg == "--shuffle") {
       f.shuffle = true;
     } else if (key == "--seed") {
-      f.seed = uint64_t(parseInt(key, need(), 0));
+      f.seed = uint64_t(
+          parseIntFlag(key, need(), 0, std::numeric_limits<int64_t>::max()));
       f.seedGiven = true;
     } else if (key == "--log" || key == "--log-file") {
       f.log = need();
     } else if (key == "--save") {
       f.save = need();
     } else if (key == "--save-every") {
-      f.saveEvery = parseInt(key, need(), 1);
+      f.saveEvery = parseIntFlag(key, need(), 1, kMaxStepsFlag);
     } else if (arg == "--external-data") {
       f.externalData = true;
     } else if (key == "--eval-data") {
       f.evalData = need();
     } else if (key == "--eval-every") {
-      f.evalEvery = parseInt(key, need(), 1);
+      f.evalEvery = parseIntFlag(key, need(), 1, kMaxStepsFlag);
     } else if (key == "--eval-log") {
       f.evalLog = need();
     } else if (key == "--save-best") {
       f.saveBest = need();
     } else if (key == "--early-stop") {
-      f.earlyStop = parseInt(key, need(), 1);
+      f.earlyStop = parseIntFlag(key, need(), 1, kMaxStepsFlag);
     } else if (arg == "--eval-ema") {
       f.evalEma = true;
     } else if (arg == "--export-ema") {
@@ -292,12 +295,12 @@ RunFlags parseRunFlags(int argc, const char *const *argv) {
         throw Error("--min-loss-scale: expected a number >= 0, got '" + v +
                     "'");
     } else if (key == "--max-skipped-steps") {
-      f.maxSkippedSteps = parseInt(key, need(), 0);
+      f.maxSkippedSteps = parseIntFlag(key, need(), 0, kMaxStepsFlag);
     } else if (key == "--memory-limit") {
       f.memoryLimit = parseByteSize(key, need());
       f.memoryLimitGiven = true;
     } else if (key == "--nproc-per-node") {
-      f.nprocPerNode = parseInt(key, need(), 1);
+      f.nprocPerNode = parseIntFlag(key, need(), 1, kMaxLocalRanks);
     } else if (arg == "--quiet") {
       f.quiet = true;
     } else if (arg == "--infer") {

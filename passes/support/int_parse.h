@@ -1,0 +1,30 @@
+// Integers from the command line: every integer flag of mpc-opt and mpc-run
+// (and each dimension of --input-shape) is parsed here, once, against the
+// range the flag documents, so that no absurd value (2^40 steps, a rank
+// count that wraps to 2 in an int) reaches the code behind the flag.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mpc {
+
+/// The largest step count any flag takes (--steps, --total-steps,
+/// --warmup-steps, --save-every, ...): 10^12, far past any run, and small
+/// enough that step x batch x micro-batches stays inside 64 bits.
+constexpr int64_t kMaxStepsFlag = 1000000000000;
+/// The largest dimension --batch and --input-shape take: 2^31 - 1.
+constexpr int64_t kMaxDimFlag = 2147483647;
+
+/// `text` as a decimal integer in [min, max]: an optional sign and digits,
+/// nothing else (no blanks, no "0x", no fraction, no suffix). Anything
+/// else, including a value past 64 bits or out of the range, throws an
+/// Error "FLAG: expected an integer in [min, max], got 'text'".
+int64_t parseIntFlag(const std::string &flag, const std::string &text,
+                     int64_t min, int64_t max);
+
+/// "[1, 1024]", or ">= 0" when max is INT64_MAX: the range as the error
+/// lines and --help state it.
+std::string describeIntRange(int64_t min, int64_t max);
+
+} // namespace mpc
