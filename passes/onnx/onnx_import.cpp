@@ -5,6 +5,8 @@
 // duplicate names, cycles) and reports each problem as one clear line.
 #include "passes/onnx/onnx_io.h"
 
+#include "passes/onnx/external_data_reader.h"
+#include "passes/onnx/attribute_ranges.h"
 #include "passes/onnx/gradient_op.h"
 #include "passes/onnx/import_lowering.h"
 #include "passes/onnx/old_opsets.h"
@@ -487,8 +489,11 @@ private:
         np.domain() == "ai.onnx" ? kDefaultDomain : np.domain();
     Node *n = graph_->createNodeWithOutputs(
         np.op_type(), inputs, std::move(outs), std::move(name), domain);
-    for (const auto &a : np.attribute())
-      n->setAttr(a.name(), convertAttribute(a, *n));
+    for (const auto &a : np.attribute()) {
+      Attribute value = convertAttribute(a, *n);
+      checkAttributeRange(*n, a.name(), value);
+      n->setAttr(a.name(), std::move(value));
+    }
     return n;
   }
 
