@@ -5,7 +5,6 @@
 // duplicate names, cycles) and reports each problem as one clear line.
 #include "passes/onnx/onnx_io.h"
 
-#include "passes/onnx/external_data_reader.h"
 #include "passes/onnx/attribute_ranges.h"
 #include "passes/onnx/gradient_op.h"
 #include "passes/onnx/import_lowering.h"
