@@ -9,6 +9,7 @@
 #include "passes/onnx/gradient_op.h"
 #include "passes/onnx/import_lowering.h"
 #include "passes/onnx/old_opsets.h"
+#include "passes/onnx/torch_dropped_arguments.h"
 #include "passes/onnx/torch_export_signature.h"
 #include "passes/onnx/weights_in_file.h"
 #include "passes/support/diagnostics.h"
@@ -600,6 +601,9 @@ importModelFrom(const onnx::ModelProto &proto, onnx::ModelProto *owned,
   applyTorchExportSignature(proto.graph(), *model->graph, &buffers);
   if (!buffers.empty() && !model->meta("mpc.buffers"))
     model->setMeta("mpc.buffers", joinList(buffers, ','));
+  // ... and records what it traced, arguments it dropped included
+  // (passes/onnx/torch_dropped_arguments.h).
+  checkDroppedTorchArguments(proto.graph(), *model->graph);
   // ONNX's Gradient operator has no kernel: it becomes the backward
   // subgraph it names (passes/onnx/gradient_op.h).
   // InstanceNormalization and some activations have no kernel: they become
