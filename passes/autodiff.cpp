@@ -55,6 +55,31 @@ std::vector<Value *> trainableParameters(Graph &g, const CompileOptions &opts,
   return params;
 }
 
+/// Says which initializers the torch exporter's signature keeps from
+/// training (passes/onnx/torch_export_signature.h), and that it does not
+/// record requires_grad=False.
+void noteFrozenByExporter(const Model &model, const Graph &g,
+                          PassContext &ctx) {
+  std::vector<std::string> names;
+  for (const std::string &name : model.frozenByExporter)
+    if (g.findValue(name))
+      names.push_back(name);
+  if (names.empty())
+    return;
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < 4; ++i)
+    list += (i ? ", " : "") + names[i];
+  if (names.size() > 4)
+    list += ", ... (" + std::to_string(names.size() - 4) + " more)";
+  ctx.notes.push_back(
+      std::to_string(names.size()) +
+      " floating-point initializer(s) stay frozen: the torch exporter's "
+      "signature calls them buffers or constants (" +
+      list +
+      "); it does not record requires_grad=False on a parameter, so freeze "
+      "such parameters with --frozen=REGEX");
+}
+
 /// Whether `v` can be a loss: a floating value of known type with no
 /// element but one (rank 0 or every dim 1).
 bool isScalarFloat(const Value &v) {
@@ -434,6 +459,7 @@ void runAutodiff(Model &model, PassContext &ctx) {
     }
   } else {
     params = trainableParameters(g, ctx.options, frozenCount);
+    noteFrozenByExporter(model, g, ctx);
   }
   std::vector<std::string> requested;
   for (Value *p : params)

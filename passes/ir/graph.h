@@ -461,6 +461,10 @@ public:
   std::vector<std::pair<std::string, std::string>> metadata;
   /// Where the model came from, for diagnostics ("model.onnx").
   std::string sourcePath = "<input>";
+  /// Floating-point initializers that the torch exporter's signature calls
+  /// buffers or constants (onnx import): they never train, and autodiff
+  /// says so in a note. Not exported.
+  std::vector<std::string> frozenByExporter;
   /// Why autocast gave each node its precision (mpc-opt --explain, --dot).
   /// A side table, never exported: the written model does not depend on it.
   /// Shared so that recording stays possible through a const Model (the
@@ -479,14 +483,14 @@ public:
   /// records which values it names, for updateValueReferences.
   void setMeta(const std::string &key, const std::string &value);
 
-  /// Makes the metadata that names values (graph.cpp's
-  /// kValueNamingMetadata: mpc.loss, mpc.grads, mpc.params, ...) name the
-  /// values it named when it was written, as they are now: a value renamed
-  /// is named by its new name, and one a rewrite replaced
-  /// (Graph::replaceAllUsesWith) and then removed by its replacement. The
-  /// pipeline calls it before the first pass and after every pass, so no
-  /// pass keeps these names in step by hand. An entry written directly into
-  /// `metadata` is taken as it reads.
+  /// Mends the metadata that names values (metadata_value_refs.cpp's
+  /// kValueNamingMetadata: mpc.loss, mpc.grads, mpc.params, ...) where a
+  /// name is no value's any more: the value it named when it was written
+  /// is named as it is now (renamed: its new name; replaced by
+  /// Graph::replaceAllUsesWith and then removed: its replacement's). A name
+  /// some value holds stands. The pipeline calls it before the first pass
+  /// and after every pass, so no pass keeps these names in step by hand.
+  /// An entry written directly into `metadata` is taken as it reads.
   void updateValueReferences();
 
 private:

@@ -9,10 +9,12 @@
 // replaces, so the model keeps, for each value-naming entry, the values it
 // named (Model::setMeta records them; an entry found with other text is
 // read afresh), and updateValueReferences, which the pipeline runs after
-// every pass, writes each one's current name: a renamed value's new name,
-// and for a value that was replaced (Graph::replaceAllUsesWith) and then
-// removed, its replacement's. A value removed with no replacement keeps its
-// name, and the verifier reports it against the pass that removed it.
+// every pass, mends each name that no value holds any more: a renamed
+// value is named by its new name, and one that was replaced
+// (Graph::replaceAllUsesWith) and then removed by its replacement. A name
+// some value holds stands: passes hand a name on to the value that takes
+// the old one's place on purpose. A value removed with no replacement keeps
+// its name, and the verifier reports it against the pass that removed it.
 #include "passes/ir/graph.h"
 
 #include <algorithm>
@@ -152,20 +154,30 @@ void Model::updateValueReferences() {
       Graph *g = ref.value ? graphOf(ref.graphUid) : nullptr;
       if (!g) {
         // Not found when recorded, or its graph was replaced: by name.
-        ref = name.empty() ? ValueRef{} : findValueRef(std::string(name));
+        if (!name.empty())
+          ref = findValueRef(std::string(name));
         continue;
       }
-      // A value removed after a rewrite pointed its uses elsewhere is named
-      // by where they went (a chain of such rewrites is followed; the
-      // bound guards against a cycle of replacements).
+      // A name some value of that graph holds stands, whether or not it is
+      // the value recorded: a pass that computes a value anew hands the old
+      // one's name to the new one (autocast's fp32 copy of a half gradient,
+      // ValueTakeovers), and the name is how it says so.
+      if (Value *holder = g->findValue(name)) {
+        ref.value = holder;
+        continue;
+      }
+      // The name is free: the value it named was renamed, or replaced
+      // (Graph::replaceAllUsesWith) and then removed, and is named by where
+      // its uses went (a chain of such rewrites is followed; the bound
+      // guards against a cycle of replacements).
       Value *v = ref.value;
       for (size_t hops = 0;
            !v->isLive() && v->replacedBy() && v->replacedBy()->owner() == g &&
            hops < g->numValueIds();
            ++hops)
         v = v->replacedBy();
-      if (!v->isLive() || v->name() == name)
-        continue; // as it was, or gone with nothing in its place
+      if (!v->isLive())
+        continue; // gone with nothing in its place: verify reports it
       ref.value = v;
       updated.append(*text, copied, spans[i].first - copied);
       updated += v->name();
@@ -175,12 +187,7 @@ void Model::updateValueReferences() {
     if (!changed)
       continue;
     updated.append(*text, copied, std::string::npos);
-    // Not setMeta: it would look each name up again, and a name freed by a
-    // removal may belong to a new value by now.
-    for (auto &kv : metadata)
-      if (kv.first == r.key)
-        kv.second = updated;
-    r.text = std::move(updated);
+    setMeta(r.key, updated);
   }
 }
 

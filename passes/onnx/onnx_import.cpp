@@ -598,7 +598,8 @@ importModelFrom(const onnx::ModelProto &proto, onnx::ModelProto *owned,
   // torch's dynamo exporter says which initializers are parameters and
   // which batch norms were traced in training mode.
   std::vector<std::string> buffers;
-  applyTorchExportSignature(proto.graph(), *model->graph, &buffers);
+  applyTorchExportSignature(proto.graph(), *model->graph, &buffers,
+                            &model->frozenByExporter);
   if (!buffers.empty() && !model->meta("mpc.buffers"))
     model->setMeta("mpc.buffers", joinList(buffers, ','));
   // ... and records what it traced, arguments it dropped included

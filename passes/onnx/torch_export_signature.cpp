@@ -80,7 +80,8 @@ void restoreTrainingMode(Node &bn) {
 } // namespace
 
 bool applyTorchExportSignature(const onnx::GraphProto &gp, Graph &g,
-                               std::vector<std::string> *persistentBuffers) {
+                               std::vector<std::string> *persistentBuffers,
+                               std::vector<std::string> *frozen) {
   std::unordered_map<std::string, std::string> kinds;
   std::unordered_set<std::string> persistent;
   for (const auto &vi : gp.value_info()) {
@@ -127,8 +128,11 @@ bool applyTorchExportSignature(const onnx::GraphProto &gp, Graph &g,
           "optimizer folds batch norms into convolutions and merges "
           "parameters of equal value, which changes what trains; export with "
           "torch.onnx.export(..., dynamo=True, optimize=False)");
-    if (it->second != "PARAMETER" && !runningStats.count(init))
+    if (it->second != "PARAMETER" && !runningStats.count(init)) {
       init->isState = false;
+      if (frozen && isFloating(init->dtype))
+        frozen->push_back(init->name());
+    }
     if (persistentBuffers && persistent.count(init->name()))
       persistentBuffers->push_back(init->name());
   }

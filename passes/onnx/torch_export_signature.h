@@ -19,11 +19,17 @@
 //     still choose among them);
 //   - every other initializer is a constant (buffers such as BART's
 //     final_logits_bias or rotary inv_freq, lifted constants), except the
-//     running statistics of a batch norm, which stay state;
+//     running statistics of a batch norm, which stay state; autodiff notes
+//     the floating-point ones it leaves frozen;
 //   - a BatchNormalization traced from a training-mode module
 //     (aten._native_batch_norm_legit_functional) is put back in training
 //     mode: batch statistics, and its running mean and var outputs become
 //     state updates as in a TorchScript export.
+// The exporter records nothing about requires_grad: a parameter with
+// requires_grad=False (Whisper's sinusoidal encoder positions) is a
+// PARAMETER like any other, byte for byte the same export (torch 2.15), so
+// it trains unless --frozen names it; a module that registers such a table
+// as a buffer (register_buffer) has it frozen by the signature.
 // An initializer with no role at all is one the exporter's ONNX optimizer
 // made (optimize=True, its default): that optimizer folds batch norms into
 // convolutions and merges parameters whose values are equal, which changes
@@ -43,8 +49,12 @@ namespace mpc {
 /// `persistentBuffers` (optional) receives the initializers the signature
 /// calls persistent buffers: the module's state_dict holds them besides
 /// its parameters (mpc-run --export-safetensors writes them back).
+/// `frozen` (optional) receives the floating-point initializers it keeps
+/// from training (buffers and constants; not a training-mode batch norm's
+/// running statistics), for autodiff's note.
 bool applyTorchExportSignature(
     const onnx::GraphProto &gp, Graph &g,
-    std::vector<std::string> *persistentBuffers = nullptr);
+    std::vector<std::string> *persistentBuffers = nullptr,
+    std::vector<std::string> *frozen = nullptr);
 
 } // namespace mpc

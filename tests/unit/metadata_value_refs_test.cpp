@@ -4,8 +4,8 @@
 // A value that a rewrite replaced and then removed is named by its
 // replacement, a renamed value by its new name; a value that is replaced but
 // still lives (a loss read through a new scaling node) keeps the name; a
-// name freed by a removal and taken by a new value does not capture the
-// entry; an entry written by hand is taken as it reads. The pipeline does
+// name a pass hands to a new value stands; an entry written by hand is
+// taken as it reads. The pipeline does
 // this after every pass: cleanup removing a gradient's Identity leaves
 // mpc.grads naming the value the Identity copied.
 #include "passes/ir/graph.h"
@@ -104,16 +104,21 @@ TEST(MetadataValueRefs, AValueRemovedWithNothingInItsPlaceKeepsItsName) {
   EXPECT_EQ(c.m.graph->findValue("w_grad"), nullptr);
 }
 
-TEST(MetadataValueRefs, ANameFreedAndTakenByANewValueDoesNotCaptureTheEntry) {
+TEST(MetadataValueRefs, ANameHandedToANewValueStands) {
+  // autocast's pattern: the node that computed the gradient now computes it
+  // in half precision under another name, and an fp32 Cast of it takes the
+  // gradient's name. The entry names the Cast, not the renamed value.
   Chain c;
+  Graph &g = *c.m.graph;
   c.m.setMeta("mpc.grads", "w_grad");
-  c.removeIdentity();
-  // A later rewrite makes a new value under the freed name before the
-  // names are brought up to date.
-  Node *other = c.m.graph->createNodeWithOutputs("Neg", {c.x}, {"w_grad"}, "n");
-  c.m.graph->addOutput(other->output(0));
+  g.renameValue(c.id, "w_grad_fp16");
+  Node *cast = g.createNodeWithOutputs("Cast", {c.id}, {"w_grad"}, "cast");
   c.m.updateValueReferences();
-  EXPECT_EQ(meta(c.m, "mpc.grads"), "r");
+  EXPECT_EQ(meta(c.m, "mpc.grads"), "w_grad");
+  // ... and the entry follows the Cast from then on.
+  g.renameValue(cast->output(0), "w_grad_fp32");
+  c.m.updateValueReferences();
+  EXPECT_EQ(meta(c.m, "mpc.grads"), "w_grad_fp32");
 }
 
 TEST(MetadataValueRefs, PairsFollowTheirValuesOnBothSides) {
