@@ -11,6 +11,11 @@
 //
 // The interface is header-only so that the MPI transport can live in a
 // plugin (runtime/world/), loaded only by a process that mpirun launched.
+//
+// Every wait is bounded: a collective that hears nothing from a rank for
+// timeoutSeconds() (mpc-run --collective-timeout) fails with a line naming
+// that rank, so a rank that is stopped, hung or unreachable ends the
+// others instead of holding them forever.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +23,10 @@
 #include <vector>
 
 namespace mpc {
+
+/// The default of mpc-run --collective-timeout: long enough for a slow
+/// step or a large checkpoint written by rank 0 while the others wait.
+constexpr double kDefaultCollectiveTimeoutSeconds = 300;
 
 class Collective {
 public:
@@ -40,6 +49,11 @@ public:
   /// Ends every rank's process with `code` (after an error on this rank,
   /// so that the others do not wait for it forever).
   [[noreturn]] virtual void abort(int code) = 0;
+  /// How long a collective may wait without hearing from a rank before it
+  /// fails naming it (device collectives, such as NCCL's, use it too).
+  virtual double timeoutSeconds() const {
+    return kDefaultCollectiveTimeoutSeconds;
+  }
 };
 
 /// Every rank's `value`, in rank order (a small allGather: flags, counts,

@@ -1,4 +1,16 @@
 // mpc.AllReduce on the GPU across ranks with NCCL (nccl_world.h).
+//
+// Bounded waits: NCCL has no timeout of its own (a stopped rank leaves the
+// others' kernels spinning). An all-reduce that runs outside a CUDA graph
+// capture is waited for here by polling its completion event and NCCL's
+// asynchronous error; when neither moves for the world's collective timeout
+// (mpc-run --collective-timeout) the communicator is aborted
+// (ncclCommAbort, which ends its kernels) and the node fails with a line.
+// A watchdog thread polls the asynchronous error while the communicator
+// lives (a rank that died breaks NCCL's connections: NCCL reports it), and
+// ends this rank with a line when NCCL reports one, also while a CUDA graph
+// replays the all-reduce where no host code waits for it. NCCL cannot say
+// which rank is missing; the host world's next collective names it.
 #include "runtime/cuda/nccl_world.h"
 
 #include "kernels/common/all_reduce_rule.h"
@@ -10,8 +22,14 @@
 #include <nccl.h>
 #endif
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 namespace mpc {
@@ -32,6 +50,8 @@ struct NcclApi {
   decltype(&::ncclGroupStart) groupStart = nullptr;
   decltype(&::ncclGroupEnd) groupEnd = nullptr;
   decltype(&::ncclGetErrorString) errorString = nullptr;
+  decltype(&::ncclCommGetAsyncError) asyncError = nullptr;
+  decltype(&::ncclCommAbort) commAbort = nullptr;
 };
 
 /// The loaded API, or null with `why` (once per process).
@@ -63,6 +83,8 @@ const NcclApi *ncclApi(std::string &why) {
     get(a.groupStart, "ncclGroupStart");
     get(a.groupEnd, "ncclGroupEnd");
     get(a.errorString, "ncclGetErrorString");
+    get(a.asyncError, "ncclCommGetAsyncError");
+    get(a.commAbort, "ncclCommAbort");
     if (!ok) {
       loadError = "libnccl.so.2 lacks an entry point mpc uses";
       return nullptr;
@@ -112,6 +134,91 @@ ncclDataType_t ncclType(const Node &node, DType t) {
   }
 }
 
+/// Polls a communicator's asynchronous error while it lives: a rank whose
+/// peer died would otherwise wait in a kernel that never ends (a CUDA
+/// graph's replay has no host code waiting with a timeout). It only calls
+/// NCCL (no CUDA call: one could break a capture on the main thread).
+class NcclWatchdog {
+public:
+  NcclWatchdog(const NcclApi &nccl, ncclComm_t comm, Collective &world)
+      : thread_([this, &nccl, comm, &world] {
+          while (!stop_.load()) {
+            ncclResult_t err = ncclSuccess;
+            if (nccl.asyncError(comm, &err) == ncclSuccess &&
+                err != ncclSuccess && err != ncclInProgress) {
+              nccl.commAbort(comm);
+              std::string line =
+                  "mpc-run: rank " + std::to_string(world.rank()) +
+                  ": NCCL failed during an all-reduce (" +
+                  nccl.errorString(err) +
+                  "): another rank stopped or its connection broke\n";
+              std::fwrite(line.data(), 1, line.size(), stderr);
+              world.abort(1);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
+        }) {}
+  ~NcclWatchdog() {
+    stop_.store(true);
+    thread_.join();
+  }
+
+private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+/// The watchdog of this process's communicator (one GPU per rank).
+std::unique_ptr<NcclWatchdog> &watchdog() {
+  static std::unique_ptr<NcclWatchdog> w;
+  return w;
+}
+
+/// Waits for the all-reduce just enqueued on the device's stream, polling
+/// its event and NCCL's asynchronous error; silence for the world's
+/// collective timeout aborts the communicator and fails the node.
+void awaitAllReduce(CudaDevice &device, Collective &world, const Node &node,
+                    const NcclApi &nccl, ncclComm_t comm) {
+  cudaEvent_t done = nullptr;
+  MPC_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  MPC_CUDA_CHECK(cudaEventRecord(done, device.stream));
+  const auto start = std::chrono::steady_clock::now();
+  const auto patience = std::chrono::milliseconds(
+      int64_t(std::min(world.timeoutSeconds(), 1e9) * 1e3 + 0.5));
+  for (int polls = 0;; ++polls) {
+    cudaError_t q = cudaEventQuery(done);
+    if (q == cudaSuccess)
+      break;
+    if (q != cudaErrorNotReady) {
+      cudaEventDestroy(done);
+      MPC_CUDA_CHECK(q);
+    }
+    ncclResult_t err = ncclSuccess;
+    nccl.asyncError(comm, &err);
+    const bool late = std::chrono::steady_clock::now() - start >= patience;
+    if ((err != ncclSuccess && err != ncclInProgress) || late) {
+      watchdog().reset(); // it polls the communicator: stop it first
+      nccl.commAbort(comm);
+      device.nccl = nullptr; // aborted: nothing to destroy
+      cudaEventDestroy(done);
+      if (late)
+        cpu::fail(node, "the NCCL all-reduce did not complete in ",
+                  world.timeoutSeconds(),
+                  " s (--collective-timeout): another rank is stopped, hung "
+                  "or unreachable");
+      cpu::fail(node, "NCCL failed during the all-reduce (",
+                nccl.errorString(err),
+                "): another rank stopped or its connection broke");
+    }
+    // The first polls spin (a step's all-reduce is usually quick).
+    if (polls > 1000)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    else
+      std::this_thread::yield();
+  }
+  cudaEventDestroy(done);
+}
+
 /// The device's communicator, made on first use (see the header).
 ncclComm_t commOf(CudaDevice &device, Collective &world, const Node &node) {
   if (device.nccl)
@@ -130,6 +237,7 @@ ncclComm_t commOf(CudaDevice &device, Collective &world, const Node &node) {
   check(node, nccl.commInitRank(&comm, world.size(), id, world.rank()),
         "ncclCommInitRank");
   device.nccl = comm;
+  watchdog() = std::make_unique<NcclWatchdog>(nccl, comm, world);
   return comm;
 }
 
@@ -159,10 +267,15 @@ void ncclAllReduce(CudaDevice &device, Collective &world, const Node &node,
                            comm, device.stream),
             "ncclAllReduce");
   check(node, nccl.groupEnd(), "ncclGroupEnd");
+  // Inside a capture the graph's replay runs it later; the watchdog is
+  // what bounds that wait (for a rank that died).
+  if (!device.capturing)
+    awaitAllReduce(device, world, node, nccl, comm);
 }
 
 void destroyNcclComm(CudaDevice &device) {
   std::string why;
+  watchdog().reset(); // before the communicator it polls goes
   if (device.nccl)
     if (const NcclApi *api = ncclApi(why)) // made by it: loaded
       api->commDestroy(static_cast<ncclComm_t>(device.nccl));

@@ -44,7 +44,8 @@ bool mpiLaunched() {
 }
 
 /// torchrun's env:// variables: the TCP world of `size` ranks.
-std::unique_ptr<Collective> joinTcpLaunch(int size) {
+std::unique_ptr<Collective> joinTcpLaunch(int size,
+                                          double collectiveTimeoutSeconds) {
   const char *hint = " (torchrun's env:// rendezvous: RANK, WORLD_SIZE, "
                      "MASTER_ADDR and MASTER_PORT)";
   TcpRendezvous w;
@@ -74,6 +75,7 @@ std::unique_ptr<Collective> joinTcpLaunch(int size) {
                       std::to_string(w.masterPort) + "'");
   w.timeoutSeconds =
       launcherNumber({"MPC_RENDEZVOUS_TIMEOUT"}, 1, "seconds", 300);
+  w.collectiveTimeoutSeconds = collectiveTimeoutSeconds;
   try {
     return joinTcpWorld(w);
   } catch (const Error &e) {
@@ -94,12 +96,12 @@ int launchedLocalRank() {
       "a local rank", 0);
 }
 
-std::unique_ptr<Collective> joinLaunchedWorld() {
+std::unique_ptr<Collective> joinLaunchedWorld(double collectiveTimeoutSeconds) {
   int size = launchedWorldSize();
   if (size == 1)
     return nullptr;
   if (!mpiLaunched())
-    return joinTcpLaunch(size);
+    return joinTcpLaunch(size, collectiveTimeoutSeconds);
   std::string path = pluginPath("MPC_MPI_WORLD_PLUGIN", kPluginFile);
   // RTLD_GLOBAL: Open MPI loads its own components, which resolve symbols
   // of libmpi against the global scope.
@@ -117,7 +119,8 @@ std::unique_ptr<Collective> joinLaunchedWorld() {
     throw LaunchError(path + " is not an mpc MPI world plugin (no " +
                       MPC_MPI_WORLD_SYMBOL + ")");
   char why[256] = {0};
-  Collective *world = join(MPC_MPI_WORLD_ABI, why, sizeof why);
+  Collective *world =
+      join(MPC_MPI_WORLD_ABI, collectiveTimeoutSeconds, why, sizeof why);
   if (!world)
     throw LaunchError(path + ": " + why);
   if (world->size() != size) {

@@ -41,9 +41,12 @@ int launchedLocalRank();
 /// MASTER_ADDR:MASTER_PORT (MASTER_PORT + 1 under torchrun, whose agent
 /// holds MASTER_PORT; MPC_MASTER_PORT overrides both) as rank RANK, waiting
 /// for the others up to
-/// MPC_RENDEZVOUS_TIMEOUT seconds (default 300). Throws LaunchError saying
+/// MPC_RENDEZVOUS_TIMEOUT seconds (default 300). Its collectives wait for a
+/// silent rank up to `collectiveTimeoutSeconds` (mpc-run
+/// --collective-timeout) and then fail naming it. Throws LaunchError saying
 /// why when the plugin cannot be loaded, MPI cannot start, a variable is
 /// missing or malformed, or the ranks do not meet (over TCP: "rank R: ...").
-std::unique_ptr<Collective> joinLaunchedWorld();
+std::unique_ptr<Collective> joinLaunchedWorld(
+    double collectiveTimeoutSeconds = kDefaultCollectiveTimeoutSeconds);
 
 } // namespace mpc

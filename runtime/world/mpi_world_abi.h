@@ -11,13 +11,16 @@
 #include <cstddef>
 
 /// Bumped whenever the Collective interface or the entry's signature changes.
-#define MPC_MPI_WORLD_ABI 2
+#define MPC_MPI_WORLD_ABI 3
 #define MPC_MPI_WORLD_SYMBOL "mpc_mpi_world_join"
 
 extern "C" {
 /// Initialises MPI and returns the world (owned by the caller; deleting it
 /// finalises MPI), or nullptr with a one-line reason in `why`. `abi` is the
-/// caller's MPC_MPI_WORLD_ABI; a plugin of another build refuses it.
-typedef mpc::Collective *(*MpcMpiWorldJoinFn)(int abi, char *why,
-                                              size_t whySize);
+/// caller's MPC_MPI_WORLD_ABI; a plugin of another build refuses it. A
+/// collective that hears nothing from a rank for `collectiveTimeoutSeconds`
+/// prints a line naming it and aborts every rank (MPI_Abort).
+typedef mpc::Collective *(*MpcMpiWorldJoinFn)(int abi,
+                                              double collectiveTimeoutSeconds,
+                                              char *why, size_t whySize);
 }

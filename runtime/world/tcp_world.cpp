@@ -8,6 +8,11 @@
 // and ports; rank r then connects to every rank in 1 .. r-1 and accepts the
 // ranks above it. A handshake that breaks or does not finish in time is an
 // Error naming the ranks that are missing.
+//
+// Collectives: every transfer of a call is polled at once; the wait is
+// bounded by the collective timeout counted from the last byte that moved,
+// so a slow but moving transfer never fails and a silent rank fails the
+// call within the timeout, named.
 #include "runtime/world/tcp_world.h"
 
 #include "passes/support/diagnostics.h"
@@ -20,6 +25,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -122,6 +128,17 @@ uint32_t resolve(const std::string &host) {
   return ip;
 }
 
+/// "2 s", "0.5 s": a timeout as the user gave it.
+std::string secondsText(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", seconds);
+  return text;
+}
+
+std::chrono::milliseconds toMs(double seconds) {
+  return std::chrono::milliseconds(int64_t(std::min(seconds, 1e9) * 1e3 + 0.5));
+}
+
 std::string addressText(uint32_t ip, int port) {
   char text[INET_ADDRSTRLEN] = "?";
   in_addr a{};
@@ -140,9 +157,32 @@ Fd connectTo(uint32_t ip, int port, Clock::time_point deadline,
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = ip;
     a.sin_port = htons(uint16_t(port));
-    if (::connect(s.get(), reinterpret_cast<sockaddr *>(&a), sizeof a) == 0)
+    // Non-blocking, so that a host that drops the connection's packets
+    // holds this rank until the deadline, not the kernel's minutes of SYN
+    // retries.
+    const int flags = ::fcntl(s.get(), F_GETFL);
+    ::fcntl(s.get(), F_SETFL, flags | O_NONBLOCK);
+    int err = 0;
+    if (::connect(s.get(), reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
+      err = errno;
+      if (err == EINPROGRESS) {
+        pollfd p{s.get(), POLLOUT, 0};
+        int r;
+        do
+          r = ::poll(&p, 1, std::max(1, msLeft(deadline)));
+        while (r < 0 && errno == EINTR);
+        socklen_t len = sizeof err;
+        if (r == 0)
+          err = ETIMEDOUT;
+        else if (r < 0 ||
+                 ::getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+          err = errno;
+      }
+    }
+    if (err == 0) {
+      ::fcntl(s.get(), F_SETFL, flags);
       return s;
-    int err = errno;
+    }
     bool transient = err == ECONNREFUSED || err == ETIMEDOUT ||
                      err == EHOSTUNREACH || err == ENETUNREACH ||
                      err == ECONNRESET || err == EINTR || err == EAGAIN;
@@ -251,8 +291,9 @@ std::string missingRanks(const std::vector<bool> &joined, int from, int to) {
 
 class TcpWorld final : public Collective {
 public:
-  TcpWorld(int rank, int size, std::vector<Fd> links)
-      : rank_(rank), size_(size), links_(std::move(links)) {
+  TcpWorld(int rank, int size, std::vector<Fd> links, double timeoutSeconds)
+      : rank_(rank), size_(size), timeoutSeconds_(timeoutSeconds),
+        links_(std::move(links)) {
     for (int q = 0; q < size_; ++q) {
       if (q == rank_)
         continue;
@@ -265,6 +306,7 @@ public:
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  double timeoutSeconds() const override { return timeoutSeconds_; }
 
   void allGather(const void *send, size_t bytes, void *recv) override {
     auto *out = static_cast<uint8_t *>(recv);
@@ -335,12 +377,31 @@ private:
                 "; it stopped: see its own error)");
   }
 
+  /// The error for the ranks whose transfers did not finish while nothing
+  /// moved for the timeout.
+  [[noreturn]] void silent(const std::vector<Transfer *> &pending) const {
+    std::vector<int> peers;
+    for (const Transfer *t : pending)
+      if (std::find(peers.begin(), peers.end(), t->peer) == peers.end())
+        peers.push_back(t->peer);
+    std::sort(peers.begin(), peers.end());
+    std::string who = peers.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < peers.size(); ++i)
+      who += (i ? ", " : "") + std::to_string(peers[i]);
+    throw Error(who + " did not answer in a collective for " +
+                secondsText(timeoutSeconds_) +
+                " (--collective-timeout): stopped, hung or unreachable");
+  }
+
   /// Every transfer at once, until all are done: each connection is
   /// written while it accepts bytes and read while bytes arrive, so two
-  /// ranks that send each other large blocks both progress.
+  /// ranks that send each other large blocks both progress. The wait ends
+  /// with an error when no byte has moved for the timeout.
   void exchange(std::vector<Transfer> &ts) {
     std::vector<pollfd> fds;
     std::vector<Transfer *> of;
+    const auto patience = toMs(timeoutSeconds_);
+    auto deadline = Clock::now() + patience;
     for (;;) {
       fds.clear();
       of.clear();
@@ -354,11 +415,18 @@ private:
       }
       if (fds.empty())
         return;
-      if (::poll(fds.data(), fds.size(), -1) < 0) {
+      const int ready = ::poll(fds.data(), fds.size(), msLeft(deadline));
+      if (ready < 0) {
         if (errno == EINTR)
           continue;
         throw Error("poll: " + errnoText(errno));
       }
+      if (ready == 0) {
+        if (Clock::now() >= deadline)
+          silent(of);
+        continue;
+      }
+      bool moved = false;
       for (size_t i = 0; i < fds.size(); ++i) {
         Transfer &t = *of[i];
         const short got = fds[i].revents;
@@ -372,6 +440,7 @@ private:
           if (k > 0) {
             t.recv += k;
             t.recvLeft -= size_t(k);
+            moved = true;
           }
         }
         if (t.sendLeft && (got & (POLLOUT | POLLHUP | POLLERR))) {
@@ -381,15 +450,21 @@ private:
           if (k > 0) {
             t.send += k;
             t.sendLeft -= size_t(k);
+            moved = true;
           }
         }
         if (got & POLLNVAL)
           lost(t.peer, "the connection is not open");
       }
+      if (moved)
+        deadline = Clock::now() + patience;
+      else if (Clock::now() >= deadline)
+        silent(of);
     }
   }
 
   int rank_, size_;
+  double timeoutSeconds_;
   std::vector<Fd> links_; ///< links_[q]: the connection to rank q
   std::vector<uint8_t> staging_;
 };
@@ -549,7 +624,8 @@ std::unique_ptr<Collective> joinTcpWorld(const TcpRendezvous &w) {
                         : rendezvousAsRank(w, deadline);
   else
     links.resize(1);
-  return std::make_unique<TcpWorld>(w.rank, w.size, std::move(links));
+  return std::make_unique<TcpWorld>(w.rank, w.size, std::move(links),
+                                    w.collectiveTimeoutSeconds);
 }
 
 } // namespace mpc

@@ -13,7 +13,9 @@
 //
 // A rank that fails ends its process (abort); the others see its
 // connections close at their next collective and fail with a line naming
-// it. IPv4 only.
+// it. A rank that is stopped or hung (its connections open, nothing moving)
+// is named the same way once a collective has heard nothing from it for
+// the collective timeout. IPv4 only.
 #pragma once
 
 #include "runtime/collective.h"
@@ -32,12 +34,18 @@ struct TcpRendezvous {
   /// How long a rank waits for the others to join (and for rank 0 to
   /// listen) before it gives up with an error naming who is missing.
   double timeoutSeconds = 300;
+  /// How long a collective waits while no byte moves to or from a rank it
+  /// exchanges with before it fails naming that rank (Collective's
+  /// timeoutSeconds()).
+  double collectiveTimeoutSeconds = kDefaultCollectiveTimeoutSeconds;
 };
 
 /// Joins the world (every rank calls it with the same size, master address
 /// and port, and its own rank). Throws Error with a one-line reason: a rank
 /// that does not join in time, ranks that disagree on the world's size, two
-/// ranks with one rank number, a port rank 0 cannot listen on.
+/// ranks with one rank number, a port rank 0 cannot listen on. The world's
+/// collectives throw Error naming the rank when a connection closes or
+/// stays silent for collectiveTimeoutSeconds.
 std::unique_ptr<Collective> joinTcpWorld(const TcpRendezvous &where);
 
 /// A port free on the loopback interface now (the kernel's choice), for a

@@ -3,7 +3,7 @@
 // and out of place with blocks large enough to fill the sockets' buffers
 // both ways at once, mpc.AllReduce's kernel over it (the same bits as over
 // the in-process world), and the one-line errors of a world that does not
-// meet or loses a rank.
+// meet, loses a rank or hears nothing from one for the collective timeout.
 #include "kernels/cpu/cpu_util.h"
 #include "passes/ir/mpc_ops.h"
 #include "passes/support/diagnostics.h"
@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -227,6 +228,58 @@ TEST(TcpWorld, ARankThatStopsIsAnErrorOnTheOthersNotAHang) {
   EXPECT_EQ(errors[0].rfind("lost the connection to rank 1 (", 0), 0u)
       << errors[0];
   EXPECT_EQ(errors[1], "");
+}
+
+TEST(TcpWorld, ASilentRankIsNamedAfterTheCollectiveTimeout) {
+  // Rank 2 of 3 joins but does not take part (as a stopped process keeps
+  // its connections open and answers nothing): ranks 0 and 1 fail their
+  // collective after the timeout, each naming rank 2, instead of waiting.
+  const int port = freeLocalPort();
+  std::vector<std::string> errors(3);
+  std::vector<double> waited(3, 0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        TcpRendezvous w;
+        w.rank = r;
+        w.size = 3;
+        w.masterAddr = "127.0.0.1";
+        w.masterPort = port;
+        w.timeoutSeconds = 20;
+        w.collectiveTimeoutSeconds = 0.5;
+        std::unique_ptr<Collective> world = joinTcpWorld(w);
+        EXPECT_EQ(world->timeoutSeconds(), 0.5);
+        if (r == 2) {
+          std::this_thread::sleep_for(std::chrono::seconds(3));
+          return;
+        }
+        std::vector<uint8_t> all(3 << 20);
+        auto start = std::chrono::steady_clock::now();
+        try {
+          world->allGather(all.data() + size_t(r) * (1 << 20), 1 << 20,
+                           all.data());
+        } catch (const Error &) {
+          waited[size_t(r)] = std::chrono::duration<double>(
+                                  std::chrono::steady_clock::now() - start)
+                                  .count();
+          throw;
+        }
+      } catch (const Error &e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(errors[size_t(r)],
+              "rank 2 did not answer in a collective for 0.5 s "
+              "(--collective-timeout): stopped, hung or unreachable")
+        << "rank " << r;
+    EXPECT_GE(waited[size_t(r)], 0.45) << "rank " << r;
+    EXPECT_LT(waited[size_t(r)], 2.5) << "rank " << r;
+  }
+  EXPECT_EQ(errors[2], "");
 }
 
 TEST(TcpWorld, BadRendezvousValuesAreOneLine) {

@@ -11,18 +11,51 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace mpc {
 namespace {
 
 std::vector<pid_t> gRanks; ///< for the SIGTERM handler
 
+/// Set once SIGINT or SIGTERM reached the launcher: a rank those end is
+/// the stop asked for, not a failure to report.
+volatile sig_atomic_t gStopping = 0;
+
 void passOn(int sig) {
+  if (sig == SIGINT || sig == SIGTERM)
+    gStopping = 1;
   for (pid_t p : gRanks)
     if (p > 0)
       ::kill(p, sig);
+}
+
+/// Whether `pid` is already ending on its own (the kernel's PF_EXITING in
+/// /proc/PID/stat's flags): its status is about to say why, which a
+/// SIGKILL sent now would hide.
+bool exiting(pid_t pid) {
+  std::FILE *f =
+      std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (!f)
+    return false;
+  char buf[1024];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char *p = std::strrchr(buf, ')'); // the name may hold spaces
+  unsigned long flags = 0;
+  char state = 0;
+  if (!p ||
+      std::sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+    return false;
+  constexpr unsigned long kPfExiting = 0x4;
+  return state == 'Z' || state == 'X' || (flags & kPfExiting);
 }
 
 } // namespace
@@ -81,30 +114,82 @@ int launchLocalRanks(int ranks, const std::vector<std::string> &args) {
     gRanks[size_t(r)] = pid;
   }
 
+  // Every rank is reaped before the launcher returns: none outlives it.
+  // After the first failure the others get at most kGrace to end on their
+  // own (a rank killed by a signal leaves them a closed connection, which
+  // they name in their own line) before SIGKILL, which also ends a rank
+  // that is stopped (SIGSTOP) and cannot answer anything else.
+  const auto kGrace = std::chrono::seconds(2);
+  // When the others get SIGKILL (armed after the first failure).
+  bool armed = false;
+  std::chrono::steady_clock::time_point killAt;
+  bool killing = false; // the launcher sent SIGKILL: those deaths are its own
   int code = 0, running = ranks;
+  // One rank's end: its line when a signal the launcher did not send ended
+  // it, the launch's code, and what happens to the others.
+  auto ended = [&](pid_t pid, int status) {
+    int rank = -1;
+    for (size_t r = 0; r < gRanks.size(); ++r)
+      if (gRanks[r] == pid) {
+        gRanks[r] = -1;
+        rank = int(r);
+      }
+    if (rank < 0)
+      return false; // not a rank (cannot happen: this process starts no other)
+    --running;
+    const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    const bool asked = gStopping && (sig == SIGINT || sig == SIGTERM);
+    const bool ours = killing && sig == SIGKILL;
+    if (sig && !asked && !ours) {
+      // The rank cannot say so itself: this line is its error.
+      const char *name = ::strsignal(sig);
+      std::fprintf(stderr, "mpc-run: rank %d was killed by signal %d (%s)\n",
+                   rank, sig, name ? name : "?");
+      std::fflush(stderr);
+    }
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : asked ? 128 + sig : 1;
+    if (rc != 0 && code == 0) {
+      code = rc;
+      // The others would wait for this rank (at most the collective
+      // timeout): end them. A stop every rank agreed on (130) ends them
+      // all anyway; a rank that said why it failed (its own line) needs no
+      // echo from the others, which are ended at once.
+      if (rc != 130) {
+        if (sig && !asked)
+          killAt = std::chrono::steady_clock::now() + kGrace;
+        else
+          killAt = std::chrono::steady_clock::now();
+        armed = true;
+      }
+    }
+    return true;
+  };
   while (running > 0) {
     int status = 0;
-    pid_t pid = ::waitpid(-1, &status, 0);
+    pid_t pid = ::waitpid(-1, &status, armed ? WNOHANG : 0);
+    if (pid == 0) { // armed: some rank is still running
+      if (std::chrono::steady_clock::now() >= killAt) {
+        // Ranks that ended already are reaped first: what ended them is
+        // theirs to report, not this SIGKILL.
+        for (pid_t p : std::vector<pid_t>(gRanks))
+          if (p > 0 && exiting(p) && ::waitpid(p, &status, 0) == p)
+            ended(p, status);
+        while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0)
+          ended(pid, status);
+        killing = true;
+        passOn(SIGKILL);
+        armed = false; // SIGKILL ends them: wait without polling
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      continue;
+    }
     if (pid < 0) {
       if (errno == EINTR)
         continue;
-      break;
+      break; // no children left
     }
-    for (pid_t &p : gRanks)
-      if (p == pid)
-        p = -1;
-    --running;
-    int rc = WIFEXITED(status)     ? WEXITSTATUS(status)
-             : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
-                                   : 1;
-    if (rc != 0 && code == 0) {
-      code = rc;
-      // The others would wait for this rank (at most the rendezvous
-      // timeout): end them. A stop every rank agreed on (130) ends them all
-      // anyway.
-      if (rc != 130)
-        passOn(SIGKILL);
-    }
+    ended(pid, status);
   }
   return code;
 }

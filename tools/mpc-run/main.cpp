@@ -192,7 +192,7 @@ void writeExports(Trainer &trainer, const Flags &f, bool report) {
 }
 
 int run(Flags f) {
-  gWorld = joinLaunchedWorld();
+  gWorld = joinLaunchedWorld(f.collectiveTimeout);
   // Before any file is read or written: no input that would hang the run,
   // no output over an input or over another output.
   checkRunFiles(f);

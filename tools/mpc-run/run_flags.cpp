@@ -93,6 +93,10 @@ Trains MODEL, a training step compiled by mpc-opt.
   --nproc-per-node=N      start N ranks on this machine (a model compiled
                           with --data-parallel; each its local rank's GPU
                           with cuda), as torchrun --standalone would
+  --collective-timeout=S  data parallel: a collective that hears nothing
+                          from a rank for S seconds (default 300) ends every
+                          rank with a line naming it (a stopped, hung or
+                          unreachable rank); give it to every rank
   --memory-limit=BYTES    refuse, before the first step, a model whose
                           planned peak exceeds BYTES (K, M, G suffixes;
                           0: no check). Default: the device's free memory
@@ -199,7 +203,8 @@ RunFlags parseRunFlags(int argc, const char *const *argv) {
                                            "--memory-limit",
                                            "--cuda-resident",
                                            "--cuda-graphs",
-                                           "--nproc-per-node"};
+                                           "--nproc-per-node",
+                                           "--collective-timeout"};
     for (const char *t : kTrainingFlags)
       if (key == t)
         f.trainingFlags.push_back(key);
@@ -301,6 +306,16 @@ RunFlags parseRunFlags(int argc, const char *const *argv) {
       f.memoryLimitGiven = true;
     } else if (key == "--nproc-per-node") {
       f.nprocPerNode = parseIntFlag(key, need(), 1, kMaxLocalRanks);
+    } else if (key == "--collective-timeout") {
+      const std::string &v = need();
+      char *end = nullptr;
+      f.collectiveTimeout = std::strtod(v.c_str(), &end);
+      // At most 10^6 s: a bound, and one the clocks' milliseconds hold.
+      if (v.empty() || *end != '\0' || !(f.collectiveTimeout > 0) ||
+          !(f.collectiveTimeout <= 1e6))
+        throw Error("--collective-timeout: expected seconds, a number > 0 "
+                    "and at most 1000000, got '" +
+                    v + "'");
     } else if (arg == "--quiet") {
       f.quiet = true;
     } else if (arg == "--infer") {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "passes/ir/types.h"
+#include "runtime/collective.h"
 
 #include <cstdint>
 #include <optional>
@@ -57,6 +58,8 @@ struct RunFlags {
   bool cudaResident = true, cudaGraphs = true;
   /// --nproc-per-node=N: start N local ranks (tools/mpc-run/local_launcher.h).
   int64_t nprocPerNode = 1;
+  /// --collective-timeout=S: how long a collective waits for a silent rank.
+  double collectiveTimeout = kDefaultCollectiveTimeoutSeconds;
 
   bool infer = false;
   /// --input values as given: "NAME=FILE" or "FILE".
