@@ -139,7 +139,7 @@ Interpolation readAttributes(const Node &n) {
       ip.rounding != "round_prefer_ceil" && ip.rounding != "floor" &&
       ip.rounding != "ceil")
     errorAt(n) << "nearest_mode '" << ip.rounding << "' is not supported";
-  if (!std::isfinite(ip.cubicA))
+  if (ip.mode == "cubic" && !std::isfinite(ip.cubicA))
     errorAt(n) << "cubic_coeff_a " << ip.cubicA << " is not a finite number";
   if (n.attrInt("antialias", 0) != 0)
     errorAt(n) << "antialias is not supported (" << ip.mode
