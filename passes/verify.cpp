@@ -333,6 +333,25 @@ struct NameSlot {
   const Value *value = nullptr;
 };
 
+/// The metadata lists of value names, in the order checkMetadata checks
+/// them: the first four name values of the working graph, the rest state.
+/// (Every key that names values follows them through rewrites:
+/// passes/ir/metadata_value_refs.cpp.)
+constexpr const char *kMetadataLists[] = {"mpc.loss",
+                                          "mpc.grads",
+                                          "mpc.grad_seed",
+                                          "mpc.found_inf",
+                                          "mpc.params",
+                                          "mpc.loss_scale",
+                                          "mpc.growth_tracker",
+                                          "mpc.step",
+                                          "mpc.master_params",
+                                          "mpc.optimizer_state",
+                                          "mpc.lr_state",
+                                          "mpc.grad_accum_counter",
+                                          "mpc.grad_accum_buffers"};
+constexpr size_t kValueLists = 4;
+
 /// The name lookups of the update bindings and metadata lists, by position.
 struct LookupCache {
   uint64_t graphUids[2] = {0, 0}; // main graph, training algorithm
@@ -341,7 +360,7 @@ struct LookupCache {
   std::vector<std::array<NameSlot, 3>> bindings;
   /// Per metadata list (kMetadataLists), per name: the algorithm or working
   /// graph, the main graph.
-  std::vector<std::array<NameSlot, 2>> metadata[8];
+  std::vector<std::array<NameSlot, 2>> metadata[std::size(kMetadataLists)];
   /// The state each binding found last time, in binding order, and whether
   /// they were distinct then: the same states are distinct now.
   std::vector<const Value *> states;
@@ -815,13 +834,6 @@ void checkBindings(const Model &model) {
               << "' is " << v->typeString();
   }
 }
-
-/// The metadata lists of value names, in the order checkMetadata checks
-/// them: the first four name values of the working graph, the rest state.
-constexpr const char *kMetadataLists[] = {
-    "mpc.loss",   "mpc.grads",      "mpc.grad_seed",      "mpc.found_inf",
-    "mpc.params", "mpc.loss_scale", "mpc.growth_tracker", "mpc.step"};
-constexpr size_t kValueLists = 4;
 
 /// The checks of the metadata that follow the names' (checkMetadata).
 void checkMetadataCounts(const Model &model, size_t numParams,

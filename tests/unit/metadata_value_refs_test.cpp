@@ -10,8 +10,10 @@
 // mpc.grads naming the value the Identity copied.
 #include "passes/ir/graph.h"
 #include "passes/onnx/onnx_io.h"
+#include "passes/pass.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
+#include "passes/support/diagnostics.h"
 
 #include <gtest/gtest.h>
 
@@ -186,4 +188,49 @@ g (float[4] x) => (float[4] y) {
               PipelineConfig{}, stats);
   EXPECT_EQ(meta(*m, "mpc.grads"), "d");
   EXPECT_EQ(m->graph->findValue("w_grad"), nullptr);
+}
+
+TEST(MetadataValueRefs, VerifyChecksEveryStateList) {
+  // The optimizer's moments, the master weights, the gradient-accumulation
+  // buffers and counter and the plateau's learning rate are state the
+  // metadata names: a name that is not one is reported, as for mpc.params.
+  auto m = parseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,4] x, float[2,3] y) => (float loss)
+<float[3,4] w = {0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, -0.8, 0.9, 1.0, -1.1, 1.2}>
+{
+  t = Transpose<perm = [1, 0]>(w)
+  h = MatMul(x, t)
+  d = Sub(h, y)
+  sq = Mul(d, d)
+  loss = ReduceMean<keepdims = 0>(sq)
+}
+)",
+                          "t.onnxtext");
+  CompileOptions o;
+  o.optimizer = "adam";
+  o.precision = DType::F16;
+  o.gradAccum = 2;
+  Statistics stats;
+  runPipeline(*m, defaultPipeline(), o, PipelineConfig{}, stats);
+  for (const char *key : {"mpc.optimizer_state", "mpc.master_params",
+                          "mpc.grad_accum_buffers", "mpc.grad_accum_counter"}) {
+    SCOPED_TRACE(key);
+    ASSERT_NE(m->meta(key), nullptr);
+    std::string kept = *m->meta(key);
+    m->setMeta(key, kept + ",gone");
+    PassContext ctx{o, {}, {}};
+    try {
+      runVerify(*m, ctx);
+      ADD_FAILURE() << "verify accepted a missing state";
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("metadata ") + key +
+                                           ": 'gone' is not a state "
+                                           "initializer"),
+                std::string::npos)
+          << e.what();
+    }
+    m->setMeta(key, kept);
+    runVerify(*m, ctx);
+  }
 }
