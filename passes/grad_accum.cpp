@@ -86,8 +86,9 @@ Value *paramOf(const TrainingValues &tv, const Value *unscaled) {
 } // namespace
 
 void checkGradAccum(const CompileOptions &options) {
-  if (options.gradAccum < 1)
-    throw Error("--grad-accum: must be an integer >= 1, got " +
+  if (options.gradAccum < 1 || options.gradAccum > kMaxGradAccum)
+    throw Error("--grad-accum: must be an integer from 1 to " +
+                std::to_string(kMaxGradAccum) + ", got " +
                 std::to_string(options.gradAccum));
 }
 

@@ -18,7 +18,14 @@
 
 namespace mpc {
 
-/// Throws the one-line error for a --grad-accum below 1.
+/// The most micro-batches per optimizer step: far above any real window
+/// (PyTorch recipes use up to a few hundred), low enough that a step's
+/// count, seeds and sample indices stay small and a run cannot be asked
+/// for an effectively endless window (K = 2^63-1).
+constexpr int64_t kMaxGradAccum = 65536;
+
+/// Throws the one-line error for a --grad-accum below 1 or above
+/// kMaxGradAccum (also when a pass is given it through --passes options).
 void checkGradAccum(const CompileOptions &options);
 
 /// loss-scale, with K > 1: a Div(scale, K) inserted before `before`, to seed

@@ -4,6 +4,7 @@
 
 #include "passes/ir/mpc_ops.h"
 #include "passes/shape_inference.h"
+#include "passes/support/available_memory.h"
 #include "passes/support/diagnostics.h"
 #include "runtime/cpu/cpu_kernels.h"
 
@@ -45,6 +46,15 @@ struct Executor::Arena {
     if (bytes == 0)
       return;
     size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+    // The heap (mimalloc) maps with MAP_NORESERVE: an arena past the memory
+    // left would be granted and the process OOM-killed by the memset below
+    // (--memory-limit=0 switches the plan's check off, not this one).
+    AvailableMemory memory = availableMemory();
+    if (memory.bytes && rounded > memory.bytes)
+      throw Error("cannot allocate the step's memory arena of " +
+                  std::to_string(bytes) + " bytes (" + formatMemorySize(bytes) +
+                  "): " + memory.source + " is " +
+                  formatMemorySize(memory.bytes));
     data = static_cast<uint8_t *>(std::aligned_alloc(alignment, rounded));
     if (!data)
       throw Error("cannot allocate the step's memory arena of " +

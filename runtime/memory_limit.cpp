@@ -1,14 +1,12 @@
 // The run's memory limit: parsing --memory-limit, reading the free memory.
 #include "runtime/memory_limit.h"
 
+#include "passes/support/available_memory.h"
 #include "passes/support/diagnostics.h"
 
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
-#include <unistd.h>
 
 namespace mpc {
 
@@ -48,21 +46,7 @@ size_t parseByteSize(const std::string &flag, const std::string &text) {
   return size_t(bytes);
 }
 
-size_t cpuAvailableBytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string line;
-  while (std::getline(meminfo, line)) {
-    if (line.rfind("MemAvailable:", 0) != 0)
-      continue;
-    std::istringstream is(line.substr(13));
-    unsigned long long kib = 0;
-    std::string unit;
-    if (is >> kib >> unit && unit == "kB")
-      return size_t(kib) * 1024;
-  }
-  long pages = sysconf(_SC_AVPHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
-  return pages > 0 && pageSize > 0 ? size_t(pages) * size_t(pageSize) : 0;
-}
+size_t cpuAvailableBytes() { return size_t(availableMemory().bytes); }
 
 MemoryLimit memoryLimitFor(const Backend &backend, bool given,
                            size_t explicitBytes) {
@@ -82,8 +66,9 @@ MemoryLimit memoryLimitFor(const Backend &backend, bool given,
   }
   if (device != "cpu")
     return limit; // unknown: no check
-  limit.bytes = cpuAvailableBytes();
-  limit.source = device + ", available physical memory";
+  AvailableMemory memory = availableMemory();
+  limit.bytes = size_t(memory.bytes);
+  limit.source = device + ", " + memory.source;
   return limit;
 }
 

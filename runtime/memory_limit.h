@@ -19,9 +19,9 @@ namespace mpc {
 /// `flag` on anything else or on a size beyond 2^63.
 size_t parseByteSize(const std::string &flag, const std::string &text);
 
-/// The CPU's available physical memory: MemAvailable of /proc/meminfo (what
-/// the kernel can give without swapping), else sysconf's free pages; 0 when
-/// neither is known.
+/// The memory the process can still get on the CPU (availableMemory():
+/// MemAvailable, bounded by the memory cgroup and ulimit -v); 0 when
+/// nothing is known.
 size_t cpuAvailableBytes();
 
 /// The limit for a run on `backend`: `explicitBytes` when the user gave one

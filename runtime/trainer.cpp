@@ -2,6 +2,7 @@
 #include "runtime/trainer.h"
 
 #include "passes/ema.h"
+#include "passes/grad_accum.h"
 #include "passes/inference_mode.h"
 #include "passes/ir/lr_schedule_attrs.h"
 #include "passes/ir/mpc_ops.h"
@@ -150,8 +151,13 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
   if (const std::string *k = model_->meta("mpc.grad_accum")) {
     char *end = nullptr;
     microBatches_ = std::strtoll(k->c_str(), &end, 10);
-    if (k->empty() || *end != '\0' || microBatches_ < 1)
-      throw Error("mpc.grad_accum: expected an integer >= 1, got '" + *k + "'");
+    // Bounded as mpc-opt's --grad-accum is: a model edited to ask for
+    // 2^63-1 micro-batches must not start an endless window.
+    if (k->empty() || *end != '\0' || microBatches_ < 1 ||
+        microBatches_ > kMaxGradAccum)
+      throw Error("mpc.grad_accum: expected an integer from 1 to " +
+                  std::to_string(kMaxGradAccum) +
+                  " (mpc-opt --grad-accum), got '" + *k + "'");
     counterName_ = metaOr(*model_, "mpc.grad_accum_counter", "");
   }
   // The rate mpc-run reports: the schedule's, else the updates' attribute.
@@ -303,6 +309,12 @@ StepRecord Trainer::optimizerStep(const std::vector<Batch> &microBatches) {
                 std::to_string(microBatches_) +
                 " micro-batches (--grad-accum), got " +
                 std::to_string(microBatches.size()));
+  return optimizerStep(
+      [&](int64_t j) -> Batch { return microBatches[size_t(j)]; });
+}
+
+StepRecord
+Trainer::optimizerStep(const std::function<Batch(int64_t)> &microBatch) {
   if (microDone_ != 0)
     throw Error("optimizerStep inside an accumulation window (after " +
                 std::to_string(microDone_) + " of " +
@@ -310,11 +322,14 @@ StepRecord Trainer::optimizerStep(const std::vector<Batch> &microBatches) {
   StepRecord window;
   double lossSum = 0;
   bool diagnose = debugOverflow;
-  for (const Batch &batch : microBatches) {
+  // Each micro-batch is made when its turn comes and let go after: K of
+  // them at once would hold K batches of data (K = 65536 of a large batch
+  // does not fit).
+  for (int64_t j = 0; j < microBatches_; ++j) {
     // Diagnose the first micro-batch that overflows: the sums stay
     // non-finite after it, so later ones report found_inf too.
     debugOverflow = diagnose && !window.overflow.found;
-    StepRecord r = step(batch);
+    StepRecord r = step(microBatch(j));
     if (r.overflow.found)
       window.overflow = r.overflow;
     if (window.step == 0) {

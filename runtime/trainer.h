@@ -71,6 +71,9 @@ public:
   /// whether the accumulated gradients overflowed, ms the total, overflow
   /// the first micro-batch's diagnosis (with debugOverflow).
   StepRecord optimizerStep(const std::vector<Batch> &microBatches);
+  /// The same, asking `microBatch(j)` for micro-batch j just before it
+  /// runs: one micro-batch is held at a time, however large K is.
+  StepRecord optimizerStep(const std::function<Batch(int64_t)> &microBatch);
   /// Micro-batches per optimizer step (mpc.grad_accum; 1 by default).
   int64_t microBatches() const { return microBatches_; }
 

@@ -6,6 +6,7 @@
 #include "passes/onnx/onnx_io.h"
 
 #include "passes/onnx/attribute_ranges.h"
+#include "passes/onnx/external_data_reader.h"
 #include "passes/onnx/gradient_op.h"
 #include "passes/onnx/import_lowering.h"
 #include "passes/onnx/old_opsets.h"
@@ -24,10 +25,8 @@
 #include <google/protobuf/arena.h>
 
 #include <algorithm>
-#include <fstream>
 #include <limits>
 #include <sstream>
-#include <sys/stat.h>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -49,7 +48,7 @@ bool endsWith(const std::string &s, const std::string &suffix) {
 
 std::string dirName(const std::string &path) {
   auto pos = path.find_last_of('/');
-  return pos == std::string::npos ? "." : path.substr(0, pos);
+  return pos == std::string::npos ? "." : pos == 0 ? "/" : path.substr(0, pos);
 }
 
 /// Strips `//` comments (to end of line), keeping line structure. Leaves
@@ -122,7 +121,7 @@ class GraphImporter {
 
 public:
   GraphImporter(const std::string &baseDir, const Graph *outerState)
-      : baseDir_(baseDir), outer_(outerState) {}
+      : externalData_(baseDir), outer_(outerState) {}
 
   /// Imports `gp`. With `owned` (the same message, which the caller lets
   /// go of afterwards) the initializers' raw_data strings become the
@@ -275,7 +274,7 @@ private:
     const onnx::TensorProto *src = &tp;
     if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
       resolved.emplace(tp);
-      readExternalData(*resolved, what());
+      externalData_.read(*resolved, what());
       src = &*resolved;
       owned = &*resolved;
     }
@@ -291,94 +290,6 @@ private:
     if (!ok)
       throw Error(what() + ": " + err);
     return t;
-  }
-
-  void readExternalData(onnx::TensorProto &tp, const std::string &what) {
-    std::string location;
-    int64_t offset = 0, length = -1;
-    bool hasLength = false;
-    // The whole value must be a number ("8junk" is not 8).
-    auto number = [&](const onnx::StringStringEntryProto &kv) -> int64_t {
-      size_t used = 0;
-      int64_t v = 0;
-      try {
-        v = std::stoll(kv.value(), &used);
-      } catch (const std::exception &) {
-        used = 0;
-      }
-      if (used == 0 || used != kv.value().size())
-        throw Error(what + ": external data '" + kv.key() +
-                    "' is not a number: '" + kv.value() + "'");
-      return v;
-    };
-    for (const auto &kv : tp.external_data()) {
-      if (kv.key() == "location")
-        location = kv.value();
-      else if (kv.key() == "offset")
-        offset = number(kv);
-      else if (kv.key() == "length") {
-        length = number(kv);
-        hasLength = true;
-      }
-    }
-    if (hasLength && length < 0)
-      throw Error(what + ": external data length " + std::to_string(length) +
-                  " is negative");
-    if (location.empty())
-      throw Error(what + ": external data without a location");
-    if (location.find("..") != std::string::npos || location[0] == '/')
-      throw Error(what + ": external data location '" + location +
-                  "' must be a relative path inside the model's folder");
-    std::string path = baseDir_ + "/" + location;
-    struct stat st;
-    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-      throw Error(what + ": external data file '" + path +
-                  "' is a directory or not a regular file");
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in)
-      throw Error(what + ": cannot open external data file '" + path + "'");
-    int64_t fileSize = int64_t(in.tellg());
-    if (offset < 0 || offset > fileSize)
-      throw Error(what + ": external data offset " + std::to_string(offset) +
-                  " is outside '" + path + "' (" + std::to_string(fileSize) +
-                  " bytes)");
-    // The bytes the tensor's dtype and dims need, when both are known: a
-    // range of any other size is refused here, before it is read (without
-    // a length the range runs to the end of the file, which may be large).
-    int64_t needed = -1;
-    if (auto dt = fromOnnxDataType(tp.data_type())) {
-      std::vector<int64_t> dims(tp.dims().begin(), tp.dims().end());
-      int64_t count = elementCount(dims);
-      int64_t element = int64_t(dtypeSize(*dt));
-      if (count >= 0 && element > 0 &&
-          count <= std::numeric_limits<int64_t>::max() / element)
-        needed = count * element;
-    }
-    if (length < 0) {
-      length = fileSize - offset;
-      if (needed >= 0 && length != needed)
-        throw Error(
-            what + ": external data without a length runs from offset " +
-            std::to_string(offset) + " to the end of '" + path + "', " +
-            std::to_string(length) + " bytes; its dtype and dims need " +
-            std::to_string(needed));
-    }
-    if (needed >= 0 && length != needed && length <= fileSize - offset)
-      throw Error(what + ": external data length " + std::to_string(length) +
-                  " does not match the " + std::to_string(needed) +
-                  " bytes its dtype and dims need");
-    if (length > fileSize - offset)
-      throw Error(what + ": external data range [" + std::to_string(offset) +
-                  ", +" + std::to_string(length) + ") is past the end of '" +
-                  path + "' (" + std::to_string(fileSize) + " bytes)");
-    std::string bytes(size_t(length), '\0');
-    in.seekg(offset);
-    in.read(bytes.data(), length);
-    if (!in)
-      throw Error(what + ": cannot read external data from '" + path + "'");
-    tp.set_raw_data(std::move(bytes));
-    tp.clear_external_data();
-    tp.set_data_location(onnx::TensorProto::DEFAULT);
   }
 
   /// Reads a ValueInfoProto's tensor type. Returns whether it has a shape.
@@ -520,7 +431,7 @@ private:
     }
   }
 
-  std::string baseDir_;
+  ExternalDataReader externalData_;
   const Graph *outer_;
   Graph *graph_ = nullptr;
 };
@@ -570,8 +481,22 @@ importModelFrom(const onnx::ModelProto &proto, onnx::ModelProto *owned,
                   " is newer than the newest supported (" +
                   std::to_string(kMaxSupportedOpset) + ")");
   }
-  if (model->opsetVersion("") < 0)
+  // Which operator set the ops follow decides what they mean (Split's
+  // split, Reduce*'s axes, ...): a model that does not say is refused
+  // rather than read as some opset (onnx.checker refuses it too).
+  // A model of other domains' ops only (ai.onnx.preview.training's) has
+  // no ONNX op to interpret: the nodes the passes add follow opset 17.
+  if (proto.opset_import().empty())
+    throw Error("the model has no opset_import (it does not say which ONNX "
+                "opset its ops follow; add one, e.g. opset 17)");
+  if (model->opsetVersion("") < 0) {
+    for (const auto &np : proto.graph().node())
+      if (np.domain().empty() || np.domain() == "ai.onnx")
+        throw Error("node '" + np.name() + "' (" + np.op_type() +
+                    ") is an ONNX op, but the model's opset_import has no "
+                    "entry for the ONNX domain (add one, e.g. opset 17)");
     model->opsets.insert(model->opsets.begin(), {"", 17});
+  }
   if (!proto.producer_name().empty())
     model->producerName = proto.producer_name();
   if (!proto.producer_version().empty())

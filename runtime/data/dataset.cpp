@@ -2,6 +2,7 @@
 // shuffling and synthetic data.
 #include "runtime/data/dataset.h"
 
+#include "passes/support/available_memory.h"
 #include "passes/support/diagnostics.h"
 #include "runtime/data/npz.h"
 
@@ -88,10 +89,19 @@ std::vector<DataInputSpec> describeDataInputs(const Graph &step,
 }
 
 Dataset Dataset::fromNpz(const std::string &path,
-                         const std::vector<DataInputSpec> &specs) {
+                         const std::vector<DataInputSpec> &specs,
+                         uint64_t limitBytes, const std::string &limitSource) {
+  // Only the arrays the step reads are inflated, and only once their sizes
+  // together fit the memory: an unused member of any size costs nothing.
+  NpzSelection selection;
+  for (const DataInputSpec &s : specs)
+    selection.only.push_back(s.name);
+  selection.limitBytes = limitBytes;
+  selection.limitSource = limitSource;
   std::vector<std::pair<std::string, Tensor>> arrays;
+  std::vector<std::string> present;
   std::string err;
-  if (!readNpz(path, arrays, err))
+  if (!readNpz(path, selection, arrays, &present, err))
     throw Error(err);
   Dataset d;
   d.source_ = path;
@@ -104,8 +114,8 @@ Dataset Dataset::fromNpz(const std::string &path,
         found = &kv.second;
     if (!found) {
       std::string names;
-      for (auto &kv : arrays)
-        names += (names.empty() ? "" : ", ") + kv.first;
+      for (const std::string &name : present)
+        names += (names.empty() ? "" : ", ") + name;
       throw Error(path + ": no array named '" + s.name +
                   "' (the model's data input); the file has: " + names);
     }
@@ -176,6 +186,19 @@ size_t Dataset::syntheticBytes(const std::vector<DataInputSpec> &specs,
 
 Dataset Dataset::synthetic(const std::vector<DataInputSpec> &specs,
                            int64_t numSamples, uint64_t seed) {
+  // Checked here too, whatever the caller's memory limit (mpc-run
+  // --memory-limit=0 switches its check off): data that cannot fit in the
+  // memory left is refused, not left to the allocator.
+  size_t bytes = syntheticBytes(specs, numSamples);
+  AvailableMemory memory = availableMemory();
+  if (bytes == SIZE_MAX)
+    throw Error("--synthetic: " + std::to_string(numSamples) +
+                " samples take over 2^64 bytes; try a smaller --batch");
+  if (memory.bytes && bytes > memory.bytes)
+    throw Error("--synthetic: " + std::to_string(numSamples) +
+                " samples take " + formatMemorySize(bytes) + ", more than " +
+                memory.source + " (" + formatMemorySize(memory.bytes) +
+                "); try a smaller --batch");
   Dataset d;
   d.source_ = "--synthetic";
   d.specs_ = specs;

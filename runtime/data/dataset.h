@@ -37,9 +37,14 @@ std::vector<DataInputSpec> describeDataInputs(const Graph &step,
 class Dataset {
 public:
   /// Loads and validates an npz (names, dtypes, shapes, label range, NaN/Inf
-  /// with the sample index): throws Error naming the file and array.
+  /// with the sample index): throws Error naming the file and array. Only
+  /// the arrays `specs` name are read, and only when they fit in
+  /// `limitBytes` (0: the memory available; `limitSource` names the limit
+  /// in the error, see NpzSelection).
   static Dataset fromNpz(const std::string &path,
-                         const std::vector<DataInputSpec> &specs);
+                         const std::vector<DataInputSpec> &specs,
+                         uint64_t limitBytes = 0,
+                         const std::string &limitSource = "");
   /// Random data of the right shapes: N(0,1) floats, labels in range.
   static Dataset synthetic(const std::vector<DataInputSpec> &specs,
                            int64_t numSamples, uint64_t seed);

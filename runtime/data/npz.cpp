@@ -1,10 +1,13 @@
 // NumPy .npz reader/writer: zip central directory, zip64, zlib inflate, CRC-32.
 #include "runtime/data/npz.h"
 
+#include "passes/support/available_memory.h"
+#include "passes/support/out_of_memory.h"
 #include "runtime/data/npy.h"
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -416,6 +419,12 @@ constexpr uint64_t kMax32 = 0xffffffffu;
 bool readNpz(const std::string &path,
              std::vector<std::pair<std::string, Tensor>> &arrays,
              std::string &error) {
+  return readNpz(path, NpzSelection(), arrays, nullptr, error);
+}
+
+bool readNpz(const std::string &path, const NpzSelection &selection,
+             std::vector<std::pair<std::string, Tensor>> &arrays,
+             std::vector<std::string> *names, std::string &error) {
   try {
     InFile f;
     std::string err;
@@ -435,8 +444,12 @@ bool readNpz(const std::string &path,
       error = path + ": " + err;
       return false;
     }
-    std::vector<std::pair<std::string, Tensor>> result;
+    // Every entry's name is checked; the chosen ones are then sized from
+    // the central directory, all together, before any is inflated.
     std::set<std::string> seen;
+    std::vector<std::string> all;
+    std::vector<std::pair<const Entry *, std::string>> chosen;
+    uint64_t total = 0, largestPacked = 0;
     for (const Entry &e : entries) {
       if (!e.name.empty() && e.name.back() == '/' && e.usize == 0)
         continue; // directory entry
@@ -446,23 +459,71 @@ bool readNpz(const std::string &path,
         return false;
       }
       name.resize(name.size() - 4);
-      std::string where = path + ": array '" + printable(name) + "'";
       if (!seen.insert(name).second) {
-        error = where + ": duplicate array name";
+        error =
+            path + ": array '" + printable(name) + "': duplicate array name";
         return false;
       }
+      all.push_back(name);
+      if (!selection.only.empty() &&
+          std::find(selection.only.begin(), selection.only.end(), name) ==
+              selection.only.end())
+        continue;
+      if (e.usize > kMaxEntryBytes) {
+        error = path + ": array '" + printable(name) + "': entry of " +
+                std::to_string(e.usize) + " bytes is too large";
+        return false;
+      }
+      // A compressed entry's packed bytes are held while it is inflated.
+      total += e.usize;
+      if (e.method != 0)
+        largestPacked = std::max(largestPacked, e.csize);
+      chosen.emplace_back(&e, std::move(name));
+    }
+    uint64_t limit = selection.limitBytes;
+    std::string source = selection.limitSource;
+    if (limit == 0) {
+      AvailableMemory memory = availableMemory();
+      limit = memory.bytes;
+      source = memory.source + " (" + formatMemorySize(memory.bytes) + ")";
+    }
+    uint64_t needed = total + std::min(largestPacked, kMaxEntryBytes);
+    if (limit && needed > limit) {
+      std::string list;
+      for (const auto &c : chosen)
+        list += (list.empty() ? "'" : ", '") + printable(c.second) + "'";
+      error = path + ": arrays " + list + " take " + std::to_string(needed) +
+              " bytes (" + formatMemorySize(needed) + ") to read, more than " +
+              source + " allows";
+      return false;
+    }
+    std::vector<std::pair<std::string, Tensor>> result;
+    for (const auto &c : chosen) {
+      std::string where = path + ": array '" + printable(c.second) + "'";
       std::vector<uint8_t> image;
-      if (!readEntry(f, e, cdOffset, image, err)) {
-        error = where + ": " + err;
+      Tensor t;
+      try {
+        if (!readEntry(f, *c.first, cdOffset, image, err)) {
+          error = where + ": " + err;
+          return false;
+        }
+        if (!parseNpy(std::move(image), where, t, error))
+          return false;
+      } catch (const std::bad_alloc &) {
+        error = where + ": " +
+                outOfMemoryMessage("reading its " +
+                                   formatMemorySize(c.first->usize));
         return false;
       }
-      Tensor t;
-      if (!parseNpy(std::move(image), where, t, error))
-        return false;
-      result.emplace_back(std::move(name), std::move(t));
+      result.emplace_back(c.second, std::move(t));
     }
     arrays = std::move(result);
+    if (names)
+      *names = std::move(all);
     return true;
+  } catch (const std::bad_alloc &) {
+    error = path + ": " + outOfMemoryMessage("reading it");
+    return false;
   } catch (const std::exception &e) {
     error = path + ": " + e.what();
     return false;

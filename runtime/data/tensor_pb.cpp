@@ -43,16 +43,18 @@ uint64_t rawDataSize(const onnx::TensorProto &p) {
   return p.has_raw_data() ? p.raw_data().size() : kNoRawData;
 }
 
-/// Checks the data type, data location, dims and size of `p`, and the
-/// length of its raw_data (`rawSize`, kNoRawData when it has none).
+/// Checks the data type, data location (unless `externalToo`), dims and
+/// size of `p`, and the length of its raw_data (`rawSize`, kNoRawData when
+/// it has none).
 bool readHeader(const onnx::TensorProto &p, uint64_t rawSize, ProtoHeader &h,
-                std::string &error) {
+                std::string &error, bool externalToo = false) {
   std::optional<DType> dt = fromOnnxDataType(p.data_type());
   if (!dt) {
     error = describe(p) + ": unsupported data type " + typeName(p.data_type());
     return false;
   }
-  if (p.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
+  if (!externalToo &&
+      p.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
     error = describe(p) + ": external data is not supported here";
     return false;
   }
@@ -96,6 +98,15 @@ void normaliseBools(uint8_t *bytes, size_t size) {
 }
 
 } // namespace
+
+bool tensorProtoBytes(const onnx::TensorProto &p, uint64_t &bytes,
+                      std::string &error) {
+  ProtoHeader h;
+  if (!readHeader(p, kNoRawData, h, error, /*externalToo=*/true))
+    return false;
+  bytes = h.nbytes;
+  return true;
+}
 
 bool tensorFromProto(const onnx::TensorProto &p, Tensor &out,
                      std::string &error) {

@@ -23,6 +23,13 @@ namespace mpc {
 /// Largest tensor tensorFromProto accepts (16 GiB).
 constexpr uint64_t kMaxTensorProtoBytes = uint64_t(16) << 30;
 
+/// The bytes `p`'s data type and dims take, after the checks
+/// tensorFromProto makes of them (a supported data type, dims >= 0, the
+/// 16 GiB cap), whatever its data location: a reader of external data
+/// sizes the read with it before reading anything.
+bool tensorProtoBytes(const onnx::TensorProto &p, uint64_t &bytes,
+                      std::string &error);
+
 /// Converts a TensorProto; errors read "tensor 'name': what is wrong".
 bool tensorFromProto(const onnx::TensorProto &p, Tensor &out,
                      std::string &error);

@@ -213,6 +213,39 @@ def checkpoint(bin_dir):
                         "-o", os.path.join(d, "other_model.onnx")], check=True)
 
 
+def external_data():
+    # external_data_fuzzer.cpp's input: location index, data type, flags
+    # (1 offset, 2 length, 4 sparse terabyte file, 8 checksum key, 16 a
+    # second location, top two bits the rank), one byte per dim and per
+    # offset/length (0xf0.. absurd values), then the data file's bytes.
+    d = out_dir("external-data")
+    f32 = np.arange(6, dtype=np.float32).tobytes()
+
+    def seed(name, loc, dtype, flags, dims, numbers, data):
+        head = bytes([loc, dtype, flags]) + bytes(dims) + bytes(numbers)
+        write(os.path.join(d, name + ".bin"), head + data)
+
+    rank2 = 2 << 6
+    seed("float_2x3", 0, TensorProto.FLOAT, rank2, [2, 3], [], f32)
+    seed("subfolder_offset", 1, TensorProto.FLOAT, rank2 | 1 | 2, [1, 3],
+         [4, 12, 4, 12], b"x" * 12 + f32)  # offset 12, length 12
+    seed("symlink_inside", 2, TensorProto.FLOAT, 1 << 6, [6], [], f32)
+    seed("symlink_out", 4, TensorProto.UINT8, 1 << 6, [16], [], b"a" * 16)
+    seed("folder_link_out", 5, TensorProto.UINT8, 1 << 6, [16], [], b"a" * 16)
+    seed("dotdot", 6, TensorProto.FLOAT, 1 << 6, [1], [], f32[:4])
+    seed("absolute", 8, TensorProto.UINT8, 1 << 6, [4], [], b"abcd")
+    seed("fifo", 11, TensorProto.UINT8, 1 << 6, [4], [], b"abcd")
+    seed("sparse_terabyte", 0, TensorProto.FLOAT, (1 << 6) | 4, [0xf1], [],
+         f32)  # [2^38] fp32 on a sparse 2^40-byte file
+    seed("sparse_2gib", 0, TensorProto.UINT8, (1 << 6) | 4 | 2, [0xf0],
+         [4, 0xf0], f32)  # [2^31] uint8, length 2^31: under the 16 GiB cap
+    seed("undefined_type_no_length", 0, 0, 4, [], [], f32)
+    seed("bool_bytes", 0, TensorProto.BOOL, 1 << 6, [5], [], b"\0\1\2\0\xff")
+    seed("length_not_a_number", 0, TensorProto.FLOAT, (1 << 6) | 2, [6],
+         [0], f32)
+    seed("second_location", 0, TensorProto.FLOAT, (1 << 6) | 16, [6], [], f32)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: make_corpus.py BUILD/bin")
@@ -223,6 +256,7 @@ def main():
     npz()
     tensor_pb()
     checkpoint(bin_dir)
+    external_data()
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 testdata=/usr/share/libonnx-testdata/data
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(onnx-model onnx-text npy npz tensor-pb checkpoint)
+[ ${#targets[@]} -eq 0 ] && targets=(onnx-model onnx-text npy npz tensor-pb checkpoint
+  external-data)
 
 # Extra seeds from the repository, by target (globs that match nothing are
 # skipped).
@@ -41,6 +42,7 @@ max_len() {
   case "$1" in
   onnx-model) echo 65536 ;; onnx-text) echo 16384 ;; npy) echo 4096 ;;
   npz) echo 65536 ;; tensor-pb) echo 8192 ;; checkpoint) echo 32768 ;;
+  external-data) echo 4096 ;;
   esac
 }
 

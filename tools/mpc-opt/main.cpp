@@ -10,6 +10,7 @@
 #include "passes/precision_map.h"
 #include "passes/support/diagnostics.h"
 #include "passes/support/file_io.h"
+#include "passes/support/out_of_memory.h"
 #include "passes/support/path_identity.h"
 #include "passes/training_info.h"
 #include "tools/mpc-opt/compiler_blas_threads.h"
@@ -266,10 +267,14 @@ int main(int argc, char **argv) {
       bool direct = flags.output != "-" && flags.emit != "text";
       // The weights stay in the mapped input (no copy of most of the file):
       // the compile writes them out as they came in (onnx_io.h).
-      std::string out = compile(
-          timed(timings, "import",
-                [&] { return loadModel(flags.input, WeightBytes::InFile); }),
-          flags, timings, direct ? &flags.output : nullptr);
+      std::string out =
+          compile(timed(timings, "import",
+                        [&] {
+                          return whileAllocating("loading it", [&] {
+                            return loadModel(flags.input, WeightBytes::InFile);
+                          });
+                        }),
+                  flags, timings, direct ? &flags.output : nullptr);
       if (!direct)
         timed(timings, "write",
               [&] { writeFileAtomically(flags.output, out, kOutputSync); });
@@ -301,6 +306,17 @@ int main(int argc, char **argv) {
     return 0;
   } catch (const Error &e) {
     std::cerr << "mpc-opt: " << withFile(flags.input, e.what()) << "\n";
+    return 1;
+  } catch (const std::bad_alloc &) {
+    // Sizes the input controls are checked before they are allocated; this
+    // is what remains (a busy machine, a low ulimit -v): one line, exit 1.
+    std::cerr << "mpc-opt: " << flags.input << ": "
+              << outOfMemoryMessage("compiling it") << "\n";
+    return 1;
+  } catch (const std::length_error &) {
+    std::cerr << "mpc-opt: " << flags.input << ": "
+              << outOfMemoryMessage("compiling it")
+              << " (a size past what it can hold)\n";
     return 1;
   } catch (const std::exception &e) {
     std::cerr << "mpc-opt: " << flags.input << ": internal error: " << e.what()

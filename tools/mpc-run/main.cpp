@@ -8,6 +8,7 @@
 #include "passes/ema.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/support/diagnostics.h"
+#include "passes/support/out_of_memory.h"
 #include "passes/support/regular_input.h"
 #include "runtime/cuda/plugin_loader.h"
 #include "runtime/evaluator.h"
@@ -107,7 +108,8 @@ int runInfer(const Flags &f) {
     in.value = readTensorFile(in.source);
     inputs.push_back(std::move(in));
   }
-  std::unique_ptr<Model> model = loadModel(f.model);
+  std::unique_ptr<Model> model =
+      whileAllocating("loading it", [&] { return loadModel(f.model); });
   std::vector<InferenceOutput> outputs =
       runInference(*model, std::move(inputs), *backend);
   std::vector<std::string> paths = writeInferenceOutputs(f.outputDir, outputs);
@@ -233,7 +235,9 @@ int run(Flags f) {
   if (onCuda && f.cudaResident && f.debugOverflow && !f.quiet)
     std::fprintf(stderr, "mpc-run: --debug-overflow: the cuda backend runs "
                          "the step staged (node by node)\n");
-  Trainer trainer(loadModel(f.model), *backend, gWorld.get());
+  Trainer trainer(
+      whileAllocating("loading it", [&] { return loadModel(f.model); }),
+      *backend, gWorld.get());
   trainer.externalData =
       f.externalData ? ExternalData::Always : ExternalData::Auto;
   if (ranks > 1 && !trainer.model().meta("mpc.data_parallel"))
@@ -307,9 +311,24 @@ int run(Flags f) {
                   formatByteSize(limit.bytes) + " (" + limit.source +
                   "); try a smaller --batch");
   }
-  Dataset data = f.synthetic
-                     ? Dataset::synthetic(specs, syntheticSamples, trainer.seed)
-                     : Dataset::fromNpz(f.data, specs);
+  // On the CPU the data shares the host memory with the step's arena: the
+  // arrays the step reads may take what the limit leaves after the plan
+  // (else, and on a GPU, the memory available), checked before any is read.
+  uint64_t dataLimit = 0;
+  std::string dataLimitSource;
+  if (limit.bytes && backend->name() == "cpu") {
+    dataLimit = limit.bytes > planned ? limit.bytes - planned : 1;
+    dataLimitSource = "the memory limit " + formatByteSize(limit.bytes) + " (" +
+                      limit.source + ") less the planned peak " +
+                      formatByteSize(planned);
+  }
+  Dataset data = whileAllocating(
+      f.synthetic ? "making the --synthetic data" : "reading " + f.data, [&] {
+        return f.synthetic
+                   ? Dataset::synthetic(specs, syntheticSamples, trainer.seed)
+                   : Dataset::fromNpz(f.data, specs, dataLimit,
+                                      dataLimitSource);
+      });
   // The ranks slice one global order of the samples: a rank reading
   // another file (another count) would slice another order.
   if (gWorld) {
@@ -468,19 +487,20 @@ int run(Flags f) {
     // Micro-batch j of optimizer step s is batch s*K + j: the same samples,
     // in the same order, as batch s of size K*B. Data parallel, rank r
     // takes the r-th B samples of each global micro-batch of N*B. An epoch
-    // is whole steps, so no step straddles two.
-    std::vector<Trainer::Batch> microBatches;
-    for (int64_t j = 0; j < trainer.microBatches(); ++j)
-      microBatches.push_back(data.batch(
-          (trainer.stepsDone() * trainer.microBatches() + j) * ranks + rank,
-          batch, trainer.shuffle, trainer.seed, epochs.batchesPerEpoch));
+    // is whole steps, so no step straddles two. Each is cut when it runs.
+    const int64_t firstMicroBatch =
+        trainer.stepsDone() * trainer.microBatches();
+    auto microBatch = [&](int64_t j) {
+      return data.batch((firstMicroBatch + j) * ranks + rank, batch,
+                        trainer.shuffle, trainer.seed, epochs.batchesPerEpoch);
+    };
     // Provenance costs a second run of a skipped step: only when asked, or
     // when the scale is below the floor (a stop may need the diagnosis).
     trainer.debugOverflow =
         f.debugOverflow ||
         (f.maxSkippedSteps > 0 &&
          (belowFloor(trainer.lossScale()) || skippedBelowFloor > 0));
-    StepRecord r = trainer.optimizerStep(microBatches);
+    StepRecord r = trainer.optimizerStep(microBatch);
     if (r.skipped && f.debugOverflow)
       std::fprintf(stderr, "mpc-run: %s%s\n", rankPrefix().c_str(),
                    r.overflow.line(r.step).c_str());
@@ -674,6 +694,13 @@ int main(int argc, char **argv) {
         msg.find(".onnx") == std::string::npos && msg.rfind("--", 0) != 0)
       msg = flags.model + ": " + msg;
     return failed(msg);
+  } catch (const std::bad_alloc &) {
+    // Sizes the input controls are checked before they are allocated; this
+    // is what remains (a busy machine, a low ulimit -v): one line, exit 1.
+    return failed(flags.model + ": " + outOfMemoryMessage("running it"));
+  } catch (const std::length_error &) {
+    return failed(flags.model + ": " + outOfMemoryMessage("running it") +
+                  " (a size past what it can hold)");
   } catch (const std::exception &e) {
     return failed(std::string("internal error: ") + e.what());
   }
