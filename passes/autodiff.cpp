@@ -5,17 +5,17 @@
 // the backward with dLoss = 1 (a non-state scalar initializer the loss-scale
 // pass later replaces with the scale), and walks the nodes on a path from a
 // parameter to the loss in reverse topological order, calling each op's
-// gradient rule (passes/gradients/). Fan-out gradients are summed with one
-// Add chain per value. The algorithm outputs the loss, then one gradient per
-// parameter, then the new running statistics of training-mode
-// BatchNormalizations (bound onto their state in update_binding); metadata
-// mpc.loss, mpc.params, mpc.grads and mpc.grad_seed tell later passes which
-// values those are. A model with its own training algorithm names the loss
-// and the parameters itself (mpc.user_loss, mpc.user_params;
-// passes/training_info.h). The backward itself is buildBackward
-// (passes/autodiff.h), shared with ONNX's Gradient operator. infer-shapes
-// must run first: the
-// rules read static ranks and shapes, and type every value they create.
+// gradient rule (passes/gradients/). Fan-out gradients are summed as a
+// balanced tree of Adds per value, built as the contributions arrive. The
+// algorithm outputs the loss, then one gradient per parameter, then the new
+// running statistics of training-mode BatchNormalizations (bound onto their
+// state in update_binding); metadata mpc.loss, mpc.params, mpc.grads and
+// mpc.grad_seed tell later passes which values those are. A model with its own
+// training algorithm names the loss and the parameters itself (mpc.user_loss,
+// mpc.user_params; passes/training_info.h). The backward itself is
+// buildBackward (passes/autodiff.h), shared with ONNX's Gradient operator.
+// infer-shapes must run first: the rules read static ranks and shapes, and type
+// every value they create.
 #include "passes/autodiff.h"
 #include "passes/gradients/gradient_rules.h"
 #include "passes/ir/mpc_ops.h"
@@ -304,44 +304,76 @@ void checkDifferentiable(const Graph &g, const Activity &a) {
   }
 }
 
-/// Accumulates gradient contributions: one Add chain per value.
+/// Accumulates gradient contributions as a balanced tree of Adds, built as
+/// they arrive (pairwise summation, as a binary counter carries): a value
+/// with k contributions gets k - 1 Adds of depth about log2 k, and holds at
+/// most log2 k + 1 partial sums at a time, so each contribution can be freed
+/// soon after it is made (as with a chain) while a huge fan-out (100,000
+/// consumers) stays linear and shallow for every later pass. Up to three
+/// contributions this is the chain ((g1 + g2) + g3), bit for bit.
 class GradientMap {
 public:
   /// Gradients are kept for the values that exist now (the forward's): by
   /// Value::id(), with a hash map for any other.
   GradientMap(Graph &g, int64_t opset)
-      : g_(g), opset_(opset), byId_(g.numValueIds(), nullptr) {}
+      : g_(g), opset_(opset), byId_(g.numValueIds()) {}
 
-  Value *get(const Value *v) const {
-    if (v->owner() == &g_ && v->id() < byId_.size())
-      return byId_[v->id()];
-    auto it = others_.find(v);
-    return it == others_.end() ? nullptr : it->second;
+  /// v's whole gradient (nullptr: none), once every contribution is in:
+  /// the partial sums left are added, smallest first.
+  Value *get(const Value *v, Statistics &stats) {
+    Partials *slot = find(v);
+    if (!slot || slot->empty())
+      return nullptr;
+    while (slot->size() > 1)
+      carry(v, *slot, stats);
+    return slot->front().sum;
   }
 
   void add(const Value *v, Value *grad, Statistics &stats) {
-    Value *&slot = v->owner() == &g_ && v->id() < byId_.size() ? byId_[v->id()]
-                                                               : others_[v];
-    if (!slot) {
-      slot = grad;
-      return;
-    }
-    Node *sum = g_.createNodeWithOutputs(
-        "Add", {slot, grad},
-        {g_.uniqueValueName(sanitizedWithSuffix(v->name(), "_grad_sum"))},
-        g_.uniqueNodeName(sanitizedWithSuffix(v->name(), "_grad_accum")));
-    sum->output(0)->copyTypeFrom(*v);
-    sum->output(0)->dtype = grad->dtype;
-    inferNode(*sum, opset_);
-    ++stats["gradient-sums"];
-    slot = sum->output(0);
+    Partials &slot = v->owner() == &g_ && v->id() < byId_.size()
+                         ? byId_[v->id()]
+                         : others_[v];
+    slot.push_back({grad, 0});
+    // Two partial sums of as many contributions each become one.
+    while (slot.size() > 1 && slot.back().level == slot[slot.size() - 2].level)
+      carry(v, slot, stats);
   }
 
 private:
+  /// The sum of 2^level contributions (at the top level: of any number).
+  struct Partial {
+    Value *sum;
+    int level;
+  };
+  using Partials = std::vector<Partial>;
+
+  Partials *find(const Value *v) {
+    if (v->owner() == &g_ && v->id() < byId_.size())
+      return &byId_[v->id()];
+    auto it = others_.find(v);
+    return it == others_.end() ? nullptr : &it->second;
+  }
+
+  /// Replaces the last two partial sums by their Add (earlier one first).
+  void carry(const Value *v, Partials &slot, Statistics &stats) {
+    Partial b = slot.back();
+    slot.pop_back();
+    Partial &a = slot.back();
+    Node *sum = g_.createNodeWithOutputs(
+        "Add", {a.sum, b.sum},
+        {g_.uniqueValueName(sanitizedWithSuffix(v->name(), "_grad_sum"))},
+        g_.uniqueNodeName(sanitizedWithSuffix(v->name(), "_grad_accum")));
+    sum->output(0)->copyTypeFrom(*v);
+    sum->output(0)->dtype = b.sum->dtype;
+    inferNode(*sum, opset_);
+    ++stats["gradient-sums"];
+    a = {sum->output(0), std::max(a.level, b.level) + 1};
+  }
+
   Graph &g_;
   int64_t opset_;
-  std::vector<Value *> byId_;
-  std::unordered_map<const Value *, Value *> others_;
+  std::vector<Partials> byId_;
+  std::unordered_map<const Value *, Partials> others_;
 };
 
 } // namespace
@@ -400,7 +432,7 @@ Backward buildBackward(Graph &g, const std::string &lossName,
     std::vector<Value *> outGrads;
     outGrads.reserve(n->numOutputs());
     for (const Value *o : n->outputs())
-      outGrads.push_back(o ? grads.get(o) : nullptr);
+      outGrads.push_back(o ? grads.get(o, stats) : nullptr);
     std::vector<bool> wanted(n->numInputs());
     for (size_t i = 0; i < n->numInputs(); ++i)
       wanted[i] = activity.wantsInput(*n, info, i);
@@ -418,7 +450,7 @@ Backward buildBackward(Graph &g, const std::string &lossName,
     }
   }
   for (Value *x : xs)
-    bw.grads.push_back(activity.active(x) ? grads.get(x) : nullptr);
+    bw.grads.push_back(activity.active(x) ? grads.get(x, stats) : nullptr);
   return bw;
 }
 

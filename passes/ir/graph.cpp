@@ -263,11 +263,34 @@ std::string Graph::uniqueValueName(const std::string &hint) const {
   candidate = base;
   candidate += '_';
   const size_t stem = candidate.size();
-  for (int i = 1;; ++i) {
+  int &floor = valueSuffixFloor_.try_emplace(base, 1).first->second;
+  for (int i = floor;; ++i) {
     setSuffix(candidate, stem, i);
-    if (!valuesByName_.find(candidate))
+    if (!valuesByName_.find(candidate)) {
+      floor = i; // not claimed here: the next search tries it again first
       return candidate;
+    }
   }
+}
+
+/// When `name` is base_<i> (a name uniqueValueName could have made) and
+/// base's floor is above i, lowers it to i: the name is free again.
+void Graph::lowerSuffixFloor(std::string_view name) {
+  if (valueSuffixFloor_.empty())
+    return;
+  size_t underscore = name.rfind('_');
+  if (underscore == std::string_view::npos || underscore + 1 == name.size() ||
+      name.size() - underscore > 10 || name[underscore + 1] == '0')
+    return;
+  int i = 0;
+  for (char c : name.substr(underscore + 1)) {
+    if (c < '0' || c > '9')
+      return;
+    i = i * 10 + (c - '0');
+  }
+  auto it = valueSuffixFloor_.find(std::string(name.substr(0, underscore)));
+  if (it != valueSuffixFloor_.end() && i < it->second)
+    it->second = i;
 }
 
 Value *Graph::allocateValue(std::string name) {
@@ -310,13 +333,16 @@ Value *Graph::createValueFrom(std::string nameHint) {
   Value *v = allocateValue(std::move(nameHint));
   if (!valuesByName_.insert(v).second) {
     std::string &name = v->name_;
+    int &floor = valueSuffixFloor_.try_emplace(name, 1).first->second;
     name.reserve(name.size() + 12);
     name += '_';
     const size_t stem = name.size();
-    for (int i = 1;; ++i) {
+    for (int i = floor;; ++i) {
       setSuffix(name, stem, i);
-      if (valuesByName_.insert(v).second)
+      if (valuesByName_.insert(v).second) {
+        floor = i + 1;
         break;
+      }
     }
   }
   v->live_ = true;
@@ -337,8 +363,10 @@ void Graph::renameValue(Value *v, const std::string &newName) {
 }
 
 void Graph::forgetName(std::string_view name) {
-  if (Value *holder = valuesByName_.erase(name))
+  if (Value *holder = valuesByName_.erase(name)) {
     holder->live_ = false;
+    lowerSuffixFloor(name);
+  }
 }
 
 Value *Graph::addInput(const std::string &name, DType t, const Dims &dims) {
@@ -398,6 +426,7 @@ void Graph::removeInitializer(Value *v) {
   if (valuesByName_.find(v->name_) == v) {
     v->live_ = false;
     valuesByName_.erase(v->name_);
+    lowerSuffixFloor(v->name_);
   }
 }
 
@@ -411,6 +440,7 @@ void Graph::removeInput(Value *v) {
   if (valuesByName_.find(v->name_) == v) {
     v->live_ = false;
     valuesByName_.erase(v->name_);
+    lowerSuffixFloor(v->name_);
   }
 }
 

@@ -406,6 +406,8 @@ private:
   void removeUse(Value *v, Node *user, int index);
   /// Drops `name` from the name table (its holder stops being live).
   void forgetName(std::string_view name);
+  /// Keeps valueSuffixFloor_ true when `name` becomes free.
+  void lowerSuffixFloor(std::string_view name);
 
   /// A node name taken (its text in nodeNameText_), and how many names
   /// uniqueNodeName gave with it as the base.
@@ -433,6 +435,11 @@ private:
   /// never move, and a holder's name changes only in renameValue, which
   /// takes the entry out first).
   NameIndex<Value> valuesByName_;
+  /// For a base whose generated names base_<i> were asked for: every
+  /// base_<j> with 1 <= j < the floor is taken, so the search for a free
+  /// one starts there (a value that frees base_<j> lowers it). Without it,
+  /// N values made from one hint (fan-out gradients) probe N^2/2 names.
+  mutable std::unordered_map<std::string, int> valueSuffixFloor_;
   /// The node names taken; a deque, so entries never move.
   std::deque<NodeNameCount> nodeNameCounts_;
   NameArena nodeNameText_; ///< the text of each name taken
