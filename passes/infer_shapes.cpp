@@ -70,6 +70,15 @@ void runInferShapes(Model &model, PassContext &ctx) {
     for (int64_t d : dims)
       if (d < 0)
         error() << "--input-shape=" << name << ": dims must not be negative";
+    // --batch fixes every symbolic dim 0; an --input-shape that fixes one
+    // to another batch would silently win over it.
+    for (Value *v : targets)
+      if (opts.batch > 0 && v->hasShape && !v->dims.empty() &&
+          !v->dims[0].isKnown() && !dims.empty() && dims[0] != opts.batch)
+        error() << "--input-shape=" << name << ":" << dimsToString(dims)
+                << " contradicts --batch=" << opts.batch << ": dim 0 of input '"
+                << name << "' (" << dimsToString(v->dims)
+                << ") is the batch, which --batch fixes to " << opts.batch;
     for (Value *v : targets)
       applyInputShape(*v, dims);
     inputsChanged = true;
@@ -84,9 +93,24 @@ void runInferShapes(Model &model, PassContext &ctx) {
           inputsChanged = true;
         }
     };
+    bool applied = inputsChanged;
+    inputsChanged = false;
     applyBatch(*model.graph);
     if (model.training)
       applyBatch(*model.training->algorithm);
+    // Nothing symbolic to fix: a fixed batch other than --batch's would be
+    // trained silently instead of the one asked for.
+    if (!inputsChanged)
+      for (const Value *in : model.graph->inputs())
+        if (!in->isInitializer() && in->hasShape && !in->dims.empty() &&
+            in->dims[0].isKnown() && in->dims[0].value != opts.batch)
+          error() << "--batch=" << opts.batch
+                  << ": no input has a symbolic batch dim to fix, and input '"
+                  << in->name() << "' is " << dimsToString(in->dims)
+                  << " (its batch is " << in->dims[0].value
+                  << "; re-export the model with a dynamic batch dim, or "
+                     "drop --batch)";
+    inputsChanged |= applied;
   }
 
   int64_t opset = model.opsetVersion("");

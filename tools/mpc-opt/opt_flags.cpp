@@ -1,11 +1,13 @@
 // mpc-opt's command line (tools/mpc-opt/opt_flags.h).
 #include "tools/mpc-opt/opt_flags.h"
 
+#include "passes/optimizer_flags.h"
 #include "passes/support/diagnostics.h"
 #include "passes/support/int_parse.h"
 #include "passes/support/name_pattern.h"
 #include "runtime/memory_limit.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace mpc {
@@ -366,6 +368,11 @@ OptFlags parseOptFlags(int argc, const char *const *argv) {
   }
   if (f.input.empty())
     throw Error("no input model (usage: mpc-opt MODEL -o OUT)");
+  // A hyper-parameter the chosen optimizer does not read would be ignored.
+  checkOptimizerFlags(
+      o.optimizer,
+      std::find(f.given.begin(), f.given.end(), "--optimizer") != f.given.end(),
+      f.given);
   // The name patterns compile now, so that a bad one is refused before the
   // model is read (the passes compile them again where they match).
   compileNamePattern(o.fp32Nodes, "fp32-nodes");
