@@ -1,6 +1,7 @@
 // The backend-ops cases of the piecewise ops (LeakyRelu, Clip, Max, Min,
-// Sum and their gradients), Not, CastLike, Range, Trilu, CumSum, the random
-// draws, and the vectorised paths of the elementwise, Not and cast kernels.
+// Sum and their gradients), mpc.LogSigmoid and its gradient, Not, CastLike,
+// Range, Trilu, CumSum, the random draws, and the vectorised paths of the
+// elementwise, Not and cast kernels.
 //
 // The vector cases have 4096 + 7 elements: 16-byte groups through the
 // vector body, then a tail the scalar loop takes (kernels/cuda/
@@ -62,6 +63,45 @@ Tensor numericTensor(std::mt19937 &rng, DType t, std::vector<int64_t> dims) {
 }
 
 void addUnaryMore(std::vector<OpCase> &c) {
+  // mpc.LogSigmoid over the range where log(sigmoid(x)) in two steps
+  // gives 0 or -inf (|x| up to 100), with NaN and both infinities; its
+  // gradient with dY in each float dtype and X in fp32, as autocast's fp32
+  // island leaves it, and in dY's dtype.
+  c.push_back(
+      {"LogSigmoid",
+       kMpcDomain,
+       "LogSigmoid",
+       {},
+       1,
+       kFloats,
+       [](DType t, std::mt19937 &rng) -> Inputs {
+         return {withSpecials(randomTensor(rng, t, {5, 67}, -100, 100))};
+       },
+       Compare::Tolerance});
+  c.push_back({"LogSigmoid_vec",
+               kMpcDomain,
+               "LogSigmoid",
+               {},
+               1,
+               kFloats,
+               [](DType t, std::mt19937 &rng) -> Inputs {
+                 return {randomTensor(rng, t, {kVectorCount}, -8, 8)};
+               },
+               Compare::Tolerance});
+  for (bool fp32X : {false, true})
+    c.push_back({std::string("LogSigmoidGrad_") + (fp32X ? "x_fp32" : "x_same"),
+                 kMpcDomain,
+                 "LogSigmoidGrad",
+                 {},
+                 1,
+                 kFloats,
+                 [=](DType t, std::mt19937 &rng) -> Inputs {
+                   return {
+                       randomTensor(rng, t, {7, 45}),
+                       withSpecials(randomTensor(rng, fp32X ? DType::F32 : t,
+                                                 {7, 45}, -100, 100))};
+                 },
+                 Compare::Tolerance});
   c.push_back({"LeakyRelu",
                "",
                "LeakyRelu",
