@@ -15,6 +15,8 @@
 // some value holds stands: passes hand a name on to the value that takes
 // the old one's place on purpose. A value removed with no replacement keeps
 // its name, and the verifier reports it against the pass that removed it.
+// The training step's update_binding names its outputs (each state's new
+// value) and is mended the same way (Model::updateValueReferences).
 #include "passes/ir/graph.h"
 
 #include <algorithm>
@@ -124,21 +126,61 @@ void Model::updateValueReferences() {
         return g;
     return nullptr;
   };
+  // The value that `name` (recorded as `ref`) should name now, or nullptr
+  // when the name stands (or nothing better is known); keeps ref current.
+  auto mend = [&](ValueRef &ref, std::string_view name) -> Value * {
+    Graph *g = ref.value ? graphOf(ref.graphUid) : nullptr;
+    if (!g) {
+      // Not found when recorded, or its graph was replaced: by name.
+      if (!name.empty())
+        ref = findValueRef(std::string(name));
+      return nullptr;
+    }
+    // A name some value of that graph holds stands, whether or not it is
+    // the value recorded: a pass that computes a value anew hands the old
+    // one's name to the new one (autocast's fp32 copy of a half gradient,
+    // ValueTakeovers), and the name is how it says so.
+    if (Value *holder = g->findValue(name)) {
+      ref.value = holder;
+      return nullptr;
+    }
+    // The name is free: the value it named was renamed, or replaced
+    // (Graph::replaceAllUsesWith) and then removed, and is named by where
+    // its uses went (a chain of such rewrites is followed; the bound guards
+    // against a cycle of replacements).
+    Value *v = ref.value;
+    for (size_t hops = 0;
+         !v->isLive() && v->replacedBy() && v->replacedBy()->owner() == g &&
+         hops < g->numValueIds();
+         ++hops)
+      v = v->replacedBy();
+    if (!v->isLive())
+      return nullptr; // gone with nothing in its place: verify reports it
+    ref.value = v;
+    return v;
+  };
+  // The record for `key`, made when missing.
+  auto recordFor = [&](std::string_view key) -> MetadataValueRefs & {
+    auto it =
+        std::find_if(valueRefs_.begin(), valueRefs_.end(),
+                     [&](const MetadataValueRefs &r) { return r.key == key; });
+    if (it != valueRefs_.end())
+      return *it;
+    valueRefs_.push_back({std::string(key), {}, {}});
+    return valueRefs_.back();
+  };
+
   for (const ValueNamingKey &k : kValueNamingMetadata) {
     const std::string *text = meta(std::string(k.key));
-    auto it = std::find_if(
-        valueRefs_.begin(), valueRefs_.end(),
-        [&](const MetadataValueRefs &r) { return r.key == k.key; });
     if (!text) {
-      if (it != valueRefs_.end())
-        valueRefs_.erase(it);
+      valueRefs_.erase(std::remove_if(valueRefs_.begin(), valueRefs_.end(),
+                                      [&](const MetadataValueRefs &r) {
+                                        return r.key == k.key;
+                                      }),
+                       valueRefs_.end());
       continue;
     }
-    if (it == valueRefs_.end()) {
-      valueRefs_.push_back({std::string(k.key), {}, {}});
-      it = std::prev(valueRefs_.end());
-    }
-    MetadataValueRefs &r = *it;
+    MetadataValueRefs &r = recordFor(k.key);
     std::vector<std::pair<size_t, size_t>> spans = nameSpans(*text, k.pairs);
     if (r.text != *text || r.refs.size() != spans.size()) {
       // Written without setMeta: the names are what the entry says.
@@ -149,36 +191,10 @@ void Model::updateValueReferences() {
     size_t copied = 0; // *text up to here is in `updated`
     bool changed = false;
     for (size_t i = 0; i < spans.size(); ++i) {
-      ValueRef &ref = r.refs[i];
       std::string_view name(text->data() + spans[i].first, spans[i].second);
-      Graph *g = ref.value ? graphOf(ref.graphUid) : nullptr;
-      if (!g) {
-        // Not found when recorded, or its graph was replaced: by name.
-        if (!name.empty())
-          ref = findValueRef(std::string(name));
+      Value *v = mend(r.refs[i], name);
+      if (!v)
         continue;
-      }
-      // A name some value of that graph holds stands, whether or not it is
-      // the value recorded: a pass that computes a value anew hands the old
-      // one's name to the new one (autocast's fp32 copy of a half gradient,
-      // ValueTakeovers), and the name is how it says so.
-      if (Value *holder = g->findValue(name)) {
-        ref.value = holder;
-        continue;
-      }
-      // The name is free: the value it named was renamed, or replaced
-      // (Graph::replaceAllUsesWith) and then removed, and is named by where
-      // its uses went (a chain of such rewrites is followed; the bound
-      // guards against a cycle of replacements).
-      Value *v = ref.value;
-      for (size_t hops = 0;
-           !v->isLive() && v->replacedBy() && v->replacedBy()->owner() == g &&
-           hops < g->numValueIds();
-           ++hops)
-        v = v->replacedBy();
-      if (!v->isLive())
-        continue; // gone with nothing in its place: verify reports it
-      ref.value = v;
       updated.append(*text, copied, spans[i].first - copied);
       updated += v->name();
       copied = spans[i].first + spans[i].second;
@@ -189,6 +205,33 @@ void Model::updateValueReferences() {
     updated.append(*text, copied, std::string::npos);
     setMeta(r.key, updated);
   }
+
+  // update_binding names the step's outputs the same way: each state's new
+  // value. (Its record's key is no metadata key.)
+  if (!training)
+    return;
+  std::string names;
+  for (const auto &binding : training->updateBinding)
+    (names += binding.second) += '\n';
+  MetadataValueRefs &r = recordFor("update_binding");
+  if (r.text != names || r.refs.size() != training->updateBinding.size()) {
+    r.text = names;
+    r.refs.clear();
+    for (const auto &binding : training->updateBinding)
+      r.refs.push_back(findValueRef(binding.second));
+    return;
+  }
+  bool mended = false;
+  for (size_t i = 0; i < r.refs.size(); ++i)
+    if (Value *v = mend(r.refs[i], training->updateBinding[i].second)) {
+      training->updateBinding[i].second = v->name();
+      mended = true;
+    }
+  if (!mended)
+    return;
+  r.text.clear();
+  for (const auto &binding : training->updateBinding)
+    (r.text += binding.second) += '\n';
 }
 
 } // namespace mpc

@@ -234,3 +234,28 @@ g (float[2,4] x, float[2,3] y) => (float loss)
     runVerify(*m, ctx);
   }
 }
+
+TEST(MetadataValueRefs, UpdateBindingFollowsTheStepsOutputs) {
+  // A rewrite replaces the node computing a state's new value, moving the
+  // step's output (replaceAllUsesWith moves graph outputs too) to a value
+  // of another name, and removes the old node: the binding follows it.
+  Model m;
+  Graph &main = *m.graph;
+  main.addInitializer("w", Tensor::scalar(DType::F32, 1.0))->isState = true;
+  m.training.emplace();
+  m.training->algorithm = std::make_unique<Graph>("step");
+  Graph &step = *m.training->algorithm;
+  Value *w = step.addInitializer("w", Tensor::scalar(DType::F32, 1.0));
+  w->isState = true;
+  Node *old = step.createNodeWithOutputs("Neg", {w}, {"w_new"}, "old");
+  step.addOutput(old->output(0));
+  m.training->updateBinding.emplace_back("w", "w_new");
+  m.updateValueReferences();
+
+  Node *fresh = step.createNodeWithOutputs("Abs", {w}, {"w_abs"}, "fresh");
+  step.replaceAllUsesWith(old->output(0), fresh->output(0));
+  step.removeNode(old);
+  m.updateValueReferences();
+  EXPECT_EQ(m.training->updateBinding[0].second, "w_abs");
+  EXPECT_EQ(step.outputs()[0]->name(), "w_abs");
+}
