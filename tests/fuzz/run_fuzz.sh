@@ -20,7 +20,7 @@ root=$(cd "$here/../.." && pwd)
 testdata=/usr/share/libonnx-testdata/data
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(onnx-model onnx-text npy npz tensor-pb checkpoint
-  external-data)
+  external-data flags)
 
 # Extra seeds from the repository, by target (globs that match nothing are
 # skipped).
@@ -42,7 +42,7 @@ max_len() {
   case "$1" in
   onnx-model) echo 65536 ;; onnx-text) echo 16384 ;; npy) echo 4096 ;;
   npz) echo 65536 ;; tensor-pb) echo 8192 ;; checkpoint) echo 32768 ;;
-  external-data) echo 4096 ;;
+  external-data) echo 4096 ;; flags) echo 2048 ;;
   esac
 }
 
@@ -51,6 +51,7 @@ dictionary() {
   onnx-model | onnx-text | checkpoint) echo "$here/onnx-text.dict" ;;
   npy) echo "$here/npy.dict" ;;
   npz) echo "$here/npz.dict" ;;
+  flags) echo "$here/flags.dict" ;;
   esac
 }
 
