@@ -361,6 +361,59 @@ TEST(GraphNames, UniqueValueNamesNeverCollide) {
   EXPECT_EQ(g.uniqueValueName("renamed"), "renamed_1");
 }
 
+// New names come from the lowest free hint_<i>, i >= 1, also after names
+// are freed (renamed, removed): the floor that spares the search from
+// starting at 1 each time (a fan-out of 100,000 gradient parts) must not
+// change which name that is. Checked against the search from 1 over a
+// random run of creations, renames, imported look-alikes and removals.
+TEST(GraphNames, GeneratedNamesAreTheLowestFreeOnesAfterAnyHistory) {
+  Graph g;
+  std::mt19937 rng(7);
+  auto lowestFree = [&](const std::string &hint) {
+    if (!g.findValue(hint))
+      return hint;
+    for (int i = 1;; ++i)
+      if (!g.findValue(hint + "_" + std::to_string(i)))
+        return hint + "_" + std::to_string(i);
+  };
+  const std::vector<std::string> hints = {"a", "a_1", "b"};
+  std::vector<Value *> made, imported;
+  int fresh = 0;
+  for (int step = 0; step < 3000; ++step) {
+    const std::string &hint = hints[rng() % hints.size()];
+    switch (rng() % 4) {
+    case 0:
+    case 1: { // a generated name
+      std::string expected = lowestFree(hint);
+      ASSERT_EQ(g.uniqueValueName(hint), expected) << "step " << step;
+      Value *v = g.createValue(hint);
+      ASSERT_EQ(v->name(), expected) << "step " << step;
+      made.push_back(v);
+      break;
+    }
+    case 2: // a generated name freed by a rename
+      if (!made.empty()) {
+        Value *v = made[rng() % made.size()];
+        if (g.findValue(v->name()) == v)
+          g.renameValue(v, "z" + std::to_string(fresh++));
+      }
+      break;
+    case 3: { // an imported name that looks generated, later removed
+      if (!imported.empty() && rng() % 2) {
+        Value *v = imported[rng() % imported.size()];
+        g.removeInitializer(v);
+      } else {
+        std::string name = hint + "_" + std::to_string(rng() % 40);
+        if (!g.findValue(name))
+          imported.push_back(
+              g.addInitializer(name, Tensor::fromFloats({1}, {0})));
+      }
+      break;
+    }
+    }
+  }
+}
+
 // createNodeWithOutputHint names its node and output exactly as
 // uniqueNodeName + uniqueValueName + createNodeWithOutputs do (autodiff and
 // autocast switched to it with the names unchanged), and wires the node the
