@@ -19,6 +19,12 @@ trajectories (make_issue3_models.trajectories: SGD lr=0.05 momentum=0.9, Adam lr
                             GatherND), Linear(8, 64); cross entropy on gpt2_tiny_data.npz, batch 4.
                             indexed_param_dynamo_ref_{sgd,adam}.csv.
 
+  frozen_param_dynamo.onnx  the indexed-parameter model plus Whisper's frozen sinusoidal positions: a
+                            requires_grad=False nn.Parameter(16, 8) added to the hidden states (the
+                            exporter writes it as a PARAMETER, byte for byte as a trained one), and a
+                            registered buffer scaling the logits; PyTorch trains neither.
+                            frozen_param_dynamo_ref_{sgd,adam}.csv (mpc matches with --frozen=sinusoid).
+
 Regenerate:  python3 models/make_zoo_param_copies.py   (needs torch >= 2.9, onnxscript, onnx)
 """
 import copy
@@ -59,6 +65,27 @@ class IndexedParamNet(nn.Module):
         return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+def sinusoids(length, channels):
+    """Whisper's sinusoidal position table (transformers' modeling_whisper.sinusoids)."""
+    scale = np.log(10000) / (channels // 2 - 1)
+    inv = torch.exp(-scale * torch.arange(channels // 2))
+    t = torch.arange(length)[:, None] * inv[None, :]
+    return torch.cat([torch.sin(t), torch.cos(t)], dim=1)
+
+
+class FrozenParamNet(IndexedParamNet):
+    def __init__(self):
+        super().__init__()
+        self.sinusoid = nn.Parameter(sinusoids(16, 8), requires_grad=False)
+        self.register_buffer("logit_scale", torch.tensor(0.5))
+
+    def forward(self, tokens, targets):
+        t = tokens.shape[1]
+        x = torch.tanh(self.emb(tokens) + self.pos[torch.arange(t)]) + self.sinusoid[:t]
+        logits = self.head(x) * self.logit_scale
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
 def main():
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
@@ -82,6 +109,16 @@ def main():
     copies = [n for n in m.graph.node if n.op_type == "Transpose" and list(n.input) == ["pos"]]
     assert copies and list(copies[0].attribute[0].ints) == [0, 1], "pos is no longer read through a copy"
     trajectories("indexed_param_dynamo", net, start, tokens, ["tokens", "targets"], 4)
+
+    torch.manual_seed(0)
+    net = FrozenParamNet().train()
+    start = copy.deepcopy(net.state_dict())
+    m, kinds, ops = export(net, batch(tokens, ["tokens", "targets"], 4, 0), "frozen_param_dynamo.onnx",
+                           ["tokens", "targets"])
+    # What the exporter records: the frozen table is a PARAMETER like any other; the buffer is not.
+    assert kinds["sinusoid"] == "PARAMETER" and kinds["logit_scale"] == "BUFFER", kinds
+    trajectories("frozen_param_dynamo", net, start, tokens, ["tokens", "targets"], 4)
+    assert torch.equal(net.sinusoid, sinusoids(16, 8))
 
 
 if __name__ == "__main__":

@@ -13,9 +13,15 @@
 // its verifier after cleanup). fp32 SGD and Adam match PyTorch to 1e-4 at
 // every one of 30 steps, fp16 and bf16 compile and follow fp32, and the
 // compiled step keeps no copy.
+// - frozen_param_dynamo: the same with Whisper's frozen sinusoidal
+//   positions (a requires_grad=False nn.Parameter) and a buffer. The
+//   exporter records the buffer, which stays frozen, but not requires_grad:
+//   the table trains unless --frozen names it; with --frozen=sinusoid the
+//   run matches PyTorch's.
 #include "passes/pass.h"
 #include "tests/e2e/parity_harness.h"
 
+#include <cmath>
 #include <set>
 
 using namespace mpc;
@@ -73,6 +79,31 @@ TEST(ZooParamCopies, GradientsNameValuesOfTheStepAndNoCopyIsLeft) {
         EXPECT_FALSE(isNoOpCopy(*n) && !n->output(0)->isGraphOutput())
             << n->describe() << " was left";
     }
+}
+
+TEST(ZooParamCopies, FrozenParameterTrainsOnlyWithoutFrozen) {
+  // What the exporter records: the buffer is no parameter; the frozen
+  // table is one like any other (byte for byte the same export).
+  auto model = compile("frozen_param_dynamo.onnx", options("adam", DType::F32));
+  std::vector<std::string> params = splitList(*model->meta("mpc.params"));
+  std::set<std::string> names(params.begin(), params.end());
+  EXPECT_EQ(names, (std::set<std::string>{"pos", "sinusoid", "emb.weight",
+                                          "head.weight", "head.bias"}));
+  for (const char *optimizer : {"sgd", "adam"}) {
+    CompileOptions o = options(optimizer, DType::F32);
+    o.frozen = "^sinusoid$";
+    auto frozen = compile("frozen_param_dynamo.onnx", o);
+    EXPECT_EQ(frozen->meta("mpc.params")->find("sinusoid"), std::string::npos);
+    std::vector<double> ref = readReference(
+        std::string("frozen_param_dynamo_ref_") + optimizer + ".csv");
+    ASSERT_EQ(ref.size(), 30u);
+    std::vector<StepRecord> run =
+        train(std::move(frozen), "gpt2_tiny_data.npz", 30);
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_LT(std::fabs(run[i].loss - ref[i]) / std::fabs(ref[i]), 1e-4)
+          << optimizer << " step " << i << ": mpc " << run[i].loss << " torch "
+          << ref[i];
+  }
 }
 
 TEST(ZooParamCopies, MixedPrecisionFollowsFp32) {
