@@ -4,6 +4,9 @@
 // Runs last (any pass order is valid: correctness never depends on it). Works
 // on the main graph and the training algorithm. Values that are graph outputs
 // are never renamed or removed, because update_binding refers to them by name.
+// A removed copy that metadata names (a parameter's gradient made by an
+// Identity or an identity Transpose) is named by the value it copied once the
+// pass is done: the pipeline mends such names (Model::updateValueReferences).
 // State initializers are kept even when unused: they are the model's state.
 #include "passes/pass.h"
 
