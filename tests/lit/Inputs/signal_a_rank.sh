@@ -4,7 +4,7 @@
 # LOG, sends SIGNAL to rank RANK (the launcher's child whose RANK= or
 # OMPI_COMM_WORLD_RANK= variable says so), and reports how the launch ended:
 #   rc=<launcher's exit code>
-#   seconds=<whole seconds from the signal to the launcher's exit>
+#   seconds=<whole seconds (rounded down) from the signal to the launcher's exit>
 #   left=<processes of the launch still running a second after it exited>
 # The ranks' stderr goes to this script's stderr. A rank left behind (a
 # failure of the launcher) is killed here, after it is counted.
