@@ -2,7 +2,6 @@
 // shuffling and synthetic data.
 #include "runtime/data/dataset.h"
 
-#include "passes/support/available_memory.h"
 #include "passes/support/diagnostics.h"
 #include "runtime/data/npz.h"
 
@@ -186,43 +185,54 @@ size_t Dataset::syntheticBytes(const std::vector<DataInputSpec> &specs,
 
 Dataset Dataset::synthetic(const std::vector<DataInputSpec> &specs,
                            int64_t numSamples, uint64_t seed) {
-  // Checked here too, whatever the caller's memory limit (mpc-run
-  // --memory-limit=0 switches its check off): data that cannot fit in the
-  // memory left is refused, not left to the allocator.
-  size_t bytes = syntheticBytes(specs, numSamples);
-  AvailableMemory memory = availableMemory();
-  if (bytes == SIZE_MAX)
-    throw Error("--synthetic: " + std::to_string(numSamples) +
-                " samples take over 2^64 bytes; try a smaller --batch");
-  if (memory.bytes && bytes > memory.bytes)
-    throw Error("--synthetic: " + std::to_string(numSamples) +
-                " samples take " + formatMemorySize(bytes) + ", more than " +
-                memory.source + " (" + formatMemorySize(memory.bytes) +
-                "); try a smaller --batch");
+  // Nothing is made here: batch() draws each sample it cuts from (seed,
+  // input, sample index), so the data takes one batch of memory however
+  // many samples (K micro-batches of a --grad-accum window) it holds.
   Dataset d;
   d.source_ = "--synthetic";
   d.specs_ = specs;
   d.numSamples_ = numSamples;
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  for (const DataInputSpec &s : specs) {
-    std::vector<int64_t> dims = {numSamples};
-    dims.insert(dims.end(), s.sampleDims.begin(), s.sampleDims.end());
-    Tensor t(s.dtype, dims);
-    int64_t n = t.numel();
-    for (int64_t i = 0; i < n; ++i) {
-      if (isFloating(s.dtype))
-        t.setFromDouble(i, normal(rng));
-      else if (s.numClasses > 0)
-        t.setFromDouble(i, double(rng() % uint64_t(s.numClasses)));
-      else if (s.dtype == DType::Bool)
-        t.setFromDouble(i, double(rng() & 1));
-      else
-        t.setFromDouble(i, double(rng() % 2));
-    }
-    d.arrays_.push_back(std::move(t));
-  }
+  d.synthetic_ = true;
+  d.syntheticSeed_ = seed;
   return d;
+}
+
+namespace {
+
+/// splitmix64: a small, fast generator whose state is one word, so each
+/// sample seeds its own stream for free.
+uint64_t splitmix64(uint64_t &state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/// A uniform double in (0, 1].
+double uniform(uint64_t &state) {
+  return double((splitmix64(state) >> 11) + 1) * 0x1.0p-53;
+}
+
+} // namespace
+
+void Dataset::drawSample(size_t input, int64_t sample, Tensor &out,
+                         int64_t at) const {
+  const DataInputSpec &s = specs_[input];
+  const int64_t n = elementCount(s.sampleDims);
+  uint64_t state = syntheticSeed_ * 0x9e3779b97f4a7c15ull ^
+                   (uint64_t(input) << 56) ^ uint64_t(sample);
+  splitmix64(state);
+  for (int64_t i = 0; i < n; ++i) {
+    double v;
+    if (isFloating(s.dtype)) // N(0, 1), Box-Muller
+      v = std::sqrt(-2.0 * std::log(uniform(state))) *
+          std::cos(6.283185307179586 * uniform(state));
+    else if (s.numClasses > 0)
+      v = double(splitmix64(state) % uint64_t(s.numClasses));
+    else
+      v = double(splitmix64(state) & 1);
+    out.setFromDouble(at + i, v);
+  }
 }
 
 std::vector<std::pair<std::string, Tensor>>
@@ -247,16 +257,20 @@ Dataset::batch(int64_t index, int64_t batchSize, bool shuffle, uint64_t seed,
   }
   std::vector<std::pair<std::string, Tensor>> out;
   for (size_t a = 0; a < specs_.size(); ++a) {
-    const Tensor &src = arrays_[a];
-    std::vector<int64_t> dims = src.dims;
-    dims[0] = batchSize;
-    Tensor t(src.dtype, dims);
-    size_t sampleBytes =
-        size_t(elementCount(specs_[a].sampleDims)) * dtypeSize(src.dtype);
+    const DataInputSpec &spec = specs_[a];
+    std::vector<int64_t> dims = {batchSize};
+    dims.insert(dims.end(), spec.sampleDims.begin(), spec.sampleDims.end());
+    Tensor t(spec.dtype, dims);
+    const int64_t perSample = elementCount(spec.sampleDims);
+    const size_t sampleBytes = size_t(perSample) * dtypeSize(spec.dtype);
     for (int64_t i = 0; i < batchSize; ++i) {
       int64_t sample = shuffle ? order_[size_t(first + i)] : first + i;
-      std::memcpy(t.bytes.data() + size_t(i) * sampleBytes,
-                  src.bytes.data() + size_t(sample) * sampleBytes, sampleBytes);
+      if (synthetic_)
+        drawSample(a, sample, t, i * perSample);
+      else
+        std::memcpy(t.bytes.data() + size_t(i) * sampleBytes,
+                    arrays_[a].bytes.data() + size_t(sample) * sampleBytes,
+                    sampleBytes);
     }
     out.emplace_back(specs_[a].name, std::move(t));
   }

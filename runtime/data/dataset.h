@@ -45,11 +45,14 @@ public:
                          const std::vector<DataInputSpec> &specs,
                          uint64_t limitBytes = 0,
                          const std::string &limitSource = "");
-  /// Random data of the right shapes: N(0,1) floats, labels in range.
+  /// Random data of the right shapes: N(0,1) floats, labels in range,
+  /// other integers 0 or 1. Each sample is a function of (seed, input,
+  /// sample index), drawn when a batch takes it: the data holds no memory,
+  /// whatever numSamples is.
   static Dataset synthetic(const std::vector<DataInputSpec> &specs,
                            int64_t numSamples, uint64_t seed);
-  /// The host bytes synthetic() would hold (SIZE_MAX past 64 bits), for
-  /// the memory check before it is made.
+  /// The bytes `numSamples` samples of `specs` take (SIZE_MAX past 64
+  /// bits): a batch's, for the memory check before one is made.
   static size_t syntheticBytes(const std::vector<DataInputSpec> &specs,
                                int64_t numSamples);
 
@@ -72,6 +75,12 @@ private:
   std::vector<DataInputSpec> specs_;
   std::vector<Tensor> arrays_; ///< one per spec, [numSamples, sampleDims...]
   int64_t numSamples_ = 0;
+  /// synthetic(): no arrays; batch() draws each sample (drawSample).
+  bool synthetic_ = false;
+  uint64_t syntheticSeed_ = 0;
+  /// Writes synthetic sample `sample` of input `input` into `out` from
+  /// element `at` on.
+  void drawSample(size_t input, int64_t sample, Tensor &out, int64_t at) const;
   /// The last epoch's shuffled order (its permutation takes O(numSamples)
   /// to draw; every batch of the epoch reads it). So batch() is not to be
   /// called from two threads at once.

@@ -287,9 +287,10 @@ int run(Flags f) {
                 "; try --recompute=auto at mpc-opt, --grad-accum=K with a "
                 "smaller --batch");
   }
-  // --synthetic makes 16 batches of samples per rank up front (whole
-  // optimizer steps: at least one, of K micro-batches); on the CPU they share
-  // the host memory with the step's arena, so they count against the limit.
+  // --synthetic holds 16 batches of samples per rank (whole optimizer steps:
+  // at least one, of K micro-batches), each drawn when a batch takes it: one
+  // batch at a time is in host memory, which on the CPU it shares with the
+  // step's arena, so it counts against the limit.
   const int64_t syntheticBatches =
       std::max<int64_t>(16 / trainer.microBatches(), 1) *
       trainer.microBatches();
@@ -300,11 +301,10 @@ int run(Flags f) {
                 " batches of " + std::to_string(batch) +
                 " samples are more than 64 bits count");
   if (f.synthetic && limit.bytes && backend->name() == "cpu") {
-    size_t dataBytes = Dataset::syntheticBytes(specs, syntheticSamples);
+    size_t dataBytes = Dataset::syntheticBytes(specs, batch);
     if (dataBytes > limit.bytes - planned)
-      throw Error("planned peak " + formatByteSize(planned) + " and the " +
-                  std::to_string(syntheticBatches) +
-                  " batches of --synthetic samples (" +
+      throw Error("planned peak " + formatByteSize(planned) +
+                  " and a batch of --synthetic samples (" +
                   (dataBytes == SIZE_MAX ? std::string("over 2^64 bytes")
                                          : formatByteSize(dataBytes)) +
                   ") together exceed the memory limit " +
@@ -491,8 +491,12 @@ int run(Flags f) {
     const int64_t firstMicroBatch =
         trainer.stepsDone() * trainer.microBatches();
     auto microBatch = [&](int64_t j) {
-      return data.batch((firstMicroBatch + j) * ranks + rank, batch,
-                        trainer.shuffle, trainer.seed, epochs.batchesPerEpoch);
+      return whileAllocating(
+          "making a batch of " + std::to_string(batch) + " samples", [&] {
+            return data.batch((firstMicroBatch + j) * ranks + rank, batch,
+                              trainer.shuffle, trainer.seed,
+                              epochs.batchesPerEpoch);
+          });
     };
     // Provenance costs a second run of a skipped step: only when asked, or
     // when the scale is below the floor (a stop may need the diagnosis).
