@@ -1,8 +1,10 @@
-// Integers from the command line (passes/support/int_parse.h).
+// Numbers from the command line (passes/support/int_parse.h).
 #include "passes/support/int_parse.h"
 
 #include "passes/support/diagnostics.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace mpc {
@@ -42,6 +44,46 @@ int64_t parseIntFlag(const std::string &flag, const std::string &text,
   if (value < min || value > max)
     return fail();
   return value;
+}
+
+std::optional<double> parseDecimal(const std::string &text) {
+  // [+-] digits [. digits] [(e|E) [+-] digits], at least one mantissa digit.
+  size_t i = 0, n = text.size();
+  auto digits = [&]() {
+    size_t start = i;
+    while (i < n && text[i] >= '0' && text[i] <= '9')
+      ++i;
+    return i - start;
+  };
+  if (i < n && (text[i] == '+' || text[i] == '-'))
+    ++i;
+  size_t mantissa = digits();
+  if (i < n && text[i] == '.') {
+    ++i;
+    mantissa += digits();
+  }
+  if (mantissa == 0)
+    return std::nullopt;
+  if (i < n && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    if (i < n && (text[i] == '+' || text[i] == '-'))
+      ++i;
+    if (digits() == 0)
+      return std::nullopt;
+  }
+  if (i != n)
+    return std::nullopt;
+  double value = std::strtod(text.c_str(), nullptr);
+  if (!std::isfinite(value))
+    return std::nullopt;
+  return value;
+}
+
+double parseNumberFlag(const std::string &flag, const std::string &text) {
+  if (std::optional<double> value = parseDecimal(text))
+    return *value;
+  std::string shown = text.size() > 40 ? text.substr(0, 37) + "..." : text;
+  throw Error(flag + ": expected a decimal number, got '" + shown + "'");
 }
 
 } // namespace mpc

@@ -62,3 +62,31 @@ TEST(IntParse, RefusesJunkOverflowAndRange) {
 }
 
 } // namespace
+
+TEST(NumberParse, AcceptsDecimalSpellings) {
+  EXPECT_EQ(parseNumberFlag("--lr", "0.1"), 0.1);
+  EXPECT_EQ(parseNumberFlag("--lr", "-3"), -3.0);
+  EXPECT_EQ(parseNumberFlag("--lr", "+2.5"), 2.5);
+  EXPECT_EQ(parseNumberFlag("--lr", "1e-4"), 1e-4);
+  EXPECT_EQ(parseNumberFlag("--lr", "3E+2"), 300.0);
+  EXPECT_EQ(parseNumberFlag("--lr", ".5"), 0.5);
+  EXPECT_EQ(parseNumberFlag("--lr", "5."), 5.0);
+  // Below the smallest double: zero, not an error (strtod's underflow).
+  EXPECT_EQ(parseNumberFlag("--lr", "1e-400"), 0.0);
+}
+
+TEST(NumberParse, RefusesNonDecimalAndNonFinite) {
+  for (const char *bad :
+       {"", "nan", "NaN", "inf", "-inf", "infinity", "0x1p3", " 0.1", "0.1 ",
+        "1e", "e5", ".", "-", "1e400", "-1e400", "1.2.3", "1,5", "0.1abc"}) {
+    try {
+      parseNumberFlag("--beta1", bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error &e) {
+      EXPECT_NE(
+          std::string(e.what()).find("--beta1: expected a decimal number"),
+          std::string::npos)
+          << e.what();
+    }
+  }
+}

@@ -125,11 +125,7 @@ most 65536, --batch and each --input-shape dimension at most 2^31-1.
 )";
 
 double parseDouble(const std::string &flag, const std::string &v) {
-  char *end = nullptr;
-  double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0')
-    throw Error(flag + ": expected a number, got '" + v + "'");
-  return d;
+  return parseNumberFlag(flag, v);
 }
 
 std::pair<std::string, std::vector<int64_t>>

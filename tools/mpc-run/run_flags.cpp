@@ -294,9 +294,8 @@ RunFlags parseRunFlags(int argc, const char *const *argv) {
       f.debugOverflow = true;
     } else if (key == "--min-loss-scale") {
       const std::string &v = need();
-      char *end = nullptr;
-      f.minLossScale = std::strtod(v.c_str(), &end);
-      if (*end != '\0' || !(f.minLossScale >= 0) || std::isinf(f.minLossScale))
+      f.minLossScale = parseDecimal(v).value_or(NAN);
+      if (!(f.minLossScale >= 0))
         throw Error("--min-loss-scale: expected a number >= 0, got '" + v +
                     "'");
     } else if (key == "--max-skipped-steps") {
@@ -308,11 +307,9 @@ RunFlags parseRunFlags(int argc, const char *const *argv) {
       f.nprocPerNode = parseIntFlag(key, need(), 1, kMaxLocalRanks);
     } else if (key == "--collective-timeout") {
       const std::string &v = need();
-      char *end = nullptr;
-      f.collectiveTimeout = std::strtod(v.c_str(), &end);
+      f.collectiveTimeout = parseDecimal(v).value_or(NAN);
       // At most 10^6 s: a bound, and one the clocks' milliseconds hold.
-      if (v.empty() || *end != '\0' || !(f.collectiveTimeout > 0) ||
-          !(f.collectiveTimeout <= 1e6))
+      if (!(f.collectiveTimeout > 0) || !(f.collectiveTimeout <= 1e6))
         throw Error("--collective-timeout: expected seconds, a number > 0 "
                     "and at most 1000000, got '" +
                     v + "'");
