@@ -19,7 +19,21 @@ std::string oneLine(const std::string &message) {
     else
       out += char(c);
   }
-  return out;
+  if (out.size() <= kMaxErrorLine)
+    return out;
+  // A name from the input can be any length (a 50 000-character node name
+  // quoted in a message listing eight of them): keep the line's start,
+  // which names the flag or node, and its end, which says what to do, cut
+  // at UTF-8 character boundaries.
+  auto boundary = [&](size_t at) {
+    while (at > 0 && (static_cast<unsigned char>(out[at]) & 0xC0) == 0x80)
+      --at;
+    return at;
+  };
+  size_t head = boundary(kMaxErrorLine * 2 / 3);
+  size_t tail = boundary(out.size() - kMaxErrorLine / 4);
+  return out.substr(0, head) + " ... [" + std::to_string(tail - head) +
+         " characters left out] ... " + out.substr(tail);
 }
 
 std::string describeNode(const Node &n) {

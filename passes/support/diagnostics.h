@@ -5,6 +5,7 @@
 // assert; they are bugs, not user errors.
 #pragma once
 
+#include <cstddef>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -13,8 +14,13 @@ namespace mpc {
 
 class Node;
 
+/// The longest error line (bytes): longer messages lose their middle.
+constexpr size_t kMaxErrorLine = 4096;
+
 /// `message` with line breaks and other control characters escaped ("\n",
-/// "\x01"), so that names taken from the input cannot split an error line.
+/// "\x01"), so that names taken from the input cannot split an error line,
+/// and at most about kMaxErrorLine bytes: the middle of a longer one is
+/// replaced by " ... [N characters left out] ... ".
 std::string oneLine(const std::string &message);
 
 /// A user-input error (bad model, flag, data file or checkpoint). Its
