@@ -532,33 +532,29 @@ bool readNpz(const std::string &path, const NpzSelection &selection,
 
 bool writeNpz(const std::string &path,
               const std::vector<std::pair<std::string, Tensor>> &arrays,
-              std::string &error) {
-  std::string tmp = path + ".tmp";
-  std::FILE *f = nullptr;
-  auto fail = [&](const std::string &msg) {
-    error = path + ": " + msg;
-    if (f) {
-      std::fclose(f);
-      std::remove(tmp.c_str());
-    }
-    return false;
-  };
-  try {
-    std::set<std::string> seen;
-    for (const auto &a : arrays) {
-      if (a.first.empty() || a.first.size() > 0xff00)
-        return fail("bad array name '" + printable(a.first) + "'");
-      if (!seen.insert(a.first).second)
-        return fail("duplicate array name '" + printable(a.first) + "'");
-    }
-    f = std::fopen(tmp.c_str(), "wb");
-    if (!f) {
-      error = path + ": cannot create " + tmp + ": " + std::strerror(errno);
+              std::string &error, Fsync fsync) {
+  std::set<std::string> seen;
+  for (const auto &a : arrays) {
+    if (a.first.empty() || a.first.size() > 0xff00) {
+      error = path + ": bad array name '" + printable(a.first) + "'";
       return false;
     }
+    if (!seen.insert(a.first).second) {
+      error = path + ": duplicate array name '" + printable(a.first) + "'";
+      return false;
+    }
+  }
+  // Through the atomic writer every output shares: a failure or a kill
+  // leaves `path` as it was, and a dead writer's temporary is reclaimed by
+  // the next write.
+  auto fill = [&](int fd, std::string &err) -> bool {
+    auto fail = [&](const std::string &msg) {
+      err = path + ": " + msg;
+      return false;
+    };
     uint64_t pos = 0;
     auto write = [&](const uint8_t *p, size_t n) {
-      if (n && std::fwrite(p, 1, n, f) != n)
+      if (n && !writeAll(fd, p, n, path, err))
         return false;
       pos += n;
       return true;
@@ -566,9 +562,9 @@ bool writeNpz(const std::string &path,
     std::vector<uint8_t> central;
     std::vector<uint8_t> image, hdr;
     for (const auto &a : arrays) {
-      std::string err;
-      if (!serializeNpy(a.second, image, err))
-        return fail("array '" + printable(a.first) + "': " + err);
+      std::string why;
+      if (!serializeNpy(a.second, image, why))
+        return fail("array '" + printable(a.first) + "': " + why);
       std::string name = a.first + ".npy";
       uint16_t flags = 0;
       for (unsigned char c : name)
@@ -599,7 +595,7 @@ bool writeNpz(const std::string &path,
         put64(hdr, size);
       }
       if (!write(hdr.data(), hdr.size()) || !write(image.data(), image.size()))
-        return fail(std::string("write error: ") + std::strerror(errno));
+        return false;
 
       uint16_t extraLen = uint16_t((bigSize ? 16 : 0) + (bigOffset ? 8 : 0));
       put32(central, kCentralSig);
@@ -658,24 +654,17 @@ bool writeNpz(const std::string &path,
     put32(end, uint32_t(std::min(cdSize, kMax32)));
     put32(end, uint32_t(std::min(cdOffset, kMax32)));
     put16(end, 0);
-    if (!write(central.data(), central.size()) ||
-        !write(end.data(), end.size()) || std::fflush(f) != 0)
-      return fail(std::string("write error: ") + std::strerror(errno));
-    int rc = std::fclose(f);
-    f = nullptr;
-    if (rc != 0) {
-      std::remove(tmp.c_str());
-      error = path + ": write error: " + std::strerror(errno);
-      return false;
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-      error = path + ": cannot rename " + tmp + ": " + std::strerror(errno);
-      std::remove(tmp.c_str());
-      return false;
-    }
-    return true;
+    return write(central.data(), central.size()) &&
+           write(end.data(), end.size());
+  };
+  try {
+    return writeFileAtomically(path, fill, error, fsync);
+  } catch (const std::bad_alloc &) {
+    error = path + ": " + outOfMemoryMessage("writing it");
+    return false;
   } catch (const std::exception &e) {
-    return fail(e.what());
+    error = path + ": " + e.what();
+    return false;
   }
 }
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include "passes/ir/tensor.h"
+#include "passes/support/file_io.h"
 
 #include <string>
 #include <utility>
@@ -51,11 +52,12 @@ bool readNpz(const std::string &path, const NpzSelection &selection,
              std::vector<std::pair<std::string, Tensor>> &arrays,
              std::vector<std::string> *names, std::string &error);
 
-/// Writes an uncompressed (stored) .npz that np.load reads, via
-/// `path + ".tmp"` and a rename. Uses zip64 records only where sizes or
-/// offsets need them. BF16 arrays are stored as float32 (see npy.h).
+/// Writes an uncompressed (stored) .npz that np.load reads, atomically
+/// (passes/support/file_io.h: a failure leaves `path` as it was). Uses zip64
+/// records only where sizes or offsets need them. BF16 arrays are stored as
+/// float32 (see npy.h).
 bool writeNpz(const std::string &path,
               const std::vector<std::pair<std::string, Tensor>> &arrays,
-              std::string &error);
+              std::string &error, Fsync fsync = Fsync::Yes);
 
 } // namespace mpc

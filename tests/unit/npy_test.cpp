@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -27,6 +28,16 @@ std::string inputsDir() {
 bool exists(const std::string &p) {
   struct stat st;
   return ::stat(p.c_str(), &st) == 0;
+}
+
+/// Whether a temporary of `p` (P.tmp, P.tmp.PID) is left in its folder.
+bool tempLeft(const std::string &p) {
+  std::filesystem::path path(p);
+  std::string prefix = path.filename().string() + ".tmp";
+  for (const auto &e : std::filesystem::directory_iterator(path.parent_path()))
+    if (e.path().filename().string().rfind(prefix, 0) == 0)
+      return true;
+  return false;
 }
 
 std::string tempPath(const std::string &name) {
@@ -117,7 +128,7 @@ TEST(Npy, RoundTripEveryDType) {
       std::string p = tempPath("rt.npy");
       std::string err;
       ASSERT_TRUE(writeNpy(p, x, err)) << err;
-      EXPECT_FALSE(exists(p + ".tmp"));
+      EXPECT_FALSE(tempLeft(p));
       std::vector<uint8_t> img = readBytes(p);
       ASSERT_GE(img.size(), 10u);
       EXPECT_EQ(
@@ -466,7 +477,7 @@ TEST(Npz, RoundTrip) {
   in.emplace_back("layer.0/weight", sample(DType::F16, {4}));
   std::string p = tempPath("rt.npz"), err;
   ASSERT_TRUE(writeNpz(p, in, err)) << err;
-  EXPECT_FALSE(exists(p + ".tmp"));
+  EXPECT_FALSE(tempLeft(p));
   std::vector<std::pair<std::string, Tensor>> out;
   ASSERT_TRUE(readNpz(p, out, err)) << err;
   ASSERT_EQ(out.size(), in.size());
@@ -488,9 +499,17 @@ TEST(Npz, RoundTrip) {
   EXPECT_NE(err.find("array 'a': cannot write a tensor with undefined dtype"),
             std::string::npos)
       << err;
-  EXPECT_FALSE(exists(p) || exists(p + ".tmp"));
+  EXPECT_FALSE(exists(p) || tempLeft(p));
   EXPECT_FALSE(writeNpz(p, {{"a", in[0].second}, {"a", in[1].second}}, err));
   EXPECT_NE(err.find("duplicate array name 'a'"), std::string::npos) << err;
+
+  // A write that fails half-way leaves the previous archive as it was.
+  ASSERT_TRUE(writeNpz(p, {{"keep", in[0].second}}, err)) << err;
+  std::vector<uint8_t> before = readBytes(p);
+  EXPECT_FALSE(writeNpz(p, {{"b", in[1].second}, {"c", Tensor()}}, err));
+  EXPECT_EQ(readBytes(p), before);
+  EXPECT_FALSE(tempLeft(p));
+  std::remove(p.c_str());
 }
 
 // Truncations and random corruption of real archives must fail cleanly (or,
