@@ -6,6 +6,7 @@
 #include "passes/pipeline.h"
 #include "passes/shape_inference.h"
 #include "passes/support/diagnostics.h"
+#include "passes/support/path_identity.h"
 #include "runtime/data/npy.h"
 #include "runtime/data/tensor_pb.h"
 #include "runtime/executor.h"
@@ -227,9 +228,31 @@ std::string outputFileName(const std::string &valueName) {
   return s;
 }
 
-void prepareOutputDir(const std::string &dir) {
+void checkOutputDir(const std::string &dir) {
   if (dir.empty())
     throw Error("--output-dir: expects a directory");
+  // The folder itself, or the nearest existing folder above it, which the
+  // write will create the rest in.
+  std::filesystem::path at = std::filesystem::absolute(dir);
+  std::error_code ec;
+  while (!std::filesystem::exists(at, ec) && at.has_parent_path() &&
+         at.parent_path() != at)
+    at = at.parent_path();
+  if (!isDirectory(at.string()))
+    throw Error(dir + ": " +
+                (at == std::filesystem::absolute(dir)
+                     ? std::string("is not a directory")
+                     : "cannot create the output directory: " + at.string() +
+                           " is not a directory"));
+  if (access(at.c_str(), W_OK | X_OK) != 0)
+    throw Error(
+        dir + ": the output directory is not writable: " +
+        (at == std::filesystem::absolute(dir) ? "" : at.string() + ": ") +
+        std::strerror(errno));
+}
+
+void prepareOutputDir(const std::string &dir) {
+  checkOutputDir(dir);
   std::error_code ec;
   if (!std::filesystem::exists(dir, ec)) {
     std::filesystem::create_directories(dir, ec);
@@ -246,20 +269,27 @@ void prepareOutputDir(const std::string &dir) {
 
 std::vector<std::string>
 writeInferenceOutputs(const std::string &dir,
-                      const std::vector<InferenceOutput> &outputs) {
-  prepareOutputDir(dir);
+                      const std::vector<InferenceOutput> &outputs,
+                      const std::vector<FileRole> &inputs) {
+  // Every path first: none may be one of the files read (an --input, the
+  // model), checked before the first is written.
   std::set<std::string> taken;
   std::vector<std::string> paths;
+  std::vector<FileRole> roles;
   for (const InferenceOutput &out : outputs) {
     std::string base = outputFileName(out.name), file = base;
     for (int k = 2; taken.count(file); ++k)
       file = base + "_" + std::to_string(k);
     taken.insert(file);
-    std::string path = (std::filesystem::path(dir) / (file + ".npy")).string();
+    paths.push_back((std::filesystem::path(dir) / (file + ".npy")).string());
+    roles.push_back({"output '" + out.name + "'", paths.back()});
+  }
+  refuseOutputsOverInputs(inputs, roles);
+  prepareOutputDir(dir);
+  for (size_t i = 0; i < outputs.size(); ++i) {
     std::string err;
-    if (!writeNpy(path, out.value, err))
-      throw Error("output '" + out.name + "': " + err);
-    paths.push_back(path);
+    if (!writeNpy(paths[i], outputs[i].value, err))
+      throw Error("output '" + outputs[i].name + "': " + err);
   }
   return paths;
 }

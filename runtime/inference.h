@@ -18,6 +18,7 @@
 #pragma once
 
 #include "passes/ir/graph.h"
+#include "passes/support/path_identity.h"
 #include "runtime/backend.h"
 
 #include <string>
@@ -60,6 +61,12 @@ std::vector<InferenceOutput> runInference(Model &model,
 /// name, "." and ".." become "_", "_." and "_.." (never a special path).
 std::string outputFileName(const std::string &valueName);
 
+/// Throws Error naming the directory when `dir` could not be written: it
+/// is not a writable directory, or is missing and its nearest existing
+/// parent is not one. Creates nothing (a run that fails later leaves no
+/// folder behind).
+void checkOutputDir(const std::string &dir);
+
 /// Makes sure `dir` is a writable directory (creating it, and its parents,
 /// when missing). Throws Error naming the directory when it cannot be.
 void prepareOutputDir(const std::string &dir);
@@ -67,9 +74,12 @@ void prepareOutputDir(const std::string &dir);
 /// Writes each output as DIR/outputFileName(name).npy (atomically, via a
 /// temporary file and a rename). When two outputs map to the same file name
 /// the later ones get "_2", "_3", ... appended (in graph output order).
-/// Returns the paths written, one per output. Throws Error on failure.
+/// Returns the paths written, one per output. Throws Error on failure, and
+/// before writing anything when an output would be one of `inputs` (the
+/// files the run read: passes/support/path_identity.h).
 std::vector<std::string>
 writeInferenceOutputs(const std::string &dir,
-                      const std::vector<InferenceOutput> &outputs);
+                      const std::vector<InferenceOutput> &outputs,
+                      const std::vector<FileRole> &inputs = {});
 
 } // namespace mpc

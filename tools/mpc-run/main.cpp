@@ -91,9 +91,11 @@ int runInfer(const Flags &f) {
   staged.resident = false;
   std::unique_ptr<Backend> backend = makeBackend(f.device, staged);
   // Fail on a bad output directory, or a model that is a FIFO or a device
-  // (it would be waited on or read without end), before any work is done.
-  prepareOutputDir(f.outputDir);
+  // (it would be waited on or read without end), before any work is done;
+  // the directory is made only when the outputs are written.
+  checkOutputDir(f.outputDir);
   requireRegularFile(f.model, "");
+  std::vector<FileRole> read = {{"the model", f.model}};
   std::vector<InferenceInput> inputs;
   for (const std::string &spec : f.inputs) {
     InferenceInput in;
@@ -106,13 +108,15 @@ int runInfer(const Flags &f) {
     if (in.source.empty())
       throw Error("--input " + spec + ": expects a file (NAME=FILE or FILE)");
     in.value = readTensorFile(in.source);
+    read.push_back({"--input", in.source});
     inputs.push_back(std::move(in));
   }
   std::unique_ptr<Model> model =
       whileAllocating("loading it", [&] { return loadModel(f.model); });
   std::vector<InferenceOutput> outputs =
       runInference(*model, std::move(inputs), *backend);
-  std::vector<std::string> paths = writeInferenceOutputs(f.outputDir, outputs);
+  std::vector<std::string> paths =
+      writeInferenceOutputs(f.outputDir, outputs, read);
   if (!f.quiet)
     for (size_t i = 0; i < outputs.size(); ++i)
       std::printf("output '%s' %s[%s] -> %s\n", outputs[i].name.c_str(),
