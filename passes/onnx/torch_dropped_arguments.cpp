@@ -2,11 +2,8 @@
 // (torch_dropped_arguments.h).
 #include "passes/onnx/torch_dropped_arguments.h"
 
+#include "passes/onnx/metadata_props.h"
 #include "passes/support/diagnostics.h"
-
-#include <google/protobuf/descriptor.h>
-#include <google/protobuf/message.h>
-#include <google/protobuf/unknown_field_set.h>
 
 #include <cstdlib>
 #include <sstream>
@@ -18,41 +15,6 @@ namespace mpc {
 namespace {
 
 constexpr std::string_view kFxNodeKey = "pkg.torch.onnx.fx_node";
-/// NodeProto's metadata_props (ONNX IR 10), a field ONNX 1.12's proto does
-/// not know.
-constexpr int kNodeMetadata = 9;
-
-/// The value of `key` in node np's metadata_props, read through reflection
-/// where the linked ONNX knows the field and from the unknown fields where
-/// it does not (as torch_export_signature.cpp reads the signature); empty
-/// when absent.
-std::string nodeMetadata(const onnx::NodeProto &np, std::string_view key) {
-  const google::protobuf::Reflection *r = np.GetReflection();
-  if (const auto *field =
-          np.GetDescriptor()->FindFieldByNumber(kNodeMetadata)) {
-    if (!field->is_repeated() ||
-        field->type() != google::protobuf::FieldDescriptor::TYPE_MESSAGE)
-      return {};
-    for (int i = 0, n = r->FieldSize(np, field); i < n; ++i) {
-      const auto *kv = dynamic_cast<const onnx::StringStringEntryProto *>(
-          &r->GetRepeatedMessage(np, field, i));
-      if (kv && kv->key() == key)
-        return kv->value();
-    }
-    return {};
-  }
-  const google::protobuf::UnknownFieldSet &unknown = r->GetUnknownFields(np);
-  for (int i = 0; i < unknown.field_count(); ++i) {
-    const google::protobuf::UnknownField &f = unknown.field(i);
-    if (f.number() != kNodeMetadata ||
-        f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-      continue;
-    onnx::StringStringEntryProto kv;
-    if (kv.ParseFromString(f.length_delimited()) && kv.key() == key)
-      return kv.value();
-  }
-  return {};
-}
 
 std::string trim(std::string_view s) {
   size_t b = s.find_first_not_of(' '), e = s.find_last_not_of(' ');
@@ -121,7 +83,7 @@ void checkDroppedTorchArguments(const onnx::GraphProto &gp, const Graph &g) {
   for (const onnx::NodeProto &np : gp.node()) {
     if (np.op_type() != "SoftmaxCrossEntropyLoss" || np.output_size() < 1)
       continue;
-    std::string fx = nodeMetadata(np, kFxNodeKey);
+    std::string fx = metadataValue(np, kNodeMetadataField, kFxNodeKey);
     if (fx.find("aten.cross_entropy_loss") == std::string::npos)
       continue;
     double e = labelSmoothing(fx);

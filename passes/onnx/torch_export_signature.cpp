@@ -3,6 +3,7 @@
 #include "passes/onnx/torch_export_signature.h"
 
 #include "passes/ir/batch_norm_mode.h"
+#include "passes/onnx/metadata_props.h"
 #include "passes/support/diagnostics.h"
 
 #include <google/protobuf/descriptor.h>
@@ -28,42 +29,6 @@ constexpr std::string_view kAtenOpKey = "pkg.torch.onnx.class_hierarchy";
 constexpr std::string_view kTrainingBatchNorm =
     "_native_batch_norm_legit_functional";
 
-/// Field numbers of metadata_props (ONNX IR 10) in the messages ONNX 1.12
-/// does not give one.
-constexpr int kValueInfoMetadata = 4;
-constexpr int kNodeMetadata = 9;
-
-/// The value of `key` in message m's metadata_props (field `number`), read
-/// through reflection where the linked ONNX knows the field and from the
-/// unknown fields where it does not; empty when absent.
-std::string metadataValue(const google::protobuf::Message &m, int number,
-                          std::string_view key) {
-  const google::protobuf::Reflection *r = m.GetReflection();
-  if (const auto *field = m.GetDescriptor()->FindFieldByNumber(number)) {
-    if (!field->is_repeated() ||
-        field->type() != google::protobuf::FieldDescriptor::TYPE_MESSAGE)
-      return {};
-    for (int i = 0, n = r->FieldSize(m, field); i < n; ++i) {
-      const auto *kv = dynamic_cast<const onnx::StringStringEntryProto *>(
-          &r->GetRepeatedMessage(m, field, i));
-      if (kv && kv->key() == key)
-        return kv->value();
-    }
-    return {};
-  }
-  const google::protobuf::UnknownFieldSet &unknown = r->GetUnknownFields(m);
-  for (int i = 0; i < unknown.field_count(); ++i) {
-    const google::protobuf::UnknownField &f = unknown.field(i);
-    if (f.number() != number ||
-        f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
-      continue;
-    onnx::StringStringEntryProto kv;
-    if (kv.ParseFromString(f.length_delimited()) && kv.key() == key)
-      return kv.value();
-  }
-  return {};
-}
-
 /// Puts a BatchNormalization written in inference form back in training
 /// mode: batch statistics, and outputs 1 and 2 (the new running mean and
 /// var), which become state updates (batchNormStateUpdates).
@@ -85,9 +50,9 @@ bool applyTorchExportSignature(const onnx::GraphProto &gp, Graph &g,
   std::unordered_map<std::string, std::string> kinds;
   std::unordered_set<std::string> persistent;
   for (const auto &vi : gp.value_info()) {
-    std::string kind = metadataValue(vi, kValueInfoMetadata, kKindKey);
+    std::string kind = metadataValue(vi, kValueInfoMetadataField, kKindKey);
     if (kind == "BUFFER" &&
-        metadataValue(vi, kValueInfoMetadata, kPersistentKey) == "True")
+        metadataValue(vi, kValueInfoMetadataField, kPersistentKey) == "True")
       persistent.insert(vi.name());
     if (!kind.empty())
       kinds.emplace(vi.name(), std::move(kind));
@@ -100,8 +65,8 @@ bool applyTorchExportSignature(const onnx::GraphProto &gp, Graph &g,
   std::unordered_set<std::string_view> trainingBatchNorms;
   for (const auto &np : gp.node())
     if (np.op_type() == "BatchNormalization" && np.output_size() >= 1 &&
-        metadataValue(np, kNodeMetadata, kAtenOpKey).find(kTrainingBatchNorm) !=
-            std::string::npos)
+        metadataValue(np, kNodeMetadataField, kAtenOpKey)
+                .find(kTrainingBatchNorm) != std::string::npos)
       trainingBatchNorms.insert(np.output(0));
   std::unordered_set<const Value *> runningStats;
   for (const auto &owned : g.nodes()) {
