@@ -1,0 +1,472 @@
+// TrainingSession (runtime/training_session.h): mpc-run's training loop and
+// its policies as a library.
+#include "runtime/training_session.h"
+
+#include "passes/ema.h"
+#include "passes/support/diagnostics.h"
+#include "passes/support/out_of_memory.h"
+#include "runtime/memory_limit.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+namespace mpc {
+
+namespace {
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
+      .count();
+}
+
+/// Whether any rank's flag is set (every rank calls it at the same point).
+bool onAnyRank(Collective *world, bool flag) {
+  if (!world)
+    return flag;
+  for (uint8_t f : gatherFromRanks(*world, uint8_t(flag)))
+    if (f)
+      return true;
+  return false;
+}
+
+} // namespace
+
+TrainingSession::TrainingSession(TrainingOptions options, Backend &backend,
+                                 Collective *world, MessageSink sink)
+    : options_(std::move(options)), backend_(backend), world_(world),
+      sink_(std::move(sink)),
+      skipLimit_(options_.maxSkippedSteps, options_.minLossScale) {
+  const TrainingOptions &o = options_;
+  const int ranks = world_ ? world_->size() : 1;
+  trainer_ = std::make_unique<Trainer>(
+      whileAllocating("loading it", [&] { return loadModel(o.model); }),
+      backend_, world_);
+  Trainer &trainer = *trainer_;
+  trainer.externalData =
+      o.externalData ? ExternalData::Always : ExternalData::Auto;
+  if (ranks > 1 && !trainer.model().meta("mpc.data_parallel"))
+    throw Error("compiled without --data-parallel, so its " +
+                std::to_string(ranks) +
+                " ranks would train apart; compile it with mpc-opt "
+                "--data-parallel");
+  // The rule steps at the evaluations every --eval-every steps, global
+  // steps that a resumed run meets as the straight run did.
+  if (trainer.hasLrPlateau() && (o.evalData.empty() || o.evalEvery == 0) &&
+      !o.exportOnly)
+    throw Error("its learning rate follows the validation loss "
+                "(--lr-schedule=reduce_lr_on_plateau): give "
+                "--eval-data=FILE.npz and --eval-every=N");
+  if (o.exportEma && emaPairs(trainer.model()).empty())
+    throw Error("--export-ema: the model keeps no moving average of its "
+                "parameters (compile it with mpc-opt --ema-decay=D)");
+  if (!o.resume.empty())
+    trainer.resumeFrom(o.resume);
+  if (o.seedGiven)
+    trainer.seed = o.seed;
+  if (o.shuffle)
+    trainer.shuffle = true;
+}
+
+TrainingSession::~TrainingSession() = default;
+
+void TrainingSession::say(MessageKind kind, const std::string &line) {
+  if (sink_)
+    sink_(kind, line);
+}
+
+void TrainingSession::prepare() {
+  if (prepared_)
+    return;
+  prepared_ = true;
+  const TrainingOptions &o = options_;
+  Trainer &trainer = *trainer_;
+  const int ranks = world_ ? world_->size() : 1;
+  const std::string dataName = o.synthetic ? "--synthetic" : o.data;
+  if (!o.exportInference.empty())
+    trainer.checkInferenceExport(o.exportInference, o.exportOptions);
+
+  int64_t batch = o.batch;
+  std::vector<DataInputSpec> specs = trainer.dataInputs(batch);
+  batch_ = batch;
+  trainer.synchronizeRanks(batch);
+  // The step's memory plan against the device before any data is made or
+  // read: a model that cannot fit is refused now, not by the allocator.
+  MemoryLimit limit =
+      memoryLimitFor(backend_, o.memoryLimitGiven, o.memoryLimit);
+  size_t planned = 0;
+  try {
+    planned = trainer.checkMemory(batch, limit);
+  } catch (const MemoryLimitError &e) {
+    throw Error(std::string(e.what()) +
+                "; try --recompute=auto at mpc-opt, --grad-accum=K with a "
+                "smaller --batch");
+  }
+  // --synthetic holds 16 batches of samples per rank (whole optimizer steps:
+  // at least one, of K micro-batches), each drawn when a batch takes it: one
+  // batch at a time is in host memory, which on the CPU it shares with the
+  // step's arena, so it counts against the limit.
+  const int64_t syntheticBatches =
+      std::max<int64_t>(16 / trainer.microBatches(), 1) *
+      trainer.microBatches();
+  int64_t syntheticSamples = 0;
+  if (o.synthetic && __builtin_mul_overflow(batch, syntheticBatches * ranks,
+                                            &syntheticSamples))
+    throw Error("--synthetic: " + std::to_string(syntheticBatches) +
+                " batches of " + std::to_string(batch) +
+                " samples are more than 64 bits count");
+  const bool onCpu = backend_.name() == "cpu";
+  if (o.synthetic && limit.bytes && onCpu) {
+    size_t dataBytes = Dataset::syntheticBytes(specs, batch);
+    if (dataBytes > limit.bytes - planned)
+      throw Error("planned peak " + formatByteSize(planned) +
+                  " and a batch of --synthetic samples (" +
+                  (dataBytes == SIZE_MAX ? std::string("over 2^64 bytes")
+                                         : formatByteSize(dataBytes)) +
+                  ") together exceed the memory limit " +
+                  formatByteSize(limit.bytes) + " (" + limit.source +
+                  "); try a smaller --batch");
+  }
+  // On the CPU the data shares the host memory with the step's arena: the
+  // arrays the step reads may take what the limit leaves after the plan
+  // (else, and on a GPU, the memory available), checked before any is read.
+  uint64_t dataLimit = 0;
+  std::string dataLimitSource;
+  if (limit.bytes && onCpu) {
+    dataLimit = limit.bytes > planned ? limit.bytes - planned : 1;
+    dataLimitSource = "the memory limit " + formatByteSize(limit.bytes) + " (" +
+                      limit.source + ") less the planned peak " +
+                      formatByteSize(planned);
+  }
+  data_.emplace(whileAllocating(
+      o.synthetic ? "making the --synthetic data" : "reading " + o.data, [&] {
+        return o.synthetic
+                   ? Dataset::synthetic(specs, syntheticSamples, trainer.seed)
+                   : Dataset::fromNpz(o.data, specs, dataLimit,
+                                      dataLimitSource);
+      }));
+  const Dataset &data = *data_;
+  // The ranks slice one global order of the samples: a rank reading
+  // another file (another count) would slice another order.
+  if (world_) {
+    std::vector<int64_t> counts = gatherFromRanks(*world_, data.numSamples());
+    for (int r = 1; r < ranks; ++r)
+      if (counts[size_t(r)] != counts[0])
+        throw Error("rank " + std::to_string(r) + "'s data has " +
+                    std::to_string(counts[size_t(r)]) + " samples, rank 0's " +
+                    std::to_string(counts[0]) +
+                    ": every rank must read the same data");
+  }
+  // Epochs of whole optimizer steps (drop_last), and the run's length.
+  epochs_ = planEpochs(data.numSamples(), batch, trainer.microBatches(), ranks,
+                       dataName);
+  int64_t steps = o.steps;
+  if (o.epochs > 0) {
+    int64_t target = 0;
+    if (__builtin_mul_overflow(o.epochs, epochs_.stepsPerEpoch, &target))
+      throw Error("--epochs=" + std::to_string(o.epochs) + ": " +
+                  std::to_string(epochs_.stepsPerEpoch) +
+                  " steps each are more than 64 bits count");
+    // Epochs in all, as a torch script's range(start_epoch, epochs).
+    steps = std::max<int64_t>(target - trainer.stepsDone(), 0);
+    if (steps == 0 && lead())
+      say(MessageKind::Note,
+          "--epochs=" + std::to_string(o.epochs) + " is " +
+              std::to_string(target) + " steps, and " +
+              (o.resume.empty() ? o.model : o.resume) + " has run " +
+              std::to_string(trainer.stepsDone()) + ": nothing to train");
+  }
+  steps_ = steps;
+  if (epochs_.leftOut > 0 && lead())
+    say(MessageKind::Note,
+        dataName + " holds " + std::to_string(data.numSamples()) +
+            " samples, " + std::to_string(epochs_.stepsPerEpoch) +
+            " steps of " + std::to_string(epochs_.globalBatch) +
+            " per epoch; each epoch leaves out " +
+            std::to_string(epochs_.leftOut) + " samples (" +
+            (trainer.shuffle ? "other ones every epoch: --shuffle"
+                             : "the last ones") +
+            ")");
+  if (const std::optional<LrSchedule> &schedule = trainer.lrSchedule();
+      schedule && lead()) {
+    std::string warning =
+        lrScheduleWarning(*schedule, trainer.lrScheduleStep() + steps);
+    if (!warning.empty())
+      say(MessageKind::Warning, warning);
+  }
+
+  // The validation set, read (and checked) before the first step.
+  // A resumed run's logs go on from its checkpoint's step: rows a killed
+  // run logged after it are dropped (runtime/training_log.h).
+  std::optional<int64_t> resumedAt;
+  if (!o.resume.empty())
+    resumedAt = trainer.stepsDone();
+  if (!o.evalData.empty()) {
+    evaluator_ =
+        std::make_unique<Evaluator>(trainer, backend_, batch, o.evalEma);
+    evalSet_.emplace(Dataset::fromNpz(o.evalData, evaluator_->dataInputs()));
+    evaluator_->requireOneBatch(*evalSet_, o.evalData);
+    if (!o.evalLog.empty())
+      evalLog_.open(o.evalLog, "the evaluation log", "step,eval_loss,samples",
+                    resumedAt);
+  }
+  // After --resume, one log for the whole run.
+  if (!o.log.empty())
+    log_.open(o.log, "the log",
+              std::string("step,loss,loss_scale,skipped,ms") +
+                  (trainer.hasLrSchedule() ? ",lr" : ""),
+              resumedAt);
+  loopStart_ = std::chrono::steady_clock::now();
+}
+
+void TrainingSession::saveCheckpoint(const std::string &path) {
+  // Every checkpoint is preceded by the logs on disk, so that none is ever
+  // behind a checkpoint a run resumes from.
+  log_.sync();
+  evalLog_.sync();
+  trainer_->saveCheckpoint(path);
+}
+
+EvalResult TrainingSession::evaluate(bool scheduled) {
+  prepare();
+  const TrainingOptions &o = options_;
+  Trainer &trainer = *trainer_;
+  if (!evaluator_)
+    throw Error("no validation set to evaluate (--eval-data)");
+  // `scheduled`: an evaluation of the --eval-every cadence (a global step
+  // that is a multiple of it), or the only one of a run without a cadence.
+  // Only those are logged and feed the rules that checkpoints carry on
+  // (ReduceLROnPlateau, the best loss and --save-best, --early-stop): a
+  // resumed run meets exactly the straight run's. The one after a last step
+  // off the cadence is reported only.
+  EvalResult &lastEval = summary_.lastEval;
+  lastEval = evaluator_->evaluate(trainer, *evalSet_, o.evalData, world_);
+  summary_.lastEvalStep = trainer.stepsDone();
+  char line[128];
+  if (evalLog_.isOpen() && scheduled) {
+    std::snprintf(line, sizeof line, "%lld,%.9g,%lld",
+                  (long long)summary_.lastEvalStep, lastEval.loss,
+                  (long long)lastEval.samples);
+    evalLog_.row(line);
+    evalLog_.flush();
+  }
+  if (!o.quiet) {
+    std::snprintf(line, sizeof line,
+                  "eval%s after step %lld  loss %.6f  (%lld samples)",
+                  o.evalEma ? " (ema)" : "", (long long)summary_.lastEvalStep,
+                  lastEval.loss, (long long)lastEval.samples);
+    say(MessageKind::Progress, line);
+  }
+  if (!scheduled)
+    return lastEval;
+  // ReduceLROnPlateau's step (every rank alike).
+  if (trainer.hasLrPlateau()) {
+    double before = trainer.lr();
+    double after = trainer.reduceLrOnPlateau(lastEval.loss);
+    if (after != before && !o.quiet) {
+      std::snprintf(line, sizeof line,
+                    "lr %.6g -> %.6g (no lower validation loss)", before,
+                    after);
+      say(MessageKind::Progress, line);
+    }
+  }
+  // Every rank keeps the best (they evaluate alike); rank 0 writes it.
+  if (recordEvalLoss(lastEval.loss, trainer.bestEvalLoss,
+                     trainer.evalsSinceBest) &&
+      !o.saveBest.empty()) {
+    saveCheckpoint(o.saveBest);
+    if (!o.quiet)
+      say(MessageKind::Progress, "eval: best so far, saved " + o.saveBest);
+  }
+  return lastEval;
+}
+
+bool TrainingSession::step() {
+  prepare();
+  Trainer &trainer = *trainer_;
+  const int ranks = world_ ? world_->size() : 1;
+  const int rank = world_ ? world_->rank() : 0;
+  // Micro-batch j of optimizer step s is batch s*K + j: the same samples,
+  // in the same order, as batch s of size K*B. Data parallel, rank r takes
+  // the r-th B samples of each global micro-batch of N*B. An epoch is whole
+  // steps, so no step straddles two. Each is cut when it runs.
+  const int64_t firstMicroBatch = trainer.stepsDone() * trainer.microBatches();
+  return runStep([&](int64_t j) {
+    return whileAllocating(
+        "making a batch of " + std::to_string(batch_) + " samples", [&] {
+          return data_->batch((firstMicroBatch + j) * ranks + rank, batch_,
+                              trainer.shuffle, trainer.seed,
+                              epochs_.batchesPerEpoch);
+        });
+  });
+}
+
+bool TrainingSession::step(const std::vector<Trainer::Batch> &microBatches) {
+  prepare();
+  if (int64_t(microBatches.size()) != trainer_->microBatches())
+    throw Error("a step takes " + std::to_string(trainer_->microBatches()) +
+                " micro-batches, got " + std::to_string(microBatches.size()));
+  return runStep([&](int64_t j) { return microBatches[size_t(j)]; });
+}
+
+bool TrainingSession::runStep(
+    const std::function<Trainer::Batch(int64_t)> &microBatch) {
+  const TrainingOptions &o = options_;
+  Trainer &trainer = *trainer_;
+  // Provenance costs a second run of a skipped step: only when asked, or
+  // when the scale is below the floor (a stop may need the diagnosis).
+  trainer.debugOverflow =
+      o.debugOverflow || skipLimit_.wantsDiagnosis(trainer.lossScale());
+  StepRecord r = trainer.optimizerStep(microBatch);
+  if (r.skipped && o.debugOverflow)
+    say(MessageKind::RankLine, r.overflow.line(r.step));
+  bool skipLimitReached =
+      skipLimit_.record(r.skipped, r.lossScale, trainer.lossScale());
+  TrainingSummary &s = summary_;
+  s.skipped += r.skipped;
+  s.totalMs += r.ms;
+  s.lastLoss = r.loss;
+  const int64_t done = ++s.steps;
+  char line[256];
+  if (log_.isOpen()) {
+    // ms to 0.1 us: a CPU step of the small models takes about 10 us, and
+    // bench/cpu_step.sh's medians must not move in 1 us (10%) quanta.
+    int n = std::snprintf(line, sizeof line, "%lld,%.9g,%.9g,%d,%.4f",
+                          (long long)r.step, r.loss, r.lossScale,
+                          int(r.skipped), r.ms);
+    if (trainer.hasLrSchedule()) // the rate to 17 digits: the double's
+      std::snprintf(line + n, sizeof line - size_t(n), ",%.17g", r.lr);
+    log_.row(line);
+  }
+  const int64_t steps = steps_;
+  if (!o.quiet && (done % progressEvery(steps) == 0 || done == steps)) {
+    char lr[48] = "", where[96];
+    if (trainer.hasLrSchedule())
+      std::snprintf(lr, sizeof lr, "  lr %.4g", r.lr);
+    // --epochs: the epoch of the step just run and the run's steps in all
+    // (a resumed run counts on from its checkpoint).
+    if (o.epochs > 0)
+      std::snprintf(
+          where, sizeof where, "epoch %lld/%lld  step %lld/%lld",
+          (long long)((trainer.stepsDone() - 1) / epochs_.stepsPerEpoch + 1),
+          (long long)o.epochs, (long long)trainer.stepsDone(),
+          (long long)(o.epochs * epochs_.stepsPerEpoch));
+    else
+      std::snprintf(where, sizeof where, "step %lld/%lld", (long long)done,
+                    (long long)steps);
+    double eta = secondsSince(loopStart_) / double(done) * double(steps - done);
+    std::snprintf(line, sizeof line,
+                  "%s  loss %.6f  scale %g%s  skipped %lld  %.2f ms/step  "
+                  "ETA %s",
+                  where, r.loss, r.lossScale, lr, (long long)s.skipped,
+                  s.totalMs / double(done), formatDuration(eta).c_str());
+    say(MessageKind::Progress, line);
+  }
+  bool stoppedEarly = false;
+  if (evaluator_ && evalDueAt(trainer.stepsDone(), o.evalEvery)) {
+    evaluate(/*scheduled=*/true);
+    if (earlyStopDue(trainer.evalsSinceBest, o.earlyStop)) {
+      if (lead()) {
+        std::snprintf(line, sizeof line,
+                      "early stop after step %lld: no lower validation loss "
+                      "in %lld evaluations (best %.6f)",
+                      (long long)trainer.stepsDone(),
+                      (long long)trainer.evalsSinceBest, trainer.bestEvalLoss);
+        say(MessageKind::Event, line);
+      }
+      stoppedEarly = true;
+    }
+  }
+  if (o.saveEvery > 0 && done % o.saveEvery == 0)
+    saveCheckpoint(o.save);
+  if (stoppedEarly)
+    return false;
+  if (skipLimitReached) {
+    log_.close();
+    evalLog_.close();
+    char scale[64], floor[128];
+    std::snprintf(scale, sizeof scale, "%g", r.lossScale);
+    if (!std::isfinite(r.lossScale))
+      std::snprintf(floor, sizeof floor, "%s, not a finite number", scale);
+    else if (r.lossScale < o.minLossScale)
+      std::snprintf(floor, sizeof floor, "below --min-loss-scale=%g (last %s)",
+                    o.minLossScale, scale);
+    else
+      std::snprintf(floor, sizeof floor,
+                    "%s, which the skipped steps did not lower (a static "
+                    "scale)",
+                    scale);
+    std::snprintf(line, sizeof line,
+                  ": step %lld: %lld consecutive skipped steps with the loss "
+                  "scale %s; ",
+                  (long long)r.step, (long long)skipLimit_.inARow(), floor);
+    s.failure = o.model + line +
+                (trainer.executor().resident() && !r.overflow.found
+                     ? "the device-resident step does not trace overflows "
+                       "(re-run with --debug-overflow)"
+                     : r.overflow.line(r.step));
+    return false;
+  }
+  return true;
+}
+
+TrainingSummary TrainingSession::run() {
+  prepare();
+  const TrainingOptions &o = options_;
+  Trainer &trainer = *trainer_;
+  bool stopped = false; // a rank was asked to stop (all ranks agree)
+  loopStart_ = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < steps_; ++i) {
+    if (onAnyRank(world_, stopRequested())) {
+      stopped = true;
+      break;
+    }
+    if (!step())
+      break;
+  }
+  if (!summary_.failure.empty())
+    return summary_;
+  log_.flush();
+  summary_.trainSeconds = secondsSince(loopStart_);
+  // The final evaluation, unless the last step had one or a stop was
+  // requested (every rank agrees on both).
+  if (evaluator_ && !stopped && summary_.lastEvalStep != trainer.stepsDone())
+    evaluate(/*scheduled=*/o.evalEvery == 0);
+  summary_.stopRequested = stopRequested();
+  if (summary_.stopRequested && lead())
+    say(MessageKind::Event,
+        "interrupted after step " + std::to_string(trainer.stepsDone()) +
+            (o.save.empty() ? "" : ", saving the checkpoint"));
+  if (!o.save.empty())
+    saveCheckpoint(o.save);
+  log_.close();
+  evalLog_.close();
+  writeExports();
+  return summary_;
+}
+
+std::vector<std::string> TrainingSession::writeExports() {
+  const TrainingOptions &o = options_;
+  Trainer &trainer = *trainer_;
+  std::vector<std::string> written;
+  const char *ema = o.exportEma ? " (moving average)" : "";
+  if (!o.exportInference.empty()) {
+    std::vector<std::string> notes =
+        trainer.exportInference(o.exportInference, o.exportOptions);
+    if (!o.quiet)
+      for (const std::string &note : notes)
+        say(MessageKind::Note, note);
+    written.push_back(std::string("exported the inference model") + ema +
+                      " after step " + std::to_string(trainer.stepsDone()) +
+                      ": " + o.exportInference);
+  }
+  if (!o.exportSafetensors.empty()) {
+    size_t n = trainer.exportSafetensors(o.exportSafetensors, o.exportEma);
+    written.push_back("exported " + std::to_string(n) + " tensors" + ema +
+                      " after step " + std::to_string(trainer.stepsDone()) +
+                      ": " + o.exportSafetensors);
+  }
+  return written;
+}
+
+} // namespace mpc
