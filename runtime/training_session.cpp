@@ -34,14 +34,19 @@ bool onAnyRank(Collective *world, bool flag) {
 
 TrainingSession::TrainingSession(TrainingOptions options, Backend &backend,
                                  Collective *world, MessageSink sink)
+    : TrainingSession(whileAllocating("loading it",
+                                      [&] { return loadModel(options.model); }),
+                      options, backend, world, std::move(sink)) {}
+
+TrainingSession::TrainingSession(std::unique_ptr<Model> model,
+                                 TrainingOptions options, Backend &backend,
+                                 Collective *world, MessageSink sink)
     : options_(std::move(options)), backend_(backend), world_(world),
       sink_(std::move(sink)),
       skipLimit_(options_.maxSkippedSteps, options_.minLossScale) {
   const TrainingOptions &o = options_;
   const int ranks = world_ ? world_->size() : 1;
-  trainer_ = std::make_unique<Trainer>(
-      whileAllocating("loading it", [&] { return loadModel(o.model); }),
-      backend_, world_);
+  trainer_ = std::make_unique<Trainer>(std::move(model), backend_, world_);
   Trainer &trainer = *trainer_;
   trainer.externalData =
       o.externalData ? ExternalData::Always : ExternalData::Auto;

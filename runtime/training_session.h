@@ -105,6 +105,11 @@ public:
   /// (nullptr: one rank; not owned). Throws Error on bad input.
   TrainingSession(TrainingOptions options, Backend &backend,
                   Collective *world = nullptr, MessageSink sink = {});
+  /// The same on a compiled model in memory (options.model still names it
+  /// in errors).
+  TrainingSession(std::unique_ptr<Model> model, TrainingOptions options,
+                  Backend &backend, Collective *world = nullptr,
+                  MessageSink sink = {});
   ~TrainingSession();
 
   /// Reads the data and the validation set and opens the logs, after
