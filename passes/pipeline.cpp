@@ -73,7 +73,12 @@ void runPipeline(Model &model, const std::vector<PipelineEntry> &pipeline,
   // (Model::updateValueReferences), so no pass updates them by hand.
   model.updateValueReferences();
   for (const PipelineEntry &entry : pipeline) {
-    PassContext ctx{options, entry.options, {}};
+    // name{k=v}: the pass sees the options its flags would have set.
+    const CompileOptions passOptions = entry.options.empty()
+                                           ? CompileOptions{}
+                                           : withPassOptions(options, entry);
+    PassContext ctx{
+        entry.options.empty() ? options : passOptions, entry.options, {}};
     ctx.unchangedSinceVerify = verified;
     TimePoint start = TimePoint::now();
     entry.pass->run(model, ctx);

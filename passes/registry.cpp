@@ -1,6 +1,7 @@
 // The pass table and pipeline parsing.
 #include "passes/registry.h"
 
+#include "passes/compile_flags.h"
 #include "passes/support/diagnostics.h"
 #include "passes/training_info.h"
 
@@ -10,64 +11,64 @@ namespace mpc {
 
 const std::vector<PassInfo> &passRegistry() {
   static const std::vector<PassInfo> table = {
-      {"verify", "structural and type checks of every graph", "", runVerify},
-      {"infer-shapes", "static dtypes and shapes for every value", "",
+      {"verify", "structural and type checks of every graph", runVerify},
+      {"infer-shapes", "static dtypes and shapes for every value",
        runInferShapes},
-      {"fold-constants", "fold Constant nodes and shape arithmetic", "",
+      {"fold-constants", "fold Constant nodes and shape arithmetic",
        runFoldConstants},
       {"fuse-gelu",
        "one Gelu node for the GELU arithmetic of opset < 20 exports (before "
        "autodiff)",
-       "", runFuseGelu},
+       runFuseGelu},
       {"fuse-rmsnorm",
        "one mpc.RMSNormalization for RMS-norm arithmetic (LlamaRMSNorm's, "
        "RMSNormalization's lowering; before autodiff)",
-       "", runFuseRmsNorm},
+       runFuseRmsNorm},
       {"fuse-log-sigmoid",
        "one stable mpc.LogSigmoid for Log(Sigmoid(x)) and Log(1 - "
        "Sigmoid(x)) (BCE-with-logits, logsigmoid; before autodiff)",
-       "", runFuseLogSigmoid},
+       runFuseLogSigmoid},
       {"autodiff", "backward graph of the loss w.r.t. trainable parameters",
-       "loss=NAME", runAutodiff},
+       runAutodiff},
       {"sync-batchnorm",
        "training-mode batch norms on the ranks' global batch statistics "
        "(--sync-batchnorm; after autodiff)",
-       "", runSyncBatchNorm},
-      {"autocast", "fp16/bf16 by policy, fp32 islands, shared casts", "",
+       runSyncBatchNorm},
+      {"autocast", "fp16/bf16 by policy, fp32 islands, shared casts",
        runAutocast},
       {"loss-scale",
-       "scale the loss, unscale and check gradients, update the scale", "",
+       "scale the loss, unscale and check gradients, update the scale",
        runLossScale},
-      {"master-weights", "fp32 master parameters, fp32 gradients", "",
+      {"master-weights", "fp32 master parameters, fp32 gradients",
        runMasterWeights},
       {"user-optimizer",
        "a training_info model's own optimizer on fp32 unscaled gradients, "
        "skipped on overflow (instead of optimizer)",
-       "", runUserOptimizer},
-      {"optimizer", "SGD/Adam/AdamW updates (PyTorch semantics), clipping", "",
+       runUserOptimizer},
+      {"optimizer", "SGD/Adam/AdamW updates (PyTorch semantics), clipping",
        runOptimizer},
       {"fold-widening-casts",
        "gradients cast up to fp32 only to be summed (bias gradients: "
        "mpc.SumToShapeAs) or unscaled (UnscaleGradients), and softmax "
        "islands' inputs (mpc.SoftmaxTo, mpc.SoftmaxGradAs), are read as "
        "stored",
-       "", runFoldWideningCasts},
+       runFoldWideningCasts},
       {"fold-transpose",
        "last-two-axes Transposes folded into mpc.FusedMatMul / Gemm "
        "transA/transB (after autocast)",
-       "", runFoldTranspose},
+       runFoldTranspose},
       {"fold-bias-add",
        "a Linear's bias Add folded into its product as Gemm's C (the CUDA "
        "backend adds it in cuBLASLt's epilogue; after fold-transpose)",
-       "", runFoldBiasAdd},
-      {"cleanup", "dead code, duplicate casts and identity casts removed", "",
+       runFoldBiasAdd},
+      {"cleanup", "dead code, duplicate casts and identity casts removed",
        runCleanup},
       {"recompute",
        "activation checkpointing: recompute chosen saved activations in the "
        "backward (--recompute)",
-       "", runRecompute},
+       runRecompute},
       {"plan-memory",
-       "liveness-based buffer plan of the step, in-place updates (--stats)", "",
+       "liveness-based buffer plan of the step, in-place updates (--stats)",
        runPlanMemory, /*preservesModel=*/true},
   };
   return table;
@@ -80,6 +81,78 @@ const PassInfo *findPass(const std::string &name) {
   return nullptr;
 }
 
+namespace {
+
+/// The options of name{...}: "k=v" items separated by ',' or blanks, as
+/// MLIR writes them; an item without '=' continues the value before it, so
+/// list values keep their commas (fp32-ops=Softmax,Exp).
+std::map<std::string, std::string> parsePassOptions(const std::string &name,
+                                                    const std::string &text) {
+  std::vector<std::string> items;
+  std::string item;
+  auto flush = [&]() {
+    if (item.empty())
+      return;
+    if (item.find('=') == std::string::npos && !items.empty())
+      items.back() += "," + item;
+    else
+      items.push_back(item);
+    item.clear();
+  };
+  for (char c : text) {
+    if (c == ',' || c == ' ' || c == '\t')
+      flush();
+    else
+      item += c;
+  }
+  flush();
+  std::map<std::string, std::string> opts;
+  for (const std::string &kv : items) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw Error("--passes: option '" + kv + "' of pass '" + name +
+                  "' is not key=value");
+    if (!opts.emplace(kv.substr(0, eq), kv.substr(eq + 1)).second)
+      throw Error("--passes: option '" + kv.substr(0, eq) + "' of pass '" +
+                  name + "' is given twice");
+  }
+  return opts;
+}
+
+} // namespace
+
+std::vector<std::string> passOptionNames(const PassInfo &pass) {
+  std::vector<std::string> names;
+  for (const std::string &flag : compileFlagsReadBy(pass.name))
+    names.push_back(flag.substr(2));
+  return names;
+}
+
+CompileOptions withPassOptions(const CompileOptions &options,
+                               const PipelineEntry &entry) {
+  CompileOptions local = options;
+  for (const auto &[key, value] : entry.options) {
+    std::vector<std::string> names = passOptionNames(*entry.pass);
+    if (std::find(names.begin(), names.end(), key) == names.end()) {
+      std::string list;
+      for (const std::string &n : names)
+        list += (list.empty() ? "" : ", ") + n;
+      throw Error("--passes: pass '" + std::string(entry.pass->name) +
+                  "' has no option '" + key + "' (" +
+                  (names.empty() ? std::string("it takes none")
+                                 : "its options: " + list) +
+                  ")");
+    }
+    try {
+      applyCompileFlag(local, "--" + key, &value);
+    } catch (const Error &e) {
+      throw Error("--passes: " + std::string(entry.pass->name) + "{" + key +
+                  "=...}: " + e.what());
+    }
+  }
+  return local;
+}
+
 std::vector<PipelineEntry> parsePipeline(const std::string &text) {
   std::vector<PipelineEntry> out;
   size_t i = 0;
@@ -88,19 +161,18 @@ std::vector<PipelineEntry> parsePipeline(const std::string &text) {
     while (j < text.size() && text[j] != ',' && text[j] != '{')
       ++j;
     std::string name = text.substr(i, j - i);
-    std::map<std::string, std::string> opts;
+    std::string optionText;
     if (j < text.size() && text[j] == '{') {
-      size_t close = text.find('}', j);
-      if (close == std::string::npos)
+      // The matching '}': a value may hold braces (a pattern's a{2}).
+      size_t close = j + 1;
+      for (int depth = 1; close < text.size(); ++close)
+        if (text[close] == '{')
+          ++depth;
+        else if (text[close] == '}' && --depth == 0)
+          break;
+      if (close >= text.size())
         throw Error("--passes: missing '}' after '" + name + "{'");
-      for (const std::string &kv :
-           splitList(text.substr(j + 1, close - j - 1))) {
-        size_t eq = kv.find('=');
-        if (eq == std::string::npos)
-          throw Error("--passes: option '" + kv + "' of pass '" + name +
-                      "' is not key=value");
-        opts[kv.substr(0, eq)] = kv.substr(eq + 1);
-      }
+      optionText = text.substr(j + 1, close - j - 1);
       j = close + 1;
     }
     if (!name.empty()) {
@@ -112,7 +184,13 @@ std::vector<PipelineEntry> parsePipeline(const std::string &text) {
         throw Error("--passes: unknown pass '" + name + "' (passes: " + names +
                     ")");
       }
-      out.push_back({p, std::move(opts)});
+      PipelineEntry entry{p, parsePassOptions(name, optionText)};
+      // Every option named and its value checked now, before the model
+      // is read (the pipeline applies them again as the pass runs).
+      withPassOptions(CompileOptions{}, entry);
+      out.push_back(std::move(entry));
+    } else if (!optionText.empty()) {
+      throw Error("--passes: options '{" + optionText + "}' follow no pass");
     }
     i = j < text.size() && text[j] == ',' ? j + 1 : j;
   }
@@ -171,6 +249,15 @@ const std::vector<FlagReaders> &flagReaders() {
 }
 
 } // namespace
+
+std::vector<std::string> compileFlagsReadBy(const std::string &pass) {
+  std::vector<std::string> flags;
+  for (const FlagReaders &r : flagReaders())
+    for (const char *p : r.passes)
+      if (pass == p)
+        flags.insert(flags.end(), r.flags.begin(), r.flags.end());
+  return flags;
+}
 
 std::vector<std::string> passesReadingFlag(const std::string &flag) {
   for (const FlagReaders &r : flagReaders())

@@ -14,7 +14,6 @@ namespace mpc {
 struct PassInfo {
   const char *name;    ///< kebab-case flag, e.g. "loss-scale"
   const char *summary; ///< one line for --list-passes
-  const char *options; ///< pass options accepted in name{...}, "" if none
   void (*run)(Model &, PassContext &);
   /// An analysis: the pass reads the model and leaves it as it was (it may
   /// only report statistics), so the verifier, which passed before it, is
@@ -33,8 +32,23 @@ struct PipelineEntry {
   std::map<std::string, std::string> options;
 };
 
-/// Parses "a,b{k=v,k2=v2},c"; throws Error naming an unknown pass.
+/// Parses "a,b{k=v k2=v2},c" (options separated by blanks or commas; an
+/// item without '=' continues a list value: fp32-ops=Softmax,Exp). Throws
+/// Error naming an unknown pass, an option the pass does not have, or a
+/// value its flag refuses.
 std::vector<PipelineEntry> parsePipeline(const std::string &text);
+
+/// A pass's options: the compile flags it reads, without "--"
+/// (autocast: precision, fp32-ops, fp16-ops, fp32-nodes). Each means what
+/// its flag means, for that pass only.
+std::vector<std::string> passOptionNames(const PassInfo &pass);
+/// `options` with entry's pass options applied (passes/compile_flags.h):
+/// autocast{precision=bf16} is --precision=bf16 for that pass. Throws Error
+/// naming the pass and option for an unknown option or a bad value.
+CompileOptions withPassOptions(const CompileOptions &options,
+                               const PipelineEntry &entry);
+/// The compile flags ("--precision") pass `pass` reads.
+std::vector<std::string> compileFlagsReadBy(const std::string &pass);
 /// The default training pipeline (every pass in table order).
 std::vector<PipelineEntry> defaultPipeline();
 

@@ -7,17 +7,13 @@
 // killer) hours into a run.
 #pragma once
 
+#include "passes/support/int_parse.h" // parseByteSize, for --memory-limit
 #include "runtime/backend.h"
 #include "runtime/executor.h"
 
 #include <string>
 
 namespace mpc {
-
-/// "268435456", "256M", "1.5G": bytes with an optional K, M or G suffix
-/// (KiB, MiB, GiB; a trailing "iB" or "B" is accepted). Throws Error naming
-/// `flag` on anything else or on a size beyond 2^63.
-size_t parseByteSize(const std::string &flag, const std::string &text);
 
 /// The memory the process can still get on the CPU (availableMemory():
 /// MemAvailable, bounded by the memory cgroup and ulimit -v); 0 when

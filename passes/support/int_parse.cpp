@@ -3,6 +3,7 @@
 
 #include "passes/support/diagnostics.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -84,6 +85,42 @@ double parseNumberFlag(const std::string &flag, const std::string &text) {
     return *value;
   std::string shown = text.size() > 40 ? text.substr(0, 37) + "..." : text;
   throw Error(flag + ": expected a decimal number, got '" + shown + "'");
+}
+
+size_t parseByteSize(const std::string &flag, const std::string &text) {
+  const char *s = text.c_str();
+  char *end = nullptr;
+  double n = text.empty() || !std::isdigit((unsigned char)text[0])
+                 ? -1
+                 : std::strtod(s, &end);
+  // Plain decimals only: strtod would also take hex, exponents, "inf".
+  for (const char *p = s; n >= 0 && p < end; ++p)
+    if (!std::isdigit((unsigned char)*p) && *p != '.')
+      n = -1;
+  double unit = -1;
+  if (n >= 0 && std::isfinite(n)) {
+    std::string suffix(end);
+    static const struct {
+      const char *letter;
+      double unit;
+    } kUnits[] = {{"", 1},
+                  {"K", 1024.0},
+                  {"M", 1024.0 * 1024},
+                  {"G", 1024.0 * 1024 * 1024}};
+    for (const auto &u : kUnits)
+      for (const char *tail : {"", "B", "iB"})
+        if ((*u.letter || *tail != 'i') &&
+            suffix == std::string(u.letter) + tail)
+          unit = u.unit;
+  }
+  double bytes = n * unit;
+  // 2^63: far above any memory, and exactly representable in a double.
+  if (unit < 0 || !(bytes < 9223372036854775808.0))
+    throw Error(flag +
+                ": expected a byte count with an optional K, M or G "
+                "suffix (e.g. 256M), got '" +
+                text + "'");
+  return size_t(bytes);
 }
 
 } // namespace mpc

@@ -5,6 +5,7 @@
 // decimal flag (--lr, --beta1, ...) is a finite number written in decimal.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,6 +35,11 @@ double parseNumberFlag(const std::string &flag, const std::string &text);
 /// The same rule without the error: nullopt where parseNumberFlag throws,
 /// for a flag whose own message states its range and format together.
 std::optional<double> parseDecimal(const std::string &text);
+
+/// "268435456", "256M", "1.5G": bytes with an optional K, M or G suffix
+/// (KiB, MiB, GiB; a trailing "iB" or "B" is accepted). Throws Error naming
+/// `flag` on anything else or on a size beyond 2^63.
+size_t parseByteSize(const std::string &flag, const std::string &text);
 
 /// "[1, 1024]", or ">= 0" when max is INT64_MAX: the range as the error
 /// lines and --help state it.

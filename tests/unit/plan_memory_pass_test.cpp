@@ -30,7 +30,7 @@ void forgetOutputType(Model &m, PassContext &) {
 
 Statistics runPasses(Model &m, const std::vector<const char *> &names,
                      bool verifyEach) {
-  static const PassInfo forget{"forget-output-type", "", "", forgetOutputType};
+  static const PassInfo forget{"forget-output-type", "", forgetOutputType};
   std::vector<PipelineEntry> pipeline;
   for (const char *name : names)
     pipeline.push_back(

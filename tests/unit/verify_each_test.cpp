@@ -34,11 +34,11 @@ void probe(Model &, PassContext &ctx) {
 }
 
 const PassInfo kTestPasses[] = {
-    {"breaks", "", "", breaksAndSaysSo},
-    {"breaks-but-says-unchanged", "", "", breaksButSaysUnchanged},
-    {"says-unchanged", "", "", saysUnchanged},
-    {"silent", "", "", silent},
-    {"probe", "", "", probe},
+    {"breaks", "", breaksAndSaysSo},
+    {"breaks-but-says-unchanged", "", breaksButSaysUnchanged},
+    {"says-unchanged", "", saysUnchanged},
+    {"silent", "", silent},
+    {"probe", "", probe},
 };
 
 /// Runs the named passes (test passes or registered ones); returns the

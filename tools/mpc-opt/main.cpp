@@ -242,10 +242,13 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (flags.listPasses) {
-    for (const PassInfo &p : passRegistry())
+    for (const PassInfo &p : passRegistry()) {
+      std::string options;
+      for (const std::string &o : passOptionNames(p))
+        options += (options.empty() ? "" : " ") + o + "=";
       std::cout << p.name << "\t" << p.summary
-                << (*p.options ? std::string("  {") + p.options + "}" : "")
-                << "\n";
+                << (options.empty() ? "" : "  {" + options + "}") << "\n";
+    }
     return 0;
   }
   try {

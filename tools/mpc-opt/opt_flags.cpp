@@ -1,11 +1,11 @@
 // mpc-opt's command line (tools/mpc-opt/opt_flags.h).
 #include "tools/mpc-opt/opt_flags.h"
 
+#include "passes/compile_flags.h"
 #include "passes/optimizer_flags.h"
 #include "passes/support/diagnostics.h"
 #include "passes/support/int_parse.h"
 #include "passes/support/name_pattern.h"
-#include "runtime/memory_limit.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -124,34 +124,6 @@ most 65536, --batch and each --input-shape dimension at most 2^31-1.
 --memory-budget takes K, M, G suffixes as mpc-run --memory-limit.
 )";
 
-double parseDouble(const std::string &flag, const std::string &v) {
-  return parseNumberFlag(flag, v);
-}
-
-std::pair<std::string, std::vector<int64_t>>
-parseInputShape(const std::string &v) {
-  size_t colon = v.rfind(':');
-  if (colon == std::string::npos || colon == 0)
-    throw Error("--input-shape: expected NAME:AxBxC, got '" + v + "'");
-  std::vector<int64_t> dims;
-  std::string flag = "--input-shape=" + v.substr(0, colon);
-  // Every 'x'-separated field is a dim: "4x" and "4xx3" are refused, not
-  // read as 4 and 4x3.
-  std::string text = v.substr(colon + 1);
-  for (size_t at = 0;;) {
-    // As many dims as a value may have (the importer refuses rank > 64).
-    if (dims.size() == 64)
-      throw Error(flag + ": more than 64 dimensions");
-    size_t x = text.find('x', at);
-    dims.push_back(parseIntFlag(flag + " dimension", text.substr(at, x - at), 0,
-                                kMaxDimFlag));
-    if (x == std::string::npos)
-      break;
-    at = x + 1;
-  }
-  return {v.substr(0, colon), dims};
-}
-
 } // namespace
 
 const char *optUsage() { return kUsage; }
@@ -227,133 +199,9 @@ OptFlags parseOptFlags(int argc, const char *const *argv) {
       if (val.empty())
         throw Error("--dot: expects a file name (--dot=FILE)");
       f.dotFile = val;
-    } else if (key == "--precision") {
-      auto t = parseDType(need());
-      if (!t || (*t != DType::F16 && *t != DType::BF16 && *t != DType::F32))
-        throw Error("--precision: expected fp16, bf16 or fp32, got '" + val +
-                    "'");
-      o.precision = *t;
-    } else if (key == "--fp32-ops") {
-      o.fp32Ops = splitList(need());
-    } else if (key == "--fp16-ops") {
-      o.fp16Ops = splitList(need());
-    } else if (key == "--fp32-nodes") {
-      o.fp32Nodes = need();
-    } else if (key == "--loss-scale") {
-      o.lossScale = need();
-    } else if (key == "--init-scale") {
-      o.initScale = parseDouble(key, need());
-    } else if (key == "--growth-factor") {
-      o.growthFactor = parseDouble(key, need());
-    } else if (key == "--backoff-factor") {
-      o.backoffFactor = parseDouble(key, need());
-    } else if (key == "--growth-interval") {
-      o.growthInterval = parseIntFlag(key, need(), 1, kMaxStepsFlag);
-    } else if (key == "--optimizer") {
-      o.optimizer = need();
-    } else if (key == "--lr") {
-      o.lr = parseDouble(key, need());
-      o.lrSet = true;
-    } else if (key == "--momentum") {
-      o.momentum = parseDouble(key, need());
-    } else if (key == "--dampening") {
-      o.dampening = parseDouble(key, need());
-    } else if (arg == "--nesterov") {
-      o.nesterov = true;
-    } else if (key == "--weight-decay") {
-      o.weightDecay = parseDouble(key, need());
-      o.weightDecaySet = true;
-    } else if (key == "--no-weight-decay") {
-      o.noWeightDecay = need();
-    } else if (key == "--beta1") {
-      o.beta1 = parseDouble(key, need());
-    } else if (key == "--beta2") {
-      o.beta2 = parseDouble(key, need());
-    } else if (key == "--eps") {
-      o.epsilon = parseDouble(key, need());
-      o.epsilonSet = true;
-    } else if (key == "--beta2-decay") {
-      o.beta2Decay = parseDouble(key, need());
-    } else if (key == "--eps2") {
-      o.eps2 = parseDouble(key, need());
-    } else if (key == "--clip-threshold") {
-      o.clipThreshold = parseDouble(key, need());
-    } else if (key == "--grad-accum") {
-      o.gradAccum = parseIntFlag(key, need(), 1, 65536);
-    } else if (arg == "--data-parallel") {
-      o.dataParallel = true;
-    } else if (arg == "--sync-batchnorm") {
-      o.syncBatchNorm = true;
-    } else if (key == "--grad-comm-dtype") {
-      o.gradCommDtype = need();
-      if (o.gradCommDtype != "fp32" && o.gradCommDtype != "bf16" &&
-          o.gradCommDtype != "fp16")
-        throw Error("--grad-comm-dtype: expected fp32, bf16 or fp16, got '" +
-                    val + "'");
-    } else if (key == "--max-grad-norm") {
-      o.maxGradNorm = parseDouble(key, need());
-    } else if (key == "--lr-schedule") {
-      o.lrSchedule = need();
-    } else if (key == "--warmup-steps") {
-      o.warmupSteps = parseIntFlag(key, need(), 0, kMaxStepsFlag);
-    } else if (key == "--total-steps") {
-      o.totalSteps = parseIntFlag(key, need(), 1, kMaxStepsFlag);
-    } else if (key == "--min-lr-ratio") {
-      o.minLrRatio = parseDouble(key, need());
-    } else if (key == "--lr-step-size") {
-      o.lrStepSize = parseIntFlag(key, need(), 1, kMaxStepsFlag);
-    } else if (key == "--lr-gamma") {
-      o.lrGamma = parseDouble(key, need());
-    } else if (key == "--lr-cycles") {
-      o.lrCycles = parseIntFlag(key, need(), 1, kMaxStepsFlag);
-    } else if (key == "--lr-end") {
-      o.lrEnd = parseDouble(key, need());
-    } else if (key == "--lr-power") {
-      o.lrPower = parseDouble(key, need());
-    } else if (key == "--lr-timescale") {
-      o.lrTimescale = parseIntFlag(key, need(), 1, kMaxStepsFlag);
-    } else if (key == "--lr-stable-steps") {
-      o.lrStableSteps = parseIntFlag(key, need(), 0, kMaxStepsFlag);
-    } else if (key == "--lr-decay-steps") {
-      o.lrDecaySteps = parseIntFlag(key, need(), 1, kMaxStepsFlag);
-    } else if (key == "--lr-warmup-type") {
-      o.lrWarmupType = need();
-    } else if (key == "--lr-decay-type") {
-      o.lrDecayType = need();
-    } else if (key == "--lr-factor") {
-      o.lrFactor = parseDouble(key, need());
-    } else if (key == "--lr-patience") {
-      o.lrPatience = parseIntFlag(key, need(), 0, kMaxStepsFlag);
-    } else if (key == "--lr-threshold") {
-      o.lrThreshold = parseDouble(key, need());
-    } else if (key == "--lr-cooldown") {
-      o.lrCooldown = parseIntFlag(key, need(), 0, kMaxStepsFlag);
-    } else if (key == "--min-lr") {
-      o.minLr = parseDouble(key, need());
-    } else if (key == "--ema-decay") {
-      o.emaDecay = parseDouble(key, need());
-    } else if (key == "--loss") {
-      o.loss = need();
-      if (o.loss.empty())
-        throw Error(
-            "--loss: expects the name of the loss output (--loss=NAME)");
-    } else if (key == "--trainable") {
-      o.trainable = need();
-    } else if (key == "--frozen") {
-      o.frozen = need();
-    } else if (key == "--input-shape") {
-      o.inputShapes.push_back(parseInputShape(need()));
-    } else if (key == "--recompute") {
-      o.recompute = need();
-      if (o.recompute.empty())
-        throw Error("--recompute: expected none, auto or node names");
-    } else if (key == "--memory-budget") {
-      o.memoryBudget = int64_t(parseByteSize(key, need()));
-      if (o.memoryBudget <= 0)
-        throw Error("--memory-budget: must be a positive byte count, got '" +
-                    val + "'");
-    } else if (key == "--batch") {
-      o.batch = parseIntFlag(key, need(), 1, kMaxDimFlag);
+    } else if (key.rfind("--", 0) == 0 &&
+               applyCompileFlag(o, key, hasVal ? &val : nullptr)) {
+      // a compile flag (passes/compile_flags.h)
     } else if (!arg.empty() && arg[0] == '-' && arg != "-") {
       throw Error("unknown flag '" + arg + "' (see mpc-opt --help)");
     } else if (f.input.empty()) {
