@@ -33,6 +33,18 @@ struct EpochPlan {
 EpochPlan planEpochs(int64_t samples, int64_t batch, int64_t microBatches,
                      int64_t ranks, const std::string &source);
 
+/// The data order across steps, micro-batches and ranks: the batch of
+/// Dataset::batch (batches of B samples, `batchesPerEpoch` of them an
+/// epoch) that rank `rank` of `ranks` reads as micro-batch `j` of the
+/// optimizer step after `stepsDone`, with K = `microBatches`. Micro-batch j
+/// of step s is global batch s*K + j of N*B samples, the same samples in
+/// the same order as batch s of K*N*B, and rank r takes its r-th B: any
+/// number of ranks and micro-batches reads the order of one process.
+inline int64_t batchIndexOf(int64_t stepsDone, int64_t microBatches, int64_t j,
+                            int64_t ranks, int64_t rank) {
+  return (stepsDone * microBatches + j) * ranks + rank;
+}
+
 /// The update count at which the schedule has decayed all the way: the
 /// total steps of linear, cosine, cosine_with_restarts and polynomial, the
 /// warmup, stable and decay steps of warmup_stable_decay; nullopt for the

@@ -291,17 +291,15 @@ bool TrainingSession::step() {
   Trainer &trainer = *trainer_;
   const int ranks = world_ ? world_->size() : 1;
   const int rank = world_ ? world_->rank() : 0;
-  // Micro-batch j of optimizer step s is batch s*K + j: the same samples,
-  // in the same order, as batch s of size K*B. Data parallel, rank r takes
-  // the r-th B samples of each global micro-batch of N*B. An epoch is whole
-  // steps, so no step straddles two. Each is cut when it runs.
-  const int64_t firstMicroBatch = trainer.stepsDone() * trainer.microBatches();
+  // The order of one process (runtime/run_length.h). An epoch is whole
+  // steps, so no step straddles two. Each micro-batch is cut when it runs.
+  const int64_t stepsDone = trainer.stepsDone();
   return runStep([&](int64_t j) {
     return whileAllocating(
         "making a batch of " + std::to_string(batch_) + " samples", [&] {
-          return data_->batch((firstMicroBatch + j) * ranks + rank, batch_,
-                              trainer.shuffle, trainer.seed,
-                              epochs_.batchesPerEpoch);
+          return data_->batch(
+              batchIndexOf(stepsDone, trainer.microBatches(), j, ranks, rank),
+              batch_, trainer.shuffle, trainer.seed, epochs_.batchesPerEpoch);
         });
   });
 }

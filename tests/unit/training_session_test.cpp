@@ -7,11 +7,13 @@
 #include "passes/pipeline.h"
 #include "runtime/backend.h"
 #include "runtime/eval_policy.h"
+#include "runtime/run_length.h"
 #include "runtime/training_session.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -316,4 +318,40 @@ TEST(TrainingSession, StepOnGivenBatchesNeedsOnePerMicroBatch) {
   auto backend = createCpuBackend();
   TrainingSession s(compileSeed(sgd(0.1)), seedOptions(1), *backend);
   EXPECT_THROW(s.step(std::vector<Trainer::Batch>{}), Error);
+}
+
+// The data order across ranks and micro-batches: N ranks of K micro-batches
+// of B samples read, in each step, the samples one process reads in a batch
+// of K*N*B, in the same order, in every (shuffled) epoch.
+TEST(TrainingSession, RanksAndMicroBatchesReadTheOrderOfOneProcess) {
+  auto backend = createCpuBackend();
+  Trainer t(compileSeed(sgd(0.1)), *backend);
+  int64_t batch = 0;
+  Dataset data =
+      Dataset::fromNpz(kModels + "mlp_seed_data.npz", t.dataInputs(batch));
+  const int64_t b = 8, k = 2, n = 3, seed = 7;
+  EpochPlan split = planEpochs(data.numSamples(), b, k, n, "data");
+  EpochPlan whole = planEpochs(data.numSamples(), b * k * n, 1, 1, "data");
+  ASSERT_EQ(split.stepsPerEpoch, whole.stepsPerEpoch);
+  // Three epochs' steps, so that the shuffled order changes between them.
+  for (int64_t step = 0; step < 3 * whole.stepsPerEpoch; ++step) {
+    auto one = data.batch(batchIndexOf(step, 1, 0, 1, 0), b * k * n, true, seed,
+                          whole.batchesPerEpoch);
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t r = 0; r < n; ++r) {
+        auto part = data.batch(batchIndexOf(step, k, j, n, r), b, true, seed,
+                               split.batchesPerEpoch);
+        ASSERT_EQ(part.size(), one.size());
+        for (size_t i = 0; i < one.size(); ++i) {
+          const Tensor &all = one[i].second, &mine = part[i].second;
+          size_t rowBytes = all.byteSize() / size_t(b * k * n);
+          size_t offset = size_t((j * n + r) * b) * rowBytes;
+          ASSERT_EQ(mine.byteSize(), rowBytes * size_t(b));
+          ASSERT_EQ(0, std::memcmp(all.data<char>() + offset, mine.data<char>(),
+                                   mine.byteSize()))
+              << one[i].first << " step " << step << " micro-batch " << j
+              << " rank " << r;
+        }
+      }
+  }
 }
