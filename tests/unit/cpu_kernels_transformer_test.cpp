@@ -605,10 +605,12 @@ TEST(CpuRandom, BernoulliDrawsOneWithEachProbability) {
   for (int64_t i = 0; i < n; ++i) {
     double v = y.getAsDouble(i);
     ASSERT_TRUE(v == 0.0 || v == 1.0) << i;
-    if (i % 3 == 0)
+    if (i % 3 == 0) {
       ASSERT_EQ(v, 0.0) << i;
-    if (i % 3 == 1)
+    }
+    if (i % 3 == 1) {
       ASSERT_EQ(v, 1.0) << i;
+    }
     if (i % 3 == 2)
       ones += v == 1.0;
   }

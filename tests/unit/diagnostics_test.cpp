@@ -35,8 +35,9 @@ TEST(ErrorLine, TheCutNeverSplitsAUtf8Character) {
   std::string line = Error("node '" + name + "': bad").what();
   // Every byte sequence is whole: no continuation byte after an ASCII one.
   for (size_t i = 1; i < line.size(); ++i)
-    if ((static_cast<unsigned char>(line[i]) & 0xC0) == 0x80)
+    if ((static_cast<unsigned char>(line[i]) & 0xC0) == 0x80) {
       EXPECT_EQ(static_cast<unsigned char>(line[i - 1]) & 0x80, 0x80) << i;
+    }
   EXPECT_EQ(line.substr(line.size() - 6), "': bad");
 }
 

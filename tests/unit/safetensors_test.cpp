@@ -209,11 +209,12 @@ TEST(Safetensors, HeaderAndBytesReadBack) {
     uint64_t stop = e["data_offsets"].items.at(1).number;
     EXPECT_EQ(begin, end) << t.name << ": data back to back, in order";
     ASSERT_EQ(stop - begin, t.value->byteSize()) << t.name;
-    if (t.value->byteSize() > 0) // an empty tensor has no bytes to compare
+    if (t.value->byteSize() > 0) { // an empty tensor has no bytes to compare
       EXPECT_EQ(std::memcmp(f.data.data() + begin, t.value->bytes.data(),
                             t.value->byteSize()),
                 0)
           << t.name;
+    }
     end = stop;
   }
   EXPECT_EQ(f.data.size(), end) << "nothing after the last tensor";
