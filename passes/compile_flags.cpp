@@ -11,10 +11,6 @@
 namespace mpc {
 namespace {
 
-double parseDouble(const std::string &flag, const std::string &v) {
-  return parseNumberFlag(flag, v);
-}
-
 std::pair<std::string, std::vector<int64_t>>
 parseInputShape(const std::string &v) {
   size_t colon = v.rfind(':');
@@ -79,42 +75,42 @@ bool applyCompileFlag(CompileOptions &o, const std::string &key,
   } else if (key == "--loss-scale") {
     o.lossScale = need();
   } else if (key == "--init-scale") {
-    o.initScale = parseDouble(key, need());
+    o.initScale = parseNumberFlag(key, need());
   } else if (key == "--growth-factor") {
-    o.growthFactor = parseDouble(key, need());
+    o.growthFactor = parseNumberFlag(key, need());
   } else if (key == "--backoff-factor") {
-    o.backoffFactor = parseDouble(key, need());
+    o.backoffFactor = parseNumberFlag(key, need());
   } else if (key == "--growth-interval") {
     o.growthInterval = parseIntFlag(key, need(), 1, kMaxStepsFlag);
   } else if (key == "--optimizer") {
     o.optimizer = need();
   } else if (key == "--lr") {
-    o.lr = parseDouble(key, need());
+    o.lr = parseNumberFlag(key, need());
     o.lrSet = true;
   } else if (key == "--momentum") {
-    o.momentum = parseDouble(key, need());
+    o.momentum = parseNumberFlag(key, need());
   } else if (key == "--dampening") {
-    o.dampening = parseDouble(key, need());
+    o.dampening = parseNumberFlag(key, need());
   } else if (key == "--nesterov") {
     o.nesterov = boolean();
   } else if (key == "--weight-decay") {
-    o.weightDecay = parseDouble(key, need());
+    o.weightDecay = parseNumberFlag(key, need());
     o.weightDecaySet = true;
   } else if (key == "--no-weight-decay") {
     o.noWeightDecay = need();
   } else if (key == "--beta1") {
-    o.beta1 = parseDouble(key, need());
+    o.beta1 = parseNumberFlag(key, need());
   } else if (key == "--beta2") {
-    o.beta2 = parseDouble(key, need());
+    o.beta2 = parseNumberFlag(key, need());
   } else if (key == "--eps") {
-    o.epsilon = parseDouble(key, need());
+    o.epsilon = parseNumberFlag(key, need());
     o.epsilonSet = true;
   } else if (key == "--beta2-decay") {
-    o.beta2Decay = parseDouble(key, need());
+    o.beta2Decay = parseNumberFlag(key, need());
   } else if (key == "--eps2") {
-    o.eps2 = parseDouble(key, need());
+    o.eps2 = parseNumberFlag(key, need());
   } else if (key == "--clip-threshold") {
-    o.clipThreshold = parseDouble(key, need());
+    o.clipThreshold = parseNumberFlag(key, need());
   } else if (key == "--grad-accum") {
     o.gradAccum = parseIntFlag(key, need(), 1, 65536);
   } else if (key == "--data-parallel") {
@@ -128,7 +124,7 @@ bool applyCompileFlag(CompileOptions &o, const std::string &key,
       throw Error("--grad-comm-dtype: expected fp32, bf16 or fp16, got '" +
                   val + "'");
   } else if (key == "--max-grad-norm") {
-    o.maxGradNorm = parseDouble(key, need());
+    o.maxGradNorm = parseNumberFlag(key, need());
   } else if (key == "--lr-schedule") {
     o.lrSchedule = need();
   } else if (key == "--warmup-steps") {
@@ -136,17 +132,17 @@ bool applyCompileFlag(CompileOptions &o, const std::string &key,
   } else if (key == "--total-steps") {
     o.totalSteps = parseIntFlag(key, need(), 1, kMaxStepsFlag);
   } else if (key == "--min-lr-ratio") {
-    o.minLrRatio = parseDouble(key, need());
+    o.minLrRatio = parseNumberFlag(key, need());
   } else if (key == "--lr-step-size") {
     o.lrStepSize = parseIntFlag(key, need(), 1, kMaxStepsFlag);
   } else if (key == "--lr-gamma") {
-    o.lrGamma = parseDouble(key, need());
+    o.lrGamma = parseNumberFlag(key, need());
   } else if (key == "--lr-cycles") {
     o.lrCycles = parseIntFlag(key, need(), 1, kMaxStepsFlag);
   } else if (key == "--lr-end") {
-    o.lrEnd = parseDouble(key, need());
+    o.lrEnd = parseNumberFlag(key, need());
   } else if (key == "--lr-power") {
-    o.lrPower = parseDouble(key, need());
+    o.lrPower = parseNumberFlag(key, need());
   } else if (key == "--lr-timescale") {
     o.lrTimescale = parseIntFlag(key, need(), 1, kMaxStepsFlag);
   } else if (key == "--lr-stable-steps") {
@@ -158,17 +154,17 @@ bool applyCompileFlag(CompileOptions &o, const std::string &key,
   } else if (key == "--lr-decay-type") {
     o.lrDecayType = need();
   } else if (key == "--lr-factor") {
-    o.lrFactor = parseDouble(key, need());
+    o.lrFactor = parseNumberFlag(key, need());
   } else if (key == "--lr-patience") {
     o.lrPatience = parseIntFlag(key, need(), 0, kMaxStepsFlag);
   } else if (key == "--lr-threshold") {
-    o.lrThreshold = parseDouble(key, need());
+    o.lrThreshold = parseNumberFlag(key, need());
   } else if (key == "--lr-cooldown") {
     o.lrCooldown = parseIntFlag(key, need(), 0, kMaxStepsFlag);
   } else if (key == "--min-lr") {
-    o.minLr = parseDouble(key, need());
+    o.minLr = parseNumberFlag(key, need());
   } else if (key == "--ema-decay") {
-    o.emaDecay = parseDouble(key, need());
+    o.emaDecay = parseNumberFlag(key, need());
   } else if (key == "--loss") {
     o.loss = need();
     if (o.loss.empty())

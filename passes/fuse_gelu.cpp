@@ -299,32 +299,19 @@ void rewrite(Graph &g, const GeluMatch &m, bool onnxGelu,
   removeUnreadConstants(g, operands, removed);
 }
 
-/// Returns how many GELUs it fused (0: the graph is as it was; matching
-/// only reads it).
-int64_t fuseGraph(Graph &g, bool onnxGelu, Statistics &stats) {
-  int64_t fused = 0;
-  std::unordered_set<Node *> removed;
-  for (Node *n : g.nodeList()) {
-    if (removed.count(n))
-      continue;
-    GeluMatch m;
-    if (!GeluMatcher(*n).match(m))
-      continue;
-    rewrite(g, m, onnxGelu, removed);
-    ++stats[m.tanhForm ? "fused-tanh" : "fused-erf"];
-    ++fused;
-  }
-  return fused;
-}
-
 } // namespace
 
 void runFuseGelu(Model &model, PassContext &ctx) {
   bool onnxGelu = model.opsetVersion("") >= 20;
-  int64_t fused = fuseGraph(*model.graph, onnxGelu, ctx.stats);
-  if (model.training)
-    fused += fuseGraph(*model.training->algorithm, onnxGelu, ctx.stats);
-  ctx.changedNothing = fused == 0;
+  fuseEachGraph(model, ctx,
+                [&](Graph &g, Node &n, std::unordered_set<Node *> &removed) {
+                  GeluMatch m;
+                  if (!GeluMatcher(n).match(m))
+                    return false;
+                  rewrite(g, m, onnxGelu, removed);
+                  ++ctx.stats[m.tanhForm ? "fused-tanh" : "fused-erf"];
+                  return true;
+                });
 }
 
 } // namespace mpc

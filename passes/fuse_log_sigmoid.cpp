@@ -154,29 +154,19 @@ void rewrite(Graph &g, const LogSigmoidMatch &m,
   removeUnreadConstants(g, operands, removed);
 }
 
-int64_t fuseGraph(Graph &g, Statistics &stats) {
-  int64_t fused = 0;
-  std::unordered_set<Node *> removed;
-  for (Node *n : g.nodeList()) {
-    if (removed.count(n))
-      continue;
-    std::optional<LogSigmoidMatch> m = matchLog(*n);
-    if (!m)
-      continue;
-    rewrite(g, *m, removed);
-    ++stats[m->negate ? "fused-log-one-minus-sigmoid" : "fused-log-sigmoid"];
-    ++fused;
-  }
-  return fused;
-}
-
 } // namespace
 
 void runFuseLogSigmoid(Model &model, PassContext &ctx) {
-  int64_t fused = fuseGraph(*model.graph, ctx.stats);
-  if (model.training)
-    fused += fuseGraph(*model.training->algorithm, ctx.stats);
-  ctx.changedNothing = fused == 0;
+  fuseEachGraph(model, ctx,
+                [&](Graph &g, Node &n, std::unordered_set<Node *> &removed) {
+                  std::optional<LogSigmoidMatch> m = matchLog(n);
+                  if (!m)
+                    return false;
+                  rewrite(g, *m, removed);
+                  ++ctx.stats[m->negate ? "fused-log-one-minus-sigmoid"
+                                        : "fused-log-sigmoid"];
+                  return true;
+                });
 }
 
 } // namespace mpc

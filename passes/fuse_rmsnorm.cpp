@@ -251,29 +251,18 @@ void rewrite(Graph &g, const RmsMatch &m, std::unordered_set<Node *> &removed) {
   removeUnreadConstants(g, operands, removed);
 }
 
-int64_t fuseGraph(Graph &g, Statistics &stats) {
-  int64_t fused = 0;
-  std::unordered_set<Node *> removed;
-  for (Node *n : g.nodeList()) {
-    if (removed.count(n))
-      continue;
-    RmsMatch m;
-    if (!RmsMatcher(*n).match(m))
-      continue;
-    rewrite(g, m, removed);
-    ++stats["fused"];
-    ++fused;
-  }
-  return fused;
-}
-
 } // namespace
 
 void runFuseRmsNorm(Model &model, PassContext &ctx) {
-  int64_t fused = fuseGraph(*model.graph, ctx.stats);
-  if (model.training)
-    fused += fuseGraph(*model.training->algorithm, ctx.stats);
-  ctx.changedNothing = fused == 0;
+  fuseEachGraph(model, ctx,
+                [&](Graph &g, Node &n, std::unordered_set<Node *> &removed) {
+                  RmsMatch m;
+                  if (!RmsMatcher(n).match(m))
+                    return false;
+                  rewrite(g, m, removed);
+                  ++ctx.stats["fused"];
+                  return true;
+                });
 }
 
 } // namespace mpc

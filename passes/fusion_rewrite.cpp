@@ -1,4 +1,4 @@
-// The fusion passes' shared clean-up (fusion_rewrite.h).
+// What the fusion passes share (fusion_rewrite.h).
 #include "passes/fusion_rewrite.h"
 
 namespace mpc {
@@ -15,6 +15,23 @@ void removeUnreadConstants(Graph &g, const std::vector<Value *> &operands,
       removed.insert(c);
     }
   }
+}
+
+void fuseEachGraph(
+    Model &model, PassContext &ctx,
+    const std::function<bool(Graph &, Node &, std::unordered_set<Node *> &)>
+        &fuseAt) {
+  int64_t fused = 0;
+  auto walk = [&](Graph &g) {
+    std::unordered_set<Node *> removed;
+    for (Node *n : g.nodeList())
+      if (!removed.count(n) && fuseAt(g, *n, removed))
+        ++fused;
+  };
+  walk(*model.graph);
+  if (model.training)
+    walk(*model.training->algorithm);
+  ctx.changedNothing = fused == 0;
 }
 
 } // namespace mpc

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <sstream>
 
 namespace mpc {
@@ -74,11 +75,10 @@ void runPipeline(Model &model, const std::vector<PipelineEntry> &pipeline,
   model.updateValueReferences();
   for (const PipelineEntry &entry : pipeline) {
     // name{k=v}: the pass sees the options its flags would have set.
-    const CompileOptions passOptions = entry.options.empty()
-                                           ? CompileOptions{}
-                                           : withPassOptions(options, entry);
-    PassContext ctx{
-        entry.options.empty() ? options : passOptions, entry.options, {}};
+    std::optional<CompileOptions> passOptions;
+    if (!entry.options.empty())
+      passOptions = withPassOptions(options, entry);
+    PassContext ctx{passOptions ? *passOptions : options, entry.options, {}};
     ctx.unchangedSinceVerify = verified;
     TimePoint start = TimePoint::now();
     entry.pass->run(model, ctx);

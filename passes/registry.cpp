@@ -131,8 +131,8 @@ std::vector<std::string> passOptionNames(const PassInfo &pass) {
 CompileOptions withPassOptions(const CompileOptions &options,
                                const PipelineEntry &entry) {
   CompileOptions local = options;
+  std::vector<std::string> names = passOptionNames(*entry.pass);
   for (const auto &[key, value] : entry.options) {
-    std::vector<std::string> names = passOptionNames(*entry.pass);
     if (std::find(names.begin(), names.end(), key) == names.end()) {
       std::string list;
       for (const std::string &n : names)

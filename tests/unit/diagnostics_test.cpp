@@ -33,10 +33,16 @@ TEST(ErrorLine, TheCutNeverSplitsAUtf8Character) {
   for (int i = 0; i < 20000; ++i)
     name += "\xc3\xa9"; // é
   std::string line = Error("node '" + name + "': bad").what();
-  // Every byte sequence is whole: no continuation byte after an ASCII one.
+  // Every byte sequence is whole: no continuation byte after an ASCII one,
+  // and every lead byte of a two-byte é followed by its continuation byte.
   for (size_t i = 1; i < line.size(); ++i)
     if ((static_cast<unsigned char>(line[i]) & 0xC0) == 0x80) {
       EXPECT_EQ(static_cast<unsigned char>(line[i - 1]) & 0x80, 0x80) << i;
+    }
+  for (size_t i = 0; i < line.size(); ++i)
+    if (static_cast<unsigned char>(line[i]) == 0xC3) {
+      ASSERT_LT(i + 1, line.size());
+      EXPECT_EQ(static_cast<unsigned char>(line[i + 1]), 0xA9) << i;
     }
   EXPECT_EQ(line.substr(line.size() - 6), "': bad");
 }

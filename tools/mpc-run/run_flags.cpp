@@ -3,6 +3,7 @@
 
 #include "passes/support/diagnostics.h"
 #include "passes/support/int_parse.h"
+#include "passes/support/path_identity.h"
 #include "runtime/memory_limit.h"
 
 #include <cmath>
@@ -130,16 +131,6 @@ Inference (--infer) runs MODEL's main graph forward, on any supported model
                           letters, digits, '.', '-' and '_' become '_'; a name
                           taken twice gets _2, _3, ... appended.
 )";
-
-/// Whether two paths name one file: the same existing file, or the same
-/// path once normalised (a file not made yet).
-bool sameFile(const std::string &a, const std::string &b) {
-  std::error_code ec;
-  if (std::filesystem::equivalent(a, b, ec))
-    return true;
-  return std::filesystem::path(a).lexically_normal() ==
-         std::filesystem::path(b).lexically_normal();
-}
 
 } // namespace
 
@@ -358,7 +349,7 @@ RunFlags parseRunFlags(int argc, const char *const *argv) {
                 "--export-safetensors=FILE.safetensors");
   for (const std::string *out : {&f.exportInference, &f.exportSafetensors})
     for (const std::string *in : {&f.model, &f.resume, &f.data, &f.evalData})
-      if (!out->empty() && !in->empty() && sameFile(*out, *in))
+      if (!out->empty() && !in->empty() && sameFileByIdentity(*out, *in))
         throw Error(std::string(out == &f.exportInference
                                     ? "--export-inference"
                                     : "--export-safetensors") +
