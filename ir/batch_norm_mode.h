@@ -8,7 +8,7 @@
 // running-statistics outputs on a node with training_mode = 0.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 namespace mpc {
 

@@ -1,5 +1,5 @@
 // Builder implementation.
-#include "passes/ir/builder.h"
+#include "ir/builder.h"
 
 namespace mpc {
 

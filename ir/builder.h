@@ -5,7 +5,7 @@
 // constants become small (non-state) initializers.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <initializer_list>
 #include <string>

@@ -2,7 +2,7 @@
 // else owns (the executor's arena, runtime/arena.h), or held: memory kept
 // alive by a shared owner the buffer holds a reference to (a model's raw data
 // taken over from its parsed protobuf, untouched zero pages; see
-// passes/ir/zero_pages.h). Held bytes may also be in place: read-only, at any
+// ir/zero_pages.h). Held bytes may also be in place: read-only, at any
 // alignment (a weight's bytes where they lie in the mapped model file,
 // loadModel's WeightBytes::InFile), and copied into owned storage the first
 // time anyone asks for them by anything but unalignedData().

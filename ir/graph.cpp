@@ -1,5 +1,5 @@
 // Graph IR implementation: value/node ownership, use lists, mutation, cloning.
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <algorithm>
 #include <atomic>
@@ -793,7 +793,7 @@ const std::string *Model::meta(const std::string &key) const {
   return nullptr;
 }
 
-// Model::setMeta: passes/ir/metadata_value_refs.cpp (it records the values
+// Model::setMeta: ir/metadata_value_refs.cpp (it records the values
 // a value-naming key names).
 
 } // namespace mpc

@@ -7,10 +7,10 @@
 // a graph: createValue() makes a fresh name from a hint.
 #pragma once
 
-#include "passes/ir/name_arena.h"
-#include "passes/ir/name_index.h"
-#include "passes/ir/tensor.h"
-#include "passes/ir/types.h"
+#include "ir/name_arena.h"
+#include "ir/name_index.h"
+#include "ir/tensor.h"
+#include "ir/types.h"
 
 #include <deque>
 #include <list>

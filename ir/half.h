@@ -6,7 +6,7 @@
 // is round-tripped in tests/unit/half_test.cpp).
 #pragma once
 
-#include "kernels/common/host_device.h"
+#include "ir/host_device.h"
 
 #include <cstdint>
 #include <cstring>

@@ -1,7 +1,7 @@
-// ReduceLROnPlateau's rule (runtime/lr_plateau.h).
-#include "runtime/lr_plateau.h"
+// ReduceLROnPlateau's rule (ir/lr_plateau.h).
+#include "ir/lr_plateau.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <cstdio>

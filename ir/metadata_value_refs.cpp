@@ -17,7 +17,7 @@
 // its name, and the verifier reports it against the pass that removed it.
 // The training step's update_binding names its outputs (each state's new
 // value) and is mended the same way (Model::updateValueReferences).
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <algorithm>
 #include <string_view>

@@ -143,7 +143,7 @@
 //   batch_norm.cpp). The window ops carry the forward node's attributes
 //   (auto_pad, pads, strides, dilations, kernel_shape, group, ceil_mode,
 //   count_include_pad) and resolve the window from them exactly as the
-//   forward does (passes/ir/window_geometry.h); X is [N, C, D1..Dr], o and
+//   forward does (ir/window_geometry.h); X is [N, C, D1..Dr], o and
 //   i are spatial positions, k kernel offsets, and input coordinate
 //   i = o * stride - pad_begin + k * dilation (outside X: zero / no
 //   element). Sums accumulate in fp32 for fp16/bf16 (fp64 for fp64) and are
@@ -185,7 +185,7 @@
 //
 // Standard ops whose semantics mpc pins down where ONNX leaves a choice:
 //   BatchNormalization in training mode (training_mode = 1, or before opset
-//       14 asking for the running-statistics outputs; passes/ir/
+//       14 asking for the running-statistics outputs; ir/
 //       batch_norm_mode.h): Y normalises with the batch mean and the BIASED
 //       batch variance; running_mean' = mean_in * momentum + batch_mean *
 //       (1 - momentum) and running_var' = var_in * momentum +
@@ -232,14 +232,14 @@
 //       min_lr_ratio, step_size, gamma> -> lr (fp64 [])
 //       --lr-schedule: the rate of the update after `step` applied updates
 //       (kernels/common/lr_schedule_math.h; attributes checked by
-//       passes/ir/lr_schedule_attrs.h), read by every SGD/Adam node.
+//       kernels/lr_schedule_attrs.h), read by every SGD/Adam node.
 //   IncrementStep(step, found_inf) -> step'    step + (found_inf ? 0 : 1)
 //
 // Data parallelism (emitted by optimizer with --data-parallel,
 // passes/data_parallel.h):
 //   AllReduce(x1..xn) <reduction = "mean" | "sum" | "max"> -> (y1..yn)
 //       yi = the reduction of xi over the ranks of the data-parallel world
-//       (runtime/collective.h); every rank holds the same dtype and shape.
+//       (kernels/collective.h); every rank holds the same dtype and shape.
 //       Floating point: the ranks' values summed in double in rank order,
 //       divided by the number of ranks for "mean", rounded once to xi's
 //       type; "max" of bool is OR. Every rank gets the same bits. In a world
@@ -258,6 +258,11 @@ namespace mpc {
 
 /// Domain name of mpc's custom ops.
 inline constexpr const char *kMpcDomain = "mpc";
+
+/// The domain of ONNX's training operators (Gradient, Adam, Momentum,
+/// Adagrad), which the importer and the CPU and CUDA kernels name.
+inline constexpr const char *kOnnxPreviewTrainingDomain =
+    "ai.onnx.preview.training";
 
 /// Whether `domain` is mpc's; most nodes are of the default domain (""),
 /// which the length tells without comparing bytes.

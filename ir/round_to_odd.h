@@ -10,8 +10,8 @@
 // Tensor::setFromDouble (constants, folded values) use it.
 #pragma once
 
-#include "kernels/common/half.h"
-#include "kernels/common/host_device.h"
+#include "ir/half.h"
+#include "ir/host_device.h"
 
 namespace mpc {
 

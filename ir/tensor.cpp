@@ -1,10 +1,10 @@
 // Host tensor helpers: element access in any dtype, casts, small constructors.
-#include "passes/ir/tensor.h"
-#include "passes/ir/zero_pages.h"
+#include "ir/tensor.h"
+#include "ir/zero_pages.h"
 
-#include "kernels/common/half.h"
-#include "kernels/common/round_to_odd.h"
-#include "passes/support/diagnostics.h"
+#include "ir/half.h"
+#include "ir/round_to_odd.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <cmath>

@@ -2,12 +2,12 @@
 //
 // Tensor is what initializers, constants, checkpoints, data files and the CPU
 // backend's buffers hold. Storage is raw bytes, owned or a view into the
-// executor's arena (passes/ir/byte_buffer.h); fp16/bf16 are stored as their
-// 16-bit patterns (see kernels/common/half.h for conversions).
+// executor's arena (ir/byte_buffer.h); fp16/bf16 are stored as their
+// 16-bit patterns (see ir/half.h for conversions).
 #pragma once
 
-#include "passes/ir/byte_buffer.h"
-#include "passes/ir/types.h"
+#include "ir/byte_buffer.h"
+#include "ir/types.h"
 
 #include <cstdint>
 #include <cstring>
@@ -60,7 +60,7 @@ struct Tensor {
   Tensor castTo(DType t) const;
 
   /// Zeros of this type and shape whose large buffers cost no memory until
-  /// written (passes/ir/zero_pages.h): optimizer state a compiler writes out.
+  /// written (ir/zero_pages.h): optimizer state a compiler writes out.
   static Tensor zeros(DType t, std::vector<int64_t> dims);
   static Tensor scalar(DType t, double v);
   static Tensor fromFloats(const std::vector<int64_t> &dims,

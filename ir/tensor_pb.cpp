@@ -1,9 +1,8 @@
 // ONNX TensorProto conversion (raw_data and typed fields) and .pb file I/O.
-#include "runtime/data/tensor_pb.h"
+#include "ir/tensor_pb.h"
 
-#include "passes/support/diagnostics.h"
-#include "passes/support/file_io.h"
-#include "runtime/data/npy.h"
+#include "support/diagnostics.h"
+#include "support/file_io.h"
 
 #include <climits>
 #include <cstring>

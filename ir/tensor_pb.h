@@ -10,7 +10,7 @@
 // External data (data_location: EXTERNAL) and segments are rejected.
 #pragma once
 
-#include "passes/ir/tensor.h"
+#include "ir/tensor.h"
 
 #include <onnx/onnx_pb.h>
 

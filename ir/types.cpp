@@ -1,5 +1,5 @@
 // Element type helpers: sizes, names and the ONNX data type mapping.
-#include "passes/ir/types.h"
+#include "ir/types.h"
 
 namespace mpc {
 

@@ -8,7 +8,7 @@
 // and the type, finish() renames once the old producers are gone.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <string>
 #include <utility>

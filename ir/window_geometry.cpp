@@ -5,9 +5,9 @@
 // ceil_mode, dropping a last window that would start in the end padding, as
 // PyTorch and the ONNX reference do); SAME_* gives ceil(in / stride) with the
 // odd pad at the end (UPPER) or the beginning (LOWER); VALID gives no pads.
-#include "passes/ir/window_geometry.h"
+#include "ir/window_geometry.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <map>

@@ -1,7 +1,7 @@
 // Window geometry of convolutions and pools: attributes, output sizes, pads.
 //
 // Conv, ConvTranspose, MaxPool, AveragePool and their mpc backward ops
-// (passes/ir/mpc_ops.h) slide a kernel window over the spatial dims of an
+// (ir/mpc_ops.h) slide a kernel window over the spatial dims of an
 // [N, C, D1, ..., Dr] tensor. Shape inference, the gradient rules and the CPU
 // kernels all resolve that window here, from the same attributes and by the
 // same formulas (ONNX's operator specs, with PyTorch's ceil_mode rule that the
@@ -9,7 +9,7 @@
 // the compiler infers are the sizes the kernels produce.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <cstdint>
 #include <memory>

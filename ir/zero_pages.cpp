@@ -1,5 +1,5 @@
 // Zero bytes carved from anonymous mappings (see zero_pages.h).
-#include "passes/ir/zero_pages.h"
+#include "ir/zero_pages.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -11,7 +11,7 @@
 // (passes/onnx/model_file_writer.cpp).
 #pragma once
 
-#include "passes/ir/byte_buffer.h"
+#include "ir/byte_buffer.h"
 
 #include <cstddef>
 

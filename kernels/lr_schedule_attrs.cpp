@@ -1,8 +1,8 @@
 // mpc.LearningRate's attributes: read, defaulted and checked
-// (passes/ir/lr_schedule_attrs.h).
-#include "passes/ir/lr_schedule_attrs.h"
+// (kernels/lr_schedule_attrs.h).
+#include "kernels/lr_schedule_attrs.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <cmath>
 #include <cstdio>

@@ -4,8 +4,8 @@
 // The schedules' formulas are kernels/common/lr_schedule_math.h.
 #pragma once
 
+#include "ir/graph.h"
 #include "kernels/common/lr_schedule_math.h"
-#include "passes/ir/graph.h"
 
 #include <functional>
 #include <optional>

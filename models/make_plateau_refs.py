@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """make_plateau_refs.py -- torch's ReduceLROnPlateau on fixed metric sequences.
 
-mpc-run's --lr-schedule=reduce_lr_on_plateau (runtime/lr_plateau.h) steps
+mpc-run's --lr-schedule=reduce_lr_on_plateau (ir/lr_plateau.h) steps
 the same rule with each validation loss; these are torch's rates for the
 same sequences of metrics (mode "min", threshold_mode "rel"):
 

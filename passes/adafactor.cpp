@@ -1,9 +1,9 @@
 // torch.optim.Adafactor's update in standard ops (passes/adafactor.h).
 #include "passes/adafactor.h"
 
-#include "passes/ir/builder.h"
-#include "passes/support/joined.h"
+#include "ir/builder.h"
 #include "passes/training_support.h"
+#include "support/joined.h"
 
 #include <cmath>
 #include <limits>

@@ -35,8 +35,8 @@
 #include "passes/pass.h"
 #include "passes/precision_map.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/joined.h"
+#include "support/diagnostics.h"
+#include "support/joined.h"
 
 #include <map>
 #include <optional>

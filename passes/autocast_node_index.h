@@ -14,7 +14,7 @@
 // of a listed node's outputs.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <cstdint>
 #include <unordered_map>

@@ -11,9 +11,9 @@
 // losses, normalisations, reductions, exp/log/pow").
 #include "passes/autocast_policy.h"
 
-#include "passes/ir/mpc_ops.h"
-#include "passes/ir/name_index.h"
-#include "passes/support/diagnostics.h"
+#include "ir/mpc_ops.h"
+#include "ir/name_index.h"
+#include "support/diagnostics.h"
 
 #include <deque>
 #include <string_view>
@@ -276,7 +276,7 @@ const std::vector<PolicyEntry> &table() {
        "its output dtype is its second input's: changing that would change "
        "what the op means"},
 
-      // --- mpc backward ops (passes/ir/mpc_ops.h) ---------------------------
+      // --- mpc backward ops (ir/mpc_ops.h) ---------------------------
       {kMpcDomain, "ReluGrad", PC::Follow, 0,
        "selects dY where Y > 0, exact (TF clear ReluGrad)"},
       {kMpcDomain, "SoftmaxGrad", PC::Fp32, inputBit(1),

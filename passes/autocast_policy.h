@@ -8,7 +8,7 @@
 #pragma once
 
 #include "passes/pass.h"
-#include "passes/support/name_pattern.h"
+#include "support/name_pattern.h"
 
 #include <cstdint>
 #include <optional>

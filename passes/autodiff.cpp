@@ -17,11 +17,11 @@
 // infer-shapes must run first: the rules read static ranks and shapes, and type
 // every value they create.
 #include "passes/autodiff.h"
+#include "ir/mpc_ops.h"
 #include "passes/gradients/gradient_rules.h"
-#include "passes/ir/mpc_ops.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/name_pattern.h"
+#include "support/diagnostics.h"
+#include "support/name_pattern.h"
 
 #include <algorithm>
 #include <string_view>

@@ -5,8 +5,8 @@
 // same way.
 #include "passes/compile_flags.h"
 
-#include "passes/support/diagnostics.h"
-#include "passes/support/int_parse.h"
+#include "support/diagnostics.h"
+#include "support/int_parse.h"
 
 namespace mpc {
 namespace {

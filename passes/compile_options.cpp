@@ -6,7 +6,7 @@
 // range needs it), none for bf16/fp32 (their range does not), unless given.
 #include "passes/pass.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <cmath>
 #include <cstdlib>

@@ -2,8 +2,8 @@
 // ranks (passes/data_parallel.h).
 #include "passes/data_parallel.h"
 
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
+#include "ir/mpc_ops.h"
+#include "support/diagnostics.h"
 
 #include <unordered_set>
 

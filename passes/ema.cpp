@@ -1,11 +1,11 @@
 // The parameters' exponential moving average (passes/ema.h).
 #include "passes/ema.h"
 
-#include "passes/ir/builder.h"
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/joined.h"
+#include "ir/builder.h"
+#include "ir/mpc_ops.h"
 #include "passes/training_support.h"
+#include "support/diagnostics.h"
+#include "support/joined.h"
 
 #include <cmath>
 

@@ -35,7 +35,7 @@
 // before cleanup, recompute and plan-memory. The backward is built already:
 // the Add's gradient (the bias's: a sum of dZ) and the product's are
 // unchanged, since neither reads Y.
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
 #include "passes/pass.h"
 #include "passes/precision_map.h"
 

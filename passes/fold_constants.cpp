@@ -3,7 +3,7 @@
 // Constant nodes become (non-state) initializers; Shape of a value whose
 // selected dims are static becomes a constant; then every node of the fold
 // list whose inputs are all constants and whose output is small is run on
-// the CPU reference kernels (runtime/cpu/cpu_kernels.h, so a folded value is
+// the CPU reference kernels (kernels/cpu/kernel_table.h, so a folded value is
 // bit-identical to what mpc-run would compute) and replaced by an
 // initializer of the same name. This turns the exporter's
 // Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains into a constant
@@ -11,11 +11,11 @@
 // initializers are dropped and shapes re-inferred. Runs after infer-shapes
 // (it needs the input shapes, e.g. from --input-shape) on the main graph and
 // the training algorithm.
+#include "kernels/cpu/kernel_table.h"
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
 #include "passes/verify.h"
-#include "runtime/cpu/cpu_kernels.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <set>

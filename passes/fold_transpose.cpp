@@ -7,7 +7,7 @@
 // pass rewrites, until nothing changes:
 //  - MatMul / mpc.FusedMatMul whose operand is a Transpose that swaps the
 //    last two axes: the product reads the Transpose's input with its
-//    transA / transB flag toggled (mpc.FusedMatMul, passes/ir/mpc_ops.h; a
+//    transA / transB flag toggled (mpc.FusedMatMul, ir/mpc_ops.h; a
 //    product whose flags end up both 0 is a plain MatMul again);
 //  - Gemm whose A or B is a 2-D Transpose: transA / transB toggled;
 //  - a swap Transpose of a product that only the Transpose reads (a
@@ -26,7 +26,7 @@
 // the materialised transpose; fp32/fp64 ones may differ in the last bits
 // where BLAS's kernel for the transposed layout sums in another order
 // (tests/unit/fused_matmul_test.cpp).
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
 #include "passes/pass.h"
 
 #include <string>

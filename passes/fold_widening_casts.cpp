@@ -6,7 +6,7 @@
 // because SumToShape is an fp32 reduction and the bias is an fp32 master
 // parameter. The Cast materialises an fp32 copy of dY (batch x tokens x
 // features, twice dY's bytes) only for the sum to read it once. SumToShapeAs
-// (passes/ir/mpc_ops.h) reads dY16, widens each element exactly and
+// (ir/mpc_ops.h) reads dY16, widens each element exactly and
 // accumulates in the wide type in the same order, and writes X's dtype: the
 // same bits, with neither the copy nor the pass over it. So
 //
@@ -53,7 +53,7 @@
 // A Cast is removed once nothing else reads it.
 // Runs after loss-scale (which makes UnscaleGradients) and before
 // plan-memory; with --precision=fp32 there is nothing to fold.
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
 #include "passes/pass.h"
 #include "passes/precision_map.h"
 

@@ -8,7 +8,7 @@
 // every piece, so the backward gets about twice as many passes and their
 // temporaries. This pass replaces a whole pattern by one node: default-domain
 // Gelu (approximate = "none" / "tanh") when the model imports opset >= 20,
-// else mpc.Gelu / mpc.GeluTanh (passes/ir/mpc_ops.h), which have function
+// else mpc.Gelu / mpc.GeluTanh (ir/mpc_ops.h), which have function
 // bodies in standard ops, so the written model stays self-describing. Its
 // gradient is then one mpc.GeluGrad.
 //
@@ -25,8 +25,8 @@
 //
 // Runs after infer-shapes (it reads dtypes and shapes) and before autodiff,
 // on the main graph and on a training algorithm the model already has.
+#include "ir/mpc_ops.h"
 #include "passes/fusion_rewrite.h"
-#include "passes/ir/mpc_ops.h"
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
 

@@ -9,7 +9,7 @@
 // rounded sigmoid loses log sigmoid(z) once sigmoid(z) is near 1 (all of it
 // above z = 8 in fp16, z = 17 in fp32) and is -inf once it underflows;
 // PyTorch computes these losses from the logits (and autocast keeps them in
-// fp32). mpc.LogSigmoid (passes/ir/mpc_ops.h) computes min(z, 0) -
+// fp32). mpc.LogSigmoid (ir/mpc_ops.h) computes min(z, 0) -
 // log1p(exp(-|z|)), exact to a few ulp everywhere; autocast makes it an fp32
 // island, and its gradient is one mpc.LogSigmoidGrad, dY sigmoid(-z).
 //
@@ -28,8 +28,8 @@
 //
 // Runs after infer-shapes and fold-constants and before autodiff, on the
 // main graph and on a training algorithm the model already has.
+#include "ir/mpc_ops.h"
 #include "passes/fusion_rewrite.h"
-#include "passes/ir/mpc_ops.h"
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
 

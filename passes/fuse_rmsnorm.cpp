@@ -9,7 +9,7 @@
 // Six passes over the activation, each differentiated, and in mixed
 // precision each its own cast or fp32 island. This pass replaces the whole
 // pattern by one mpc.RMSNormalization(x, w) <axis, epsilon>
-// (passes/ir/mpc_ops.h), whose kernels are the layer-norm kernels without
+// (ir/mpc_ops.h), whose kernels are the layer-norm kernels without
 // centering, and whose gradient is one mpc.RMSNormalizationGrad.
 //
 // Matched: the square as Pow(x, 2) or Mul(x, x); x may be an fp16/bf16
@@ -25,8 +25,8 @@
 //
 // Runs after infer-shapes and before autodiff, on the main graph and on a
 // training algorithm the model already has.
+#include "ir/mpc_ops.h"
 #include "passes/fusion_rewrite.h"
-#include "passes/ir/mpc_ops.h"
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
 

@@ -5,7 +5,7 @@
 // constants only the pattern read.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 #include "passes/pass.h"
 
 #include <functional>

@@ -1,8 +1,8 @@
 // Gradient accumulation rewrites of loss-scale and optimizer (grad_accum.h).
 #include "passes/grad_accum.h"
 
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
+#include "ir/mpc_ops.h"
+#include "support/diagnostics.h"
 
 #include <map>
 

@@ -9,7 +9,7 @@
 // after it to turn the shape arithmetic it can now see through into constants.
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 namespace mpc {
 namespace {

@@ -2,7 +2,7 @@
 // inference mode.
 #include "passes/inference_mode.h"
 
-#include "passes/ir/builder.h"
+#include "ir/builder.h"
 
 namespace mpc {
 

@@ -9,7 +9,7 @@
 // identity.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 namespace mpc {
 

@@ -1,12 +1,12 @@
 // The deployable model of a compiled model (passes/inference_model.h).
 #include "passes/inference_model.h"
 
+#include "ir/mpc_ops.h"
 #include "passes/inference_mode.h"
-#include "passes/ir/mpc_ops.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <optional>

@@ -15,7 +15,7 @@
 // fix the deployable model's.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <map>
 #include <memory>

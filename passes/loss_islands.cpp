@@ -1,7 +1,7 @@
 // Recognisers of the decomposed losses autocast runs in fp32 (loss_islands.h).
 #include "passes/loss_islands.h"
 
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
 #include "passes/shape_inference.h"
 
 #include <optional>

@@ -29,7 +29,7 @@
 // some axes only (a variance) is not a loss.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <unordered_map>
 

@@ -26,11 +26,11 @@
 //
 // With --grad-accum=K the seed is loss_scale / K (mpc.grad_accum = K records
 // it; passes/grad_accum.h): the optimizer pass accumulates the K micro-batches.
+#include "ir/mpc_ops.h"
 #include "passes/grad_accum.h"
-#include "passes/ir/mpc_ops.h"
 #include "passes/pass.h"
-#include "passes/support/diagnostics.h"
 #include "passes/training_support.h"
+#include "support/diagnostics.h"
 
 #include <cmath>
 

@@ -1,11 +1,11 @@
 // The optimizer pass's learning-rate schedule (passes/lr_schedule.h).
 #include "passes/lr_schedule.h"
 
-#include "passes/ir/lr_schedule_attrs.h"
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
+#include "ir/lr_plateau.h"
+#include "ir/mpc_ops.h"
+#include "kernels/lr_schedule_attrs.h"
 #include "passes/training_support.h"
-#include "runtime/lr_plateau.h"
+#include "support/diagnostics.h"
 
 #include <cmath>
 #include <utility>
@@ -17,7 +17,7 @@ namespace {
 using Attrs = std::vector<std::pair<std::string, Attribute>>;
 
 /// A real-valued attribute as the Python float torch reads: an fp64
-/// scalar (passes/ir/lr_schedule_attrs.h).
+/// scalar (kernels/lr_schedule_attrs.h).
 Attribute real(double v) {
   return Attribute::ofTensor(Tensor::scalar(DType::F64, v));
 }

@@ -28,7 +28,7 @@ Value *addLearningRate(Graph &g, Value *step, const CompileOptions &options,
 /// --lr-schedule=reduce_lr_on_plateau: the rate is not computed in the step
 /// but is fp64 state `learning_rate` (the updates read it as their lr
 /// input), which mpc-run lowers on plateaus of the validation loss
-/// (runtime/lr_plateau.h). Its rule's flags go in mpc.lr_plateau, the
+/// (ir/lr_plateau.h). Its rule's flags go in mpc.lr_plateau, the
 /// state's name in mpc.lr_state.
 bool isLrPlateau(const CompileOptions &options);
 /// Adds that state, initialised to `baseLr`; returns it.

@@ -17,8 +17,8 @@
 // existing Cast is reused). mpc.master_params records the parameters; with
 // --precision=fp32 and fp32 parameters the pass changes nothing.
 #include "passes/pass.h"
-#include "passes/support/diagnostics.h"
 #include "passes/training_support.h"
+#include "support/diagnostics.h"
 
 namespace mpc {
 namespace {

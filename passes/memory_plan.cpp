@@ -3,7 +3,7 @@
 
 #include "passes/lifetime_offsets.h"
 #include "passes/pass.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <iterator>

@@ -15,7 +15,7 @@
 // mpc-opt --report=memory prints it by class (passes/memory_report.h).
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <array>
 #include <cstddef>

@@ -7,7 +7,7 @@
 #include "passes/verify.h"
 
 #include "onnx/onnx_pb.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <cstdio>

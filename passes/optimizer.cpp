@@ -30,17 +30,17 @@
 // K-th micro-batch" where they took found_inf. --data-parallel
 // (passes/data_parallel.h) then averages the gradients the updates read and
 // ORs found_inf across ranks.
+#include "ir/mpc_ops.h"
 #include "passes/adafactor.h"
 #include "passes/data_parallel.h"
 #include "passes/ema.h"
 #include "passes/grad_accum.h"
-#include "passes/ir/mpc_ops.h"
 #include "passes/lr_schedule.h"
 #include "passes/pass.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/joined.h"
-#include "passes/support/name_pattern.h"
 #include "passes/training_support.h"
+#include "support/diagnostics.h"
+#include "support/joined.h"
+#include "support/name_pattern.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // Optimizer hyper-parameter flags (passes/optimizer_flags.h).
 #include "passes/optimizer_flags.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <initializer_list>

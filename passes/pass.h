@@ -18,7 +18,7 @@
 //                   optimizer step; mpc.grad_accum_counter, _buffers its state
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <map>
 #include <optional>
@@ -49,7 +49,7 @@ struct CompileOptions {
   double beta2Decay = -0.8, eps2 = 1e-3, clipThreshold = 1.0;
   double maxGradNorm = 0.0; ///< --max-grad-norm (0: no clipping)
   /// --lr-schedule=constant|linear|cosine|step|exponential and its flags
-  /// (mpc.LearningRate's attributes, passes/ir/lr_schedule_attrs.h); unset
+  /// (mpc.LearningRate's attributes, kernels/lr_schedule_attrs.h); unset
   /// ones take the op's defaults, and one that does not apply is refused.
   std::string lrSchedule = "constant";
   std::optional<int64_t> warmupSteps; ///< --warmup-steps
@@ -65,7 +65,7 @@ struct CompileOptions {
   /// --lr-warmup-type, --lr-decay-type.
   std::optional<int64_t> lrStableSteps, lrDecaySteps;
   std::optional<std::string> lrWarmupType, lrDecayType;
-  /// reduce_lr_on_plateau (runtime/lr_plateau.h): --lr-factor,
+  /// reduce_lr_on_plateau (ir/lr_plateau.h): --lr-factor,
   /// --lr-patience, --lr-threshold, --lr-cooldown, --min-lr.
   std::optional<double> lrFactor, lrThreshold, minLr;
   std::optional<int64_t> lrPatience, lrCooldown;

@@ -1,7 +1,7 @@
 // Pipeline runner: passes in order, verify after each, hooks for printing.
 #include "passes/pipeline.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <chrono>
 #include <cstdio>

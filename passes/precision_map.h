@@ -13,8 +13,8 @@
 // mpc-opt --explain prints them as a table, --dot=F as a Graphviz graph.
 #pragma once
 
+#include "ir/graph.h"
 #include "passes/autocast_policy.h"
-#include "passes/ir/graph.h"
 
 #include <optional>
 #include <string>

@@ -27,10 +27,10 @@
 // Runs after cleanup (so no cast merging undoes the copies) and before
 // plan-memory; after fold-widening-casts, so an island may be one
 // mpc.SoftmaxTo reading the fp16 value.
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
 #include "passes/memory_report.h"
 #include "passes/pass.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <functional>

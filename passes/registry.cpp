@@ -2,8 +2,8 @@
 #include "passes/registry.h"
 
 #include "passes/compile_flags.h"
-#include "passes/support/diagnostics.h"
 #include "passes/training_info.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 

@@ -3,19 +3,19 @@
 // Every rule reads the node's inputs (dtype, dims, constant data) and sets its
 // outputs. Rules are written against ONNX's operator specs for opsets 13-23
 // (where an op changed inside that range, e.g. axes becoming an input, both
-// forms are handled by opset) and against passes/ir/mpc_ops.h for domain
+// forms are handled by opset) and against ir/mpc_ops.h for domain
 // "mpc". Unknown facts stay unknown: a rule never invents a dim it cannot
 // prove, so verify can run inference on any graph without false errors.
 #include "passes/shape_inference.h"
 
+#include "ir/batch_norm_mode.h"
+#include "ir/mpc_ops.h"
+#include "ir/window_geometry.h"
 #include "kernels/common/all_reduce_rule.h"
-#include "passes/ir/batch_norm_mode.h"
-#include "passes/ir/lr_schedule_attrs.h"
-#include "passes/ir/mpc_ops.h"
-#include "passes/ir/window_geometry.h"
+#include "kernels/lr_schedule_attrs.h"
 #include "passes/onnx/import_lowering.h"
 #include "passes/shape_small_vector.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <cstring>
@@ -1517,7 +1517,7 @@ void inferRange(Ctx &c) {
   c.set(0, shaped(start->dtype, Dims{Dim()}));
 }
 
-// --- mpc domain (passes/ir/mpc_ops.h) ---------------------------------------
+// --- mpc domain (ir/mpc_ops.h) ---------------------------------------
 
 /// Two inputs that must have the same shape (a gradient and its forward value).
 void requireSameShape(Ctx &c, size_t i, size_t j) {

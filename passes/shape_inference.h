@@ -1,5 +1,5 @@
 // Type and shape inference for every op mpc supports (ONNX opsets 13-23 and
-// the "mpc" domain of passes/ir/mpc_ops.h).
+// the "mpc" domain of ir/mpc_ops.h).
 //
 // One table maps each supported op to its input/output counts and its
 // inference rule. A rule reads the inputs' dtypes, shapes and constant data
@@ -11,7 +11,7 @@
 // can run it on graphs that have not been through infer-shapes yet.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <cstdint>
 #include <string>

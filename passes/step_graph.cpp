@@ -1,7 +1,7 @@
 // The training step as mpc-run executes it (see step_graph.h).
 #include "passes/step_graph.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 namespace mpc {
 

@@ -7,7 +7,7 @@
 // graph too.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <memory>
 #include <vector>

@@ -34,13 +34,13 @@
 // follow their widest input). The forward graph (inference export) keeps
 // the plain op. Values keep the names autodiff gave them: metadata and the
 // running statistics' update bindings stay valid.
-#include "passes/ir/batch_norm_mode.h"
-#include "passes/ir/builder.h"
-#include "passes/ir/mpc_ops.h"
-#include "passes/ir/value_takeover.h"
+#include "ir/batch_norm_mode.h"
+#include "ir/builder.h"
+#include "ir/mpc_ops.h"
+#include "ir/value_takeover.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
 #include "passes/training_support.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <cctype>

@@ -7,16 +7,16 @@
 // Where(found_inf, old, new) on each state value they produce.
 #include "passes/training_info.h"
 
+#include "kernels/cpu/kernel_table.h"
 #include "passes/data_parallel.h"
 #include "passes/lr_schedule.h"
 #include "passes/onnx/gradient_op.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
 #include "passes/training_support.h"
-#include "runtime/backend.h"
-#include "runtime/executor.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_set>
 
@@ -151,15 +151,33 @@ void applyInitialization(
     if (asOutput.insert(value).second)
       init.addOutput(v);
   }
-  std::unique_ptr<Backend> backend = createCpuBackend();
-  ExecutorOptions options;
-  options.opset = opset;
-  options.useArena = false;
-  Executor exec(init, *backend, options);
-  exec.run();
+  // The graph runs once, node by node in its (topological) order, on the CPU
+  // kernel table: the same kernels, seed 0 for random ops, as a step.
+  std::map<const Value *, Tensor> computed;
+  auto tensorOf = [&](const Value *v) -> const Tensor * {
+    if (v->isInitializer())
+      return v->initializer().get();
+    auto it = computed.find(v);
+    return it == computed.end() ? nullptr : &it->second;
+  };
+  for (const auto &n : init.nodes()) {
+    std::vector<const Tensor *> inputs;
+    for (size_t i = 0; i < n->numInputs(); ++i) {
+      const Value *v = n->input(i);
+      inputs.push_back(v ? tensorOf(v) : nullptr);
+      if (v && !inputs.back())
+        errorAt(*n) << "in the training_info initialization: input '"
+                    << v->name() << "' is computed by no earlier node";
+    }
+    std::vector<Tensor> outputs;
+    runCpuNode(*n, inputs, outputs);
+    for (size_t i = 0; i < n->numOutputs(); ++i)
+      if (const Value *out = n->output(i))
+        computed[out] = std::move(outputs[i]);
+  }
   for (const auto &[state, value] : binding) {
     Value *target = model.graph->findValue(state);
-    const Tensor &t = exec.output(value);
+    const Tensor &t = *tensorOf(init.findValue(value));
     const Tensor &old = *target->initializer();
     if (t.dtype != old.dtype || t.dims != old.dims)
       throw Error("training_info initialization_binding: '" + value + "' is " +

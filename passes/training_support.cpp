@@ -1,8 +1,8 @@
 // Helpers shared by loss-scale, master-weights and optimizer.
 #include "passes/training_support.h"
 
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
+#include "ir/mpc_ops.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -35,7 +35,7 @@
 
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <array>
@@ -336,7 +336,7 @@ struct NameSlot {
 /// The metadata lists of value names, in the order checkMetadata checks
 /// them: the first four name values of the working graph, the rest state.
 /// (Every key that names values follows them through rewrites:
-/// passes/ir/metadata_value_refs.cpp.)
+/// ir/metadata_value_refs.cpp.)
 constexpr const char *kMetadataLists[] = {"mpc.loss",
                                           "mpc.grads",
                                           "mpc.grad_seed",

@@ -7,7 +7,7 @@
 // found them declared so, it need not infer the whole step again.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <cstdint>
 

@@ -5,7 +5,7 @@
 #include "passes/inference_mode.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <cmath>
 #include <limits>

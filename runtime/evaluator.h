@@ -12,8 +12,8 @@
 // of ranks reports the bits of one process. Nothing of the trainer changes.
 #pragma once
 
+#include "kernels/collective.h"
 #include "runtime/backend.h"
-#include "runtime/collective.h"
 #include "runtime/data/dataset.h"
 #include "runtime/executor.h"
 #include "runtime/trainer.h"

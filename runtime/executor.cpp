@@ -2,11 +2,11 @@
 // and the device-resident variant of the same plan (the second half).
 #include "runtime/executor.h"
 
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
+#include "kernels/cpu/kernel_table.h"
 #include "passes/shape_inference.h"
-#include "passes/support/available_memory.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/cpu/cpu_kernels.h"
+#include "support/available_memory.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <atomic>

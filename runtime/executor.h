@@ -27,8 +27,8 @@
 #pragma once
 
 #include "passes/memory_plan.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/backend.h"
+#include "support/diagnostics.h"
 
 #include <memory>
 #include <string>

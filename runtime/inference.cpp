@@ -3,13 +3,13 @@
 
 #include "passes/inference_mode.h"
 
+#include "ir/tensor_pb.h"
 #include "passes/pipeline.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/path_identity.h"
 #include "runtime/data/npy.h"
-#include "runtime/data/tensor_pb.h"
 #include "runtime/executor.h"
+#include "support/diagnostics.h"
+#include "support/path_identity.h"
 
 #include <cerrno>
 #include <cstdio>

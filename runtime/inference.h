@@ -17,9 +17,9 @@
 // (outputFileName).
 #pragma once
 
-#include "passes/ir/graph.h"
-#include "passes/support/path_identity.h"
+#include "ir/graph.h"
 #include "runtime/backend.h"
+#include "support/path_identity.h"
 
 #include <string>
 #include <vector>
@@ -76,7 +76,7 @@ void prepareOutputDir(const std::string &dir);
 /// the later ones get "_2", "_3", ... appended (in graph output order).
 /// Returns the paths written, one per output. Throws Error on failure, and
 /// before writing anything when an output would be one of `inputs` (the
-/// files the run read: passes/support/path_identity.h).
+/// files the run read: support/path_identity.h).
 std::vector<std::string>
 writeInferenceOutputs(const std::string &dir,
                       const std::vector<InferenceOutput> &outputs,

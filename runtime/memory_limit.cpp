@@ -1,8 +1,8 @@
 // The run's memory limit: parsing --memory-limit, reading the free memory.
 #include "runtime/memory_limit.h"
 
-#include "passes/support/available_memory.h"
-#include "passes/support/diagnostics.h"
+#include "support/available_memory.h"
+#include "support/diagnostics.h"
 
 #include <cctype>
 #include <cmath>

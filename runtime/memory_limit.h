@@ -7,9 +7,9 @@
 // killer) hours into a run.
 #pragma once
 
-#include "passes/support/int_parse.h" // parseByteSize, for --memory-limit
 #include "runtime/backend.h"
 #include "runtime/executor.h"
+#include "support/int_parse.h" // parseByteSize, for --memory-limit
 
 #include <string>
 

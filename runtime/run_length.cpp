@@ -1,7 +1,7 @@
 // Epochs, the schedule's end and durations for mpc-run (run_length.h).
 #include "runtime/run_length.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <cmath>
 #include <cstdio>

@@ -3,7 +3,7 @@
 
 #include "passes/ema.h"
 #include "passes/pass.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <map>
 #include <set>

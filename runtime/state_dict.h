@@ -31,7 +31,7 @@
 // norm that trains, plus the initial value where the model carried one.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <string>
 #include <vector>

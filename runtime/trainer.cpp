@@ -1,16 +1,16 @@
 // Trainer implementation: step loop state, update bindings, checkpoints.
 #include "runtime/trainer.h"
 
+#include "ir/mpc_ops.h"
+#include "kernels/lr_schedule_attrs.h"
 #include "passes/ema.h"
 #include "passes/grad_accum.h"
 #include "passes/inference_mode.h"
-#include "passes/ir/lr_schedule_attrs.h"
-#include "passes/ir/mpc_ops.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/step_graph.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/data/safetensors.h"
 #include "runtime/state_dict.h"
+#include "support/diagnostics.h"
 
 #include "onnx/onnx_pb.h"
 

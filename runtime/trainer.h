@@ -8,13 +8,13 @@
 // bit-for-bit.
 #pragma once
 
+#include "ir/lr_plateau.h"
 #include "kernels/common/lr_schedule_math.h"
 #include "passes/inference_model.h"
 #include "passes/onnx/onnx_io.h"
 #include "runtime/backend.h"
 #include "runtime/data/dataset.h"
 #include "runtime/executor.h"
-#include "runtime/lr_plateau.h"
 #include "runtime/overflow_provenance.h"
 
 #include <chrono>

@@ -1,8 +1,8 @@
 // TrainingLog (see training_log.h).
 #include "runtime/training_log.h"
 
-#include "passes/support/diagnostics.h"
-#include "passes/support/file_io.h"
+#include "support/diagnostics.h"
+#include "support/file_io.h"
 
 #include <cerrno>
 #include <cstdint>

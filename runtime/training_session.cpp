@@ -3,9 +3,9 @@
 #include "runtime/training_session.h"
 
 #include "passes/ema.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/out_of_memory.h"
 #include "runtime/memory_limit.h"
+#include "support/diagnostics.h"
+#include "support/out_of_memory.h"
 
 #include <chrono>
 #include <cmath>

@@ -11,9 +11,9 @@
 // run after the current step, with its checkpoint.
 #pragma once
 
+#include "kernels/collective.h"
 #include "passes/inference_model.h"
 #include "runtime/backend.h"
-#include "runtime/collective.h"
 #include "runtime/data/dataset.h"
 #include "runtime/eval_policy.h"
 #include "runtime/evaluator.h"

@@ -1,5 +1,5 @@
 // allZero, with an AVX2 loop where the CPU has AVX2 (see all_zero.h).
-#include "passes/support/all_zero.h"
+#include "support/all_zero.h"
 
 #include <cstring>
 

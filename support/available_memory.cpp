@@ -1,6 +1,6 @@
 // The memory this process can still get: /proc/meminfo, the memory cgroup,
 // RLIMIT_AS.
-#include "passes/support/available_memory.h"
+#include "support/available_memory.h"
 
 #include <cstdio>
 #include <fstream>

@@ -1,7 +1,7 @@
 // Diagnostics helpers.
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 namespace mpc {
 

@@ -1,8 +1,8 @@
 // FileBytes: map a regular file read-only, or read what cannot be mapped.
-#include "passes/support/file_bytes.h"
+#include "support/file_bytes.h"
 
-#include "passes/support/file_io.h"
-#include "passes/support/mapped_input_guard.h"
+#include "support/file_io.h"
+#include "support/mapped_input_guard.h"
 
 #include <cerrno>
 #include <cstring>

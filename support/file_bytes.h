@@ -14,7 +14,7 @@
 // SIGBUS when a page past its new end is read; the mapping is watched
 // (mapped_input_guard.h), so that ends the tool with a one-line error naming
 // the file and exit code 1. mpc's own writers never truncate in place (they
-// rename a new file over the old one, passes/support/file_io.h), so a model
+// rename a new file over the old one, support/file_io.h), so a model
 // compiled onto its own path is safe.
 #pragma once
 

@@ -1,8 +1,8 @@
 // Whole-file reads and atomic (temp + optional fsync + rename) writes.
-#include "passes/support/file_io.h"
+#include "support/file_io.h"
 
-#include "passes/support/mapped_input_guard.h"
-#include "passes/support/stale_temp_files.h"
+#include "support/mapped_input_guard.h"
+#include "support/stale_temp_files.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -1,7 +1,7 @@
 // FileSink (see file_sink.h).
-#include "passes/support/file_sink.h"
+#include "support/file_sink.h"
 
-#include "passes/support/all_zero.h"
+#include "support/all_zero.h"
 
 #include <google/protobuf/io/coded_stream.h>
 

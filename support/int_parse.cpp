@@ -1,7 +1,7 @@
-// Numbers from the command line (passes/support/int_parse.h).
-#include "passes/support/int_parse.h"
+// Numbers from the command line (support/int_parse.h).
+#include "support/int_parse.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <cctype>
 #include <cmath>

@@ -1,5 +1,5 @@
 // The SIGBUS handler of mapped_input_guard.h and its fixed-size tables.
-#include "passes/support/mapped_input_guard.h"
+#include "support/mapped_input_guard.h"
 
 #include <atomic>
 #include <cerrno>

@@ -1,13 +1,13 @@
 // A mapped input file truncated while mpc reads it: a one-line error and
 // exit code 1, not a crash.
 //
-// FileBytes maps model files (passes/support/file_bytes.h), and mpc-opt
+// FileBytes maps model files (support/file_bytes.h), and mpc-opt
 // keeps its input mapped to the end for the weights it writes out as they
 // came in. If another process truncates the file meanwhile, the kernel takes
 // the pages past the new end away and the next read of one raises SIGBUS.
 // A handler for it, installed with the first mapping, tells an address in a
 // watched mapping from any other fault: for a watched one it removes the
-// temporary files of the atomic write in progress (passes/support/file_io.h:
+// temporary files of the atomic write in progress (support/file_io.h:
 // the target itself is only ever renamed into place, so it keeps its old
 // contents), prints "TOOL: PATH: the file changed while it was being read
 // (truncated by another process?)" and exits with code 1. Any other SIGBUS

@@ -1,7 +1,7 @@
-// Name patterns of mpc-opt's flags (passes/support/name_pattern.h).
-#include "passes/support/name_pattern.h"
+// Name patterns of mpc-opt's flags (support/name_pattern.h).
+#include "support/name_pattern.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <re2/re2.h>
 

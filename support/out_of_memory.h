@@ -1,7 +1,7 @@
 // Allocation failures as user-facing errors: "out of memory while ...".
 //
 // A size the input controls is checked before it is allocated (against the
-// file's real size, the tensor's dims, passes/support/available_memory.h);
+// file's real size, the tensor's dims, support/available_memory.h);
 // what still fails to allocate (the machine is busy, `ulimit -v` is low)
 // throws std::bad_alloc (tools/process_allocator/throwing_new.cpp makes
 // mimalloc's operator new do so too), or std::length_error for a size past
@@ -9,7 +9,7 @@
 // that says what was being done, which the tools print as their one line.
 #pragma once
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <new>
 #include <stdexcept>

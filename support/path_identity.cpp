@@ -1,8 +1,8 @@
 // File identity by device and inode, or by real folder and name (see
 // path_identity.h).
-#include "passes/support/path_identity.h"
+#include "support/path_identity.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <climits>
 #include <cstdlib>

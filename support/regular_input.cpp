@@ -1,8 +1,8 @@
 // requireRegularFile (see regular_input.h).
-#include "passes/support/regular_input.h"
+#include "support/regular_input.h"
 
-#include "passes/support/diagnostics.h"
-#include "passes/support/path_identity.h"
+#include "support/diagnostics.h"
+#include "support/path_identity.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // Removal of dead writers' temporary files (see stale_temp_files.h).
-#include "passes/support/stale_temp_files.h"
+#include "support/stale_temp_files.h"
 
 #include <cerrno>
 #include <csignal>

@@ -1,11 +1,11 @@
 // mpc.AllReduce's attribute and operand rules, shared by the CPU kernel
 // (kernels/cpu/all_reduce.cpp) and the CUDA runner (NCCL,
 // runtime/cuda/nccl_world.cpp), so both refuse the same nodes with the same
-// words (passes/ir/mpc_ops.h has the op's contract).
+// words (ir/mpc_ops.h has the op's contract).
 #pragma once
 
-#include "passes/ir/graph.h"
-#include "passes/support/diagnostics.h"
+#include "ir/graph.h"
+#include "support/diagnostics.h"
 
 #include <string>
 

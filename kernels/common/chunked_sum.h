@@ -11,7 +11,7 @@
 // kSumChunk terms is the plain sum in order (0 + s == s), as before chunks.
 #pragma once
 
-#include "kernels/common/host_device.h"
+#include "ir/host_device.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -4,7 +4,7 @@
 // output is converted from it, so both backends give the same bits.
 #pragma once
 
-#include "kernels/common/host_device.h"
+#include "ir/host_device.h"
 
 #include <cstdint>
 #include <type_traits>

@@ -10,7 +10,7 @@
 // CPU backend has always used, kept so existing masks do not change).
 #pragma once
 
-#include "kernels/common/host_device.h"
+#include "ir/host_device.h"
 
 #include <cmath>
 #include <cstdint>

@@ -9,7 +9,7 @@
 // (sqrt is IEEE-exact on both, nvcc's default -prec-sqrt=true).
 #pragma once
 
-#include "kernels/common/host_device.h"
+#include "ir/host_device.h"
 
 #include <cmath>
 

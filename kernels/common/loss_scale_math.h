@@ -8,8 +8,8 @@
 // back to float. Shared by the CPU kernels and the CUDA kernels.
 #pragma once
 
-#include "kernels/common/half.h"
-#include "kernels/common/host_device.h"
+#include "ir/half.h"
+#include "ir/host_device.h"
 
 #include <cstdint>
 

@@ -41,7 +41,7 @@
 // double, so the rates agree to the last bit but on a rounding tie.
 #pragma once
 
-#include "kernels/common/host_device.h"
+#include "ir/host_device.h"
 
 #include <cmath>
 #include <cstdint>

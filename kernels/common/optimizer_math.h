@@ -20,7 +20,7 @@
 // The CUDA optimizer kernels call the same functions.
 #pragma once
 
-#include "kernels/common/host_device.h"
+#include "ir/host_device.h"
 
 #include <cmath>
 #include <cstdint>

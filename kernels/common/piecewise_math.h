@@ -9,7 +9,7 @@
 // NaN never equals the extremum, so its gradient is 0.
 #pragma once
 
-#include "kernels/common/host_device.h"
+#include "ir/host_device.h"
 
 #include <type_traits>
 

@@ -14,8 +14,8 @@
 // in all but vanishingly rare cases.
 #pragma once
 
+#include "ir/host_device.h"
 #include "kernels/common/dropout_rng.h"
-#include "kernels/common/host_device.h"
 
 #include <cmath>
 #include <cstdint>

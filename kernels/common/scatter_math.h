@@ -5,7 +5,7 @@
 // backends give the same bits.
 #pragma once
 
-#include "kernels/common/host_device.h"
+#include "ir/host_device.h"
 
 #include <type_traits>
 

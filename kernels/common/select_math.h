@@ -10,7 +10,7 @@
 // argmax and argmin do. Integers have no NaN; `v != v` is then false.
 #pragma once
 
-#include "kernels/common/host_device.h"
+#include "ir/host_device.h"
 
 #include <cstdint>
 

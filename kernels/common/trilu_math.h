@@ -7,7 +7,7 @@
 // and beyond the matrix included.
 #pragma once
 
-#include "kernels/common/host_device.h"
+#include "ir/host_device.h"
 
 #include <cstdint>
 

@@ -1,8 +1,8 @@
 // mpc.AllReduce on the CPU: combines each input across the ranks of the
-// data-parallel world (runtime/collective.h) in rank order.
+// data-parallel world (kernels/collective.h) in rank order.
 //
 // AllReduce(x1..xn) <reduction = "mean" | "sum" | "max"> -> (y1..yn)
-// (passes/ir/mpc_ops.h). The inputs travel as one message, each at an
+// (ir/mpc_ops.h). The inputs travel as one message, each at an
 // offset aligned to 8 bytes, cut into one shard per rank at 8-byte
 // boundaries (so no element straddles two shards). A reduce-scatter, then an
 // all-gather: rank r receives every rank's shard r (allToAll), reduces it
@@ -22,11 +22,11 @@
 // A world of one rank copies, and
 // so does every rank of a gated node whose gate is false (--grad-accum
 // inside its window: the ranks agree, their counters are the same).
+#include "ir/mpc_ops.h"
+#include "ir/round_to_odd.h"
 #include "kernels/common/all_reduce_rule.h"
-#include "kernels/common/round_to_odd.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/half_convert.h"
-#include "passes/ir/mpc_ops.h"
 
 #include <cmath>
 

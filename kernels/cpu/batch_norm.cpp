@@ -1,6 +1,6 @@
 // BatchNormalization and mpc.BatchNormalizationGrad CPU kernels.
 //
-// Semantics are those of passes/ir/mpc_ops.h: training mode normalises with
+// Semantics are those of ir/mpc_ops.h: training mode normalises with
 // the batch mean and biased variance and updates the running statistics with
 // the unbiased variance (PyTorch's rule); inference mode uses the mean and
 // var inputs. X may have another dtype than scale/B/mean/var (fp16 X with
@@ -8,10 +8,10 @@
 // fp64), Y is rounded once to X's dtype and the running statistics to their
 // own. The backward recomputes the batch statistics with the very function
 // the forward used, so both see bit-identical mean and variance.
+#include "ir/batch_norm_mode.h"
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/conv_util.h"
 #include "kernels/cpu/node_geometry.h"
-#include "passes/ir/batch_norm_mode.h"
-#include "passes/ir/mpc_ops.h"
 
 #include <cmath>
 

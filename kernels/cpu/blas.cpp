@@ -1,7 +1,7 @@
 // BLAS loaded on first use (see blas.h).
 #include "kernels/cpu/blas.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <cblas.h> // the enums and the functions' types; nothing is linked
 

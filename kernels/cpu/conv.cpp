@@ -1,7 +1,7 @@
 // Convolution CPU kernels: Conv, ConvTranspose, mpc.ConvGradInput and
 // mpc.ConvGradWeight, 1-D to N-D, with groups, on OpenBLAS.
 //
-// Every kernel is an im2col product. The window (passes/ir/window_geometry.h)
+// Every kernel is an im2col product. The window (ir/window_geometry.h)
 // gives, per kernel offset and output position, the input element it reads;
 // gathering those into a [C/group * K, P] column matrix turns Conv into one
 // GEMM per (image, group) and its weight gradient into one accumulating GEMM.
@@ -9,9 +9,9 @@
 // product W^T x dY scattered back through the window (col2im). Operands are
 // widened to fp32 (fp64 for fp64) and each result is rounded once: the
 // Tensor Core numerics of cuDNN with an fp32 compute type.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/conv_geometry.h"
 #include "kernels/cpu/conv_util.h"
-#include "passes/ir/mpc_ops.h"
 
 namespace mpc {
 namespace cpu {

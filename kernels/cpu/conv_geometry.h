@@ -5,9 +5,9 @@
 // messages.
 #pragma once
 
-#include "passes/ir/graph.h"
-#include "passes/ir/tensor.h"
-#include "passes/ir/window_geometry.h"
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "ir/window_geometry.h"
 
 #include <cstdint>
 #include <vector>

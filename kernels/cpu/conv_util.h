@@ -8,8 +8,8 @@
 // C, and rounds each result once into its own dtype when storing it.
 #pragma once
 
+#include "ir/window_geometry.h"
 #include "kernels/cpu/cpu_util.h"
-#include "passes/ir/window_geometry.h"
 
 #include "kernels/cpu/blas.h"
 

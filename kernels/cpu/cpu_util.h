@@ -2,7 +2,7 @@
 //
 // Every CPU kernel follows the GPU's numerics: fp16/bf16 are storage types
 // only, each element is loaded into fp32, computed on, and rounded to
-// nearest-even when stored (kernels/common/half.h); fp64 computes in double
+// nearest-even when stored (ir/half.h); fp64 computes in double
 // (the float64 finite-difference gradient checks rely on it). The `Io`
 // structs below capture that: `Io::Storage` is what the tensor holds,
 // `Io::Compute` is what the arithmetic runs in, and load/store convert.
@@ -10,10 +10,10 @@
 // helpers, which turn an unsupported dtype into an mpc::Error naming the node.
 #pragma once
 
-#include "kernels/common/half.h"
+#include "ir/half.h"
 #include "kernels/cpu/half_convert.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/cpu/cpu_kernels.h"
+#include "kernels/cpu/kernel_table.h"
+#include "support/diagnostics.h"
 
 #include <cstdint>
 #include <cstring>

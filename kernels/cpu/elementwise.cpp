@@ -5,7 +5,7 @@
 // is what the GPU's fp16/bf16 kernels do; integer ops compute exactly in
 // their own type (fold-constants runs shape arithmetic through them).
 // Integer division and modulo by zero are errors, not traps.
-#include "kernels/common/round_to_odd.h"
+#include "ir/round_to_odd.h"
 #include "kernels/cpu/cpu_util.h"
 
 #include <algorithm>

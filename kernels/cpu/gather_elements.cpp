@@ -7,9 +7,9 @@
 // CUDA runner), so neither materialises coordinates. The gradient scatter-adds
 // dY into zeros of data's shape (repeated indices accumulate), summing in fp32
 // for fp16/bf16 and in fp64 for fp64, like mpc.GatherGrad.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
-#include "passes/ir/mpc_ops.h"
 
 namespace mpc {
 namespace cpu {

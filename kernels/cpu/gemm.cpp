@@ -5,8 +5,8 @@
 // with fp32 accumulation (sgemm), and the result (alpha*AB + beta*C, all in
 // fp32) is rounded to the output dtype once, as cuBLAS does with an fp32
 // compute type.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
-#include "passes/ir/mpc_ops.h"
 
 #include "kernels/cpu/blas.h"
 

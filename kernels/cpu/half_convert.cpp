@@ -2,7 +2,7 @@
 //
 // The F16C functions are compiled for that instruction set alone (target
 // attribute) and chosen once at run time, so the build stays portable. Both
-// paths give the bits of kernels/common/half.h: a block of 8 holding a NaN
+// paths give the bits of ir/half.h: a block of 8 holding a NaN
 // is converted in software (F16C's NaN results differ, see half_convert.h);
 // every other value, subnormals and infinities included, converts the same
 // with VCVTPS2PH in round-to-nearest-even mode and with VCVTPH2PS. A run's
@@ -12,7 +12,7 @@
 // the same arithmetic as plain loops that the compiler vectorises.
 #include "kernels/cpu/half_convert.h"
 
-#include "kernels/common/half.h"
+#include "ir/half.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -44,7 +44,7 @@ void bf16ToFloatNPortable(const uint16_t *src, float *dst, int64_t n) {
 }
 
 void floatToBf16NPortable(const float *src, uint16_t *dst, int64_t n) {
-  // floatToBf16 (kernels/common/half.h) with its NaN branch as a select:
+  // floatToBf16 (ir/half.h) with its NaN branch as a select:
   // both results are computed and the NaN test picks one. |x| fits in 31
   // bits, so the test may compare as signed (SSE2 has no unsigned compare).
   for (int64_t i = 0; i < n; ++i) {

@@ -2,7 +2,7 @@
 //
 // The CPU kernels emulate fp16 as storage only: operands are widened to fp32,
 // computed on, and rounded back (round-to-nearest-even). Doing that element by
-// element in software (kernels/common/half.h) made fp16 steps 2-3x slower
+// element in software (ir/half.h) made fp16 steps 2-3x slower
 // than fp32 ones, so the kernels convert whole runs here instead. Where the
 // CPU has F16C (checked once at run time) the conversions use it; the result
 // is bit-identical to halfToFloat / floatToHalf for every input, NaNs

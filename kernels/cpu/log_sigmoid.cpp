@@ -5,8 +5,8 @@
 // kernels do.
 #include "kernels/cpu/log_sigmoid.h"
 
+#include "ir/mpc_ops.h"
 #include "kernels/common/log_sigmoid_math.h"
-#include "passes/ir/mpc_ops.h"
 
 #include <type_traits>
 

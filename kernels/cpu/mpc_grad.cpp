@@ -1,16 +1,16 @@
 // CPU kernels of the mpc-domain backward ops that autodiff emits.
 //
-// Semantics are exactly those of passes/ir/mpc_ops.h. Gradient and forward
+// Semantics are exactly those of ir/mpc_ops.h. Gradient and forward
 // operands may have different precisions (autocast can leave a fp32
 // gradient flowing into a fp16 activation's rule); the arithmetic then runs
 // in the wider compute type (double if either operand is fp64, else fp32)
 // and the result takes the gradient's dtype, except for the loss rules whose
 // result takes the dtype of the forward tensor (log_prob / X) it is the
 // gradient of. Sums over an axis accumulate in that compute type.
+#include "ir/mpc_ops.h"
 #include "kernels/common/chunked_sum.h"
 #include "kernels/common/softmax_math.h"
 #include "kernels/cpu/cpu_util.h"
-#include "passes/ir/mpc_ops.h"
 
 #include <algorithm>
 

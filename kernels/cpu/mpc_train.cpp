@@ -8,13 +8,13 @@
 // Optimizer ops work on fp32 master parameters and moments. When found_inf
 // (an optional bool scalar input) is set, every output is a byte copy of the
 // corresponding input: a skipped step leaves the state exactly as it was.
+#include "ir/mpc_ops.h"
 #include "kernels/common/clip_grad_norm_math.h"
 #include "kernels/common/loss_scale_math.h"
 #include "kernels/common/lr_schedule_math.h"
 #include "kernels/common/optimizer_math.h"
 #include "kernels/cpu/cpu_util.h"
-#include "passes/ir/lr_schedule_attrs.h"
-#include "passes/ir/mpc_ops.h"
+#include "kernels/lr_schedule_attrs.h"
 
 #include <algorithm>
 #include <cmath>

@@ -4,8 +4,8 @@
 
 #include "kernels/common/random_math.h"
 
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
-#include "passes/ir/mpc_ops.h"
 
 #include <cmath>
 

@@ -7,10 +7,10 @@
 // backends accept the same nodes with the same messages.
 #pragma once
 
+#include "ir/graph.h"
+#include "ir/tensor.h"
 #include "kernels/common/scatter_math.h"
-#include "passes/ir/graph.h"
-#include "passes/ir/tensor.h"
-#include "runtime/backend.h"
+#include "kernels/kernel_context.h"
 
 #include <cstdint>
 #include <vector>

@@ -2,14 +2,14 @@
 // GlobalAveragePool, and the backward ops mpc.MaxPoolGrad and
 // mpc.AveragePoolGrad, 1-D to N-D.
 //
-// Every window is read through windowIndexTable (passes/ir/
+// Every window is read through windowIndexTable (ir/
 // window_geometry.h), the forward and the backward through the same helper,
 // so the element MaxPoolGrad routes a gradient to is the element MaxPool
 // picked (PyTorch's rule: the first maximum in window order, a NaN wins) and
 // AveragePoolGrad divides by the forward's divisor. Sums run in fp32 (fp64
 // for fp64) and each result is rounded once.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/conv_util.h"
-#include "passes/ir/mpc_ops.h"
 
 #include <cmath>
 

@@ -13,8 +13,8 @@
 // checks (preview_training.h) are shared with the CUDA runner.
 #include "kernels/cpu/preview_training.h"
 
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
-#include "passes/onnx/gradient_op.h"
 
 #include <string>
 

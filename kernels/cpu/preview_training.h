@@ -6,7 +6,7 @@
 #pragma once
 
 #include "kernels/common/preview_optimizer_math.h"
-#include "runtime/backend.h"
+#include "kernels/kernel_context.h"
 
 #include <cstddef>
 

@@ -9,10 +9,10 @@
 // always applies the opset-13 rule. The two agree for 2-D inputs with axis 1
 // (what the PyTorch exporter writes for classification heads); the importer is
 // where an old-opset model with another layout must be rewritten.
+#include "ir/mpc_ops.h"
 #include "kernels/common/softmax_math.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/vector_math.h"
-#include "passes/ir/mpc_ops.h"
 
 #include <cmath>
 #include <optional>

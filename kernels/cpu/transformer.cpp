@@ -2,7 +2,7 @@
 // (and mpc.RMSNormalization, the same without centering),
 // Gelu, LeakyRelu, Clip, Max, Min, Sum, Split, Dropout, CastLike, and the mpc
 // backward ops their gradient rules emit (ErfGrad for the Erf form of GELU)
-// (semantics in passes/ir/mpc_ops.h).
+// (semantics in ir/mpc_ops.h).
 //
 // Numerics as everywhere in kernels/cpu: fp16/bf16 are storage types, each
 // element is computed on in fp32 and rounded to nearest-even once when
@@ -13,6 +13,7 @@
 // backward kernels may see operands of different precisions (autocast can
 // leave an fp32 gradient meeting an fp16 activation): they compute in double
 // when any operand is fp64, else in fp32, and store in dY's dtype.
+#include "ir/mpc_ops.h"
 #include "kernels/common/chunked_sum.h"
 #include "kernels/common/dropout_rng.h"
 #include "kernels/common/gelu_math.h"
@@ -21,7 +22,6 @@
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
 #include "kernels/cpu/vector_math.h"
-#include "passes/ir/mpc_ops.h"
 
 #include <algorithm>
 #include <cmath>

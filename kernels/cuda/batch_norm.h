@@ -11,7 +11,7 @@
 // backward (always the batch-statistics formula) does not compute.
 #pragma once
 
-#include "passes/ir/types.h"
+#include "ir/types.h"
 
 #include <cuda_runtime_api.h>
 

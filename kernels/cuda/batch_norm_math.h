@@ -4,7 +4,7 @@
 // order of operations these are.
 #pragma once
 
-#include "kernels/common/host_device.h"
+#include "ir/host_device.h"
 
 #include <cmath>
 #include <cstdint>

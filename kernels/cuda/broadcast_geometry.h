@@ -9,7 +9,7 @@
 // forEachBroadcast does.
 #pragma once
 
-#include "kernels/common/host_device.h"
+#include "ir/host_device.h"
 
 #include <cstdint>
 #include <stdexcept>

@@ -6,7 +6,7 @@
 // are one 16-byte load or store, 8 fp32 are two. The vector path is taken
 // when both pointers are 16-byte aligned (every allocation of the backend
 // is); the last n % 8 elements, and unaligned buffers, take the scalar
-// loop. The rounding is kernels/common/half.h's, so results equal the CPU
+// loop. The rounding is ir/half.h's, so results equal the CPU
 // backend's bit for bit, NaNs included.
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/cuda_check.h"

@@ -4,11 +4,11 @@
 // a device copy; bool is 1 or 0, and any non-zero float is true), and int64
 // or int32 to fp32 (nearest-even, as the CPU's float(v)), with the CPU
 // backend's rounding: through fp32, round to nearest-even on store
-// (kernels/common/half.h), NaN kept quiet. Raw device pointers, as every kernel
+// (ir/half.h), NaN kept quiet. Raw device pointers, as every kernel
 // entry point takes.
 #pragma once
 
-#include "passes/ir/types.h"
+#include "ir/types.h"
 
 #include <cuda_runtime_api.h>
 

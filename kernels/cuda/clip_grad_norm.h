@@ -10,8 +10,8 @@
 // gradient scaled by that coefficient read on the device.
 #pragma once
 
+#include "ir/types.h"
 #include "kernels/cuda/training.h"
-#include "passes/ir/types.h"
 
 #include <cuda_runtime_api.h>
 

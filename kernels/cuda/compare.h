@@ -8,8 +8,8 @@
 // copies elements as bytes, so it takes any dtype. Raw device pointers.
 #pragma once
 
+#include "ir/types.h"
 #include "kernels/cuda/broadcast_geometry.h"
-#include "passes/ir/types.h"
 
 #include <cuda_runtime_api.h>
 

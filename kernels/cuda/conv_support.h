@@ -10,9 +10,9 @@
 // (shiftSource) so that the CPU tests replay it.
 #pragma once
 
-#include "kernels/common/host_device.h"
+#include "ir/host_device.h"
+#include "ir/types.h"
 #include "kernels/cuda/broadcast_geometry.h"
-#include "passes/ir/types.h"
 
 #include <cuda_runtime_api.h>
 

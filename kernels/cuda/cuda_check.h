@@ -8,7 +8,7 @@
 // next synchronising call, which is checked too.
 #pragma once
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <cuda_runtime_api.h>
 

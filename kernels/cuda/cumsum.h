@@ -5,7 +5,7 @@
 // for fp32, fp16 and bf16, wrapping int64 sums for int64 and int32.
 #pragma once
 
-#include "passes/ir/types.h"
+#include "ir/types.h"
 
 #include <cuda_runtime_api.h>
 

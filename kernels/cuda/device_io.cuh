@@ -1,7 +1,7 @@
 // Element access of the CUDA kernels: fp16/bf16 are storage types only.
 //
 // Each element is loaded into fp32, computed on and rounded to nearest-even
-// on store with the shared conversions of kernels/common/half.h, exactly as
+// on store with the shared conversions of ir/half.h, exactly as
 // the CPU backend's F32Io/F16Io/BF16Io do (kernels/cpu/cpu_util.h), so an
 // elementwise kernel built from the same fp32 operations gives the same bits
 // on both backends. The dispatch helper turns a dtype the GPU kernels do not
@@ -9,9 +9,9 @@
 // bug or an unsupported model the backend let through).
 #pragma once
 
-#include "kernels/common/half.h"
-#include "passes/ir/types.h"
-#include "passes/support/diagnostics.h"
+#include "ir/half.h"
+#include "ir/types.h"
+#include "support/diagnostics.h"
 
 #include <cstdint>
 #include <string>

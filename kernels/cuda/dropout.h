@@ -5,7 +5,7 @@
 // done by the runner.)
 #pragma once
 
-#include "passes/ir/types.h"
+#include "ir/types.h"
 
 #include <cuda_runtime_api.h>
 

@@ -9,8 +9,8 @@
 // the CPU backend does. n == 0 launches nothing.
 #pragma once
 
+#include "ir/types.h"
 #include "kernels/cuda/broadcast_geometry.h"
-#include "passes/ir/types.h"
 
 #include <cuda_runtime_api.h>
 

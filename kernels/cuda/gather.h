@@ -11,8 +11,8 @@
 // ScatterElements walks the same lists per data element.
 #pragma once
 
+#include "ir/types.h"
 #include "kernels/common/scatter_math.h"
-#include "passes/ir/types.h"
 
 #include <cuda_runtime_api.h>
 

@@ -4,7 +4,7 @@
 // backend's).
 #pragma once
 
-#include "passes/ir/types.h"
+#include "ir/types.h"
 
 #include <cuda_runtime_api.h>
 

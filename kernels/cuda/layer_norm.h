@@ -9,7 +9,7 @@
 // device pointers; dtypes fp32, fp16 or bf16, chosen per operand.
 #pragma once
 
-#include "passes/ir/types.h"
+#include "ir/types.h"
 
 #include <cuda_runtime_api.h>
 

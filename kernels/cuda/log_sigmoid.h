@@ -3,7 +3,7 @@
 // the formulas of kernels/common/log_sigmoid_math.h (the CPU backend's).
 #pragma once
 
-#include "passes/ir/types.h"
+#include "ir/types.h"
 
 #include <cuda_runtime_api.h>
 

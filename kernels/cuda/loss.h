@@ -11,8 +11,8 @@
 // the CPU backend's order, so sums of equal terms agree bit for bit.
 #pragma once
 
-#include "kernels/common/host_device.h"
-#include "passes/ir/types.h"
+#include "ir/host_device.h"
+#include "ir/types.h"
 
 #include <cuda_runtime_api.h>
 

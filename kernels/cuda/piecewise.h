@@ -9,8 +9,8 @@
 // pointers, as every kernel entry point takes; n == 0 launches nothing.
 #pragma once
 
+#include "ir/types.h"
 #include "kernels/cuda/broadcast_geometry.h"
-#include "passes/ir/types.h"
 
 #include <cuda_runtime_api.h>
 

@@ -11,8 +11,8 @@
 // every output here is the CPU backend's bits, gradients included.
 #pragma once
 
+#include "ir/types.h"
 #include "kernels/cuda/pool_window.h"
-#include "passes/ir/types.h"
 
 #include <cuda_runtime_api.h>
 

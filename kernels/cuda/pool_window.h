@@ -1,7 +1,7 @@
 // The per-element math of the CUDA pooling kernels, MPC_HD so that the CPU
 // tests walk every element exactly as a device thread does.
 //
-// A PoolWindow is the window of passes/ir/window_geometry.h flattened into
+// A PoolWindow is the window of ir/window_geometry.h flattened into
 // fixed arrays for a kernel argument, its spatial dims padded in front to
 // kMaxPoolRank by dims of size 1 (which change no row-major index). Window
 // positions are enumerated as windowIndexTable lays them out, computed on
@@ -12,8 +12,8 @@
 // fp32 from 0 as the CPU does: no atomics, the same bits.
 #pragma once
 
-#include "kernels/common/host_device.h"
-#include "passes/ir/window_geometry.h"
+#include "ir/host_device.h"
+#include "ir/window_geometry.h"
 
 #include <cmath>
 #include <cstdint>

@@ -9,8 +9,8 @@
 // correction aside, see kernels/common/preview_optimizer_math.h).
 #pragma once
 
+#include "ir/types.h"
 #include "kernels/common/preview_optimizer_math.h"
-#include "passes/ir/types.h"
 
 #include <cuda_runtime_api.h>
 

@@ -4,8 +4,8 @@
 // random_math.h, which the CPU kernels use too.
 #pragma once
 
+#include "ir/types.h"
 #include "kernels/common/random_math.h"
-#include "passes/ir/types.h"
 
 #include <cuda_runtime_api.h>
 

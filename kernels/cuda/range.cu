@@ -4,8 +4,8 @@
 // rounded separately (the library builds with --fmad=false, so nvcc does
 // not contract them into an fma the CPU would not use), then narrowed as
 // Tensor::setFromDouble narrows: once to fp16/bf16, through fp32 rounded
-// to odd (kernels/common/round_to_odd.h).
-#include "kernels/common/round_to_odd.h"
+// to odd (ir/round_to_odd.h).
+#include "ir/round_to_odd.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/range.h"

@@ -6,7 +6,7 @@
 // Tensor::setFromDouble stores it (so the two backends agree bit for bit).
 #pragma once
 
-#include "passes/ir/types.h"
+#include "ir/types.h"
 
 #include <cuda_runtime_api.h>
 

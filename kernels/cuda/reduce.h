@@ -10,8 +10,8 @@
 // per output element. Raw device pointers; dtypes fp32, fp16, bf16.
 #pragma once
 
+#include "ir/types.h"
 #include "kernels/cuda/broadcast_geometry.h"
-#include "passes/ir/types.h"
 
 #include <cuda_runtime_api.h>
 

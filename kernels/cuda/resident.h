@@ -14,8 +14,8 @@
 // synchronisation.
 #pragma once
 
+#include "ir/types.h"
 #include "kernels/cuda/broadcast_geometry.h"
-#include "passes/ir/types.h"
 
 #include <cuda_runtime_api.h>
 

@@ -10,8 +10,8 @@
 // dtypes fp32, fp16 or bf16.
 #pragma once
 
-#include "kernels/common/host_device.h"
-#include "passes/ir/types.h"
+#include "ir/host_device.h"
+#include "ir/types.h"
 
 #include <cuda_runtime_api.h>
 

@@ -12,7 +12,7 @@
 // the lines models select over (patches, tokens, classes).
 #pragma once
 
-#include "passes/ir/types.h"
+#include "ir/types.h"
 
 #include <cuda_runtime_api.h>
 

@@ -11,9 +11,9 @@
 // `foundInf` may be nullptr (never skip).
 #pragma once
 
+#include "ir/types.h"
 #include "kernels/common/lr_schedule_math.h"
 #include "kernels/common/optimizer_math.h"
-#include "passes/ir/types.h"
 
 #include <cuda_runtime_api.h>
 

@@ -13,7 +13,7 @@
 // CPU.
 #pragma once
 
-#include "kernels/common/host_device.h"
+#include "ir/host_device.h"
 
 #include <cstdint>
 #include <initializer_list>

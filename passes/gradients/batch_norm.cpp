@@ -2,17 +2,17 @@
 // with up to three outputs (dX, dScale, dBias; the unwanted ones omitted).
 //
 // In training mode the backward recomputes the batch statistics from X
-// (passes/ir/mpc_ops.h), so the forward node stays the standard ONNX op with
+// (ir/mpc_ops.h), so the forward node stays the standard ONNX op with
 // its standard outputs; in inference mode it reads the mean and var inputs,
 // which are constants of the step. The running mean and var are never
 // differentiated (registry.cpp lists inputs 3 and 4 as non-differentiable;
 // autodiff binds the running-statistics outputs as state updates instead).
 #include "passes/gradients/gradient_rules.h"
 
-#include "passes/ir/batch_norm_mode.h"
-#include "passes/ir/mpc_ops.h"
+#include "ir/batch_norm_mode.h"
+#include "ir/mpc_ops.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <unordered_set>

@@ -5,10 +5,10 @@
 // node is named after the forward node it differentiates.
 #include "passes/gradients/gradient_rules.h"
 
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/joined.h"
+#include "support/diagnostics.h"
+#include "support/joined.h"
 
 #include <algorithm>
 #include <cassert>

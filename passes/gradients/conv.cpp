@@ -9,11 +9,11 @@
 // swapped, under the ConvTranspose's resolved (explicit) pads.
 #include "passes/gradients/gradient_rules.h"
 
-#include "passes/ir/builder.h"
+#include "ir/builder.h"
 
-#include "passes/ir/mpc_ops.h"
-#include "passes/ir/window_geometry.h"
-#include "passes/support/diagnostics.h"
+#include "ir/mpc_ops.h"
+#include "ir/window_geometry.h"
+#include "support/diagnostics.h"
 
 namespace mpc {
 namespace {

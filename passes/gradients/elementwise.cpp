@@ -7,7 +7,7 @@
 // so the input need not stay alive for the backward.
 #include "passes/gradients/gradient_rules.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <cmath>
 

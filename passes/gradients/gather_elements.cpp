@@ -2,12 +2,12 @@
 //
 // GatherElements reads one data element per index, so its data gradient is
 // dY scatter-added into zeros of data's shape at the positions the indices
-// name: mpc.GatherElementsGrad (passes/ir/mpc_ops.h), the element-wise
+// name: mpc.GatherElementsGrad (ir/mpc_ops.h), the element-wise
 // counterpart of Gather's mpc.GatherGrad. The indices get no gradient.
 #include "passes/gradients/gradient_rules.h"
 
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
+#include "ir/mpc_ops.h"
+#include "support/diagnostics.h"
 
 namespace mpc {
 

@@ -9,7 +9,7 @@
 // graph must be as well typed as the forward graph infer-shapes produced.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <optional>
 #include <string>

@@ -9,7 +9,7 @@
 #include "passes/gradients/gradient_rules.h"
 
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 namespace mpc {
 namespace {

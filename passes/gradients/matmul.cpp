@@ -8,7 +8,7 @@
 // batch axes with mpc.SumToShape.
 #include "passes/gradients/gradient_rules.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 

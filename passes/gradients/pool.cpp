@@ -9,7 +9,7 @@
 // mean = 1.
 #include "passes/gradients/gradient_rules.h"
 
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
 
 namespace mpc {
 namespace {

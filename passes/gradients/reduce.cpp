@@ -7,8 +7,8 @@
 // attribute of the backward op, a computed one is passed through.
 #include "passes/gradients/gradient_rules.h"
 
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
+#include "ir/mpc_ops.h"
+#include "support/diagnostics.h"
 
 namespace mpc {
 

@@ -5,8 +5,8 @@
 // gradient rule" with the list below, so coverage is visible in one place.
 // Every rule listed here is checked against finite differences in
 // tests/unit/gradcheck_test.cpp.
+#include "ir/mpc_ops.h"
 #include "passes/gradients/gradient_rules.h"
-#include "passes/ir/mpc_ops.h"
 
 #include <algorithm>
 #include <unordered_map>

@@ -23,7 +23,7 @@
 //                                             (none) or dY (add)
 #include "passes/gradients/gradient_rules.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 namespace mpc {
 namespace {

@@ -7,7 +7,7 @@
 // permutation, slice each input's part out of a Concat's gradient.
 #include "passes/gradients/gradient_rules.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 namespace mpc {
 

@@ -7,8 +7,8 @@
 // same flattening around the backward op.
 #include "passes/gradients/gradient_rules.h"
 
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
+#include "ir/mpc_ops.h"
+#include "support/diagnostics.h"
 
 namespace mpc {
 namespace {

@@ -6,8 +6,8 @@
 // backward. The Indices output and K carry no gradient.
 #include "passes/gradients/gradient_rules.h"
 
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
+#include "ir/mpc_ops.h"
+#include "support/diagnostics.h"
 
 namespace mpc {
 

@@ -8,14 +8,14 @@
 // dropout mask), so autodiff first gives the forward node those outputs
 // (prepareTransformerForwardNode): the backward then reuses the forward's
 // statistics and mask exactly instead of recomputing them. The backward ops
-// of domain "mpc" are specified in passes/ir/mpc_ops.h. Ops that only pick
+// of domain "mpc" are specified in ir/mpc_ops.h. Ops that only pick
 // elements (Max, Min, ReduceMax) split the gradient evenly among ties, as
 // PyTorch's maximum/minimum/amax do.
 #include "passes/gradients/gradient_rules.h"
 
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 namespace mpc {
 namespace {

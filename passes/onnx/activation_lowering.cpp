@@ -2,7 +2,7 @@
 #include "passes/onnx/activation_lowering.h"
 
 #include "passes/onnx/lowering_builder.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <cmath>
 

@@ -21,7 +21,7 @@
 // nodes are named after the node and its output keeps its name.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <string>
 #include <vector>

@@ -2,7 +2,7 @@
 #include "passes/onnx/attention_lowering.h"
 
 #include "passes/onnx/lowering_builder.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <cmath>
 #include <limits>

@@ -26,7 +26,7 @@
 // the causal mask and the head reshapes.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <vector>
 

@@ -1,8 +1,8 @@
 // Ranges of sizing and indexing attributes (passes/onnx/attribute_ranges.h).
 #include "passes/onnx/attribute_ranges.h"
 
-#include "passes/ir/graph.h"
-#include "passes/support/diagnostics.h"
+#include "ir/graph.h"
+#include "support/diagnostics.h"
 
 #include <cstdint>
 

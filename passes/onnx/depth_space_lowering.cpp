@@ -3,7 +3,7 @@
 #include "passes/onnx/depth_space_lowering.h"
 
 #include "passes/onnx/lowering_builder.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 namespace mpc {
 

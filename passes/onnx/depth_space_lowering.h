@@ -13,7 +13,7 @@
 // symbolic (the Reshapes copy it with a 0).
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <vector>
 

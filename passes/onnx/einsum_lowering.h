@@ -20,7 +20,7 @@
 // import.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <vector>
 

@@ -7,7 +7,7 @@
 // (passes/onnx/mpc_functions.cpp), but a FunctionProto has a fixed list of
 // formal inputs, so the variadic ops are expanded inline instead, one group
 // of nodes per op (per gradient for the first two). The expansion follows
-// passes/ir/mpc_ops.h and the CPU kernels (kernels/cpu/mpc_train.cpp,
+// ir/mpc_ops.h and the CPU kernels (kernels/cpu/mpc_train.cpp,
 // kernels/cpu/transformer.cpp):
 //  - UnscaleGradients: inv = float(1 / double(scale)); g' = float(g) * inv,
 //    the kernel's single fp32 multiply, so the unscaled gradients are the
@@ -46,10 +46,10 @@
 // once, the expansion several times.
 #include "passes/onnx/expand_variadic.h"
 
-#include "passes/ir/builder.h"
-#include "passes/ir/mpc_ops.h"
-#include "passes/ir/value_takeover.h"
-#include "passes/support/diagnostics.h"
+#include "ir/builder.h"
+#include "ir/mpc_ops.h"
+#include "ir/value_takeover.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <map>

@@ -4,7 +4,7 @@
 // (--emit=step).
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <cstddef>
 

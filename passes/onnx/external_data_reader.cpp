@@ -2,9 +2,9 @@
 // and size checks against the file and the memory, then the read.
 #include "passes/onnx/external_data_reader.h"
 
-#include "passes/support/available_memory.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/data/tensor_pb.h"
+#include "ir/tensor_pb.h"
+#include "support/available_memory.h"
+#include "support/diagnostics.h"
 
 #include <cerrno>
 #include <climits>

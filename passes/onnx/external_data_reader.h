@@ -8,10 +8,10 @@
 // /etc/passwd or a FIFO's endless stream into a compiled model. The range
 // (offset, length) must lie inside the file's real size and be exactly the
 // bytes the tensor's data type and dims take; those are checked (a
-// supported type, the 16 GiB cap of runtime/data/tensor_pb.h) before
+// supported type, the 16 GiB cap of ir/tensor_pb.h) before
 // anything is read, and the bytes the model's external data takes in all
 // must fit the memory the process can still get
-// (passes/support/available_memory.h): a sparse terabyte file is refused
+// (support/available_memory.h): a sparse terabyte file is refused
 // with the numbers instead of being read into the heap.
 #pragma once
 

@@ -12,10 +12,10 @@
 #include "passes/onnx/external_data_writer.h"
 
 #include "passes/onnx/weights_in_file.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/file_bytes.h"
-#include "passes/support/file_io.h"
-#include "passes/support/file_sink.h"
+#include "support/diagnostics.h"
+#include "support/file_bytes.h"
+#include "support/file_io.h"
+#include "support/file_sink.h"
 
 #include "onnx/onnx_pb.h"
 

@@ -10,7 +10,7 @@
 
 #include "passes/autodiff.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 

@@ -8,16 +8,13 @@
 // support are a one-line error naming the node.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
+#include "ir/mpc_ops.h"
 
 #include <string>
 #include <vector>
 
 namespace mpc {
-
-/// The domain of ONNX's training operators.
-inline constexpr const char *kOnnxPreviewTrainingDomain =
-    "ai.onnx.preview.training";
 
 /// True for a Gradient node of ai.onnx.preview.training.
 bool isGradientOp(const Node &n);

@@ -1,8 +1,8 @@
 // Fixed values at import time (import_constants.h).
 #include "passes/onnx/import_constants.h"
 
+#include "kernels/cpu/kernel_table.h"
 #include "passes/shape_inference.h"
-#include "runtime/cpu/cpu_kernels.h"
 
 #include <algorithm>
 #include <set>

@@ -12,7 +12,7 @@
 // CPU kernels. nullptr when v depends on data or on state.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 namespace mpc {
 

@@ -16,7 +16,7 @@
 // is not touched (no inference).
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <string>
 #include <vector>

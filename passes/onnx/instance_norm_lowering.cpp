@@ -4,7 +4,7 @@
 
 #include "passes/onnx/lowering_builder.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <vector>
 

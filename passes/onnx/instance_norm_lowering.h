@@ -22,7 +22,7 @@
 // after the InstanceNormalization node, and its output keeps its name.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <vector>
 

@@ -6,8 +6,8 @@
 // place of the node's, under the same name.
 #pragma once
 
-#include "passes/ir/builder.h"
-#include "passes/support/diagnostics.h"
+#include "ir/builder.h"
+#include "support/diagnostics.h"
 
 #include <string>
 #include <vector>

@@ -26,13 +26,13 @@
 // IR's tensor into the data file, written first as one pair with the model.
 #include "passes/onnx/onnx_io.h"
 
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
 #include "passes/onnx/external_data_writer.h"
 #include "passes/onnx/mpc_functions.h"
 #include "passes/onnx/onnx_export_parts.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/file_io.h"
-#include "passes/support/file_sink.h"
+#include "support/diagnostics.h"
+#include "support/file_io.h"
+#include "support/file_sink.h"
 
 #include "onnx/onnx_pb.h"
 

@@ -9,7 +9,7 @@
 // a string flag), a completion that makes them explicit.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <cstdint>
 #include <functional>

@@ -2,7 +2,7 @@
 // model-local functions, and their inlining into the IR.
 //
 // Bodies are written in the ONNX text syntax and parsed with ONNX's own
-// parser, so they read like the formulas of passes/ir/mpc_ops.h. They follow
+// parser, so they read like the formulas of ir/mpc_ops.h. They follow
 // the CPU reference kernels (kernels/cpu/mpc_grad.cpp, mpc_train.cpp):
 //  - Backward ops compute in double and round once to the kernel's result
 //    type (CastLike), so a body is at least as precise as the kernel, whose
@@ -25,10 +25,10 @@
 
 #include "passes/onnx/onnx_io.h"
 
-#include "passes/ir/lr_schedule_attrs.h"
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/data/tensor_pb.h"
+#include "ir/mpc_ops.h"
+#include "ir/tensor_pb.h"
+#include "kernels/lr_schedule_attrs.h"
+#include "support/diagnostics.h"
 
 #include "onnx/defs/parser.h"
 #include "onnx/onnx_pb.h"

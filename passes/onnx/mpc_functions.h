@@ -2,7 +2,7 @@
 //
 // SPEC: every op of domain "mpc" in a written model is also a function of the
 // model, so any ONNX runtime (and a reader) knows what it computes. Every
-// fixed-arity mpc op of passes/ir/mpc_ops.h has a body here (the layer
+// fixed-arity mpc op of ir/mpc_ops.h has a body here (the layer
 // gradients in mpc_functions_layers.cpp); the variadic ones
 // (UnscaleGradients, ClipGradNorm, ExtremumGrad) cannot be FunctionProtos,
 // whose formal inputs and outputs are a fixed list: the training model
@@ -20,7 +20,7 @@
 // that has no mpc kernels.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <functional>
 #include <map>

@@ -31,9 +31,9 @@
 // tests/unit/mpc_functions_test.cpp runs every body against its kernel.
 #include "passes/onnx/mpc_function_defs.h"
 
-#include "passes/ir/mpc_ops.h"
-#include "passes/ir/window_geometry.h"
-#include "passes/support/diagnostics.h"
+#include "ir/mpc_ops.h"
+#include "ir/window_geometry.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <limits>

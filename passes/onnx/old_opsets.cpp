@@ -2,7 +2,7 @@
 // change since (see old_opsets.h).
 #include "passes/onnx/old_opsets.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include "onnx/defs/schema.h"
 

@@ -9,7 +9,7 @@
 // yet) is a one-line error naming the node, the op and the opset.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <cstdint>
 

@@ -11,7 +11,7 @@
 // import (import_constants.h).
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <vector>
 

@@ -2,13 +2,13 @@
 // model, the deterministic text form, and atomic file writes.
 #include "passes/onnx/onnx_io.h"
 
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
+#include "ir/tensor_pb.h"
 #include "passes/onnx/expand_variadic.h"
 #include "passes/onnx/mpc_functions.h"
 #include "passes/onnx/onnx_export_parts.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/file_io.h"
-#include "runtime/data/tensor_pb.h"
+#include "support/diagnostics.h"
+#include "support/file_io.h"
 
 #include "onnx/defs/printer.h"
 #include "onnx/onnx_pb.h"

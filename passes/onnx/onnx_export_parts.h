@@ -3,7 +3,7 @@
 // same messages for the same IR.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <string>
 #include <vector>

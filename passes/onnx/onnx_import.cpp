@@ -5,6 +5,7 @@
 // duplicate names, cycles) and reports each problem as one clear line.
 #include "passes/onnx/onnx_io.h"
 
+#include "ir/tensor_pb.h"
 #include "passes/onnx/attribute_ranges.h"
 #include "passes/onnx/external_data_reader.h"
 #include "passes/onnx/gradient_op.h"
@@ -13,11 +14,10 @@
 #include "passes/onnx/torch_dropped_arguments.h"
 #include "passes/onnx/torch_export_signature.h"
 #include "passes/onnx/weights_in_file.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/file_bytes.h"
-#include "passes/support/file_io.h"
 #include "passes/training_info.h"
-#include "runtime/data/tensor_pb.h"
+#include "support/diagnostics.h"
+#include "support/file_bytes.h"
+#include "support/file_io.h"
 
 #include "onnx/defs/parser.h"
 #include "onnx/onnx_pb.h"

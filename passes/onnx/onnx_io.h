@@ -5,8 +5,8 @@
 // mpc::Error naming the node or tensor and what is wrong.
 #pragma once
 
-#include "passes/ir/graph.h"
-#include "passes/support/file_io.h"
+#include "ir/graph.h"
+#include "support/file_io.h"
 
 #include <functional>
 #include <memory>
@@ -35,7 +35,7 @@ enum class WeightBytes {
   /// copied only if something asks for them as typed data: for mpc-opt,
   /// which reads the file once and writes the weights out as they came in.
   /// The file must not be truncated while the model is alive (SIGBUS; mpc's
-  /// own writers replace files by rename, passes/support/file_io.h).
+  /// own writers replace files by rename, support/file_io.h).
   InFile,
 };
 
@@ -125,7 +125,7 @@ std::vector<std::string> inputFilesToKeep(const std::string &input,
                                           const std::string &output);
 
 /// Writes bytes to path atomically (temp file + rename, fsynced unless
-/// `fsync` says not: passes/support/file_io.h); "-" is stdout.
+/// `fsync` says not: support/file_io.h); "-" is stdout.
 void writeFileAtomically(const std::string &path, const std::string &bytes,
                          Fsync fsync = Fsync::Yes);
 /// Serializes `proto` straight into `path` (temp file + rename, as above; not
@@ -145,7 +145,7 @@ void writeModelAtomically(const std::string &path,
 void writeModelAtomically(const std::string &path, onnx::ModelProto &proto,
                           const ModelWriteOptions &options);
 /// Writes `path` atomically with what `fill` writes to the temporary file's
-/// descriptor (passes/support/file_io.h); throws Error with the one-line
+/// descriptor (support/file_io.h); throws Error with the one-line
 /// reason on failure.
 void writeFileStreamed(
     const std::string &path,

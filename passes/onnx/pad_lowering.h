@@ -18,7 +18,7 @@
 // and value as attributes.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <vector>
 

@@ -2,7 +2,7 @@
 #include "passes/onnx/reduce_lowering.h"
 
 #include "passes/onnx/lowering_builder.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 namespace mpc {
 namespace {

@@ -19,7 +19,7 @@
 // F.normalize and torch.norm, torch.logsumexp and torch.amin export as.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <string>
 #include <vector>

@@ -3,7 +3,7 @@
 
 #include "passes/onnx/import_constants.h"
 #include "passes/onnx/lowering_builder.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <cmath>

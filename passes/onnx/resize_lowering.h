@@ -26,7 +26,7 @@
 // keep_aspect_ratio_policy other than stretch are refused naming the node.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <vector>
 

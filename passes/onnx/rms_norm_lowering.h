@@ -17,7 +17,7 @@
 // name.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <vector>
 

@@ -22,7 +22,7 @@
 // unknown at import.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <vector>
 

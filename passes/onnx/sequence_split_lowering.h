@@ -13,7 +13,7 @@
 // any other reader of the sequence is a one-line error naming it.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <vector>
 

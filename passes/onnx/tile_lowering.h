@@ -13,7 +13,7 @@
 // (import_constants.h) and X's dims known at compile time.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <vector>
 

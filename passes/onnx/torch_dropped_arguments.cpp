@@ -3,7 +3,7 @@
 #include "passes/onnx/torch_dropped_arguments.h"
 
 #include "passes/onnx/metadata_props.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <cstdlib>
 #include <sstream>

@@ -20,7 +20,7 @@
 // stripped of it) cannot be checked: docs/models.md says so.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <onnx/onnx_pb.h>
 

@@ -2,9 +2,9 @@
 // it to the imported graph (torch_export_signature.h).
 #include "passes/onnx/torch_export_signature.h"
 
-#include "passes/ir/batch_norm_mode.h"
+#include "ir/batch_norm_mode.h"
 #include "passes/onnx/metadata_props.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>

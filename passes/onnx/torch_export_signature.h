@@ -37,7 +37,7 @@
 // it instead (optimize=False).
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <onnx/onnx_pb.h>
 

@@ -1,59 +1,15 @@
-// The CPU reference backend: one table lookup per node into the kernel table.
-//
-// The table is built once from the kernel families of kernels/cpu/ and keyed
-// by (domain, op type); `supports` and `run` consult only it, so the ops the
-// backend claims and the ops it runs cannot drift apart. Before a kernel runs,
-// every input tensor is checked for a byte size matching its dtype and dims,
-// so kernels may index input data without re-checking.
+// The CPU reference backend: one lookup per node into the CPU kernel table
+// (kernels/cpu/kernel_table.h). `supports` and `run` consult only the table,
+// so the ops the backend claims and the ops it runs cannot drift apart.
 #include "kernels/cpu/cpu_util.h"
-#include "kernels/cpu/log_sigmoid.h"
+#include "kernels/cpu/kernel_table.h"
+#include "runtime/backend.h"
 
-#include <algorithm>
-#include <map>
 #include <string>
 
 namespace mpc {
 
 namespace {
-
-using Key = std::pair<std::string, std::string>;
-
-const std::map<Key, CpuKernel> &kernelTable() {
-  static const std::map<Key, CpuKernel> table = [] {
-    std::map<Key, CpuKernel> t;
-    for (auto family :
-         {cpu::elementwiseKernels, cpu::gemmKernels, cpu::shapeKernels,
-          cpu::softmaxKernels, cpu::lossKernels, cpu::reduceKernels,
-          cpu::mpcGradKernels, cpu::mpcTrainKernels, cpu::transformerKernels,
-          cpu::convKernels, cpu::poolKernels, cpu::batchNormKernels,
-          cpu::previewTrainingKernels, cpu::gatherElementsKernels,
-          cpu::randomKernels, cpu::scatterNDKernels, cpu::topkKernels,
-          cpu::allReduceKernels, cpu::logSigmoidKernels})
-      for (const cpu::KernelEntry &e : family())
-        t.emplace(Key(e.domain, e.opType), e.kernel);
-    return t;
-  }();
-  return table;
-}
-
-void checkInputs(const KernelContext &ctx) {
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
-    const Tensor *t = ctx.inputs[i];
-    if (!t)
-      continue;
-    int64_t n = t->numel();
-    if (n < 0 || t->dtype == DType::Undefined ||
-        t->bytes.size() != size_t(n) * dtypeSize(t->dtype))
-      cpu::fail(ctx.node, "input ", i, " is malformed (", dtypeName(t->dtype),
-                " ", cpu::shapeString(t->dims), " with ", t->bytes.size(),
-                " bytes)");
-  }
-}
-
-std::string opName(const Node &node) {
-  return node.domain().empty() ? node.opType()
-                               : node.domain() + "." + node.opType();
-}
 
 class CpuBackend final : public Backend {
 public:
@@ -62,7 +18,7 @@ public:
   bool supports(const Node &node, std::string &why) const override {
     if (findCpuKernel(node.domain(), node.opType()))
       return true;
-    why = "the cpu backend has no kernel for op " + opName(node);
+    why = "the cpu backend has no kernel for op " + kernelOpName(node);
     return false;
   }
 
@@ -74,45 +30,15 @@ public:
       k = findCpuKernel(ctx.node.domain(), ctx.node.opType());
       if (!k)
         cpu::fail(ctx.node, "the cpu backend has no kernel for op ",
-                  opName(ctx.node));
+                  kernelOpName(ctx.node));
       ctx.backendCache = k; // the table's entries never move
     }
-    checkInputs(ctx);
+    checkKernelInputs(ctx);
     (*k)(ctx);
   }
 };
 
 } // namespace
-
-const CpuKernel *findCpuKernel(const std::string &domain,
-                               const std::string &op) {
-  const auto &table = kernelTable();
-  auto it = table.find(Key(domain == "ai.onnx" ? "" : domain, op));
-  return it == table.end() ? nullptr : &it->second;
-}
-
-std::vector<std::string> cpuKernelOps() {
-  std::vector<std::string> ops;
-  for (const auto &kv : kernelTable())
-    ops.push_back(kv.first.first.empty()
-                      ? kv.first.second
-                      : kv.first.first + "." + kv.first.second);
-  std::sort(ops.begin(), ops.end());
-  return ops;
-}
-
-void runCpuNode(const Node &node, const std::vector<const Tensor *> &inputs,
-                std::vector<Tensor> &outputs) {
-  const CpuKernel *k = findCpuKernel(node.domain(), node.opType());
-  if (!k)
-    cpu::fail(node, "the cpu backend has no kernel for op ", opName(node));
-  outputs.assign(node.numOutputs(), Tensor());
-  KernelContext ctx{node, inputs, {}, 0, {}};
-  for (size_t i = 0; i < outputs.size(); ++i)
-    ctx.outputs.push_back(node.output(i) ? &outputs[i] : nullptr);
-  checkInputs(ctx);
-  (*k)(ctx);
-}
 
 std::unique_ptr<Backend> createCpuBackend() {
   return std::make_unique<CpuBackend>();

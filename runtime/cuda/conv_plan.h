@@ -9,8 +9,8 @@
 // and its data gradient is computed into such a padded buffer and cropped.
 #pragma once
 
-#include "passes/ir/graph.h"
-#include "passes/ir/window_geometry.h"
+#include "ir/graph.h"
+#include "ir/window_geometry.h"
 
 #include <cstdint>
 #include <vector>

@@ -1,8 +1,8 @@
 // The CUDA op table, built once from the families, and the shared checks.
 #include "runtime/cuda/cuda_ops.h"
 
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
-#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_backend.h"
 
 #include <algorithm>
@@ -19,10 +19,12 @@ const std::map<Key, CudaOpEntry> &opTable() {
   static const std::map<Key, CudaOpEntry> table = [] {
     std::map<Key, CudaOpEntry> t;
     for (auto family :
-         {elementwiseOps, gemmOps, lossOps, trainingOps, softmaxOps, reduceOps,
-          gatherOps, transformerOps, compareOps, convOps, batchNormOps, poolOps,
-          shapeOps, gatherElementsOps, indexTupleOps, topkOps, previewTrainingOps,
-          piecewiseOps, randomOps, hostOps, logSigmoidOps})
+         {elementwiseOps,     gemmOps,           lossOps,       trainingOps,
+          softmaxOps,         reduceOps,         gatherOps,     transformerOps,
+          compareOps,         convOps,           batchNormOps,  poolOps,
+          shapeOps,           gatherElementsOps, indexTupleOps, topkOps,
+          previewTrainingOps, piecewiseOps,      randomOps,     hostOps,
+          logSigmoidOps})
       for (const CudaOpEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e);
     return t;

@@ -13,7 +13,7 @@
 // host with the CPU kernel.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <cstdint>
 #include <initializer_list>

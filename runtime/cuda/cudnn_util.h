@@ -8,8 +8,8 @@
 // CUDNN_WARN_DEPRECATED, so no warnings. See run_conv.cpp for why.
 #pragma once
 
-#include "passes/ir/graph.h"
-#include "passes/ir/tensor.h"
+#include "ir/graph.h"
+#include "ir/tensor.h"
 
 #include <cudnn.h>
 

@@ -1,7 +1,7 @@
 // DeviceAllocator: size classes, free lists, retry after releasing the cache.
 #include "runtime/cuda/device_allocator.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <algorithm>
 #include <string>

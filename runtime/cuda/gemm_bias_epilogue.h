@@ -6,7 +6,7 @@
 // vector to alpha op(A) op(B) in fp32 and rounds once to the output dtype.
 #pragma once
 
-#include "passes/ir/types.h"
+#include "ir/types.h"
 #include "runtime/cuda/gemm_plan.h"
 
 namespace mpc {

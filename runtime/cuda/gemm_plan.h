@@ -11,7 +11,7 @@
 // second is A, and m and n swap.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <cstdint>
 #include <vector>

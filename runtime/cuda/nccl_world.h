@@ -5,7 +5,7 @@
 // Each rank's backend runs on its own GPU (mpc-run gives rank r of a node
 // its local rank's device). The first multi-rank AllReduce makes the
 // device's NCCL communicator: rank 0 draws NCCL's unique id and the host
-// world (runtime/collective.h: MPI or TCP) broadcasts it. That first run is a
+// world (kernels/collective.h: MPI or TCP) broadcasts it. That first run is a
 // step's first, never one being captured into a CUDA graph (the backend
 // captures on the second); later runs are plain stream work, which NCCL
 // lets a capture record.
@@ -17,7 +17,7 @@
 // differ from a CPU run's in the last bits.
 #pragma once
 
-#include "runtime/collective.h"
+#include "kernels/collective.h"
 #include "runtime/cuda/cuda_device.h"
 
 #include <memory>

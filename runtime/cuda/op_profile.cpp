@@ -1,8 +1,8 @@
 // Per-node device time of the CUDA backend's steps (see op_profile.h).
 #include "runtime/cuda/op_profile.h"
 
+#include "ir/graph.h"
 #include "kernels/cuda/cuda_check.h"
-#include "passes/ir/graph.h"
 
 namespace mpc {
 namespace cuda {

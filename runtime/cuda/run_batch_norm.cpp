@@ -21,13 +21,13 @@
 // an inference-mode batch norm) is mpc's own kernel, since cuDNN's backward
 // always differentiates through the batch statistics. Epsilon must be at
 // least CUDNN_BN_MIN_EPSILON (the check refuses others).
+#include "ir/batch_norm_mode.h"
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
 #include "kernels/cuda/batch_norm.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/cuda_check.h"
-#include "passes/ir/batch_norm_mode.h"
-#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cudnn_util.h"
 #include "runtime/cuda/node_staging.h"

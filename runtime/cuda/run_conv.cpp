@@ -37,12 +37,12 @@
 // convolution runs as a 2-D one over a height of 1 (cuDNN's convolutions
 // take 4-D and 5-D tensors); windows of more than 3 spatial dims are
 // refused by the check. The bias is added by a small kernel in fp32.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/conv_geometry.h"
 #include "kernels/cpu/conv_util.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/conv_support.h"
 #include "kernels/cuda/cuda_check.h"
-#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/conv_plan.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cudnn_util.h"

@@ -7,11 +7,11 @@
 // pointers to kernels/cuda/. Integer and fp64 operands are refused: on the
 // GPU they would only ever be shape arithmetic, which fold-constants has
 // already removed from compiled steps.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/reduce.h"
-#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_broadcast.h"
 #include "runtime/cuda/node_staging.h"

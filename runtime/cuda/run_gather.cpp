@@ -8,12 +8,12 @@
 // there too. In a device-resident step the indices never leave the device:
 // the same normalisation and a stable sort by row run there (resident.h),
 // and an index out of range is reported, naming the node, after the step.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gather.h"
 #include "kernels/cuda/resident.h"
-#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
 

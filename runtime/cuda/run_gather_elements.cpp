@@ -13,12 +13,12 @@
 // device-resident step the indices stay on the device (resident.h: the
 // offsets, then the stable radix sort GatherGrad uses), and an index out of
 // range sets the step's error word.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gather.h"
 #include "kernels/cuda/resident.h"
-#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
 

@@ -10,10 +10,10 @@
 // like the CPU's. Batched MatMul with uniformly
 // strided batches is one cublasGemmStridedBatchedEx call; other broadcasts
 // loop over the batches.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
-#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/gemm_bias_epilogue.h"
 #include "runtime/cuda/gemm_plan.h"

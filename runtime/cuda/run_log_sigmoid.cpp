@@ -1,9 +1,9 @@
 // CUDA runners of mpc.LogSigmoid and mpc.LogSigmoidGrad (fuse-log-sigmoid's
 // op and its gradient), validated with the CPU kernels' rules and messages
 // (kernels/cpu/log_sigmoid.cpp).
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cuda/log_sigmoid.h"
-#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
 

@@ -9,10 +9,10 @@
 // (resident.h), after the same shape checks (lossShapes, the shape half of
 // lossSetup), and a label out of range sets the step's error word, reported
 // naming the node after the step.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cuda/loss.h"
 #include "kernels/cuda/resident.h"
-#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
 

@@ -9,10 +9,10 @@
 // kernels take (integers and fp64 too: shape arithmetic a graph keeps);
 // LeakyRelu and the gradients take fp32, fp16 and bf16, and their entries
 // refuse fp64 (which serves the CPU's float64 gradient checks) saying why.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
 #include "kernels/cuda/piecewise.h"
-#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
 

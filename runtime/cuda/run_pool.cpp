@@ -3,14 +3,14 @@
 // spatial dims.
 //
 // The window comes from the same resolver as the CPU kernels'
-// (passes/ir/window_geometry.h), with their checks and messages
+// (ir/window_geometry.h), with their checks and messages
 // (kernels/cpu/pool.cpp), and runs on mpc's own kernels (kernels/cuda/
 // pool.h says why not cuDNN's pooling): the outputs are the CPU's bits.
 // AveragePoolGrad's x_shape is a shape (int64, made by a host-run Shape or
 // Constant) and is read on the host, as Reshape's shape is.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/conv_util.h"
 #include "kernels/cuda/pool.h"
-#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
 

@@ -10,8 +10,8 @@
 // step: T can be state the step itself counts.
 #include "kernels/cpu/preview_training.h"
 
+#include "ir/mpc_ops.h"
 #include "kernels/cuda/preview_training.h"
-#include "passes/onnx/gradient_op.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
 

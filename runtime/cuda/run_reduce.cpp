@@ -4,10 +4,10 @@
 // The reduced axes come from the CPU backend's own reducedAxes (axes input
 // or attribute, noop_with_empty_axes), so both backends reduce the same
 // axes; the kernels walk each output's inputs in the CPU's order.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cuda/cumsum.h"
 #include "kernels/cuda/reduce.h"
-#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
 

@@ -18,6 +18,7 @@
 // Range's three scalars decide its length, so they are read on the host in
 // both modes (listed in the op table the same way); the kernel writes the
 // sequence.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
 #include "kernels/cuda/broadcast_geometry.h"
@@ -26,7 +27,6 @@
 #include "kernels/cuda/range.h"
 #include "kernels/cuda/scatter_copy.h"
 #include "kernels/cuda/trilu.h"
-#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
 

@@ -5,9 +5,9 @@
 // The axis is resolved as the CPU kernels resolve it (opset-13 rule,
 // default -1, kernels/cpu/softmax.cpp); the rows go to kernels/cuda/
 // softmax.cu with each operand's dtype.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cuda/softmax.h"
-#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
 

@@ -10,14 +10,14 @@
 // when staged; in a device-resident step the step counter is state on the
 // device, so the kernels read it there (launch*DeviceStep) and nothing in
 // this file reads a value on the host.
+#include "ir/mpc_ops.h"
 #include "kernels/common/all_reduce_rule.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/clip_grad_norm.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/training.h"
-#include "passes/ir/lr_schedule_attrs.h"
-#include "passes/ir/mpc_ops.h"
+#include "kernels/lr_schedule_attrs.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/nccl_world.h"
 #include "runtime/cuda/node_staging.h"

@@ -7,6 +7,7 @@
 // first, so the kernels index them per column. Dropout's ratio and
 // training_mode are read on the host (graph constants in compiled steps);
 // its mask is drawn on the device from the shared generator.
+#include "ir/mpc_ops.h"
 #include "kernels/common/dropout_rng.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
@@ -15,7 +16,6 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gelu.h"
 #include "kernels/cuda/layer_norm.h"
-#include "passes/ir/mpc_ops.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
 

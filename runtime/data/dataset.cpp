@@ -2,8 +2,8 @@
 // shuffling and synthetic data.
 #include "runtime/data/dataset.h"
 
-#include "passes/support/diagnostics.h"
 #include "runtime/data/npz.h"
+#include "support/diagnostics.h"
 
 #include <cmath>
 #include <cstdint>

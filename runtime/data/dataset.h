@@ -9,7 +9,7 @@
 // the data the uninterrupted run would have seen.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <cstdint>
 #include <string>

@@ -1,7 +1,7 @@
 // NumPy .npy reader/writer: header dict parsing, dtype mapping, atomic writes.
 #include "runtime/data/npy.h"
 
-#include "passes/support/file_io.h"
+#include "support/file_io.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -11,7 +11,7 @@
 // bounds on malformed input. Tensors larger than kMaxNpyBytes are rejected.
 #pragma once
 
-#include "passes/ir/tensor.h"
+#include "ir/tensor.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,9 +1,9 @@
 // NumPy .npz reader/writer: zip central directory, zip64, zlib inflate, CRC-32.
 #include "runtime/data/npz.h"
 
-#include "passes/support/available_memory.h"
-#include "passes/support/out_of_memory.h"
 #include "runtime/data/npy.h"
+#include "support/available_memory.h"
+#include "support/out_of_memory.h"
 
 #include <zlib.h>
 

@@ -15,8 +15,8 @@
 // Nothing throws; malformed input never causes an out-of-bounds read.
 #pragma once
 
-#include "passes/ir/tensor.h"
-#include "passes/support/file_io.h"
+#include "ir/tensor.h"
+#include "support/file_io.h"
 
 #include <string>
 #include <utility>
@@ -32,7 +32,7 @@ struct NpzSelection {
   /// The most bytes the arrays read may take together: their declared
   /// (inflated) sizes are summed from the central directory and checked
   /// before any is read. 0: the memory the process can still get
-  /// (passes/support/available_memory.h). `limitSource` says what the
+  /// (support/available_memory.h). `limitSource` says what the
   /// limit is in the error ("the memory limit 1.0 GiB (cpu, --memory-limit)
   /// less the planned peak 200.0 MiB").
   uint64_t limitBytes = 0;
@@ -53,7 +53,7 @@ bool readNpz(const std::string &path, const NpzSelection &selection,
              std::vector<std::string> *names, std::string &error);
 
 /// Writes an uncompressed (stored) .npz that np.load reads, atomically
-/// (passes/support/file_io.h: a failure leaves `path` as it was). Uses zip64
+/// (support/file_io.h: a failure leaves `path` as it was). Uses zip64
 /// records only where sizes or offsets need them. BF16 arrays are stored as
 /// float32 (see npy.h).
 bool writeNpz(const std::string &path,

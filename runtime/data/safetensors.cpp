@@ -3,8 +3,8 @@
 #include "runtime/data/safetensors.h"
 
 #include "passes/onnx/onnx_io.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/file_io.h"
+#include "support/diagnostics.h"
+#include "support/file_io.h"
 
 #include <cstdint>
 #include <cstdio>

@@ -12,7 +12,7 @@
 // readers index them by name.
 #pragma once
 
-#include "passes/ir/tensor.h"
+#include "ir/tensor.h"
 
 #include <string>
 #include <utility>
@@ -44,7 +44,7 @@ std::string safetensorsHeader(const std::vector<SafetensorsTensor> &tensors,
                               const SafetensorsMetadata &metadata);
 
 /// Writes the file atomically (a temporary file renamed over `path`, fsynced:
-/// passes/support/file_io.h), streaming each tensor's bytes; throws Error
+/// support/file_io.h), streaming each tensor's bytes; throws Error
 /// (one line naming `path`) and leaves `path` as it was on failure.
 void writeSafetensors(const std::string &path,
                       const std::vector<SafetensorsTensor> &tensors,

@@ -2,10 +2,10 @@
 // under torchrun's variables (launched_world.h).
 #include "runtime/world/launched_world.h"
 
-#include "passes/support/diagnostics.h"
 #include "runtime/plugin_path.h"
 #include "runtime/world/mpi_world_abi.h"
 #include "runtime/world/tcp_world.h"
+#include "support/diagnostics.h"
 
 #include <cstdlib>
 #include <dlfcn.h>

@@ -10,8 +10,8 @@
 // joins nothing.
 #pragma once
 
-#include "passes/support/diagnostics.h"
-#include "runtime/collective.h"
+#include "kernels/collective.h"
+#include "support/diagnostics.h"
 
 #include <memory>
 

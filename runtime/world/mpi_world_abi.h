@@ -6,7 +6,7 @@
 // bundle, carried to machines without MPI) need no MPI at all.
 #pragma once
 
-#include "runtime/collective.h"
+#include "kernels/collective.h"
 
 #include <cstddef>
 

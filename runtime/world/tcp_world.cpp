@@ -15,7 +15,7 @@
 // call within the timeout, named.
 #include "runtime/world/tcp_world.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

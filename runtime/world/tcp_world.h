@@ -9,7 +9,7 @@
 // connections, every transfer of a call at once (non-blocking sockets and
 // poll), so large blocks cannot deadlock two ranks that send to each other.
 // The reduction arithmetic stays the mpc.AllReduce kernel's
-// (runtime/collective.h), so every rank holds the same bits as over MPI.
+// (kernels/collective.h), so every rank holds the same bits as over MPI.
 //
 // A rank that fails ends its process (abort); the others see its
 // connections close at their next collective and fail with a line naming
@@ -18,7 +18,7 @@
 // the collective timeout. IPv4 only.
 #pragma once
 
-#include "runtime/collective.h"
+#include "kernels/collective.h"
 
 #include <memory>
 #include <string>

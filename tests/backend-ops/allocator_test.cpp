@@ -3,7 +3,7 @@
 // cudaMalloc out of a training step's steady state is checked without a GPU.
 #include "runtime/cuda/device_allocator.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

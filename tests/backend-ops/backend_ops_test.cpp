@@ -11,9 +11,9 @@
 // GPU every test is skipped with the reason (ctest shows "skipped").
 #include "op_cases.h"
 
+#include "kernels/cpu/kernel_table.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
-#include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/trainer.h"
 

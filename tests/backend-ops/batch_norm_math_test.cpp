@@ -8,10 +8,10 @@
 // must be the CPU's bits (ONNX's momentum convention, the unbiased
 // variance), and the backward with given statistics, walked row by row and
 // then channel by channel as the device threads walk it, the CPU's bytes.
+#include "ir/mpc_ops.h"
+#include "kernels/cpu/kernel_table.h"
 #include "kernels/cuda/batch_norm_math.h"
 #include "op_cases.h"
-#include "passes/ir/mpc_ops.h"
-#include "runtime/cpu/cpu_kernels.h"
 
 #include <gtest/gtest.h>
 

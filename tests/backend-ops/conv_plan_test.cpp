@@ -11,11 +11,11 @@
 // (shiftSource), and must give exactly what the node gives on the CPU:
 // the geometry, the filter layouts and the pad/crop offsets the GPU uses
 // are right, checked without a GPU.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/conv_util.h"
+#include "kernels/cpu/kernel_table.h"
 #include "kernels/cuda/conv_support.h"
 #include "op_cases.h"
-#include "passes/ir/mpc_ops.h"
-#include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cuda/conv_plan.h"
 
 #include <gtest/gtest.h>

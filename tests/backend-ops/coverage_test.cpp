@@ -5,16 +5,16 @@
 // transformer, residual MLP and CNN (what tools/gpu-check.sh trains on the
 // GPU) must be supported, and a node the device code does not take must be
 // refused with a reason naming it.
+#include "ir/builder.h"
+#include "ir/mpc_ops.h"
+#include "kernels/cpu/kernel_table.h"
 #include "op_cases.h"
-#include "passes/ir/builder.h"
-#include "passes/ir/mpc_ops.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/evaluator.h"
 #include "runtime/trainer.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

@@ -5,12 +5,12 @@
 // broadcast and SumToShape geometries the kernels use are walked on the
 // host; each result is compared with the CPU backend's kernel. What the GPU
 // adds on top (cuBLAS itself, the kernels' arithmetic) is backend-ops'.
+#include "ir/mpc_ops.h"
 #include "kernels/common/chunked_sum.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/kernel_table.h"
 #include "kernels/cuda/broadcast_geometry.h"
 #include "op_cases.h"
-#include "passes/ir/mpc_ops.h"
-#include "runtime/cpu/cpu_kernels.h"
 #include "runtime/cuda/gemm_plan.h"
 
 #include <gtest/gtest.h>

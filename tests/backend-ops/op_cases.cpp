@@ -6,9 +6,9 @@
 // where the op takes it).
 #include "op_cases.h"
 
-#include "kernels/common/half.h"
-#include "passes/ir/mpc_ops.h"
-#include "passes/ir/window_geometry.h"
+#include "ir/half.h"
+#include "ir/mpc_ops.h"
+#include "ir/window_geometry.h"
 
 #include <cmath>
 #include <cstdlib>

@@ -6,8 +6,8 @@
 // case and dtype from a fixed seed; both backends get the same tensors.
 #pragma once
 
-#include "passes/ir/builder.h"
-#include "passes/ir/tensor.h"
+#include "ir/builder.h"
+#include "ir/tensor.h"
 
 #include <functional>
 #include <optional>

@@ -9,7 +9,7 @@
 // rule for them (Max/Min and their gradient, Clip).
 #include "op_cases.h"
 
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
 
 #include <cmath>
 

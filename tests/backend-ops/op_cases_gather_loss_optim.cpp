@@ -12,7 +12,7 @@
 // (within 2 ulp in double), compared with the dtype's tolerance.
 #include "op_cases.h"
 
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
 #include "passes/onnx/gradient_op.h"
 
 #include <algorithm>

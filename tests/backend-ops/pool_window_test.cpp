@@ -9,11 +9,11 @@
 // 3-D pools, ties and NaNs in max windows, and MaxPool's Indices in both
 // storage orders must all give the CPU kernel's bytes: what makes the
 // device pooling exact, checked without a GPU.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/conv_util.h"
+#include "kernels/cpu/kernel_table.h"
 #include "kernels/cuda/pool_window.h"
 #include "op_cases.h"
-#include "passes/ir/mpc_ops.h"
-#include "runtime/cpu/cpu_kernels.h"
 
 #include <gtest/gtest.h>
 

@@ -13,8 +13,8 @@
 // must refuse a Dropout whose ratio is data, naming the node.
 #include "op_cases.h"
 #include "passes/onnx/onnx_io.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/cuda/cuda_ops.h"
+#include "support/diagnostics.h"
 #include "tests/e2e/parity_harness.h"
 #include "tests/e2e/resident_test_backend.h"
 

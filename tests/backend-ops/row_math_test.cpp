@@ -10,20 +10,20 @@
 // reduction geometries) are walked here as the device threads walk them
 // and must also give the CPU's bytes: that is what makes those kernels
 // exact on the GPU.
+#include "ir/mpc_ops.h"
 #include "kernels/common/chunked_sum.h"
 #include "kernels/common/clip_grad_norm_math.h"
 #include "kernels/common/dropout_rng.h"
 #include "kernels/common/gelu_math.h"
 #include "kernels/common/layer_norm_math.h"
 #include "kernels/common/softmax_math.h"
+#include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/node_geometry.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cuda/broadcast_geometry.h"
 #include "kernels/cuda/gather.h"
 #include "kernels/cuda/resident.h"
 #include "op_cases.h"
-#include "passes/ir/mpc_ops.h"
-#include "runtime/cpu/cpu_kernels.h"
 
 #include <gtest/gtest.h>
 

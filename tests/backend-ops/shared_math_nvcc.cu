@@ -5,10 +5,10 @@
 // every architecture of the build). The host wrappers expose nvcc's own
 // host compilation of the same functions, which shared_math_test.cpp
 // compares with the host compiler's on the CPU.
+#include "ir/half.h"
 #include "kernels/common/clip_grad_norm_math.h"
 #include "kernels/common/dropout_rng.h"
 #include "kernels/common/gelu_math.h"
-#include "kernels/common/half.h"
 #include "kernels/common/layer_norm_math.h"
 #include "kernels/common/loss_scale_math.h"
 #include "kernels/common/optimizer_math.h"

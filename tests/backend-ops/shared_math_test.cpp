@@ -9,10 +9,10 @@
 // here every fp16/bf16 pattern, a million random fp32 patterns, random
 // optimizer states (ONNX's Adagrad, Momentum and Adam in fp32 and fp64 too)
 // and random row/activation operands go through both builds.
+#include "ir/half.h"
 #include "kernels/common/clip_grad_norm_math.h"
 #include "kernels/common/dropout_rng.h"
 #include "kernels/common/gelu_math.h"
-#include "kernels/common/half.h"
 #include "kernels/common/layer_norm_math.h"
 #include "kernels/common/loss_scale_math.h"
 #include "kernels/common/optimizer_math.h"

@@ -13,8 +13,8 @@
 // state is every rank's at the start.
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/trainer.h"
+#include "support/diagnostics.h"
 #include "tests/e2e/batch_split.h"
 #include "tests/support/thread_world.h"
 

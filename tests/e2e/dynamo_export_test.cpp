@@ -24,8 +24,8 @@
 // - cnn_dynamo_optimized: the exporter's ONNX optimizer folded the batch
 //   norm into the convolution; the model is refused with how to export it.
 #include "passes/onnx/onnx_io.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/data/npz.h"
+#include "support/diagnostics.h"
 #include "tests/e2e/parity_harness.h"
 
 #include <map>

@@ -9,8 +9,8 @@
 // counter changes, the scale backs off once, the buffers start over.
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/trainer.h"
+#include "support/diagnostics.h"
 #include "tests/e2e/batch_split.h"
 
 #include <gtest/gtest.h>

@@ -8,8 +8,8 @@
 #include "passes/grad_accum.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/trainer.h"
+#include "support/diagnostics.h"
 #include "tests/e2e/batch_split.h"
 
 #include <gtest/gtest.h>

@@ -10,7 +10,7 @@
 //   (an fp16 Sigmoid before the Log was 1.2e-4 off).
 // - The compiled step has the fused op as an fp32 island, its gradient one
 //   mpc.LogSigmoidGrad, and no Sigmoid or Log left of the loss.
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
 #include "tests/e2e/parity_harness.h"
 
 using namespace mpc;

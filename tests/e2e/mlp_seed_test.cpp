@@ -6,9 +6,9 @@
 // touching any parameter; a resumed run must continue bit for bit.
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/data/npz.h"
 #include "runtime/trainer.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

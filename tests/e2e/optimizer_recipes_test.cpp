@@ -11,9 +11,9 @@
 //    biases without weight decay, as transformers' Trainer and timm build.
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/data/npz.h"
 #include "runtime/trainer.h"
+#include "support/diagnostics.h"
 #include "tests/e2e/batch_split.h"
 
 #include <gtest/gtest.h>

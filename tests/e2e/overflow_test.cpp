@@ -5,8 +5,8 @@
 // nothing: the state after the step is bit-identical to a run without it.
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/trainer.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

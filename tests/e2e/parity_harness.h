@@ -9,8 +9,8 @@
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/trainer.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

@@ -12,8 +12,8 @@
 // (a data-dependent shape, an op that must read device data on the host)
 // name the node.
 #include "passes/onnx/onnx_io.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/executor.h"
+#include "support/diagnostics.h"
 #include "tests/e2e/parity_harness.h"
 #include "tests/e2e/resident_test_backend.h"
 

@@ -11,8 +11,8 @@
 // data for them.
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/trainer.h"
+#include "support/diagnostics.h"
 #include "tests/fuzz/fuzz_support.h"
 
 #include "onnx/onnx_pb.h"

@@ -14,10 +14,10 @@
 // what loads is exactly the file's bytes at [offset, offset + the bytes the
 // dims take); nothing allocates more than the limit (libFuzzer's
 // -malloc_limit_mb) or hangs on the FIFO.
+#include "ir/tensor_pb.h"
 #include "passes/onnx/external_data_reader.h"
 #include "passes/onnx/onnx_io.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/data/tensor_pb.h"
+#include "support/diagnostics.h"
 #include "tests/fuzz/fuzz_support.h"
 
 #include "onnx/onnx_pb.h"

@@ -5,8 +5,8 @@
 // read it; each either returns flags inside their documented ranges or
 // throws mpc::Error with a one-line message. Anything else (a crash, another
 // exception, an out-of-range value let through) is a finding.
-#include "passes/support/diagnostics.h"
-#include "passes/support/int_parse.h"
+#include "support/diagnostics.h"
+#include "support/int_parse.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "tools/mpc-opt/opt_flags.h"
 #include "tools/mpc-run/run_flags.h"

@@ -4,7 +4,7 @@
 
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include "onnx/onnx_pb.h"
 

@@ -8,7 +8,7 @@
 // allocation, a hang) is a bug the fuzzer reports.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <cstddef>
 #include <cstdint>

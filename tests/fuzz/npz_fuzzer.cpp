@@ -6,9 +6,9 @@
 // data inputs (x: float [10] per sample, y: int64 labels of 2 classes,
 // ignore_index -100) and, when it is accepted, a few batches are cut from
 // it, in order and shuffled. Every rejection is one line naming the file.
-#include "passes/support/diagnostics.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/npz.h"
+#include "support/diagnostics.h"
 #include "tests/fuzz/fuzz_support.h"
 
 using namespace mpc;

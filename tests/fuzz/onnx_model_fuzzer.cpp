@@ -8,7 +8,7 @@
 // for bad input; it must be one line naming the file. Loaded with weights of
 // their own instead, the model must be the same, or fail the same way.
 #include "passes/onnx/onnx_io.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 #include "tests/fuzz/fuzz_support.h"
 
 #include <vector>

@@ -3,7 +3,7 @@
 // `mpc-opt --passes=verify,infer-shapes`. Rejections are one-line
 // mpc::Errors starting with the source name.
 #include "passes/onnx/onnx_io.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 #include "tests/fuzz/fuzz_support.h"
 
 using namespace mpc;

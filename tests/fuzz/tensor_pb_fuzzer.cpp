@@ -6,9 +6,9 @@
 // -> tensorFromProto unchanged. readTensorFile (mpc-run's reader, .npy or
 // .pb by content) must load it or throw a one-line mpc::Error naming the
 // file.
-#include "passes/support/diagnostics.h"
-#include "runtime/data/tensor_pb.h"
+#include "ir/tensor_pb.h"
 #include "runtime/inference.h"
+#include "support/diagnostics.h"
 #include "tests/fuzz/fuzz_support.h"
 
 #include <climits>

@@ -34,13 +34,13 @@
 //
 // Exit status: 0 when nothing failed, 1 otherwise, 77 (ctest SKIP) when the
 // data dir is missing or --device=cuda finds no GPU.
+#include "ir/tensor_pb.h"
 #include "passes/onnx/import_lowering.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/cuda/cuda_backend.h"
-#include "runtime/data/tensor_pb.h"
 #include "runtime/inference.h"
+#include "support/diagnostics.h"
 
 #include <onnx/onnx_pb.h>
 

@@ -7,7 +7,7 @@
 // (runtime/world/mpi_world.cpp): what differs is only the transport.
 #pragma once
 
-#include "runtime/collective.h"
+#include "kernels/collective.h"
 
 #include <atomic>
 #include <condition_variable>

@@ -2,11 +2,11 @@
 // (tests/support/thread_world.h): the reductions, their order and rounding,
 // the same bits on every rank, a world of one, the types each reduction
 // takes, and the one-process expansion written for other runtimes.
-#include "kernels/common/round_to_odd.h"
+#include "ir/mpc_ops.h"
+#include "ir/round_to_odd.h"
 #include "kernels/cpu/cpu_util.h"
-#include "passes/ir/mpc_ops.h"
 #include "passes/onnx/expand_variadic.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 #include "tests/support/thread_world.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
-// allZero and zeroSteps (passes/support/all_zero.h): every length, every
+// allZero and zeroSteps (support/all_zero.h): every length, every
 // alignment, a single set bit anywhere.
-#include "passes/support/all_zero.h"
+#include "support/all_zero.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 // softcap), run on the CPU backend; the errors that name the node; and the
 // gradients through the lowering by finite differences.
 #include "passes/onnx/onnx_io.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 #include "tests/unit/gradcheck_harness.h"
 #include "tests/unit/onnx_node_cases.h"
 

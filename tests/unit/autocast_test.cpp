@@ -4,12 +4,12 @@
 // runAutocast; the tests assert the dtype each node ends up running in, how
 // many Casts exist and what they read. The lit tests in tests/lit/autocast/
 // check the printed form of the same rules.
+#include "ir/builder.h"
+#include "ir/mpc_ops.h"
 #include "passes/autocast_policy.h"
-#include "passes/ir/builder.h"
-#include "passes/ir/mpc_ops.h"
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

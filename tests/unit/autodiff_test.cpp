@@ -6,7 +6,7 @@
 #include "passes/gradients/gradient_rules.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/pass.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include "onnx/onnx_pb.h"
 

@@ -6,9 +6,9 @@
 // the pads of the auto_pad cases as worked out by hand. fp16 results must
 // equal the fp32 result rounded once (the GPU's contract); bad input must
 // raise mpc::Error naming the node.
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/cpu/cpu_kernels.h"
+#include "ir/mpc_ops.h"
+#include "kernels/cpu/kernel_table.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

@@ -5,14 +5,14 @@
 // results are compared with loops written here in double; fp16/bf16 results
 // must equal the fp32 result rounded once (roundToHalf), which is the GPU's
 // numerics contract; bad input must raise mpc::Error naming the node.
-#include "kernels/common/half.h"
+#include "ir/builder.h"
+#include "ir/half.h"
+#include "ir/mpc_ops.h"
 #include "kernels/common/loss_scale_math.h"
 #include "kernels/common/optimizer_math.h"
-#include "passes/ir/builder.h"
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/cpu/cpu_kernels.h"
+#include "kernels/cpu/kernel_table.h"
 #include "runtime/executor.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

@@ -4,10 +4,10 @@
 // fp16/bf16 results must equal the fp32 result rounded once (the GPU's
 // contract); statistics and sums must accumulate in fp32, never in the
 // storage type; bad input must raise mpc::Error naming the node.
-#include "kernels/common/half.h"
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/cpu/cpu_kernels.h"
+#include "ir/half.h"
+#include "ir/mpc_ops.h"
+#include "kernels/cpu/kernel_table.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Error lines: one line whatever the input's names hold, and bounded in
-// length (passes/support/diagnostics.h).
-#include "passes/support/diagnostics.h"
+// length (support/diagnostics.h).
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

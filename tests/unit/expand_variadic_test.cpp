@@ -6,11 +6,11 @@
 // gradients and norm to fp32 rounding, and the gradients of Max and Min of
 // several broadcasting inputs (ExtremumGrad) bit for bit, ties and NaNs
 // included.
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
 #include "passes/onnx/expand_variadic.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/backend.h"
 #include "runtime/executor.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

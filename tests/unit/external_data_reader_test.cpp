@@ -5,8 +5,8 @@
 // read is exactly the file's bytes.
 #include "passes/onnx/external_data_reader.h"
 #include "passes/onnx/onnx_io.h"
-#include "passes/support/available_memory.h"
-#include "passes/support/diagnostics.h"
+#include "support/available_memory.h"
+#include "support/diagnostics.h"
 
 #include "onnx/onnx_pb.h"
 

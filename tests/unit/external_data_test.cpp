@@ -8,8 +8,8 @@
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/file_io.h"
+#include "support/diagnostics.h"
+#include "support/file_io.h"
 
 #include "onnx/onnx_pb.h"
 

@@ -1,8 +1,8 @@
-// Tests for passes/support/file_io and file_bytes: atomic writes, with and
+// Tests for support/file_io and file_bytes: atomic writes, with and
 // without fsync, replace the target whole or leave it as it was and never
 // leave a temp; FileBytes maps what it can and reports what it cannot read.
-#include "passes/support/file_bytes.h"
-#include "passes/support/file_io.h"
+#include "support/file_bytes.h"
+#include "support/file_io.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-// FileSink (passes/support/file_sink.h): the file holds exactly the bytes
+// FileSink (support/file_sink.h): the file holds exactly the bytes
 // put, in order; zero runs of tensor data that cover a whole block of the
 // file, with their zeros in the partial blocks at the run's edges, are not
 // written (a hole, or zeros the kernel fills in); everything else is.
-#include "passes/support/file_sink.h"
+#include "support/file_sink.h"
 
 #include <gtest/gtest.h>
 

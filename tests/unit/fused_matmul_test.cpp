@@ -8,10 +8,10 @@
 // says how many elements differ at all. Shapes cover plain, batched,
 // shared-B (MatMul stacks the batches into one product there), broadcast
 // batches and a K past OpenBLAS's blocking.
-#include "passes/ir/graph.h"
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/cpu/cpu_kernels.h"
+#include "ir/graph.h"
+#include "ir/mpc_ops.h"
+#include "kernels/cpu/kernel_table.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

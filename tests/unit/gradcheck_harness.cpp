@@ -6,9 +6,9 @@
 #include "passes/onnx/onnx_io.h"
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/name_pattern.h"
 #include "runtime/executor.h"
+#include "support/diagnostics.h"
+#include "support/name_pattern.h"
 
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@
 // file declares with coverGradientRules().
 #pragma once
 
-#include "passes/ir/tensor.h"
+#include "ir/tensor.h"
 
 #include <cstdint>
 #include <set>

@@ -1,11 +1,11 @@
-// Unit tests for the graph IR (passes/ir/graph.h).
+// Unit tests for the graph IR (ir/graph.h).
 //
 // Every mutation of the API must keep the def-use lists exact (each use in a
 // value's list matches one input slot, and every input slot is listed once),
 // generated names must never collide with existing or imported ones, the
 // topological sort must be stable and detect cycles, and clone() must be a
 // deep copy that shares only initializer data.
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Tests of the fp16/bf16 conversions in kernels/common/half.h and of the
+// Tests of the fp16/bf16 conversions in ir/half.h and of the
 // bulk fp16 conversions (F16C or software) in kernels/cpu/half_convert.h.
 //
 // Every one of the 65536 half (and bf16) bit patterns must survive
@@ -6,9 +6,9 @@
 // with ties to even, including at subnormals and at the overflow threshold
 // 65520; a wide sample of float bit patterns is checked against an
 // independent reference (nearest value in the sorted list of all halves).
-#include "kernels/common/half.h"
+#include "ir/half.h"
+#include "ir/tensor.h"
 #include "kernels/cpu/half_convert.h"
-#include "passes/ir/tensor.h"
 
 #include <gtest/gtest.h>
 

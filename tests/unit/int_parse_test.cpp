@@ -1,6 +1,6 @@
 // parseIntFlag: the one parser of the tools' integer flags.
-#include "passes/support/diagnostics.h"
-#include "passes/support/int_parse.h"
+#include "support/diagnostics.h"
+#include "support/int_parse.h"
 
 #include <gtest/gtest.h>
 

@@ -4,10 +4,10 @@
 // operands rounded once from the fp32 result, a float64 finite-difference
 // check of the gradient rule, and the function bodies the exporter writes
 // against the kernels.
-#include "kernels/common/half.h"
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/cpu/cpu_kernels.h"
+#include "ir/half.h"
+#include "ir/mpc_ops.h"
+#include "kernels/cpu/kernel_table.h"
+#include "support/diagnostics.h"
 #include "tests/unit/gradcheck_harness.h"
 
 #include <gtest/gtest.h>

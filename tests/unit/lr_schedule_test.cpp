@@ -2,12 +2,12 @@
 // the rates torch and transformers give (models/lr_schedule_ref.csv, made by
 // models/make_lr_schedule_refs.py: 120 updates of each scheduler on an
 // optimizer of lr 0.5), and mpc.LearningRate's attribute rules
-// (passes/ir/lr_schedule_attrs.h) as a node and as mpc-opt's flags.
+// (kernels/lr_schedule_attrs.h) as a node and as mpc-opt's flags.
+#include "ir/lr_plateau.h"
 #include "kernels/common/lr_schedule_math.h"
-#include "passes/ir/lr_schedule_attrs.h"
+#include "kernels/lr_schedule_attrs.h"
 #include "passes/lr_schedule.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/lr_plateau.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 
@@ -307,7 +307,7 @@ TEST(LrSchedule, FlagsAreCheckedWithTheFlagsNames) {
             "--min-lr-ratio: does not apply to the constant schedule");
 }
 
-// ReduceLROnPlateau (runtime/lr_plateau.h) stepped with the metric
+// ReduceLROnPlateau (ir/lr_plateau.h) stepped with the metric
 // sequences of models/lr_plateau_ref.csv gives torch's rates, reductions,
 // cooldowns and the min_lr floor included.
 TEST(LrPlateau, StepsAsTorchsReduceLROnPlateau) {

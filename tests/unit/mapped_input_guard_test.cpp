@@ -1,11 +1,11 @@
 // A mapped input truncated by another process while mpc holds it
-// (passes/support/mapped_input_guard.h): reading a page past the new end
+// (support/mapped_input_guard.h): reading a page past the new end
 // ends the process with a one-line error naming the file and exit code 1,
 // and removes the temporary file of the atomic write in progress; a fault
 // outside any watched mapping keeps SIGBUS's default action.
-#include "passes/support/file_bytes.h"
-#include "passes/support/file_io.h"
-#include "passes/support/mapped_input_guard.h"
+#include "support/file_bytes.h"
+#include "support/file_io.h"
+#include "support/mapped_input_guard.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
 // The run's memory limit (runtime/memory_limit.h) and the executor refusing a
 // plan above it before anything is allocated or run.
 #include "passes/onnx/onnx_io.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/executor.h"
 #include "runtime/memory_limit.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

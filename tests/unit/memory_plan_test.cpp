@@ -1,6 +1,6 @@
 // The memory planner (passes/memory_plan.h) and the byte buffers it places
-// tensors in (passes/ir/byte_buffer.h).
-#include "passes/ir/byte_buffer.h"
+// tensors in (ir/byte_buffer.h).
+#include "ir/byte_buffer.h"
 #include "passes/memory_plan.h"
 #include "passes/memory_report.h"
 #include "passes/onnx/onnx_io.h"
@@ -8,7 +8,7 @@
 #include "passes/registry.h"
 #include "passes/shape_inference.h"
 #include "passes/step_graph.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Unit tests for metadata that names values
-// (passes/ir/metadata_value_refs.cpp).
+// (ir/metadata_value_refs.cpp).
 //
 // A value that a rewrite replaced and then removed is named by its
 // replacement, a renamed value by its new name; a value that is replaced but
@@ -8,12 +8,12 @@
 // taken as it reads. The pipeline does
 // this after every pass: cleanup removing a gradient's Identity leaves
 // mpc.grads naming the value the Identity copied.
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/pass.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

@@ -17,14 +17,14 @@
 // inference (what onnx.checker.check_model(full_check=True) runs), and the
 // written model must train exactly as the compiled one, and the step lowered
 // to standard ops (inlineMpcFunctions) closely.
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
+#include "kernels/cpu/kernel_table.h"
 #include "passes/onnx/mpc_functions.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/cpu/cpu_kernels.h"
 #include "runtime/executor.h"
 #include "runtime/trainer.h"
+#include "support/diagnostics.h"
 
 #include "onnx/checker.h"
 #include "onnx/onnx_pb.h"

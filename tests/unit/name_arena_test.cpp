@@ -1,7 +1,7 @@
-// Unit tests for NameArena (passes/ir/name_arena.h): every kept name reads
+// Unit tests for NameArena (ir/name_arena.h): every kept name reads
 // back as given for as long as the arena lives, across blocks, and a name
 // longer than a block gets one of its own.
-#include "passes/ir/name_arena.h"
+#include "ir/name_arena.h"
 
 #include <gtest/gtest.h>
 

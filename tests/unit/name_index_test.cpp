@@ -1,11 +1,11 @@
-// Unit tests for NameIndex and hashName (passes/ir/name_index.h).
+// Unit tests for NameIndex and hashName (ir/name_index.h).
 //
 // The index is checked against std::map through long random runs of
 // inserts, assigns and erases over a small pool of names (so runs of
 // occupied slots form, wrap around the table's end and are shifted back on
 // erase), and the hash must tell apart names that differ in any one byte,
 // at every length, including the bytes a word-wise read covers twice.
-#include "passes/ir/name_index.h"
+#include "ir/name_index.h"
 
 #include <gtest/gtest.h>
 

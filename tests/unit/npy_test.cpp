@@ -1,9 +1,9 @@
 // Tests for runtime/data: .npy/.npz files and ONNX TensorProto .pb files.
+#include "ir/tensor_pb.h"
 #include "runtime/data/npy.h"
 #include "runtime/data/npz.h"
-#include "runtime/data/tensor_pb.h"
 
-#include "kernels/common/half.h"
+#include "ir/half.h"
 
 #include <gtest/gtest.h>
 

@@ -3,9 +3,9 @@
 // asked for is never inflated (its corruption goes unnoticed, its size costs
 // nothing), and the arrays asked for are refused from their declared sizes
 // when they do not fit, before any is read.
-#include "passes/support/diagnostics.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/npz.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

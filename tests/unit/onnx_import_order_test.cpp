@@ -5,9 +5,9 @@
 // order, cycles reported) is the one wiring every node last would give.
 // Also: the weights taken over from the message parsed onto an arena stay
 // valid after loadModel has freed the arena.
+#include "ir/tensor_pb.h"
 #include "passes/onnx/onnx_io.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/data/tensor_pb.h"
+#include "support/diagnostics.h"
 
 #include "onnx/onnx_pb.h"
 

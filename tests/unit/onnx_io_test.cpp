@@ -5,10 +5,10 @@
 // corruption loop proving the importer never crashes or over-allocates on
 // malformed bytes. Binary fixtures are generated here, into a temporary
 // folder, from models/mlp_seed.onnx or from ModelProtos built in code.
+#include "ir/tensor_pb.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/data/tensor_pb.h"
+#include "support/diagnostics.h"
 
 #include "onnx/checker.h"
 #include "onnx/onnx_pb.h"

@@ -5,11 +5,11 @@
 // lowering tests compare the result with the case's expected output.
 #pragma once
 
+#include "ir/tensor_pb.h"
 #include "passes/onnx/onnx_io.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/backend.h"
-#include "runtime/data/tensor_pb.h"
 #include "runtime/inference.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>

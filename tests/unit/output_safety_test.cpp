@@ -1,15 +1,15 @@
 // Tests for what keeps a tool's outputs from losing data: file identity
-// (passes/support/path_identity.h: names, ./, hard and symbolic links,
+// (support/path_identity.h: names, ./, hard and symbolic links,
 // files not made yet), the non-regular input check (regular_input.h), the
 // removal of dead writers' temp files (stale_temp_files.h) and the training
 // log (runtime/training_log.h: the cut on resume, checked writes on a full
 // device).
-#include "passes/support/diagnostics.h"
-#include "passes/support/file_io.h"
-#include "passes/support/path_identity.h"
-#include "passes/support/regular_input.h"
-#include "passes/support/stale_temp_files.h"
 #include "runtime/training_log.h"
+#include "support/diagnostics.h"
+#include "support/file_io.h"
+#include "support/path_identity.h"
+#include "support/regular_input.h"
+#include "support/stale_temp_files.h"
 
 #include <gtest/gtest.h>
 

@@ -4,8 +4,8 @@
 #include "passes/pass.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
-#include "passes/support/diagnostics.h"
 #include "passes/verify.h"
+#include "support/diagnostics.h"
 #include "tests/unit/relu_chain.h"
 
 #include <gtest/gtest.h>

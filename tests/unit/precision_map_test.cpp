@@ -8,8 +8,8 @@
 // and dot*.test check the same through mpc-opt on the exported models.
 #include "passes/precision_map.h"
 
+#include "ir/builder.h"
 #include "passes/autocast_policy.h"
-#include "passes/ir/builder.h"
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
 

@@ -4,7 +4,7 @@
 // plan-memory's inference skip, which break or keep exactly this chain.
 #pragma once
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 namespace mpc {
 

@@ -9,8 +9,8 @@
 
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/data/npz.h"
+#include "support/diagnostics.h"
 
 #include "onnx/onnx_pb.h"
 

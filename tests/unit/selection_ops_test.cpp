@@ -3,13 +3,13 @@
 // keepdims, fp16 and integer inputs, K at its bounds), their shape inference,
 // errors that name the node, and fold-constants over constants (TopK's two
 // outputs both folded).
+#include "kernels/cpu/kernel_table.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/pass.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
-#include "runtime/cpu/cpu_kernels.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

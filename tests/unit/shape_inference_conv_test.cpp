@@ -4,8 +4,8 @@
 // mpc backward ops, and the errors bad nodes get.
 #include "passes/shape_inference.h"
 
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
+#include "ir/mpc_ops.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

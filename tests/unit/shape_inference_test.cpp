@@ -2,9 +2,9 @@
 // broadcasting, symbolic dims, opset differences and the errors bad nodes get.
 #include "passes/shape_inference.h"
 
-#include "passes/ir/mpc_ops.h"
+#include "ir/mpc_ops.h"
 #include "passes/onnx/import_lowering.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // inference builds its dims in.
 #include "passes/shape_small_vector.h"
 
-#include "passes/ir/graph.h"
+#include "ir/graph.h"
 
 #include <gtest/gtest.h>
 

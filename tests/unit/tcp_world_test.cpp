@@ -4,10 +4,10 @@
 // both ways at once, mpc.AllReduce's kernel over it (the same bits as over
 // the in-process world), and the one-line errors of a world that does not
 // meet, loses a rank or hears nothing from one for the collective timeout.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
-#include "passes/ir/mpc_ops.h"
-#include "passes/support/diagnostics.h"
 #include "runtime/world/tcp_world.h"
+#include "support/diagnostics.h"
 #include "tests/support/thread_world.h"
 
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 // (tests/unit/onnx_node_cases.h), the errors that name the node, and the
 // gradient (Expand's sum over the copies) by finite differences.
 #include "passes/onnx/onnx_io.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 #include "tests/unit/gradcheck_harness.h"
 #include "tests/unit/onnx_node_cases.h"
 

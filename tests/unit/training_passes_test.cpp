@@ -7,7 +7,7 @@
 // IR and on the three passes under test.
 #include "passes/onnx/onnx_io.h"
 #include "passes/pass.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include "onnx/onnx_pb.h"
 

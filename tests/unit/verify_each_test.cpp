@@ -4,7 +4,7 @@
 #include "passes/pass.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 #include "tests/unit/relu_chain.h"
 
 #include <gtest/gtest.h>

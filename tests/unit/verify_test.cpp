@@ -3,8 +3,8 @@
 // algorithms with update bindings, and metadata.
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
-#include "passes/support/diagnostics.h"
 #include "passes/verify.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 

@@ -7,8 +7,8 @@
 // weights in the file is the model loaded with weights of their own.
 #include "passes/onnx/weights_in_file.h"
 
+#include "ir/tensor_pb.h"
 #include "passes/onnx/onnx_io.h"
-#include "runtime/data/tensor_pb.h"
 
 #include "onnx/onnx_pb.h"
 

@@ -1,8 +1,8 @@
 // Held and in-place byte buffers and the zero pages optimizer state starts
-// in (passes/ir/byte_buffer.h, passes/ir/zero_pages.h).
-#include "passes/ir/byte_buffer.h"
-#include "passes/ir/tensor.h"
-#include "passes/ir/zero_pages.h"
+// in (ir/byte_buffer.h, ir/zero_pages.h).
+#include "ir/byte_buffer.h"
+#include "ir/tensor.h"
+#include "ir/zero_pages.h"
 
 #include <gtest/gtest.h>
 

@@ -6,11 +6,11 @@
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
 #include "passes/precision_map.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/file_io.h"
-#include "passes/support/out_of_memory.h"
-#include "passes/support/path_identity.h"
 #include "passes/training_info.h"
+#include "support/diagnostics.h"
+#include "support/file_io.h"
+#include "support/out_of_memory.h"
+#include "support/path_identity.h"
 
 #include "onnx/onnx_pb.h"
 

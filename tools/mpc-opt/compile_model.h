@@ -5,7 +5,7 @@
 #pragma once
 
 #include "passes/pipeline.h"
-#include "passes/support/file_io.h"
+#include "support/file_io.h"
 #include "tools/mpc-opt/opt_flags.h"
 
 #include <memory>
@@ -14,7 +14,7 @@
 namespace mpc {
 
 // mpc-opt's outputs are renamed into place but not fsynced: like a compiler's
-// object files they are made again from the input (passes/support/file_io.h).
+// object files they are made again from the input (support/file_io.h).
 constexpr Fsync kOutputSync = Fsync::No;
 
 /// Runs fn and adds its wall time to `timings` under name (when timing).

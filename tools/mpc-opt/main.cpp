@@ -6,10 +6,10 @@
 // code 1, and no output file.
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/file_io.h"
-#include "passes/support/out_of_memory.h"
-#include "passes/support/path_identity.h"
+#include "support/diagnostics.h"
+#include "support/file_io.h"
+#include "support/out_of_memory.h"
+#include "support/path_identity.h"
 #include "tools/mpc-opt/compile_model.h"
 #include "tools/mpc-opt/compiler_blas_threads.h"
 #include "tools/mpc-opt/opt_flags.h"
@@ -42,7 +42,7 @@ std::vector<std::string> splitChunks(const std::string &text) {
 
 /// Refuses (Error) an output (-o and the data file beside it, --dot,
 /// --report-json) that is the input model, one of its external data files or
-/// another output, by identity (passes/support/path_identity.h).
+/// another output, by identity (support/path_identity.h).
 void refuseOutputsOverInputs(const Flags &f) {
   std::vector<FileRole> inputs, outputs;
   inputs.push_back({"the input model", f.input});

@@ -3,9 +3,9 @@
 
 #include "passes/compile_flags.h"
 #include "passes/optimizer_flags.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/int_parse.h"
-#include "passes/support/name_pattern.h"
+#include "support/diagnostics.h"
+#include "support/int_parse.h"
+#include "support/name_pattern.h"
 
 #include <algorithm>
 #include <cstdlib>

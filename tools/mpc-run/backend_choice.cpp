@@ -1,7 +1,7 @@
 // mpc-run's choice of backend (tools/mpc-run/backend_choice.h).
 #include "tools/mpc-run/backend_choice.h"
 
-#include "passes/support/diagnostics.h"
+#include "support/diagnostics.h"
 
 #include <cstdio>
 #include <cstdlib>

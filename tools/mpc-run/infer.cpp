@@ -2,10 +2,10 @@
 #include "tools/mpc-run/infer.h"
 
 #include "passes/onnx/onnx_io.h"
-#include "passes/support/diagnostics.h"
-#include "passes/support/out_of_memory.h"
-#include "passes/support/regular_input.h"
 #include "runtime/inference.h"
+#include "support/diagnostics.h"
+#include "support/out_of_memory.h"
+#include "support/regular_input.h"
 #include "tools/mpc-run/backend_choice.h"
 #include "tools/mpc-run/run_files.h"
 

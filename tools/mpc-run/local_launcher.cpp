@@ -1,9 +1,9 @@
 // The local launcher (local_launcher.h): fork and exec the ranks, wait.
 #include "tools/mpc-run/local_launcher.h"
 
-#include "passes/support/diagnostics.h"
 #include "runtime/plugin_path.h"
 #include "runtime/world/tcp_world.h"
+#include "support/diagnostics.h"
 
 #include <signal.h>
 #include <sys/prctl.h>

@@ -6,10 +6,10 @@
 // tools/mpc-run/infer.h) or the training run (tools/mpc-run/train.h, a
 // TrainingSession of runtime/training_session.h). Bad input (flags, data,
 // checkpoints, input files) is one line and exit 1.
-#include "passes/support/diagnostics.h"
-#include "passes/support/out_of_memory.h"
-#include "runtime/collective.h"
+#include "kernels/collective.h"
 #include "runtime/world/launched_world.h"
+#include "support/diagnostics.h"
+#include "support/out_of_memory.h"
 #include "tools/mpc-run/backend_choice.h"
 #include "tools/mpc-run/infer.h"
 #include "tools/mpc-run/local_launcher.h"

@@ -2,8 +2,8 @@
 #include "tools/mpc-run/run_files.h"
 
 #include "passes/onnx/onnx_io.h"
-#include "passes/support/path_identity.h"
-#include "passes/support/regular_input.h"
+#include "support/path_identity.h"
+#include "support/regular_input.h"
 
 namespace mpc {
 namespace {

@@ -12,7 +12,7 @@ namespace mpc {
 /// --export-safetensors, and the external data files beside the models)
 /// is the same file as an input (the model and its external data, the data
 /// sets, the resumed checkpoint and its data) or as another output.
-/// Hard and symbolic links count (passes/support/path_identity.h). One
+/// Hard and symbolic links count (support/path_identity.h). One
 /// exception: --save and --save-best may replace the --resume checkpoint,
 /// which the run has read whole before its first step, so that a run can
 /// go on checkpointing where it resumed from.

@@ -1,10 +1,10 @@
 // mpc-run's command line (tools/mpc-run/run_flags.h).
 #include "tools/mpc-run/run_flags.h"
 
-#include "passes/support/diagnostics.h"
-#include "passes/support/int_parse.h"
-#include "passes/support/path_identity.h"
 #include "runtime/memory_limit.h"
+#include "support/diagnostics.h"
+#include "support/int_parse.h"
+#include "support/path_identity.h"
 
 #include <cmath>
 #include <cstdlib>

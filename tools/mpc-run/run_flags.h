@@ -2,8 +2,8 @@
 // (no file is read). A library function, so that tests/fuzz drives it.
 #pragma once
 
-#include "passes/ir/types.h"
-#include "runtime/collective.h"
+#include "ir/types.h"
+#include "kernels/collective.h"
 
 #include <cstdint>
 #include <optional>

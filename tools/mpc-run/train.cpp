@@ -3,10 +3,10 @@
 // and the summary.
 #include "tools/mpc-run/train.h"
 
-#include "passes/support/diagnostics.h"
 #include "runtime/run_length.h"
 #include "runtime/training_session.h"
 #include "runtime/world/launched_world.h"
+#include "support/diagnostics.h"
 #include "tools/mpc-run/backend_choice.h"
 #include "tools/mpc-run/run_files.h"
 

@@ -2,7 +2,7 @@
 // (runtime/training_session.h), its lines to stderr, the summary to stdout.
 #pragma once
 
-#include "runtime/collective.h"
+#include "kernels/collective.h"
 #include "runtime/training_session.h"
 #include "tools/mpc-run/run_flags.h"
 

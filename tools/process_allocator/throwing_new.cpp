@@ -19,10 +19,10 @@
 // the process is OOM-killed (SIGKILL, no message) as the pages are filled.
 // glibc's malloc would have been refused. So a large request is first
 // checked against the memory the process can still get
-// (passes/support/available_memory.h: MemAvailable, the cgroup, ulimit -v)
+// (support/available_memory.h: MemAvailable, the cgroup, ulimit -v)
 // and fails as std::bad_alloc when it cannot fit; small ones, nearly all,
 // go straight to mimalloc.
-#include "passes/support/available_memory.h"
+#include "support/available_memory.h"
 
 #include <mimalloc.h>
 
