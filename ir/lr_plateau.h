@@ -1,8 +1,8 @@
 // torch.optim.lr_scheduler.ReduceLROnPlateau (mode "min", threshold_mode
 // "rel"): mpc-run's --lr-schedule=reduce_lr_on_plateau steps it with each
 // validation loss (--eval-data). The rate is the step's fp64 state
-// `learning_rate` (passes/lr_schedule.h), which the trainer sets between
-// steps; the rule's counters are kept in checkpoints.
+// `learning_rate` (passes/optimizer/lr_schedule.h), which the trainer sets
+// between steps; the rule's counters are kept in checkpoints.
 #pragma once
 
 #include <cstdint>

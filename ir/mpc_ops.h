@@ -216,7 +216,7 @@
 // Optimizer (emitted by optimizer); `found_inf` may be omitted (""), then no
 // step is ever skipped. When found_inf is true every output equals its input.
 // Under --grad-accum it is the skip flag "found_inf or not the K-th
-// micro-batch" (passes/grad_accum.h), built from standard ops.
+// micro-batch" (passes/optimizer/grad_accum.h), built from standard ops.
 //   ClipGradNorm(g1..gn) <max_norm> -> (g1'..gn', total_norm)
 //       total_norm = sqrt(sum of squares, accumulated in fp32);
 //       coef = min(1, max_norm / (total_norm + 1e-6)); gi' = gi * coef.

@@ -25,9 +25,10 @@
 // now seeds the backward; mpc.loss_scale_mode records the mode.
 //
 // With --grad-accum=K the seed is loss_scale / K (mpc.grad_accum = K records
-// it; passes/grad_accum.h): the optimizer pass accumulates the K micro-batches.
+// it; passes/optimizer/grad_accum.h): the optimizer pass accumulates the K
+// micro-batches.
 #include "ir/mpc_ops.h"
-#include "passes/grad_accum.h"
+#include "passes/optimizer/grad_accum.h"
 #include "passes/pass.h"
 #include "passes/training_support.h"
 #include "support/diagnostics.h"

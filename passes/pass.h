@@ -44,8 +44,8 @@ struct CompileOptions {
   bool nesterov = false;
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
   bool lrSet = false, epsilonSet = false; ///< given on the command line
-  /// --optimizer=adafactor (passes/adafactor.h): torch.optim.Adafactor's
-  /// beta2_decay, eps[1] and d.
+  /// --optimizer=adafactor (passes/optimizer/adafactor.h):
+  /// torch.optim.Adafactor's beta2_decay, eps[1] and d.
   double beta2Decay = -0.8, eps2 = 1e-3, clipThreshold = 1.0;
   double maxGradNorm = 0.0; ///< --max-grad-norm (0: no clipping)
   /// --lr-schedule=constant|linear|cosine|step|exponential and its flags
@@ -70,7 +70,7 @@ struct CompileOptions {
   std::optional<double> lrFactor, lrThreshold, minLr;
   std::optional<int64_t> lrPatience, lrCooldown;
   /// --ema-decay=D: an exponential moving average of the parameters
-  /// (passes/ema.h).
+  /// (passes/optimizer/ema.h).
   std::optional<double> emaDecay;
   /// --grad-accum=K: micro-batches per optimizer step (1: no accumulation).
   int64_t gradAccum = 1;

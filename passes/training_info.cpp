@@ -9,8 +9,8 @@
 
 #include "kernels/cpu/kernel_table.h"
 #include "passes/data_parallel.h"
-#include "passes/lr_schedule.h"
 #include "passes/onnx/gradient_op.h"
+#include "passes/optimizer/lr_schedule.h"
 #include "passes/shape_inference.h"
 #include "passes/training_support.h"
 #include "support/diagnostics.h"

@@ -1,8 +1,8 @@
 // Validation loss during training (runtime/evaluator.h).
 #include "runtime/evaluator.h"
 
-#include "passes/ema.h"
 #include "passes/inference_mode.h"
+#include "passes/optimizer/ema.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
 #include "support/diagnostics.h"

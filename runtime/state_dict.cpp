@@ -1,7 +1,7 @@
 // The state_dict of a compiled model: the rule of state_dict.h.
 #include "runtime/state_dict.h"
 
-#include "passes/ema.h"
+#include "passes/optimizer/ema.h"
 #include "passes/pass.h"
 #include "support/diagnostics.h"
 

@@ -48,7 +48,8 @@ struct StateDictEntry {
 /// state. `trainedBatches`: forward passes run in training mode since
 /// compilation (each training-mode batch norm's num_batches_tracked grows by
 /// it). `ema`: the parameters' moving average (mpc-opt --ema-decay, see
-/// passes/ema.h) in place of the parameters; buffers stay the model's.
+/// passes/optimizer/ema.h) in place of the parameters; buffers stay the
+/// model's.
 std::vector<StateDictEntry> stateDictOf(const Model &model,
                                         int64_t trainedBatches, bool ema);
 

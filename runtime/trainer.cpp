@@ -3,10 +3,10 @@
 
 #include "ir/mpc_ops.h"
 #include "kernels/lr_schedule_attrs.h"
-#include "passes/ema.h"
-#include "passes/grad_accum.h"
 #include "passes/inference_mode.h"
 #include "passes/onnx/onnx_io.h"
+#include "passes/optimizer/ema.h"
+#include "passes/optimizer/grad_accum.h"
 #include "passes/step_graph.h"
 #include "runtime/data/safetensors.h"
 #include "runtime/state_dict.h"

@@ -2,7 +2,7 @@
 // its policies as a library.
 #include "runtime/training_session.h"
 
-#include "passes/ema.h"
+#include "passes/optimizer/ema.h"
 #include "runtime/memory_limit.h"
 #include "support/diagnostics.h"
 #include "support/out_of_memory.h"

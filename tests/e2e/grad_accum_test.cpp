@@ -1,4 +1,5 @@
-// End to end: gradient accumulation (--grad-accum=K, passes/grad_accum.h).
+// End to end: gradient accumulation (--grad-accum=K,
+// passes/optimizer/grad_accum.h).
 //
 // K micro-batches of B samples must train exactly like one step on the K*B
 // batch made of the same samples (fp32, to rounding): same parameters after

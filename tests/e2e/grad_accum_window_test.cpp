@@ -1,12 +1,12 @@
 // End to end: the bounds of --grad-accum and how a window's micro-batches
-// are made (passes/grad_accum.h, Trainer::optimizerStep).
+// are made (passes/optimizer/grad_accum.h, Trainer::optimizerStep).
 //
 // K is at most kMaxGradAccum wherever it comes from (the option the passes
 // check, a compiled model's mpc.grad_accum); a window asks for each
 // micro-batch only when it runs, so a run holds one micro-batch, not K, and
 // trains exactly as with the K made up front.
-#include "passes/grad_accum.h"
 #include "passes/onnx/onnx_io.h"
+#include "passes/optimizer/grad_accum.h"
 #include "passes/pipeline.h"
 #include "runtime/trainer.h"
 #include "support/diagnostics.h"

@@ -2,12 +2,14 @@
 // MLP against torch.optim's own runs (models/make_lr_schedule_refs.py and
 // models/make_param_group_refs.py): the rate of every update, the loss of
 // every step and the parameters after 30 steps.
-//  - --lr-schedule (passes/lr_schedule.h): the schedulers users attach
+//  - --lr-schedule (passes/optimizer/lr_schedule.h): the schedulers users
+//  attach
 //    (transformers' get_*_schedule_with_warmup, torch's StepLR and
 //    ExponentialLR), scheduler.step() after every optimizer.step(). The
 //    schedule follows the updates applied: steps the loss scaler skips and
 //    the micro-batches of a --grad-accum window do not advance it.
-//  - --no-weight-decay (passes/optimizer.cpp): two parameter groups, the
+//  - --no-weight-decay (passes/optimizer/optimizer.cpp): two parameter groups,
+//  the
 //    biases without weight decay, as transformers' Trainer and timm build.
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
@@ -299,7 +301,7 @@ TEST(LrSchedule, AccumulationAdvancesTheScheduleOncePerWindow) {
       });
 }
 
-// --ema-decay (passes/ema.h): torch's AveragedModel with
+// --ema-decay (passes/optimizer/ema.h): torch's AveragedModel with
 // get_ema_multi_avg_fn after every optimizer step
 // (models/make_ema_refs.py), for both of ATen's lerp formulas.
 TEST(EmaParity, TheAverageIsTorchsAveragedModel) {
@@ -364,7 +366,7 @@ TEST(Ema, AccumulationAveragesOncePerWindow) {
       });
 }
 
-// --optimizer=adafactor (passes/adafactor.h): torch.optim.Adafactor's
+// --optimizer=adafactor (passes/optimizer/adafactor.h): torch.optim.Adafactor's
 // default, with weight decay under a cosine schedule, and with every knob
 // turned (models/make_adafactor_refs.py).
 TEST(AdafactorParity, TrainsAsTorchsAdafactor) {

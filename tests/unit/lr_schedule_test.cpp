@@ -6,7 +6,7 @@
 #include "ir/lr_plateau.h"
 #include "kernels/common/lr_schedule_math.h"
 #include "kernels/lr_schedule_attrs.h"
-#include "passes/lr_schedule.h"
+#include "passes/optimizer/lr_schedule.h"
 #include "support/diagnostics.h"
 
 #include <gtest/gtest.h>

@@ -1,215 +1,173 @@
-// mpc-opt's command line (tools/mpc-opt/opt_flags.h).
+// mpc-opt's command line (tools/mpc-opt/opt_flags.h): its own flags (output,
+// passes, reports) in the table below, the compile flags in
+// passes/compile_flags.cpp's; --help and --help-markdown print both.
 #include "tools/mpc-opt/opt_flags.h"
 
 #include "passes/compile_flags.h"
-#include "passes/optimizer_flags.h"
+#include "passes/optimizer/optimizer_flags.h"
 #include "support/diagnostics.h"
-#include "support/int_parse.h"
+#include "support/flag_table.h"
 #include "support/name_pattern.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace mpc {
 namespace {
 
-const char *const kUsage =
-    R"(usage: mpc-opt MODEL [-o OUT] [options]
+/// mpc-opt's own flags, applied to `f`.
+std::vector<Flag> toolFlags(OptFlags &f) {
+  using V = const FlagValue &;
+  constexpr FlagArg kSwitch = FlagArg::None, kValue = FlagArg::Value;
+  const char *output = "output", *passes = "passes and reports",
+             *help = "help";
+  return {
+      {"-o", FlagArg::Next, " FILE", output,
+       "the output file (\"-\": stdout; default stdout for text)",
+       [&f](V v) {
+         f.output = v.text;
+         f.outputGiven = true;
+       }},
+      {"--emit", kValue, "=onnx|text|step", output,
+       "binary ONNX (default), text of every graph, or the step as a plain "
+       "functional model",
+       [&f](V v) { f.emit = v.oneOf({"onnx", "text", "step"}); }},
+      {"--external-data", kSwitch, "", output,
+       "keep the tensors' bytes in FILE.data beside -o FILE (ONNX external "
+       "data, as onnx.save_model's save_as_external_data); a model that would "
+       "pass 2 GiB is always written so",
+       [&f](V) { f.externalData = true; }},
+      {"--passes", kValue, "=a,b{k=v},c", passes,
+       "run exactly these passes (default: all, in order); a pass's options "
+       "{k=v} are the compile flags it reads (--list-passes)",
+       [&f](V v) {
+         f.passes = v.text;
+         f.passesGiven = true;
+       }},
+      {"--list-passes", kSwitch, "", passes,
+       "print the pass table, each pass with its options",
+       [&f](V) { f.listPasses = true; }, {}, nullptr, /*stops=*/true},
+      {"--print-after-all", kSwitch, "", passes,
+       "print the model (text) after every pass, on stderr",
+       [&f](V) { f.printAfterAll = true; }},
+      {"--print-after", kValue, "=PASS", passes,
+       "print the model after PASS, on stderr",
+       [&f](V v) { f.printAfter = v.text; }},
+      {"--print-types", kSwitch, "", passes,
+       "append \"// type: NAME : TYPE\" lines to text output",
+       [&f](V) { f.printTypes = true; }},
+      {"--no-verify-each", kSwitch, "", passes,
+       "do not verify the graph after every pass",
+       [&f](V) { f.verifyEach = false; }},
+      {"--split-input-file", kSwitch, "", passes,
+       "process chunks separated by \"// -----\" separately",
+       [&f](V) { f.splitInputFile = true; }},
+      {"--stats", kSwitch, "", passes, "print pass statistics on stderr",
+       [&f](V) { f.stats = true; }},
+      {"--time-passes", kSwitch, "", passes,
+       "print the CPU and wall time of every pass, the verifier, import and "
+       "export on stderr (a table)",
+       [&f](V) { f.timePasses = true; }},
+      {"--explain", kSwitch, "", passes,
+       "print each node's precision and the rule that chose it (stdout; "
+       "stderr when -o - writes the model)",
+       [&f](V) { f.explain = true; }},
+      {"--dot", kValue, "=FILE", passes,
+       "write the step graph as Graphviz, coloured by precision, Casts marked "
+       "(dot -Tsvg FILE)",
+       [&f](V v) {
+         if (v.text.empty())
+           throw Error("--dot: expects a file name (--dot=FILE)");
+         f.dotFile = v.text;
+       }},
+      {"--report", kValue, "=memory", passes,
+       "print the step's memory plan by class, next to the fp32 baseline "
+       "(stdout; stderr when -o - is the model)",
+       [&f](V v) {
+         if (v.text != "memory")
+           throw Error("--report: expected 'memory', got '" + v.text + "'");
+         f.reportMemory = true;
+       }},
+      {"--report-json", kValue, "=FILE", passes,
+       "write the same plan as JSON",
+       [&f](V v) {
+         if (v.text.empty())
+           throw Error(
+               "--report-json: expects a file name (--report-json=FILE)");
+         f.reportJson = v.text;
+       }},
+      {"--help", kSwitch, "", help, "print this help",
+       [&f](V) { f.help = true; }, {}, "-h", /*stops=*/true},
+      {"--help-markdown", kSwitch, "", help,
+       "print this help as Markdown (the flag reference, docs/flags.md)",
+       [&f](V) { f.helpMarkdown = true; }, {}, nullptr, /*stops=*/true},
+  };
+}
 
-Compiles MODEL (binary ONNX or ONNX text, a forward graph with a scalar loss)
-into one mixed-precision training step and writes it as ONNX.
+/// Every flag mpc-opt takes: its own, then the compile flags.
+std::vector<Flag> allFlags(OptFlags &f) {
+  std::vector<Flag> flags = toolFlags(f);
+  std::vector<Flag> compile = compileFlags(f.options);
+  flags.insert(flags.end(), compile.begin(), compile.end());
+  return flags;
+}
 
-output:
-  -o FILE                 output file ("-": stdout; default stdout for text)
-  --emit=onnx|text|step   binary ONNX (default), text of every graph, or the
-                          step as a plain functional model
-  --external-data         keep the tensors' bytes in FILE.data beside -o FILE
-                          (ONNX external data, as onnx.save_model's
-                          save_as_external_data); a model that would pass
-                          2 GiB is always written so
-  --passes=a,b{k=v},c     run exactly these passes (default: all, in order)
-  --list-passes           print the pass table
-  --print-after-all       print the model (text) after every pass, on stderr
-  --print-after=PASS      print the model after PASS, on stderr
-  --print-types           append "// type: NAME : TYPE" lines to text output
-  --no-verify-each        do not verify the graph after every pass
-  --split-input-file      process chunks separated by "// -----" separately
-  --stats                 print pass statistics on stderr
-  --time-passes           print the CPU and wall time of every pass, the
-                          verifier, import and export on stderr (a table)
-  --explain               print each node's precision and the rule that chose
-                          it (stdout; stderr when -o - writes the model)
-  --dot=FILE              write the step graph as Graphviz, coloured by
-                          precision, Casts marked (dot -Tsvg FILE)
-  --report=memory         print the step's memory plan by class, next to the
-                          fp32 baseline (stdout; stderr when -o - is the model)
-  --report-json=FILE      write the same plan as JSON
-memory:
-  --recompute=none|auto|NODE,NODE   recompute saved activations in the
-                          backward instead of keeping them (auto: cheap
-                          elementwise ones; NODE: those nodes' outputs)
-  --memory-budget=BYTES   with --recompute=auto: stop once the planned peak
-                          fits (needs concrete shapes)
-precision:
-  --precision=fp16|bf16|fp32   (default fp16)
-  --fp32-ops=Op,Op  --fp16-ops=Op,Op  --fp32-nodes=REGEX
-  --loss-scale=dynamic|static:F|none   (default: dynamic for fp16, else none)
-  --init-scale=F --growth-factor=F --backoff-factor=F --growth-interval=N
-optimizer:
-  --optimizer=sgd|adam|adamw|adafactor  --lr=F  --momentum=F  --dampening=F
-  --nesterov
-  --weight-decay=F  --beta1=F  --beta2=F  --eps=F  --max-grad-norm=F
-  --beta2-decay=F --eps2=F --clip-threshold=F   adafactor: torch's
-                          beta2_decay (-0.8), eps[1] (1e-3) and d (1); its
-                          eps[0] is --eps (default fp32's epsilon) and its
-                          --lr defaults to 1e-2. Row and column factors of
-                          the second moment: a fraction of Adam's memory
-  --no-weight-decay=REGEX parameters whose names match get no weight decay
-                          (e.g. 'bias|norm': the Trainer's second group)
-  --lr-schedule=S         constant (default), linear, cosine,
-                          cosine_with_restarts, polynomial, inverse_sqrt,
-                          warmup_stable_decay (transformers'
-                          lr_scheduler_type), step or
-                          exponential (torch's StepLR, ExponentialLR): the
-                          learning rate of each update
-  --warmup-steps=W        the first W updates ramp the rate up from 0
-  --total-steps=T         the updates the decay spans (linear, cosine,
-                          cosine_with_restarts, polynomial)
-  --min-lr-ratio=R        cosine: decay to R*lr instead of 0
-  --lr-cycles=N           cosine_with_restarts: N hard restarts (default 1)
-  --lr-end=F --lr-power=P polynomial: decay to F (default 1e-7) as the P-th
-                          power (default 1)
-  --lr-timescale=N        inverse_sqrt: default W, else 10000
-  --lr-schedule=warmup_stable_decay   transformers' get_wsd_schedule:
-                          --lr-decay-steps=D, --total-steps=T or
-                          --lr-stable-steps=S, --lr-warmup-type and
-                          --lr-decay-type (linear, cosine, 1-sqrt; default
-                          linear, cosine), --min-lr-ratio (0)
-  --lr-schedule=reduce_lr_on_plateau   torch's ReduceLROnPlateau, stepped
-                          by mpc-run with each --eval-data loss:
-                          --lr-factor (0.1) --lr-patience (10)
-                          --lr-threshold (1e-4, relative) --lr-cooldown (0)
-                          --min-lr (0)
-  --lr-step-size=N --lr-gamma=G   step: lr*G every N updates;
-                          exponential: lr*G every update (G default 0.1)
-  --ema-decay=D           keep an exponential moving average of the
-                          parameters (torch's AveragedModel with
-                          get_ema_multi_avg_fn(D)); mpc-run --eval-ema and
-                          --export-ema use it
-  --grad-accum=K          K micro-batches per optimizer step (default 1): mpc-run
-                          runs the step K times, the update applies on the K-th
-  --data-parallel         average the gradients and OR the overflow flag
-                          across the ranks of `mpc-run --nproc-per-node=N`,
-                          `mpirun -np N mpc-run` or torchrun (each rank runs
-                          --batch samples of a global batch of N*B)
-  --grad-comm-dtype=T     with --data-parallel: fp32 (default), bf16 or
-                          fp16, the type the gradients cross ranks in
-                          (bf16/fp16 halve the bytes, as DDP's compression
-                          hooks)
-  --sync-batchnorm        with --data-parallel: training-mode batch norms
-                          normalise with the global batch's statistics
-                          (torch.nn.SyncBatchNorm)
-the loss:
-  --loss=NAME             the output to train (default: the only output, or
-                          the only scalar floating one of several, e.g. a
-                          model returning (loss, logits)); the other outputs
-                          are the inference model's
-parameters and shapes:
-  --trainable=REGEX  --frozen=REGEX  --input-shape=NAME:AxBxC  --batch=B
-
-Integer flags are decimal and bounded: step counts (--growth-interval,
+const FlagDocs &optDocs() {
+  static const FlagDocs docs{
+      "mpc-opt",
+      "usage: mpc-opt MODEL [-o OUT] [options]",
+      R"(Compiles MODEL (binary ONNX or ONNX text, a forward graph with a scalar loss)
+into one mixed-precision training step and writes it as ONNX.)",
+      {{"output"},
+       {"passes and reports"},
+       {"memory"},
+       {"precision"},
+       {"loss scaling"},
+       {"optimizer"},
+       {"learning-rate schedule"},
+       {"data parallel"},
+       {"the loss"},
+       {"parameters and shapes"},
+       {"help"}},
+      R"(Integer flags are decimal and bounded: step counts (--growth-interval,
 --warmup-steps, --total-steps, --lr-*-steps, --lr-step-size, --lr-cycles,
 --lr-timescale, --lr-patience, --lr-cooldown) at most 10^12, --grad-accum at
-most 65536, --batch and each --input-shape dimension at most 2^31-1.
---memory-budget takes K, M, G suffixes as mpc-run --memory-limit.
-)";
+most 65536, --batch and each --input-shape dimension at most 2^31-1.)"};
+  return docs;
+}
 
 } // namespace
 
-const char *optUsage() { return kUsage; }
+std::string optUsage() {
+  OptFlags scratch;
+  return flagHelpText(allFlags(scratch), optDocs());
+}
+
+std::string optHelpMarkdown() {
+  OptFlags scratch;
+  return flagMarkdown(allFlags(scratch), optDocs());
+}
 
 OptFlags parseOptFlags(int argc, const char *const *argv) {
   OptFlags f;
   CompileOptions &o = f.options;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string key = arg, val;
-    bool hasVal = false;
-    size_t eq = arg.find('=');
-    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      key = arg.substr(0, eq);
-      val = arg.substr(eq + 1);
-      hasVal = true;
-    }
-    auto need = [&]() -> const std::string & {
-      if (!hasVal)
-        throw Error(key + ": expects a value (" + key + "=...)");
-      return val;
-    };
+  CommandLine line;
+  line.tool = "mpc-opt";
+  line.flags = allFlags(f);
+  line.dashIsArgument = true; // -o - and the model from stdin
+  line.positional = [&f](const std::string &arg) {
+    if (!f.input.empty())
+      throw Error("unexpected argument '" + arg + "' (one model at a time)");
+    f.input = arg;
+  };
+  for (const GivenFlag &g : parseCommandLine(line, argc, argv)) {
     // --precision=fp32 asks for no casts, which a list without autocast
     // gives as well.
-    if (key.rfind("--", 0) == 0 && arg != "--precision=fp32")
-      f.given.push_back(key);
-    if (arg == "-h" || arg == "--help") {
-      f.help = true;
-      return f;
-    } else if (arg == "--list-passes") {
-      f.listPasses = true;
-      return f;
-    } else if (arg == "-o") {
-      if (i + 1 >= argc)
-        throw Error("-o: expects a file name");
-      f.output = argv[++i];
-      f.outputGiven = true;
-    } else if (key == "--emit") {
-      f.emit = need();
-      if (f.emit != "onnx" && f.emit != "text" && f.emit != "step")
-        throw Error("--emit: expected onnx, text or step, got '" + f.emit +
-                    "'");
-    } else if (key == "--passes") {
-      f.passes = need();
-      f.passesGiven = true;
-    } else if (arg == "--print-after-all") {
-      f.printAfterAll = true;
-    } else if (key == "--print-after") {
-      f.printAfter = need();
-    } else if (arg == "--print-types") {
-      f.printTypes = true;
-    } else if (arg == "--no-verify-each") {
-      f.verifyEach = false;
-    } else if (arg == "--split-input-file") {
-      f.splitInputFile = true;
-    } else if (arg == "--stats") {
-      f.stats = true;
-    } else if (arg == "--time-passes") {
-      f.timePasses = true;
-    } else if (arg == "--explain") {
-      f.explain = true;
-    } else if (key == "--report") {
-      if (val != "memory")
-        throw Error("--report: expected 'memory', got '" + val + "'");
-      f.reportMemory = true;
-    } else if (key == "--report-json") {
-      if (val.empty())
-        throw Error("--report-json: expects a file name (--report-json=FILE)");
-      f.reportJson = val;
-    } else if (arg == "--external-data") {
-      f.externalData = true;
-    } else if (key == "--dot") {
-      if (val.empty())
-        throw Error("--dot: expects a file name (--dot=FILE)");
-      f.dotFile = val;
-    } else if (key.rfind("--", 0) == 0 &&
-               applyCompileFlag(o, key, hasVal ? &val : nullptr)) {
-      // a compile flag (passes/compile_flags.h)
-    } else if (!arg.empty() && arg[0] == '-' && arg != "-") {
-      throw Error("unknown flag '" + arg + "' (see mpc-opt --help)");
-    } else if (f.input.empty()) {
-      f.input = arg;
-    } else {
-      throw Error("unexpected argument '" + arg + "' (one model at a time)");
-    }
+    if (g.name.rfind("--", 0) == 0 &&
+        !(g.name == "--precision" && g.value == "fp32"))
+      f.given.push_back(g.name);
   }
+  if (f.help || f.helpMarkdown || f.listPasses)
+    return f;
   if (f.input.empty())
     throw Error("no input model (usage: mpc-opt MODEL -o OUT)");
   // A hyper-parameter the chosen optimizer does not read would be ignored.

@@ -1,5 +1,5 @@
-// The parameters' exponential moving average (passes/ema.h).
-#include "passes/ema.h"
+// The parameters' exponential moving average (passes/optimizer/ema.h).
+#include "passes/optimizer/ema.h"
 
 #include "ir/builder.h"
 #include "ir/mpc_ops.h"

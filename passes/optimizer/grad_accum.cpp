@@ -1,5 +1,5 @@
 // Gradient accumulation rewrites of loss-scale and optimizer (grad_accum.h).
-#include "passes/grad_accum.h"
+#include "passes/optimizer/grad_accum.h"
 
 #include "ir/mpc_ops.h"
 #include "support/diagnostics.h"

@@ -1,5 +1,6 @@
-// torch.optim.Adafactor's update in standard ops (passes/adafactor.h).
-#include "passes/adafactor.h"
+// torch.optim.Adafactor's update in standard ops
+// (passes/optimizer/adafactor.h).
+#include "passes/optimizer/adafactor.h"
 
 #include "ir/builder.h"
 #include "passes/training_support.h"

@@ -1,5 +1,5 @@
-// Optimizer hyper-parameter flags (passes/optimizer_flags.h).
-#include "passes/optimizer_flags.h"
+// Optimizer hyper-parameter flags (passes/optimizer/optimizer_flags.h).
+#include "passes/optimizer/optimizer_flags.h"
 
 #include "support/diagnostics.h"
 

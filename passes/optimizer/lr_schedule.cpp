@@ -1,5 +1,5 @@
-// The optimizer pass's learning-rate schedule (passes/lr_schedule.h).
-#include "passes/lr_schedule.h"
+// The optimizer pass's learning-rate schedule (passes/optimizer/lr_schedule.h).
+#include "passes/optimizer/lr_schedule.h"
 
 #include "ir/lr_plateau.h"
 #include "ir/mpc_ops.h"

@@ -14,28 +14,28 @@
 // mpc.SGD / mpc.Adam per parameter and one mpc.IncrementStep. All of them take
 // found_inf (omitted without loss scaling), so an overflowing step leaves
 // every parameter, moment and the step counter as they were.
-// --lr-schedule (passes/lr_schedule.h) adds one mpc.LearningRate of the
-// step counter (or, for reduce_lr_on_plateau, an fp64 state rate), read by
+// --lr-schedule (passes/optimizer/lr_schedule.h) adds one mpc.LearningRate of
+// the step counter (or, for reduce_lr_on_plateau, an fp64 state rate), read by
 // every update as its `lr` input. --no-weight-decay gives the parameters it
 // names weight_decay 0. --optimizer=adafactor writes its update in standard
-// ops instead of one op per parameter (passes/adafactor.h), and
-// --ema-decay appends the parameters' moving average (passes/ema.h).
+// ops instead of one op per parameter (passes/optimizer/adafactor.h), and
+// --ema-decay appends the parameters' moving average (passes/optimizer/ema.h).
 //
 // The algorithm's outputs become [loss, state bound earlier (loss scale, ...),
 // new parameter and moment values, new step]: the gradients are no longer
 // outputs. update_binding maps every new value onto its state.
 //
-// --grad-accum=K (passes/grad_accum.h) first adds the accumulation buffers
-// and micro-step counter; the updates then take skip = found_inf OR "not the
-// K-th micro-batch" where they took found_inf. --data-parallel
+// --grad-accum=K (passes/optimizer/grad_accum.h) first adds the accumulation
+// buffers and micro-step counter; the updates then take skip = found_inf OR
+// "not the K-th micro-batch" where they took found_inf. --data-parallel
 // (passes/data_parallel.h) then averages the gradients the updates read and
 // ORs found_inf across ranks.
 #include "ir/mpc_ops.h"
-#include "passes/adafactor.h"
 #include "passes/data_parallel.h"
-#include "passes/ema.h"
-#include "passes/grad_accum.h"
-#include "passes/lr_schedule.h"
+#include "passes/optimizer/adafactor.h"
+#include "passes/optimizer/ema.h"
+#include "passes/optimizer/grad_accum.h"
+#include "passes/optimizer/lr_schedule.h"
 #include "passes/pass.h"
 #include "passes/training_support.h"
 #include "support/diagnostics.h"
@@ -353,8 +353,8 @@ void runOptimizer(Model &model, PassContext &ctx) {
   std::vector<std::string> moments;
   std::vector<Value *> updated; // the parameters after this step
   // Adafactor: standard ops, its step's scalars built once
-  // (passes/adafactor.h); the parameters in --no-weight-decay's group get
-  // their own scalars without the decay.
+  // (passes/optimizer/adafactor.h); the parameters in --no-weight-decay's group
+  // get their own scalars without the decay.
   std::optional<AdafactorStep> factored, factoredNoDecay;
   if (c.kind == Kind::Adafactor) {
     factored = adafactorStep(model, g, step, lr, skip, c.adafactor);
