@@ -70,7 +70,7 @@ bench: build
 	@bench/run_all.sh $(BUILD)
 
 format:
-	find ir support passes runtime kernels tools tests \( -name '*.h' -o -name '*.cpp' -o -name '*.inc' -o -name '*.cu' -o -name '*.cuh' \) | xargs clang-format -i
+	find ir support passes runtime kernels tools tests \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD)

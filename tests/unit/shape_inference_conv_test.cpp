@@ -1,7 +1,7 @@
-// Shape inference of the CNN family (passes/shape_inference_conv.inc):
-// output sizes under every window attribute (auto_pad and ceil_mode
-// included), symbolic batch dims, BatchNormalization's modes and opsets, the
-// mpc backward ops, and the errors bad nodes get.
+// Shape inference of the CNN family (passes/shape_rules/conv_pool.cpp and
+// normalization.cpp): output sizes under every window attribute (auto_pad and
+// ceil_mode included), symbolic batch dims, BatchNormalization's modes and
+// opsets, the mpc backward ops, and the errors bad nodes get.
 #include "passes/shape_inference.h"
 
 #include "ir/mpc_ops.h"

@@ -580,6 +580,21 @@ TEST(SupportedOps, LookupFindsEveryOpAndOnlyThem) {
   EXPECT_FALSE(isSupportedOp("ai.onnx.ml", "Add"));
 }
 
+// The table gathers every category file's rows (passes/shape_rules/): one op
+// of each must be found, and no op may be listed twice (a second row, in
+// another category file say, would be dead).
+TEST(SupportedOps, EveryRuleCategoryIsInTheTableAndNoOpIsListedTwice) {
+  std::vector<std::string> ops = supportedOpNames();
+  EXPECT_EQ(std::adjacent_find(ops.begin(), ops.end()), ops.end());
+  for (const char *op :
+       {"Add", "Relu", "ReduceSum", "MatMul", "Conv", "LayerNormalization",
+        "Reshape", "GatherElements", "TopK", "SoftmaxCrossEntropyLoss",
+        "mpc.Adam", "ai.onnx.preview.training.Momentum", "RandomNormal",
+        "mpc.FusedMatMul"})
+    EXPECT_TRUE(std::binary_search(ops.begin(), ops.end(), std::string(op)))
+        << op;
+}
+
 // The ops the importer lowers (passes/onnx/import_lowering.h): the list the
 // unsupported-op error prints is exactly what the importer lowers, and none
 // of them reaches shape inference (none has a rule).

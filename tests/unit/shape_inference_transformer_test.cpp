@@ -1,6 +1,7 @@
-// Shape inference of the transformer and residual-MLP family
-// (passes/shape_inference_transformer.inc): output types and shapes,
-// symbolic dims, opset forms, and the errors bad nodes get.
+// Shape inference of the transformer and residual-MLP family's ops
+// (passes/shape_rules/: normalization, activation, elementwise, shape_ops,
+// random): output types and shapes, symbolic dims, opset forms, and the
+// errors bad nodes get.
 #include "passes/shape_inference.h"
 
 #include "ir/mpc_ops.h"

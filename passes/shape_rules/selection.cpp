@@ -1,13 +1,10 @@
-// Shape-inference rules of the selection ops: TopK, ArgMax and ArgMin
-// (ONNX opsets 11/13: axis, keepdims, select_last_index; TopK's K an input).
-//
-// Textually included by passes/shape_inference.cpp inside its anonymous
-// namespace, after the rule helpers (Ctx, typeText) and before the kRules
-// table that lists these rules; everything here is in namespace
-// selection_shapes. Not a translation unit of its own (the build globs only
-// *.cpp).
+// Shape rules of the selection ops: TopK, ArgMax and ArgMin (ONNX opsets
+// 11/13: axis, keepdims, select_last_index; TopK's K an input).
+#include "passes/shape_rules/rule_support.h"
 
-namespace selection_shapes {
+namespace mpc::shape_rules {
+
+namespace {
 
 /// Input 0 numeric and of rank >= 1 (when known); the node's axis
 /// normalised against it, or -1 when the rank is unknown.
@@ -83,4 +80,14 @@ void inferArgExtremum(Ctx &c) {
   c.setShaped(0, DType::I64, dims.data(), dims.size());
 }
 
-} // namespace selection_shapes
+const OpRule kRules[] = {
+    {"", "TopK", 2, 2, 1, 2, inferTopK},
+    {"", "ArgMax", 1, 1, 1, 1, inferArgExtremum},
+    {"", "ArgMin", 1, 1, 1, 1, inferArgExtremum},
+};
+
+} // namespace
+
+RuleRows selectionRules() { return RuleRows(kRules); }
+
+} // namespace mpc::shape_rules

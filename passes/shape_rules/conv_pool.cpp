@@ -1,20 +1,19 @@
-// Shape-inference rules of the convolution, pooling and batch-norm family
-// (issue 3): Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool,
-// BatchNormalization, and the mpc backward ops their gradients emit
-// (ir/mpc_ops.h).
-//
-// Textually included by passes/shape_inference.cpp inside its anonymous
-// namespace, after the rule helpers (Ctx, shaped, typeText, ...) and before
-// the kRules table that lists these rules; everything here is in namespace
-// conv_shapes so that its helpers cannot collide with another family's. Not
-// a translation unit of its own (the build globs only *.cpp). Spatial sizes
-// come from ir/window_geometry.h, the code the CPU kernels resolve
-// their windows with, so an inferred shape is the shape the kernel produces.
-// Unknown or symbolic dims stay unknown (the batch symbol is carried
-// through); channel counts, kernel sizes and the backward ops' window
-// arithmetic are checked wherever both sides are known.
+// Shape rules of the convolutions and pools: Conv, ConvTranspose, MaxPool,
+// AveragePool, GlobalAveragePool, and the mpc backward ops their gradients
+// emit (ConvGradInput, ConvGradWeight, MaxPoolGrad, AveragePoolGrad;
+// ir/mpc_ops.h). Spatial sizes come from ir/window_geometry.h, the code the
+// CPU kernels resolve their windows with, so an inferred shape is the shape
+// the kernel produces. Unknown or symbolic dims stay unknown (the batch
+// symbol is carried through); channel counts, kernel sizes and the backward
+// ops' window arithmetic are checked wherever both sides are known.
+#include "passes/shape_rules/rule_support.h"
 
-namespace conv_shapes {
+#include "ir/mpc_ops.h"
+#include "ir/window_geometry.h"
+
+namespace mpc::shape_rules {
+
+namespace {
 
 /// A [N, C, D1...] input: rank >= 3 when known.
 void requireWindowRank(Ctx &c, size_t i) {
@@ -28,11 +27,6 @@ void requireWindowRank(Ctx &c, size_t i) {
 }
 
 int64_t sizeOf(const Dim &d) { return d.isKnown() ? d.value : -1; }
-
-/// Dim d of v, unknown when v's rank is unknown.
-Dim dimOf(const Value *v, size_t d) {
-  return v && v->hasShape && d < v->dims.size() ? v->dims[d] : Dim();
-}
 
 /// Spatial sizes (dims 2...) of v, -1 where unknown; `rank` entries.
 std::vector<int64_t> spatialOf(const Value *v, size_t rank) {
@@ -50,30 +44,12 @@ Dims windowDims(Dim batch, Dim channels, const std::vector<int64_t> &spatial) {
   return d;
 }
 
-void setShapedOut(Ctx &c, size_t i, DType t, const Dims &d) {
-  c.set(i, shaped(t, d));
-}
-
-/// Output i gets dtype t and dims *d (rank unknown when d is null).
-void setOut(Ctx &c, size_t i, DType t, const Dims *d) {
-  c.set(i, d ? shaped(t, *d) : unranked(t));
-}
-
 /// Spatial rank from the first ranked value among `vs`, or nullopt.
 std::optional<size_t> spatialRankOf(std::initializer_list<const Value *> vs) {
   for (const Value *v : vs)
     if (v && v->hasShape && v->rank() >= 3)
       return size_t(v->rank() - 2);
   return std::nullopt;
-}
-
-/// Two dims that must be equal: an error naming both when they differ.
-void requireEqualDims(const Node &n, const Dim &a, const Dim &b,
-                      const std::string &what) {
-  if (a.isKnown() && b.isKnown() && a.value != b.value)
-    fail([&] {
-      errorAt(n) << what << " (" << a.value << " vs " << b.value << ")";
-    });
 }
 
 /// The window's output sizes must be the gradient's spatial sizes.
@@ -87,21 +63,6 @@ void requireWindowOutput(const Node &n, const WindowGeometry &g,
                          " is not the window output of "
                          "spatial dim " +
                          std::to_string(d));
-}
-
-/// A [C] per-channel input of BatchNormalization.
-void requireChannelVector(Ctx &c, size_t i, const Dim &channels) {
-  const Node &n = c.n;
-  const Value *v = n.input(i);
-  if (!v || !v->hasShape)
-    return;
-  if (v->rank() != 1)
-    fail([&] {
-      errorAt(n) << c.inputText(i) << " must be 1-D [C], got " << typeText(v);
-    });
-  requireEqualDims(n, v->dims[0], channels,
-                   c.inputText(i) + " " + typeText(v) +
-                       " must have one entry per channel");
 }
 
 /// The int64 shape input of ConvGradInput / AveragePoolGrad: its values
@@ -141,8 +102,6 @@ ShapeInput readShapeInput(Ctx &c, size_t i) {
     });
   return s;
 }
-
-// --- forward ops -------------------------------------------------------------
 
 void inferConv(Ctx &c) {
   Node &n = c.n;
@@ -287,78 +246,6 @@ void inferGlobalPool(Ctx &c) {
   setShapedOut(c, 0, x->dtype, out);
 }
 
-void inferBatchNormalization(Ctx &c) {
-  Node &n = c.n;
-  Value *x = c.req(0);
-  for (size_t i = 0; i < 5; ++i) {
-    c.req(i);
-    c.requireFloat(i);
-  }
-  c.sameDType({1, 2});
-  c.sameDType({3, 4});
-  if (x->hasShape && x->rank() < 2)
-    fail([&] {
-      errorAt(n) << "X (" << c.inputText(0)
-                 << ") must have rank >= 2 ([N, C, ...]), got " << typeText(x);
-    });
-  if (c.opset >= 14) {
-    int64_t t = n.attrInt("training_mode", 0);
-    if (t != 0 && t != 1)
-      fail([&] {
-        errorAt(n) << "attribute 'training_mode' must be 0 or 1, got " << t;
-      });
-    if (n.numOutputs() > 3)
-      fail([&] {
-        errorAt(n) << "has " << n.numOutputs()
-                   << " outputs, expected 1 to 3 from opset 14 (Y, "
-                      "running_mean, running_var)";
-      });
-  } else if (n.hasAttr("training_mode")) {
-    fail([&] {
-      errorAt(n) << "attribute 'training_mode' exists from opset 14 (model "
-                 << "opset " << c.opset << "); before, training mode means "
-                 << "asking for the running-statistics outputs";
-    });
-  }
-  // From opset 14 the attribute alone decides, and the running statistics
-  // exist only in training mode; this keeps isBatchNormTraining (which
-  // cannot see the opset) right for every node that passes here.
-  if (c.opset >= 14 && n.attrInt("training_mode", 0) == 0)
-    for (size_t i = 1; i < n.numOutputs(); ++i)
-      if (n.output(i))
-        fail([&] {
-          errorAt(n) << "output " << i << " ('" << n.output(i)->name()
-                     << "') exists only in training mode (training_mode = 1)";
-        });
-  bool training = isBatchNormTraining(n);
-  Dim ch = dimOf(x, 1);
-  for (size_t i = 1; i < 5; ++i)
-    requireChannelVector(c, i, ch);
-  if (training && x->hasShape) {
-    Dim count = Dim(1);
-    for (size_t d = 0; d < x->dims.size(); ++d)
-      if (d != 1)
-        count = x->dims[d].isKnown() && count.isKnown()
-                    ? Dim(count.value * x->dims[d].value)
-                    : Dim();
-    if (count == Dim(1))
-      fail([&] {
-        errorAt(n) << "training mode needs more than one value per channel, "
-                   << "X is " << typeText(x) << " (as in PyTorch)";
-      });
-  }
-  setOut(c, 0, x->dtype, x->hasShape ? &x->dims : nullptr);
-  const Value *stats = n.input(3);
-  if (!ch.isKnown() && stats->hasShape)
-    ch = stats->dims[0];
-  Dims vec = {ch};
-  for (size_t i = 1; i < n.numOutputs(); ++i)
-    if (n.output(i))
-      setShapedOut(c, i, stats->dtype, vec);
-}
-
-// --- mpc backward ops --------------------------------------------------------
-
 void inferWindowGradFromShape(Ctx &c) {
   Node &n = c.n;
   bool conv = n.opType() == "ConvGradInput";
@@ -469,47 +356,20 @@ void inferMaxPoolGrad(Ctx &c) {
   setOut(c, 0, dy->dtype, x->hasShape ? &x->dims : nullptr);
 }
 
-void inferBatchNormalizationGrad(Ctx &c) {
-  Node &n = c.n;
-  Value *dy = c.req(0), *x = c.req(1), *scale = c.req(2);
-  if (n.numInputs() == 4)
-    fail([&] {
-      errorAt(n) << "takes mean and var together (5 inputs) or neither (3), "
-                 << "got 4 inputs";
-    });
-  for (size_t i = 0; i < n.numInputs(); ++i) {
-    c.req(i);
-    c.requireFloat(i);
-  }
-  if (n.numInputs() == 5)
-    c.sameDType({3, 4});
-  if (dy->hasShape && x->hasShape) {
-    bool same = dy->rank() == x->rank();
-    for (size_t d = 0; same && d < dy->dims.size(); ++d)
-      same = !(dy->dims[d].isKnown() && x->dims[d].isKnown() &&
-               dy->dims[d].value != x->dims[d].value);
-    if (!same)
-      fail([&] {
-        errorAt(n) << "dY " << typeText(dy) << " and X " << typeText(x)
-                   << " must have the same shape";
-      });
-  }
-  if (x->hasShape && x->rank() < 2)
-    fail([&] {
-      errorAt(n) << "X (" << c.inputText(1)
-                 << ") must have rank >= 2 ([N, C, ...]), got " << typeText(x);
-    });
-  Dim ch = dimOf(x, 1);
-  for (size_t i = 2; i < n.numInputs(); ++i)
-    requireChannelVector(c, i, ch);
-  const Value *ref = x->hasShape ? x : dy;
-  setOut(c, 0, dy->dtype, ref->hasShape ? &ref->dims : nullptr);
-  if (!ch.isKnown() && scale->hasShape)
-    ch = scale->dims[0];
-  Dims vec = {ch};
-  for (size_t i = 1; i < 3; ++i)
-    if (n.output(i))
-      setShapedOut(c, i, scale->dtype, vec);
-}
+const OpRule kRules[] = {
+    {"", "AveragePool", 1, 1, 1, 1, inferPool},
+    {"", "Conv", 2, 3, 1, 1, inferConv},
+    {"", "ConvTranspose", 2, 3, 1, 1, inferConvTranspose},
+    {"", "GlobalAveragePool", 1, 1, 1, 1, inferGlobalPool},
+    {"", "MaxPool", 1, 1, 1, 2, inferPool},
+    {kMpcDomain, "AveragePoolGrad", 2, 2, 1, 1, inferWindowGradFromShape},
+    {kMpcDomain, "ConvGradInput", 3, 3, 1, 1, inferWindowGradFromShape},
+    {kMpcDomain, "ConvGradWeight", 2, 2, 1, 1, inferConvGradWeight},
+    {kMpcDomain, "MaxPoolGrad", 2, 2, 1, 1, inferMaxPoolGrad},
+};
 
-} // namespace conv_shapes
+} // namespace
+
+RuleRows convPoolRules() { return RuleRows(kRules); }
+
+} // namespace mpc::shape_rules
