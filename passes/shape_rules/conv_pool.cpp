@@ -103,10 +103,12 @@ ShapeInput readShapeInput(Ctx &c, size_t i) {
   return s;
 }
 
-void inferConv(Ctx &c) {
+/// The checks Conv and ConvTranspose share on (X, W, B): floating point of
+/// one dtype, X and W of rank >= 3 and the same rank. Returns the spatial
+/// rank, or nullopt (output 0 left unranked) when neither rank is known.
+std::optional<size_t> convSpatialRank(Ctx &c) {
   Node &n = c.n;
   Value *x = c.req(0), *w = c.req(1);
-  const Value *b = n.input(2);
   for (size_t i = 0; i < 3; ++i)
     c.requireFloat(i);
   c.sameDType({0, 1, 2});
@@ -115,13 +117,23 @@ void inferConv(Ctx &c) {
   auto r = spatialRankOf({x, w});
   if (!r) {
     setOut(c, 0, x->dtype, nullptr);
-    return;
+    return r;
   }
   if (x->hasShape && w->hasShape && x->rank() != w->rank())
     fail([&] {
       errorAt(n) << "X " << typeText(x) << " and W " << typeText(w)
                  << " must have the same rank";
     });
+  return r;
+}
+
+void inferConv(Ctx &c) {
+  Node &n = c.n;
+  Value *x = c.req(0), *w = c.req(1);
+  const Value *b = n.input(2);
+  auto r = convSpatialRank(c);
+  if (!r)
+    return;
   std::vector<int64_t> kernel = spatialOf(w, *r);
   WindowAttrs a = readWindowAttrs(n, WindowKind::Conv, *r, kernel);
   Dim ch = dimOf(x, 1), m = dimOf(w, 0), cPerGroup = dimOf(w, 1);
@@ -156,21 +168,9 @@ void inferConvTranspose(Ctx &c) {
   Node &n = c.n;
   Value *x = c.req(0), *w = c.req(1);
   const Value *b = n.input(2);
-  for (size_t i = 0; i < 3; ++i)
-    c.requireFloat(i);
-  c.sameDType({0, 1, 2});
-  requireWindowRank(c, 0);
-  requireWindowRank(c, 1);
-  auto r = spatialRankOf({x, w});
-  if (!r) {
-    setOut(c, 0, x->dtype, nullptr);
+  auto r = convSpatialRank(c);
+  if (!r)
     return;
-  }
-  if (x->hasShape && w->hasShape && x->rank() != w->rank())
-    fail([&] {
-      errorAt(n) << "X " << typeText(x) << " and W " << typeText(w)
-                 << " must have the same rank";
-    });
   WindowAttrs a = readWindowAttrs(n, WindowKind::Conv, *r, spatialOf(w, *r));
   Dim ch = dimOf(x, 1), wc = dimOf(w, 0), mPerGroup = dimOf(w, 1);
   requireEqualDims(n, ch, wc,

@@ -67,6 +67,17 @@ void inferGatherGrad(Ctx &c) {
   c.setShapeOf(0, dy->dtype, data);
 }
 
+/// The scatter ops' `reduction` attribute: none (the default), add, mul,
+/// max or min.
+void checkScatterReduction(Ctx &c) {
+  std::string r = c.stringAttr("reduction", "none");
+  if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
+    fail([&] {
+      errorAt(c.n) << "reduction '" << r
+                   << "' is not one of none, add, mul, max, min";
+    });
+}
+
 /// GatherND: indices.shape[:-1] + data.shape[batch_dims + k:], k the last
 /// dim of indices (known here, or the output is left unranked).
 void inferGatherND(Ctx &c) {
@@ -118,12 +129,7 @@ void inferScatterND(Ctx &c) {
                      << typeText(upd);
       });
   }
-  std::string r = c.stringAttr("reduction", "none");
-  if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
-    fail([&] {
-      errorAt(c.n) << "reduction '" << r
-                   << "' is not one of none, add, mul, max, min";
-    });
+  checkScatterReduction(c);
   c.setLike(0, data);
 }
 
@@ -187,12 +193,7 @@ void inferScatterElements(Ctx &c) {
   c.sameDType({0, 2});
   requireSameShape(c, 1, 2);
   requireElementsGeometry(c, 0, 1);
-  std::string r = c.stringAttr("reduction", "none");
-  if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
-    fail([&] {
-      errorAt(c.n) << "reduction '" << r
-                   << "' is not one of none, add, mul, max, min";
-    });
+  checkScatterReduction(c);
   c.setLike(0, data);
 }
 

@@ -13,6 +13,18 @@ TypeInfo maybeShaped(DType t, const std::optional<Dims> &d) {
   return d ? shaped(t, *d) : unranked(t);
 }
 
+/// The losses' `reduction` attribute: "mean" (the default), "sum" or "none".
+std::string lossReduction(Ctx &c) {
+  std::string reduction = c.stringAttr("reduction", "mean");
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    fail([&] {
+      errorAt(c.n) << "attribute 'reduction' must be \"mean\", \"sum\" or "
+                      "\"none\", got \""
+                   << reduction << "\"";
+    });
+  return reduction;
+}
+
 /// Checks the [N, C, d1...] scores / [N, d1...] labels / [C] weights of the
 /// loss ops and returns the per-element loss shape [N, d1...].
 std::optional<Dims> lossShape(Ctx &c) {
@@ -21,13 +33,7 @@ std::optional<Dims> lossShape(Ctx &c) {
   c.requireFloat(0);
   c.requireIndex(1, "labels");
   c.sameDType({0, 2});
-  std::string reduction = c.stringAttr("reduction", "mean");
-  if (reduction != "mean" && reduction != "sum" && reduction != "none")
-    fail([&] {
-      errorAt(c.n) << "attribute 'reduction' must be \"mean\", \"sum\" or "
-                      "\"none\", got \""
-                   << reduction << "\"";
-    });
+  std::string reduction = lossReduction(c);
   c.intAttr("ignore_index", 0);
   if (scores->hasShape && scores->rank() < 2)
     fail([&] {
@@ -97,13 +103,7 @@ void inferLossGrad(Ctx &c) {
   c.requireFloat(0);
   c.requireFloat(1);
   c.requireIndex(2, "labels");
-  std::string reduction = c.stringAttr("reduction", "mean");
-  if (reduction != "mean" && reduction != "sum" && reduction != "none")
-    fail([&] {
-      errorAt(c.n) << "attribute 'reduction' must be \"mean\", \"sum\" or "
-                      "\"none\", got \""
-                   << reduction << "\"";
-    });
+  std::string reduction = lossReduction(c);
   const Value *dl = c.n.input(0);
   if (reduction != "none" && dl->hasShape && dl->rank() != 0)
     fail([&] {
