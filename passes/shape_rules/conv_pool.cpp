@@ -130,7 +130,6 @@ std::optional<size_t> convSpatialRank(Ctx &c) {
 void inferConv(Ctx &c) {
   Node &n = c.n;
   Value *x = c.req(0), *w = c.req(1);
-  const Value *b = n.input(2);
   auto r = convSpatialRank(c);
   if (!r)
     return;
@@ -149,6 +148,7 @@ void inferConv(Ctx &c) {
       errorAt(n) << "W " << typeText(w) << " has " << m.value
                  << " output channels, not a multiple of group " << a.group;
     });
+  const Value *b = n.input(2);
   if (b && b->hasShape) {
     if (b->rank() != 1)
       fail([&] {
@@ -167,7 +167,6 @@ void inferConv(Ctx &c) {
 void inferConvTranspose(Ctx &c) {
   Node &n = c.n;
   Value *x = c.req(0), *w = c.req(1);
-  const Value *b = n.input(2);
   auto r = convSpatialRank(c);
   if (!r)
     return;
@@ -184,6 +183,7 @@ void inferConvTranspose(Ctx &c) {
                  << "of group " << a.group;
     });
   Dim m = mPerGroup.isKnown() ? Dim(mPerGroup.value * a.group) : Dim();
+  const Value *b = n.input(2);
   if (b && b->hasShape) {
     if (b->rank() != 1)
       fail([&] {
