@@ -1,8 +1,8 @@
-// The compile flags: every flag that sets a field of CompileOptions, parsed
-// and range-checked in one place. mpc-opt's command line and the options of
-// --passes=name{key=value} both go through applyCompileFlag, so
+// The compile flags: every flag that sets a field of CompileOptions, in one
+// table (passes/compile_flags.h). mpc-opt's command line and the options of
+// --passes=name{key=value} both apply a row of it, so
 // `autocast{precision=bf16}` means what `--precision=bf16` means, checked the
-// same way.
+// same way; the rows' marks are the passes that read each flag.
 #include "passes/compile_flags.h"
 
 #include "support/diagnostics.h"
@@ -35,160 +35,296 @@ parseInputShape(const std::string &v) {
   return {v.substr(0, colon), dims};
 }
 
+// The passes that read a group of flags (a row's marks).
+const std::vector<std::string> kShapes = {"infer-shapes"};
+const std::vector<std::string> kAutodiff = {"autodiff"};
+const std::vector<std::string> kAutocast = {"autocast"};
+const std::vector<std::string> kLossScale = {"loss-scale"};
+const std::vector<std::string> kOptimizers = {"optimizer", "user-optimizer"};
+const std::vector<std::string> kRecompute = {"recompute"};
+
+constexpr FlagArg kValue = FlagArg::Value;
+constexpr FlagArg kSwitch = FlagArg::Bool;
+
 } // namespace
 
-bool isBooleanCompileFlag(const std::string &key) {
-  return key == "--nesterov" || key == "--data-parallel" ||
-         key == "--sync-batchnorm";
+std::vector<Flag> compileFlags(CompileOptions &o) {
+  using V = const FlagValue &;
+  const char *memory = "memory", *precision = "precision",
+             *scaling = "loss scaling", *optimizer = "optimizer",
+             *schedule = "learning-rate schedule", *parallel = "data parallel",
+             *loss = "the loss", *params = "parameters and shapes";
+  return {
+      // memory
+      {"--recompute", kValue, "=none|auto|NODE,NODE", memory,
+       "recompute saved activations in the backward instead of keeping them "
+       "(default none; auto: cheap elementwise ones; NODE: those nodes' "
+       "outputs)",
+       [&o](V v) {
+         o.recompute = v.text;
+         if (o.recompute.empty())
+           throw Error("--recompute: expected none, auto or node names");
+       },
+       kRecompute},
+      {"--memory-budget", kValue, "=BYTES", memory,
+       "with --recompute=auto: stop once the planned peak fits (needs "
+       "concrete shapes); K, M, G suffixes as mpc-run --memory-limit",
+       [&o](V v) {
+         o.memoryBudget = int64_t(v.byteSize());
+         if (o.memoryBudget <= 0)
+           throw Error("--memory-budget: must be a positive byte count, got '" +
+                       v.text + "'");
+       },
+       kRecompute},
+      // precision
+      {"--precision",
+       kValue,
+       "=fp16|bf16|fp32",
+       precision,
+       "the low precision of the step (default fp16; fp32: no casts)",
+       [&o](V v) {
+         auto t = parseDType(v.text);
+         if (!t || (*t != DType::F16 && *t != DType::BF16 && *t != DType::F32))
+           throw Error("--precision: expected fp16, bf16 or fp32, got '" +
+                       v.text + "'");
+         o.precision = *t;
+       },
+       {"autocast", "master-weights"}},
+      {"--fp32-ops", kValue, "=Op,Op", precision,
+       "op types kept in fp32, whatever autocast's table says",
+       [&o](V v) { o.fp32Ops = splitList(v.text); }, kAutocast},
+      {"--fp16-ops", kValue, "=Op,Op", precision,
+       "op types run in the low precision although the table keeps them wide",
+       [&o](V v) { o.fp16Ops = splitList(v.text); }, kAutocast},
+      {"--fp32-nodes", kValue, "=REGEX", precision,
+       "the nodes whose names match are kept in fp32",
+       [&o](V v) { o.fp32Nodes = v.text; }, kAutocast},
+      // loss scaling
+      {"--loss-scale", kValue, "=dynamic|static:F|none", scaling,
+       "dynamic (PyTorch GradScaler's), a static scale F, or none (default: "
+       "dynamic for fp16, else none)",
+       [&o](V v) { o.lossScale = v.text; }, kLossScale},
+      {"--init-scale", kValue, "=F", scaling,
+       "dynamic: the initial scale (default 65536)",
+       [&o](V v) { o.initScale = v.number(); }, kLossScale},
+      {"--growth-factor", kValue, "=F", scaling,
+       "dynamic: the scale's factor after --growth-interval clean steps "
+       "(default 2)",
+       [&o](V v) { o.growthFactor = v.number(); }, kLossScale},
+      {"--backoff-factor", kValue, "=F", scaling,
+       "dynamic: the scale's factor on an overflow (default 0.5)",
+       [&o](V v) { o.backoffFactor = v.number(); }, kLossScale},
+      {"--growth-interval", kValue, "=N", scaling,
+       "dynamic: the clean steps before the scale grows (default 2000)",
+       [&o](V v) { o.growthInterval = v.integer(1, kMaxStepsFlag); },
+       kLossScale},
+      // optimizer
+      {"--optimizer", kValue, "=sgd|adam|adamw|adafactor", optimizer,
+       "the optimizer, with PyTorch's formulas (default sgd)",
+       [&o](V v) { o.optimizer = v.text; }, kOptimizers},
+      {"--lr", kValue, "=F", optimizer,
+       "the learning rate (default 1e-3; adafactor: 1e-2)",
+       [&o](V v) {
+         o.lr = v.number();
+         o.lrSet = true;
+       },
+       kOptimizers},
+      {"--momentum", kValue, "=F", optimizer, "sgd: momentum (default 0)",
+       [&o](V v) { o.momentum = v.number(); }, kOptimizers},
+      {"--dampening", kValue, "=F", optimizer, "sgd: dampening (default 0)",
+       [&o](V v) { o.dampening = v.number(); }, kOptimizers},
+      {"--nesterov", kSwitch, "", optimizer, "sgd: Nesterov momentum",
+       [&o](V v) { o.nesterov = v.on; }, kOptimizers},
+      {"--weight-decay", kValue, "=F", optimizer,
+       "weight decay (default 0; adamw: 1e-2)",
+       [&o](V v) {
+         o.weightDecay = v.number();
+         o.weightDecaySet = true;
+       },
+       kOptimizers},
+      {"--no-weight-decay", kValue, "=REGEX", optimizer,
+       "parameters whose names match get no weight decay (e.g. 'bias|norm': "
+       "the Trainer's second group)",
+       [&o](V v) { o.noWeightDecay = v.text; }, kOptimizers},
+      {"--beta1", kValue, "=F", optimizer,
+       "adam, adamw: the first moment's decay (default 0.9)",
+       [&o](V v) { o.beta1 = v.number(); }, kOptimizers},
+      {"--beta2", kValue, "=F", optimizer,
+       "adam, adamw: the second moment's decay (default 0.999)",
+       [&o](V v) { o.beta2 = v.number(); }, kOptimizers},
+      {"--eps", kValue, "=F", optimizer,
+       "adam, adamw: the denominator's epsilon (default 1e-8); adafactor: "
+       "its eps[0] (default fp32's epsilon)",
+       [&o](V v) {
+         o.epsilon = v.number();
+         o.epsilonSet = true;
+       },
+       kOptimizers},
+      {"--beta2-decay", kValue, "=F", optimizer,
+       "adafactor: torch's beta2_decay (default -0.8). Adafactor keeps row "
+       "and column factors of the second moment: a fraction of Adam's memory",
+       [&o](V v) { o.beta2Decay = v.number(); }, kOptimizers},
+      {"--eps2", kValue, "=F", optimizer,
+       "adafactor: torch's eps[1] (default 1e-3)",
+       [&o](V v) { o.eps2 = v.number(); }, kOptimizers},
+      {"--clip-threshold", kValue, "=F", optimizer,
+       "adafactor: torch's d (default 1)",
+       [&o](V v) { o.clipThreshold = v.number(); }, kOptimizers},
+      {"--max-grad-norm", kValue, "=F", optimizer,
+       "clip the unscaled gradients to this global norm (default 0: no "
+       "clipping)",
+       [&o](V v) { o.maxGradNorm = v.number(); }, kOptimizers},
+      {"--ema-decay", kValue, "=D", optimizer,
+       "keep an exponential moving average of the parameters (torch's "
+       "AveragedModel with get_ema_multi_avg_fn(D)); mpc-run --eval-ema and "
+       "--export-ema use it",
+       [&o](V v) { o.emaDecay = v.number(); }, kOptimizers},
+      {"--grad-accum",
+       kValue,
+       "=K",
+       optimizer,
+       "K micro-batches per optimizer step (default 1): mpc-run runs the "
+       "step K times, the update applies on the K-th",
+       [&o](V v) { o.gradAccum = v.integer(1, 65536); },
+       {"optimizer", "user-optimizer", "loss-scale"}},
+      // learning-rate schedule
+      {"--lr-schedule", kValue, "=S", schedule,
+       "the learning rate of each update: constant (default), linear, cosine, "
+       "cosine_with_restarts, polynomial, inverse_sqrt, warmup_stable_decay "
+       "(transformers' lr_scheduler_type, get_wsd_schedule), step or "
+       "exponential (torch's StepLR, ExponentialLR), or reduce_lr_on_plateau "
+       "(torch's ReduceLROnPlateau, stepped by mpc-run with each --eval-data "
+       "loss)",
+       [&o](V v) { o.lrSchedule = v.text; }, kOptimizers},
+      {"--warmup-steps", kValue, "=W", schedule,
+       "the first W updates ramp the rate up from 0",
+       [&o](V v) { o.warmupSteps = v.integer(0, kMaxStepsFlag); }, kOptimizers},
+      {"--total-steps", kValue, "=T", schedule,
+       "the updates the decay spans (linear, cosine, cosine_with_restarts, "
+       "polynomial, warmup_stable_decay)",
+       [&o](V v) { o.totalSteps = v.integer(1, kMaxStepsFlag); }, kOptimizers},
+      {"--min-lr-ratio", kValue, "=R", schedule,
+       "cosine, warmup_stable_decay: decay to R*lr instead of 0",
+       [&o](V v) { o.minLrRatio = v.number(); }, kOptimizers},
+      {"--lr-step-size", kValue, "=N", schedule, "step: lr*G every N updates",
+       [&o](V v) { o.lrStepSize = v.integer(1, kMaxStepsFlag); }, kOptimizers},
+      {"--lr-gamma", kValue, "=G", schedule,
+       "step: lr*G every --lr-step-size updates; exponential: lr*G every "
+       "update (default 0.1)",
+       [&o](V v) { o.lrGamma = v.number(); }, kOptimizers},
+      {"--lr-cycles", kValue, "=N", schedule,
+       "cosine_with_restarts: N hard restarts (default 1)",
+       [&o](V v) { o.lrCycles = v.integer(1, kMaxStepsFlag); }, kOptimizers},
+      {"--lr-end", kValue, "=F", schedule,
+       "polynomial: decay to F (default 1e-7)",
+       [&o](V v) { o.lrEnd = v.number(); }, kOptimizers},
+      {"--lr-power", kValue, "=P", schedule,
+       "polynomial: decay as the P-th power (default 1)",
+       [&o](V v) { o.lrPower = v.number(); }, kOptimizers},
+      {"--lr-timescale", kValue, "=N", schedule,
+       "inverse_sqrt: the timescale (default --warmup-steps, else 10000)",
+       [&o](V v) { o.lrTimescale = v.integer(1, kMaxStepsFlag); }, kOptimizers},
+      {"--lr-stable-steps", kValue, "=S", schedule,
+       "warmup_stable_decay: the updates at the full rate (or give "
+       "--total-steps)",
+       [&o](V v) { o.lrStableSteps = v.integer(0, kMaxStepsFlag); },
+       kOptimizers},
+      {"--lr-decay-steps", kValue, "=D", schedule,
+       "warmup_stable_decay: the updates of the decay",
+       [&o](V v) { o.lrDecaySteps = v.integer(1, kMaxStepsFlag); },
+       kOptimizers},
+      {"--lr-warmup-type", kValue, "=T", schedule,
+       "warmup_stable_decay: the warmup's shape, linear (default), cosine or "
+       "1-sqrt",
+       [&o](V v) { o.lrWarmupType = v.text; }, kOptimizers},
+      {"--lr-decay-type", kValue, "=T", schedule,
+       "warmup_stable_decay: the decay's shape, linear, cosine (default) or "
+       "1-sqrt",
+       [&o](V v) { o.lrDecayType = v.text; }, kOptimizers},
+      {"--lr-factor", kValue, "=F", schedule,
+       "reduce_lr_on_plateau: the rate's factor on a plateau (default 0.1)",
+       [&o](V v) { o.lrFactor = v.number(); }, kOptimizers},
+      {"--lr-patience", kValue, "=N", schedule,
+       "reduce_lr_on_plateau: evaluations without a lower loss before the "
+       "rate drops (default 10)",
+       [&o](V v) { o.lrPatience = v.integer(0, kMaxStepsFlag); }, kOptimizers},
+      {"--lr-threshold", kValue, "=F", schedule,
+       "reduce_lr_on_plateau: the relative improvement that counts (default "
+       "1e-4)",
+       [&o](V v) { o.lrThreshold = v.number(); }, kOptimizers},
+      {"--lr-cooldown", kValue, "=N", schedule,
+       "reduce_lr_on_plateau: evaluations to wait after a drop (default 0)",
+       [&o](V v) { o.lrCooldown = v.integer(0, kMaxStepsFlag); }, kOptimizers},
+      {"--min-lr", kValue, "=F", schedule,
+       "reduce_lr_on_plateau: the rate's floor (default 0)",
+       [&o](V v) { o.minLr = v.number(); }, kOptimizers},
+      // data parallel
+      {"--data-parallel",
+       kSwitch,
+       "",
+       parallel,
+       "average the gradients and OR the overflow flag across the ranks of "
+       "`mpc-run --nproc-per-node=N`, `mpirun -np N mpc-run` or torchrun "
+       "(each rank runs --batch samples of a global batch of N*B)",
+       [&o](V v) { o.dataParallel = v.on; },
+       {"optimizer", "user-optimizer", "sync-batchnorm"}},
+      {"--grad-comm-dtype", kValue, "=fp32|bf16|fp16", parallel,
+       "with --data-parallel: the type the gradients cross ranks in (default "
+       "fp32; bf16 and fp16 halve the bytes, as DDP's compression hooks)",
+       [&o](V v) {
+         o.gradCommDtype = v.oneOf({"fp32", "bf16", "fp16"});
+       },
+       kOptimizers},
+      {"--sync-batchnorm",
+       kSwitch,
+       "",
+       parallel,
+       "with --data-parallel: training-mode batch norms normalise with the "
+       "global batch's statistics (torch.nn.SyncBatchNorm)",
+       [&o](V v) { o.syncBatchNorm = v.on; },
+       {"sync-batchnorm"}},
+      // the loss
+      {"--loss", kValue, "=NAME", loss,
+       "the output to train (default: the only output, or the only scalar "
+       "floating one of several, e.g. a model returning (loss, logits)); the "
+       "other outputs are the inference model's",
+       [&o](V v) {
+         o.loss = v.text;
+         if (o.loss.empty())
+           throw Error(
+               "--loss: expects the name of the loss output (--loss=NAME)");
+       },
+       kAutodiff},
+      // parameters and shapes
+      {"--trainable", kValue, "=REGEX", params,
+       "the initializers that train, by name (default: every floating one)",
+       [&o](V v) { o.trainable = v.text; }, kAutodiff},
+      {"--frozen", kValue, "=REGEX", params,
+       "initializers that do not train, by name",
+       [&o](V v) { o.frozen = v.text; }, kAutodiff},
+      {"--input-shape", kValue, "=NAME:AxBxC", params,
+       "an input's dims (repeatable)",
+       [&o](V v) { o.inputShapes.push_back(parseInputShape(v.text)); },
+       kShapes},
+      {"--batch", kValue, "=B", params,
+       "the size of a symbolic batch dimension",
+       [&o](V v) { o.batch = v.integer(1, kMaxDimFlag); }, kShapes},
+  };
+}
+
+const std::vector<Flag> &compileFlagTable() {
+  static CompileOptions unused;
+  static const std::vector<Flag> table = compileFlags(unused);
+  return table;
 }
 
 bool applyCompileFlag(CompileOptions &o, const std::string &key,
                       const std::string *value) {
-  static const std::string kNone;
-  const std::string &val = value ? *value : kNone;
-  auto need = [&]() -> const std::string & {
-    if (!value)
-      throw Error(key + ": expects a value (" + key + "=...)");
-    return *value;
-  };
-  // A switch: given bare, or as true/false (a pass option's form).
-  auto boolean = [&]() {
-    if (!value || *value == "true")
-      return true;
-    if (*value == "false")
-      return false;
-    throw Error(key + ": a switch, given bare or as true/false, got '" +
-                *value + "'");
-  };
-  if (key == "--precision") {
-    auto t = parseDType(need());
-    if (!t || (*t != DType::F16 && *t != DType::BF16 && *t != DType::F32))
-      throw Error("--precision: expected fp16, bf16 or fp32, got '" + val +
-                  "'");
-    o.precision = *t;
-  } else if (key == "--fp32-ops") {
-    o.fp32Ops = splitList(need());
-  } else if (key == "--fp16-ops") {
-    o.fp16Ops = splitList(need());
-  } else if (key == "--fp32-nodes") {
-    o.fp32Nodes = need();
-  } else if (key == "--loss-scale") {
-    o.lossScale = need();
-  } else if (key == "--init-scale") {
-    o.initScale = parseNumberFlag(key, need());
-  } else if (key == "--growth-factor") {
-    o.growthFactor = parseNumberFlag(key, need());
-  } else if (key == "--backoff-factor") {
-    o.backoffFactor = parseNumberFlag(key, need());
-  } else if (key == "--growth-interval") {
-    o.growthInterval = parseIntFlag(key, need(), 1, kMaxStepsFlag);
-  } else if (key == "--optimizer") {
-    o.optimizer = need();
-  } else if (key == "--lr") {
-    o.lr = parseNumberFlag(key, need());
-    o.lrSet = true;
-  } else if (key == "--momentum") {
-    o.momentum = parseNumberFlag(key, need());
-  } else if (key == "--dampening") {
-    o.dampening = parseNumberFlag(key, need());
-  } else if (key == "--nesterov") {
-    o.nesterov = boolean();
-  } else if (key == "--weight-decay") {
-    o.weightDecay = parseNumberFlag(key, need());
-    o.weightDecaySet = true;
-  } else if (key == "--no-weight-decay") {
-    o.noWeightDecay = need();
-  } else if (key == "--beta1") {
-    o.beta1 = parseNumberFlag(key, need());
-  } else if (key == "--beta2") {
-    o.beta2 = parseNumberFlag(key, need());
-  } else if (key == "--eps") {
-    o.epsilon = parseNumberFlag(key, need());
-    o.epsilonSet = true;
-  } else if (key == "--beta2-decay") {
-    o.beta2Decay = parseNumberFlag(key, need());
-  } else if (key == "--eps2") {
-    o.eps2 = parseNumberFlag(key, need());
-  } else if (key == "--clip-threshold") {
-    o.clipThreshold = parseNumberFlag(key, need());
-  } else if (key == "--grad-accum") {
-    o.gradAccum = parseIntFlag(key, need(), 1, 65536);
-  } else if (key == "--data-parallel") {
-    o.dataParallel = boolean();
-  } else if (key == "--sync-batchnorm") {
-    o.syncBatchNorm = boolean();
-  } else if (key == "--grad-comm-dtype") {
-    o.gradCommDtype = need();
-    if (o.gradCommDtype != "fp32" && o.gradCommDtype != "bf16" &&
-        o.gradCommDtype != "fp16")
-      throw Error("--grad-comm-dtype: expected fp32, bf16 or fp16, got '" +
-                  val + "'");
-  } else if (key == "--max-grad-norm") {
-    o.maxGradNorm = parseNumberFlag(key, need());
-  } else if (key == "--lr-schedule") {
-    o.lrSchedule = need();
-  } else if (key == "--warmup-steps") {
-    o.warmupSteps = parseIntFlag(key, need(), 0, kMaxStepsFlag);
-  } else if (key == "--total-steps") {
-    o.totalSteps = parseIntFlag(key, need(), 1, kMaxStepsFlag);
-  } else if (key == "--min-lr-ratio") {
-    o.minLrRatio = parseNumberFlag(key, need());
-  } else if (key == "--lr-step-size") {
-    o.lrStepSize = parseIntFlag(key, need(), 1, kMaxStepsFlag);
-  } else if (key == "--lr-gamma") {
-    o.lrGamma = parseNumberFlag(key, need());
-  } else if (key == "--lr-cycles") {
-    o.lrCycles = parseIntFlag(key, need(), 1, kMaxStepsFlag);
-  } else if (key == "--lr-end") {
-    o.lrEnd = parseNumberFlag(key, need());
-  } else if (key == "--lr-power") {
-    o.lrPower = parseNumberFlag(key, need());
-  } else if (key == "--lr-timescale") {
-    o.lrTimescale = parseIntFlag(key, need(), 1, kMaxStepsFlag);
-  } else if (key == "--lr-stable-steps") {
-    o.lrStableSteps = parseIntFlag(key, need(), 0, kMaxStepsFlag);
-  } else if (key == "--lr-decay-steps") {
-    o.lrDecaySteps = parseIntFlag(key, need(), 1, kMaxStepsFlag);
-  } else if (key == "--lr-warmup-type") {
-    o.lrWarmupType = need();
-  } else if (key == "--lr-decay-type") {
-    o.lrDecayType = need();
-  } else if (key == "--lr-factor") {
-    o.lrFactor = parseNumberFlag(key, need());
-  } else if (key == "--lr-patience") {
-    o.lrPatience = parseIntFlag(key, need(), 0, kMaxStepsFlag);
-  } else if (key == "--lr-threshold") {
-    o.lrThreshold = parseNumberFlag(key, need());
-  } else if (key == "--lr-cooldown") {
-    o.lrCooldown = parseIntFlag(key, need(), 0, kMaxStepsFlag);
-  } else if (key == "--min-lr") {
-    o.minLr = parseNumberFlag(key, need());
-  } else if (key == "--ema-decay") {
-    o.emaDecay = parseNumberFlag(key, need());
-  } else if (key == "--loss") {
-    o.loss = need();
-    if (o.loss.empty())
-      throw Error("--loss: expects the name of the loss output (--loss=NAME)");
-  } else if (key == "--trainable") {
-    o.trainable = need();
-  } else if (key == "--frozen") {
-    o.frozen = need();
-  } else if (key == "--input-shape") {
-    o.inputShapes.push_back(parseInputShape(need()));
-  } else if (key == "--recompute") {
-    o.recompute = need();
-    if (o.recompute.empty())
-      throw Error("--recompute: expected none, auto or node names");
-  } else if (key == "--memory-budget") {
-    o.memoryBudget = int64_t(parseByteSize(key, need()));
-    if (o.memoryBudget <= 0)
-      throw Error("--memory-budget: must be a positive byte count, got '" +
-                  val + "'");
-  } else if (key == "--batch") {
-    o.batch = parseIntFlag(key, need(), 1, kMaxDimFlag);
-  } else {
+  std::vector<Flag> flags = compileFlags(o);
+  const Flag *flag = findFlag(flags, key);
+  if (!flag)
     return false;
-  }
+  applyFlag(*flag, key, value);
   return true;
 }
 

@@ -1,23 +1,31 @@
 // The compile flags: every flag that sets a field of CompileOptions
-// (--precision, --optimizer, --lr, ...), parsed and range-checked in one
-// place, for mpc-opt's command line and for --passes=name{key=value}.
+// (--precision, --optimizer, --lr, ...), in one table with its help and the
+// passes that read it. mpc-opt's command line, --passes=name{key=value},
+// mpc-opt --help and the flag reference (docs/flags.md) all read the table.
 #pragma once
 
 #include "passes/pass.h"
+#include "support/flag_table.h"
 
 #include <string>
+#include <vector>
 
 namespace mpc {
 
+/// The compile flags, each applying its value to `o`. A flag's marks are
+/// the passes that read it, the first the one to name when it is missing
+/// (registry.h's passesReadingFlag); a flag no pass reads has none.
+std::vector<Flag> compileFlags(CompileOptions &o);
+
+/// The same table to read (names, help, readers), bound to no options.
+const std::vector<Flag> &compileFlagTable();
+
 /// Applies the compile flag `key` ("--lr") with `value` (nullptr: given
-/// without '=') to `o`. Returns false, changing nothing, when `key` is not a
-/// compile flag; throws Error naming the flag for a missing, malformed or
-/// out-of-range value. A switch (--nesterov, --data-parallel,
-/// --sync-batchnorm) is given bare or as true/false.
+/// without '=') to `o`, as the command line does. Returns false, changing
+/// nothing, when `key` is not a compile flag; throws Error naming the flag
+/// for a missing, malformed or out-of-range value. A switch (--nesterov,
+/// --data-parallel, --sync-batchnorm) is given bare or as true/false.
 bool applyCompileFlag(CompileOptions &o, const std::string &key,
                       const std::string *value);
-
-/// Whether `key` is a switch of applyCompileFlag (it takes no value).
-bool isBooleanCompileFlag(const std::string &key);
 
 } // namespace mpc

@@ -204,67 +204,19 @@ std::vector<PipelineEntry> defaultPipeline() {
   return out;
 }
 
-namespace {
-
-/// Which passes read each compile flag (CompileOptions' fields).
-struct FlagReaders {
-  std::vector<const char *> flags;
-  std::vector<const char *> passes;
-};
-
-const std::vector<FlagReaders> &flagReaders() {
-  static const std::vector<FlagReaders> table = {
-      {{"--input-shape", "--batch"}, {"infer-shapes"}},
-      {{"--loss", "--trainable", "--frozen"}, {"autodiff"}},
-      {{"--sync-batchnorm"}, {"sync-batchnorm"}},
-      {{"--precision"}, {"autocast", "master-weights"}},
-      {{"--fp32-ops", "--fp16-ops", "--fp32-nodes"}, {"autocast"}},
-      {{"--loss-scale", "--init-scale", "--growth-factor", "--backoff-factor",
-        "--growth-interval"},
-       {"loss-scale"}},
-      {{"--optimizer",       "--lr",
-        "--momentum",        "--dampening",
-        "--nesterov",        "--weight-decay",
-        "--no-weight-decay", "--beta1",
-        "--beta2",           "--eps",
-        "--beta2-decay",     "--eps2",
-        "--clip-threshold",  "--max-grad-norm",
-        "--lr-schedule",     "--warmup-steps",
-        "--total-steps",     "--min-lr-ratio",
-        "--lr-step-size",    "--lr-gamma",
-        "--lr-cycles",       "--lr-end",
-        "--lr-power",        "--lr-timescale",
-        "--lr-stable-steps", "--lr-decay-steps",
-        "--lr-warmup-type",  "--lr-decay-type",
-        "--lr-factor",       "--lr-patience",
-        "--lr-threshold",    "--lr-cooldown",
-        "--min-lr",          "--ema-decay",
-        "--grad-comm-dtype"},
-       {"optimizer", "user-optimizer"}},
-      {{"--grad-accum"}, {"optimizer", "user-optimizer", "loss-scale"}},
-      {{"--data-parallel"}, {"optimizer", "user-optimizer", "sync-batchnorm"}},
-      {{"--recompute", "--memory-budget"}, {"recompute"}},
-  };
-  return table;
-}
-
-} // namespace
-
+// Which pass reads which compile flag is written in the flag's row of the
+// compile-flag table (passes/compile_flags.cpp, its marks).
 std::vector<std::string> compileFlagsReadBy(const std::string &pass) {
   std::vector<std::string> flags;
-  for (const FlagReaders &r : flagReaders())
-    for (const char *p : r.passes)
-      if (pass == p)
-        flags.insert(flags.end(), r.flags.begin(), r.flags.end());
+  for (const Flag &f : compileFlagTable())
+    if (f.hasMark(pass))
+      flags.push_back(f.name);
   return flags;
 }
 
 std::vector<std::string> passesReadingFlag(const std::string &flag) {
-  for (const FlagReaders &r : flagReaders())
-    for (const char *f : r.flags)
-      if (flag == f)
-        return {r.passes.begin(), r.passes.end()};
-  return {};
+  const Flag *f = findFlag(compileFlagTable(), flag);
+  return f ? f->marks : std::vector<std::string>{};
 }
 
 void checkFlagsReachPipeline(const std::vector<std::string> &givenFlags,

@@ -43,7 +43,7 @@ void checkOpt(const std::vector<const char *> &argv) {
     fuzz::checkErrorMessage(e.what(), "");
     return;
   }
-  if (f.help || f.listPasses)
+  if (f.help || f.helpMarkdown || f.listPasses)
     return;
   const CompileOptions &o = f.options;
   fuzz::require(!f.input.empty(), "mpc-opt: parsed without an input model");
@@ -75,7 +75,7 @@ void checkRun(const std::vector<const char *> &argv) {
     fuzz::checkErrorMessage(e.what(), "");
     return;
   }
-  if (f.help)
+  if (f.help || f.helpMarkdown)
     return;
   fuzz::require(!f.model.empty(), "mpc-run: parsed without a model");
   fuzz::require(f.nprocPerNode >= 1 && f.nprocPerNode <= 1024,

@@ -79,6 +79,10 @@ int main(int argc, char **argv) {
     std::cout << optUsage();
     return 0;
   }
+  if (flags.helpMarkdown) {
+    std::cout << optHelpMarkdown();
+    return 0;
+  }
   if (flags.listPasses) {
     for (const PassInfo &p : passRegistry()) {
       std::string options;

@@ -18,8 +18,7 @@ namespace {
 std::vector<Flag> toolFlags(OptFlags &f) {
   using V = const FlagValue &;
   constexpr FlagArg kSwitch = FlagArg::None, kValue = FlagArg::Value;
-  const char *output = "output", *passes = "passes and reports",
-             *help = "help";
+  const char *output = "output", *passes = "passes and reports", *help = "help";
   return {
       {"-o", FlagArg::Next, " FILE", output,
        "the output file (\"-\": stdout; default stdout for text)",
@@ -30,7 +29,9 @@ std::vector<Flag> toolFlags(OptFlags &f) {
       {"--emit", kValue, "=onnx|text|step", output,
        "binary ONNX (default), text of every graph, or the step as a plain "
        "functional model",
-       [&f](V v) { f.emit = v.oneOf({"onnx", "text", "step"}); }},
+       [&f](V v) {
+         f.emit = v.oneOf({"onnx", "text", "step"});
+       }},
       {"--external-data", kSwitch, "", output,
        "keep the tensors' bytes in FILE.data beside -o FILE (ONNX external "
        "data, as onnx.save_model's save_as_external_data); a model that would "
@@ -43,9 +44,15 @@ std::vector<Flag> toolFlags(OptFlags &f) {
          f.passes = v.text;
          f.passesGiven = true;
        }},
-      {"--list-passes", kSwitch, "", passes,
+      {"--list-passes",
+       kSwitch,
+       "",
+       passes,
        "print the pass table, each pass with its options",
-       [&f](V) { f.listPasses = true; }, {}, nullptr, /*stops=*/true},
+       [&f](V) { f.listPasses = true; },
+       {},
+       nullptr,
+       /*stops=*/true},
       {"--print-after-all", kSwitch, "", passes,
        "print the model (text) after every pass, on stderr",
        [&f](V) { f.printAfterAll = true; }},
@@ -71,14 +78,10 @@ std::vector<Flag> toolFlags(OptFlags &f) {
        "print each node's precision and the rule that chose it (stdout; "
        "stderr when -o - writes the model)",
        [&f](V) { f.explain = true; }},
-      {"--dot", kValue, "=FILE", passes,
+      {"--dot", FlagArg::File, "=FILE", passes,
        "write the step graph as Graphviz, coloured by precision, Casts marked "
        "(dot -Tsvg FILE)",
-       [&f](V v) {
-         if (v.text.empty())
-           throw Error("--dot: expects a file name (--dot=FILE)");
-         f.dotFile = v.text;
-       }},
+       [&f](V v) { f.dotFile = v.text; }},
       {"--report", kValue, "=memory", passes,
        "print the step's memory plan by class, next to the fp32 baseline "
        "(stdout; stderr when -o - is the model)",
@@ -87,19 +90,26 @@ std::vector<Flag> toolFlags(OptFlags &f) {
            throw Error("--report: expected 'memory', got '" + v.text + "'");
          f.reportMemory = true;
        }},
-      {"--report-json", kValue, "=FILE", passes,
-       "write the same plan as JSON",
-       [&f](V v) {
-         if (v.text.empty())
-           throw Error(
-               "--report-json: expects a file name (--report-json=FILE)");
-         f.reportJson = v.text;
-       }},
-      {"--help", kSwitch, "", help, "print this help",
-       [&f](V) { f.help = true; }, {}, "-h", /*stops=*/true},
-      {"--help-markdown", kSwitch, "", help,
+      {"--report-json", FlagArg::File, "=FILE", passes,
+       "write the same plan as JSON", [&f](V v) { f.reportJson = v.text; }},
+      {"--help",
+       kSwitch,
+       "",
+       help,
+       "print this help",
+       [&f](V) { f.help = true; },
+       {},
+       "-h",
+       /*stops=*/true},
+      {"--help-markdown",
+       kSwitch,
+       "",
+       help,
        "print this help as Markdown (the flag reference, docs/flags.md)",
-       [&f](V) { f.helpMarkdown = true; }, {}, nullptr, /*stops=*/true},
+       [&f](V) { f.helpMarkdown = true; },
+       {},
+       nullptr,
+       /*stops=*/true},
   };
 }
 

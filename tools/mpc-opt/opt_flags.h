@@ -1,5 +1,6 @@
 // mpc-opt's command line: every flag parsed and checked against the others
-// (no file is read). A library function, so that tests/fuzz drives it.
+// (no file is read), from its flag table and the compile flags'
+// (passes/compile_flags.h). A library function, so that tests/fuzz drives it.
 #pragma once
 
 #include "passes/pass.h"
@@ -10,8 +11,9 @@
 namespace mpc {
 
 struct OptFlags {
-  bool help = false;       ///< -h, --help: print optUsage()
-  bool listPasses = false; ///< --list-passes: print the pass table
+  bool help = false;         ///< -h, --help: print optUsage()
+  bool helpMarkdown = false; ///< --help-markdown: print optHelpMarkdown()
+  bool listPasses = false;   ///< --list-passes: print the pass table
   std::string input;
   std::string output;
   bool outputGiven = false;
@@ -36,12 +38,15 @@ struct OptFlags {
   std::vector<std::string> given;
 };
 
-/// mpc-opt --help's text.
-const char *optUsage();
+/// mpc-opt --help's text, generated from the flag tables.
+std::string optUsage();
+/// The same as Markdown (mpc-opt's part of docs/flags.md).
+std::string optHelpMarkdown();
 
 /// Parses mpc-opt's arguments (argv[0] is the program); an Error naming the
-/// flag for anything malformed, out of range or contradictory. -h/--help and
-/// --list-passes return at once with `help` / `listPasses` set.
+/// flag for anything malformed, out of range or contradictory. -h/--help,
+/// --help-markdown and --list-passes return at once with `help`,
+/// `helpMarkdown` / `listPasses` set.
 OptFlags parseOptFlags(int argc, const char *const *argv);
 
 } // namespace mpc

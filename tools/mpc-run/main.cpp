@@ -57,6 +57,10 @@ int main(int argc, char **argv) {
       std::cout << runUsage();
       return 0;
     }
+    if (flags.helpMarkdown) {
+      std::cout << runHelpMarkdown();
+      return 0;
+    }
     if (flags.nprocPerNode > 1) {
       if (launchedWorldSize() > 1)
         throw LaunchError("--nproc-per-node starts the ranks itself, but "

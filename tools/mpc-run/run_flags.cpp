@@ -1,14 +1,14 @@
-// mpc-run's command line (tools/mpc-run/run_flags.h).
+// mpc-run's command line (tools/mpc-run/run_flags.h): one table of its flags,
+// which the parser, --help and --help-markdown read.
 #include "tools/mpc-run/run_flags.h"
 
 #include "runtime/memory_limit.h"
 #include "support/diagnostics.h"
+#include "support/flag_table.h"
 #include "support/int_parse.h"
 #include "support/path_identity.h"
 
 #include <cmath>
-#include <cstdlib>
-#include <filesystem>
 #include <limits>
 
 namespace mpc {
@@ -19,307 +19,307 @@ constexpr int64_t kMaxEpochs = 1000000;
 /// --nproc-per-node's bound: more ranks than any machine has GPUs or cores.
 constexpr int64_t kMaxLocalRanks = 1024;
 
-const char *const kUsage =
-    R"(usage: mpc-run MODEL [options]
-       mpc-run MODEL --infer --input NAME=FILE... --output-dir=DIR
+/// A training flag: --infer refuses it.
+const char *const kTrains = "trains";
+/// A flag about the training loop: refused when nothing trains (only
+/// exports are written).
+const char *const kNeedsData = "needs-data";
 
-Trains MODEL, a training step compiled by mpc-opt.
+std::vector<Flag> runFlags(RunFlags &f) {
+  using V = const FlagValue &;
+  constexpr FlagArg kSwitch = FlagArg::None, kValue = FlagArg::Value;
+  const std::vector<std::string> trains = {kTrains},
+                                 loop = {kTrains, kNeedsData};
+  const char *device = "device", *data = "data and steps", *eval = "evaluation",
+             *exports = "checkpoints and exports",
+             *numerics = "numerics and memory", *cuda = "cuda",
+             *parallel = "data parallel", *infer = "inference", *help = "help";
+  auto log = [&f](V v) { f.log = v.text; };
+  return {
+      {"--device", kValue, "=cpu|cuda|auto", device,
+       "the backend (default auto, or $MPC_DEVICE when set: cuda when this "
+       "build has the CUDA backend and a usable GPU is there, else cpu); "
+       "cuda needs a CUDA build and a GPU, and fails naming why otherwise; a "
+       "CUDA build's backend is the plugin libmpc_cuda_backend.so beside "
+       "mpc-run (or $MPC_CUDA_PLUGIN), loaded only for cuda and auto",
+       [&f](V v) {
+         f.device = v.oneOf({"cpu", "cuda", "auto"});
+       }},
+      {"--steps", kValue, "=N", data,
+       "steps to run (default 100; after --resume: N more); optimizer steps "
+       "of K micro-batches each for a model compiled with --grad-accum=K",
+       [&f](V v) {
+         f.steps = v.integer(0, kMaxStepsFlag);
+         f.stepsGiven = true;
+       },
+       trains},
+      {"--epochs", kValue, "=N", data,
+       "train to N epochs in all (after --resume: the steps left of them; "
+       "exclusive with --steps); an epoch is samples / (batch x K x ranks) "
+       "steps, its last partial step left out (drop_last)",
+       [&f](V v) { f.epochs = v.integer(1, kMaxEpochs); }, trains},
+      {"--data", kValue, "=FILE.npz", data,
+       "arrays named after the step's data inputs",
+       [&f](V v) { f.data = v.text; }, trains},
+      {"--synthetic", kSwitch, "", data,
+       "random data of the right shapes instead",
+       [&f](V) { f.synthetic = true; }, trains},
+      {"--batch", kValue, "=B", data,
+       "batch size (must match a static batch dim); the micro-batch size "
+       "with --grad-accum",
+       [&f](V v) { f.batch = v.integer(1, kMaxDimFlag); }, loop},
+      {"--shuffle", kSwitch, "", data,
+       "a new shuffled order every epoch (default: in order); each epoch "
+       "takes its full batches only",
+       [&f](V) { f.shuffle = true; }, loop},
+      {"--seed", kValue, "=S", data,
+       "the run's seed: --shuffle's order, --synthetic data, random ops "
+       "such as Dropout",
+       [&f](V v) {
+         f.seed = uint64_t(v.integer(0, std::numeric_limits<int64_t>::max()));
+         f.seedGiven = true;
+       },
+       loop},
+      {"--log", kValue, "=FILE.csv", data,
+       "step,loss,loss_scale,skipped,ms per step, and lr with mpc-opt "
+       "--lr-schedule",
+       log, loop},
+      {"--log-file", kValue, "=FILE.csv", data,
+       "the same as --log (torchrun takes --log itself)", log, loop},
+      {"--quiet", kSwitch, "", data, "no progress lines",
+       [&f](V) { f.quiet = true; }},
+      {"--eval-data", kValue, "=FILE.npz", eval,
+       "a validation set: the loss of the model's forward in inference form "
+       "(batch norms on running statistics, fp32) on its full batches, after "
+       "the last step and every --eval-every steps",
+       [&f](V v) { f.evalData = v.text; }, loop},
+      {"--eval-every", kValue, "=N", eval, "evaluate every N steps as well",
+       [&f](V v) { f.evalEvery = v.integer(1, kMaxStepsFlag); }, loop},
+      {"--eval-log", kValue, "=FILE.csv", eval,
+       "rows step,eval_loss,samples, one per evaluation",
+       [&f](V v) { f.evalLog = v.text; }, loop},
+      {"--save-best", kValue, "=CKPT.onnx", eval,
+       "checkpoint the parameters of the lowest validation loss",
+       [&f](V v) { f.saveBest = v.text; }, loop},
+      {"--eval-ema", kSwitch, "", eval,
+       "evaluate the parameters' moving average (mpc-opt --ema-decay)",
+       [&f](V) { f.evalEma = true; }, loop},
+      {"--early-stop", kValue, "=N", eval,
+       "stop after N evaluations without a lower loss",
+       [&f](V v) { f.earlyStop = v.integer(1, kMaxStepsFlag); }, loop},
+      {"--save", kValue, "=CKPT.onnx", exports,
+       "checkpoint at the end (and every --save-every steps)",
+       [&f](V v) { f.save = v.text; }, trains},
+      {"--save-every", kValue, "=N", exports, "checkpoint every N steps too",
+       [&f](V v) { f.saveEvery = v.integer(1, kMaxStepsFlag); }, loop},
+      {"--resume", kValue, "=CKPT.onnx", exports,
+       "continue bit-for-bit from a checkpoint",
+       [&f](V v) { f.resume = v.text; }, trains},
+      {"--external-data", kSwitch, "", exports,
+       "--save, --save-best and --export-inference files keep their tensors "
+       "in FILE.data beside FILE (ONNX external data); one that would pass 2 "
+       "GiB always does",
+       [&f](V) { f.externalData = true; }, trains},
+      {"--export-inference", kValue, "=F", exports,
+       "write the inference graph with trained weights",
+       [&f](V v) { f.exportInference = v.text; }, trains},
+      {"--outputs", kValue, "=NAME,NAME", exports,
+       "the values --export-inference's model computes (default: every "
+       "output but the loss)",
+       [&f](V v) {
+         const std::string &list = v.text;
+         for (size_t at = 0;;) {
+           size_t comma = list.find(',', at);
+           std::string name = list.substr(at, comma - at);
+           if (name.empty())
+             throw Error(
+                 "--outputs: expected NAME,NAME,... (an empty name in '" +
+                 list + "')");
+           f.exportOutputs.push_back(name);
+           if (comma == std::string::npos)
+             break;
+           at = comma + 1;
+         }
+       },
+       trains},
+      {"--precision", kValue, "=fp32|fp16|bf16", exports,
+       "the type of --export-inference's weights",
+       [&f](V v) {
+         const std::string &t = v.oneOf({"fp32", "fp16", "bf16"});
+         f.exportPrecision = t == "fp32"   ? DType::F32
+                             : t == "fp16" ? DType::F16
+                                           : DType::BF16;
+       },
+       trains},
+      {"--export-safetensors", kValue, "=F", exports,
+       "write the trained parameters and buffers as safetensors under their "
+       "state_dict names, for torch's model.load_state_dict(load_file(F))",
+       [&f](V v) { f.exportSafetensors = v.text; }, trains},
+      {"--export-ema", kSwitch, "", exports,
+       "both exports: the parameters' moving average (mpc-opt --ema-decay) in "
+       "their place",
+       [&f](V) { f.exportEma = true; }, trains},
+      {"--debug-overflow", kSwitch, "", numerics,
+       "on a step that overflows, re-run it checking every node's output and "
+       "report the first inf/nan node (with --device=cuda: runs the step "
+       "staged)",
+       [&f](V) { f.debugOverflow = true; }, loop},
+      {"--min-loss-scale", kValue, "=F", numerics,
+       "loss-scale floor (default 1): see --max-skipped-steps",
+       [&f](V v) {
+         f.minLossScale = parseDecimal(v.text).value_or(NAN);
+         if (!(f.minLossScale >= 0))
+           throw Error("--min-loss-scale: expected a number >= 0, got '" +
+                       v.text + "'");
+       },
+       loop},
+      {"--max-skipped-steps", kValue, "=N", numerics,
+       "after N (default 100) consecutive skipped steps with the scale below "
+       "the floor, stop with exit 1 and name the node that overflowed (0: "
+       "never stop)",
+       [&f](V v) { f.maxSkippedSteps = v.integer(0, kMaxStepsFlag); }, loop},
+      {"--memory-limit", kValue, "=BYTES", numerics,
+       "refuse, before the first step, a model whose planned peak exceeds "
+       "BYTES (K, M, G suffixes; 0: no check). Default: the device's free "
+       "memory (cpu: MemAvailable, cuda: cudaMemGetInfo)",
+       [&f](V v) {
+         f.memoryLimit = v.byteSize();
+         f.memoryLimitGiven = true;
+       },
+       trains},
+      {"--cuda-resident", kValue, "=on|off", cuda,
+       "keep the whole step on the GPU, one arena, one synchronisation per "
+       "step (default on); off: copy every node's inputs and outputs "
+       "(debugging)",
+       [&f](V v) {
+         f.cudaResident = v.oneOf({"on", "off"}) == "on";
+       },
+       trains},
+      {"--cuda-graphs", kValue, "=on|off", cuda,
+       "resident: capture the step as a CUDA graph on its second run and "
+       "replay it (default on; MPC_CUDA_GRAPHS=0 also turns it off; "
+       "MPC_CUDA_PROFILE=1 turns it off and prints each op's device time per "
+       "step to stderr at exit)",
+       [&f](V v) {
+         f.cudaGraphs = v.oneOf({"on", "off"}) == "on";
+       },
+       trains},
+      {"--nproc-per-node", kValue, "=N", parallel,
+       "start N ranks on this machine (a model compiled with --data-parallel; "
+       "each its local rank's GPU with cuda), as torchrun --standalone would",
+       [&f](V v) { f.nprocPerNode = v.integer(1, kMaxLocalRanks); }, trains},
+      {"--collective-timeout", kValue, "=S", parallel,
+       "a collective that hears nothing from a rank for S seconds (default "
+       "300) ends every rank with a line naming it (a stopped, hung or "
+       "unreachable rank); give it to every rank",
+       [&f](V v) {
+         f.collectiveTimeout = parseDecimal(v.text).value_or(NAN);
+         // At most 10^6 s: a bound, and one the clocks' milliseconds hold.
+         if (!(f.collectiveTimeout > 0) || !(f.collectiveTimeout <= 1e6))
+           throw Error("--collective-timeout: expected seconds, a number > 0 "
+                       "and at most 1000000, got '" +
+                       v.text + "'");
+       },
+       trains},
+      {"--infer", kSwitch, "", infer, "run the forward instead of training",
+       [&f](V) { f.infer = true; }},
+      {"--input", FlagArg::ValueOrNext, " NAME=FILE", infer,
+       "a graph input from FILE: .npy, or a serialized ONNX TensorProto "
+       "(.pb); also --input=NAME=FILE. Repeatable. --input FILE: the next "
+       "graph input in graph order not given by name (a path holding '=' is "
+       "written --input =PATH)",
+       [&f](V v) { f.inputs.push_back(v.text); }},
+      {"--output-dir", FlagArg::ValueOrNext, "=DIR", infer,
+       "writes each graph output as DIR/NAME.npy (DIR is created if "
+       "missing). Characters of NAME other than letters, digits, '.', '-' "
+       "and '_' become '_'; a name taken twice gets _2, _3, ... appended.",
+       [&f](V v) { f.outputDir = v.text; }},
+      {"--help",
+       kSwitch,
+       "",
+       help,
+       "print this help",
+       [&f](V) { f.help = true; },
+       {},
+       "-h",
+       /*stops=*/true},
+      {"--help-markdown",
+       kSwitch,
+       "",
+       help,
+       "print this help as Markdown (the flag reference, docs/flags.md)",
+       [&f](V) { f.helpMarkdown = true; },
+       {},
+       nullptr,
+       /*stops=*/true},
+  };
+}
 
-  --device=cpu|cuda|auto  backend (default auto, or $MPC_DEVICE when set:
-                          cuda when this build has the CUDA backend and a
-                          usable GPU is there, else cpu); cuda needs a CUDA
-                          build and a GPU, and fails naming why otherwise;
-                          a CUDA build's backend is the plugin
-                          libmpc_cuda_backend.so beside mpc-run (or
-                          $MPC_CUDA_PLUGIN), loaded only for cuda and auto
-  --steps=N               steps to run (default 100; after --resume: N more);
-                          optimizer steps of K micro-batches each for a model
-                          compiled with --grad-accum=K
-  --epochs=N              train to N epochs in all (after --resume: the
-                          steps left of them; exclusive with --steps); an
-                          epoch is samples / (batch x K x ranks) steps, its
-                          last partial step left out (drop_last)
-  --data=FILE.npz         arrays named after the step's data inputs
-  --synthetic             random data of the right shapes instead
-  --batch=B               batch size (must match a static batch dim); the
-                          micro-batch size with --grad-accum
-  --shuffle --seed=S      a new shuffled order every epoch (default: in
-                          order); each epoch takes its full batches only
-  --log=FILE.csv          step,loss,loss_scale,skipped,ms per step, and lr
-                          with mpc-opt --lr-schedule (also
-                          --log-file=FILE.csv: torchrun takes --log itself)
-  --eval-data=FILE.npz    a validation set: the loss of the model's forward
-                          in inference form (batch norms on running
-                          statistics, fp32) on its full batches, after the
-                          last step and every --eval-every=N steps; rows
-                          step,eval_loss,samples in --eval-log=FILE.csv;
-                          --save-best=CKPT.onnx checkpoints the lowest;
-                          --eval-ema evaluates the parameters' moving
-                          average (mpc-opt --ema-decay); --early-stop=N
-                          stops after N evaluations without a lower loss
-  --save=CKPT.onnx        checkpoint at the end (and every --save-every=N)
-  --resume=CKPT.onnx      continue bit-for-bit from a checkpoint
-  --external-data         --save, --save-best and --export-inference files
-                          keep their tensors in FILE.data beside FILE (ONNX
-                          external data); one that would pass 2 GiB always
-                          does
-  --export-inference=F    write the inference graph with trained weights;
-                          --outputs=NAME,NAME: the values it computes
-                          (default: every output but the loss),
-                          --precision=fp32|fp16|bf16: its weights' type
-  --export-safetensors=F  write the trained parameters and buffers as
-                          safetensors under their state_dict names, for
-                          torch's model.load_state_dict(load_file(F))
-  --export-ema            both exports: the parameters' moving average
-                          (mpc-opt --ema-decay) in their place
-                          With no --data/--synthetic and no --steps or
-                          --epochs, mpc-run only loads MODEL (and --resume)
-                          and writes the exports.
-  --quiet                 no progress lines
-  --debug-overflow        on a step that overflows, re-run it checking every
-                          node's output and report the first inf/nan node
-                          (with --device=cuda: runs the step staged)
-  --cuda-resident=on|off  cuda: keep the whole step on the GPU, one arena,
-                          one synchronisation per step (default on); off:
-                          copy every node's inputs and outputs (debugging)
-  --cuda-graphs=on|off    cuda, resident: capture the step as a CUDA graph
-                          on its second run and replay it (default on;
-                          MPC_CUDA_GRAPHS=0 also turns it off;
-                          MPC_CUDA_PROFILE=1 turns it off and prints each
-                          op's device time per step to stderr at exit)
-  --min-loss-scale=F      loss-scale floor (default 1): after
-  --max-skipped-steps=N   N (default 100) consecutive skipped steps with the
-                          scale below the floor, stop with exit 1 and name
-                          the node that overflowed (0: never stop)
-  --nproc-per-node=N      start N ranks on this machine (a model compiled
-                          with --data-parallel; each its local rank's GPU
-                          with cuda), as torchrun --standalone would
-  --collective-timeout=S  data parallel: a collective that hears nothing
-                          from a rank for S seconds (default 300) ends every
-                          rank with a line naming it (a stopped, hung or
-                          unreachable rank); give it to every rank
-  --memory-limit=BYTES    refuse, before the first step, a model whose
-                          planned peak exceeds BYTES (K, M, G suffixes;
-                          0: no check). Default: the device's free memory
-                          (cpu: MemAvailable, cuda: cudaMemGetInfo)
-
-Data parallel: `mpc-run --nproc-per-node=N MODEL ...` (or `mpirun -np N
-mpc-run MODEL ...`) trains a model compiled with mpc-opt --data-parallel on
-N ranks: on the cpu, or on cuda with one GPU per rank (the local rank's;
-NCCL). Without MPI, one process per rank started
-with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT;
-`torchrun --nproc-per-node=N --no-python mpc-run MODEL ...`, or any script)
-meets over TCP at MASTER_ADDR (MPC_RENDEZVOUS_TIMEOUT=S, default 300 s;
-MPC_MASTER_PORT chooses rank 0's port). Step i's global batch is
-samples [i*N*B, (i+1)*N*B) of the data (in the shuffled order with
---shuffle); rank r takes the r-th B of them. Rank 0 prints, logs and writes
---save and --export-inference; the logged loss is the mean over the ranks.
-
-Integer flags are decimal and bounded: step counts (--steps, --save-every,
+const FlagDocs &runDocs() {
+  static const FlagDocs docs{
+      "mpc-run",
+      R"(usage: mpc-run MODEL [options]
+       mpc-run MODEL --infer --input NAME=FILE... --output-dir=DIR)",
+      "Trains MODEL, a training step compiled by mpc-opt.",
+      {{"device"},
+       {"data and steps"},
+       {"evaluation"},
+       {"checkpoints and exports", "",
+        R"(With no --data/--synthetic and no --steps or --epochs, mpc-run only
+loads MODEL (and --resume) and writes the exports.)"},
+       {"numerics and memory"},
+       {"cuda"},
+       {"data parallel", "",
+        R"(`mpc-run --nproc-per-node=N MODEL ...` (or `mpirun -np N mpc-run
+MODEL ...`) trains a model compiled with mpc-opt --data-parallel on N ranks:
+on the cpu, or on cuda with one GPU per rank (the local rank's; NCCL).
+Without MPI, one process per rank started with torchrun's variables (RANK,
+WORLD_SIZE, MASTER_ADDR, MASTER_PORT; `torchrun --nproc-per-node=N
+--no-python mpc-run MODEL ...`, or any script) meets over TCP at MASTER_ADDR
+(MPC_RENDEZVOUS_TIMEOUT=S, default 300 s; MPC_MASTER_PORT chooses rank 0's
+port). Step i's global batch is samples [i*N*B, (i+1)*N*B) of the data (in
+the shuffled order with --shuffle); rank r takes the r-th B of them. Rank 0
+prints, logs and writes --save and --export-inference; the logged loss is
+the mean over the ranks.)"},
+       {"inference",
+        R"(Inference (--infer) runs MODEL's main graph forward, on any supported
+model (for a compiled model: the inference graph on its current parameters).)"},
+       {"help"}},
+      R"(Integer flags are decimal and bounded: step counts (--steps, --save-every,
 --eval-every, --early-stop, --max-skipped-steps) at most 10^12, --epochs at
-most 10^6, --batch at most 2^31-1, --nproc-per-node at most 1024.
-
-Inference (--infer) runs MODEL's main graph forward, on any supported model
-(for a compiled model: the inference graph on its current parameters).
-
-  --input NAME=FILE       a graph input from FILE: .npy, or a serialized ONNX
-                          TensorProto (.pb); also --input=NAME=FILE. Repeatable.
-  --input FILE            the next graph input in graph order not given by
-                          name (a path holding '=' is written --input =PATH)
-  --output-dir=DIR        writes each graph output as DIR/NAME.npy (DIR is
-                          created if missing). Characters of NAME other than
-                          letters, digits, '.', '-' and '_' become '_'; a name
-                          taken twice gets _2, _3, ... appended.
-)";
+most 10^6, --batch at most 2^31-1, --nproc-per-node at most 1024.)"};
+  return docs;
+}
 
 } // namespace
 
-const char *runUsage() { return kUsage; }
+std::string runUsage() {
+  RunFlags scratch;
+  return flagHelpText(runFlags(scratch), runDocs());
+}
+
+std::string runHelpMarkdown() {
+  RunFlags scratch;
+  return flagMarkdown(runFlags(scratch), runDocs());
+}
 
 RunFlags parseRunFlags(int argc, const char *const *argv) {
   RunFlags f;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i], key = arg, val;
-    bool hasVal = false;
-    size_t eq = arg.find('=');
-    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      key = arg.substr(0, eq);
-      val = arg.substr(eq + 1);
-      hasVal = true;
-    }
-    auto need = [&]() -> const std::string & {
-      if (!hasVal || val.empty())
-        throw Error(key + ": expects a value (" + key + "=...)");
-      return val;
-    };
-    // --input and --output-dir also take their value as the next argument.
-    auto needOrNext = [&]() -> const std::string & {
-      if (!hasVal) {
-        if (i + 1 >= argc)
-          throw Error(key + ": expects a value (" + key + " VALUE)");
-        val = argv[++i];
-        hasVal = true;
-      }
-      if (val.empty())
-        throw Error(key + ": expects a value");
-      return val;
-    };
-    static const char *kTrainingFlags[] = {"--steps",
-                                           "--epochs",
-                                           "--export-safetensors",
-                                           "--outputs",
-                                           "--precision",
-                                           "--data",
-                                           "--synthetic",
-                                           "--batch",
-                                           "--shuffle",
-                                           "--seed",
-                                           "--log",
-                                           "--log-file",
-                                           "--eval-data",
-                                           "--eval-every",
-                                           "--eval-log",
-                                           "--save-best",
-                                           "--eval-ema",
-                                           "--early-stop",
-                                           "--export-ema",
-                                           "--save",
-                                           "--save-every",
-                                           "--resume",
-                                           "--export-inference",
-                                           "--external-data",
-                                           "--debug-overflow",
-                                           "--min-loss-scale",
-                                           "--max-skipped-steps",
-                                           "--memory-limit",
-                                           "--cuda-resident",
-                                           "--cuda-graphs",
-                                           "--nproc-per-node",
-                                           "--collective-timeout"};
-    for (const char *t : kTrainingFlags)
-      if (key == t)
-        f.trainingFlags.push_back(key);
-    if (arg == "-h" || arg == "--help") {
-      f.help = true;
-      return f;
-    } else if (key == "--device") {
-      f.device = need();
-      if (f.device != "cpu" && f.device != "cuda" && f.device != "auto")
-        throw Error("--device: expected cpu, cuda or auto, got '" + f.device +
-                    "'");
-    } else if (key == "--cuda-resident" || key == "--cuda-graphs") {
-      std::string v = need();
-      if (v != "on" && v != "off")
-        throw Error(key + ": expected on or off, got '" + v + "'");
-      (key == "--cuda-resident" ? f.cudaResident : f.cudaGraphs) = v == "on";
-    } else if (key == "--steps") {
-      f.steps = parseIntFlag(key, need(), 0, kMaxStepsFlag);
-      f.stepsGiven = true;
-    } else if (key == "--epochs") {
-      f.epochs = parseIntFlag(key, need(), 1, kMaxEpochs);
-    } else if (key == "--data") {
-      f.data = need();
-    } else if (arg == "--synthetic") {
-      f.synthetic = true;
-    } else if (key == "--batch") {
-      f.batch = parseIntFlag(key, need(), 1, kMaxDimFlag);
-    } else if (arg == "--shuffle") {
-      f.shuffle = true;
-    } else if (key == "--seed") {
-      f.seed = uint64_t(
-          parseIntFlag(key, need(), 0, std::numeric_limits<int64_t>::max()));
-      f.seedGiven = true;
-    } else if (key == "--log" || key == "--log-file") {
-      f.log = need();
-    } else if (key == "--save") {
-      f.save = need();
-    } else if (key == "--save-every") {
-      f.saveEvery = parseIntFlag(key, need(), 1, kMaxStepsFlag);
-    } else if (arg == "--external-data") {
-      f.externalData = true;
-    } else if (key == "--eval-data") {
-      f.evalData = need();
-    } else if (key == "--eval-every") {
-      f.evalEvery = parseIntFlag(key, need(), 1, kMaxStepsFlag);
-    } else if (key == "--eval-log") {
-      f.evalLog = need();
-    } else if (key == "--save-best") {
-      f.saveBest = need();
-    } else if (key == "--early-stop") {
-      f.earlyStop = parseIntFlag(key, need(), 1, kMaxStepsFlag);
-    } else if (arg == "--eval-ema") {
-      f.evalEma = true;
-    } else if (arg == "--export-ema") {
-      f.exportEma = true;
-    } else if (key == "--resume") {
-      f.resume = need();
-    } else if (key == "--export-inference") {
-      f.exportInference = need();
-    } else if (key == "--export-safetensors") {
-      f.exportSafetensors = need();
-    } else if (key == "--outputs") {
-      std::string list = need();
-      for (size_t at = 0;;) {
-        size_t comma = list.find(',', at);
-        std::string name = list.substr(at, comma - at);
-        if (name.empty())
-          throw Error("--outputs: expected NAME,NAME,... (an empty name in '" +
-                      list + "')");
-        f.exportOutputs.push_back(name);
-        if (comma == std::string::npos)
-          break;
-        at = comma + 1;
-      }
-    } else if (key == "--precision") {
-      const std::string &v = need();
-      if (v == "fp32")
-        f.exportPrecision = DType::F32;
-      else if (v == "fp16")
-        f.exportPrecision = DType::F16;
-      else if (v == "bf16")
-        f.exportPrecision = DType::BF16;
-      else
-        throw Error("--precision: expected fp32, fp16 or bf16, got '" + v +
-                    "'");
-    } else if (arg == "--debug-overflow") {
-      f.debugOverflow = true;
-    } else if (key == "--min-loss-scale") {
-      const std::string &v = need();
-      f.minLossScale = parseDecimal(v).value_or(NAN);
-      if (!(f.minLossScale >= 0))
-        throw Error("--min-loss-scale: expected a number >= 0, got '" + v +
-                    "'");
-    } else if (key == "--max-skipped-steps") {
-      f.maxSkippedSteps = parseIntFlag(key, need(), 0, kMaxStepsFlag);
-    } else if (key == "--memory-limit") {
-      f.memoryLimit = parseByteSize(key, need());
-      f.memoryLimitGiven = true;
-    } else if (key == "--nproc-per-node") {
-      f.nprocPerNode = parseIntFlag(key, need(), 1, kMaxLocalRanks);
-    } else if (key == "--collective-timeout") {
-      const std::string &v = need();
-      f.collectiveTimeout = parseDecimal(v).value_or(NAN);
-      // At most 10^6 s: a bound, and one the clocks' milliseconds hold.
-      if (!(f.collectiveTimeout > 0) || !(f.collectiveTimeout <= 1e6))
-        throw Error("--collective-timeout: expected seconds, a number > 0 "
-                    "and at most 1000000, got '" +
-                    v + "'");
-    } else if (arg == "--quiet") {
-      f.quiet = true;
-    } else if (arg == "--infer") {
-      f.infer = true;
-    } else if (key == "--input") {
-      f.inputs.push_back(needOrNext());
-    } else if (key == "--output-dir") {
-      f.outputDir = needOrNext();
-    } else if (!arg.empty() && arg[0] == '-') {
-      throw Error("unknown flag '" + arg + "' (see mpc-run --help)");
-    } else if (f.model.empty()) {
-      f.model = arg;
-    } else {
+  CommandLine line;
+  line.tool = "mpc-run";
+  line.flags = runFlags(f);
+  line.emptyIsMissing = true;
+  line.positional = [&f](const std::string &arg) {
+    if (!f.model.empty())
       throw Error("unexpected argument '" + arg + "'");
-    }
-  }
+    f.model = arg;
+  };
+  std::vector<GivenFlag> given = parseCommandLine(line, argc, argv);
+  if (f.help || f.helpMarkdown)
+    return f;
+  for (const GivenFlag &g : given)
+    if (g.flag->hasMark(kTrains))
+      f.trainingFlags.push_back(g.name);
   if (f.model.empty())
     throw Error("no model (usage: mpc-run MODEL --data=FILE.npz --steps=N)");
   if (f.infer) {
@@ -360,27 +360,11 @@ RunFlags parseRunFlags(int argc, const char *const *argv) {
                  !(f.exportInference.empty() && f.exportSafetensors.empty());
   if (f.exportOnly) {
     // Nothing trains: a flag about training would be silently ignored.
-    static const char *kNeedData[] = {"--log",
-                                      "--log-file",
-                                      "--save-every",
-                                      "--eval-data",
-                                      "--eval-every",
-                                      "--eval-log",
-                                      "--save-best",
-                                      "--eval-ema",
-                                      "--early-stop",
-                                      "--shuffle",
-                                      "--seed",
-                                      "--batch",
-                                      "--debug-overflow",
-                                      "--min-loss-scale",
-                                      "--max-skipped-steps"};
-    for (const std::string &given : f.trainingFlags)
-      for (const char *flag : kNeedData)
-        if (given == flag)
-          throw Error(given + ": trains, but with no --data or --synthetic "
-                              "(and no --steps) mpc-run only writes the "
-                              "exports");
+    for (const GivenFlag &g : given)
+      if (g.flag->hasMark(kNeedsData))
+        throw Error(g.name + ": trains, but with no --data or --synthetic "
+                             "(and no --steps) mpc-run only writes the "
+                             "exports");
     return f;
   }
   if (f.data.empty() && !f.synthetic)

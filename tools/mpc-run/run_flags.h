@@ -1,5 +1,6 @@
 // mpc-run's command line: every flag parsed and checked against the others
-// (no file is read). A library function, so that tests/fuzz drives it.
+// (no file is read), from one flag table (run_flags.cpp) that --help and
+// --help-markdown print. A library function, so that tests/fuzz drives it.
 #pragma once
 
 #include "ir/types.h"
@@ -13,7 +14,8 @@
 namespace mpc {
 
 struct RunFlags {
-  bool help = false; ///< -h, --help: print runUsage()
+  bool help = false;         ///< -h, --help: print runUsage()
+  bool helpMarkdown = false; ///< --help-markdown: print runHelpMarkdown()
   std::string model;
   std::string device; ///< cpu, cuda or auto; "" until resolved
   int64_t steps = 100;
@@ -69,12 +71,14 @@ struct RunFlags {
   std::vector<std::string> trainingFlags;
 };
 
-/// mpc-run --help's text.
-const char *runUsage();
+/// mpc-run --help's text, generated from the flag table.
+std::string runUsage();
+/// The same as Markdown (mpc-run's part of docs/flags.md).
+std::string runHelpMarkdown();
 
 /// Parses mpc-run's arguments (argv[0] is the program); an Error naming the
 /// flag for anything malformed, out of range or contradictory. -h/--help
-/// returns at once with `help` set.
+/// and --help-markdown return at once with `help` / `helpMarkdown` set.
 RunFlags parseRunFlags(int argc, const char *const *argv);
 
 } // namespace mpc
