@@ -127,6 +127,23 @@ std::optional<size_t> convSpatialRank(Ctx &c) {
   return r;
 }
 
+/// Conv's and ConvTranspose's optional B: 1-D, one entry per output channel
+/// (`m`); Conv's message names W (`w`), whose dim 0 `m` is.
+void requireBias(Ctx &c, const Dim &m, const Value *w) {
+  const Value *b = c.n.input(2);
+  if (!b || !b->hasShape)
+    return;
+  if (b->rank() != 1)
+    fail([&] {
+      errorAt(c.n) << "B (" << c.inputText(2) << ") must be 1-D, got "
+                   << typeText(b);
+    });
+  requireEqualDims(c.n, b->dims[0], m,
+                   "B " + typeText(b) +
+                       " must have one entry per output channel" +
+                       (w ? " of W " + typeText(w) : std::string()));
+}
+
 void inferConv(Ctx &c) {
   Node &n = c.n;
   Value *x = c.req(0), *w = c.req(1);
@@ -148,18 +165,7 @@ void inferConv(Ctx &c) {
       errorAt(n) << "W " << typeText(w) << " has " << m.value
                  << " output channels, not a multiple of group " << a.group;
     });
-  const Value *b = n.input(2);
-  if (b && b->hasShape) {
-    if (b->rank() != 1)
-      fail([&] {
-        errorAt(n) << "B (" << c.inputText(2) << ") must be 1-D, got "
-                   << typeText(b);
-      });
-    requireEqualDims(n, b->dims[0], m,
-                     "B " + typeText(b) +
-                         " must have one entry per output channel of W " +
-                         typeText(w));
-  }
+  requireBias(c, m, w);
   WindowGeometry g = resolveWindow(n, a, spatialOf(x, *r));
   setShapedOut(c, 0, x->dtype, windowDims(dimOf(x, 0), m, g.out));
 }
@@ -183,18 +189,7 @@ void inferConvTranspose(Ctx &c) {
                  << "of group " << a.group;
     });
   Dim m = mPerGroup.isKnown() ? Dim(mPerGroup.value * a.group) : Dim();
-  const Value *b = n.input(2);
-  if (b && b->hasShape) {
-    if (b->rank() != 1)
-      fail([&] {
-        errorAt(n) << "B (" << c.inputText(2) << ") must be 1-D, got "
-                   << typeText(b);
-      });
-    requireEqualDims(n, b->dims[0], m,
-                     "B " + typeText(b) +
-                         " must have one entry per output "
-                         "channel");
-  }
+  requireBias(c, m, nullptr);
   WindowGeometry g = resolveTransposedWindow(n, a, spatialOf(x, *r));
   setShapedOut(c, 0, x->dtype, windowDims(dimOf(x, 0), m, g.in));
 }

@@ -127,7 +127,11 @@ TEST_F(InferConv, ConvErrors) {
   EXPECT_CONTAINS(inferError("Conv", {x, f32("w", "4x2x3x3")}),
                   "has 3 channels but W fp32[4x2x3x3] expects 2 x group 1");
   EXPECT_CONTAINS(inferError("Conv", {x, f32("w2", "4x3x3x3"), f32("b", "5")}),
-                  "one entry per output channel");
+                  "B fp32[5] must have one entry per output channel of W "
+                  "fp32[4x3x3x3] (5 vs 4)");
+  EXPECT_CONTAINS(
+      inferError("Conv", {x, f32("w8", "4x3x3x3"), f32("b2", "4x1")}),
+      "B (input 2 ('b2')) must be 1-D, got fp32[4x1]");
   EXPECT_CONTAINS(inferError("Conv", {x, f32("w3", "4x3x3x3")},
                              {{"kernel_shape", ints({2, 2})}}),
                   "does not match the weight's kernel");
@@ -164,6 +168,13 @@ TEST_F(InferConv, ConvTranspose) {
             "fp32[Nx3x6x9]");
   EXPECT_CONTAINS(inferError("ConvTranspose", {x, f32("w2", "3x3x3x3")}),
                   "must agree on the input channels");
+  // B has one entry per output channel: M/group (W's dim 1) x group.
+  EXPECT_CONTAINS(inferError("ConvTranspose", {x, w, f32("b2", "6")}),
+                  "B fp32[6] must have one entry per output channel (6 vs 3)");
+  EXPECT_EQ(infer("ConvTranspose", {x, w, f32("b3", "6")}, {{"group", i64(2)}}),
+            "fp32[Nx6x5x6]");
+  EXPECT_CONTAINS(inferError("ConvTranspose", {x, w, f32("b4", "1x3")}),
+                  "B (input 2 ('b4')) must be 1-D, got fp32[1x3]");
   EXPECT_CONTAINS(
       inferError("ConvTranspose", {x, w},
                  {{"output_padding", ints({2, 0})}, {"strides", ints({2, 1})}}),
