@@ -18,48 +18,32 @@
 // The training step's update_binding names its outputs (each state's new
 // value) and is mended the same way (Model::updateValueReferences).
 #include "ir/graph.h"
+#include "ir/step_metadata.h"
 
 #include <algorithm>
+#include <optional>
 #include <string_view>
 
 namespace mpc {
 namespace {
 
-/// Every metadata key whose value names values of the model's graphs, and
-/// how: a comma-separated list of names, or of name=name pairs (mpc.ema:
-/// parameter=average). Not mpc.buffers: those are the module's state_dict
+/// A metadata key whose value names values of the model's graphs, and how:
+/// a comma-separated list of names, or of name=name pairs (mpc.ema:
+/// parameter=average). These are the Value, ValueList and ValuePairs keys of
+/// ir/step_metadata.h; not mpc.buffers: those are the module's state_dict
 /// names, and a buffer folded away is an error (runtime/state_dict.cpp), not
 /// a name to move.
 struct ValueNamingKey {
   std::string_view key;
   bool pairs;
 };
-constexpr ValueNamingKey kValueNamingMetadata[] = {
-    {"mpc.loss", false},
-    {"mpc.grads", false},
-    {"mpc.grad_seed", false},
-    {"mpc.found_inf", false},
-    {"mpc.params", false},
-    {"mpc.loss_scale", false},
-    {"mpc.growth_tracker", false},
-    {"mpc.step", false},
-    {"mpc.master_params", false},
-    {"mpc.optimizer_state", false},
-    {"mpc.grad_accum_counter", false},
-    {"mpc.grad_accum_buffers", false},
-    {"mpc.lr_state", false},
-    {"mpc.user_loss", false},
-    {"mpc.user_params", false},
-    {"mpc.user_grads", false},
-    {"mpc.user_state", false},
-    {"mpc.ema", true},
-};
 
-const ValueNamingKey *valueNamingKey(std::string_view key) {
-  for (const ValueNamingKey &k : kValueNamingMetadata)
-    if (k.key == key)
-      return &k;
-  return nullptr;
+std::optional<ValueNamingKey> valueNamingKey(std::string_view key) {
+  const MetaKeyInfo *k = stepMetadataKey(key);
+  if (!k || (k->form != MetaForm::Value && k->form != MetaForm::ValueList &&
+             k->form != MetaForm::ValuePairs))
+    return std::nullopt;
+  return ValueNamingKey{k->name, k->form == MetaForm::ValuePairs};
 }
 
 /// The names in `text` as (offset, length) spans, in order: split at ','
@@ -90,7 +74,7 @@ Model::ValueRef Model::findValueRef(const std::string &name) const {
 void Model::recordValueRefs(MetadataValueRefs &r, const std::string &text) {
   r.text = text;
   r.refs.clear();
-  const ValueNamingKey *k = valueNamingKey(r.key);
+  std::optional<ValueNamingKey> k = valueNamingKey(r.key);
   for (auto [offset, length] : nameSpans(text, k && k->pairs))
     r.refs.push_back(length ? findValueRef(text.substr(offset, length))
                             : ValueRef{});
@@ -170,7 +154,11 @@ void Model::updateValueReferences() {
     return valueRefs_.back();
   };
 
-  for (const ValueNamingKey &k : kValueNamingMetadata) {
+  for (const MetaKeyInfo &entry : kStepMetadata) {
+    std::optional<ValueNamingKey> named = valueNamingKey(entry.name);
+    if (!named)
+      continue;
+    const ValueNamingKey &k = *named;
     const std::string *text = meta(std::string(k.key));
     if (!text) {
       valueRefs_.erase(std::remove_if(valueRefs_.begin(), valueRefs_.end(),

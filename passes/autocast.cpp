@@ -29,6 +29,7 @@
 // they are. --precision=fp32 changes nothing. Every decision, and every Cast
 // inserted, is recorded with its rule in the model's precision map
 // (passes/precision_map.h) for mpc-opt --explain and --dot.
+#include "ir/step_metadata.h"
 #include "passes/autocast_node_index.h"
 #include "passes/autocast_policy.h"
 #include "passes/loss_islands.h"
@@ -84,14 +85,13 @@ public:
   Autocast(Model &model, const CompileOptions &options, DType target)
       : model_(model), g_(workingGraph(model)), target_(target),
         policy_(AutocastPolicy::fromOptions(options)) {
-    if (const std::string *seed = model.meta("mpc.grad_seed"))
+    if (const std::string *seed = readMeta(model, meta::kGradSeed))
       gradSeed_ = g_.findValue(*seed);
-    if (const std::string *loss = model.meta("mpc.loss"))
+    if (const std::string *loss = readMeta(model, meta::kLoss))
       loss_ = g_.findValue(*loss);
-    if (const std::string *grads = model.meta("mpc.grads"))
-      for (const std::string &name : splitList(*grads))
-        if (Value *v = g_.findValue(name))
-          grads_.insert(v);
+    for (const std::string &name : readMeta(model, meta::kGrads))
+      if (Value *v = g_.findValue(name))
+        grads_.insert(v);
     if (options.recordPrecision)
       map_ = &startPrecisionMap(model, g_);
     else
@@ -607,7 +607,7 @@ private:
   void recordInsertedCasts() {
     if (!map_)
       return;
-    const std::string *loss = model_.meta("mpc.loss");
+    const std::string *loss = readMeta(model_, meta::kLoss);
     for (Node *n : g_.nodeList())
       if (created(n))
         map_->record(*n, insertedCastRecord(*n, loss ? *loss : ""));
@@ -718,7 +718,7 @@ void runAutocast(Model &model, PassContext &ctx) {
                 ": --precision must be fp16, bf16 or "
                 "fp32, got " +
                 dtypeName(target));
-  model.setMeta("mpc.precision", dtypeName(target));
+  writeMeta(model, meta::kPrecision, dtypeName(target));
   if (target == DType::F32) {
     // Full precision: validate the overrides anyway, so a typo in a flag is
     // reported whatever the precision.

@@ -18,6 +18,7 @@
 // every value they create.
 #include "passes/autodiff.h"
 #include "ir/mpc_ops.h"
+#include "ir/step_metadata.h"
 #include "passes/gradients/gradient_rules.h"
 #include "passes/shape_inference.h"
 #include "support/diagnostics.h"
@@ -455,7 +456,7 @@ Backward buildBackward(Graph &g, const std::string &lossName,
 }
 
 void runAutodiff(Model &model, PassContext &ctx) {
-  if (model.meta("mpc.grads"))
+  if (hasMeta(model, meta::kGrads))
     error() << "autodiff: the model already has gradients (metadata "
                "mpc.grads); run autodiff once";
   // Work on a clone of the main graph (or on an existing algorithm) and
@@ -472,7 +473,7 @@ void runAutodiff(Model &model, PassContext &ctx) {
   // A model's own training algorithm names its loss and parameters in its
   // Gradient node (passes/training_info.h); otherwise the loss is the
   // graph's output and the parameters are chosen by --trainable/--frozen.
-  const std::string *userLoss = model.meta("mpc.user_loss");
+  const std::string *userLoss = readMeta(model, meta::kUserLoss);
   std::string lossName = userLoss ? *userLoss : findLoss(g, ctx)->name();
   if (!g.findValue(lossName))
     error() << "autodiff: the loss '" << lossName << "' (mpc.user_loss) is "
@@ -481,8 +482,8 @@ void runAutodiff(Model &model, PassContext &ctx) {
 
   size_t frozenCount = 0;
   std::vector<Value *> params;
-  if (const std::string *userParams = model.meta("mpc.user_params")) {
-    for (const std::string &name : splitList(*userParams)) {
+  if (hasMeta(model, meta::kUserParams)) {
+    for (const std::string &name : readMeta(model, meta::kUserParams)) {
       Value *p = g.findValue(name);
       if (!p || !p->isInitializer() || !p->isState)
         error() << "autodiff: parameter '" << name << "' (mpc.user_params) "
@@ -598,10 +599,10 @@ void runAutodiff(Model &model, PassContext &ctx) {
   if (usesMpc && model.opsetVersion(kMpcDomain) < 0)
     model.setOpsetVersion(kMpcDomain, 1);
 
-  model.setMeta("mpc.loss", loss->name());
-  model.setMeta("mpc.params", joinList(paramNames, ','));
-  model.setMeta("mpc.grads", joinList(gradNames, ','));
-  model.setMeta("mpc.grad_seed", seed->name());
+  writeMeta(model, meta::kLoss, loss->name());
+  writeMeta(model, meta::kParams, paramNames);
+  writeMeta(model, meta::kGrads, gradNames);
+  writeMeta(model, meta::kGradSeed, seed->name());
   ctx.stats["parameters"] = int64_t(reaching.size());
   ctx.stats["backward-nodes"] = int64_t(g.numNodes() - nodesBefore);
 }

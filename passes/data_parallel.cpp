@@ -3,6 +3,7 @@
 #include "passes/data_parallel.h"
 
 #include "ir/mpc_ops.h"
+#include "ir/step_metadata.h"
 #include "support/diagnostics.h"
 
 #include <unordered_set>
@@ -101,9 +102,9 @@ void allReduceGradients(Model &model, TrainingValues &tv, Value *foundInf,
     Value *global = any->output(0);
     g.replaceAllUsesWith(foundInf, global);
     any->setInput(gate ? 1 : 0, foundInf);
-    model.setMeta("mpc.found_inf", global->name());
+    writeMeta(model, meta::kFoundInf, global->name());
   }
-  model.setMeta("mpc.data_parallel", "1");
+  writeMeta(model, meta::kDataParallel, "1");
 }
 
 } // namespace mpc

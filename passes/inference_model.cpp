@@ -2,6 +2,7 @@
 #include "passes/inference_model.h"
 
 #include "ir/mpc_ops.h"
+#include "ir/step_metadata.h"
 #include "passes/inference_mode.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
@@ -45,7 +46,7 @@ std::vector<Value *> chooseOutputs(const Model &compiled, Graph &g,
   }
   if (!chosen.empty())
     return chosen;
-  const std::string *loss = compiled.meta("mpc.loss");
+  const std::string *loss = readMeta(compiled, meta::kLoss);
   Value *lossValue = nullptr;
   for (Value *o : g.outputs()) {
     if (loss && o->name() == *loss)

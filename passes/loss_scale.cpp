@@ -28,6 +28,7 @@
 // it; passes/optimizer/grad_accum.h): the optimizer pass accumulates the K
 // micro-batches.
 #include "ir/mpc_ops.h"
+#include "ir/step_metadata.h"
 #include "passes/optimizer/grad_accum.h"
 #include "passes/pass.h"
 #include "passes/training_support.h"
@@ -61,7 +62,7 @@ void checkDynamicOptions(const CompileOptions &o) {
 /// the backward.
 Value *scaleSeed(Model &model, Graph &g, Value *scale, int64_t gradAccum,
                  int64_t &castsInserted) {
-  const std::string *seedName = model.meta("mpc.grad_seed");
+  const std::string *seedName = readMeta(model, meta::kGradSeed);
   if (!seedName)
     throw Error(std::string(kPass) +
                 ": no grad seed (mpc.grad_seed; run autodiff first)");
@@ -86,7 +87,7 @@ Value *scaleSeed(Model &model, Graph &g, Value *scale, int64_t gradAccum,
   g.replaceAllUsesWith(seed, scaled);
   if (seed->uses().empty() && !seed->isGraphOutput() && !seed->isState)
     g.removeInitializer(seed);
-  model.setMeta("mpc.grad_seed", scaled->name());
+  writeMeta(model, meta::kGradSeed, scaled->name());
   return scaled;
 }
 
@@ -114,18 +115,19 @@ void runLossScale(Model &model, PassContext &ctx) {
   const CompileOptions &o = ctx.options;
   std::string mode = o.effectiveLossScaleMode();
   checkGradAccum(o);
-  refuseIfMeta(model, kPass, "mpc.loss_scale_mode", "already applied");
-  refuseIfMeta(model, kPass, "mpc.master_params",
+  refuseIfMeta(model, kPass, meta::kLossScaleMode.name, "already applied");
+  refuseIfMeta(model, kPass, meta::kMasterParams.name,
                "must run before "
                "master-weights");
-  refuseIfMeta(model, kPass, "mpc.optimizer", "must run before optimizer");
+  refuseIfMeta(model, kPass, meta::kOptimizer.name,
+               "must run before optimizer");
   TrainingValues tv = requireGradients(model, kPass);
   Graph &g = *tv.algorithm;
   int64_t castsInserted = 0;
 
   if (mode == "none") {
     replaceGradients(model, tv, gradientsInFp32(g, tv, true, castsInserted));
-    model.setMeta("mpc.loss_scale_mode", mode);
+    writeMeta(model, meta::kLossScaleMode, mode);
     ctx.stats["gradient-casts"] += castsInserted;
     return;
   }
@@ -154,8 +156,8 @@ void runLossScale(Model &model, PassContext &ctx) {
     unscaled.push_back(u);
   }
   replaceGradients(model, tv, unscaled);
-  model.setMeta("mpc.found_inf", foundInf->name());
-  model.setMeta("mpc.loss_scale", scale->name());
+  writeMeta(model, meta::kFoundInf, foundInf->name());
+  writeMeta(model, meta::kLossScale, scale->name());
 
   if (mode == "dynamic") {
     Value *tracker = addState(model, "loss_scale_growth_tracker",
@@ -172,9 +174,9 @@ void runLossScale(Model &model, PassContext &ctx) {
     update->output(1)->copyTypeFrom(*tracker);
     bindState(model, scale, update->output(0));
     bindState(model, tracker, update->output(1));
-    model.setMeta("mpc.growth_tracker", tracker->name());
+    writeMeta(model, meta::kGrowthTracker, tracker->name());
   }
-  model.setMeta("mpc.loss_scale_mode", mode);
+  writeMeta(model, meta::kLossScaleMode, mode);
   ensureMpcOpset(model);
   ctx.stats["gradients-unscaled"] += int64_t(grads.size());
   ctx.stats["gradient-casts"] += castsInserted;

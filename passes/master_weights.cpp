@@ -16,6 +16,7 @@
 // need nothing. Gradients that are not in their master's dtype are cast (an
 // existing Cast is reused). mpc.master_params records the parameters; with
 // --precision=fp32 and fp32 parameters the pass changes nothing.
+#include "ir/step_metadata.h"
 #include "passes/pass.h"
 #include "passes/training_support.h"
 #include "support/diagnostics.h"
@@ -52,8 +53,9 @@ void useMasterIn(Graph &g, Value *p, const TensorPtr &master) {
 } // namespace
 
 void runMasterWeights(Model &model, PassContext &ctx) {
-  refuseIfMeta(model, kPass, "mpc.master_params", "already applied");
-  refuseIfMeta(model, kPass, "mpc.optimizer", "must run before optimizer");
+  refuseIfMeta(model, kPass, meta::kMasterParams.name, "already applied");
+  refuseIfMeta(model, kPass, meta::kOptimizer.name,
+               "must run before optimizer");
   TrainingValues tv = requireGradients(model, kPass);
   Graph &g = *tv.algorithm;
 
@@ -93,7 +95,7 @@ void runMasterWeights(Model &model, PassContext &ctx) {
 
   bool changed = converted > 0 || gradCasts > 0;
   if (changed || ctx.options.precision != DType::F32)
-    model.setMeta("mpc.master_params", joinList(names));
+    writeMeta(model, meta::kMasterParams, names);
   ctx.stats["master-params"] += int64_t(names.size());
   ctx.stats["params-converted-to-fp32"] += converted;
   ctx.stats["gradient-casts"] += gradCasts;

@@ -1,6 +1,7 @@
 // Memory plan: classification, lifetimes, in-place writes, offsets.
 #include "passes/memory_plan.h"
 
+#include "ir/step_metadata.h"
 #include "passes/lifetime_offsets.h"
 #include "passes/pass.h"
 #include "support/diagnostics.h"
@@ -38,9 +39,9 @@ namespace {
 
 /// A comma-separated metadata list (empty when the key is absent), as views
 /// of the metadata's string (splitList's items, without a copy of each).
-std::vector<std::string_view> metaList(const Model &m, const char *key) {
+std::vector<std::string_view> metaList(const Model &m, ValueListKey key) {
   std::vector<std::string_view> items;
-  const std::string *s = m.meta(key);
+  const std::string *s = m.meta(std::string(key.name));
   if (!s)
     return items;
   std::string_view list = *s;
@@ -179,14 +180,14 @@ bool valueByteSize(const Value &v, size_t &bytes) {
 PlanInputs planInputsFor(const Model &model, const Graph &graph) {
   PlanInputs in;
   in.graph = &graph;
-  if (const std::string *s = model.meta("mpc.loss"))
+  if (const std::string *s = readMeta(model, meta::kLoss))
     in.loss = *s;
-  in.params = metaList(model, "mpc.params");
-  in.grads = metaList(model, "mpc.grads");
-  in.optimizerState = metaList(model, "mpc.optimizer_state");
-  in.gradBuffers = metaList(model, "mpc.grad_accum_buffers");
-  for (const char *key : {"mpc.loss_scale", "mpc.growth_tracker", "mpc.step"})
-    if (const std::string *s = model.meta(key))
+  in.params = metaList(model, meta::kParams);
+  in.grads = metaList(model, meta::kGrads);
+  in.optimizerState = metaList(model, meta::kOptimizerState);
+  in.gradBuffers = metaList(model, meta::kGradAccumBuffers);
+  for (ValueKey key : {meta::kLossScale, meta::kGrowthTracker, meta::kStep})
+    if (const std::string *s = readMeta(model, key))
       in.scalerState.push_back(*s);
   // The step (the algorithm or its runnable copy), not the main graph.
   if (model.training && &graph != model.graph.get())

@@ -9,6 +9,7 @@
 
 #include "passes/loss_islands.h"
 
+#include "ir/step_metadata.h"
 #include "passes/pass.h"
 
 #include <algorithm>
@@ -317,7 +318,7 @@ const PrecisionRecord *printedRecord(const Model &model, const Node &n,
                                      PrecisionRecord &scratch) {
   if (!r || r->rule != "cast-inserted")
     return r;
-  const std::string *loss = model.meta("mpc.loss");
+  const std::string *loss = readMeta(model, meta::kLoss);
   scratch = insertedCastRecord(n, loss ? *loss : "");
   scratch.dtype = r->dtype;
   return &scratch;
@@ -328,7 +329,7 @@ const PrecisionRecord *printedRecord(const Model &model, const Node &n,
 std::string explainPrecision(const Model &model) {
   const PrecisionMap *m = model.precisionMap.get();
   const Graph *mapped = mappedGraph(model);
-  const std::string *precision = model.meta("mpc.precision");
+  const std::string *precision = readMeta(model, meta::kPrecision);
   std::ostringstream os;
 
   auto section = [&](const Graph &g, const std::string &what) {
@@ -401,7 +402,7 @@ std::string precisionDot(const Model &model) {
   const Graph &g = mapped           ? *mapped
                    : model.training ? *model.training->algorithm
                                     : *model.graph;
-  const std::string *precision = model.meta("mpc.precision");
+  const std::string *precision = readMeta(model, meta::kPrecision);
 
   std::ostringstream os;
   os << "// mpc-opt --dot: graph '" << g.name()

@@ -28,6 +28,7 @@
 // plan-memory; after fold-widening-casts, so an island may be one
 // mpc.SoftmaxTo reading the fp16 value.
 #include "ir/mpc_ops.h"
+#include "ir/step_metadata.h"
 #include "passes/memory_report.h"
 #include "passes/pass.h"
 #include "support/diagnostics.h"
@@ -83,7 +84,7 @@ struct Schedule {
     nodes = g.nodeList();
     for (size_t i = 0; i < nodes.size(); ++i)
       index[nodes[i]] = i;
-    const std::string *loss = model.meta("mpc.loss");
+    const std::string *loss = readMeta(model, meta::kLoss);
     const Value *l = loss ? g.findValue(*loss) : nullptr;
     if (l && l->producer())
       lossIndex = int64_t(index.at(l->producer()));

@@ -1,12 +1,13 @@
 // The training step as mpc-run executes it (see step_graph.h).
 #include "passes/step_graph.h"
 
+#include "ir/step_metadata.h"
 #include "support/diagnostics.h"
 
 namespace mpc {
 
 std::string stepLossName(const Model &model, const Graph &step) {
-  if (const std::string *s = model.meta("mpc.loss"))
+  if (const std::string *s = readMeta(model, meta::kLoss))
     if (!s->empty())
       return *s;
   if (step.outputs().empty())
@@ -29,7 +30,7 @@ std::vector<Value *> runnableStepExtraOutputs(const Model &model,
     }
   };
   std::string loss = stepLossName(model, step);
-  const std::string *foundInf = model.meta("mpc.found_inf");
+  const std::string *foundInf = readMeta(model, meta::kFoundInf);
   for (const std::string &name : {loss, foundInf ? *foundInf : ""}) {
     if (name.empty())
       continue;

@@ -37,6 +37,7 @@
 #include "ir/batch_norm_mode.h"
 #include "ir/builder.h"
 #include "ir/mpc_ops.h"
+#include "ir/step_metadata.h"
 #include "ir/value_takeover.h"
 #include "passes/shape_inference.h"
 #include "passes/training_support.h"
@@ -341,8 +342,8 @@ void runSyncBatchNorm(Model &model, PassContext &ctx) {
     throw Error(std::string(kPass) +
                 ": --sync-batchnorm needs --data-parallel (the statistics "
                 "are the ranks' global batch's)");
-  refuseIfMeta(model, kPass, "mpc.sync_batchnorm", "already applied");
-  refuseIfMeta(model, kPass, "mpc.precision",
+  refuseIfMeta(model, kPass, meta::kSyncBatchNorm.name, "already applied");
+  refuseIfMeta(model, kPass, meta::kPrecision.name,
                "autocast already ran (run sync-batchnorm before it)");
   TrainingValues tv = requireGradients(model, kPass);
   Graph &g = *tv.algorithm;
@@ -361,7 +362,7 @@ void runSyncBatchNorm(Model &model, PassContext &ctx) {
       rewriteGradient(g, opset, grads[i], s, takeovers);
   }
   takeovers.finish();
-  model.setMeta("mpc.sync_batchnorm", std::to_string(norms.size()));
+  writeMeta(model, meta::kSyncBatchNorm, std::to_string(norms.size()));
   ctx.stats["batch-norms"] = int64_t(norms.size());
   ctx.stats["with-gradient"] = int64_t(
       norms.size() - size_t(std::count(grads.begin(), grads.end(), nullptr)));

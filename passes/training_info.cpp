@@ -7,6 +7,7 @@
 // Where(found_inf, old, new) on each state value they produce.
 #include "passes/training_info.h"
 
+#include "ir/step_metadata.h"
 #include "kernels/cpu/kernel_table.h"
 #include "passes/data_parallel.h"
 #include "passes/onnx/gradient_op.h"
@@ -114,10 +115,10 @@ void lowerTrainingAlgorithm(Model &model) {
   std::vector<std::string> userState;
   for (const auto &kv : model.training->updateBinding)
     userState.push_back(kv.first);
-  model.setMeta("mpc.user_loss", spec.y);
-  model.setMeta("mpc.user_params", joinList(spec.xs));
-  model.setMeta("mpc.user_grads", joinList(placeholders));
-  model.setMeta("mpc.user_state", joinList(userState));
+  writeMeta(model, meta::kUserLoss, spec.y);
+  writeMeta(model, meta::kUserParams, spec.xs);
+  writeMeta(model, meta::kUserGrads, placeholders);
+  writeMeta(model, meta::kUserState, userState);
 }
 
 void applyInitialization(
@@ -202,7 +203,7 @@ std::vector<PipelineEntry> defaultPipelineFor(const Model &model) {
 }
 
 bool hasUserOptimizer(const Model &model) {
-  return model.meta("mpc.user_grads") != nullptr;
+  return hasMeta(model, meta::kUserGrads);
 }
 
 void runUserOptimizer(Model &model, PassContext &ctx) {
@@ -210,7 +211,7 @@ void runUserOptimizer(Model &model, PassContext &ctx) {
     ctx.changedNothing = true;
     return;
   }
-  refuseIfMeta(model, kPass, "mpc.optimizer", "already applied");
+  refuseIfMeta(model, kPass, meta::kOptimizer.name, "already applied");
   if (ctx.options.gradAccum > 1)
     throw Error("--grad-accum: not supported for a model that trains with "
                 "its own training_info optimizer");
@@ -230,10 +231,8 @@ void runUserOptimizer(Model &model, PassContext &ctx) {
   checkDataParallelOptions(ctx.options, kPass);
   TrainingValues tv = requireGradients(model, kPass);
   Graph &g = *tv.algorithm;
-  std::vector<std::string> userParams =
-      splitList(*model.meta("mpc.user_params"));
-  std::vector<std::string> placeholders =
-      splitList(*model.meta("mpc.user_grads"));
+  std::vector<std::string> userParams = readMeta(model, meta::kUserParams);
+  std::vector<std::string> placeholders = readMeta(model, meta::kUserGrads);
   if (userParams.size() != placeholders.size())
     throw Error(std::string(kPass) + ": mpc.user_params lists " +
                 std::to_string(userParams.size()) +
@@ -252,7 +251,7 @@ void runUserOptimizer(Model &model, PassContext &ctx) {
 
   if (ctx.options.dataParallel) {
     Value *flag = nullptr;
-    if (const std::string *name = model.meta("mpc.found_inf"))
+    if (const std::string *name = readMeta(model, meta::kFoundInf))
       flag = g.findValue(*name);
     allReduceGradients(model, tv, flag, kPass, ctx.options.gradCommDtype);
   }
@@ -288,13 +287,12 @@ void runUserOptimizer(Model &model, PassContext &ctx) {
   // Skip on overflow: every new value of the user's state that the update
   // (not the forward) computes keeps the old value when found_inf is set.
   Value *foundInf = nullptr;
-  if (const std::string *name = model.meta("mpc.found_inf"))
+  if (const std::string *name = readMeta(model, meta::kFoundInf))
     foundInf = g.findValue(*name);
-  const std::string *lossName = model.meta("mpc.loss");
+  const std::string *lossName = readMeta(model, meta::kLoss);
   std::unordered_set<const Node *> forward =
       ancestorsOf(lossName ? g.findValue(*lossName) : nullptr);
-  std::vector<std::string> userStateList =
-      splitList(*model.meta("mpc.user_state"));
+  std::vector<std::string> userStateList = readMeta(model, meta::kUserState);
   std::set<std::string> userState(userStateList.begin(), userStateList.end());
   int64_t gated = 0;
   for (auto &[stateName, valueName] : model.training->updateBinding) {
@@ -328,10 +326,9 @@ void runUserOptimizer(Model &model, PassContext &ctx) {
   for (const auto &n : g.nodes())
     if (n->domain() == kOnnxPreviewTrainingDomain)
       ops += (ops.empty() ? "" : ",") + n->opType();
-  model.setMeta("mpc.optimizer",
-                "training_info " +
-                    (ops.empty() ? std::string("arithmetic") : ops));
-  eraseMeta(model, "mpc.user_grads");
+  writeMeta(model, meta::kOptimizer,
+            "training_info " + (ops.empty() ? std::string("arithmetic") : ops));
+  eraseMeta(model, std::string(meta::kUserGrads.name));
   ctx.stats["parameters-updated"] += int64_t(tv.params.size());
   ctx.stats["updates-skipped-on-overflow"] += gated;
 }

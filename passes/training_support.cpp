@@ -2,6 +2,7 @@
 #include "passes/training_support.h"
 
 #include "ir/mpc_ops.h"
+#include "ir/step_metadata.h"
 #include "support/diagnostics.h"
 
 #include <algorithm>
@@ -13,15 +14,14 @@
 namespace mpc {
 
 TrainingValues requireGradients(Model &model, const std::string &pass) {
-  const std::string *grads = model.meta("mpc.grads");
-  const std::string *params = model.meta("mpc.params");
-  if (!model.training || !grads || !params)
+  if (!model.training || !hasMeta(model, meta::kGrads) ||
+      !hasMeta(model, meta::kParams))
     throw Error(pass + ": no gradients (run autodiff first)");
   TrainingValues tv;
   tv.algorithm = model.training->algorithm.get();
   Graph &g = *tv.algorithm;
-  std::vector<std::string> paramNames = splitList(*params);
-  std::vector<std::string> gradNames = splitList(*grads);
+  std::vector<std::string> paramNames = readMeta(model, meta::kParams);
+  std::vector<std::string> gradNames = readMeta(model, meta::kGrads);
   if (paramNames.empty())
     throw Error(pass + ": the model has no trainable parameters (mpc.params "
                        "is empty)");
@@ -47,9 +47,9 @@ TrainingValues requireGradients(Model &model, const std::string &pass) {
 }
 
 void refuseIfMeta(const Model &model, const std::string &pass,
-                  const std::string &key, const std::string &reason) {
-  if (model.meta(key))
-    throw Error(pass + ": " + reason + " (" + key + " is set)");
+                  std::string_view key, const std::string &reason) {
+  if (model.meta(std::string(key)))
+    throw Error(pass + ": " + reason + " (" + std::string(key) + " is set)");
 }
 
 Value *addState(Model &model, const std::string &hint, Tensor data) {
@@ -145,7 +145,7 @@ void replaceGradients(Model &model, TrainingValues &tv,
     tv.grads[i] = newGrads[i];
     names.push_back(newGrads[i]->name());
   }
-  model.setMeta("mpc.grads", joinList(names));
+  writeMeta(model, meta::kGrads, names);
 }
 
 void bindState(Model &model, const Value *state, Value *newValue) {

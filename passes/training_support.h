@@ -9,6 +9,7 @@
 #include "passes/pass.h"
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mpc {
@@ -28,7 +29,7 @@ TrainingValues requireGradients(Model &model, const std::string &pass);
 /// Throws "<pass>: <reason> (<key> is set)" when metadata `key` is present:
 /// how each pass refuses to run twice or after a pass that must follow it.
 void refuseIfMeta(const Model &model, const std::string &pass,
-                  const std::string &key, const std::string &reason);
+                  std::string_view key, const std::string &reason);
 
 /// A new state initializer of the training algorithm, named `hint` unless
 /// that name is taken in the algorithm or the main graph (state is written

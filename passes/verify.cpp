@@ -33,6 +33,7 @@
 // (passes/verify.h).
 #include "passes/verify.h"
 
+#include "ir/step_metadata.h"
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
 #include "support/diagnostics.h"
@@ -337,19 +338,21 @@ struct NameSlot {
 /// them: the first four name values of the working graph, the rest state.
 /// (Every key that names values follows them through rewrites:
 /// ir/metadata_value_refs.cpp.)
-constexpr const char *kMetadataLists[] = {"mpc.loss",
-                                          "mpc.grads",
-                                          "mpc.grad_seed",
-                                          "mpc.found_inf",
-                                          "mpc.params",
-                                          "mpc.loss_scale",
-                                          "mpc.growth_tracker",
-                                          "mpc.step",
-                                          "mpc.master_params",
-                                          "mpc.optimizer_state",
-                                          "mpc.lr_state",
-                                          "mpc.grad_accum_counter",
-                                          "mpc.grad_accum_buffers"};
+constexpr const char *kMetadataLists[] = {
+    meta::kLoss.name.data(),
+    meta::kGrads.name.data(),
+    meta::kGradSeed.name.data(),
+    meta::kFoundInf.name.data(),
+    meta::kParams.name.data(),
+    meta::kLossScale.name.data(),
+    meta::kGrowthTracker.name.data(),
+    meta::kStep.name.data(),
+    meta::kMasterParams.name.data(),
+    meta::kOptimizerState.name.data(),
+    meta::kLrState.name.data(),
+    meta::kGradAccumCounter.name.data(),
+    meta::kGradAccumBuffers.name.data(),
+};
 constexpr size_t kValueLists = 4;
 
 /// The name lookups of the update bindings and metadata lists, by position.
@@ -838,11 +841,11 @@ void checkBindings(const Model &model) {
 /// The checks of the metadata that follow the names' (checkMetadata).
 void checkMetadataCounts(const Model &model, size_t numParams,
                          size_t numGrads) {
-  if (model.meta("mpc.params") && model.meta("mpc.grads") &&
+  if (hasMeta(model, meta::kParams) && hasMeta(model, meta::kGrads) &&
       numParams != numGrads)
     error() << "metadata mpc.params lists " << numParams
             << " parameters but mpc.grads lists " << numGrads << " gradients";
-  if (const std::string *p = model.meta("mpc.precision"))
+  if (const std::string *p = readMeta(model, meta::kPrecision))
     if (*p != "fp16" && *p != "bf16" && *p != "fp32")
       error() << "metadata mpc.precision is '" << *p
               << "' (expected fp16, bf16 or fp32)";

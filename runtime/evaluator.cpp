@@ -1,6 +1,7 @@
 // Validation loss during training (runtime/evaluator.h).
 #include "runtime/evaluator.h"
 
+#include "ir/step_metadata.h"
 #include "passes/inference_mode.h"
 #include "passes/optimizer/ema.h"
 #include "passes/pipeline.h"
@@ -18,7 +19,7 @@ namespace {
 /// The forward's loss: the main graph output named like the step's loss
 /// (mpc.loss), else its only scalar floating output.
 Value *forwardLoss(const Model &model, Graph &g) {
-  const std::string *name = model.meta("mpc.loss");
+  const std::string *name = readMeta(model, meta::kLoss);
   Value *scalar = nullptr;
   int scalars = 0;
   for (Value *out : g.outputs()) {

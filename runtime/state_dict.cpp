@@ -1,6 +1,7 @@
 // The state_dict of a compiled model: the rule of state_dict.h.
 #include "runtime/state_dict.h"
 
+#include "ir/step_metadata.h"
 #include "passes/optimizer/ema.h"
 #include "passes/pass.h"
 #include "support/diagnostics.h"
@@ -74,9 +75,8 @@ std::vector<StateDictEntry> stateDictOf(const Model &model,
   // The persistent buffers torch's dynamo exporter named (mpc.buffers, set
   // by the importer): constants to the step, state to the module.
   std::set<std::string> buffers;
-  if (const std::string *listed = model.meta("mpc.buffers"))
-    for (const std::string &b : splitList(*listed))
-      buffers.insert(b);
+  for (const std::string &b : readMeta(model, meta::kBuffers))
+    buffers.insert(b);
   for (const std::string &b : buffers) {
     const Value *v = model.graph->findValue(b);
     if (!v || !v->isInitializer())

@@ -12,6 +12,7 @@
 #include "runtime/state_dict.h"
 #include "support/diagnostics.h"
 
+#include "ir/step_metadata.h"
 #include "onnx/onnx_pb.h"
 
 #include <algorithm>
@@ -50,10 +51,10 @@ double runNumber(const Model &m, const char *key, double dflt) {
   return x;
 }
 
-std::string metaOr(const Model &m, const std::string &key,
-                   const std::string &dflt) {
-  const std::string *v = m.meta(key);
-  return v ? *v : dflt;
+/// The value the entry names, or "" when the step has none.
+std::string metaOr(const Model &m, ValueKey key) {
+  const std::string *v = readMeta(m, key);
+  return v ? *v : std::string();
 }
 
 /// A run counter of a checkpoint's metadata (steps done, seed): a whole
@@ -99,11 +100,10 @@ LrPlateauState plateauStateOf(const Model &m) {
 /// model compiled with --passes that left out the optimizer: training it
 /// would run and log steps while every parameter stays as it was).
 void refuseStepThatTrainsNothing(const Model &m) {
-  const std::string *params = m.meta("mpc.params");
-  if (!params)
-    params = m.meta("mpc.user_params");
-  std::vector<std::string> names =
-      params ? splitList(*params) : std::vector<std::string>{};
+  bool params = hasMeta(m, meta::kParams) || hasMeta(m, meta::kUserParams);
+  std::vector<std::string> names = hasMeta(m, meta::kParams)
+                                       ? readMeta(m, meta::kParams)
+                                       : readMeta(m, meta::kUserParams);
   for (const auto &[state, value] : m.training->updateBinding)
     if (!params || std::find(names.begin(), names.end(), state) != names.end())
       return;
@@ -145,10 +145,10 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
   step_ = runnableStep(*model_);
   refuseStepThatTrainsNothing(*model_);
   lossName_ = stepLossName(*model_, *step_);
-  foundInfName_ = metaOr(*model_, "mpc.found_inf", "");
-  lossScaleName_ = metaOr(*model_, "mpc.loss_scale", "");
+  foundInfName_ = metaOr(*model_, meta::kFoundInf);
+  lossScaleName_ = metaOr(*model_, meta::kLossScale);
   refuseBrokenLossScale(*model_->training->algorithm, lossScaleName_, "");
-  if (const std::string *k = model_->meta("mpc.grad_accum")) {
+  if (const std::string *k = readMeta(*model_, meta::kGradAccum)) {
     char *end = nullptr;
     microBatches_ = std::strtoll(k->c_str(), &end, 10);
     // Bounded as mpc-opt's --grad-accum is: a model edited to ask for
@@ -158,7 +158,7 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
       throw Error("mpc.grad_accum: expected an integer from 1 to " +
                   std::to_string(kMaxGradAccum) +
                   " (mpc-opt --grad-accum), got '" + *k + "'");
-    counterName_ = metaOr(*model_, "mpc.grad_accum_counter", "");
+    counterName_ = metaOr(*model_, meta::kGradAccumCounter);
   }
   // The rate mpc-run reports: the schedule's, else the updates' attribute.
   for (const auto &n : step_->nodes()) {
@@ -172,7 +172,7 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
     }
   }
   // mpc.lr (models compiled since session 20) names any optimizer's.
-  if (const std::string *rate = model_->meta("mpc.lr"))
+  if (const std::string *rate = readMeta(*model_, meta::kLr))
     constantLr_ = std::strtod(rate->c_str(), nullptr);
   ExecutorOptions options;
   options.collective = world_;
@@ -187,10 +187,10 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
       if (!name->empty())
         options.fetchAfterRun.push_back(*name);
   exec_ = std::make_unique<Executor>(*step_, backend, options);
-  const std::string *plateau = model_->meta("mpc.lr_plateau");
-  const std::string *rateState = model_->meta("mpc.lr_state");
+  const std::string *plateau = readMeta(*model_, meta::kLrPlateau);
+  const std::string *rateState = readMeta(*model_, meta::kLrState);
   if (plateau && rateState) {
-    plateau_ = parseLrPlateau(*plateau, "mpc.lr_plateau");
+    plateau_ = parseLrPlateau(*plateau, std::string(meta::kLrPlateau.name));
     plateauLrName_ = *rateState;
     plateauLr_ = exec_->initializer(plateauLrName_).getAsDouble(0);
     plateauState_ = plateauStateOf(*model_);

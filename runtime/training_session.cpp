@@ -2,6 +2,7 @@
 // its policies as a library.
 #include "runtime/training_session.h"
 
+#include "ir/step_metadata.h"
 #include "passes/optimizer/ema.h"
 #include "runtime/memory_limit.h"
 #include "support/diagnostics.h"
@@ -50,7 +51,7 @@ TrainingSession::TrainingSession(std::unique_ptr<Model> model,
   Trainer &trainer = *trainer_;
   trainer.externalData =
       o.externalData ? ExternalData::Always : ExternalData::Auto;
-  if (ranks > 1 && !trainer.model().meta("mpc.data_parallel"))
+  if (ranks > 1 && !hasMeta(trainer.model(), meta::kDataParallel))
     throw Error("compiled without --data-parallel, so its " +
                 std::to_string(ranks) +
                 " ranks would train apart; compile it with mpc-opt "

@@ -3,6 +3,7 @@
 #include "passes/onnx/onnx_io.h"
 
 #include "ir/mpc_ops.h"
+#include "ir/step_metadata.h"
 #include "ir/tensor_pb.h"
 #include "passes/onnx/expand_variadic.h"
 #include "passes/onnx/mpc_functions.h"
@@ -123,8 +124,8 @@ void exportHeader(const Model &model, onnx::ModelProto &proto,
     op->set_version(kv.second);
   }
   for (const auto &kv : model.metadata) {
-    if (forStepModel && kv.first != "mpc.precision" &&
-        kv.first != "mpc.optimizer" && kv.first.rfind("mpc.", 0) == 0)
+    if (forStepModel && kv.first != meta::kPrecision.name &&
+        kv.first != meta::kOptimizer.name && kv.first.rfind("mpc.", 0) == 0)
       continue;
     auto *p = proto.add_metadata_props();
     p->set_key(kv.first);

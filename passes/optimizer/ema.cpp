@@ -3,6 +3,7 @@
 
 #include "ir/builder.h"
 #include "ir/mpc_ops.h"
+#include "ir/step_metadata.h"
 #include "passes/training_support.h"
 #include "support/diagnostics.h"
 #include "support/joined.h"
@@ -77,14 +78,14 @@ void addParameterEma(Model &model, const std::vector<Value *> &params,
     counted =
         op(g, "Where", {boundary, counted, count}, "ema_count_new", count);
   bindState(model, count, counted);
-  model.setMeta("mpc.ema", pairs);
-  model.setMeta("mpc.ema_decay", formatNumber(decay));
+  writeMeta(model, meta::kEma, pairs);
+  writeMeta(model, meta::kEmaDecay, formatNumber(decay));
   stats["ema-parameters"] += int64_t(params.size());
 }
 
 std::vector<std::pair<std::string, std::string>> emaPairs(const Model &model) {
   std::vector<std::pair<std::string, std::string>> out;
-  const std::string *meta = model.meta("mpc.ema");
+  const std::string *meta = readMeta(model, meta::kEma);
   if (!meta)
     return out;
   for (const std::string &pair : splitList(*meta)) {

@@ -2,14 +2,13 @@
 #include "passes/optimizer/grad_accum.h"
 
 #include "ir/mpc_ops.h"
+#include "ir/step_metadata.h"
 #include "support/diagnostics.h"
 
 #include <map>
 
 namespace mpc {
 namespace {
-
-constexpr const char *kMetaK = "mpc.grad_accum";
 
 /// A constant of the training algorithm (not state), named after `hint`
 /// unless that is taken in the algorithm or the main graph (the algorithm
@@ -25,7 +24,7 @@ Value *addConstant(Model &model, Graph &g, const std::string &hint,
 /// The optimizer's half of the seed division: an unscaled step seeds the
 /// backward with a constant, which becomes constant / K.
 void divideConstantSeed(Model &model, Graph &g, int64_t k) {
-  const std::string *seedName = model.meta("mpc.grad_seed");
+  const std::string *seedName = readMeta(model, meta::kGradSeed);
   if (!seedName)
     throw Error("optimizer: --grad-accum=" + std::to_string(k) +
                 ": no grad seed (mpc.grad_seed; run autodiff first)");
@@ -102,14 +101,14 @@ Value *divideScaledSeed(Model &model, Graph &g, Value *scale, int64_t k,
       createNamedNode(g, "Div", "", {scale, kF32}, {scale->name() + "_over_k"},
                       "grad_seed_over_k", before);
   div->output(0)->copyTypeFrom(*scale);
-  model.setMeta(kMetaK, std::to_string(k));
+  writeMeta(model, meta::kGradAccum, std::to_string(k));
   return div->output(0);
 }
 
 Value *accumulateGradients(Model &model, TrainingValues &tv, Value *foundInf,
                            int64_t k, Statistics &stats, Value **boundaryOut) {
   Graph &g = *tv.algorithm;
-  if (!model.meta(kMetaK))
+  if (!hasMeta(model, meta::kGradAccum))
     divideConstantSeed(model, g, k);
 
   // Where the sums are taken: the loss scaler's inputs (scaled, fp32), or
@@ -222,9 +221,9 @@ Value *accumulateGradients(Model &model, TrainingValues &tv, Value *foundInf,
     skip->setType(DType::Bool, {});
   }
 
-  model.setMeta(kMetaK, std::to_string(k));
-  model.setMeta("mpc.grad_accum_counter", counter->name());
-  model.setMeta("mpc.grad_accum_buffers", joinList(bufferNames));
+  writeMeta(model, meta::kGradAccum, std::to_string(k));
+  writeMeta(model, meta::kGradAccumCounter, counter->name());
+  writeMeta(model, meta::kGradAccumBuffers, bufferNames);
   stats["grad-accum-buffers"] += int64_t(bufferNames.size());
   return skip;
 }

@@ -3,6 +3,7 @@
 
 #include "ir/lr_plateau.h"
 #include "ir/mpc_ops.h"
+#include "ir/step_metadata.h"
 #include "kernels/lr_schedule_attrs.h"
 #include "passes/training_support.h"
 #include "support/diagnostics.h"
@@ -160,8 +161,8 @@ Value *addPlateauRate(Model &model, const CompileOptions &o, double baseLr) {
   LrPlateauConfig c = checkLrPlateauOptions(o);
   Value *lr =
       addState(model, "learning_rate", Tensor::scalar(DType::F64, baseLr));
-  model.setMeta("mpc.lr_state", lr->name());
-  model.setMeta("mpc.lr_plateau", formatLrPlateau(c));
+  writeMeta(model, meta::kLrState, lr->name());
+  writeMeta(model, meta::kLrPlateau, formatLrPlateau(c));
   return lr;
 }
 

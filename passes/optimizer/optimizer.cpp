@@ -31,6 +31,7 @@
 // (passes/data_parallel.h) then averages the gradients the updates read and
 // ORs found_inf across ranks.
 #include "ir/mpc_ops.h"
+#include "ir/step_metadata.h"
 #include "passes/data_parallel.h"
 #include "passes/optimizer/adafactor.h"
 #include "passes/optimizer/ema.h"
@@ -226,16 +227,16 @@ Attribute floatAttr(double v) { return Attribute::ofFloat(float(v)); }
 
 void runOptimizer(Model &model, PassContext &ctx) {
   OptimizerConfig c = configure(ctx.options);
-  refuseIfMeta(model, kPass, "mpc.optimizer", "already applied");
+  refuseIfMeta(model, kPass, meta::kOptimizer.name, "already applied");
   // A model with its own training_info algorithm brings its optimizer
   // (passes/training_info.h): ours on top would update twice.
-  refuseIfMeta(model, kPass, "mpc.user_grads",
+  refuseIfMeta(model, kPass, meta::kUserGrads.name,
                "the model's training_info has its own optimizer; run "
                "user-optimizer instead");
   checkGradAccum(ctx.options);
   checkDataParallelOptions(ctx.options, kPass);
   const int64_t k = ctx.options.gradAccum;
-  if (const std::string *divided = model.meta("mpc.grad_accum"))
+  if (const std::string *divided = readMeta(model, meta::kGradAccum))
     if (*divided != std::to_string(k))
       throw Error(std::string(kPass) + ": --grad-accum=" + std::to_string(k) +
                   " but loss-scale divided the loss for --grad-accum=" +
@@ -263,7 +264,7 @@ void runOptimizer(Model &model, PassContext &ctx) {
   }
 
   Value *foundInf = nullptr;
-  if (const std::string *name = model.meta("mpc.found_inf")) {
+  if (const std::string *name = readMeta(model, meta::kFoundInf)) {
     foundInf = g.findValue(*name);
     if (!foundInf)
       throw Error(std::string(kPass) + ": found_inf '" + *name +
@@ -291,7 +292,7 @@ void runOptimizer(Model &model, PassContext &ctx) {
     allReduceGradients(model, tv, foundInf, kPass, ctx.options.gradCommDtype,
                        boundary);
     if (foundInf) {
-      foundInf = g.findValue(*model.meta("mpc.found_inf"));
+      foundInf = g.findValue(*readMeta(model, meta::kFoundInf));
       if (skipIsFlag)
         skip = foundInf;
     }
@@ -427,16 +428,16 @@ void runOptimizer(Model &model, PassContext &ctx) {
     addParameterEma(model, tv.params, updated, boundary, *ctx.options.emaDecay,
                     ctx.stats);
 
-  model.setMeta("mpc.step", step->name());
-  model.setMeta("mpc.optimizer", summary(c));
+  writeMeta(model, meta::kStep, step->name());
+  writeMeta(model, meta::kOptimizer, summary(c));
   if (!moments.empty())
-    model.setMeta("mpc.optimizer_state", joinList(moments));
+    writeMeta(model, meta::kOptimizerState, moments);
   if (!lr) {
     // The constant rate the updates use (an fp32 attribute or constant),
     // for mpc-run's reports.
     char rate[32];
     std::snprintf(rate, sizeof rate, "%.17g", double(float(c.lr)));
-    model.setMeta("mpc.lr", rate);
+    writeMeta(model, meta::kLr, rate);
   }
 
   ensureMpcOpset(model);

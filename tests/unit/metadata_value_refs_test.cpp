@@ -9,6 +9,7 @@
 // this after every pass: cleanup removing a gradient's Identity leaves
 // mpc.grads naming the value the Identity copied.
 #include "ir/graph.h"
+#include "ir/step_metadata.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/pass.h"
 #include "passes/pipeline.h"
@@ -16,6 +17,9 @@
 #include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
+
+#include <set>
+#include <string_view>
 
 using namespace mpc;
 
@@ -43,7 +47,7 @@ struct Chain {
   }
 };
 
-std::string meta(const Model &m, const char *key) {
+std::string metaText(const Model &m, const char *key) {
   const std::string *s = m.meta(key);
   return s ? *s : "<absent>";
 }
@@ -54,11 +58,11 @@ TEST(MetadataValueRefs, AReplacedAndRemovedValueIsNamedByItsReplacement) {
   Chain c;
   c.m.setMeta("mpc.grads", "x,w_grad");
   c.removeIdentity();
-  EXPECT_EQ(meta(c.m, "mpc.grads"), "x,w_grad"); // nothing until asked
+  EXPECT_EQ(metaText(c.m, "mpc.grads"), "x,w_grad"); // nothing until asked
   c.m.updateValueReferences();
-  EXPECT_EQ(meta(c.m, "mpc.grads"), "x,r");
+  EXPECT_EQ(metaText(c.m, "mpc.grads"), "x,r");
   c.m.updateValueReferences(); // converges
-  EXPECT_EQ(meta(c.m, "mpc.grads"), "x,r");
+  EXPECT_EQ(metaText(c.m, "mpc.grads"), "x,r");
 }
 
 TEST(MetadataValueRefs, AChainOfReplacementsIsFollowed) {
@@ -72,7 +76,7 @@ TEST(MetadataValueRefs, AChainOfReplacementsIsFollowed) {
   g.replaceAllUsesWith(t->output(0), c.r);
   g.removeNode(t);
   c.m.updateValueReferences();
-  EXPECT_EQ(meta(c.m, "mpc.loss"), "r");
+  EXPECT_EQ(metaText(c.m, "mpc.loss"), "r");
 }
 
 TEST(MetadataValueRefs, ARenamedValueIsNamedByItsNewName) {
@@ -80,7 +84,7 @@ TEST(MetadataValueRefs, ARenamedValueIsNamedByItsNewName) {
   c.m.setMeta("mpc.step", "w_grad");
   c.m.graph->renameValue(c.id, "renamed");
   c.m.updateValueReferences();
-  EXPECT_EQ(meta(c.m, "mpc.step"), "renamed");
+  EXPECT_EQ(metaText(c.m, "mpc.step"), "renamed");
 }
 
 TEST(MetadataValueRefs, AValueThatStillLivesKeepsItsName) {
@@ -93,7 +97,7 @@ TEST(MetadataValueRefs, AValueThatStillLivesKeepsItsName) {
   g.replaceAllUsesWith(c.r, scaled->output(0));
   scaled->setInput(0, c.r);
   c.m.updateValueReferences();
-  EXPECT_EQ(meta(c.m, "mpc.loss"), "r");
+  EXPECT_EQ(metaText(c.m, "mpc.loss"), "r");
 }
 
 TEST(MetadataValueRefs, AValueRemovedWithNothingInItsPlaceKeepsItsName) {
@@ -102,7 +106,7 @@ TEST(MetadataValueRefs, AValueRemovedWithNothingInItsPlaceKeepsItsName) {
   c.m.setMeta("mpc.grads", "w_grad");
   c.m.graph->removeNode(c.identity);
   c.m.updateValueReferences();
-  EXPECT_EQ(meta(c.m, "mpc.grads"), "w_grad");
+  EXPECT_EQ(metaText(c.m, "mpc.grads"), "w_grad");
   EXPECT_EQ(c.m.graph->findValue("w_grad"), nullptr);
 }
 
@@ -116,11 +120,11 @@ TEST(MetadataValueRefs, ANameHandedToANewValueStands) {
   g.renameValue(c.id, "w_grad_fp16");
   Node *cast = g.createNodeWithOutputs("Cast", {c.id}, {"w_grad"}, "cast");
   c.m.updateValueReferences();
-  EXPECT_EQ(meta(c.m, "mpc.grads"), "w_grad");
+  EXPECT_EQ(metaText(c.m, "mpc.grads"), "w_grad");
   // ... and the entry follows the Cast from then on.
   g.renameValue(cast->output(0), "w_grad_fp32");
   c.m.updateValueReferences();
-  EXPECT_EQ(meta(c.m, "mpc.grads"), "w_grad_fp32");
+  EXPECT_EQ(metaText(c.m, "mpc.grads"), "w_grad_fp32");
 }
 
 TEST(MetadataValueRefs, PairsFollowTheirValuesOnBothSides) {
@@ -128,7 +132,7 @@ TEST(MetadataValueRefs, PairsFollowTheirValuesOnBothSides) {
   c.m.setMeta("mpc.ema", "x=w_grad");
   c.removeIdentity();
   c.m.updateValueReferences();
-  EXPECT_EQ(meta(c.m, "mpc.ema"), "x=r");
+  EXPECT_EQ(metaText(c.m, "mpc.ema"), "x=r");
 }
 
 TEST(MetadataValueRefs, AnEntryWrittenByHandIsTakenAsItReads) {
@@ -137,11 +141,11 @@ TEST(MetadataValueRefs, AnEntryWrittenByHandIsTakenAsItReads) {
   c.m.metadata[0].second = "x"; // not through setMeta
   c.removeIdentity();
   c.m.updateValueReferences();
-  EXPECT_EQ(meta(c.m, "mpc.grads"), "x");
+  EXPECT_EQ(metaText(c.m, "mpc.grads"), "x");
   // ... and followed from then on.
   c.m.graph->renameValue(c.x, "input");
   c.m.updateValueReferences();
-  EXPECT_EQ(meta(c.m, "mpc.grads"), "input");
+  EXPECT_EQ(metaText(c.m, "mpc.grads"), "input");
 }
 
 TEST(MetadataValueRefs, KeysThatNameNoValuesAreLeftAlone) {
@@ -152,8 +156,8 @@ TEST(MetadataValueRefs, KeysThatNameNoValuesAreLeftAlone) {
   c.m.setMeta("mpc.optimizer", "w_grad");
   c.removeIdentity();
   c.m.updateValueReferences();
-  EXPECT_EQ(meta(c.m, "mpc.buffers"), "w_grad");
-  EXPECT_EQ(meta(c.m, "mpc.optimizer"), "w_grad");
+  EXPECT_EQ(metaText(c.m, "mpc.buffers"), "w_grad");
+  EXPECT_EQ(metaText(c.m, "mpc.optimizer"), "w_grad");
 }
 
 TEST(MetadataValueRefs, AReplacedGraphIsReadByName) {
@@ -166,7 +170,7 @@ TEST(MetadataValueRefs, AReplacedGraphIsReadByName) {
   c.m.updateValueReferences();
   c.m.graph->renameValue(w, "w2");
   c.m.updateValueReferences();
-  EXPECT_EQ(meta(c.m, "mpc.grads"), "w2");
+  EXPECT_EQ(metaText(c.m, "mpc.grads"), "w2");
 }
 
 TEST(MetadataValueRefs, CleanupInThePipelineKeepsTheGradientListTrue) {
@@ -186,7 +190,7 @@ g (float[4] x) => (float[4] y) {
   Statistics stats;
   runPipeline(*m, parsePipeline("verify,cleanup,verify"), CompileOptions{},
               PipelineConfig{}, stats);
-  EXPECT_EQ(meta(*m, "mpc.grads"), "d");
+  EXPECT_EQ(metaText(*m, "mpc.grads"), "d");
   EXPECT_EQ(m->graph->findValue("w_grad"), nullptr);
 }
 
@@ -258,4 +262,47 @@ TEST(MetadataValueRefs, UpdateBindingFollowsTheStepsOutputs) {
   m.updateValueReferences();
   EXPECT_EQ(m.training->updateBinding[0].second, "w_abs");
   EXPECT_EQ(step.outputs()[0]->name(), "w_abs");
+}
+
+// The typed keys of ir/step_metadata.h: one table, each key once, and every
+// key that names values follows them (the table is the list
+// metadata_value_refs mends), while mpc.buffers, state_dict names, does not.
+TEST(StepMetadata, EveryKeyIsDeclaredOnceUnderMpc) {
+  std::set<std::string_view> seen;
+  for (const MetaKeyInfo &k : kStepMetadata) {
+    EXPECT_EQ(k.name.substr(0, 4), "mpc.") << k.name;
+    EXPECT_TRUE(seen.insert(k.name).second) << k.name << " twice";
+    EXPECT_EQ(stepMetadataKey(k.name), &k);
+  }
+  EXPECT_EQ(stepMetadataKey("mpc.not_a_key"), nullptr);
+}
+
+TEST(StepMetadata, ListsRoundTripAndAbsentListsAreEmpty) {
+  Chain c;
+  EXPECT_TRUE(readMeta(c.m, meta::kGrads).empty());
+  EXPECT_FALSE(hasMeta(c.m, meta::kGrads));
+  writeMeta(c.m, meta::kGrads, {"x", "w_grad"});
+  EXPECT_EQ(metaText(c.m, "mpc.grads"), "x,w_grad");
+  EXPECT_EQ(readMeta(c.m, meta::kGrads),
+            (std::vector<std::string>{"x", "w_grad"}));
+  writeMeta(c.m, meta::kLossScaleMode, "dynamic");
+  ASSERT_NE(readMeta(c.m, meta::kLossScaleMode), nullptr);
+  EXPECT_EQ(*readMeta(c.m, meta::kLossScaleMode), "dynamic");
+}
+
+TEST(StepMetadata, EveryValueNamingKeyFollowsARenamedValue) {
+  for (const MetaKeyInfo &k : kStepMetadata) {
+    Chain c;
+    std::string key(k.name);
+    c.m.setMeta(key, k.form == MetaForm::ValuePairs ? "x=w_grad" : "w_grad");
+    c.m.graph->renameValue(c.id, "renamed");
+    c.m.updateValueReferences();
+    bool namesValues = k.form == MetaForm::Value ||
+                       k.form == MetaForm::ValueList ||
+                       k.form == MetaForm::ValuePairs;
+    std::string want = namesValues ? "renamed" : "w_grad";
+    if (k.form == MetaForm::ValuePairs)
+      want = "x=" + want;
+    EXPECT_EQ(metaText(c.m, key.c_str()), want) << key;
+  }
 }
