@@ -2,6 +2,7 @@
 #include "passes/registry.h"
 
 #include "passes/compile_flags.h"
+#include "passes/onnx/import_lowering.h"
 #include "passes/training_info.h"
 #include "support/diagnostics.h"
 
@@ -11,6 +12,10 @@ namespace mpc {
 
 const std::vector<PassInfo> &passRegistry() {
   static const std::vector<PassInfo> table = {
+      {kLowerOnnx,
+       "ONNX ops without a kernel (Resize, Einsum, LSTM, Pad, ...) rewritten "
+       "into ops with one; always first (implied before a --passes list)",
+       runLowerOnnx},
       {"verify", "structural and type checks of every graph", runVerify},
       {"infer-shapes", "static dtypes and shapes for every value",
        runInferShapes},
@@ -194,6 +199,17 @@ std::vector<PipelineEntry> parsePipeline(const std::string &text) {
     }
     i = j < text.size() && text[j] == ',' ? j + 1 : j;
   }
+  // Every other pass, verify included, knows only the lowered ops: a list
+  // without lower-onnx lowers first all the same, and one that names it
+  // after another pass would hand that pass ops it does not know.
+  for (size_t k = 1; k < out.size(); ++k)
+    if (out[k].pass->name == std::string(kLowerOnnx))
+      throw Error(std::string("--passes: ") + kLowerOnnx +
+                  " must come first (every other pass works on the lowered "
+                  "ops), not after '" +
+                  out[k - 1].pass->name + "'");
+  if (!out.empty() && out[0].pass->name != std::string(kLowerOnnx))
+    out.insert(out.begin(), PipelineEntry{findPass(kLowerOnnx), {}});
   return out;
 }
 

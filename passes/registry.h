@@ -35,7 +35,9 @@ struct PipelineEntry {
 /// Parses "a,b{k=v k2=v2},c" (options separated by blanks or commas; an
 /// item without '=' continues a list value: fp32-ops=Softmax,Exp). Throws
 /// Error naming an unknown pass, an option the pass does not have, or a
-/// value its flag refuses.
+/// value its flag refuses. A list that does not start with lower-onnx gets
+/// it in front (every other pass knows only the lowered ops); one naming it
+/// after another pass is refused. "" is no pass at all.
 std::vector<PipelineEntry> parsePipeline(const std::string &text);
 
 /// A pass's options: the compile flags it reads, without "--"

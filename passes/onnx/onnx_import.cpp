@@ -466,6 +466,7 @@ namespace {
 std::unique_ptr<Model>
 importModelFrom(const onnx::ModelProto &proto, onnx::ModelProto *owned,
                 const std::string &sourceName, const std::string &baseDir,
+                const ImportOptions &options,
                 const WeightsLeftInFile *inFile = nullptr) {
   auto model = std::make_unique<Model>();
   model->sourcePath = sourceName;
@@ -534,9 +535,12 @@ importModelFrom(const onnx::ModelProto &proto, onnx::ModelProto *owned,
   // subgraph it names (passes/onnx/gradient_op.h).
   // InstanceNormalization and some activations have no kernel: they become
   // ops that do (passes/onnx/import_lowering.h), before any Gradient
-  // differentiates through them.
-  lowerAtImport(*model->graph, model->opsetVersion(""));
-  if (!gradientOps(*model->graph).empty())
+  // differentiates through them. Without options.lower the caller runs the
+  // lower-onnx pass, unless what follows here reads the lowered graph.
+  bool hasGradientOps = !gradientOps(*model->graph).empty();
+  if (options.lower || hasGradientOps || proto.training_info_size() > 0)
+    lowerAtImport(*model->graph, model->opsetVersion(""));
+  if (hasGradientOps)
     expandGradientOps(*model->graph, model->opsetVersion(""));
 
   if (proto.training_info_size() > 1)
@@ -607,18 +611,21 @@ google::protobuf::ArenaOptions modelArenaOptions(size_t fileBytes) {
 
 std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
                                    const std::string &sourceName,
-                                   const std::string &baseDir) {
-  return importModelFrom(proto, nullptr, sourceName, baseDir);
+                                   const std::string &baseDir,
+                                   const ImportOptions &options) {
+  return importModelFrom(proto, nullptr, sourceName, baseDir, options);
 }
 
 std::unique_ptr<Model> importModel(onnx::ModelProto &&proto,
                                    const std::string &sourceName,
-                                   const std::string &baseDir) {
-  return importModelFrom(proto, &proto, sourceName, baseDir);
+                                   const std::string &baseDir,
+                                   const ImportOptions &options) {
+  return importModelFrom(proto, &proto, sourceName, baseDir, options);
 }
 
 std::unique_ptr<Model> parseModelText(const std::string &text,
-                                      const std::string &sourceName) {
+                                      const std::string &sourceName,
+                                      const ImportOptions &options) {
   onnx::ModelProto proto;
   std::string clean = stripComments(text);
   checkNesting(clean, sourceName);
@@ -643,14 +650,15 @@ std::unique_ptr<Model> parseModelText(const std::string &text,
   if (proto.ir_version() == 0)
     proto.set_ir_version(8);
   try {
-    return importModel(proto, sourceName, ".");
+    return importModel(proto, sourceName, ".", options);
   } catch (const Error &e) {
     throw Error(sourceName + ": " + e.what());
   }
 }
 
 std::unique_ptr<Model> loadModel(const std::string &path,
-                                 WeightBytes weightBytes) {
+                                 WeightBytes weightBytes,
+                                 const ImportOptions &options) {
   // Shared: tensors whose bytes stay in the file keep it mapped.
   auto file = std::make_shared<FileBytes>();
   std::string error;
@@ -659,7 +667,7 @@ std::unique_ptr<Model> loadModel(const std::string &path,
   std::string_view bytes = file->view();
   bool looksText = endsWith(path, ".onnxtext") || endsWith(path, ".txt");
   if (looksText)
-    return parseModelText(std::string(bytes), path);
+    return parseModelText(std::string(bytes), path, options);
   if (bytes.empty())
     throw Error(path + ": empty file, not an ONNX model");
   if (bytes.size() > size_t(std::numeric_limits<int>::max()))
@@ -688,13 +696,13 @@ std::unique_ptr<Model> loadModel(const std::string &path,
       ++i;
     if (i < bytes.size() &&
         (bytes[i] == '<' || isalpha((unsigned char)bytes[i])))
-      return parseModelText(std::string(bytes), path);
+      return parseModelText(std::string(bytes), path, options);
     throw Error(path +
                 ": not an ONNX model (protobuf parse failed: truncated or "
                 "corrupt file)");
   }
   try {
-    return importModelFrom(proto, &proto, path, dirName(path),
+    return importModelFrom(proto, &proto, path, dirName(path), options,
                            parsed ? &inFile : nullptr);
   } catch (const Error &e) {
     throw Error(path + ": " + e.what());

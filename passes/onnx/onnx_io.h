@@ -39,23 +39,38 @@ enum class WeightBytes {
   InFile,
 };
 
+/// What the importer does beyond converting the model.
+struct ImportOptions {
+  /// Lower the main graph's ONNX-only ops (the lower-onnx pass,
+  /// passes/onnx/import_lowering.h) as part of the import: what mpc-run, the
+  /// tests and the fuzz targets read. mpc-opt turns it off and runs
+  /// lower-onnx as its pipeline's first pass. A main graph with Gradient
+  /// nodes, or a model with training_info, is lowered at import either way:
+  /// the rest of the import reads the lowered graph.
+  bool lower = true;
+};
+
 /// Loads a model from a file: binary ONNX, or ONNX text when the file name
 /// ends in .onnxtext/.txt or the content does not parse as protobuf.
 std::unique_ptr<Model> loadModel(const std::string &path,
-                                 WeightBytes weightBytes = WeightBytes::Own);
+                                 WeightBytes weightBytes = WeightBytes::Own,
+                                 const ImportOptions &options = {});
 /// Parses ONNX text (`//` comments allowed) into a model.
 std::unique_ptr<Model> parseModelText(const std::string &text,
-                                      const std::string &sourceName);
+                                      const std::string &sourceName,
+                                      const ImportOptions &options = {});
 /// Converts a ModelProto (baseDir resolves external data).
 std::unique_ptr<Model> importModel(const onnx::ModelProto &proto,
                                    const std::string &sourceName,
-                                   const std::string &baseDir);
+                                   const std::string &baseDir,
+                                   const ImportOptions &options = {});
 /// The same, taking the initializers' bytes over from `proto` instead of
 /// copying them (the model's weights are not held twice); `proto` is left
 /// without them.
 std::unique_ptr<Model> importModel(onnx::ModelProto &&proto,
                                    const std::string &sourceName,
-                                   const std::string &baseDir);
+                                   const std::string &baseDir,
+                                   const ImportOptions &options = {});
 
 /// Builds a ModelProto. Training state lives in the main graph's initializers.
 void exportModel(const Model &model, onnx::ModelProto &proto);

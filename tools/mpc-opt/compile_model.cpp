@@ -3,6 +3,7 @@
 
 #include "passes/inference_model.h"
 #include "passes/memory_report.h"
+#include "passes/onnx/import_lowering.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
 #include "passes/precision_map.h"
@@ -87,20 +88,22 @@ std::string compileModel(std::unique_ptr<Model> model, const OptFlags &f,
   config.note = [](const std::string &note) {
     std::cerr << "mpc-opt: note: " << note << "\n";
   };
+  // --input-shape and --batch fix the step's shapes; the forward users
+  // deploy keeps the ones the export declared (passes/inference_model.h),
+  // lowered: it is taken as lower-onnx, the pipeline's first pass, leaves it.
+  std::unique_ptr<Graph> generic;
+  bool keepGeneric = !f.passesGiven && !model->training &&
+                     (!f.options.inputShapes.empty() || f.options.batch > 0);
   // The nodes later passes add are recorded only when the precision map is
   // kept (--explain, --dot).
   config.afterPass = [&](const std::string &pass, const Model &m) {
+    if (keepGeneric && pass == kLowerOnnx)
+      generic = m.graph->clone();
     if (f.options.recordPrecision)
       recordNodesAddedBy(m, pass);
     if (f.printAfterAll || pass == f.printAfter)
       std::cerr << "// ----- after " << pass << "\n" << printModelText(m);
   };
-  // --input-shape and --batch fix the step's shapes; the forward users
-  // deploy keeps the ones the export declared (passes/inference_model.h).
-  std::unique_ptr<Graph> generic;
-  if (!f.passesGiven && !model->training &&
-      (!f.options.inputShapes.empty() || f.options.batch > 0))
-    generic = model->graph->clone();
   Statistics stats;
   runPipeline(*model, pipeline, f.options, config, stats);
   keepShapeGenericForward(*model, std::move(generic));

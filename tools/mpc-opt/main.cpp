@@ -25,6 +25,11 @@ namespace {
 
 using Flags = OptFlags;
 
+/// The import leaves lowering to the pipeline's lower-onnx pass, so that
+/// --print-after, --stats and --time-passes see it and --passes= (no pass)
+/// shows the model as imported.
+const ImportOptions kLoweredByPipeline{/*lower=*/false};
+
 /// Splits text on lines starting with "// -----".
 std::vector<std::string> splitChunks(const std::string &text) {
   std::vector<std::string> chunks(1);
@@ -116,7 +121,8 @@ int main(int argc, char **argv) {
           timed(timings, "import",
                 [&] {
                   return whileAllocating("loading it", [&] {
-                    return loadModel(flags.input, WeightBytes::InFile);
+                    return loadModel(flags.input, WeightBytes::InFile,
+                                     kLoweredByPipeline);
                   });
                 }),
           flags, timings, direct ? &flags.output : nullptr);
@@ -134,10 +140,11 @@ int main(int argc, char **argv) {
       try {
         if (i)
           combined += "// -----\n";
-        combined += compileModel(
-            timed(timings, "import",
-                  [&] { return parseModelText(chunks[i], flags.input); }),
-            flags, timings);
+        auto import = [&] {
+          return parseModelText(chunks[i], flags.input, kLoweredByPipeline);
+        };
+        combined +=
+            compileModel(timed(timings, "import", import), flags, timings);
       } catch (const Error &e) {
         std::cerr << "mpc-opt: " << withFile(flags.input, e.what()) << "\n";
         failed = true;
