@@ -35,7 +35,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <iostream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -342,10 +341,11 @@ void runRecompute(Model &model, PassContext &ctx) {
           break;
       }
       if (taken > chosen.size()) {
-        std::cerr << "mpc-opt: note: --memory-budget=" << o.memoryBudget
-                  << ": the planned peak stays above the budget after "
-                     "recomputing all "
-                  << chosen.size() << " candidates\n";
+        ctx.notes.push_back("--memory-budget=" +
+                            std::to_string(o.memoryBudget) +
+                            ": the planned peak stays above the budget "
+                            "after recomputing all " +
+                            std::to_string(chosen.size()) + " candidates");
         taken = chosen.size();
       }
     }
