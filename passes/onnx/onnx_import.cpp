@@ -5,6 +5,7 @@
 // duplicate names, cycles) and reports each problem as one clear line.
 #include "passes/onnx/onnx_io.h"
 
+#include "ir/step_metadata.h"
 #include "ir/tensor_pb.h"
 #include "passes/onnx/attribute_ranges.h"
 #include "passes/onnx/external_data_reader.h"
@@ -526,8 +527,8 @@ importModelFrom(const onnx::ModelProto &proto, onnx::ModelProto *owned,
   std::vector<std::string> buffers;
   applyTorchExportSignature(proto.graph(), *model->graph, &buffers,
                             &model->frozenByExporter);
-  if (!buffers.empty() && !model->meta("mpc.buffers"))
-    model->setMeta("mpc.buffers", joinList(buffers, ','));
+  if (!buffers.empty() && !hasMeta(*model, meta::kBuffers))
+    writeMeta(*model, meta::kBuffers, buffers);
   // ... and records what it traced, arguments it dropped included
   // (passes/onnx/torch_dropped_arguments.h).
   checkDroppedTorchArguments(proto.graph(), *model->graph);
