@@ -1,5 +1,5 @@
 // The cuDNN convolution a Conv-family node runs as, planned on the host
-// (runtime/cuda/run_conv.cpp runs it; backend-ops-cpu replays the plan on
+// (runtime/cuda/run_conv_pool.cpp runs it; backend-ops-cpu replays the plan on
 // the CPU kernels, conv_plan_test.cpp).
 //
 // cuDNN takes 4-D and 5-D tensors with pads alike at both ends of a dim. A

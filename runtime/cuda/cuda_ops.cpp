@@ -19,12 +19,9 @@ const std::map<Key, CudaOpEntry> &opTable() {
   static const std::map<Key, CudaOpEntry> table = [] {
     std::map<Key, CudaOpEntry> t;
     for (auto family :
-         {elementwiseOps,     gemmOps,           lossOps,       trainingOps,
-          softmaxOps,         reduceOps,         gatherOps,     transformerOps,
-          compareOps,         convOps,           batchNormOps,  poolOps,
-          shapeOps,           gatherElementsOps, indexTupleOps, topkOps,
-          previewTrainingOps, piecewiseOps,      randomOps,     hostOps,
-          logSigmoidOps})
+         {elementwiseOps, activationOps, reductionOps, matmulOps, convPoolOps,
+          normalizationOps, shapeOps, gatherScatterOps, selectionOps, lossOps,
+          optimizerOps, randomOps, fusedOps, hostOps})
       for (const CudaOpEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e);
     return t;
@@ -98,6 +95,11 @@ void requireCopyable(const Node &node, const Tensor &t) {
               dtypeName(t.dtype));
 }
 
+std::string checkInput0(const Node &n) { return requireDeviceFloat(n, {0}); }
+std::string checkInputs01(const Node &n) {
+  return requireDeviceFloat(n, {0, 1});
+}
+
 std::string noCheck(const Node &) { return ""; }
 
 std::vector<CudaOpEntry> hostOps() {
@@ -126,7 +128,7 @@ bool supportsResident(const Node &node, const std::vector<bool> &hostKnown,
   if (!e->run && node.domain().empty() && node.opType() == "ConstantOfShape")
     mask |= 1u; // its output's value comes from the shape's
   // Runners whose entries predate hostInputs and read a shape input on the
-  // host (run_conv.cpp, run_pool.cpp): their x_shape.
+  // host (run_conv_pool.cpp): their x_shape.
   if (node.domain() == kMpcDomain && node.opType() == "ConvGradInput")
     mask |= 1u << 2;
   if (node.domain() == kMpcDomain && node.opType() == "AveragePoolGrad")
@@ -143,6 +145,12 @@ bool supportsResident(const Node &node, const std::vector<bool> &hostKnown,
     }
   }
   return true;
+}
+
+void requireSameShape(const Node &node, const Tensor &dy, const Tensor &x) {
+  if (dy.dims != x.dims)
+    cpu::fail(node, "dY of shape ", cpu::shapeString(dy.dims),
+              " does not match X of shape ", cpu::shapeString(x.dims));
 }
 
 void requireDeviceFloat(const Node &node, const Tensor &t, const char *what) {

@@ -1,11 +1,12 @@
 // The CUDA backend's op table: one entry per (domain, op type).
 //
-// Each family file (run_elementwise.cpp, run_gemm.cpp, run_loss.cpp,
-// run_training.cpp, run_softmax.cpp, run_reduce.cpp, run_gather.cpp,
-// run_transformer.cpp, run_compare.cpp, run_conv.cpp, run_batch_norm.cpp,
-// run_pool.cpp, run_shape.cpp, run_gather_elements.cpp,
-// run_preview_training.cpp, run_piecewise.cpp, run_random.cpp) lists its
-// entries, like the CPU kernel families; the backend's supports() and run()
+// Each op category's file (run_elementwise.cpp, run_activation.cpp,
+// run_reduction.cpp, run_matmul.cpp, run_conv_pool.cpp,
+// run_normalization.cpp, run_shape_ops.cpp, run_gather_scatter.cpp,
+// run_selection.cpp, run_loss.cpp, run_optimizer.cpp, run_random.cpp,
+// run_fused.cpp: the categories of passes/shape_rules/) lists its entries,
+// like the CPU kernel families; runners two categories' tables list are
+// named in shared_runners.h. The backend's supports() and run()
 // read only this table (cuda_ops.cpp), so what it claims and what it runs
 // cannot drift apart. An entry's check looks at what the graph already says
 // (dtypes, attributes) and refuses, with why, nodes the device code does not
@@ -42,27 +43,19 @@ struct CudaOpEntry {
 };
 
 std::vector<CudaOpEntry> elementwiseOps();
-std::vector<CudaOpEntry> gemmOps();
-std::vector<CudaOpEntry> lossOps();
-std::vector<CudaOpEntry> trainingOps();
-std::vector<CudaOpEntry> softmaxOps();
-std::vector<CudaOpEntry> reduceOps();
-std::vector<CudaOpEntry> gatherOps();
-std::vector<CudaOpEntry> transformerOps();
-std::vector<CudaOpEntry> compareOps();
-std::vector<CudaOpEntry> convOps();
-std::vector<CudaOpEntry> batchNormOps();
-std::vector<CudaOpEntry> poolOps();
+std::vector<CudaOpEntry> activationOps();
+std::vector<CudaOpEntry> reductionOps();
+std::vector<CudaOpEntry> matmulOps();
+std::vector<CudaOpEntry> convPoolOps();
+std::vector<CudaOpEntry> normalizationOps();
 std::vector<CudaOpEntry> shapeOps();
-std::vector<CudaOpEntry> gatherElementsOps();
-std::vector<CudaOpEntry> indexTupleOps();
-std::vector<CudaOpEntry> previewTrainingOps();
-std::vector<CudaOpEntry> piecewiseOps();
-/// TopK, ArgMax, ArgMin (runtime/cuda/run_topk.cpp).
-std::vector<CudaOpEntry> topkOps();
-/// mpc.LogSigmoid, mpc.LogSigmoidGrad (runtime/cuda/run_log_sigmoid.cpp).
-std::vector<CudaOpEntry> logSigmoidOps();
+std::vector<CudaOpEntry> gatherScatterOps();
+/// TopK, ArgMax, ArgMin (runtime/cuda/run_selection.cpp).
+std::vector<CudaOpEntry> selectionOps();
+std::vector<CudaOpEntry> lossOps();
+std::vector<CudaOpEntry> optimizerOps();
 std::vector<CudaOpEntry> randomOps();
+std::vector<CudaOpEntry> fusedOps();
 std::vector<CudaOpEntry> hostOps();
 
 /// Whether a device-resident step can run `node` when the executor knows
@@ -92,14 +85,21 @@ std::string requireDeviceFloatFrom(const Node &node, size_t first);
 std::string requireIndices(const Node &node, size_t i);
 /// ScatterND's and ScatterElements' indices, reduction and data dtype:
 /// reduction none moves any 1-8 byte element, the others compute in fp32,
-/// fp16, bf16, int32 or int64 (run_index_tuples.cpp).
+/// fp16, bf16, int32 or int64 (run_gather_scatter.cpp).
 std::string checkScatter(const Node &node);
+/// "" unless input 0 has a known dtype the float kernels do not take.
+std::string checkInput0(const Node &n);
+/// The same for inputs 0 and 1.
+std::string checkInputs01(const Node &n);
 /// Always "" (ops whose operands are checked when they run).
 std::string noCheck(const Node &node);
 
 /// Throws mpc::Error naming the node unless t's elements are 1, 2, 4 or 8
 /// bytes: what the kernels that move elements as raw bytes take.
 void requireCopyable(const Node &node, const Tensor &t);
+
+/// Throws naming the node unless dY and X have one shape (unaryGrad's rule).
+void requireSameShape(const Node &node, const Tensor &dy, const Tensor &x);
 
 /// Throws mpc::Error naming the node unless t is fp32, fp16 or bf16.
 void requireDeviceFloat(const Node &node, const Tensor &t, const char *what);

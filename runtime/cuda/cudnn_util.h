@@ -5,7 +5,7 @@
 // The runners use cuDNN's descriptor API (cudnnConvolution*,
 // cudnnBatchNormalization*). cuDNN 9 marks it deprecated in favour of the
 // graph API but ships and supports it; the build compiles without
-// CUDNN_WARN_DEPRECATED, so no warnings. See run_conv.cpp for why.
+// CUDNN_WARN_DEPRECATED, so no warnings. See run_conv_pool.cpp for why.
 #pragma once
 
 #include "ir/graph.h"

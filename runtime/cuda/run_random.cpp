@@ -8,8 +8,16 @@
 // graph draws anew at every step, as Dropout does. Outputs of fp32, fp16 or
 // bf16 only; the checks refuse other dtypes (fp64, Bernoulli's int and bool
 // outputs) before a step starts, and the CPU backend runs those.
+//
+// Dropout and mpc.DropoutGrad draw their mask on the device from the shared
+// counter-based generator (kernels/cuda/dropout.h), the CPU backend's mask
+// bit for bit.
+#include "ir/mpc_ops.h"
+#include "kernels/common/dropout_rng.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dropout.h"
 #include "kernels/cuda/random.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
@@ -85,6 +93,84 @@ std::string checkBernoulli(const Node &n) {
   return why.empty() ? checkOutput(n) : why;
 }
 
+// --- Dropout
+// ---------------------------------------------------------------------
+
+struct DropoutMode {
+  double ratio = 0.5;
+  bool training = false;
+};
+
+/// ratio (input ratioAt, else the attribute, default 0.5) and
+/// training_mode (input ratioAt + 1, false when absent), as the CPU reads
+/// them.
+DropoutMode dropoutMode(NodeStaging &s, size_t ratioAt) {
+  DropoutMode m;
+  if (const Tensor *r = s.optionalIn(ratioAt)) {
+    if (r->numel() != 1 || !isFloating(r->dtype))
+      fail(s.node(), "ratio must be one floating-point element, got ",
+           dtypeName(r->dtype), " ", cpu::shapeString(r->dims));
+    m.ratio = r->getAsDouble(0);
+  } else {
+    m.ratio = s.node().attrFloat("ratio", 0.5f);
+  }
+  if (const Tensor *t = s.optionalIn(ratioAt + 1))
+    m.training = cpu::flagSet(s.node(), *t, "training_mode");
+  if (m.training && !(m.ratio >= 0 && m.ratio <= 1))
+    fail(s.node(), "ratio must be in [0, 1], got ", m.ratio);
+  return m;
+}
+
+void copyOnDevice(NodeStaging &s, void *dst, size_t i, const Tensor &t) {
+  if (t.byteSize())
+    MPC_CUDA_CHECK(cudaMemcpyAsync(dst, s.device(i), t.byteSize(),
+                                   cudaMemcpyDeviceToDevice, s.stream()));
+}
+
+void runDropout(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "data");
+  requireDeviceFloat(node, x, "data");
+  DropoutMode m = dropoutMode(s, 1);
+  void *y = s.out(0, x.dtype, x.dims);
+  auto *mask = static_cast<uint8_t *>(s.optionalOut(1, DType::Bool, x.dims));
+  if (!m.training || m.ratio == 0) {
+    copyOnDevice(s, y, 0, x);
+    if (mask && x.numel())
+      MPC_CUDA_CHECK(cudaMemsetAsync(mask, 1, size_t(x.numel()), s.stream()));
+    return;
+  }
+  uint64_t key =
+      dropoutKey(node.name(), node.hasAttr("seed"), node.attrInt("seed", 0));
+  // Resident: the seed is read on the device (a graph replays with the
+  // step's seed); staged: the host's, as before.
+  if (s.resident())
+    launchDropout(x.dtype, s.device(0), y, mask, x.numel(), key,
+                  dropoutThreshold(m.ratio), dropoutScale(m.ratio), s.stream(),
+                  s.deviceSeed());
+  else
+    launchDropout(x.dtype, s.device(0), y, mask, x.numel(), s.ctx().seed ^ key,
+                  dropoutThreshold(m.ratio), dropoutScale(m.ratio), s.stream());
+}
+
+void runDropoutGrad(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &mask = s.in(1, "mask");
+  if (mask.dtype != DType::Bool || mask.dims != dy.dims)
+    fail(node, "mask must be bool of dY's shape ", cpu::shapeString(dy.dims),
+         ", got ", dtypeName(mask.dtype), " ", cpu::shapeString(mask.dims));
+  requireDeviceFloat(node, dy, "dY");
+  DropoutMode m = dropoutMode(s, 2);
+  void *dx = s.out(0, dy.dtype, dy.dims);
+  if (!m.training) {
+    copyOnDevice(s, dx, 0, dy);
+    return;
+  }
+  launchDropoutGrad(dy.dtype, s.device(0),
+                    static_cast<const uint8_t *>(s.device(1)), dx, dy.numel(),
+                    dropoutScale(m.ratio), s.stream());
+}
+
 } // namespace
 
 std::vector<CudaOpEntry> randomOps() {
@@ -94,6 +180,11 @@ std::vector<CudaOpEntry> randomOps() {
       {"", "RandomUniformLike", runRandomLike<false>, checkOutput},
       {"", "RandomNormalLike", runRandomLike<true>, checkOutput},
       {"", "Bernoulli", runBernoulli, checkBernoulli},
+      // ratio and training_mode are read on the host (constants in
+      // every exported model; a data-dependent ratio is refused).
+      {"", "Dropout", runDropout, checkInput0, (1u << 1) | (1u << 2)},
+      {kMpcDomain, "DropoutGrad", runDropoutGrad, checkInput0,
+       (1u << 2) | (1u << 3)},
   };
 }
 

@@ -244,7 +244,7 @@ TEST(ConvPlan, ConvTransposeReplaysAsADataGradient) {
     WindowGeometry geo =
         resolveTransposedWindow(*node, a, cpu::spatialDims(c.x));
     int64_t m = c.w[1] * a.group;
-    // As run_conv.cpp: the data gradient of the convolution from Y's M
+    // As run_conv_pool.cpp: the data gradient of the convolution from Y's M
     // channels and size to X's C channels and size.
     ConvProblem p =
         convProblem(*node, geo, c.x[0], m, c.x[1], a.group, DType::F32);

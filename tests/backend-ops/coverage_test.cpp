@@ -349,8 +349,8 @@ TEST(CudaCoverage, EveryBackendOpsCaseRunsOnTheCpu) {
 }
 
 // GatherElements, the NLL loss, the extremum and slice gradients and ONNX's
-// training operators have device code (run_gather_elements.cpp,
-// run_loss.cpp, run_reduce.cpp, run_shape.cpp, run_preview_training.cpp):
+// training operators have device code (run_gather_scatter.cpp,
+// run_loss.cpp, run_reduction.cpp, run_shape_ops.cpp, run_optimizer.cpp):
 // a model using them runs on --device=cuda. The device code refuses, with
 // a reason, dtypes the CPU kernels do not take either or it does not.
 TEST(CudaCoverage, GatherLossAndOptimizerOpsAreDeviceOps) {
@@ -394,7 +394,7 @@ TEST(CudaCoverage, RefusesWhatTheDeviceCodeDoesNotTake) {
   Value *i = g.addInput("i", DType::I64, toDims({4}));
   std::string why;
   // An op with no kernel on any backend (Range has device code now:
-  // run_shape.cpp).
+  // run_shape_ops.cpp).
   EXPECT_FALSE(cudaBackendSupports(*b.op("Einsum", {x, x})->producer(), why));
   EXPECT_NE(why.find("no kernel for op Einsum"), std::string::npos) << why;
   // cuDNN's convolutions take 1 to 3 spatial dims; cuDNN's batch norm an

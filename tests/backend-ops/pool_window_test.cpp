@@ -91,7 +91,7 @@ std::vector<Tensor> runCpu(const std::string &op,
   return out;
 }
 
-/// The window the runner builds for a case (runtime/cuda/run_pool.cpp).
+/// The window the runner builds for a case (runtime/cuda/run_conv_pool.cpp).
 PoolWindow windowOf(const PoolCase &c) {
   Graph g;
   Node *node = g.createNode("MaxPool", {}, 1, "pool");

@@ -1,6 +1,9 @@
-// CUDA runners of the shape-moving ops with device code: Expand, Slice,
-// its gradient mpc.SliceGrad, Concat and Split, and Range and Trilu, which
-// the CPU backend keeps beside them.
+// CUDA runners of the shape ops with device code: Transpose, Expand, Slice,
+// its gradient mpc.SliceGrad, Concat and Split, and Range.
+//
+// Transpose copies elements as bytes (launchBroadcastCopy with a transposed
+// geometry), so it takes any dtype.
+//
 //
 // They move elements as bytes, so they take any dtype of 1, 2, 4 or 8
 // bytes. Expand and Slice are strided copies (launchBroadcastCopy with a
@@ -26,7 +29,6 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/range.h"
 #include "kernels/cuda/scatter_copy.h"
-#include "kernels/cuda/trilu.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
 
@@ -237,20 +239,21 @@ void runRange(NodeStaging &s) {
               s.stream());
 }
 
-/// Trilu: k is read on the host (a constant in exported masks).
-void runTrilu(NodeStaging &s) {
+void runTranspose(NodeStaging &s) {
   const Node &node = s.node();
-  const Tensor &x = s.in(0, "input");
+  const Tensor &x = s.in(0, "data");
   requireCopyable(node, x);
-  int64_t k = cpu::triluDiagonal(node, s.optionalIn(1) ? &s.hostValue(1, "k")
-                                                       : nullptr);
-  if (x.dims.size() < 2)
-    fail(node, "input must have rank >= 2, got ", cpu::shapeString(x.dims));
-  const int64_t rows = x.dims[x.dims.size() - 2], cols = x.dims.back();
-  const int64_t matrices = rows > 0 && cols > 0 ? x.numel() / (rows * cols) : 0;
-  void *y = s.out(0, x.dtype, x.dims);
-  launchTrilu(dtypeSize(x.dtype), s.device(0), y, matrices, rows, cols, k,
-              node.attrInt("upper", 1) != 0, s.stream());
+  size_t r = x.dims.size();
+  std::vector<int64_t> perm = cpu::transposePerm(node, r);
+  if (r > size_t(kMaxKernelRank))
+    fail(node, "rank ", r, " is above the cuda kernels' limit of ",
+         kMaxKernelRank);
+  std::vector<int64_t> dims(r);
+  for (size_t i = 0; i < r; ++i)
+    dims[i] = x.dims[size_t(perm[i])];
+  void *y = s.out(0, x.dtype, dims);
+  launchBroadcastCopy(dtypeSize(x.dtype), s.device(0), y,
+                      makeTransposeGeometry(x.dims, perm), s.stream());
 }
 
 std::string checkRange(const Node &node) {
@@ -267,6 +270,7 @@ std::string checkRange(const Node &node) {
 
 std::vector<CudaOpEntry> shapeOps() {
   return {
+      {"", "Transpose", runTranspose, noCheck},
       {"", "Expand", runExpand, noCheck},
       // starts, ends, axes, steps: read on the host.
       {"", "Slice", runSlice, noCheck,
@@ -278,8 +282,6 @@ std::vector<CudaOpEntry> shapeOps() {
       {"", "Split", runSplit, noCheck},
       // start, limit, delta: read on the host.
       {"", "Range", runRange, checkRange, (1u << 0) | (1u << 1) | (1u << 2)},
-      // k: read on the host.
-      {"", "Trilu", runTrilu, noCheck, 1u << 1},
   };
 }
 

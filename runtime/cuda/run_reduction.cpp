@@ -4,11 +4,15 @@
 // The reduced axes come from the CPU backend's own reducedAxes (axes input
 // or attribute, noop_with_empty_axes), so both backends reduce the same
 // axes; the kernels walk each output's inputs in the CPU's order.
+//
+// mpc.SumToShape and mpc.SumToShapeAs (the gradient of a broadcast) sum dY
+// to X's shape with the same kernels (kernels/cuda/reduce.h).
 #include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cuda/cumsum.h"
 #include "kernels/cuda/reduce.h"
 #include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/node_broadcast.h"
 #include "runtime/cuda/node_staging.h"
 
 #include <stdexcept>
@@ -16,6 +20,8 @@
 namespace mpc {
 namespace cuda {
 namespace {
+
+using cpu::fail;
 
 /// X's dims with 1 on the reduced axes, and the output's dims (keepdims).
 struct ReducedShape {
@@ -121,9 +127,41 @@ std::string checkCumSum(const Node &n) {
 
 std::string checkReduce(const Node &n) { return requireDeviceFloat(n, {0}); }
 
+/// The geometry of summing dY to X's shape, after the checks both sums share.
+SumToShapeGeometry sumToShapeGeometry(const Node &node, const Tensor &dy,
+                                      const Tensor &x) {
+  if (x.dims.size() > dy.dims.size() ||
+      cpu::broadcastShapes(node, x.dims, dy.dims) != dy.dims)
+    fail(node, "shape ", cpu::shapeString(x.dims), " does not broadcast to dY ",
+         cpu::shapeString(dy.dims));
+  requireDeviceFloat(node, dy, "dY");
+  if (dy.dims.size() > size_t(kMaxKernelRank))
+    fail(node, "rank ", dy.dims.size(), " is above the cuda kernels' limit of ",
+         kMaxKernelRank);
+  return makeSumToShapeGeometry(dy.dims, x.dims);
+}
+
+void runSumToShape(NodeStaging &s) {
+  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X");
+  SumToShapeGeometry g = sumToShapeGeometry(s.node(), dy, x);
+  void *dx = s.out(0, dy.dtype, x.dims);
+  launchSumToShape(dy.dtype, s.device(0), dx, g,
+                   s.scratch(sumToShapeScratchBytes(g)), s.stream());
+}
+
+/// mpc.SumToShapeAs: the sum written in X's (wider) dtype.
+void runSumToShapeAs(NodeStaging &s) {
+  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X");
+  SumToShapeGeometry g = sumToShapeGeometry(s.node(), dy, x);
+  requireDeviceFloat(s.node(), x, "X");
+  void *dx = s.out(0, x.dtype, x.dims);
+  launchSumToShapeAs(dy.dtype, s.device(0), x.dtype, dx, g,
+                     s.scratch(sumToShapeScratchBytes(g)), s.stream());
+}
+
 } // namespace
 
-std::vector<CudaOpEntry> reduceOps() {
+std::vector<CudaOpEntry> reductionOps() {
   return {
       // The axes input (1; 2 for ReduceGrad, 3 for ReduceExtremumGrad) is
       // read on the host.
@@ -137,6 +175,12 @@ std::vector<CudaOpEntry> reduceOps() {
          return requireDeviceFloat(n, {0, 1, 2});
        },
        1u << 3},
+      {kMpcDomain, "SumToShape", runSumToShape,
+       [](const Node &n) { return requireDeviceFloat(n, {0}); }},
+      {kMpcDomain, "SumToShapeAs", runSumToShapeAs,
+       [](const Node &n) {
+         return requireDeviceFloat(n, {0, 1});
+       }},
   };
 }
 

@@ -1,4 +1,6 @@
-// CUDA runners of Gemm, MatMul and mpc.FusedMatMul on cuBLAS.
+// CUDA runners of Gemm and MatMul on cuBLAS (mpc.FusedMatMul, run_fused.cpp,
+// runs runMatMul too).
+//
 //
 // fp16/bf16 operands multiply on the Tensor Cores with fp32 accumulation
 // (CUBLAS_COMPUTE_32F, reduced-precision split-K reductions disallowed on
@@ -18,6 +20,7 @@
 #include "runtime/cuda/gemm_bias_epilogue.h"
 #include "runtime/cuda/gemm_plan.h"
 #include "runtime/cuda/node_staging.h"
+#include "runtime/cuda/shared_runners.h"
 
 #include <climits>
 
@@ -124,6 +127,8 @@ void runGemm(NodeStaging &s) {
   runGemmProblem(s, a.dtype, p, alpha, beta, s.device(0), s.device(1), y);
 }
 
+} // namespace
+
 /// MatMul, and mpc.FusedMatMul (transA/transB: the operand's last two axes
 /// swapped, passed to cuBLAS as an op flag instead of a transposed copy).
 void runMatMul(NodeStaging &s) {
@@ -168,12 +173,11 @@ std::string checkGemm(const Node &node) {
   return requireDeviceFloat(node, {0, 1, 2});
 }
 
-} // namespace
-
-std::vector<CudaOpEntry> gemmOps() {
-  return {{"", "Gemm", runGemm, checkGemm},
-          {"", "MatMul", runMatMul, checkGemm},
-          {kMpcDomain, "FusedMatMul", runMatMul, checkGemm}};
+std::vector<CudaOpEntry> matmulOps() {
+  return {
+      {"", "Gemm", runGemm, checkGemm},
+      {"", "MatMul", runMatMul, checkGemm},
+  };
 }
 
 } // namespace cuda

@@ -70,7 +70,7 @@ std::string checkSelect(const Node &node) {
 
 } // namespace
 
-std::vector<CudaOpEntry> topkOps() {
+std::vector<CudaOpEntry> selectionOps() {
   return {
       {"", "TopK", runTopK, checkSelect, 1u << 1},
       {"", "ArgMax", runArgExtremum<true>, checkSelect},

@@ -1,36 +1,22 @@
-// CUDA runners of Softmax, LogSoftmax, mpc.SoftmaxTo, mpc.DivSoftmaxTo and
-// the mpc gradients (SoftmaxGrad, LogSoftmaxGrad, SoftmaxGradAs,
-// SoftmaxGradDiv).
-//
-// The axis is resolved as the CPU kernels resolve it (opset-13 rule,
-// default -1, kernels/cpu/softmax.cpp); the rows go to kernels/cuda/
-// softmax.cu with each operand's dtype.
+// CUDA runners of the fused ops the fusion passes emit: mpc.Gelu and
+// mpc.GeluTanh (Gelu's runner), mpc.FusedMatMul (MatMul's, with its
+// transA/transB), and the softmax forms with a widening cast or a
+// one-element divisor folded in, mpc.SoftmaxTo, mpc.DivSoftmaxTo,
+// mpc.SoftmaxGradAs (SoftmaxGrad's runner, dX in Y's dtype) and
+// mpc.SoftmaxGradDiv. The runners they share with their unfused ops are
+// named in shared_runners.h; semantics in ir/mpc_ops.h.
 #include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cuda/softmax.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
+#include "runtime/cuda/shared_runners.h"
 
 #include <optional>
 
 namespace mpc {
 namespace cuda {
 namespace {
-
-AxisRows axisRows(const Node &node, const std::vector<int64_t> &dims) {
-  int64_t axis =
-      cpu::normalizeAxis(node, node.attrInt("axis", -1), int64_t(dims.size()));
-  cpu::AxisSplit s = cpu::splitAt(dims, axis);
-  return {s.outer, s.len, s.inner};
-}
-
-template <bool Log> void runSoftmax(NodeStaging &s) {
-  const Tensor &x = s.in(0, "input");
-  requireDeviceFloat(s.node(), x, "input");
-  AxisRows rows = axisRows(s.node(), x.dims);
-  void *y = s.out(0, x.dtype, x.dims);
-  launchSoftmax(Log, x.dtype, s.device(0), x.dtype, y, rows, s.stream());
-}
 
 /// The dtype of SoftmaxTo / DivSoftmaxTo's optional Ylow (`low`, default
 /// fp16); Undefined when it is no type.
@@ -66,27 +52,6 @@ template <bool Div> void runSoftmaxTo(NodeStaging &s) {
                 low, ylow);
 }
 
-/// SoftmaxGrad / LogSoftmaxGrad (dX in dY's dtype) and SoftmaxGradAs (`AsY`:
-/// dX in Y's).
-template <bool Log, bool AsY = false> void runSoftmaxGrad(NodeStaging &s) {
-  const Node &node = s.node();
-  const Tensor &dy = s.in(0, "dY"), &y = s.in(1, "Y");
-  if (dy.dims != y.dims)
-    cpu::fail(node, "dY of shape ", cpu::shapeString(dy.dims),
-              " does not match Y of shape ", cpu::shapeString(y.dims));
-  requireDeviceFloat(node, dy, "dY");
-  requireDeviceFloat(node, y, "Y");
-  AxisRows rows = axisRows(node, dy.dims);
-  if (AsY && dy.dtype != y.dtype && !widensExactly(dy.dtype, y.dtype))
-    cpu::fail(node, "Y (", dtypeName(y.dtype),
-              ") must be a float type at least as wide as dY (",
-              dtypeName(dy.dtype), ")");
-  DType outT = AsY ? y.dtype : dy.dtype;
-  void *dx = s.out(0, outT, dy.dims);
-  launchSoftmaxGrad(Log, dy.dtype, s.device(0), y.dtype, s.device(1), outT, dx,
-                    rows, s.stream());
-}
-
 /// mpc.SoftmaxGradDiv with an fp32 Y and D (checkSoftmaxGradDiv).
 void runSoftmaxGradDiv(NodeStaging &s) {
   const Node &node = s.node();
@@ -107,7 +72,6 @@ void runSoftmaxGradDiv(NodeStaging &s) {
       static_cast<const float *>(s.device(2)), *to, dx, rows, s.stream());
 }
 
-std::string checkInput0(const Node &n) { return requireDeviceFloat(n, {0}); }
 std::string checkSoftmaxTo(const Node &n) {
   std::string why = requireDeviceFloat(n, {0});
   if (!why.empty())
@@ -134,18 +98,14 @@ std::string checkSoftmaxGradDiv(const Node &n) {
     return "the cuda kernel writes fp32, fp16 or bf16";
   return "";
 }
-std::string checkInputs01(const Node &n) {
-  return requireDeviceFloat(n, {0, 1});
-}
 
 } // namespace
 
-std::vector<CudaOpEntry> softmaxOps() {
+std::vector<CudaOpEntry> fusedOps() {
   return {
-      {"", "Softmax", runSoftmax<false>, checkInput0},
-      {"", "LogSoftmax", runSoftmax<true>, checkInput0},
-      {kMpcDomain, "SoftmaxGrad", runSoftmaxGrad<false>, checkInputs01},
-      {kMpcDomain, "LogSoftmaxGrad", runSoftmaxGrad<true>, checkInputs01},
+      {kMpcDomain, "Gelu", runGelu, checkInput0},     // fuse-gelu, opset < 20
+      {kMpcDomain, "GeluTanh", runGelu, checkInput0}, // (cpu::geluTanh)
+      {kMpcDomain, "FusedMatMul", runMatMul, checkGemm},
       {kMpcDomain, "SoftmaxGradAs", runSoftmaxGrad<false, true>, checkInputs01},
       {kMpcDomain, "SoftmaxGradDiv", runSoftmaxGradDiv, checkSoftmaxGradDiv},
       {kMpcDomain, "SoftmaxTo", runSoftmaxTo<false>, checkSoftmaxTo},

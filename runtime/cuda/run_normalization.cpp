@@ -1,5 +1,9 @@
-// CUDA runners of BatchNormalization (training and inference mode) and
-// mpc.BatchNormalizationGrad, on cuDNN 9's spatial batch norm.
+// CUDA runners of the normalizations: BatchNormalization and
+// mpc.BatchNormalizationGrad on cuDNN, LayerNormalization and
+// mpc.LayerNormalizationGrad, mpc.RMSNormalization and
+// mpc.RMSNormalizationGrad on mpc's own kernels.
+//
+// Batch norm:
 //
 // Semantics are the CPU kernel's (kernels/cpu/batch_norm.cpp): X is
 // [N, C, ...] (seen by cuDNN as [N, C, inner, 1]); training mode normalises
@@ -21,6 +25,14 @@
 // an inference-mode batch norm) is mpc's own kernel, since cuDNN's backward
 // always differentiates through the batch statistics. Epsilon must be at
 // least CUDNN_BN_MIN_EPSILON (the check refuses others).
+//
+// Layer norm and RMS norm:
+// Operands are validated with the CPU kernels' rules and messages
+// (kernels/cpu/transformer.cpp). A layer norm's scale and bias that are
+// smaller than the normalised shape are broadcast to it on the device
+// first, so the kernels index them per column. Dropout's ratio and
+// training_mode are read on the host (graph constants in compiled steps);
+// its mask is drawn on the device from the shared generator.
 #include "ir/batch_norm_mode.h"
 #include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
@@ -28,6 +40,8 @@
 #include "kernels/cuda/batch_norm.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/layer_norm.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cudnn_util.h"
 #include "runtime/cuda/node_staging.h"
@@ -233,12 +247,176 @@ std::string checkBatchNorm(const Node &n) {
   return why.empty() ? checkEpsilon(n) : why;
 }
 
+// --- LayerNormalization
+// ------------------------------------------------------------
+
+using cpu::LayerNormShape;
+using cpu::layerNormShape;
+using cpu::requireBroadcastsTo;
+
+/// Device pointer to input i expanded to the normalised shape (n elements).
+const void *perColumn(NodeStaging &s, size_t i, const Tensor &t,
+                      const std::vector<int64_t> &norm, int64_t n) {
+  if (t.numel() == n)
+    return s.device(i);
+  if (norm.size() > size_t(kMaxKernelRank))
+    fail(s.node(), "rank ", norm.size(),
+         " is above the cuda kernels' limit of ", kMaxKernelRank);
+  size_t size = dtypeSize(t.dtype);
+  void *full = s.scratch(size_t(n) * size);
+  const std::vector<int64_t> from[1] = {t.dims};
+  launchBroadcastCopy(size, s.device(i), full,
+                      makeBroadcastGeometry<1>(norm, from), s.stream());
+  return full;
+}
+
+void runLayerNorm(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "X"), &scale = s.in(1, "Scale");
+  const Tensor *bias = s.optionalIn(2);
+  if (node.attrInt("stash_type", 1) != 1)
+    fail(node, "stash_type ", node.attrInt("stash_type", 1),
+         " is not supported (mpc computes layer-norm statistics in fp32)");
+  if (scale.dtype != x.dtype || (bias && bias->dtype != x.dtype))
+    fail(node, "Scale and B must have X's element type ", dtypeName(x.dtype));
+  requireDeviceFloat(node, x, "X");
+  LayerNormShape sh = layerNormShape(node, x);
+  requireBroadcastsTo(node, scale, sh.norm, "Scale");
+  if (bias)
+    requireBroadcastsTo(node, *bias, sh.norm, "B");
+  const void *sc = perColumn(s, 1, scale, sh.norm, sh.n);
+  const void *bi = bias ? perColumn(s, 2, *bias, sh.norm, sh.n) : nullptr;
+  void *y = s.out(0, x.dtype, x.dims);
+  auto *mean = static_cast<float *>(s.optionalOut(1, DType::F32, sh.stats));
+  auto *inv = static_cast<float *>(s.optionalOut(2, DType::F32, sh.stats));
+  launchLayerNorm(x.dtype, s.device(0), sc, bi, y, mean, inv, sh.outer, sh.n,
+                  node.attrFloat("epsilon", 1e-5f), s.stream());
+}
+
+/// The geometry a normalisation backward's dY, X and scale share: dY of
+/// X's shape, scale broadcasting onto the normalised axes.
+LayerNormShape normGradShape(const Node &node, const Tensor &dy,
+                             const Tensor &x, const Tensor &scale) {
+  if (dy.dims != x.dims)
+    fail(node, "dY of shape ", cpu::shapeString(dy.dims),
+         " does not match X of shape ", cpu::shapeString(x.dims));
+  LayerNormShape sh = layerNormShape(node, x);
+  requireBroadcastsTo(node, scale, sh.norm, "scale");
+  return sh;
+}
+
+/// LayerNormalizationGrad's kernels on the node's dY, X and scale (inputs
+/// 0-2) and the given row statistics, writing dX, dScale and, when
+/// `centered`, dBias (outputs 0-2, each optional).
+void launchNormGrad(NodeStaging &s, const LayerNormShape &sh, const void *mean,
+                    const void *invStd, DType statType, bool centered) {
+  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X"),
+               &scale = s.in(2, "scale");
+  LayerNormGradArgs a;
+  a.dyType = dy.dtype;
+  a.xType = x.dtype;
+  a.scaleType = scale.dtype;
+  a.statType = statType;
+  a.dy = s.device(0);
+  a.x = s.device(1);
+  a.scale = perColumn(s, 2, scale, sh.norm, sh.n);
+  a.mean = mean;
+  a.invStd = invStd;
+  a.dx = s.optionalOut(0, dy.dtype, dy.dims);
+  a.dScale = s.optionalOut(1, dy.dtype, sh.norm);
+  if (centered)
+    a.dBias = s.optionalOut(2, dy.dtype, sh.norm);
+  a.outer = sh.outer;
+  a.n = sh.n;
+  a.centered = centered;
+  a.scratch = static_cast<float *>(s.scratch(layerNormGradScratchBytes(a)));
+  launchLayerNormGrad(a, s.stream());
+}
+
+void runLayerNormGrad(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X"),
+               &scale = s.in(2, "scale"), &mean = s.in(3, "mean"),
+               &inv = s.in(4, "inv_std");
+  LayerNormShape sh = normGradShape(node, dy, x, scale);
+  if (mean.numel() != sh.outer || inv.numel() != sh.outer)
+    fail(node, "mean and inv_std must hold one value per normalised row (",
+         sh.outer, "), got shapes ", cpu::shapeString(mean.dims), " and ",
+         cpu::shapeString(inv.dims));
+  requireDeviceFloat(node, dy, "dY");
+  requireDeviceFloat(node, x, "X");
+  requireDeviceFloat(node, scale, "scale");
+  requireDeviceFloat(node, mean, "mean");
+  if (inv.dtype != mean.dtype)
+    fail(node,
+         "mean and inv_std must have one element type on the cuda "
+         "backend, got ",
+         dtypeName(mean.dtype), " and ", dtypeName(inv.dtype));
+  launchNormGrad(s, sh, s.device(3), s.device(4), mean.dtype, true);
+}
+
+// --- mpc.RMSNormalization: the layer-norm kernels without centering ---------
+
+void runRMSNorm(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &x = s.in(0, "X"), &scale = s.in(1, "Scale");
+  if (scale.dtype != x.dtype)
+    fail(node, "Scale must have X's element type ", dtypeName(x.dtype));
+  requireDeviceFloat(node, x, "X");
+  LayerNormShape sh = layerNormShape(node, x);
+  requireBroadcastsTo(node, scale, sh.norm, "Scale");
+  const void *sc = perColumn(s, 1, scale, sh.norm, sh.n);
+  void *y = s.out(0, x.dtype, x.dims);
+  launchLayerNorm(x.dtype, s.device(0), sc, nullptr, y, nullptr, nullptr,
+                  sh.outer, sh.n, node.attrFloat("epsilon", 1e-5f), s.stream(),
+                  false);
+}
+
+/// The backward recomputes the forward's inv_std (and a mean of 0) into
+/// scratch with the forward kernel, then runs LayerNormalizationGrad's
+/// kernels without the mean(g) term.
+void runRMSNormGrad(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &dy = s.in(0, "dY"), &x = s.in(1, "X"),
+               &scale = s.in(2, "scale");
+  LayerNormShape sh = normGradShape(node, dy, x, scale);
+  requireDeviceFloat(node, dy, "dY");
+  requireDeviceFloat(node, x, "X");
+  requireDeviceFloat(node, scale, "scale");
+  auto *mean = static_cast<float *>(
+      s.scratch(size_t(std::max<int64_t>(sh.outer, 1)) * sizeof(float)));
+  auto *inv = static_cast<float *>(
+      s.scratch(size_t(std::max<int64_t>(sh.outer, 1)) * sizeof(float)));
+  launchLayerNorm(x.dtype, s.device(1), nullptr, nullptr, nullptr, mean, inv,
+                  sh.outer, sh.n, node.attrFloat("epsilon", 1e-5f), s.stream(),
+                  false);
+  launchNormGrad(s, sh, mean, inv, DType::F32, false);
+}
+
+std::string checkLayerNormGrad(const Node &n) {
+  return requireDeviceFloat(n, {0, 1, 2, 3, 4});
+}
+
 } // namespace
 
-std::vector<CudaOpEntry> batchNormOps() {
+std::vector<CudaOpEntry> normalizationOps() {
   return {
       {"", "BatchNormalization", runBatchNorm, checkBatchNorm},
       {kMpcDomain, "BatchNormalizationGrad", runBatchNormGrad, checkBatchNorm},
+      {"", "LayerNormalization", runLayerNorm,
+       [](const Node &n) {
+         return requireDeviceFloat(n, {0, 1, 2});
+       }},
+      {kMpcDomain, "RMSNormalization", runRMSNorm,
+       [](const Node &n) {
+         return requireDeviceFloat(n, {0, 1});
+       }},
+      {kMpcDomain, "RMSNormalizationGrad", runRMSNormGrad,
+       [](const Node &n) {
+         return requireDeviceFloat(n, {0, 1, 2});
+       }},
+      {kMpcDomain, "LayerNormalizationGrad", runLayerNormGrad,
+       checkLayerNormGrad},
   };
 }
 
