@@ -1,26 +1,21 @@
 // Gradient rules of elementwise ops: arithmetic with numpy broadcasting,
-// activations and unary math, Identity and Cast.
+// unary math, Where, Trilu, Clip, Max, Min, Sum, Identity, Cast and CastLike.
 //
 // Broadcast inputs get their gradient summed back to their own shape with
-// mpc.SumToShape; activations whose derivative is a function of the output
-// (Relu, Exp, Tanh, Sigmoid, Sqrt) read the forward output, not the input,
-// so the input need not stay alive for the backward.
+// mpc.SumToShape; unary ops whose derivative is a function of the output
+// (Exp, Sqrt) read the forward output, not the input, so the input need not
+// stay alive for the backward. Max and Min split the gradient evenly among
+// ties, as PyTorch's maximum/minimum do. The step functions (Floor, Ceil,
+// Round, Sign) pass no gradient: registry.cpp lists them without a rule.
 #include "passes/gradients/gradient_rules.h"
 
+#include "ir/mpc_ops.h"
+#include "passes/gradients/rule_support.h"
 #include "support/diagnostics.h"
 
 #include <cmath>
 
 namespace mpc {
-namespace {
-
-/// dY * (d output / d input 0) for unary ops where that derivative is
-/// `deriv`: the common tail of the unary rules.
-void setUnaryGrad(GradientContext &ctx, Value *deriv) {
-  ctx.setInputGrad(0, ctx.mul(ctx.outGrad(0), deriv, ctx.gradName(0)));
-}
-
-} // namespace
 
 void gradAdd(GradientContext &ctx) {
   Value *dY = ctx.outGrad(0);
@@ -89,11 +84,6 @@ void gradAbs(GradientContext &ctx) {
                                dY->dims, ctx.gradName(0)));
 }
 
-void gradRelu(GradientContext &ctx) {
-  ctx.setInputGrad(0, ctx.emitMpc("ReluGrad", {ctx.outGrad(0), ctx.out(0)}, {},
-                                  *ctx.in(0), ctx.gradName(0)));
-}
-
 void gradSqrt(GradientContext &ctx) {
   // d sqrt(x) = 1 / (2 sqrt(x)) = 1 / (2 Y).
   Value *y = ctx.out(0);
@@ -160,15 +150,6 @@ void gradPow(GradientContext &ctx) {
   }
 }
 
-void gradTanh(GradientContext &ctx) {
-  // d tanh = 1 - Y^2.
-  Value *y = ctx.out(0);
-  Value *yy = ctx.mul(y, y, ctx.tempName("y_sq"));
-  Value *deriv = ctx.binary("Sub", ctx.scalarConstant(y->dtype, 1.0, "one"), yy,
-                            ctx.tempName("deriv"));
-  setUnaryGrad(ctx, deriv);
-}
-
 void gradSin(GradientContext &ctx) {
   // d sin = cos(x).
   setUnaryGrad(ctx, ctx.unary("Cos", ctx.in(0), ctx.tempName("cos")));
@@ -180,27 +161,12 @@ void gradCos(GradientContext &ctx) {
   setUnaryGrad(ctx, ctx.unary("Neg", sin, ctx.tempName("deriv")));
 }
 
-void gradSigmoid(GradientContext &ctx) {
-  // d sigmoid = Y (1 - Y).
-  Value *y = ctx.out(0);
-  Value *om = ctx.binary("Sub", ctx.scalarConstant(y->dtype, 1.0, "one"), y,
-                         ctx.tempName("one_minus_y"));
-  setUnaryGrad(ctx, ctx.mul(y, om, ctx.tempName("deriv")));
-}
-
 void gradErf(GradientContext &ctx) {
   // d erf(x) = 2 / sqrt(pi) * exp(-x^2), as one mpc.ErfGrad: spelled as
   // Mul/Neg/Exp, autocast would make the Exp an fp32 island (exp overflows
   // fp16 in general) and widen the GELU backward of fp16 models to fp32.
   ctx.setInputGrad(0, ctx.emitMpc("ErfGrad", {ctx.outGrad(0), ctx.in(0)}, {},
                                   *ctx.in(0), ctx.gradName(0)));
-}
-
-void gradLogSigmoid(GradientContext &ctx) {
-  // d log sigmoid(x) = sigmoid(-x), as one mpc.LogSigmoidGrad from X: from
-  // Y it would be 1 - exp(Y), which cancels where Y is near 0 (x >> 0).
-  ctx.setInputGrad(0, ctx.emitMpc("LogSigmoidGrad", {ctx.outGrad(0), ctx.in(0)},
-                                  {}, *ctx.in(0), ctx.gradName(0)));
 }
 
 void gradIdentity(GradientContext &ctx) { ctx.setInputGrad(0, ctx.outGrad(0)); }
@@ -217,6 +183,94 @@ void gradCast(GradientContext &ctx) {
       0, ctx.emitLike("Cast", {dY},
                       {{"to", Attribute::ofInt(toOnnxDataType(x->dtype))}}, *x,
                       ctx.gradName(0)));
+}
+
+void gradWhere(GradientContext &ctx) {
+  Value *cond = ctx.in(0);
+  Value *dY = ctx.outGrad(0);
+  Value *zero = ctx.scalarConstant(dY->dtype, 0.0, "zero");
+  for (size_t i = 1; i <= 2; ++i) {
+    if (!ctx.wants(i))
+      continue;
+    // The branch that was not selected gets 0 where the other one was.
+    std::vector<Value *> ins = i == 1 ? std::vector<Value *>{cond, dY, zero}
+                                      : std::vector<Value *>{cond, zero, dY};
+    Value *full = ctx.emit("Where", ins, {}, dY->dtype, dY->dims,
+                           ctx.preSumName(i, dY->dims));
+    ctx.setInputGrad(i, ctx.sumToInputShape(full, i));
+  }
+}
+
+void gradClip(GradientContext &ctx) {
+  Node &n = ctx.node();
+  std::vector<Value *> inputs = {ctx.outGrad(0), ctx.in(0)};
+  GradientContext::Attrs attrs;
+  if (ctx.opset() >= 11) {
+    for (size_t i = 1; i < n.numInputs(); ++i)
+      inputs.push_back(ctx.in(i));
+  } else {
+    for (const char *a : {"min", "max"})
+      if (const Attribute *v = n.attr(a))
+        attrs.push_back({a, *v});
+  }
+  ctx.setInputGrad(
+      0, ctx.emitMpc("ClipGrad", inputs, attrs, *ctx.in(0), ctx.gradName(0)));
+}
+
+void gradMaxMin(GradientContext &ctx) {
+  Node &n = ctx.node();
+  Value *dY = ctx.outGrad(0);
+  if (n.numInputs() == 1) {
+    ctx.setInputGrad(0, dY);
+    return;
+  }
+  std::vector<Value *> inputs = {dY, ctx.out(0)};
+  for (size_t i = 0; i < n.numInputs(); ++i)
+    inputs.push_back(ctx.in(i));
+  for (size_t i = 0; i < n.numInputs(); ++i) {
+    if (!ctx.wants(i))
+      continue;
+    Value *full = ctx.emit("ExtremumGrad", inputs,
+                           {{"index", Attribute::ofInt(int64_t(i))}}, dY->dtype,
+                           dY->dims, ctx.preSumName(i, dY->dims), kMpcDomain);
+    ctx.setInputGrad(i, ctx.sumToInputShape(full, i));
+  }
+}
+
+void gradSum(GradientContext &ctx) {
+  Value *dY = ctx.outGrad(0);
+  for (size_t i = 0; i < ctx.node().numInputs(); ++i)
+    if (ctx.wants(i))
+      ctx.setInputGrad(i, ctx.sumToInputShape(dY, i));
+}
+
+void gradCastLike(GradientContext &ctx) {
+  // As Cast: the gradient goes back in the input's precision.
+  Value *dY = ctx.outGrad(0);
+  Value *x = ctx.in(0);
+  if (dY->dtype == x->dtype) {
+    ctx.setInputGrad(0, dY);
+    return;
+  }
+  ctx.setInputGrad(
+      0, ctx.emitLike("Cast", {dY},
+                      {{"to", Attribute::ofInt(toOnnxDataType(x->dtype))}}, *x,
+                      ctx.gradName(0)));
+}
+
+/// Trilu keeps some elements and zeroes the rest, so the gradient is the
+/// same Trilu of dY (same k, same side).
+void gradTrilu(GradientContext &ctx) {
+  Value *x = ctx.in(0);
+  Value *dY = ctx.outGrad(0);
+  std::vector<Value *> ins = {dY};
+  if (ctx.node().numInputs() > 1 && ctx.node().input(1))
+    ins.push_back(ctx.node().input(1));
+  GradientContext::Attrs attrs;
+  if (const Attribute *upper = ctx.node().attr("upper"))
+    attrs.emplace_back("upper", *upper);
+  ctx.setInputGrad(0, ctx.emitShapedLike("Trilu", ins, std::move(attrs),
+                                         dY->dtype, *x, ctx.gradName(0)));
 }
 
 } // namespace mpc

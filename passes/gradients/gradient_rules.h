@@ -3,7 +3,8 @@
 // A rule reads the gradients flowing into a forward node's outputs and emits
 // the backward nodes that compute the gradients of the inputs autodiff asks
 // for (and only those: no dead gradient code). Rules live one file per op
-// family in passes/gradients/ and are listed in one table
+// category in passes/gradients/ (elementwise.cpp, activation.cpp, ...: the
+// category names of passes/shape_rules/) and are listed in one table
 // (passes/gradients/registry.cpp); passes/autodiff.cpp drives them. Every
 // value a rule creates is typed here (dtype and dims), because the backward
 // graph must be as well typed as the forward graph infer-shapes produced.
@@ -161,8 +162,10 @@ const GradientRuleInfo *findGradientRule(const std::string &opType,
 std::vector<std::string> opsWithGradients();
 
 /// Prepares a forward node before its rule runs, where the rule needs a
-/// forward output the node does not produce yet (SoftmaxCrossEntropyLoss's
-/// log_prob). Returns the node to use (the same node, or its replacement).
+/// forward output the node does not produce yet (LayerNormalization's
+/// Mean/InvStdDev, a training Dropout's mask, SoftmaxCrossEntropyLoss's
+/// log_prob; registry.cpp dispatches to each category's part). Returns the
+/// node to use (the same node, or its replacement).
 Node *prepareForwardNode(Graph &graph, Node *node, int64_t opset);
 
 // --- helpers shared by the rules ----------------------------------------
@@ -183,13 +186,8 @@ Dim broadcastDim(const Dim &a, const Dim &b);
 std::optional<std::vector<int64_t>> constantInt64s(const Value *v);
 /// The values of a constant as doubles.
 std::optional<std::vector<double>> constantDoubles(const Value *v);
-/// The attributes a reduction's backward op needs (axes normalised from the
-/// attribute or a constant axes input, keepdims, noop_with_empty_axes). A
-/// non-constant axes input is appended to `inputs` instead (reduce.cpp).
-GradientContext::Attrs reductionGradAttrs(GradientContext &ctx,
-                                          std::vector<Value *> &inputs);
 
-// --- the rules (one file per family) --------------------------------------
+// --- the rules (one file per op category) ---------------------------------
 
 // elementwise.cpp
 void gradAdd(GradientContext &ctx);
@@ -198,51 +196,57 @@ void gradMul(GradientContext &ctx);
 void gradDiv(GradientContext &ctx);
 void gradNeg(GradientContext &ctx);
 void gradAbs(GradientContext &ctx);
-void gradRelu(GradientContext &ctx);
 void gradSqrt(GradientContext &ctx);
 void gradExp(GradientContext &ctx);
 void gradLog(GradientContext &ctx);
 void gradPow(GradientContext &ctx);
 void gradSin(GradientContext &ctx);
 void gradCos(GradientContext &ctx);
-void gradTanh(GradientContext &ctx);
-void gradSigmoid(GradientContext &ctx);
 void gradErf(GradientContext &ctx);
-/// mpc.LogSigmoid (fuse-log-sigmoid): one mpc.LogSigmoidGrad.
-void gradLogSigmoid(GradientContext &ctx);
 void gradIdentity(GradientContext &ctx);
 void gradCast(GradientContext &ctx);
+void gradWhere(GradientContext &ctx);
+void gradClip(GradientContext &ctx);
+void gradMaxMin(GradientContext &ctx); ///< Max and Min
+void gradSum(GradientContext &ctx);
+void gradCastLike(GradientContext &ctx);
+void gradTrilu(GradientContext &ctx);
+
+// activation.cpp
+void gradRelu(GradientContext &ctx);
+void gradTanh(GradientContext &ctx);
+void gradSigmoid(GradientContext &ctx);
+/// mpc.LogSigmoid (fuse-log-sigmoid): one mpc.LogSigmoidGrad.
+void gradLogSigmoid(GradientContext &ctx);
+void gradGelu(GradientContext &ctx); ///< Gelu, mpc.Gelu, mpc.GeluTanh
+void gradLeakyRelu(GradientContext &ctx);
+void gradSoftmax(GradientContext &ctx);
+void gradLogSoftmax(GradientContext &ctx);
+
+// reduction.cpp
+void gradReduceSum(GradientContext &ctx);
+void gradReduceMean(GradientContext &ctx);
+void gradReduceMax(GradientContext &ctx);
+void gradCumSum(GradientContext &ctx);
 
 // matmul.cpp
 void gradGemm(GradientContext &ctx);
 void gradMatMul(GradientContext &ctx);
 
-// shape.cpp
-void gradReshapeLike(GradientContext &ctx); ///< Reshape, Flatten, (Un)Squeeze
-void gradTranspose(GradientContext &ctx);
-void gradConcat(GradientContext &ctx);
-void gradTrilu(GradientContext &ctx);
-
-// softmax.cpp
-void gradSoftmax(GradientContext &ctx);
-void gradLogSoftmax(GradientContext &ctx);
-
-// loss.cpp
-void gradSoftmaxCrossEntropyLoss(GradientContext &ctx);
-void gradNegativeLogLikelihoodLoss(GradientContext &ctx);
-
-// reduce.cpp
-void gradReduceSum(GradientContext &ctx);
-void gradReduceMean(GradientContext &ctx);
-void gradCumSum(GradientContext &ctx);
-
-// conv.cpp, pool.cpp, batch_norm.cpp (issue 3: CNN family)
+// conv_pool.cpp
 void gradConv(GradientContext &ctx);
 void gradConvTranspose(GradientContext &ctx);
 void gradMaxPool(GradientContext &ctx);
 void gradAveragePool(GradientContext &ctx);
 void gradGlobalAveragePool(GradientContext &ctx);
+
+// normalization.cpp
+void gradLayerNormalization(GradientContext &ctx);
+void gradRMSNormalization(GradientContext &ctx);
 void gradBatchNormalization(GradientContext &ctx);
+/// prepareForwardNode's part for LayerNormalization: gives the node its
+/// Mean/InvStdDev outputs. Returns the node to use.
+Node *prepareLayerNormalizationForward(Graph &graph, Node *node, int64_t opset);
 /// Initializers read as running mean/var (inputs 3, 4) of a
 /// BatchNormalization: model state, never trainable parameters (SPEC).
 std::unordered_set<const Value *> batchNormRunningStats(const Graph &g);
@@ -251,33 +255,36 @@ std::unordered_set<const Value *> batchNormRunningStats(const Graph &g);
 /// and whose matching output is present: the step's update_binding entries.
 std::vector<std::pair<Value *, Value *>> batchNormStateUpdates(const Graph &g);
 
-// transformer.cpp (issue 3: transformer block, residual MLP)
-void gradLayerNormalization(GradientContext &ctx);
-void gradRMSNormalization(GradientContext &ctx);
-void gradGather(GradientContext &ctx);
+// shape_ops.cpp
+void gradReshapeLike(GradientContext &ctx); ///< Reshape, Flatten, (Un)Squeeze
+void gradTranspose(GradientContext &ctx);
+void gradConcat(GradientContext &ctx);
 void gradSlice(GradientContext &ctx);
 void gradSplit(GradientContext &ctx);
-void gradWhere(GradientContext &ctx);
 void gradExpand(GradientContext &ctx);
-void gradGelu(GradientContext &ctx);
-void gradLeakyRelu(GradientContext &ctx);
-void gradClip(GradientContext &ctx);
-void gradMaxMin(GradientContext &ctx); ///< Max and Min
-void gradSum(GradientContext &ctx);
-void gradReduceMax(GradientContext &ctx);
-void gradCastLike(GradientContext &ctx);
-void gradDropout(GradientContext &ctx);
 
-// gather_elements.cpp (issue 5)
+// gather_scatter.cpp
+void gradGather(GradientContext &ctx);
+void gradGatherElements(GradientContext &ctx);
 void gradGatherND(GradientContext &ctx);
 void gradScatterND(GradientContext &ctx);
 void gradScatterElements(GradientContext &ctx);
-void gradGatherElements(GradientContext &ctx);
-// topk.cpp
+
+// selection.cpp
 void gradTopK(GradientContext &ctx);
-/// prepareForwardNode's part for this family: LayerNormalization gets its
-/// Mean/InvStdDev outputs, a Dropout that may train its mask output. Returns
-/// the node to use, or nullptr when the op is not one of these.
-Node *prepareTransformerForwardNode(Graph &graph, Node *node, int64_t opset);
+
+// loss.cpp
+void gradSoftmaxCrossEntropyLoss(GradientContext &ctx);
+void gradNegativeLogLikelihoodLoss(GradientContext &ctx);
+/// prepareForwardNode's part for SoftmaxCrossEntropyLoss: gives the node its
+/// log_prob output. Returns the node to use.
+Node *prepareSoftmaxCrossEntropyLossForward(Graph &graph, Node *node,
+                                            int64_t opset);
+
+// random.cpp
+void gradDropout(GradientContext &ctx);
+/// prepareForwardNode's part for Dropout: a Dropout that may train gets its
+/// mask output. Returns the node to use.
+Node *prepareDropoutForward(Graph &graph, Node *node, int64_t opset);
 
 } // namespace mpc

@@ -4,8 +4,9 @@
 //
 // SoftmaxCrossEntropyLoss is differentiated from its own log_prob output
 // (exp(log_prob) is the softmax), so autodiff first makes the forward node
-// produce that optional output (prepareForwardNode). Class weights are not
-// differentiated: they are constants of the loss, as in PyTorch.
+// produce that optional output (prepareSoftmaxCrossEntropyLossForward). Class
+// weights are not differentiated: they are constants of the loss, as in
+// PyTorch.
 #include "passes/gradients/gradient_rules.h"
 
 #include "passes/shape_inference.h"
@@ -34,11 +35,8 @@ std::vector<Value *> lossGradInputs(GradientContext &ctx, Value *dL,
 
 } // namespace
 
-Node *prepareForwardNode(Graph &graph, Node *node, int64_t opset) {
-  if (Node *prepared = prepareTransformerForwardNode(graph, node, opset))
-    return prepared;
-  if (!node->isOp("", "SoftmaxCrossEntropyLoss"))
-    return node;
+Node *prepareSoftmaxCrossEntropyLossForward(Graph &graph, Node *node,
+                                            int64_t opset) {
   if (node->numOutputs() >= 2 && node->output(1))
     return node;
   Value *scores = node->input(0);

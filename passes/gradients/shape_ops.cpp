@@ -1,12 +1,16 @@
 // Gradient rules of data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze,
-// Transpose and Concat.
+// Transpose, Concat, Slice, Split and Expand.
 //
 // These ops only move elements, so their gradients move the gradient back:
 // reshape it to the input's shape (a constant shape when it is static, the
 // input's Shape at run time when not), transpose it by the inverse
-// permutation, slice each input's part out of a Concat's gradient.
+// permutation, slice each input's part out of a Concat's gradient, move a
+// Slice's gradient into zeros (mpc.SliceGrad), concatenate Split's, and sum
+// Expand's back over the broadcast axes.
 #include "passes/gradients/gradient_rules.h"
 
+#include "ir/mpc_ops.h"
+#include "passes/gradients/rule_support.h"
 #include "support/diagnostics.h"
 
 namespace mpc {
@@ -14,21 +18,6 @@ namespace mpc {
 void gradReshapeLike(GradientContext &ctx) {
   ctx.setInputGrad(0,
                    ctx.reshapeLike(ctx.outGrad(0), ctx.in(0), ctx.gradName(0)));
-}
-
-/// Trilu keeps some elements and zeroes the rest, so the gradient is the
-/// same Trilu of dY (same k, same side).
-void gradTrilu(GradientContext &ctx) {
-  Value *x = ctx.in(0);
-  Value *dY = ctx.outGrad(0);
-  std::vector<Value *> ins = {dY};
-  if (ctx.node().numInputs() > 1 && ctx.node().input(1))
-    ins.push_back(ctx.node().input(1));
-  GradientContext::Attrs attrs;
-  if (const Attribute *upper = ctx.node().attr("upper"))
-    attrs.emplace_back("upper", *upper);
-  ctx.setInputGrad(0, ctx.emitShapedLike("Trilu", ins, std::move(attrs),
-                                         dY->dtype, *x, ctx.gradName(0)));
 }
 
 void gradTranspose(GradientContext &ctx) {
@@ -132,6 +121,59 @@ void gradConcat(GradientContext &ctx) {
       slice(i, start, end);
     start = end;
   }
+}
+
+void gradSlice(GradientContext &ctx) {
+  Node &n = ctx.node();
+  Value *data = ctx.in(0);
+  Value *dY = ctx.outGrad(0);
+  std::vector<Value *> inputs = {dY, data};
+  GradientContext::Attrs attrs;
+  if (ctx.opset() >= 10) {
+    // starts, ends and the optional axes/steps keep their positions.
+    for (size_t i = 1; i < n.numInputs(); ++i)
+      inputs.push_back(ctx.in(i));
+  } else {
+    for (const char *a : {"starts", "ends", "axes"})
+      if (const Attribute *v = n.attr(a))
+        attrs.push_back({a, *v});
+  }
+  ctx.setInputGrad(0, ctx.emitShapedLike("SliceGrad", inputs, attrs, dY->dtype,
+                                         *data, ctx.gradName(0), kMpcDomain));
+}
+
+void gradSplit(GradientContext &ctx) {
+  Node &n = ctx.node();
+  Value *x = ctx.in(0);
+  int64_t axis = normalizedAxis(ctx, *x, 0);
+  DType t = DType::Undefined;
+  for (size_t i = 0; i < n.numOutputs(); ++i)
+    if (Value *g = ctx.outGrad(i))
+      t = g->dtype;
+  // Outputs no gradient flows into contribute zeros of their shape.
+  std::vector<Value *> pieces;
+  for (size_t i = 0; i < n.numOutputs(); ++i) {
+    Value *g = ctx.outGrad(i);
+    if (!g) {
+      Value *out = ctx.out(i);
+      if (!out)
+        errorAt(n) << "output " << i
+                   << " is omitted; mpc differentiates "
+                      "Split only when every output is produced";
+      Tensor zero(t, {1});
+      g = ctx.emitShapedLike("ConstantOfShape", {ctx.shapeOf(out)},
+                             {{"value", Attribute::ofTensor(zero)}}, t, *out,
+                             ctx.tempName("zeros"));
+    }
+    pieces.push_back(g);
+  }
+  ctx.setInputGrad(0, ctx.emitShapedLike("Concat", pieces,
+                                         {{"axis", Attribute::ofInt(axis)}}, t,
+                                         *x, ctx.gradName(0)));
+}
+
+void gradExpand(GradientContext &ctx) {
+  ctx.setInputGrad(0, ctx.sumToInputShape(ctx.outGrad(0), 0));
 }
 
 } // namespace mpc

@@ -1,4 +1,5 @@
-// Gradient rules of Conv and ConvTranspose.
+// Gradient rules of the convolutions and the pools: Conv, ConvTranspose,
+// MaxPool, AveragePool and GlobalAveragePool.
 //
 // Conv: dX = mpc.ConvGradInput(dY, W, shape(X)) and dW = mpc.ConvGradWeight(
 // dY, X), both carrying the forward node's window attributes so that they
@@ -7,6 +8,14 @@
 // a convolution, so its own gradients are that convolution: dX = Conv(dY, W)
 // and dW = mpc.ConvGradWeight(X, dY) with the roles of input and output
 // swapped, under the ConvTranspose's resolved (explicit) pads.
+//
+// MaxPool and AveragePool get their own backward ops (mpc.MaxPoolGrad,
+// mpc.AveragePoolGrad) that take the forward node's window attributes and
+// resolve the window as the forward did; MaxPoolGrad re-finds each window's
+// maximum in X rather than reading the optional Indices output, so models
+// that do not ask for Indices (the exporter's) need nothing extra.
+// GlobalAveragePool is a mean over the spatial axes: mpc.ReduceGrad with
+// mean = 1.
 #include "passes/gradients/gradient_rules.h"
 
 #include "ir/builder.h"
@@ -54,6 +63,16 @@ Value *biasGrad(GradientContext &ctx, Value *dY, Value *b) {
     attrs.push_back({"axes", Attribute::ofInts(axes)});
   return ctx.emit("ReduceSum", inputs, attrs, dY->dtype, b->dims,
                   ctx.gradName(2));
+}
+
+/// The forward node's attributes named in `names`, copied.
+GradientContext::Attrs copyAttrs(const Node &n,
+                                 std::initializer_list<const char *> names) {
+  GradientContext::Attrs attrs;
+  for (const char *name : names)
+    if (const Attribute *a = n.attr(name))
+      attrs.push_back({name, *a});
+  return attrs;
 }
 
 } // namespace
@@ -129,6 +148,40 @@ void gradConvTranspose(GradientContext &ctx) {
                                            kMpcDomain));
   if (ctx.wants(2))
     ctx.setInputGrad(2, biasGrad(ctx, dY, ctx.in(2)));
+}
+
+void gradMaxPool(GradientContext &ctx) {
+  Node &n = ctx.node();
+  Value *x = ctx.in(0), *dY = ctx.outGrad(0);
+  ctx.setInputGrad(
+      0, ctx.emitShapedLike("MaxPoolGrad", {dY, x},
+                            copyAttrs(n, {"auto_pad", "ceil_mode", "dilations",
+                                          "kernel_shape", "pads", "strides"}),
+                            dY->dtype, *x, ctx.gradName(0), kMpcDomain));
+}
+
+void gradAveragePool(GradientContext &ctx) {
+  Node &n = ctx.node();
+  Value *x = ctx.in(0), *dY = ctx.outGrad(0);
+  ctx.setInputGrad(
+      0, ctx.emitShapedLike(
+             "AveragePoolGrad", {dY, ctx.shapeOf(x)},
+             copyAttrs(n, {"auto_pad", "ceil_mode", "count_include_pad",
+                           "dilations", "kernel_shape", "pads", "strides"}),
+             dY->dtype, *x, ctx.gradName(0), kMpcDomain));
+}
+
+void gradGlobalAveragePool(GradientContext &ctx) {
+  Value *x = ctx.in(0), *dY = ctx.outGrad(0);
+  std::vector<int64_t> axes;
+  for (int64_t d = 2; d < ctx.rankOf(*x); ++d)
+    axes.push_back(d);
+  ctx.setInputGrad(0, ctx.emitShapedLike("ReduceGrad", {dY, x},
+                                         {{"axes", Attribute::ofInts(axes)},
+                                          {"keepdims", Attribute::ofInt(1)},
+                                          {"mean", Attribute::ofInt(1)}},
+                                         dY->dtype, *x, ctx.gradName(0),
+                                         kMpcDomain));
 }
 
 } // namespace mpc

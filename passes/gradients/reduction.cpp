@@ -1,6 +1,7 @@
-// Gradient rules of ReduceSum and ReduceMean: mpc.ReduceGrad, which
-// broadcasts the output gradient back over the reduced axes (divided by the
-// reduced count for the mean).
+// Gradient rules of the reductions: ReduceSum and ReduceMean (mpc.ReduceGrad,
+// which broadcasts the output gradient back over the reduced axes, divided by
+// the reduced count for the mean), ReduceMax (mpc.ReduceExtremumGrad, the
+// gradient split evenly among ties, as PyTorch's amax does) and CumSum.
 //
 // The axes come from the attribute (ReduceSum before opset 13, ReduceMean
 // before 18) or from the optional second input; a constant input becomes an
@@ -11,7 +12,11 @@
 #include "support/diagnostics.h"
 
 namespace mpc {
+namespace {
 
+/// The attributes a reduction's backward op needs (axes normalised from the
+/// attribute or a constant axes input, keepdims, noop_with_empty_axes). A
+/// non-constant axes input is appended to `inputs` instead.
 GradientContext::Attrs reductionGradAttrs(GradientContext &ctx,
                                           std::vector<Value *> &inputs) {
   Node &n = ctx.node();
@@ -40,8 +45,6 @@ GradientContext::Attrs reductionGradAttrs(GradientContext &ctx,
   return attrs;
 }
 
-namespace {
-
 void gradReduce(GradientContext &ctx, bool mean) {
   Value *x = ctx.in(0);
   Value *dY = ctx.outGrad(0);
@@ -69,6 +72,17 @@ void gradCumSum(GradientContext &ctx) {
   ctx.setInputGrad(0, ctx.emitShapedLike("CumSum", {dY, ctx.in(1)},
                                          std::move(attrs), dY->dtype,
                                          *ctx.in(0), ctx.gradName(0)));
+}
+
+void gradReduceMax(GradientContext &ctx) {
+  // The same axes handling as ReduceSum/ReduceMean's rule (reductionGradAttrs).
+  Value *x = ctx.in(0);
+  Value *dY = ctx.outGrad(0);
+  std::vector<Value *> inputs = {dY, x, ctx.out(0)};
+  GradientContext::Attrs attrs = reductionGradAttrs(ctx, inputs);
+  ctx.setInputGrad(0, ctx.emitShapedLike("ReduceExtremumGrad", inputs, attrs,
+                                         dY->dtype, *x, ctx.gradName(0),
+                                         kMpcDomain));
 }
 
 } // namespace mpc

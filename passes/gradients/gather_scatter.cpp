@@ -1,3 +1,14 @@
+// Gradient rules of the ops that read or write elements at indices: Gather,
+// GatherElements, GatherND, ScatterND and ScatterElements.
+//
+// Gather (the embedding) scatter-adds dY into zeros of data's shape along
+// its axis: mpc.GatherGrad (ir/mpc_ops.h).
+//
+// GatherElements reads one data element per index, so its data gradient is
+// dY scatter-added into zeros of data's shape at the positions the indices
+// name: mpc.GatherElementsGrad (ir/mpc_ops.h), the element-wise
+// counterpart of Gather's mpc.GatherGrad. The indices get no gradient.
+//
 // Gradient rules of GatherND and ScatterND, the ops that address slices by
 // index tuples, written with the two ops themselves:
 //
@@ -23,6 +34,8 @@
 //                                             (none) or dY (add)
 #include "passes/gradients/gradient_rules.h"
 
+#include "ir/mpc_ops.h"
+#include "passes/gradients/rule_support.h"
 #include "support/diagnostics.h"
 
 namespace mpc {
@@ -38,6 +51,27 @@ Value *zerosLike(GradientContext &ctx, Value *v, DType t,
 }
 
 } // namespace
+
+void gradGather(GradientContext &ctx) {
+  Value *data = ctx.in(0);
+  int64_t axis = normalizedAxis(ctx, *data, 0);
+  Value *dY = ctx.outGrad(0);
+  ctx.setInputGrad(0, ctx.emitShapedLike("GatherGrad", {dY, ctx.in(1), data},
+                                         {{"axis", Attribute::ofInt(axis)}},
+                                         dY->dtype, *data, ctx.gradName(0),
+                                         kMpcDomain));
+}
+
+void gradGatherElements(GradientContext &ctx) {
+  Value *data = ctx.in(0);
+  Value *dY = ctx.outGrad(0);
+  // The axis is kept as written: the op normalises it against data's rank.
+  GradientContext::Attrs attrs = {
+      {"axis", Attribute::ofInt(ctx.node().attrInt("axis", 0))}};
+  ctx.setInputGrad(
+      0, ctx.emitShapedLike("GatherElementsGrad", {dY, ctx.in(1), data}, attrs,
+                            dY->dtype, *data, ctx.gradName(0), kMpcDomain));
+}
 
 void gradGatherND(GradientContext &ctx) {
   const Node &n = ctx.node();

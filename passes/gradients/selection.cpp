@@ -4,6 +4,9 @@
 // (mpc.GatherElementsGrad, GatherElements' own gradient op; the indices of
 // one line are distinct, so nothing adds up). This is torch.topk's
 // backward. The Indices output and K carry no gradient.
+//
+// ArgMax and ArgMin have only an int64 output, so no gradient reaches them
+// (registry.cpp lists no rule for them).
 #include "passes/gradients/gradient_rules.h"
 
 #include "ir/mpc_ops.h"
