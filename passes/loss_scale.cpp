@@ -31,6 +31,7 @@
 #include "ir/step_metadata.h"
 #include "passes/optimizer/grad_accum.h"
 #include "passes/pass.h"
+#include "passes/registry.h"
 #include "passes/training_support.h"
 #include "support/diagnostics.h"
 
@@ -115,12 +116,7 @@ void runLossScale(Model &model, PassContext &ctx) {
   const CompileOptions &o = ctx.options;
   std::string mode = o.effectiveLossScaleMode();
   checkGradAccum(o);
-  refuseIfMeta(model, kPass, meta::kLossScaleMode.name, "already applied");
-  refuseIfMeta(model, kPass, meta::kMasterParams.name,
-               "must run before "
-               "master-weights");
-  refuseIfMeta(model, kPass, meta::kOptimizer.name,
-               "must run before optimizer");
+  checkPassOrder(model, kPass);
   TrainingValues tv = requireGradients(model, kPass);
   Graph &g = *tv.algorithm;
   int64_t castsInserted = 0;

@@ -18,6 +18,7 @@
 // --precision=fp32 and fp32 parameters the pass changes nothing.
 #include "ir/step_metadata.h"
 #include "passes/pass.h"
+#include "passes/registry.h"
 #include "passes/training_support.h"
 #include "support/diagnostics.h"
 
@@ -53,9 +54,7 @@ void useMasterIn(Graph &g, Value *p, const TensorPtr &master) {
 } // namespace
 
 void runMasterWeights(Model &model, PassContext &ctx) {
-  refuseIfMeta(model, kPass, meta::kMasterParams.name, "already applied");
-  refuseIfMeta(model, kPass, meta::kOptimizer.name,
-               "must run before optimizer");
+  checkPassOrder(model, kPass);
   TrainingValues tv = requireGradients(model, kPass);
   Graph &g = *tv.algorithm;
 

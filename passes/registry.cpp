@@ -1,6 +1,7 @@
 // The pass table and pipeline parsing.
 #include "passes/registry.h"
 
+#include "ir/step_metadata.h"
 #include "passes/compile_flags.h"
 #include "passes/onnx/import_lowering.h"
 #include "passes/training_info.h"
@@ -38,20 +39,30 @@ const std::vector<PassInfo> &passRegistry() {
       {"sync-batchnorm",
        "training-mode batch norms on the ranks' global batch statistics "
        "(--sync-batchnorm; after autodiff)",
-       runSyncBatchNorm},
+       runSyncBatchNorm,
+       false,
+       meta::kSyncBatchNorm.name,
+       {"autocast"}},
       {"autocast", "fp16/bf16 by policy, fp32 islands, shared casts",
-       runAutocast},
+       runAutocast, false, meta::kPrecision.name},
       {"loss-scale",
        "scale the loss, unscale and check gradients, update the scale",
-       runLossScale},
-      {"master-weights", "fp32 master parameters, fp32 gradients",
-       runMasterWeights},
+       runLossScale,
+       false,
+       meta::kLossScaleMode.name,
+       {"master-weights", "optimizer"}},
+      {"master-weights",
+       "fp32 master parameters, fp32 gradients",
+       runMasterWeights,
+       false,
+       meta::kMasterParams.name,
+       {"optimizer"}},
       {"user-optimizer",
        "a training_info model's own optimizer on fp32 unscaled gradients, "
        "skipped on overflow (instead of optimizer)",
-       runUserOptimizer},
+       runUserOptimizer, false, meta::kOptimizer.name},
       {"optimizer", "SGD/Adam/AdamW updates (PyTorch semantics), clipping",
-       runOptimizer},
+       runOptimizer, false, meta::kOptimizer.name},
       {"fold-widening-casts",
        "gradients cast up to fp32 only to be summed (bias gradients: "
        "mpc.SumToShapeAs) or unscaled (UnscaleGradients), and softmax "
@@ -84,6 +95,24 @@ const PassInfo *findPass(const std::string &name) {
     if (name == p.name)
       return &p;
   return nullptr;
+}
+
+void checkPassOrder(const Model &model, const char *pass) {
+  const PassInfo *info = findPass(pass);
+  if (!info)
+    throw Error(std::string("checkPassOrder: no pass '") + pass + "'");
+  auto ran = [&](std::string_view key) {
+    return !key.empty() && model.meta(std::string(key)) != nullptr;
+  };
+  if (ran(info->records))
+    throw Error(std::string(pass) + ": already applied (" +
+                std::string(info->records) + " is set)");
+  for (const char *later : info->runsBefore) {
+    const PassInfo *l = findPass(later);
+    if (l && ran(l->records))
+      throw Error(std::string(pass) + ": must run before " + later + " (" +
+                  std::string(l->records) + " is set)");
+  }
 }
 
 namespace {
@@ -208,6 +237,13 @@ std::vector<PipelineEntry> parsePipeline(const std::string &text) {
                   " must come first (every other pass works on the lowered "
                   "ops), not after '" +
                   out[k - 1].pass->name + "'");
+  // The order passes declare (PassInfo::runsBefore), before anything runs.
+  for (size_t a = 0; a < out.size(); ++a)
+    for (const char *later : out[a].pass->runsBefore)
+      for (size_t b = 0; b < a; ++b)
+        if (out[b].pass->name == std::string(later))
+          throw Error("--passes: " + std::string(out[a].pass->name) +
+                      " must run before " + later);
   if (!out.empty() && out[0].pass->name != std::string(kLowerOnnx))
     out.insert(out.begin(), PipelineEntry{findPass(kLowerOnnx), {}});
   return out;

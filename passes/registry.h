@@ -7,6 +7,7 @@
 #include "passes/pass.h"
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mpc {
@@ -19,12 +20,25 @@ struct PassInfo {
   /// only report statistics), so the verifier, which passed before it, is
   /// not run again after it.
   bool preservesModel = false;
+  /// The metadata entry (ir/step_metadata.h) whose presence says the pass
+  /// has run on the model; empty for passes that may run again.
+  std::string_view records = {};
+  /// Passes this one must run before: the order it needs, declared once.
+  /// Checked when a --passes list names them the other way round, and by
+  /// the pass itself on a model where one of them already ran (an earlier
+  /// mpc-opt call): checkPassOrder.
+  std::vector<const char *> runsBefore = {};
 };
 
 /// Every pass, in default pipeline order.
 const std::vector<PassInfo> &passRegistry();
 /// The pass with this name, or nullptr.
 const PassInfo *findPass(const std::string &name);
+
+/// What a pass checks first: throws "<pass>: already applied (<key> is
+/// set)" when its records entry is present, and "<pass>: must run before
+/// <later> (<key> is set)" when a pass of its runsBefore already ran.
+void checkPassOrder(const Model &model, const char *pass);
 
 /// One pipeline element: a pass and its options from name{k=v,...}.
 struct PipelineEntry {

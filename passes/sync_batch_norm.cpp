@@ -39,6 +39,7 @@
 #include "ir/mpc_ops.h"
 #include "ir/step_metadata.h"
 #include "ir/value_takeover.h"
+#include "passes/registry.h"
 #include "passes/shape_inference.h"
 #include "passes/training_support.h"
 #include "support/diagnostics.h"
@@ -342,9 +343,7 @@ void runSyncBatchNorm(Model &model, PassContext &ctx) {
     throw Error(std::string(kPass) +
                 ": --sync-batchnorm needs --data-parallel (the statistics "
                 "are the ranks' global batch's)");
-  refuseIfMeta(model, kPass, meta::kSyncBatchNorm.name, "already applied");
-  refuseIfMeta(model, kPass, meta::kPrecision.name,
-               "autocast already ran (run sync-batchnorm before it)");
+  checkPassOrder(model, kPass);
   TrainingValues tv = requireGradients(model, kPass);
   Graph &g = *tv.algorithm;
   const int64_t opset = model.opsetVersion("");

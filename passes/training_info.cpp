@@ -12,6 +12,7 @@
 #include "passes/data_parallel.h"
 #include "passes/onnx/gradient_op.h"
 #include "passes/optimizer/lr_schedule.h"
+#include "passes/registry.h"
 #include "passes/shape_inference.h"
 #include "passes/training_support.h"
 #include "support/diagnostics.h"
@@ -211,7 +212,7 @@ void runUserOptimizer(Model &model, PassContext &ctx) {
     ctx.changedNothing = true;
     return;
   }
-  refuseIfMeta(model, kPass, meta::kOptimizer.name, "already applied");
+  checkPassOrder(model, kPass);
   if (ctx.options.gradAccum > 1)
     throw Error("--grad-accum: not supported for a model that trains with "
                 "its own training_info optimizer");

@@ -38,6 +38,7 @@
 #include "passes/optimizer/grad_accum.h"
 #include "passes/optimizer/lr_schedule.h"
 #include "passes/pass.h"
+#include "passes/registry.h"
 #include "passes/training_support.h"
 #include "support/diagnostics.h"
 #include "support/joined.h"
@@ -227,7 +228,7 @@ Attribute floatAttr(double v) { return Attribute::ofFloat(float(v)); }
 
 void runOptimizer(Model &model, PassContext &ctx) {
   OptimizerConfig c = configure(ctx.options);
-  refuseIfMeta(model, kPass, meta::kOptimizer.name, "already applied");
+  checkPassOrder(model, kPass);
   // A model with its own training_info algorithm brings its optimizer
   // (passes/training_info.h): ours on top would update twice.
   refuseIfMeta(model, kPass, meta::kUserGrads.name,

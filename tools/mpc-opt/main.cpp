@@ -93,8 +93,13 @@ int main(int argc, char **argv) {
       std::string options;
       for (const std::string &o : passOptionNames(p))
         options += (options.empty() ? "" : " ") + o + "=";
+      std::string before;
+      for (const char *later : p.runsBefore)
+        before += (before.empty() ? "" : ", ") + std::string(later);
       std::cout << p.name << "\t" << p.summary
-                << (options.empty() ? "" : "  {" + options + "}") << "\n";
+                << (options.empty() ? "" : "  {" + options + "}")
+                << (before.empty() ? "" : "  [before " + before + "]")
+                << "\n";
     }
     return 0;
   }
