@@ -16,7 +16,7 @@
 // tools/gpu-check.sh (through bench/gpu_step.sh).
 //
 // Usage: mpc-gpu-optimizer [--layers=L --d=D --hidden=H --seq=T --vocab=V]
-#include "kernels/cuda/training.h"
+#include "kernels/cuda/optimizer.h"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

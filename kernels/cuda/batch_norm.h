@@ -1,6 +1,6 @@
 // Host entry points of mpc's own batch-norm kernels (kernels/cuda/
 // batch_norm.cu), beside cuDNN's forward and backward (runtime/cuda/
-// run_batch_norm.cpp).
+// run_normalization.cpp).
 //
 // launchBatchNormStats applies the running-statistics update the CPU kernel
 // (kernels/cpu/batch_norm.cpp) defines, from the batch statistics cuDNN

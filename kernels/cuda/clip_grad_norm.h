@@ -11,7 +11,7 @@
 #pragma once
 
 #include "ir/types.h"
-#include "kernels/cuda/training.h"
+#include "kernels/cuda/optimizer.h"
 
 #include <cuda_runtime_api.h>
 

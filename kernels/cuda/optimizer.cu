@@ -1,6 +1,6 @@
-// CUDA kernels of the training step: unscale + found-inf over many tensors
-// in one launch, the loss-scale update, fused SGD / Adam / AdamW and the
-// step counter. Each reads found_inf on the device (no host round trip);
+// CUDA optimizer kernels of the training step: unscale + found-inf over many
+// tensors in one launch, the loss-scale update, fused SGD / Adam / AdamW and
+// the step counter. Each reads found_inf on the device (no host round trip);
 // the arithmetic is the shared MPC_HD code the CPU backend runs.
 //
 // The optimizer kernels are bandwidth bound: they launch at most one wave of
@@ -12,7 +12,7 @@
 #include "kernels/common/loss_scale_math.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
-#include "kernels/cuda/training.h"
+#include "kernels/cuda/optimizer.h"
 
 #include <cstdint>
 #include <initializer_list>

@@ -1,5 +1,5 @@
-// Host entry points of the CUDA training-step kernels (kernels/cuda/
-// training.cu): loss-scale unscale + found-inf, the scale update, the fused
+// Host entry points of the CUDA optimizer kernels (kernels/cuda/
+// optimizer.cu): loss-scale unscale + found-inf, the scale update, the fused
 // SGD and Adam/AdamW updates and the step counter.
 //
 // None of them needs the host to look at a device value: the unscale kernel
