@@ -276,7 +276,17 @@ const std::vector<PolicyEntry> &table() {
        "its output dtype is its second input's: changing that would change "
        "what the op means"},
 
-      // --- mpc backward ops (ir/mpc_ops.h) ---------------------------
+      // --- mpc backward ops (ir/mpc_ops.h), grouped by op category: the
+      // file of passes/gradients/ whose rules emit them ------------------
+      // elementwise
+      {kMpcDomain, "ErfGrad", PC::Follow, 0,
+       "dY times 2/sqrt(pi) exp(-x^2), a factor in (0, 1.13]: no overflow, "
+       "like Erf itself"},
+      {kMpcDomain, "ClipGrad", PC::Follow, 0,
+       "selects dY or 0 by a comparison, exact"},
+      {kMpcDomain, "ExtremumGrad", PC::Follow, 0,
+       "selects dY (split among a few ties), like Max/Min"},
+      // activation
       {kMpcDomain, "ReluGrad", PC::Follow, 0,
        "selects dY where Y > 0, exact (TF clear ReluGrad)"},
       {kMpcDomain, "SoftmaxGrad", PC::Fp32, inputBit(1),
@@ -286,13 +296,19 @@ const std::vector<PolicyEntry> &table() {
       {kMpcDomain, "LogSoftmaxGrad", PC::Fp32, inputBit(1),
        "exp(Y) times a sum over the axis, like LogSoftmax itself; Y is read "
        "as stored (the kernel widens it exactly)"},
-      {kMpcDomain, "SoftmaxCrossEntropyLossGrad", PC::Fp32, 0,
-       "exp of the log-probabilities and the loss's normalisation"},
-      {kMpcDomain, "NegativeLogLikelihoodLossGrad", PC::Fp32, 0,
-       "the loss's weighted normalisation"},
+      {kMpcDomain, "LogSigmoidGrad", PC::Fp32, 0,
+       "dY times sigmoid(-X), the backward of an fp32 LogSigmoid island "
+       "(torch's log_sigmoid_backward runs in fp32 under autocast)"},
+      {kMpcDomain, "GeluGrad", PC::Follow, 0,
+       "dY times a bounded derivative, like Gelu itself"},
+      {kMpcDomain, "LeakyReluGrad", PC::Follow, 0,
+       "dY or alpha * dY, one multiply, like LeakyRelu"},
+      // reduction
       {kMpcDomain, "ReduceGrad", PC::Fp32, inputBit(1),
        "gradient of an fp32 reduction, a division by the reduced count for a "
        "mean; X is read for its shape only"},
+      {kMpcDomain, "ReduceExtremumGrad", PC::Follow, 0,
+       "selects dY (split among ties), like ReduceMax"},
       {kMpcDomain, "SumToShape", PC::Fp32, inputBit(1),
        "a reduction over broadcast axes (bias gradients sum over the batch); "
        "the kernel accumulates in fp32 either way, an fp32 result also keeps "
@@ -300,62 +316,7 @@ const std::vector<PolicyEntry> &table() {
       {kMpcDomain, "SumToShapeAs", PC::Keep, 0,
        "reads dY as stored and writes X's (wider) dtype, the precision "
        "autocast chose for the SumToShape it replaces"},
-      {kMpcDomain, "SoftmaxGradAs", PC::Keep, 0,
-       "reads dY as stored and writes Y's (wider) dtype, the precision "
-       "autocast chose for the SoftmaxGrad it replaces"},
-      {kMpcDomain, "SoftmaxGradDiv", PC::Keep, 0,
-       "SoftmaxGradAs, its Div and the Cast after it in one node, each "
-       "rounding where the nodes it replaces rounded"},
-      {kMpcDomain, "DivSoftmaxTo", PC::Keep, 0,
-       "the attention's scaling Div and its SoftmaxTo in one node, each "
-       "rounding where the nodes it replaces rounded"},
-      {kMpcDomain, "SoftmaxTo", PC::Keep, 0,
-       "reads X as stored and computes and writes its 'to' dtype, the "
-       "precision autocast chose for the Softmax it replaces"},
-      // Transformer and residual-MLP family (passes/gradients/transformer.cpp).
-      {kMpcDomain, "LayerNormalizationGrad", PC::Fp32, 0,
-       "sums over the normalised axes and the batch, like LayerNormalization "
-       "itself (torch layer_norm backward runs in fp32 under autocast)"},
-      {kMpcDomain, "RMSNormalizationGrad", PC::Fp32, 0,
-       "sums over the normalised axes and the batch, like RMSNormalization "
-       "itself"},
-      {kMpcDomain, "GatherGrad", PC::Fp32, inputBit(2),
-       "scatter-add of an embedding's gradient: repeated tokens accumulate, "
-       "an fp32 result keeps the small contributions; data is read for its "
-       "shape only"},
-      {kMpcDomain, "GatherElementsGrad", PC::Fp32, inputBit(2),
-       "scatter-add of GatherElements' gradient: repeated indices accumulate "
-       "(as GatherGrad); data is read for its shape only"},
-      {kMpcDomain, "SliceGrad", PC::Follow, inputBit(1),
-       "moves dY into zeros, exact; data is read for its shape only", true},
-      {kMpcDomain, "ErfGrad", PC::Follow, 0,
-       "dY times 2/sqrt(pi) exp(-x^2), a factor in (0, 1.13]: no overflow, "
-       "like Erf itself"},
-      {kMpcDomain, "LogSigmoidGrad", PC::Fp32, 0,
-       "dY times sigmoid(-X), the backward of an fp32 LogSigmoid island "
-       "(torch's log_sigmoid_backward runs in fp32 under autocast)"},
-      {kMpcDomain, "GeluGrad", PC::Follow, 0,
-       "dY times a bounded derivative, like Gelu itself"},
-      {kMpcDomain, "Gelu", PC::Follow, 0,
-       "ONNX's Gelu for opset < 20 (fuse-gelu): x times a bounded factor"},
-      {kMpcDomain, "GeluTanh", PC::Follow, 0,
-       "ONNX's Gelu approximate=tanh for opset < 20 (fuse-gelu): x times a "
-       "bounded factor"},
-      {kMpcDomain, "FusedMatMul", PC::Lower, 0,
-       "MatMul of transposed operands (fold-transpose): matrix product on "
-       "Tensor Cores, fp32 accumulation, like MatMul"},
-      {kMpcDomain, "LeakyReluGrad", PC::Follow, 0,
-       "dY or alpha * dY, one multiply, like LeakyRelu"},
-      {kMpcDomain, "ClipGrad", PC::Follow, 0,
-       "selects dY or 0 by a comparison, exact"},
-      {kMpcDomain, "ExtremumGrad", PC::Follow, 0,
-       "selects dY (split among a few ties), like Max/Min"},
-      {kMpcDomain, "ReduceExtremumGrad", PC::Follow, 0,
-       "selects dY (split among ties), like ReduceMax"},
-      {kMpcDomain, "DropoutGrad", PC::Follow, inputBit(2),
-       "the forward's mask and one multiply, like Dropout; the ratio keeps "
-       "its own dtype"},
-      // CNN family (passes/gradients/conv.cpp, pool.cpp, batch_norm.cpp).
+      // conv_pool
       {kMpcDomain, "ConvGradInput", PC::Lower, 0,
        "convolution data gradient on Tensor Cores, fp32 accumulation, like "
        "Conv (torch conv backward under autocast, cuDNN dgrad)"},
@@ -368,9 +329,59 @@ const std::vector<PolicyEntry> &table() {
        "widened to dY's dtype keeps its order, so the same element wins"},
       {kMpcDomain, "AveragePoolGrad", PC::Follow, 0,
        "dY divided by a small window count, like AveragePool"},
+      // normalization
+      {kMpcDomain, "LayerNormalizationGrad", PC::Fp32, 0,
+       "sums over the normalised axes and the batch, like LayerNormalization "
+       "itself (torch layer_norm backward runs in fp32 under autocast)"},
+      {kMpcDomain, "RMSNormalizationGrad", PC::Fp32, 0,
+       "sums over the normalised axes and the batch, like RMSNormalization "
+       "itself"},
       {kMpcDomain, "BatchNormalizationGrad", PC::Fp32, 0,
        "sums over the batch and the spatial axes and the batch statistics, "
        "like BatchNormalization itself"},
+      // shape_ops
+      {kMpcDomain, "SliceGrad", PC::Follow, inputBit(1),
+       "moves dY into zeros, exact; data is read for its shape only", true},
+      // gather_scatter
+      {kMpcDomain, "GatherGrad", PC::Fp32, inputBit(2),
+       "scatter-add of an embedding's gradient: repeated tokens accumulate, "
+       "an fp32 result keeps the small contributions; data is read for its "
+       "shape only"},
+      {kMpcDomain, "GatherElementsGrad", PC::Fp32, inputBit(2),
+       "scatter-add of GatherElements' gradient: repeated indices accumulate "
+       "(as GatherGrad); data is read for its shape only"},
+      // loss
+      {kMpcDomain, "SoftmaxCrossEntropyLossGrad", PC::Fp32, 0,
+       "exp of the log-probabilities and the loss's normalisation"},
+      {kMpcDomain, "NegativeLogLikelihoodLossGrad", PC::Fp32, 0,
+       "the loss's weighted normalisation"},
+      // random
+      {kMpcDomain, "DropoutGrad", PC::Follow, inputBit(2),
+       "the forward's mask and one multiply, like Dropout; the ratio keeps "
+       "its own dtype"},
+
+      // --- mpc fused ops (the fused category): what the fusion passes
+      // make of forward and backward node sequences ---------------------
+      {kMpcDomain, "Gelu", PC::Follow, 0,
+       "ONNX's Gelu for opset < 20 (fuse-gelu): x times a bounded factor"},
+      {kMpcDomain, "GeluTanh", PC::Follow, 0,
+       "ONNX's Gelu approximate=tanh for opset < 20 (fuse-gelu): x times a "
+       "bounded factor"},
+      {kMpcDomain, "FusedMatMul", PC::Lower, 0,
+       "MatMul of transposed operands (fold-transpose): matrix product on "
+       "Tensor Cores, fp32 accumulation, like MatMul"},
+      {kMpcDomain, "SoftmaxTo", PC::Keep, 0,
+       "reads X as stored and computes and writes its 'to' dtype, the "
+       "precision autocast chose for the Softmax it replaces"},
+      {kMpcDomain, "DivSoftmaxTo", PC::Keep, 0,
+       "the attention's scaling Div and its SoftmaxTo in one node, each "
+       "rounding where the nodes it replaces rounded"},
+      {kMpcDomain, "SoftmaxGradAs", PC::Keep, 0,
+       "reads dY as stored and writes Y's (wider) dtype, the precision "
+       "autocast chose for the SoftmaxGrad it replaces"},
+      {kMpcDomain, "SoftmaxGradDiv", PC::Keep, 0,
+       "SoftmaxGradAs, its Div and the Cast after it in one node, each "
+       "rounding where the nodes it replaces rounded"},
 
       // --- mpc loss-scale and optimizer ops: run after autocast, on fp32 ---
       {kMpcDomain, "UnscaleGradients", PC::Keep, 0,

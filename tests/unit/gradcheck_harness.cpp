@@ -182,6 +182,17 @@ bool coverGradientRules(const std::vector<std::string> &ops) {
   return true;
 }
 
+GradCase one(const std::string &name, std::vector<Param> params,
+             const std::string &body, std::vector<Data> data, int64_t opset) {
+  GradCase c;
+  c.name = name;
+  c.params = std::move(params);
+  c.body = body;
+  c.data = std::move(data);
+  c.opset = opset;
+  return c;
+}
+
 const std::set<std::string> &familyCoveredGradientRules() {
   return coveredOps();
 }

@@ -70,6 +70,12 @@ std::string formatDims(const std::vector<int64_t> &dims);
 /// A random fp64 tensor in [-1, 1] for a graph input, deterministic per seed.
 Tensor randomTensor(std::vector<int64_t> dims, uint64_t seed);
 
+/// One case: `body` over the fp64 parameters `params`, with constant `data`,
+/// at default-domain `opset`.
+GradCase one(const std::string &name, std::vector<Param> params,
+             const std::string &body, std::vector<Data> data = {},
+             int64_t opset = 17);
+
 /// Declares ops whose gradient rules a family test file checks; call it from
 /// a namespace-scope initializer (`const bool k = coverGradientRules(...)`).
 bool coverGradientRules(const std::vector<std::string> &ops);

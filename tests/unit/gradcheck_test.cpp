@@ -82,7 +82,7 @@ TEST(GradCheck, UnaryMath) {
             unaryCase("Cos", -4, 4)});
 }
 
-// GatherND and ScatterND (passes/gradients/scatter_nd.cpp): a repeated
+// GatherND and ScatterND (passes/gradients/gather_scatter.cpp): a repeated
 // tuple in GatherND's indices (its gradient sums), row and element tuples,
 // ScatterND writing (its overwritten places take no gradient) and adding,
 // and ScatterElements the same way.
@@ -774,8 +774,8 @@ TEST(GradCheck, MlpWithSoftmaxCrossEntropy) {
 }
 
 TEST(GradCheck, EveryRuleIsCovered) {
-  // The cases above and the family files cover every op in the rule table;
-  // a new rule must add a case here or in its family's file.
+  // The cases above and the category files cover every op in the rule table;
+  // a new rule must add a case here or in its category's file.
   std::set<std::string> covered = {"Abs",
                                    "Add",
                                    "Sub",
@@ -813,7 +813,7 @@ TEST(GradCheck, EveryRuleIsCovered) {
                                    "ReduceSum",
                                    "ReduceMean",
                                    "CumSum"};
-  // Family files (gradcheck_<family>_test.cpp) declare what they check.
+  // Category files (gradcheck_<category>_test.cpp) declare what they check.
   for (const std::string &op : gradcheck::familyCoveredGradientRules())
     covered.insert(op);
   for (const std::string &op : opsWithGradients())

@@ -1,7 +1,7 @@
-// Float64 finite-difference checks of the CNN family's gradient rules
-// (passes/gradients/conv.cpp, pool.cpp, batch_norm.cpp): Conv over every
-// window attribute, ConvTranspose, BatchNormalization in training and
-// inference mode, the pools, and a small CNN differentiated end to end.
+// Float64 finite-difference checks of the convolutions' and pools' gradient
+// rules (passes/gradients/conv_pool.cpp): Conv over every window attribute,
+// ConvTranspose, the pools, and a small CNN (with a BatchNormalization)
+// differentiated end to end.
 //
 // Every op here is declared to GradCheck.EveryRuleIsCovered through
 // coverGradientRules; the procedure is gradcheck_harness.h's.
@@ -17,21 +17,8 @@ using namespace mpc::gradcheck;
 
 namespace {
 
-const bool kCovered =
-    coverGradientRules({"Conv", "ConvTranspose", "BatchNormalization",
-                        "MaxPool", "AveragePool", "GlobalAveragePool"});
-
-GradCase one(const std::string &name, std::vector<Param> params,
-             const std::string &body, std::vector<Data> data = {},
-             int64_t opset = 17) {
-  GradCase c;
-  c.name = name;
-  c.params = std::move(params);
-  c.body = body;
-  c.data = std::move(data);
-  c.opset = opset;
-  return c;
-}
+const bool kCovered = coverGradientRules(
+    {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool"});
 
 std::string ints(const std::vector<int64_t> &v) {
   std::string s = "[";
@@ -45,7 +32,7 @@ std::string ints(const std::vector<int64_t> &v) {
 // --- Conv
 // ----------------------------------------------------------------------
 
-TEST(GradCheckConv, Conv2dStridesPadsDilationsGroups) {
+TEST(GradCheckConvPool, Conv2dStridesPadsDilationsGroups) {
   std::vector<GradCase> cases;
   for (int64_t stride : {1, 2})
     for (const auto &pads : std::vector<std::vector<int64_t>>{
@@ -71,7 +58,7 @@ TEST(GradCheckConv, Conv2dStridesPadsDilationsGroups) {
   checkAll(cases);
 }
 
-TEST(GradCheckConv, ConvAutoPad) {
+TEST(GradCheckConvPool, ConvAutoPad) {
   // SAME_* with stride 2 on an even and an odd size (the odd pad goes to
   // the end for UPPER, the beginning for LOWER); VALID drops the rest.
   std::vector<GradCase> cases;
@@ -87,7 +74,7 @@ TEST(GradCheckConv, ConvAutoPad) {
   checkAll(cases);
 }
 
-TEST(GradCheckConv, Conv1dAnd3d) {
+TEST(GradCheckConvPool, Conv1dAnd3d) {
   checkAll(
       {one("Conv 1-D stride 2 pad 1 dilation 2",
            {{"x", {2, 3, 9}}, {"w", {2, 3, 3}}, {"b", {2}}},
@@ -101,7 +88,7 @@ TEST(GradCheckConv, Conv1dAnd3d) {
            "y = Conv <group = 3, pads = [1, 1, 1, 1]> (x, w)")});
 }
 
-TEST(GradCheckConv, ConvOnlyWeightsTrain) {
+TEST(GradCheckConvPool, ConvOnlyWeightsTrain) {
   // X frozen: no ConvGradInput is built, the weight and bias still check.
   GradCase c = one("Conv frozen x",
                    {{"x", {2, 2, 5, 5}}, {"w", {3, 2, 3, 3}}, {"b", {3}}},
@@ -113,7 +100,7 @@ TEST(GradCheckConv, ConvOnlyWeightsTrain) {
 // --- ConvTranspose
 // -------------------------------------------------------------
 
-TEST(GradCheckConv, ConvTranspose) {
+TEST(GradCheckConvPool, ConvTranspose) {
   std::vector<GradCase> cases;
   cases.push_back(one("ConvTranspose default",
                       {{"x", {2, 3, 4, 4}}, {"w", {3, 2, 3, 3}}, {"b", {2}}},
@@ -142,71 +129,10 @@ TEST(GradCheckConv, ConvTranspose) {
   checkAll(cases);
 }
 
-// --- BatchNormalization
-// --------------------------------------------------------
-
-namespace {
-
-/// Training-mode batch norms: NCHW with the running statistics, [N, C] with
-/// another epsilon, opset 13 (BatchNormalization-9, training means asking
-/// for the running statistics), and only X trained (the backward still needs
-/// the batch statistics). `prefix` starts each case's name.
-std::vector<GradCase> batchNormTrainingCases(const std::string &prefix) {
-  std::vector<Data> stats = {{"double[3] rm = {0.1, -0.2, 0.3}"},
-                             {"double[3] rv = {1.0, 0.5, 2.0}"}};
-  std::vector<GradCase> cases;
-  cases.push_back(one(prefix + " NCHW, running stats outputs",
-                      {{"x", {4, 3, 2, 3}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
-                      "y, m, v = BatchNormalization <training_mode = 1, "
-                      "momentum = 0.8> (x, s, b, rm, rv)",
-                      stats));
-  cases.push_back(one(prefix + " [N, C], Y only, epsilon 0.1",
-                      {{"x", {5, 3}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
-                      "y = BatchNormalization <training_mode = 1, epsilon = "
-                      "0.1> (x, s, b, rm, rv)",
-                      stats));
-  cases.push_back(one(prefix + " opset 13",
-                      {{"x", {3, 3, 4}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
-                      "y, m, v = BatchNormalization (x, s, b, rm, rv)", stats,
-                      13));
-  GradCase onlyX = one(prefix + ", scale and bias frozen",
-                       {{"x", {4, 3, 2, 2}}, {"s", {3}, 0.5, 1.5}, {"b", {3}}},
-                       "y = BatchNormalization <training_mode = 1> (x, s, b, "
-                       "rm, rv)",
-                       stats);
-  onlyX.frozen = "^[sb]$";
-  cases.push_back(onlyX);
-  return cases;
-}
-
-} // namespace
-
-TEST(GradCheckConv, BatchNormalizationTrainingMode) {
-  checkAll(batchNormTrainingCases("BN training"));
-}
-
-TEST(GradCheckConv, BatchNormalizationTrainingModeSynced) {
-  // --sync-batchnorm's rewrite (passes/sync_batch_norm.cpp) in a world of
-  // one rank: its statistics and its hand-written backward (the global
-  // sums' formula) against the plain op's forward, in fp64. The step's loss
-  // must also equal the forward graph's to 1e-12 (the harness checks).
-  std::vector<GradCase> cases = batchNormTrainingCases("synced BN");
-  for (GradCase &c : cases)
-    c.syncBatchNorm = true;
-  checkAll(cases);
-}
-
-TEST(GradCheckConv, BatchNormalizationInferenceMode) {
-  checkAll({one("BN inference", {{"x", {2, 3, 2, 2}}, {"s", {3}}, {"b", {3}}},
-                "y = BatchNormalization (x, s, b, rm, rv)",
-                {{"double[3] rm = {0.1, -0.2, 0.3}"},
-                 {"double[3] rv = {1.0, 0.5, 2.0}"}})});
-}
-
 // --- pools
 // ---------------------------------------------------------------------
 
-TEST(GradCheckConv, MaxPool) {
+TEST(GradCheckConvPool, MaxPool) {
   std::vector<GradCase> cases;
   auto add = [&](const std::string &attrs, std::vector<int64_t> x) {
     cases.push_back(
@@ -226,13 +152,13 @@ TEST(GradCheckConv, MaxPool) {
   checkAll(cases);
 }
 
-TEST(GradCheckConv, MaxPoolWithIndicesOutput) {
+TEST(GradCheckConvPool, MaxPoolWithIndicesOutput) {
   checkAll({one("MaxPool with Indices", {{"x", {1, 2, 4, 4}}},
                 "y, i = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> "
                 "(x)")});
 }
 
-TEST(GradCheckConv, AveragePool) {
+TEST(GradCheckConvPool, AveragePool) {
   std::vector<GradCase> cases;
   for (int include = 0; include < 2; ++include)
     for (const char *rest :
@@ -253,7 +179,7 @@ TEST(GradCheckConv, AveragePool) {
   checkAll(cases);
 }
 
-TEST(GradCheckConv, GlobalAveragePool) {
+TEST(GradCheckConvPool, GlobalAveragePool) {
   checkAll({one("GlobalAveragePool 2-D", {{"x", {2, 3, 4, 5}}},
                 "y = GlobalAveragePool (x)"),
             one("GlobalAveragePool 1-D", {{"x", {2, 3, 4}}},
@@ -263,7 +189,7 @@ TEST(GradCheckConv, GlobalAveragePool) {
 // --- a whole CNN
 // ---------------------------------------------------------------
 
-TEST(GradCheckConv, SmallCnnWithBatchNormAndLoss) {
+TEST(GradCheckConvPool, SmallCnnWithBatchNormAndLoss) {
   // The issue-3 CNN in miniature: Conv -> BatchNormalization(training) ->
   // Relu -> MaxPool -> Conv (stride 2, groups) -> Relu -> Flatten -> Gemm ->
   // SoftmaxCrossEntropyLoss.
@@ -304,7 +230,7 @@ TEST(GradCheckConv, SmallCnnWithBatchNormAndLoss) {
   checkAll({c});
 }
 
-TEST(GradCheckConv, SymbolicBatch) {
+TEST(GradCheckConvPool, SymbolicBatch) {
   // With a symbolic batch the backward reads X's shape at run time (Shape)
   // for ConvGradInput and AveragePoolGrad, and BatchNormalizationGrad counts
   // the batch at run time.

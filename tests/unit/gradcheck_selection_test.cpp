@@ -1,5 +1,5 @@
 // Float64 finite-difference checks of TopK's gradient rule
-// (passes/gradients/topk.cpp): the values' gradient scattered back to the
+// (passes/gradients/selection.cpp): the values' gradient scattered back to the
 // indices, along the last axis and along axis 0, largest and smallest, a
 // full sort (torch.argsort's export, K = the axis' size), and the indices
 // reused downstream (GatherElements of another parameter at them), which
