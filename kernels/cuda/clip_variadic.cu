@@ -1,6 +1,6 @@
-// CUDA piecewise kernels: LeakyRelu, Clip, Max/Min/Sum and their gradients.
+// CUDA kernels of Clip, Max/Min/Sum and their gradients.
 //
-// LeakyRelu and Clip are maps, their gradients zips of dY and X: the 16-byte
+// Clip is a map, ClipGrad a zip of dY and X: the 16-byte
 // vector loops of vector_access.cuh. Max/Min/Sum and ExtremumGrad walk a
 // device table of operands, each broadcasting to the output on its own, so
 // any number of inputs is one kernel: every output element folds its
@@ -10,9 +10,10 @@
 // their own type (SelfDev), as the CPU's Io types do; the rest take fp32,
 // fp16 and bf16.
 #include "kernels/common/piecewise_math.h"
+#include "kernels/cuda/clip_variadic.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
-#include "kernels/cuda/piecewise.h"
+#include "kernels/cuda/float_map_launch.cuh"
 #include "kernels/cuda/vector_access.cuh"
 
 #include <cmath>
@@ -48,20 +49,6 @@ void dispatchNumericDev(DType t, const char *what, F &&f) {
     return dispatchDeviceFloat(t, what, f);
   }
 }
-
-struct LeakyReluOp {
-  float alpha;
-  __device__ float operator()(float v) const {
-    return leakyReluValue(v, alpha);
-  }
-};
-
-struct LeakyReluGradOp {
-  float alpha;
-  __device__ float operator()(float g, float x) const {
-    return leakyReluGradValue(g, x, alpha);
-  }
-};
 
 /// A bound's value as fp32: its device element, else the host value.
 __device__ inline float boundValue(const ClipBound &b) {
@@ -148,37 +135,6 @@ __global__ void extremumGradKernel(const typename G::Storage *__restrict__ dy,
   }
 }
 
-template <typename Op>
-void map(DType t, const void *x, void *y, int64_t n, cudaStream_t s,
-         const char *what, Op op) {
-  if (n == 0)
-    return;
-  dispatchDeviceFloat(t, what, [&](auto io) {
-    using Io = decltype(io);
-    using S = typename Io::Storage;
-    launchMap(static_cast<const S *>(x), static_cast<S *>(y), n, s,
-              FloatMap<Io, Op>{op});
-  });
-}
-
-/// dx = op(dy, x) over same-shape dY and X.
-template <typename Op>
-void gradZip(DType gradT, const void *dy, DType fwdT, const void *x, void *dx,
-             int64_t n, cudaStream_t s, const char *what, Op op) {
-  if (n == 0)
-    return;
-  dispatchDeviceFloat(gradT, what, [&](auto gio) {
-    dispatchDeviceFloat(fwdT, what, [&](auto fio) {
-      using G = decltype(gio);
-      using F = decltype(fio);
-      using GS = typename G::Storage;
-      launchZip(static_cast<const GS *>(dy), true,
-                static_cast<const typename F::Storage *>(x), true,
-                static_cast<GS *>(dx), n, s, FloatZip<G, F, G, Op>{op});
-    });
-  });
-}
-
 template <VariadicFold F>
 void variadic(DType t, const VariadicOperand *ops, int count, void *y,
               const VariadicShape &shape, cudaStream_t s) {
@@ -191,17 +147,6 @@ void variadic(DType t, const VariadicOperand *ops, int count, void *y,
 }
 
 } // namespace
-
-void launchLeakyRelu(DType t, const void *x, void *y, int64_t n, float alpha,
-                     cudaStream_t s) {
-  map(t, x, y, n, s, "LeakyRelu", LeakyReluOp{alpha});
-}
-
-void launchLeakyReluGrad(DType gradT, const void *dy, DType fwdT, const void *x,
-                         void *dx, int64_t n, float alpha, cudaStream_t s) {
-  gradZip(gradT, dy, fwdT, x, dx, n, s, "LeakyReluGrad",
-          LeakyReluGradOp{alpha});
-}
 
 bool piecewiseNumeric(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 ||

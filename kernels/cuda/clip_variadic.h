@@ -1,5 +1,5 @@
-// Host entry points of the CUDA piecewise kernels (kernels/cuda/
-// piecewise.cu): LeakyRelu, Clip, Max/Min/Sum over any number of
+// Host entry points of the CUDA Clip and variadic kernels (kernels/cuda/
+// clip_variadic.cu): Clip, Max/Min/Sum over any number of
 // broadcasting inputs, and their gradients.
 //
 // The per-element rules are kernels/common/piecewise_math.h's, the CPU
@@ -19,15 +19,6 @@
 
 namespace mpc {
 namespace cuda {
-
-/// y[i] = leakyReluValue(x[i], alpha); x and y of dtype t.
-void launchLeakyRelu(DType t, const void *x, void *y, int64_t n, float alpha,
-                     cudaStream_t stream);
-
-/// dx[i] = leakyReluGradValue(dy[i], x[i], alpha); dy/dx of dtype gradT, x
-/// of dtype fwdT.
-void launchLeakyReluGrad(DType gradT, const void *dy, DType fwdT, const void *x,
-                         void *dx, int64_t n, float alpha, cudaStream_t stream);
 
 /// One bound of Clip or ClipGrad: a single element on the device (read by
 /// the kernel, so a bound computed during a device-resident step works), or
