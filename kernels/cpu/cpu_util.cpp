@@ -112,6 +112,15 @@ Tensor *optionalOutput(const KernelContext &ctx, size_t i, DType t,
   return &output(ctx, i, t, dims);
 }
 
+void copyWithDims(KernelContext &ctx, const Tensor &x,
+                  const std::vector<int64_t> &dims) {
+  Tensor &y = overwrittenOutput(ctx, 0, x.dtype, dims);
+  if (y.numel() != x.numel())
+    fail(ctx.node, "cannot reshape ", shapeString(x.dims), " to ",
+         shapeString(dims));
+  y.bytes = x.bytes;
+}
+
 std::vector<int64_t> readInts(const Node &node, const Tensor &t,
                               const char *what) {
   if (t.dims.size() > 1)

@@ -264,6 +264,10 @@ Tensor &overwrittenOutput(const KernelContext &ctx, size_t i, DType t,
 /// Allocates output i when the node has it; nullptr otherwise.
 Tensor *optionalOutput(const KernelContext &ctx, size_t i, DType t,
                        const std::vector<int64_t> &dims);
+/// Output 0 := x's bytes under new dims (the element count must match):
+/// Identity, Reshape, Flatten, Squeeze, Unsqueeze.
+void copyWithDims(KernelContext &ctx, const Tensor &x,
+                  const std::vector<int64_t> &dims);
 
 /// out := Cast(x, to) by the Cast kernel itself (a synthetic Cast node named
 /// after `owner`), so every op that casts converts bit for bit as Cast does
@@ -491,39 +495,49 @@ struct KernelEntry {
   CpuKernel kernel;
 };
 
-// Each family file lists its kernels; cpu_backend.cpp builds the table from
-// these (explicit lists rather than static registration, which a static
-// library would silently drop).
+// Each op category's file (kernels/cpu/<category>.cpp) lists its kernels;
+// kernel_table.cpp builds the table from these (explicit lists rather than
+// static registration, which a static library would silently drop).
+/// elementwise.cpp: arithmetic, comparisons and logic, unary math, Cast,
+/// CastLike, Where, Identity, Trilu, Clip, Max/Min/Sum, and their grads.
 std::vector<KernelEntry> elementwiseKernels();
-std::vector<KernelEntry> gemmKernels();
-std::vector<KernelEntry> shapeKernels();
-std::vector<KernelEntry> softmaxKernels();
+/// activation.cpp: Relu, Tanh, Sigmoid, Gelu, LeakyRelu, mpc.LogSigmoid,
+/// Softmax, LogSoftmax and their mpc.*Grad ops.
+std::vector<KernelEntry> activationKernels();
+/// reduction.cpp: ReduceSum/Mean/Max/Prod, CumSum, mpc.ReduceGrad,
+/// mpc.ReduceExtremumGrad, mpc.SumToShape(As).
+std::vector<KernelEntry> reductionKernels();
+/// matmul.cpp: Gemm and MatMul.
+std::vector<KernelEntry> matmulKernels();
+/// conv_pool.cpp: Conv, ConvTranspose, MaxPool, AveragePool,
+/// GlobalAveragePool and their mpc grads.
+std::vector<KernelEntry> convPoolKernels();
+/// normalization.cpp: BatchNormalization, LayerNormalization,
+/// mpc.RMSNormalization and their mpc grads.
+std::vector<KernelEntry> normalizationKernels();
+/// shape_ops.cpp: Reshape, Transpose, Concat, Split, Slice, ... and
+/// mpc.SliceGrad.
+std::vector<KernelEntry> shapeOpsKernels();
+/// gather_scatter.cpp: Gather, GatherElements, GatherND, ScatterND,
+/// ScatterElements, mpc.GatherGrad, mpc.GatherElementsGrad.
+std::vector<KernelEntry> gatherScatterKernels();
+/// selection.cpp: TopK, ArgMax and ArgMin (selection by order).
+std::vector<KernelEntry> selectionKernels();
+/// loss.cpp: SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and their
+/// mpc grads.
 std::vector<KernelEntry> lossKernels();
-std::vector<KernelEntry> reduceKernels();
-std::vector<KernelEntry> mpcGradKernels();
-std::vector<KernelEntry> mpcTrainKernels();
-/// kernels/cpu/transformer.cpp: layer norm, Gelu, Dropout, Split, ... (issue
-/// 3).
-std::vector<KernelEntry> transformerKernels();
-/// kernels/cpu/conv.cpp, pool.cpp, batch_norm.cpp: the CNN family (issue 3).
-std::vector<KernelEntry> convKernels();
-std::vector<KernelEntry> poolKernels();
-std::vector<KernelEntry> batchNormKernels();
-/// kernels/cpu/preview_training.cpp: ONNX's ai.onnx.preview.training ops
-/// Adagrad, Momentum, Adam (issue 5).
-std::vector<KernelEntry> previewTrainingKernels();
-/// kernels/cpu/gather_elements.cpp: GatherElements and mpc.GatherElementsGrad
-/// (issue 5).
-std::vector<KernelEntry> gatherElementsKernels();
-/// kernels/cpu/random.cpp: RandomUniform, RandomNormal, their *Like forms
-/// and Bernoulli.
+/// optimizer.cpp: mpc.SGD, mpc.Adam, mpc.ClipGradNorm, the loss scaler, the
+/// step counter and learning rate, and ai.onnx.preview.training's Adagrad,
+/// Momentum and Adam.
+std::vector<KernelEntry> optimizerKernels();
+/// collective.cpp: mpc.AllReduce across the data-parallel world.
+std::vector<KernelEntry> collectiveKernels();
+/// random.cpp: RandomUniform, RandomNormal, their *Like forms, Bernoulli,
+/// Dropout and mpc.DropoutGrad.
 std::vector<KernelEntry> randomKernels();
-/// kernels/cpu/scatter_nd.cpp: GatherND and ScatterND (index tuples).
-std::vector<KernelEntry> scatterNDKernels();
-/// kernels/cpu/all_reduce.cpp: mpc.AllReduce across the data-parallel world.
-std::vector<KernelEntry> allReduceKernels();
-/// kernels/cpu/topk.cpp: TopK, ArgMax and ArgMin (selection by order).
-std::vector<KernelEntry> topkKernels();
+/// fused.cpp: mpc.Gelu, mpc.GeluTanh, mpc.FusedMatMul, mpc.SoftmaxTo,
+/// mpc.DivSoftmaxTo, mpc.SoftmaxGradAs, mpc.SoftmaxGradDiv.
+std::vector<KernelEntry> fusedKernels();
 /// TopK's K input checked (one int64 value in [0, len], len the size of the
 /// selected axis) and returned; the CUDA runner reads it the same way.
 int64_t topkCount(const Node &node, const Tensor &k, int64_t len);

@@ -1,50 +1,43 @@
-// Elementwise CPU kernels: arithmetic, comparisons, activations, Cast, Where.
+// Elementwise CPU kernels: arithmetic, comparisons and logic, unary math,
+// Cast, CastLike, Where, Identity, Trilu, Clip, the variadic Max/Min/Sum, and
+// the backward ops mpc.ErfGrad, mpc.ClipGrad and mpc.ExtremumGrad.
 //
 // Binary ops broadcast numpy-style. Floating ops load every element into
 // fp32 (fp64 for fp64 tensors), compute there and round once on store, which
 // is what the GPU's fp16/bf16 kernels do; integer ops compute exactly in
 // their own type (fold-constants runs shape arithmetic through them).
 // Integer division and modulo by zero are errors, not traps.
+//
+// Numerics as everywhere in kernels/cpu: fp16/bf16 are storage types, each
+// element is computed on in fp32 and rounded to nearest-even once when
+// stored; fp64 computes in double, which the float64 finite-difference
+// checks of the gradient rules rely on. Every sum accumulates in that
+// compute type, never in fp16. The backward kernels may see operands of
+// different precisions (autocast can leave an fp32 gradient meeting an fp16
+// activation): they compute in double when any operand is fp64, else in
+// fp32, and store in dY's dtype (compute_support.h).
+#include "ir/mpc_ops.h"
 #include "ir/round_to_odd.h"
+#include "kernels/common/gelu_math.h"
+#include "kernels/common/piecewise_math.h"
+#include "kernels/common/trilu_math.h"
+#include "kernels/cpu/compute_support.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/elementwise_support.h"
+#include "kernels/cpu/node_geometry.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <optional>
 #include <type_traits>
 
 namespace mpc {
 namespace cpu {
+
 namespace {
 
 // --- shared loops ------------------------------------------------------------
-
-/// Elements per block of the floating loops below: operands are widened into
-/// fp32 (fp64) blocks of this size, the op runs over whole blocks, and the
-/// result is rounded back in one call.
-constexpr int64_t kBlock = 512;
-
-/// The n elements of a run starting at p with the given step, in the
-/// compute type: p itself where the storage is already that type and the
-/// run is contiguous, else widened into buf.
-template <typename Io>
-const typename Io::Compute *runValues(const typename Io::Storage *p,
-                                      int64_t step, int64_t n,
-                                      typename Io::Compute *buf) {
-  using C = typename Io::Compute;
-  if (step == 1) {
-    if constexpr (std::is_same_v<typename Io::Storage, C>)
-      return p;
-    loadRun<Io>(p, n, buf);
-  } else if (step == 0) {
-    C v = Io::load(p, 0);
-    for (int64_t j = 0; j < n; ++j)
-      buf[j] = v;
-  } else {
-    for (int64_t j = 0; j < n; ++j)
-      buf[j] = Io::load(p, j * step);
-  }
-  return buf;
-}
 
 /// y = op(a, b) with broadcasting; a and b share the dtype of Io, y has
 /// OutIo's dtype.
@@ -100,33 +93,6 @@ void requireSameType(const KernelContext &ctx) {
   if (a.dtype != b.dtype)
     fail(ctx.node, "operands have different element types (",
          dtypeName(a.dtype), " and ", dtypeName(b.dtype), ")");
-}
-
-/// y = op(x), same dtype.
-template <typename Io, typename Op> void unaryLoop(KernelContext &ctx, Op op) {
-  const Tensor &x = input(ctx, 0, "X");
-  Tensor &y = overwrittenOutput(ctx, 0, x.dtype, x.dims);
-  const auto *px = ptr<Io>(x);
-  auto *py = ptr<Io>(y);
-  int64_t n = x.numel();
-  using C = typename Io::Compute;
-  if constexpr (std::is_floating_point_v<C>) {
-    C bufX[kBlock], bufY[kBlock]; // as in binaryLoop
-    for (int64_t c = 0; c < n; c += kBlock) {
-      int64_t m = std::min(kBlock, n - c);
-      const C *vx = runValues<Io>(px + c, 1, m, bufX);
-      C *dst = std::is_same_v<typename Io::Storage, C>
-                   ? reinterpret_cast<C *>(py + c)
-                   : bufY;
-      for (int64_t j = 0; j < m; ++j)
-        dst[j] = op(vx[j]);
-      if (dst == bufY)
-        storeRun<Io>(py + c, m, bufY);
-    }
-  } else {
-    for (int64_t i = 0; i < n; ++i)
-      Io::store(py, i, op(Io::load(px, i)));
-  }
 }
 
 // --- arithmetic --------------------------------------------------------------
@@ -375,22 +341,6 @@ void kernelIsInf(KernelContext &ctx) {
 
 // --- unary math --------------------------------------------------------------
 
-template <typename Op> void floatUnary(KernelContext &ctx, Op op) {
-  dispatchFloat(ctx.node, input(ctx, 0, "X").dtype, [&](auto io) {
-    using Io = decltype(io);
-    using C = typename Io::Compute;
-    unaryLoop<Io>(ctx, [&](C v) { return C(op(v)); });
-  });
-}
-
-template <typename Op> void numericUnary(KernelContext &ctx, Op op) {
-  dispatchNumeric(ctx.node, input(ctx, 0, "X").dtype, [&](auto io) {
-    using Io = decltype(io);
-    using C = typename Io::Compute;
-    unaryLoop<Io>(ctx, [&](C v) { return C(op(v)); });
-  });
-}
-
 void kernelNeg(KernelContext &ctx) {
   numericUnary(ctx, [](auto v) {
     using T = decltype(v);
@@ -421,14 +371,6 @@ void kernelSign(KernelContext &ctx) {
   });
 }
 
-void kernelRelu(KernelContext &ctx) {
-  // NaN propagates (as PyTorch's relu does); everything else clamps at 0.
-  numericUnary(ctx, [](auto v) {
-    using T = decltype(v);
-    return v > T(0) || v != v ? v : T(0);
-  });
-}
-
 void kernelSqrt(KernelContext &ctx) {
   floatUnary(ctx, [](auto v) { return std::sqrt(v); });
 }
@@ -438,9 +380,7 @@ void kernelExp(KernelContext &ctx) {
 void kernelLog(KernelContext &ctx) {
   floatUnary(ctx, [](auto v) { return std::log(v); });
 }
-void kernelTanh(KernelContext &ctx) {
-  floatUnary(ctx, [](auto v) { return std::tanh(v); });
-}
+
 void kernelErf(KernelContext &ctx) {
   floatUnary(ctx, [](auto v) { return std::erf(v); });
 }
@@ -461,12 +401,6 @@ void kernelCeil(KernelContext &ctx) {
 }
 void kernelRound(KernelContext &ctx) {
   floatUnary(ctx, [](auto v) { return std::nearbyint(v); });
-}
-void kernelSigmoid(KernelContext &ctx) {
-  floatUnary(ctx, [](auto v) {
-    using T = decltype(v);
-    return T(1) / (T(1) + std::exp(-v));
-  });
 }
 
 // --- Cast --------------------------------------------------------------------
@@ -571,6 +505,164 @@ void kernelWhere(KernelContext &ctx) {
   });
 }
 
+void kernelIdentity(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "input");
+  copyWithDims(ctx, x, x.dims);
+}
+
+/// Trilu: the kept run of each row of each matrix copied, the rest zeroed
+/// (all-zero bytes are 0 in every dtype).
+void kernelTrilu(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &x = input(ctx, 0, "input");
+  int64_t k = triluDiagonal(node, optionalInput(ctx, 1));
+  const bool upper = node.attrInt("upper", 1) != 0;
+  if (x.dims.size() < 2)
+    fail(node, "input must have rank >= 2, got ", shapeString(x.dims));
+  Tensor &y = output(ctx, 0, x.dtype, x.dims);
+  const int64_t rows = x.dims[x.dims.size() - 2], cols = x.dims.back();
+  const size_t size = dtypeSize(x.dtype);
+  const int64_t matrices = rows > 0 && cols > 0 ? x.numel() / (rows * cols) : 0;
+  const uint8_t *px = x.bytes.data();
+  uint8_t *py = y.bytes.data();
+  for (int64_t m = 0; m < matrices; ++m)
+    for (int64_t i = 0; i < rows; ++i) {
+      size_t row = size_t((m * rows + i) * cols) * size;
+      TriluRun run = triluKeptColumns(i, cols, k, upper);
+      std::memset(py + row, 0, size_t(run.begin) * size);
+      std::memmove(py + row + size_t(run.begin) * size,
+                   px + row + size_t(run.begin) * size,
+                   size_t(run.end - run.begin) * size);
+      std::memset(py + row + size_t(run.end) * size, 0,
+                  size_t(cols - run.end) * size);
+    }
+}
+
+// --- Clip --------------------------------------------------------------------
+
+/// Clip: min/max are optional scalar inputs (opset 11+) or float attributes
+/// (opset 6); an absent bound does not bound. min(max(x, lo), hi), so lo >
+/// hi gives hi everywhere, as in PyTorch's clamp; NaN stays NaN.
+void kernelClip(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &x = input(ctx, 0, "input");
+  const Tensor *lo = optionalInput(ctx, 1), *hi = optionalInput(ctx, 2);
+  for (const Tensor *b : {lo, hi})
+    if (b && (b->numel() != 1 || b->dtype != x.dtype))
+      fail(node, "min and max must be single elements of the input's type ",
+           dtypeName(x.dtype), ", got ", dtypeName(b->dtype), " ",
+           shapeString(b->dims));
+  Tensor &y = output(ctx, 0, x.dtype, x.dims);
+  dispatchNumeric(node, x.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    bool hasLo = lo || node.hasAttr("min"), hasHi = hi || node.hasAttr("max");
+    C vlo = lo ? Io::load(ptr<Io>(*lo), 0) : C(node.attrFloat("min", 0));
+    C vhi = hi ? Io::load(ptr<Io>(*hi), 0) : C(node.attrFloat("max", 0));
+    const auto *px = ptr<Io>(x);
+    auto *py = ptr<Io>(y);
+    for (int64_t i = 0, n = x.numel(); i < n; ++i)
+      Io::store(py, i, clipValue(Io::load(px, i), hasLo, vlo, hasHi, vhi));
+  });
+}
+
+// --- Max, Min, Sum -----------------------------------------------------------
+
+enum class Fold { Max, Min, Sum };
+
+/// Max/Min/Sum of n broadcast inputs: combined in the compute type, stored
+/// once. NaN wins in Max and Min (PyTorch's maximum/minimum propagate it).
+template <Fold F> void variadicKernel(KernelContext &ctx) {
+  std::vector<int64_t> dims = variadicShape(ctx);
+  DType t = ctx.in(0).dtype;
+  Tensor &y = output(ctx, 0, t, dims);
+  dispatchNumeric(ctx.node, t, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    std::vector<C> acc(size_t(y.numel()));
+    for (size_t k = 0; k < ctx.inputs.size(); ++k) {
+      const Tensor &in = ctx.in(k);
+      const auto *p = ptr<Io>(in);
+      const std::vector<int64_t> shapes[1] = {in.dims};
+      forEachBroadcast(dims, shapes, [&](int64_t i, const int64_t *o) {
+        C v = Io::load(p, o[0]);
+        C &a = acc[size_t(i)];
+        if (k == 0) {
+          a = v;
+        } else if constexpr (F == Fold::Sum) {
+          a = sumFold(a, v);
+        } else {
+          a = extremumFold(F == Fold::Max, a, v);
+        }
+      });
+    }
+    auto *py = ptr<Io>(y);
+    for (size_t i = 0; i < acc.size(); ++i)
+      Io::store(py, int64_t(i), acc[i]);
+  });
+}
+
+// --- CastLike ----------------------------------------------------------------
+
+/// CastLike(x, like) is Cast(x) <to = like's dtype>: run through the Cast
+/// kernel itself, so both convert bit for bit alike.
+void kernelCastLike(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "input");
+  const Tensor &like = input(ctx, 1, "target_type");
+  castWithCastKernel(ctx.node, x, like.dtype, ctx.outputs.at(0), ctx.seed);
+}
+
+// --- elementwise gradients ---------------------------------------------------
+
+void kernelErfGrad(KernelContext &ctx) {
+  unaryGrad(ctx, [](auto g, auto x) { return erfGradValue(g, x); });
+}
+
+void kernelClipGrad(KernelContext &ctx) {
+  const Tensor *lo = optionalInput(ctx, 2), *hi = optionalInput(ctx, 3);
+  for (const Tensor *b : {lo, hi})
+    if (b && (b->numel() != 1 || !isFloating(b->dtype)))
+      fail(ctx.node, "min and max must be single floating-point elements, got ",
+           dtypeName(b->dtype), " ", shapeString(b->dims));
+  // The opset-6 form carries its bounds as attributes.
+  const Node &node = ctx.node;
+  double vlo = lo ? lo->getAsDouble(0) : node.attrFloat("min", -INFINITY);
+  double vhi = hi ? hi->getAsDouble(0) : node.attrFloat("max", INFINITY);
+  unaryGrad(ctx, [&](auto g, auto x) {
+    using C = decltype(g);
+    return clipGradValue(g, x, C(vlo), C(vhi));
+  });
+}
+
+/// ExtremumGrad(dY, Y, X0..Xn-1) <index>: dY split evenly among the inputs
+/// equal to Y at each position.
+void kernelExtremumGrad(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  int64_t index = extremumGradIndex(ctx);
+  const Tensor &dy = ctx.in(0), &y = ctx.in(1);
+  Tensor &dx = output(ctx, 0, dy.dtype, dy.dims);
+  withCompute(node, {&dy, &y}, [&](auto c) {
+    using C = decltype(c);
+    std::vector<C> g = loadAll<C>(dy), yv = loadAll<C>(y);
+    std::vector<C> ties(g.size(), C(0));
+    std::vector<bool> mine(g.size(), false);
+    for (size_t k = 2; k < ctx.inputs.size(); ++k) {
+      const Tensor &xk = ctx.in(k);
+      std::vector<C> xv = loadAll<C>(xk);
+      const std::vector<int64_t> shapes[1] = {xk.dims};
+      forEachBroadcast(dy.dims, shapes, [&](int64_t i, const int64_t *o) {
+        bool eq = xv[size_t(o[0])] == yv[size_t(i)];
+        ties[size_t(i)] += eq ? C(1) : C(0);
+        if (k - 2 == size_t(index))
+          mine[size_t(i)] = eq;
+      });
+    }
+    for (size_t i = 0; i < g.size(); ++i)
+      g[i] = extremumGradShare(g[i], bool(mine[i]), ties[i]);
+    storeAll(dx, g);
+  });
+}
+
 } // namespace
 
 std::vector<KernelEntry> elementwiseKernels() {
@@ -584,12 +676,9 @@ std::vector<KernelEntry> elementwiseKernels() {
       {"", "Neg", kernelNeg},
       {"", "Abs", kernelAbs},
       {"", "Sign", kernelSign},
-      {"", "Relu", kernelRelu},
       {"", "Sqrt", kernelSqrt},
       {"", "Exp", kernelExp},
       {"", "Log", kernelLog},
-      {"", "Tanh", kernelTanh},
-      {"", "Sigmoid", kernelSigmoid},
       {"", "Erf", kernelErf},
       {"", "Equal", kernelEqual},
       {"", "Greater", kernelGreater},
@@ -609,6 +698,16 @@ std::vector<KernelEntry> elementwiseKernels() {
       {"", "Ceil", kernelCeil},
       {"", "Round", kernelRound},
       {"", "Cos", kernelCos},
+      {"", "Identity", kernelIdentity},
+      {"", "Trilu", kernelTrilu},
+      {"", "Clip", kernelClip},
+      {"", "Max", variadicKernel<Fold::Max>},
+      {"", "Min", variadicKernel<Fold::Min>},
+      {"", "Sum", variadicKernel<Fold::Sum>},
+      {"", "CastLike", kernelCastLike},
+      {kMpcDomain, "ErfGrad", kernelErfGrad},
+      {kMpcDomain, "ClipGrad", kernelClipGrad},
+      {kMpcDomain, "ExtremumGrad", kernelExtremumGrad},
   };
 }
 

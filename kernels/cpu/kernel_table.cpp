@@ -1,10 +1,9 @@
-// The CPU kernel table: built once from the kernel families of kernels/cpu/
-// (each family's entries come from the functions declared in cpu_util.h) and
-// keyed by (domain, op type).
+// The CPU kernel table: built once from the op categories' kernel families
+// (kernels/cpu/<category>.cpp, each listing its entries through a function
+// declared in cpu_util.h) and keyed by (domain, op type).
 #include "kernels/cpu/kernel_table.h"
 
 #include "kernels/cpu/cpu_util.h"
-#include "kernels/cpu/log_sigmoid.h"
 
 #include <algorithm>
 #include <map>
@@ -20,13 +19,12 @@ const std::map<Key, CpuKernel> &kernelTable() {
   static const std::map<Key, CpuKernel> table = [] {
     std::map<Key, CpuKernel> t;
     for (auto family :
-         {cpu::elementwiseKernels, cpu::gemmKernels, cpu::shapeKernels,
-          cpu::softmaxKernels, cpu::lossKernels, cpu::reduceKernels,
-          cpu::mpcGradKernels, cpu::mpcTrainKernels, cpu::transformerKernels,
-          cpu::convKernels, cpu::poolKernels, cpu::batchNormKernels,
-          cpu::previewTrainingKernels, cpu::gatherElementsKernels,
-          cpu::randomKernels, cpu::scatterNDKernels, cpu::topkKernels,
-          cpu::allReduceKernels, cpu::logSigmoidKernels})
+         {cpu::elementwiseKernels, cpu::activationKernels,
+          cpu::reductionKernels, cpu::matmulKernels, cpu::convPoolKernels,
+          cpu::normalizationKernels, cpu::shapeOpsKernels,
+          cpu::gatherScatterKernels, cpu::selectionKernels, cpu::lossKernels,
+          cpu::optimizerKernels, cpu::collectiveKernels, cpu::randomKernels,
+          cpu::fusedKernels})
       for (const cpu::KernelEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e.kernel);
     return t;

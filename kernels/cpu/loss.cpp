@@ -1,4 +1,6 @@
-// Loss CPU kernels: SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss.
+// Loss CPU kernels: SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss,
+// and their backward ops mpc.SoftmaxCrossEntropyLossGrad and
+// mpc.NegativeLogLikelihoodLossGrad.
 //
 // Scores are [N, C] or [N, C, d1, ...] and labels [N] or [N, d1, ...]
 // (int64 or int32). Each position's loss is -w[label] * logp[n, label, d];
@@ -6,10 +8,14 @@
 // weight. "mean" divides the weighted sum by the summed weights, as ONNX and
 // PyTorch do. Everything is computed in fp32 (fp64 for fp64 scores), and a
 // label outside [0, C) that is not ignore_index is a user error naming the
-// node and the label. lossSetup() (declared in cpu_util.h) is shared with
-// the backward kernels in mpc_grad.cpp so both validate labels alike.
+// node and the label. lossSetup() (declared in cpu_util.h) is shared by the
+// forward and the backward kernels so both validate labels alike. A
+// gradient's result takes the dtype of the forward tensor (log_prob / X) it
+// is the gradient of.
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace mpc {
@@ -136,11 +142,99 @@ template <bool Softmax> void lossKernel(KernelContext &ctx) {
   });
 }
 
+/// The per-position scale s of a loss gradient: dL / sum(w) for mean, dL for
+/// sum, dL[pos] for none.
+template <typename C>
+std::vector<C> lossGradScale(const KernelContext &ctx, const LossSetup &s,
+                             const Tensor &dl) {
+  size_t positions = s.labels.size();
+  std::vector<C> scale(positions);
+  if (s.reduction == LossSetup::None) {
+    if (dl.dims != s.perPosition)
+      fail(ctx.node, "dL must have shape ", shapeString(s.perPosition),
+           " for reduction 'none', got ", shapeString(dl.dims));
+    for (size_t p = 0; p < positions; ++p)
+      scale[p] = C(loadDouble(dl, int64_t(p)));
+    return scale;
+  }
+  if (dl.numel() != 1)
+    fail(ctx.node, "dL must be a scalar, got shape ", shapeString(dl.dims));
+  C g = C(loadDouble(dl, 0));
+  if (s.reduction == LossSetup::Mean) {
+    C total = 0;
+    for (size_t p = 0; p < positions; ++p)
+      total += C(s.weight[p]);
+    g = g / total;
+  }
+  scale.assign(positions, g);
+  return scale;
+}
+
+void kernelSoftmaxCrossEntropyLossGrad(KernelContext &ctx) {
+  const Tensor &dl = input(ctx, 0, "dL"), &lp = input(ctx, 1, "log_prob"),
+               &labels = input(ctx, 2, "labels");
+  if (!isFloating(dl.dtype))
+    fail(ctx.node, "dL must be floating point, got ", dtypeName(dl.dtype));
+  LossSetup s = lossSetup(ctx, lp, labels, optionalInput(ctx, 3));
+  Tensor &dx = output(ctx, 0, lp.dtype, lp.dims);
+  dispatchFloat(ctx.node, lp.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    std::vector<C> scale = lossGradScale<C>(ctx, s, dl);
+    const auto *pl = ptr<Io>(lp);
+    auto *px = ptr<Io>(dx);
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t d = 0; d < s.d; ++d) {
+        size_t pos = size_t(n * s.d + d);
+        bool ignored = s.ignored(pos);
+        C w = C(s.weight[pos]);
+        for (int64_t c = 0; c < s.c; ++c) {
+          int64_t k = (n * s.c + c) * s.d + d;
+          C v = 0;
+          if (!ignored) {
+            C hot = c == s.labels[pos] ? C(1) : C(0);
+            v = (std::exp(Io::load(pl, k)) - hot) * w * scale[pos];
+          }
+          Io::store(px, k, v);
+        }
+      }
+  });
+}
+
+void kernelNegativeLogLikelihoodLossGrad(KernelContext &ctx) {
+  const Tensor &dl = input(ctx, 0, "dL"), &x = input(ctx, 1, "X"),
+               &labels = input(ctx, 2, "labels");
+  if (!isFloating(dl.dtype))
+    fail(ctx.node, "dL must be floating point, got ", dtypeName(dl.dtype));
+  LossSetup s = lossSetup(ctx, x, labels, optionalInput(ctx, 3));
+  Tensor &dx = output(ctx, 0, x.dtype, x.dims); // zero-filled
+  dispatchFloat(ctx.node, x.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using C = typename Io::Compute;
+    std::vector<C> scale = lossGradScale<C>(ctx, s, dl);
+    auto *px = ptr<Io>(dx);
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t d = 0; d < s.d; ++d) {
+        size_t pos = size_t(n * s.d + d);
+        if (s.ignored(pos))
+          continue;
+        int64_t k = (n * s.c + s.labels[pos]) * s.d + d;
+        Io::store(px, k, -C(s.weight[pos]) * scale[pos]);
+      }
+  });
+}
+
 } // namespace
 
 std::vector<KernelEntry> lossKernels() {
-  return {{"", "SoftmaxCrossEntropyLoss", lossKernel<true>},
-          {"", "NegativeLogLikelihoodLoss", lossKernel<false>}};
+  return {
+      {"", "SoftmaxCrossEntropyLoss", lossKernel<true>},
+      {"", "NegativeLogLikelihoodLoss", lossKernel<false>},
+      {kMpcDomain, "SoftmaxCrossEntropyLossGrad",
+       kernelSoftmaxCrossEntropyLossGrad},
+      {kMpcDomain, "NegativeLogLikelihoodLossGrad",
+       kernelNegativeLogLikelihoodLossGrad},
+  };
 }
 
 } // namespace cpu

@@ -1,6 +1,6 @@
 // The checked operands of ONNX's training operators (Adagrad, Momentum,
 // Adam of ai.onnx.preview.training): what the CPU kernels
-// (preview_training.cpp) and the CUDA runner (runtime/cuda/
+// (optimizer.cpp) and the CUDA runner (runtime/cuda/
 // run_preview_training.cpp) both read off a node, so both backends accept
 // the same nodes with the same messages.
 #pragma once

@@ -1,5 +1,5 @@
-// CPU kernels of the CNN family (kernels/cpu/conv.cpp, pool.cpp,
-// batch_norm.cpp) against naive loops written here in double.
+// CPU kernels of the CNN family (kernels/cpu/conv_pool.cpp,
+// normalization.cpp) against naive loops written here in double.
 //
 // The references index X directly by coordinates (o * stride - pad + k *
 // dilation), independently of the window tables the kernels use, and take

@@ -1,11 +1,13 @@
-// Shape and data-movement CPU kernels: Reshape, Transpose, Slice, Gather, ...
+// Shape and data-movement CPU kernels: Reshape, Flatten, Transpose, Concat,
+// Split, Squeeze, Unsqueeze, Slice, Expand, Shape, Constant,
+// ConstantOfShape, Range, and mpc.SliceGrad.
 //
 // These move elements without arithmetic, so they work on raw element bytes
 // for every dtype. They also carry the shape arithmetic that the PyTorch
 // exporter writes (Shape -> Gather -> Concat -> Reshape), which
 // fold-constants evaluates through these same kernels; every size, axis and
 // index read from a tensor or attribute is validated first.
-#include "kernels/common/trilu_math.h"
+#include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
 
@@ -19,17 +21,8 @@
 
 namespace mpc {
 namespace cpu {
-namespace {
 
-/// Output 0 := x's bytes under new dims (the element count must match).
-void copyWithDims(KernelContext &ctx, const Tensor &x,
-                  const std::vector<int64_t> &dims) {
-  Tensor &y = overwrittenOutput(ctx, 0, x.dtype, dims);
-  if (y.numel() != x.numel())
-    fail(ctx.node, "cannot reshape ", shapeString(x.dims), " to ",
-         shapeString(dims));
-  y.bytes = x.bytes;
-}
+namespace {
 
 /// Axes from input `index` when present (opset 13+), else from attribute
 /// "axes" (older opsets). `given` says whether either was present.
@@ -53,11 +46,6 @@ std::vector<int64_t> uniqueAxes(const Node &node, std::vector<int64_t> axes,
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
     fail(node, "axes contain a duplicate");
   return axes;
-}
-
-void kernelIdentity(KernelContext &ctx) {
-  const Tensor &x = input(ctx, 0, "input");
-  copyWithDims(ctx, x, x.dims);
 }
 
 void kernelReshape(KernelContext &ctx) {
@@ -334,65 +322,6 @@ void kernelConcat(KernelContext &ctx) {
   }
 }
 
-void kernelGather(KernelContext &ctx) {
-  const Node &node = ctx.node;
-  const Tensor &x = input(ctx, 0, "data"), &idx = input(ctx, 1, "indices");
-  if (idx.dtype != DType::I64 && idx.dtype != DType::I32)
-    fail(node, "indices must be int64 or int32, got ", dtypeName(idx.dtype));
-  int64_t r = int64_t(x.dims.size());
-  if (r == 0)
-    fail(node, "cannot gather from a scalar");
-  int64_t axis = normalizeAxis(node, node.attrInt("axis", 0), r);
-  std::vector<int64_t> dims(x.dims.begin(), x.dims.begin() + axis);
-  dims.insert(dims.end(), idx.dims.begin(), idx.dims.end());
-  dims.insert(dims.end(), x.dims.begin() + axis + 1, x.dims.end());
-  Tensor &y = output(ctx, 0, x.dtype, dims);
-  int64_t outer = 1, inner = 1, s = x.dims[size_t(axis)];
-  for (int64_t d = 0; d < r; ++d)
-    if (d < axis)
-      outer *= x.dims[size_t(d)];
-    else if (d > axis)
-      inner *= x.dims[size_t(d)];
-  int64_t numIdx = idx.numel();
-  std::vector<int64_t> rows(size_t(std::max<int64_t>(numIdx, 0)));
-  for (int64_t j = 0; j < numIdx; ++j) {
-    int64_t v = loadInt(idx, j);
-    if (v < -s || v >= s)
-      fail(node, "index ", v, " is out of range for axis ", axis, " of size ",
-           s);
-    rows[size_t(j)] = v < 0 ? v + s : v;
-  }
-  size_t size = dtypeSize(x.dtype), block = size_t(inner) * size;
-  if (!block)
-    return;
-  // Rows of a few elements (a Gather along an inner axis: a lowered Resize)
-  // are copied as typed elements; a library call per row would cost more
-  // than the copy.
-  auto copyTyped = [&](auto element) {
-    using T = decltype(element);
-    const T *px = reinterpret_cast<const T *>(x.bytes.data());
-    T *py = reinterpret_cast<T *>(y.bytes.data());
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t j = 0; j < numIdx; ++j) {
-        const T *src = px + (o * s + rows[size_t(j)]) * inner;
-        T *dst = py + (o * numIdx + j) * inner;
-        for (int64_t i = 0; i < inner; ++i)
-          dst[i] = src[i];
-      }
-  };
-  if (block <= 64 && size == 4)
-    return copyTyped(uint32_t());
-  if (block <= 64 && size == 2)
-    return copyTyped(uint16_t());
-  if (block <= 64 && size == 8)
-    return copyTyped(uint64_t());
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t j = 0; j < numIdx; ++j)
-      std::memcpy(y.bytes.data() + size_t(o * numIdx + j) * block,
-                  x.bytes.data() + size_t(o * s + rows[size_t(j)]) * block,
-                  block);
-}
-
 void kernelSlice(KernelContext &ctx) {
   const Tensor &x = input(ctx, 0, "data");
   int64_t r = int64_t(x.dims.size());
@@ -469,34 +398,6 @@ void kernelRange(KernelContext &ctx) {
   }
 }
 
-/// Trilu: the kept run of each row of each matrix copied, the rest zeroed
-/// (all-zero bytes are 0 in every dtype).
-void kernelTrilu(KernelContext &ctx) {
-  const Node &node = ctx.node;
-  const Tensor &x = input(ctx, 0, "input");
-  int64_t k = triluDiagonal(node, optionalInput(ctx, 1));
-  const bool upper = node.attrInt("upper", 1) != 0;
-  if (x.dims.size() < 2)
-    fail(node, "input must have rank >= 2, got ", shapeString(x.dims));
-  Tensor &y = output(ctx, 0, x.dtype, x.dims);
-  const int64_t rows = x.dims[x.dims.size() - 2], cols = x.dims.back();
-  const size_t size = dtypeSize(x.dtype);
-  const int64_t matrices = rows > 0 && cols > 0 ? x.numel() / (rows * cols) : 0;
-  const uint8_t *px = x.bytes.data();
-  uint8_t *py = y.bytes.data();
-  for (int64_t m = 0; m < matrices; ++m)
-    for (int64_t i = 0; i < rows; ++i) {
-      size_t row = size_t((m * rows + i) * cols) * size;
-      TriluRun run = triluKeptColumns(i, cols, k, upper);
-      std::memset(py + row, 0, size_t(run.begin) * size);
-      std::memmove(py + row + size_t(run.begin) * size,
-                   px + row + size_t(run.begin) * size,
-                   size_t(run.end - run.begin) * size);
-      std::memset(py + row + size_t(run.end) * size, 0,
-                  size_t(cols - run.end) * size);
-    }
-}
-
 void kernelConstant(KernelContext &ctx) {
   const Node &node = ctx.node;
   int kinds = 0;
@@ -526,11 +427,66 @@ void kernelConstant(KernelContext &ctx) {
   }
 }
 
+// --- Split -------------------------------------------------------------------
+
+void kernelSplit(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "input");
+  int64_t rank = int64_t(x.dims.size());
+  if (rank == 0)
+    fail(ctx.node, "cannot split a scalar");
+  int64_t axis = normalizeAxis(ctx.node, ctx.node.attrInt("axis", 0), rank);
+  AxisSplit s = splitAt(x.dims, axis);
+  std::vector<int64_t> sizes =
+      splitSizes(ctx.node, optionalInput(ctx, 1), ctx.outputs.size(), s.len);
+  size_t esize = dtypeSize(x.dtype);
+  int64_t offset = 0;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    std::vector<int64_t> dims = x.dims;
+    dims[size_t(axis)] = sizes[k];
+    if (Tensor *y = optionalOutput(ctx, k, x.dtype, dims)) {
+      size_t chunk = size_t(sizes[k] * s.inner) * esize;
+      for (int64_t o = 0; o < s.outer && chunk; ++o)
+        std::memcpy(y->bytes.data() + size_t(o) * chunk,
+                    x.bytes.data() +
+                        size_t((o * s.len + offset) * s.inner) * esize,
+                    chunk);
+    }
+    offset += sizes[k];
+  }
+}
+
+/// Where Slice(data, ...) reads: per axis the first index and the step, and
+/// the output's dims. Same clamping as the Slice kernel (ONNX's rules).
+void kernelSliceGrad(KernelContext &ctx) {
+  const Tensor &dy = input(ctx, 0, "dY"), &data = input(ctx, 1, "data");
+  SliceGeometry g = sliceGeometry(ctx, data.dims, 2);
+  if (dy.dims != g.dims)
+    fail(ctx.node, "dY of shape ", shapeString(dy.dims), " is not the shape ",
+         shapeString(g.dims), " the slice of data ", shapeString(data.dims),
+         " has");
+  Tensor &dx = output(ctx, 0, dy.dtype, data.dims); // zero-filled
+  int64_t n = dy.numel();
+  if (n == 0)
+    return;
+  std::vector<int64_t> inStrides = rowMajorStrides(data.dims);
+  std::vector<int64_t> strides(data.dims.size());
+  int64_t base = 0;
+  for (size_t a = 0; a < data.dims.size(); ++a) {
+    strides[a] = inStrides[a] * g.step[a];
+    base += g.first[a] * inStrides[a];
+  }
+  // Slice reads each position at most once: a plain copy, no accumulation.
+  size_t size = dtypeSize(dy.dtype);
+  const std::vector<int64_t> walk[1] = {strides};
+  StridedWalker<1> w(dy.dims, walk);
+  for (int64_t i = 0; i < n; ++i, w.next())
+    copyElement(dx.bytes.data(), base + w.offset(0), dy.bytes.data(), i, size);
+}
+
 } // namespace
 
-std::vector<KernelEntry> shapeKernels() {
+std::vector<KernelEntry> shapeOpsKernels() {
   return {
-      {"", "Identity", kernelIdentity},
       {"", "Reshape", kernelReshape},
       {"", "Flatten", kernelFlatten},
       {"", "Transpose", kernelTranspose},
@@ -538,13 +494,13 @@ std::vector<KernelEntry> shapeKernels() {
       {"", "Unsqueeze", kernelUnsqueeze},
       {"", "Squeeze", kernelSqueeze},
       {"", "Concat", kernelConcat},
-      {"", "Gather", kernelGather},
       {"", "Slice", kernelSlice},
       {"", "Expand", kernelExpand},
       {"", "ConstantOfShape", kernelConstantOfShape},
       {"", "Constant", kernelConstant},
       {"", "Range", kernelRange},
-      {"", "Trilu", kernelTrilu},
+      {"", "Split", kernelSplit},
+      {kMpcDomain, "SliceGrad", kernelSliceGrad},
   };
 }
 

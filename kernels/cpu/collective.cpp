@@ -32,6 +32,7 @@
 
 namespace mpc {
 namespace cpu {
+
 namespace {
 
 using Reduction = AllReduceOp;
@@ -239,8 +240,10 @@ void kernelAllReduce(KernelContext &ctx) {
 
 } // namespace
 
-std::vector<KernelEntry> allReduceKernels() {
-  return {{kMpcDomain, "AllReduce", kernelAllReduce}};
+std::vector<KernelEntry> collectiveKernels() {
+  return {
+      {kMpcDomain, "AllReduce", kernelAllReduce},
+  };
 }
 
 } // namespace cpu

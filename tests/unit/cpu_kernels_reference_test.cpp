@@ -1,5 +1,8 @@
-// CPU kernels of the transformer and residual-MLP family
-// (kernels/cpu/transformer.cpp) against values computed here in double.
+// CPU kernels of the transformer and residual-MLP ops (layer norm, Gelu,
+// LeakyRelu, Clip, Max/Min/Sum, Split, Dropout, CastLike, the random ops, the
+// gather gradients; kernels/cpu/normalization.cpp, activation.cpp,
+// elementwise.cpp, shape_ops.cpp, random.cpp, gather_scatter.cpp) against
+// values computed here in double.
 //
 // fp16/bf16 results must equal the fp32 result rounded once (the GPU's
 // contract); statistics and sums must accumulate in fp32, never in the
@@ -133,7 +136,7 @@ float rnd(DType t, float v) {
 
 // --- the table ---------------------------------------------------------------
 
-TEST(CpuTransformer, TableHasTheFamily) {
+TEST(CpuKernelsReference, TableHasTheFamily) {
   std::vector<std::string> ops = cpuKernelOps();
   for (const char *op : {"LayerNormalization",
                          "Gelu",
@@ -160,7 +163,7 @@ TEST(CpuTransformer, TableHasTheFamily) {
 
 // --- LayerNormalization ------------------------------------------------------
 
-TEST(CpuTransformer, LayerNormalizationMatchesDoubleReference) {
+TEST(CpuKernelsReference, LayerNormalizationMatchesDoubleReference) {
   const int64_t rows = 3, n = 5;
   std::vector<float> xv = randomFloats(rows * n, 1, -2, 2),
                      sv = randomFloats(n, 2), bv = randomFloats(n, 3);
@@ -190,7 +193,7 @@ TEST(CpuTransformer, LayerNormalizationMatchesDoubleReference) {
   expectNear(out[2], inv, 1e-5, "InvStdDev");
 }
 
-TEST(CpuTransformer, LayerNormalizationHalfKeepsFp32Statistics) {
+TEST(CpuKernelsReference, LayerNormalizationHalfKeepsFp32Statistics) {
   std::vector<float> xv = randomFloats(2 * 3 * 4, 4, -3, 3),
                      sv = randomFloats(12, 5), bv = randomFloats(12, 6);
   for (DType t : {DType::F16, DType::BF16}) {
@@ -216,7 +219,7 @@ TEST(CpuTransformer, LayerNormalizationHalfKeepsFp32Statistics) {
   }
 }
 
-TEST(CpuTransformer, LayerNormalizationErrors) {
+TEST(CpuKernelsReference, LayerNormalizationErrors) {
   Tensor x = F({2, 4}, randomFloats(8, 7)), s = F({3}, {1, 1, 1});
   EXPECT_CONTAINS(errorOf("LayerNormalization", {x, s}), "test_node");
   EXPECT_CONTAINS(errorOf("LayerNormalization", {x, s}),
@@ -231,7 +234,7 @@ TEST(CpuTransformer, LayerNormalizationErrors) {
                   "element type");
 }
 
-TEST(CpuTransformer, LayerNormalizationGradOmitsWhatIsNotWanted) {
+TEST(CpuKernelsReference, LayerNormalizationGradOmitsWhatIsNotWanted) {
   Tensor x = F({2, 3}, randomFloats(6, 8)), s = F({3}, randomFloats(3, 9)),
          b = F({3}, {0, 0, 0}), dy = F({2, 3}, randomFloats(6, 10));
   std::vector<Tensor> fwd =
@@ -269,7 +272,7 @@ TEST(CpuTransformer, LayerNormalizationGradOmitsWhatIsNotWanted) {
 
 // --- activations -------------------------------------------------------------
 
-TEST(CpuTransformer, GeluBothFormsAndTheirDerivatives) {
+TEST(CpuKernelsReference, GeluBothFormsAndTheirDerivatives) {
   Tensor x = D({5}, {-2, -1, 0, 1, 3});
   std::vector<double> exact, tanhForm, dExact, dTanh;
   for (double v : {-2.0, -1.0, 0.0, 1.0, 3.0}) {
@@ -302,7 +305,7 @@ TEST(CpuTransformer, GeluBothFormsAndTheirDerivatives) {
     EXPECT_EQ(float(hy.getAsDouble(i)), roundToHalf(float(fy.getAsDouble(i))));
 }
 
-TEST(CpuTransformer, ErfGradIsTheErfDerivativeComputedInFp32) {
+TEST(CpuKernelsReference, ErfGradIsTheErfDerivativeComputedInFp32) {
   Tensor x = D({5}, {-3, -1, 0, 0.5, 2});
   Tensor g = D({5}, {1, -2, 3, 0.25, 10});
   std::vector<double> want;
@@ -327,7 +330,7 @@ TEST(CpuTransformer, ErfGradIsTheErfDerivativeComputedInFp32) {
   }
 }
 
-TEST(CpuTransformer, LeakyReluAndClipWithTheirGradients) {
+TEST(CpuKernelsReference, LeakyReluAndClipWithTheirGradients) {
   Tensor x = F({5}, {-2, -0.5, 0, 0.5, 3});
   expectNear(run1("LeakyRelu", {x}), {-0.02, -0.005, 0, 0.5, 3}, 1e-7);
   expectNear(run1("LeakyRelu", {x}, {{"alpha", f32(0.5f)}}),
@@ -360,7 +363,7 @@ TEST(CpuTransformer, LeakyReluAndClipWithTheirGradients) {
 
 // --- Max, Min, Sum -----------------------------------------------------------
 
-TEST(CpuTransformer, MaxMinSumBroadcastAndPropagateNaN) {
+TEST(CpuKernelsReference, MaxMinSumBroadcastAndPropagateNaN) {
   Tensor a = F({2, 2}, {1, 5, -3, 2}), b = F({2}, {4, 0}), c = F({}, {-1});
   expectNear(run1("Max", {a, b, c}), {4, 5, 4, 2}, 0);
   expectNear(run1("Min", {a, b, c}), {-1, -1, -3, -1}, 0);
@@ -383,7 +386,7 @@ TEST(CpuTransformer, MaxMinSumBroadcastAndPropagateNaN) {
   EXPECT_EQ(run1("Sum", {h1, h2, h2}).getAsDouble(0), 1.0 + 2 * e);
 }
 
-TEST(CpuTransformer, ExtremumGradSplitsTiesEvenly) {
+TEST(CpuKernelsReference, ExtremumGradSplitsTiesEvenly) {
   // Max(a, b) with a tie at element 1: half the gradient to each, as
   // PyTorch's maximum does; element 0 goes to b, element 2 to a.
   Tensor a = F({3}, {1, 2, 5}), b = F({3}, {3, 2, -1});
@@ -403,7 +406,7 @@ TEST(CpuTransformer, ExtremumGradSplitsTiesEvenly) {
       "out of range");
 }
 
-TEST(CpuTransformer, ReduceExtremumGradSplitsTiesEvenly) {
+TEST(CpuKernelsReference, ReduceExtremumGradSplitsTiesEvenly) {
   Tensor x = F({2, 3}, {1, 4, 4, -1, 0, -2});
   Tensor y =
       run1("ReduceMax", {x}, {{"axes", ints({1})}, {"keepdims", i64(0)}});
@@ -423,7 +426,7 @@ TEST(CpuTransformer, ReduceExtremumGradSplitsTiesEvenly) {
 
 // --- Split -------------------------------------------------------------------
 
-TEST(CpuTransformer, SplitSizesEqualAndNumOutputs) {
+TEST(CpuKernelsReference, SplitSizesEqualAndNumOutputs) {
   Tensor x = F({2, 5}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
   Tensor sizes = I({2}, {2, 3});
   std::vector<Tensor> s =
@@ -461,7 +464,7 @@ TEST(CpuTransformer, SplitSizesEqualAndNumOutputs) {
 
 // --- Dropout -----------------------------------------------------------------
 
-TEST(CpuTransformer, DropoutInferenceIsIdentity) {
+TEST(CpuKernelsReference, DropoutInferenceIsIdentity) {
   Tensor x = F({4}, {1, 2, 3, 4}), r = F({}, {0.5f}), off = B({}, {false});
   std::vector<Tensor> a = runNode("Dropout", {&x, &r}, {}, {true, true});
   EXPECT_EQ(a[0].bytes, x.bytes);
@@ -472,7 +475,7 @@ TEST(CpuTransformer, DropoutInferenceIsIdentity) {
   EXPECT_EQ(runMpc("DropoutGrad", {g, a[1], r, off}).bytes, g.bytes);
 }
 
-TEST(CpuTransformer, DropoutTrainingMaskIsSeededAndReusedByTheGradient) {
+TEST(CpuKernelsReference, DropoutTrainingMaskIsSeededAndReusedByTheGradient) {
   const int64_t n = 20000;
   Tensor x = F({n}, std::vector<float>(size_t(n), 3.0f)), r = F({}, {0.25f}),
          on = B({}, {true});
@@ -633,7 +636,7 @@ TEST(CpuRandom, BernoulliDrawsOneWithEachProbability) {
 
 // --- CastLike ----------------------------------------------------------------
 
-TEST(CpuTransformer, CastLikeIsCast) {
+TEST(CpuKernelsReference, CastLikeIsCast) {
   Tensor x = F({4}, {1.0f + std::ldexp(1.0f, -11), -2.5f, 65520.0f, 3.7f});
   Tensor like = F({}, {0}).castTo(DType::F16);
   Tensor y = run1("CastLike", {x, like});
@@ -646,7 +649,7 @@ TEST(CpuTransformer, CastLikeIsCast) {
 
 // --- Gather and Slice gradients ----------------------------------------------
 
-TEST(CpuTransformer, GatherGradScatterAddsRepeatedAndNegativeIndices) {
+TEST(CpuKernelsReference, GatherGradScatterAddsRepeatedAndNegativeIndices) {
   // data [4, 2]; indices [[0, 3], [-1, 0]] -> dY [2, 2, 2].
   Tensor data = F({4, 2}, std::vector<float>(8, 0));
   Tensor idx = I({2, 2}, {0, 3, -1, 0});
@@ -678,7 +681,7 @@ TEST(CpuTransformer, GatherGradScatterAddsRepeatedAndNegativeIndices) {
 
 // --- GatherElements and its gradient -------------------------------------
 
-TEST(CpuTransformer, GatherElementsReadsOneElementPerIndex) {
+TEST(CpuKernelsReference, GatherElementsReadsOneElementPerIndex) {
   // data [2, 3]; axis 1, int32 indices [2, 2] with a negative one.
   Tensor data = F({2, 3}, {1, 2, 3, 4, 5, 6});
   Tensor idx32 = I({2, 2}, {2, -3, 1, 1}).castTo(DType::I32);
@@ -696,7 +699,7 @@ TEST(CpuTransformer, GatherElementsReadsOneElementPerIndex) {
                   "exceed data of shape [2,3] in dim 1");
 }
 
-TEST(CpuTransformer, GatherElementsGradScatterAddsInFp32) {
+TEST(CpuKernelsReference, GatherElementsGradScatterAddsInFp32) {
   Tensor data = F({2, 3}, std::vector<float>(6, 0));
   Tensor idx = I({2, 2}, {2, -1, 0, 0});
   Tensor dd = runMpc("GatherElementsGrad", {F({2, 2}, {1, 2, 3, 4}), idx, data},
@@ -719,7 +722,7 @@ TEST(CpuTransformer, GatherElementsGradScatterAddsInFp32) {
   EXPECT_EQ(dh.getAsDouble(0), 1.0078125);
 }
 
-TEST(CpuTransformer, SliceGradPlacesDyWhereSliceRead) {
+TEST(CpuKernelsReference, SliceGradPlacesDyWhereSliceRead) {
   Tensor data = F({3, 4}, std::vector<float>(12, 0));
   // Rows 2, 0 (step -2) and columns 1..2.
   Tensor dy = F({2, 2}, {1, 2, 3, 4});

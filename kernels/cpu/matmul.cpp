@@ -1,4 +1,5 @@
-// Matrix-product CPU kernels: Gemm, MatMul and mpc.FusedMatMul on OpenBLAS.
+// Matrix-product CPU kernels: Gemm and MatMul on OpenBLAS (matMul also runs
+// mpc.FusedMatMul, fused.cpp).
 //
 // fp32 and fp64 go straight to sgemm / dgemm (kernels/cpu/blas.h). fp16 and
 // bf16 emulate Tensor Core math: the operands are widened to fp32, multiplied
@@ -6,15 +7,16 @@
 // fp32) is rounded to the output dtype once, as cuBLAS does with an fp32
 // compute type.
 #include "ir/mpc_ops.h"
-#include "kernels/cpu/cpu_util.h"
-
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/shared_kernels.h"
 
 #include <initializer_list>
 #include <type_traits>
 
 namespace mpc {
 namespace cpu {
+
 namespace {
 
 /// A matrix operand in its compute type: the input's own buffer for
@@ -171,6 +173,8 @@ void kernelGemm(KernelContext &ctx) {
 
 // --- MatMul, mpc.FusedMatMul -------------------------------------------------
 
+} // namespace
+
 /// MatMul(op(A), op(B)) with numpy batching, where op swaps the last two
 /// axes when its flag is set. MatMul is the unflagged case. For fp16/bf16
 /// the operands are widened into fp32 copies anyway; a flagged one is
@@ -243,26 +247,17 @@ void matMul(KernelContext &ctx, bool ta, bool tb) {
   });
 }
 
-void kernelMatMul(KernelContext &ctx) { matMul(ctx, false, false); }
+namespace {
 
-void kernelFusedMatMul(KernelContext &ctx) {
-  const Node &node = ctx.node;
-  const Tensor &a = input(ctx, 0, "A"), &b = input(ctx, 1, "B");
-  if (a.dims.size() < 2 || b.dims.size() < 2)
-    fail(node, "operands must have rank >= 2, got ", shapeString(a.dims),
-         " and ", shapeString(b.dims));
-  int64_t ta = node.attrInt("transA", 0), tb = node.attrInt("transB", 0);
-  if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
-    fail(node, "transA and transB must be 0 or 1, got ", ta, " and ", tb);
-  matMul(ctx, ta != 0, tb != 0);
-}
+void kernelMatMul(KernelContext &ctx) { matMul(ctx, false, false); }
 
 } // namespace
 
-std::vector<KernelEntry> gemmKernels() {
-  return {{"", "Gemm", kernelGemm},
-          {"", "MatMul", kernelMatMul},
-          {kMpcDomain, "FusedMatMul", kernelFusedMatMul}};
+std::vector<KernelEntry> matmulKernels() {
+  return {
+      {"", "Gemm", kernelGemm},
+      {"", "MatMul", kernelMatMul},
+  };
 }
 
 } // namespace cpu

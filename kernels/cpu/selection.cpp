@@ -17,6 +17,7 @@
 
 namespace mpc {
 namespace cpu {
+
 namespace {
 
 /// The input's rank checked (>= 1) and the node's axis normalised.
@@ -123,10 +124,12 @@ int64_t topkCount(const Node &node, const Tensor &k, int64_t len) {
   return v;
 }
 
-std::vector<KernelEntry> topkKernels() {
-  return {{"", "TopK", kernelTopK},
-          {"", "ArgMax", kernelArgMax},
-          {"", "ArgMin", kernelArgMin}};
+std::vector<KernelEntry> selectionKernels() {
+  return {
+      {"", "TopK", kernelTopK},
+      {"", "ArgMax", kernelArgMax},
+      {"", "ArgMin", kernelArgMin},
+  };
 }
 
 } // namespace cpu

@@ -1,0 +1,97 @@
+// CPU kernels of the fused mpc ops the compiler's fusions write: mpc.Gelu and
+// mpc.GeluTanh (activation.cpp's Gelu kernel), mpc.FusedMatMul (MatMul with
+// transposed operands), mpc.SoftmaxTo and mpc.DivSoftmaxTo (a softmax
+// widened to `to`, after a division), mpc.SoftmaxGradAs and
+// mpc.SoftmaxGradDiv (softmax_support.h's gradient placed in Y's dtype).
+//
+// Each gives the bits of the nodes it replaces: it runs the same rows and
+// products as the unfused kernels (shared_kernels.h, softmax_support.h), and
+// a cast the fused op folds in goes through the Cast kernel itself.
+#include "ir/mpc_ops.h"
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/shared_kernels.h"
+#include "kernels/cpu/softmax_support.h"
+
+#include <optional>
+
+namespace mpc {
+namespace cpu {
+
+namespace {
+
+void kernelFusedMatMul(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &a = input(ctx, 0, "A"), &b = input(ctx, 1, "B");
+  if (a.dims.size() < 2 || b.dims.size() < 2)
+    fail(node, "operands must have rank >= 2, got ", shapeString(a.dims),
+         " and ", shapeString(b.dims));
+  int64_t ta = node.attrInt("transA", 0), tb = node.attrInt("transB", 0);
+  if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
+    fail(node, "transA and transB must be 0 or 1, got ", ta, " and ", tb);
+  matMul(ctx, ta != 0, tb != 0);
+}
+
+/// The 'to' attribute of SoftmaxTo / DivSoftmaxTo: a float type at least as
+/// wide as X's.
+DType softmaxTarget(const KernelContext &ctx, const Tensor &x) {
+  std::optional<DType> to = fromOnnxDataType(int(ctx.node.attrInt("to", 0)));
+  if (!to || !isFloating(*to) ||
+      (*to != x.dtype && !widensExactly(x.dtype, *to)))
+    fail(ctx.node,
+         "attribute 'to' must be a float type at least as wide as X (",
+         dtypeName(x.dtype), ")");
+  return *to;
+}
+
+/// The optional Ylow of SoftmaxTo / DivSoftmaxTo: Y cast to `low` by the
+/// Cast kernel itself (a synthetic Cast node), so the bits are the Cast's.
+void writeLowCopy(const KernelContext &ctx, const Tensor &y) {
+  if (ctx.outputs.size() < 2 || !ctx.outputs[1])
+    return;
+  int64_t low = ctx.node.attrInt("low", toOnnxDataType(DType::F16));
+  std::optional<DType> l = fromOnnxDataType(int(low));
+  if (!l || !isFloating(*l))
+    fail(ctx.node, "attribute 'low' = ", low, " is not a float type");
+  castWithCastKernel(ctx.node, y, *l, ctx.outputs[1], ctx.seed);
+}
+
+/// mpc.SoftmaxTo: Softmax of X widened exactly to `to`, the same bits as
+/// Softmax(Cast(X, to)); with `Div`, mpc.DivSoftmaxTo: Softmax(Cast(Div(X,
+/// D), to)), D one element of X's dtype, the bits of the three nodes. Ylow
+/// as writeLowCopy says.
+template <bool Div> void softmaxToKernel(KernelContext &ctx) {
+  const Tensor &x = input(ctx, 0, "X");
+  const Tensor *d = Div ? &input(ctx, 1, "D") : nullptr;
+  if (d && (d->dtype != x.dtype || d->numel() != 1))
+    fail(ctx.node, "D must be one ", dtypeName(x.dtype),
+         " (X's dtype) element, got ", dtypeName(d->dtype), " ",
+         shapeString(d->dims));
+  DType to = softmaxTarget(ctx, x);
+  int64_t axis = normalizeAxis(ctx.node, ctx.node.attrInt("axis", -1),
+                               int64_t(x.dims.size()));
+  Tensor &y = output(ctx, 0, to, x.dims);
+  AxisSplit s = splitAt(x.dims, axis);
+  dispatchFloat2(ctx.node, x.dtype, to, [&](auto in, auto out) {
+    using In = decltype(in);
+    typename In::Compute divisor = d ? In::load(ptr<In>(*d), 0) : 1;
+    softmaxRows<false, In, decltype(out)>(x, y, s, d ? &divisor : nullptr);
+  });
+  writeLowCopy(ctx, y);
+}
+
+} // namespace
+
+std::vector<KernelEntry> fusedKernels() {
+  return {
+      {kMpcDomain, "Gelu", kernelGelu},
+      {kMpcDomain, "GeluTanh", kernelGelu},
+      {kMpcDomain, "FusedMatMul", kernelFusedMatMul},
+      {kMpcDomain, "SoftmaxTo", softmaxToKernel<false>},
+      {kMpcDomain, "DivSoftmaxTo", softmaxToKernel<true>},
+      {kMpcDomain, "SoftmaxGradAs", softmaxGradKernel<false, GradOut::AsY>},
+      {kMpcDomain, "SoftmaxGradDiv", softmaxGradKernel<false, GradOut::DivTo>},
+  };
+}
+
+} // namespace cpu
+} // namespace mpc

@@ -1,0 +1,435 @@
+// Normalization CPU kernels: BatchNormalization, LayerNormalization and
+// mpc.RMSNormalization (the same without centering), and their mpc.*Grad
+// backward ops.
+//
+// BatchNormalization's semantics are those of ir/mpc_ops.h: training mode
+// normalises with the batch mean and biased variance and updates the running
+// statistics with the unbiased variance (PyTorch's rule); inference mode uses
+// the mean and var inputs. X may have another dtype than scale/B/mean/var
+// (fp16 X with fp32 statistics): everything is computed in fp32 (fp64 when an
+// operand is fp64), Y is rounded once to X's dtype and the running statistics
+// to their own. The backward recomputes the batch statistics with the very
+// function the forward used, so both see bit-identical mean and variance.
+//
+// Layer-norm statistics (and dScale, dBias) accumulate in the compute type,
+// never in fp16.
+//
+// Numerics as everywhere in kernels/cpu: fp16/bf16 are storage types, each
+// element is computed on in fp32 and rounded to nearest-even once when
+// stored; fp64 computes in double, which the float64 finite-difference
+// checks of the gradient rules rely on. Every sum accumulates in that
+// compute type, never in fp16. The backward kernels may see operands of
+// different precisions (autocast can leave an fp32 gradient meeting an fp16
+// activation): they compute in double when any operand is fp64, else in
+// fp32, and store in dY's dtype (compute_support.h).
+#include "ir/batch_norm_mode.h"
+#include "ir/mpc_ops.h"
+#include "kernels/common/chunked_sum.h"
+#include "kernels/common/layer_norm_math.h"
+#include "kernels/cpu/compute_support.h"
+#include "kernels/cpu/conv_util.h"
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/node_geometry.h"
+
+#include <cmath>
+#include <type_traits>
+
+namespace mpc {
+namespace cpu {
+
+namespace {
+
+/// A [C] per-channel input, widened.
+template <typename C>
+std::vector<C> channelVector(const KernelContext &ctx, size_t i,
+                             const char *what, int64_t channels) {
+  const Tensor &t = input(ctx, i, what);
+  if (t.dims.size() != 1 || t.dims[0] != channels)
+    fail(ctx.node, what, " of shape ", shapeString(t.dims), " must be [",
+         channels, "] (one entry per channel)");
+  return widen<C>(ctx.node, t, what);
+}
+
+/// Batch mean and biased variance of every channel: two passes (mean, then
+/// the mean of squared deviations), summed in double whatever C is (a
+/// channel of a 112 x 112 map at batch 2 is 25,088 terms, where an fp32
+/// running sum drifts by 1e-6 relative: PyTorch's and onnxruntime's
+/// statistics do not), rounded to C once. Forward and backward both call
+/// this, so they agree bit for bit.
+template <typename C>
+void batchStatistics(const ChannelLayout &l, const std::vector<C> &x,
+                     std::vector<C> &mean, std::vector<C> &var) {
+  mean.assign(size_t(l.c), C(0));
+  var.assign(size_t(l.c), C(0));
+  double count = double(l.count());
+  for (int64_t c = 0; c < l.c; ++c) {
+    double sum = 0;
+    for (int64_t n = 0; n < l.n; ++n) {
+      const C *row = x.data() + (n * l.c + c) * l.inner;
+      for (int64_t i = 0; i < l.inner; ++i)
+        sum += double(row[i]);
+    }
+    double m = sum / count, sq = 0;
+    for (int64_t n = 0; n < l.n; ++n) {
+      const C *row = x.data() + (n * l.c + c) * l.inner;
+      for (int64_t i = 0; i < l.inner; ++i) {
+        double d = double(row[i]) - m;
+        sq += d * d;
+      }
+    }
+    mean[size_t(c)] = C(m);
+    var[size_t(c)] = C(sq / count);
+  }
+}
+
+template <typename C>
+std::vector<C> inverseStd(const std::vector<C> &var, float epsilon) {
+  std::vector<C> inv(var.size());
+  for (size_t c = 0; c < var.size(); ++c)
+    inv[c] = C(1) / std::sqrt(var[c] + C(epsilon));
+  return inv;
+}
+
+template <typename C> void runBatchNormalization(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &x = input(ctx, 0, "X");
+  ChannelLayout l = channelLayout(node, x);
+  std::vector<C> scale = channelVector<C>(ctx, 1, "scale", l.c);
+  std::vector<C> bias = channelVector<C>(ctx, 2, "B", l.c);
+  std::vector<C> inMean = channelVector<C>(ctx, 3, "input_mean", l.c);
+  std::vector<C> inVar = channelVector<C>(ctx, 4, "input_var", l.c);
+  float epsilon = node.attrFloat("epsilon", 1e-5f);
+  bool training = isBatchNormTraining(node);
+  std::vector<C> xv = widen<C>(node, x, "X");
+  std::vector<C> mean = inMean, var = inVar;
+  if (training) {
+    if (l.count() < 2)
+      fail(node,
+           "training mode needs more than one value per channel, X "
+           "has shape ",
+           shapeString(x.dims), " (as in PyTorch)");
+    batchStatistics(l, xv, mean, var);
+  }
+  std::vector<C> inv = inverseStd(var, epsilon);
+  Tensor &y = output(ctx, 0, x.dtype, x.dims);
+  std::vector<C> yv(xv.size());
+  for (int64_t n = 0; n < l.n; ++n)
+    for (int64_t c = 0; c < l.c; ++c) {
+      size_t base = size_t((n * l.c + c) * l.inner);
+      C m = mean[size_t(c)], k = inv[size_t(c)] * scale[size_t(c)];
+      C b = bias[size_t(c)];
+      for (int64_t i = 0; i < l.inner; ++i)
+        yv[base + size_t(i)] = (xv[base + size_t(i)] - m) * k + b;
+    }
+  storeAll(node, y, yv);
+  if (!training)
+    return;
+  const Tensor &statsType = input(ctx, 3, "input_mean");
+  C momentum = C(node.attrFloat("momentum", 0.9f));
+  C unbias = C(l.count()) / C(l.count() - 1);
+  std::vector<C> runMean(size_t(l.c)), runVar(size_t(l.c));
+  for (size_t c = 0; c < size_t(l.c); ++c) {
+    runMean[c] = inMean[c] * momentum + mean[c] * (C(1) - momentum);
+    runVar[c] = inVar[c] * momentum + var[c] * unbias * (C(1) - momentum);
+  }
+  const std::vector<C> *outs[] = {&runMean, &runVar, &mean, &var};
+  for (size_t i = 1; i < 5; ++i)
+    if (Tensor *t = optionalOutput(ctx, i, statsType.dtype, {l.c}))
+      storeAll(node, *t, *outs[i - 1]);
+}
+
+template <typename C> void runBatchNormalizationGrad(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X");
+  if (dy.dims != x.dims)
+    fail(node, "dY of shape ", shapeString(dy.dims), " must have X's shape ",
+         shapeString(x.dims));
+  ChannelLayout l = channelLayout(node, x);
+  std::vector<C> scale = channelVector<C>(ctx, 2, "scale", l.c);
+  bool given = ctx.hasInput(3) || ctx.hasInput(4);
+  std::vector<C> xv = widen<C>(node, x, "X"), dyv = widen<C>(node, dy, "dY");
+  std::vector<C> mean, var;
+  if (given) {
+    mean = channelVector<C>(ctx, 3, "mean", l.c);
+    var = channelVector<C>(ctx, 4, "var", l.c);
+  } else {
+    if (l.count() < 2)
+      fail(node,
+           "batch statistics need more than one value per channel, X "
+           "has shape ",
+           shapeString(x.dims));
+    batchStatistics(l, xv, mean, var);
+  }
+  std::vector<C> inv = inverseStd(var, node.attrFloat("epsilon", 1e-5f));
+  // The two channel sums: with batch statistics in double, as the
+  // statistics themselves (batchStatistics), rounded to C once; with given
+  // statistics in C, row by row then across the batch, the order the CUDA
+  // kernel walks (kernels/cuda/batch_norm_math.h), which matches these
+  // bytes (the device's training-mode backward is cuDNN's).
+  std::vector<C> sumDy(size_t(l.c), C(0)), sumDyXhat(size_t(l.c), C(0));
+  if (given) {
+    for (int64_t n = 0; n < l.n; ++n)
+      for (int64_t c = 0; c < l.c; ++c) {
+        size_t base = size_t((n * l.c + c) * l.inner);
+        C m = mean[size_t(c)], k = inv[size_t(c)], s1 = 0, s2 = 0;
+        for (int64_t i = 0; i < l.inner; ++i) {
+          C g = dyv[base + size_t(i)];
+          s1 += g;
+          s2 += g * (xv[base + size_t(i)] - m) * k;
+        }
+        sumDy[size_t(c)] += s1;
+        sumDyXhat[size_t(c)] += s2;
+      }
+  } else {
+    std::vector<double> s1(size_t(l.c), 0.0), s2(size_t(l.c), 0.0);
+    for (int64_t n = 0; n < l.n; ++n)
+      for (int64_t c = 0; c < l.c; ++c) {
+        size_t base = size_t((n * l.c + c) * l.inner);
+        C m = mean[size_t(c)], k = inv[size_t(c)];
+        for (int64_t i = 0; i < l.inner; ++i) {
+          double g = double(dyv[base + size_t(i)]);
+          s1[size_t(c)] += g;
+          s2[size_t(c)] += g * double((xv[base + size_t(i)] - m) * k);
+        }
+      }
+    for (int64_t c = 0; c < l.c; ++c) {
+      sumDy[size_t(c)] = C(s1[size_t(c)]);
+      sumDyXhat[size_t(c)] = C(s2[size_t(c)]);
+    }
+  }
+  if (Tensor *dx = optionalOutput(ctx, 0, dy.dtype, x.dims)) {
+    std::vector<C> dxv(xv.size());
+    C count = C(l.count());
+    for (int64_t n = 0; n < l.n; ++n)
+      for (int64_t c = 0; c < l.c; ++c) {
+        size_t base = size_t((n * l.c + c) * l.inner);
+        C m = mean[size_t(c)], k = inv[size_t(c)];
+        C f = scale[size_t(c)] * k;
+        C db = sumDy[size_t(c)] / count, ds = sumDyXhat[size_t(c)] / count;
+        for (int64_t i = 0; i < l.inner; ++i) {
+          C g = dyv[base + size_t(i)];
+          if (given) {
+            dxv[base + size_t(i)] = f * g;
+          } else {
+            C xhat = (xv[base + size_t(i)] - m) * k;
+            dxv[base + size_t(i)] = f * (g - db - xhat * ds);
+          }
+        }
+      }
+    storeAll(node, *dx, dxv);
+  }
+  DType paramType = input(ctx, 2, "scale").dtype;
+  if (Tensor *t = optionalOutput(ctx, 1, paramType, {l.c}))
+    storeAll(node, *t, sumDyXhat);
+  if (Tensor *t = optionalOutput(ctx, 2, paramType, {l.c}))
+    storeAll(node, *t, sumDy);
+}
+
+void kernelBatchNormalization(KernelContext &ctx) {
+  byPrecision<runBatchNormalization<float>, runBatchNormalization<double>>(ctx);
+}
+
+void kernelBatchNormalizationGrad(KernelContext &ctx) {
+  byPrecision<runBatchNormalizationGrad<float>,
+              runBatchNormalizationGrad<double>>(ctx);
+}
+
+// LayerNormalization (X, Scale, B) -> (Y, Mean, InvStdDev) and its gradient
+// (dY, X, scale, mean, inv_std) -> (dX, dScale, dBias) are `centered`;
+// mpc.RMSNormalization (X, Scale) -> Y and its gradient (dY, X, scale) ->
+// (dX, dScale) are the same with the mean taken as 0, no bias, and inv_std
+// recomputed from X instead of read.
+
+/// Y = (X - mean) * inv_std * scale + bias over the axes [axis, rank), the
+/// statistics in fp32 (fp64 for fp64 X) whatever X's storage type; the
+/// variance is the biased one (divided by N), as in PyTorch. RMS: mean 0.
+void normalizeRows(KernelContext &ctx, bool centered) {
+  const Node &node = ctx.node;
+  const Tensor &x = input(ctx, 0, "X"), &scale = input(ctx, 1, "Scale");
+  const Tensor *bias = centered ? optionalInput(ctx, 2) : nullptr;
+  if (node.attrInt("stash_type", 1) != 1)
+    fail(node, "stash_type ", node.attrInt("stash_type", 1),
+         " is not supported (mpc computes layer-norm statistics in fp32)");
+  if (scale.dtype != x.dtype || (bias && bias->dtype != x.dtype))
+    fail(node, "Scale and B must have X's element type ", dtypeName(x.dtype));
+  LayerNormShape s = layerNormShape(node, x);
+  requireBroadcastsTo(node, scale, s.norm, "Scale");
+  if (bias)
+    requireBroadcastsTo(node, *bias, s.norm, "B");
+  double eps = node.attrFloat("epsilon", 1e-5f);
+  DType statType = x.dtype == DType::F64 ? DType::F64 : DType::F32;
+  // Every element is written below: no zero fill first.
+  Tensor &y = overwrittenOutput(ctx, 0, x.dtype, x.dims);
+  Tensor *meanOut =
+      centered ? optionalOutput(ctx, 1, statType, s.stats) : nullptr;
+  Tensor *invOut =
+      centered ? optionalOutput(ctx, 2, statType, s.stats) : nullptr;
+  withCompute(node, {&x}, [&](auto c) {
+    using C = decltype(c);
+    std::vector<C> sc = broadcastTo(loadAll<C>(scale), scale.dims, s.norm);
+    std::vector<C> bi(size_t(s.n), C(0));
+    if (bias)
+      bi = broadcastTo(loadAll<C>(*bias), bias->dims, s.norm);
+    // fp32 rows are read from X and written to Y where they lie (element j
+    // of a row is written after the row's statistics and its own read);
+    // other dtypes go through buffers in the compute type.
+    const C *xs = nullptr;
+    C *ys = nullptr;
+    std::vector<C> xv, yv;
+    if constexpr (std::is_same_v<C, float>) {
+      if (x.dtype == DType::F32) {
+        xs = x.data<float>();
+        ys = y.data<float>();
+      }
+    }
+    if (!xs) {
+      xv = loadAll<C>(x);
+      yv.resize(xv.size());
+      xs = xv.data();
+      ys = yv.data();
+    }
+    std::vector<C> means(size_t(s.outer)), invs(size_t(s.outer));
+    for (int64_t o = 0; o < s.outer; ++o) {
+      const C *row = xs + o * s.n;
+      C *out = ys + o * s.n;
+      LayerNormRowStats<C> st = layerNormRowStats<C>(
+          s.n, eps, [&](int64_t j) { return row[j]; }, centered);
+      for (int64_t j = 0; j < s.n; ++j)
+        out[j] = layerNormValue(row[j], st.mean, st.invStd, sc[size_t(j)],
+                                bi[size_t(j)]);
+      means[size_t(o)] = st.mean;
+      invs[size_t(o)] = st.invStd;
+    }
+    if (!yv.empty())
+      storeAll(y, yv);
+    if (meanOut)
+      storeAll(*meanOut, means);
+    if (invOut)
+      storeAll(*invOut, invs);
+  });
+}
+
+void kernelLayerNormalization(KernelContext &ctx) { normalizeRows(ctx, true); }
+void kernelRMSNormalization(KernelContext &ctx) { normalizeRows(ctx, false); }
+
+void normalizeRowsGrad(KernelContext &ctx, bool centered) {
+  const Node &node = ctx.node;
+  const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X"),
+               &scale = input(ctx, 2, "scale");
+  const Tensor *mean = centered ? &input(ctx, 3, "mean") : nullptr;
+  const Tensor *inv = centered ? &input(ctx, 4, "inv_std") : nullptr;
+  if (dy.dims != x.dims)
+    fail(node, "dY of shape ", shapeString(dy.dims), " does not match X of ",
+         "shape ", shapeString(x.dims));
+  LayerNormShape s = layerNormShape(node, x);
+  requireBroadcastsTo(node, scale, s.norm, "scale");
+  if (centered && (mean->numel() != s.outer || inv->numel() != s.outer))
+    fail(node, "mean and inv_std must hold one value per normalised row (",
+         s.outer, "), got shapes ", shapeString(mean->dims), " and ",
+         shapeString(inv->dims));
+  // Each output is optional: a frozen input's gradient is not computed.
+  // dX's every element is written below: no zero fill first.
+  Tensor *dx = ctx.hasOutput(0) ? &overwrittenOutput(ctx, 0, dy.dtype, dy.dims)
+                                : nullptr;
+  Tensor *dScale = optionalOutput(ctx, 1, dy.dtype, s.norm);
+  Tensor *dBias = centered ? optionalOutput(ctx, 2, dy.dtype, s.norm) : nullptr;
+  withCompute(node, {&dy, &x, &scale, inv, mean}, [&](auto c) {
+    using C = decltype(c);
+    // fp32 dY, X and dX are read and written where they lie (a row of dX
+    // is written from the row buffers below, after its dY and X are read);
+    // other dtypes go through buffers in the compute type.
+    std::vector<C> gBuf, xBuf, dxv;
+    const C *g = nullptr, *xv = nullptr;
+    C *dxs = nullptr;
+    if constexpr (std::is_same_v<C, float>) {
+      if (dy.dtype == DType::F32)
+        g = dy.data<float>();
+      if (x.dtype == DType::F32)
+        xv = x.data<float>();
+      if (dx && dx->dtype == DType::F32)
+        dxs = dx->data<float>();
+    }
+    if (!g) {
+      gBuf = loadAll<C>(dy);
+      g = gBuf.data();
+    }
+    if (!xv) {
+      xBuf = loadAll<C>(x);
+      xv = xBuf.data();
+    }
+    if (!dxs) {
+      dxv.resize(size_t(dy.numel()));
+      dxs = dxv.data();
+    }
+    std::vector<C> sc = broadcastTo(loadAll<C>(scale), scale.dims, s.norm);
+    std::vector<C> mv =
+        mean ? loadAll<C>(*mean) : std::vector<C>(size_t(s.outer), C(0));
+    std::vector<C> iv;
+    if (inv) {
+      iv = loadAll<C>(*inv);
+    } else { // RMS: the forward's inv_std, recomputed in its order
+      double eps = node.attrFloat("epsilon", 1e-5f);
+      iv.resize(size_t(s.outer));
+      for (int64_t o = 0; o < s.outer; ++o)
+        iv[size_t(o)] =
+            layerNormRowStats<C>(
+                s.n, eps, [&](int64_t j) { return xv[o * s.n + j]; }, false)
+                .invStd;
+    }
+    std::vector<C> ds(size_t(s.n), C(0)), db(size_t(s.n), C(0));
+    std::vector<C> xhat(size_t(s.n)), gs(size_t(s.n));
+    // dScale and dBias add the rows in chunks of kSumChunk (the GPU's order,
+    // kernels/common/chunked_sum.h): partDs/partDb hold the open chunk's.
+    std::vector<C> partDs(size_t(s.n), C(0)), partDb(size_t(s.n), C(0));
+    for (int64_t o = 0; o < s.outer; ++o) {
+      C m = mv[size_t(o)], is = iv[size_t(o)];
+      C sumG = 0, sumGX = 0;
+      for (int64_t j = 0; j < s.n; ++j) {
+        size_t k = size_t(o * s.n + j);
+        xhat[size_t(j)] = layerNormXhat(xv[k], m, is);
+        gs[size_t(j)] = g[k] * sc[size_t(j)];
+        sumG += gs[size_t(j)];
+        sumGX += gs[size_t(j)] * xhat[size_t(j)];
+        partDs[size_t(j)] += g[k] * xhat[size_t(j)];
+        partDb[size_t(j)] += g[k];
+      }
+      if ((o + 1) % kSumChunk == 0 || o + 1 == s.outer) {
+        addChunkSums(ds, partDs);
+        addChunkSums(db, partDb);
+      }
+      C meanG = centered ? sumG / C(s.n) : C(0), meanGX = sumGX / C(s.n);
+      for (int64_t j = 0; j < s.n; ++j)
+        dxs[o * s.n + j] = layerNormGradInput(is, gs[size_t(j)], meanG,
+                                              xhat[size_t(j)], meanGX);
+    }
+    if (dx && !dxv.empty())
+      storeAll(*dx, dxv);
+    if (dScale)
+      storeAll(*dScale, ds);
+    if (dBias)
+      storeAll(*dBias, db);
+  });
+}
+
+void kernelLayerNormalizationGrad(KernelContext &ctx) {
+  normalizeRowsGrad(ctx, true);
+}
+void kernelRMSNormalizationGrad(KernelContext &ctx) {
+  normalizeRowsGrad(ctx, false);
+}
+
+} // namespace
+
+std::vector<KernelEntry> normalizationKernels() {
+  return {
+      {"", "BatchNormalization", kernelBatchNormalization},
+      {kMpcDomain, "BatchNormalizationGrad", kernelBatchNormalizationGrad},
+      {"", "LayerNormalization", kernelLayerNormalization},
+      {kMpcDomain, "LayerNormalizationGrad", kernelLayerNormalizationGrad},
+      {kMpcDomain, "RMSNormalization", kernelRMSNormalization},
+      {kMpcDomain, "RMSNormalizationGrad", kernelRMSNormalizationGrad},
+  };
+}
+
+} // namespace cpu
+} // namespace mpc
