@@ -1,5 +1,5 @@
 // ByteBuffer: a tensor's bytes, either owned, a view into memory someone
-// else owns (the executor's arena, runtime/arena.h), or held: memory kept
+// else owns (the executor's arena, runtime/executor.h), or held: memory kept
 // alive by a shared owner the buffer holds a reference to (a model's raw data
 // taken over from its parsed protobuf, untouched zero pages; see
 // ir/zero_pages.h). Held bytes may also be in place: read-only, at any

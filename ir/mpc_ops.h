@@ -80,9 +80,9 @@
 //   ReduceGrad(dY, X [, axes]) <axes, keepdims, noop_with_empty_axes, mean>
 //       -> dX                                  broadcasts dY back over the
 //       reduced axes to X's shape; divides by the reduced count when mean=1.
-//   Transformer and residual-MLP family (passes/gradients/transformer.cpp,
-//   kernels/cpu/transformer.cpp); every sum accumulates in fp32 for
-//   fp16/bf16 (fp64 for fp64), results take dY's dtype:
+//   Normalization, activation and elementwise gradients
+//   (passes/gradients/<category>.cpp, kernels/cpu/<category>.cpp); every sum
+//   accumulates in fp32 for fp16/bf16 (fp64 for fp64), results take dY's dtype:
 //   LayerNormalizationGrad(dY, X, scale, mean, inv_std) <axis>
 //       -> (dX [, dScale, dBias])      mean, inv_std: the forward node's
 //       outputs 1 and 2 (X's shape with 1s from `axis` on). Over the
@@ -138,14 +138,14 @@
 //       the top 24 bits of splitmix64(step seed ^ hash(node name, seed
 //       attribute) + i) / 2^24: counter-based, so any element is
 //       reproducible from (seed, i) alone.
-//   Convolution, pooling and batch-norm family (passes/gradients/conv.cpp,
-//   pool.cpp, batch_norm.cpp; kernels/cpu/conv.cpp, pool.cpp,
-//   batch_norm.cpp). The window ops carry the forward node's attributes
-//   (auto_pad, pads, strides, dilations, kernel_shape, group, ceil_mode,
-//   count_include_pad) and resolve the window from them exactly as the
-//   forward does (ir/window_geometry.h); X is [N, C, D1..Dr], o and
-//   i are spatial positions, k kernel offsets, and input coordinate
-//   i = o * stride - pad_begin + k * dilation (outside X: zero / no
+//   Convolution, pooling and batch-norm family
+//   (passes/gradients/conv_pool.cpp, normalization.cpp;
+//   kernels/cpu/conv_pool.cpp, normalization.cpp). The window ops carry the
+//   forward node's attributes (auto_pad, pads, strides, dilations,
+//   kernel_shape, group, ceil_mode, count_include_pad) and resolve the window
+//   from them exactly as the forward does (ir/window_geometry.h); X is [N, C,
+//   D1..Dr], o and i are spatial positions, k kernel offsets, and input
+//   coordinate i = o * stride - pad_begin + k * dilation (outside X: zero / no
 //   element). Sums accumulate in fp32 for fp16/bf16 (fp64 for fp64) and are
 //   rounded once; results take dY's dtype.
 //   ConvGradInput(dY, W, x_shape) -> dX        gradient of Conv's X; x_shape

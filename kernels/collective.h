@@ -4,7 +4,7 @@
 // compiled step on each rank's slice of the batch; the step's mpc.AllReduce
 // nodes (mpc-opt --data-parallel) combine the gradients and the overflow
 // flag across the ranks through this interface. The reduction arithmetic is
-// the kernel's (kernels/cpu/all_reduce.cpp), not the transport's: the
+// the kernel's (kernels/cpu/collective.cpp), not the transport's: the
 // transport only moves bytes, so each element is reduced by one rank in rank
 // order and every rank holds the same bits afterwards, whatever algorithm
 // the MPI library picks. No world (nullptr) is a world of one rank.

@@ -1,5 +1,5 @@
 // mpc.AllReduce's attribute and operand rules, shared by the CPU kernel
-// (kernels/cpu/all_reduce.cpp) and the CUDA runner (NCCL,
+// (kernels/cpu/collective.cpp) and the CUDA runner (NCCL,
 // runtime/cuda/nccl_world.cpp), so both refuse the same nodes with the same
 // words (ir/mpc_ops.h has the op's contract).
 #pragma once

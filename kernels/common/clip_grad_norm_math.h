@@ -1,5 +1,5 @@
 // mpc.ClipGradNorm's scalar arithmetic, shared by the CPU kernel
-// (kernels/cpu/mpc_train.cpp) and the CUDA kernel (kernels/cuda/
+// (kernels/cpu/optimizer.cpp) and the CUDA kernel (kernels/cuda/
 // clip_grad_norm.cu): torch.nn.utils.clip_grad_norm_'s order of operations
 // in fp32. The per-tensor sums of squares are where the backends differ
 // (the CPU adds in index order, the GPU per block in a fixed tree).

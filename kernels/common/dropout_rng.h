@@ -1,5 +1,5 @@
 // Dropout's counter-based random mask, shared by the CPU kernel
-// (kernels/cpu/transformer.cpp) and the CUDA kernel (kernels/cuda/
+// (kernels/cpu/random.cpp) and the CUDA kernel (kernels/cuda/
 // dropout.cu), so both backends drop the same elements.
 //
 // Element i of a Dropout node is kept when the top 24 bits of

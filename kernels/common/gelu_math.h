@@ -1,5 +1,5 @@
 // GELU (exact erf form and tanh approximation), its derivative, and the
-// derivative of erf: shared by the CPU kernels (kernels/cpu/transformer.cpp)
+// derivative of erf: shared by the CPU kernels (kernels/cpu/activation.cpp)
 // and the CUDA kernels (kernels/cuda/gelu.cu).
 //
 // The constants and operation order are PyTorch's CPU gelu kernels'

@@ -1,5 +1,5 @@
 // LayerNormalization forward and backward: the per-element formulas and the
-// row statistics, shared by the CPU kernels (kernels/cpu/transformer.cpp)
+// row statistics, shared by the CPU kernels (kernels/cpu/normalization.cpp)
 // and the CUDA kernels (kernels/cuda/layer_norm.cu). mpc.RMSNormalization is
 // the same with the mean taken as 0 (not `centered`): no bias, and its
 // backward without the mean(g) term.

@@ -1,5 +1,5 @@
 // log sigmoid and its derivative, computed stably: shared by the CPU kernels
-// (kernels/cpu/log_sigmoid.cpp) and the CUDA kernels (kernels/cuda/
+// (kernels/cpu/activation.cpp) and the CUDA kernels (kernels/cuda/
 // log_sigmoid.cu).
 //
 // log(sigmoid(x)) written as Log(Sigmoid(x)) loses everything once sigmoid

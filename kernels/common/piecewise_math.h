@@ -1,6 +1,7 @@
 // Per-element rules of the piecewise ops, shared by the CPU kernels
-// (kernels/cpu/transformer.cpp) and the CUDA kernels (kernels/cuda/
-// piecewise.cu): LeakyRelu, Clip, Max/Min and their gradients.
+// (kernels/cpu/elementwise.cpp, activation.cpp) and the CUDA kernels
+// (kernels/cuda/clip_variadic.cu, leaky_relu.cu): LeakyRelu, Clip, Max/Min and
+// their gradients.
 //
 // C is the compute type (float for fp32/fp16/bf16 storage, double for fp64,
 // the integer itself for Clip/Max/Min on integers); each rule is a handful

@@ -7,7 +7,7 @@
 // the per-element update runs in the tensors' own precision C (fp32 or
 // fp64), each multiply and add one rounded IEEE operation (the *Rn helpers
 // of optimizer_math.h, which nvcc cannot fuse into an FMA), so the CPU
-// kernels (kernels/cpu/preview_training.cpp) and the CUDA kernels
+// kernels (kernels/cpu/optimizer.cpp) and the CUDA kernels
 // (kernels/cuda/preview_training.cu), which both call these functions,
 // compute the same bits. The one exception is Adam's bias correction, whose
 // pow is the device's on the GPU (within 2 ulp of the host's in double).

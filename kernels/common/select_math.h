@@ -1,6 +1,6 @@
 // The order TopK, ArgMax and ArgMin select by, shared by the CPU kernels
-// (kernels/cpu/topk.cpp) and the GPU kernels (kernels/cuda/topk.cu), so both
-// backends pick the same elements.
+// (kernels/cpu/selection.cpp) and the GPU kernels (kernels/cuda/topk.cu), so
+// both backends pick the same elements.
 //
 // Values compare as numbers; NaN ranks above every number, +inf included
 // (torch.topk and torch.sort's order), and equal values keep the lower index

@@ -1,6 +1,6 @@
 // Softmax and log-softmax along one axis, forward and backward: the
 // per-element formulas and the row statistics, shared by the CPU kernels
-// (kernels/cpu/softmax.cpp, mpc_grad.cpp) and the CUDA kernels
+// (kernels/cpu/activation.cpp, fused.cpp) and the CUDA kernels
 // (kernels/cuda/softmax.cu).
 //
 // A row's statistics are a maximum (exact in any order) and a sum. The CPU

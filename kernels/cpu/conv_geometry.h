@@ -1,8 +1,8 @@
 // Checked geometry of the Conv-family nodes (Conv, ConvTranspose,
 // mpc.ConvGradInput, mpc.ConvGradWeight), read off a node and its operands'
 // shapes by the CPU kernels (conv_pool.cpp) and the CUDA runners
-// (run_conv.cpp): one definition, so both backends accept the same nodes with
-// the same messages.
+// (run_conv_pool.cpp): one definition, so both backends accept the same nodes
+// with the same messages.
 #pragma once
 
 #include "ir/graph.h"

@@ -1,7 +1,7 @@
 // The checked operands of ONNX's training operators (Adagrad, Momentum,
 // Adam of ai.onnx.preview.training): what the CPU kernels
 // (optimizer.cpp) and the CUDA runner (runtime/cuda/
-// run_preview_training.cpp) both read off a node, so both backends accept
+// run_optimizer.cpp) both read off a node, so both backends accept
 // the same nodes with the same messages.
 #pragma once
 

@@ -3,7 +3,7 @@
 // run_normalization.cpp).
 //
 // launchBatchNormStats applies the running-statistics update the CPU kernel
-// (kernels/cpu/batch_norm.cpp) defines, from the batch statistics cuDNN
+// (kernels/cpu/normalization.cpp) defines, from the batch statistics cuDNN
 // returns, so the momentum convention and the dtype of the statistics
 // outputs are mpc's, not cuDNN's. launchBatchNormGradGiven is the backward
 // of a batch norm that normalised with given statistics (inference mode,

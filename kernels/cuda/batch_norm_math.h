@@ -1,6 +1,6 @@
 // The per-channel and per-row math of mpc's batch-norm kernels
 // (kernels/cuda/batch_norm.cu), MPC_HD so that the CPU tests replay it
-// against the CPU kernel (kernels/cpu/batch_norm.cpp), whose formulas and
+// against the CPU kernel (kernels/cpu/normalization.cpp), whose formulas and
 // order of operations these are.
 #pragma once
 

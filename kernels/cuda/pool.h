@@ -3,8 +3,8 @@
 // and mpc.AveragePoolGrad over 1 to 3 spatial dims.
 //
 // These are mpc's own kernels, not cuDNN's: the CPU kernels
-// (kernels/cpu/pool.cpp) define which element a max window picks (the first
-// maximum in window order, a NaN wins: PyTorch's rule), MaxPool's Indices
+// (kernels/cpu/conv_pool.cpp) define which element a max window picks (the
+// first maximum in window order, a NaN wins: PyTorch's rule), MaxPool's Indices
 // output, ceil_mode windows past the end pad and dilations, none of which
 // cuDNN's pooling offers, and in which order sums are added. The device
 // walks every window in the CPU's order with fp32 sums (pool_window.h), so

@@ -7,7 +7,7 @@
 // positions are enumerated as windowIndexTable lays them out, computed on
 // the fly instead of read from a table. The gradients gather: an input
 // element walks the outputs whose windows read it in the order the CPU
-// kernel (kernels/cpu/pool.cpp) scatters into it (MaxPoolGrad: output
+// kernel (kernels/cpu/conv_pool.cpp) scatters into it (MaxPoolGrad: output
 // position ascending; AveragePoolGrad: kernel offset ascending) and adds in
 // fp32 from 0 as the CPU does: no atomics, the same bits.
 #pragma once

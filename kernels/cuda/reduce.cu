@@ -3,7 +3,7 @@
 //
 // Every sum walks its contributions in the input's row-major order and
 // combines them in fp32, which is the order the CPU backend uses
-// (kernels/cpu/reduce.cpp, mpc_grad.cpp), so the results are the same bits.
+// (kernels/cpu/reduction.cpp), so the results are the same bits.
 // SumToShape (bias gradients: thousands of rows per column) sums chunks of
 // kSumChunk terms in parallel, then the chunk sums (chunked_sum.h), 16
 // bytes of adjacent outputs per thread where the layout allows; the

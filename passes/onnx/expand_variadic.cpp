@@ -7,8 +7,8 @@
 // (passes/onnx/mpc_functions.cpp), but a FunctionProto has a fixed list of
 // formal inputs, so the variadic ops are expanded inline instead, one group
 // of nodes per op (per gradient for the first two). The expansion follows
-// ir/mpc_ops.h and the CPU kernels (kernels/cpu/mpc_train.cpp,
-// kernels/cpu/transformer.cpp):
+// ir/mpc_ops.h and the CPU kernels (kernels/cpu/optimizer.cpp,
+// kernels/cpu/elementwise.cpp):
 //  - UnscaleGradients: inv = float(1 / double(scale)); g' = float(g) * inv,
 //    the kernel's single fp32 multiply, so the unscaled gradients are the
 //    same bits. found_inf: g * 0 is +-0 for a finite element and NaN for an

@@ -3,7 +3,7 @@
 //
 // Bodies are written in the ONNX text syntax and parsed with ONNX's own
 // parser, so they read like the formulas of ir/mpc_ops.h. They follow
-// the CPU reference kernels (kernels/cpu/mpc_grad.cpp, mpc_train.cpp):
+// the CPU reference kernels (kernels/cpu/<category>.cpp, optimizer.cpp):
 //  - Backward ops compute in double and round once to the kernel's result
 //    type (CastLike), so a body is at least as precise as the kernel, whose
 //    compute type is fp32 (fp64 for fp64 operands); mixed-precision operands

@@ -1,10 +1,10 @@
 // Function bodies of the layer gradients: the mpc backward ops of the
-// transformer, residual-MLP and CNN families (passes/gradients/transformer.cpp,
-// conv.cpp, pool.cpp, batch_norm.cpp, gather_elements.cpp), in standard ONNX
-// ops, for the table of mpc_functions.cpp.
+// normalization, activation, convolution, pooling and gather families
+// (passes/gradients/<category>.cpp), in standard ONNX ops, for the table of
+// mpc_functions.cpp.
 //
-// They follow the CPU kernels (kernels/cpu/transformer.cpp, conv.cpp,
-// pool.cpp, batch_norm.cpp, gather_elements.cpp) as the other bodies do:
+// They follow the CPU kernels (kernels/cpu/<category>.cpp) as the other
+// bodies do:
 //  - element-wise rules, sums and statistics compute in double and round once
 //    to the kernel's result type, so a body is at least as precise as the
 //    kernel's fp32 (fp64 for fp64) arithmetic; selections (ClipGrad) copy dY;

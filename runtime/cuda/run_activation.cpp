@@ -5,8 +5,8 @@
 // mpc.SoftmaxGrad and mpc.LogSoftmaxGrad.
 //
 // Operands are validated with the CPU kernels' rules and messages
-// (kernels/cpu/elementwise.cpp, kernels/cpu/log_sigmoid.cpp,
-// kernels/cpu/softmax.cpp). The softmax axis is resolved as the CPU kernels
+// (kernels/cpu/elementwise.cpp, kernels/cpu/activation.cpp,
+// kernels/cpu/activation.cpp). The softmax axis is resolved as the CPU kernels
 // resolve it (opset-13 rule, default -1); the rows go to
 // kernels/cuda/softmax.cu with each operand's dtype. runGelu, runGeluGrad,
 // axisRows and runSoftmaxGrad are named in shared_runners.h: the fused ops

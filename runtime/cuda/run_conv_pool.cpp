@@ -44,7 +44,7 @@
 //
 // The window comes from the same resolver as the CPU kernels'
 // (ir/window_geometry.h), with their checks and messages
-// (kernels/cpu/pool.cpp), and runs on mpc's own kernels (kernels/cuda/
+// (kernels/cpu/conv_pool.cpp), and runs on mpc's own kernels (kernels/cuda/
 // pool.h says why not cuDNN's pooling): the outputs are the CPU's bits.
 // AveragePoolGrad's x_shape is a shape (int64, made by a host-run Shape or
 // Constant) and is read on the host, as Reshape's shape is.
@@ -333,7 +333,8 @@ void zero(NodeStaging &s, void *p, int64_t n, DType t) {
     MPC_CUDA_CHECK(cudaMemsetAsync(p, 0, size_t(n) * dtypeSize(t), s.stream()));
 }
 
-// --- the checks the CPU kernels make (kernels/cpu/conv.cpp) ---------------
+// --- the checks the CPU kernels make (kernels/cpu/conv_pool.cpp)
+// ---------------
 
 void requireSameDTypes(NodeStaging &s, size_t count) {
   for (size_t i = 1; i < count; ++i)

@@ -17,7 +17,7 @@
 // are the CPU kernels' (kernels/cpu/elementwise.cpp).
 //
 // Clip, Max, Min, Sum: operand rules and messages are the CPU kernels'
-// (kernels/cpu/transformer.cpp; the shared checks of
+// (kernels/cpu/elementwise.cpp; the shared checks of
 // kernels/cpu/node_geometry.h). Only dtypes and shapes are read on the host:
 // Clip's bounds are read by the kernel, so a device-resident step runs these
 // nodes whatever computes their inputs. Clip, Max, Min and Sum take every

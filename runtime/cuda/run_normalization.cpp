@@ -5,7 +5,7 @@
 //
 // Batch norm:
 //
-// Semantics are the CPU kernel's (kernels/cpu/batch_norm.cpp): X is
+// Semantics are the CPU kernel's (kernels/cpu/normalization.cpp): X is
 // [N, C, ...] (seen by cuDNN as [N, C, inner, 1]); training mode normalises
 // with the batch mean and biased variance, and the running statistics
 // become input * momentum + batch * (1 - momentum) with the unbiased batch
@@ -28,7 +28,7 @@
 //
 // Layer norm and RMS norm:
 // Operands are validated with the CPU kernels' rules and messages
-// (kernels/cpu/transformer.cpp). A layer norm's scale and bias that are
+// (kernels/cpu/normalization.cpp). A layer norm's scale and bias that are
 // smaller than the normalised shape are broadcast to it on the device
 // first, so the kernels index them per column. Dropout's ratio and
 // training_mode are read on the host (graph constants in compiled steps);

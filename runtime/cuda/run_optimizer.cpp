@@ -3,7 +3,7 @@
 // LearningRate, and AllReduce (NCCL across ranks).
 //
 // Operands are validated as the CPU kernels validate them (kernels/cpu/
-// mpc_train.cpp). found_inf goes to the kernels as a device byte and is
+// optimizer.cpp). found_inf goes to the kernels as a device byte and is
 // read there: nothing here looks at its value. The optimizer's per-step
 // scalars (bias corrections, -lr) are computed on the host from the step
 // counter by the shared sgdScalars/adamScalars, exactly as the CPU does,

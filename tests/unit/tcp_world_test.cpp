@@ -116,7 +116,7 @@ TEST(TcpWorld, CollectivesMoveEveryBlockInAndOutOfPlace) {
 }
 
 TEST(TcpWorld, AllReduceGivesTheInProcessWorldsBits) {
-  // The kernel's reduction (kernels/cpu/all_reduce.cpp) over TCP: 3 ranks,
+  // The kernel's reduction (kernels/cpu/collective.cpp) over TCP: 3 ranks,
   // fp32 means of 100001 values (shards end inside values) and a max of
   // flags, compared bit for bit with the same over the thread world.
   const int size = 3;
