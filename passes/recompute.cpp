@@ -341,11 +341,11 @@ void runRecompute(Model &model, PassContext &ctx) {
           break;
       }
       if (taken > chosen.size()) {
-        ctx.notes.push_back("--memory-budget=" +
-                            std::to_string(o.memoryBudget) +
-                            ": the planned peak stays above the budget "
-                            "after recomputing all " +
-                            std::to_string(chosen.size()) + " candidates");
+        ctx.notes.push_back(
+            "--memory-budget=" + std::to_string(o.memoryBudget) +
+            ": the planned peak stays above the budget "
+            "after recomputing all " +
+            std::to_string(chosen.size()) + " candidates");
         taken = chosen.size();
       }
     }

@@ -98,8 +98,7 @@ int main(int argc, char **argv) {
         before += (before.empty() ? "" : ", ") + std::string(later);
       std::cout << p.name << "\t" << p.summary
                 << (options.empty() ? "" : "  {" + options + "}")
-                << (before.empty() ? "" : "  [before " + before + "]")
-                << "\n";
+                << (before.empty() ? "" : "  [before " + before + "]") << "\n";
     }
     return 0;
   }
