@@ -39,7 +39,7 @@ Value *forwardLoss(const Model &model, Graph &g) {
 } // namespace
 
 Evaluator::Evaluator(const Trainer &trainer, Backend &backend, int64_t batch,
-                     bool ema)
+                     bool ema, bool allOutputs)
     : batch_(batch) {
   const Model &model = trainer.model();
   Model forward;
@@ -47,12 +47,21 @@ Evaluator::Evaluator(const Trainer &trainer, Backend &backend, int64_t batch,
   forward.opsets = model.opsets;
   forward.graph = model.graph->clone();
   Graph &g = *forward.graph;
-  // The loss alone: other outputs (a batch norm's running statistics)
-  // would keep the training form alive.
+  // The loss alone, or with the other outputs: a batch norm's running
+  // statistics never, they would keep the training form alive.
   Value *loss = forwardLoss(model, g);
   lossName_ = loss->name();
+  std::vector<Value *> kept;
+  for (Value *out : g.outputs()) {
+    const Node *p = out->producer();
+    bool runningStat = p && p->opType() == "BatchNormalization" &&
+                       p->domain().empty() && out->producerIndex() > 0;
+    if (out == loss || (allOutputs && !runningStat))
+      kept.push_back(out);
+  }
   g.clearOutputs();
-  g.addOutput(loss);
+  for (Value *out : kept)
+    g.addOutput(out);
   switchToInferenceMode(g);
 
   // The samples' dims are the training step's (the forward may keep the
@@ -112,12 +121,28 @@ void Evaluator::requireOneBatch(const Dataset &data,
                 " samples, fewer than one batch of " + std::to_string(batch_));
 }
 
+void Evaluator::bindState(const Trainer &trainer) {
+  for (const auto &[name, source] : stateNames_)
+    exec_->setInitializer(name, trainer.state(source));
+}
+
+std::vector<std::pair<std::string, Tensor>>
+Evaluator::outputsOf(const Trainer &trainer, const Trainer::Batch &batch) {
+  bindState(trainer);
+  for (const auto &[name, tensor] : batch)
+    exec_->setInput(name, tensor);
+  exec_->run();
+  std::vector<std::pair<std::string, Tensor>> outputs;
+  for (size_t i = 0; i < forward_->outputs().size(); ++i)
+    outputs.emplace_back(forward_->outputs()[i]->name(), exec_->output(i));
+  return outputs;
+}
+
 EvalResult Evaluator::evaluate(const Trainer &trainer, const Dataset &data,
                                const std::string &source, Collective *world) {
   requireOneBatch(data, source);
   const int64_t batches = data.numSamples() / batch_;
-  for (const auto &[name, source] : stateNames_)
-    exec_->setInitializer(name, trainer.state(source));
+  bindState(trainer);
   const int ranks = world ? world->size() : 1;
   const int rank = world ? world->rank() : 0;
   // Round k: rank r evaluates batch k * ranks + r; every rank learns every

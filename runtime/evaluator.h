@@ -10,6 +10,10 @@
 // means reports it. Data parallel, rank r takes batches r, r + N, ... and
 // every rank gets every batch's loss, summed in batch order, so any number
 // of ranks reports the bits of one process. Nothing of the trainer changes.
+//
+// With `allOutputs`, the forward keeps the main graph's other outputs too
+// (logits beside the loss; not a batch norm's running statistics), and
+// outputsOf runs it on one batch and returns them all (mpc.Trainer.evaluate).
 #pragma once
 
 #include "kernels/collective.h"
@@ -36,7 +40,7 @@ public:
   /// in place of the parameters. Throws Error when the main graph has no
   /// scalar loss output, or `ema` and the model keeps no average.
   Evaluator(const Trainer &trainer, Backend &backend, int64_t batch,
-            bool ema = false);
+            bool ema = false, bool allOutputs = false);
 
   /// The inputs a validation set must hold (the forward's graph inputs).
   std::vector<DataInputSpec> dataInputs() const;
@@ -55,7 +59,16 @@ public:
   EvalResult evaluate(const Trainer &trainer, const Dataset &data,
                       const std::string &source, Collective *world);
 
+  /// The forward's outputs (name, value), in its order, on one batch of
+  /// `batch` samples with the trainer's current parameters. The batch must
+  /// match dataInputs() (Executor::setInput checks names and dtypes).
+  std::vector<std::pair<std::string, Tensor>>
+  outputsOf(const Trainer &trainer, const Trainer::Batch &batch);
+
 private:
+  /// Gives the forward the trainer's current state (or its average).
+  void bindState(const Trainer &trainer);
+
   std::unique_ptr<Graph> forward_;
   std::unique_ptr<Executor> exec_;
   std::string lossName_;

@@ -556,15 +556,19 @@ void Trainer::checkInferenceExport(
   }
 }
 
-size_t Trainer::exportSafetensors(const std::string &path, bool ema) {
+std::vector<StateDictEntry> Trainer::stateDict(bool ema) {
   if (microDone_ != 0)
-    throw Error(path + ": cannot export inside an accumulation window (" +
+    throw Error("cannot export inside an accumulation window (" +
                 std::to_string(microDone_) + " of " +
                 std::to_string(microBatches_) + " micro-batches run)");
   writeStateBack();
+  return stateDictOf(*model_, stepsDone_ * microBatches_, ema);
+}
+
+size_t Trainer::exportSafetensors(const std::string &path, bool ema) {
   std::vector<StateDictEntry> entries;
   try {
-    entries = stateDictOf(*model_, stepsDone_ * microBatches_, ema);
+    entries = stateDict(ema);
   } catch (const Error &e) {
     throw Error(path + ": " + e.what());
   }

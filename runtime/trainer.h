@@ -16,6 +16,7 @@
 #include "runtime/data/dataset.h"
 #include "runtime/executor.h"
 #include "runtime/overflow_provenance.h"
+#include "runtime/state_dict.h"
 
 #include <chrono>
 #include <functional>
@@ -111,6 +112,10 @@ public:
   /// moving average (mpc-opt --ema-decay) in their place. Atomic. Returns
   /// the number of tensors written.
   size_t exportSafetensors(const std::string &path, bool ema = false);
+  /// The same tensors in memory (runtime/state_dict.h): the trained
+  /// parameters and buffers under their state_dict names, copies of the
+  /// current state. Throws Error inside an accumulation window.
+  std::vector<StateDictEntry> stateDict(bool ema = false);
   /// The learning-rate schedule of the step's updates (mpc-opt
   /// --lr-schedule), and the updates it has counted so far (the step
   /// counter it reads); nullopt without one.

@@ -144,6 +144,13 @@ void TrainingSession::prepare() {
                       limit.source + ") less the planned peak " +
                       formatByteSize(planned);
   }
+  // No data set: the caller brings every batch (step(microBatches), the
+  // Python binding's Trainer.step), and the run has no epochs.
+  if (o.data.empty() && !o.synthetic) {
+    steps_ = o.steps;
+    finishPrepare();
+    return;
+  }
   data_.emplace(whileAllocating(
       o.synthetic ? "making the --synthetic data" : "reading " + o.data, [&] {
         return o.synthetic
@@ -201,6 +208,13 @@ void TrainingSession::prepare() {
       say(MessageKind::Warning, warning);
   }
 
+  finishPrepare();
+}
+
+void TrainingSession::finishPrepare() {
+  const TrainingOptions &o = options_;
+  Trainer &trainer = *trainer_;
+  const int64_t batch = batch_;
   // The validation set, read (and checked) before the first step.
   // A resumed run's logs go on from its checkpoint's step: rows a killed
   // run logged after it are dropped (runtime/training_log.h).
@@ -289,6 +303,9 @@ EvalResult TrainingSession::evaluate(bool scheduled) {
 
 bool TrainingSession::step() {
   prepare();
+  if (!data_)
+    throw Error("no training data to take a batch from (--data or "
+                "--synthetic)");
   Trainer &trainer = *trainer_;
   const int ranks = world_ ? world_->size() : 1;
   const int rank = world_ ? world_->rank() : 0;

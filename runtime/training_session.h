@@ -115,6 +115,8 @@ public:
   /// Reads the data and the validation set and opens the logs, after
   /// checking the step's memory plan: every error of the run's input comes
   /// before its first step. run() and step() call it when not yet done.
+  /// Without data (options.data empty, not synthetic) every batch comes
+  /// from the caller, through step(microBatches).
   void prepare();
 
   /// Runs the whole run (options.steps or epochs) and ends it: the last
@@ -154,6 +156,8 @@ public:
 
 private:
   bool runStep(const std::function<Trainer::Batch(int64_t)> &microBatch);
+  /// prepare()'s part after the training data: the validation set, logs.
+  void finishPrepare();
   void say(MessageKind kind, const std::string &line);
   bool lead() const { return !world_ || world_->rank() == 0; }
 

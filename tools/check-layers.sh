@@ -7,6 +7,7 @@
 #   passes/         the compiler           + passes/
 #   runtime/        executor, backends     + runtime/   (it uses the compiler)
 #   tools/          the mains              + tools/
+#   python/         the Python module      + python/    (beside tools/)
 # Every `#include "dir/..."` of a source under ROOT is checked; an include
 # without a folder names a file beside the includer. Exit 1 with one line
 # per upward include (file:line: what it includes, and what its layer may).
@@ -23,11 +24,12 @@ allowed() { # the top folders a file in folder $1 may include
   passes) echo "ir support kernels passes" ;;
   runtime) echo "ir support kernels passes runtime" ;;
   tools) echo "ir support kernels passes runtime tools" ;;
+  python) echo "ir support kernels passes runtime python" ;;
   esac
 }
 
 status=0
-for layer in ir support kernels passes runtime tools; do
+for layer in ir support kernels passes runtime tools python; do
   [ -d "$layer" ] || continue
   ok=" $(allowed "$layer") "
   while IFS=: read -r file line text; do

@@ -9,8 +9,8 @@ Every fenced code block of a page is one of:
 
 A block without a language is an error (say what it is). The blocks of one page run in order in
 one fresh folder (WORK/run-*/<page>, removed when every page passed), which holds links to the repository's models/, bench/, tests/ and
-tools/ and to the build folder as build/; files carry over from block to block, shell variables do not. PATH starts with the build's bin/, and
-MPC_DEVICE=cpu, so `mpc-opt` and `mpc-run` are the tools under test.
+tools/ and to the build folder as build/; files carry over from block to block, shell variables do not. PATH starts with the build's bin/,
+PYTHONPATH with its python/ (the mpc module), and MPC_DEVICE=cpu, so `mpc-opt`, `mpc-run` and `import mpc` are what is under test.
 
 What a page says to the runner:
 
@@ -201,6 +201,10 @@ def run_page(page, rel, blocks, source, work_root, bin_dir, log):
     # The blocks' python3 is the runner's, the one whose modules were checked.
     env["PATH"] = os.pathsep.join([os.path.abspath(bin_dir), os.path.dirname(sys.executable),
                                    env.get("PATH", "")])
+    # The mpc Python module of the build under test (build/python).
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.join(os.path.dirname(os.path.abspath(bin_dir)), "python")] +
+        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.setdefault("MPC_DEVICE", "cpu")
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("OPENBLAS_NUM_THREADS", "1")

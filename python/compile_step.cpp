@@ -1,0 +1,104 @@
+// mpc.compile (python/compile_step.h): mpc-opt's compile of one model,
+// without its output and report flags.
+#include "python/compile_step.h"
+
+#include "passes/compile_flags.h"
+#include "passes/inference_model.h"
+#include "passes/onnx/import_lowering.h"
+#include "passes/onnx/onnx_io.h"
+#include "passes/optimizer/optimizer_flags.h"
+#include "passes/pipeline.h"
+#include "passes/training_info.h"
+#include "support/diagnostics.h"
+#include "support/name_pattern.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <algorithm>
+
+namespace mpc {
+namespace {
+
+/// Loads the model and runs the default pipeline on it with `o`.
+std::unique_ptr<Model> compileLoaded(const std::string &modelPath,
+                                     const CompileOptions &o,
+                                     std::vector<std::string> *notes);
+
+} // namespace
+
+std::unique_ptr<Model> compileStep(const std::string &modelPath,
+                                   const std::vector<CompileFlagArg> &flags,
+                                   std::vector<std::string> *notes) {
+  CompileOptions o;
+  std::vector<std::string> given;
+  for (const auto &[key, value] : flags) {
+    const std::string *v = value ? &*value : nullptr;
+    if (!applyCompileFlag(o, key, v))
+      throw Error("unknown compile flag '" + key +
+                  "' (mpc-opt --help lists them)");
+    // As mpc-opt counts them: --precision=fp32 asks for no casts, which a
+    // pipeline without autocast gives as well.
+    if (!(key == "--precision" && value && *value == "fp32"))
+      given.push_back(key);
+  }
+  // mpc-opt's checks of the flags together (tools/mpc-opt/opt_flags.cpp),
+  // before the model is read.
+  checkOptimizerFlags(o.optimizer,
+                      std::find(given.begin(), given.end(), "--optimizer") !=
+                          given.end(),
+                      given);
+  compileNamePattern(o.fp32Nodes, "fp32-nodes");
+  compileNamePattern(o.trainable, "trainable");
+  compileNamePattern(o.frozen, "frozen");
+  compileNamePattern(o.noWeightDecay, "no-weight-decay");
+  if (o.memoryBudget > 0 && o.recompute != "auto")
+    throw Error("--memory-budget: only with --recompute=auto");
+
+  try {
+    return compileLoaded(modelPath, o, notes);
+  } catch (const Error &e) {
+    // As mpc-opt says it: the model's file first.
+    std::string what = e.what();
+    throw Error(what.rfind(modelPath, 0) == 0 ? what : modelPath + ": " + what);
+  }
+}
+
+namespace {
+
+std::unique_ptr<Model> compileLoaded(const std::string &modelPath,
+                                     const CompileOptions &o,
+                                     std::vector<std::string> *notes) {
+  // Lowered by the pipeline's first pass, as mpc-opt imports.
+  std::unique_ptr<Model> model =
+      loadModel(modelPath, WeightBytes::Own, ImportOptions{/*lower=*/false});
+  std::vector<PipelineEntry> pipeline = defaultPipelineFor(*model);
+  PipelineConfig config;
+  config.note = [notes](const std::string &note) {
+    if (notes)
+      notes->push_back(note);
+  };
+  // --input-shape and --batch fix the step's shapes; the forward keeps the
+  // export's (tools/mpc-opt/compile_model.cpp does the same).
+  std::unique_ptr<Graph> generic;
+  bool keepGeneric =
+      !model->training && (!o.inputShapes.empty() || o.batch > 0);
+  config.afterPass = [&](const std::string &pass, const Model &m) {
+    if (keepGeneric && pass == kLowerOnnx)
+      generic = m.graph->clone();
+  };
+  Statistics stats;
+  runPipeline(*model, pipeline, o, config, stats);
+  keepShapeGenericForward(*model, std::move(generic));
+  return model;
+}
+
+} // namespace
+
+std::unique_ptr<Model> reloadCompiled(const Model &model,
+                                      const std::string &sourceName) {
+  onnx::ModelProto proto;
+  exportModel(model, proto);
+  return importModel(std::move(proto), sourceName, ".");
+}
+
+} // namespace mpc

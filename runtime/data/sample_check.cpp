@@ -1,0 +1,49 @@
+// checkSamples (runtime/data/sample_check.h).
+#include "runtime/data/sample_check.h"
+
+#include "support/diagnostics.h"
+
+#include <cmath>
+
+namespace mpc {
+
+void checkSamples(Tensor &t, const DataInputSpec &s, const std::string &where) {
+  if (t.dims.empty())
+    throw Error(where + ": is a scalar; expected samples along axis 0");
+  std::vector<int64_t> sample(t.dims.begin() + 1, t.dims.end());
+  if (sample != s.sampleDims)
+    throw Error(where + ": samples have shape " + dimsToString(sample) +
+                ", the model expects " + dimsToString(s.sampleDims));
+  if (t.dtype != s.dtype) {
+    // Labels saved as int32 are common; convert losslessly.
+    bool intToInt = !isFloating(t.dtype) && !isFloating(s.dtype) &&
+                    t.dtype != DType::Bool && s.dtype != DType::Bool;
+    if (!intToInt)
+      throw Error(where + ": dtype " + dtypeName(t.dtype) +
+                  ", the model expects " + dtypeName(s.dtype));
+    t = t.castTo(s.dtype);
+  }
+  int64_t perSample = elementCount(s.sampleDims);
+  int64_t n = t.numel();
+  if (isFloating(t.dtype)) {
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(t.getAsDouble(i)))
+        throw Error(where + ": sample " +
+                    std::to_string(perSample ? i / perSample : 0) +
+                    " holds a non-finite value (" +
+                    std::to_string(t.getAsDouble(i)) + ")");
+  } else if (s.numClasses > 0) {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t label = int64_t(t.getAsDouble(i));
+      if (label == s.ignoreIndex)
+        continue;
+      if (label < 0 || label >= s.numClasses)
+        throw Error(where + ": sample " +
+                    std::to_string(perSample ? i / perSample : 0) +
+                    " has label " + std::to_string(label) + ", outside [0, " +
+                    std::to_string(s.numClasses) + ")");
+    }
+  }
+}
+
+} // namespace mpc

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""The mpc Python module against the CLIs it binds (ctest python-module).
+
+Compiles the seed MLP with mpc.compile as docs/mpc-opt.md's first example
+does, trains it 20 steps from numpy batches cut as mpc-run cuts --data
+(batch i = samples [i*B, (i+1)*B) of its epoch, no --shuffle) and checks:
+  - the losses equal, bit for bit, mpc-run's --log on the same step and data;
+  - a checkpoint saved at step 10 and resumed gives the same 10 later losses;
+  - a bad batch (missing input, wrong dtype, wrong shape, unknown input) and
+    a bad compile flag raise mpc.Error naming the input or flag, and leave
+    the trainer as it was;
+  - state_dict() holds the model's parameters under their names and shapes;
+  - evaluate() returns the forward's loss; export_inference() writes a model;
+  - where torch imports, a DataLoader over the same arrays gives the same
+    losses (skipped with a line otherwise).
+Usage: test_module.py --bin=build/bin --source=. --work=DIR (PYTHONPATH
+holding build/python).
+"""
+import argparse
+import csv
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+import mpc
+
+STEPS = 20
+SAVE_AT = 10
+
+
+def f32_bits(values):
+    return np.asarray(values, dtype=np.float32).view(np.uint32)
+
+
+def assert_same_losses(got, want, what):
+    got, want = f32_bits(got), f32_bits(want)
+    assert got.shape == want.shape, f"{what}: {got.shape} losses, want {want.shape}"
+    bad = np.nonzero(got != want)[0]
+    assert bad.size == 0, (
+        f"{what}: step {bad[0] + 1} loss "
+        f"{got[bad[0]].view(np.float32)} != {want[bad[0]].view(np.float32)}")
+
+
+def batches(data, batch, first, count):
+    """mpc-run's batches first..first+count-1 of data without --shuffle."""
+    n = len(next(iter(data.values())))
+    per_epoch = n // batch
+    for i in range(first, first + count):
+        k = i % per_epoch
+        yield {name: a[k * batch:(k + 1) * batch] for name, a in data.items()}
+
+
+def csv_losses(path):
+    with open(path) as f:
+        return [float(row["loss"]) for row in csv.DictReader(f)]
+
+
+def expect_error(what, fn, *needles):
+    try:
+        fn()
+    except mpc.Error as e:
+        msg = str(e)
+        assert "\n" not in msg, f"{what}: a multi-line message: {msg!r}"
+        for needle in needles:
+            assert needle in msg, f"{what}: {needle!r} not in {msg!r}"
+        return msg
+    raise AssertionError(f"{what}: no mpc.Error")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
+    model = os.path.join(args.source, "models", "mlp_seed.onnx")
+    npz = os.path.join(args.source, "models", "mlp_seed_data.npz")
+    data = dict(np.load(npz))
+    work = lambda name: os.path.join(args.work, name)
+
+    assert issubclass(mpc.Error, RuntimeError)
+    step = mpc.compile(model, precision="fp16", optimizer="adam", lr=1e-2)
+    step.save(work("step.onnx"))
+
+    # mpc-run on the same compiled step and data.
+    subprocess.run([os.path.join(args.bin, "mpc-run"), work("step.onnx"),
+                    "--data=" + npz, f"--steps={STEPS}", "--device=cpu",
+                    "--quiet", "--log=" + work("cli.csv")],
+                   check=True, stdout=subprocess.DEVNULL)
+    want = csv_losses(work("cli.csv"))
+    assert len(want) == STEPS
+
+    # From the Step in memory, and from the file it saved.
+    tr = mpc.Trainer(step, device="cpu", log=work("py.csv"))
+    B = tr.batch
+    assert tr.inputs == ["x", "y"] and B == 64, (tr.inputs, B)
+    losses = []
+    for i, batch in enumerate(batches(data, B, 0, STEPS)):
+        losses.append(tr.step(batch))
+        assert isinstance(losses[-1], float)
+        assert tr.step_count == i + 1
+        assert tr.skipped in (False, True) and tr.loss_scale > 0
+        assert abs(tr.lr - 1e-2) < 1e-8, tr.lr
+        if tr.step_count == SAVE_AT:
+            tr.save(work("ck.onnx"))
+    assert_same_losses(losses, want, "mpc.Trainer(step) vs mpc-run --log")
+    assert losses[-1] < losses[0], losses
+    del tr  # closes its log
+    assert_same_losses(csv_losses(work("py.csv")), want, "Trainer(log=) CSV")
+
+    from_file = mpc.Trainer(work("step.onnx"))
+    assert_same_losses([from_file.step(b) for b in batches(data, B, 0, 3)],
+                       want[:3], "mpc.Trainer(step.onnx)")
+
+    # Save at step 10, resume: the later steps are the straight run's.
+    resumed = mpc.Trainer.resume(work("ck.onnx"))
+    assert resumed.step_count == SAVE_AT, resumed.step_count
+    later = [resumed.step(b) for b in batches(data, B, SAVE_AT, STEPS - SAVE_AT)]
+    assert_same_losses(later, want[SAVE_AT:], "resumed at step 10")
+
+    # Bad batches: mpc.Error naming the input; the trainer is unchanged.
+    good = next(batches(data, B, 0, 1))
+    x, y = good["x"], good["y"]
+    before = resumed.state_dict()
+    expect_error("missing input", lambda: resumed.step({"x": x}), "'y'")
+    expect_error("wrong dtype", lambda: resumed.step(
+        {"x": x.astype(np.float64), "y": y}), "'x'", "fp64", "fp32")
+    expect_error("wrong sample shape", lambda: resumed.step(
+        {"x": x[:, :3], "y": y}), "'x'")
+    expect_error("wrong batch size", lambda: resumed.step(
+        {"x": x[:B - 1], "y": y[:B - 1]}), "'x'", str(B - 1))
+    expect_error("unknown input", lambda: resumed.step(
+        {"x": x, "y": y, "z": y}), "'z'")
+    expect_error("label out of range", lambda: resumed.step(
+        {"x": x, "y": y + 7}), "'y'")
+    expect_error("not a dict", lambda: resumed.step([x, y]), "dict")
+    assert resumed.step_count == STEPS
+    after = resumed.state_dict()
+    for name in before:
+        assert np.array_equal(before[name], after[name]), name
+
+    # Bad compile flags: mpc.Error naming the flag, as mpc-opt says it.
+    expect_error("bad value", lambda: mpc.compile(model, lr="abc"), "--lr")
+    expect_error("unknown flag", lambda: mpc.compile(model, learning_rat=1),
+                 "--learning-rat")
+    expect_error("flag of another optimizer",
+                 lambda: mpc.compile(model, optimizer="sgd", beta1=0.9),
+                 "--beta1")
+    expect_error("missing model", lambda: mpc.compile(work("none.onnx")),
+                 "none.onnx")
+    expect_error("uncompiled model", lambda: mpc.Trainer(model), "mlp_seed.onnx")
+
+    # state_dict: the model's parameters, their names and shapes.
+    sd = resumed.state_dict()
+    import onnx
+    params = {t.name: tuple(t.dims) for t in onnx.load(model).graph.initializer}
+    assert {k: v.shape for k, v in sd.items()} == params, (sd.keys(), params)
+    assert all(v.dtype == np.float32 for v in sd.values())
+
+    # evaluate: the forward's outputs (the loss here), in inference form.
+    out = resumed.evaluate(good)
+    assert list(out) == ["loss"] and out["loss"].shape == (), out
+    assert np.isfinite(out["loss"])
+    expect_error("evaluate, missing input",
+                 lambda: resumed.evaluate({"x": x}), "'y'")
+    resumed.export_inference(work("m.onnx"))
+    assert os.path.getsize(work("m.onnx")) > 0
+
+    # A torch DataLoader over the same arrays feeds the same steps.
+    try:
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+    except ImportError:
+        print("python-module: torch does not import here: DataLoader check "
+              "skipped")
+    else:
+        ds = TensorDataset(torch.from_numpy(data["x"]), torch.from_numpy(data["y"]))
+        loader = DataLoader(ds, batch_size=B, shuffle=False, drop_last=True)
+        tt = mpc.Trainer(step)
+        got = []
+        while len(got) < STEPS:
+            for xb, yb in loader:
+                if len(got) == STEPS:
+                    break
+                got.append(tt.step({"x": xb.numpy(), "y": yb.numpy()}))
+        assert_same_losses(got, want, "DataLoader")
+        print("python-module: DataLoader losses equal mpc-run's")
+    print(f"python-module: {STEPS} steps equal mpc-run's --log bit for bit; "
+          "resume, errors, state_dict, evaluate ok")
+
+
+if __name__ == "__main__":
+    main()
