@@ -96,11 +96,17 @@ splitSamples(std::vector<std::pair<std::string, Tensor>> arrays, int64_t k,
   std::vector<std::vector<std::pair<std::string, Tensor>>> parts(
       static_cast<size_t>(k));
   for (auto &[name, t] : arrays) {
-    if (t.dims.empty() || t.dims[0] != k * b) {
-      for (auto &part : parts) // checkBatch names what is wrong
+    if (t.dims.empty()) {
+      for (auto &part : parts) // checkBatch says what is wrong
         part.emplace_back(name, t);
       continue;
     }
+    if (t.dims[0] != k * b)
+      throw Error("batch: input '" + name + "': holds " +
+                  std::to_string(t.dims[0]) + " samples; a step of " +
+                  std::to_string(k) + " micro-batches (--grad-accum) of " +
+                  std::to_string(b) + " takes " + std::to_string(k * b) +
+                  " (or a list of " + std::to_string(k) + " dicts)");
     size_t bytes = t.byteSize() / size_t(k);
     for (int64_t j = 0; j < k; ++j) {
       std::vector<int64_t> dims = t.dims;

@@ -11,6 +11,7 @@ does, trains it 20 steps from numpy batches cut as mpc-run cuts --data
     the trainer as it was;
   - state_dict() holds the model's parameters under their names and shapes;
   - evaluate() returns the forward's loss; export_inference() writes a model;
+  - a --grad-accum=2 step takes 2 x B samples, as mpc-run's log says;
   - where torch imports, a DataLoader over the same arrays gives the same
     losses (skipped with a line otherwise).
 Usage: test_module.py --bin=build/bin --source=. --work=DIR (PYTHONPATH
@@ -170,6 +171,25 @@ def main():
                  lambda: resumed.evaluate({"x": x}), "'y'")
     resumed.export_inference(work("m.onnx"))
     assert os.path.getsize(work("m.onnx")) > 0
+
+    # --grad-accum=2: a step takes 2 x B samples (micro-batches 2i, 2i+1 of
+    # mpc-run's order), B alone is refused.
+    accum = mpc.compile(model, precision="fp16", optimizer="adam", lr=1e-2,
+                        grad_accum=2)
+    accum.save(work("accum.onnx"))
+    subprocess.run([os.path.join(args.bin, "mpc-run"), work("accum.onnx"),
+                    "--data=" + npz, "--steps=4", "--device=cpu", "--quiet",
+                    "--log=" + work("accum.csv")],
+                   check=True, stdout=subprocess.DEVNULL)
+    ta = mpc.Trainer(accum)
+    assert ta.micro_batches == 2
+    expect_error("one micro-batch of two", lambda: ta.step(good), "'x'", "128")
+    # The loss is the mean of two fp32 losses, a double: compared as the log
+    # prints it (%.9g).
+    got = ["%.9g" % ta.step(b) for b in batches(data, 2 * B, 0, 4)]
+    with open(work("accum.csv")) as f:
+        logged = [row["loss"] for row in csv.DictReader(f)]
+    assert got == logged, (got, logged)
 
     # A torch DataLoader over the same arrays feeds the same steps.
     try:
