@@ -88,7 +88,10 @@ void TrainingSession::prepare() {
   const TrainingOptions &o = options_;
   Trainer &trainer = *trainer_;
   const int ranks = world_ ? world_->size() : 1;
-  const std::string dataName = o.synthetic ? "--synthetic" : o.data;
+  std::vector<std::string> dataSources = {o.data};
+  dataSources.insert(dataSources.end(), o.moreData.begin(), o.moreData.end());
+  const std::string dataName =
+      o.synthetic ? "--synthetic" : Dataset::sourcesName(dataSources);
   if (!o.exportInference.empty())
     trainer.checkInferenceExport(o.exportInference, o.exportOptions);
 
@@ -152,11 +155,11 @@ void TrainingSession::prepare() {
     return;
   }
   data_.emplace(whileAllocating(
-      o.synthetic ? "making the --synthetic data" : "reading " + o.data, [&] {
+      o.synthetic ? "making the --synthetic data" : "reading " + dataName, [&] {
         return o.synthetic
                    ? Dataset::synthetic(specs, syntheticSamples, trainer.seed)
-                   : Dataset::fromNpz(o.data, specs, dataLimit,
-                                      dataLimitSource);
+                   : Dataset::fromSources(dataSources, specs, dataLimit,
+                                          dataLimitSource);
       }));
   const Dataset &data = *data_;
   // The ranks slice one global order of the samples: a rank reading
@@ -190,6 +193,22 @@ void TrainingSession::prepare() {
               std::to_string(trainer.stepsDone()) + ": nothing to train");
   }
   steps_ = steps;
+  // A data file's batches are cut one ahead, beside the step; each rank's
+  // next batch is `ranks` on (runtime/run_length.h). --synthetic draws its
+  // batch in place (one batch of memory, which the limit above counts).
+  if (!o.synthetic) {
+    const int64_t perEpoch = epochs_.batchesPerEpoch;
+    const bool shuffle = trainer.shuffle;
+    const uint64_t seed = trainer.seed;
+    prefetch_ = std::make_unique<BatchPrefetcher>(
+        [this, batch, perEpoch, shuffle, seed](int64_t index) {
+          return whileAllocating(
+              "making a batch of " + std::to_string(batch) + " samples", [&] {
+                return data_->batch(index, batch, shuffle, seed, perEpoch);
+              });
+        },
+        ranks);
+  }
   if (epochs_.leftOut > 0 && lead())
     say(MessageKind::Note,
         dataName + " holds " + std::to_string(data.numSamples()) +
@@ -224,8 +243,10 @@ void TrainingSession::finishPrepare() {
   if (!o.evalData.empty()) {
     evaluator_ =
         std::make_unique<Evaluator>(trainer, backend_, batch, o.evalEma);
-    evalSet_.emplace(Dataset::fromNpz(o.evalData, evaluator_->dataInputs()));
-    evaluator_->requireOneBatch(*evalSet_, o.evalData);
+    std::vector<std::string> sources = {o.evalData};
+    sources.insert(sources.end(), o.moreEvalData.begin(), o.moreEvalData.end());
+    evalSet_.emplace(Dataset::fromSources(sources, evaluator_->dataInputs()));
+    evaluator_->requireOneBatch(*evalSet_, Dataset::sourcesName(sources));
     if (!o.evalLog.empty())
       evalLog_.open(o.evalLog, "the evaluation log", "step,eval_loss,samples",
                     resumedAt);
@@ -313,6 +334,9 @@ bool TrainingSession::step() {
   // steps, so no step straddles two. Each micro-batch is cut when it runs.
   const int64_t stepsDone = trainer.stepsDone();
   return runStep([&](int64_t j) {
+    if (prefetch_)
+      return prefetch_->get(
+          batchIndexOf(stepsDone, trainer.microBatches(), j, ranks, rank));
     return whileAllocating(
         "making a batch of " + std::to_string(batch_) + " samples", [&] {
           return data_->batch(

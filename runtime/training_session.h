@@ -14,6 +14,7 @@
 #include "kernels/collective.h"
 #include "passes/inference_model.h"
 #include "runtime/backend.h"
+#include "runtime/data/batch_prefetch.h"
 #include "runtime/data/dataset.h"
 #include "runtime/eval_policy.h"
 #include "runtime/evaluator.h"
@@ -41,8 +42,11 @@ struct TrainingOptions {
   bool shuffle = false;
   bool externalData = false; ///< checkpoints' tensors always in PATH.data
 
-  /// The training data: an .npz, or `synthetic` samples.
+  /// The training data: an .npz or a directory of NAME.npy files
+  /// (runtime/data/dataset.h), or `synthetic` samples.
   std::string data;
+  /// Further sources read after `data`, as one data set (shards).
+  std::vector<std::string> moreData;
   bool synthetic = false;
   int64_t batch = 0; ///< 0: the model's own batch size
   int64_t steps = 100;
@@ -53,6 +57,7 @@ struct TrainingOptions {
 
   /// The validation set and its policies (runtime/eval_policy.h).
   std::string evalData, evalLog, saveBest;
+  std::vector<std::string> moreEvalData; ///< read after evalData, as data
   int64_t evalEvery = 0, earlyStop = 0;
   bool evalEma = false;
 
@@ -170,6 +175,9 @@ private:
   int64_t batch_ = 0, steps_ = 0;
   EpochPlan epochs_;
   std::optional<Dataset> data_, evalSet_;
+  /// The data's batches, one made ahead on a thread (a data file's; not
+  /// --synthetic's); destroyed, its thread joined, before data_.
+  std::unique_ptr<BatchPrefetcher> prefetch_;
   std::unique_ptr<Evaluator> evaluator_;
   TrainingLog log_, evalLog_;
   SkippedStepLimit skipLimit_;

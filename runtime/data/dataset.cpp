@@ -1,16 +1,22 @@
-// Dataset: validation of npz data against the step's inputs, batching,
-// shuffling and synthetic data.
+// Dataset: validation of npz and mapped .npy data against the step's
+// inputs, batching across sources, shuffling and synthetic data.
 #include "runtime/data/dataset.h"
 
+#include "runtime/data/mapped_npy.h"
 #include "runtime/data/npz.h"
 #include "runtime/data/sample_check.h"
 #include "support/diagnostics.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <random>
+
+#include <dirent.h>
+#include <sys/stat.h>
 
 namespace mpc {
 
@@ -88,50 +94,168 @@ std::vector<DataInputSpec> describeDataInputs(const Graph &step,
   return specs;
 }
 
+namespace {
+
+/// The dtype rule of checkSamples for a mapped array: the spec's, or an
+/// integer the batch converts losslessly to the spec's integer dtype.
+bool dtypeFits(DType file, DType spec) {
+  if (file == spec)
+    return true;
+  return !isFloating(file) && !isFloating(spec) && file != DType::Bool &&
+         spec != DType::Bool;
+}
+
+/// The .npy files of a directory, sorted, for an error that lists them.
+std::string npyFilesIn(const std::string &dir) {
+  std::vector<std::string> names;
+  if (DIR *d = ::opendir(dir.c_str())) {
+    while (const dirent *e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
+        names.push_back(name);
+    }
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  std::string list;
+  for (const std::string &name : names)
+    list += (list.empty() ? "" : ", ") + name;
+  return list.empty() ? "no .npy files" : list;
+}
+
+bool isDirectory(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+} // namespace
+
 Dataset Dataset::fromNpz(const std::string &path,
                          const std::vector<DataInputSpec> &specs,
                          uint64_t limitBytes, const std::string &limitSource) {
-  // Only the arrays the step reads are inflated, and only once their sizes
-  // together fit the memory: an unused member of any size costs nothing.
-  NpzSelection selection;
-  for (const DataInputSpec &s : specs)
-    selection.only.push_back(s.name);
-  selection.limitBytes = limitBytes;
-  selection.limitSource = limitSource;
-  std::vector<std::pair<std::string, Tensor>> arrays;
-  std::vector<std::string> present;
-  std::string err;
-  if (!readNpz(path, selection, arrays, &present, err))
-    throw Error(err);
+  return fromSources({path}, specs, limitBytes, limitSource);
+}
+
+std::string Dataset::sourcesName(const std::vector<std::string> &paths) {
+  if (paths.size() <= 1)
+    return paths.empty() ? std::string() : paths[0];
+  return paths[0] + " and " + std::to_string(paths.size() - 1) + " more " +
+         (paths.size() == 2 ? "source" : "sources");
+}
+
+Dataset Dataset::fromSources(const std::vector<std::string> &paths,
+                             const std::vector<DataInputSpec> &specs,
+                             uint64_t limitBytes,
+                             const std::string &limitSource) {
   Dataset d;
-  d.source_ = path;
+  d.source_ = sourcesName(paths);
   d.specs_ = specs;
-  d.numSamples_ = -1;
-  for (const DataInputSpec &s : specs) {
-    Tensor *found = nullptr;
-    for (auto &kv : arrays)
-      if (kv.first == s.name)
-        found = &kv.second;
-    if (!found) {
-      std::string names;
-      for (const std::string &name : present)
-        names += (names.empty() ? "" : ", ") + name;
-      throw Error(path + ": no array named '" + s.name +
-                  "' (the model's data input); the file has: " + names);
+  // Each array's dtype as the first source stores it: the others must
+  // store the same (an int32 label shard after int64 ones is a different
+  // export, not the same data).
+  std::vector<DType> firstDtypes;
+  uint64_t used = 0; // bytes the .npz sources read so far take
+  for (const std::string &path : paths) {
+    Shard shard;
+    shard.path = path;
+    shard.first = d.numSamples_;
+    shard.count = -1;
+    std::vector<DType> dtypes;
+    std::string countedIn; // the array whose count the others must match
+    if (isDirectory(path)) {
+      for (const DataInputSpec &s : specs) {
+        const std::string file = path + "/" + s.name + ".npy";
+        struct stat st;
+        if (::stat(file.c_str(), &st) != 0 && errno == ENOENT)
+          throw Error(path + ": no " + s.name +
+                      ".npy for the model's data input '" + s.name +
+                      "'; the directory has: " + npyFilesIn(path));
+        auto m = std::make_shared<const MappedNpy>(file);
+        const std::string where = file + ": array '" + s.name + "'";
+        if (m->dims().empty())
+          throw Error(where + ": is a scalar; expected samples along axis 0");
+        std::vector<int64_t> sample(m->dims().begin() + 1, m->dims().end());
+        if (sample != s.sampleDims)
+          throw Error(where + ": samples have shape " + dimsToString(sample) +
+                      ", the model expects " + dimsToString(s.sampleDims));
+        if (!dtypeFits(m->dtype(), s.dtype))
+          throw Error(where + ": dtype " + dtypeName(m->dtype()) +
+                      ", the model expects " + dtypeName(s.dtype));
+        if (shard.count >= 0 && m->dims()[0] != shard.count)
+          throw Error(where + ": has " + std::to_string(m->dims()[0]) +
+                      " samples, " + countedIn + " has " +
+                      std::to_string(shard.count));
+        shard.count = m->dims()[0];
+        countedIn = s.name + ".npy";
+        dtypes.push_back(m->dtype());
+        shard.mapped.push_back(std::move(m));
+      }
+    } else {
+      // Only the arrays the step reads are inflated, and only once their
+      // sizes together fit the memory: an unused member of any size costs
+      // nothing.
+      NpzSelection selection;
+      for (const DataInputSpec &s : specs)
+        selection.only.push_back(s.name);
+      if (limitBytes)
+        selection.limitBytes = limitBytes > used ? limitBytes - used : 1;
+      selection.limitSource = limitSource;
+      std::vector<std::pair<std::string, Tensor>> arrays;
+      std::vector<std::string> present;
+      std::string err;
+      if (!readNpz(path, selection, arrays, &present, err))
+        throw Error(err);
+      for (const DataInputSpec &s : specs) {
+        Tensor *found = nullptr;
+        for (auto &kv : arrays)
+          if (kv.first == s.name)
+            found = &kv.second;
+        if (!found) {
+          std::string names;
+          for (const std::string &name : present)
+            names += (names.empty() ? "" : ", ") + name;
+          throw Error(path + ": no array named '" + s.name +
+                      "' (the model's data input); the file has: " + names);
+        }
+        Tensor &t = *found;
+        std::string where = path + ": array '" + s.name + "'";
+        dtypes.push_back(t.dtype);
+        checkSamples(t, s, where);
+        if (shard.count >= 0 && t.dims[0] != shard.count)
+          throw Error(where + ": has " + std::to_string(t.dims[0]) +
+                      " samples, other arrays have " +
+                      std::to_string(shard.count));
+        shard.count = t.dims[0];
+        used += t.bytes.size();
+        shard.arrays.push_back(std::move(t));
+      }
     }
-    Tensor &t = *found;
-    std::string where = path + ": array '" + s.name + "'";
-    checkSamples(t, s, where);
-    if (d.numSamples_ >= 0 && t.dims[0] != d.numSamples_)
-      throw Error(where + ": has " + std::to_string(t.dims[0]) +
-                  " samples, other arrays have " +
-                  std::to_string(d.numSamples_));
-    d.numSamples_ = t.dims[0];
-    d.arrays_.push_back(std::move(t));
+    if (shard.count <= 0)
+      throw Error(path + ": holds no samples");
+    if (firstDtypes.empty())
+      firstDtypes = dtypes;
+    for (size_t a = 0; a < specs.size(); ++a)
+      if (dtypes[a] != firstDtypes[a])
+        throw Error(path + ": array '" + specs[a].name + "': dtype " +
+                    dtypeName(dtypes[a]) + ", the first source (" + paths[0] +
+                    ") has " + dtypeName(firstDtypes[a]) +
+                    "; every source must store the same dtypes");
+    if (__builtin_add_overflow(d.numSamples_, shard.count, &d.numSamples_))
+      throw Error(path + ": the sources hold more samples than 64 bits count");
+    d.shards_.push_back(std::move(shard));
   }
   if (d.numSamples_ <= 0)
-    throw Error(path + ": holds no samples");
+    throw Error(d.source_ + ": holds no samples");
   return d;
+}
+
+const Dataset::Shard &Dataset::shardOf(int64_t sample) const {
+  if (shards_.size() == 1)
+    return shards_[0];
+  auto after = std::upper_bound(
+      shards_.begin(), shards_.end(), sample,
+      [](int64_t s, const Shard &shard) { return s < shard.first; });
+  return *(after - 1);
 }
 
 size_t Dataset::syntheticBytes(const std::vector<DataInputSpec> &specs,
@@ -229,15 +353,61 @@ Dataset::batch(int64_t index, int64_t batchSize, bool shuffle, uint64_t seed,
     Tensor t(spec.dtype, dims);
     const int64_t perSample = elementCount(spec.sampleDims);
     const size_t sampleBytes = size_t(perSample) * dtypeSize(spec.dtype);
+    // The mapped bytes copied since the last release, as one range while
+    // the samples run on in one file (in order: the whole batch).
+    const MappedNpy *pending = nullptr;
+    uint64_t pendingBegin = 0, pendingEnd = 0;
+    auto flush = [&] {
+      if (pending)
+        pending->release(pendingBegin, size_t(pendingEnd - pendingBegin));
+      pending = nullptr;
+    };
     for (int64_t i = 0; i < batchSize; ++i) {
       int64_t sample = shuffle ? order_[size_t(first + i)] : first + i;
-      if (synthetic_)
+      uint8_t *row = t.bytes.data() + size_t(i) * sampleBytes;
+      if (synthetic_) {
         drawSample(a, sample, t, i * perSample);
-      else
-        std::memcpy(t.bytes.data() + size_t(i) * sampleBytes,
-                    arrays_[a].bytes.data() + size_t(sample) * sampleBytes,
+        continue;
+      }
+      const Shard &shard = shardOf(sample);
+      const int64_t local = sample - shard.first;
+      if (shard.mapped.empty()) {
+        std::memcpy(row,
+                    shard.arrays[a].bytes.data() + size_t(local) * sampleBytes,
                     sampleBytes);
+        continue;
+      }
+      // A mapped sample: copied, then checked as the .npz arrays are when
+      // read (naming its file and index), in the file's dtype.
+      const MappedNpy &file = *shard.mapped[a];
+      const size_t fileBytes = size_t(perSample) * dtypeSize(file.dtype());
+      const uint64_t offset = uint64_t(local) * fileBytes;
+      const std::string where = file.path() + ": array '" + spec.name + "'";
+      if (file.dtype() == spec.dtype) {
+        file.copy(offset, fileBytes, row);
+        if (spec.dtype == DType::Bool)
+          for (size_t b = 0; b < fileBytes; ++b)
+            row[b] = row[b] != 0;
+        checkSampleValues(t, spec, i, where, local);
+      } else {
+        std::vector<int64_t> oneDims = dims;
+        oneDims[0] = 1;
+        Tensor one(file.dtype(), oneDims);
+        file.copy(offset, fileBytes, one.bytes.data());
+        checkSampleValues(one, spec, 0, where, local);
+        Tensor cast = one.castTo(spec.dtype);
+        std::memcpy(row, cast.bytes.data(), sampleBytes);
+      }
+      if (pending == &file && offset == pendingEnd) {
+        pendingEnd += fileBytes;
+      } else {
+        flush();
+        pending = &file;
+        pendingBegin = offset;
+        pendingEnd = offset + fileBytes;
+      }
     }
+    flush();
     out.emplace_back(specs_[a].name, std::move(t));
   }
   return out;

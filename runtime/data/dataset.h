@@ -1,22 +1,31 @@
-// Training data for mpc-run: npz arrays or synthetic, cut into batches.
+// Training data for mpc-run: npz arrays, directories of .npy files mapped
+// from disk, or synthetic, cut into batches.
 //
-// Arrays are named after the step's data inputs, first axis = samples. The
-// data is read in epochs, as torch's DataLoader(drop_last=True) reads it: an
-// epoch is the samples in order (or, with --shuffle --seed=S, in a seeded
-// permutation of its own), cut into full batches; the samples a last partial
-// batch would hold are left out of that epoch, never wrapped into the next.
-// Batches are a pure function of (index, seed), so a resumed run sees exactly
-// the data the uninterrupted run would have seen.
+// A data set may be several sources read one after another (shards): each
+// an .npz, read whole into memory, or a directory holding one NAME.npy per
+// data input, mapped and read a batch at a time, so that it may be bigger
+// than memory (runtime/data/mapped_npy.h). Samples are numbered across the
+// sources in the order given. Arrays are named after the step's data inputs,
+// first axis = samples. The data is read in epochs, as torch's
+// DataLoader(drop_last=True) reads it: an epoch is the samples in order (or,
+// with --shuffle --seed=S, in a seeded permutation of its own), cut into full
+// batches; the samples a last partial batch would hold are left out of that
+// epoch, never wrapped into the next. Batches are a pure function of (index,
+// seed), so a resumed run sees exactly the data the uninterrupted run would
+// have seen.
 #pragma once
 
 #include "ir/graph.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace mpc {
+
+class MappedNpy;
 
 /// What a data input must look like: name, dtype, per-sample dims, and for
 /// class labels the number of classes and the ignore_index (if any).
@@ -45,6 +54,21 @@ public:
                          const std::vector<DataInputSpec> &specs,
                          uint64_t limitBytes = 0,
                          const std::string &limitSource = "");
+  /// The sources `paths` read one after another as one data set: each an
+  /// .npz (read and checked whole, as fromNpz; the memory limit covers them
+  /// together) or a directory of NAME.npy files, one per data input,
+  /// mapped: their headers are checked now (dtype, sample shape, the same
+  /// sample count in every array, naming the file), their values (finite,
+  /// labels in range) as each batch is cut, the error naming the file,
+  /// array and sample. The sources must agree on each array's dtype.
+  /// Throws Error naming the source and array.
+  static Dataset fromSources(const std::vector<std::string> &paths,
+                             const std::vector<DataInputSpec> &specs,
+                             uint64_t limitBytes = 0,
+                             const std::string &limitSource = "");
+  /// The name of a data set of `paths` in messages: the path, or the first
+  /// and how many more ("a.npz and 2 more sources").
+  static std::string sourcesName(const std::vector<std::string> &paths);
   /// Random data of the right shapes: N(0,1) floats, labels in range,
   /// other integers 0 or 1. Each sample is a function of (seed, input,
   /// sample index), drawn when a batch takes it: the data holds no memory,
@@ -73,8 +97,18 @@ private:
   /// The data's name in errors: the file, or "--synthetic".
   std::string source_;
   std::vector<DataInputSpec> specs_;
-  std::vector<Tensor> arrays_; ///< one per spec, [numSamples, sampleDims...]
+  /// One source of samples [first, first + count) of the data set: arrays
+  /// in memory (an .npz) or mapped files (a directory), one per spec.
+  struct Shard {
+    std::string path;
+    int64_t first = 0, count = 0;
+    std::vector<Tensor> arrays; ///< [count, sampleDims...], the spec's dtype
+    std::vector<std::shared_ptr<const MappedNpy>> mapped;
+  };
+  std::vector<Shard> shards_;
   int64_t numSamples_ = 0;
+  /// The shard holding sample `sample`.
+  const Shard &shardOf(int64_t sample) const;
   /// synthetic(): no arrays; batch() draws each sample (drawSample).
   bool synthetic_ = false;
   uint64_t syntheticSeed_ = 0;

@@ -461,6 +461,26 @@ bool parseNpy(const uint8_t *data, size_t size,
   }
 }
 
+bool parseNpyLayout(const uint8_t *data, size_t size,
+                    const std::string &nameForErrors, NpyLayout &out,
+                    std::string &error) {
+  try {
+    NpyHeader h;
+    std::string err;
+    if (!checkImage(data, size, h, err)) {
+      error = nameForErrors + ": " + err;
+      return false;
+    }
+    out.dtype = h.dtype;
+    out.dims = h.dims;
+    out.dataOffset = h.dataOffset;
+    return true;
+  } catch (const std::exception &e) {
+    error = nameForErrors + ": " + e.what();
+    return false;
+  }
+}
+
 bool parseNpy(std::vector<uint8_t> &&image, const std::string &nameForErrors,
               Tensor &out, std::string &error) {
   try {

@@ -31,6 +31,21 @@ bool parseNpy(const uint8_t *data, size_t size,
               const std::string &nameForErrors, Tensor &out,
               std::string &error);
 
+/// What a .npy header says: the array's dtype and shape, and where its data
+/// starts.
+struct NpyLayout {
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> dims;
+  size_t dataOffset = 0; ///< bytes before the array data
+};
+
+/// Validates the header of a .npy image of `size` bytes (a mapped file) and
+/// that the data after it is exactly the array's size, reading no array
+/// data. Errors start with `nameForErrors + ": "`.
+bool parseNpyLayout(const uint8_t *data, size_t size,
+                    const std::string &nameForErrors, NpyLayout &out,
+                    std::string &error);
+
 /// Same as above, but takes ownership of the image and reuses its storage for
 /// the tensor data (no second copy of a large array).
 bool parseNpy(std::vector<uint8_t> &&image, const std::string &nameForErrors,

@@ -46,4 +46,27 @@ void checkSamples(Tensor &t, const DataInputSpec &s, const std::string &where) {
   }
 }
 
+void checkSampleValues(const Tensor &t, const DataInputSpec &s, int64_t row,
+                       const std::string &where, int64_t sample) {
+  const int64_t perSample = elementCount(s.sampleDims);
+  const int64_t begin = row * perSample, end = begin + perSample;
+  if (isFloating(t.dtype)) {
+    for (int64_t i = begin; i < end; ++i)
+      if (!std::isfinite(t.getAsDouble(i)))
+        throw Error(where + ": sample " + std::to_string(sample) +
+                    " holds a non-finite value (" +
+                    std::to_string(t.getAsDouble(i)) + ")");
+  } else if (s.numClasses > 0) {
+    for (int64_t i = begin; i < end; ++i) {
+      int64_t label = int64_t(t.getAsDouble(i));
+      if (label == s.ignoreIndex)
+        continue;
+      if (label < 0 || label >= s.numClasses)
+        throw Error(where + ": sample " + std::to_string(sample) +
+                    " has label " + std::to_string(label) + ", outside [0, " +
+                    std::to_string(s.numClasses) + ")");
+    }
+  }
+}
+
 } // namespace mpc

@@ -18,4 +18,11 @@ namespace mpc {
 void checkSamples(Tensor &t, const DataInputSpec &spec,
                   const std::string &where);
 
+/// checkSamples' value checks (finite floats, labels in range) on row `row`
+/// of `t`, a batch whose shape and dtype are right: the row is sample
+/// `sample` of `where`, which an error names ("DIR/x.npy: array 'x': sample
+/// 17 holds a non-finite value (nan)"). For data read a batch at a time.
+void checkSampleValues(const Tensor &t, const DataInputSpec &spec, int64_t row,
+                       const std::string &where, int64_t sample);
+
 } // namespace mpc

@@ -95,6 +95,14 @@ int main(int argc, char **argv) {
                       startsWithPath(flags.evalLog);
     for (const std::string &spec : flags.inputs)
       aboutAFile |= startsWithPath(spec.substr(spec.find('=') + 1));
+    // A data source, or a file in one (a directory's NAME.npy).
+    std::vector<std::string> sources = {flags.data, flags.evalData};
+    sources.insert(sources.end(), flags.moreData.begin(), flags.moreData.end());
+    sources.insert(sources.end(), flags.moreEvalData.begin(),
+                   flags.moreEvalData.end());
+    for (const std::string &source : sources)
+      aboutAFile |= startsWithPath(source) ||
+                    (!source.empty() && msg.rfind(source + "/", 0) == 0);
     if (!flags.model.empty() && !aboutAFile && msg.rfind(flags.model, 0) != 0 &&
         msg.find(".npz") == std::string::npos &&
         msg.find(".onnx") == std::string::npos && msg.rfind("--", 0) != 0)

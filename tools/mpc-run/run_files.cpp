@@ -5,8 +5,15 @@
 #include "support/path_identity.h"
 #include "support/regular_input.h"
 
+#include <sys/stat.h>
+
 namespace mpc {
 namespace {
+
+bool isDirectory(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
 
 /// A model file and the external data files its tensors point into.
 void addModelFiles(std::vector<FileRole> &to, const std::string &role,
@@ -32,15 +39,22 @@ void addModelOutput(std::vector<FileRole> &to, const std::string &flag,
 
 void checkRunFiles(const RunFlags &f) {
   requireRegularFile(f.model, "");
-  for (const FileRole &in :
-       {FileRole{"--data", f.data}, FileRole{"--eval-data", f.evalData},
-        FileRole{"--resume", f.resume}})
-    if (!in.path.empty())
+  // The data sets: .npz files, or directories of .npy files (each of
+  // which the reader maps only once it has checked it is a regular file).
+  std::vector<FileRole> dataSets = {{"--data", f.data},
+                                    {"--eval-data", f.evalData}};
+  for (const std::string &path : f.moreData)
+    dataSets.push_back({"--data", path});
+  for (const std::string &path : f.moreEvalData)
+    dataSets.push_back({"--eval-data", path});
+  for (const FileRole &in : dataSets)
+    if (!in.path.empty() && !isDirectory(in.path))
       requireRegularFile(in.path, in.role);
+  if (!f.resume.empty())
+    requireRegularFile(f.resume, "--resume");
   std::vector<FileRole> inputs, resumed, outputs, checkpoints;
   addModelFiles(inputs, "the model", f.model);
-  inputs.push_back({"--data", f.data});
-  inputs.push_back({"--eval-data", f.evalData});
+  inputs.insert(inputs.end(), dataSets.begin(), dataSets.end());
   addModelFiles(resumed, "--resume", f.resume);
   outputs.push_back({"--log", f.log});
   outputs.push_back({"--eval-log", f.evalLog});

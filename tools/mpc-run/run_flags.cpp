@@ -58,9 +58,15 @@ std::vector<Flag> runFlags(RunFlags &f) {
        "exclusive with --steps); an epoch is samples / (batch x K x ranks) "
        "steps, its last partial step left out (drop_last)",
        [&f](V v) { f.epochs = v.integer(1, kMaxEpochs); }, trains},
-      {"--data", kValue, "=FILE.npz", data,
-       "arrays named after the step's data inputs",
-       [&f](V v) { f.data = v.text; }, trains},
+      {"--data", kValue, "=FILE.npz|DIR", data,
+       "arrays named after the step's data inputs: an .npz, or a directory "
+       "of NAME.npy files (mapped, read a batch at a time: data bigger than "
+       "memory); given again, the sources are read one after another as one "
+       "data set (shards, which must agree on the arrays' dtypes)",
+       [&f](V v) {
+         (f.data.empty() ? f.data : f.moreData.emplace_back()) = v.text;
+       },
+       trains},
       {"--synthetic", kSwitch, "", data,
        "random data of the right shapes instead",
        [&f](V) { f.synthetic = true; }, trains},
@@ -88,11 +94,16 @@ std::vector<Flag> runFlags(RunFlags &f) {
        "the same as --log (torchrun takes --log itself)", log, loop},
       {"--quiet", kSwitch, "", data, "no progress lines",
        [&f](V) { f.quiet = true; }},
-      {"--eval-data", kValue, "=FILE.npz", eval,
+      {"--eval-data", kValue, "=FILE.npz|DIR", eval,
        "a validation set: the loss of the model's forward in inference form "
        "(batch norms on running statistics, fp32) on its full batches, after "
-       "the last step and every --eval-every steps",
-       [&f](V v) { f.evalData = v.text; }, loop},
+       "the last step and every --eval-every steps; the forms of --data, "
+       "given again for shards",
+       [&f](V v) {
+         (f.evalData.empty() ? f.evalData : f.moreEvalData.emplace_back()) =
+             v.text;
+       },
+       loop},
       {"--eval-every", kValue, "=N", eval, "evaluate every N steps as well",
        [&f](V v) { f.evalEvery = v.integer(1, kMaxStepsFlag); }, loop},
       {"--eval-log", kValue, "=FILE.csv", eval,
@@ -347,8 +358,13 @@ RunFlags parseRunFlags(int argc, const char *const *argv) {
   if (f.exportInference.empty() && f.exportSafetensors.empty() && f.exportEma)
     throw Error("--export-ema needs --export-inference=FILE.onnx or "
                 "--export-safetensors=FILE.safetensors");
+  std::vector<const std::string *> ins = {&f.model, &f.resume, &f.data,
+                                          &f.evalData};
+  for (const std::vector<std::string> *more : {&f.moreData, &f.moreEvalData})
+    for (const std::string &in : *more)
+      ins.push_back(&in);
   for (const std::string *out : {&f.exportInference, &f.exportSafetensors})
-    for (const std::string *in : {&f.model, &f.resume, &f.data, &f.evalData})
+    for (const std::string *in : ins)
       if (!out->empty() && !in->empty() && sameFileByIdentity(*out, *in))
         throw Error(std::string(out == &f.exportInference
                                     ? "--export-inference"

@@ -22,7 +22,9 @@ struct RunFlags {
   bool stepsGiven = false;
   /// --epochs=N: train to N epochs in all (0: --steps decides).
   int64_t epochs = 0;
+  /// --data: the first source; given again, the next ones (shards).
   std::string data;
+  std::vector<std::string> moreData;
   bool synthetic = false;
   int64_t batch = 0;
   bool shuffle = false;
@@ -42,6 +44,7 @@ struct RunFlags {
   /// --eval-data: the validation set; its loss every --eval-every steps
   /// (0: after the last step only), rows in --eval-log.
   std::string evalData, evalLog;
+  std::vector<std::string> moreEvalData; ///< --eval-data given again
   int64_t evalEvery = 0;
   /// --save-best: the checkpoint of the lowest validation loss.
   std::string saveBest;

@@ -85,6 +85,7 @@ TrainingOptions trainingOptions(const RunFlags &f) {
   o.shuffle = f.shuffle;
   o.externalData = f.externalData;
   o.data = f.data;
+  o.moreData = f.moreData;
   o.synthetic = f.synthetic;
   o.batch = f.batch;
   o.steps = f.steps;
@@ -92,6 +93,7 @@ TrainingOptions trainingOptions(const RunFlags &f) {
   o.memoryLimitGiven = f.memoryLimitGiven;
   o.memoryLimit = f.memoryLimit;
   o.evalData = f.evalData;
+  o.moreEvalData = f.moreEvalData;
   o.evalLog = f.evalLog;
   o.saveBest = f.saveBest;
   o.evalEvery = f.evalEvery;
