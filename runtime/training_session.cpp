@@ -240,17 +240,31 @@ void TrainingSession::finishPrepare() {
   std::optional<int64_t> resumedAt;
   if (!o.resume.empty())
     resumedAt = trainer.stepsDone();
+  if (o.evalData.empty() && !o.evalMetrics.empty())
+    throw Error("--eval-metrics needs --eval-data=FILE.npz");
+  std::string columns = "step,eval_loss,samples";
   if (!o.evalData.empty()) {
-    evaluator_ =
-        std::make_unique<Evaluator>(trainer, backend_, batch, o.evalEma);
+    // Metrics rank an output beside the loss: the forward keeps them all.
+    evaluator_ = std::make_unique<Evaluator>(trainer, backend_, batch,
+                                             o.evalEma, !o.evalMetrics.empty());
+    if (!o.evalMetrics.empty()) {
+      metrics_ = std::make_unique<EvalMetrics>(trainer, *evaluator_, batch,
+                                               parseEvalMetrics(o.evalMetrics),
+                                               o.evalOutput);
+      for (const EvalMetric &m : metrics_->metrics())
+        columns += "," + m.name;
+    }
     std::vector<std::string> sources = {o.evalData};
     sources.insert(sources.end(), o.moreEvalData.begin(), o.moreEvalData.end());
     evalSet_.emplace(Dataset::fromSources(sources, evaluator_->dataInputs()));
     evaluator_->requireOneBatch(*evalSet_, Dataset::sourcesName(sources));
-    if (!o.evalLog.empty())
-      evalLog_.open(o.evalLog, "the evaluation log", "step,eval_loss,samples",
-                    resumedAt);
   }
+  // The event file before the logs: a DIR that cannot hold it fails before
+  // a log is emptied.
+  if (!o.tensorboard.empty() && lead())
+    tensorboard_.open(o.tensorboard);
+  if (evaluator_ && !o.evalLog.empty())
+    evalLog_.open(o.evalLog, "the evaluation log", columns, resumedAt);
   // After --resume, one log for the whole run.
   if (!o.log.empty())
     log_.open(o.log, "the log",
@@ -265,6 +279,7 @@ void TrainingSession::saveCheckpoint(const std::string &path) {
   // behind a checkpoint a run resumes from.
   log_.sync();
   evalLog_.sync();
+  tensorboard_.sync();
   trainer_->saveCheckpoint(path);
 }
 
@@ -281,22 +296,52 @@ EvalResult TrainingSession::evaluate(bool scheduled) {
   // resumed run meets exactly the straight run's. The one after a last step
   // off the cadence is reported only.
   EvalResult &lastEval = summary_.lastEval;
-  lastEval = evaluator_->evaluate(trainer, *evalSet_, o.evalData, world_);
+  if (metrics_) {
+    EvalWithMetrics m =
+        metrics_->evaluate(*evaluator_, trainer, *evalSet_, o.evalData, world_);
+    lastEval = m.eval;
+    summary_.lastMetrics = std::move(m.values);
+  } else {
+    lastEval = evaluator_->evaluate(trainer, *evalSet_, o.evalData, world_);
+  }
+  const std::vector<std::pair<std::string, double>> &metrics =
+      summary_.lastMetrics;
   summary_.lastEvalStep = trainer.stepsDone();
   char line[128];
   if (evalLog_.isOpen() && scheduled) {
     std::snprintf(line, sizeof line, "%lld,%.9g,%lld",
                   (long long)summary_.lastEvalStep, lastEval.loss,
                   (long long)lastEval.samples);
-    evalLog_.row(line);
+    std::string row = line;
+    for (const auto &[name, value] : metrics) {
+      std::snprintf(line, sizeof line, ",%.9g", value);
+      row += line;
+    }
+    evalLog_.row(row);
     evalLog_.flush();
   }
+  // TensorBoard plots every evaluation, the one after a last step off the
+  // cadence too (a view of the run, which a resumed run does not re-read).
+  if (tensorboard_.isOpen()) {
+    std::vector<std::pair<std::string, double>> scalars = {
+        {"eval/loss", lastEval.loss}};
+    for (const auto &[name, value] : metrics)
+      scalars.emplace_back("eval/" + name, value);
+    tensorboard_.scalars(summary_.lastEvalStep, scalars);
+    tensorboard_.flush();
+  }
   if (!o.quiet) {
-    std::snprintf(line, sizeof line,
-                  "eval%s after step %lld  loss %.6f  (%lld samples)",
-                  o.evalEma ? " (ema)" : "", (long long)summary_.lastEvalStep,
-                  lastEval.loss, (long long)lastEval.samples);
-    say(MessageKind::Progress, line);
+    std::string shown;
+    for (const auto &[name, value] : metrics) {
+      std::snprintf(line, sizeof line, "  %s %.4f", name.c_str(), value);
+      shown += line;
+    }
+    std::string text = "eval" + std::string(o.evalEma ? " (ema)" : "") +
+                       " after step " + std::to_string(summary_.lastEvalStep);
+    std::snprintf(line, sizeof line, "  loss %.6f", lastEval.loss);
+    say(MessageKind::Progress, text + line + shown + "  (" +
+                                   std::to_string(lastEval.samples) +
+                                   " samples)");
   }
   if (!scheduled)
     return lastEval;
@@ -383,6 +428,19 @@ bool TrainingSession::runStep(
       std::snprintf(line + n, sizeof line - size_t(n), ",%.17g", r.lr);
     log_.row(line);
   }
+  if (tensorboard_.isOpen()) {
+    const int ranks = world_ ? world_->size() : 1;
+    const double samples = double(batch_ * trainer.microBatches() * ranks);
+    std::vector<std::pair<std::string, double>> scalars = {
+        {"train/loss", r.loss},
+        {"train/loss_scale", r.lossScale},
+        {"train/skipped", r.skipped ? 1.0 : 0.0},
+        {"train/samples_per_sec", r.ms > 0 ? samples / (r.ms / 1000) : 0.0}};
+    // No rate to plot when the model brings its own optimizer.
+    if (trainer.hasLrSchedule() || r.lr != 0)
+      scalars.emplace_back("train/lr", r.lr);
+    tensorboard_.scalars(r.step, scalars);
+  }
   const int64_t steps = steps_;
   if (!o.quiet && (done % progressEvery(steps) == 0 || done == steps)) {
     char lr[48] = "", where[96];
@@ -429,6 +487,7 @@ bool TrainingSession::runStep(
   if (skipLimitReached) {
     log_.close();
     evalLog_.close();
+    tensorboard_.close();
     char scale[64], floor[128];
     std::snprintf(scale, sizeof scale, "%g", r.lossScale);
     if (!std::isfinite(r.lossScale))
@@ -472,6 +531,7 @@ TrainingSummary TrainingSession::run() {
   if (!summary_.failure.empty())
     return summary_;
   log_.flush();
+  tensorboard_.flush();
   summary_.trainSeconds = secondsSince(loopStart_);
   // The final evaluation, unless the last step had one or a stop was
   // requested (every rank agrees on both).
@@ -486,6 +546,7 @@ TrainingSummary TrainingSession::run() {
     saveCheckpoint(o.save);
   log_.close();
   evalLog_.close();
+  tensorboard_.close();
   writeExports();
   return summary_;
 }

@@ -16,9 +16,11 @@
 #include "runtime/backend.h"
 #include "runtime/data/batch_prefetch.h"
 #include "runtime/data/dataset.h"
+#include "runtime/eval_metrics.h"
 #include "runtime/eval_policy.h"
 #include "runtime/evaluator.h"
 #include "runtime/run_length.h"
+#include "runtime/tensorboard_writer.h"
 #include "runtime/trainer.h"
 #include "runtime/training_log.h"
 
@@ -60,8 +62,14 @@ struct TrainingOptions {
   std::vector<std::string> moreEvalData; ///< read after evalData, as data
   int64_t evalEvery = 0, earlyStop = 0;
   bool evalEma = false;
+  /// --eval-metrics (runtime/eval_metrics.h: "accuracy,top5"; "": the
+  /// loss only) of the output --eval-output ("": the only logits).
+  std::string evalMetrics, evalOutput;
 
-  std::string log;  ///< the CSV of the steps ("": none)
+  std::string log; ///< the CSV of the steps ("": none)
+  /// A directory for TensorBoard event files of the steps and evaluations
+  /// ("": none; runtime/tensorboard_writer.h).
+  std::string tensorboard;
   std::string save; ///< the checkpoint at the end (and every saveEvery)
   int64_t saveEvery = 0;
 
@@ -98,6 +106,8 @@ struct TrainingSummary {
   bool stopRequested = false;
   /// The last evaluation (step -1: none).
   EvalResult lastEval;
+  /// Its metrics (name, value), with --eval-metrics.
+  std::vector<std::pair<std::string, double>> lastMetrics;
   int64_t lastEvalStep = -1;
   /// Non-empty: the run failed (the skipped-step limit), this is why.
   std::string failure;
@@ -179,7 +189,9 @@ private:
   /// --synthetic's); destroyed, its thread joined, before data_.
   std::unique_ptr<BatchPrefetcher> prefetch_;
   std::unique_ptr<Evaluator> evaluator_;
+  std::unique_ptr<EvalMetrics> metrics_;
   TrainingLog log_, evalLog_;
+  TensorBoardWriter tensorboard_;
   SkippedStepLimit skipLimit_;
   TrainingSummary summary_;
   std::chrono::steady_clock::time_point loopStart_;

@@ -35,6 +35,13 @@ if command -v python3 >/dev/null && ! python3 -c 'import onnxruntime, onnx, nump
   python3 -m pip install -q --disable-pip-version-check onnxruntime onnx numpy safetensors >/dev/null 2>&1 ||
     echo "setup: could not install onnxruntime, onnx and safetensors; ort-step, journey and safetensors-export will be skipped"
 fi
+# tensorboard: the tensorboard-events test reads mpc-run --tensorboard's
+# event files with TensorBoard's own EventAccumulator.
+if command -v python3 >/dev/null && ! python3 -c 'import tensorboard' 2>/dev/null; then
+  echo "setup: pip install tensorboard (for the tensorboard-events test)"
+  python3 -m pip install -q --disable-pip-version-check tensorboard >/dev/null 2>&1 ||
+    echo "setup: could not install tensorboard; tensorboard-events will be skipped"
+fi
 
 missing=()
 for p in "${packages[@]}"; do

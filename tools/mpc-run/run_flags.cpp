@@ -2,6 +2,7 @@
 // which the parser, --help and --help-markdown read.
 #include "tools/mpc-run/run_flags.h"
 
+#include "runtime/eval_metrics.h"
 #include "runtime/memory_limit.h"
 #include "support/diagnostics.h"
 #include "support/flag_table.h"
@@ -92,6 +93,12 @@ std::vector<Flag> runFlags(RunFlags &f) {
        log, loop},
       {"--log-file", kValue, "=FILE.csv", data,
        "the same as --log (torchrun takes --log itself)", log, loop},
+      {"--tensorboard", kValue, "=DIR", data,
+       "TensorBoard event files in DIR (created if missing; a new file per "
+       "run): train/loss, train/lr, train/loss_scale, train/skipped (0/1) and "
+       "train/samples_per_sec per step, eval/loss and eval/METRIC per "
+       "evaluation",
+       [&f](V v) { f.tensorboard = v.text; }, loop},
       {"--quiet", kSwitch, "", data, "no progress lines",
        [&f](V) { f.quiet = true; }},
       {"--eval-data", kValue, "=FILE.npz|DIR", eval,
@@ -109,6 +116,21 @@ std::vector<Flag> runFlags(RunFlags &f) {
       {"--eval-log", kValue, "=FILE.csv", eval,
        "rows step,eval_loss,samples, one per evaluation",
        [&f](V v) { f.evalLog = v.text; }, loop},
+      {"--eval-metrics", kValue, "=accuracy,topK", eval,
+       "classification metrics beside the loss: the share of samples whose "
+       "label (the integer input the loss reads) is the arg-max (accuracy) or "
+       "among the K largest (topK, e.g. top5) of --eval-output's scores; a "
+       "column each in --eval-log, in the progress line and in --tensorboard",
+       [&f](V v) {
+         parseEvalMetrics(v.text);
+         f.evalMetrics = v.text;
+       },
+       loop},
+      {"--eval-output", kValue, "=NAME", eval,
+       "the forward's output of class scores --eval-metrics ranks, its "
+       "classes last (default: the only floating output of rank >= 2 besides "
+       "the loss)",
+       [&f](V v) { f.evalOutput = v.text; }, loop},
       {"--save-best", kValue, "=CKPT.onnx", eval,
        "checkpoint the parameters of the lowest validation loss",
        [&f](V v) { f.saveBest = v.text; }, loop},
@@ -406,6 +428,11 @@ RunFlags parseRunFlags(int argc, const char *const *argv) {
                 "to evaluate during the run)");
   if (f.evalData.empty() && f.evalEma)
     throw Error("--eval-ema needs --eval-data=FILE.npz");
+  if (f.evalData.empty() && !f.evalMetrics.empty())
+    throw Error("--eval-metrics needs --eval-data=FILE.npz");
+  if (f.evalMetrics.empty() && !f.evalOutput.empty())
+    throw Error("--eval-output: chooses the output --eval-metrics ranks, "
+                "which is not given");
   return f;
 }
 

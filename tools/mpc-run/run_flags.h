@@ -51,6 +51,10 @@ struct RunFlags {
   /// --eval-ema, --export-ema: evaluate / export the parameters' moving
   /// average (mpc-opt --ema-decay) in place of the parameters.
   bool evalEma = false, exportEma = false;
+  /// --eval-metrics (runtime/eval_metrics.h) of --eval-output.
+  std::string evalMetrics, evalOutput;
+  /// --tensorboard=DIR: event files of the steps and evaluations.
+  std::string tensorboard;
   /// --early-stop=N: stop once N validation runs in a row found no lower
   /// loss than the best (0: never).
   int64_t earlyStop = 0;

@@ -99,6 +99,9 @@ TrainingOptions trainingOptions(const RunFlags &f) {
   o.evalEvery = f.evalEvery;
   o.earlyStop = f.earlyStop;
   o.evalEma = f.evalEma;
+  o.evalMetrics = f.evalMetrics;
+  o.evalOutput = f.evalOutput;
+  o.tensorboard = f.tensorboard;
   o.log = f.log;
   o.save = f.save;
   o.saveEvery = f.saveEvery;
@@ -133,6 +136,7 @@ int runTraining(RunFlags f, std::unique_ptr<Collective> &world) {
     f.exportSafetensors.clear();
     f.evalLog.clear();
     f.saveBest.clear();
+    f.tensorboard.clear();
   }
   CudaBackendOptions cuda;
   // The overflow diagnosis re-runs a step on the state before it, node by
@@ -193,11 +197,18 @@ int runTraining(RunFlags f, std::unique_ptr<Collective> &world) {
   if (ranks > 1)
     std::printf("data parallel: %d ranks of %lld samples per step\n", ranks,
                 (long long)(batch * trainer.microBatches()));
-  if (s.lastEvalStep >= 0)
-    std::printf("eval%s: loss %.6f after step %lld (%lld samples of %s)\n",
-                f.evalEma ? " (ema)" : "", s.lastEval.loss,
+  if (s.lastEvalStep >= 0) {
+    std::string metrics;
+    for (const auto &[name, value] : s.lastMetrics) {
+      char shown[64];
+      std::snprintf(shown, sizeof shown, ", %s %.4f", name.c_str(), value);
+      metrics += shown;
+    }
+    std::printf("eval%s: loss %.6f%s after step %lld (%lld samples of %s)\n",
+                f.evalEma ? " (ema)" : "", s.lastEval.loss, metrics.c_str(),
                 (long long)s.lastEvalStep, (long long)s.lastEval.samples,
                 f.evalData.c_str());
+  }
   if (f.epochs > 0)
     std::printf("epochs: %lld of %lld in all, %lld steps of %lld samples "
                 "each\n",
