@@ -63,7 +63,8 @@ std::vector<EvalMetric> parseEvalMetrics(const std::string &list) {
       bool ok = digits.size() <= 7;
       for (char c : digits) {
         ok = ok && c >= '0' && c <= '9';
-        k = k * 10 + (c - '0');
+        if (ok) // at most 7 digits: k stays far from overflowing
+          k = k * 10 + (c - '0');
       }
       if (!ok || k < 1 || k > 1000000)
         throw Error(flag + "'" + name +
