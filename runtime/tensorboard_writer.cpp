@@ -16,11 +16,6 @@
 namespace mpc {
 namespace {
 
-/// Events are written once this many bytes are buffered ...
-constexpr size_t kBufferBytes = 64 << 10;
-/// ... or once the last write is this old (TensorBoard follows the run).
-constexpr std::chrono::seconds kWriteInterval(1);
-
 double wallTime() {
   return std::chrono::duration<double>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -40,26 +35,6 @@ std::string hostName() {
 }
 
 } // namespace
-
-TensorBoardWriter::~TensorBoardWriter() {
-  if (fd_ < 0)
-    return;
-  std::string error;
-  if (!buffer_.empty())
-    writeAll(fd_, buffer_.data(), buffer_.size(), path_, error);
-  ::close(fd_);
-}
-
-void TensorBoardWriter::fail(const char *doing) {
-  // "--tensorboard: PATH: ...": mpc-run shows it as it is.
-  std::string msg = "--tensorboard: " + path_ + ": cannot " + doing +
-                    " the event file: " + std::strerror(errno);
-  if (fd_ >= 0)
-    ::close(fd_);
-  fd_ = -1;
-  buffer_.clear();
-  throw Error(msg);
-}
 
 std::string TensorBoardWriter::record(const std::string &data) {
   std::string out;
@@ -88,34 +63,29 @@ void TensorBoardWriter::open(const std::string &dir) {
   // at once) gets a suffix rather than being written over.
   std::string base = dir + "/events.out.tfevents." +
                      std::to_string(int64_t(wallTime())) + "." + hostName();
-  path_ = base;
+  // "--tensorboard: PATH: ...": mpc-run shows it as it is.
+  std::string path = base;
+  int fd = -1;
   for (int n = 2;; ++n) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd_ >= 0 || errno != EEXIST || n > 1000)
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0 || errno != EEXIST || n > 1000)
       break;
-    path_ = base + "." + std::to_string(n);
+    path = base + "." + std::to_string(n);
   }
-  if (fd_ < 0)
-    fail("write");
-  buffer_.clear();
-  lastWrite_ = std::chrono::steady_clock::now();
+  file_.name(path, "the event file", "--tensorboard: ");
+  if (fd < 0)
+    file_.fail("write");
+  file_.attach(fd, /*regular=*/true);
   tensorboard::Event event;
   event.set_wall_time(wallTime());
   event.set_file_version("brain.Event:2");
-  append(event.SerializeAsString());
-  sync();
-}
-
-void TensorBoardWriter::append(const std::string &event) {
-  buffer_ += record(event);
-  if (buffer_.size() >= kBufferBytes ||
-      std::chrono::steady_clock::now() - lastWrite_ >= kWriteInterval)
-    flush();
+  file_.append(record(event.SerializeAsString()));
+  file_.sync();
 }
 
 void TensorBoardWriter::scalars(
     int64_t step, const std::vector<std::pair<std::string, double>> &values) {
-  if (fd_ < 0)
+  if (!file_.isOpen())
     return;
   tensorboard::Event event;
   event.set_wall_time(wallTime());
@@ -126,35 +96,7 @@ void TensorBoardWriter::scalars(
     v->set_tag(tag);
     v->set_simple_value(float(value));
   }
-  append(event.SerializeAsString());
-}
-
-void TensorBoardWriter::flush() {
-  if (fd_ < 0)
-    return;
-  lastWrite_ = std::chrono::steady_clock::now();
-  if (buffer_.empty())
-    return;
-  std::string error;
-  if (!writeAll(fd_, buffer_.data(), buffer_.size(), path_, error))
-    fail("write");
-  buffer_.clear();
-}
-
-void TensorBoardWriter::sync() {
-  flush();
-  if (fd_ >= 0 && ::fsync(fd_) != 0)
-    fail("write");
-}
-
-void TensorBoardWriter::close() {
-  if (fd_ < 0)
-    return;
-  sync();
-  int fd = fd_;
-  fd_ = -1;
-  if (::close(fd) != 0)
-    fail("write");
+  file_.append(record(event.SerializeAsString()));
 }
 
 } // namespace mpc

@@ -14,7 +14,8 @@
 // straight run. A log the resumed run creates gets its header.
 #pragma once
 
-#include <chrono>
+#include "runtime/buffered_log_file.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -28,7 +29,7 @@ public:
   TrainingLog &operator=(const TrainingLog &) = delete;
   /// Writes what is buffered and closes the file without reporting errors
   /// (the run failed already); call close() to have them.
-  ~TrainingLog();
+  ~TrainingLog() = default;
 
   /// Opens `path` (`what`: "the log", "the evaluation log", in errors).
   /// A new run (`resumedAt` empty) empties it and writes `header`. A run
@@ -38,19 +39,19 @@ public:
   /// /dev/stdout) is written as it is. Throws Error naming the file.
   void open(const std::string &path, const std::string &what,
             const std::string &header, std::optional<int64_t> resumedAt);
-  bool isOpen() const { return fd_ >= 0; }
-  const std::string &path() const { return path_; }
+  bool isOpen() const { return file_.isOpen(); }
+  const std::string &path() const { return file_.path(); }
 
   /// Appends `line` and a newline; writes the buffer when it is large or a
   /// second old (so that `tail -f` follows the run). Throws Error on a
   /// failed write.
   void row(const std::string &line);
   /// Writes what is buffered. Throws Error on failure.
-  void flush();
+  void flush() { file_.flush(); }
   /// flush(), then fsync: the rows reach the disk (before a checkpoint).
-  void sync();
+  void sync() { file_.sync(); }
   /// sync(), then closes the file. Throws Error on failure.
-  void close();
+  void close() { file_.close(); }
 
   /// The byte length of the rows of `text` (a log's contents) to keep for
   /// a run resumed at step `step`: the header, then every whole row up to
@@ -58,12 +59,7 @@ public:
   static size_t keptBytes(const std::string &text, int64_t step);
 
 private:
-  [[noreturn]] void fail(const char *doing);
-
-  int fd_ = -1;
-  bool regular_ = false;
-  std::string path_, what_, buffer_;
-  std::chrono::steady_clock::time_point lastWrite_;
+  BufferedLogFile file_;
 };
 
 } // namespace mpc
