@@ -301,4 +301,25 @@ std::string flagMarkdown(const std::vector<Flag> &flags, const FlagDocs &docs) {
   return out;
 }
 
+std::vector<Flag> helpFlags(bool &help, bool &helpMarkdown) {
+  return {{"--help",
+           FlagArg::None,
+           "",
+           "help",
+           "print this help",
+           [&help](const FlagValue &) { help = true; },
+           {},
+           "-h",
+           /*stops=*/true},
+          {"--help-markdown",
+           FlagArg::None,
+           "",
+           "help",
+           "print this help as Markdown (the flag reference, docs/flags.md)",
+           [&helpMarkdown](const FlagValue &) { helpMarkdown = true; },
+           {},
+           nullptr,
+           /*stops=*/true}};
+}
+
 } // namespace mpc

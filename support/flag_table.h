@@ -62,6 +62,10 @@ struct Flag {
   bool hasMark(const std::string &mark) const;
 };
 
+/// The two rows every tool ends its table with: --help (-h) and
+/// --help-markdown (the flag reference, docs/flags.md), setting the flags.
+std::vector<Flag> helpFlags(bool &help, bool &helpMarkdown);
+
 /// A command line: the flags and what becomes of the other arguments.
 struct CommandLine {
   std::string tool; ///< "mpc-opt": the unknown-flag line points to its --help

@@ -18,8 +18,8 @@ namespace {
 std::vector<Flag> toolFlags(OptFlags &f) {
   using V = const FlagValue &;
   constexpr FlagArg kSwitch = FlagArg::None, kValue = FlagArg::Value;
-  const char *output = "output", *passes = "passes and reports", *help = "help";
-  return {
+  const char *output = "output", *passes = "passes and reports";
+  std::vector<Flag> flags = {
       {"-o", FlagArg::Next, " FILE", output,
        "the output file (\"-\": stdout; default stdout for text)",
        [&f](V v) {
@@ -92,25 +92,10 @@ std::vector<Flag> toolFlags(OptFlags &f) {
        }},
       {"--report-json", FlagArg::File, "=FILE", passes,
        "write the same plan as JSON", [&f](V v) { f.reportJson = v.text; }},
-      {"--help",
-       kSwitch,
-       "",
-       help,
-       "print this help",
-       [&f](V) { f.help = true; },
-       {},
-       "-h",
-       /*stops=*/true},
-      {"--help-markdown",
-       kSwitch,
-       "",
-       help,
-       "print this help as Markdown (the flag reference, docs/flags.md)",
-       [&f](V) { f.helpMarkdown = true; },
-       {},
-       nullptr,
-       /*stops=*/true},
   };
+  std::vector<Flag> helpRows = helpFlags(f.help, f.helpMarkdown);
+  flags.insert(flags.end(), helpRows.begin(), helpRows.end());
+  return flags;
 }
 
 /// Every flag mpc-opt takes: its own, then the compile flags.

@@ -34,9 +34,9 @@ std::vector<Flag> runFlags(RunFlags &f) {
   const char *device = "device", *data = "data and steps", *eval = "evaluation",
              *exports = "checkpoints and exports",
              *numerics = "numerics and memory", *cuda = "cuda",
-             *parallel = "data parallel", *infer = "inference", *help = "help";
+             *parallel = "data parallel", *infer = "inference";
   auto log = [&f](V v) { f.log = v.text; };
-  return {
+  std::vector<Flag> flags = {
       {"--device", kValue, "=cpu|cuda|auto", device,
        "the backend (default auto, or $MPC_DEVICE when set: cuda when this "
        "build has the CUDA backend and a usable GPU is there, else cpu); "
@@ -267,25 +267,10 @@ std::vector<Flag> runFlags(RunFlags &f) {
        "missing). Characters of NAME other than letters, digits, '.', '-' "
        "and '_' become '_'; a name taken twice gets _2, _3, ... appended.",
        [&f](V v) { f.outputDir = v.text; }},
-      {"--help",
-       kSwitch,
-       "",
-       help,
-       "print this help",
-       [&f](V) { f.help = true; },
-       {},
-       "-h",
-       /*stops=*/true},
-      {"--help-markdown",
-       kSwitch,
-       "",
-       help,
-       "print this help as Markdown (the flag reference, docs/flags.md)",
-       [&f](V) { f.helpMarkdown = true; },
-       {},
-       nullptr,
-       /*stops=*/true},
   };
+  std::vector<Flag> helpRows = helpFlags(f.help, f.helpMarkdown);
+  flags.insert(flags.end(), helpRows.begin(), helpRows.end());
+  return flags;
 }
 
 const FlagDocs &runDocs() {
