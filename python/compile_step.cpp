@@ -3,6 +3,7 @@
 #include "python/compile_step.h"
 
 #include "passes/compile_flags.h"
+#include "passes/compile_model.h"
 #include "passes/inference_model.h"
 #include "passes/onnx/import_lowering.h"
 #include "passes/onnx/onnx_io.h"
@@ -26,9 +27,9 @@ std::unique_ptr<Model> compileLoaded(const std::string &modelPath,
 
 } // namespace
 
-std::unique_ptr<Model> compileStep(const std::string &modelPath,
-                                   const std::vector<CompileFlagArg> &flags,
-                                   std::vector<std::string> *notes) {
+CompiledStep compileStep(const std::string &modelPath,
+                         const std::vector<CompileFlagArg> &flags,
+                         std::vector<std::string> *notes) {
   CompileOptions o;
   std::vector<std::string> given;
   for (const auto &[key, value] : flags) {
@@ -55,7 +56,8 @@ std::unique_ptr<Model> compileStep(const std::string &modelPath,
     throw Error("--memory-budget: only with --recompute=auto");
 
   try {
-    return compileLoaded(modelPath, o, notes);
+    o.recordPrecision = true; // Step.explain reads it
+    return CompiledStep{compileLoaded(modelPath, o, notes), o};
   } catch (const Error &e) {
     // As mpc-opt says it: the model's file first.
     std::string what = e.what();
@@ -77,18 +79,9 @@ std::unique_ptr<Model> compileLoaded(const std::string &modelPath,
     if (notes)
       notes->push_back(note);
   };
-  // --input-shape and --batch fix the step's shapes; the forward keeps the
-  // export's (tools/mpc-opt/compile_model.cpp does the same).
-  std::unique_ptr<Graph> generic;
-  bool keepGeneric =
-      !model->training && (!o.inputShapes.empty() || o.batch > 0);
-  config.afterPass = [&](const std::string &pass, const Model &m) {
-    if (keepGeneric && pass == kLowerOnnx)
-      generic = m.graph->clone();
-  };
   Statistics stats;
-  runPipeline(*model, pipeline, o, config, stats);
-  keepShapeGenericForward(*model, std::move(generic));
+  compileLoadedModel(*model, pipeline, /*pipelineGiven=*/false, o, config,
+                     stats);
   return model;
 }
 

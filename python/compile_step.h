@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "passes/pass.h"
 
 #include <memory>
 #include <optional>
@@ -17,15 +18,22 @@ namespace mpc {
 /// (nullopt: the flag given bare, a switch).
 using CompileFlagArg = std::pair<std::string, std::optional<std::string>>;
 
+/// A compiled step and the options it was compiled with (a memory report
+/// compiles the same model again with them, in fp32).
+struct CompiledStep {
+  std::unique_ptr<Model> model;
+  CompileOptions options;
+};
+
 /// Loads `modelPath` (binary ONNX or ONNX text) and compiles it as
 /// `mpc-opt MODEL <flags>` would (passes/compile_flags.h's table, the same
-/// checks of the flags' combination, runPipeline with defaultPipelineFor),
-/// returning the compiled model. Throws Error with mpc-opt's message for a
-/// bad flag, a bad model or a failed pass; `notes` receives the pipeline's
-/// notes.
-std::unique_ptr<Model> compileStep(const std::string &modelPath,
-                                   const std::vector<CompileFlagArg> &flags,
-                                   std::vector<std::string> *notes = nullptr);
+/// checks of the flags' combination, runPipeline with defaultPipelineFor).
+/// The model keeps its precision map (Step.explain). Throws Error with
+/// mpc-opt's message for a bad flag, a bad model or a failed pass; `notes`
+/// receives the pipeline's notes.
+CompiledStep compileStep(const std::string &modelPath,
+                         const std::vector<CompileFlagArg> &flags,
+                         std::vector<std::string> *notes = nullptr);
 
 /// A fresh copy of a compiled model, as a run reads it from its file: the
 /// model exported and imported again (the trainer takes it over).

@@ -9,7 +9,10 @@
 //   loss = tr.step({"x": x, "y": y})        # one optimizer step
 //
 // Errors are mpc.Error (a RuntimeError) with the tools' one-line message.
+#include "passes/memory_baseline.h"
+#include "passes/memory_report.h"
 #include "passes/onnx/onnx_io.h"
+#include "passes/precision_map.h"
 #include "python/batch_check.h"
 #include "python/compile_step.h"
 #include "python/numpy_tensor.h"
@@ -31,7 +34,8 @@ namespace {
 /// A compiled training step held in memory (mpc.compile's result).
 struct Step {
   std::shared_ptr<Model> model;
-  std::string source; ///< the model it was compiled from
+  std::string source;     ///< the model it was compiled from
+  CompileOptions options; ///< what it was compiled with (memory_report)
 };
 
 /// The path of a str or os.PathLike argument.
@@ -197,6 +201,26 @@ PYBIND11_MODULE(mpc, m) {
       .def(
           "text", [](const Step &s) { return printModelText(*s.model); },
           "The model as ONNX text, every graph (mpc-opt --emit=text).")
+      .def(
+          "explain", [](const Step &s) { return explainPrecision(*s.model); },
+          "Why each node runs in the precision it does: the autocast's "
+          "table, as mpc-opt --explain prints it.")
+      .def(
+          "memory_report",
+          [](const Step &s) {
+            std::string json;
+            {
+              py::gil_scoped_release release;
+              MemoryPlan chosen = planCompiledModel(*s.model);
+              MemoryPlan baseline = planFp32Baseline(s.source, s.options);
+              json = memoryReportJson(chosen, dtypeName(s.options.precision),
+                                      baseline);
+            }
+            return py::module_::import("json").attr("loads")(json);
+          },
+          "The step's memory plan by class next to the same model compiled "
+          "in fp32, as a dict: mpc-opt --report-json's document "
+          "(planned, fp32_baseline, ratio).")
       .def_property_readonly(
           "source", [](const Step &s) { return s.source; },
           "The model it was compiled from.")
@@ -212,14 +236,15 @@ PYBIND11_MODULE(mpc, m) {
         for (const auto &[key, value] : kwargs)
           addFlag(flags, key.cast<std::string>(), value);
         std::vector<std::string> notes;
-        std::unique_ptr<Model> compiled;
+        CompiledStep compiled;
         {
           py::gil_scoped_release release;
           compiled = compileStep(path, flags, &notes);
         }
         for (const std::string &note : notes)
           std::cerr << "mpc: note: " << note << "\n";
-        return Step{std::shared_ptr<Model>(std::move(compiled)), path};
+        return Step{std::shared_ptr<Model>(std::move(compiled.model)), path,
+                    std::move(compiled.options)};
       },
       py::arg("model"),
       "Compiles MODEL (ONNX, a forward with a scalar loss) into one "

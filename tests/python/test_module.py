@@ -9,6 +9,7 @@ does, trains it 20 steps from numpy batches cut as mpc-run cuts --data
   - a bad batch (missing input, wrong dtype, wrong shape, unknown input) and
     a bad compile flag raise mpc.Error naming the input or flag, and leave
     the trainer as it was;
+  - explain() and memory_report() equal mpc-opt --explain and --report-json;
   - state_dict() holds the model's parameters under their names and shapes;
   - evaluate() returns the forward's loss; export_inference() writes a model;
   - a --grad-accum=2 step takes 2 x B samples, as mpc-run's log says;
@@ -19,6 +20,7 @@ holding build/python).
 """
 import argparse
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -95,6 +97,22 @@ def main():
                    check=True, stdout=subprocess.DEVNULL)
     want = csv_losses(work("cli.csv"))
     assert len(want) == STEPS
+
+    # explain() and memory_report() say what mpc-opt --explain and
+    # --report-json say of the same compile.
+    opt = subprocess.run(
+        [os.path.join(args.bin, "mpc-opt"), model, "--precision=fp16",
+         "--optimizer=adam", "--lr=0.01", "--explain", "-o", work("opt.onnx"),
+         "--report-json=" + work("report.json")],
+        check=True, capture_output=True, text=True)
+    assert step.explain() == opt.stdout, (step.explain(), opt.stdout)
+    assert "cast-inserted" in step.explain()
+    with open(work("report.json")) as f:
+        assert step.memory_report() == json.load(f)
+    report = step.memory_report()
+    assert report["planned"]["precision"] == "fp16"
+    assert report["fp32_baseline"]["precision"] == "fp32"
+    assert 0 < report["ratio"] < 1, report["ratio"]
 
     # From the Step in memory, and from the file it saved.
     tr = mpc.Trainer(step, device="cpu", log=work("py.csv"))

@@ -1,7 +1,9 @@
 // mpc-opt's compile of one model (tools/mpc-opt/compile_model.h).
 #include "tools/mpc-opt/compile_model.h"
 
+#include "passes/compile_model.h"
 #include "passes/inference_model.h"
+#include "passes/memory_baseline.h"
 #include "passes/memory_report.h"
 #include "passes/onnx/import_lowering.h"
 #include "passes/onnx/onnx_io.h"
@@ -27,18 +29,9 @@ namespace {
 /// same model compiled in fp32 (no casts, no loss scaling).
 void reportMemory(const Model &model, const OptFlags &f) {
   MemoryPlan chosen = planCompiledModel(model);
-  std::unique_ptr<Model> base = loadModel(f.input);
-  CompileOptions fp32 = f.options;
-  fp32.precision = DType::F32;
-  fp32.lossScale = "none";
-  PipelineConfig config;
-  config.verifyEach = false;
-  Statistics stats;
-  runPipeline(*base,
-              f.passesGiven ? parsePipeline(f.passes)
-                            : defaultPipelineFor(*base),
-              fp32, config, stats);
-  MemoryPlan baseline = planCompiledModel(*base);
+  MemoryPlan baseline = planFp32Baseline(
+      f.input, f.options,
+      f.passesGiven ? parsePipeline(f.passes) : std::vector<PipelineEntry>{});
   std::string label = dtypeName(f.options.precision);
   if (f.reportMemory)
     (f.output == "-" ? std::cerr : std::cout)
@@ -88,25 +81,12 @@ std::string compileModel(std::unique_ptr<Model> model, const OptFlags &f,
   config.note = [](const std::string &note) {
     std::cerr << "mpc-opt: note: " << note << "\n";
   };
-  // --input-shape and --batch fix the step's shapes; the forward users
-  // deploy keeps the ones the export declared (passes/inference_model.h),
-  // lowered: it is taken as lower-onnx, the pipeline's first pass, leaves it.
-  std::unique_ptr<Graph> generic;
-  bool keepGeneric = !f.passesGiven && !model->training &&
-                     (!f.options.inputShapes.empty() || f.options.batch > 0);
-  // The nodes later passes add are recorded only when the precision map is
-  // kept (--explain, --dot).
   config.afterPass = [&](const std::string &pass, const Model &m) {
-    if (keepGeneric && pass == kLowerOnnx)
-      generic = m.graph->clone();
-    if (f.options.recordPrecision)
-      recordNodesAddedBy(m, pass);
     if (f.printAfterAll || pass == f.printAfter)
       std::cerr << "// ----- after " << pass << "\n" << printModelText(m);
   };
   Statistics stats;
-  runPipeline(*model, pipeline, f.options, config, stats);
-  keepShapeGenericForward(*model, std::move(generic));
+  compileLoadedModel(*model, pipeline, f.passesGiven, f.options, config, stats);
   if (f.stats)
     for (const auto &kv : stats)
       std::cerr << kv.first << ": " << kv.second << "\n";

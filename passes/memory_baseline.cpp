@@ -1,0 +1,25 @@
+// The fp32 baseline of a memory report (passes/memory_baseline.h).
+#include "passes/memory_baseline.h"
+
+#include "passes/memory_report.h"
+#include "passes/onnx/onnx_io.h"
+#include "passes/training_info.h"
+
+namespace mpc {
+
+MemoryPlan planFp32Baseline(const std::string &modelPath,
+                            const CompileOptions &options,
+                            const std::vector<PipelineEntry> &pipeline) {
+  std::unique_ptr<Model> base = loadModel(modelPath);
+  CompileOptions fp32 = options;
+  fp32.precision = DType::F32;
+  fp32.lossScale = "none";
+  PipelineConfig config;
+  config.verifyEach = false; // the chosen compile was verified
+  Statistics stats;
+  runPipeline(*base, pipeline.empty() ? defaultPipelineFor(*base) : pipeline,
+              fp32, config, stats);
+  return planCompiledModel(*base);
+}
+
+} // namespace mpc
