@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace mpc {
@@ -74,25 +75,36 @@ void Tensor::allocate(DType t, const std::vector<int64_t> &d, bool zero) {
   bytes.assign(size, 0);
 }
 
+namespace {
+/// Element i of type T read where the bytes lie, at any alignment: a read
+/// does not copy bytes held in place (a caller's array, a mapped file) into
+/// a buffer of their own, as data() would.
+template <typename T> T elementAt(const ByteBuffer &b, int64_t i) {
+  T v;
+  std::memcpy(&v, b.unalignedData() + size_t(i) * sizeof(T), sizeof(T));
+  return v;
+}
+} // namespace
+
 double Tensor::getAsDouble(int64_t i) const {
   switch (dtype) {
   case DType::F32:
-    return data<float>()[i];
+    return elementAt<float>(bytes, i);
   case DType::F16:
-    return halfToFloat(data<uint16_t>()[i]);
+    return halfToFloat(elementAt<uint16_t>(bytes, i));
   case DType::BF16:
-    return bf16ToFloat(data<uint16_t>()[i]);
+    return bf16ToFloat(elementAt<uint16_t>(bytes, i));
   case DType::F64:
-    return data<double>()[i];
+    return elementAt<double>(bytes, i);
   case DType::I64:
-    return double(data<int64_t>()[i]);
+    return double(elementAt<int64_t>(bytes, i));
   case DType::I32:
-    return data<int32_t>()[i];
+    return elementAt<int32_t>(bytes, i);
   case DType::I8:
-    return data<int8_t>()[i];
+    return elementAt<int8_t>(bytes, i);
   case DType::U8:
   case DType::Bool:
-    return data<uint8_t>()[i];
+    return elementAt<uint8_t>(bytes, i);
   case DType::Undefined:
     break;
   }

@@ -1,6 +1,7 @@
 // numpy arrays to and from Tensors (python/numpy_tensor.h).
 #include "python/numpy_tensor.h"
 
+#include "python/dlpack_tensor.h"
 #include "support/diagnostics.h"
 
 #include <cstring>
@@ -41,6 +42,9 @@ py::module_ numpy() { return py::module_::import("numpy"); }
 } // namespace
 
 Tensor tensorFromArray(const py::handle &object, const std::string &what) {
+  py::object ndarray = numpy().attr("ndarray");
+  if (!py::isinstance(object, ndarray) && hasDlpack(object))
+    return tensorFromDlpack(object, what); // torch tensors, bf16 included
   // C order, the dtype kept (no cast): the array itself where it is one.
   py::object array;
   try {
@@ -58,16 +62,30 @@ Tensor tensorFromArray(const py::handle &object, const std::string &what) {
   if (dtype == DType::Undefined)
     throw Error(what + ": dtype " + std::string(py::str(dt)) +
                 " has no mpc type (float16/32/64, int8/32/64, uint8, bool)");
-  std::vector<int64_t> dims;
+  Tensor t;
+  t.dtype = dtype;
   for (const py::handle &d : array.attr("shape"))
-    dims.push_back(d.cast<int64_t>());
-  Tensor t(dtype, dims);
-  py::buffer_info info = py::reinterpret_borrow<py::buffer>(array).request();
-  if (t.byteSize() != size_t(info.size) * size_t(info.itemsize))
-    throw Error(what + ": " + std::to_string(info.size * info.itemsize) +
-                " bytes where its shape needs " + std::to_string(t.byteSize()));
-  if (t.byteSize())
-    std::memcpy(t.bytes.data(), info.ptr, t.byteSize());
+    t.dims.push_back(d.cast<int64_t>());
+  const uint8_t *data = nullptr;
+  size_t size = 0;
+  {
+    py::buffer_info info = py::reinterpret_borrow<py::buffer>(array).request();
+    data = static_cast<const uint8_t *>(info.ptr);
+    size = size_t(info.size) * size_t(info.itemsize);
+  }
+  if (size != size_t(t.numel()) * itemSize)
+    throw Error(what + ": " + std::to_string(size) +
+                " bytes where its shape needs " +
+                std::to_string(size_t(t.numel()) * itemSize));
+  // The array's bytes where they lie (read-only, ir/byte_buffer.h), the
+  // array kept alive until the tensor lets go; dropping that reference
+  // takes the GIL, which a step runs without.
+  auto *kept = new py::object(std::move(array));
+  t.bytes = ByteBuffer::inPlace(
+      data, size, std::shared_ptr<const void>(kept, [](py::object *o) {
+        py::gil_scoped_acquire gil;
+        delete o;
+      }));
   return t;
 }
 

@@ -252,8 +252,11 @@ void Executor::moveIntoArena(size_t s) {
   uint8_t *at = arena_->data + p.offset;
   if (t.bytes.isView() && t.bytes.data() == at)
     return;
+  // Read where the bytes lie: an input held in place (a caller's array, a
+  // mapped file) is copied once, into the arena, not first into a buffer of
+  // its own.
   if (p.bytes)
-    std::memcpy(at, t.bytes.data(), p.bytes);
+    std::memcpy(at, t.bytes.unalignedData(), p.bytes);
   t.bytes = ByteBuffer::view(at, p.bytes);
 }
 

@@ -18,7 +18,7 @@ packages=(
   zlib1g-dev                                      # deflate for .npz
   python3-numpy python3-onnx                      # lit tests make .npy and .onnx inputs
   libonnx-testdata                                # ONNX's backend node tests
-  pybind11-dev python3-dev                        # the mpc Python module (build/python)
+  pybind11-dev python3-dev libdlpack-dev          # the mpc Python module (build/python)
   "$@"
 )
 

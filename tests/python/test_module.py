@@ -225,9 +225,39 @@ def main():
             for xb, yb in loader:
                 if len(got) == STEPS:
                     break
-                got.append(tt.step({"x": xb.numpy(), "y": yb.numpy()}))
+                # torch tensors as they come (DLPack, used in place).
+                got.append(tt.step({"x": xb, "y": yb}))
         assert_same_losses(got, want, "DataLoader")
         print("python-module: DataLoader losses equal mpc-run's")
+
+        # Layouts: a transposed view, int32 labels, a Fortran-ordered numpy
+        # array give the first step's loss; the caller's arrays are never
+        # written.
+        b0 = next(batches(data, B, 0, 1))
+        xt = torch.from_numpy(np.ascontiguousarray(b0["x"].T)).t()
+        assert not xt.is_contiguous()
+        y32 = torch.from_numpy(b0["y"].astype(np.int32))
+        keep_x, keep_y = xt.clone(), y32.clone()
+        assert_same_losses([mpc.Trainer(step).step({"x": xt, "y": y32})],
+                           want[:1], "transposed torch view, int32 labels")
+        assert torch.equal(xt, keep_x) and torch.equal(y32, keep_y)
+        fx = np.asfortranarray(b0["x"])
+        assert_same_losses([mpc.Trainer(step).step({"x": fx, "y": b0["y"]})],
+                           want[:1], "Fortran-ordered numpy array")
+        x0 = b0["x"].copy()
+        mpc.Trainer(step).step(b0)
+        assert np.array_equal(b0["x"], x0), "the step wrote the caller's array"
+        # What DLPack cannot give is an mpc.Error naming the input.
+        expect_error("tensor requiring grad", lambda: tt.step(
+            {"x": torch.from_numpy(b0["x"]).requires_grad_(), "y": yb}),
+            "'x'", "detach")
+        expect_error("bf16 for an fp32 input", lambda: tt.step(
+            {"x": torch.from_numpy(b0["x"]).bfloat16(), "y": yb}),
+            "'x'", "bf16", "fp32")
+        expect_error("complex tensor", lambda: tt.step(
+            {"x": torch.from_numpy(b0["x"]).to(torch.complex64), "y": yb}),
+            "'x'")
+        print("python-module: torch tensors (DLPack) and numpy layouts ok")
     print(f"python-module: {STEPS} steps equal mpc-run's --log bit for bit; "
           "resume, errors, state_dict, evaluate ok")
 
