@@ -71,6 +71,12 @@ inline constexpr TextKey kOptimizer{"mpc.optimizer"};
 inline constexpr ValueListKey kOptimizerState{"mpc.optimizer_state"};
 /// The update counter.
 inline constexpr ValueKey kStep{"mpc.step"};
+/// --max-grad-norm: the global 2-norm of the unscaled gradients before
+/// clipping, as torch.nn.utils.clip_grad_norm_ returns it (inf or nan on a
+/// step that overflowed; data parallel: of the averaged gradients, the same
+/// on every rank; --grad-accum: of the sums so far, the window's at its
+/// last micro-batch).
+inline constexpr ValueKey kGradNorm{"mpc.grad_norm"};
 /// The learning rate, as a number or a schedule's description.
 inline constexpr TextKey kLr{"mpc.lr"};
 /// ReduceLROnPlateau's fp64 rate state, and its configuration.
@@ -118,6 +124,7 @@ inline constexpr MetaKeyInfo kStepMetadata[] = {
     keyInfo(meta::kOptimizer),
     keyInfo(meta::kOptimizerState),
     keyInfo(meta::kStep),
+    keyInfo(meta::kGradNorm),
     keyInfo(meta::kLr),
     keyInfo(meta::kLrState),
     keyInfo(meta::kLrPlateau),

@@ -12,7 +12,9 @@ Artifacts (all written next to this script):
   mlp_seed_data_compressed.npz          (x0 + 0.5*x1 - x2 > 0); np.random.default_rng(0)
   mlp_seed_ref_<run>.csv              30-step fp32 CPU loss trajectories, "step,loss"; step i uses
                                       samples [(i*64) % 1024, +64); loss is taken before step i's
-                                      optimizer.step() (zero_grad, loss=model(x,y), backward, step)
+                                      optimizer.step() (zero_grad, loss=model(x,y), backward, step).
+                                      Runs that clip add "grad_norm": clip_grad_norm_'s return value,
+                                      the gradients' total norm before clipping
   mlp_seed_ref_adam_final.npz         parameters after the 30 "adam" steps, keyed by initializer name
 
 Runs (hyperparameters):
@@ -23,7 +25,10 @@ Runs (hyperparameters):
   adam_clip     Adam(lr=1e-2, defaults otherwise), clip_grad_norm_(params, max_norm=0.1) before step
 
 Regenerate:  python3 models/make_mlp_seed.py   (deterministic: re-running gives identical files)
+  python3 models/make_mlp_seed.py --refs=RUN[,RUN...] rewrites only those runs' reference files,
+  from the committed model and data (another torch version may export another model).
 """
+import argparse
 import copy
 import os
 import types
@@ -76,9 +81,56 @@ def batch(data, i):
     return torch.from_numpy(data["x"][idx]), torch.from_numpy(data["y"][idx])
 
 
+def reference_runs(model, init_state, data, runs):
+    for run in runs:
+        opt_cls, hp, clip = RUNS[run]
+        model.load_state_dict(init_state)
+        opt = opt_cls(model.parameters(), **hp)
+        losses, norms = [], []
+        for i in range(STEPS):
+            xb, yb = batch(data, i)
+            opt.zero_grad()
+            loss = model(xb, yb)
+            loss.backward()
+            if clip is not None:
+                norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=clip).item())
+            opt.step()
+            losses.append(loss.item())
+        with open(out(f"mlp_seed_ref_{run}.csv"), "w") as f:
+            if clip is None:
+                f.write("step,loss\n" + "".join(f"{i},{l!r}\n" for i, l in enumerate(losses)))
+            else:
+                f.write("step,loss,grad_norm\n" +
+                        "".join(f"{i},{l!r},{n!r}\n" for i, (l, n) in enumerate(zip(losses, norms))))
+        print(f"{run:<13} first3={losses[:3]} last={losses[-1]!r}")
+        if run == "adam":
+            savez("mlp_seed_ref_adam_final.npz", np.savez,
+                  **{k: v.detach().numpy().copy() for k, v in model.state_dict().items()})
+
+
+def refs_only(runs):
+    """The named runs' references from the committed model and data."""
+    unknown = [r for r in runs if r not in RUNS]
+    if unknown:
+        raise SystemExit(f"--refs: no run {unknown} (runs: {', '.join(RUNS)})")
+    data = dict(np.load(out("mlp_seed_data.npz")))
+    torch.manual_seed(0)
+    model = MLPWithLoss()
+    init_state = copy.deepcopy(model.state_dict())
+    committed = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(out("mlp_seed.onnx")).graph.initializer}
+    assert all(np.array_equal(committed[k], v.numpy()) for k, v in init_state.items()), \
+        "torch.manual_seed(0)'s weights are not mlp_seed.onnx's"
+    reference_runs(model, init_state, data, runs)
+
+
 def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--refs", help="comma-separated runs: rewrite only their reference files")
+    args = p.parse_args()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
+    if args.refs:
+        return refs_only(args.refs.split(","))
 
     # ---- data ----
     rng = np.random.default_rng(0)
@@ -129,26 +181,7 @@ def main():
     assert abs(pt_loss - ort_loss) <= 1e-6 * max(1.0, abs(pt_loss))
 
     # ---- reference trajectories ----
-    for run, (opt_cls, hp, clip) in RUNS.items():
-        model.load_state_dict(init_state)
-        opt = opt_cls(model.parameters(), **hp)
-        losses = []
-        for i in range(STEPS):
-            xb, yb = batch(data, i)
-            opt.zero_grad()
-            loss = model(xb, yb)
-            loss.backward()
-            if clip is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=clip)
-            opt.step()
-            losses.append(loss.item())
-        with open(out(f"mlp_seed_ref_{run}.csv"), "w") as f:
-            f.write("step,loss\n" + "".join(f"{i},{l!r}\n" for i, l in enumerate(losses)))
-        print(f"{run:<13} first3={losses[:3]} last={losses[-1]!r}")
-        if run == "adam":
-            savez("mlp_seed_ref_adam_final.npz", np.savez,
-                  **{k: v.detach().numpy().copy() for k, v in model.state_dict().items()})
-
+    reference_runs(model, init_state, data, RUNS)
 
 if __name__ == "__main__":
     main()

@@ -31,7 +31,9 @@ std::vector<Value *> runnableStepExtraOutputs(const Model &model,
   };
   std::string loss = stepLossName(model, step);
   const std::string *foundInf = readMeta(model, meta::kFoundInf);
-  for (const std::string &name : {loss, foundInf ? *foundInf : ""}) {
+  const std::string *gradNorm = readMeta(model, meta::kGradNorm);
+  for (const std::string &name :
+       {loss, foundInf ? *foundInf : "", gradNorm ? *gradNorm : ""}) {
     if (name.empty())
       continue;
     Value *v = step.findValue(name);

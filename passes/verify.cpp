@@ -335,7 +335,7 @@ struct NameSlot {
 };
 
 /// The metadata lists of value names, in the order checkMetadata checks
-/// them: the first four name values of the working graph, the rest state.
+/// them: the first five name values of the working graph, the rest state.
 /// (Every key that names values follows them through rewrites:
 /// ir/metadata_value_refs.cpp.)
 constexpr const char *kMetadataLists[] = {
@@ -343,6 +343,7 @@ constexpr const char *kMetadataLists[] = {
     meta::kGrads.name.data(),
     meta::kGradSeed.name.data(),
     meta::kFoundInf.name.data(),
+    meta::kGradNorm.name.data(),
     meta::kParams.name.data(),
     meta::kLossScale.name.data(),
     meta::kGrowthTracker.name.data(),
@@ -353,7 +354,11 @@ constexpr const char *kMetadataLists[] = {
     meta::kGradAccumCounter.name.data(),
     meta::kGradAccumBuffers.name.data(),
 };
-constexpr size_t kValueLists = 4;
+constexpr size_t kValueLists = 5;
+/// kMetadataLists' mpc.params and mpc.grads, whose counts must agree.
+constexpr size_t kParamsList = 5, kGradsList = 1;
+static_assert(kMetadataLists[kParamsList] == meta::kParams.name.data() &&
+              kMetadataLists[kGradsList] == meta::kGrads.name.data());
 
 /// The name lookups of the update bindings and metadata lists, by position.
 struct LookupCache {
@@ -881,7 +886,7 @@ void checkMetadata(const Model &model) {
   for (size_t i = 0; i < std::size(kMetadataLists); ++i)
     counts[i] = i < kValueLists ? valueList(kMetadataLists[i])
                                 : stateList(kMetadataLists[i]);
-  checkMetadataCounts(model, counts[4], counts[1]);
+  checkMetadataCounts(model, counts[kParamsList], counts[kGradsList]);
 }
 
 // The update bindings and the metadata name values by name: about three
@@ -982,7 +987,7 @@ void checkMetadataCached(const Model &model, LookupCache &cache) {
       begin = end + 1;
     }
   }
-  checkMetadataCounts(model, counts[4], counts[1]);
+  checkMetadataCounts(model, counts[kParamsList], counts[kGradsList]);
 }
 
 /// The records of g's values, made on its first verify.

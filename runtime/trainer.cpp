@@ -147,6 +147,7 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
   lossName_ = stepLossName(*model_, *step_);
   foundInfName_ = metaOr(*model_, meta::kFoundInf);
   lossScaleName_ = metaOr(*model_, meta::kLossScale);
+  gradNormName_ = metaOr(*model_, meta::kGradNorm);
   refuseBrokenLossScale(*model_->training->algorithm, lossScaleName_, "");
   if (const std::string *k = readMeta(*model_, meta::kGradAccum)) {
     char *end = nullptr;
@@ -179,11 +180,13 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
   options.opset = std::max<int64_t>(model_->opsetVersion(""), 1);
   options.updateBinding = model_->training->updateBinding;
   // On a device-resident backend the step's one synchronisation brings back
-  // what every step reads: the loss, the overflow flag, the scale the next
-  // step uses and the accumulation counter (state the device rewrote).
+  // what every step reads: the loss, the overflow flag, the gradient norm,
+  // the scale the next step uses and the accumulation counter (state the
+  // device rewrote).
   if (backend.deviceResident())
-    for (const std::string *name : {&lossName_, &foundInfName_, &lossScaleName_,
-                                    &counterName_, &scheduleStepName_})
+    for (const std::string *name :
+         {&lossName_, &foundInfName_, &gradNormName_, &lossScaleName_,
+          &counterName_, &scheduleStepName_})
       if (!name->empty())
         options.fetchAfterRun.push_back(*name);
   exec_ = std::make_unique<Executor>(*step_, backend, options);
@@ -256,6 +259,9 @@ Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
   }
   if (!foundInfName_.empty())
     rec.skipped = exec_->output(foundInfName_).getAsDouble(0) != 0;
+  // Data parallel: of the averaged gradients, the same on every rank.
+  if (!gradNormName_.empty())
+    rec.gradNorm = exec_->output(gradNormName_).getAsDouble(0);
   // No state has changed yet (updates are applied below), so the re-run sees
   // the same state, batch and seed, and recomputes the same outputs. A
   // device-resident step has applied its updates on the device already.
@@ -338,7 +344,9 @@ Trainer::optimizerStep(const std::function<Batch(int64_t)> &microBatch) {
       window.lr = r.lr;
     }
     lossSum += r.loss;
-    window.skipped = r.skipped; // the K-th run checks the accumulated sums
+    window.skipped = r.skipped;   // the K-th run checks the accumulated sums
+    window.gradNorm = r.gradNorm; // and clips them: the earlier ones' are
+                                  // norms of partial sums
     window.ms += r.ms;
   }
   debugOverflow = diagnose;

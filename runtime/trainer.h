@@ -37,7 +37,12 @@ struct StepRecord {
   /// optimizer, whose rate is its algorithm's business).
   double lr = 0;
   bool skipped = false; ///< gradients overflowed: no parameter changed
-  double ms = 0;        ///< wall time of the step
+  /// With --max-grad-norm: the global 2-norm of the unscaled gradients
+  /// before clipping (torch.nn.utils.clip_grad_norm_'s return value; inf or
+  /// nan on an overflowed step). --grad-accum: of the window's sums, at its
+  /// last micro-batch. nullopt: the step does not clip.
+  std::optional<double> gradNorm;
+  double ms = 0; ///< wall time of the step
   /// With Trainer::debugOverflow, on a skipped step: the first node whose
   /// output held an inf/nan (runtime/overflow_provenance.h).
   OverflowReport overflow;
@@ -152,6 +157,9 @@ public:
   const Executor &executor() const { return *exec_; }
   /// The loss scale the next step will use (1 without loss scaling).
   double lossScale() const;
+  /// Whether the step clips its gradients (mpc.grad_norm): StepRecord's
+  /// gradNorm is then set.
+  bool hasGradNorm() const { return !gradNormName_.empty(); }
   /// Whether the rate changes during the run (--lr-schedule).
   bool hasLrSchedule() const { return schedule_ || plateau_; }
   /// Whether the rate follows the validation loss
@@ -174,7 +182,7 @@ private:
   Collective *world_ = nullptr;
   std::unique_ptr<Graph> step_; ///< the algorithm plus extra outputs we read
   std::unique_ptr<Executor> exec_;
-  std::string lossName_, foundInfName_, lossScaleName_;
+  std::string lossName_, foundInfName_, lossScaleName_, gradNormName_;
   /// The step's mpc.LearningRate schedule and the step counter it reads
   /// (empty: no schedule, every update uses constantLr_).
   std::optional<LrSchedule> schedule_;

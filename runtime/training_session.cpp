@@ -21,6 +21,19 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
       .count();
 }
 
+/// A gradient norm to `digits` significant digits; an overflowed step's
+/// inf or nan as "inf" and "nan" (printf may write "-nan"), which CSV
+/// readers (numpy, pandas, Python's float) take as themselves.
+std::string formatGradNorm(double norm, int digits) {
+  if (std::isnan(norm))
+    return "nan";
+  if (std::isinf(norm))
+    return norm > 0 ? "inf" : "-inf";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*g", digits, norm);
+  return text;
+}
+
 /// Whether any rank's flag is set (every rank calls it at the same point).
 bool onAnyRank(Collective *world, bool flag) {
   if (!world)
@@ -269,7 +282,8 @@ void TrainingSession::finishPrepare() {
   if (!o.log.empty())
     log_.open(o.log, "the log",
               std::string("step,loss,loss_scale,skipped,ms") +
-                  (trainer.hasLrSchedule() ? ",lr" : ""),
+                  (trainer.hasLrSchedule() ? ",lr" : "") +
+                  (trainer.hasGradNorm() ? ",grad_norm" : ""),
               resumedAt);
   loopStart_ = std::chrono::steady_clock::now();
 }
@@ -416,6 +430,7 @@ bool TrainingSession::runStep(
   s.skipped += r.skipped;
   s.totalMs += r.ms;
   s.lastLoss = r.loss;
+  s.lastGradNorm = r.gradNorm;
   const int64_t done = ++s.steps;
   char line[256];
   if (log_.isOpen()) {
@@ -425,7 +440,10 @@ bool TrainingSession::runStep(
                           (long long)r.step, r.loss, r.lossScale,
                           int(r.skipped), r.ms);
     if (trainer.hasLrSchedule()) // the rate to 17 digits: the double's
-      std::snprintf(line + n, sizeof line - size_t(n), ",%.17g", r.lr);
+      n += std::snprintf(line + n, sizeof line - size_t(n), ",%.17g", r.lr);
+    if (r.gradNorm) // fp32: 9 digits are all of it
+      std::snprintf(line + n, sizeof line - size_t(n), ",%s",
+                    formatGradNorm(*r.gradNorm, 9).c_str());
     log_.row(line);
   }
   if (tensorboard_.isOpen()) {
@@ -439,6 +457,8 @@ bool TrainingSession::runStep(
     // No rate to plot when the model brings its own optimizer.
     if (trainer.hasLrSchedule() || r.lr != 0)
       scalars.emplace_back("train/lr", r.lr);
+    if (r.gradNorm)
+      scalars.emplace_back("train/grad_norm", *r.gradNorm);
     tensorboard_.scalars(r.step, scalars);
   }
   const int64_t steps = steps_;
@@ -446,6 +466,8 @@ bool TrainingSession::runStep(
     char lr[48] = "", where[96];
     if (trainer.hasLrSchedule())
       std::snprintf(lr, sizeof lr, "  lr %.4g", r.lr);
+    std::string gradNorm =
+        r.gradNorm ? "  grad_norm " + formatGradNorm(*r.gradNorm, 4) : "";
     // --epochs: the epoch of the step just run and the run's steps in all
     // (a resumed run counts on from its checkpoint).
     if (o.epochs > 0)
@@ -459,10 +481,11 @@ bool TrainingSession::runStep(
                     (long long)steps);
     double eta = secondsSince(loopStart_) / double(done) * double(steps - done);
     std::snprintf(line, sizeof line,
-                  "%s  loss %.6f  scale %g%s  skipped %lld  %.2f ms/step  "
+                  "%s  loss %.6f  scale %g%s%s  skipped %lld  %.2f ms/step  "
                   "ETA %s",
-                  where, r.loss, r.lossScale, lr, (long long)s.skipped,
-                  s.totalMs / double(done), formatDuration(eta).c_str());
+                  where, r.loss, r.lossScale, lr, gradNorm.c_str(),
+                  (long long)s.skipped, s.totalMs / double(done),
+                  formatDuration(eta).c_str());
     say(MessageKind::Progress, line);
   }
   bool stoppedEarly = false;

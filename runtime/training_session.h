@@ -101,6 +101,9 @@ using MessageSink = std::function<void(MessageKind, const std::string &)>;
 struct TrainingSummary {
   int64_t steps = 0, skipped = 0; ///< steps run by this call, skipped ones
   double lastLoss = 0;
+  /// The last step's gradient norm before clipping (StepRecord::gradNorm):
+  /// nullopt when the step does not clip (mpc-opt --max-grad-norm).
+  std::optional<double> lastGradNorm;
   double totalMs = 0;      ///< the steps' own time
   double trainSeconds = 0; ///< wall time of the loop
   bool stopRequested = false;

@@ -10,7 +10,8 @@
 // New state: `optimizer_step` int64 [] = 0 (mpc.step), and per parameter P of
 // its shape and dtype, zero-initialised: `P_momentum` (SGD with momentum) or
 // `P_exp_avg`, `P_exp_avg_sq` (Adam/AdamW). With --max-grad-norm one
-// mpc.ClipGradNorm rescales all (unscaled) gradients together; then one
+// mpc.ClipGradNorm rescales all (unscaled) gradients together (its norm
+// output, the norm before clipping, is mpc.grad_norm); then one
 // mpc.SGD / mpc.Adam per parameter and one mpc.IncrementStep. All of them take
 // found_inf (omitted without loss scaling), so an overflowing step leaves
 // every parameter, moment and the step counter as they were.
@@ -321,6 +322,9 @@ void runOptimizer(Model &model, PassContext &ctx) {
       grads[i] = clip->output(i);
     }
     clip->output(grads.size())->setType(DType::F32, {});
+    // The norm is what the run reports (mpc-run's grad_norm column): named
+    // by the metadata, it follows later rewrites and the step keeps it.
+    writeMeta(model, meta::kGradNorm, clip->output(grads.size())->name());
   }
 
   // Every update node carries the same attributes: built once, copied to

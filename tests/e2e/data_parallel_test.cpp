@@ -97,9 +97,18 @@ void expectRanksMatchTheBigBatch(const std::string &file,
     EXPECT_EQ(a.lossScale, b.lossScale) << "step " << s + 1;
     EXPECT_LT(std::fabs(a.loss - b.loss), 2e-6 * std::fabs(b.loss))
         << file << " step " << s + 1 << ": " << a.loss << " vs " << b.loss;
+    // With clipping: the norm of the averaged gradients, the big batch's.
+    ASSERT_EQ(a.gradNorm.has_value(), o.maxGradNorm > 0) << "step " << s + 1;
+    ASSERT_EQ(b.gradNorm.has_value(), o.maxGradNorm > 0) << "step " << s + 1;
+    if (a.gradNorm)
+      EXPECT_LT(std::fabs(*a.gradNorm - *b.gradNorm), 1e-5 * *b.gradNorm)
+          << file << " step " << s + 1 << ": grad norm " << *a.gradNorm
+          << " vs " << *b.gradNorm;
     for (int r = 1; r < ranks; ++r) {
       EXPECT_EQ(dp[size_t(r)].steps[size_t(s)].loss, a.loss)
           << "rank " << r << " logs another loss at step " << s + 1;
+      EXPECT_EQ(dp[size_t(r)].steps[size_t(s)].gradNorm, a.gradNorm)
+          << "rank " << r << " logs another grad norm at step " << s + 1;
       for (const auto &[name, value] : lead.state[size_t(s)])
         ASSERT_EQ(bytesOf(dp[size_t(r)].state[size_t(s)].at(name)),
                   bytesOf(value))
@@ -138,6 +147,15 @@ TEST(DataParallel, MlpSgdWithClippingOnFourRanksMatchesTheBigBatch) {
   CompileOptions o = fp32Options("sgd");
   o.maxGradNorm = 0.3;
   expectRanksMatchTheBigBatch("mlp_seed.onnx", "mlp_seed_data.npz", o, 4, 16);
+}
+
+TEST(DataParallel, MlpWithClippingAndGradAccumMatchesTheBigBatch) {
+  // The gradients cross ranks at the window's end only: the norm logged
+  // is the K-th run's, of the ranks' averaged sums, the same on every rank.
+  CompileOptions o = fp32Options("sgd");
+  o.maxGradNorm = 0.3;
+  o.gradAccum = 2;
+  expectRanksMatchTheBigBatch("mlp_seed.onnx", "mlp_seed_data.npz", o, 2, 16);
 }
 
 TEST(DataParallel, MlpWithDynamicLossScaleAndGradAccumMatchesTheBigBatch) {

@@ -84,6 +84,14 @@ void expectAccumulationMatchesBigBatch(const std::string &file,
     EXPECT_EQ(a.lossScale, b.lossScale) << "step " << s + 1;
     EXPECT_LT(std::fabs(a.loss - b.loss), 1e-5 * std::fabs(b.loss))
         << file << " step " << s + 1 << ": " << a.loss << " vs " << b.loss;
+    // With clipping, the window's norm is the big batch's (the norm of the
+    // K-th micro-batch's sums, not of a partial sum).
+    ASSERT_EQ(a.gradNorm.has_value(), o.maxGradNorm > 0) << "step " << s + 1;
+    ASSERT_EQ(b.gradNorm.has_value(), o.maxGradNorm > 0) << "step " << s + 1;
+    if (a.gradNorm)
+      EXPECT_LT(std::fabs(*a.gradNorm - *b.gradNorm), 1e-5 * *b.gradNorm)
+          << file << " step " << s + 1 << ": grad norm " << *a.gradNorm
+          << " vs " << *b.gradNorm;
   }
   for (int64_t s : {0, 2})
     for (const auto &[name, want] : big.params[size_t(s)]) {
@@ -118,6 +126,17 @@ TEST(GradAccum, MlpSgdWithDynamicLossScaleMatchesTheBigBatch) {
   // The scaled path: seed = scale / K, sums unscaled together at the end.
   // (SGD, not Adam: Adam's first steps would hide a seed off by a factor.)
   CompileOptions o = fp32Options("sgd", 4);
+  o.lossScale = "dynamic";
+  expectAccumulationMatchesBigBatch("mlp_seed.onnx", "mlp_seed_data.npz", o, 4,
+                                    16);
+}
+
+TEST(GradAccum, MlpSgdWithClippingMatchesTheBigBatch) {
+  // The clip runs on every micro-batch's partial sums; only the K-th
+  // run's clips what the update reads. At 0.3 the big batch's gradient is
+  // clipped (its norm is about 0.4), so a clip of anything else parts.
+  CompileOptions o = fp32Options("sgd", 4);
+  o.maxGradNorm = 0.3;
   o.lossScale = "dynamic";
   expectAccumulationMatchesBigBatch("mlp_seed.onnx", "mlp_seed_data.npz", o, 4,
                                     16);

@@ -37,17 +37,24 @@ CompileOptions fp32Options(const std::string &optimizer, double lr) {
   return o;
 }
 
-std::vector<double> readReference(const std::string &name) {
+/// Column `column` (0: step, 1: loss, 2: a clipped run's grad_norm) of a
+/// reference CSV, one number per step.
+std::vector<double> readReference(const std::string &name, int column = 1) {
   std::ifstream in(kModels + name);
   EXPECT_TRUE(in) << name;
-  std::vector<double> losses;
+  std::vector<double> values;
   std::string line;
   std::getline(in, line); // header
   while (std::getline(in, line)) {
-    size_t comma = line.find(',');
-    losses.push_back(std::stod(line.substr(comma + 1)));
+    size_t at = 0;
+    for (int c = 0; c < column && at != std::string::npos; ++c)
+      at = line.find(',', at + (c ? 1 : 0));
+    EXPECT_NE(at, std::string::npos) << name << ": no column " << column;
+    if (at == std::string::npos)
+      break;
+    values.push_back(std::stod(line.substr(at + 1)));
   }
-  return losses;
+  return values;
 }
 
 struct TrainingRun {
@@ -73,12 +80,26 @@ void expectMatchesPyTorch(const CompileOptions &options,
   auto backend = createCpuBackend();
   std::vector<double> ref = readReference(reference);
   ASSERT_EQ(ref.size(), 30u);
+  // A run that clips records clip_grad_norm_'s return value per step.
+  std::vector<double> norms;
+  if (options.maxGradNorm > 0) {
+    norms = readReference(reference, 2);
+    ASSERT_EQ(norms.size(), 30u);
+  }
   TrainingRun run = train(compileSeed(options), *backend, 30);
   for (size_t i = 0; i < ref.size(); ++i) {
     double rel = std::fabs(run.steps[i].loss - ref[i]) / std::fabs(ref[i]);
     EXPECT_LT(rel, tolerance) << reference << " step " << i << ": mpc "
                               << run.steps[i].loss << " torch " << ref[i];
     EXPECT_FALSE(run.steps[i].skipped);
+    // The norm before clipping, not after (which would be max_norm).
+    ASSERT_EQ(run.steps[i].gradNorm.has_value(), !norms.empty())
+        << reference << " step " << i;
+    if (!norms.empty())
+      EXPECT_LT(std::fabs(*run.steps[i].gradNorm - norms[i]) / norms[i],
+                tolerance)
+          << reference << " step " << i << ": grad norm mpc "
+          << *run.steps[i].gradNorm << " torch " << norms[i];
   }
 }
 

@@ -36,7 +36,8 @@ std::vector<uint8_t> bytesOf(const Tensor &t) {
 struct Case {
   const char *model, *data, *optimizer;
   DType precision;
-  int64_t gradAccum = 1; ///< micro-batches per optimizer step
+  int64_t gradAccum = 1;  ///< micro-batches per optimizer step
+  double maxGradNorm = 0; ///< --max-grad-norm (0: no clipping)
 };
 
 class ResidentTrajectory : public ::testing::TestWithParam<Case> {};
@@ -45,6 +46,7 @@ TEST_P(ResidentTrajectory, MatchesTheCpuBackendBitForBit) {
   const Case &c = GetParam();
   CompileOptions o = parity::options(c.optimizer, c.precision);
   o.gradAccum = c.gradAccum;
+  o.maxGradNorm = c.maxGradNorm;
   auto cpu = createCpuBackend();
   ResidentCpuBackend dev;
   Trainer ref(parity::compile(c.model, o), *cpu);
@@ -65,6 +67,12 @@ TEST_P(ResidentTrajectory, MatchesTheCpuBackendBitForBit) {
     EXPECT_TRUE(std::isfinite(r.loss) && r.loss > 0) << r.loss;
     EXPECT_EQ(a.lossScale, r.lossScale) << "step " << i + 1;
     EXPECT_EQ(a.skipped, r.skipped) << "step " << i + 1;
+    // The clip's norm is fetched with the loss, the CPU's to the bit.
+    ASSERT_EQ(r.gradNorm.has_value(), c.maxGradNorm > 0) << "step " << i + 1;
+    if (r.gradNorm) {
+      EXPECT_EQ(*a.gradNorm, *r.gradNorm) << "step " << i + 1;
+      EXPECT_TRUE(std::isfinite(*r.gradNorm) && *r.gradNorm > 0) << *r.gradNorm;
+    }
   }
   // One arena; per step after the first: the batch up, one sync.
   EXPECT_EQ(dev.counts.arenas, 1u);
@@ -73,8 +81,10 @@ TEST_P(ResidentTrajectory, MatchesTheCpuBackendBitForBit) {
   EXPECT_EQ(dev.counts.uploads - before.uploads, later * specs.size());
   EXPECT_EQ(dev.counts.syncs - before.syncs, later);
   EXPECT_EQ(dev.counts.replays, size_t(steps - 2));
-  // Fetched: the loss (and found_inf, scale with loss scaling).
-  EXPECT_LE(dev.counts.downloads - before.downloads, later * 4);
+  // Fetched: the loss (and found_inf, scale with loss scaling; the
+  // gradient norm with clipping).
+  EXPECT_LE(dev.counts.downloads - before.downloads,
+            later * (c.maxGradNorm > 0 ? 5 : 4));
   // The state, downloaded on demand, is the CPU backend's.
   for (const Value *init : ref.model().training->algorithm->initializers()) {
     if (init->isState) {
@@ -95,13 +105,18 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"resmlp.onnx", "resmlp_data.npz", "sgd", DType::F16},
         // The accumulation buffers and counter are state the device
         // rewrites; the counter is fetched after each run.
-        Case{"mlp_seed.onnx", "mlp_seed_data.npz", "adam", DType::F16, 3}),
+        Case{"mlp_seed.onnx", "mlp_seed_data.npz", "adam", DType::F16, 3},
+        // --max-grad-norm: the norm is fetched after each run too.
+        Case{"mlp_seed.onnx", "mlp_seed_data.npz", "adam", DType::F16, 1, 0.5},
+        Case{"mlp_seed.onnx", "mlp_seed_data.npz", "sgd", DType::F32, 3, 0.5}),
     [](const ::testing::TestParamInfo<Case> &info) {
       std::string n = info.param.model;
       n = n.substr(0, n.find('.')) + "_" + info.param.optimizer + "_" +
           (info.param.precision == DType::F16 ? "fp16" : "fp32");
       if (info.param.gradAccum > 1)
         n += "_accum" + std::to_string(info.param.gradAccum);
+      if (info.param.maxGradNorm > 0)
+        n += "_clip";
       return n;
     });
 

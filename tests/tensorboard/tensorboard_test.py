@@ -9,7 +9,9 @@ eval/loss is the --eval-log row's at steps 10 and 20. The file's records
 are framed as TFRecords (length, masked CRC-32C, data, masked CRC-32C),
 checked here with a CRC of this file's own. A CNN with a logits output
 adds eval/accuracy and eval/top5 beside its --eval-log columns, and a
-data-parallel run writes one file (rank 0's).
+data-parallel run writes one file (rank 0's). A step compiled with
+--max-grad-norm adds train/grad_norm, --log's grad_norm at every step, the
+inf or nan of an overflowed fp16 step included; one without has none.
 
 Exit 77 (skipped) when the python3 running it cannot import tensorboard.
 """
@@ -116,6 +118,8 @@ def test_mlp(work):
     want = {"train/loss", "train/lr", "train/loss_scale", "train/skipped",
             "train/samples_per_sec", "eval/loss"}
     check(want <= tags, "scalar tags %s" % sorted(tags))
+    check("train/grad_norm" not in tags,
+          "no train/grad_norm from a step that does not clip")
     rows = list(csv.DictReader(open(log)))
     check(len(rows) == 20, "20 rows in --log")
 
@@ -157,6 +161,45 @@ def test_mlp(work):
         "--tensorboard=" + tb, "--quiet")
     check(len(glob.glob(os.path.join(tb, "events.out.tfevents.*"))) == 2,
           "a second run adds its own event file")
+
+
+def same_float32(a, b):
+    """a (an event's float) is b (a --log number) as a float32, nan too."""
+    b = float(np.float32(b))
+    return (math.isnan(a) and math.isnan(b)) or a == b or close(a, b)
+
+
+def test_grad_norm(work):
+    # The first batch overflows fp16 (1e6 inputs): a skipped step whose norm
+    # is inf or nan; the steps after it train at half the scale.
+    d = np.load(os.path.join(ARGS.models_dir, "mlp_seed_data.npz"))
+    x = d["x"].copy()
+    x[:64] = 1e6
+    np.savez(os.path.join(work, "huge.npz"), x=x, y=d["y"])
+    model = os.path.join(work, "mlp-clip.onnx")
+    run(os.path.join(ARGS.bin, "mpc-opt"),
+        os.path.join(ARGS.models_dir, "mlp_seed.onnx"), "-o", model,
+        "--optimizer=adam", "--lr=1e-2", "--precision=fp16",
+        "--max-grad-norm=0.5")
+    tb = os.path.join(work, "tb-clip")
+    log = os.path.join(work, "clip.csv")
+    run(os.path.join(ARGS.bin, "mpc-run"), model,
+        "--data=" + os.path.join(work, "huge.npz"), "--steps=6",
+        "--log=" + log, "--tensorboard=" + tb, "--quiet")
+    acc = accumulate(tb)
+    tags = acc.Tags()["scalars"]
+    rows = list(csv.DictReader(open(log)))
+    got = {e.step: e.value for e in acc.Scalars("train/grad_norm")} \
+        if "train/grad_norm" in tags else {}
+    check(sorted(got) == list(range(1, 7)), "train/grad_norm at steps 1..6")
+    bad = [r["step"] for r in rows
+           if not same_float32(got.get(int(r["step"]), 0.0),
+                               float(r["grad_norm"]))]
+    check(not bad, "train/grad_norm is --log's grad_norm (off: %s)" % bad)
+    check(rows[0]["skipped"] == "1" and not math.isfinite(got.get(1, 0.0)),
+          "the overflowed step 1's norm is inf or nan: %r" % got.get(1))
+    check(all(0 < got.get(s, 0.0) < math.inf for s in range(2, 7)),
+          "steps 2..6 have finite norms: %s" % got)
 
 
 def test_metrics(work):
@@ -214,6 +257,7 @@ def main():
     shutil.rmtree(ARGS.work, ignore_errors=True)
     os.makedirs(ARGS.work)
     test_mlp(ARGS.work)
+    test_grad_norm(ARGS.work)
     test_metrics(ARGS.work)
     test_data_parallel(ARGS.work)
     if FAILURES:
