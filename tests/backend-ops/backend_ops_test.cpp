@@ -181,9 +181,9 @@ TEST(BackendOpsDevice, SecondRunAllocatesNothing) {
 
 /// Trains `model` (compiled for `precision`, Adam lr 1e-3, clipping at
 /// `maxGradNorm` when > 0) 20 steps on the CPU and on the GPU from the
-/// same data: the losses agree to `lossTol` relative, the skipped steps
-/// are the same, and the final values of parameter `param` agree to
-/// `paramTol`.
+/// same data: the losses (and with clipping the gradient norms) agree to
+/// `lossTol` relative, the skipped steps are the same, and the final values of
+/// parameter `param` agree to `paramTol`.
 void trainsLikeTheCpu(Backend &cuda, const std::string &model, DType precision,
                       double lr, double maxGradNorm, const std::string &param,
                       double lossTol, double paramTol) {
@@ -213,6 +213,12 @@ void trainsLikeTheCpu(Backend &cuda, const std::string &model, DType precision,
     EXPECT_EQ(c.skipped, d.skipped) << what << " step " << step;
     EXPECT_NEAR(d.loss, c.loss, lossTol * std::fabs(c.loss))
         << what << " step " << step;
+    // The clip's norm, fetched from the device with the loss.
+    ASSERT_EQ(d.gradNorm.has_value(), maxGradNorm > 0) << what;
+    ASSERT_EQ(c.gradNorm.has_value(), maxGradNorm > 0) << what;
+    if (c.gradNorm && !c.skipped)
+      EXPECT_NEAR(*d.gradNorm, *c.gradNorm, lossTol * *c.gradNorm)
+          << what << " grad norm, step " << step;
   }
   const Tensor &wc = onCpu.state(param), &wg = onGpu.state(param);
   ASSERT_EQ(wc.numel(), wg.numel()) << what;
