@@ -161,7 +161,8 @@ def main():
 
     # 2. Compile: the backward, autocast to fp16 with fp32 islands, dynamic loss scaling, fp32
     #    master weights and AdamW's update, in one step (mpc-opt's flags as keywords).
-    step = mpc.compile(path("mlp.onnx"), precision="fp16", optimizer="adamw", lr=LR,
+    #    loss= names the output to train (without it mpc takes the only scalar one, with a note).
+    step = mpc.compile(path("mlp.onnx"), loss="loss", precision="fp16", optimizer="adamw", lr=LR,
                        weight_decay=WEIGHT_DECAY)
     step.save(path("mlp.train.onnx"))
     tr = mpc.Trainer(step, device="cpu")
