@@ -162,8 +162,7 @@ def main():
     # 2. Compile for the training batch's shape. Keywords are mpc-opt's flags: the learning
     #    rate ramps up over the first 10% of the steps and decays linearly to 0 at the last.
     step = mpc.compile(path("bert.onnx"), loss="loss", precision="fp16", optimizer="adamw",
-                       lr=args.lr,
-                       weight_decay=0.01, no_weight_decay="bias|LayerNorm",
+                       lr=args.lr, weight_decay=0.01, no_weight_decay="bias|LayerNorm",
                        lr_schedule="linear", warmup_steps=max(1, args.steps // 10),
                        total_steps=args.steps,
                        input_shape=["input_ids:%dx%d" % (BATCH, SEQ),
