@@ -116,7 +116,8 @@ splitSamples(std::vector<std::pair<std::string, Tensor>> arrays, int64_t k,
       std::vector<int64_t> dims = t.dims;
       dims[0] = b;
       Tensor part(t.dtype, dims);
-      std::memcpy(part.bytes.data(), t.bytes.data() + size_t(j) * bytes, bytes);
+      std::memcpy(part.bytes.data(),
+                  t.bytes.unalignedData() + size_t(j) * bytes, bytes);
       parts[size_t(j)].emplace_back(name, std::move(part));
     }
   }
@@ -305,7 +306,7 @@ PYBIND11_MODULE(mpc, m) {
               micro.push_back(checkBatch(
                   std::move(parts[j]), t.inputs(), t.batch(),
                   k > 1 ? "micro-batch " + std::to_string(j) : "batch"));
-            return locked(t, [&] { return t.step(micro); });
+            return locked(t, [&] { return t.step(std::move(micro)); });
           },
           py::arg("batch"),
           "One optimizer step on a dict of input name -> array (B samples; "
@@ -392,6 +393,18 @@ PYBIND11_MODULE(mpc, m) {
       .def_property_readonly(
           "skipped", [](PyTrainer &t) { return t.lastSkipped(); },
           "Whether the last step was skipped (its gradients overflowed).")
+      .def_property_readonly(
+          "grad_norm",
+          [](PyTrainer &t) -> py::object {
+            std::optional<double> norm = t.session().summary().lastGradNorm;
+            if (!norm)
+              return py::none();
+            return py::float_(*norm);
+          },
+          "The last step's global gradient norm before clipping, as "
+          "torch.nn.utils.clip_grad_norm_ returns it (inf or nan when the "
+          "step overflowed); None for a step compiled without "
+          "--max-grad-norm.")
       .def_property_readonly(
           "skipped_steps", [](PyTrainer &t) { return t.skippedSteps(); },
           "Steps skipped since this Trainer was made.")

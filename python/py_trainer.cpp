@@ -69,9 +69,9 @@ PyTrainer::PyTrainer(std::unique_ptr<Model> model, const std::string &path,
 
 PyTrainer::~PyTrainer() = default;
 
-double PyTrainer::step(const std::vector<Trainer::Batch> &microBatches) {
+double PyTrainer::step(std::vector<Trainer::Batch> microBatches) {
   int64_t skippedBefore = skippedSteps();
-  bool goOn = session_->step(microBatches);
+  bool goOn = session_->step(std::move(microBatches));
   const TrainingSummary &s = session_->summary();
   lastSkipped_ = s.skipped > skippedBefore;
   if (!goOn && !s.failure.empty())

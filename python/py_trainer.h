@@ -39,7 +39,7 @@ public:
 
   /// One optimizer step on already checked micro-batches; returns the
   /// loss. Throws Error when the run must stop (the skipped-step limit).
-  double step(const std::vector<Trainer::Batch> &microBatches);
+  double step(std::vector<Trainer::Batch> microBatches);
   bool lastSkipped() const { return lastSkipped_; }
   int64_t skippedSteps() const { return session_->summary().skipped; }
 

@@ -223,8 +223,7 @@ size_t Trainer::checkMemory(int64_t batch, const MemoryLimit &limit) {
   return exec_->checkMemory(dims);
 }
 
-StepRecord
-Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
+StepRecord Trainer::step(Batch batch) {
   auto start = std::chrono::steady_clock::now();
   // A window starts with the counter at 0; anything else (a model saved
   // mid-window by another tool) would put the boundary elsewhere.
@@ -239,8 +238,8 @@ Trainer::step(const std::vector<std::pair<std::string, Tensor>> &batch) {
   if (!lossScaleName_.empty())
     rec.lossScale = exec_->initializer(lossScaleName_).getAsDouble(0);
   rec.lr = lr();
-  for (const auto &kv : batch)
-    exec_->setInput(kv.first, kv.second);
+  for (auto &kv : batch)
+    exec_->setInput(kv.first, std::move(kv.second));
   // One seed per run of the step (per micro-batch): dropout masks differ
   // between the micro-batches of a window.
   uint64_t runSeed =

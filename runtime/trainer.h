@@ -69,8 +69,10 @@ public:
 
   /// Runs the compiled step once on this batch and applies the state
   /// updates: one optimizer step, or one micro-batch of a model compiled
-  /// with --grad-accum (stepsDone() then counts the K-th only).
-  StepRecord step(const Batch &batch);
+  /// with --grad-accum (stepsDone() then counts the K-th only). The batch's
+  /// tensors become the step's inputs (moved, not copied: pass a temporary
+  /// or std::move to spare a copy of the data).
+  StepRecord step(Batch batch);
   /// One optimizer step on microBatches() micro-batches (step() on each, in
   /// order, from the start of an accumulation window): the record's loss is
   /// the mean of their losses, lossScale the scale all of them used, skipped

@@ -405,12 +405,14 @@ bool TrainingSession::step() {
   });
 }
 
-bool TrainingSession::step(const std::vector<Trainer::Batch> &microBatches) {
+bool TrainingSession::step(std::vector<Trainer::Batch> microBatches) {
   prepare();
   if (int64_t(microBatches.size()) != trainer_->microBatches())
     throw Error("a step takes " + std::to_string(trainer_->microBatches()) +
                 " micro-batches, got " + std::to_string(microBatches.size()));
-  return runStep([&](int64_t j) { return microBatches[size_t(j)]; });
+  // Each micro-batch is handed over, not copied (its arrays may be the
+  // caller's, held in place).
+  return runStep([&](int64_t j) { return std::move(microBatches[size_t(j)]); });
 }
 
 bool TrainingSession::runStep(

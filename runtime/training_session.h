@@ -146,7 +146,7 @@ public:
   /// false when the run must end (early stop, the skipped-step limit).
   bool step();
   /// One optimizer step on the given micro-batches, policies applied.
-  bool step(const std::vector<Trainer::Batch> &microBatches);
+  bool step(std::vector<Trainer::Batch> microBatches);
 
   /// The validation loss now; `scheduled` evaluations (the cadence's, or a
   /// run's only one) are logged and feed the plateau rule, the best loss,

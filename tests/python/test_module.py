@@ -12,6 +12,7 @@ does, trains it 20 steps from numpy batches cut as mpc-run cuts --data
   - explain() and memory_report() equal mpc-opt --explain and --report-json;
   - state_dict() holds the model's parameters under their names and shapes;
   - evaluate() returns the forward's loss; export_inference() writes a model;
+  - grad_norm is the norm mpc-run logs for a step compiled with clipping;
   - a --grad-accum=2 step takes 2 x B samples, as mpc-run's log says;
   - where torch imports, a DataLoader over the same arrays gives the same
     losses (skipped with a line otherwise).
@@ -208,6 +209,25 @@ def main():
     with open(work("accum.csv")) as f:
         logged = [row["loss"] for row in csv.DictReader(f)]
     assert got == logged, (got, logged)
+
+    # grad_norm: the norm mpc-run logs for a step that clips, None without.
+    clip = mpc.compile(model, precision="fp16", optimizer="adam", lr=1e-2,
+                       max_grad_norm=0.5)
+    clip.save(work("clip.onnx"))
+    subprocess.run([os.path.join(args.bin, "mpc-run"), work("clip.onnx"),
+                    "--data=" + npz, "--steps=3", "--device=cpu", "--quiet",
+                    "--log=" + work("clip.csv")],
+                   check=True, stdout=subprocess.DEVNULL)
+    tc = mpc.Trainer(clip)
+    assert tc.grad_norm is None
+    norms = []
+    for b in batches(data, B, 0, 3):
+        tc.step(b)
+        norms.append("%.9g" % tc.grad_norm)
+    with open(work("clip.csv")) as f:
+        logged = [row["grad_norm"] for row in csv.DictReader(f)]
+    assert norms == logged, (norms, logged)
+    assert mpc.Trainer(step).grad_norm is None
 
     # A torch DataLoader over the same arrays feeds the same steps.
     try:
