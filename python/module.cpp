@@ -318,9 +318,11 @@ PYBIND11_MODULE(mpc, m) {
             auto arrays = arraysOf(batch, "batch");
             std::vector<std::pair<std::string, Tensor>> outputs =
                 locked(t, [&] {
-                  Trainer::Batch checked = checkBatch(
-                      std::move(arrays), t.evalInputs(), t.batch(), "batch");
-                  return t.evaluate(checked);
+                  // Any batch size (0: the first array's).
+                  Trainer::Batch checked =
+                      checkBatch(std::move(arrays), t.evalInputs(), 0, "batch");
+                  int64_t samples = checked.front().second.dims[0];
+                  return t.evaluate(checked, samples);
                 });
             py::dict result;
             for (const auto &[name, value] : outputs)
@@ -328,9 +330,29 @@ PYBIND11_MODULE(mpc, m) {
             return result;
           },
           py::arg("batch"),
-          "The forward in inference form on one batch (of the step's batch "
-          "size) with the current parameters: a dict of its outputs (the "
+          "The forward in inference form on one batch (any size its export "
+          "allows) with the current parameters: a dict of its outputs (the "
           "loss, logits, ...), as mpc-run --eval-data evaluates.")
+      .def(
+          "predict",
+          [](PyTrainer &t, const py::object &batch,
+             const std::vector<std::string> &outputs) {
+            std::vector<InferenceInput> inputs;
+            for (auto &[name, value] : arraysOf(batch, "batch"))
+              inputs.push_back({name, std::move(value), ""});
+            std::vector<InferenceOutput> results = locked(
+                t, [&] { return t.predict(outputs, std::move(inputs)); });
+            py::dict result;
+            for (const InferenceOutput &o : results)
+              result[py::str(o.name)] = arrayFromTensor(o.value);
+            return result;
+          },
+          py::arg("batch"), py::arg("outputs") = std::vector<std::string>{},
+          "What the deployed model (export_inference) would output now: "
+          "OUTPUTS (default every output but the loss, e.g. the logits) on "
+          "a dict of the inputs they need (no labels), of any batch size "
+          "the export allows, in inference form with the current "
+          "parameters. A dict name -> numpy array.")
       .def(
           "save",
           [](PyTrainer &t, const py::object &path) {

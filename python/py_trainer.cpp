@@ -79,21 +79,51 @@ double PyTrainer::step(std::vector<Trainer::Batch> microBatches) {
   return s.lastLoss;
 }
 
-Evaluator &PyTrainer::evaluator() {
-  if (!evaluator_)
-    evaluator_ = std::make_unique<Evaluator>(trainer(), *backend_, batch_,
-                                             /*ema=*/false,
-                                             /*allOutputs=*/true);
-  return *evaluator_;
+Evaluator &PyTrainer::evaluator(int64_t samples) {
+  auto it = evaluators_.find(samples);
+  if (it == evaluators_.end()) {
+    // A handful of sizes at most (a set's full batches and its last one);
+    // past that, forget the others rather than hold an arena for each.
+    if (evaluators_.size() >= 4)
+      evaluators_.clear();
+    it = evaluators_
+             .emplace(samples, std::make_unique<Evaluator>(
+                                   trainer(), *backend_, samples,
+                                   /*ema=*/false, /*allOutputs=*/true))
+             .first;
+  }
+  return *it->second;
 }
 
 std::vector<DataInputSpec> PyTrainer::evalInputs() {
-  return evaluator().dataInputs();
+  return evaluator(batch_).dataInputs();
 }
 
 std::vector<std::pair<std::string, Tensor>>
-PyTrainer::evaluate(const Trainer::Batch &batch) {
-  return evaluator().outputsOf(trainer(), batch);
+PyTrainer::evaluate(const Trainer::Batch &batch, int64_t samples) {
+  // The forward as exported decides which sizes it takes.
+  for (const Value *in : trainer().model().graph->inputs())
+    if (in->hasShape && !in->dims.empty() && in->dims[0].isKnown() &&
+        in->dims[0].value != samples)
+      throw Error("batch: holds " + std::to_string(samples) +
+                  " samples; the model's forward takes batches of " +
+                  std::to_string(in->dims[0].value) + " ('" + in->name() +
+                  "': its export fixes the batch size)");
+  return evaluator(samples).outputsOf(trainer(), batch);
+}
+
+std::vector<InferenceOutput>
+PyTrainer::predict(const std::vector<std::string> &outputs,
+                   std::vector<InferenceInput> inputs) {
+  auto it = predictors_.find(outputs);
+  if (it == predictors_.end()) {
+    if (predictors_.size() >= 4)
+      predictors_.clear();
+    it = predictors_
+             .emplace(outputs, std::make_unique<Predictor>(*backend_, outputs))
+             .first;
+  }
+  return it->second->run(trainer(), std::move(inputs));
 }
 
 } // namespace mpc

@@ -1,10 +1,14 @@
 // mpc.Trainer's C++ side: a TrainingSession on a backend, fed the caller's
-// batches (no data set of its own), and the forward that Trainer.evaluate
-// runs. No Python types here: the binding converts arrays to tensors and
-// releases the GIL around step() and evaluate().
+// batches (no data set of its own), the forward that Trainer.evaluate runs
+// and the deployable one Trainer.predict runs. No Python types here: the
+// binding converts arrays to tensors and releases the GIL around step(),
+// evaluate() and predict().
 #pragma once
 
+#include "runtime/predictor.h"
 #include "runtime/training_session.h"
+
+#include <map>
 
 #include <memory>
 #include <mutex>
@@ -43,12 +47,19 @@ public:
   bool lastSkipped() const { return lastSkipped_; }
   int64_t skippedSteps() const { return session_->summary().skipped; }
 
-  /// The forward's outputs on one batch (checked by the caller against
-  /// evalInputs()), of batch() samples as mpc-run's evaluation takes them.
+  /// The forward's outputs (the loss, logits, ...) on one batch of
+  /// `samples` (checked by the caller against evalInputs()): any number the
+  /// forward's export allows. Throws Error when its export fixes another.
   std::vector<std::pair<std::string, Tensor>>
-  evaluate(const Trainer::Batch &batch);
+  evaluate(const Trainer::Batch &batch, int64_t samples);
   /// The inputs the forward reads.
   std::vector<DataInputSpec> evalInputs();
+
+  /// What the deployable model computes on `inputs` with the parameters as
+  /// they are (runtime/predictor.h): `outputs` (empty: every output but the
+  /// loss) from only the inputs they need, any batch size.
+  std::vector<InferenceOutput> predict(const std::vector<std::string> &outputs,
+                                       std::vector<InferenceInput> inputs);
 
   Trainer &trainer() { return session_->trainer(); }
   TrainingSession &session() { return *session_; }
@@ -56,15 +67,19 @@ public:
   std::mutex &lock() { return mutex_; }
 
 private:
-  /// The forward, made on the first evaluation.
-  Evaluator &evaluator();
+  /// The forward for batches of `samples`, made on the first evaluation of
+  /// that size.
+  Evaluator &evaluator(int64_t samples);
 
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<TrainingSession> session_;
   std::vector<DataInputSpec> specs_;
   int64_t batch_ = 0;
   bool lastSkipped_ = false;
-  std::unique_ptr<Evaluator> evaluator_;
+  /// By batch size: a held-out set's last, smaller batch gets its own.
+  std::map<int64_t, std::unique_ptr<Evaluator>> evaluators_;
+  /// By the outputs asked for.
+  std::map<std::vector<std::string>, std::unique_ptr<Predictor>> predictors_;
   std::mutex mutex_;
 };
 

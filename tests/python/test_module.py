@@ -12,6 +12,8 @@ does, trains it 20 steps from numpy batches cut as mpc-run cuts --data
   - explain() and memory_report() equal mpc-opt --explain and --report-json;
   - state_dict() holds the model's parameters under their names and shapes;
   - evaluate() returns the forward's loss; export_inference() writes a model;
+  - predict() equals mpc-run --infer on that model, from x alone, at any
+    batch size;
   - grad_norm is the norm mpc-run logs for a step compiled with clipping;
   - a --grad-accum=2 step takes 2 x B samples, as mpc-run's log says;
   - where torch imports, a DataLoader over the same arrays gives the same
@@ -190,6 +192,47 @@ def main():
                  lambda: resumed.evaluate({"x": x}), "'y'")
     resumed.export_inference(work("m.onnx"))
     assert os.path.getsize(work("m.onnx")) > 0
+
+    # predict: what that exported model computes (mpc-run --infer on it),
+    # from x alone, at any batch size; evaluate refuses a size the export
+    # fixes.
+    for rows in (B, 10):
+        got = resumed.predict({"x": x[:rows]})
+        np.save(work("x.npy"), x[:rows])
+        shutil.rmtree(work("infer"), ignore_errors=True)
+        subprocess.run([os.path.join(args.bin, "mpc-run"), work("m.onnx"),
+                        "--infer", "--input", "x=" + work("x.npy"),
+                        "--output-dir=" + work("infer"), "--device=cpu"],
+                       check=True, stdout=subprocess.DEVNULL)
+        (name, logits), = got.items()
+        assert logits.shape == (rows, 2), logits.shape
+        cli = np.load(os.path.join(work("infer"), os.listdir(work("infer"))[0]))
+        assert np.array_equal(logits, cli), f"predict vs mpc-run --infer, {rows} rows"
+    named = resumed.predict({"x": x}, outputs=[name])
+    assert list(named) == [name] and np.array_equal(named[name], resumed.predict({"x": x})[name])
+    expect_error("predict, labels given", lambda: resumed.predict(good), "'y'")
+    expect_error("predict, unknown output",
+                 lambda: resumed.predict({"x": x}, outputs=["nope"]), "'nope'")
+    expect_error("predict, wrong sample shape",
+                 lambda: resumed.predict({"x": x[:, :3]}), "'x'")
+    expect_error("evaluate, a size the export fixes",
+                 lambda: resumed.evaluate({"x": x[:10], "y": y[:10]}), "10", str(B))
+
+    # A forward exported with a dynamic batch evaluates any batch size: two
+    # samples give the mean loss of the same two given twice.
+    dyn = mpc.Trainer(mpc.compile(
+        os.path.join(args.source, "models", "transformer_dynbatch.onnx"),
+        batch=4, optimizer="adam", lr=1e-3))
+    rng = np.random.default_rng(1)
+    toks = rng.integers(0, 8, (4, 16)).astype(np.int64)
+    dyn.step({"tokens": toks, "targets": np.roll(toks, -1, axis=1)})
+    two = {"tokens": toks[:2], "targets": np.roll(toks, -1, axis=1)[:2]}
+    twice = {k: np.concatenate([v, v]) for k, v in two.items()}
+    l2, l4 = dyn.evaluate(two)["loss"], dyn.evaluate(twice)["loss"]
+    assert np.isclose(l2, l4, rtol=1e-6, atol=0), (l2, l4)
+    logits = dyn.predict({"tokens": toks[:3]})
+    (lname, lval), = logits.items()
+    assert lval.shape[0] == 3 * 16, lval.shape  # (batch x length, vocab)
 
     # --grad-accum=2: a step takes 2 x B samples (micro-batches 2i, 2i+1 of
     # mpc-run's order), B alone is refused.
