@@ -2,7 +2,8 @@
 
 setuptools only packages it: build_ext runs the project's CMake build (the one
 `make` runs, in build/ or $MPC_BUILD_DIR) for the target mpc_python and copies
-build/python/mpc<EXT_SUFFIX> into the wheel. A build configured for another
+build/python/mpc<EXT_SUFFIX> into the wheel, with the CUDA backend's plugin
+beside it when the build has one. A build configured for another
 Python version is left alone: the module is then built in build-py<X.Y>/
 against the interpreter pip runs.
 """
@@ -50,6 +51,12 @@ class CMakeBuild(build_ext):
         target = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copy2(built, target)
+        # device="cuda" loads the CUDA backend's plugin from beside the
+        # module: a CUDA build's plugin travels with it.
+        plugin = os.path.join(os.path.dirname(os.path.dirname(built)), "bin",
+                              "libmpc_cuda_backend.so")
+        if os.path.exists(plugin):
+            shutil.copy2(plugin, os.path.dirname(target))
 
 
 os.makedirs(SCRATCH, exist_ok=True)

@@ -1,6 +1,7 @@
 // PyTrainer (python/py_trainer.h).
 #include "python/py_trainer.h"
 
+#include "python/cuda_device.h"
 #include "support/diagnostics.h"
 
 #include <cstdio>
@@ -20,13 +21,19 @@ MessageSink stderrSink() {
   };
 }
 
+/// "cpu", "cuda" or "cuda:N" (torch's names).
 std::unique_ptr<Backend> backendFor(const std::string &device) {
   if (device == "cpu")
     return createCpuBackend();
   if (device == "cuda")
-    throw Error("device 'cuda': the mpc module runs on the cpu only for now "
-                "(train on a GPU with mpc-run --device=cuda)");
-  throw Error("device '" + device + "': expected 'cpu'");
+    return createModuleCudaBackend(0);
+  if (device.rfind("cuda:", 0) == 0) {
+    const std::string n = device.substr(5);
+    if (!n.empty() && n.size() <= 4 &&
+        n.find_first_not_of("0123456789") == std::string::npos)
+      return createModuleCudaBackend(std::stoi(n));
+  }
+  throw Error("device '" + device + "': expected 'cpu', 'cuda' or 'cuda:N'");
 }
 
 } // namespace

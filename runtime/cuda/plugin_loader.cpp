@@ -8,6 +8,7 @@
 #include "runtime/cuda/plugin_abi.h"
 #include "runtime/plugin_path.h"
 
+#include <cstdlib>
 #include <dlfcn.h>
 #endif
 
@@ -31,10 +32,14 @@ std::string loadError(const std::string &path) {
 }
 
 /// The plugin's table, loading the plugin on first use; null with `whyNot`.
-const CudaPluginApi *plugin(std::string &whyNot) {
+const CudaPluginApi *plugin(const std::string &pluginFile,
+                            std::string &whyNot) {
   if (gPlugin)
     return gPlugin;
-  std::string path = pluginPath("MPC_CUDA_PLUGIN", MPC_CUDA_PLUGIN_FILE);
+  const char *env = std::getenv("MPC_CUDA_PLUGIN");
+  std::string path = (env && *env) || pluginFile.empty()
+                         ? pluginPath("MPC_CUDA_PLUGIN", MPC_CUDA_PLUGIN_FILE)
+                         : pluginFile;
   // RTLD_NOW: a plugin whose libmpc references this executable cannot
   // satisfy fails here, with the symbol's name, not in the middle of a step.
   void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -70,14 +75,15 @@ const CudaPluginApi *plugin(std::string &whyNot) {
 
 } // namespace
 
-CudaBackendAttempt loadCudaBackend(const CudaBackendOptions &options) {
+CudaBackendAttempt loadCudaBackend(const CudaBackendOptions &options,
+                                   const std::string &pluginFile) {
   CudaBackendAttempt attempt;
   // No device, no plugin: the probe costs milliseconds, the plugin's
   // libraries ~100 ms and ~200 MB of mappings.
   attempt.whyNot = cudaDriverProblem();
   if (!attempt.whyNot.empty())
     return attempt;
-  const CudaPluginApi *api = plugin(attempt.whyNot);
+  const CudaPluginApi *api = plugin(pluginFile, attempt.whyNot);
   if (!api) {
     attempt.pluginProblem = true;
     return attempt;
@@ -92,7 +98,8 @@ CudaMemoryStats loadedCudaMemoryStats(const Backend &backend) {
 
 #else // no CUDA in this build: the stub answers
 
-CudaBackendAttempt loadCudaBackend(const CudaBackendOptions &options) {
+CudaBackendAttempt loadCudaBackend(const CudaBackendOptions &options,
+                                   const std::string &) {
   CudaBackendAttempt attempt;
   attempt.backend = createCudaBackend(attempt.whyNot, options);
   return attempt;

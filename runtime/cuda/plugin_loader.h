@@ -25,9 +25,13 @@ struct CudaBackendAttempt {
 
 /// The CUDA backend: probes the driver, then loads the plugin (once per
 /// process, never unloaded: the backends' code lives there) and creates the
-/// backend. The plugin is the file libmpc_cuda_backend.so beside the
-/// executable, or the file $MPC_CUDA_PLUGIN names.
-CudaBackendAttempt loadCudaBackend(const CudaBackendOptions &options);
+/// backend. The plugin is the file $MPC_CUDA_PLUGIN names, else
+/// `pluginFile` when given (the Python module's, found beside the module),
+/// else libmpc_cuda_backend.so beside the executable. The plugin resolves
+/// libmpc's symbols against the process: an executable exports them
+/// (mpc-run), a module loaded locally must first be made global.
+CudaBackendAttempt loadCudaBackend(const CudaBackendOptions &options,
+                                   const std::string &pluginFile = "");
 
 /// cudaMemoryStats() of a backend loadCudaBackend() made (all zero for any
 /// other backend).

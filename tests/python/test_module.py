@@ -272,6 +272,36 @@ def main():
     assert norms == logged, (norms, logged)
     assert mpc.Trainer(step).grad_norm is None
 
+    # device: "cuda" without a usable GPU is one line saying why; the CUDA
+    # plugin, where this build has one, resolves against the module once the
+    # module is global (what device="cuda" does before loading it).
+    expect_error("device gpu", lambda: mpc.Trainer(step, device="gpu"),
+                 "'gpu'", "'cuda'")
+    plugin = os.path.join(args.bin, "libmpc_cuda_backend.so")
+    if not os.path.exists(plugin):
+        expect_error("device cuda", lambda: mpc.Trainer(step, device="cuda"),
+                     "device 'cuda'", "no CUDA backend")
+    else:
+        try:
+            tg = mpc.Trainer(step, device="cuda")
+        except mpc.Error as e:
+            assert "device 'cuda'" in str(e) and "device='cpu'" in str(e), e
+            print(f"python-module: no GPU here: {e}")
+        else:
+            got = [tg.step(b) for b in batches(data, B, 0, 3)]
+            assert np.allclose(got, want[:3], rtol=5e-3), (got, want[:3])
+            print("python-module: device='cuda' trains like mpc-run")
+        load = ("import ctypes, os, sys, mpc\n"
+                "if sys.argv[1] == 'global':\n"
+                "    ctypes.CDLL(mpc.__file__,"
+                " mode=os.RTLD_NOW | os.RTLD_NOLOAD | os.RTLD_GLOBAL)\n"
+                "ctypes.CDLL(sys.argv[2], mode=os.RTLD_NOW)\n")
+        for how, ok in (("global", True), ("local", False)):
+            r = subprocess.run([sys.executable, "-c", load, how, plugin],
+                               capture_output=True, text=True)
+            assert (r.returncode == 0) == ok, (how, r.stderr[-400:])
+        print("python-module: the CUDA plugin links against the module")
+
     # A torch DataLoader over the same arrays feeds the same steps.
     try:
         import torch

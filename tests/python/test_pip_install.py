@@ -43,6 +43,11 @@ def main():
     built = os.path.join(args.build, "python", os.path.basename(installed[0]))
     assert filecmp.cmp(installed[0], built, shallow=False), (
         f"{installed[0]} differs from {built}")
+    # A CUDA build's backend plugin travels beside the module (device="cuda").
+    plugin = os.path.join(args.build, "bin", "libmpc_cuda_backend.so")
+    if os.path.exists(plugin):
+        assert filecmp.cmp(os.path.join(site, "libmpc_cuda_backend.so"),
+                           plugin, shallow=False), "the CUDA plugin"
 
     model = os.path.join(os.path.abspath(args.source), "models", "mlp_seed.onnx")
     npz = os.path.join(os.path.abspath(args.source), "models",
