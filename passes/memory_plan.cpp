@@ -554,6 +554,16 @@ MemoryPlan planMemory(const PlanInputs &in) {
     }
   }
   plan.atPeak = persistentByClass;
+  // Saved for the backward: forward-made buffers read after the loss node.
+  if (lossIndex >= 0) {
+    std::vector<char> saved(buffers.size(), 0);
+    for (const auto &[v, p] : placed)
+      if (p.buffer != ValuePlacement::kNoBuffer && !saved[p.buffer] &&
+          firstOf[id(v)] <= lossIndex && lastRead[id(v)] > lossIndex) {
+        saved[p.buffer] = 1;
+        plan.savedForBackward[size_t(p.cls)] += buffers[p.buffer].bytes;
+      }
+  }
   // The residents at the peak: each buffer live there, by the member that
   // occupies it (the latest one made by then), and the state. Only the ten
   // largest are named, so the names are copied for those alone.

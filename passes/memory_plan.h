@@ -122,6 +122,13 @@ struct MemoryPlan {
     size_t bytes;
   };
   std::vector<Resident> largestAtPeak;
+  /// Bytes the backward keeps from the forward, by class: every buffer
+  /// holding a value made at or before the loss node that a node after the
+  /// loss node reads (activations, and the fp16 working copies of weights
+  /// the backward's products read), each buffer once (in-place writes and
+  /// views share one), as torch's saved_tensors_hooks count storages. Zero
+  /// without a loss node.
+  ClassBytes savedForBackward{};
   /// Every planned value's place (empty unless PlanInputs::keepPlacements).
   std::unordered_map<const Value *, ValuePlacement> placement;
   std::vector<InPlaceWrite> inPlace;

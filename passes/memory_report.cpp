@@ -48,6 +48,15 @@ void jsonPlan(std::ostringstream &os, const MemoryPlan &p,
          << "\": " << (*bytes)[c];
     os << "}";
   }
+  size_t saved = 0;
+  for (size_t bytes : p.savedForBackward)
+    saved += bytes;
+  os << ", \"saved_for_backward\": {\"bytes\": " << saved
+     << ", \"by_class\": {";
+  for (size_t c = 0; c < kNumMemoryClasses; ++c)
+    os << (c ? ", " : "") << "\"" << memoryClassName(MemoryClass(c))
+       << "\": " << p.savedForBackward[c];
+  os << "}}";
   os << "}";
 }
 
