@@ -16,6 +16,9 @@ Artifacts (all written next to this script):
                                       Runs that clip add "grad_norm": clip_grad_norm_'s return value,
                                       the gradients' total norm before clipping
   mlp_seed_ref_adam_final.npz         parameters after the 30 "adam" steps, keyed by initializer name
+  mlp_seed_ref_<run>_final.npz        for adamw_bf16_state and sgd_bf16_state: the parameters and the bf16
+                                      state under mpc's names (NAME_exp_avg, NAME_exp_avg_sq, NAME_momentum),
+                                      widened to fp32, after the 30 steps
 
 Runs (hyperparameters):
   sgd           SGD(lr=0.05, momentum=0.9, weight_decay=1e-4, nesterov=False)
@@ -23,6 +26,9 @@ Runs (hyperparameters):
   adam          Adam(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)
   adamw         AdamW(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
   adam_clip     Adam(lr=1e-2, defaults otherwise), clip_grad_norm_(params, max_norm=0.1) before step
+  adamw_bf16_state  "adamw" with exp_avg and exp_avg_sq kept as bf16 tensors (AdamWBf16State below;
+                mpc-opt --optimizer-state-dtype=bf16)
+  sgd_bf16_state    "sgd" with its momentum buffer kept as a bf16 tensor (SGDBf16State below)
 
 Regenerate:  python3 models/make_mlp_seed.py   (deterministic: re-running gives identical files)
   python3 models/make_mlp_seed.py --refs=RUN[,RUN...] rewrites only those runs' reference files,
@@ -30,6 +36,7 @@ Regenerate:  python3 models/make_mlp_seed.py   (deterministic: re-running gives 
 """
 import argparse
 import copy
+import math
 import os
 import types
 import unittest.mock
@@ -44,12 +51,71 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BATCH, N, STEPS = 64, 1024, 30
+
+
+class AdamWBf16State(torch.optim.Optimizer):
+    """torch.optim.AdamW (single tensor, amsgrad off) with exp_avg and exp_avg_sq stored as bf16 tensors,
+    as torchao's low-precision AdamW keeps them: each step widens the moments to fp32, runs AdamW's fp32
+    ops in torch's order, moves the parameter by the fp32 new moments, then stores them rounded to
+    nearest even (copy_ into the bf16 tensors)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p, dtype=torch.bfloat16)
+                    state["exp_avg_sq"] = torch.zeros_like(p, dtype=torch.bfloat16)
+                state["step"] += 1
+                t, grad = state["step"], p.grad
+                p.mul_(1 - lr * wd)
+                exp_avg = state["exp_avg"].float().lerp_(grad, 1 - beta1)
+                exp_avg_sq = state["exp_avg_sq"].float().mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                step_size = lr / (1 - beta1 ** t)
+                denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2 ** t)).add_(eps)
+                p.addcdiv_(exp_avg, denom, value=-step_size)
+                state["exp_avg"].copy_(exp_avg)
+                state["exp_avg_sq"].copy_(exp_avg_sq)
+
+
+class SGDBf16State(torch.optim.Optimizer):
+    """torch.optim.SGD (single tensor, no nesterov) with the momentum buffer stored as a bf16 tensor: the
+    buffer is widened, updated by SGD's fp32 ops, the parameter moves by the fp32 buffer, and the buffer
+    is stored rounded to nearest even."""
+
+    def __init__(self, params, lr, momentum, weight_decay=0.0, dampening=0.0):
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, dampening=dampening))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            lr, momentum, wd, dampening = group["lr"], group["momentum"], group["weight_decay"], group["dampening"]
+            for p in group["params"]:
+                state = self.state[p]
+                d = p.grad.add(p, alpha=wd) if wd != 0 else p.grad
+                if "momentum_buffer" not in state:
+                    buf = torch.clone(d)
+                    state["momentum_buffer"] = torch.zeros_like(p, dtype=torch.bfloat16)
+                else:
+                    buf = state["momentum_buffer"].float().mul_(momentum).add_(d, alpha=1 - dampening)
+                p.add_(buf, alpha=-lr)
+                state["momentum_buffer"].copy_(buf)
+
+
 RUNS = {
     "sgd": (torch.optim.SGD, dict(lr=0.05, momentum=0.9, weight_decay=1e-4, nesterov=False), None),
     "sgd_nesterov": (torch.optim.SGD, dict(lr=0.05, momentum=0.9, weight_decay=0.0, nesterov=True), None),
     "adam": (torch.optim.Adam, dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0), None),
     "adamw": (torch.optim.AdamW, dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01), None),
     "adam_clip": (torch.optim.Adam, dict(lr=1e-2), 0.1),
+    "adamw_bf16_state": (AdamWBf16State, dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01), None),
+    "sgd_bf16_state": (SGDBf16State, dict(lr=0.05, momentum=0.9, weight_decay=1e-4), None),
 }
 
 
@@ -106,6 +172,15 @@ def reference_runs(model, init_state, data, runs):
         if run == "adam":
             savez("mlp_seed_ref_adam_final.npz", np.savez,
                   **{k: v.detach().numpy().copy() for k, v in model.state_dict().items()})
+        if run in ("adamw_bf16_state", "sgd_bf16_state"):
+            # Parameters, and the bf16 state under mpc's names (P_exp_avg, P_momentum) widened to fp32.
+            final = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+            mpc_names = {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq", "momentum_buffer": "momentum"}
+            for name, p in model.named_parameters():
+                for key, t in opt.state[p].items():
+                    if key in mpc_names:
+                        final[f"{name}_{mpc_names[key]}"] = t.float().numpy()
+            savez(f"mlp_seed_ref_{run}_final.npz", np.savez, **final)
 
 
 def refs_only(runs):

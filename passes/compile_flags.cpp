@@ -170,6 +170,15 @@ std::vector<Flag> compileFlags(CompileOptions &o) {
       {"--clip-threshold", kValue, "=F", optimizer,
        "adafactor: torch's d (default 1)",
        [&o](V v) { o.clipThreshold = v.number(); }, kOptimizers},
+      {"--optimizer-state-dtype", kValue, "=fp32|bf16", optimizer,
+       "adam, adamw, sgd with momentum: store the moments in bf16 (default "
+       "fp32; the update computes in fp32 and the master weights stay fp32): "
+       "half the optimizer state's memory",
+       [&o](V v) {
+         o.optimizerStateDtype =
+             v.oneOf({"fp32", "bf16"}) == "bf16" ? DType::BF16 : DType::F32;
+       },
+       kOptimizers},
       {"--max-grad-norm", kValue, "=F", optimizer,
        "clip the unscaled gradients to this global norm (default 0: no "
        "clipping)",

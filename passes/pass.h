@@ -48,6 +48,10 @@ struct CompileOptions {
   /// torch.optim.Adafactor's beta2_decay, eps[1] and d.
   double beta2Decay = -0.8, eps2 = 1e-3, clipThreshold = 1.0;
   double maxGradNorm = 0.0; ///< --max-grad-norm (0: no clipping)
+  /// --optimizer-state-dtype=fp32|bf16: the storage type of Adam's and
+  /// AdamW's moments and SGD's momentum buffer (the update computes in fp32
+  /// either way; bf16 halves the optimizer state).
+  DType optimizerStateDtype = DType::F32;
   /// --lr-schedule=constant|linear|cosine|step|exponential and its flags
   /// (mpc.LearningRate's attributes, kernels/lr_schedule_attrs.h); unset
   /// ones take the op's defaults, and one that does not apply is refused.

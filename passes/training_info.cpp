@@ -225,6 +225,10 @@ void runUserOptimizer(Model &model, PassContext &ctx) {
   if (!ctx.options.noWeightDecay.empty())
     throw Error("--no-weight-decay: not supported for a model that trains "
                 "with its own training_info optimizer");
+  if (ctx.options.optimizerStateDtype != DType::F32)
+    throw Error("--optimizer-state-dtype: not supported for a model that "
+                "trains with its own training_info optimizer (its algorithm's "
+                "state keeps its own types)");
   if (checkLrScheduleOptions(ctx.options))
     throw Error("--lr-schedule: not supported for a model that trains with "
                 "its own training_info optimizer (its algorithm computes its "

@@ -18,8 +18,16 @@
 // differs from this in the last ulp on some elements; this follows the
 // unfused scalar path, which is the definition the tests pin down.)
 // The CUDA optimizer kernels call the same functions.
+//
+// Moments stored in bf16 (--optimizer-state-dtype=bf16) go through the
+// *Stored forms: widened to fp32, updated by the same fp32 arithmetic, and
+// rounded to bf16 (nearest even) only when stored. The parameter's update
+// reads the fp32 new moments, not their rounded copies, as torchao's
+// low-precision AdamW does (its exp_avg.copy_(exp_avg_f32) comes after the
+// update); the rounding reaches the parameters one step later.
 #pragma once
 
+#include "ir/half.h"
 #include "ir/host_device.h"
 
 #include <cmath>
@@ -102,6 +110,24 @@ MPC_HD void sgdUpdate(float &p, float g, float &buf, const SgdScalars &s) {
   p = addRn(p, mulRn(s.negLr, d)); // param.add_(grad, alpha=-lr)
 }
 
+// --- moment storage ---------------------------------------------------------
+
+/// A stored moment as fp32: fp32 as is, bf16 (a bit pattern) widened.
+MPC_HD float loadMoment(float m) { return m; }
+MPC_HD float loadMoment(uint16_t m) { return bf16ToFloat(m); }
+
+/// Stores an fp32 moment: fp32 as is, bf16 rounded to nearest even.
+MPC_HD void storeMoment(float &dst, float v) { dst = v; }
+MPC_HD void storeMoment(uint16_t &dst, float v) { dst = floatToBf16(v); }
+
+/// sgdUpdate on a momentum buffer stored as M (float or bf16 bits).
+template <typename M>
+MPC_HD void sgdUpdateStored(float &p, float g, M &buf, const SgdScalars &s) {
+  float b = loadMoment(buf);
+  sgdUpdate(p, g, b, s);
+  storeMoment(buf, b);
+}
+
 // --- Adam / AdamW ------------------------------------------------------------
 
 /// Adam's scalars for one step (t = step + 1), as torch computes them.
@@ -163,6 +189,17 @@ MPC_HD void adamUpdate(float &p, float g, float &m, float &v,
   float denom = addRn(divRn(sqrtRn(v), s.biasCorrection2Sqrt), s.eps);
   // param.addcdiv_(exp_avg, denom, value=-step_size)
   p = addRn(p, divRn(mulRn(s.negStepSize, m), denom));
+}
+
+/// adamUpdate on moments stored as M (float or bf16 bits): the parameter
+/// moves by the fp32 new moments, which are then stored (rounded for bf16).
+template <typename M>
+MPC_HD void adamUpdateStored(float &p, float g, M &m, M &v,
+                             const AdamScalars &s) {
+  float mf = loadMoment(m), vf = loadMoment(v);
+  adamUpdate(p, g, mf, vf, s);
+  storeMoment(m, mf);
+  storeMoment(v, vf);
 }
 
 } // namespace mpc

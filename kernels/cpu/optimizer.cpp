@@ -6,7 +6,9 @@
 // The per-element arithmetic is the shared MPC_HD code of
 // kernels/common/loss_scale_math.h and kernels/common/optimizer_math.h, so
 // the CPU reference and the CUDA kernels compute bit-identical updates.
-// Optimizer ops work on fp32 master parameters and moments. When found_inf
+// Optimizer ops work on fp32 master parameters; SGD's and Adam's moments are
+// fp32 or bf16 (--optimizer-state-dtype=bf16: widened, updated in fp32,
+// stored rounded, the shared *Stored forms). When found_inf
 // (an optional bool scalar input) is set, every output is a byte copy of the
 // corresponding input: a skipped step leaves the state exactly as it was.
 //
@@ -74,6 +76,25 @@ void requireLikeParam(const Node &node, const Tensor &t, const Tensor &p,
   if (t.dims != p.dims)
     fail(node, what, " of shape ", shapeString(t.dims),
          " does not match the parameter's shape ", shapeString(p.dims));
+}
+
+/// Checks an optimizer moment: the parameter's shape, fp32 or bf16.
+void requireMoment(const Node &node, const Tensor &t, const Tensor &p,
+                   const char *what) {
+  if (t.dtype != DType::F32 && t.dtype != DType::BF16)
+    fail(node, what, " must be fp32 or bf16 (optimizer state), got ",
+         dtypeName(t.dtype));
+  if (t.dims != p.dims)
+    fail(node, what, " of shape ", shapeString(t.dims),
+         " does not match the parameter's shape ", shapeString(p.dims));
+}
+
+/// Calls f(float{}) or f(uint16_t{}) (bf16 bits) for a moment's storage.
+template <typename F> void dispatchMoment(DType t, F &&f) {
+  if (t == DType::BF16)
+    f(uint16_t{});
+  else
+    f(float{});
 }
 
 int64_t readStep(const Node &node, const Tensor &t) {
@@ -242,7 +263,7 @@ void kernelSGD(KernelContext &ctx) {
   requireLikeParam(node, g, p, "gradient");
   double momentum = node.attrFloat("momentum", 0.0f);
   if (buf)
-    requireLikeParam(node, *buf, p, "momentum buffer");
+    requireMoment(node, *buf, p, "momentum buffer");
   else if (momentum != 0.0)
     fail(node, "momentum ", momentum, " needs a momentum buffer (input 4)");
   if (ctx.hasOutput(1) && !buf)
@@ -260,19 +281,28 @@ void kernelSGD(KernelContext &ctx) {
   Tensor &pOut = copiedOutput(ctx, 0, p);
   Tensor *bufOut = buf ? copyTo(ctx, 1, *buf) : nullptr;
   // Without a buffer output the updated buffer goes to scratch.
-  std::vector<float> scratch;
-  float *pb = nullptr;
+  std::vector<uint8_t> scratch;
+  void *pb = nullptr;
   if (bufOut) {
-    pb = bufOut->data<float>();
+    pb = bufOut->bytes.data();
   } else if (buf) {
-    scratch.assign(buf->data<float>(), buf->data<float>() + p.numel());
+    scratch = buf->bytes;
     pb = scratch.data();
   }
   float *pp = pOut.data<float>();
   const float *pg = g.data<float>();
-  float unused = 0;
-  for (int64_t k = 0, e = p.numel(); k < e; ++k)
-    sgdUpdate(pp[k], pg[k], pb ? pb[k] : unused, s);
+  if (!pb) {
+    float unused = 0;
+    for (int64_t k = 0, e = p.numel(); k < e; ++k)
+      sgdUpdate(pp[k], pg[k], unused, s);
+    return;
+  }
+  dispatchMoment(buf->dtype, [&](auto stored) {
+    using M = decltype(stored);
+    M *b = static_cast<M *>(pb);
+    for (int64_t k = 0, e = p.numel(); k < e; ++k)
+      sgdUpdateStored(pp[k], pg[k], b[k], s);
+  });
 }
 
 void kernelAdam(KernelContext &ctx) {
@@ -282,8 +312,11 @@ void kernelAdam(KernelContext &ctx) {
                &v = input(ctx, 5, "exp_avg_sq");
   requireLikeParam(node, p, p, "param");
   requireLikeParam(node, g, p, "gradient");
-  requireLikeParam(node, m, p, "exp_avg");
-  requireLikeParam(node, v, p, "exp_avg_sq");
+  requireMoment(node, m, p, "exp_avg");
+  requireMoment(node, v, p, "exp_avg_sq");
+  if (m.dtype != v.dtype)
+    fail(node, "exp_avg is ", dtypeName(m.dtype), " but exp_avg_sq is ",
+         dtypeName(v.dtype), " (both moments are stored in one dtype)");
   if (foundInf(ctx, 0)) {
     copyTo(ctx, 0, p);
     copyTo(ctx, 1, m);
@@ -308,11 +341,14 @@ void kernelAdam(KernelContext &ctx) {
     vOut = &vScratch;
     vOut->bytes = v.bytes;
   }
-  float *pp = pOut.data<float>(), *pm = mOut->data<float>(),
-        *pv = vOut->data<float>();
+  float *pp = pOut.data<float>();
   const float *pg = g.data<float>();
-  for (int64_t k = 0, e = p.numel(); k < e; ++k)
-    adamUpdate(pp[k], pg[k], pm[k], pv[k], s);
+  dispatchMoment(m.dtype, [&](auto stored) {
+    using M = decltype(stored);
+    M *pm = mOut->data<M>(), *pv = vOut->data<M>();
+    for (int64_t k = 0, e = p.numel(); k < e; ++k)
+      adamUpdateStored(pp[k], pg[k], pm[k], pv[k], s);
+  });
 }
 
 void kernelIncrementStep(KernelContext &ctx) {

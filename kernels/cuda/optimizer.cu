@@ -9,6 +9,11 @@
 // 16-byte aligned they move float4s. Vectorising changes only the width of
 // the loads and stores: each element still goes through the same scalar
 // update, so the bits are those of the scalar path.
+//
+// SGD's momentum buffer and Adam's moments are fp32 or bf16 (M = uint16_t,
+// the bit patterns; --optimizer-state-dtype=bf16): each kernel is a template
+// on M, and the bf16 ones take the scalar path (their elements go through
+// the shared *Stored update: widened, fp32 arithmetic, rounded on store).
 #include "kernels/common/loss_scale_math.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
@@ -84,13 +89,15 @@ __device__ inline void store4(float *x, int64_t k, float4 v) {
   reinterpret_cast<float4 *>(x)[k] = v;
 }
 
-/// Element i of an SGD update (a copy when `skip`).
+/// Element i of an SGD update (a copy when `skip`), the buffer stored as M.
+template <typename M>
 __device__ inline void sgdElement(bool skip, const float *p, const float *g,
-                                  const float *buf, float *pOut, float *bufOut,
+                                  const M *buf, float *pOut, M *bufOut,
                                   int64_t i, const SgdScalars &s) {
-  float pv = p[i], bv = buf ? buf[i] : 0.0f;
+  float pv = p[i];
+  M bv = buf ? buf[i] : M(0);
   if (!skip)
-    sgdUpdate(pv, g[i], bv, s);
+    sgdUpdateStored(pv, g[i], bv, s);
   pOut[i] = pv;
   if (bufOut)
     bufOut[i] = bv;
@@ -102,11 +109,12 @@ __device__ inline void sgdElement(bool skip, const float *p, const float *g,
 /// before writing them, and no two threads share an element. With Vec4 (all
 /// pointers 16-byte aligned), elements 4k..4k+3 move as one float4 and the
 /// last n % 4 one by one, each through the same scalar update.
-template <bool Vec4>
+template <bool Vec4, typename M>
 __device__ inline void sgdElements(bool skip, const float *p, const float *g,
-                                   const float *buf, float *pOut, float *bufOut,
+                                   const M *buf, float *pOut, M *bufOut,
                                    int64_t n, const SgdScalars &s) {
   if constexpr (Vec4) {
+    static_assert(sizeof(M) == sizeof(float), "float4 moves fp32 buffers");
     int64_t n4 = n / 4;
     for (int64_t k = globalIndex(); k < n4; k += globalStride()) {
       float4 pv = load4(p, k);
@@ -132,10 +140,10 @@ __device__ inline void sgdElements(bool skip, const float *p, const float *g,
   }
 }
 
-template <bool Vec4>
+template <bool Vec4, typename M>
 __global__ void sgdKernel(const uint8_t *__restrict__ foundInf, const float *p,
-                          const float *g, const float *buf, float *pOut,
-                          float *bufOut, int64_t n, SgdScalars s) {
+                          const float *g, const M *buf, float *pOut, M *bufOut,
+                          int64_t n, SgdScalars s) {
   sgdElements<Vec4>(flagSet(foundInf), p, g, buf, pOut, bufOut, n, s);
 }
 
@@ -158,12 +166,12 @@ __device__ inline double readDeviceReal(DeviceScalar x) {
                               : *static_cast<const double *>(x.value);
 }
 
-template <bool Vec4>
+template <bool Vec4, typename M>
 __global__ void sgdDeviceStepKernel(const uint8_t *__restrict__ foundInf,
                                     DeviceStep step, DeviceScalar lr,
                                     const float *p, const float *g,
-                                    const float *buf, float *pOut,
-                                    float *bufOut, int64_t n, SgdScalars s) {
+                                    const M *buf, float *pOut, M *bufOut,
+                                    int64_t n, SgdScalars s) {
   s.firstStep = readDeviceStep(step) == 0;
   if (lr.value) // as sgdScalars converts it
     s.negLr = float(-readDeviceReal(lr));
@@ -190,14 +198,16 @@ __device__ AdamScalars adamScalarsOnDevice(const AdamHyper &h, int64_t step) {
   return s;
 }
 
-/// Element i of an Adam/AdamW update (a copy when `skip`).
+/// Element i of an Adam/AdamW update (a copy when `skip`), the moments
+/// stored as M.
+template <typename M>
 __device__ inline void adamElement(bool skip, const float *p, const float *g,
-                                   const float *m, const float *v, float *pOut,
-                                   float *mOut, float *vOut, int64_t i,
-                                   const AdamScalars &s) {
-  float pv = p[i], mv = m[i], vv = v[i];
+                                   const M *m, const M *v, float *pOut, M *mOut,
+                                   M *vOut, int64_t i, const AdamScalars &s) {
+  float pv = p[i];
+  M mv = m[i], vv = v[i];
   if (!skip)
-    adamUpdate(pv, g[i], mv, vv, s);
+    adamUpdateStored(pv, g[i], mv, vv, s);
   pOut[i] = pv;
   if (mOut)
     mOut[i] = mv;
@@ -207,12 +217,12 @@ __device__ inline void adamElement(bool skip, const float *p, const float *g,
 
 /// This thread's elements of an Adam/AdamW update (copies when `skip`); the
 /// body of both Adam kernels. Aliasing and Vec4 as in sgdElements.
-template <bool Vec4>
-__device__ inline void adamElements(bool skip, const float *p, const float *g,
-                                    const float *m, const float *v, float *pOut,
-                                    float *mOut, float *vOut, int64_t n,
-                                    const AdamScalars &s) {
+template <bool Vec4, typename M>
+__device__ inline void
+adamElements(bool skip, const float *p, const float *g, const M *m, const M *v,
+             float *pOut, M *mOut, M *vOut, int64_t n, const AdamScalars &s) {
   if constexpr (Vec4) {
+    static_assert(sizeof(M) == sizeof(float), "float4 moves fp32 moments");
     int64_t n4 = n / 4;
     for (int64_t k = globalIndex(); k < n4; k += globalStride()) {
       float4 pv = load4(p, k), mv = load4(m, k), vv = load4(v, k);
@@ -239,12 +249,12 @@ __device__ inline void adamElements(bool skip, const float *p, const float *g,
   }
 }
 
-template <bool Vec4>
-__global__ void
-adamDeviceStepKernel(const uint8_t *__restrict__ foundInf, DeviceStep step,
-                     DeviceScalar lr, const float *p, const float *g,
-                     const float *m, const float *v, float *pOut, float *mOut,
-                     float *vOut, int64_t n, AdamHyper h) {
+template <bool Vec4, typename M>
+__global__ void adamDeviceStepKernel(const uint8_t *__restrict__ foundInf,
+                                     DeviceStep step, DeviceScalar lr,
+                                     const float *p, const float *g, const M *m,
+                                     const M *v, float *pOut, M *mOut, M *vOut,
+                                     int64_t n, AdamHyper h) {
   // One thread per block computes the step's scalars (two pow in double);
   // the grid is one wave of resident blocks, so that latency is paid once.
   __shared__ AdamScalars shared;
@@ -258,11 +268,10 @@ adamDeviceStepKernel(const uint8_t *__restrict__ foundInf, DeviceStep step,
   adamElements<Vec4>(flagSet(foundInf), p, g, m, v, pOut, mOut, vOut, n, s);
 }
 
-template <bool Vec4>
+template <bool Vec4, typename M>
 __global__ void adamKernel(const uint8_t *__restrict__ foundInf, const float *p,
-                           const float *g, const float *m, const float *v,
-                           float *pOut, float *mOut, float *vOut, int64_t n,
-                           AdamScalars s) {
+                           const float *g, const M *m, const M *v, float *pOut,
+                           M *mOut, M *vOut, int64_t n, AdamScalars s) {
   adamElements<Vec4>(flagSet(foundInf), p, g, m, v, pOut, mOut, vOut, n, s);
 }
 
@@ -363,22 +372,31 @@ void launchUpdateLossScale(const float *scale, const void *tracker,
   MPC_CUDA_CHECK_LAUNCH("updateLossScaleKernel");
 }
 
-void launchSgd(const uint8_t *foundInf, const float *p, const float *g,
-               const float *buf, float *pOut, float *bufOut, int64_t n,
+namespace {
+
+// The launches, one template per kernel on the state's storage M: fp32
+// state moves as float4 where every buffer is aligned.
+
+template <typename M>
+void sgdLaunch(const uint8_t *foundInf, const float *p, const float *g,
+               const M *buf, float *pOut, M *bufOut, int64_t n,
                const SgdScalars &scalars, cudaStream_t s) {
   if (n == 0)
     return;
-  if (aligned16({p, g, buf, pOut, bufOut}))
-    sgdKernel<true>
-        <<<oneWaveGrid<sgdKernel<true>>((n + 3) / 4), kBlock, 0, s>>>(
-            foundInf, p, g, buf, pOut, bufOut, n, scalars);
-  else
-    sgdKernel<false><<<oneWaveGrid<sgdKernel<false>>(n), kBlock, 0, s>>>(
-        foundInf, p, g, buf, pOut, bufOut, n, scalars);
+  if constexpr (sizeof(M) == sizeof(float))
+    if (aligned16({p, g, buf, pOut, bufOut})) {
+      sgdKernel<true, M>
+          <<<oneWaveGrid<sgdKernel<true, M>>((n + 3) / 4), kBlock, 0, s>>>(
+              foundInf, p, g, buf, pOut, bufOut, n, scalars);
+      MPC_CUDA_CHECK_LAUNCH("sgdKernel");
+      return;
+    }
+  sgdKernel<false, M><<<oneWaveGrid<sgdKernel<false, M>>(n), kBlock, 0, s>>>(
+      foundInf, p, g, buf, pOut, bufOut, n, scalars);
   MPC_CUDA_CHECK_LAUNCH("sgdKernel");
 }
 
-static void requireStepType(DType t, const char *op) {
+void requireStepType(DType t, const char *op) {
   if (t != DType::I64 && t != DType::I32 && t != DType::F32 && t != DType::F64)
     throw Error(std::string(op) +
                 ": the cuda kernel reads an int64, int32, fp32 or fp64 step "
@@ -386,30 +404,106 @@ static void requireStepType(DType t, const char *op) {
                 dtypeName(t));
 }
 
-static void requireLrType(DeviceScalar lr, const char *op) {
+void requireLrType(DeviceScalar lr, const char *op) {
   if (lr.value && lr.type != DType::F64 && lr.type != DType::F32)
     throw Error(std::string(op) +
                 ": the cuda kernel reads an fp64 or fp32 learning rate, got " +
                 dtypeName(lr.type));
 }
 
-void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
+template <typename M>
+void sgdDeviceStepLaunch(const uint8_t *foundInf, DeviceStep step,
                          DeviceScalar lr, const float *p, const float *g,
-                         const float *buf, float *pOut, float *bufOut,
-                         int64_t n, const SgdScalars &scalars, cudaStream_t s) {
+                         const M *buf, float *pOut, M *bufOut, int64_t n,
+                         const SgdScalars &scalars, cudaStream_t s) {
   requireStepType(step.type, "SGD");
   requireLrType(lr, "SGD");
   if (n == 0)
     return;
-  if (aligned16({p, g, buf, pOut, bufOut}))
-    sgdDeviceStepKernel<true>
-        <<<oneWaveGrid<sgdDeviceStepKernel<true>>((n + 3) / 4), kBlock, 0, s>>>(
-            foundInf, step, lr, p, g, buf, pOut, bufOut, n, scalars);
-  else
-    sgdDeviceStepKernel<false>
-        <<<oneWaveGrid<sgdDeviceStepKernel<false>>(n), kBlock, 0, s>>>(
-            foundInf, step, lr, p, g, buf, pOut, bufOut, n, scalars);
+  if constexpr (sizeof(M) == sizeof(float))
+    if (aligned16({p, g, buf, pOut, bufOut})) {
+      sgdDeviceStepKernel<true, M>
+          <<<oneWaveGrid<sgdDeviceStepKernel<true, M>>((n + 3) / 4), kBlock, 0,
+             s>>>(foundInf, step, lr, p, g, buf, pOut, bufOut, n, scalars);
+      MPC_CUDA_CHECK_LAUNCH("sgdDeviceStepKernel");
+      return;
+    }
+  sgdDeviceStepKernel<false, M>
+      <<<oneWaveGrid<sgdDeviceStepKernel<false, M>>(n), kBlock, 0, s>>>(
+          foundInf, step, lr, p, g, buf, pOut, bufOut, n, scalars);
   MPC_CUDA_CHECK_LAUNCH("sgdDeviceStepKernel");
+}
+
+template <typename M>
+void adamDeviceStepLaunch(const uint8_t *foundInf, DeviceStep step,
+                          DeviceScalar lr, const float *p, const float *g,
+                          const M *m, const M *v, float *pOut, M *mOut, M *vOut,
+                          int64_t n, const AdamHyper &hyper, cudaStream_t s) {
+  requireStepType(step.type, "Adam");
+  requireLrType(lr, "Adam");
+  if (n == 0)
+    return;
+  if constexpr (sizeof(M) == sizeof(float))
+    if (aligned16({p, g, m, v, pOut, mOut, vOut})) {
+      adamDeviceStepKernel<true, M>
+          <<<oneWaveGrid<adamDeviceStepKernel<true, M>>((n + 3) / 4), kBlock, 0,
+             s>>>(foundInf, step, lr, p, g, m, v, pOut, mOut, vOut, n, hyper);
+      MPC_CUDA_CHECK_LAUNCH("adamDeviceStepKernel");
+      return;
+    }
+  adamDeviceStepKernel<false, M>
+      <<<oneWaveGrid<adamDeviceStepKernel<false, M>>(n), kBlock, 0, s>>>(
+          foundInf, step, lr, p, g, m, v, pOut, mOut, vOut, n, hyper);
+  MPC_CUDA_CHECK_LAUNCH("adamDeviceStepKernel");
+}
+
+template <typename M>
+void adamLaunch(const uint8_t *foundInf, const float *p, const float *g,
+                const M *m, const M *v, float *pOut, M *mOut, M *vOut,
+                int64_t n, const AdamScalars &scalars, cudaStream_t s) {
+  if (n == 0)
+    return;
+  if constexpr (sizeof(M) == sizeof(float))
+    if (aligned16({p, g, m, v, pOut, mOut, vOut})) {
+      adamKernel<true, M>
+          <<<oneWaveGrid<adamKernel<true, M>>((n + 3) / 4), kBlock, 0, s>>>(
+              foundInf, p, g, m, v, pOut, mOut, vOut, n, scalars);
+      MPC_CUDA_CHECK_LAUNCH("adamKernel");
+      return;
+    }
+  adamKernel<false, M><<<oneWaveGrid<adamKernel<false, M>>(n), kBlock, 0, s>>>(
+      foundInf, p, g, m, v, pOut, mOut, vOut, n, scalars);
+  MPC_CUDA_CHECK_LAUNCH("adamKernel");
+}
+
+} // namespace
+
+// fp32 state and bf16 state (uint16_t bit patterns): one template each.
+
+void launchSgd(const uint8_t *foundInf, const float *p, const float *g,
+               const float *buf, float *pOut, float *bufOut, int64_t n,
+               const SgdScalars &scalars, cudaStream_t s) {
+  sgdLaunch(foundInf, p, g, buf, pOut, bufOut, n, scalars, s);
+}
+void launchSgd(const uint8_t *foundInf, const float *p, const float *g,
+               const uint16_t *buf, float *pOut, uint16_t *bufOut, int64_t n,
+               const SgdScalars &scalars, cudaStream_t s) {
+  sgdLaunch(foundInf, p, g, buf, pOut, bufOut, n, scalars, s);
+}
+
+void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
+                         DeviceScalar lr, const float *p, const float *g,
+                         const float *buf, float *pOut, float *bufOut,
+                         int64_t n, const SgdScalars &scalars, cudaStream_t s) {
+  sgdDeviceStepLaunch(foundInf, step, lr, p, g, buf, pOut, bufOut, n, scalars,
+                      s);
+}
+void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
+                         DeviceScalar lr, const float *p, const float *g,
+                         const uint16_t *buf, float *pOut, uint16_t *bufOut,
+                         int64_t n, const SgdScalars &scalars, cudaStream_t s) {
+  sgdDeviceStepLaunch(foundInf, step, lr, p, g, buf, pOut, bufOut, n, scalars,
+                      s);
 }
 
 void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
@@ -417,35 +511,29 @@ void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
                           const float *m, const float *v, float *pOut,
                           float *mOut, float *vOut, int64_t n,
                           const AdamHyper &hyper, cudaStream_t s) {
-  requireStepType(step.type, "Adam");
-  requireLrType(lr, "Adam");
-  if (n == 0)
-    return;
-  if (aligned16({p, g, m, v, pOut, mOut, vOut}))
-    adamDeviceStepKernel<true>
-        <<<oneWaveGrid<adamDeviceStepKernel<true>>((n + 3) / 4), kBlock, 0,
-           s>>>(foundInf, step, lr, p, g, m, v, pOut, mOut, vOut, n, hyper);
-  else
-    adamDeviceStepKernel<false>
-        <<<oneWaveGrid<adamDeviceStepKernel<false>>(n), kBlock, 0, s>>>(
-            foundInf, step, lr, p, g, m, v, pOut, mOut, vOut, n, hyper);
-  MPC_CUDA_CHECK_LAUNCH("adamDeviceStepKernel");
+  adamDeviceStepLaunch(foundInf, step, lr, p, g, m, v, pOut, mOut, vOut, n,
+                       hyper, s);
+}
+void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
+                          DeviceScalar lr, const float *p, const float *g,
+                          const uint16_t *m, const uint16_t *v, float *pOut,
+                          uint16_t *mOut, uint16_t *vOut, int64_t n,
+                          const AdamHyper &hyper, cudaStream_t s) {
+  adamDeviceStepLaunch(foundInf, step, lr, p, g, m, v, pOut, mOut, vOut, n,
+                       hyper, s);
 }
 
 void launchAdam(const uint8_t *foundInf, const float *p, const float *g,
                 const float *m, const float *v, float *pOut, float *mOut,
                 float *vOut, int64_t n, const AdamScalars &scalars,
                 cudaStream_t s) {
-  if (n == 0)
-    return;
-  if (aligned16({p, g, m, v, pOut, mOut, vOut}))
-    adamKernel<true>
-        <<<oneWaveGrid<adamKernel<true>>((n + 3) / 4), kBlock, 0, s>>>(
-            foundInf, p, g, m, v, pOut, mOut, vOut, n, scalars);
-  else
-    adamKernel<false><<<oneWaveGrid<adamKernel<false>>(n), kBlock, 0, s>>>(
-        foundInf, p, g, m, v, pOut, mOut, vOut, n, scalars);
-  MPC_CUDA_CHECK_LAUNCH("adamKernel");
+  adamLaunch(foundInf, p, g, m, v, pOut, mOut, vOut, n, scalars, s);
+}
+void launchAdam(const uint8_t *foundInf, const float *p, const float *g,
+                const uint16_t *m, const uint16_t *v, float *pOut,
+                uint16_t *mOut, uint16_t *vOut, int64_t n,
+                const AdamScalars &scalars, cudaStream_t s) {
+  adamLaunch(foundInf, p, g, m, v, pOut, mOut, vOut, n, scalars, s);
 }
 
 void launchIncrementStep(DType t, const void *step, const uint8_t *foundInf,

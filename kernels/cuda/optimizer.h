@@ -8,7 +8,9 @@
 // CUDA graph) without a synchronisation. The per-element math is the shared
 // MPC_HD code of kernels/common/{loss_scale_math.h,optimizer_math.h}, the
 // CPU backend's, so both compute identical bits. Raw device pointers;
-// `foundInf` may be nullptr (never skip).
+// `foundInf` may be nullptr (never skip). SGD's momentum buffer and Adam's
+// moments are fp32 (float *) or bf16 (uint16_t *, the bit patterns;
+// --optimizer-state-dtype=bf16): one overload each, the same update.
 #pragma once
 
 #include "ir/types.h"
@@ -71,12 +73,19 @@ void launchUpdateLossScale(const float *scale, const void *tracker,
 void launchSgd(const uint8_t *foundInf, const float *p, const float *g,
                const float *buf, float *pOut, float *bufOut, int64_t n,
                const SgdScalars &scalars, cudaStream_t stream);
+void launchSgd(const uint8_t *foundInf, const float *p, const float *g,
+               const uint16_t *buf, float *pOut, uint16_t *bufOut, int64_t n,
+               const SgdScalars &scalars, cudaStream_t stream);
 
 /// Adam/AdamW on fp32 master weights and moments; mOut/vOut may be nullptr.
 void launchAdam(const uint8_t *foundInf, const float *p, const float *g,
                 const float *m, const float *v, float *pOut, float *mOut,
                 float *vOut, int64_t n, const AdamScalars &scalars,
                 cudaStream_t stream);
+void launchAdam(const uint8_t *foundInf, const float *p, const float *g,
+                const uint16_t *m, const uint16_t *v, float *pOut,
+                uint16_t *mOut, uint16_t *vOut, int64_t n,
+                const AdamScalars &scalars, cudaStream_t stream);
 
 /// A scalar the kernel reads on the device (the device-resident step's step
 /// counter, a scheduled learning rate): dtype `type` is int64, int32, fp32
@@ -95,6 +104,11 @@ void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
                          const float *buf, float *pOut, float *bufOut,
                          int64_t n, const SgdScalars &scalars,
                          cudaStream_t stream);
+void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
+                         DeviceScalar lr, const float *p, const float *g,
+                         const uint16_t *buf, float *pOut, uint16_t *bufOut,
+                         int64_t n, const SgdScalars &scalars,
+                         cudaStream_t stream);
 
 /// Adam's hyper-parameters, from which the kernel computes AdamScalars for
 /// the device step counter with adamScalars' formulas in double (the
@@ -109,6 +123,11 @@ void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
                           DeviceScalar lr, const float *p, const float *g,
                           const float *m, const float *v, float *pOut,
                           float *mOut, float *vOut, int64_t n,
+                          const AdamHyper &hyper, cudaStream_t stream);
+void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
+                          DeviceScalar lr, const float *p, const float *g,
+                          const uint16_t *m, const uint16_t *v, float *pOut,
+                          uint16_t *mOut, uint16_t *vOut, int64_t n,
                           const AdamHyper &hyper, cudaStream_t stream);
 
 /// lrOut (fp64) := scheduledLr(schedule, step) (mpc.LearningRate), with the

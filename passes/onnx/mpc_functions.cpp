@@ -284,7 +284,9 @@ UpdateLossScale <growth_factor, backoff_factor, growth_interval> (scale, growth_
 // torch's _single_tensor_sgd (kernels/common/optimizer_math.h sgdUpdate).
 // Without momentum the buffer is neither read nor written. The rate is the
 // `lr` input (a node without one gets its `lr` attribute there), converted
-// as torch converts a Python float: -lr rounded once to fp32.
+// as torch converts a Python float: -lr rounded once to fp32. The buffer
+// may be bf16 (--optimizer-state-dtype=bf16): read widened to the
+// parameter's type, stored rounded back (CastLike: identities for fp32).
 const char *kSGD = R"(
 SGD <lr, momentum, dampening, weight_decay, nesterov> (found_inf, step, param, grad, momentum_buffer, lr) => (new_param, new_momentum_buffer) {
   lr_d = Cast <to = 11> (lr)
@@ -308,7 +310,8 @@ SGD <lr, momentum, dampening, weight_decay, nesterov> (found_inf, step, param, g
   decay = Mul (wd, param)
   grad_wd = Add (grad, decay)
   d = Where (no_wd, grad, grad_wd)
-  buf_scaled = Mul (momentum_buffer, mom)
+  buf_in = CastLike (momentum_buffer, param)
+  buf_scaled = Mul (buf_in, mom)
   d_kept = Mul (keep, d)
   buf_next = Add (buf_scaled, d_kept)
   buf = Where (first_step, d, buf_next)
@@ -318,16 +321,18 @@ SGD <lr, momentum, dampening, weight_decay, nesterov> (found_inf, step, param, g
   d_final = Where (no_momentum, d, d_momentum)
   delta = Mul (neg_lr, d_final)
   updated = Add (param, delta)
-  buf_updated = Where (no_momentum, momentum_buffer, buf)
+  buf_updated = Where (no_momentum, buf_in, buf)
+  buf_stored = CastLike (buf_updated, momentum_buffer)
   new_param = Where (found_inf, param, updated)
-  new_momentum_buffer = Where (found_inf, momentum_buffer, buf_updated)
+  new_momentum_buffer = Where (found_inf, momentum_buffer, buf_stored)
 }
 )";
 
 // torch's _single_tensor_adam (kernels/common/optimizer_math.h adamUpdate):
 // the step scalars in double, then one fp32 op per ATen op; lerp_ takes
 // ATen's two formulas by |weight| < 0.5. The rate is the `lr` input, as in
-// SGD.
+// SGD. bf16 moments are widened, and the new ones rounded back after the
+// parameter has moved by their fp32 values (as the kernels' *Stored forms).
 const char *kAdam = R"(
 Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled> (found_inf, step, param, grad, exp_avg, exp_avg_sq, lr_in) => (new_param, new_exp_avg, new_exp_avg_sq) {
   one_d = Constant <value = double {1.0}> ()
@@ -368,18 +373,20 @@ Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled> (found_inf, step, para
   g_decay = Where (decoupled, grad, grad_wd)
   p = Where (no_wd, param, p_decay)
   g = Where (no_wd, grad, g_decay)
-  diff = Sub (g, exp_avg)
+  m_in = CastLike (exp_avg, param)
+  v_in = CastLike (exp_avg_sq, param)
+  diff = Sub (g, m_in)
   abs_weight = Abs (lerp_weight)
   half = Constant <value = float {0.5}> ()
   small_weight = Less (abs_weight, half)
   w_diff = Mul (lerp_weight, diff)
-  lerp_small = Add (exp_avg, w_diff)
+  lerp_small = Add (m_in, w_diff)
   one_f = Constant <value = float {1.0}> ()
   one_minus_weight = Sub (one_f, lerp_weight)
   diff_w = Mul (diff, one_minus_weight)
   lerp_large = Sub (g, diff_w)
   m = Where (small_weight, lerp_small, lerp_large)
-  v_scaled = Mul (exp_avg_sq, beta2_f)
+  v_scaled = Mul (v_in, beta2_f)
   g_scaled = Mul (one_minus_beta2, g)
   g_sq = Mul (g_scaled, g)
   v = Add (v_scaled, g_sq)
@@ -390,8 +397,10 @@ Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled> (found_inf, step, para
   delta = Div (m_step, denom)
   updated = Add (p, delta)
   new_param = Where (found_inf, param, updated)
-  new_exp_avg = Where (found_inf, exp_avg, m)
-  new_exp_avg_sq = Where (found_inf, exp_avg_sq, v)
+  m_stored = CastLike (m, exp_avg)
+  v_stored = CastLike (v, exp_avg_sq)
+  new_exp_avg = Where (found_inf, exp_avg, m_stored)
+  new_exp_avg_sq = Where (found_inf, exp_avg_sq, v_stored)
 }
 )";
 

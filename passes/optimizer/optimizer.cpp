@@ -9,7 +9,10 @@
 //
 // New state: `optimizer_step` int64 [] = 0 (mpc.step), and per parameter P of
 // its shape and dtype, zero-initialised: `P_momentum` (SGD with momentum) or
-// `P_exp_avg`, `P_exp_avg_sq` (Adam/AdamW). With --max-grad-norm one
+// `P_exp_avg`, `P_exp_avg_sq` (Adam/AdamW); --optimizer-state-dtype=bf16
+// makes those moments bf16 (the update widens them, computes in fp32 and
+// rounds the new moments back, kernels/common/optimizer_math.h). With
+// --max-grad-norm one
 // mpc.ClipGradNorm rescales all (unscaled) gradients together (its norm
 // output, the norm before clipping, is mpc.grad_norm); then one
 // mpc.SGD / mpc.Adam per parameter and one mpc.IncrementStep. All of them take
@@ -69,7 +72,8 @@ struct OptimizerConfig {
   double maxGradNorm = 0;
   AdafactorConfig adafactor; ///< Kind::Adafactor's
   bool scheduled = false;    ///< --lr-schedule: lr is mpc.LearningRate's output
-  std::string schedule;      ///< lrScheduleSummary, for mpc.optimizer
+  DType stateDtype = DType::F32; ///< --optimizer-state-dtype: the moments'
+  std::string schedule;          ///< lrScheduleSummary, for mpc.optimizer
   /// --no-weight-decay: the parameters it names update with weight_decay 0.
   std::string noDecayText;
   std::optional<NamePattern> noDecay;
@@ -160,6 +164,17 @@ OptimizerConfig configure(const CompileOptions &o) {
     requireBeta("--beta2", c.beta2);
     requireAtLeast("--eps", c.epsilon, 0);
   }
+  c.stateDtype = o.optimizerStateDtype;
+  if (c.stateDtype != DType::F32) {
+    // A flag that changes nothing would train otherwise than asked for.
+    if (c.kind == Kind::Adafactor)
+      throw Error("--optimizer-state-dtype=bf16: --optimizer=adafactor keeps "
+                  "its factored statistics in fp32 (bf16 state is for adam, "
+                  "adamw and sgd with --momentum)");
+    if (c.kind == Kind::Sgd && c.momentum == 0)
+      throw Error("--optimizer-state-dtype=bf16: --optimizer=sgd without "
+                  "--momentum keeps no optimizer state");
+  }
   c.scheduled = checkLrScheduleOptions(o);
   c.schedule = lrScheduleSummary(o);
   if (o.emaDecay)
@@ -195,6 +210,8 @@ std::string summary(const OptimizerConfig &c) {
     s += " max_grad_norm=" + formatNumber(c.maxGradNorm);
   if (c.noDecay)
     s += " no_weight_decay=" + c.noDecayText;
+  if (c.stateDtype != DType::F32)
+    s += std::string(" state_dtype=") + dtypeName(c.stateDtype);
   return s + c.schedule;
 }
 
@@ -217,10 +234,12 @@ void checkParameter(const Value &p, const Value &grad) {
                 p.name() + "' has shape " + dimsToString(p.dims));
 }
 
-/// Zeros of p's dtype and shape: a fresh moment buffer (untouched zero
-/// pages until something writes it: the export leaves holes for them).
-Tensor zerosLike(const Value &p) {
-  return Tensor::zeros(p.dtype, p.initializer()->dims);
+/// Zeros of p's shape: a fresh moment buffer (untouched zero pages until
+/// something writes it: the export leaves holes for them), of p's dtype or
+/// --optimizer-state-dtype's narrower one.
+Tensor zerosLike(const Value &p, DType stateDtype) {
+  return Tensor::zeros(stateDtype == DType::F32 ? p.dtype : stateDtype,
+                       p.initializer()->dims);
 }
 
 Attribute floatAttr(double v) { return Attribute::ofFloat(float(v)); }
@@ -245,8 +264,16 @@ void runOptimizer(Model &model, PassContext &ctx) {
                   *divided + " (mpc.grad_accum is set)");
   TrainingValues tv = requireGradients(model, kPass);
   Graph &g = *tv.algorithm;
-  for (size_t i = 0; i < tv.params.size(); ++i)
+  for (size_t i = 0; i < tv.params.size(); ++i) {
     checkParameter(*tv.params[i], *tv.grads[i]);
+    // bf16 moments are the narrow copy of fp32 ones; fp64 parameters
+    // (gradient checks) keep moments of their own precision.
+    if (c.stateDtype != DType::F32 && tv.params[i]->dtype != DType::F32)
+      throw Error("--optimizer-state-dtype=bf16: parameter '" +
+                  tv.params[i]->name() + "' is " +
+                  dtypeName(tv.params[i]->dtype) +
+                  "; bf16 moments are kept for fp32 master weights only");
+  }
   // --no-weight-decay's group, known before the graph changes: a pattern
   // that names no parameter is a mistake (a misspelt name trains otherwise).
   std::vector<bool> noDecay(tv.params.size(), false);
@@ -382,13 +409,13 @@ void runOptimizer(Model &model, PassContext &ctx) {
     Node *update = nullptr;
     if (c.kind == Kind::Sgd) {
       if (c.momentum != 0)
-        stateIn.push_back(
-            addState(model, joined("", p->name(), "_momentum"), zerosLike(*p)));
+        stateIn.push_back(addState(model, joined("", p->name(), "_momentum"),
+                                   zerosLike(*p, c.stateDtype)));
     } else {
-      stateIn.push_back(
-          addState(model, joined("", p->name(), "_exp_avg"), zerosLike(*p)));
-      stateIn.push_back(
-          addState(model, joined("", p->name(), "_exp_avg_sq"), zerosLike(*p)));
+      stateIn.push_back(addState(model, joined("", p->name(), "_exp_avg"),
+                                 zerosLike(*p, c.stateDtype)));
+      stateIn.push_back(addState(model, joined("", p->name(), "_exp_avg_sq"),
+                                 zerosLike(*p, c.stateDtype)));
     }
     std::vector<Value *> inputs;
     inputs.reserve(6 + stateIn.size());

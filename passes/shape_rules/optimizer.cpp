@@ -105,14 +105,35 @@ void checkOptimizerControls(Ctx &c, size_t lrInput) {
   }
 }
 
+/// An optimizer moment (input i) of parameter input 2: the parameter's
+/// dtype, or bf16 beside an fp32 parameter (--optimizer-state-dtype=bf16:
+/// the kernels widen it, update in fp32 and round the new moment back).
+void requireMomentType(Ctx &c, size_t i) {
+  const Value *p = c.n.input(2), *m = c.n.input(i);
+  if (!p || !m || p->dtype == DType::Undefined || m->dtype == DType::Undefined)
+    return;
+  if (m->dtype == p->dtype ||
+      (m->dtype == DType::BF16 && p->dtype == DType::F32))
+    return;
+  fail([&] {
+    errorAt(c.n) << c.inputText(i) << " is " << dtypeName(m->dtype)
+                 << " but the parameter " << c.inputText(2) << " is "
+                 << dtypeName(p->dtype)
+                 << " (optimizer state is the parameter's dtype, or bf16 "
+                    "beside fp32)";
+  });
+}
+
 void inferSGD(Ctx &c) {
   checkOptimizerControls(c, 5);
   Value *p = c.req(2);
   c.req(3);
   c.requireFloat(2);
   requireSameShape(c, 2, 3);
-  if (c.opt(4))
+  if (c.opt(4)) {
     requireSameShape(c, 2, 4);
+    requireMomentType(c, 4);
+  }
   if (c.n.numOutputs() == 2 && !c.opt(4))
     fail(
         [&] { errorAt(c.n) << "has a momentum output but no momentum input"; });
@@ -131,6 +152,9 @@ void inferAdam(Ctx &c) {
   c.requireFloat(2);
   for (size_t i = 3; i <= 5; ++i)
     requireSameShape(c, 2, i);
+  requireMomentType(c, 4);
+  requireMomentType(c, 5);
+  c.sameDType({4, 5});
   c.flagAttr("decoupled", false);
   c.setLike(0, p);
   c.setLike(1, m);

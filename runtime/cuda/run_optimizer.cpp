@@ -68,6 +68,26 @@ void requireLikeParam(const Node &node, const Tensor &t, const Tensor &p,
          " does not match the parameter's shape ", cpu::shapeString(p.dims));
 }
 
+/// An optimizer moment: the parameter's shape, fp32 or bf16
+/// (--optimizer-state-dtype=bf16), as the CPU kernels check it.
+void requireMoment(const Node &node, const Tensor &t, const Tensor &p,
+                   const char *what) {
+  if (t.dtype != DType::F32 && t.dtype != DType::BF16)
+    fail(node, what, " must be fp32 or bf16 (optimizer state), got ",
+         dtypeName(t.dtype));
+  if (t.dims != p.dims)
+    fail(node, what, " of shape ", cpu::shapeString(t.dims),
+         " does not match the parameter's shape ", cpu::shapeString(p.dims));
+}
+
+/// Calls f(float{}) or f(uint16_t{}) (bf16 bits) for a moment's storage.
+template <typename F> void dispatchMoment(DType t, F &&f) {
+  if (t == DType::BF16)
+    f(uint16_t{});
+  else
+    f(float{});
+}
+
 /// The step counter, read on the host (see the file comment).
 int64_t readStep(const Node &node, const Tensor &t) {
   if (t.numel() != 1)
@@ -210,7 +230,7 @@ void runSgd(NodeStaging &s) {
   requireLikeParam(node, g, p, "gradient");
   double momentum = node.attrFloat("momentum", 0.0f);
   if (buf)
-    requireLikeParam(node, *buf, p, "momentum buffer");
+    requireMoment(node, *buf, p, "momentum buffer");
   else if (momentum != 0.0)
     fail(node, "momentum ", momentum, " needs a momentum buffer (input 4)");
   if (s.ctx().hasOutput(1) && !buf)
@@ -223,16 +243,20 @@ void runSgd(NodeStaging &s) {
       node.attrInt("nesterov", 0) != 0, resident ? 0 : readStep(node, stepT));
   const uint8_t *found = foundInf(s, 0);
   auto *pOut = static_cast<float *>(s.out(0, DType::F32, p.dims));
-  auto *bufOut =
-      buf ? static_cast<float *>(s.optionalOut(1, DType::F32, p.dims))
-          : nullptr;
-  if (resident)
-    launchSgdDeviceStep(found, deviceStep(s, 1), lr, f32(s, 2), f32(s, 3),
-                        buf ? f32(s, 4) : nullptr, pOut, bufOut, p.numel(),
-                        scalars, s.stream());
-  else
-    launchSgd(found, f32(s, 2), f32(s, 3), buf ? f32(s, 4) : nullptr, pOut,
-              bufOut, p.numel(), scalars, s.stream());
+  const DType bufType = buf ? buf->dtype : DType::F32;
+  void *bufOut = buf ? s.optionalOut(1, bufType, p.dims) : nullptr;
+  const void *bufIn = buf ? s.device(4) : nullptr;
+  dispatchMoment(bufType, [&](auto stored) {
+    using M = decltype(stored);
+    const M *b = static_cast<const M *>(bufIn);
+    M *bOut = static_cast<M *>(bufOut);
+    if (resident)
+      launchSgdDeviceStep(found, deviceStep(s, 1), lr, f32(s, 2), f32(s, 3), b,
+                          pOut, bOut, p.numel(), scalars, s.stream());
+    else
+      launchSgd(found, f32(s, 2), f32(s, 3), b, pOut, bOut, p.numel(), scalars,
+                s.stream());
+  });
 }
 
 void runAdam(NodeStaging &s) {
@@ -242,8 +266,11 @@ void runAdam(NodeStaging &s) {
                &v = s.in(5, "exp_avg_sq");
   requireLikeParam(node, p, p, "param");
   requireLikeParam(node, g, p, "gradient");
-  requireLikeParam(node, m, p, "exp_avg");
-  requireLikeParam(node, v, p, "exp_avg_sq");
+  requireMoment(node, m, p, "exp_avg");
+  requireMoment(node, v, p, "exp_avg_sq");
+  if (m.dtype != v.dtype)
+    fail(node, "exp_avg is ", dtypeName(m.dtype), " but exp_avg_sq is ",
+         dtypeName(v.dtype), " (both moments are stored in one dtype)");
   AdamHyper h;
   h.lr = node.attrFloat("lr", 1e-3f);
   h.beta1 = node.attrFloat("beta1", 0.9f);
@@ -253,20 +280,27 @@ void runAdam(NodeStaging &s) {
   h.decoupled = node.attrInt("decoupled", 0) != 0;
   const uint8_t *found = foundInf(s, 0);
   auto *pOut = static_cast<float *>(s.out(0, DType::F32, p.dims));
-  auto *mOut = static_cast<float *>(s.optionalOut(1, DType::F32, p.dims));
-  auto *vOut = static_cast<float *>(s.optionalOut(2, DType::F32, p.dims));
+  void *mOut = s.optionalOut(1, m.dtype, p.dims);
+  void *vOut = s.optionalOut(2, v.dtype, p.dims);
   DeviceScalar lr = deviceLr(s, 6);
-  if (s.resident()) {
-    launchAdamDeviceStep(found, deviceStep(s, 1), lr, f32(s, 2), f32(s, 3),
-                         f32(s, 4), f32(s, 5), pOut, mOut, vOut, p.numel(), h,
-                         s.stream());
-    return;
-  }
-  AdamScalars scalars =
-      adamScalars(hostLr(s, 6), h.beta1, h.beta2, h.eps, h.weightDecay,
-                  h.decoupled, readStep(node, stepT));
-  launchAdam(found, f32(s, 2), f32(s, 3), f32(s, 4), f32(s, 5), pOut, mOut,
-             vOut, p.numel(), scalars, s.stream());
+  const bool resident = s.resident();
+  AdamScalars scalars;
+  if (!resident)
+    scalars = adamScalars(hostLr(s, 6), h.beta1, h.beta2, h.eps, h.weightDecay,
+                          h.decoupled, readStep(node, stepT));
+  dispatchMoment(m.dtype, [&](auto stored) {
+    using M = decltype(stored);
+    const M *mIn = static_cast<const M *>(s.device(4));
+    const M *vIn = static_cast<const M *>(s.device(5));
+    if (resident)
+      launchAdamDeviceStep(found, deviceStep(s, 1), lr, f32(s, 2), f32(s, 3),
+                           mIn, vIn, pOut, static_cast<M *>(mOut),
+                           static_cast<M *>(vOut), p.numel(), h, s.stream());
+    else
+      launchAdam(found, f32(s, 2), f32(s, 3), mIn, vIn, pOut,
+                 static_cast<M *>(mOut), static_cast<M *>(vOut), p.numel(),
+                 scalars, s.stream());
+  });
 }
 
 void runIncrementStep(NodeStaging &s) {

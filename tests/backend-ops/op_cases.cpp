@@ -681,6 +681,34 @@ void addTraining(std::vector<OpCase> &cases) {
                                randomTensor(rng, DType::F32, {n}, 0, 0.01f)};
                      }});
   }
+  // --optimizer-state-dtype=bf16: bf16 moments and momentum buffer (the
+  // kernels' scalar path, rounded on store), staged and skipped.
+  for (bool skip : {false, true}) {
+    const char *suffix = skip ? "_skipped" : "";
+    cases.push_back(
+        {std::string("Adam_bf16_moments") + suffix, kMpcDomain, "Adam",
+         Builder::Attrs{
+             {"lr", f(1e-3f)}, {"weight_decay", f(0.01f)}, {"decoupled", i(1)}},
+         3, kF32, [=](DType, std::mt19937 &rng) -> Inputs {
+           return {boolScalar(skip),
+                   int64Scalar(4),
+                   randomTensor(rng, DType::F32, {1003}),
+                   randomTensor(rng, DType::F32, {1003}),
+                   randomTensor(rng, DType::F32, {1003}, -0.1f, 0.1f)
+                       .castTo(DType::BF16),
+                   randomTensor(rng, DType::F32, {1003}, 0, 0.01f)
+                       .castTo(DType::BF16)};
+         }});
+    cases.push_back(
+        {std::string("SGD_bf16_momentum") + suffix, kMpcDomain, "SGD",
+         Builder::Attrs{{"lr", f(0.05f)}, {"momentum", f(0.9f)}}, 2, kF32,
+         [=](DType, std::mt19937 &rng) -> Inputs {
+           return {boolScalar(skip), int64Scalar(3),
+                   randomTensor(rng, DType::F32, {33, 65}),
+                   randomTensor(rng, DType::F32, {33, 65}),
+                   randomTensor(rng, DType::F32, {33, 65}).castTo(DType::BF16)};
+         }});
+  }
   // --lr-schedule: the rate an fp64 input (the device reads it; SGD's after
   // an omitted buffer), and mpc.LearningRate itself with the device's cos
   // and pow (a rounding tie could tell them apart; Exact asks for none).

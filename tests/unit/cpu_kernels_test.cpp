@@ -1500,6 +1500,71 @@ TEST(CpuMpcTrain, SgdAndAdamMatchSharedMathAndSkipOnInf) {
             std::string::npos);
 }
 
+// --optimizer-state-dtype=bf16: the moments are bf16. The update is the fp32
+// one on the widened moments; the parameter moves by the fp32 new moments
+// (not their rounded copies) and the moments are stored rounded to nearest
+// even. A skipped step copies the bf16 bits.
+TEST(CpuMpcTrain, SgdAndAdamWithBf16Moments) {
+  std::vector<float> pv = randomFloats(64, 51), gv = randomFloats(64, 52),
+                     mv = randomFloats(64, 53), vv = randomFloats(64, 54, 0, 1);
+  Tensor p = F({8, 8}, pv), g = F({8, 8}, gv), step = I({}, {4});
+  Tensor m = H({8, 8}, mv, DType::BF16), v = H({8, 8}, vv, DType::BF16);
+  Tensor clean = B({}, {false}), inf = B({}, {true});
+  Attrs adam = {{"lr", f32(1e-2f)},           {"beta1", f32(0.9f)},
+                {"beta2", f32(0.999f)},       {"epsilon", f32(1e-8f)},
+                {"weight_decay", f32(0.01f)}, {"decoupled", i64(1)}};
+  std::vector<Tensor> out =
+      runNode("Adam", {&clean, &step, &p, &g, &m, &v}, adam, 3, kMpcDomain);
+  ASSERT_EQ(out[1].dtype, DType::BF16);
+  ASSERT_EQ(out[2].dtype, DType::BF16);
+  AdamScalars as = adamScalars(1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, true, 4);
+  int movedByRounding = 0;
+  for (int64_t i = 0; i < 64; ++i) {
+    float pe = pv[size_t(i)], me = float(m.getAsDouble(i)),
+          ve = float(v.getAsDouble(i));
+    adamUpdate(pe, gv[size_t(i)], me, ve, as);
+    EXPECT_EQ(out[0].data<float>()[i], pe) << i;
+    EXPECT_EQ(out[1].data<uint16_t>()[i], floatToBf16(me)) << i;
+    EXPECT_EQ(out[2].data<uint16_t>()[i], floatToBf16(ve)) << i;
+    // The parameter had it moved by the rounded new moments.
+    float denom = roundToBf16(ve);
+    denom = std::sqrt(denom) / as.biasCorrection2Sqrt + as.eps;
+    float pr = pv[size_t(i)] * as.decayFactor +
+               as.negStepSize * roundToBf16(me) / denom;
+    movedByRounding += pr != pe;
+  }
+  // The choice shows: most elements would move otherwise.
+  EXPECT_GT(movedByRounding, 32);
+  out = runNode("Adam", {&inf, &step, &p, &g, &m, &v}, adam, 3, kMpcDomain);
+  EXPECT_EQ(out[0].bytes, p.bytes);
+  EXPECT_EQ(out[1].bytes, m.bytes);
+  EXPECT_EQ(out[2].bytes, v.bytes);
+  // Moments of two dtypes, or fp16 ones, are refused.
+  Tensor v32 = F({8, 8}, vv), vh = H({8, 8}, vv);
+  EXPECT_NE(errorOf("Adam", {clean, step, p, g, m, v32}, adam, kMpcDomain)
+                .find("exp_avg is bf16 but exp_avg_sq is fp32"),
+            std::string::npos);
+  EXPECT_NE(errorOf("Adam", {clean, step, p, g, vh, vh}, adam, kMpcDomain)
+                .find("exp_avg must be fp32 or bf16"),
+            std::string::npos);
+
+  Attrs sgd = {{"lr", f32(0.05f)},
+               {"momentum", f32(0.9f)},
+               {"weight_decay", f32(1e-4f)}};
+  out = runNode("SGD", {&clean, &step, &p, &g, &m}, sgd, 2, kMpcDomain);
+  ASSERT_EQ(out[1].dtype, DType::BF16);
+  SgdScalars ss = sgdScalars(0.05f, 0.9f, 0, 1e-4f, false, 4);
+  for (int64_t i = 0; i < 64; ++i) {
+    float pe = pv[size_t(i)], be = float(m.getAsDouble(i));
+    sgdUpdate(pe, gv[size_t(i)], be, ss);
+    EXPECT_EQ(out[0].data<float>()[i], pe) << i;
+    EXPECT_EQ(out[1].data<uint16_t>()[i], floatToBf16(be)) << i;
+  }
+  out = runNode("SGD", {&inf, &step, &p, &g, &m}, sgd, 2, kMpcDomain);
+  EXPECT_EQ(out[0].bytes, p.bytes);
+  EXPECT_EQ(out[1].bytes, m.bytes);
+}
+
 TEST(CpuMpcTrain, IncrementStep) {
   Tensor step = I({}, {7});
   EXPECT_EQ(runMpc("IncrementStep", {step, B({}, {false})}).getAsDouble(0), 8);

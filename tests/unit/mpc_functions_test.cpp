@@ -804,6 +804,26 @@ TEST(MpcFunctions, SGDMatchesKernel) {
     k.tols = {Tol::bits(), Tol::bits()};
     cases.push_back(k);
   }
+  // --optimizer-state-dtype=bf16: a bf16 buffer, widened, updated in fp32 and
+  // stored rounded (the kernel's sgdUpdateStored; CastLike in the body).
+  for (int64_t step : {0, 3})
+    for (bool skipped : {false, true}) {
+      Case k;
+      k.label = "SGD bf16 momentum step " + std::to_string(step) +
+                (skipped ? " skipped" : "");
+      k.op = "SGD";
+      k.inputs = {{"found_inf", flag(skipped)},
+                  {"step", scalarOf(DType::I64, double(step))},
+                  {"param", uniform(DType::F32, dims, -1, 1)},
+                  {"grad", uniform(DType::F32, dims, -0.5, 0.5)},
+                  {"momentum_buffer", uniform(DType::BF16, dims, -0.2, 0.2)}};
+      k.attrs = {{"lr", A::ofFloat(0.1f)},
+                 {"momentum", A::ofFloat(0.9f)},
+                 {"weight_decay", A::ofFloat(0.01f)}};
+      k.numOutputs = 2;
+      k.tols = {Tol::bits(), Tol::bits()};
+      cases.push_back(k);
+    }
   cases.push_back({"SGD defaults",
                    "SGD",
                    {{"found_inf", flag(false)},
@@ -867,6 +887,27 @@ TEST(MpcFunctions, AdamMatchesKernel) {
     k.tols = {Tol::bits(), Tol::bits(), Tol::bits()};
     cases.push_back(k);
   }
+  // --optimizer-state-dtype=bf16: bf16 moments; the parameter moves by the
+  // fp32 new moments, which are then stored rounded (adamUpdateStored).
+  for (int64_t step : {0, 6})
+    for (bool skipped : {false, true}) {
+      Case k;
+      k.label = "AdamW bf16 moments step " + std::to_string(step) +
+                (skipped ? " skipped" : "");
+      k.op = "Adam";
+      k.inputs = {{"found_inf", flag(skipped)},
+                  {"step", scalarOf(DType::I64, double(step))},
+                  {"param", uniform(DType::F32, dims, -1, 1)},
+                  {"grad", uniform(DType::F32, dims, -0.5, 0.5)},
+                  {"exp_avg", uniform(DType::BF16, dims, -0.1, 0.1)},
+                  {"exp_avg_sq", uniform(DType::BF16, dims, 0, 0.05)}};
+      k.attrs = {{"lr", A::ofFloat(1e-2f)},
+                 {"weight_decay", A::ofFloat(0.01f)},
+                 {"decoupled", A::ofInt(1)}};
+      k.numOutputs = 3;
+      k.tols = {Tol::bits(), Tol::bits(), Tol::bits()};
+      cases.push_back(k);
+    }
   cases.push_back({"Adam defaults",
                    "Adam",
                    {{"found_inf", flag(false)},
