@@ -14,6 +14,8 @@ MemoryPlan planFp32Baseline(const std::string &modelPath,
   CompileOptions fp32 = options;
   fp32.precision = DType::F32;
   fp32.lossScale = "none";
+  // The budget is the chosen compile's: the baseline is the plain step.
+  fp32.memoryBudget = 0;
   PipelineConfig config;
   config.verifyEach = false; // the chosen compile was verified
   Statistics stats;

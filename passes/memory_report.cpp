@@ -1,6 +1,7 @@
 // Memory report: the step's plan by class, as a table and as JSON.
 #include "passes/memory_report.h"
 
+#include "passes/flop_count.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/shape_inference.h"
 #include "passes/step_graph.h"
@@ -167,7 +168,8 @@ MemoryPlan planCompiledModel(const Model &compiled, bool asWritten) {
 
 std::string memoryReportTable(const MemoryPlan &chosen,
                               const std::string &chosenLabel,
-                              const MemoryPlan &baseline) {
+                              const MemoryPlan &baseline,
+                              const StepFlops *flops) {
   std::ostringstream os;
   char line[160];
   bool small = std::max(chosen.arenaBytes, baseline.arenaBytes) < (10u << 20);
@@ -203,6 +205,20 @@ std::string memoryReportTable(const MemoryPlan &chosen,
                 chosen.inPlace.size(), chosenLabel.c_str(),
                 baseline.inPlace.size());
   os << line;
+  if (flops) {
+    // GFLOPs, and the recomputation's share of the step's.
+    auto g = [](int64_t f) { return double(f) / 1e9; };
+    std::snprintf(
+        line, sizeof line,
+        "step GFLOPs: forward %.4g, backward %.4g, recompute %.4g "
+        "(%.3f of the step, %.3f forwards)\n",
+        g(flops->forward), g(flops->backward), g(flops->recompute),
+        flops->total() ? double(flops->recompute) / double(flops->total())
+                       : 0.0,
+        flops->forward ? double(flops->recompute) / double(flops->forward)
+                       : 0.0);
+    os << line;
+  }
   os << "largest at the " << chosenLabel << " peak:\n";
   for (const auto &r : chosen.largestAtPeak) {
     std::snprintf(line, sizeof line, "  %10s  %-16s %s\n", mib(r.bytes).c_str(),
@@ -214,14 +230,27 @@ std::string memoryReportTable(const MemoryPlan &chosen,
 
 std::string memoryReportJson(const MemoryPlan &chosen,
                              const std::string &chosenLabel,
-                             const MemoryPlan &baseline) {
+                             const MemoryPlan &baseline,
+                             const StepFlops *flops) {
   std::ostringstream os;
   os << "{\"planned\": ";
   jsonPlan(os, chosen, chosenLabel);
   os << ", \"fp32_baseline\": ";
   jsonPlan(os, baseline, "fp32");
-  os << ", \"ratio\": " << ratio(chosen.arenaBytes, baseline.arenaBytes)
-     << "}\n";
+  os << ", \"ratio\": " << ratio(chosen.arenaBytes, baseline.arenaBytes);
+  if (flops) {
+    char fraction[32];
+    std::snprintf(fraction, sizeof fraction, "%.6f",
+                  flops->total()
+                      ? double(flops->recompute) / double(flops->total())
+                      : 0.0);
+    os << ", \"flops\": {\"forward\": " << flops->forward
+       << ", \"backward\": " << flops->backward
+       << ", \"recompute\": " << flops->recompute
+       << ", \"step\": " << flops->total()
+       << ", \"recompute_fraction\": " << fraction << "}";
+  }
+  os << "}\n";
   return os.str();
 }
 

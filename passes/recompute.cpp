@@ -19,10 +19,13 @@
 //                         value, recomputed from that value, which costs
 //                         half the bytes to keep (with the fp16 copy of the
 //                         island's output that the next matrix product
-//                         reads); largest first; with --memory-budget=BYTES
-//                         only until the planned peak fits the budget
+//                         reads)
 //   --recompute=A,B       the outputs of the nodes named A and B (a chain of
 //                         named nodes is recomputed together)
+//   --memory-budget=SIZE  (implies auto) whatever it takes, matrix products
+//                         and whole blocks included, for the planned peak
+//                         to fit SIZE, at the fewest recompute FLOPs found
+//                         (passes/recompute_budget.cpp)
 //
 // Runs after cleanup (so no cast merging undoes the copies) and before
 // plan-memory; after fold-widening-casts, so an island may be one
@@ -31,6 +34,7 @@
 #include "ir/step_metadata.h"
 #include "passes/memory_report.h"
 #include "passes/pass.h"
+#include "passes/recompute_budget.h"
 #include "support/diagnostics.h"
 
 #include <algorithm>
@@ -267,17 +271,29 @@ AutoChoice chooseAuto(const Schedule &s) {
 
 void runRecompute(Model &model, PassContext &ctx) {
   const CompileOptions &o = ctx.options;
-  if (o.recompute == "none") {
+  const bool budget = o.memoryBudget > 0;
+  if (o.recompute == "none" && !budget) {
     ctx.changedNothing = true;
     return;
   }
+  const char *flag = budget ? "--memory-budget" : "--recompute";
+  if (budget && o.recompute != "none" && o.recompute != "auto")
+    throw Error("--memory-budget: chooses what to recompute itself; it does "
+                "not take --recompute=" +
+                o.recompute);
   if (!model.training)
-    throw Error("--recompute: the model has no training step to recompute in");
+    throw Error(std::string(flag) +
+                ": the model has no training step to recompute in");
   Graph &g = *model.training->algorithm;
   Schedule s(model, g);
   if (s.lossIndex < 0)
-    throw Error("--recompute: the step has no loss (mpc.loss) to tell the "
-                "forward from the backward");
+    throw Error(std::string(flag) +
+                ": the step has no loss (mpc.loss) to tell the forward from "
+                "the backward");
+  if (budget) {
+    recomputeToBudget(model, ctx);
+    return;
+  }
   std::vector<const Value *> chosen;
   std::unordered_set<const Value *> chain;
   if (o.recompute != "auto") {
@@ -312,45 +328,6 @@ void runRecompute(Model &model, PassContext &ctx) {
     AutoChoice a = chooseAuto(s);
     chosen = std::move(a.chosen);
     chain = std::move(a.chain);
-  }
-
-  if (o.memoryBudget > 0 && o.recompute == "auto") {
-    // The fewest of the largest candidates that bring the plan under budget.
-    MemoryPlan before = planCompiledModel(model, /*asWritten=*/false);
-    size_t taken = 0;
-    if (before.arenaBytes > size_t(o.memoryBudget)) {
-      for (taken = 1; taken <= chosen.size(); ++taken) {
-        auto trial = std::make_unique<Model>();
-        trial->opsets = model.opsets;
-        trial->metadata = model.metadata;
-        trial->graph = model.graph->clone();
-        trial->training.emplace();
-        trial->training->algorithm = g.clone();
-        trial->training->updateBinding = model.training->updateBinding;
-        Graph &tg = *trial->training->algorithm;
-        Schedule ts(*trial, tg);
-        std::vector<const Value *> prefix;
-        for (size_t k = 0; k < taken; ++k)
-          prefix.push_back(tg.findValue(chosen[k]->name()));
-        std::unordered_set<const Value *> trialChain;
-        for (const Value *v : chain)
-          trialChain.insert(tg.findValue(v->name()));
-        recompute(tg, ts, prefix, trialChain);
-        if (planCompiledModel(*trial, false).arenaBytes <=
-            size_t(o.memoryBudget))
-          break;
-      }
-      if (taken > chosen.size()) {
-        ctx.notes.push_back(
-            "--memory-budget=" + std::to_string(o.memoryBudget) +
-            ": the planned peak stays above the budget "
-            "after recomputing all " +
-            std::to_string(chosen.size()) + " candidates");
-        taken = chosen.size();
-      }
-    }
-    ctx.stats["planned_peak_before"] = int64_t(before.arenaBytes);
-    chosen.resize(taken);
   }
 
   size_t bytes = 0;

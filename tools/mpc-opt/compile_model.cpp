@@ -2,6 +2,7 @@
 #include "tools/mpc-opt/compile_model.h"
 
 #include "passes/compile_model.h"
+#include "passes/flop_count.h"
 #include "passes/inference_model.h"
 #include "passes/memory_baseline.h"
 #include "passes/memory_report.h"
@@ -33,11 +34,12 @@ void reportMemory(const Model &model, const OptFlags &f) {
       f.input, f.options,
       f.passesGiven ? parsePipeline(f.passes) : std::vector<PipelineEntry>{});
   std::string label = dtypeName(f.options.precision);
+  StepFlops flops = countStepFlops(model);
   if (f.reportMemory)
     (f.output == "-" ? std::cerr : std::cout)
-        << memoryReportTable(chosen, label, baseline);
+        << memoryReportTable(chosen, label, baseline, &flops);
   if (!f.reportJson.empty()) {
-    std::string json = memoryReportJson(chosen, label, baseline), error;
+    std::string json = memoryReportJson(chosen, label, baseline, &flops), error;
     if (!writeFileAtomically(f.reportJson, json.data(), json.size(), error,
                              kOutputSync))
       throw Error("--report-json: " + error);

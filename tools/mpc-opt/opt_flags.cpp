@@ -176,8 +176,13 @@ OptFlags parseOptFlags(int argc, const char *const *argv) {
   compileNamePattern(o.trainable, "trainable");
   compileNamePattern(o.frozen, "frozen");
   compileNamePattern(o.noWeightDecay, "no-weight-decay");
-  if (f.options.memoryBudget > 0 && f.options.recompute != "auto")
-    throw Error("--memory-budget: only with --recompute=auto");
+  // A budget chooses what to recompute (it implies --recompute=auto); an
+  // explicit none or list of nodes says otherwise.
+  if (f.options.memoryBudget > 0 && f.options.recompute != "auto" &&
+      std::find(f.given.begin(), f.given.end(), "--recompute") != f.given.end())
+    throw Error("--memory-budget: chooses what to recompute itself; not "
+                "with --recompute=" +
+                f.options.recompute);
   if ((f.reportMemory || !f.reportJson.empty()) && f.splitInputFile)
     throw Error("--report: cannot be combined with --split-input-file");
   if (!f.dotFile.empty() && f.splitInputFile)
