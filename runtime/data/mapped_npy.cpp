@@ -6,8 +6,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csetjmp>
+#include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <mutex>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,6 +32,45 @@ struct Fd {
 size_t pageSize() {
   static const size_t page = size_t(::sysconf(_SC_PAGESIZE));
   return page;
+}
+
+// A file truncated after it was mapped (rewritten by np.save while a run
+// reads it) makes a copy from its vanished pages raise SIGBUS. The copy
+// guards itself: a SIGBUS on a thread inside copy() jumps back into it,
+// which throws an Error naming the file; any other SIGBUS goes to whoever
+// handled it before.
+thread_local sigjmp_buf *tCopyJump = nullptr;
+struct sigaction gPreviousSigbus;
+
+void onSigbus(int sig, siginfo_t *info, void *context) {
+  if (sigjmp_buf *jump = tCopyJump) {
+    tCopyJump = nullptr;
+    siglongjmp(*jump, 1);
+  }
+  if (gPreviousSigbus.sa_flags & SA_SIGINFO) {
+    if (gPreviousSigbus.sa_sigaction) {
+      gPreviousSigbus.sa_sigaction(sig, info, context);
+      return;
+    }
+  } else if (gPreviousSigbus.sa_handler != SIG_DFL &&
+             gPreviousSigbus.sa_handler != SIG_IGN) {
+    gPreviousSigbus.sa_handler(sig);
+    return;
+  }
+  // The default action: die of SIGBUS, as without this handler.
+  ::signal(SIGBUS, SIG_DFL);
+  ::raise(SIGBUS);
+}
+
+void guardAgainstTruncation() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = onSigbus;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGBUS, &sa, &gPreviousSigbus);
+  });
 }
 
 } // namespace
@@ -77,8 +120,27 @@ MappedNpy::~MappedNpy() {
 }
 
 void MappedNpy::copy(uint64_t offset, size_t n, uint8_t *dst) const {
-  if (n)
-    std::memcpy(dst, base_ + dataOffset_ + offset, n);
+  if (!n)
+    return;
+  guardAgainstTruncation();
+  // No signal mask saved (a syscall per copy); the handler's SIGBUS block
+  // is lifted below on the rare way out through it.
+  sigjmp_buf jump;
+  if (sigsetjmp(jump, 0) != 0) {
+    sigset_t bus;
+    sigemptyset(&bus);
+    sigaddset(&bus, SIGBUS);
+    ::pthread_sigmask(SIG_UNBLOCK, &bus, nullptr);
+    throw Error(path_ + ": the file became shorter while it was being read "
+                        "(was it rewritten during the run?)");
+  }
+  // The barriers keep the compiler from moving (or dropping) the stores
+  // around the copy: the handler reads them when the copy faults.
+  tCopyJump = &jump;
+  asm volatile("" ::: "memory");
+  std::memcpy(dst, base_ + dataOffset_ + offset, n);
+  asm volatile("" ::: "memory");
+  tCopyJump = nullptr;
 }
 
 void MappedNpy::release(uint64_t offset, size_t n) const {

@@ -31,7 +31,9 @@ public:
   DType dtype() const { return dtype_; }
   const std::vector<int64_t> &dims() const { return dims_; }
 
-  /// Copies bytes [offset, offset + n) of the array data to `dst`.
+  /// Copies bytes [offset, offset + n) of the array data to `dst`. Throws
+  /// Error naming the file when it was truncated since it was mapped (the
+  /// copy catches the SIGBUS that reading past its new end raises).
   void copy(uint64_t offset, size_t n, uint8_t *dst) const;
   /// Hands the pages of array bytes [offset, offset + n) back to the kernel
   /// (a later copy reads them from the page cache again).
