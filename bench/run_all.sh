@@ -12,7 +12,7 @@ status=0
 # The tables also go to bench/results/tables-<date>.txt, next to the JSON.
 mkdir -p bench/results
 exec > >(tee "bench/results/tables-$date.txt") 2>&1
-for script in bench/compile_time.sh bench/memory.sh bench/cpu_step.sh bench/data_parallel.sh \
+for script in bench/compile_time.sh bench/memory.sh bench/memory_budget.sh bench/cpu_step.sh bench/data_parallel.sh \
   bench/sync_batch_norm.sh bench/grad_comm.sh; do
   echo "######## $script"
   "$script" "$build" "bench/results/$(basename "$script" .sh)-$date.json" || status=1
