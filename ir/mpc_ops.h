@@ -250,6 +250,26 @@
 //       communication; where true, as above. A backend may also reduce where
 //       it is false (the CUDA graph cannot branch): the outputs are not read
 //       inside the window.
+//
+// Sharded optimizer state (emitted by optimizer with --shard-optimizer,
+// passes/optimizer/shard_optimizer.h). A value x of n elements is cut into
+// world_size chunks of c = ceil(n / world_size) elements of its flattened
+// (row-major) form; chunk r (elements r*c .. r*c+c-1, zeros past n) is
+// rank r's. Every op refuses to run in a world of another size.
+//   ReduceScatter([gate,] x1..xn) <reduction, world_size [, gated,
+//       wire_dtype]> -> (s1..sn)
+//       si = this rank's chunk of AllReduce(xi) (fp [c]), each element
+//       reduced as AllReduce reduces it (the same bits); the gated form as
+//       AllReduce's (where the gate is false, si = this rank's chunk of xi).
+//   RankShard(x1..xn) <world_size> -> (s1..sn)    si = this rank's chunk of xi.
+//   AllGather(s1..sn, like1..liken) <world_size> -> (y1..yn)
+//       yi (likei's dtype and shape; likei's values are not read) = the
+//       ranks' chunks si in rank order, the padding dropped.
+//   ShardedClipGradNorm(s1..sn) <max_norm, world_size> -> (s1'..sn', norm)
+//       ClipGradNorm of the whole gradients whose chunks the si are: each
+//       gradient's fp32 sum of squares runs in element order across the
+//       ranks (rank r continues rank r-1's partial sum), so the norm and
+//       the clipped chunks have ClipGradNorm's bits.
 #pragma once
 
 #include <string_view>

@@ -91,6 +91,10 @@ inline constexpr ValuePairsKey kEma{"mpc.ema"};
 inline constexpr TextKey kEmaDecay{"mpc.ema_decay"};
 /// "1" when the step averages gradients across ranks.
 inline constexpr TextKey kDataParallel{"mpc.data_parallel"};
+/// --shard-optimizer: state=parameter pairs of the optimizer state each
+/// rank holds 1/N of (its chunk of the flattened parameter), and N.
+inline constexpr ValuePairsKey kShardedState{"mpc.sharded_state"};
+inline constexpr TextKey kShardWorldSize{"mpc.shard_world_size"};
 // --- a model's own training_info algorithm (passes/training_info.h)
 inline constexpr ValueKey kUserLoss{"mpc.user_loss"};
 inline constexpr ValueListKey kUserParams{"mpc.user_params"};
@@ -134,6 +138,8 @@ inline constexpr MetaKeyInfo kStepMetadata[] = {
     keyInfo(meta::kEma),
     keyInfo(meta::kEmaDecay),
     keyInfo(meta::kDataParallel),
+    keyInfo(meta::kShardedState),
+    keyInfo(meta::kShardWorldSize),
     keyInfo(meta::kUserLoss),
     keyInfo(meta::kUserParams),
     keyInfo(meta::kUserGrads),

@@ -284,6 +284,24 @@ std::vector<Flag> compileFlags(CompileOptions &o) {
          o.gradCommDtype = v.oneOf({"fp32", "bf16", "fp16"});
        },
        kOptimizers},
+      {"--shard-optimizer",
+       kSwitch,
+       "",
+       parallel,
+       "with --data-parallel and --world-size: each rank keeps and updates "
+       "1/N of the optimizer state (ZeRO stages 1 and 2: the gradients "
+       "reduce-scattered, the updated parameters all-gathered), with the "
+       "unsharded step's bits",
+       [&o](V v) { o.shardOptimizer = v.on; },
+       {"optimizer"}},
+      {"--world-size",
+       kValue,
+       "=N",
+       parallel,
+       "with --shard-optimizer: the number of ranks the step runs on "
+       "(mpc-run refuses another)",
+       [&o](V v) { o.worldSize = v.integer(1, 65536); },
+       {"optimizer"}},
       {"--sync-batchnorm",
        kSwitch,
        "",

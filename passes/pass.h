@@ -88,6 +88,11 @@ struct CompileOptions {
   /// gradients cross ranks in (mpc.AllReduce's wire_dtype; fp32: as they
   /// are), as DDP's bf16/fp16 compression hooks.
   std::string gradCommDtype = "fp32";
+  /// --shard-optimizer (with --data-parallel): each rank keeps and updates
+  /// 1/N of every parameter's optimizer state (ZeRO stage 1 and 2,
+  /// passes/optimizer/shard_optimizer.h) for a world of --world-size ranks.
+  bool shardOptimizer = false;
+  int64_t worldSize = 0; ///< --world-size=N (0: not given)
 
   // --loss-scale=dynamic|static:F|none (empty: dynamic for fp16, else none)
   std::string lossScale;

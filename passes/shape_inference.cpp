@@ -34,13 +34,13 @@ using shape_rules::RuleRows;
 
 /// Every category's rows (passes/shape_rules/), gathered once into the
 /// table and listed by supportedOpNames.
-std::array<RuleRows, 13> ruleCategories() {
+std::array<RuleRows, 14> ruleCategories() {
   using namespace shape_rules;
   return {elementwiseRules(), activationRules(),    reductionRules(),
           matmulRules(),      convPoolRules(),      normalizationRules(),
           shapeOpsRules(),    gatherScatterRules(), selectionRules(),
           lossRules(),        optimizerRules(),     randomRules(),
-          fusedRules()};
+          fusedRules(),       shardRules()};
 }
 
 /// A hash of an op name for findRule's table: the length and three of its

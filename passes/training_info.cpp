@@ -233,6 +233,10 @@ void runUserOptimizer(Model &model, PassContext &ctx) {
     throw Error("--lr-schedule: not supported for a model that trains with "
                 "its own training_info optimizer (its algorithm computes its "
                 "own learning rate)");
+  if (ctx.options.shardOptimizer || ctx.options.worldSize)
+    throw Error("--shard-optimizer: not supported for a model that trains "
+                "with its own training_info optimizer (its state is the "
+                "algorithm's, whole on every rank)");
   checkDataParallelOptions(ctx.options, kPass);
   TrainingValues tv = requireGradients(model, kPass);
   Graph &g = *tv.algorithm;

@@ -479,12 +479,16 @@ namespace {
 constexpr size_t kMirrorLimit = 64 * 1024;
 
 /// Ops whose output is not a function of their inputs alone: random draws,
-/// and mpc.AllReduce, whose output depends on the other ranks (and which
-/// every rank must run the same number of times).
+/// and the collectives (mpc.AllReduce, the sharded optimizer's ops), whose
+/// output depends on the other ranks or this rank's place among them (and
+/// which every rank must run the same number of times).
 bool notAFunctionOfInputs(const Node &n) {
   const std::string &op = n.opType();
   return op == "Dropout" || op.rfind("Random", 0) == 0 || op == "Multinomial" ||
-         op == "Bernoulli" || (isMpcDomain(n.domain()) && op == "AllReduce");
+         op == "Bernoulli" ||
+         (isMpcDomain(n.domain()) &&
+          (op == "AllReduce" || op == "ReduceScatter" || op == "RankShard" ||
+           op == "AllGather" || op == "ShardedClipGradNorm"));
 }
 
 } // namespace

@@ -142,6 +142,12 @@ void refuseBrokenLossScale(const Graph &g, const std::string &name,
 Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
                  Collective *world)
     : model_(std::move(model)), world_(world) {
+  // --shard-optimizer: this rank's chunks of the optimizer state, cut from
+  // whole tensors where the file holds them (a checkpoint run as a model).
+  sharded_ = shardedStateOf(*model_);
+  checkShardedWorld(sharded_, world_ ? world_->size() : 1);
+  if (sharded_.sharded())
+    cutWholeState(*model_, sharded_, world_ ? world_->rank() : 0, "");
   step_ = runnableStep(*model_);
   refuseStepThatTrainsNothing(*model_);
   lossName_ = stepLossName(*model_, *step_);
@@ -387,6 +393,11 @@ void Trainer::synchronizeRanks(int64_t batch) {
                   "--batch, checkpoint, --seed or --shuffle): every rank "
                   "must be started with the same ones");
   for (const std::string &name : stateNames) {
+    // A sharded state is this rank's own chunk, not rank 0's.
+    if (std::any_of(
+            sharded_.entries.begin(), sharded_.entries.end(),
+            [&](const ShardedState::Entry &e) { return e.state == name; }))
+      continue;
     Tensor t = exec_->initializer(name);
     world_->broadcast(t.bytes.data(), t.byteSize(), 0);
     exec_->setInitializer(name, std::move(t));
@@ -456,11 +467,38 @@ void Trainer::saveCheckpoint(const std::string &path) {
                 std::to_string(microDone_) + " of " +
                 std::to_string(microBatches_) + " micro-batches run)");
   writeStateBack();
+  // --shard-optimizer: the file holds every sharded state whole, gathered
+  // from the ranks, in place of this rank's chunk for the write.
+  std::vector<TensorPtr> chunks;
+  for (const ShardedState::Entry &e : sharded_.entries) {
+    const Graph &alg = *model_->training->algorithm;
+    const Value *v = alg.findValue(e.state);
+    const std::vector<int64_t> &dims =
+        alg.findValue(e.param)->initializer()->dims;
+    chunks.push_back(v->initializer());
+    setShardedState(*model_, e.state,
+                    std::make_shared<Tensor>(gatherWhole(
+                        world_, *v->initializer(), dims, sharded_.worldSize)));
+  }
+  auto restore = [&] {
+    for (size_t i = 0; i < chunks.size(); ++i)
+      setShardedState(*model_, sharded_.entries[i].state, chunks[i]);
+  };
+  if (path.empty()) { // a rank that only took part in the gather
+    restore();
+    return;
+  }
   // Straight from the IR into the file (no ModelProto, no second copy of
   // the state in memory), fsynced, with external data past 2 GiB.
   ModelWriteOptions options;
   options.externalData = externalData;
-  writeModelFile(*model_, path, options);
+  try {
+    writeModelFile(*model_, path, options);
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
 }
 
 void Trainer::resumeFrom(const std::string &path) {
@@ -469,6 +507,14 @@ void Trainer::resumeFrom(const std::string &path) {
     throw Error(path + ": not an mpc checkpoint (no training step)");
   const Graph &mine = *model_->training->algorithm;
   const Graph &theirs = *ckpt->training->algorithm;
+  // A sharded state's whole shape (its parameter's), or nullptr.
+  auto shardedWhole =
+      [&](const std::string &name) -> const std::vector<int64_t> * {
+    for (const ShardedState::Entry &e : sharded_.entries)
+      if (e.state == name)
+        return &mine.findValue(e.param)->initializer()->dims;
+    return nullptr;
+  };
   // Every check before any change: a refused checkpoint leaves the run as
   // it was.
   uint64_t steps, newSeed;
@@ -495,6 +541,10 @@ void Trainer::resumeFrom(const std::string &path) {
                   "state '" +
                   init->name() + "'");
     const Tensor &t = *other->initializer();
+    // A sharded state is whole in a checkpoint (the parameter's shape).
+    const std::vector<int64_t> *whole = shardedWhole(init->name());
+    if (whole && t.dtype == init->initializer()->dtype && t.dims == *whole)
+      continue;
     if (t.dtype != init->initializer()->dtype ||
         t.dims != init->initializer()->dims)
       throw Error(path + ": checkpoint does not match the model: state '" +
@@ -509,9 +559,15 @@ void Trainer::resumeFrom(const std::string &path) {
                   other->name() + "' is not in the model");
   refuseBrokenLossScale(theirs, lossScaleName_, path);
   for (const Value *init : mine.initializers())
-    if (init->isState)
-      exec_->setInitializer(init->name(),
-                            *theirs.findValue(init->name())->initializer());
+    if (init->isState) {
+      const Tensor &t = *theirs.findValue(init->name())->initializer();
+      if (shardedWhole(init->name()))
+        exec_->setInitializer(
+            init->name(),
+            chunkOf(t, sharded_.worldSize, world_ ? world_->rank() : 0));
+      else
+        exec_->setInitializer(init->name(), t);
+    }
   stepsDone_ = int64_t(steps);
   microDone_ = 0; // checkpoints are taken at optimizer-step boundaries
   seed = newSeed;

@@ -16,6 +16,7 @@
 #include "runtime/data/dataset.h"
 #include "runtime/executor.h"
 #include "runtime/overflow_provenance.h"
+#include "runtime/sharded_state.h"
 #include "runtime/state_dict.h"
 
 #include <chrono>
@@ -97,6 +98,10 @@ public:
   void resumeFrom(const std::string &path);
   /// Writes the model with the current state (atomically); refuses inside
   /// an accumulation window, whose buffers a resume would not continue.
+  /// A model compiled with --shard-optimizer writes every sharded state
+  /// whole (gathered from the ranks: every rank calls it, and a rank given
+  /// an empty path only takes part in the gather), the format an unsharded
+  /// run writes.
   void saveCheckpoint(const std::string &path);
   /// Writes the model users deploy: the forward in inference form (batch
   /// norms on their running statistics, no dropout) on the trained
@@ -174,6 +179,9 @@ public:
   /// The rate of the next update (StepRecord::lr's).
   double lr() const;
   const Model &model() const { return *model_; }
+  /// Whether each rank holds a chunk of the optimizer state (mpc-opt
+  /// --shard-optimizer): checkpoints then gather on every rank.
+  bool shardsState() const { return sharded_.sharded(); }
 
 private:
   void writeStateBack();
@@ -182,6 +190,8 @@ private:
 
   std::unique_ptr<Model> model_;
   Collective *world_ = nullptr;
+  /// --shard-optimizer's state: this rank's chunks (runtime/sharded_state.h).
+  ShardedState sharded_;
   std::unique_ptr<Graph> step_; ///< the algorithm plus extra outputs we read
   std::unique_ptr<Executor> exec_;
   std::string lossName_, foundInfName_, lossScaleName_, gradNormName_;

@@ -112,6 +112,18 @@ void TrainingSession::prepare() {
   std::vector<DataInputSpec> specs = trainer.dataInputs(batch);
   batch_ = batch;
   trainer.synchronizeRanks(batch);
+  // A sharded state's checkpoint is gathered from every rank: each rank
+  // saves when rank 0 (the one that writes) does.
+  saveEvery_ = o.saveEvery;
+  saveAtEnd_ = !o.save.empty();
+  saveBest_ = !o.saveBest.empty();
+  if (ranks > 1 && trainer.shardsState()) {
+    int64_t when[3] = {saveEvery_, saveAtEnd_, saveBest_};
+    world_->broadcast(when, sizeof when, 0);
+    saveEvery_ = when[0];
+    saveAtEnd_ = when[1] != 0;
+    saveBest_ = when[2] != 0;
+  }
   // The step's memory plan against the device before any data is made or
   // read: a model that cannot fit is refused now, not by the allocator.
   MemoryLimit limit =
@@ -373,7 +385,7 @@ EvalResult TrainingSession::evaluate(bool scheduled) {
   // Every rank keeps the best (they evaluate alike); rank 0 writes it.
   if (recordEvalLoss(lastEval.loss, trainer.bestEvalLoss,
                      trainer.evalsSinceBest) &&
-      !o.saveBest.empty()) {
+      saveBest_) {
     saveCheckpoint(o.saveBest);
     if (!o.quiet)
       say(MessageKind::Progress, "eval: best so far, saved " + o.saveBest);
@@ -505,7 +517,7 @@ bool TrainingSession::runStep(
       stoppedEarly = true;
     }
   }
-  if (o.saveEvery > 0 && done % o.saveEvery == 0)
+  if (saveEvery_ > 0 && done % saveEvery_ == 0)
     saveCheckpoint(o.save);
   if (stoppedEarly)
     return false;
@@ -567,7 +579,7 @@ TrainingSummary TrainingSession::run() {
     say(MessageKind::Event,
         "interrupted after step " + std::to_string(trainer.stepsDone()) +
             (o.save.empty() ? "" : ", saving the checkpoint"));
-  if (!o.save.empty())
+  if (saveAtEnd_)
     saveCheckpoint(o.save);
   log_.close();
   evalLog_.close();

@@ -185,6 +185,10 @@ private:
   MessageSink sink_;
   std::unique_ptr<Trainer> trainer_;
   bool prepared_ = false;
+  /// When checkpoints are taken (rank 0's --save-every, --save and
+  /// --save-best, which a sharded state's other ranks take part in).
+  int64_t saveEvery_ = 0;
+  bool saveAtEnd_ = false, saveBest_ = false;
   int64_t batch_ = 0, steps_ = 0;
   EpochPlan epochs_;
   std::optional<Dataset> data_, evalSet_;

@@ -22,9 +22,16 @@
 // A world of one rank copies, and
 // so does every rank of a gated node whose gate is false (--grad-accum
 // inside its window: the ranks agree, their counters are the same).
+//
+// The sharded optimizer's ops (--shard-optimizer; ir/mpc_ops.h) are here
+// too: ReduceScatter (the first half of the above on chunks of every
+// value, with the same reduction), RankShard, AllGather, and
+// ShardedClipGradNorm, whose norm has the unsharded clip's bits.
 #include "ir/mpc_ops.h"
 #include "ir/round_to_odd.h"
 #include "kernels/common/all_reduce_rule.h"
+#include "kernels/common/clip_grad_norm_math.h"
+#include "kernels/common/shard_rule.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/half_convert.h"
 
@@ -238,11 +245,264 @@ void kernelAllReduce(KernelContext &ctx) {
   }
 }
 
+// --- the sharded optimizer (--shard-optimizer) ------------------------------
+// A value of n elements is cut into world_size chunks of c = ceil(n /
+// world_size) elements (kernels/common/shard_rule.h); rank r's is elements
+// r*c .. r*c+c-1 of its flattened form, zeros past n.
+
+/// The node's world_size, checked against the world it runs in.
+int64_t shardWorld(const KernelContext &ctx, int &rank) {
+  const int64_t n = shardWorldSizeOf(ctx.node);
+  Collective *world = ctx.collective;
+  checkShardWorld(ctx.node, n, world ? world->size() : 1);
+  rank = world ? world->rank() : 0;
+  return n;
+}
+
+/// Elements of chunk q of a value of `numel` elements (c each) that lie
+/// inside it (the rest of the chunk is padding).
+int64_t chunkFill(int64_t numel, int64_t c, int64_t q) {
+  return std::max<int64_t>(0, std::min(c, numel - q * c));
+}
+
+/// Chunk q of x (c elements, zero padded) into `dst`, as type `wire`.
+void chunkToWire(const Node &node, const Tensor &x, int64_t c, int64_t q,
+                 DType wire, uint8_t *dst) {
+  const int64_t fill = chunkFill(x.numel(), c, q);
+  const size_t size = dtypeSize(x.dtype);
+  Tensor part = viewOf(x.dtype, x.bytes.data() + size_t(q * c) * size, fill);
+  toWire(node, part, wire, dst);
+  std::memset(dst + size_t(fill) * dtypeSize(wire), 0,
+              size_t(c - fill) * dtypeSize(wire));
+}
+
+/// ReduceScatter([gate,] x1..xn): one allToAll of the ranks' chunks (block
+/// q of the message holds chunk q of every value), then this rank's chunk
+/// reduced by reduceRange, element by element in rank order, as AllReduce
+/// reduces it: the same bits as the AllReduce's output there.
+void kernelReduceScatter(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  const size_t first =
+      allReduceFirstValue(node, ctx.inputs.size(), ctx.outputs.size());
+  const Reduction red = allReduceOpOf(node);
+  const DType wire = allReduceWireOf(node);
+  int rank = 0;
+  const int64_t ranks = shardWorld(ctx, rank);
+  std::vector<const Tensor *> xs;
+  std::vector<DType> wireTypes;
+  std::vector<int64_t> chunks;
+  std::vector<size_t> offsets;
+  size_t block = 0; // one rank's bytes of the message
+  for (size_t i = first; i < ctx.inputs.size(); ++i) {
+    const Tensor &x = input(ctx, i, "value");
+    checkAllReduceType(node, i, x.dtype, red);
+    xs.push_back(&x);
+    wireTypes.push_back(allReduceWireTypeFor(x.dtype, wire));
+    chunks.push_back(shardChunk(x.numel(), ranks));
+    offsets.push_back(block);
+    block += alignUp(size_t(chunks.back()) * dtypeSize(wireTypes.back()));
+  }
+  bool open = true;
+  if (first) {
+    const Tensor &gate = input(ctx, 0, "gate");
+    if (gate.dtype != DType::Bool || gate.numel() != 1)
+      fail(node, "gate must be a bool scalar, got ", dtypeName(gate.dtype), " ",
+           shapeString(gate.dims));
+    open = gate.bytes[0] != 0;
+  }
+  if (ranks == 1 || !open) { // this rank's own chunk, as it is
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const Tensor &x = *xs[i];
+      Tensor &y = ctx.out(i, x.dtype, {chunks[i]});
+      const size_t size = dtypeSize(x.dtype);
+      const int64_t fill = chunkFill(x.numel(), chunks[i], rank);
+      if (fill)
+        std::memcpy(y.bytes.data(),
+                    x.bytes.data() + size_t(rank * chunks[i]) * size,
+                    size_t(fill) * size);
+      std::memset(y.bytes.data() + size_t(fill) * size, 0,
+                  size_t(chunks[i] - fill) * size);
+    }
+    return;
+  }
+  thread_local std::vector<uint8_t> buffer;
+  if (buffer.size() < block * size_t(ranks))
+    buffer.resize(block * size_t(ranks));
+  uint8_t *message = buffer.data();
+  std::memset(message, 0, block * size_t(ranks)); // the gaps travel too
+  for (int64_t q = 0; q < ranks; ++q)
+    for (size_t i = 0; i < xs.size(); ++i)
+      chunkToWire(node, *xs[i], chunks[i], q, wireTypes[i],
+                  message + size_t(q) * block + offsets[i]);
+  // Block q becomes rank q's chunk for this rank; reduced into block 0.
+  ctx.collective->allToAll(message, block, message);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    std::vector<const uint8_t *> srcs;
+    for (int64_t q = 0; q < ranks; ++q)
+      srcs.push_back(message + size_t(q) * block + offsets[i]);
+    reduceRange(wireTypes[i], srcs, message + offsets[i], chunks[i], red);
+    const Tensor &x = *xs[i];
+    fromWire(node, message + offsets[i], wireTypes[i],
+             ctx.out(i, x.dtype, {chunks[i]}));
+  }
+}
+
+/// RankShard(x1..xn): this rank's chunk of each value (no communication).
+void kernelRankShard(KernelContext &ctx) {
+  int rank = 0;
+  const int64_t ranks = shardWorld(ctx, rank);
+  if (ctx.inputs.size() != ctx.outputs.size() || ctx.inputs.empty())
+    fail(ctx.node, "has ", ctx.inputs.size(), " inputs but ",
+         ctx.outputs.size(), " outputs (one chunk per value)");
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    const Tensor &x = input(ctx, i, "value");
+    const int64_t c = shardChunk(x.numel(), ranks);
+    const int64_t fill = chunkFill(x.numel(), c, rank);
+    const size_t size = dtypeSize(x.dtype);
+    Tensor &y = ctx.out(i, x.dtype, {c});
+    if (fill)
+      std::memcpy(y.bytes.data(), x.bytes.data() + size_t(rank * c) * size,
+                  size_t(fill) * size);
+    std::memset(y.bytes.data() + size_t(fill) * size, 0,
+                size_t(c - fill) * size);
+  }
+}
+
+/// AllGather(s1..sn, like1..liken): every rank's chunks, one allGather of
+/// this rank's block, the padding dropped.
+void kernelAllGather(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  int rank = 0;
+  const int64_t ranks = shardWorld(ctx, rank);
+  const size_t n = ctx.inputs.size() / 2;
+  if (n == 0 || ctx.inputs.size() != 2 * n || ctx.outputs.size() != n)
+    fail(node, "has ", ctx.inputs.size(), " inputs and ", ctx.outputs.size(),
+         " outputs (expected n chunks, n values they are chunks of, n "
+         "outputs)");
+  std::vector<int64_t> chunks, numels;
+  std::vector<size_t> offsets;
+  std::vector<DType> types;
+  std::vector<std::vector<int64_t>> dims;
+  size_t block = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor &s = input(ctx, i, "chunk");
+    const Tensor &like = input(ctx, n + i, "like");
+    const int64_t c = shardChunk(like.numel(), ranks);
+    if (s.dtype != like.dtype || s.numel() != c)
+      fail(node, "chunk ", i, " is ", dtypeName(s.dtype), " ",
+           shapeString(s.dims), " but a chunk of ", dtypeName(like.dtype), " ",
+           shapeString(like.dims), " over ", ranks, " ranks is ",
+           dtypeName(like.dtype), " [", c, "]");
+    chunks.push_back(c);
+    numels.push_back(like.numel());
+    types.push_back(like.dtype);
+    dims.push_back(like.dims);
+    offsets.push_back(block);
+    block += alignUp(size_t(c) * dtypeSize(like.dtype));
+  }
+  thread_local std::vector<uint8_t> buffer;
+  if (buffer.size() < block * size_t(ranks))
+    buffer.resize(block * size_t(ranks));
+  uint8_t *message = buffer.data();
+  uint8_t *mine = message + size_t(rank) * block;
+  std::memset(mine, 0, block);
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor &s = ctx.in(i);
+    if (s.byteSize())
+      std::memcpy(mine + offsets[i], s.bytes.data(), s.byteSize());
+  }
+  if (ranks > 1)
+    ctx.collective->allGather(mine, block, message);
+  // The outputs only now: one may lie over a chunk or a `like` input.
+  for (size_t i = 0; i < n; ++i) {
+    Tensor &y = ctx.out(i, types[i], dims[i]);
+    const size_t size = dtypeSize(types[i]);
+    for (int64_t q = 0; q < ranks; ++q) {
+      const int64_t fill = chunkFill(numels[i], chunks[i], q);
+      if (fill)
+        std::memcpy(y.bytes.data() + size_t(q * chunks[i]) * size,
+                    message + size_t(q) * block + offsets[i],
+                    size_t(fill) * size);
+    }
+  }
+}
+
+/// ShardedClipGradNorm(s1..sn): ClipGradNorm's norm of the whole gradients
+/// from their chunks. The unsharded kernel adds each gradient's squares in
+/// fp32 in element order; here rank q continues rank q-1's partial sums
+/// (one allGather of the n partials per rank), so each gradient's sum is
+/// the same sequence of fp32 additions (the padding adds +0, which changes
+/// no sum), and so are the norm and the coefficient.
+void kernelShardedClipGradNorm(KernelContext &ctx) {
+  const Node &node = ctx.node;
+  int rank = 0;
+  const int64_t ranks = shardWorld(ctx, rank);
+  const size_t n = ctx.inputs.size();
+  if (n == 0 || ctx.outputs.size() != n + 1)
+    fail(node, "has ", n, " inputs but ", ctx.outputs.size(),
+         " outputs (expected one per gradient chunk and the norm)");
+  std::vector<float> partial(n, 0.0f), all(n * size_t(ranks));
+  for (int64_t q = 0; q < ranks; ++q) {
+    if (q == rank)
+      for (size_t i = 0; i < n; ++i) {
+        const Tensor &s = input(ctx, i, "gradient chunk");
+        float sq = partial[i];
+        if (s.dtype == DType::F32) {
+          const float *p = s.data<float>();
+          for (int64_t k = 0, e = s.numel(); k < e; ++k)
+            sq += p[k] * p[k];
+        } else if (s.dtype == DType::F64) {
+          const double *p = s.data<double>();
+          for (int64_t k = 0, e = s.numel(); k < e; ++k) {
+            float v = float(p[k]);
+            sq += v * v;
+          }
+        } else {
+          fail(node, "gradient chunk ", i, " is ", dtypeName(s.dtype),
+               "; the sharded clip takes fp32 or fp64 master gradients");
+        }
+        partial[i] = sq;
+      }
+    if (ranks > 1) { // rank q's partials to every rank
+      ctx.collective->allGather(partial.data(), n * sizeof(float), all.data());
+      std::copy(all.begin() + ptrdiff_t(size_t(q) * n),
+                all.begin() + ptrdiff_t(size_t(q + 1) * n), partial.begin());
+    }
+  }
+  float sumOfNormSquares = 0;
+  for (size_t i = 0; i < n; ++i)
+    clipAddTensorNorm(sumOfNormSquares, partial[i]);
+  float total = std::sqrt(sumOfNormSquares);
+  float coef = clipGradNormCoefficient(total, node.attrFloat("max_norm", 1.0f));
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor &s = ctx.in(i);
+    Tensor *out = optionalOutput(ctx, i, s.dtype, s.dims);
+    if (!out)
+      continue;
+    if (s.dtype == DType::F32) {
+      const float *p = s.data<float>();
+      float *o = out->data<float>();
+      for (int64_t k = 0, e = s.numel(); k < e; ++k)
+        o[k] = p[k] * coef;
+    } else {
+      const double *p = s.data<double>();
+      double *o = out->data<double>();
+      for (int64_t k = 0, e = s.numel(); k < e; ++k)
+        o[k] = p[k] * double(coef);
+    }
+  }
+  output(ctx, n, DType::F32, {}).data<float>()[0] = total;
+}
+
 } // namespace
 
 std::vector<KernelEntry> collectiveKernels() {
   return {
       {kMpcDomain, "AllReduce", kernelAllReduce},
+      {kMpcDomain, "ReduceScatter", kernelReduceScatter},
+      {kMpcDomain, "RankShard", kernelRankShard},
+      {kMpcDomain, "AllGather", kernelAllGather},
+      {kMpcDomain, "ShardedClipGradNorm", kernelShardedClipGradNorm},
   };
 }
 

@@ -41,6 +41,7 @@
 #include "passes/optimizer/ema.h"
 #include "passes/optimizer/grad_accum.h"
 #include "passes/optimizer/lr_schedule.h"
+#include "passes/optimizer/shard_optimizer.h"
 #include "passes/pass.h"
 #include "passes/registry.h"
 #include "passes/training_support.h"
@@ -256,6 +257,7 @@ void runOptimizer(Model &model, PassContext &ctx) {
                "user-optimizer instead");
   checkGradAccum(ctx.options);
   checkDataParallelOptions(ctx.options, kPass);
+  checkShardOptions(ctx.options, kPass);
   const int64_t k = ctx.options.gradAccum;
   if (const std::string *divided = readMeta(model, meta::kGradAccum))
     if (*divided != std::to_string(k))
@@ -459,6 +461,9 @@ void runOptimizer(Model &model, PassContext &ctx) {
   if (ctx.options.emaDecay)
     addParameterEma(model, tv.params, updated, boundary, *ctx.options.emaDecay,
                     ctx.stats);
+
+  if (ctx.options.shardOptimizer)
+    shardOptimizerState(model, ctx.options, ctx.stats);
 
   writeMeta(model, meta::kStep, step->name());
   writeMeta(model, meta::kOptimizer, summary(c));

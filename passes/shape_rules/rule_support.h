@@ -543,5 +543,6 @@ RuleRows lossRules();          // loss.cpp
 RuleRows optimizerRules();     // optimizer.cpp
 RuleRows randomRules();        // random.cpp
 RuleRows fusedRules();         // fused.cpp
+RuleRows shardRules();         // shard.cpp
 
 } // namespace mpc::shape_rules

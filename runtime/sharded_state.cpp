@@ -1,0 +1,143 @@
+// Sharded optimizer state at run time (runtime/sharded_state.h).
+#include "runtime/sharded_state.h"
+
+#include "ir/step_metadata.h"
+#include "kernels/common/shard_rule.h"
+#include "support/diagnostics.h"
+
+#include <cstring>
+
+namespace mpc {
+
+namespace {
+
+int64_t numelOf(const std::vector<int64_t> &dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+} // namespace
+
+ShardedState shardedStateOf(const Model &model) {
+  ShardedState s;
+  const std::string *world = readMeta(model, meta::kShardWorldSize);
+  const std::string *pairs = readMeta(model, meta::kShardedState);
+  if (!world && !pairs)
+    return s;
+  const std::string key(meta::kShardWorldSize.name);
+  char *end = nullptr;
+  long long n = world ? std::strtoll(world->c_str(), &end, 10) : 0;
+  if (!world || world->empty() || *end != '\0' || n < 1 ||
+      n > kMaxShardWorldSize)
+    throw Error(key + ": expected the number of ranks (1 to " +
+                std::to_string(kMaxShardWorldSize) + "), got '" +
+                (world ? *world : std::string()) + "'");
+  s.worldSize = n;
+  const Graph *alg = model.training ? model.training->algorithm.get() : nullptr;
+  std::string text = pairs ? *pairs : std::string();
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t comma = text.find(',', at);
+    std::string pair = text.substr(
+        at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? text.size() : comma + 1;
+    size_t eq = pair.find('=');
+    ShardedState::Entry e;
+    if (eq != std::string::npos) {
+      e.state = pair.substr(0, eq);
+      e.param = pair.substr(eq + 1);
+    }
+    const Value *sv =
+        alg && !e.state.empty() ? alg->findValue(e.state) : nullptr;
+    const Value *pv =
+        alg && !e.param.empty() ? alg->findValue(e.param) : nullptr;
+    if (!sv || !sv->isState || !sv->isInitializer() || !pv ||
+        !pv->isInitializer())
+      throw Error(std::string(meta::kShardedState.name) + ": '" + pair +
+                  "' is not a pair of a state and a parameter of the "
+                  "training step");
+    s.entries.push_back(std::move(e));
+  }
+  return s;
+}
+
+void checkShardedWorld(const ShardedState &s, int ranks) {
+  if (!s.sharded() || s.worldSize == ranks)
+    return;
+  throw Error("its optimizer state is sharded for " +
+              std::to_string(s.worldSize) +
+              " ranks (mpc-opt --world-size=" + std::to_string(s.worldSize) +
+              ") but it runs on " + std::to_string(ranks) +
+              (ranks == 1 ? " rank" : " ranks") + "; run it with " +
+              std::to_string(s.worldSize) + " ranks or compile it again");
+}
+
+Tensor chunkOf(const Tensor &whole, int64_t worldSize, int rank) {
+  const int64_t numel = whole.numel();
+  const int64_t c = shardChunk(numel, worldSize);
+  const int64_t fill =
+      std::max<int64_t>(0, std::min(c, numel - int64_t(rank) * c));
+  Tensor chunk = Tensor::zeros(whole.dtype, {c});
+  const size_t size = dtypeSize(whole.dtype);
+  if (fill)
+    std::memcpy(chunk.bytes.data(),
+                whole.bytes.data() + size_t(int64_t(rank) * c) * size,
+                size_t(fill) * size);
+  return chunk;
+}
+
+Tensor gatherWhole(Collective *world, const Tensor &chunk,
+                   const std::vector<int64_t> &dims, int64_t worldSize) {
+  const int64_t numel = numelOf(dims);
+  const int64_t c = shardChunk(numel, worldSize);
+  const size_t size = dtypeSize(chunk.dtype);
+  if (chunk.numel() != c)
+    throw Error("a chunk of " + std::to_string(chunk.numel()) +
+                " elements where " + std::to_string(c) + " were expected");
+  std::vector<uint8_t> all(size_t(c) * size * size_t(worldSize));
+  if (world && world->size() > 1)
+    world->allGather(chunk.bytes.data(), size_t(c) * size, all.data());
+  else if (c)
+    std::memcpy(all.data(), chunk.bytes.data(), size_t(c) * size);
+  Tensor whole = Tensor::zeros(chunk.dtype, dims);
+  if (numel)
+    std::memcpy(whole.bytes.data(), all.data(), size_t(numel) * size);
+  return whole;
+}
+
+void setShardedState(Model &model, const std::string &name, TensorPtr t) {
+  std::vector<Dim> dims(t->dims.begin(), t->dims.end());
+  for (Graph *g : {model.training->algorithm.get(), model.graph.get()})
+    if (Value *v = g ? g->findValue(name) : nullptr)
+      if (v->isInitializer()) {
+        v->setInitializer(t);
+        v->setType(t->dtype, dims);
+      }
+}
+
+void cutWholeState(Model &model, const ShardedState &s, int rank,
+                   const std::string &where) {
+  Graph &algorithm = *model.training->algorithm;
+  for (const ShardedState::Entry &e : s.entries) {
+    Value *state = algorithm.findValue(e.state);
+    const Value *param = algorithm.findValue(e.param);
+    const Tensor &t = *state->initializer();
+    const std::vector<int64_t> &full = param->initializer()->dims;
+    const int64_t c = shardChunk(numelOf(full), s.worldSize);
+    if (t.dims == std::vector<int64_t>{c})
+      continue;
+    if (t.dims != full)
+      throw Error((where.empty() ? "" : where + ": ") + "state '" + e.state +
+                  "' is " + dtypeName(t.dtype) + "[" + dimsToString(t.dims) +
+                  "], neither parameter '" + e.param + "''s shape [" +
+                  dimsToString(full) + "] nor its chunk over " +
+                  std::to_string(s.worldSize) + " ranks [" + std::to_string(c) +
+                  "]");
+    setShardedState(model, e.state,
+                    std::make_shared<Tensor>(chunkOf(t, s.worldSize, rank)));
+  }
+}
+
+} // namespace mpc

@@ -1,0 +1,57 @@
+// The runtime's side of mpc-opt --shard-optimizer
+// (passes/optimizer/shard_optimizer.h): each rank holds chunk r of every
+// sharded optimizer state (its flattened elements r*c .. r*c+c-1, c =
+// ceil(numel / N), zeros past the end), while checkpoints hold every state
+// whole, in the format an unsharded run writes and reads. So a checkpoint
+// resumes sharded or not, on any number of ranks the model was compiled
+// for, and a model file whose state is whole (a checkpoint run as a model)
+// is cut on loading.
+#pragma once
+
+#include "ir/graph.h"
+#include "kernels/collective.h"
+
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+/// A model's sharded state (mpc.sharded_state, mpc.shard_world_size).
+struct ShardedState {
+  int64_t worldSize = 0; ///< 0: the model's state is not sharded
+  struct Entry {
+    std::string state; ///< the chunk each rank holds (a moment)
+    std::string param; ///< the parameter whose shape its whole form has
+  };
+  std::vector<Entry> entries;
+  bool sharded() const { return worldSize > 0; }
+};
+
+/// The model's sharded state; an Error for metadata that does not parse
+/// or names no state of the training algorithm.
+ShardedState shardedStateOf(const Model &model);
+
+/// An Error (one line) when a model sharded for N ranks runs on another
+/// number of them.
+void checkShardedWorld(const ShardedState &s, int ranks);
+
+/// Rank `rank`'s chunk of `whole` over `worldSize` ranks: 1-D, zero padded.
+Tensor chunkOf(const Tensor &whole, int64_t worldSize, int rank);
+
+/// The whole tensor (of `dims`) from every rank's chunk (every rank calls
+/// it, each with its own chunk).
+Tensor gatherWhole(Collective *world, const Tensor &chunk,
+                   const std::vector<int64_t> &dims, int64_t worldSize);
+
+/// Cuts every sharded state of the training algorithm that holds the whole
+/// tensor (a checkpoint's) into this rank's chunk; keeps one that already
+/// is a chunk. An Error naming the state for any other shape. `where`
+/// prefixes the message (a file, or "").
+void cutWholeState(Model &model, const ShardedState &s, int rank,
+                   const std::string &where);
+
+/// Makes state `name` hold `t` (its type follows) in the training algorithm
+/// and in the main graph, which share a loaded model's state.
+void setShardedState(Model &model, const std::string &name, TensorPtr t);
+
+} // namespace mpc
