@@ -286,7 +286,9 @@ UpdateLossScale <growth_factor, backoff_factor, growth_interval> (scale, growth_
 // `lr` input (a node without one gets its `lr` attribute there), converted
 // as torch converts a Python float: -lr rounded once to fp32. The buffer
 // may be bf16 (--optimizer-state-dtype=bf16): read widened to the
-// parameter's type, stored rounded back (CastLike: identities for fp32).
+// parameter's type, selected there (runtimes lack a bf16 Where; the widened
+// input rounds back to its own bits) and stored rounded back (CastLike:
+// identities for fp32).
 const char *kSGD = R"(
 SGD <lr, momentum, dampening, weight_decay, nesterov> (found_inf, step, param, grad, momentum_buffer, lr) => (new_param, new_momentum_buffer) {
   lr_d = Cast <to = 11> (lr)
@@ -322,9 +324,9 @@ SGD <lr, momentum, dampening, weight_decay, nesterov> (found_inf, step, param, g
   delta = Mul (neg_lr, d_final)
   updated = Add (param, delta)
   buf_updated = Where (no_momentum, buf_in, buf)
-  buf_stored = CastLike (buf_updated, momentum_buffer)
   new_param = Where (found_inf, param, updated)
-  new_momentum_buffer = Where (found_inf, momentum_buffer, buf_stored)
+  buf_kept = Where (found_inf, buf_in, buf_updated)
+  new_momentum_buffer = CastLike (buf_kept, momentum_buffer)
 }
 )";
 
@@ -332,7 +334,8 @@ SGD <lr, momentum, dampening, weight_decay, nesterov> (found_inf, step, param, g
 // the step scalars in double, then one fp32 op per ATen op; lerp_ takes
 // ATen's two formulas by |weight| < 0.5. The rate is the `lr` input, as in
 // SGD. bf16 moments are widened, and the new ones rounded back after the
-// parameter has moved by their fp32 values (as the kernels' *Stored forms).
+// parameter has moved by their fp32 values (as the kernels' *Stored forms);
+// the skip selects among fp32 values, as SGD's does.
 const char *kAdam = R"(
 Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled> (found_inf, step, param, grad, exp_avg, exp_avg_sq, lr_in) => (new_param, new_exp_avg, new_exp_avg_sq) {
   one_d = Constant <value = double {1.0}> ()
@@ -397,10 +400,10 @@ Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled> (found_inf, step, para
   delta = Div (m_step, denom)
   updated = Add (p, delta)
   new_param = Where (found_inf, param, updated)
-  m_stored = CastLike (m, exp_avg)
-  v_stored = CastLike (v, exp_avg_sq)
-  new_exp_avg = Where (found_inf, exp_avg, m_stored)
-  new_exp_avg_sq = Where (found_inf, exp_avg_sq, v_stored)
+  m_kept = Where (found_inf, m_in, m)
+  v_kept = Where (found_inf, v_in, v)
+  new_exp_avg = CastLike (m_kept, exp_avg)
+  new_exp_avg_sq = CastLike (v_kept, exp_avg_sq)
 }
 )";
 
