@@ -1,4 +1,4 @@
-// The fp32 baseline of a memory report (passes/memory_baseline.h).
+// A compiled step's memory report (passes/memory_baseline.h).
 #include "passes/memory_baseline.h"
 
 #include "passes/memory_report.h"
@@ -22,6 +22,26 @@ MemoryPlan planFp32Baseline(const std::string &modelPath,
   runPipeline(*base, pipeline.empty() ? defaultPipelineFor(*base) : pipeline,
               fp32, config, stats);
   return planCompiledModel(*base);
+}
+
+StepMemoryReport reportStepMemory(const Model &compiled,
+                                  const std::string &modelPath,
+                                  const CompileOptions &options,
+                                  const std::vector<PipelineEntry> &pipeline) {
+  StepMemoryReport r;
+  r.chosen = planCompiledModel(compiled);
+  r.baseline = planFp32Baseline(modelPath, options, pipeline);
+  r.flops = countStepFlops(compiled);
+  r.label = dtypeName(options.precision);
+  return r;
+}
+
+std::string StepMemoryReport::table() const {
+  return memoryReportTable(chosen, label, baseline, &flops);
+}
+
+std::string StepMemoryReport::json() const {
+  return memoryReportJson(chosen, label, baseline, &flops);
 }
 
 } // namespace mpc

@@ -1,8 +1,10 @@
-// The fp32 baseline of a memory report (mpc-opt --report=memory, the Python
-// module's Step.memory_report): the same model compiled by the same passes
+// A compiled step's memory report (mpc-opt --report=memory and
+// --report-json, the Python module's Step.memory_report): its plan, its
+// FLOPs, and the fp32 baseline — the same model compiled by the same passes
 // with the same options, except fp32 with no loss scaling, then planned.
 #pragma once
 
+#include "passes/flop_count.h"
 #include "passes/memory_plan.h"
 #include "passes/pass.h"
 #include "passes/pipeline.h"
@@ -18,5 +20,23 @@ namespace mpc {
 MemoryPlan planFp32Baseline(const std::string &modelPath,
                             const CompileOptions &options,
                             const std::vector<PipelineEntry> &pipeline = {});
+
+/// What a memory report shows of one compiled step.
+struct StepMemoryReport {
+  MemoryPlan chosen;   ///< the step as compiled
+  MemoryPlan baseline; ///< planFp32Baseline's
+  StepFlops flops;     ///< the chosen step's
+  std::string label;   ///< its precision ("fp16")
+  /// passes/memory_report.h's table and JSON of these.
+  std::string table() const;
+  std::string json() const;
+};
+
+/// The report of `compiled`, compiled from `modelPath` with `options`
+/// through `pipeline` (empty: the default).
+StepMemoryReport
+reportStepMemory(const Model &compiled, const std::string &modelPath,
+                 const CompileOptions &options,
+                 const std::vector<PipelineEntry> &pipeline = {});
 
 } // namespace mpc

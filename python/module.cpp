@@ -212,16 +212,13 @@ PYBIND11_MODULE(mpc, m) {
             std::string json;
             {
               py::gil_scoped_release release;
-              MemoryPlan chosen = planCompiledModel(*s.model);
-              MemoryPlan baseline = planFp32Baseline(s.source, s.options);
-              json = memoryReportJson(chosen, dtypeName(s.options.precision),
-                                      baseline);
+              json = reportStepMemory(*s.model, s.source, s.options).json();
             }
             return py::module_::import("json").attr("loads")(json);
           },
           "The step's memory plan by class next to the same model compiled "
           "in fp32, as a dict: mpc-opt --report-json's document "
-          "(planned, fp32_baseline, ratio).")
+          "(planned, fp32_baseline, ratio, flops).")
       .def_property_readonly(
           "source", [](const Step &s) { return s.source; },
           "The model it was compiled from.")

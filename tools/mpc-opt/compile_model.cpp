@@ -2,7 +2,6 @@
 #include "tools/mpc-opt/compile_model.h"
 
 #include "passes/compile_model.h"
-#include "passes/flop_count.h"
 #include "passes/inference_model.h"
 #include "passes/memory_baseline.h"
 #include "passes/memory_report.h"
@@ -29,17 +28,13 @@ namespace {
 /// --report=memory / --report-json: the compiled step's plan next to the
 /// same model compiled in fp32 (no casts, no loss scaling).
 void reportMemory(const Model &model, const OptFlags &f) {
-  MemoryPlan chosen = planCompiledModel(model);
-  MemoryPlan baseline = planFp32Baseline(
-      f.input, f.options,
+  StepMemoryReport report = reportStepMemory(
+      model, f.input, f.options,
       f.passesGiven ? parsePipeline(f.passes) : std::vector<PipelineEntry>{});
-  std::string label = dtypeName(f.options.precision);
-  StepFlops flops = countStepFlops(model);
   if (f.reportMemory)
-    (f.output == "-" ? std::cerr : std::cout)
-        << memoryReportTable(chosen, label, baseline, &flops);
+    (f.output == "-" ? std::cerr : std::cout) << report.table();
   if (!f.reportJson.empty()) {
-    std::string json = memoryReportJson(chosen, label, baseline, &flops), error;
+    std::string json = report.json(), error;
     if (!writeFileAtomically(f.reportJson, json.data(), json.size(), error,
                              kOutputSync))
       throw Error("--report-json: " + error);
