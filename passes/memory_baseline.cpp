@@ -14,8 +14,10 @@ MemoryPlan planFp32Baseline(const std::string &modelPath,
   CompileOptions fp32 = options;
   fp32.precision = DType::F32;
   fp32.lossScale = "none";
-  // The budget is the chosen compile's: the baseline is the plain step.
+  // The budget and bf16 optimizer state are the chosen compile's savings:
+  // the baseline is the plain fp32 step.
   fp32.memoryBudget = 0;
+  fp32.optimizerStateDtype = DType::F32;
   PipelineConfig config;
   config.verifyEach = false; // the chosen compile was verified
   Statistics stats;

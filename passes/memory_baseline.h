@@ -15,8 +15,9 @@
 namespace mpc {
 
 /// Loads `modelPath` again and compiles it with `options` in fp32 (no casts,
-/// no loss scaling) through `pipeline` (empty: the model's default
-/// pipeline), then plans it as mpc-run will run it (planCompiledModel).
+/// no loss scaling, no memory budget, fp32 optimizer state) through `pipeline`
+/// (empty: the model's default pipeline), then plans it as mpc-run will run it
+/// (planCompiledModel).
 MemoryPlan planFp32Baseline(const std::string &modelPath,
                             const CompileOptions &options,
                             const std::vector<PipelineEntry> &pipeline = {});
