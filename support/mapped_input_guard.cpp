@@ -11,7 +11,9 @@
 namespace mpc {
 namespace {
 
-constexpr size_t kSlots = 16;
+// Model files, and a data set's arrays (runtime/data/mapped_npy.h: one per
+// input and shard); the table is static storage, untouched until used.
+constexpr size_t kSlots = 1024;
 constexpr size_t kPathBytes = 1024;
 
 /// A watched mapping. `start` is set last (and cleared first), so the

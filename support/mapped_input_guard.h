@@ -3,7 +3,7 @@
 //
 // FileBytes maps model files (support/file_bytes.h), and mpc-opt
 // keeps its input mapped to the end for the weights it writes out as they
-// came in. If another process truncates the file meanwhile, the kernel takes
+// came in; mpc-run maps --data=DIR's arrays (runtime/data/mapped_npy.h). If another process truncates the file meanwhile, the kernel takes
 // the pages past the new end away and the next read of one raises SIGBUS.
 // A handler for it, installed with the first mapping, tells an address in a
 // watched mapping from any other fault: for a watched one it removes the

@@ -3,15 +3,12 @@
 
 #include "runtime/data/npy.h"
 #include "support/diagnostics.h"
+#include "support/mapped_input_guard.h"
 
 #include <algorithm>
 #include <cerrno>
-#include <csetjmp>
-#include <csignal>
 #include <cstring>
 #include <fcntl.h>
-#include <mutex>
-#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -32,45 +29,6 @@ struct Fd {
 size_t pageSize() {
   static const size_t page = size_t(::sysconf(_SC_PAGESIZE));
   return page;
-}
-
-// A file truncated after it was mapped (rewritten by np.save while a run
-// reads it) makes a copy from its vanished pages raise SIGBUS. The copy
-// guards itself: a SIGBUS on a thread inside copy() jumps back into it,
-// which throws an Error naming the file; any other SIGBUS goes to whoever
-// handled it before.
-thread_local sigjmp_buf *tCopyJump = nullptr;
-struct sigaction gPreviousSigbus;
-
-void onSigbus(int sig, siginfo_t *info, void *context) {
-  if (sigjmp_buf *jump = tCopyJump) {
-    tCopyJump = nullptr;
-    siglongjmp(*jump, 1);
-  }
-  if (gPreviousSigbus.sa_flags & SA_SIGINFO) {
-    if (gPreviousSigbus.sa_sigaction) {
-      gPreviousSigbus.sa_sigaction(sig, info, context);
-      return;
-    }
-  } else if (gPreviousSigbus.sa_handler != SIG_DFL &&
-             gPreviousSigbus.sa_handler != SIG_IGN) {
-    gPreviousSigbus.sa_handler(sig);
-    return;
-  }
-  // The default action: die of SIGBUS, as without this handler.
-  ::signal(SIGBUS, SIG_DFL);
-  ::raise(SIGBUS);
-}
-
-void guardAgainstTruncation() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    struct sigaction sa {};
-    sa.sa_sigaction = onSigbus;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGBUS, &sa, &gPreviousSigbus);
-  });
 }
 
 } // namespace
@@ -96,6 +54,7 @@ MappedNpy::MappedNpy(const std::string &path) : path_(path) {
       throw Error(path + ": cannot map: " + std::strerror(errno));
     base_ = static_cast<uint8_t *>(p);
     image = base_;
+    watchSlot_ = watchMappedFile(base_, size_, path);
   }
   NpyLayout layout;
   std::string err;
@@ -104,6 +63,7 @@ MappedNpy::MappedNpy(const std::string &path) : path_(path) {
   if (base_)
     ::madvise(base_, std::min(size_, pageSize()), MADV_DONTNEED);
   if (!ok) {
+    unwatchMappedFile(watchSlot_);
     if (base_)
       ::munmap(base_, size_);
     base_ = nullptr;
@@ -115,32 +75,14 @@ MappedNpy::MappedNpy(const std::string &path) : path_(path) {
 }
 
 MappedNpy::~MappedNpy() {
+  unwatchMappedFile(watchSlot_);
   if (base_)
     ::munmap(base_, size_);
 }
 
 void MappedNpy::copy(uint64_t offset, size_t n, uint8_t *dst) const {
-  if (!n)
-    return;
-  guardAgainstTruncation();
-  // No signal mask saved (a syscall per copy); the handler's SIGBUS block
-  // is lifted below on the rare way out through it.
-  sigjmp_buf jump;
-  if (sigsetjmp(jump, 0) != 0) {
-    sigset_t bus;
-    sigemptyset(&bus);
-    sigaddset(&bus, SIGBUS);
-    ::pthread_sigmask(SIG_UNBLOCK, &bus, nullptr);
-    throw Error(path_ + ": the file became shorter while it was being read "
-                        "(was it rewritten during the run?)");
-  }
-  // The barriers keep the compiler from moving (or dropping) the stores
-  // around the copy: the handler reads them when the copy faults.
-  tCopyJump = &jump;
-  asm volatile("" ::: "memory");
-  std::memcpy(dst, base_ + dataOffset_ + offset, n);
-  asm volatile("" ::: "memory");
-  tCopyJump = nullptr;
+  if (n)
+    std::memcpy(dst, base_ + dataOffset_ + offset, n);
 }
 
 void MappedNpy::release(uint64_t offset, size_t n) const {
