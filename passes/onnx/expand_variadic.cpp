@@ -350,6 +350,13 @@ size_t expandVariadicMpcOps(Graph &g, int64_t opset) {
       expandClipGradNorm(g, *n, renames);
     else if (n->opType() == "AllReduce")
       expandAllReduce(g, *n, renames);
+    else if (n->opType() == "ReduceScatter" || n->opType() == "RankShard" ||
+             n->opType() == "AllGather" || n->opType() == "ShardedClipGradNorm")
+      // A rank's chunks of a sharded step mean nothing to one process.
+      throw Error("node '" + n->name() + "' (mpc." + n->opType() +
+                  "): a step compiled with --shard-optimizer runs on its "
+                  "ranks under mpc-run; --emit=step writes a step for one "
+                  "process (compile it without --shard-optimizer)");
     else if (n->opType() == "ExtremumGrad")
       expandExtremumGrad(g, *n, tieCounts, renames);
     else if (n->opType() == "BatchNormalizationGrad" && n->numInputs() > 3)

@@ -269,8 +269,16 @@ void shardOptimizerState(Model &model, const CompileOptions &o,
   std::vector<std::string> gradNames;
   for (Value *v : gradChunks)
     gradNames.push_back(v->name());
-  if (oldClip)
+  if (oldClip) {
+    // The norm keeps the unsharded step's name (grad_total_norm).
+    const std::string oldName = oldClip->output(n)->name();
+    Value *norm = g.findValue(*readMeta(model, meta::kGradNorm));
     g.removeNode(oldClip);
+    if (norm && !g.findValue(oldName)) {
+      g.renameValue(norm, oldName);
+      writeMeta(model, meta::kGradNorm, oldName);
+    }
+  }
   g.removeNode(mean);
   writeMeta(model, meta::kGrads, gradNames);
   writeMeta(model, meta::kShardedState, pairs);

@@ -114,7 +114,24 @@ std::vector<CudaOpEntry> hostOps() {
       {"", "Squeeze", nullptr, noCheck},
       {"", "Unsqueeze", nullptr, noCheck},
       {"", "Identity", nullptr, noCheck},
+      // --shard-optimizer's collectives (kernels/cpu/collective.cpp) run
+      // on the host in a staged step, over the run's host world (TCP or
+      // MPI): each moves and reduces a rank's chunk of the gradients, the
+      // moments and the parameters. A device-resident step refuses them
+      // (supportsResident).
+      {kMpcDomain, "ReduceScatter", nullptr, noCheck},
+      {kMpcDomain, "RankShard", nullptr, noCheck},
+      {kMpcDomain, "AllGather", nullptr, noCheck},
+      {kMpcDomain, "ShardedClipGradNorm", nullptr, noCheck},
   };
+}
+
+/// Whether the op is one of --shard-optimizer's host collectives.
+bool isShardCollective(const Node &node) {
+  const std::string &op = node.opType();
+  return node.domain() == kMpcDomain &&
+         (op == "ReduceScatter" || op == "RankShard" || op == "AllGather" ||
+          op == "ShardedClipGradNorm");
 }
 
 bool supportsResident(const Node &node, const std::vector<bool> &hostKnown,
@@ -122,6 +139,11 @@ bool supportsResident(const Node &node, const std::vector<bool> &hostKnown,
   const CudaOpEntry *e = findCudaOp(node.domain(), node.opType());
   if (!e) {
     why = "no kernel for op " + cudaOpName(node);
+    return false;
+  }
+  if (isShardCollective(node)) {
+    why = "--shard-optimizer's " + cudaOpName(node) +
+          " runs on the host, over the host world";
     return false;
   }
   uint32_t mask = e->hostInputs;

@@ -168,8 +168,16 @@ int runTraining(RunFlags f, std::unique_ptr<Collective> &world) {
   if (f.exportOnly) {
     // --save without training writes the model (resumed) as a checkpoint,
     // e.g. again with --external-data, rather than being ignored.
-    if (!f.save.empty() && lead)
+    if (world && trainer.shardsState()) {
+      // A sharded state is gathered from every rank: each takes part when
+      // rank 0 saves (the others' --save was cleared above).
+      uint8_t saving = !f.save.empty();
+      world->broadcast(&saving, 1, 0);
+      if (saving)
+        trainer.saveCheckpoint(f.save);
+    } else if (!f.save.empty() && lead) {
       trainer.saveCheckpoint(f.save);
+    }
     for (const std::string &line : session.writeExports())
       if (lead)
         std::printf("%s\n", line.c_str());
