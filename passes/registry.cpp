@@ -4,6 +4,7 @@
 #include "ir/step_metadata.h"
 #include "passes/compile_flags.h"
 #include "passes/onnx/import_lowering.h"
+#include "passes/shrink_saved.h"
 #include "passes/training_info.h"
 #include "support/diagnostics.h"
 
@@ -79,6 +80,11 @@ const std::vector<PassInfo> &passRegistry() {
        runFoldBiasAdd},
       {"cleanup", "dead code, duplicate casts and identity casts removed",
        runCleanup},
+      {"shrink-saved",
+       "values saved for the backward kept in their smallest exact form: "
+       "an fp16 twin cast again, an exact widening widened again (after "
+       "cleanup)",
+       runShrinkSaved},
       {"recompute",
        "activation checkpointing: recompute chosen saved activations in the "
        "backward (--recompute)",
