@@ -13,6 +13,7 @@ packages=(
   libopenblas-dev                                 # CPU matrix products
   libopenmpi-dev openmpi-bin                      # data parallel: mpirun -np N mpc-run
   libsleef-dev                                    # CPU vector erf/exp (GELU)
+  libdnnl-dev                                     # oneDNN: CPU bf16 products, convolutions
   libre2-dev                                      # name patterns (--trainable, --fp32-nodes, ...)
   libmimalloc-dev                                 # the tools' heap (many small IR objects)
   zlib1g-dev                                      # deflate for .npz

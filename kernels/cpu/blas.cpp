@@ -19,6 +19,7 @@ constexpr const char *kCandidates[] = {MPC_BLAS_LIBRARY, "libopenblas.so.0"};
 struct BlasFunctions {
   decltype(&cblas_sgemm) sgemm = nullptr;
   decltype(&cblas_dgemm) dgemm = nullptr;
+  int (*threads)() = nullptr; // OpenBLAS's openblas_get_num_threads
   const char *library = nullptr;
 };
 
@@ -38,6 +39,8 @@ BlasFunctions load() {
         reinterpret_cast<decltype(f.sgemm)>(::dlsym(handle, "cblas_sgemm"));
     f.dgemm =
         reinterpret_cast<decltype(f.dgemm)>(::dlsym(handle, "cblas_dgemm"));
+    f.threads = reinterpret_cast<int (*)()>(
+        ::dlsym(handle, "openblas_get_num_threads"));
     if (!f.sgemm || !f.dgemm) {
       tried += std::string(tried.empty() ? "" : "; ") + name +
                ": no cblas_sgemm/cblas_dgemm";
@@ -92,5 +95,10 @@ template void blasGemm<double>(bool, bool, int64_t, int64_t, int64_t, double,
 const char *loadedBlasLibrary() { return blas().library; }
 
 bool blasIsLoaded() { return loaded; }
+
+int blasThreadCount() {
+  const BlasFunctions &f = blas();
+  return f.threads ? f.threads() : 0;
+}
 
 } // namespace mpc

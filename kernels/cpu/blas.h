@@ -31,4 +31,9 @@ const char *loadedBlasLibrary();
 /// True once a product (or loadedBlasLibrary) has loaded the library.
 bool blasIsLoaded();
 
+/// The threads the BLAS library runs a product on (OpenBLAS's own count,
+/// from OPENBLAS_NUM_THREADS, OMP_NUM_THREADS or the cores); 0 when the
+/// library does not say. Loads it.
+int blasThreadCount();
+
 } // namespace mpc

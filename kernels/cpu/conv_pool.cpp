@@ -3,7 +3,12 @@
 // MaxPool (with Indices), AveragePool, GlobalAveragePool and the backward
 // ops mpc.MaxPoolGrad and mpc.AveragePoolGrad.
 //
-// Every kernel is an im2col product. The window (ir/window_geometry.h)
+// Conv, mpc.ConvGradInput and mpc.ConvGradWeight whose operands are all
+// bf16 or all fp32, with 1 to 3 spatial dims, run on oneDNN's convolutions
+// (kernels/cpu/onednn.h: fp32 accumulation, one rounding); the rest, and
+// those under MPC_CPU_EXACT_HALF=1 (bf16) or MPC_CPU_ONEDNN=0, below.
+//
+// Every kernel below is an im2col product. The window (ir/window_geometry.h)
 // gives, per kernel offset and output position, the input element it reads;
 // gathering those into a [C/group * K, P] column matrix turns Conv into one
 // GEMM per (image, group) and its weight gradient into one accumulating GEMM.
@@ -21,6 +26,7 @@
 #include "ir/mpc_ops.h"
 #include "kernels/cpu/conv_geometry.h"
 #include "kernels/cpu/conv_util.h"
+#include "kernels/cpu/onednn.h"
 
 #include <cmath>
 
@@ -200,11 +206,58 @@ void requireSameDTypes(const KernelContext &ctx, size_t count) {
            " (the inputs must have the same type)");
 }
 
+/// The oneDNN problem of a node's geometry, when oneDNN should run it: its
+/// operands (`tensors`, null ones skipped) share one dtype that
+/// onednn::useFor takes, and no tensor is empty.
+bool nativeProblem(const ConvNodeGeometry &k,
+                   std::initializer_list<const Tensor *> tensors,
+                   onednn::ConvProblem &p) {
+  DType t = (*tensors.begin())->dtype;
+  for (const Tensor *x : tensors)
+    if (x && (x->dtype != t || x->numel() == 0))
+      return false;
+  if (!onednn::useFor(onednn::Family::Conv, t))
+    return false;
+  p.dtype = t;
+  p.n = k.batch;
+  p.c = k.c;
+  p.m = k.m;
+  p.groups = k.attrs.group;
+  p.in = k.window.in;
+  p.out = k.window.out;
+  p.kernel = k.window.kernel;
+  p.strides = k.window.strides;
+  p.dilations = k.window.dilations;
+  p.padBegin = k.window.padBegin;
+  return true;
+}
+
+/// The output a native kernel writes every element of (not zeroed first),
+/// or null when the memory plan put it over an operand.
+Tensor *nativeOutput(KernelContext &ctx, DType t,
+                     const std::vector<int64_t> &dims,
+                     std::initializer_list<const Tensor *> operands) {
+  Tensor &y = overwrittenOutput(ctx, 0, t, dims);
+  for (const Tensor *x : operands) {
+    const uint8_t *a = x->bytes.data(), *b = y.bytes.data();
+    if (x->byteSize() && a < b + y.byteSize() && b < a + x->byteSize())
+      return nullptr;
+  }
+  return &y;
+}
+
 template <typename C> void runConv(KernelContext &ctx) {
   const Node &node = ctx.node;
   const Tensor &x = input(ctx, 0, "X"), &w = input(ctx, 1, "W");
   const Tensor *b = optionalInput(ctx, 2);
   ConvNodeGeometry k = convGeometry(node, x, w, b);
+  onednn::ConvProblem np;
+  if (nativeProblem(k, {&x, &w, b}, np))
+    if (Tensor *y = nativeOutput(ctx, x.dtype, k.outDims, {&x, &w}))
+      if (onednn::convForward(np, x.bytes.data(), w.bytes.data(),
+                              b ? b->bytes.data() : nullptr, y->bytes.data()))
+        return;
+  onednn::noteFallback(onednn::Family::Conv, x.dtype);
   ConvShape cs = convShape(node, k.batch, k.c, k.m, k.attrs.group, k.window);
   Tensor &y = output(ctx, 0, x.dtype, k.outDims);
   std::vector<C> xv = widen<C>(node, x, "X"), wv = widen<C>(node, w, "W");
@@ -222,6 +275,26 @@ template <typename C> void runConvTranspose(KernelContext &ctx) {
   ConvNodeGeometry k = convTransposeGeometry(node, x, w, b);
   // The convolution this is the data gradient of: its input has the
   // ConvTranspose's M channels and output size, its output X's C and size.
+  // On oneDNN as mpc.ConvGradInput is (the same numbers); a bias is added
+  // after in fp32, so a bf16 one (two roundings) stays on the path below.
+  onednn::ConvProblem np;
+  if (nativeProblem(k, {&x, &w, b}, np) && (!b || x.dtype == DType::F32)) {
+    std::swap(np.c, np.m);
+    if (Tensor *y = nativeOutput(ctx, x.dtype, k.outDims, {&x, &w}))
+      if (onednn::convBackwardData(np, x.bytes.data(), w.bytes.data(),
+                                   y->bytes.data())) {
+        if (b) {
+          float *py = y->data<float>();
+          const float *pb = b->data<float>();
+          int64_t plane = elementCount(k.window.in);
+          for (int64_t i = 0; i < k.batch * k.m; ++i)
+            for (int64_t j = 0; j < plane; ++j)
+              py[i * plane + j] += pb[i % k.m];
+        }
+        return;
+      }
+  }
+  onednn::noteFallback(onednn::Family::Conv, x.dtype);
   ConvShape cs = convShape(node, k.batch, k.m, k.c, k.attrs.group, k.window);
   Tensor &y = output(ctx, 0, x.dtype, k.outDims);
   std::vector<C> xv = widen<C>(node, x, "X"), wv = widen<C>(node, w, "W");
@@ -237,6 +310,13 @@ template <typename C> void runConvGradInput(KernelContext &ctx) {
   const Tensor &dy = input(ctx, 0, "dY"), &w = input(ctx, 1, "W");
   std::vector<int64_t> xs = readInts(node, input(ctx, 2, "x_shape"), "x_shape");
   ConvNodeGeometry k = convGradInputGeometry(node, dy, w, xs);
+  onednn::ConvProblem np;
+  if (nativeProblem(k, {&dy, &w}, np))
+    if (Tensor *dx = nativeOutput(ctx, dy.dtype, k.outDims, {&dy, &w}))
+      if (onednn::convBackwardData(np, dy.bytes.data(), w.bytes.data(),
+                                   dx->bytes.data()))
+        return;
+  onednn::noteFallback(onednn::Family::Conv, dy.dtype);
   ConvShape cs = convShape(node, k.batch, k.c, k.m, k.attrs.group, k.window);
   Tensor &dx = output(ctx, 0, dy.dtype, k.outDims);
   std::vector<C> dyv = widen<C>(node, dy, "dY"), wv = widen<C>(node, w, "W");
@@ -249,6 +329,13 @@ template <typename C> void runConvGradWeight(KernelContext &ctx) {
   const Node &node = ctx.node;
   const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X");
   ConvNodeGeometry k = convGradWeightGeometry(node, dy, x);
+  onednn::ConvProblem np;
+  if (nativeProblem(k, {&dy, &x}, np))
+    if (Tensor *dw = nativeOutput(ctx, dy.dtype, k.outDims, {&dy, &x}))
+      if (onednn::convBackwardWeights(np, dy.bytes.data(), x.bytes.data(),
+                                      dw->bytes.data()))
+        return;
+  onednn::noteFallback(onednn::Family::Conv, dy.dtype);
   ConvShape cs = convShape(node, k.batch, k.c, k.m, k.attrs.group, k.window);
   Tensor &dw = output(ctx, 0, dy.dtype, k.outDims);
   std::vector<C> dyv = widen<C>(node, dy, "dY"), xv = widen<C>(node, x, "X");

@@ -1,14 +1,18 @@
 // Matrix-product CPU kernels: Gemm and MatMul on OpenBLAS (matMul also runs
 // mpc.FusedMatMul, fused.cpp).
 //
-// fp32 and fp64 go straight to sgemm / dgemm (kernels/cpu/blas.h). fp16 and
-// bf16 emulate Tensor Core math: the operands are widened to fp32, multiplied
-// with fp32 accumulation (sgemm), and the result (alpha*AB + beta*C, all in
-// fp32) is rounded to the output dtype once, as cuBLAS does with an fp32
-// compute type.
+// bf16 runs on oneDNN's native kernels (kernels/cpu/onednn.h): bf16
+// operands, fp32 accumulation, the result (alpha*AB + beta*C in fp32) rounded
+// once. fp32 and fp64 go straight to sgemm / dgemm (kernels/cpu/blas.h).
+// fp16 -- and bf16 under MPC_CPU_EXACT_HALF=1, the bit-exact reference --
+// emulate Tensor Core math: the operands are widened to fp32, multiplied with
+// fp32 accumulation (sgemm), and the result is rounded to the output dtype
+// once, as cuBLAS does with an fp32 compute type. The two bf16 paths differ
+// only in summation order (tests/unit/onednn_test.cpp states the bound).
 #include "ir/mpc_ops.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/onednn.h"
 #include "kernels/cpu/shared_kernels.h"
 
 #include <initializer_list>
@@ -110,6 +114,122 @@ private:
   ScratchArray<C> scratch_;
 };
 
+// --- oneDNN ------------------------------------------------------------------
+
+bool overlapping(const Tensor &a, const Tensor &b) {
+  const uint8_t *pa = a.bytes.data(), *pb = b.bytes.data();
+  return a.byteSize() && b.byteSize() && pa < pb + b.byteSize() &&
+         pb < pa + a.byteSize();
+}
+
+/// The output's bytes where oneDNN may write them: y's own unless the memory
+/// plan put y over an operand (oneDNN reads while it writes), else scratch
+/// that finish() copies into y.
+class NativeOutput {
+public:
+  NativeOutput(Tensor &y, std::initializer_list<const Tensor *> operands)
+      : y_(y) {
+    for (const Tensor *t : operands)
+      if (t && overlapping(*t, y))
+        scratch_.resize(y.byteSize());
+  }
+  void *data() {
+    return (scratch_.size() == 0) ? y_.bytes.data() : scratch_.data();
+  }
+  void finish() {
+    if (!(scratch_.size() == 0))
+      std::memcpy(y_.bytes.data(), scratch_.data(), scratch_.size());
+  }
+
+private:
+  Tensor &y_;
+  ScratchArray<uint8_t> scratch_;
+};
+
+/// Gemm on oneDNN where onednn::useFor says so; false when it did not run.
+/// With C, the product accumulates onto C (broadcast, widened) in an fp32
+/// buffer rounded once into Y: alpha * AB + beta * C, as the emulated path.
+bool nativeGemm(KernelContext &ctx, const Tensor &a, const Tensor &b,
+                const Tensor *c, Tensor &y, bool ta, bool tb, int64_t m,
+                int64_t n, int64_t k, double alpha, double beta) {
+  DType t = a.dtype;
+  if (!onednn::useFor(onednn::Family::Product, t))
+    return false;
+  if (!c || beta == 0.0) {
+    NativeOutput out(y, {&a, &b});
+    if (!onednn::matmul(t, t, ta, tb, 1, m, n, k, float(alpha), 0.f,
+                        a.bytes.data(), b.bytes.data(), out.data()))
+      return false;
+    out.finish();
+    return true;
+  }
+  ScratchArray<float> acc(size_t(m * n));
+  std::vector<float> cv(size_t(c->numel()));
+  dispatchFloat(ctx.node, t, [&](auto io) {
+    using Io = decltype(io);
+    if constexpr (std::is_same_v<typename Io::Compute, float>)
+      loadRun<Io>(ptr<Io>(*c), c->numel(), cv.data());
+  });
+  const std::vector<int64_t> dims = {m, n}, shapes[1] = {c->dims};
+  forEachBroadcastRun(
+      dims, shapes,
+      [&](int64_t i, int64_t len, const int64_t *off, const int64_t *step) {
+        for (int64_t j = 0; j < len; ++j)
+          acc[size_t(i + j)] = cv[size_t(off[0] + j * step[0])];
+      });
+  if (!onednn::matmul(t, DType::F32, ta, tb, 1, m, n, k, float(alpha),
+                      float(beta), a.bytes.data(), b.bytes.data(), acc.data()))
+    return false;
+  dispatchFloat(ctx.node, t, [&](auto io) {
+    using Io = decltype(io);
+    if constexpr (std::is_same_v<typename Io::Compute, float>)
+      storeRun<Io>(ptr<Io>(y), m * n, acc.data());
+  });
+  return true;
+}
+
+/// MatMul's batches on oneDNN where onednn::useFor says so: one product
+/// when B is shared (A's batches stacked into rows) or neither operand is
+/// broadcast, else one per batch. False when it did not run.
+bool nativeMatMul(const Tensor &a, const Tensor &b, Tensor &y, bool ta, bool tb,
+                  int64_t m, int64_t n, int64_t k,
+                  const std::vector<int64_t> &batchA,
+                  const std::vector<int64_t> &batchB,
+                  const std::vector<int64_t> &batch) {
+  DType t = a.dtype;
+  if (!onednn::useFor(onednn::Family::Product, t))
+    return false;
+  int64_t numBatch = elementCount(batch);
+  if (numBatch == 0 || m == 0 || n == 0 || k == 0)
+    return false;
+  NativeOutput out(y, {&a, &b});
+  const uint8_t *pa = a.bytes.data(), *pb = b.bytes.data();
+  auto *py = static_cast<uint8_t *>(out.data());
+  bool ok;
+  if (elementCount(batchB) == 1 && !ta) {
+    ok = onednn::matmul(t, t, false, tb, 1, numBatch * m, n, k, 1.f, 0.f, pa,
+                        pb, py);
+  } else if (elementCount(batchA) == numBatch &&
+             elementCount(batchB) == numBatch) {
+    ok = onednn::matmul(t, t, ta, tb, numBatch, m, n, k, 1.f, 0.f, pa, pb, py);
+  } else {
+    size_t es = dtypeSize(t);
+    std::vector<int64_t> sa = broadcastStrides(batchA, batch);
+    std::vector<int64_t> sb = broadcastStrides(batchB, batch);
+    const std::vector<int64_t> strides[2] = {sa, sb};
+    StridedWalker<2> w(batch, strides);
+    ok = true;
+    for (int64_t i = 0; ok && i < numBatch; ++i, w.next())
+      ok = onednn::matmul(t, t, ta, tb, 1, m, n, k, 1.f, 0.f,
+                          pa + size_t(w.offset(0) * m * k) * es,
+                          pb + size_t(w.offset(1) * k * n) * es,
+                          py + size_t(i * m * n) * es);
+  }
+  if (ok)
+    out.finish();
+  return ok;
+}
+
 // --- Gemm --------------------------------------------------------------------
 
 void kernelGemm(KernelContext &ctx) {
@@ -142,6 +262,9 @@ void kernelGemm(KernelContext &ctx) {
   double alpha = node.attrFloat("alpha", 1.0f);
   double beta = c ? node.attrFloat("beta", 1.0f) : 0.0;
   Tensor &y = overwrittenOutput(ctx, 0, a.dtype, dims);
+  if (nativeGemm(ctx, a, b, c, y, ta, tb, m, n, k, alpha, beta))
+    return;
+  onednn::noteFallback(onednn::Family::Product, a.dtype);
   dispatchFloat(node, a.dtype, [&](auto io) {
     using Io = decltype(io);
     using T = typename Io::Compute;
@@ -220,6 +343,9 @@ void matMul(KernelContext &ctx, bool ta, bool tb) {
     dims.push_back(n);
   Tensor &y = overwrittenOutput(ctx, 0, a.dtype, dims);
   int64_t numBatch = checkedCount(node, batch);
+  if (nativeMatMul(a, b, y, ta, tb, m, n, k, batchA, batchB, batch))
+    return;
+  onednn::noteFallback(onednn::Family::Product, a.dtype);
   dispatchFloat(node, a.dtype, [&](auto io) {
     using Io = decltype(io);
     using T = typename Io::Compute;

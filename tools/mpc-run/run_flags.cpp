@@ -101,6 +101,10 @@ std::vector<Flag> runFlags(RunFlags &f) {
        [&f](V v) { f.tensorboard = v.text; }, loop},
       {"--quiet", kSwitch, "", data, "no progress lines",
        [&f](V) { f.quiet = true; }},
+      {"--verbose", kSwitch, "", data,
+       "after training, name the CPU kernel families that ran the matrix "
+       "products and convolutions (oneDNN bf16, BLAS fp32, emulated)",
+       [&f](V) { f.verbose = true; }},
       {"--eval-data", kValue, "=FILE.npz|DIR", eval,
        "a validation set: the loss of the model's forward in inference form "
        "(batch norms on running statistics, fp32) on its full batches, after "

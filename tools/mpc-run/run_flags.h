@@ -59,6 +59,8 @@ struct RunFlags {
   /// loss than the best (0: never).
   int64_t earlyStop = 0;
   bool quiet = false;
+  /// --verbose: the CPU's kernel families for products and convolutions.
+  bool verbose = false;
   bool debugOverflow = false;
   double minLossScale = 1;
   int64_t maxSkippedSteps = 100;

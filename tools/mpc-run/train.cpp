@@ -3,6 +3,7 @@
 // and the summary.
 #include "tools/mpc-run/train.h"
 
+#include "kernels/cpu/onednn.h"
 #include "runtime/run_length.h"
 #include "runtime/training_session.h"
 #include "runtime/world/launched_world.h"
@@ -231,6 +232,12 @@ int runTraining(RunFlags f, std::unique_ptr<Collective> &world) {
               formatBytes(trainer.arenaPeakBytes()).c_str(),
               backend->name().c_str(), trainer.arenaPeakBytes(),
               trainer.peakBytes(), formatDuration(s.trainSeconds).c_str());
+  if (f.verbose && !onCuda) {
+    std::string kernels = cpu::onednn::kernelReport();
+    std::fprintf(stderr, "cpu kernels: %s\n",
+                 kernels.empty() ? "no matrix products or convolutions"
+                                 : kernels.c_str());
+  }
   if (onCuda && !f.quiet) {
     CudaMemoryStats cs = loadedCudaMemoryStats(*backend);
     std::fprintf(stderr,

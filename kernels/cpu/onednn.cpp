@@ -1,0 +1,440 @@
+// oneDNN matrix products and convolutions (kernels/cpu/onednn.h).
+#include "kernels/cpu/onednn.h"
+
+#include "kernels/cpu/blas.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+namespace mpc {
+namespace cpu {
+namespace onednn {
+namespace {
+
+using dnnl::memory;
+using Dims = memory::dims;
+
+bool envFlag(const char *name, bool unset) {
+  const char *v = std::getenv(name);
+  if (!v || !*v)
+    return unset;
+  return !(v[0] == '0' && v[1] == '\0');
+}
+
+dnnl::engine &engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+/// oneDNN's parallel regions (its OpenMP runtime) take the thread count
+/// the products had before it: OpenBLAS's (OPENBLAS_NUM_THREADS, else
+/// OMP_NUM_THREADS, else the cores). Both pools then never hold more
+/// threads than that between them at once: a kernel runs one library's
+/// product at a time. Set on each thread that runs a kernel, once.
+void matchThreads() {
+  thread_local bool done = false;
+  if (done)
+    return;
+  done = true;
+  using SetThreads = void (*)(int);
+  static SetThreads set = reinterpret_cast<SetThreads>(
+      ::dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  int count = blasThreadCount();
+  if (set && count > 0)
+    set(count);
+}
+
+memory::data_type dnnlType(DType t) {
+  switch (t) {
+  case DType::F32:
+    return memory::data_type::f32;
+  case DType::BF16:
+    return memory::data_type::bf16;
+  case DType::F16:
+    return memory::data_type::f16;
+  default:
+    return memory::data_type::undef;
+  }
+}
+
+const char *typeName(DType t) {
+  return t == DType::BF16 ? "bf16" : t == DType::F16 ? "fp16" : "fp32";
+}
+
+/// A reference implementation is scalar C++: slower than widening into
+/// sgemm. Such a problem stays on the caller's path.
+bool isReference(const char *impl) {
+  return !impl || std::strncmp(impl, "ref", 3) == 0;
+}
+
+// --- which families ran (kernelReport) ---------------------------------------
+
+/// Bits: family (2) x dtype (3) x {oneDNN, own path}.
+std::atomic<unsigned> used{0};
+
+unsigned bit(Family f, DType t, bool native) {
+  unsigned d = t == DType::BF16 ? 1 : t == DType::F16 ? 2 : 0;
+  return 1u << ((f == Family::Conv ? 6 : 0) + (native ? 0 : 3) + d);
+}
+
+void note(Family f, DType t, bool native) {
+  if (t == DType::F32 || t == DType::BF16 || t == DType::F16)
+    used.fetch_or(bit(f, t, native), std::memory_order_relaxed);
+}
+
+// --- the primitive cache -----------------------------------------------------
+
+/// One problem's primitive, with the reorders between the caller's plain
+/// layouts and the ones the primitive chose (absent where they agree).
+struct Entry {
+  dnnl::primitive prim;
+  /// Per argument (DNNL_ARG_*): the caller's layout and the primitive's.
+  struct Arg {
+    int id;
+    memory::desc user, internal;
+    bool input;
+  };
+  std::vector<Arg> args;
+  bool usable = false;
+};
+
+std::mutex cacheMutex;
+std::unordered_map<std::string, std::shared_ptr<Entry>> &cache() {
+  static std::unordered_map<std::string, std::shared_ptr<Entry>> c;
+  return c;
+}
+
+/// The cached entry for `key`, made by `make` the first time (a failed
+/// creation is cached too, as unusable).
+template <typename Make>
+std::shared_ptr<Entry> cached(const std::string &key, Make &&make) {
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  auto &slot = cache()[key];
+  if (!slot) {
+    slot = std::make_shared<Entry>();
+    try {
+      make(*slot);
+    } catch (const dnnl::error &) {
+      slot->usable = false;
+    }
+  }
+  return slot;
+}
+
+/// Runs an entry on the caller's buffers (ptrs by DNNL_ARG_* in
+/// entry.args order), reordering into and out of the primitive's layouts.
+bool run(const Entry &e, const std::vector<void *> &ptrs) {
+  if (!e.usable)
+    return false;
+  matchThreads();
+  dnnl::stream s(engine());
+  std::unordered_map<int, memory> args;
+  std::vector<std::pair<memory, memory>> outputs; // internal -> user
+  for (size_t i = 0; i < e.args.size(); ++i) {
+    const Entry::Arg &a = e.args[i];
+    memory user(a.user, engine(), ptrs[i]);
+    if (a.user == a.internal) {
+      args.emplace(a.id, user);
+      continue;
+    }
+    memory internal(a.internal, engine());
+    if (a.input)
+      dnnl::reorder(user, internal).execute(s, user, internal);
+    else
+      outputs.emplace_back(internal, user);
+    args.emplace(a.id, internal);
+  }
+  e.prim.execute(s, args);
+  for (auto &[internal, user] : outputs)
+    dnnl::reorder(internal, user).execute(s, internal, user);
+  s.wait();
+  return true;
+}
+
+std::string dimsKey(const std::vector<int64_t> &v) {
+  std::string s;
+  for (int64_t x : v)
+    s += std::to_string(x) + ",";
+  return s;
+}
+
+// --- convolutions ------------------------------------------------------------
+
+memory::format_tag plainTag(size_t spatial) {
+  return spatial == 1   ? memory::format_tag::ncw
+         : spatial == 2 ? memory::format_tag::nchw
+                        : memory::format_tag::ncdhw;
+}
+
+memory::format_tag plainWeightTag(size_t spatial, bool grouped) {
+  if (grouped)
+    return spatial == 1   ? memory::format_tag::goiw
+           : spatial == 2 ? memory::format_tag::goihw
+                          : memory::format_tag::goidhw;
+  return spatial == 1   ? memory::format_tag::oiw
+         : spatial == 2 ? memory::format_tag::oihw
+                        : memory::format_tag::oidhw;
+}
+
+/// The plain descriptors of a problem: src, weights, dst, bias.
+struct ConvDescs {
+  memory::desc src, wei, dst, bias;
+  Dims strides, dilations, padL, padR;
+};
+
+bool convDescs(const ConvProblem &p, ConvDescs &d) {
+  size_t r = p.kernel.size();
+  if (r < 1 || r > 3 || p.in.size() != r || p.out.size() != r || p.groups < 1 ||
+      p.c % p.groups || p.m % p.groups)
+    return false;
+  memory::data_type dt = dnnlType(p.dtype);
+  Dims src = {p.n, p.c}, dst = {p.n, p.m}, wei;
+  bool grouped = p.groups > 1;
+  if (grouped)
+    wei = {p.groups, p.m / p.groups, p.c / p.groups};
+  else
+    wei = {p.m, p.c};
+  for (size_t i = 0; i < r; ++i) {
+    src.push_back(p.in[i]);
+    dst.push_back(p.out[i]);
+    wei.push_back(p.kernel[i]);
+    d.strides.push_back(p.strides[i]);
+    d.dilations.push_back(p.dilations[i] - 1);
+    d.padL.push_back(p.padBegin[i]);
+    // The end padding that makes oneDNN's output size the node's: ONNX's
+    // may leave input elements unread at the end (then this is smaller).
+    int64_t extent = (p.kernel[i] - 1) * p.dilations[i] + 1;
+    int64_t padR =
+        (p.out[i] - 1) * p.strides[i] + extent - p.in[i] - p.padBegin[i];
+    if (padR < 0)
+      return false;
+    d.padR.push_back(padR);
+  }
+  d.src = memory::desc(src, dt, plainTag(r));
+  d.dst = memory::desc(dst, dt, plainTag(r));
+  d.wei = memory::desc(wei, dt, plainWeightTag(r, grouped));
+  d.bias = memory::desc({p.m}, dt, memory::format_tag::x);
+  return true;
+}
+
+std::string convKey(const char *what, const ConvProblem &p, bool bias) {
+  return std::string(what) + typeName(p.dtype) + (bias ? "b" : "") + "|" +
+         std::to_string(p.n) + "," + std::to_string(p.c) + "," +
+         std::to_string(p.m) + "," + std::to_string(p.groups) + "|" +
+         dimsKey(p.in) + "|" + dimsKey(p.out) + "|" + dimsKey(p.kernel) + "|" +
+         dimsKey(p.strides) + "|" + dimsKey(p.dilations) + "|" +
+         dimsKey(p.padBegin);
+}
+
+memory::desc anyOf(const memory::desc &d) {
+  return memory::desc(d.dims(), d.data_type(), memory::format_tag::any);
+}
+
+dnnl::convolution_forward::primitive_desc forwardDesc(const ConvDescs &d,
+                                                      bool bias) {
+  auto any = [](const memory::desc &m) { return anyOf(m); };
+  dnnl::convolution_forward::desc fd =
+      bias ? dnnl::convolution_forward::desc(
+                 dnnl::prop_kind::forward_training,
+                 dnnl::algorithm::convolution_direct, any(d.src), any(d.wei),
+                 d.bias, any(d.dst), d.strides, d.dilations, d.padL, d.padR)
+           : dnnl::convolution_forward::desc(
+                 dnnl::prop_kind::forward_training,
+                 dnnl::algorithm::convolution_direct, any(d.src), any(d.wei),
+                 any(d.dst), d.strides, d.dilations, d.padL, d.padR);
+  return dnnl::convolution_forward::primitive_desc(fd, engine());
+}
+
+} // namespace
+
+bool useFor(Family f, DType t) {
+  if (!envFlag("MPC_CPU_ONEDNN", true))
+    return false;
+  switch (t) {
+  case DType::BF16:
+    return !envFlag("MPC_CPU_EXACT_HALF", false);
+  case DType::F32:
+    // Measured here (bench/cpu_contenders.md): oneDNN's direct convolution
+    // beats im2col + sgemm several times over; its fp32 products do not
+    // beat OpenBLAS's sgemm enough to switch.
+    return f == Family::Conv;
+  default:
+    // fp16: oneDNN 2.6 has no native fp16 kernels for the CPU (only its
+    // reference ones), so fp16 keeps the widened sgemm path.
+    return false;
+  }
+}
+
+bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
+            int64_t n, int64_t k, float alpha, float beta, const void *a,
+            const void *b, void *y) {
+  if (batch <= 0 || m <= 0 || n <= 0 || k <= 0 ||
+      (beta != 0.f && yt != DType::F32))
+    return false;
+  std::ostringstream key;
+  key << "mm" << typeName(t) << typeName(yt) << ta << tb << "|" << batch << ","
+      << m << "," << n << "," << k << "|" << alpha << "," << beta;
+  auto e = cached(key.str(), [&](Entry &e) {
+    memory::data_type dt = dnnlType(t), ydt = dnnlType(yt);
+    Dims ad = {batch, m, k}, bd = {batch, k, n}, yd = {batch, m, n};
+    Dims as = ta ? Dims{m * k, 1, m} : Dims{m * k, k, 1};
+    Dims bs = tb ? Dims{k * n, 1, k} : Dims{k * n, n, 1};
+    memory::desc amd(ad, dt, as), bmd(bd, dt, bs),
+        ymd(yd, ydt, Dims{m * n, n, 1});
+    dnnl::primitive_attr attr;
+    if (alpha != 1.f)
+      attr.set_output_scales(0, {alpha});
+    if (beta != 0.f) {
+      dnnl::post_ops ops;
+      ops.append_sum(beta);
+      attr.set_post_ops(ops);
+    }
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(amd, bmd, ymd), attr,
+                                    engine());
+    if (isReference(pd.impl_info_str()))
+      return;
+    e.prim = dnnl::matmul(pd);
+    e.args = {{DNNL_ARG_SRC, amd, amd, true},
+              {DNNL_ARG_WEIGHTS, bmd, bmd, true},
+              {DNNL_ARG_DST, ymd, ymd, false}};
+    e.usable = true;
+  });
+  bool ok = run(*e, {const_cast<void *>(a), const_cast<void *>(b), y});
+  note(Family::Product, t, ok);
+  return ok;
+}
+
+bool convForward(const ConvProblem &p, const void *x, const void *w,
+                 const void *bias, void *y) {
+  ConvDescs d;
+  bool hasBias = bias != nullptr;
+  auto e = cached(convKey("fwd", p, hasBias), [&](Entry &e) {
+    if (!convDescs(p, d))
+      return;
+    auto pd = forwardDesc(d, hasBias);
+    if (isReference(pd.impl_info_str()))
+      return;
+    e.prim = dnnl::convolution_forward(pd);
+    e.args = {{DNNL_ARG_SRC, d.src, pd.src_desc(), true},
+              {DNNL_ARG_WEIGHTS, d.wei, pd.weights_desc(), true}};
+    if (hasBias)
+      e.args.push_back({DNNL_ARG_BIAS, d.bias, pd.bias_desc(), true});
+    e.args.push_back({DNNL_ARG_DST, d.dst, pd.dst_desc(), false});
+    e.usable = true;
+  });
+  std::vector<void *> ptrs = {const_cast<void *>(x), const_cast<void *>(w)};
+  if (hasBias)
+    ptrs.push_back(const_cast<void *>(bias));
+  ptrs.push_back(y);
+  bool ok = run(*e, ptrs);
+  note(Family::Conv, p.dtype, ok);
+  return ok;
+}
+
+bool convBackwardData(const ConvProblem &p, const void *dy, const void *w,
+                      void *dx) {
+  auto e = cached(convKey("bwd_d", p, false), [&](Entry &e) {
+    ConvDescs d;
+    if (!convDescs(p, d))
+      return;
+    auto hint = forwardDesc(d, false);
+    dnnl::convolution_backward_data::desc bd(
+        dnnl::algorithm::convolution_direct, anyOf(d.src), anyOf(d.wei),
+        anyOf(d.dst), d.strides, d.dilations, d.padL, d.padR);
+    dnnl::convolution_backward_data::primitive_desc pd(bd, engine(), hint);
+    if (isReference(pd.impl_info_str()))
+      return;
+    e.prim = dnnl::convolution_backward_data(pd);
+    e.args = {{DNNL_ARG_DIFF_DST, d.dst, pd.diff_dst_desc(), true},
+              {DNNL_ARG_WEIGHTS, d.wei, pd.weights_desc(), true},
+              {DNNL_ARG_DIFF_SRC, d.src, pd.diff_src_desc(), false}};
+    e.usable = true;
+  });
+  bool ok = run(*e, {const_cast<void *>(dy), const_cast<void *>(w), dx});
+  note(Family::Conv, p.dtype, ok);
+  return ok;
+}
+
+bool convBackwardWeights(const ConvProblem &p, const void *dy, const void *x,
+                         void *dw) {
+  auto e = cached(convKey("bwd_w", p, false), [&](Entry &e) {
+    ConvDescs d;
+    if (!convDescs(p, d))
+      return;
+    auto hint = forwardDesc(d, false);
+    dnnl::convolution_backward_weights::desc bd(
+        dnnl::algorithm::convolution_direct, anyOf(d.src), anyOf(d.wei),
+        anyOf(d.dst), d.strides, d.dilations, d.padL, d.padR);
+    dnnl::convolution_backward_weights::primitive_desc pd(bd, engine(), hint);
+    if (isReference(pd.impl_info_str()))
+      return;
+    e.prim = dnnl::convolution_backward_weights(pd);
+    e.args = {{DNNL_ARG_DIFF_DST, d.dst, pd.diff_dst_desc(), true},
+              {DNNL_ARG_SRC, d.src, pd.src_desc(), true},
+              {DNNL_ARG_DIFF_WEIGHTS, d.wei, pd.diff_weights_desc(), false}};
+    e.usable = true;
+  });
+  bool ok = run(*e, {const_cast<void *>(dy), const_cast<void *>(x), dw});
+  note(Family::Conv, p.dtype, ok);
+  return ok;
+}
+
+void noteFallback(Family f, DType t) { note(f, t, false); }
+
+std::string kernelReport() {
+  unsigned u = used.load(std::memory_order_relaxed);
+  if (!u)
+    return "";
+  auto isa = [] {
+    switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni:
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    default:
+      return "sse41";
+    }
+  };
+  std::string out;
+  for (Family f : {Family::Product, Family::Conv}) {
+    std::string parts;
+    for (DType t : {DType::BF16, DType::F16, DType::F32}) {
+      auto add = [&](const std::string &s) {
+        parts += (parts.empty() ? "" : ", ") + s;
+      };
+      if (u & bit(f, t, true))
+        add(std::string("oneDNN ") + typeName(t) + " (" + isa() + ")");
+      if (u & bit(f, t, false))
+        add(t == DType::F32
+                ? std::string(f == Family::Conv ? "im2col + BLAS fp32"
+                                                : "BLAS fp32")
+                : std::string(typeName(t)) +
+                      " emulated (widened to fp32 BLAS)");
+    }
+    if (parts.empty())
+      continue;
+    out += (out.empty() ? "" : "; ") +
+           std::string(f == Family::Conv ? "convolutions: " : "products: ") +
+           parts;
+  }
+  return out;
+}
+
+} // namespace onednn
+} // namespace cpu
+} // namespace mpc
