@@ -262,10 +262,14 @@ bool useFor(Family f, DType t) {
   case DType::BF16:
     return !envFlag("MPC_CPU_EXACT_HALF", false);
   case DType::F32:
-    // Measured here (bench/cpu_contenders.md): oneDNN's direct convolution
-    // beats im2col + sgemm several times over; its fp32 products do not
-    // beat OpenBLAS's sgemm enough to switch.
-    return f == Family::Conv;
+    // Measured here (bench/cpu_contenders.py, docs/benchmarks.md): oneDNN's
+    // direct convolution beats im2col + sgemm several times over, and its
+    // fp32 products (its own CPU dispatch) beat Debian's OpenBLAS 0.3.21
+    // 3-5x on the transformer and MLP steps of this CPU, whose cores that
+    // OpenBLAS does not know (its kernel choice then depends on
+    // OPENBLAS_CORETYPE). MPC_CPU_ONEDNN_FP32_PRODUCTS=0 keeps products on
+    // OpenBLAS.
+    return f == Family::Conv || envFlag("MPC_CPU_ONEDNN_FP32_PRODUCTS", true);
   default:
     // fp16: oneDNN 2.6 has no native fp16 kernels for the CPU (only its
     // reference ones), so fp16 keeps the widened sgemm path.
@@ -278,6 +282,12 @@ bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
             const void *b, void *y) {
   if (batch <= 0 || m <= 0 || n <= 0 || k <= 0 ||
       (beta != 0.f && yt != DType::F32))
+    return false;
+  // oneDNN's call costs a few microseconds (memory objects, a stream, the
+  // cache look-up): a tiny product (models/mlp_seed.onnx's step took 0.027
+  // ms on BLAS and 0.042 on oneDNN) is faster on the caller's path.
+  constexpr int64_t kMinVolume = int64_t(1) << 15;
+  if (batch * m * n * k < kMinVolume)
     return false;
   std::ostringstream key;
   key << "mm" << typeName(t) << typeName(yt) << ta << tb << "|" << batch << ","

@@ -5,9 +5,11 @@
 // low-precision kernels (AVX512-BF16, AMX): half operands, fp32
 // accumulation, the result rounded once to its dtype (or written in fp32
 // for the caller to round) -- the numerics contract of the emulated path,
-// whose summation order alone differs. fp32 convolutions run here too
-// (oneDNN's direct convolution against im2col + sgemm); fp32 products stay
-// on OpenBLAS except where useFor() says otherwise.
+// whose summation order alone differs. fp32 convolutions and products run
+// here too: oneDNN's direct convolution against im2col + sgemm, and its
+// products against Debian's OpenBLAS, which detects this machine's cores
+// as "Prescott" (generic SSE3 kernels) unless OPENBLAS_CORETYPE says
+// otherwise; oneDNN picks its kernels from the CPU's features itself.
 //
 // Every primitive is created once per problem (its shapes, dtypes and
 // attributes) and kept for the life of the process: a training step runs
@@ -17,7 +19,9 @@
 //
 // Environment: MPC_CPU_EXACT_HALF=1 keeps fp16/bf16 on the emulated path
 // (widen, sgemm, round: the bit-exact reference the tests compare with);
-// MPC_CPU_ONEDNN=0 keeps every dtype off oneDNN. Both are read on each
+// MPC_CPU_ONEDNN=0 keeps every dtype off oneDNN;
+// MPC_CPU_ONEDNN_FP32_PRODUCTS=0 keeps fp32 products on OpenBLAS. All are
+// read on each
 // call, so a test can set them between runs.
 #pragma once
 
@@ -36,7 +40,7 @@ enum class Family { Product, Conv };
 /// Whether a product or convolution with operands of `t` should run here:
 /// the environment allows it, the dtype is one this CPU runs natively and
 /// faster than the other path (bf16 everywhere oneDNN runs; fp16 only with
-/// AVX512-FP16; fp32 convolutions; fp32 products not at present).
+/// AVX512-FP16; fp32 unless MPC_CPU_ONEDNN_FP32_PRODUCTS=0 for products).
 bool useFor(Family f, DType t);
 
 /// y[b] = alpha * op(A[b]) op(B[b]) (+ beta * y[b] when beta != 0) for b <
