@@ -9,8 +9,10 @@
 //
 //   two precisions of one value: Y (fp32) for an fp32 island's gradient and
 //     Ylow = Cast<to = fp16>(Y) (a Cast, or a softmax island's Ylow) for a
-//     matrix product's gradient. Ylow's backward readers read a Cast of Y
-//     made in the backward instead, so only Y is saved (Ylow's bytes);
+//     matrix product's gradient; or an fp32 master weight (state, there all
+//     step) and its fp16 working copy that the gradient of the product's
+//     input reads. Ylow's backward readers read a Cast of Y made in the
+//     backward instead, so only Y is kept (Ylow's bytes);
 //   an exact widening: X32 = Cast<to = FLOAT>(X16) (the fp32 copy of a
 //     convolution's output that an fp32 batch norm reads) read by the
 //     backward. Its backward readers read X16 widened again in the backward,
@@ -137,8 +139,22 @@ struct Stats {
   int64_t bytes = 0; ///< saved bytes dropped (values of known size)
 };
 
+/// Whether v's bytes live into the backward whatever this pass does: state,
+/// a graph input or a constant (they persist through the step), or a
+/// forward value the backward reads.
+bool livesIntoBackward(const StepOrder &order, const Value *v) {
+  if (!v->producer())
+    return true;
+  return order.madeInForward(v) && !order.backwardReaders(v).empty();
+}
+
 /// A value saved in a wide and a narrow precision keeps the wide one; the
-/// backward casts it down again where it reads the narrow one.
+/// backward casts it down again where it reads the narrow one. The wide one
+/// may be state: the fp32 master weight whose fp16 working copy the
+/// backward's products read (the optimizer's update of the master comes
+/// after every gradient, and the plan writes it over the master only once
+/// every reader has run), or the batch whose fp16 copy a weight gradient
+/// reads.
 void castNarrowTwinsAgain(Graph &g, const StepOrder &order, Stats &s) {
   // Found first, then rewritten: the order knows the step's nodes as they
   // were (a Cast made here reads a wide value another candidate may read).
@@ -146,8 +162,8 @@ void castNarrowTwinsAgain(Graph &g, const StepOrder &order, Stats &s) {
   for (const auto &n : g.nodes())
     for (Value *o : n->outputs())
       if (o && !o->isGraphOutput() && order.madeInForward(o))
-        if (Value *wide = wideTwinOf(o); wide && order.madeInForward(wide) &&
-                                         !order.backwardReaders(wide).empty() &&
+        if (Value *wide = wideTwinOf(o); wide &&
+                                         livesIntoBackward(order, wide) &&
                                          !order.backwardReaders(o).empty())
           lows.emplace_back(o, order.backwardReaders(o).front());
   for (auto [low, first] : lows) {

@@ -183,6 +183,19 @@ struct TieCount {
 using TieCounts =
     std::map<std::pair<DType, std::vector<const Value *>>, TieCount>;
 
+/// Whether a and b hold the same bits by construction: one value, or Casts
+/// of one value to one type (shrink-saved casts a saved value's copy again
+/// in the backward, so the gradient may read a twin of the forward's input).
+bool sameBits(const Value *a, const Value *b) {
+  if (a == b)
+    return true;
+  const Node *ca = a ? a->producer() : nullptr;
+  const Node *cb = b ? b->producer() : nullptr;
+  return ca && cb && ca->isOp("", "Cast") && cb->isOp("", "Cast") &&
+         ca->input(0) == cb->input(0) && a->dtype == b->dtype &&
+         ca->attributes().size() == 1 && cb->attributes().size() == 1;
+}
+
 /// What ExtremumGrad's Xs (xs: in the compute type) are compared with.
 /// Y itself when the Xs and Y already have the compute type. Otherwise,
 /// when Y is the Max or Min of exactly these Xs (as the gradient rule emits
@@ -202,9 +215,10 @@ Value *extremumToCompare(Builder &b, const Node &n,
   if (!converted)
     return y;
   const Node *fwd = y->producer();
-  bool sameOperands = fwd && (fwd->isOp("", "Max") || fwd->isOp("", "Min")) &&
-                      std::equal(fwd->inputs().begin(), fwd->inputs().end(),
-                                 n.inputs().begin() + 2, n.inputs().end());
+  bool sameOperands =
+      fwd && (fwd->isOp("", "Max") || fwd->isOp("", "Min")) &&
+      std::equal(fwd->inputs().begin(), fwd->inputs().end(),
+                 n.inputs().begin() + 2, n.inputs().end(), sameBits);
   if (sameOperands)
     return b.op(fwd->opType(), xs, {}, n.name() + "_extremum");
   return b.cast(y, compute, n.name() + "_y");
