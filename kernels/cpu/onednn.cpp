@@ -34,6 +34,17 @@ dnnl::engine &engine() {
   return e;
 }
 
+/// Every primitive's attributes start here: its scratchpad is the caller's
+/// (run() allocates one per execution). The library's own scratchpad lives
+/// with the thread that made the primitive, and a cached primitive outlives
+/// that thread (data-parallel ranks run as threads that end): run from
+/// another thread, it wrote freed memory.
+dnnl::primitive_attr userScratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
 /// oneDNN's parallel regions (its OpenMP runtime) take the thread count
 /// the products had before it: OpenBLAS's (OPENBLAS_NUM_THREADS, else
 /// OMP_NUM_THREADS, else the cores). Both pools then never hold more
@@ -103,6 +114,7 @@ struct Entry {
     bool input;
   };
   std::vector<Arg> args;
+  memory::desc scratchpad; ///< the primitive's (userScratchpad)
   bool usable = false;
 };
 
@@ -116,6 +128,9 @@ std::unordered_map<std::string, std::shared_ptr<Entry>> &cache() {
 /// creation is cached too, as unusable).
 template <typename Make>
 std::shared_ptr<Entry> cached(const std::string &key, Make &&make) {
+  // Before any primitive is made: a primitive sizes its scratchpad for the
+  // thread count of the thread that makes it, and must run with no more.
+  matchThreads();
   std::lock_guard<std::mutex> lock(cacheMutex);
   auto &slot = cache()[key];
   if (!slot) {
@@ -135,6 +150,12 @@ bool run(const Entry &e, const std::vector<void *> &ptrs) {
   if (!e.usable)
     return false;
   matchThreads();
+  // One execution at a time: a primitive's library-managed scratchpad is
+  // shared, so two threads running kernels at once (data-parallel ranks as
+  // threads, a trainer beside an evaluation) would write it together. A
+  // kernel's product already uses every core through oneDNN's own threads.
+  static std::mutex executing;
+  std::lock_guard<std::mutex> lock(executing);
   dnnl::stream s(engine());
   std::unordered_map<int, memory> args;
   std::vector<std::pair<memory, memory>> outputs; // internal -> user
@@ -152,6 +173,8 @@ bool run(const Entry &e, const std::vector<void *> &ptrs) {
       outputs.emplace_back(internal, user);
     args.emplace(a.id, internal);
   }
+  if (e.scratchpad.get_size() > 0)
+    args.emplace(DNNL_ARG_SCRATCHPAD, memory(e.scratchpad, engine()));
   e.prim.execute(s, args);
   for (auto &[internal, user] : outputs)
     dnnl::reorder(internal, user).execute(s, internal, user);
@@ -250,7 +273,8 @@ dnnl::convolution_forward::primitive_desc forwardDesc(const ConvDescs &d,
                  dnnl::prop_kind::forward_training,
                  dnnl::algorithm::convolution_direct, any(d.src), any(d.wei),
                  any(d.dst), d.strides, d.dilations, d.padL, d.padR);
-  return dnnl::convolution_forward::primitive_desc(fd, engine());
+  return dnnl::convolution_forward::primitive_desc(fd, userScratchpad(),
+                                                   engine());
 }
 
 } // namespace
@@ -299,7 +323,7 @@ bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
     Dims bs = tb ? Dims{k * n, 1, k} : Dims{k * n, n, 1};
     memory::desc amd(ad, dt, as), bmd(bd, dt, bs),
         ymd(yd, ydt, Dims{m * n, n, 1});
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = userScratchpad();
     if (alpha != 1.f)
       attr.set_output_scales(0, {alpha});
     if (beta != 0.f) {
@@ -312,6 +336,7 @@ bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
     if (isReference(pd.impl_info_str()))
       return;
     e.prim = dnnl::matmul(pd);
+    e.scratchpad = pd.scratchpad_desc();
     e.args = {{DNNL_ARG_SRC, amd, amd, true},
               {DNNL_ARG_WEIGHTS, bmd, bmd, true},
               {DNNL_ARG_DST, ymd, ymd, false}};
@@ -333,6 +358,7 @@ bool convForward(const ConvProblem &p, const void *x, const void *w,
     if (isReference(pd.impl_info_str()))
       return;
     e.prim = dnnl::convolution_forward(pd);
+    e.scratchpad = pd.scratchpad_desc();
     e.args = {{DNNL_ARG_SRC, d.src, pd.src_desc(), true},
               {DNNL_ARG_WEIGHTS, d.wei, pd.weights_desc(), true}};
     if (hasBias)
@@ -359,10 +385,12 @@ bool convBackwardData(const ConvProblem &p, const void *dy, const void *w,
     dnnl::convolution_backward_data::desc bd(
         dnnl::algorithm::convolution_direct, anyOf(d.src), anyOf(d.wei),
         anyOf(d.dst), d.strides, d.dilations, d.padL, d.padR);
-    dnnl::convolution_backward_data::primitive_desc pd(bd, engine(), hint);
+    dnnl::convolution_backward_data::primitive_desc pd(bd, userScratchpad(),
+                                                       engine(), hint);
     if (isReference(pd.impl_info_str()))
       return;
     e.prim = dnnl::convolution_backward_data(pd);
+    e.scratchpad = pd.scratchpad_desc();
     e.args = {{DNNL_ARG_DIFF_DST, d.dst, pd.diff_dst_desc(), true},
               {DNNL_ARG_WEIGHTS, d.wei, pd.weights_desc(), true},
               {DNNL_ARG_DIFF_SRC, d.src, pd.diff_src_desc(), false}};
@@ -383,10 +411,12 @@ bool convBackwardWeights(const ConvProblem &p, const void *dy, const void *x,
     dnnl::convolution_backward_weights::desc bd(
         dnnl::algorithm::convolution_direct, anyOf(d.src), anyOf(d.wei),
         anyOf(d.dst), d.strides, d.dilations, d.padL, d.padR);
-    dnnl::convolution_backward_weights::primitive_desc pd(bd, engine(), hint);
+    dnnl::convolution_backward_weights::primitive_desc pd(bd, userScratchpad(),
+                                                          engine(), hint);
     if (isReference(pd.impl_info_str()))
       return;
     e.prim = dnnl::convolution_backward_weights(pd);
+    e.scratchpad = pd.scratchpad_desc();
     e.args = {{DNNL_ARG_DIFF_DST, d.dst, pd.diff_dst_desc(), true},
               {DNNL_ARG_SRC, d.src, pd.src_desc(), true},
               {DNNL_ARG_DIFF_WEIGHTS, d.wei, pd.diff_weights_desc(), false}};

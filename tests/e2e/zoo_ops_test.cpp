@@ -34,13 +34,18 @@ struct Zoo {
   /// --frozen: parameters PyTorch does not train (requires_grad=False),
   /// which the exporter does not record.
   std::string frozen = "";
+  /// How far fp32 may stray from PyTorch's fp32, relative, at any step:
+  /// 1e-4, and 1e-3 for the CNNs, as the other parity tests allow (batch
+  /// norms amplify the summation order of oneDNN's products and
+  /// convolutions against PyTorch's over 30 steps).
+  double fp32 = 1e-4;
 };
 
 const std::vector<Zoo> &zooModels() {
   static const std::vector<Zoo> models = {
-      {"alexnet_small", {}, {"Sign", "Abs", "Floor"}, 0.01, 0.03},
-      {"vgg11_bn_small", {}, {"Sign", "Abs", "Floor"}, 0.01, 0.03},
-      {"adaptive_cnn", {}, {"Sign", "Abs", "Floor"}, 0.01, 0.03},
+      {"alexnet_small", {}, {"Sign", "Abs", "Floor"}, 0.01, 0.03, "", 1e-3},
+      {"vgg11_bn_small", {}, {"Sign", "Abs", "Floor"}, 0.01, 0.03, "", 1e-3},
+      {"adaptive_cnn", {}, {"Sign", "Abs", "Floor"}, 0.01, 0.03, "", 1e-3},
       {"clip_text_tiny", {"ArgMax"}, {}, 0.01, 0.03},
       // ViT-MAE's fixed sin-cos position tables.
       {"mae_tiny",
@@ -108,7 +113,7 @@ TEST(ZooOpsParity, SgdAndAdamMatchPyTorch) {
       std::vector<double> run = losses(m, optimizer, DType::F32);
       ASSERT_EQ(ref.size(), run.size());
       for (size_t i = 0; i < ref.size(); ++i)
-        EXPECT_LT(std::fabs(run[i] - ref[i]), 1e-4 * std::fabs(ref[i]))
+        EXPECT_LT(std::fabs(run[i] - ref[i]), m.fp32 * std::fabs(ref[i]))
             << optimizer << " step " << i << ": mpc " << run[i] << " torch "
             << ref[i];
     }
