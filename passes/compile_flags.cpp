@@ -66,9 +66,11 @@ std::vector<Flag> compileFlags(CompileOptions &o) {
            throw Error("--recompute: expected none, auto or node names");
        },
        kRecompute},
-      {"--memory-budget", kValue, "=BYTES", memory,
-       "with --recompute=auto: stop once the planned peak fits (needs "
-       "concrete shapes); K, M, G suffixes as mpc-run --memory-limit",
+      {"--memory-budget", kValue, "=SIZE", memory,
+       "recompute (matrix products and whole blocks too) until the planned "
+       "peak fits SIZE, at the fewest extra FLOPs found; implies "
+       "--recompute=auto, needs concrete shapes (e.g. 150MiB, 2GiB, 1.5GB, "
+       "bytes)",
        [&o](V v) {
          o.memoryBudget = int64_t(v.byteSize());
          if (o.memoryBudget <= 0)
