@@ -52,8 +52,13 @@ CompiledStep compileStep(const std::string &modelPath,
   compileNamePattern(o.trainable, "trainable");
   compileNamePattern(o.frozen, "frozen");
   compileNamePattern(o.noWeightDecay, "no-weight-decay");
-  if (o.memoryBudget > 0 && o.recompute != "auto")
-    throw Error("--memory-budget: only with --recompute=auto");
+  // As mpc-opt: a budget chooses what to recompute (it implies
+  // --recompute=auto); an explicit none or list of nodes says otherwise.
+  if (o.memoryBudget > 0 && o.recompute != "auto" &&
+      std::find(given.begin(), given.end(), "--recompute") != given.end())
+    throw Error("--memory-budget: chooses what to recompute itself; not "
+                "with --recompute=" +
+                o.recompute);
 
   try {
     o.recordPrecision = true; // Step.explain reads it

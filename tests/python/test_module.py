@@ -173,6 +173,10 @@ def main():
     expect_error("flag of another optimizer",
                  lambda: mpc.compile(model, optimizer="sgd", beta1=0.9),
                  "--beta1")
+    # --memory-budget implies --recompute=auto, as mpc-opt takes it.
+    assert mpc.compile(model, memory_budget="1GiB").memory_report()["ratio"] > 0
+    expect_error("budget with recompute=none", lambda: mpc.compile(
+        model, memory_budget="1GiB", recompute="none"), "--memory-budget")
     expect_error("missing model", lambda: mpc.compile(work("none.onnx")),
                  "none.onnx")
     expect_error("uncompiled model", lambda: mpc.Trainer(model), "mlp_seed.onnx")
