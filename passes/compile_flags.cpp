@@ -5,8 +5,12 @@
 // same way; the rows' marks are the passes that read each flag.
 #include "passes/compile_flags.h"
 
+#include "passes/optimizer/optimizer_flags.h"
 #include "support/diagnostics.h"
+#include "support/name_pattern.h"
+
 #include "support/int_parse.h"
+#include <algorithm>
 
 namespace mpc {
 namespace {
@@ -355,6 +359,27 @@ bool applyCompileFlag(CompileOptions &o, const std::string &key,
     return false;
   applyFlag(*flag, key, value);
   return true;
+}
+
+void checkCompileFlags(const CompileOptions &o,
+                       const std::vector<std::string> &given) {
+  auto wasGiven = [&given](const char *flag) {
+    return std::find(given.begin(), given.end(), flag) != given.end();
+  };
+  // A hyper-parameter the chosen optimizer does not read would be ignored.
+  checkOptimizerFlags(o.optimizer, wasGiven("--optimizer"), given);
+  // The name patterns compile now, so that a bad one is refused before the
+  // model is read (the passes compile them again where they match).
+  compileNamePattern(o.fp32Nodes, "fp32-nodes");
+  compileNamePattern(o.trainable, "trainable");
+  compileNamePattern(o.frozen, "frozen");
+  compileNamePattern(o.noWeightDecay, "no-weight-decay");
+  // A budget chooses what to recompute (it implies --recompute=auto); an
+  // explicit none or list of nodes says otherwise.
+  if (o.memoryBudget > 0 && o.recompute != "auto" && wasGiven("--recompute"))
+    throw Error("--memory-budget: chooses what to recompute itself; not "
+                "with --recompute=" +
+                o.recompute);
 }
 
 } // namespace mpc

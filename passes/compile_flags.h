@@ -28,4 +28,12 @@ const std::vector<Flag> &compileFlagTable();
 bool applyCompileFlag(CompileOptions &o, const std::string &key,
                       const std::string *value);
 
+/// The checks of the compile flags together, before any model is read
+/// (mpc-opt's command line and mpc.compile alike): a hyper-parameter the
+/// chosen optimizer does not read, a name pattern that does not compile, a
+/// memory budget beside an explicit --recompute other than auto. `given`:
+/// the flags the user gave, by name. Throws Error naming the flag.
+void checkCompileFlags(const CompileOptions &o,
+                       const std::vector<std::string> &given);
+
 } // namespace mpc

@@ -7,11 +7,9 @@
 #include "passes/inference_model.h"
 #include "passes/onnx/import_lowering.h"
 #include "passes/onnx/onnx_io.h"
-#include "passes/optimizer/optimizer_flags.h"
 #include "passes/pipeline.h"
 #include "passes/training_info.h"
 #include "support/diagnostics.h"
-#include "support/name_pattern.h"
 
 #include "onnx/onnx_pb.h"
 
@@ -42,23 +40,8 @@ CompiledStep compileStep(const std::string &modelPath,
     if (!(key == "--precision" && value && *value == "fp32"))
       given.push_back(key);
   }
-  // mpc-opt's checks of the flags together (tools/mpc-opt/opt_flags.cpp),
-  // before the model is read.
-  checkOptimizerFlags(o.optimizer,
-                      std::find(given.begin(), given.end(), "--optimizer") !=
-                          given.end(),
-                      given);
-  compileNamePattern(o.fp32Nodes, "fp32-nodes");
-  compileNamePattern(o.trainable, "trainable");
-  compileNamePattern(o.frozen, "frozen");
-  compileNamePattern(o.noWeightDecay, "no-weight-decay");
-  // As mpc-opt: a budget chooses what to recompute (it implies
-  // --recompute=auto); an explicit none or list of nodes says otherwise.
-  if (o.memoryBudget > 0 && o.recompute != "auto" &&
-      std::find(given.begin(), given.end(), "--recompute") != given.end())
-    throw Error("--memory-budget: chooses what to recompute itself; not "
-                "with --recompute=" +
-                o.recompute);
+  // mpc-opt's checks of the flags together, before the model is read.
+  checkCompileFlags(o, given);
 
   try {
     o.recordPrecision = true; // Step.explain reads it

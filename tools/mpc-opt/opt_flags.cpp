@@ -4,10 +4,8 @@
 #include "tools/mpc-opt/opt_flags.h"
 
 #include "passes/compile_flags.h"
-#include "passes/optimizer/optimizer_flags.h"
 #include "support/diagnostics.h"
 #include "support/flag_table.h"
-#include "support/name_pattern.h"
 
 #include <algorithm>
 
@@ -165,24 +163,7 @@ OptFlags parseOptFlags(int argc, const char *const *argv) {
     return f;
   if (f.input.empty())
     throw Error("no input model (usage: mpc-opt MODEL -o OUT)");
-  // A hyper-parameter the chosen optimizer does not read would be ignored.
-  checkOptimizerFlags(
-      o.optimizer,
-      std::find(f.given.begin(), f.given.end(), "--optimizer") != f.given.end(),
-      f.given);
-  // The name patterns compile now, so that a bad one is refused before the
-  // model is read (the passes compile them again where they match).
-  compileNamePattern(o.fp32Nodes, "fp32-nodes");
-  compileNamePattern(o.trainable, "trainable");
-  compileNamePattern(o.frozen, "frozen");
-  compileNamePattern(o.noWeightDecay, "no-weight-decay");
-  // A budget chooses what to recompute (it implies --recompute=auto); an
-  // explicit none or list of nodes says otherwise.
-  if (f.options.memoryBudget > 0 && f.options.recompute != "auto" &&
-      std::find(f.given.begin(), f.given.end(), "--recompute") != f.given.end())
-    throw Error("--memory-budget: chooses what to recompute itself; not "
-                "with --recompute=" +
-                f.options.recompute);
+  checkCompileFlags(o, f.given);
   if ((f.reportMemory || !f.reportJson.empty()) && f.splitInputFile)
     throw Error("--report: cannot be combined with --split-input-file");
   if (!f.dotFile.empty() && f.splitInputFile)
