@@ -164,6 +164,18 @@ void fromWire(const Node &node, const uint8_t *src, DType wire, Tensor &y) {
   castWithCastKernel(node, view, y.dtype, &y, 0);
 }
 
+/// The optional gate of AllReduce and ReduceScatter (input 0 when `first`
+/// is 1): whether the ranks communicate in this run.
+bool gateIsOpen(KernelContext &ctx, size_t first) {
+  if (!first)
+    return true;
+  const Tensor &gate = input(ctx, 0, "gate");
+  if (gate.dtype != DType::Bool || gate.numel() != 1)
+    fail(ctx.node, "gate must be a bool scalar, got ", dtypeName(gate.dtype),
+         " ", shapeString(gate.dims));
+  return gate.bytes[0] != 0;
+}
+
 void kernelAllReduce(KernelContext &ctx) {
   const Node &node = ctx.node;
   const size_t first =
@@ -185,14 +197,8 @@ void kernelAllReduce(KernelContext &ctx) {
     offsets.push_back(total);
     total += alignUp(wireBytes.back());
   }
-  bool open = true; // whether the ranks communicate in this run
-  if (first) {
-    const Tensor &gate = input(ctx, 0, "gate");
-    if (gate.dtype != DType::Bool || gate.numel() != 1)
-      fail(node, "gate must be a bool scalar, got ", dtypeName(gate.dtype), " ",
-           shapeString(gate.dims));
-    open = gate.bytes[0] != 0;
-  }
+  // Whether the ranks communicate in this run.
+  const bool open = gateIsOpen(ctx, first);
   Collective *world = ctx.collective;
   const int ranks = world ? world->size() : 1;
   if (ranks == 1 || !open) {
@@ -265,6 +271,16 @@ int64_t chunkFill(int64_t numel, int64_t c, int64_t q) {
   return std::max<int64_t>(0, std::min(c, numel - q * c));
 }
 
+/// Chunk q of x (c elements, zero padded) into y, in x's type.
+void copyChunk(const Tensor &x, int64_t c, int64_t q, Tensor &y) {
+  const int64_t fill = chunkFill(x.numel(), c, q);
+  const size_t size = dtypeSize(x.dtype);
+  if (fill)
+    std::memcpy(y.bytes.data(), x.bytes.data() + size_t(q * c) * size,
+                size_t(fill) * size);
+  std::memset(y.bytes.data() + size_t(fill) * size, 0, size_t(c - fill) * size);
+}
+
 /// Chunk q of x (c elements, zero padded) into `dst`, as type `wire`.
 void chunkToWire(const Node &node, const Tensor &x, int64_t c, int64_t q,
                  DType wire, uint8_t *dst) {
@@ -302,26 +318,11 @@ void kernelReduceScatter(KernelContext &ctx) {
     offsets.push_back(block);
     block += alignUp(size_t(chunks.back()) * dtypeSize(wireTypes.back()));
   }
-  bool open = true;
-  if (first) {
-    const Tensor &gate = input(ctx, 0, "gate");
-    if (gate.dtype != DType::Bool || gate.numel() != 1)
-      fail(node, "gate must be a bool scalar, got ", dtypeName(gate.dtype), " ",
-           shapeString(gate.dims));
-    open = gate.bytes[0] != 0;
-  }
+  const bool open = gateIsOpen(ctx, first);
   if (ranks == 1 || !open) { // this rank's own chunk, as it is
     for (size_t i = 0; i < xs.size(); ++i) {
       const Tensor &x = *xs[i];
-      Tensor &y = ctx.out(i, x.dtype, {chunks[i]});
-      const size_t size = dtypeSize(x.dtype);
-      const int64_t fill = chunkFill(x.numel(), chunks[i], rank);
-      if (fill)
-        std::memcpy(y.bytes.data(),
-                    x.bytes.data() + size_t(rank * chunks[i]) * size,
-                    size_t(fill) * size);
-      std::memset(y.bytes.data() + size_t(fill) * size, 0,
-                  size_t(chunks[i] - fill) * size);
+      copyChunk(x, chunks[i], rank, ctx.out(i, x.dtype, {chunks[i]}));
     }
     return;
   }
@@ -357,14 +358,7 @@ void kernelRankShard(KernelContext &ctx) {
   for (size_t i = 0; i < ctx.inputs.size(); ++i) {
     const Tensor &x = input(ctx, i, "value");
     const int64_t c = shardChunk(x.numel(), ranks);
-    const int64_t fill = chunkFill(x.numel(), c, rank);
-    const size_t size = dtypeSize(x.dtype);
-    Tensor &y = ctx.out(i, x.dtype, {c});
-    if (fill)
-      std::memcpy(y.bytes.data(), x.bytes.data() + size_t(rank * c) * size,
-                  size_t(fill) * size);
-    std::memset(y.bytes.data() + size_t(fill) * size, 0,
-                size_t(c - fill) * size);
+    copyChunk(x, c, rank, ctx.out(i, x.dtype, {c}));
   }
 }
 

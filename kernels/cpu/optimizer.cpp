@@ -33,6 +33,7 @@
 #include "kernels/common/lr_schedule_math.h"
 #include "kernels/common/optimizer_math.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/optimizer_operands.h"
 #include "kernels/cpu/preview_training.h"
 #include "kernels/lr_schedule_attrs.h"
 
@@ -65,36 +66,6 @@ Tensor &copiedOutput(const KernelContext &ctx, size_t i, const Tensor &t) {
 /// copiedOutput() where the node has output i; nullptr otherwise.
 Tensor *copyTo(const KernelContext &ctx, size_t i, const Tensor &t) {
   return ctx.hasOutput(i) ? &copiedOutput(ctx, i, t) : nullptr;
-}
-
-/// Checks that an optimizer operand is fp32 with the parameter's shape.
-void requireLikeParam(const Node &node, const Tensor &t, const Tensor &p,
-                      const char *what) {
-  if (t.dtype != DType::F32)
-    fail(node, what, " must be fp32 (master weights), got ",
-         dtypeName(t.dtype));
-  if (t.dims != p.dims)
-    fail(node, what, " of shape ", shapeString(t.dims),
-         " does not match the parameter's shape ", shapeString(p.dims));
-}
-
-/// Checks an optimizer moment: the parameter's shape, fp32 or bf16.
-void requireMoment(const Node &node, const Tensor &t, const Tensor &p,
-                   const char *what) {
-  if (t.dtype != DType::F32 && t.dtype != DType::BF16)
-    fail(node, what, " must be fp32 or bf16 (optimizer state), got ",
-         dtypeName(t.dtype));
-  if (t.dims != p.dims)
-    fail(node, what, " of shape ", shapeString(t.dims),
-         " does not match the parameter's shape ", shapeString(p.dims));
-}
-
-/// Calls f(float{}) or f(uint16_t{}) (bf16 bits) for a moment's storage.
-template <typename F> void dispatchMoment(DType t, F &&f) {
-  if (t == DType::BF16)
-    f(uint16_t{});
-  else
-    f(float{});
 }
 
 int64_t readStep(const Node &node, const Tensor &t) {

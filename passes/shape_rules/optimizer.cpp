@@ -12,6 +12,25 @@
 
 namespace mpc::shape_rules {
 
+void inferClipGradNormLike(Ctx &c, const char *inputs) {
+  if (c.n.numOutputs() != c.n.numInputs() + 1)
+    fail([&] {
+      errorAt(c.n) << "has " << c.n.numInputs() << " " << inputs << " but "
+                   << c.n.numOutputs() << " outputs (expected one per gradient "
+                   << "and total_norm)";
+    });
+  float maxNorm = c.floatAttr("max_norm", 0.0f);
+  if (!(maxNorm > 0))
+    fail([&] {
+      errorAt(c.n) << "attribute 'max_norm' must be positive, got " << maxNorm;
+    });
+  for (size_t i = 0; i < c.n.numInputs(); ++i) {
+    c.requireFloat(i);
+    c.setLike(i, c.req(i));
+  }
+  c.set(c.n.numInputs(), shaped(DType::F32, {}));
+}
+
 namespace {
 
 void inferUnscaleGradients(Ctx &c) {
@@ -67,24 +86,7 @@ void inferUpdateLossScale(Ctx &c) {
   c.set(1, shaped(DType::I64, {}));
 }
 
-void inferClipGradNorm(Ctx &c) {
-  if (c.n.numOutputs() != c.n.numInputs() + 1)
-    fail([&] {
-      errorAt(c.n) << "has " << c.n.numInputs() << " gradients but "
-                   << c.n.numOutputs() << " outputs (expected one per gradient "
-                   << "and total_norm)";
-    });
-  float maxNorm = c.floatAttr("max_norm", 0.0f);
-  if (!(maxNorm > 0))
-    fail([&] {
-      errorAt(c.n) << "attribute 'max_norm' must be positive, got " << maxNorm;
-    });
-  for (size_t i = 0; i < c.n.numInputs(); ++i) {
-    c.requireFloat(i);
-    c.setLike(i, c.req(i));
-  }
-  c.set(c.n.numInputs(), shaped(DType::F32, {}));
-}
+void inferClipGradNorm(Ctx &c) { inferClipGradNormLike(c, "gradients"); }
 
 /// found_inf (optional) and step of the optimizer ops.
 /// found_inf, step and the optional `lr` input at `lrInput`.

@@ -545,4 +545,9 @@ RuleRows randomRules();        // random.cpp
 RuleRows fusedRules();         // fused.cpp
 RuleRows shardRules();         // shard.cpp
 
+/// ClipGradNorm's and ShardedClipGradNorm's rule (optimizer.cpp): one output
+/// like each input (`inputs` names them in the message: "gradients",
+/// "gradient chunks"), then the fp32 total norm; max_norm positive.
+void inferClipGradNormLike(Ctx &c, const char *inputs);
+
 } // namespace mpc::shape_rules

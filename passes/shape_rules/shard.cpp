@@ -86,22 +86,7 @@ void inferAllGather(Ctx &c) {
 
 void inferShardedClipGradNorm(Ctx &c) {
   shardWorldSizeOf(c.n);
-  if (c.n.numOutputs() != c.n.numInputs() + 1)
-    fail([&] {
-      errorAt(c.n) << "has " << c.n.numInputs() << " gradient chunks but "
-                   << c.n.numOutputs() << " outputs (expected one per chunk "
-                   << "and total_norm)";
-    });
-  float maxNorm = c.floatAttr("max_norm", 0.0f);
-  if (!(maxNorm > 0))
-    fail([&] {
-      errorAt(c.n) << "attribute 'max_norm' must be positive, got " << maxNorm;
-    });
-  for (size_t i = 0; i < c.n.numInputs(); ++i) {
-    c.requireFloat(i);
-    c.setLike(i, c.req(i));
-  }
-  c.set(c.n.numInputs(), shaped(DType::F32, {}));
+  inferClipGradNormLike(c, "gradient chunks");
 }
 
 const OpRule kRules[] = {

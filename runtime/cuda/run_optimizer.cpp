@@ -24,6 +24,7 @@
 #include "ir/mpc_ops.h"
 #include "kernels/common/all_reduce_rule.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/optimizer_operands.h"
 #include "kernels/cpu/preview_training.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/clip_grad_norm.h"
@@ -41,7 +42,10 @@ namespace mpc {
 namespace cuda {
 namespace {
 
+using cpu::dispatchMoment;
 using cpu::fail;
+using cpu::requireLikeParam;
+using cpu::requireMoment;
 
 /// Device pointer of the found_inf input at i (a one-element bool), or
 /// nullptr when omitted.
@@ -56,36 +60,6 @@ const uint8_t *foundInf(NodeStaging &s, size_t i) {
     fail(s.node(), "found_inf must be bool on the cuda backend, got ",
          dtypeName(t->dtype));
   return static_cast<const uint8_t *>(s.device(i));
-}
-
-void requireLikeParam(const Node &node, const Tensor &t, const Tensor &p,
-                      const char *what) {
-  if (t.dtype != DType::F32)
-    fail(node, what, " must be fp32 (master weights), got ",
-         dtypeName(t.dtype));
-  if (t.dims != p.dims)
-    fail(node, what, " of shape ", cpu::shapeString(t.dims),
-         " does not match the parameter's shape ", cpu::shapeString(p.dims));
-}
-
-/// An optimizer moment: the parameter's shape, fp32 or bf16
-/// (--optimizer-state-dtype=bf16), as the CPU kernels check it.
-void requireMoment(const Node &node, const Tensor &t, const Tensor &p,
-                   const char *what) {
-  if (t.dtype != DType::F32 && t.dtype != DType::BF16)
-    fail(node, what, " must be fp32 or bf16 (optimizer state), got ",
-         dtypeName(t.dtype));
-  if (t.dims != p.dims)
-    fail(node, what, " of shape ", cpu::shapeString(t.dims),
-         " does not match the parameter's shape ", cpu::shapeString(p.dims));
-}
-
-/// Calls f(float{}) or f(uint16_t{}) (bf16 bits) for a moment's storage.
-template <typename F> void dispatchMoment(DType t, F &&f) {
-  if (t == DType::BF16)
-    f(uint16_t{});
-  else
-    f(float{});
 }
 
 /// The step counter, read on the host (see the file comment).
