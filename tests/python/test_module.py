@@ -93,12 +93,18 @@ def main():
     step = mpc.compile(model, precision="fp16", optimizer="adam", lr=1e-2)
     step.save(work("step.onnx"))
 
+    def mpc_run_log(step_file, steps, column="loss"):
+        """mpc-run's --log column for `steps` steps of the step on npz."""
+        log = step_file + ".csv"
+        subprocess.run([os.path.join(args.bin, "mpc-run"), step_file,
+                        "--data=" + npz, f"--steps={steps}", "--device=cpu",
+                        "--quiet", "--log=" + log],
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(log) as f:
+            return [row[column] for row in csv.DictReader(f)]
+
     # mpc-run on the same compiled step and data.
-    subprocess.run([os.path.join(args.bin, "mpc-run"), work("step.onnx"),
-                    "--data=" + npz, f"--steps={STEPS}", "--device=cpu",
-                    "--quiet", "--log=" + work("cli.csv")],
-                   check=True, stdout=subprocess.DEVNULL)
-    want = csv_losses(work("cli.csv"))
+    want = [float(l) for l in mpc_run_log(work("step.onnx"), STEPS)]
     assert len(want) == STEPS
 
     # explain() and memory_report() say what mpc-opt --explain and
@@ -243,36 +249,26 @@ def main():
     accum = mpc.compile(model, precision="fp16", optimizer="adam", lr=1e-2,
                         grad_accum=2)
     accum.save(work("accum.onnx"))
-    subprocess.run([os.path.join(args.bin, "mpc-run"), work("accum.onnx"),
-                    "--data=" + npz, "--steps=4", "--device=cpu", "--quiet",
-                    "--log=" + work("accum.csv")],
-                   check=True, stdout=subprocess.DEVNULL)
+    logged = mpc_run_log(work("accum.onnx"), 4)
     ta = mpc.Trainer(accum)
     assert ta.micro_batches == 2
     expect_error("one micro-batch of two", lambda: ta.step(good), "'x'", "128")
     # The loss is the mean of two fp32 losses, a double: compared as the log
     # prints it (%.9g).
     got = ["%.9g" % ta.step(b) for b in batches(data, 2 * B, 0, 4)]
-    with open(work("accum.csv")) as f:
-        logged = [row["loss"] for row in csv.DictReader(f)]
     assert got == logged, (got, logged)
 
     # grad_norm: the norm mpc-run logs for a step that clips, None without.
     clip = mpc.compile(model, precision="fp16", optimizer="adam", lr=1e-2,
                        max_grad_norm=0.5)
     clip.save(work("clip.onnx"))
-    subprocess.run([os.path.join(args.bin, "mpc-run"), work("clip.onnx"),
-                    "--data=" + npz, "--steps=3", "--device=cpu", "--quiet",
-                    "--log=" + work("clip.csv")],
-                   check=True, stdout=subprocess.DEVNULL)
+    logged = mpc_run_log(work("clip.onnx"), 3, "grad_norm")
     tc = mpc.Trainer(clip)
     assert tc.grad_norm is None
     norms = []
     for b in batches(data, B, 0, 3):
         tc.step(b)
         norms.append("%.9g" % tc.grad_norm)
-    with open(work("clip.csv")) as f:
-        logged = [row["grad_norm"] for row in csv.DictReader(f)]
     assert norms == logged, (norms, logged)
     assert mpc.Trainer(step).grad_norm is None
 
