@@ -16,7 +16,10 @@ Inputs tokens int64[B,T] and targets int64[B,T]; the only output is the scalar `
 Initializer names follow PyTorch's state_dict of bench/torch_models.py's TransformerStack, so
 that PyTorch can load the same weights. Weights are drawn as PyTorch initialises them
 (Embedding N(0,1), Linear U(-1/sqrt(in), 1/sqrt(in)), pos N(0, 0.02^2), LayerNorm 1/0) from
-np.random.default_rng(--seed): the same flags give the same file.
+np.random.default_rng(--seed): the same flags give the same file. --tile=N draws only each
+weight's first N values and repeats them to its size (same distribution per element, not
+independent): a file that xz shrinks to a few megabytes, which is how the GPU bundle carries the
+step benchmark's 400 MB model (tools/gpu-check.sh --bundle).
 
 --data-out=F.npz also writes a data set (tokens walk a fixed permutation, targets = the next
 token, as models/make_issue3_models.py's transformer data) so that training can lower the loss.
@@ -60,6 +63,26 @@ class GraphWriter:
         return name
 
 
+class TiledRng:
+    """np.random.Generator's draws used here, each drawing at most `tile` values and repeating
+    them to the requested shape (tile 0: plain draws)."""
+
+    def __init__(self, rng, tile):
+        self.rng, self.tile = rng, tile
+
+    def _draw(self, fn, shape):
+        n = int(np.prod(shape))
+        if self.tile <= 0 or n <= self.tile:
+            return fn(shape)
+        return np.resize(fn((self.tile,)), shape)
+
+    def uniform(self, low, high, shape):
+        return self._draw(lambda s: self.rng.uniform(low, high, s), shape)
+
+    def standard_normal(self, shape):
+        return self._draw(self.rng.standard_normal, shape)
+
+
 def linear(g, rng, x, name, n_in, n_out):
     bound = 1.0 / math.sqrt(n_in)
     w = g.param(f"{name}.weight", rng.uniform(-bound, bound, (n_out, n_in)))
@@ -99,7 +122,7 @@ def gelu_erf(g, x, name):
 
 
 def build_model(a):
-    rng = np.random.default_rng(a.seed)
+    rng = TiledRng(np.random.default_rng(a.seed), a.tile)
     g = GraphWriter()
     tok = g.param("tok.weight", rng.standard_normal((a.vocab, a.d)))
     pos = g.param("pos", rng.standard_normal((a.seq, a.d)) * 0.02)
@@ -149,12 +172,16 @@ def main():
     ap.add_argument("--vocab", type=int, default=128)
     ap.add_argument("--hidden", type=int, default=None, help="MLP width (default 4*d)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tile", type=int, default=0,
+                    help="draw N values per weight and repeat them (0: every value drawn)")
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--data-out", default=None, help="also write tokens/targets to this .npz")
     ap.add_argument("--samples", type=int, default=None, help="samples in --data-out (default 8*batch)")
     a = ap.parse_args()
     a.hidden = a.hidden or 4 * a.d
     a.samples = a.samples or 8 * a.batch
+    if a.tile < 0:
+        ap.error(f"--tile must be >= 0 (got {a.tile})")
     if a.layers < 1 or a.d % a.heads != 0:
         ap.error(f"need --layers >= 1 and --d divisible by --heads (got layers {a.layers}, d {a.d}, heads {a.heads})")
     onnx.save(build_model(a), a.output)

@@ -6,7 +6,9 @@ On the CPU (default) the step is fp32. With --device=cuda the batch is copied to
 inside the step (as mpc-run copies it), Adam is torch's fused CUDA Adam, and --amp=fp16|bf16
 is PyTorch AMP as its docs write it: autocast around the forward and the loss, a GradScaler
 (fp16 only: bf16 needs none) around backward and step; each step ends with
-torch.cuda.synchronize() so the wall clock covers the GPU's work.
+torch.cuda.synchronize() so the wall clock covers the GPU's work. --compile runs the module under
+torch.compile (inductor, its default backend; autocast and the GradScaler stay outside it): it
+compiles in the first step, so give it warm-up steps.
 Prints one JSON line: {"family", "device", "amp", "threads", "batch", "warmup", "steps",
 "median_ms", "mean_cpu_ms", "first_loss", "max_memory_allocated"}; steps is the number of timed
 steps, which --min-seconds=S raises (from the warm-up steps' median) so that they take at
@@ -21,7 +23,7 @@ same model; max_memory_allocated is torch.cuda.max_memory_allocated() over the w
 
 Usage: python3 bench/torch_step.py FAMILY MODEL.onnx DATA.npz [--steps=N --warmup=W
            --min-seconds=S --serve --threads=T --optimizer=adam|sgd --lr=F --device=cpu|cuda
-           --amp=none|fp16|bf16 --profile=N]
+           --amp=none|fp16|bf16 --compile --profile=N]
 """
 import argparse
 import json
@@ -51,6 +53,8 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--amp", choices=["none", "fp16", "bf16"], default="none")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the module (inductor); it compiles in the first warm-up step")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="after the measurement, N more steps under torch.profiler: "
                          "the time per op to stderr")
@@ -66,6 +70,10 @@ def main():
     module = torch_models.load_model(a.family, a.model).to(a.device)
     module.train()
     params = [p for p in module.parameters() if p.requires_grad]
+    if a.compile:
+        if a.warmup < 1:
+            sys.exit("torch_step.py: --compile needs --warmup >= 1 (the first step compiles)")
+        module = torch.compile(module)
     if a.optimizer == "adam":
         opt = torch.optim.Adam(params, lr=a.lr, fused=True) if cuda else torch.optim.Adam(params, lr=a.lr)
     else:
@@ -118,7 +126,8 @@ def main():
         timed = [step() for _ in range(steps)]
         # mean_cpu_ms: the process's CPU time per timed step (user + system), which the other
         # processes of a shared machine disturb far less than the wall clock.
-        return json.dumps({"family": a.family, "device": a.device, "amp": a.amp, "threads": a.threads,
+        return json.dumps({"family": a.family, "device": a.device, "amp": a.amp, "compile": a.compile,
+                           "threads": a.threads,
                            "batch": batch, "warmup": a.warmup, "steps": steps,
                            "median_ms": statistics.median(t[0] for t in timed),
                            "mean_cpu_ms": sum(t[1] for t in timed) / steps, "first_loss": first_loss[0],

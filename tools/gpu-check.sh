@@ -44,7 +44,15 @@
 #                and, for fp16, 7 more steps of the same compiled step
 #                with MPC_CUDA_PROFILE=1 (no CUDA graphs, not timed; the
 #                first left out):
-#                device ms per op and the slowest nodes
+#                device ms per op and the slowest nodes; and the same PyTorch
+#                step under torch.compile (inductor), the stronger anchor.
+#                A bundle carries the model and data (made where numpy and
+#                onnx are); a source build makes them here
+#
+# Before any stage, the driver must be new enough for the CUDA toolkit the
+# binaries were built with (CUDA 13 needs R580 or newer): else the check
+# stops with that one line. Stage graphs compiles the two models itself when
+# the trajectories stage did not, and fails when it compared none.
 #
 # GPU_CHECK_STAGES=backend-ops,onnx-node,trajectories,graphs,gemm-bench,step-bench
 # (any of them, comma-separated) runs only those, GPU_CHECK_GTEST_FILTER
@@ -142,6 +150,20 @@ if [ -n "$bundle" ]; then
   done | awk '$3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libcudnn)\.so' |
     while read -r lib; do cp -L "$lib" "$dir/mpc/lib/"; done
+  # The toolkit the binaries were built with: its driver floor is checked there.
+  nvcc --version | sed -nE 's/.*release ([0-9]+\.[0-9]+).*/\1/p' | head -n 1 >"$dir/mpc/CUDA_VERSION"
+  # The step benchmark's model and data (bench/gpu_step.sh's default sizes), made here where
+  # numpy and onnx are: the GPU machine's Python may lack them. --tile keeps the 400 MB of
+  # weights to a few MB of xz (each weight's values repeat; step times do not depend on them).
+  mkdir -p "$dir/mpc/bench"
+  if ! "${DEBIAN_PY:-python3}" "$root/bench/make_transformer_stack.py" --layers=12 --d=768 --heads=12 \
+    --hidden=3072 --seq=512 --batch=16 --vocab=8192 --tile=4099 -o "$dir/mpc/bench/stack.onnx" \
+    --data-out="$dir/mpc/bench/stack_data.npz" --samples=64 >"$dir/stack.log" 2>&1; then
+    cat "$dir/stack.log" >&2
+    echo "gpu-check: could not make the step benchmark's model (bench/make_transformer_stack.py, above)" >&2
+    exit 1
+  fi
+  printf '%s\n' LAYERS=12 D=768 HEADS=12 HIDDEN=3072 SEQ=512 BATCH=16 VOCAB=8192 >"$dir/mpc/bench/stack.env"
   # The commit the binaries come from, for the results' JSON (bench/lib.sh).
   {
     git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown
@@ -151,7 +173,7 @@ if [ -n "$bundle" ]; then
       echo 0
     fi
   } >"$dir/mpc/COMMIT"
-  tar -C "$dir" -cJf "$bundle" mpc
+  XZ_OPT=${XZ_OPT:--T0} tar -C "$dir" -cJf "$bundle" mpc
   echo "gpu-check: wrote $bundle ($(du -h "$bundle" | cut -f1)): $(ls "$dir/mpc/lib" | tr '\n' ' ')"
   exit 0
 fi
@@ -214,7 +236,7 @@ finish() {
 
 # nvidia-smi without a usable driver prints its complaint on stdout and
 # fails: only a successful query names a GPU.
-gpu=""
+gpu="" stack_dir=""
 if smi=$(timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total \
   --format=csv,noheader 2>/dev/null); then
   gpu=$(printf '%s\n' "$smi" | head -n 1)
@@ -227,11 +249,42 @@ if [ -z "$gpu" ]; then
 fi
 echo "gpu-check: $gpu; results in $results"
 
+# need_driver CUDA_VERSION: stops the check with a note when the driver is older than
+# the toolkit the binaries were built with needs (its minor-version compatibility
+# floor: CUDA 13.x needs R580, 12.x R525, 11.x R450); a clear line instead of every
+# stage failing with "driver version is insufficient".
+need_driver() {
+  local cuda=$1 major floor driver
+  major=${cuda%%.*}
+  case $major in
+  '' | *[!0-9]*) return 0 ;;
+  esac
+  if [ "$major" -ge 13 ]; then floor=580
+  elif [ "$major" -eq 12 ]; then floor=525
+  elif [ "$major" -eq 11 ]; then floor=450
+  else return 0; fi
+  driver=$(printf '%s\n' "$smi" | head -n 1 | awk -F', *' '{print $2}')
+  notes+=("driver $driver; binaries built with CUDA $cuda (needs R$floor or newer)")
+  if ! [[ "${driver%%.*}" =~ ^[0-9]+$ ]]; then
+    table+=("$(printf '%-30s %-9s %5s  %s' driver FAIL - "nvidia-smi gave no driver version ('$driver')")")
+    failed=1
+    finish
+  fi
+  if [ "${driver%%.*}" -lt "$floor" ]; then
+    echo "gpu-check: the NVIDIA driver $driver is too old for CUDA $cuda, which needs R$floor or newer; update the driver or build with an older toolkit" >&2
+    table+=("$(printf '%-30s %-9s %5s  %s' driver FAIL - "driver $driver < R$floor (CUDA $cuda)")")
+    failed=1
+    finish
+  fi
+}
+
 # --- build or unpack ----------------------------------------------------------
 if [ -n "$prebuilt" ]; then
   unpack=$(mktemp -d)
   run_stage unpack 60 tar -C "$unpack" -xJf "$prebuilt" || finish
   bin=$unpack/mpc/bin
+  [ ! -f "$unpack/mpc/CUDA_VERSION" ] || need_driver "$(cat "$unpack/mpc/CUDA_VERSION")"
+  [ ! -f "$unpack/mpc/bench/stack.env" ] || stack_dir=$unpack/mpc/bench
   if [ -f "$unpack/mpc/COMMIT" ]; then
     export MPC_BUILD_COMMIT MPC_BUILD_DIRTY
     { read -r MPC_BUILD_COMMIT && read -r MPC_BUILD_DIRTY; } <"$unpack/mpc/COMMIT"
@@ -264,6 +317,9 @@ if [ -n "$prebuilt" ]; then
     finish
   fi
 else
+  if command -v nvcc >/dev/null; then
+    need_driver "$(nvcc --version | sed -nE 's/.*release ([0-9]+\.[0-9]+).*/\1/p' | head -n 1)"
+  fi
   if ! run_stage configure 180 cmake -S "$root" -B "$build" \
     -DCMAKE_BUILD_TYPE=Release -DMPC_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90; then
     if grep -qE 'Could NOT find|Could not find a package' "$results/configure.log"; then
@@ -414,13 +470,18 @@ if want graphs; then
   msPerStep() { # a step,loss,loss_scale,skipped,ms CSV -> mean ms after step 2
     awk -F, 'NR > 3 {s += $5; n++} END {if (n == 0) print "nan"; else printf "%.3f", s / n}' "$1"
   }
-  graphs_check() {
-    local name=$1 model=$results/$1.fp16.onnx data=$2 mode ok=1
-    [ -f "$model" ] || return 0 # its trajectory stage did not compile it
+  graphs_checked=0
+  graphs_check() { # NAME ONNX DATA LR
+    local name=$1 model=$results/$1.fp16.onnx data=$3 mode ok=1
+    if [ ! -f "$model" ]; then # the trajectories stage did not run or compile it
+      run_stage "graphs-$name-opt" 60 "$bin/mpc-opt" "$root/models/$2" -o "$model" \
+        --precision=fp16 --optimizer=adam --lr="$4" || return 0
+    fi
     for mode in on off staged; do
       local flags=(--cuda-graphs=$mode)
       [ $mode = staged ] && flags=(--cuda-resident=off)
-      run_stage "graphs-$name-$mode" 120 "$bin/mpc-run" "$model"       --data="$root/models/$data" --steps=200 --device=cuda "${flags[@]}"       --log="$results/graphs.$name.$mode.csv" || ok=0
+      run_stage "graphs-$name-$mode" 120 "$bin/mpc-run" "$model" --data="$root/models/$data" \
+        --steps=200 --device=cuda "${flags[@]}" --log="$results/graphs.$name.$mode.csv" || ok=0
     done
     [ $ok = 1 ] || return 0
     local same=identical
@@ -429,10 +490,16 @@ if want graphs; then
       same=DIFFERENT
       failed=1
     fi
+    graphs_checked=$((graphs_checked + 1))
     notes+=("graphs $name fp16, 200 steps: losses graphs on vs off $same; ms/step graphs $(msPerStep "$results/graphs.$name.on.csv"), no graphs $(msPerStep "$results/graphs.$name.off.csv"), staged $(msPerStep "$results/graphs.$name.staged.csv")")
   }
-  graphs_check mlp_seed mlp_seed_data.npz
-  graphs_check transformer transformer_data.npz
+  graphs_check mlp_seed mlp_seed.onnx mlp_seed_data.npz 1e-2
+  graphs_check transformer transformer.onnx transformer_data.npz 1e-3
+  # A stage that compared nothing must not read as passed.
+  if [ "$graphs_checked" -lt 2 ]; then
+    table+=("$(printf '%-30s %-9s %5s  %s' graphs FAIL - "$graphs_checked of 2 models compared (logs above)")")
+    failed=1
+  fi
 fi
 
 # --- cuBLAS throughput ---------------------------------------------------------
@@ -451,8 +518,13 @@ if want step-bench; then
     [ "$precision" = fp16 ] || stage=step-bench-$precision json=gpu_step-$precision.json
     profile=0
     [ "$precision" = fp16 ] && profile=7
-    if run_stage "$stage" 240 env DEBIAN_PY=python3 PY=python3 PRECISION="$precision" \
-      PROFILE_STEPS=$profile "$root/bench/gpu_step.sh" "$bin" "$results/$json"; then
+    stack=()
+    if [ -n "$stack_dir" ]; then # the bundle's model and data, made for these sizes
+      mapfile -t stack <"$stack_dir/stack.env"
+      stack+=(STACK_MODEL="$stack_dir/stack.onnx" STACK_DATA="$stack_dir/stack_data.npz")
+    fi
+    if run_stage "$stage" 300 env DEBIAN_PY=python3 PY=python3 PRECISION="$precision" \
+      PROFILE_STEPS=$profile "${stack[@]}" "$root/bench/gpu_step.sh" "$bin" "$results/$json"; then
       while read -r line; do notes+=("$stage: $line"); done < <(sed -n '/^ *mpc  *torch/,$p' "$results/$stage.log" | grep -v '^results:')
       while read -r line; do notes+=("$stage profile: ${line#cuda profile: }"); done < <(grep '^cuda profile:' "$results/$stage.log" | head -n 22)
     fi
