@@ -1,5 +1,6 @@
-// CUDA ClipGradNorm: chunked sums of squares, the norm on one thread, the
-// scale; see clip_grad_norm.h. Deterministic: no atomics, fixed orders.
+// CUDA ClipGradNorm: chunked sums of squares, the norm in one block (the
+// tensors' sums side by side, their norms added in order), the scale; see
+// clip_grad_norm.h. Deterministic: no atomics, fixed orders.
 #include "kernels/common/clip_grad_norm_math.h"
 #include "kernels/cuda/clip_grad_norm.h"
 #include "kernels/cuda/cuda_check.h"
@@ -30,17 +31,37 @@ __global__ void squaresKernel(const ClipTensor *__restrict__ tensors,
     partials[blockIdx.x] = sq;
 }
 
-__global__ void normKernel(const float *__restrict__ partials,
-                           const int64_t *__restrict__ firstChunk,
-                           int32_t numTensors, float maxNorm, float *coef,
-                           float *totalNorm) {
-  float sumOfNormSquares = 0.0f;
-  for (int32_t t = 0; t < numTensors; ++t) {
-    float sq = 0.0f;
-    for (int64_t c = firstChunk[t]; c < firstChunk[t + 1]; ++c)
-      sq += partials[c];
-    clipAddTensorNorm(sumOfNormSquares, sq);
+/// The total norm and the coefficient, one block: thread t sums tensor t's
+/// chunk partials in chunk order (tensors side by side, blockDim.x a round),
+/// then thread 0 adds the tensors' norms in tensor order. The order of every
+/// addition is the one a single thread walking all of them used, so the bits
+/// are those of that walk on every run, with the per-tensor work in parallel.
+__global__ void __launch_bounds__(kBlock)
+    normKernel(const float *__restrict__ partials,
+               const int64_t *__restrict__ firstChunk, int32_t numTensors,
+               float maxNorm, float *coef, float *totalNorm) {
+  __shared__ float squares[kBlock];
+  float sumOfNormSquares = 0.0f; // thread 0's
+  for (int32_t round = 0; round < numTensors; round += int32_t(kBlock)) {
+    int32_t t = round + int32_t(threadIdx.x);
+    if (t < numTensors) {
+      float sq = 0.0f;
+      for (int64_t c = firstChunk[t]; c < firstChunk[t + 1]; ++c)
+        sq += partials[c];
+      squares[threadIdx.x] = sq;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int32_t inRound = numTensors - round < int32_t(kBlock)
+                            ? numTensors - round
+                            : int32_t(kBlock);
+      for (int32_t i = 0; i < inRound; ++i)
+        clipAddTensorNorm(sumOfNormSquares, squares[i]);
+    }
+    __syncthreads(); // squares is written again next round
   }
+  if (threadIdx.x != 0)
+    return;
   float total = sqrtOf(sumOfNormSquares);
   *totalNorm = total;
   *coef = clipGradNormCoefficient(total, maxNorm);
@@ -80,8 +101,8 @@ void launchClipGradNorm(const ClipLaunch &l, cudaStream_t s) {
     squaresKernel<<<chunks, kBlock, 0, s>>>(l.tensors, l.chunks, l.scratch);
     MPC_CUDA_CHECK_LAUNCH("squaresKernel");
   }
-  normKernel<<<1, 1, 0, s>>>(l.scratch, l.firstChunk, l.numTensors, l.maxNorm,
-                             coef, l.totalNorm);
+  normKernel<<<1, kBlock, 0, s>>>(l.scratch, l.firstChunk, l.numTensors,
+                                  l.maxNorm, coef, l.totalNorm);
   MPC_CUDA_CHECK_LAUNCH("normKernel");
   if (chunks) {
     clipKernel<<<chunks, kBlock, 0, s>>>(l.tensors, l.chunks, coef);

@@ -1,7 +1,8 @@
 // Element access of the CUDA kernels: fp16/bf16 are storage types only.
 //
 // Each element is loaded into fp32, computed on and rounded to nearest-even
-// on store with the shared conversions of ir/half.h, exactly as
+// on store with the conversions of half_convert.cuh (the GPU's conversion
+// instructions, bit-exact with the shared routine of ir/half.h), exactly as
 // the CPU backend's F32Io/F16Io/BF16Io do (kernels/cpu/cpu_util.h), so an
 // elementwise kernel built from the same fp32 operations gives the same bits
 // on both backends. The dispatch helper turns a dtype the GPU kernels do not
@@ -9,8 +10,8 @@
 // bug or an unsupported model the backend let through).
 #pragma once
 
-#include "ir/half.h"
 #include "ir/types.h"
+#include "kernels/cuda/half_convert.cuh"
 #include "support/diagnostics.h"
 
 #include <cstdint>
@@ -29,15 +30,15 @@ struct F32Dev {
 struct F16Dev {
   using Storage = uint16_t;
   static constexpr DType dtype = DType::F16;
-  __device__ static float toFloat(uint16_t s) { return halfToFloat(s); }
-  __device__ static uint16_t fromFloat(float v) { return floatToHalf(v); }
+  __device__ static float toFloat(uint16_t s) { return fromHalfBits(s); }
+  __device__ static uint16_t fromFloat(float v) { return toHalfBits(v); }
 };
 
 struct BF16Dev {
   using Storage = uint16_t;
   static constexpr DType dtype = DType::BF16;
-  __device__ static float toFloat(uint16_t s) { return bf16ToFloat(s); }
-  __device__ static uint16_t fromFloat(float v) { return floatToBf16(v); }
+  __device__ static float toFloat(uint16_t s) { return fromBf16Bits(s); }
+  __device__ static uint16_t fromFloat(float v) { return toBf16Bits(v); }
 };
 
 /// Element i of an fp32, fp16 or bf16 buffer as fp32, the dtype chosen at
@@ -47,9 +48,9 @@ struct BF16Dev {
 __device__ inline float loadAs(DType t, const void *p, int64_t i) {
   switch (t) {
   case DType::F16:
-    return halfToFloat(static_cast<const uint16_t *>(p)[i]);
+    return fromHalfBits(static_cast<const uint16_t *>(p)[i]);
   case DType::BF16:
-    return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
+    return fromBf16Bits(static_cast<const uint16_t *>(p)[i]);
   default:
     return static_cast<const float *>(p)[i];
   }
@@ -59,10 +60,10 @@ __device__ inline float loadAs(DType t, const void *p, int64_t i) {
 __device__ inline void storeAs(DType t, void *p, int64_t i, float v) {
   switch (t) {
   case DType::F16:
-    static_cast<uint16_t *>(p)[i] = floatToHalf(v);
+    static_cast<uint16_t *>(p)[i] = toHalfBits(v);
     break;
   case DType::BF16:
-    static_cast<uint16_t *>(p)[i] = floatToBf16(v);
+    static_cast<uint16_t *>(p)[i] = toBf16Bits(v);
     break;
   default:
     static_cast<float *>(p)[i] = v;

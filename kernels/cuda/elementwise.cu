@@ -142,7 +142,7 @@ __global__ void powScalarKernel(const typename Io::Storage *__restrict__ x,
 __device__ float loadExponent(const void *e, DType t, int64_t i) {
   switch (t) {
   case DType::F16:
-    return halfToFloat(static_cast<const uint16_t *>(e)[i]);
+    return fromHalfBits(static_cast<const uint16_t *>(e)[i]);
   case DType::BF16:
     return bf16ToFloat(static_cast<const uint16_t *>(e)[i]);
   case DType::I64:

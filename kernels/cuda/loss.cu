@@ -9,12 +9,15 @@
 // tolerance); the negative log-likelihood reads the log-probabilities it is
 // given (subtracting a max and a log-sum of 0 leaves every value as it is, so
 // one kernel serves both). The reduction over positions and the gradient's
-// weight total are one thread each, in position order, so they add exactly what
-// the CPU adds.
+// weight total are one block each in the chunked order of ordered_sum.cuh:
+// the CPU's position order, bit for bit, up to kSumChunk (64) positions;
+// beyond, the same bits on every run, within rounding (about 1e-7
+// relative) of the CPU's sum.
 #include "kernels/common/softmax_math.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
 #include "kernels/cuda/loss.h"
+#include "kernels/cuda/ordered_sum.cuh"
 #include "kernels/cuda/warp_reduce.cuh"
 
 namespace mpc {
@@ -67,31 +70,41 @@ __global__ void lossForwardKernel(const typename Io::Storage *__restrict__ x,
   }
 }
 
+/// The sum (or weighted mean) of the per-position losses: one block,
+/// ordered_sum.cuh's chunked order (the CPU's index order up to kSumChunk
+/// positions).
 template <typename Io>
-__global__ void lossReduceKernel(const float *__restrict__ posLoss,
-                                 const float *__restrict__ weights,
-                                 int64_t positions, bool mean,
-                                 typename Io::Storage *__restrict__ lossOut) {
-  float total = 0.0f, totalWeight = 0.0f;
-  for (int64_t p = 0; p < positions; ++p) {
-    total += posLoss[p];
-    totalWeight += weights[p];
-  }
-  *lossOut = Io::fromFloat(mean ? total / totalWeight : total);
+__global__ void __launch_bounds__(kOrderedSumBlock)
+    lossReduceKernel(const float *__restrict__ posLoss,
+                     const float *__restrict__ weights, int64_t positions,
+                     bool mean, typename Io::Storage *__restrict__ lossOut) {
+  __shared__ float staged[kOrderedSumBlock];
+  float total = blockChunkedSum(
+      positions, [&](int64_t p) { return posLoss[p]; }, staged);
+  float totalWeight = 0.0f;
+  if (mean)
+    totalWeight = blockChunkedSum(
+        positions, [&](int64_t p) { return weights[p]; }, staged);
+  if (threadIdx.x == 0)
+    *lossOut = Io::fromFloat(mean ? total / totalWeight : total);
 }
 
-__global__ void gradScaleKernel(const float *__restrict__ dL,
-                                const float *__restrict__ weights,
-                                int64_t positions, bool mean,
-                                float *__restrict__ scale) {
-  float g = *dL;
-  if (mean) {
-    float total = 0.0f;
-    for (int64_t p = 0; p < positions; ++p)
-      total += weights[p];
-    g = g / total;
+/// The gradient's scale: dL, over the weight total for a mean (one block,
+/// the same order as lossReduceKernel's total).
+__global__ void __launch_bounds__(kOrderedSumBlock)
+    gradScaleKernel(const float *__restrict__ dL,
+                    const float *__restrict__ weights, int64_t positions,
+                    bool mean, float *__restrict__ scale) {
+  __shared__ float staged[kOrderedSumBlock];
+  if (!mean) {
+    if (threadIdx.x == 0)
+      *scale = *dL;
+    return;
   }
-  *scale = g;
+  float total = blockChunkedSum(
+      positions, [&](int64_t p) { return weights[p]; }, staged);
+  if (threadIdx.x == 0)
+    *scale = *dL / total;
 }
 
 /// The softmax cross entropy's gradient is (exp(logProb) - onehot) * w * s,
@@ -143,9 +156,9 @@ void launchLossForward(DType t, const char *what, const void *x,
       MPC_CUDA_CHECK_LAUNCH("lossForwardKernel");
     }
     if (reduction != LossReduction::None) {
-      lossReduceKernel<Io><<<1, 1, 0, s>>>(posLoss, weights, sh.positions(),
-                                           reduction == LossReduction::Mean,
-                                           static_cast<S *>(lossOut));
+      lossReduceKernel<Io><<<1, kOrderedSumBlock, 0, s>>>(
+          posLoss, weights, sh.positions(), reduction == LossReduction::Mean,
+          static_cast<S *>(lossOut));
       MPC_CUDA_CHECK_LAUNCH("lossReduceKernel");
     }
   });
@@ -160,8 +173,8 @@ void launchLossGrad(DType t, const char *what, const float *dL,
                     float *scale, void *dx, cudaStream_t s) {
   bool perPosition = reduction == LossReduction::None;
   if (!perPosition) {
-    gradScaleKernel<<<1, 1, 0, s>>>(dL, weights, sh.positions(),
-                                    reduction == LossReduction::Mean, scale);
+    gradScaleKernel<<<1, kOrderedSumBlock, 0, s>>>(
+        dL, weights, sh.positions(), reduction == LossReduction::Mean, scale);
     MPC_CUDA_CHECK_LAUNCH("gradScaleKernel");
   }
   int64_t total = sh.n * sh.c * sh.d;

@@ -33,7 +33,7 @@ __device__ bool flagSet(const uint8_t *foundInf) {
 __device__ float loadGradient(const UnscaleTensor &t, int64_t i) {
   switch (t.dtype) {
   case DType::F16:
-    return halfToFloat(static_cast<const uint16_t *>(t.src)[i]);
+    return fromHalfBits(static_cast<const uint16_t *>(t.src)[i]);
   case DType::BF16:
     return bf16ToFloat(static_cast<const uint16_t *>(t.src)[i]);
   default:
