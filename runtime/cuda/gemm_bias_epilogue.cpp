@@ -17,8 +17,11 @@
 
 #include <cublasLt.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
+#include <mutex>
 #include <type_traits>
 
 namespace mpc {
@@ -74,7 +77,55 @@ Layout layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) {
   return Layout(l);
 }
 
+std::atomic<uint64_t> hitCount{0}, fallbackCount{0};
+std::mutex firstFallbackMutex;
+std::string firstFallbackProblem; ///< guarded by firstFallbackMutex
+
+void countFallback(DType t, const ColumnMajorGemm &g, uint32_t alignFirst,
+                   uint32_t alignSecond, uint32_t alignBias, uint32_t alignD) {
+  if (fallbackCount.fetch_add(1) != 0)
+    return;
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "%s m %lld n %lld k %lld, alignment %u/%u/%u/%u bytes",
+                dtypeName(t), (long long)g.m, (long long)g.n, (long long)g.k,
+                alignFirst, alignSecond, alignBias, alignD);
+  std::lock_guard<std::mutex> lock(firstFallbackMutex);
+  firstFallbackProblem = buf;
+}
+
 } // namespace
+
+EpilogueCounts epilogueCounts() {
+  EpilogueCounts c;
+  c.hits = hitCount.load();
+  c.fallbacks = fallbackCount.load();
+  std::lock_guard<std::mutex> lock(firstFallbackMutex);
+  c.firstFallback = firstFallbackProblem;
+  return c;
+}
+
+EpilogueCounts epilogueDelta(const EpilogueCounts &later,
+                             const EpilogueCounts &earlier) {
+  EpilogueCounts d = later;
+  d.hits -= earlier.hits;
+  d.fallbacks -= earlier.fallbacks;
+  return d;
+}
+
+std::string epilogueReport(const EpilogueCounts &total, size_t steps) {
+  if (steps == 0 || total.hits + total.fallbacks == 0)
+    return "";
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "cuBLASLt bias epilogue per step: %.1f hits, %.1f fallbacks "
+                "(cuBLAS + a bias pass)%s%s",
+                double(total.hits) / double(steps),
+                double(total.fallbacks) / double(steps),
+                total.fallbacks ? "; first fallback: " : "",
+                total.fallbacks ? total.firstFallback.c_str() : "");
+  return buf;
+}
 
 bool runGemmBiasEpilogue(NodeStaging &s, DType t, const GemmProblem &p,
                          float alpha, const void *a, const void *b,
@@ -137,14 +188,17 @@ bool runGemmBiasEpilogue(NodeStaging &s, DType t, const GemmProblem &p,
       choice.algo = result.algo;
     found = dev.ltChoices.emplace(key, choice).first;
   }
-  if (!found->second.found)
+  if (!found->second.found) {
+    countFallback(t, g, alignFirst, alignSecond, alignBias, alignD);
     return false;
+  }
   const float beta = 0.0f;
   checkCublas(cublasLtMatmul(dev.cublasLt, rawDesc, &alpha, b, first.get(), a,
                              second.get(), &beta, y, out.get(), y, out.get(),
                              &found->second.algo, dev.cublasWorkspace,
                              CudaDevice::kCublasWorkspace, s.stream()),
               "cublasLtMatmul");
+  hitCount.fetch_add(1);
   return true;
 }
 

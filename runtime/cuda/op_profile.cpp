@@ -33,6 +33,7 @@ void OpProfile::stepBegins() {
   ++steps_;
   inStep_ = true;
   stepStart_ = std::chrono::steady_clock::now();
+  epilogueAtStart_ = epilogueCounts();
 }
 
 void OpProfile::nodeBegins(cudaStream_t stream) {
@@ -52,10 +53,15 @@ void OpProfile::stepEnds() {
   // Called after each of the stream's synchronisations (the step's, and any
   // host copy after it): every event has completed.
   bool timed = steps_ > 1;
-  if (timed && inStep_)
+  if (timed && inStep_) {
     times_.addStep(std::chrono::duration<double, std::milli>(
                        std::chrono::steady_clock::now() - stepStart_)
                        .count());
+    EpilogueCounts d = epilogueDelta(epilogueCounts(), epilogueAtStart_);
+    epilogueTimed_.hits += d.hits;
+    epilogueTimed_.fallbacks += d.fallbacks;
+    epilogueTimed_.firstFallback = d.firstFallback;
+  }
   inStep_ = false;
   for (const Pending &p : pending_) {
     if (timed) {
@@ -69,7 +75,12 @@ void OpProfile::stepEnds() {
   pending_.clear();
 }
 
-void OpProfile::print(std::FILE *out) const { times_.print(out); }
+void OpProfile::print(std::FILE *out) const {
+  times_.print(out);
+  std::string line = epilogueReport(epilogueTimed_, times_.steps());
+  if (!line.empty())
+    std::fprintf(out, "cuda profile: %s\n", line.c_str());
+}
 
 } // namespace cuda
 } // namespace mpc

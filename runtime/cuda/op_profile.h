@@ -8,9 +8,12 @@
 // step, the device time inside nodes, and the ops and nodes that take most.
 // Events between nodes cannot live in a CUDA graph, so profiling turns the
 // graphs off; the times are those of the graph-less resident step (staged
-// steps, --cuda-resident=off, are not profiled).
+// steps, --cuda-resident=off, are not profiled). The report ends with the
+// cuBLASLt bias epilogue's hits and fallbacks per timed step
+// (gemm_bias_epilogue.h).
 #pragma once
 
+#include "runtime/cuda/gemm_bias_epilogue.h"
 #include "runtime/cuda/op_times.h"
 
 #include <cuda_runtime_api.h>
@@ -53,6 +56,8 @@ private:
   size_t steps_ = 0;
   bool inStep_ = false; ///< between stepBegins and the next stepEnds
   std::chrono::steady_clock::time_point stepStart_;
+  EpilogueCounts epilogueAtStart_; ///< the counts when the step began
+  EpilogueCounts epilogueTimed_;   ///< summed over the timed steps
 };
 
 } // namespace cuda
