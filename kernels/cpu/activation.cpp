@@ -35,6 +35,7 @@
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/elementwise_support.h"
 #include "kernels/cpu/node_geometry.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/shared_kernels.h"
 #include "kernels/cpu/softmax_support.h"
 #include "kernels/cpu/vector_math.h"
@@ -73,6 +74,10 @@ void kernelSigmoid(KernelContext &ctx) {
 /// incoming gradient (nullptr forward); the result replaces `out`, which
 /// may be `x` or `g` itself (element j is written after it is read).
 constexpr int64_t kGeluBlock = 512;
+/// Blocks per thread at least (16 x 512 elements: tens of microseconds,
+/// well above a parallel region's start).
+constexpr int64_t kParallelBlocks = 16;
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 void geluErfBlock(const float *x, const float *g, float *out, int64_t n) {
   float e[kGeluBlock], p[kGeluBlock];
   for (int64_t j = 0; j < n; ++j)
@@ -98,18 +103,26 @@ void kernelGelu(KernelContext &ctx) {
   if (!tanhForm && isFloat32Compute(x.dtype)) {
     // Every element is written: no zero fill first.
     Tensor &y = overwrittenOutput(ctx, 0, x.dtype, x.dims);
-    float in[kGeluBlock], out[kGeluBlock];
     const bool direct = x.dtype == DType::F32;
-    for (int64_t i = 0, n = x.numel(); i < n; i += kGeluBlock) {
-      int64_t len = std::min(kGeluBlock, n - i);
-      if (direct) { // fp32 blocks in place: each element is read first
-        geluErfBlock(x.data<float>() + i, nullptr, y.data<float>() + i, len);
-        continue;
-      }
-      loadFloats(x, i, len, in);
-      geluErfBlock(in, nullptr, out, len);
-      storeFloats(y, i, len, out);
-    }
+    const int64_t n = x.numel();
+    // Blocks in parallel (kernels/cpu/parallel.h): each element alone, so
+    // the same bits on any thread count.
+    parallelFor(
+        ceilDiv(n, kGeluBlock), kParallelBlocks, [&](int64_t b0, int64_t b1) {
+          float in[kGeluBlock], out[kGeluBlock];
+          for (int64_t i = b0 * kGeluBlock; i < std::min(n, b1 * kGeluBlock);
+               i += kGeluBlock) {
+            int64_t len = std::min(kGeluBlock, n - i);
+            if (direct) { // fp32 blocks in place: each element is read first
+              geluErfBlock(x.data<float>() + i, nullptr, y.data<float>() + i,
+                           len);
+              continue;
+            }
+            loadFloats(x, i, len, in);
+            geluErfBlock(in, nullptr, out, len);
+            storeFloats(y, i, len, out);
+          }
+        });
     return;
   }
   floatMap(ctx, [&](auto v) { return geluForward(v, tanhForm); });
@@ -133,20 +146,25 @@ void kernelGeluGrad(KernelContext &ctx) {
     Tensor &dx = overwrittenOutput(ctx, 0, dy.dtype, dy.dims);
     // Blocks are read whole before they are written: dX may be in place
     // over dY or X.
-    float g[kGeluBlock], in[kGeluBlock], out[kGeluBlock];
     const bool direct = dy.dtype == DType::F32 && x.dtype == DType::F32;
-    for (int64_t i = 0, n = dy.numel(); i < n; i += kGeluBlock) {
-      int64_t len = std::min(kGeluBlock, n - i);
-      if (direct) { // geluErfBlock writes element j after reading it
-        geluErfBlock(x.data<float>() + i, dy.data<float>() + i,
-                     dx.data<float>() + i, len);
-        continue;
-      }
-      loadFloats(dy, i, len, g);
-      loadFloats(x, i, len, in);
-      geluErfBlock(in, g, out, len);
-      storeFloats(dx, i, len, out);
-    }
+    const int64_t n = dy.numel();
+    parallelFor(
+        ceilDiv(n, kGeluBlock), kParallelBlocks, [&](int64_t b0, int64_t b1) {
+          float g[kGeluBlock], in[kGeluBlock], out[kGeluBlock];
+          for (int64_t i = b0 * kGeluBlock; i < std::min(n, b1 * kGeluBlock);
+               i += kGeluBlock) {
+            int64_t len = std::min(kGeluBlock, n - i);
+            if (direct) { // geluErfBlock writes element j after reading it
+              geluErfBlock(x.data<float>() + i, dy.data<float>() + i,
+                           dx.data<float>() + i, len);
+              continue;
+            }
+            loadFloats(dy, i, len, g);
+            loadFloats(x, i, len, in);
+            geluErfBlock(in, g, out, len);
+            storeFloats(dx, i, len, out);
+          }
+        });
     return;
   }
   unaryGrad(ctx,

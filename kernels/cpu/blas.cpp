@@ -19,11 +19,14 @@ constexpr const char *kCandidates[] = {MPC_BLAS_LIBRARY, "libopenblas.so.0"};
 struct BlasFunctions {
   decltype(&cblas_sgemm) sgemm = nullptr;
   decltype(&cblas_dgemm) dgemm = nullptr;
-  int (*threads)() = nullptr; // OpenBLAS's openblas_get_num_threads
+  int (*threads)() = nullptr;        // OpenBLAS's openblas_get_num_threads
+  void (*setThreads)(int) = nullptr; // openblas_set_num_threads
   const char *library = nullptr;
 };
 
 std::atomic<bool> loaded{false};
+/// setBlasThreadCount's count (0: the library's own choice).
+std::atomic<int> requestedThreads{0};
 
 BlasFunctions load() {
   std::string tried;
@@ -41,6 +44,8 @@ BlasFunctions load() {
         reinterpret_cast<decltype(f.dgemm)>(::dlsym(handle, "cblas_dgemm"));
     f.threads = reinterpret_cast<int (*)()>(
         ::dlsym(handle, "openblas_get_num_threads"));
+    f.setThreads = reinterpret_cast<void (*)(int)>(
+        ::dlsym(handle, "openblas_set_num_threads"));
     if (!f.sgemm || !f.dgemm) {
       tried += std::string(tried.empty() ? "" : "; ") + name +
                ": no cblas_sgemm/cblas_dgemm";
@@ -49,6 +54,8 @@ BlasFunctions load() {
     }
     // Never closed: the functions are used until the process ends.
     f.library = name;
+    if (int n = requestedThreads.load(); n > 0 && f.setThreads)
+      f.setThreads(n);
     loaded = true;
     return f;
   }
@@ -99,6 +106,15 @@ bool blasIsLoaded() { return loaded; }
 int blasThreadCount() {
   const BlasFunctions &f = blas();
   return f.threads ? f.threads() : 0;
+}
+
+void setBlasThreadCount(int n) {
+  requestedThreads.store(n);
+  if (loaded) {
+    const BlasFunctions &f = blas();
+    if (f.setThreads)
+      f.setThreads(n);
+  }
 }
 
 } // namespace mpc

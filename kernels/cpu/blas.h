@@ -36,4 +36,9 @@ bool blasIsLoaded();
 /// library does not say. Loads it.
 int blasThreadCount();
 
+/// Tells the BLAS library to run products on `n` threads (OpenBLAS's
+/// openblas_set_num_threads), now if it is loaded, else when it loads.
+/// Does not load it.
+void setBlasThreadCount(int n);
+
 } // namespace mpc

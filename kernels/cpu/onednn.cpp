@@ -1,14 +1,13 @@
 // oneDNN matrix products and convolutions (kernels/cpu/onednn.h).
 #include "kernels/cpu/onednn.h"
 
-#include "kernels/cpu/blas.h"
+#include "kernels/cpu/parallel.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <dlfcn.h>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -45,23 +44,10 @@ dnnl::primitive_attr userScratchpad() {
   return attr;
 }
 
-/// oneDNN's parallel regions (its OpenMP runtime) take the thread count
-/// the products had before it: OpenBLAS's (OPENBLAS_NUM_THREADS, else
-/// OMP_NUM_THREADS, else the cores). Both pools then never hold more
-/// threads than that between them at once: a kernel runs one library's
-/// product at a time. Set on each thread that runs a kernel, once.
-void matchThreads() {
-  thread_local bool done = false;
-  if (done)
-    return;
-  done = true;
-  using SetThreads = void (*)(int);
-  static SetThreads set = reinterpret_cast<SetThreads>(
-      ::dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  int count = blasThreadCount();
-  if (set && count > 0)
-    set(count);
-}
+/// oneDNN's parallel regions (its OpenMP runtime) take the pool's thread
+/// count (kernels/cpu/parallel.h: --threads), as OpenBLAS and the kernels'
+/// own loops do. Set on each thread that runs a kernel.
+void matchThreads() { applyThreadCount(); }
 
 memory::data_type dnnlType(DType t) {
   switch (t) {
@@ -130,9 +116,11 @@ template <typename Make>
 std::shared_ptr<Entry> cached(const std::string &key, Make &&make) {
   // Before any primitive is made: a primitive sizes its scratchpad for the
   // thread count of the thread that makes it, and must run with no more.
+  // A primitive made for fewer threads would overrun its scratchpad run on
+  // more (setThreadCount between steps): the count is part of the key.
   matchThreads();
   std::lock_guard<std::mutex> lock(cacheMutex);
-  auto &slot = cache()[key];
+  auto &slot = cache()[std::to_string(threadCount()) + "t" + key];
   if (!slot) {
     slot = std::make_shared<Entry>();
     try {

@@ -7,6 +7,7 @@
 // TrainingSession of runtime/training_session.h). Bad input (flags, data,
 // checkpoints, input files) is one line and exit 1.
 #include "kernels/collective.h"
+#include "kernels/cpu/parallel.h"
 #include "runtime/world/launched_world.h"
 #include "support/diagnostics.h"
 #include "support/out_of_memory.h"
@@ -74,6 +75,8 @@ int main(int argc, char **argv) {
           args.push_back(argv[i]);
       return launchLocalRanks(int(flags.nprocPerNode), args);
     }
+    if (flags.threads > 0)
+      cpu::setThreadCount(int(flags.threads));
     flags.device = resolveDevice(flags.device);
     if (flags.infer && launchedWorldSize() > 1)
       throw Error("--infer runs as one process, not as one of " +

@@ -46,6 +46,12 @@ std::vector<Flag> runFlags(RunFlags &f) {
        [&f](V v) {
          f.device = v.oneOf({"cpu", "cuda", "auto"});
        }},
+      {"--threads", kValue, "=N", device,
+       "the CPU's threads, 1 to 1024 (default: the cores this process may run "
+       "on, or OPENBLAS_NUM_THREADS / OMP_NUM_THREADS when set): oneDNN's "
+       "products and convolutions, OpenBLAS's and the kernels' own loops "
+       "share one pool of N, so no library's threads wait for another's cores",
+       [&f](V v) { f.threads = v.integer(1, 1024); }},
       {"--steps", kValue, "=N", data,
        "steps to run (default 100; after --resume: N more); optimizer steps "
        "of K micro-batches each for a model compiled with --grad-accum=K",
@@ -239,6 +245,15 @@ std::vector<Flag> runFlags(RunFlags &f) {
        "step to stderr at exit)",
        [&f](V v) {
          f.cudaGraphs = v.oneOf({"on", "off"}) == "on";
+       },
+       trains},
+      {"--cudnn-deterministic", kValue, "=true|false", cuda,
+       "cuda convolutions: deterministic cuDNN algorithms only, so two runs "
+       "give the same bits (default true); false lets cuDNN's heuristics "
+       "pick the fastest, the nondeterministic data and weight gradients "
+       "(atomic adds in a varying order) too: speed over repeatability",
+       [&f](V v) {
+         f.cudnnDeterministic = v.oneOf({"true", "false"}) == "true";
        },
        trains},
       {"--nproc-per-node", kValue, "=N", parallel,

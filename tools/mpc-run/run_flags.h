@@ -61,12 +61,18 @@ struct RunFlags {
   bool quiet = false;
   /// --verbose: the CPU's kernel families for products and convolutions.
   bool verbose = false;
+  /// --threads=N: the CPU's pool of threads (0: kernels/cpu/parallel.h's
+  /// default, the cores).
+  int64_t threads = 0;
   bool debugOverflow = false;
   double minLossScale = 1;
   int64_t maxSkippedSteps = 100;
   bool memoryLimitGiven = false;
   size_t memoryLimit = 0;
   bool cudaResident = true, cudaGraphs = true;
+  /// --cudnn-deterministic=false: cuDNN's fastest convolution algorithms,
+  /// nondeterministic ones too.
+  bool cudnnDeterministic = true;
   /// --nproc-per-node=N: start N local ranks (tools/mpc-run/local_launcher.h).
   int64_t nprocPerNode = 1;
   /// --collective-timeout=S: how long a collective waits for a silent rank.
