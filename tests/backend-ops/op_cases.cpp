@@ -514,6 +514,9 @@ void addLosses(std::vector<OpCase> &cases) {
                  false},
         LossCase{
             "sum", {16, 5}, {{"reduction", Attribute::ofString("sum")}}, false},
+        // Over kSumChunk (64) positions: the one-block chunked reduction,
+        // several chunks and several rounds of 256 chunk sums.
+        LossCase{"many_positions", {20000, 3}, {}, false},
         LossCase{"none_weighted_3d",
                  {4, 3, 6},
                  {{"reduction", Attribute::ofString("none")}},
