@@ -3,6 +3,7 @@
 
 #include "passes/compile_model.h"
 #include "passes/inference_model.h"
+#include "passes/kernel_report.h"
 #include "passes/memory_baseline.h"
 #include "passes/memory_report.h"
 #include "passes/onnx/import_lowering.h"
@@ -99,6 +100,8 @@ std::string compileModel(std::unique_ptr<Model> model, const OptFlags &f,
 
   if (f.reportMemory || !f.reportJson.empty())
     timed(timings, "report=memory", [&] { reportMemory(*model, f); });
+  if (f.reportKernels)
+    (f.output == "-" ? std::cerr : std::cout) << reportKernels(*model).table();
 
   if (f.emit == "text") {
     std::string text = printModelText(*model);

@@ -80,13 +80,18 @@ std::vector<Flag> toolFlags(OptFlags &f) {
        "write the step graph as Graphviz, coloured by precision, Casts marked "
        "(dot -Tsvg FILE)",
        [&f](V v) { f.dotFile = v.text; }},
-      {"--report", kValue, "=memory", passes,
-       "print the step's memory plan by class, next to the fp32 baseline "
+      {"--report", kValue, "=memory|kernels", passes,
+       "print the step's memory plan by class, next to the fp32 baseline; "
+       "or its kernel launches and bytes read/written per kernel class "
        "(stdout; stderr when -o - is the model)",
        [&f](V v) {
-         if (v.text != "memory")
-           throw Error("--report: expected 'memory', got '" + v.text + "'");
-         f.reportMemory = true;
+         if (v.text == "memory")
+           f.reportMemory = true;
+         else if (v.text == "kernels")
+           f.reportKernels = true;
+         else
+           throw Error("--report: expected 'memory' or 'kernels', got '" +
+                       v.text + "'");
        }},
       {"--report-json", FlagArg::File, "=FILE", passes,
        "write the same plan as JSON", [&f](V v) { f.reportJson = v.text; }},
@@ -164,7 +169,8 @@ OptFlags parseOptFlags(int argc, const char *const *argv) {
   if (f.input.empty())
     throw Error("no input model (usage: mpc-opt MODEL -o OUT)");
   checkCompileFlags(o, f.given);
-  if ((f.reportMemory || !f.reportJson.empty()) && f.splitInputFile)
+  if ((f.reportMemory || f.reportKernels || !f.reportJson.empty()) &&
+      f.splitInputFile)
     throw Error("--report: cannot be combined with --split-input-file");
   if (!f.dotFile.empty() && f.splitInputFile)
     throw Error("--dot: cannot be combined with --split-input-file (one "

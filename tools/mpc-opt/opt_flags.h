@@ -30,8 +30,9 @@ struct OptFlags {
   bool timePasses = false;
   bool explain = false;
   std::string dotFile;
-  bool reportMemory = false; ///< --report=memory
-  std::string reportJson;    ///< --report-json=FILE
+  bool reportMemory = false;  ///< --report=memory
+  bool reportKernels = false; ///< --report=kernels
+  std::string reportJson;     ///< --report-json=FILE
   CompileOptions options;
   /// The flags given (names before '='): a --passes list must run a pass
   /// that reads each of them (checkFlagsReachPipeline).
