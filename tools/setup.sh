@@ -12,6 +12,7 @@ packages=(
   llvm-14-tools                                   # lit and FileCheck
   libopenblas-dev                                 # CPU matrix products
   libopenmpi-dev openmpi-bin                      # data parallel: mpirun -np N mpc-run
+  libgloo-dev                                     # data parallel: torchrun / --nproc-per-node ranks
   libsleef-dev                                    # CPU vector erf/exp (GELU)
   libdnnl-dev                                     # oneDNN: CPU bf16 products, convolutions
   libre2-dev                                      # name patterns (--trainable, --fp32-nodes, ...)

@@ -588,26 +588,6 @@ std::vector<Fd> rendezvousAsRank(const TcpRendezvous &w,
 
 } // namespace
 
-int freeLocalPort() {
-  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0)
-    throw Error(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (::bind(s, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0 &&
-      ::getsockname(s, reinterpret_cast<sockaddr *>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  int err = errno;
-  ::close(s);
-  if (port < 0)
-    throw Error(std::string("cannot find a free local port: ") +
-                std::strerror(err));
-  return port;
-}
-
 std::unique_ptr<Collective> joinTcpWorld(const TcpRendezvous &w) {
   if (w.size < 1 || w.rank < 0 || w.rank >= w.size)
     throw Error("RANK=" + std::to_string(w.rank) + " is not in 0 to " +

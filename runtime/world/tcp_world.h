@@ -19,6 +19,7 @@
 #pragma once
 
 #include "kernels/collective.h"
+#include "runtime/world/free_port.h"
 
 #include <memory>
 #include <string>
@@ -47,11 +48,5 @@ struct TcpRendezvous {
 /// collectives throw Error naming the rank when a connection closes or
 /// stays silent for collectiveTimeoutSeconds.
 std::unique_ptr<Collective> joinTcpWorld(const TcpRendezvous &where);
-
-/// A port free on the loopback interface now (the kernel's choice), for a
-/// world whose ranks all run here (mpc-run --nproc-per-node, tests). Rank
-/// 0 binds it a moment later; another process taking it in between makes
-/// rank 0 fail with a line saying so.
-int freeLocalPort();
 
 } // namespace mpc
