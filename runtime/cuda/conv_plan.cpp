@@ -3,6 +3,8 @@
 
 #include "kernels/cpu/cpu_util.h"
 
+#include <algorithm>
+
 namespace mpc {
 namespace cuda {
 
@@ -58,6 +60,34 @@ std::vector<int64_t> cropOffset(const ConvProblem &p) {
   for (size_t d = 0; d < crop.size(); ++d)
     crop[d] = -p.offset[d];
   return crop;
+}
+
+ConvLayout preferredLayout(const ConvProblem &p, bool allowed) {
+  if (!allowed || (p.type != DType::F16 && p.type != DType::BF16) ||
+      p.x.size() != 4 || p.groups != 1)
+    return ConvLayout::Nchw;
+  int64_t c = p.x[1], m = p.y[1];
+  return c > 0 && m > 0 && c % 8 == 0 && m % 8 == 0 ? ConvLayout::Nhwc
+                                                    : ConvLayout::Nchw;
+}
+
+std::vector<int64_t> packedStrides(const std::vector<int64_t> &dims,
+                                   ConvLayout layout) {
+  std::vector<int64_t> strides(dims.size());
+  // The order from the innermost dim out: NCHW w, h, ..., c, n; NHWC c, w,
+  // h, ..., n.
+  std::vector<size_t> order;
+  if (layout == ConvLayout::Nhwc && dims.size() > 2)
+    order.push_back(1);
+  for (size_t d = dims.size(); d-- > 0;)
+    if (!(layout == ConvLayout::Nhwc && dims.size() > 2 && d == 1))
+      order.push_back(d);
+  int64_t stride = 1;
+  for (size_t d : order) {
+    strides[d] = stride;
+    stride *= std::max<int64_t>(dims[d], 1);
+  }
+  return strides;
 }
 
 } // namespace cuda

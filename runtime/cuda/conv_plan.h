@@ -7,6 +7,13 @@
 // differ at the two ends of a dim runs without pads over an explicitly
 // zero-padded input (x is then the padded shape and xUnpadded the node's),
 // and its data gradient is computed into such a padded buffer and cropped.
+//
+// Layout: the arena holds NCHW tensors. cuDNN's Tensor Core kernels for
+// fp16 and bf16 work channels-last (NHWC), and given NCHW they transpose
+// internally or pick slower kernels; preferredLayout() says when the runner
+// transposes the operands into NHWC scratch itself, convolves in NHWC and
+// transposes the result back (the dims stay NCHW-ordered, only the strides
+// change: channelsLastStrides).
 #pragma once
 
 #include "ir/graph.h"
@@ -42,6 +49,21 @@ ConvProblem convProblem(const Node &node, const WindowGeometry &g, int64_t n,
 
 /// The offsets that crop a padded x back to xUnpadded (-offset).
 std::vector<int64_t> cropOffset(const ConvProblem &p);
+
+enum class ConvLayout { Nchw, Nhwc };
+
+/// NHWC where cuDNN's Tensor Core kernels prefer it: fp16 or bf16, a 2-D
+/// window (4-D tensors; 1-D runs as 2-D), one group, and the channels of x
+/// and y multiples of 8 (the Tensor Cores' vector width in halves); NCHW
+/// otherwise, or when `allowed` is false (CudaBackendOptions::convNhwc,
+/// MPC_CUDA_CONV_NHWC=0).
+ConvLayout preferredLayout(const ConvProblem &p, bool allowed);
+
+/// The element strides of a packed tensor of NCHW-ordered `dims`: row-major
+/// (NCHW) or with the channels (dim 1) innermost (NHWC). Empty dims count
+/// as 1, as cuDNN wants strides of an empty tensor.
+std::vector<int64_t> packedStrides(const std::vector<int64_t> &dims,
+                                   ConvLayout layout);
 
 } // namespace cuda
 } // namespace mpc
