@@ -24,6 +24,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/graph_cache.h"
 #include "runtime/cuda/nccl_world.h"
 #include "runtime/cuda/node_staging.h"
 #include "runtime/cuda/op_profile.h"
@@ -33,8 +34,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 namespace mpc {
 namespace cuda {
@@ -95,6 +98,14 @@ cudnnHandle_t CudaDevice::cudnnHandle() {
 
 CudaDevice::CudaDevice(const CudaBackendOptions &opts) : options(opts) {
   MPC_CUDA_CHECK(cudaSetDevice(opts.device));
+  // The context first (cudaFree(0) makes it), then the baseline of the
+  // measured footprint, before anything of the backend's is allocated.
+  MPC_CUDA_CHECK(cudaFree(nullptr));
+  size_t freeBytes = 0, totalBytes = 0;
+  if (cudaMemGetInfo(&freeBytes, &totalBytes) == cudaSuccess)
+    measuredPeak.start(freeBytes);
+  else
+    cudaGetLastError(); // not measured: the stats say 0
   MPC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   checkCublas(cublasCreate(&cublas), "cublasCreate");
   checkCublas(cublasSetStream(cublas, stream), "cublasSetStream");
@@ -136,6 +147,9 @@ CudaDevice::~CudaDevice() {
         if (b.device)
           allocator->release(b.device);
   allocator.reset();
+  freeRetiredWorkspace();
+  if (workspace.device)
+    cudaFree(workspace.device);
   if (cudnn_)
     cudnnDestroy(cudnn_);
   cudaFree(cublasWorkspace);
@@ -149,6 +163,12 @@ CudaDevice::~CudaDevice() {
     cublasDestroy(cublas);
   if (stream)
     cudaStreamDestroy(stream);
+}
+
+void CudaDevice::freeRetiredWorkspace() {
+  for (void *p : workspace.retired)
+    cudaFree(p);
+  workspace.retired.clear();
 }
 
 namespace {
@@ -224,12 +244,14 @@ bool flagFromEnvironment(const char *name, bool dflt) {
 class CudaBackend final : public Backend {
 public:
   explicit CudaBackend(const CudaBackendOptions &options)
-      : device_(options),
-        graphs_(flagFromEnvironment("MPC_CUDA_GRAPHS", options.graphs)) {
-    if (flagFromEnvironment("MPC_CUDA_PROFILE", false)) {
+      : device_(withEnvironment(options)),
+        graphs_(flagFromEnvironment("MPC_CUDA_GRAPHS", options.graphs) &&
+                !flagFromEnvironment("MPC_CUDA_PROFILE", false)) {
+    // Events between nodes cannot be in a graph: profiling turns graphs off.
+    if (flagFromEnvironment("MPC_CUDA_PROFILE", false))
       profile_ = std::make_unique<OpProfile>();
-      graphs_ = false; // events between nodes cannot be in a graph
-    }
+    device_.workspace.shared =
+        flagFromEnvironment("MPC_CUDA_SHARED_SCRATCH", true);
   }
 
   ~CudaBackend() override {
@@ -237,10 +259,10 @@ public:
       cudaStreamSynchronize(device_.stream);
       profile_->print(stderr);
     }
-    dropGraph();
     cudaStreamSynchronize(device_.stream); // nothing in flight to or from
-    if (arena_)                            // the arena or pinned memory
-      cudaFree(arena_);
+    destroyGraphs(graphs_.dropAll());      // the arenas or pinned memory
+    for (const auto &kv : arenas_)
+      cudaFree(kv.first);
   }
 
   std::string name() const override { return "cuda"; }
@@ -250,6 +272,17 @@ public:
   }
 
   void run(KernelContext &ctx) override {
+    if (device_.capturing) {
+      // Kept, so that the step can run eagerly if the capture fails: the
+      // contexts' tensors stay where they are until the step ends.
+      recorded_.push_back({std::make_unique<KernelContext>(ctx)});
+      try {
+        runNode(ctx);
+      } catch (const Error &e) {
+        captureFailed(e.what()); // runs what was recorded, this node too
+      }
+      return;
+    }
     // Profiles cover device-resident steps (their synchronize() reads the
     // events); a staged node synchronises on its own.
     if (!profile_ || !ctx.resident)
@@ -302,18 +335,23 @@ public:
     ++arenaAllocations_;
     // Zeroed once, so no kernel ever reads bytes nobody wrote.
     MPC_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, device_.stream));
-    arena_ = static_cast<uint8_t *>(p);
-    arenaBytes_ = bytes;
-    return arena_;
+    // One arena per executor (the trainer's, the evaluator's): all count.
+    arenas_[static_cast<uint8_t *>(p)] = bytes;
+    arenaTotal_ += bytes;
+    peakArenaTotal_ = std::max(peakArenaTotal_, arenaTotal_);
+    return static_cast<uint8_t *>(p);
   }
 
   void freeArena(uint8_t *arena) override {
-    dropGraph(); // it holds the old arena's addresses
     MPC_CUDA_CHECK(cudaStreamSynchronize(device_.stream));
+    // Graphs hold arena addresses, and which plans used this arena is not
+    // known here: every graph goes (the other plans capture again once).
+    destroyGraphs(graphs_.dropAll());
     cudaFree(arena);
-    if (arena == arena_) {
-      arena_ = nullptr;
-      arenaBytes_ = 0;
+    auto it = arenas_.find(arena);
+    if (it != arenas_.end()) {
+      arenaTotal_ -= it->second;
+      arenas_.erase(it);
     }
   }
 
@@ -346,9 +384,12 @@ public:
                                    device_.stream));
   }
   void copyOnDevice(void *dst, const void *src, size_t bytes) override {
-    if (bytes)
-      MPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
-                                     device_.stream));
+    if (!bytes)
+      return;
+    if (device_.capturing)
+      recorded_.push_back({nullptr, dst, src, bytes});
+    MPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                   device_.stream));
   }
 
   void synchronize() override {
@@ -360,6 +401,9 @@ public:
       profile_->stepEnds();
     downloads_.recycle();
     uploads_.recycle();
+    device_.freeRetiredWorkspace();
+    if (MeasuredPeak::sampleAt(steps_))
+      sampleDeviceMemory();
     int32_t code = *device_.errorHost;
     if (code > 0) {
       *device_.errorHost = 0;
@@ -383,22 +427,36 @@ public:
                                    device_.stream));
     MPC_CUDA_CHECK(cudaMemsetAsync(device_.errorDevice, 0, sizeof(int32_t),
                                    device_.stream));
-    if (!graphs_)
+    plan_ = info.planId;
+    recorded_.clear();
+    if (!graphs_.enabled())
       return false;
-    if (info.planId != graphPlan_) {
-      dropGraph();
-      graphPlan_ = info.planId;
-      stepsOfPlan_ = 0;
+    // The workspace moved since the graphs were captured (a warm-up step
+    // of another plan outgrew it): they hold its old address.
+    if (device_.workspace.generation != workspaceSeen_) {
+      MPC_CUDA_CHECK(cudaStreamSynchronize(device_.stream));
+      destroyGraphs(graphs_.dropAll());
+      workspaceSeen_ = device_.workspace.generation;
     }
-    ++stepsOfPlan_;
-    if (graphExec_) {
+    switch (graphs_.begin(plan_)) {
+    case GraphCache::Action::Replay:
       replaying_ = true;
       return true;
-    }
-    if (stepsOfPlan_ == 2) {
-      MPC_CUDA_CHECK(cudaStreamBeginCapture(device_.stream,
-                                            cudaStreamCaptureModeThreadLocal));
+    case GraphCache::Action::Capture: {
+      cudaError_t e = cudaStreamBeginCapture(device_.stream,
+                                             cudaStreamCaptureModeThreadLocal);
+      if (e != cudaSuccess) {
+        std::string what =
+            std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+        cudaGetLastError();
+        warnAndStopGraphs(what);
+        return false;
+      }
       device_.capturing = true;
+      return false;
+    }
+    case GraphCache::Action::Eager:
+      return false;
     }
     return false;
   }
@@ -407,28 +465,35 @@ public:
     if (device_.capturing) {
       device_.capturing = false;
       cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
       cudaError_t e = cudaStreamEndCapture(device_.stream, &graph);
       if (e == cudaSuccess) {
-        e = cudaGraphInstantiate(&graphExec_, graph, 0);
+        e = cudaGraphInstantiate(&exec, graph, 0);
         cudaGraphDestroy(graph);
       }
+      if (e == cudaSuccess && device_.options.failCaptures) {
+        cudaGraphExecDestroy(exec);
+        e = cudaErrorStreamCaptureUnsupported; // the tests' stand-in
+      }
       if (e != cudaSuccess) {
-        // Something in the step could not be captured: say so, with the
-        // way to run without graphs (the step's work has not run).
-        graphExec_ = nullptr;
-        graphPlan_ = 0;
         std::string what =
             std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
         cudaGetLastError();
-        throw Error("cuda: capturing the step as a CUDA graph failed (" + what +
-                    "); run with --cuda-graphs=off (or MPC_CUDA_GRAPHS=0)");
+        captureFailed(what, /*captureEnded=*/true);
+      } else {
+        recorded_.clear();
+        destroyGraphs(graphs_.store(plan_, exec));
+        ++graphCaptures_;
+        replaying_ = true; // the capture ran nothing: launch it now
       }
-      ++graphCaptures_;
-      replaying_ = true; // the capture ran nothing: launch it now
     }
     if (replaying_) {
       replaying_ = false;
-      MPC_CUDA_CHECK(cudaGraphLaunch(graphExec_, device_.stream));
+      auto exec = static_cast<cudaGraphExec_t>(graphs_.graph(plan_));
+      if (!exec)
+        throw Error("cuda: internal error: no CUDA graph to replay for the "
+                    "step's plan");
+      MPC_CUDA_CHECK(cudaGraphLaunch(exec, device_.stream));
       ++graphLaunches_;
     }
     MPC_CUDA_CHECK(cudaMemcpyAsync(device_.errorHost, device_.errorDevice,
@@ -446,8 +511,9 @@ public:
         cudaGraphDestroy(graph);
       cudaGetLastError(); // an invalidated capture is not this error
     }
-    graphPlan_ = 0; // capture again from a warm-up
+    recorded_.clear();
     cudaStreamSynchronize(device_.stream);
+    destroyGraphs(graphs_.abort(plan_)); // capture again from a warm-up
   }
 
   /// cudaMemGetInfo on this backend's device (false if the query fails).
@@ -461,26 +527,74 @@ public:
   }
 
   CudaMemoryStats memoryStats() const {
+    sampleDeviceMemory(); // the footprint now counts too
     const DeviceAllocator::Stats &s = device_.allocator->stats();
     CudaMemoryStats m;
     m.deviceAllocations = s.rawAllocations + arenaAllocations_;
     m.cacheHits = s.cacheHits;
-    m.peakReservedBytes = s.peakReservedBytes + arenaBytes_;
-    m.arenaBytes = arenaBytes_;
+    m.peakReservedBytes = s.peakReservedBytes + peakArenaTotal_;
+    m.arenaBytes = arenaTotal_;
     m.graphCaptures = graphCaptures_;
     m.graphLaunches = graphLaunches_;
     m.steps = steps_;
+    m.workspaceBytes = device_.workspace.capacity;
+    m.accountedBytes = peakArenaTotal_ + device_.workspace.capacity +
+                       s.peakReservedBytes + CudaDevice::kCublasWorkspace +
+                       sizeof(uint64_t) + sizeof(int32_t);
+    m.measuredPeakBytes = device_.measuredPeak.peak();
+    m.pinnedHostBytes = downloads_.capacity() + uploads_.capacity() +
+                        sizeof(uint64_t) + sizeof(int32_t);
     return m;
   }
 
 private:
-  void dropGraph() {
-    if (graphExec_) {
-      cudaGraphExecDestroy(graphExec_);
-      graphExec_ = nullptr;
+  /// The options with the environment's say (MPC_CUDA_CONV_NHWC=0).
+  static CudaBackendOptions withEnvironment(CudaBackendOptions o) {
+    o.convNhwc = flagFromEnvironment("MPC_CUDA_CONV_NHWC", o.convNhwc);
+    return o;
+  }
+
+  void destroyGraphs(const std::vector<void *> &graphs) {
+    for (void *g : graphs)
+      cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(g));
+  }
+
+  void sampleDeviceMemory() const {
+    size_t freeBytes = 0, totalBytes = 0;
+    if (deviceMemory(freeBytes, totalBytes))
+      device_.measuredPeak.sample(freeBytes);
+  }
+
+  void warnAndStopGraphs(const std::string &what) {
+    std::fprintf(stderr,
+                 "mpc: warning: capturing the step as a CUDA graph failed "
+                 "(%s); running every step without graphs\n",
+                 what.c_str());
+    destroyGraphs(graphs_.captureFailed());
+  }
+
+  /// The capture of the step failed (`what`): it is ended and thrown away,
+  /// graphs go off with a warning, and the step's work recorded so far,
+  /// none of which ran, runs now in order. A node that fails again fails
+  /// for its own reason, which propagates.
+  void captureFailed(const std::string &what, bool captureEnded = false) {
+    device_.capturing = false;
+    if (!captureEnded) {
+      cudaGraph_t graph = nullptr;
+      cudaStreamEndCapture(device_.stream, &graph);
+      if (graph)
+        cudaGraphDestroy(graph);
+      cudaGetLastError(); // the invalidated capture's error is handled here
     }
-    graphPlan_ = 0;
-    stepsOfPlan_ = 0;
+    warnAndStopGraphs(what);
+    std::vector<Recorded> todo = std::move(recorded_);
+    recorded_.clear();
+    for (Recorded &r : todo) {
+      if (r.ctx)
+        run(*r.ctx);
+      else
+        copyOnDevice(r.dst, r.src, r.bytes);
+    }
   }
 
   /// A download waiting in pinned memory for synchronize().
@@ -495,14 +609,21 @@ private:
   PinnedBuffer downloads_{size_t(1) << 20, 4096};
   PinnedBuffer uploads_{size_t(256) << 20, size_t(64) << 10};
   std::vector<Pending> pending_;
+  /// What a step under capture asked for, in order: a node (its context)
+  /// or a device copy; run eagerly if the capture fails.
+  struct Recorded {
+    std::unique_ptr<KernelContext> ctx;
+    void *dst = nullptr;
+    const void *src = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<Recorded> recorded_;
 
   CudaDevice device_;
-  bool graphs_;
-  uint8_t *arena_ = nullptr;
-  size_t arenaBytes_ = 0, arenaAllocations_ = 0;
-  cudaGraphExec_t graphExec_ = nullptr;
-  uint64_t graphPlan_ = 0;
-  int stepsOfPlan_ = 0;
+  GraphCache graphs_;
+  uint64_t plan_ = 0, workspaceSeen_ = 0;
+  std::map<uint8_t *, size_t> arenas_;
+  size_t arenaTotal_ = 0, peakArenaTotal_ = 0, arenaAllocations_ = 0;
   bool replaying_ = false;
   size_t graphCaptures_ = 0, graphLaunches_ = 0, steps_ = 0;
   std::unique_ptr<OpProfile> profile_; ///< MPC_CUDA_PROFILE=1

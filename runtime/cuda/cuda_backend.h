@@ -35,6 +35,17 @@ struct CudaBackendOptions {
   /// given shapes (the first sizes scratch and lets cuBLAS choose) and
   /// replay it after; MPC_CUDA_GRAPHS=0 in the environment turns it off too.
   bool graphs = true;
+  /// cuDNN convolutions: deterministic algorithms first (two runs give the
+  /// same bits). false: cuDNN's fastest by its heuristics, deterministic or
+  /// not (mpc-run --cudnn-deterministic=false).
+  bool cudnnDeterministic = true;
+  /// fp16/bf16 convolutions channels-last where cuDNN's Tensor Core kernels
+  /// prefer it (runtime/cuda/conv_plan.h); MPC_CUDA_CONV_NHWC=0 in the
+  /// environment turns it off too.
+  bool convNhwc = true;
+  /// Tests: every capture is treated as failed at its end, as one the
+  /// driver rejects would be (the step and all later ones run eagerly).
+  bool failCaptures = false;
 };
 
 /// The CUDA backend, or nullptr with `whyNot` set to one line saying why
@@ -62,6 +73,19 @@ struct CudaMemoryStats {
   size_t graphCaptures = 0;     ///< CUDA graphs captured and instantiated
   size_t graphLaunches = 0;     ///< replays of a captured step
   size_t steps = 0;             ///< device-resident steps started
+  /// The device-wide scratch workspace of resident steps (the hungriest
+  /// node's scratch, shared by all).
+  size_t workspaceBytes = 0;
+  /// What the backend accounts for on the device: every arena, the
+  /// workspace, the caching allocator's peak (nodes' tables, staged
+  /// buffers), cuBLAS's workspace and the step's words.
+  size_t accountedBytes = 0;
+  /// The device's real footprint: the largest drop of cudaMemGetInfo's free
+  /// memory since the backend started (runtime/cuda/device_peak.h); also
+  /// holds cuDNN's and cuBLAS's own allocations. 0 when not measured.
+  size_t measuredPeakBytes = 0;
+  /// Page-locked host memory staging the step's copies.
+  size_t pinnedHostBytes = 0;
 };
 /// The stats of `backend` if it is a CUDA backend (else all zero).
 CudaMemoryStats cudaMemoryStats(const Backend &backend);

@@ -8,16 +8,19 @@
 // handle is made on first use: cudnnCreate loads cuDNN's sub-libraries
 // (hundreds of megabytes), which a step without convolutions or batch norm
 // never needs, and a machine without them can still run such steps. For
-// device-resident steps it also keeps what lives from step to step: each
-// node's scratch and device tables (sized on the first step, reused after,
-// so no step after the first allocates and a CUDA graph can hold their
+// device-resident steps it also keeps what lives from step to step: the
+// one scratch workspace all nodes share (runtime/cuda/workspace_plan.h) and
+// each node's device tables (sized on the first step, reused after, so no
+// step after the first allocates and a CUDA graph can hold their
 // addresses), a fixed cuBLAS workspace (cuBLAS must not allocate while a
 // graph is being captured), the step's seed and error word in device memory
-// with pinned host twins.
+// with pinned host twins, and the device's free memory before any of it
+// (runtime/cuda/device_peak.h).
 #pragma once
 
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/device_allocator.h"
+#include "runtime/cuda/device_peak.h"
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -50,8 +53,29 @@ struct CudaDevice {
   };
   std::map<std::vector<int64_t>, LtChoice> ltChoices;
 
-  /// Per node of a device-resident step: scratch blocks and uploaded
-  /// tables in the order the runner asks for them.
+  /// The scratch workspace every node of a device-resident step shares
+  /// (workspace_plan.h): grown, never shrunk, in a plan's warm-up step;
+  /// `retired` holds the buffers it outgrew during a step, freed once the
+  /// stream is idle (work queued on them may still run until then);
+  /// `generation` counts the moves (a graph holding an older address must
+  /// not be replayed). `shared` false (MPC_CUDA_SHARED_SCRATCH=0): every
+  /// node keeps scratch blocks of its own in its memo instead.
+  struct Workspace {
+    bool shared = true;
+    void *device = nullptr;
+    size_t capacity = 0;
+    std::vector<void *> retired;
+    uint64_t generation = 0;
+  } workspace;
+  /// Frees the retired workspace buffers (call with the stream idle).
+  void freeRetiredWorkspace();
+  /// The device's real footprint (cudaMemGetInfo since the start; sampled
+  /// when stats are read too, hence mutable).
+  mutable MeasuredPeak measuredPeak;
+
+  /// Per node of a device-resident step: scratch blocks (only without the
+  /// shared workspace) and uploaded tables in the order the runner asks for
+  /// them.
   struct Block {
     void *device = nullptr;
     size_t capacity = 0;

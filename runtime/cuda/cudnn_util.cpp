@@ -53,17 +53,16 @@ std::vector<int> cudnnDims(const Node &node, const std::vector<int64_t> &dims) {
 }
 
 TensorDesc::TensorDesc(const Node &node, DType t,
-                       const std::vector<int64_t> &dims) {
+                       const std::vector<int64_t> &dims, ConvLayout layout) {
   checkCudnn(cudnnCreateTensorDescriptor(&desc_), node,
              "cudnnCreateTensorDescriptor");
   std::vector<int> d = cudnnDims(node, dims), strides(d.size());
-  int64_t stride = 1;
-  for (size_t i = d.size(); i-- > 0;) {
-    if (stride > int64_t(std::numeric_limits<int>::max()))
+  std::vector<int64_t> wide = packedStrides(dims, layout);
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (wide[i] > int64_t(std::numeric_limits<int>::max()))
       cpu::fail(node, "tensor of shape ", cpu::shapeString(dims),
                 " has strides past cuDNN's int range");
-    strides[i] = int(stride);
-    stride *= std::max<int64_t>(dims[i], 1);
+    strides[i] = int(wide[i]);
   }
   checkCudnn(cudnnSetTensorNdDescriptor(desc_, cudnnType(node, t),
                                         int(d.size()), d.data(),
@@ -77,13 +76,15 @@ TensorDesc::~TensorDesc() {
 }
 
 FilterDesc::FilterDesc(const Node &node, DType t,
-                       const std::vector<int64_t> &dims) {
+                       const std::vector<int64_t> &dims, ConvLayout layout) {
   checkCudnn(cudnnCreateFilterDescriptor(&desc_), node,
              "cudnnCreateFilterDescriptor");
   std::vector<int> d = cudnnDims(node, dims);
   checkCudnn(cudnnSetFilterNdDescriptor(desc_, cudnnType(node, t),
-                                        CUDNN_TENSOR_NCHW, int(d.size()),
-                                        d.data()),
+                                        layout == ConvLayout::Nhwc
+                                            ? CUDNN_TENSOR_NHWC
+                                            : CUDNN_TENSOR_NCHW,
+                                        int(d.size()), d.data()),
              node, "cudnnSetFilterNdDescriptor");
 }
 

@@ -10,6 +10,7 @@
 
 #include "ir/graph.h"
 #include "ir/tensor.h"
+#include "runtime/cuda/conv_plan.h"
 
 #include <cudnn.h>
 
@@ -35,10 +36,12 @@ const void *deviceAs(NodeStaging &s, size_t i, const Tensor &v, DType t);
 /// dims as cuDNN's int dims (throws naming the node past INT_MAX).
 std::vector<int> cudnnDims(const Node &node, const std::vector<int64_t> &dims);
 
-/// A fully packed NCHW-style tensor descriptor (rank 4 or 5).
+/// A fully packed tensor descriptor of NCHW-ordered dims (rank 4 or 5),
+/// row-major or channels-last (conv_plan.h, packedStrides).
 class TensorDesc {
 public:
-  TensorDesc(const Node &node, DType t, const std::vector<int64_t> &dims);
+  TensorDesc(const Node &node, DType t, const std::vector<int64_t> &dims,
+             ConvLayout layout = ConvLayout::Nchw);
   ~TensorDesc();
   TensorDesc(const TensorDesc &) = delete;
   TensorDesc &operator=(const TensorDesc &) = delete;
@@ -48,10 +51,12 @@ private:
   cudnnTensorDescriptor_t desc_ = nullptr;
 };
 
-/// A filter descriptor [M, C/group, k...] in NCHW layout.
+/// A filter descriptor [M, C/group, k...], its bytes in NCHW (KCRS) or
+/// NHWC (KRSC) order.
 class FilterDesc {
 public:
-  FilterDesc(const Node &node, DType t, const std::vector<int64_t> &dims);
+  FilterDesc(const Node &node, DType t, const std::vector<int64_t> &dims,
+             ConvLayout layout = ConvLayout::Nchw);
   ~FilterDesc();
   FilterDesc(const FilterDesc &) = delete;
   FilterDesc &operator=(const FilterDesc &) = delete;

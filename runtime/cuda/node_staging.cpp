@@ -199,9 +199,44 @@ void *NodeStaging::optionalOut(size_t i, DType t,
 void *NodeStaging::scratch(size_t bytes) {
   if (!bytes)
     return nullptr;
+  if (memo_ && device_.workspace.shared)
+    return sharedScratch(bytes);
   if (memo_)
     return memoBlock(memo_->scratch, scratchUsed_, bytes).device;
   return allocate(bytes);
+}
+
+void *NodeStaging::sharedScratch(size_t bytes) {
+  CudaDevice::Workspace &w = device_.workspace;
+  size_t offset = cursor_.take(bytes);
+  size_t need = cursor_.used();
+  if (need > w.capacity) {
+    // Only a plan's warm-up step grows it; a capture follows a step of the
+    // same shapes, whose nodes all fitted.
+    if (device_.capturing)
+      cpu::fail(ctx_.node,
+                "internal error: the shared scratch workspace grew "
+                "from ",
+                w.capacity, " to ", need,
+                " bytes while the step is being captured");
+    size_t capacity = grownWorkspaceCapacity(w.capacity, need);
+    void *p = nullptr;
+    if (cudaMalloc(&p, capacity) != cudaSuccess) {
+      cudaGetLastError();
+      cpu::fail(ctx_.node,
+                "cuda: out of device memory growing the shared "
+                "scratch workspace to ",
+                capacity, " bytes");
+    }
+    // Pieces handed out from the old buffer (to this node too) stay valid
+    // until the step ends: it is freed once the stream is idle.
+    if (w.device)
+      w.retired.push_back(w.device);
+    w.device = p;
+    w.capacity = capacity;
+    ++w.generation;
+  }
+  return static_cast<uint8_t *>(w.device) + offset;
 }
 
 void NodeStaging::finish() {

@@ -12,16 +12,20 @@
 // In a device-resident step (KernelContext::resident) the same calls mean
 // the same things without any copy: device(i) is the input's place in the
 // executor's arena, out() checks the runner's dtype and size against the
-// plan and returns the output's place, scratch() and upload() hand out the
-// node's blocks kept in CudaDevice::memo (allocated on the first step, the
-// same addresses after, so a captured CUDA graph stays valid), and finish()
-// neither copies nor waits. Runners keep one code path for both modes; the
-// values they read on the host come from hostValue(), which in a resident
-// step exists only for values the executor mirrors (constants, shapes).
+// plan and returns the output's place, scratch() carves the node's
+// requests front to back from the device-wide shared workspace
+// (CudaDevice::workspace, runtime/cuda/workspace_plan.h), upload() hands
+// out the node's tables kept in CudaDevice::memo (both allocated in the
+// first step, the same addresses after, so a captured CUDA graph stays
+// valid), and finish() neither copies nor waits. Runners keep one code path for
+// both modes; the values they read on the host come from hostValue(), which in
+// a resident step exists only for values the executor mirrors (constants,
+// shapes).
 #pragma once
 
 #include "runtime/backend.h"
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/workspace_plan.h"
 
 #include <cstdint>
 #include <type_traits>
@@ -82,7 +86,9 @@ public:
   /// Like out() but nullptr when the node omits output i.
   void *optionalOut(size_t i, DType t, const std::vector<int64_t> &dims);
 
-  /// Device scratch of `bytes` (released with the staging); nullptr for 0.
+  /// Device scratch of `bytes` (released with the staging; in a resident
+  /// step a piece of the shared workspace, which the next node reuses);
+  /// nullptr for 0.
   void *scratch(size_t bytes);
   /// A device copy of a small host table (labels, kernel descriptors).
   template <typename T> T *upload(const std::vector<T> &v) {
@@ -101,6 +107,8 @@ public:
 private:
   void *allocate(size_t bytes);
   void *uploadBytes(const void *p, size_t bytes);
+  /// The next piece of the shared workspace, grown to hold it.
+  void *sharedScratch(size_t bytes);
   /// The node's next memo block of at least `bytes` (resident steps).
   CudaDevice::Block &memoBlock(std::vector<CudaDevice::Block> &blocks,
                                size_t &used, size_t bytes);
@@ -118,6 +126,7 @@ private:
   std::vector<Output> outputs_;
   CudaDevice::NodeMemo *memo_ = nullptr;
   size_t scratchUsed_ = 0, tablesUsed_ = 0;
+  ScratchCursor cursor_;
 };
 
 } // namespace cuda

@@ -35,6 +35,9 @@ public:
   /// the last round wanted more.
   void recycle();
 
+  /// Bytes pinned now.
+  size_t capacity() const { return capacity_; }
+
 private:
   size_t limit_, wanted_;
   uint8_t *data_ = nullptr;

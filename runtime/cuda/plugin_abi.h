@@ -18,7 +18,7 @@ namespace mpc {
 
 /// Bump on any change to CudaPluginApi, CudaBackendOptions, CudaMemoryStats
 /// or the Backend interface.
-constexpr uint32_t kCudaPluginAbiVersion = 1;
+constexpr uint32_t kCudaPluginAbiVersion = 2;
 
 /// The plugin's entry points (runtime/cuda/cuda_backend.h).
 struct CudaPluginApi {

@@ -19,8 +19,18 @@
 // a --resume) pick the same kernels; Find's benchmark runs also allocate
 // their own memory outside the caching allocator. Deterministic algorithms
 // first, for the same reason: the data and weight gradients of the others
-// add with atomics in a varying order. The workspace comes from the
-// staging's scratch.
+// add with atomics in a varying order. mpc-run --cudnn-deterministic=false
+// (CudaBackendOptions::cudnnDeterministic) takes cuDNN's ranking as it is,
+// the fast nondeterministic data and weight gradients included: speed over
+// bit-for-bit repeatable runs. The workspace comes from the staging's
+// scratch (in a resident step, the device-wide shared workspace).
+//
+// Layout: fp16 and bf16 convolutions with channels in multiples of 8 run
+// channels-last (conv_plan.h, preferredLayout): the operands are rewritten
+// into NHWC scratch (cudnnTransformTensor), cuDNN convolves in NHWC, and
+// the result is rewritten back into the arena's NCHW. When cuDNN offers no
+// NHWC algorithm the same call runs NCHW; MPC_CUDA_CONV_NHWC=0
+// (CudaBackendOptions::convNhwc) keeps every convolution NCHW.
 //
 // Precision: fp16 and bf16 tensors with an fp32 compute type (fp32
 // accumulation) and Tensor Core math allowed; fp32 tensors fully in fp32
@@ -62,6 +72,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 namespace mpc {
@@ -83,11 +94,13 @@ struct AlgoChoice {
   size_t workspace = 0;
 };
 
-std::string problemKey(Direction dir, const ConvProblem &p) {
+std::string problemKey(Direction dir, const ConvProblem &p, ConvLayout layout,
+                       bool deterministic) {
   int device = -1;
   cudaGetDevice(&device);
   std::ostringstream k;
-  k << int(dir) << ' ' << int(p.type) << ' ' << device << ' ' << p.groups;
+  k << int(dir) << ' ' << int(p.type) << ' ' << device << ' ' << p.groups << ' '
+    << int(layout) << ' ' << deterministic;
   for (const auto *v : {&p.x, &p.w, &p.y, &p.pads, &p.strides, &p.dilations}) {
     k << " |";
     for (int64_t d : *v)
@@ -96,13 +109,14 @@ std::string problemKey(Direction dir, const ConvProblem &p) {
   return k.str();
 }
 
-/// The cuDNN descriptors of a problem.
+/// The cuDNN descriptors of a problem in one layout.
 struct ConvDescs {
   TensorDesc x, y;
   FilterDesc w;
   ConvDesc conv;
-  ConvDescs(const Node &node, const ConvProblem &p)
-      : x(node, p.type, p.x), y(node, p.type, p.y), w(node, p.type, p.w),
+  ConvDescs(const Node &node, const ConvProblem &p, ConvLayout layout)
+      : x(node, p.type, p.x, layout), y(node, p.type, p.y, layout),
+        w(node, p.type, p.w, layout),
         conv(node, p.pads, p.strides, p.dilations, p.groups, CUDNN_DATA_FLOAT) {
   }
 };
@@ -118,16 +132,20 @@ bool allowedMath(DType t, cudnnMathType_t ranked, cudnnMathType_t &run) {
   return ranked == CUDNN_DEFAULT_MATH || ranked == CUDNN_FMA_MATH;
 }
 
-/// Picks the algorithm of `dir` for problem p (cached). Perf is cuDNN's
-/// perf-result struct of that direction; rank() fills a vector of them;
-/// workspace(algo, &bytes) asks the size under the descriptors' current
-/// math type.
+/// Picks the algorithm of `dir` for problem p in `layout` (cached, a miss
+/// too). Perf is cuDNN's perf-result struct of that direction; rank() fills
+/// a vector of them; workspace(algo, &bytes) asks the size under the
+/// descriptors' current math type. `deterministic`: deterministic
+/// algorithms first, any other only when none fits; false: cuDNN's ranking
+/// alone (--cudnn-deterministic=false). Nothing when no algorithm fits.
 template <typename Perf, typename Rank, typename Workspace>
-AlgoChoice chooseAlgo(const Node &node, Direction dir, const ConvProblem &p,
-                      ConvDescs &d, Rank rank, Workspace workspace) {
+std::optional<AlgoChoice> chooseAlgo(const Node &node, Direction dir,
+                                     const ConvProblem &p, ConvLayout layout,
+                                     bool deterministic, ConvDescs &d,
+                                     Rank rank, Workspace workspace) {
   static std::mutex mutex;
-  static std::map<std::string, AlgoChoice> cache;
-  std::string key = problemKey(dir, p);
+  static std::map<std::string, std::optional<AlgoChoice>> cache;
+  std::string key = problemKey(dir, p, layout, deterministic);
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = cache.find(key);
@@ -137,8 +155,11 @@ AlgoChoice chooseAlgo(const Node &node, Direction dir, const ConvProblem &p,
   d.conv.setMathType(node, p.type == DType::F32 ? CUDNN_FMA_MATH
                                                 : CUDNN_TENSOR_OP_MATH);
   std::vector<Perf> perfs = rank();
-  // Deterministic algorithms first; any other only when none fits.
-  for (bool deterministicOnly : {true, false})
+  std::optional<AlgoChoice> choice;
+  std::vector<bool> passes = {true, false};
+  if (!deterministic)
+    passes = {false};
+  for (bool deterministicOnly : passes) {
     for (const Perf &perf : perfs) {
       cudnnMathType_t math;
       if (perf.status != CUDNN_STATUS_SUCCESS ||
@@ -150,11 +171,18 @@ AlgoChoice chooseAlgo(const Node &node, Direction dir, const ConvProblem &p,
       if (workspace(perf.algo, &bytes) != CUDNN_STATUS_SUCCESS ||
           bytes > kMaxWorkspace)
         continue;
-      AlgoChoice c{int(perf.algo), math, bytes};
-      std::lock_guard<std::mutex> lock(mutex);
-      cache[key] = c;
-      return c;
+      choice = AlgoChoice{int(perf.algo), math, bytes};
+      break;
     }
+    if (choice)
+      break;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  cache[key] = choice;
+  return choice;
+}
+
+[[noreturn]] void noAlgorithm(const Node &node, const ConvProblem &p) {
   fail(node, "cuDNN offers no usable algorithm for this convolution (",
        dtypeName(p.type), " x ", shapeString(p.x), ", w ", shapeString(p.w),
        ", y ", shapeString(p.y), ", groups ", p.groups, ")");
@@ -162,102 +190,188 @@ AlgoChoice chooseAlgo(const Node &node, Direction dir, const ConvProblem &p,
 
 const float kOne = 1.0f, kZero = 0.0f;
 
+/// The algorithm of `dir` for p in `layout` on the staging's handle.
+std::optional<AlgoChoice> chooseFor(NodeStaging &s, Direction dir,
+                                    const ConvProblem &p, ConvLayout layout,
+                                    ConvDescs &d) {
+  const Node &node = s.node();
+  cudnnHandle_t h = s.cudnn();
+  bool det = s.cudaDevice().options.cudnnDeterministic;
+  switch (dir) {
+  case Direction::Forward:
+    return chooseAlgo<cudnnConvolutionFwdAlgoPerf_t>(
+        node, dir, p, layout, det, d,
+        [&] {
+          int max = 0, got = 0;
+          checkCudnn(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max), node,
+                     "cudnnGetConvolutionForwardAlgorithmMaxCount");
+          std::vector<cudnnConvolutionFwdAlgoPerf_t> v(
+              size_t(std::max(max, 1)));
+          checkCudnn(cudnnGetConvolutionForwardAlgorithm_v7(
+                         h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
+                         int(v.size()), &got, v.data()),
+                     node, "cudnnGetConvolutionForwardAlgorithm_v7");
+          v.resize(size_t(got));
+          return v;
+        },
+        [&](cudnnConvolutionFwdAlgo_t a, size_t *bytes) {
+          return cudnnGetConvolutionForwardWorkspaceSize(
+              h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), a, bytes);
+        });
+  case Direction::BackwardData:
+    return chooseAlgo<cudnnConvolutionBwdDataAlgoPerf_t>(
+        node, dir, p, layout, det, d,
+        [&] {
+          int max = 0, got = 0;
+          checkCudnn(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max),
+                     node, "cudnnGetConvolutionBackwardDataAlgorithmMaxCount");
+          std::vector<cudnnConvolutionBwdDataAlgoPerf_t> v(
+              size_t(std::max(max, 1)));
+          checkCudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                         h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(),
+                         int(v.size()), &got, v.data()),
+                     node, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+          v.resize(size_t(got));
+          return v;
+        },
+        [&](cudnnConvolutionBwdDataAlgo_t a, size_t *bytes) {
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(
+              h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), a, bytes);
+        });
+  case Direction::BackwardFilter:
+    return chooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t>(
+        node, dir, p, layout, det, d,
+        [&] {
+          int max = 0, got = 0;
+          checkCudnn(
+              cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max), node,
+              "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount");
+          std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> v(
+              size_t(std::max(max, 1)));
+          checkCudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                         h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(),
+                         int(v.size()), &got, v.data()),
+                     node, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+          v.resize(size_t(got));
+          return v;
+        },
+        [&](cudnnConvolutionBwdFilterAlgo_t a, size_t *bytes) {
+          return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+              h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), a, bytes);
+        });
+  }
+  return std::nullopt;
+}
+
+/// The dims of a direction's two operands and its result, in p's terms:
+/// forward x, w -> y; data gradient w, dy -> dx; weight gradient x, dy -> dw.
+struct Roles {
+  const std::vector<int64_t> *a, *b, *out;
+};
+Roles roles(Direction dir, const ConvProblem &p) {
+  switch (dir) {
+  case Direction::Forward:
+    return {&p.x, &p.w, &p.y};
+  case Direction::BackwardData:
+    return {&p.w, &p.y, &p.x};
+  default:
+    return {&p.x, &p.y, &p.w};
+  }
+}
+
+/// Runs `dir` with chosen algorithm c on operands a, b (in d's layout).
+void execute(NodeStaging &s, Direction dir, ConvDescs &d, const AlgoChoice &c,
+             const void *a, const void *b, void *out) {
+  const Node &node = s.node();
+  cudnnHandle_t h = s.cudnn();
+  d.conv.setMathType(node, c.math);
+  void *ws = s.scratch(c.workspace);
+  switch (dir) {
+  case Direction::Forward:
+    checkCudnn(cudnnConvolutionForward(h, &kOne, d.x.get(), a, d.w.get(), b,
+                                       d.conv.get(),
+                                       cudnnConvolutionFwdAlgo_t(c.algo), ws,
+                                       c.workspace, &kZero, d.y.get(), out),
+               node, "cudnnConvolutionForward");
+    return;
+  case Direction::BackwardData:
+    checkCudnn(cudnnConvolutionBackwardData(
+                   h, &kOne, d.w.get(), a, d.y.get(), b, d.conv.get(),
+                   cudnnConvolutionBwdDataAlgo_t(c.algo), ws, c.workspace,
+                   &kZero, d.x.get(), out),
+               node, "cudnnConvolutionBackwardData");
+    return;
+  case Direction::BackwardFilter:
+    checkCudnn(cudnnConvolutionBackwardFilter(
+                   h, &kOne, d.x.get(), a, d.y.get(), b, d.conv.get(),
+                   cudnnConvolutionBwdFilterAlgo_t(c.algo), ws, c.workspace,
+                   &kZero, d.w.get(), out),
+               node, "cudnnConvolutionBackwardFilter");
+    return;
+  }
+}
+
+/// src of NCHW-ordered `dims` in layout `from`, rewritten into dst in
+/// layout `to` (cuDNN's strided copy).
+void relayout(NodeStaging &s, DType t, const std::vector<int64_t> &dims,
+              const void *src, ConvLayout from, void *dst, ConvLayout to) {
+  if (elementCount(dims) == 0)
+    return;
+  TensorDesc a(s.node(), t, dims, from), b(s.node(), t, dims, to);
+  checkCudnn(cudnnTransformTensor(s.cudnn(), &kOne, a.get(), src, &kZero,
+                                  b.get(), dst),
+             s.node(), "cudnnTransformTensor");
+}
+
+/// A channels-last copy of src (NCHW, dims) in scratch.
+const void *toNhwc(NodeStaging &s, DType t, const std::vector<int64_t> &dims,
+                   const void *src) {
+  void *dst = s.scratch(size_t(elementCount(dims)) * dtypeSize(t));
+  relayout(s, t, dims, src, ConvLayout::Nchw, dst, ConvLayout::Nhwc);
+  return dst;
+}
+
+/// out := convolution `dir` of a and b (NCHW, p's dims), in NHWC where
+/// preferredLayout says so and cuDNN has an algorithm for it, else NCHW.
+void convolve(NodeStaging &s, Direction dir, const ConvProblem &p,
+              const void *a, const void *b, void *out) {
+  const Node &node = s.node();
+  Roles r = roles(dir, p);
+  if (preferredLayout(p, s.cudaDevice().options.convNhwc) == ConvLayout::Nhwc) {
+    ConvDescs d(node, p, ConvLayout::Nhwc);
+    if (std::optional<AlgoChoice> c =
+            chooseFor(s, dir, p, ConvLayout::Nhwc, d)) {
+      const void *an = toNhwc(s, p.type, *r.a, a);
+      const void *bn = toNhwc(s, p.type, *r.b, b);
+      void *on = s.scratch(size_t(elementCount(*r.out)) * dtypeSize(p.type));
+      execute(s, dir, d, *c, an, bn, on);
+      relayout(s, p.type, *r.out, on, ConvLayout::Nhwc, out, ConvLayout::Nchw);
+      return;
+    }
+  }
+  ConvDescs d(node, p, ConvLayout::Nchw);
+  std::optional<AlgoChoice> c = chooseFor(s, dir, p, ConvLayout::Nchw, d);
+  if (!c)
+    noAlgorithm(node, p);
+  execute(s, dir, d, *c, a, b, out);
+}
+
 /// y := conv(x, w) on the stream.
 void runForward(NodeStaging &s, const ConvProblem &p, const void *x,
                 const void *w, void *y) {
-  const Node &node = s.node();
-  cudnnHandle_t h = s.cudnn();
-  ConvDescs d(node, p);
-  AlgoChoice c = chooseAlgo<cudnnConvolutionFwdAlgoPerf_t>(
-      node, Direction::Forward, p, d,
-      [&] {
-        int max = 0, got = 0;
-        checkCudnn(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max), node,
-                   "cudnnGetConvolutionForwardAlgorithmMaxCount");
-        std::vector<cudnnConvolutionFwdAlgoPerf_t> v(size_t(std::max(max, 1)));
-        checkCudnn(cudnnGetConvolutionForwardAlgorithm_v7(
-                       h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
-                       int(v.size()), &got, v.data()),
-                   node, "cudnnGetConvolutionForwardAlgorithm_v7");
-        v.resize(size_t(got));
-        return v;
-      },
-      [&](cudnnConvolutionFwdAlgo_t a, size_t *bytes) {
-        return cudnnGetConvolutionForwardWorkspaceSize(
-            h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), a, bytes);
-      });
-  d.conv.setMathType(node, c.math);
-  checkCudnn(cudnnConvolutionForward(
-                 h, &kOne, d.x.get(), x, d.w.get(), w, d.conv.get(),
-                 cudnnConvolutionFwdAlgo_t(c.algo), s.scratch(c.workspace),
-                 c.workspace, &kZero, d.y.get(), y),
-             node, "cudnnConvolutionForward");
+  convolve(s, Direction::Forward, p, x, w, y);
 }
 
 /// dx := the data gradient of conv for dy (x of p's padded dims).
 void runBackwardData(NodeStaging &s, const ConvProblem &p, const void *w,
                      const void *dy, void *dx) {
-  const Node &node = s.node();
-  cudnnHandle_t h = s.cudnn();
-  ConvDescs d(node, p);
-  AlgoChoice c = chooseAlgo<cudnnConvolutionBwdDataAlgoPerf_t>(
-      node, Direction::BackwardData, p, d,
-      [&] {
-        int max = 0, got = 0;
-        checkCudnn(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max),
-                   node, "cudnnGetConvolutionBackwardDataAlgorithmMaxCount");
-        std::vector<cudnnConvolutionBwdDataAlgoPerf_t> v(
-            size_t(std::max(max, 1)));
-        checkCudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                       h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(),
-                       int(v.size()), &got, v.data()),
-                   node, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-        v.resize(size_t(got));
-        return v;
-      },
-      [&](cudnnConvolutionBwdDataAlgo_t a, size_t *bytes) {
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(
-            h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), a, bytes);
-      });
-  d.conv.setMathType(node, c.math);
-  checkCudnn(cudnnConvolutionBackwardData(
-                 h, &kOne, d.w.get(), w, d.y.get(), dy, d.conv.get(),
-                 cudnnConvolutionBwdDataAlgo_t(c.algo), s.scratch(c.workspace),
-                 c.workspace, &kZero, d.x.get(), dx),
-             node, "cudnnConvolutionBackwardData");
+  convolve(s, Direction::BackwardData, p, w, dy, dx);
 }
 
 /// dw := the weight gradient of conv for x (padded dims) and dy.
 void runBackwardFilter(NodeStaging &s, const ConvProblem &p, const void *x,
                        const void *dy, void *dw) {
-  const Node &node = s.node();
-  cudnnHandle_t h = s.cudnn();
-  ConvDescs d(node, p);
-  AlgoChoice c = chooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t>(
-      node, Direction::BackwardFilter, p, d,
-      [&] {
-        int max = 0, got = 0;
-        checkCudnn(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max),
-                   node, "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount");
-        std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> v(
-            size_t(std::max(max, 1)));
-        checkCudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                       h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(),
-                       int(v.size()), &got, v.data()),
-                   node, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-        v.resize(size_t(got));
-        return v;
-      },
-      [&](cudnnConvolutionBwdFilterAlgo_t a, size_t *bytes) {
-        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-            h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), a, bytes);
-      });
-  d.conv.setMathType(node, c.math);
-  checkCudnn(cudnnConvolutionBackwardFilter(
-                 h, &kOne, d.x.get(), x, d.y.get(), dy, d.conv.get(),
-                 cudnnConvolutionBwdFilterAlgo_t(c.algo),
-                 s.scratch(c.workspace), c.workspace, &kZero, d.w.get(), dw),
-             node, "cudnnConvolutionBackwardFilter");
+  convolve(s, Direction::BackwardFilter, p, x, dy, dw);
 }
 
 // --- operands and results in the compute dtype ---------------------------

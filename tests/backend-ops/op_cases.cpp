@@ -1572,6 +1572,18 @@ void addConvolutions(std::vector<OpCase> &cases) {
        {3, 2, 2, 3, 3},
        {{"pads", is({0, 1, 1, 0, 1, 1})}},
        false},
+      // Channels in multiples of 8: fp16 and bf16 run channels-last
+      // (runtime/cuda/conv_plan.h), symmetric and explicitly padded.
+      {"nhwc",
+       {2, 16, 12, 10},
+       {32, 16, 3, 3},
+       {{"pads", is({1, 1, 1, 1})}},
+       true},
+      {"nhwc_asymmetric_stride",
+       {2, 8, 9, 9},
+       {16, 8, 2, 3},
+       {{"pads", is({0, 1, 1, 2})}, {"strides", is({2, 1})}},
+       false},
   };
   for (const ConvCase &cc : convs) {
     ConvCase c = cc;

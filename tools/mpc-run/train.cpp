@@ -144,6 +144,7 @@ int runTraining(RunFlags f, std::unique_ptr<Collective> &world) {
   // node on the host: the staged backend.
   cuda.resident = f.cudaResident && !f.debugOverflow;
   cuda.graphs = f.cudaGraphs;
+  cuda.cudnnDeterministic = f.cudnnDeterministic;
   // One GPU per rank of a machine, as torchrun's LOCAL_RANK.
   if (ranks > 1)
     cuda.device = launchedLocalRank();
@@ -245,6 +246,14 @@ int runTraining(RunFlags f, std::unique_ptr<Collective> &world) {
                  "%zu graph replays\n",
                  trainer.executor().resident() ? "device-resident" : "staged",
                  cs.deviceAllocations, cs.graphCaptures, cs.graphLaunches);
+    // The plan's arenas beside what the device really held: the plan
+    // leaves out the shared workspace, cuBLAS's and cuDNN's own memory.
+    std::fprintf(stderr,
+                 "cuda memory: arenas %zu bytes, workspace %zu bytes, "
+                 "accounted %zu bytes; measured device peak %zu bytes "
+                 "(cudaMemGetInfo; pinned host %zu bytes)\n",
+                 cs.arenaBytes, cs.workspaceBytes, cs.accountedBytes,
+                 cs.measuredPeakBytes, cs.pinnedHostBytes);
   }
   return exitCode;
 }
