@@ -30,7 +30,9 @@
 #include "kernels/cpu/conv_util.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
+#include "kernels/cpu/parallel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -240,6 +242,12 @@ void kernelBatchNormalizationGrad(KernelContext &ctx) {
 // (dX, dScale) are the same with the mean taken as 0, no bias, and inv_std
 // recomputed from X instead of read.
 
+/// Rows per thread at least when rows of `n` run in parallel: some 16K
+/// elements (tens of microseconds against a parallel region's few).
+int64_t rowsGrain(int64_t n) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n));
+}
+
 /// Y = (X - mean) * inv_std * scale + bias over the axes [axis, rank), the
 /// statistics in fp32 (fp64 for fp64 X) whatever X's storage type; the
 /// variance is the biased one (divided by N), as in PyTorch. RMS: mean 0.
@@ -289,17 +297,20 @@ void normalizeRows(KernelContext &ctx, bool centered) {
       ys = yv.data();
     }
     std::vector<C> means(size_t(s.outer)), invs(size_t(s.outer));
-    for (int64_t o = 0; o < s.outer; ++o) {
-      const C *row = xs + o * s.n;
-      C *out = ys + o * s.n;
-      LayerNormRowStats<C> st = layerNormRowStats<C>(
-          s.n, eps, [&](int64_t j) { return row[j]; }, centered);
-      for (int64_t j = 0; j < s.n; ++j)
-        out[j] = layerNormValue(row[j], st.mean, st.invStd, sc[size_t(j)],
-                                bi[size_t(j)]);
-      means[size_t(o)] = st.mean;
-      invs[size_t(o)] = st.invStd;
-    }
+    // Rows in parallel (each row alone: the same bits on any thread count).
+    parallelFor(s.outer, rowsGrain(s.n), [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) {
+        const C *row = xs + o * s.n;
+        C *out = ys + o * s.n;
+        LayerNormRowStats<C> st = layerNormRowStats<C>(
+            s.n, eps, [&](int64_t j) { return row[j]; }, centered);
+        for (int64_t j = 0; j < s.n; ++j)
+          out[j] = layerNormValue(row[j], st.mean, st.invStd, sc[size_t(j)],
+                                  bi[size_t(j)]);
+        means[size_t(o)] = st.mean;
+        invs[size_t(o)] = st.invStd;
+      }
+    });
     if (!yv.empty())
       storeAll(y, yv);
     if (meanOut)
@@ -377,30 +388,43 @@ void normalizeRowsGrad(KernelContext &ctx, bool centered) {
                 .invStd;
     }
     std::vector<C> ds(size_t(s.n), C(0)), db(size_t(s.n), C(0));
-    std::vector<C> xhat(size_t(s.n)), gs(size_t(s.n));
     // dScale and dBias add the rows in chunks of kSumChunk (the GPU's order,
-    // kernels/common/chunked_sum.h): partDs/partDb hold the open chunk's.
-    std::vector<C> partDs(size_t(s.n), C(0)), partDb(size_t(s.n), C(0));
-    for (int64_t o = 0; o < s.outer; ++o) {
-      C m = mv[size_t(o)], is = iv[size_t(o)];
-      C sumG = 0, sumGX = 0;
-      for (int64_t j = 0; j < s.n; ++j) {
-        size_t k = size_t(o * s.n + j);
-        xhat[size_t(j)] = layerNormXhat(xv[k], m, is);
-        gs[size_t(j)] = g[k] * sc[size_t(j)];
-        sumG += gs[size_t(j)];
-        sumGX += gs[size_t(j)] * xhat[size_t(j)];
-        partDs[size_t(j)] += g[k] * xhat[size_t(j)];
-        partDb[size_t(j)] += g[k];
+    // kernels/common/chunked_sum.h). The chunks run in parallel, each into
+    // its own partial sums, which then join the totals in chunk order: the
+    // same bits on any thread count.
+    const int64_t chunks = s.outer > 0 ? sumChunks(s.outer) : 0;
+    std::vector<std::vector<C>> partDs(static_cast<size_t>(chunks)),
+        partDb(static_cast<size_t>(chunks));
+    int64_t chunkGrain = std::max<int64_t>(1, rowsGrain(s.n) / kSumChunk);
+    parallelFor(chunks, chunkGrain, [&](int64_t c0, int64_t c1) {
+      std::vector<C> xhat(size_t(s.n)), gs(size_t(s.n));
+      for (int64_t c = c0; c < c1; ++c) {
+        std::vector<C> &pds = partDs[size_t(c)], &pdb = partDb[size_t(c)];
+        pds.assign(size_t(s.n), C(0));
+        pdb.assign(size_t(s.n), C(0));
+        for (int64_t o = c * kSumChunk;
+             o < std::min(s.outer, (c + 1) * kSumChunk); ++o) {
+          C m = mv[size_t(o)], is = iv[size_t(o)];
+          C sumG = 0, sumGX = 0;
+          for (int64_t j = 0; j < s.n; ++j) {
+            size_t k = size_t(o * s.n + j);
+            xhat[size_t(j)] = layerNormXhat(xv[k], m, is);
+            gs[size_t(j)] = g[k] * sc[size_t(j)];
+            sumG += gs[size_t(j)];
+            sumGX += gs[size_t(j)] * xhat[size_t(j)];
+            pds[size_t(j)] += g[k] * xhat[size_t(j)];
+            pdb[size_t(j)] += g[k];
+          }
+          C meanG = centered ? sumG / C(s.n) : C(0), meanGX = sumGX / C(s.n);
+          for (int64_t j = 0; j < s.n; ++j)
+            dxs[o * s.n + j] = layerNormGradInput(is, gs[size_t(j)], meanG,
+                                                  xhat[size_t(j)], meanGX);
+        }
       }
-      if ((o + 1) % kSumChunk == 0 || o + 1 == s.outer) {
-        addChunkSums(ds, partDs);
-        addChunkSums(db, partDb);
-      }
-      C meanG = centered ? sumG / C(s.n) : C(0), meanGX = sumGX / C(s.n);
-      for (int64_t j = 0; j < s.n; ++j)
-        dxs[o * s.n + j] = layerNormGradInput(is, gs[size_t(j)], meanG,
-                                              xhat[size_t(j)], meanGX);
+    });
+    for (int64_t c = 0; c < chunks; ++c) {
+      addChunkSums(ds, partDs[size_t(c)]);
+      addChunkSums(db, partDb[size_t(c)]);
     }
     if (dx && !dxv.empty())
       storeAll(*dx, dxv);

@@ -17,6 +17,7 @@
 #include "kernels/common/random_math.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
+#include "kernels/cpu/parallel.h"
 
 #include <algorithm>
 
@@ -100,6 +101,9 @@ void kernelBernoulli(KernelContext &ctx) {
 
 // --- Dropout -----------------------------------------------------------------
 
+/// Elements per thread at least in Dropout's parallel loops.
+constexpr int64_t kDropoutGrain = 16384;
+
 /// The node's mask key (kernels/common/dropout_rng.h, shared with CUDA).
 uint64_t dropoutKey(const Node &node) {
   return mpc::dropoutKey(node.name(), node.hasAttr("seed"),
@@ -150,8 +154,11 @@ void kernelDropout(KernelContext &ctx) {
   uint64_t base = ctx.seed ^ dropoutKey(ctx.node);
   const uint32_t threshold = dropoutThreshold(m.ratio);
   std::vector<uint8_t> keep(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    keep[size_t(i)] = dropoutKeep(base, i, threshold);
+  // Elements in parallel: each draw is a function of its index alone.
+  parallelFor(n, kDropoutGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      keep[size_t(i)] = dropoutKeep(base, i, threshold);
+  });
   if (mask)
     std::copy(keep.begin(), keep.end(), mask->bytes.begin());
   dispatchFloat(ctx.node, x.dtype, [&](auto io) {
@@ -160,8 +167,10 @@ void kernelDropout(KernelContext &ctx) {
     C scale = m.ratio == 1 ? C(0) : C(float(1.0 / (1.0 - m.ratio)));
     const auto *px = ptr<Io>(x);
     auto *py = ptr<Io>(y);
-    for (int64_t i = 0; i < n; ++i)
-      Io::store(py, i, keep[size_t(i)] ? Io::load(px, i) * scale : C(0));
+    parallelFor(n, kDropoutGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        Io::store(py, i, keep[size_t(i)] ? Io::load(px, i) * scale : C(0));
+    });
   });
 }
 
@@ -171,7 +180,8 @@ void kernelDropoutGrad(KernelContext &ctx) {
     fail(ctx.node, "mask must be bool of dY's shape ", shapeString(dy.dims),
          ", got ", dtypeName(mask.dtype), " ", shapeString(mask.dims));
   DropoutMode m = dropoutMode(ctx, 2);
-  Tensor &dx = output(ctx, 0, dy.dtype, dy.dims);
+  // Every element is written below: no zero fill first.
+  Tensor &dx = overwrittenOutput(ctx, 0, dy.dtype, dy.dims);
   if (!m.training) {
     dx.bytes = dy.bytes;
     return;
@@ -183,8 +193,10 @@ void kernelDropoutGrad(KernelContext &ctx) {
     const auto *pg = ptr<Io>(dy);
     const uint8_t *pm = mask.data<uint8_t>();
     auto *px = ptr<Io>(dx);
-    for (int64_t i = 0, n = dy.numel(); i < n; ++i)
-      Io::store(px, i, pm[i] ? Io::load(pg, i) * scale : C(0));
+    parallelFor(dy.numel(), kDropoutGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        Io::store(px, i, pm[i] ? Io::load(pg, i) * scale : C(0));
+    });
   });
 }
 

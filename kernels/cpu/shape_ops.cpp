@@ -10,6 +10,7 @@
 #include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/node_geometry.h"
+#include "kernels/cpu/parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -102,6 +103,9 @@ void kernelFlatten(KernelContext &ctx) {
   copyWithDims(ctx, x, {outer, inner});
 }
 
+/// Elements per thread at least in Transpose's parallel copies.
+constexpr int64_t kTransposeGrain = 32768;
+
 /// out[p * cols + q] = in[q * step + p] for p < rows, q < cols, in tiles
 /// that keep the rows read in L1 (4x4 SSE shuffles for 4-byte elements:
 /// they move bits, so NaN payloads survive).
@@ -178,22 +182,36 @@ void transposeCopy(const Tensor &x, Tensor &y, const std::vector<int64_t> &dims,
     md.pop_back();
     ms.pop_back();
     const std::vector<int64_t> outer[1] = {ms};
-    StridedWalker<1> w(md, outer);
-    for (int64_t i = 0; i < n; i += rows * len, w.next())
-      transpose2d(px + w.offset(0), step, py + i, rows, len);
+    // Matrices in parallel, each thread's walker stepped to its first.
+    int64_t size = rows * len;
+    parallelFor(n / size, std::max<int64_t>(1, kTransposeGrain / size),
+                [&](int64_t m0, int64_t m1) {
+                  StridedWalker<1> w(md, outer);
+                  for (int64_t m = 0; m < m0; ++m)
+                    w.next();
+                  for (int64_t m = m0; m < m1; ++m, w.next())
+                    transpose2d(px + w.offset(0), step, py + m * size, rows,
+                                len);
+                });
     return;
   }
   const std::vector<int64_t> walk[1] = {ms};
-  StridedWalker<1> w(md, walk);
-  for (int64_t i = 0; i < n; i += len, w.next()) {
-    const T *src = px + w.offset(0);
-    if (step == 1) {
-      std::memcpy(py + i, src, size_t(len) * sizeof(T));
-    } else {
-      for (int64_t j = 0; j < len; ++j)
-        py[i + j] = src[j * step];
-    }
-  }
+  parallelFor(n / len, std::max<int64_t>(1, kTransposeGrain / len),
+              [&](int64_t r0, int64_t r1) {
+                StridedWalker<1> w(md, walk);
+                for (int64_t r = 0; r < r0; ++r)
+                  w.next();
+                for (int64_t r = r0; r < r1; ++r, w.next()) {
+                  const T *src = px + w.offset(0);
+                  T *dst = py + r * len;
+                  if (step == 1) {
+                    std::memcpy(dst, src, size_t(len) * sizeof(T));
+                  } else {
+                    for (int64_t j = 0; j < len; ++j)
+                      dst[j] = src[j * step];
+                  }
+                }
+              });
 }
 
 void kernelTranspose(KernelContext &ctx) {

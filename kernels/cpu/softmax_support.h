@@ -10,8 +10,10 @@
 #include "kernels/common/softmax_math.h"
 #include "kernels/cpu/compute_support.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/vector_math.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <type_traits>
@@ -19,6 +21,12 @@
 
 namespace mpc {
 namespace cpu {
+
+/// Outer rows per thread at least when rows run in parallel: some 16K
+/// elements (tens of microseconds against a parallel region's few).
+inline int64_t rowsGrain(const AxisSplit &s) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s.len * s.inner));
+}
 
 /// softmaxRowTerms (softmax_math.h); in fp32 with vector_math.h's exp, a
 /// whole row at a time (SLEEF's 1-ulp exp, where the shared default takes
@@ -41,60 +49,63 @@ void softmaxRows(const Tensor &x, Tensor &y, const AxisSplit &s,
   using C = typename Out::Compute;
   const auto *px = ptr<In>(x);
   auto *py = ptr<Out>(y);
-  std::vector<C> row(size_t(s.len));
   // A contiguous row divided in the compute type: the quotients are rounded
   // to In's storage and back in bulk (F16C, bf16 loops), as the Div node
   // stored them.
   constexpr bool bulkDivide = std::is_same_v<typename In::Compute, C>;
-  std::vector<typename In::Storage> rounded(
-      bulkDivide && divisor && s.inner == 1 ? size_t(s.len) : 0);
-  for (int64_t o = 0; o < s.outer; ++o)
-    for (int64_t i = 0; i < s.inner; ++i) {
-      int64_t base = o * s.len * s.inner + i;
-      if (!rounded.empty()) {
-        if constexpr (bulkDivide) {
-          loadRun<In>(px + base, s.len, row.data());
+  // Rows in parallel (each row alone: the same bits on any thread count).
+  parallelFor(s.outer, rowsGrain(s), [&](int64_t o0, int64_t o1) {
+    std::vector<C> row(size_t(s.len));
+    std::vector<typename In::Storage> rounded(
+        bulkDivide && divisor && s.inner == 1 ? size_t(s.len) : 0);
+    for (int64_t o = o0; o < o1; ++o)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        int64_t base = o * s.len * s.inner + i;
+        if (!rounded.empty()) {
+          if constexpr (bulkDivide) {
+            loadRun<In>(px + base, s.len, row.data());
+            for (int64_t j = 0; j < s.len; ++j)
+              row[size_t(j)] = row[size_t(j)] / *divisor;
+            storeRun<In>(rounded.data(), s.len, row.data());
+            loadRun<In>(rounded.data(), s.len, row.data());
+          }
+        } else if (divisor) {
+          for (int64_t j = 0; j < s.len; ++j) {
+            typename In::Storage q;
+            In::store(&q, 0, In::load(px, base + j * s.inner) / *divisor);
+            row[size_t(j)] = C(In::load(&q, 0));
+          }
+        } else if constexpr (std::is_same_v<typename In::Compute, C>) {
+          if (s.inner == 1)
+            loadRun<In>(px + base, s.len, row.data());
+          else
+            for (int64_t j = 0; j < s.len; ++j)
+              row[size_t(j)] = In::load(px, base + j * s.inner);
+        } else {
           for (int64_t j = 0; j < s.len; ++j)
-            row[size_t(j)] = row[size_t(j)] / *divisor;
-          storeRun<In>(rounded.data(), s.len, row.data());
-          loadRun<In>(rounded.data(), s.len, row.data());
+            row[size_t(j)] = C(In::load(px, base + j * s.inner));
         }
-      } else if (divisor) {
-        for (int64_t j = 0; j < s.len; ++j) {
-          typename In::Storage q;
-          In::store(&q, 0, In::load(px, base + j * s.inner) / *divisor);
-          row[size_t(j)] = C(In::load(&q, 0));
+        if (Log) {
+          SoftmaxRowStats<C> st = softmaxRowStats<C>(
+              s.len, [&](int64_t j) { return row[size_t(j)]; });
+          C logSum = logOf(st.sum);
+          for (int64_t j = 0; j < s.len; ++j)
+            Out::store(py, base + j * s.inner,
+                       logSoftmaxValue(row[size_t(j)], st.max, logSum));
+          continue;
         }
-      } else if constexpr (std::is_same_v<typename In::Compute, C>) {
+        // The row's exponentials are kept and divided: exp is taken once
+        // per element.
+        SoftmaxRowStats<C> st = rowTerms(s.len, row.data());
+        for (int64_t j = 0; j < s.len; ++j)
+          row[size_t(j)] = softmaxFromTerm(row[size_t(j)], st.sum);
         if (s.inner == 1)
-          loadRun<In>(px + base, s.len, row.data());
+          storeRun<Out>(py + base, s.len, row.data());
         else
           for (int64_t j = 0; j < s.len; ++j)
-            row[size_t(j)] = In::load(px, base + j * s.inner);
-      } else {
-        for (int64_t j = 0; j < s.len; ++j)
-          row[size_t(j)] = C(In::load(px, base + j * s.inner));
+            Out::store(py, base + j * s.inner, row[size_t(j)]);
       }
-      if (Log) {
-        SoftmaxRowStats<C> st = softmaxRowStats<C>(
-            s.len, [&](int64_t j) { return row[size_t(j)]; });
-        C logSum = logOf(st.sum);
-        for (int64_t j = 0; j < s.len; ++j)
-          Out::store(py, base + j * s.inner,
-                     logSoftmaxValue(row[size_t(j)], st.max, logSum));
-        continue;
-      }
-      // The row's exponentials are kept and divided: exp is taken once
-      // per element.
-      SoftmaxRowStats<C> st = rowTerms(s.len, row.data());
-      for (int64_t j = 0; j < s.len; ++j)
-        row[size_t(j)] = softmaxFromTerm(row[size_t(j)], st.sum);
-      if (s.inner == 1)
-        storeRun<Out>(py + base, s.len, row.data());
-      else
-        for (int64_t j = 0; j < s.len; ++j)
-          Out::store(py, base + j * s.inner, row[size_t(j)]);
-    }
+  });
 }
 
 /// Where a softmax gradient's dX goes: dY's dtype (SoftmaxGrad,
@@ -155,55 +166,60 @@ void softmaxGradKernel(KernelContext &ctx) {
           // these calls only where this branch is taken.
           using CO = typename O::Compute;
           size_t len = size_t(s.len);
-          std::vector<CO> g(len), f(len), v(len);
-          std::vector<typename Fw::Storage> roundY(Out == GradOut::DivTo ? len
-                                                                         : 0);
-          for (int64_t o = 0; o < s.outer; ++o) {
-            int64_t base = o * s.len;
-            loadRun<G>(pg + base, s.len, g.data());
-            loadRun<Fw>(pf + base, s.len, f.data());
-            CO sum = 0;
-            for (size_t j = 0; j < len; ++j)
-              sum += softmaxGradTerm<Log>(g[j], f[j]);
-            for (size_t j = 0; j < len; ++j)
-              v[j] = softmaxGradValue<Log>(g[j], f[j], sum);
-            if constexpr (Out == GradOut::DivTo) {
-              // Rounded to Y's dtype, divided there, rounded again.
-              storeRun<Fw>(roundY.data(), s.len, v.data());
-              loadRun<Fw>(roundY.data(), s.len, v.data());
+          parallelFor(s.outer, rowsGrain(s), [&](int64_t o0, int64_t o1) {
+            std::vector<CO> g(len), f(len), v(len);
+            std::vector<typename Fw::Storage> roundY(Out == GradOut::DivTo ? len
+                                                                           : 0);
+            for (int64_t o = o0; o < o1; ++o) {
+              int64_t base = o * s.len;
+              loadRun<G>(pg + base, s.len, g.data());
+              loadRun<Fw>(pf + base, s.len, f.data());
+              CO sum = 0;
               for (size_t j = 0; j < len; ++j)
-                v[j] = v[j] / divisor;
-              storeRun<Fw>(roundY.data(), s.len, v.data());
-              loadRun<Fw>(roundY.data(), s.len, v.data());
+                sum += softmaxGradTerm<Log>(g[j], f[j]);
+              for (size_t j = 0; j < len; ++j)
+                v[j] = softmaxGradValue<Log>(g[j], f[j], sum);
+              if constexpr (Out == GradOut::DivTo) {
+                // Rounded to Y's dtype, divided there, rounded again.
+                storeRun<Fw>(roundY.data(), s.len, v.data());
+                loadRun<Fw>(roundY.data(), s.len, v.data());
+                for (size_t j = 0; j < len; ++j)
+                  v[j] = v[j] / divisor;
+                storeRun<Fw>(roundY.data(), s.len, v.data());
+                loadRun<Fw>(roundY.data(), s.len, v.data());
+              }
+              storeRun<O>(px + base, s.len, v.data());
             }
-            storeRun<O>(px + base, s.len, v.data());
-          }
+          });
           return;
         }
       }
-      for (int64_t o = 0; o < s.outer; ++o)
-        for (int64_t i = 0; i < s.inner; ++i) {
-          int64_t base = o * s.len * s.inner + i;
-          C sum = 0;
-          for (int64_t j = 0; j < s.len; ++j) {
-            int64_t k = base + j * s.inner;
-            sum += softmaxGradTerm<Log>(C(G::load(pg, k)), C(Fw::load(pf, k)));
-          }
-          for (int64_t j = 0; j < s.len; ++j) {
-            int64_t k = base + j * s.inner;
-            C g = G::load(pg, k), v = Fw::load(pf, k);
-            C value = softmaxGradValue<Log>(g, v, sum);
-            if constexpr (Out == GradOut::DivTo) {
-              // Rounded to Y's dtype, divided there, then cast.
-              typename Fw::Storage t;
-              Fw::store(&t, 0, typename Fw::Compute(value));
-              Fw::store(&t, 0, Fw::load(&t, 0) / divisor);
-              O::store(px, k, typename O::Compute(Fw::load(&t, 0)));
-            } else {
-              O::store(px, k, typename O::Compute(value));
+      parallelFor(s.outer, rowsGrain(s), [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o)
+          for (int64_t i = 0; i < s.inner; ++i) {
+            int64_t base = o * s.len * s.inner + i;
+            C sum = 0;
+            for (int64_t j = 0; j < s.len; ++j) {
+              int64_t k = base + j * s.inner;
+              sum +=
+                  softmaxGradTerm<Log>(C(G::load(pg, k)), C(Fw::load(pf, k)));
+            }
+            for (int64_t j = 0; j < s.len; ++j) {
+              int64_t k = base + j * s.inner;
+              C g = G::load(pg, k), v = Fw::load(pf, k);
+              C value = softmaxGradValue<Log>(g, v, sum);
+              if constexpr (Out == GradOut::DivTo) {
+                // Rounded to Y's dtype, divided there, then cast.
+                typename Fw::Storage t;
+                Fw::store(&t, 0, typename Fw::Compute(value));
+                Fw::store(&t, 0, Fw::load(&t, 0) / divisor);
+                O::store(px, k, typename O::Compute(Fw::load(&t, 0)));
+              } else {
+                O::store(px, k, typename O::Compute(value));
+              }
             }
           }
-        }
+      });
     };
     if constexpr (Out == GradOut::DivTo)
       dispatchFloat(ctx.node, outT, rows);

@@ -1,18 +1,22 @@
 // The CPU's one pool of threads (kernels/cpu/parallel.h) and the kernels
 // that use it, and the CPU op profile's table (runtime/cpu/op_profile.h).
 //
-// parallelFor must cover every index exactly once and split big loops; the
-// elementwise kernels it runs (Gelu, GeluGrad, the half Casts) compute each
-// element alone, so their contract is the same bits on one thread and on
-// several, and the same bits as the scalar formula they vectorise.
+// parallelFor must cover every index exactly once and split big loops. The
+// kernels it runs compute each element (Gelu, GeluGrad, the half Casts,
+// Dropout, Transpose) or each row (the softmax family, LayerNormalization)
+// alone, or sum LayerNormalizationGrad's dScale/dBias in fixed chunks
+// joined in order: their contract is the same bits on one thread and on
+// several (and the element kernels' bits are the scalar formula's).
 #include "ir/graph.h"
 #include "ir/mpc_ops.h"
+#include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/parallel.h"
 #include "runtime/cpu/op_profile.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -46,22 +50,58 @@ Tensor randomTensor(DType t, const std::vector<int64_t> &dims, unsigned seed) {
   return Tensor::fromFloats(dims, v).castTo(t);
 }
 
-Tensor runOne(const std::string &op, const std::vector<const Tensor *> &inputs,
-              const std::vector<std::pair<std::string, Attribute>> &attrs,
-              int threads) {
+using Attrs = std::vector<std::pair<std::string, Attribute>>;
+
+/// Every output of one node run on `threads` threads.
+std::vector<Tensor> runAll(const std::string &domain, const std::string &op,
+                           const std::vector<const Tensor *> &inputs,
+                           const Attrs &attrs, size_t outputs, int threads) {
   ThreadScope scope(threads);
   Graph g;
   std::vector<Value *> vals;
   for (size_t i = 0; i < inputs.size(); ++i)
     vals.push_back(g.addInput("in" + std::to_string(i), inputs[i]->dtype,
                               toDims(inputs[i]->dims)));
-  Node *n =
-      g.createNode(op, vals, 1, "node", op == "GeluGrad" ? kMpcDomain : "");
+  Node *n = g.createNode(op, vals, outputs, "node", domain);
   for (const auto &kv : attrs)
     n->setAttr(kv.first, kv.second);
   std::vector<Tensor> outs;
   runCpuNode(*n, inputs, outs);
-  return outs[0];
+  return outs;
+}
+
+Tensor runOne(const std::string &op, const std::vector<const Tensor *> &inputs,
+              const Attrs &attrs, int threads) {
+  return runAll(op == "GeluGrad" ? kMpcDomain : "", op, inputs, attrs, 1,
+                threads)[0];
+}
+
+/// Runs on 1 and 2 threads and expects every output's bytes equal.
+void expectSameBitsOnOneAndTwo(const std::string &domain, const std::string &op,
+                               const std::vector<const Tensor *> &inputs,
+                               const Attrs &attrs, size_t outputs,
+                               const std::string &what) {
+  std::vector<Tensor> a = runAll(domain, op, inputs, attrs, outputs, 1);
+  std::vector<Tensor> b = runAll(domain, op, inputs, attrs, outputs, 2);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].dims, b[i].dims) << what << " output " << i;
+    EXPECT_TRUE(a[i].bytes == b[i].bytes) << what << " output " << i;
+  }
+}
+
+Attribute intAttr(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::Int;
+  a.i = v;
+  return a;
+}
+
+Attribute intsAttr(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::Ints;
+  a.ints = std::move(v);
+  return a;
 }
 
 } // namespace
@@ -185,4 +225,104 @@ TEST(CpuOpProfile, NothingTimedPrintsNothing) {
   std::fclose(f);
   EXPECT_EQ(len, 0u);
   std::free(buf);
+}
+
+TEST(CpuParallel, RowKernelsSameBitsOnOneAndTwoThreads) {
+  // Rows of 1, 7, 128 and 768 elements; row counts around the grain and
+  // LayerNormalizationGrad's 64-row chunks (1, 63, 64, 65, 1000 rows).
+  for (DType t : {DType::F32, DType::BF16})
+    for (std::vector<int64_t> dims : {std::vector<int64_t>{1000, 7},
+                                      {65, 768},
+                                      {64, 128},
+                                      {3, 63, 128},
+                                      {1, 768},
+                                      {4096, 1},
+                                      {8, 12, 128, 128}}) {
+      std::string what =
+          std::string(dtypeName(t)) + " " + cpu::shapeString(dims);
+      std::vector<int64_t> norm = {dims.back()};
+      Tensor x = randomTensor(t, dims, 4), dy = randomTensor(t, dims, 5);
+      Tensor scale = randomTensor(t, norm, 6), bias = randomTensor(t, norm, 7);
+      expectSameBitsOnOneAndTwo("", "Softmax", {&x}, {}, 1, what + " softmax");
+      expectSameBitsOnOneAndTwo("", "Softmax", {&x}, {{"axis", intAttr(1)}}, 1,
+                                what + " softmax axis 1");
+      Tensor y = runAll("", "Softmax", {&x}, {}, 1, 1)[0];
+      expectSameBitsOnOneAndTwo(kMpcDomain, "SoftmaxGrad", {&dy, &y}, {}, 1,
+                                what + " softmax grad");
+      std::vector<Tensor> ln =
+          runAll("", "LayerNormalization", {&x, &scale, &bias}, {}, 3, 1);
+      expectSameBitsOnOneAndTwo("", "LayerNormalization", {&x, &scale, &bias},
+                                {}, 3, what + " layernorm");
+      expectSameBitsOnOneAndTwo(kMpcDomain, "LayerNormalizationGrad",
+                                {&dy, &x, &scale, &ln[1], &ln[2]}, {}, 3,
+                                what + " layernorm grad");
+      std::vector<int64_t> perm(dims.size());
+      for (size_t i = 0; i < perm.size(); ++i)
+        perm[i] = int64_t(perm.size() - 1 - i);
+      expectSameBitsOnOneAndTwo("", "Transpose", {&x},
+                                {{"perm", intsAttr(perm)}}, 1,
+                                what + " transpose");
+      if (dims.size() == 4)
+        expectSameBitsOnOneAndTwo("", "Transpose", {&x},
+                                  {{"perm", intsAttr({0, 2, 1, 3})}}, 1,
+                                  what + " transpose 0213");
+    }
+}
+
+TEST(CpuParallel, LayerNormGradMatchesTheSerialChunkedSums) {
+  // dScale's column sums, by hand in the documented order: 64-row chunks
+  // summed from zero, chunk sums added in order (kernels/common/
+  // chunked_sum.h); the parallel kernel must give exactly these bits.
+  std::vector<int64_t> dims = {200, 16};
+  Tensor x = randomTensor(DType::F32, dims, 8),
+         dy = randomTensor(DType::F32, dims, 9);
+  Tensor scale = randomTensor(DType::F32, {16}, 10),
+         bias = randomTensor(DType::F32, {16}, 11);
+  std::vector<Tensor> ln =
+      runAll("", "LayerNormalization", {&x, &scale, &bias}, {}, 3, 2);
+  std::vector<Tensor> grad =
+      runAll(kMpcDomain, "LayerNormalizationGrad",
+             {&dy, &x, &scale, &ln[1], &ln[2]}, {}, 3, 2);
+  std::vector<float> xv = x.toFloats(), gv = dy.toFloats(),
+                     mv = ln[1].toFloats(), iv = ln[2].toFloats();
+  std::vector<float> ds = grad[1].toFloats(), db = grad[2].toFloats();
+  for (int64_t j = 0; j < 16; ++j) {
+    float totalS = 0, totalB = 0;
+    for (int64_t c = 0; c * 64 < 200; ++c) {
+      float partS = 0, partB = 0;
+      for (int64_t o = c * 64; o < std::min<int64_t>(200, (c + 1) * 64); ++o) {
+        float g = gv[size_t(o * 16 + j)];
+        float xhat = (xv[size_t(o * 16 + j)] - mv[size_t(o)]) * iv[size_t(o)];
+        partS += g * xhat;
+        partB += g;
+      }
+      totalS += partS;
+      totalB += partB;
+    }
+    EXPECT_EQ(db[size_t(j)], totalB) << j;
+    EXPECT_NEAR(ds[size_t(j)], totalS, 1e-5 * (1 + std::fabs(totalS))) << j;
+  }
+}
+
+TEST(CpuParallel, DropoutSameBitsOnOneAndTwoThreads) {
+  Tensor x = randomTensor(DType::F32, {3, 70001}, 12);
+  Tensor ratio = Tensor::fromFloats({}, {0.25f});
+  Tensor training(DType::Bool, {});
+  training.bytes[0] = 1;
+  expectSameBitsOnOneAndTwo("", "Dropout", {&x, &ratio, &training}, {}, 2,
+                            "dropout");
+  std::vector<Tensor> fwd =
+      runAll("", "Dropout", {&x, &ratio, &training}, {}, 2, 2);
+  expectSameBitsOnOneAndTwo(kMpcDomain, "DropoutGrad",
+                            {&x, &fwd[1], &ratio, &training}, {}, 1,
+                            "dropout grad");
+  // Kept elements are X / 0.75, the others 0; a quarter or so dropped.
+  std::vector<float> xv = x.toFloats(), yv = fwd[0].toFloats();
+  int64_t dropped = 0;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    bool keep = fwd[1].bytes[i] != 0;
+    dropped += !keep;
+    ASSERT_EQ(yv[i], keep ? xv[i] * float(1.0 / 0.75) : 0.f) << i;
+  }
+  EXPECT_NEAR(double(dropped) / double(xv.size()), 0.25, 0.01);
 }
