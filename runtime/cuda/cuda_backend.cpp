@@ -530,7 +530,8 @@ public:
     sampleDeviceMemory(); // the footprint now counts too
     const DeviceAllocator::Stats &s = device_.allocator->stats();
     CudaMemoryStats m;
-    m.deviceAllocations = s.rawAllocations + arenaAllocations_;
+    m.deviceAllocations =
+        s.rawAllocations + arenaAllocations_ + device_.workspace.allocations;
     m.cacheHits = s.cacheHits;
     m.peakReservedBytes = s.peakReservedBytes + peakArenaTotal_;
     m.arenaBytes = arenaTotal_;

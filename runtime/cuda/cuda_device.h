@@ -66,6 +66,7 @@ struct CudaDevice {
     size_t capacity = 0;
     std::vector<void *> retired;
     uint64_t generation = 0;
+    size_t allocations = 0; ///< cudaMalloc calls for it so far
   } workspace;
   /// Frees the retired workspace buffers (call with the stream idle).
   void freeRetiredWorkspace();

@@ -235,6 +235,7 @@ void *NodeStaging::sharedScratch(size_t bytes) {
     w.device = p;
     w.capacity = capacity;
     ++w.generation;
+    ++w.allocations;
   }
   return static_cast<uint8_t *>(w.device) + offset;
 }

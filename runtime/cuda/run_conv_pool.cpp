@@ -70,9 +70,11 @@
 #include "runtime/cuda/cudnn_util.h"
 #include "runtime/cuda/node_staging.h"
 
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 
 namespace mpc {
@@ -331,22 +333,56 @@ const void *toNhwc(NodeStaging &s, DType t, const std::vector<int64_t> &dims,
   return dst;
 }
 
+/// Problems whose channels-last run cuDNN refused (an unsupported
+/// transform or descriptor on this cuDNN/GPU): they run NCHW from then on.
+bool nhwcRefused(const std::string &key, bool remember = false) {
+  static std::mutex mutex;
+  static std::set<std::string> refused;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (remember)
+    refused.insert(key);
+  return refused.count(key) != 0;
+}
+
 /// out := convolution `dir` of a and b (NCHW, p's dims), in NHWC where
 /// preferredLayout says so and cuDNN has an algorithm for it, else NCHW.
+/// A cuDNN call of the channels-last path that fails (before anything is
+/// written to `out`: its calls check their arguments before they launch)
+/// sends this problem to NCHW for good, with one warning per process.
 void convolve(NodeStaging &s, Direction dir, const ConvProblem &p,
               const void *a, const void *b, void *out) {
   const Node &node = s.node();
   Roles r = roles(dir, p);
+  std::string key;
   if (preferredLayout(p, s.cudaDevice().options.convNhwc) == ConvLayout::Nhwc) {
-    ConvDescs d(node, p, ConvLayout::Nhwc);
-    if (std::optional<AlgoChoice> c =
-            chooseFor(s, dir, p, ConvLayout::Nhwc, d)) {
-      const void *an = toNhwc(s, p.type, *r.a, a);
-      const void *bn = toNhwc(s, p.type, *r.b, b);
-      void *on = s.scratch(size_t(elementCount(*r.out)) * dtypeSize(p.type));
-      execute(s, dir, d, *c, an, bn, on);
-      relayout(s, p.type, *r.out, on, ConvLayout::Nhwc, out, ConvLayout::Nchw);
-      return;
+    key = problemKey(dir, p, ConvLayout::Nhwc, true);
+    if (!nhwcRefused(key)) {
+      try {
+        ConvDescs d(node, p, ConvLayout::Nhwc);
+        if (std::optional<AlgoChoice> c =
+                chooseFor(s, dir, p, ConvLayout::Nhwc, d)) {
+          const void *an = toNhwc(s, p.type, *r.a, a);
+          const void *bn = toNhwc(s, p.type, *r.b, b);
+          void *on =
+              s.scratch(size_t(elementCount(*r.out)) * dtypeSize(p.type));
+          execute(s, dir, d, *c, an, bn, on);
+          relayout(s, p.type, *r.out, on, ConvLayout::Nhwc, out,
+                   ConvLayout::Nchw);
+          return;
+        }
+      } catch (const Error &e) {
+        // Under a capture the backend decides (it runs the step eagerly).
+        if (s.cudaDevice().capturing)
+          throw;
+        static std::once_flag warned;
+        std::call_once(warned, [&] {
+          std::fprintf(stderr,
+                       "mpc: warning: cuDNN refused a channels-last "
+                       "convolution (%s); such convolutions run NCHW\n",
+                       e.what());
+        });
+        nhwcRefused(key, /*remember=*/true);
+      }
     }
   }
   ConvDescs d(node, p, ConvLayout::Nchw);
