@@ -1,8 +1,9 @@
-// Joins the launcher's world: through the MPI plugin under mpirun, over TCP
+// Joins the launcher's world: through the MPI plugin under mpirun, over Gloo
 // under torchrun's variables (launched_world.h).
 #include "runtime/world/launched_world.h"
 
 #include "runtime/plugin_path.h"
+#include "runtime/world/gloo_world.h"
 #include "runtime/world/mpi_world_abi.h"
 #include "runtime/world/tcp_world.h"
 #include "support/diagnostics.h"
@@ -43,12 +44,12 @@ bool mpiLaunched() {
   return false;
 }
 
-/// torchrun's env:// variables: the TCP world of `size` ranks.
-std::unique_ptr<Collective> joinTcpLaunch(int size,
-                                          double collectiveTimeoutSeconds) {
+/// torchrun's env:// variables: the Gloo world of `size` ranks.
+std::unique_ptr<Collective>
+joinTorchrunLaunch(int size, double collectiveTimeoutSeconds) {
   const char *hint = " (torchrun's env:// rendezvous: RANK, WORLD_SIZE, "
                      "MASTER_ADDR and MASTER_PORT)";
-  TcpRendezvous w;
+  GlooRendezvous w;
   w.size = size;
   w.rank = launcherNumber({"RANK"}, 0, "a rank", -1);
   if (w.rank < 0)
@@ -77,7 +78,20 @@ std::unique_ptr<Collective> joinTcpLaunch(int size,
       launcherNumber({"MPC_RENDEZVOUS_TIMEOUT"}, 1, "seconds", 300);
   w.collectiveTimeoutSeconds = collectiveTimeoutSeconds;
   try {
-    return joinTcpWorld(w);
+    // MPC_WORLD=tcp: the hand-written TCP world, kept for one comparison
+    // (bench/gloo_world.sh) before it goes.
+    const char *which = std::getenv("MPC_WORLD");
+    if (which && std::string(which) == "tcp") {
+      TcpRendezvous t;
+      t.rank = w.rank;
+      t.size = w.size;
+      t.masterAddr = w.masterAddr;
+      t.masterPort = w.masterPort;
+      t.timeoutSeconds = w.timeoutSeconds;
+      t.collectiveTimeoutSeconds = w.collectiveTimeoutSeconds;
+      return joinTcpWorld(t);
+    }
+    return joinGlooWorld(w);
   } catch (const Error &e) {
     throw LaunchError("rank " + std::to_string(w.rank) + ": " + e.what());
   }
@@ -101,7 +115,7 @@ std::unique_ptr<Collective> joinLaunchedWorld(double collectiveTimeoutSeconds) {
   if (size == 1)
     return nullptr;
   if (!mpiLaunched())
-    return joinTcpLaunch(size, collectiveTimeoutSeconds);
+    return joinTorchrunLaunch(size, collectiveTimeoutSeconds);
   std::string path = pluginPath("MPC_MPI_WORLD_PLUGIN", kPluginFile);
   // RTLD_GLOBAL: Open MPI loads its own components, which resolve symbols
   // of libmpi against the global scope.

@@ -5,8 +5,8 @@
 // world plugin (runtime/world/mpi_world_abi.h), loaded only then. A launcher
 // that sets torchrun's variables instead (RANK, WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT: `torchrun --nproc-per-node=N --no-python mpc-run ...`, a
-// batch script, a shell) gets the TCP world (runtime/world/tcp_world.h), no
-// MPI at all. A process started any other way (or as a world of one rank)
+// batch script, a shell) gets the Gloo world (runtime/world/gloo_world.h),
+// no MPI at all. A process started any other way (or as a world of one rank)
 // joins nothing.
 #pragma once
 
@@ -37,7 +37,7 @@ int launchedLocalRank();
 
 /// The world of launchedWorldSize() ranks: nullptr for one rank; under an
 /// MPI launcher the MPI plugin's (libmpc_mpi_world.so beside the
-/// executable, or $MPC_MPI_WORLD_PLUGIN); otherwise the TCP world at
+/// executable, or $MPC_MPI_WORLD_PLUGIN); otherwise the Gloo world at
 /// MASTER_ADDR:MASTER_PORT (MASTER_PORT + 1 under torchrun, whose agent
 /// holds MASTER_PORT; MPC_MASTER_PORT overrides both) as rank RANK, waiting
 /// for the others up to
@@ -45,7 +45,7 @@ int launchedLocalRank();
 /// silent rank up to `collectiveTimeoutSeconds` (mpc-run
 /// --collective-timeout) and then fail naming it. Throws LaunchError saying
 /// why when the plugin cannot be loaded, MPI cannot start, a variable is
-/// missing or malformed, or the ranks do not meet (over TCP: "rank R: ...").
+/// missing or malformed, or the ranks do not meet (over Gloo: "rank R: ...").
 std::unique_ptr<Collective> joinLaunchedWorld(
     double collectiveTimeoutSeconds = kDefaultCollectiveTimeoutSeconds);
 

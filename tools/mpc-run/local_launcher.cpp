@@ -2,7 +2,7 @@
 #include "tools/mpc-run/local_launcher.h"
 
 #include "runtime/plugin_path.h"
-#include "runtime/world/tcp_world.h"
+#include "runtime/world/free_port.h"
 #include "support/diagnostics.h"
 
 #include <signal.h>

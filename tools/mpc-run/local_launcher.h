@@ -4,7 +4,7 @@
 // The launcher picks a free local port and starts N copies of this
 // executable with the same arguments (less --nproc-per-node) and torchrun's
 // variables (RANK = LOCAL_RANK = i, WORLD_SIZE = N, MASTER_ADDR =
-// 127.0.0.1, MASTER_PORT), which meet over TCP (runtime/world/tcp_world.h).
+// 127.0.0.1, MASTER_PORT), which meet over Gloo (runtime/world/gloo_world.h).
 // It waits for them: the first rank that fails (each says why in its own
 // line) ends the others, whose wait for it could otherwise last the
 // rendezvous or collective timeout, and its exit code is the launcher's; a
