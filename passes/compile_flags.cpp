@@ -62,10 +62,11 @@ std::vector<Flag> compileFlags(CompileOptions &o) {
       // memory
       {"--recompute", kValue, "=none|auto|NODE,NODE", memory,
        "recompute saved activations in the backward instead of keeping them "
-       "(default none; auto: cheap elementwise ones; NODE: those nodes' "
-       "outputs)",
+       "(default auto within a few percent of the step's FLOPs; auto: cheap "
+       "elementwise ones and softmax islands; NODE: those nodes' outputs)",
        [&o](V v) {
          o.recompute = v.text;
+         o.recomputeGiven = true;
          if (o.recompute.empty())
            throw Error("--recompute: expected none, auto or node names");
        },

@@ -120,8 +120,11 @@ struct CompileOptions {
 
   /// --recompute=none|auto|NODE,NODE: activation checkpointing; with auto,
   /// --memory-budget=BYTES stops once the planned peak fits (0: recompute
-  /// every cheap candidate).
-  std::string recompute = "none";
+  /// every cheap candidate). The default is auto within a few percent of
+  /// the step's FLOPs, and nothing for a model without a training step;
+  /// recomputeGiven says the flag (or a budget) asked for it.
+  std::string recompute = "auto";
+  bool recomputeGiven = false;
   int64_t memoryBudget = 0;
 
   /// Whether autocast records why each node got its precision (the model's

@@ -11,6 +11,9 @@
 // no recomputed value lives longer than its backward use needs (a chain
 // member used at several places is recomputed at each: cheap ops only).
 //
+//   (default)             auto, as far as its copies add no more than 3 %
+//                         of the step's FLOPs; nothing on a model without
+//                         a training step or loss
 //   --recompute=auto      every saved value a chain of cheap elementwise
 //                         nodes (activations, casts, the pieces of GELU)
 //                         computes from values the backward keeps anyway;
@@ -32,6 +35,7 @@
 // mpc.SoftmaxTo reading the fp16 value.
 #include "ir/mpc_ops.h"
 #include "ir/step_metadata.h"
+#include "passes/flop_count.h"
 #include "passes/memory_report.h"
 #include "passes/pass.h"
 #include "passes/recompute_budget.h"
@@ -267,12 +271,71 @@ AutoChoice chooseAuto(const Schedule &s) {
   return a;
 }
 
+/// The most of the step's FLOPs that the default recomputation may add.
+constexpr double kDefaultMaxShare = 0.03;
+
+/// The FLOPs of the copies recompute() makes for v: each chain member's
+/// producer once.
+int64_t copyFlops(const Value *v,
+                  const std::unordered_set<const Value *> &chain,
+                  std::unordered_set<const Value *> &seen) {
+  if (!v || !chain.count(v) || !seen.insert(v).second)
+    return 0;
+  const Node &n = *v->producer();
+  int64_t f = nodeFlops(n);
+  for (const Value *in : n.inputs())
+    f += copyFlops(in, chain, seen);
+  return f;
+}
+
+/// The default's choice: of auto's values, the most bytes per recompute
+/// FLOP first, as long as their copies add no more than kDefaultMaxShare of
+/// the step's FLOPs (elementwise chains and softmax islands next to matrix
+/// products cost far less; a step of elementwise ops only may not).
+std::vector<const Value *>
+withinDefaultShare(const Model &model, std::vector<const Value *> chosen,
+                   const std::unordered_set<const Value *> &chain) {
+  const double limit = kDefaultMaxShare * double(countStepFlops(model).total());
+  std::vector<std::pair<const Value *, int64_t>> costs;
+  for (const Value *v : chosen) {
+    std::unordered_set<const Value *> seen;
+    costs.emplace_back(v, copyFlops(v, chain, seen));
+  }
+  std::stable_sort(costs.begin(), costs.end(),
+                   [](const auto &a, const auto &b) {
+                     return double(byteSize(*a.first)) *
+                                double(std::max<int64_t>(b.second, 1)) >
+                            double(byteSize(*b.first)) *
+                                double(std::max<int64_t>(a.second, 1));
+                   });
+  std::unordered_set<const Value *> kept;
+  double spent = 0;
+  for (const auto &[v, flops] : costs)
+    if (spent + double(flops) <= limit) {
+      spent += double(flops);
+      kept.insert(v);
+    }
+  // recompute() copies in the order given; keep auto's (largest first).
+  std::vector<const Value *> ordered;
+  for (const Value *v : chosen)
+    if (kept.count(v))
+      ordered.push_back(v);
+  return ordered;
+}
+
 } // namespace
 
 void runRecompute(Model &model, PassContext &ctx) {
   const CompileOptions &o = ctx.options;
   const bool budget = o.memoryBudget > 0;
   if (o.recompute == "none" && !budget) {
+    ctx.changedNothing = true;
+    return;
+  }
+  // The default (auto, not asked for): a forward-only model, or a step
+  // without a loss, has nothing to recompute and compiles as it is.
+  const bool byDefault = !o.recomputeGiven && !budget && o.recompute == "auto";
+  if (byDefault && (!model.training || !readMeta(model, meta::kLoss))) {
     ctx.changedNothing = true;
     return;
   }
@@ -286,6 +349,10 @@ void runRecompute(Model &model, PassContext &ctx) {
                 ": the model has no training step to recompute in");
   Graph &g = *model.training->algorithm;
   Schedule s(model, g);
+  if (s.lossIndex < 0 && byDefault) {
+    ctx.changedNothing = true;
+    return;
+  }
   if (s.lossIndex < 0)
     throw Error(std::string(flag) +
                 ": the step has no loss (mpc.loss) to tell the forward from "
@@ -328,6 +395,8 @@ void runRecompute(Model &model, PassContext &ctx) {
     AutoChoice a = chooseAuto(s);
     chosen = std::move(a.chosen);
     chain = std::move(a.chain);
+    if (byDefault)
+      chosen = withinDefaultShare(model, chosen, chain);
   }
 
   size_t bytes = 0;

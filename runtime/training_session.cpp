@@ -133,7 +133,7 @@ void TrainingSession::prepare() {
     planned = trainer.checkMemory(batch, limit);
   } catch (const MemoryLimitError &e) {
     throw Error(std::string(e.what()) +
-                "; try --recompute=auto at mpc-opt, --grad-accum=K with a "
+                "; try --memory-budget=SIZE at mpc-opt, --grad-accum=K with a "
                 "smaller --batch");
   }
   // --synthetic holds 16 batches of samples per rank (whole optimizer steps:

@@ -209,10 +209,15 @@ TEST(VerifyEach, FoldConstantsSaysUnchangedOnlyRightAfterAVerifyAndNoFold) {
 
 TEST(VerifyEach, RecomputeAndUserOptimizerSayUnchangedWhenOff) {
   ReluChain c;
-  EXPECT_TRUE(saidUnchanged(c.m, "recompute")); // --recompute=none
+  // The default (auto, not asked for) on a model without a training step.
+  EXPECT_TRUE(saidUnchanged(c.m, "recompute"));
   EXPECT_TRUE(saidUnchanged(c.m, "user-optimizer")) << "no user optimizer";
+  CompileOptions none;
+  none.recompute = "none";
+  EXPECT_TRUE(saidUnchanged(c.m, "recompute", none));
   CompileOptions opts;
   opts.recompute = "auto";
+  opts.recomputeGiven = true;
   EXPECT_THROW(saidUnchanged(c.m, "recompute", opts), Error)
       << "no training step";
 }
