@@ -19,6 +19,8 @@ for script in bench/compile_time.sh bench/memory.sh bench/memory_budget.sh bench
   echo
 done
 
+echo "######## bench/cpu_contenders.py"; python3 bench/cpu_contenders.py "$build" || status=1; echo
+
 echo "######## bench/amp_saved.py"; python3 bench/amp_saved.py "$build" "bench/results/amp_saved-$date.json" || status=1; echo
 
 echo "######## bench/parity.sh"

@@ -44,6 +44,18 @@ if command -v python3 >/dev/null && ! python3 -c 'import tensorboard' 2>/dev/nul
   python3 -m pip install -q --disable-pip-version-check tensorboard >/dev/null 2>&1 ||
     echo "setup: could not install tensorboard; tensorboard-events will be skipped"
 fi
+# ONNX Runtime training (onnxruntime-training-cpu, its last release 1.19.2):
+# a contender of bench/cpu_contenders.py. Its package is also named
+# onnxruntime, so it gets a venv of its own (build/ort-venv, over the system
+# site-packages for the torch its Python API imports) beside the newer
+# onnxruntime the tests use.
+ortvenv="$(cd "$(dirname "$0")/.." && pwd)/build/ort-venv"
+if command -v python3 >/dev/null && [ ! -x "$ortvenv/bin/python" ]; then
+  echo "setup: venv build/ort-venv with onnxruntime-training-cpu (for bench/cpu_contenders.py)"
+  { python3 -m venv --system-site-packages "$ortvenv" &&
+    "$ortvenv/bin/pip" install -q --disable-pip-version-check onnxruntime-training-cpu==1.19.2 'numpy<2' onnx==1.16.2; } >/dev/null 2>&1 ||
+    { rm -rf "$ortvenv"; echo "setup: could not install onnxruntime-training-cpu; bench/cpu_contenders.py skips ONNX Runtime training"; }
+fi
 
 missing=()
 for p in "${packages[@]}"; do

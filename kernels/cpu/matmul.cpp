@@ -114,6 +114,24 @@ private:
   ScratchArray<C> scratch_;
 };
 
+/// The fp32/fp64 product of the caller's path. Widened fp16/bf16 operands
+/// (`widened`) multiply on oneDNN's fp32 kernels where onednn::
+/// useForWidened says so (OpenBLAS's kernel choice depends on its core
+/// detection: Debian's 0.3.21 runs this CPU's products on generic SSE3
+/// kernels), else, and for a problem oneDNN declines, on BLAS.
+template <typename T>
+void callerGemm(const Node &node, bool widened, bool ta, bool tb, int64_t m,
+                int64_t n, int64_t k, T alpha, const T *a, const T *b, T beta,
+                T *c) {
+  if constexpr (std::is_same_v<T, float>)
+    if (widened && onednn::useForWidened() &&
+        onednn::matmul(DType::F32, DType::F32, ta, tb, 1, m, n, k, alpha, beta,
+                       a, b, c))
+      return;
+  blasGemm<T>(ta, tb, blasDim(node, m), blasDim(node, n), blasDim(node, k),
+              alpha, a, b, beta, c);
+}
+
 // --- oneDNN ------------------------------------------------------------------
 
 bool overlapping(const Tensor &a, const Tensor &b) {
@@ -288,8 +306,8 @@ void kernelGemm(KernelContext &ctx) {
               dst[j] = pc[off[0] + j * step[0]];
           });
     }
-    blasGemm<T>(ta, tb, blasDim(node, m), blasDim(node, n), blasDim(node, k),
-                T(alpha), va.data(), vb.data(), T(beta), r.data());
+    callerGemm<T>(node, !ComputeView<Io>::kDirect, ta, tb, m, n, k, T(alpha),
+                  va.data(), vb.data(), T(beta), r.data());
     r.store();
   });
 }
@@ -356,8 +374,8 @@ void matMul(KernelContext &ctx, bool ta, bool tb) {
     if (elementCount(batchB) == 1 && !ta) {
       // B is shared by every batch: one product with the batches stacked
       // into the rows of A (A is contiguous row-major).
-      blasGemm<T>(false, tb, blasDim(node, numBatch * m), blasDim(node, n),
-                  blasDim(node, k), T(1), va.data(), vb.data(), T(0), r.data());
+      callerGemm<T>(node, !ComputeView<Io>::kDirect, false, tb, numBatch * m, n,
+                    k, T(1), va.data(), vb.data(), T(0), r.data());
       r.store();
       return;
     }
@@ -366,9 +384,10 @@ void matMul(KernelContext &ctx, bool ta, bool tb) {
     const std::vector<int64_t> strides[2] = {sa, sb};
     StridedWalker<2> w(batch, strides);
     for (int64_t i = 0; i < numBatch; ++i, w.next())
-      blasGemm<T>(ta, tb, blasDim(node, m), blasDim(node, n), blasDim(node, k),
-                  T(1), va.data() + w.offset(0) * m * k,
-                  vb.data() + w.offset(1) * k * n, T(0), r.data() + i * m * n);
+      callerGemm<T>(node, !ComputeView<Io>::kDirect, ta, tb, m, n, k, T(1),
+                    va.data() + w.offset(0) * m * k,
+                    vb.data() + w.offset(1) * k * n, T(0),
+                    r.data() + i * m * n);
     r.store();
   });
 }

@@ -289,6 +289,11 @@ bool useFor(Family f, DType t) {
   }
 }
 
+bool useForWidened() {
+  return useFor(Family::Product, DType::F32) &&
+         !envFlag("MPC_CPU_EXACT_HALF", false);
+}
+
 bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
             int64_t n, int64_t k, float alpha, float beta, const void *a,
             const void *b, void *y) {
@@ -451,8 +456,7 @@ std::string kernelReport() {
         add(t == DType::F32
                 ? std::string(f == Family::Conv ? "im2col + BLAS fp32"
                                                 : "BLAS fp32")
-                : std::string(typeName(t)) +
-                      " emulated (widened to fp32 BLAS)");
+                : std::string(typeName(t)) + " emulated (widened to fp32)");
     }
     if (parts.empty())
       continue;

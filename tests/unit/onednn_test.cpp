@@ -161,6 +161,58 @@ TEST(OneDnn, Bf16MatMulWithinOneUlpOfTheEmulatedPath) {
       << cpu::onednn::kernelReport();
 }
 
+/// fp16 stays emulated (oneDNN 2.6 has no native fp16 CPU kernels), but
+/// its widened fp32 product runs on oneDNN's fp32 kernels instead of
+/// OpenBLAS (onednn::useForWidened): the same contract as bf16's, with an
+/// fp16 ulp (11 significant bits) for the rounding term.
+TEST(OneDnn, Fp16WidenedProductsWithinOneUlpOfTheBlasPath) {
+  const std::vector<MatMulCase> cases = {
+      {{33, 129}, {129, 17}, false, false},
+      {{129, 33}, {17, 129}, true, true},
+      {{4, 5, 300}, {300, 9}, false, false},
+      {{2, 1, 7, 5}, {3, 6, 7}, true, true},
+      {{8, 128, 64}, {8, 64, 128}, false, false},
+  };
+  unsigned seed = 100;
+  for (const MatMulCase &c : cases) {
+    SCOPED_TRACE(cpu::shapeString(c.a) + " x " + cpu::shapeString(c.b));
+    Tensor a = randomTensor(DType::F16, c.a, seed++);
+    Tensor b = randomTensor(DType::F16, c.b, seed++);
+    Tensor aa = absF32(a), ab = absF32(b);
+    bool fused = c.ta || c.tb;
+    const char *domain = fused ? kMpcDomain : "";
+    const char *op = fused ? "FusedMatMul" : "MatMul";
+    Attrs attrs;
+    if (fused)
+      attrs = {{"transA", Attribute::ofInt(c.ta)},
+               {"transB", Attribute::ofInt(c.tb)}};
+    Tensor native = runOne(domain, op, {&a, &b}, attrs, "native");
+    Tensor reference = runOne(domain, op, {&a, &b}, attrs, "exact");
+    Tensor sum = runOne(domain, op, {&aa, &ab}, attrs, "blas");
+    ASSERT_EQ(native.dtype, DType::F16);
+    int64_t k = c.a[c.a.size() - (c.ta ? 2 : 1)];
+    std::vector<float> n = native.castTo(DType::F32).toFloats();
+    std::vector<float> r = reference.castTo(DType::F32).toFloats();
+    std::vector<float> sv = sum.toFloats();
+    ASSERT_EQ(n.size(), r.size());
+    int bad = 0;
+    for (size_t i = 0; i < n.size(); ++i) {
+      double mag = std::fabs(r[i]);
+      double ulp = mag < 1e-30
+                       ? 0
+                       : std::ldexp(1.0, int(std::floor(std::log2(mag))) - 10);
+      double tol = 2.0 * double(k) * std::ldexp(1.0, -24) * sv[i] + ulp;
+      if (!(std::fabs(double(n[i]) - r[i]) <= tol) && bad++ < 5)
+        ADD_FAILURE() << "element " << i << ": native " << n[i]
+                      << ", reference " << r[i] << ", tolerance " << tol;
+    }
+    EXPECT_EQ(bad, 0);
+  }
+  // The widened products ran on oneDNN's fp32 kernels.
+  EXPECT_NE(cpu::onednn::kernelReport().find("oneDNN fp32"), std::string::npos)
+      << cpu::onednn::kernelReport();
+}
+
 TEST(OneDnn, Bf16GemmWithAlphaBetaAndBroadcastC) {
   struct Case {
     int64_t m, n, k;
