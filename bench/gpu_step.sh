@@ -14,7 +14,8 @@
 #             device copy (mpc-gpu-optimizer)
 #   compile   the same PyTorch AMP step with the module under torch.compile (inductor): the
 #             stronger anchor; its compilation happens in the warm-up steps (COMPILE=0 skips it)
-#   memory    mpc's planned peak (mpc-opt --report-json) and measured peak (mpc-run's summary)
+#   memory    mpc's planned peak (mpc-opt --report-json), its arenas' peak (mpc-run's summary) and the
+#             device's measured peak (mpc-run's 'cuda memory:' line: cudaMemGetInfo, workspaces and libraries included)
 #             against torch.cuda.max_memory_allocated() of the same step
 #
 # Prints a table and writes RESULTS.json. A missing PyTorch (or a PyTorch without CUDA) skips
@@ -70,8 +71,11 @@ fi
 summary=$(grep '^summary:' <<<"$run" || true)
 mpc_ms=$(median_log_ms "$log" "$warmup")
 mpc_first=$(sed -n 2p "$log" | cut -d, -f2)
-# "peak memory 1.2 GiB (cuda; 1288490188 bytes, live ...)" -> the bytes
-measured=$(sed -nE 's/.*peak memory [^(]*\([a-z]+; ([0-9]+) bytes.*/\1/p' <<<"$summary")
+# The device's real peak: "cuda memory: ... measured device peak 1288490188 bytes (cudaMemGetInfo; ...)"
+# (the arenas plus the shared workspace, cuBLAS's and cuDNN's own memory); the summary's "peak memory"
+# is the planned arena, kept as arena_bytes.
+measured=$(sed -nE 's/^cuda memory: .*measured device peak ([0-9]+) bytes.*/\1/p' <<<"$run")
+arena=$(sed -nE 's/.*peak memory [^(]*\([a-z]+; ([0-9]+) bytes.*/\1/p' <<<"$summary")
 
 # Where mpc's step time goes, per op and node: a separate run, graphs off.
 if [ "${PROFILE_STEPS:-0}" -gt 0 ] && [ "$device" = cuda ]; then
@@ -133,6 +137,7 @@ printf "%-26s %12s %12s %9s %14s %9s\n" "matmul TFLOP/s (step)" "$mpc_tflops" "$
 printf "%-26s %12s %12s %9s %14s %9s\n" "peak memory MiB (measured)" "$(mib "$measured")" \
   "$(mib "$torch_mem")" "$(ratio "$measured" "$torch_mem")" "$(mib "$compile_mem")" "$(ratio "$measured" "$compile_mem")"
 printf "%-26s %12s\n" "peak memory MiB (planned)" "$(mib "$planned")"
+printf "%-26s %12s\n" "peak memory MiB (arenas)" "$(mib "$arena")"
 echo "cuBLAS $precision peak at 8192^3: $peak_tflops TFLOP/s; the step reaches $(ratio "$mpc_tflops" "$peak_tflops") of it" \
   "(torch $(ratio "$torch_tflops" "$peak_tflops"), torch.compile $(ratio "$compile_tflops" "$peak_tflops")); $(awk -v f="$flops" 'BEGIN{printf "%.2f", f / 1e12}') TFLOP of products a step"
 grep '^optimizer' <<<"$opt" || echo "mpc-gpu-optimizer failed: $(tail -n 1 <<<"$opt")"
@@ -143,7 +148,7 @@ bench_record model=stack layers="$layers" d="$d" heads="$heads" hidden="$hidden"
   mpc_ms="$mpc_ms" torch_amp_ms="$torch_ms" mpc_vs_torch="$vs_torch" verdict="$goal" \
   mpc_first_loss="$mpc_first" torch_first_loss="$torch_first" matmul_flops_per_step="$flops" \
   mpc_step_tflops="$mpc_tflops" torch_step_tflops="$torch_tflops" cublas_peak_tflops="$peak_tflops" \
-  mpc_planned_peak_bytes="$planned" mpc_measured_peak_bytes="${measured:-null}" \
+  mpc_planned_peak_bytes="$planned" mpc_measured_peak_bytes="${measured:-null}" mpc_arena_peak_bytes="${arena:-null}" \
   torch_max_memory_allocated="$torch_mem" torch_compile_ms="$compile_ms" \
   mpc_vs_torch_compile="$vs_compile" verdict_compile="$goal_compile" \
   torch_compile_first_loss="$compile_first" torch_compile_step_tflops="$compile_tflops" \

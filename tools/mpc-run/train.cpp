@@ -239,7 +239,7 @@ int runTraining(RunFlags f, std::unique_ptr<Collective> &world) {
                  kernels.empty() ? "no matrix products or convolutions"
                                  : kernels.c_str());
   }
-  if (onCuda && !f.quiet) {
+  if (onCuda) { // beside the summary, which --quiet keeps too
     CudaMemoryStats cs = loadedCudaMemoryStats(*backend);
     std::fprintf(stderr,
                  "cuda: %s step, %zu device allocations, %zu graph captures, "
