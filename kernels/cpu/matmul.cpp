@@ -181,6 +181,20 @@ bool nativeGemm(KernelContext &ctx, const Tensor &a, const Tensor &b,
     out.finish();
     return true;
   }
+  // A row bias (C of n elements along Y's rows, alpha = beta = 1: a Linear
+  // layer) goes to oneDNN as the product's bias, added in fp32 before Y's
+  // one rounding: no fp32 buffer, no second pass.
+  bool rowBias =
+      alpha == 1.0 && beta == 1.0 && c->dtype == t && c->numel() == n &&
+      (c->dims.size() == 1 || (c->dims.size() == 2 && c->dims[0] == 1));
+  if (rowBias) {
+    NativeOutput out(y, {&a, &b, c});
+    if (onednn::matmul(t, t, ta, tb, 1, m, n, k, 1.f, 0.f, a.bytes.data(),
+                       b.bytes.data(), out.data(), c->bytes.data())) {
+      out.finish();
+      return true;
+    }
+  }
   ScratchArray<float> acc(size_t(m * n));
   std::vector<float> cv(size_t(c->numel()));
   dispatchFloat(ctx.node, t, [&](auto io) {

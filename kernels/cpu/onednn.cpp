@@ -296,9 +296,10 @@ bool useForWidened() {
 
 bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
             int64_t n, int64_t k, float alpha, float beta, const void *a,
-            const void *b, void *y) {
+            const void *b, void *y, const void *bias) {
   if (batch <= 0 || m <= 0 || n <= 0 || k <= 0 ||
-      (beta != 0.f && yt != DType::F32))
+      (beta != 0.f && yt != DType::F32) ||
+      (bias && (alpha != 1.f || beta != 0.f || batch != 1)))
     return false;
   // oneDNN's call costs a few microseconds (memory objects, a stream, the
   // cache look-up): a tiny product (models/mlp_seed.onnx's step took 0.027
@@ -308,7 +309,8 @@ bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
     return false;
   std::ostringstream key;
   key << "mm" << typeName(t) << typeName(yt) << ta << tb << "|" << batch << ","
-      << m << "," << n << "," << k << "|" << alpha << "," << beta;
+      << m << "," << n << "," << k << "|" << alpha << "," << beta
+      << (bias ? "|bias" : "");
   auto e = cached(key.str(), [&](Entry &e) {
     memory::data_type dt = dnnlType(t), ydt = dnnlType(yt);
     Dims ad = {batch, m, k}, bd = {batch, k, n}, yd = {batch, m, n};
@@ -324,18 +326,27 @@ bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
       ops.append_sum(beta);
       attr.set_post_ops(ops);
     }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(amd, bmd, ymd), attr,
-                                    engine());
+    memory::desc biasmd(Dims{1, 1, n}, dt, Dims{n, n, 1});
+    dnnl::matmul::primitive_desc pd(
+        bias ? dnnl::matmul::desc(amd, bmd, biasmd, ymd)
+             : dnnl::matmul::desc(amd, bmd, ymd),
+        attr, engine());
     if (isReference(pd.impl_info_str()))
       return;
     e.prim = dnnl::matmul(pd);
     e.scratchpad = pd.scratchpad_desc();
     e.args = {{DNNL_ARG_SRC, amd, amd, true},
-              {DNNL_ARG_WEIGHTS, bmd, bmd, true},
-              {DNNL_ARG_DST, ymd, ymd, false}};
+              {DNNL_ARG_WEIGHTS, bmd, bmd, true}};
+    if (bias)
+      e.args.push_back({DNNL_ARG_BIAS, biasmd, biasmd, true});
+    e.args.push_back({DNNL_ARG_DST, ymd, ymd, false});
     e.usable = true;
   });
-  bool ok = run(*e, {const_cast<void *>(a), const_cast<void *>(b), y});
+  std::vector<void *> ptrs = {const_cast<void *>(a), const_cast<void *>(b)};
+  if (bias)
+    ptrs.push_back(const_cast<void *>(bias));
+  ptrs.push_back(y);
+  bool ok = run(*e, ptrs);
   note(Family::Product, t, ok);
   return ok;
 }

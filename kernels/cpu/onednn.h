@@ -56,9 +56,12 @@ bool useForWidened();
 /// transposed operand stored as its transpose). A, B have dtype `t`; Y has
 /// `yt` (t, or F32 for a caller that rounds itself; beta != 0 needs F32).
 /// False when oneDNN cannot run it (the caller computes it).
+/// With `bias` (n elements of dtype t, alpha 1 and beta 0 only), y =
+/// op(A) op(B) + bias per row, the bias added in fp32 before the one
+/// rounding (a Linear layer's Gemm with its C).
 bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
             int64_t n, int64_t k, float alpha, float beta, const void *a,
-            const void *b, void *y);
+            const void *b, void *y, const void *bias = nullptr);
 
 /// A convolution over plain [N, C, D...] tensors of one dtype, 1 to 3
 /// spatial dims; weights [M, C/groups, K...].

@@ -213,7 +213,7 @@ TEST(OneDnn, Fp16WidenedProductsWithinOneUlpOfTheBlasPath) {
       << cpu::onednn::kernelReport();
 }
 
-TEST(OneDnn, Bf16GemmWithAlphaBetaAndBroadcastC) {
+TEST(OneDnn, Bf16AndFp32GemmWithAlphaBetaAndBroadcastC) {
   struct Case {
     int64_t m, n, k;
     bool ta, tb;
@@ -226,37 +226,49 @@ TEST(OneDnn, Bf16GemmWithAlphaBetaAndBroadcastC) {
       {17, 9, 65, false, true, {17, 1}, 0.5f, 2.f},
       {17, 9, 65, true, true, {17, 9}, -1.5f, 0.25f},
       {1, 1, 3, false, false, {1}, 1.f, 1.f},
+      // Over oneDNN's size floor (2^15 multiply-adds): a row bias (alpha =
+      // beta = 1) is oneDNN's bias argument, other C the fp32 sum post-op.
+      {64, 48, 96, false, true, {48}, 1.f, 1.f},
+      {64, 48, 96, true, false, {1, 48}, 1.f, 1.f},
+      {64, 48, 96, false, true, {48}, 0.5f, 1.f},
+      {64, 48, 96, false, false, {64, 1}, 1.f, 1.f},
+      {64, 48, 96, true, true, {64, 48}, 1.f, 2.f},
+      {64, 1, 600, false, true, {1}, 1.f, 1.f},
   };
   unsigned seed = 100;
-  for (const Case &c : cases) {
-    SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" +
-                 std::to_string(c.k) + " C " + cpu::shapeString(c.c));
-    std::vector<int64_t> ad =
-        c.ta ? std::vector<int64_t>{c.k, c.m} : std::vector<int64_t>{c.m, c.k};
-    std::vector<int64_t> bd =
-        c.tb ? std::vector<int64_t>{c.n, c.k} : std::vector<int64_t>{c.k, c.n};
-    Tensor a = randomTensor(DType::BF16, ad, seed++);
-    Tensor b = randomTensor(DType::BF16, bd, seed++);
-    Tensor cc = randomTensor(
-        DType::BF16, c.c.empty() ? std::vector<int64_t>{1} : c.c, seed++);
-    Tensor aa = absF32(a), ab = absF32(b), ac = absF32(cc);
-    Attrs attrs = {{"transA", Attribute::ofInt(c.ta)},
-                   {"transB", Attribute::ofInt(c.tb)},
-                   {"alpha", Attribute::ofFloat(c.alpha)},
-                   {"beta", Attribute::ofFloat(c.beta)}};
-    std::vector<const Tensor *> in = {&a, &b}, inAbs = {&aa, &ab};
-    if (!c.c.empty()) {
-      in.push_back(&cc);
-      inAbs.push_back(&ac);
+  for (DType t : {DType::BF16, DType::F32})
+    for (const Case &c : cases) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " " + std::to_string(c.m) + "x" +
+                   std::to_string(c.n) + "x" + std::to_string(c.k) + " C " +
+                   cpu::shapeString(c.c));
+      std::vector<int64_t> ad = c.ta ? std::vector<int64_t>{c.k, c.m}
+                                     : std::vector<int64_t>{c.m, c.k};
+      std::vector<int64_t> bd = c.tb ? std::vector<int64_t>{c.n, c.k}
+                                     : std::vector<int64_t>{c.k, c.n};
+      Tensor a = randomTensor(t, ad, seed++);
+      Tensor b = randomTensor(t, bd, seed++);
+      Tensor cc =
+          randomTensor(t, c.c.empty() ? std::vector<int64_t>{1} : c.c, seed++);
+      Tensor aa = absF32(a), ab = absF32(b), ac = absF32(cc);
+      Attrs attrs = {{"transA", Attribute::ofInt(c.ta)},
+                     {"transB", Attribute::ofInt(c.tb)},
+                     {"alpha", Attribute::ofFloat(c.alpha)},
+                     {"beta", Attribute::ofFloat(c.beta)}};
+      std::vector<const Tensor *> in = {&a, &b}, inAbs = {&aa, &ab};
+      if (!c.c.empty()) {
+        in.push_back(&cc);
+        inAbs.push_back(&ac);
+      }
+      Attrs absAttrs = attrs;
+      absAttrs[2].second = Attribute::ofFloat(std::fabs(c.alpha));
+      absAttrs[3].second = Attribute::ofFloat(std::fabs(c.beta));
+      Tensor native = runOne("", "Gemm", in, attrs, "native");
+      // fp32's reference is BLAS (MPC_CPU_ONEDNN=0), bf16's the emulation.
+      Tensor reference =
+          runOne("", "Gemm", in, attrs, t == DType::BF16 ? "exact" : "blas");
+      Tensor sum = runOne("", "Gemm", inAbs, absAttrs, "blas");
+      expectWithin(native, reference, sum, c.k + 1, t == DType::BF16);
     }
-    Attrs absAttrs = attrs;
-    absAttrs[2].second = Attribute::ofFloat(std::fabs(c.alpha));
-    absAttrs[3].second = Attribute::ofFloat(std::fabs(c.beta));
-    Tensor native = runOne("", "Gemm", in, attrs, "native");
-    Tensor reference = runOne("", "Gemm", in, attrs, "exact");
-    Tensor sum = runOne("", "Gemm", inAbs, absAttrs, "blas");
-    expectWithin(native, reference, sum, c.k + 1, true);
-  }
 }
 
 struct ConvCase {
