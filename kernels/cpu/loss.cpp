@@ -14,6 +14,7 @@
 // is the gradient of.
 #include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -78,6 +79,12 @@ LossSetup lossSetup(const KernelContext &ctx, const Tensor &scores,
 namespace {
 
 /// Shared forward: log_prob is computed (Softmax) or read (NLL) per position.
+/// Samples per thread at least in the losses' parallel loops: some 16K
+/// scores.
+int64_t lossGrain(const LossSetup &s) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s.c * s.d));
+}
+
 template <bool Softmax> void lossKernel(KernelContext &ctx) {
   const Tensor &scores = input(ctx, 0, Softmax ? "scores" : "input");
   const Tensor &labels = input(ctx, 1, "target");
@@ -96,22 +103,25 @@ template <bool Softmax> void lossKernel(KernelContext &ctx) {
     std::vector<C> lp;
     if (Softmax) {
       lp.resize(size_t(scores.numel()));
-      std::vector<C> row(size_t(s.c));
-      for (int64_t n = 0; n < s.n; ++n)
-        for (int64_t d = 0; d < s.d; ++d) {
-          int64_t base = n * s.c * s.d + d;
-          C mx = -std::numeric_limits<C>::infinity();
-          for (int64_t c = 0; c < s.c; ++c) {
-            row[size_t(c)] = Io::load(px, base + c * s.d);
-            mx = std::max(mx, row[size_t(c)]);
+      // Samples in parallel (each row alone: the same bits on any count).
+      parallelFor(s.n, lossGrain(s), [&](int64_t n0, int64_t n1) {
+        std::vector<C> row(size_t(s.c));
+        for (int64_t n = n0; n < n1; ++n)
+          for (int64_t d = 0; d < s.d; ++d) {
+            int64_t base = n * s.c * s.d + d;
+            C mx = -std::numeric_limits<C>::infinity();
+            for (int64_t c = 0; c < s.c; ++c) {
+              row[size_t(c)] = Io::load(px, base + c * s.d);
+              mx = std::max(mx, row[size_t(c)]);
+            }
+            C sum = 0;
+            for (int64_t c = 0; c < s.c; ++c)
+              sum += std::exp(row[size_t(c)] - mx);
+            C logSum = std::log(sum);
+            for (int64_t c = 0; c < s.c; ++c)
+              lp[size_t(base + c * s.d)] = row[size_t(c)] - mx - logSum;
           }
-          C sum = 0;
-          for (int64_t c = 0; c < s.c; ++c)
-            sum += std::exp(row[size_t(c)] - mx);
-          C logSum = std::log(sum);
-          for (int64_t c = 0; c < s.c; ++c)
-            lp[size_t(base + c * s.d)] = row[size_t(c)] - mx - logSum;
-        }
+      });
       if (logProb) {
         auto *pl = ptr<Io>(*logProb);
         for (size_t i = 0; i < lp.size(); ++i)
@@ -176,28 +186,31 @@ void kernelSoftmaxCrossEntropyLossGrad(KernelContext &ctx) {
   if (!isFloating(dl.dtype))
     fail(ctx.node, "dL must be floating point, got ", dtypeName(dl.dtype));
   LossSetup s = lossSetup(ctx, lp, labels, optionalInput(ctx, 3));
-  Tensor &dx = output(ctx, 0, lp.dtype, lp.dims);
+  // Every element is written below: no zero fill first.
+  Tensor &dx = overwrittenOutput(ctx, 0, lp.dtype, lp.dims);
   dispatchFloat(ctx.node, lp.dtype, [&](auto io) {
     using Io = decltype(io);
     using C = typename Io::Compute;
     std::vector<C> scale = lossGradScale<C>(ctx, s, dl);
     const auto *pl = ptr<Io>(lp);
     auto *px = ptr<Io>(dx);
-    for (int64_t n = 0; n < s.n; ++n)
-      for (int64_t d = 0; d < s.d; ++d) {
-        size_t pos = size_t(n * s.d + d);
-        bool ignored = s.ignored(pos);
-        C w = C(s.weight[pos]);
-        for (int64_t c = 0; c < s.c; ++c) {
-          int64_t k = (n * s.c + c) * s.d + d;
-          C v = 0;
-          if (!ignored) {
-            C hot = c == s.labels[pos] ? C(1) : C(0);
-            v = (std::exp(Io::load(pl, k)) - hot) * w * scale[pos];
+    parallelFor(s.n, lossGrain(s), [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n)
+        for (int64_t d = 0; d < s.d; ++d) {
+          size_t pos = size_t(n * s.d + d);
+          bool ignored = s.ignored(pos);
+          C w = C(s.weight[pos]);
+          for (int64_t c = 0; c < s.c; ++c) {
+            int64_t k = (n * s.c + c) * s.d + d;
+            C v = 0;
+            if (!ignored) {
+              C hot = c == s.labels[pos] ? C(1) : C(0);
+              v = (std::exp(Io::load(pl, k)) - hot) * w * scale[pos];
+            }
+            Io::store(px, k, v);
           }
-          Io::store(px, k, v);
         }
-      }
+    });
   });
 }
 

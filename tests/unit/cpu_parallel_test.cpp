@@ -326,3 +326,32 @@ TEST(CpuParallel, DropoutSameBitsOnOneAndTwoThreads) {
   }
   EXPECT_NEAR(double(dropped) / double(xv.size()), 0.25, 0.01);
 }
+
+TEST(CpuParallel, SoftmaxCrossEntropySameBitsOnOneAndTwoThreads) {
+  // [N, C] and [N, C, D] scores, mean and none, an ignored label.
+  for (std::vector<int64_t> dims :
+       {std::vector<int64_t>{1024, 1000}, {64, 10, 7}, {3, 5}}) {
+    Tensor x = randomTensor(DType::F32, dims, 13);
+    std::vector<int64_t> ld = {dims[0]};
+    if (dims.size() == 3)
+      ld.push_back(dims[2]);
+    Tensor labels(DType::I64, ld);
+    for (int64_t i = 0; i < labels.numel(); ++i)
+      labels.data<int64_t>()[i] = i % 3 == 0 ? -100 : (i * 7) % dims[1];
+    for (const char *reduction : {"mean", "none"}) {
+      Attrs attrs = {{"reduction", Attribute::ofString(reduction)},
+                     {"ignore_index", intAttr(-100)}};
+      std::string what = cpu::shapeString(dims) + " " + reduction;
+      expectSameBitsOnOneAndTwo("", "SoftmaxCrossEntropyLoss", {&x, &labels},
+                                attrs, 2, what);
+      std::vector<Tensor> fwd =
+          runAll("", "SoftmaxCrossEntropyLoss", {&x, &labels}, attrs, 2, 2);
+      Tensor dl = std::string(reduction) == "none"
+                      ? randomTensor(DType::F32, ld, 14)
+                      : Tensor::fromFloats({}, {1.5f});
+      expectSameBitsOnOneAndTwo(kMpcDomain, "SoftmaxCrossEntropyLossGrad",
+                                {&dl, &fwd[1], &labels}, attrs, 1,
+                                what + " grad");
+    }
+  }
+}
