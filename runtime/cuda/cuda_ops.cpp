@@ -21,7 +21,7 @@ const std::map<Key, CudaOpEntry> &opTable() {
     for (auto family :
          {elementwiseOps, activationOps, reductionOps, matmulOps, convPoolOps,
           normalizationOps, shapeOps, gatherScatterOps, selectionOps, lossOps,
-          optimizerOps, randomOps, fusedOps, hostOps})
+          optimizerOps, shardOps, randomOps, fusedOps, hostOps})
       for (const CudaOpEntry &e : family())
         t.emplace(Key(e.domain, e.opType), e);
     return t;
@@ -114,24 +114,18 @@ std::vector<CudaOpEntry> hostOps() {
       {"", "Squeeze", nullptr, noCheck},
       {"", "Unsqueeze", nullptr, noCheck},
       {"", "Identity", nullptr, noCheck},
-      // --shard-optimizer's collectives (kernels/cpu/collective.cpp) run
-      // on the host in a staged step, over the run's host world (TCP or
-      // MPI): each moves and reduces a rank's chunk of the gradients, the
-      // moments and the parameters. A device-resident step refuses them
-      // (supportsResident).
-      {kMpcDomain, "ReduceScatter", nullptr, noCheck},
-      {kMpcDomain, "RankShard", nullptr, noCheck},
-      {kMpcDomain, "AllGather", nullptr, noCheck},
+      // --shard-optimizer's clip (kernels/cpu/collective.cpp) runs on the
+      // host in a staged step, over the run's host world: its global norm
+      // sums squares in fp32 in element order across the ranks. A
+      // device-resident step refuses it (supportsResident); the sharded
+      // step's other collectives run on the device (run_shard.cpp).
       {kMpcDomain, "ShardedClipGradNorm", nullptr, noCheck},
   };
 }
 
-/// Whether the op is one of --shard-optimizer's host collectives.
+/// Whether the op is --shard-optimizer's host collective (the clip).
 bool isShardCollective(const Node &node) {
-  const std::string &op = node.opType();
-  return node.domain() == kMpcDomain &&
-         (op == "ReduceScatter" || op == "RankShard" || op == "AllGather" ||
-          op == "ShardedClipGradNorm");
+  return node.isOp(kMpcDomain, "ShardedClipGradNorm");
 }
 
 bool supportsResident(const Node &node, const std::vector<bool> &hostKnown,
@@ -143,7 +137,7 @@ bool supportsResident(const Node &node, const std::vector<bool> &hostKnown,
   }
   if (isShardCollective(node)) {
     why = "--shard-optimizer's " + cudaOpName(node) +
-          " runs on the host, over the host world";
+          " (--max-grad-norm) runs on the host, over the host world";
     return false;
   }
   uint32_t mask = e->hostInputs;

@@ -54,6 +54,9 @@ std::vector<CudaOpEntry> gatherScatterOps();
 std::vector<CudaOpEntry> selectionOps();
 std::vector<CudaOpEntry> lossOps();
 std::vector<CudaOpEntry> optimizerOps();
+/// --shard-optimizer's RankShard, ReduceScatter (NCCL) and AllGather (NCCL)
+/// (runtime/cuda/run_shard.cpp).
+std::vector<CudaOpEntry> shardOps();
 std::vector<CudaOpEntry> randomOps();
 std::vector<CudaOpEntry> fusedOps();
 std::vector<CudaOpEntry> hostOps();

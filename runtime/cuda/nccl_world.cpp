@@ -1,4 +1,5 @@
-// mpc.AllReduce on the GPU across ranks with NCCL (nccl_world.h).
+// mpc.AllReduce, and --shard-optimizer's mpc.ReduceScatter and
+// mpc.AllGather, on the GPU across ranks with NCCL (nccl_world.h).
 //
 // Bounded waits: NCCL has no timeout of its own (a stopped rank leaves the
 // others' kernels spinning). An all-reduce that runs outside a CUDA graph
@@ -47,6 +48,8 @@ struct NcclApi {
   decltype(&::ncclCommInitRank) commInitRank = nullptr;
   decltype(&::ncclCommDestroy) commDestroy = nullptr;
   decltype(&::ncclAllReduce) allReduce = nullptr;
+  decltype(&::ncclReduceScatter) reduceScatter = nullptr;
+  decltype(&::ncclAllGather) allGather = nullptr;
   decltype(&::ncclGroupStart) groupStart = nullptr;
   decltype(&::ncclGroupEnd) groupEnd = nullptr;
   decltype(&::ncclGetErrorString) errorString = nullptr;
@@ -80,6 +83,8 @@ const NcclApi *ncclApi(std::string &why) {
     get(a.commInitRank, "ncclCommInitRank");
     get(a.commDestroy, "ncclCommDestroy");
     get(a.allReduce, "ncclAllReduce");
+    get(a.reduceScatter, "ncclReduceScatter");
+    get(a.allGather, "ncclAllGather");
     get(a.groupStart, "ncclGroupStart");
     get(a.groupEnd, "ncclGroupEnd");
     get(a.errorString, "ncclGetErrorString");
@@ -174,11 +179,12 @@ std::unique_ptr<NcclWatchdog> &watchdog() {
   return w;
 }
 
-/// Waits for the all-reduce just enqueued on the device's stream, polling
-/// its event and NCCL's asynchronous error; silence for the world's
-/// collective timeout aborts the communicator and fails the node.
-void awaitAllReduce(CudaDevice &device, Collective &world, const Node &node,
-                    const NcclApi &nccl, ncclComm_t comm) {
+/// Waits for the collective (`what`: "all-reduce", ...) just enqueued on
+/// the device's stream, polling its event and NCCL's asynchronous error;
+/// silence for the world's collective timeout aborts the communicator and
+/// fails the node.
+void awaitCollective(CudaDevice &device, Collective &world, const Node &node,
+                     const NcclApi &nccl, ncclComm_t comm, const char *what) {
   cudaEvent_t done = nullptr;
   MPC_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   MPC_CUDA_CHECK(cudaEventRecord(done, device.stream));
@@ -202,11 +208,11 @@ void awaitAllReduce(CudaDevice &device, Collective &world, const Node &node,
       device.nccl = nullptr; // aborted: nothing to destroy
       cudaEventDestroy(done);
       if (late)
-        cpu::fail(node, "the NCCL all-reduce did not complete in ",
+        cpu::fail(node, "the NCCL ", what, " did not complete in ",
                   world.timeoutSeconds(),
                   " s (--collective-timeout): another rank is stopped, hung "
                   "or unreachable");
-      cpu::fail(node, "NCCL failed during the all-reduce (",
+      cpu::fail(node, "NCCL failed during the ", what, " (",
                 nccl.errorString(err),
                 "): another rank stopped or its connection broke");
     }
@@ -241,24 +247,26 @@ ncclComm_t commOf(CudaDevice &device, Collective &world, const Node &node) {
   return comm;
 }
 
+/// NCCL's operation for mpc.AllReduce's `reduction` (ReduceScatter's too).
+ncclRedOp_t ncclOpOf(int reduction) {
+  switch (AllReduceOp(reduction)) {
+  case AllReduceOp::Mean:
+    return ncclAvg;
+  case AllReduceOp::Sum:
+    return ncclSum;
+  case AllReduceOp::Max:
+    return ncclMax;
+  }
+  return ncclSum;
+}
+
 } // namespace
 
 void ncclAllReduce(CudaDevice &device, Collective &world, const Node &node,
                    int reduction, const std::vector<DeviceReduction> &ops) {
   const NcclApi &nccl = requireNccl(node);
   ncclComm_t comm = commOf(device, world, node);
-  ncclRedOp_t op = ncclSum;
-  switch (AllReduceOp(reduction)) {
-  case AllReduceOp::Mean:
-    op = ncclAvg;
-    break;
-  case AllReduceOp::Sum:
-    op = ncclSum;
-    break;
-  case AllReduceOp::Max:
-    op = ncclMax;
-    break;
-  }
+  const ncclRedOp_t op = ncclOpOf(reduction);
   check(node, nccl.groupStart(), "ncclGroupStart");
   for (const DeviceReduction &r : ops)
     if (r.count)
@@ -270,7 +278,41 @@ void ncclAllReduce(CudaDevice &device, Collective &world, const Node &node,
   // Inside a capture the graph's replay runs it later; the watchdog is
   // what bounds that wait (for a rank that died).
   if (!device.capturing)
-    awaitAllReduce(device, world, node, nccl, comm);
+    awaitCollective(device, world, node, nccl, comm, "all-reduce");
+}
+
+void ncclReduceScatter(CudaDevice &device, Collective &world, const Node &node,
+                       int reduction, const std::vector<DeviceShard> &ops) {
+  const NcclApi &nccl = requireNccl(node);
+  ncclComm_t comm = commOf(device, world, node);
+  const ncclRedOp_t op = ncclOpOf(reduction);
+  check(node, nccl.groupStart(), "ncclGroupStart");
+  for (const DeviceShard &r : ops)
+    if (r.count)
+      check(node,
+            nccl.reduceScatter(r.whole, r.chunk, r.count,
+                               ncclType(node, r.dtype), op, comm,
+                               device.stream),
+            "ncclReduceScatter");
+  check(node, nccl.groupEnd(), "ncclGroupEnd");
+  if (!device.capturing)
+    awaitCollective(device, world, node, nccl, comm, "reduce-scatter");
+}
+
+void ncclAllGather(CudaDevice &device, Collective &world, const Node &node,
+                   const std::vector<DeviceShard> &ops) {
+  const NcclApi &nccl = requireNccl(node);
+  ncclComm_t comm = commOf(device, world, node);
+  check(node, nccl.groupStart(), "ncclGroupStart");
+  for (const DeviceShard &r : ops)
+    if (r.count)
+      check(node,
+            nccl.allGather(r.chunk, r.whole, r.count, ncclType(node, r.dtype),
+                           comm, device.stream),
+            "ncclAllGather");
+  check(node, nccl.groupEnd(), "ncclGroupEnd");
+  if (!device.capturing)
+    awaitCollective(device, world, node, nccl, comm, "all-gather");
 }
 
 void destroyNcclComm(CudaDevice &device) {
@@ -286,6 +328,22 @@ void destroyNcclComm(CudaDevice &device) {
 
 void ncclAllReduce(CudaDevice &, Collective &world, const Node &node, int,
                    const std::vector<DeviceReduction> &) {
+  cpu::fail(node, "this build's cuda backend has no NCCL to combine ",
+            world.size(),
+            " ranks (rebuild where the CUDA toolkit's nccl.h and libnccl "
+            "are); run the ranks with --device=cpu");
+}
+
+void ncclReduceScatter(CudaDevice &, Collective &world, const Node &node, int,
+                       const std::vector<DeviceShard> &) {
+  cpu::fail(node, "this build's cuda backend has no NCCL to combine ",
+            world.size(),
+            " ranks (rebuild where the CUDA toolkit's nccl.h and libnccl "
+            "are); run the ranks with --device=cpu");
+}
+
+void ncclAllGather(CudaDevice &, Collective &world, const Node &node,
+                   const std::vector<DeviceShard> &) {
   cpu::fail(node, "this build's cuda backend has no NCCL to combine ",
             world.size(),
             " ranks (rebuild where the CUDA toolkit's nccl.h and libnccl "

@@ -851,6 +851,32 @@ void addTraining(std::vector<OpCase> &cases) {
        1,
        kF32,
        [](DType, std::mt19937 &) -> Inputs { return {boolScalar(true)}; }});
+  // --shard-optimizer's collectives in a world of one rank: the chunk is
+  // the whole value (run_shard.cpp; NCCL only past one rank).
+  const Builder::Attrs one = {{"world_size", Attribute::ofInt(1)}};
+  cases.push_back({"RankShard_one_rank", kMpcDomain, "RankShard", one, 2, kF32,
+                   [](DType, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, DType::F32, {1003}),
+                             randomTensor(rng, DType::F32, {7, 5})};
+                   }});
+  cases.push_back({"ReduceScatter_one_rank",
+                   kMpcDomain,
+                   "ReduceScatter",
+                   {{"world_size", Attribute::ofInt(1)},
+                    {"reduction", Attribute::ofString("mean")}},
+                   2,
+                   kF32,
+                   [](DType, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, DType::F32, {1003}),
+                             randomTensor(rng, DType::F32, {7, 5})};
+                   }});
+  cases.push_back({"AllGather_one_rank", kMpcDomain, "AllGather", one, 2, kF32,
+                   [](DType, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, DType::F32, {35}),
+                             randomTensor(rng, DType::F32, {6}),
+                             randomTensor(rng, DType::F32, {7, 5}),
+                             randomTensor(rng, DType::F32, {2, 3})};
+                   }});
 }
 
 // --- the transformer / residual-MLP family -----------------------------------
