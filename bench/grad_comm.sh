@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# --grad-comm-dtype on 2 ranks (mpc-run --nproc-per-node=2: the TCP world, no MPI): torchvision's
+# --grad-comm-dtype on 2 ranks (mpc-run --nproc-per-node=2: the Gloo world, no MPI): torchvision's
 # resnet18 (bench/export_resnet18.py; 42 MiB of fp32 gradients each step), fp32 SGD (lr 0.01),
 # 8 images per rank, --sync-batchnorm (so that 2 ranks train the one-process model). Per wire type (fp32, bf16, fp16): ms per step (median of each run's steps after
 # 2 warm-up steps, median of 3 rounds; the ratio to fp32 paired per round), and how far its losses lie
 # from the fp32 wire's (relative; bf16 keeps 8 significant bits of each gradient, fp16 11): at step 2,
-# the first update's, and the largest over the run; and the fp32 wire over MPI (mpirun) beside TCP,
+# the first update's, and the largest over the run; and the fp32 wire over MPI (mpirun) beside Gloo,
 # where mpirun is.
 # Skipped with a line without torch and torchvision in $PY.
 # Usage: bench/grad_comm.sh [BUILD_DIR] [RESULTS.json]
@@ -34,7 +34,7 @@ ranks() { "$bin/mpc-run" --nproc-per-node=2 "$@" --data="$data" --quiet >/dev/nu
 "$bin/mpc-run" "$bench_tmp/one.onnx" --data="$data" --steps=12 --log="$bench_tmp/one.csv" --quiet >/dev/null
 
 # The fp32 wire over MPI too, where mpirun and the MPI world plugin are: the transport's cost
-# beside TCP's, and whether its log has the same bits.
+# beside Gloo's, and whether its log has the same bits.
 mpi=0
 if command -v mpirun >/dev/null && [ -e "$bin/libmpc_mpi_world.so" ]; then
   mpi=1
@@ -62,7 +62,7 @@ distance_at() {
     '{d = ($2 - $7) / $7; if (d < 0) d = -d; if (at == 0 || NR == at) m = d > m ? d : m} END{printf "%.2g", m}'
 }
 
-echo "== gradient communication: resnet18 (32x32), fp32 SGD, 2 ranks x 8 images over TCP, sync batch norm ($(bench_machine_line))"
+echo "== gradient communication: resnet18 (32x32), fp32 SGD, 2 ranks x 8 images over Gloo, sync batch norm ($(bench_machine_line))"
 printf '%-6s %12s %22s %14s %16s\n' "wire" "ms per step" "vs fp32 (paired)" "loss, step 2" "steps 1-12, max"
 for w in "${wires[@]}"; do
   read -r m _ _ <<<"$(median_min_max ${ms[$w]})"
@@ -78,7 +78,7 @@ if [ $mpi = 1 ]; then
   read -r r rmin rmax <<<"$(paired_ratios "${ms[mpi]}" "${ms[fp32]}")"
   same=no
   cmp -s <(cut -d, -f1-4 "$bench_tmp/mpi.csv") <(cut -d, -f1-4 "$bench_tmp/fp32.csv") && same=yes
-  printf '%-6s %12s %22s   same bits as TCP: %s\n' "fp32, mpirun" "$m" "$r ($rmin-$rmax)" "$same"
+  printf '%-6s %12s %22s   same bits as Gloo: %s\n' "fp32, mpirun" "$m" "$r ($rmin-$rmax)" "$same"
   bench_record model=resnet18 ranks=2 per_rank_batch=8 steps=$steps wire=fp32 transport=mpi \
     "ms=$(json_list ${ms[mpi]})" ratio_to_tcp=$r same_bits_as_tcp=$same
 else

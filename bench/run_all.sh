@@ -13,7 +13,7 @@ status=0
 mkdir -p bench/results
 exec > >(tee "bench/results/tables-$date.txt") 2>&1
 for script in bench/compile_time.sh bench/memory.sh bench/memory_budget.sh bench/cpu_step.sh bench/data_parallel.sh \
-  bench/sync_batch_norm.sh bench/grad_comm.sh bench/zero_memory.sh; do
+  bench/sync_batch_norm.sh bench/grad_comm.sh bench/gloo_world.sh bench/zero_memory.sh; do
   echo "######## $script"
   "$script" "$build" "bench/results/$(basename "$script" .sh)-$date.json" || status=1
   echo

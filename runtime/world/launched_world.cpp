@@ -5,7 +5,6 @@
 #include "runtime/plugin_path.h"
 #include "runtime/world/gloo_world.h"
 #include "runtime/world/mpi_world_abi.h"
-#include "runtime/world/tcp_world.h"
 #include "support/diagnostics.h"
 
 #include <cstdlib>
@@ -78,19 +77,6 @@ joinTorchrunLaunch(int size, double collectiveTimeoutSeconds) {
       launcherNumber({"MPC_RENDEZVOUS_TIMEOUT"}, 1, "seconds", 300);
   w.collectiveTimeoutSeconds = collectiveTimeoutSeconds;
   try {
-    // MPC_WORLD=tcp: the hand-written TCP world, kept for one comparison
-    // (bench/gloo_world.sh) before it goes.
-    const char *which = std::getenv("MPC_WORLD");
-    if (which && std::string(which) == "tcp") {
-      TcpRendezvous t;
-      t.rank = w.rank;
-      t.size = w.size;
-      t.masterAddr = w.masterAddr;
-      t.masterPort = w.masterPort;
-      t.timeoutSeconds = w.timeoutSeconds;
-      t.collectiveTimeoutSeconds = w.collectiveTimeoutSeconds;
-      return joinTcpWorld(t);
-    }
     return joinGlooWorld(w);
   } catch (const Error &e) {
     throw LaunchError("rank " + std::to_string(w.rank) + ": " + e.what());

@@ -4,7 +4,7 @@
 //
 // It moves bytes only: allGather, allToAll and broadcast as non-blocking
 // point-to-point messages (chunks that fit MPI's int counts), one per pair
-// of ranks, like the TCP world. The reduction is the mpc.AllReduce kernel's,
+// of ranks, like the Gloo world. The reduction is the mpc.AllReduce kernel's,
 // on every rank, so the result does not depend on the MPI library's
 // algorithms. Point to point rather than MPI's collectives so that every
 // wait is bounded and names whom it waits for: MPI has no timeouts, so the

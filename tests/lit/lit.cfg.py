@@ -62,7 +62,7 @@ mpirun = "mpirun --oversubscribe"
 if getattr(config, "mpc_sanitize", False):
     mpirun += " -x LSAN_OPTIONS=detect_leaks=0"
 config.substitutions.append(("%mpirun", mpirun))
-# torchrun (pip's torch) starts mpc-run's ranks over TCP (REQUIRES: torchrun);
+# torchrun (pip's torch) starts mpc-run's ranks over Gloo (REQUIRES: torchrun);
 # its full path, since lit's PATH may not hold pip's scripts.
 torchrun = shutil.which("torchrun")
 if torchrun:

@@ -312,7 +312,7 @@ MODEL ...`) trains a model compiled with mpc-opt --data-parallel on N ranks:
 on the cpu, or on cuda with one GPU per rank (the local rank's; NCCL).
 Without MPI, one process per rank started with torchrun's variables (RANK,
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT; `torchrun --nproc-per-node=N
---no-python mpc-run MODEL ...`, or any script) meets over TCP at MASTER_ADDR
+--no-python mpc-run MODEL ...`, or any script) meets over Gloo at MASTER_ADDR
 (MPC_RENDEZVOUS_TIMEOUT=S, default 300 s; MPC_MASTER_PORT chooses rank 0's
 port). Step i's global batch is samples [i*N*B, (i+1)*N*B) of the data (in
 the shuffled order with --shuffle); rank r takes the r-th B of them. Rank 0
