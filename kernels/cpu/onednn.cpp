@@ -44,10 +44,20 @@ dnnl::primitive_attr userScratchpad() {
   return attr;
 }
 
-/// oneDNN's parallel regions (its OpenMP runtime) take the pool's thread
-/// count (kernels/cpu/parallel.h: --threads), as OpenBLAS and the kernels'
-/// own loops do. Set on each thread that runs a kernel.
-void matchThreads() { applyThreadCount(); }
+/// Multiply-adds under which a product or convolution runs on one thread:
+/// some 8 microseconds of AMX work, about what starting a parallel region
+/// costs on a quiet machine. On a loaded one (more runnable threads than
+/// cores) every region waits for its slowest thread to be scheduled again:
+/// the test transformer's step took 110 ms on 2 threads against 0.4 ms on
+/// one, all of it in its small products.
+constexpr int64_t kParallelVolume = int64_t(1) << 21;
+
+/// The threads a problem of `volume` multiply-adds runs on: the pool's
+/// (kernels/cpu/parallel.h: --threads), as OpenBLAS and the kernels' own
+/// loops, or one for a small problem.
+int threadsFor(int64_t volume) {
+  return volume < kParallelVolume ? 1 : threadCount();
+}
 
 memory::data_type dnnlType(DType t) {
   switch (t) {
@@ -101,6 +111,7 @@ struct Entry {
   };
   std::vector<Arg> args;
   memory::desc scratchpad; ///< the primitive's (userScratchpad)
+  int threads = 1;         ///< its OpenMP threads, made and run with them
   bool usable = false;
 };
 
@@ -113,16 +124,18 @@ std::unordered_map<std::string, std::shared_ptr<Entry>> &cache() {
 /// The cached entry for `key`, made by `make` the first time (a failed
 /// creation is cached too, as unusable).
 template <typename Make>
-std::shared_ptr<Entry> cached(const std::string &key, Make &&make) {
+std::shared_ptr<Entry> cached(const std::string &key, int threads,
+                              Make &&make) {
   // Before any primitive is made: a primitive sizes its scratchpad for the
   // thread count of the thread that makes it, and must run with no more.
   // A primitive made for fewer threads would overrun its scratchpad run on
   // more (setThreadCount between steps): the count is part of the key.
-  matchThreads();
+  useThreads(threads);
   std::lock_guard<std::mutex> lock(cacheMutex);
-  auto &slot = cache()[std::to_string(threadCount()) + "t" + key];
+  auto &slot = cache()[std::to_string(threads) + "t" + key];
   if (!slot) {
     slot = std::make_shared<Entry>();
+    slot->threads = threads;
     try {
       make(*slot);
     } catch (const dnnl::error &) {
@@ -137,7 +150,7 @@ std::shared_ptr<Entry> cached(const std::string &key, Make &&make) {
 bool run(const Entry &e, const std::vector<void *> &ptrs) {
   if (!e.usable)
     return false;
-  matchThreads();
+  useThreads(e.threads);
   // One execution at a time: a primitive's library-managed scratchpad is
   // shared, so two threads running kernels at once (data-parallel ranks as
   // threads, a trainer beside an evaluation) would write it together. A
@@ -245,6 +258,16 @@ std::string convKey(const char *what, const ConvProblem &p, bool bias) {
          dimsKey(p.padBegin);
 }
 
+/// A convolution's multiply-adds (each gradient has as many).
+int64_t convVolume(const ConvProblem &p) {
+  int64_t v = p.n * p.m * (p.groups > 0 ? p.c / p.groups : p.c);
+  for (int64_t o : p.out)
+    v *= o;
+  for (int64_t k : p.kernel)
+    v *= k;
+  return v;
+}
+
 memory::desc anyOf(const memory::desc &d) {
   return memory::desc(d.dims(), d.data_type(), memory::format_tag::any);
 }
@@ -311,7 +334,7 @@ bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
   key << "mm" << typeName(t) << typeName(yt) << ta << tb << "|" << batch << ","
       << m << "," << n << "," << k << "|" << alpha << "," << beta
       << (bias ? "|bias" : "");
-  auto e = cached(key.str(), [&](Entry &e) {
+  auto e = cached(key.str(), threadsFor(batch * m * n * k), [&](Entry &e) {
     memory::data_type dt = dnnlType(t), ydt = dnnlType(yt);
     Dims ad = {batch, m, k}, bd = {batch, k, n}, yd = {batch, m, n};
     Dims as = ta ? Dims{m * k, 1, m} : Dims{m * k, k, 1};
@@ -355,21 +378,22 @@ bool convForward(const ConvProblem &p, const void *x, const void *w,
                  const void *bias, void *y) {
   ConvDescs d;
   bool hasBias = bias != nullptr;
-  auto e = cached(convKey("fwd", p, hasBias), [&](Entry &e) {
-    if (!convDescs(p, d))
-      return;
-    auto pd = forwardDesc(d, hasBias);
-    if (isReference(pd.impl_info_str()))
-      return;
-    e.prim = dnnl::convolution_forward(pd);
-    e.scratchpad = pd.scratchpad_desc();
-    e.args = {{DNNL_ARG_SRC, d.src, pd.src_desc(), true},
-              {DNNL_ARG_WEIGHTS, d.wei, pd.weights_desc(), true}};
-    if (hasBias)
-      e.args.push_back({DNNL_ARG_BIAS, d.bias, pd.bias_desc(), true});
-    e.args.push_back({DNNL_ARG_DST, d.dst, pd.dst_desc(), false});
-    e.usable = true;
-  });
+  auto e = cached(
+      convKey("fwd", p, hasBias), threadsFor(convVolume(p)), [&](Entry &e) {
+        if (!convDescs(p, d))
+          return;
+        auto pd = forwardDesc(d, hasBias);
+        if (isReference(pd.impl_info_str()))
+          return;
+        e.prim = dnnl::convolution_forward(pd);
+        e.scratchpad = pd.scratchpad_desc();
+        e.args = {{DNNL_ARG_SRC, d.src, pd.src_desc(), true},
+                  {DNNL_ARG_WEIGHTS, d.wei, pd.weights_desc(), true}};
+        if (hasBias)
+          e.args.push_back({DNNL_ARG_BIAS, d.bias, pd.bias_desc(), true});
+        e.args.push_back({DNNL_ARG_DST, d.dst, pd.dst_desc(), false});
+        e.usable = true;
+      });
   std::vector<void *> ptrs = {const_cast<void *>(x), const_cast<void *>(w)};
   if (hasBias)
     ptrs.push_back(const_cast<void *>(bias));
@@ -381,25 +405,26 @@ bool convForward(const ConvProblem &p, const void *x, const void *w,
 
 bool convBackwardData(const ConvProblem &p, const void *dy, const void *w,
                       void *dx) {
-  auto e = cached(convKey("bwd_d", p, false), [&](Entry &e) {
-    ConvDescs d;
-    if (!convDescs(p, d))
-      return;
-    auto hint = forwardDesc(d, false);
-    dnnl::convolution_backward_data::desc bd(
-        dnnl::algorithm::convolution_direct, anyOf(d.src), anyOf(d.wei),
-        anyOf(d.dst), d.strides, d.dilations, d.padL, d.padR);
-    dnnl::convolution_backward_data::primitive_desc pd(bd, userScratchpad(),
-                                                       engine(), hint);
-    if (isReference(pd.impl_info_str()))
-      return;
-    e.prim = dnnl::convolution_backward_data(pd);
-    e.scratchpad = pd.scratchpad_desc();
-    e.args = {{DNNL_ARG_DIFF_DST, d.dst, pd.diff_dst_desc(), true},
-              {DNNL_ARG_WEIGHTS, d.wei, pd.weights_desc(), true},
-              {DNNL_ARG_DIFF_SRC, d.src, pd.diff_src_desc(), false}};
-    e.usable = true;
-  });
+  auto e = cached(
+      convKey("bwd_d", p, false), threadsFor(convVolume(p)), [&](Entry &e) {
+        ConvDescs d;
+        if (!convDescs(p, d))
+          return;
+        auto hint = forwardDesc(d, false);
+        dnnl::convolution_backward_data::desc bd(
+            dnnl::algorithm::convolution_direct, anyOf(d.src), anyOf(d.wei),
+            anyOf(d.dst), d.strides, d.dilations, d.padL, d.padR);
+        dnnl::convolution_backward_data::primitive_desc pd(bd, userScratchpad(),
+                                                           engine(), hint);
+        if (isReference(pd.impl_info_str()))
+          return;
+        e.prim = dnnl::convolution_backward_data(pd);
+        e.scratchpad = pd.scratchpad_desc();
+        e.args = {{DNNL_ARG_DIFF_DST, d.dst, pd.diff_dst_desc(), true},
+                  {DNNL_ARG_WEIGHTS, d.wei, pd.weights_desc(), true},
+                  {DNNL_ARG_DIFF_SRC, d.src, pd.diff_src_desc(), false}};
+        e.usable = true;
+      });
   bool ok = run(*e, {const_cast<void *>(dy), const_cast<void *>(w), dx});
   note(Family::Conv, p.dtype, ok);
   return ok;
@@ -407,25 +432,27 @@ bool convBackwardData(const ConvProblem &p, const void *dy, const void *w,
 
 bool convBackwardWeights(const ConvProblem &p, const void *dy, const void *x,
                          void *dw) {
-  auto e = cached(convKey("bwd_w", p, false), [&](Entry &e) {
-    ConvDescs d;
-    if (!convDescs(p, d))
-      return;
-    auto hint = forwardDesc(d, false);
-    dnnl::convolution_backward_weights::desc bd(
-        dnnl::algorithm::convolution_direct, anyOf(d.src), anyOf(d.wei),
-        anyOf(d.dst), d.strides, d.dilations, d.padL, d.padR);
-    dnnl::convolution_backward_weights::primitive_desc pd(bd, userScratchpad(),
-                                                          engine(), hint);
-    if (isReference(pd.impl_info_str()))
-      return;
-    e.prim = dnnl::convolution_backward_weights(pd);
-    e.scratchpad = pd.scratchpad_desc();
-    e.args = {{DNNL_ARG_DIFF_DST, d.dst, pd.diff_dst_desc(), true},
-              {DNNL_ARG_SRC, d.src, pd.src_desc(), true},
-              {DNNL_ARG_DIFF_WEIGHTS, d.wei, pd.diff_weights_desc(), false}};
-    e.usable = true;
-  });
+  auto e = cached(
+      convKey("bwd_w", p, false), threadsFor(convVolume(p)), [&](Entry &e) {
+        ConvDescs d;
+        if (!convDescs(p, d))
+          return;
+        auto hint = forwardDesc(d, false);
+        dnnl::convolution_backward_weights::desc bd(
+            dnnl::algorithm::convolution_direct, anyOf(d.src), anyOf(d.wei),
+            anyOf(d.dst), d.strides, d.dilations, d.padL, d.padR);
+        dnnl::convolution_backward_weights::primitive_desc pd(
+            bd, userScratchpad(), engine(), hint);
+        if (isReference(pd.impl_info_str()))
+          return;
+        e.prim = dnnl::convolution_backward_weights(pd);
+        e.scratchpad = pd.scratchpad_desc();
+        e.args = {
+            {DNNL_ARG_DIFF_DST, d.dst, pd.diff_dst_desc(), true},
+            {DNNL_ARG_SRC, d.src, pd.src_desc(), true},
+            {DNNL_ARG_DIFF_WEIGHTS, d.wei, pd.diff_weights_desc(), false}};
+        e.usable = true;
+      });
   bool ok = run(*e, {const_cast<void *>(dy), const_cast<void *>(x), dw});
   note(Family::Conv, p.dtype, ok);
   return ok;

@@ -48,9 +48,10 @@ void setThreadCount(int n) {
   setBlasThreadCount(threadCount());
 }
 
-void applyThreadCount() {
+void applyThreadCount() { useThreads(threadCount()); }
+
+void useThreads(int n) {
   thread_local int applied = 0;
-  int n = threadCount();
   if (applied == n)
     return;
   applied = n;

@@ -26,6 +26,10 @@ void setThreadCount(int n);
 /// threads; cheap after the first call on a thread while the count stays.
 void applyThreadCount();
 
+/// Gives the calling thread's next OpenMP regions `n` threads (a oneDNN
+/// primitive too small to share out runs on one); cheap when unchanged.
+void useThreads(int n);
+
 /// Calls body(begin, end) on disjoint ranges covering [0, n), in parallel
 /// when n is at least 2 * grain and the pool has more than one thread
 /// (each range then holds at least `grain` items), else once on [0, n)
