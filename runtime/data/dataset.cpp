@@ -96,15 +96,6 @@ std::vector<DataInputSpec> describeDataInputs(const Graph &step,
 
 namespace {
 
-/// The dtype rule of checkSamples for a mapped array: the spec's, or an
-/// integer the batch converts losslessly to the spec's integer dtype.
-bool dtypeFits(DType file, DType spec) {
-  if (file == spec)
-    return true;
-  return !isFloating(file) && !isFloating(spec) && file != DType::Bool &&
-         spec != DType::Bool;
-}
-
 /// The .npy files of a directory, sorted, for an error that lists them.
 std::string npyFilesIn(const std::string &dir) {
   std::vector<std::string> names;
@@ -178,9 +169,8 @@ Dataset Dataset::fromSources(const std::vector<std::string> &paths,
         if (sample != s.sampleDims)
           throw Error(where + ": samples have shape " + dimsToString(sample) +
                       ", the model expects " + dimsToString(s.sampleDims));
-        if (!dtypeFits(m->dtype(), s.dtype))
-          throw Error(where + ": dtype " + dtypeName(m->dtype()) +
-                      ", the model expects " + dtypeName(s.dtype));
+        if (!samplesConvert(m->dtype(), s.dtype))
+          throw Error(dtypeMismatch(where, m->dtype(), s.dtype));
         if (shard.count >= 0 && m->dims()[0] != shard.count)
           throw Error(where + ": has " + std::to_string(m->dims()[0]) +
                       " samples, " + countedIn + " has " +

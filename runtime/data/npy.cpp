@@ -232,6 +232,11 @@ bool dtypeFromDescr(const std::string &descr, DType &t, std::string &err) {
     }
   }
   err = "unsupported dtype '" + printable(descr) + "'";
+  // ml_dtypes' bfloat16 (jax, torch's .numpy() refuses bf16) is saved as
+  // raw 2-byte records: the type is lost, so say what to store instead.
+  if (descr.size() == 3 && descr.substr(1) == "V2")
+    err += " (raw 2-byte records, as an ml_dtypes bfloat16 array is saved: "
+           "store float32, which a bf16 input rounds as it is read)";
   return false;
 }
 

@@ -7,6 +7,25 @@
 
 namespace mpc {
 
+bool samplesConvert(DType stored, DType wanted) {
+  if (stored == wanted)
+    return true;
+  if (stored == DType::F32 && wanted == DType::BF16)
+    return true;
+  return !isFloating(stored) && !isFloating(wanted) && stored != DType::Bool &&
+         wanted != DType::Bool;
+}
+
+std::string dtypeMismatch(const std::string &where, DType stored,
+                          DType wanted) {
+  std::string line = where + ": dtype " + dtypeName(stored) +
+                     ", the model expects " + dtypeName(wanted);
+  if (wanted == DType::BF16)
+    line += " (numpy has no bfloat16: store float32, which is rounded to "
+            "bf16 as it is read)";
+  return line;
+}
+
 void checkSamples(Tensor &t, const DataInputSpec &s, const std::string &where) {
   if (t.dims.empty())
     throw Error(where + ": is a scalar; expected samples along axis 0");
@@ -15,12 +34,8 @@ void checkSamples(Tensor &t, const DataInputSpec &s, const std::string &where) {
     throw Error(where + ": samples have shape " + dimsToString(sample) +
                 ", the model expects " + dimsToString(s.sampleDims));
   if (t.dtype != s.dtype) {
-    // Labels saved as int32 are common; convert losslessly.
-    bool intToInt = !isFloating(t.dtype) && !isFloating(s.dtype) &&
-                    t.dtype != DType::Bool && s.dtype != DType::Bool;
-    if (!intToInt)
-      throw Error(where + ": dtype " + dtypeName(t.dtype) +
-                  ", the model expects " + dtypeName(s.dtype));
+    if (!samplesConvert(t.dtype, s.dtype))
+      throw Error(dtypeMismatch(where, t.dtype, s.dtype));
     t = t.castTo(s.dtype);
   }
   int64_t perSample = elementCount(s.sampleDims);
