@@ -146,7 +146,10 @@ Value *findLoss(Graph &g, PassContext &ctx) {
           << (scalars.empty() ? std::string("none")
                               : std::to_string(scalars.size()))
           << " of them " << (scalars.size() == 1 ? "is" : "are")
-          << " a scalar float: name the loss with --loss=NAME";
+          << " a scalar float: name the loss with --loss=NAME"
+          << (scalars.empty() ? ", or export a forward that returns its mean "
+                                "loss (e.g. `return loss, logits`)"
+                              : "");
   return nullptr;
 }
 
@@ -158,10 +161,14 @@ void checkLoss(const Value &loss) {
   if (loss.dtype == DType::Undefined || !loss.hasShape)
     errorAt(*p) << "the type of the loss '" << loss.name()
                 << "' is unknown; run infer-shapes before autodiff";
+  // The usual cause is a forward that returns its logits (or a loss with
+  // reduction='none'): say how to export the loss.
   if (!isScalarFloat(loss))
     errorAt(*p) << "the loss '" << loss.name()
                 << "' must be a scalar float (rank 0 or all dims 1), got "
-                << loss.typeString();
+                << loss.typeString()
+                << "; export a forward that returns its mean loss (e.g. "
+                   "`return loss, logits`), or name it with --loss=NAME";
 }
 
 bool isDifferentiableInput(const GradientRuleInfo *info, size_t i) {
