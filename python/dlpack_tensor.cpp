@@ -120,7 +120,10 @@ Tensor tensorFromDlpack(const py::handle &object, const std::string &what) {
                   "; a cpu Trainer reads host memory (pass tensor.cpu())");
     managed = takeCapsule(object.attr("__dlpack__")(), what);
   } catch (const py::error_already_set &e) {
-    throw Error(what + ": no DLPack export (" + std::string(e.what()) + ")");
+    // The exception's own line, not the traceback e.what() appends.
+    throw Error(what + ": no DLPack export (" +
+                std::string(py::str(e.type().attr("__name__"))) + ": " +
+                std::string(py::str(e.value())) + ")");
   }
   const DLTensor &t = managed->dl_tensor;
   DType dtype = dtypeOf(t.dtype);

@@ -93,6 +93,14 @@ std::vector<std::pair<std::string, Tensor>> arraysOf(const py::handle &batch,
   return arrays;
 }
 
+/// The data inputs' names, for an error: "x, y".
+std::string inputNames(const std::vector<DataInputSpec> &specs) {
+  std::string list;
+  for (const DataInputSpec &s : specs)
+    list += (list.empty() ? "" : ", ") + s.name;
+  return list;
+}
+
 /// Splits a batch of K x B samples into K micro-batches of B.
 std::vector<std::vector<std::pair<std::string, Tensor>>>
 splitSamples(std::vector<std::pair<std::string, Tensor>> arrays, int64_t k,
@@ -285,6 +293,23 @@ PYBIND11_MODULE(mpc, m) {
             std::vector<std::vector<std::pair<std::string, Tensor>>> parts;
             if (py::isinstance<py::list>(batch) ||
                 py::isinstance<py::tuple>(batch)) {
+              // A DataLoader's (x, y) passed as it comes: say what a batch
+              // is, not that micro-batch 0 is not a dict.
+              py::sequence items = py::reinterpret_borrow<py::sequence>(batch);
+              if (k == 1 &&
+                  (items.size() != 1 || !py::isinstance<py::dict>(items[0])))
+                throw Error(
+                    "batch: expected a dict of input name -> array (the "
+                    "step's inputs: " +
+                    inputNames(t.inputs()) + "), got a " +
+                    std::string(py::str(py::type::of(batch).attr("__name__"))) +
+                    (items.size()
+                         ? " of " +
+                               std::string(py::str(
+                                   py::type::of(items[0]).attr("__name__")))
+                         : std::string()) +
+                    "; a list of dicts is the micro-batches of a step "
+                    "compiled with --grad-accum");
               int64_t j = 0;
               for (const py::handle &micro : batch)
                 parts.push_back(

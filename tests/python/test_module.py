@@ -167,6 +167,12 @@ def main():
     expect_error("label out of range", lambda: resumed.step(
         {"x": x, "y": y + 7}), "'y'")
     expect_error("not a dict", lambda: resumed.step([x, y]), "dict")
+    # A DataLoader's (x, y) tuple passed as it comes: what a batch is and
+    # the step's inputs, not "micro-batch 0".
+    msg = expect_error("a tuple of arrays", lambda: resumed.step((x, y)),
+                       "batch: expected a dict", "the step's inputs: x, y",
+                       "got a tuple of ndarray")
+    assert "micro-batch" not in msg.split(";")[0], msg
     assert resumed.step_count == STEPS
     after = resumed.state_dict()
     for name in before:
@@ -341,9 +347,11 @@ def main():
         mpc.Trainer(step).step(b0)
         assert np.array_equal(b0["x"], x0), "the step wrote the caller's array"
         # What DLPack cannot give is an mpc.Error naming the input.
-        expect_error("tensor requiring grad", lambda: tt.step(
+        msg = expect_error("tensor requiring grad", lambda: tt.step(
             {"x": torch.from_numpy(b0["x"]).requires_grad_(), "y": yb}),
             "'x'", "detach")
+        # torch's one line, not the Python traceback pybind11 appends.
+        assert "At:" not in msg and "\\n" not in msg, msg
         expect_error("bf16 for an fp32 input", lambda: tt.step(
             {"x": torch.from_numpy(b0["x"]).bfloat16(), "y": yb}),
             "'x'", "bf16", "fp32")
