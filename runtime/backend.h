@@ -55,7 +55,9 @@ public:
   virtual uint8_t *allocateArena(size_t bytes) { return nullptr; }
   virtual void freeArena(uint8_t *arena) {}
   /// Enqueue copies in stream order (host memory must stay valid until
-  /// synchronize()).
+  /// synchronize(); a backend with asyncSteps() is done reading copyToDevice's
+  /// `src` when the call returns, and writes copyToHost's `dst` by the
+  /// waitStep() of the step that enqueued it).
   virtual void copyToDevice(void *dst, const void *src, size_t bytes) {}
   virtual void copyToHost(void *dst, const void *src, size_t bytes) {}
   virtual void copyOnDevice(void *dst, const void *src, size_t bytes) {}
@@ -77,6 +79,23 @@ public:
   virtual void endStep() {}
   /// Ends a step a node's error interrupted: nothing recorded is kept.
   virtual void abortStep() {}
+
+  /// Whether a resident step may be left running while the host goes on
+  /// (submitStep/waitStep below): the executor then launches the next step
+  /// before the last one's fetched values have arrived. The run loop turns
+  /// it on by default for such a backend only (runtime/step_lookahead.h).
+  virtual bool asyncSteps() const { return false; }
+  /// Ends the host's part of the step started by beginStep, after its
+  /// endStep and its copyToHost calls, without waiting for the device:
+  /// returns a ticket for waitStep. By default: synchronize() at once.
+  virtual uint64_t submitStep() {
+    synchronize();
+    return 0;
+  }
+  /// Waits for the submitted step `ticket` (and every one before it): its
+  /// downloads are in host memory after it. Throws as synchronize() does
+  /// for an error the device found in that step.
+  virtual void waitStep(uint64_t ticket) {}
 
   /// The device's free and total memory, where the device has its own (a
   /// GPU: cudaMemGetInfo); false where it does not know or shares the host's

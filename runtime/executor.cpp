@@ -175,10 +175,20 @@ Executor::Executor(const Graph &graph, Backend &backend,
                     "' (fetchAfterRun)");
       fetchSlots_.push_back(slotOf(v));
     }
+    fetched_.assign(slots_.size(), false);
+    for (size_t s : fetchSlots_)
+      fetched_[s] = true;
   }
 }
 
 Executor::~Executor() {
+  // Downloads in flight land in pending_'s tensors: let them land first.
+  if (!pending_.empty()) {
+    try {
+      backend_.synchronize();
+    } catch (...) { // the step's own error was reported, or never will be
+    }
+  }
   if (deviceArena_)
     backend_.freeArena(deviceArena_);
 }
@@ -372,9 +382,39 @@ void Executor::makePlan() {
   planned_ = std::move(g);
 }
 
+void Executor::launch(uint64_t seed) {
+  if (resident_)
+    runResident(seed);
+  else
+    run(seed);
+}
+
+void Executor::collect() {
+  if (pending_.empty())
+    return;
+  PendingRun &run = pending_.front();
+  try {
+    backend_.waitStep(run.ticket);
+  } catch (...) {
+    pending_.pop_front(); // its values never arrive
+    throw;
+  }
+  for (size_t k = 0; k < fetchSlots_.size(); ++k) {
+    size_t s = fetchSlots_[k];
+    // State the host has set since (a resume) stays the host's.
+    if (persistent_[s] && dirty_[s])
+      continue;
+    host_[s] = std::move(run.values[k]);
+    hostValid_[s] = true;
+  }
+  pending_.pop_front();
+}
+
 void Executor::run(uint64_t seed) {
   if (resident_) {
     runResident(seed);
+    while (!pending_.empty())
+      collect();
     return;
   }
   if (options_.useArena) {
@@ -738,8 +778,13 @@ void Executor::runResident(uint64_t seed) {
   if (!residentPlanIsCurrent()) {
     if (plan_)
       for (size_t s = 0; s < slots_.size(); ++s)
-        if (persistent_[s] && slotPlan_[s].planned && !dirty_[s])
+        if (persistent_[s] && slotPlan_[s].planned && !dirty_[s]) {
+          // A fetched state's host copy is the last collected run's: the
+          // runs in flight have changed it since.
+          if (fetched_[s] && !pending_.empty())
+            hostValid_[s] = false;
           hostCopy(s);
+        }
     makeResidentPlan();
   }
   for (size_t s = 0; s < slots_.size(); ++s)
@@ -753,8 +798,11 @@ void Executor::runResident(uint64_t seed) {
                               host_[s].bytes.data(), slotPlan_[s].bytes);
       dirty_[s] = false;
     }
+  // The values the run rewrites are the device's from now on, but for the
+  // fetched ones: their host copies stay the last collected run's until
+  // collect() installs this run's.
   for (size_t s = 0; s < slots_.size(); ++s)
-    if (!persistent_[s] || updated_[s])
+    if ((!persistent_[s] || updated_[s]) && !fetched_[s])
       hostValid_[s] = false;
 
   Backend::StepInfo info;
@@ -805,19 +853,30 @@ void Executor::runResident(uint64_t seed) {
     }
   }
   backend_.endStep();
-  for (size_t s : fetchSlots_) {
-    Tensor &h = host_[s];
-    h = Tensor();
+  submitFetches();
+  peakBytes_ = plan_->livePeakBytes;
+  fallbackPeak_ = 0;
+  outside_.clear();
+}
+
+void Executor::submitFetches() {
+  // Each run downloads into tensors of its own, so a run in flight and the
+  // one launched after it never share a destination.
+  PendingRun &run = pending_.emplace_back();
+  run.values.resize(fetchSlots_.size());
+  for (size_t k = 0; k < fetchSlots_.size(); ++k) {
+    size_t s = fetchSlots_[k];
+    Tensor &h = run.values[k];
     h.allocate(slots_[s].dtype, slots_[s].dims, /*zero=*/false);
     if (h.byteSize())
       backend_.copyToHost(h.bytes.data(), slots_[s].bytes.data(), h.byteSize());
   }
-  backend_.synchronize();
-  for (size_t s : fetchSlots_)
-    hostValid_[s] = true;
-  peakBytes_ = plan_->livePeakBytes;
-  fallbackPeak_ = 0;
-  outside_.clear();
+  try {
+    run.ticket = backend_.submitStep();
+  } catch (...) {
+    pending_.pop_back(); // the step failed: nothing of it to collect
+    throw;
+  }
 }
 
 const Tensor &Executor::hostCopy(size_t s) const {

@@ -30,6 +30,7 @@
 #include "runtime/backend.h"
 #include "support/diagnostics.h"
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -91,6 +92,17 @@ public:
 
   /// Runs every node. `seed` is passed to random ops.
   void run(uint64_t seed = 0);
+  /// run(), leaving the values of fetchAfterRun in flight where the backend
+  /// has asynchronous steps (Backend::asyncSteps): the host may set the
+  /// next batch and launch again before they arrive. Until collect()
+  /// installs a run's values, output() and initializer() of those values
+  /// give the last collected run's; every launch is collected once, in
+  /// order. Reading any other value first waits for every launched run.
+  /// Elsewhere launch() is run() and collect() does nothing.
+  void launch(uint64_t seed = 0);
+  void collect();
+  /// Launched runs not collected yet.
+  size_t pendingRuns() const { return pending_.size(); }
   /// Plans the step for these input dims (one per graph input, in order)
   /// as run() would, without binding or allocating anything: throws
   /// MemoryLimitError when the plan exceeds the memory limit, Error when an
@@ -157,6 +169,8 @@ private:
   void makeResidentPlan();
   void computeMirrors();
   void runResident(uint64_t seed);
+  /// runResident's end: the fetched values' downloads, submitted.
+  void submitFetches();
   /// The host copy of slot s, downloaded when it is not current.
   const Tensor &hostCopy(size_t s) const;
   /// "node 'n' (Op)" for the producer of slot s, or "graph input 'x'".
@@ -230,6 +244,14 @@ private:
   };
   std::vector<DeviceCopy> updateCopies_;
   std::vector<size_t> fetchSlots_;
+  std::vector<bool> fetched_; ///< per slot: one of fetchSlots_
+  /// A launched run's fetched values (in fetchSlots_' order), arriving by
+  /// the backend's waitStep(ticket).
+  struct PendingRun {
+    uint64_t ticket = 0;
+    std::vector<Tensor> values;
+  };
+  std::deque<PendingRun> pending_;
 
   size_t peakBytes_ = 0, fallbackPeak_ = 0;
   std::vector<std::string> outside_;

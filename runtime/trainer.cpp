@@ -230,88 +230,136 @@ size_t Trainer::checkMemory(int64_t batch, const MemoryLimit &limit) {
 }
 
 StepRecord Trainer::step(Batch batch) {
+  requireNoStepInFlight("a single run of the step");
+  launchRun(std::move(batch));
+  return collectRun();
+}
+
+Trainer::PendingRun &Trainer::launchRun(Batch batch) {
   auto start = std::chrono::steady_clock::now();
+  const bool resident = exec_->resident();
   // A window starts with the counter at 0; anything else (a model saved
-  // mid-window by another tool) would put the boundary elsewhere.
-  if (microDone_ == 0 && !counterName_.empty()) {
+  // mid-window by another tool) would put the boundary elsewhere. Checked
+  // where the host knows it (a run in flight rewrites it on the device;
+  // after the first window every window ends at 0 by construction).
+  if (microDone_ == 0 && !counterName_.empty() && runs_.empty()) {
     int64_t counter = int64_t(exec_->initializer(counterName_).getAsDouble(0));
     if (counter != 0)
       throw Error("state '" + counterName_ + "' is " + std::to_string(counter) +
                   ", not 0: the model was saved inside a --grad-accum window");
   }
-  StepRecord rec;
+  PendingRun run;
+  StepRecord &rec = run.rec;
   rec.step = stepsDone_ + 1;
-  if (!lossScaleName_.empty())
-    rec.lossScale = exec_->initializer(lossScaleName_).getAsDouble(0);
-  rec.lr = lr();
+  run.start = start;
+  // The scale and rate this run uses are the state the last run left: on
+  // the host now, unless a run in flight on the device has yet to bring
+  // them (collectRun reads them then).
+  run.scaleKnown = !resident || runs_.empty();
+  if (run.scaleKnown) {
+    if (!lossScaleName_.empty())
+      rec.lossScale = exec_->initializer(lossScaleName_).getAsDouble(0);
+    rec.lr = lr();
+  }
   for (auto &kv : batch)
     exec_->setInput(kv.first, std::move(kv.second));
   // One seed per run of the step (per micro-batch): dropout masks differ
   // between the micro-batches of a window.
-  uint64_t runSeed =
+  run.seed =
       seed * 1000003u + uint64_t(stepsDone_ * microBatches_ + microDone_);
-  exec_->run(runSeed);
-  rec.loss = exec_->output(lossName_).getAsDouble(0);
+  exec_->launch(run.seed);
+  if (!resident) {
+    // The results are here already (and the next run overwrites them).
+    rec.loss = exec_->output(lossName_).getAsDouble(0);
+    if (!foundInfName_.empty())
+      rec.skipped = exec_->output(foundInfName_).getAsDouble(0) != 0;
+    if (!gradNormName_.empty())
+      rec.gradNorm = exec_->output(gradNormName_).getAsDouble(0);
+    // No state has changed yet (updates are applied below), so the re-run
+    // sees the same state, batch and seed, and recomputes the same outputs.
+    // A device-resident step has applied its updates already (a skipped
+    // step still backs the scale off), so it is not re-run: rec.overflow
+    // stays empty (mpc-run --debug-overflow runs the cuda backend staged).
+    if (rec.skipped && debugOverflow)
+      rec.overflow = findFirstOverflow(*exec_, *step_, lossName_, run.seed);
+    // Read every new value before writing any: a state may be bound to a
+    // value that another binding also reads. An update the plan wrote over
+    // its state is already in place.
+    const auto &binding = model_->training->updateBinding;
+    std::vector<Tensor> updates(binding.size());
+    std::vector<bool> inPlace(binding.size());
+    for (size_t i = 0; i < binding.size(); ++i) {
+      const Tensor &now = exec_->output(binding[i].second);
+      inPlace[i] = now.bytes.data() ==
+                       exec_->initializer(binding[i].first).bytes.data() &&
+                   !now.bytes.empty();
+      if (!inPlace[i])
+        updates[i] = now;
+    }
+    for (size_t i = 0; i < binding.size(); ++i)
+      if (!inPlace[i])
+        exec_->setInitializer(binding[i].first, std::move(updates[i]));
+    rec.nextLossScale = lossScale();
+  }
+  if (++microDone_ == microBatches_) {
+    microDone_ = 0;
+    ++stepsDone_;
+  }
+  runs_.push_back(std::move(run));
+  return runs_.back();
+}
+
+StepRecord Trainer::collectRun() {
+  if (runs_.empty())
+    throw Error("internal error: no launched step to collect");
+  PendingRun run = std::move(runs_.front());
+  runs_.pop_front();
+  StepRecord &rec = run.rec;
+  if (exec_->resident()) {
+    // Before this run's values are installed, the fetched state is the one
+    // the run before it left: the scale and rate this run used.
+    if (!run.scaleKnown) {
+      rec.lossScale = lossScale();
+      rec.lr = lr();
+    }
+    exec_->collect();
+    rec.loss = exec_->output(lossName_).getAsDouble(0);
+    if (!foundInfName_.empty())
+      rec.skipped = exec_->output(foundInfName_).getAsDouble(0) != 0;
+    if (!gradNormName_.empty())
+      rec.gradNorm = exec_->output(gradNormName_).getAsDouble(0);
+    rec.nextLossScale = lossScale();
+  }
   if (world_ && world_->size() > 1) {
     // The loss each rank logs: the mean over the ranks (the global batch's
     // loss for a mean-reduced loss), summed in rank order like the
-    // gradients.
+    // gradients. Every rank collects its runs in launch order, so the
+    // gathers pair up.
     std::vector<double> losses = gatherFromRanks(*world_, rec.loss);
     double sum = 0;
     for (double l : losses)
       sum += l;
     rec.loss = sum / double(losses.size());
   }
-  if (!foundInfName_.empty())
-    rec.skipped = exec_->output(foundInfName_).getAsDouble(0) != 0;
-  // Data parallel: of the averaged gradients, the same on every rank.
-  if (!gradNormName_.empty())
-    rec.gradNorm = exec_->output(gradNormName_).getAsDouble(0);
-  // No state has changed yet (updates are applied below), so the re-run sees
-  // the same state, batch and seed, and recomputes the same outputs. A
-  // device-resident step has applied its updates on the device already.
-  // A device-resident step has applied its updates already (a skipped
-  // step still backs the scale off), so it is not re-run: rec.overflow
-  // stays empty (mpc-run --debug-overflow runs the cuda backend staged).
-  if (rec.skipped && debugOverflow && !exec_->resident())
-    rec.overflow = findFirstOverflow(*exec_, *step_, lossName_, runSeed);
-  if (exec_->resident()) { // the executor applied the binding on the device
-    finishStep(rec, start);
-    return rec;
-  }
-  // Read every new value before writing any: a state may be bound to a value
-  // that another binding also reads.
-  // An update the plan wrote over its state is already in place.
-  const auto &binding = model_->training->updateBinding;
-  std::vector<Tensor> updates(binding.size());
-  std::vector<bool> inPlace(binding.size());
-  for (size_t i = 0; i < binding.size(); ++i) {
-    const Tensor &now = exec_->output(binding[i].second);
-    inPlace[i] =
-        now.bytes.data() == exec_->initializer(binding[i].first).bytes.data() &&
-        !now.bytes.empty();
-    if (!inPlace[i])
-      updates[i] = now;
-  }
-  for (size_t i = 0; i < binding.size(); ++i)
-    if (!inPlace[i])
-      exec_->setInitializer(binding[i].first, std::move(updates[i]));
-  finishStep(rec, start);
-  return rec;
-}
-
-void Trainer::finishStep(StepRecord &rec,
-                         std::chrono::steady_clock::time_point start) {
-  if (++microDone_ == microBatches_) {
-    microDone_ = 0;
-    ++stepsDone_;
-  }
   peakBytes_ = std::max(peakBytes_, exec_->peakBytes());
   arenaPeakBytes_ = std::max(arenaPeakBytes_,
                              exec_->arenaBytes() + exec_->fallbackPeakBytes());
+  auto now = std::chrono::steady_clock::now();
+  // A run launched ahead overlapped the one before: its time starts when
+  // that one's results were read.
   rec.ms = std::chrono::duration<double, std::milli>(
-               std::chrono::steady_clock::now() - start)
+               now - std::max(run.start, lastCollect_))
                .count();
+  lastCollect_ = now;
+  return rec;
+}
+
+void Trainer::requireNoStepInFlight(const char *what) const {
+  if (!runs_.empty())
+    throw Error(std::string("internal error: ") + what + " while " +
+                std::to_string(runs_.size()) +
+                " run(s) of the step are in flight (the state is not the "
+                "host's yet)");
 }
 
 StepRecord Trainer::optimizerStep(const std::vector<Batch> &microBatches) {
@@ -326,24 +374,38 @@ StepRecord Trainer::optimizerStep(const std::vector<Batch> &microBatches) {
 
 StepRecord
 Trainer::optimizerStep(const std::function<Batch(int64_t)> &microBatch) {
+  requireNoStepInFlight("an optimizer step run alone");
+  launchStep(microBatch);
+  return collectStep();
+}
+
+void Trainer::launchStep(const std::function<Batch(int64_t)> &microBatch) {
   if (microDone_ != 0)
     throw Error("optimizerStep inside an accumulation window (after " +
                 std::to_string(microDone_) + " of " +
                 std::to_string(microBatches_) + " micro-batches)");
-  StepRecord window;
-  double lossSum = 0;
-  bool diagnose = debugOverflow;
+  bool diagnose = debugOverflow, found = false;
   // Each micro-batch is made when its turn comes and let go after: K of
   // them at once would hold K batches of data (K = 65536 of a large batch
   // does not fit).
   for (int64_t j = 0; j < microBatches_; ++j) {
     // Diagnose the first micro-batch that overflows: the sums stay
-    // non-finite after it, so later ones report found_inf too.
-    debugOverflow = diagnose && !window.overflow.found;
-    StepRecord r = step(microBatch(j));
-    if (r.overflow.found)
+    // non-finite after it, so later ones report found_inf too. (Only a
+    // host-state step diagnoses, and its results are known at launch.)
+    debugOverflow = diagnose && !found;
+    found = launchRun(microBatch(j)).rec.overflow.found || found;
+  }
+  debugOverflow = diagnose;
+}
+
+StepRecord Trainer::collectStep() {
+  StepRecord window;
+  double lossSum = 0;
+  for (int64_t j = 0; j < microBatches_; ++j) {
+    StepRecord r = collectRun();
+    if (r.overflow.found && !window.overflow.found)
       window.overflow = r.overflow;
-    if (window.step == 0) {
+    if (j == 0) {
       window.step = r.step;
       window.lossScale = r.lossScale;
       window.lr = r.lr;
@@ -352,14 +414,15 @@ Trainer::optimizerStep(const std::function<Batch(int64_t)> &microBatch) {
     window.skipped = r.skipped;   // the K-th run checks the accumulated sums
     window.gradNorm = r.gradNorm; // and clips them: the earlier ones' are
                                   // norms of partial sums
+    window.nextLossScale = r.nextLossScale;
     window.ms += r.ms;
   }
-  debugOverflow = diagnose;
   window.loss = lossSum / double(microBatches_);
   return window;
 }
 
 void Trainer::synchronizeRanks(int64_t batch) {
+  requireNoStepInFlight("synchronizing the ranks");
   if (!world_ || world_->size() == 1)
     return;
   // FNV-1a over what every rank must agree on.
@@ -425,6 +488,7 @@ double Trainer::lr() const {
 }
 
 double Trainer::reduceLrOnPlateau(double validationLoss) {
+  requireNoStepInFlight("changing the rate");
   if (!plateau_)
     return plateauLr_;
   double lr =
@@ -462,6 +526,7 @@ void Trainer::writeStateBack() {
 }
 
 void Trainer::saveCheckpoint(const std::string &path) {
+  requireNoStepInFlight("a checkpoint");
   if (microDone_ != 0)
     throw Error(path + ": cannot checkpoint inside an accumulation window (" +
                 std::to_string(microDone_) + " of " +
@@ -502,6 +567,7 @@ void Trainer::saveCheckpoint(const std::string &path) {
 }
 
 void Trainer::resumeFrom(const std::string &path) {
+  requireNoStepInFlight("a resume");
   std::unique_ptr<Model> ckpt = loadModel(path);
   if (!ckpt->training)
     throw Error(path + ": not an mpc checkpoint (no training step)");
@@ -584,6 +650,7 @@ void Trainer::resumeFrom(const std::string &path) {
 std::vector<std::string>
 Trainer::exportInference(const std::string &path,
                          const InferenceExportOptions &options) {
+  requireNoStepInFlight("an export");
   writeStateBack();
   // The trained state (the main graph's tensors are the step's, updated by
   // writeStateBack), or the parameters' moving average in their place.
@@ -620,6 +687,7 @@ void Trainer::checkInferenceExport(
 }
 
 std::vector<StateDictEntry> Trainer::stateDict(bool ema) {
+  requireNoStepInFlight("an export of the state");
   if (microDone_ != 0)
     throw Error("cannot export inside an accumulation window (" +
                 std::to_string(microDone_) + " of " +

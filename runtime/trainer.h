@@ -20,6 +20,7 @@
 #include "runtime/state_dict.h"
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -43,7 +44,9 @@ struct StepRecord {
   /// nan on an overflowed step). --grad-accum: of the window's sums, at its
   /// last micro-batch. nullopt: the step does not clip.
   std::optional<double> gradNorm;
-  double ms = 0; ///< wall time of the step
+  /// The scale the next step uses (after this step's backoff or growth).
+  double nextLossScale = 1;
+  double ms = 0; ///< wall time of the step (see Trainer::launchStep)
   /// With Trainer::debugOverflow, on a skipped step: the first node whose
   /// output held an inf/nan (runtime/overflow_provenance.h).
   OverflowReport overflow;
@@ -83,6 +86,21 @@ public:
   /// The same, asking `microBatch(j)` for micro-batch j just before it
   /// runs: one micro-batch is held at a time, however large K is.
   StepRecord optimizerStep(const std::function<Batch(int64_t)> &microBatch);
+  /// optimizerStep in two halves, so that the host can launch the next
+  /// step before this one's results are read (runtime/step_lookahead.h):
+  /// launchStep runs the step's micro-batches and applies its updates, and
+  /// collectStep returns the record of the oldest step launched. On a
+  /// backend with asynchronous steps the fetched values (loss, flags, the
+  /// scale) arrive when collected; elsewhere they are read at launch. A
+  /// record's ms counts from its launch, or from the last collect when
+  /// that came later (a step launched ahead): the run's time per step.
+  /// While a step is in flight, checkpoints, exports, a resume and a rate
+  /// change throw: they belong between steps (the run loop launches ahead
+  /// only where none comes).
+  void launchStep(const std::function<Batch(int64_t)> &microBatch);
+  StepRecord collectStep();
+  /// Optimizer steps launched and not collected.
+  size_t pendingSteps() const { return runs_.size() / size_t(microBatches_); }
   /// Micro-batches per optimizer step (mpc.grad_accum; 1 by default).
   int64_t microBatches() const { return microBatches_; }
 
@@ -134,6 +152,7 @@ public:
   const std::optional<LrSchedule> &lrSchedule() const { return schedule_; }
   int64_t lrScheduleStep() const;
 
+  /// Optimizer steps launched (all of them collected but those pending).
   int64_t stepsDone() const { return stepsDone_; }
   /// Run counters stored in checkpoints besides the state.
   uint64_t seed = 0;
@@ -153,7 +172,8 @@ public:
   /// StepRecord::overflow.
   bool debugOverflow = false;
 
-  /// Current value of a state tensor (master weights, moments, scale...).
+  /// Current value of a state tensor (master weights, moments, scale...):
+  /// after every launched run, one in flight on a device waited for.
   const Tensor &state(const std::string &name) const;
   /// Most bytes live at once in any step so far (the executor's measure,
   /// comparable to MemoryPlan::livePeakBytes).
@@ -162,7 +182,8 @@ public:
   /// could not place (comparable to MemoryPlan::arenaBytes).
   size_t arenaPeakBytes() const { return arenaPeakBytes_; }
   const Executor &executor() const { return *exec_; }
-  /// The loss scale the next step will use (1 without loss scaling).
+  /// The loss scale the next step will use (1 without loss scaling); with
+  /// steps in flight on a device, the one after the last collected step.
   double lossScale() const;
   /// Whether the step clips its gradients (mpc.grad_norm): StepRecord's
   /// gradNorm is then set.
@@ -185,8 +206,23 @@ public:
 
 private:
   void writeStateBack();
-  /// Counters, peaks and the step's time, after its state updates.
-  void finishStep(StepRecord &rec, std::chrono::steady_clock::time_point start);
+  /// Throws when a step is in flight (its state is not the host's yet).
+  void requireNoStepInFlight(const char *what) const;
+  /// One run of the step (one micro-batch) launched, not yet collected.
+  struct PendingRun {
+    StepRecord rec;
+    uint64_t seed = 0;
+    /// rec.lossScale and rec.lr were read at launch (else at collect, from
+    /// the run before it: the values it left are the ones this run used).
+    bool scaleKnown = true;
+    std::chrono::steady_clock::time_point start;
+  };
+  /// Launches one run (one micro-batch); on a host-state backend its
+  /// results are in the record at once.
+  PendingRun &launchRun(Batch batch);
+  StepRecord collectRun();
+  std::deque<PendingRun> runs_;
+  std::chrono::steady_clock::time_point lastCollect_{};
 
   std::unique_ptr<Model> model_;
   Collective *world_ = nullptr;

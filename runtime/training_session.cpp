@@ -2,6 +2,8 @@
 // its policies as a library.
 #include "runtime/training_session.h"
 
+#include "runtime/step_lookahead.h"
+
 #include "ir/step_metadata.h"
 #include "passes/optimizer/ema.h"
 #include "runtime/memory_limit.h"
@@ -11,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace mpc {
 
@@ -259,6 +262,11 @@ void TrainingSession::finishPrepare() {
   const TrainingOptions &o = options_;
   Trainer &trainer = *trainer_;
   const int64_t batch = batch_;
+  // On by default where the device runs steps asynchronously (the CUDA
+  // backend's resident step): the CPU's steps gain nothing from it.
+  lookahead_ = stepLookaheadEnabled(std::getenv("MPC_STEP_LOOKAHEAD"),
+                                    backend_.asyncSteps() &&
+                                        trainer.executor().resident());
   // The validation set, read (and checked) before the first step.
   // A resumed run's logs go on from its checkpoint's step: rows a killed
   // run logged after it are dropped (runtime/training_log.h).
@@ -393,28 +401,32 @@ EvalResult TrainingSession::evaluate(bool scheduled) {
   return lastEval;
 }
 
-bool TrainingSession::step() {
-  prepare();
+std::function<Trainer::Batch(int64_t)> TrainingSession::dataBatches() {
   if (!data_)
     throw Error("no training data to take a batch from (--data or "
                 "--synthetic)");
-  Trainer &trainer = *trainer_;
   const int ranks = world_ ? world_->size() : 1;
   const int rank = world_ ? world_->rank() : 0;
   // The order of one process (runtime/run_length.h). An epoch is whole
   // steps, so no step straddles two. Each micro-batch is cut when it runs.
-  const int64_t stepsDone = trainer.stepsDone();
-  return runStep([&](int64_t j) {
+  // The steps launched so far, a step in flight included.
+  const int64_t stepsDone = trainer_->stepsDone();
+  const int64_t k = trainer_->microBatches();
+  return [this, stepsDone, k, ranks, rank](int64_t j) {
+    const int64_t index = batchIndexOf(stepsDone, k, j, ranks, rank);
     if (prefetch_)
-      return prefetch_->get(
-          batchIndexOf(stepsDone, trainer.microBatches(), j, ranks, rank));
+      return prefetch_->get(index);
     return whileAllocating(
         "making a batch of " + std::to_string(batch_) + " samples", [&] {
-          return data_->batch(
-              batchIndexOf(stepsDone, trainer.microBatches(), j, ranks, rank),
-              batch_, trainer.shuffle, trainer.seed, epochs_.batchesPerEpoch);
+          return data_->batch(index, batch_, trainer_->shuffle, trainer_->seed,
+                              epochs_.batchesPerEpoch);
         });
-  });
+  };
+}
+
+bool TrainingSession::step() {
+  prepare();
+  return runStep(dataBatches());
 }
 
 bool TrainingSession::step(std::vector<Trainer::Batch> microBatches) {
@@ -429,17 +441,30 @@ bool TrainingSession::step(std::vector<Trainer::Batch> microBatches) {
 
 bool TrainingSession::runStep(
     const std::function<Trainer::Batch(int64_t)> &microBatch) {
-  const TrainingOptions &o = options_;
+  launchStep(microBatch);
+  return consumeStep();
+}
+
+void TrainingSession::launchStep(
+    const std::function<Trainer::Batch(int64_t)> &microBatch) {
   Trainer &trainer = *trainer_;
   // Provenance costs a second run of a skipped step: only when asked, or
-  // when the scale is below the floor (a stop may need the diagnosis).
-  trainer.debugOverflow =
-      o.debugOverflow || skipLimit_.wantsDiagnosis(trainer.lossScale());
-  StepRecord r = trainer.optimizerStep(microBatch);
+  // when the scale is below the floor (a stop may need the diagnosis). A
+  // step launched ahead is never one a stop needs (step_lookahead.h).
+  trainer.debugOverflow = options_.debugOverflow ||
+                          (trainer.pendingSteps() == 0 &&
+                           skipLimit_.wantsDiagnosis(trainer.lossScale()));
+  trainer.launchStep(microBatch);
+}
+
+bool TrainingSession::consumeStep() {
+  const TrainingOptions &o = options_;
+  Trainer &trainer = *trainer_;
+  StepRecord r = trainer.collectStep();
   if (r.skipped && o.debugOverflow)
     say(MessageKind::RankLine, r.overflow.line(r.step));
   bool skipLimitReached =
-      skipLimit_.record(r.skipped, r.lossScale, trainer.lossScale());
+      skipLimit_.record(r.skipped, r.lossScale, r.nextLossScale);
   TrainingSummary &s = summary_;
   s.skipped += r.skipped;
   s.totalMs += r.ms;
@@ -485,11 +510,10 @@ bool TrainingSession::runStep(
     // --epochs: the epoch of the step just run and the run's steps in all
     // (a resumed run counts on from its checkpoint).
     if (o.epochs > 0)
-      std::snprintf(
-          where, sizeof where, "epoch %lld/%lld  step %lld/%lld",
-          (long long)((trainer.stepsDone() - 1) / epochs_.stepsPerEpoch + 1),
-          (long long)o.epochs, (long long)trainer.stepsDone(),
-          (long long)(o.epochs * epochs_.stepsPerEpoch));
+      std::snprintf(where, sizeof where, "epoch %lld/%lld  step %lld/%lld",
+                    (long long)((r.step - 1) / epochs_.stepsPerEpoch + 1),
+                    (long long)o.epochs, (long long)r.step,
+                    (long long)(o.epochs * epochs_.stepsPerEpoch));
     else
       std::snprintf(where, sizeof where, "step %lld/%lld", (long long)done,
                     (long long)steps);
@@ -503,7 +527,7 @@ bool TrainingSession::runStep(
     say(MessageKind::Progress, line);
   }
   bool stoppedEarly = false;
-  if (evaluator_ && evalDueAt(trainer.stepsDone(), o.evalEvery)) {
+  if (evaluator_ && evalDueAt(r.step, o.evalEvery)) {
     evaluate(/*scheduled=*/true);
     if (earlyStopDue(trainer.evalsSinceBest, o.earlyStop)) {
       if (lead()) {
@@ -557,12 +581,45 @@ TrainingSummary TrainingSession::run() {
   Trainer &trainer = *trainer_;
   bool stopped = false; // a rank was asked to stop (all ranks agree)
   loopStart_ = std::chrono::steady_clock::now();
+  // Step i+1 may be launched before step i's results are read (the
+  // device keeps working while the host logs): runtime/step_lookahead.h
+  // says where. A stop request is asked of every rank before each launch,
+  // ahead or not, so a stop ends the run after the step before it.
+  bool launched = false; // step i is in flight already
   for (int64_t i = 0; i < steps_; ++i) {
-    if (onAnyRank(world_, stopRequested())) {
-      stopped = true;
+    if (!launched) {
+      if (onAnyRank(world_, stopRequested())) {
+        stopped = true;
+        break;
+      }
+      launchStep(dataBatches());
+    }
+    launched = false;
+    LookaheadQuery q;
+    q.enabled = lookahead_;
+    q.done = i + 1;
+    q.steps = steps_;
+    q.globalStep = trainer.stepsDone();
+    q.evaluates = evaluator_ != nullptr;
+    q.evalEvery = o.evalEvery;
+    q.saveEvery = saveEvery_;
+    q.debugOverflow = o.debugOverflow;
+    q.skipLimit = o.maxSkippedSteps;
+    q.skippedInARow = skipLimit_.inARow();
+    if (mayLaunchAhead(q)) {
+      if (onAnyRank(world_, stopRequested()))
+        stopped = true;
+      else {
+        launchStep(dataBatches());
+        launched = true;
+      }
+    }
+    if (!consumeStep()) {
+      if (launched) // the rule launches ahead only where no stop can come
+        throw Error("internal error: the run ended with a step in flight");
       break;
     }
-    if (!step())
+    if (stopped)
       break;
   }
   if (!summary_.failure.empty())

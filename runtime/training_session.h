@@ -174,6 +174,12 @@ public:
 
 private:
   bool runStep(const std::function<Trainer::Batch(int64_t)> &microBatch);
+  /// runStep's halves: the launch (with its overflow diagnosis decided),
+  /// and the policies on the oldest launched step's record.
+  void launchStep(const std::function<Trainer::Batch(int64_t)> &microBatch);
+  bool consumeStep();
+  /// The next optimizer step's micro-batches of the data set.
+  std::function<Trainer::Batch(int64_t)> dataBatches();
   /// prepare()'s part after the training data: the validation set, logs.
   void finishPrepare();
   void say(MessageKind kind, const std::string &line);
@@ -200,6 +206,10 @@ private:
   TrainingLog log_, evalLog_;
   TensorBoardWriter tensorboard_;
   SkippedStepLimit skipLimit_;
+  /// Whether run() launches a step before reading the last one's results
+  /// (runtime/step_lookahead.h; MPC_STEP_LOOKAHEAD, else the backend's
+  /// asynchronous steps).
+  bool lookahead_ = false;
   TrainingSummary summary_;
   std::chrono::steady_clock::time_point loopStart_;
   std::atomic<bool> stopRequested_{false};

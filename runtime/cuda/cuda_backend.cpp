@@ -252,6 +252,13 @@ public:
       profile_ = std::make_unique<OpProfile>();
     device_.workspace.shared =
         flagFromEnvironment("MPC_CUDA_SHARED_SCRATCH", true);
+    for (StepSlot &slot : slots_) {
+      MPC_CUDA_CHECK(
+          cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
+      MPC_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void **>(&slot.words),
+                                    2 * sizeof(uint64_t)));
+      slot.words[0] = slot.words[1] = 0;
+    }
   }
 
   ~CudaBackend() override {
@@ -263,6 +270,11 @@ public:
     destroyGraphs(graphs_.dropAll());      // the arenas or pinned memory
     for (const auto &kv : arenas_)
       cudaFree(kv.first);
+    for (StepSlot &slot : slots_) {
+      if (slot.done)
+        cudaEventDestroy(slot.done);
+      cudaFreeHost(slot.words);
+    }
   }
 
   std::string name() const override { return "cuda"; }
@@ -317,6 +329,11 @@ public:
   // --- device-resident steps
 
   bool deviceResident() const override { return device_.options.resident; }
+  /// Resident steps end with an event, not a wait (submitStep), but for a
+  /// profile, whose per-step table reads the events at each step's end.
+  bool asyncSteps() const override {
+    return device_.options.resident && !profile_;
+  }
 
   bool supportsResident(const Node &node, const std::vector<bool> &hostKnown,
                         std::string &why) const override {
@@ -361,7 +378,7 @@ public:
     // The batch (and state the host changed) through pinned memory: the
     // copy queues behind the previous step's work instead of waiting for
     // it, which a copy from pageable memory does.
-    if (uint8_t *staged = uploads_.take(bytes)) {
+    if (uint8_t *staged = slot().uploads.take(bytes)) {
       std::memcpy(staged, src, bytes);
       src = staged;
     }
@@ -374,10 +391,10 @@ public:
     // A copy into pageable memory returns only when it is done (a sync per
     // copy); the step's few scalars go through pinned memory instead and
     // reach `dst` in synchronize(), after the step's one wait.
-    if (uint8_t *staged = downloads_.take(bytes)) {
+    if (uint8_t *staged = slot().downloads.take(bytes)) {
       MPC_CUDA_CHECK(cudaMemcpyAsync(staged, src, bytes, cudaMemcpyDeviceToHost,
                                      device_.stream));
-      pending_.push_back({dst, staged, bytes});
+      slot().pending.push_back({dst, staged, bytes});
       return;
     }
     MPC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
@@ -394,25 +411,51 @@ public:
 
   void synchronize() override {
     MPC_CUDA_CHECK(cudaStreamSynchronize(device_.stream));
-    for (const Pending &p : pending_)
-      std::memcpy(p.dst, p.staged, p.bytes);
-    pending_.clear();
     if (profile_)
       profile_->stepEnds();
-    downloads_.recycle();
-    uploads_.recycle();
     device_.freeRetiredWorkspace();
     if (MeasuredPeak::sampleAt(steps_))
       sampleDeviceMemory();
-    int32_t code = *device_.errorHost;
-    if (code > 0) {
-      *device_.errorHost = 0;
-      std::string where = size_t(code) <= device_.errorNodes.size()
-                              ? device_.errorNodes[size_t(code) - 1]
-                              : "a node";
-      throw Error(where + ": an index or label is out of range (found on "
-                          "the device during the step)");
+    // Every step in flight has arrived, oldest first, then what was
+    // enqueued since the last submitStep.
+    std::string error;
+    while (StepSlot *oldest = oldestInFlight())
+      deliver(*oldest, error);
+    deliver(slot(), error);
+    if (!error.empty())
+      throw Error(error);
+  }
+
+  uint64_t submitStep() override {
+    if (!asyncSteps()) {
+      synchronize();
+      return 0;
     }
+    // The step's end, as an event; its downloads and words stay in its
+    // slot until waitStep. The next step takes the other slot, which must
+    // have arrived first (two steps in flight at most).
+    StepSlot &s = slot();
+    MPC_CUDA_CHECK(cudaEventRecord(s.done, device_.stream));
+    s.ticket = nextTicket_++;
+    s.inFlight = true;
+    current_ = (current_ + 1) % kSlots;
+    if (slot().inFlight)
+      waitStep(slot().ticket);
+    return s.ticket;
+  }
+
+  void waitStep(uint64_t ticket) override {
+    std::string error;
+    while (StepSlot *oldest = oldestInFlight()) {
+      if (oldest->ticket > ticket)
+        break;
+      MPC_CUDA_CHECK(cudaEventSynchronize(oldest->done));
+      deliver(*oldest, error);
+    }
+    if (MeasuredPeak::sampleAt(steps_))
+      sampleDeviceMemory();
+    if (!error.empty())
+      throw Error(error);
   }
 
   bool beginStep(const StepInfo &info) override {
@@ -421,8 +464,10 @@ public:
       profile_->stepBegins();
     // The seed and a clean error word, before any recorded work: neither
     // copy is part of the graph, both are in stream order before it.
-    *device_.seedHost = info.seed;
-    MPC_CUDA_CHECK(cudaMemcpyAsync(device_.seedDevice, device_.seedHost,
+    // From this step's slot: the word of a step still in flight may not
+    // have been read by its copy yet.
+    slot().words[0] = info.seed;
+    MPC_CUDA_CHECK(cudaMemcpyAsync(device_.seedDevice, &slot().words[0],
                                    sizeof(uint64_t), cudaMemcpyHostToDevice,
                                    device_.stream));
     MPC_CUDA_CHECK(cudaMemsetAsync(device_.errorDevice, 0, sizeof(int32_t),
@@ -496,7 +541,7 @@ public:
       MPC_CUDA_CHECK(cudaGraphLaunch(exec, device_.stream));
       ++graphLaunches_;
     }
-    MPC_CUDA_CHECK(cudaMemcpyAsync(device_.errorHost, device_.errorDevice,
+    MPC_CUDA_CHECK(cudaMemcpyAsync(errorWord(slot()), device_.errorDevice,
                                    sizeof(int32_t), cudaMemcpyDeviceToHost,
                                    device_.stream));
   }
@@ -543,7 +588,7 @@ public:
                        s.peakReservedBytes + CudaDevice::kCublasWorkspace +
                        sizeof(uint64_t) + sizeof(int32_t);
     m.measuredPeakBytes = device_.measuredPeak.peak();
-    m.pinnedHostBytes = downloads_.capacity() + uploads_.capacity() +
+    m.pinnedHostBytes = pinnedSlotBytes() + kSlots * 2 * sizeof(uint64_t) +
                         sizeof(uint64_t) + sizeof(int32_t);
     return m;
   }
@@ -607,9 +652,62 @@ private:
   /// Pinned staging of downloads (the fetched scalars, up to 1 MiB) and of
   /// uploads (the batch and host-changed state, up to 256 MiB; the state's
   /// first upload, which may be larger, goes the pageable way once).
-  PinnedBuffer downloads_{size_t(1) << 20, 4096};
-  PinnedBuffer uploads_{size_t(256) << 20, size_t(64) << 10};
-  std::vector<Pending> pending_;
+  /// What one step needs of the host until it has arrived: its pinned
+  /// staging, its downloads waiting there, its seed and error words and its
+  /// end (an event). Two of them, used in turn, so that the host can set up
+  /// the next step while the last one runs (submitStep/waitStep).
+  struct StepSlot {
+    PinnedBuffer downloads{size_t(1) << 20, 4096};
+    PinnedBuffer uploads{size_t(256) << 20, size_t(64) << 10};
+    std::vector<Pending> pending;
+    uint64_t *words = nullptr; ///< [0]: the seed; [1]: the error word
+    cudaEvent_t done = nullptr;
+    uint64_t ticket = 0;
+    bool inFlight = false;
+  };
+  static constexpr int kSlots = 2;
+  StepSlot slots_[kSlots];
+  int current_ = 0;
+  uint64_t nextTicket_ = 1;
+  StepSlot &slot() { return slots_[current_]; }
+  static int32_t *errorWord(StepSlot &s) {
+    return reinterpret_cast<int32_t *>(&s.words[1]);
+  }
+  /// The slot submitted first of those in flight, or nullptr.
+  StepSlot *oldestInFlight() {
+    StepSlot *oldest = nullptr;
+    for (StepSlot &s : slots_)
+      if (s.inFlight && (!oldest || s.ticket < oldest->ticket))
+        oldest = &s;
+    return oldest;
+  }
+  /// After the slot's work is done: its downloads reach their places, its
+  /// staging is free again, and the error its step found (the first, if
+  /// several) goes into `error`.
+  void deliver(StepSlot &s, std::string &error) {
+    for (const Pending &p : s.pending)
+      std::memcpy(p.dst, p.staged, p.bytes);
+    s.pending.clear();
+    s.downloads.recycle();
+    s.uploads.recycle();
+    s.inFlight = false;
+    int32_t code = *errorWord(s);
+    if (code > 0) {
+      *errorWord(s) = 0;
+      std::string where = size_t(code) <= device_.errorNodes.size()
+                              ? device_.errorNodes[size_t(code) - 1]
+                              : "a node";
+      if (error.empty())
+        error = where + ": an index or label is out of range (found on "
+                        "the device during the step)";
+    }
+  }
+  size_t pinnedSlotBytes() const {
+    size_t n = 0;
+    for (const StepSlot &s : slots_)
+      n += s.downloads.capacity() + s.uploads.capacity();
+    return n;
+  }
   /// What a step under capture asked for, in order: a node (its context)
   /// or a device copy; run eagerly if the capture fails.
   struct Recorded {

@@ -6,12 +6,20 @@
 // the second step of a plan and replays the recording afterwards (a CUDA
 // graph), setting only the step's seed. Which inputs a node may read on the
 // host is a table (hostInputs) or a real backend's rule (residentCheck).
+//
+// With `late`, its steps are asynchronous (Backend::asyncSteps) and their
+// downloads arrive late, as a device's do: a download is taken when it is
+// enqueued, its destination filled with NaN bytes, and the bytes reach it
+// only at the waitStep of its step (or a synchronize), so that a value read
+// before its step was collected shows.
 #pragma once
 
 #include "runtime/backend.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -34,10 +42,14 @@ public:
       residentCheck;
   /// Replay recordings (false: run every node every step).
   bool replay = true;
+  /// Asynchronous steps whose downloads arrive at waitStep (see above).
+  bool late = false;
 
   struct Counts {
     size_t arenas = 0, uploads = 0, downloads = 0, deviceCopies = 0, syncs = 0,
-           nodeRuns = 0, replays = 0;
+           nodeRuns = 0, replays = 0, submits = 0, waits = 0;
+    /// The most steps submitted and not yet waited for at once.
+    size_t mostInFlight = 0;
   } counts;
 
   ~ResidentCpuBackend() override {
@@ -90,7 +102,13 @@ public:
   }
   void copyToHost(void *dst, const void *src, size_t bytes) override {
     ++counts.downloads;
-    std::memcpy(dst, src, bytes);
+    if (!late) {
+      std::memcpy(dst, src, bytes);
+      return;
+    }
+    const auto *p = static_cast<const uint8_t *>(src);
+    current_.push_back({dst, std::vector<uint8_t>(p, p + bytes)});
+    std::memset(dst, 0xFF, bytes);
   }
   void copyOnDevice(void *dst, const void *src, size_t bytes) override {
     ++counts.deviceCopies;
@@ -98,7 +116,30 @@ public:
     if (recording_)
       copies_.push_back({dst, src, bytes});
   }
-  void synchronize() override { ++counts.syncs; }
+  void synchronize() override {
+    ++counts.syncs;
+    for (Step &s : inFlight_)
+      deliver(s.downloads);
+    inFlight_.clear();
+    deliver(current_);
+  }
+  bool asyncSteps() const override { return late; }
+  uint64_t submitStep() override {
+    if (!late)
+      return Backend::submitStep();
+    ++counts.submits;
+    inFlight_.push_back({++tickets_, std::move(current_)});
+    current_.clear();
+    counts.mostInFlight = std::max(counts.mostInFlight, inFlight_.size());
+    return tickets_;
+  }
+  void waitStep(uint64_t ticket) override {
+    ++counts.waits;
+    while (!inFlight_.empty() && inFlight_.front().ticket <= ticket) {
+      deliver(inFlight_.front().downloads);
+      inFlight_.erase(inFlight_.begin());
+    }
+  }
   bool beginStep(const StepInfo &info) override {
     if (info.planId != plan_) { // new shapes: warm up, then record again
       plan_ = info.planId;
@@ -147,6 +188,23 @@ private:
     const void *src;
     size_t bytes;
   };
+  /// A download taken, on its way to `dst`.
+  struct Download {
+    void *dst;
+    std::vector<uint8_t> bytes;
+  };
+  struct Step {
+    uint64_t ticket;
+    std::vector<Download> downloads;
+  };
+  static void deliver(std::vector<Download> &downloads) {
+    for (Download &d : downloads)
+      std::memcpy(d.dst, d.bytes.data(), d.bytes.size());
+    downloads.clear();
+  }
+  std::vector<Download> current_;
+  std::vector<Step> inFlight_;
+  uint64_t tickets_ = 0;
   std::unique_ptr<Backend> cpu_ = createCpuBackend();
   std::vector<uint8_t *> live_;
   uint64_t plan_ = 0;
