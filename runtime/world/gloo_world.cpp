@@ -213,7 +213,7 @@ private:
     Exchange x{this, bytes, 0, {}};
     // Every rank takes a slot per collective, even an empty one, so that
     // the ranks' slots stay in step.
-    x.slot = uint64_t(context_->nextSlot());
+    x.slot = nextSlot_++;
     return x;
   }
 
@@ -302,6 +302,9 @@ private:
   std::shared_ptr<gloo::rendezvous::Context> context_;
   double timeoutSeconds_;
   std::vector<char> staging_;
+  /// Gloo's tag of the next collective (64 bits: Context::nextSlot's int
+  /// would wrap in a long run).
+  uint64_t nextSlot_ = 0;
 };
 
 /// Rank 0: every rank joined with rank 0's world size, else why not (or
@@ -414,16 +417,24 @@ std::unique_ptr<Collective> joinGlooWorld(const GlooRendezvous &w) {
                              ")";
     store = std::make_unique<TcpStore>(w.rank == 0 ? "127.0.0.1" : w.masterAddr,
                                        w.masterPort, timeout, root);
-    meet(*store, w, left());
     // Gloo listens on the interface that reaches rank 0: the one the other
-    // ranks can reach this rank on too.
+    // ranks can reach this rank on too. Made before the ranks meet, so that
+    // an address Gloo cannot use fails this rank alone, at once.
     gloo::transport::tcp::attr attr;
     attr.hostname = w.rank == 0 && w.masterAddr != "localhost"
                         ? w.masterAddr
                         : store->localAddress();
     attr.ai_family = AF_INET;
+    std::shared_ptr<gloo::transport::Device> device;
     try {
-      auto device = gloo::transport::tcp::CreateDevice(attr);
+      device = gloo::transport::tcp::CreateDevice(attr);
+    } catch (const std::exception &e) {
+      throw Error("MASTER_ADDR '" + attr.hostname +
+                  "' is not an address of this host Gloo can listen on (" +
+                  glooReason(e) + ")");
+    }
+    meet(*store, w, left());
+    try {
       context->setTimeout(left());
       MeshStore mesh(*store, left());
       context->connectFullMesh(mesh, device);

@@ -318,6 +318,35 @@ TEST(GlooWorld, BadRendezvousValuesAreOneLine) {
   }
 }
 
+TEST(GlooWorld, AMasterAddressRankZeroCannotListenOnIsOneLine) {
+  // Rank 0 listens for Gloo's pairs on MASTER_ADDR: an address of another
+  // host fails it at once, naming the address, instead of a world that
+  // cannot connect.
+  GlooRendezvous w;
+  w.rank = 0;
+  w.size = 2;
+  w.masterAddr = "10.255.255.1";
+  w.masterPort = freeLocalPort();
+  w.timeoutSeconds = 20;
+  auto start = std::chrono::steady_clock::now();
+  try {
+    joinGlooWorld(w);
+    ADD_FAILURE() << "joined";
+  } catch (const Error &e) {
+    EXPECT_EQ(std::string(e.what()).rfind(
+                  "MASTER_ADDR '10.255.255.1' is not an address of this host "
+                  "Gloo can listen on (",
+                  0),
+              0u)
+        << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+  }
+  EXPECT_LT(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count(),
+      5.0);
+}
+
 TEST(GlooWorld, ARankThatLeavesIsNamedByEveryOtherRank) {
   // Rank 2 of 3 leaves after the rendezvous: ranks 0 and 1 both fail their
   // collective at once (not after a timeout), and each names rank 2, even
