@@ -12,8 +12,9 @@
 // member used at several places is recomputed at each: cheap ops only).
 //
 //   (default)             auto, as far as its copies add no more than 3 %
-//                         of the step's FLOPs; nothing on a model without
-//                         a training step or loss
+//                         of the step's FLOPs, and only where the planned
+//                         peak does not grow; nothing on a model without a
+//                         training step or loss
 //   --recompute=auto      every saved value a chain of cheap elementwise
 //                         nodes (activations, casts, the pieces of GELU)
 //                         computes from values the backward keeps anyway;
@@ -402,7 +403,29 @@ void runRecompute(Model &model, PassContext &ctx) {
   size_t bytes = 0;
   for (const Value *v : chosen)
     bytes += byteSize(*v);
-  ctx.stats["recomputed_values"] += int64_t(recompute(g, s, chosen, chain));
+  // The default keeps its choice only where the planned peak does not grow
+  // (a copy made in the backward can land on the backward's peak, or take
+  // an in-place write's place): the step as it was otherwise.
+  std::unique_ptr<Graph> before;
+  size_t peakBefore = 0;
+  if (byDefault && !chosen.empty()) {
+    try {
+      peakBefore = planCompiledModel(model, /*asWritten=*/false).arenaBytes;
+      before = g.clone();
+    } catch (const Error &) {
+      // No plan (shapes the planner cannot size): keep the choice, as
+      // --recompute=auto would.
+    }
+  }
+  size_t made = recompute(g, s, chosen, chain);
+  if (before &&
+      planCompiledModel(model, /*asWritten=*/false).arenaBytes > peakBefore) {
+    model.training->algorithm = std::move(before);
+    ctx.stats["default_undone_for_peak"] += int64_t(made);
+    ctx.changedNothing = true;
+    return;
+  }
+  ctx.stats["recomputed_values"] += int64_t(made);
   ctx.stats["recomputed_bytes"] += int64_t(bytes);
 }
 
