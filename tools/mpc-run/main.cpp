@@ -14,6 +14,7 @@
 #include "tools/mpc-run/backend_choice.h"
 #include "tools/mpc-run/infer.h"
 #include "tools/mpc-run/local_launcher.h"
+#include "tools/mpc-run/openmp_spin.h"
 #include "tools/mpc-run/run_flags.h"
 #include "tools/mpc-run/train.h"
 
@@ -51,6 +52,7 @@ int failed(const std::string &msg) {
 } // namespace
 
 int main(int argc, char **argv) {
+  boundOpenMpSpin(argv); // may run this program again, libgomp told
   RunFlags flags;
   try {
     flags = parseRunFlags(argc, argv);
