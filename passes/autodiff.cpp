@@ -19,6 +19,7 @@
 #include "passes/autodiff.h"
 #include "ir/mpc_ops.h"
 #include "ir/step_metadata.h"
+#include "passes/eval_export_note.h"
 #include "passes/gradients/gradient_rules.h"
 #include "passes/shape_inference.h"
 #include "support/diagnostics.h"
@@ -500,6 +501,7 @@ void runAutodiff(Model &model, PassContext &ctx) {
   } else {
     params = trainableParameters(g, ctx.options, frozenCount);
     noteFrozenByExporter(model, g, ctx);
+    noteEvalModeExport(g, params, ctx);
   }
   std::vector<std::string> requested;
   for (Value *p : params)
