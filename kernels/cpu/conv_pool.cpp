@@ -232,6 +232,34 @@ bool nativeProblem(const ConvNodeGeometry &k,
   return true;
 }
 
+/// The fp32 problem of a half convolution whose operands the caller widens
+/// (fp16: oneDNN 2.6 has no native kernels), when onednn::useForWidened
+/// says oneDNN's fp32 kernels should run it; C is the widened type.
+template <typename C>
+bool widenedProblem(const ConvNodeGeometry &k,
+                    std::initializer_list<const Tensor *> tensors,
+                    onednn::ConvProblem &p) {
+  DType t = (*tensors.begin())->dtype;
+  if (!std::is_same_v<C, float> || (t != DType::F16 && t != DType::BF16) ||
+      !onednn::useForWidened(onednn::Family::Conv))
+    return false;
+  for (const Tensor *x : tensors)
+    if (x && (x->dtype != t || x->numel() == 0))
+      return false;
+  p.dtype = DType::F32;
+  p.n = k.batch;
+  p.c = k.c;
+  p.m = k.m;
+  p.groups = k.attrs.group;
+  p.in = k.window.in;
+  p.out = k.window.out;
+  p.kernel = k.window.kernel;
+  p.strides = k.window.strides;
+  p.dilations = k.window.dilations;
+  p.padBegin = k.window.padBegin;
+  return true;
+}
+
 /// The output a native kernel writes every element of (not zeroed first),
 /// or null when the memory plan put it over an operand.
 Tensor *nativeOutput(KernelContext &ctx, DType t,
@@ -262,9 +290,17 @@ template <typename C> void runConv(KernelContext &ctx) {
   Tensor &y = output(ctx, 0, x.dtype, k.outDims);
   std::vector<C> xv = widen<C>(node, x, "X"), wv = widen<C>(node, w, "W");
   std::vector<C> yv(size_t(y.numel()));
+  std::vector<C> bv = b ? widen<C>(node, *b, "B") : std::vector<C>();
+  // fp16: the widened operands on oneDNN's fp32 kernels, rounded once.
+  if (widenedProblem<C>(k, {&x, &w, b}, np) &&
+      onednn::convForward(np, xv.data(), wv.data(), b ? bv.data() : nullptr,
+                          yv.data())) {
+    storeAll(node, y, yv);
+    return;
+  }
   convForward(cs, xv.data(), wv.data(), yv.data());
   if (b)
-    addBias(yv, widen<C>(node, *b, "B"), cs.n, k.m, cs.p);
+    addBias(yv, bv, cs.n, k.m, cs.p);
   storeAll(node, y, yv);
 }
 
@@ -321,7 +357,9 @@ template <typename C> void runConvGradInput(KernelContext &ctx) {
   Tensor &dx = output(ctx, 0, dy.dtype, k.outDims);
   std::vector<C> dyv = widen<C>(node, dy, "dY"), wv = widen<C>(node, w, "W");
   std::vector<C> dxv(size_t(dx.numel()), C(0));
-  convTransposed(cs, dyv.data(), wv.data(), dxv.data());
+  if (!(widenedProblem<C>(k, {&dy, &w}, np) &&
+        onednn::convBackwardData(np, dyv.data(), wv.data(), dxv.data())))
+    convTransposed(cs, dyv.data(), wv.data(), dxv.data());
   storeAll(node, dx, dxv);
 }
 
@@ -340,7 +378,9 @@ template <typename C> void runConvGradWeight(KernelContext &ctx) {
   Tensor &dw = output(ctx, 0, dy.dtype, k.outDims);
   std::vector<C> dyv = widen<C>(node, dy, "dY"), xv = widen<C>(node, x, "X");
   std::vector<C> dwv(size_t(dw.numel()), C(0));
-  convWeightGrad(cs, dyv.data(), xv.data(), dwv.data());
+  if (!(widenedProblem<C>(k, {&dy, &x}, np) &&
+        onednn::convBackwardWeights(np, dyv.data(), xv.data(), dwv.data())))
+    convWeightGrad(cs, dyv.data(), xv.data(), dwv.data());
   storeAll(node, dw, dwv);
 }
 

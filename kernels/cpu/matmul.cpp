@@ -124,7 +124,7 @@ void callerGemm(const Node &node, bool widened, bool ta, bool tb, int64_t m,
                 int64_t n, int64_t k, T alpha, const T *a, const T *b, T beta,
                 T *c) {
   if constexpr (std::is_same_v<T, float>)
-    if (widened && onednn::useForWidened() &&
+    if (widened && onednn::useForWidened(onednn::Family::Product) &&
         onednn::matmul(DType::F32, DType::F32, ta, tb, 1, m, n, k, alpha, beta,
                        a, b, c))
       return;

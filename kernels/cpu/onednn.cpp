@@ -312,9 +312,8 @@ bool useFor(Family f, DType t) {
   }
 }
 
-bool useForWidened() {
-  return useFor(Family::Product, DType::F32) &&
-         !envFlag("MPC_CPU_EXACT_HALF", false);
+bool useForWidened(Family f) {
+  return useFor(f, DType::F32) && !envFlag("MPC_CPU_EXACT_HALF", false);
 }
 
 bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,

@@ -43,13 +43,13 @@ enum class Family { Product, Conv };
 /// AVX512-FP16; fp32 unless MPC_CPU_ONEDNN_FP32_PRODUCTS=0 for products).
 bool useFor(Family f, DType t);
 
-/// Whether the fp32 product of fp16/bf16 operands widened by the caller
-/// (the emulated path of a dtype useFor declines, fp16 here) runs here:
-/// fp32 products do (useFor) and MPC_CPU_EXACT_HALF=1, which keeps the
-/// emulated path on BLAS as the bit-exact reference, is not set. The same
-/// numerics (fp32 accumulation, one rounding by the caller); the summation
-/// order is oneDNN's.
-bool useForWidened();
+/// Whether the fp32 product or convolution of fp16/bf16 operands widened by
+/// the caller (the emulated path of a dtype useFor declines, fp16 here) runs
+/// here: fp32 ones of the family do (useFor) and MPC_CPU_EXACT_HALF=1, which
+/// keeps the emulated path on BLAS as the bit-exact reference, is not set.
+/// The same numerics (fp32 accumulation, one rounding by the caller); the
+/// summation order is oneDNN's.
+bool useForWidened(Family f);
 
 /// y[b] = alpha * op(A[b]) op(B[b]) (+ beta * y[b] when beta != 0) for b <
 /// batch, A/B/Y contiguous batches (row-major m x k, k x n, m x n; a
