@@ -267,6 +267,16 @@ void TrainingSession::finishPrepare() {
   lookahead_ = stepLookaheadEnabled(std::getenv("MPC_STEP_LOOKAHEAD"),
                                     backend_.asyncSteps() &&
                                         trainer.executor().resident());
+  // Every rank must launch ahead at the same steps (their collectives
+  // pair up in order): rank 0's switch and checkpoint cadence decide (the
+  // other ranks may have no --save-every of their own).
+  lookaheadSaveEvery_ = saveEvery_;
+  if (world_ && world_->size() > 1) {
+    int64_t rule[2] = {lookahead_ ? 1 : 0, saveEvery_};
+    world_->broadcast(rule, sizeof rule, 0);
+    lookahead_ = rule[0] != 0;
+    lookaheadSaveEvery_ = rule[1];
+  }
   // The validation set, read (and checked) before the first step.
   // A resumed run's logs go on from its checkpoint's step: rows a killed
   // run logged after it are dropped (runtime/training_log.h).
@@ -602,7 +612,7 @@ TrainingSummary TrainingSession::run() {
     q.globalStep = trainer.stepsDone();
     q.evaluates = evaluator_ != nullptr;
     q.evalEvery = o.evalEvery;
-    q.saveEvery = saveEvery_;
+    q.saveEvery = lookaheadSaveEvery_;
     q.debugOverflow = o.debugOverflow;
     q.skipLimit = o.maxSkippedSteps;
     q.skippedInARow = skipLimit_.inARow();

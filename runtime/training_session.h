@@ -210,6 +210,8 @@ private:
   /// (runtime/step_lookahead.h; MPC_STEP_LOOKAHEAD, else the backend's
   /// asynchronous steps).
   bool lookahead_ = false;
+  /// The checkpoint cadence the lookahead rule reads: rank 0's.
+  int64_t lookaheadSaveEvery_ = 0;
   TrainingSummary summary_;
   std::chrono::steady_clock::time_point loopStart_;
   std::atomic<bool> stopRequested_{false};

@@ -452,6 +452,12 @@ public:
       MPC_CUDA_CHECK(cudaEventSynchronize(oldest->done));
       deliver(*oldest, error);
     }
+    // A workspace a warm-up step outgrew is freed once nothing can use it:
+    // no step in flight and the stream idle (a step run synchronously; a
+    // run's last step).
+    // (cudaErrorNotReady is a state, not an error: nothing to clear.)
+    if (!oldestInFlight() && cudaStreamQuery(device_.stream) == cudaSuccess)
+      device_.freeRetiredWorkspace();
     if (MeasuredPeak::sampleAt(steps_))
       sampleDeviceMemory();
     if (!error.empty())
