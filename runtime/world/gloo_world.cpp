@@ -27,10 +27,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+
+#include <pthread.h>
+#include <signal.h>
 
 namespace mpc {
 namespace {
@@ -72,19 +76,20 @@ std::vector<char> bytesOf(const std::string &s) {
   return std::vector<char>(s.begin(), s.end());
 }
 
-/// Gloo's view of the store: the mesh's keys (Gloo names them by rank)
-/// under "mesh/", and a wait that names the ranks that did not publish.
+/// Gloo's view of the store: a mesh's keys (Gloo names them by rank)
+/// under `prefix`, and a wait that names the ranks that did not publish.
 class MeshStore final : public gloo::rendezvous::Store {
 public:
-  MeshStore(TcpStore &store, std::chrono::milliseconds timeout)
-      : store_(store), timeout_(timeout) {}
+  MeshStore(TcpStore &store, std::string prefix,
+            std::chrono::milliseconds timeout)
+      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
   void set(const std::string &key, const std::vector<char> &data) override {
-    store_.set("mesh/" + key, data);
+    store_.set(prefix_ + key, data);
   }
   /// Gloo's stores block in get() until the key is set.
   std::vector<char> get(const std::string &key) override {
     wait({key}, timeout_);
-    return store_.get("mesh/" + key);
+    return store_.get(prefix_ + key);
   }
   void wait(const std::vector<std::string> &keys) override {
     wait(keys, timeout_);
@@ -93,7 +98,7 @@ public:
             const std::chrono::milliseconds &timeout) override {
     std::vector<std::string> full;
     for (const std::string &k : keys)
-      full.push_back("mesh/" + k);
+      full.push_back(prefix_ + k);
     std::vector<std::string> missing =
         store_.waitFor(full, std::min(timeout, timeout_));
     if (missing.empty())
@@ -109,17 +114,73 @@ public:
 
 private:
   TcpStore &store_;
+  std::string prefix_;
   std::chrono::milliseconds timeout_;
+};
+
+/// While alive, a write to a connection the peer has closed is an error
+/// (EPIPE) on this thread, not a SIGPIPE that ends the process: the
+/// synchronous pairs write from the calling thread, and a rank that died
+/// must be named, not followed. A SIGPIPE raised meanwhile is consumed.
+class SigpipeBlocked {
+public:
+  SigpipeBlocked() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+    sigset_t pending;
+    sigpending(&pending);
+    wasPending_ = sigismember(&pending, SIGPIPE) == 1;
+  }
+  ~SigpipeBlocked() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (!wasPending_ && sigismember(&pending, SIGPIPE) == 1) {
+      const timespec now{0, 0};
+      sigtimedwait(&pipe_, nullptr, &now);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeBlocked(const SigpipeBlocked &) = delete;
+  SigpipeBlocked &operator=(const SigpipeBlocked &) = delete;
+
+private:
+  sigset_t pipe_, old_;
+  bool wasPending_ = false;
 };
 
 class GlooWorld final : public Collective {
 public:
+  /// Messages up to this many bytes per peer take the synchronous pairs.
+  /// Small enough that the two messages a pair may have unread in one
+  /// direction (this collective's and the next one's) always fit the
+  /// sockets' buffers, so that a blocking send never waits on its peer.
+  static constexpr size_t kSmallBytes = size_t(32) << 10;
+
   GlooWorld(std::unique_ptr<TcpStoreServer> server,
             std::unique_ptr<TcpStore> store,
             std::shared_ptr<gloo::rendezvous::Context> context,
+            std::shared_ptr<gloo::rendezvous::Context> fast,
             double timeoutSeconds)
       : server_(std::move(server)), store_(std::move(store)),
-        context_(std::move(context)), timeoutSeconds_(timeoutSeconds) {}
+        context_(std::move(context)), fast_(std::move(fast)),
+        timeoutSeconds_(timeoutSeconds) {
+    if (!fast_)
+      return;
+    // Every pair's buffers are made once and registered for good: a peer
+    // may send before this rank waits, into a buffer that is already
+    // there, and no call pays for registering one.
+    peers_.resize(size_t(size()));
+    for (int q : peers()) {
+      Peer &p = peers_[size_t(q)];
+      p.sendMem.resize(kSmallBytes);
+      p.recvMem.resize(kSmallBytes);
+      auto &pair = fast_->getPair(q);
+      pair->setSync(true, false);
+      p.send = pair->createSendBuffer(kFastSlot, p.sendMem.data(), kSmallBytes);
+      p.recv = pair->createRecvBuffer(kFastSlot, p.recvMem.data(), kSmallBytes);
+    }
+  }
 
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
@@ -130,43 +191,45 @@ public:
     char *own = out + size_t(rank()) * bytes;
     if (send != own && bytes)
       std::memmove(own, send, bytes);
-    Exchange x = begin(bytes);
+    Transfers t;
     for (int q : peers()) {
-      x.recvFrom(q, out + size_t(q) * bytes);
-      x.sendTo(q, own);
+      t.recvs.push_back({q, out + size_t(q) * bytes});
+      t.sends.push_back({q, own});
     }
-    finish(x);
+    exchange(bytes, t);
   }
 
   void allToAll(const void *send, size_t bytes, void *recv) override {
     const auto *in = static_cast<const char *>(send);
     auto *out = static_cast<char *>(recv);
     // In place, block q is sent while rank q's block lands there: send a
-    // copy.
-    if (in == out && bytes) {
+    // copy (the synchronous path copies every block it sends already).
+    if (in == out && bytes && !isSmall(bytes)) {
       staging_.assign(in, in + size_t(size()) * bytes);
       in = staging_.data();
     }
-    if (bytes)
+    Transfers t;
+    for (int q : peers()) {
+      t.recvs.push_back({q, out + size_t(q) * bytes});
+      t.sends.push_back({q, const_cast<char *>(in) + size_t(q) * bytes});
+    }
+    // The own block moves last: in place on the synchronous path, the
+    // blocks sent are copied out first.
+    if (bytes && in != out)
       std::memmove(out + size_t(rank()) * bytes, in + size_t(rank()) * bytes,
                    bytes);
-    Exchange x = begin(bytes);
-    for (int q : peers()) {
-      x.recvFrom(q, out + size_t(q) * bytes);
-      x.sendTo(q, const_cast<char *>(in) + size_t(q) * bytes);
-    }
-    finish(x);
+    exchange(bytes, t);
   }
 
   void broadcast(void *buf, size_t bytes, int root) override {
-    Exchange x = begin(bytes);
+    Transfers t;
     if (rank() == root) {
       for (int q : peers())
-        x.sendTo(q, static_cast<char *>(buf));
+        t.sends.push_back({q, static_cast<char *>(buf)});
     } else {
-      x.recvFrom(root, static_cast<char *>(buf));
+      t.recvs.push_back({root, static_cast<char *>(buf)});
     }
-    finish(x);
+    exchange(bytes, t);
   }
 
   [[noreturn]] void abort(int code) override {
@@ -178,43 +241,123 @@ public:
   }
 
 private:
-  /// One transfer of a collective, with its own Gloo buffer.
+  /// The synchronous pairs' slot (one buffer each way per pair).
+  static constexpr int kFastSlot = 0;
+  /// The slot of the receives that probe which peers are gone after a
+  /// failure (the collectives' slots count up from 0 and never get there).
+  static constexpr uint64_t kProbeSlot = uint64_t(1) << 62;
+
+  /// A synchronous pair's buffers, registered once.
+  struct Peer {
+    std::vector<char> sendMem, recvMem;
+    std::unique_ptr<gloo::transport::Buffer> send, recv;
+  };
+
+  struct Transfer {
+    int peer;
+    char *at;
+  };
+  /// One collective's moves: `bytes` from each send's `at` to its peer,
+  /// `bytes` from each receive's peer into its `at`.
+  struct Transfers {
+    std::vector<Transfer> sends, recvs;
+  };
+
+  bool isSmall(size_t bytes) const { return fast_ && bytes <= kSmallBytes; }
+
+  void exchange(size_t bytes, Transfers &t) {
+    // Every rank takes a slot per collective, even an empty or a small
+    // one, so that the ranks' slots stay in step.
+    const uint64_t slot = nextSlot_++;
+    if (!bytes)
+      return;
+    if (isSmall(bytes))
+      exchangeSmall(bytes, t);
+    else
+      exchangeLarge(bytes, slot, t);
+  }
+
+  /// A small collective on the synchronous pairs: the calling thread
+  /// writes each message to its peer's registered buffer (no ready-to-
+  /// receive round trip) and reads its peers' messages off their sockets
+  /// itself (no event-loop thread to wake). A read waits for at most the
+  /// collective timeout (the sockets' receive timeout).
+  void exchangeSmall(size_t bytes, const Transfers &t) {
+    SigpipeBlocked quiet;
+    for (const Transfer &s : t.sends) {
+      Peer &p = peers_[size_t(s.peer)];
+      std::memcpy(p.sendMem.data(), s.at, bytes);
+      try {
+        p.send->send(0, bytes, 0);
+        p.send->waitSend();
+      } catch (const std::exception &e) {
+        failedSmall(s.peer, e);
+      }
+    }
+    for (const Transfer &r : t.recvs) {
+      Peer &p = peers_[size_t(r.peer)];
+      try {
+        p.recv->waitRecv();
+      } catch (const std::exception &e) {
+        failedSmall(r.peer, e);
+      }
+      std::memcpy(r.at, p.recvMem.data(), bytes);
+    }
+  }
+
+  /// Why a synchronous pair failed, as exchangeLarge says it: a timeout
+  /// names the silent peer; a closed connection names it and every other
+  /// peer whose connections closed too (probed on the event-loop pairs,
+  /// which see a closed connection without being read).
+  [[noreturn]] void failedSmall(int peer, const std::exception &e) {
+    const std::string why = glooReason(e);
+    if (why.find("Read timeout") != std::string::npos ||
+        why.find("Write timeout") != std::string::npos)
+      silent(peer);
+    std::vector<Op> probes;
+    std::vector<char> landing(static_cast<size_t>(size()));
+    for (int q : peers())
+      if (q != peer) {
+        Op op{q, false, context_->createUnboundBuffer(&landing[size_t(q)], 1)};
+        try {
+          op.buf->recv(q, kProbeSlot, 0, 1);
+        } catch (const std::exception &) {
+        }
+        probes.push_back(std::move(op));
+      }
+    lostWith(peer, probes, 0, why);
+  }
+
+  /// One transfer of a large collective, with its own Gloo buffer.
   struct Op {
     int peer;
     bool isSend;
     std::unique_ptr<gloo::transport::UnboundBuffer> buf;
   };
 
-  /// The transfers of one collective, posted as they are added.
-  struct Exchange {
-    GlooWorld *world;
-    size_t bytes;
-    uint64_t slot;
+  /// A large collective on the event-loop pairs: every send and receive
+  /// posted at once (Gloo's event loop moves them concurrently, so large
+  /// blocks both ways cannot deadlock), then each waited for.
+  void exchangeLarge(size_t bytes, uint64_t slot, const Transfers &t) {
     std::vector<Op> ops;
-    void recvFrom(int q, char *at) { post(q, false, at); }
-    void sendTo(int q, char *from) { post(q, true, from); }
-    void post(int q, bool isSend, char *at) {
-      if (!bytes)
-        return;
-      Op op{q, isSend, world->context_->createUnboundBuffer(at, bytes)};
+    auto post = [&](int q, bool isSend, char *at) {
+      Op op{q, isSend, context_->createUnboundBuffer(at, bytes)};
       try {
         if (isSend)
           op.buf->send(q, slot, 0, bytes);
         else
           op.buf->recv(q, slot, 0, bytes);
       } catch (const std::exception &e) {
-        world->lost({q}, glooReason(e));
+        lost({q}, glooReason(e));
       }
       ops.push_back(std::move(op));
-    }
-  };
-
-  Exchange begin(size_t bytes) {
-    Exchange x{this, bytes, 0, {}};
-    // Every rank takes a slot per collective, even an empty one, so that
-    // the ranks' slots stay in step.
-    x.slot = nextSlot_++;
-    return x;
+    };
+    // Receives first: a peer's data arriving is what tells it is alive.
+    for (const Transfer &r : t.recvs)
+      post(r.peer, false, r.at);
+    for (const Transfer &s : t.sends)
+      post(s.peer, true, s.at);
+    finish(ops);
   }
 
   /// The other ranks, from the next one up: each rank waits on a different
@@ -256,15 +399,29 @@ private:
     return false;
   }
 
-  /// Waits for every transfer; receives first (a peer's data arriving is
-  /// what tells it is alive), then sends.
-  void finish(Exchange &x) {
-    std::stable_partition(x.ops.begin(), x.ops.end(),
-                          [](const Op &op) { return !op.isSend; });
+  /// `peer`'s connection closed: names it and each peer of ops[from..]
+  /// whose connection is closed too, so that a rank that failed because
+  /// another one died is not the only one named (a rank that exited
+  /// closes its connections to every rank at once).
+  [[noreturn]] void lostWith(int peer, std::vector<Op> &ops, size_t from,
+                             const std::string &why) const {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::vector<int> gone = {peer};
+    for (size_t j = from; j < ops.size(); ++j)
+      if (std::find(gone.begin(), gone.end(), ops[j].peer) == gone.end() &&
+          failed(ops[j]))
+        gone.push_back(ops[j].peer);
+    std::sort(gone.begin(), gone.end());
+    lost(gone, why);
+  }
+
+  /// Waits for every transfer, in the order posted. The wait for a peer is
+  /// bounded by the collective timeout counted from the last completion.
+  void finish(std::vector<Op> &ops) {
     const auto patience = toMs(timeoutSeconds_);
     auto lastProgress = Clock::now();
-    for (size_t i = 0; i < x.ops.size(); ++i) {
-      Op &op = x.ops[i];
+    for (size_t i = 0; i < ops.size(); ++i) {
+      Op &op = ops[i];
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           lastProgress + patience - Clock::now());
       if (left.count() < 1)
@@ -278,19 +435,7 @@ private:
         const std::string why = glooReason(e);
         if (why.find("Timed out waiting") != std::string::npos)
           silent(op.peer);
-        // A rank that exited closes its connections to every rank at
-        // once: name each pending peer whose connection is closed too, so
-        // that a rank that failed because another one died is not the
-        // only one named.
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        std::vector<int> gone = {op.peer};
-        for (size_t j = i + 1; j < x.ops.size(); ++j)
-          if (std::find(gone.begin(), gone.end(), x.ops[j].peer) ==
-                  gone.end() &&
-              failed(x.ops[j]))
-            gone.push_back(x.ops[j].peer);
-        std::sort(gone.begin(), gone.end());
-        lost(gone, why);
+        lostWith(op.peer, ops, i + 1, why);
       }
       lastProgress = Clock::now();
     }
@@ -299,8 +444,13 @@ private:
   // Declared first, destroyed last: rank 0's store outlives the pairs.
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<TcpStore> store_;
-  std::shared_ptr<gloo::rendezvous::Context> context_;
+  /// The event-loop pairs (large collectives) and the synchronous pairs
+  /// (small ones): two connections per pair of ranks.
+  std::shared_ptr<gloo::rendezvous::Context> context_, fast_;
   double timeoutSeconds_;
+  /// Indexed by rank (this rank's entry unused); destroyed before fast_'s
+  /// pairs, which its buffers point into.
+  std::vector<Peer> peers_;
   std::vector<char> staging_;
   /// Gloo's tag of the next collective (64 bits: Context::nextSlot's int
   /// would wrap in a long run).
@@ -410,6 +560,7 @@ std::unique_ptr<Collective> joinGlooWorld(const GlooRendezvous &w) {
   if (w.rank == 0 && w.size > 1)
     server = std::make_unique<TcpStoreServer>(w.masterPort);
   auto context = std::make_shared<gloo::rendezvous::Context>(w.rank, w.size);
+  std::shared_ptr<gloo::rendezvous::Context> fast;
   std::unique_ptr<TcpStore> store;
   if (w.size > 1) {
     const std::string root = "rank 0 (MASTER_ADDR=" + w.masterAddr +
@@ -436,20 +587,36 @@ std::unique_ptr<Collective> joinGlooWorld(const GlooRendezvous &w) {
     meet(*store, w, left());
     try {
       context->setTimeout(left());
-      MeshStore mesh(*store, left());
+      MeshStore mesh(*store, "mesh/", left());
       context->connectFullMesh(mesh, device);
+      // The synchronous pairs' sockets wait for at most the collective
+      // timeout (their receive and send timeouts are the context's).
+      fast = std::make_shared<gloo::rendezvous::Context>(w.rank, w.size);
+      fast->setTimeout(toMs(w.collectiveTimeoutSeconds));
+      MeshStore fastMesh(*store, "fast/", left());
+      fast->connectFullMesh(fastMesh, device);
     } catch (const Error &) {
       throw;
     } catch (const std::exception &e) {
       throw Error("connecting the ranks: " + glooReason(e));
     }
   }
-  auto world = std::make_unique<GlooWorld>(std::move(server), std::move(store),
-                                           context, w.collectiveTimeoutSeconds);
+  std::unique_ptr<GlooWorld> world;
+  try {
+    world =
+        std::make_unique<GlooWorld>(std::move(server), std::move(store),
+                                    context, fast, w.collectiveTimeoutSeconds);
+  } catch (const Error &) {
+    throw;
+  } catch (const std::exception &e) {
+    throw Error("connecting the ranks: " + glooReason(e));
+  }
   if (w.size > 1) {
     // Gloo's connectFullMesh returns when this rank's pairs are connected
     // at its end: one exchange over every pair makes sure they are at both
-    // ends before any rank goes on (and may end, closing them).
+    // ends before any rank goes on (and may end, closing them). It takes
+    // the synchronous pairs, which every rank connects after its
+    // event-loop pairs.
     std::vector<int32_t> ranks(size_t(w.size));
     const int32_t mine = w.rank;
     context->setTimeout(left());

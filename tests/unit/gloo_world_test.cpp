@@ -74,9 +74,11 @@ void expectNoErrors(const std::vector<std::string> &errors) {
 
 TEST(GlooWorld, CollectivesMoveEveryBlockInAndOutOfPlace) {
   // 3 MiB blocks: more than the sockets buffer, so each pair of ranks
-  // sends and receives at once.
+  // sends and receives at once. 32 KiB and one byte more: the largest
+  // block the synchronous pairs take, and the smallest the event loop's.
   for (int size : {2, 3, 4})
-    for (size_t bytes : {size_t(0), size_t(1), size_t(3) << 20}) {
+    for (size_t bytes : {size_t(0), size_t(1), size_t(1000), size_t(32) << 10,
+                         (size_t(32) << 10) + 1, size_t(3) << 20}) {
       SCOPED_TRACE(std::to_string(size) + " ranks, " + std::to_string(bytes) +
                    " bytes");
       std::vector<std::string> errors =
@@ -119,6 +121,40 @@ TEST(GlooWorld, CollectivesMoveEveryBlockInAndOutOfPlace) {
           });
       expectNoErrors(errors);
     }
+}
+
+TEST(GlooWorld, ManySmallCollectivesOfMixedSizesKeepTheirOrder) {
+  // Small collectives reuse one registered buffer per pair, and a rank may
+  // run ahead into the next collective while its peer still reads this
+  // one: 2000 calls of varying sizes (small and large paths interleaved),
+  // every block checked.
+  for (int size : {2, 3}) {
+    SCOPED_TRACE(std::to_string(size) + " ranks");
+    std::vector<std::string> errors = onRanks(size, [&](int r, Collective &w) {
+      const size_t n = size_t(size);
+      for (int call = 0; call < 2000; ++call) {
+        const size_t bytes =
+            call % 250 == 0
+                ? (size_t(40) << 10)
+                : size_t(1) + size_t(call * 37) % (size_t(32) << 10);
+        std::vector<uint8_t> send(n * bytes), recv(n * bytes);
+        for (size_t q = 0; q < n; ++q)
+          for (size_t k = 0; k < bytes; k += 97)
+            send[q * bytes + k] = pattern(r, int(q) + call, k);
+        if (call % 2)
+          w.allToAll(send.data(), bytes, recv.data());
+        else
+          w.allGather(send.data() + size_t(r) * bytes, bytes, recv.data());
+        for (size_t q = 0; q < n; ++q)
+          for (size_t k = 0; k < bytes; k += 97)
+            ASSERT_EQ(recv[q * bytes + k],
+                      call % 2 ? pattern(int(q), r + call, k)
+                               : pattern(int(q), int(q) + call, k))
+                << "call " << call;
+      }
+    });
+    expectNoErrors(errors);
+  }
 }
 
 TEST(GlooWorld, AllReduceGivesTheInProcessWorldsBits) {
@@ -225,67 +261,74 @@ TEST(GlooWorld, AMissingRankIsNamedAfterTheTimeout) {
 TEST(GlooWorld, ARankThatStopsIsAnErrorOnTheOthersNotAHang) {
   // Rank 1 leaves after the rendezvous (its connections close); rank 0's
   // next collective fails naming it.
-  std::vector<std::string> errors = onRanks(2, [](int r, Collective &w) {
-    if (r == 1)
-      return;
-    std::vector<uint8_t> all(2 << 20);
-    w.allGather(all.data(), 1 << 20, all.data());
-  });
-  EXPECT_EQ(errors[0].rfind("lost the connection to rank 1 (", 0), 0u)
-      << errors[0];
-  EXPECT_EQ(errors[1], "");
+  // 1 MiB blocks take the event-loop pairs, 1 KiB the synchronous ones.
+  for (size_t block : {size_t(1) << 20, size_t(1) << 10}) {
+    SCOPED_TRACE(std::to_string(block) + " bytes");
+    std::vector<std::string> errors = onRanks(2, [&](int r, Collective &w) {
+      if (r == 1)
+        return;
+      std::vector<uint8_t> all(2 * block);
+      w.allGather(all.data(), block, all.data());
+    });
+    EXPECT_EQ(errors[0].rfind("lost the connection to rank 1 (", 0), 0u)
+        << errors[0];
+    EXPECT_EQ(errors[1], "");
+  }
 }
 
 TEST(GlooWorld, ASilentRankIsNamedAfterTheCollectiveTimeout) {
   // Rank 2 of 3 joins but does not take part (as a stopped process keeps
   // its connections open and answers nothing): ranks 0 and 1 fail their
   // collective after the timeout, each naming rank 2, instead of waiting.
-  const int port = freeLocalPort();
-  std::vector<std::string> errors(3);
-  std::vector<double> waited(3, 0);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        GlooRendezvous w;
-        w.rank = r;
-        w.size = 3;
-        w.masterAddr = "127.0.0.1";
-        w.masterPort = port;
-        w.timeoutSeconds = 20;
-        w.collectiveTimeoutSeconds = 0.5;
-        std::unique_ptr<Collective> world = joinGlooWorld(w);
-        EXPECT_EQ(world->timeoutSeconds(), 0.5);
-        if (r == 2) {
-          std::this_thread::sleep_for(std::chrono::seconds(3));
-          return;
-        }
-        std::vector<uint8_t> all(3 << 20);
-        auto start = std::chrono::steady_clock::now();
+  // 1 MiB blocks take the event-loop pairs, 1 KiB the synchronous ones.
+  for (size_t block : {size_t(1) << 20, size_t(1) << 10}) {
+    SCOPED_TRACE(std::to_string(block) + " bytes");
+    const int port = freeLocalPort();
+    std::vector<std::string> errors(3);
+    std::vector<double> waited(3, 0);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 3; ++r)
+      threads.emplace_back([&, r] {
         try {
-          world->allGather(all.data() + size_t(r) * (1 << 20), 1 << 20,
-                           all.data());
-        } catch (const Error &) {
-          waited[size_t(r)] = std::chrono::duration<double>(
-                                  std::chrono::steady_clock::now() - start)
-                                  .count();
-          throw;
+          GlooRendezvous w;
+          w.rank = r;
+          w.size = 3;
+          w.masterAddr = "127.0.0.1";
+          w.masterPort = port;
+          w.timeoutSeconds = 20;
+          w.collectiveTimeoutSeconds = 0.5;
+          std::unique_ptr<Collective> world = joinGlooWorld(w);
+          EXPECT_EQ(world->timeoutSeconds(), 0.5);
+          if (r == 2) {
+            std::this_thread::sleep_for(std::chrono::seconds(3));
+            return;
+          }
+          std::vector<uint8_t> all(3 * block);
+          auto start = std::chrono::steady_clock::now();
+          try {
+            world->allGather(all.data() + size_t(r) * block, block, all.data());
+          } catch (const Error &) {
+            waited[size_t(r)] = std::chrono::duration<double>(
+                                    std::chrono::steady_clock::now() - start)
+                                    .count();
+            throw;
+          }
+        } catch (const Error &e) {
+          errors[size_t(r)] = e.what();
         }
-      } catch (const Error &e) {
-        errors[size_t(r)] = e.what();
-      }
-    });
-  for (std::thread &t : threads)
-    t.join();
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(errors[size_t(r)],
-              "rank 2 did not answer in a collective for 0.5 s "
-              "(--collective-timeout): stopped, hung or unreachable")
-        << "rank " << r;
-    EXPECT_GE(waited[size_t(r)], 0.45) << "rank " << r;
-    EXPECT_LT(waited[size_t(r)], 2.5) << "rank " << r;
+      });
+    for (std::thread &t : threads)
+      t.join();
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(errors[size_t(r)],
+                "rank 2 did not answer in a collective for 0.5 s "
+                "(--collective-timeout): stopped, hung or unreachable")
+          << "rank " << r;
+      EXPECT_GE(waited[size_t(r)], 0.45) << "rank " << r;
+      EXPECT_LT(waited[size_t(r)], 2.5) << "rank " << r;
+    }
+    EXPECT_EQ(errors[2], "");
   }
-  EXPECT_EQ(errors[2], "");
 }
 
 TEST(GlooWorld, BadRendezvousValuesAreOneLine) {
@@ -351,24 +394,28 @@ TEST(GlooWorld, ARankThatLeavesIsNamedByEveryOtherRank) {
   // Rank 2 of 3 leaves after the rendezvous: ranks 0 and 1 both fail their
   // collective at once (not after a timeout), and each names rank 2, even
   // when the other survivor's own failure closes its connections too.
-  auto start = std::chrono::steady_clock::now();
-  std::vector<std::string> errors = onRanks(3, [](int r, Collective &w) {
-    if (r == 2)
-      return;
-    std::vector<uint8_t> all(3 << 20);
-    w.allGather(all.data() + size_t(r) * (1 << 20), 1 << 20, all.data());
-  });
-  double took =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  for (int r = 0; r < 2; ++r) {
-    const std::string &e = errors[size_t(r)];
-    EXPECT_EQ(e.rfind("lost the connection to rank", 0), 0u) << e;
-    const std::string who = e.substr(0, e.find(" ("));
-    EXPECT_NE(who.find('2'), std::string::npos) << e;
+  // 1 MiB blocks take the event-loop pairs, 1 KiB the synchronous ones.
+  for (size_t block : {size_t(1) << 20, size_t(1) << 10}) {
+    SCOPED_TRACE(std::to_string(block) + " bytes");
+    auto start = std::chrono::steady_clock::now();
+    std::vector<std::string> errors = onRanks(3, [&](int r, Collective &w) {
+      if (r == 2)
+        return;
+      std::vector<uint8_t> all(3 * block);
+      w.allGather(all.data() + size_t(r) * block, block, all.data());
+    });
+    double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    for (int r = 0; r < 2; ++r) {
+      const std::string &e = errors[size_t(r)];
+      EXPECT_EQ(e.rfind("lost the connection to rank", 0), 0u) << e;
+      const std::string who = e.substr(0, e.find(" ("));
+      EXPECT_NE(who.find('2'), std::string::npos) << e;
+    }
+    EXPECT_EQ(errors[2], "");
+    EXPECT_LT(took, 10.0);
   }
-  EXPECT_EQ(errors[2], "");
-  EXPECT_LT(took, 10.0);
 }
 
 TEST(GlooWorld, TheStoreDropsWhatIsNotARank) {
