@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 namespace mpc {
 
@@ -616,15 +617,29 @@ TrainingSummary TrainingSession::run() {
     q.debugOverflow = o.debugOverflow;
     q.skipLimit = o.maxSkippedSteps;
     q.skippedInARow = skipLimit_.inARow();
+    std::exception_ptr aheadFailed;
     if (mayLaunchAhead(q)) {
       if (onAnyRank(world_, stopRequested()))
         stopped = true;
       else {
-        launchStep(dataBatches());
-        launched = true;
+        try {
+          launchStep(dataBatches());
+          launched = true;
+        } catch (...) {
+          // A synchronous run logs step i before step i+1 fails (a bad
+          // batch, a label out of range): so does this one. The other
+          // ranks of a world are in step i+1's collectives by now, so a
+          // rank of one does not wait to tell them.
+          if (world_ && world_->size() > 1)
+            throw;
+          aheadFailed = std::current_exception();
+        }
       }
     }
-    if (!consumeStep()) {
+    const bool going = consumeStep();
+    if (aheadFailed)
+      std::rethrow_exception(aheadFailed);
+    if (!going) {
       if (launched) // the rule launches ahead only where no stop can come
         throw Error("internal error: the run ended with a step in flight");
       break;

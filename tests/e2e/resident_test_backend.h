@@ -15,6 +15,7 @@
 #pragma once
 
 #include "runtime/backend.h"
+#include "support/diagnostics.h"
 
 #include <gtest/gtest.h>
 
@@ -44,6 +45,9 @@ public:
   bool replay = true;
   /// Asynchronous steps whose downloads arrive at waitStep (see above).
   bool late = false;
+  /// The step (1-based, counting beginStep calls) that fails as a kernel
+  /// finding bad data would (0: none).
+  size_t failAtStep = 0;
 
   struct Counts {
     size_t arenas = 0, uploads = 0, downloads = 0, deviceCopies = 0, syncs = 0,
@@ -141,6 +145,8 @@ public:
     }
   }
   bool beginStep(const StepInfo &info) override {
+    if (++begun_ == failAtStep)
+      throw Error("step " + std::to_string(begun_) + " failed on the device");
     if (info.planId != plan_) { // new shapes: warm up, then record again
       plan_ = info.planId;
       stepsOfPlan_ = 0;
@@ -205,6 +211,7 @@ private:
   std::vector<Download> current_;
   std::vector<Step> inFlight_;
   uint64_t tickets_ = 0;
+  size_t begun_ = 0;
   std::unique_ptr<Backend> cpu_ = createCpuBackend();
   std::vector<uint8_t *> live_;
   uint64_t plan_ = 0;

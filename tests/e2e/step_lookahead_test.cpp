@@ -353,6 +353,43 @@ TEST(StepLookahead, DataParallelRanks) {
   }
 }
 
+// A step that fails when it is launched (a kernel finding bad data) ends
+// the run with its error after the step before it was logged, whether or
+// not it was launched ahead of that step's results.
+TEST(StepLookahead, AStepThatFailsAtLaunchEndsTheRunAfterTheLastOnesLog) {
+  const std::string root = ::testing::TempDir() + "/step_lookahead_fail";
+  std::string logs[2], errors[2];
+  for (int ahead = 0; ahead < 2; ++ahead) {
+    std::filesystem::remove_all(root);
+    std::filesystem::create_directories(root);
+    ::setenv("MPC_STEP_LOOKAHEAD", ahead ? "1" : "0", 1);
+    ResidentCpuBackend late;
+    late.late = true;
+    late.failAtStep = 4;
+    TrainingOptions o = seedRun(10);
+    o.quiet = true;
+    o.log = root + "/log.csv";
+    { // the log is on disk once the session is gone
+      TrainingSession s(parity::compile("mlp_seed.onnx", fp16Adam()), o, late);
+      try {
+        s.run();
+        ADD_FAILURE() << "ran";
+      } catch (const Error &e) {
+        errors[ahead] = e.what();
+      }
+    }
+    ::unsetenv("MPC_STEP_LOOKAHEAD");
+    logs[ahead] = withoutTimes(readFile(o.log));
+    if (ahead)
+      EXPECT_EQ(late.counts.mostInFlight, 2u);
+  }
+  EXPECT_EQ(errors[0], "step 4 failed on the device");
+  EXPECT_EQ(errors[1], errors[0]);
+  EXPECT_EQ(logs[1], logs[0]);
+  EXPECT_NE(logs[0].find("\n3,"), std::string::npos) << logs[0];
+  EXPECT_EQ(logs[0].find("\n4,"), std::string::npos) << logs[0];
+}
+
 // A bad MPC_STEP_LOOKAHEAD is one line naming it, before any step.
 TEST(StepLookahead, BadSwitchIsRefused) {
   ::setenv("MPC_STEP_LOOKAHEAD", "yes", 1);
