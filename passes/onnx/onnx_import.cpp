@@ -9,6 +9,7 @@
 #include "ir/tensor_pb.h"
 #include "passes/onnx/attribute_ranges.h"
 #include "passes/onnx/external_data_reader.h"
+#include "passes/onnx/foreign_file.h"
 #include "passes/onnx/gradient_op.h"
 #include "passes/onnx/import_lowering.h"
 #include "passes/onnx/old_opsets.h"
@@ -671,6 +672,8 @@ std::unique_ptr<Model> loadModel(const std::string &path,
     return parseModelText(std::string(bytes), path, options);
   if (bytes.empty())
     throw Error(path + ": empty file, not an ONNX model");
+  if (std::string foreign = foreignFileKind(bytes, path); !foreign.empty())
+    throw Error(foreign);
   if (bytes.size() > size_t(std::numeric_limits<int>::max()))
     throw Error(path + ": file is too large for a protobuf message (over 2 "
                        "GiB; keep large weights in external data)");
