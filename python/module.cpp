@@ -47,7 +47,15 @@ std::string pathOf(const py::handle &path, const char *what) {
     if (py::isinstance<py::str>(p))
       return p.cast<std::string>();
   }
-  throw Error(std::string(what) + ": expected a path (str or os.PathLike)");
+  std::string line = std::string(what) +
+                     ": expected a path (str or os.PathLike), got " +
+                     std::string(py::str(py::type::of(path).attr("__name__")));
+  // A torch module handed over as it is: mpc reads its ONNX export.
+  if (py::hasattr(path, "forward") && py::hasattr(path, "parameters"))
+    line += "; export the module with its loss first: "
+            "torch.onnx.export(module, args, \"model.onnx\", dynamo=True, "
+            "optimize=False)";
+  throw Error(line);
 }
 
 /// A keyword argument as a compile flag: lr=0.01 -> ("--lr", "0.01"),

@@ -180,6 +180,8 @@ def main():
 
     # Bad compile flags: mpc.Error naming the flag, as mpc-opt says it.
     expect_error("bad value", lambda: mpc.compile(model, lr="abc"), "--lr")
+    expect_error("not a path", lambda: mpc.compile(3), "expected a path",
+                 "got int")
     expect_error("unknown flag", lambda: mpc.compile(model, learning_rat=1),
                  "--learning-rat")
     expect_error("flag of another optimizer",
@@ -352,6 +354,9 @@ def main():
             "'x'", "detach")
         # torch's one line, not the Python traceback pybind11 appends.
         assert "At:" not in msg and "\\n" not in msg, msg
+        # A module handed to mpc.compile as it is: export it first.
+        expect_error("a torch module", lambda: mpc.compile(torch.nn.Linear(3, 2)),
+                     "expected a path", "got Linear", "torch.onnx.export(")
         expect_error("bf16 for an fp32 input", lambda: tt.step(
             {"x": torch.from_numpy(b0["x"]).bfloat16(), "y": yb}),
             "'x'", "bf16", "fp32")
