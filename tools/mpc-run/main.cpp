@@ -110,7 +110,8 @@ int main(int argc, char **argv) {
                     (!source.empty() && msg.rfind(source + "/", 0) == 0);
     if (!flags.model.empty() && !aboutAFile && msg.rfind(flags.model, 0) != 0 &&
         msg.find(".npz") == std::string::npos &&
-        msg.find(".onnx") == std::string::npos && msg.rfind("--", 0) != 0)
+        msg.find(".onnx") == std::string::npos && msg.rfind("--", 0) != 0 &&
+        msg.rfind("MPC_", 0) != 0) // a flag's or an environment variable's
       msg = flags.model + ": " + msg;
     return failed(msg);
   } catch (const std::bad_alloc &) {
