@@ -29,6 +29,7 @@
 #include "runtime/cuda/node_staging.h"
 #include "runtime/cuda/op_profile.h"
 #include "runtime/cuda/pinned_buffer.h"
+#include "runtime/cuda/step_tickets.h"
 #include "runtime/executor.h"
 
 #include <cuda_runtime_api.h>
@@ -418,12 +419,10 @@ public:
       sampleDeviceMemory();
     // Every step in flight has arrived, oldest first, then what was
     // enqueued since the last submitStep.
-    std::string error;
-    while (StepSlot *oldest = oldestInFlight())
-      deliver(*oldest, error);
-    deliver(slot(), error);
-    if (!error.empty())
-      throw Error(error);
+    for (int i; (i = tickets_.oldestInFlight()) >= 0;)
+      deliver(i);
+    deliver(tickets_.current());
+    throwFailure(UINT64_MAX);
   }
 
   uint64_t submitStep() override {
@@ -434,32 +433,40 @@ public:
     // The step's end, as an event; its downloads and words stay in its
     // slot until waitStep. The next step takes the other slot, which must
     // have arrived first (two steps in flight at most).
-    StepSlot &s = slot();
-    MPC_CUDA_CHECK(cudaEventRecord(s.done, device_.stream));
-    s.ticket = nextTicket_++;
-    s.inFlight = true;
-    current_ = (current_ + 1) % kSlots;
-    if (slot().inFlight)
-      waitStep(slot().ticket);
-    return s.ticket;
+    MPC_CUDA_CHECK(cudaEventRecord(slot().done, device_.stream));
+    uint64_t ticket = tickets_.submit();
+    // An error that step found is its own: waitStep(its ticket) says it.
+    if (tickets_.inFlight(tickets_.current()))
+      arrive(tickets_.ticket(tickets_.current()));
+    return ticket;
   }
 
   void waitStep(uint64_t ticket) override {
-    std::string error;
-    while (StepSlot *oldest = oldestInFlight()) {
-      if (oldest->ticket > ticket)
-        break;
-      MPC_CUDA_CHECK(cudaEventSynchronize(oldest->done));
-      deliver(*oldest, error);
+    arrive(ticket);
+    throwFailure(ticket);
+  }
+
+  /// Waits for the steps in flight up to `ticket` and delivers them.
+  void arrive(uint64_t ticket) {
+    for (int i; (i = tickets_.oldestInFlight(ticket)) >= 0;) {
+      MPC_CUDA_CHECK(cudaEventSynchronize(slots_[i].done));
+      deliver(i);
     }
     // A workspace a warm-up step outgrew is freed once nothing can use it:
     // no step in flight and the stream idle (a step run synchronously; a
     // run's last step).
     // (cudaErrorNotReady is a state, not an error: nothing to clear.)
-    if (!oldestInFlight() && cudaStreamQuery(device_.stream) == cudaSuccess)
+    if (tickets_.oldestInFlight() < 0 &&
+        cudaStreamQuery(device_.stream) == cudaSuccess)
       device_.freeRetiredWorkspace();
     if (MeasuredPeak::sampleAt(steps_))
       sampleDeviceMemory();
+  }
+
+  /// Throws the first error a delivered step up to `ticket` found (and
+  /// forgets those steps' errors).
+  void throwFailure(uint64_t ticket) {
+    std::string error = tickets_.takeError(ticket);
     if (!error.empty())
       throw Error(error);
   }
@@ -668,45 +675,36 @@ private:
     std::vector<Pending> pending;
     uint64_t *words = nullptr; ///< [0]: the seed; [1]: the error word
     cudaEvent_t done = nullptr;
-    uint64_t ticket = 0;
-    bool inFlight = false;
   };
   static constexpr int kSlots = 2;
   StepSlot slots_[kSlots];
-  int current_ = 0;
-  uint64_t nextTicket_ = 1;
-  StepSlot &slot() { return slots_[current_]; }
+  /// Which slots are in flight, in what order, and their steps' errors.
+  StepTickets tickets_{kSlots};
+  StepSlot &slot() { return slots_[tickets_.current()]; }
   static int32_t *errorWord(StepSlot &s) {
     return reinterpret_cast<int32_t *>(&s.words[1]);
   }
-  /// The slot submitted first of those in flight, or nullptr.
-  StepSlot *oldestInFlight() {
-    StepSlot *oldest = nullptr;
-    for (StepSlot &s : slots_)
-      if (s.inFlight && (!oldest || s.ticket < oldest->ticket))
-        oldest = &s;
-    return oldest;
-  }
-  /// After the slot's work is done: its downloads reach their places, its
-  /// staging is free again, and the error its step found (the first, if
-  /// several) goes into `error`.
-  void deliver(StepSlot &s, std::string &error) {
+  /// After slot i's work is done: its downloads reach their places, its
+  /// staging is free again, and the error its step found is kept for the
+  /// wait on its ticket.
+  void deliver(int i) {
+    StepSlot &s = slots_[i];
     for (const Pending &p : s.pending)
       std::memcpy(p.dst, p.staged, p.bytes);
     s.pending.clear();
     s.downloads.recycle();
     s.uploads.recycle();
-    s.inFlight = false;
+    std::string error;
     int32_t code = *errorWord(s);
     if (code > 0) {
       *errorWord(s) = 0;
       std::string where = size_t(code) <= device_.errorNodes.size()
                               ? device_.errorNodes[size_t(code) - 1]
                               : "a node";
-      if (error.empty())
-        error = where + ": an index or label is out of range (found on "
-                        "the device during the step)";
+      error = where + ": an index or label is out of range (found on the "
+                      "device during the step)";
     }
+    tickets_.arrived(i, error);
   }
   size_t pinnedSlotBytes() const {
     size_t n = 0;
