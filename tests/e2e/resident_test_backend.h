@@ -48,6 +48,10 @@ public:
   /// The step (1-based, counting beginStep calls) that fails as a kernel
   /// finding bad data would (0: none).
   size_t failAtStep = 0;
+  /// The step (1-based, counting submitStep calls in `late` mode) whose
+  /// wait reports an error found on the device, as a bad label does (0:
+  /// none).
+  uint64_t failWaitOfStep = 0;
 
   struct Counts {
     size_t arenas = 0, uploads = 0, downloads = 0, deviceCopies = 0, syncs = 0,
@@ -139,10 +143,15 @@ public:
   }
   void waitStep(uint64_t ticket) override {
     ++counts.waits;
+    bool failed = false;
     while (!inFlight_.empty() && inFlight_.front().ticket <= ticket) {
+      failed |= inFlight_.front().ticket == failWaitOfStep;
       deliver(inFlight_.front().downloads);
       inFlight_.erase(inFlight_.begin());
     }
+    if (failed)
+      throw Error("step " + std::to_string(failWaitOfStep) +
+                  ": a label out of range (found on the device)");
   }
   bool beginStep(const StepInfo &info) override {
     if (++begun_ == failAtStep)

@@ -390,6 +390,42 @@ TEST(StepLookahead, AStepThatFailsAtLaunchEndsTheRunAfterTheLastOnesLog) {
   EXPECT_EQ(logs[0].find("\n4,"), std::string::npos) << logs[0];
 }
 
+// A step whose device finds bad data (reported by the wait on the step)
+// ends the run with the error after the step before it was logged: the
+// step launched ahead of it changes nothing the user sees.
+TEST(StepLookahead, AnErrorFoundOnTheDeviceEndsTheRunAtItsStep) {
+  const std::string root = ::testing::TempDir() + "/step_lookahead_device";
+  std::string logs[2], errors[2];
+  for (int ahead = 0; ahead < 2; ++ahead) {
+    std::filesystem::remove_all(root);
+    std::filesystem::create_directories(root);
+    ::setenv("MPC_STEP_LOOKAHEAD", ahead ? "1" : "0", 1);
+    ResidentCpuBackend late;
+    late.late = true;
+    late.failWaitOfStep = 5;
+    TrainingOptions o = seedRun(10);
+    o.quiet = true;
+    o.log = root + "/log.csv";
+    {
+      TrainingSession s(parity::compile("mlp_seed.onnx", fp16Adam()), o, late);
+      try {
+        s.run();
+        ADD_FAILURE() << "ran";
+      } catch (const Error &e) {
+        errors[ahead] = e.what();
+      }
+    }
+    ::unsetenv("MPC_STEP_LOOKAHEAD");
+    logs[ahead] = withoutTimes(readFile(o.log));
+    EXPECT_EQ(late.counts.mostInFlight, ahead ? 2u : 1u);
+  }
+  EXPECT_EQ(errors[0], "step 5: a label out of range (found on the device)");
+  EXPECT_EQ(errors[1], errors[0]);
+  EXPECT_EQ(logs[1], logs[0]);
+  EXPECT_NE(logs[0].find("\n4,"), std::string::npos) << logs[0];
+  EXPECT_EQ(logs[0].find("\n5,"), std::string::npos) << logs[0];
+}
+
 // A bad MPC_STEP_LOOKAHEAD is one line naming it, before any step.
 TEST(StepLookahead, BadSwitchIsRefused) {
   ::setenv("MPC_STEP_LOOKAHEAD", "yes", 1);
