@@ -80,7 +80,7 @@ if [ $mpi = 1 ]; then
   cmp -s <(cut -d, -f1-4 "$bench_tmp/mpi.csv") <(cut -d, -f1-4 "$bench_tmp/fp32.csv") && same=yes
   printf '%-6s %12s %22s   same bits as Gloo: %s\n' "fp32, mpirun" "$m" "$r ($rmin-$rmax)" "$same"
   bench_record model=resnet18 ranks=2 per_rank_batch=8 steps=$steps wire=fp32 transport=mpi \
-    "ms=$(json_list ${ms[mpi]})" ratio_to_tcp=$r same_bits_as_tcp=$same
+    "ms=$(json_list ${ms[mpi]})" ratio_to_gloo=$r same_bits_as_gloo=$same
 else
   echo "fp32 over MPI: skipped (no mpirun or no $bin/libmpc_mpi_world.so)"
 fi

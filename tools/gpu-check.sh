@@ -440,7 +440,7 @@ if want trajectories; then
   trajectory transformer_dp transformer.onnx transformer_data.npz 1e-3 fp16 --data-parallel
   trajectory cnn_syncbn cnn.onnx cnn_data.npz 1e-3 fp16 --data-parallel --sync-batchnorm
   # Several ranks need a GPU each (NCCL): with two GPUs, 2 ranks started by
-  # mpc-run --nproc-per-node (the TCP world; no MPI in the bundle) against
+  # mpc-run --nproc-per-node (the Gloo world; no MPI in the bundle) against
   # the same 2 ranks on the CPU.
   gpus=$(printf '%s\n' "$smi" | grep -c .)
   if [ "$gpus" -ge 2 ]; then
