@@ -50,10 +50,15 @@ Trainer::Batch checkBatch(std::vector<std::pair<std::string, Tensor>> arrays,
     checkSamples(t, s, where);
     if (samples == 0)
       samples = t.dims[0];
+    // Fewer than planned is most often a DataLoader's last, partial batch.
     if (t.dims[0] != samples)
       throw Error(where + ": holds " + std::to_string(t.dims[0]) +
                   " samples, expected " + std::to_string(samples) +
-                  (planned ? std::string(" (the step's batch size)")
+                  (planned ? std::string(" (the step's batch size") +
+                                 (t.dims[0] < samples
+                                      ? "; a DataLoader's last batch is "
+                                        "dropped with drop_last=True)"
+                                      : ")")
                            : " (as '" + batch[0].first + "')"));
     batch.emplace_back(s.name, std::move(t));
   }

@@ -161,7 +161,8 @@ def main():
     expect_error("wrong sample shape", lambda: resumed.step(
         {"x": x[:, :3], "y": y}), "'x'")
     expect_error("wrong batch size", lambda: resumed.step(
-        {"x": x[:B - 1], "y": y[:B - 1]}), "'x'", str(B - 1))
+        {"x": x[:B - 1], "y": y[:B - 1]}), "'x'", str(B - 1),
+        "drop_last=True")
     expect_error("unknown input", lambda: resumed.step(
         {"x": x, "y": y, "z": y}), "'z'")
     expect_error("label out of range", lambda: resumed.step(
