@@ -4,7 +4,9 @@
 #include "python/cuda_device.h"
 #include "support/diagnostics.h"
 
+#include <cctype>
 #include <cstdio>
+#include <utility>
 
 namespace mpc {
 namespace {
@@ -38,6 +40,33 @@ std::unique_ptr<Backend> backendFor(const std::string &device) {
 
 } // namespace
 
+namespace {
+
+/// `msg` with mpc-run's flags that are mpc.Trainer keywords spelled as the
+/// keywords ("give --batch=B" -> "give batch=B"); other flags stay.
+std::string keywordSpelling(std::string msg) {
+  static const std::pair<const char *, const char *> kKeywords[] = {
+      {"--batch", "batch"},
+      {"--seed", "seed"},
+      {"--log", "log"},
+      {"--external-data", "external_data"}};
+  for (const auto &[flag, keyword] : kKeywords) {
+    const std::string f = flag;
+    for (size_t at = msg.find(f); at != std::string::npos;
+         at = msg.find(f, at + 1)) {
+      const size_t end = at + f.size();
+      const char next = end < msg.size() ? msg[end] : ' ';
+      if (std::isalnum(static_cast<unsigned char>(next)) || next == '-' ||
+          next == '_')
+        continue; // a longer flag (--log-every)
+      msg.replace(at, f.size(), keyword);
+    }
+  }
+  return msg;
+}
+
+} // namespace
+
 PyTrainer::PyTrainer(std::unique_ptr<Model> model, const std::string &path,
                      const std::string &resume,
                      const PyTrainerOptions &options) {
@@ -61,8 +90,9 @@ PyTrainer::PyTrainer(std::unique_ptr<Model> model, const std::string &path,
     // the first batch.
     session_->prepare();
   } catch (const Error &e) {
-    // As mpc-run says it: about the model unless it names another file.
-    std::string msg = e.what();
+    // As mpc-run says it: about the model unless it names another file,
+    // and with the keyword a Python caller gives for an mpc-run flag.
+    std::string msg = keywordSpelling(e.what());
     bool named = msg.rfind(path, 0) == 0 ||
                  (!o.log.empty() && msg.rfind(o.log, 0) == 0) ||
                  msg.find(".onnx") != std::string::npos ||

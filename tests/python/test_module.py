@@ -183,6 +183,11 @@ def main():
     expect_error("bad value", lambda: mpc.compile(model, lr="abc"), "--lr")
     expect_error("not a path", lambda: mpc.compile(3), "expected a path",
                  "got int")
+    # A step whose batch is symbolic needs the batch keyword, spelled as
+    # Python gives it (mpc-run's --batch).
+    dyn = mpc.compile(os.path.join(args.source, "models", "transformer_dynbatch.onnx"))
+    msg = expect_error("symbolic batch", lambda: mpc.Trainer(dyn), "give batch=B")
+    assert "--batch" not in msg, msg
     expect_error("unknown flag", lambda: mpc.compile(model, learning_rat=1),
                  "--learning-rat")
     expect_error("flag of another optimizer",
