@@ -52,6 +52,11 @@ std::chrono::milliseconds toMs(double seconds) {
   return std::chrono::milliseconds(int64_t(std::min(seconds, 1e9) * 1e3 + 0.5));
 }
 
+/// A timeout as Gloo takes it: at least 1 ms (0 is Gloo's "no timeout").
+std::chrono::milliseconds glooMs(double seconds) {
+  return std::max(toMs(seconds), std::chrono::milliseconds(1));
+}
+
 std::string rankList(const std::vector<int> &ranks) {
   std::string list = ranks.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < ranks.size(); ++i)
@@ -86,7 +91,9 @@ public:
   void set(const std::string &key, const std::vector<char> &data) override {
     store_.set(prefix_ + key, data);
   }
-  /// Gloo's stores block in get() until the key is set.
+  /// Gloo's stores block in get() until the key is set. Every wait is
+  /// bounded by the rendezvous' time left, not by the timeout Gloo passes
+  /// (the synchronous pairs' context carries the collective timeout).
   std::vector<char> get(const std::string &key) override {
     wait({key}, timeout_);
     return store_.get(prefix_ + key);
@@ -99,8 +106,7 @@ public:
     std::vector<std::string> full;
     for (const std::string &k : keys)
       full.push_back(prefix_ + k);
-    std::vector<std::string> missing =
-        store_.waitFor(full, std::min(timeout, timeout_));
+    std::vector<std::string> missing = store_.waitFor(full, timeout_);
     if (missing.empty())
       return;
     // Gloo's keys end in the rank that publishes them ("rank_2", "2").
@@ -149,24 +155,33 @@ private:
   bool wasPending_ = false;
 };
 
+/// Below this collective timeout every collective takes the event-loop
+/// pairs: the synchronous pairs' connect waits for at most the collective
+/// timeout too, too short a wait for a loaded machine.
+constexpr double kSyncPairsMinTimeoutSeconds = 0.5;
+
 class GlooWorld final : public Collective {
 public:
   /// Messages up to this many bytes per peer take the synchronous pairs.
-  /// Small enough that the two messages a pair may have unread in one
-  /// direction (this collective's and the next one's) always fit the
-  /// sockets' buffers, so that a blocking send never waits on its peer.
+  /// Every rank sends all its messages of a collective, then reads its
+  /// peers'. Small enough that one whole message always fits the sockets'
+  /// buffers (128 KiB receive buffers by default): a send then blocks only
+  /// while the peer has not read this rank's previous message, and that
+  /// peer waits only on ranks at an earlier collective, so no cycle of
+  /// blocked sends can form.
   static constexpr size_t kSmallBytes = size_t(32) << 10;
 
   GlooWorld(std::unique_ptr<TcpStoreServer> server,
             std::unique_ptr<TcpStore> store,
             std::shared_ptr<gloo::rendezvous::Context> context,
-            std::shared_ptr<gloo::rendezvous::Context> fast,
             double timeoutSeconds)
       : server_(std::move(server)), store_(std::move(store)),
-        context_(std::move(context)), fast_(std::move(fast)),
-        timeoutSeconds_(timeoutSeconds) {
-    if (!fast_)
-      return;
+        context_(std::move(context)), timeoutSeconds_(timeoutSeconds) {}
+
+  /// Small collectives from now on take `fast`'s pairs (connected, every
+  /// rank calling this at the same point), made synchronous here.
+  void useSyncPairs(std::shared_ptr<gloo::rendezvous::Context> fast) {
+    fast_ = std::move(fast);
     // Every pair's buffers are made once and registered for good: a peer
     // may send before this rank waits, into a buffer that is already
     // there, and no call pays for registering one.
@@ -202,19 +217,29 @@ public:
   void allToAll(const void *send, size_t bytes, void *recv) override {
     const auto *in = static_cast<const char *>(send);
     auto *out = static_cast<char *>(recv);
-    // In place, block q is sent while rank q's block lands there: send a
-    // copy (the synchronous path copies every block it sends already).
+    // In place on the event-loop pairs, block q is sent while rank q's
+    // block would land there: the peers' blocks land in staging and are
+    // copied in once every send is done (the own block stays; the
+    // synchronous path copies every block it sends already).
     if (in == out && bytes && !isSmall(bytes)) {
-      staging_.assign(in, in + size_t(size()) * bytes);
-      in = staging_.data();
+      if (staging_.size() < size_t(size()) * bytes)
+        staging_.resize(size_t(size()) * bytes);
+      Transfers t;
+      for (int q : peers()) {
+        t.recvs.push_back({q, staging_.data() + size_t(q) * bytes});
+        t.sends.push_back({q, out + size_t(q) * bytes});
+      }
+      exchange(bytes, t);
+      for (int q : peers())
+        std::memcpy(out + size_t(q) * bytes,
+                    staging_.data() + size_t(q) * bytes, bytes);
+      return;
     }
     Transfers t;
     for (int q : peers()) {
       t.recvs.push_back({q, out + size_t(q) * bytes});
       t.sends.push_back({q, const_cast<char *>(in) + size_t(q) * bytes});
     }
-    // The own block moves last: in place on the synchronous path, the
-    // blocks sent are copied out first.
     if (bytes && in != out)
       std::memmove(out + size_t(rank()) * bytes, in + size_t(rank()) * bytes,
                    bytes);
@@ -230,6 +255,24 @@ public:
       t.recvs.push_back({root, static_cast<char *>(buf)});
     }
     exchange(bytes, t);
+  }
+
+  /// Every rank's rank number over the event-loop pairs, waiting up to
+  /// `patience` for a peer (the rendezvous' time left): returns once every
+  /// peer has connected both meshes at its end.
+  void confirmConnected(std::chrono::milliseconds patience) {
+    std::vector<int32_t> ranks(static_cast<size_t>(size()));
+    ranks[size_t(rank())] = rank();
+    const size_t bytes = sizeof(int32_t);
+    auto *out = reinterpret_cast<char *>(ranks.data());
+    Transfers t;
+    for (int q : peers()) {
+      t.recvs.push_back({q, out + size_t(q) * bytes});
+      t.sends.push_back({q, out + size_t(rank()) * bytes});
+    }
+    joining_ = true;
+    exchangeLarge(bytes, nextSlot_++, t, patience);
+    joining_ = false;
   }
 
   [[noreturn]] void abort(int code) override {
@@ -274,7 +317,7 @@ private:
     if (isSmall(bytes))
       exchangeSmall(bytes, t);
     else
-      exchangeLarge(bytes, slot, t);
+      exchangeLarge(bytes, slot, t, toMs(timeoutSeconds_));
   }
 
   /// A small collective on the synchronous pairs: the calling thread
@@ -338,7 +381,8 @@ private:
   /// A large collective on the event-loop pairs: every send and receive
   /// posted at once (Gloo's event loop moves them concurrently, so large
   /// blocks both ways cannot deadlock), then each waited for.
-  void exchangeLarge(size_t bytes, uint64_t slot, const Transfers &t) {
+  void exchangeLarge(size_t bytes, uint64_t slot, const Transfers &t,
+                     std::chrono::milliseconds patience) {
     std::vector<Op> ops;
     auto post = [&](int q, bool isSend, char *at) {
       Op op{q, isSend, context_->createUnboundBuffer(at, bytes)};
@@ -357,7 +401,7 @@ private:
       post(r.peer, false, r.at);
     for (const Transfer &s : t.sends)
       post(s.peer, true, s.at);
-    finish(ops);
+    finish(ops, patience);
   }
 
   /// The other ranks, from the next one up: each rank waits on a different
@@ -376,6 +420,10 @@ private:
   }
 
   [[noreturn]] void silent(int peer) const {
+    if (joining_)
+      throw Error(rankList({peer}) +
+                  " did not answer while the ranks connected, within the "
+                  "rendezvous timeout: stopped, hung or unreachable");
     throw Error(rankList({peer}) + " did not answer in a collective for " +
                 secondsText(timeoutSeconds_) +
                 " (--collective-timeout): stopped, hung or unreachable");
@@ -416,9 +464,8 @@ private:
   }
 
   /// Waits for every transfer, in the order posted. The wait for a peer is
-  /// bounded by the collective timeout counted from the last completion.
-  void finish(std::vector<Op> &ops) {
-    const auto patience = toMs(timeoutSeconds_);
+  /// bounded by `patience` counted from the last completion.
+  void finish(std::vector<Op> &ops, std::chrono::milliseconds patience) {
     auto lastProgress = Clock::now();
     for (size_t i = 0; i < ops.size(); ++i) {
       Op &op = ops[i];
@@ -452,6 +499,9 @@ private:
   /// pairs, which its buffers point into.
   std::vector<Peer> peers_;
   std::vector<char> staging_;
+  /// Whether the exchange is joinGlooWorld's (its silences are the
+  /// rendezvous', not a collective's).
+  bool joining_ = false;
   /// Gloo's tag of the next collective (64 bits: Context::nextSlot's int
   /// would wrap in a long run).
   uint64_t nextSlot_ = 0;
@@ -560,8 +610,8 @@ std::unique_ptr<Collective> joinGlooWorld(const GlooRendezvous &w) {
   if (w.rank == 0 && w.size > 1)
     server = std::make_unique<TcpStoreServer>(w.masterPort);
   auto context = std::make_shared<gloo::rendezvous::Context>(w.rank, w.size);
-  std::shared_ptr<gloo::rendezvous::Context> fast;
   std::unique_ptr<TcpStore> store;
+  std::shared_ptr<gloo::transport::Device> device;
   if (w.size > 1) {
     const std::string root = "rank 0 (MASTER_ADDR=" + w.masterAddr +
                              ", MASTER_PORT=" + std::to_string(w.masterPort) +
@@ -576,7 +626,6 @@ std::unique_ptr<Collective> joinGlooWorld(const GlooRendezvous &w) {
                         ? w.masterAddr
                         : store->localAddress();
     attr.ai_family = AF_INET;
-    std::shared_ptr<gloo::transport::Device> device;
     try {
       device = gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception &e) {
@@ -589,39 +638,41 @@ std::unique_ptr<Collective> joinGlooWorld(const GlooRendezvous &w) {
       context->setTimeout(left());
       MeshStore mesh(*store, "mesh/", left());
       context->connectFullMesh(mesh, device);
-      // The synchronous pairs' sockets wait for at most the collective
-      // timeout (their receive and send timeouts are the context's).
-      fast = std::make_shared<gloo::rendezvous::Context>(w.rank, w.size);
-      fast->setTimeout(toMs(w.collectiveTimeoutSeconds));
-      MeshStore fastMesh(*store, "fast/", left());
-      fast->connectFullMesh(fastMesh, device);
     } catch (const Error &) {
       throw;
     } catch (const std::exception &e) {
       throw Error("connecting the ranks: " + glooReason(e));
     }
   }
-  std::unique_ptr<GlooWorld> world;
-  try {
-    world =
-        std::make_unique<GlooWorld>(std::move(server), std::move(store),
-                                    context, fast, w.collectiveTimeoutSeconds);
-  } catch (const Error &) {
-    throw;
-  } catch (const std::exception &e) {
-    throw Error("connecting the ranks: " + glooReason(e));
-  }
+  TcpStore *meeting = store.get();
+  auto world = std::make_unique<GlooWorld>(std::move(server), std::move(store),
+                                           context, w.collectiveTimeoutSeconds);
   if (w.size > 1) {
+    context->setTimeout(left());
+    if (w.collectiveTimeoutSeconds >= kSyncPairsMinTimeoutSeconds) {
+      // The synchronous pairs, a second mesh: its sockets wait for at most
+      // the collective timeout (their receive and send timeouts are the
+      // context's), connecting included, so the ranks start it together.
+      world->confirmConnected(left());
+      try {
+        auto fast = std::make_shared<gloo::rendezvous::Context>(w.rank, w.size);
+        fast->setTimeout(glooMs(w.collectiveTimeoutSeconds));
+        MeshStore fastMesh(*meeting, "fast/", left());
+        fast->connectFullMesh(fastMesh, device);
+        world->useSyncPairs(std::move(fast));
+      } catch (const Error &) {
+        throw;
+      } catch (const std::exception &e) {
+        throw Error("connecting the ranks: " + glooReason(e));
+      }
+    }
     // Gloo's connectFullMesh returns when this rank's pairs are connected
     // at its end: one exchange over every pair makes sure they are at both
-    // ends before any rank goes on (and may end, closing them). It takes
-    // the synchronous pairs, which every rank connects after its
-    // event-loop pairs.
-    std::vector<int32_t> ranks(size_t(w.size));
-    const int32_t mine = w.rank;
-    context->setTimeout(left());
-    world->allGather(&mine, sizeof mine, ranks.data());
-    context->setTimeout(toMs(w.collectiveTimeoutSeconds));
+    // ends before any rank goes on (and may end, closing them). The
+    // exchange is on the event-loop pairs, after this rank connected both
+    // meshes; a peer answers after connecting both too.
+    world->confirmConnected(left());
+    context->setTimeout(glooMs(w.collectiveTimeoutSeconds));
   }
   return world;
 }

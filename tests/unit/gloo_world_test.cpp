@@ -331,6 +331,53 @@ TEST(GlooWorld, ASilentRankIsNamedAfterTheCollectiveTimeout) {
   }
 }
 
+TEST(GlooWorld, ACollectiveTimeoutUnderAMillisecondStillBoundsTheWait) {
+  // 0.0001 s rounds to 0 ms, which Gloo reads as "no timeout": a small
+  // collective must still fail at once naming the silent rank, not wait
+  // until it closes its connections; and joining, which waits for the
+  // rendezvous timeout, must not fail on it (the synchronous pairs, whose
+  // connect waits for the collective timeout, are left out below 0.5 s).
+  const int port = freeLocalPort();
+  std::vector<std::string> errors(2);
+  double waited = 0;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        GlooRendezvous w;
+        w.rank = r;
+        w.size = 2;
+        w.masterAddr = "127.0.0.1";
+        w.masterPort = port;
+        w.timeoutSeconds = 20;
+        w.collectiveTimeoutSeconds = 0.0001;
+        std::unique_ptr<Collective> world = joinGlooWorld(w);
+        if (r == 1) {
+          std::this_thread::sleep_for(std::chrono::seconds(3));
+          return;
+        }
+        std::vector<uint8_t> all(2 << 10);
+        auto start = std::chrono::steady_clock::now();
+        try {
+          world->allGather(all.data(), 1 << 10, all.data());
+        } catch (const Error &) {
+          waited = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+          throw;
+        }
+      } catch (const Error &e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  EXPECT_EQ(errors[0], "rank 1 did not answer in a collective for 0.0001 s "
+                       "(--collective-timeout): stopped, hung or unreachable");
+  EXPECT_LT(waited, 1.5);
+  EXPECT_EQ(errors[1], "");
+}
+
 TEST(GlooWorld, BadRendezvousValuesAreOneLine) {
   GlooRendezvous w;
   w.rank = 2;
