@@ -22,6 +22,7 @@
 #include "passes/eval_export_note.h"
 #include "passes/gradients/gradient_rules.h"
 #include "passes/shape_inference.h"
+#include "passes/shape_only_input_note.h"
 #include "support/diagnostics.h"
 #include "support/name_pattern.h"
 
@@ -502,6 +503,7 @@ void runAutodiff(Model &model, PassContext &ctx) {
     params = trainableParameters(g, ctx.options, frozenCount);
     noteFrozenByExporter(model, g, ctx);
     noteEvalModeExport(g, params, ctx);
+    noteMergedInputs(g, ctx);
   }
   std::vector<std::string> requested;
   for (Value *p : params)

@@ -14,6 +14,7 @@
 #include "kernels/cpu/kernel_table.h"
 #include "passes/pass.h"
 #include "passes/shape_inference.h"
+#include "passes/shape_only_input_note.h"
 #include "passes/verify.h"
 #include "support/diagnostics.h"
 
@@ -292,6 +293,11 @@ void runFoldConstants(Model &model, PassContext &ctx) {
       ctx.unchangedSinceVerify &&
       lastVerifyFoundTypesAsInferred(model, *model.graph, opset) &&
       (!alg || lastVerifyFoundTypesAsInferred(model, *alg, opset));
+  // Folding a Shape of a static input erases the evidence of two inputs
+  // merged by the exporter: look before it (autodiff looks again, for
+  // pipelines without this pass).
+  if (!alg)
+    noteMergedInputs(*model.graph, ctx);
   Folder(model, *model.graph, opset, ctx.stats).run();
   if (alg)
     Folder(model, *alg, opset, ctx.stats).run();

@@ -9,6 +9,8 @@
 #include <ctime>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <unordered_set>
 
 namespace mpc {
 
@@ -71,6 +73,7 @@ void runPipeline(Model &model, const std::vector<PipelineEntry> &pipeline,
   // The model as it stands has passed the verifier (the verify pass, or the
   // check after the pass before).
   bool verified = false;
+  std::unordered_set<std::string> said; // the notes given so far
   // The metadata names values; each pass's rewrites carry those names along
   // (Model::updateValueReferences), so no pass updates them by hand.
   model.updateValueReferences();
@@ -89,9 +92,12 @@ void runPipeline(Model &model, const std::vector<PipelineEntry> &pipeline,
       config.timings->add(entry.pass->name, start);
     for (const auto &kv : ctx.stats)
       stats[std::string(entry.pass->name) + "." + kv.first] += kv.second;
+    // A note two passes give (one looking before the other erases the
+    // evidence, one after) is said once.
     if (config.note)
       for (const std::string &n : ctx.notes)
-        config.note(n);
+        if (said.insert(n).second)
+          config.note(n);
     // Not after verify itself (it throws unless the model passes), nor
     // after an analysis, or a pass that found nothing to do, that left a
     // verified model as it was.
