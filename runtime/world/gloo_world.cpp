@@ -6,16 +6,22 @@
 // which fails when another process took that rank first; rank 0 waits for
 // every "rank/r", checks the sizes and adds "verdict": "ok", or the reason
 // the world does not meet, which every rank then reports. Only after an
-// "ok" do the ranks publish their Gloo addresses ("mesh/r") and connect, so
-// a world that does not meet never half-connects.
+// "ok" do the ranks publish their Gloo addresses ("mesh/r", then "fast/r")
+// and connect, so a world that does not meet never half-connects.
 //
-// Collectives: each call takes the next Gloo slot (the ranks call the same
-// collectives in the same order), posts every send and receive at once
-// (Gloo's event loop moves them concurrently, so large blocks both ways
-// cannot deadlock), then waits for each, one buffer per peer so that an
-// error or a silence is the peer's. The wait for a peer is bounded by the
-// collective timeout counted from the last completion, so a slow but moving
-// collective never fails and a silent rank fails it, named.
+// Two meshes connect every pair of ranks. Large messages take the first,
+// whose pairs Gloo's event-loop thread serves: each call takes the next
+// Gloo slot (the ranks call the same collectives in the same order), posts
+// every send and receive at once (the loop moves them concurrently, so
+// large blocks both ways cannot deadlock), then waits for each, one buffer
+// per peer so that an error or a silence is the peer's; a wait is bounded
+// by the collective timeout counted from the last completion, so a slow
+// but moving collective never fails and a silent rank fails it, named.
+// Small messages (up to 32 KiB a peer; resnet18's sync batch norm sends 120
+// a step) take the second, synchronous pairs: no ready-to-receive round
+// trip and no event-loop wake-up, which cost 0.1 to 10 ms a message on a
+// loaded machine against 10 to 20 us (bench/gloo_world.sh --latency); their
+// sockets' timeouts are the collective timeout.
 #include "runtime/world/gloo_world.h"
 
 #include "runtime/world/tcp_store.h"
@@ -125,9 +131,11 @@ private:
 };
 
 /// While alive, a write to a connection the peer has closed is an error
-/// (EPIPE) on this thread, not a SIGPIPE that ends the process: the
-/// synchronous pairs write from the calling thread, and a rank that died
-/// must be named, not followed. A SIGPIPE raised meanwhile is consumed.
+/// (EPIPE) on this thread, not a SIGPIPE that ends the process: a
+/// collective writes from the calling thread (the synchronous pairs'
+/// messages, the event-loop pairs' notices), and a rank that died must be
+/// named, not followed. A SIGPIPE raised meanwhile is consumed. A thread
+/// started meanwhile (Gloo's event loop) keeps SIGPIPE blocked for good.
 class SigpipeBlocked {
 public:
   SigpipeBlocked() {
@@ -271,6 +279,7 @@ public:
       t.sends.push_back({q, out + size_t(rank()) * bytes});
     }
     joining_ = true;
+    SigpipeBlocked quiet;
     exchangeLarge(bytes, nextSlot_++, t, patience);
     joining_ = false;
   }
@@ -314,6 +323,7 @@ private:
     const uint64_t slot = nextSlot_++;
     if (!bytes)
       return;
+    SigpipeBlocked quiet;
     if (isSmall(bytes))
       exchangeSmall(bytes, t);
     else
@@ -326,7 +336,6 @@ private:
   /// itself (no event-loop thread to wake). A read waits for at most the
   /// collective timeout (the sockets' receive timeout).
   void exchangeSmall(size_t bytes, const Transfers &t) {
-    SigpipeBlocked quiet;
     for (const Transfer &s : t.sends) {
       Peer &p = peers_[size_t(s.peer)];
       std::memcpy(p.sendMem.data(), s.at, bytes);
@@ -627,6 +636,8 @@ std::unique_ptr<Collective> joinGlooWorld(const GlooRendezvous &w) {
                         : store->localAddress();
     attr.ai_family = AF_INET;
     try {
+      // Its event-loop thread, which writes too, starts here.
+      SigpipeBlocked quiet;
       device = gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception &e) {
       throw Error("MASTER_ADDR '" + attr.hostname +

@@ -9,9 +9,11 @@
 // libgloo-dev, the library under PyTorch's CPU DistributedDataParallel)
 // connects every pair of ranks and moves the bytes over its TCP transport.
 //
-// Gloo only moves bytes here (pair sends and receives into unbound
-// buffers); the reduction arithmetic stays the mpc.AllReduce kernel's
-// (kernels/collective.h), so every rank holds the bits of one process.
+// Gloo only moves bytes here (pair sends and receives: on its event-loop
+// pairs for large messages, on synchronous pairs read by the calling
+// thread for small ones); the reduction arithmetic stays the mpc.AllReduce
+// kernel's (kernels/collective.h), so every rank holds the bits of one
+// process.
 //
 // A rank that fails ends its process (abort); the others see its
 // connections close and fail at once with a line naming it. A rank that

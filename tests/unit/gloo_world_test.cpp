@@ -276,6 +276,25 @@ TEST(GlooWorld, ARankThatStopsIsAnErrorOnTheOthersNotAHang) {
   }
 }
 
+TEST(GlooWorld, SendingToARankThatLeftNamesItAndDoesNotEndTheProcess) {
+  // Rank 1 leaves; rank 0 only sends (broadcasts from itself) until a
+  // collective fails. A write to a closed connection raises SIGPIPE, which
+  // would end this whole test process: it must be an error naming rank 1.
+  for (size_t block : {size_t(1) << 20, size_t(1) << 10}) {
+    SCOPED_TRACE(std::to_string(block) + " bytes");
+    std::vector<std::string> errors = onRanks(2, [&](int r, Collective &w) {
+      if (r == 1)
+        return;
+      std::vector<uint8_t> b(block, 7);
+      for (int i = 0; i < 100000; ++i)
+        w.broadcast(b.data(), block, 0);
+    });
+    EXPECT_EQ(errors[0].rfind("lost the connection to rank 1 (", 0), 0u)
+        << errors[0];
+    EXPECT_EQ(errors[1], "");
+  }
+}
+
 TEST(GlooWorld, ASilentRankIsNamedAfterTheCollectiveTimeout) {
   // Rank 2 of 3 joins but does not take part (as a stopped process keeps
   // its connections open and answers nothing): ranks 0 and 1 fail their
