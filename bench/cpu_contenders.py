@@ -25,10 +25,12 @@ median over rounds and the ratio to PyTorch autocast bf16 (the acceptance bar) f
 rounds, and each contender's peak RSS (the largest over its processes).
 Results: bench/results/cpu_contenders-DATE.json and a Markdown table on stdout.
 
-Usage: python3 bench/cpu_contenders.py [BUILD_DIR]
+Usage: python3 bench/cpu_contenders.py [BUILD_DIR]     (BUILD_DIR default: build)
   env ROUNDS (3), STEPS (3), WARMUP (2), THREADS ("1 2"), MODELS ("gpt bert resnet mlp"),
   SIZE (issue|small: issue (default) = the sizes of the issue's table; small is ~4x less work),
-  TORCH_COMPILE (0), ORT_PYTHON
+  TORCH_COMPILE (0), ORT_PYTHON, OUT (the results file; default
+  bench/results/cpu_contenders-DATE.json for the whole run, cpu_contenders-DATE-subset.json when
+  MODELS or THREADS name a subset, so a partial run never replaces a whole one)
 Needs torch and torchvision (pip) and a built mpc (mpc-opt, mpc-run).
 """
 import datetime
@@ -265,6 +267,63 @@ class Worker:
         self.p.wait()
 
 
+ALL_MODELS = ["gpt", "bert", "resnet", "mlp"]
+
+
+def fail(msg):
+    print(f"cpu_contenders.py: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def env_int(name, default, low):
+    text = os.environ.get(name, str(default))
+    try:
+        v = int(text)
+    except ValueError:
+        v = None
+    if v is None or v < low:
+        fail(f"{name}: expected an integer >= {low}, got '{text}'")
+    return v
+
+
+def parse_args():
+    """The build directory and the env settings, checked before anything runs or is written."""
+    args = sys.argv[1:]
+    if args and args[0] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0)
+    if len(args) > 1:
+        fail(f"expected at most one argument (the build directory), got {len(args)}: {' '.join(args)}")
+    if args and args[0].startswith("-"):
+        fail(f"unknown option '{args[0]}' (usage: python3 bench/cpu_contenders.py [BUILD_DIR])")
+    build = os.path.abspath(args[0] if args else os.path.join(ROOT, "build"))
+    for tool in ("mpc-opt", "mpc-run"):
+        if not os.access(os.path.join(build, "bin", tool), os.X_OK):
+            fail(f"{build}: not a build directory (no bin/{tool})")
+    rounds, steps = env_int("ROUNDS", 3, 1), env_int("STEPS", 3, 1)
+    warmup = env_int("WARMUP", 2, 0)
+    threads_text = os.environ.get("THREADS", "1 2")
+    try:
+        thread_counts = [int(t) for t in threads_text.split()]
+    except ValueError:
+        thread_counts = []
+    if not thread_counts or any(t < 1 or t > 1024 for t in thread_counts):
+        fail(f"THREADS: expected thread counts in [1, 1024] separated by spaces, got '{threads_text}'")
+    models = os.environ.get("MODELS", " ".join(ALL_MODELS)).split()
+    bad = [m for m in models if m not in ALL_MODELS]
+    if not models or bad:
+        fail(f"MODELS: expected names among {' '.join(ALL_MODELS)}, got '{os.environ.get('MODELS', '')}'")
+    size = os.environ.get("SIZE", "issue")
+    if size not in ("issue", "small"):
+        fail(f"SIZE: expected issue or small, got '{size}'")
+    whole = sorted(set(models)) == sorted(ALL_MODELS) and sorted(set(thread_counts)) == [1, 2]
+    name = "cpu_contenders-DATE.json" if whole else "cpu_contenders-DATE-subset.json"
+    out = os.path.abspath(os.environ.get("OUT", os.path.join(HERE, "results", name)))
+    if os.path.isdir(out):
+        fail(f"OUT: {out} is a directory")
+    return build, rounds, steps, warmup, thread_counts, models, size, out
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--torch-worker":
         torch_worker(*sys.argv[2:])
@@ -275,13 +334,7 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--ort-worker":
         ort_worker(*sys.argv[2:])
         return
-    build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build"))
-    rounds = int(os.environ.get("ROUNDS", 3))
-    steps = int(os.environ.get("STEPS", 3))
-    warmup = int(os.environ.get("WARMUP", 2))
-    thread_counts = [int(t) for t in os.environ.get("THREADS", "1 2").split()]
-    models = os.environ.get("MODELS", "gpt bert resnet mlp").split()
-    size = os.environ.get("SIZE", "issue")
+    build, rounds, steps, warmup, thread_counts, models, size, out = parse_args()
     use_compile = os.environ.get("TORCH_COMPILE", "0") == "1"
     ort_python = os.environ.get("ORT_PYTHON", os.path.join(build, "ort-venv", "bin", "python"))
     have_ort = os.path.exists(ort_python)
@@ -375,10 +428,13 @@ def main():
             print(json.dumps(row), file=sys.stderr, flush=True)
     results["load_end"] = open("/proc/loadavg").read().split()[:3]
     results["wall_s"] = round(time.time() - started, 1)
-    out = os.path.join(HERE, "results", f"cpu_contenders-{results['date']}.json")
+    if not results["rows"]:  # nothing measured: keep any earlier results file as it is
+        fail("no model was measured (" + "; ".join(results["notes"]) + ")")
+    out = out.replace("DATE", results["date"])
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
+    with open(out + ".tmp", "w") as f:  # written whole, then renamed: never a partial file
         json.dump(results, f, indent=1)
+    os.replace(out + ".tmp", out)
     print(f"{results['date']}, {cpu}, {os.cpu_count()} cores, load at start {' '.join(load)}, "
           f"{rounds} rounds x {steps} steps after {warmup} (median ms/step; in brackets: paired ratio "
           f"to PyTorch autocast bf16, lower is faster), {results['wall_s']:.0f} s\n")
