@@ -1,6 +1,7 @@
 // Memory plan: classification, lifetimes, in-place writes, offsets.
 #include "passes/memory_plan.h"
 
+#include "ir/mpc_ops.h"
 #include "ir/step_metadata.h"
 #include "passes/lifetime_offsets.h"
 #include "passes/pass.h"
@@ -346,6 +347,19 @@ MemoryPlan planMemory(const PlanInputs &in) {
         addGradient(x);
     }
 
+  // A sharded master gathered whole for the step (--shard-optimizer's
+  // mpc.AllGather of parameter chunks): a working copy, as its casts are.
+  auto gatheredMaster = [&](const Value *v) {
+    const Node *p = v->producer();
+    if (!p || !isMpcDomain(p->domain()) || p->opType() != "AllGather")
+      return false;
+    for (size_t k = 0; k < p->numOutputs() && k < p->numInputs(); ++k)
+      if (p->output(k) == v) {
+        const Value *x = p->input(k);
+        return x && x->owner() == &g && (named[x->id()] & kParam);
+      }
+    return false;
+  };
   auto classify = [&](const Value *v) {
     if (v->isGraphInput())
       return MemoryClass::Inputs;
@@ -361,9 +375,11 @@ MemoryPlan planMemory(const PlanInputs &in) {
     }
     if (isGradient[id(v)])
       return MemoryClass::Gradients;
+    if (gatheredMaster(v))
+      return MemoryClass::WorkingCopies;
     if (madeByCast(v)) {
       const Value *x = v->producer()->input(0);
-      if (x->owner() == &g && (named[x->id()] & kParam))
+      if ((x->owner() == &g && (named[x->id()] & kParam)) || gatheredMaster(x))
         return MemoryClass::WorkingCopies;
     }
     if (lossIndex >= 0 && firstOf[id(v)] <= lossIndex &&

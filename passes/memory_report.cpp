@@ -3,6 +3,7 @@
 
 #include "passes/flop_count.h"
 #include "passes/onnx/onnx_io.h"
+#include "passes/optimizer/shard_optimizer.h"
 #include "passes/shape_inference.h"
 #include "passes/step_graph.h"
 #include "passes/verify.h"
@@ -162,6 +163,8 @@ MemoryPlan planCompiledModel(const Model &compiled, bool asWritten) {
     onnx::ModelProto proto;
     exportModel(compiled, proto);
     written = importModel(proto, compiled.sourcePath, ".");
+    // As each rank holds it: sharded masters are chunks in the step.
+    cutShardedMastersForPlanning(*written);
   }
   return planStep(asWritten ? *written : compiled, /*typesAsInferred=*/false);
 }

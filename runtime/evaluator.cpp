@@ -123,7 +123,7 @@ void Evaluator::requireOneBatch(const Dataset &data,
 
 void Evaluator::bindState(const Trainer &trainer) {
   for (const auto &[name, source] : stateNames_)
-    exec_->setInitializer(name, trainer.state(source));
+    exec_->setInitializer(name, trainer.wholeState(source));
 }
 
 std::vector<std::pair<std::string, Tensor>>

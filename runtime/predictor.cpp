@@ -15,7 +15,8 @@ void Predictor::buildFor(Trainer &trainer) {
   if (model_ && builtAt_ == trainer.stepsDone())
     return;
   // The forward's tensors that the step trains (or otherwise updates: batch
-  // norms' running statistics), at their current values.
+  // norms' running statistics), at their current values; a sharded master
+  // (--shard-optimizer) gathered whole.
   const Model &compiled = trainer.model();
   const Graph &step = *compiled.training->algorithm;
   std::map<std::string, TensorPtr> weights;
@@ -23,7 +24,7 @@ void Predictor::buildFor(Trainer &trainer) {
     const Value *state = step.findValue(init->name());
     if (state && state->isInitializer() && state->isState)
       weights[init->name()] =
-          std::make_shared<Tensor>(trainer.state(init->name()));
+          std::make_shared<Tensor>(trainer.wholeState(init->name()));
   }
   std::vector<std::string> notes; // choices a deployment would want told
   model_ = buildInferenceModel(compiled, options_, weights, notes);

@@ -58,6 +58,12 @@ ShardedState shardedStateOf(const Model &model) {
       throw Error(std::string(meta::kShardedState.name) + ": '" + pair +
                   "' is not a pair of a state and a parameter of the "
                   "training step");
+    // The whole shape: the main graph's parameter (whole in a file and in
+    // a model compiled in memory, whose step holds a chunk already).
+    const Value *whole =
+        model.graph ? model.graph->findValue(e.param) : nullptr;
+    e.dims = whole && whole->isInitializer() ? whole->initializer()->dims
+                                             : pv->initializer()->dims;
     s.entries.push_back(std::move(e));
   }
   return s;
@@ -107,10 +113,13 @@ Tensor gatherWhole(Collective *world, const Tensor &chunk,
   return whole;
 }
 
-void setShardedState(Model &model, const std::string &name, TensorPtr t) {
+void setShardedState(Model &model, const std::string &name, TensorPtr t,
+                     bool stepOnly) {
   std::vector<Dim> dims(t->dims.begin(), t->dims.end());
   for (Graph *g : {model.training->algorithm.get(), model.graph.get()})
-    if (Value *v = g ? g->findValue(name) : nullptr)
+    if (Value *v = g && !(stepOnly && g == model.graph.get())
+                       ? g->findValue(name)
+                       : nullptr)
       if (v->isInitializer()) {
         v->setInitializer(t);
         v->setType(t->dtype, dims);
@@ -122,11 +131,17 @@ void cutWholeState(Model &model, const ShardedState &s, int rank,
   Graph &algorithm = *model.training->algorithm;
   for (const ShardedState::Entry &e : s.entries) {
     Value *state = algorithm.findValue(e.state);
-    const Value *param = algorithm.findValue(e.param);
-    const Tensor &t = *state->initializer();
-    const std::vector<int64_t> &full = param->initializer()->dims;
+    const Value *main = model.graph ? model.graph->findValue(e.state) : nullptr;
+    const std::vector<int64_t> &full = e.dims;
+    // A master is cut from the main graph's whole weight: the step's own
+    // tensor may be another rank's chunk (a model compiled in memory holds
+    // rank 0's).
+    const Tensor &t = e.master() && main && main->isInitializer() &&
+                              main->initializer()->dims == full
+                          ? *main->initializer()
+                          : *state->initializer();
     const int64_t c = shardChunk(numelOf(full), s.worldSize);
-    if (t.dims == std::vector<int64_t>{c})
+    if (t.dims == std::vector<int64_t>{c} && t.dims != full)
       continue;
     if (t.dims != full)
       throw Error((where.empty() ? "" : where + ": ") + "state '" + e.state +
@@ -136,7 +151,8 @@ void cutWholeState(Model &model, const ShardedState &s, int rank,
                   std::to_string(s.worldSize) + " ranks [" + std::to_string(c) +
                   "]");
     setShardedState(model, e.state,
-                    std::make_shared<Tensor>(chunkOf(t, s.worldSize, rank)));
+                    std::make_shared<Tensor>(chunkOf(t, s.worldSize, rank)),
+                    e.master());
   }
 }
 

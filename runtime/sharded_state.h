@@ -20,8 +20,13 @@ namespace mpc {
 struct ShardedState {
   int64_t worldSize = 0; ///< 0: the model's state is not sharded
   struct Entry {
-    std::string state; ///< the chunk each rank holds (a moment)
-    std::string param; ///< the parameter whose shape its whole form has
+    std::string state;         ///< the chunk each rank holds (a moment)
+    std::string param;         ///< the parameter whose shape its whole form has
+    std::vector<int64_t> dims; ///< that shape (the file's, before any cut)
+    /// An fp32 master weight (state == param): its chunk lives only in the
+    /// training step; the main graph (evaluation, exports) keeps the whole
+    /// tensor, gathered when it is read.
+    bool master() const { return state == param; }
   };
   std::vector<Entry> entries;
   bool sharded() const { return worldSize > 0; }
@@ -51,7 +56,10 @@ void cutWholeState(Model &model, const ShardedState &s, int rank,
                    const std::string &where);
 
 /// Makes state `name` hold `t` (its type follows) in the training algorithm
-/// and in the main graph, which share a loaded model's state.
-void setShardedState(Model &model, const std::string &name, TensorPtr t);
+/// and, unless `stepOnly`, in the main graph, which share a loaded model's
+/// state. A master's chunk is the step's only (`stepOnly`): the main graph
+/// keeps the whole weight, which evaluation and the exports read.
+void setShardedState(Model &model, const std::string &name, TensorPtr t,
+                     bool stepOnly = false);
 
 } // namespace mpc

@@ -456,10 +456,22 @@ void Trainer::synchronizeRanks(int64_t batch) {
                   "--batch, checkpoint, --seed or --shuffle): every rank "
                   "must be started with the same ones");
   for (const std::string &name : stateNames) {
-    // A sharded state is this rank's own chunk, not rank 0's.
-    if (std::any_of(
-            sharded_.entries.begin(), sharded_.entries.end(),
-            [&](const ShardedState::Entry &e) { return e.state == name; }))
+    // A sharded master: rank 0's whole weight (the main graph's, the file's
+    // or the resumed checkpoint's), of which this rank keeps its chunk.
+    auto entry = std::find_if(
+        sharded_.entries.begin(), sharded_.entries.end(),
+        [&](const ShardedState::Entry &e) { return e.state == name; });
+    Value *main = model_->graph->findValue(name);
+    if (entry != sharded_.entries.end() && entry->master() && main &&
+        main->isInitializer()) {
+      Tensor &whole = *main->initializer();
+      world_->broadcast(whole.bytes.data(), whole.byteSize(), 0);
+      exec_->setInitializer(name,
+                            chunkOf(whole, sharded_.worldSize, world_->rank()));
+      continue;
+    }
+    // A sharded moment is this rank's own chunk, not rank 0's.
+    if (entry != sharded_.entries.end())
       continue;
     Tensor t = exec_->initializer(name);
     world_->broadcast(t.bytes.data(), t.byteSize(), 0);
@@ -469,6 +481,22 @@ void Trainer::synchronizeRanks(int64_t batch) {
 
 const Tensor &Trainer::state(const std::string &name) const {
   return exec_->initializer(name);
+}
+
+Tensor Trainer::wholeState(const std::string &name) const {
+  for (const ShardedState::Entry &e : sharded_.entries)
+    if (e.master() && e.state == name)
+      return gatherWhole(world_, exec_->initializer(name), e.dims,
+                         sharded_.worldSize);
+  return exec_->initializer(name);
+}
+
+void Trainer::gatherMasters() {
+  requireNoStepInFlight("gathering the weights");
+  for (const ShardedState::Entry &e : sharded_.entries)
+    if (e.master())
+      if (Value *v = model_->graph->findValue(e.state))
+        *v->initializer() = wholeState(e.state);
 }
 
 double Trainer::lossScale() const {
@@ -506,6 +534,11 @@ void Trainer::writeStateBack() {
   for (Value *init : model_->training->algorithm->initializers())
     if (init->isState)
       *init->initializer() = exec_->initializer(init->name());
+  // A sharded master's chunk is the step's own tensor; the main graph's
+  // whole one needs a gather, which one rank alone can do only when it is
+  // the only rank (the callers gather on every rank otherwise).
+  if (!world_ || world_->size() <= 1)
+    gatherMasters();
   model_->setMeta(kStepsDoneKey, std::to_string(stepsDone_));
   model_->setMeta(kSeedKey, std::to_string(seed));
   model_->setMeta(kShuffleKey, shuffle ? "1" : "0");
@@ -538,16 +571,18 @@ void Trainer::saveCheckpoint(const std::string &path) {
   for (const ShardedState::Entry &e : sharded_.entries) {
     const Graph &alg = *model_->training->algorithm;
     const Value *v = alg.findValue(e.state);
-    const std::vector<int64_t> &dims =
-        alg.findValue(e.param)->initializer()->dims;
     chunks.push_back(v->initializer());
-    setShardedState(*model_, e.state,
-                    std::make_shared<Tensor>(gatherWhole(
-                        world_, *v->initializer(), dims, sharded_.worldSize)));
+    setShardedState(
+        *model_, e.state,
+        std::make_shared<Tensor>(gatherWhole(world_, *v->initializer(), e.dims,
+                                             sharded_.worldSize)));
   }
+  // A master's gathered weight stays the main graph's (the current
+  // weights); the step keeps its chunk.
   auto restore = [&] {
     for (size_t i = 0; i < chunks.size(); ++i)
-      setShardedState(*model_, sharded_.entries[i].state, chunks[i]);
+      setShardedState(*model_, sharded_.entries[i].state, chunks[i],
+                      sharded_.entries[i].master());
   };
   if (path.empty()) { // a rank that only took part in the gather
     restore();
@@ -578,7 +613,7 @@ void Trainer::resumeFrom(const std::string &path) {
       [&](const std::string &name) -> const std::vector<int64_t> * {
     for (const ShardedState::Entry &e : sharded_.entries)
       if (e.state == name)
-        return &mine.findValue(e.param)->initializer()->dims;
+        return &e.dims;
     return nullptr;
   };
   // Every check before any change: a refused checkpoint leaves the run as
@@ -627,11 +662,16 @@ void Trainer::resumeFrom(const std::string &path) {
   for (const Value *init : mine.initializers())
     if (init->isState) {
       const Tensor &t = *theirs.findValue(init->name())->initializer();
-      if (shardedWhole(init->name()))
+      if (shardedWhole(init->name())) {
         exec_->setInitializer(
             init->name(),
             chunkOf(t, sharded_.worldSize, world_ ? world_->rank() : 0));
-      else
+        // A master's whole weight is the main graph's (evaluation, exports).
+        for (const ShardedState::Entry &e : sharded_.entries)
+          if (e.master() && e.state == init->name())
+            if (Value *w = model_->graph->findValue(e.state))
+              *w->initializer() = t;
+      } else
         exec_->setInitializer(init->name(), t);
     }
   stepsDone_ = int64_t(steps);

@@ -175,6 +175,15 @@ public:
   /// Current value of a state tensor (master weights, moments, scale...):
   /// after every launched run, one in flight on a device waited for.
   const Tensor &state(const std::string &name) const;
+  /// state(name) whole: a sharded fp32 master (mpc-opt --shard-optimizer)
+  /// is this rank's chunk in the step, gathered from every rank here, so
+  /// with several ranks every rank calls it for the same names (as
+  /// evaluation does).
+  Tensor wholeState(const std::string &name) const;
+  /// Gathers every sharded master into the main graph's whole tensors, which
+  /// the exports read: with several ranks, every rank calls it before rank 0
+  /// exports. Nothing to do without sharded masters.
+  void gatherMasters();
   /// Most bytes live at once in any step so far (the executor's measure,
   /// comparable to MemoryPlan::livePeakBytes).
   size_t peakBytes() const { return peakBytes_; }

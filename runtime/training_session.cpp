@@ -675,6 +675,10 @@ std::vector<std::string> TrainingSession::writeExports() {
   Trainer &trainer = *trainer_;
   std::vector<std::string> written;
   const char *ema = o.exportEma ? " (moving average)" : "";
+  // Sharded masters are gathered on every rank, exporting or not: only
+  // rank 0 exports, from the main graph's whole weights.
+  if (world_ && world_->size() > 1)
+    trainer.gatherMasters();
   if (!o.exportInference.empty()) {
     std::vector<std::string> notes =
         trainer.exportInference(o.exportInference, o.exportOptions);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mpc {
 
@@ -45,6 +46,44 @@ inline void checkShardWorld(const Node &node, int64_t worldSize, int ranks) {
     << " ranks (mpc-opt --world-size=" << worldSize << ") but it runs on "
     << ranks << (ranks == 1 ? " rank" : " ranks");
   b.raise();
+}
+
+/// mpc.AllGather's shape form, AllGather(s1..sn) <world_size, shapes>:
+/// output i's dims are in `shapes` (its rank, then its dims, for each
+/// output in turn) rather than taken from a whole value of its type, which
+/// a sharded fp32 master (kept only as chunks) has none of; output i has
+/// si's dtype. Returns the n shapes, or nothing for the form with `like`
+/// inputs (no `shapes`); an Error naming the node for a list that does not
+/// parse into n shapes of dims >= 0.
+inline std::vector<std::vector<int64_t>> allGatherShapes(const Node &node,
+                                                         size_t n) {
+  const Attribute *a = node.attr("shapes");
+  if (!a)
+    return {};
+  std::vector<std::vector<int64_t>> shapes;
+  const std::vector<int64_t> &v = a->ints;
+  size_t at = 0;
+  while (at < v.size() && shapes.size() < n) {
+    const int64_t rank = v[at++];
+    if (rank < 0 || rank > int64_t(v.size() - at))
+      break;
+    std::vector<int64_t> dims(v.begin() + int64_t(at),
+                              v.begin() + int64_t(at) + rank);
+    at += size_t(rank);
+    bool ok = true;
+    for (int64_t d : dims)
+      ok = ok && d >= 0;
+    if (!ok)
+      break;
+    shapes.push_back(std::move(dims));
+  }
+  if (shapes.size() != n || at != v.size()) {
+    ErrorBuilder b(node);
+    b << "shapes does not hold " << n
+      << " shapes (each its rank, then its dims >= 0)";
+    b.raise();
+  }
+  return shapes;
 }
 
 } // namespace mpc

@@ -362,17 +362,20 @@ void kernelRankShard(KernelContext &ctx) {
   }
 }
 
-/// AllGather(s1..sn, like1..liken): every rank's chunks, one allGather of
-/// this rank's block, the padding dropped.
+/// AllGather(s1..sn, like1..liken), or AllGather(s1..sn) <shapes> (a
+/// sharded master's): every rank's chunks, one allGather of this rank's
+/// block, the padding dropped.
 void kernelAllGather(KernelContext &ctx) {
   const Node &node = ctx.node;
   int rank = 0;
   const int64_t ranks = shardWorld(ctx, rank);
-  const size_t n = ctx.inputs.size() / 2;
-  if (n == 0 || ctx.inputs.size() != 2 * n || ctx.outputs.size() != n)
+  const size_t n = ctx.outputs.size();
+  const std::vector<std::vector<int64_t>> shapes = allGatherShapes(node, n);
+  const size_t inputs = shapes.empty() ? 2 * n : n;
+  if (n == 0 || ctx.inputs.size() != inputs)
     fail(node, "has ", ctx.inputs.size(), " inputs and ", ctx.outputs.size(),
-         " outputs (expected n chunks, n values they are chunks of, n "
-         "outputs)");
+         " outputs (expected n chunks, n values they are chunks of or the "
+         "shapes attribute, n outputs)");
   std::vector<int64_t> chunks, numels;
   std::vector<size_t> offsets;
   std::vector<DType> types;
@@ -380,19 +383,24 @@ void kernelAllGather(KernelContext &ctx) {
   size_t block = 0;
   for (size_t i = 0; i < n; ++i) {
     const Tensor &s = input(ctx, i, "chunk");
-    const Tensor &like = input(ctx, n + i, "like");
-    const int64_t c = shardChunk(like.numel(), ranks);
-    if (s.dtype != like.dtype || s.numel() != c)
+    const Tensor *like = shapes.empty() ? &input(ctx, n + i, "like") : nullptr;
+    const std::vector<int64_t> whole = like ? like->dims : shapes[i];
+    const DType type = like ? like->dtype : s.dtype;
+    int64_t numel = 1;
+    for (int64_t d : whole)
+      numel *= d;
+    const int64_t c = shardChunk(numel, ranks);
+    if (s.dtype != type || s.numel() != c)
       fail(node, "chunk ", i, " is ", dtypeName(s.dtype), " ",
-           shapeString(s.dims), " but a chunk of ", dtypeName(like.dtype), " ",
-           shapeString(like.dims), " over ", ranks, " ranks is ",
-           dtypeName(like.dtype), " [", c, "]");
+           shapeString(s.dims), " but a chunk of ", dtypeName(type), " ",
+           shapeString(whole), " over ", ranks, " ranks is ", dtypeName(type),
+           " [", c, "]");
     chunks.push_back(c);
-    numels.push_back(like.numel());
-    types.push_back(like.dtype);
-    dims.push_back(like.dims);
+    numels.push_back(numel);
+    types.push_back(type);
+    dims.push_back(whole);
     offsets.push_back(block);
-    block += alignUp(size_t(c) * dtypeSize(like.dtype));
+    block += alignUp(size_t(c) * dtypeSize(type));
   }
   thread_local std::vector<uint8_t> buffer;
   if (buffer.size() < block * size_t(ranks))

@@ -8,6 +8,9 @@
 #include "passes/training_support.h"
 #include "support/diagnostics.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <unordered_map>
 
 namespace mpc {
@@ -41,6 +44,16 @@ Node *updateOf(const Value &p, const std::string &pass) {
               "' has no mpc.Adam or mpc.SGD update to shard");
 }
 
+/// The step's own tensor for a master of `whole`'s: rank 0's chunk of it
+/// over `world` ranks, zero padded.
+TensorPtr firstChunkOf(const Tensor &whole, int64_t world) {
+  Tensor chunk = Tensor::zeros(whole.dtype, {shardChunk(whole.numel(), world)});
+  const size_t bytes = std::min(chunk.bytes.size(), whole.bytes.size());
+  if (bytes)
+    std::memcpy(chunk.bytes.data(), whole.bytes.data(), bytes);
+  return std::make_shared<Tensor>(std::move(chunk));
+}
+
 /// The node after n (nullptr: n is last).
 Node *nodeAfter(const Graph &g, const Node *n) {
   bool seen = false;
@@ -50,14 +63,6 @@ Node *nodeAfter(const Graph &g, const Node *n) {
     seen = m.get() == n;
   }
   return nullptr;
-}
-
-/// v as a graph output: its index, or -1.
-int outputIndex(const Graph &g, const Value *v) {
-  for (size_t i = 0; i < g.outputs().size(); ++i)
-    if (g.outputs()[i] == v)
-      return int(i);
-  return -1;
 }
 
 } // namespace
@@ -108,6 +113,9 @@ void shardOptimizerState(Model &model, const CompileOptions &o,
   std::vector<int64_t> chunks;
   std::vector<Node *> updates;
   for (size_t i = 0; i < n; ++i) {
+    if (!tv.params[i]->isInitializer())
+      throw Error(pass + ": " + kFlag + ": parameter '" + tv.params[i]->name() +
+                  "' is not an initializer (its master weight is sharded)");
     chunks.push_back(shardChunk(numelOf(*tv.params[i], pass), world));
     updates.push_back(updateOf(*tv.params[i], pass));
   }
@@ -184,29 +192,69 @@ void shardOptimizerState(Model &model, const CompileOptions &o,
         writeMeta(model, meta::kGradNorm, norm->name());
   }
 
-  // Each rank's chunk of the parameters, before the first update.
-  Node *firstUpdate = nullptr;
-  for (const auto &node : g.nodes())
-    for (Node *u : updates)
-      if (!firstUpdate && node.get() == u)
-        firstUpdate = u;
+  // The fp32 masters are sharded too: parameter i is this rank's chunk
+  // (the state; the file keeps it whole and the runtime cuts it on loading,
+  // runtime/sharded_state.h). The step starts by gathering every master
+  // whole (one mpc.AllGather in its shape form: the dims are constants),
+  // and every reader but the update reads the gathered copy. A gather only
+  // copies bits, so the forward and backward see the unsharded step's
+  // weights bit for bit; the update is elementwise on chunks, with the
+  // global scalars (rate, clip coefficient, overflow flag) of the
+  // unsharded step. Gathering fp32 and casting after (rather than casting
+  // the chunk and gathering fp16) keeps one gather for parameters read in
+  // both precisions; the copies are step values in the arena, not state.
+  // Each master's dims (shapes: the rank, then the dims, per parameter).
+  std::vector<std::vector<int64_t>> wholeDims;
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<int64_t> whole;
+    for (const Dim &d : tv.params[i]->dims)
+      whole.push_back(d.value);
+    wholeDims.push_back(whole);
+  }
+  auto shapesOf = [&](const std::vector<size_t> &which) {
+    std::vector<int64_t> v;
+    for (size_t i : which) {
+      v.push_back(int64_t(wholeDims[i].size()));
+      v.insert(v.end(), wholeDims[i].begin(), wholeDims[i].end());
+    }
+    return Attribute::ofInts(v);
+  };
+  std::vector<size_t> all;
+  for (size_t i = 0; i < n; ++i)
+    all.push_back(i);
+  std::vector<Value *> startInputs(tv.params.begin(), tv.params.end());
   hints.clear();
   for (size_t i = 0; i < n; ++i)
-    hints.push_back(tv.params[i]->name() + "_chunk");
-  Node *slice = createNamedNode(g, "RankShard", kMpcDomain, tv.params, hints,
-                                "rank_shard_parameters", firstUpdate);
-  slice->setAttr("world_size", Attribute::ofInt(world));
-  for (size_t i = 0; i < n; ++i)
-    chunkType(slice->output(i), tv.params[i]->dtype, i);
+    hints.push_back(tv.params[i]->name() + "_gathered");
+  Node *first = g.nodes().empty() ? nullptr : g.nodes().front().get();
+  Node *start = createNamedNode(g, "AllGather", kMpcDomain, startInputs, hints,
+                                "all_gather_master_weights", first);
+  start->setAttr("world_size", Attribute::ofInt(world));
+  start->setAttr("shapes", shapesOf(all));
+  for (size_t i = 0; i < n; ++i) {
+    Value *whole = start->output(i);
+    whole->copyTypeFrom(*tv.params[i]);
+    std::vector<Use> uses = tv.params[i]->uses();
+    for (const Use &use : uses)
+      if (use.user != start && use.user != updates[i])
+        use.user->setInput(size_t(use.index), whole);
+    // The step's own tensor: rank 0's chunk here (the runtime cuts each
+    // rank's on loading). The main graph keeps the whole weight, which the
+    // file holds (the step writes no state of its own) and the inference
+    // graph reads.
+    tv.params[i]->setInitializer(
+        firstChunkOf(*tv.params[i]->initializer(), world));
+    chunkType(tv.params[i], tv.params[i]->dtype, i);
+  }
 
-  // The updates on chunks: the moments become this rank's chunk.
+  // The updates on chunks: the masters and the moments are this rank's
+  // chunk.
   std::string pairs;
   int64_t shardedBuffers = 0, savedElements = 0;
   for (size_t i = 0; i < n; ++i) {
     Node *u = updates[i];
-    u->setInput(2, slice->output(i));
     u->setInput(3, updateGrads[i]);
-    const int64_t numel = numelOf(*tv.params[i], pass);
+    const int64_t numel = numelOf(*start->output(i), pass);
     for (size_t k = 4; k < u->numInputs(); ++k) {
       Value *m = u->input(k);
       if (!m || !m->isState || !m->isInitializer())
@@ -220,50 +268,47 @@ void shardOptimizerState(Model &model, const CompileOptions &o,
       ++shardedBuffers;
       savedElements += numel - chunks[i];
     }
+    pairs += "," + tv.params[i]->name() + "=" + tv.params[i]->name();
+    ++shardedBuffers;
+    savedElements += numel - chunks[i];
     for (size_t k = 0; k < u->numOutputs(); ++k)
       if (Value *out = u->output(k))
         chunkType(out, out->dtype, i);
   }
 
-  // The updated chunks gathered into whole parameters after the last
-  // update; every reader of an updated parameter (its state binding, the
-  // moving average) reads the gathered one.
+  // An updated master read by more than its state binding (the moving
+  // average, whose state stays whole) is gathered after the last update
+  // for those readers.
   Node *lastUpdate = nullptr;
   for (const auto &node : g.nodes())
     for (Node *u : updates)
       if (node.get() == u)
         lastUpdate = u;
-  std::vector<Value *> gatherInputs, updated;
-  for (size_t i = 0; i < n; ++i) {
-    Value *chunk = updates[i]->output(0);
-    updated.push_back(chunk);
-    gatherInputs.push_back(chunk);
-  }
-  gatherInputs.insert(gatherInputs.end(), tv.params.begin(), tv.params.end());
-  hints.clear();
-  for (size_t i = 0; i < n; ++i) {
-    hints.push_back(updated[i]->name());
-    g.renameValue(updated[i],
-                  g.uniqueValueName(tv.params[i]->name() + "_chunk_new"));
-  }
-  Node *gather =
-      createNamedNode(g, "AllGather", kMpcDomain, gatherInputs, hints,
-                      "all_gather_parameters", nodeAfter(g, lastUpdate));
-  gather->setAttr("world_size", Attribute::ofInt(world));
-  auto &binding = model.training->updateBinding;
-  for (size_t i = 0; i < n; ++i) {
-    Value *whole = gather->output(i);
-    whole->copyTypeFrom(*tv.params[i]);
-    std::vector<Use> uses = updated[i]->uses();
-    for (const Use &use : uses)
-      if (use.user != gather)
-        use.user->setInput(size_t(use.index), whole);
-    int at = outputIndex(g, updated[i]);
-    if (at >= 0)
-      g.setOutput(size_t(at), whole);
-    for (auto &[state, value] : binding)
-      if (state == tv.params[i]->name() && value == hints[i])
-        value = whole->name();
+  std::vector<size_t> readAfter;
+  for (size_t i = 0; i < n; ++i)
+    if (!updates[i]->output(0)->uses().empty())
+      readAfter.push_back(i);
+  if (!readAfter.empty()) {
+    std::vector<Value *> gatherInputs;
+    hints.clear();
+    for (size_t i : readAfter) {
+      gatherInputs.push_back(updates[i]->output(0));
+      hints.push_back(tv.params[i]->name() + "_updated_whole");
+    }
+    Node *gather = createNamedNode(g, "AllGather", kMpcDomain, gatherInputs,
+                                   hints, "all_gather_updated_parameters",
+                                   nodeAfter(g, lastUpdate));
+    gather->setAttr("world_size", Attribute::ofInt(world));
+    gather->setAttr("shapes", shapesOf(readAfter));
+    for (size_t k = 0; k < readAfter.size(); ++k) {
+      const size_t i = readAfter[k];
+      Value *whole = gather->output(k);
+      whole->copyTypeFrom(*start->output(i));
+      std::vector<Use> uses = updates[i]->output(0)->uses();
+      for (const Use &use : uses)
+        if (use.user != gather)
+          use.user->setInput(size_t(use.index), whole);
+    }
   }
 
   std::vector<std::string> gradNames;
@@ -285,6 +330,39 @@ void shardOptimizerState(Model &model, const CompileOptions &o,
   writeMeta(model, meta::kShardWorldSize, std::to_string(world));
   stats["sharded-state-buffers"] += shardedBuffers;
   stats["sharded-state-elements-saved-per-rank"] += savedElements;
+}
+
+void cutShardedMastersForPlanning(Model &model) {
+  const std::string *pairs = readMeta(model, meta::kShardedState);
+  const std::string *world = readMeta(model, meta::kShardWorldSize);
+  if (!pairs || !world || !model.training)
+    return;
+  char *end = nullptr;
+  const long long n = std::strtoll(world->c_str(), &end, 10);
+  if (*end != '\0' || n < 1 || n > kMaxShardWorldSize)
+    return; // mpc-run refuses it in one line
+  Graph &g = *model.training->algorithm;
+  size_t at = 0;
+  while (at < pairs->size()) {
+    size_t comma = pairs->find(',', at);
+    if (comma == std::string::npos)
+      comma = pairs->size();
+    const std::string pair = pairs->substr(at, comma - at);
+    at = comma + 1;
+    const size_t eq = pair.find('=');
+    if (eq == std::string::npos || pair.substr(0, eq) != pair.substr(eq + 1))
+      continue; // a moment: a chunk in the file already
+    Value *v = g.findValue(pair.substr(0, eq));
+    if (!v || !v->isInitializer())
+      continue;
+    const Tensor &t = *v->initializer();
+    const int64_t c = shardChunk(t.numel(), n);
+    if (t.dims == std::vector<int64_t>{c})
+      continue;
+    const DType type = t.dtype;
+    v->setInitializer(firstChunkOf(t, n)); // t may be gone after this
+    v->setType(type, {Dim(c)});
+  }
 }
 
 } // namespace mpc

@@ -65,6 +65,22 @@ void inferRankShard(Ctx &c) {
 void inferAllGather(Ctx &c) {
   shardWorldSizeOf(c.n);
   const size_t n = c.n.numOutputs();
+  const std::vector<std::vector<int64_t>> shapes = allGatherShapes(c.n, n);
+  if (!shapes.empty()) {
+    // The shape form: the dims are the node's, the dtype the chunk's.
+    if (c.n.numInputs() != n)
+      fail([&] {
+        errorAt(c.n) << "has " << c.n.numInputs() << " inputs but " << n
+                     << " outputs and shapes (expected a chunk per output)";
+      });
+    for (size_t i = 0; i < n; ++i) {
+      Dims dims;
+      for (int64_t d : shapes[i])
+        dims.push_back(Dim(d));
+      c.set(i, shaped(c.req(i)->dtype, dims));
+    }
+    return;
+  }
   if (c.n.numInputs() != 2 * n)
     fail([&] {
       errorAt(c.n) << "has " << c.n.numInputs() << " inputs but " << n
@@ -92,7 +108,7 @@ void inferShardedClipGradNorm(Ctx &c) {
 const OpRule kRules[] = {
     {kMpcDomain, "ReduceScatter", 1, kAny, 1, kAny, inferReduceScatter},
     {kMpcDomain, "RankShard", 1, kAny, 1, kAny, inferRankShard},
-    {kMpcDomain, "AllGather", 2, kAny, 1, kAny, inferAllGather},
+    {kMpcDomain, "AllGather", 1, kAny, 1, kAny, inferAllGather},
     {kMpcDomain, "ShardedClipGradNorm", 1, kAny, 2, kAny,
      inferShardedClipGradNorm},
 };

@@ -132,18 +132,22 @@ void runReduceScatter(NodeStaging &s) {
                s.stream());
 }
 
-/// mpc.AllGather(s1..sn, like1..liken): every rank's chunks into whole
-/// values shaped like the `like` inputs, one NCCL group.
+/// mpc.AllGather(s1..sn, like1..liken), or (s1..sn) <shapes>: every rank's
+/// chunks into whole values shaped like the `like` inputs (or as `shapes`
+/// says), one NCCL group.
 void runAllGather(NodeStaging &s) {
   KernelContext &ctx = s.ctx();
   const Node &node = s.node();
   int rank = 0;
   const int64_t world = shardWorldOf(s, rank);
-  const size_t n = node.numInputs() / 2;
-  if (n == 0 || node.numInputs() != 2 * n || node.numOutputs() != n)
+  const size_t n = node.numOutputs();
+  // The shape form (sharded fp32 masters): the dims are the node's.
+  const std::vector<std::vector<int64_t>> shapes = allGatherShapes(node, n);
+  const size_t inputs = shapes.empty() ? 2 * n : n;
+  if (n == 0 || node.numInputs() != inputs)
     fail(node, "has ", node.numInputs(), " inputs and ", node.numOutputs(),
-         " outputs (expected n chunks, n values they are chunks of, n "
-         "outputs)");
+         " outputs (expected n chunks, n values they are chunks of or the "
+         "shapes attribute, n outputs)");
   struct Out {
     void *whole;
     DType dtype;
@@ -154,21 +158,25 @@ void runAllGather(NodeStaging &s) {
   std::vector<Out> outs;
   for (size_t i = 0; i < n; ++i) {
     const Tensor &chunk = s.in(i, "chunk");
-    const Tensor &like = s.in(n + i, "like");
-    const int64_t c = shardChunk(like.numel(), world);
-    if (chunk.dtype != like.dtype || chunk.numel() != c)
+    const Tensor *like = shapes.empty() ? &s.in(n + i, "like") : nullptr;
+    const std::vector<int64_t> dims = like ? like->dims : shapes[i];
+    const DType type = like ? like->dtype : chunk.dtype;
+    int64_t numel = 1;
+    for (int64_t d : dims)
+      numel *= d;
+    const int64_t c = shardChunk(numel, world);
+    if (chunk.dtype != type || chunk.numel() != c)
       fail(node, "chunk ", i, " is ", dtypeName(chunk.dtype), " ",
-           shapeString(chunk.dims), " but a chunk of ", dtypeName(like.dtype),
-           " ", shapeString(like.dims), " over ", world, " ranks is ",
-           dtypeName(like.dtype), " [", c, "]");
-    const size_t size = dtypeSize(like.dtype);
+           shapeString(chunk.dims), " but a chunk of ", dtypeName(type), " ",
+           shapeString(dims), " over ", world, " ranks is ", dtypeName(type),
+           " [", c, "]");
+    const size_t size = dtypeSize(type);
     void *whole = s.scratch(size_t(c * world) * size);
     if (world == 1 && c)
       MPC_CUDA_CHECK(cudaMemcpyAsync(whole, s.device(i), size_t(c) * size,
                                      cudaMemcpyDeviceToDevice, s.stream()));
-    shards.push_back(
-        {whole, const_cast<void *>(s.device(i)), like.dtype, size_t(c)});
-    outs.push_back({whole, like.dtype, like.dims, like.numel()});
+    shards.push_back({whole, const_cast<void *>(s.device(i)), type, size_t(c)});
+    outs.push_back({whole, type, dims, numel});
   }
   if (world > 1)
     ncclAllGather(s.cudaDevice(), *ctx.collective, node, shards);

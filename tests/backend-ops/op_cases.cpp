@@ -870,6 +870,18 @@ void addTraining(std::vector<OpCase> &cases) {
                      return {randomTensor(rng, DType::F32, {1003}),
                              randomTensor(rng, DType::F32, {7, 5})};
                    }});
+  // The shape form, as --shard-optimizer gathers the fp32 masters.
+  cases.push_back({"AllGather_shapes_one_rank",
+                   kMpcDomain,
+                   "AllGather",
+                   {{"world_size", Attribute::ofInt(1)},
+                    {"shapes", Attribute::ofInts({2, 7, 5, 1, 6})}},
+                   2,
+                   kF32,
+                   [](DType, std::mt19937 &rng) -> Inputs {
+                     return {randomTensor(rng, DType::F32, {35}),
+                             randomTensor(rng, DType::F32, {6})};
+                   }});
   cases.push_back({"AllGather_one_rank", kMpcDomain, "AllGather", one, 2, kF32,
                    [](DType, std::mt19937 &rng) -> Inputs {
                      return {randomTensor(rng, DType::F32, {35}),

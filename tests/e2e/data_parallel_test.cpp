@@ -13,6 +13,8 @@
 // state is every rank's at the start.
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
+#include "runtime/predictor.h"
+#include "runtime/state_dict.h"
 #include "runtime/trainer.h"
 #include "support/diagnostics.h"
 #include "tests/e2e/batch_split.h"
@@ -297,6 +299,110 @@ TEST(DataParallel, EveryRankStartsFromRankZerosState) {
   });
   for (int r = 0; r < 3; ++r)
     EXPECT_EQ(weights[size_t(r)], rank0) << "rank " << r;
+}
+
+TEST(DataParallel, ShardedMastersStartFromRankZerosWeights) {
+  // --shard-optimizer: each rank keeps a chunk of every fp32 master; a rank
+  // whose chunk was another (its file held other weights) starts from rank
+  // 0's, as the unsharded step's ranks do.
+  CompileOptions o = fp32Options("sgd");
+  o.dataParallel = true;
+  o.shardOptimizer = true;
+  o.worldSize = 3;
+  test::ThreadWorld world(3);
+  std::vector<std::vector<uint8_t>> weights(3u);
+  std::vector<uint8_t> rank0;
+  world.run([&](int r) {
+    auto backend = createCpuBackend();
+    auto model = compileForBatch("mlp_seed.onnx", o, 16);
+    Trainer t(std::move(model), *backend, &world.rank(r));
+    Tensor whole = t.wholeState("fc1.weight"); // every rank gathers
+    EXPECT_EQ(whole.dims, (std::vector<int64_t>{20, 10}));
+    Tensor chunk = t.state("fc1.weight");
+    EXPECT_EQ(chunk.dims, (std::vector<int64_t>{67})); // ceil(200 / 3)
+    if (r != 0)
+      for (int64_t i = 0; i < chunk.numel(); ++i)
+        chunk.setFromDouble(i, double(r));
+    else
+      rank0 = bytesOf(whole);
+    const_cast<Executor &>(t.executor()).setInitializer("fc1.weight", chunk);
+    t.synchronizeRanks(16);
+    weights[size_t(r)] = bytesOf(t.wholeState("fc1.weight"));
+  });
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(weights[size_t(r)], rank0) << "rank " << r;
+}
+
+TEST(DataParallel, ShardedMastersCompiledInMemoryTrainAsUnsharded) {
+  // A model compiled in memory (as Python's mpc.compile does) holds rank
+  // 0's chunk in its step: every rank still cuts its own from the whole
+  // weight, and 2 ranks log and hold the unsharded run's bits; on one rank
+  // the state_dict and the predictions are the unsharded ones.
+  CompileOptions o = fp32Options("adamw");
+  o.precision = DType::F16;
+  o.lossScale = "dynamic";
+  o.lr = 1e-2;
+  o.maxGradNorm = 0.5;
+  o.dataParallel = true;
+  const std::vector<std::string> params = {"fc1.weight", "fc1.bias",
+                                           "fc2.weight", "fc2.bias"};
+  for (int ranks : {1, 2}) {
+    std::vector<std::vector<double>> losses(2u);
+    std::vector<std::map<std::string, std::vector<uint8_t>>> whole(2u);
+    std::vector<std::vector<uint8_t>> predicted(2u), dict(2u);
+    for (int sharded : {0, 1}) {
+      CompileOptions c = o;
+      c.shardOptimizer = sharded;
+      c.worldSize = sharded ? ranks : 0;
+      test::ThreadWorld world(ranks);
+      world.run([&](int r) {
+        auto backend = createCpuBackend();
+        Trainer t(compileForBatch("mlp_seed.onnx", c, 16), *backend,
+                  ranks > 1 ? &world.rank(r) : nullptr);
+        int64_t batch = 16;
+        Dataset d = Dataset::fromNpz(kModels + "mlp_seed_data.npz",
+                                     t.dataInputs(batch));
+        t.synchronizeRanks(batch);
+        for (int64_t s = 0; s < 5; ++s) {
+          double loss =
+              t.optimizerStep({d.batch(s * ranks + r, 16, false, 0)}).loss;
+          if (r == 0)
+            losses[size_t(sharded)].push_back(loss);
+        }
+        for (const std::string &p : params) {
+          Tensor w = t.wholeState(p); // every rank gathers
+          if (r == 0)
+            whole[size_t(sharded)][p] = bytesOf(w);
+        }
+        if (ranks > 1)
+          return;
+        for (const StateDictEntry &e : t.stateDict()) {
+          std::vector<uint8_t> b = bytesOf(e.value);
+          dict[size_t(sharded)].insert(dict[size_t(sharded)].end(), b.begin(),
+                                       b.end());
+        }
+        Predictor predict(*backend, {});
+        Trainer::Batch x = d.batch(0, 16, false, 0);
+        std::vector<InferenceInput> in;
+        for (auto &[name, value] : x)
+          if (name == "x")
+            in.push_back({name, value, ""});
+        for (const InferenceOutput &out : predict.run(t, in))
+          predicted[size_t(sharded)] = bytesOf(out.value);
+      });
+    }
+    ASSERT_EQ(losses[0].size(), 5u);
+    for (size_t s = 0; s < 5; ++s)
+      EXPECT_EQ(losses[1][s], losses[0][s]) << ranks << " ranks, step " << s;
+    for (const std::string &p : params) {
+      EXPECT_FALSE(whole[0][p].empty()) << p;
+      EXPECT_EQ(whole[1][p], whole[0][p]) << ranks << " ranks, " << p;
+    }
+    EXPECT_EQ(dict[1], dict[0]) << ranks << " ranks";
+    EXPECT_EQ(predicted[1], predicted[0]) << ranks << " ranks";
+    if (ranks == 1)
+      EXPECT_FALSE(predicted[0].empty());
+  }
 }
 
 namespace {
