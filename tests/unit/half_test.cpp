@@ -398,6 +398,38 @@ TEST(HalfBulk, Bf16RunsConvertLikeOneByOne) {
     }
 }
 
+// floatToBf16N's vector paths work on blocks of 16 (8 with AVX2) and send a
+// block holding a nonzero subnormal to the integer path (VCVTNEPS2BF16
+// flushes subnormals): each special value in each lane of a block of normal
+// values, every run length from 1 to 40, must still give floatToBf16's bits,
+// and bf16ToFloatN bf16ToFloat's.
+TEST(HalfBulk, Bf16SpecialsInEveryLaneAndRunLength) {
+  const uint32_t specials[] = {
+      0x00000001u, 0x80000001u, 0x007fffffu, 0x00008000u, 0x00018000u,
+      0x807f8000u, 0x00000000u, 0x80000000u, 0x00800000u, 0x7f800000u,
+      0xff800000u, 0x7f800001u, 0xffc00000u, 0x7fbfffffu, 0x7f7fffffu,
+      0x7f7f8000u, 0x3f808000u, 0x3f818000u, 0x3f807fffu, 0xbf808001u};
+  std::vector<float> in(40);
+  std::vector<uint16_t> out(40);
+  std::vector<float> widened(40);
+  for (uint32_t special : specials)
+    for (size_t lane = 0; lane < in.size(); ++lane)
+      for (int64_t n = 1; n <= int64_t(in.size()); ++n) {
+        for (size_t i = 0; i < in.size(); ++i) // normals with dropped bits
+          in[i] = bitsToFloat(0x3f800000u + uint32_t(i) * 0x12345u);
+        in[lane] = bitsToFloat(special);
+        cpu::floatToBf16N(in.data(), out.data(), n);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(out[size_t(i)], floatToBf16(in[size_t(i)]))
+              << "float bits 0x" << std::hex << floatBits(in[size_t(i)])
+              << " at " << std::dec << i << " of " << n;
+        cpu::bf16ToFloatN(out.data(), widened.data(), n);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(floatBits(widened[size_t(i)]),
+                    floatBits(bf16ToFloat(out[size_t(i)])));
+      }
+}
+
 TEST(HalfBulk, EveryFloatWhenAsked) {
   if (!std::getenv("MPC_HALF_EXHAUSTIVE"))
     GTEST_SKIP() << "set MPC_HALF_EXHAUSTIVE=1 to compare all 2^32 floats";
