@@ -356,6 +356,10 @@ MemoryPlan planMemory(const PlanInputs &in) {
     for (size_t k = 0; k < p->numOutputs() && k < p->numInputs(); ++k)
       if (p->output(k) == v) {
         const Value *x = p->input(k);
+        // The master's chunk, or its 16-bit cast (gathered in that type).
+        if (x && x->producer() && x->producer()->opType() == "Cast" &&
+            x->producer()->domain().empty())
+          x = x->producer()->input(0);
         return x && x->owner() == &g && (named[x->id()] & kParam);
       }
     return false;

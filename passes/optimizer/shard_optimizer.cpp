@@ -200,9 +200,11 @@ void shardOptimizerState(Model &model, const CompileOptions &o,
   // copies bits, so the forward and backward see the unsharded step's
   // weights bit for bit; the update is elementwise on chunks, with the
   // global scalars (rate, clip coefficient, overflow flag) of the
-  // unsharded step. Gathering fp32 and casting after (rather than casting
-  // the chunk and gathering fp16) keeps one gather for parameters read in
-  // both precisions; the copies are step values in the arena, not state.
+  // unsharded step. A master whose only other readers are casts to one
+  // 16-bit type (the weights of autocast products) is cast on its chunk
+  // and gathered in that type: a cast rounds each element alone, so the
+  // gathered copy has the whole cast's bits, in half the bytes on the wire
+  // and in the arena. The copies are step values, not state.
   // Each master's dims (shapes: the rank, then the dims, per parameter).
   std::vector<std::vector<int64_t>> wholeDims;
   for (size_t i = 0; i < n; ++i) {
@@ -222,11 +224,46 @@ void shardOptimizerState(Model &model, const CompileOptions &o,
   std::vector<size_t> all;
   for (size_t i = 0; i < n; ++i)
     all.push_back(i);
+  Node *first = g.nodes().empty() ? nullptr : g.nodes().front().get();
+  std::vector<std::vector<Node *>> casts(n);
+  std::vector<Node *> chunkCasts(n, nullptr);
   std::vector<Value *> startInputs(tv.params.begin(), tv.params.end());
+  for (size_t i = 0; i < n; ++i) {
+    DType to = DType::Undefined;
+    bool onlyCasts = true;
+    for (const Use &u : tv.params[i]->uses()) {
+      if (u.user == updates[i])
+        continue;
+      const Node &c = *u.user;
+      const DType t = c.numOutputs() == 1 && c.output(0) ? c.output(0)->dtype
+                                                         : DType::Undefined;
+      if (c.domain().empty() && c.opType() == "Cast" && c.numInputs() == 1 &&
+          (t == DType::F16 || t == DType::BF16) &&
+          (to == DType::Undefined || to == t)) {
+        to = t;
+        if (std::find(casts[i].begin(), casts[i].end(), u.user) ==
+            casts[i].end())
+          casts[i].push_back(u.user);
+        continue;
+      }
+      onlyCasts = false;
+    }
+    if (!onlyCasts || casts[i].empty()) {
+      casts[i].clear();
+      continue;
+    }
+    Node *cast =
+        createNamedNode(g, "Cast", "", {tv.params[i]},
+                        {tv.params[i]->name() + "_chunk_" + dtypeName(to)},
+                        "cast_master_chunk_" + tv.params[i]->name(), first);
+    cast->setAttr("to", Attribute::ofInt(toOnnxDataType(to)));
+    cast->output(0)->setType(to, {Dim(chunks[i])});
+    chunkCasts[i] = cast;
+    startInputs[i] = cast->output(0);
+  }
   hints.clear();
   for (size_t i = 0; i < n; ++i)
     hints.push_back(tv.params[i]->name() + "_gathered");
-  Node *first = g.nodes().empty() ? nullptr : g.nodes().front().get();
   Node *start = createNamedNode(g, "AllGather", kMpcDomain, startInputs, hints,
                                 "all_gather_master_weights", first);
   start->setAttr("world_size", Attribute::ofInt(world));
@@ -234,9 +271,23 @@ void shardOptimizerState(Model &model, const CompileOptions &o,
   for (size_t i = 0; i < n; ++i) {
     Value *whole = start->output(i);
     whole->copyTypeFrom(*tv.params[i]);
+    if (chunkCasts[i]) {
+      // The casts' readers read the gathered 16-bit copy; with one cast it
+      // keeps that cast's name.
+      whole->setType(chunkCasts[i]->output(0)->dtype, tv.params[i]->dims);
+      std::string name;
+      for (Node *c : casts[i]) {
+        name = c->output(0)->name();
+        g.replaceAllUsesWith(c->output(0), whole);
+        g.removeNode(c);
+      }
+      if (casts[i].size() == 1 && !g.findValue(name))
+        g.renameValue(whole, name);
+    }
     std::vector<Use> uses = tv.params[i]->uses();
     for (const Use &use : uses)
-      if (use.user != start && use.user != updates[i])
+      if (use.user != start && use.user != updates[i] &&
+          use.user != chunkCasts[i])
         use.user->setInput(size_t(use.index), whole);
     // The step's own tensor: rank 0's chunk here (the runtime cuts each
     // rank's on loading). The main graph keeps the whole weight, which the
@@ -303,7 +354,7 @@ void shardOptimizerState(Model &model, const CompileOptions &o,
     for (size_t k = 0; k < readAfter.size(); ++k) {
       const size_t i = readAfter[k];
       Value *whole = gather->output(k);
-      whole->copyTypeFrom(*start->output(i));
+      whole->setType(updates[i]->output(0)->dtype, start->output(i)->dims);
       std::vector<Use> uses = updates[i]->output(0)->uses();
       for (const Use &use : uses)
         if (use.user != gather)

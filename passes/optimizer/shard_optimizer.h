@@ -10,7 +10,10 @@
 //   - gathers the whole masters first (one mpc.AllGather in its shape
 //     form): the forward and backward read the gathered copies, step
 //     values in the arena, as they read the masters unsharded. A gather
-//     copies bits, so they see the unsharded step's weights exactly;
+//     copies bits, so they see the unsharded step's weights exactly. A
+//     master read only through casts to one 16-bit type is cast on its
+//     chunk and gathered in that type (a cast is elementwise: the same
+//     bits, half the bytes);
 //   - reduces the gradients with one mpc.ReduceScatter instead of the
 //     AllReduce: rank r receives only chunk r of every averaged gradient,
 //     each element reduced as the AllReduce reduces it (the same bits); the
