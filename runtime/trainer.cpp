@@ -8,6 +8,7 @@
 #include "passes/optimizer/ema.h"
 #include "passes/optimizer/grad_accum.h"
 #include "passes/step_graph.h"
+#include "runtime/checkpoint_mismatch.h"
 #include "runtime/data/safetensors.h"
 #include "runtime/state_dict.h"
 #include "support/diagnostics.h"
@@ -640,7 +641,8 @@ void Trainer::resumeFrom(const std::string &path) {
       throw Error(path +
                   ": checkpoint does not match the model: it has no "
                   "state '" +
-                  init->name() + "'");
+                  init->name() + "'" +
+                  compileSettingsDifference(*ckpt, *model_));
     const Tensor &t = *other->initializer();
     // A sharded state is whole in a checkpoint (the parameter's shape).
     const std::vector<int64_t> *whole = shardedWhole(init->name());
@@ -652,12 +654,14 @@ void Trainer::resumeFrom(const std::string &path) {
                   init->name() + "' is " + dtypeName(t.dtype) + "[" +
                   dimsToString(t.dims) + "], the model has " +
                   dtypeName(init->initializer()->dtype) + "[" +
-                  dimsToString(init->initializer()->dims) + "]");
+                  dimsToString(init->initializer()->dims) + "]" +
+                  compileSettingsDifference(*ckpt, *model_));
   }
   for (const Value *other : theirs.initializers())
     if (other->isState && !mine.findValue(other->name()))
       throw Error(path + ": checkpoint does not match the model: state '" +
-                  other->name() + "' is not in the model");
+                  other->name() + "' is not in the model" +
+                  compileSettingsDifference(*ckpt, *model_));
   refuseBrokenLossScale(theirs, lossScaleName_, path);
   for (const Value *init : mine.initializers())
     if (init->isState) {
