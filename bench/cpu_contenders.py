@@ -347,7 +347,7 @@ def main():
                "load_start": load, "size": size, "rounds": rounds, "steps": steps, "warmup": warmup,
                "command": "python3 bench/cpu_contenders.py " + " ".join(sys.argv[1:]),
                "env": {k: os.environ[k] for k in ("ROUNDS", "STEPS", "WARMUP", "THREADS", "MODELS", "SIZE",
-                                                  "TORCH_COMPILE") if k in os.environ},
+                                                  "TORCH_COMPILE", "ORT_PYTHON", "OUT") if k in os.environ},
                "notes": [], "rows": []}
     if not have_ort:
         results["notes"].append(f"ONNX Runtime training skipped: no {ort_python} (tools/setup.sh makes it)")
