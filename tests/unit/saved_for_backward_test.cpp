@@ -56,11 +56,14 @@ TEST(SavedForBackward, SeedMlpFp16) {
 }
 
 TEST(SavedForBackward, SeedMlpFp16WithoutShrinkSaved) {
-  // The default pipeline less shrink-saved: the two fp16 copies are saved.
+  // The default pipeline less shrink-saved, and without the default
+  // recompute (which would cast the copies again in the backward too): the
+  // two fp16 copies are saved.
   auto m = loadModel(std::string(MPC_SOURCE_DIR) + "/models/mlp_seed.onnx");
   CompileOptions o;
   o.precision = DType::F16;
   o.optimizer = "adam";
+  o.recompute = "none";
   std::vector<PipelineEntry> pipeline;
   for (const PipelineEntry &e : defaultPipeline())
     if (std::string(e.pass->name) != "shrink-saved")
