@@ -19,6 +19,7 @@
 #include "kernels/common/softmax_math.h"
 #include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/node_geometry.h"
+#include "kernels/cpu/softmax_support.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cuda/broadcast_geometry.h"
 #include "kernels/cuda/gather.h"
@@ -105,15 +106,16 @@ TEST(SharedRowMath, SoftmaxIsTheCpuKernel) {
           continue;
         }
         // The CPU's fp32 softmax takes its exponentials a row at a time
-        // with the vector exp (vector_math.h), not expOf: the shared row
-        // terms and division, its own exp.
+        // with the vector exp (vector_math.h), not expOf, and sums them in
+        // its fixed lane order (softmax_support.h rowSum), not in element
+        // order: the shared row terms and division, its own exp and sum.
         float terms[57];
         std::copy(row, row + 57, terms);
-        SoftmaxRowStats<float> st =
-            softmaxRowTerms(int64_t(57), terms,
-                            [](float *t, int64_t n) { cpu::expInPlace(t, n); });
+        softmaxRowTerms(int64_t(57), terms,
+                        [](float *t, int64_t n) { cpu::expInPlace(t, n); });
+        const float sum = cpu::rowSum(57, terms);
         for (int64_t j = 0; j < 57; ++j)
-          y[size_t(r * 57 + j)] = softmaxFromTerm(terms[j], st.sum);
+          y[size_t(r * 57 + j)] = softmaxFromTerm(terms[j], sum);
       }
       expectSameBytes(floatsLike(t, x.dims, y), want,
                       std::string(log ? "LogSoftmax " : "Softmax ") +
