@@ -2,7 +2,7 @@
 # --shard-optimizer's per-rank memory (ZeRO stages 1-2): a 4-block transformer stack
 # (bench/make_transformer_stack.py, d=256, hidden 1024, vocab 1024: 3.7 M parameters), fp16 AdamW
 # with dynamic loss scaling and --max-grad-norm=1, 2 sequences of 64 tokens per rank, over 1, 2 and 4
-# ranks of mpc-run --nproc-per-node (the TCP world). Per rank count, unsharded --data-parallel
+# ranks of mpc-run --nproc-per-node (the Gloo world). Per rank count, unsharded --data-parallel
 # beside --shard-optimizer --world-size=N: the plan's optimizer state and persistent state and
 # planned arena per rank (mpc-opt --report-json), rank 0's measured arena over 3 steps (mpc-run's
 # "peak memory"), and whether the two runs log the same bits (loss, scale, skips, grad norm).
