@@ -206,6 +206,21 @@ void requireSameDTypes(const KernelContext &ctx, size_t count) {
            " (the inputs must have the same type)");
 }
 
+/// The geometry of a convolution node in oneDNN's problem form (the dtype
+/// is the caller's: native or widened).
+void setConvGeometry(const ConvNodeGeometry &k, onednn::ConvProblem &p) {
+  p.n = k.batch;
+  p.c = k.c;
+  p.m = k.m;
+  p.groups = k.attrs.group;
+  p.in = k.window.in;
+  p.out = k.window.out;
+  p.kernel = k.window.kernel;
+  p.strides = k.window.strides;
+  p.dilations = k.window.dilations;
+  p.padBegin = k.window.padBegin;
+}
+
 /// The oneDNN problem of a node's geometry, when oneDNN should run it: its
 /// operands (`tensors`, null ones skipped) share one dtype that
 /// onednn::useFor takes, and no tensor is empty.
@@ -219,16 +234,7 @@ bool nativeProblem(const ConvNodeGeometry &k,
   if (!onednn::useFor(onednn::Family::Conv, t))
     return false;
   p.dtype = t;
-  p.n = k.batch;
-  p.c = k.c;
-  p.m = k.m;
-  p.groups = k.attrs.group;
-  p.in = k.window.in;
-  p.out = k.window.out;
-  p.kernel = k.window.kernel;
-  p.strides = k.window.strides;
-  p.dilations = k.window.dilations;
-  p.padBegin = k.window.padBegin;
+  setConvGeometry(k, p);
   return true;
 }
 
@@ -247,16 +253,7 @@ bool widenedProblem(const ConvNodeGeometry &k,
     if (x && (x->dtype != t || x->numel() == 0))
       return false;
   p.dtype = DType::F32;
-  p.n = k.batch;
-  p.c = k.c;
-  p.m = k.m;
-  p.groups = k.attrs.group;
-  p.in = k.window.in;
-  p.out = k.window.out;
-  p.kernel = k.window.kernel;
-  p.strides = k.window.strides;
-  p.dilations = k.window.dilations;
-  p.padBegin = k.window.padBegin;
+  setConvGeometry(k, p);
   return true;
 }
 
