@@ -302,6 +302,16 @@ void TrainingSession::finishPrepare() {
     sources.insert(sources.end(), o.moreEvalData.begin(), o.moreEvalData.end());
     evalSet_.emplace(Dataset::fromSources(sources, evaluator_->dataInputs()));
     evaluator_->requireOneBatch(*evalSet_, Dataset::sourcesName(sources));
+    // Evaluations run whole batches, as training steps do: say what is
+    // left out, as the training data's note says.
+    if (const int64_t left = evalSet_->numSamples() % batch; left && lead())
+      say(MessageKind::Note,
+          Dataset::sourcesName(sources) + " holds " +
+              std::to_string(evalSet_->numSamples()) +
+              " samples; each evaluation runs " +
+              std::to_string(evalSet_->numSamples() / batch) + " batches of " +
+              std::to_string(batch) + " and leaves out the last " +
+              std::to_string(left));
   }
   // The event file before the logs: a DIR that cannot hold it fails before
   // a log is emptied.
