@@ -3,6 +3,8 @@
 
 #include "ir/step_metadata.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 namespace mpc {
@@ -51,6 +53,18 @@ std::string item(const Setting &s, const std::string &value) {
   return std::string(s.what) + " " + value;
 }
 
+/// A rate as the user wrote it: "0.0010000000474974513" (the fp32 value's
+/// digits) reads 0.001; a schedule's description stays as it is.
+std::string shortRate(const std::string &text) {
+  char *end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0')
+    return text;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.7g", double(float(v)));
+  return buf;
+}
+
 } // namespace
 
 std::string compileSettingsDifference(const Model &checkpoint,
@@ -69,6 +83,15 @@ std::string compileSettingsDifference(const Model &checkpoint,
          ", this one with " + describe(mine) +
          ": resume with the step the checkpoint was saved from, or train the "
          "checkpoint itself on (mpc-run CKPT --resume=CKPT)";
+}
+
+std::string learningRateChange(const Model &checkpoint, const Model &step) {
+  const std::string *theirs = readMeta(checkpoint, meta::kLr);
+  const std::string *mine = readMeta(step, meta::kLr);
+  if (!theirs || !mine || *theirs == *mine)
+    return "";
+  return "the checkpoint trained with lr " + shortRate(*theirs) +
+         ", this step goes on with lr " + shortRate(*mine) + " (as compiled)";
 }
 
 } // namespace mpc

@@ -20,4 +20,10 @@ namespace mpc {
 std::string compileSettingsDifference(const Model &checkpoint,
                                       const Model &step);
 
+/// "the checkpoint trained with lr 0.001, this step goes on with lr 0.5 (as
+/// compiled)" when the two steps' learning rates (numbers or schedules)
+/// differ, else "": a resume takes the step's rate, which may be meant (a
+/// lower rate to fine-tune on) or not.
+std::string learningRateChange(const Model &checkpoint, const Model &step);
+
 } // namespace mpc

@@ -602,7 +602,7 @@ void Trainer::saveCheckpoint(const std::string &path) {
   restore();
 }
 
-void Trainer::resumeFrom(const std::string &path) {
+std::vector<std::string> Trainer::resumeFrom(const std::string &path) {
   requireNoStepInFlight("a resume");
   std::unique_ptr<Model> ckpt = loadModel(path);
   if (!ckpt->training)
@@ -689,6 +689,10 @@ void Trainer::resumeFrom(const std::string &path) {
   }
   if (const std::string *s = ckpt->meta(kShuffleKey))
     shuffle = *s == "1";
+  std::vector<std::string> notes;
+  if (std::string lr = learningRateChange(*ckpt, *model_); !lr.empty())
+    notes.push_back(path + ": " + lr);
+  return notes;
 }
 
 std::vector<std::string>

@@ -113,7 +113,9 @@ public:
 
   /// Loads state and counters from a checkpoint written by saveCheckpoint;
   /// refuses one from a different model (state names, dtypes, shapes).
-  void resumeFrom(const std::string &path);
+  /// Returns notes for the user: settings the run goes on with that differ
+  /// from the checkpoint's without changing its state (the learning rate).
+  std::vector<std::string> resumeFrom(const std::string &path);
   /// Writes the model with the current state (atomically); refuses inside
   /// an accumulation window, whose buffers a resume would not continue.
   /// A model compiled with --shard-optimizer writes every sharded state

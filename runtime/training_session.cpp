@@ -84,7 +84,9 @@ TrainingSession::TrainingSession(std::unique_ptr<Model> model,
     throw Error("--export-ema: the model keeps no moving average of its "
                 "parameters (compile it with mpc-opt --ema-decay=D)");
   if (!o.resume.empty())
-    trainer.resumeFrom(o.resume);
+    for (const std::string &note : trainer.resumeFrom(o.resume))
+      if (lead())
+        say(MessageKind::Note, note);
   if (o.seedGiven)
     trainer.seed = o.seed;
   if (o.shuffle)
