@@ -4,7 +4,7 @@
 // and parameters over several steps, fewer bytes saved for the backward, a
 // planned peak no larger, the recomputation within its share of the step's
 // FLOPs, and the executor's measured peak still the plan's.
-#include "parity_harness.h"
+#include "planned_run.h"
 
 #include "passes/flop_count.h"
 #include "passes/memory_report.h"
@@ -24,19 +24,6 @@ struct Case {
 std::string caseName(const testing::TestParamInfo<Case> &info) {
   std::string m = info.param.model;
   return m.substr(0, m.find('.')) + "_" + dtypeName(info.param.precision);
-}
-
-std::unique_ptr<Model> asWritten(const Model &m) {
-  onnx::ModelProto proto;
-  exportModel(m, proto);
-  return importModel(proto, "compiled.onnx", ".");
-}
-
-size_t savedBytes(const MemoryPlan &p) {
-  size_t sum = 0;
-  for (size_t b : p.savedForBackward)
-    sum += b;
-  return sum;
 }
 
 class DefaultRecompute : public testing::TestWithParam<Case> {};
@@ -59,20 +46,9 @@ TEST_P(DefaultRecompute, SameBitsAsNoneNoMoreSaved) {
     MemoryPlan plan = planCompiledModel(*compiled);
     saved[byDefault] = savedBytes(plan);
     peak[byDefault] = plan.arenaBytes;
-    auto backend = createCpuBackend();
-    Trainer trainer(asWritten(*compiled), *backend);
-    int64_t batch = 0;
-    auto specs = trainer.dataInputs(batch);
-    Dataset data = Dataset::fromNpz(parity::modelsDir() + c.data, specs);
-    for (int i = 0; i < 5; ++i)
-      losses[byDefault].push_back(
-          trainer.step(data.batch(trainer.stepsDone(), batch, false, 0)).loss);
-    EXPECT_EQ(trainer.arenaPeakBytes(), plan.arenaBytes);
-    EXPECT_EQ(trainer.peakBytes(), plan.livePeakBytes);
-    for (const StateDictEntry &e : trainer.stateDict()) {
-      const uint8_t *bytes = e.value.data<uint8_t>();
-      params[byDefault].emplace_back(bytes, bytes + e.value.byteSize());
-    }
+    PlannedRun run = trainAsPlanned(*compiled, plan, c.data, 5);
+    losses[byDefault] = std::move(run.losses);
+    params[byDefault] = std::move(run.params);
   }
   EXPECT_EQ(losses[0], losses[1]);
   ASSERT_FALSE(params[0].empty());

@@ -1,7 +1,7 @@
 // shrink-saved against the step without it: the same losses and parameters
 // bit for bit over several steps, fewer bytes saved for the backward, a
 // planned peak no larger, and the executor's measured peak still the plan's.
-#include "parity_harness.h"
+#include "planned_run.h"
 
 #include "passes/memory_report.h"
 #include "passes/onnx/onnx_io.h"
@@ -22,12 +22,6 @@ std::string caseName(const testing::TestParamInfo<Case> &info) {
   return m.substr(0, m.find('.')) + "_" + dtypeName(info.param.precision);
 }
 
-std::unique_ptr<Model> asWritten(const Model &m) {
-  onnx::ModelProto proto;
-  exportModel(m, proto);
-  return importModel(proto, "compiled.onnx", ".");
-}
-
 /// The default pipeline, with or without shrink-saved.
 std::unique_ptr<Model> compile(const Case &c, bool shrink) {
   auto model = loadModel(parity::modelsDir() + c.model);
@@ -44,13 +38,6 @@ std::unique_ptr<Model> compile(const Case &c, bool shrink) {
   return model;
 }
 
-size_t savedBytes(const MemoryPlan &p) {
-  size_t sum = 0;
-  for (size_t b : p.savedForBackward)
-    sum += b;
-  return sum;
-}
-
 class ShrinkSaved : public testing::TestWithParam<Case> {};
 
 TEST_P(ShrinkSaved, SameBitsFewerSavedBytes) {
@@ -63,20 +50,9 @@ TEST_P(ShrinkSaved, SameBitsFewerSavedBytes) {
     MemoryPlan plan = planCompiledModel(*compiled);
     saved[on] = savedBytes(plan);
     peak[on] = plan.arenaBytes;
-    auto backend = createCpuBackend();
-    Trainer trainer(asWritten(*compiled), *backend);
-    int64_t batch = 0;
-    auto specs = trainer.dataInputs(batch);
-    Dataset data = Dataset::fromNpz(parity::modelsDir() + c.data, specs);
-    for (int i = 0; i < 6; ++i)
-      losses[on].push_back(
-          trainer.step(data.batch(trainer.stepsDone(), batch, false, 0)).loss);
-    EXPECT_EQ(trainer.arenaPeakBytes(), plan.arenaBytes);
-    EXPECT_EQ(trainer.peakBytes(), plan.livePeakBytes);
-    for (const StateDictEntry &e : trainer.stateDict()) {
-      const uint8_t *bytes = e.value.data<uint8_t>();
-      params[on].emplace_back(bytes, bytes + e.value.byteSize());
-    }
+    PlannedRun run = trainAsPlanned(*compiled, plan, c.data, 6);
+    losses[on] = std::move(run.losses);
+    params[on] = std::move(run.params);
   }
   EXPECT_EQ(losses[0], losses[1]);
   ASSERT_FALSE(params[0].empty());
