@@ -5,11 +5,22 @@
 #include "ir/graph.h"
 
 #include <cstdint>
+#include <limits>
 
 namespace mpc {
 
+/// a + b for FLOP counts, saturating at the largest int64: a model whose
+/// dims multiply past 2^63 (which no plan accepts) must still get through
+/// the count to the message that refuses it.
+inline int64_t addFlops(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max()
+                                          : r;
+}
+
 /// The FLOPs of one node, from its values' static shapes (0 when a shape it
-/// needs is not concrete). One rule for every op:
+/// needs is not concrete; saturated at the largest int64). One rule for every
+/// op:
 ///  - matrix products (MatMul, Gemm, mpc.FusedMatMul): 2 x multiply-adds,
 ///    2*M*N*K per product (Gemm's C adds one per output element);
 ///  - convolutions (Conv, ConvTranspose, mpc.ConvGradInput,
@@ -26,7 +37,9 @@ int64_t nodeFlops(const Node &n);
 /// (gradients and the optimizer update).
 struct StepFlops {
   int64_t forward = 0, backward = 0, recompute = 0;
-  int64_t total() const { return forward + backward + recompute; }
+  int64_t total() const {
+    return addFlops(addFlops(forward, backward), recompute);
+  }
 };
 
 /// The FLOPs of the model's training step (all forward for a model without

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace mpc {
 namespace {
 
@@ -53,6 +55,27 @@ TEST(FlopCount, ProductsAreTwiceTheirMultiplyAddsElementwiseOnePerElement) {
   Node *mmd = g.createNode("MatMul", {d, b}, 1);
   mmd->output(0)->setType(DType::F32, {Dim::symbolic("N"), Dim(4)});
   EXPECT_EQ(nodeFlops(*mmd), 0);
+}
+
+// Dims whose products pass 2^63 (a hostile model the planner refuses later)
+// saturate instead of overflowing: UBSan failed absurd-models.test on this.
+TEST(FlopCount, CountsPastInt64SaturateInsteadOfOverflowing) {
+  const int64_t most = std::numeric_limits<int64_t>::max();
+  Graph g("g");
+  Value *x = g.addInput("x", DType::F32, {Dim(int64_t(1) << 62), Dim(10)});
+  Value *w = g.addInput("w", DType::F32, {Dim(10), Dim(10)});
+  Node *mm = g.createNode("MatMul", {x, w}, 1);
+  mm->output(0)->setType(DType::F32, {Dim(int64_t(1) << 62), Dim(10)});
+  EXPECT_EQ(nodeFlops(*mm), most);
+  Node *relu = g.createNode("Relu", {x}, 1);
+  relu->output(0)->setType(DType::F32, {Dim(int64_t(1) << 62), Dim(10)});
+  EXPECT_EQ(nodeFlops(*relu), most);
+  StepFlops f;
+  f.forward = most;
+  f.backward = most;
+  EXPECT_EQ(f.total(), most);
+  EXPECT_EQ(addFlops(most, 1), most);
+  EXPECT_EQ(addFlops(2, 3), 5);
 }
 
 } // namespace
