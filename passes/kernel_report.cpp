@@ -3,26 +3,36 @@
 #include "passes/kernel_report.h"
 
 #include "ir/mpc_ops.h"
+#include "ir/tensor.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <unordered_set>
 
 namespace mpc {
 namespace {
 
-/// Bytes of a value, or -1 when its shape is not concrete.
+/// Bytes of a value, or -1 when its shape is not concrete or its size does
+/// not fit in int64 (a hostile model's dims; counted as unsized).
 int64_t valueBytes(const Value *v) {
   if (!v || !v->hasShape || v->dtype == DType::Undefined)
     return -1;
   auto dims = concreteDims(v->dims);
   if (!dims)
     return -1;
-  int64_t n = 1;
-  for (int64_t d : *dims)
-    n *= d;
-  return n * int64_t(dtypeSize(v->dtype));
+  int64_t n = elementCount(*dims), bytes;
+  if (n < 0 || __builtin_mul_overflow(n, int64_t(dtypeSize(v->dtype)), &bytes))
+    return -1;
+  return bytes;
+}
+
+/// a + b, saturating at the largest int64.
+int64_t addBytes(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max()
+                                          : r;
 }
 
 bool contains(const std::string &s, const char *part) {
@@ -98,7 +108,7 @@ KernelReport reportKernels(const Model &model) {
         continue; // an omitted optional input
       int64_t b = valueBytes(v);
       sized = sized && b >= 0;
-      read += std::max<int64_t>(b, 0);
+      read = addBytes(read, std::max<int64_t>(b, 0));
     }
     for (size_t i = 0; i < n->numOutputs(); ++i) {
       const Value *v = n->output(i);
@@ -106,26 +116,27 @@ KernelReport reportKernels(const Model &model) {
         continue;
       int64_t b = valueBytes(v);
       sized = sized && b >= 0;
-      written += std::max<int64_t>(b, 0);
+      written = addBytes(written, std::max<int64_t>(b, 0));
     }
     if (!sized)
       ++c.unsized;
-    c.bytesRead += read;
-    c.bytesWritten += written;
+    c.bytesRead = addBytes(c.bytesRead, read);
+    c.bytesWritten = addBytes(c.bytesWritten, written);
   }
   KernelReport r;
   r.total.name = "total";
   for (auto &kv : byClass) {
     r.classes.push_back(kv.second);
     r.total.launches += kv.second.launches;
-    r.total.bytesRead += kv.second.bytesRead;
-    r.total.bytesWritten += kv.second.bytesWritten;
+    r.total.bytesRead = addBytes(r.total.bytesRead, kv.second.bytesRead);
+    r.total.bytesWritten =
+        addBytes(r.total.bytesWritten, kv.second.bytesWritten);
     r.total.unsized += kv.second.unsized;
   }
   std::stable_sort(r.classes.begin(), r.classes.end(),
                    [](const KernelClassCount &a, const KernelClassCount &b) {
-                     return a.bytesRead + a.bytesWritten >
-                            b.bytesRead + b.bytesWritten;
+                     return double(a.bytesRead) + double(a.bytesWritten) >
+                            double(b.bytesRead) + double(b.bytesWritten);
                    });
   return r;
 }
@@ -133,7 +144,7 @@ KernelReport reportKernels(const Model &model) {
 std::string KernelReport::table() const {
   std::string out;
   char line[160];
-  double all = double(total.bytesRead + total.bytesWritten);
+  double all = double(total.bytesRead) + double(total.bytesWritten);
   // One unit for the whole table: KiB for a small step, else MiB.
   bool mib = all >= 64.0 * 1048576.0;
   double unit = mib ? 1048576.0 : 1024.0;
@@ -142,7 +153,7 @@ std::string KernelReport::table() const {
                 "kernel class", "launches", u, u, "bytes");
   out += line;
   auto row = [&](const KernelClassCount &c) {
-    double bytes = double(c.bytesRead + c.bytesWritten);
+    double bytes = double(c.bytesRead) + double(c.bytesWritten);
     std::snprintf(line, sizeof line, "%-14s %9lld %14.1f %17.1f %6.1f%%\n",
                   c.name.c_str(), (long long)c.launches,
                   double(c.bytesRead) / unit, double(c.bytesWritten) / unit,
