@@ -316,30 +316,26 @@ bool useForWidened(Family f) {
   return useFor(f, DType::F32) && !envFlag("MPC_CPU_EXACT_HALF", false);
 }
 
-bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
-            int64_t n, int64_t k, float alpha, float beta, const void *a,
-            const void *b, void *y, const void *bias) {
-  if (batch <= 0 || m <= 0 || n <= 0 || k <= 0 ||
-      (beta != 0.f && yt != DType::F32) ||
-      (bias && (alpha != 1.f || beta != 0.f || batch != 1)))
-    return false;
-  // oneDNN's call costs a few microseconds (memory objects, a stream, the
-  // cache look-up): a tiny product (models/mlp_seed.onnx's step took 0.027
-  // ms on BLAS and 0.042 on oneDNN) is faster on the caller's path.
-  constexpr int64_t kMinVolume = int64_t(1) << 15;
-  if (batch * m * n * k < kMinVolume)
-    return false;
+namespace {
+
+/// The product entry for `w` columns of a row-major B whose rows are `ldb`
+/// apart and a Y whose rows are `ldy` apart (w == ldb == ldy: the whole
+/// product).
+std::shared_ptr<Entry> productEntry(DType t, DType yt, bool ta, bool tb,
+                                    int64_t batch, int64_t m, int64_t w,
+                                    int64_t k, int64_t ldb, int64_t ldy,
+                                    float alpha, float beta, bool bias) {
   std::ostringstream key;
   key << "mm" << typeName(t) << typeName(yt) << ta << tb << "|" << batch << ","
-      << m << "," << n << "," << k << "|" << alpha << "," << beta
-      << (bias ? "|bias" : "");
-  auto e = cached(key.str(), threadsFor(batch * m * n * k), [&](Entry &e) {
+      << m << "," << w << "," << k << "|" << ldb << "," << ldy << "|" << alpha
+      << "," << beta << (bias ? "|bias" : "");
+  return cached(key.str(), threadsFor(batch * m * w * k), [&](Entry &e) {
     memory::data_type dt = dnnlType(t), ydt = dnnlType(yt);
-    Dims ad = {batch, m, k}, bd = {batch, k, n}, yd = {batch, m, n};
+    Dims ad = {batch, m, k}, bd = {batch, k, w}, yd = {batch, m, w};
     Dims as = ta ? Dims{m * k, 1, m} : Dims{m * k, k, 1};
-    Dims bs = tb ? Dims{k * n, 1, k} : Dims{k * n, n, 1};
+    Dims bs = tb ? Dims{k * ldb, 1, k} : Dims{k * ldb, ldb, 1};
     memory::desc amd(ad, dt, as), bmd(bd, dt, bs),
-        ymd(yd, ydt, Dims{m * n, n, 1});
+        ymd(yd, ydt, Dims{m * ldy, ldy, 1});
     dnnl::primitive_attr attr = userScratchpad();
     if (alpha != 1.f)
       attr.set_output_scales(0, {alpha});
@@ -348,7 +344,7 @@ bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
       ops.append_sum(beta);
       attr.set_post_ops(ops);
     }
-    memory::desc biasmd(Dims{1, 1, n}, dt, Dims{n, n, 1});
+    memory::desc biasmd(Dims{1, 1, w}, dt, Dims{w, w, 1});
     dnnl::matmul::primitive_desc pd(
         bias ? dnnl::matmul::desc(amd, bmd, biasmd, ymd)
              : dnnl::matmul::desc(amd, bmd, ymd),
@@ -364,11 +360,60 @@ bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
     e.args.push_back({DNNL_ARG_DST, ymd, ymd, false});
     e.usable = true;
   });
-  std::vector<void *> ptrs = {const_cast<void *>(a), const_cast<void *>(b)};
-  if (bias)
-    ptrs.push_back(const_cast<void *>(bias));
-  ptrs.push_back(y);
-  bool ok = run(*e, ptrs);
+}
+
+/// The widest column block an fp32 product with a plain (untransposed) B
+/// runs in one call. oneDNN 2.6's fp32 brgemm runs such a product 2-3x
+/// below its speed when B's rows are 3072 (BERT's 4 x 768 feed-forward),
+/// 4608 or 6144 floats wide, and at full speed on the same rows taken 2048
+/// columns or fewer at a time (1024 x 3072 x 768 on one thread: 40 GFLOP/s
+/// whole, 129-136 in blocks; never slower in blocks, at 1 and 2 threads).
+/// Each output element is still one oneDNN sum over k; bf16's AMX kernels
+/// are faster whole and stay whole.
+constexpr int64_t kFp32ColumnBlock = 2048;
+
+} // namespace
+
+bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
+            int64_t n, int64_t k, float alpha, float beta, const void *a,
+            const void *b, void *y, const void *bias) {
+  if (batch <= 0 || m <= 0 || n <= 0 || k <= 0 ||
+      (beta != 0.f && yt != DType::F32) ||
+      (bias && (alpha != 1.f || beta != 0.f || batch != 1)))
+    return false;
+  // oneDNN's call costs a few microseconds (memory objects, a stream, the
+  // cache look-up): a tiny product (models/mlp_seed.onnx's step took 0.027
+  // ms on BLAS and 0.042 on oneDNN) is faster on the caller's path.
+  constexpr int64_t kMinVolume = int64_t(1) << 15;
+  if (batch * m * n * k < kMinVolume)
+    return false;
+  // Column blocks of equal width (a multiple of 16 floats), the last one
+  // what is left.
+  int64_t width = n;
+  if (t == DType::F32 && !tb && n > kFp32ColumnBlock) {
+    int64_t blocks = (n + kFp32ColumnBlock - 1) / kFp32ColumnBlock;
+    width = ((n + blocks - 1) / blocks + 15) / 16 * 16;
+  }
+  int64_t tail = n % width;
+  auto whole = productEntry(t, yt, ta, tb, batch, m, width, k, n, n, alpha,
+                            beta, bias != nullptr);
+  auto last = tail ? productEntry(t, yt, ta, tb, batch, m, tail, k, n, n, alpha,
+                                  beta, bias != nullptr)
+                   : whole;
+  // Every block's primitive made before any runs: a block that cannot run
+  // leaves Y untouched for the caller's path (which may add beta * Y).
+  bool ok = whole->usable && last->usable;
+  const size_t in = dtypeSize(t), out = dtypeSize(yt);
+  for (int64_t c = 0; ok && c < n; c += width) {
+    std::vector<void *> ptrs = {
+        const_cast<void *>(a),
+        const_cast<char *>(static_cast<const char *>(b) + size_t(c) * in)};
+    if (bias)
+      ptrs.push_back(
+          const_cast<char *>(static_cast<const char *>(bias) + size_t(c) * in));
+    ptrs.push_back(static_cast<char *>(y) + size_t(c) * out);
+    ok = run(c + width <= n ? *whole : *last, ptrs);
+  }
   note(Family::Product, t, ok);
   return ok;
 }

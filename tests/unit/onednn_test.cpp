@@ -272,6 +272,63 @@ TEST(OneDnn, Bf16AndFp32GemmWithAlphaBetaAndBroadcastC) {
     }
 }
 
+/// fp32 products with a plain B wider than 2048 columns run on oneDNN in
+/// column blocks (onednn.cpp's kFp32ColumnBlock): every block, the tail
+/// block, the bias and the beta sum land on their columns, within the fp32
+/// tolerance of BLAS. Widths: 3072 (two blocks of 1536), 4100 (1376 x 2 and
+/// a tail of 1348), 2049 (1040 and a tail of 1009).
+TEST(OneDnn, Fp32WideProductsInColumnBlocksMatchBlas) {
+  unsigned seed = 500;
+  auto check = [&](const char *domain, const char *op,
+                   std::vector<Tensor> inputs, const Attrs &attrs,
+                   const Attrs &absAttrs, int64_t terms) {
+    std::vector<Tensor> abs;
+    std::vector<const Tensor *> in, inAbs;
+    for (const Tensor &t : inputs)
+      abs.push_back(absF32(t));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      in.push_back(&inputs[i]);
+      inAbs.push_back(&abs[i]);
+    }
+    Tensor native = runOne(domain, op, in, attrs, "native");
+    Tensor reference = runOne(domain, op, in, attrs, "blas");
+    Tensor sum = runOne(domain, op, inAbs, absAttrs, "blas");
+    expectWithin(native, reference, sum, terms, false);
+  };
+  {
+    SCOPED_TRACE("batched MatMul, 4100 columns");
+    check("", "MatMul",
+          {randomTensor(DType::F32, {2, 8, 24}, seed++),
+           randomTensor(DType::F32, {2, 24, 4100}, seed++)},
+          {}, {}, 24);
+  }
+  {
+    SCOPED_TRACE("FusedMatMul transA, 3072 columns");
+    Attrs t = {{"transA", Attribute::ofInt(1)},
+               {"transB", Attribute::ofInt(0)}};
+    check(kMpcDomain, "FusedMatMul",
+          {randomTensor(DType::F32, {16, 8}, seed++),
+           randomTensor(DType::F32, {16, 3072}, seed++)},
+          t, t, 16);
+  }
+  for (float beta : {1.f, 0.5f}) {
+    SCOPED_TRACE("Gemm with C, 2049 columns, beta " + std::to_string(beta));
+    // beta 1 and a row C: oneDNN's bias argument, per block; beta 0.5 and
+    // a full C: the fp32 sum post-op.
+    std::vector<int64_t> c = beta == 1.f ? std::vector<int64_t>{2049}
+                                         : std::vector<int64_t>{8, 2049};
+    Attrs g = {{"alpha", Attribute::ofFloat(1.f)},
+               {"beta", Attribute::ofFloat(beta)}};
+    check("", "Gemm",
+          {randomTensor(DType::F32, {8, 16}, seed++),
+           randomTensor(DType::F32, {16, 2049}, seed++),
+           randomTensor(DType::F32, c, seed++)},
+          g, g, 17);
+  }
+  EXPECT_NE(cpu::onednn::kernelReport().find("oneDNN fp32"), std::string::npos)
+      << cpu::onednn::kernelReport();
+}
+
 struct ConvCase {
   std::vector<int64_t> x, w; ///< [N, C, D...], [M, C/group, K...]
   std::vector<int64_t> strides, pads, dilations;
