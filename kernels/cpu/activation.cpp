@@ -211,7 +211,8 @@ template <bool Log> void softmaxKernel(KernelContext &ctx) {
   const Tensor &x = input(ctx, 0, "input");
   int64_t axis = normalizeAxis(ctx.node, ctx.node.attrInt("axis", -1),
                                int64_t(x.dims.size()));
-  Tensor &y = output(ctx, 0, x.dtype, x.dims);
+  // softmaxRows writes every element: no zero fill first.
+  Tensor &y = overwrittenOutput(ctx, 0, x.dtype, x.dims);
   AxisSplit s = splitAt(x.dims, axis);
   dispatchFloat(ctx.node, x.dtype, [&](auto io) {
     using Io = decltype(io);

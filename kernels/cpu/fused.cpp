@@ -69,7 +69,8 @@ template <bool Div> void softmaxToKernel(KernelContext &ctx) {
   DType to = softmaxTarget(ctx, x);
   int64_t axis = normalizeAxis(ctx.node, ctx.node.attrInt("axis", -1),
                                int64_t(x.dims.size()));
-  Tensor &y = output(ctx, 0, to, x.dims);
+  // softmaxRows writes every element: no zero fill first.
+  Tensor &y = overwrittenOutput(ctx, 0, to, x.dims);
   AxisSplit s = splitAt(x.dims, axis);
   dispatchFloat2(ctx.node, x.dtype, to, [&](auto in, auto out) {
     using In = decltype(in);

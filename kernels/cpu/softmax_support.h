@@ -194,7 +194,8 @@ void softmaxGradKernel(KernelContext &ctx) {
   int64_t axis = normalizeAxis(ctx.node, ctx.node.attrInt("axis", -1),
                                int64_t(dy.dims.size()));
   AxisSplit s = splitAt(dy.dims, axis);
-  Tensor &dx = output(ctx, 0, outT, dy.dims);
+  // Every element is written below: no zero fill first.
+  Tensor &dx = overwrittenOutput(ctx, 0, outT, dy.dims);
   dispatchFloat2(ctx.node, dy.dtype, y.dtype, [&](auto gio, auto fio) {
     using G = decltype(gio);
     using Fw = decltype(fio);
