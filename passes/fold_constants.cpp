@@ -7,7 +7,9 @@
 // bit-identical to what mpc-run would compute) and replaced by an
 // initializer of the same name. This turns the exporter's
 // Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains into a constant
-// Reshape shape once the input shapes are known. Unused non-state
+// Reshape shape once the input shapes are known. A Dropout whose fixed ratio
+// is 0 (or that is in inference mode) and whose mask nobody reads is
+// removed: its output is its input. Unused non-state
 // initializers are dropped and shapes re-inferred. Runs after infer-shapes
 // (it needs the input shapes, e.g. from --input-shape) on the main graph and
 // the training algorithm.
@@ -112,6 +114,12 @@ public:
       inferNode(*n, opset_);
       if (n->isOp("", "CastLike") && castLikeToCast(*n))
         ++stats_["castlike-to-cast"];
+      if (n->isOp("", "Dropout") && identityDropout(*n)) {
+        g_.replaceAllUsesWith(n->output(0), n->input(0));
+        g_.removeNode(n);
+        ++stats_["dropouts-removed"];
+        continue;
+      }
       if (!n->domain().empty() || !kFoldableOps.count(n->opType()) ||
           n->numOutputs() < 1 || !n->output(0))
         continue;
@@ -206,6 +214,39 @@ private:
     return true;
   }
 
+  /// A Dropout that is the identity whatever the data: its ratio and
+  /// training_mode are fixed and give ratio 0 or inference mode (the CPU
+  /// kernel's reading: ratio 0.5 and inference when absent), its mask is
+  /// unread and its output is no graph output. Exporters keep
+  /// nn.Dropout(p=0.0) (Llama's attention dropout, a fine-tune with dropout
+  /// off) in training mode; removed here, the step neither copies its input
+  /// twice (forward and gradient) nor plans a buffer for the copy.
+  bool identityDropout(const Node &n) const {
+    if (!n.input(0) || !n.output(0) || n.output(0)->isGraphOutput() ||
+        keep_.count(n.output(0)->name()))
+      return false;
+    if (n.numOutputs() > 1 && n.output(1) &&
+        (!n.output(1)->uses().empty() || n.output(1)->isGraphOutput() ||
+         keep_.count(n.output(1)->name())))
+      return false;
+    double ratio = n.attrFloat("ratio", 0.5f);
+    bool training = false;
+    const Value *r = n.numInputs() > 1 ? n.input(1) : nullptr;
+    const Value *t = n.numInputs() > 2 ? n.input(2) : nullptr;
+    if (r) {
+      if (!isFixed(*r) || r->initializer()->numel() != 1 ||
+          !isFloating(r->dtype))
+        return false;
+      ratio = r->initializer()->getAsDouble(0);
+    }
+    if (t) {
+      if (!isFixed(*t) || t->initializer()->numel() != 1)
+        return false;
+      training = t->initializer()->getAsDouble(0) != 0;
+    }
+    return !training || ratio == 0;
+  }
+
   /// Runs a foldable node whose inputs are fixed: a tensor per output
   /// (TopK has two), or none when it is not.
   std::vector<TensorPtr> evaluate(const Node &n) const {
@@ -282,8 +323,9 @@ void runFoldConstants(Model &model, PassContext &ctx) {
   if (opset < 0)
     opset = 17;
   // Make sure every stat appears, zero or not, so reports are comparable.
-  for (const char *key : {"constants-to-initializers", "shapes-folded",
-                          "castlike-to-cast", "folded", "initializers-removed"})
+  for (const char *key :
+       {"constants-to-initializers", "shapes-folded", "castlike-to-cast",
+        "dropouts-removed", "folded", "initializers-removed"})
     ctx.stats[key] += 0;
   // Inference changes no type where the last verify found every type as
   // inference gives it, on a model as that verify left it (passes/verify.h):
@@ -303,7 +345,8 @@ void runFoldConstants(Model &model, PassContext &ctx) {
     Folder(model, *alg, opset, ctx.stats).run();
   ctx.changedNothing =
       typesAsInferred && ctx.stats["constants-to-initializers"] == 0 &&
-      ctx.stats["folded"] == 0 && ctx.stats["initializers-removed"] == 0;
+      ctx.stats["folded"] == 0 && ctx.stats["dropouts-removed"] == 0 &&
+      ctx.stats["initializers-removed"] == 0;
 }
 
 } // namespace mpc
