@@ -265,6 +265,11 @@
 //   AllGather(s1..sn, like1..liken) <world_size> -> (y1..yn)
 //       yi (likei's dtype and shape; likei's values are not read) = the
 //       ranks' chunks si in rank order, the padding dropped.
+//   AllGather(s1..sn) <world_size, shapes> -> (y1..yn)
+//       the same with each yi's shape in `shapes` (per output its rank,
+//       then its dims, all flattened into one ints list; yi has si's
+//       dtype): the step's gather of sharded fp32 masters (or of their
+//       16-bit casts) needs no like-tensor held all step.
 //   ShardedClipGradNorm(s1..sn) <max_norm, world_size> -> (s1'..sn', norm)
 //       ClipGradNorm of the whole gradients whose chunks the si are: each
 //       gradient's fp32 sum of squares runs in element order across the
