@@ -269,7 +269,8 @@
 //       the same with each yi's shape in `shapes` (per output its rank,
 //       then its dims, all flattened into one ints list; yi has si's
 //       dtype): the step's gather of sharded fp32 masters (or of their
-//       16-bit casts) needs no like-tensor held all step.
+//       16-bit casts), which are kept only as chunks and have no whole
+//       value to name as `like`.
 //   ShardedClipGradNorm(s1..sn) <max_norm, world_size> -> (s1'..sn', norm)
 //       ClipGradNorm of the whole gradients whose chunks the si are: each
 //       gradient's fp32 sum of squares runs in element order across the
