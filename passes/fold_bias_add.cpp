@@ -146,18 +146,20 @@ private:
       const Dim &k = x->dims.back();
       std::vector<int64_t> zDims;
       int64_t rows = 1;
+      bool rowsFit = true; // an absurd shape's rows may pass int64
       for (const Dim &d : z->dims)
         zDims.push_back(d.value);
       for (size_t i = 0; i + 1 < zDims.size(); ++i)
-        rows *= zDims[i];
+        rowsFit = rowsFit && !__builtin_mul_overflow(rows, zDims[i], &rows);
       Value *rowsShape =
           shapeConstant({-1, k.value}, productName + "_rows_shape");
       Node *flatten = g_.createNode("Reshape", {x, rowsShape}, 1,
                                     productName + "_rows", "", add);
-      flatten->output(0)->setType(x->dtype, {Dim(rows), k});
+      const Dim rowsDim = rowsFit ? Dim(rows) : Dim();
+      flatten->output(0)->setType(x->dtype, {rowsDim, k});
       gemm = g_.createNode("Gemm", {flatten->output(0), w, f.bias}, 1,
                            productName + "_gemm", "", add);
-      gemm->output(0)->setType(z->dtype, {Dim(rows), z->dims.back()});
+      gemm->output(0)->setType(z->dtype, {rowsDim, z->dims.back()});
       Value *zShape = shapeConstant(zDims, add->name() + "_shape");
       // The Add becomes the Reshape back to Z's dims.
       add->setOp("Reshape", "");

@@ -174,7 +174,12 @@ bool valueByteSize(const Value &v, size_t &bytes) {
     if (__builtin_mul_overflow(n, d.value, &n))
       return false;
   }
-  bytes = size_t(n) * dtypeSize(v.dtype);
+  // Bytes past int64 are no size either: every caller may hold them in an
+  // int64.
+  int64_t b;
+  if (__builtin_mul_overflow(n, int64_t(dtypeSize(v.dtype)), &b))
+    return false;
+  bytes = size_t(b);
   return true;
 }
 

@@ -144,7 +144,8 @@ struct MemoryPlan {
   }
 };
 
-/// The value's size in bytes when its dtype and dims are known.
+/// The value's size in bytes when its dtype and dims are known and the size
+/// fits in int64 (false past it: absurd dims are no size).
 bool valueByteSize(const Value &v, size_t &bytes);
 
 /// Plans the graph's memory. Every value needs a known dtype and concrete

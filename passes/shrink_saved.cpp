@@ -82,6 +82,12 @@ private:
   int64_t loss_ = -1;
 };
 
+/// a + b, saturating at the largest int64 (many values of absurd size).
+int64_t addBytes(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 size_t bytesOf(const Value &v) {
   size_t bytes = 0;
   return valueByteSize(v, bytes) ? bytes : 0;
@@ -172,7 +178,7 @@ void castNarrowTwinsAgain(Graph &g, const StepOrder &order, Stats &s) {
                               low->name() + "_again");
     redirectBackwardReads(order, low, again);
     ++s.castAgain;
-    s.bytes += int64_t(bytesOf(*low));
+    s.bytes = addBytes(s.bytes, int64_t(bytesOf(*low)));
   }
 }
 
@@ -209,7 +215,7 @@ void widenAgain(Graph &g, const StepOrder &order, Stats &s) {
                               c.firstReader, c.wide->name() + "_again");
     redirectBackwardReads(order, c.wide, again);
     ++s.widenAgain;
-    s.bytes += c.gain;
+    s.bytes = addBytes(s.bytes, c.gain);
   }
 }
 

@@ -34,13 +34,14 @@ Dims matmulDims(const Value &a, const Value &b) {
   return out;
 }
 
-/// The product of all but the last dim (unknown unless all are static).
+/// The product of all but the last dim (unknown unless all are static and
+/// it fits in int64).
 Dim rowCount(const Value &v) {
   int64_t rows = 1;
   for (size_t i = 0; i + 1 < v.dims.size(); ++i) {
-    if (!v.dims[i].isKnown())
-      return Dim();
-    rows *= v.dims[i].value;
+    if (!v.dims[i].isKnown() ||
+        __builtin_mul_overflow(rows, v.dims[i].value, &rows))
+      return Dim(); // unknown, or past int64
   }
   return Dim(rows);
 }

@@ -188,12 +188,17 @@ void inferBatchNormalization(Ctx &c) {
   for (size_t i = 1; i < 5; ++i)
     requireChannelVector(c, i, ch);
   if (training && x->hasShape) {
+    // Values per channel: unknown past int64 (absurd dims claim nothing).
     Dim count = Dim(1);
-    for (size_t d = 0; d < x->dims.size(); ++d)
+    for (size_t d = 0; d < x->dims.size(); ++d) {
+      int64_t product;
       if (d != 1)
-        count = x->dims[d].isKnown() && count.isKnown()
-                    ? Dim(count.value * x->dims[d].value)
+        count = x->dims[d].isKnown() && count.isKnown() &&
+                        !__builtin_mul_overflow(count.value, x->dims[d].value,
+                                                &product)
+                    ? Dim(product)
                     : Dim();
+    }
     if (count == Dim(1))
       fail([&] {
         errorAt(n) << "training mode needs more than one value per channel, "

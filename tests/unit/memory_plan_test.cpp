@@ -101,8 +101,13 @@ TEST(MemoryPlan, ValueByteSizeRefusesUnknownDimsAndElementCountsPastInt64) {
   ASSERT_TRUE(valueByteSize(*v, bytes));
   EXPECT_EQ(bytes, 60u);
   const int64_t big = std::numeric_limits<int64_t>::max();
+  v->dims = {Dim(big / 4), Dim(1)};
+  ASSERT_TRUE(valueByteSize(*v, bytes)) << "the largest fp32 size still fits";
+  EXPECT_EQ(bytes, size_t(big / 4) * 4);
+  v->dims = {Dim(big / 4 + 1), Dim(1)};
+  EXPECT_FALSE(valueByteSize(*v, bytes)) << "bytes past int64 are no size";
   v->dims = {Dim(big), Dim(1)};
-  ASSERT_TRUE(valueByteSize(*v, bytes)) << "the largest count still fits";
+  EXPECT_FALSE(valueByteSize(*v, bytes)) << "a count that fits, bytes not";
   v->dims = {Dim(0), Dim(big), Dim(big)};
   ASSERT_TRUE(valueByteSize(*v, bytes)) << "an empty tensor";
   EXPECT_EQ(bytes, 0u);
