@@ -12,13 +12,6 @@
 namespace mpc {
 namespace {
 
-/// a * b, saturating as addFlops does.
-int64_t mul(int64_t a, int64_t b) {
-  int64_t r;
-  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max()
-                                          : r;
-}
-
 /// Elements of a value (saturated), or -1 when its dims are not concrete.
 int64_t elements(const Value *v) {
   if (!v || !v->hasShape)
@@ -28,7 +21,7 @@ int64_t elements(const Value *v) {
     return -1;
   int64_t n = 1;
   for (int64_t d : *dims)
-    n = mul(n, d);
+    n = saturatingMul(n, d);
   return n;
 }
 
@@ -69,29 +62,38 @@ int64_t nodeFlops(const Node &n) {
     // K: the contracted dim of A (its second to last when transposed).
     bool transA = n.attrInt("transA", 0) != 0;
     int64_t k = a && a->rank() == 1 ? dim(a, 0) : dim(a, transA ? -2 : -1);
-    return out < 0 || k < 0 ? 0 : mul(mul(2, out), k);
+    return out < 0 || k < 0 ? 0 : saturatingMul(saturatingMul(2, out), k);
   }
   if (onnx && n.opType() == "Gemm") {
     int64_t k = dim(a, n.attrInt("transA", 0) ? 0 : 1);
     bool bias = n.numInputs() > 2 && n.input(2);
-    return out < 0 || k < 0 ? 0 : addFlops(mul(mul(2, out), k), bias ? out : 0);
+    return out < 0 || k < 0
+               ? 0
+               : saturatingAdd(saturatingMul(saturatingMul(2, out), k),
+                               bias ? out : 0);
   }
   if (onnx && n.opType() == "Conv") {
     // Each output element: a dot product over the weight's Cin/group x kernel.
     int64_t w = elements(b), cout = dim(b, 0);
-    return out < 0 || w < 0 || cout <= 0 ? 0 : mul(mul(2, out), w / cout);
+    return out < 0 || w < 0 || cout <= 0
+               ? 0
+               : saturatingMul(saturatingMul(2, out), w / cout);
   }
   if ((onnx && n.opType() == "ConvTranspose") ||
       n.isOp(kMpcDomain, "ConvGradInput")) {
     // Each element of the first input meets W's elements / W's first dim.
     int64_t x = elements(a), w = elements(b), w0 = dim(b, 0);
-    return x < 0 || w < 0 || w0 <= 0 ? 0 : mul(mul(2, x), w / w0);
+    return x < 0 || w < 0 || w0 <= 0
+               ? 0
+               : saturatingMul(saturatingMul(2, x), w / w0);
   }
   if (n.isOp(kMpcDomain, "ConvGradWeight")) {
     // dW's elements, each summed over the first input's elements per
     // channel (its dim 1, which is dW's dim 0).
     int64_t x = elements(a), c = dim(y, 0);
-    return out < 0 || x < 0 || c <= 0 ? 0 : mul(mul(2, out), x / c);
+    return out < 0 || x < 0 || c <= 0
+               ? 0
+               : saturatingMul(saturatingMul(2, out), x / c);
   }
   int64_t most = 0;
   for (const Value *v : n.inputs())
@@ -133,11 +135,11 @@ StepFlops countStepFlops(const Model &model) {
   for (size_t i = 0; i < nodes.size(); ++i) {
     int64_t flops = nodeFlops(*nodes[i]);
     if (i <= lossAt)
-      f.forward = addFlops(f.forward, flops);
+      f.forward = saturatingAdd(f.forward, flops);
     else if (isCopy(*nodes[i]))
-      f.recompute = addFlops(f.recompute, flops);
+      f.recompute = saturatingAdd(f.recompute, flops);
     else
-      f.backward = addFlops(f.backward, flops);
+      f.backward = saturatingAdd(f.backward, flops);
   }
   return f;
 }

@@ -4,19 +4,11 @@
 
 #include "ir/graph.h"
 
+#include "support/saturating.h"
+
 #include <cstdint>
-#include <limits>
 
 namespace mpc {
-
-/// a + b for FLOP counts, saturating at the largest int64: a model whose
-/// dims multiply past 2^63 (which no plan accepts) must still get through
-/// the count to the message that refuses it.
-inline int64_t addFlops(int64_t a, int64_t b) {
-  int64_t r;
-  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max()
-                                          : r;
-}
 
 /// The FLOPs of one node, from its values' static shapes (0 when a shape it
 /// needs is not concrete; saturated at the largest int64). One rule for every
@@ -38,7 +30,7 @@ int64_t nodeFlops(const Node &n);
 struct StepFlops {
   int64_t forward = 0, backward = 0, recompute = 0;
   int64_t total() const {
-    return addFlops(addFlops(forward, backward), recompute);
+    return saturatingAdd(saturatingAdd(forward, backward), recompute);
   }
 };
 

@@ -3,36 +3,22 @@
 #include "passes/kernel_report.h"
 
 #include "ir/mpc_ops.h"
-#include "ir/tensor.h"
+#include "passes/memory_plan.h"
+#include "support/saturating.h"
 
 #include <algorithm>
 #include <cstdio>
-#include <limits>
 #include <map>
 #include <unordered_set>
 
 namespace mpc {
 namespace {
 
-/// Bytes of a value, or -1 when its shape is not concrete or its size does
-/// not fit in int64 (a hostile model's dims; counted as unsized).
+/// Bytes of a value (the planner's valueByteSize), or -1 when its shape is
+/// not concrete or its size does not fit in int64 (counted as unsized).
 int64_t valueBytes(const Value *v) {
-  if (!v || !v->hasShape || v->dtype == DType::Undefined)
-    return -1;
-  auto dims = concreteDims(v->dims);
-  if (!dims)
-    return -1;
-  int64_t n = elementCount(*dims), bytes;
-  if (n < 0 || __builtin_mul_overflow(n, int64_t(dtypeSize(v->dtype)), &bytes))
-    return -1;
-  return bytes;
-}
-
-/// a + b, saturating at the largest int64.
-int64_t addBytes(int64_t a, int64_t b) {
-  int64_t r;
-  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max()
-                                          : r;
+  size_t bytes = 0;
+  return v && valueByteSize(*v, bytes) ? int64_t(bytes) : -1;
 }
 
 bool contains(const std::string &s, const char *part) {
@@ -108,7 +94,7 @@ KernelReport reportKernels(const Model &model) {
         continue; // an omitted optional input
       int64_t b = valueBytes(v);
       sized = sized && b >= 0;
-      read = addBytes(read, std::max<int64_t>(b, 0));
+      read = saturatingAdd(read, std::max<int64_t>(b, 0));
     }
     for (size_t i = 0; i < n->numOutputs(); ++i) {
       const Value *v = n->output(i);
@@ -116,21 +102,21 @@ KernelReport reportKernels(const Model &model) {
         continue;
       int64_t b = valueBytes(v);
       sized = sized && b >= 0;
-      written = addBytes(written, std::max<int64_t>(b, 0));
+      written = saturatingAdd(written, std::max<int64_t>(b, 0));
     }
     if (!sized)
       ++c.unsized;
-    c.bytesRead = addBytes(c.bytesRead, read);
-    c.bytesWritten = addBytes(c.bytesWritten, written);
+    c.bytesRead = saturatingAdd(c.bytesRead, read);
+    c.bytesWritten = saturatingAdd(c.bytesWritten, written);
   }
   KernelReport r;
   r.total.name = "total";
   for (auto &kv : byClass) {
     r.classes.push_back(kv.second);
     r.total.launches += kv.second.launches;
-    r.total.bytesRead = addBytes(r.total.bytesRead, kv.second.bytesRead);
+    r.total.bytesRead = saturatingAdd(r.total.bytesRead, kv.second.bytesRead);
     r.total.bytesWritten =
-        addBytes(r.total.bytesWritten, kv.second.bytesWritten);
+        saturatingAdd(r.total.bytesWritten, kv.second.bytesWritten);
     r.total.unsized += kv.second.unsized;
   }
   std::stable_sort(r.classes.begin(), r.classes.end(),

@@ -285,7 +285,7 @@ int64_t copyFlops(const Value *v,
   const Node &n = *v->producer();
   int64_t f = nodeFlops(n);
   for (const Value *in : n.inputs())
-    f = addFlops(f, copyFlops(in, chain, seen));
+    f = saturatingAdd(f, copyFlops(in, chain, seen));
   return f;
 }
 

@@ -194,7 +194,7 @@ struct StepAnalysis {
     for (const Value *v : values)
       if (in[v->id()] && v->producer() != last) {
         last = v->producer();
-        total = addFlops(total, nodeFlops(*last));
+        total = saturatingAdd(total, nodeFlops(*last));
       }
     return total;
   }

@@ -34,6 +34,7 @@
 #include "ir/mpc_ops.h"
 #include "ir/step_metadata.h"
 #include "passes/memory_plan.h"
+#include "support/saturating.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -81,12 +82,6 @@ private:
   std::unordered_map<const Node *, int64_t> at_;
   int64_t loss_ = -1;
 };
-
-/// a + b, saturating at the largest int64 (many values of absurd size).
-int64_t addBytes(int64_t a, int64_t b) {
-  int64_t r;
-  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
-}
 
 size_t bytesOf(const Value &v) {
   size_t bytes = 0;
@@ -178,7 +173,7 @@ void castNarrowTwinsAgain(Graph &g, const StepOrder &order, Stats &s) {
                               low->name() + "_again");
     redirectBackwardReads(order, low, again);
     ++s.castAgain;
-    s.bytes = addBytes(s.bytes, int64_t(bytesOf(*low)));
+    s.bytes = saturatingAdd(s.bytes, int64_t(bytesOf(*low)));
   }
 }
 
@@ -215,7 +210,7 @@ void widenAgain(Graph &g, const StepOrder &order, Stats &s) {
                               c.firstReader, c.wide->name() + "_again");
     redirectBackwardReads(order, c.wide, again);
     ++s.widenAgain;
-    s.bytes = addBytes(s.bytes, c.gain);
+    s.bytes = saturatingAdd(s.bytes, c.gain);
   }
 }
 

@@ -74,8 +74,8 @@ TEST(FlopCount, CountsPastInt64SaturateInsteadOfOverflowing) {
   f.forward = most;
   f.backward = most;
   EXPECT_EQ(f.total(), most);
-  EXPECT_EQ(addFlops(most, 1), most);
-  EXPECT_EQ(addFlops(2, 3), 5);
+  EXPECT_EQ(saturatingAdd(most, 1), most);
+  EXPECT_EQ(saturatingAdd(2, 3), 5);
 }
 
 } // namespace
