@@ -301,11 +301,16 @@ void keepShapeGenericForward(Model &compiled, std::unique_ptr<Graph> imported) {
     return;
   const Graph &step = *compiled.training->algorithm;
   // The compiled value an initializer of the forward reads: the state the
-  // step trains, else the compiled main graph's tensor (a constant).
+  // step trains, else the compiled main graph's tensor (a constant, or the
+  // whole weight of a master the step trains a chunk of: --shard-optimizer).
   auto compiledValue = [&](const Value &init) -> const Value * {
     const Value *v = step.findValue(init.name());
-    if (!v || !v->isInitializer() || !v->isState)
-      v = compiled.graph->findValue(init.name());
+    const Value *main = compiled.graph->findValue(init.name());
+    const bool chunk = v && v->isInitializer() && main &&
+                       main->isInitializer() &&
+                       v->initializer()->dims != main->initializer()->dims;
+    if (!v || !v->isInitializer() || !v->isState || chunk)
+      v = main;
     return v && v->isInitializer() ? v : nullptr;
   };
   for (const Value *init : imported->initializers())

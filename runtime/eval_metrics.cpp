@@ -223,6 +223,10 @@ EvalWithMetrics EvalMetrics::evaluate(Evaluator &evaluator,
   const int64_t batches = data.numSamples() / batch_;
   const int ranks = world ? world->size() : 1;
   const int rank = world ? world->rank() : 0;
+  // Every rank binds (gathers sharded masters) here, once: in the last
+  // round a rank may have no batch, and a gather per batch left the ranks
+  // in different collectives.
+  evaluator.bindState(trainer);
   // One rank's batch of a round, as every rank learns it.
   struct Round {
     double loss = std::numeric_limits<double>::quiet_NaN();
@@ -238,7 +242,7 @@ EvalWithMetrics EvalMetrics::evaluate(Evaluator &evaluator,
       const Tensor *logits = nullptr, *labels = nullptr;
       Trainer::Batch batch = data.batch(first + rank, batch_, false, 0);
       std::vector<std::pair<std::string, Tensor>> outputs =
-          evaluator.outputsOf(trainer, batch);
+          evaluator.outputsOfBound(batch);
       for (const auto &[name, tensor] : outputs) {
         if (name == loss_)
           mine.loss = tensor.getAsDouble(0);

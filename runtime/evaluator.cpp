@@ -122,13 +122,22 @@ void Evaluator::requireOneBatch(const Dataset &data,
 }
 
 void Evaluator::bindState(const Trainer &trainer) {
-  for (const auto &[name, source] : stateNames_)
-    exec_->setInitializer(name, trainer.wholeState(source));
+  std::vector<std::string> sources;
+  for (const auto &names : stateNames_)
+    sources.push_back(names.second);
+  std::vector<Tensor> values = trainer.wholeStates(sources);
+  for (size_t i = 0; i < values.size(); ++i)
+    exec_->setInitializer(stateNames_[i].first, std::move(values[i]));
 }
 
 std::vector<std::pair<std::string, Tensor>>
 Evaluator::outputsOf(const Trainer &trainer, const Trainer::Batch &batch) {
   bindState(trainer);
+  return outputsOfBound(batch);
+}
+
+std::vector<std::pair<std::string, Tensor>>
+Evaluator::outputsOfBound(const Trainer::Batch &batch) {
   for (const auto &[name, tensor] : batch)
     exec_->setInput(name, tensor);
   exec_->run();

@@ -60,15 +60,24 @@ public:
                       const std::string &source, Collective *world);
 
   /// The forward's outputs (name, value), in its order, on one batch of
-  /// `batch` samples with the trainer's current parameters. The batch must
-  /// match dataInputs() (Executor::setInput checks names and dtypes).
+  /// `batch` samples with the trainer's current parameters: bindState, then
+  /// outputsOfBound. The batch must match dataInputs() (Executor::setInput
+  /// checks names and dtypes).
   std::vector<std::pair<std::string, Tensor>>
   outputsOf(const Trainer &trainer, const Trainer::Batch &batch);
 
-private:
-  /// Gives the forward the trainer's current state (or its average).
+  /// Gives the forward the trainer's current state (or its average). With
+  /// sharded masters (mpc-opt --shard-optimizer) this gathers them, so with
+  /// several ranks every rank calls it at the same point: once per
+  /// evaluation, before the ranks take the batches in turn (a rank may have
+  /// no batch in the last round).
   void bindState(const Trainer &trainer);
 
+  /// outputsOf on the state the last bindState gave.
+  std::vector<std::pair<std::string, Tensor>>
+  outputsOfBound(const Trainer::Batch &batch);
+
+private:
   std::unique_ptr<Graph> forward_;
   std::unique_ptr<Executor> exec_;
   std::string lossName_;

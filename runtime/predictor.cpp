@@ -19,13 +19,16 @@ void Predictor::buildFor(Trainer &trainer) {
   // (--shard-optimizer) gathered whole.
   const Model &compiled = trainer.model();
   const Graph &step = *compiled.training->algorithm;
-  std::map<std::string, TensorPtr> weights;
+  std::vector<std::string> names;
   for (const Value *init : compiled.graph->initializers()) {
     const Value *state = step.findValue(init->name());
     if (state && state->isInitializer() && state->isState)
-      weights[init->name()] =
-          std::make_shared<Tensor>(trainer.wholeState(init->name()));
+      names.push_back(init->name());
   }
+  std::vector<Tensor> values = trainer.wholeStates(names);
+  std::map<std::string, TensorPtr> weights;
+  for (size_t i = 0; i < names.size(); ++i)
+    weights[names[i]] = std::make_shared<Tensor>(std::move(values[i]));
   std::vector<std::string> notes; // choices a deployment would want told
   model_ = buildInferenceModel(compiled, options_, weights, notes);
   builtAt_ = trainer.stepsDone();

@@ -5,6 +5,7 @@
 #include "kernels/common/shard_rule.h"
 #include "support/diagnostics.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace mpc {
@@ -96,21 +97,58 @@ Tensor chunkOf(const Tensor &whole, int64_t worldSize, int rank) {
 
 Tensor gatherWhole(Collective *world, const Tensor &chunk,
                    const std::vector<int64_t> &dims, int64_t worldSize) {
-  const int64_t numel = numelOf(dims);
-  const int64_t c = shardChunk(numel, worldSize);
-  const size_t size = dtypeSize(chunk.dtype);
-  if (chunk.numel() != c)
-    throw Error("a chunk of " + std::to_string(chunk.numel()) +
-                " elements where " + std::to_string(c) + " were expected");
-  std::vector<uint8_t> all(size_t(c) * size * size_t(worldSize));
-  if (world && world->size() > 1)
-    world->allGather(chunk.bytes.data(), size_t(c) * size, all.data());
-  else if (c)
-    std::memcpy(all.data(), chunk.bytes.data(), size_t(c) * size);
-  Tensor whole = Tensor::zeros(chunk.dtype, dims);
-  if (numel)
-    std::memcpy(whole.bytes.data(), all.data(), size_t(numel) * size);
-  return whole;
+  return std::move(gatherWholeMany(world, {&chunk}, {dims}, worldSize)[0]);
+}
+
+std::vector<Tensor>
+gatherWholeMany(Collective *world, const std::vector<const Tensor *> &chunks,
+                const std::vector<std::vector<int64_t>> &dims,
+                int64_t worldSize, size_t bucketBytes) {
+  // Chunk i's bytes, and where they sit in a rank's part of a bucket: every
+  // rank's chunks have the same sizes, so every rank packs the same layout.
+  std::vector<size_t> bytes(chunks.size());
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const int64_t c = shardChunk(numelOf(dims[i]), worldSize);
+    if (chunks[i]->numel() != c)
+      throw Error("a chunk of " + std::to_string(chunks[i]->numel()) +
+                  " elements where " + std::to_string(c) + " were expected");
+    bytes[i] = size_t(c) * dtypeSize(chunks[i]->dtype);
+  }
+  const bool gather = world && world->size() > 1;
+  const size_t ranks = gather ? size_t(worldSize) : 1;
+  std::vector<Tensor> wholes;
+  wholes.reserve(chunks.size());
+  std::vector<uint8_t> mine, all;
+  for (size_t first = 0; first < chunks.size();) {
+    // A bucket: chunks [first, last), at least one, at most bucketBytes of
+    // them past the first.
+    size_t last = first, packed = 0;
+    while (last < chunks.size() &&
+           (last == first || packed + bytes[last] <= bucketBytes))
+      packed += bytes[last++];
+    mine.resize(packed);
+    all.resize(packed * ranks);
+    for (size_t i = first, at = 0; i < last; at += bytes[i++])
+      if (bytes[i])
+        std::memcpy(mine.data() + at, chunks[i]->bytes.data(), bytes[i]);
+    if (gather)
+      world->allGather(mine.data(), packed, all.data());
+    else
+      all.swap(mine);
+    // Whole tensor i: rank r's chunk after rank r-1's, cut to its elements.
+    for (size_t i = first, at = 0; i < last; at += bytes[i++]) {
+      Tensor whole = Tensor::zeros(chunks[i]->dtype, dims[i]);
+      const size_t wanted = whole.bytes.size();
+      for (size_t r = 0, done = 0; r < ranks && done < wanted; ++r) {
+        const size_t n = std::min(bytes[i], wanted - done);
+        std::memcpy(whole.bytes.data() + done, all.data() + r * packed + at, n);
+        done += n;
+      }
+      wholes.push_back(std::move(whole));
+    }
+    first = last;
+  }
+  return wholes;
 }
 
 void setShardedState(Model &model, const std::string &name, TensorPtr t,

@@ -48,6 +48,19 @@ Tensor chunkOf(const Tensor &whole, int64_t worldSize, int rank);
 Tensor gatherWhole(Collective *world, const Tensor &chunk,
                    const std::vector<int64_t> &dims, int64_t worldSize);
 
+/// What gatherWholeMany gathers in one collective at most: fewer
+/// collectives than one per tensor (each a round trip between the ranks),
+/// and a bounded staging buffer beside the whole tensors.
+constexpr size_t kGatherBucketBytes = size_t(64) << 20;
+
+/// gatherWhole of every chunk, chunks[i] to dims[i], in one collective per
+/// `bucketBytes` of chunks (a larger chunk alone); every rank calls it with
+/// the same list.
+std::vector<Tensor>
+gatherWholeMany(Collective *world, const std::vector<const Tensor *> &chunks,
+                const std::vector<std::vector<int64_t>> &dims,
+                int64_t worldSize, size_t bucketBytes = kGatherBucketBytes);
+
 /// Cuts every sharded state of the training algorithm that holds the whole
 /// tensor (a checkpoint's) into this rank's chunk; keeps one that already
 /// is a chunk. An Error naming the state for any other shape. `where`

@@ -485,19 +485,48 @@ const Tensor &Trainer::state(const std::string &name) const {
 }
 
 Tensor Trainer::wholeState(const std::string &name) const {
+  return std::move(wholeStates({name})[0]);
+}
+
+std::vector<Tensor>
+Trainer::wholeStates(const std::vector<std::string> &names) const {
+  std::map<std::string, const ShardedState::Entry *> masters;
   for (const ShardedState::Entry &e : sharded_.entries)
-    if (e.master() && e.state == name)
-      return gatherWhole(world_, exec_->initializer(name), e.dims,
-                         sharded_.worldSize);
-  return exec_->initializer(name);
+    if (e.master())
+      masters[e.state] = &e;
+  std::vector<const Tensor *> chunks;
+  std::vector<std::vector<int64_t>> dims;
+  std::vector<Tensor> wholes;
+  wholes.reserve(names.size());
+  for (const std::string &name : names) {
+    auto it = masters.find(name);
+    if (it == masters.end()) {
+      wholes.push_back(exec_->initializer(name));
+      continue;
+    }
+    chunks.push_back(&exec_->initializer(name));
+    dims.push_back(it->second->dims);
+    wholes.emplace_back(); // gathered below
+  }
+  if (chunks.empty())
+    return wholes;
+  std::vector<Tensor> gathered =
+      gatherWholeMany(world_, chunks, dims, sharded_.worldSize);
+  for (size_t i = 0, g = 0; i < names.size(); ++i)
+    if (masters.count(names[i]))
+      wholes[i] = std::move(gathered[g++]);
+  return wholes;
 }
 
 void Trainer::gatherMasters() {
   requireNoStepInFlight("gathering the weights");
+  std::vector<std::string> names;
   for (const ShardedState::Entry &e : sharded_.entries)
-    if (e.master())
-      if (Value *v = model_->graph->findValue(e.state))
-        *v->initializer() = wholeState(e.state);
+    if (e.master() && model_->graph->findValue(e.state))
+      names.push_back(e.state);
+  std::vector<Tensor> wholes = wholeStates(names);
+  for (size_t i = 0; i < names.size(); ++i)
+    *model_->graph->findValue(names[i])->initializer() = std::move(wholes[i]);
 }
 
 double Trainer::lossScale() const {
@@ -569,15 +598,19 @@ void Trainer::saveCheckpoint(const std::string &path) {
   // --shard-optimizer: the file holds every sharded state whole, gathered
   // from the ranks, in place of this rank's chunk for the write.
   std::vector<TensorPtr> chunks;
+  std::vector<const Tensor *> parts;
+  std::vector<std::vector<int64_t>> dims;
   for (const ShardedState::Entry &e : sharded_.entries) {
     const Graph &alg = *model_->training->algorithm;
-    const Value *v = alg.findValue(e.state);
-    chunks.push_back(v->initializer());
-    setShardedState(
-        *model_, e.state,
-        std::make_shared<Tensor>(gatherWhole(world_, *v->initializer(), e.dims,
-                                             sharded_.worldSize)));
+    chunks.push_back(alg.findValue(e.state)->initializer());
+    parts.push_back(chunks.back().get());
+    dims.push_back(e.dims);
   }
+  std::vector<Tensor> wholes =
+      gatherWholeMany(world_, parts, dims, sharded_.worldSize);
+  for (size_t i = 0; i < wholes.size(); ++i)
+    setShardedState(*model_, sharded_.entries[i].state,
+                    std::make_shared<Tensor>(std::move(wholes[i])));
   // A master's gathered weight stays the main graph's (the current
   // weights); the step keeps its chunk.
   auto restore = [&] {

@@ -182,6 +182,10 @@ public:
   /// with several ranks every rank calls it for the same names (as
   /// evaluation does).
   Tensor wholeState(const std::string &name) const;
+  /// wholeState of each name, the sharded masters among them gathered
+  /// together (one collective per runtime/sharded_state.h bucket, not one
+  /// per tensor).
+  std::vector<Tensor> wholeStates(const std::vector<std::string> &names) const;
   /// Gathers every sharded master into the main graph's whole tensors, which
   /// the exports read: with several ranks, every rank calls it before rank 0
   /// exports. Nothing to do without sharded masters.

@@ -5,7 +5,8 @@
 # and both exports), and prints "same bits: <flags>" when the two runs log
 # the same loss, scale, skips and grad norm at every step and the same eval
 # loss, and write the same checkpoint state, inference model and
-# safetensors; else the first difference. Work files go in $OUT.
+# safetensors; else the first difference. Work files go in $OUT; $EVAL_FLAGS
+# (optional) adds mpc-run flags for the evaluation (--eval-metrics=...).
 set -euo pipefail
 ranks=$1 model=$2 data=$3
 shift 3
@@ -17,7 +18,7 @@ for kind in dp sh; do
   [ $kind = sh ] && extra=(--shard-optimizer --world-size="$ranks")
   mpc-opt "$model" -o "$dir/$kind.onnx" --data-parallel "$@" "${extra[@]}" >/dev/null
   mpc-run --nproc-per-node="$ranks" "$dir/$kind.onnx" --data="$data" --steps=20 \
-    --eval-data="$data" --eval-every=10 --eval-log="$dir/$kind.eval.csv" \
+    --eval-data="$data" --eval-every=10 --eval-log="$dir/$kind.eval.csv" ${EVAL_FLAGS:-} \
     --log="$dir/$kind.csv" --save="$dir/$kind.ckpt.onnx" \
     --export-inference="$dir/$kind.inf.onnx" --export-safetensors="$dir/$kind.st" --quiet >/dev/null
   # step,loss,loss_scale,skipped,(ms),grad_norm: all but the time.
