@@ -27,7 +27,9 @@
 #include "kernels/cpu/conv_geometry.h"
 #include "kernels/cpu/conv_util.h"
 #include "kernels/cpu/onednn.h"
+#include "kernels/cpu/parallel.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace mpc {
@@ -421,6 +423,13 @@ PoolShape poolShape(const Node &node, const std::vector<int64_t> &xdims) {
   return ps;
 }
 
+/// Planes per thread at least in the pooling kernels, which compute each
+/// [N, C] plane alone (the same bits on any thread count): some 16K window
+/// positions each.
+int64_t planeGrain(const PoolShape &ps) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, ps.p * ps.k));
+}
+
 std::vector<int64_t> outputDims(const std::vector<int64_t> &xdims,
                                 const WindowGeometry &g) {
   std::vector<int64_t> dims = {xdims[0], xdims[1]};
@@ -473,34 +482,37 @@ template <typename C> void runMaxPool(KernelContext &ctx) {
   int64_t order = node.attrInt("storage_order", 0);
   if (order != 0 && order != 1)
     fail(node, "attribute 'storage_order' must be 0 or 1, got ", order);
-  std::vector<C> xv = widen<C>(node, x, "X");
-  std::vector<C> yv(size_t(y.numel()));
-  for (int64_t pl = 0; pl < ps.planes; ++pl) {
-    const C *plane = xv.data() + pl * ps.s;
-    for (int64_t p = 0; p < ps.p; ++p) {
-      int64_t idx = argmaxWindow(ps, plane, p);
-      yv[size_t(pl * ps.p + p)] =
-          idx >= 0 ? plane[idx] : -std::numeric_limits<C>::infinity();
-      if (indices) {
-        int64_t local = idx;
-        if (idx >= 0 && order == 1) {
-          // Column-major over the spatial dims: dim 0 varies fastest.
-          std::vector<int64_t> coord(ps.g.rank());
-          int64_t rest = idx;
-          for (size_t d = ps.g.rank(); d-- > 0;) {
-            coord[d] = rest % ps.g.in[d];
-            rest /= ps.g.in[d];
+  std::vector<C> xStorage, yStorage;
+  const C *xv = elementsAs<C>(node, x, "X", xStorage);
+  C *yv = resultsFor(y, yStorage);
+  parallelFor(ps.planes, planeGrain(ps), [&](int64_t pl0, int64_t pl1) {
+    for (int64_t pl = pl0; pl < pl1; ++pl) {
+      const C *plane = xv + pl * ps.s;
+      for (int64_t p = 0; p < ps.p; ++p) {
+        int64_t idx = argmaxWindow(ps, plane, p);
+        yv[size_t(pl * ps.p + p)] =
+            idx >= 0 ? plane[idx] : -std::numeric_limits<C>::infinity();
+        if (indices) {
+          int64_t local = idx;
+          if (idx >= 0 && order == 1) {
+            // Column-major over the spatial dims: dim 0 varies fastest.
+            std::vector<int64_t> coord(ps.g.rank());
+            int64_t rest = idx;
+            for (size_t d = ps.g.rank(); d-- > 0;) {
+              coord[d] = rest % ps.g.in[d];
+              rest /= ps.g.in[d];
+            }
+            local = 0;
+            for (size_t d = ps.g.rank(); d-- > 0;)
+              local = local * ps.g.in[d] + coord[d];
           }
-          local = 0;
-          for (size_t d = ps.g.rank(); d-- > 0;)
-            local = local * ps.g.in[d] + coord[d];
+          indices->data<int64_t>()[pl * ps.p + p] =
+              idx >= 0 ? pl * ps.s + local : -1;
         }
-        indices->data<int64_t>()[pl * ps.p + p] =
-            idx >= 0 ? pl * ps.s + local : -1;
       }
     }
-  }
-  storeAll(node, y, yv);
+  });
+  storeResults(node, y, yStorage);
 }
 
 template <typename C> void runMaxPoolGrad(KernelContext &ctx) {
@@ -511,15 +523,22 @@ template <typename C> void runMaxPoolGrad(KernelContext &ctx) {
     fail(node, "dY of shape ", shapeString(dy.dims),
          " is not MaxPool's output for X of shape ", shapeString(x.dims));
   Tensor &dx = output(ctx, 0, dy.dtype, x.dims);
-  std::vector<C> xv = widen<C>(node, x, "X"), dyv = widen<C>(node, dy, "dY");
-  std::vector<C> dxv(size_t(dx.numel()), C(0));
-  for (int64_t pl = 0; pl < ps.planes; ++pl)
-    for (int64_t p = 0; p < ps.p; ++p) {
-      int64_t idx = argmaxWindow(ps, xv.data() + pl * ps.s, p);
-      if (idx >= 0)
-        dxv[size_t(pl * ps.s + idx)] += dyv[size_t(pl * ps.p + p)];
+  std::vector<C> xStorage, dyStorage, dxStorage;
+  const C *xv = elementsAs<C>(node, x, "X", xStorage);
+  const C *dyv = elementsAs<C>(node, dy, "dY", dyStorage);
+  C *dxv = resultsFor(dx, dxStorage);
+  parallelFor(ps.planes, planeGrain(ps), [&](int64_t pl0, int64_t pl1) {
+    for (int64_t pl = pl0; pl < pl1; ++pl) {
+      C *plane = dxv + pl * ps.s;
+      std::fill(plane, plane + ps.s, C(0));
+      for (int64_t p = 0; p < ps.p; ++p) {
+        int64_t idx = argmaxWindow(ps, xv + pl * ps.s, p);
+        if (idx >= 0)
+          plane[idx] += dyv[size_t(pl * ps.p + p)];
+      }
     }
-  storeAll(node, dx, dxv);
+  });
+  storeResults(node, dx, dxStorage);
 }
 
 template <typename C> void runAveragePool(KernelContext &ctx) {
@@ -530,18 +549,20 @@ template <typename C> void runAveragePool(KernelContext &ctx) {
   Tensor &y = output(ctx, 0, x.dtype, outputDims(x.dims, ps.g));
   std::vector<C> xv = widen<C>(node, x, "X");
   std::vector<C> yv(size_t(y.numel()), C(0));
-  for (int64_t pl = 0; pl < ps.planes; ++pl) {
-    const C *plane = xv.data() + pl * ps.s;
-    C *out = yv.data() + pl * ps.p;
-    for (int64_t k = 0; k < ps.k; ++k)
-      for (int64_t p = 0; p < ps.p; ++p) {
-        int64_t idx = (*ps.table)[size_t(k * ps.p + p)];
-        if (idx >= 0)
-          out[p] += plane[idx];
-      }
-    for (int64_t p = 0; p < ps.p; ++p)
-      out[p] = counts[size_t(p)] ? out[p] / C(counts[size_t(p)]) : C(0);
-  }
+  parallelFor(ps.planes, planeGrain(ps), [&](int64_t pl0, int64_t pl1) {
+    for (int64_t pl = pl0; pl < pl1; ++pl) {
+      const C *plane = xv.data() + pl * ps.s;
+      C *out = yv.data() + pl * ps.p;
+      for (int64_t k = 0; k < ps.k; ++k)
+        for (int64_t p = 0; p < ps.p; ++p) {
+          int64_t idx = (*ps.table)[size_t(k * ps.p + p)];
+          if (idx >= 0)
+            out[p] += plane[idx];
+        }
+      for (int64_t p = 0; p < ps.p; ++p)
+        out[p] = counts[size_t(p)] ? out[p] / C(counts[size_t(p)]) : C(0);
+    }
+  });
   storeAll(node, y, yv);
 }
 
@@ -558,16 +579,18 @@ template <typename C> void runAveragePoolGrad(KernelContext &ctx) {
   Tensor &dx = output(ctx, 0, dy.dtype, xs);
   std::vector<C> dyv = widen<C>(node, dy, "dY");
   std::vector<C> dxv(size_t(dx.numel()), C(0));
-  for (int64_t pl = 0; pl < ps.planes; ++pl) {
-    const C *g = dyv.data() + pl * ps.p;
-    C *plane = dxv.data() + pl * ps.s;
-    for (int64_t k = 0; k < ps.k; ++k)
-      for (int64_t p = 0; p < ps.p; ++p) {
-        int64_t idx = (*ps.table)[size_t(k * ps.p + p)];
-        if (idx >= 0)
-          plane[idx] += g[p] / C(counts[size_t(p)]);
-      }
-  }
+  parallelFor(ps.planes, planeGrain(ps), [&](int64_t pl0, int64_t pl1) {
+    for (int64_t pl = pl0; pl < pl1; ++pl) {
+      const C *g = dyv.data() + pl * ps.p;
+      C *plane = dxv.data() + pl * ps.s;
+      for (int64_t k = 0; k < ps.k; ++k)
+        for (int64_t p = 0; p < ps.p; ++p) {
+          int64_t idx = (*ps.table)[size_t(k * ps.p + p)];
+          if (idx >= 0)
+            plane[idx] += g[p] / C(counts[size_t(p)]);
+        }
+    }
+  });
   storeAll(node, dx, dxv);
 }
 

@@ -65,6 +65,42 @@ void storeAll(const Node &node, Tensor &out, const std::vector<C> &v) {
   });
 }
 
+/// The dtype whose elements are C (fp32 for float, fp64 for double).
+template <typename C>
+constexpr DType kComputeDType =
+    std::is_same_v<C, double> ? DType::F64 : DType::F32;
+
+/// A floating tensor's elements as C: its own memory when its dtype is C's
+/// (no copy, no fresh pages to fault in), else widened into `storage`.
+template <typename C>
+const C *elementsAs(const Node &node, const Tensor &t, const char *what,
+                    std::vector<C> &storage) {
+  if (t.dtype == kComputeDType<C>)
+    return t.data<C>();
+  storage = widen<C>(node, t, what);
+  return storage.data();
+}
+
+/// Where a kernel writes its C results for `out`: out's own memory when its
+/// dtype is C's, else `storage` (zeros), which storeResults then rounds
+/// into out. Only for outputs that never share an input's buffer (the
+/// memory plan writes in place only over elementwise ops' inputs).
+template <typename C> C *resultsFor(Tensor &out, std::vector<C> &storage) {
+  if (out.dtype == kComputeDType<C>)
+    return out.data<C>();
+  storage.assign(size_t(out.numel()), C(0));
+  return storage.data();
+}
+
+/// Rounds the results resultsFor put in `storage` into `out` (nothing to do
+/// when they went straight into it).
+template <typename C>
+void storeResults(const Node &node, Tensor &out,
+                  const std::vector<C> &storage) {
+  if (out.dtype != kComputeDType<C>)
+    storeAll(node, out, storage);
+}
+
 /// Spatial dims (2...) of a shape.
 inline std::vector<int64_t> spatialDims(const std::vector<int64_t> &dims) {
   return std::vector<int64_t>(dims.begin() + 2, dims.end());

@@ -52,36 +52,60 @@ std::vector<C> channelVector(const KernelContext &ctx, size_t i,
   return widen<C>(ctx.node, t, what);
 }
 
+/// Lanes of a channel's double sums: term i of each of the channel's rows
+/// goes to lane i % 8, and the lanes are joined pairwise. Eight independent
+/// chains of adds (the compiler keeps them in vector registers) where one
+/// dependent chain took four cycles a term; a fixed order, so the same bits
+/// on any thread count.
+constexpr int kSumLanes = 8;
+
+/// The sum in double of term(k) over the offsets k of channel c's values.
+template <typename Term>
+double channelSum(const ChannelLayout &l, int64_t c, Term term) {
+  double acc[kSumLanes] = {};
+  for (int64_t n = 0; n < l.n; ++n) {
+    const int64_t base = (n * l.c + c) * l.inner;
+    int64_t i = 0;
+    for (; i + kSumLanes <= l.inner; i += kSumLanes)
+      for (int j = 0; j < kSumLanes; ++j)
+        acc[j] += term(base + i + j);
+    for (int j = 0; i < l.inner; ++i, ++j)
+      acc[j] += term(base + i);
+  }
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+         ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/// Items per thread at least in batch norm's parallel loops (channels, or
+/// one sample's channel planes): some 16K values each.
+int64_t normGrain(int64_t valuesPerItem) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, valuesPerItem));
+}
+
 /// Batch mean and biased variance of every channel: two passes (mean, then
 /// the mean of squared deviations), summed in double whatever C is (a
 /// channel of a 112 x 112 map at batch 2 is 25,088 terms, where an fp32
 /// running sum drifts by 1e-6 relative: PyTorch's and onnxruntime's
-/// statistics do not), rounded to C once. Forward and backward both call
-/// this, so they agree bit for bit.
+/// statistics do not), rounded to C once; channels in parallel, each alone.
+/// Forward and backward both call this, so they agree bit for bit.
 template <typename C>
-void batchStatistics(const ChannelLayout &l, const std::vector<C> &x,
-                     std::vector<C> &mean, std::vector<C> &var) {
+void batchStatistics(const ChannelLayout &l, const C *px, std::vector<C> &mean,
+                     std::vector<C> &var) {
   mean.assign(size_t(l.c), C(0));
   var.assign(size_t(l.c), C(0));
-  double count = double(l.count());
-  for (int64_t c = 0; c < l.c; ++c) {
-    double sum = 0;
-    for (int64_t n = 0; n < l.n; ++n) {
-      const C *row = x.data() + (n * l.c + c) * l.inner;
-      for (int64_t i = 0; i < l.inner; ++i)
-        sum += double(row[i]);
+  const double count = double(l.count());
+  parallelFor(l.c, normGrain(l.count()), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const double m =
+          channelSum(l, c, [&](int64_t k) { return double(px[k]); }) / count;
+      const double sq = channelSum(l, c, [&](int64_t k) {
+        const double d = double(px[k]) - m;
+        return d * d;
+      });
+      mean[size_t(c)] = C(m);
+      var[size_t(c)] = C(sq / count);
     }
-    double m = sum / count, sq = 0;
-    for (int64_t n = 0; n < l.n; ++n) {
-      const C *row = x.data() + (n * l.c + c) * l.inner;
-      for (int64_t i = 0; i < l.inner; ++i) {
-        double d = double(row[i]) - m;
-        sq += d * d;
-      }
-    }
-    mean[size_t(c)] = C(m);
-    var[size_t(c)] = C(sq / count);
-  }
+  });
 }
 
 template <typename C>
@@ -102,7 +126,8 @@ template <typename C> void runBatchNormalization(KernelContext &ctx) {
   std::vector<C> inVar = channelVector<C>(ctx, 4, "input_var", l.c);
   float epsilon = node.attrFloat("epsilon", 1e-5f);
   bool training = isBatchNormTraining(node);
-  std::vector<C> xv = widen<C>(node, x, "X");
+  std::vector<C> xStorage, yStorage;
+  const C *xv = elementsAs<C>(node, x, "X", xStorage);
   std::vector<C> mean = inMean, var = inVar;
   if (training) {
     if (l.count() < 2)
@@ -114,16 +139,18 @@ template <typename C> void runBatchNormalization(KernelContext &ctx) {
   }
   std::vector<C> inv = inverseStd(var, epsilon);
   Tensor &y = output(ctx, 0, x.dtype, x.dims);
-  std::vector<C> yv(xv.size());
-  for (int64_t n = 0; n < l.n; ++n)
-    for (int64_t c = 0; c < l.c; ++c) {
-      size_t base = size_t((n * l.c + c) * l.inner);
-      C m = mean[size_t(c)], k = inv[size_t(c)] * scale[size_t(c)];
-      C b = bias[size_t(c)];
+  C *yv = resultsFor(y, yStorage);
+  // Planes (one sample's channel) in parallel.
+  parallelFor(l.n * l.c, normGrain(l.inner), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const size_t c = size_t(p % l.c), base = size_t(p * l.inner);
+      C m = mean[c], k = inv[c] * scale[c];
+      C b = bias[c];
       for (int64_t i = 0; i < l.inner; ++i)
         yv[base + size_t(i)] = (xv[base + size_t(i)] - m) * k + b;
     }
-  storeAll(node, y, yv);
+  });
+  storeResults(node, y, yStorage);
   if (!training)
     return;
   const Tensor &statsType = input(ctx, 3, "input_mean");
@@ -149,7 +176,9 @@ template <typename C> void runBatchNormalizationGrad(KernelContext &ctx) {
   ChannelLayout l = channelLayout(node, x);
   std::vector<C> scale = channelVector<C>(ctx, 2, "scale", l.c);
   bool given = ctx.hasInput(3) || ctx.hasInput(4);
-  std::vector<C> xv = widen<C>(node, x, "X"), dyv = widen<C>(node, dy, "dY");
+  std::vector<C> xStorage, dyStorage, dxStorage;
+  const C *xv = elementsAs<C>(node, x, "X", xStorage);
+  const C *dyv = elementsAs<C>(node, dy, "dY", dyStorage);
   std::vector<C> mean, var;
   if (given) {
     mean = channelVector<C>(ctx, 3, "mean", l.c);
@@ -183,31 +212,28 @@ template <typename C> void runBatchNormalizationGrad(KernelContext &ctx) {
         sumDyXhat[size_t(c)] += s2;
       }
   } else {
-    std::vector<double> s1(size_t(l.c), 0.0), s2(size_t(l.c), 0.0);
-    for (int64_t n = 0; n < l.n; ++n)
-      for (int64_t c = 0; c < l.c; ++c) {
-        size_t base = size_t((n * l.c + c) * l.inner);
-        C m = mean[size_t(c)], k = inv[size_t(c)];
-        for (int64_t i = 0; i < l.inner; ++i) {
-          double g = double(dyv[base + size_t(i)]);
-          s1[size_t(c)] += g;
-          s2[size_t(c)] += g * double((xv[base + size_t(i)] - m) * k);
-        }
+    const C *px = xv, *pg = dyv;
+    parallelFor(l.c, normGrain(l.count()), [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const C m = mean[size_t(c)], k = inv[size_t(c)];
+        sumDy[size_t(c)] =
+            C(channelSum(l, c, [&](int64_t e) { return double(pg[e]); }));
+        sumDyXhat[size_t(c)] = C(channelSum(l, c, [&](int64_t e) {
+          return double(pg[e]) * double((px[e] - m) * k);
+        }));
       }
-    for (int64_t c = 0; c < l.c; ++c) {
-      sumDy[size_t(c)] = C(s1[size_t(c)]);
-      sumDyXhat[size_t(c)] = C(s2[size_t(c)]);
-    }
+    });
   }
   if (Tensor *dx = optionalOutput(ctx, 0, dy.dtype, x.dims)) {
-    std::vector<C> dxv(xv.size());
+    C *dxv = resultsFor(*dx, dxStorage);
     C count = C(l.count());
-    for (int64_t n = 0; n < l.n; ++n)
-      for (int64_t c = 0; c < l.c; ++c) {
-        size_t base = size_t((n * l.c + c) * l.inner);
-        C m = mean[size_t(c)], k = inv[size_t(c)];
-        C f = scale[size_t(c)] * k;
-        C db = sumDy[size_t(c)] / count, ds = sumDyXhat[size_t(c)] / count;
+    // Planes (one sample's channel) in parallel.
+    parallelFor(l.n * l.c, normGrain(l.inner), [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        const size_t c = size_t(p % l.c), base = size_t(p * l.inner);
+        C m = mean[c], k = inv[c];
+        C f = scale[c] * k;
+        C db = sumDy[c] / count, ds = sumDyXhat[c] / count;
         for (int64_t i = 0; i < l.inner; ++i) {
           C g = dyv[base + size_t(i)];
           if (given) {
@@ -218,7 +244,8 @@ template <typename C> void runBatchNormalizationGrad(KernelContext &ctx) {
           }
         }
       }
-    storeAll(node, *dx, dxv);
+    });
+    storeResults(node, *dx, dxStorage);
   }
   DType paramType = input(ctx, 2, "scale").dtype;
   if (Tensor *t = optionalOutput(ctx, 1, paramType, {l.c}))

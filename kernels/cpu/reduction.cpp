@@ -25,6 +25,7 @@
 #include "kernels/common/cumsum_math.h"
 #include "kernels/cpu/compute_support.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/parallel.h"
 
 #include <algorithm>
 #include <type_traits>
@@ -160,6 +161,9 @@ void kernelCumSum(KernelContext &ctx) {
   });
 }
 
+/// Terms per thread at least in a bias gradient's parallel columns.
+constexpr int64_t kReduceGrain = 16384;
+
 /// Whether x's dims, leading 1s dropped, are dY's trailing dims: then the
 /// sum to x's shape adds dY's [rows, inner] view down its columns.
 bool sumsWholeRows(const std::vector<int64_t> &dy,
@@ -208,34 +212,47 @@ void sumToShape(KernelContext &ctx, DType to) {
       // column of dY seen as [rows, inner], a chunk being kSumChunk rows.
       // Row by row, each part[j] adds the same terms in the same order as
       // the broadcast walk below (the same bits), with a contiguous inner
-      // loop the compiler vectorises.
-      auto addRows = [&](const GC *first, int64_t n) {
-        for (int64_t r = 0; r < n; ++r) {
-          const GC *row = first + r * inner;
-          for (int64_t j = 0; j < inner; ++j)
-            part[size_t(j)] += C(row[j]);
-        }
-      };
-      // Widened a block of whole rows at a time (within one chunk): one
-      // conversion call per block rather than per (often short) row.
-      const int64_t blockRows =
-          std::min(kSumChunk, std::max<int64_t>(1, 4096 / inner));
-      ScratchArray<GC> block(std::is_same_v<typename G::Storage, GC>
-                                 ? 0
-                                 : size_t(std::min(rows, blockRows) * inner));
-      for (int64_t c = 0; c < rows; c += kSumChunk) {
-        int64_t chunkRows = std::min(kSumChunk, rows - c);
-        if constexpr (std::is_same_v<typename G::Storage, GC>) {
-          addRows(pg + c * inner, chunkRows);
-        } else {
-          for (int64_t r = 0; r < chunkRows; r += blockRows) {
-            int64_t n = std::min(blockRows, chunkRows - r);
-            loadRun<G>(pg + (c + r) * inner, n * inner, block.data());
-            addRows(block.data(), n);
+      // loop the compiler vectorises. Columns in parallel: a thread sums
+      // its own columns over every row, so any thread count gives the
+      // same bits.
+      const int64_t columnGrain =
+          std::max<int64_t>(16, kReduceGrain / std::max<int64_t>(1, rows));
+      parallelFor(inner, columnGrain, [&](int64_t j0, int64_t j1) {
+        const int64_t width = j1 - j0;
+        C *partOf = part.data() + j0;
+        auto addRows = [&](const GC *first, int64_t stride, int64_t n) {
+          for (int64_t r = 0; r < n; ++r) {
+            const GC *row = first + r * stride;
+            for (int64_t j = 0; j < width; ++j)
+              partOf[j] += C(row[j]);
+          }
+        };
+        // Widened a block of rows at a time (within one chunk): the
+        // columns of several rows per addRows.
+        const int64_t blockRows =
+            std::min(kSumChunk, std::max<int64_t>(1, 4096 / width));
+        ScratchArray<GC> block(std::is_same_v<typename G::Storage, GC>
+                                   ? 0
+                                   : size_t(std::min(rows, blockRows) * width));
+        for (int64_t c = 0; c < rows; c += kSumChunk) {
+          int64_t chunkRows = std::min(kSumChunk, rows - c);
+          if constexpr (std::is_same_v<typename G::Storage, GC>) {
+            addRows(pg + c * inner + j0, inner, chunkRows);
+          } else {
+            for (int64_t r = 0; r < chunkRows; r += blockRows) {
+              int64_t n = std::min(blockRows, chunkRows - r);
+              for (int64_t q = 0; q < n; ++q)
+                loadRun<G>(pg + (c + r + q) * inner + j0, width,
+                           block.data() + q * width);
+              addRows(block.data(), width, n);
+            }
+          }
+          for (int64_t j = j0; j < j1; ++j) { // addChunkSums on the columns
+            acc[size_t(j)] += part[size_t(j)];
+            part[size_t(j)] = C(0);
           }
         }
-        addChunkSums(acc, part);
-      }
+      });
     } else {
       // Each output's terms arrive in order; its chunk closes at every
       // kSumChunk-th term and after its last one.

@@ -3,7 +3,8 @@
 //
 // parallelFor must cover every index exactly once and split big loops. The
 // kernels it runs compute each element (Gelu, GeluGrad, the half Casts,
-// Dropout, Transpose) or each row (the softmax family, LayerNormalization)
+// Dropout, Transpose, the optimizers' updates) or each row (the softmax
+// family, LayerNormalization), channel (batch norm) or plane (pooling)
 // alone, or sum LayerNormalizationGrad's dScale/dBias in fixed chunks
 // joined in order: their contract is the same bits on one thread and on
 // several (and the element kernels' bits are the scalar formula's).
@@ -353,5 +354,151 @@ TEST(CpuParallel, SoftmaxCrossEntropySameBitsOnOneAndTwoThreads) {
                                 {&dl, &fwd[1], &labels}, attrs, 1,
                                 what + " grad");
     }
+  }
+}
+
+TEST(CpuParallel, BatchNormSameBitsOnOneAndTwoThreads) {
+  // Channels in parallel for the statistics and dScale/dBias, planes for
+  // Y and dX: ResNet-like maps, a 1x1 map, rows of 7 (not a multiple of
+  // the sums' eight lanes), and fp64.
+  for (DType t : {DType::F32, DType::BF16, DType::F64})
+    for (std::vector<int64_t> dims : {std::vector<int64_t>{32, 64, 32, 32},
+                                      {32, 512, 2, 2},
+                                      {8, 3, 1, 1},
+                                      {5, 9, 7},
+                                      {2, 200}}) {
+      std::string what =
+          std::string(dtypeName(t)) + " " + cpu::shapeString(dims);
+      std::vector<int64_t> ch = {dims[1]};
+      Tensor x = randomTensor(t, dims, 21), dy = randomTensor(t, dims, 22);
+      Tensor scale = randomTensor(t, ch, 23), bias = randomTensor(t, ch, 24);
+      Tensor mean = randomTensor(t, ch, 25);
+      Tensor posVar =
+          Tensor::fromFloats(ch, std::vector<float>(size_t(dims[1]), 0.5f))
+              .castTo(t);
+      Attrs train = {{"training_mode", intAttr(1)}};
+      expectSameBitsOnOneAndTwo("", "BatchNormalization",
+                                {&x, &scale, &bias, &mean, &posVar}, train, 3,
+                                what + " forward");
+      expectSameBitsOnOneAndTwo(kMpcDomain, "BatchNormalizationGrad",
+                                {&dy, &x, &scale}, {}, 3,
+                                what + " grad, batch statistics");
+      expectSameBitsOnOneAndTwo(kMpcDomain, "BatchNormalizationGrad",
+                                {&dy, &x, &scale, &mean, &posVar}, {}, 3,
+                                what + " grad, given statistics");
+    }
+}
+
+TEST(CpuParallel, BatchNormStatisticsAreTheEightLaneDoubleSums) {
+  // The documented order (kernels/cpu/normalization.cpp): term i of each
+  // row of a channel in lane i % 8, in double, the lanes joined pairwise;
+  // momentum 0 makes the running mean the batch mean.
+  const std::vector<int64_t> dims = {3, 4, 13};
+  Tensor x = randomTensor(DType::F32, dims, 31);
+  Tensor scale = randomTensor(DType::F32, {4}, 32),
+         bias = randomTensor(DType::F32, {4}, 33);
+  Tensor zero = Tensor::fromFloats({4}, std::vector<float>(4, 0.f));
+  Tensor one = Tensor::fromFloats({4}, std::vector<float>(4, 1.f));
+  std::vector<Tensor> out = runAll(
+      "", "BatchNormalization", {&x, &scale, &bias, &zero, &one},
+      {{"training_mode", intAttr(1)}, {"momentum", Attribute::ofFloat(0.f)}}, 3,
+      2);
+  std::vector<float> xv = x.toFloats(), got = out[1].toFloats();
+  for (int64_t c = 0; c < 4; ++c) {
+    double lane[8] = {};
+    for (int64_t n = 0; n < 3; ++n)
+      for (int64_t i = 0; i < 13; ++i)
+        lane[i % 8] += double(xv[size_t((n * 4 + c) * 13 + i)]);
+    double sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+                 ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    EXPECT_EQ(got[size_t(c)], float(sum / 39.0)) << "channel " << c;
+  }
+}
+
+TEST(CpuParallel, PoolingSameBitsOnOneAndTwoThreads) {
+  Tensor x = randomTensor(DType::F32, {32, 64, 32, 32}, 41);
+  Attrs pool = {{"kernel_shape", intsAttr({3, 3})},
+                {"strides", intsAttr({2, 2})},
+                {"pads", intsAttr({1, 1, 1, 1})}};
+  expectSameBitsOnOneAndTwo("", "MaxPool", {&x}, pool, 1, "max pool");
+  Tensor y = runAll("", "MaxPool", {&x}, pool, 1, 1)[0];
+  Tensor dy = randomTensor(DType::F32, y.dims, 42);
+  expectSameBitsOnOneAndTwo(kMpcDomain, "MaxPoolGrad", {&dy, &x}, pool, 1,
+                            "max pool grad");
+  expectSameBitsOnOneAndTwo("", "AveragePool", {&x}, pool, 1, "average pool");
+  Tensor shape(DType::I64, {4});
+  for (int64_t i = 0; i < 4; ++i)
+    shape.data<int64_t>()[i] = x.dims[size_t(i)];
+  expectSameBitsOnOneAndTwo(kMpcDomain, "AveragePoolGrad", {&dy, &shape}, pool,
+                            1, "average pool grad");
+}
+
+TEST(CpuParallel, OptimizerUpdatesSameBitsOnOneAndTwoThreads) {
+  const int64_t n = 100003; // past the grain, not a multiple of it
+  Tensor found(DType::Bool, {});
+  found.bytes[0] = 0;
+  Tensor step(DType::I64, {});
+  step.data<int64_t>()[0] = 3;
+  Tensor p = randomTensor(DType::F32, {n}, 51),
+         g = randomTensor(DType::F32, {n}, 52);
+  Tensor m = randomTensor(DType::F32, {n}, 53);
+  Tensor v = Tensor::fromFloats({n}, std::vector<float>(size_t(n), 0.25f));
+  Attrs adam = {{"lr", Attribute::ofFloat(1e-3f)},
+                {"weight_decay", Attribute::ofFloat(0.01f)},
+                {"decoupled", intAttr(1)}};
+  expectSameBitsOnOneAndTwo(kMpcDomain, "Adam", {&found, &step, &p, &g, &m, &v},
+                            adam, 3, "adamw");
+  for (DType moments : {DType::BF16}) {
+    Tensor mb = m.castTo(moments), vb = v.castTo(moments);
+    expectSameBitsOnOneAndTwo(kMpcDomain, "Adam",
+                              {&found, &step, &p, &g, &mb, &vb}, adam, 3,
+                              "adamw, bf16 moments");
+  }
+  Attrs sgd = {{"lr", Attribute::ofFloat(0.1f)},
+               {"momentum", Attribute::ofFloat(0.9f)}};
+  expectSameBitsOnOneAndTwo(kMpcDomain, "SGD", {&found, &step, &p, &g, &m}, sgd,
+                            2, "sgd momentum");
+  expectSameBitsOnOneAndTwo(kMpcDomain, "SGD", {&found, &step, &p, &g},
+                            {{"lr", Attribute::ofFloat(0.1f)}}, 1, "sgd");
+}
+
+TEST(CpuParallel, BiasGradientSameBitsOnOneAndTwoThreads) {
+  // SumToShape down the columns of [rows, inner]: columns in parallel;
+  // rows past the sums' chunk, widths around the grain, half and fp32 dY.
+  for (DType t : {DType::F32, DType::BF16, DType::F16})
+    for (std::vector<int64_t> dims : {std::vector<int64_t>{1024, 768},
+                                      {8, 128, 3072},
+                                      {5000, 7},
+                                      {3, 40000}}) {
+      std::string what =
+          std::string(dtypeName(t)) + " " + cpu::shapeString(dims);
+      Tensor dy = randomTensor(t, dims, 61);
+      Tensor x = randomTensor(DType::F32, {dims.back()}, 62);
+      Tensor xt = x.castTo(t);
+      expectSameBitsOnOneAndTwo(kMpcDomain, "SumToShape", {&dy, &xt}, {}, 1,
+                                what + " sum to shape");
+      expectSameBitsOnOneAndTwo(kMpcDomain, "SumToShapeAs", {&dy, &x}, {}, 1,
+                                what + " sum to shape as fp32");
+    }
+}
+
+TEST(CpuParallel, BiasGradientIsTheChunkedColumnSum) {
+  // Each column: rows in chunks of 64 (kernels/common/chunked_sum.h, the
+  // GPU's order), each chunk summed in order and added to the total.
+  const int64_t rows = 1000, inner = 300;
+  Tensor dy = randomTensor(DType::F32, {rows, inner}, 71);
+  Tensor x = randomTensor(DType::F32, {inner}, 72);
+  std::vector<float> v = dy.toFloats();
+  std::vector<float> got =
+      runAll(kMpcDomain, "SumToShape", {&dy, &x}, {}, 1, 2)[0].toFloats();
+  for (int64_t j = 0; j < inner; ++j) {
+    float total = 0;
+    for (int64_t c = 0; c < rows; c += 64) {
+      float part = 0;
+      for (int64_t r = c; r < std::min(rows, c + 64); ++r)
+        part += v[size_t(r * inner + j)];
+      total += part;
+    }
+    ASSERT_EQ(got[size_t(j)], total) << "column " << j;
   }
 }
