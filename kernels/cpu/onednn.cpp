@@ -1,6 +1,7 @@
 // oneDNN matrix products and convolutions (kernels/cpu/onednn.h).
 #include "kernels/cpu/onednn.h"
 
+#include "kernels/cpu/conv_as_product.h"
 #include "kernels/cpu/parallel.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
+#include <vector>
 
 namespace mpc {
 namespace cpu {
@@ -420,6 +422,10 @@ bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
 
 bool convForward(const ConvProblem &p, const void *x, const void *w,
                  const void *bias, void *y) {
+  if (takesProductForm(p) && convForwardAsProduct(p, x, w, bias, y)) {
+    note(Family::Conv, p.dtype, true);
+    return true;
+  }
   ConvDescs d;
   bool hasBias = bias != nullptr;
   auto e = cached(
@@ -449,6 +455,10 @@ bool convForward(const ConvProblem &p, const void *x, const void *w,
 
 bool convBackwardData(const ConvProblem &p, const void *dy, const void *w,
                       void *dx) {
+  if (takesProductForm(p) && convBackwardDataAsProduct(p, dy, w, dx)) {
+    note(Family::Conv, p.dtype, true);
+    return true;
+  }
   auto e = cached(
       convKey("bwd_d", p, false), threadsFor(convVolume(p)), [&](Entry &e) {
         ConvDescs d;
@@ -476,6 +486,10 @@ bool convBackwardData(const ConvProblem &p, const void *dy, const void *w,
 
 bool convBackwardWeights(const ConvProblem &p, const void *dy, const void *x,
                          void *dw) {
+  if (takesProductForm(p) && convBackwardWeightsAsProduct(p, dy, x, dw)) {
+    note(Family::Conv, p.dtype, true);
+    return true;
+  }
   auto e = cached(
       convKey("bwd_w", p, false), threadsFor(convVolume(p)), [&](Entry &e) {
         ConvDescs d;

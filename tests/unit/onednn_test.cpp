@@ -352,6 +352,11 @@ const std::vector<ConvCase> &convCases() {
       // Stride 2 over an even size without end padding: the last input row
       // is never read (oneDNN's end padding would be -1: the own path runs).
       {{1, 2, 8, 8}, {3, 2, 3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1},
+      // Output maps of at most 16 positions: the weight gradient as one
+      // product (ResNet's last stage; strides, dilations, uneven pads, 1-D).
+      {{4, 64, 2, 2}, {64, 64, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {{2, 32, 8, 8}, {48, 32, 3, 3}, {2, 2}, {1, 0, 2, 1}, {2, 1}, 1},
+      {{16, 32, 6}, {32, 32, 3}, {2}, {1, 1}, {1}, 1},
   };
   return cases;
 }
