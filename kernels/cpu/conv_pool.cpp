@@ -459,6 +459,18 @@ int64_t argmaxWindow(const PoolShape &ps, const C *plane, int64_t p) {
   return best;
 }
 
+/// Calls f(p, idx) for every window element idx of X (the plane index) of
+/// every output position p: window offset by offset, positions in order
+/// within each, the fixed order of AveragePool's sums.
+template <typename F> void forEachWindowElement(const PoolShape &ps, F f) {
+  for (int64_t k = 0; k < ps.k; ++k)
+    for (int64_t p = 0; p < ps.p; ++p) {
+      int64_t idx = (*ps.table)[size_t(k * ps.p + p)];
+      if (idx >= 0)
+        f(p, idx);
+    }
+}
+
 /// AveragePool's divisor of each output position: the window positions on
 /// X (count_include_pad = 0) or on X and its pads (= 1); 0 for none.
 std::vector<int64_t> windowCounts(const Node &node, const PoolShape &ps) {
@@ -553,12 +565,8 @@ template <typename C> void runAveragePool(KernelContext &ctx) {
     for (int64_t pl = pl0; pl < pl1; ++pl) {
       const C *plane = xv.data() + pl * ps.s;
       C *out = yv.data() + pl * ps.p;
-      for (int64_t k = 0; k < ps.k; ++k)
-        for (int64_t p = 0; p < ps.p; ++p) {
-          int64_t idx = (*ps.table)[size_t(k * ps.p + p)];
-          if (idx >= 0)
-            out[p] += plane[idx];
-        }
+      forEachWindowElement(
+          ps, [&](int64_t p, int64_t idx) { out[p] += plane[idx]; });
       for (int64_t p = 0; p < ps.p; ++p)
         out[p] = counts[size_t(p)] ? out[p] / C(counts[size_t(p)]) : C(0);
     }
@@ -583,12 +591,9 @@ template <typename C> void runAveragePoolGrad(KernelContext &ctx) {
     for (int64_t pl = pl0; pl < pl1; ++pl) {
       const C *g = dyv.data() + pl * ps.p;
       C *plane = dxv.data() + pl * ps.s;
-      for (int64_t k = 0; k < ps.k; ++k)
-        for (int64_t p = 0; p < ps.p; ++p) {
-          int64_t idx = (*ps.table)[size_t(k * ps.p + p)];
-          if (idx >= 0)
-            plane[idx] += g[p] / C(counts[size_t(p)]);
-        }
+      forEachWindowElement(ps, [&](int64_t p, int64_t idx) {
+        plane[idx] += g[p] / C(counts[size_t(p)]);
+      });
     }
   });
   storeAll(node, dx, dxv);
