@@ -2,6 +2,7 @@
 #include "kernels/cpu/conv_as_product.h"
 
 #include "ir/half.h"
+#include "support/saturating.h"
 
 #include <cstring>
 #include <vector>
@@ -14,6 +15,8 @@ namespace {
 
 /// Output maps of at most this many positions take the product forms.
 constexpr int64_t kMaxPositions = 16;
+/// The most elements im2col's columns may hold (64 MiB of fp32).
+constexpr int64_t kMaxColumnElements = int64_t(16) << 20;
 
 /// The product's dimensions: P output positions, K window offsets, the
 /// input map's size, and im2col's rows (N*P) and columns (C*K).
@@ -104,10 +107,16 @@ bool takesProductForm(const ConvProblem &p) {
   if (p.groups != 1 || p.in.empty() ||
       (p.dtype != DType::F32 && p.dtype != DType::BF16))
     return false;
-  int64_t positions = 1;
-  for (int64_t o : p.out)
-    positions *= o;
-  return positions <= kMaxPositions;
+  int64_t positions = 1, window = 1;
+  for (size_t d = 0; d < p.in.size(); ++d) {
+    positions = saturatingMul(positions, p.out[d]);
+    window = saturatingMul(window, p.kernel[d]);
+  }
+  // im2col's copy of X (and the data gradient's fp32 columns) stays small
+  // beside the tensors themselves.
+  const int64_t columns =
+      saturatingMul(saturatingMul(p.n, positions), saturatingMul(p.c, window));
+  return positions <= kMaxPositions && columns <= kMaxColumnElements;
 }
 
 bool convForwardAsProduct(const ConvProblem &p, const void *x, const void *w,

@@ -21,7 +21,7 @@ namespace cpu {
 namespace onednn {
 
 /// Whether `p` takes the product forms: groups 1, output maps of at most
-/// 16 positions, fp32 or bf16.
+/// 16 positions, fp32 or bf16, im2col's columns at most 16M elements.
 bool takesProductForm(const ConvProblem &p);
 
 /// convForward, convBackwardData and convBackwardWeights (onednn.h) as one
