@@ -95,11 +95,6 @@ Tensor chunkOf(const Tensor &whole, int64_t worldSize, int rank) {
   return chunk;
 }
 
-Tensor gatherWhole(Collective *world, const Tensor &chunk,
-                   const std::vector<int64_t> &dims, int64_t worldSize) {
-  return std::move(gatherWholeMany(world, {&chunk}, {dims}, worldSize)[0]);
-}
-
 std::vector<Tensor>
 gatherWholeMany(Collective *world, const std::vector<const Tensor *> &chunks,
                 const std::vector<std::vector<int64_t>> &dims,
@@ -118,7 +113,7 @@ gatherWholeMany(Collective *world, const std::vector<const Tensor *> &chunks,
   const size_t ranks = gather ? size_t(worldSize) : 1;
   std::vector<Tensor> wholes;
   wholes.reserve(chunks.size());
-  std::vector<uint8_t> mine, all;
+  std::vector<uint8_t> mine, all; // this rank's part, every rank's
   for (size_t first = 0; first < chunks.size();) {
     // A bucket: chunks [first, last), at least one, at most bucketBytes of
     // them past the first.
@@ -127,21 +122,22 @@ gatherWholeMany(Collective *world, const std::vector<const Tensor *> &chunks,
            (last == first || packed + bytes[last] <= bucketBytes))
       packed += bytes[last++];
     mine.resize(packed);
-    all.resize(packed * ranks);
     for (size_t i = first, at = 0; i < last; at += bytes[i++])
       if (bytes[i])
         std::memcpy(mine.data() + at, chunks[i]->bytes.data(), bytes[i]);
-    if (gather)
+    const uint8_t *from = mine.data();
+    if (gather) {
+      all.resize(packed * ranks);
       world->allGather(mine.data(), packed, all.data());
-    else
-      all.swap(mine);
+      from = all.data();
+    }
     // Whole tensor i: rank r's chunk after rank r-1's, cut to its elements.
     for (size_t i = first, at = 0; i < last; at += bytes[i++]) {
       Tensor whole = Tensor::zeros(chunks[i]->dtype, dims[i]);
       const size_t wanted = whole.bytes.size();
       for (size_t r = 0, done = 0; r < ranks && done < wanted; ++r) {
         const size_t n = std::min(bytes[i], wanted - done);
-        std::memcpy(whole.bytes.data() + done, all.data() + r * packed + at, n);
+        std::memcpy(whole.bytes.data() + done, from + r * packed + at, n);
         done += n;
       }
       wholes.push_back(std::move(whole));

@@ -43,19 +43,14 @@ void checkShardedWorld(const ShardedState &s, int ranks);
 /// Rank `rank`'s chunk of `whole` over `worldSize` ranks: 1-D, zero padded.
 Tensor chunkOf(const Tensor &whole, int64_t worldSize, int rank);
 
-/// The whole tensor (of `dims`) from every rank's chunk (every rank calls
-/// it, each with its own chunk).
-Tensor gatherWhole(Collective *world, const Tensor &chunk,
-                   const std::vector<int64_t> &dims, int64_t worldSize);
-
 /// What gatherWholeMany gathers in one collective at most: fewer
 /// collectives than one per tensor (each a round trip between the ranks),
 /// and a bounded staging buffer beside the whole tensors.
 constexpr size_t kGatherBucketBytes = size_t(64) << 20;
 
-/// gatherWhole of every chunk, chunks[i] to dims[i], in one collective per
-/// `bucketBytes` of chunks (a larger chunk alone); every rank calls it with
-/// the same list.
+/// The whole tensors (of dims[i]) from every rank's chunks[i], gathered in
+/// one collective per `bucketBytes` of chunks (a larger chunk alone); every
+/// rank calls it with its own chunks of the same list.
 std::vector<Tensor>
 gatherWholeMany(Collective *world, const std::vector<const Tensor *> &chunks,
                 const std::vector<std::vector<int64_t>> &dims,

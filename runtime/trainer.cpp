@@ -496,25 +496,24 @@ Trainer::wholeStates(const std::vector<std::string> &names) const {
       masters[e.state] = &e;
   std::vector<const Tensor *> chunks;
   std::vector<std::vector<int64_t>> dims;
-  std::vector<Tensor> wholes;
-  wholes.reserve(names.size());
-  for (const std::string &name : names) {
-    auto it = masters.find(name);
+  std::vector<size_t> slots; // where each gathered master goes
+  std::vector<Tensor> wholes(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto it = masters.find(names[i]);
     if (it == masters.end()) {
-      wholes.push_back(exec_->initializer(name));
+      wholes[i] = exec_->initializer(names[i]);
       continue;
     }
-    chunks.push_back(&exec_->initializer(name));
+    chunks.push_back(&exec_->initializer(names[i]));
     dims.push_back(it->second->dims);
-    wholes.emplace_back(); // gathered below
+    slots.push_back(i);
   }
   if (chunks.empty())
     return wholes;
   std::vector<Tensor> gathered =
       gatherWholeMany(world_, chunks, dims, sharded_.worldSize);
-  for (size_t i = 0, g = 0; i < names.size(); ++i)
-    if (masters.count(names[i]))
-      wholes[i] = std::move(gathered[g++]);
+  for (size_t g = 0; g < slots.size(); ++g)
+    wholes[slots[g]] = std::move(gathered[g]);
   return wholes;
 }
 

@@ -39,12 +39,15 @@ inline size_t chunkSumBytes(int64_t terms, int64_t sums) {
 
 /// The CPU closing a chunk: each sum's chunk sum joins its total (in
 /// order, chunk after chunk) and the chunk starts again from zero.
-template <typename C>
-void addChunkSums(std::vector<C> &totals, std::vector<C> &chunk) {
-  for (size_t j = 0; j < totals.size(); ++j) {
+template <typename C> void addChunkSums(C *totals, C *chunk, size_t n) {
+  for (size_t j = 0; j < n; ++j) {
     totals[j] += chunk[j];
     chunk[j] = C(0);
   }
+}
+template <typename C>
+void addChunkSums(std::vector<C> &totals, std::vector<C> &chunk) {
+  addChunkSums(totals.data(), chunk.data(), totals.size());
 }
 
 } // namespace mpc

@@ -101,8 +101,7 @@ std::vector<uint8_t> channelsFirst(const ConvProblem &p, const ProductShape &s,
   return a;
 }
 
-} // namespace
-
+/// Whether `p` takes the product forms (conv_as_product.h).
 bool takesProductForm(const ConvProblem &p) {
   if (p.groups != 1 || p.in.empty() ||
       (p.dtype != DType::F32 && p.dtype != DType::BF16))
@@ -119,8 +118,12 @@ bool takesProductForm(const ConvProblem &p) {
   return positions <= kMaxPositions && columns <= kMaxColumnElements;
 }
 
+} // namespace
+
 bool convForwardAsProduct(const ConvProblem &p, const void *x, const void *w,
                           const void *bias, void *y) {
+  if (!takesProductForm(p))
+    return false;
   const ProductShape s = productShape(p);
   const std::vector<uint8_t> col = im2col(p, s, x);
   // Y^T [N*P, M] = col x W^T (W [M, C*K] is W^T stored transposed), the
@@ -142,6 +145,8 @@ bool convForwardAsProduct(const ConvProblem &p, const void *x, const void *w,
 
 bool convBackwardDataAsProduct(const ConvProblem &p, const void *dy,
                                const void *w, void *dx) {
+  if (!takesProductForm(p))
+    return false;
   const ProductShape s = productShape(p);
   const std::vector<uint8_t> a = channelsFirst(p, s, dy);
   // dCol [N*P, C*K] in fp32 = dY^T x W (dY^T stored as [M, N*P]).
@@ -169,6 +174,8 @@ bool convBackwardDataAsProduct(const ConvProblem &p, const void *dy,
 
 bool convBackwardWeightsAsProduct(const ConvProblem &p, const void *dy,
                                   const void *x, void *dw) {
+  if (!takesProductForm(p))
+    return false;
   const ProductShape s = productShape(p);
   const std::vector<uint8_t> a = channelsFirst(p, s, dy);
   const std::vector<uint8_t> col = im2col(p, s, x);

@@ -20,12 +20,10 @@ namespace mpc {
 namespace cpu {
 namespace onednn {
 
-/// Whether `p` takes the product forms: groups 1, output maps of at most
-/// 16 positions, fp32 or bf16, im2col's columns at most 16M elements.
-bool takesProductForm(const ConvProblem &p);
-
 /// convForward, convBackwardData and convBackwardWeights (onednn.h) as one
-/// product; false (nothing written) when oneDNN's matmul declines.
+/// product; false (nothing written) unless `p` takes the product form
+/// (groups 1, output maps of at most 16 positions, fp32 or bf16, im2col's
+/// columns at most 16M elements) and oneDNN's matmul runs it.
 bool convForwardAsProduct(const ConvProblem &p, const void *x, const void *w,
                           const void *bias, void *y);
 bool convBackwardDataAsProduct(const ConvProblem &p, const void *dy,

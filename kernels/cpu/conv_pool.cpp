@@ -424,11 +424,8 @@ PoolShape poolShape(const Node &node, const std::vector<int64_t> &xdims) {
 }
 
 /// Planes per thread at least in the pooling kernels, which compute each
-/// [N, C] plane alone (the same bits on any thread count): some 16K window
-/// positions each.
-int64_t planeGrain(const PoolShape &ps) {
-  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, ps.p * ps.k));
-}
+/// [N, C] plane alone (the same bits on any thread count).
+int64_t planeGrain(const PoolShape &ps) { return grainFor(ps.p * ps.k); }
 
 std::vector<int64_t> outputDims(const std::vector<int64_t> &xdims,
                                 const WindowGeometry &g) {

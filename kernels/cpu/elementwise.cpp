@@ -420,10 +420,6 @@ template <typename T> T floatToInt(double v) {
   return T(v);
 }
 
-/// Elements per thread at least in the parallel half casts (64 KiB of
-/// fp32: tens of microseconds against a parallel region's few).
-constexpr int64_t kCastGrain = 16384;
-
 template <typename DstIo, typename SrcIo>
 void castLoop(const Tensor &x, Tensor &y) {
   using S = typename SrcIo::Compute;
@@ -434,25 +430,25 @@ void castLoop(const Tensor &x, Tensor &y) {
   // The casts autocast inserts, over whole buffers (F16C where available,
   // vectorised loops for bf16).
   if constexpr (SrcIo::dtype == DType::F32 && DstIo::dtype == DType::F16) {
-    parallelFor(n, kCastGrain, [&](int64_t b, int64_t e) {
+    parallelFor(n, kGrainValues, [&](int64_t b, int64_t e) {
       floatToHalfN(px + b, py + b, e - b);
     });
     return;
   } else if constexpr (SrcIo::dtype == DType::F16 &&
                        DstIo::dtype == DType::F32) {
-    parallelFor(n, kCastGrain, [&](int64_t b, int64_t e) {
+    parallelFor(n, kGrainValues, [&](int64_t b, int64_t e) {
       halfToFloatN(px + b, py + b, e - b);
     });
     return;
   } else if constexpr (SrcIo::dtype == DType::F32 &&
                        DstIo::dtype == DType::BF16) {
-    parallelFor(n, kCastGrain, [&](int64_t b, int64_t e) {
+    parallelFor(n, kGrainValues, [&](int64_t b, int64_t e) {
       floatToBf16N(px + b, py + b, e - b);
     });
     return;
   } else if constexpr (SrcIo::dtype == DType::BF16 &&
                        DstIo::dtype == DType::F32) {
-    parallelFor(n, kCastGrain, [&](int64_t b, int64_t e) {
+    parallelFor(n, kGrainValues, [&](int64_t b, int64_t e) {
       bf16ToFloatN(px + b, py + b, e - b);
     });
     return;

@@ -82,11 +82,8 @@ LossSetup lossSetup(const KernelContext &ctx, const Tensor &scores,
 namespace {
 
 /// Shared forward: log_prob is computed (Softmax) or read (NLL) per position.
-/// Samples per thread at least in the losses' parallel loops: some 16K
-/// scores.
-int64_t lossGrain(const LossSetup &s) {
-  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s.c * s.d));
-}
+/// Samples per thread at least in the losses' parallel loops.
+int64_t lossGrain(const LossSetup &s) { return grainFor(s.c * s.d); }
 
 template <bool Softmax> void lossKernel(KernelContext &ctx) {
   const Tensor &scores = input(ctx, 0, Softmax ? "scores" : "input");

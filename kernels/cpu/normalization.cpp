@@ -76,12 +76,6 @@ double channelSum(const ChannelLayout &l, int64_t c, Term term) {
          ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-/// Items per thread at least in batch norm's parallel loops (channels, or
-/// one sample's channel planes): some 16K values each.
-int64_t normGrain(int64_t valuesPerItem) {
-  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, valuesPerItem));
-}
-
 /// Batch mean and biased variance of every channel: two passes (mean, then
 /// the mean of squared deviations), summed in double whatever C is (a
 /// channel of a 112 x 112 map at batch 2 is 25,088 terms, where an fp32
@@ -94,7 +88,7 @@ void batchStatistics(const ChannelLayout &l, const C *px, std::vector<C> &mean,
   mean.assign(size_t(l.c), C(0));
   var.assign(size_t(l.c), C(0));
   const double count = double(l.count());
-  parallelFor(l.c, normGrain(l.count()), [&](int64_t c0, int64_t c1) {
+  parallelFor(l.c, grainFor(l.count()), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       const double m =
           channelSum(l, c, [&](int64_t k) { return double(px[k]); }) / count;
@@ -141,7 +135,7 @@ template <typename C> void runBatchNormalization(KernelContext &ctx) {
   Tensor &y = output(ctx, 0, x.dtype, x.dims);
   C *yv = resultsFor(y, yStorage);
   // Planes (one sample's channel) in parallel.
-  parallelFor(l.n * l.c, normGrain(l.inner), [&](int64_t p0, int64_t p1) {
+  parallelFor(l.n * l.c, grainFor(l.inner), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const size_t c = size_t(p % l.c), base = size_t(p * l.inner);
       C m = mean[c], k = inv[c] * scale[c];
@@ -212,14 +206,13 @@ template <typename C> void runBatchNormalizationGrad(KernelContext &ctx) {
         sumDyXhat[size_t(c)] += s2;
       }
   } else {
-    const C *px = xv, *pg = dyv;
-    parallelFor(l.c, normGrain(l.count()), [&](int64_t c0, int64_t c1) {
+    parallelFor(l.c, grainFor(l.count()), [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         const C m = mean[size_t(c)], k = inv[size_t(c)];
         sumDy[size_t(c)] =
-            C(channelSum(l, c, [&](int64_t e) { return double(pg[e]); }));
+            C(channelSum(l, c, [&](int64_t e) { return double(dyv[e]); }));
         sumDyXhat[size_t(c)] = C(channelSum(l, c, [&](int64_t e) {
-          return double(pg[e]) * double((px[e] - m) * k);
+          return double(dyv[e]) * double((xv[e] - m) * k);
         }));
       }
     });
@@ -228,7 +221,7 @@ template <typename C> void runBatchNormalizationGrad(KernelContext &ctx) {
     C *dxv = resultsFor(*dx, dxStorage);
     C count = C(l.count());
     // Planes (one sample's channel) in parallel.
-    parallelFor(l.n * l.c, normGrain(l.inner), [&](int64_t p0, int64_t p1) {
+    parallelFor(l.n * l.c, grainFor(l.inner), [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
         const size_t c = size_t(p % l.c), base = size_t(p * l.inner);
         C m = mean[c], k = inv[c];
@@ -268,12 +261,6 @@ void kernelBatchNormalizationGrad(KernelContext &ctx) {
 // mpc.RMSNormalization (X, Scale) -> Y and its gradient (dY, X, scale) ->
 // (dX, dScale) are the same with the mean taken as 0, no bias, and inv_std
 // recomputed from X instead of read.
-
-/// Rows per thread at least when rows of `n` run in parallel: some 16K
-/// elements (tens of microseconds against a parallel region's few).
-int64_t rowsGrain(int64_t n) {
-  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n));
-}
 
 /// Y = (X - mean) * inv_std * scale + bias over the axes [axis, rank), the
 /// statistics in fp32 (fp64 for fp64 X) whatever X's storage type; the
@@ -325,7 +312,7 @@ void normalizeRows(KernelContext &ctx, bool centered) {
     }
     std::vector<C> means(size_t(s.outer)), invs(size_t(s.outer));
     // Rows in parallel (each row alone: the same bits on any thread count).
-    parallelFor(s.outer, rowsGrain(s.n), [&](int64_t o0, int64_t o1) {
+    parallelFor(s.outer, grainFor(s.n), [&](int64_t o0, int64_t o1) {
       for (int64_t o = o0; o < o1; ++o) {
         const C *row = xs + o * s.n;
         C *out = ys + o * s.n;
@@ -422,7 +409,7 @@ void normalizeRowsGrad(KernelContext &ctx, bool centered) {
     const int64_t chunks = s.outer > 0 ? sumChunks(s.outer) : 0;
     std::vector<std::vector<C>> partDs(static_cast<size_t>(chunks)),
         partDb(static_cast<size_t>(chunks));
-    int64_t chunkGrain = std::max<int64_t>(1, rowsGrain(s.n) / kSumChunk);
+    int64_t chunkGrain = std::max<int64_t>(1, grainFor(s.n) / kSumChunk);
     parallelFor(chunks, chunkGrain, [&](int64_t c0, int64_t c1) {
       std::vector<C> xhat(size_t(s.n)), gs(size_t(s.n));
       for (int64_t c = c0; c < c1; ++c) {

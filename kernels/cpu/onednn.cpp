@@ -422,7 +422,7 @@ bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
 
 bool convForward(const ConvProblem &p, const void *x, const void *w,
                  const void *bias, void *y) {
-  if (takesProductForm(p) && convForwardAsProduct(p, x, w, bias, y)) {
+  if (convForwardAsProduct(p, x, w, bias, y)) {
     note(Family::Conv, p.dtype, true);
     return true;
   }
@@ -455,7 +455,7 @@ bool convForward(const ConvProblem &p, const void *x, const void *w,
 
 bool convBackwardData(const ConvProblem &p, const void *dy, const void *w,
                       void *dx) {
-  if (takesProductForm(p) && convBackwardDataAsProduct(p, dy, w, dx)) {
+  if (convBackwardDataAsProduct(p, dy, w, dx)) {
     note(Family::Conv, p.dtype, true);
     return true;
   }
@@ -486,7 +486,7 @@ bool convBackwardData(const ConvProblem &p, const void *dy, const void *w,
 
 bool convBackwardWeights(const ConvProblem &p, const void *dy, const void *x,
                          void *dw) {
-  if (takesProductForm(p) && convBackwardWeightsAsProduct(p, dy, x, dw)) {
+  if (convBackwardWeightsAsProduct(p, dy, x, dw)) {
     note(Family::Conv, p.dtype, true);
     return true;
   }

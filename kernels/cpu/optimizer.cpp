@@ -226,12 +226,6 @@ void kernelClipGradNorm(KernelContext &ctx) {
 
 // --- optimizers --------------------------------------------------------------
 
-/// Elements per thread at least in an update's parallel loop. Each
-/// element's update is its own, so any thread count gives the same bits;
-/// some 16K elements are tens of microseconds against a parallel region's
-/// few.
-constexpr int64_t kUpdateGrain = 16384;
-
 void kernelSGD(KernelContext &ctx) {
   const Node &node = ctx.node;
   const Tensor &stepT = input(ctx, 1, "step"), &p = input(ctx, 2, "param"),
@@ -270,18 +264,19 @@ void kernelSGD(KernelContext &ctx) {
   float *pp = pOut.data<float>();
   const float *pg = g.data<float>();
   if (!pb) {
-    parallelFor(p.numel(), kUpdateGrain, [&](int64_t k0, int64_t k1) {
+    parallelFor(p.numel(), kGrainValues, [&](int64_t k0, int64_t k1) {
+      const SgdScalars local = s; // as Adam's below: a vectorized loop
       float unused = 0;
       for (int64_t k = k0; k < k1; ++k)
-        sgdUpdate(pp[k], pg[k], unused, s);
+        sgdUpdate(pp[k], pg[k], unused, local);
     });
     return;
   }
   dispatchMoment(buf->dtype, [&](auto stored) {
     using M = decltype(stored);
     M *b = static_cast<M *>(pb);
-    parallelFor(p.numel(), kUpdateGrain, [&](int64_t k0, int64_t k1) {
-      const SgdScalars local = s; // as Adam's: a vectorized loop
+    parallelFor(p.numel(), kGrainValues, [&](int64_t k0, int64_t k1) {
+      const SgdScalars local = s;
       for (int64_t k = k0; k < k1; ++k)
         sgdUpdateStored(pp[k], pg[k], b[k], local);
     });
@@ -329,7 +324,7 @@ void kernelAdam(KernelContext &ctx) {
   dispatchMoment(m.dtype, [&](auto stored) {
     using M = decltype(stored);
     M *pm = mOut->data<M>(), *pv = vOut->data<M>();
-    parallelFor(p.numel(), kUpdateGrain, [&](int64_t k0, int64_t k1) {
+    parallelFor(p.numel(), kGrainValues, [&](int64_t k0, int64_t k1) {
       // A copy of the scalars no store through pp, pm or pv can reach:
       // their tests leave the loop, which then vectorizes.
       const AdamScalars local = s;

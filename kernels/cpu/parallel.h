@@ -8,6 +8,7 @@
 // own pool (Debian's pthread build) is told the same count.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace mpc {
@@ -36,6 +37,17 @@ void useThreads(int n);
 /// in the calling thread. `body` must not throw.
 void parallelRanges(int64_t n, int64_t grain,
                     void (*body)(void *, int64_t, int64_t), void *state);
+
+/// The least work worth a range of a parallel loop: some 16K values (tens
+/// of microseconds against a parallel region's few).
+constexpr int64_t kGrainValues = 16384;
+
+/// Items per range at least when each item is `valuesPerItem` values (a
+/// row, a channel, a plane): kGrainValues of them, at least one item.
+inline int64_t grainFor(int64_t valuesPerItem) {
+  return std::max<int64_t>(1,
+                           kGrainValues / std::max<int64_t>(1, valuesPerItem));
+}
 
 template <typename F> void parallelFor(int64_t n, int64_t grain, F &&body) {
   parallelRanges(

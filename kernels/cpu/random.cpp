@@ -101,9 +101,6 @@ void kernelBernoulli(KernelContext &ctx) {
 
 // --- Dropout -----------------------------------------------------------------
 
-/// Elements per thread at least in Dropout's parallel loops.
-constexpr int64_t kDropoutGrain = 16384;
-
 /// The node's mask key (kernels/common/dropout_rng.h, shared with CUDA).
 uint64_t dropoutKey(const Node &node) {
   return mpc::dropoutKey(node.name(), node.hasAttr("seed"),
@@ -155,7 +152,7 @@ void kernelDropout(KernelContext &ctx) {
   const uint32_t threshold = dropoutThreshold(m.ratio);
   std::vector<uint8_t> keep(static_cast<size_t>(n));
   // Elements in parallel: each draw is a function of its index alone.
-  parallelFor(n, kDropoutGrain, [&](int64_t b, int64_t e) {
+  parallelFor(n, kGrainValues, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
       keep[size_t(i)] = dropoutKeep(base, i, threshold);
   });
@@ -167,7 +164,7 @@ void kernelDropout(KernelContext &ctx) {
     C scale = m.ratio == 1 ? C(0) : C(float(1.0 / (1.0 - m.ratio)));
     const auto *px = ptr<Io>(x);
     auto *py = ptr<Io>(y);
-    parallelFor(n, kDropoutGrain, [&](int64_t b, int64_t e) {
+    parallelFor(n, kGrainValues, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
         Io::store(py, i, keep[size_t(i)] ? Io::load(px, i) * scale : C(0));
     });
@@ -193,7 +190,7 @@ void kernelDropoutGrad(KernelContext &ctx) {
     const auto *pg = ptr<Io>(dy);
     const uint8_t *pm = mask.data<uint8_t>();
     auto *px = ptr<Io>(dx);
-    parallelFor(dy.numel(), kDropoutGrain, [&](int64_t b, int64_t e) {
+    parallelFor(dy.numel(), kGrainValues, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
         Io::store(px, i, pm[i] ? Io::load(pg, i) * scale : C(0));
     });

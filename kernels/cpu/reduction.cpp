@@ -161,9 +161,6 @@ void kernelCumSum(KernelContext &ctx) {
   });
 }
 
-/// Terms per thread at least in a bias gradient's parallel columns.
-constexpr int64_t kReduceGrain = 16384;
-
 /// Whether x's dims, leading 1s dropped, are dY's trailing dims: then the
 /// sum to x's shape adds dY's [rows, inner] view down its columns.
 bool sumsWholeRows(const std::vector<int64_t> &dy,
@@ -215,8 +212,7 @@ void sumToShape(KernelContext &ctx, DType to) {
       // loop the compiler vectorises. Columns in parallel: a thread sums
       // its own columns over every row, so any thread count gives the
       // same bits.
-      const int64_t columnGrain =
-          std::max<int64_t>(16, kReduceGrain / std::max<int64_t>(1, rows));
+      const int64_t columnGrain = std::max<int64_t>(16, grainFor(rows));
       parallelFor(inner, columnGrain, [&](int64_t j0, int64_t j1) {
         const int64_t width = j1 - j0;
         C *partOf = part.data() + j0;
@@ -247,10 +243,7 @@ void sumToShape(KernelContext &ctx, DType to) {
               addRows(block.data(), width, n);
             }
           }
-          for (int64_t j = j0; j < j1; ++j) { // addChunkSums on the columns
-            acc[size_t(j)] += part[size_t(j)];
-            part[size_t(j)] = C(0);
-          }
+          addChunkSums(acc.data() + j0, partOf, size_t(width));
         }
       });
     } else {

@@ -26,7 +26,7 @@ namespace cpu {
 /// Outer rows per thread at least when rows run in parallel: some 16K
 /// elements (tens of microseconds against a parallel region's few).
 inline int64_t rowsGrain(const AxisSplit &s) {
-  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s.len * s.inner));
+  return grainFor(s.len * s.inner);
 }
 
 /// softmaxMax (m < v ? v : m) over a row in eight interleaved chains joined
