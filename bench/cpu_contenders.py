@@ -6,7 +6,7 @@ Contenders, per model and thread count:
   oneDNN 2.6 has no native fp16 CPU kernels), mpc fp32 with OPENBLAS_CORETYPE=Prescott (the
   fast path must not depend on OpenBLAS's core detection), PyTorch eager fp32, PyTorch CPU
   autocast bf16 (torch.autocast("cpu", torch.bfloat16) around forward and loss), torch.compile
-  fp32 (TORCH_COMPILE=1; off by default: see docs/cpu.md) and ONNX Runtime training fp32
+  fp32 (inductor; TORCH_COMPILE=0 leaves it out) and ONNX Runtime training fp32
   (onnxruntime-training-cpu's generate_artifacts on the same ONNX, AdamW; run by ORT_PYTHON,
   default build/ort-venv/bin/python, made by tools/setup.sh; skipped when absent).
   Adam(W), lr 1e-3; mpc-run --synthetic batches, the others random batches of the same shapes
@@ -28,7 +28,7 @@ Results: bench/results/cpu_contenders-DATE.json and a Markdown table on stdout.
 Usage: python3 bench/cpu_contenders.py [BUILD_DIR]     (BUILD_DIR default: build)
   env ROUNDS (3), STEPS (3), WARMUP (2), THREADS ("1 2"), MODELS ("gpt bert resnet mlp"),
   SIZE (issue|small: issue (default) = the sizes of the issue's table; small is ~4x less work),
-  TORCH_COMPILE (0), ORT_PYTHON, OUT (the results file; default
+  TORCH_COMPILE (1; 0 leaves torch.compile out), ORT_PYTHON, OUT (the results file; default
   bench/results/cpu_contenders-DATE.json for the whole run, cpu_contenders-DATE-subset.json when
   MODELS or THREADS name a subset, so a partial run never replaces a whole one)
 Needs torch and torchvision (pip) and a built mpc (mpc-opt, mpc-run).
@@ -316,12 +316,15 @@ def parse_args():
     size = os.environ.get("SIZE", "issue")
     if size not in ("issue", "small"):
         fail(f"SIZE: expected issue or small, got '{size}'")
+    compile_text = os.environ.get("TORCH_COMPILE", "1")
+    if compile_text not in ("0", "1"):
+        fail(f"TORCH_COMPILE: expected 0 or 1, got '{compile_text}'")
     whole = sorted(set(models)) == sorted(ALL_MODELS) and sorted(set(thread_counts)) == [1, 2]
     name = "cpu_contenders-DATE.json" if whole else "cpu_contenders-DATE-subset.json"
     out = os.path.abspath(os.environ.get("OUT", os.path.join(HERE, "results", name)))
     if os.path.isdir(out):
         fail(f"OUT: {out} is a directory")
-    return build, rounds, steps, warmup, thread_counts, models, size, out
+    return build, rounds, steps, warmup, thread_counts, models, size, compile_text == "1", out
 
 
 def main():
@@ -334,8 +337,7 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--ort-worker":
         ort_worker(*sys.argv[2:])
         return
-    build, rounds, steps, warmup, thread_counts, models, size, out = parse_args()
-    use_compile = os.environ.get("TORCH_COMPILE", "0") == "1"
+    build, rounds, steps, warmup, thread_counts, models, size, use_compile, out = parse_args()
     ort_python = os.environ.get("ORT_PYTHON", os.path.join(build, "ort-venv", "bin", "python"))
     have_ort = os.path.exists(ort_python)
     cfgs = sizes(size)

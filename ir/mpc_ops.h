@@ -228,6 +228,9 @@
 //       applied before this one; PyTorch's formulas, see
 //       kernels/common/optimizer_math.h. The optional `lr` input (an fp64
 //       or fp32 scalar, as torch's Python float) replaces the attribute.
+//       p and the moments are fp32 (moments also bf16); SGD's and Adam's
+//       g is fp32, or fp16/bf16 widened exactly as it is read
+//       (fold-widening-casts), the arithmetic fp32 either way.
 //   LearningRate(step) <schedule, base_lr, warmup_steps, total_steps,
 //       min_lr_ratio, step_size, gamma> -> lr (fp64 [])
 //       --lr-schedule: the rate of the update after `step` applied updates

@@ -22,10 +22,18 @@
 //     ->  UnscaleGradients(scale, ..., g16, ...)
 //
 // and no fp32 copy of every weight gradient exists next to the unscaled ones
-// at the end of the backward. Autocast's fp32 softmax island reads a widened
-// copy of the fp16 scores, and its gradient a widened copy of the fp16 dY
-// (attention: batch x heads x seq x seq each); both kernels widen as they
-// read, so
+// at the end of the backward. Without loss scaling (bf16) the optimizer
+// reads the gradients itself, and mpc.SGD and mpc.Adam widen an fp16/bf16
+// gradient as they load it (the arithmetic is fp32 either way), so
+//
+//   Adam(found_inf, step, p, Cast<to = FLOAT>(g16), m, v)
+//     ->  Adam(found_inf, step, p, g16, m, v)        (SGD alike)
+//
+// and the fp32 copies of the weight gradients, all alive together at the
+// end of the backward where the updates run, are not made. Autocast's fp32
+// softmax island reads a widened copy of the fp16 scores, and its gradient a
+// widened copy of the fp16 dY (attention: batch x heads x seq x seq each); both
+// kernels widen as they read, so
 //
 //   Softmax<axis>(Cast<to = T>(h))        ->  mpc.SoftmaxTo<axis, to = T>(h)
 //   mpc.SoftmaxGrad<axis>(Cast<to = T>(h), Y)
@@ -117,6 +125,36 @@ int64_t foldUnscaleInputs(Graph &g, Node *n) {
   return folded;
 }
 
+/// The only reader of v, when v has exactly one and is no graph output.
+Node *soleUser(const Value *v) {
+  return v && v->uses().size() == 1 && !v->isGraphOutput()
+             ? v->uses().front().user
+             : nullptr;
+}
+
+/// Points an mpc.SGD or mpc.Adam node's gradient (input 3) at the source
+/// of the exact fp16/bf16 -> fp32 Cast it reads, if it reads one. Returns
+/// whether it did.
+bool foldOptimizerGradient(Graph &g, Node *n) {
+  if (!(n->isOp(kMpcDomain, "SGD") || n->isOp(kMpcDomain, "Adam")) ||
+      n->numInputs() < 4)
+    return false;
+  Value *widened = n->input(3);
+  Value *h = widenedSource(widened, DType::F32);
+  if (!h)
+    return false;
+  if (soleUser(widened) == n) {
+    // Replaced, then removed: mpc.grads, which names the fp32 gradient,
+    // follows to the stored one (ir/metadata_value_refs.cpp).
+    Node *cast = widened->producer();
+    g.replaceAllUsesWith(widened, h);
+    g.removeNode(cast);
+  } else {
+    n->setInput(3, h);
+  }
+  return true;
+}
+
 /// Records in the precision map (mpc-opt --explain) that `n` now runs
 /// folded in dtype t, as `what` says. A user's override that placed the
 /// node it came from (`prior`) stays its rule, the fold added to its detail.
@@ -170,13 +208,6 @@ Value *foldableSoftmaxSource(const Node *n) {
                 n->input(1)->dtype != n->output(0)->dtype)))
     return nullptr;
   return widenedSource(n->input(0), n->output(0)->dtype);
-}
-
-/// The only reader of v, when v has exactly one and is no graph output.
-Node *soleUser(const Value *v) {
-  return v && v->uses().size() == 1 && !v->isGraphOutput()
-             ? v->uses().front().user
-             : nullptr;
 }
 
 /// Whether D is one element of dtype t and rank at most `rank`, so that a
@@ -352,12 +383,16 @@ void foldCastIntoSoftmax(Model &model, Graph &g, Node *n, Node *cast) {
   }
 }
 
-int64_t foldGraph(Model &model, Graph &g, int64_t &gradients,
+int64_t foldGraph(Model &model, Graph &g, int64_t &gradients, int64_t &updates,
                   int64_t &softmaxes, int64_t &divisions, int64_t &narrowings) {
   int64_t folded = 0;
   for (Node *n : g.nodeList()) {
     if (n->isOp(kMpcDomain, "UnscaleGradients")) {
       gradients += foldUnscaleInputs(g, n);
+      continue;
+    }
+    if (foldOptimizerGradient(g, n)) {
+      ++updates;
       continue;
     }
     if (Value *h = foldableSoftmaxSource(n)) {
@@ -403,9 +438,12 @@ int64_t foldGraph(Model &model, Graph &g, int64_t &gradients,
 } // namespace
 
 void runFoldWideningCasts(Model &model, PassContext &ctx) {
-  int64_t gradients = 0, softmaxes = 0, divisions = 0, narrowings = 0;
-  ctx.stats["sums-folded"] += foldGraph(model, workingGraph(model), gradients,
-                                        softmaxes, divisions, narrowings);
+  int64_t gradients = 0, updates = 0, softmaxes = 0, divisions = 0,
+          narrowings = 0;
+  ctx.stats["sums-folded"] +=
+      foldGraph(model, workingGraph(model), gradients, updates, softmaxes,
+                divisions, narrowings);
+  ctx.stats["optimizer-gradients-folded"] += updates;
   ctx.stats["softmax-casts-down-folded"] += narrowings;
   ctx.stats["softmax-divs-folded"] += divisions;
   ctx.stats["unscale-inputs-folded"] += gradients;

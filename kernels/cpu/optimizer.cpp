@@ -32,6 +32,7 @@
 #include "kernels/common/loss_scale_math.h"
 #include "kernels/common/lr_schedule_math.h"
 #include "kernels/common/optimizer_math.h"
+#include "kernels/cpu/compute_support.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/optimizer_operands.h"
 #include "kernels/cpu/parallel.h"
@@ -226,13 +227,36 @@ void kernelClipGradNorm(KernelContext &ctx) {
 
 // --- optimizers --------------------------------------------------------------
 
+/// Calls update(k, n, gk) over parallel ranges of g's elements: gk the fp32
+/// values of elements k..k+n-1, g's own storage when it is fp32, else a
+/// block widened exactly (an fp16/bf16 gradient: Cast's bits, so the update
+/// is the one of the Cast's fp32 output).
+template <typename F> void forGradientBlocks(const Tensor &g, F &&update) {
+  const int64_t total = g.numel();
+  if (g.dtype == DType::F32) {
+    const float *pg = g.data<float>();
+    parallelFor(total, kGrainValues,
+                [&](int64_t k0, int64_t k1) { update(k0, k1 - k0, pg + k0); });
+    return;
+  }
+  parallelFor(total, kGrainValues, [&](int64_t k0, int64_t k1) {
+    constexpr int64_t kBlock = 1024;
+    float block[kBlock];
+    for (int64_t k = k0; k < k1; k += kBlock) {
+      int64_t n = std::min(kBlock, k1 - k);
+      loadFloats(g, k, n, block);
+      update(k, n, static_cast<const float *>(block));
+    }
+  });
+}
+
 void kernelSGD(KernelContext &ctx) {
   const Node &node = ctx.node;
   const Tensor &stepT = input(ctx, 1, "step"), &p = input(ctx, 2, "param"),
                &g = input(ctx, 3, "gradient");
   const Tensor *buf = optionalInput(ctx, 4);
   requireLikeParam(node, p, p, "param");
-  requireLikeParam(node, g, p, "gradient");
+  requireGradient(node, g, p);
   double momentum = node.attrFloat("momentum", 0.0f);
   if (buf)
     requireMoment(node, *buf, p, "momentum buffer");
@@ -262,23 +286,25 @@ void kernelSGD(KernelContext &ctx) {
     pb = scratch.data();
   }
   float *pp = pOut.data<float>();
-  const float *pg = g.data<float>();
   if (!pb) {
-    parallelFor(p.numel(), kGrainValues, [&](int64_t k0, int64_t k1) {
+    forGradientBlocks(g, [&](int64_t k0, int64_t n, const float *gk) {
       const SgdScalars local = s; // as Adam's below: a vectorized loop
+      float *pk = pp + k0;
       float unused = 0;
-      for (int64_t k = k0; k < k1; ++k)
-        sgdUpdate(pp[k], pg[k], unused, local);
+      for (int64_t j = 0; j < n; ++j)
+        sgdUpdate(pk[j], gk[j], unused, local);
     });
     return;
   }
   dispatchMoment(buf->dtype, [&](auto stored) {
     using M = decltype(stored);
     M *b = static_cast<M *>(pb);
-    parallelFor(p.numel(), kGrainValues, [&](int64_t k0, int64_t k1) {
+    forGradientBlocks(g, [&](int64_t k0, int64_t n, const float *gk) {
       const SgdScalars local = s;
-      for (int64_t k = k0; k < k1; ++k)
-        sgdUpdateStored(pp[k], pg[k], b[k], local);
+      float *pk = pp + k0;
+      M *bk = b + k0;
+      for (int64_t j = 0; j < n; ++j)
+        sgdUpdateStored(pk[j], gk[j], bk[j], local);
     });
   });
 }
@@ -289,7 +315,7 @@ void kernelAdam(KernelContext &ctx) {
                &g = input(ctx, 3, "gradient"), &m = input(ctx, 4, "exp_avg"),
                &v = input(ctx, 5, "exp_avg_sq");
   requireLikeParam(node, p, p, "param");
-  requireLikeParam(node, g, p, "gradient");
+  requireGradient(node, g, p);
   requireMoment(node, m, p, "exp_avg");
   requireMoment(node, v, p, "exp_avg_sq");
   if (m.dtype != v.dtype)
@@ -320,16 +346,17 @@ void kernelAdam(KernelContext &ctx) {
     vOut->bytes = v.bytes;
   }
   float *pp = pOut.data<float>();
-  const float *pg = g.data<float>();
   dispatchMoment(m.dtype, [&](auto stored) {
     using M = decltype(stored);
     M *pm = mOut->data<M>(), *pv = vOut->data<M>();
-    parallelFor(p.numel(), kGrainValues, [&](int64_t k0, int64_t k1) {
+    forGradientBlocks(g, [&](int64_t k0, int64_t n, const float *gk) {
       // A copy of the scalars no store through pp, pm or pv can reach:
       // their tests leave the loop, which then vectorizes.
       const AdamScalars local = s;
-      for (int64_t k = k0; k < k1; ++k)
-        adamUpdateStored(pp[k], pg[k], pm[k], pv[k], local);
+      float *pk = pp + k0;
+      M *mk = pm + k0, *vk = pv + k0;
+      for (int64_t j = 0; j < n; ++j)
+        adamUpdateStored(pk[j], gk[j], mk[j], vk[j], local);
     });
   });
 }

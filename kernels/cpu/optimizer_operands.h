@@ -20,6 +20,17 @@ inline void requireLikeParam(const Node &node, const Tensor &t, const Tensor &p,
          " does not match the parameter's shape ", shapeString(p.dims));
 }
 
+/// Checks an SGD/Adam gradient: the parameter's shape, fp32, or fp16/bf16
+/// (fold-widening-casts: widened exactly as it is read).
+inline void requireGradient(const Node &node, const Tensor &g,
+                            const Tensor &p) {
+  if (g.dtype != DType::F32 && g.dtype != DType::F16 && g.dtype != DType::BF16)
+    fail(node, "gradient must be fp32, fp16 or bf16, got ", dtypeName(g.dtype));
+  if (g.dims != p.dims)
+    fail(node, "gradient of shape ", shapeString(g.dims),
+         " does not match the parameter's shape ", shapeString(p.dims));
+}
+
 /// Checks an optimizer moment: the parameter's shape, fp32 or bf16
 /// (--optimizer-state-dtype=bf16).
 inline void requireMoment(const Node &node, const Tensor &t, const Tensor &p,

@@ -14,6 +14,8 @@
 // the bit patterns; --optimizer-state-dtype=bf16): each kernel is a template
 // on M, and the bf16 ones take the scalar path (their elements go through
 // the shared *Stored update: widened, fp32 arithmetic, rounded on store).
+// The gradient (GradientIn) is fp32, or fp16/bf16 read through loadAs (the
+// type the same for every thread); only fp32 gradients move as float4.
 #include "kernels/common/loss_scale_math.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_io.cuh"
@@ -91,13 +93,13 @@ __device__ inline void store4(float *x, int64_t k, float4 v) {
 
 /// Element i of an SGD update (a copy when `skip`), the buffer stored as M.
 template <typename M>
-__device__ inline void sgdElement(bool skip, const float *p, const float *g,
+__device__ inline void sgdElement(bool skip, const float *p, GradientIn g,
                                   const M *buf, float *pOut, M *bufOut,
                                   int64_t i, const SgdScalars &s) {
   float pv = p[i];
   M bv = buf ? buf[i] : M(0);
   if (!skip)
-    sgdUpdateStored(pv, g[i], bv, s);
+    sgdUpdateStored(pv, loadAs(g.type, g.data, i), bv, s);
   pOut[i] = pv;
   if (bufOut)
     bufOut[i] = bv;
@@ -110,7 +112,7 @@ __device__ inline void sgdElement(bool skip, const float *p, const float *g,
 /// pointers 16-byte aligned), elements 4k..4k+3 move as one float4 and the
 /// last n % 4 one by one, each through the same scalar update.
 template <bool Vec4, typename M>
-__device__ inline void sgdElements(bool skip, const float *p, const float *g,
+__device__ inline void sgdElements(bool skip, const float *p, GradientIn g,
                                    const M *buf, float *pOut, M *bufOut,
                                    int64_t n, const SgdScalars &s) {
   if constexpr (Vec4) {
@@ -120,7 +122,7 @@ __device__ inline void sgdElements(bool skip, const float *p, const float *g,
       float4 pv = load4(p, k);
       float4 bv = buf ? load4(buf, k) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       if (!skip) {
-        float4 gv = load4(g, k);
+        float4 gv = load4(static_cast<const float *>(g.data), k);
         sgdUpdate(pv.x, gv.x, bv.x, s);
         sgdUpdate(pv.y, gv.y, bv.y, s);
         sgdUpdate(pv.z, gv.z, bv.z, s);
@@ -142,7 +144,7 @@ __device__ inline void sgdElements(bool skip, const float *p, const float *g,
 
 template <bool Vec4, typename M>
 __global__ void sgdKernel(const uint8_t *__restrict__ foundInf, const float *p,
-                          const float *g, const M *buf, float *pOut, M *bufOut,
+                          GradientIn g, const M *buf, float *pOut, M *bufOut,
                           int64_t n, SgdScalars s) {
   sgdElements<Vec4>(flagSet(foundInf), p, g, buf, pOut, bufOut, n, s);
 }
@@ -167,11 +169,10 @@ __device__ inline double readDeviceReal(DeviceScalar x) {
 }
 
 template <bool Vec4, typename M>
-__global__ void sgdDeviceStepKernel(const uint8_t *__restrict__ foundInf,
-                                    DeviceStep step, DeviceScalar lr,
-                                    const float *p, const float *g,
-                                    const M *buf, float *pOut, M *bufOut,
-                                    int64_t n, SgdScalars s) {
+__global__ void
+sgdDeviceStepKernel(const uint8_t *__restrict__ foundInf, DeviceStep step,
+                    DeviceScalar lr, const float *p, GradientIn g, const M *buf,
+                    float *pOut, M *bufOut, int64_t n, SgdScalars s) {
   s.firstStep = readDeviceStep(step) == 0;
   if (lr.value) // as sgdScalars converts it
     s.negLr = float(-readDeviceReal(lr));
@@ -201,13 +202,13 @@ __device__ AdamScalars adamScalarsOnDevice(const AdamHyper &h, int64_t step) {
 /// Element i of an Adam/AdamW update (a copy when `skip`), the moments
 /// stored as M.
 template <typename M>
-__device__ inline void adamElement(bool skip, const float *p, const float *g,
+__device__ inline void adamElement(bool skip, const float *p, GradientIn g,
                                    const M *m, const M *v, float *pOut, M *mOut,
                                    M *vOut, int64_t i, const AdamScalars &s) {
   float pv = p[i];
   M mv = m[i], vv = v[i];
   if (!skip)
-    adamUpdateStored(pv, g[i], mv, vv, s);
+    adamUpdateStored(pv, loadAs(g.type, g.data, i), mv, vv, s);
   pOut[i] = pv;
   if (mOut)
     mOut[i] = mv;
@@ -219,7 +220,7 @@ __device__ inline void adamElement(bool skip, const float *p, const float *g,
 /// body of both Adam kernels. Aliasing and Vec4 as in sgdElements.
 template <bool Vec4, typename M>
 __device__ inline void
-adamElements(bool skip, const float *p, const float *g, const M *m, const M *v,
+adamElements(bool skip, const float *p, GradientIn g, const M *m, const M *v,
              float *pOut, M *mOut, M *vOut, int64_t n, const AdamScalars &s) {
   if constexpr (Vec4) {
     static_assert(sizeof(M) == sizeof(float), "float4 moves fp32 moments");
@@ -227,7 +228,7 @@ adamElements(bool skip, const float *p, const float *g, const M *m, const M *v,
     for (int64_t k = globalIndex(); k < n4; k += globalStride()) {
       float4 pv = load4(p, k), mv = load4(m, k), vv = load4(v, k);
       if (!skip) {
-        float4 gv = load4(g, k);
+        float4 gv = load4(static_cast<const float *>(g.data), k);
         adamUpdate(pv.x, gv.x, mv.x, vv.x, s);
         adamUpdate(pv.y, gv.y, mv.y, vv.y, s);
         adamUpdate(pv.z, gv.z, mv.z, vv.z, s);
@@ -252,7 +253,7 @@ adamElements(bool skip, const float *p, const float *g, const M *m, const M *v,
 template <bool Vec4, typename M>
 __global__ void adamDeviceStepKernel(const uint8_t *__restrict__ foundInf,
                                      DeviceStep step, DeviceScalar lr,
-                                     const float *p, const float *g, const M *m,
+                                     const float *p, GradientIn g, const M *m,
                                      const M *v, float *pOut, M *mOut, M *vOut,
                                      int64_t n, AdamHyper h) {
   // One thread per block computes the step's scalars (two pow in double);
@@ -270,7 +271,7 @@ __global__ void adamDeviceStepKernel(const uint8_t *__restrict__ foundInf,
 
 template <bool Vec4, typename M>
 __global__ void adamKernel(const uint8_t *__restrict__ foundInf, const float *p,
-                           const float *g, const M *m, const M *v, float *pOut,
+                           GradientIn g, const M *m, const M *v, float *pOut,
                            M *mOut, M *vOut, int64_t n, AdamScalars s) {
   adamElements<Vec4>(flagSet(foundInf), p, g, m, v, pOut, mOut, vOut, n, s);
 }
@@ -378,13 +379,13 @@ namespace {
 // state moves as float4 where every buffer is aligned.
 
 template <typename M>
-void sgdLaunch(const uint8_t *foundInf, const float *p, const float *g,
+void sgdLaunch(const uint8_t *foundInf, const float *p, GradientIn g,
                const M *buf, float *pOut, M *bufOut, int64_t n,
                const SgdScalars &scalars, cudaStream_t s) {
   if (n == 0)
     return;
   if constexpr (sizeof(M) == sizeof(float))
-    if (aligned16({p, g, buf, pOut, bufOut})) {
+    if (g.type == DType::F32 && aligned16({p, g.data, buf, pOut, bufOut})) {
       sgdKernel<true, M>
           <<<oneWaveGrid<sgdKernel<true, M>>((n + 3) / 4), kBlock, 0, s>>>(
               foundInf, p, g, buf, pOut, bufOut, n, scalars);
@@ -413,7 +414,7 @@ void requireLrType(DeviceScalar lr, const char *op) {
 
 template <typename M>
 void sgdDeviceStepLaunch(const uint8_t *foundInf, DeviceStep step,
-                         DeviceScalar lr, const float *p, const float *g,
+                         DeviceScalar lr, const float *p, GradientIn g,
                          const M *buf, float *pOut, M *bufOut, int64_t n,
                          const SgdScalars &scalars, cudaStream_t s) {
   requireStepType(step.type, "SGD");
@@ -421,7 +422,7 @@ void sgdDeviceStepLaunch(const uint8_t *foundInf, DeviceStep step,
   if (n == 0)
     return;
   if constexpr (sizeof(M) == sizeof(float))
-    if (aligned16({p, g, buf, pOut, bufOut})) {
+    if (g.type == DType::F32 && aligned16({p, g.data, buf, pOut, bufOut})) {
       sgdDeviceStepKernel<true, M>
           <<<oneWaveGrid<sgdDeviceStepKernel<true, M>>((n + 3) / 4), kBlock, 0,
              s>>>(foundInf, step, lr, p, g, buf, pOut, bufOut, n, scalars);
@@ -436,7 +437,7 @@ void sgdDeviceStepLaunch(const uint8_t *foundInf, DeviceStep step,
 
 template <typename M>
 void adamDeviceStepLaunch(const uint8_t *foundInf, DeviceStep step,
-                          DeviceScalar lr, const float *p, const float *g,
+                          DeviceScalar lr, const float *p, GradientIn g,
                           const M *m, const M *v, float *pOut, M *mOut, M *vOut,
                           int64_t n, const AdamHyper &hyper, cudaStream_t s) {
   requireStepType(step.type, "Adam");
@@ -444,7 +445,8 @@ void adamDeviceStepLaunch(const uint8_t *foundInf, DeviceStep step,
   if (n == 0)
     return;
   if constexpr (sizeof(M) == sizeof(float))
-    if (aligned16({p, g, m, v, pOut, mOut, vOut})) {
+    if (g.type == DType::F32 &&
+        aligned16({p, g.data, m, v, pOut, mOut, vOut})) {
       adamDeviceStepKernel<true, M>
           <<<oneWaveGrid<adamDeviceStepKernel<true, M>>((n + 3) / 4), kBlock, 0,
              s>>>(foundInf, step, lr, p, g, m, v, pOut, mOut, vOut, n, hyper);
@@ -458,13 +460,14 @@ void adamDeviceStepLaunch(const uint8_t *foundInf, DeviceStep step,
 }
 
 template <typename M>
-void adamLaunch(const uint8_t *foundInf, const float *p, const float *g,
+void adamLaunch(const uint8_t *foundInf, const float *p, GradientIn g,
                 const M *m, const M *v, float *pOut, M *mOut, M *vOut,
                 int64_t n, const AdamScalars &scalars, cudaStream_t s) {
   if (n == 0)
     return;
   if constexpr (sizeof(M) == sizeof(float))
-    if (aligned16({p, g, m, v, pOut, mOut, vOut})) {
+    if (g.type == DType::F32 &&
+        aligned16({p, g.data, m, v, pOut, mOut, vOut})) {
       adamKernel<true, M>
           <<<oneWaveGrid<adamKernel<true, M>>((n + 3) / 4), kBlock, 0, s>>>(
               foundInf, p, g, m, v, pOut, mOut, vOut, n, scalars);
@@ -480,26 +483,26 @@ void adamLaunch(const uint8_t *foundInf, const float *p, const float *g,
 
 // fp32 state and bf16 state (uint16_t bit patterns): one template each.
 
-void launchSgd(const uint8_t *foundInf, const float *p, const float *g,
+void launchSgd(const uint8_t *foundInf, const float *p, GradientIn g,
                const float *buf, float *pOut, float *bufOut, int64_t n,
                const SgdScalars &scalars, cudaStream_t s) {
   sgdLaunch(foundInf, p, g, buf, pOut, bufOut, n, scalars, s);
 }
-void launchSgd(const uint8_t *foundInf, const float *p, const float *g,
+void launchSgd(const uint8_t *foundInf, const float *p, GradientIn g,
                const uint16_t *buf, float *pOut, uint16_t *bufOut, int64_t n,
                const SgdScalars &scalars, cudaStream_t s) {
   sgdLaunch(foundInf, p, g, buf, pOut, bufOut, n, scalars, s);
 }
 
 void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
-                         DeviceScalar lr, const float *p, const float *g,
+                         DeviceScalar lr, const float *p, GradientIn g,
                          const float *buf, float *pOut, float *bufOut,
                          int64_t n, const SgdScalars &scalars, cudaStream_t s) {
   sgdDeviceStepLaunch(foundInf, step, lr, p, g, buf, pOut, bufOut, n, scalars,
                       s);
 }
 void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
-                         DeviceScalar lr, const float *p, const float *g,
+                         DeviceScalar lr, const float *p, GradientIn g,
                          const uint16_t *buf, float *pOut, uint16_t *bufOut,
                          int64_t n, const SgdScalars &scalars, cudaStream_t s) {
   sgdDeviceStepLaunch(foundInf, step, lr, p, g, buf, pOut, bufOut, n, scalars,
@@ -507,7 +510,7 @@ void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
 }
 
 void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
-                          DeviceScalar lr, const float *p, const float *g,
+                          DeviceScalar lr, const float *p, GradientIn g,
                           const float *m, const float *v, float *pOut,
                           float *mOut, float *vOut, int64_t n,
                           const AdamHyper &hyper, cudaStream_t s) {
@@ -515,7 +518,7 @@ void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
                        hyper, s);
 }
 void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
-                          DeviceScalar lr, const float *p, const float *g,
+                          DeviceScalar lr, const float *p, GradientIn g,
                           const uint16_t *m, const uint16_t *v, float *pOut,
                           uint16_t *mOut, uint16_t *vOut, int64_t n,
                           const AdamHyper &hyper, cudaStream_t s) {
@@ -523,13 +526,13 @@ void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
                        hyper, s);
 }
 
-void launchAdam(const uint8_t *foundInf, const float *p, const float *g,
+void launchAdam(const uint8_t *foundInf, const float *p, GradientIn g,
                 const float *m, const float *v, float *pOut, float *mOut,
                 float *vOut, int64_t n, const AdamScalars &scalars,
                 cudaStream_t s) {
   adamLaunch(foundInf, p, g, m, v, pOut, mOut, vOut, n, scalars, s);
 }
-void launchAdam(const uint8_t *foundInf, const float *p, const float *g,
+void launchAdam(const uint8_t *foundInf, const float *p, GradientIn g,
                 const uint16_t *m, const uint16_t *v, float *pOut,
                 uint16_t *mOut, uint16_t *vOut, int64_t n,
                 const AdamScalars &scalars, cudaStream_t s) {

@@ -67,22 +67,34 @@ void launchUpdateLossScale(const float *scale, const void *tracker,
                            double growthFactor, double backoffFactor,
                            int64_t growthInterval, cudaStream_t stream);
 
+/// An SGD/Adam gradient: fp32, or fp16/bf16 (fold-widening-casts leaves the
+/// products' gradients in their storage type), widened exactly as it is
+/// read, so the update is the one of its fp32 Cast. A float pointer is an
+/// fp32 gradient.
+struct GradientIn {
+  const void *data = nullptr;
+  DType type = DType::F32;
+  GradientIn() = default;
+  GradientIn(const float *g) : data(g) {} // NOLINT: fp32 is the common case
+  GradientIn(const void *g, DType t) : data(g), type(t) {}
+};
+
 /// SGD on fp32 master weights: pOut := p updated, bufOut := buf updated;
 /// with found_inf set, outputs are copies of the inputs. buf/bufOut may be
 /// nullptr (no momentum buffer / not written).
-void launchSgd(const uint8_t *foundInf, const float *p, const float *g,
+void launchSgd(const uint8_t *foundInf, const float *p, GradientIn g,
                const float *buf, float *pOut, float *bufOut, int64_t n,
                const SgdScalars &scalars, cudaStream_t stream);
-void launchSgd(const uint8_t *foundInf, const float *p, const float *g,
+void launchSgd(const uint8_t *foundInf, const float *p, GradientIn g,
                const uint16_t *buf, float *pOut, uint16_t *bufOut, int64_t n,
                const SgdScalars &scalars, cudaStream_t stream);
 
 /// Adam/AdamW on fp32 master weights and moments; mOut/vOut may be nullptr.
-void launchAdam(const uint8_t *foundInf, const float *p, const float *g,
+void launchAdam(const uint8_t *foundInf, const float *p, GradientIn g,
                 const float *m, const float *v, float *pOut, float *mOut,
                 float *vOut, int64_t n, const AdamScalars &scalars,
                 cudaStream_t stream);
-void launchAdam(const uint8_t *foundInf, const float *p, const float *g,
+void launchAdam(const uint8_t *foundInf, const float *p, GradientIn g,
                 const uint16_t *m, const uint16_t *v, float *pOut,
                 uint16_t *mOut, uint16_t *vOut, int64_t n,
                 const AdamScalars &scalars, cudaStream_t stream);
@@ -100,12 +112,12 @@ using DeviceStep = DeviceScalar;
 /// when `lr` is given, -lr from it (mpc.LearningRate's output); the other
 /// scalars from `scalars`: nothing is read on the host.
 void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
-                         DeviceScalar lr, const float *p, const float *g,
+                         DeviceScalar lr, const float *p, GradientIn g,
                          const float *buf, float *pOut, float *bufOut,
                          int64_t n, const SgdScalars &scalars,
                          cudaStream_t stream);
 void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
-                         DeviceScalar lr, const float *p, const float *g,
+                         DeviceScalar lr, const float *p, GradientIn g,
                          const uint16_t *buf, float *pOut, uint16_t *bufOut,
                          int64_t n, const SgdScalars &scalars,
                          cudaStream_t stream);
@@ -120,12 +132,12 @@ struct AdamHyper {
 };
 /// `lr`, when given, replaces hyper.lr.
 void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
-                          DeviceScalar lr, const float *p, const float *g,
+                          DeviceScalar lr, const float *p, GradientIn g,
                           const float *m, const float *v, float *pOut,
                           float *mOut, float *vOut, int64_t n,
                           const AdamHyper &hyper, cudaStream_t stream);
 void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
-                          DeviceScalar lr, const float *p, const float *g,
+                          DeviceScalar lr, const float *p, GradientIn g,
                           const uint16_t *m, const uint16_t *v, float *pOut,
                           uint16_t *mOut, uint16_t *vOut, int64_t n,
                           const AdamHyper &hyper, cudaStream_t stream);

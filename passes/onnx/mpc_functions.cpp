@@ -288,9 +288,11 @@ UpdateLossScale <growth_factor, backoff_factor, growth_interval> (scale, growth_
 // may be bf16 (--optimizer-state-dtype=bf16): read widened to the
 // parameter's type, selected there (runtimes lack a bf16 Where; the widened
 // input rounds back to its own bits) and stored rounded back (CastLike:
-// identities for fp32).
+// identities for fp32). The gradient may be fp16/bf16 (fold-widening-casts):
+// widened first, as the kernels widen it.
 const char *kSGD = R"(
-SGD <lr, momentum, dampening, weight_decay, nesterov> (found_inf, step, param, grad, momentum_buffer, lr) => (new_param, new_momentum_buffer) {
+SGD <lr, momentum, dampening, weight_decay, nesterov> (found_inf, step, param, grad_in, momentum_buffer, lr) => (new_param, new_momentum_buffer) {
+  grad = CastLike (grad_in, param)
   lr_d = Cast <to = 11> (lr)
   neg_lr_d = Neg (lr_d)
   neg_lr = Cast <to = 1> (neg_lr_d)
@@ -335,9 +337,11 @@ SGD <lr, momentum, dampening, weight_decay, nesterov> (found_inf, step, param, g
 // ATen's two formulas by |weight| < 0.5. The rate is the `lr` input, as in
 // SGD. bf16 moments are widened, and the new ones rounded back after the
 // parameter has moved by their fp32 values (as the kernels' *Stored forms);
-// the skip selects among fp32 values, as SGD's does.
+// the skip selects among fp32 values, as SGD's does. An fp16/bf16 gradient
+// is widened first, as SGD's.
 const char *kAdam = R"(
-Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled> (found_inf, step, param, grad, exp_avg, exp_avg_sq, lr_in) => (new_param, new_exp_avg, new_exp_avg_sq) {
+Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled> (found_inf, step, param, grad_in, exp_avg, exp_avg_sq, lr_in) => (new_param, new_exp_avg, new_exp_avg_sq) {
+  grad = CastLike (grad_in, param)
   one_d = Constant <value = double {1.0}> ()
   lr = Cast <to = 11> (lr_in)
   beta1_f = Constant <value_float: float = @beta1> ()

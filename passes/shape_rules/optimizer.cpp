@@ -131,6 +131,7 @@ void inferSGD(Ctx &c) {
   Value *p = c.req(2);
   c.req(3);
   c.requireFloat(2);
+  c.requireFloat(3); // fp32, or fp16/bf16 widened as read
   requireSameShape(c, 2, 3);
   if (c.opt(4)) {
     requireSameShape(c, 2, 4);
@@ -152,6 +153,7 @@ void inferAdam(Ctx &c) {
   Value *m = c.req(4);
   Value *v = c.req(5);
   c.requireFloat(2);
+  c.requireFloat(3); // fp32, or fp16/bf16 widened as read
   for (size_t i = 3; i <= 5; ++i)
     requireSameShape(c, 2, i);
   requireMomentType(c, 4);

@@ -44,6 +44,7 @@ namespace {
 
 using cpu::dispatchMoment;
 using cpu::fail;
+using cpu::requireGradient;
 using cpu::requireLikeParam;
 using cpu::requireMoment;
 
@@ -201,7 +202,7 @@ void runSgd(NodeStaging &s) {
                &g = s.in(3, "gradient");
   const Tensor *buf = s.optionalIn(4);
   requireLikeParam(node, p, p, "param");
-  requireLikeParam(node, g, p, "gradient");
+  requireGradient(node, g, p);
   double momentum = node.attrFloat("momentum", 0.0f);
   if (buf)
     requireMoment(node, *buf, p, "momentum buffer");
@@ -220,15 +221,16 @@ void runSgd(NodeStaging &s) {
   const DType bufType = buf ? buf->dtype : DType::F32;
   void *bufOut = buf ? s.optionalOut(1, bufType, p.dims) : nullptr;
   const void *bufIn = buf ? s.device(4) : nullptr;
+  const GradientIn grad(s.device(3), g.dtype);
   dispatchMoment(bufType, [&](auto stored) {
     using M = decltype(stored);
     const M *b = static_cast<const M *>(bufIn);
     M *bOut = static_cast<M *>(bufOut);
     if (resident)
-      launchSgdDeviceStep(found, deviceStep(s, 1), lr, f32(s, 2), f32(s, 3), b,
-                          pOut, bOut, p.numel(), scalars, s.stream());
+      launchSgdDeviceStep(found, deviceStep(s, 1), lr, f32(s, 2), grad, b, pOut,
+                          bOut, p.numel(), scalars, s.stream());
     else
-      launchSgd(found, f32(s, 2), f32(s, 3), b, pOut, bOut, p.numel(), scalars,
+      launchSgd(found, f32(s, 2), grad, b, pOut, bOut, p.numel(), scalars,
                 s.stream());
   });
 }
@@ -239,7 +241,7 @@ void runAdam(NodeStaging &s) {
                &g = s.in(3, "gradient"), &m = s.in(4, "exp_avg"),
                &v = s.in(5, "exp_avg_sq");
   requireLikeParam(node, p, p, "param");
-  requireLikeParam(node, g, p, "gradient");
+  requireGradient(node, g, p);
   requireMoment(node, m, p, "exp_avg");
   requireMoment(node, v, p, "exp_avg_sq");
   if (m.dtype != v.dtype)
@@ -262,18 +264,18 @@ void runAdam(NodeStaging &s) {
   if (!resident)
     scalars = adamScalars(hostLr(s, 6), h.beta1, h.beta2, h.eps, h.weightDecay,
                           h.decoupled, readStep(node, stepT));
+  const GradientIn grad(s.device(3), g.dtype);
   dispatchMoment(m.dtype, [&](auto stored) {
     using M = decltype(stored);
     const M *mIn = static_cast<const M *>(s.device(4));
     const M *vIn = static_cast<const M *>(s.device(5));
     if (resident)
-      launchAdamDeviceStep(found, deviceStep(s, 1), lr, f32(s, 2), f32(s, 3),
-                           mIn, vIn, pOut, static_cast<M *>(mOut),
+      launchAdamDeviceStep(found, deviceStep(s, 1), lr, f32(s, 2), grad, mIn,
+                           vIn, pOut, static_cast<M *>(mOut),
                            static_cast<M *>(vOut), p.numel(), h, s.stream());
     else
-      launchAdam(found, f32(s, 2), f32(s, 3), mIn, vIn, pOut,
-                 static_cast<M *>(mOut), static_cast<M *>(vOut), p.numel(),
-                 scalars, s.stream());
+      launchAdam(found, f32(s, 2), grad, mIn, vIn, pOut, static_cast<M *>(mOut),
+                 static_cast<M *>(vOut), p.numel(), scalars, s.stream());
   });
 }
 

@@ -467,6 +467,90 @@ TEST(CpuParallel, OptimizerUpdatesSameBitsOnOneAndTwoThreads) {
                             {{"lr", Attribute::ofFloat(0.1f)}}, 1, "sgd");
 }
 
+// fold-widening-casts hands SGD and Adam the fp16/bf16 gradient in place of
+// its fp32 Cast: each block is widened as it is read, so the update is
+// bit for bit the one of the Cast's output, on any thread count. Lengths
+// around the widening block (1024) and the grain; a skipped step copies.
+TEST(CpuParallel, OptimizersReadHalfGradientsAsTheirCast) {
+  Tensor step(DType::I64, {});
+  step.data<int64_t>()[0] = 2;
+  Attrs adam = {{"lr", Attribute::ofFloat(1e-2f)},
+                {"weight_decay", Attribute::ofFloat(0.01f)},
+                {"decoupled", intAttr(1)}};
+  Attrs sgd = {{"lr", Attribute::ofFloat(0.1f)},
+               {"momentum", Attribute::ofFloat(0.9f)},
+               {"nesterov", intAttr(1)}};
+  for (bool skipped : {false, true})
+    for (DType t : {DType::BF16, DType::F16})
+      for (int64_t n :
+           {int64_t(1), int64_t(1023), int64_t(1025), int64_t(100003)}) {
+        std::string what = std::string(dtypeName(t)) +
+                           " n=" + std::to_string(n) +
+                           (skipped ? " skipped" : "");
+        Tensor found(DType::Bool, {});
+        found.bytes[0] = skipped ? 1 : 0;
+        Tensor p = randomTensor(DType::F32, {n}, 81);
+        Tensor g16 = randomTensor(t, {n}, 82);
+        Tensor g32 = g16.castTo(DType::F32); // the Cast the fold removes
+        Tensor m = randomTensor(DType::F32, {n}, 83);
+        Tensor v = randomTensor(DType::F32, {n}, 84).castTo(DType::BF16);
+        Tensor vf =
+            Tensor::fromFloats({n}, std::vector<float>(size_t(n), 0.5f));
+        for (int threads : {1, 2}) {
+          std::vector<Tensor> folded =
+              runAll(kMpcDomain, "Adam", {&found, &step, &p, &g16, &m, &vf},
+                     adam, 3, threads);
+          std::vector<Tensor> cast =
+              runAll(kMpcDomain, "Adam", {&found, &step, &p, &g32, &m, &vf},
+                     adam, 3, 1);
+          for (size_t i = 0; i < 3; ++i)
+            EXPECT_TRUE(folded[i].bytes == cast[i].bytes)
+                << "adamw " << what << " threads " << threads << " output "
+                << i;
+          Tensor mb = m.castTo(DType::BF16);
+          folded = runAll(kMpcDomain, "Adam",
+                          {&found, &step, &p, &g16, &mb, &v}, adam, 3, threads);
+          cast = runAll(kMpcDomain, "Adam", {&found, &step, &p, &g32, &mb, &v},
+                        adam, 3, 1);
+          for (size_t i = 0; i < 3; ++i)
+            EXPECT_TRUE(folded[i].bytes == cast[i].bytes)
+                << "adamw bf16 moments " << what << " threads " << threads
+                << " output " << i;
+          folded = runAll(kMpcDomain, "SGD", {&found, &step, &p, &g16, &m}, sgd,
+                          2, threads);
+          cast = runAll(kMpcDomain, "SGD", {&found, &step, &p, &g32, &m}, sgd,
+                        2, 1);
+          for (size_t i = 0; i < 2; ++i)
+            EXPECT_TRUE(folded[i].bytes == cast[i].bytes)
+                << "sgd nesterov " << what << " threads " << threads
+                << " output " << i;
+          folded = runAll(kMpcDomain, "SGD", {&found, &step, &p, &g16},
+                          {{"lr", Attribute::ofFloat(0.1f)}}, 1, threads);
+          cast = runAll(kMpcDomain, "SGD", {&found, &step, &p, &g32},
+                        {{"lr", Attribute::ofFloat(0.1f)}}, 1, 1);
+          EXPECT_TRUE(folded[0].bytes == cast[0].bytes)
+              << "sgd " << what << " threads " << threads;
+          if (!skipped) // the update moved the parameter
+            EXPECT_FALSE(folded[0].bytes == p.bytes) << "sgd " << what;
+        }
+      }
+  // Any other gradient type is refused with one line naming it.
+  Tensor found(DType::Bool, {});
+  found.bytes[0] = 0;
+  Tensor p = randomTensor(DType::F32, {4}, 85);
+  Tensor g64 = randomTensor(DType::F64, {4}, 86);
+  try {
+    runAll(kMpcDomain, "SGD", {&found, &step, &p, &g64},
+           {{"lr", Attribute::ofFloat(0.1f)}}, 1, 1);
+    ADD_FAILURE() << "an fp64 gradient was taken";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "gradient must be fp32, fp16 or bf16, got fp64"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(CpuParallel, BiasGradientSameBitsOnOneAndTwoThreads) {
   // SumToShape down the columns of [rows, inner]: columns in parallel;
   // rows past the sums' chunk, widths around the grain, half and fp32 dY.

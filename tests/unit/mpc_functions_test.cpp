@@ -824,6 +824,28 @@ TEST(MpcFunctions, SGDMatchesKernel) {
       k.tols = {Tol::bits(), Tol::bits()};
       cases.push_back(k);
     }
+  // fold-widening-casts: an fp16/bf16 gradient, widened by the body's
+  // CastLike as the kernel widens it.
+  for (DType t : {DType::BF16, DType::F16})
+    for (bool buffer : {false, true}) {
+      Case k;
+      k.label = std::string("SGD ") + dtypeName(t) + " gradient" +
+                (buffer ? " momentum" : "");
+      k.op = "SGD";
+      k.inputs = {{"found_inf", flag(false)},
+                  {"step", scalarOf(DType::I64, 3)},
+                  {"param", uniform(DType::F32, dims, -1, 1)},
+                  {"grad", uniform(t, dims, -0.5, 0.5)}};
+      if (buffer)
+        k.inputs.push_back(
+            {"momentum_buffer", uniform(DType::F32, dims, -0.2, 0.2)});
+      k.attrs = {{"lr", A::ofFloat(0.1f)},
+                 {"momentum", A::ofFloat(buffer ? 0.9f : 0.0f)},
+                 {"weight_decay", A::ofFloat(0.01f)}};
+      k.numOutputs = buffer ? 2 : 1;
+      k.tols = {Tol::bits(), Tol::bits()};
+      cases.push_back(k);
+    }
   cases.push_back({"SGD defaults",
                    "SGD",
                    {{"found_inf", flag(false)},
@@ -901,6 +923,27 @@ TEST(MpcFunctions, AdamMatchesKernel) {
                   {"grad", uniform(DType::F32, dims, -0.5, 0.5)},
                   {"exp_avg", uniform(DType::BF16, dims, -0.1, 0.1)},
                   {"exp_avg_sq", uniform(DType::BF16, dims, 0, 0.05)}};
+      k.attrs = {{"lr", A::ofFloat(1e-2f)},
+                 {"weight_decay", A::ofFloat(0.01f)},
+                 {"decoupled", A::ofInt(1)}};
+      k.numOutputs = 3;
+      k.tols = {Tol::bits(), Tol::bits(), Tol::bits()};
+      cases.push_back(k);
+    }
+  // fold-widening-casts: an fp16/bf16 gradient, widened by the body's
+  // CastLike as the kernel widens it.
+  for (DType t : {DType::BF16, DType::F16})
+    for (bool skipped : {false, true}) {
+      Case k;
+      k.label = std::string("AdamW ") + dtypeName(t) + " gradient" +
+                (skipped ? " skipped" : "");
+      k.op = "Adam";
+      k.inputs = {{"found_inf", flag(skipped)},
+                  {"step", scalarOf(DType::I64, 3)},
+                  {"param", uniform(DType::F32, dims, -1, 1)},
+                  {"grad", uniform(t, dims, -0.5, 0.5)},
+                  {"exp_avg", uniform(DType::F32, dims, -0.1, 0.1)},
+                  {"exp_avg_sq", uniform(DType::F32, dims, 0, 0.05)}};
       k.attrs = {{"lr", A::ofFloat(1e-2f)},
                  {"weight_decay", A::ofFloat(0.01f)},
                  {"decoupled", A::ofInt(1)}};
