@@ -2,8 +2,10 @@
 #include "kernels/cpu/conv_as_product.h"
 
 #include "ir/half.h"
+#include "kernels/cpu/parallel.h"
 #include "support/saturating.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -70,35 +72,97 @@ void forEachTap(const ConvProblem &p, const ProductShape &s, Tap tap) {
   }
 }
 
-/// im2col(X) as [N*P, C*K]: row (n, position), column (c, window offset);
-/// zeros where the window reads padding.
-std::vector<uint8_t> im2col(const ConvProblem &p, const ProductShape &s,
-                            const void *x) {
-  std::vector<uint8_t> col(size_t(s.rows * s.cols) * s.bytes, 0);
-  const auto *px = static_cast<const uint8_t *>(x);
+/// One tap of forEachTap: output position, window offset, input offset.
+struct Tap {
+  int64_t pos, kk, at;
+};
+
+std::vector<Tap> tapsOf(const ConvProblem &p, const ProductShape &s) {
+  std::vector<Tap> taps;
   forEachTap(p, s, [&](int64_t pos, int64_t kk, int64_t at) {
-    for (int64_t n = 0; n < p.n; ++n)
-      for (int64_t c = 0; c < p.c; ++c)
-        std::memcpy(col.data() + size_t((n * s.positions + pos) * s.cols +
-                                        c * s.window + kk) *
-                                     s.bytes,
-                    px + size_t((n * p.c + c) * s.inSize + at) * s.bytes,
-                    s.bytes);
+    taps.push_back({pos, kk, at});
   });
-  return col;
+  return taps;
 }
 
-/// dY [N, M, P] as [M, N*P].
-std::vector<uint8_t> channelsFirst(const ConvProblem &p, const ProductShape &s,
-                                   const void *dy) {
-  std::vector<uint8_t> a(size_t(p.m * s.rows) * s.bytes);
-  const auto *pdy = static_cast<const uint8_t *>(dy);
-  for (int64_t n = 0; n < p.n; ++n)
-    for (int64_t m = 0; m < p.m; ++m)
-      std::memcpy(a.data() + size_t(m * s.rows + n * s.positions) * s.bytes,
-                  pdy + size_t((n * p.m + m) * s.positions) * s.bytes,
-                  size_t(s.positions) * s.bytes);
-  return a;
+/// A buffer of this thread's, reused by later calls: made for each call, the
+/// columns were fresh pages the kernel mapped and zeroed every time. One
+/// past kKeepBytes is given back after its call.
+class Scratch {
+public:
+  explicit Scratch(std::vector<uint8_t> &buffer, size_t bytes)
+      : buffer_(buffer) {
+    if (buffer_.size() < bytes)
+      buffer_.resize(bytes);
+  }
+  ~Scratch() {
+    if (buffer_.capacity() > kKeepBytes)
+      std::vector<uint8_t>().swap(buffer_);
+  }
+  template <typename T> T *as() {
+    return reinterpret_cast<T *>(buffer_.data());
+  }
+
+private:
+  static constexpr size_t kKeepBytes = size_t(16) << 20;
+  std::vector<uint8_t> &buffer_;
+};
+
+/// This thread's buffers, one per use within a call.
+std::vector<uint8_t> &buffer(int which) {
+  thread_local std::vector<uint8_t> buffers[3];
+  return buffers[which];
+}
+
+/// Calls f(E{}) with E the unsigned integer of an element's size (2 or 4
+/// bytes): the copies below move elements, not bytes.
+template <typename F> void withElement(const ProductShape &s, F &&f) {
+  if (s.bytes == 2)
+    f(uint16_t{});
+  else
+    f(uint32_t{});
+}
+
+/// im2col(X) as [N*P, C*K] into col: row (n, position), column (c, window
+/// offset); zeros where the window reads padding. Each n's rows on one
+/// thread.
+void im2col(const ConvProblem &p, const ProductShape &s,
+            const std::vector<Tap> &taps, const void *x, void *col) {
+  withElement(s, [&](auto e) {
+    using E = decltype(e);
+    const E *px = static_cast<const E *>(x);
+    E *pc = static_cast<E *>(col);
+    const int64_t perImage = s.positions * s.cols;
+    parallelFor(p.n, grainFor(perImage), [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) {
+        E *rows = pc + n * perImage;
+        std::fill(rows, rows + perImage, E(0));
+        const E *image = px + n * p.c * s.inSize;
+        for (const Tap &t : taps) {
+          E *dst = rows + t.pos * s.cols + t.kk;
+          const E *src = image + t.at;
+          for (int64_t c = 0; c < p.c; ++c)
+            dst[c * s.window] = src[c * s.inSize];
+        }
+      }
+    });
+  });
+}
+
+/// dY [N, M, P] as [M, N*P] into a.
+void channelsFirst(const ConvProblem &p, const ProductShape &s, const void *dy,
+                   void *a) {
+  withElement(s, [&](auto e) {
+    using E = decltype(e);
+    const E *pdy = static_cast<const E *>(dy);
+    E *pa = static_cast<E *>(a);
+    parallelFor(p.m, grainFor(s.rows), [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m)
+        for (int64_t n = 0; n < p.n; ++n)
+          std::copy_n(pdy + (n * p.m + m) * s.positions, s.positions,
+                      pa + m * s.rows + n * s.positions);
+    });
+  });
 }
 
 /// Whether `p` takes the product forms (conv_as_product.h).
@@ -125,21 +189,27 @@ bool convForwardAsProduct(const ConvProblem &p, const void *x, const void *w,
   if (!takesProductForm(p))
     return false;
   const ProductShape s = productShape(p);
-  const std::vector<uint8_t> col = im2col(p, s, x);
+  Scratch col(buffer(0), size_t(s.rows * s.cols) * s.bytes);
+  im2col(p, s, tapsOf(p, s), x, col.as<void>());
   // Y^T [N*P, M] = col x W^T (W [M, C*K] is W^T stored transposed), the
   // bias added per column before the one rounding.
-  std::vector<uint8_t> yt(size_t(s.rows * p.m) * s.bytes);
+  Scratch yt(buffer(1), size_t(s.rows * p.m) * s.bytes);
   if (!matmul(p.dtype, p.dtype, false, true, 1, s.rows, p.m, s.cols, 1.f, 0.f,
-              col.data(), w, yt.data(), bias))
+              col.as<void>(), w, yt.as<void>(), bias))
     return false;
-  auto *py = static_cast<uint8_t *>(y);
-  for (int64_t n = 0; n < p.n; ++n)
-    for (int64_t pos = 0; pos < s.positions; ++pos)
-      for (int64_t m = 0; m < p.m; ++m)
-        std::memcpy(py + size_t((n * p.m + m) * s.positions + pos) * s.bytes,
-                    yt.data() +
-                        size_t((n * s.positions + pos) * p.m + m) * s.bytes,
-                    s.bytes);
+  withElement(s, [&](auto e) {
+    using E = decltype(e);
+    const E *pt = yt.as<E>();
+    E *py = static_cast<E *>(y);
+    const int64_t perImage = p.m * s.positions;
+    parallelFor(p.n, grainFor(perImage), [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n)
+        for (int64_t pos = 0; pos < s.positions; ++pos)
+          for (int64_t m = 0; m < p.m; ++m)
+            py[(n * p.m + m) * s.positions + pos] =
+                pt[(n * s.positions + pos) * p.m + m];
+    });
+  });
   return true;
 }
 
@@ -148,27 +218,40 @@ bool convBackwardDataAsProduct(const ConvProblem &p, const void *dy,
   if (!takesProductForm(p))
     return false;
   const ProductShape s = productShape(p);
-  const std::vector<uint8_t> a = channelsFirst(p, s, dy);
+  Scratch a(buffer(0), size_t(p.m * s.rows) * s.bytes);
+  channelsFirst(p, s, dy, a.as<void>());
   // dCol [N*P, C*K] in fp32 = dY^T x W (dY^T stored as [M, N*P]).
-  std::vector<float> dcol(size_t(s.rows * s.cols));
+  Scratch dcol(buffer(1), size_t(s.rows * s.cols) * sizeof(float));
   if (!matmul(p.dtype, DType::F32, true, false, 1, s.rows, s.cols, p.m, 1.f,
-              0.f, a.data(), w, dcol.data()))
+              0.f, a.as<void>(), w, dcol.as<float>()))
     return false;
-  // col2im in fp32, then one rounding.
-  std::vector<float> acc(size_t(p.n * p.c * s.inSize), 0.f);
-  forEachTap(p, s, [&](int64_t pos, int64_t kk, int64_t at) {
-    for (int64_t n = 0; n < p.n; ++n)
-      for (int64_t c = 0; c < p.c; ++c)
-        acc[size_t((n * p.c + c) * s.inSize + at)] +=
-            dcol[size_t((n * s.positions + pos) * s.cols + c * s.window + kk)];
+  // col2im in fp32, each image on one thread and its taps in forEachTap's
+  // order (the same sums on any thread count), then one rounding. An fp32
+  // dX is summed in place.
+  const std::vector<Tap> taps = tapsOf(p, s);
+  const int64_t perImage = p.c * s.inSize;
+  const bool wide = p.dtype == DType::F32;
+  Scratch acc(buffer(2), wide ? 0 : size_t(p.n * perImage) * sizeof(float));
+  float *sums = wide ? static_cast<float *>(dx) : acc.as<float>();
+  const float *pd = dcol.as<float>();
+  parallelFor(p.n, grainFor(s.positions * s.cols), [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      float *image = sums + n * perImage;
+      std::fill(image, image + perImage, 0.f);
+      const float *rows = pd + n * s.positions * s.cols;
+      for (const Tap &t : taps) {
+        const float *src = rows + t.pos * s.cols + t.kk;
+        float *dst = image + t.at;
+        for (int64_t c = 0; c < p.c; ++c)
+          dst[c * s.inSize] += src[c * s.window];
+      }
+      if (!wide) {
+        auto *out = static_cast<uint16_t *>(dx) + n * perImage;
+        for (int64_t i = 0; i < perImage; ++i)
+          out[i] = floatToBf16(image[i]);
+      }
+    }
   });
-  if (p.dtype == DType::F32) {
-    std::memcpy(dx, acc.data(), acc.size() * sizeof(float));
-  } else {
-    auto *out = static_cast<uint16_t *>(dx);
-    for (size_t i = 0; i < acc.size(); ++i)
-      out[i] = floatToBf16(acc[i]);
-  }
   return true;
 }
 
@@ -177,11 +260,13 @@ bool convBackwardWeightsAsProduct(const ConvProblem &p, const void *dy,
   if (!takesProductForm(p))
     return false;
   const ProductShape s = productShape(p);
-  const std::vector<uint8_t> a = channelsFirst(p, s, dy);
-  const std::vector<uint8_t> col = im2col(p, s, x);
+  Scratch a(buffer(0), size_t(p.m * s.rows) * s.bytes);
+  channelsFirst(p, s, dy, a.as<void>());
+  Scratch col(buffer(1), size_t(s.rows * s.cols) * s.bytes);
+  im2col(p, s, tapsOf(p, s), x, col.as<void>());
   // dW [M, C*K] = dY [M, N*P] x col [N*P, C*K].
   return matmul(p.dtype, p.dtype, false, false, 1, p.m, s.cols, s.rows, 1.f,
-                0.f, a.data(), col.data(), dw);
+                0.f, a.as<void>(), col.as<void>(), dw);
 }
 
 } // namespace onednn
