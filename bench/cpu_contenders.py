@@ -137,6 +137,7 @@ def torch_worker(name, cfg_json, onnx_path, threads, warmup, steps, kind):
         loss.backward()
         opt.step()
 
+    print(json.dumps({"ready": True}), flush=True)
     first = True
     for _ in sys.stdin:
         t0 = time.perf_counter()
@@ -209,6 +210,7 @@ def ort_worker(name, cfg_json, onnx_path, threads, warmup, steps, artifacts_dir)
         optimizer.step()
         module.lazy_reset_grad()
 
+    print(json.dumps({"ready": True}), flush=True)
     for _ in sys.stdin:
         for _ in range(warmup):
             step()
@@ -250,6 +252,13 @@ class Worker:
     def __init__(self, argv, threads):
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    def wait_ready(self):
+        """Waits for the worker's set-up (imports, model, ORT's artifacts): run beside the first
+        round's measurements, it slowed them 2-3x."""
+        line = self.p.stdout.readline()
+        if not line or not json.loads(line).get("ready"):
+            raise RuntimeError(f"worker {self.p.args[3:5]} did not start (exit {self.p.poll()})")
 
     def measure(self):
         self.p.stdin.write("go\n")
@@ -392,6 +401,13 @@ def main():
                 elif kind.startswith("ORT"):
                     workers[kind] = Worker([ort_python, __file__, "--ort-worker", *args,
                                             os.path.join(tmp, f"ort_{name}_{threads}")], threads)
+            for kind, w in workers.items():
+                try:
+                    w.wait_ready()
+                except Exception as e:  # noqa: BLE001 (reported, the others go on)
+                    failed[kind] = str(e)
+                    results["notes"].append(f"{name} {threads}t {kind}: failed ({e})")
+                    print(f"{name} {threads}t {kind}: failed ({e})", file=sys.stderr)
             for r in range(rounds):
                 for i in range(len(kinds)):
                     kind = kinds[(r + i) % len(kinds)]
