@@ -4,10 +4,19 @@
 // the same line.
 #pragma once
 
+#include "kernels/cpu/compute_support.h"
 #include "kernels/cpu/cpu_util.h"
 
 namespace mpc {
 namespace cpu {
+
+/// Checks that an optimizer operand has the parameter's shape.
+inline void requireParamShape(const Node &node, const Tensor &t,
+                              const Tensor &p, const char *what) {
+  if (t.dims != p.dims)
+    fail(node, what, " of shape ", shapeString(t.dims),
+         " does not match the parameter's shape ", shapeString(p.dims));
+}
 
 /// Checks that an optimizer operand is fp32 with the parameter's shape.
 inline void requireLikeParam(const Node &node, const Tensor &t, const Tensor &p,
@@ -15,20 +24,16 @@ inline void requireLikeParam(const Node &node, const Tensor &t, const Tensor &p,
   if (t.dtype != DType::F32)
     fail(node, what, " must be fp32 (master weights), got ",
          dtypeName(t.dtype));
-  if (t.dims != p.dims)
-    fail(node, what, " of shape ", shapeString(t.dims),
-         " does not match the parameter's shape ", shapeString(p.dims));
+  requireParamShape(node, t, p, what);
 }
 
 /// Checks an SGD/Adam gradient: the parameter's shape, fp32, or fp16/bf16
 /// (fold-widening-casts: widened exactly as it is read).
 inline void requireGradient(const Node &node, const Tensor &g,
                             const Tensor &p) {
-  if (g.dtype != DType::F32 && g.dtype != DType::F16 && g.dtype != DType::BF16)
+  if (!isFloat32Compute(g.dtype))
     fail(node, "gradient must be fp32, fp16 or bf16, got ", dtypeName(g.dtype));
-  if (g.dims != p.dims)
-    fail(node, "gradient of shape ", shapeString(g.dims),
-         " does not match the parameter's shape ", shapeString(p.dims));
+  requireParamShape(node, g, p, "gradient");
 }
 
 /// Checks an optimizer moment: the parameter's shape, fp32 or bf16
@@ -38,9 +43,7 @@ inline void requireMoment(const Node &node, const Tensor &t, const Tensor &p,
   if (t.dtype != DType::F32 && t.dtype != DType::BF16)
     fail(node, what, " must be fp32 or bf16 (optimizer state), got ",
          dtypeName(t.dtype));
-  if (t.dims != p.dims)
-    fail(node, what, " of shape ", shapeString(t.dims),
-         " does not match the parameter's shape ", shapeString(p.dims));
+  requireParamShape(node, t, p, what);
 }
 
 /// Calls f(float{}) or f(uint16_t{}) (bf16 bits) for a moment's storage.
