@@ -7,14 +7,15 @@
 // The statistics are two-pass in fp32 (fp64 for fp64 X): the mean, then the
 // mean of squared deviations (the biased variance, as PyTorch), so a large
 // mean does not cancel the variance away as a one-pass sum of squares
-// would. The CPU adds in index order (layerNormRowStats); the GPU adds a
-// warp's lane partials in a fixed tree, so its statistics may differ in the
-// last bits, but given the same mean and inv_std every element below is
+// would. The CPU adds in lane_sum.h's sixteen lanes (layerNormRowStats); the
+// GPU adds a warp's lane partials in a fixed tree, so its statistics may differ
+// in the last bits, but given the same mean and inv_std every element below is
 // the same operations in the same order on both (nvcc builds with
 // --fmad=false, sqrt and division are IEEE on both).
 #pragma once
 
 #include "kernels/common/float_math.h"
+#include "kernels/common/lane_sum.h"
 
 #include <cstdint>
 
@@ -54,22 +55,21 @@ MPC_HD T layerNormGradInput(T invStd, T g, T meanG, T xhat, T meanGXhat) {
 }
 
 /// mean and inv_std of one row of n elements read through load(j), in the
-/// CPU backend's order (index order, two passes). Not `centered` (RMS
-/// normalisation, mpc.RMSNormalization): the mean is taken as 0, so inv_std
-/// is 1 / sqrt(mean(x^2) + epsilon), and the backward drops mean(g).
+/// CPU backend's order (two passes, each in lane_sum.h's lanes). Not `centered`
+/// (RMS normalisation, mpc.RMSNormalization): the mean is taken as 0, so
+/// inv_std is 1 / sqrt(mean(x^2) + epsilon), and the backward drops mean(g).
 template <typename T> struct LayerNormRowStats { T mean, invStd; };
 template <typename T, typename Load>
 MPC_HD LayerNormRowStats<T> layerNormRowStats(int64_t n, double epsilon,
                                               const Load &load,
                                               bool centered = true) {
-  T sum = 0;
-  if (centered)
-    for (int64_t j = 0; j < n; ++j)
-      sum += T(load(j));
-  T mean = centered ? layerNormMean(sum, n) : T(0);
-  T squares = 0;
-  for (int64_t j = 0; j < n; ++j)
-    squares += layerNormSquaredDeviation(T(load(j)), mean);
+  T mean = centered
+               ? layerNormMean(
+                     laneSum<T>(n, [&](int64_t j) { return T(load(j)); }), n)
+               : T(0);
+  T squares = laneSum<T>(n, [&](int64_t j) {
+    return layerNormSquaredDeviation(T(load(j)), mean);
+  });
   return {mean, layerNormInvStd(squares, n, epsilon)};
 }
 

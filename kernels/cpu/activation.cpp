@@ -68,32 +68,14 @@ void kernelSigmoid(KernelContext &ctx) {
   });
 }
 
-/// The erf-form GELU and its derivative in fp32 compute, a block at a time:
-/// erf (and exp) of the whole block through vector_math.h's functions, the
-/// rest with gelu_math.h's expressions. `x` is the block's input, `g` the
-/// incoming gradient (nullptr forward); the result replaces `out`, which
-/// may be `x` or `g` itself (element j is written after it is read).
+/// The erf-form GELU and its derivative in fp32 compute, a block at a time
+/// through vector_math.h's one-pass functions (erf, exp and gelu_math.h's
+/// expressions).
 constexpr int64_t kGeluBlock = 512;
 /// Blocks per thread at least (16 x 512 elements: tens of microseconds,
 /// well above a parallel region's start).
 constexpr int64_t kParallelBlocks = 16;
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-void geluErfBlock(const float *x, const float *g, float *out, int64_t n) {
-  float e[kGeluBlock], p[kGeluBlock];
-  for (int64_t j = 0; j < n; ++j)
-    e[j] = geluErfArgument(x[j]);
-  erfInPlace(e, n);
-  if (!g) {
-    for (int64_t j = 0; j < n; ++j)
-      out[j] = geluFromErf(x[j], e[j]);
-    return;
-  }
-  for (int64_t j = 0; j < n; ++j)
-    p[j] = geluExpArgument(x[j]);
-  expInPlace(p, n);
-  for (int64_t j = 0; j < n; ++j)
-    out[j] = g[j] * geluDerivativeFromErfExp(x[j], e[j], p[j]);
-}
 
 } // namespace
 
@@ -107,22 +89,25 @@ void kernelGelu(KernelContext &ctx) {
     const int64_t n = x.numel();
     // Blocks in parallel (kernels/cpu/parallel.h): each element alone, so
     // the same bits on any thread count.
-    parallelFor(
-        ceilDiv(n, kGeluBlock), kParallelBlocks, [&](int64_t b0, int64_t b1) {
-          float in[kGeluBlock], out[kGeluBlock];
-          for (int64_t i = b0 * kGeluBlock; i < std::min(n, b1 * kGeluBlock);
-               i += kGeluBlock) {
-            int64_t len = std::min(kGeluBlock, n - i);
-            if (direct) { // fp32 blocks in place: each element is read first
-              geluErfBlock(x.data<float>() + i, nullptr, y.data<float>() + i,
-                           len);
-              continue;
-            }
-            loadFloats(x, i, len, in);
-            geluErfBlock(in, nullptr, out, len);
-            storeFloats(y, i, len, out);
-          }
-        });
+    parallelFor(ceilDiv(n, kGeluBlock), kParallelBlocks,
+                [&](int64_t b0, int64_t b1) {
+                  float block[kGeluBlock];
+                  for (int64_t i = b0 * kGeluBlock;
+                       i < std::min(n, b1 * kGeluBlock); i += kGeluBlock) {
+                    int64_t len = std::min(kGeluBlock, n - i);
+                    if (direct) { // fp32: computed in Y (which may be X itself)
+                      float *py = y.data<float>() + i;
+                      const float *px = x.data<float>() + i;
+                      if (py != px)
+                        std::copy(px, px + len, py);
+                      geluInPlace(py, len);
+                      continue;
+                    }
+                    loadFloats(x, i, len, block);
+                    geluInPlace(block, len);
+                    storeFloats(y, i, len, block);
+                  }
+                });
     return;
   }
   floatMap(ctx, [&](auto v) { return geluForward(v, tanhForm); });
@@ -150,19 +135,27 @@ void kernelGeluGrad(KernelContext &ctx) {
     const int64_t n = dy.numel();
     parallelFor(
         ceilDiv(n, kGeluBlock), kParallelBlocks, [&](int64_t b0, int64_t b1) {
-          float g[kGeluBlock], in[kGeluBlock], out[kGeluBlock];
+          float g[kGeluBlock], in[kGeluBlock];
           for (int64_t i = b0 * kGeluBlock; i < std::min(n, b1 * kGeluBlock);
                i += kGeluBlock) {
             int64_t len = std::min(kGeluBlock, n - i);
-            if (direct) { // geluErfBlock writes element j after reading it
-              geluErfBlock(x.data<float>() + i, dy.data<float>() + i,
-                           dx.data<float>() + i, len);
+            if (direct) { // element j is written after X's and dY's are read
+              const float *px = x.data<float>() + i;
+              float *pd = dx.data<float>() + i;
+              if (pd == px) { // dX over X: X's block kept aside first
+                std::copy(px, px + len, in);
+                px = in;
+              }
+              const float *pg = dy.data<float>() + i;
+              if (pd != pg)
+                std::copy(pg, pg + len, pd);
+              geluGradInPlace(pd, px, len);
               continue;
             }
             loadFloats(dy, i, len, g);
             loadFloats(x, i, len, in);
-            geluErfBlock(in, g, out, len);
-            storeFloats(dx, i, len, out);
+            geluGradInPlace(g, in, len);
+            storeFloats(dx, i, len, g);
           }
         });
     return;

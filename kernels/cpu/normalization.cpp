@@ -25,6 +25,7 @@
 #include "ir/batch_norm_mode.h"
 #include "ir/mpc_ops.h"
 #include "kernels/common/chunked_sum.h"
+#include "kernels/common/lane_sum.h"
 #include "kernels/common/layer_norm_math.h"
 #include "kernels/cpu/compute_support.h"
 #include "kernels/cpu/conv_util.h"
@@ -419,16 +420,17 @@ void normalizeRowsGrad(KernelContext &ctx, bool centered) {
         for (int64_t o = c * kSumChunk;
              o < std::min(s.outer, (c + 1) * kSumChunk); ++o) {
           C m = mv[size_t(o)], is = iv[size_t(o)];
-          C sumG = 0, sumGX = 0;
+          const C *gRow = g + o * s.n, *xRow = xv + o * s.n;
           for (int64_t j = 0; j < s.n; ++j) {
-            size_t k = size_t(o * s.n + j);
-            xhat[size_t(j)] = layerNormXhat(xv[k], m, is);
-            gs[size_t(j)] = g[k] * sc[size_t(j)];
-            sumG += gs[size_t(j)];
-            sumGX += gs[size_t(j)] * xhat[size_t(j)];
-            pds[size_t(j)] += g[k] * xhat[size_t(j)];
-            pdb[size_t(j)] += g[k];
+            xhat[size_t(j)] = layerNormXhat(xRow[j], m, is);
+            gs[size_t(j)] = gRow[j] * sc[size_t(j)];
+            pds[size_t(j)] += gRow[j] * xhat[size_t(j)];
+            pdb[size_t(j)] += gRow[j];
           }
+          // The row's two sums in lane_sum.h's lanes (as its statistics).
+          C sumG = laneSum<C>(s.n, [&](int64_t j) { return gs[size_t(j)]; });
+          C sumGX = laneSum<C>(
+              s.n, [&](int64_t j) { return gs[size_t(j)] * xhat[size_t(j)]; });
           C meanG = centered ? sumG / C(s.n) : C(0), meanGX = sumGX / C(s.n);
           for (int64_t j = 0; j < s.n; ++j)
             dxs[o * s.n + j] = layerNormGradInput(is, gs[size_t(j)], meanG,

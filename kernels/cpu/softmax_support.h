@@ -8,6 +8,7 @@
 
 #include "ir/mpc_ops.h"
 #include "kernels/common/chunked_sum.h"
+#include "kernels/common/lane_sum.h"
 #include "kernels/common/softmax_math.h"
 #include "kernels/cpu/compute_support.h"
 #include "kernels/cpu/cpu_util.h"
@@ -52,25 +53,10 @@ inline float rowMax(int64_t len, const float *row) {
   return mx;
 }
 
-/// The sum of a row's terms in sixteen lanes (element j into lane j mod 16,
-/// each lane in element order), the lanes joined pairwise (lane k += lane
-/// k + 8, then + 4, + 2, + 1): a fixed order, so the same bits on any thread
-/// count and CPU, without the serial sum's chain of one add's latency per
-/// element (a third of the attention softmax's time). The GPU's rows sum in
-/// another fixed order (32 strided lanes and a warp tree) already.
+/// The sum of a row's terms in lane_sum.h's sixteen lanes (the serial
+/// sum's chain was a third of the attention softmax's time).
 inline float rowSum(int64_t len, const float *row) {
-  constexpr int kLanes = 16;
-  float lane[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= len; j += kLanes)
-    for (int k = 0; k < kLanes; ++k)
-      lane[k] += row[j + k];
-  for (int k = 0; j < len; ++j, ++k)
-    lane[k] += row[j];
-  for (int width = kLanes / 2; width >= 1; width /= 2)
-    for (int k = 0; k < width; ++k)
-      lane[k] += lane[k + width];
-  return lane[0];
+  return laneSum<float>(len, [row](int64_t j) { return row[j]; });
 }
 
 /// softmaxRowTerms (softmax_math.h)'s maximum and terms; in fp32 with

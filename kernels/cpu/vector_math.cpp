@@ -1,10 +1,14 @@
-// erf and exp over float arrays, 4, 8 (AVX2 with FMA) or 16 (AVX-512)
-// floats at a time, the widest the CPU has; tails padded to a vector. exp
-// is SLEEF's variant of that width; erf is vector_erf.h's, whose 4-wide
-// path evaluates its polynomials an element at a time with std::fmaf.
+// erf, exp and the erf-form GELU and its derivative over float arrays, 4,
+// 8 (AVX2 with FMA) or 16 (AVX-512) floats at a time, the widest the CPU
+// has; tails padded to a vector. exp is SLEEF's variant of that width; erf
+// is vector_erf.h's, whose 4-wide path evaluates its polynomials an element
+// at a time with std::fmaf; GELU is gelu_math.h's expressions around them
+// (the wide paths copy them operation for operation).
 #include "kernels/cpu/vector_math.h"
 
 #include "kernels/cpu/vector_math_wide.h"
+
+#include "kernels/common/gelu_math.h"
 
 #include <cmath>
 #include <cstdint>
@@ -21,7 +25,7 @@ namespace mpc {
 namespace cpu {
 namespace {
 
-enum class Fn { Erf, Exp };
+enum class Fn { Erf, Exp, Gelu, GeluGrad };
 
 #if defined(__x86_64__)
 int widestWidth() {
@@ -61,44 +65,115 @@ void erfSse2(float *v, int64_t n) {
   }
 }
 
-/// n a multiple of 4 (SSE2 is in every x86-64 CPU).
-void runSse2(Fn fn, float *v, int64_t n) {
-  if (fn == Fn::Erf) {
-    erfSse2(v, n);
-    return;
+/// The GELU and its derivative 4 elements at a time: gelu_math.h's
+/// expressions around erfSse2 and SLEEF's 4-wide exp.
+void geluSse2(float *v, int64_t n) {
+  for (int64_t i = 0; i < n; i += 4) {
+    float e[4];
+    for (int l = 0; l < 4; ++l)
+      e[l] = geluErfArgument(v[i + l]);
+    erfSse2(e, 4);
+    for (int l = 0; l < 4; ++l)
+      v[i + l] = geluFromErf(v[i + l], e[l]);
   }
-  for (int64_t i = 0; i < n; i += 4)
-    _mm_storeu_ps(v + i, Sleef_expf4_u10(_mm_loadu_ps(v + i)));
 }
 
-/// n a multiple of `width`.
-void runVectors(Fn fn, float *v, int64_t n, int width) {
-  if (width == 16)
-    fn == Fn::Erf ? erfInPlaceAvx512(v, n) : expInPlaceAvx512(v, n);
-  else if (width == 8)
-    fn == Fn::Erf ? erfInPlaceAvx2(v, n) : expInPlaceAvx2(v, n);
-  else
-    runSse2(fn, v, n);
+void geluGradSse2(float *g, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i += 4) {
+    float e[4], p[4];
+    for (int l = 0; l < 4; ++l) {
+      e[l] = geluErfArgument(x[i + l]);
+      p[l] = geluExpArgument(x[i + l]);
+    }
+    erfSse2(e, 4);
+    _mm_storeu_ps(p, Sleef_expf4_u10(_mm_loadu_ps(p)));
+    for (int l = 0; l < 4; ++l)
+      g[i + l] = g[i + l] * geluDerivativeFromErfExp(x[i + l], e[l], p[l]);
+  }
+}
+
+/// n a multiple of 4 (SSE2 is in every x86-64 CPU).
+void runSse2(Fn fn, float *v, const float *x, int64_t n) {
+  switch (fn) {
+  case Fn::Erf:
+    erfSse2(v, n);
+    return;
+  case Fn::Exp:
+    for (int64_t i = 0; i < n; i += 4)
+      _mm_storeu_ps(v + i, Sleef_expf4_u10(_mm_loadu_ps(v + i)));
+    return;
+  case Fn::Gelu:
+    geluSse2(v, n);
+    return;
+  case Fn::GeluGrad:
+    geluGradSse2(v, x, n);
+    return;
+  }
+}
+
+/// n a multiple of `width`; `x` is GeluGrad's input (v holds dY).
+void runVectors(Fn fn, float *v, const float *x, int64_t n, int width) {
+  if (width == 16) {
+    switch (fn) {
+    case Fn::Erf:
+      return erfInPlaceAvx512(v, n);
+    case Fn::Exp:
+      return expInPlaceAvx512(v, n);
+    case Fn::Gelu:
+      return geluInPlaceAvx512(v, n);
+    case Fn::GeluGrad:
+      return geluGradInPlaceAvx512(v, x, n);
+    }
+  } else if (width == 8) {
+    switch (fn) {
+    case Fn::Erf:
+      return erfInPlaceAvx2(v, n);
+    case Fn::Exp:
+      return expInPlaceAvx2(v, n);
+    case Fn::Gelu:
+      return geluInPlaceAvx2(v, n);
+    case Fn::GeluGrad:
+      return geluGradInPlaceAvx2(v, x, n);
+    }
+  } else {
+    runSse2(fn, v, x, n);
+  }
 }
 #else
 int widestWidth() { return 4; }
 
 /// Elsewhere: the C library's scalar functions (no SLEEF build assumed).
-void runVectors(Fn fn, float *v, int64_t n, int) {
-  for (int64_t i = 0; i < n; ++i)
-    v[i] = fn == Fn::Erf ? std::erf(v[i]) : std::exp(v[i]);
+void runVectors(Fn fn, float *v, const float *x, int64_t n, int) {
+  for (int64_t i = 0; i < n; ++i) {
+    switch (fn) {
+    case Fn::Erf:
+      v[i] = std::erf(v[i]);
+      break;
+    case Fn::Exp:
+      v[i] = std::exp(v[i]);
+      break;
+    case Fn::Gelu:
+      v[i] = geluForward(v[i], false);
+      break;
+    case Fn::GeluGrad:
+      v[i] = v[i] * geluDerivative(x[i], false);
+      break;
+    }
+  }
 }
 #endif
 
-void run(Fn fn, float *v, int64_t n, int width) {
+void run(Fn fn, float *v, const float *x, int64_t n, int width) {
   int64_t body = n / width * width;
-  runVectors(fn, v, body, width);
+  runVectors(fn, v, x, body, width);
   if (body == n)
     return;
   // The tail through the same vector code, padded with zeros.
-  float tail[16] = {};
+  float tail[16] = {}, tailX[16] = {};
   std::memcpy(tail, v + body, size_t(n - body) * sizeof(float));
-  runVectors(fn, tail, width, width);
+  if (x)
+    std::memcpy(tailX, x + body, size_t(n - body) * sizeof(float));
+  runVectors(fn, tail, tailX, width, width);
   std::memcpy(v + body, tail, size_t(n - body) * sizeof(float));
 }
 
@@ -112,14 +187,30 @@ int usableWidth(int width) {
 
 int vectorMathWidth() { return widestWidth(); }
 
-void erfInPlace(float *v, int64_t n) { run(Fn::Erf, v, n, widestWidth()); }
-void expInPlace(float *v, int64_t n) { run(Fn::Exp, v, n, widestWidth()); }
+void erfInPlace(float *v, int64_t n) {
+  run(Fn::Erf, v, nullptr, n, widestWidth());
+}
+void expInPlace(float *v, int64_t n) {
+  run(Fn::Exp, v, nullptr, n, widestWidth());
+}
+void geluInPlace(float *v, int64_t n) {
+  run(Fn::Gelu, v, nullptr, n, widestWidth());
+}
+void geluGradInPlace(float *g, const float *x, int64_t n) {
+  run(Fn::GeluGrad, g, x, n, widestWidth());
+}
 
 void erfInPlaceWidth(float *v, int64_t n, int width) {
-  run(Fn::Erf, v, n, usableWidth(width));
+  run(Fn::Erf, v, nullptr, n, usableWidth(width));
 }
 void expInPlaceWidth(float *v, int64_t n, int width) {
-  run(Fn::Exp, v, n, usableWidth(width));
+  run(Fn::Exp, v, nullptr, n, usableWidth(width));
+}
+void geluInPlaceWidth(float *v, int64_t n, int width) {
+  run(Fn::Gelu, v, nullptr, n, usableWidth(width));
+}
+void geluGradInPlaceWidth(float *g, const float *x, int64_t n, int width) {
+  run(Fn::GeluGrad, g, x, n, usableWidth(width));
 }
 
 } // namespace cpu

@@ -1,4 +1,4 @@
-// erf and exp over arrays of floats, a vector at a time.
+// erf, exp and the erf-form GELU over arrays of floats, a vector at a time.
 //
 // glibc's erff is scalar (tens of ns an element), and the erf-form GELU takes
 // it once forward and once more, with an exp, in its backward: a fifth of the
@@ -23,14 +23,22 @@ namespace cpu {
 void erfInPlace(float *v, int64_t n);
 /// v[i] := exp(v[i]) for i < n.
 void expInPlace(float *v, int64_t n);
+/// v[i] := GELU(v[i]), the erf form: gelu_math.h's
+/// geluFromErf(x, erf(geluErfArgument(x))) with the erf above, in one pass.
+void geluInPlace(float *v, int64_t n);
+/// g[i] := g[i] * GELU'(x[i]), the erf form: gelu_math.h's
+/// geluDerivativeFromErfExp with the erf and exp above, in one pass.
+void geluGradInPlace(float *g, const float *x, int64_t n);
 
-/// The vector width in floats the two functions above use on this CPU (16
+/// The vector width in floats the functions above use on this CPU (16
 /// with AVX-512, 8 with AVX2, else 4), and the same with a width forced (4,
 /// 8 or 16; a width the CPU lacks runs as the widest below it), for the
 /// tests that hold the widths to the same bits.
 int vectorMathWidth();
 void erfInPlaceWidth(float *v, int64_t n, int width);
 void expInPlaceWidth(float *v, int64_t n, int width);
+void geluInPlaceWidth(float *v, int64_t n, int width);
+void geluGradInPlaceWidth(float *g, const float *x, int64_t n, int width);
 
 } // namespace cpu
 } // namespace mpc

@@ -11,8 +11,12 @@ namespace cpu {
 
 void erfInPlaceAvx2(float *v, int64_t n);
 void expInPlaceAvx2(float *v, int64_t n);
+void geluInPlaceAvx2(float *v, int64_t n);
+void geluGradInPlaceAvx2(float *g, const float *x, int64_t n);
 void erfInPlaceAvx512(float *v, int64_t n);
 void expInPlaceAvx512(float *v, int64_t n);
+void geluInPlaceAvx512(float *v, int64_t n);
+void geluGradInPlaceAvx512(float *g, const float *x, int64_t n);
 
 } // namespace cpu
 } // namespace mpc

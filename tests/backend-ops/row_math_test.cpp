@@ -15,6 +15,7 @@
 #include "kernels/common/clip_grad_norm_math.h"
 #include "kernels/common/dropout_rng.h"
 #include "kernels/common/gelu_math.h"
+#include "kernels/common/lane_sum.h"
 #include "kernels/common/layer_norm_math.h"
 #include "kernels/common/softmax_math.h"
 #include "kernels/cpu/kernel_table.h"
@@ -181,7 +182,7 @@ TEST(SharedRowMath, LayerNormIsTheCpuKernel) {
 // dScale/dBias summed per column over the rows in row order in chunks of
 // kSumChunk rows, as the CUDA kernels do (a thread per column and chunk,
 // then the chunk sums in order), are the CPU kernel's bits; dX from the
-// shared formula with index-order sums is too. 600 rows are ten chunks.
+// shared formula with lane_sum.h's row sums is too. 600 rows are ten chunks.
 TEST(SharedRowMath, LayerNormGradIsTheCpuKernel) {
   std::mt19937 rng(24);
   for (DType t : kStorage)
@@ -201,13 +202,13 @@ TEST(SharedRowMath, LayerNormGradIsTheCpuKernel) {
       std::vector<float> dx(g.size()), ds(static_cast<size_t>(n)),
           db(static_cast<size_t>(n));
       for (int64_t r = 0; r < rows; ++r) {
-        float sumG = 0, sumGX = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          size_t k = size_t(r * n + j);
-          float xhat = layerNormXhat(xv[k], m[size_t(r)], is[size_t(r)]);
-          sumG += g[k] * sc[size_t(j)];
-          sumGX += g[k] * sc[size_t(j)] * xhat;
-        }
+        auto at = [&](int64_t j) { return size_t(r * n + j); };
+        float sumG = laneSum<float>(
+            n, [&](int64_t j) { return g[at(j)] * sc[size_t(j)]; });
+        float sumGX = laneSum<float>(n, [&](int64_t j) {
+          return g[at(j)] * sc[size_t(j)] *
+                 layerNormXhat(xv[at(j)], m[size_t(r)], is[size_t(r)]);
+        });
         for (int64_t j = 0; j < n; ++j) {
           size_t k = size_t(r * n + j);
           float xhat = layerNormXhat(xv[k], m[size_t(r)], is[size_t(r)]);

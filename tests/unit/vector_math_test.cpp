@@ -4,6 +4,8 @@
 // sits in the array, and IEEE special values as the C library gives them.
 #include "kernels/cpu/vector_math.h"
 
+#include "kernels/common/gelu_math.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -160,4 +162,48 @@ TEST(VectorMath, TailsAreTheBodysBits) {
         ASSERT_EQ(part[size_t(i)], whole[size_t(start + i)])
             << "start " << start << " n " << n;
     }
+}
+
+// The one-pass GELU and its derivative are gelu_math.h's expressions around
+// the erf and exp above, bit for bit, at every width, tails included.
+TEST(VectorMath, GeluIsGeluMathsExpressionsAtEveryWidth) {
+  std::vector<float> x = sweep();
+  x.resize(x.size() - 3); // a tail that is not a whole vector
+  const int64_t n = int64_t(x.size());
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> g(x.size());
+  for (float &v : g)
+    v = dist(rng);
+  std::vector<float> e(x.size()), p(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    e[i] = mpc::geluErfArgument(x[i]);
+    p[i] = mpc::geluExpArgument(x[i]);
+  }
+  erfInPlace(e.data(), n);
+  expInPlace(p.data(), n);
+  for (int width : {4, 8, 16}) {
+    std::vector<float> y = x, d = g;
+    geluInPlaceWidth(y.data(), n, width);
+    geluGradInPlaceWidth(d.data(), x.data(), n, width);
+    for (size_t i = 0; i < x.size(); ++i) {
+      float want = mpc::geluFromErf(x[i], e[i]);
+      float wantD = g[i] * mpc::geluDerivativeFromErfExp(x[i], e[i], p[i]);
+      if (std::isnan(want))
+        ASSERT_TRUE(std::isnan(y[i])) << "width " << width << " x " << x[i];
+      else
+        ASSERT_EQ(0, std::memcmp(&want, &y[i], 4))
+            << "width " << width << " x " << x[i];
+      if (std::isnan(wantD))
+        ASSERT_TRUE(std::isnan(d[i])) << "width " << width << " x " << x[i];
+      else
+        ASSERT_EQ(0, std::memcmp(&wantD, &d[i], 4))
+            << "width " << width << " x " << x[i];
+    }
+  }
+  std::vector<float> y = x;
+  geluInPlace(y.data(), n);
+  std::vector<float> y4 = x;
+  geluInPlaceWidth(y4.data(), n, 4);
+  EXPECT_EQ(0, std::memcmp(y.data(), y4.data(), x.size() * 4));
 }
