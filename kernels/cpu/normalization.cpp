@@ -338,6 +338,22 @@ void normalizeRows(KernelContext &ctx, bool centered) {
 void kernelLayerNormalization(KernelContext &ctx) { normalizeRows(ctx, true); }
 void kernelRMSNormalization(KernelContext &ctx) { normalizeRows(ctx, false); }
 
+/// One row's terms of the layer-norm gradient: xhat and g * scale, and the
+/// row's share of dScale and dBias added to their partial sums. A function
+/// of restrict-qualified pointers, so that the loop vectorises.
+template <typename C>
+void layerNormGradTerms(int64_t n, const C *__restrict g, const C *__restrict x,
+                        const C *__restrict scale, C mean, C invStd,
+                        C *__restrict xhat, C *__restrict gs,
+                        C *__restrict dScale, C *__restrict dBias) {
+  for (int64_t j = 0; j < n; ++j) {
+    xhat[j] = layerNormXhat(x[j], mean, invStd);
+    gs[j] = g[j] * scale[j];
+    dScale[j] += g[j] * xhat[j];
+    dBias[j] += g[j];
+  }
+}
+
 void normalizeRowsGrad(KernelContext &ctx, bool centered) {
   const Node &node = ctx.node;
   const Tensor &dy = input(ctx, 0, "dY"), &x = input(ctx, 1, "X"),
@@ -412,29 +428,31 @@ void normalizeRowsGrad(KernelContext &ctx, bool centered) {
         partDb(static_cast<size_t>(chunks));
     int64_t chunkGrain = std::max<int64_t>(1, grainFor(s.n) / kSumChunk);
     parallelFor(chunks, chunkGrain, [&](int64_t c0, int64_t c1) {
-      std::vector<C> xhat(size_t(s.n)), gs(size_t(s.n));
+      std::vector<C> xhatBuf(size_t(s.n)), gsBuf(size_t(s.n));
+      // Restrict-qualified views: the row loops vectorise only when the
+      // compiler may assume the buffers and the rows do not overlap (dX may
+      // lie over dY or X, but it is written in its own loop, after them).
+      C *__restrict xhat = xhatBuf.data();
+      C *__restrict gs = gsBuf.data();
+      const C *__restrict scv = sc.data();
       for (int64_t c = c0; c < c1; ++c) {
-        std::vector<C> &pds = partDs[size_t(c)], &pdb = partDb[size_t(c)];
-        pds.assign(size_t(s.n), C(0));
-        pdb.assign(size_t(s.n), C(0));
+        partDs[size_t(c)].assign(size_t(s.n), C(0));
+        partDb[size_t(c)].assign(size_t(s.n), C(0));
+        C *__restrict pds = partDs[size_t(c)].data();
+        C *__restrict pdb = partDb[size_t(c)].data();
         for (int64_t o = c * kSumChunk;
              o < std::min(s.outer, (c + 1) * kSumChunk); ++o) {
-          C m = mv[size_t(o)], is = iv[size_t(o)];
-          const C *gRow = g + o * s.n, *xRow = xv + o * s.n;
-          for (int64_t j = 0; j < s.n; ++j) {
-            xhat[size_t(j)] = layerNormXhat(xRow[j], m, is);
-            gs[size_t(j)] = gRow[j] * sc[size_t(j)];
-            pds[size_t(j)] += gRow[j] * xhat[size_t(j)];
-            pdb[size_t(j)] += gRow[j];
-          }
+          const C m = mv[size_t(o)], is = iv[size_t(o)];
+          const C *__restrict gRow = g + o * s.n;
+          const C *__restrict xRow = xv + o * s.n;
+          layerNormGradTerms(s.n, gRow, xRow, scv, m, is, xhat, gs, pds, pdb);
           // The row's two sums in lane_sum.h's lanes (as its statistics).
-          C sumG = laneSum<C>(s.n, [&](int64_t j) { return gs[size_t(j)]; });
-          C sumGX = laneSum<C>(
-              s.n, [&](int64_t j) { return gs[size_t(j)] * xhat[size_t(j)]; });
+          C sumG = laneSum<C>(s.n, [&](int64_t j) { return gs[j]; });
+          C sumGX = laneSum<C>(s.n, [&](int64_t j) { return gs[j] * xhat[j]; });
           C meanG = centered ? sumG / C(s.n) : C(0), meanGX = sumGX / C(s.n);
+          C *dxRow = dxs + o * s.n;
           for (int64_t j = 0; j < s.n; ++j)
-            dxs[o * s.n + j] = layerNormGradInput(is, gs[size_t(j)], meanG,
-                                                  xhat[size_t(j)], meanGX);
+            dxRow[j] = layerNormGradInput(is, gs[j], meanG, xhat[j], meanGX);
         }
       }
     });

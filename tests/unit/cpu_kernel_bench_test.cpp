@@ -138,6 +138,14 @@ TEST(CpuKernelBench, DISABLED_GptSizedKernelsOnOneThread) {
                   {{"axis", Attribute::ofInt(-1)}}, 3),
          x.numel());
 
+  Tensor dx = randomTensor(DType::F32, {tokens, d}, 12);
+  Tensor mean = randomTensor(DType::F32, {tokens, 1}, 13, -0.1f, 0.1f);
+  Tensor invStd = randomTensor(DType::F32, {tokens, 1}, 14, 0.8f, 1.2f);
+  report("LayerNormalizationGrad fp32 [1024, 512] (dX, dScale, dBias)",
+         timeNode(kMpcDomain, "LayerNormalizationGrad",
+                  {&dx, &x, &scale, &mean, &invStd}, {}, 3),
+         x.numel());
+
   Tensor w = randomTensor(DType::F32, {ff, d}, 11);
   report("Cast fp32 -> bf16 [2048, 512]",
          timeNode("", "Cast", {&w},
