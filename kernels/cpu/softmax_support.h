@@ -2,8 +2,9 @@
 // and their gradients (activation.cpp) and the fused forms mpc.SoftmaxTo,
 // mpc.DivSoftmaxTo, mpc.SoftmaxGradAs and mpc.SoftmaxGradDiv (fused.cpp),
 // so a fused op gives the bits of the nodes it replaces. Rows are computed in
-// fp32 (fp64 for fp64) with kernels/common/softmax_math.h's formulas; fp32
-// rows sum their terms in rowSum's fixed lane order.
+// fp32 (fp64 for fp64) with kernels/common/softmax_math.h's formulas; the
+// rows' sums (the forward's terms, the gradient's dY * Y) add in
+// kernels/common/lane_sum.h's fixed lanes.
 #pragma once
 
 #include "ir/mpc_ops.h"
@@ -214,9 +215,10 @@ void softmaxGradKernel(KernelContext &ctx) {
               int64_t base = o * s.len;
               loadRun<G>(pg + base, s.len, g.data());
               loadRun<Fw>(pf + base, s.len, f.data());
-              CO sum = 0;
-              for (size_t j = 0; j < len; ++j)
-                sum += softmaxGradTerm<Log>(g[j], f[j]);
+              const CO *gj = g.data(), *fj = f.data();
+              CO sum = laneSum<CO>(s.len, [gj, fj](int64_t j) {
+                return softmaxGradTerm<Log>(gj[j], fj[j]);
+              });
               for (size_t j = 0; j < len; ++j)
                 v[j] = softmaxGradValue<Log>(g[j], f[j], sum);
               if constexpr (Out == GradOut::DivTo) {
@@ -238,12 +240,11 @@ void softmaxGradKernel(KernelContext &ctx) {
         for (int64_t o = o0; o < o1; ++o)
           for (int64_t i = 0; i < s.inner; ++i) {
             int64_t base = o * s.len * s.inner + i;
-            C sum = 0;
-            for (int64_t j = 0; j < s.len; ++j) {
+            C sum = laneSum<C>(s.len, [&](int64_t j) {
               int64_t k = base + j * s.inner;
-              sum +=
-                  softmaxGradTerm<Log>(C(G::load(pg, k)), C(Fw::load(pf, k)));
-            }
+              return softmaxGradTerm<Log>(C(G::load(pg, k)),
+                                          C(Fw::load(pf, k)));
+            });
             for (int64_t j = 0; j < s.len; ++j) {
               int64_t k = base + j * s.inner;
               C g = G::load(pg, k), v = Fw::load(pf, k);

@@ -133,12 +133,12 @@ TEST(SharedRowMath, SoftmaxGradIsTheCpuKernel) {
                          1, kMpcDomain)[0];
     std::vector<float> g = asFloats(dy), v = asFloats(y), dx(g.size());
     for (int64_t r = 0; r < 5; ++r) {
-      float sum = 0;
-      for (int64_t j = 0; j < 33; ++j)
-        sum += log ? softmaxGradTerm<true>(g[size_t(r * 33 + j)],
-                                           v[size_t(r * 33 + j)])
-                   : softmaxGradTerm<false>(g[size_t(r * 33 + j)],
-                                            v[size_t(r * 33 + j)]);
+      // The row's sum in lane_sum.h's lanes, as the forward's.
+      float sum = laneSum<float>(33, [&](int64_t j) {
+        size_t k = size_t(r * 33 + j);
+        return log ? softmaxGradTerm<true>(g[k], v[k])
+                   : softmaxGradTerm<false>(g[k], v[k]);
+      });
       for (int64_t j = 0; j < 33; ++j) {
         size_t k = size_t(r * 33 + j);
         dx[k] = log ? softmaxGradValue<true>(g[k], v[k], sum)
