@@ -441,6 +441,77 @@ TEST(OneDnn, Fp16WidenedConvAndGradientsWithinOneUlpOfTheEmulatedPath) {
   }
 }
 
+/// fp32 products with a plain B of more rows than columns (k > n) run on
+/// oneDNN's sgemm (onednn.cpp): Gemm without C, with a row bias (copied into
+/// Y, added with beta 1), with a full C and beta, with alpha; MatMul 2-D and
+/// batched over a shared B (one product of the stacked rows); a FusedMatMul
+/// with alpha. Each within the fp32 tolerance of BLAS, and oneDNN ran.
+TEST(OneDnn, Fp32TallPlainBProductsOnSgemmMatchBlas) {
+  unsigned seed = 700;
+  auto check = [&](const char *domain, const char *op,
+                   std::vector<Tensor> inputs, const Attrs &attrs,
+                   const Attrs &absAttrs, int64_t terms) {
+    std::vector<Tensor> abs;
+    std::vector<const Tensor *> in, inAbs;
+    for (const Tensor &t : inputs)
+      abs.push_back(absF32(t));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      in.push_back(&inputs[i]);
+      inAbs.push_back(&abs[i]);
+    }
+    Tensor native = runOne(domain, op, in, attrs, "native");
+    Tensor reference = runOne(domain, op, in, attrs, "blas");
+    Tensor sum = runOne(domain, op, inAbs, absAttrs, "blas");
+    expectWithin(native, reference, sum, terms, false);
+  };
+  struct GemmCase {
+    std::vector<int64_t> c; ///< empty: no C
+    float alpha, beta;
+  };
+  for (const GemmCase &g : std::vector<GemmCase>{{{}, 1.f, 0.f},
+                                                 {{}, 0.5f, 0.f},
+                                                 {{40}, 1.f, 1.f},
+                                                 {{1, 40}, 1.f, 1.f},
+                                                 {{33, 40}, 1.f, 0.5f},
+                                                 {{33, 1}, -2.f, 1.f}}) {
+    SCOPED_TRACE("Gemm 33x40x300 C " + cpu::shapeString(g.c) + " alpha " +
+                 std::to_string(g.alpha) + " beta " + std::to_string(g.beta));
+    std::vector<Tensor> in = {randomTensor(DType::F32, {33, 300}, seed++),
+                              randomTensor(DType::F32, {300, 40}, seed++)};
+    if (!g.c.empty())
+      in.push_back(randomTensor(DType::F32, g.c, seed++));
+    Attrs attrs = {{"alpha", Attribute::ofFloat(g.alpha)},
+                   {"beta", Attribute::ofFloat(g.beta)}};
+    Attrs absAttrs = {{"alpha", Attribute::ofFloat(std::fabs(g.alpha))},
+                      {"beta", Attribute::ofFloat(std::fabs(g.beta))}};
+    check("", "Gemm", in, attrs, absAttrs, 301);
+  }
+  {
+    SCOPED_TRACE("MatMul 2-D 64x24x700");
+    check("", "MatMul",
+          {randomTensor(DType::F32, {64, 700}, seed++),
+           randomTensor(DType::F32, {700, 24}, seed++)},
+          {}, {}, 700);
+  }
+  {
+    SCOPED_TRACE("MatMul batched over a shared B 3x16x130 x 130x50");
+    check("", "MatMul",
+          {randomTensor(DType::F32, {3, 16, 130}, seed++),
+           randomTensor(DType::F32, {130, 50}, seed++)},
+          {}, {}, 130);
+  }
+  {
+    SCOPED_TRACE("FusedMatMul alpha 0.25, 40x30x900");
+    Attrs f = {{"alpha", Attribute::ofFloat(0.25f)}};
+    check(kMpcDomain, "FusedMatMul",
+          {randomTensor(DType::F32, {40, 900}, seed++),
+           randomTensor(DType::F32, {900, 30}, seed++)},
+          f, f, 900);
+  }
+  EXPECT_NE(cpu::onednn::kernelReport().find("oneDNN fp32"), std::string::npos)
+      << cpu::onednn::kernelReport();
+}
+
 TEST(OneDnn, Fp32ConvAndGradientsMatchIm2colBlas) {
   unsigned seed = 300;
   for (const ConvCase &c : convCases()) {
