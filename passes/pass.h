@@ -177,6 +177,7 @@ void runFoldConstants(Model &model, PassContext &ctx);
 void runFuseGelu(Model &model, PassContext &ctx);
 void runFuseRmsNorm(Model &model, PassContext &ctx);
 void runFuseLogSigmoid(Model &model, PassContext &ctx);
+void runGathersToSplit(Model &model, PassContext &ctx);
 void runAutodiff(Model &model, PassContext &ctx);
 void runSyncBatchNorm(Model &model, PassContext &ctx);
 void runAutocast(Model &model, PassContext &ctx);

@@ -35,6 +35,10 @@ const std::vector<PassInfo> &passRegistry() {
        "one stable mpc.LogSigmoid for Log(Sigmoid(x)) and Log(1 - "
        "Sigmoid(x)) (BCE-with-logits, logsigmoid; before autodiff)",
        runFuseLogSigmoid},
+      {"gathers-to-split",
+       "one Split for constant Gathers of every index of an axis (a packed "
+       "q/k/v projection; its gradient one Concat; before autodiff)",
+       runGathersToSplit},
       {"autodiff", "backward graph of the loss w.r.t. trainable parameters",
        runAutodiff},
       {"sync-batchnorm",
