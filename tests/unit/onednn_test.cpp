@@ -117,6 +117,26 @@ void expectWithin(const Tensor &native, const Tensor &reference,
   EXPECT_EQ(bad, 0);
 }
 
+/// An fp32 op on oneDNN (the default path) within the fp32 tolerance of
+/// BLAS (MPC_CPU_ONEDNN=0): `terms` summed per element, S from the same op
+/// on the inputs' absolute values with `absAttrs`.
+void expectFp32MatchesBlas(const char *domain, const char *op,
+                           std::vector<Tensor> inputs, const Attrs &attrs,
+                           const Attrs &absAttrs, int64_t terms) {
+  std::vector<Tensor> abs;
+  std::vector<const Tensor *> in, inAbs;
+  for (const Tensor &t : inputs)
+    abs.push_back(absF32(t));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    in.push_back(&inputs[i]);
+    inAbs.push_back(&abs[i]);
+  }
+  Tensor native = runOne(domain, op, in, attrs, "native");
+  Tensor reference = runOne(domain, op, in, attrs, "blas");
+  Tensor sum = runOne(domain, op, inAbs, absAttrs, "blas");
+  expectWithin(native, reference, sum, terms, false);
+}
+
 struct MatMulCase {
   std::vector<int64_t> a, b; ///< stored shapes (already transposed if flagged)
   bool ta, tb;
@@ -279,22 +299,7 @@ TEST(OneDnn, Bf16AndFp32GemmWithAlphaBetaAndBroadcastC) {
 /// a tail of 1348), 2049 (1040 and a tail of 1009).
 TEST(OneDnn, Fp32WideProductsInColumnBlocksMatchBlas) {
   unsigned seed = 500;
-  auto check = [&](const char *domain, const char *op,
-                   std::vector<Tensor> inputs, const Attrs &attrs,
-                   const Attrs &absAttrs, int64_t terms) {
-    std::vector<Tensor> abs;
-    std::vector<const Tensor *> in, inAbs;
-    for (const Tensor &t : inputs)
-      abs.push_back(absF32(t));
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      in.push_back(&inputs[i]);
-      inAbs.push_back(&abs[i]);
-    }
-    Tensor native = runOne(domain, op, in, attrs, "native");
-    Tensor reference = runOne(domain, op, in, attrs, "blas");
-    Tensor sum = runOne(domain, op, inAbs, absAttrs, "blas");
-    expectWithin(native, reference, sum, terms, false);
-  };
+  const auto check = expectFp32MatchesBlas;
   {
     SCOPED_TRACE("batched MatMul, 4100 columns");
     check("", "MatMul",
@@ -448,22 +453,7 @@ TEST(OneDnn, Fp16WidenedConvAndGradientsWithinOneUlpOfTheEmulatedPath) {
 /// with alpha. Each within the fp32 tolerance of BLAS, and oneDNN ran.
 TEST(OneDnn, Fp32TallPlainBProductsOnSgemmMatchBlas) {
   unsigned seed = 700;
-  auto check = [&](const char *domain, const char *op,
-                   std::vector<Tensor> inputs, const Attrs &attrs,
-                   const Attrs &absAttrs, int64_t terms) {
-    std::vector<Tensor> abs;
-    std::vector<const Tensor *> in, inAbs;
-    for (const Tensor &t : inputs)
-      abs.push_back(absF32(t));
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      in.push_back(&inputs[i]);
-      inAbs.push_back(&abs[i]);
-    }
-    Tensor native = runOne(domain, op, in, attrs, "native");
-    Tensor reference = runOne(domain, op, in, attrs, "blas");
-    Tensor sum = runOne(domain, op, inAbs, absAttrs, "blas");
-    expectWithin(native, reference, sum, terms, false);
-  };
+  const auto check = expectFp32MatchesBlas;
   struct GemmCase {
     std::vector<int64_t> c; ///< empty: no C
     float alpha, beta;
