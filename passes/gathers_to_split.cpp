@@ -112,16 +112,13 @@ std::vector<Take> matchAt(Node &first) {
   return takes;
 }
 
-/// Whether `first` is the earliest of the takes in the graph's order (the
-/// Split goes before it, so before every reader of a piece).
-bool isEarliest(const Graph &g, const Node &first,
-                const std::vector<Take> &takes) {
-  std::unordered_set<const Node *> gathers;
+/// Whether `first` (the earliest Gather of its tensor) is one of the takes:
+/// a tensor whose first Gather reads an index that is not constant keeps
+/// its Gathers.
+bool isTaken(const Node &first, const std::vector<Take> &takes) {
   for (const Take &t : takes)
-    gathers.insert(t.gather);
-  for (const Node *n : g.nodeList())
-    if (gathers.count(n))
-      return n == &first;
+    if (t.gather == &first)
+      return true;
   return false;
 }
 
@@ -180,9 +177,10 @@ void rewrite(Graph &g, Node &first, const std::vector<Take> &takes,
 
 void runGathersToSplit(Model &model, PassContext &ctx) {
   int64_t opset = model.opsetVersion("");
-  // Each tensor's readers are looked at once, from its first Gather: a
-  // tensor with many Gathers that do not match costs one walk, not one per
-  // Gather.
+  // Each tensor's readers are looked at once, from its first Gather in the
+  // graph's order (fuseEachGraph's walk): a tensor with many Gathers that do
+  // not match costs one walk, not one per Gather, and the Split goes before
+  // that first Gather, so before every reader of a piece.
   std::unordered_set<const Value *> seen;
   fuseEachGraph(model, ctx,
                 [&](Graph &g, Node &n, std::unordered_set<Node *> &removed) {
@@ -190,7 +188,7 @@ void runGathersToSplit(Model &model, PassContext &ctx) {
                       !seen.insert(n.input(0)).second)
                     return false;
                   std::vector<Take> takes = matchAt(n);
-                  if (takes.empty() || !isEarliest(g, n, takes))
+                  if (takes.empty() || !isTaken(n, takes))
                     return false;
                   rewrite(g, n, takes, opset, removed);
                   ++ctx.stats["gathers-to-split"];

@@ -408,7 +408,7 @@ std::shared_ptr<Entry> productEntry(DType t, DType yt, bool ta, bool tb,
   });
 }
 
-/// An fp32 product of one matrix with a plain B of more rows than columns
+/// An fp32 product of one matrix, A and B plain, B of more rows than columns
 /// (k > n: a Linear layer's data gradient dY W, W stored [out, in] with out
 /// > in) runs on oneDNN's sgemm (its jit GEMM, which packs both operands
 /// itself) instead of the matmul primitive, whose fp32 brgemm runs that
@@ -422,9 +422,8 @@ std::shared_ptr<Entry> productEntry(DType t, DType yt, bool ta, bool tb,
 /// finished sum (beta 1), as the primitive adds its bias. Each element is
 /// still one fp32 sum over k, in sgemm's order (tests/unit/onednn_test.cpp's
 /// bound).
-bool sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-           float beta, const float *a, const float *b, float *y,
-           const float *bias) {
+bool plainSgemm(int64_t m, int64_t n, int64_t k, float alpha, float beta,
+                const float *a, const float *b, float *y, const float *bias) {
   if (bias) {
     for (int64_t r = 0; r < m; ++r)
       std::memcpy(y + r * n, bias, size_t(n) * sizeof(float));
@@ -432,8 +431,8 @@ bool sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
   }
   useThreads(threadsFor(m * n * k));
   std::lock_guard<std::mutex> lock(executing());
-  return dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a,
-                    ta ? m : k, b, tb ? k : n, beta, y, n) == dnnl_success;
+  return dnnl_sgemm('N', 'N', m, n, k, alpha, a, k, b, n, beta, y, n) ==
+         dnnl_success;
 }
 
 /// The widest column block an fp32 product with a plain (untransposed) B
@@ -463,9 +462,9 @@ bool matmul(DType t, DType yt, bool ta, bool tb, int64_t batch, int64_t m,
     return false;
   if (t == DType::F32 && yt == DType::F32 && batch == 1 && !ta && !tb &&
       k > n) {
-    bool ok = sgemm(ta, tb, m, n, k, alpha, beta, static_cast<const float *>(a),
-                    static_cast<const float *>(b), static_cast<float *>(y),
-                    static_cast<const float *>(bias));
+    bool ok = plainSgemm(m, n, k, alpha, beta, static_cast<const float *>(a),
+                         static_cast<const float *>(b), static_cast<float *>(y),
+                         static_cast<const float *>(bias));
     note(Family::Product, t, ok);
     return ok;
   }

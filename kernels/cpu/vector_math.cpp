@@ -111,32 +111,32 @@ void runSse2(Fn fn, float *v, const float *x, int64_t n) {
   }
 }
 
+/// One width's loops, in Fn's order.
+struct WideLoops {
+  void (*erf)(float *, int64_t);
+  void (*exp)(float *, int64_t);
+  void (*gelu)(float *, int64_t);
+  void (*geluGrad)(float *, const float *, int64_t);
+};
+constexpr WideLoops kAvx512 = {erfInPlaceAvx512, expInPlaceAvx512,
+                               geluInPlaceAvx512, geluGradInPlaceAvx512};
+constexpr WideLoops kAvx2 = {erfInPlaceAvx2, expInPlaceAvx2, geluInPlaceAvx2,
+                             geluGradInPlaceAvx2};
+
 /// n a multiple of `width`; `x` is GeluGrad's input (v holds dY).
 void runVectors(Fn fn, float *v, const float *x, int64_t n, int width) {
-  if (width == 16) {
-    switch (fn) {
-    case Fn::Erf:
-      return erfInPlaceAvx512(v, n);
-    case Fn::Exp:
-      return expInPlaceAvx512(v, n);
-    case Fn::Gelu:
-      return geluInPlaceAvx512(v, n);
-    case Fn::GeluGrad:
-      return geluGradInPlaceAvx512(v, x, n);
-    }
-  } else if (width == 8) {
-    switch (fn) {
-    case Fn::Erf:
-      return erfInPlaceAvx2(v, n);
-    case Fn::Exp:
-      return expInPlaceAvx2(v, n);
-    case Fn::Gelu:
-      return geluInPlaceAvx2(v, n);
-    case Fn::GeluGrad:
-      return geluGradInPlaceAvx2(v, x, n);
-    }
-  } else {
-    runSse2(fn, v, x, n);
+  if (width != 16 && width != 8)
+    return runSse2(fn, v, x, n);
+  const WideLoops &l = width == 16 ? kAvx512 : kAvx2;
+  switch (fn) {
+  case Fn::Erf:
+    return l.erf(v, n);
+  case Fn::Exp:
+    return l.exp(v, n);
+  case Fn::Gelu:
+    return l.gelu(v, n);
+  case Fn::GeluGrad:
+    return l.geluGrad(v, x, n);
   }
 }
 #else

@@ -8,6 +8,7 @@
 
 #if defined(__x86_64__)
 #include "kernels/cpu/vector_erf.h"
+#include "kernels/cpu/vector_gelu.h"
 
 #include <cmath>
 #include <immintrin.h>
@@ -39,6 +40,18 @@ inline __m256 erf8(__m256 x) {
   return _mm256_blendv_ps(large, small, isSmall);
 }
 
+/// What vector_gelu.h's loops need, at this width.
+struct Ops {
+  static constexpr int kWidth = 8;
+  static __m256 load(const float *p) { return _mm256_loadu_ps(p); }
+  static void store(float *p, __m256 v) { _mm256_storeu_ps(p, v); }
+  static __m256 mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+  static __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+  static __m256 splat(float f) { return _mm256_set1_ps(f); }
+  static __m256 erf(__m256 x) { return erf8(x); }
+  static __m256 exp(__m256 x) { return Sleef_expf8_u10(x); }
+};
+
 } // namespace
 
 void erfInPlaceAvx2(float *v, int64_t n) {
@@ -51,31 +64,10 @@ void expInPlaceAvx2(float *v, int64_t n) {
     _mm256_storeu_ps(v + i, Sleef_expf8_u10(_mm256_loadu_ps(v + i)));
 }
 
-void geluInPlaceAvx2(float *v, int64_t n) {
-  const __m256 rootHalf = _mm256_set1_ps(float(M_SQRT1_2));
-  const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
-  for (int64_t i = 0; i < n; i += 8) {
-    __m256 x = _mm256_loadu_ps(v + i);
-    __m256 e = erf8(_mm256_mul_ps(x, rootHalf));
-    _mm256_storeu_ps(
-        v + i, _mm256_mul_ps(_mm256_mul_ps(x, half), _mm256_add_ps(one, e)));
-  }
-}
+void geluInPlaceAvx2(float *v, int64_t n) { geluLoop<Ops>(v, n); }
 
 void geluGradInPlaceAvx2(float *g, const float *xs, int64_t n) {
-  const __m256 rootHalf = _mm256_set1_ps(float(M_SQRT1_2));
-  const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
-  const __m256 minusHalf = _mm256_set1_ps(-0.5f);
-  const __m256 pdfScale = _mm256_set1_ps(float(M_2_SQRTPI * M_SQRT1_2 * 0.5));
-  for (int64_t i = 0; i < n; i += 8) {
-    __m256 x = _mm256_loadu_ps(xs + i);
-    __m256 e = erf8(_mm256_mul_ps(x, rootHalf));
-    __m256 p = Sleef_expf8_u10(_mm256_mul_ps(_mm256_mul_ps(minusHalf, x), x));
-    __m256 cdf = _mm256_mul_ps(half, _mm256_add_ps(one, e));
-    __m256 pdf = _mm256_mul_ps(pdfScale, p);
-    __m256 d = _mm256_add_ps(cdf, _mm256_mul_ps(x, pdf));
-    _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_loadu_ps(g + i), d));
-  }
+  geluGradLoop<Ops>(g, xs, n);
 }
 
 } // namespace cpu

@@ -7,6 +7,7 @@
 
 #if defined(__x86_64__)
 #include "kernels/cpu/vector_erf.h"
+#include "kernels/cpu/vector_gelu.h"
 
 #include <cmath>
 #include <immintrin.h>
@@ -41,6 +42,18 @@ inline __m512 erf16(__m512 x) {
   return _mm512_mask_blend_ps(isSmall, large, small);
 }
 
+/// What vector_gelu.h's loops need, at this width.
+struct Ops {
+  static constexpr int kWidth = 16;
+  static __m512 load(const float *p) { return _mm512_loadu_ps(p); }
+  static void store(float *p, __m512 v) { _mm512_storeu_ps(p, v); }
+  static __m512 mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
+  static __m512 add(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+  static __m512 splat(float f) { return _mm512_set1_ps(f); }
+  static __m512 erf(__m512 x) { return erf16(x); }
+  static __m512 exp(__m512 x) { return Sleef_expf16_u10(x); }
+};
+
 } // namespace
 
 void erfInPlaceAvx512(float *v, int64_t n) {
@@ -53,31 +66,10 @@ void expInPlaceAvx512(float *v, int64_t n) {
     _mm512_storeu_ps(v + i, Sleef_expf16_u10(_mm512_loadu_ps(v + i)));
 }
 
-void geluInPlaceAvx512(float *v, int64_t n) {
-  const __m512 rootHalf = _mm512_set1_ps(float(M_SQRT1_2));
-  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
-  for (int64_t i = 0; i < n; i += 16) {
-    __m512 x = _mm512_loadu_ps(v + i);
-    __m512 e = erf16(_mm512_mul_ps(x, rootHalf));
-    _mm512_storeu_ps(
-        v + i, _mm512_mul_ps(_mm512_mul_ps(x, half), _mm512_add_ps(one, e)));
-  }
-}
+void geluInPlaceAvx512(float *v, int64_t n) { geluLoop<Ops>(v, n); }
 
 void geluGradInPlaceAvx512(float *g, const float *xs, int64_t n) {
-  const __m512 rootHalf = _mm512_set1_ps(float(M_SQRT1_2));
-  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
-  const __m512 minusHalf = _mm512_set1_ps(-0.5f);
-  const __m512 pdfScale = _mm512_set1_ps(float(M_2_SQRTPI * M_SQRT1_2 * 0.5));
-  for (int64_t i = 0; i < n; i += 16) {
-    __m512 x = _mm512_loadu_ps(xs + i);
-    __m512 e = erf16(_mm512_mul_ps(x, rootHalf));
-    __m512 p = Sleef_expf16_u10(_mm512_mul_ps(_mm512_mul_ps(minusHalf, x), x));
-    __m512 cdf = _mm512_mul_ps(half, _mm512_add_ps(one, e));
-    __m512 pdf = _mm512_mul_ps(pdfScale, p);
-    __m512 d = _mm512_add_ps(cdf, _mm512_mul_ps(x, pdf));
-    _mm512_storeu_ps(g + i, _mm512_mul_ps(_mm512_loadu_ps(g + i), d));
-  }
+  geluGradLoop<Ops>(g, xs, n);
 }
 
 } // namespace cpu
