@@ -18,14 +18,16 @@ configure: setup $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
+# A red run ends by printing the failed tests' own output again
+# (tools/ctest-failures.sh), where a log's tail is all that is kept.
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) || { tools/ctest-failures.sh $(BUILD); exit 1; }
 
 # The unit, lit, e2e and conformance suites under ASan + UBSan (build-asan/).
 test-asan: setup
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMPC_SANITIZE=ON $(CMAKE_FLAGS)
 	cmake --build build-asan -j$(JOBS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j$(JOBS) || { tools/ctest-failures.sh build-asan; exit 1; }
 
 # libFuzzer targets (tests/fuzz) under ASan + UBSan, built with clang into
 # build-fuzz/ with assertions on; FUZZ_SECONDS per target, findings in

@@ -617,7 +617,7 @@ std::unique_ptr<Collective> joinGlooWorld(const GlooRendezvous &w) {
   };
   std::unique_ptr<TcpStoreServer> server;
   if (w.rank == 0 && w.size > 1)
-    server = std::make_unique<TcpStoreServer>(w.masterPort);
+    server = std::make_unique<TcpStoreServer>(w.masterPort, w.storeFd);
   auto context = std::make_shared<gloo::rendezvous::Context>(w.rank, w.size);
   std::unique_ptr<TcpStore> store;
   std::shared_ptr<gloo::transport::Device> device;

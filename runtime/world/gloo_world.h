@@ -34,6 +34,10 @@ struct GlooRendezvous {
   int size = 1;
   std::string masterAddr; ///< rank 0's host (name or IPv4 address)
   int masterPort = 0;     ///< the port rank 0's store listens on
+  /// Rank 0: a socket already listening on masterPort (a HeldPort's, from
+  /// a launcher that chose the port), which the store serves on instead of
+  /// binding the port itself; borrowed, the caller closes it. -1: none.
+  int storeFd = -1;
   /// How long a rank waits for the others to join (and for rank 0 to
   /// listen) before it gives up with an error naming who is missing.
   double timeoutSeconds = 300;

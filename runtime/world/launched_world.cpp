@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <initializer_list>
 #include <string>
+#include <unistd.h>
 
 namespace mpc {
 namespace {
@@ -76,6 +77,18 @@ joinTorchrunLaunch(int size, double collectiveTimeoutSeconds) {
   w.timeoutSeconds =
       launcherNumber({"MPC_RENDEZVOUS_TIMEOUT"}, 1, "seconds", 300);
   w.collectiveTimeoutSeconds = collectiveTimeoutSeconds;
+  // mpc-run --nproc-per-node hands rank 0 the socket it chose the port
+  // with (held_port.h); the store serves on a copy, so this one is closed
+  // whatever happens.
+  if (w.rank == 0)
+    w.storeFd = launcherNumber({"MPC_STORE_FD"}, 0, "a file descriptor", -1);
+  struct CloseAfter {
+    int fd;
+    ~CloseAfter() {
+      if (fd > 2)
+        ::close(fd);
+    }
+  } inherited{w.storeFd};
   try {
     return joinGlooWorld(w);
   } catch (const Error &e) {

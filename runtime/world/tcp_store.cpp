@@ -160,25 +160,52 @@ bool answer(int fd, std::map<std::string, std::vector<char>> &kv) {
   return sendAll(fd, reply.data(), reply.size(), deadline) == Io::Ok;
 }
 
-} // namespace
-
-TcpStoreServer::TcpStoreServer(int port) {
-  listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listener_ < 0)
+/// A socket listening on `port` of every IPv4 interface.
+int listenOn(int port) {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0)
     throw Error("socket: " + errnoText(errno));
   int one = 1;
-  ::setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_ANY);
   a.sin_port = htons(uint16_t(port));
-  if (::bind(listener_, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 ||
-      ::listen(listener_, 1024) != 0) {
+  if (::bind(s, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 ||
+      ::listen(s, 1024) != 0) {
     int err = errno;
-    ::close(listener_);
+    ::close(s);
     throw Error("cannot listen on port " + std::to_string(port) + ": " +
                 errnoText(err));
   }
+  return s;
+}
+
+/// A copy of `fd`, which must be a socket listening on `port`.
+int adoptListener(int fd, int port) {
+  int listening = 0;
+  socklen_t optLen = sizeof listening;
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &optLen) != 0 ||
+      !listening ||
+      ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) != 0 ||
+      a.sin_family != AF_INET || ntohs(a.sin_port) != port)
+    throw Error("descriptor " + std::to_string(fd) +
+                " handed to rank 0's store is not a socket listening on "
+                "port " +
+                std::to_string(port));
+  int s = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (s < 0)
+    throw Error("descriptor " + std::to_string(fd) + ": " + errnoText(errno));
+  return s;
+}
+
+} // namespace
+
+TcpStoreServer::TcpStoreServer(int port, int listeningFd) {
+  listener_ =
+      listeningFd >= 0 ? adoptListener(listeningFd, port) : listenOn(port);
   if (::pipe2(wake_, O_CLOEXEC) != 0) {
     int err = errno;
     ::close(listener_);

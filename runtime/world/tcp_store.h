@@ -30,10 +30,13 @@ constexpr size_t kMaxValueBytes = size_t(1) << 20;
 
 /// Rank 0's side: listens on `port` of every IPv4 interface from the
 /// constructor on and answers on a thread of its own until destroyed.
-/// Throws Error when the port cannot be listened on.
+/// Throws Error when the port cannot be listened on. With `listeningFd`
+/// (a socket already listening on `port`, held by whoever chose the port:
+/// held_port.h) it serves on a copy of that socket instead, and throws
+/// Error when it is not one.
 class TcpStoreServer {
 public:
-  explicit TcpStoreServer(int port);
+  explicit TcpStoreServer(int port, int listeningFd = -1);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer &) = delete;
   TcpStoreServer &operator=(const TcpStoreServer &) = delete;

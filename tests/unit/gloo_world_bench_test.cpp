@@ -4,8 +4,8 @@
 // half, and AllGather) and both (one AllReduce's traffic) at 1 KiB, 64 KiB
 // and 16 MiB per rank. A measurement, not a check: DISABLED_ keeps it out
 // of make test; bench/gloo_world.sh --latency runs it (median of 5 rounds).
-#include "runtime/world/free_port.h"
 #include "runtime/world/gloo_world.h"
+#include "runtime/world/held_port.h"
 
 #include <gtest/gtest.h>
 
@@ -45,7 +45,7 @@ template <typename F> double microsPerCall(Collective &w, int calls, F op) {
 } // namespace
 
 TEST(GlooWorldBench, DISABLED_CollectiveLatency) {
-  const int port = freeLocalPort();
+  const HeldPort held;
   const std::vector<size_t> sizes = {size_t(1) << 10, size_t(64) << 10,
                                      size_t(16) << 20};
   std::vector<std::string> lines;
@@ -56,7 +56,9 @@ TEST(GlooWorldBench, DISABLED_CollectiveLatency) {
       where.rank = r;
       where.size = 2;
       where.masterAddr = "127.0.0.1";
-      where.masterPort = port;
+      where.masterPort = held.port();
+      if (r == 0)
+        where.storeFd = held.fd();
       std::unique_ptr<Collective> w = joinGlooWorld(where);
       for (size_t bytes : sizes) {
         // `bytes` per rank: allToAll moves half of it each way, as the

@@ -6,8 +6,8 @@
 // meet, loses a rank or hears nothing from one for the collective timeout.
 #include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
-#include "runtime/world/free_port.h"
 #include "runtime/world/gloo_world.h"
+#include "runtime/world/held_port.h"
 #include "support/diagnostics.h"
 #include "tests/support/thread_world.h"
 
@@ -33,7 +33,8 @@ namespace {
 std::vector<std::string>
 onRanks(int size, const std::function<void(int, Collective &)> &body,
         double timeout = 20, std::function<GlooRendezvous(int)> where = {}) {
-  const int port = freeLocalPort();
+  const HeldPort held;
+  const int port = held.port();
   std::vector<std::string> errors(static_cast<size_t>(size));
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r)
@@ -48,6 +49,8 @@ onRanks(int size, const std::function<void(int, Collective &)> &body,
         }
         w.masterAddr = "127.0.0.1";
         w.masterPort = port;
+        if (w.rank == 0)
+          w.storeFd = held.fd();
         w.timeoutSeconds = timeout;
         std::unique_ptr<Collective> world = joinGlooWorld(w);
         body(r, *world);
@@ -243,19 +246,34 @@ TEST(GlooWorld, AMissingRankIsNamedAfterTheTimeout) {
                             0),
             0u)
       << errors[1];
-  // Nobody listens: rank 1 alone gives up connecting to rank 0.
-  errors = onRanks(
-      1, [](int, Collective &) {}, 1,
-      [](int) {
-        GlooRendezvous w;
-        w.rank = 1;
-        w.size = 2;
-        return w;
-      });
-  EXPECT_NE(errors[0].find("timed out connecting to rank 0 (MASTER_ADDR="
-                           "127.0.0.1, MASTER_PORT="),
-            std::string::npos)
-      << errors[0];
+  // Nobody listens: rank 1 alone gives up connecting to rank 0. The port
+  // is bound here without listening, so connecting is refused and no other
+  // process can listen there meanwhile (a port merely free when chosen may
+  // be another test's by the time rank 1 knocks).
+  const int bound = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(bound, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(bound, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+  ASSERT_EQ(::getsockname(bound, reinterpret_cast<sockaddr *>(&a), &len), 0);
+  GlooRendezvous w;
+  w.rank = 1;
+  w.size = 2;
+  w.masterAddr = "127.0.0.1";
+  w.masterPort = ntohs(a.sin_port);
+  w.timeoutSeconds = 1;
+  try {
+    joinGlooWorld(w);
+    ADD_FAILURE() << "joined";
+  } catch (const Error &e) {
+    EXPECT_EQ(std::string(e.what()),
+              "timed out connecting to rank 0 (MASTER_ADDR=127.0.0.1, "
+              "MASTER_PORT=" +
+                  std::to_string(w.masterPort) + ") (Connection refused)");
+  }
+  ::close(bound);
 }
 
 TEST(GlooWorld, ARankThatStopsIsAnErrorOnTheOthersNotAHang) {
@@ -302,7 +320,7 @@ TEST(GlooWorld, ASilentRankIsNamedAfterTheCollectiveTimeout) {
   // 1 MiB blocks take the event-loop pairs, 1 KiB the synchronous ones.
   for (size_t block : {size_t(1) << 20, size_t(1) << 10}) {
     SCOPED_TRACE(std::to_string(block) + " bytes");
-    const int port = freeLocalPort();
+    const HeldPort held;
     std::vector<std::string> errors(3);
     std::vector<double> waited(3, 0);
     std::vector<std::thread> threads;
@@ -313,7 +331,9 @@ TEST(GlooWorld, ASilentRankIsNamedAfterTheCollectiveTimeout) {
           w.rank = r;
           w.size = 3;
           w.masterAddr = "127.0.0.1";
-          w.masterPort = port;
+          w.masterPort = held.port();
+          if (r == 0)
+            w.storeFd = held.fd();
           w.timeoutSeconds = 20;
           w.collectiveTimeoutSeconds = 0.5;
           std::unique_ptr<Collective> world = joinGlooWorld(w);
@@ -356,7 +376,7 @@ TEST(GlooWorld, ACollectiveTimeoutUnderAMillisecondStillBoundsTheWait) {
   // until it closes its connections; and joining, which waits for the
   // rendezvous timeout, must not fail on it (the synchronous pairs, whose
   // connect waits for the collective timeout, are left out below 0.5 s).
-  const int port = freeLocalPort();
+  const HeldPort held;
   std::vector<std::string> errors(2);
   double waited = 0;
   std::vector<std::thread> threads;
@@ -367,7 +387,9 @@ TEST(GlooWorld, ACollectiveTimeoutUnderAMillisecondStillBoundsTheWait) {
         w.rank = r;
         w.size = 2;
         w.masterAddr = "127.0.0.1";
-        w.masterPort = port;
+        w.masterPort = held.port();
+        if (r == 0)
+          w.storeFd = held.fd();
         w.timeoutSeconds = 20;
         w.collectiveTimeoutSeconds = 0.0001;
         std::unique_ptr<Collective> world = joinGlooWorld(w);
@@ -427,6 +449,65 @@ TEST(GlooWorld, BadRendezvousValuesAreOneLine) {
   }
 }
 
+TEST(GlooWorld, RankZeroServesOnTheSocketItIsHandedAndRefusesOneThatIsNot) {
+  // A launcher holds the port it chose (HeldPort) and hands rank 0 its
+  // socket: rank 1 may knock before rank 0 starts (its connection waits in
+  // the backlog) and the world still meets.
+  {
+    const HeldPort held;
+    std::vector<std::string> errors(2);
+    std::vector<int32_t> got(2, -1);
+    auto rank = [&](int r) {
+      try {
+        GlooRendezvous w;
+        w.rank = r;
+        w.size = 2;
+        w.masterAddr = "127.0.0.1";
+        w.masterPort = held.port();
+        if (r == 0)
+          w.storeFd = held.fd();
+        w.timeoutSeconds = 20;
+        auto world = joinGlooWorld(w);
+        int32_t v = r == 0 ? 7 : 0;
+        world->broadcast(&v, sizeof v, 0);
+        got[size_t(r)] = v;
+      } catch (const Error &e) {
+        errors[size_t(r)] = e.what();
+      }
+    };
+    std::thread rank1(rank, 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::thread rank0(rank, 0);
+    rank0.join();
+    rank1.join();
+    expectNoErrors(errors);
+    EXPECT_EQ(got, (std::vector<int32_t>{7, 7}));
+  }
+  // A descriptor that is not a socket listening on MASTER_PORT: one line.
+  const HeldPort held, other;
+  const int bound = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(bound, 0);
+  for (int fd : {other.fd(), bound, 0, 1000000}) {
+    GlooRendezvous w;
+    w.size = 2;
+    w.masterAddr = "127.0.0.1";
+    w.masterPort = held.port();
+    w.storeFd = fd;
+    w.timeoutSeconds = 1;
+    try {
+      joinGlooWorld(w);
+      ADD_FAILURE() << "joined with descriptor " << fd;
+    } catch (const Error &e) {
+      EXPECT_EQ(std::string(e.what()),
+                "descriptor " + std::to_string(fd) +
+                    " handed to rank 0's store is not a socket listening on "
+                    "port " +
+                    std::to_string(held.port()));
+    }
+  }
+  ::close(bound);
+}
+
 TEST(GlooWorld, AMasterAddressRankZeroCannotListenOnIsOneLine) {
   // Rank 0 listens for Gloo's pairs on MASTER_ADDR: an address of another
   // host fails it at once, naming the address, instead of a world that
@@ -435,7 +516,9 @@ TEST(GlooWorld, AMasterAddressRankZeroCannotListenOnIsOneLine) {
   w.rank = 0;
   w.size = 2;
   w.masterAddr = "10.255.255.1";
-  w.masterPort = freeLocalPort();
+  const HeldPort held;
+  w.masterPort = held.port();
+  w.storeFd = held.fd();
   w.timeoutSeconds = 20;
   auto start = std::chrono::steady_clock::now();
   try {
@@ -488,7 +571,8 @@ TEST(GlooWorld, TheStoreDropsWhatIsNotARank) {
   // While rank 0 waits for rank 1, something else connects to its port:
   // junk, then a request that claims a 2 GiB key. The store drops both
   // (allocating nothing) and the world still meets when rank 1 comes.
-  const int port = freeLocalPort();
+  const HeldPort held;
+  const int port = held.port();
   std::vector<std::string> errors(2);
   std::vector<int32_t> got(2, -1);
   std::thread rank0([&] {
@@ -497,6 +581,7 @@ TEST(GlooWorld, TheStoreDropsWhatIsNotARank) {
       w.size = 2;
       w.masterAddr = "127.0.0.1";
       w.masterPort = port;
+      w.storeFd = held.fd();
       w.timeoutSeconds = 20;
       auto world = joinGlooWorld(w);
       int32_t v = 40;

@@ -2,9 +2,10 @@
 #include "tools/mpc-run/local_launcher.h"
 
 #include "runtime/plugin_path.h"
-#include "runtime/world/free_port.h"
+#include "runtime/world/held_port.h"
 #include "support/diagnostics.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,7 +67,13 @@ int launchLocalRanks(int ranks, const std::vector<std::string> &args) {
   if (self.empty())
     throw Error(std::string("cannot find this executable (/proc/self/exe): ") +
                 std::strerror(errno));
-  const std::string port = std::to_string(freeLocalPort());
+  // Held (listening) until rank 0's store serves on it: no other process
+  // can take the port in between. Rank 0 inherits the socket; the
+  // launcher's copy closes once every rank has started, so that ranks
+  // connecting after rank 0 ended are refused rather than left waiting.
+  auto held = std::make_unique<HeldPort>();
+  const std::string port = std::to_string(held->port());
+  const std::string heldFd = std::to_string(held->fd());
   std::vector<std::string> argvStrings = {self};
   argvStrings.insert(argvStrings.end(), args.begin(), args.end());
 
@@ -99,6 +107,11 @@ int launchLocalRanks(int ranks, const std::vector<std::string> &args) {
       ::setenv("WORLD_SIZE", std::to_string(ranks).c_str(), 1);
       ::setenv("MASTER_ADDR", "127.0.0.1", 1);
       ::setenv("MASTER_PORT", port.c_str(), 1);
+      // Rank 0 inherits the held socket (the others' closes on exec).
+      if (r == 0 && ::fcntl(held->fd(), F_SETFD, 0) == 0)
+        ::setenv("MPC_STORE_FD", heldFd.c_str(), 1);
+      else
+        ::unsetenv("MPC_STORE_FD");
       // Not a torchrun agent's ranks (its store would hold MASTER_PORT).
       ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
       ::unsetenv("MPC_MASTER_PORT");
@@ -113,6 +126,7 @@ int launchLocalRanks(int ranks, const std::vector<std::string> &args) {
     }
     gRanks[size_t(r)] = pid;
   }
+  held.reset();
 
   // Every rank is reaped before the launcher returns: none outlives it.
   // After the first failure the others get at most kGrace to end on their
