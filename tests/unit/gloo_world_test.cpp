@@ -28,13 +28,21 @@ using namespace mpc;
 
 namespace {
 
+/// Points `w` at rank 0 on this machine, at `held`'s port (rank 0 serving
+/// on its socket), with `timeout` seconds to meet.
+void meetHere(GlooRendezvous &w, const HeldPort &held, double timeout = 20) {
+  w.masterAddr = "127.0.0.1";
+  w.masterPort = held.port();
+  w.storeFd = w.rank == 0 ? held.fd() : -1;
+  w.timeoutSeconds = timeout;
+}
+
 /// Runs body(rank, world) on `size` threads that join one Gloo world; a
 /// rank whose join or body throws records its message in errors[rank].
 std::vector<std::string>
 onRanks(int size, const std::function<void(int, Collective &)> &body,
         double timeout = 20, std::function<GlooRendezvous(int)> where = {}) {
   const HeldPort held;
-  const int port = held.port();
   std::vector<std::string> errors(static_cast<size_t>(size));
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r)
@@ -47,11 +55,7 @@ onRanks(int size, const std::function<void(int, Collective &)> &body,
           w.rank = r;
           w.size = size;
         }
-        w.masterAddr = "127.0.0.1";
-        w.masterPort = port;
-        if (w.rank == 0)
-          w.storeFd = held.fd();
-        w.timeoutSeconds = timeout;
+        meetHere(w, held, timeout);
         std::unique_ptr<Collective> world = joinGlooWorld(w);
         body(r, *world);
       } catch (const Error &e) {
@@ -330,11 +334,7 @@ TEST(GlooWorld, ASilentRankIsNamedAfterTheCollectiveTimeout) {
           GlooRendezvous w;
           w.rank = r;
           w.size = 3;
-          w.masterAddr = "127.0.0.1";
-          w.masterPort = held.port();
-          if (r == 0)
-            w.storeFd = held.fd();
-          w.timeoutSeconds = 20;
+          meetHere(w, held);
           w.collectiveTimeoutSeconds = 0.5;
           std::unique_ptr<Collective> world = joinGlooWorld(w);
           EXPECT_EQ(world->timeoutSeconds(), 0.5);
@@ -386,11 +386,7 @@ TEST(GlooWorld, ACollectiveTimeoutUnderAMillisecondStillBoundsTheWait) {
         GlooRendezvous w;
         w.rank = r;
         w.size = 2;
-        w.masterAddr = "127.0.0.1";
-        w.masterPort = held.port();
-        if (r == 0)
-          w.storeFd = held.fd();
-        w.timeoutSeconds = 20;
+        meetHere(w, held);
         w.collectiveTimeoutSeconds = 0.0001;
         std::unique_ptr<Collective> world = joinGlooWorld(w);
         if (r == 1) {
@@ -462,11 +458,7 @@ TEST(GlooWorld, RankZeroServesOnTheSocketItIsHandedAndRefusesOneThatIsNot) {
         GlooRendezvous w;
         w.rank = r;
         w.size = 2;
-        w.masterAddr = "127.0.0.1";
-        w.masterPort = held.port();
-        if (r == 0)
-          w.storeFd = held.fd();
-        w.timeoutSeconds = 20;
+        meetHere(w, held);
         auto world = joinGlooWorld(w);
         int32_t v = r == 0 ? 7 : 0;
         world->broadcast(&v, sizeof v, 0);
@@ -579,10 +571,7 @@ TEST(GlooWorld, TheStoreDropsWhatIsNotARank) {
     try {
       GlooRendezvous w;
       w.size = 2;
-      w.masterAddr = "127.0.0.1";
-      w.masterPort = port;
-      w.storeFd = held.fd();
-      w.timeoutSeconds = 20;
+      meetHere(w, held);
       auto world = joinGlooWorld(w);
       int32_t v = 40;
       world->broadcast(&v, sizeof v, 0);
@@ -620,9 +609,7 @@ TEST(GlooWorld, TheStoreDropsWhatIsNotARank) {
       GlooRendezvous w;
       w.rank = 1;
       w.size = 2;
-      w.masterAddr = "127.0.0.1";
-      w.masterPort = port;
-      w.timeoutSeconds = 20;
+      meetHere(w, held);
       auto world = joinGlooWorld(w);
       int32_t v = 0;
       world->broadcast(&v, sizeof v, 0);
