@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace mpc {
@@ -22,10 +23,33 @@ BufferedLogFile::~BufferedLogFile() {
   if (fd_ < 0)
     return;
   // A run that failed keeps what it logged (what can be written).
-  std::string error;
   if (!buffer_.empty())
-    writeAll(fd_, buffer_.data(), buffer_.size(), path_, error);
+    writeBuffer();
   ::close(fd_);
+}
+
+bool BufferedLogFile::writeBuffer() {
+  // The buffer holds whole records (CSV rows, event records): a write that
+  // fails part-way (a full disk, a file size limit) is cut back to the end
+  // of the last record it wrote whole, so that the file never ends inside a
+  // row a reader would take for data, and keeps every row that fitted.
+  struct stat st;
+  const off_t before = regular_ && ::fstat(fd_, &st) == 0 ? st.st_size : -1;
+  std::string error;
+  if (writeAll(fd_, buffer_.data(), buffer_.size(), path_, error))
+    return true;
+  const int err = errno;
+  if (before >= 0 && ::fstat(fd_, &st) == 0 && st.st_size > before) {
+    const size_t written = size_t(st.st_size - before);
+    size_t keep = 0;
+    for (size_t end : recordEnds_)
+      if (end <= written)
+        keep = end;
+    if (::ftruncate(fd_, before + off_t(keep)) == 0)
+      (void)::lseek(fd_, before + off_t(keep), SEEK_SET);
+  }
+  errno = err;
+  return false;
 }
 
 void BufferedLogFile::name(const std::string &path, const std::string &what,
@@ -34,12 +58,14 @@ void BufferedLogFile::name(const std::string &path, const std::string &what,
   what_ = what;
   prefix_ = prefix;
   buffer_.clear();
+  recordEnds_.clear();
 }
 
 void BufferedLogFile::attach(int fd, bool regular) {
   fd_ = fd;
   regular_ = regular;
   buffer_.clear();
+  recordEnds_.clear();
   lastWrite_ = std::chrono::steady_clock::now();
 }
 
@@ -50,11 +76,13 @@ void BufferedLogFile::fail(const char *doing) {
     ::close(fd_);
   fd_ = -1;
   buffer_.clear();
+  recordEnds_.clear();
   throw Error(msg);
 }
 
 void BufferedLogFile::append(std::string_view bytes) {
   buffer_ += bytes;
+  recordEnds_.push_back(buffer_.size());
   if (buffer_.size() >= kBufferBytes ||
       std::chrono::steady_clock::now() - lastWrite_ >= kWriteInterval)
     flush();
@@ -66,10 +94,10 @@ void BufferedLogFile::flush() {
   lastWrite_ = std::chrono::steady_clock::now();
   if (buffer_.empty())
     return;
-  std::string error;
-  if (!writeAll(fd_, buffer_.data(), buffer_.size(), path_, error))
+  if (!writeBuffer())
     fail("write");
   buffer_.clear();
+  recordEnds_.clear();
 }
 
 void BufferedLogFile::sync() {

@@ -3,12 +3,15 @@
 // runtime/tensorboard_writer.h): bytes are buffered and written in blocks,
 // at least once a second (so `tail -f` and TensorBoard follow the run);
 // every write, fsync and the close are checked, and a failure is one Error
-// naming the file. The owner opens the file its own way and attaches it.
+// naming the file; a write that fails part-way is cut back to the last
+// whole record, so a file never ends inside a row. The owner opens the file its
+// own way and attaches it.
 #pragma once
 
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mpc {
 
@@ -31,7 +34,8 @@ public:
   int fd() const { return fd_; }
   const std::string &path() const { return path_; }
 
-  /// Appends bytes; writes the buffer when it is large or a second old.
+  /// Appends one record (a whole row, a whole event); writes the buffer
+  /// when it is large or a second old.
   void append(std::string_view bytes);
   /// Writes what is buffered. Throws Error on failure.
   void flush();
@@ -43,9 +47,15 @@ public:
   [[noreturn]] void fail(const char *doing);
 
 private:
+  /// Writes the buffer; a write that fails part-way is cut back to the
+  /// last whole record (errno says why it failed).
+  bool writeBuffer();
+
   int fd_ = -1;
   bool regular_ = false;
   std::string path_, what_, prefix_, buffer_;
+  /// Where each record appended since the last write ends in buffer_.
+  std::vector<size_t> recordEnds_;
   std::chrono::steady_clock::time_point lastWrite_;
 };
 

@@ -14,10 +14,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <dirent.h>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -218,6 +220,41 @@ TEST_F(OutputSafetyTest, LogWriteErrorsNameTheFile) {
   // A FIFO nobody reads is refused, not waited on.
   ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0644), 0);
   EXPECT_THROW(l.open(path("fifo"), "the log", "step", std::nullopt), Error);
+}
+
+TEST_F(OutputSafetyTest, ALogWriteThatFailsPartWayEndsAtTheLastWholeRow) {
+  // A disk that fills in the middle of a buffered write: the log keeps
+  // every row that fitted whole and ends there, not inside the next one.
+  // A file size limit (RLIMIT_FSIZE, SIGXFSZ ignored) fails a write
+  // part-way as a full disk does.
+  const std::string log = path("run.csv");
+  TrainingLog l;
+  l.open(log, "the log", "step,loss", std::nullopt);
+  l.row("1,0.9");
+  l.flush();
+  const std::string first = read("run.csv");
+  ASSERT_EQ(first, "step,loss\n1,0.9\n");
+  struct rlimit old;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto previous = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit tight = old;
+  // Rows 2 and 3 fit; row 4 would end 5 bytes past the limit.
+  tight.rlim_cur = first.size() + std::string("2,0.8\n3,0.7\n4,0.6").size();
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &tight), 0);
+  std::string error;
+  try {
+    l.row("2,0.8");
+    l.row("3,0.7");
+    l.row("4,0.61234");
+    l.flush();
+    ADD_FAILURE() << "the write past the limit succeeded";
+  } catch (const Error &e) {
+    error = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  ::signal(SIGXFSZ, previous);
+  EXPECT_EQ(error, log + ": cannot write the log: File too large");
+  EXPECT_EQ(read("run.csv"), first + "2,0.8\n3,0.7\n");
 }
 
 } // namespace
