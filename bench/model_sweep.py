@@ -66,6 +66,16 @@ class Seq2Seq(nn.Module):
         return self.model(input_ids=tokens, labels=targets, **extra).loss
 
 
+class ImageModelClassifier(nn.Module):
+    """A transformers image classifier (pixel_values in, logits out) with its loss."""
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x, y):
+        return nn.functional.cross_entropy(self.model(pixel_values=x).logits, y)
+
+
 def images(size, batch):
     return lambda: (torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,)))
 
@@ -136,6 +146,12 @@ def transformers_models(as_called=False):
             model.config.use_cache = False
             return wrapper(model, mask=not as_called)
         return make, tokens(classes)
+    def image(cls, cfg, size):
+        def make():
+            if not as_called:
+                cfg._attn_implementation = "eager"
+            return ImageModelClassifier(cls(cfg))
+        return make, images(size, 2)
     return {
         "hf_gpt2": lm(hf.GPT2LMHeadModel, hf.GPT2Config(vocab_size=128, n_positions=32, n_embd=32, n_layer=2,
                                                         n_head=2, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0,
@@ -171,6 +187,57 @@ def transformers_models(as_called=False):
                         hf.BartConfig(vocab_size=128, d_model=32, encoder_layers=1, decoder_layers=1,
                                       encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
                                       decoder_ffn_dim=64, max_position_embeddings=32, dropout=0.0)),
+        # Architectures beyond the first fifteen: shared layers (ALBERT), disentangled relative
+        # attention (DeBERTa-v2), mixture of experts (Mixtral), local attention (ModernBERT),
+        # softcapping (Gemma 2), bottlenecks (MobileBERT), vision (ViT, ConvNeXt, Swin).
+        "hf_albert": wrap(SequenceClassifier, hf.AlbertForSequenceClassification,
+                          hf.AlbertConfig(vocab_size=128, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                                          num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
+                                          num_labels=3, classifier_dropout_prob=0.0, **no_dropout), 3),
+        "hf_deberta_v2": wrap(SequenceClassifier, hf.DebertaV2ForSequenceClassification,
+                              hf.DebertaV2Config(vocab_size=128, hidden_size=32, num_hidden_layers=2,
+                                                 num_attention_heads=2, intermediate_size=64,
+                                                 max_position_embeddings=32, num_labels=3, relative_attention=True,
+                                                 pos_att_type=["p2c", "c2p"], max_relative_positions=16,
+                                                 position_buckets=8, **no_dropout), 3),
+        "hf_electra": wrap(SequenceClassifier, hf.ElectraForSequenceClassification,
+                           hf.ElectraConfig(vocab_size=128, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                                            num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
+                                            num_labels=3, **no_dropout), 3),
+        "hf_mobilebert": wrap(SequenceClassifier, hf.MobileBertForSequenceClassification,
+                              hf.MobileBertConfig(vocab_size=128, embedding_size=16, hidden_size=32,
+                                                  num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                                  intra_bottleneck_size=16, max_position_embeddings=32, num_labels=3,
+                                                  num_feedforward_networks=2, **no_dropout), 3),
+        "hf_modernbert": wrap(SequenceClassifier, hf.ModernBertForSequenceClassification,
+                              hf.ModernBertConfig(vocab_size=128, hidden_size=32, intermediate_size=64,
+                                                  num_hidden_layers=2, num_attention_heads=2,
+                                                  max_position_embeddings=32, num_labels=3, pad_token_id=0,
+                                                  bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2,
+                                                  global_attn_every_n_layers=2, local_attention=8), 3),
+        "hf_qwen3": lm(hf.Qwen3ForCausalLM, hf.Qwen3Config(num_key_value_heads=1, head_dim=16, **small)),
+        "hf_gemma2": lm(hf.Gemma2ForCausalLM, hf.Gemma2Config(num_key_value_heads=1, head_dim=16, **small)),
+        "hf_phi3": lm(hf.Phi3ForCausalLM, hf.Phi3Config(num_key_value_heads=1, **small)),
+        "hf_stablelm": lm(hf.StableLmForCausalLM, hf.StableLmConfig(num_key_value_heads=1, **small)),
+        "hf_olmo": lm(hf.OlmoForCausalLM, hf.OlmoConfig(num_key_value_heads=1, **small)),
+        "hf_starcoder2": lm(hf.Starcoder2ForCausalLM, hf.Starcoder2Config(num_key_value_heads=1, residual_dropout=0.0,
+                                                                           embedding_dropout=0.0, **small)),
+        "hf_gptj": lm(hf.GPTJForCausalLM, hf.GPTJConfig(vocab_size=128, n_positions=32, n_embd=32, n_layer=2,
+                                                        n_head=2, rotary_dim=8, resid_pdrop=0, embd_pdrop=0,
+                                                        attn_pdrop=0, bos_token_id=1, eos_token_id=2)),
+        # transformers' default experts (grouped_mm, a custom op) have no ONNX translation and its
+        # "eager" loop over experts does not trace: batched_mm exports, as users can choose.
+        "hf_mixtral": lm(hf.MixtralForCausalLM, hf.MixtralConfig(num_key_value_heads=1, num_local_experts=4,
+                                                                 num_experts_per_tok=2,
+                                                                 experts_implementation="batched_mm", **small)),
+        "hf_vit": image(hf.ViTForImageClassification,
+                        hf.ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=64, num_labels=10, **no_dropout), 32),
+        "hf_convnext": image(hf.ConvNextForImageClassification,
+                             hf.ConvNextConfig(hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1], num_labels=10), 64),
+        "hf_swin": image(hf.SwinForImageClassification,
+                         hf.SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2],
+                                       window_size=4, num_labels=10, drop_path_rate=0.0, **no_dropout), 32),
     }
 
 
