@@ -40,12 +40,20 @@ struct Step {
 
 /// The path of a str or os.PathLike argument.
 std::string pathOf(const py::handle &path, const char *what) {
+  auto nonEmpty = [&](std::string p) {
+    // An empty path names no file: refused here, not read as "no file"
+    // further down (a checkpoint to "" would write nothing and say so
+    // nowhere).
+    if (p.empty())
+      throw Error(std::string(what) + ": the path is empty");
+    return p;
+  };
   if (py::isinstance<py::str>(path))
-    return path.cast<std::string>();
+    return nonEmpty(path.cast<std::string>());
   if (py::hasattr(path, "__fspath__")) {
     py::object p = path.attr("__fspath__")();
     if (py::isinstance<py::str>(p))
-      return p.cast<std::string>();
+      return nonEmpty(p.cast<std::string>());
   }
   std::string line = std::string(what) +
                      ": expected a path (str or os.PathLike), got " +

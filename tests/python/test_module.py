@@ -183,6 +183,14 @@ def main():
     expect_error("bad value", lambda: mpc.compile(model, lr="abc"), "--lr")
     expect_error("not a path", lambda: mpc.compile(3), "expected a path",
                  "got int")
+    # An empty path names no file: refused, not a checkpoint that writes
+    # nothing and says so nowhere.
+    expect_error("empty checkpoint path", lambda: resumed.save(""),
+                 "Trainer.save: the path is empty")
+    expect_error("empty export path", lambda: resumed.export_inference(""),
+                 "export_inference: the path is empty")
+    expect_error("empty step path", lambda: step.save(""), "Step.save: the path is empty")
+    expect_error("empty model path", lambda: mpc.Trainer(""), "the path is empty")
     # A step whose batch is symbolic needs the batch keyword, spelled as
     # Python gives it (mpc-run's --batch).
     dyn = mpc.compile(os.path.join(args.source, "models", "transformer_dynbatch.onnx"))
