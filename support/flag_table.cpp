@@ -74,7 +74,8 @@ void applyFlag(const Flag &flag, const std::string &key,
       throw Error(key + ": expects a value");
     break;
   case FlagArg::Next:
-    if (!value)
+    // -o "": an empty word names no file (it is not "no -o").
+    if (!value || value->empty())
       throw Error(key + ": expects a value (" + key + " VALUE)");
     break;
   }

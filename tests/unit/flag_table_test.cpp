@@ -118,6 +118,7 @@ TEST(FlagTable, RefusesEachWrongForm) {
   EXPECT_EQ(errorOf({"--value="}, /*emptyIsMissing=*/true),
             "--value: expects a value (--value=...)");
   EXPECT_EQ(errorOf({"-o"}), "-o: expects a value (-o VALUE)");
+  EXPECT_EQ(errorOf({"-o", ""}), "-o: expects a value (-o VALUE)");
   EXPECT_EQ(errorOf({"-o=x"}), "unknown flag '-o=x' (see toy --help)");
   EXPECT_EQ(errorOf({"--either"}),
             "--either: expects a value (--either VALUE)");
