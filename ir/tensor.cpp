@@ -86,6 +86,42 @@ template <typename T> T elementAt(const ByteBuffer &b, int64_t i) {
 }
 } // namespace
 
+namespace {
+/// The first of n elements of type U at p whose bits include all of
+/// `exponent` (a float of every exponent bit set: NaN or infinity), or -1.
+template <typename U>
+int64_t firstWithExponentBits(const uint8_t *p, int64_t n, U exponent) {
+  for (int64_t i = 0; i < n; ++i) {
+    U u;
+    std::memcpy(&u, p + size_t(i) * sizeof(U), sizeof(U));
+    if ((u & exponent) == exponent)
+      return i;
+  }
+  return -1;
+}
+} // namespace
+
+int64_t Tensor::firstNonFinite() const {
+  const uint8_t *p = bytes.unalignedData();
+  // The elements the bytes hold (a tensor whose bytes are not there yet
+  // holds none).
+  auto count = [&](size_t width) {
+    return std::min(numel(), int64_t(bytes.size() / width));
+  };
+  switch (dtype) {
+  case DType::F32:
+    return firstWithExponentBits<uint32_t>(p, count(4), 0x7f800000u);
+  case DType::F16:
+    return firstWithExponentBits<uint16_t>(p, count(2), 0x7c00u);
+  case DType::BF16:
+    return firstWithExponentBits<uint16_t>(p, count(2), 0x7f80u);
+  case DType::F64:
+    return firstWithExponentBits<uint64_t>(p, count(8), 0x7ff0000000000000ull);
+  default:
+    return -1;
+  }
+}
+
 double Tensor::getAsDouble(int64_t i) const {
   switch (dtype) {
   case DType::F32:

@@ -52,6 +52,8 @@ struct Tensor {
 
   /// Element i converted to double (any dtype).
   double getAsDouble(int64_t i) const;
+  /// The index of the first NaN or infinity (a floating dtype), else -1.
+  int64_t firstNonFinite() const;
   /// Stores v into element i, converting (and rounding) to the dtype.
   void setFromDouble(int64_t i, double v);
 

@@ -27,6 +27,7 @@
 #include "support/name_pattern.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -386,6 +387,26 @@ private:
   std::unordered_map<const Value *, Partials> others_;
 };
 
+/// A parameter holding NaN or infinity trains nothing (every step's loss
+/// is NaN, every loss-scaled step is skipped): one line naming it, before
+/// the backward is built.
+void refuseNonFiniteParameter(const Value &p) {
+  if (!p.isInitializer())
+    return;
+  const Tensor &t = *p.initializer();
+  const int64_t i = t.firstNonFinite();
+  if (i < 0)
+    return;
+  const double v = t.getAsDouble(i);
+  error() << "parameter '" << p.name() << "' holds a non-finite value ("
+          << (std::isnan(v) ? "nan"
+              : v > 0       ? "inf"
+                            : "-inf")
+          << ") at element " << i
+          << ": no step can train from it (a run that diverged saved "
+          << "it, or the file is corrupt)";
+}
+
 } // namespace
 
 Backward buildBackward(Graph &g, const std::string &lossName,
@@ -506,8 +527,10 @@ void runAutodiff(Model &model, PassContext &ctx) {
     noteMergedInputs(g, ctx);
   }
   std::vector<std::string> requested;
-  for (Value *p : params)
+  for (Value *p : params) {
     requested.push_back(p->name());
+    refuseNonFiniteParameter(*p);
+  }
 
   Backward bw = buildBackward(g, lossName, requested, opset, ctx.stats);
   Value *loss = bw.loss;

@@ -138,6 +138,30 @@ void refuseBrokenLossScale(const Graph &g, const std::string &name,
               "every step would be skipped)");
 }
 
+/// Throws Error when a state of the step (a weight, an optimizer moment, a
+/// running statistic, the loss scale) holds NaN or infinity: every step
+/// from it would be skipped or train NaN. `where` (a checkpoint's path)
+/// prefixes the line.
+void refuseNonFiniteState(const Graph &g, const std::string &where) {
+  for (const Value *v : g.initializers()) {
+    if (!v->isState || !v->initializer())
+      continue;
+    const Tensor &t = *v->initializer();
+    const int64_t i = t.firstNonFinite();
+    if (i < 0)
+      continue;
+    const double x = t.getAsDouble(i);
+    throw Error((where.empty() ? "" : where + ": ") + "its state '" +
+                v->name() + "' holds a non-finite value (" +
+                (std::isnan(x) ? "nan"
+                 : x > 0       ? "inf"
+                               : "-inf") +
+                ") at element " + std::to_string(i) +
+                ": no step can train from it (a run that diverged saved it, "
+                "or the file is corrupt)");
+  }
+}
+
 } // namespace
 
 Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
@@ -156,6 +180,7 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
   lossScaleName_ = metaOr(*model_, meta::kLossScale);
   gradNormName_ = metaOr(*model_, meta::kGradNorm);
   refuseBrokenLossScale(*model_->training->algorithm, lossScaleName_, "");
+  refuseNonFiniteState(*model_->training->algorithm, "");
   if (const std::string *k = readMeta(*model_, meta::kGradAccum)) {
     char *end = nullptr;
     microBatches_ = std::strtoll(k->c_str(), &end, 10);
@@ -695,6 +720,7 @@ std::vector<std::string> Trainer::resumeFrom(const std::string &path) {
                   other->name() + "' is not in the model" +
                   compileSettingsDifference(*ckpt, *model_));
   refuseBrokenLossScale(theirs, lossScaleName_, path);
+  refuseNonFiniteState(theirs, path);
   for (const Value *init : mine.initializers())
     if (init->isState) {
       const Tensor &t = *theirs.findValue(init->name())->initializer();
