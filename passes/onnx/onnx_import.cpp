@@ -20,6 +20,7 @@
 #include "support/diagnostics.h"
 #include "support/file_bytes.h"
 #include "support/file_io.h"
+#include "support/regular_input.h"
 
 #include "onnx/defs/parser.h"
 #include "onnx/onnx_pb.h"
@@ -35,6 +36,8 @@
 namespace mpc {
 
 std::string readFile(const std::string &path) {
+  // A FIFO would wait for a writer and a device (/dev/zero) never end.
+  requireRegularFile(path, "");
   std::string bytes, error;
   if (!readWholeFile(path, bytes, error))
     throw Error(error);
@@ -661,6 +664,9 @@ std::unique_ptr<Model> parseModelText(const std::string &text,
 std::unique_ptr<Model> loadModel(const std::string &path,
                                  WeightBytes weightBytes,
                                  const ImportOptions &options) {
+  // A FIFO would wait for a writer and a device (/dev/zero) never end:
+  // refused for every caller (mpc-opt, mpc-run, mpc.compile, mpc.Trainer).
+  requireRegularFile(path, "");
   // Shared: tensors whose bytes stay in the file keep it mapped.
   auto file = std::make_shared<FileBytes>();
   std::string error;

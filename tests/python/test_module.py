@@ -191,6 +191,12 @@ def main():
                  "export_inference: the path is empty")
     expect_error("empty step path", lambda: step.save(""), "Step.save: the path is empty")
     expect_error("empty model path", lambda: mpc.Trainer(""), "the path is empty")
+    # A FIFO would wait for a writer: refused by the model loader, at once.
+    os.mkfifo(work("fifo.onnx"))
+    expect_error("a FIFO as the model", lambda: mpc.compile(work("fifo.onnx")),
+                 "is a FIFO, not a regular file")
+    expect_error("a FIFO as the trainer's model",
+                 lambda: mpc.Trainer(work("fifo.onnx")), "is a FIFO")
     # A step whose batch is symbolic needs the batch keyword, spelled as
     # Python gives it (mpc-run's --batch).
     dyn = mpc.compile(os.path.join(args.source, "models", "transformer_dynbatch.onnx"))
