@@ -10,6 +10,7 @@
 #include "runtime/executor.h"
 #include "support/diagnostics.h"
 #include "support/path_identity.h"
+#include "support/regular_input.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -158,6 +159,8 @@ bool isDirectory(const std::string &path) {
 } // namespace
 
 Tensor readTensorFile(const std::string &path) {
+  // A FIFO would wait for a writer and a device (/dev/zero) never end.
+  requireRegularFile(path, "--input");
   std::FILE *f = std::fopen(path.c_str(), "rb");
   if (!f)
     throw Error(path + ": cannot open: " + std::strerror(errno));
