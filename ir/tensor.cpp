@@ -122,6 +122,18 @@ int64_t Tensor::firstNonFinite() const {
   }
 }
 
+std::string Tensor::nonFiniteNote() const {
+  const int64_t i = firstNonFinite();
+  if (i < 0)
+    return "";
+  const double v = getAsDouble(i);
+  return std::string("a non-finite value (") +
+         (std::isnan(v) ? "nan"
+          : v > 0       ? "inf"
+                        : "-inf") +
+         ") at element " + std::to_string(i);
+}
+
 double Tensor::getAsDouble(int64_t i) const {
   switch (dtype) {
   case DType::F32:

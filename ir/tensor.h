@@ -54,6 +54,10 @@ struct Tensor {
   double getAsDouble(int64_t i) const;
   /// The index of the first NaN or infinity (a floating dtype), else -1.
   int64_t firstNonFinite() const;
+  /// "a non-finite value (nan) at element 3" for the first NaN or
+  /// infinity, or "" when every element is finite: the words of the lines
+  /// that refuse such a tensor.
+  std::string nonFiniteNote() const;
   /// Stores v into element i, converting (and rounding) to the dtype.
   void setFromDouble(int64_t i, double v);
 

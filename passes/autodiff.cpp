@@ -27,7 +27,6 @@
 #include "support/name_pattern.h"
 
 #include <algorithm>
-#include <cmath>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -393,16 +392,10 @@ private:
 void refuseNonFiniteParameter(const Value &p) {
   if (!p.isInitializer())
     return;
-  const Tensor &t = *p.initializer();
-  const int64_t i = t.firstNonFinite();
-  if (i < 0)
+  const std::string note = p.initializer()->nonFiniteNote();
+  if (note.empty())
     return;
-  const double v = t.getAsDouble(i);
-  error() << "parameter '" << p.name() << "' holds a non-finite value ("
-          << (std::isnan(v) ? "nan"
-              : v > 0       ? "inf"
-                            : "-inf")
-          << ") at element " << i
+  error() << "parameter '" << p.name() << "' holds " << note
           << ": no step can train from it (a run that diverged saved "
           << "it, or the file is corrupt)";
 }

@@ -146,17 +146,11 @@ void refuseNonFiniteState(const Graph &g, const std::string &where) {
   for (const Value *v : g.initializers()) {
     if (!v->isState || !v->initializer())
       continue;
-    const Tensor &t = *v->initializer();
-    const int64_t i = t.firstNonFinite();
-    if (i < 0)
+    const std::string note = v->initializer()->nonFiniteNote();
+    if (note.empty())
       continue;
-    const double x = t.getAsDouble(i);
     throw Error((where.empty() ? "" : where + ": ") + "its state '" +
-                v->name() + "' holds a non-finite value (" +
-                (std::isnan(x) ? "nan"
-                 : x > 0       ? "inf"
-                               : "-inf") +
-                ") at element " + std::to_string(i) +
+                v->name() + "' holds " + note +
                 ": no step can train from it (a run that diverged saved it, "
                 "or the file is corrupt)");
   }

@@ -41,12 +41,11 @@ void checkSamples(Tensor &t, const DataInputSpec &s, const std::string &where) {
   int64_t perSample = elementCount(s.sampleDims);
   int64_t n = t.numel();
   if (isFloating(t.dtype)) {
-    for (int64_t i = 0; i < n; ++i)
-      if (!std::isfinite(t.getAsDouble(i)))
-        throw Error(where + ": sample " +
-                    std::to_string(perSample ? i / perSample : 0) +
-                    " holds a non-finite value (" +
-                    std::to_string(t.getAsDouble(i)) + ")");
+    if (const int64_t i = t.firstNonFinite(); i >= 0)
+      throw Error(where + ": sample " +
+                  std::to_string(perSample ? i / perSample : 0) +
+                  " holds a non-finite value (" +
+                  std::to_string(t.getAsDouble(i)) + ")");
   } else if (s.numClasses > 0) {
     for (int64_t i = 0; i < n; ++i) {
       int64_t label = int64_t(t.getAsDouble(i));

@@ -160,8 +160,9 @@ bool answer(int fd, std::map<std::string, std::vector<char>> &kv) {
   return sendAll(fd, reply.data(), reply.size(), deadline) == Io::Ok;
 }
 
-/// A socket listening on `port` of every IPv4 interface.
-int listenOn(int port) {
+} // namespace
+
+int listenOnEveryInterface(int port) {
   int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0)
     throw Error("socket: " + errnoText(errno));
@@ -180,6 +181,8 @@ int listenOn(int port) {
   }
   return s;
 }
+
+namespace {
 
 /// A copy of `fd`, which must be a socket listening on `port`.
 int adoptListener(int fd, int port) {
@@ -204,8 +207,8 @@ int adoptListener(int fd, int port) {
 } // namespace
 
 TcpStoreServer::TcpStoreServer(int port, int listeningFd) {
-  listener_ =
-      listeningFd >= 0 ? adoptListener(listeningFd, port) : listenOn(port);
+  listener_ = listeningFd >= 0 ? adoptListener(listeningFd, port)
+                               : listenOnEveryInterface(port);
   if (::pipe2(wake_, O_CLOEXEC) != 0) {
     int err = errno;
     ::close(listener_);

@@ -28,6 +28,10 @@ namespace mpc {
 constexpr size_t kMaxKeyBytes = 1024;
 constexpr size_t kMaxValueBytes = size_t(1) << 20;
 
+/// A socket (close-on-exec) listening on `port` of every IPv4 interface (0:
+/// a port the kernel chooses). Throws Error naming the port when it cannot.
+int listenOnEveryInterface(int port);
+
 /// Rank 0's side: listens on `port` of every IPv4 interface from the
 /// constructor on and answers on a thread of its own until destroyed.
 /// Throws Error when the port cannot be listened on. With `listeningFd`
