@@ -61,6 +61,8 @@
 // A Cast is removed once nothing else reads it.
 // Runs after loss-scale (which makes UnscaleGradients) and before
 // plan-memory; with --precision=fp32 there is nothing to fold.
+#include "passes/fold_widening_casts.h"
+
 #include "ir/mpc_ops.h"
 #include "passes/pass.h"
 #include "passes/precision_map.h"
@@ -332,18 +334,20 @@ void foldIntoDivSoftmaxTo(Model &model, Graph &g, Node *n, Node *div) {
 
 /// The Cast down of softmax island n's output Y that the next matrix
 /// product reads (Cast<to = fp16/bf16>(Y) of an fp32 Y), when n writes no
-/// Ylow yet; else nullptr.
+/// Ylow yet or writes it in the Cast's type; else nullptr.
 Node *narrowingCastOfSoftmax(const Node *n) {
   if (!(n->isOp(kMpcDomain, "SoftmaxTo") ||
         n->isOp(kMpcDomain, "DivSoftmaxTo")) ||
-      n->numOutputs() != 1 || !n->output(0) ||
+      n->numOutputs() < 1 || n->numOutputs() > 2 || !n->output(0) ||
       n->output(0)->dtype != DType::F32)
     return nullptr;
+  const Value *ylow = n->numOutputs() == 2 ? n->output(1) : nullptr;
   for (const Use &u : n->output(0)->uses()) {
     Node *c = u.user;
     if (c->isOp("", "Cast") && c->output(0) && !c->output(0)->isGraphOutput() &&
         (c->output(0)->dtype == DType::F16 ||
-         c->output(0)->dtype == DType::BF16))
+         c->output(0)->dtype == DType::BF16) &&
+        (!ylow || ylow->dtype == c->output(0)->dtype))
       return c;
   }
   return nullptr;
@@ -352,10 +356,16 @@ Node *narrowingCastOfSoftmax(const Node *n) {
 /// Makes softmax island n write the Cast node's output itself: as its Ylow
 /// when Y has other readers (the softmax gradient), or, when the Cast is
 /// Y's only reader, as Y (`to` the Cast's type: the kernels compute an
-/// fp16/bf16 softmax in fp32 and round once, Cast(fp32 Y)'s bits).
+/// fp16/bf16 softmax in fp32 and round once, Cast(fp32 Y)'s bits). An
+/// island that writes its Ylow already serves the Cast's readers from it.
 void foldCastIntoSoftmax(Model &model, Graph &g, Node *n, Node *cast) {
   Value *y = n->output(0), *low = cast->output(0);
   DType lowT = low->dtype;
+  if (n->numOutputs() == 2 && n->output(1)) {
+    g.replaceAllUsesWith(low, n->output(1));
+    g.removeNode(cast);
+    return;
+  }
   if (soleUser(y) == cast) {
     std::vector<std::pair<std::string, Attribute>> attrs = n->attributes();
     for (auto &kv : attrs)
@@ -423,19 +433,29 @@ int64_t foldGraph(Model &model, Graph &g, int64_t &gradients, int64_t &updates,
       ++divisions;
     }
   }
-  // The Casts folded here come after their softmax in the node list, so
-  // the pairs are found first and folded after (no removed node is visited).
-  std::vector<std::pair<Node *, Node *>> casts;
+  std::vector<Node *> islands;
   for (Node *n : g.nodeList())
-    if (Node *cast = narrowingCastOfSoftmax(n))
-      casts.emplace_back(n, cast);
-  for (auto [n, cast] : casts)
-    foldCastIntoSoftmax(model, g, n, cast);
-  narrowings += int64_t(casts.size());
+    if (n->isOp(kMpcDomain, "SoftmaxTo") || n->isOp(kMpcDomain, "DivSoftmaxTo"))
+      islands.push_back(n);
+  narrowings += foldCastsDownIntoSoftmaxes(model, g, islands);
   return folded;
 }
 
 } // namespace
+
+int64_t foldCastsDownIntoSoftmaxes(Model &model, Graph &g,
+                                   const std::vector<Node *> &islands) {
+  // Only Casts are removed, never an island, so the list stays valid. An
+  // island's Y may have several Casts down (one Ylow serves each of its
+  // type).
+  int64_t folded = 0;
+  for (Node *n : islands)
+    while (Node *cast = narrowingCastOfSoftmax(n)) {
+      foldCastIntoSoftmax(model, g, n, cast);
+      ++folded;
+    }
+  return folded;
+}
 
 void runFoldWideningCasts(Model &model, PassContext &ctx) {
   int64_t gradients = 0, updates = 0, softmaxes = 0, divisions = 0,

@@ -37,6 +37,7 @@
 #include "ir/mpc_ops.h"
 #include "ir/step_metadata.h"
 #include "passes/flop_count.h"
+#include "passes/fold_widening_casts.h"
 #include "passes/memory_report.h"
 #include "passes/pass.h"
 #include "passes/recompute_budget.h"
@@ -135,10 +136,11 @@ size_t byteSize(const Value &v) {
 /// before its first backward use, from a private copy of its chain: the
 /// producer of a value in `chain` is copied (once per chosen value), any
 /// other value is read as it is. Returns how many values were recomputed.
-size_t recompute(Graph &g, const Schedule &s,
+size_t recompute(Model &model, Graph &g, const Schedule &s,
                  const std::vector<const Value *> &chosen,
                  const std::unordered_set<const Value *> &chain) {
   std::vector<std::pair<const Value *, Value *>> copies;
+  std::vector<Node *> made;
   for (const Value *v : chosen) {
     int64_t at = s.firstBackwardUse(v);
     if (at < 0)
@@ -166,6 +168,7 @@ size_t recompute(Graph &g, const Schedule &s,
         c->setAttr(kv.first, kv.second);
       for (size_t i = 0; i <= k; ++i)
         c->output(i)->copyTypeFrom(*n.output(i));
+      made.push_back(c);
       return copyOf[u] = c->output(k);
     };
     copies.emplace_back(v, copy(const_cast<Value *>(v)));
@@ -180,6 +183,10 @@ size_t recompute(Graph &g, const Schedule &s,
         u.user->setInput(size_t(u.index), vc.second);
     }
   }
+  // A copied softmax island writes the Cast down that the backward's
+  // products read of its Y (shrink-saved's Cast again of the forward's Y)
+  // as its own Ylow.
+  foldCastsDownIntoSoftmaxes(model, g, made);
   return copies.size();
 }
 
@@ -417,7 +424,7 @@ void runRecompute(Model &model, PassContext &ctx) {
       // --recompute=auto would.
     }
   }
-  size_t made = recompute(g, s, chosen, chain);
+  size_t made = recompute(model, g, s, chosen, chain);
   if (before &&
       planCompiledModel(model, /*asWritten=*/false).arenaBytes > peakBefore) {
     model.training->algorithm = std::move(before);

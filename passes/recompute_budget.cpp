@@ -36,6 +36,7 @@
 #include "ir/mpc_ops.h"
 #include "ir/step_metadata.h"
 #include "passes/flop_count.h"
+#include "passes/fold_widening_casts.h"
 #include "passes/memory_report.h"
 #include "support/diagnostics.h"
 
@@ -199,10 +200,13 @@ struct StepAnalysis {
     return total;
   }
 
-  /// Rewrites `g` (the analysed step or a clone of it: its node list in the
-  /// same order) so that the backward recomputes `in`. Returns the number
-  /// of nodes copied.
-  size_t apply(Graph &g, const std::vector<char> &in) const {
+  /// Rewrites the step of `model` (the analysed one or a copy of it: its
+  /// node list in the same order) so that the backward recomputes `in`, a
+  /// copied softmax island writing the Cast down the backward reads of its
+  /// Y. Returns the number of nodes copied.
+  size_t apply(Model &model, const std::vector<char> &in) const {
+    Graph &g = *model.training->algorithm;
+    std::vector<Node *> made;
     std::vector<Node *> target = g.nodeList();
     // Producers of recomputed values, in forward order, and how early the
     // backward needs each: at its values' first backward use, or where a
@@ -272,9 +276,11 @@ struct StepAnalysis {
           c->output(k)->copyTypeFrom(*n.output(k));
           copyOf[n.output(k)] = c->output(k);
         }
+      made.push_back(c);
     }
     for (const Rewire &r : rewires)
       target[size_t(r.user)]->setInput(size_t(r.input), copyOf.at(r.value));
+    foldCastsDownIntoSoftmaxes(model, g, made);
     return order.size();
   }
 };
@@ -401,7 +407,7 @@ void recomputeToBudget(Model &model, PassContext &ctx) {
   auto planWith = [&](const std::vector<char> &in) {
     ++trials;
     std::unique_ptr<Model> trial = trialCopy(model);
-    s.apply(*trial->training->algorithm, in);
+    s.apply(*trial, in);
     return planCompiledModel(*trial, /*asWritten=*/false).arenaBytes;
   };
   Candidate *fit = nullptr;
@@ -458,7 +464,7 @@ void recomputeToBudget(Model &model, PassContext &ctx) {
       ++values;
     }
   ctx.stats["recompute_flops"] = s.flops(bestIn);
-  ctx.stats["recomputed_nodes"] = int64_t(s.apply(g, bestIn));
+  ctx.stats["recomputed_nodes"] = int64_t(s.apply(model, bestIn));
   ctx.stats["recomputed_values"] += int64_t(values);
   ctx.stats["recomputed_bytes"] += int64_t(recomputedBytes);
   ctx.stats["planned_peak_after"] = int64_t(bestPeak);
