@@ -90,13 +90,17 @@
 //       inv_std and g = dY * scale: dX = inv_std * (g - mean(g) - xhat *
 //       mean(g * xhat)); dScale = sum of dY * xhat and dBias = sum of dY over
 //       the leading axes, both shaped X.dims[axis:]. Omitted outputs are not
-//       computed.
+//       computed. Unlike the other gradients here, the results take X's
+//       dtype: dY may be narrower (fp16/bf16 dY, fp32 X), read as stored and
+//       widened exactly, the same bits as with Cast(dY, X's dtype) and
+//       without the cast copy (fold-widening-casts).
 //   RMSNormalizationGrad(dY, X, scale) <axis, epsilon> -> (dX [, dScale])
 //       LayerNormalizationGrad with the mean taken as 0 and inv_std
 //       recomputed from X as the forward computes it (one pass over a row,
 //       instead of a saved output): xhat = X * inv_std, g = dY * scale,
 //       dX = inv_std * (g - xhat * mean(g * xhat)), dScale = sum of dY *
-//       xhat over the leading axes.
+//       xhat over the leading axes. Results in X's dtype, dY as in
+//       LayerNormalizationGrad.
 //   GatherGrad(dY, indices, data) <axis> -> dData
 //       zeros of data's shape, then every slice of dY added at the position
 //       its index names (negative indices count from the end, repeated

@@ -58,6 +58,16 @@
 //
 //   Cast<to = fp16>(Y = mpc.SoftmaxTo(...))  ->  mpc.SoftmaxTo<low>(...)'s Ylow
 //
+// Layer norm's (and RMS norm's) gradient is an fp32 island too: it reads
+// the island's fp32 X and a widened copy of the fp16 gradient arriving from
+// the next product; it widens dY as it reads it and writes X's dtype, so
+//
+//   mpc.LayerNormalizationGrad(Cast<to = T>(h), X, ...)
+//                        ->  mpc.LayerNormalizationGrad(h, X, ...)
+//
+// (X of dtype T; RMSNormalizationGrad alike), the same bits without the
+// copy.
+//
 // A Cast is removed once nothing else reads it.
 // Runs after loss-scale (which makes UnscaleGradients) and before
 // plan-memory; with --precision=fp32 there is nothing to fold.
@@ -125,6 +135,24 @@ int64_t foldUnscaleInputs(Graph &g, Node *n) {
     ++folded;
   }
   return folded;
+}
+
+/// Points a layer-norm (or RMS-norm) gradient's dY (input 0) at the source
+/// of the exact widening Cast to X's dtype it reads, if it reads one.
+/// Returns whether it did.
+bool foldNormGradInput(Graph &g, Node *n) {
+  if (!(n->isOp(kMpcDomain, "LayerNormalizationGrad") ||
+        n->isOp(kMpcDomain, "RMSNormalizationGrad")) ||
+      n->numInputs() < 2 || !n->input(0) || !n->input(1))
+    return false;
+  Value *widened = n->input(0);
+  Value *h = widenedSource(widened, n->input(1)->dtype);
+  if (!h)
+    return false;
+  n->setInput(0, h);
+  if (widened->uses().empty() && !widened->isGraphOutput())
+    g.removeNode(widened->producer());
+  return true;
 }
 
 /// The only reader of v, when v has exactly one and is no graph output.
@@ -394,7 +422,8 @@ void foldCastIntoSoftmax(Model &model, Graph &g, Node *n, Node *cast) {
 }
 
 int64_t foldGraph(Model &model, Graph &g, int64_t &gradients, int64_t &updates,
-                  int64_t &softmaxes, int64_t &divisions, int64_t &narrowings) {
+                  int64_t &normGrads, int64_t &softmaxes, int64_t &divisions,
+                  int64_t &narrowings) {
   int64_t folded = 0;
   for (Node *n : g.nodeList()) {
     if (n->isOp(kMpcDomain, "UnscaleGradients")) {
@@ -403,6 +432,10 @@ int64_t foldGraph(Model &model, Graph &g, int64_t &gradients, int64_t &updates,
     }
     if (foldOptimizerGradient(g, n)) {
       ++updates;
+      continue;
+    }
+    if (foldNormGradInput(g, n)) {
+      ++normGrads;
       continue;
     }
     if (Value *h = foldableSoftmaxSource(n)) {
@@ -458,11 +491,12 @@ int64_t foldCastsDownIntoSoftmaxes(Model &model, Graph &g,
 }
 
 void runFoldWideningCasts(Model &model, PassContext &ctx) {
-  int64_t gradients = 0, updates = 0, softmaxes = 0, divisions = 0,
-          narrowings = 0;
+  int64_t gradients = 0, updates = 0, normGrads = 0, softmaxes = 0,
+          divisions = 0, narrowings = 0;
   ctx.stats["sums-folded"] +=
-      foldGraph(model, workingGraph(model), gradients, updates, softmaxes,
-                divisions, narrowings);
+      foldGraph(model, workingGraph(model), gradients, updates, normGrads,
+                softmaxes, divisions, narrowings);
+  ctx.stats["norm-gradient-inputs-folded"] += normGrads;
   ctx.stats["optimizer-gradients-folded"] += updates;
   ctx.stats["softmax-casts-down-folded"] += narrowings;
   ctx.stats["softmax-divs-folded"] += divisions;

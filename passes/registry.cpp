@@ -70,9 +70,10 @@ const std::vector<PassInfo> &passRegistry() {
        runOptimizer, false, meta::kOptimizer.name},
       {"fold-widening-casts",
        "gradients cast up to fp32 only to be summed (bias gradients: "
-       "mpc.SumToShapeAs), unscaled (UnscaleGradients) or applied (SGD, "
-       "Adam), and softmax islands' inputs (mpc.SoftmaxTo, "
-       "mpc.SoftmaxGradAs), are read as stored",
+       "mpc.SumToShapeAs), unscaled (UnscaleGradients), applied (SGD, "
+       "Adam) or normalised (LayerNormalizationGrad, RMSNormalizationGrad), "
+       "and softmax islands' inputs (mpc.SoftmaxTo, mpc.SoftmaxGradAs), are "
+       "read as stored",
        runFoldWideningCasts},
       {"fold-transpose",
        "last-two-axes Transposes folded into mpc.FusedMatMul / Gemm "

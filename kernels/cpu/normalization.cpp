@@ -363,6 +363,10 @@ void normalizeRowsGrad(KernelContext &ctx, bool centered) {
   if (dy.dims != x.dims)
     fail(node, "dY of shape ", shapeString(dy.dims), " does not match X of ",
          "shape ", shapeString(x.dims));
+  // The results take X's dtype; a narrower dY is widened as it is read.
+  if (dy.dtype != x.dtype && !widensExactly(dy.dtype, x.dtype))
+    fail(node, "dY must be X's dtype ", dtypeName(x.dtype),
+         " or a narrower float, got ", dtypeName(dy.dtype));
   LayerNormShape s = layerNormShape(node, x);
   requireBroadcastsTo(node, scale, s.norm, "scale");
   if (centered && (mean->numel() != s.outer || inv->numel() != s.outer))
@@ -371,10 +375,10 @@ void normalizeRowsGrad(KernelContext &ctx, bool centered) {
          shapeString(inv->dims));
   // Each output is optional: a frozen input's gradient is not computed.
   // dX's every element is written below: no zero fill first.
-  Tensor *dx = ctx.hasOutput(0) ? &overwrittenOutput(ctx, 0, dy.dtype, dy.dims)
-                                : nullptr;
-  Tensor *dScale = optionalOutput(ctx, 1, dy.dtype, s.norm);
-  Tensor *dBias = centered ? optionalOutput(ctx, 2, dy.dtype, s.norm) : nullptr;
+  Tensor *dx =
+      ctx.hasOutput(0) ? &overwrittenOutput(ctx, 0, x.dtype, dy.dims) : nullptr;
+  Tensor *dScale = optionalOutput(ctx, 1, x.dtype, s.norm);
+  Tensor *dBias = centered ? optionalOutput(ctx, 2, x.dtype, s.norm) : nullptr;
   withCompute(node, {&dy, &x, &scale, inv, mean}, [&](auto c) {
     using C = decltype(c);
     // fp32 dY, X and dX are read and written where they lie (a row of dX

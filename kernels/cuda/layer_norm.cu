@@ -66,8 +66,8 @@ __global__ void layerNormKernel(DType t, const void *__restrict__ x,
 /// DynamicAccess switches on each tensor's dtype per element (any mix);
 /// UniformAccess<Io> reads dY, X and scale as Io's storage and the
 /// statistics as fp32 with no switch, which lets the loops keep loads in
-/// flight (the common case: one dtype, fp32 statistics). The conversions
-/// are the same, so are the bits.
+/// flight (the common case: one dtype, fp32 statistics), and MixedAccess a
+/// narrower dY likewise. The conversions are the same, so are the bits.
 struct DynamicAccess {
   __device__ static float dy(const LayerNormGradArgs &a, int64_t i) {
     return loadAs(a.dyType, a.dy, i);
@@ -84,14 +84,18 @@ struct DynamicAccess {
   }
   __device__ static void store(const LayerNormGradArgs &a, void *p, int64_t i,
                                float v) {
-    storeAs(a.dyType, p, i, v);
+    storeAs(a.outType, p, i, v);
   }
 };
 
-template <typename Io> struct UniformAccess {
+/// dY read as DyIo's storage, X, scale and the outputs as Io's, the
+/// statistics as fp32: UniformAccess when both are one type, else an
+/// autocast island's fp16/bf16 dY beside its fp32 X, read without a switch.
+template <typename DyIo, typename Io> struct MixedAccess {
   using S = typename Io::Storage;
+  using DyS = typename DyIo::Storage;
   __device__ static float dy(const LayerNormGradArgs &a, int64_t i) {
-    return Io::toFloat(static_cast<const S *>(a.dy)[i]);
+    return DyIo::toFloat(static_cast<const DyS *>(a.dy)[i]);
   }
   __device__ static float x(const LayerNormGradArgs &a, int64_t i) {
     return Io::toFloat(static_cast<const S *>(a.x)[i]);
@@ -108,6 +112,7 @@ template <typename Io> struct UniformAccess {
     static_cast<S *>(p)[i] = Io::fromFloat(v);
   }
 };
+template <typename Io> using UniformAccess = MixedAccess<Io, Io>;
 
 template <typename Acc>
 __global__ void layerNormGradInputKernel(LayerNormGradArgs a) {
@@ -138,9 +143,9 @@ __global__ void layerNormGradInputKernel(LayerNormGradArgs a) {
 }
 
 /// Chunk c of column j's dScale and dBias sums: rows [c * kSumChunk, ...)
-/// from zero in order. With one chunk those are the sums, stored in dY's
-/// dtype; else they go to the scratch: dScale's chunk sums, then dBias's,
-/// each [chunks, n].
+/// from zero in order. With one chunk those are the sums, stored in the
+/// outputs' dtype; else they go to the scratch: dScale's chunk sums, then
+/// dBias's, each [chunks, n].
 template <typename Acc>
 __global__ void layerNormGradParamsKernel(LayerNormGradArgs a, int64_t chunks) {
   for (int64_t c = blockIdx.y; c < chunks; c += gridDim.y) {
@@ -225,7 +230,9 @@ __global__ void layerNormGradParamsPackedKernel(LayerNormGradArgs a,
 /// The packed kernel's Io for accessor Acc: UniformAccess<Io>'s Io, else
 /// void (DynamicAccess: dtypes that differ, read with a switch).
 template <typename Acc> struct PackedIo { using type = void; };
-template <typename Io> struct PackedIo<UniformAccess<Io>> { using type = Io; };
+template <typename Io> struct PackedIo<MixedAccess<Io, Io>> {
+  using type = Io;
+};
 
 unsigned rowGrid(int64_t rows) {
   int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
@@ -276,9 +283,9 @@ void launchGradKernels(const LayerNormGradArgs &a, cudaStream_t s) {
           <<<dim3(gridFor(a.n), chunkGrid), kBlock, 0, s>>>(a, chunks);
     MPC_CUDA_CHECK_LAUNCH("layerNormGradParamsKernel");
     if (chunks > 1 && a.dScale)
-      launchAddChunkSums(a.scratch, chunks, a.n, a.dyType, a.dScale, s);
+      launchAddChunkSums(a.scratch, chunks, a.n, a.outType, a.dScale, s);
     if (chunks > 1 && a.dBias)
-      launchAddChunkSums(a.scratch + chunks * a.n, chunks, a.n, a.dyType,
+      launchAddChunkSums(a.scratch + chunks * a.n, chunks, a.n, a.outType,
                          a.dBias, s);
   }
 }
@@ -291,16 +298,20 @@ size_t layerNormGradScratchBytes(const LayerNormGradArgs &a) {
 }
 
 void launchLayerNormGrad(const LayerNormGradArgs &a, cudaStream_t s) {
-  for (DType t : {a.dyType, a.xType, a.scaleType, a.statType})
+  for (DType t : {a.dyType, a.xType, a.scaleType, a.statType, a.outType})
     requireDeviceFloat(t, "LayerNormalizationGrad");
   if (a.n == 0)
     return;
-  bool uniform = a.dyType == a.xType && a.dyType == a.scaleType &&
-                 a.statType == DType::F32;
-  if (uniform)
+  bool sameRest = a.xType == a.scaleType && a.xType == a.outType &&
+                  a.statType == DType::F32;
+  if (sameRest && a.dyType == a.xType)
     dispatchDeviceFloat(a.dyType, "LayerNormalizationGrad", [&](auto io) {
       launchGradKernels<UniformAccess<decltype(io)>>(a, s);
     });
+  else if (sameRest && a.xType == DType::F32 && a.dyType == DType::F16)
+    launchGradKernels<MixedAccess<F16Dev, F32Dev>>(a, s);
+  else if (sameRest && a.xType == DType::F32 && a.dyType == DType::BF16)
+    launchGradKernels<MixedAccess<BF16Dev, F32Dev>>(a, s);
   else
     launchGradKernels<DynamicAccess>(a, s);
 }

@@ -34,7 +34,9 @@ struct LayerNormGradArgs {
         statType = DType::F32;
   const void *dy = nullptr, *x = nullptr, *scale = nullptr;
   const void *mean = nullptr, *invStd = nullptr;
-  /// Outputs in dY's dtype; any may be nullptr (not computed).
+  /// Outputs in outType (X's dtype; dY may be narrower); any may be
+  /// nullptr (not computed).
+  DType outType = DType::F32;
   void *dx = nullptr, *dScale = nullptr, *dBias = nullptr;
   int64_t outer = 0, n = 0;
   /// false for RMSNormalizationGrad: mean is 0 and dX has no mean(g) term.

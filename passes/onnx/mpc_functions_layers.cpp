@@ -486,12 +486,12 @@ $NORM_RANK  zero_i = Constant <value = int64 {0}> ()
   minus_mean = Sub (gs, mean_g)
   inner = Sub (minus_mean, xhat_mean_gx)
   dx = Mul (is, inner)
-  dX = CastLike (dx, dY)
+  dX = CastLike (dx, X)
   g_xhat = Mul (g, xhat)
   ds = ReduceSum <keepdims = 0, noop_with_empty_axes = 1> (g_xhat, lead_axes)
-  dScale = CastLike (ds, dY)
+  dScale = CastLike (ds, X)
   db = ReduceSum <keepdims = 0, noop_with_empty_axes = 1> (g, lead_axes)
-  dBias = CastLike (db, dY)
+  dBias = CastLike (db, X)
 }
 )";
 
@@ -544,10 +544,10 @@ $RMS_STATISTICS  g = Cast <to = 11> (dY)
   xhat_mean_gx = Mul (xhat, mean_gx)
   inner = Sub (gs, xhat_mean_gx)
   dx = Mul (is, inner)
-  dX = CastLike (dx, dY)
+  dX = CastLike (dx, X)
   g_xhat = Mul (g, xhat)
   ds = ReduceSum <keepdims = 0, noop_with_empty_axes = 1> (g_xhat, lead_axes)
-  dScale = CastLike (ds, dY)
+  dScale = CastLike (ds, X)
 }
 )";
 

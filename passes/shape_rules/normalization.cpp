@@ -102,10 +102,20 @@ void inferNormalizationGrad(Ctx &c, bool rms) {
   for (size_t i = 0; i <= lastIn; ++i)
     c.requireFloat(i);
   requireSameShape(c, 0, 1);
+  // The results take X's dtype; dY may be narrower (read as stored and
+  // widened exactly: an autocast island's fp16 gradient with its fp32 X).
+  if (dy->dtype != DType::Undefined && x->dtype != DType::Undefined &&
+      dy->dtype != x->dtype && !widensExactly(dy->dtype, x->dtype))
+    fail([&] {
+      errorAt(c.n) << "dY (" << c.inputText(0) << ") must be X's dtype "
+                   << dtypeName(x->dtype) << " or a narrower float, got "
+                   << dtypeName(dy->dtype);
+    });
+  const DType out = x->dtype != DType::Undefined ? x->dtype : dy->dtype;
   const Value *ref = dy->hasShape ? dy : x;
   if (!ref->hasShape) {
     for (size_t i = 0; i < outs; ++i)
-      c.set(i, unranked(dy->dtype));
+      c.set(i, unranked(out));
     return;
   }
   if (ref->rank() == 0)
@@ -116,9 +126,9 @@ void inferNormalizationGrad(Ctx &c, bool rms) {
   const Dim *norm = ref->dims.data() + axis;
   size_t normRank = ref->dims.size() - size_t(axis);
   requireBroadcastsToNormalized(c, 2, norm, normRank);
-  c.setShapeOf(0, dy->dtype, ref);
+  c.setShapeOf(0, out, ref);
   for (size_t i = 1; i < outs; ++i)
-    c.setShaped(i, dy->dtype, norm, normRank);
+    c.setShaped(i, out, norm, normRank);
 }
 
 void inferLayerNormalizationGrad(Ctx &c) { inferNormalizationGrad(c, false); }

@@ -300,6 +300,9 @@ LayerNormShape normGradShape(const Node &node, const Tensor &dy,
   if (dy.dims != x.dims)
     fail(node, "dY of shape ", cpu::shapeString(dy.dims),
          " does not match X of shape ", cpu::shapeString(x.dims));
+  if (dy.dtype != x.dtype && !widensExactly(dy.dtype, x.dtype))
+    fail(node, "dY must be X's dtype ", dtypeName(x.dtype),
+         " or a narrower float, got ", dtypeName(dy.dtype));
   LayerNormShape sh = layerNormShape(node, x);
   requireBroadcastsTo(node, scale, sh.norm, "scale");
   return sh;
@@ -322,10 +325,12 @@ void launchNormGrad(NodeStaging &s, const LayerNormShape &sh, const void *mean,
   a.scale = perColumn(s, 2, scale, sh.norm, sh.n);
   a.mean = mean;
   a.invStd = invStd;
-  a.dx = s.optionalOut(0, dy.dtype, dy.dims);
-  a.dScale = s.optionalOut(1, dy.dtype, sh.norm);
+  // The results take X's dtype (dY may be narrower: ir/mpc_ops.h).
+  a.outType = x.dtype;
+  a.dx = s.optionalOut(0, x.dtype, dy.dims);
+  a.dScale = s.optionalOut(1, x.dtype, sh.norm);
   if (centered)
-    a.dBias = s.optionalOut(2, dy.dtype, sh.norm);
+    a.dBias = s.optionalOut(2, x.dtype, sh.norm);
   a.outer = sh.outer;
   a.n = sh.n;
   a.centered = centered;

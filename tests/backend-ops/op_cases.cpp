@@ -1133,6 +1133,24 @@ void addLayerNorm(std::vector<OpCase> &cases) {
                                inv};
                      },
                      Compare::Tolerance});
+    // An autocast island's fp16/bf16 dY (the case's dtype) beside its fp32
+    // X, scale and results, as fold-widening-casts hands it over (the
+    // kernels' MixedAccess).
+    cases.push_back({std::string("LayerNormalizationGrad_half_dy_") + gc.name,
+                     kMpcDomain,
+                     "LayerNormalizationGrad",
+                     {{"axis", i(gc.axis)}},
+                     size_t(gc.onlyDx ? 1 : 3),
+                     {DType::F16, DType::BF16},
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       Tensor x = randomTensor(rng, DType::F32, c.x, -2, 2);
+                       auto [mean, inv] = layerNormStats(x, c.stats, c.n);
+                       return {
+                           randomTensor(rng, t, c.x), x,
+                           randomTensor(rng, DType::F32, c.scale, 0.5f, 1.5f),
+                           mean, inv};
+                     },
+                     Compare::Tolerance});
   }
 }
 
@@ -1167,6 +1185,20 @@ void addRmsNorm(std::vector<OpCase> &cases) {
                                  randomTensor(rng, t, c.scale, 0.5f, 1.5f)};
                        },
                        Compare::Tolerance});
+    // A narrower dY (the case's dtype) beside fp32 X and scale.
+    cases.push_back({std::string("RMSNormalizationGrad_half_dy_") + c.name,
+                     kMpcDomain,
+                     "RMSNormalizationGrad",
+                     attrs,
+                     2,
+                     {DType::F16, DType::BF16},
+                     [=](DType t, std::mt19937 &rng) -> Inputs {
+                       return {
+                           randomTensor(rng, t, c.x),
+                           randomTensor(rng, DType::F32, c.x, -2, 2),
+                           randomTensor(rng, DType::F32, c.scale, 0.5f, 1.5f)};
+                     },
+                     Compare::Tolerance});
   }
 }
 

@@ -551,6 +551,63 @@ TEST(CpuParallel, OptimizersReadHalfGradientsAsTheirCast) {
   }
 }
 
+TEST(CpuParallel, NormGradientsReadHalfDYAsItsCast) {
+  // fold-widening-casts hands LayerNormalizationGrad and RMSNormalizationGrad
+  // the fp16/bf16 dY itself instead of its fp32 Cast: the results (in X's
+  // dtype) are the Cast's bits, on one and two threads, over rows around the
+  // sums' 64-row chunks and widths around the vector lanes.
+  for (DType t : {DType::F16, DType::BF16})
+    for (std::vector<int64_t> dims :
+         {std::vector<int64_t>{1, 7}, {65, 33}, {4, 50, 96}, {300, 768}}) {
+      std::string what =
+          std::string(dtypeName(t)) + " " + cpu::shapeString(dims);
+      int64_t n = dims.back();
+      Tensor x = randomTensor(DType::F32, dims, 91);
+      Tensor dy16 = randomTensor(t, dims, 92);
+      Tensor dy32 = dy16.castTo(DType::F32); // the Cast the fold removes
+      Tensor scale = randomTensor(DType::F32, {n}, 93),
+             bias = randomTensor(DType::F32, {n}, 94);
+      std::vector<Tensor> ln =
+          runAll("", "LayerNormalization", {&x, &scale, &bias}, {}, 3, 1);
+      Attrs rms = {{"epsilon", Attribute::ofFloat(1e-6f)}};
+      for (int threads : {1, 2}) {
+        std::vector<Tensor> folded =
+            runAll(kMpcDomain, "LayerNormalizationGrad",
+                   {&dy16, &x, &scale, &ln[1], &ln[2]}, {}, 3, threads);
+        std::vector<Tensor> cast =
+            runAll(kMpcDomain, "LayerNormalizationGrad",
+                   {&dy32, &x, &scale, &ln[1], &ln[2]}, {}, 3, 1);
+        for (size_t i = 0; i < 3; ++i) {
+          EXPECT_EQ(folded[i].dtype, DType::F32) << what << " output " << i;
+          EXPECT_TRUE(folded[i].bytes == cast[i].bytes)
+              << "layer norm " << what << " threads " << threads << " output "
+              << i;
+        }
+        folded = runAll(kMpcDomain, "RMSNormalizationGrad", {&dy16, &x, &scale},
+                        rms, 2, threads);
+        cast = runAll(kMpcDomain, "RMSNormalizationGrad", {&dy32, &x, &scale},
+                      rms, 2, 1);
+        for (size_t i = 0; i < 2; ++i)
+          EXPECT_TRUE(folded[i].bytes == cast[i].bytes)
+              << "rms norm " << what << " threads " << threads << " output "
+              << i;
+      }
+    }
+  // A dY wider than X is refused with one line naming both types.
+  Tensor x = randomTensor(DType::F16, {2, 4}, 95);
+  Tensor dy = randomTensor(DType::F32, {2, 4}, 96);
+  Tensor scale = randomTensor(DType::F16, {4}, 97);
+  try {
+    runAll(kMpcDomain, "RMSNormalizationGrad", {&dy, &x, &scale}, {}, 2, 1);
+    ADD_FAILURE() << "an fp32 dY with an fp16 X was taken";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "dY must be X's dtype fp16 or a narrower float, got fp32"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(CpuParallel, BiasGradientSameBitsOnOneAndTwoThreads) {
   // SumToShape down the columns of [rows, inner]: columns in parallel;
   // rows past the sums' chunk, widths around the grain, half and fp32 dY.

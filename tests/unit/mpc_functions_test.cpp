@@ -1291,7 +1291,10 @@ TEST(MpcFunctions, LayerNormalizationGradMatchesKernel) {
   std::vector<Case> cases;
   for (auto [g, f] :
        {std::pair(DType::F32, DType::F32), std::pair(DType::F16, DType::F16),
-        std::pair(DType::F32, DType::F16), std::pair(DType::F64, DType::F64)})
+        // An autocast island's fp16/bf16 dY beside its fp32 X (results in
+        // X's dtype).
+        std::pair(DType::F16, DType::F32), std::pair(DType::BF16, DType::F32),
+        std::pair(DType::F64, DType::F64)})
     for (int64_t axis : {-1, 1, 0, 2}) {
       std::vector<int64_t> x = {3, 4, 5};
       int64_t a = axis < 0 ? axis + 3 : axis;
