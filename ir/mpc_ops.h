@@ -21,6 +21,15 @@
 //       RMSNormalization (opset 23, stash_type 1), made by fuse-rmsnorm
 //       from the exported arithmetic (LlamaRMSNorm's, and the
 //       RMSNormalization import lowering's) for models of any opset.
+//   LayerNormalizationTo(X, Scale, B) <axis, epsilon, to, low>
+//       -> (Y, Mean, InvStdDev [, Ylow])
+//       ONNX's LayerNormalization (stash_type 1) with Y stored in the float
+//       type `to` (rounded once from the fp32 result: Cast(Y, to)'s bits)
+//       and, when asked for, Ylow = Cast(Y, low) (`low` default fp16). Made by fold-widening-casts from autocast's fp32
+//       layer-norm island and the Cast down to the next matrix product: a
+//       pre-LN block's norm writes the fp16 operand alone (`to` fp16), a
+//       post-LN block's writes the fp32 residual and the fp16 operand in one
+//       pass.
 //   LogSigmoid(X) -> Y           Y = log(sigmoid(X)) = min(X, 0) -
 //       log1p(exp(-|X|)), exact for every X (PyTorch's log_sigmoid), computed
 //       in fp32 for fp16/bf16 (fp64 for fp64). Made by fuse-log-sigmoid from

@@ -370,6 +370,10 @@ const std::vector<PolicyEntry> &table() {
       {kMpcDomain, "FusedMatMul", PC::Lower, 0,
        "MatMul of transposed operands (fold-transpose): matrix product on "
        "Tensor Cores, fp32 accumulation, like MatMul"},
+      {kMpcDomain, "LayerNormalizationTo", PC::Keep, 0,
+       "LayerNormalization in X's (fp32) dtype writing its 'to' dtype and "
+       "the Cast down to the next matrix product, the precisions autocast "
+       "chose for the nodes it replaces"},
       {kMpcDomain, "SoftmaxTo", PC::Keep, 0,
        "reads X as stored and computes and writes its 'to' dtype, the "
        "precision autocast chose for the Softmax it replaces"},

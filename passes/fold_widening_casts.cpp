@@ -421,9 +421,88 @@ void foldCastIntoSoftmax(Model &model, Graph &g, Node *n, Node *cast) {
   }
 }
 
+/// The Cast down of layer norm n's fp32 Y for the next matrix product
+/// (Cast<to = fp16/bf16>(Y)), when n is an ONNX LayerNormalization with its
+/// bias and fp32 statistics; else nullptr.
+Node *narrowingCastOfLayerNorm(const Node *n) {
+  if (!n->isOp("", "LayerNormalization") || n->numInputs() != 3 ||
+      !n->input(2) || n->attrInt("stash_type", 1) != 1 || !n->output(0) ||
+      n->output(0)->dtype != DType::F32)
+    return nullptr;
+  for (const Use &u : n->output(0)->uses()) {
+    Node *c = u.user;
+    if (c->isOp("", "Cast") && c->output(0) && !c->output(0)->isGraphOutput() &&
+        (c->output(0)->dtype == DType::F16 ||
+         c->output(0)->dtype == DType::BF16))
+      return c;
+  }
+  return nullptr;
+}
+
+/// Replaces layer norm n and its Cast down by one mpc.LayerNormalizationTo
+/// writing the Cast's output: as its Ylow beside the fp32 Y when Y has
+/// other readers (a post-LN block's residual), or as Y itself (`to` the
+/// Cast's type) when the Cast was Y's only reader (a pre-LN block). Every
+/// value keeps its name; other Casts of Y to the same type read the Ylow.
+void foldCastIntoLayerNorm(Model &model, Graph &g, Node *n, Node *cast) {
+  Value *y = n->output(0), *low = cast->output(0);
+  const DType lowT = low->dtype;
+  std::optional<PrecisionRecord> record = recordCopyOf(model, g, *n);
+  const bool alone = soleUser(y) == cast;
+  // Y (or the Cast's output), Mean, InvStdDev [, Ylow], under fresh names
+  // first: the old values are renamed onto once they are gone.
+  std::vector<Value *> olds = {alone ? low : y, n->output(1), n->output(2)};
+  if (!alone)
+    olds.push_back(low);
+  std::vector<std::string> names;
+  for (Value *v : olds)
+    names.push_back(v ? g.uniqueValueName(v->name() + "_folded")
+                      : std::string());
+  Node *f = g.createNodeWithOutputs("LayerNormalizationTo",
+                                    {n->input(0), n->input(1), n->input(2)},
+                                    names, n->name() + "_to", kMpcDomain, n);
+  for (const char *a : {"axis", "epsilon"})
+    if (const Attribute *at = n->attr(a))
+      f->setAttr(a, *at);
+  f->setAttr("to", Attribute::ofInt(toOnnxDataType(alone ? lowT : DType::F32)));
+  if (!alone)
+    f->setAttr("low", Attribute::ofInt(toOnnxDataType(lowT)));
+  // Other Casts of Y to the Cast's type become readers of the one copy.
+  if (!alone)
+    for (const Use &u : std::vector<Use>(y->uses()))
+      if (u.user != cast && u.user->isOp("", "Cast") && u.user->output(0) &&
+          !u.user->output(0)->isGraphOutput() &&
+          u.user->output(0)->dtype == lowT) {
+        Node *twin = u.user;
+        g.replaceAllUsesWith(twin->output(0), low);
+        g.removeNode(twin);
+      }
+  std::vector<std::string> oldNames;
+  for (size_t i = 0; i < olds.size(); ++i) {
+    oldNames.push_back(olds[i] ? olds[i]->name() : std::string());
+    if (olds[i]) {
+      f->output(i)->copyTypeFrom(*olds[i]);
+      g.replaceAllUsesWith(olds[i], f->output(i));
+    }
+  }
+  std::string nodeName = n->name();
+  g.removeNode(cast);
+  g.removeNode(n);
+  for (size_t i = 0; i < olds.size(); ++i)
+    if (olds[i])
+      g.renameValue(f->output(i), oldNames[i]);
+  f->setName(nodeName);
+  if (record) {
+    record->detail += std::string("; it writes the ") + dtypeName(lowT) +
+                      " copy the next product reads too (the Cast down "
+                      "folded in: mpc.LayerNormalizationTo)";
+    precisionMapOf(model, g)->record(*f, *record);
+  }
+}
+
 int64_t foldGraph(Model &model, Graph &g, int64_t &gradients, int64_t &updates,
                   int64_t &normGrads, int64_t &softmaxes, int64_t &divisions,
-                  int64_t &narrowings) {
+                  int64_t &narrowings, int64_t &layerNorms) {
   int64_t folded = 0;
   for (Node *n : g.nodeList()) {
     if (n->isOp(kMpcDomain, "UnscaleGradients")) {
@@ -471,6 +550,14 @@ int64_t foldGraph(Model &model, Graph &g, int64_t &gradients, int64_t &updates,
     if (n->isOp(kMpcDomain, "SoftmaxTo") || n->isOp(kMpcDomain, "DivSoftmaxTo"))
       islands.push_back(n);
   narrowings += foldCastsDownIntoSoftmaxes(model, g, islands);
+  // Layer norms' Casts down, found first (a fold removes nodes).
+  std::vector<std::pair<Node *, Node *>> norms;
+  for (Node *n : g.nodeList())
+    if (Node *cast = narrowingCastOfLayerNorm(n))
+      norms.emplace_back(n, cast);
+  for (auto [n, cast] : norms)
+    foldCastIntoLayerNorm(model, g, n, cast);
+  layerNorms += int64_t(norms.size());
   return folded;
 }
 
@@ -492,10 +579,11 @@ int64_t foldCastsDownIntoSoftmaxes(Model &model, Graph &g,
 
 void runFoldWideningCasts(Model &model, PassContext &ctx) {
   int64_t gradients = 0, updates = 0, normGrads = 0, softmaxes = 0,
-          divisions = 0, narrowings = 0;
+          divisions = 0, narrowings = 0, layerNorms = 0;
   ctx.stats["sums-folded"] +=
       foldGraph(model, workingGraph(model), gradients, updates, normGrads,
-                softmaxes, divisions, narrowings);
+                softmaxes, divisions, narrowings, layerNorms);
+  ctx.stats["layer-norm-casts-down-folded"] += layerNorms;
   ctx.stats["norm-gradient-inputs-folded"] += normGrads;
   ctx.stats["optimizer-gradients-folded"] += updates;
   ctx.stats["softmax-casts-down-folded"] += narrowings;

@@ -121,7 +121,8 @@ bool isNarrowingCast(const Node *n) {
 
 /// The wide value `low` is the Cast of, when low is its forward producer's
 /// narrow copy of a value that producer also writes or reads: a narrowing
-/// Cast's input, or a softmax island's Y next to its Ylow.
+/// Cast's input, or a softmax island's or a layer norm's Y next to
+/// its Ylow.
 Value *wideTwinOf(const Value *low) {
   Node *p = low->producer();
   if (isNarrowingCast(p))
@@ -130,6 +131,11 @@ Value *wideTwinOf(const Value *low) {
       (p->isOp(kMpcDomain, "SoftmaxTo") ||
        p->isOp(kMpcDomain, "DivSoftmaxTo")) &&
       p->numOutputs() == 2 && p->output(1) == low && p->output(0) &&
+      p->output(0)->dtype == DType::F32)
+    return p->output(0);
+  // A post-LN block's layer norm: its fp32 Y (the residual) and Ylow.
+  if (p && p->isOp(kMpcDomain, "LayerNormalizationTo") &&
+      p->numOutputs() == 4 && p->output(3) == low && p->output(0) &&
       p->output(0)->dtype == DType::F32)
     return p->output(0);
   return nullptr;

@@ -6,6 +6,7 @@
 #include "kernels/cpu/cpu_util.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace mpc {
 namespace cpu {
@@ -90,6 +91,14 @@ Tensor &overwrittenOutput(const KernelContext &ctx, size_t i, DType t,
   Tensor &o = *ctx.outputs[i];
   o.allocate(t, dims, /*zero=*/false);
   return o;
+}
+
+DType floatTypeAttr(const Node &node, const char *name, DType dflt) {
+  int64_t v = node.attrInt(name, toOnnxDataType(dflt));
+  std::optional<DType> t = fromOnnxDataType(int(v));
+  if (!t || !isFloating(*t))
+    fail(node, "attribute '", name, "' = ", v, " is not a float type");
+  return *t;
 }
 
 void castWithCastKernel(const Node &owner, const Tensor &x, DType to,

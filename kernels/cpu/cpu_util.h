@@ -269,6 +269,11 @@ Tensor *optionalOutput(const KernelContext &ctx, size_t i, DType t,
 void copyWithDims(KernelContext &ctx, const Tensor &x,
                   const std::vector<int64_t> &dims);
 
+/// A float-type attribute of node (an ONNX data type number, as Cast's
+/// `to`), `dflt` when absent; one line naming the node when it is no float
+/// type.
+DType floatTypeAttr(const Node &node, const char *name, DType dflt);
+
 /// out := Cast(x, to) by the Cast kernel itself (a synthetic Cast node named
 /// after `owner`), so every op that casts converts bit for bit as Cast does
 /// (CastLike, SoftmaxTo's Ylow).

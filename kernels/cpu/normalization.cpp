@@ -30,11 +30,13 @@
 #include "kernels/cpu/compute_support.h"
 #include "kernels/cpu/conv_util.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/node_geometry.h"
 #include "kernels/cpu/parallel.h"
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <type_traits>
 
 namespace mpc {
@@ -266,7 +268,7 @@ void kernelBatchNormalizationGrad(KernelContext &ctx) {
 /// Y = (X - mean) * inv_std * scale + bias over the axes [axis, rank), the
 /// statistics in fp32 (fp64 for fp64 X) whatever X's storage type; the
 /// variance is the biased one (divided by N), as in PyTorch. RMS: mean 0.
-void normalizeRows(KernelContext &ctx, bool centered) {
+void normalizeRows(KernelContext &ctx, bool centered, bool to = false) {
   const Node &node = ctx.node;
   const Tensor &x = input(ctx, 0, "X"), &scale = input(ctx, 1, "Scale");
   const Tensor *bias = centered ? optionalInput(ctx, 2) : nullptr;
@@ -281,8 +283,36 @@ void normalizeRows(KernelContext &ctx, bool centered) {
     requireBroadcastsTo(node, *bias, s.norm, "B");
   double eps = node.attrFloat("epsilon", 1e-5f);
   DType statType = x.dtype == DType::F64 ? DType::F64 : DType::F32;
+  // mpc.LayerNormalizationTo stores Y in `to` (and Ylow = Cast(Y, low)):
+  // the rows are normalised as for X's dtype, then converted as a Cast node
+  // converts them (the bits of the Casts fold-widening-casts removed).
+  DType yType = to ? floatTypeAttr(node, "to", x.dtype) : x.dtype;
+  Tensor *ylow = to && ctx.hasOutput(3) ? ctx.outputs[3] : nullptr;
+  DType lowType = ylow ? floatTypeAttr(node, "low", DType::F16) : yType;
+  // An fp32 X's rows are narrowed as they are made (Ylow from an fp32 Y);
+  // any other pairing is computed whole in X's dtype and cast after.
+  auto narrowable = [](DType t) {
+    return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+  };
+  const bool byRow = x.dtype == DType::F32 && narrowable(yType) &&
+                     narrowable(lowType) && (!ylow || yType == DType::F32);
+  Tensor computed;
   // Every element is written below: no zero fill first.
-  Tensor &y = overwrittenOutput(ctx, 0, x.dtype, x.dims);
+  Tensor &y = yType == x.dtype || byRow
+                  ? overwrittenOutput(ctx, 0, yType, x.dims)
+                  : (computed = Tensor(x.dtype, x.dims));
+  if (ylow)
+    overwrittenOutput(ctx, 3, lowType, x.dims);
+  // Row o of an fp32 result into t (fp16/bf16 rounded once, as Cast does).
+  auto storeRow = [&](Tensor &t, int64_t o, const float *row) {
+    int64_t at = o * s.n;
+    if (t.dtype == DType::F16)
+      floatToHalfN(row, t.data<uint16_t>() + at, s.n);
+    else if (t.dtype == DType::BF16)
+      floatToBf16N(row, t.data<uint16_t>() + at, s.n);
+    else if (t.data<float>() + at != row)
+      std::copy(row, row + s.n, t.data<float>() + at);
+  };
   Tensor *meanOut =
       centered ? optionalOutput(ctx, 1, statType, s.stats) : nullptr;
   Tensor *invOut =
@@ -295,14 +325,15 @@ void normalizeRows(KernelContext &ctx, bool centered) {
       bi = broadcastTo(loadAll<C>(*bias), bias->dims, s.norm);
     // fp32 rows are read from X and written to Y where they lie (element j
     // of a row is written after the row's statistics and its own read);
-    // other dtypes go through buffers in the compute type.
+    // a narrower Y's rows go through a row buffer; other dtypes go through
+    // buffers in the compute type.
     const C *xs = nullptr;
     C *ys = nullptr;
     std::vector<C> xv, yv;
     if constexpr (std::is_same_v<C, float>) {
       if (x.dtype == DType::F32) {
         xs = x.data<float>();
-        ys = y.data<float>();
+        ys = y.dtype == DType::F32 ? y.data<float>() : nullptr;
       }
     }
     if (!xs) {
@@ -314,9 +345,10 @@ void normalizeRows(KernelContext &ctx, bool centered) {
     std::vector<C> means(size_t(s.outer)), invs(size_t(s.outer));
     // Rows in parallel (each row alone: the same bits on any thread count).
     parallelFor(s.outer, grainFor(s.n), [&](int64_t o0, int64_t o1) {
+      std::vector<C> rowBuf(ys ? 0 : size_t(s.n));
       for (int64_t o = o0; o < o1; ++o) {
         const C *row = xs + o * s.n;
-        C *out = ys + o * s.n;
+        C *out = ys ? ys + o * s.n : rowBuf.data();
         LayerNormRowStats<C> st = layerNormRowStats<C>(
             s.n, eps, [&](int64_t j) { return row[j]; }, centered);
         for (int64_t j = 0; j < s.n; ++j)
@@ -324,6 +356,13 @@ void normalizeRows(KernelContext &ctx, bool centered) {
                                   bi[size_t(j)]);
         means[size_t(o)] = st.mean;
         invs[size_t(o)] = st.invStd;
+        if constexpr (std::is_same_v<C, float>) {
+          if (byRow) {
+            storeRow(y, o, out);
+            if (ylow)
+              storeRow(*ylow, o, out);
+          }
+        }
       }
     });
     if (!yv.empty())
@@ -333,9 +372,19 @@ void normalizeRows(KernelContext &ctx, bool centered) {
     if (invOut)
       storeAll(*invOut, invs);
   });
+  if (byRow)
+    return;
+  // Computed whole in X's dtype: Y in `to` and Ylow by the Cast kernel.
+  if (yType != x.dtype)
+    castWithCastKernel(node, y, yType, ctx.outputs[0], ctx.seed);
+  if (ylow)
+    castWithCastKernel(node, *ctx.outputs[0], lowType, ylow, ctx.seed);
 }
 
 void kernelLayerNormalization(KernelContext &ctx) { normalizeRows(ctx, true); }
+void kernelLayerNormalizationTo(KernelContext &ctx) {
+  normalizeRows(ctx, true, true);
+}
 void kernelRMSNormalization(KernelContext &ctx) { normalizeRows(ctx, false); }
 
 /// One row's terms of the layer-norm gradient: xhat and g * scale, and the
@@ -487,6 +536,7 @@ std::vector<KernelEntry> normalizationKernels() {
       {"", "BatchNormalization", kernelBatchNormalization},
       {kMpcDomain, "BatchNormalizationGrad", kernelBatchNormalizationGrad},
       {"", "LayerNormalization", kernelLayerNormalization},
+      {kMpcDomain, "LayerNormalizationTo", kernelLayerNormalizationTo},
       {kMpcDomain, "LayerNormalizationGrad", kernelLayerNormalizationGrad},
       {kMpcDomain, "RMSNormalization", kernelRMSNormalization},
       {kMpcDomain, "RMSNormalizationGrad", kernelRMSNormalizationGrad},

@@ -30,7 +30,9 @@ __global__ void layerNormKernel(DType t, const void *__restrict__ x,
                                 const void *__restrict__ bias,
                                 void *__restrict__ y, float *__restrict__ mean,
                                 float *__restrict__ invStd, int64_t outer,
-                                int64_t n, double epsilon, bool centered) {
+                                int64_t n, double epsilon, bool centered,
+                                DType yType, void *__restrict__ ylow,
+                                DType lowType) {
   int64_t lane = threadIdx.x % kWarp;
   int64_t stride = int64_t(gridDim.x) * kRowsPerBlock;
   for (int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
@@ -49,9 +51,12 @@ __global__ void layerNormKernel(DType t, const void *__restrict__ x,
     float inv = layerNormInvStd(warpSum(squares), n, epsilon);
     for (int64_t j = lane; y && j < n; j += kWarp) {
       float b = bias ? loadAs(t, bias, j) : 0.0f;
-      storeAs(t, y, base + j,
-              layerNormValue(loadAs(t, x, base + j), m, inv,
-                             loadAs(t, scale, j), b));
+      float v = layerNormValue(loadAs(t, x, base + j), m, inv,
+                               loadAs(t, scale, j), b);
+      storeAs(yType, y, base + j, v);
+      if (ylow) // Cast(Y, low): Y's value as stored, rounded once more
+        storeAs(lowType, ylow, base + j,
+                yType == DType::F32 ? v : loadAs(yType, y, base + j));
     }
     if (lane == 0) {
       if (mean)
@@ -244,12 +249,17 @@ unsigned rowGrid(int64_t rows) {
 void launchLayerNorm(DType t, const void *x, const void *scale,
                      const void *bias, void *y, float *mean, float *invStd,
                      int64_t outer, int64_t n, double epsilon, cudaStream_t s,
-                     bool centered) {
+                     bool centered, const LayerNormOut &out) {
   if (outer == 0)
     return;
   requireDeviceFloat(t, "LayerNormalization");
+  DType yType = out.yType == DType::Undefined ? t : out.yType;
+  requireDeviceFloat(yType, "LayerNormalization");
+  if (out.ylow)
+    requireDeviceFloat(out.lowType, "LayerNormalization");
   layerNormKernel<<<rowGrid(outer), kBlock, 0, s>>>(
-      t, x, scale, bias, y, mean, invStd, outer, n, epsilon, centered);
+      t, x, scale, bias, y, mean, invStd, outer, n, epsilon, centered, yType,
+      out.ylow, out.lowType);
   MPC_CUDA_CHECK_LAUNCH("layerNormKernel");
 }
 

@@ -18,15 +18,25 @@
 namespace mpc {
 namespace cuda {
 
+/// Where LayerNormalizationTo's rows go besides X's dtype: Y stored in
+/// yType (rounded once from the fp32 result, as a Cast rounds), and Ylow =
+/// Cast(Y, lowType) when ylow is set.
+struct LayerNormOut {
+  DType yType = DType::Undefined; ///< Undefined: X's dtype
+  void *ylow = nullptr;
+  DType lowType = DType::F16;
+};
+
 /// y := (x - mean) * inv_std * scale + bias per row; mean/invStd (fp32,
 /// `outer` each) may be nullptr; bias may be nullptr (no bias); y may be
-/// nullptr (the statistics alone). x, scale, bias and y of dtype t. Not
-/// `centered` (mpc.RMSNormalization): the mean is 0, inv_std =
-/// 1 / sqrt(mean(x^2) + epsilon).
+/// nullptr (the statistics alone). x, scale and bias of dtype t, y of t or
+/// out.yType. Not `centered` (mpc.RMSNormalization): the mean is 0,
+/// inv_std = 1 / sqrt(mean(x^2) + epsilon).
 void launchLayerNorm(DType t, const void *x, const void *scale,
                      const void *bias, void *y, float *mean, float *invStd,
                      int64_t outer, int64_t n, double epsilon,
-                     cudaStream_t stream, bool centered = true);
+                     cudaStream_t stream, bool centered = true,
+                     const LayerNormOut &out = {});
 
 /// The operands of the backward, each with its own dtype.
 struct LayerNormGradArgs {

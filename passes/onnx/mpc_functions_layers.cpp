@@ -457,6 +457,16 @@ const char *kNormRank = R"(  norm_shape = Shape <start: int = @axis> (X)
   lead = Squeeze (lead_1d, axis0)
 )";
 
+// ONNX's LayerNormalization with Y stored in `to` and cast to `low` (the
+// forward of autocast's layer-norm island and its Cast down, folded).
+const char *kLayerNormalizationTo = R"(
+LayerNormalizationTo <axis, epsilon, to, low> (X, Scale, B) => (Y, Mean, InvStdDev, Ylow) {
+  y, Mean, InvStdDev = LayerNormalization <axis: int = @axis, epsilon: float = @epsilon> (X, Scale, B)
+  Y = Cast <to: int = @to> (y)
+  Ylow = Cast <to: int = @low> (Y)
+}
+)";
+
 // Over the normalised axes [axis, rank) of n elements, xhat = (X - mean)
 // inv_std and g = dY scale: dX = inv_std (g - mean(g) - xhat mean(g xhat));
 // dScale = sum of dY xhat and dBias = sum of dY over the leading axes
@@ -740,6 +750,11 @@ void addLayerGradientFunctions(std::map<std::string, FunctionDef> &t) {
         replaceAll(plain(body), "$RMS_STATISTICS", kRmsStatistics),
         "$NORM_RANK", kNormRank);
   };
+  t["LayerNormalizationTo"] = {plain(kLayerNormalizationTo),
+                               {{"axis", A::ofInt(-1)},
+                                {"epsilon", A::ofFloat(1e-5f)},
+                                {"low", A::ofInt(toOnnxDataType(DType::F16))}},
+                               {}};
   t["LayerNormalizationGrad"] = {
       norm(kLayerNormalizationGrad), {{"axis", A::ofInt(-1)}}, {}};
   t["RMSNormalization"] = {

@@ -5,6 +5,7 @@
 // duplicate names, cycles) and reports each problem as one clear line.
 #include "passes/onnx/onnx_io.h"
 
+#include "ir/mpc_ops.h"
 #include "ir/step_metadata.h"
 #include "ir/tensor_pb.h"
 #include "passes/onnx/attribute_ranges.h"
@@ -390,7 +391,16 @@ private:
                           : np.name());
     std::vector<std::string> outs;
     outs.reserve(size_t(np.output_size()));
+    // The exporter names an output an mpc node omits "<node>_unused_<formal
+    // output>" (its function's formals must all be bound): omitted again
+    // here, so that the kernel skips it (a SoftmaxTo's or layer norm's
+    // Ylow nothing reads is not written, nor planned).
+    const bool mpcNode = np.domain() == kMpcDomain;
     for (const auto &o : np.output()) {
+      if (mpcNode && o.find("_unused_") != std::string::npos) {
+        outs.emplace_back();
+        continue;
+      }
       if (!o.empty() && graph_->findValue(o))
         throw Error("node '" + name + "' (" + np.op_type() + "): output '" + o +
                     "' is already defined (values must be assigned once)");

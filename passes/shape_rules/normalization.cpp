@@ -88,6 +88,30 @@ void inferNormalization(Ctx &c, bool rms) {
 
 void inferLayerNormalization(Ctx &c) { inferNormalization(c, false); }
 
+/// mpc.LayerNormalizationTo (X, Scale, B) <to, low> -> (Y, Mean, InvStdDev
+/// [, Ylow]): LayerNormalization with Y stored in `to` and, when asked for,
+/// Ylow = Y cast to `low` (default fp16).
+void inferLayerNormalizationTo(Ctx &c) {
+  c.req(2); // B: the body passes it on as it is
+  inferNormalization(c, false);
+  Value *x = c.n.input(0);
+  auto floatAttr = [&](const char *name, int64_t v) {
+    auto t = fromOnnxDataType(int(v));
+    if (!t || !isFloating(*t))
+      fail([&] {
+        errorAt(c.n) << "attribute '" << name << "' = " << v
+                     << " must be a float type";
+      });
+    return *t;
+  };
+  DType to = floatAttr("to", c.requiredIntAttr("to"));
+  c.setShapeOf(0, to, x);
+  if (!c.n.output(3))
+    return;
+  DType low = floatAttr("low", c.intAttr("low", toOnnxDataType(DType::F16)));
+  c.setShapeOf(3, low, x);
+}
+
 void inferRMSNormalization(Ctx &c) { inferNormalization(c, true); }
 
 /// LayerNormalizationGrad (dY, X, scale, mean, inv_std) -> (dX, dScale,
@@ -270,6 +294,7 @@ void inferBatchNormalizationGrad(Ctx &c) {
 
 const OpRule kRules[] = {
     {"", "LayerNormalization", 2, 3, 1, 3, inferLayerNormalization},
+    {kMpcDomain, "LayerNormalizationTo", 3, 3, 1, 4, inferLayerNormalizationTo},
     {kMpcDomain, "RMSNormalization", 2, 2, 1, 1, inferRMSNormalization},
     {"", "BatchNormalization", 5, 5, 1, 5, inferBatchNormalization},
     {kMpcDomain, "LayerNormalizationGrad", 5, 5, 1, 3,

@@ -270,6 +270,7 @@ const void *perColumn(NodeStaging &s, size_t i, const Tensor &t,
   return full;
 }
 
+/// LayerNormalization, and mpc.LayerNormalizationTo (Y in `to`, Ylow).
 void runLayerNorm(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &x = s.in(0, "X"), &scale = s.in(1, "Scale");
@@ -286,11 +287,21 @@ void runLayerNorm(NodeStaging &s) {
     requireBroadcastsTo(node, *bias, sh.norm, "B");
   const void *sc = perColumn(s, 1, scale, sh.norm, sh.n);
   const void *bi = bias ? perColumn(s, 2, *bias, sh.norm, sh.n) : nullptr;
-  void *y = s.out(0, x.dtype, x.dims);
+  // mpc.LayerNormalizationTo: Y in `to`, and Ylow beside an fp32 Y.
+  LayerNormOut out;
+  out.yType = node.isOp(kMpcDomain, "LayerNormalizationTo")
+                  ? cpu::floatTypeAttr(node, "to", x.dtype)
+                  : x.dtype;
+  if (node.isOp(kMpcDomain, "LayerNormalizationTo") && node.numOutputs() > 3 &&
+      node.output(3)) {
+    out.lowType = cpu::floatTypeAttr(node, "low", DType::F16);
+    out.ylow = s.out(3, out.lowType, x.dims);
+  }
+  void *y = s.out(0, out.yType, x.dims);
   auto *mean = static_cast<float *>(s.optionalOut(1, DType::F32, sh.stats));
   auto *inv = static_cast<float *>(s.optionalOut(2, DType::F32, sh.stats));
   launchLayerNorm(x.dtype, s.device(0), sc, bi, y, mean, inv, sh.outer, sh.n,
-                  node.attrFloat("epsilon", 1e-5f), s.stream());
+                  node.attrFloat("epsilon", 1e-5f), s.stream(), true, out);
 }
 
 /// The geometry a normalisation backward's dY, X and scale share: dY of
@@ -409,6 +420,10 @@ std::vector<CudaOpEntry> normalizationOps() {
       {"", "BatchNormalization", runBatchNorm, checkBatchNorm},
       {kMpcDomain, "BatchNormalizationGrad", runBatchNormGrad, checkBatchNorm},
       {"", "LayerNormalization", runLayerNorm,
+       [](const Node &n) {
+         return requireDeviceFloat(n, {0, 1, 2});
+       }},
+      {kMpcDomain, "LayerNormalizationTo", runLayerNorm,
        [](const Node &n) {
          return requireDeviceFloat(n, {0, 1, 2});
        }},

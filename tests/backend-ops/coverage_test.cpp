@@ -86,9 +86,9 @@ TEST(CudaCoverage, EveryNodeOfTheTransformerAndResMlpStepsIsSupported) {
   // The ops the device code of this increment exists for are really there.
   for (const char *op :
        {"mpc.DivSoftmaxTo", "mpc.SoftmaxGradDiv", "LayerNormalization",
-        "mpc.LayerNormalizationGrad", "Gather", "mpc.GatherGrad", "Transpose",
-        "mpc.Gelu", "Gelu", "mpc.GeluGrad", "mpc.FusedMatMul", "ReduceMean",
-        "mpc.ReduceGrad", "mpc.ClipGradNorm"})
+        "mpc.LayerNormalizationTo", "mpc.LayerNormalizationGrad", "Gather",
+        "mpc.GatherGrad", "Transpose", "mpc.Gelu", "Gelu", "mpc.GeluGrad",
+        "mpc.FusedMatMul", "ReduceMean", "mpc.ReduceGrad", "mpc.ClipGradNorm"})
     EXPECT_TRUE(ops.count(op)) << op << " is not in any compiled step";
 }
 

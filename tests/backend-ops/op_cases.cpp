@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 
 namespace mpc {
 namespace backend_ops {
@@ -1098,6 +1099,26 @@ void addLayerNorm(std::vector<OpCase> &cases) {
                              std::nullopt};
                    },
                    Compare::Tolerance});
+  // mpc.LayerNormalizationTo (fold-widening-casts): Y in fp16 alone (a
+  // pre-LN block), and fp32 Y with its fp16/bf16 copy (Ylow, a post-LN one).
+  for (auto [name, to, low] :
+       {std::tuple("fp16", DType::F16, DType::Undefined),
+        std::tuple("fp32_ylow_fp16", DType::F32, DType::F16),
+        std::tuple("fp32_ylow_bf16", DType::F32, DType::BF16)}) {
+    Builder::Attrs attrs = {
+        {"axis", i(-1)}, {"epsilon", f(1e-5f)}, {"to", i(toOnnxDataType(to))}};
+    if (low != DType::Undefined)
+      attrs.push_back({"low", i(toOnnxDataType(low))});
+    cases.push_back({std::string("LayerNormalizationTo_") + name, kMpcDomain,
+                     "LayerNormalizationTo", attrs,
+                     size_t(low != DType::Undefined ? 4 : 3), kFloats,
+                     [](DType t, std::mt19937 &rng) -> Inputs {
+                       return {randomTensor(rng, t, {4, 16, 96}, -2, 2),
+                               randomTensor(rng, t, {96}, 0.5f, 1.5f),
+                               randomTensor(rng, t, {96}, -0.5f, 0.5f)};
+                     },
+                     Compare::Tolerance});
+  }
   struct GradCase {
     const char *name;
     std::vector<int64_t> x, stats, scale;

@@ -608,6 +608,56 @@ TEST(CpuParallel, NormGradientsReadHalfDYAsItsCast) {
   }
 }
 
+TEST(CpuParallel, LayerNormalizationToIsTheLayerNormAndItsCasts) {
+  // mpc.LayerNormalizationTo (fold-widening-casts) against the nodes it
+  // replaces: LayerNormalization, then Cast(Y, to) and Cast(Y as stored,
+  // low), bit for bit, on one and two threads; fp32 X (rows narrowed as
+  // they are made) and fp16 X (cast after).
+  Attrs ln = {{"axis", intAttr(-1)}, {"epsilon", Attribute::ofFloat(1e-5f)}};
+  auto cast = [](const Tensor &t, DType to) {
+    Attrs a = {{"to", intAttr(toOnnxDataType(to))}};
+    return runAll("", "Cast", {&t}, a, 1, 1)[0];
+  };
+  for (DType xt : {DType::F32, DType::F16})
+    for (std::vector<int64_t> dims :
+         {std::vector<int64_t>{1, 7}, {65, 33}, {4, 50, 768}})
+      for (auto [to, low] : {std::pair(DType::F16, DType::Undefined),
+                             std::pair(DType::BF16, DType::Undefined),
+                             std::pair(DType::F32, DType::F16),
+                             std::pair(DType::F32, DType::BF16),
+                             std::pair(DType::F16, DType::BF16)}) {
+        int64_t n = dims.back();
+        Tensor x = randomTensor(xt, dims, 101);
+        Tensor scale = randomTensor(xt, {n}, 102),
+               bias = randomTensor(xt, {n}, 103);
+        std::vector<Tensor> ref =
+            runAll("", "LayerNormalization", {&x, &scale, &bias}, ln, 3, 1);
+        Tensor y = cast(ref[0], to);
+        Attrs a = ln;
+        a.push_back({"to", intAttr(toOnnxDataType(to))});
+        size_t outs = 3;
+        if (low != DType::Undefined) {
+          a.push_back({"low", intAttr(toOnnxDataType(low))});
+          outs = 4;
+        }
+        std::string what = std::string(dtypeName(xt)) + " " +
+                           cpu::shapeString(dims) + " to " + dtypeName(to) +
+                           " low " + dtypeName(low);
+        for (int threads : {1, 2}) {
+          std::vector<Tensor> got =
+              runAll(kMpcDomain, "LayerNormalizationTo", {&x, &scale, &bias}, a,
+                     outs, threads);
+          EXPECT_EQ(got[0].dtype, to) << what;
+          EXPECT_TRUE(got[0].bytes == y.bytes) << what << " Y, " << threads;
+          EXPECT_TRUE(got[1].bytes == ref[1].bytes) << what << " mean";
+          EXPECT_TRUE(got[2].bytes == ref[2].bytes) << what << " inv_std";
+          if (outs == 4)
+            EXPECT_TRUE(got[3].bytes == cast(y, low).bytes)
+                << what << " Ylow, " << threads;
+        }
+      }
+}
+
 TEST(CpuParallel, BiasGradientSameBitsOnOneAndTwoThreads) {
   // SumToShape down the columns of [rows, inner]: columns in parallel;
   // rows past the sums' chunk, widths around the grain, half and fp32 dY.

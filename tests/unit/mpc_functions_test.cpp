@@ -354,6 +354,7 @@ TEST(MpcFunctions, EveryFixedArityOpHasABodyThatParses) {
       "GeluTanh",
       "IncrementStep",
       "LayerNormalizationGrad",
+      "LayerNormalizationTo",
       "LeakyReluGrad",
       "LearningRate",
       "LogSigmoid",
@@ -1323,6 +1324,40 @@ TEST(MpcFunctions, LayerNormalizationGradMatchesKernel) {
                     {"inv_std", uniform(DType::F32, {2, 1}, 0.5, 2)}},
                    {},
                    3});
+  runCases(cases);
+}
+
+TEST(MpcFunctions, LayerNormalizationToMatchesKernel) {
+  // The folded layer-norm island: Y in `to` (fp16/bf16 alone, or fp32 with
+  // the fp16/bf16 copy as Ylow), over axes and an fp32 or narrower X.
+  std::vector<Case> cases;
+  for (DType x : {DType::F32, DType::F16})
+    for (int64_t axis : {-1, 1})
+      for (auto [to, low] :
+           {std::pair(DType::F16, std::optional<DType>()),
+            std::pair(DType::BF16, std::optional<DType>()),
+            std::pair(DType::F32, std::optional<DType>(DType::F16)),
+            std::pair(DType::F32, std::optional<DType>(DType::BF16))}) {
+        std::vector<int64_t> dims = {3, 4, 6};
+        std::vector<int64_t> norm(dims.begin() + (axis < 0 ? 2 : axis),
+                                  dims.end());
+        Case::Attrs attrs = {{"axis", A::ofInt(axis)},
+                             {"epsilon", A::ofFloat(1e-5f)},
+                             {"to", A::ofInt(toOnnxDataType(to))}};
+        if (low)
+          attrs.push_back({"low", A::ofInt(toOnnxDataType(*low))});
+        cases.push_back({std::string("LayerNormalizationTo ") + dtypeName(x) +
+                             " -> " + dtypeName(to) +
+                             (low ? std::string(" + Ylow ") + dtypeName(*low)
+                                  : std::string()) +
+                             " axis " + std::to_string(axis),
+                         "LayerNormalizationTo",
+                         {{"X", uniform(x, dims, -2, 2)},
+                          {"Scale", uniform(x, norm, 0.5, 1.5)},
+                          {"B", uniform(x, norm, -0.5, 0.5)}},
+                         attrs,
+                         low ? 4u : 3u});
+      }
   runCases(cases);
 }
 

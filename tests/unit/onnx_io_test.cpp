@@ -5,6 +5,7 @@
 // corruption loop proving the importer never crashes or over-allocates on
 // malformed bytes. Binary fixtures are generated here, into a temporary
 // folder, from models/mlp_seed.onnx or from ModelProtos built in code.
+#include "ir/mpc_ops.h"
 #include "ir/tensor_pb.h"
 #include "passes/onnx/onnx_io.h"
 #include "passes/pipeline.h"
@@ -1084,7 +1085,9 @@ TEST(OnnxTraining, CompiledModelRoundTrips) {
   const Graph &alg2 = *m2->training->algorithm;
   expectSameStructure(*m->graph, *m2->graph);
   expectSameStructureUpToFilledOperands(alg, alg2);
-  // The import reproduces exactly what the export wrote.
+  // The import reproduces exactly what the export wrote, but for the
+  // outputs the export named "..._unused_..." because an mpc node omitted
+  // them (its function binds every formal): omitted again.
   {
     std::vector<std::string> written, read;
     for (const auto &np : proto.training_info(0).algorithm().node()) {
@@ -1093,7 +1096,10 @@ TEST(OnnxTraining, CompiledModelRoundTrips) {
         line += " " + in;
       line += " ->";
       for (const auto &out : np.output())
-        line += " " + out;
+        line += " " + (np.domain() == kMpcDomain &&
+                               out.find("_unused_") != std::string::npos
+                           ? std::string()
+                           : out);
       written.push_back(line);
     }
     for (const auto &n : alg2.nodes()) {
