@@ -360,6 +360,28 @@ void foldIntoDivSoftmaxTo(Model &model, Graph &g, Node *n, Node *div) {
                  " folded in)");
 }
 
+/// Points the readers of every Cast of v to v's own dtype (an identity
+/// Cast: a model's `.to(dtype)` after autocast made both sides one type) at
+/// v itself, and removes those Casts: the Cast down behind them is then
+/// v's own reader. Same bits.
+void bypassIdentityCasts(Graph &g, Value *v) {
+  // A chain of them (`.float().to(dtype)`): each bypassed one's readers
+  // become v's, so look again until none is left.
+  for (bool again = true; again;) {
+    again = false;
+    for (const Use &u : std::vector<Use>(v->uses())) {
+      Node *c = u.user;
+      if (c->isOp("", "Cast") && c->output(0) &&
+          !c->output(0)->isGraphOutput() && c->output(0)->dtype == v->dtype) {
+        g.replaceAllUsesWith(c->output(0), v);
+        g.removeNode(c);
+        again = true;
+        break;
+      }
+    }
+  }
+}
+
 /// The Cast down of softmax island n's output Y that the next matrix
 /// product reads (Cast<to = fp16/bf16>(Y) of an fp32 Y), when n writes no
 /// Ylow yet or writes it in the Cast's type; else nullptr.
@@ -552,9 +574,15 @@ int64_t foldGraph(Model &model, Graph &g, int64_t &gradients, int64_t &updates,
   narrowings += foldCastsDownIntoSoftmaxes(model, g, islands);
   // Layer norms' Casts down, found first (a fold removes nodes).
   std::vector<std::pair<Node *, Node *>> norms;
+  std::vector<Node *> layerNormNodes;
   for (Node *n : g.nodeList())
+    if (n->isOp("", "LayerNormalization") && n->output(0))
+      layerNormNodes.push_back(n);
+  for (Node *n : layerNormNodes) {
+    bypassIdentityCasts(g, n->output(0));
     if (Node *cast = narrowingCastOfLayerNorm(n))
       norms.emplace_back(n, cast);
+  }
   for (auto [n, cast] : norms)
     foldCastIntoLayerNorm(model, g, n, cast);
   layerNorms += int64_t(norms.size());
@@ -569,11 +597,16 @@ int64_t foldCastsDownIntoSoftmaxes(Model &model, Graph &g,
   // island's Y may have several Casts down (one Ylow serves each of its
   // type).
   int64_t folded = 0;
-  for (Node *n : islands)
+  for (Node *n : islands) {
+    if ((n->isOp(kMpcDomain, "SoftmaxTo") ||
+         n->isOp(kMpcDomain, "DivSoftmaxTo")) &&
+        n->output(0))
+      bypassIdentityCasts(g, n->output(0));
     while (Node *cast = narrowingCastOfSoftmax(n)) {
       foldCastIntoSoftmax(model, g, n, cast);
       ++folded;
     }
+  }
   return folded;
 }
 
