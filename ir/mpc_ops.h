@@ -30,6 +30,10 @@
 //       pre-LN block's norm writes the fp16 operand alone (`to` fp16), a
 //       post-LN block's writes the fp32 residual and the fp16 operand in one
 //       pass.
+//   RMSNormalizationTo(X, Scale) <axis, epsilon, to, low> -> (Y [, Ylow])
+//       RMSNormalization with Y stored in `to` and Ylow = Cast(Y, low), as
+//       LayerNormalizationTo (a Llama block's norm and the Cast down to its
+//       projections).
 //   LogSigmoid(X) -> Y           Y = log(sigmoid(X)) = min(X, 0) -
 //       log1p(exp(-|X|)), exact for every X (PyTorch's log_sigmoid), computed
 //       in fp32 for fp16/bf16 (fp64 for fp64). Made by fuse-log-sigmoid from

@@ -374,6 +374,9 @@ const std::vector<PolicyEntry> &table() {
        "LayerNormalization in X's (fp32) dtype writing its 'to' dtype and "
        "the Cast down to the next matrix product, the precisions autocast "
        "chose for the nodes it replaces"},
+      {kMpcDomain, "RMSNormalizationTo", PC::Keep, 0,
+       "RMSNormalization in X's (fp32) dtype writing its 'to' dtype and the "
+       "Cast down to the next matrix product, as LayerNormalizationTo"},
       {kMpcDomain, "SoftmaxTo", PC::Keep, 0,
        "reads X as stored and computes and writes its 'to' dtype, the "
        "precision autocast chose for the Softmax it replaces"},

@@ -443,13 +443,20 @@ void foldCastIntoSoftmax(Model &model, Graph &g, Node *n, Node *cast) {
   }
 }
 
-/// The Cast down of layer norm n's fp32 Y for the next matrix product
-/// (Cast<to = fp16/bf16>(Y)), when n is an ONNX LayerNormalization with its
-/// bias and fp32 statistics; else nullptr.
-Node *narrowingCastOfLayerNorm(const Node *n) {
-  if (!n->isOp("", "LayerNormalization") || n->numInputs() != 3 ||
-      !n->input(2) || n->attrInt("stash_type", 1) != 1 || !n->output(0) ||
-      n->output(0)->dtype != DType::F32)
+/// Whether n is a norm fold-widening-casts can make write its Cast down:
+/// an ONNX LayerNormalization with its bias and fp32 statistics, or an
+/// mpc.RMSNormalization.
+bool isFoldableNorm(const Node *n) {
+  if (n->isOp(kMpcDomain, "RMSNormalization"))
+    return n->numInputs() == 2 && n->numOutputs() == 1;
+  return n->isOp("", "LayerNormalization") && n->numInputs() == 3 &&
+         n->input(2) && n->attrInt("stash_type", 1) == 1;
+}
+
+/// The Cast down of norm n's fp32 Y for the next matrix product
+/// (Cast<to = fp16/bf16>(Y)), when n is a foldable norm; else nullptr.
+Node *narrowingCastOfNorm(const Node *n) {
+  if (!isFoldableNorm(n) || !n->output(0) || n->output(0)->dtype != DType::F32)
     return nullptr;
   for (const Use &u : n->output(0)->uses()) {
     Node *c = u.user;
@@ -461,28 +468,34 @@ Node *narrowingCastOfLayerNorm(const Node *n) {
   return nullptr;
 }
 
-/// Replaces layer norm n and its Cast down by one mpc.LayerNormalizationTo
-/// writing the Cast's output: as its Ylow beside the fp32 Y when Y has
-/// other readers (a post-LN block's residual), or as Y itself (`to` the
-/// Cast's type) when the Cast was Y's only reader (a pre-LN block). Every
-/// value keeps its name; other Casts of Y to the same type read the Ylow.
-void foldCastIntoLayerNorm(Model &model, Graph &g, Node *n, Node *cast) {
+/// Replaces norm n and its Cast down by one mpc.LayerNormalizationTo (or
+/// RMSNormalizationTo) writing the Cast's output: as its Ylow beside the
+/// fp32 Y when Y has other readers (a post-LN block's residual), or as Y
+/// itself (`to` the Cast's type) when the Cast was Y's only reader (a
+/// pre-LN block). Every value keeps its name; other Casts of Y to the same
+/// type read the Ylow.
+void foldCastIntoNorm(Model &model, Graph &g, Node *n, Node *cast) {
+  const bool rms = n->isOp(kMpcDomain, "RMSNormalization");
   Value *y = n->output(0), *low = cast->output(0);
   const DType lowT = low->dtype;
   std::optional<PrecisionRecord> record = recordCopyOf(model, g, *n);
   const bool alone = soleUser(y) == cast;
-  // Y (or the Cast's output), Mean, InvStdDev [, Ylow], under fresh names
+  // Y (or the Cast's output), [Mean, InvStdDev,] [Ylow], under fresh names
   // first: the old values are renamed onto once they are gone.
-  std::vector<Value *> olds = {alone ? low : y, n->output(1), n->output(2)};
+  std::vector<Value *> olds = {alone ? low : y};
+  if (!rms) {
+    olds.push_back(n->output(1));
+    olds.push_back(n->output(2));
+  }
   if (!alone)
     olds.push_back(low);
   std::vector<std::string> names;
   for (Value *v : olds)
     names.push_back(v ? g.uniqueValueName(v->name() + "_folded")
                       : std::string());
-  Node *f = g.createNodeWithOutputs("LayerNormalizationTo",
-                                    {n->input(0), n->input(1), n->input(2)},
-                                    names, n->name() + "_to", kMpcDomain, n);
+  const char *op = rms ? "RMSNormalizationTo" : "LayerNormalizationTo";
+  Node *f = g.createNodeWithOutputs(op, n->inputs(), names, n->name() + "_to",
+                                    kMpcDomain, n);
   for (const char *a : {"axis", "epsilon"})
     if (const Attribute *at = n->attr(a))
       f->setAttr(a, *at);
@@ -517,7 +530,8 @@ void foldCastIntoLayerNorm(Model &model, Graph &g, Node *n, Node *cast) {
   if (record) {
     record->detail += std::string("; it writes the ") + dtypeName(lowT) +
                       " copy the next product reads too (the Cast down "
-                      "folded in: mpc.LayerNormalizationTo)";
+                      "folded in: mpc." +
+                      op + ")";
     precisionMapOf(model, g)->record(*f, *record);
   }
 }
@@ -572,19 +586,20 @@ int64_t foldGraph(Model &model, Graph &g, int64_t &gradients, int64_t &updates,
     if (n->isOp(kMpcDomain, "SoftmaxTo") || n->isOp(kMpcDomain, "DivSoftmaxTo"))
       islands.push_back(n);
   narrowings += foldCastsDownIntoSoftmaxes(model, g, islands);
-  // Layer norms' Casts down, found first (a fold removes nodes).
+  // Norms' Casts down (layer and RMS norms), found first (a fold removes
+  // nodes).
   std::vector<std::pair<Node *, Node *>> norms;
-  std::vector<Node *> layerNormNodes;
+  std::vector<Node *> normNodes;
   for (Node *n : g.nodeList())
-    if (n->isOp("", "LayerNormalization") && n->output(0))
-      layerNormNodes.push_back(n);
-  for (Node *n : layerNormNodes) {
+    if (isFoldableNorm(n) && n->output(0))
+      normNodes.push_back(n);
+  for (Node *n : normNodes) {
     bypassIdentityCasts(g, n->output(0));
-    if (Node *cast = narrowingCastOfLayerNorm(n))
+    if (Node *cast = narrowingCastOfNorm(n))
       norms.emplace_back(n, cast);
   }
   for (auto [n, cast] : norms)
-    foldCastIntoLayerNorm(model, g, n, cast);
+    foldCastIntoNorm(model, g, n, cast);
   layerNorms += int64_t(norms.size());
   return folded;
 }
@@ -616,7 +631,7 @@ void runFoldWideningCasts(Model &model, PassContext &ctx) {
   ctx.stats["sums-folded"] +=
       foldGraph(model, workingGraph(model), gradients, updates, normGrads,
                 softmaxes, divisions, narrowings, layerNorms);
-  ctx.stats["layer-norm-casts-down-folded"] += layerNorms;
+  ctx.stats["norm-casts-down-folded"] += layerNorms;
   ctx.stats["norm-gradient-inputs-folded"] += normGrads;
   ctx.stats["optimizer-gradients-folded"] += updates;
   ctx.stats["softmax-casts-down-folded"] += narrowings;

@@ -133,10 +133,14 @@ Value *wideTwinOf(const Value *low) {
       p->numOutputs() == 2 && p->output(1) == low && p->output(0) &&
       p->output(0)->dtype == DType::F32)
     return p->output(0);
-  // A post-LN block's layer norm: its fp32 Y (the residual) and Ylow.
-  if (p && p->isOp(kMpcDomain, "LayerNormalizationTo") &&
-      p->numOutputs() == 4 && p->output(3) == low && p->output(0) &&
-      p->output(0)->dtype == DType::F32)
+  // A post-LN block's layer norm (or RMS norm): its fp32 Y (the residual)
+  // and Ylow.
+  if (p &&
+      ((p->isOp(kMpcDomain, "LayerNormalizationTo") && p->numOutputs() == 4 &&
+        p->output(3) == low) ||
+       (p->isOp(kMpcDomain, "RMSNormalizationTo") && p->numOutputs() == 2 &&
+        p->output(1) == low)) &&
+      p->output(0) && p->output(0)->dtype == DType::F32)
     return p->output(0);
   return nullptr;
 }

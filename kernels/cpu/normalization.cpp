@@ -287,7 +287,8 @@ void normalizeRows(KernelContext &ctx, bool centered, bool to = false) {
   // the rows are normalised as for X's dtype, then converted as a Cast node
   // converts them (the bits of the Casts fold-widening-casts removed).
   DType yType = to ? floatTypeAttr(node, "to", x.dtype) : x.dtype;
-  Tensor *ylow = to && ctx.hasOutput(3) ? ctx.outputs[3] : nullptr;
+  const size_t lowAt = centered ? 3 : 1; // after Mean and InvStdDev
+  Tensor *ylow = to && ctx.hasOutput(lowAt) ? ctx.outputs[lowAt] : nullptr;
   DType lowType = ylow ? floatTypeAttr(node, "low", DType::F16) : yType;
   // An fp32 X's rows are narrowed as they are made (Ylow from an fp32 Y);
   // any other pairing is computed whole in X's dtype and cast after.
@@ -302,7 +303,7 @@ void normalizeRows(KernelContext &ctx, bool centered, bool to = false) {
                   ? overwrittenOutput(ctx, 0, yType, x.dims)
                   : (computed = Tensor(x.dtype, x.dims));
   if (ylow)
-    overwrittenOutput(ctx, 3, lowType, x.dims);
+    overwrittenOutput(ctx, lowAt, lowType, x.dims);
   // Row o of an fp32 result into t (fp16/bf16 rounded once, as Cast does).
   auto storeRow = [&](Tensor &t, int64_t o, const float *row) {
     int64_t at = o * s.n;
@@ -386,6 +387,9 @@ void kernelLayerNormalizationTo(KernelContext &ctx) {
   normalizeRows(ctx, true, true);
 }
 void kernelRMSNormalization(KernelContext &ctx) { normalizeRows(ctx, false); }
+void kernelRMSNormalizationTo(KernelContext &ctx) {
+  normalizeRows(ctx, false, true);
+}
 
 /// One row's terms of the layer-norm gradient: xhat and g * scale, and the
 /// row's share of dScale and dBias added to their partial sums. A function
@@ -539,6 +543,7 @@ std::vector<KernelEntry> normalizationKernels() {
       {kMpcDomain, "LayerNormalizationTo", kernelLayerNormalizationTo},
       {kMpcDomain, "LayerNormalizationGrad", kernelLayerNormalizationGrad},
       {kMpcDomain, "RMSNormalization", kernelRMSNormalization},
+      {kMpcDomain, "RMSNormalizationTo", kernelRMSNormalizationTo},
       {kMpcDomain, "RMSNormalizationGrad", kernelRMSNormalizationGrad},
   };
 }

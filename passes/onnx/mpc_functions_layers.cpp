@@ -538,6 +538,18 @@ $RMS_STATISTICS  sc = Cast <to = 11> (Scale)
 }
 )";
 
+// The same with Y rounded to X's dtype and cast to `to` (and `low`): the
+// RMS-norm island and its Cast down, folded (fold-widening-casts).
+const char *kRMSNormalizationTo = R"(
+RMSNormalizationTo <axis, epsilon, to, low> (X, Scale) => (Y, Ylow) {
+$RMS_STATISTICS  sc = Cast <to = 11> (Scale)
+  y = Mul (xhat, sc)
+  yx = CastLike (y, X)
+  Y = Cast <to: int = @to> (yx)
+  Ylow = Cast <to: int = @low> (Y)
+}
+)";
+
 // Its gradient, with inv_std recomputed from X and g = dY scale:
 // dX = inv_std (g - xhat mean(g xhat)); dScale = sum of dY xhat over the
 // leading axes (none when axis is 0: noop_with_empty_axes).
@@ -761,6 +773,11 @@ void addLayerGradientFunctions(std::map<std::string, FunctionDef> &t) {
       norm(kRMSNormalization),
       {{"axis", A::ofInt(-1)}, {"epsilon", A::ofFloat(1e-5f)}},
       {}};
+  t["RMSNormalizationTo"] = {norm(kRMSNormalizationTo),
+                             {{"axis", A::ofInt(-1)},
+                              {"epsilon", A::ofFloat(1e-5f)},
+                              {"low", A::ofInt(toOnnxDataType(DType::F16))}},
+                             {}};
   t["RMSNormalizationGrad"] = {
       norm(kRMSNormalizationGrad),
       {{"axis", A::ofInt(-1)}, {"epsilon", A::ofFloat(1e-5f)}},

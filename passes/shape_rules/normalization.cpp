@@ -91,9 +91,9 @@ void inferLayerNormalization(Ctx &c) { inferNormalization(c, false); }
 /// mpc.LayerNormalizationTo (X, Scale, B) <to, low> -> (Y, Mean, InvStdDev
 /// [, Ylow]): LayerNormalization with Y stored in `to` and, when asked for,
 /// Ylow = Y cast to `low` (default fp16).
-void inferLayerNormalizationTo(Ctx &c) {
-  c.req(2); // B: the body passes it on as it is
-  inferNormalization(c, false);
+void inferNormalizationTo(Ctx &c, bool rms) {
+  inferNormalization(c, rms);
+  const size_t lowAt = rms ? 1 : 3;
   Value *x = c.n.input(0);
   auto floatAttr = [&](const char *name, int64_t v) {
     auto t = fromOnnxDataType(int(v));
@@ -106,11 +106,20 @@ void inferLayerNormalizationTo(Ctx &c) {
   };
   DType to = floatAttr("to", c.requiredIntAttr("to"));
   c.setShapeOf(0, to, x);
-  if (!c.n.output(3))
+  if (!c.n.output(lowAt))
     return;
   DType low = floatAttr("low", c.intAttr("low", toOnnxDataType(DType::F16)));
-  c.setShapeOf(3, low, x);
+  c.setShapeOf(lowAt, low, x);
 }
+
+void inferLayerNormalizationTo(Ctx &c) {
+  c.req(2); // B: the body passes it on as it is
+  inferNormalizationTo(c, false);
+}
+
+/// mpc.RMSNormalizationTo (X, Scale) <to, low> -> (Y [, Ylow]): the same
+/// for mpc.RMSNormalization.
+void inferRMSNormalizationTo(Ctx &c) { inferNormalizationTo(c, true); }
 
 void inferRMSNormalization(Ctx &c) { inferNormalization(c, true); }
 
@@ -296,6 +305,7 @@ const OpRule kRules[] = {
     {"", "LayerNormalization", 2, 3, 1, 3, inferLayerNormalization},
     {kMpcDomain, "LayerNormalizationTo", 3, 3, 1, 4, inferLayerNormalizationTo},
     {kMpcDomain, "RMSNormalization", 2, 2, 1, 1, inferRMSNormalization},
+    {kMpcDomain, "RMSNormalizationTo", 2, 2, 1, 2, inferRMSNormalizationTo},
     {"", "BatchNormalization", 5, 5, 1, 5, inferBatchNormalization},
     {kMpcDomain, "LayerNormalizationGrad", 5, 5, 1, 3,
      inferLayerNormalizationGrad},

@@ -270,6 +270,22 @@ const void *perColumn(NodeStaging &s, size_t i, const Tensor &t,
   return full;
 }
 
+/// Where a norm's Y goes: X's dtype, or for the `toOp` form (mpc.
+/// LayerNormalizationTo, RMSNormalizationTo) `to`, with Ylow = Cast(Y,
+/// low) as output lowAt when the node asks for it.
+LayerNormOut normOutputs(NodeStaging &s, const Tensor &x, const char *toOp,
+                         size_t lowAt) {
+  const Node &node = s.node();
+  LayerNormOut out;
+  const bool to = node.isOp(kMpcDomain, toOp);
+  out.yType = to ? cpu::floatTypeAttr(node, "to", x.dtype) : x.dtype;
+  if (to && node.output(lowAt)) {
+    out.lowType = cpu::floatTypeAttr(node, "low", DType::F16);
+    out.ylow = s.out(lowAt, out.lowType, x.dims);
+  }
+  return out;
+}
+
 /// LayerNormalization, and mpc.LayerNormalizationTo (Y in `to`, Ylow).
 void runLayerNorm(NodeStaging &s) {
   const Node &node = s.node();
@@ -287,16 +303,7 @@ void runLayerNorm(NodeStaging &s) {
     requireBroadcastsTo(node, *bias, sh.norm, "B");
   const void *sc = perColumn(s, 1, scale, sh.norm, sh.n);
   const void *bi = bias ? perColumn(s, 2, *bias, sh.norm, sh.n) : nullptr;
-  // mpc.LayerNormalizationTo: Y in `to`, and Ylow beside an fp32 Y.
-  LayerNormOut out;
-  out.yType = node.isOp(kMpcDomain, "LayerNormalizationTo")
-                  ? cpu::floatTypeAttr(node, "to", x.dtype)
-                  : x.dtype;
-  if (node.isOp(kMpcDomain, "LayerNormalizationTo") && node.numOutputs() > 3 &&
-      node.output(3)) {
-    out.lowType = cpu::floatTypeAttr(node, "low", DType::F16);
-    out.ylow = s.out(3, out.lowType, x.dims);
-  }
+  LayerNormOut out = normOutputs(s, x, "LayerNormalizationTo", 3);
   void *y = s.out(0, out.yType, x.dims);
   auto *mean = static_cast<float *>(s.optionalOut(1, DType::F32, sh.stats));
   auto *inv = static_cast<float *>(s.optionalOut(2, DType::F32, sh.stats));
@@ -371,7 +378,8 @@ void runLayerNormGrad(NodeStaging &s) {
   launchNormGrad(s, sh, s.device(3), s.device(4), mean.dtype, true);
 }
 
-// --- mpc.RMSNormalization: the layer-norm kernels without centering ---------
+// --- mpc.RMSNormalization (and RMSNormalizationTo): the layer-norm kernels
+// without centering ---------------------------------------------------------
 
 void runRMSNorm(NodeStaging &s) {
   const Node &node = s.node();
@@ -382,10 +390,11 @@ void runRMSNorm(NodeStaging &s) {
   LayerNormShape sh = layerNormShape(node, x);
   requireBroadcastsTo(node, scale, sh.norm, "Scale");
   const void *sc = perColumn(s, 1, scale, sh.norm, sh.n);
-  void *y = s.out(0, x.dtype, x.dims);
+  LayerNormOut out = normOutputs(s, x, "RMSNormalizationTo", 1);
+  void *y = s.out(0, out.yType, x.dims);
   launchLayerNorm(x.dtype, s.device(0), sc, nullptr, y, nullptr, nullptr,
                   sh.outer, sh.n, node.attrFloat("epsilon", 1e-5f), s.stream(),
-                  false);
+                  false, out);
 }
 
 /// The backward recomputes the forward's inv_std (and a mean of 0) into
@@ -428,6 +437,10 @@ std::vector<CudaOpEntry> normalizationOps() {
          return requireDeviceFloat(n, {0, 1, 2});
        }},
       {kMpcDomain, "RMSNormalization", runRMSNorm,
+       [](const Node &n) {
+         return requireDeviceFloat(n, {0, 1});
+       }},
+      {kMpcDomain, "RMSNormalizationTo", runRMSNorm,
        [](const Node &n) {
          return requireDeviceFloat(n, {0, 1});
        }},

@@ -1206,6 +1206,22 @@ void addRmsNorm(std::vector<OpCase> &cases) {
                                  randomTensor(rng, t, c.scale, 0.5f, 1.5f)};
                        },
                        Compare::Tolerance});
+    // RMSNormalizationTo (fold-widening-casts): fp16 Y alone, and fp32 Y
+    // with its fp16 copy.
+    for (bool ylow : {false, true}) {
+      Builder::Attrs to = attrs;
+      to.push_back({"to", i(toOnnxDataType(ylow ? DType::F32 : DType::F16))});
+      if (ylow)
+        to.push_back({"low", i(toOnnxDataType(DType::F16))});
+      cases.push_back(
+          {std::string("RMSNormalizationTo_") + c.name + (ylow ? "_ylow" : ""),
+           kMpcDomain, "RMSNormalizationTo", to, size_t(ylow ? 2 : 1), kFloats,
+           [=](DType t, std::mt19937 &rng) -> Inputs {
+             return {randomTensor(rng, t, c.x, -2, 2),
+                     randomTensor(rng, t, c.scale, 0.5f, 1.5f)};
+           },
+           Compare::Tolerance});
+    }
     // A narrower dY (the case's dtype) beside fp32 X and scale.
     cases.push_back({std::string("RMSNormalizationGrad_half_dy_") + c.name,
                      kMpcDomain,

@@ -608,7 +608,7 @@ TEST(CpuParallel, NormGradientsReadHalfDYAsItsCast) {
   }
 }
 
-TEST(CpuParallel, LayerNormalizationToIsTheLayerNormAndItsCasts) {
+TEST(CpuParallel, NormalizationToIsTheNormAndItsCasts) {
   // mpc.LayerNormalizationTo (fold-widening-casts) against the nodes it
   // replaces: LayerNormalization, then Cast(Y, to) and Cast(Y as stored,
   // low), bit for bit, on one and two threads; fp32 X (rows narrowed as
@@ -654,6 +654,19 @@ TEST(CpuParallel, LayerNormalizationToIsTheLayerNormAndItsCasts) {
           if (outs == 4)
             EXPECT_TRUE(got[3].bytes == cast(y, low).bytes)
                 << what << " Ylow, " << threads;
+          // mpc.RMSNormalizationTo against mpc.RMSNormalization and its
+          // Casts (Ylow is output 1).
+          Attrs ra = a;
+          std::vector<Tensor> rms =
+              runAll(kMpcDomain, "RMSNormalization", {&x, &scale}, ln, 1, 1);
+          Tensor ry = cast(rms[0], to);
+          std::vector<Tensor> rgot =
+              runAll(kMpcDomain, "RMSNormalizationTo", {&x, &scale}, ra,
+                     outs == 4 ? 2 : 1, threads);
+          EXPECT_TRUE(rgot[0].bytes == ry.bytes) << "rms " << what << " Y";
+          if (outs == 4)
+            EXPECT_TRUE(rgot[1].bytes == cast(ry, low).bytes)
+                << "rms " << what << " Ylow, " << threads;
         }
       }
 }

@@ -364,6 +364,7 @@ TEST(MpcFunctions, EveryFixedArityOpHasABodyThatParses) {
       "NegativeLogLikelihoodLossGrad",
       "RMSNormalization",
       "RMSNormalizationGrad",
+      "RMSNormalizationTo",
       "ReduceExtremumGrad",
       "ReduceGrad",
       "ReluGrad",
@@ -1327,7 +1328,7 @@ TEST(MpcFunctions, LayerNormalizationGradMatchesKernel) {
   runCases(cases);
 }
 
-TEST(MpcFunctions, LayerNormalizationToMatchesKernel) {
+TEST(MpcFunctions, NormalizationToMatchesKernel) {
   // The folded layer-norm island: Y in `to` (fp16/bf16 alone, or fp32 with
   // the fp16/bf16 copy as Ylow), over axes and an fp32 or narrower X.
   std::vector<Case> cases;
@@ -1357,6 +1358,16 @@ TEST(MpcFunctions, LayerNormalizationToMatchesKernel) {
                           {"B", uniform(x, norm, -0.5, 0.5)}},
                          attrs,
                          low ? 4u : 3u});
+        cases.push_back({std::string("RMSNormalizationTo ") + dtypeName(x) +
+                             " -> " + dtypeName(to) +
+                             (low ? std::string(" + Ylow ") + dtypeName(*low)
+                                  : std::string()) +
+                             " axis " + std::to_string(axis),
+                         "RMSNormalizationTo",
+                         {{"X", uniform(x, dims, -2, 2)},
+                          {"Scale", uniform(x, norm, 0.5, 1.5)}},
+                         attrs,
+                         low ? 2u : 1u});
       }
   runCases(cases);
 }
