@@ -68,6 +68,19 @@
 // (X of dtype T; RMSNormalizationGrad alike), the same bits without the
 // copy.
 //
+// The norms' islands end in a Cast down too: a layer norm (or RMS norm)
+// whose fp32 Y is cast to fp16/bf16 for the next product becomes one
+//
+//   mpc.LayerNormalizationTo<to, low>(X, Scale, B) -> (Y, Mean, InvStdDev
+//                                                      [, Ylow])
+//
+// (mpc.RMSNormalizationTo<to, low>(X, Scale) -> (Y [, Ylow])): `to` the
+// Cast's type when the Cast was Y's only reader (a pre-LN block), else Y
+// stays fp32 and Ylow is the copy (a post-LN block's residual). A model's
+// own Cast of an island's output to the same type (an identity once the
+// export is fp32: `softmax(..., dtype=float32).to(dtype)`) is looked
+// through first.
+//
 // A Cast is removed once nothing else reads it.
 // Runs after loss-scale (which makes UnscaleGradients) and before
 // plan-memory; with --precision=fp32 there is nothing to fold.
