@@ -25,11 +25,11 @@
 //       -> (Y, Mean, InvStdDev [, Ylow])
 //       ONNX's LayerNormalization (stash_type 1) with Y stored in the float
 //       type `to` (rounded once from the fp32 result: Cast(Y, to)'s bits)
-//       and, when asked for, Ylow = Cast(Y, low) (`low` default fp16). Made by fold-widening-casts from autocast's fp32
-//       layer-norm island and the Cast down to the next matrix product: a
-//       pre-LN block's norm writes the fp16 operand alone (`to` fp16), a
-//       post-LN block's writes the fp32 residual and the fp16 operand in one
-//       pass.
+//       and, when asked for, Ylow = Cast(Y, low) (`low` default fp16).
+//       Made by fold-widening-casts from autocast's fp32 layer-norm island
+//       and the Cast down to the next matrix product: a pre-LN block's norm
+//       writes the fp16 operand alone (`to` fp16), a post-LN block's writes
+//       the fp32 residual and the fp16 operand in one pass.
 //   RMSNormalizationTo(X, Scale) <axis, epsilon, to, low> -> (Y [, Ylow])
 //       RMSNormalization with Y stored in `to` and Ylow = Cast(Y, low), as
 //       LayerNormalizationTo (a Llama block's norm and the Cast down to its
@@ -314,6 +314,17 @@ inline constexpr const char *kOnnxPreviewTrainingDomain =
 /// which the length tells without comparing bytes.
 inline bool isMpcDomain(std::string_view domain) {
   return domain == std::string_view(kMpcDomain);
+}
+
+/// The output at which an op that writes its island's Cast down beside Y
+/// (SoftmaxTo, DivSoftmaxTo, LayerNormalizationTo, RMSNormalizationTo)
+/// writes that Ylow; -1 for every other op.
+inline int lowCopyOutput(std::string_view domain, std::string_view op) {
+  if (!isMpcDomain(domain))
+    return -1;
+  if (op == "SoftmaxTo" || op == "DivSoftmaxTo" || op == "RMSNormalizationTo")
+    return 1;
+  return op == "LayerNormalizationTo" ? 3 : -1; // after Mean, InvStdDev
 }
 
 } // namespace mpc

@@ -395,25 +395,35 @@ void bypassIdentityCasts(Graph &g, Value *v) {
   }
 }
 
-/// The Cast down of softmax island n's output Y that the next matrix
-/// product reads (Cast<to = fp16/bf16>(Y) of an fp32 Y), when n writes no
-/// Ylow yet or writes it in the Cast's type; else nullptr.
-Node *narrowingCastOfSoftmax(const Node *n) {
-  if (!(n->isOp(kMpcDomain, "SoftmaxTo") ||
-        n->isOp(kMpcDomain, "DivSoftmaxTo")) ||
-      n->numOutputs() < 1 || n->numOutputs() > 2 || !n->output(0) ||
-      n->output(0)->dtype != DType::F32)
+bool isSoftmaxIsland(const Node *n) {
+  return n->isOp(kMpcDomain, "SoftmaxTo") ||
+         n->isOp(kMpcDomain, "DivSoftmaxTo");
+}
+
+/// A reader of fp32 y that casts it down to fp16/bf16 (to `only`'s type
+/// when that is given) for the next matrix product, else nullptr.
+Node *castDownReader(const Value *y, const Value *only) {
+  if (!y || y->dtype != DType::F32)
     return nullptr;
-  const Value *ylow = n->numOutputs() == 2 ? n->output(1) : nullptr;
-  for (const Use &u : n->output(0)->uses()) {
+  for (const Use &u : y->uses()) {
     Node *c = u.user;
     if (c->isOp("", "Cast") && c->output(0) && !c->output(0)->isGraphOutput() &&
         (c->output(0)->dtype == DType::F16 ||
          c->output(0)->dtype == DType::BF16) &&
-        (!ylow || ylow->dtype == c->output(0)->dtype))
+        (!only || only->dtype == c->output(0)->dtype))
       return c;
   }
   return nullptr;
+}
+
+/// The Cast down of softmax island n's output Y that the next matrix
+/// product reads (Cast<to = fp16/bf16>(Y) of an fp32 Y), when n writes no
+/// Ylow yet or writes it in the Cast's type; else nullptr.
+Node *narrowingCastOfSoftmax(const Node *n) {
+  if (!isSoftmaxIsland(n) || n->numOutputs() < 1 || n->numOutputs() > 2)
+    return nullptr;
+  return castDownReader(n->output(0),
+                        n->numOutputs() == 2 ? n->output(1) : nullptr);
 }
 
 /// Makes softmax island n write the Cast node's output itself: as its Ylow
@@ -469,16 +479,7 @@ bool isFoldableNorm(const Node *n) {
 /// The Cast down of norm n's fp32 Y for the next matrix product
 /// (Cast<to = fp16/bf16>(Y)), when n is a foldable norm; else nullptr.
 Node *narrowingCastOfNorm(const Node *n) {
-  if (!isFoldableNorm(n) || !n->output(0) || n->output(0)->dtype != DType::F32)
-    return nullptr;
-  for (const Use &u : n->output(0)->uses()) {
-    Node *c = u.user;
-    if (c->isOp("", "Cast") && c->output(0) && !c->output(0)->isGraphOutput() &&
-        (c->output(0)->dtype == DType::F16 ||
-         c->output(0)->dtype == DType::BF16))
-      return c;
-  }
-  return nullptr;
+  return isFoldableNorm(n) ? castDownReader(n->output(0), nullptr) : nullptr;
 }
 
 /// Replaces norm n and its Cast down by one mpc.LayerNormalizationTo (or
@@ -596,7 +597,7 @@ int64_t foldGraph(Model &model, Graph &g, int64_t &gradients, int64_t &updates,
   }
   std::vector<Node *> islands;
   for (Node *n : g.nodeList())
-    if (n->isOp(kMpcDomain, "SoftmaxTo") || n->isOp(kMpcDomain, "DivSoftmaxTo"))
+    if (isSoftmaxIsland(n))
       islands.push_back(n);
   narrowings += foldCastsDownIntoSoftmaxes(model, g, islands);
   // Norms' Casts down (layer and RMS norms), found first (a fold removes
@@ -626,9 +627,7 @@ int64_t foldCastsDownIntoSoftmaxes(Model &model, Graph &g,
   // type).
   int64_t folded = 0;
   for (Node *n : islands) {
-    if ((n->isOp(kMpcDomain, "SoftmaxTo") ||
-         n->isOp(kMpcDomain, "DivSoftmaxTo")) &&
-        n->output(0))
+    if (isSoftmaxIsland(n) && n->output(0))
       bypassIdentityCasts(g, n->output(0));
     while (Node *cast = narrowingCastOfSoftmax(n)) {
       foldCastIntoSoftmax(model, g, n, cast);

@@ -127,20 +127,10 @@ Value *wideTwinOf(const Value *low) {
   Node *p = low->producer();
   if (isNarrowingCast(p))
     return p->input(0);
-  if (p &&
-      (p->isOp(kMpcDomain, "SoftmaxTo") ||
-       p->isOp(kMpcDomain, "DivSoftmaxTo")) &&
-      p->numOutputs() == 2 && p->output(1) == low && p->output(0) &&
+  // A softmax island's or a post-LN block's norm's fp32 Y and its Ylow.
+  const int at = p ? lowCopyOutput(p->domain(), p->opType()) : -1;
+  if (at > 0 && p->output(size_t(at)) == low && p->output(0) &&
       p->output(0)->dtype == DType::F32)
-    return p->output(0);
-  // A post-LN block's layer norm (or RMS norm): its fp32 Y (the residual)
-  // and Ylow.
-  if (p &&
-      ((p->isOp(kMpcDomain, "LayerNormalizationTo") && p->numOutputs() == 4 &&
-        p->output(3) == low) ||
-       (p->isOp(kMpcDomain, "RMSNormalizationTo") && p->numOutputs() == 2 &&
-        p->output(1) == low)) &&
-      p->output(0) && p->output(0)->dtype == DType::F32)
     return p->output(0);
   return nullptr;
 }

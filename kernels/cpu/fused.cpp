@@ -48,11 +48,8 @@ DType softmaxTarget(const KernelContext &ctx, const Tensor &x) {
 void writeLowCopy(const KernelContext &ctx, const Tensor &y) {
   if (ctx.outputs.size() < 2 || !ctx.outputs[1])
     return;
-  int64_t low = ctx.node.attrInt("low", toOnnxDataType(DType::F16));
-  std::optional<DType> l = fromOnnxDataType(int(low));
-  if (!l || !isFloating(*l))
-    fail(ctx.node, "attribute 'low' = ", low, " is not a float type");
-  castWithCastKernel(ctx.node, y, *l, ctx.outputs[1], ctx.seed);
+  castWithCastKernel(ctx.node, y, floatTypeAttr(ctx.node, "low", DType::F16),
+                     ctx.outputs[1], ctx.seed);
 }
 
 /// mpc.SoftmaxTo: Softmax of X widened exactly to `to`, the same bits as

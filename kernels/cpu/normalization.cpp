@@ -268,7 +268,7 @@ void kernelBatchNormalizationGrad(KernelContext &ctx) {
 /// Y = (X - mean) * inv_std * scale + bias over the axes [axis, rank), the
 /// statistics in fp32 (fp64 for fp64 X) whatever X's storage type; the
 /// variance is the biased one (divided by N), as in PyTorch. RMS: mean 0.
-void normalizeRows(KernelContext &ctx, bool centered, bool to = false) {
+void normalizeRows(KernelContext &ctx, bool centered) {
   const Node &node = ctx.node;
   const Tensor &x = input(ctx, 0, "X"), &scale = input(ctx, 1, "Scale");
   const Tensor *bias = centered ? optionalInput(ctx, 2) : nullptr;
@@ -286,9 +286,11 @@ void normalizeRows(KernelContext &ctx, bool centered, bool to = false) {
   // mpc.LayerNormalizationTo stores Y in `to` (and Ylow = Cast(Y, low)):
   // the rows are normalised as for X's dtype, then converted as a Cast node
   // converts them (the bits of the Casts fold-widening-casts removed).
+  const int lowAt = lowCopyOutput(node.domain(), node.opType());
+  const bool to = lowAt > 0; // LayerNormalizationTo, RMSNormalizationTo
   DType yType = to ? floatTypeAttr(node, "to", x.dtype) : x.dtype;
-  const size_t lowAt = centered ? 3 : 1; // after Mean and InvStdDev
-  Tensor *ylow = to && ctx.hasOutput(lowAt) ? ctx.outputs[lowAt] : nullptr;
+  Tensor *ylow =
+      to && ctx.hasOutput(size_t(lowAt)) ? ctx.outputs[size_t(lowAt)] : nullptr;
   DType lowType = ylow ? floatTypeAttr(node, "low", DType::F16) : yType;
   // An fp32 X's rows are narrowed as they are made (Ylow from an fp32 Y);
   // any other pairing is computed whole in X's dtype and cast after.
@@ -303,7 +305,7 @@ void normalizeRows(KernelContext &ctx, bool centered, bool to = false) {
                   ? overwrittenOutput(ctx, 0, yType, x.dims)
                   : (computed = Tensor(x.dtype, x.dims));
   if (ylow)
-    overwrittenOutput(ctx, lowAt, lowType, x.dims);
+    overwrittenOutput(ctx, size_t(lowAt), lowType, x.dims);
   // Row o of an fp32 result into t (fp16/bf16 rounded once, as Cast does).
   auto storeRow = [&](Tensor &t, int64_t o, const float *row) {
     int64_t at = o * s.n;
@@ -382,14 +384,10 @@ void normalizeRows(KernelContext &ctx, bool centered, bool to = false) {
     castWithCastKernel(node, *ctx.outputs[0], lowType, ylow, ctx.seed);
 }
 
+// The To forms (mpc.LayerNormalizationTo, RMSNormalizationTo) run the same
+// kernels: normalizeRows tells them by their Ylow output (lowCopyOutput).
 void kernelLayerNormalization(KernelContext &ctx) { normalizeRows(ctx, true); }
-void kernelLayerNormalizationTo(KernelContext &ctx) {
-  normalizeRows(ctx, true, true);
-}
 void kernelRMSNormalization(KernelContext &ctx) { normalizeRows(ctx, false); }
-void kernelRMSNormalizationTo(KernelContext &ctx) {
-  normalizeRows(ctx, false, true);
-}
 
 /// One row's terms of the layer-norm gradient: xhat and g * scale, and the
 /// row's share of dScale and dBias added to their partial sums. A function
@@ -540,10 +538,10 @@ std::vector<KernelEntry> normalizationKernels() {
       {"", "BatchNormalization", kernelBatchNormalization},
       {kMpcDomain, "BatchNormalizationGrad", kernelBatchNormalizationGrad},
       {"", "LayerNormalization", kernelLayerNormalization},
-      {kMpcDomain, "LayerNormalizationTo", kernelLayerNormalizationTo},
+      {kMpcDomain, "LayerNormalizationTo", kernelLayerNormalization},
       {kMpcDomain, "LayerNormalizationGrad", kernelLayerNormalizationGrad},
       {kMpcDomain, "RMSNormalization", kernelRMSNormalization},
-      {kMpcDomain, "RMSNormalizationTo", kernelRMSNormalizationTo},
+      {kMpcDomain, "RMSNormalizationTo", kernelRMSNormalization},
       {kMpcDomain, "RMSNormalizationGrad", kernelRMSNormalizationGrad},
   };
 }

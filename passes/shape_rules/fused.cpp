@@ -109,14 +109,9 @@ void inferSoftmaxGradDiv(Ctx &c) {
   inferSoftmaxGradAs(c);
   Value *y = c.req(1);
   requireOneElementOf(c, c.req(2), y, "Y");
-  int64_t to = c.requiredIntAttr("to");
-  auto t = fromOnnxDataType(int(to));
-  if (!t || !isFloating(*t))
-    fail([&] {
-      errorAt(c.n) << "attribute 'to' = " << to << " must be a float type";
-    });
+  DType t = c.floatTypeAttr("to");
   Value *dy = c.n.input(0);
-  c.setShapeOf(0, *t, dy->hasShape ? dy : y);
+  c.setShapeOf(0, t, dy->hasShape ? dy : y);
 }
 
 /// mpc.SoftmaxTo: Softmax of X widened exactly to `to` (a float type at
@@ -139,14 +134,8 @@ void inferSoftmaxTo(Ctx &c) {
   c.setShapeOf(0, *t, x);
   // The optional Ylow: Y cast down to `low` (default fp16) for the next
   // matrix product.
-  int64_t low = c.intAttr("low", toOnnxDataType(DType::F16));
-  auto l = fromOnnxDataType(int(low));
-  if (c.n.output(1) && (!l || !isFloating(*l)))
-    fail([&] {
-      errorAt(c.n) << "attribute 'low' = " << low << " must be a float type";
-    });
   if (c.n.output(1))
-    c.setShapeOf(1, *l, x);
+    c.setShapeOf(1, c.floatTypeAttr("low", DType::F16), x);
 }
 
 /// mpc.DivSoftmaxTo: SoftmaxTo of X divided by the one-element D (X's

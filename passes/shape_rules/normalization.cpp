@@ -93,23 +93,11 @@ void inferLayerNormalization(Ctx &c) { inferNormalization(c, false); }
 /// Ylow = Y cast to `low` (default fp16).
 void inferNormalizationTo(Ctx &c, bool rms) {
   inferNormalization(c, rms);
-  const size_t lowAt = rms ? 1 : 3;
+  const size_t lowAt = size_t(lowCopyOutput(c.n.domain(), c.n.opType()));
   Value *x = c.n.input(0);
-  auto floatAttr = [&](const char *name, int64_t v) {
-    auto t = fromOnnxDataType(int(v));
-    if (!t || !isFloating(*t))
-      fail([&] {
-        errorAt(c.n) << "attribute '" << name << "' = " << v
-                     << " must be a float type";
-      });
-    return *t;
-  };
-  DType to = floatAttr("to", c.requiredIntAttr("to"));
-  c.setShapeOf(0, to, x);
-  if (!c.n.output(lowAt))
-    return;
-  DType low = floatAttr("low", c.intAttr("low", toOnnxDataType(DType::F16)));
-  c.setShapeOf(lowAt, low, x);
+  c.setShapeOf(0, c.floatTypeAttr("to"), x);
+  if (c.n.output(lowAt))
+    c.setShapeOf(lowAt, c.floatTypeAttr("low", DType::F16), x);
 }
 
 void inferLayerNormalizationTo(Ctx &c) {

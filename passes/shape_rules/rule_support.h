@@ -187,6 +187,20 @@ public:
       fail([&] { errorAt(n) << "attribute '" << name << "' must be an int"; });
     return a->i;
   }
+  /// A float-type attribute (an ONNX data type number, as Cast's `to`):
+  /// required, or `dflt` when absent.
+  DType floatTypeAttr(std::string_view name,
+                      std::optional<DType> dflt = std::nullopt) const {
+    int64_t v =
+        dflt ? intAttr(name, toOnnxDataType(*dflt)) : requiredIntAttr(name);
+    std::optional<DType> t = fromOnnxDataType(int(v));
+    if (!t || !isFloating(*t))
+      fail([&] {
+        errorAt(n) << "attribute '" << name << "' = " << v
+                   << " must be a float type";
+      });
+    return *t;
+  }
   /// A 0/1 flag attribute.
   bool flagAttr(std::string_view name, bool dflt) const {
     int64_t v = intAttr(name, dflt ? 1 : 0);

@@ -270,18 +270,18 @@ const void *perColumn(NodeStaging &s, size_t i, const Tensor &t,
   return full;
 }
 
-/// Where a norm's Y goes: X's dtype, or for the `toOp` form (mpc.
-/// LayerNormalizationTo, RMSNormalizationTo) `to`, with Ylow = Cast(Y,
-/// low) as output lowAt when the node asks for it.
-LayerNormOut normOutputs(NodeStaging &s, const Tensor &x, const char *toOp,
-                         size_t lowAt) {
+/// Where a norm's Y goes: X's dtype, or for mpc.LayerNormalizationTo and
+/// RMSNormalizationTo `to`, with Ylow = Cast(Y, low) when the node asks for
+/// it (at lowCopyOutput).
+LayerNormOut normOutputs(NodeStaging &s, const Tensor &x) {
   const Node &node = s.node();
   LayerNormOut out;
-  const bool to = node.isOp(kMpcDomain, toOp);
+  const int lowAt = lowCopyOutput(node.domain(), node.opType());
+  const bool to = lowAt > 0;
   out.yType = to ? cpu::floatTypeAttr(node, "to", x.dtype) : x.dtype;
-  if (to && node.output(lowAt)) {
+  if (to && node.output(size_t(lowAt))) {
     out.lowType = cpu::floatTypeAttr(node, "low", DType::F16);
-    out.ylow = s.out(lowAt, out.lowType, x.dims);
+    out.ylow = s.out(size_t(lowAt), out.lowType, x.dims);
   }
   return out;
 }
@@ -303,7 +303,7 @@ void runLayerNorm(NodeStaging &s) {
     requireBroadcastsTo(node, *bias, sh.norm, "B");
   const void *sc = perColumn(s, 1, scale, sh.norm, sh.n);
   const void *bi = bias ? perColumn(s, 2, *bias, sh.norm, sh.n) : nullptr;
-  LayerNormOut out = normOutputs(s, x, "LayerNormalizationTo", 3);
+  LayerNormOut out = normOutputs(s, x);
   void *y = s.out(0, out.yType, x.dims);
   auto *mean = static_cast<float *>(s.optionalOut(1, DType::F32, sh.stats));
   auto *inv = static_cast<float *>(s.optionalOut(2, DType::F32, sh.stats));
@@ -390,7 +390,7 @@ void runRMSNorm(NodeStaging &s) {
   LayerNormShape sh = layerNormShape(node, x);
   requireBroadcastsTo(node, scale, sh.norm, "Scale");
   const void *sc = perColumn(s, 1, scale, sh.norm, sh.n);
-  LayerNormOut out = normOutputs(s, x, "RMSNormalizationTo", 1);
+  LayerNormOut out = normOutputs(s, x);
   void *y = s.out(0, out.yType, x.dims);
   launchLayerNorm(x.dtype, s.device(0), sc, nullptr, y, nullptr, nullptr,
                   sh.outer, sh.n, node.attrFloat("epsilon", 1e-5f), s.stream(),
