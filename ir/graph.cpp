@@ -162,6 +162,11 @@ Value *Node::addOutput(const std::string &nameHint) {
   return v;
 }
 
+void Node::addOmittedOutput() {
+  outputs_.push_back(nullptr);
+  touch();
+}
+
 void Node::setAttr(const std::string &name, Attribute a) {
   for (auto &kv : attrs_)
     if (kv.first == name) {

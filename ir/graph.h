@@ -232,6 +232,8 @@ public:
   void truncateInputs(size_t n);
   /// Adds a fresh output value named from the hint.
   Value *addOutput(const std::string &nameHint);
+  /// Adds an omitted (optional) output, so that a later one has its index.
+  void addOmittedOutput();
 
   // Attributes, in insertion order (printing is deterministic).
   const std::vector<std::pair<std::string, Attribute>> &attributes() const {

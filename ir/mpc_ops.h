@@ -238,16 +238,21 @@
 //       total_norm = sqrt(sum of squares, accumulated in fp32);
 //       coef = min(1, max_norm / (total_norm + 1e-6)); gi' = gi * coef.
 //   SGD(found_inf, step, p, g [, buf [, lr]])
-//       <lr, momentum, dampening, weight_decay, nesterov> -> (p' [, buf'])
+//       <lr, momentum, dampening, weight_decay, nesterov [, low]>
+//       -> (p' [, buf' [, p_low']])
 //   Adam(found_inf, step, p, g, m, v [, lr])
-//       <lr, beta1, beta2, epsilon, weight_decay, decoupled> -> (p', m', v')
+//       <lr, beta1, beta2, epsilon, weight_decay, decoupled [, low]>
+//       -> (p', m', v' [, p_low'])
 //       decoupled=1 is AdamW. `step` (int64 []) is the number of updates
 //       applied before this one; PyTorch's formulas, see
 //       kernels/common/optimizer_math.h. The optional `lr` input (an fp64
 //       or fp32 scalar, as torch's Python float) replaces the attribute.
 //       p and the moments are fp32 (moments also bf16); SGD's and Adam's
 //       g is fp32, or fp16/bf16 widened exactly as it is read
-//       (fold-widening-casts), the arithmetic fp32 either way.
+//       (fold-widening-casts), the arithmetic fp32 either way. The optional
+//       p_low' = Cast<to = low>(p') (fp16 by default, or bf16) is the
+//       master's 16-bit working copy (passes/weight_copies.h), written as
+//       p' is made.
 //   LearningRate(step) <schedule, base_lr, warmup_steps, total_steps,
 //       min_lr_ratio, step_size, gamma> -> lr (fp64 [])
 //       --lr-schedule: the rate of the update after `step` applied updates
@@ -316,15 +321,21 @@ inline bool isMpcDomain(std::string_view domain) {
   return domain == std::string_view(kMpcDomain);
 }
 
-/// The output at which an op that writes its island's Cast down beside Y
-/// (SoftmaxTo, DivSoftmaxTo, LayerNormalizationTo, RMSNormalizationTo)
-/// writes that Ylow; -1 for every other op.
+/// The output at which an op that writes the Cast down of its output 0
+/// beside it writes that copy (its `low` attribute's type): an island's
+/// Ylow (SoftmaxTo, DivSoftmaxTo, LayerNormalizationTo, RMSNormalizationTo)
+/// or an update's 16-bit working copy of the new master (SGD, Adam); -1
+/// for every other op.
 inline int lowCopyOutput(std::string_view domain, std::string_view op) {
   if (!isMpcDomain(domain))
     return -1;
   if (op == "SoftmaxTo" || op == "DivSoftmaxTo" || op == "RMSNormalizationTo")
     return 1;
-  return op == "LayerNormalizationTo" ? 3 : -1; // after Mean, InvStdDev
+  if (op == "SGD")
+    return 2; // after the momentum buffer
+  return op == "LayerNormalizationTo" || op == "Adam"
+             ? 3 // after Mean, InvStdDev; after the moments
+             : -1;
 }
 
 } // namespace mpc

@@ -1,6 +1,8 @@
 // The typed accessors of the step's metadata (ir/step_metadata.h).
 #include "ir/step_metadata.h"
 
+#include "support/diagnostics.h"
+
 namespace mpc {
 namespace {
 
@@ -49,6 +51,18 @@ const std::string *readMeta(const Model &model, TextKey key) {
 }
 const std::string *readMeta(const Model &model, ValuePairsKey key) {
   return model.meta(std::string(key.name));
+}
+std::vector<std::pair<std::string, std::string>>
+readMetaPairs(const Model &model, ValuePairsKey key) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string &pair : splitNames(readMeta(model, key))) {
+    size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
+      throw Error(std::string(key.name) + ": expected name=name pairs, got '" +
+                  pair + "'");
+    out.emplace_back(pair.substr(0, eq), pair.substr(eq + 1));
+  }
+  return out;
 }
 std::vector<std::string> readMeta(const Model &model, ValueListKey key) {
   return splitNames(model.meta(std::string(key.name)));

@@ -89,6 +89,9 @@ inline constexpr ValueListKey kGradAccumBuffers{"mpc.grad_accum_buffers"};
 /// The moving average: parameter=average pairs, and its decay.
 inline constexpr ValuePairsKey kEma{"mpc.ema"};
 inline constexpr TextKey kEmaDecay{"mpc.ema_decay"};
+/// master=copy pairs: each master weight's 16-bit working copy, state the
+/// step rewrites after the master's update (passes/weight_copies.h).
+inline constexpr ValuePairsKey kWeightCopies{"mpc.weight_copies"};
 /// "1" when the step averages gradients across ranks.
 inline constexpr TextKey kDataParallel{"mpc.data_parallel"};
 /// --shard-optimizer: state=parameter pairs of the optimizer state each
@@ -137,6 +140,7 @@ inline constexpr MetaKeyInfo kStepMetadata[] = {
     keyInfo(meta::kGradAccumBuffers),
     keyInfo(meta::kEma),
     keyInfo(meta::kEmaDecay),
+    keyInfo(meta::kWeightCopies),
     keyInfo(meta::kDataParallel),
     keyInfo(meta::kShardedState),
     keyInfo(meta::kShardWorldSize),
@@ -160,6 +164,10 @@ const std::string *readMeta(const Model &model, ValueKey key);
 const std::string *readMeta(const Model &model, TextKey key);
 /// The pairs' text ("a=b,c=d"), or nullptr when the entry is absent.
 const std::string *readMeta(const Model &model, ValuePairsKey key);
+/// The pairs in order; empty when the entry is absent. Throws Error naming
+/// the key for an item that is not two names joined by '='.
+std::vector<std::pair<std::string, std::string>>
+readMetaPairs(const Model &model, ValuePairsKey key);
 /// The names in order; empty when the entry is absent (or empty).
 std::vector<std::string> readMeta(const Model &model, ValueListKey key);
 std::vector<std::string> readMeta(const Model &model, NameListKey key);

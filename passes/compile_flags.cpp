@@ -71,18 +71,21 @@ std::vector<Flag> compileFlags(CompileOptions &o) {
            throw Error("--recompute: expected none, auto or node names");
        },
        kRecompute},
-      {"--memory-budget", kValue, "=SIZE", memory,
+      {"--memory-budget",
+       kValue,
+       "=SIZE",
+       memory,
        "recompute (matrix products and whole blocks too) until the planned "
        "peak fits SIZE, at the fewest extra FLOPs found; implies "
-       "--recompute=auto, needs concrete shapes (e.g. 150MiB, 2GiB, 1.5GB, "
-       "bytes)",
+       "--recompute=auto, keeps no 16-bit weight copies between steps, needs "
+       "concrete shapes (e.g. 150MiB, 2GiB, 1.5GB, bytes)",
        [&o](V v) {
          o.memoryBudget = int64_t(v.byteSize());
          if (o.memoryBudget <= 0)
            throw Error("--memory-budget: must be a positive byte count, got '" +
                        v.text + "'");
        },
-       kRecompute},
+       {"recompute", "weight-copies"}},
       // precision
       {"--precision",
        kValue,

@@ -195,6 +195,8 @@ PlanInputs planInputsFor(const Model &model, const Graph &graph) {
   for (ValueKey key : {meta::kLossScale, meta::kGrowthTracker, meta::kStep})
     if (const std::string *s = readMeta(model, key))
       in.scalerState.push_back(*s);
+  for (auto &[master, copy] : readMetaPairs(model, meta::kWeightCopies))
+    in.weightCopies.push_back(std::move(copy));
   // The step (the algorithm or its runnable copy), not the main graph.
   if (model.training && &graph != model.graph.get())
     in.updateBinding = &model.training->updateBinding;
@@ -224,7 +226,13 @@ MemoryPlan planMemory(const PlanInputs &in) {
       throwForeignValue(*v, g);
     return v->id();
   };
-  enum : uint8_t { kParam = 1, kOptState = 2, kGradBuffer = 4, kScaler = 8 };
+  enum : uint8_t {
+    kParam = 1,
+    kOptState = 2,
+    kGradBuffer = 4,
+    kScaler = 8,
+    kWeightCopy = 16
+  };
   // Names are looked up through one string (findValue takes a std::string;
   // the names are views).
   std::string nameScratch;
@@ -243,6 +251,9 @@ MemoryPlan planMemory(const PlanInputs &in) {
   markNamed(in.optimizerState, kOptState);
   markNamed(in.gradBuffers, kGradBuffer);
   markNamed(in.scalerState, kScaler);
+  for (const std::string &name : in.weightCopies)
+    if (const Value *v = g.findValue(name); v && v->owner() == &g)
+      named[v->id()] |= kWeightCopy;
 
   // Placements in the order they are made (the map is filled from them at
   // the end, only when the caller wants it), and where each value's is.
@@ -380,6 +391,8 @@ MemoryPlan planMemory(const PlanInputs &in) {
         return MemoryClass::OptimizerState;
       if (bits & kGradBuffer)
         return MemoryClass::Gradients;
+      if (bits & kWeightCopy)
+        return MemoryClass::WorkingCopies;
       return MemoryClass::OtherState;
     }
     if (isGradient[id(v)])
@@ -482,6 +495,27 @@ MemoryPlan planMemory(const PlanInputs &in) {
         placed = true;
         break;
       }
+      // A weight copy's new value (the update's own output or a Cast of the
+      // new master), over the copy once every reader of it has run. Only
+      // copies: a step the scaler skips leaves them as they were (so a
+      // re-run of it, mpc-run --debug-overflow, reads the same state), which
+      // a gradient-accumulation buffer's Where would not.
+      if (!placed && in.inPlace)
+        if (const Value *s = boundState[id(o)];
+            s && s->owner() == &g && (named[s->id()] & kWeightCopy)) {
+          const ValuePlacement *state = findPlaced(s);
+          bool reads = false;
+          for (const Value *x : n.inputs())
+            reads |= x == s;
+          if (state && state->persistent && state->bytes == bytes && !reads &&
+              !isTaken(s) && !isOutput[id(s)] && (lastRead[id(s)] < i)) {
+            p.offset = state->offset;
+            p.persistent = true;
+            record(o, p);
+            taken.push_back(s);
+            placed = true;
+          }
+        }
       if (placed)
         continue;
       // An elementwise output over an input that dies here (with every

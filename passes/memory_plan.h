@@ -57,9 +57,12 @@ struct PlanInputs {
   std::vector<std::string_view> params, grads, optimizerState, gradBuffers;
   std::vector<std::string_view>
       scalerState; ///< loss scale, growth tracker, step
+  /// The masters' 16-bit copies kept as state (mpc.weight_copies).
+  std::vector<std::string> weightCopies;
   /// (state, new value): the step's update binding (none when null; not
   /// owned, like `graph`). An optimizer update whose output is bound to the
-  /// state it reads may be written over that state.
+  /// state it reads may be written over that state, and so may a weight
+  /// copy's new value once the copy's readers ran.
   const std::vector<std::pair<std::string, std::string>> *updateBinding =
       nullptr;
   /// Values of `graph` that count as its outputs too (live to the step's

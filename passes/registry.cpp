@@ -6,6 +6,7 @@
 #include "passes/onnx/import_lowering.h"
 #include "passes/shrink_saved.h"
 #include "passes/training_info.h"
+#include "passes/weight_copies.h"
 #include "support/diagnostics.h"
 
 #include <algorithm>
@@ -65,9 +66,20 @@ const std::vector<PassInfo> &passRegistry() {
       {"user-optimizer",
        "a training_info model's own optimizer on fp32 unscaled gradients, "
        "skipped on overflow (instead of optimizer)",
-       runUserOptimizer, false, meta::kOptimizer.name},
-      {"optimizer", "SGD/Adam/AdamW updates (PyTorch semantics), clipping",
-       runOptimizer, false, meta::kOptimizer.name},
+       runUserOptimizer,
+       false,
+       meta::kOptimizer.name,
+       {"weight-copies"}},
+      {"optimizer",
+       "SGD/Adam/AdamW updates (PyTorch semantics), clipping",
+       runOptimizer,
+       false,
+       meta::kOptimizer.name,
+       {"weight-copies"}},
+      {"weight-copies",
+       "each master weight's fp16/bf16 copy kept as state, written by its "
+       "update (SGD, Adam) instead of cast twice per step",
+       runWeightCopies, false, meta::kWeightCopies.name},
       {"fold-widening-casts",
        "gradients cast up to fp32 only to be summed (bias gradients: "
        "mpc.SumToShapeAs), unscaled (UnscaleGradients), applied (SGD, "

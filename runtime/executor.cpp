@@ -288,6 +288,7 @@ std::unique_ptr<MemoryPlan> Executor::planFor(
   PlanInputs in;
   in.graph = g.get();
   in.updateBinding = &options_.updateBinding;
+  in.weightCopies = options_.weightCopies;
   in.alignment = options_.alignment;
   auto plan = std::make_unique<MemoryPlan>(planMemory(in));
   if (options_.memoryLimit.bytes &&

@@ -65,6 +65,9 @@ struct ExecutorOptions {
   /// The training step's update binding (state, new value): lets the plan
   /// write an optimizer update over its state.
   std::vector<std::pair<std::string, std::string>> updateBinding;
+  /// The masters' 16-bit working copies among the state (mpc.weight_copies):
+  /// the plan writes each one's new value over it (PlanInputs).
+  std::vector<std::string> weightCopies;
   /// A plan above it throws MemoryLimitError (see setMemoryLimit).
   MemoryLimit memoryLimit;
   /// Device-resident runs: graph outputs or initializers downloaded at the

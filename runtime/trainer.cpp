@@ -8,6 +8,7 @@
 #include "passes/optimizer/ema.h"
 #include "passes/optimizer/grad_accum.h"
 #include "passes/step_graph.h"
+#include "passes/weight_copies.h"
 #include "runtime/checkpoint_mismatch.h"
 #include "runtime/data/safetensors.h"
 #include "runtime/state_dict.h"
@@ -156,6 +157,44 @@ void refuseNonFiniteState(const Graph &g, const std::string &where) {
   }
 }
 
+/// A master's 16-bit working copy (mpc-opt's weight-copies pass) as the
+/// step must see it: the master's value cast to the copy's type. Throws
+/// Error (prefixed by `where`) when the pair does not name two states of
+/// the step of one shape.
+Tensor weightCopyOf(const Graph &alg, const std::string &master,
+                    const std::string &copy, const Tensor &masterValue,
+                    const std::string &where) {
+  const Value *c = alg.findValue(copy);
+  const Value *m = alg.findValue(master);
+  if (!c || !c->isState || !c->initializer() || !m || !m->isState)
+    throw Error((where.empty() ? "" : where + ": ") +
+                "mpc.weight_copies pairs '" + master + "' with '" + copy +
+                "', which are not both state of the training step");
+  const Tensor &old = *c->initializer();
+  if (old.dims != masterValue.dims ||
+      (old.dtype != DType::F16 && old.dtype != DType::BF16))
+    throw Error((where.empty() ? "" : where + ": ") + "weight copy '" + copy +
+                "' is " + dtypeName(old.dtype) + "[" + dimsToString(old.dims) +
+                "], not a 16-bit copy of its master '" + master + "' (" +
+                dtypeName(masterValue.dtype) + "[" +
+                dimsToString(masterValue.dims) + "])");
+  return masterValue.castTo(old.dtype);
+}
+
+/// Every weight copy of `model`'s step recomputed from its master: derived
+/// state, so a master edited in the file is never read through a stale copy.
+void refreshWeightCopies(Model &model) {
+  Graph &alg = *model.training->algorithm;
+  for (const auto &[master, copy] : weightCopyPairs(model)) {
+    const Value *m = alg.findValue(master);
+    if (!m || !m->initializer())
+      throw Error("mpc.weight_copies names '" + master +
+                  "', which is not state of the training step");
+    alg.findValue(copy)->setInitializer(std::make_shared<Tensor>(
+        weightCopyOf(alg, master, copy, *m->initializer(), "")));
+  }
+}
+
 } // namespace
 
 Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
@@ -167,6 +206,7 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
   checkShardedWorld(sharded_, world_ ? world_->size() : 1);
   if (sharded_.sharded())
     cutWholeState(*model_, sharded_, world_ ? world_->rank() : 0, "");
+  refreshWeightCopies(*model_);
   step_ = runnableStep(*model_);
   refuseStepThatTrainsNothing(*model_);
   lossName_ = stepLossName(*model_, *step_);
@@ -205,6 +245,8 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
   options.collective = world_;
   options.opset = std::max<int64_t>(model_->opsetVersion(""), 1);
   options.updateBinding = model_->training->updateBinding;
+  for (auto &[master, copy] : weightCopyPairs(*model_))
+    options.weightCopies.push_back(std::move(copy));
   // On a device-resident backend the step's one synchronisation brings back
   // what every step reads: the loss, the overflow flag, the gradient norm,
   // the scale the next step uses and the accumulation counter (state the
@@ -684,8 +726,25 @@ std::vector<std::string> Trainer::resumeFrom(const std::string &path) {
   } catch (const Error &e) {
     throw Error(path + ": " + e.what());
   }
+  // Weight copies are derived from their masters: a checkpoint may lack
+  // them (written by a step without copies) or hold ones this model lacks.
+  std::map<std::string, std::string> myCopies; // copy -> master
+  for (auto &[master, copy] : weightCopyPairs(*model_))
+    myCopies[copy] = master;
+  std::vector<std::pair<std::string, std::string>> theirCopies;
+  try {
+    theirCopies = weightCopyPairs(*ckpt);
+  } catch (const Error &e) {
+    throw Error(path + ": " + e.what());
+  }
+  auto isTheirCopy = [&](const std::string &name) {
+    for (const auto &pair : theirCopies)
+      if (pair.second == name)
+        return true;
+    return false;
+  };
   for (const Value *init : mine.initializers()) {
-    if (!init->isState)
+    if (!init->isState || myCopies.count(init->name()))
       continue;
     const Value *other = theirs.findValue(init->name());
     if (!other || !other->isInitializer())
@@ -709,14 +768,20 @@ std::vector<std::string> Trainer::resumeFrom(const std::string &path) {
                   compileSettingsDifference(*ckpt, *model_));
   }
   for (const Value *other : theirs.initializers())
-    if (other->isState && !mine.findValue(other->name()))
+    if (other->isState && !mine.findValue(other->name()) &&
+        !isTheirCopy(other->name()))
       throw Error(path + ": checkpoint does not match the model: state '" +
                   other->name() + "' is not in the model" +
                   compileSettingsDifference(*ckpt, *model_));
   refuseBrokenLossScale(theirs, lossScaleName_, path);
   refuseNonFiniteState(theirs, path);
+  std::vector<std::pair<std::string, Tensor>> copies;
+  for (const auto &[copy, master] : myCopies)
+    copies.emplace_back(
+        copy, weightCopyOf(mine, master, copy,
+                           *theirs.findValue(master)->initializer(), path));
   for (const Value *init : mine.initializers())
-    if (init->isState) {
+    if (init->isState && !myCopies.count(init->name())) {
       const Tensor &t = *theirs.findValue(init->name())->initializer();
       if (shardedWhole(init->name())) {
         exec_->setInitializer(
@@ -730,6 +795,8 @@ std::vector<std::string> Trainer::resumeFrom(const std::string &path) {
       } else
         exec_->setInitializer(init->name(), t);
     }
+  for (auto &[copy, value] : copies)
+    exec_->setInitializer(copy, std::move(value));
   stepsDone_ = int64_t(steps);
   microDone_ = 0; // checkpoints are taken at optimizer-step boundaries
   seed = newSeed;

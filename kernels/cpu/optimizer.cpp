@@ -70,6 +70,30 @@ Tensor *copyTo(const KernelContext &ctx, size_t i, const Tensor &t) {
   return ctx.hasOutput(i) ? &copiedOutput(ctx, i, t) : nullptr;
 }
 
+/// The update's 16-bit working copy of the new master (output
+/// lowCopyOutput, passes/weight_copies.h), or nullptr when the node has
+/// none: every element is written (as the update makes it, or from p on a
+/// skipped step), so it is not zeroed first.
+Tensor *workingCopyOutput(const KernelContext &ctx, const Tensor &p) {
+  const int at = lowCopyOutput(ctx.node.domain(), ctx.node.opType());
+  if (at < 0 || !ctx.hasOutput(size_t(at)))
+    return nullptr;
+  DType low = floatTypeAttr(ctx.node, "low", DType::F16);
+  if (low != DType::F16 && low != DType::BF16)
+    fail(ctx.node, "attribute 'low' must be fp16 or bf16, got ",
+         dtypeName(low));
+  return &overwrittenOutput(ctx, size_t(at), low, p.dims);
+}
+
+/// copy := Cast(p) (a skipped step's copy: the master as it stays), the
+/// Cast kernel's conversions, in parallel ranges.
+void castMaster(const Tensor &p, Tensor &copy) {
+  const float *pp = p.data<float>();
+  parallelFor(p.numel(), kGrainValues, [&](int64_t k0, int64_t k1) {
+    storeFloats(copy, k0, k1 - k0, pp + k0);
+  });
+}
+
 int64_t readStep(const Node &node, const Tensor &t) {
   if (t.numel() != 1)
     fail(node, "step must be a scalar, got shape ", shapeString(t.dims));
@@ -264,10 +288,13 @@ void kernelSGD(KernelContext &ctx) {
     fail(node, "momentum ", momentum, " needs a momentum buffer (input 4)");
   if (ctx.hasOutput(1) && !buf)
     fail(node, "has a momentum buffer output but no buffer input");
+  Tensor *copy = workingCopyOutput(ctx, p);
   if (foundInf(ctx, 0)) {
     copyTo(ctx, 0, p);
     if (buf)
       copyTo(ctx, 1, *buf);
+    if (copy)
+      castMaster(p, *copy);
     return;
   }
   SgdScalars s = sgdScalars(
@@ -293,6 +320,8 @@ void kernelSGD(KernelContext &ctx) {
       float unused = 0;
       for (int64_t j = 0; j < n; ++j)
         sgdUpdate(pk[j], gk[j], unused, local);
+      if (copy)
+        storeFloats(*copy, k0, n, pk);
     });
     return;
   }
@@ -305,6 +334,8 @@ void kernelSGD(KernelContext &ctx) {
       M *bk = b + k0;
       for (int64_t j = 0; j < n; ++j)
         sgdUpdateStored(pk[j], gk[j], bk[j], local);
+      if (copy)
+        storeFloats(*copy, k0, n, pk);
     });
   });
 }
@@ -321,10 +352,13 @@ void kernelAdam(KernelContext &ctx) {
   if (m.dtype != v.dtype)
     fail(node, "exp_avg is ", dtypeName(m.dtype), " but exp_avg_sq is ",
          dtypeName(v.dtype), " (both moments are stored in one dtype)");
+  Tensor *copy = workingCopyOutput(ctx, p);
   if (foundInf(ctx, 0)) {
     copyTo(ctx, 0, p);
     copyTo(ctx, 1, m);
     copyTo(ctx, 2, v);
+    if (copy)
+      castMaster(p, *copy);
     return;
   }
   AdamScalars s = adamScalars(
@@ -357,6 +391,9 @@ void kernelAdam(KernelContext &ctx) {
       M *mk = pm + k0, *vk = pv + k0;
       for (int64_t j = 0; j < n; ++j)
         adamUpdateStored(pk[j], gk[j], mk[j], vk[j], local);
+      // The copy of the block just updated, while it is in cache.
+      if (copy)
+        storeFloats(*copy, k0, n, pk);
     });
   });
 }

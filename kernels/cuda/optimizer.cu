@@ -91,16 +91,28 @@ __device__ inline void store4(float *x, int64_t k, float4 v) {
   reinterpret_cast<float4 *>(x)[k] = v;
 }
 
+/// The working copy of elements 4k..4k+3 (when the update writes one).
+__device__ inline void storeCopy4(WorkingCopyOut c, int64_t k, float4 v) {
+  if (!c.data)
+    return;
+  storeAs(c.type, c.data, 4 * k, v.x);
+  storeAs(c.type, c.data, 4 * k + 1, v.y);
+  storeAs(c.type, c.data, 4 * k + 2, v.z);
+  storeAs(c.type, c.data, 4 * k + 3, v.w);
+}
+
 /// Element i of an SGD update (a copy when `skip`), the buffer stored as M.
 template <typename M>
-__device__ inline void sgdElement(bool skip, const float *p, GradientIn g,
-                                  const M *buf, float *pOut, M *bufOut,
-                                  int64_t i, const SgdScalars &s) {
+__device__ inline void
+sgdElement(bool skip, const float *p, GradientIn g, const M *buf, float *pOut,
+           M *bufOut, WorkingCopyOut c, int64_t i, const SgdScalars &s) {
   float pv = p[i];
   M bv = buf ? buf[i] : M(0);
   if (!skip)
     sgdUpdateStored(pv, loadAs(g.type, g.data, i), bv, s);
   pOut[i] = pv;
+  if (c.data)
+    storeAs(c.type, c.data, i, pv);
   if (bufOut)
     bufOut[i] = bv;
 }
@@ -112,9 +124,9 @@ __device__ inline void sgdElement(bool skip, const float *p, GradientIn g,
 /// pointers 16-byte aligned), elements 4k..4k+3 move as one float4 and the
 /// last n % 4 one by one, each through the same scalar update.
 template <bool Vec4, typename M>
-__device__ inline void sgdElements(bool skip, const float *p, GradientIn g,
-                                   const M *buf, float *pOut, M *bufOut,
-                                   int64_t n, const SgdScalars &s) {
+__device__ inline void
+sgdElements(bool skip, const float *p, GradientIn g, const M *buf, float *pOut,
+            M *bufOut, WorkingCopyOut c, int64_t n, const SgdScalars &s) {
   if constexpr (Vec4) {
     static_assert(sizeof(M) == sizeof(float), "float4 moves fp32 buffers");
     int64_t n4 = n / 4;
@@ -129,24 +141,25 @@ __device__ inline void sgdElements(bool skip, const float *p, GradientIn g,
         sgdUpdate(pv.w, gv.w, bv.w, s);
       }
       store4(pOut, k, pv);
+      storeCopy4(c, k, pv);
       if (bufOut)
         store4(bufOut, k, bv);
     }
     // The last n % 4 (< kBlock) elements, one per thread.
     int64_t i = n4 * 4 + globalIndex();
     if (i < n)
-      sgdElement(skip, p, g, buf, pOut, bufOut, i, s);
+      sgdElement(skip, p, g, buf, pOut, bufOut, c, i, s);
   } else {
     for (int64_t i = globalIndex(); i < n; i += globalStride())
-      sgdElement(skip, p, g, buf, pOut, bufOut, i, s);
+      sgdElement(skip, p, g, buf, pOut, bufOut, c, i, s);
   }
 }
 
 template <bool Vec4, typename M>
 __global__ void sgdKernel(const uint8_t *__restrict__ foundInf, const float *p,
                           GradientIn g, const M *buf, float *pOut, M *bufOut,
-                          int64_t n, SgdScalars s) {
-  sgdElements<Vec4>(flagSet(foundInf), p, g, buf, pOut, bufOut, n, s);
+                          WorkingCopyOut c, int64_t n, SgdScalars s) {
+  sgdElements<Vec4>(flagSet(foundInf), p, g, buf, pOut, bufOut, c, n, s);
 }
 
 __device__ inline int64_t readDeviceStep(DeviceStep step) {
@@ -169,14 +182,15 @@ __device__ inline double readDeviceReal(DeviceScalar x) {
 }
 
 template <bool Vec4, typename M>
-__global__ void
-sgdDeviceStepKernel(const uint8_t *__restrict__ foundInf, DeviceStep step,
-                    DeviceScalar lr, const float *p, GradientIn g, const M *buf,
-                    float *pOut, M *bufOut, int64_t n, SgdScalars s) {
+__global__ void sgdDeviceStepKernel(const uint8_t *__restrict__ foundInf,
+                                    DeviceStep step, DeviceScalar lr,
+                                    const float *p, GradientIn g, const M *buf,
+                                    float *pOut, M *bufOut, WorkingCopyOut c,
+                                    int64_t n, SgdScalars s) {
   s.firstStep = readDeviceStep(step) == 0;
   if (lr.value) // as sgdScalars converts it
     s.negLr = float(-readDeviceReal(lr));
-  sgdElements<Vec4>(flagSet(foundInf), p, g, buf, pOut, bufOut, n, s);
+  sgdElements<Vec4>(flagSet(foundInf), p, g, buf, pOut, bufOut, c, n, s);
 }
 
 /// adamScalars (kernels/common/optimizer_math.h) on the device: the same
@@ -204,12 +218,15 @@ __device__ AdamScalars adamScalarsOnDevice(const AdamHyper &h, int64_t step) {
 template <typename M>
 __device__ inline void adamElement(bool skip, const float *p, GradientIn g,
                                    const M *m, const M *v, float *pOut, M *mOut,
-                                   M *vOut, int64_t i, const AdamScalars &s) {
+                                   M *vOut, WorkingCopyOut c, int64_t i,
+                                   const AdamScalars &s) {
   float pv = p[i];
   M mv = m[i], vv = v[i];
   if (!skip)
     adamUpdateStored(pv, loadAs(g.type, g.data, i), mv, vv, s);
   pOut[i] = pv;
+  if (c.data)
+    storeAs(c.type, c.data, i, pv);
   if (mOut)
     mOut[i] = mv;
   if (vOut)
@@ -219,9 +236,10 @@ __device__ inline void adamElement(bool skip, const float *p, GradientIn g,
 /// This thread's elements of an Adam/AdamW update (copies when `skip`); the
 /// body of both Adam kernels. Aliasing and Vec4 as in sgdElements.
 template <bool Vec4, typename M>
-__device__ inline void
-adamElements(bool skip, const float *p, GradientIn g, const M *m, const M *v,
-             float *pOut, M *mOut, M *vOut, int64_t n, const AdamScalars &s) {
+__device__ inline void adamElements(bool skip, const float *p, GradientIn g,
+                                    const M *m, const M *v, float *pOut,
+                                    M *mOut, M *vOut, WorkingCopyOut c,
+                                    int64_t n, const AdamScalars &s) {
   if constexpr (Vec4) {
     static_assert(sizeof(M) == sizeof(float), "float4 moves fp32 moments");
     int64_t n4 = n / 4;
@@ -235,6 +253,7 @@ adamElements(bool skip, const float *p, GradientIn g, const M *m, const M *v,
         adamUpdate(pv.w, gv.w, mv.w, vv.w, s);
       }
       store4(pOut, k, pv);
+      storeCopy4(c, k, pv);
       if (mOut)
         store4(mOut, k, mv);
       if (vOut)
@@ -243,10 +262,10 @@ adamElements(bool skip, const float *p, GradientIn g, const M *m, const M *v,
     // The last n % 4 (< kBlock) elements, one per thread.
     int64_t i = n4 * 4 + globalIndex();
     if (i < n)
-      adamElement(skip, p, g, m, v, pOut, mOut, vOut, i, s);
+      adamElement(skip, p, g, m, v, pOut, mOut, vOut, c, i, s);
   } else {
     for (int64_t i = globalIndex(); i < n; i += globalStride())
-      adamElement(skip, p, g, m, v, pOut, mOut, vOut, i, s);
+      adamElement(skip, p, g, m, v, pOut, mOut, vOut, c, i, s);
   }
 }
 
@@ -255,7 +274,7 @@ __global__ void adamDeviceStepKernel(const uint8_t *__restrict__ foundInf,
                                      DeviceStep step, DeviceScalar lr,
                                      const float *p, GradientIn g, const M *m,
                                      const M *v, float *pOut, M *mOut, M *vOut,
-                                     int64_t n, AdamHyper h) {
+                                     WorkingCopyOut c, int64_t n, AdamHyper h) {
   // One thread per block computes the step's scalars (two pow in double);
   // the grid is one wave of resident blocks, so that latency is paid once.
   __shared__ AdamScalars shared;
@@ -266,14 +285,15 @@ __global__ void adamDeviceStepKernel(const uint8_t *__restrict__ foundInf,
   }
   __syncthreads();
   AdamScalars s = shared; // registers, not a shared-memory read per element
-  adamElements<Vec4>(flagSet(foundInf), p, g, m, v, pOut, mOut, vOut, n, s);
+  adamElements<Vec4>(flagSet(foundInf), p, g, m, v, pOut, mOut, vOut, c, n, s);
 }
 
 template <bool Vec4, typename M>
 __global__ void adamKernel(const uint8_t *__restrict__ foundInf, const float *p,
                            GradientIn g, const M *m, const M *v, float *pOut,
-                           M *mOut, M *vOut, int64_t n, AdamScalars s) {
-  adamElements<Vec4>(flagSet(foundInf), p, g, m, v, pOut, mOut, vOut, n, s);
+                           M *mOut, M *vOut, WorkingCopyOut c, int64_t n,
+                           AdamScalars s) {
+  adamElements<Vec4>(flagSet(foundInf), p, g, m, v, pOut, mOut, vOut, c, n, s);
 }
 
 __global__ void incrementStepKernel(DType t, const void *step,
@@ -381,19 +401,19 @@ namespace {
 template <typename M>
 void sgdLaunch(const uint8_t *foundInf, const float *p, GradientIn g,
                const M *buf, float *pOut, M *bufOut, int64_t n,
-               const SgdScalars &scalars, cudaStream_t s) {
+               const SgdScalars &scalars, cudaStream_t s, WorkingCopyOut c) {
   if (n == 0)
     return;
   if constexpr (sizeof(M) == sizeof(float))
     if (g.type == DType::F32 && aligned16({p, g.data, buf, pOut, bufOut})) {
       sgdKernel<true, M>
           <<<oneWaveGrid<sgdKernel<true, M>>((n + 3) / 4), kBlock, 0, s>>>(
-              foundInf, p, g, buf, pOut, bufOut, n, scalars);
+              foundInf, p, g, buf, pOut, bufOut, c, n, scalars);
       MPC_CUDA_CHECK_LAUNCH("sgdKernel");
       return;
     }
   sgdKernel<false, M><<<oneWaveGrid<sgdKernel<false, M>>(n), kBlock, 0, s>>>(
-      foundInf, p, g, buf, pOut, bufOut, n, scalars);
+      foundInf, p, g, buf, pOut, bufOut, c, n, scalars);
   MPC_CUDA_CHECK_LAUNCH("sgdKernel");
 }
 
@@ -416,7 +436,8 @@ template <typename M>
 void sgdDeviceStepLaunch(const uint8_t *foundInf, DeviceStep step,
                          DeviceScalar lr, const float *p, GradientIn g,
                          const M *buf, float *pOut, M *bufOut, int64_t n,
-                         const SgdScalars &scalars, cudaStream_t s) {
+                         const SgdScalars &scalars, cudaStream_t s,
+                         WorkingCopyOut c) {
   requireStepType(step.type, "SGD");
   requireLrType(lr, "SGD");
   if (n == 0)
@@ -425,13 +446,13 @@ void sgdDeviceStepLaunch(const uint8_t *foundInf, DeviceStep step,
     if (g.type == DType::F32 && aligned16({p, g.data, buf, pOut, bufOut})) {
       sgdDeviceStepKernel<true, M>
           <<<oneWaveGrid<sgdDeviceStepKernel<true, M>>((n + 3) / 4), kBlock, 0,
-             s>>>(foundInf, step, lr, p, g, buf, pOut, bufOut, n, scalars);
+             s>>>(foundInf, step, lr, p, g, buf, pOut, bufOut, c, n, scalars);
       MPC_CUDA_CHECK_LAUNCH("sgdDeviceStepKernel");
       return;
     }
   sgdDeviceStepKernel<false, M>
       <<<oneWaveGrid<sgdDeviceStepKernel<false, M>>(n), kBlock, 0, s>>>(
-          foundInf, step, lr, p, g, buf, pOut, bufOut, n, scalars);
+          foundInf, step, lr, p, g, buf, pOut, bufOut, c, n, scalars);
   MPC_CUDA_CHECK_LAUNCH("sgdDeviceStepKernel");
 }
 
@@ -439,7 +460,8 @@ template <typename M>
 void adamDeviceStepLaunch(const uint8_t *foundInf, DeviceStep step,
                           DeviceScalar lr, const float *p, GradientIn g,
                           const M *m, const M *v, float *pOut, M *mOut, M *vOut,
-                          int64_t n, const AdamHyper &hyper, cudaStream_t s) {
+                          int64_t n, const AdamHyper &hyper, cudaStream_t s,
+                          WorkingCopyOut c) {
   requireStepType(step.type, "Adam");
   requireLrType(lr, "Adam");
   if (n == 0)
@@ -449,20 +471,22 @@ void adamDeviceStepLaunch(const uint8_t *foundInf, DeviceStep step,
         aligned16({p, g.data, m, v, pOut, mOut, vOut})) {
       adamDeviceStepKernel<true, M>
           <<<oneWaveGrid<adamDeviceStepKernel<true, M>>((n + 3) / 4), kBlock, 0,
-             s>>>(foundInf, step, lr, p, g, m, v, pOut, mOut, vOut, n, hyper);
+             s>>>(foundInf, step, lr, p, g, m, v, pOut, mOut, vOut, c, n,
+                  hyper);
       MPC_CUDA_CHECK_LAUNCH("adamDeviceStepKernel");
       return;
     }
   adamDeviceStepKernel<false, M>
       <<<oneWaveGrid<adamDeviceStepKernel<false, M>>(n), kBlock, 0, s>>>(
-          foundInf, step, lr, p, g, m, v, pOut, mOut, vOut, n, hyper);
+          foundInf, step, lr, p, g, m, v, pOut, mOut, vOut, c, n, hyper);
   MPC_CUDA_CHECK_LAUNCH("adamDeviceStepKernel");
 }
 
 template <typename M>
 void adamLaunch(const uint8_t *foundInf, const float *p, GradientIn g,
                 const M *m, const M *v, float *pOut, M *mOut, M *vOut,
-                int64_t n, const AdamScalars &scalars, cudaStream_t s) {
+                int64_t n, const AdamScalars &scalars, cudaStream_t s,
+                WorkingCopyOut c) {
   if (n == 0)
     return;
   if constexpr (sizeof(M) == sizeof(float))
@@ -470,12 +494,12 @@ void adamLaunch(const uint8_t *foundInf, const float *p, GradientIn g,
         aligned16({p, g.data, m, v, pOut, mOut, vOut})) {
       adamKernel<true, M>
           <<<oneWaveGrid<adamKernel<true, M>>((n + 3) / 4), kBlock, 0, s>>>(
-              foundInf, p, g, m, v, pOut, mOut, vOut, n, scalars);
+              foundInf, p, g, m, v, pOut, mOut, vOut, c, n, scalars);
       MPC_CUDA_CHECK_LAUNCH("adamKernel");
       return;
     }
   adamKernel<false, M><<<oneWaveGrid<adamKernel<false, M>>(n), kBlock, 0, s>>>(
-      foundInf, p, g, m, v, pOut, mOut, vOut, n, scalars);
+      foundInf, p, g, m, v, pOut, mOut, vOut, c, n, scalars);
   MPC_CUDA_CHECK_LAUNCH("adamKernel");
 }
 
@@ -485,58 +509,62 @@ void adamLaunch(const uint8_t *foundInf, const float *p, GradientIn g,
 
 void launchSgd(const uint8_t *foundInf, const float *p, GradientIn g,
                const float *buf, float *pOut, float *bufOut, int64_t n,
-               const SgdScalars &scalars, cudaStream_t s) {
-  sgdLaunch(foundInf, p, g, buf, pOut, bufOut, n, scalars, s);
+               const SgdScalars &scalars, cudaStream_t s, WorkingCopyOut c) {
+  sgdLaunch(foundInf, p, g, buf, pOut, bufOut, n, scalars, s, c);
 }
 void launchSgd(const uint8_t *foundInf, const float *p, GradientIn g,
                const uint16_t *buf, float *pOut, uint16_t *bufOut, int64_t n,
-               const SgdScalars &scalars, cudaStream_t s) {
-  sgdLaunch(foundInf, p, g, buf, pOut, bufOut, n, scalars, s);
+               const SgdScalars &scalars, cudaStream_t s, WorkingCopyOut c) {
+  sgdLaunch(foundInf, p, g, buf, pOut, bufOut, n, scalars, s, c);
 }
 
 void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
                          DeviceScalar lr, const float *p, GradientIn g,
                          const float *buf, float *pOut, float *bufOut,
-                         int64_t n, const SgdScalars &scalars, cudaStream_t s) {
+                         int64_t n, const SgdScalars &scalars, cudaStream_t s,
+                         WorkingCopyOut c) {
   sgdDeviceStepLaunch(foundInf, step, lr, p, g, buf, pOut, bufOut, n, scalars,
-                      s);
+                      s, c);
 }
 void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
                          DeviceScalar lr, const float *p, GradientIn g,
                          const uint16_t *buf, float *pOut, uint16_t *bufOut,
-                         int64_t n, const SgdScalars &scalars, cudaStream_t s) {
+                         int64_t n, const SgdScalars &scalars, cudaStream_t s,
+                         WorkingCopyOut c) {
   sgdDeviceStepLaunch(foundInf, step, lr, p, g, buf, pOut, bufOut, n, scalars,
-                      s);
+                      s, c);
 }
 
 void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
                           DeviceScalar lr, const float *p, GradientIn g,
                           const float *m, const float *v, float *pOut,
                           float *mOut, float *vOut, int64_t n,
-                          const AdamHyper &hyper, cudaStream_t s) {
+                          const AdamHyper &hyper, cudaStream_t s,
+                          WorkingCopyOut c) {
   adamDeviceStepLaunch(foundInf, step, lr, p, g, m, v, pOut, mOut, vOut, n,
-                       hyper, s);
+                       hyper, s, c);
 }
 void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
                           DeviceScalar lr, const float *p, GradientIn g,
                           const uint16_t *m, const uint16_t *v, float *pOut,
                           uint16_t *mOut, uint16_t *vOut, int64_t n,
-                          const AdamHyper &hyper, cudaStream_t s) {
+                          const AdamHyper &hyper, cudaStream_t s,
+                          WorkingCopyOut c) {
   adamDeviceStepLaunch(foundInf, step, lr, p, g, m, v, pOut, mOut, vOut, n,
-                       hyper, s);
+                       hyper, s, c);
 }
 
 void launchAdam(const uint8_t *foundInf, const float *p, GradientIn g,
                 const float *m, const float *v, float *pOut, float *mOut,
                 float *vOut, int64_t n, const AdamScalars &scalars,
-                cudaStream_t s) {
-  adamLaunch(foundInf, p, g, m, v, pOut, mOut, vOut, n, scalars, s);
+                cudaStream_t s, WorkingCopyOut c) {
+  adamLaunch(foundInf, p, g, m, v, pOut, mOut, vOut, n, scalars, s, c);
 }
 void launchAdam(const uint8_t *foundInf, const float *p, GradientIn g,
                 const uint16_t *m, const uint16_t *v, float *pOut,
                 uint16_t *mOut, uint16_t *vOut, int64_t n,
-                const AdamScalars &scalars, cudaStream_t s) {
-  adamLaunch(foundInf, p, g, m, v, pOut, mOut, vOut, n, scalars, s);
+                const AdamScalars &scalars, cudaStream_t s, WorkingCopyOut c) {
+  adamLaunch(foundInf, p, g, m, v, pOut, mOut, vOut, n, scalars, s, c);
 }
 
 void launchIncrementStep(DType t, const void *step, const uint8_t *foundInf,

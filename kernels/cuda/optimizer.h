@@ -79,25 +79,37 @@ struct GradientIn {
   GradientIn(const void *g, DType t) : data(g), type(t) {}
 };
 
+/// An update's optional 16-bit working copy of the new master (mpc.SGD's
+/// and mpc.Adam's `low` output, passes/weight_copies.h): copy[i] :=
+/// Cast<type>(pOut[i]), written as pOut[i] is (a skipped step: the cast of
+/// p). `data` nullptr: none.
+struct WorkingCopyOut {
+  void *data = nullptr;
+  DType type = DType::F16;
+};
+
 /// SGD on fp32 master weights: pOut := p updated, bufOut := buf updated;
 /// with found_inf set, outputs are copies of the inputs. buf/bufOut may be
 /// nullptr (no momentum buffer / not written).
 void launchSgd(const uint8_t *foundInf, const float *p, GradientIn g,
                const float *buf, float *pOut, float *bufOut, int64_t n,
-               const SgdScalars &scalars, cudaStream_t stream);
+               const SgdScalars &scalars, cudaStream_t stream,
+               WorkingCopyOut copy = {});
 void launchSgd(const uint8_t *foundInf, const float *p, GradientIn g,
                const uint16_t *buf, float *pOut, uint16_t *bufOut, int64_t n,
-               const SgdScalars &scalars, cudaStream_t stream);
+               const SgdScalars &scalars, cudaStream_t stream,
+               WorkingCopyOut copy = {});
 
 /// Adam/AdamW on fp32 master weights and moments; mOut/vOut may be nullptr.
 void launchAdam(const uint8_t *foundInf, const float *p, GradientIn g,
                 const float *m, const float *v, float *pOut, float *mOut,
                 float *vOut, int64_t n, const AdamScalars &scalars,
-                cudaStream_t stream);
+                cudaStream_t stream, WorkingCopyOut copy = {});
 void launchAdam(const uint8_t *foundInf, const float *p, GradientIn g,
                 const uint16_t *m, const uint16_t *v, float *pOut,
                 uint16_t *mOut, uint16_t *vOut, int64_t n,
-                const AdamScalars &scalars, cudaStream_t stream);
+                const AdamScalars &scalars, cudaStream_t stream,
+                WorkingCopyOut copy = {});
 
 /// A scalar the kernel reads on the device (the device-resident step's step
 /// counter, a scheduled learning rate): dtype `type` is int64, int32, fp32
@@ -115,12 +127,12 @@ void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
                          DeviceScalar lr, const float *p, GradientIn g,
                          const float *buf, float *pOut, float *bufOut,
                          int64_t n, const SgdScalars &scalars,
-                         cudaStream_t stream);
+                         cudaStream_t stream, WorkingCopyOut copy = {});
 void launchSgdDeviceStep(const uint8_t *foundInf, DeviceStep step,
                          DeviceScalar lr, const float *p, GradientIn g,
                          const uint16_t *buf, float *pOut, uint16_t *bufOut,
                          int64_t n, const SgdScalars &scalars,
-                         cudaStream_t stream);
+                         cudaStream_t stream, WorkingCopyOut copy = {});
 
 /// Adam's hyper-parameters, from which the kernel computes AdamScalars for
 /// the device step counter with adamScalars' formulas in double (the
@@ -135,12 +147,14 @@ void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
                           DeviceScalar lr, const float *p, GradientIn g,
                           const float *m, const float *v, float *pOut,
                           float *mOut, float *vOut, int64_t n,
-                          const AdamHyper &hyper, cudaStream_t stream);
+                          const AdamHyper &hyper, cudaStream_t stream,
+                          WorkingCopyOut copy = {});
 void launchAdamDeviceStep(const uint8_t *foundInf, DeviceStep step,
                           DeviceScalar lr, const float *p, GradientIn g,
                           const uint16_t *m, const uint16_t *v, float *pOut,
                           uint16_t *mOut, uint16_t *vOut, int64_t n,
-                          const AdamHyper &hyper, cudaStream_t stream);
+                          const AdamHyper &hyper, cudaStream_t stream,
+                          WorkingCopyOut copy = {});
 
 /// lrOut (fp64) := scheduledLr(schedule, step) (mpc.LearningRate), with the
 /// step counter read on the device.

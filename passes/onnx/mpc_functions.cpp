@@ -291,7 +291,7 @@ UpdateLossScale <growth_factor, backoff_factor, growth_interval> (scale, growth_
 // identities for fp32). The gradient may be fp16/bf16 (fold-widening-casts):
 // widened first, as the kernels widen it.
 const char *kSGD = R"(
-SGD <lr, momentum, dampening, weight_decay, nesterov> (found_inf, step, param, grad_in, momentum_buffer, lr) => (new_param, new_momentum_buffer) {
+SGD <lr, momentum, dampening, weight_decay, nesterov, low> (found_inf, step, param, grad_in, momentum_buffer, lr) => (new_param, new_momentum_buffer, new_param_low) {
   grad = CastLike (grad_in, param)
   lr_d = Cast <to = 11> (lr)
   neg_lr_d = Neg (lr_d)
@@ -329,6 +329,7 @@ SGD <lr, momentum, dampening, weight_decay, nesterov> (found_inf, step, param, g
   new_param = Where (found_inf, param, updated)
   buf_kept = Where (found_inf, buf_in, buf_updated)
   new_momentum_buffer = CastLike (buf_kept, momentum_buffer)
+  new_param_low = Cast <to: int = @low> (new_param)
 }
 )";
 
@@ -340,7 +341,7 @@ SGD <lr, momentum, dampening, weight_decay, nesterov> (found_inf, step, param, g
 // the skip selects among fp32 values, as SGD's does. An fp16/bf16 gradient
 // is widened first, as SGD's.
 const char *kAdam = R"(
-Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled> (found_inf, step, param, grad_in, exp_avg, exp_avg_sq, lr_in) => (new_param, new_exp_avg, new_exp_avg_sq) {
+Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled, low> (found_inf, step, param, grad_in, exp_avg, exp_avg_sq, lr_in) => (new_param, new_exp_avg, new_exp_avg_sq, new_param_low) {
   grad = CastLike (grad_in, param)
   one_d = Constant <value = double {1.0}> ()
   lr = Cast <to = 11> (lr_in)
@@ -408,6 +409,7 @@ Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled> (found_inf, step, para
   v_kept = Where (found_inf, v_in, v)
   new_exp_avg = CastLike (m_kept, exp_avg)
   new_exp_avg_sq = CastLike (v_kept, exp_avg_sq)
+  new_param_low = Cast <to: int = @low> (new_param)
 }
 )";
 
@@ -796,7 +798,8 @@ const std::map<std::string, FunctionDef> &functionTable() {
                  {"momentum", A::ofFloat(0.0f)},
                  {"dampening", A::ofFloat(0.0f)},
                  {"weight_decay", A::ofFloat(0.0f)},
-                 {"nesterov", A::ofInt(0)}},
+                 {"nesterov", A::ofInt(0)},
+                 {"low", A::ofInt(toOnnxDataType(DType::F16))}},
                 {{0, Fill::FalseFlag},
                  {4, Fill::SameAs, 2},
                  {5, Fill::ScalarFromAttr, InputFill::kNoSource, "lr", 1e-3}}};
@@ -806,7 +809,8 @@ const std::map<std::string, FunctionDef> &functionTable() {
                   {"beta2", A::ofFloat(0.999f)},
                   {"epsilon", A::ofFloat(1e-8f)},
                   {"weight_decay", A::ofFloat(0.0f)},
-                  {"decoupled", A::ofInt(0)}},
+                  {"decoupled", A::ofInt(0)},
+                  {"low", A::ofInt(toOnnxDataType(DType::F16))}},
                  {{0, Fill::FalseFlag},
                   {6, Fill::ScalarFromAttr, InputFill::kNoSource, "lr", 1e-3}}};
     t["IncrementStep"] = {plain(kIncrementStep), {}, {{1, Fill::FalseFlag}}};

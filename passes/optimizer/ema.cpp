@@ -84,18 +84,7 @@ void addParameterEma(Model &model, const std::vector<Value *> &params,
 }
 
 std::vector<std::pair<std::string, std::string>> emaPairs(const Model &model) {
-  std::vector<std::pair<std::string, std::string>> out;
-  const std::string *meta = readMeta(model, meta::kEma);
-  if (!meta)
-    return out;
-  for (const std::string &pair : splitList(*meta)) {
-    size_t eq = pair.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
-      throw Error("mpc.ema: expected parameter=average pairs, got '" + pair +
-                  "'");
-    out.emplace_back(pair.substr(0, eq), pair.substr(eq + 1));
-  }
-  return out;
+  return readMetaPairs(model, meta::kEma);
 }
 
 } // namespace mpc

@@ -126,6 +126,27 @@ void requireMomentType(Ctx &c, size_t i) {
   });
 }
 
+/// An update's optional 16-bit working copy of the new master p' (output
+/// lowCopyOutput): Cast<to = low>(p') of an fp32 master, fp16 or bf16.
+void setWorkingCopy(Ctx &c, const Value *p) {
+  const size_t at = size_t(lowCopyOutput(c.n.domain(), c.n.opType()));
+  if (c.n.numOutputs() <= at || !c.n.output(at))
+    return;
+  DType low = c.floatTypeAttr("low", DType::F16);
+  if (low != DType::F16 && low != DType::BF16)
+    fail([&] {
+      errorAt(c.n) << "attribute 'low' is " << dtypeName(low)
+                   << "; the working copy of a master is fp16 or bf16";
+    });
+  if (p->dtype != DType::Undefined && p->dtype != DType::F32)
+    fail([&] {
+      errorAt(c.n) << "writes a " << dtypeName(low) << " working copy of "
+                   << c.inputText(2) << ", which is " << dtypeName(p->dtype)
+                   << " (copies are of fp32 masters)";
+    });
+  c.setShapeOf(at, low, p);
+}
+
 void inferSGD(Ctx &c) {
   checkOptimizerControls(c, 5);
   Value *p = c.req(2);
@@ -137,13 +158,15 @@ void inferSGD(Ctx &c) {
     requireSameShape(c, 2, 4);
     requireMomentType(c, 4);
   }
-  if (c.n.numOutputs() == 2 && !c.opt(4))
+  if (c.n.numOutputs() >= 2 && c.n.output(1) && !c.opt(4))
     fail(
         [&] { errorAt(c.n) << "has a momentum output but no momentum input"; });
   c.flagAttr("nesterov", false);
   c.setLike(0, p);
   if (Value *buf = c.opt(4))
-    c.setLike(1, buf);
+    if (c.n.numOutputs() >= 2 && c.n.output(1))
+      c.setLike(1, buf);
+  setWorkingCopy(c, p);
 }
 
 void inferAdam(Ctx &c) {
@@ -163,6 +186,7 @@ void inferAdam(Ctx &c) {
   c.setLike(0, p);
   c.setLike(1, m);
   c.setLike(2, v);
+  setWorkingCopy(c, p);
 }
 
 void inferLearningRate(Ctx &c) {
@@ -291,11 +315,11 @@ const OpRule kRules[] = {
     {kOnnxPreviewTrainingDomain, "Adam", 6, kAny, 1, kAny, preview::inferAdam},
     {kOnnxPreviewTrainingDomain, "Momentum", 5, kAny, 1, kAny,
      preview::inferMomentum},
-    {kMpcDomain, "Adam", 6, 7, 3, 3, inferAdam},
+    {kMpcDomain, "Adam", 6, 7, 3, 4, inferAdam},
     {kMpcDomain, "ClipGradNorm", 1, kAny, 2, kAny, inferClipGradNorm},
     {kMpcDomain, "IncrementStep", 1, 2, 1, 1, inferIncrementStep},
     {kMpcDomain, "LearningRate", 1, 1, 1, 1, inferLearningRate},
-    {kMpcDomain, "SGD", 4, 6, 1, 2, inferSGD},
+    {kMpcDomain, "SGD", 4, 6, 1, 3, inferSGD},
     {kMpcDomain, "UnscaleGradients", 1, kAny, 1, kAny, inferUnscaleGradients},
     {kMpcDomain, "AllReduce", 1, kAny, 1, kAny, inferAllReduce},
     {kMpcDomain, "UpdateLossScale", 3, 3, 2, 2, inferUpdateLossScale},

@@ -196,6 +196,19 @@ void runClipGradNorm(NodeStaging &s) {
 // --- optimizers
 // --------------------------------------------------------------------
 
+/// The update's 16-bit working copy of the new master (output
+/// lowCopyOutput, passes/weight_copies.h), or none.
+WorkingCopyOut workingCopy(NodeStaging &s, const Tensor &p) {
+  const Node &node = s.node();
+  const int at = lowCopyOutput(node.domain(), node.opType());
+  if (at < 0 || !s.ctx().hasOutput(size_t(at)))
+    return {};
+  DType low = cpu::floatTypeAttr(node, "low", DType::F16);
+  if (low != DType::F16 && low != DType::BF16)
+    fail(node, "attribute 'low' must be fp16 or bf16, got ", dtypeName(low));
+  return {s.out(size_t(at), low, p.dims), low};
+}
+
 void runSgd(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &stepT = s.in(1, "step"), &p = s.in(2, "param"),
@@ -222,16 +235,17 @@ void runSgd(NodeStaging &s) {
   void *bufOut = buf ? s.optionalOut(1, bufType, p.dims) : nullptr;
   const void *bufIn = buf ? s.device(4) : nullptr;
   const GradientIn grad(s.device(3), g.dtype);
+  const WorkingCopyOut copy = workingCopy(s, p);
   dispatchMoment(bufType, [&](auto stored) {
     using M = decltype(stored);
     const M *b = static_cast<const M *>(bufIn);
     M *bOut = static_cast<M *>(bufOut);
     if (resident)
       launchSgdDeviceStep(found, deviceStep(s, 1), lr, f32(s, 2), grad, b, pOut,
-                          bOut, p.numel(), scalars, s.stream());
+                          bOut, p.numel(), scalars, s.stream(), copy);
     else
       launchSgd(found, f32(s, 2), grad, b, pOut, bOut, p.numel(), scalars,
-                s.stream());
+                s.stream(), copy);
   });
 }
 
@@ -265,6 +279,7 @@ void runAdam(NodeStaging &s) {
     scalars = adamScalars(hostLr(s, 6), h.beta1, h.beta2, h.eps, h.weightDecay,
                           h.decoupled, readStep(node, stepT));
   const GradientIn grad(s.device(3), g.dtype);
+  const WorkingCopyOut copy = workingCopy(s, p);
   dispatchMoment(m.dtype, [&](auto stored) {
     using M = decltype(stored);
     const M *mIn = static_cast<const M *>(s.device(4));
@@ -272,10 +287,11 @@ void runAdam(NodeStaging &s) {
     if (resident)
       launchAdamDeviceStep(found, deviceStep(s, 1), lr, f32(s, 2), grad, mIn,
                            vIn, pOut, static_cast<M *>(mOut),
-                           static_cast<M *>(vOut), p.numel(), h, s.stream());
+                           static_cast<M *>(vOut), p.numel(), h, s.stream(),
+                           copy);
     else
       launchAdam(found, f32(s, 2), grad, mIn, vIn, pOut, static_cast<M *>(mOut),
-                 static_cast<M *>(vOut), p.numel(), scalars, s.stream());
+                 static_cast<M *>(vOut), p.numel(), scalars, s.stream(), copy);
   });
 }
 

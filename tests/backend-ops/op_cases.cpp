@@ -713,6 +713,50 @@ void addTraining(std::vector<OpCase> &cases) {
                    randomTensor(rng, DType::F32, {33, 65}).castTo(DType::BF16)};
          }});
   }
+  // The 16-bit working copy of the new master (output `low`,
+  // passes/weight_copies.h): written beside p' by the float4 path (4000
+  // elements), the scalar tail (1003), a skipped step (the cast of p) and
+  // bf16 moments' scalar path; SGD's after its buffer.
+  for (DType low : {DType::F16, DType::BF16})
+    for (bool skip : {false, true})
+      for (int64_t n : {int64_t(4000), int64_t(1003)}) {
+        std::string suffix = std::string("_") + dtypeName(low) +
+                             (skip ? "_skipped" : "") + "_" + std::to_string(n);
+        cases.push_back(
+            {"Adam_working_copy" + suffix, kMpcDomain, "Adam",
+             Builder::Attrs{{"lr", f(1e-3f)}, {"low", i(toOnnxDataType(low))}},
+             4, kF32, [=](DType, std::mt19937 &rng) -> Inputs {
+               return {boolScalar(skip),
+                       int64Scalar(2),
+                       randomTensor(rng, DType::F32, {n}),
+                       randomTensor(rng, DType::F32, {n}),
+                       randomTensor(rng, DType::F32, {n}, -0.1f, 0.1f),
+                       randomTensor(rng, DType::F32, {n}, 0, 0.01f)};
+             }});
+        cases.push_back({"SGD_working_copy" + suffix, kMpcDomain, "SGD",
+                         Builder::Attrs{{"lr", f(0.05f)},
+                                        {"momentum", f(0.9f)},
+                                        {"low", i(toOnnxDataType(low))}},
+                         3, kF32, [=](DType, std::mt19937 &rng) -> Inputs {
+                           return {boolScalar(skip), int64Scalar(3),
+                                   randomTensor(rng, DType::F32, {n}),
+                                   randomTensor(rng, DType::F32, {n}),
+                                   randomTensor(rng, DType::F32, {n})};
+                         }});
+      }
+  cases.push_back({"Adam_working_copy_bf16_moments", kMpcDomain, "Adam",
+                   Builder::Attrs{{"lr", f(1e-3f)},
+                                  {"low", i(toOnnxDataType(DType::BF16))}},
+                   4, kF32, [=](DType, std::mt19937 &rng) -> Inputs {
+                     return {boolScalar(false),
+                             int64Scalar(4),
+                             randomTensor(rng, DType::F32, {1003}),
+                             randomTensor(rng, DType::F32, {1003}),
+                             randomTensor(rng, DType::F32, {1003}, -0.1f, 0.1f)
+                                 .castTo(DType::BF16),
+                             randomTensor(rng, DType::F32, {1003}, 0, 0.01f)
+                                 .castTo(DType::BF16)};
+                   }});
   // --lr-schedule: the rate an fp64 input (the device reads it; SGD's after
   // an omitted buffer), and mpc.LearningRate itself with the device's cos
   // and pow (a rounding tie could tell them apart; Exact asks for none).

@@ -467,6 +467,75 @@ TEST(CpuParallel, OptimizerUpdatesSameBitsOnOneAndTwoThreads) {
                             {{"lr", Attribute::ofFloat(0.1f)}}, 1, "sgd");
 }
 
+// weight-copies: SGD and Adam write the 16-bit working copy of the new
+// master beside it (`low`): the Cast of p' bit for bit, on any thread count,
+// a skipped step's the Cast of p; the other outputs as without the copy.
+TEST(CpuParallel, UpdatesWriteTheCastOfTheNewMaster) {
+  Tensor step(DType::I64, {});
+  step.data<int64_t>()[0] = 4;
+  for (bool skipped : {false, true})
+    for (DType low : {DType::F16, DType::BF16})
+      for (int64_t n : {int64_t(1), int64_t(1025), int64_t(100003)}) {
+        std::string what = std::string(dtypeName(low)) +
+                           " n=" + std::to_string(n) +
+                           (skipped ? " skipped" : "");
+        Tensor found(DType::Bool, {});
+        found.bytes[0] = skipped ? 1 : 0;
+        Tensor p = randomTensor(DType::F32, {n}, 91);
+        Tensor g = randomTensor(DType::F16, {n}, 92);
+        Tensor m = randomTensor(DType::F32, {n}, 93);
+        Tensor v = Tensor::fromFloats({n}, std::vector<float>(size_t(n), 0.5f));
+        Attrs adam = {{"lr", Attribute::ofFloat(1e-2f)},
+                      {"weight_decay", Attribute::ofFloat(0.01f)},
+                      {"decoupled", intAttr(1)}};
+        Attrs sgd = {{"lr", Attribute::ofFloat(0.1f)},
+                     {"momentum", Attribute::ofFloat(0.9f)}};
+        std::vector<Tensor> plainAdam = runAll(
+            kMpcDomain, "Adam", {&found, &step, &p, &g, &m, &v}, adam, 3, 1);
+        std::vector<Tensor> plainSgd =
+            runAll(kMpcDomain, "SGD", {&found, &step, &p, &g, &m}, sgd, 2, 1);
+        adam.push_back({"low", intAttr(toOnnxDataType(low))});
+        sgd.push_back({"low", intAttr(toOnnxDataType(low))});
+        for (int threads : {1, 2}) {
+          std::vector<Tensor> out =
+              runAll(kMpcDomain, "Adam", {&found, &step, &p, &g, &m, &v}, adam,
+                     4, threads);
+          for (size_t i = 0; i < 3; ++i)
+            EXPECT_TRUE(out[i].bytes == plainAdam[i].bytes)
+                << "adamw " << what << " output " << i;
+          EXPECT_EQ(out[3].dtype, low);
+          EXPECT_TRUE(out[3].bytes == out[0].castTo(low).bytes)
+              << "adamw " << what << " threads " << threads;
+          out = runAll(kMpcDomain, "SGD", {&found, &step, &p, &g, &m}, sgd, 3,
+                       threads);
+          for (size_t i = 0; i < 2; ++i)
+            EXPECT_TRUE(out[i].bytes == plainSgd[i].bytes)
+                << "sgd " << what << " output " << i;
+          EXPECT_TRUE(out[2].bytes == out[0].castTo(low).bytes)
+              << "sgd " << what << " threads " << threads;
+          if (skipped) {
+            EXPECT_TRUE(out[2].bytes == p.castTo(low).bytes) << "sgd " << what;
+          }
+        }
+      }
+  // A copy of another type is refused with one line.
+  Tensor found(DType::Bool, {});
+  found.bytes[0] = 0;
+  Tensor p = randomTensor(DType::F32, {4}, 95),
+         g = randomTensor(DType::F32, {4}, 96),
+         m = randomTensor(DType::F32, {4}, 97), v = p.castTo(DType::F32);
+  try {
+    runAll(kMpcDomain, "Adam", {&found, &step, &p, &g, &m, &v},
+           {{"low", intAttr(toOnnxDataType(DType::F32))}}, 4, 1);
+    ADD_FAILURE() << "an fp32 working copy was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(
+        std::string(e.what()).find("attribute 'low' must be fp16 or bf16"),
+        std::string::npos)
+        << e.what();
+  }
+}
+
 // fold-widening-casts hands SGD and Adam the fp16/bf16 gradient in place of
 // its fp32 Cast: each block is widened as it is read, so the update is
 // bit for bit the one of the Cast's output, on any thread count. Lengths

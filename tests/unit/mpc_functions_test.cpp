@@ -848,6 +848,27 @@ TEST(MpcFunctions, SGDMatchesKernel) {
       k.tols = {Tol::bits(), Tol::bits()};
       cases.push_back(k);
     }
+  // The working copy of the new master (`low`, passes/weight_copies.h):
+  // the body's Cast of new_param, the kernel's as it updates (or, skipped,
+  // of the parameter as it stays).
+  for (DType low : {DType::F16, DType::BF16})
+    for (bool skipped : {false, true}) {
+      Case k;
+      k.label = std::string("SGD momentum ") + dtypeName(low) +
+                " working copy" + (skipped ? " skipped" : "");
+      k.op = "SGD";
+      k.inputs = {{"found_inf", flag(skipped)},
+                  {"step", scalarOf(DType::I64, 3)},
+                  {"param", uniform(DType::F32, dims, -1, 1)},
+                  {"grad", uniform(DType::F32, dims, -0.5, 0.5)},
+                  {"momentum_buffer", uniform(DType::F32, dims, -0.2, 0.2)}};
+      k.attrs = {{"lr", A::ofFloat(0.1f)},
+                 {"momentum", A::ofFloat(0.9f)},
+                 {"low", A::ofInt(toOnnxDataType(low))}};
+      k.numOutputs = 3;
+      k.tols = {Tol::bits(), Tol::bits(), Tol::bits()};
+      cases.push_back(k);
+    }
   cases.push_back({"SGD defaults",
                    "SGD",
                    {{"found_inf", flag(false)},
@@ -951,6 +972,31 @@ TEST(MpcFunctions, AdamMatchesKernel) {
                  {"decoupled", A::ofInt(1)}};
       k.numOutputs = 3;
       k.tols = {Tol::bits(), Tol::bits(), Tol::bits()};
+      cases.push_back(k);
+    }
+  // The working copy of the new master (`low`): the body's Cast of
+  // new_param; bf16 moments too.
+  for (DType low : {DType::F16, DType::BF16})
+    for (bool skipped : {false, true}) {
+      Case k;
+      k.label = std::string("AdamW ") + dtypeName(low) + " working copy" +
+                (skipped ? " skipped" : "");
+      k.op = "Adam";
+      k.inputs = {
+          {"found_inf", flag(skipped)},
+          {"step", scalarOf(DType::I64, 3)},
+          {"param", uniform(DType::F32, dims, -1, 1)},
+          {"grad", uniform(DType::F32, dims, -0.5, 0.5)},
+          {"exp_avg", uniform(low == DType::BF16 ? DType::BF16 : DType::F32,
+                              dims, -0.1, 0.1)},
+          {"exp_avg_sq", uniform(low == DType::BF16 ? DType::BF16 : DType::F32,
+                                 dims, 0, 0.05)}};
+      k.attrs = {{"lr", A::ofFloat(1e-2f)},
+                 {"weight_decay", A::ofFloat(0.01f)},
+                 {"decoupled", A::ofInt(1)},
+                 {"low", A::ofInt(toOnnxDataType(low))}};
+      k.numOutputs = 4;
+      k.tols = {Tol::bits(), Tol::bits(), Tol::bits(), Tol::bits()};
       cases.push_back(k);
     }
   cases.push_back({"Adam defaults",

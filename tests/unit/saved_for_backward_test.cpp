@@ -56,9 +56,10 @@ TEST(SavedForBackward, SeedMlpFp16) {
 }
 
 TEST(SavedForBackward, SeedMlpFp16WithoutShrinkSaved) {
-  // The default pipeline less shrink-saved, and without the default
-  // recompute (which would cast the copies again in the backward too): the
-  // two fp16 copies are saved.
+  // The default pipeline less shrink-saved and weight-copies (which makes
+  // the weights' copies state), and without the default recompute (which
+  // would cast the copies again in the backward too): the two fp16 copies
+  // are saved.
   auto m = loadModel(std::string(MPC_SOURCE_DIR) + "/models/mlp_seed.onnx");
   CompileOptions o;
   o.precision = DType::F16;
@@ -66,7 +67,8 @@ TEST(SavedForBackward, SeedMlpFp16WithoutShrinkSaved) {
   o.recompute = "none";
   std::vector<PipelineEntry> pipeline;
   for (const PipelineEntry &e : defaultPipeline())
-    if (std::string(e.pass->name) != "shrink-saved")
+    if (std::string(e.pass->name) != "shrink-saved" &&
+        std::string(e.pass->name) != "weight-copies")
       pipeline.push_back(e);
   Statistics stats;
   runPipeline(*m, pipeline, o, PipelineConfig{}, stats);
