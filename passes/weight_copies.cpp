@@ -44,6 +44,52 @@ weightCopyPairs(const Model &model) {
   return readMetaPairs(model, meta::kWeightCopies);
 }
 
+void checkWeightCopies(const Model &model) {
+  std::vector<std::pair<std::string, std::string>> pairs =
+      weightCopyPairs(model);
+  if (pairs.empty())
+    return;
+  if (!model.training)
+    throw Error("mpc.weight_copies: the model has no training step");
+  const Graph &g = *model.training->algorithm;
+  std::unordered_map<std::string, std::string> newValueOf;
+  for (const auto &[state, value] : model.training->updateBinding)
+    newValueOf[state] = value;
+  std::unordered_map<std::string, int> seen;
+  for (const auto &[master, copy] : pairs) {
+    auto fail = [&, &m = master, &c = copy](const std::string &why) {
+      throw Error("mpc.weight_copies pairs master '" + m + "' with copy '" + c +
+                  "': " + why);
+    };
+    if (seen[master]++ || seen[copy]++)
+      fail("a state named in two pairs");
+    const Value *m = g.findValue(master), *c = g.findValue(copy);
+    if (!m || !m->isState || !m->isInitializer() || !c || !c->isState ||
+        !c->isInitializer())
+      fail("they are not both state of the training step");
+    if ((c->dtype != DType::F16 && c->dtype != DType::BF16) ||
+        c->initializer()->dims != m->initializer()->dims)
+      fail("the copy is " + std::string(dtypeName(c->dtype)) + "[" +
+           dimsToString(c->initializer()->dims) +
+           "], not a 16-bit copy of the master (" + dtypeName(m->dtype) + "[" +
+           dimsToString(m->initializer()->dims) + "])");
+    auto nm = newValueOf.find(master), nc = newValueOf.find(copy);
+    const Value *mNew =
+        nm == newValueOf.end() ? nullptr : g.findValue(nm->second);
+    const Value *cNew =
+        nc == newValueOf.end() ? nullptr : g.findValue(nc->second);
+    const Node *p = cNew ? cNew->producer() : nullptr;
+    bool castOfNew =
+        p && mNew &&
+        ((p->isOp("", "Cast") && p->input(0) == mNew) ||
+         (p == mNew->producer() && mNew->producerIndex() == 0 &&
+          cNew->producerIndex() == lowCopyOutput(p->domain(), p->opType())));
+    if (!castOfNew || cNew->dtype != c->dtype)
+      fail("the step does not write the copy as the Cast of the master's new "
+           "value");
+  }
+}
+
 void runWeightCopies(Model &model, PassContext &ctx) {
   checkPassOrder(model, kPass);
   // Nothing updates the parameters yet (a --passes list without an

@@ -43,4 +43,12 @@ void runWeightCopies(Model &model, PassContext &ctx);
 std::vector<std::pair<std::string, std::string>>
 weightCopyPairs(const Model &model);
 
+/// Throws Error (one line naming the pair) unless every pair names a
+/// master and a copy that are both state of the training step, each in one
+/// pair only, the copy fp16 or bf16 of the master's shape, and the copy's
+/// new value the Cast of the master's new value (the update's `low` output
+/// or a Cast of it): what mpc-run relies on to recompute copies from their
+/// masters. A model edited into anything else would train on stale copies.
+void checkWeightCopies(const Model &model);
+
 } // namespace mpc

@@ -158,41 +158,21 @@ void refuseNonFiniteState(const Graph &g, const std::string &where) {
 }
 
 /// A master's 16-bit working copy (mpc-opt's weight-copies pass) as the
-/// step must see it: the master's value cast to the copy's type. Throws
-/// Error (prefixed by `where`) when the pair does not name two states of
-/// the step of one shape.
-Tensor weightCopyOf(const Graph &alg, const std::string &master,
-                    const std::string &copy, const Tensor &masterValue,
-                    const std::string &where) {
-  const Value *c = alg.findValue(copy);
-  const Value *m = alg.findValue(master);
-  if (!c || !c->isState || !c->initializer() || !m || !m->isState)
-    throw Error((where.empty() ? "" : where + ": ") +
-                "mpc.weight_copies pairs '" + master + "' with '" + copy +
-                "', which are not both state of the training step");
-  const Tensor &old = *c->initializer();
-  if (old.dims != masterValue.dims ||
-      (old.dtype != DType::F16 && old.dtype != DType::BF16))
-    throw Error((where.empty() ? "" : where + ": ") + "weight copy '" + copy +
-                "' is " + dtypeName(old.dtype) + "[" + dimsToString(old.dims) +
-                "], not a 16-bit copy of its master '" + master + "' (" +
-                dtypeName(masterValue.dtype) + "[" +
-                dimsToString(masterValue.dims) + "])");
-  return masterValue.castTo(old.dtype);
+/// step must see it: the master's value cast to the copy's type (the pairs
+/// checked by checkWeightCopies).
+Tensor weightCopyOf(const Graph &alg, const std::string &copy,
+                    const Tensor &masterValue) {
+  return masterValue.castTo(alg.findValue(copy)->dtype);
 }
 
 /// Every weight copy of `model`'s step recomputed from its master: derived
 /// state, so a master edited in the file is never read through a stale copy.
 void refreshWeightCopies(Model &model) {
+  checkWeightCopies(model);
   Graph &alg = *model.training->algorithm;
-  for (const auto &[master, copy] : weightCopyPairs(model)) {
-    const Value *m = alg.findValue(master);
-    if (!m || !m->initializer())
-      throw Error("mpc.weight_copies names '" + master +
-                  "', which is not state of the training step");
+  for (const auto &[master, copy] : weightCopyPairs(model))
     alg.findValue(copy)->setInitializer(std::make_shared<Tensor>(
-        weightCopyOf(alg, master, copy, *m->initializer(), "")));
-  }
+        weightCopyOf(alg, copy, *alg.findValue(master)->initializer())));
 }
 
 } // namespace
@@ -778,8 +758,8 @@ std::vector<std::string> Trainer::resumeFrom(const std::string &path) {
   std::vector<std::pair<std::string, Tensor>> copies;
   for (const auto &[copy, master] : myCopies)
     copies.emplace_back(
-        copy, weightCopyOf(mine, master, copy,
-                           *theirs.findValue(master)->initializer(), path));
+        copy,
+        weightCopyOf(mine, copy, *theirs.findValue(master)->initializer()));
   for (const Value *init : mine.initializers())
     if (init->isState && !myCopies.count(init->name())) {
       const Tensor &t = *theirs.findValue(init->name())->initializer();
