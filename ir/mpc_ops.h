@@ -60,6 +60,15 @@
 //       X's dtype, the quotient rounded to X's dtype) and its softmax island
 //       in one node, the same bits without the quotient tensor
 //       (passes/fold_widening_casts.cpp).
+//   AddTo(A, B) <to, low> -> (C [, Clow])
+//       C = Cast(Add(Cast(A, fp32), Cast(B, fp32)), to): A and B of one
+//       shape (no broadcasting), each fp32, fp16 or bf16, widened exactly
+//       and added in fp32, C rounded once to `to` (fp32, fp16 or bf16);
+//       Clow, when asked for, is Cast(C, low) (`low` default fp16). The
+//       same bits as an fp32 Add of the widened inputs and its Casts, in one
+//       pass without the copies. Made by fold-widening-casts from a residual
+//       Add of an fp32 stream and a Cast up of an fp16 branch, and from an
+//       fp32 gradient sum and its Cast down to the next matrix product.
 //
 // Backward ops (emitted by autodiff):
 //   ReluGrad(dY, Y) -> dX                     dX = Y > 0 ? dY : 0
@@ -323,13 +332,15 @@ inline bool isMpcDomain(std::string_view domain) {
 
 /// The output at which an op that writes the Cast down of its output 0
 /// beside it writes that copy (its `low` attribute's type): an island's
-/// Ylow (SoftmaxTo, DivSoftmaxTo, LayerNormalizationTo, RMSNormalizationTo)
+/// Ylow (SoftmaxTo, DivSoftmaxTo, LayerNormalizationTo, RMSNormalizationTo,
+/// AddTo)
 /// or an update's 16-bit working copy of the new master (SGD, Adam); -1
 /// for every other op.
 inline int lowCopyOutput(std::string_view domain, std::string_view op) {
   if (!isMpcDomain(domain))
     return -1;
-  if (op == "SoftmaxTo" || op == "DivSoftmaxTo" || op == "RMSNormalizationTo")
+  if (op == "SoftmaxTo" || op == "DivSoftmaxTo" || op == "RMSNormalizationTo" ||
+      op == "AddTo")
     return 1;
   if (op == "SGD")
     return 2; // after the momentum buffer

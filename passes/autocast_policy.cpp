@@ -377,6 +377,10 @@ const std::vector<PolicyEntry> &table() {
       {kMpcDomain, "RMSNormalizationTo", PC::Keep, 0,
        "RMSNormalization in X's (fp32) dtype writing its 'to' dtype and the "
        "Cast down to the next matrix product, as LayerNormalizationTo"},
+      {kMpcDomain, "AddTo", PC::Keep, 0,
+       "an fp32 Add of its inputs widened as read, stored in its 'to' dtype "
+       "(and cast down to 'low'), the precisions autocast chose for the "
+       "nodes it replaces"},
       {kMpcDomain, "SoftmaxTo", PC::Keep, 0,
        "reads X as stored and computes and writes its 'to' dtype, the "
        "precision autocast chose for the Softmax it replaces"},

@@ -81,6 +81,16 @@
 // export is fp32: `softmax(..., dtype=float32).to(dtype)`) is looked
 // through first.
 //
+// The residual stream adds each block's fp16 output to the fp32 stream
+// through a Cast up, and the backward's gradient sums (fp32) are cast down
+// for the next products. Each such same-shape Add becomes one
+//
+//   mpc.AddTo<to, low>(A, B) -> (C [, Clow])
+//
+// reading a 16-bit operand as stored and adding in fp32, and writing the
+// Cast down of the sum itself (`to` its type when it was the sum's only
+// reader, else Clow beside the fp32 sum): the same bits.
+//
 // A Cast is removed once nothing else reads it.
 // Runs after loss-scale (which makes UnscaleGradients) and before
 // plan-memory; with --precision=fp32 there is nothing to fold.
@@ -91,6 +101,7 @@
 #include "passes/precision_map.h"
 
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -550,9 +561,119 @@ void foldCastIntoNorm(Model &model, Graph &g, Node *n, Node *cast) {
   }
 }
 
+/// An fp32 Add of two same-shape operands (no broadcasting), each fp32,
+/// fp16 or bf16 as stored: the adds mpc.AddTo computes.
+bool isSameShapeFp32Add(const Node *n) {
+  if (!n->isOp("", "Add") || n->numInputs() != 2 || n->numOutputs() != 1 ||
+      !n->input(0) || !n->input(1) || !n->output(0) ||
+      n->output(0)->dtype != DType::F32)
+    return false;
+  const Value *a = n->input(0), *b = n->input(1), *y = n->output(0);
+  return a->hasShape && b->hasShape && y->hasShape && a->dims == b->dims &&
+         a->dims == y->dims && a->dtype == DType::F32 && b->dtype == DType::F32;
+}
+
+/// Replaces n by mpc.AddTo(a, b) <to = fp32> writing n's output, under its
+/// names; removes Casts up that no longer have readers. `detail`: the
+/// precision map's (mpc-opt --explain).
+Node *replaceByAddTo(Model &model, Graph &g, Node *n, Value *a, Value *b,
+                     const std::string &detail) {
+  std::string nodeName = n->name(), outName = n->output(0)->name();
+  std::vector<Value *> widened = {n->input(0), n->input(1)};
+  Node *add = g.createNode("AddTo", {a, b}, 1, nodeName, kMpcDomain, n);
+  add->setAttr("to", Attribute::ofInt(toOnnxDataType(DType::F32)));
+  add->output(0)->copyTypeFrom(*n->output(0));
+  g.replaceAllUsesWith(n->output(0), add->output(0));
+  g.removeNode(n);
+  g.renameValue(add->output(0), outName);
+  add->setName(nodeName);
+  for (Value *w : widened)
+    if (w != a && w != b && w->uses().empty() && !w->isGraphOutput() &&
+        w->producer())
+      g.removeNode(w->producer());
+  if (PrecisionMap *m = precisionMapOf(model, g))
+    m->record(*add, {DType::F32, "fold-widening-casts", detail});
+  return add;
+}
+
+/// mpc.AddTo node n (`to` fp32) writes the Cast down of its sum that
+/// `cast` made: as its Clow beside the fp32 sum when the sum has other
+/// readers, or as the sum itself (`to` the Cast's type) when the Cast was
+/// its only reader (the fp32 add rounded once: the Cast's bits).
+void foldCastIntoAdd(Model &model, Graph &g, Node *n, Node *cast) {
+  Value *y = n->output(0), *low = cast->output(0);
+  const DType lowT = low->dtype;
+  std::string name = low->name();
+  if (soleUser(y) == cast) {
+    n->setAttr("to", Attribute::ofInt(toOnnxDataType(lowT)));
+    g.replaceAllUsesWith(low, y);
+    g.removeNode(cast);
+    y->copyTypeFrom(*low);
+    g.renameValue(y, name);
+  } else {
+    Value *out = n->addOutput(name + "_low");
+    out->copyTypeFrom(*low);
+    g.replaceAllUsesWith(low, out);
+    g.removeNode(cast);
+    g.renameValue(out, name);
+    n->setAttr("low", Attribute::ofInt(toOnnxDataType(lowT)));
+  }
+  if (std::optional<PrecisionRecord> r = recordCopyOf(model, g, *n)) {
+    r->detail += std::string("; it writes the ") + dtypeName(lowT) +
+                 " copy the next product reads too (the Cast down folded in)";
+    precisionMapOf(model, g)->record(*n, *r);
+  }
+}
+
+/// The residual stream's adds and the gradient sums: an fp32 Add of an
+/// exact Cast up of a 16-bit operand reads the operand as stored, and an
+/// fp32 Add whose sum is cast down for the next product writes that copy
+/// itself (mpc.AddTo, same bits). Returns the Casts folded.
+int64_t foldAdds(Model &model, Graph &g) {
+  int64_t folded = 0;
+  std::vector<Node *> adds;
+  for (Node *n : g.nodeList()) {
+    if (n->isOp("", "Add") && n->numInputs() == 2 && n->input(0) &&
+        n->input(1) && n->output(0) && n->output(0)->dtype == DType::F32) {
+      Value *a = widenedSource(n->input(0), DType::F32);
+      Value *b = widenedSource(n->input(1), DType::F32);
+      Value *x = a ? a : n->input(0), *z = b ? b : n->input(1);
+      const Value *y = n->output(0);
+      auto addable = [](DType t) {
+        return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+      };
+      bool sameShape = x->hasShape && z->hasShape && y->hasShape &&
+                       x->dims == z->dims && x->dims == y->dims &&
+                       addable(x->dtype) && addable(z->dtype);
+      if ((a || b) && sameShape) {
+        folded += (a ? 1 : 0) + (b ? 1 : 0);
+        adds.push_back(replaceByAddTo(
+            model, g, n, x, z,
+            "an fp32 Add reading its 16-bit operand as stored (the Cast up "
+            "folded in: mpc.AddTo)"));
+        continue;
+      }
+    }
+    if (isSameShapeFp32Add(n) && castDownReader(n->output(0), nullptr))
+      adds.push_back(n);
+  }
+  for (Node *n : adds) {
+    bypassIdentityCasts(g, n->output(0));
+    Node *cast = castDownReader(n->output(0), nullptr);
+    if (!cast)
+      continue;
+    if (n->isOp("", "Add"))
+      n = replaceByAddTo(model, g, n, n->input(0), n->input(1),
+                         "an fp32 Add (mpc.AddTo)");
+    foldCastIntoAdd(model, g, n, cast);
+    ++folded;
+  }
+  return folded;
+}
+
 int64_t foldGraph(Model &model, Graph &g, int64_t &gradients, int64_t &updates,
                   int64_t &normGrads, int64_t &softmaxes, int64_t &divisions,
-                  int64_t &narrowings, int64_t &layerNorms) {
+                  int64_t &narrowings, int64_t &layerNorms, int64_t &adds) {
   int64_t folded = 0;
   for (Node *n : g.nodeList()) {
     if (n->isOp(kMpcDomain, "UnscaleGradients")) {
@@ -615,6 +736,7 @@ int64_t foldGraph(Model &model, Graph &g, int64_t &gradients, int64_t &updates,
   for (auto [n, cast] : norms)
     foldCastIntoNorm(model, g, n, cast);
   layerNorms += int64_t(norms.size());
+  adds += foldAdds(model, g);
   return folded;
 }
 
@@ -639,10 +761,11 @@ int64_t foldCastsDownIntoSoftmaxes(Model &model, Graph &g,
 
 void runFoldWideningCasts(Model &model, PassContext &ctx) {
   int64_t gradients = 0, updates = 0, normGrads = 0, softmaxes = 0,
-          divisions = 0, narrowings = 0, layerNorms = 0;
+          divisions = 0, narrowings = 0, layerNorms = 0, adds = 0;
   ctx.stats["sums-folded"] +=
       foldGraph(model, workingGraph(model), gradients, updates, normGrads,
-                softmaxes, divisions, narrowings, layerNorms);
+                softmaxes, divisions, narrowings, layerNorms, adds);
+  ctx.stats["add-casts-folded"] += adds;
   ctx.stats["norm-casts-down-folded"] += layerNorms;
   ctx.stats["norm-gradient-inputs-folded"] += normGrads;
   ctx.stats["optimizer-gradients-folded"] += updates;

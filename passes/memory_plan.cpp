@@ -94,7 +94,7 @@ enum class OpKind : uint8_t {
   /// (the fp32 island's Cast up dies into its Softmax, the gradient's into
   /// SoftmaxGrad; SoftmaxGradAs over its Y and SoftmaxGradDiv over its dY,
   /// the dtype checked below);
-  /// ReluGrad, whose kernels read each block before writing it.
+  /// ReluGrad and AddTo, whose kernels read each block before writing it.
   InPlaceElementwise,
   /// The output is the input's bytes under other dims: it shares the
   /// input's buffer even while the input stays live (neither is written
@@ -131,7 +131,7 @@ OpKind opKind(const Node &n) {
   if (is(op, "ClipGradNorm"))
     return OpKind::ClipGradNorm;
   if (isOneOf(op, {"SoftmaxGrad", "LogSoftmaxGrad", "SoftmaxGradAs",
-                   "SoftmaxGradDiv", "ReluGrad"}))
+                   "SoftmaxGradDiv", "ReluGrad", "AddTo"}))
     return OpKind::InPlaceElementwise;
   return OpKind::Other;
 }

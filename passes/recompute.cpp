@@ -60,10 +60,11 @@ bool isCheapElementwise(const Node &n) {
       "Gelu", "Cast",      "Identity", "Pow",  "Clip",
   };
   // mpc.Gelu / mpc.GeluTanh: the GELU that fuse-gelu makes of an opset < 20
-  // export, as cheap as Gelu.
-  bool fusedGelu = n.domain() == kMpcDomain &&
-                   (n.opType() == "Gelu" || n.opType() == "GeluTanh");
-  return (fusedGelu || (n.domain().empty() && ops.count(n.opType()))) &&
+  // export, as cheap as Gelu; mpc.AddTo: an Add with its Casts folded in.
+  bool fused = n.domain() == kMpcDomain &&
+               (n.opType() == "Gelu" || n.opType() == "GeluTanh" ||
+                n.opType() == "AddTo");
+  return (fused || (n.domain().empty() && ops.count(n.opType()))) &&
          n.numOutputs() == 1;
 }
 

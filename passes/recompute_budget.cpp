@@ -67,7 +67,8 @@ bool isRecomputable(const Node &n) {
   // and collectives, which have no place in a forward recomputation.
   static const std::unordered_set<std::string> pure = {
       "Gelu",         "GeluTanh",   "FusedMatMul",      "SoftmaxTo",
-      "DivSoftmaxTo", "LogSigmoid", "RMSNormalization", "SumToShape"};
+      "DivSoftmaxTo", "LogSigmoid", "RMSNormalization", "SumToShape",
+      "AddTo"};
   return n.domain() == kMpcDomain && pure.count(n.opType());
 }
 

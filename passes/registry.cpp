@@ -84,8 +84,8 @@ const std::vector<PassInfo> &passRegistry() {
        "gradients cast up to fp32 only to be summed (bias gradients: "
        "mpc.SumToShapeAs), unscaled (UnscaleGradients), applied (SGD, "
        "Adam) or normalised (LayerNormalizationGrad, RMSNormalizationGrad), "
-       "and softmax islands' inputs (mpc.SoftmaxTo, mpc.SoftmaxGradAs), are "
-       "read as stored",
+       "softmax islands' inputs (mpc.SoftmaxTo, mpc.SoftmaxGradAs) and "
+       "residual Adds' operands (mpc.AddTo), are read as stored",
        runFoldWideningCasts},
       {"fold-transpose",
        "last-two-axes Transposes folded into mpc.FusedMatMul / Gemm "

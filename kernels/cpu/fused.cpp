@@ -2,16 +2,20 @@
 // mpc.GeluTanh (activation.cpp's Gelu kernel), mpc.FusedMatMul (MatMul with
 // transposed operands), mpc.SoftmaxTo and mpc.DivSoftmaxTo (a softmax
 // widened to `to`, after a division), mpc.SoftmaxGradAs and
-// mpc.SoftmaxGradDiv (softmax_support.h's gradient placed in Y's dtype).
+// mpc.SoftmaxGradDiv (softmax_support.h's gradient placed in Y's dtype),
+// mpc.AddTo (an fp32 add of widened inputs, stored narrowed).
 //
 // Each gives the bits of the nodes it replaces: it runs the same rows and
 // products as the unfused kernels (shared_kernels.h, softmax_support.h), and
 // a cast the fused op folds in goes through the Cast kernel itself.
 #include "ir/mpc_ops.h"
+#include "kernels/cpu/compute_support.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/shared_kernels.h"
 #include "kernels/cpu/softmax_support.h"
 
+#include <algorithm>
 #include <optional>
 
 namespace mpc {
@@ -77,6 +81,50 @@ template <bool Div> void softmaxToKernel(KernelContext &ctx) {
   writeLowCopy(ctx, y);
 }
 
+/// mpc.AddTo: A + B widened exactly to fp32, added, stored in `to`; Clow
+/// = Cast(C, low). Blocks of both inputs are read before a block of C is
+/// written, so C may take A's or B's bytes (the plan writes it in place).
+void kernelAddTo(KernelContext &ctx) {
+  const Tensor &a = input(ctx, 0, "A"), &b = input(ctx, 1, "B");
+  for (const Tensor *t : {&a, &b})
+    if (!isFloat32Compute(t->dtype))
+      fail(ctx.node, "adds fp32, fp16 or bf16, got ", dtypeName(t->dtype));
+  if (a.dims != b.dims)
+    fail(ctx.node, "A of shape ", shapeString(a.dims), " and B of shape ",
+         shapeString(b.dims), " must have the same shape");
+  DType to = floatTypeAttr(ctx.node, "to", DType::F32);
+  if (!isFloat32Compute(to))
+    fail(ctx.node, "attribute 'to' must be fp32, fp16 or bf16, got ",
+         dtypeName(to));
+  Tensor &c = overwrittenOutput(ctx, 0, to, a.dims);
+  Tensor *low = nullptr;
+  if (ctx.hasOutput(1)) {
+    DType lowT = floatTypeAttr(ctx.node, "low", DType::F16);
+    if (lowT != DType::F16 && lowT != DType::BF16)
+      fail(ctx.node, "attribute 'low' must be fp16 or bf16, got ",
+           dtypeName(lowT));
+    low = &overwrittenOutput(ctx, 1, lowT, a.dims);
+  }
+  parallelFor(a.numel(), kGrainValues, [&](int64_t k0, int64_t k1) {
+    constexpr int64_t kBlock = 1024;
+    float x[kBlock], y[kBlock];
+    for (int64_t k = k0; k < k1; k += kBlock) {
+      const int64_t n = std::min(kBlock, k1 - k);
+      loadFloats(a, k, n, x);
+      loadFloats(b, k, n, y);
+      for (int64_t j = 0; j < n; ++j)
+        x[j] += y[j];
+      storeFloats(c, k, n, x);
+      if (!low)
+        continue;
+      // Clow is the Cast of C as stored (rounded to `to` already).
+      if (to != DType::F32)
+        loadFloats(c, k, n, x);
+      storeFloats(*low, k, n, x);
+    }
+  });
+}
+
 } // namespace
 
 std::vector<KernelEntry> fusedKernels() {
@@ -84,6 +132,7 @@ std::vector<KernelEntry> fusedKernels() {
       {kMpcDomain, "Gelu", kernelGelu},
       {kMpcDomain, "GeluTanh", kernelGelu},
       {kMpcDomain, "FusedMatMul", kernelFusedMatMul},
+      {kMpcDomain, "AddTo", kernelAddTo},
       {kMpcDomain, "SoftmaxTo", softmaxToKernel<false>},
       {kMpcDomain, "DivSoftmaxTo", softmaxToKernel<true>},
       {kMpcDomain, "SoftmaxGradAs", softmaxGradKernel<false, GradOut::AsY>},

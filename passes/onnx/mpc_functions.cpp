@@ -92,6 +92,18 @@ SoftmaxTo <axis, to, low> (X) => (Y, Ylow) {
 }
 )";
 
+// A + B added in fp32 (each widened exactly) and stored in `to`, and
+// optionally that cast down to `low` (mpc.AddTo).
+const char *kAddTo = R"(
+AddTo <to, low> (A, B) => (C, Clow) {
+  a = Cast <to = 1> (A)
+  b = Cast <to = 1> (B)
+  sum = Add (a, b)
+  C = Cast <to: int = @to> (sum)
+  Clow = Cast <to: int = @low> (C)
+}
+)";
+
 // Softmax of X divided by D (in X's dtype) and widened to `to` (and `low`).
 const char *kDivSoftmaxTo = R"(
 DivSoftmaxTo <axis, to, low> (X, D) => (Y, Ylow) {
@@ -753,6 +765,8 @@ const std::map<std::string, FunctionDef> &functionTable() {
                    "dX = CastLike (dx, dY)", "dX = CastLike (dx, Y)"),
         {{"axis", A::ofInt(-1)}},
         {}};
+    t["AddTo"] = {
+        plain(kAddTo), {{"low", A::ofInt(toOnnxDataType(DType::F16))}}, {}};
     t["SoftmaxTo"] = {
         plain(kSoftmaxTo),
         {{"axis", A::ofInt(-1)}, {"low", A::ofInt(toOnnxDataType(DType::F16))}},

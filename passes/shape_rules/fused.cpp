@@ -2,11 +2,14 @@
 // model had several ops: mpc.Gelu / mpc.GeluTanh (passes/fuse_gelu.cpp),
 // mpc.FusedMatMul (passes/fold_transpose.cpp), and the softmax forms with a
 // widening cast or a one-element divisor folded in, mpc.SoftmaxTo,
-// mpc.DivSoftmaxTo, mpc.SoftmaxGradAs and mpc.SoftmaxGradDiv
-// (passes/fold_widening_casts.cpp); semantics in ir/mpc_ops.h.
+// mpc.DivSoftmaxTo, mpc.SoftmaxGradAs and mpc.SoftmaxGradDiv, and the add
+// with its casts, mpc.AddTo (passes/fold_widening_casts.cpp); semantics in
+// ir/mpc_ops.h.
 #include "passes/shape_rules/rule_support.h"
 
 #include "ir/mpc_ops.h"
+
+#include <optional>
 
 namespace mpc::shape_rules {
 
@@ -147,7 +150,39 @@ void inferDivSoftmaxTo(Ctx &c) {
   requireOneElementOf(c, d, x, "X");
 }
 
+/// mpc.AddTo: A + B of one shape, each fp32, fp16 or bf16, added in fp32
+/// and stored in `to` (fp32, fp16 or bf16); Clow (optional) C cast to
+/// `low`.
+void inferAddTo(Ctx &c) {
+  Value *a = c.req(0);
+  c.req(1);
+  for (size_t i : {size_t(0), size_t(1)}) {
+    const Value *v = c.n.input(i);
+    if (v->dtype != DType::Undefined && v->dtype != DType::F32 &&
+        v->dtype != DType::F16 && v->dtype != DType::BF16)
+      fail([&] {
+        errorAt(c.n) << c.inputText(i) << " is " << dtypeName(v->dtype)
+                     << "; mpc.AddTo adds fp32, fp16 or bf16";
+      });
+  }
+  requireSameShape(c, 0, 1);
+  auto narrow = [&](const char *name, std::optional<DType> dflt, bool fp32) {
+    DType t = c.floatTypeAttr(name, dflt);
+    if (t != DType::F16 && t != DType::BF16 && !(fp32 && t == DType::F32))
+      fail([&] {
+        errorAt(c.n) << "attribute '" << name << "' is " << dtypeName(t)
+                     << "; mpc.AddTo writes "
+                     << (fp32 ? "fp32, fp16 or bf16" : "fp16 or bf16");
+      });
+    return t;
+  };
+  c.setShapeOf(0, narrow("to", std::nullopt, true), a);
+  if (c.n.numOutputs() > 1 && c.n.output(1))
+    c.setShapeOf(1, narrow("low", DType::F16, false), a);
+}
+
 const OpRule kRules[] = {
+    {kMpcDomain, "AddTo", 2, 2, 1, 2, inferAddTo},
     {kMpcDomain, "Gelu", 1, 1, 1, 1, inferGelu},
     {kMpcDomain, "GeluTanh", 1, 1, 1, 1, inferGelu},
     {kMpcDomain, "FusedMatMul", 2, 2, 1, 1, inferFusedMatMul},

@@ -3,10 +3,12 @@
 // transA/transB), and the softmax forms with a widening cast or a
 // one-element divisor folded in, mpc.SoftmaxTo, mpc.DivSoftmaxTo,
 // mpc.SoftmaxGradAs (SoftmaxGrad's runner, dX in Y's dtype) and
-// mpc.SoftmaxGradDiv. The runners they share with their unfused ops are
-// named in shared_runners.h; semantics in ir/mpc_ops.h.
+// mpc.SoftmaxGradDiv, and mpc.AddTo (an add with its casts folded in). The
+// runners they share with their unfused ops are named in shared_runners.h;
+// semantics in ir/mpc_ops.h.
 #include "ir/mpc_ops.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cuda/add_to.h"
 #include "kernels/cuda/softmax.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/node_staging.h"
@@ -99,6 +101,38 @@ std::string checkSoftmaxGradDiv(const Node &n) {
   return "";
 }
 
+/// mpc.AddTo: A + B read as stored, added in fp32, C in `to`, Clow (when
+/// asked for) C cast to fp16 or bf16.
+void runAddTo(NodeStaging &s) {
+  const Node &node = s.node();
+  const Tensor &a = s.in(0, "A"), &b = s.in(1, "B");
+  requireDeviceFloat(node, a, "A");
+  requireDeviceFloat(node, b, "B");
+  if (a.dims != b.dims)
+    cpu::fail(node, "A of shape ", cpu::shapeString(a.dims), " and B of shape ",
+              cpu::shapeString(b.dims), " must have the same shape");
+  const DType to = cpu::floatTypeAttr(node, "to", DType::F32);
+  void *c = s.out(0, to, a.dims);
+  const DType low = lowType(node);
+  void *clow = s.optionalOut(1, low, a.dims);
+  launchAddTo(a.dtype, s.device(0), b.dtype, s.device(1), to, c, low, clow,
+              a.numel(), s.stream());
+}
+
+std::string checkAddTo(const Node &n) {
+  std::string why = requireDeviceFloat(n, {0, 1});
+  if (!why.empty())
+    return why;
+  std::optional<DType> to = fromOnnxDataType(int(n.attrInt("to", 0)));
+  if (!to || (*to != DType::F32 && *to != DType::F16 && *to != DType::BF16))
+    return "the cuda kernel writes C in fp32, fp16 or bf16";
+  DType low = lowType(n);
+  if (n.numOutputs() > 1 && n.output(1) && low != DType::F16 &&
+      low != DType::BF16)
+    return "the cuda kernel writes Clow in fp16 or bf16";
+  return "";
+}
+
 } // namespace
 
 std::vector<CudaOpEntry> fusedOps() {
@@ -109,6 +143,7 @@ std::vector<CudaOpEntry> fusedOps() {
       {kMpcDomain, "SoftmaxGradAs", runSoftmaxGrad<false, true>, checkInputs01},
       {kMpcDomain, "SoftmaxGradDiv", runSoftmaxGradDiv, checkSoftmaxGradDiv},
       {kMpcDomain, "SoftmaxTo", runSoftmaxTo<false>, checkSoftmaxTo},
+      {kMpcDomain, "AddTo", runAddTo, checkAddTo},
       {kMpcDomain, "DivSoftmaxTo", runSoftmaxTo<true>, checkSoftmaxTo},
   };
 }

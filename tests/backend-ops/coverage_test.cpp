@@ -88,7 +88,8 @@ TEST(CudaCoverage, EveryNodeOfTheTransformerAndResMlpStepsIsSupported) {
        {"mpc.DivSoftmaxTo", "mpc.SoftmaxGradDiv", "LayerNormalization",
         "mpc.LayerNormalizationTo", "mpc.LayerNormalizationGrad", "Gather",
         "mpc.GatherGrad", "Transpose", "mpc.Gelu", "Gelu", "mpc.GeluGrad",
-        "mpc.FusedMatMul", "ReduceMean", "mpc.ReduceGrad", "mpc.ClipGradNorm"})
+        "mpc.FusedMatMul", "ReduceMean", "mpc.ReduceGrad", "mpc.ClipGradNorm",
+        "mpc.AddTo"})
     EXPECT_TRUE(ops.count(op)) << op << " is not in any compiled step";
 }
 

@@ -1036,6 +1036,23 @@ void addSoftmax(std::vector<OpCase> &cases) {
                },
                Compare::Tolerance});
     }
+  // mpc.AddTo (fold-widening-casts): the residual stream's fp32 Add reading
+  // the case's 16-bit branch as stored, and a sum writing its Cast down
+  // beside it (Clow) or as itself (`to` fp16/bf16): the CPU's bits.
+  for (DType to : {DType::F32, DType::F16, DType::BF16})
+    for (bool withLow : {false, true})
+      cases.push_back(
+          {std::string("AddTo_to_") + dtypeName(to) + (withLow ? "_low" : ""),
+           kMpcDomain,
+           "AddTo",
+           {{"to", i(toOnnxDataType(to))},
+            {"low", i(toOnnxDataType(DType::BF16))}},
+           size_t(withLow ? 2 : 1),
+           kFloats,
+           [=](DType t, std::mt19937 &rng) -> Inputs {
+             return {randomTensor(rng, DType::F32, {33, 65}, -4, 4),
+                     randomTensor(rng, t, {33, 65}, -4, 4)};
+           }});
   for (bool log : {false, true}) {
     std::string op = log ? "LogSoftmaxGrad" : "SoftmaxGrad";
     // Same dtypes, and an fp32 Y meeting the case's dY (autocast's island).

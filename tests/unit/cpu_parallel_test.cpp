@@ -467,6 +467,57 @@ TEST(CpuParallel, OptimizerUpdatesSameBitsOnOneAndTwoThreads) {
                             {{"lr", Attribute::ofFloat(0.1f)}}, 1, "sgd");
 }
 
+// fold-widening-casts' mpc.AddTo: the bits of Cast(Add(Cast(A), Cast(B)),
+// to) and of its Cast down, for every mix of fp32/fp16/bf16 inputs and
+// outputs, on one and two threads; lengths around the 1024-element block.
+TEST(CpuParallel, AddToIsTheAddAndItsCasts) {
+  const std::vector<DType> types = {DType::F32, DType::F16, DType::BF16};
+  for (int64_t n : {int64_t(1), int64_t(1023), int64_t(1025), int64_t(40003)})
+    for (DType ta : types)
+      for (DType tb : types)
+        for (DType to : types)
+          for (DType low : {DType::Undefined, DType::F16, DType::BF16}) {
+            std::string what =
+                std::string(dtypeName(ta)) + "+" + dtypeName(tb) + "->" +
+                dtypeName(to) +
+                (low != DType::Undefined ? std::string(" low ") + dtypeName(low)
+                                         : "") +
+                " n=" + std::to_string(n);
+            Tensor a = randomTensor(DType::F32, {n}, 101).castTo(ta);
+            Tensor b = randomTensor(DType::F32, {n}, 102).castTo(tb);
+            Tensor a32 = a.castTo(DType::F32), b32 = b.castTo(DType::F32);
+            Tensor want = runAll("", "Add", {&a32, &b32}, {}, 1, 1)[0];
+            Tensor c = want.castTo(to);
+            Attrs attrs = {{"to", intAttr(toOnnxDataType(to))}};
+            if (low != DType::Undefined)
+              attrs.push_back({"low", intAttr(toOnnxDataType(low))});
+            for (int threads : {1, 2}) {
+              std::vector<Tensor> out =
+                  runAll(kMpcDomain, "AddTo", {&a, &b}, attrs,
+                         low != DType::Undefined ? 2 : 1, threads);
+              EXPECT_EQ(out[0].dtype, to) << what;
+              EXPECT_TRUE(out[0].bytes == c.bytes)
+                  << what << " threads " << threads;
+              if (low != DType::Undefined) {
+                EXPECT_TRUE(out[1].bytes == c.castTo(low).bytes)
+                    << what << " low, threads " << threads;
+              }
+            }
+          }
+  // Operands of two shapes (mpc.AddTo does not broadcast) are one line.
+  Tensor a = randomTensor(DType::F32, {4, 3}, 103),
+         b = randomTensor(DType::F32, {3}, 104);
+  try {
+    runAll(kMpcDomain, "AddTo", {&a, &b},
+           {{"to", intAttr(toOnnxDataType(DType::F32))}}, 1, 1);
+    ADD_FAILURE() << "AddTo broadcast";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("must have the same shape"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // weight-copies: SGD and Adam write the 16-bit working copy of the new
 // master beside it (`low`): the Cast of p' bit for bit, on any thread count,
 // a skipped step's the Cast of p; the other outputs as without the copy.

@@ -338,6 +338,7 @@ using A = Attribute;
 TEST(MpcFunctions, EveryFixedArityOpHasABodyThatParses) {
   const std::vector<std::string> expected = {
       "Adam",
+      "AddTo",
       "AveragePoolGrad",
       "BatchNormalizationGrad",
       "ClipGrad",
@@ -876,6 +877,29 @@ TEST(MpcFunctions, SGDMatchesKernel) {
                     {"param", uniform(DType::F32, dims, -1, 1)},
                     {"grad", uniform(DType::F32, dims, -1, 1)}},
                    {}});
+  runCases(cases);
+}
+
+// mpc.AddTo: the body's Casts and fp32 Add against the kernel, mixed input
+// types, `to` fp32/fp16/bf16 and Clow.
+TEST(MpcFunctions, AddToMatchesKernel) {
+  std::vector<Case> cases;
+  const std::vector<int64_t> dims = {4, 5};
+  for (DType ta : {DType::F32, DType::F16})
+    for (DType tb : {DType::F16, DType::BF16, DType::F32})
+      for (DType to : {DType::F32, DType::F16, DType::BF16}) {
+        Case k;
+        k.label = std::string("AddTo ") + dtypeName(ta) + "+" + dtypeName(tb) +
+                  "->" + dtypeName(to);
+        k.op = "AddTo";
+        k.inputs = {{"A", uniform(ta, dims, -2, 2)},
+                    {"B", uniform(tb, dims, -2, 2)}};
+        k.attrs = {{"to", A::ofInt(toOnnxDataType(to))},
+                   {"low", A::ofInt(toOnnxDataType(DType::BF16))}};
+        k.numOutputs = 2;
+        k.tols = {Tol::bits(), Tol::bits()};
+        cases.push_back(k);
+      }
   runCases(cases);
 }
 
