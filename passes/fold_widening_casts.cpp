@@ -437,34 +437,24 @@ Node *narrowingCastOfSoftmax(const Node *n) {
                         n->numOutputs() == 2 ? n->output(1) : nullptr);
 }
 
-/// Makes softmax island n write the Cast node's output itself: as its Ylow
-/// when Y has other readers (the softmax gradient), or, when the Cast is
-/// Y's only reader, as Y (`to` the Cast's type: the kernels compute an
-/// fp16/bf16 softmax in fp32 and round once, Cast(fp32 Y)'s bits). An
-/// island that writes its Ylow already serves the Cast's readers from it.
-void foldCastIntoSoftmax(Model &model, Graph &g, Node *n, Node *cast) {
+/// Makes node n, which writes Y at output 0 and may write its Cast down at
+/// output 1 (an island's Ylow, an add's Clow), write the Cast node's output
+/// itself: as that output beside Y when Y has other readers, or, when the
+/// Cast is Y's only reader, as Y (`to` the Cast's type: the kernels compute
+/// in fp32 and round once, the Cast's bits). Says so in the precision map.
+void writeCastDown(Model &model, Graph &g, Node *n, Node *cast) {
   Value *y = n->output(0), *low = cast->output(0);
-  DType lowT = low->dtype;
-  if (n->numOutputs() == 2 && n->output(1)) {
-    g.replaceAllUsesWith(low, n->output(1));
-    g.removeNode(cast);
-    return;
-  }
+  const DType lowT = low->dtype;
+  const std::string name = low->name();
   if (soleUser(y) == cast) {
-    std::vector<std::pair<std::string, Attribute>> attrs = n->attributes();
-    for (auto &kv : attrs)
-      if (kv.first == "to")
-        kv.second = Attribute::ofInt(toOnnxDataType(lowT));
-    n->setAttrs(std::move(attrs));
-    std::string name = low->name();
+    n->setAttr("to", Attribute::ofInt(toOnnxDataType(lowT)));
     g.replaceAllUsesWith(low, y);
     g.removeNode(cast);
     y->copyTypeFrom(*low);
     g.renameValue(y, name);
   } else {
-    Value *out = n->addOutput(low->name() + "_low");
+    Value *out = n->addOutput(name + "_low");
     out->copyTypeFrom(*low);
-    std::string name = low->name();
     g.replaceAllUsesWith(low, out);
     g.removeNode(cast);
     g.renameValue(out, name);
@@ -475,6 +465,18 @@ void foldCastIntoSoftmax(Model &model, Graph &g, Node *n, Node *cast) {
                  " copy the next product reads too (the Cast down folded in)";
     precisionMapOf(model, g)->record(*n, *r);
   }
+}
+
+/// Makes softmax island n write the Cast node's output itself
+/// (writeCastDown: its Ylow, or Y for a Cast that is Y's only reader). An
+/// island that writes its Ylow already serves the Cast's readers from it.
+void foldCastIntoSoftmax(Model &model, Graph &g, Node *n, Node *cast) {
+  if (n->numOutputs() == 2 && n->output(1)) {
+    g.replaceAllUsesWith(cast->output(0), n->output(1));
+    g.removeNode(cast);
+    return;
+  }
+  writeCastDown(model, g, n, cast);
 }
 
 /// Whether n is a norm fold-widening-casts can make write its Cast down:
@@ -596,35 +598,6 @@ Node *replaceByAddTo(Model &model, Graph &g, Node *n, Value *a, Value *b,
   return add;
 }
 
-/// mpc.AddTo node n (`to` fp32) writes the Cast down of its sum that
-/// `cast` made: as its Clow beside the fp32 sum when the sum has other
-/// readers, or as the sum itself (`to` the Cast's type) when the Cast was
-/// its only reader (the fp32 add rounded once: the Cast's bits).
-void foldCastIntoAdd(Model &model, Graph &g, Node *n, Node *cast) {
-  Value *y = n->output(0), *low = cast->output(0);
-  const DType lowT = low->dtype;
-  std::string name = low->name();
-  if (soleUser(y) == cast) {
-    n->setAttr("to", Attribute::ofInt(toOnnxDataType(lowT)));
-    g.replaceAllUsesWith(low, y);
-    g.removeNode(cast);
-    y->copyTypeFrom(*low);
-    g.renameValue(y, name);
-  } else {
-    Value *out = n->addOutput(name + "_low");
-    out->copyTypeFrom(*low);
-    g.replaceAllUsesWith(low, out);
-    g.removeNode(cast);
-    g.renameValue(out, name);
-    n->setAttr("low", Attribute::ofInt(toOnnxDataType(lowT)));
-  }
-  if (std::optional<PrecisionRecord> r = recordCopyOf(model, g, *n)) {
-    r->detail += std::string("; it writes the ") + dtypeName(lowT) +
-                 " copy the next product reads too (the Cast down folded in)";
-    precisionMapOf(model, g)->record(*n, *r);
-  }
-}
-
 /// The residual stream's adds and the gradient sums: an fp32 Add of an
 /// exact Cast up of a 16-bit operand reads the operand as stored, and an
 /// fp32 Add whose sum is cast down for the next product writes that copy
@@ -665,7 +638,7 @@ int64_t foldAdds(Model &model, Graph &g) {
     if (n->isOp("", "Add"))
       n = replaceByAddTo(model, g, n, n->input(0), n->input(1),
                          "an fp32 Add (mpc.AddTo)");
-    foldCastIntoAdd(model, g, n, cast);
+    writeCastDown(model, g, n, cast); // Clow, or C in the Cast's type
     ++folded;
   }
   return folded;
