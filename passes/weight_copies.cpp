@@ -20,7 +20,8 @@ constexpr const char *kPass = "weight-copies";
 bool isLowPrecision(DType t) { return t == DType::F16 || t == DType::BF16; }
 
 /// The Casts of p to a 16-bit type that a copy can replace: every such Cast
-/// reading p (input 0), when they all cast to one type; empty otherwise.
+/// of p's own graph reading p (input 0), when they all cast to one type
+/// and none is in a subgraph (If/Loop bodies keep theirs); empty otherwise.
 std::vector<Node *> lowCastsOf(const Value *p) {
   std::vector<Node *> casts;
   DType to = DType::Undefined;
@@ -29,6 +30,8 @@ std::vector<Node *> lowCastsOf(const Value *p) {
     if (!c->isOp("", "Cast") || u.index != 0 || !c->output(0) ||
         !isLowPrecision(c->output(0)->dtype))
       continue;
+    if (c->owner() != p->owner())
+      return {};
     if (to != DType::Undefined && c->output(0)->dtype != to)
       return {};
     to = c->output(0)->dtype;
