@@ -168,11 +168,12 @@ Tensor weightCopyOf(const Graph &alg, const std::string &copy,
 /// Every weight copy of `model`'s step recomputed from its master: derived
 /// state, so a master edited in the file is never read through a stale copy.
 void refreshWeightCopies(Model &model) {
-  checkWeightCopies(model);
-  Graph &alg = *model.training->algorithm;
-  for (const auto &[master, copy] : weightCopyPairs(model))
+  checkWeightCopies(model); // also: copies name a training step's state
+  for (const auto &[master, copy] : weightCopyPairs(model)) {
+    Graph &alg = *model.training->algorithm;
     alg.findValue(copy)->setInitializer(std::make_shared<Tensor>(
         weightCopyOf(alg, copy, *alg.findValue(master)->initializer())));
+  }
 }
 
 } // namespace
