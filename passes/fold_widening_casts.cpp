@@ -563,16 +563,24 @@ void foldCastIntoNorm(Model &model, Graph &g, Node *n, Node *cast) {
   }
 }
 
-/// An fp32 Add of two same-shape operands (no broadcasting), each fp32,
-/// fp16 or bf16 as stored: the adds mpc.AddTo computes.
-bool isSameShapeFp32Add(const Node *n) {
+/// Whether n is an fp32 Add of two same-shape operands (no broadcasting),
+/// the adds mpc.AddTo computes; `a` and `b` get its operands, each read
+/// through an exact Cast up to its fp16/bf16 source where it is one.
+bool addToOperands(const Node *n, Value *&a, Value *&b) {
   if (!n->isOp("", "Add") || n->numInputs() != 2 || n->numOutputs() != 1 ||
       !n->input(0) || !n->input(1) || !n->output(0) ||
       n->output(0)->dtype != DType::F32)
     return false;
-  const Value *a = n->input(0), *b = n->input(1), *y = n->output(0);
+  Value *wa = widenedSource(n->input(0), DType::F32);
+  Value *wb = widenedSource(n->input(1), DType::F32);
+  a = wa ? wa : n->input(0);
+  b = wb ? wb : n->input(1);
+  auto addable = [](DType t) {
+    return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+  };
+  const Value *y = n->output(0);
   return a->hasShape && b->hasShape && y->hasShape && a->dims == b->dims &&
-         a->dims == y->dims && a->dtype == DType::F32 && b->dtype == DType::F32;
+         a->dims == y->dims && addable(a->dtype) && addable(b->dtype);
 }
 
 /// Replaces n by mpc.AddTo(a, b) <to = fp32> writing n's output, under its
@@ -606,29 +614,18 @@ int64_t foldAdds(Model &model, Graph &g) {
   int64_t folded = 0;
   std::vector<Node *> adds;
   for (Node *n : g.nodeList()) {
-    if (n->isOp("", "Add") && n->numInputs() == 2 && n->input(0) &&
-        n->input(1) && n->output(0) && n->output(0)->dtype == DType::F32) {
-      Value *a = widenedSource(n->input(0), DType::F32);
-      Value *b = widenedSource(n->input(1), DType::F32);
-      Value *x = a ? a : n->input(0), *z = b ? b : n->input(1);
-      const Value *y = n->output(0);
-      auto addable = [](DType t) {
-        return t == DType::F32 || t == DType::F16 || t == DType::BF16;
-      };
-      bool sameShape = x->hasShape && z->hasShape && y->hasShape &&
-                       x->dims == z->dims && x->dims == y->dims &&
-                       addable(x->dtype) && addable(z->dtype);
-      if ((a || b) && sameShape) {
-        folded += (a ? 1 : 0) + (b ? 1 : 0);
-        adds.push_back(replaceByAddTo(
-            model, g, n, x, z,
-            "an fp32 Add reading its 16-bit operand as stored (the Cast up "
-            "folded in: mpc.AddTo)"));
-        continue;
-      }
-    }
-    if (isSameShapeFp32Add(n) && castDownReader(n->output(0), nullptr))
+    Value *a = nullptr, *b = nullptr;
+    if (!addToOperands(n, a, b))
+      continue;
+    if (a != n->input(0) || b != n->input(1)) {
+      folded += (a != n->input(0) ? 1 : 0) + (b != n->input(1) ? 1 : 0);
+      adds.push_back(replaceByAddTo(
+          model, g, n, a, b,
+          "an fp32 Add reading its 16-bit operand as stored (the Cast up "
+          "folded in: mpc.AddTo)"));
+    } else if (castDownReader(n->output(0), nullptr)) {
       adds.push_back(n);
+    }
   }
   for (Node *n : adds) {
     bypassIdentityCasts(g, n->output(0));
