@@ -167,6 +167,19 @@ void Node::addOmittedOutput() {
   touch();
 }
 
+void Node::omitOutput(size_t i) {
+  Value *v = output(i);
+  if (!v)
+    return;
+  assert(v->uses_.empty() && !v->isGraphOutput());
+  v->producer_ = nullptr;
+  v->producerIndex_ = -1;
+  owner_->forgetName(v->name_);
+  // The value stays owned (pointers remain valid), as removeNode's outputs.
+  outputs_[i] = nullptr;
+  touch();
+}
+
 void Node::setAttr(const std::string &name, Attribute a) {
   for (auto &kv : attrs_)
     if (kv.first == name) {

@@ -234,6 +234,10 @@ public:
   Value *addOutput(const std::string &nameHint);
   /// Adds an omitted (optional) output, so that a later one has its index.
   void addOmittedOutput();
+  /// Makes output i omitted: its value, which nothing may read (no uses, not
+  /// a graph output), stops being a value of the graph. Later outputs keep
+  /// their indices.
+  void omitOutput(size_t i);
 
   // Attributes, in insertion order (printing is deterministic).
   const std::vector<std::pair<std::string, Attribute>> &attributes() const {

@@ -246,10 +246,10 @@
 //   ClipGradNorm(g1..gn) <max_norm> -> (g1'..gn', total_norm)
 //       total_norm = sqrt(sum of squares, accumulated in fp32);
 //       coef = min(1, max_norm / (total_norm + 1e-6)); gi' = gi * coef.
-//   SGD(found_inf, step, p, g [, buf [, lr]])
+//   SGD(found_inf, step, p, g [, buf [, lr [, grad_scale]]])
 //       <lr, momentum, dampening, weight_decay, nesterov [, low]>
 //       -> (p' [, buf' [, p_low']])
-//   Adam(found_inf, step, p, g, m, v [, lr])
+//   Adam(found_inf, step, p, g, m, v [, lr [, grad_scale]])
 //       <lr, beta1, beta2, epsilon, weight_decay, decoupled [, low]>
 //       -> (p', m', v' [, p_low'])
 //       decoupled=1 is AdamW. `step` (int64 []) is the number of updates
@@ -261,7 +261,10 @@
 //       (fold-widening-casts), the arithmetic fp32 either way. The optional
 //       p_low' = Cast<to = low>(p') (fp16 by default, or bf16) is the
 //       master's 16-bit working copy (passes/weight_copies.h), written as
-//       p' is made.
+//       p' is made. The optional `grad_scale` (the loss scale, fp32 []) is
+//       UnscaleGradients' multiply done as g is read: the update uses
+//       float(g) * float(1 / double(grad_scale)) (passes/fold_unscale.h), the
+//       bits of the unscaled gradient it replaces.
 //   LearningRate(step) <schedule, base_lr, warmup_steps, total_steps,
 //       min_lr_ratio, step_size, gamma> -> lr (fp64 [])
 //       --lr-schedule: the rate of the update after `step` applied updates
@@ -347,6 +350,15 @@ inline int lowCopyOutput(std::string_view domain, std::string_view op) {
   return op == "LayerNormalizationTo" || op == "Adam"
              ? 3 // after Mean, InvStdDev; after the moments
              : -1;
+}
+
+/// The input of an update (SGD, Adam) that holds the loss scale it unscales
+/// its gradient by (`grad_scale`, after the optional `lr`); -1 for every
+/// other op.
+inline int gradScaleInput(std::string_view domain, std::string_view op) {
+  if (!isMpcDomain(domain))
+    return -1;
+  return op == "SGD" ? 6 : op == "Adam" ? 7 : -1;
 }
 
 } // namespace mpc

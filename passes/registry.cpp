@@ -3,6 +3,7 @@
 
 #include "ir/step_metadata.h"
 #include "passes/compile_flags.h"
+#include "passes/fold_unscale.h"
 #include "passes/onnx/import_lowering.h"
 #include "passes/shrink_saved.h"
 #include "passes/training_info.h"
@@ -87,6 +88,11 @@ const std::vector<PassInfo> &passRegistry() {
        "softmax islands' inputs (mpc.SoftmaxTo, mpc.SoftmaxGradAs) and "
        "residual Adds' operands (mpc.AddTo), are read as stored",
        runFoldWideningCasts},
+      {"fold-unscale",
+       "the updates (SGD, Adam) unscale the gradients they read "
+       "(grad_scale): UnscaleGradients only checks them, no fp32 unscaled "
+       "copies (after fold-widening-casts)",
+       runFoldUnscale},
       {"fold-transpose",
        "last-two-axes Transposes folded into mpc.FusedMatMul / Gemm "
        "transA/transB (after autocast)",

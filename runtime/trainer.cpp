@@ -219,7 +219,7 @@ Trainer::Trainer(std::unique_ptr<Model> model, Backend &backend,
       constantLr_ = n->attrFloat("lr", 1e-3f);
     }
   }
-  // mpc.lr (models compiled since session 20) names any optimizer's.
+  // mpc.lr names any optimizer's rate (older models lack it).
   if (const std::string *rate = readMeta(*model_, meta::kLr))
     constantLr_ = std::strtod(rate->c_str(), nullptr);
   ExecutorOptions options;

@@ -430,7 +430,7 @@ if want trajectories; then
   trajectory mlp_seed_cosine mlp_seed.onnx mlp_seed_data.npz 1e-2 fp16 \
     --lr-schedule=cosine --warmup-steps=5 --total-steps=40 --min-lr-ratio=0.1
   # --grad-accum (its counter on the device: mpc.IncrementStep, never run
-  # on a GPU before session 20) with --ema-decay's average.
+  # on a GPU before) with --ema-decay's average.
   trajectory mlp_seed_accum_ema mlp_seed.onnx mlp_seed_data.npz 1e-2 fp16 \
     --grad-accum=2 --ema-decay=0.99
   # A --data-parallel step on one rank: mpc.AllReduce (gradients and the

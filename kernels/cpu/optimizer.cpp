@@ -251,13 +251,28 @@ void kernelClipGradNorm(KernelContext &ctx) {
 
 // --- optimizers --------------------------------------------------------------
 
+/// The factor an update unscales its gradient by: float(1 / double(scale))
+/// of its optional `grad_scale` input (passes/fold_unscale.h), else 1.
+float gradientUnscale(const KernelContext &ctx) {
+  const int at = gradScaleInput(ctx.node.domain(), ctx.node.opType());
+  const Tensor *t = at < 0 ? nullptr : optionalInput(ctx, size_t(at));
+  if (!t)
+    return 1.0f;
+  if (t->numel() != 1 || t->dtype != DType::F32)
+    fail(ctx.node, "grad_scale must be an fp32 scalar, got ",
+         dtypeName(t->dtype), " ", shapeString(t->dims));
+  return inverseLossScale(t->data<float>()[0]);
+}
+
 /// Calls update(k, n, gk) over parallel ranges of g's elements: gk the fp32
-/// values of elements k..k+n-1, g's own storage when it is fp32, else a
-/// block widened exactly (an fp16/bf16 gradient: Cast's bits, so the update
-/// is the one of the Cast's fp32 output).
-template <typename F> void forGradientBlocks(const Tensor &g, F &&update) {
+/// values of elements k..k+n-1 times `inv` (UnscaleGradients' multiply,
+/// unscaleElement: none when inv is 1), g's own storage when it is fp32 and
+/// inv 1, else a block widened exactly (an fp16/bf16 gradient: Cast's bits,
+/// so the update is the one of the Cast's fp32 output) and unscaled.
+template <typename F>
+void forGradientBlocks(const Tensor &g, float inv, F &&update) {
   const int64_t total = g.numel();
-  if (g.dtype == DType::F32) {
+  if (g.dtype == DType::F32 && inv == 1.0f) {
     const float *pg = g.data<float>();
     parallelFor(total, kGrainValues,
                 [&](int64_t k0, int64_t k1) { update(k0, k1 - k0, pg + k0); });
@@ -269,6 +284,9 @@ template <typename F> void forGradientBlocks(const Tensor &g, F &&update) {
     for (int64_t k = k0; k < k1; k += kBlock) {
       int64_t n = std::min(kBlock, k1 - k);
       loadFloats(g, k, n, block);
+      if (inv != 1.0f)
+        for (int64_t j = 0; j < n; ++j)
+          block[j] *= inv;
       update(k, n, static_cast<const float *>(block));
     }
   });
@@ -313,8 +331,9 @@ void kernelSGD(KernelContext &ctx) {
     pb = scratch.data();
   }
   float *pp = pOut.data<float>();
+  const float inv = gradientUnscale(ctx);
   if (!pb) {
-    forGradientBlocks(g, [&](int64_t k0, int64_t n, const float *gk) {
+    forGradientBlocks(g, inv, [&](int64_t k0, int64_t n, const float *gk) {
       const SgdScalars local = s; // as Adam's below: a vectorized loop
       float *pk = pp + k0;
       float unused = 0;
@@ -328,7 +347,7 @@ void kernelSGD(KernelContext &ctx) {
   dispatchMoment(buf->dtype, [&](auto stored) {
     using M = decltype(stored);
     M *b = static_cast<M *>(pb);
-    forGradientBlocks(g, [&](int64_t k0, int64_t n, const float *gk) {
+    forGradientBlocks(g, inv, [&](int64_t k0, int64_t n, const float *gk) {
       const SgdScalars local = s;
       float *pk = pp + k0;
       M *bk = b + k0;
@@ -380,10 +399,11 @@ void kernelAdam(KernelContext &ctx) {
     vOut->bytes = v.bytes;
   }
   float *pp = pOut.data<float>();
+  const float inv = gradientUnscale(ctx);
   dispatchMoment(m.dtype, [&](auto stored) {
     using M = decltype(stored);
     M *pm = mOut->data<M>(), *pv = vOut->data<M>();
-    forGradientBlocks(g, [&](int64_t k0, int64_t n, const float *gk) {
+    forGradientBlocks(g, inv, [&](int64_t k0, int64_t n, const float *gk) {
       // A copy of the scalars no store through pp, pm or pv can reach:
       // their tests leave the loop, which then vectorizes.
       const AdamScalars local = s;

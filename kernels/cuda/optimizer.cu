@@ -91,6 +91,32 @@ __device__ inline void store4(float *x, int64_t k, float4 v) {
   reinterpret_cast<float4 *>(x)[k] = v;
 }
 
+/// The factor the update unscales its gradient by: float(1 / double(scale))
+/// of the loss scale it was given (mpc.SGD's / mpc.Adam's grad_scale), else
+/// 1. Read by every thread (one cached load of one scalar).
+__device__ inline float gradientInv(GradientIn g) {
+  return g.scale ? inverseLossScale(*g.scale) : 1.0f;
+}
+
+/// Gradient element i as the update uses it: widened exactly, then
+/// UnscaleGradients' multiply (unscaleElement's: none when inv is 1), the
+/// bits of the unscaled gradient.
+__device__ inline float gradientAt(GradientIn g, float inv, int64_t i) {
+  float out;
+  unscaleElement(loadAs(g.type, g.data, i), inv, out);
+  return out;
+}
+
+/// Elements 4k..4k+3 of an fp32 gradient, unscaled as gradientAt's.
+__device__ inline float4 gradient4(GradientIn g, float inv, int64_t k) {
+  float4 v = reinterpret_cast<const float4 *>(g.data)[k];
+  unscaleElement(v.x, inv, v.x);
+  unscaleElement(v.y, inv, v.y);
+  unscaleElement(v.z, inv, v.z);
+  unscaleElement(v.w, inv, v.w);
+  return v;
+}
+
 /// The working copy of elements 4k..4k+3 (when the update writes one).
 __device__ inline void storeCopy4(WorkingCopyOut c, int64_t k, float4 v) {
   if (!c.data)
@@ -103,13 +129,14 @@ __device__ inline void storeCopy4(WorkingCopyOut c, int64_t k, float4 v) {
 
 /// Element i of an SGD update (a copy when `skip`), the buffer stored as M.
 template <typename M>
-__device__ inline void
-sgdElement(bool skip, const float *p, GradientIn g, const M *buf, float *pOut,
-           M *bufOut, WorkingCopyOut c, int64_t i, const SgdScalars &s) {
+__device__ inline void sgdElement(bool skip, const float *p, GradientIn g,
+                                  float inv, const M *buf, float *pOut,
+                                  M *bufOut, WorkingCopyOut c, int64_t i,
+                                  const SgdScalars &s) {
   float pv = p[i];
   M bv = buf ? buf[i] : M(0);
   if (!skip)
-    sgdUpdateStored(pv, loadAs(g.type, g.data, i), bv, s);
+    sgdUpdateStored(pv, gradientAt(g, inv, i), bv, s);
   pOut[i] = pv;
   if (c.data)
     storeAs(c.type, c.data, i, pv);
@@ -127,6 +154,7 @@ template <bool Vec4, typename M>
 __device__ inline void
 sgdElements(bool skip, const float *p, GradientIn g, const M *buf, float *pOut,
             M *bufOut, WorkingCopyOut c, int64_t n, const SgdScalars &s) {
+  const float inv = gradientInv(g);
   if constexpr (Vec4) {
     static_assert(sizeof(M) == sizeof(float), "float4 moves fp32 buffers");
     int64_t n4 = n / 4;
@@ -134,7 +162,7 @@ sgdElements(bool skip, const float *p, GradientIn g, const M *buf, float *pOut,
       float4 pv = load4(p, k);
       float4 bv = buf ? load4(buf, k) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       if (!skip) {
-        float4 gv = load4(static_cast<const float *>(g.data), k);
+        float4 gv = gradient4(g, inv, k);
         sgdUpdate(pv.x, gv.x, bv.x, s);
         sgdUpdate(pv.y, gv.y, bv.y, s);
         sgdUpdate(pv.z, gv.z, bv.z, s);
@@ -148,10 +176,10 @@ sgdElements(bool skip, const float *p, GradientIn g, const M *buf, float *pOut,
     // The last n % 4 (< kBlock) elements, one per thread.
     int64_t i = n4 * 4 + globalIndex();
     if (i < n)
-      sgdElement(skip, p, g, buf, pOut, bufOut, c, i, s);
+      sgdElement(skip, p, g, inv, buf, pOut, bufOut, c, i, s);
   } else {
     for (int64_t i = globalIndex(); i < n; i += globalStride())
-      sgdElement(skip, p, g, buf, pOut, bufOut, c, i, s);
+      sgdElement(skip, p, g, inv, buf, pOut, bufOut, c, i, s);
   }
 }
 
@@ -216,14 +244,14 @@ __device__ AdamScalars adamScalarsOnDevice(const AdamHyper &h, int64_t step) {
 /// Element i of an Adam/AdamW update (a copy when `skip`), the moments
 /// stored as M.
 template <typename M>
-__device__ inline void adamElement(bool skip, const float *p, GradientIn g,
-                                   const M *m, const M *v, float *pOut, M *mOut,
-                                   M *vOut, WorkingCopyOut c, int64_t i,
-                                   const AdamScalars &s) {
+__device__ inline void
+adamElement(bool skip, const float *p, GradientIn g, float inv, const M *m,
+            const M *v, float *pOut, M *mOut, M *vOut, WorkingCopyOut c,
+            int64_t i, const AdamScalars &s) {
   float pv = p[i];
   M mv = m[i], vv = v[i];
   if (!skip)
-    adamUpdateStored(pv, loadAs(g.type, g.data, i), mv, vv, s);
+    adamUpdateStored(pv, gradientAt(g, inv, i), mv, vv, s);
   pOut[i] = pv;
   if (c.data)
     storeAs(c.type, c.data, i, pv);
@@ -240,13 +268,14 @@ __device__ inline void adamElements(bool skip, const float *p, GradientIn g,
                                     const M *m, const M *v, float *pOut,
                                     M *mOut, M *vOut, WorkingCopyOut c,
                                     int64_t n, const AdamScalars &s) {
+  const float inv = gradientInv(g);
   if constexpr (Vec4) {
     static_assert(sizeof(M) == sizeof(float), "float4 moves fp32 moments");
     int64_t n4 = n / 4;
     for (int64_t k = globalIndex(); k < n4; k += globalStride()) {
       float4 pv = load4(p, k), mv = load4(m, k), vv = load4(v, k);
       if (!skip) {
-        float4 gv = load4(static_cast<const float *>(g.data), k);
+        float4 gv = gradient4(g, inv, k);
         adamUpdate(pv.x, gv.x, mv.x, vv.x, s);
         adamUpdate(pv.y, gv.y, mv.y, vv.y, s);
         adamUpdate(pv.z, gv.z, mv.z, vv.z, s);
@@ -262,10 +291,10 @@ __device__ inline void adamElements(bool skip, const float *p, GradientIn g,
     // The last n % 4 (< kBlock) elements, one per thread.
     int64_t i = n4 * 4 + globalIndex();
     if (i < n)
-      adamElement(skip, p, g, m, v, pOut, mOut, vOut, c, i, s);
+      adamElement(skip, p, g, inv, m, v, pOut, mOut, vOut, c, i, s);
   } else {
     for (int64_t i = globalIndex(); i < n; i += globalStride())
-      adamElement(skip, p, g, m, v, pOut, mOut, vOut, c, i, s);
+      adamElement(skip, p, g, inv, m, v, pOut, mOut, vOut, c, i, s);
   }
 }
 

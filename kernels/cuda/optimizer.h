@@ -70,13 +70,17 @@ void launchUpdateLossScale(const float *scale, const void *tracker,
 /// An SGD/Adam gradient: fp32, or fp16/bf16 (fold-widening-casts leaves the
 /// products' gradients in their storage type), widened exactly as it is
 /// read, so the update is the one of its fp32 Cast. A float pointer is an
-/// fp32 gradient.
+/// fp32 gradient. `scale`, when given, is the device's loss scale the
+/// gradient is unscaled by as it is read (mpc.SGD's / mpc.Adam's
+/// grad_scale, passes/fold_unscale.h): UnscaleGradients' multiply.
 struct GradientIn {
   const void *data = nullptr;
   DType type = DType::F32;
+  const float *scale = nullptr;
   GradientIn() = default;
   GradientIn(const float *g) : data(g) {} // NOLINT: fp32 is the common case
-  GradientIn(const void *g, DType t) : data(g), type(t) {}
+  GradientIn(const void *g, DType t, const float *scale = nullptr)
+      : data(g), type(t), scale(scale) {}
 };
 
 /// An update's optional 16-bit working copy of the new master (mpc.SGD's

@@ -39,9 +39,9 @@ struct InputFill {
   /// SameAs: the input to repeat; UnitWeights: scores; *OfLength: the
   /// input whose length and dtype the fill takes.
   size_t source = 0;
-  /// ScalarFromAttr: the attribute the opset-6 forms carry the value in,
-  /// the kernel's default, and the input whose dtype the scalar takes
-  /// (kNoSource: fp32).
+  /// ScalarFromAttr: the attribute the opset-6 forms carry the value in
+  /// (nullptr: none, always the default), the kernel's default, and the
+  /// input whose dtype the scalar takes (kNoSource: fp32).
   const char *attr = nullptr;
   double value = 0;
   static constexpr size_t kNoSource = size_t(-1);

@@ -301,10 +301,19 @@ UpdateLossScale <growth_factor, backoff_factor, growth_interval> (scale, growth_
 // parameter's type, selected there (runtimes lack a bf16 Where; the widened
 // input rounds back to its own bits) and stored rounded back (CastLike:
 // identities for fp32). The gradient may be fp16/bf16 (fold-widening-casts):
-// widened first, as the kernels widen it.
+// widened first, as the kernels widen it, then unscaled by the loss scale
+// `grad_scale` (fold-unscale; filled with 1 when omitted, a multiply that
+// changes no finite value): g * float(1 / double(scale)), UnscaleGradients'
+// bits.
 const char *kSGD = R"(
-SGD <lr, momentum, dampening, weight_decay, nesterov, low> (found_inf, step, param, grad_in, momentum_buffer, lr) => (new_param, new_momentum_buffer, new_param_low) {
-  grad = CastLike (grad_in, param)
+SGD <lr, momentum, dampening, weight_decay, nesterov, low> (found_inf, step, param, grad_in, momentum_buffer, lr, grad_scale) => (new_param, new_momentum_buffer, new_param_low) {
+  grad_wide = CastLike (grad_in, param)
+  one_scale_d = Constant <value = double {1.0}> ()
+  scale_d = Cast <to = 11> (grad_scale)
+  inv_d = Div (one_scale_d, scale_d)
+  inv_f = Cast <to = 1> (inv_d)
+  inv = CastLike (inv_f, param)
+  grad = Mul (grad_wide, inv)
   lr_d = Cast <to = 11> (lr)
   neg_lr_d = Neg (lr_d)
   neg_lr = Cast <to = 1> (neg_lr_d)
@@ -351,11 +360,16 @@ SGD <lr, momentum, dampening, weight_decay, nesterov, low> (found_inf, step, par
 // SGD. bf16 moments are widened, and the new ones rounded back after the
 // parameter has moved by their fp32 values (as the kernels' *Stored forms);
 // the skip selects among fp32 values, as SGD's does. An fp16/bf16 gradient
-// is widened first, as SGD's.
+// is widened first, and unscaled by grad_scale (1 when omitted), as SGD's.
 const char *kAdam = R"(
-Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled, low> (found_inf, step, param, grad_in, exp_avg, exp_avg_sq, lr_in) => (new_param, new_exp_avg, new_exp_avg_sq, new_param_low) {
-  grad = CastLike (grad_in, param)
+Adam <lr, beta1, beta2, epsilon, weight_decay, decoupled, low> (found_inf, step, param, grad_in, exp_avg, exp_avg_sq, lr_in, grad_scale) => (new_param, new_exp_avg, new_exp_avg_sq, new_param_low) {
+  grad_wide = CastLike (grad_in, param)
   one_d = Constant <value = double {1.0}> ()
+  scale_d = Cast <to = 11> (grad_scale)
+  inv_d = Div (one_d, scale_d)
+  inv_f = Cast <to = 1> (inv_d)
+  inv = CastLike (inv_f, param)
+  grad = Mul (grad_wide, inv)
   lr = Cast <to = 11> (lr_in)
   beta1_f = Constant <value_float: float = @beta1> ()
   beta1 = Cast <to = 11> (beta1_f)
@@ -807,26 +821,30 @@ const std::map<std::string, FunctionDef> &functionTable() {
                              {"backoff_factor", A::ofFloat(0.5f)},
                              {"growth_interval", A::ofInt(2000)}},
                             {{2, Fill::FalseFlag}}};
-    t["SGD"] = {plain(kSGD),
-                {{"lr", A::ofFloat(1e-3f)},
-                 {"momentum", A::ofFloat(0.0f)},
-                 {"dampening", A::ofFloat(0.0f)},
-                 {"weight_decay", A::ofFloat(0.0f)},
-                 {"nesterov", A::ofInt(0)},
-                 {"low", A::ofInt(toOnnxDataType(DType::F16))}},
-                {{0, Fill::FalseFlag},
-                 {4, Fill::SameAs, 2},
-                 {5, Fill::ScalarFromAttr, InputFill::kNoSource, "lr", 1e-3}}};
-    t["Adam"] = {plain(kAdam),
-                 {{"lr", A::ofFloat(1e-3f)},
-                  {"beta1", A::ofFloat(0.9f)},
-                  {"beta2", A::ofFloat(0.999f)},
-                  {"epsilon", A::ofFloat(1e-8f)},
-                  {"weight_decay", A::ofFloat(0.0f)},
-                  {"decoupled", A::ofInt(0)},
-                  {"low", A::ofInt(toOnnxDataType(DType::F16))}},
-                 {{0, Fill::FalseFlag},
-                  {6, Fill::ScalarFromAttr, InputFill::kNoSource, "lr", 1e-3}}};
+    t["SGD"] = {
+        plain(kSGD),
+        {{"lr", A::ofFloat(1e-3f)},
+         {"momentum", A::ofFloat(0.0f)},
+         {"dampening", A::ofFloat(0.0f)},
+         {"weight_decay", A::ofFloat(0.0f)},
+         {"nesterov", A::ofInt(0)},
+         {"low", A::ofInt(toOnnxDataType(DType::F16))}},
+        {{0, Fill::FalseFlag},
+         {4, Fill::SameAs, 2},
+         {5, Fill::ScalarFromAttr, InputFill::kNoSource, "lr", 1e-3},
+         {6, Fill::ScalarFromAttr, InputFill::kNoSource, nullptr, 1.0}}};
+    t["Adam"] = {
+        plain(kAdam),
+        {{"lr", A::ofFloat(1e-3f)},
+         {"beta1", A::ofFloat(0.9f)},
+         {"beta2", A::ofFloat(0.999f)},
+         {"epsilon", A::ofFloat(1e-8f)},
+         {"weight_decay", A::ofFloat(0.0f)},
+         {"decoupled", A::ofInt(0)},
+         {"low", A::ofInt(toOnnxDataType(DType::F16))}},
+        {{0, Fill::FalseFlag},
+         {6, Fill::ScalarFromAttr, InputFill::kNoSource, "lr", 1e-3},
+         {7, Fill::ScalarFromAttr, InputFill::kNoSource, nullptr, 1.0}}};
     t["IncrementStep"] = {plain(kIncrementStep), {}, {{1, Fill::FalseFlag}}};
     // No defaults: an attribute the schedule does not take is an error,
     // so completeLearningRate sees the node's own and writes them all.
@@ -1058,7 +1076,7 @@ int64_t dimOf(const WrittenGraph &g, const std::string &name, int axis) {
 Tensor scalarFill(const InputFill &f, DType type,
                   const std::map<std::string, Attribute> &attrs) {
   double v = f.value;
-  if (auto it = attrs.find(f.attr); it != attrs.end())
+  if (auto it = f.attr ? attrs.find(f.attr) : attrs.end(); it != attrs.end())
     v = it->second.kind == Attribute::Kind::Int ? double(it->second.i)
                                                 : double(it->second.f);
   return Tensor::scalar(type, v);

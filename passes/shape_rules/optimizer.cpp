@@ -107,6 +107,23 @@ void checkOptimizerControls(Ctx &c, size_t lrInput) {
   }
 }
 
+/// The optional loss scale an update unscales its gradient by
+/// (`grad_scale`, gradScaleInput): an fp32 scalar, beside an fp32 master.
+void checkGradScale(Ctx &c) {
+  const size_t at = size_t(gradScaleInput(c.n.domain(), c.n.opType()));
+  const Value *scale = c.opt(at);
+  if (!scale)
+    return;
+  requireScalar(c, at, DType::F32, "grad_scale");
+  const Value *p = c.n.input(2);
+  if (p && p->dtype != DType::Undefined && p->dtype != DType::F32)
+    fail([&] {
+      errorAt(c.n) << "unscales its gradient by " << c.inputText(at)
+                   << " but the parameter " << c.inputText(2) << " is "
+                   << dtypeName(p->dtype) << " (the scale is for fp32 masters)";
+    });
+}
+
 /// An optimizer moment (input i) of parameter input 2: the parameter's
 /// dtype, or bf16 beside an fp32 parameter (--optimizer-state-dtype=bf16:
 /// the kernels widen it, update in fp32 and round the new moment back).
@@ -162,6 +179,7 @@ void inferSGD(Ctx &c) {
     fail(
         [&] { errorAt(c.n) << "has a momentum output but no momentum input"; });
   c.flagAttr("nesterov", false);
+  checkGradScale(c);
   c.setLike(0, p);
   if (Value *buf = c.opt(4))
     if (c.n.numOutputs() >= 2 && c.n.output(1))
@@ -183,6 +201,7 @@ void inferAdam(Ctx &c) {
   requireMomentType(c, 5);
   c.sameDType({4, 5});
   c.flagAttr("decoupled", false);
+  checkGradScale(c);
   c.setLike(0, p);
   c.setLike(1, m);
   c.setLike(2, v);
@@ -315,11 +334,11 @@ const OpRule kRules[] = {
     {kOnnxPreviewTrainingDomain, "Adam", 6, kAny, 1, kAny, preview::inferAdam},
     {kOnnxPreviewTrainingDomain, "Momentum", 5, kAny, 1, kAny,
      preview::inferMomentum},
-    {kMpcDomain, "Adam", 6, 7, 3, 4, inferAdam},
+    {kMpcDomain, "Adam", 6, 8, 3, 4, inferAdam},
     {kMpcDomain, "ClipGradNorm", 1, kAny, 2, kAny, inferClipGradNorm},
     {kMpcDomain, "IncrementStep", 1, 2, 1, 1, inferIncrementStep},
     {kMpcDomain, "LearningRate", 1, 1, 1, 1, inferLearningRate},
-    {kMpcDomain, "SGD", 4, 6, 1, 3, inferSGD},
+    {kMpcDomain, "SGD", 4, 7, 1, 3, inferSGD},
     {kMpcDomain, "UnscaleGradients", 1, kAny, 1, kAny, inferUnscaleGradients},
     {kMpcDomain, "AllReduce", 1, kAny, 1, kAny, inferAllReduce},
     {kMpcDomain, "UpdateLossScale", 3, 3, 2, 2, inferUpdateLossScale},

@@ -209,6 +209,20 @@ WorkingCopyOut workingCopy(NodeStaging &s, const Tensor &p) {
   return {s.out(size_t(at), low, p.dims), low};
 }
 
+/// The device's loss scale an update unscales its gradient by (its
+/// grad_scale input, gradScaleInput), or nullptr.
+const float *gradScale(NodeStaging &s) {
+  const Node &node = s.node();
+  const int at = gradScaleInput(node.domain(), node.opType());
+  const Tensor *t = at < 0 ? nullptr : s.optionalIn(size_t(at));
+  if (!t)
+    return nullptr;
+  if (t->numel() != 1 || t->dtype != DType::F32)
+    fail(node, "grad_scale must be an fp32 scalar, got ", dtypeName(t->dtype),
+         " ", cpu::shapeString(t->dims));
+  return f32(s, size_t(at));
+}
+
 void runSgd(NodeStaging &s) {
   const Node &node = s.node();
   const Tensor &stepT = s.in(1, "step"), &p = s.in(2, "param"),
@@ -234,7 +248,7 @@ void runSgd(NodeStaging &s) {
   const DType bufType = buf ? buf->dtype : DType::F32;
   void *bufOut = buf ? s.optionalOut(1, bufType, p.dims) : nullptr;
   const void *bufIn = buf ? s.device(4) : nullptr;
-  const GradientIn grad(s.device(3), g.dtype);
+  const GradientIn grad(s.device(3), g.dtype, gradScale(s));
   const WorkingCopyOut copy = workingCopy(s, p);
   dispatchMoment(bufType, [&](auto stored) {
     using M = decltype(stored);
@@ -278,7 +292,7 @@ void runAdam(NodeStaging &s) {
   if (!resident)
     scalars = adamScalars(hostLr(s, 6), h.beta1, h.beta2, h.eps, h.weightDecay,
                           h.decoupled, readStep(node, stepT));
-  const GradientIn grad(s.device(3), g.dtype);
+  const GradientIn grad(s.device(3), g.dtype, gradScale(s));
   const WorkingCopyOut copy = workingCopy(s, p);
   dispatchMoment(m.dtype, [&](auto stored) {
     using M = decltype(stored);

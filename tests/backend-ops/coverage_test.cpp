@@ -182,7 +182,7 @@ TEST(CudaCoverage, EveryNodeOfTheSyncBatchNormCnnStepIsSupported) {
 // and the updates reading its rate (SGD and Adam, every schedule),
 // --ema-decay's average, and --grad-accum's counters. Those counted with
 // an int64 Add, which the device's Add does not take: a --grad-accum step
-// could not run on cuda until they used mpc.IncrementStep (session 20).
+// could not run on cuda until they used mpc.IncrementStep.
 TEST(CudaCoverage, EveryNodeOfTheOptimizerRecipesIsSupported) {
   for (const char *optimizer : {"sgd", "adamw"})
     for (const char *schedule :

@@ -757,6 +757,55 @@ void addTraining(std::vector<OpCase> &cases) {
                              randomTensor(rng, DType::F32, {1003}, 0, 0.01f)
                                  .castTo(DType::BF16)};
                    }});
+  // The loss scale an update unscales its gradient by (grad_scale,
+  // passes/fold_unscale.h): fp32 gradients by the float4 path (4000) and
+  // the scalar tail (1003), fp16/bf16 ones, a scale that is not a power of
+  // two (inv rounded), 1 (no multiply) and a skipped step; SGD's after an
+  // omitted lr.
+  struct ScaleCase {
+    const char *name;
+    DType grad;
+    float scale;
+    bool skip;
+    int64_t n;
+  };
+  for (const ScaleCase &c :
+       {ScaleCase{"fp32_4000", DType::F32, 65536.0f, false, 4000},
+        ScaleCase{"fp32_1003", DType::F32, 3000.0f, false, 1003},
+        ScaleCase{"fp16", DType::F16, 3000.0f, false, 1003},
+        ScaleCase{"bf16", DType::BF16, 65536.0f, false, 4000},
+        ScaleCase{"one", DType::F32, 1.0f, false, 4000},
+        ScaleCase{"skipped", DType::F16, 3000.0f, true, 1003}}) {
+    const DType grad = c.grad;
+    const float scale = c.scale;
+    const bool skip = c.skip;
+    const int64_t n = c.n;
+    cases.push_back(
+        {std::string("Adam_grad_scale_") + c.name, kMpcDomain, "Adam",
+         Builder::Attrs{{"lr", f(1e-3f)}}, 3, kF32,
+         [=](DType, std::mt19937 &rng) -> Inputs {
+           return {boolScalar(skip),
+                   int64Scalar(2),
+                   randomTensor(rng, DType::F32, {n}),
+                   randomTensor(rng, DType::F32, {n}, -4000, 4000).castTo(grad),
+                   randomTensor(rng, DType::F32, {n}, -0.1f, 0.1f),
+                   randomTensor(rng, DType::F32, {n}, 0, 0.01f),
+                   std::nullopt,
+                   f32Scalar(scale)};
+         }});
+    cases.push_back(
+        {std::string("SGD_grad_scale_") + c.name, kMpcDomain, "SGD",
+         Builder::Attrs{{"lr", f(0.05f)}, {"momentum", f(0.9f)}}, 2, kF32,
+         [=](DType, std::mt19937 &rng) -> Inputs {
+           return {boolScalar(skip),
+                   int64Scalar(3),
+                   randomTensor(rng, DType::F32, {n}),
+                   randomTensor(rng, DType::F32, {n}, -4000, 4000).castTo(grad),
+                   randomTensor(rng, DType::F32, {n}),
+                   std::nullopt,
+                   f32Scalar(scale)};
+         }});
+  }
   // --lr-schedule: the rate an fp64 input (the device reads it; SGD's after
   // an omitted buffer), and mpc.LearningRate itself with the device's cos
   // and pow (a rounding tie could tell them apart; Exact asks for none).

@@ -60,9 +60,11 @@ std::vector<Tensor> runAll(const std::string &domain, const std::string &op,
   ThreadScope scope(threads);
   Graph g;
   std::vector<Value *> vals;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    vals.push_back(g.addInput("in" + std::to_string(i), inputs[i]->dtype,
-                              toDims(inputs[i]->dims)));
+  for (size_t i = 0; i < inputs.size(); ++i) // nullptr: an omitted input
+    vals.push_back(inputs[i]
+                       ? g.addInput("in" + std::to_string(i), inputs[i]->dtype,
+                                    toDims(inputs[i]->dims))
+                       : nullptr);
   Node *n = g.createNode(op, vals, outputs, "node", domain);
   for (const auto &kv : attrs)
     n->setAttr(kv.first, kv.second);
@@ -583,6 +585,103 @@ TEST(CpuParallel, UpdatesWriteTheCastOfTheNewMaster) {
     EXPECT_NE(
         std::string(e.what()).find("attribute 'low' must be fp16 or bf16"),
         std::string::npos)
+        << e.what();
+  }
+}
+
+// fold-unscale hands SGD and Adam the loss-scaled gradient and the scale
+// (grad_scale) in place of UnscaleGradients' fp32 output: the update is bit
+// for bit the one of the unscaled gradient, on any thread count, for fp32,
+// fp16 and bf16 gradients, a scale that is not a power of two (its inverse
+// rounded), 1 (no multiply) and around the widening block (1024); a skipped
+// step copies. An lr input keeps its place before the scale.
+TEST(CpuParallel, UpdatesUnscaleTheirGradientAsUnscaleGradients) {
+  Tensor step(DType::I64, {});
+  step.data<int64_t>()[0] = 3;
+  Tensor lr(DType::F64, {});
+  lr.data<double>()[0] = 0.003;
+  Attrs adam = {{"lr", Attribute::ofFloat(1e-2f)},
+                {"weight_decay", Attribute::ofFloat(0.01f)},
+                {"decoupled", intAttr(1)}};
+  Attrs sgd = {{"lr", Attribute::ofFloat(0.1f)},
+               {"momentum", Attribute::ofFloat(0.9f)}};
+  for (bool skipped : {false, true})
+    for (DType t : {DType::F32, DType::F16, DType::BF16})
+      for (float scale : {65536.0f, 3000.0f, 1.0f})
+        for (int64_t n : {int64_t(1), int64_t(1025), int64_t(100003)}) {
+          std::string what =
+              std::string(dtypeName(t)) + " scale=" + std::to_string(scale) +
+              " n=" + std::to_string(n) + (skipped ? " skipped" : "");
+          Tensor found(DType::Bool, {});
+          found.bytes[0] = skipped ? 1 : 0;
+          Tensor s = Tensor::fromFloats({}, {scale});
+          Tensor p = randomTensor(DType::F32, {n}, 71);
+          // Gradients as a loss scale leaves them: large enough that the
+          // multiply rounds.
+          Tensor g =
+              Tensor::fromFloats({n},
+                                 [&] {
+                                   Tensor r = randomTensor(DType::F32, {n}, 72);
+                                   std::vector<float> x(r.data<float>(),
+                                                        r.data<float>() + n);
+                                   for (float &e : x)
+                                     e *= 3000.0f;
+                                   return x;
+                                 }())
+                  .castTo(t);
+          std::vector<Tensor> unscaled =
+              runAll(kMpcDomain, "UnscaleGradients", {&s, &g}, {}, 2, 1);
+          const Tensor &gu = unscaled[1];
+          Tensor m = randomTensor(DType::F32, {n}, 73);
+          Tensor v =
+              Tensor::fromFloats({n}, std::vector<float>(size_t(n), 0.5f));
+          for (int threads : {1, 2}) {
+            std::string at = what + " threads " + std::to_string(threads);
+            std::vector<Tensor> folded = runAll(
+                kMpcDomain, "Adam",
+                {&found, &step, &p, &g, &m, &v, nullptr, &s}, adam, 3, threads);
+            std::vector<Tensor> plain =
+                runAll(kMpcDomain, "Adam", {&found, &step, &p, &gu, &m, &v},
+                       adam, 3, 1);
+            for (size_t i = 0; i < 3; ++i)
+              EXPECT_TRUE(folded[i].bytes == plain[i].bytes)
+                  << "adamw " << at << " output " << i;
+            folded = runAll(kMpcDomain, "Adam",
+                            {&found, &step, &p, &g, &m, &v, &lr, &s}, adam, 3,
+                            threads);
+            plain = runAll(kMpcDomain, "Adam",
+                           {&found, &step, &p, &gu, &m, &v, &lr}, adam, 3, 1);
+            for (size_t i = 0; i < 3; ++i)
+              EXPECT_TRUE(folded[i].bytes == plain[i].bytes)
+                  << "adamw lr input " << at << " output " << i;
+            folded = runAll(kMpcDomain, "SGD",
+                            {&found, &step, &p, &g, &m, nullptr, &s}, sgd, 2,
+                            threads);
+            plain = runAll(kMpcDomain, "SGD", {&found, &step, &p, &gu, &m}, sgd,
+                           2, 1);
+            for (size_t i = 0; i < 2; ++i)
+              EXPECT_TRUE(folded[i].bytes == plain[i].bytes)
+                  << "sgd momentum " << at << " output " << i;
+            if (!skipped && scale != 1.0f) // the scale made a difference
+              EXPECT_FALSE(runAll(kMpcDomain, "SGD",
+                                  {&found, &step, &p, &g, &m}, sgd, 2, 1)[0]
+                               .bytes == folded[0].bytes)
+                  << "sgd " << at;
+          }
+        }
+  // A scale of another type is refused with one line naming it.
+  Tensor found(DType::Bool, {});
+  found.bytes[0] = 0;
+  Tensor p = randomTensor(DType::F32, {4}, 75), g = p, m = p, v = p;
+  Tensor s64(DType::F64, {});
+  s64.data<double>()[0] = 2.0;
+  try {
+    runAll(kMpcDomain, "Adam", {&found, &step, &p, &g, &m, &v, nullptr, &s64},
+           {}, 3, 1);
+    ADD_FAILURE() << "an fp64 grad_scale was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("grad_scale must be an fp32 scalar"),
+              std::string::npos)
         << e.what();
   }
 }

@@ -849,6 +849,25 @@ TEST(MpcFunctions, SGDMatchesKernel) {
       k.tols = {Tol::bits(), Tol::bits()};
       cases.push_back(k);
     }
+  // fold-unscale: the loss-scaled gradient and the scale (grad_scale after
+  // an omitted lr), unscaled by the body as the kernel unscales it.
+  for (DType t : {DType::F32, DType::BF16}) {
+    Case k;
+    k.label =
+        std::string("SGD momentum ") + dtypeName(t) + " gradient grad_scale";
+    k.op = "SGD";
+    k.inputs = {{"found_inf", flag(false)},
+                {"step", scalarOf(DType::I64, 3)},
+                {"param", uniform(DType::F32, dims, -1, 1)},
+                {"grad", uniform(t, dims, -1500, 1500)},
+                {"momentum_buffer", uniform(DType::F32, dims, -0.2, 0.2)},
+                {"lr", std::optional<Tensor>()},
+                {"grad_scale", scalarOf(DType::F32, 3000)}};
+    k.attrs = {{"lr", A::ofFloat(0.1f)}, {"momentum", A::ofFloat(0.9f)}};
+    k.numOutputs = 2;
+    k.tols = {Tol::bits(), Tol::bits()};
+    cases.push_back(k);
+  }
   // The working copy of the new master (`low`, passes/weight_copies.h):
   // the body's Cast of new_param, the kernel's as it updates (or, skipped,
   // of the parameter as it stays).
@@ -991,6 +1010,32 @@ TEST(MpcFunctions, AdamMatchesKernel) {
                   {"grad", uniform(t, dims, -0.5, 0.5)},
                   {"exp_avg", uniform(DType::F32, dims, -0.1, 0.1)},
                   {"exp_avg_sq", uniform(DType::F32, dims, 0, 0.05)}};
+      k.attrs = {{"lr", A::ofFloat(1e-2f)},
+                 {"weight_decay", A::ofFloat(0.01f)},
+                 {"decoupled", A::ofInt(1)}};
+      k.numOutputs = 3;
+      k.tols = {Tol::bits(), Tol::bits(), Tol::bits()};
+      cases.push_back(k);
+    }
+  // fold-unscale: the loss-scaled gradient and the scale (grad_scale after
+  // an omitted lr, and after a given one), unscaled by the body's Mul by
+  // float(1 / double(scale)) as the kernel unscales it.
+  for (DType t : {DType::F32, DType::F16})
+    for (bool withLr : {false, true}) {
+      Case k;
+      k.label = std::string("AdamW ") + dtypeName(t) + " gradient grad_scale" +
+                (withLr ? " lr" : "");
+      k.op = "Adam";
+      k.inputs = {
+          {"found_inf", flag(false)},
+          {"step", scalarOf(DType::I64, 3)},
+          {"param", uniform(DType::F32, dims, -1, 1)},
+          {"grad", uniform(t, dims, -1500, 1500)},
+          {"exp_avg", uniform(DType::F32, dims, -0.1, 0.1)},
+          {"exp_avg_sq", uniform(DType::F32, dims, 0, 0.05)},
+          {"lr", withLr ? std::optional<Tensor>(scalarOf(DType::F64, 0.003))
+                        : std::optional<Tensor>()},
+          {"grad_scale", scalarOf(DType::F32, 3000)}};
       k.attrs = {{"lr", A::ofFloat(1e-2f)},
                  {"weight_decay", A::ofFloat(0.01f)},
                  {"decoupled", A::ofInt(1)}};
