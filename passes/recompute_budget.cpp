@@ -64,12 +64,27 @@ bool isRecomputable(const Node &n) {
     return !random.count(n.opType());
   }
   // mpc's pure forward ops; its other ops are gradients, optimizer updates
-  // and collectives, which have no place in a forward recomputation.
-  static const std::unordered_set<std::string> pure = {
-      "Gelu",         "GeluTanh",   "FusedMatMul",      "SoftmaxTo",
-      "DivSoftmaxTo", "LogSigmoid", "RMSNormalization", "SumToShape",
-      "AddTo"};
+  // and collectives, which have no place in a forward recomputation. The
+  // norms' To forms (fold-widening-casts) are the standard LayerNormalization
+  // and mpc.RMSNormalization with their Cast down folded in.
+  static const std::unordered_set<std::string> pure = {"Gelu",
+                                                       "GeluTanh",
+                                                       "FusedMatMul",
+                                                       "SoftmaxTo",
+                                                       "DivSoftmaxTo",
+                                                       "LogSigmoid",
+                                                       "SumToShape",
+                                                       "AddTo",
+                                                       "RMSNormalization",
+                                                       "RMSNormalizationTo",
+                                                       "LayerNormalizationTo"};
   return n.domain() == kMpcDomain && pure.count(n.opType());
+}
+
+/// mpc.LayerNormalizationTo / RMSNormalizationTo (fold-widening-casts).
+bool isNormTo(const Node &n) {
+  return n.domain() == kMpcDomain && (n.opType() == "LayerNormalizationTo" ||
+                                      n.opType() == "RMSNormalizationTo");
 }
 
 bool isConstantNode(const Node &n) {
@@ -383,21 +398,27 @@ void recomputeToBudget(Model &model, PassContext &ctx) {
             ++next;
         }
       }
-      for (double costly : {kInf, 16.0, 1.0}) {
-        std::vector<char> kept(n, 0);
-        for (const Value *v : s.values) {
-          size_t id = v->id();
-          if (s.flopsPerByte[id] >= costly)
-            kept[id] = 1;
-          if (!s.dataFlow[id])
-            continue;
-          auto cut =
-              std::lower_bound(chosen.begin(), chosen.end(), s.producerAt[id]);
-          if (cut != chosen.end() && *cut < s.lastForward[id])
-            kept[id] = 1;
+      // Each candidate also with the norms' To forms kept: recomputing one
+      // may cost more than it frees (its statistics and both Ys at once),
+      // and the candidates without them are the ones found before they
+      // were recomputable, so no step's floor rises.
+      for (bool keepNormsTo : {false, true})
+        for (double costly : {kInf, 16.0, 1.0}) {
+          std::vector<char> kept(n, 0);
+          for (const Value *v : s.values) {
+            size_t id = v->id();
+            if (s.flopsPerByte[id] >= costly ||
+                (keepNormsTo && isNormTo(*v->producer())))
+              kept[id] = 1;
+            if (!s.dataFlow[id])
+              continue;
+            auto cut = std::lower_bound(chosen.begin(), chosen.end(),
+                                        s.producerAt[id]);
+            if (cut != chosen.end() && *cut < s.lastForward[id])
+              kept[id] = 1;
+          }
+          addCandidate(std::move(kept));
         }
-        addCandidate(std::move(kept));
-      }
     }
   }
   std::stable_sort(

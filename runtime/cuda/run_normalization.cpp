@@ -46,6 +46,9 @@
 #include "runtime/cuda/cudnn_util.h"
 #include "runtime/cuda/node_staging.h"
 
+#include <initializer_list>
+#include <optional>
+
 namespace mpc {
 namespace cuda {
 namespace {
@@ -418,6 +421,26 @@ void runRMSNormGrad(NodeStaging &s) {
   launchNormGrad(s, sh, mean, inv, DType::F32, false);
 }
 
+/// mpc.LayerNormalizationTo / RMSNormalizationTo: the plain norm's inputs,
+/// and the types the kernels write, Y (`to`) fp32, fp16 or bf16 and Ylow
+/// (`low`, where the node asks for it) fp16 or bf16: the shape rule takes
+/// any float, fp64 included, which the device code does not write.
+std::string checkNormTo(const Node &n, std::initializer_list<size_t> inputs) {
+  std::string why = requireDeviceFloat(n, inputs);
+  if (!why.empty())
+    return why;
+  std::optional<DType> to = fromOnnxDataType(int(n.attrInt("to", 0)));
+  if (!to || !isDeviceFloat(*to))
+    return "the cuda kernel writes Y in fp32, fp16 or bf16";
+  const int lowAt = lowCopyOutput(n.domain(), n.opType());
+  std::optional<DType> low =
+      fromOnnxDataType(int(n.attrInt("low", toOnnxDataType(DType::F16))));
+  if (n.output(size_t(lowAt)) &&
+      (!low || (*low != DType::F16 && *low != DType::BF16)))
+    return "the cuda kernel writes Ylow in fp16 or bf16";
+  return "";
+}
+
 std::string checkLayerNormGrad(const Node &n) {
   return requireDeviceFloat(n, {0, 1, 2, 3, 4});
 }
@@ -434,7 +457,7 @@ std::vector<CudaOpEntry> normalizationOps() {
        }},
       {kMpcDomain, "LayerNormalizationTo", runLayerNorm,
        [](const Node &n) {
-         return requireDeviceFloat(n, {0, 1, 2});
+         return checkNormTo(n, {0, 1, 2});
        }},
       {kMpcDomain, "RMSNormalization", runRMSNorm,
        [](const Node &n) {
@@ -442,7 +465,7 @@ std::vector<CudaOpEntry> normalizationOps() {
        }},
       {kMpcDomain, "RMSNormalizationTo", runRMSNorm,
        [](const Node &n) {
-         return requireDeviceFloat(n, {0, 1});
+         return checkNormTo(n, {0, 1});
        }},
       {kMpcDomain, "RMSNormalizationGrad", runRMSNormGrad,
        [](const Node &n) {

@@ -452,6 +452,39 @@ TEST(CudaCoverage, RefusesWhatTheDeviceCodeDoesNotTake) {
   EXPECT_NE(why.find("int64 to fp16"), std::string::npos) << why;
   EXPECT_TRUE(cudaBackendSupports(*b.op("Relu", {x})->producer(), why)) << why;
   EXPECT_TRUE(cudaBackendSupports(*b.op("Shape", {i})->producer(), why)) << why;
+  // The norms' To forms write Y in fp32, fp16 or bf16 and Ylow in fp16 or
+  // bf16; their shape rule takes any float type for either.
+  auto normTo = [&](const char *op, DType to, DType low, bool withLow) {
+    std::vector<Value *> in = {x, c};
+    if (std::string(op) == "LayerNormalizationTo")
+      in.push_back(c);
+    const size_t outs = std::string(op) == "LayerNormalizationTo" ? 4 : 2;
+    Node *n = b.node(op, in, outs,
+                     {{"to", Attribute::ofInt(toOnnxDataType(to))},
+                      {"low", Attribute::ofInt(toOnnxDataType(low))}},
+                     "", kMpcDomain);
+    if (!withLow)
+      n->omitOutput(outs - 1);
+    return n;
+  };
+  for (const char *op : {"LayerNormalizationTo", "RMSNormalizationTo"}) {
+    EXPECT_TRUE(
+        cudaBackendSupports(*normTo(op, DType::F32, DType::BF16, true), why))
+        << op << ": " << why;
+    EXPECT_TRUE(
+        cudaBackendSupports(*normTo(op, DType::F16, DType::F64, false), why))
+        << op << ": " << why;
+    EXPECT_FALSE(
+        cudaBackendSupports(*normTo(op, DType::F64, DType::F16, false), why))
+        << op;
+    EXPECT_NE(why.find("writes Y in fp32, fp16 or bf16"), std::string::npos)
+        << op << ": " << why;
+    EXPECT_FALSE(
+        cudaBackendSupports(*normTo(op, DType::F32, DType::F32, true), why))
+        << op;
+    EXPECT_NE(why.find("writes Ylow in fp16 or bf16"), std::string::npos)
+        << op << ": " << why;
+  }
 }
 
 // The ops issue 4 gave device code after the first families: they must
