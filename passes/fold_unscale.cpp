@@ -3,12 +3,9 @@
 #include "passes/fold_unscale.h"
 
 #include "ir/mpc_ops.h"
-#include "ir/step_metadata.h"
 #include "passes/precision_map.h"
 
 #include <string>
-#include <unordered_map>
-#include <vector>
 
 namespace mpc {
 namespace {
@@ -34,10 +31,10 @@ Node *soleUpdateOf(const Value *out, const Value *g) {
 }
 
 /// Folds UnscaleGradients node n's multiplies into the updates that read
-/// its outputs; `renamed` collects unscaled gradient -> the gradient the
-/// update now reads. Returns how many were folded.
-int64_t foldInto(Model &model, Graph &g, Node *n,
-                 std::unordered_map<std::string, std::string> &renamed) {
+/// its outputs. Each unscaled gradient is replaced by the gradient it was
+/// made of, so metadata naming it (mpc.grads) follows to what the update
+/// reads (ir/metadata_value_refs.cpp). Returns how many were folded.
+int64_t foldInto(Model &model, Graph &g, Node *n) {
   Value *scale = n->input(0);
   if (!scale || scale->dtype != DType::F32)
     return 0;
@@ -47,10 +44,9 @@ int64_t foldInto(Model &model, Graph &g, Node *n,
     Node *update = soleUpdateOf(out, grad);
     if (!update)
       continue;
-    update->setInput(3, grad);
+    g.replaceAllUsesWith(out, grad); // the update's gradient input
     update->setInput(size_t(gradScaleInput(update->domain(), update->opType())),
                      scale);
-    renamed[out->name()] = grad->name();
     n->omitOutput(i);
     if (std::optional<PrecisionRecord> r = recordCopyOf(model, g, *update)) {
       r->detail += "; unscales its gradient as it reads it (fold-unscale)";
@@ -82,22 +78,13 @@ void runFoldUnscale(Model &model, PassContext &ctx) {
     return;
   }
   Graph &g = *model.training->algorithm;
-  std::unordered_map<std::string, std::string> renamed;
   int64_t folded = 0;
   for (const auto &n : g.nodes())
     if (n->isOp(kMpcDomain, "UnscaleGradients"))
-      folded += foldInto(model, g, n.get(), renamed);
+      folded += foldInto(model, g, n.get());
   if (!folded) {
     ctx.changedNothing = true;
     return;
-  }
-  // The unscaled gradients are gone: mpc.grads names what the updates read.
-  if (hasMeta(model, meta::kGrads)) {
-    std::vector<std::string> grads = readMeta(model, meta::kGrads);
-    for (std::string &name : grads)
-      if (auto it = renamed.find(name); it != renamed.end())
-        name = it->second;
-    writeMeta(model, meta::kGrads, grads);
   }
   ctx.stats["gradients-unscaled-by-updates"] += folded;
 }

@@ -308,9 +308,9 @@ UpdateLossScale <growth_factor, backoff_factor, growth_interval> (scale, growth_
 const char *kSGD = R"(
 SGD <lr, momentum, dampening, weight_decay, nesterov, low> (found_inf, step, param, grad_in, momentum_buffer, lr, grad_scale) => (new_param, new_momentum_buffer, new_param_low) {
   grad_wide = CastLike (grad_in, param)
-  one_scale_d = Constant <value = double {1.0}> ()
+  one_d = Constant <value = double {1.0}> ()
   scale_d = Cast <to = 11> (grad_scale)
-  inv_d = Div (one_scale_d, scale_d)
+  inv_d = Div (one_d, scale_d)
   inv_f = Cast <to = 1> (inv_d)
   inv = CastLike (inv_f, param)
   grad = Mul (grad_wide, inv)
@@ -320,7 +320,6 @@ SGD <lr, momentum, dampening, weight_decay, nesterov, low> (found_inf, step, par
   mom = Constant <value_float: float = @momentum> ()
   dampening_f = Constant <value_float: float = @dampening> ()
   dampening = Cast <to = 11> (dampening_f)
-  one_d = Constant <value = double {1.0}> ()
   keep_d = Sub (one_d, dampening)
   keep = Cast <to = 1> (keep_d)
   wd = Constant <value_float: float = @weight_decay> ()

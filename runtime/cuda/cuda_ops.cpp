@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace mpc {
 namespace cuda {
@@ -56,6 +57,12 @@ std::string cudaOpName(const Node &node) {
 
 bool isDeviceFloat(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
+DType lowType(const Node &n) {
+  std::optional<DType> l =
+      fromOnnxDataType(int(n.attrInt("low", toOnnxDataType(DType::F16))));
+  return l ? *l : DType::Undefined;
 }
 
 std::string requireDeviceFloat(const Node &node,

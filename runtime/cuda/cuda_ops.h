@@ -78,6 +78,10 @@ std::string cudaOpName(const Node &node);
 
 /// True for the dtypes the device kernels take (fp32, fp16, bf16).
 bool isDeviceFloat(DType t);
+/// The dtype an op's 16-bit copy output is written in (its `low`
+/// attribute, default fp16: SoftmaxTo, AddTo, the norms' To forms);
+/// Undefined when the attribute names no type.
+DType lowType(const Node &n);
 /// "" unless one of the listed inputs has a known dtype the kernels do not
 /// take.
 std::string requireDeviceFloat(const Node &node,

@@ -20,14 +20,6 @@ namespace mpc {
 namespace cuda {
 namespace {
 
-/// The dtype of SoftmaxTo / DivSoftmaxTo's optional Ylow (`low`, default
-/// fp16); Undefined when it is no type.
-DType lowType(const Node &n) {
-  std::optional<DType> l =
-      fromOnnxDataType(int(n.attrInt("low", toOnnxDataType(DType::F16))));
-  return l ? *l : DType::Undefined;
-}
-
 /// mpc.SoftmaxTo and (`Div`) mpc.DivSoftmaxTo: X read as stored (divided
 /// by D), Y in `to` (fp32 on the device), Ylow (when asked for) Y cast to
 /// fp16 or bf16.

@@ -432,11 +432,9 @@ std::string checkNormTo(const Node &n, std::initializer_list<size_t> inputs) {
   std::optional<DType> to = fromOnnxDataType(int(n.attrInt("to", 0)));
   if (!to || !isDeviceFloat(*to))
     return "the cuda kernel writes Y in fp32, fp16 or bf16";
-  const int lowAt = lowCopyOutput(n.domain(), n.opType());
-  std::optional<DType> low =
-      fromOnnxDataType(int(n.attrInt("low", toOnnxDataType(DType::F16))));
-  if (n.output(size_t(lowAt)) &&
-      (!low || (*low != DType::F16 && *low != DType::BF16)))
+  const DType low = lowType(n);
+  if (n.output(size_t(lowCopyOutput(n.domain(), n.opType()))) &&
+      low != DType::F16 && low != DType::BF16)
     return "the cuda kernel writes Ylow in fp16 or bf16";
   return "";
 }

@@ -618,17 +618,10 @@ TEST(CpuParallel, UpdatesUnscaleTheirGradientAsUnscaleGradients) {
           Tensor p = randomTensor(DType::F32, {n}, 71);
           // Gradients as a loss scale leaves them: large enough that the
           // multiply rounds.
-          Tensor g =
-              Tensor::fromFloats({n},
-                                 [&] {
-                                   Tensor r = randomTensor(DType::F32, {n}, 72);
-                                   std::vector<float> x(r.data<float>(),
-                                                        r.data<float>() + n);
-                                   for (float &e : x)
-                                     e *= 3000.0f;
-                                   return x;
-                                 }())
-                  .castTo(t);
+          Tensor scaled = randomTensor(DType::F32, {n}, 72);
+          for (int64_t k = 0; k < n; ++k)
+            scaled.data<float>()[k] *= 3000.0f;
+          Tensor g = scaled.castTo(t);
           std::vector<Tensor> unscaled =
               runAll(kMpcDomain, "UnscaleGradients", {&s, &g}, {}, 2, 1);
           const Tensor &gu = unscaled[1];
